@@ -1,0 +1,46 @@
+//! `authplugin`: the pure core of Perceptron's dual-verification login.
+//!
+//! Sans-I/O: no sockets, no async runtime, no clock (time is a parameter). Randomness comes
+//! from a caller-supplied CSPRNG. The one exception is [`key_file`], which reads and writes
+//! key files so that the relay and the compute apply the same permission checks.
+//!
+//! # Layout
+//! - [`reader`]: the checked cursor every decoder uses; [`DecodeError`].
+//! - [`scramble`]: 20-byte login challenges.
+//! - [`native_password`], [`caching_sha2`]: the plugins' token math and verification.
+//! - [`credential`]: what a compute stores per account and the check of an answer against it.
+//! - [`identity`]: the HMAC-SHA256 key ring shared by relays and computes.
+//! - [`key_file`]: loading and writing key files (mode-checked).
+//! - [`payload`]: the relayed-auth payload v1 (DESIGN §3): encode, strict decode, verify.
+//! - [`replay`]: the bounded replay window over (key id, scramble A).
+//! - [`packet`]: the connection-phase packets and framing.
+//! - [`hex`]: hex for key files and stored hashes.
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
+
+pub mod caching_sha2;
+pub mod credential;
+pub mod hex;
+pub mod identity;
+pub mod key_file;
+pub mod native_password;
+pub mod packet;
+pub mod payload;
+pub mod reader;
+pub mod replay;
+pub mod scramble;
+
+pub use credential::{AnswerError, AuthPlugin, Credential};
+pub use identity::{IdentityError, KeyId, KeyRing, KeySecret, PerceptronKey};
+pub use payload::{Binding, DecodedPayload, DenyReason, LoginClaim, VerifiedLogin};
+pub use reader::DecodeError;
+pub use replay::{ReplayError, ReplayGuard};
+pub use scramble::{SCRAMBLE_LEN, Scramble};
