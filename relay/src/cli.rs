@@ -17,6 +17,14 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the relay: listen for every configured instance, hold clients of paused instances,
+    /// wake them, and relay their logins. SIGTERM or SIGINT stops accepting, drains open
+    /// connections (up to 10 s) and stops the computes it started.
+    Run {
+        /// The TOML configuration file (see README, "Configuration").
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
     /// Generate a perceptron key and add it as the newest key of a key file (created with
     /// mode 0600 if missing). The relay signs with the newest key; computes accept every key
     /// in their copy of the file. To rotate: add a key to the computes' file first, then to

@@ -1,8 +1,27 @@
 //! `relay`: the perceptron (wake-on-connect MySQL relay) and its control plane.
 //!
 //! # Layout
-//! - [`cli`]: the command line (`relay keygen`, ...), parsed with clap.
-//! - [`keygen`]: `relay keygen`: create or extend the key file relays and computes share.
+//! - [`cli`]: the command line, parsed with clap; `main.rs` only calls into this crate.
+//! - [`config`], [`duration`]: the TOML configuration and its validation.
+//! - [`keygen`]: `relay keygen`, creating or extending the key file relays and computes share.
+//! - [`server`]: listeners, accept loops, graceful shutdown.
+//! - [`perceptron`]: the perceptron route, one module per phase (P1–P8).
+//! - [`control`]: instance lifecycle, the single-flight wake, drivers, readiness.
+//! - [`packet_io`]: the only module that reads or writes MySQL packets on a socket.
+//! - [`passthrough`]: the byte pump after a relayed login.
+//! - [`profile`]: the compute greeting profile the relay imitates.
+//! - [`outcome`]: how a connection ended: error kinds, metric labels, client-visible ERRs.
+//! - [`metrics`]: every metric, in one place.
 
 pub mod cli;
+pub mod config;
+pub mod control;
+pub mod duration;
 pub mod keygen;
+pub mod metrics;
+pub mod outcome;
+pub mod packet_io;
+pub mod passthrough;
+pub mod perceptron;
+pub mod profile;
+pub mod server;

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use relay::cli::{Cli, Command};
+use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -18,5 +19,70 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Run { config } => run(&config),
     }
+}
+
+fn run(config_path: &std::path::Path) -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = match relay::config::Config::load(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("relay: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let ring = match authplugin::key_file::load(&config.relay.key_file) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!(
+                "relay: {e} (relay.key_file in {}; create one with `relay keygen`)",
+                config.path.display()
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("relay: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let shutdown = CancellationToken::new();
+        tokio::spawn(wait_for_signal(shutdown.clone()));
+        match relay::server::run(config, ring, shutdown).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("relay: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+async fn wait_for_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        eprintln!("relay: cannot install signal handlers");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+    shutdown.cancel();
 }

@@ -1,0 +1,28 @@
+//! The driver seam (DESIGN §4, §6): how a compute is started, watched and stopped. The
+//! process driver is the embedded default; exec, http and Kubernetes drivers plug in here.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use super::WakeError;
+
+/// A boxed future, so drivers can be trait objects.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Starts computes.
+pub trait Driver: Send + Sync {
+    /// Starts the compute and resolves once it is ready (it greets on its address), or fails
+    /// after `timeout`. A compute that is not ready by then is stopped by the driver itself.
+    fn start(
+        &self,
+        timeout: std::time::Duration,
+    ) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>>;
+}
+
+/// A compute that was started and became ready.
+pub trait RunningCompute: Send + Sync {
+    /// Resolves when the compute has gone, with a description of how it ended.
+    fn wait_exit(&self) -> BoxFuture<'_, String>;
+    /// Stops the compute: politely, then by force after the driver's grace period.
+    fn stop(&self) -> BoxFuture<'_, ()>;
+}

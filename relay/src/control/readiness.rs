@@ -1,0 +1,64 @@
+//! Readiness: a compute is ready when a MySQL greeting arrives on its address. Not a fixed
+//! sleep, and not just an open port: the greeting proves the server accepts connections.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use authplugin::packet::HandshakeV10;
+use tokio::net::TcpStream;
+
+use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
+
+/// How long one probe may take once connected.
+const PROBE_READ_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Connects once and reads the greeting. `Ok(greeting)` means ready.
+///
+/// # Errors
+/// A description of why the compute is not (yet) ready.
+pub async fn probe(addr: SocketAddr) -> Result<HandshakeV10, String> {
+    let stream = tokio::time::timeout(PROBE_READ_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| "connect timed out".to_owned())?
+        .map_err(|e| e.to_string())?;
+    let mut ps = PacketStream::new(stream, MAX_LOGIN_PACKET_LEN);
+    let packet = tokio::time::timeout(PROBE_READ_TIMEOUT, ps.read_packet())
+        .await
+        .map_err(|_| "no greeting in time".to_owned())?
+        .map_err(|e| e.to_string())?;
+    HandshakeV10::decode(&packet.payload).map_err(|e| format!("not a MySQL greeting: {e}"))
+}
+
+/// The wait before probe attempt `n` (0-based): starts at 2 ms so a fast compute is seen
+/// quickly, doubles, and caps at 50 ms so a slow one costs little CPU.
+#[must_use]
+pub fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis((2u64 << attempt.min(5)).min(50))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_then_caps() {
+        let waits: Vec<u64> = (0..8).map(|n| backoff(n).as_millis() as u64).collect();
+        assert_eq!(waits, [2, 4, 8, 16, 32, 50, 50, 50]);
+    }
+
+    #[tokio::test]
+    async fn probe_refuses_a_port_that_does_not_greet() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            tokio::io::AsyncWriteExt::write_all(&mut s, b"\x05\x00\x00\x00hello")
+                .await
+                .unwrap();
+            s
+        });
+        let err = probe(addr).await.unwrap_err();
+        assert!(err.contains("not a MySQL greeting"), "{err}");
+        drop(server.await);
+    }
+}

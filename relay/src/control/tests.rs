@@ -1,0 +1,207 @@
+//! Lifecycle tests with a scripted driver: no processes, no sockets.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::driver::{BoxFuture, Driver, RunningCompute};
+use super::*;
+use crate::config::{AuthMode, DriverConfig, InstanceConfig};
+
+/// What the scripted driver does on each start, in order.
+#[derive(Debug, Clone)]
+enum Step {
+    /// Becomes ready after the delay.
+    Ready(Duration),
+    /// Fails after the delay.
+    Exit(Duration),
+    /// Never becomes ready.
+    Hang,
+}
+
+struct ScriptedDriver {
+    script: Mutex<VecDeque<Step>>,
+    starts: Arc<AtomicUsize>,
+    /// Sending `true` makes the current compute "exit".
+    exit: watch::Sender<bool>,
+}
+
+struct ScriptedCompute {
+    exit: watch::Receiver<bool>,
+    stopped: Arc<AtomicUsize>,
+}
+
+impl Driver for ScriptedDriver {
+    fn start(
+        &self,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
+        Box::pin(async move {
+            self.starts.fetch_add(1, Ordering::SeqCst);
+            let step = self
+                .script
+                .lock()
+                .unwrap()
+                .pop_front()
+                .expect("script exhausted");
+            self.exit.send_replace(false);
+            let run = async {
+                match step {
+                    Step::Ready(d) => {
+                        tokio::time::sleep(d).await;
+                        Ok(Box::new(ScriptedCompute {
+                            exit: self.exit.subscribe(),
+                            stopped: Arc::new(AtomicUsize::new(0)),
+                        }) as Box<dyn RunningCompute>)
+                    }
+                    Step::Exit(d) => {
+                        tokio::time::sleep(d).await;
+                        Err(WakeError::Exited("exit status: 1".into()))
+                    }
+                    Step::Hang => std::future::pending().await,
+                }
+            };
+            tokio::time::timeout(timeout, run)
+                .await
+                .unwrap_or(Err(WakeError::Timeout(timeout)))
+        })
+    }
+}
+
+impl RunningCompute for ScriptedCompute {
+    fn wait_exit(&self) -> BoxFuture<'_, String> {
+        Box::pin(async move {
+            let mut rx = self.exit.clone();
+            let _ = rx.wait_for(|e| *e).await;
+            "exited".into()
+        })
+    }
+
+    fn stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.stopped.fetch_add(1, Ordering::SeqCst);
+        })
+    }
+}
+
+fn instance(script: Vec<Step>) -> (Arc<Instance>, Arc<AtomicUsize>, watch::Sender<bool>) {
+    let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let config = InstanceConfig {
+        name: "t".into(),
+        listen: addr,
+        compute: addr,
+        auth: AuthMode::Dual,
+        resume_timeout: Duration::from_secs(2),
+        handshake_timeout: Duration::from_secs(1),
+        compute_timeout: Duration::from_secs(1),
+        idle_pause_after: Duration::from_secs(60),
+        driver: DriverConfig::Process {
+            command: vec!["x".into()],
+            cwd: ".".into(),
+            stop_grace: Duration::from_secs(1),
+        },
+    };
+    let starts = Arc::new(AtomicUsize::new(0));
+    let (exit, _) = watch::channel(false);
+    let driver = ScriptedDriver {
+        script: Mutex::new(script.into()),
+        starts: Arc::clone(&starts),
+        exit: exit.clone(),
+    };
+    let metrics = Arc::new(Metrics::default());
+    (
+        Instance::new(config, Box::new(driver), metrics),
+        starts,
+        exit,
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_waiters_cause_one_start() {
+    let (inst, starts, _exit) = instance(vec![Step::Ready(Duration::from_millis(300))]);
+    let waiters: Vec<_> = (0..50)
+        .map(|_| {
+            let inst = Arc::clone(&inst);
+            tokio::spawn(async move { inst.ensure_running().await })
+        })
+        .collect();
+    for w in waiters {
+        assert!(!w.await.unwrap().unwrap().was_running);
+    }
+    assert_eq!(starts.load(Ordering::SeqCst), 1);
+    assert_eq!(inst.state_name(), "running");
+    assert!(inst.ensure_running().await.unwrap().was_running);
+    assert_eq!(starts.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failure_reaches_every_waiter_and_next_call_retries() {
+    let (inst, starts, _exit) = instance(vec![
+        Step::Exit(Duration::from_millis(100)),
+        Step::Ready(Duration::from_millis(10)),
+    ]);
+    let waiters: Vec<_> = (0..10)
+        .map(|_| {
+            let inst = Arc::clone(&inst);
+            tokio::spawn(async move { inst.ensure_running().await })
+        })
+        .collect();
+    for w in waiters {
+        assert!(matches!(w.await.unwrap(), Err(WakeError::Exited(_))));
+    }
+    assert_eq!(starts.load(Ordering::SeqCst), 1);
+    assert_eq!(inst.state_name(), "paused");
+    inst.ensure_running().await.unwrap();
+    assert_eq!(starts.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn hanging_compute_times_out_within_resume_timeout() {
+    let (inst, _starts, _exit) = instance(vec![Step::Hang, Step::Ready(Duration::ZERO)]);
+    let t0 = tokio::time::Instant::now();
+    let err = inst.ensure_running().await.unwrap_err();
+    assert!(
+        matches!(err, WakeError::Timeout(d) if d == Duration::from_secs(2)),
+        "{err:?}"
+    );
+    assert!(t0.elapsed() <= Duration::from_millis(2_100));
+    // The wake task has cleaned up by the time the waiter gives up, or just after.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(inst.state_name(), "paused");
+    inst.ensure_running().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn compute_exit_pauses_the_instance_and_next_call_wakes_it() {
+    let (inst, starts, exit) = instance(vec![
+        Step::Ready(Duration::ZERO),
+        Step::Ready(Duration::ZERO),
+    ]);
+    inst.ensure_running().await.unwrap();
+    exit.send_replace(true);
+    for _ in 0..100 {
+        if inst.state_name() == "paused" {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(inst.state_name(), "paused");
+    inst.ensure_running().await.unwrap();
+    assert_eq!(starts.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shut_down_refuses_new_wakes() {
+    let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::ZERO)]);
+    inst.ensure_running().await.unwrap();
+    inst.shut_down().await;
+    assert_eq!(inst.state_name(), "paused");
+    assert!(matches!(
+        inst.ensure_running().await,
+        Err(WakeError::ShuttingDown)
+    ));
+}

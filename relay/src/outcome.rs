@@ -1,0 +1,240 @@
+//! How a connection ended, as a closed set of kinds: each kind is a metric label, decides
+//! the one ERR packet (if any) the client sees, and is logged once at the end of the
+//! connection task (house rule 5). Client-visible messages are fixed text plus the instance
+//! name; internal addresses and error details stay in the relay's log.
+
+use authplugin::packet::ErrPacket;
+use authplugin::packet::err::codes;
+
+/// Why a connection that reached the perceptron did not become a relayed session.
+#[derive(Debug)]
+pub enum PerceptronError {
+    /// Not a MySQL login; never wakes the instance.
+    NotALogin(Classification),
+    /// The wake failed or timed out.
+    Wake(crate::control::WakeError),
+    /// The compute failed during the relayed login.
+    Compute(ComputeError),
+    /// The client went away after its login was accepted for relay.
+    ClientGone,
+    /// The relay is shutting down.
+    ShuttingDown,
+}
+
+/// What the perceptron made of a connection that did not send a usable login.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Classification {
+    /// Closed without sending anything (port scan, TCP health check).
+    ClosedSilently,
+    /// Closed in the middle of a packet.
+    ClosedMidPacket,
+    /// Sent nothing complete within `handshake_timeout`.
+    HandshakeTimeout,
+    /// Spoke HTTP.
+    Http,
+    /// Sent a TLS ClientHello without asking for TLS the MySQL way.
+    TlsClientHello,
+    /// Asked for TLS with an SSLRequest; this relay does not terminate TLS.
+    SslRequest,
+    /// A packet bigger than any login.
+    Oversized,
+    /// A packet with the wrong sequence id.
+    OutOfOrder,
+    /// Bytes that are not a HandshakeResponse41 (or a pre-4.1 login).
+    Malformed,
+    /// A well-formed login without a user name.
+    EmptyUser,
+    /// After the one allowed switch to `mysql_native_password`, still no usable answer.
+    UnsupportedAuth,
+}
+
+/// A failure of the relayed login on the compute side (P4–P7).
+#[derive(Debug)]
+pub enum ComputeError {
+    /// Could not connect within the deadline.
+    Connect(std::io::Error),
+    /// The compute did not answer within `compute_timeout`.
+    Timeout,
+    /// The compute closed the connection or the socket failed.
+    Lost(String),
+    /// The compute sent something that is not the next step of the login.
+    Protocol(String),
+    /// The client negotiated capabilities the compute lacks (stale profile); relearnt now.
+    CapabilityMismatch(u32),
+}
+
+impl Classification {
+    /// Metric label.
+    #[must_use]
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::ClosedSilently => "closed_silently",
+            Self::ClosedMidPacket => "closed_mid_packet",
+            Self::HandshakeTimeout => "handshake_timeout",
+            Self::Http => "http",
+            Self::TlsClientHello => "tls_client_hello",
+            Self::SslRequest => "ssl_request",
+            Self::Oversized => "oversized",
+            Self::OutOfOrder => "out_of_order",
+            Self::Malformed => "malformed",
+            Self::EmptyUser => "empty_user",
+            Self::UnsupportedAuth => "unsupported_auth",
+        }
+    }
+
+    /// Every classification, for metric initialisation.
+    pub const ALL: [Self; 11] = [
+        Self::ClosedSilently,
+        Self::ClosedMidPacket,
+        Self::HandshakeTimeout,
+        Self::Http,
+        Self::TlsClientHello,
+        Self::SslRequest,
+        Self::Oversized,
+        Self::OutOfOrder,
+        Self::Malformed,
+        Self::EmptyUser,
+        Self::UnsupportedAuth,
+    ];
+
+    /// The ERR the client gets, where the protocol allows one: nothing for a peer that left,
+    /// speaks HTTP or TLS (it would not understand), a MySQL error otherwise.
+    #[must_use]
+    pub fn client_error(self, client_addr: &str) -> Option<ErrPacket> {
+        let (code, msg): ((u16, &[u8; 5]), String) = match self {
+            Self::ClosedSilently | Self::ClosedMidPacket | Self::Http | Self::TlsClientHello => {
+                return None;
+            }
+            Self::HandshakeTimeout => (
+                codes::ER_NET_READ_INTERRUPTED,
+                "Got timeout reading communication packets".into(),
+            ),
+            Self::SslRequest => (
+                codes::ER_HANDSHAKE_ERROR,
+                "Bad handshake: TLS is not enabled on this endpoint; connect without TLS".into(),
+            ),
+            Self::Oversized => (
+                codes::ER_NET_PACKET_TOO_LARGE,
+                "Got a packet bigger than 'max_allowed_packet' bytes".into(),
+            ),
+            Self::OutOfOrder => (
+                codes::ER_NET_PACKETS_OUT_OF_ORDER,
+                "Got packets out of order".into(),
+            ),
+            Self::Malformed => (codes::ER_HANDSHAKE_ERROR, "Bad handshake".into()),
+            Self::EmptyUser => (
+                codes::ER_ACCESS_DENIED_ERROR,
+                format!("Access denied for user ''@'{}'", host_of(client_addr)),
+            ),
+            Self::UnsupportedAuth => (
+                codes::ER_NOT_SUPPORTED_AUTH_MODE,
+                "Client does not support authentication protocol requested by server; \
+                 consider upgrading MySQL client"
+                    .into(),
+            ),
+        };
+        Some(ErrPacket::new(code.0, code.1, &msg))
+    }
+}
+
+impl PerceptronError {
+    /// Metric label and log kind.
+    #[must_use]
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::NotALogin(c) => c.label(),
+            Self::Wake(e) => e.label(),
+            Self::Compute(ComputeError::Connect(_)) => "compute_connect_failed",
+            Self::Compute(ComputeError::Timeout) => "compute_timeout",
+            Self::Compute(ComputeError::Lost(_)) => "compute_lost",
+            Self::Compute(ComputeError::Protocol(_)) => "compute_protocol",
+            Self::Compute(ComputeError::CapabilityMismatch(_)) => "capability_mismatch",
+            Self::ClientGone => "client_gone",
+            Self::ShuttingDown => "shutting_down",
+        }
+    }
+
+    /// The one ERR packet the client sees, if any. Resume and compute failures use
+    /// `ER_SERVER_SHUTDOWN` (1053, SQLSTATE 08S01): a connection-class SQLSTATE, which
+    /// drivers and pools treat as "server unavailable, retry", and a code every MySQL user
+    /// has seen.
+    #[must_use]
+    pub fn client_error(&self, instance: &str, client_addr: &str) -> Option<ErrPacket> {
+        let unavailable = |msg: String| {
+            let (code, state) = codes::ER_SERVER_SHUTDOWN;
+            Some(ErrPacket::new(code, state, &msg))
+        };
+        match self {
+            Self::NotALogin(c) => c.client_error(client_addr),
+            Self::Wake(e) => unavailable(format!(
+                "Instance '{instance}' could not be resumed: {}. Retry later",
+                e.user_facing()
+            )),
+            Self::Compute(ComputeError::CapabilityMismatch(_)) => unavailable(format!(
+                "Instance '{instance}' changed its capabilities; reconnect"
+            )),
+            Self::Compute(_) => {
+                unavailable(format!("Instance '{instance}' failed during login. Retry"))
+            }
+            Self::ClientGone => None,
+            Self::ShuttingDown => unavailable("Relay is shutting down. Retry".into()),
+        }
+    }
+}
+
+impl std::fmt::Display for PerceptronError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotALogin(c) => write!(f, "not a login: {}", c.label()),
+            Self::Wake(e) => write!(f, "wake failed: {e}"),
+            Self::Compute(ComputeError::Connect(e)) => write!(f, "connect to compute failed: {e}"),
+            Self::Compute(ComputeError::Timeout) => f.write_str("compute did not answer in time"),
+            Self::Compute(ComputeError::Lost(e)) => write!(f, "compute connection lost: {e}"),
+            Self::Compute(ComputeError::Protocol(e)) => write!(f, "compute protocol error: {e}"),
+            Self::Compute(ComputeError::CapabilityMismatch(bits)) => write!(
+                f,
+                "client negotiated capabilities {bits:#x} the compute lacks (profile relearnt)"
+            ),
+            Self::ClientGone => f.write_str("client went away"),
+            Self::ShuttingDown => f.write_str("relay shutting down"),
+        }
+    }
+}
+
+fn host_of(addr: &str) -> &str {
+    addr.rsplit_once(':').map_or(addr, |(h, _)| h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_that_cannot_read_mysql_get_no_err_packet() {
+        for c in [
+            Classification::ClosedSilently,
+            Classification::Http,
+            Classification::TlsClientHello,
+        ] {
+            assert!(c.client_error("1.2.3.4:5").is_none());
+        }
+    }
+
+    #[test]
+    fn every_classification_has_a_distinct_label() {
+        let mut labels: Vec<_> = Classification::ALL.iter().map(|c| c.label()).collect();
+        labels.sort_unstable();
+        labels.dedup();
+        assert_eq!(labels.len(), Classification::ALL.len());
+    }
+
+    #[test]
+    fn empty_user_is_denied_with_1045() {
+        let e = Classification::EmptyUser
+            .client_error("10.0.0.1:4000")
+            .unwrap();
+        assert_eq!(e.error_code, 1045);
+        assert_eq!(e.sql_state, Some(*b"28000"));
+        assert_eq!(e.error_message, b"Access denied for user ''@'10.0.0.1'");
+    }
+}

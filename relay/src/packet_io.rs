@@ -1,0 +1,154 @@
+//! The one place the relay reads and writes MySQL packets on a socket (house rule 2). The
+//! phases call [`PacketStream`]; the byte pump takes the socket back (with any bytes already
+//! buffered) once the login is done.
+
+use std::io;
+
+use authplugin::packet::{FrameError, Packet, parse_packet, write_packet};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use zeroize::Zeroize as _;
+
+/// Largest connection-phase packet the relay accepts. Logins are a few hundred bytes; the
+/// limit only has to leave room for generous connect attributes.
+pub const MAX_LOGIN_PACKET_LEN: usize = 64 * 1024;
+
+/// Why a packet could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The socket failed.
+    Io(io::Error),
+    /// The peer closed the connection. `partial` is whether it left half a packet behind.
+    Closed {
+        /// Bytes of an incomplete packet were buffered.
+        partial: bool,
+    },
+    /// The framing is invalid (too large, continuation out of sequence).
+    Frame(FrameError),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "read failed: {e}"),
+            Self::Closed { partial: false } => f.write_str("peer closed the connection"),
+            Self::Closed { partial: true } => f.write_str("peer closed the connection mid-packet"),
+            Self::Frame(e) => write!(f, "bad framing: {e}"),
+        }
+    }
+}
+
+/// A socket with a packet read buffer.
+#[derive(Debug)]
+pub struct PacketStream<S> {
+    stream: S,
+    buf: Vec<u8>,
+    max_payload: usize,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
+    /// Wraps a socket; packets bigger than `max_payload` are refused.
+    pub fn new(stream: S, max_payload: usize) -> Self {
+        Self {
+            stream,
+            buf: Vec::with_capacity(512),
+            max_payload,
+        }
+    }
+
+    /// The bytes received but not yet returned as a packet. Classification looks at these to
+    /// tell HTTP or TLS from MySQL.
+    pub fn buffered(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Reads one whole packet. Callers bound it with a deadline.
+    ///
+    /// # Errors
+    /// [`ReadError`]; after one, the stream should be closed.
+    pub async fn read_packet(&mut self) -> Result<Packet, ReadError> {
+        loop {
+            if let Some((packet, used)) =
+                parse_packet(&self.buf, self.max_payload).map_err(ReadError::Frame)?
+            {
+                // Wipe what is consumed: login packets carry answers.
+                self.buf.get_mut(..used).map(<[u8]>::zeroize);
+                self.buf.drain(..used);
+                return Ok(packet);
+            }
+            let mut chunk = [0u8; 4096];
+            let n = self.stream.read(&mut chunk).await.map_err(ReadError::Io)?;
+            if n == 0 {
+                return Err(ReadError::Closed {
+                    partial: !self.buf.is_empty(),
+                });
+            }
+            self.buf
+                .extend_from_slice(chunk.get(..n).unwrap_or_default());
+            chunk.zeroize();
+        }
+    }
+
+    /// Writes one packet and flushes it.
+    ///
+    /// # Errors
+    /// The socket's error.
+    pub async fn write_packet(&mut self, sequence_id: u8, payload: &[u8]) -> io::Result<()> {
+        let mut out = Vec::with_capacity(payload.len() + 4);
+        write_packet(&mut out, sequence_id, payload);
+        let result = self.stream.write_all(&out).await;
+        out.zeroize();
+        result?;
+        self.stream.flush().await
+    }
+
+    /// Gives the socket back with the bytes read past the last packet, which belong to the
+    /// next phase (the byte pump forwards them first).
+    pub fn into_parts(self) -> (S, Vec<u8>) {
+        (self.stream, self.buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reads_packets_split_across_writes_and_keeps_leftover() {
+        let (mut a, b) = tokio::io::duplex(64);
+        let mut ps = PacketStream::new(b, 1024);
+        let writer = tokio::spawn(async move {
+            a.write_all(&[3, 0, 0]).await.unwrap();
+            a.write_all(&[1, b'a', b'b']).await.unwrap();
+            a.write_all(&[b'c', 9, 9]).await.unwrap();
+            a
+        });
+        let p = ps.read_packet().await.unwrap();
+        assert_eq!((p.sequence_id, p.payload.as_slice()), (1, &b"abc"[..]));
+        let _a = writer.await.unwrap();
+        let (_, rest) = ps.into_parts();
+        assert_eq!(rest, [9, 9]);
+    }
+
+    #[tokio::test]
+    async fn reports_close_mid_packet() {
+        let (mut a, b) = tokio::io::duplex(64);
+        a.write_all(&[10, 0, 0, 1, 1, 2]).await.unwrap();
+        drop(a);
+        let mut ps = PacketStream::new(b, 1024);
+        assert!(matches!(
+            ps.read_packet().await,
+            Err(ReadError::Closed { partial: true })
+        ));
+    }
+
+    #[tokio::test]
+    async fn refuses_oversized_packet_from_header() {
+        let (mut a, b) = tokio::io::duplex(64);
+        a.write_all(&[0xFF, 0xFF, 0x0F, 1]).await.unwrap();
+        let mut ps = PacketStream::new(b, 1024);
+        assert!(matches!(
+            ps.read_packet().await,
+            Err(ReadError::Frame(FrameError::TooLarge { .. }))
+        ));
+    }
+}

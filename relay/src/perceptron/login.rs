@@ -1,0 +1,178 @@
+//! P1, P2 and classification: the relay greets the client with scramble A and reads its
+//! login. Only a well-formed HandshakeResponse41 with a user name, answered with a plugin the
+//! compute can check against scramble A, comes out of here; everything else is a
+//! [`Classification`] and never wakes the instance.
+
+use std::time::Duration;
+
+use authplugin::packet::FrameError;
+use authplugin::packet::capabilities::CLIENT_PLUGIN_AUTH;
+use authplugin::packet::{AuthSwitchRequest, HandshakeResponse41, HandshakeV10, SslRequest};
+use authplugin::{AuthPlugin, Scramble};
+use tokio::io::{AsyncRead, AsyncWrite};
+use zeroize::Zeroizing;
+
+use crate::outcome::Classification;
+use crate::packet_io::{PacketStream, ReadError};
+
+/// A client login the perceptron will relay.
+#[derive(Debug)]
+pub struct ClientLogin {
+    /// The client's HandshakeResponse41 (its `auth_response` may be superseded by
+    /// [`ClientLogin::answer`] after a switch).
+    pub response: HandshakeResponse41,
+    /// The plugin `answer` was made with.
+    pub plugin: AuthPlugin,
+    /// The client's answer to scramble A. Wiped when dropped.
+    pub answer: Zeroizing<Vec<u8>>,
+    /// The sequence id of the client's last packet; the relay's reply is this plus one.
+    pub last_sequence_id: u8,
+}
+
+/// A connection that did not produce a usable login.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotALogin {
+    /// What the peer did.
+    pub class: Classification,
+    /// The sequence id an ERR packet to the client must carry at this point.
+    pub next_sequence_id: u8,
+}
+
+/// Sends the greeting (P1) and reads the login (P2) within `timeout` (one deadline for the
+/// whole exchange, switch included, so a slow client cannot stretch it).
+///
+/// # Errors
+/// [`NotALogin`]: the [`Classification`] of whatever the peer did instead of logging in.
+pub async fn greet_and_read_login<S: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut PacketStream<S>,
+    greeting: &HandshakeV10,
+    scramble_a: &Scramble,
+    timeout: Duration,
+) -> Result<ClientLogin, NotALogin> {
+    let mut next_sequence_id = 1;
+    let result = tokio::time::timeout(
+        timeout,
+        exchange(client, greeting, scramble_a, &mut next_sequence_id),
+    )
+    .await
+    .unwrap_or(Err(Classification::HandshakeTimeout));
+    result.map_err(|class| NotALogin {
+        class,
+        next_sequence_id,
+    })
+}
+
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut PacketStream<S>,
+    greeting: &HandshakeV10,
+    scramble_a: &Scramble,
+    next_seq: &mut u8,
+) -> Result<ClientLogin, Classification> {
+    client
+        .write_packet(0, &greeting.to_bytes())
+        .await
+        .map_err(|_| Classification::ClosedSilently)?;
+    let packet = client
+        .read_packet()
+        .await
+        .map_err(|e| classify_read_error(&e, client.buffered()))?;
+    *next_seq = packet.last_sequence_id.wrapping_add(1);
+    if packet.sequence_id != 1 {
+        return Err(Classification::OutOfOrder);
+    }
+    if SslRequest::matches(&packet.payload) {
+        return Err(Classification::SslRequest);
+    }
+    let response =
+        HandshakeResponse41::decode(&packet.payload).map_err(|_| Classification::Malformed)?;
+    if response.username.is_empty() {
+        return Err(Classification::EmptyUser);
+    }
+    let named = if response.client_flag & CLIENT_PLUGIN_AUTH != 0 {
+        response.client_plugin_name.as_deref().unwrap_or_default()
+    } else {
+        b"mysql_native_password"
+    };
+    if let Some(plugin) =
+        AuthPlugin::from_name(named).filter(|p| answer_fits(*p, &response.auth_response))
+    {
+        let answer = response.auth_response.clone();
+        return Ok(ClientLogin {
+            response,
+            plugin,
+            answer,
+            last_sequence_id: packet.last_sequence_id,
+        });
+    }
+    // The client answered for a plugin the compute cannot check against scramble A
+    // (ed25519, sha256_password, clear text...): ask once for mysql_native_password on the
+    // same scramble. Clients accept exactly one switch.
+    let switch = AuthSwitchRequest::for_scramble(AuthPlugin::MysqlNativePassword, scramble_a);
+    let mut out = Vec::with_capacity(48);
+    switch.encode(&mut out);
+    let switch_seq = packet.last_sequence_id.wrapping_add(1);
+    client
+        .write_packet(switch_seq, &out)
+        .await
+        .map_err(|_| Classification::ClosedSilently)?;
+    *next_seq = switch_seq.wrapping_add(1);
+    let again = client
+        .read_packet()
+        .await
+        .map_err(|e| classify_read_error(&e, &[]))?;
+    *next_seq = again.last_sequence_id.wrapping_add(1);
+    if again.sequence_id != switch_seq.wrapping_add(1) {
+        return Err(Classification::OutOfOrder);
+    }
+    let answer = Zeroizing::new(again.payload);
+    if !answer_fits(AuthPlugin::MysqlNativePassword, &answer) {
+        return Err(Classification::UnsupportedAuth);
+    }
+    Ok(ClientLogin {
+        response,
+        plugin: AuthPlugin::MysqlNativePassword,
+        answer,
+        last_sequence_id: again.last_sequence_id,
+    })
+}
+
+/// Whether `answer` has a length the plugin can produce: empty (empty password) or one
+/// digest.
+fn answer_fits(plugin: AuthPlugin, answer: &[u8]) -> bool {
+    let digest = match plugin {
+        AuthPlugin::MysqlNativePassword => authplugin::native_password::NATIVE_TOKEN_LEN,
+        AuthPlugin::CachingSha2Password => authplugin::caching_sha2::CACHING_SHA2_TOKEN_LEN,
+    };
+    answer.is_empty() || answer.len() == digest
+}
+
+/// Names what a peer sent when it was not a MySQL packet we could read.
+#[must_use]
+pub fn classify_read_error(e: &ReadError, buffered: &[u8]) -> Classification {
+    if let Some(c) = sniff(buffered) {
+        return c;
+    }
+    match e {
+        ReadError::Closed { partial: false } | ReadError::Io(_) => Classification::ClosedSilently,
+        ReadError::Closed { partial: true } => Classification::ClosedMidPacket,
+        ReadError::Frame(FrameError::TooLarge { .. }) => Classification::Oversized,
+        ReadError::Frame(FrameError::SequenceMismatch { .. }) => Classification::OutOfOrder,
+    }
+}
+
+/// Recognises protocols that clients mistakenly (or scanners deliberately) send to a MySQL
+/// port, from their first bytes.
+#[must_use]
+pub fn sniff(first: &[u8]) -> Option<Classification> {
+    const HTTP_METHODS: [&[u8]; 9] = [
+        b"GET ", b"POST", b"HEAD", b"PUT ", b"DELE", b"OPTI", b"PATC", b"CONN", b"PRI ",
+    ];
+    match first {
+        [0x16, 0x03, ..] => Some(Classification::TlsClientHello),
+        _ if HTTP_METHODS.iter().any(|m| first.starts_with(m)) => Some(Classification::Http),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,201 @@
+//! The perceptron route (DESIGN §2, P0–P8), one phase per module:
+//! [`login`] (P1 greeting, P2 login, classification), the wake (P3, [`crate::control`]),
+//! [`relayed_auth`] (P4–P8), then [`crate::passthrough`].
+
+pub mod login;
+pub mod relayed_auth;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Instant;
+
+use authplugin::{KeyRing, Scramble};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::control::Instance;
+use crate::metrics::{Counter, Metrics};
+use crate::outcome::PerceptronError;
+use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
+use crate::profile::ComputeProfile;
+use relayed_auth::RelayedLoginContext;
+
+/// What every connection of one instance shares.
+#[derive(Debug)]
+pub struct InstanceRuntime {
+    /// Lifecycle and wake.
+    pub instance: Arc<Instance>,
+    /// The greeting profile in use (learnt from the compute).
+    pub profile: RwLock<ComputeProfile>,
+    /// Where learnt profiles are kept.
+    pub state_dir: PathBuf,
+    /// The relay's key ring.
+    pub ring: Arc<KeyRing>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Connection ids for greetings.
+    pub connection_ids: AtomicU32,
+    /// Fired when the relay shuts down.
+    pub shutdown: CancellationToken,
+}
+
+/// How a relayed session went, for the connection's log line.
+#[derive(Debug)]
+struct Timings {
+    login_ms: u128,
+    wake_ms: u128,
+    compute_login_ms: u128,
+    was_running: bool,
+}
+
+/// Handles one client connection on the perceptron route, from greeting to the end of the
+/// byte pump. Logs exactly one line when it ends and counts the outcome.
+pub async fn handle(rt: Arc<InstanceRuntime>, client: TcpStream, client_addr: SocketAddr) {
+    let _active = rt.metrics.active_perceptron_guard();
+    let name = rt.instance.config.name.clone();
+    let addr = client_addr.to_string();
+    let started = Instant::now();
+    let _ = client.set_nodelay(true);
+    let mut client = PacketStream::new(client, MAX_LOGIN_PACKET_LEN);
+    let mut err_seq = 1;
+    let result = run(&rt, &mut client, &addr, &mut err_seq).await;
+    match result {
+        Ok((user, verdict, timings)) => {
+            if verdict.accepted() {
+                rt.metrics.inc(Counter::Connections, &name, "relayed");
+                tracing::info!(
+                    instance = %name, client = %addr, user = %String::from_utf8_lossy(&user),
+                    login_ms = timings.login_ms, wake_ms = timings.wake_ms,
+                    compute_login_ms = timings.compute_login_ms, was_running = timings.was_running,
+                    total_ms = started.elapsed().as_millis(),
+                    "relayed login accepted; forwarding"
+                );
+                let (client_stream, client_rest) = client.into_parts();
+                let (compute_stream, compute_rest) = verdict.compute.into_parts();
+                let bytes = crate::passthrough::pump(
+                    client_stream,
+                    client_rest,
+                    compute_stream,
+                    compute_rest,
+                )
+                .await;
+                rt.metrics.add(
+                    Counter::Bytes,
+                    &name,
+                    "client_to_compute",
+                    bytes.client_to_compute,
+                );
+                rt.metrics.add(
+                    Counter::Bytes,
+                    &name,
+                    "compute_to_client",
+                    bytes.compute_to_client,
+                );
+                tracing::info!(
+                    instance = %name, client = %addr, up = bytes.client_to_compute,
+                    down = bytes.compute_to_client, ended_by = bytes.ended_by,
+                    duration_ms = started.elapsed().as_millis(), "session closed"
+                );
+            } else {
+                rt.metrics.inc(Counter::Connections, &name, "denied");
+                tracing::info!(
+                    instance = %name, client = %addr, user = %String::from_utf8_lossy(&user),
+                    total_ms = started.elapsed().as_millis(), "compute denied the login"
+                );
+            }
+        }
+        Err(e) => {
+            let label = e.label();
+            rt.metrics.inc(Counter::Connections, &name, label);
+            if let PerceptronError::NotALogin(c) = &e {
+                rt.metrics.inc(Counter::Classifications, &name, c.label());
+            }
+            if let Some(err) = e.client_error(&name, &addr) {
+                // Best effort: the client may already be gone.
+                let _ = client.write_packet(err_seq, &err.to_bytes()).await;
+            }
+            match e {
+                PerceptronError::NotALogin(_) | PerceptronError::ClientGone => {
+                    tracing::info!(instance = %name, client = %addr, outcome = label, "connection closed without a relayed login");
+                }
+                _ => {
+                    tracing::warn!(instance = %name, client = %addr, outcome = label, error = %e, "relayed login failed");
+                }
+            }
+        }
+    }
+}
+
+async fn run(
+    rt: &Arc<InstanceRuntime>,
+    client: &mut PacketStream<TcpStream>,
+    client_addr: &str,
+    err_seq: &mut u8,
+) -> Result<(Vec<u8>, relayed_auth::ComputeVerdict, Timings), PerceptronError> {
+    let cfg = &rt.instance.config;
+    let scramble_a = Scramble::generate(&mut rand::rngs::OsRng);
+    let profile = rt
+        .profile
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let greeting = profile.greeting(
+        rt.connection_ids.fetch_add(1, Ordering::Relaxed),
+        &scramble_a,
+    );
+    let t0 = Instant::now();
+    let login = login::greet_and_read_login(client, &greeting, &scramble_a, cfg.handshake_timeout)
+        .await
+        .map_err(|n| {
+            *err_seq = n.next_sequence_id;
+            PerceptronError::NotALogin(n.class)
+        })?;
+    let login_ms = t0.elapsed().as_millis();
+    let user = login.response.username.clone();
+    let last_seq = login.last_sequence_id;
+    *err_seq = last_seq.wrapping_add(1);
+
+    let report = tokio::select! {
+        r = rt.instance.ensure_running() => r.map_err(PerceptronError::Wake)?,
+        () = rt.shutdown.cancelled() => return Err(PerceptronError::ShuttingDown),
+    };
+    let t1 = Instant::now();
+    let ctx = RelayedLoginContext {
+        compute: cfg.compute,
+        timeout: cfg.compute_timeout,
+        ring: &rt.ring,
+        scramble_a: &scramble_a,
+        client_addr,
+        profile: &profile,
+    };
+    let result = relayed_auth::relay_login(login, &ctx).await;
+    let learnt = match &result {
+        Ok((_, learnt)) => Some(learnt.clone()),
+        Err((_, learnt)) => learnt.clone(),
+    };
+    if let Some(learnt) = learnt {
+        if relayed_auth::remember_profile(&rt.state_dir, &cfg.name, &profile, &learnt) {
+            tracing::info!(instance = %cfg.name, "learnt a new compute profile");
+            *rt.profile.write().unwrap_or_else(PoisonError::into_inner) = learnt;
+        }
+    }
+    let (verdict, _) = result.map_err(|(e, _)| PerceptronError::Compute(e))?;
+    let compute_login_ms = t1.elapsed().as_millis();
+    // P8: the compute's OK or ERR, renumbered for the client's side of the conversation.
+    client
+        .write_packet(last_seq.wrapping_add(1), &verdict.reply.payload)
+        .await
+        .map_err(|_| PerceptronError::ClientGone)?;
+    Ok((
+        user,
+        verdict,
+        Timings {
+            login_ms,
+            wake_ms: report.waited.as_millis(),
+            compute_login_ms,
+            was_running: report.was_running,
+        },
+    ))
+}

@@ -1,0 +1,198 @@
+//! The compute's greeting profile: what the relay's own greeting (P1) imitates so that a
+//! client negotiates with the relay exactly what the compute will accept.
+//!
+//! Learnt from the compute's greeting every time the relay sees one, and kept in
+//! `state_dir/profiles/<instance>.profile` so that the first client after a relay restart
+//! already sees the right greeting. It never holds a scramble or anything secret.
+
+use std::path::{Path, PathBuf};
+
+use authplugin::packet::HandshakeV10;
+use authplugin::packet::capabilities::*;
+use authplugin::{Scramble, hex};
+
+/// Capabilities the relay never advertises on the perceptron route, whatever the compute
+/// says: TLS (not terminated here) and compression (the relay reads the login in clear; a
+/// compressed session would also have to be negotiated identically on both legs).
+pub const NEVER_ADVERTISED: u32 = CLIENT_SSL | CLIENT_COMPRESS | CLIENT_ZSTD_COMPRESSION_ALGORITHM;
+
+/// Capabilities that change the command-phase wire format. A client must never negotiate one
+/// of these with the relay that the compute lacks, or the session breaks after the login.
+pub const FORMAT_CHANGING: u32 = CLIENT_DEPRECATE_EOF
+    | CLIENT_SESSION_TRACK
+    | CLIENT_QUERY_ATTRIBUTES
+    | CLIENT_OPTIONAL_RESULTSET_METADATA
+    | CLIENT_COMPRESS
+    | CLIENT_ZSTD_COMPRESSION_ALGORITHM
+    | MULTI_FACTOR_AUTHENTICATION;
+
+/// The parts of a greeting the relay copies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComputeProfile {
+    /// `server_version`.
+    pub server_version: Vec<u8>,
+    /// `capability_flags`.
+    pub capability_flags: u32,
+    /// `character_set`.
+    pub character_set: u8,
+    /// `status_flags`.
+    pub status_flags: u16,
+    /// The reserved bytes (MariaDB extended capabilities).
+    pub reserved: [u8; 10],
+}
+
+impl ComputeProfile {
+    /// What the relay assumes before it has ever seen the compute: exactly what server-shim
+    /// (opensrv-mysql) advertises, so the embedded default is right from the first client.
+    #[must_use]
+    pub fn server_shim_default() -> Self {
+        Self {
+            server_version: b"8.0.36-perceptron-shim".to_vec(),
+            capability_flags: CLIENT_PROTOCOL_41
+                | CLIENT_SECURE_CONNECTION
+                | CLIENT_PLUGIN_AUTH
+                | CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+                | CLIENT_CONNECT_WITH_DB
+                | CLIENT_DEPRECATE_EOF,
+            character_set: 0x21,
+            status_flags: SERVER_STATUS_AUTOCOMMIT,
+            reserved: [0; 10],
+        }
+    }
+
+    /// The profile of a compute's greeting.
+    #[must_use]
+    pub fn from_greeting(g: &HandshakeV10) -> Self {
+        Self {
+            server_version: g.server_version.clone(),
+            capability_flags: g.capability_flags,
+            character_set: g.character_set,
+            status_flags: g.status_flags,
+            reserved: g.reserved,
+        }
+    }
+
+    /// The relay's greeting (P1) for one client: this profile, scramble A, and the plugin
+    /// whose answer the compute can check against scramble A.
+    #[must_use]
+    pub fn greeting(&self, connection_id: u32, scramble_a: &Scramble) -> HandshakeV10 {
+        let mut g = HandshakeV10::new(
+            self.server_version.clone(),
+            connection_id,
+            scramble_a,
+            (self.capability_flags & !NEVER_ADVERTISED) | CLIENT_PROTOCOL_41,
+            self.character_set,
+            self.status_flags,
+            "mysql_native_password",
+        );
+        g.reserved = self.reserved;
+        g
+    }
+
+    /// Text form for the state directory.
+    #[must_use]
+    pub fn to_text(&self) -> String {
+        format!(
+            "# Learnt from the compute's greeting. No secrets. Safe to delete.\n\
+             server_version_hex={}\ncapability_flags={:#010x}\ncharacter_set={}\n\
+             status_flags={}\nreserved_hex={}\n",
+            hex::encode(&self.server_version),
+            self.capability_flags,
+            self.character_set,
+            self.status_flags,
+            hex::encode(&self.reserved)
+        )
+    }
+
+    /// Parses [`ComputeProfile::to_text`]; `None` if anything is missing or malformed (the
+    /// caller then falls back to the default and relearns).
+    #[must_use]
+    pub fn parse_text(text: &str) -> Option<Self> {
+        let mut p = Self::server_shim_default();
+        let mut seen = 0;
+        for line in text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        {
+            let (k, v) = line.split_once('=')?;
+            match k {
+                "server_version_hex" => p.server_version = hex::decode(v)?,
+                "capability_flags" => {
+                    p.capability_flags = u32::from_str_radix(v.strip_prefix("0x")?, 16).ok()?;
+                }
+                "character_set" => p.character_set = v.parse().ok()?,
+                "status_flags" => p.status_flags = v.parse().ok()?,
+                "reserved_hex" => p.reserved = hex::decode_array(v)?,
+                _ => return None,
+            }
+            seen += 1;
+        }
+        (seen == 5 && !p.server_version.contains(&0)).then_some(p)
+    }
+}
+
+/// Where an instance's profile is kept.
+#[must_use]
+pub fn path(state_dir: &Path, instance: &str) -> PathBuf {
+    state_dir
+        .join("profiles")
+        .join(format!("{instance}.profile"))
+}
+
+/// Loads a kept profile, if there is a valid one.
+#[must_use]
+pub fn load(state_dir: &Path, instance: &str) -> Option<ComputeProfile> {
+    let text = std::fs::read_to_string(path(state_dir, instance)).ok()?;
+    ComputeProfile::parse_text(&text)
+}
+
+/// Keeps a profile (atomically: write a temporary file, then rename).
+///
+/// # Errors
+/// The file system's error.
+pub fn save(state_dir: &Path, instance: &str, profile: &ComputeProfile) -> std::io::Result<()> {
+    let target = path(state_dir, instance);
+    if let Some(dir) = target.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = target.with_extension("profile.tmp");
+    std::fs::write(&tmp, profile.to_text())?;
+    std::fs::rename(&tmp, &target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_text_form() {
+        let mut p = ComputeProfile::server_shim_default();
+        p.reserved[9] = 0x1d;
+        assert_eq!(ComputeProfile::parse_text(&p.to_text()), Some(p));
+    }
+
+    #[test]
+    fn rejects_incomplete_or_garbled_text() {
+        let p = ComputeProfile::server_shim_default().to_text();
+        assert_eq!(
+            ComputeProfile::parse_text(&p.replace("character_set=33\n", "")),
+            None
+        );
+        assert_eq!(ComputeProfile::parse_text(&p.replace("0x", "zz")), None);
+        assert_eq!(ComputeProfile::parse_text("junk"), None);
+    }
+
+    #[test]
+    fn greeting_never_advertises_tls_or_compression() {
+        let mut p = ComputeProfile::server_shim_default();
+        p.capability_flags |= CLIENT_SSL | CLIENT_COMPRESS;
+        let g = p.greeting(1, &Scramble::from_bytes([b'x'; 20]));
+        assert_eq!(g.capability_flags & (CLIENT_SSL | CLIENT_COMPRESS), 0);
+        assert_ne!(g.capability_flags & CLIENT_PLUGIN_AUTH, 0);
+        assert_eq!(
+            g.auth_plugin_name.as_deref(),
+            Some(&b"mysql_native_password"[..])
+        );
+        assert_eq!(g.scramble(), Some(Scramble::from_bytes([b'x'; 20])));
+    }
+}

@@ -1,0 +1,139 @@
+//! The relay process: one listener per instance, the accept loops, and graceful shutdown
+//! (house rule 7: stop accepting, drain with a deadline, then stop the computes).
+
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use authplugin::KeyRing;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::control::{Instance, process};
+use crate::metrics::Metrics;
+use crate::perceptron::{self, InstanceRuntime};
+use crate::profile::{self, ComputeProfile};
+
+/// How long open connections may take to finish after a shutdown signal.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the relay could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// A listener could not be bound.
+    Bind {
+        /// The instance.
+        instance: String,
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The state directory could not be created.
+    StateDir(std::io::Error),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Bind {
+                instance,
+                addr,
+                source,
+            } => {
+                write!(
+                    f,
+                    "instance '{instance}': cannot listen on {addr}: {source}"
+                )
+            }
+            Self::StateDir(e) => write!(f, "cannot create the state directory: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// Runs the relay until `shutdown` fires, then drains and stops the computes.
+///
+/// # Errors
+/// [`StartError`] if a listener cannot be bound; nothing is left running in that case.
+pub async fn run(
+    config: Config,
+    ring: KeyRing,
+    shutdown: CancellationToken,
+) -> Result<(), StartError> {
+    std::fs::create_dir_all(&config.relay.state_dir).map_err(StartError::StateDir)?;
+    let ring = Arc::new(ring);
+    let metrics = Arc::new(Metrics::default());
+    let mut listeners = Vec::new();
+    for cfg in &config.instances {
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                instance: cfg.name.clone(),
+                addr: cfg.listen,
+                source,
+            })?;
+        let learnt = profile::load(&config.relay.state_dir, &cfg.name);
+        let rt = Arc::new(InstanceRuntime {
+            instance: Instance::new(cfg.clone(), process::from_config(cfg), Arc::clone(&metrics)),
+            profile: RwLock::new(learnt.unwrap_or_else(ComputeProfile::server_shim_default)),
+            state_dir: config.relay.state_dir.clone(),
+            ring: Arc::clone(&ring),
+            metrics: Arc::clone(&metrics),
+            connection_ids: AtomicU32::new(1),
+            shutdown: shutdown.clone(),
+        });
+        tracing::info!(instance = %cfg.name, listen = %cfg.listen, compute = %cfg.compute, "listening");
+        listeners.push((listener, rt));
+    }
+    let tracker = TaskTracker::new();
+    let runtimes: Vec<_> = listeners.iter().map(|(_, rt)| Arc::clone(rt)).collect();
+    for (listener, rt) in listeners {
+        tracker.spawn(accept_loop(listener, rt, shutdown.clone(), tracker.clone()));
+    }
+    tracing::info!(signing_key = %ring.signing_key().id(), "relay ready");
+    shutdown.cancelled().await;
+    tracing::info!("shutting down: no new connections; draining");
+    tracker.close();
+    if tokio::time::timeout(DRAIN_TIMEOUT, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = tracker.len(),
+            "drain deadline passed; closing remaining connections"
+        );
+    }
+    for rt in runtimes {
+        rt.instance.shut_down().await;
+    }
+    tracing::info!("relay stopped");
+    Ok(())
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    rt: Arc<InstanceRuntime>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+) {
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = shutdown.cancelled() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                tracker.spawn(perceptron::handle(Arc::clone(&rt), stream, peer));
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning; the listener stays open.
+                tracing::warn!(instance = %rt.instance.config.name, error = %e, "accept failed; backing off");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
