@@ -8,7 +8,9 @@
 //! - [`perceptron`]: the perceptron route, one module per phase (P1–P8).
 //! - [`control`]: instance lifecycle, the single-flight wake, drivers, readiness.
 //! - [`packet_io`]: the only module that reads or writes MySQL packets on a socket.
-//! - [`passthrough`]: the byte pump after a relayed login.
+//! - [`direct`]: the direct route to a running compute.
+//! - [`passthrough`]: the byte pump (both routes).
+//! - [`ledger`]: the usage ledger and billing.
 //! - [`profile`]: the compute greeting profile the relay imitates.
 //! - [`outcome`]: how a connection ended: error kinds, metric labels, client-visible ERRs.
 //! - [`metrics`]: every metric, in one place.
@@ -16,8 +18,10 @@
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod direct;
 pub mod duration;
 pub mod keygen;
+pub mod ledger;
 pub mod metrics;
 pub mod outcome;
 pub mod packet_io;

@@ -3,28 +3,43 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, Ordering};
 
 /// A set of counters keyed by (metric name, instance, label value).
 #[derive(Debug, Default)]
 pub struct Metrics {
     counters: Mutex<BTreeMap<(&'static str, String, &'static str), u64>>,
-    active_perceptron: AtomicI64,
+    /// Per instance: counts per bucket of [`RESUME_BUCKETS_S`], then the sum in seconds.
+    resume: Mutex<BTreeMap<String, Histogram>>,
+    phases: Mutex<BTreeMap<String, &'static str>>,
 }
+
+/// Upper bounds (seconds) of the resume-time histogram buckets: our target is tens of
+/// milliseconds, the reference system's is about 2 s.
+pub const RESUME_BUCKETS_S: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0,
+];
+
+/// Bucket counts, total count and sum in seconds.
+type Histogram = ([u64; RESUME_BUCKETS_S.len()], u64, f64);
+
+/// Every phase an instance can be in, for the state gauge.
+const PHASES: [&str; 5] = ["paused", "resuming", "running", "pausing", "failed"];
 
 /// Counters the relay keeps.
 #[derive(Debug, Clone, Copy)]
 pub enum Counter {
     /// `relay_connections_total{instance, outcome}`: connections on the perceptron route by
-    /// how they ended.
+    /// how they ended (`relayed`, `denied`, or the failure's label).
     Connections,
     /// `relay_classifications_total{instance, class}`: connections that were not logins.
     Classifications,
     /// `relay_wakes_total{instance, outcome}`: wake attempts (one per spawn, however many
     /// clients waited on it).
     Wakes,
-    /// `relay_bytes_total{instance, direction}`: bytes copied after relayed logins.
+    /// `relay_bytes_total{instance, direction}`: bytes copied on either route.
     Bytes,
+    /// `relay_direct_connections_total{instance, outcome}`: connections on the direct route.
+    Direct,
 }
 
 impl Counter {
@@ -34,12 +49,13 @@ impl Counter {
             Self::Classifications => "relay_classifications_total",
             Self::Wakes => "relay_wakes_total",
             Self::Bytes => "relay_bytes_total",
+            Self::Direct => "relay_direct_connections_total",
         }
     }
 
     const fn label(self) -> &'static str {
         match self {
-            Self::Connections | Self::Wakes => "outcome",
+            Self::Connections | Self::Wakes | Self::Direct => "outcome",
             Self::Classifications => "class",
             Self::Bytes => "direction",
         }
@@ -73,17 +89,26 @@ impl Metrics {
             .unwrap_or(0)
     }
 
-    /// Counts a perceptron-held connection for as long as the guard lives, on every exit path.
-    #[must_use]
-    pub fn active_perceptron_guard(&self) -> ActiveGuard<'_> {
-        self.active_perceptron.fetch_add(1, Ordering::Relaxed);
-        ActiveGuard(&self.active_perceptron)
+    /// Records how long a successful wake took.
+    pub fn observe_resume(&self, instance: &str, took: std::time::Duration) {
+        let secs = took.as_secs_f64();
+        if let Ok(mut m) = self.resume.lock() {
+            let (buckets, count, sum) = m.entry(instance.to_owned()).or_default();
+            for (bucket, le) in buckets.iter_mut().zip(RESUME_BUCKETS_S) {
+                if secs <= le {
+                    *bucket += 1;
+                }
+            }
+            *count += 1;
+            *sum += secs;
+        }
     }
 
-    /// Perceptron-held connections open now.
-    #[must_use]
-    pub fn active_perceptron(&self) -> i64 {
-        self.active_perceptron.load(Ordering::Relaxed)
+    /// Records the phase an instance entered.
+    pub fn set_phase(&self, instance: &str, phase: &'static str) {
+        if let Ok(mut m) = self.phases.lock() {
+            m.insert(instance.to_owned(), phase);
+        }
     }
 
     /// Prometheus text exposition.
@@ -102,6 +127,7 @@ impl Metrics {
                     Counter::Classifications,
                     Counter::Wakes,
                     Counter::Bytes,
+                    Counter::Direct,
                 ]
                 .into_iter()
                 .find(|c| c.name() == *name)
@@ -111,21 +137,33 @@ impl Metrics {
                 ));
             }
         }
-        out.push_str(&format!(
-            "# TYPE relay_active_connections gauge\nrelay_active_connections{{route=\"perceptron\"}} {}\n",
-            self.active_perceptron()
-        ));
+        if let Ok(m) = self.resume.lock() {
+            out.push_str("# TYPE relay_resume_seconds histogram\n");
+            for (instance, (buckets, count, sum)) in m.iter() {
+                for (n, le) in buckets.iter().zip(RESUME_BUCKETS_S) {
+                    out.push_str(&format!(
+                        "relay_resume_seconds_bucket{{instance=\"{instance}\",le=\"{le}\"}} {n}\n"
+                    ));
+                }
+                out.push_str(&format!(
+                    "relay_resume_seconds_bucket{{instance=\"{instance}\",le=\"+Inf\"}} {count}\n\
+                     relay_resume_seconds_sum{{instance=\"{instance}\"}} {sum}\n\
+                     relay_resume_seconds_count{{instance=\"{instance}\"}} {count}\n"
+                ));
+            }
+        }
+        if let Ok(m) = self.phases.lock() {
+            out.push_str("# TYPE relay_instance_state gauge\n");
+            for (instance, current) in m.iter() {
+                for phase in PHASES {
+                    let v = u8::from(*current == phase);
+                    out.push_str(&format!(
+                        "relay_instance_state{{instance=\"{instance}\",state=\"{phase}\"}} {v}\n"
+                    ));
+                }
+            }
+        }
         out
-    }
-}
-
-/// Decrements the active-connection gauge when dropped.
-#[derive(Debug)]
-pub struct ActiveGuard<'a>(&'a AtomicI64);
-
-impl Drop for ActiveGuard<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -134,22 +172,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn renders_counters_and_gauge() {
+    fn renders_counters_histogram_and_state() {
         let m = Metrics::default();
         m.inc(Counter::Wakes, "demo", "ok");
         m.inc(Counter::Wakes, "demo", "ok");
-        {
-            let _g = m.active_perceptron_guard();
-            assert_eq!(m.active_perceptron(), 1);
-        }
+        m.observe_resume("demo", std::time::Duration::from_millis(30));
+        m.set_phase("demo", "running");
         let text = m.render();
-        assert!(
-            text.contains("relay_wakes_total{instance=\"demo\",outcome=\"ok\"} 2"),
-            "{text}"
-        );
-        assert!(
-            text.contains("relay_active_connections{route=\"perceptron\"} 0"),
-            "{text}"
-        );
+        for line in [
+            "relay_wakes_total{instance=\"demo\",outcome=\"ok\"} 2",
+            "relay_resume_seconds_bucket{instance=\"demo\",le=\"0.025\"} 0",
+            "relay_resume_seconds_bucket{instance=\"demo\",le=\"0.05\"} 1",
+            "relay_resume_seconds_count{instance=\"demo\"} 1",
+            "relay_instance_state{instance=\"demo\",state=\"running\"} 1",
+            "relay_instance_state{instance=\"demo\",state=\"paused\"} 0",
+        ] {
+            assert!(text.contains(line), "missing {line} in:\n{text}");
+        }
     }
 }

@@ -55,7 +55,7 @@ impl ComputeProfile {
                 | CLIENT_CONNECT_WITH_DB
                 | CLIENT_DEPRECATE_EOF,
             character_set: 0x21,
-            status_flags: SERVER_STATUS_AUTOCOMMIT,
+            status_flags: 0,
             reserved: [0; 10],
         }
     }

@@ -12,6 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::control::{Instance, process};
+use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::perceptron::{self, InstanceRuntime};
 use crate::profile::{self, ComputeProfile};
@@ -67,6 +68,8 @@ pub async fn run(
     std::fs::create_dir_all(&config.relay.state_dir).map_err(StartError::StateDir)?;
     let ring = Arc::new(ring);
     let metrics = Arc::new(Metrics::default());
+    let ledger = Arc::new(Ledger::open(&config.relay.state_dir).map_err(StartError::StateDir)?);
+    let tracker = TaskTracker::new();
     let mut listeners = Vec::new();
     for cfg in &config.instances {
         let listener = TcpListener::bind(cfg.listen)
@@ -77,8 +80,15 @@ pub async fn run(
                 source,
             })?;
         let learnt = profile::load(&config.relay.state_dir, &cfg.name);
+        let instance = Instance::new(
+            cfg.clone(),
+            process::from_config(cfg),
+            Arc::clone(&metrics),
+            Some(Arc::clone(&ledger)),
+        );
+        tracker.spawn(Arc::clone(&instance).pause_when_idle(shutdown.clone()));
         let rt = Arc::new(InstanceRuntime {
-            instance: Instance::new(cfg.clone(), process::from_config(cfg), Arc::clone(&metrics)),
+            instance,
             profile: RwLock::new(learnt.unwrap_or_else(ComputeProfile::server_shim_default)),
             state_dir: config.relay.state_dir.clone(),
             ring: Arc::clone(&ring),
@@ -89,7 +99,6 @@ pub async fn run(
         tracing::info!(instance = %cfg.name, listen = %cfg.listen, compute = %cfg.compute, "listening");
         listeners.push((listener, rt));
     }
-    let tracker = TaskTracker::new();
     let runtimes: Vec<_> = listeners.iter().map(|(_, rt)| Arc::clone(rt)).collect();
     for (listener, rt) in listeners {
         tracker.spawn(accept_loop(listener, rt, shutdown.clone(), tracker.clone()));
@@ -127,7 +136,11 @@ async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer)) => {
-                tracker.spawn(perceptron::handle(Arc::clone(&rt), stream, peer));
+                let rt = Arc::clone(&rt);
+                match rt.instance.route_new_connection() {
+                    Some(guard) => tracker.spawn(crate::direct::handle(rt, stream, peer, guard)),
+                    None => tracker.spawn(perceptron::handle(rt, stream, peer)),
+                };
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning; the listener stays open.

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::config::InstanceConfig;
+use crate::ledger::{Ledger, LedgerState};
 use crate::metrics::{Counter, Metrics};
 use driver::{Driver, RunningCompute};
 
@@ -73,24 +74,103 @@ impl std::error::Error for WakeError {}
 
 type WakeOutcome = Option<Result<(), WakeError>>;
 
-/// Where an instance is in its lifecycle.
-enum State {
-    /// No compute runs.
+/// The lifecycle phase of an instance (DESIGN §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// No compute runs; the next login wakes it.
     Paused,
-    /// A wake is in flight; its outcome arrives on the channel.
-    Resuming(watch::Receiver<WakeOutcome>),
-    /// The compute runs and was ready.
-    Running(Arc<dyn RunningCompute>),
+    /// A wake is in flight.
+    Resuming,
+    /// The compute runs; new connections take the direct route.
+    Running,
+    /// The compute is being stopped; logins wait, then wake it again.
+    Pausing,
+    /// The last wake failed or the compute died; the next login tries again.
+    Failed,
 }
 
-/// One instance: its configuration, its driver and its state.
+impl Phase {
+    /// The phase's name in status output and metrics.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        self.ledger().as_str()
+    }
+
+    const fn ledger(self) -> LedgerState {
+        match self {
+            Self::Paused => LedgerState::Paused,
+            Self::Resuming => LedgerState::Resuming,
+            Self::Running => LedgerState::Running,
+            Self::Pausing => LedgerState::Pausing,
+            Self::Failed => LedgerState::Failed,
+        }
+    }
+}
+
+/// Where an instance is in its lifecycle, with what each phase needs.
+enum State {
+    Paused,
+    Failed(String),
+    /// The wake's outcome arrives on the channel.
+    Resuming(watch::Receiver<WakeOutcome>),
+    Running(Arc<dyn RunningCompute>),
+    /// `true` arrives when the compute is gone.
+    Pausing(watch::Receiver<bool>),
+}
+
+impl State {
+    const fn phase(&self) -> Phase {
+        match self {
+            Self::Paused => Phase::Paused,
+            Self::Failed(_) => Phase::Failed,
+            Self::Resuming(_) => Phase::Resuming,
+            Self::Running(_) => Phase::Running,
+            Self::Pausing(_) => Phase::Pausing,
+        }
+    }
+}
+
+/// The two ways a client reaches a compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Raw bytes to a running compute, which greets and authenticates the client itself.
+    Direct,
+    /// Held by the perceptron: greeted, classified, woken, relayed login.
+    Perceptron,
+}
+
+impl Route {
+    /// Metric label.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Direct => "direct",
+            Self::Perceptron => "perceptron",
+        }
+    }
+}
+
+struct Inner {
+    state: State,
+    /// When the current state was entered (Unix ms).
+    since_ms: u64,
+    /// Open connections by route ([direct, perceptron]).
+    active: [usize; 2],
+    /// When the last connection closed (or the compute became ready with none open).
+    idle_since: tokio::time::Instant,
+    wakes: u64,
+    last_resume: Option<Duration>,
+}
+
+/// One instance: its configuration, its driver, its state and its open connections.
 pub struct Instance {
     /// The instance's configuration.
     pub config: InstanceConfig,
     driver: Box<dyn Driver>,
-    state: Mutex<State>,
+    inner: Mutex<Inner>,
     shutting_down: std::sync::atomic::AtomicBool,
     metrics: Arc<Metrics>,
+    ledger: Option<Arc<Ledger>>,
 }
 
 impl std::fmt::Debug for Instance {
@@ -110,78 +190,228 @@ pub struct WakeReport {
     pub waited: Duration,
 }
 
+/// A snapshot for the admin API.
+#[derive(Debug, Clone)]
+pub struct InstanceStatus {
+    /// The instance.
+    pub name: String,
+    /// Its phase.
+    pub phase: Phase,
+    /// When the phase was entered (Unix ms).
+    pub since_ms: u64,
+    /// Open connections on the direct route.
+    pub direct_connections: usize,
+    /// Open connections held by the perceptron.
+    pub perceptron_connections: usize,
+    /// Wakes since the relay started.
+    pub wakes: u64,
+    /// How long the last successful wake took.
+    pub last_resume: Option<Duration>,
+    /// Why the instance is failed, if it is.
+    pub failure: Option<String>,
+}
+
+/// Why a pause was not carried out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PauseError {
+    /// Connections are open and the pause was not forced.
+    Busy(usize),
+    /// Nothing runs.
+    NotRunning(Phase),
+}
+
+impl std::fmt::Display for PauseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Busy(n) => write!(f, "{n} connection(s) open; pause with force to cut them"),
+            Self::NotRunning(p) => write!(f, "instance is {}", p.as_str()),
+        }
+    }
+}
+
+/// Counts one open connection for its instance while alive; dropping it (on every exit path)
+/// updates the count and starts the idle clock when the last one closes.
+pub struct ConnectionGuard {
+    instance: Arc<Instance>,
+    route: Route,
+}
+
+impl std::fmt::Debug for ConnectionGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionGuard")
+            .field("route", &self.route)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConnectionGuard {
+    /// The route this connection took.
+    #[must_use]
+    pub const fn route(&self) -> Route {
+        self.route
+    }
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        let mut inner = self.instance.lock();
+        let slot = &mut inner.active[self.route as usize];
+        *slot = slot.saturating_sub(1);
+        if inner.active == [0, 0] {
+            inner.idle_since = tokio::time::Instant::now();
+        }
+    }
+}
+
 impl Instance {
-    /// A paused instance.
+    /// A paused instance. State changes are appended to `ledger` when there is one.
     #[must_use]
     pub fn new(
         config: InstanceConfig,
         driver: Box<dyn Driver>,
         metrics: Arc<Metrics>,
+        ledger: Option<Arc<Ledger>>,
     ) -> Arc<Self> {
         Arc::new(Self {
             config,
             driver,
-            state: Mutex::new(State::Paused),
+            inner: Mutex::new(Inner {
+                state: State::Paused,
+                since_ms: crate::ledger::now_ms(),
+                active: [0, 0],
+                idle_since: tokio::time::Instant::now(),
+                wakes: 0,
+                last_resume: None,
+            }),
             shutting_down: false.into(),
             metrics,
+            ledger,
         })
     }
 
-    /// The state's name, for status and logs.
+    /// The current phase.
+    #[must_use]
+    pub fn phase(&self) -> Phase {
+        self.lock().state.phase()
+    }
+
+    /// The phase's name, for logs.
     #[must_use]
     pub fn state_name(&self) -> &'static str {
-        match &*self.lock() {
-            State::Paused => "paused",
-            State::Resuming(_) => "resuming",
-            State::Running(_) => "running",
+        self.phase().as_str()
+    }
+
+    /// A snapshot for status output.
+    #[must_use]
+    pub fn status(&self) -> InstanceStatus {
+        let inner = self.lock();
+        InstanceStatus {
+            name: self.config.name.clone(),
+            phase: inner.state.phase(),
+            since_ms: inner.since_ms,
+            direct_connections: inner.active[Route::Direct as usize],
+            perceptron_connections: inner.active[Route::Perceptron as usize],
+            wakes: inner.wakes,
+            last_resume: inner.last_resume,
+            failure: match &inner.state {
+                State::Failed(why) => Some(why.clone()),
+                _ => None,
+            },
+        }
+    }
+
+    /// Decides the route of a new connection and counts it, atomically with respect to
+    /// pausing: a connection routed direct holds the instance running, so an idle pause can
+    /// never race it.
+    #[must_use]
+    pub fn route_new_connection(self: &Arc<Self>) -> Option<ConnectionGuard> {
+        let mut inner = self.lock();
+        matches!(inner.state, State::Running(_)).then(|| {
+            inner.active[Route::Direct as usize] += 1;
+            ConnectionGuard {
+                instance: Arc::clone(self),
+                route: Route::Direct,
+            }
+        })
+    }
+
+    /// Counts a connection the perceptron holds (from its login on), whatever the phase.
+    #[must_use]
+    pub fn hold(self: &Arc<Self>, route: Route) -> ConnectionGuard {
+        self.lock().active[route as usize] += 1;
+        ConnectionGuard {
+            instance: Arc::clone(self),
+            route,
         }
     }
 
     /// Makes sure the compute runs, starting it if needed, and waits at most
-    /// `resume_timeout` (P3). Concurrent callers share one wake.
+    /// `resume_timeout` (P3). Concurrent callers share one wake. A caller that finds the
+    /// instance pausing waits for the pause to finish, then wakes it.
     ///
     /// # Errors
     /// [`WakeError`] when the wake fails or takes too long; the next call tries again.
     pub async fn ensure_running(self: &Arc<Self>) -> Result<WakeReport, WakeError> {
         let started = Instant::now();
-        let mut rx = {
-            let mut state = self.lock();
-            if self
-                .shutting_down
-                .load(std::sync::atomic::Ordering::Acquire)
-            {
-                return Err(WakeError::ShuttingDown);
-            }
-            match &*state {
-                State::Running(_) => {
-                    return Ok(WakeReport {
-                        was_running: true,
-                        waited: started.elapsed(),
-                    });
-                }
-                State::Resuming(rx) => rx.clone(),
-                State::Paused => {
-                    let (tx, rx) = watch::channel(None);
-                    *state = State::Resuming(rx.clone());
-                    tokio::spawn(Arc::clone(self).resume(tx));
-                    rx
-                }
-            }
-        };
         let timeout = self.config.resume_timeout;
-        let outcome = tokio::time::timeout(timeout, rx.wait_for(Option::is_some)).await;
-        match outcome {
-            Ok(Ok(done)) => match &*done {
-                Some(Ok(())) => Ok(WakeReport {
-                    was_running: false,
-                    waited: started.elapsed(),
-                }),
-                Some(Err(e)) => Err(e.clone()),
-                None => Err(WakeError::Timeout(timeout)),
-            },
-            // The wake task ended without a word (cannot happen: it always sends), or our own
-            // deadline passed first.
-            Ok(Err(_)) | Err(_) => Err(WakeError::Timeout(timeout)),
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            enum Wait {
+                Wake(watch::Receiver<WakeOutcome>),
+                Pause(watch::Receiver<bool>),
+            }
+            let wait = {
+                let mut inner = self.lock();
+                if self
+                    .shutting_down
+                    .load(std::sync::atomic::Ordering::Acquire)
+                {
+                    return Err(WakeError::ShuttingDown);
+                }
+                match &inner.state {
+                    State::Running(_) => {
+                        return Ok(WakeReport {
+                            was_running: true,
+                            waited: started.elapsed(),
+                        });
+                    }
+                    State::Resuming(rx) => Wait::Wake(rx.clone()),
+                    State::Pausing(done) => Wait::Pause(done.clone()),
+                    State::Paused | State::Failed(_) => {
+                        let (tx, rx) = watch::channel(None);
+                        self.transition(&mut inner, State::Resuming(rx.clone()));
+                        inner.wakes += 1;
+                        tokio::spawn(Arc::clone(self).resume(tx));
+                        Wait::Wake(rx)
+                    }
+                }
+            };
+            let mut rx = match wait {
+                Wait::Wake(rx) => rx,
+                Wait::Pause(mut done) => {
+                    // A connection that arrives while the instance pauses waits for the
+                    // compute to be gone, then wakes a fresh one.
+                    tokio::time::timeout_at(deadline, done.wait_for(|d| *d))
+                        .await
+                        .map_err(|_| WakeError::Timeout(timeout))?
+                        .map_err(|_| WakeError::Timeout(timeout))?;
+                    continue;
+                }
+            };
+            let outcome = tokio::time::timeout_at(deadline, rx.wait_for(Option::is_some)).await;
+            return match outcome {
+                Ok(Ok(done)) => match &*done {
+                    Some(Ok(())) => Ok(WakeReport {
+                        was_running: false,
+                        waited: started.elapsed(),
+                    }),
+                    Some(Err(e)) => Err(e.clone()),
+                    None => Err(WakeError::Timeout(timeout)),
+                },
+                // The wake task always sends before it ends; our own deadline passing first
+                // is the only real case here.
+                Ok(Err(_)) | Err(_) => Err(WakeError::Timeout(timeout)),
+            };
         }
     }
 
@@ -192,18 +422,21 @@ impl Instance {
         let started = Instant::now();
         let result = self.driver.start(self.config.resume_timeout).await;
         let outcome = {
-            let mut state = self.lock();
+            let mut inner = self.lock();
             match result {
                 Ok(running) => {
                     let running: Arc<dyn RunningCompute> = Arc::from(running);
-                    *state = State::Running(Arc::clone(&running));
+                    self.transition(&mut inner, State::Running(Arc::clone(&running)));
+                    inner.last_resume = Some(started.elapsed());
+                    inner.idle_since = tokio::time::Instant::now();
                     tokio::spawn(Arc::clone(&self).watch_exit(running));
                     self.metrics.inc(Counter::Wakes, &name, "ok");
+                    self.metrics.observe_resume(&name, started.elapsed());
                     tracing::info!(instance = %name, resume_ms = started.elapsed().as_millis() as u64, "running");
                     Ok(())
                 }
                 Err(e) => {
-                    *state = State::Paused;
+                    self.transition(&mut inner, State::Failed(e.to_string()));
                     self.metrics.inc(Counter::Wakes, &name, e.label());
                     tracing::warn!(instance = %name, error = %e, "resume failed");
                     Err(e)
@@ -214,16 +447,104 @@ impl Instance {
         let _ = tx.send(Some(outcome));
     }
 
-    /// Marks the instance paused when its compute exits on its own.
+    /// Marks the instance failed when its compute exits on its own.
     async fn watch_exit(self: Arc<Self>, running: Arc<dyn RunningCompute>) {
         let reason = running.wait_exit().await;
-        let mut state = self.lock();
-        if let State::Running(current) = &*state {
+        let mut inner = self.lock();
+        if let State::Running(current) = &inner.state {
             if Arc::ptr_eq(current, &running) {
-                tracing::warn!(instance = %self.config.name, %reason, "compute exited; instance is paused");
-                *state = State::Paused;
+                tracing::warn!(instance = %self.config.name, %reason, "compute exited on its own");
+                self.transition(
+                    &mut inner,
+                    State::Failed(format!("compute exited: {reason}")),
+                );
             }
         }
+    }
+
+    /// Pauses a running instance: refused while connections are open unless `force` (which
+    /// cuts them when the compute stops). Resolves when the compute is gone.
+    ///
+    /// # Errors
+    /// [`PauseError`] when nothing runs or connections are open.
+    pub async fn pause(self: &Arc<Self>, force: bool, reason: &str) -> Result<(), PauseError> {
+        let (running, tx) = {
+            let mut inner = self.lock();
+            let open = inner.active.iter().sum::<usize>();
+            let running = match &inner.state {
+                State::Running(r) => Arc::clone(r),
+                other => return Err(PauseError::NotRunning(other.phase())),
+            };
+            if open > 0 && !force {
+                return Err(PauseError::Busy(open));
+            }
+            let (tx, rx) = watch::channel(false);
+            self.transition(&mut inner, State::Pausing(rx));
+            (running, tx)
+        };
+        tracing::info!(instance = %self.config.name, reason, force, "pausing");
+        running.stop().await;
+        {
+            let mut inner = self.lock();
+            self.transition(&mut inner, State::Paused);
+        }
+        let _ = tx.send(true);
+        tracing::info!(instance = %self.config.name, "paused");
+        Ok(())
+    }
+
+    /// Pauses the instance after `idle_pause_after` without any connection, until `stop`
+    /// fires. Checks a few times per idle period, so a pause comes at most a quarter period
+    /// (capped at 1 s) late.
+    pub async fn pause_when_idle(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let idle_after = self.config.idle_pause_after;
+        let tick = (idle_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(tick) => {}
+                () = stop.cancelled() => return,
+            }
+            let due = {
+                let inner = self.lock();
+                matches!(inner.state, State::Running(_))
+                    && inner.active == [0, 0]
+                    && inner.idle_since.elapsed() >= idle_after
+            };
+            if due {
+                // A connection may have arrived since the check; `pause` re-checks under the
+                // lock and refuses (Busy) if so.
+                let _ = self.pause(false, "idle").await;
+            }
+        }
+    }
+
+    /// Called when a running compute did not accept a connection. If it also fails a
+    /// readiness probe it is treated as dead: stopped (so a hung process cannot hold the
+    /// port) and the instance marked failed, so the next wake starts a fresh one.
+    pub async fn report_unreachable(self: &Arc<Self>, why: &str) {
+        if readiness::probe(self.config.compute).await.is_ok() {
+            return;
+        }
+        let (running, tx) = {
+            let mut inner = self.lock();
+            let State::Running(r) = &inner.state else {
+                return;
+            };
+            let r = Arc::clone(r);
+            let (tx, rx) = watch::channel(false);
+            self.transition(&mut inner, State::Pausing(rx));
+            (r, tx)
+        };
+        tracing::warn!(instance = %self.config.name, why, "running compute is unreachable; stopping it");
+        running.stop().await;
+        {
+            let mut inner = self.lock();
+            self.transition(
+                &mut inner,
+                State::Failed(format!("compute unreachable: {why}")),
+            );
+        }
+        let _ = tx.send(true);
     }
 
     /// Stops the compute (relay shutdown): refuses new wakes, lets a wake in flight finish,
@@ -231,27 +552,34 @@ impl Instance {
     pub async fn shut_down(self: &Arc<Self>) {
         self.shutting_down
             .store(true, std::sync::atomic::Ordering::Release);
-        let pending = match &*self.lock() {
+        let pending = match &self.lock().state {
             State::Resuming(rx) => Some(rx.clone()),
             _ => None,
         };
         if let Some(mut rx) = pending {
             let _ = rx.wait_for(Option::is_some).await;
         }
-        let running = match std::mem::replace(&mut *self.lock(), State::Paused) {
-            State::Running(r) => Some(r),
-            _ => None,
-        };
-        if let Some(r) = running {
-            tracing::info!(instance = %self.config.name, "stopping compute");
-            r.stop().await;
+        if self.pause(true, "relay shutdown").await.is_ok() {
+            tracing::info!(instance = %self.config.name, "compute stopped for relay shutdown");
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // A panic while holding the lock cannot leave State half-written (every write is a
-        // single assignment), so a poisoned lock is still consistent.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn transition(&self, inner: &mut Inner, to: State) {
+        let phase = to.phase();
+        inner.state = to;
+        inner.since_ms = crate::ledger::now_ms();
+        self.metrics.set_phase(&self.config.name, phase.as_str());
+        if let Some(ledger) = &self.ledger {
+            if let Err(e) = ledger.record(&self.config.name, phase.ledger()) {
+                tracing::error!(instance = %self.config.name, error = %e, ledger = %ledger.path().display(), "cannot append to the usage ledger");
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // Every write under this lock is a whole assignment, so a poisoned lock (a panic
+        // elsewhere while holding it) still guards a consistent value.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

@@ -83,6 +83,8 @@ impl RunningCompute for ScriptedCompute {
 
     fn stop(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            // Stopping takes a while, so races with a pause in progress are real.
+            tokio::time::sleep(Duration::from_millis(200)).await;
             self.stopped.fetch_add(1, Ordering::SeqCst);
         })
     }
@@ -114,7 +116,7 @@ fn instance(script: Vec<Step>) -> (Arc<Instance>, Arc<AtomicUsize>, watch::Sende
     };
     let metrics = Arc::new(Metrics::default());
     (
-        Instance::new(config, Box::new(driver), metrics),
+        Instance::new(config, Box::new(driver), metrics, None),
         starts,
         exit,
     )
@@ -154,7 +156,7 @@ async fn failure_reaches_every_waiter_and_next_call_retries() {
         assert!(matches!(w.await.unwrap(), Err(WakeError::Exited(_))));
     }
     assert_eq!(starts.load(Ordering::SeqCst), 1);
-    assert_eq!(inst.state_name(), "paused");
+    assert_eq!(inst.state_name(), "failed");
     inst.ensure_running().await.unwrap();
     assert_eq!(starts.load(Ordering::SeqCst), 2);
 }
@@ -171,12 +173,13 @@ async fn hanging_compute_times_out_within_resume_timeout() {
     assert!(t0.elapsed() <= Duration::from_millis(2_100));
     // The wake task has cleaned up by the time the waiter gives up, or just after.
     tokio::time::sleep(Duration::from_millis(10)).await;
-    assert_eq!(inst.state_name(), "paused");
+    assert_eq!(inst.phase(), Phase::Failed);
+    assert!(inst.status().failure.unwrap().contains("not ready"));
     inst.ensure_running().await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
-async fn compute_exit_pauses_the_instance_and_next_call_wakes_it() {
+async fn compute_exit_fails_the_instance_and_next_call_wakes_it() {
     let (inst, starts, exit) = instance(vec![
         Step::Ready(Duration::ZERO),
         Step::Ready(Duration::ZERO),
@@ -184,14 +187,95 @@ async fn compute_exit_pauses_the_instance_and_next_call_wakes_it() {
     inst.ensure_running().await.unwrap();
     exit.send_replace(true);
     for _ in 0..100 {
-        if inst.state_name() == "paused" {
+        if inst.phase() == Phase::Failed {
             break;
         }
         tokio::task::yield_now().await;
     }
-    assert_eq!(inst.state_name(), "paused");
+    assert_eq!(inst.state_name(), "failed");
     inst.ensure_running().await.unwrap();
     assert_eq!(starts.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pause_is_refused_while_connections_are_open_unless_forced() {
+    let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::ZERO)]);
+    inst.ensure_running().await.unwrap();
+    let guard = inst.route_new_connection().expect("running: direct route");
+    assert_eq!(inst.pause(false, "test").await, Err(PauseError::Busy(1)));
+    assert_eq!(inst.phase(), Phase::Running);
+    inst.pause(true, "test").await.unwrap();
+    assert_eq!(inst.phase(), Phase::Paused);
+    drop(guard);
+    assert!(
+        inst.route_new_connection().is_none(),
+        "paused: perceptron route"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn pause_while_resuming_is_refused() {
+    let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::from_millis(500))]);
+    let waker = {
+        let inst = Arc::clone(&inst);
+        tokio::spawn(async move { inst.ensure_running().await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        inst.pause(true, "test").await,
+        Err(PauseError::NotRunning(Phase::Resuming))
+    );
+    waker.await.unwrap().unwrap();
+    assert_eq!(inst.phase(), Phase::Running);
+}
+
+#[tokio::test(start_paused = true)]
+async fn connection_arriving_while_pausing_waits_then_wakes_again() {
+    let (inst, starts, _exit) = instance(vec![
+        Step::Ready(Duration::ZERO),
+        Step::Ready(Duration::ZERO),
+    ]);
+    inst.ensure_running().await.unwrap();
+    let pauser = {
+        let inst = Arc::clone(&inst);
+        tokio::spawn(async move { inst.pause(false, "test").await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(inst.phase(), Phase::Pausing);
+    assert!(
+        inst.route_new_connection().is_none(),
+        "pausing: no direct route"
+    );
+    let report = inst.ensure_running().await.unwrap();
+    assert!(!report.was_running);
+    pauser.await.unwrap().unwrap();
+    assert_eq!(inst.phase(), Phase::Running);
+    assert_eq!(starts.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pauses_when_idle_but_not_while_a_session_is_open() {
+    let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::ZERO)]);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    inst.ensure_running().await.unwrap();
+    let session = inst.hold(Route::Perceptron);
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(
+        inst.phase(),
+        Phase::Running,
+        "a long idle session keeps it running"
+    );
+    drop(session);
+    tokio::time::sleep(Duration::from_secs(59)).await;
+    assert_eq!(
+        inst.phase(),
+        Phase::Running,
+        "not idle for the whole period yet"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(inst.phase(), Phase::Paused);
+    stop.cancel();
 }
 
 #[tokio::test(start_paused = true)]
@@ -199,7 +283,7 @@ async fn shut_down_refuses_new_wakes() {
     let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::ZERO)]);
     inst.ensure_running().await.unwrap();
     inst.shut_down().await;
-    assert_eq!(inst.state_name(), "paused");
+    assert_eq!(inst.phase(), Phase::Paused);
     assert!(matches!(
         inst.ensure_running().await,
         Err(WakeError::ShuttingDown)

@@ -10,7 +10,7 @@ use authplugin::packet::capabilities::CLIENT_PLUGIN_AUTH;
 use authplugin::packet::{AuthSwitchRequest, HandshakeResponse41, HandshakeV10, SslRequest};
 use authplugin::{AuthPlugin, Scramble};
 use tokio::io::{AsyncRead, AsyncWrite};
-use zeroize::Zeroizing;
+use zeroize::{Zeroize as _, Zeroizing};
 
 use crate::outcome::Classification;
 use crate::packet_io::{PacketStream, ReadError};
@@ -83,8 +83,11 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     if SslRequest::matches(&packet.payload) {
         return Err(Classification::SslRequest);
     }
-    let response =
-        HandshakeResponse41::decode(&packet.payload).map_err(|_| Classification::Malformed)?;
+    let mut packet = packet;
+    let decoded = HandshakeResponse41::decode(&packet.payload);
+    // The raw login holds the client's answer; only the decoded (zeroizing) copy may live on.
+    packet.payload.zeroize();
+    let response = decoded.map_err(|_| Classification::Malformed)?;
     if response.username.is_empty() {
         return Err(Classification::EmptyUser);
     }

@@ -15,7 +15,7 @@ use authplugin::{KeyRing, Scramble};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::control::Instance;
+use crate::control::{ConnectionGuard, Instance, Route};
 use crate::metrics::{Counter, Metrics};
 use crate::outcome::PerceptronError;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
@@ -53,14 +53,16 @@ struct Timings {
 /// Handles one client connection on the perceptron route, from greeting to the end of the
 /// byte pump. Logs exactly one line when it ends and counts the outcome.
 pub async fn handle(rt: Arc<InstanceRuntime>, client: TcpStream, client_addr: SocketAddr) {
-    let _active = rt.metrics.active_perceptron_guard();
+    // Counted as an open connection of the instance from its login on (see `run`), so
+    // scanners and health checks never hold an instance awake.
+    let mut held = None;
     let name = rt.instance.config.name.clone();
     let addr = client_addr.to_string();
     let started = Instant::now();
     let _ = client.set_nodelay(true);
     let mut client = PacketStream::new(client, MAX_LOGIN_PACKET_LEN);
     let mut err_seq = 1;
-    let result = run(&rt, &mut client, &addr, &mut err_seq).await;
+    let result = run(&rt, &mut client, &addr, &mut err_seq, &mut held).await;
     match result {
         Ok((user, verdict, timings)) => {
             if verdict.accepted() {
@@ -133,6 +135,7 @@ async fn run(
     client: &mut PacketStream<TcpStream>,
     client_addr: &str,
     err_seq: &mut u8,
+    held: &mut Option<ConnectionGuard>,
 ) -> Result<(Vec<u8>, relayed_auth::ComputeVerdict, Timings), PerceptronError> {
     let cfg = &rt.instance.config;
     let scramble_a = Scramble::generate(&mut rand::rngs::OsRng);
@@ -156,6 +159,7 @@ async fn run(
     let user = login.response.username.clone();
     let last_seq = login.last_sequence_id;
     *err_seq = last_seq.wrapping_add(1);
+    *held = Some(rt.instance.hold(Route::Perceptron));
 
     let report = tokio::select! {
         r = rt.instance.ensure_running() => r.map_err(PerceptronError::Wake)?,

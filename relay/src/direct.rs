@@ -1,0 +1,72 @@
+//! The direct route (DESIGN §2, "after the resume"): while an instance runs, a new connection
+//! is forwarded as raw bytes from its first byte; the compute greets and authenticates the
+//! client itself and the relay parses nothing. This keeps the perceptron off the hot path.
+//! If the compute does not accept, the connection falls back to the perceptron route, which
+//! wakes the instance.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::net::TcpStream;
+
+use crate::control::ConnectionGuard;
+use crate::metrics::Counter;
+use crate::perceptron::{self, InstanceRuntime};
+
+/// Forwards one connection to the running compute, or hands it to the perceptron.
+pub async fn handle(
+    rt: Arc<InstanceRuntime>,
+    client: TcpStream,
+    peer: SocketAddr,
+    guard: ConnectionGuard,
+) {
+    let name = rt.instance.config.name.clone();
+    let started = Instant::now();
+    let connect = tokio::time::timeout(
+        rt.instance.config.compute_timeout,
+        TcpStream::connect(rt.instance.config.compute),
+    )
+    .await;
+    let compute = match connect {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return fall_back(rt, client, peer, guard, &e.to_string()).await,
+        Err(_) => return fall_back(rt, client, peer, guard, "connect timed out").await,
+    };
+    let _ = client.set_nodelay(true);
+    let _ = compute.set_nodelay(true);
+    rt.metrics.inc(Counter::Direct, &name, "forwarded");
+    let bytes = crate::passthrough::pump(client, Vec::new(), compute, Vec::new()).await;
+    rt.metrics.add(
+        Counter::Bytes,
+        &name,
+        "client_to_compute",
+        bytes.client_to_compute,
+    );
+    rt.metrics.add(
+        Counter::Bytes,
+        &name,
+        "compute_to_client",
+        bytes.compute_to_client,
+    );
+    drop(guard);
+    tracing::debug!(
+        instance = %name, client = %peer, up = bytes.client_to_compute, down = bytes.compute_to_client,
+        ended_by = bytes.ended_by, duration_ms = started.elapsed().as_millis(), "direct connection closed"
+    );
+}
+
+async fn fall_back(
+    rt: Arc<InstanceRuntime>,
+    client: TcpStream,
+    peer: SocketAddr,
+    guard: ConnectionGuard,
+    why: &str,
+) {
+    rt.metrics
+        .inc(Counter::Direct, &rt.instance.config.name, "fell_back");
+    drop(guard);
+    tracing::warn!(instance = %rt.instance.config.name, client = %peer, why, "direct connect failed; using the perceptron route");
+    rt.instance.report_unreachable(why).await;
+    perceptron::handle(rt, client, peer).await;
+}

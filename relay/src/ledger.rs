@@ -1,0 +1,289 @@
+//! The usage ledger (DESIGN §4, §6): an append-only event stream of instance state changes,
+//! one line per event, flushed to disk before the change is acted on, and the billing
+//! computed from it.
+//!
+//! Format, one event per line: `<unix ms> <instance> <state>`, e.g.
+//! `1764450000123 demo running`. Billable states are `resuming` and `running`; time is billed
+//! per second and settled per hour (each hour's billed seconds are the milliseconds of
+//! billable time inside it, rounded up to whole seconds). A crash can tear the last line;
+//! [`parse`] skips a torn or garbled line (and says so) and keeps every earlier record, and
+//! [`Ledger::open`] starts a fresh line after a torn one so later records stay readable.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read as _, Seek as _, SeekFrom, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A state as the ledger records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LedgerState {
+    /// No compute; not billed.
+    Paused,
+    /// A compute is starting; billed.
+    Resuming,
+    /// A compute runs; billed.
+    Running,
+    /// A compute is being stopped; not billed.
+    Pausing,
+    /// The last start or run failed; not billed.
+    Failed,
+}
+
+impl LedgerState {
+    /// The word in the ledger.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Paused => "paused",
+            Self::Resuming => "resuming",
+            Self::Running => "running",
+            Self::Pausing => "pausing",
+            Self::Failed => "failed",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "paused" => Self::Paused,
+            "resuming" => Self::Resuming,
+            "running" => Self::Running,
+            "pausing" => Self::Pausing,
+            "failed" => Self::Failed,
+            _ => return None,
+        })
+    }
+
+    /// Whether time in this state is billed.
+    #[must_use]
+    pub const fn billable(self) -> bool {
+        matches!(self, Self::Resuming | Self::Running)
+    }
+}
+
+/// One recorded state change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Unix time in milliseconds.
+    pub at_ms: u64,
+    /// The instance.
+    pub instance: String,
+    /// The state entered.
+    pub state: LedgerState,
+}
+
+/// The ledger file, shared by every instance of a relay.
+#[derive(Debug)]
+pub struct Ledger {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl Ledger {
+    /// Opens (creating) `state_dir/usage.ledger` for appending. If the last line was torn by a
+    /// crash, a newline is written first so the torn bytes stay on a line of their own.
+    ///
+    /// # Errors
+    /// The file system's error.
+    pub fn open(state_dir: &Path) -> io::Result<Self> {
+        let path = state_dir.join("usage.ledger");
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(&path)?;
+        let len = file.metadata()?.len();
+        if len > 0 {
+            file.seek(SeekFrom::Start(len - 1))?;
+            let mut last = [0u8; 1];
+            file.read_exact(&mut last)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n")?;
+                file.sync_data()?;
+            }
+        }
+        Ok(Self {
+            path,
+            file: Mutex::new(file),
+        })
+    }
+
+    /// The ledger's path.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends an event and syncs it to disk.
+    ///
+    /// # Errors
+    /// The file system's error; the caller logs it (billing must not stop the service).
+    pub fn record(&self, instance: &str, state: LedgerState) -> io::Result<Event> {
+        let event = Event {
+            at_ms: now_ms(),
+            instance: instance.to_owned(),
+            state,
+        };
+        let line = format!("{} {} {}\n", event.at_ms, event.instance, state.as_str());
+        let mut file = self
+            .file
+            .lock()
+            .map_err(|_| io::Error::other("ledger lock poisoned"))?;
+        file.write_all(line.as_bytes())?;
+        file.sync_data()?;
+        Ok(event)
+    }
+
+    /// Reads every intact event.
+    ///
+    /// # Errors
+    /// The file system's error.
+    pub fn read(&self) -> io::Result<(Vec<Event>, usize)> {
+        Ok(parse(&std::fs::read_to_string(&self.path)?))
+    }
+}
+
+/// Parses ledger text: the intact events in order, and how many lines were skipped as torn
+/// or garbled.
+#[must_use]
+pub fn parse(text: &str) -> (Vec<Event>, usize) {
+    let mut events = Vec::new();
+    let mut skipped = 0;
+    for line in text.split_inclusive('\n') {
+        let Some(line) = line.strip_suffix('\n') else {
+            // No newline: the write was torn by a crash.
+            skipped += 1;
+            continue;
+        };
+        if line.is_empty() {
+            continue;
+        }
+        let mut parts = line.split(' ');
+        let parsed = (|| {
+            let at_ms = parts.next()?.parse().ok()?;
+            let instance = parts.next()?.to_owned();
+            let state = LedgerState::parse(parts.next()?)?;
+            parts.next().is_none().then_some(Event {
+                at_ms,
+                instance,
+                state,
+            })
+        })();
+        match parsed {
+            Some(e) => events.push(e),
+            None => skipped += 1,
+        }
+    }
+    (events, skipped)
+}
+
+/// Billed seconds per (instance, hour start in Unix ms) over `[from_ms, to_ms)`. An instance
+/// whose last event is billable is billed up to `to_ms` (it is still running).
+#[must_use]
+pub fn bill(events: &[Event], from_ms: u64, to_ms: u64) -> BTreeMap<(String, u64), u64> {
+    const HOUR_MS: u64 = 3_600_000;
+    let mut billed_ms: BTreeMap<(String, u64), u64> = BTreeMap::new();
+    let mut open: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut add = |instance: &str, start: u64, end: u64| {
+        let (start, end) = (start.max(from_ms), end.min(to_ms));
+        let mut t = start;
+        while t < end {
+            let hour = t - t % HOUR_MS;
+            let upto = (hour + HOUR_MS).min(end);
+            *billed_ms.entry((instance.to_owned(), hour)).or_default() += upto - t;
+            t = upto;
+        }
+    };
+    for e in events {
+        let was_open = open.get(e.instance.as_str()).copied();
+        match (was_open, e.state.billable()) {
+            (Some(_), true) => {} // resuming → running: still billing from the first start
+            (Some(start), false) => {
+                add(&e.instance, start, e.at_ms);
+                open.remove(e.instance.as_str());
+            }
+            (None, true) => {
+                open.insert(&e.instance, e.at_ms);
+            }
+            (None, false) => {}
+        }
+    }
+    for (instance, start) in open {
+        add(instance, start, to_ms);
+    }
+    billed_ms
+        .into_iter()
+        .map(|(k, ms)| (k, ms.div_ceil(1000)))
+        .filter(|(_, s)| *s > 0)
+        .collect()
+}
+
+/// Unix time in milliseconds.
+#[must_use]
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(at_ms: u64, state: LedgerState) -> Event {
+        Event {
+            at_ms,
+            instance: "demo".into(),
+            state,
+        }
+    }
+
+    #[test]
+    fn bills_resuming_and_running_only() {
+        use LedgerState::*;
+        let events = [
+            ev(1_000, Resuming),
+            ev(1_500, Running),
+            ev(11_000, Pausing),
+            ev(12_000, Paused),
+            ev(20_000, Resuming),
+            ev(20_100, Failed),
+        ];
+        let b = bill(&events, 0, 100_000);
+        // 10 s (1.0 → 11.0) plus 0.1 s rounded up to a whole second.
+        assert_eq!(b.get(&("demo".into(), 0)), Some(&11));
+    }
+
+    #[test]
+    fn settles_per_hour_and_bills_open_interval_up_to_now() {
+        use LedgerState::*;
+        let h = 3_600_000;
+        let events = [ev(h - 2_000, Running)];
+        let b = bill(&events, 0, h + 3_000);
+        assert_eq!(b.get(&("demo".into(), 0)), Some(&2));
+        assert_eq!(b.get(&("demo".into(), h)), Some(&3));
+    }
+
+    #[test]
+    fn skips_torn_and_garbled_lines_keeping_earlier_records() {
+        let text = "1 demo running\n2 demo paused\ngarbage\n3 demo runn";
+        let (events, skipped) = parse(text);
+        assert_eq!(events.len(), 2);
+        assert_eq!(skipped, 2);
+    }
+
+    #[test]
+    fn reopening_after_a_torn_write_isolates_it() {
+        let dir = std::env::temp_dir().join(format!("ledger-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("usage.ledger"), "1 demo running\n2 demo pau").unwrap();
+        let l = Ledger::open(&dir).unwrap();
+        l.record("demo", LedgerState::Paused).unwrap();
+        let (events, skipped) = l.read().unwrap();
+        assert_eq!(skipped, 1);
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[1].state, LedgerState::Paused);
+    }
+}
