@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Perceptron relay: answers MySQL logins for paused instances, wakes them, and completes
 /// the login without ever holding a password or hash.
@@ -25,6 +25,49 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Show every instance: state, since when, open connections by route, wakes, last
+    /// resume time.
+    Status {
+        /// How to reach the admin API.
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Pause an instance now. Refused while connections are open, unless --force (which cuts
+    /// them).
+    Pause {
+        /// The instance.
+        name: String,
+        /// Cut open connections.
+        #[arg(long)]
+        force: bool,
+        /// How to reach the admin API.
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Resume an instance now (returns once it is running).
+    Resume {
+        /// The instance.
+        name: String,
+        /// How to reach the admin API.
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Billed seconds per instance and hour (resuming + running time; nothing while paused).
+    Usage {
+        /// Start (UTC): 2026-11-29, 2026-11-29T14:00:00Z or Unix seconds. Default: the
+        /// beginning of the ledger.
+        #[arg(long)]
+        from: Option<String>,
+        /// End (UTC), same forms. Default: now.
+        #[arg(long)]
+        to: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = UsageFormat::Table)]
+        format: UsageFormat,
+        /// How to reach the admin API.
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
     /// Generate a perceptron key and add it as the newest key of a key file (created with
     /// mode 0600 if missing). The relay signs with the newest key; computes accept every key
     /// in their copy of the file. To rotate: add a key to the computes' file first, then to
@@ -37,4 +80,31 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
     },
+}
+
+/// How the CLI reaches a running relay's admin API.
+#[derive(Debug, Clone, Args)]
+pub struct AdminArgs {
+    /// The admin API address. Default: `relay.admin_listen` from --config, else
+    /// 127.0.0.1:9100.
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<std::net::SocketAddr>,
+    /// Read the admin address and token file from this relay configuration.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// A file holding the admin bearer token (default: `relay.admin_token_file` from
+    /// --config).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+}
+
+/// `relay usage --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UsageFormat {
+    /// Aligned columns.
+    Table,
+    /// Comma-separated values with a header.
+    Csv,
+    /// A JSON array.
+    Json,
 }

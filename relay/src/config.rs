@@ -42,8 +42,11 @@ pub struct RelaySettings {
     pub state_dir: PathBuf,
     /// The perceptron key ring; the newest key signs relayed logins.
     pub key_file: PathBuf,
-    /// The admin API address (served by the control-plane work; accepted now).
+    /// The admin API address; none disables the API.
     pub admin_listen: Option<SocketAddr>,
+    /// A file holding the bearer token admin requests must carry (mode 0600); none means
+    /// no token (keep `admin_listen` on loopback then).
+    pub admin_token_file: Option<PathBuf>,
 }
 
 /// How the compute verifies a login the relay completes.
@@ -72,8 +75,19 @@ pub struct InstanceConfig {
     pub compute_timeout: Duration,
     /// Idle time before pausing (acted on by the control-plane work).
     pub idle_pause_after: Duration,
+    /// What happens to a running compute when the relay exits.
+    pub on_relay_exit: OnRelayExit,
     /// How the compute is started and stopped.
     pub driver: DriverConfig,
+}
+
+/// `instance.on_relay_exit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnRelayExit {
+    /// Stop the compute (the default: a relay that goes away takes its computes with it).
+    Pause,
+    /// Leave it running; the next relay adopts it without a restart or double billing.
+    Leave,
 }
 
 /// `[instance.driver]`.
@@ -121,6 +135,7 @@ struct RawRelay {
     state_dir: String,
     key_file: String,
     admin_listen: Option<String>,
+    admin_token_file: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -135,6 +150,7 @@ struct RawInstance {
     handshake_timeout: Option<String>,
     compute_timeout: Option<String>,
     idle_pause_after: Option<String>,
+    on_relay_exit: Option<String>,
     driver: RawDriver,
 }
 
@@ -190,6 +206,7 @@ impl Config {
                 .as_deref()
                 .map(|a| parse_addr(a).map_err(|m| err(format!("relay.admin_listen: {m}"))))
                 .transpose()?,
+            admin_token_file: raw.relay.admin_token_file.as_deref().map(resolve),
         };
         if raw.instance.is_empty() {
             return Err(err("no [[instance]] configured".into()));
@@ -267,6 +284,16 @@ impl Config {
             if idle_pause_after < Duration::from_secs(1) {
                 return Err(bad("idle_pause_after", "must be at least 1s".into()));
             }
+            let on_relay_exit = match inst.on_relay_exit.as_deref() {
+                None | Some("pause") => OnRelayExit::Pause,
+                Some("leave") => OnRelayExit::Leave,
+                Some(other) => {
+                    return Err(bad(
+                        "on_relay_exit",
+                        format!("'{other}' is not one of \"pause\", \"leave\""),
+                    ));
+                }
+            };
             let driver = match inst.driver.kind.as_str() {
                 "process" => {
                     if inst.driver.command.is_empty() {
@@ -305,6 +332,7 @@ impl Config {
                 handshake_timeout,
                 compute_timeout,
                 idle_pause_after,
+                on_relay_exit,
                 driver,
             });
         }

@@ -14,7 +14,12 @@
 //! - [`profile`]: the compute greeting profile the relay imitates.
 //! - [`outcome`]: how a connection ended: error kinds, metric labels, client-visible ERRs.
 //! - [`metrics`]: every metric, in one place.
+//! - [`admin`]: the admin HTTP API (status, pause, resume, usage, metrics).
+//! - [`admin_client`]: `relay status | pause | resume | usage`, which call it.
+//! - [`timefmt`]: UTC timestamps for usage reports.
 
+pub mod admin;
+pub mod admin_client;
 pub mod cli;
 pub mod config;
 pub mod control;
@@ -29,3 +34,4 @@ pub mod passthrough;
 pub mod perceptron;
 pub mod profile;
 pub mod server;
+pub mod timefmt;

@@ -20,6 +20,37 @@ fn main() -> ExitCode {
             }
         },
         Command::Run { config } => run(&config),
+        Command::Status { admin } => admin_command(&admin, relay::admin_client::status),
+        Command::Pause { name, force, admin } => admin_command(&admin, |t| {
+            relay::admin_client::action(t, &name, "pause", force)
+        }),
+        Command::Resume { name, admin } => admin_command(&admin, |t| {
+            relay::admin_client::action(t, &name, "resume", false)
+        }),
+        Command::Usage {
+            from,
+            to,
+            format,
+            admin,
+        } => admin_command(&admin, |t| {
+            relay::admin_client::usage(t, from.as_deref(), to.as_deref(), format)
+        }),
+    }
+}
+
+fn admin_command(
+    args: &relay::cli::AdminArgs,
+    f: impl FnOnce(&relay::admin_client::Target) -> Result<String, String>,
+) -> ExitCode {
+    match relay::admin_client::Target::from_args(args).and_then(|t| f(&t)) {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("relay: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

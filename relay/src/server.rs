@@ -10,7 +10,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::Config;
+use crate::admin::{self, AdminState};
+use crate::config::{Config, OnRelayExit};
 use crate::control::{Instance, process};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
@@ -34,6 +35,8 @@ pub enum StartError {
     },
     /// The state directory could not be created.
     StateDir(std::io::Error),
+    /// The admin token file is unusable.
+    AdminToken(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -50,6 +53,7 @@ impl std::fmt::Display for StartError {
                 )
             }
             Self::StateDir(e) => write!(f, "cannot create the state directory: {e}"),
+            Self::AdminToken(e) => write!(f, "relay.admin_token_file: {e}"),
         }
     }
 }
@@ -100,6 +104,32 @@ pub async fn run(
         listeners.push((listener, rt));
     }
     let runtimes: Vec<_> = listeners.iter().map(|(_, rt)| Arc::clone(rt)).collect();
+    if let Some(addr) = config.relay.admin_listen {
+        let token = match &config.relay.admin_token_file {
+            Some(path) => Some(read_token(path).map_err(StartError::AdminToken)?),
+            None => None,
+        };
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Bind {
+                instance: "(admin API)".into(),
+                addr,
+                source,
+            })?;
+        tracing::info!(listen = %addr, token = token.is_some(), "admin API listening");
+        let state = Arc::new(AdminState {
+            runtimes: runtimes.clone(),
+            metrics: Arc::clone(&metrics),
+            ledger: Arc::clone(&ledger),
+            token,
+        });
+        tracker.spawn(admin::serve(
+            listener,
+            state,
+            shutdown.clone(),
+            tracker.clone(),
+        ));
+    }
     for (listener, rt) in listeners {
         tracker.spawn(accept_loop(listener, rt, shutdown.clone(), tracker.clone()));
     }
@@ -117,10 +147,39 @@ pub async fn run(
         );
     }
     for rt in runtimes {
-        rt.instance.shut_down().await;
+        match rt.instance.config.on_relay_exit {
+            OnRelayExit::Pause => rt.instance.shut_down().await,
+            OnRelayExit::Leave => {
+                tracing::info!(instance = %rt.instance.config.name, state = rt.instance.state_name(), "leaving the compute as it is (on_relay_exit = \"leave\")");
+            }
+        }
     }
     tracing::info!("relay stopped");
     Ok(())
+}
+
+/// Reads the admin bearer token, refusing a file others can read.
+fn read_token(path: &std::path::Path) -> Result<zeroize::Zeroizing<String>, String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} has mode {:04o}; it must not be accessible by group or others (chmod 600)",
+            path.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    let text = zeroize::Zeroizing::new(
+        std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?,
+    );
+    let token = text.trim();
+    if token.len() < 16 {
+        return Err(format!(
+            "{}: token must be at least 16 characters",
+            path.display()
+        ));
+    }
+    Ok(zeroize::Zeroizing::new(token.to_owned()))
 }
 
 async fn accept_loop(

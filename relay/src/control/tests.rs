@@ -101,6 +101,7 @@ fn instance(script: Vec<Step>) -> (Arc<Instance>, Arc<AtomicUsize>, watch::Sende
         handshake_timeout: Duration::from_secs(1),
         compute_timeout: Duration::from_secs(1),
         idle_pause_after: Duration::from_secs(60),
+        on_relay_exit: crate::config::OnRelayExit::Pause,
         driver: DriverConfig::Process {
             command: vec!["x".into()],
             cwd: ".".into(),
