@@ -102,6 +102,25 @@ pub enum DriverConfig {
         /// SIGTERM → SIGKILL grace.
         stop_grace: Duration,
     },
+    /// User commands start, stop and (optionally) report on the compute.
+    Exec(ExecSpec),
+}
+
+/// `kind = "exec"`.
+#[derive(Debug, Clone)]
+pub struct ExecSpec {
+    /// Starts the compute; must return once it is starting.
+    pub start: Vec<String>,
+    /// Stops the compute.
+    pub stop: Vec<String>,
+    /// Exit status 0 means running; without it the relay probes the compute's address.
+    pub status: Option<Vec<String>>,
+    /// The commands' working directory.
+    pub cwd: PathBuf,
+    /// Bound on each command.
+    pub command_timeout: Duration,
+    /// How often a running compute is checked.
+    pub poll_interval: Duration,
 }
 
 /// A configuration that cannot be used, with the file and key it concerns.
@@ -162,6 +181,13 @@ struct RawDriver {
     command: Vec<String>,
     cwd: Option<String>,
     stop_grace: Option<String>,
+    #[serde(default)]
+    start: Vec<String>,
+    #[serde(default)]
+    stop: Vec<String>,
+    status: Option<Vec<String>>,
+    command_timeout: Option<String>,
+    poll_interval: Option<String>,
 }
 
 fn default_auth() -> String {
@@ -316,10 +342,50 @@ impl Config {
                         )?,
                     }
                 }
+                "exec" => {
+                    for (field, argv) in [
+                        ("driver.start", &inst.driver.start),
+                        ("driver.stop", &inst.driver.stop),
+                    ] {
+                        if argv.is_empty() {
+                            return Err(bad(
+                                field,
+                                "must name a program, e.g. [\"systemctl\", \"start\", \"mariadb\"]"
+                                    .into(),
+                            ));
+                        }
+                    }
+                    if inst.driver.status.as_ref().is_some_and(Vec::is_empty) {
+                        return Err(bad(
+                            "driver.status",
+                            "must name a program or be left out".into(),
+                        ));
+                    }
+                    DriverConfig::Exec(ExecSpec {
+                        start: inst.driver.start,
+                        stop: inst.driver.stop,
+                        status: inst.driver.status,
+                        cwd: inst
+                            .driver
+                            .cwd
+                            .as_deref()
+                            .map_or_else(|| base.clone(), resolve),
+                        command_timeout: dur(
+                            "driver.command_timeout",
+                            &inst.driver.command_timeout,
+                            Duration::from_secs(60),
+                        )?,
+                        poll_interval: dur(
+                            "driver.poll_interval",
+                            &inst.driver.poll_interval,
+                            Duration::from_secs(5),
+                        )?,
+                    })
+                }
                 other => {
                     return Err(bad(
                         "driver.kind",
-                        format!("'{other}' is not supported (supported: \"process\")"),
+                        format!("'{other}' is not supported (supported: \"process\", \"exec\")"),
                     ));
                 }
             };
@@ -388,7 +454,9 @@ command = ["server-shim", "run"]
         assert_eq!(i.name, "demo");
         assert_eq!(i.resume_timeout, Duration::from_secs(15));
         assert_eq!(i.idle_pause_after, Duration::from_secs(300));
-        let DriverConfig::Process { command, cwd, .. } = &i.driver;
+        let DriverConfig::Process { command, cwd, .. } = &i.driver else {
+            panic!("process driver expected");
+        };
         assert_eq!(command, &["server-shim", "run"]);
         assert_eq!(cwd, Path::new("/etc/perceptron"));
     }

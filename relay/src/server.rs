@@ -73,6 +73,10 @@ pub async fn run(
     let ring = Arc::new(ring);
     let metrics = Arc::new(Metrics::default());
     let ledger = Arc::new(Ledger::open(&config.relay.state_dir).map_err(StartError::StateDir)?);
+    let (last_states, torn) = ledger.read().map_err(StartError::StateDir)?;
+    if torn > 0 {
+        tracing::warn!(lines = torn, ledger = %ledger.path().display(), "skipped torn or garbled ledger lines (earlier records kept)");
+    }
     let tracker = TaskTracker::new();
     let mut listeners = Vec::new();
     for cfg in &config.instances {
@@ -86,10 +90,17 @@ pub async fn run(
         let learnt = profile::load(&config.relay.state_dir, &cfg.name);
         let instance = Instance::new(
             cfg.clone(),
-            process::from_config(cfg),
+            process::from_config(cfg, &config.relay.state_dir),
             Arc::clone(&metrics),
             Some(Arc::clone(&ledger)),
         );
+        let last = last_states
+            .iter()
+            .rev()
+            .find(|e| e.instance == cfg.name)
+            .map(|e| e.state);
+        instance.adopt_or_reconcile(last).await;
+        tracing::info!(instance = %cfg.name, state = instance.state_name(), "instance registered");
         tracker.spawn(Arc::clone(&instance).pause_when_idle(shutdown.clone()));
         let rt = Arc::new(InstanceRuntime {
             instance,

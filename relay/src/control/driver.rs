@@ -17,6 +17,10 @@ pub trait Driver: Send + Sync {
         &self,
         timeout: std::time::Duration,
     ) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>>;
+
+    /// Finds a compute this driver started before the relay restarted and that still runs
+    /// and greets, so a relay restart never restarts (or double-bills) it.
+    fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>>;
 }
 
 /// A compute that was started and became ready.

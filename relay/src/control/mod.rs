@@ -9,6 +9,7 @@
 //! behind this module's small API so a shared store can replace the in-process map.
 
 pub mod driver;
+pub mod exec;
 pub mod process;
 pub mod readiness;
 
@@ -514,6 +515,40 @@ impl Instance {
                 // A connection may have arrived since the check; `pause` re-checks under the
                 // lock and refuses (Busy) if so.
                 let _ = self.pause(false, "idle").await;
+            }
+        }
+    }
+
+    /// At relay start: adopts a compute the driver finds still running (left by a previous
+    /// relay), and reconciles the ledger. `last` is the ledger's last state for this
+    /// instance: if it was already billable, adoption records nothing (billing simply
+    /// continues); if it was billable but nothing runs now, the instance is recorded paused.
+    pub async fn adopt_or_reconcile(self: &Arc<Self>, last: Option<LedgerState>) {
+        let was_billable = last.is_some_and(LedgerState::billable);
+        match self.driver.adopt().await {
+            Some(running) => {
+                let running: Arc<dyn RunningCompute> = Arc::from(running);
+                let mut inner = self.lock();
+                if was_billable {
+                    inner.state = State::Running(Arc::clone(&running));
+                    self.metrics
+                        .set_phase(&self.config.name, Phase::Running.as_str());
+                } else {
+                    self.transition(&mut inner, State::Running(Arc::clone(&running)));
+                }
+                inner.idle_since = tokio::time::Instant::now();
+                drop(inner);
+                tokio::spawn(Arc::clone(self).watch_exit(running));
+            }
+            None => {
+                let mut inner = self.lock();
+                if was_billable {
+                    tracing::warn!(instance = %self.config.name, "the ledger says running but no compute was found; recording it paused now");
+                    self.transition(&mut inner, State::Paused);
+                } else {
+                    self.metrics
+                        .set_phase(&self.config.name, Phase::Paused.as_str());
+                }
             }
         }
     }

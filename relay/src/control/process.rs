@@ -2,9 +2,14 @@
 //! Started with the configured command, ready when its address greets, stopped by SIGTERM and
 //! then SIGKILL after the grace period. Its stdout and stderr become relay log lines tagged
 //! with the instance.
+//!
+//! The child's pid is kept in `state_dir/pids/<instance>.pid` while it runs. A relay that
+//! restarts (after a crash, or with `on_relay_exit = "leave"`) adopts a compute whose pid file
+//! names a live process running the configured command that still greets; it is then watched
+//! and stopped by pid.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -17,6 +22,9 @@ use tokio::sync::watch;
 use super::WakeError;
 use super::driver::{BoxFuture, Driver, RunningCompute};
 use super::readiness;
+
+/// How often an adopted (non-child) compute is checked for exit.
+const ADOPTED_POLL: Duration = Duration::from_millis(200);
 
 /// Starts the compute as a child process.
 #[derive(Debug, Clone)]
@@ -31,13 +39,15 @@ pub struct ProcessDriver {
     pub compute: SocketAddr,
     /// SIGTERM → SIGKILL grace.
     pub stop_grace: Duration,
+    /// Where the pid file lives.
+    pub pid_file: PathBuf,
 }
 
-/// A running child.
+/// A compute this relay started (a child) or adopted (by pid).
 #[derive(Debug)]
-struct ChildCompute {
+struct ProcessCompute {
     pid: u32,
-    /// `Some(description)` once the child has exited.
+    /// `Some(description)` once the process has exited.
     exited: watch::Receiver<Option<String>>,
     grace: Duration,
     instance: String,
@@ -73,19 +83,47 @@ impl Driver for ProcessDriver {
                     Err(_) => continue,
                 }
                 // Wait for the next probe, but wake at once if the child exits.
-                let _ = tokio::time::timeout_at(
-                    deadline.min(tokio::time::Instant::now() + readiness::backoff(attempt)),
-                    exited.changed(),
-                )
-                .await;
+                let next = tokio::time::Instant::now() + readiness::backoff(attempt);
+                let _ = tokio::time::timeout_at(deadline.min(next), exited.changed()).await;
                 attempt += 1;
             }
+        })
+    }
+
+    fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
+        Box::pin(async move {
+            let pid = read_pid(&self.pid_file)?;
+            if !process_runs_command(pid, &self.command) {
+                tracing::info!(instance = %self.instance, pid, "stale pid file; not adopting");
+                let _ = std::fs::remove_file(&self.pid_file);
+                return None;
+            }
+            if let Err(why) = readiness::probe(self.compute).await {
+                tracing::warn!(instance = %self.instance, pid, %why, "compute process runs but does not greet; not adopting");
+                return None;
+            }
+            let (tx, rx) = watch::channel(None);
+            let pid_file = self.pid_file.clone();
+            tokio::spawn(async move {
+                while pid_alive(pid) {
+                    tokio::time::sleep(ADOPTED_POLL).await;
+                }
+                let _ = std::fs::remove_file(&pid_file);
+                let _ = tx.send(Some("adopted process exited".into()));
+            });
+            tracing::info!(instance = %self.instance, pid, "adopted a running compute");
+            Some(Box::new(ProcessCompute {
+                pid,
+                exited: rx,
+                grace: self.stop_grace,
+                instance: self.instance.clone(),
+            }) as Box<dyn RunningCompute>)
         })
     }
 }
 
 impl ProcessDriver {
-    fn spawn(&self) -> Result<ChildCompute, WakeError> {
+    fn spawn(&self) -> Result<ProcessCompute, WakeError> {
         let (program, args) = self
             .command
             .split_first()
@@ -100,6 +138,9 @@ impl ProcessDriver {
             .map_err(|e| WakeError::Driver(format!("cannot start {program}: {e}")))?;
         let pid = child.id().unwrap_or_default();
         tracing::info!(instance = %self.instance, pid, program = %program, "compute spawned");
+        if let Err(e) = write_pid(&self.pid_file, pid) {
+            tracing::warn!(instance = %self.instance, error = %e, "cannot write the pid file; a relay restart will not adopt this compute");
+        }
         if let Some(out) = child.stdout.take() {
             tokio::spawn(forward_lines(self.instance.clone(), pid, out));
         }
@@ -107,14 +148,18 @@ impl ProcessDriver {
             tokio::spawn(forward_lines(self.instance.clone(), pid, err));
         }
         let (tx, rx) = watch::channel(None);
+        let pid_file = self.pid_file.clone();
         tokio::spawn(async move {
             let how = match child.wait().await {
                 Ok(status) => status.to_string(),
                 Err(e) => format!("wait failed: {e}"),
             };
+            if read_pid(&pid_file) == Some(pid) {
+                let _ = std::fs::remove_file(&pid_file);
+            }
             let _ = tx.send(Some(how));
         });
-        Ok(ChildCompute {
+        Ok(ProcessCompute {
             pid,
             exited: rx,
             grace: self.stop_grace,
@@ -123,9 +168,9 @@ impl ProcessDriver {
     }
 }
 
-impl ChildCompute {
+impl ProcessCompute {
     fn signal(&self, sig: Signal) {
-        // Only signal a child we have not yet seen exit, so a recycled pid is never hit.
+        // Only signal a process we have not yet seen exit, so a recycled pid is never hit.
         if self.exited.borrow().is_none() {
             if let Ok(pid) = i32::try_from(self.pid) {
                 let _ = kill(Pid::from_raw(pid), sig);
@@ -146,7 +191,7 @@ impl ChildCompute {
     }
 }
 
-impl RunningCompute for ChildCompute {
+impl RunningCompute for ProcessCompute {
     fn wait_exit(&self) -> BoxFuture<'_, String> {
         Box::pin(async move {
             let mut rx = self.exited.clone();
@@ -175,19 +220,97 @@ async fn forward_lines(instance: String, pid: u32, stream: impl AsyncRead + Unpi
     }
 }
 
+fn write_pid(path: &Path, pid: u32) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("pid.tmp");
+    std::fs::write(&tmp, format!("{pid}\n"))?;
+    std::fs::rename(&tmp, path)
+}
+
+fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn pid_alive(pid: u32) -> bool {
+    i32::try_from(pid).is_ok_and(|p| kill(Pid::from_raw(p), None).is_ok())
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z'))
+        })
+}
+
+/// Whether `pid` is alive and runs exactly `command` (guards against a recycled pid).
+fn process_runs_command(pid: u32, command: &[String]) -> bool {
+    if !pid_alive(pid) {
+        return false;
+    }
+    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let argv: Vec<&[u8]> = raw.split(|&b| b == 0).filter(|a| !a.is_empty()).collect();
+    let Some((program, args)) = command.split_first() else {
+        return false;
+    };
+    let program_matches = argv.first().is_some_and(|a0| {
+        let a0 = Path::new(std::str::from_utf8(a0).unwrap_or_default());
+        a0 == Path::new(program) || a0.file_name() == Path::new(program).file_name()
+    });
+    program_matches
+        && argv.len() == command.len()
+        && argv
+            .iter()
+            .skip(1)
+            .zip(args)
+            .all(|(a, b)| *a == b.as_bytes())
+}
+
 /// Builds the driver for an instance's configuration.
 #[must_use]
-pub fn from_config(cfg: &crate::config::InstanceConfig) -> Box<dyn Driver> {
-    let crate::config::DriverConfig::Process {
-        command,
-        cwd,
-        stop_grace,
-    } = &cfg.driver;
-    Box::new(ProcessDriver {
-        instance: cfg.name.clone(),
-        command: command.clone(),
-        cwd: cwd.clone(),
-        compute: cfg.compute,
-        stop_grace: *stop_grace,
-    })
+pub fn from_config(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box<dyn Driver> {
+    match &cfg.driver {
+        crate::config::DriverConfig::Process {
+            command,
+            cwd,
+            stop_grace,
+        } => Box::new(ProcessDriver {
+            instance: cfg.name.clone(),
+            command: command.clone(),
+            cwd: cwd.clone(),
+            compute: cfg.compute,
+            stop_grace: *stop_grace,
+            pid_file: state_dir.join("pids").join(format!("{}.pid", cfg.name)),
+        }),
+        crate::config::DriverConfig::Exec(exec) => Box::new(super::exec::ExecDriver {
+            instance: cfg.name.clone(),
+            compute: cfg.compute,
+            spec: exec.clone(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_its_own_command_line_and_refuses_others() {
+        let me = std::process::id();
+        let argv: Vec<String> = std::env::args().collect();
+        assert!(process_runs_command(me, &argv));
+        let mut other = argv.clone();
+        other.push("--extra".into());
+        assert!(!process_runs_command(me, &other));
+        assert!(!process_runs_command(u32::MAX - 1, &argv));
+    }
+
+    #[test]
+    fn pid_file_round_trips() {
+        let dir = std::env::temp_dir().join(format!("pidfile-{}", std::process::id()));
+        let path = dir.join("pids").join("x.pid");
+        write_pid(&path, 4242).unwrap();
+        assert_eq!(read_pid(&path), Some(4242));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -70,6 +70,16 @@ impl Driver for ScriptedDriver {
                 .unwrap_or(Err(WakeError::Timeout(timeout)))
         })
     }
+
+    fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
+        self.adopt_none()
+    }
+}
+
+impl ScriptedDriver {
+    fn adopt_none(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
+        Box::pin(async { None })
+    }
 }
 
 impl RunningCompute for ScriptedCompute {

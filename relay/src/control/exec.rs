@@ -1,0 +1,179 @@
+//! The exec driver: the compute is managed by user commands (systemd, a container runtime, a
+//! cloud CLI). `start` must return once the compute is starting (or started); the relay then
+//! waits for its greeting. `stop` stops it. The optional `status` command (exit 0 = running)
+//! is polled to notice a compute that went away; without one, the relay probes the address.
+//! Every command has a timeout; output goes to the relay's log.
+
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::process::Command;
+use tokio::sync::watch;
+
+use super::WakeError;
+use super::driver::{BoxFuture, Driver, RunningCompute};
+use super::readiness;
+use crate::config::ExecSpec;
+
+/// Consecutive failed probes before a compute without a status command counts as gone.
+const PROBE_FAILURES_TO_EXIT: u32 = 3;
+
+/// Runs user commands to start and stop the compute.
+#[derive(Debug, Clone)]
+pub struct ExecDriver {
+    /// The instance, for log lines.
+    pub instance: String,
+    /// Where the compute listens.
+    pub compute: SocketAddr,
+    /// The commands.
+    pub spec: ExecSpec,
+}
+
+struct ExecCompute {
+    driver: ExecDriver,
+    exited: watch::Receiver<Option<String>>,
+    stopping: Arc<AtomicBool>,
+}
+
+impl ExecDriver {
+    /// Runs one configured command under the command timeout.
+    async fn run(&self, what: &str, argv: &[String]) -> Result<(), String> {
+        let (program, args) = argv
+            .split_first()
+            .ok_or_else(|| format!("{what} command is empty"))?;
+        let child = Command::new(program)
+            .args(args)
+            .current_dir(&self.spec.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot run the {what} command {program}: {e}"))?;
+        let out = tokio::time::timeout(self.spec.command_timeout, child.wait_with_output())
+            .await
+            .map_err(|_| {
+                format!(
+                    "{what} command did not finish within {:?}",
+                    self.spec.command_timeout
+                )
+            })?
+            .map_err(|e| format!("{what} command failed: {e}"))?;
+        for line in String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .chain(String::from_utf8_lossy(&out.stderr).lines())
+        {
+            tracing::info!(target: "compute", instance = %self.instance, command = what, "{line}");
+        }
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("{what} command exited with {}", out.status))
+        }
+    }
+
+    async fn is_running(&self) -> bool {
+        match &self.spec.status {
+            Some(status) => self.run("status", status).await.is_ok(),
+            None => readiness::probe(self.compute).await.is_ok(),
+        }
+    }
+
+    fn running(&self) -> Box<dyn RunningCompute> {
+        let (tx, rx) = watch::channel(None);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let watcher = self.clone();
+        let stop_flag = Arc::clone(&stopping);
+        tokio::spawn(async move {
+            let mut failures = 0;
+            loop {
+                tokio::time::sleep(watcher.spec.poll_interval).await;
+                if stop_flag.load(Ordering::Acquire) {
+                    return;
+                }
+                if watcher.is_running().await {
+                    failures = 0;
+                    continue;
+                }
+                failures += 1;
+                if watcher.spec.status.is_some() || failures >= PROBE_FAILURES_TO_EXIT {
+                    let _ = tx.send(Some("the compute is no longer running".into()));
+                    return;
+                }
+            }
+        });
+        Box::new(ExecCompute {
+            driver: self.clone(),
+            exited: rx,
+            stopping,
+        })
+    }
+}
+
+impl Driver for ExecDriver {
+    fn start(
+        &self,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
+        Box::pin(async move {
+            let deadline = tokio::time::Instant::now() + timeout;
+            match tokio::time::timeout_at(deadline, self.run("start", &self.spec.start)).await {
+                Err(_) => return Err(WakeError::Timeout(timeout)),
+                Ok(Err(e)) => return Err(WakeError::Driver(e)),
+                Ok(Ok(())) => {}
+            }
+            let mut attempt = 0;
+            loop {
+                if let Ok(Ok(_)) =
+                    tokio::time::timeout_at(deadline, readiness::probe(self.compute)).await
+                {
+                    return Ok(self.running());
+                }
+                if tokio::time::Instant::now() + readiness::backoff(attempt) >= deadline {
+                    // Not ready in time: stop whatever the start command began.
+                    if let Err(e) = self.run("stop", &self.spec.stop).await {
+                        tracing::warn!(instance = %self.instance, error = %e, "stop after a failed start failed");
+                    }
+                    return Err(WakeError::Timeout(timeout));
+                }
+                tokio::time::sleep(readiness::backoff(attempt)).await;
+                attempt += 1;
+            }
+        })
+    }
+
+    fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
+        Box::pin(async move {
+            if self.is_running().await && readiness::probe(self.compute).await.is_ok() {
+                tracing::info!(instance = %self.instance, "adopted a running compute");
+                Some(self.running())
+            } else {
+                None
+            }
+        })
+    }
+}
+
+impl RunningCompute for ExecCompute {
+    fn wait_exit(&self) -> BoxFuture<'_, String> {
+        Box::pin(async move {
+            let mut rx = self.exited.clone();
+            match rx.wait_for(Option::is_some).await {
+                Ok(v) => v.clone().unwrap_or_default(),
+                Err(_) => "stopped".into(),
+            }
+        })
+    }
+
+    fn stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.stopping.store(true, Ordering::Release);
+            if let Err(e) = self.driver.run("stop", &self.driver.spec.stop).await {
+                tracing::error!(instance = %self.driver.instance, error = %e, "stop command failed; the compute may still run");
+            }
+        })
+    }
+}
