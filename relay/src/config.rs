@@ -104,6 +104,25 @@ pub enum DriverConfig {
     },
     /// User commands start, stop and (optionally) report on the compute.
     Exec(ExecSpec),
+    /// An external control plane, over HTTP.
+    Http(HttpSpec),
+}
+
+/// `kind = "http"`.
+#[derive(Debug, Clone)]
+pub struct HttpSpec {
+    /// The control plane's address.
+    pub addr: SocketAddr,
+    /// The `Host` header.
+    pub host: String,
+    /// The path prefix of the endpoints (no trailing slash).
+    pub base_path: String,
+    /// Bearer token, read from `token_file`.
+    pub token: Option<String>,
+    /// Bound on each request.
+    pub request_timeout: Duration,
+    /// How often a running compute's status is checked.
+    pub poll_interval: Duration,
 }
 
 /// `kind = "exec"`.
@@ -188,6 +207,9 @@ struct RawDriver {
     status: Option<Vec<String>>,
     command_timeout: Option<String>,
     poll_interval: Option<String>,
+    url: Option<String>,
+    token_file: Option<String>,
+    request_timeout: Option<String>,
 }
 
 fn default_auth() -> String {
@@ -382,10 +404,48 @@ impl Config {
                         )?,
                     })
                 }
+                "http" => {
+                    let url = inst.driver.url.as_deref().ok_or_else(|| {
+                        bad(
+                            "driver.url",
+                            "required for kind = \"http\", e.g. \"http://10.0.0.5:8080/v1\"".into(),
+                        )
+                    })?;
+                    let (addr, host, base_path) =
+                        parse_http_url(url).map_err(|m| bad("driver.url", m))?;
+                    let token = inst
+                        .driver
+                        .token_file
+                        .as_deref()
+                        .map(|p| {
+                            std::fs::read_to_string(resolve(p))
+                                .map(|t| t.trim().to_owned())
+                                .map_err(|e| bad("driver.token_file", format!("{p}: {e}")))
+                        })
+                        .transpose()?;
+                    DriverConfig::Http(HttpSpec {
+                        addr,
+                        host,
+                        base_path,
+                        token,
+                        request_timeout: dur(
+                            "driver.request_timeout",
+                            &inst.driver.request_timeout,
+                            Duration::from_secs(30),
+                        )?,
+                        poll_interval: dur(
+                            "driver.poll_interval",
+                            &inst.driver.poll_interval,
+                            Duration::from_secs(5),
+                        )?,
+                    })
+                }
                 other => {
                     return Err(bad(
                         "driver.kind",
-                        format!("'{other}' is not supported (supported: \"process\", \"exec\")"),
+                        format!(
+                            "'{other}' is not supported (supported: \"process\", \"exec\", \"http\")"
+                        ),
                     ));
                 }
             };
@@ -408,6 +468,23 @@ impl Config {
             instances,
         })
     }
+}
+
+/// `http://ip:port[/path]` → (address, host header, path prefix). Plain HTTP to an IP only:
+/// the control plane sits on a private network, and no DNS lookup can stall a wake.
+fn parse_http_url(url: &str) -> Result<(SocketAddr, String, String), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("'{url}' must start with http://"))?;
+    let (hostport, path) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
+    let addr = parse_addr(hostport)?;
+    let path = path.trim_end_matches('/');
+    let base = if path.is_empty() {
+        String::new()
+    } else {
+        format!("/{path}")
+    };
+    Ok((addr, hostport.to_owned(), base))
 }
 
 fn parse_addr(text: &str) -> Result<SocketAddr, String> {
@@ -495,6 +572,40 @@ command = ["server-shim", "run"]
             assert!(e.starts_with("/etc/perceptron/relay.toml: "), "{e}");
             assert!(e.contains(key), "expected {key} in: {e}");
         }
+    }
+
+    #[test]
+    fn parses_exec_and_http_drivers() {
+        let exec = GOOD.replace(
+            "kind = \"process\"\ncommand = [\"server-shim\", \"run\"]",
+            "kind = \"exec\"\nstart = [\"systemctl\", \"start\", \"db\"]\nstop = [\"systemctl\", \"stop\", \"db\"]\ncommand_timeout = \"20s\"",
+        );
+        let c = parse(&exec).unwrap();
+        let DriverConfig::Exec(spec) = &c.instances[0].driver else {
+            panic!("exec driver expected");
+        };
+        assert_eq!(spec.start, ["systemctl", "start", "db"]);
+        assert_eq!(spec.status, None);
+        assert_eq!(spec.command_timeout, Duration::from_secs(20));
+        let no_stop = exec.replace("stop = [\"systemctl\", \"stop\", \"db\"]\n", "");
+        assert!(
+            parse(&no_stop)
+                .unwrap_err()
+                .contains("instance[0].driver.stop")
+        );
+
+        let http = GOOD.replace(
+            "kind = \"process\"\ncommand = [\"server-shim\", \"run\"]",
+            "kind = \"http\"\nurl = \"http://10.0.0.5:8080/v1/\"",
+        );
+        let c = parse(&http).unwrap();
+        let DriverConfig::Http(spec) = &c.instances[0].driver else {
+            panic!("http driver expected");
+        };
+        assert_eq!(spec.addr, "10.0.0.5:8080".parse().unwrap());
+        assert_eq!(spec.base_path, "/v1");
+        let bad = http.replace("http://10.0.0.5:8080/v1/", "https://cp.example/v1");
+        assert!(parse(&bad).unwrap_err().contains("instance[0].driver.url"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::admin::{self, AdminState};
 use crate::config::{Config, OnRelayExit};
-use crate::control::{Instance, process};
+use crate::control::{self, Instance};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::perceptron::{self, InstanceRuntime};
@@ -90,7 +90,7 @@ pub async fn run(
         let learnt = profile::load(&config.relay.state_dir, &cfg.name);
         let instance = Instance::new(
             cfg.clone(),
-            process::from_config(cfg, &config.relay.state_dir),
+            control::driver_for(cfg, &config.relay.state_dir),
             Arc::clone(&metrics),
             Some(Arc::clone(&ledger)),
         );

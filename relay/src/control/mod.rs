@@ -10,9 +10,11 @@
 
 pub mod driver;
 pub mod exec;
+pub mod http;
 pub mod process;
 pub mod readiness;
 
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -615,6 +617,35 @@ impl Instance {
         // Every write under this lock is a whole assignment, so a poisoned lock (a panic
         // elsewhere while holding it) still guards a consistent value.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Builds the driver for an instance's configuration.
+#[must_use]
+pub fn driver_for(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box<dyn Driver> {
+    match &cfg.driver {
+        crate::config::DriverConfig::Process {
+            command,
+            cwd,
+            stop_grace,
+        } => Box::new(process::ProcessDriver {
+            instance: cfg.name.clone(),
+            command: command.clone(),
+            cwd: cwd.clone(),
+            compute: cfg.compute,
+            stop_grace: *stop_grace,
+            pid_file: state_dir.join("pids").join(format!("{}.pid", cfg.name)),
+        }),
+        crate::config::DriverConfig::Exec(exec) => Box::new(exec::ExecDriver {
+            instance: cfg.name.clone(),
+            compute: cfg.compute,
+            spec: exec.clone(),
+        }),
+        crate::config::DriverConfig::Http(http) => Box::new(http::HttpDriver {
+            instance: cfg.name.clone(),
+            compute: cfg.compute,
+            spec: http.clone(),
+        }),
     }
 }
 

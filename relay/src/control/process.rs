@@ -266,30 +266,6 @@ fn process_runs_command(pid: u32, command: &[String]) -> bool {
             .all(|(a, b)| *a == b.as_bytes())
 }
 
-/// Builds the driver for an instance's configuration.
-#[must_use]
-pub fn from_config(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box<dyn Driver> {
-    match &cfg.driver {
-        crate::config::DriverConfig::Process {
-            command,
-            cwd,
-            stop_grace,
-        } => Box::new(ProcessDriver {
-            instance: cfg.name.clone(),
-            command: command.clone(),
-            cwd: cwd.clone(),
-            compute: cfg.compute,
-            stop_grace: *stop_grace,
-            pid_file: state_dir.join("pids").join(format!("{}.pid", cfg.name)),
-        }),
-        crate::config::DriverConfig::Exec(exec) => Box::new(super::exec::ExecDriver {
-            instance: cfg.name.clone(),
-            compute: cfg.compute,
-            spec: exec.clone(),
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
