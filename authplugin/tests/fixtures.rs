@@ -279,3 +279,38 @@ fn ssl_request_is_told_apart_from_a_login() {
     assert_every_prefix_rejected(&ssl, SslRequest::decode);
     assert_trailing_rejected(&ssl, SslRequest::decode);
 }
+
+#[test]
+fn decodes_login_by_the_flags_both_sides_have() {
+    // libmariadb keeps CLIENT_CONNECT_ATTRS in client_flag but sends no attributes to a server
+    // that lacks the flag (server-shim): fields follow client_flag & server capabilities.
+    let bytes = fixture("mariadb_cli_handshake_response41_lean_server.hex");
+    let server_caps = CLIENT_PROTOCOL_41
+        | CLIENT_SECURE_CONNECTION
+        | CLIENT_PLUGIN_AUTH
+        | CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+        | CLIENT_CONNECT_WITH_DB
+        | CLIENT_DEPRECATE_EOF;
+    assert!(HandshakeResponse41::decode(&bytes).is_err());
+    let r = HandshakeResponse41::decode_for_server(&bytes, server_caps).unwrap();
+    assert_eq!(r.client_flag, 0x00bf_a284, "client_flag is kept as sent");
+    assert_ne!(r.client_flag & CLIENT_CONNECT_ATTRS, 0);
+    assert_eq!(r.effective_flags(server_caps) & CLIENT_CONNECT_ATTRS, 0);
+    assert_eq!(r.connect_attrs, None);
+    assert_eq!(r.database, None);
+    assert_eq!(r.username, b"app");
+    let scramble = Scramble::from_bytes(*b"abcdefghijklmnopqrst");
+    assert_eq!(
+        *r.auth_response,
+        native_password::token(b"secret", &scramble)
+    );
+    let mut out = Vec::new();
+    r.encode_for_server(&mut out, server_caps);
+    assert_eq!(out, bytes);
+    assert_every_prefix_rejected(&bytes, |b| {
+        HandshakeResponse41::decode_for_server(b, server_caps)
+    });
+    assert_trailing_rejected(&bytes, |b| {
+        HandshakeResponse41::decode_for_server(b, server_caps)
+    });
+}

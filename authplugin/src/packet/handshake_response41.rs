@@ -65,9 +65,25 @@ impl HandshakeResponse41 {
     /// [`DecodeError`] naming the first missing or invalid field;
     /// `InvalidValue("client_flag")` for a pre-4.1 (HandshakeResponse320) login.
     pub fn decode(payload: &[u8]) -> Result<Self, DecodeError> {
+        Self::decode_for_server(payload, u32::MAX)
+    }
+
+    /// Decodes a login sent to a server that advertised `server_capabilities`. Clients set
+    /// flags the server lacks (libmariadb sets `CLIENT_CONNECT_ATTRS` and then, seeing the
+    /// server lacks it, sends no attributes), and servers only honour the flags both sides
+    /// have, so which fields exist is decided by `client_flag & server_capabilities`.
+    /// `client_flag` itself is kept as sent.
+    ///
+    /// # Errors
+    /// As [`HandshakeResponse41::decode`].
+    pub fn decode_for_server(
+        payload: &[u8],
+        server_capabilities: u32,
+    ) -> Result<Self, DecodeError> {
         let mut r = Reader::new(payload);
-        let client_flag = r.u32_le("client_flag")?;
-        if client_flag & CLIENT_PROTOCOL_41 == 0 {
+        let sent_flag = r.u32_le("client_flag")?;
+        let client_flag = sent_flag & server_capabilities;
+        if sent_flag & CLIENT_PROTOCOL_41 == 0 {
             return Err(DecodeError::InvalidValue("client_flag"));
         }
         let max_packet_size = r.u32_le("max_packet_size")?;
@@ -96,7 +112,7 @@ impl HandshakeResponse41 {
             .transpose()?;
         r.expect_empty()?;
         Ok(Self {
-            client_flag,
+            client_flag: sent_flag,
             max_packet_size,
             character_set,
             reserved,
@@ -113,8 +129,14 @@ impl HandshakeResponse41 {
     /// a field set without its flag is dropped and a flag without its field writes an empty
     /// one: the output always decodes.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let flag = self.client_flag;
-        out.extend_from_slice(&flag.to_le_bytes());
+        self.encode_for_server(out, u32::MAX);
+    }
+
+    /// Appends the payload as sent to a server with `server_capabilities`: fields follow
+    /// `client_flag & server_capabilities` (see [`HandshakeResponse41::decode_for_server`]).
+    pub fn encode_for_server(&self, out: &mut Vec<u8>, server_capabilities: u32) {
+        out.extend_from_slice(&self.client_flag.to_le_bytes());
+        let flag = self.client_flag & server_capabilities;
         out.extend_from_slice(&self.max_packet_size.to_le_bytes());
         out.push(self.character_set);
         out.extend_from_slice(&self.reserved);
@@ -155,6 +177,12 @@ impl HandshakeResponse41 {
         let mut out = Vec::with_capacity(256);
         self.encode(&mut out);
         out
+    }
+
+    /// The flags both sides have: what the server honours.
+    #[must_use]
+    pub const fn effective_flags(&self, server_capabilities: u32) -> u32 {
+        self.client_flag & server_capabilities
     }
 }
 

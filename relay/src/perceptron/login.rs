@@ -27,6 +27,9 @@ pub struct ClientLogin {
     pub answer: Zeroizing<Vec<u8>>,
     /// The sequence id of the client's last packet; the relay's reply is this plus one.
     pub last_sequence_id: u8,
+    /// The client's flags that the relay's greeting offered: what the session really uses.
+    /// (Clients set flags the server lacks; only the intersection counts.)
+    pub effective_flag: u32,
 }
 
 /// A connection that did not produce a usable login.
@@ -84,14 +87,16 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         return Err(Classification::SslRequest);
     }
     let mut packet = packet;
-    let decoded = HandshakeResponse41::decode(&packet.payload);
+    let decoded =
+        HandshakeResponse41::decode_for_server(&packet.payload, greeting.capability_flags);
     // The raw login holds the client's answer; only the decoded (zeroizing) copy may live on.
     packet.payload.zeroize();
     let response = decoded.map_err(|_| Classification::Malformed)?;
     if response.username.is_empty() {
         return Err(Classification::EmptyUser);
     }
-    let named = if response.client_flag & CLIENT_PLUGIN_AUTH != 0 {
+    let effective_flag = response.effective_flags(greeting.capability_flags);
+    let named = if effective_flag & CLIENT_PLUGIN_AUTH != 0 {
         response.client_plugin_name.as_deref().unwrap_or_default()
     } else {
         b"mysql_native_password"
@@ -105,6 +110,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
             plugin,
             answer,
             last_sequence_id: packet.last_sequence_id,
+            effective_flag,
         });
     }
     // The client answered for a plugin the compute cannot check against scramble A
@@ -136,6 +142,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         plugin: AuthPlugin::MysqlNativePassword,
         answer,
         last_sequence_id: again.last_sequence_id,
+        effective_flag,
     })
 }
 

@@ -78,8 +78,7 @@ pub async fn relay_login(
             Some(learnt.clone()),
         )
     })?;
-    let client_flag = login.response.client_flag;
-    let missing = client_flag & FORMAT_CHANGING & !greeting.capability_flags;
+    let missing = login.effective_flag & FORMAT_CHANGING & !greeting.capability_flags;
     if missing != 0 {
         return Err((ComputeError::CapabilityMismatch(missing), Some(learnt)));
     }
@@ -121,12 +120,13 @@ fn build_response(
         response: client,
         plugin,
         answer,
+        effective_flag,
         ..
     } = login;
     let server = greeting.capability_flags;
     let lenenc = server & CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA;
     let client_flag =
-        (client.client_flag & server & !NEVER_ADVERTISED & !CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA)
+        (effective_flag & server & !NEVER_ADVERTISED & !CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA)
             | CLIENT_PROTOCOL_41
             | CLIENT_SECURE_CONNECTION
             | CLIENT_PLUGIN_AUTH
