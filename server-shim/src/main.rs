@@ -1,6 +1,5 @@
-//! The `server-shim` binary (not built yet: issue 3).
+//! The `server-shim` binary: everything is in the library (see `server_shim::cli`).
 
 fn main() -> std::process::ExitCode {
-    eprintln!("server-shim: not implemented yet (see issue 3)");
-    std::process::ExitCode::FAILURE
+    server_shim::cli::main()
 }

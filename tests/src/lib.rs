@@ -1,2 +1,459 @@
 //! Cross-process integration tests (real binaries, real clients). Helpers live here; the
 //! tests are under `tests/tests/`.
+//!
+//! The harness (STYLE "Tests across processes"): [`bin_path`] finds a workspace binary under
+//! `target/<profile>/` (Cargo sets `CARGO_BIN_EXE_*` only for binaries of the same package,
+//! so build the binaries first: `cargo build -p server-shim && cargo test -p tests`);
+//! [`free_port`] binds `127.0.0.1:0`; [`Shim::start`] spawns `server-shim run` on its own
+//! port and data directory and polls until a MySQL greeting arrives (bounded by a deadline,
+//! never a fixed sleep); every child is killed by PID on drop. [`mariadb`] and [`python`] run
+//! the real clients and return their output; [`raw`] speaks the MySQL protocol over a raw
+//! socket for tests that act as the relay.
+
+use std::fs;
+use std::io::{self, Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a child may take to greet on its port.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// Read and write timeout for raw sockets in tests.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The workspace's target directory: `$CARGO_TARGET_DIR` if set, else `<workspace>/target`.
+#[must_use]
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
+    }
+}
+
+/// `target/<profile>/<name>` of a workspace binary (debug unless `PERCEPTRON_PROFILE` says
+/// otherwise).
+///
+/// # Panics
+/// If the binary has not been built, with the command that builds it.
+#[must_use]
+pub fn bin_path(name: &str) -> PathBuf {
+    let profile = std::env::var("PERCEPTRON_PROFILE").unwrap_or_else(|_| "debug".into());
+    let path = target_dir().join(profile).join(name);
+    assert!(
+        path.is_file(),
+        "{} not found: build it first (cargo build -p {name})",
+        path.display()
+    );
+    path
+}
+
+/// A port that was free a moment ago (bind `127.0.0.1:0`, read it, release it).
+///
+/// # Panics
+/// If no port can be bound.
+#[must_use]
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("cannot bind 127.0.0.1:0: {e}"))
+}
+
+/// A directory removed on drop.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A fresh, empty directory named after `label`.
+    ///
+    /// # Panics
+    /// If it cannot be created.
+    #[must_use]
+    pub fn new(label: &str) -> Self {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "perceptron-test-{}-{}-{label}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        Self(dir)
+    }
+
+    /// The path.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Polls `127.0.0.1:port` until a MySQL greeting (a packet with sequence id 0) arrives, or
+/// `deadline` passes. Returns the greeting's payload.
+///
+/// # Errors
+/// The last failure, once the deadline has passed.
+pub fn wait_for_greeting(port: u16, deadline: Instant) -> Result<Vec<u8>, String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut last = String::from("never tried");
+    while Instant::now() < deadline {
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(mut s) => {
+                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                match raw::read_packet(&mut s) {
+                    Ok((0, payload)) => return Ok(payload),
+                    Ok((seq, _)) => last = format!("first packet had sequence id {seq}"),
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            Err(e) => last = e.to_string(),
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err(format!("no MySQL greeting on port {port}: {last}"))
+}
+
+/// A child process killed (SIGKILL, by PID) on drop.
+#[derive(Debug)]
+pub struct ChildGuard {
+    child: Option<Child>,
+}
+
+impl ChildGuard {
+    /// Guards `child`.
+    #[must_use]
+    pub fn new(child: Child) -> Self {
+        Self { child: Some(child) }
+    }
+
+    /// The PID.
+    #[must_use]
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends SIGKILL and reaps the child.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Sends `signal` (a `kill` signal name, e.g. `TERM`) and waits up to `timeout` for the
+    /// exit; `None` if it did not exit (the child is then killed).
+    pub fn signal_and_wait(&mut self, signal: &str, timeout: Duration) -> Option<ExitStatus> {
+        let mut c = self.child.take()?;
+        let _ = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(c.id().to_string())
+            .status();
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = c.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        None
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A running `server-shim`.
+#[derive(Debug)]
+pub struct Shim {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Its data directory.
+    pub data: PathBuf,
+    log: PathBuf,
+    /// The process.
+    pub child: ChildGuard,
+    /// From spawn until the greeting arrived.
+    pub ready_after: Duration,
+}
+
+impl Shim {
+    /// Starts `server-shim run` on a free port with `data` (and `key_file`), logging to
+    /// `<data>/../<port>.log`, and waits for its greeting.
+    ///
+    /// # Panics
+    /// If it does not greet before [`READY_TIMEOUT`] (with its log).
+    #[must_use]
+    pub fn start(data: &Path, key_file: Option<&Path>, extra: &[&str]) -> Self {
+        let port = free_port();
+        let log = data
+            .parent()
+            .unwrap_or(data)
+            .join(format!("server-shim-{port}.log"));
+        let log_file = fs::File::create(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+        let mut cmd = Command::new(bin_path("server-shim"));
+        cmd.arg("run")
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--data")
+            .arg(data)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file);
+        if let Some(k) = key_file {
+            cmd.arg("--key-file").arg(k);
+        }
+        let spawned = Instant::now();
+        let child = ChildGuard::new(cmd.spawn().unwrap_or_else(|e| panic!("spawn: {e}")));
+        let ready = wait_for_greeting(port, spawned + READY_TIMEOUT);
+        let ready_after = spawned.elapsed();
+        let shim = Self {
+            port,
+            data: data.to_owned(),
+            log,
+            child,
+            ready_after,
+        };
+        if let Err(e) = ready {
+            panic!("{e}\nserver-shim log:\n{}", shim.log());
+        }
+        shim
+    }
+
+    /// Everything the shim logged so far.
+    #[must_use]
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// Adds an account with `server-shim user add ... --password-stdin`.
+///
+/// # Panics
+/// If the command fails.
+pub fn add_user(data: &Path, name: &str, password: &str, admin: bool) {
+    let mut cmd = Command::new(bin_path("server-shim"));
+    cmd.args(["user", "add", name, "--password-stdin", "--data"])
+        .arg(data);
+    if admin {
+        cmd.arg("--admin");
+    }
+    let out = run_with_input(&mut cmd, password.as_bytes(), Duration::from_secs(20));
+    assert_eq!(out.code, Some(0), "user add {name}: {}", out.stderr);
+}
+
+/// What a client process printed.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+    /// Exit code (`None` if killed by a signal or the deadline).
+    pub code: Option<i32>,
+}
+
+/// Runs `cmd` with `input` on stdin, killing it after `timeout`.
+///
+/// # Panics
+/// If it cannot be spawned.
+pub fn run_with_input(cmd: &mut Command, input: &[u8], timeout: Duration) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input);
+    }
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(o) = stdout.as_mut() {
+            let _ = o.read_to_string(&mut s);
+        }
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(e) = stderr.as_mut() {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    });
+    let deadline = Instant::now() + timeout;
+    let code = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status.code(),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    Output {
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+        code,
+    }
+}
+
+/// Runs the `mariadb` CLI against `127.0.0.1:port` in batch mode (`-N -B`, no TLS), with
+/// `sql` given by `-e` and any `extra` arguments (e.g. `--force`, `-Dshop`).
+#[must_use]
+pub fn mariadb(port: u16, user: &str, password: Option<&str>, extra: &[&str], sql: &str) -> Output {
+    let mut cmd = Command::new("mariadb");
+    cmd.arg("-h127.0.0.1")
+        .arg(format!("-P{port}"))
+        .arg(format!("-u{user}"))
+        .args(["--skip-ssl", "-N", "-B", "--connect-timeout=10"]);
+    if let Some(p) = password {
+        cmd.arg(format!("-p{p}"));
+    }
+    cmd.args(extra).arg("-e").arg(sql);
+    run_with_input(&mut cmd, b"", Duration::from_secs(60))
+}
+
+/// Runs the `mariadb` CLI with `script` on stdin (statements separated by `;`).
+#[must_use]
+pub fn mariadb_script(
+    port: u16,
+    user: &str,
+    password: Option<&str>,
+    extra: &[&str],
+    script: &str,
+) -> Output {
+    let mut cmd = Command::new("mariadb");
+    cmd.arg("-h127.0.0.1")
+        .arg(format!("-P{port}"))
+        .arg(format!("-u{user}"))
+        .args(["--skip-ssl", "-N", "-B", "--connect-timeout=10"]);
+    if let Some(p) = password {
+        cmd.arg(format!("-p{p}"));
+    }
+    cmd.args(extra);
+    run_with_input(&mut cmd, script.as_bytes(), Duration::from_secs(60))
+}
+
+/// Runs a Python snippet (`python3 -c`), e.g. with PyMySQL. `PORT` in the environment holds
+/// `port`.
+#[must_use]
+pub fn python(port: u16, code: &str, timeout: Duration) -> Output {
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c").arg(code).env("PORT", port.to_string());
+    run_with_input(&mut cmd, b"", timeout)
+}
+
+/// The MySQL protocol over a raw socket, for tests that play the relay or a client.
+pub mod raw {
+    use super::{IO_TIMEOUT, TcpStream, io};
+    use std::io::{Read as _, Write as _};
+
+    /// Connects to `127.0.0.1:port` with read/write timeouts.
+    ///
+    /// # Errors
+    /// The connect error.
+    pub fn connect(port: u16) -> io::Result<TcpStream> {
+        let s = TcpStream::connect(("127.0.0.1", port))?;
+        s.set_read_timeout(Some(IO_TIMEOUT))?;
+        s.set_write_timeout(Some(IO_TIMEOUT))?;
+        Ok(s)
+    }
+
+    /// Reads one packet (one frame; tests never see 16 MiB packets): `(sequence_id,
+    /// payload)`.
+    ///
+    /// # Errors
+    /// On a read error or timeout.
+    pub fn read_packet(s: &mut TcpStream) -> io::Result<(u8, Vec<u8>)> {
+        let mut header = [0u8; 4];
+        s.read_exact(&mut header)?;
+        let [a, b, c, seq] = header;
+        let len = usize::from(a) | usize::from(b) << 8 | usize::from(c) << 16;
+        let mut payload = vec![0u8; len];
+        s.read_exact(&mut payload)?;
+        Ok((seq, payload))
+    }
+
+    /// Writes one packet.
+    ///
+    /// # Errors
+    /// On a write error.
+    pub fn write_packet(s: &mut TcpStream, seq: u8, payload: &[u8]) -> io::Result<()> {
+        let mut out = Vec::with_capacity(payload.len() + 4);
+        authplugin::packet::write_packet(&mut out, seq, payload);
+        s.write_all(&out)
+    }
+
+    /// The first column of each row, or an ERR's `(code, message)`.
+    pub type QueryResult = Result<Vec<Option<String>>, (u16, String)>;
+
+    /// Sends COM_QUERY `sql` and returns the first column of every text row (`None` for NULL),
+    /// or the ERR packet's `(code, message)`.
+    ///
+    /// # Errors
+    /// On I/O failure.
+    pub fn query(s: &mut TcpStream, sql: &str) -> io::Result<QueryResult> {
+        let mut payload = vec![0x03];
+        payload.extend_from_slice(sql.as_bytes());
+        write_packet(s, 0, &payload)?;
+        let (_, first) = read_packet(s)?;
+        match first.first() {
+            Some(0xFF) => return Ok(Err(err_of(&first))),
+            Some(0x00) => return Ok(Ok(Vec::new())),
+            _ => {}
+        }
+        let columns = usize::from(first.first().copied().unwrap_or(0));
+        for _ in 0..columns {
+            read_packet(s)?;
+        }
+        // Without CLIENT_DEPRECATE_EOF an EOF follows the column definitions.
+        read_packet(s)?;
+        let mut rows = Vec::new();
+        loop {
+            let (_, p) = read_packet(s)?;
+            match p.first() {
+                Some(0xFE) if p.len() < 9 => return Ok(Ok(rows)),
+                Some(0xFF) => return Ok(Err(err_of(&p))),
+                Some(0xFB) => rows.push(None),
+                Some(&len) if len < 0xFB => {
+                    let text = p.get(1..=usize::from(len)).unwrap_or_default();
+                    rows.push(Some(String::from_utf8_lossy(text).into_owned()));
+                }
+                _ => rows.push(Some(String::from_utf8_lossy(&p).into_owned())),
+            }
+        }
+    }
+
+    /// `(error_code, message)` of an ERR packet payload.
+    #[must_use]
+    pub fn err_of(payload: &[u8]) -> (u16, String) {
+        match authplugin::packet::ErrPacket::decode(payload) {
+            Ok(e) => (
+                e.error_code,
+                String::from_utf8_lossy(&e.error_message).into_owned(),
+            ),
+            Err(_) => (0, String::from_utf8_lossy(payload).into_owned()),
+        }
+    }
+}
+
+pub mod relay;

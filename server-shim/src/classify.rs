@@ -1,0 +1,790 @@
+//! Statement classification for the session layer: which statements the shim answers itself
+//! (databases, session variables, transactions, accounts, the `SELECT @@x` / `VERSION()`
+//! probes that clients send while connecting) and which go to the SQL engine.
+//!
+//! Pure: text in, [`Statement`] out. Tokenizing uses sqlparser's MySQL dialect, so strings,
+//! comments and quoted identifiers are read the way a MySQL server reads them.
+
+use gluesql::core::sqlparser::ast::{
+    Expr, FunctionArguments, Query, SelectItem, SetExpr, Statement as SqlStatement,
+    Value as SqlValue,
+};
+use gluesql::core::sqlparser::dialect::MySqlDialect;
+use gluesql::core::sqlparser::tokenizer::{Token, Tokenizer};
+use zeroize::Zeroizing;
+
+use crate::engine::{Cell, parse_one};
+use crate::sql_error::SqlError;
+
+/// What a statement is, as far as the session layer cares.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Statement {
+    /// `USE db`.
+    Use(String),
+    /// `SHOW DATABASES` / `SHOW SCHEMAS`.
+    ShowDatabases,
+    /// `SHOW [FULL] TABLES`.
+    ShowTables {
+        /// `FULL`: adds the `Table_type` column.
+        full: bool,
+    },
+    /// `SHOW COLUMNS FROM t`, `DESCRIBE t`.
+    ShowColumns {
+        /// The table.
+        table: String,
+    },
+    /// `SHOW [SESSION|GLOBAL] VARIABLES [LIKE 'pattern']`.
+    ShowVariables {
+        /// The `LIKE` pattern.
+        like: Option<String>,
+    },
+    /// `SHOW WARNINGS` / `SHOW ERRORS`.
+    ShowWarnings,
+    /// `CREATE DATABASE [IF NOT EXISTS] db`.
+    CreateDatabase {
+        /// The name.
+        name: String,
+        /// `IF NOT EXISTS`.
+        if_not_exists: bool,
+    },
+    /// `DROP DATABASE [IF EXISTS] db`.
+    DropDatabase {
+        /// The name.
+        name: String,
+        /// `IF EXISTS`.
+        if_exists: bool,
+    },
+    /// `SET ...`: the assignments, as (variable name in lower case, value as text).
+    Set(Vec<(String, String)>),
+    /// `BEGIN`, `START TRANSACTION`.
+    Begin,
+    /// `COMMIT`.
+    Commit,
+    /// `ROLLBACK`.
+    Rollback,
+    /// `CREATE USER [IF NOT EXISTS] 'u'@'h' IDENTIFIED BY 'p'`.
+    CreateUser {
+        /// The account name.
+        name: String,
+        /// The password (wiped when dropped; never logged).
+        password: Zeroizing<String>,
+        /// `IF NOT EXISTS`.
+        if_not_exists: bool,
+    },
+    /// `ALTER USER [IF EXISTS] 'u'@'h' IDENTIFIED BY 'p'`.
+    AlterUser {
+        /// The account name.
+        name: String,
+        /// The new password.
+        password: Zeroizing<String>,
+        /// `IF EXISTS`.
+        if_exists: bool,
+    },
+    /// `DROP USER [IF EXISTS] 'u'@'h' [, ...]`.
+    DropUser {
+        /// The account names.
+        names: Vec<String>,
+        /// `IF EXISTS`.
+        if_exists: bool,
+    },
+    /// A `SELECT` without `FROM` whose items the session evaluates itself.
+    SessionSelect(Vec<(String, SessionItem)>),
+    /// A statement the shim accepts and ignores (`FLUSH PRIVILEGES`, ...).
+    Ignored,
+    /// Everything else: run by the engine. `write` says whether it changes data (an
+    /// `autocommit=0` session starts its implicit transaction at the first write).
+    Engine {
+        /// Changes data or schema.
+        write: bool,
+    },
+}
+
+/// An item of a [`Statement::SessionSelect`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionItem {
+    /// `@@[session.|global.]name`.
+    Variable(String),
+    /// `@name`: user variables are not kept, they read as NULL.
+    UserVariable,
+    /// A function of the session.
+    Function(SessionFn),
+    /// A literal.
+    Literal(Cell),
+}
+
+/// Functions answered by the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionFn {
+    /// `VERSION()`.
+    Version,
+    /// `DATABASE()`, `SCHEMA()`.
+    Database,
+    /// `USER()`, `SESSION_USER()`, `SYSTEM_USER()`.
+    User,
+    /// `CURRENT_USER()`.
+    CurrentUser,
+    /// `CONNECTION_ID()`.
+    ConnectionId,
+    /// `NOW()`, `CURRENT_TIMESTAMP`, `SYSDATE()`, `LOCALTIMESTAMP`.
+    Now,
+    /// `LAST_INSERT_ID()`.
+    LastInsertId,
+}
+
+/// The significant tokens of `sql` (comments are whitespace tokens, so they go too), with
+/// trailing `;` removed.
+fn tokens(sql: &str) -> Result<Vec<Token>, SqlError> {
+    let sql = space_account_at(sql);
+    let mut toks: Vec<Token> = Tokenizer::new(&MySqlDialect {}, &sql)
+        .tokenize()
+        .map_err(|e| SqlError::syntax(&e.to_string()))?
+        .into_iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_) | Token::EOF))
+        .collect();
+    while matches!(toks.last(), Some(Token::SemiColon)) {
+        toks.pop();
+    }
+    Ok(toks)
+}
+
+/// sqlparser's MySQL tokenizer cannot read an account `'u'@'h'`: `@` followed by a quote
+/// starts a broken identifier. Outside string literals, a space after such an `@` makes it a
+/// plain `@` token. Nothing inside a string (a password) is touched.
+fn space_account_at(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 4);
+    let mut quote: Option<char> = None;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        match quote {
+            Some(q) => {
+                if c == '\\' {
+                    if let Some(escaped) = chars.next() {
+                        out.push(escaped);
+                    }
+                } else if c == q {
+                    // A doubled quote stays inside the string.
+                    if chars.peek() == Some(&q) {
+                        if let Some(again) = chars.next() {
+                            out.push(again);
+                        }
+                    } else {
+                        quote = None;
+                    }
+                }
+            }
+            None => match c {
+                '\'' | '"' | '`' => quote = Some(c),
+                '@' if matches!(chars.peek(), Some('\'' | '"' | '`')) => out.push(' '),
+                _ => {}
+            },
+        }
+    }
+    out
+}
+
+/// A cursor over significant tokens.
+struct Cursor {
+    toks: Vec<Token>,
+    pos: usize,
+}
+
+impl Cursor {
+    fn peek(&self) -> Option<&Token> {
+        self.toks.get(self.pos)
+    }
+
+    fn next(&mut self) -> Option<Token> {
+        let t = self.toks.get(self.pos).cloned();
+        self.pos += 1;
+        t
+    }
+
+    /// The next token if it is the unquoted keyword `kw` (case-insensitive).
+    fn keyword(&mut self, kw: &str) -> bool {
+        match self.peek() {
+            Some(Token::Word(w)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(kw) => {
+                self.pos += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn keywords(&mut self, kws: &[&str]) -> bool {
+        let start = self.pos;
+        if kws.iter().all(|k| self.keyword(k)) {
+            return true;
+        }
+        self.pos = start;
+        false
+    }
+
+    fn at_end(&self) -> bool {
+        self.pos >= self.toks.len()
+    }
+
+    /// A name: a word (quoted or not) or a string.
+    fn name(&mut self) -> Option<String> {
+        match self.next()? {
+            Token::Word(w) => Some(w.value),
+            Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// An account: `'u'`, `u`, `'u'@'h'`, `u@h`; the host is ignored.
+    fn account(&mut self) -> Option<String> {
+        let name = self.name()?;
+        // `'u'@'h'` tokenizes as the user, then `@` (maybe glued to the host as a word).
+        let (name, glued) = match name.split_once('@') {
+            Some((u, _)) => (u.to_owned(), true),
+            None => (name, false),
+        };
+        if !glued {
+            match self.peek().cloned() {
+                Some(Token::AtSign) => {
+                    self.next();
+                    self.name()?;
+                }
+                Some(Token::Word(w)) if w.value.starts_with('@') => {
+                    self.next();
+                    if w.value == "@" {
+                        self.name()?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Some(name)
+    }
+
+    /// A string literal.
+    fn string(&mut self) -> Option<String> {
+        match self.next()? {
+            Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+fn bad(what: &str) -> SqlError {
+    SqlError::syntax(what)
+}
+
+/// Classifies one statement.
+///
+/// # Errors
+/// 1065 for an empty query; 1064 for a statement the session layer recognises but cannot
+/// read (a malformed `CREATE USER`, say). Errors never echo a password.
+pub fn classify(sql: &str) -> Result<Statement, SqlError> {
+    let toks = tokens(sql)?;
+    let mut c = Cursor { toks, pos: 0 };
+    let Some(Token::Word(first)) = c.next() else {
+        return if c.toks.is_empty() {
+            Err(SqlError::empty_query())
+        } else {
+            Ok(Statement::Engine { write: false })
+        };
+    };
+    let first = first.value.to_ascii_lowercase();
+    let done = |c: &Cursor, s: Statement| {
+        if c.at_end() {
+            Ok(s)
+        } else {
+            Err(bad("unexpected text at the end of the statement"))
+        }
+    };
+    match first.as_str() {
+        "use" => {
+            let name = c.name().ok_or_else(|| bad("USE needs a database name"))?;
+            done(&c, Statement::Use(name))
+        }
+        "show" => classify_show(&mut c),
+        "describe" | "desc" | "explain" => {
+            if matches!(c.peek(), Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("select")) {
+                return Err(SqlError::not_supported("EXPLAIN"));
+            }
+            let table = c.name().ok_or_else(|| bad("DESCRIBE needs a table"))?;
+            Ok(Statement::ShowColumns { table })
+        }
+        "create" => {
+            if c.keyword("database") || c.keyword("schema") {
+                let if_not_exists = c.keywords(&["if", "not", "exists"]);
+                let name = c
+                    .name()
+                    .ok_or_else(|| bad("CREATE DATABASE needs a name"))?;
+                // Options such as CHARACTER SET are accepted and ignored.
+                Ok(Statement::CreateDatabase {
+                    name,
+                    if_not_exists,
+                })
+            } else if c.keyword("user") {
+                let if_not_exists = c.keywords(&["if", "not", "exists"]);
+                let (name, password) = user_and_password(&mut c, "CREATE USER")?;
+                Ok(Statement::CreateUser {
+                    name,
+                    password,
+                    if_not_exists,
+                })
+            } else {
+                Ok(Statement::Engine { write: true })
+            }
+        }
+        "alter" => {
+            if c.keyword("user") {
+                let if_exists = c.keywords(&["if", "exists"]);
+                let (name, password) = user_and_password(&mut c, "ALTER USER")?;
+                Ok(Statement::AlterUser {
+                    name,
+                    password,
+                    if_exists,
+                })
+            } else {
+                Ok(Statement::Engine { write: true })
+            }
+        }
+        "drop" => {
+            if c.keyword("database") || c.keyword("schema") {
+                let if_exists = c.keywords(&["if", "exists"]);
+                let name = c.name().ok_or_else(|| bad("DROP DATABASE needs a name"))?;
+                done(&c, Statement::DropDatabase { name, if_exists })
+            } else if c.keyword("user") {
+                let if_exists = c.keywords(&["if", "exists"]);
+                let mut names = vec![c.account().ok_or_else(|| bad("DROP USER needs a user"))?];
+                while matches!(c.peek(), Some(Token::Comma)) {
+                    c.next();
+                    names.push(c.account().ok_or_else(|| bad("DROP USER needs a user"))?);
+                }
+                done(&c, Statement::DropUser { names, if_exists })
+            } else {
+                Ok(Statement::Engine { write: true })
+            }
+        }
+        "set" => classify_set(&mut c),
+        "begin" => {
+            c.keyword("work");
+            done(&c, Statement::Begin)
+        }
+        "start" => {
+            if c.keyword("transaction") {
+                // READ WRITE / READ ONLY / WITH CONSISTENT SNAPSHOT: accepted.
+                Ok(Statement::Begin)
+            } else {
+                Err(bad("expected START TRANSACTION"))
+            }
+        }
+        "commit" => {
+            c.keyword("work");
+            done(&c, Statement::Commit)
+        }
+        "rollback" => {
+            c.keyword("work");
+            if c.keyword("to") {
+                return Err(SqlError::not_supported("SAVEPOINT"));
+            }
+            done(&c, Statement::Rollback)
+        }
+        "flush" => Ok(Statement::Ignored),
+        "select" => Ok(session_select(sql).unwrap_or(Statement::Engine { write: false })),
+        "insert" | "update" | "delete" | "replace" | "truncate" => {
+            Ok(Statement::Engine { write: true })
+        }
+        _ => Ok(Statement::Engine { write: false }),
+    }
+}
+
+fn user_and_password(c: &mut Cursor, what: &str) -> Result<(String, Zeroizing<String>), SqlError> {
+    let name = c
+        .account()
+        .ok_or_else(|| bad(&format!("{what} needs a user name")))?;
+    if c.at_end() {
+        // No IDENTIFIED clause: an empty password.
+        return Ok((name, Zeroizing::new(String::new())));
+    }
+    if !c.keyword("identified") {
+        return Err(bad(&format!("{what}: expected IDENTIFIED BY")));
+    }
+    if c.keyword("with") {
+        // IDENTIFIED WITH <plugin> [BY 'pw']: both plugins' hashes are always stored.
+        c.name()
+            .ok_or_else(|| bad(&format!("{what}: expected a plugin name")))?;
+        if c.at_end() {
+            return Ok((name, Zeroizing::new(String::new())));
+        }
+    }
+    if !c.keyword("by") {
+        return Err(bad(&format!("{what}: expected IDENTIFIED BY")));
+    }
+    let password = Zeroizing::new(
+        c.string()
+            .ok_or_else(|| bad(&format!("{what}: the password must be a string")))?,
+    );
+    if !c.at_end() {
+        return Err(bad(&format!("{what}: unexpected text after the password")));
+    }
+    Ok((name, password))
+}
+
+fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
+    let full = c.keyword("full");
+    let _ = c.keyword("session") || c.keyword("global") || c.keyword("local");
+    let Some(Token::Word(w)) = c.next() else {
+        return Err(bad("SHOW needs a subject"));
+    };
+    match w.value.to_ascii_lowercase().as_str() {
+        "databases" | "schemas" => Ok(Statement::ShowDatabases),
+        "tables" => Ok(Statement::ShowTables { full }),
+        "columns" | "fields" => {
+            if !(c.keyword("from") || c.keyword("in")) {
+                return Err(bad("SHOW COLUMNS needs FROM <table>"));
+            }
+            let table = c.name().ok_or_else(|| bad("SHOW COLUMNS needs a table"))?;
+            Ok(Statement::ShowColumns { table })
+        }
+        "variables" => {
+            let like = if c.keyword("like") {
+                Some(c.string().ok_or_else(|| bad("LIKE needs a pattern"))?)
+            } else {
+                None
+            };
+            if c.keyword("where") {
+                return Err(SqlError::not_supported("SHOW VARIABLES WHERE"));
+            }
+            Ok(Statement::ShowVariables { like })
+        }
+        "warnings" | "errors" => Ok(Statement::ShowWarnings),
+        other => Err(SqlError::not_supported(&format!(
+            "SHOW {}",
+            other.to_uppercase()
+        ))),
+    }
+}
+
+fn classify_set(c: &mut Cursor) -> Result<Statement, SqlError> {
+    if c.keyword("names") || c.keywords(&["character", "set"]) || c.keyword("charset") {
+        // The shim always speaks UTF-8.
+        return Ok(Statement::Set(Vec::new()));
+    }
+    if c.keyword("password") {
+        return Err(SqlError::not_supported("SET PASSWORD (use ALTER USER)"));
+    }
+    let mut out = Vec::new();
+    loop {
+        let _ = c.keyword("session") || c.keyword("global") || c.keyword("local");
+        if c.keyword("transaction") {
+            // SET TRANSACTION ISOLATION LEVEL ...: there is only one level here.
+            return Ok(Statement::Set(out));
+        }
+        // The name: `@@session.x`, `@@x`, `@x`, `x`.
+        let mut name = String::new();
+        while let Some(t) = c.peek() {
+            match t {
+                Token::Eq | Token::Assignment => break,
+                Token::Word(w) => name.push_str(&w.value),
+                Token::Period => name.push('.'),
+                Token::AtSign => name.push('@'),
+                _ => return Err(bad("SET: expected a variable name")),
+            }
+            c.next();
+        }
+        if c.next().is_none() {
+            return Err(bad("SET: expected ="));
+        }
+        let name = name.to_ascii_lowercase();
+        let name = name
+            .trim_start_matches("@@")
+            .trim_start_matches("session.")
+            .trim_start_matches("global.")
+            .trim_start_matches("local.")
+            .to_owned();
+        let mut value = String::new();
+        let mut depth = 0usize;
+        while let Some(t) = c.peek() {
+            match t {
+                Token::Comma if depth == 0 => break,
+                Token::LParen => depth += 1,
+                Token::RParen => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            match t {
+                Token::Word(w) => value.push_str(&w.value),
+                Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => value.push_str(s),
+                other => value.push_str(&other.to_string()),
+            }
+            c.next();
+        }
+        if value.is_empty() {
+            return Err(bad("SET: expected a value"));
+        }
+        out.push((name, value));
+        if c.next().is_none() {
+            return Ok(Statement::Set(out));
+        }
+    }
+}
+
+/// `SELECT` items without `FROM` that the session answers, or `None` to leave the statement
+/// to the engine.
+fn session_select(sql: &str) -> Option<Statement> {
+    let SqlStatement::Query(query) = parse_one(sql).ok()? else {
+        return None;
+    };
+    let Query { body, .. } = *query;
+    let SetExpr::Select(select) = *body else {
+        return None;
+    };
+    if !select.from.is_empty() || select.selection.is_some() {
+        return None;
+    }
+    let mut items = Vec::new();
+    for item in select.projection {
+        let (expr, label) = match item {
+            SelectItem::UnnamedExpr(e) => {
+                let label = e.to_string();
+                (e, label)
+            }
+            SelectItem::ExprWithAlias { expr, alias } => (expr, alias.value),
+            _ => return None,
+        };
+        items.push((label, session_item(&expr)?));
+    }
+    Some(Statement::SessionSelect(items))
+}
+
+fn session_item(expr: &Expr) -> Option<SessionItem> {
+    match expr {
+        Expr::Identifier(id) if id.quote_style.is_none() => {
+            if let Some(name) = id.value.strip_prefix("@@") {
+                Some(SessionItem::Variable(name.to_ascii_lowercase()))
+            } else if id.value.starts_with('@') {
+                Some(SessionItem::UserVariable)
+            } else {
+                session_fn(&id.value).map(SessionItem::Function)
+            }
+        }
+        Expr::CompoundIdentifier(parts) => match parts.as_slice() {
+            [scope, name]
+                if ["@@session", "@@global", "@@local"]
+                    .iter()
+                    .any(|s| scope.value.eq_ignore_ascii_case(s)) =>
+            {
+                Some(SessionItem::Variable(name.value.to_ascii_lowercase()))
+            }
+            _ => None,
+        },
+        Expr::Function(f) => {
+            let no_args = match &f.args {
+                FunctionArguments::None => true,
+                FunctionArguments::List(l) => l.args.is_empty(),
+                FunctionArguments::Subquery(_) => false,
+            };
+            let name = f.name.to_string();
+            no_args
+                .then(|| session_fn(&name))
+                .flatten()
+                .map(SessionItem::Function)
+        }
+        Expr::Value(v) => Some(SessionItem::Literal(match v {
+            SqlValue::Number(n, _) => {
+                let n = n.to_string();
+                n.parse::<i64>()
+                    .map(Cell::Int)
+                    .or_else(|_| n.parse::<f64>().map(Cell::Float))
+                    .ok()?
+            }
+            SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) => {
+                Cell::Text(s.clone())
+            }
+            SqlValue::Boolean(b) => Cell::Int(i64::from(*b)),
+            SqlValue::Null => Cell::Null,
+            _ => return None,
+        })),
+        _ => None,
+    }
+}
+
+fn session_fn(name: &str) -> Option<SessionFn> {
+    Some(match name.to_ascii_lowercase().as_str() {
+        "version" => SessionFn::Version,
+        "database" | "schema" => SessionFn::Database,
+        "user" | "session_user" | "system_user" => SessionFn::User,
+        "current_user" => SessionFn::CurrentUser,
+        "connection_id" => SessionFn::ConnectionId,
+        "now" | "current_timestamp" | "sysdate" | "localtimestamp" | "localtime" => SessionFn::Now,
+        "last_insert_id" => SessionFn::LastInsertId,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(sql: &str) -> Statement {
+        classify(sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    #[test]
+    fn classifies_database_statements() {
+        assert_eq!(ok("USE `shop`;"), Statement::Use("shop".into()));
+        assert_eq!(ok("show databases"), Statement::ShowDatabases);
+        assert_eq!(ok("SHOW FULL TABLES"), Statement::ShowTables { full: true });
+        assert_eq!(
+            ok("CREATE DATABASE IF NOT EXISTS d1 CHARACTER SET utf8mb4"),
+            Statement::CreateDatabase {
+                name: "d1".into(),
+                if_not_exists: true
+            }
+        );
+        assert_eq!(
+            ok("drop schema if exists d1"),
+            Statement::DropDatabase {
+                name: "d1".into(),
+                if_exists: true
+            }
+        );
+        assert_eq!(
+            ok("describe t"),
+            Statement::ShowColumns { table: "t".into() }
+        );
+    }
+
+    #[test]
+    fn classifies_driver_connect_statements() {
+        assert_eq!(ok("SET NAMES utf8mb4"), Statement::Set(vec![]));
+        assert_eq!(
+            ok("SET autocommit=0"),
+            Statement::Set(vec![("autocommit".into(), "0".into())])
+        );
+        assert_eq!(
+            ok("SET @@session.autocommit = ON, sql_mode='STRICT_TRANS_TABLES'"),
+            Statement::Set(vec![
+                ("autocommit".into(), "ON".into()),
+                ("sql_mode".into(), "STRICT_TRANS_TABLES".into())
+            ])
+        );
+        assert_eq!(
+            ok("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"),
+            Statement::Set(vec![])
+        );
+        assert_eq!(
+            ok("SHOW VARIABLES LIKE 'sql_mode'"),
+            Statement::ShowVariables {
+                like: Some("sql_mode".into())
+            }
+        );
+        assert_eq!(ok("SHOW WARNINGS"), Statement::ShowWarnings);
+        assert_eq!(
+            ok("select @@version_comment limit 1"),
+            Statement::SessionSelect(vec![(
+                "@@version_comment".into(),
+                SessionItem::Variable("version_comment".into())
+            )])
+        );
+        assert_eq!(
+            ok("SELECT @@session.transaction_isolation, @@tx_isolation AS iso"),
+            Statement::SessionSelect(vec![
+                (
+                    "@@session.transaction_isolation".into(),
+                    SessionItem::Variable("transaction_isolation".into())
+                ),
+                ("iso".into(), SessionItem::Variable("tx_isolation".into())),
+            ])
+        );
+    }
+
+    #[test]
+    fn classifies_session_functions() {
+        let Statement::SessionSelect(items) =
+            ok("SELECT VERSION(), DATABASE(), USER(), CONNECTION_ID(), NOW()")
+        else {
+            panic!("session select expected")
+        };
+        let fns: Vec<_> = items.into_iter().map(|(_, i)| i).collect();
+        assert_eq!(
+            fns,
+            vec![
+                SessionItem::Function(SessionFn::Version),
+                SessionItem::Function(SessionFn::Database),
+                SessionItem::Function(SessionFn::User),
+                SessionItem::Function(SessionFn::ConnectionId),
+                SessionItem::Function(SessionFn::Now),
+            ]
+        );
+        // Anything with FROM, or an expression the session cannot evaluate, is the engine's.
+        assert_eq!(ok("SELECT * FROM t"), Statement::Engine { write: false });
+        assert_eq!(ok("SELECT 1 + 1"), Statement::Engine { write: false });
+        assert_eq!(
+            ok("SELECT 1"),
+            Statement::SessionSelect(vec![("1".into(), SessionItem::Literal(Cell::Int(1)))])
+        );
+    }
+
+    #[test]
+    fn classifies_transactions_and_writes() {
+        assert_eq!(ok("BEGIN"), Statement::Begin);
+        assert_eq!(ok("START TRANSACTION READ WRITE"), Statement::Begin);
+        assert_eq!(ok("commit work"), Statement::Commit);
+        assert_eq!(ok("ROLLBACK"), Statement::Rollback);
+        assert_eq!(
+            ok("INSERT INTO t VALUES (1)"),
+            Statement::Engine { write: true }
+        );
+        assert_eq!(
+            ok("/* hi */ update t set a = 1"),
+            Statement::Engine { write: true }
+        );
+        assert_eq!(
+            ok("CREATE TABLE t (a INT)"),
+            Statement::Engine { write: true }
+        );
+        assert_eq!(ok("FLUSH PRIVILEGES"), Statement::Ignored);
+    }
+
+    #[test]
+    fn classifies_account_statements_without_echoing_passwords() {
+        assert_eq!(
+            ok("CREATE USER 'bob'@'%' IDENTIFIED BY 's3\\'cret'"),
+            Statement::CreateUser {
+                name: "bob".into(),
+                password: Zeroizing::new("s3'cret".into()),
+                if_not_exists: false
+            }
+        );
+        assert_eq!(
+            ok("ALTER USER bob IDENTIFIED WITH mysql_native_password BY 'x'"),
+            Statement::AlterUser {
+                name: "bob".into(),
+                password: Zeroizing::new("x".into()),
+                if_exists: false
+            }
+        );
+        assert_eq!(
+            ok("DROP USER IF EXISTS 'a'@'localhost', b"),
+            Statement::DropUser {
+                names: vec!["a".into(), "b".into()],
+                if_exists: true
+            }
+        );
+        let err = classify("CREATE USER bob IDENTIFIED BY 'hunter2' garbage").unwrap_err();
+        assert_eq!(err.code(), 1064);
+        assert!(!err.message.contains("hunter2"));
+    }
+
+    #[test]
+    fn spaces_account_at_sign_but_not_inside_strings() {
+        assert_eq!(space_account_at("'u'@'%'"), "'u'@ '%'");
+        assert_eq!(space_account_at("'p@''x' 'a\\'@'"), "'p@''x' 'a\\'@'");
+        assert_eq!(space_account_at("`u`@\"h\""), "`u`@ \"h\"");
+    }
+
+    #[test]
+    fn rejects_empty_and_unreadable_statements() {
+        assert_eq!(classify("  ; ").unwrap_err().code(), 1065);
+        assert_eq!(classify("-- only a comment").unwrap_err().code(), 1065);
+        assert_eq!(classify("SHOW ENGINES").unwrap_err().code(), 1235);
+        assert_eq!(classify("USE").unwrap_err().code(), 1064);
+        assert_eq!(classify("SELECT 'unterminated").unwrap_err().code(), 1064);
+    }
+}

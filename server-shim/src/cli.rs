@@ -1,0 +1,368 @@
+//! The command line (issue 3, item 5): `server-shim run` and `server-shim user add|remove|list`.
+//! `main.rs` only calls [`main`].
+
+use std::fs;
+use std::io::{self, BufRead as _, IsTerminal as _};
+use std::os::unix::fs::DirBuilderExt as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use authplugin::Credential;
+use clap::{Parser, Subcommand};
+use tokio::net::TcpListener;
+use tracing::{error, info};
+use zeroize::Zeroizing;
+
+use crate::accounts::{Account, AccountStore, Role};
+use crate::engine::{Catalog, GlueRedbEngine};
+use crate::server::{ServerState, serve};
+use crate::stream::Timeouts;
+
+/// Perceptron's stand-in compute node: a MySQL-protocol server with dual verification.
+#[derive(Debug, Parser)]
+#[command(name = "server-shim", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve MySQL clients (and the relay) on --listen, with the data in --data.
+    Run(RunArgs),
+    /// Manage accounts in a data directory.
+    #[command(subcommand)]
+    User(UserCommand),
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Address to listen on, e.g. 127.0.0.1:13306.
+    #[arg(long)]
+    listen: String,
+    /// Data directory (accounts and databases); created when missing.
+    #[arg(long)]
+    data: PathBuf,
+    /// Perceptron key ring (mode 0600). Without it relayed logins are refused.
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// After SIGTERM, how long running statements may take to finish.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    shutdown_grace: Duration,
+    /// Longest time from connect until the login is complete.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    handshake_timeout: Duration,
+    /// A connection idle this long is closed (MySQL's wait_timeout).
+    #[arg(long, default_value = "8h", value_parser = parse_duration)]
+    idle_timeout: Duration,
+    /// A write to a client that makes no progress this long fails (net_write_timeout).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    write_timeout: Duration,
+    /// Longest wait for a database busy with another session's transaction.
+    #[arg(long, default_value = "50s", value_parser = parse_duration)]
+    lock_wait_timeout: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+enum UserCommand {
+    /// Add an account. The password is read from the terminal (no echo), or from stdin with
+    /// --password-stdin; an empty password makes an empty-password account.
+    Add {
+        /// Account name (1-32 of A-Z a-z 0-9 _ . -).
+        name: String,
+        /// Data directory; created when missing.
+        #[arg(long)]
+        data: PathBuf,
+        /// May manage accounts with CREATE/ALTER/DROP USER.
+        #[arg(long)]
+        admin: bool,
+        /// Read the password from the first line of standard input.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Remove an account.
+    Remove {
+        /// Account name.
+        name: String,
+        /// Data directory.
+        #[arg(long)]
+        data: PathBuf,
+    },
+    /// List accounts: name, role and plugins (never hashes).
+    List {
+        /// Data directory.
+        #[arg(long)]
+        data: PathBuf,
+    },
+}
+
+/// Parses `500ms`, `10s`, `2m`, `8h` or a plain number of seconds.
+///
+/// # Errors
+/// A message naming the accepted forms.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration (e.g. 500ms, 10s, 2m, 8h)"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
+        "h" => Ok(Duration::from_secs(n.saturating_mul(3600))),
+        _ => Err(format!("'{text}': unit must be ms, s, m or h")),
+    }
+}
+
+/// Runs the command line. Returns the process exit code.
+#[must_use]
+pub fn main() -> ExitCode {
+    let started = Instant::now();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(args) => run(args, started),
+        Command::User(cmd) => match user(cmd) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("server-shim: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_ansi(io::stderr().is_terminal())
+        .try_init();
+}
+
+/// Creates the data directory (mode 0700) when missing.
+fn ensure_data_dir(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+fn run(args: RunArgs, started: Instant) -> ExitCode {
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            error!(error = %e, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run_async(args, started)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            error!("{message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_async(args: RunArgs, started: Instant) -> Result<(), String> {
+    ensure_data_dir(&args.data)
+        .map_err(|e| format!("data directory {}: {e}", args.data.display()))?;
+    let accounts = AccountStore::open(&args.data).map_err(|e| e.to_string())?;
+    let key_ring = match &args.key_file {
+        Some(path) => Some(authplugin::key_file::load(path).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let catalog = Catalog::open(&args.data, Arc::new(GlueRedbEngine))
+        .map_err(|e| format!("data directory {}: {e}", args.data.display()))?;
+    let databases = catalog.names().len();
+    let listener = TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let state = Arc::new(ServerState::new(
+        Arc::new(catalog),
+        accounts,
+        key_ring,
+        Timeouts {
+            handshake: args.handshake_timeout,
+            idle: args.idle_timeout,
+            write_stall: args.write_timeout,
+        },
+        args.lock_wait_timeout,
+    ));
+    if state.key_ring.is_none() {
+        info!("no --key-file: relayed logins will be refused, direct logins work");
+    }
+    let shutdown = state.shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        shutdown.cancel();
+    });
+    info!(
+        listen = %local,
+        databases,
+        relayed_auth = state.key_ring.is_some(),
+        startup_ms = started.elapsed().as_millis() as u64,
+        "server-shim ready"
+    );
+    serve(listener, state, args.shutdown_grace).await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        error!("cannot install signal handlers; stop the shim with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM: shutting down"),
+        _ = int.recv() => info!("SIGINT: shutting down"),
+    }
+}
+
+fn read_password(from_stdin: bool) -> Result<Zeroizing<String>, String> {
+    if from_stdin {
+        let mut line = Zeroizing::new(String::new());
+        io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .map_err(|e| format!("cannot read the password from stdin: {e}"))?;
+        let trimmed = Zeroizing::new(line.trim_end_matches(['\n', '\r']).to_owned());
+        return Ok(trimmed);
+    }
+    let first = Zeroizing::new(
+        rpassword::prompt_password("Password (empty for none): ").map_err(|e| {
+            format!("cannot read the password from the terminal: {e} (use --password-stdin)")
+        })?,
+    );
+    let second = Zeroizing::new(
+        rpassword::prompt_password("Retype password: ")
+            .map_err(|e| format!("cannot read the password from the terminal: {e}"))?,
+    );
+    if *first != *second {
+        return Err("the passwords differ".into());
+    }
+    Ok(first)
+}
+
+fn user(cmd: UserCommand) -> Result<(), String> {
+    match cmd {
+        UserCommand::Add {
+            name,
+            data,
+            admin,
+            password_stdin,
+        } => {
+            if !crate::accounts::valid_name(&name) {
+                return Err(crate::accounts::AccountError::BadName.to_string());
+            }
+            ensure_data_dir(&data)
+                .map_err(|e| format!("data directory {}: {e}", data.display()))?;
+            let store = AccountStore::open(&data).map_err(|e| e.to_string())?;
+            let password = read_password(password_stdin)?;
+            let account = Account {
+                role: if admin { Role::Admin } else { Role::User },
+                credential: Credential::from_password(password.as_bytes()),
+            };
+            store.add(&name, account).map_err(|e| e.to_string())?;
+            eprintln!("server-shim: account '{name}' added");
+            Ok(())
+        }
+        UserCommand::Remove { name, data } => {
+            let store = AccountStore::open(&data).map_err(|e| e.to_string())?;
+            store.remove(&name).map_err(|e| e.to_string())?;
+            eprintln!("server-shim: account '{name}' removed");
+            Ok(())
+        }
+        UserCommand::List { data } => {
+            let store = AccountStore::open(&data).map_err(|e| e.to_string())?;
+            for (name, account) in store.list().map_err(|e| e.to_string())? {
+                let role = match account.role {
+                    Role::Admin => "admin",
+                    Role::User => "user",
+                };
+                let plugins = match account.credential {
+                    Credential::EmptyPassword => "empty-password".to_owned(),
+                    Credential::Hashed {
+                        native,
+                        caching_sha2,
+                    } => {
+                        let mut p = Vec::new();
+                        if native.is_some() {
+                            p.push("mysql_native_password");
+                        }
+                        if caching_sha2.is_some() {
+                            p.push("caching_sha2_password");
+                        }
+                        p.join(",")
+                    }
+                };
+                println!("{name}\t{role}\t{plugins}");
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("8h"), Ok(Duration::from_secs(28_800)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn parses_command_lines() {
+        Cli::try_parse_from([
+            "server-shim",
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--data",
+            "/tmp/x",
+            "--shutdown-grace",
+            "3s",
+        ])
+        .unwrap();
+        Cli::try_parse_from([
+            "server-shim",
+            "user",
+            "add",
+            "app",
+            "--data",
+            "/d",
+            "--admin",
+        ])
+        .unwrap();
+        assert!(Cli::try_parse_from(["server-shim", "run", "--data", "/d"]).is_err());
+    }
+}

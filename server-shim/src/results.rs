@@ -1,0 +1,186 @@
+//! Writing statement results with opensrv's writers: result sets (text and binary
+//! protocol), OK packets and ERR packets.
+//!
+//! A column's MySQL type is chosen from its values: a column whose non-NULL values are all of
+//! one kind gets that kind's type (`LONGLONG`, `DOUBLE`, `DATE`, ...); a mixed column is sent
+//! as `VAR_STRING` text. The binary protocol (prepared statements) encodes every value in
+//! its column's type, so the two always agree.
+
+use std::io;
+
+use opensrv_mysql::{Column, ColumnFlags, ColumnType, OkResponse, QueryResultWriter, StatusFlags};
+use tokio::io::AsyncWrite;
+
+use crate::engine::Cell;
+use crate::sql_error::SqlError;
+
+/// A statement's reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// A result set.
+    Rows {
+        /// Column names.
+        columns: Vec<String>,
+        /// Rows.
+        rows: Vec<Vec<Cell>>,
+    },
+    /// An OK packet.
+    Ok {
+        /// Rows changed.
+        affected_rows: u64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Int,
+    UInt,
+    Float,
+    Decimal,
+    Date,
+    DateTime,
+    Bytes,
+    Text,
+}
+
+fn kind_of(cell: &Cell) -> Option<Kind> {
+    Some(match cell {
+        Cell::Null => return None,
+        Cell::Int(_) => Kind::Int,
+        Cell::UInt(_) => Kind::UInt,
+        Cell::Float(_) => Kind::Float,
+        Cell::Decimal(_) => Kind::Decimal,
+        Cell::Date(_) => Kind::Date,
+        Cell::DateTime(_) => Kind::DateTime,
+        Cell::Bytes(_) => Kind::Bytes,
+        Cell::Text(_) => Kind::Text,
+    })
+}
+
+/// The kind of column `i`: the common kind of its non-NULL values, else text.
+fn column_kind(rows: &[Vec<Cell>], i: usize) -> Kind {
+    let mut kind = None;
+    for row in rows {
+        match (kind, row.get(i).and_then(kind_of)) {
+            (_, None) => {}
+            (None, Some(k)) => kind = Some(k),
+            (Some(a), Some(b)) if a == b => {}
+            (Some(_), Some(_)) => return Kind::Text,
+        }
+    }
+    kind.unwrap_or(Kind::Text)
+}
+
+fn column_def(name: &str, kind: Kind) -> Column {
+    let (coltype, colflags) = match kind {
+        Kind::Int => (ColumnType::MYSQL_TYPE_LONGLONG, ColumnFlags::empty()),
+        Kind::UInt => (ColumnType::MYSQL_TYPE_LONGLONG, ColumnFlags::UNSIGNED_FLAG),
+        Kind::Float => (ColumnType::MYSQL_TYPE_DOUBLE, ColumnFlags::empty()),
+        Kind::Decimal => (ColumnType::MYSQL_TYPE_NEWDECIMAL, ColumnFlags::empty()),
+        Kind::Date => (ColumnType::MYSQL_TYPE_DATE, ColumnFlags::empty()),
+        Kind::DateTime => (ColumnType::MYSQL_TYPE_DATETIME, ColumnFlags::empty()),
+        Kind::Bytes => (ColumnType::MYSQL_TYPE_BLOB, ColumnFlags::BINARY_FLAG),
+        Kind::Text => (ColumnType::MYSQL_TYPE_VAR_STRING, ColumnFlags::empty()),
+    };
+    Column {
+        table: String::new(),
+        column: name.to_owned(),
+        coltype,
+        colflags,
+    }
+}
+
+/// Writes `result` as the statement's reply. `status` goes into OK packets (autocommit,
+/// in-transaction).
+///
+/// # Errors
+/// An I/O error writing to the client (the connection is then over).
+pub async fn write_reply<W: AsyncWrite + Unpin + Send>(
+    w: QueryResultWriter<'_, W>,
+    result: Result<Reply, SqlError>,
+    status: StatusFlags,
+) -> io::Result<()> {
+    match result {
+        Err(e) => w.error(e.kind, e.message.as_bytes()).await,
+        Ok(Reply::Ok { affected_rows }) => {
+            w.completed(OkResponse {
+                affected_rows,
+                status_flags: status,
+                ..OkResponse::default()
+            })
+            .await
+        }
+        Ok(Reply::Rows { columns, rows }) => {
+            let kinds: Vec<Kind> = (0..columns.len()).map(|i| column_kind(&rows, i)).collect();
+            let defs: Vec<Column> = columns
+                .iter()
+                .zip(&kinds)
+                .map(|(n, k)| column_def(n, *k))
+                .collect();
+            let mut rw = w.start(&defs).await?;
+            for row in rows {
+                for (i, kind) in kinds.iter().enumerate() {
+                    write_cell(&mut rw, row.get(i).unwrap_or(&Cell::Null), *kind)?;
+                }
+                rw.end_row().await?;
+            }
+            rw.finish().await
+        }
+    }
+}
+
+fn write_cell<W: AsyncWrite + Unpin>(
+    rw: &mut opensrv_mysql::RowWriter<'_, W>,
+    cell: &Cell,
+    kind: Kind,
+) -> io::Result<()> {
+    match (cell, kind) {
+        (Cell::Null, _) => rw.write_col(None::<i64>),
+        (Cell::Int(v), Kind::Int) => rw.write_col(*v),
+        (Cell::UInt(v), Kind::UInt) => rw.write_col(*v),
+        (Cell::Float(v), Kind::Float) => rw.write_col(*v),
+        (Cell::Date(v), Kind::Date) => rw.write_col(*v),
+        (Cell::DateTime(v), Kind::DateTime) => rw.write_col(*v),
+        (Cell::Bytes(v), Kind::Bytes) => rw.write_col(v.as_slice()),
+        (other, _) => rw.write_col(other.to_text().unwrap_or_default()),
+    }
+}
+
+/// The status flags of an OK packet for a session in this state.
+#[must_use]
+pub fn status_flags(autocommit: bool, in_transaction: bool) -> StatusFlags {
+    let mut s = StatusFlags::empty();
+    if autocommit {
+        s |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+    }
+    if in_transaction {
+        s |= StatusFlags::SERVER_STATUS_IN_TRANS;
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_column_type_from_values() {
+        let rows = vec![
+            vec![Cell::Int(1), Cell::Null, Cell::Int(1), Cell::Float(1.5)],
+            vec![
+                Cell::Int(2),
+                Cell::Null,
+                Cell::Text("x".into()),
+                Cell::Float(2.0),
+            ],
+        ];
+        assert_eq!(column_kind(&rows, 0), Kind::Int);
+        assert_eq!(column_kind(&rows, 1), Kind::Text);
+        assert_eq!(column_kind(&rows, 2), Kind::Text);
+        assert_eq!(column_kind(&rows, 3), Kind::Float);
+        assert_eq!(
+            column_def("u", Kind::UInt).colflags,
+            ColumnFlags::UNSIGNED_FLAG
+        );
+    }
+}

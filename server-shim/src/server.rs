@@ -1,0 +1,378 @@
+//! The server: the accept loop, graceful shutdown, and [`Shim`], the `AsyncMysqlShim` that
+//! opensrv-mysql drives for each connection.
+//!
+//! Per connection: a fresh CSPRNG scramble (opensrv's default `salt()` is a constant), the
+//! socket wrapped by [`crate::stream`] (teed handshake, ERR 1045 in place of opensrv's 1698,
+//! read and write deadlines), the login decided by [`crate::auth::decide`], and the commands
+//! handed to a [`Session`].
+//!
+//! Shutdown (SIGTERM or SIGINT): stop accepting; connections end after their running
+//! statement (the reader turns the wait for the next command into end-of-stream); after the
+//! grace period the remaining work is abandoned; every database is then closed cleanly
+//! (redb marks the file clean, so the next start opens it without a repair).
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use authplugin::{KeyRing, ReplayGuard, Scramble};
+use opensrv_mysql::{
+    AsyncMysqlIntermediary, AsyncMysqlShim, Column, ColumnFlags, ColumnType, ErrorKind, InitWriter,
+    ParamParser, QueryResultWriter, StatementMetaWriter,
+};
+use tokio::io::AsyncWrite;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::accounts::AccountStore;
+use crate::auth::{self, Attempt, Login, Verifier};
+use crate::engine::{Catalog, Slot};
+use crate::results::write_reply;
+use crate::session::{Session, param_cell};
+use crate::stream::{AuthReader, AuthWriter, ConnShared, Timeouts};
+use crate::variables::SERVER_VERSION;
+
+/// Everything the connections share.
+pub struct ServerState {
+    /// The databases.
+    pub catalog: Arc<Catalog>,
+    /// The accounts.
+    pub accounts: AccountStore,
+    /// The perceptron key ring (`--key-file`); without it relayed logins are refused.
+    pub key_ring: Option<KeyRing>,
+    /// One replay window for the whole process, so a relayed login is accepted once.
+    pub replay: Mutex<ReplayGuard>,
+    /// Connection deadlines.
+    pub timeouts: Timeouts,
+    /// Longest wait for a database's lock (`innodb_lock_wait_timeout`).
+    pub lock_wait: Duration,
+    /// Cancelled when the server shuts down.
+    pub shutdown: CancellationToken,
+    /// The next connection id (the greeting's `connection_id`, `CONNECTION_ID()`).
+    next_conn_id: AtomicU32,
+}
+
+impl ServerState {
+    /// Shared state over `catalog` and `accounts`.
+    #[must_use]
+    pub fn new(
+        catalog: Arc<Catalog>,
+        accounts: AccountStore,
+        key_ring: Option<KeyRing>,
+        timeouts: Timeouts,
+        lock_wait: Duration,
+    ) -> Self {
+        Self {
+            catalog,
+            accounts,
+            key_ring,
+            replay: Mutex::new(ReplayGuard::default()),
+            timeouts,
+            lock_wait,
+            shutdown: CancellationToken::new(),
+            next_conn_id: AtomicU32::new(1),
+        }
+    }
+
+    fn conn_id(&self) -> u32 {
+        // Ids increase per connection; 0 is skipped on wrap-around.
+        loop {
+            let id = self.next_conn_id.fetch_add(1, Ordering::Relaxed);
+            if id != 0 {
+                return id;
+            }
+        }
+    }
+}
+
+/// One connection's `AsyncMysqlShim`.
+pub struct Shim {
+    server: Arc<ServerState>,
+    shared: Arc<ConnShared>,
+    conn_id: u32,
+    /// This connection's scramble: in the greeting, and what answers are checked against.
+    scramble: Scramble,
+    peer: SocketAddr,
+    /// Set by `authenticate` (which only gets `&self`), taken by the first command.
+    login: Mutex<Option<Login>>,
+    session: Session,
+}
+
+impl Shim {
+    fn take_login(&mut self) {
+        if !self.session.has_login()
+            && let Some(login) = self
+                .login
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+        {
+            self.session.set_login(login);
+        }
+    }
+}
+
+const NO_COLUMNS: &[Column] = &[];
+
+#[async_trait]
+impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
+    type Error = io::Error;
+
+    fn version(&self) -> String {
+        SERVER_VERSION.to_owned()
+    }
+
+    fn connect_id(&self) -> u32 {
+        self.conn_id
+    }
+
+    fn default_auth_plugin(&self) -> &str {
+        authplugin::AuthPlugin::MysqlNativePassword.name()
+    }
+
+    async fn auth_plugin_for_username(&self, _user: &[u8]) -> &str {
+        auth::plugin_for_client(self.shared.first_packet().as_deref())
+    }
+
+    fn salt(&self) -> [u8; 20] {
+        *self.scramble.as_bytes()
+    }
+
+    async fn authenticate(
+        &self,
+        auth_plugin: &str,
+        username: &[u8],
+        _salt: &[u8],
+        auth_data: &[u8],
+    ) -> bool {
+        let handshake = self.shared.first_packet();
+        let verifier = Verifier {
+            accounts: &self.server.accounts,
+            key_ring: self.server.key_ring.as_ref(),
+            replay: &self.server.replay,
+        };
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let attempt = Attempt {
+            handshake: handshake.as_deref(),
+            plugin: auth_plugin,
+            username,
+            scramble: &self.scramble,
+            auth_data,
+            peer_ip: self.peer.ip(),
+            now_ms,
+        };
+        match auth::decide(&verifier, &attempt) {
+            Ok(login) => {
+                info!(
+                    conn_id = self.conn_id,
+                    user = %login.user,
+                    route = login.route.as_str(),
+                    plugin = %login.plugin,
+                    peer = %self.peer,
+                    "login"
+                );
+                self.shared.mark_authenticated();
+                *self.login.lock().unwrap_or_else(PoisonError::into_inner) = Some(login);
+                true
+            }
+            Err(denial) => {
+                warn!(
+                    conn_id = self.conn_id,
+                    user = %denial.user,
+                    route = denial.route.as_str(),
+                    kind = denial.kind,
+                    reason = %denial.detail,
+                    peer = %self.peer,
+                    "login denied"
+                );
+                self.shared.deny_with(denial.err_payload(self.peer.ip()));
+                false
+            }
+        }
+    }
+
+    async fn on_prepare<'a>(
+        &'a mut self,
+        query: &'a str,
+        info: StatementMetaWriter<'a, W>,
+    ) -> io::Result<()> {
+        self.take_login();
+        match self.session.prepare(query) {
+            Ok((id, params)) => {
+                let columns: Vec<Column> = (0..params)
+                    .map(|i| Column {
+                        table: String::new(),
+                        column: format!("?{i}"),
+                        coltype: ColumnType::MYSQL_TYPE_VAR_STRING,
+                        colflags: ColumnFlags::empty(),
+                    })
+                    .collect();
+                info.reply(id, &columns, NO_COLUMNS).await
+            }
+            Err(e) => info.error(e.kind, e.message.as_bytes()).await,
+        }
+    }
+
+    async fn on_execute<'a>(
+        &'a mut self,
+        id: u32,
+        params: ParamParser<'a>,
+        results: QueryResultWriter<'a, W>,
+    ) -> io::Result<()> {
+        self.take_login();
+        let Some(prepared) = self.session.prepared(id).cloned() else {
+            return results
+                .error(
+                    ErrorKind::ER_UNKNOWN_STMT_HANDLER,
+                    b"Unknown prepared statement handler",
+                )
+                .await;
+        };
+        // opensrv's parameter parser indexes and unwraps the client's bytes; a malformed
+        // COM_STMT_EXECUTE must cost the statement, not the connection.
+        let cells = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            params
+                .into_iter()
+                .map(|p| param_cell(p.value.into_inner()))
+                .collect::<Vec<_>>()
+        }));
+        let result = match cells {
+            Ok(cells) if cells.len() == prepared.params => {
+                self.session.run(&prepared.sql, cells).await
+            }
+            Ok(_) | Err(_) => Err(crate::sql_error::SqlError::new(
+                ErrorKind::ER_WRONG_ARGUMENTS,
+                "Incorrect arguments to mysqld_stmt_execute",
+            )),
+        };
+        let status = self.session.status();
+        write_reply(results, result, status).await
+    }
+
+    async fn on_close<'a>(&'a mut self, stmt: u32)
+    where
+        W: 'async_trait,
+    {
+        self.session.close_statement(stmt);
+    }
+
+    async fn on_query<'a>(
+        &'a mut self,
+        query: &'a str,
+        results: QueryResultWriter<'a, W>,
+    ) -> io::Result<()> {
+        self.take_login();
+        let result = self.session.run(query, Vec::new()).await;
+        if let Err(e) = &result {
+            // The code only: the statement text could hold anything (even a password).
+            debug!(conn_id = self.conn_id, code = e.code(), "statement failed");
+        }
+        let status = self.session.status();
+        write_reply(results, result, status).await
+    }
+
+    async fn on_init<'a>(&'a mut self, db: &'a str, w: InitWriter<'a, W>) -> io::Result<()> {
+        self.take_login();
+        match self.session.use_database(db) {
+            Ok(()) => w.ok().await,
+            Err(e) => w.error(e.kind, e.message.as_bytes()).await,
+        }
+    }
+}
+
+/// Serves connections on `listener` until `state.shutdown` is cancelled, then drains for at
+/// most `grace` and closes every database.
+///
+/// Accept errors are logged and retried after a pause.
+pub async fn serve(listener: TcpListener, state: Arc<ServerState>, grace: Duration) {
+    let tracker = TaskTracker::new();
+    loop {
+        tokio::select! {
+            () = state.shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((socket, peer)) => {
+                    let state = Arc::clone(&state);
+                    tracker.spawn(connection(socket, peer, state));
+                }
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+    drop(listener);
+    tracker.close();
+    info!(
+        connections = tracker.len(),
+        grace_ms = grace.as_millis() as u64,
+        "shutting down: draining connections"
+    );
+    let deadline = tokio::time::Instant::now() + grace;
+    if tokio::time::timeout_at(deadline, tracker.wait())
+        .await
+        .is_err()
+    {
+        warn!(
+            connections = tracker.len(),
+            "grace period over; abandoning remaining connections"
+        );
+    }
+    close_databases(&state.catalog, deadline).await;
+    info!("shutdown complete");
+}
+
+/// Closes every open database (waiting for its lock until `deadline`), so storage files are
+/// flushed and marked clean.
+async fn close_databases(catalog: &Catalog, deadline: tokio::time::Instant) {
+    for db in catalog.all() {
+        let slot = db.slot();
+        match tokio::time::timeout_at(deadline, slot.lock_owned()).await {
+            Ok(mut guard) => {
+                let _ = tokio::task::spawn_blocking(move || {
+                    *guard = Slot::Gone;
+                })
+                .await;
+            }
+            Err(_) => warn!(database = db.name(), "database still busy at shutdown"),
+        }
+    }
+}
+
+async fn connection(socket: TcpStream, peer: SocketAddr, state: Arc<ServerState>) {
+    let _ = socket.set_nodelay(true);
+    let conn_id = state.conn_id();
+    let shared = Arc::new(ConnShared::default());
+    let (read, write) = socket.into_split();
+    let reader = AuthReader::new(
+        read,
+        Arc::clone(&shared),
+        state.timeouts,
+        state.shutdown.clone(),
+    );
+    let writer = AuthWriter::new(write, Arc::clone(&shared), state.timeouts);
+    let shim = Shim {
+        session: Session::new(Arc::clone(&state), conn_id),
+        server: state,
+        shared,
+        conn_id,
+        scramble: Scramble::generate(&mut rand::rngs::OsRng),
+        peer,
+        login: Mutex::new(None),
+    };
+    match AsyncMysqlIntermediary::run_on(shim, reader, writer).await {
+        Ok(()) => debug!(conn_id, "connection closed"),
+        // A refused login was logged by `authenticate`.
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {}
+        // The kind only: opensrv's messages can quote the client's handshake bytes.
+        Err(e) => debug!(conn_id, kind = ?e.kind(), "connection ended"),
+    }
+}

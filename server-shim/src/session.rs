@@ -1,0 +1,676 @@
+//! The session layer: one per connection, between opensrv's command hooks and the
+//! [`Catalog`]. It keeps the current database, `autocommit`, the open transaction and the
+//! prepared statements; answers what a MySQL server answers itself (databases, variables,
+//! accounts, connect-time probes, see [`crate::classify`]); and runs everything else on the
+//! engine, on a blocking thread, holding the database's lock.
+//!
+//! Concurrency: statements on one database are serialised by its lock, waited for with a
+//! deadline (`innodb_lock_wait_timeout`, ERR 1205). An explicit transaction (or the implicit
+//! one of an `autocommit=0` session, which starts at its first write) holds the lock until
+//! COMMIT or ROLLBACK; a session that ends with a transaction open rolls it back.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use authplugin::Credential;
+use gluesql::core::chrono::{Local, NaiveDate};
+use opensrv_mysql::{ErrorKind, StatusFlags, ValueInner};
+use tokio::sync::OwnedMutexGuard;
+
+use crate::accounts::{Account, AccountError, Role};
+use crate::auth::Login;
+use crate::classify::{SessionFn, SessionItem, Statement, classify};
+use crate::engine::{Cell, Database, Executor, Outcome, Slot, count_placeholders};
+use crate::results::{Reply, status_flags};
+use crate::server::ServerState;
+use crate::sql_error::SqlError;
+use crate::variables::{self, SERVER_VERSION, SessionVars};
+
+/// A transaction holding its database's lock.
+struct Txn {
+    db: Arc<Database>,
+    /// `None` only while the guard is lent to a blocking task.
+    guard: Option<OwnedMutexGuard<Slot>>,
+}
+
+impl Drop for Txn {
+    /// A transaction nobody committed is rolled back (the client went away).
+    fn drop(&mut self) {
+        if let Some(mut guard) = self.guard.take() {
+            let mut rollback = move || {
+                if let Slot::Open(e) = &mut *guard {
+                    let _ = e
+                        .get_mut()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .rollback();
+                }
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => drop(handle.spawn_blocking(rollback)),
+                Err(_) => rollback(),
+            }
+        }
+    }
+}
+
+/// A prepared statement.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The statement text.
+    pub sql: String,
+    /// Its number of `?` placeholders.
+    pub params: usize,
+}
+
+/// One connection's session state.
+pub struct Session {
+    server: Arc<ServerState>,
+    conn_id: u32,
+    login: Option<Login>,
+    database: Option<String>,
+    autocommit: bool,
+    /// `BEGIN` was sent; the transaction starts (and locks) at the next statement.
+    txn_pending: bool,
+    txn: Option<Txn>,
+    prepared: HashMap<u32, Prepared>,
+    next_statement_id: u32,
+}
+
+/// Lends `guard` to a blocking thread to run `f` on the database's executor (opening its
+/// storage on first use). Returns the guard (unless the task panicked) and `f`'s result.
+async fn run_blocking<T: Send + 'static>(
+    server: &Arc<ServerState>,
+    mut guard: OwnedMutexGuard<Slot>,
+    db: Arc<Database>,
+    f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
+) -> (Option<OwnedMutexGuard<Slot>>, Result<T, SqlError>) {
+    let catalog = Arc::clone(&server.catalog);
+    let task = tokio::task::spawn_blocking(move || {
+        let result = guard.executor(catalog.engine(), &db).and_then(f);
+        (guard, result)
+    });
+    match task.await {
+        Ok((guard, result)) => (Some(guard), result),
+        Err(_) => (
+            None,
+            Err(SqlError::internal("the statement failed unexpectedly")),
+        ),
+    }
+}
+
+fn parse_flag(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" => Some(true),
+        "0" | "off" | "false" => Some(false),
+        _ => None,
+    }
+}
+
+impl Session {
+    /// A session for connection `conn_id`.
+    #[must_use]
+    pub fn new(server: Arc<ServerState>, conn_id: u32) -> Self {
+        Self {
+            server,
+            conn_id,
+            login: None,
+            database: None,
+            autocommit: true,
+            txn_pending: false,
+            txn: None,
+            prepared: HashMap::new(),
+            next_statement_id: 1,
+        }
+    }
+
+    /// Records the login (once, right after authentication).
+    pub fn set_login(&mut self, login: Login) {
+        self.login = Some(login);
+    }
+
+    /// Whether the login is known.
+    #[must_use]
+    pub fn has_login(&self) -> bool {
+        self.login.is_some()
+    }
+
+    /// The status flags for OK packets.
+    #[must_use]
+    pub fn status(&self) -> StatusFlags {
+        status_flags(self.autocommit, self.txn.is_some() || self.txn_pending)
+    }
+
+    fn vars(&self) -> SessionVars {
+        SessionVars {
+            autocommit: self.autocommit,
+        }
+    }
+
+    /// `USE db` / COM_INIT_DB / the login's database.
+    ///
+    /// # Errors
+    /// 1049 if there is no such database.
+    pub fn use_database(&mut self, name: &str) -> Result<(), SqlError> {
+        let db = self.server.catalog.get(name)?;
+        self.database = Some(db.name().to_owned());
+        Ok(())
+    }
+
+    fn current_database(&self) -> Result<Arc<Database>, SqlError> {
+        let name = self.database.as_deref().ok_or_else(SqlError::no_database)?;
+        self.server.catalog.get(name)
+    }
+
+    async fn lock(&self, db: &Arc<Database>) -> Result<OwnedMutexGuard<Slot>, SqlError> {
+        tokio::time::timeout(self.server.lock_wait, db.slot().lock_owned())
+            .await
+            .map_err(|_| SqlError::lock_wait_timeout())
+    }
+
+    /// Runs one statement (text protocol, or a prepared statement with `params`).
+    ///
+    /// # Errors
+    /// The statement's [`SqlError`]; the session stays usable.
+    pub async fn run(&mut self, sql: &str, params: Vec<Cell>) -> Result<Reply, SqlError> {
+        let statement = classify(sql)?;
+        if !params.is_empty() && !matches!(statement, Statement::Engine { .. }) {
+            return Err(SqlError::not_supported("parameters in this statement"));
+        }
+        match statement {
+            Statement::Use(name) => {
+                self.use_database(&name)?;
+                Ok(ok(0))
+            }
+            Statement::ShowDatabases => Ok(rows(
+                &["Database"],
+                self.server
+                    .catalog
+                    .names()
+                    .into_iter()
+                    .map(|n| vec![Cell::Text(n)])
+                    .collect(),
+            )),
+            Statement::ShowTables { full } => self.show_tables(full).await,
+            Statement::ShowColumns { table } => self.show_columns(table).await,
+            Statement::ShowVariables { like } => Ok(rows(
+                &["Variable_name", "Value"],
+                variables::all(self.vars())
+                    .into_iter()
+                    .filter(|(n, _)| like.as_deref().is_none_or(|p| variables::like(p, n)))
+                    .map(|(n, v)| vec![Cell::Text(n), Cell::Text(v)])
+                    .collect(),
+            )),
+            Statement::ShowWarnings => Ok(rows(&["Level", "Code", "Message"], Vec::new())),
+            Statement::CreateDatabase {
+                name,
+                if_not_exists,
+            } => {
+                let catalog = Arc::clone(&self.server.catalog);
+                tokio::task::spawn_blocking(move || catalog.create(&name, if_not_exists))
+                    .await
+                    .map_err(|_| SqlError::internal("CREATE DATABASE failed unexpectedly"))??;
+                Ok(ok(1))
+            }
+            Statement::DropDatabase { name, if_exists } => {
+                self.drop_database(name, if_exists).await
+            }
+            Statement::Set(assignments) => self.set(assignments).await,
+            Statement::Begin => {
+                // MySQL commits an open transaction when a new one starts.
+                self.end_transaction(true).await?;
+                self.txn_pending = true;
+                Ok(ok(0))
+            }
+            Statement::Commit => {
+                self.end_transaction(true).await?;
+                Ok(ok(0))
+            }
+            Statement::Rollback => {
+                self.end_transaction(false).await?;
+                Ok(ok(0))
+            }
+            Statement::CreateUser {
+                name,
+                password,
+                if_not_exists,
+            } => {
+                self.require_admin()?;
+                let credential = Credential::from_password(password.as_bytes());
+                let result = self
+                    .accounts(move |store| {
+                        store.add(
+                            &name,
+                            Account {
+                                role: Role::User,
+                                credential,
+                            },
+                        )
+                    })
+                    .await;
+                match result {
+                    Ok(()) => Ok(ok(0)),
+                    Err(AccountError::Exists(_)) if if_not_exists => Ok(ok(0)),
+                    Err(e) => Err(account_error("CREATE USER", &e)),
+                }
+            }
+            Statement::AlterUser {
+                name,
+                password,
+                if_exists,
+            } => {
+                self.require_admin()?;
+                let credential = Credential::from_password(password.as_bytes());
+                match self
+                    .accounts(move |store| store.set_credential(&name, credential))
+                    .await
+                {
+                    Ok(()) => Ok(ok(0)),
+                    Err(AccountError::NotFound(_)) if if_exists => Ok(ok(0)),
+                    Err(e) => Err(account_error("ALTER USER", &e)),
+                }
+            }
+            Statement::DropUser { names, if_exists } => {
+                self.require_admin()?;
+                for name in names {
+                    match self.accounts(move |store| store.remove(&name)).await {
+                        Ok(()) => {}
+                        Err(AccountError::NotFound(_)) if if_exists => {}
+                        Err(e) => return Err(account_error("DROP USER", &e)),
+                    }
+                }
+                Ok(ok(0))
+            }
+            Statement::SessionSelect(items) => self.session_select(items),
+            Statement::Ignored => Ok(ok(0)),
+            Statement::Engine { write } => self.engine(sql, params, write).await,
+        }
+    }
+
+    fn require_admin(&self) -> Result<(), SqlError> {
+        match &self.login {
+            Some(l) if l.role == Role::Admin => Ok(()),
+            _ => Err(SqlError::needs_privilege("CREATE USER")),
+        }
+    }
+
+    async fn accounts(
+        &self,
+        f: impl FnOnce(&crate::accounts::AccountStore) -> Result<(), AccountError> + Send + 'static,
+    ) -> Result<(), AccountError> {
+        let server = Arc::clone(&self.server);
+        tokio::task::spawn_blocking(move || f(&server.accounts))
+            .await
+            .unwrap_or_else(|_| {
+                Err(AccountError::Io {
+                    path: std::path::PathBuf::new(),
+                    source: std::io::Error::other("account update failed unexpectedly"),
+                })
+            })
+    }
+
+    async fn show_tables(&mut self, full: bool) -> Result<Reply, SqlError> {
+        let db = self.current_database()?;
+        let label = format!("Tables_in_{}", db.name());
+        let names = self.with_executor(db, |e| e.table_names()).await?;
+        let mut columns = vec![label];
+        if full {
+            columns.push("Table_type".into());
+        }
+        Ok(Reply::Rows {
+            columns,
+            rows: names
+                .into_iter()
+                .map(|n| {
+                    let mut row = vec![Cell::Text(n)];
+                    if full {
+                        row.push(Cell::Text("BASE TABLE".into()));
+                    }
+                    row
+                })
+                .collect(),
+        })
+    }
+
+    async fn show_columns(&mut self, table: String) -> Result<Reply, SqlError> {
+        let db = self.current_database()?;
+        let db_name = db.name().to_owned();
+        let lookup = table.clone();
+        let columns = self
+            .with_executor(db, move |e| e.columns(&lookup))
+            .await?
+            .ok_or_else(|| SqlError::unknown_table(&db_name, &table))?;
+        Ok(rows(
+            &["Field", "Type", "Null", "Key", "Default", "Extra"],
+            columns
+                .into_iter()
+                .map(|c| {
+                    vec![
+                        Cell::Text(c.name),
+                        Cell::Text(c.data_type),
+                        Cell::Text(if c.nullable { "YES" } else { "NO" }.into()),
+                        Cell::Text(c.key.into()),
+                        Cell::Null,
+                        Cell::Text(String::new()),
+                    ]
+                })
+                .collect(),
+        ))
+    }
+
+    /// Runs a read of the catalog: inside the open transaction when it is on `db`, else
+    /// under a short hold of the lock.
+    async fn with_executor<T: Send + 'static>(
+        &mut self,
+        db: Arc<Database>,
+        f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
+    ) -> Result<T, SqlError> {
+        if let Some(txn) = self.txn.as_mut().filter(|t| t.db.name() == db.name()) {
+            let guard = txn
+                .guard
+                .take()
+                .ok_or_else(|| SqlError::internal("transaction lost"))?;
+            let (guard, result) = run_blocking(&self.server, guard, db, f).await;
+            match guard {
+                Some(g) => txn.guard = Some(g),
+                None => self.txn = None,
+            }
+            return result;
+        }
+        let guard = self.lock(&db).await?;
+        run_blocking(&self.server, guard, db, f).await.1
+    }
+
+    async fn engine(
+        &mut self,
+        sql: &str,
+        params: Vec<Cell>,
+        write: bool,
+    ) -> Result<Reply, SqlError> {
+        let db = self.current_database()?;
+        let sql = sql.to_owned();
+        if let Some(txn) = self.txn.as_mut() {
+            if txn.db.name() != db.name() {
+                return Err(SqlError::not_in_transaction(
+                    "a statement on another database; COMMIT or ROLLBACK first",
+                ));
+            }
+            let guard = txn
+                .guard
+                .take()
+                .ok_or_else(|| SqlError::internal("transaction lost"))?;
+            let (guard, result) =
+                run_blocking(&self.server, guard, db, move |e| e.execute(&sql, &params)).await;
+            match guard {
+                Some(g) => txn.guard = Some(g),
+                None => self.txn = None,
+            }
+            return result.map(reply);
+        }
+        let guard = self.lock(&db).await?;
+        if self.txn_pending || (!self.autocommit && write) {
+            let (guard, result) = run_blocking(&self.server, guard, Arc::clone(&db), move |e| {
+                e.begin()?;
+                Ok(e.execute(&sql, &params))
+            })
+            .await;
+            let statement_result = result?;
+            self.txn_pending = false;
+            self.txn = guard.map(|g| Txn { db, guard: Some(g) });
+            return statement_result.map(reply);
+        }
+        run_blocking(&self.server, guard, db, move |e| e.execute(&sql, &params))
+            .await
+            .1
+            .map(reply)
+    }
+
+    /// Commits (or rolls back) the open transaction, if any.
+    async fn end_transaction(&mut self, commit: bool) -> Result<(), SqlError> {
+        self.txn_pending = false;
+        let Some(mut txn) = self.txn.take() else {
+            return Ok(());
+        };
+        let Some(guard) = txn.guard.take() else {
+            return Ok(());
+        };
+        let db = Arc::clone(&txn.db);
+        run_blocking(&self.server, guard, db, move |e| {
+            if commit { e.commit() } else { e.rollback() }
+        })
+        .await
+        .1
+    }
+
+    async fn drop_database(&mut self, name: String, if_exists: bool) -> Result<Reply, SqlError> {
+        let db = match self.server.catalog.get(&name) {
+            Ok(db) => db,
+            Err(_) if if_exists => return Ok(ok(0)),
+            Err(_) => return Err(SqlError::drop_missing_database(&name)),
+        };
+        // DDL commits an open transaction, as in MySQL.
+        self.end_transaction(true).await?;
+        let mut guard = self.lock(&db).await?;
+        let catalog = Arc::clone(&self.server.catalog);
+        tokio::task::spawn_blocking(move || catalog.drop_locked(&db, &mut guard))
+            .await
+            .map_err(|_| SqlError::internal("DROP DATABASE failed unexpectedly"))??;
+        if self.database.as_deref() == Some(name.as_str()) {
+            self.database = None;
+        }
+        Ok(ok(0))
+    }
+
+    async fn set(&mut self, assignments: Vec<(String, String)>) -> Result<Reply, SqlError> {
+        for (name, value) in assignments {
+            if name == "autocommit" {
+                let on = parse_flag(&value).ok_or_else(|| {
+                    SqlError::new(
+                        ErrorKind::ER_WRONG_VALUE_FOR_VAR,
+                        "Variable 'autocommit' can't be set to this value",
+                    )
+                })?;
+                if on && !self.autocommit {
+                    // Turning autocommit on commits the open transaction, as in MySQL.
+                    self.end_transaction(true).await?;
+                }
+                self.autocommit = on;
+            }
+            // Everything else (character sets, sql_mode, time zone, user variables) is
+            // accepted and has no effect: the shim has one behaviour for each.
+        }
+        Ok(ok(0))
+    }
+
+    fn session_select(&self, items: Vec<(String, SessionItem)>) -> Result<Reply, SqlError> {
+        let mut columns = Vec::with_capacity(items.len());
+        let mut row = Vec::with_capacity(items.len());
+        for (label, item) in items {
+            let value = match item {
+                SessionItem::Variable(name) => variables::lookup(&name, self.vars())
+                    .ok_or_else(|| SqlError::unknown_variable(&name))?,
+                SessionItem::UserVariable => Cell::Null,
+                SessionItem::Literal(c) => c,
+                SessionItem::Function(f) => self.session_fn(f),
+            };
+            columns.push(label);
+            row.push(value);
+        }
+        Ok(Reply::Rows {
+            columns,
+            rows: vec![row],
+        })
+    }
+
+    fn session_fn(&self, f: SessionFn) -> Cell {
+        match f {
+            SessionFn::Version => Cell::Text(SERVER_VERSION.into()),
+            SessionFn::Database => self.database.clone().map_or(Cell::Null, Cell::Text),
+            SessionFn::User => self
+                .login
+                .as_ref()
+                .map_or(Cell::Null, |l| Cell::Text(format!("{}@{}", l.user, l.host))),
+            SessionFn::CurrentUser => self
+                .login
+                .as_ref()
+                .map_or(Cell::Null, |l| Cell::Text(format!("{}@%", l.user))),
+            SessionFn::ConnectionId => Cell::UInt(u64::from(self.conn_id)),
+            SessionFn::Now => Cell::DateTime(Local::now().naive_local().with_nanosecond_zero()),
+            SessionFn::LastInsertId => Cell::UInt(0),
+        }
+    }
+
+    /// Registers a prepared statement; returns its id and parameter count.
+    ///
+    /// # Errors
+    /// 1064 if the text does not tokenize or classify.
+    pub fn prepare(&mut self, sql: &str) -> Result<(u32, usize), SqlError> {
+        classify(sql)?;
+        let params = count_placeholders(sql)?;
+        let id = self.next_statement_id;
+        self.next_statement_id = self.next_statement_id.wrapping_add(1).max(1);
+        self.prepared.insert(
+            id,
+            Prepared {
+                sql: sql.to_owned(),
+                params,
+            },
+        );
+        Ok((id, params))
+    }
+
+    /// The prepared statement `id`.
+    #[must_use]
+    pub fn prepared(&self, id: u32) -> Option<&Prepared> {
+        self.prepared.get(&id)
+    }
+
+    /// Forgets prepared statement `id`.
+    pub fn close_statement(&mut self, id: u32) {
+        self.prepared.remove(&id);
+    }
+}
+
+trait NanosZero {
+    fn with_nanosecond_zero(self) -> Self;
+}
+
+impl NanosZero for gluesql::core::chrono::NaiveDateTime {
+    fn with_nanosecond_zero(self) -> Self {
+        use gluesql::core::chrono::Timelike as _;
+        self.with_nanosecond(0).unwrap_or(self)
+    }
+}
+
+fn ok(affected_rows: u64) -> Reply {
+    Reply::Ok { affected_rows }
+}
+
+fn rows(columns: &[&str], rows: Vec<Vec<Cell>>) -> Reply {
+    Reply::Rows {
+        columns: columns.iter().map(|c| (*c).to_owned()).collect(),
+        rows,
+    }
+}
+
+fn reply(outcome: Outcome) -> Reply {
+    match outcome {
+        Outcome::Rows { columns, rows } => Reply::Rows { columns, rows },
+        Outcome::Done { affected_rows } => Reply::Ok { affected_rows },
+    }
+}
+
+fn account_error(operation: &str, e: &AccountError) -> SqlError {
+    match e {
+        AccountError::Exists(n) | AccountError::NotFound(n) => {
+            SqlError::user_operation_failed(operation, n)
+        }
+        AccountError::BadName => SqlError::user_operation_failed(operation, "?"),
+        other => {
+            tracing::error!(error = %other, "account store failed");
+            SqlError::internal("the account store failed; see the server log")
+        }
+    }
+}
+
+/// Converts a prepared-statement parameter to a [`Cell`].
+#[must_use]
+pub fn param_cell(value: ValueInner<'_>) -> Cell {
+    match value {
+        ValueInner::NULL => Cell::Null,
+        ValueInner::Bytes(b) => match std::str::from_utf8(b) {
+            Ok(s) => Cell::Text(s.to_owned()),
+            Err(_) => Cell::Bytes(b.to_vec()),
+        },
+        ValueInner::Int(i) => Cell::Int(i),
+        // Drivers send non-negative integers as unsigned; the engine's INT is signed.
+        ValueInner::UInt(u) => i64::try_from(u).map_or(Cell::UInt(u), Cell::Int),
+        ValueInner::Double(f) => Cell::Float(f),
+        ValueInner::Date(b) => date_from_binary(b).map_or(Cell::Null, Cell::Date),
+        ValueInner::Datetime(b) => match (date_from_binary(b), b.get(4..7)) {
+            (Some(d), Some(&[h, m, s])) => d
+                .and_hms_opt(h.into(), m.into(), s.into())
+                .map_or(Cell::Null, Cell::DateTime),
+            (Some(d), None) => d.and_hms_opt(0, 0, 0).map_or(Cell::Null, Cell::DateTime),
+            _ => Cell::Null,
+        },
+        ValueInner::Time(b) => match b.get(5..8) {
+            Some(&[h, m, s]) => {
+                let days = b
+                    .get(1..5)
+                    .and_then(|d| <[u8; 4]>::try_from(d).ok())
+                    .map_or(0, u32::from_le_bytes);
+                let sign = if b.first() == Some(&1) { "-" } else { "" };
+                Cell::Text(format!(
+                    "{sign}{:02}:{m:02}:{s:02}",
+                    u64::from(days) * 24 + u64::from(h)
+                ))
+            }
+            _ => Cell::Text("00:00:00".into()),
+        },
+    }
+}
+
+fn date_from_binary(b: &[u8]) -> Option<NaiveDate> {
+    let &[y0, y1, m, d, ..] = b else {
+        return None;
+    };
+    NaiveDate::from_ymd_opt(
+        i32::from(u16::from_le_bytes([y0, y1])),
+        u32::from(m),
+        u32::from(d),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn converts_binary_parameters() {
+        assert_eq!(param_cell(ValueInner::Int(-3)), Cell::Int(-3));
+        assert_eq!(
+            param_cell(ValueInner::Bytes(b"caf\xc3\xa9")),
+            Cell::Text("café".into())
+        );
+        assert_eq!(
+            param_cell(ValueInner::Bytes(b"\xff\xfe")),
+            Cell::Bytes(vec![0xff, 0xfe])
+        );
+        assert_eq!(
+            param_cell(ValueInner::Date(&[0xe8, 0x07, 2, 29])),
+            Cell::Date(NaiveDate::from_ymd_opt(2024, 2, 29).unwrap())
+        );
+        assert_eq!(param_cell(ValueInner::Date(&[1])), Cell::Null);
+        assert_eq!(
+            param_cell(ValueInner::Time(&[0, 1, 0, 0, 0, 2, 3, 4])),
+            Cell::Text("26:03:04".into())
+        );
+    }
+
+    #[test]
+    fn parses_autocommit_values() {
+        assert_eq!(parse_flag("ON"), Some(true));
+        assert_eq!(parse_flag("0"), Some(false));
+        assert_eq!(parse_flag("maybe"), None);
+    }
+}

@@ -1,0 +1,381 @@
+//! SQL errors as the client sees them: one MySQL error code, its SQLSTATE and a message.
+//!
+//! Every failure of a statement becomes an ERR packet with a fitting MySQL code (never a
+//! dropped connection). This module is the one place that decides which code: the session
+//! layer's own errors are built with the constructors below, and engine (GlueSQL) errors go
+//! through [`from_glue`]. The SQLSTATE is MySQL's pairing for the code, as
+//! `opensrv_mysql::ErrorKind::sqlstate` writes it.
+
+use core::fmt;
+
+use gluesql::core::error::{
+    AlterError, Error as GlueError, EvaluateError, ExecuteError, FetchError, InsertError,
+    UpdateError, ValidateError, ValueError,
+};
+use opensrv_mysql::ErrorKind;
+
+/// An error for the client: the ERR packet's code (and so SQLSTATE) and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlError {
+    /// The MySQL error code; its SQLSTATE comes with it.
+    pub kind: ErrorKind,
+    /// The human-readable message (client-visible; never holds a secret).
+    pub message: String,
+}
+
+impl fmt::Display for SqlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.code(), self.sqlstate(), self.message)
+    }
+}
+
+impl std::error::Error for SqlError {}
+
+impl SqlError {
+    /// An error with `kind` and `message`.
+    #[must_use]
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// The numeric MySQL error code.
+    #[must_use]
+    pub fn code(&self) -> u16 {
+        self.kind as u16
+    }
+
+    /// The five-character SQLSTATE.
+    #[must_use]
+    pub fn sqlstate(&self) -> &'static str {
+        core::str::from_utf8(self.kind.sqlstate()).unwrap_or("HY000")
+    }
+
+    /// 1064 `ER_PARSE_ERROR` (42000).
+    #[must_use]
+    pub fn syntax(detail: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_PARSE_ERROR,
+            format!(
+                "You have an error in your SQL syntax; check the manual that corresponds to \
+                 your MySQL server version for the right syntax to use: {}",
+                clip(detail)
+            ),
+        )
+    }
+
+    /// 1065 `ER_EMPTY_QUERY` (42000).
+    #[must_use]
+    pub fn empty_query() -> Self {
+        Self::new(ErrorKind::ER_EMPTY_QUERY, "Query was empty")
+    }
+
+    /// 1046 `ER_NO_DB_ERROR` (3D000).
+    #[must_use]
+    pub fn no_database() -> Self {
+        Self::new(ErrorKind::ER_NO_DB_ERROR, "No database selected")
+    }
+
+    /// 1049 `ER_BAD_DB_ERROR` (42000).
+    #[must_use]
+    pub fn unknown_database(name: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_BAD_DB_ERROR,
+            format!("Unknown database '{}'", clip(name)),
+        )
+    }
+
+    /// 1007 `ER_DB_CREATE_EXISTS` (HY000).
+    #[must_use]
+    pub fn database_exists(name: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_DB_CREATE_EXISTS,
+            format!("Can't create database '{}'; database exists", clip(name)),
+        )
+    }
+
+    /// 1008 `ER_DB_DROP_EXISTS` (HY000).
+    #[must_use]
+    pub fn drop_missing_database(name: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_DB_DROP_EXISTS,
+            format!(
+                "Can't drop database '{}'; database doesn't exist",
+                clip(name)
+            ),
+        )
+    }
+
+    /// 1102 `ER_WRONG_DB_NAME` (42000).
+    #[must_use]
+    pub fn bad_database_name(name: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_WRONG_DB_NAME,
+            format!("Incorrect database name '{}'", clip(name)),
+        )
+    }
+
+    /// 1146 `ER_NO_SUCH_TABLE` (42S02).
+    #[must_use]
+    pub fn unknown_table(db: &str, table: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_NO_SUCH_TABLE,
+            format!("Table '{}.{}' doesn't exist", clip(db), clip(table)),
+        )
+    }
+
+    /// 1050 `ER_TABLE_EXISTS_ERROR` (42S01).
+    #[must_use]
+    pub fn table_exists(table: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_TABLE_EXISTS_ERROR,
+            format!("Table '{}' already exists", clip(table)),
+        )
+    }
+
+    /// 1054 `ER_BAD_FIELD_ERROR` (42S22).
+    #[must_use]
+    pub fn unknown_column(column: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_BAD_FIELD_ERROR,
+            format!("Unknown column '{}' in 'field list'", clip(column)),
+        )
+    }
+
+    /// 1062 `ER_DUP_ENTRY` (23000).
+    #[must_use]
+    pub fn duplicate_entry(detail: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_DUP_ENTRY,
+            format!("Duplicate entry: {}", clip(detail)),
+        )
+    }
+
+    /// 1048 `ER_BAD_NULL_ERROR` (23000).
+    #[must_use]
+    pub fn null_in_not_null(detail: &str) -> Self {
+        Self::new(ErrorKind::ER_BAD_NULL_ERROR, clip(detail))
+    }
+
+    /// 1235 `ER_NOT_SUPPORTED_YET` (42000).
+    #[must_use]
+    pub fn not_supported(what: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_NOT_SUPPORTED_YET,
+            format!("This version of MySQL doesn't yet support '{}'", clip(what)),
+        )
+    }
+
+    /// 1193 `ER_UNKNOWN_SYSTEM_VARIABLE` (HY000).
+    #[must_use]
+    pub fn unknown_variable(name: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_UNKNOWN_SYSTEM_VARIABLE,
+            format!("Unknown system variable '{}'", clip(name)),
+        )
+    }
+
+    /// 1227 `ER_SPECIFIC_ACCESS_DENIED_ERROR` (42000).
+    #[must_use]
+    pub fn needs_privilege(privilege: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_SPECIFIC_ACCESS_DENIED_ERROR,
+            format!(
+                "Access denied; you need (at least one of) the {privilege} privilege(s) for \
+                 this operation"
+            ),
+        )
+    }
+
+    /// 1396 `ER_CANNOT_USER` (HY000).
+    #[must_use]
+    pub fn user_operation_failed(operation: &str, user: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_CANNOT_USER,
+            format!("Operation {operation} failed for '{}'@'%'", clip(user)),
+        )
+    }
+
+    /// 1205 `ER_LOCK_WAIT_TIMEOUT` (HY000).
+    #[must_use]
+    pub fn lock_wait_timeout() -> Self {
+        Self::new(
+            ErrorKind::ER_LOCK_WAIT_TIMEOUT,
+            "Lock wait timeout exceeded; try restarting transaction",
+        )
+    }
+
+    /// 1179 `ER_CANT_DO_THIS_DURING_AN_TRANSACTION` (25000).
+    #[must_use]
+    pub fn not_in_transaction(what: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_CANT_DO_THIS_DURING_AN_TRANSACTION,
+            format!(
+                "You are not allowed to execute this command in a transaction: {}",
+                clip(what)
+            ),
+        )
+    }
+
+    /// 1053 `ER_SERVER_SHUTDOWN` (08S01).
+    #[must_use]
+    pub fn shutting_down() -> Self {
+        Self::new(ErrorKind::ER_SERVER_SHUTDOWN, "Server shutdown in progress")
+    }
+
+    /// 1105 `ER_UNKNOWN_ERROR` (HY000): the engine failed in a way no other code describes.
+    #[must_use]
+    pub fn internal(detail: &str) -> Self {
+        Self::new(ErrorKind::ER_UNKNOWN_ERROR, clip(detail))
+    }
+}
+
+/// Messages are cut so an error can never echo an unbounded amount of client input.
+const MAX_MESSAGE_CHARS: usize = 400;
+
+fn clip(s: &str) -> String {
+    if s.chars().count() <= MAX_MESSAGE_CHARS {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(MAX_MESSAGE_CHARS).collect();
+    out.push_str("...");
+    out
+}
+
+/// Maps a GlueSQL error to the MySQL error a MySQL server would send for the same mistake.
+/// `db` is the current database, used in messages that name `db.table`.
+#[must_use]
+pub fn from_glue(err: &GlueError, db: &str) -> SqlError {
+    match err {
+        GlueError::Parser(detail) => SqlError::syntax(&first_line(detail)),
+        GlueError::Translate(e) => {
+            let text = e.to_string();
+            if text.starts_with("unsupported") || text.contains("not supported") {
+                SqlError::not_supported(&text)
+            } else {
+                SqlError::syntax(&text)
+            }
+        }
+        GlueError::Fetch(FetchError::TableNotFound(t))
+        | GlueError::Execute(ExecuteError::TableNotFound(t))
+        | GlueError::Insert(InsertError::TableNotFound(t)) => SqlError::unknown_table(db, t),
+        GlueError::Alter(e) => match e.as_ref() {
+            AlterError::TableNotFound(t) | AlterError::CtasSourceTableNotFound(t) => {
+                SqlError::unknown_table(db, t)
+            }
+            AlterError::TableAlreadyExists(t) => SqlError::table_exists(t),
+            AlterError::DuplicateColumnName(c) => SqlError::new(
+                ErrorKind::ER_DUP_FIELDNAME,
+                format!("Duplicate column name '{}'", clip(c)),
+            ),
+            other => SqlError::internal(&other.to_string()),
+        },
+        GlueError::Validate(
+            ValidateError::DuplicateEntryOnPrimaryKeyField(_)
+            | ValidateError::DuplicateEntryOnUniqueField(..),
+        ) => SqlError::duplicate_entry(&err.to_string()),
+        GlueError::Evaluate(
+            EvaluateError::IdentifierNotFound(c)
+            | EvaluateError::CompoundIdentifierNotFound { column_name: c, .. },
+        ) => SqlError::unknown_column(c),
+        GlueError::Insert(InsertError::WrongColumnName(c))
+        | GlueError::Update(UpdateError::ColumnNotFound(c)) => SqlError::unknown_column(c),
+        GlueError::Insert(InsertError::ColumnAndValuesNotMatched | InsertError::TooManyValues) => {
+            SqlError::new(
+                ErrorKind::ER_WRONG_VALUE_COUNT_ON_ROW,
+                "Column count doesn't match value count at row 1",
+            )
+        }
+        GlueError::Value(v) if matches!(v.as_ref(), ValueError::NullValueOnNotNullField) => {
+            SqlError::null_in_not_null("Column cannot be null")
+        }
+        other => SqlError::internal(&other.to_string()),
+    }
+}
+
+/// GlueSQL's parser errors are `{:#?}` dumps; the first line carries the message.
+fn first_line(detail: &str) -> String {
+    let trimmed = detail
+        .trim()
+        .trim_start_matches("ParserError(")
+        .trim_start_matches("TokenizerError(")
+        .trim_end_matches(')');
+    trimmed
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_session_errors_to_mysql_codes_and_sqlstates() {
+        let cases = [
+            (SqlError::syntax("x"), 1064, "42000"),
+            (SqlError::unknown_table("d", "t"), 1146, "42S02"),
+            (SqlError::unknown_database("d"), 1049, "42000"),
+            (SqlError::duplicate_entry("1"), 1062, "23000"),
+            (SqlError::no_database(), 1046, "3D000"),
+            (SqlError::database_exists("d"), 1007, "HY000"),
+            (SqlError::table_exists("t"), 1050, "42S01"),
+            (SqlError::unknown_column("c"), 1054, "42S22"),
+            (SqlError::needs_privilege("CREATE USER"), 1227, "42000"),
+            (SqlError::not_supported("x"), 1235, "42000"),
+            (SqlError::lock_wait_timeout(), 1205, "HY000"),
+        ];
+        for (err, code, state) in cases {
+            assert_eq!((err.code(), err.sqlstate()), (code, state), "{err}");
+        }
+    }
+
+    #[test]
+    fn clips_long_messages() {
+        let long = "x".repeat(10_000);
+        assert!(SqlError::unknown_table("d", &long).message.len() < 1_000);
+    }
+
+    #[test]
+    fn maps_parser_error_to_syntax_error() {
+        let e = GlueError::Parser("ParserError(\"Expected an expression\")".to_owned());
+        let mapped = from_glue(&e, "d");
+        assert_eq!(mapped.code(), 1064);
+        assert!(
+            mapped.message.contains("Expected an expression"),
+            "{mapped}"
+        );
+    }
+
+    #[test]
+    fn maps_glue_not_found_and_duplicate_errors() {
+        let cases = [
+            (
+                GlueError::Fetch(FetchError::TableNotFound("t".into())),
+                1146,
+            ),
+            (
+                GlueError::Alter(Box::new(AlterError::TableAlreadyExists("t".into()))),
+                1050,
+            ),
+            (
+                GlueError::Evaluate(EvaluateError::IdentifierNotFound("c".into())),
+                1054,
+            ),
+            (
+                GlueError::Validate(ValidateError::DuplicateEntryOnPrimaryKeyField(
+                    gluesql::core::data::Key::I64(1),
+                )),
+                1062,
+            ),
+            (GlueError::StorageMsg("disk".into()), 1105),
+        ];
+        for (err, code) in cases {
+            assert_eq!(from_glue(&err, "d").code(), code, "{err}");
+        }
+    }
+}

@@ -1,0 +1,460 @@
+//! The stream adapter between a client socket and opensrv-mysql.
+//!
+//! opensrv-mysql 0.7 runs the whole connection phase itself and hides two things the shim
+//! needs (see `docs/server-shim.md`, "Working around opensrv"):
+//! - its `authenticate` hook gets neither the login's database nor the plugin the client
+//!   named, but the relayed-auth MAC (DESIGN §3) binds user **and** database;
+//! - on a refused login it writes ERR 1698 "Authenticate failed, user: ..." where MySQL (and
+//!   DESIGN §3) send ERR 1045 (28000) "Access denied for user ...".
+//!
+//! So the socket is wrapped before opensrv sees it:
+//! - [`AuthReader`] tees the first client packet (the HandshakeResponse41, at most
+//!   [`MAX_HANDSHAKE_PACKET`] bytes) into [`ConnShared`], where `authenticate` decodes it
+//!   strictly with `authplugin`. It also puts deadlines on reads: the whole login must arrive
+//!   within the handshake timeout, and an idle connection is closed after the idle timeout.
+//!   When the server shuts down, a read that waits for the next command sees end-of-stream,
+//!   so the connection ends after its running statement.
+//! - [`AuthWriter`] replaces opensrv's ERR with the shim's own ERR (same sequence id) once
+//!   `authenticate` has refused the login, and fails a write that makes no progress within
+//!   the write timeout.
+//!
+//! Both halves are generic over `AsyncRead`/`AsyncWrite`, so tests drive them with
+//! `tokio::io::duplex`.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use authplugin::packet::framing::{HEADER_LEN, parse_packet};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+/// The largest first packet the reader keeps. A HandshakeResponse41 with a relayed-auth
+/// payload and connect attributes is well under 2 KiB; anything over this is refused.
+pub const MAX_HANDSHAKE_PACKET: usize = 64 * 1024;
+
+/// State shared by the two halves of a connection and the shim's hooks.
+#[derive(Debug, Default)]
+pub struct ConnShared {
+    inner: Mutex<SharedState>,
+}
+
+#[derive(Debug, Default)]
+struct SharedState {
+    /// The payload of the client's first packet, once complete.
+    first_packet: Option<Vec<u8>>,
+    /// The first packet was bigger than [`MAX_HANDSHAKE_PACKET`] or badly framed.
+    first_packet_refused: bool,
+    /// The ERR payload to send in place of opensrv's next packet (a refused login).
+    deny: Option<Vec<u8>>,
+    /// The login succeeded: reads now use the idle timeout.
+    authenticated: bool,
+}
+
+impl ConnShared {
+    fn state(&self) -> std::sync::MutexGuard<'_, SharedState> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The client's first packet (its HandshakeResponse41), if it arrived whole and within
+    /// [`MAX_HANDSHAKE_PACKET`].
+    #[must_use]
+    pub fn first_packet(&self) -> Option<Vec<u8>> {
+        let state = self.state();
+        if state.first_packet_refused {
+            return None;
+        }
+        state.first_packet.clone()
+    }
+
+    /// Makes the writer send `err_payload` (an ERR packet payload) in place of the next
+    /// packet opensrv writes, and drop everything after it.
+    pub fn deny_with(&self, err_payload: Vec<u8>) {
+        self.state().deny = Some(err_payload);
+    }
+
+    /// Marks the login as done: reads switch from the handshake deadline to the idle one.
+    pub fn mark_authenticated(&self) {
+        self.state().authenticated = true;
+    }
+
+    fn authenticated(&self) -> bool {
+        self.state().authenticated
+    }
+
+    fn take_deny(&self) -> Option<Vec<u8>> {
+        self.state().deny.take()
+    }
+}
+
+/// Deadlines applied by the adapter.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// From accept until the login is complete.
+    pub handshake: Duration,
+    /// Longest wait for a client's next command (MySQL's `wait_timeout`).
+    pub idle: Duration,
+    /// Longest time a write may make no progress (MySQL's `net_write_timeout`).
+    pub write_stall: Duration,
+}
+
+/// The read half: tees the first packet, enforces read deadlines, ends on shutdown.
+pub struct AuthReader<R> {
+    inner: R,
+    shared: Arc<ConnShared>,
+    timeouts: Timeouts,
+    /// Bytes of the first packet while it is still arriving; `None` once done.
+    tee: Option<Vec<u8>>,
+    deadline: Pin<Box<Sleep>>,
+    /// Whether the deadline is already the idle one.
+    command_phase: bool,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+}
+
+impl<R> AuthReader<R> {
+    /// Wraps `inner`; the handshake deadline starts now.
+    pub fn new(
+        inner: R,
+        shared: Arc<ConnShared>,
+        timeouts: Timeouts,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self {
+            inner,
+            shared,
+            timeouts,
+            tee: Some(Vec::new()),
+            deadline: Box::pin(tokio::time::sleep(timeouts.handshake)),
+            command_phase: false,
+            shutdown: Box::pin(shutdown.cancelled_owned()),
+        }
+    }
+
+    fn tee_bytes(&mut self, bytes: &[u8]) {
+        let Some(tee) = self.tee.as_mut() else {
+            return;
+        };
+        if tee.len() + bytes.len() > MAX_HANDSHAKE_PACKET + HEADER_LEN {
+            self.tee = None;
+            self.shared.state().first_packet_refused = true;
+            return;
+        }
+        tee.extend_from_slice(bytes);
+        match parse_packet(tee, MAX_HANDSHAKE_PACKET) {
+            Ok(None) => {}
+            Ok(Some((packet, _))) => {
+                self.shared.state().first_packet = Some(packet.payload);
+                self.tee = None;
+            }
+            Err(_) => {
+                self.shared.state().first_packet_refused = true;
+                self.tee = None;
+            }
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if !this.command_phase && this.shared.authenticated() {
+            this.command_phase = true;
+            this.deadline
+                .as_mut()
+                .reset(Instant::now() + this.timeouts.idle);
+        }
+        // A shutdown turns the wait for the next command (or for a login) into end-of-stream:
+        // opensrv then ends the connection cleanly, after the statement that was running.
+        if this.shutdown.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let filled = buf.filled();
+                let new = filled.get(before..).unwrap_or_default();
+                if !new.is_empty() {
+                    if this.tee.is_some() {
+                        let copy = new.to_vec();
+                        this.tee_bytes(&copy);
+                    }
+                    if this.command_phase {
+                        this.deadline
+                            .as_mut()
+                            .reset(Instant::now() + this.timeouts.idle);
+                    }
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => {
+                if this.deadline.as_mut().poll(cx).is_ready() {
+                    let what = if this.command_phase {
+                        "client idle for longer than the idle timeout"
+                    } else {
+                        "login not completed within the handshake timeout"
+                    };
+                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)));
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// What the writer does with opensrv's bytes.
+#[derive(Debug)]
+enum WriteMode {
+    /// Pass them on.
+    Pass,
+    /// A login was refused: collect the header of opensrv's ERR to learn its sequence id.
+    Capture {
+        header: Vec<u8>,
+        replacement: Vec<u8>,
+    },
+    /// The replacement ERR is queued; drop everything opensrv writes.
+    Discard,
+}
+
+/// The write half: replaces opensrv's login ERR, enforces the write-stall deadline.
+pub struct AuthWriter<W> {
+    inner: W,
+    shared: Arc<ConnShared>,
+    mode: WriteMode,
+    /// Bytes of our own to send before anything else.
+    out: Vec<u8>,
+    stall_timeout: Duration,
+    /// Running while the inner writer makes no progress.
+    stall: Option<Pin<Box<Sleep>>>,
+}
+
+impl<W> AuthWriter<W> {
+    /// Wraps `inner`.
+    pub fn new(inner: W, shared: Arc<ConnShared>, timeouts: Timeouts) -> Self {
+        Self {
+            inner,
+            shared,
+            mode: WriteMode::Pass,
+            out: Vec::new(),
+            stall_timeout: timeouts.write_stall,
+            stall: None,
+        }
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AuthWriter<W> {
+    /// Turns a `Pending` from the inner writer into a timeout error once it lasted too long.
+    fn pending_or_timeout<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let timeout = self.stall_timeout;
+        let stall = self
+            .stall
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        if stall.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "client did not read within the write timeout",
+            )));
+        }
+        Poll::Pending
+    }
+
+    /// Sends the queued bytes of our own.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.out.is_empty() {
+            match Pin::new(&mut self.inner).poll_write(cx, &self.out) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                Poll::Ready(Ok(n)) => {
+                    self.stall = None;
+                    self.out.drain(..n.min(self.out.len()));
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return self.pending_or_timeout(cx),
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for AuthWriter<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        ready!(this.poll_drain(cx))?;
+        if matches!(this.mode, WriteMode::Pass)
+            && let Some(replacement) = this.shared.take_deny()
+        {
+            this.mode = WriteMode::Capture {
+                header: Vec::with_capacity(HEADER_LEN),
+                replacement,
+            };
+        }
+        match &mut this.mode {
+            WriteMode::Pass => match Pin::new(&mut this.inner).poll_write(cx, buf) {
+                Poll::Ready(r) => {
+                    this.stall = None;
+                    Poll::Ready(r)
+                }
+                Poll::Pending => this.pending_or_timeout(cx),
+            },
+            WriteMode::Capture {
+                header,
+                replacement,
+            } => {
+                let want = HEADER_LEN.saturating_sub(header.len()).min(buf.len());
+                header.extend_from_slice(buf.get(..want).unwrap_or_default());
+                if let Some(&sequence_id) = header.get(3) {
+                    authplugin::packet::write_packet(&mut this.out, sequence_id, replacement);
+                    this.mode = WriteMode::Discard;
+                }
+                Poll::Ready(Ok(buf.len()))
+            }
+            WriteMode::Discard => Poll::Ready(Ok(buf.len())),
+        }
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        ready!(this.poll_drain(cx))?;
+        match Pin::new(&mut this.inner).poll_flush(cx) {
+            Poll::Ready(r) => {
+                this.stall = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => this.pending_or_timeout(cx),
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    const T: Timeouts = Timeouts {
+        handshake: Duration::from_secs(10),
+        idle: Duration::from_secs(100),
+        write_stall: Duration::from_secs(5),
+    };
+
+    fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        authplugin::packet::write_packet(&mut out, seq, payload);
+        out
+    }
+
+    #[tokio::test]
+    async fn tees_first_packet_while_passing_every_byte_through() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let shared = Arc::new(ConnShared::default());
+        let mut reader = AuthReader::new(server, shared.clone(), T, CancellationToken::new());
+        let mut bytes = packet(1, b"handshake");
+        bytes.extend(packet(0, b"\x03SELECT 1"));
+        // Arrives in two pieces, split inside the first packet.
+        client.write_all(&bytes[..5]).await.unwrap();
+        let mut got = vec![0u8; 5];
+        reader.read_exact(&mut got).await.unwrap();
+        assert_eq!(shared.first_packet(), None);
+        client.write_all(&bytes[5..]).await.unwrap();
+        let mut rest = vec![0u8; bytes.len() - 5];
+        reader.read_exact(&mut rest).await.unwrap();
+        got.extend(rest);
+        assert_eq!(got, bytes);
+        assert_eq!(shared.first_packet().as_deref(), Some(&b"handshake"[..]));
+    }
+
+    #[tokio::test]
+    async fn refuses_first_packet_over_the_cap() {
+        let (mut client, server) = tokio::io::duplex(256 * 1024);
+        let shared = Arc::new(ConnShared::default());
+        let mut reader = AuthReader::new(server, shared.clone(), T, CancellationToken::new());
+        let big = packet(1, &vec![7u8; MAX_HANDSHAKE_PACKET + 1]);
+        let n = big.len();
+        tokio::spawn(async move { client.write_all(&big).await });
+        let mut sink = vec![0u8; n];
+        reader.read_exact(&mut sink).await.unwrap();
+        assert_eq!(shared.first_packet(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn times_out_when_login_does_not_arrive() {
+        let (_client, server) = tokio::io::duplex(64);
+        let shared = Arc::new(ConnShared::default());
+        let mut reader = AuthReader::new(server, shared, T, CancellationToken::new());
+        let mut b = [0u8; 1];
+        let err = reader.read(&mut b).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+    }
+
+    #[tokio::test]
+    async fn ends_stream_when_server_shuts_down() {
+        let (_client, server) = tokio::io::duplex(64);
+        let shared = Arc::new(ConnShared::default());
+        let token = CancellationToken::new();
+        let mut reader = AuthReader::new(server, shared, T, token.clone());
+        token.cancel();
+        let mut b = [0u8; 1];
+        assert_eq!(reader.read(&mut b).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn replaces_login_err_keeping_its_sequence_id() {
+        let (server, mut client) = tokio::io::duplex(1024);
+        let shared = Arc::new(ConnShared::default());
+        let mut writer = AuthWriter::new(server, shared.clone(), T);
+        // Greeting passes untouched.
+        writer.write_all(&packet(0, b"greeting")).await.unwrap();
+        shared.deny_with(b"\xff\x15\x04#28000Access denied".to_vec());
+        // opensrv's ERR 1698, written in two calls.
+        let theirs = packet(2, b"\xff\xa2\x06#28000Authenticate failed, user: \"x\"");
+        writer.write_all(&theirs[..2]).await.unwrap();
+        writer.write_all(&theirs[2..]).await.unwrap();
+        writer.flush().await.unwrap();
+        drop(writer);
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).await.unwrap();
+        let mut want = packet(0, b"greeting");
+        want.extend(packet(2, b"\xff\x15\x04#28000Access denied"));
+        assert_eq!(got, want);
+    }
+
+    #[tokio::test]
+    async fn passes_writes_through_when_login_succeeds() {
+        let (server, mut client) = tokio::io::duplex(1024);
+        let shared = Arc::new(ConnShared::default());
+        let mut writer = AuthWriter::new(server, shared, T);
+        let ok = packet(2, b"\x00\x00\x00\x02\x00\x00\x00");
+        writer.write_all(&ok).await.unwrap();
+        writer.flush().await.unwrap();
+        drop(writer);
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, ok);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn times_out_when_client_stops_reading() {
+        let (server, _client) = tokio::io::duplex(8);
+        let shared = Arc::new(ConnShared::default());
+        let mut writer = AuthWriter::new(server, shared, T);
+        let err = writer.write_all(&[0u8; 64]).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+    }
+}

@@ -1,0 +1,352 @@
+//! Running the relay in tests: a configuration on free ports, a managed server-shim instance
+//! (or any driver command), the admin API, and a memory scanner for the credential-free proof.
+
+use std::fs;
+use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{ChildGuard, READY_TIMEOUT, add_user, bin_path, free_port, wait_for_greeting};
+
+/// How a test relay is configured.
+#[derive(Debug, Clone)]
+pub struct RelayOptions {
+    /// The compute command; `None` runs server-shim on the instance's compute port with the
+    /// test's data directory and key file.
+    pub command: Option<Vec<String>>,
+    /// `resume_timeout`.
+    pub resume_timeout: &'static str,
+    /// `idle_pause_after`.
+    pub idle_pause_after: &'static str,
+    /// `on_relay_exit`.
+    pub on_relay_exit: &'static str,
+}
+
+impl Default for RelayOptions {
+    fn default() -> Self {
+        Self {
+            command: None,
+            resume_timeout: "15s",
+            idle_pause_after: "5m",
+            on_relay_exit: "pause",
+        }
+    }
+}
+
+/// A running relay with one instance named `demo`.
+#[derive(Debug)]
+pub struct Relay {
+    /// Where clients connect.
+    pub port: u16,
+    /// Where the compute listens.
+    pub compute_port: u16,
+    /// The admin API port.
+    pub admin_port: u16,
+    /// The test's directory (config, key, state, data).
+    pub dir: PathBuf,
+    /// The relay process.
+    pub child: ChildGuard,
+    log: PathBuf,
+    options: RelayOptions,
+}
+
+/// The demo account every test relay's shim has.
+pub const USER: &str = "app";
+/// Its password.
+pub const PASSWORD: &str = "Tr0ub4dor&3-perceptron";
+
+impl Relay {
+    /// Creates a key file and a shim data directory with the demo account in `dir`, writes a
+    /// configuration, starts the relay and waits until it greets (paused instances greet from
+    /// the relay itself, without waking).
+    ///
+    /// # Panics
+    /// If any step fails, with the relay's log.
+    #[must_use]
+    pub fn start(dir: &Path, options: RelayOptions) -> Self {
+        let key = dir.join("perceptron.key");
+        if !key.exists() {
+            let out = Command::new(bin_path("relay"))
+                .args(["keygen", "--id", "test-1", "--out"])
+                .arg(&key)
+                .output()
+                .unwrap_or_else(|e| panic!("relay keygen: {e}"));
+            assert!(
+                out.status.success(),
+                "keygen: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            add_user(&dir.join("data"), USER, PASSWORD, true);
+        }
+        let (port, compute_port, admin_port) = (free_port(), free_port(), free_port());
+        Self::launch(dir, options, port, compute_port, admin_port)
+    }
+
+    /// Starts a relay again in the same directory on the same ports (restart tests).
+    ///
+    /// # Panics
+    /// As [`Relay::start`].
+    #[must_use]
+    pub fn restart(&self) -> Self {
+        Self::launch(
+            &self.dir,
+            self.options.clone(),
+            self.port,
+            self.compute_port,
+            self.admin_port,
+        )
+    }
+
+    fn launch(
+        dir: &Path,
+        options: RelayOptions,
+        port: u16,
+        compute_port: u16,
+        admin_port: u16,
+    ) -> Self {
+        let command = options.command.clone().unwrap_or_else(|| {
+            vec![
+                bin_path("server-shim").display().to_string(),
+                "run".into(),
+                "--listen".into(),
+                format!("127.0.0.1:{compute_port}"),
+                "--data".into(),
+                dir.join("data").display().to_string(),
+                "--key-file".into(),
+                dir.join("perceptron.key").display().to_string(),
+            ]
+        });
+        let command = command
+            .iter()
+            .map(|a| format!("{a:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+            .replace("{COMPUTE_PORT}", &compute_port.to_string());
+        let config = format!(
+            r#"[relay]
+state_dir = "state"
+key_file = "perceptron.key"
+admin_listen = "127.0.0.1:{admin_port}"
+
+[[instance]]
+name = "demo"
+listen = "127.0.0.1:{port}"
+compute = "127.0.0.1:{compute_port}"
+auth = "dual"
+resume_timeout = "{}"
+handshake_timeout = "5s"
+idle_pause_after = "{}"
+on_relay_exit = "{}"
+[instance.driver]
+kind = "process"
+command = [{command}]
+stop_grace = "5s"
+"#,
+            options.resume_timeout, options.idle_pause_after, options.on_relay_exit
+        );
+        let config_path = dir.join("relay.toml");
+        fs::write(&config_path, config).unwrap_or_else(|e| panic!("{e}"));
+        let log = dir.join(format!("relay-{}.log", crate::free_port()));
+        let log_file = fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
+        let spawned = Instant::now();
+        let child = ChildGuard::new(
+            Command::new(bin_path("relay"))
+                .args(["run", "--config"])
+                .arg(&config_path)
+                .env("RUST_LOG", "info")
+                .env("NO_COLOR", "1")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log_file)
+                .spawn()
+                .unwrap_or_else(|e| panic!("spawn relay: {e}")),
+        );
+        let relay = Self {
+            port,
+            compute_port,
+            admin_port,
+            dir: dir.to_owned(),
+            child,
+            log,
+            options,
+        };
+        if let Err(e) = wait_for_greeting(port, spawned + READY_TIMEOUT) {
+            panic!("{e}\nrelay log:\n{}", relay.log());
+        }
+        relay
+    }
+
+    /// Everything the relay (and the computes it ran) logged so far.
+    #[must_use]
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// How many log lines contain `needle`.
+    #[must_use]
+    pub fn log_count(&self, needle: &str) -> usize {
+        self.log().lines().filter(|l| l.contains(needle)).count()
+    }
+
+    /// SIGTERM, then waits for the relay to exit.
+    pub fn stop(&mut self) -> Option<ExitStatus> {
+        self.child.signal_and_wait("TERM", Duration::from_secs(30))
+    }
+
+    /// An admin API request: `(status, body)`.
+    ///
+    /// # Panics
+    /// If the API cannot be reached.
+    #[must_use]
+    pub fn admin(&self, method: &str, path: &str) -> (u16, String) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.admin_port))
+            .unwrap_or_else(|e| panic!("admin API: {e}"));
+        s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut resp = String::new();
+        s.read_to_string(&mut resp)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (head, body) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (status, body.to_owned())
+    }
+
+    /// The value of one Prometheus sample line (`name{labels}`), 0 if absent.
+    #[must_use]
+    pub fn metric(&self, series: &str) -> f64 {
+        let (_, body) = self.admin("GET", "/metrics");
+        body.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or(0.0)
+    }
+
+    /// The instance's state as the admin API reports it.
+    #[must_use]
+    pub fn state(&self) -> String {
+        let (_, body) = self.admin("GET", "/v1/instances");
+        body.split("\"state\": \"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap_or("?")
+            .to_owned()
+    }
+
+    /// Whether something accepts connections on the compute port.
+    #[must_use]
+    pub fn compute_listening(&self) -> bool {
+        TcpStream::connect(("127.0.0.1", self.compute_port)).is_ok()
+    }
+
+    /// The compute's pid, from the relay's pid file.
+    #[must_use]
+    pub fn compute_pid(&self) -> Option<u32> {
+        fs::read_to_string(self.dir.join("state/pids/demo.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Polls `cond` every 20 ms until it holds or `timeout` passes.
+    pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if cond() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        cond()
+    }
+}
+
+/// Whether a process is alive (and not a zombie).
+#[must_use]
+pub fn pid_alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
+}
+
+/// Scans every readable mapping of process `pid` for each needle; returns the names of the
+/// needles found. Needs the right to ptrace the process (root, or the same user with a
+/// permissive `ptrace_scope`).
+///
+/// # Panics
+/// If the process's maps cannot be read at all.
+#[must_use]
+pub fn scan_memory(pid: u32, needles: &[(String, Vec<u8>)]) -> Vec<String> {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap_or_else(|e| panic!("maps of {pid}: {e}"));
+    let mut mem =
+        fs::File::open(format!("/proc/{pid}/mem")).unwrap_or_else(|e| panic!("mem of {pid}: {e}"));
+    let mut found = Vec::new();
+    let mut scanned = 0usize;
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let name = fields.nth(3).unwrap_or("");
+        if !perms.starts_with('r') || name == "[vvar]" || name == "[vsyscall]" {
+            continue;
+        }
+        let Some((start, end)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(start), Ok(end)) = (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16))
+        else {
+            continue;
+        };
+        let mut buf = vec![0u8; usize::try_from(end - start).unwrap_or(0)];
+        if mem.seek(SeekFrom::Start(start)).is_err() || mem.read_exact(&mut buf).is_err() {
+            continue;
+        }
+        scanned += buf.len();
+        for (needle_name, needle) in needles {
+            if !found.contains(needle_name)
+                && buf.windows(needle.len()).any(|w| w == needle.as_slice())
+            {
+                found.push(needle_name.clone());
+            }
+        }
+    }
+    assert!(scanned > 0, "nothing of process {pid} could be read");
+    found
+}
+
+/// Scans every file under `dir` for each needle; returns `(file, needle name)` hits.
+#[must_use]
+pub fn scan_files(dir: &Path, needles: &[(String, Vec<u8>)]) -> Vec<(PathBuf, String)> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(bytes) = fs::read(&p) {
+                for (name, needle) in needles {
+                    if bytes.windows(needle.len()).any(|w| w == needle.as_slice()) {
+                        hits.push((p.clone(), name.clone()));
+                    }
+                }
+            }
+        }
+    }
+    hits
+}

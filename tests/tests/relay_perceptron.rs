@@ -1,0 +1,246 @@
+//! The perceptron path end to end (issue: relay P0–P8): real relay, real server-shim started
+//! by the relay's process driver, the stock `mariadb` CLI.
+
+use std::time::{Duration, Instant};
+
+use authplugin::hex;
+use authplugin::native_password::{self, NativeStage2};
+use tests::relay::{PASSWORD, Relay, RelayOptions, USER, pid_alive, scan_files, scan_memory};
+use tests::{TempDir, bin_path, mariadb, mariadb_script};
+
+#[test]
+fn login_to_a_paused_instance_wakes_it_and_runs_queries_on_one_connection() {
+    let dir = TempDir::new("relay-e2e");
+    let relay = Relay::start(dir.path(), RelayOptions::default());
+    assert!(!relay.compute_listening(), "the instance starts paused");
+    assert_eq!(relay.state(), "paused");
+
+    let out = mariadb_script(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        "CREATE DATABASE shop;\n\
+         USE shop;\n\
+         CREATE TABLE items (id INT PRIMARY KEY, name TEXT, qty INT);\n\
+         INSERT INTO items VALUES (1, 'apple', 5), (2, 'pear', 7);\n\
+         UPDATE items SET qty = 6 WHERE id = 1;\n\
+         DELETE FROM items WHERE id = 2;\n\
+         INSERT INTO items VALUES (3, 'fig', 2);\n\
+         SELECT id, name, qty FROM items ORDER BY id;\n\
+         SELECT USER();\n",
+    );
+    assert_eq!(
+        out.code,
+        Some(0),
+        "stderr: {}\nlog:\n{}",
+        out.stderr,
+        relay.log()
+    );
+    assert_eq!(
+        out.stdout,
+        "1\tapple\t6\n3\tfig\t2\napp@127.0.0.1\n",
+        "log:\n{}",
+        relay.log()
+    );
+    assert!(relay.compute_listening(), "the compute was spawned");
+    assert_eq!(relay.state(), "running");
+    // One client connection, relayed once: the client never reconnected.
+    assert_eq!(
+        relay.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}"),
+        1.0
+    );
+    assert_eq!(relay.log_count("relayed login accepted"), 1);
+    assert_eq!(relay.log_count("compute spawned"), 1);
+    assert_eq!(
+        relay.metric("relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}"),
+        0.0
+    );
+}
+
+#[test]
+fn wrong_password_through_the_relay_gets_1045() {
+    let dir = TempDir::new("relay-1045");
+    let relay = Relay::start(dir.path(), RelayOptions::default());
+    let out = mariadb(relay.port, USER, Some("not-the-password"), &[], "SELECT 1");
+    assert_eq!(out.code, Some(1));
+    assert!(out.stderr.contains("ERROR 1045 (28000)"), "{}", out.stderr);
+    assert_eq!(
+        relay.metric("relay_connections_total{instance=\"demo\",outcome=\"denied\"}"),
+        1.0
+    );
+}
+
+#[test]
+fn fifty_clients_at_once_cause_one_spawn_and_all_succeed() {
+    let dir = TempDir::new("relay-storm");
+    let starts = dir.path().join("starts.log");
+    let shim = bin_path("server-shim");
+    let script = format!(
+        "echo started >> '{}'; exec '{}' run --listen 127.0.0.1:{{COMPUTE_PORT}} --data '{}' --key-file '{}'",
+        starts.display(),
+        shim.display(),
+        dir.path().join("data").display(),
+        dir.path().join("perceptron.key").display()
+    );
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            command: Some(vec!["sh".into(), "-c".into(), script]),
+            ..RelayOptions::default()
+        },
+    );
+    let port = relay.port;
+    let clients: Vec<_> = (0..50)
+        .map(|_| {
+            std::thread::spawn(move || mariadb(port, USER, Some(PASSWORD), &[], "SELECT USER()"))
+        })
+        .collect();
+    for c in clients {
+        let out = c.join().expect("client thread");
+        assert_eq!(out.code, Some(0), "{}\nlog:\n{}", out.stderr, relay.log());
+        assert_eq!(out.stdout, "app@127.0.0.1\n");
+    }
+    let started = std::fs::read_to_string(&starts).unwrap_or_default();
+    assert_eq!(
+        started.lines().count(),
+        1,
+        "exactly one compute process was spawned"
+    );
+    assert_eq!(
+        relay.metric("relay_wakes_total{instance=\"demo\",outcome=\"ok\"}"),
+        1.0
+    );
+}
+
+fn assert_all_get_1053_within(relay: &Relay, clients: usize, limit: Duration) {
+    let port = relay.port;
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..clients)
+        .map(|_| std::thread::spawn(move || mariadb(port, USER, Some(PASSWORD), &[], "SELECT 1")))
+        .collect();
+    for h in handles {
+        let out = h.join().expect("client thread");
+        assert_eq!(out.code, Some(1), "{}", out.stderr);
+        assert!(
+            out.stderr.contains("ERROR 1053 (08S01)")
+                && out.stderr.contains("Instance 'demo' could not be resumed"),
+            "{}\nlog:\n{}",
+            out.stderr,
+            relay.log()
+        );
+    }
+    assert!(t0.elapsed() < limit, "took {:?}", t0.elapsed());
+}
+
+#[test]
+fn a_compute_that_exits_at_once_gives_every_waiting_client_1053_and_the_relay_keeps_serving() {
+    let dir = TempDir::new("relay-exits");
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            command: Some(vec!["false".into()]),
+            resume_timeout: "5s",
+            ..RelayOptions::default()
+        },
+    );
+    assert_all_get_1053_within(&relay, 5, Duration::from_secs(5));
+    // The relay still serves, and the next connection tries again.
+    assert_all_get_1053_within(&relay, 1, Duration::from_secs(5));
+    assert!(
+        relay.metric("relay_wakes_total{instance=\"demo\",outcome=\"wake_compute_exited\"}") >= 2.0
+    );
+    assert_eq!(relay.state(), "failed");
+}
+
+#[test]
+fn a_compute_that_never_listens_gives_every_waiting_client_1053_within_resume_timeout() {
+    let dir = TempDir::new("relay-hangs");
+    let marker = dir.path().join("sleeper.pid");
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            command: Some(vec![
+                "sh".into(),
+                "-c".into(),
+                format!("echo $$ > '{}'; exec sleep 1000", marker.display()),
+            ]),
+            resume_timeout: "2s",
+            ..RelayOptions::default()
+        },
+    );
+    assert_all_get_1053_within(&relay, 5, Duration::from_secs(2) + Duration::from_secs(3));
+    // The compute that never became ready was killed, not leaked.
+    let pid: u32 = std::fs::read_to_string(&marker)
+        .expect("sleeper started")
+        .trim()
+        .parse()
+        .expect("pid");
+    assert!(
+        Relay::wait_until(Duration::from_secs(5), || !pid_alive(pid)),
+        "sleeper {pid} still alive"
+    );
+    // And the relay keeps greeting new clients.
+    assert!(tests::wait_for_greeting(relay.port, Instant::now() + Duration::from_secs(5)).is_ok());
+}
+
+fn credential_needles(password: &str) -> Vec<(String, Vec<u8>)> {
+    let stage1 = native_password::stage1(password.as_bytes());
+    let stage2 = NativeStage2::from_password(password.as_bytes());
+    let mut needles = vec![
+        ("password".to_owned(), password.as_bytes().to_vec()),
+        ("SHA1(pw)".to_owned(), stage1.to_vec()),
+        ("SHA1(SHA1(pw))".to_owned(), stage2.as_bytes().to_vec()),
+        ("*HEX stage2".to_owned(), stage2.to_text().into_bytes()),
+    ];
+    for (name, raw) in [
+        ("SHA1(pw)", stage1.to_vec()),
+        ("SHA1(SHA1(pw))", stage2.as_bytes().to_vec()),
+    ] {
+        let lower = hex::encode(&raw);
+        needles.push((format!("{name} hex"), lower.clone().into_bytes()));
+        needles.push((format!("{name} HEX"), lower.to_uppercase().into_bytes()));
+    }
+    needles
+}
+
+#[test]
+fn the_relay_holds_no_credential_in_memory_or_state() {
+    let dir = TempDir::new("relay-nocreds");
+    let relay = Relay::start(dir.path(), RelayOptions::default());
+    // Several logins on the perceptron route (pausing in between), plus a wrong password.
+    for round in 0..3 {
+        let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT USER()");
+        assert_eq!(
+            out.code,
+            Some(0),
+            "round {round}: {}\n{}",
+            out.stderr,
+            relay.log()
+        );
+        let (status, body) = relay.admin("POST", "/v1/instances/demo/pause");
+        assert_eq!(status, 200, "{body}");
+    }
+    let _ = mariadb(relay.port, USER, Some("wrong-password"), &[], "SELECT 1");
+    assert_eq!(
+        relay.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}"),
+        3.0
+    );
+
+    let needles = credential_needles(PASSWORD);
+    let relay_pid = relay.child.pid().expect("relay pid");
+    let in_relay = scan_memory(relay_pid, &needles);
+    assert!(in_relay.is_empty(), "relay memory holds {in_relay:?}");
+    let in_state = scan_files(&dir.path().join("state"), &needles);
+    assert!(in_state.is_empty(), "relay state_dir holds {in_state:?}");
+
+    // The same scan of the compute finds its stored hash: the scan works.
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let shim_pid = relay.compute_pid().expect("compute pid file");
+    let in_shim = scan_memory(shim_pid, &needles);
+    assert!(
+        in_shim.iter().any(|n| n.starts_with("SHA1(SHA1(pw))")),
+        "the scan should find the shim's stored hash; found {in_shim:?}"
+    );
+}
