@@ -61,6 +61,10 @@ fn run(config_path: &std::path::Path) -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // A broken stderr must not break the relay: tracing-subscriber would otherwise
+        // report each failed write with eprintln, which panics.
+        .log_internal_errors(false)
         .init();
     let config = match relay::config::Config::load(config_path) {
         Ok(c) => c,

@@ -144,6 +144,9 @@ fn init_tracing() {
         .with_env_filter(filter)
         .with_writer(io::stderr)
         .with_ansi(io::stderr().is_terminal())
+        // A broken stderr (the relay that started us died) must not take logins down:
+        // tracing-subscriber would otherwise report the failed write with a panicking eprintln.
+        .log_internal_errors(false)
         .try_init();
 }
 

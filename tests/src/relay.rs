@@ -22,6 +22,9 @@ pub struct RelayOptions {
     pub idle_pause_after: &'static str,
     /// `on_relay_exit`.
     pub on_relay_exit: &'static str,
+    /// Replaces the whole `[instance.driver]` table (`{COMPUTE_PORT}` and `{DIR}` are
+    /// substituted).
+    pub driver_toml: Option<String>,
 }
 
 impl Default for RelayOptions {
@@ -31,6 +34,7 @@ impl Default for RelayOptions {
             resume_timeout: "15s",
             idle_pause_after: "5m",
             on_relay_exit: "pause",
+            driver_toml: None,
         }
     }
 }
@@ -139,12 +143,16 @@ resume_timeout = "{}"
 handshake_timeout = "5s"
 idle_pause_after = "{}"
 on_relay_exit = "{}"
-[instance.driver]
-kind = "process"
-command = [{command}]
-stop_grace = "5s"
-"#,
-            options.resume_timeout, options.idle_pause_after, options.on_relay_exit
+{}"#,
+            options.resume_timeout,
+            options.idle_pause_after,
+            options.on_relay_exit,
+            options.driver_toml.as_deref().map_or_else(
+                || format!("[instance.driver]\nkind = \"process\"\ncommand = [{command}]\nstop_grace = \"5s\"\n"),
+                |t| t
+                    .replace("{COMPUTE_PORT}", &compute_port.to_string())
+                    .replace("{DIR}", &dir.display().to_string()),
+            )
         );
         let config_path = dir.join("relay.toml");
         fs::write(&config_path, config).unwrap_or_else(|e| panic!("{e}"));
@@ -267,6 +275,37 @@ stop_grace = "5s"
             std::thread::sleep(Duration::from_millis(20));
         }
         cond()
+    }
+}
+
+/// Kills a process by pid when dropped (computes a test's relay may leave behind).
+#[derive(Debug)]
+pub struct KillOnDrop(pub Option<u32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(pid.to_string())
+                .status();
+        }
+    }
+}
+
+impl Drop for Relay {
+    /// Stops the relay gracefully, so it stops the computes it started; whatever compute is
+    /// still recorded afterwards (a relay killed by the test) is killed by pid.
+    fn drop(&mut self) {
+        let _ = self.stop();
+        if let Some(pid) = self.compute_pid() {
+            if pid_alive(pid) {
+                let _ = Command::new("kill")
+                    .arg("-KILL")
+                    .arg(pid.to_string())
+                    .status();
+            }
+        }
     }
 }
 

@@ -614,3 +614,54 @@ fn sigterm_drains_and_exits_zero() {
     let rows = mariadb(again.port, "app", Some(APP_PW), &["-Ds"], "SELECT a FROM t");
     assert_eq!(rows.stdout, "1\n", "{}", rows.stderr);
 }
+
+#[test]
+fn field_list_reply_ends_with_a_short_eof_for_mariadb_tab_completion() {
+    let tmp = TempDir::new("field-list");
+    let shim = Shim::start(&data_dir(&tmp), None, &[]);
+    let setup = mariadb(
+        shim.port,
+        "app",
+        Some(APP_PW),
+        &[],
+        "CREATE DATABASE fl; USE fl; CREATE TABLE t (a INT)",
+    );
+    assert_eq!(setup.code, Some(0), "{}", setup.stderr);
+    // A direct native login over a raw socket, then COM_FIELD_LIST as the CLI sends it after
+    // `USE` (interactive mode, auto-rehash).
+    let mut s = raw::connect(shim.port).unwrap();
+    let (_, greeting) = raw::read_packet(&mut s).unwrap();
+    let scramble = HandshakeV10::decode(&greeting).unwrap().scramble().unwrap();
+    let login = HandshakeResponse41 {
+        client_flag: CLIENT_LONG_PASSWORD
+            | CLIENT_PROTOCOL_41
+            | CLIENT_SECURE_CONNECTION
+            | CLIENT_PLUGIN_AUTH
+            | CLIENT_CONNECT_WITH_DB,
+        max_packet_size: 1 << 24,
+        character_set: 45,
+        reserved: [0; 23],
+        username: b"app".to_vec(),
+        auth_response: Zeroizing::new(native_password::token(APP_PW.as_bytes(), &scramble)),
+        database: Some(b"fl".to_vec()),
+        client_plugin_name: Some(b"mysql_native_password".to_vec()),
+        connect_attrs: None,
+        zstd_compression_level: None,
+    };
+    raw::write_packet(&mut s, 1, &login.to_bytes()).unwrap();
+    let (_, ok) = raw::read_packet(&mut s).unwrap();
+    assert_eq!(ok.first(), Some(&0x00), "{:?}", raw::err_of(&ok));
+    raw::write_packet(&mut s, 0, b"\x04t\0").unwrap();
+    let (seq, eof) = raw::read_packet(&mut s).unwrap();
+    assert_eq!(seq, 1);
+    assert_eq!(eof.first(), Some(&0xFE));
+    assert!(
+        eof.len() < 8,
+        "libmariadb needs an EOF shorter than 8 bytes: {eof:?}"
+    );
+    // The connection is still in step.
+    let rows = raw::query(&mut s, "SELECT COUNT(*) FROM t")
+        .unwrap()
+        .unwrap();
+    assert_eq!(rows, vec![Some("0".to_owned())]);
+}
