@@ -16,7 +16,9 @@
 //!   so the connection ends after its running statement.
 //! - [`AuthWriter`] replaces opensrv's ERR with the shim's own ERR (same sequence id) once
 //!   `authenticate` has refused the login, and fails a write that makes no progress within
-//!   the write timeout.
+//!   the write timeout. It also fixes opensrv's reply to COM_FIELD_LIST (an 8-byte `0xFE`
+//!   packet that libmariadb does not take as the end of the list, which froze the `mariadb`
+//!   CLI's tab completion after `USE`) into a 5-byte EOF.
 //!
 //! Both halves are generic over `AsyncRead`/`AsyncWrite`, so tests drive them with
 //! `tokio::io::duplex`.
@@ -52,6 +54,8 @@ struct SharedState {
     deny: Option<Vec<u8>>,
     /// The login succeeded: reads now use the idle timeout.
     authenticated: bool,
+    /// The client sent COM_FIELD_LIST; its reply needs fixing (see [`AuthWriter`]).
+    field_list_pending: bool,
 }
 
 impl ConnShared {
@@ -88,6 +92,10 @@ impl ConnShared {
     fn take_deny(&self) -> Option<Vec<u8>> {
         self.state().deny.take()
     }
+
+    fn take_field_list(&self) -> bool {
+        std::mem::take(&mut self.state().field_list_pending)
+    }
 }
 
 /// Deadlines applied by the adapter.
@@ -112,6 +120,54 @@ pub struct AuthReader<R> {
     /// Whether the deadline is already the idle one.
     command_phase: bool,
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// Finds the command byte of each client packet in the command phase.
+    commands: CommandTracker,
+}
+
+/// The MySQL command byte of COM_FIELD_LIST.
+const COM_FIELD_LIST: u8 = 0x04;
+
+/// Follows client packet boundaries in the command phase to see each command byte, without
+/// buffering payloads.
+#[derive(Debug, Default)]
+struct CommandTracker {
+    header: Vec<u8>,
+    /// Payload bytes of the current packet still to skip.
+    remaining: usize,
+    /// A header arrived and its command byte has not yet.
+    awaiting_command: bool,
+}
+
+impl CommandTracker {
+    /// Feeds bytes read from the client; returns whether a COM_FIELD_LIST started.
+    fn feed(&mut self, mut bytes: &[u8]) -> bool {
+        let mut field_list = false;
+        while !bytes.is_empty() {
+            if self.awaiting_command {
+                self.awaiting_command = false;
+                field_list |= bytes.first() == Some(&COM_FIELD_LIST);
+            }
+            if self.remaining > 0 {
+                let n = self.remaining.min(bytes.len());
+                self.remaining -= n;
+                bytes = bytes.get(n..).unwrap_or_default();
+                continue;
+            }
+            let need = HEADER_LEN
+                .saturating_sub(self.header.len())
+                .min(bytes.len());
+            self.header
+                .extend_from_slice(bytes.get(..need).unwrap_or_default());
+            bytes = bytes.get(need..).unwrap_or_default();
+            if let [a, b, c, _seq] = self.header[..] {
+                let len = usize::from(a) | usize::from(b) << 8 | usize::from(c) << 16;
+                self.header.clear();
+                self.remaining = len;
+                self.awaiting_command = len > 0;
+            }
+        }
+        field_list
+    }
 }
 
 impl<R> AuthReader<R> {
@@ -130,6 +186,7 @@ impl<R> AuthReader<R> {
             deadline: Box::pin(tokio::time::sleep(timeouts.handshake)),
             command_phase: false,
             shutdown: Box::pin(shutdown.cancelled_owned()),
+            commands: CommandTracker::default(),
         }
     }
 
@@ -189,6 +246,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
                         this.deadline
                             .as_mut()
                             .reset(Instant::now() + this.timeouts.idle);
+                        if this.commands.feed(new) {
+                            this.shared.state().field_list_pending = true;
+                        }
                     }
                 }
                 Poll::Ready(Ok(()))
@@ -221,7 +281,16 @@ enum WriteMode {
     },
     /// The replacement ERR is queued; drop everything opensrv writes.
     Discard,
+    /// Collect opensrv's reply to COM_FIELD_LIST (one packet) to send a real EOF instead.
+    FieldList { packet: Vec<u8> },
 }
+
+/// The EOF packet payload that ends a COM_FIELD_LIST reply: no warnings, autocommit.
+///
+/// opensrv answers COM_FIELD_LIST (which the `mariadb` CLI sends for tab completion after
+/// `USE`) with an 8-byte `0xFE` OK packet; libmariadb only takes a `0xFE` packet shorter
+/// than 8 bytes as the end of the list, so the CLI would wait forever.
+const FIELD_LIST_EOF: [u8; 5] = [0xFE, 0, 0, 0x02, 0];
 
 /// The write half: replaces opensrv's login ERR, enforces the write-stall deadline.
 pub struct AuthWriter<W> {
@@ -299,6 +368,8 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for AuthWriter<W> {
                 header: Vec::with_capacity(HEADER_LEN),
                 replacement,
             };
+        } else if matches!(this.mode, WriteMode::Pass) && this.shared.take_field_list() {
+            this.mode = WriteMode::FieldList { packet: Vec::new() };
         }
         match &mut this.mode {
             WriteMode::Pass => match Pin::new(&mut this.inner).poll_write(cx, buf) {
@@ -321,6 +392,29 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for AuthWriter<W> {
                 Poll::Ready(Ok(buf.len()))
             }
             WriteMode::Discard => Poll::Ready(Ok(buf.len())),
+            WriteMode::FieldList { packet } => {
+                packet.extend_from_slice(buf);
+                if let Ok(Some((p, used))) = parse_packet(packet, MAX_HANDSHAKE_PACKET) {
+                    let rest = packet.get(used..).unwrap_or_default().to_vec();
+                    if p.payload.first() == Some(&0xFE) {
+                        authplugin::packet::write_packet(
+                            &mut this.out,
+                            p.sequence_id,
+                            &FIELD_LIST_EOF,
+                        );
+                    } else {
+                        this.out
+                            .extend_from_slice(packet.get(..used).unwrap_or_default());
+                    }
+                    this.out.extend_from_slice(&rest);
+                    this.mode = WriteMode::Pass;
+                } else if packet.len() > MAX_HANDSHAKE_PACKET {
+                    // Not the reply we expected: pass it on untouched.
+                    this.out.append(packet);
+                    this.mode = WriteMode::Pass;
+                }
+                Poll::Ready(Ok(buf.len()))
+            }
         }
     }
 
@@ -447,6 +541,46 @@ mod tests {
         let mut got = Vec::new();
         client.read_to_end(&mut got).await.unwrap();
         assert_eq!(got, ok);
+    }
+
+    #[test]
+    fn tracks_command_bytes_across_split_reads() {
+        let mut t = CommandTracker::default();
+        let mut bytes = packet(0, b"\x03SELECT 1");
+        bytes.extend(packet(0, b"\x04t\0"));
+        let (a, b) = bytes.split_at(15);
+        assert!(!t.feed(a));
+        assert!(t.feed(b));
+        // A 0x04 inside a payload is not a command.
+        assert!(!t.feed(&packet(0, b"\x03\x04\x04")));
+    }
+
+    #[tokio::test]
+    async fn replaces_field_list_reply_with_short_eof() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let (server_w, mut client_r) = tokio::io::duplex(1024);
+        let shared = Arc::new(ConnShared::default());
+        shared.mark_authenticated();
+        let mut reader = AuthReader::new(server, shared.clone(), T, CancellationToken::new());
+        let mut writer = AuthWriter::new(server_w, shared, T);
+        let cmd = packet(0, b"\x04t\0");
+        client.write_all(&cmd).await.unwrap();
+        let mut got = vec![0u8; cmd.len()];
+        reader.read_exact(&mut got).await.unwrap();
+        writer
+            .write_all(&packet(1, &[0xFE, 0, 0, 0, 0, 0, 0, 0]))
+            .await
+            .unwrap();
+        writer.flush().await.unwrap();
+        // The next reply passes untouched.
+        writer.write_all(&packet(1, b"\x00\x00\x00")).await.unwrap();
+        writer.flush().await.unwrap();
+        drop(writer);
+        let mut out = Vec::new();
+        client_r.read_to_end(&mut out).await.unwrap();
+        let mut want = packet(1, &FIELD_LIST_EOF);
+        want.extend(packet(1, b"\x00\x00\x00"));
+        assert_eq!(out, want);
     }
 
     #[tokio::test(start_paused = true)]
