@@ -54,6 +54,9 @@ pub struct RelaySettings {
 pub enum AuthMode {
     /// The compute verifies the relayed-auth payload (server-shim).
     Dual,
+    /// A stock MySQL/MariaDB: after the wake the client is switched once to the server's own
+    /// plugin and scramble, and the rest of the login is relayed.
+    Switch,
 }
 
 /// One `[[instance]]`.
@@ -67,6 +70,8 @@ pub struct InstanceConfig {
     pub compute: SocketAddr,
     /// How logins are completed.
     pub auth: AuthMode,
+    /// Send a PROXY protocol v2 header on every compute connection.
+    pub proxy_protocol: bool,
     /// Bound on the wake (P3) and compute readiness.
     pub resume_timeout: Duration,
     /// Bound on the client's login after the greeting (P2).
@@ -79,6 +84,17 @@ pub struct InstanceConfig {
     pub on_relay_exit: OnRelayExit,
     /// How the compute is started and stopped.
     pub driver: DriverConfig,
+}
+
+impl InstanceConfig {
+    /// How to reach this instance's compute.
+    #[must_use]
+    pub const fn compute_target(&self) -> crate::compute_conn::ComputeTarget {
+        crate::compute_conn::ComputeTarget {
+            addr: self.compute,
+            proxy_protocol: self.proxy_protocol,
+        }
+    }
 }
 
 /// `instance.on_relay_exit`.
@@ -184,6 +200,8 @@ struct RawInstance {
     compute: String,
     #[serde(default = "default_auth")]
     auth: String,
+    #[serde(default)]
+    proxy_protocol: bool,
     resume_timeout: Option<String>,
     handshake_timeout: Option<String>,
     compute_timeout: Option<String>,
@@ -286,10 +304,11 @@ impl Config {
             let compute = parse_addr(&inst.compute).map_err(|m| bad("compute", m))?;
             let auth = match inst.auth.as_str() {
                 "dual" => AuthMode::Dual,
+                "switch" => AuthMode::Switch,
                 other => {
                     return Err(bad(
                         "auth",
-                        format!("'{other}' is not supported (supported: \"dual\")"),
+                        format!("'{other}' is not one of \"dual\", \"switch\""),
                     ));
                 }
             };
@@ -454,6 +473,7 @@ impl Config {
                 listen,
                 compute,
                 auth,
+                proxy_protocol: inst.proxy_protocol,
                 resume_timeout,
                 handshake_timeout,
                 compute_timeout,

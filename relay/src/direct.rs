@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use tokio::net::TcpStream;
 
+use crate::compute_conn::{self, OnBehalfOf};
 use crate::control::ConnectionGuard;
 use crate::metrics::Counter;
 use crate::perceptron::{self, InstanceRuntime};
@@ -23,9 +24,13 @@ pub async fn handle(
 ) {
     let name = rt.instance.config.name.clone();
     let started = Instant::now();
+    let who = OnBehalfOf::Client {
+        client: peer,
+        listen: client.local_addr().unwrap_or(rt.instance.config.listen),
+    };
     let connect = tokio::time::timeout(
         rt.instance.config.compute_timeout,
-        TcpStream::connect(rt.instance.config.compute),
+        compute_conn::connect(rt.instance.config.compute_target(), who),
     )
     .await;
     let compute = match connect {
@@ -34,7 +39,6 @@ pub async fn handle(
         Err(_) => return fall_back(rt, client, peer, guard, "connect timed out").await,
     };
     let _ = client.set_nodelay(true);
-    let _ = compute.set_nodelay(true);
     rt.metrics.inc(Counter::Direct, &name, "forwarded");
     let bytes = crate::passthrough::pump(client, Vec::new(), compute, Vec::new()).await;
     rt.metrics.add(

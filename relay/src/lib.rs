@@ -10,6 +10,7 @@
 //! - [`packet_io`]: the only module that reads or writes MySQL packets on a socket.
 //! - [`direct`]: the direct route to a running compute.
 //! - [`passthrough`]: the byte pump (both routes).
+//! - [`compute_conn`], [`proxy_protocol`]: connecting to a compute, with PROXY v2 headers.
 //! - [`ledger`]: the usage ledger and billing.
 //! - [`profile`]: the compute greeting profile the relay imitates.
 //! - [`outcome`]: how a connection ended: error kinds, metric labels, client-visible ERRs.
@@ -21,6 +22,7 @@
 pub mod admin;
 pub mod admin_client;
 pub mod cli;
+pub mod compute_conn;
 pub mod config;
 pub mod control;
 pub mod direct;
@@ -33,5 +35,6 @@ pub mod packet_io;
 pub mod passthrough;
 pub mod perceptron;
 pub mod profile;
+pub mod proxy_protocol;
 pub mod server;
 pub mod timefmt;

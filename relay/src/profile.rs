@@ -85,7 +85,11 @@ impl ComputeProfile {
             self.status_flags,
             "mysql_native_password",
         );
-        g.reserved = self.reserved;
+        // MariaDB's extended capabilities live in these bytes (bulk operations, extended and
+        // cached metadata change the wire format). They are not offered: the relay cannot
+        // forward a client's choice of them to the server in every mode, and a client that
+        // negotiated one the server does not use would misread every result.
+        g.reserved = [0; 10];
         g
     }
 

@@ -456,4 +456,5 @@ pub mod raw {
     }
 }
 
+pub mod mariadb;
 pub mod relay;

@@ -25,6 +25,10 @@ pub struct RelayOptions {
     /// Replaces the whole `[instance.driver]` table (`{COMPUTE_PORT}` and `{DIR}` are
     /// substituted).
     pub driver_toml: Option<String>,
+    /// `auth`.
+    pub auth: &'static str,
+    /// `proxy_protocol`.
+    pub proxy_protocol: bool,
 }
 
 impl Default for RelayOptions {
@@ -35,6 +39,8 @@ impl Default for RelayOptions {
             idle_pause_after: "5m",
             on_relay_exit: "pause",
             driver_toml: None,
+            auth: "dual",
+            proxy_protocol: false,
         }
     }
 }
@@ -138,12 +144,15 @@ admin_listen = "127.0.0.1:{admin_port}"
 name = "demo"
 listen = "127.0.0.1:{port}"
 compute = "127.0.0.1:{compute_port}"
-auth = "dual"
+auth = "{}"
+proxy_protocol = {}
 resume_timeout = "{}"
 handshake_timeout = "5s"
 idle_pause_after = "{}"
 on_relay_exit = "{}"
 {}"#,
+            options.auth,
+            options.proxy_protocol,
             options.resume_timeout,
             options.idle_pause_after,
             options.on_relay_exit,

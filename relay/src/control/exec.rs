@@ -4,7 +4,6 @@
 //! is polled to notice a compute that went away; without one, the relay probes the address.
 //! Every command has a timeout; output goes to the relay's log.
 
-use std::net::SocketAddr;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,7 +26,7 @@ pub struct ExecDriver {
     /// The instance, for log lines.
     pub instance: String,
     /// Where the compute listens.
-    pub compute: SocketAddr,
+    pub compute: crate::compute_conn::ComputeTarget,
     /// The commands.
     pub spec: ExecSpec,
 }

@@ -9,7 +9,6 @@
 //!
 //! After `start` the relay waits for the compute's greeting itself, as with every driver.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -32,7 +31,7 @@ pub struct HttpDriver {
     /// The instance.
     pub instance: String,
     /// Where the compute listens.
-    pub compute: SocketAddr,
+    pub compute: crate::compute_conn::ComputeTarget,
     /// The control plane.
     pub spec: HttpSpec,
 }

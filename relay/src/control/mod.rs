@@ -559,7 +559,7 @@ impl Instance {
     /// readiness probe it is treated as dead: stopped (so a hung process cannot hold the
     /// port) and the instance marked failed, so the next wake starts a fresh one.
     pub async fn report_unreachable(self: &Arc<Self>, why: &str) {
-        if readiness::probe(self.config.compute).await.is_ok() {
+        if readiness::probe(self.config.compute_target()).await.is_ok() {
             return;
         }
         let (running, tx) = {
@@ -632,18 +632,18 @@ pub fn driver_for(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box<
             instance: cfg.name.clone(),
             command: command.clone(),
             cwd: cwd.clone(),
-            compute: cfg.compute,
+            compute: cfg.compute_target(),
             stop_grace: *stop_grace,
             pid_file: state_dir.join("pids").join(format!("{}.pid", cfg.name)),
         }),
         crate::config::DriverConfig::Exec(exec) => Box::new(exec::ExecDriver {
             instance: cfg.name.clone(),
-            compute: cfg.compute,
+            compute: cfg.compute_target(),
             spec: exec.clone(),
         }),
         crate::config::DriverConfig::Http(http) => Box::new(http::HttpDriver {
             instance: cfg.name.clone(),
-            compute: cfg.compute,
+            compute: cfg.compute_target(),
             spec: http.clone(),
         }),
     }

@@ -8,7 +8,6 @@
 //! names a live process running the configured command that still greets; it is then watched
 //! and stopped by pid.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -36,7 +35,7 @@ pub struct ProcessDriver {
     /// Working directory of the child.
     pub cwd: PathBuf,
     /// Where the compute listens.
-    pub compute: SocketAddr,
+    pub compute: crate::compute_conn::ComputeTarget,
     /// SIGTERM → SIGKILL grace.
     pub stop_grace: Duration,
     /// Where the pid file lives.

@@ -1,12 +1,11 @@
 //! Readiness: a compute is ready when a MySQL greeting arrives on its address. Not a fixed
 //! sleep, and not just an open port: the greeting proves the server accepts connections.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use authplugin::packet::HandshakeV10;
-use tokio::net::TcpStream;
 
+use crate::compute_conn::{self, ComputeTarget, OnBehalfOf};
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
 
 /// How long one probe may take once connected.
@@ -16,11 +15,14 @@ const PROBE_READ_TIMEOUT: Duration = Duration::from_millis(500);
 ///
 /// # Errors
 /// A description of why the compute is not (yet) ready.
-pub async fn probe(addr: SocketAddr) -> Result<HandshakeV10, String> {
-    let stream = tokio::time::timeout(PROBE_READ_TIMEOUT, TcpStream::connect(addr))
-        .await
-        .map_err(|_| "connect timed out".to_owned())?
-        .map_err(|e| e.to_string())?;
+pub async fn probe(target: ComputeTarget) -> Result<HandshakeV10, String> {
+    let stream = tokio::time::timeout(
+        PROBE_READ_TIMEOUT,
+        compute_conn::connect(target, OnBehalfOf::Relay),
+    )
+    .await
+    .map_err(|_| "connect timed out".to_owned())?
+    .map_err(|e| e.to_string())?;
     let mut ps = PacketStream::new(stream, MAX_LOGIN_PACKET_LEN);
     let packet = tokio::time::timeout(PROBE_READ_TIMEOUT, ps.read_packet())
         .await
@@ -57,7 +59,11 @@ mod tests {
                 .unwrap();
             s
         });
-        let err = probe(addr).await.unwrap_err();
+        let target = ComputeTarget {
+            addr,
+            proxy_protocol: false,
+        };
+        let err = probe(target).await.unwrap_err();
         assert!(err.contains("not a MySQL greeting"), "{err}");
         drop(server.await);
     }

@@ -107,6 +107,7 @@ fn instance(script: Vec<Step>) -> (Arc<Instance>, Arc<AtomicUsize>, watch::Sende
         listen: addr,
         compute: addr,
         auth: AuthMode::Dual,
+        proxy_protocol: false,
         resume_timeout: Duration::from_secs(2),
         handshake_timeout: Duration::from_secs(1),
         compute_timeout: Duration::from_secs(1),

@@ -51,11 +51,12 @@ pub async fn greet_and_read_login<S: AsyncRead + AsyncWrite + Unpin>(
     greeting: &HandshakeV10,
     scramble_a: &Scramble,
     timeout: Duration,
+    answers: Answers,
 ) -> Result<ClientLogin, NotALogin> {
     let mut next_sequence_id = 1;
     let result = tokio::time::timeout(
         timeout,
-        exchange(client, greeting, scramble_a, &mut next_sequence_id),
+        exchange(client, greeting, scramble_a, answers, &mut next_sequence_id),
     )
     .await
     .unwrap_or(Err(Classification::HandshakeTimeout));
@@ -65,10 +66,23 @@ pub async fn greet_and_read_login<S: AsyncRead + AsyncWrite + Unpin>(
     })
 }
 
+/// What the login phase needs from the client's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answers {
+    /// Dual mode: an answer to scramble A the compute can check (switching the client once
+    /// to `mysql_native_password` if needed).
+    CheckableAgainstA,
+    /// Switch mode: the answer is discarded (the client will answer the server's own
+    /// scramble after the one switch), so it is taken as it is and never switched here:
+    /// clients accept only one switch per login.
+    Discarded,
+}
+
 async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     client: &mut PacketStream<S>,
     greeting: &HandshakeV10,
     scramble_a: &Scramble,
+    answers: Answers,
     next_seq: &mut u8,
 ) -> Result<ClientLogin, Classification> {
     client
@@ -101,6 +115,15 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     } else {
         b"mysql_native_password"
     };
+    if answers == Answers::Discarded {
+        return Ok(ClientLogin {
+            plugin: AuthPlugin::from_name(named).unwrap_or(AuthPlugin::MysqlNativePassword),
+            answer: Zeroizing::new(Vec::new()),
+            last_sequence_id: packet.last_sequence_id,
+            effective_flag,
+            response,
+        });
+    }
     if let Some(plugin) =
         AuthPlugin::from_name(named).filter(|p| answer_fits(*p, &response.auth_response))
     {

@@ -4,6 +4,7 @@
 
 pub mod login;
 pub mod relayed_auth;
+pub mod switch_auth;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,6 +16,8 @@ use authplugin::{KeyRing, Scramble};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
+use crate::compute_conn::OnBehalfOf;
+use crate::config::AuthMode;
 use crate::control::{ConnectionGuard, Instance, Route};
 use crate::metrics::{Counter, Metrics};
 use crate::outcome::PerceptronError;
@@ -149,12 +152,22 @@ async fn run(
         &scramble_a,
     );
     let t0 = Instant::now();
-    let login = login::greet_and_read_login(client, &greeting, &scramble_a, cfg.handshake_timeout)
-        .await
-        .map_err(|n| {
-            *err_seq = n.next_sequence_id;
-            PerceptronError::NotALogin(n.class)
-        })?;
+    let answers = match cfg.auth {
+        AuthMode::Dual => login::Answers::CheckableAgainstA,
+        AuthMode::Switch => login::Answers::Discarded,
+    };
+    let login = login::greet_and_read_login(
+        client,
+        &greeting,
+        &scramble_a,
+        cfg.handshake_timeout,
+        answers,
+    )
+    .await
+    .map_err(|n| {
+        *err_seq = n.next_sequence_id;
+        PerceptronError::NotALogin(n.class)
+    })?;
     let login_ms = t0.elapsed().as_millis();
     let user = login.response.username.clone();
     let last_seq = login.last_sequence_id;
@@ -166,15 +179,44 @@ async fn run(
         () = rt.shutdown.cancelled() => return Err(PerceptronError::ShuttingDown),
     };
     let t1 = Instant::now();
-    let ctx = RelayedLoginContext {
-        compute: cfg.compute,
-        timeout: cfg.compute_timeout,
-        ring: &rt.ring,
-        scramble_a: &scramble_a,
-        client_addr,
-        profile: &profile,
+    let on_behalf_of = OnBehalfOf::Client {
+        client: client_addr.parse().unwrap_or(cfg.listen),
+        listen: cfg.listen,
     };
-    let result = relayed_auth::relay_login(login, &ctx).await;
+    // Switch mode forwards every packet of the exchange itself, the final OK or ERR
+    // included; dual mode hands the compute's verdict back to be forwarded here (P8).
+    let (result, forwarded) = match cfg.auth {
+        AuthMode::Dual => {
+            let ctx = RelayedLoginContext {
+                compute: cfg.compute_target(),
+                on_behalf_of,
+                timeout: cfg.compute_timeout,
+                ring: &rt.ring,
+                scramble_a: &scramble_a,
+                client_addr,
+                profile: &profile,
+            };
+            let r = relayed_auth::relay_login(login, &ctx)
+                .await
+                .map_err(|(e, p)| (PerceptronError::Compute(e), p));
+            (r, false)
+        }
+        AuthMode::Switch => {
+            let ctx = switch_auth::SwitchContext {
+                compute: cfg.compute_target(),
+                on_behalf_of,
+                compute_timeout: cfg.compute_timeout,
+                client_timeout: cfg.handshake_timeout,
+            };
+            let r = switch_auth::relay_switch_login(login, client, &ctx)
+                .await
+                .map_err(|(e, p)| match e {
+                    switch_auth::SwitchError::Compute(e) => (PerceptronError::Compute(e), p),
+                    switch_auth::SwitchError::ClientGone => (PerceptronError::ClientGone, p),
+                });
+            (r, true)
+        }
+    };
     let learnt = match &result {
         Ok((_, learnt)) => Some(learnt.clone()),
         Err((_, learnt)) => learnt.clone(),
@@ -185,13 +227,15 @@ async fn run(
             *rt.profile.write().unwrap_or_else(PoisonError::into_inner) = learnt;
         }
     }
-    let (verdict, _) = result.map_err(|(e, _)| PerceptronError::Compute(e))?;
+    let (verdict, _) = result.map_err(|(e, _)| e)?;
     let compute_login_ms = t1.elapsed().as_millis();
-    // P8: the compute's OK or ERR, renumbered for the client's side of the conversation.
-    client
-        .write_packet(last_seq.wrapping_add(1), &verdict.reply.payload)
-        .await
-        .map_err(|_| PerceptronError::ClientGone)?;
+    if !forwarded {
+        // P8: the compute's OK or ERR, renumbered for the client's side of the conversation.
+        client
+            .write_packet(last_seq.wrapping_add(1), &verdict.reply.payload)
+            .await
+            .map_err(|_| PerceptronError::ClientGone)?;
+    }
     Ok((
         user,
         verdict,

@@ -1,7 +1,6 @@
 //! P4–P8: connect to the woken compute, read scramble B, log in with the relayed-auth payload
 //! (DESIGN §3), and hand the compute's OK or ERR to the client with the client's sequence id.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use authplugin::packet::HandshakeResponse41;
@@ -14,6 +13,7 @@ use tokio::net::TcpStream;
 use zeroize::Zeroizing;
 
 use super::login::ClientLogin;
+use crate::compute_conn::{self, ComputeTarget, OnBehalfOf};
 use crate::control::readiness;
 use crate::outcome::ComputeError;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream, ReadError};
@@ -39,8 +39,10 @@ impl ComputeVerdict {
 /// Inputs of the relayed login that do not come from the client.
 #[derive(Debug)]
 pub struct RelayedLoginContext<'a> {
-    /// The compute's address.
-    pub compute: SocketAddr,
+    /// The compute.
+    pub compute: ComputeTarget,
+    /// Who the compute connection is for (the PROXY header, when enabled).
+    pub on_behalf_of: OnBehalfOf,
     /// Bound on connecting and on each read from the compute.
     pub timeout: Duration,
     /// The relay's key ring (the newest key signs).
@@ -62,7 +64,7 @@ pub async fn relay_login(
     login: ClientLogin,
     ctx: &RelayedLoginContext<'_>,
 ) -> Result<(ComputeVerdict, ComputeProfile), (ComputeError, Option<ComputeProfile>)> {
-    let stream = connect_with_retry(ctx.compute, ctx.timeout)
+    let stream = connect_with_retry(ctx.compute, ctx.on_behalf_of, ctx.timeout)
         .await
         .map_err(|e| (e, None))?;
     let mut compute = PacketStream::new(stream, MAX_LOGIN_PACKET_LEN);
@@ -175,18 +177,21 @@ fn build_response(
     Ok(Zeroizing::new(p6.to_bytes()))
 }
 
-async fn connect_with_retry(
-    addr: SocketAddr,
+/// Connects to the compute, retrying with backoff while it starts, within `timeout`.
+///
+/// # Errors
+/// [`ComputeError::Connect`] or [`ComputeError::Timeout`].
+pub async fn connect_with_retry(
+    target: ComputeTarget,
+    who: OnBehalfOf,
     timeout: Duration,
 ) -> Result<TcpStream, ComputeError> {
+    let addr = target.addr;
     let deadline = tokio::time::Instant::now() + timeout;
     let mut attempt = 0;
     loop {
-        match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
-            Ok(Ok(s)) => {
-                let _ = s.set_nodelay(true);
-                return Ok(s);
-            }
+        match tokio::time::timeout_at(deadline, compute_conn::connect(target, who)).await {
+            Ok(Ok(s)) => return Ok(s),
             Ok(Err(e)) if tokio::time::Instant::now() + readiness::backoff(attempt) < deadline => {
                 tracing::debug!(%addr, error = %e, attempt, "compute connect failed; retrying");
             }
@@ -198,7 +203,11 @@ async fn connect_with_retry(
     }
 }
 
-async fn read(
+/// Reads one packet from the compute within `timeout`.
+///
+/// # Errors
+/// [`ComputeError`] for a timeout, a lost connection or bad framing.
+pub async fn read(
     compute: &mut PacketStream<TcpStream>,
     timeout: Duration,
 ) -> Result<Packet, ComputeError> {

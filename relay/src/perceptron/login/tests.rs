@@ -48,7 +48,14 @@ where
     let script = tokio::spawn(client(client_side));
     let greeting = ComputeProfile::server_shim_default().greeting(7, &scramble());
     let mut ps = PacketStream::new(relay_side, MAX_LOGIN_PACKET_LEN);
-    let r = greet_and_read_login(&mut ps, &greeting, &scramble(), Duration::from_secs(5)).await;
+    let r = greet_and_read_login(
+        &mut ps,
+        &greeting,
+        &scramble(),
+        Duration::from_secs(5),
+        Answers::CheckableAgainstA,
+    )
+    .await;
     drop(ps);
     let mut client_side = script.await.unwrap();
     let mut written = Vec::new();
