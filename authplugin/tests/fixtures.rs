@@ -310,6 +310,47 @@ fn decodes_login_by_the_flags_both_sides_have() {
     assert_every_prefix_rejected(&bytes, |b| {
         HandshakeResponse41::decode_for_server(b, server_caps)
     });
+    // The client set CLIENT_CONNECT_ATTRS, so one attribute block after the plugin name is
+    // tolerated (see the mysql-connector-python fixture); anything more is refused.
+    let mut longer = bytes.clone();
+    longer.extend_from_slice(&[0, 0]);
+    assert_eq!(
+        HandshakeResponse41::decode_for_server(&longer, server_caps).unwrap_err(),
+        DecodeError::TrailingBytes(1)
+    );
+}
+
+#[test]
+fn tolerates_connect_attrs_the_server_did_not_offer() {
+    // mysql-connector-python sends its attributes even to a server without
+    // CLIENT_CONNECT_ATTRS (captured against a server-shim greeting).
+    let bytes = fixture("mysql_connector_python_handshake_response41_unoffered_attrs.hex");
+    let server_caps = CLIENT_PROTOCOL_41
+        | CLIENT_SECURE_CONNECTION
+        | CLIENT_PLUGIN_AUTH
+        | CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+        | CLIENT_CONNECT_WITH_DB
+        | CLIENT_DEPRECATE_EOF;
+    let r = HandshakeResponse41::decode_for_server(&bytes, server_caps).unwrap();
+    assert_eq!(r.client_flag, 0x003b_a20d);
+    assert_eq!(r.username, b"app");
+    assert_eq!(r.database.as_deref(), Some(&b""[..]));
+    let attrs = r.connect_attrs.clone().unwrap();
+    assert!(attrs.contains(&(b"_client_name".to_vec(), b"mysql-connector-python".to_vec())));
+    let scramble = Scramble::from_bytes(*b"abcdefghijklmnopqrst");
+    assert_eq!(
+        *r.auth_response,
+        native_password::token(b"secret", &scramble)
+    );
+    // Cutting anywhere inside the fields the flags call for, or inside the attribute block,
+    // is still refused; only the cut exactly before the (unoffered) block decodes.
+    let before_attrs = bytes.len() - 1 - 141;
+    for n in (0..bytes.len()).filter(|&n| n != before_attrs) {
+        assert!(
+            HandshakeResponse41::decode_for_server(&bytes[..n], server_caps).is_err(),
+            "prefix {n}"
+        );
+    }
     assert_trailing_rejected(&bytes, |b| {
         HandshakeResponse41::decode_for_server(b, server_caps)
     });

@@ -280,6 +280,11 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
 
     async fn on_init<'a>(&'a mut self, db: &'a str, w: InitWriter<'a, W>) -> io::Result<()> {
         self.take_login();
+        // A login naming an empty database (mysql-connector-python sends CONNECT_WITH_DB
+        // with "") selects none, as in MySQL.
+        if db.is_empty() {
+            return w.ok().await;
+        }
         match self.session.use_database(db) {
             Ok(()) => w.ok().await,
             Err(e) => w.error(e.kind, e.message.as_bytes()).await,

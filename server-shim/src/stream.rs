@@ -56,6 +56,9 @@ struct SharedState {
     authenticated: bool,
     /// The client sent COM_FIELD_LIST; its reply needs fixing (see [`AuthWriter`]).
     field_list_pending: bool,
+    /// The client sent a command opensrv does not implement (it would answer OK without
+    /// doing anything); its reply is replaced by an ERR (see [`AuthWriter`]).
+    unsupported_pending: Option<u8>,
 }
 
 impl ConnShared {
@@ -96,6 +99,30 @@ impl ConnShared {
     fn take_field_list(&self) -> bool {
         std::mem::take(&mut self.state().field_list_pending)
     }
+
+    fn take_unsupported(&self) -> Option<u8> {
+        self.state().unsupported_pending.take()
+    }
+}
+
+/// Commands opensrv-mysql 0.7 implements (query, init db, field list, the COM_STMT_* family,
+/// quit, ping). For any other command its parser fails and it answers OK without doing
+/// anything: a COM_CHANGE_USER would "succeed" and leave the session as the old user, a
+/// COM_RESET_CONNECTION would leave a transaction open in a pooled connection. COM_STMT_RESET
+/// (nothing to reset: long data is sent per execution) is the one harmless case.
+fn opensrv_handles(command: u8) -> bool {
+    matches!(command, 0x01..=0x04 | 0x0e | 0x16..=0x1a)
+}
+
+/// The ERR that replaces opensrv's silent OK to a command it does not implement.
+fn unsupported_command_err(command: u8) -> Vec<u8> {
+    let message = match command {
+        0x11 => "COM_CHANGE_USER is not supported by server-shim; open a new connection as the other user".to_owned(),
+        0x1f => "COM_RESET_CONNECTION is not supported by server-shim; open a new connection".to_owned(),
+        other => format!("Unknown command {other:#04x}"),
+    };
+    // ER_UNKNOWN_COM_ERROR
+    authplugin::packet::ErrPacket::new(1047, b"08S01", &message).to_bytes()
 }
 
 /// Deadlines applied by the adapter.
@@ -139,13 +166,14 @@ struct CommandTracker {
 }
 
 impl CommandTracker {
-    /// Feeds bytes read from the client; returns whether a COM_FIELD_LIST started.
-    fn feed(&mut self, mut bytes: &[u8]) -> bool {
-        let mut field_list = false;
+    /// Feeds bytes read from the client; returns the command bytes of the packets that
+    /// started in them.
+    fn feed(&mut self, mut bytes: &[u8]) -> Vec<u8> {
+        let mut started = Vec::new();
         while !bytes.is_empty() {
             if self.awaiting_command {
                 self.awaiting_command = false;
-                field_list |= bytes.first() == Some(&COM_FIELD_LIST);
+                started.extend(bytes.first());
             }
             if self.remaining > 0 {
                 let n = self.remaining.min(bytes.len());
@@ -166,7 +194,7 @@ impl CommandTracker {
                 self.awaiting_command = len > 0;
             }
         }
-        field_list
+        started
     }
 }
 
@@ -246,8 +274,13 @@ impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
                         this.deadline
                             .as_mut()
                             .reset(Instant::now() + this.timeouts.idle);
-                        if this.commands.feed(new) {
-                            this.shared.state().field_list_pending = true;
+                        for command in this.commands.feed(new) {
+                            let mut state = this.shared.state();
+                            if command == COM_FIELD_LIST {
+                                state.field_list_pending = true;
+                            } else if !opensrv_handles(command) {
+                                state.unsupported_pending = Some(command);
+                            }
                         }
                     }
                 }
@@ -283,6 +316,8 @@ enum WriteMode {
     Discard,
     /// Collect opensrv's reply to COM_FIELD_LIST (one packet) to send a real EOF instead.
     FieldList { packet: Vec<u8> },
+    /// Collect opensrv's OK to an unsupported command to send this ERR instead.
+    Unsupported { packet: Vec<u8>, err: Vec<u8> },
 }
 
 /// The EOF packet payload that ends a COM_FIELD_LIST reply: no warnings, autocommit.
@@ -370,6 +405,13 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for AuthWriter<W> {
             };
         } else if matches!(this.mode, WriteMode::Pass) && this.shared.take_field_list() {
             this.mode = WriteMode::FieldList { packet: Vec::new() };
+        } else if matches!(this.mode, WriteMode::Pass)
+            && let Some(command) = this.shared.take_unsupported()
+        {
+            this.mode = WriteMode::Unsupported {
+                packet: Vec::new(),
+                err: unsupported_command_err(command),
+            };
         }
         match &mut this.mode {
             WriteMode::Pass => match Pin::new(&mut this.inner).poll_write(cx, buf) {
@@ -410,6 +452,19 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for AuthWriter<W> {
                     this.mode = WriteMode::Pass;
                 } else if packet.len() > MAX_HANDSHAKE_PACKET {
                     // Not the reply we expected: pass it on untouched.
+                    this.out.append(packet);
+                    this.mode = WriteMode::Pass;
+                }
+                Poll::Ready(Ok(buf.len()))
+            }
+            WriteMode::Unsupported { packet, err } => {
+                packet.extend_from_slice(buf);
+                if let Ok(Some((p, used))) = parse_packet(packet, MAX_HANDSHAKE_PACKET) {
+                    let rest = packet.get(used..).unwrap_or_default().to_vec();
+                    authplugin::packet::write_packet(&mut this.out, p.sequence_id, err);
+                    this.out.extend_from_slice(&rest);
+                    this.mode = WriteMode::Pass;
+                } else if packet.len() > MAX_HANDSHAKE_PACKET {
                     this.out.append(packet);
                     this.mode = WriteMode::Pass;
                 }
@@ -549,10 +604,23 @@ mod tests {
         let mut bytes = packet(0, b"\x03SELECT 1");
         bytes.extend(packet(0, b"\x04t\0"));
         let (a, b) = bytes.split_at(15);
-        assert!(!t.feed(a));
-        assert!(t.feed(b));
+        assert_eq!(t.feed(a), [0x03]);
+        assert_eq!(t.feed(b), [0x04]);
         // A 0x04 inside a payload is not a command.
-        assert!(!t.feed(&packet(0, b"\x03\x04\x04")));
+        assert_eq!(t.feed(&packet(0, b"\x03\x04\x04")), [0x03]);
+    }
+
+    #[test]
+    fn knows_which_commands_opensrv_implements() {
+        for implemented in [0x01, 0x02, 0x03, 0x04, 0x0e, 0x16, 0x17, 0x18, 0x19, 0x1a] {
+            assert!(opensrv_handles(implemented), "{implemented:#x}");
+        }
+        for missing in [0x00, 0x09, 0x0a, 0x11, 0x12, 0x1f, 0xff] {
+            assert!(!opensrv_handles(missing), "{missing:#x}");
+        }
+        let err = authplugin::packet::ErrPacket::decode(&unsupported_command_err(0x11)).unwrap();
+        assert_eq!((err.error_code, err.sql_state), (1047, Some(*b"08S01")));
+        assert!(String::from_utf8_lossy(&err.error_message).contains("COM_CHANGE_USER"));
     }
 
     #[tokio::test]

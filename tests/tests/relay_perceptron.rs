@@ -244,3 +244,34 @@ fn the_relay_holds_no_credential_in_memory_or_state() {
         "the scan should find the shim's stored hash; found {in_shim:?}"
     );
 }
+
+#[test]
+fn mysql_connector_logs_in_and_change_user_gets_a_clear_error() {
+    // mysql-connector-python sends connect attributes the greeting did not offer and an
+    // empty database name; both must still log in through the perceptron. COM_CHANGE_USER
+    // on a dual-mode session is answered with ERR 1047, never a silent OK.
+    let dir = TempDir::new("relay-connector");
+    let relay = Relay::start(dir.path(), RelayOptions::default());
+    let out = tests::python(
+        relay.port,
+        &format!(
+            "import os, mysql.connector\n\
+             c = mysql.connector.connect(host='127.0.0.1', port=int(os.environ['PORT']), user='{USER}', password='{PASSWORD}', ssl_disabled=True, use_pure=True)\n\
+             cur = c.cursor(); cur.execute('SELECT USER()'); print(cur.fetchone()[0])\n\
+             try:\n    c.cmd_change_user(username='other', password='x')\n    print('changed')\n\
+             except mysql.connector.Error as e:\n    print(e.errno)\n"
+        ),
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        out.stdout,
+        "app@127.0.0.1\n1047\n",
+        "{}\n{}",
+        out.stderr,
+        relay.log()
+    );
+    assert_eq!(
+        relay.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}"),
+        1.0
+    );
+}

@@ -104,7 +104,12 @@ impl HandshakeResponse41 {
         let client_plugin_name = (client_flag & CLIENT_PLUGIN_AUTH != 0)
             .then(|| r.nul_terminated("client_plugin_name").map(<[u8]>::to_vec))
             .transpose()?;
-        let connect_attrs = (client_flag & CLIENT_CONNECT_ATTRS != 0)
+        // Known client quirk, tolerated on purpose: mysql-connector-python writes its
+        // connect attributes whenever it set CLIENT_CONNECT_ATTRS itself, even to a server
+        // that did not offer the flag. One well-formed attribute block is accepted there.
+        let attrs_sent = client_flag & CLIENT_CONNECT_ATTRS != 0
+            || (sent_flag & CLIENT_CONNECT_ATTRS != 0 && r.remaining() > 0);
+        let connect_attrs = attrs_sent
             .then(|| decode_attrs(r.lenenc_bytes("connect_attrs")?))
             .transpose()?;
         let zstd_compression_level = (client_flag & CLIENT_ZSTD_COMPRESSION_ALGORITHM != 0)
