@@ -55,6 +55,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         }
     }
 
+    /// The socket, for its addresses.
+    pub fn get_ref(&self) -> &S {
+        &self.stream
+    }
+
     /// The bytes received but not yet returned as a packet. Classification looks at these to
     /// tell HTTP or TLS from MySQL.
     pub fn buffered(&self) -> &[u8] {

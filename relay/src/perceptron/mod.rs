@@ -65,7 +65,7 @@ pub async fn handle(rt: Arc<InstanceRuntime>, client: TcpStream, client_addr: So
     let _ = client.set_nodelay(true);
     let mut client = PacketStream::new(client, MAX_LOGIN_PACKET_LEN);
     let mut err_seq = 1;
-    let result = run(&rt, &mut client, &addr, &mut err_seq, &mut held).await;
+    let result = run(&rt, &mut client, client_addr, &mut err_seq, &mut held).await;
     match result {
         Ok((user, verdict, timings)) => {
             if verdict.accepted() {
@@ -136,7 +136,7 @@ pub async fn handle(rt: Arc<InstanceRuntime>, client: TcpStream, client_addr: So
 async fn run(
     rt: &Arc<InstanceRuntime>,
     client: &mut PacketStream<TcpStream>,
-    client_addr: &str,
+    peer: SocketAddr,
     err_seq: &mut u8,
     held: &mut Option<ConnectionGuard>,
 ) -> Result<(Vec<u8>, relayed_auth::ComputeVerdict, Timings), PerceptronError> {
@@ -179,9 +179,10 @@ async fn run(
         () = rt.shutdown.cancelled() => return Err(PerceptronError::ShuttingDown),
     };
     let t1 = Instant::now();
+    let client_addr = peer.to_string();
     let on_behalf_of = OnBehalfOf::Client {
-        client: client_addr.parse().unwrap_or(cfg.listen),
-        listen: cfg.listen,
+        client: peer,
+        listen: client.get_ref().local_addr().unwrap_or(cfg.listen),
     };
     // Switch mode forwards every packet of the exchange itself, the final OK or ERR
     // included; dual mode hands the compute's verdict back to be forwarded here (P8).
@@ -193,7 +194,7 @@ async fn run(
                 timeout: cfg.compute_timeout,
                 ring: &rt.ring,
                 scramble_a: &scramble_a,
-                client_addr,
+                client_addr: &client_addr,
                 profile: &profile,
             };
             let r = relayed_auth::relay_login(login, &ctx)
