@@ -20,6 +20,14 @@
 //!   packet that libmariadb does not take as the end of the list, which froze the `mariadb`
 //!   CLI's tab completion after `USE`) into a 5-byte EOF.
 //!
+//! - [`AuthReader`] hands opensrv at most one client packet per read, holding back the
+//!   bytes of the next one: opensrv's `PacketReader::next_async` keeps the rest of a read
+//!   by replacing its buffer while the packet it returns still points into the old one
+//!   (a use-after-free), so a packet followed in the same read by another one can be
+//!   garbled. A client that pipelines COM_STMT_CLOSE (no reply) with its next command then
+//!   got opensrv's OK for an unparsable command on top of the real reply, and every later
+//!   reply was off by one.
+//!
 //! Both halves are generic over `AsyncRead`/`AsyncWrite`, so tests drive them with
 //! `tokio::io::duplex`.
 
@@ -147,12 +155,19 @@ pub struct AuthReader<R> {
     /// Whether the deadline is already the idle one.
     command_phase: bool,
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
-    /// Finds the command byte of each client packet in the command phase.
+    /// Follows client packet boundaries; finds the command byte of each client packet in
+    /// the command phase.
     commands: CommandTracker,
+    /// Bytes read from the client past the end of the packet the last read ended; handed
+    /// out before reading again. See the module docs: opensrv must not get two packets in
+    /// one read.
+    held: Vec<u8>,
 }
 
 /// The MySQL command byte of COM_FIELD_LIST.
 const COM_FIELD_LIST: u8 = 0x04;
+/// A frame this long is continued by the next one (payloads of 16 MiB or more).
+const MAX_FRAME_PAYLOAD: usize = 0xFF_FFFF;
 
 /// Follows client packet boundaries in the command phase to see each command byte, without
 /// buffering payloads.
@@ -163,6 +178,9 @@ struct CommandTracker {
     remaining: usize,
     /// A header arrived and its command byte has not yet.
     awaiting_command: bool,
+    /// The current packet is 0xFFFFFF bytes long, so the next one continues its payload
+    /// and starts with no command byte.
+    continues: bool,
 }
 
 impl CommandTracker {
@@ -191,10 +209,30 @@ impl CommandTracker {
                 let len = usize::from(a) | usize::from(b) << 8 | usize::from(c) << 16;
                 self.header.clear();
                 self.remaining = len;
-                self.awaiting_command = len > 0;
+                self.awaiting_command = len > 0 && !self.continues;
+                self.continues = len == MAX_FRAME_PAYLOAD;
             }
         }
         started
+    }
+
+    /// How many of `bytes` (the next bytes from the client) belong to the packet now
+    /// arriving: all of them, or those up to its end. At least one unless `bytes` is empty.
+    fn packet_end(&self, bytes: &[u8]) -> usize {
+        if self.remaining > 0 {
+            return self.remaining.min(bytes.len());
+        }
+        let need = HEADER_LEN.saturating_sub(self.header.len());
+        let (Some(header_end), Some(payload)) = (bytes.get(..need), bytes.get(need..)) else {
+            return bytes.len();
+        };
+        let mut header = self.header.clone();
+        header.extend_from_slice(header_end);
+        let len = match header[..] {
+            [a, b, c, _seq] => usize::from(a) | usize::from(b) << 8 | usize::from(c) << 16,
+            _ => 0,
+        };
+        need + len.min(payload.len())
     }
 }
 
@@ -215,6 +253,31 @@ impl<R> AuthReader<R> {
             command_phase: false,
             shutdown: Box::pin(shutdown.cancelled_owned()),
             commands: CommandTracker::default(),
+            held: Vec::new(),
+        }
+    }
+
+    /// Takes note of `bytes`, just handed to opensrv.
+    fn client_bytes(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        if self.tee.is_some() {
+            self.tee_bytes(bytes);
+        }
+        let commands = self.commands.feed(bytes);
+        if self.command_phase {
+            self.deadline
+                .as_mut()
+                .reset(Instant::now() + self.timeouts.idle);
+            for command in commands {
+                let mut state = self.shared.state();
+                if command == COM_FIELD_LIST {
+                    state.field_list_pending = true;
+                } else if !opensrv_handles(command) {
+                    state.unsupported_pending = Some(command);
+                }
+            }
         }
     }
 
@@ -261,29 +324,21 @@ impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
             return Poll::Ready(Ok(()));
         }
         let before = buf.filled().len();
+        if !this.held.is_empty() {
+            let n = this.commands.packet_end(&this.held).min(buf.remaining());
+            let bytes: Vec<u8> = this.held.drain(..n).collect();
+            buf.put_slice(&bytes);
+            this.client_bytes(&bytes);
+            return Poll::Ready(Ok(()));
+        }
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                let filled = buf.filled();
-                let new = filled.get(before..).unwrap_or_default();
-                if !new.is_empty() {
-                    if this.tee.is_some() {
-                        let copy = new.to_vec();
-                        this.tee_bytes(&copy);
-                    }
-                    if this.command_phase {
-                        this.deadline
-                            .as_mut()
-                            .reset(Instant::now() + this.timeouts.idle);
-                        for command in this.commands.feed(new) {
-                            let mut state = this.shared.state();
-                            if command == COM_FIELD_LIST {
-                                state.field_list_pending = true;
-                            } else if !opensrv_handles(command) {
-                                state.unsupported_pending = Some(command);
-                            }
-                        }
-                    }
-                }
+                let new = buf.filled().get(before..).unwrap_or_default();
+                let keep = this.commands.packet_end(new);
+                this.held
+                    .extend_from_slice(new.get(keep..).unwrap_or_default());
+                buf.set_filled(before + keep);
+                this.client_bytes(buf.filled().get(before..).unwrap_or_default());
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
@@ -611,6 +666,17 @@ mod tests {
     }
 
     #[test]
+    fn continuation_frames_carry_no_command_byte() {
+        let mut t = CommandTracker::default();
+        let mut big = vec![0xFF, 0xFF, 0xFF, 0, 0x03];
+        big.resize(HEADER_LEN + 0xFF_FFFF, 0x11);
+        assert_eq!(t.feed(&big), [0x03]);
+        // The continuation starts with 0x11 (COM_CHANGE_USER's byte) but is payload.
+        assert_eq!(t.feed(&[2, 0, 0, 1, 0x11, 0x11]), Vec::<u8>::new());
+        assert_eq!(t.feed(&packet(0, b"\x0e")), [0x0e]);
+    }
+
+    #[test]
     fn knows_which_commands_opensrv_implements() {
         for implemented in [0x01, 0x02, 0x03, 0x04, 0x0e, 0x16, 0x17, 0x18, 0x19, 0x1a] {
             assert!(opensrv_handles(implemented), "{implemented:#x}");
@@ -649,6 +715,151 @@ mod tests {
         let mut want = packet(1, &FIELD_LIST_EOF);
         want.extend(packet(1, b"\x00\x00\x00"));
         assert_eq!(out, want);
+    }
+
+    /// COM_STMT_CLOSE (no reply) and the next command, sent by the client in one write (as
+    /// mysql-connector-python does on `cursor.close()` + `cursor()`'s ping), must reach
+    /// opensrv in separate reads: see the module docs.
+    #[tokio::test]
+    async fn hands_out_one_client_packet_per_read() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let shared = Arc::new(ConnShared::default());
+        shared.mark_authenticated();
+        let mut reader = AuthReader::new(server, shared.clone(), T, CancellationToken::new());
+        let close = packet(0, b"\x19\x01\x00\x00\x00");
+        let ping = packet(0, b"\x0e");
+        let field_list = packet(0, b"\x04t\0");
+        let mut bytes = close.clone();
+        bytes.extend(&ping);
+        bytes.extend(&field_list[..2]);
+        client.write_all(&bytes).await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = reader.read(&mut buf).await.unwrap();
+        assert_eq!(buf[..n], close[..]);
+        let n = reader.read(&mut buf).await.unwrap();
+        assert_eq!(buf[..n], ping[..]);
+        let n = reader.read(&mut buf).await.unwrap();
+        assert_eq!(buf[..n], field_list[..2]);
+        // The rest of a packet split across reads, with the start of the next one behind it.
+        client.write_all(&field_list[2..]).await.unwrap();
+        client.write_all(&ping).await.unwrap();
+        let n = reader.read(&mut buf).await.unwrap();
+        assert_eq!(buf[..n], field_list[2..]);
+        assert!(shared.take_field_list());
+        assert_eq!(shared.take_unsupported(), None);
+        let n = reader.read(&mut buf).await.unwrap();
+        assert_eq!(buf[..n], ping[..]);
+    }
+
+    #[tokio::test]
+    async fn hands_out_handshake_alone() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let shared = Arc::new(ConnShared::default());
+        let mut reader = AuthReader::new(server, shared.clone(), T, CancellationToken::new());
+        let handshake = packet(1, b"handshake");
+        let mut bytes = handshake.clone();
+        bytes.extend(packet(0, b"\x0e"));
+        client.write_all(&bytes).await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = reader.read(&mut buf).await.unwrap();
+        assert_eq!(buf[..n], handshake[..]);
+        assert_eq!(shared.first_packet().as_deref(), Some(&b"handshake"[..]));
+    }
+
+    /// The symptom end to end, through opensrv: a COM_STMT_CLOSE pipelined with a COM_PING
+    /// gets no reply, the ping exactly one OK.
+    #[tokio::test]
+    async fn opensrv_answers_pipelined_stmt_close_and_ping_once() {
+        struct Closes(Arc<ConnShared>, Arc<Mutex<Vec<u32>>>);
+        #[async_trait::async_trait]
+        impl<W: AsyncWrite + Send + Unpin> opensrv_mysql::AsyncMysqlShim<W> for Closes {
+            type Error = io::Error;
+            async fn authenticate(&self, _: &str, _: &[u8], _: &[u8], _: &[u8]) -> bool {
+                self.0.mark_authenticated();
+                true
+            }
+            async fn on_prepare<'a>(
+                &'a mut self,
+                _: &'a str,
+                _: opensrv_mysql::StatementMetaWriter<'a, W>,
+            ) -> io::Result<()> {
+                unreachable!()
+            }
+            async fn on_execute<'a>(
+                &'a mut self,
+                _: u32,
+                _: opensrv_mysql::ParamParser<'a>,
+                _: opensrv_mysql::QueryResultWriter<'a, W>,
+            ) -> io::Result<()> {
+                unreachable!()
+            }
+            async fn on_close<'a>(&'a mut self, stmt: u32)
+            where
+                W: 'async_trait,
+            {
+                self.1.lock().unwrap().push(stmt);
+            }
+            async fn on_query<'a>(
+                &'a mut self,
+                _: &'a str,
+                _: opensrv_mysql::QueryResultWriter<'a, W>,
+            ) -> io::Result<()> {
+                unreachable!()
+            }
+        }
+
+        async fn read_packet(r: &mut (impl AsyncRead + Unpin)) -> (u8, Vec<u8>) {
+            let mut header = [0u8; 4];
+            r.read_exact(&mut header).await.unwrap();
+            let len =
+                usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
+            let mut payload = vec![0u8; len];
+            r.read_exact(&mut payload).await.unwrap();
+            (header[3], payload)
+        }
+
+        for _ in 0..20 {
+            let (mut client_w, server_r) = tokio::io::duplex(64 * 1024);
+            let (server_w, mut client_r) = tokio::io::duplex(64 * 1024);
+            let shared = Arc::new(ConnShared::default());
+            let closes = Arc::new(Mutex::new(Vec::new()));
+            let reader = AuthReader::new(server_r, shared.clone(), T, CancellationToken::new());
+            let writer = AuthWriter::new(server_w, shared.clone(), T);
+            let server = tokio::spawn(opensrv_mysql::AsyncMysqlIntermediary::run_on(
+                Closes(shared, closes.clone()),
+                reader,
+                writer,
+            ));
+            let _greeting = read_packet(&mut client_r).await;
+            // HandshakeResponse41: PROTOCOL_41 | SECURE_CONNECTION | PLUGIN_AUTH.
+            let mut response = (0x0000_0200u32 | 0x8000 | 0x8_0000).to_le_bytes().to_vec();
+            response.extend(0x0100_0000u32.to_le_bytes());
+            response.push(45);
+            response.extend([0u8; 23]);
+            response.extend(b"u\0");
+            response.push(20);
+            response.extend([7u8; 20]);
+            response.extend(b"mysql_native_password\0");
+            client_w.write_all(&packet(1, &response)).await.unwrap();
+            let (_, ok) = read_packet(&mut client_r).await;
+            assert_eq!(ok.first(), Some(&0x00));
+            // Heap blocks after opensrv's read buffer, so that freeing it does not merely
+            // return it to the top of the heap (the allocator then writes its free-list
+            // links into the freed bytes, which opensrv 0.7 may still be parsing).
+            let _pinned: Vec<Vec<u8>> = (0..16).map(|i| vec![i; 8192]).collect();
+
+            let mut bytes = packet(0, b"\x19\x01\x00\x00\x00");
+            bytes.extend(packet(0, b"\x0e"));
+            client_w.write_all(&bytes).await.unwrap();
+            let (seq, ok) = read_packet(&mut client_r).await;
+            assert_eq!((seq, ok.first()), (1, Some(&0x00)));
+            client_w.write_all(&packet(0, b"\x01")).await.unwrap();
+            server.await.unwrap().unwrap();
+            let mut rest = Vec::new();
+            client_r.read_to_end(&mut rest).await.unwrap();
+            assert_eq!(rest, b"", "a stray reply after the ping's OK");
+            assert_eq!(*closes.lock().unwrap(), [1]);
+        }
     }
 
     #[tokio::test(start_paused = true)]
