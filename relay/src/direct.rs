@@ -35,8 +35,8 @@ pub async fn handle(
     .await;
     let compute = match connect {
         Ok(Ok(c)) => c,
-        Ok(Err(e)) => return fall_back(rt, client, peer, guard, &e.to_string()).await,
-        Err(_) => return fall_back(rt, client, peer, guard, "connect timed out").await,
+        Ok(Err(e)) => return Box::pin(fall_back(rt, client, peer, guard, &e.to_string())).await,
+        Err(_) => return Box::pin(fall_back(rt, client, peer, guard, "connect timed out")).await,
     };
     let _ = client.set_nodelay(true);
     rt.metrics.inc(Counter::Direct, &name, "forwarded");
@@ -72,5 +72,7 @@ async fn fall_back(
     drop(guard);
     tracing::warn!(instance = %rt.instance.config.name, client = %peer, why, "direct connect failed; using the perceptron route");
     rt.instance.report_unreachable(why).await;
-    perceptron::handle(rt, client, peer).await;
+    // Boxed: the perceptron's future is large, and inlined it would make every direct
+    // connection's task as big as a held one.
+    Box::pin(perceptron::handle(rt, client, peer)).await;
 }

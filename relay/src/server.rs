@@ -80,13 +80,11 @@ pub async fn run(
     let tracker = TaskTracker::new();
     let mut listeners = Vec::new();
     for cfg in &config.instances {
-        let listener = TcpListener::bind(cfg.listen)
-            .await
-            .map_err(|source| StartError::Bind {
-                instance: cfg.name.clone(),
-                addr: cfg.listen,
-                source,
-            })?;
+        let listener = listen(cfg.listen).map_err(|source| StartError::Bind {
+            instance: cfg.name.clone(),
+            addr: cfg.listen,
+            source,
+        })?;
         let learnt = profile::load(&config.relay.state_dir, &cfg.name);
         let instance = Instance::new(
             cfg.clone(),
@@ -167,6 +165,26 @@ pub async fn run(
     }
     tracing::info!("relay stopped");
     Ok(())
+}
+
+/// The accept queue the relay asks for (the kernel caps it at `net.core.somaxconn`). The
+/// standard library's 128 overflows in a connect storm: a thousand clients of a paused
+/// instance arrive within milliseconds, and dropped SYNs cost them a one-second retry.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds a listener with [`LISTEN_BACKLOG`].
+///
+/// # Errors
+/// The bind or listen error.
+pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Reads the admin bearer token, refusing a file others can read.

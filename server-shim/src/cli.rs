@@ -150,6 +150,27 @@ fn init_tracing() {
         .try_init();
 }
 
+/// The accept queue the shim asks for (capped by `net.core.somaxconn`). Right after a wake the
+/// relay opens one connection per waiting client within milliseconds; the standard 128
+/// overflowed with a thousand of them and cost each dropped SYN a one-second retry.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds `addr` (the first address it resolves to) with [`LISTEN_BACKLOG`].
+async fn listen(addr: &str) -> io::Result<TcpListener> {
+    let addr = tokio::net::lookup_host(addr)
+        .await?
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "resolves to no address"))?;
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Creates the data directory (mode 0700) when missing.
 fn ensure_data_dir(dir: &Path) -> io::Result<()> {
     if dir.is_dir() {
@@ -193,7 +214,7 @@ async fn run_async(args: RunArgs, started: Instant) -> Result<(), String> {
     let catalog = Catalog::open(&args.data, Arc::new(GlueRedbEngine))
         .map_err(|e| format!("data directory {}: {e}", args.data.display()))?;
     let databases = catalog.names().len();
-    let listener = TcpListener::bind(&args.listen)
+    let listener = listen(&args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let local = listener

@@ -31,11 +31,19 @@ pub async fn probe(target: ComputeTarget) -> Result<HandshakeV10, String> {
     HandshakeV10::decode(&packet.payload).map_err(|e| format!("not a MySQL greeting: {e}"))
 }
 
-/// The wait before probe attempt `n` (0-based): starts at 2 ms so a fast compute is seen
-/// quickly, doubles, and caps at 50 ms so a slow one costs little CPU.
+/// Probes spaced 1 ms apart for this many attempts: a server-shim greets about 1.5 ms after
+/// it is spawned, and every millisecond of polling lag is a millisecond of cold start.
+const FAST_ATTEMPTS: u32 = 20;
+
+/// The wait before probe attempt `n` (0-based): 1 ms for the first [`FAST_ATTEMPTS`] (a
+/// refused connect on loopback costs microseconds), then doubling from 2 ms and capped at
+/// 50 ms so a slow compute (MariaDB, a container) costs little CPU.
 #[must_use]
 pub fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis((2u64 << attempt.min(5)).min(50))
+    match attempt.checked_sub(FAST_ATTEMPTS) {
+        None => Duration::from_millis(1),
+        Some(n) => Duration::from_millis((2u64 << n.min(5)).min(50)),
+    }
 }
 
 #[cfg(test)]
@@ -44,8 +52,9 @@ mod tests {
 
     #[test]
     fn backoff_grows_then_caps() {
-        let waits: Vec<u64> = (0..8).map(|n| backoff(n).as_millis() as u64).collect();
-        assert_eq!(waits, [2, 4, 8, 16, 32, 50, 50, 50]);
+        let waits: Vec<u64> = (0..28).map(|n| backoff(n).as_millis() as u64).collect();
+        assert_eq!(waits[..20], [1; 20]);
+        assert_eq!(waits[20..], [2, 4, 8, 16, 32, 50, 50, 50]);
     }
 
     #[tokio::test]
