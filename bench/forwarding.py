@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Scenario 2, forwarding: sysbench through each contender, QPS and p95 latency.
+
+Part A, MariaDB (a private mariadbd on a temporary datadir and a free port, run as root):
+  direct        sysbench → mariadbd
+  haproxy       sysbench → HAProxy (mode tcp) → mariadbd
+  relay-direct  sysbench → relay (exec driver with start/stop/status = `true`: the relay adopts
+                the running mariadbd, every connection takes the direct route) → mariadbd
+  Workloads oltp_point_select and oltp_read_only at 4, 16 and 64 threads.
+  The perceptron-held contender against MariaDB needs switch mode (not built yet): PENDING.
+
+Part B, server-shim (its SQL engine cannot run the oltp_* schema, so the workload is
+bench/lib/select1.lua: one `SELECT 1` per event):
+  shim-direct   sysbench → server-shim
+  relay-direct  sysbench → relay, instance running (direct route) → server-shim
+  relay-held    sysbench → relay, instance paused when sysbench connects: every connection is
+                held by the perceptron and relayed (the compute command sleeps 1 s before it
+                starts, so no connection can slip onto the direct route) → server-shim
+  at 4 and 16 threads.
+
+Every cell alternates its contenders run by run (the order rotates), RUNS runs each;
+reported: median QPS, median p95 latency (sysbench's per-event 95th percentile; for
+oltp_read_only one event is a 14-query transaction), min/max spread, and ratios.
+
+Usage: forwarding.py [RUNS] [SECONDS]   (defaults 3 and 8)
+Writes bench/results/forwarding.{txt,json}.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import harness as h  # noqa: E402
+import mysqlproto as m  # noqa: E402
+
+RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+SECS = int(sys.argv[2]) if len(sys.argv) > 2 else 8
+THREADS = [4, 16, 64]
+SHIM_THREADS = [4, 16]
+WORKLOADS = ["oltp_point_select", "oltp_read_only"]
+TABLES, TABLE_SIZE = 4, 10000
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def start_mariadb():
+    d = h.tmpdir("mariadb")
+    port = h.free_port()
+    subprocess.run(["mariadb-install-db", "--no-defaults", "--datadir=" + d + "/data",
+                    "--user=root", "--auth-root-authentication-method=normal",
+                    "--skip-test-db"], check=True, capture_output=True)
+    p = h.start(["mariadbd", "--no-defaults", "--datadir=" + d + "/data", "--user=root",
+                 "--port=%d" % port, "--bind-address=127.0.0.1", "--socket=" + d + "/sock",
+                 "--pid-file=" + d + "/pid", "--max-connections=1000", "--skip-log-bin",
+                 "--innodb-buffer-pool-size=256M", "--skip-name-resolve",
+                 "--log-error=" + d + "/error.log"], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL)
+    m.wait_greeting("127.0.0.1", port, time.perf_counter() + 60, poll=0.05)
+    sql = ("CREATE DATABASE sbtest; CREATE USER 'sbtest'@'127.0.0.1' IDENTIFIED BY 'sbpw';"
+           "GRANT ALL ON sbtest.* TO 'sbtest'@'127.0.0.1';")
+    subprocess.run(["mariadb", "--no-defaults", "-uroot", "--socket=" + d + "/sock", "-e", sql],
+                   check=True)
+    return p, port, d
+
+
+def haproxy(port, backend):
+    d = h.tmpdir("haproxy")
+    cfg = os.path.join(d, "haproxy.cfg")
+    with open(cfg, "w") as f:
+        f.write("global\n    maxconn 4000\ndefaults\n    mode tcp\n    timeout connect 5s\n"
+                "    timeout client 1h\n    timeout server 1h\nfrontend fe\n"
+                "    bind 127.0.0.1:%d\n    default_backend be\nbackend be\n"
+                "    server s1 127.0.0.1:%d\n" % (port, backend))
+    return h.start(["haproxy", "-db", "-f", cfg], stdout=subprocess.DEVNULL,
+                   stderr=open(os.path.join(d, "haproxy.log"), "w"))
+
+
+def sysbench(test, port, threads, user, password, db, extra=()):
+    cmd = ["sysbench", test, "--db-driver=mysql", "--mysql-host=127.0.0.1",
+           "--mysql-port=%d" % port, "--mysql-user=" + user, "--mysql-password=" + password,
+           "--mysql-db=" + db, "--threads=%d" % threads, "--time=%d" % SECS,
+           "--percentile=95", "--report-interval=0"] + list(extra) + ["run"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    qps = re.search(r"queries:\s+\d+\s+\(([\d.]+) per sec", out.stdout)
+    p95 = re.search(r"95th percentile:\s+([\d.]+)", out.stdout)
+    errs = re.search(r"ignored errors:\s+(\d+)", out.stdout)
+    if out.returncode != 0 or not qps:
+        raise RuntimeError("sysbench failed (%s):\n%s\n%s" % (" ".join(cmd), out.stdout[-2000:],
+                                                              out.stderr[-2000:]))
+    return {"qps": float(qps.group(1)), "p95_ms": float(p95.group(1)),
+            "errors": int(errs.group(1)) if errs else 0}
+
+
+def cell_runs(contenders, run_one):
+    """contenders: list of names; run_one(name) -> result dict. Rotating order, RUNS each."""
+    res = {c: [] for c in contenders}
+    for i in range(RUNS):
+        k = i % len(contenders)
+        for c in contenders[k:] + contenders[:k]:
+            res[c].append(run_one(c))
+    return res
+
+
+def summarise(res):
+    return {c: {"qps": h.summary([r["qps"] for r in rs]),
+                "p95_ms": h.summary([r["p95_ms"] for r in rs]),
+                "errors": sum(r["errors"] for r in rs)} for c, rs in res.items()}
+
+
+def part_a(out, data):
+    mdb, mport, mdir = start_mariadb()
+    common = ["--tables=%d" % TABLES, "--table-size=%d" % TABLE_SIZE]
+    prep = subprocess.run(["sysbench", "oltp_read_only", "--db-driver=mysql",
+                           "--mysql-host=127.0.0.1", "--mysql-port=%d" % mport,
+                           "--mysql-user=sbtest", "--mysql-password=sbpw", "--mysql-db=sbtest",
+                           "--threads=4"] + common + ["prepare"], capture_output=True, text=True)
+    if prep.returncode != 0:
+        raise RuntimeError(prep.stdout + prep.stderr)
+    hport = h.free_port()
+    hap = haproxy(hport, mport)
+    relay = h.Relay("fwd-mariadb", compute_port=mport, driver="adopt")
+    relay.wait_state("running")
+    m.wait_greeting("127.0.0.1", hport, time.perf_counter() + 10)
+    ports = {"direct": mport, "haproxy": hport, "relay-direct": relay.port}
+    versions = subprocess.run(["mariadb", "--no-defaults", "-uroot", "--socket=" + mdir + "/sock",
+                               "-Nse", "SELECT VERSION()"], capture_output=True,
+                              text=True).stdout.strip()
+    data["mariadb_version"] = versions
+    out.append("## Part A: MariaDB %s, %d tables x %d rows, %d s per run, %d runs per contender"
+               % (versions, TABLES, TABLE_SIZE, SECS, RUNS))
+    out.append("%-18s %3s  %-13s %11s %9s %9s %7s %9s  %s" % (
+        "workload", "thr", "contender", "QPS median", "QPS min", "QPS max", "p95 ms",
+        "p95 max", "ratios (QPS)"))
+    for wl in WORKLOADS:
+        for t in THREADS:
+            res = cell_runs(list(ports), lambda c: sysbench(
+                wl, ports[c], t, "sbtest", "sbpw", "sbtest", common + ["--skip-trx=off"]))
+            s = summarise(res)
+            data["mariadb"]["%s/%d" % (wl, t)] = {"runs": res, "summary": s}
+            for c in ports:
+                q = s[c]["qps"]
+                ratio = ""
+                if c == "relay-direct":
+                    ratio = "relay/haproxy %.3f  relay/direct %.3f" % (
+                        q["median"] / s["haproxy"]["qps"]["median"],
+                        q["median"] / s["direct"]["qps"]["median"])
+                elif c == "haproxy":
+                    ratio = "haproxy/direct %.3f" % (q["median"] / s["direct"]["qps"]["median"])
+                out.append("%-18s %3d  %-13s %11.0f %9.0f %9.0f %7.2f %9.2f  %s%s" % (
+                    wl, t, c, q["median"], q["min"], q["max"], s[c]["p95_ms"]["median"],
+                    s[c]["p95_ms"]["max"], ratio,
+                    ("  errors %d" % s[c]["errors"]) if s[c]["errors"] else ""))
+            print("\n".join(out[-3:]), flush=True)
+    relay.stop()
+    h.stop(hap)
+    h.stop(mdb, 60)
+
+
+def part_b(out, data):
+    # The relay's compute command sleeps 1 s before exec'ing server-shim, so during a wake
+    # every sysbench connection is held by the perceptron (none can reach the direct route).
+    cport = h.free_port()
+    shim = " ".join(h.Relay.shim_cmd(cport, "{DIR}/data", "{DIR}/perceptron.key"))
+    drv = ('[instance.driver]\nkind = "process"\ncommand = ["sh", "-c", "sleep 1; exec %s"]\n'
+           'stop_grace = "5s"\n' % shim)
+    relay = h.Relay("fwd-shim", compute_port=cport, driver=drv)
+    h.add_user(os.path.join(relay.dir, "data"))
+    user, pw = h.USER.decode(), h.PASSWORD.decode()
+    lua = os.path.join(HERE, "lib", "select1.lua")
+
+    def run_one(t):
+        def f(c):
+            if c == "relay-held":
+                relay.pause()
+                r0 = relay.metric('relay_connections_total{instance="demo",outcome="relayed"}')
+                d0 = relay.metric('relay_direct_connections_total')
+                r = sysbench(lua, relay.port, t, user, pw, "", ["--mysql-db="])
+                r["relayed"] = relay.metric(
+                    'relay_connections_total{instance="demo",outcome="relayed"}') - r0
+                r["direct"] = relay.metric('relay_direct_connections_total') - d0
+                return r
+            if relay.state() != "running":
+                relay.admin("POST", "/v1/instances/demo/resume")
+                relay.wait_state("running")
+            return sysbench(lua, relay.port if c == "relay-direct" else cport, t, user, pw, "",
+                            ["--mysql-db="])
+        return f
+
+    out += ["", "## Part B: server-shim, workload select1.lua (one `SELECT 1` per event), "
+            "%d s per run, %d runs per contender" % (SECS, RUNS)]
+    out.append("%-3s  %-13s %11s %9s %9s %7s %9s  %s" % (
+        "thr", "contender", "QPS median", "QPS min", "QPS max", "p95 ms", "p95 max", "notes"))
+    contenders = ["shim-direct", "relay-direct", "relay-held"]
+    for t in SHIM_THREADS:
+        res = cell_runs(contenders, run_one(t))
+        s = summarise(res)
+        data["shim"]["select1/%d" % t] = {"runs": res, "summary": s}
+        for c in contenders:
+            q = s[c]["qps"]
+            note = ""
+            if c == "relay-held":
+                note = "held/relay-direct %.3f  held/shim-direct %.3f  (routes per run: %s)" % (
+                    q["median"] / s["relay-direct"]["qps"]["median"],
+                    q["median"] / s["shim-direct"]["qps"]["median"],
+                    ["%d relayed/%d direct" % (r["relayed"], r["direct"]) for r in res[c]])
+            elif c == "relay-direct":
+                note = "relay-direct/shim-direct %.3f" % (
+                    q["median"] / s["shim-direct"]["qps"]["median"])
+            out.append("%-3d  %-13s %11.0f %9.0f %9.0f %7.2f %9.2f  %s" % (
+                t, c, q["median"], q["min"], q["max"], s[c]["p95_ms"]["median"],
+                s[c]["p95_ms"]["max"], note))
+        print("\n".join(out[-3:]), flush=True)
+    relay.stop()
+
+
+def main():
+    parts = sys.argv[3].split(",") if len(sys.argv) > 3 else ["a", "b"]
+    out = ["# forwarding (sysbench %s)" % subprocess.run(
+        ["sysbench", "--version"], capture_output=True, text=True).stdout.strip(),
+        "machine: %s" % h.machine(), ""]
+    data = {"runs": RUNS, "seconds": SECS, "mariadb": {}, "shim": {}}
+    if "a" in parts:
+        part_a(out, data)
+    if "b" in parts:
+        part_b(out, data)
+    out += ["", "perceptron-held connection against MariaDB: PENDING (needs switch mode)", ""]
+    h.save("forwarding", "\n".join(out), data)
+
+
+if __name__ == "__main__":
+    main()

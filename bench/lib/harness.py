@@ -1,0 +1,277 @@
+"""Shared benchmark plumbing: free ports, a relay with one instance `demo`, the admin API,
+statistics, RSS, and processes that are always stopped by PID.
+
+Everything binds 127.0.0.1 on ports the kernel hands out; every process started here is
+registered and stopped (SIGTERM, then SIGKILL) by `stop_all()` at exit.
+"""
+
+import atexit
+import http.client
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("PERCEPTRON_BIN", os.path.join(ROOT, "target", "release"))
+RESULTS = os.path.join(ROOT, "bench", "results")
+USER = b"app"
+PASSWORD = b"bench-Pw-0123456789"
+
+_procs = []
+_dirs = []
+
+
+def tmpdir(prefix):
+    """A temporary directory, removed at exit unless BENCH_KEEP=1 (to read the logs)."""
+    d = tempfile.mkdtemp(prefix="perceptron-bench-%s-" % prefix)
+    _dirs.append(d)
+    return d
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def start(cmd, **kw):
+    """Popen, registered for stop_all()."""
+    p = subprocess.Popen(cmd, **kw)
+    _procs.append(p)
+    return p
+
+
+def stop(p, grace=10.0):
+    if p.poll() is None:
+        try:
+            os.kill(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+    if p in _procs:
+        _procs.remove(p)
+
+
+def stop_all():
+    for p in list(reversed(_procs)):
+        stop(p)
+    if os.environ.get("BENCH_KEEP") != "1":
+        for d in _dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+atexit.register(stop_all)
+signal.signal(signal.SIGTERM, lambda *_: (stop_all(), os._exit(143)))
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def pctl(xs, q):
+    """Nearest-rank percentile (q in 0..100)."""
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = max(0, min(len(xs) - 1, int(round(q / 100.0 * len(xs) + 0.5)) - 1))
+    return xs[k]
+
+
+def summary(xs, scale=1.0):
+    """median, p5, p95, p99, min, max, n of xs (times scale)."""
+    ys = [x * scale for x in xs]
+    if not ys:
+        return {"n": 0}
+    return {
+        "n": len(ys), "median": statistics.median(ys), "p5": pctl(ys, 5), "p95": pctl(ys, 95),
+        "p99": pctl(ys, 99), "min": min(ys), "max": max(ys),
+    }
+
+
+def fmt(s, unit="ms", digits=2):
+    if not s.get("n"):
+        return "n=0"
+    f = "%%.%df" % digits
+    return ("median " + f + " %s  p5 " + f + "  p95 " + f + "  p99 " + f + "  min " + f
+            + "  max " + f + "  (n=%d)") % (s["median"], unit, s["p5"], s["p95"], s["p99"],
+                                          s["min"], s["max"], s["n"])
+
+
+def machine():
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = "?"
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal"):
+                mem = "%.1f GiB" % (int(line.split()[1]) / 1048576)
+    return {"nproc": os.cpu_count(), "cpu": cpu, "kernel": platform.release(), "mem": mem,
+            "loadavg": open("/proc/loadavg").read().split()[:3]}
+
+
+def save(name, text, data):
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, name + ".txt"), "w") as f:
+        f.write(text)
+    with open(os.path.join(RESULTS, name + ".json"), "w") as f:
+        json.dump(data, f, indent=1, default=str)
+    print(text)
+
+
+class Relay:
+    """A relay with one instance `demo` in its own temporary directory.
+
+    driver=None: the process driver running server-shim on the compute port (the embedded
+    default). driver="adopt": an exec driver whose start/stop/status are `true`, so the relay
+    adopts whatever already listens on compute_port and every connection takes the direct
+    route.
+    """
+
+    def __init__(self, name, compute_port=None, driver=None, idle_pause_after="1h",
+                 handshake_timeout="10s", nofile=None):
+        self.dir = tmpdir(name)
+        self.port, self.admin_port = free_port(), free_port()
+        self.compute_port = compute_port or free_port()
+        self.key = os.path.join(self.dir, "perceptron.key")
+        self.data = os.path.join(self.dir, "data")
+        subprocess.run([os.path.join(BIN, "relay"), "keygen", "--id", "bench", "--out", self.key],
+                       check=True, capture_output=True)
+        if driver is None:
+            add_user(self.data)
+            drv = ('[instance.driver]\nkind = "process"\ncommand = [%s]\nstop_grace = "5s"\n'
+                   % ", ".join(json.dumps(a) for a in self.shim_cmd(self.compute_port, self.data)))
+        elif driver == "adopt":
+            drv = ('[instance.driver]\nkind = "exec"\nstart = ["true"]\nstop = ["true"]\n'
+                   'status = ["true"]\npoll_interval = "1h"\n')
+        else:
+            drv = driver.replace("{DIR}", self.dir)   # a custom [instance.driver] table
+        self.config = os.path.join(self.dir, "relay.toml")
+        with open(self.config, "w") as f:
+            f.write('[relay]\nstate_dir = "state"\nkey_file = "perceptron.key"\n'
+                    'admin_listen = "127.0.0.1:%d"\n\n[[instance]]\nname = "demo"\n'
+                    'listen = "127.0.0.1:%d"\ncompute = "127.0.0.1:%d"\nauth = "dual"\n'
+                    'resume_timeout = "30s"\nhandshake_timeout = "%s"\nidle_pause_after = "%s"\n%s'
+                    % (self.admin_port, self.port, self.compute_port, handshake_timeout,
+                       idle_pause_after, drv))
+        self.log = os.path.join(self.dir, "relay.log")
+        env = dict(os.environ, RUST_LOG="info", NO_COLOR="1")
+        pre = None
+        if nofile:
+            pre = lambda: __import__("resource").setrlimit(  # noqa: E731
+                __import__("resource").RLIMIT_NOFILE, (nofile, nofile))
+        self.proc = start([os.path.join(BIN, "relay"), "run", "--config", self.config],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=open(self.log, "w"), env=env, preexec_fn=pre)
+        deadline = time.time() + 20
+        while True:
+            try:
+                self.admin("GET", "/v1/instances")
+                break
+            except OSError:
+                if time.time() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("relay did not start:\n" + open(self.log).read())
+                time.sleep(0.01)
+
+    @staticmethod
+    def shim_cmd(port, data, key=None):
+        cmd = [os.path.join(BIN, "server-shim"), "run", "--listen", "127.0.0.1:%d" % port,
+               "--data", data]
+        return cmd + ["--key-file", key] if key else cmd + ["--key-file",
+                                                           os.path.join(os.path.dirname(data),
+                                                                        "perceptron.key")]
+
+    def admin(self, method, path):
+        c = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=60)
+        c.request(method, path)
+        r = c.getresponse()
+        body = r.read().decode()
+        c.close()
+        return r.status, body
+
+    def state(self):
+        _, body = self.admin("GET", "/v1/instances")
+        m = re.search(r'"state":\s*"([a-z]+)"', body)
+        return m.group(1) if m else "?"
+
+    def metric(self, series):
+        _, body = self.admin("GET", "/metrics")
+        total = 0.0
+        for line in body.splitlines():
+            if line.startswith(series):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def pause(self, timeout=30.0):
+        """Pauses and waits until the admin API says paused (retries while connections close)."""
+        deadline = time.time() + timeout
+        while True:
+            status, body = self.admin("POST", "/v1/instances/demo/pause")
+            if self.state() == "paused":
+                return
+            if time.time() > deadline:
+                raise RuntimeError("could not pause: %s %s" % (status, body))
+            time.sleep(0.005)
+
+    def wait_state(self, want, timeout=30.0):
+        deadline = time.time() + timeout
+        while self.state() != want:
+            if time.time() > deadline:
+                raise RuntimeError("instance never became %s (is %s)" % (want, self.state()))
+            time.sleep(0.005)
+
+    def log_lines(self):
+        with open(self.log, errors="replace") as f:
+            return f.read().splitlines()
+
+    def stop(self):
+        stop(self.proc, 30)
+
+
+def add_user(data):
+    subprocess.run([os.path.join(BIN, "server-shim"), "user", "add", USER.decode(), "--admin",
+                    "--password-stdin", "--data", data], input=PASSWORD, check=True,
+                   capture_output=True)
+
+
+def kv(line):
+    """key=value pairs of a tracing log line."""
+    return dict(re.findall(r'(\w+)=("[^"]*"|\S+)', line))
+
+
+def tcpext(name):
+    """A system-wide TcpExt counter from /proc/net/netstat (e.g. ListenOverflows)."""
+    with open("/proc/net/netstat") as f:
+        lines = f.read().splitlines()
+    for a, b in zip(lines[::2], lines[1::2]):
+        if a.startswith("TcpExt:"):
+            return int(dict(zip(a.split()[1:], b.split()[1:])).get(name, 0))
+    return 0
+
+
+def listen_backlog(port):
+    """The accept backlog of the socket listening on 127.0.0.1:port (ss's Send-Q)."""
+    out = subprocess.run(["ss", "-ltnH", "sport = :%d" % port], capture_output=True,
+                         text=True).stdout.split()
+    return int(out[2]) if len(out) > 2 else None
