@@ -238,6 +238,29 @@ on_relay_exit = "{}"
         (status, body.to_owned())
     }
 
+    /// Pauses the instance without forcing, waiting (up to 10 s) for connections that have
+    /// just closed on the client's side to be closed on the relay's too: a pause is refused
+    /// (409) while any is open.
+    ///
+    /// # Panics
+    /// If the pause is still refused after 10 s, with the relay's answer and log.
+    pub fn pause(&self) {
+        let mut last = (0, String::new());
+        let paused = Self::wait_until(Duration::from_secs(10), || {
+            last = self.admin("POST", "/v1/instances/demo/pause");
+            last.0 == 200
+        });
+        assert!(
+            paused,
+            "pause refused: {} {}
+log:
+{}",
+            last.0,
+            last.1,
+            self.log()
+        );
+    }
+
     /// The value of one Prometheus sample line (`name{labels}`), 0 if absent.
     #[must_use]
     pub fn metric(&self, series: &str) -> f64 {

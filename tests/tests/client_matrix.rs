@@ -369,8 +369,7 @@ fn wait_for_state(relay: &Relay, state: &str) {
 fn prepare_route(relay: &Relay, route: Route) {
     match route {
         Route::Perceptron => {
-            let (status, body) = relay.admin("POST", "/v1/instances/demo/pause");
-            assert_eq!(status, 200, "pause: {body}\nlog:\n{}", relay.log());
+            relay.pause();
             wait_for_state(relay, "paused");
         }
         Route::Direct => {

@@ -146,8 +146,7 @@ fn usage_bills_running_time_across_a_relay_restart() {
         let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
         assert_eq!(out.code, Some(0), "{}", out.stderr);
         std::thread::sleep(Duration::from_millis(1_500));
-        let (status, body) = relay.admin("POST", "/v1/instances/demo/pause");
-        assert_eq!(status, 200, "{body}");
+        relay.pause();
         measured += t0.elapsed();
         if round == 0 {
             assert!(
@@ -243,8 +242,7 @@ poll_interval = "500ms"
         .expect("pid");
     let _cleanup = KillOnDrop(Some(pid));
     assert!(pid_alive(pid));
-    let (status, body) = relay.admin("POST", "/v1/instances/demo/pause");
-    assert_eq!(status, 200, "{body}");
+    relay.pause();
     assert!(
         Relay::wait_until(Duration::from_secs(5), || !pid_alive(pid)),
         "stop command ran"
@@ -347,8 +345,7 @@ fn http_driver_asks_an_external_control_plane() {
     *compute_port.lock().expect("lock") = relay.compute_port;
     let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT USER()");
     assert_eq!(out.code, Some(0), "{}\n{}", out.stderr, relay.log());
-    let (status, body) = relay.admin("POST", "/v1/instances/demo/pause");
-    assert_eq!(status, 200, "{body}");
+    relay.pause();
     let seen = calls.lock().expect("lock").clone();
     assert!(
         seen.iter().any(|l| l.starts_with("POST /cp/start")),
