@@ -483,7 +483,43 @@ fn every_client_logs_in_queries_prepares_and_is_refused_on_both_routes() {
         &format!("CREATE DATABASE {DATABASE}"),
     );
     assert_eq!(out.code, Some(0), "{}\nlog:\n{}", out.stderr, relay.log());
+    run_matrix(&relay, "dual mode, server-shim");
+}
 
+#[test]
+fn every_client_works_in_switch_mode_against_a_stock_mariadb() {
+    for client in Client::ALL {
+        client.check_installed();
+    }
+    let dir = TempDir::new("client-matrix-maria");
+    let datadir = tests::mariadb::install(dir.path());
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            command: Some(tests::mariadb::command(&datadir, &[])),
+            auth: "switch",
+            resume_timeout: "30s",
+            ..RelayOptions::default()
+        },
+    );
+    // The same account and database as on the shim, so every expectation is shared.
+    let out = mariadb(
+        relay.port,
+        "root",
+        None,
+        &[],
+        &format!(
+            "CREATE USER {USER}@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('{PASSWORD}');\
+             GRANT ALL ON *.* TO {USER}@'%'; CREATE DATABASE {DATABASE};"
+        ),
+    );
+    assert_eq!(out.code, Some(0), "{}\nlog:\n{}", out.stderr, relay.log());
+    run_matrix(&relay, "switch mode, MariaDB 10.11");
+}
+
+/// Runs every client × mode × route against `relay`'s instance and fails with every failing
+/// cell (and the table) if any.
+fn run_matrix(relay: &Relay, what: &str) {
     let good = Target {
         host: "127.0.0.1".into(),
         port: relay.port,
@@ -518,10 +554,10 @@ fn every_client_logs_in_queries_prepares_and_is_refused_on_both_routes() {
                     });
                     continue;
                 }
-                prepare_route(&relay, route);
-                let before = RouteCounters::read(&relay);
+                prepare_route(relay, route);
+                let before = RouteCounters::read(relay);
                 let report = run_client(client, target, mode);
-                let routed = RouteCounters::read(&relay).since(before);
+                let routed = RouteCounters::read(relay).since(before);
                 let failure = judge(client, route, mode, &report, routed);
                 cells.push(Cell {
                     client,
@@ -535,7 +571,7 @@ fn every_client_logs_in_queries_prepares_and_is_refused_on_both_routes() {
     }
     let table = markdown_table(&cells);
     println!(
-        "\nClient matrix ({} cells in {:.1} s):\n\n{table}",
+        "\nClient matrix, {what} ({} cells in {:.1} s):\n\n{table}",
         cells.len(),
         started.elapsed().as_secs_f64()
     );
