@@ -150,7 +150,7 @@ class Relay:
     """
 
     def __init__(self, name, compute_port=None, driver=None, idle_pause_after="1h",
-                 handshake_timeout="10s", nofile=None):
+                 handshake_timeout="10s", nofile=None, auth="dual"):
         self.dir = tmpdir(name)
         self.port, self.admin_port = free_port(), free_port()
         self.compute_port = compute_port or free_port()
@@ -171,9 +171,9 @@ class Relay:
         with open(self.config, "w") as f:
             f.write('[relay]\nstate_dir = "state"\nkey_file = "perceptron.key"\n'
                     'admin_listen = "127.0.0.1:%d"\n\n[[instance]]\nname = "demo"\n'
-                    'listen = "127.0.0.1:%d"\ncompute = "127.0.0.1:%d"\nauth = "dual"\n'
+                    'listen = "127.0.0.1:%d"\ncompute = "127.0.0.1:%d"\nauth = "%s"\n'
                     'resume_timeout = "30s"\nhandshake_timeout = "%s"\nidle_pause_after = "%s"\n%s'
-                    % (self.admin_port, self.port, self.compute_port, handshake_timeout,
+                    % (self.admin_port, self.port, self.compute_port, auth, handshake_timeout,
                        idle_pause_after, drv))
         self.log = os.path.join(self.dir, "relay.log")
         env = dict(os.environ, RUST_LOG="info", NO_COLOR="1")
