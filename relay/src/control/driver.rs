@@ -30,3 +30,15 @@ pub trait RunningCompute: Send + Sync {
     /// Stops the compute: politely, then by force after the driver's grace period.
     fn stop(&self) -> BoxFuture<'_, ()>;
 }
+
+/// Resolves with the exit description once `exited` holds one (`if_closed` when the watcher is
+/// gone without saying).
+pub async fn exit_reason(
+    mut exited: tokio::sync::watch::Receiver<Option<String>>,
+    if_closed: &str,
+) -> String {
+    match exited.wait_for(Option::is_some).await {
+        Ok(v) => v.clone().unwrap_or_default(),
+        Err(_) => if_closed.to_owned(),
+    }
+}

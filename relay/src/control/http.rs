@@ -160,22 +160,14 @@ impl Driver for HttpDriver {
                 Ok(Err(e)) => return Err(WakeError::Driver(e)),
                 Ok(Ok(())) => {}
             }
-            let mut attempt = 0;
-            loop {
-                if let Ok(Ok(_)) =
-                    tokio::time::timeout_at(deadline, readiness::probe(self.compute)).await
-                {
-                    return Ok(self.running());
-                }
-                if tokio::time::Instant::now() + readiness::backoff(attempt) >= deadline {
-                    if let Err(e) = self.post("stop").await {
-                        tracing::warn!(instance = %self.instance, error = %e, "stop after a failed start failed");
-                    }
-                    return Err(WakeError::Timeout(timeout));
-                }
-                tokio::time::sleep(readiness::backoff(attempt)).await;
-                attempt += 1;
+            if readiness::wait_ready(self.compute, deadline).await {
+                return Ok(self.running());
             }
+            // Not ready in time: stop whatever the start began.
+            if let Err(e) = self.post("stop").await {
+                tracing::warn!(instance = %self.instance, error = %e, "stop after a failed start failed");
+            }
+            Err(WakeError::Timeout(timeout))
         })
     }
 
@@ -189,13 +181,7 @@ impl Driver for HttpDriver {
 
 impl RunningCompute for HttpCompute {
     fn wait_exit(&self) -> BoxFuture<'_, String> {
-        Box::pin(async move {
-            let mut rx = self.exited.clone();
-            match rx.wait_for(Option::is_some).await {
-                Ok(v) => v.clone().unwrap_or_default(),
-                Err(_) => "stopped".into(),
-            }
-        })
+        Box::pin(super::driver::exit_reason(self.exited.clone(), "stopped"))
     }
 
     fn stop(&self) -> BoxFuture<'_, ()> {

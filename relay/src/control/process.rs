@@ -192,13 +192,7 @@ impl ProcessCompute {
 
 impl RunningCompute for ProcessCompute {
     fn wait_exit(&self) -> BoxFuture<'_, String> {
-        Box::pin(async move {
-            let mut rx = self.exited.clone();
-            match rx.wait_for(Option::is_some).await {
-                Ok(v) => v.clone().unwrap_or_default(),
-                Err(_) => "unknown".into(),
-            }
-        })
+        Box::pin(super::driver::exit_reason(self.exited.clone(), "unknown"))
     }
 
     fn stop(&self) -> BoxFuture<'_, ()> {

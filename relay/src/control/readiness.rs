@@ -46,6 +46,21 @@ pub fn backoff(attempt: u32) -> Duration {
     }
 }
 
+/// Probes until the compute greets or `deadline` passes; `true` once it greeted.
+pub async fn wait_ready(target: ComputeTarget, deadline: tokio::time::Instant) -> bool {
+    let mut attempt = 0;
+    loop {
+        if let Ok(Ok(_)) = tokio::time::timeout_at(deadline, probe(target)).await {
+            return true;
+        }
+        if tokio::time::Instant::now() + backoff(attempt) >= deadline {
+            return false;
+        }
+        tokio::time::sleep(backoff(attempt)).await;
+        attempt += 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
