@@ -3,10 +3,14 @@
 //! buffered) once the login is done.
 
 use std::io;
+use std::time::Duration;
 
 use authplugin::packet::{FrameError, Packet, parse_packet, write_packet};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use zeroize::Zeroize as _;
+
+/// Default bound on writing one packet.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Largest connection-phase packet the relay accepts. Logins are a few hundred bytes; the
 /// limit only has to leave room for generous connect attributes.
@@ -43,6 +47,8 @@ pub struct PacketStream<S> {
     stream: S,
     buf: Vec<u8>,
     max_payload: usize,
+    /// Bound on each write: a peer that stops reading cannot hold the task.
+    write_timeout: Duration,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
@@ -52,7 +58,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             stream,
             buf: Vec::with_capacity(512),
             max_payload,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
         }
+    }
+
+    /// Sets the bound on each write (default [`DEFAULT_WRITE_TIMEOUT`]).
+    #[must_use]
+    pub fn with_write_timeout(mut self, timeout: Duration) -> Self {
+        self.write_timeout = timeout;
+        self
     }
 
     /// The socket, for its addresses.
@@ -96,14 +110,24 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     /// Writes one packet and flushes it.
     ///
     /// # Errors
-    /// The socket's error.
+    /// The socket's error, or `TimedOut` when the peer does not take the bytes in time.
     pub async fn write_packet(&mut self, sequence_id: u8, payload: &[u8]) -> io::Result<()> {
         let mut out = Vec::with_capacity(payload.len() + 4);
         write_packet(&mut out, sequence_id, payload);
-        let result = self.stream.write_all(&out).await;
+        let write = async {
+            self.stream.write_all(&out).await?;
+            self.stream.flush().await
+        };
+        let result = tokio::time::timeout(self.write_timeout, write)
+            .await
+            .unwrap_or_else(|_| {
+                Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "peer stopped reading",
+                ))
+            });
         out.zeroize();
-        result?;
-        self.stream.flush().await
+        result
     }
 
     /// Gives the socket back with the bytes read past the last packet, which belong to the

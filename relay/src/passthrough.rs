@@ -16,7 +16,7 @@ use std::task::{Context, Poll, ready};
 use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 
-/// Size of a copy buffer while data flows.
+/// Capacity of a copy buffer while data flows.
 const BUFFER_LEN: usize = 16 * 1024;
 
 /// Bytes copied, and how the session ended.
@@ -35,7 +35,7 @@ pub struct PumpReport {
 #[derive(Debug, Default)]
 struct Half {
     /// Bytes read and not yet written; `None` while idle.
-    buf: Option<Box<[u8]>>,
+    buf: Option<Vec<u8>>,
     start: usize,
     end: usize,
     /// The reader reached end-of-stream.
@@ -57,7 +57,7 @@ impl Half {
     fn with(early: Vec<u8>) -> Self {
         let end = early.len();
         Self {
-            buf: (end > 0).then(|| early.into_boxed_slice()),
+            buf: (end > 0).then_some(early),
             end,
             ..Self::default()
         }
@@ -103,10 +103,13 @@ impl Half {
                 return Poll::Ready(Ok(()));
             }
             ready!(from.poll_read_ready(cx)).map_err(|_| from_side)?;
+            // Capacity only: `try_read_buf` fills spare capacity, so nothing is zeroed and only
+            // the pages actually written become resident.
             let buf = self
                 .buf
-                .get_or_insert_with(|| vec![0u8; BUFFER_LEN].into_boxed_slice());
-            match from.try_read(buf) {
+                .get_or_insert_with(|| Vec::with_capacity(BUFFER_LEN));
+            buf.clear();
+            match from.try_read_buf(buf) {
                 Ok(0) => {
                     self.eof = true;
                     self.buf = None;

@@ -63,7 +63,8 @@ pub async fn handle(rt: Arc<InstanceRuntime>, client: TcpStream, client_addr: So
     let addr = client_addr.to_string();
     let started = Instant::now();
     let _ = client.set_nodelay(true);
-    let mut client = PacketStream::new(client, MAX_LOGIN_PACKET_LEN);
+    let mut client = PacketStream::new(client, MAX_LOGIN_PACKET_LEN)
+        .with_write_timeout(rt.instance.config.handshake_timeout);
     let mut err_seq = 1;
     let result = run(&rt, &mut client, client_addr, &mut err_seq, &mut held).await;
     match result {

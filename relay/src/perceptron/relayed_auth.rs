@@ -67,7 +67,8 @@ pub async fn relay_login(
     let stream = connect_with_retry(ctx.compute, ctx.on_behalf_of, ctx.timeout)
         .await
         .map_err(|e| (e, None))?;
-    let mut compute = PacketStream::new(stream, MAX_LOGIN_PACKET_LEN);
+    let mut compute =
+        PacketStream::new(stream, MAX_LOGIN_PACKET_LEN).with_write_timeout(ctx.timeout);
     let greeting = read(&mut compute, ctx.timeout)
         .await
         .map_err(|e| (e, None))?;

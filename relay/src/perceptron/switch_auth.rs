@@ -69,7 +69,8 @@ pub async fn relay_switch_login(
     let stream = connect_with_retry(ctx.compute, ctx.on_behalf_of, ctx.compute_timeout)
         .await
         .map_err(|e| (SwitchError::Compute(e), None))?;
-    let mut server = PacketStream::new(stream, MAX_LOGIN_PACKET_LEN);
+    let mut server =
+        PacketStream::new(stream, MAX_LOGIN_PACKET_LEN).with_write_timeout(ctx.compute_timeout);
     let greeting = read(&mut server, ctx.compute_timeout)
         .await
         .map_err(|e| (SwitchError::Compute(e), None))?;
