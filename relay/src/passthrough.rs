@@ -18,6 +18,31 @@ use tokio::net::TcpStream;
 
 /// Capacity of a copy buffer while data flows.
 const BUFFER_LEN: usize = 16 * 1024;
+/// Drained buffers kept per worker thread for the next message, so a busy connection does not
+/// allocate one per message; bounded, so idle connections still cost no buffer memory.
+const POOL_MAX: usize = 64;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn take_buffer() -> Vec<u8> {
+    POOL.with(|p| p.borrow_mut().pop())
+        .unwrap_or_else(|| Vec::with_capacity(BUFFER_LEN))
+}
+
+fn give_back(mut buf: Vec<u8>) {
+    if buf.capacity() != BUFFER_LEN {
+        return;
+    }
+    buf.clear();
+    POOL.with(|p| {
+        let mut pool = p.borrow_mut();
+        if pool.len() < POOL_MAX {
+            pool.push(buf);
+        }
+    });
+}
 
 /// Bytes copied, and how the session ended.
 #[derive(Debug, Clone, Copy, Default)]
@@ -90,7 +115,9 @@ impl Half {
                     self.copied += n as u64;
                 }
                 // Drained: give the memory back while the connection is quiet.
-                self.buf = None;
+                if let Some(buf) = self.buf.take() {
+                    give_back(buf);
+                }
                 self.start = 0;
                 self.end = 0;
             }
@@ -105,21 +132,25 @@ impl Half {
             ready!(from.poll_read_ready(cx)).map_err(|_| from_side)?;
             // Capacity only: `try_read_buf` fills spare capacity, so nothing is zeroed and only
             // the pages actually written become resident.
-            let buf = self
-                .buf
-                .get_or_insert_with(|| Vec::with_capacity(BUFFER_LEN));
+            let buf = self.buf.get_or_insert_with(take_buffer);
             buf.clear();
             match from.try_read_buf(buf) {
                 Ok(0) => {
                     self.eof = true;
-                    self.buf = None;
+                    if let Some(buf) = self.buf.take() {
+                        give_back(buf);
+                    }
                 }
                 Ok(n) => {
                     self.start = 0;
                     self.end = n;
                 }
                 // Spurious readiness: try_read cleared it; wait again without holding memory.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.buf = None,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if let Some(buf) = self.buf.take() {
+                        give_back(buf);
+                    }
+                }
                 Err(_) => return Poll::Ready(Err(from_side)),
             }
         }
