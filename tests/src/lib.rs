@@ -55,10 +55,29 @@ pub fn bin_path(name: &str) -> PathBuf {
 /// If no port can be bound.
 #[must_use]
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("cannot bind 127.0.0.1:0: {e}"))
+    // The kernel may hand out a port again as soon as it is released, and tests in one
+    // process run in parallel: a port given to one test (or twice to the same test, for its
+    // relay and its compute) is never given out again by this process. Listeners that came
+    // back with a taken port stay bound until a new one is found, so the kernel moves on.
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut held = Vec::new();
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .unwrap_or_else(|e| panic!("cannot bind 127.0.0.1:0: {e}"));
+        let port = listener
+            .local_addr()
+            .map(|a| a.port())
+            .unwrap_or_else(|e| panic!("local_addr: {e}"));
+        let fresh = HANDED_OUT
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(port);
+        if fresh {
+            return port;
+        }
+        held.push(listener);
+    }
 }
 
 /// A directory removed on drop.
