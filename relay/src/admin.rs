@@ -334,21 +334,10 @@ pub async fn serve(
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            () = shutdown.cancelled() => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                tracker.spawn(handle(stream, peer, Arc::clone(&state)));
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "admin accept failed; backing off");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
+    crate::server::accept_until(listener, shutdown, "admin", |stream, peer| {
+        tracker.spawn(handle(stream, peer, Arc::clone(&state)));
+    })
+    .await;
 }
 
 async fn handle(mut stream: TcpStream, peer: SocketAddr, state: Arc<AdminState>) {

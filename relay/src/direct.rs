@@ -41,18 +41,7 @@ pub async fn handle(
     let _ = client.set_nodelay(true);
     rt.metrics.inc(Counter::Direct, &name, "forwarded");
     let bytes = crate::passthrough::pump(client, Vec::new(), compute, Vec::new()).await;
-    rt.metrics.add(
-        Counter::Bytes,
-        &name,
-        "client_to_compute",
-        bytes.client_to_compute,
-    );
-    rt.metrics.add(
-        Counter::Bytes,
-        &name,
-        "compute_to_client",
-        bytes.compute_to_client,
-    );
+    rt.metrics.add_pumped(&name, &bytes);
     drop(guard);
     tracing::debug!(
         instance = %name, client = %peer, up = bytes.client_to_compute, down = bytes.compute_to_client,

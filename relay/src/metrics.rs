@@ -71,6 +71,22 @@ impl Metrics {
         }
     }
 
+    /// Counts the bytes a byte pump copied for `instance`.
+    pub fn add_pumped(&self, instance: &str, report: &crate::passthrough::PumpReport) {
+        self.add(
+            Counter::Bytes,
+            instance,
+            "client_to_compute",
+            report.client_to_compute,
+        );
+        self.add(
+            Counter::Bytes,
+            instance,
+            "compute_to_client",
+            report.compute_to_client,
+        );
+    }
+
     /// Adds one to a counter.
     pub fn inc(&self, counter: Counter, instance: &str, value: &'static str) {
         self.add(counter, instance, value, 1);

@@ -211,11 +211,13 @@ fn read_token(path: &std::path::Path) -> Result<zeroize::Zeroizing<String>, Stri
     Ok(zeroize::Zeroizing::new(token.to_owned()))
 }
 
-async fn accept_loop(
+/// Accepts on `listener` until `shutdown` fires, handing each connection to `on_accept`.
+/// Accept errors (EMFILE and friends) back off instead of spinning; the listener stays open.
+pub async fn accept_until(
     listener: TcpListener,
-    rt: Arc<InstanceRuntime>,
     shutdown: CancellationToken,
-    tracker: TaskTracker,
+    what: &str,
+    mut on_accept: impl FnMut(tokio::net::TcpStream, std::net::SocketAddr),
 ) {
     loop {
         let accepted = tokio::select! {
@@ -223,18 +225,30 @@ async fn accept_loop(
             () = shutdown.cancelled() => return,
         };
         match accepted {
-            Ok((stream, peer)) => {
-                let rt = Arc::clone(&rt);
-                match rt.instance.route_new_connection() {
-                    Some(guard) => tracker.spawn(crate::direct::handle(rt, stream, peer, guard)),
-                    None => tracker.spawn(perceptron::handle(rt, stream, peer)),
-                };
-            }
+            Ok((stream, peer)) => on_accept(stream, peer),
             Err(e) => {
-                // EMFILE and friends: back off instead of spinning; the listener stays open.
-                tracing::warn!(instance = %rt.instance.config.name, error = %e, "accept failed; backing off");
+                tracing::warn!(listener = what, error = %e, "accept failed; backing off");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
     }
+}
+
+/// Routes each accepted connection: the direct route while the instance runs, else the
+/// perceptron.
+async fn accept_loop(
+    listener: TcpListener,
+    rt: Arc<InstanceRuntime>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+) {
+    let name = rt.instance.config.name.clone();
+    accept_until(listener, shutdown, &name, |stream, peer| {
+        let rt = Arc::clone(&rt);
+        match rt.instance.route_new_connection() {
+            Some(guard) => tracker.spawn(crate::direct::handle(rt, stream, peer, guard)),
+            None => tracker.spawn(perceptron::handle(rt, stream, peer)),
+        };
+    })
+    .await;
 }

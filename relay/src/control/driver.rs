@@ -42,3 +42,44 @@ pub async fn exit_reason(
         Err(_) => if_closed.to_owned(),
     }
 }
+
+/// Watches a compute the relay did not start as a child: every `interval`, asks
+/// `is_running`; after `failures_to_exit` "no" answers in a row, reports `reason` on the
+/// returned channel. Setting the returned flag (a deliberate stop) ends the watch quietly.
+pub fn watch_running<F, Fut>(
+    interval: std::time::Duration,
+    failures_to_exit: u32,
+    reason: &'static str,
+    is_running: F,
+) -> (
+    tokio::sync::watch::Receiver<Option<String>>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+)
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: Future<Output = bool> + Send,
+{
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    let stopping = std::sync::Arc::new(AtomicBool::new(false));
+    let stop_flag = std::sync::Arc::clone(&stopping);
+    tokio::spawn(async move {
+        let mut failures = 0;
+        loop {
+            tokio::time::sleep(interval).await;
+            if stop_flag.load(Ordering::Acquire) {
+                return;
+            }
+            if is_running().await {
+                failures = 0;
+                continue;
+            }
+            failures += 1;
+            if failures >= failures_to_exit {
+                let _ = tx.send(Some(reason.to_owned()));
+                return;
+            }
+        }
+    });
+    (rx, stopping)
+}

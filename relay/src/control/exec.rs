@@ -13,7 +13,7 @@ use tokio::process::Command;
 use tokio::sync::watch;
 
 use super::WakeError;
-use super::driver::{BoxFuture, Driver, RunningCompute};
+use super::driver::{BoxFuture, Driver, RunningCompute, watch_running};
 use super::readiness;
 use crate::config::ExecSpec;
 
@@ -82,31 +82,25 @@ impl ExecDriver {
     }
 
     fn running(&self) -> Box<dyn RunningCompute> {
-        let (tx, rx) = watch::channel(None);
-        let stopping = Arc::new(AtomicBool::new(false));
+        // A status command is authoritative; without one, a few failed probes in a row.
+        let failures_to_exit = if self.spec.status.is_some() {
+            1
+        } else {
+            PROBE_FAILURES_TO_EXIT
+        };
         let watcher = self.clone();
-        let stop_flag = Arc::clone(&stopping);
-        tokio::spawn(async move {
-            let mut failures = 0;
-            loop {
-                tokio::time::sleep(watcher.spec.poll_interval).await;
-                if stop_flag.load(Ordering::Acquire) {
-                    return;
-                }
-                if watcher.is_running().await {
-                    failures = 0;
-                    continue;
-                }
-                failures += 1;
-                if watcher.spec.status.is_some() || failures >= PROBE_FAILURES_TO_EXIT {
-                    let _ = tx.send(Some("the compute is no longer running".into()));
-                    return;
-                }
-            }
-        });
+        let (exited, stopping) = watch_running(
+            self.spec.poll_interval,
+            failures_to_exit,
+            "the compute is no longer running",
+            move || {
+                let watcher = watcher.clone();
+                async move { watcher.is_running().await }
+            },
+        );
         Box::new(ExecCompute {
             driver: self.clone(),
-            exited: rx,
+            exited,
             stopping,
         })
     }

@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::WakeError;
-use super::driver::{BoxFuture, Driver, RunningCompute};
+use super::driver::{BoxFuture, Driver, RunningCompute, watch_running};
 use super::readiness;
 use crate::config::HttpSpec;
 
@@ -124,25 +124,19 @@ impl HttpDriver {
     }
 
     fn running(&self) -> Box<dyn RunningCompute> {
-        let (tx, rx) = watch::channel(None);
-        let stopping = Arc::new(AtomicBool::new(false));
         let watcher = self.clone();
-        let stop_flag = Arc::clone(&stopping);
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(watcher.spec.poll_interval).await;
-                if stop_flag.load(Ordering::Acquire) {
-                    return;
-                }
-                if !watcher.is_running().await {
-                    let _ = tx.send(Some("the control plane reports it is not running".into()));
-                    return;
-                }
-            }
-        });
+        let (exited, stopping) = watch_running(
+            self.spec.poll_interval,
+            1,
+            "the control plane reports it is not running",
+            move || {
+                let watcher = watcher.clone();
+                async move { watcher.is_running().await }
+            },
+        );
         Box::new(HttpCompute {
             driver: self.clone(),
-            exited: rx,
+            exited,
             stopping,
         })
     }

@@ -87,18 +87,7 @@ pub async fn handle(rt: Arc<InstanceRuntime>, client: TcpStream, client_addr: So
                     compute_rest,
                 )
                 .await;
-                rt.metrics.add(
-                    Counter::Bytes,
-                    &name,
-                    "client_to_compute",
-                    bytes.client_to_compute,
-                );
-                rt.metrics.add(
-                    Counter::Bytes,
-                    &name,
-                    "compute_to_client",
-                    bytes.compute_to_client,
-                );
+                rt.metrics.add_pumped(&name, &bytes);
                 tracing::info!(
                     instance = %name, client = %addr, up = bytes.client_to_compute,
                     down = bytes.compute_to_client, ended_by = bytes.ended_by,
