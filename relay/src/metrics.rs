@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-/// A set of counters keyed by (metric name, instance, label value).
+/// A set of counters keyed by (counter, instance, label value).
 #[derive(Debug, Default)]
 pub struct Metrics {
-    counters: Mutex<BTreeMap<(&'static str, String, &'static str), u64>>,
+    counters: Mutex<BTreeMap<(Counter, String, &'static str), u64>>,
     /// Per instance: counts per bucket of [`RESUME_BUCKETS_S`], then the sum in seconds.
     resume: Mutex<BTreeMap<String, Histogram>>,
     phases: Mutex<BTreeMap<String, &'static str>>,
@@ -26,7 +26,7 @@ type Histogram = ([u64; RESUME_BUCKETS_S.len()], u64, f64);
 const PHASES: [&str; 5] = ["paused", "resuming", "running", "pausing", "failed"];
 
 /// Counters the relay keeps.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Counter {
     /// `relay_connections_total{instance, outcome}`: connections on the perceptron route by
     /// how they ended (`relayed`, `denied`, or the failure's label).
@@ -66,8 +66,7 @@ impl Metrics {
     /// Adds `n` to a counter.
     pub fn add(&self, counter: Counter, instance: &str, value: &'static str, n: u64) {
         if let Ok(mut m) = self.counters.lock() {
-            *m.entry((counter.name(), instance.to_owned(), value))
-                .or_default() += n;
+            *m.entry((counter, instance.to_owned(), value)).or_default() += n;
         }
     }
 
@@ -98,10 +97,7 @@ impl Metrics {
         self.counters
             .lock()
             .ok()
-            .and_then(|m| {
-                m.get(&(counter.name(), instance.to_owned(), value))
-                    .copied()
-            })
+            .and_then(|m| m.get(&(counter, instance.to_owned(), value)).copied())
             .unwrap_or(0)
     }
 
@@ -131,23 +127,15 @@ impl Metrics {
     #[must_use]
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let mut last = "";
+        let mut last = None;
         if let Ok(m) = self.counters.lock() {
-            for ((name, instance, value), n) in m.iter() {
-                if *name != last {
+            for ((counter, instance, value), n) in m.iter() {
+                let name = counter.name();
+                if last != Some(*counter) {
                     out.push_str(&format!("# TYPE {name} counter\n"));
-                    last = name;
+                    last = Some(*counter);
                 }
-                let label = [
-                    Counter::Connections,
-                    Counter::Classifications,
-                    Counter::Wakes,
-                    Counter::Bytes,
-                    Counter::Direct,
-                ]
-                .into_iter()
-                .find(|c| c.name() == *name)
-                .map_or("value", Counter::label);
+                let label = counter.label();
                 out.push_str(&format!(
                     "{name}{{instance=\"{instance}\",{label}=\"{value}\"}} {n}\n"
                 ));
