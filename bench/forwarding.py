@@ -6,8 +6,15 @@ Part A, MariaDB (a private mariadbd on a temporary datadir and a free port, run 
   haproxy       sysbench → HAProxy (mode tcp) → mariadbd
   relay-direct  sysbench → relay (exec driver with start/stop/status = `true`: the relay adopts
                 the running mariadbd, every connection takes the direct route) → mariadbd
+  relay-held    sysbench → relay in auth-switch mode, instance paused when sysbench connects:
+                every connection is held by the perceptron, switched once to the server's
+                scramble and relayed (an exec driver adopts the same running mariadbd; its
+                start command takes 1 s, so no connection can slip onto the direct route)
+                → mariadbd
+  relay-b       only when BENCH_RELAY_B names another relay binary: its direct route, to
+                compare two builds in one run (BENCH_RELAY_B_ENV="K=V ..." adds environment,
+                e.g. TOKIO_WORKER_THREADS=1)
   Workloads oltp_point_select and oltp_read_only at 4, 16 and 64 threads.
-  The perceptron-held contender against MariaDB needs switch mode (not built yet): PENDING.
 
 Part B, server-shim (its SQL engine cannot run the oltp_* schema, so the workload is
 bench/lib/select1.lua: one `SELECT 1` per event):
@@ -20,7 +27,9 @@ bench/lib/select1.lua: one `SELECT 1` per event):
 
 Every cell alternates its contenders run by run (the order rotates), RUNS runs each;
 reported: median QPS, median p95 latency (sysbench's per-event 95th percentile; for
-oltp_read_only one event is a 14-query transaction), min/max spread, and ratios.
+oltp_read_only one event is a 14-query transaction), min/max spread, ratios, and for the
+proxies their CPU time (user + system, all threads, from /proc) per query: on a machine whose
+cores the load generator and the database share with the proxy, that cost is steadier than QPS.
 
 Usage: forwarding.py [RUNS] [SECONDS]   (defaults 3 and 8)
 Writes bench/results/forwarding.{txt,json}.
@@ -77,20 +86,23 @@ def haproxy(port, backend):
                    stderr=open(os.path.join(d, "haproxy.log"), "w"))
 
 
-def sysbench(test, port, threads, user, password, db, extra=()):
+def sysbench(test, port, threads, user, password, db, extra=(), proxy_pid=None):
     cmd = ["sysbench", test, "--db-driver=mysql", "--mysql-host=127.0.0.1",
            "--mysql-port=%d" % port, "--mysql-user=" + user, "--mysql-password=" + password,
            "--mysql-db=" + db, "--threads=%d" % threads, "--time=%d" % SECS,
            "--percentile=95", "--report-interval=0"] + list(extra) + ["run"]
+    cpu0 = h.cpu_seconds(proxy_pid) if proxy_pid else 0.0
     out = subprocess.run(cmd, capture_output=True, text=True)
-    qps = re.search(r"queries:\s+\d+\s+\(([\d.]+) per sec", out.stdout)
+    cpu = h.cpu_seconds(proxy_pid) - cpu0 if proxy_pid else None
+    qps = re.search(r"queries:\s+(\d+)\s+\(([\d.]+) per sec", out.stdout)
     p95 = re.search(r"95th percentile:\s+([\d.]+)", out.stdout)
     errs = re.search(r"ignored errors:\s+(\d+)", out.stdout)
     if out.returncode != 0 or not qps:
         raise RuntimeError("sysbench failed (%s):\n%s\n%s" % (" ".join(cmd), out.stdout[-2000:],
                                                               out.stderr[-2000:]))
-    return {"qps": float(qps.group(1)), "p95_ms": float(p95.group(1)),
-            "errors": int(errs.group(1)) if errs else 0}
+    return {"qps": float(qps.group(2)), "p95_ms": float(p95.group(1)),
+            "errors": int(errs.group(1)) if errs else 0,
+            "cpu_us_per_query": cpu * 1e6 / int(qps.group(1)) if cpu is not None else None}
 
 
 def cell_runs(contenders, run_one):
@@ -106,7 +118,10 @@ def cell_runs(contenders, run_one):
 def summarise(res):
     return {c: {"qps": h.summary([r["qps"] for r in rs]),
                 "p95_ms": h.summary([r["p95_ms"] for r in rs]),
+                "cpu_us_per_query": h.summary([r["cpu_us_per_query"] for r in rs
+                                               if r.get("cpu_us_per_query") is not None]),
                 "errors": sum(r["errors"] for r in rs)} for c, rs in res.items()}
+
 
 
 def part_a(out, data):
@@ -121,39 +136,76 @@ def part_a(out, data):
     hport = h.free_port()
     hap = haproxy(hport, mport)
     relay = h.Relay("fwd-mariadb", compute_port=mport, driver="adopt")
-    relay.wait_state("running")
+    held = h.Relay("fwd-mariadb-held", compute_port=mport, auth="switch", driver=(
+        '[instance.driver]\nkind = "exec"\nstart = ["sleep", "1"]\nstop = ["true"]\n'
+        'status = ["true"]\npoll_interval = "1h"\n'))
+    relays = [relay, held]
+    ports = {"direct": mport, "haproxy": hport, "relay-direct": relay.port,
+             "relay-held": held.port}
+    pids = {"haproxy": hap.pid, "relay-direct": relay.proc.pid, "relay-held": held.proc.pid}
+    if os.environ.get("BENCH_RELAY_B"):
+        env = dict(kv.split("=", 1) for kv in os.environ.get("BENCH_RELAY_B_ENV", "").split())
+        relay_b = h.Relay("fwd-mariadb-b", compute_port=mport, driver="adopt",
+                          binary=os.environ["BENCH_RELAY_B"], env=env)
+        relays.append(relay_b)
+        ports["relay-b"] = relay_b.port
+        pids["relay-b"] = relay_b.proc.pid
+        data["relay_b"] = {"binary": os.environ["BENCH_RELAY_B"], "env": env}
+    for r in relays:
+        r.wait_state("running")
     m.wait_greeting("127.0.0.1", hport, time.perf_counter() + 10)
-    ports = {"direct": mport, "haproxy": hport, "relay-direct": relay.port}
+
+    def run_one(wl, t):
+        def f(c):
+            extra = common + ["--skip-trx=off"]
+            if c != "relay-held":
+                return sysbench(wl, ports[c], t, "sbtest", "sbpw", "sbtest", extra, pids.get(c))
+            held.pause()
+            r0 = held.metric('relay_connections_total{instance="demo",outcome="relayed"}')
+            d0 = held.metric('relay_direct_connections_total')
+            r = sysbench(wl, held.port, t, "sbtest", "sbpw", "sbtest", extra, held.proc.pid)
+            r["relayed"] = held.metric(
+                'relay_connections_total{instance="demo",outcome="relayed"}') - r0
+            r["direct"] = held.metric('relay_direct_connections_total') - d0
+            return r
+        return f
+
     versions = subprocess.run(["mariadb", "--no-defaults", "-uroot", "--socket=" + mdir + "/sock",
                                "-Nse", "SELECT VERSION()"], capture_output=True,
                               text=True).stdout.strip()
     data["mariadb_version"] = versions
     out.append("## Part A: MariaDB %s, %d tables x %d rows, %d s per run, %d runs per contender"
                % (versions, TABLES, TABLE_SIZE, SECS, RUNS))
-    out.append("%-18s %3s  %-13s %11s %9s %9s %7s %9s  %s" % (
+    out.append("%-18s %3s  %-13s %11s %9s %9s %7s %9s %9s  %s" % (
         "workload", "thr", "contender", "QPS median", "QPS min", "QPS max", "p95 ms",
-        "p95 max", "ratios (QPS)"))
+        "p95 max", "cpu us/q", "ratios (QPS; proxy CPU per query)"))
     for wl in WORKLOADS:
         for t in THREADS:
-            res = cell_runs(list(ports), lambda c: sysbench(
-                wl, ports[c], t, "sbtest", "sbpw", "sbtest", common + ["--skip-trx=off"]))
+            res = cell_runs(list(ports), run_one(wl, t))
             s = summarise(res)
             data["mariadb"]["%s/%d" % (wl, t)] = {"runs": res, "summary": s}
             for c in ports:
                 q = s[c]["qps"]
+                cpu = s[c]["cpu_us_per_query"]
                 ratio = ""
-                if c == "relay-direct":
-                    ratio = "relay/haproxy %.3f  relay/direct %.3f" % (
+                if c in ("relay-direct", "relay-held", "relay-b"):
+                    ratio = "relay/haproxy %.3f  relay/direct %.3f  cpu relay/haproxy %.3f" % (
                         q["median"] / s["haproxy"]["qps"]["median"],
-                        q["median"] / s["direct"]["qps"]["median"])
+                        q["median"] / s["direct"]["qps"]["median"],
+                        cpu["median"] / s["haproxy"]["cpu_us_per_query"]["median"])
+                    if c == "relay-held":
+                        ratio += "  (routes per run: %s)" % ", ".join(
+                            "%d relayed/%d direct" % (r["relayed"], r["direct"])
+                            for r in res[c])
                 elif c == "haproxy":
                     ratio = "haproxy/direct %.3f" % (q["median"] / s["direct"]["qps"]["median"])
-                out.append("%-18s %3d  %-13s %11.0f %9.0f %9.0f %7.2f %9.2f  %s%s" % (
+                out.append("%-18s %3d  %-13s %11.0f %9.0f %9.0f %7.2f %9.2f %9s  %s%s" % (
                     wl, t, c, q["median"], q["min"], q["max"], s[c]["p95_ms"]["median"],
-                    s[c]["p95_ms"]["max"], ratio,
-                    ("  errors %d" % s[c]["errors"]) if s[c]["errors"] else ""))
-            print("\n".join(out[-3:]), flush=True)
-    relay.stop()
+                    s[c]["p95_ms"]["max"], "%.1f" % cpu["median"] if cpu.get("n") else "-",
+                    ratio, ("  errors %d" % s[c]["errors"]) if s[c]["errors"] else ""))
+            print("\n".join(out[-len(ports):]), flush=True)
+    for r in relays:
+        r.stop()
     h.stop(hap)
     h.stop(mdb, 60)
 
@@ -225,7 +277,7 @@ def main():
         part_a(out, data)
     if "b" in parts:
         part_b(out, data)
-    out += ["", "perceptron-held connection against MariaDB: PENDING (needs switch mode)", ""]
+    out.append("")
     h.save("forwarding", "\n".join(out), data)
 
 

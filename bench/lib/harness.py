@@ -86,6 +86,16 @@ def rss_kib(pid):
     return 0
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of every thread of a process so far."""
+    ticks = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])   # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def pctl(xs, q):
     """Nearest-rank percentile (q in 0..100)."""
     xs = sorted(xs)
@@ -147,10 +157,12 @@ class Relay:
     default). driver="adopt": an exec driver whose start/stop/status are `true`, so the relay
     adopts whatever already listens on compute_port and every connection takes the direct
     route.
+    binary / env: another relay build and extra environment, to compare two builds (or
+    settings) side by side in one run.
     """
 
     def __init__(self, name, compute_port=None, driver=None, idle_pause_after="1h",
-                 handshake_timeout="10s", nofile=None, auth="dual"):
+                 handshake_timeout="10s", nofile=None, auth="dual", binary=None, env=None):
         self.dir = tmpdir(name)
         self.port, self.admin_port = free_port(), free_port()
         self.compute_port = compute_port or free_port()
@@ -176,12 +188,12 @@ class Relay:
                     % (self.admin_port, self.port, self.compute_port, auth, handshake_timeout,
                        idle_pause_after, drv))
         self.log = os.path.join(self.dir, "relay.log")
-        env = dict(os.environ, RUST_LOG="info", NO_COLOR="1")
+        env = dict(os.environ, RUST_LOG="info", NO_COLOR="1", **(env or {}))
         pre = None
         if nofile:
             pre = lambda: __import__("resource").setrlimit(  # noqa: E731
                 __import__("resource").RLIMIT_NOFILE, (nofile, nofile))
-        self.proc = start([os.path.join(BIN, "relay"), "run", "--config", self.config],
+        self.proc = start([binary or os.path.join(BIN, "relay"), "run", "--config", self.config],
                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                           stderr=open(self.log, "w"), env=env, preexec_fn=pre)
         deadline = time.time() + 20

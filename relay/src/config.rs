@@ -47,7 +47,12 @@ pub struct RelaySettings {
     /// A file holding the bearer token admin requests must carry (mode 0600); none means
     /// no token (keep `admin_listen` on loopback then).
     pub admin_token_file: Option<PathBuf>,
+    /// Threads that run connections; none means one per CPU core.
+    pub worker_threads: Option<usize>,
 }
+
+/// The most `relay.worker_threads` accepts.
+pub const MAX_WORKER_THREADS: usize = 256;
 
 /// How the compute verifies a login the relay completes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,6 +195,7 @@ struct RawRelay {
     key_file: String,
     admin_listen: Option<String>,
     admin_token_file: Option<String>,
+    worker_threads: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -273,6 +279,20 @@ impl Config {
                 .map(|a| parse_addr(a).map_err(|m| err(format!("relay.admin_listen: {m}"))))
                 .transpose()?,
             admin_token_file: raw.relay.admin_token_file.as_deref().map(resolve),
+            worker_threads: raw
+                .relay
+                .worker_threads
+                .map(|n| {
+                    usize::try_from(n)
+                        .ok()
+                        .filter(|n| (1..=MAX_WORKER_THREADS).contains(n))
+                        .ok_or_else(|| {
+                            err(format!(
+                                "relay.worker_threads: {n} is not between 1 and {MAX_WORKER_THREADS}"
+                            ))
+                        })
+                })
+                .transpose()?,
         };
         if raw.instance.is_empty() {
             return Err(err("no [[instance]] configured".into()));
@@ -556,6 +576,9 @@ command = ["server-shim", "run"]
         };
         assert_eq!(command, &["server-shim", "run"]);
         assert_eq!(cwd, Path::new("/etc/perceptron"));
+        assert_eq!(c.relay.worker_threads, None);
+        let one = parse(&GOOD.replace("[relay]", "[relay]\nworker_threads = 1")).unwrap();
+        assert_eq!(one.relay.worker_threads, Some(1));
     }
 
     #[test]
@@ -585,6 +608,14 @@ command = ["server-shim", "run"]
             (
                 GOOD.replace("handshake_timeout", "handshake_timout"),
                 "handshake_timout",
+            ),
+            (
+                GOOD.replace("[relay]", "[relay]\nworker_threads = 0"),
+                "relay.worker_threads",
+            ),
+            (
+                GOOD.replace("[relay]", "[relay]\nworker_threads = -2"),
+                "relay.worker_threads",
             ),
         ];
         for (text, key) in cases {
