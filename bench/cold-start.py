@@ -8,6 +8,8 @@ Contenders, alternated run by run (the order rotates every iteration):
                 connection takes the direct route and the shim authenticates it itself.
   shim-warm     the same lean login straight to an already-running server-shim (no relay).
   spawn         server-shim alone: fork/exec → its port greets (polled every 0.5 ms).
+  cold-b        only when BENCH_RELAY_B names another relay binary: "cold" through that build
+                (BENCH_RELAY_B_ENV="K=V ..." adds environment), to compare two builds in one run.
 
 Between runs the instance is paused with POST /v1/instances/demo/pause and the script waits
 until GET /v1/instances says "paused". Phase breakdown of each cold run from the relay's log
@@ -67,6 +69,17 @@ def main():
 
     res = {"cold": [], "relay-warm": [], "shim-warm": [], "spawn": []}
     cold_ports = []
+    relay_b = None
+    if os.environ.get("BENCH_RELAY_B"):
+        env = dict(kv.split("=", 1) for kv in os.environ.get("BENCH_RELAY_B_ENV", "").split())
+        relay_b = h.Relay("cold-b", binary=os.environ["BENCH_RELAY_B"], env=env)
+        res["cold-b"] = []
+
+    def cold_b():
+        relay_b.pause()
+        dt, c = m.login(HOST, relay_b.port, h.USER, h.PASSWORD)
+        c.close()
+        res["cold-b"].append(dt)
 
     def cold():
         relay.pause()
@@ -93,7 +106,7 @@ def main():
         res["spawn"].append(t1 - t0)
         h.stop(p)
 
-    order = [cold, shim_warm, spawn]
+    order = [cold, shim_warm, spawn] + ([cold_b] if relay_b else [])
     for i in range(N + WARMUP):
         if i == WARMUP:
             for v in res.values():
@@ -105,6 +118,8 @@ def main():
     wakes = relay.metric("relay_wakes_total")
     lines = relay.log_lines()
     relay.stop()
+    if relay_b:
+        relay_b.stop()
     h.stop(warm)
 
     # Phase breakdown from the log.
@@ -164,7 +179,10 @@ def main():
     out += ["", "target p50 <= 50 ms: %s (%.2f ms); target p99 <= 150 ms: %s (%.2f ms)"
             % ("MET" if tgt50 else "MISSED", s["cold"]["median"],
                "MET" if tgt99 else "MISSED", s["cold"]["p99"]),
-            "MariaDB switch mode: PENDING (switch mode not built yet)", ""]
+            "MariaDB switch mode: bench/cold-start-mariadb", ""]
+    if relay_b:
+        out.insert(-1, "cold-b (%s) / cold median ratio: %.3fx"
+                   % (os.environ["BENCH_RELAY_B"], s["cold-b"]["median"] / s["cold"]["median"]))
     h.save("cold-start", "\n".join(out), {"runs": N, "samples_ms": {k: [x * 1000 for x in v]
                                                                    for k, v in res.items()},
                                           "summary_ms": s, "phases_ms": p, "wakes": wakes,

@@ -1,7 +1,9 @@
 //! The process driver, the embedded default: the compute is a child process of the relay.
 //! Started with the configured command, ready when its address greets, stopped by SIGTERM and
 //! then SIGKILL after the grace period. Its stdout and stderr become relay log lines tagged
-//! with the instance.
+//! with the instance. Every line the child prints during a start also triggers a readiness
+//! probe at once (servers announce "ready" right after they listen), so the wake does not
+//! wait out a polling interval; the probe schedule remains for servers that say nothing.
 //!
 //! The child's pid is kept in `state_dir/pids/<instance>.pid` while it runs. A relay that
 //! restarts (after a crash, or with `on_relay_exit = "leave"`) adopts a compute whose pid file
@@ -10,13 +12,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
 use tokio::process::Command;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use super::WakeError;
 use super::driver::{BoxFuture, Driver, RunningCompute};
@@ -59,7 +62,8 @@ impl Driver for ProcessDriver {
     ) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
         Box::pin(async move {
             let deadline = tokio::time::Instant::now() + timeout;
-            let child = self.spawn()?;
+            let spoke = Arc::new(Notify::new());
+            let child = self.spawn(&spoke)?;
             let mut exited = child.exited.clone();
             let mut attempt = 0;
             loop {
@@ -81,9 +85,14 @@ impl Driver for ProcessDriver {
                     }
                     Err(_) => continue,
                 }
-                // Wait for the next probe, but wake at once if the child exits.
+                // Wait for the next probe, but probe at once when the child prints a line
+                // (a permit is kept if it printed during the probe) and stop if it exits.
                 let next = tokio::time::Instant::now() + readiness::backoff(attempt);
-                let _ = tokio::time::timeout_at(deadline.min(next), exited.changed()).await;
+                tokio::select! {
+                    () = tokio::time::sleep_until(deadline.min(next)) => {}
+                    () = spoke.notified() => {}
+                    _ = exited.changed() => {}
+                }
                 attempt += 1;
             }
         })
@@ -122,7 +131,8 @@ impl Driver for ProcessDriver {
 }
 
 impl ProcessDriver {
-    fn spawn(&self) -> Result<ProcessCompute, WakeError> {
+    /// Spawns the command; `spoke` is notified for every line the child prints.
+    fn spawn(&self, spoke: &Arc<Notify>) -> Result<ProcessCompute, WakeError> {
         let (program, args) = self
             .command
             .split_first()
@@ -141,10 +151,20 @@ impl ProcessDriver {
             tracing::warn!(instance = %self.instance, error = %e, "cannot write the pid file; a relay restart will not adopt this compute");
         }
         if let Some(out) = child.stdout.take() {
-            tokio::spawn(forward_lines(self.instance.clone(), pid, out));
+            tokio::spawn(forward_lines(
+                self.instance.clone(),
+                pid,
+                out,
+                spoke.clone(),
+            ));
         }
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(forward_lines(self.instance.clone(), pid, err));
+            tokio::spawn(forward_lines(
+                self.instance.clone(),
+                pid,
+                err,
+                spoke.clone(),
+            ));
         }
         let (tx, rx) = watch::channel(None);
         let pid_file = self.pid_file.clone();
@@ -206,10 +226,16 @@ impl RunningCompute for ProcessCompute {
     }
 }
 
-async fn forward_lines(instance: String, pid: u32, stream: impl AsyncRead + Unpin) {
+async fn forward_lines(
+    instance: String,
+    pid: u32,
+    stream: impl AsyncRead + Unpin,
+    spoke: Arc<Notify>,
+) {
     let mut lines = BufReader::new(stream).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         tracing::info!(target: "compute", instance = %instance, pid, "{line}");
+        spoke.notify_one();
     }
 }
 
