@@ -70,9 +70,9 @@ def main():
     res = {"cold": [], "relay-warm": [], "shim-warm": [], "spawn": []}
     cold_ports = []
     relay_b = None
-    if os.environ.get("BENCH_RELAY_B"):
-        env = dict(kv.split("=", 1) for kv in os.environ.get("BENCH_RELAY_B_ENV", "").split())
-        relay_b = h.Relay("cold-b", binary=os.environ["BENCH_RELAY_B"], env=env)
+    b = h.relay_b_from_env()
+    if b:
+        relay_b = h.Relay("cold-b", binary=b[0], env=b[1])
         res["cold-b"] = []
 
     def cold_b():
@@ -182,7 +182,7 @@ def main():
             "MariaDB switch mode: bench/cold-start-mariadb", ""]
     if relay_b:
         out.insert(-1, "cold-b (%s) / cold median ratio: %.3fx"
-                   % (os.environ["BENCH_RELAY_B"], s["cold-b"]["median"] / s["cold"]["median"]))
+                   % (b[0], s["cold-b"]["median"] / s["cold"]["median"]))
     h.save("cold-start", "\n".join(out), {"runs": N, "samples_ms": {k: [x * 1000 for x in v]
                                                                    for k, v in res.items()},
                                           "summary_ms": s, "phases_ms": p, "wakes": wakes,

@@ -123,6 +123,20 @@ def summarise(res):
                 "errors": sum(r["errors"] for r in rs)} for c, rs in res.items()}
 
 
+RELAYED = 'relay_connections_total{instance="demo",outcome="relayed"}'
+DIRECT = "relay_direct_connections_total"
+
+
+def held_run(relay, run):
+    """Pauses the relay's instance, then run(): every connection it opens is held by the
+    perceptron. Adds how many connections took each route, from the relay's metrics."""
+    relay.pause()
+    r0, d0 = relay.metric(RELAYED), relay.metric(DIRECT)
+    r = run()
+    r["relayed"] = relay.metric(RELAYED) - r0
+    r["direct"] = relay.metric(DIRECT) - d0
+    return r
+
 
 def part_a(out, data):
     mdb, mport, mdir = start_mariadb()
@@ -143,14 +157,14 @@ def part_a(out, data):
     ports = {"direct": mport, "haproxy": hport, "relay-direct": relay.port,
              "relay-held": held.port}
     pids = {"haproxy": hap.pid, "relay-direct": relay.proc.pid, "relay-held": held.proc.pid}
-    if os.environ.get("BENCH_RELAY_B"):
-        env = dict(kv.split("=", 1) for kv in os.environ.get("BENCH_RELAY_B_ENV", "").split())
+    b = h.relay_b_from_env()
+    if b:
         relay_b = h.Relay("fwd-mariadb-b", compute_port=mport, driver="adopt",
-                          binary=os.environ["BENCH_RELAY_B"], env=env)
+                          binary=b[0], env=b[1])
         relays.append(relay_b)
         ports["relay-b"] = relay_b.port
         pids["relay-b"] = relay_b.proc.pid
-        data["relay_b"] = {"binary": os.environ["BENCH_RELAY_B"], "env": env}
+        data["relay_b"] = {"binary": b[0], "env": b[1]}
     for r in relays:
         r.wait_state("running")
     m.wait_greeting("127.0.0.1", hport, time.perf_counter() + 10)
@@ -160,14 +174,8 @@ def part_a(out, data):
             extra = common + ["--skip-trx=off"]
             if c != "relay-held":
                 return sysbench(wl, ports[c], t, "sbtest", "sbpw", "sbtest", extra, pids.get(c))
-            held.pause()
-            r0 = held.metric('relay_connections_total{instance="demo",outcome="relayed"}')
-            d0 = held.metric('relay_direct_connections_total')
-            r = sysbench(wl, held.port, t, "sbtest", "sbpw", "sbtest", extra, held.proc.pid)
-            r["relayed"] = held.metric(
-                'relay_connections_total{instance="demo",outcome="relayed"}') - r0
-            r["direct"] = held.metric('relay_direct_connections_total') - d0
-            return r
+            return held_run(held, lambda: sysbench(wl, held.port, t, "sbtest", "sbpw", "sbtest",
+                                                   extra, held.proc.pid))
         return f
 
     versions = subprocess.run(["mariadb", "--no-defaults", "-uroot", "--socket=" + mdir + "/sock",
@@ -225,14 +233,8 @@ def part_b(out, data):
     def run_one(t):
         def f(c):
             if c == "relay-held":
-                relay.pause()
-                r0 = relay.metric('relay_connections_total{instance="demo",outcome="relayed"}')
-                d0 = relay.metric('relay_direct_connections_total')
-                r = sysbench(lua, relay.port, t, user, pw, "", ["--mysql-db="])
-                r["relayed"] = relay.metric(
-                    'relay_connections_total{instance="demo",outcome="relayed"}') - r0
-                r["direct"] = relay.metric('relay_direct_connections_total') - d0
-                return r
+                return held_run(relay, lambda: sysbench(lua, relay.port, t, user, pw, "",
+                                                        ["--mysql-db="]))
             if relay.state() != "running":
                 relay.admin("POST", "/v1/instances/demo/resume")
                 relay.wait_state("running")

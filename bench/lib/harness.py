@@ -96,6 +96,15 @@ def cpu_seconds(pid):
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def relay_b_from_env():
+    """(binary, env) of the A/B contender named by BENCH_RELAY_B (extra environment from
+    BENCH_RELAY_B_ENV="K=V ..."), or None when it is not set."""
+    binary = os.environ.get("BENCH_RELAY_B")
+    if not binary:
+        return None
+    return binary, dict(kv.split("=", 1) for kv in os.environ.get("BENCH_RELAY_B_ENV", "").split())
+
+
 def pctl(xs, q):
     """Nearest-rank percentile (q in 0..100)."""
     xs = sorted(xs)

@@ -91,6 +91,13 @@ impl Half {
         self.shut
     }
 
+    /// Returns the buffer to the pool, so a quiet direction holds no memory.
+    fn release(&mut self) {
+        if let Some(buf) = self.buf.take() {
+            give_back(buf);
+        }
+    }
+
     /// Moves bytes from `from` to `to` until it would block. `Ready(Ok)` once this direction
     /// is finished (end-of-stream seen, everything written, writer shut down).
     fn poll_copy(
@@ -114,9 +121,7 @@ impl Half {
                     self.copied += n as u64;
                 }
                 // Drained: give the memory back while the connection is quiet.
-                if let Some(buf) = self.buf.take() {
-                    give_back(buf);
-                }
+                self.release();
                 self.start = 0;
                 self.end = 0;
             }
@@ -140,9 +145,7 @@ impl Half {
                     let n = read_buf.filled().len();
                     if n == 0 {
                         self.eof = true;
-                        if let Some(buf) = self.buf.take() {
-                            give_back(buf);
-                        }
+                        self.release();
                     } else {
                         self.start = 0;
                         self.end = n;
@@ -151,9 +154,7 @@ impl Half {
                 Poll::Ready(Err(_)) => return Poll::Ready(Err(from_side)),
                 // Spurious readiness (now cleared): wait again without holding memory.
                 Poll::Pending => {
-                    if let Some(buf) = self.buf.take() {
-                        give_back(buf);
-                    }
+                    self.release();
                     return Poll::Pending;
                 }
             }
