@@ -25,7 +25,7 @@ use zeroize::Zeroizing;
 use crate::control::PauseError;
 use crate::ledger::{self, Ledger};
 use crate::metrics::Metrics;
-use crate::perceptron::InstanceRuntime;
+use crate::runtime::InstanceRuntime;
 use crate::timefmt;
 
 /// Longest request head accepted.
@@ -334,7 +334,7 @@ pub async fn serve(
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
-    crate::server::accept_until(listener, shutdown, "admin", |stream, peer| {
+    crate::listener::accept_until(listener, shutdown, "admin", |stream, peer| {
         tracker.spawn(handle(stream, peer, Arc::clone(&state)));
     })
     .await;

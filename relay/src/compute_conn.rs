@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
+use crate::config::InstanceConfig;
 use crate::proxy_protocol;
 
 /// Where a compute listens and how to connect to it.
@@ -15,6 +16,17 @@ pub struct ComputeTarget {
     pub addr: SocketAddr,
     /// Whether each connection starts with a PROXY protocol v2 header.
     pub proxy_protocol: bool,
+}
+
+impl ComputeTarget {
+    /// How to reach `instance`'s compute.
+    #[must_use]
+    pub const fn of(instance: &InstanceConfig) -> Self {
+        Self {
+            addr: instance.compute,
+            proxy_protocol: instance.proxy_protocol,
+        }
+    }
 }
 
 /// On whose behalf a compute connection is made.

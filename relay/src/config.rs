@@ -91,17 +91,6 @@ pub struct InstanceConfig {
     pub driver: DriverConfig,
 }
 
-impl InstanceConfig {
-    /// How to reach this instance's compute.
-    #[must_use]
-    pub const fn compute_target(&self) -> crate::compute_conn::ComputeTarget {
-        crate::compute_conn::ComputeTarget {
-            addr: self.compute,
-            proxy_protocol: self.proxy_protocol,
-        }
-    }
-}
-
 /// `instance.on_relay_exit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnRelayExit {

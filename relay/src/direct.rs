@@ -10,10 +10,11 @@ use std::time::Instant;
 
 use tokio::net::TcpStream;
 
-use crate::compute_conn::{self, OnBehalfOf};
+use crate::compute_conn::{self, ComputeTarget, OnBehalfOf};
 use crate::control::ConnectionGuard;
 use crate::metrics::Counter;
-use crate::perceptron::{self, InstanceRuntime};
+use crate::perceptron;
+use crate::runtime::InstanceRuntime;
 
 /// Forwards one connection to the running compute, or hands it to the perceptron.
 pub async fn handle(
@@ -30,7 +31,7 @@ pub async fn handle(
     };
     let connect = tokio::time::timeout(
         rt.instance.config.compute_timeout,
-        compute_conn::connect(rt.instance.config.compute_target(), who),
+        compute_conn::connect(ComputeTarget::of(&rt.instance.config), who),
     )
     .await;
     let compute = match connect {
@@ -41,7 +42,8 @@ pub async fn handle(
     let _ = client.set_nodelay(true);
     rt.metrics.inc(Counter::Direct, &name, "forwarded");
     let bytes = crate::passthrough::pump(client, Vec::new(), compute, Vec::new()).await;
-    rt.metrics.add_pumped(&name, &bytes);
+    rt.metrics
+        .add_pumped(&name, bytes.client_to_compute, bytes.compute_to_client);
     drop(guard);
     tracing::debug!(
         instance = %name, client = %peer, up = bytes.client_to_compute, down = bytes.compute_to_client,

@@ -16,51 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// A state as the ledger records it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LedgerState {
-    /// No compute; not billed.
-    Paused,
-    /// A compute is starting; billed.
-    Resuming,
-    /// A compute runs; billed.
-    Running,
-    /// A compute is being stopped; not billed.
-    Pausing,
-    /// The last start or run failed; not billed.
-    Failed,
-}
-
-impl LedgerState {
-    /// The word in the ledger.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Paused => "paused",
-            Self::Resuming => "resuming",
-            Self::Running => "running",
-            Self::Pausing => "pausing",
-            Self::Failed => "failed",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "paused" => Self::Paused,
-            "resuming" => Self::Resuming,
-            "running" => Self::Running,
-            "pausing" => Self::Pausing,
-            "failed" => Self::Failed,
-            _ => return None,
-        })
-    }
-
-    /// Whether time in this state is billed.
-    #[must_use]
-    pub const fn billable(self) -> bool {
-        matches!(self, Self::Resuming | Self::Running)
-    }
-}
+use crate::lifecycle::Phase;
 
 /// One recorded state change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +26,7 @@ pub struct Event {
     /// The instance.
     pub instance: String,
     /// The state entered.
-    pub state: LedgerState,
+    pub state: Phase,
 }
 
 /// The ledger file, shared by every instance of a relay.
@@ -119,7 +75,7 @@ impl Ledger {
     ///
     /// # Errors
     /// The file system's error; the caller logs it (billing must not stop the service).
-    pub fn record(&self, instance: &str, state: LedgerState) -> io::Result<Event> {
+    pub fn record(&self, instance: &str, state: Phase) -> io::Result<Event> {
         let event = Event {
             at_ms: now_ms(),
             instance: instance.to_owned(),
@@ -163,7 +119,7 @@ pub fn parse(text: &str) -> (Vec<Event>, usize) {
         let parsed = (|| {
             let at_ms = parts.next()?.parse().ok()?;
             let instance = parts.next()?.to_owned();
-            let state = LedgerState::parse(parts.next()?)?;
+            let state = Phase::from_name(parts.next()?)?;
             parts.next().is_none().then_some(Event {
                 at_ms,
                 instance,
@@ -231,7 +187,7 @@ pub fn now_ms() -> u64 {
 mod tests {
     use super::*;
 
-    fn ev(at_ms: u64, state: LedgerState) -> Event {
+    fn ev(at_ms: u64, state: Phase) -> Event {
         Event {
             at_ms,
             instance: "demo".into(),
@@ -241,7 +197,7 @@ mod tests {
 
     #[test]
     fn bills_resuming_and_running_only() {
-        use LedgerState::*;
+        use Phase::*;
         let events = [
             ev(1_000, Resuming),
             ev(1_500, Running),
@@ -257,7 +213,7 @@ mod tests {
 
     #[test]
     fn settles_per_hour_and_bills_open_interval_up_to_now() {
-        use LedgerState::*;
+        use Phase::*;
         let h = 3_600_000;
         let events = [ev(h - 2_000, Running)];
         let b = bill(&events, 0, h + 3_000);
@@ -280,10 +236,10 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("usage.ledger"), "1 demo running\n2 demo pau").unwrap();
         let l = Ledger::open(&dir).unwrap();
-        l.record("demo", LedgerState::Paused).unwrap();
+        l.record("demo", Phase::Paused).unwrap();
         let (events, skipped) = l.read().unwrap();
         assert_eq!(skipped, 1);
         assert_eq!(events.len(), 2);
-        assert_eq!(events[1].state, LedgerState::Paused);
+        assert_eq!(events[1].state, Phase::Paused);
     }
 }

@@ -1,40 +1,51 @@
 //! `relay`: the perceptron (wake-on-connect MySQL relay) and its control plane.
 //!
 //! # Layout
+//! Modules are listed from the top of the dependency graph down; a module uses only modules
+//! listed below it (no cycles, no upward arrows).
 //! - [`cli`]: the command line, parsed with clap; `main.rs` only calls into this crate.
-//! - [`config`], [`duration`]: the TOML configuration and its validation.
+//! - [`admin_client`]: `relay status | pause | resume | usage`, which call the admin API.
+//! - [`server`]: the relay process: per-instance listeners, the router between the two
+//!   routes, graceful shutdown.
+//! - `admin`: the admin HTTP API (status, pause, resume, usage, metrics).
+//! - `direct`: the direct route to a running compute.
+//! - `perceptron`: the perceptron route, one function per phase (P1–P8).
+//! - `outcome`: how a connection ended: error kinds, metric labels, client-visible ERRs.
+//! - `runtime`: what every connection of one instance shares.
+//! - `control`: instance lifecycle, the single-flight wake, drivers, readiness.
+//! - `compute_conn`, `proxy_protocol`: connecting to a compute, with PROXY v2 headers.
+//! - `listener`: listening sockets and the shared accept loop.
+//! - `passthrough`: the byte pump (both routes).
+//! - `packet_io`: the only module that reads or writes MySQL packets on a socket.
+//! - `ledger`: the usage ledger and billing.
+//! - `metrics`: every metric, in one place.
+//! - [`config`], `duration`: the TOML configuration and its validation.
+//! - `profile`: the compute greeting profile the relay imitates.
+//! - `lifecycle`: the lifecycle phases, named once for control, ledger and metrics.
 //! - [`keygen`]: `relay keygen`, creating or extending the key file relays and computes share.
-//! - [`server`]: listeners, accept loops, graceful shutdown.
-//! - [`perceptron`]: the perceptron route, one module per phase (P1–P8).
-//! - [`control`]: instance lifecycle, the single-flight wake, drivers, readiness.
-//! - [`packet_io`]: the only module that reads or writes MySQL packets on a socket.
-//! - [`direct`]: the direct route to a running compute.
-//! - [`passthrough`]: the byte pump (both routes).
-//! - [`compute_conn`], [`proxy_protocol`]: connecting to a compute, with PROXY v2 headers.
-//! - [`ledger`]: the usage ledger and billing.
-//! - [`profile`]: the compute greeting profile the relay imitates.
-//! - [`outcome`]: how a connection ended: error kinds, metric labels, client-visible ERRs.
-//! - [`metrics`]: every metric, in one place.
-//! - [`admin`]: the admin HTTP API (status, pause, resume, usage, metrics).
-//! - [`admin_client`]: `relay status | pause | resume | usage`, which call it.
-//! - [`timefmt`]: UTC timestamps for usage reports.
+//! - `timefmt`: UTC timestamps for usage reports.
+//!
+//! Only what `main.rs` needs is public, so the compiler reports dead code everywhere else.
 
-pub mod admin;
+mod admin;
 pub mod admin_client;
 pub mod cli;
-pub mod compute_conn;
+mod compute_conn;
 pub mod config;
-pub mod control;
-pub mod direct;
-pub mod duration;
+mod control;
+mod direct;
+mod duration;
 pub mod keygen;
-pub mod ledger;
-pub mod metrics;
-pub mod outcome;
-pub mod packet_io;
-pub mod passthrough;
-pub mod perceptron;
-pub mod profile;
-pub mod proxy_protocol;
+mod ledger;
+mod lifecycle;
+mod listener;
+mod metrics;
+mod outcome;
+mod packet_io;
+mod passthrough;
+mod perceptron;
+mod profile;
+mod proxy_protocol;
+mod runtime;
 pub mod server;
-pub mod timefmt;
+mod timefmt;

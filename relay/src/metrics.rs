@@ -4,13 +4,15 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use crate::lifecycle::Phase;
+
 /// A set of counters keyed by (counter, instance, label value).
 #[derive(Debug, Default)]
 pub struct Metrics {
     counters: Mutex<BTreeMap<(Counter, String, &'static str), u64>>,
     /// Per instance: counts per bucket of [`RESUME_BUCKETS_S`], then the sum in seconds.
     resume: Mutex<BTreeMap<String, Histogram>>,
-    phases: Mutex<BTreeMap<String, &'static str>>,
+    phases: Mutex<BTreeMap<String, Phase>>,
 }
 
 /// Upper bounds (seconds) of the resume-time histogram buckets: our target is tens of
@@ -21,9 +23,6 @@ pub const RESUME_BUCKETS_S: [f64; 11] = [
 
 /// Bucket counts, total count and sum in seconds.
 type Histogram = ([u64; RESUME_BUCKETS_S.len()], u64, f64);
-
-/// Every phase an instance can be in, for the state gauge.
-const PHASES: [&str; 5] = ["paused", "resuming", "running", "pausing", "failed"];
 
 /// Counters the relay keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -70,35 +69,25 @@ impl Metrics {
         }
     }
 
-    /// Counts the bytes a byte pump copied for `instance`.
-    pub fn add_pumped(&self, instance: &str, report: &crate::passthrough::PumpReport) {
+    /// Counts the bytes a byte pump copied for `instance`, per direction.
+    pub fn add_pumped(&self, instance: &str, client_to_compute: u64, compute_to_client: u64) {
         self.add(
             Counter::Bytes,
             instance,
             "client_to_compute",
-            report.client_to_compute,
+            client_to_compute,
         );
         self.add(
             Counter::Bytes,
             instance,
             "compute_to_client",
-            report.compute_to_client,
+            compute_to_client,
         );
     }
 
     /// Adds one to a counter.
     pub fn inc(&self, counter: Counter, instance: &str, value: &'static str) {
         self.add(counter, instance, value, 1);
-    }
-
-    /// A counter's current value.
-    #[must_use]
-    pub fn get(&self, counter: Counter, instance: &str, value: &'static str) -> u64 {
-        self.counters
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&(counter, instance.to_owned(), value)).copied())
-            .unwrap_or(0)
     }
 
     /// Records how long a successful wake took.
@@ -117,7 +106,7 @@ impl Metrics {
     }
 
     /// Records the phase an instance entered.
-    pub fn set_phase(&self, instance: &str, phase: &'static str) {
+    pub fn set_phase(&self, instance: &str, phase: Phase) {
         if let Ok(mut m) = self.phases.lock() {
             m.insert(instance.to_owned(), phase);
         }
@@ -159,8 +148,9 @@ impl Metrics {
         if let Ok(m) = self.phases.lock() {
             out.push_str("# TYPE relay_instance_state gauge\n");
             for (instance, current) in m.iter() {
-                for phase in PHASES {
+                for phase in Phase::ALL {
                     let v = u8::from(*current == phase);
+                    let phase = phase.as_str();
                     out.push_str(&format!(
                         "relay_instance_state{{instance=\"{instance}\",state=\"{phase}\"}} {v}\n"
                     ));
@@ -181,7 +171,7 @@ mod tests {
         m.inc(Counter::Wakes, "demo", "ok");
         m.inc(Counter::Wakes, "demo", "ok");
         m.observe_resume("demo", std::time::Duration::from_millis(30));
-        m.set_phase("demo", "running");
+        m.set_phase("demo", Phase::Running);
         let text = m.render();
         for line in [
             "relay_wakes_total{instance=\"demo\",outcome=\"ok\"} 2",

@@ -82,7 +82,8 @@ impl Classification {
         }
     }
 
-    /// Every classification, for metric initialisation.
+    /// Every classification.
+    #[cfg(test)]
     pub const ALL: [Self; 11] = [
         Self::ClosedSilently,
         Self::ClosedMidPacket,

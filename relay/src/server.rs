@@ -14,9 +14,11 @@ use crate::admin::{self, AdminState};
 use crate::config::{Config, OnRelayExit};
 use crate::control::{self, Instance};
 use crate::ledger::Ledger;
+use crate::listener;
 use crate::metrics::Metrics;
-use crate::perceptron::{self, InstanceRuntime};
+use crate::perceptron;
 use crate::profile::{self, ComputeProfile};
+use crate::runtime::InstanceRuntime;
 
 /// How long open connections may take to finish after a shutdown signal.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -80,7 +82,7 @@ pub async fn run(
     let tracker = TaskTracker::new();
     let mut listeners = Vec::new();
     for cfg in &config.instances {
-        let listener = listen(cfg.listen).map_err(|source| StartError::Bind {
+        let listener = listener::listen(cfg.listen).map_err(|source| StartError::Bind {
             instance: cfg.name.clone(),
             addr: cfg.listen,
             source,
@@ -167,26 +169,6 @@ pub async fn run(
     Ok(())
 }
 
-/// The accept queue the relay asks for (the kernel caps it at `net.core.somaxconn`). The
-/// standard library's 128 overflows in a connect storm: a thousand clients of a paused
-/// instance arrive within milliseconds, and dropped SYNs cost them a one-second retry.
-pub const LISTEN_BACKLOG: u32 = 4096;
-
-/// Binds a listener with [`LISTEN_BACKLOG`].
-///
-/// # Errors
-/// The bind or listen error.
-pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()?
-    } else {
-        tokio::net::TcpSocket::new_v6()?
-    };
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(LISTEN_BACKLOG)
-}
-
 /// Reads the admin bearer token, refusing a file others can read.
 fn read_token(path: &std::path::Path) -> Result<zeroize::Zeroizing<String>, String> {
     use std::os::unix::fs::MetadataExt as _;
@@ -211,29 +193,6 @@ fn read_token(path: &std::path::Path) -> Result<zeroize::Zeroizing<String>, Stri
     Ok(zeroize::Zeroizing::new(token.to_owned()))
 }
 
-/// Accepts on `listener` until `shutdown` fires, handing each connection to `on_accept`.
-/// Accept errors (EMFILE and friends) back off instead of spinning; the listener stays open.
-pub async fn accept_until(
-    listener: TcpListener,
-    shutdown: CancellationToken,
-    what: &str,
-    mut on_accept: impl FnMut(tokio::net::TcpStream, std::net::SocketAddr),
-) {
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            () = shutdown.cancelled() => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => on_accept(stream, peer),
-            Err(e) => {
-                tracing::warn!(listener = what, error = %e, "accept failed; backing off");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
-
 /// Routes each accepted connection: the direct route while the instance runs, else the
 /// perceptron.
 async fn accept_loop(
@@ -243,7 +202,7 @@ async fn accept_loop(
     tracker: TaskTracker,
 ) {
     let name = rt.instance.config.name.clone();
-    accept_until(listener, shutdown, &name, |stream, peer| {
+    listener::accept_until(listener, shutdown, &name, |stream, peer| {
         let rt = Arc::clone(&rt);
         match rt.instance.route_new_connection() {
             Some(guard) => tracker.spawn(crate::direct::handle(rt, stream, peer, guard)),

@@ -4,7 +4,57 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use super::WakeError;
+use std::time::Duration;
+
+/// Why an instance could not be woken.
+#[derive(Debug, Clone)]
+pub enum WakeError {
+    /// The driver could not start the compute (e.g. the program does not exist).
+    Driver(String),
+    /// The compute exited before it became ready.
+    Exited(String),
+    /// The compute was not ready within `resume_timeout`.
+    Timeout(Duration),
+    /// The relay is shutting down.
+    ShuttingDown,
+}
+
+impl WakeError {
+    /// Metric label.
+    #[must_use]
+    pub const fn label(&self) -> &'static str {
+        match self {
+            Self::Driver(_) => "wake_driver_failed",
+            Self::Exited(_) => "wake_compute_exited",
+            Self::Timeout(_) => "wake_timeout",
+            Self::ShuttingDown => "shutting_down",
+        }
+    }
+
+    /// The part of the reason a client may see (no paths, no addresses).
+    #[must_use]
+    pub fn user_facing(&self) -> String {
+        match self {
+            Self::Driver(_) => "the compute could not be started".into(),
+            Self::Exited(_) => "the compute stopped during start-up".into(),
+            Self::Timeout(d) => format!("the compute was not ready within {}s", d.as_secs_f64()),
+            Self::ShuttingDown => "the relay is shutting down".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for WakeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Driver(e) => write!(f, "driver failed: {e}"),
+            Self::Exited(e) => write!(f, "compute exited before it was ready: {e}"),
+            Self::Timeout(d) => write!(f, "compute not ready within {d:?}"),
+            Self::ShuttingDown => f.write_str("relay shutting down"),
+        }
+    }
+}
+
+impl std::error::Error for WakeError {}
 
 /// A boxed future, so drivers can be trait objects.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -12,8 +12,7 @@ use std::time::Duration;
 use tokio::process::Command;
 use tokio::sync::watch;
 
-use super::WakeError;
-use super::driver::{BoxFuture, Driver, RunningCompute, watch_running};
+use super::driver::{BoxFuture, Driver, RunningCompute, WakeError, watch_running};
 use super::readiness;
 use crate::config::ExecSpec;
 

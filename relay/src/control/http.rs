@@ -17,8 +17,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::WakeError;
-use super::driver::{BoxFuture, Driver, RunningCompute, watch_running};
+use super::driver::{BoxFuture, Driver, RunningCompute, WakeError, watch_running};
 use super::readiness;
 use crate::config::HttpSpec;
 

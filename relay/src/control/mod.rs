@@ -20,95 +20,15 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::compute_conn::ComputeTarget;
 use crate::config::InstanceConfig;
-use crate::ledger::{Ledger, LedgerState};
+use crate::ledger::Ledger;
+pub use crate::lifecycle::Phase;
 use crate::metrics::{Counter, Metrics};
+pub use driver::WakeError;
 use driver::{Driver, RunningCompute};
 
-/// Why an instance could not be woken.
-#[derive(Debug, Clone)]
-pub enum WakeError {
-    /// The driver could not start the compute (e.g. the program does not exist).
-    Driver(String),
-    /// The compute exited before it became ready.
-    Exited(String),
-    /// The compute was not ready within `resume_timeout`.
-    Timeout(Duration),
-    /// The relay is shutting down.
-    ShuttingDown,
-}
-
-impl WakeError {
-    /// Metric label.
-    #[must_use]
-    pub const fn label(&self) -> &'static str {
-        match self {
-            Self::Driver(_) => "wake_driver_failed",
-            Self::Exited(_) => "wake_compute_exited",
-            Self::Timeout(_) => "wake_timeout",
-            Self::ShuttingDown => "shutting_down",
-        }
-    }
-
-    /// The part of the reason a client may see (no paths, no addresses).
-    #[must_use]
-    pub fn user_facing(&self) -> String {
-        match self {
-            Self::Driver(_) => "the compute could not be started".into(),
-            Self::Exited(_) => "the compute stopped during start-up".into(),
-            Self::Timeout(d) => format!("the compute was not ready within {}s", d.as_secs_f64()),
-            Self::ShuttingDown => "the relay is shutting down".into(),
-        }
-    }
-}
-
-impl std::fmt::Display for WakeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Driver(e) => write!(f, "driver failed: {e}"),
-            Self::Exited(e) => write!(f, "compute exited before it was ready: {e}"),
-            Self::Timeout(d) => write!(f, "compute not ready within {d:?}"),
-            Self::ShuttingDown => f.write_str("relay shutting down"),
-        }
-    }
-}
-
-impl std::error::Error for WakeError {}
-
 type WakeOutcome = Option<Result<(), WakeError>>;
-
-/// The lifecycle phase of an instance (DESIGN §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// No compute runs; the next login wakes it.
-    Paused,
-    /// A wake is in flight.
-    Resuming,
-    /// The compute runs; new connections take the direct route.
-    Running,
-    /// The compute is being stopped; logins wait, then wake it again.
-    Pausing,
-    /// The last wake failed or the compute died; the next login tries again.
-    Failed,
-}
-
-impl Phase {
-    /// The phase's name in status output and metrics.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        self.ledger().as_str()
-    }
-
-    const fn ledger(self) -> LedgerState {
-        match self {
-            Self::Paused => LedgerState::Paused,
-            Self::Resuming => LedgerState::Resuming,
-            Self::Running => LedgerState::Running,
-            Self::Pausing => LedgerState::Pausing,
-            Self::Failed => LedgerState::Failed,
-        }
-    }
-}
 
 /// Where an instance is in its lifecycle, with what each phase needs.
 enum State {
@@ -140,17 +60,6 @@ pub enum Route {
     Direct,
     /// Held by the perceptron: greeted, classified, woken, relayed login.
     Perceptron,
-}
-
-impl Route {
-    /// Metric label.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Direct => "direct",
-            Self::Perceptron => "perceptron",
-        }
-    }
 }
 
 struct Inner {
@@ -244,14 +153,6 @@ impl std::fmt::Debug for ConnectionGuard {
         f.debug_struct("ConnectionGuard")
             .field("route", &self.route)
             .finish_non_exhaustive()
-    }
-}
-
-impl ConnectionGuard {
-    /// The route this connection took.
-    #[must_use]
-    pub const fn route(&self) -> Route {
-        self.route
     }
 }
 
@@ -525,16 +426,15 @@ impl Instance {
     /// relay), and reconciles the ledger. `last` is the ledger's last state for this
     /// instance: if it was already billable, adoption records nothing (billing simply
     /// continues); if it was billable but nothing runs now, the instance is recorded paused.
-    pub async fn adopt_or_reconcile(self: &Arc<Self>, last: Option<LedgerState>) {
-        let was_billable = last.is_some_and(LedgerState::billable);
+    pub async fn adopt_or_reconcile(self: &Arc<Self>, last: Option<Phase>) {
+        let was_billable = last.is_some_and(Phase::billable);
         match self.driver.adopt().await {
             Some(running) => {
                 let running: Arc<dyn RunningCompute> = Arc::from(running);
                 let mut inner = self.lock();
                 if was_billable {
                     inner.state = State::Running(Arc::clone(&running));
-                    self.metrics
-                        .set_phase(&self.config.name, Phase::Running.as_str());
+                    self.metrics.set_phase(&self.config.name, Phase::Running);
                 } else {
                     self.transition(&mut inner, State::Running(Arc::clone(&running)));
                 }
@@ -548,8 +448,7 @@ impl Instance {
                     tracing::warn!(instance = %self.config.name, "the ledger says running but no compute was found; recording it paused now");
                     self.transition(&mut inner, State::Paused);
                 } else {
-                    self.metrics
-                        .set_phase(&self.config.name, Phase::Paused.as_str());
+                    self.metrics.set_phase(&self.config.name, Phase::Paused);
                 }
             }
         }
@@ -559,7 +458,10 @@ impl Instance {
     /// readiness probe it is treated as dead: stopped (so a hung process cannot hold the
     /// port) and the instance marked failed, so the next wake starts a fresh one.
     pub async fn report_unreachable(self: &Arc<Self>, why: &str) {
-        if readiness::probe(self.config.compute_target()).await.is_ok() {
+        if readiness::probe(ComputeTarget::of(&self.config))
+            .await
+            .is_ok()
+        {
             return;
         }
         let (running, tx) = {
@@ -605,9 +507,9 @@ impl Instance {
         let phase = to.phase();
         inner.state = to;
         inner.since_ms = crate::ledger::now_ms();
-        self.metrics.set_phase(&self.config.name, phase.as_str());
+        self.metrics.set_phase(&self.config.name, phase);
         if let Some(ledger) = &self.ledger {
-            if let Err(e) = ledger.record(&self.config.name, phase.ledger()) {
+            if let Err(e) = ledger.record(&self.config.name, phase) {
                 tracing::error!(instance = %self.config.name, error = %e, ledger = %ledger.path().display(), "cannot append to the usage ledger");
             }
         }
@@ -632,18 +534,18 @@ pub fn driver_for(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box<
             instance: cfg.name.clone(),
             command: command.clone(),
             cwd: cwd.clone(),
-            compute: cfg.compute_target(),
+            compute: ComputeTarget::of(cfg),
             stop_grace: *stop_grace,
             pid_file: state_dir.join("pids").join(format!("{}.pid", cfg.name)),
         }),
         crate::config::DriverConfig::Exec(exec) => Box::new(exec::ExecDriver {
             instance: cfg.name.clone(),
-            compute: cfg.compute_target(),
+            compute: ComputeTarget::of(cfg),
             spec: exec.clone(),
         }),
         crate::config::DriverConfig::Http(http) => Box::new(http::HttpDriver {
             instance: cfg.name.clone(),
-            compute: cfg.compute_target(),
+            compute: ComputeTarget::of(cfg),
             spec: http.clone(),
         }),
     }

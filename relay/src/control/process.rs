@@ -21,8 +21,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
 use tokio::process::Command;
 use tokio::sync::{Notify, watch};
 
-use super::WakeError;
-use super::driver::{BoxFuture, Driver, RunningCompute};
+use super::driver::{BoxFuture, Driver, RunningCompute, WakeError};
 use super::readiness;
 
 /// How often an adopted (non-child) compute is checked for exit.

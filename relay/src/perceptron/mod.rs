@@ -7,42 +7,21 @@ pub mod relayed_auth;
 pub mod switch_auth;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
-use authplugin::{KeyRing, Scramble};
+use authplugin::Scramble;
 use tokio::net::TcpStream;
-use tokio_util::sync::CancellationToken;
 
-use crate::compute_conn::OnBehalfOf;
+use crate::compute_conn::{ComputeTarget, OnBehalfOf};
 use crate::config::AuthMode;
-use crate::control::{ConnectionGuard, Instance, Route};
-use crate::metrics::{Counter, Metrics};
+use crate::control::{ConnectionGuard, Route};
+use crate::metrics::Counter;
 use crate::outcome::PerceptronError;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
-use crate::profile::ComputeProfile;
+use crate::runtime::InstanceRuntime;
 use relayed_auth::RelayedLoginContext;
-
-/// What every connection of one instance shares.
-#[derive(Debug)]
-pub struct InstanceRuntime {
-    /// Lifecycle and wake.
-    pub instance: Arc<Instance>,
-    /// The greeting profile in use (learnt from the compute).
-    pub profile: RwLock<ComputeProfile>,
-    /// Where learnt profiles are kept.
-    pub state_dir: PathBuf,
-    /// The relay's key ring.
-    pub ring: Arc<KeyRing>,
-    /// Metrics.
-    pub metrics: Arc<Metrics>,
-    /// Connection ids for greetings.
-    pub connection_ids: AtomicU32,
-    /// Fired when the relay shuts down.
-    pub shutdown: CancellationToken,
-}
 
 /// How a relayed session went, for the connection's log line.
 #[derive(Debug)]
@@ -87,7 +66,8 @@ pub async fn handle(rt: Arc<InstanceRuntime>, client: TcpStream, client_addr: So
                     compute_rest,
                 )
                 .await;
-                rt.metrics.add_pumped(&name, &bytes);
+                rt.metrics
+                    .add_pumped(&name, bytes.client_to_compute, bytes.compute_to_client);
                 tracing::info!(
                     instance = %name, client = %addr, up = bytes.client_to_compute,
                     down = bytes.compute_to_client, ended_by = bytes.ended_by,
@@ -179,13 +159,12 @@ async fn run(
     let (result, forwarded) = match cfg.auth {
         AuthMode::Dual => {
             let ctx = RelayedLoginContext {
-                compute: cfg.compute_target(),
+                compute: ComputeTarget::of(cfg),
                 on_behalf_of,
                 timeout: cfg.compute_timeout,
                 ring: &rt.ring,
                 scramble_a: &scramble_a,
                 client_addr: &client_addr,
-                profile: &profile,
             };
             let r = relayed_auth::relay_login(login, &ctx)
                 .await
@@ -194,7 +173,7 @@ async fn run(
         }
         AuthMode::Switch => {
             let ctx = switch_auth::SwitchContext {
-                compute: cfg.compute_target(),
+                compute: ComputeTarget::of(cfg),
                 on_behalf_of,
                 compute_timeout: cfg.compute_timeout,
                 client_timeout: cfg.handshake_timeout,

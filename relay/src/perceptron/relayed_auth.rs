@@ -51,8 +51,6 @@ pub struct RelayedLoginContext<'a> {
     pub scramble_a: &'a Scramble,
     /// The client's address, carried in the payload.
     pub client_addr: &'a str,
-    /// The profile the client was greeted with.
-    pub profile: &'a ComputeProfile,
 }
 
 /// Runs P4–P7 and returns the compute's verdict together with the profile its greeting had
