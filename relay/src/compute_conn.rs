@@ -1,9 +1,15 @@
 //! Opening a connection to a compute: connect, then, when the instance uses the PROXY
 //! protocol, announce who the connection is for before any MySQL byte.
+//!
+//! The perceptron reaches the compute through [`ComputeConnector`], so its phases can be
+//! driven in tests by a scripted compute on an in-memory stream; [`TcpConnector`] is the real
+//! one. A failed connect says whether trying again can help ([`ConnectError::retryable`]).
 
+use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
 
-use tokio::io::AsyncWriteExt as _;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 use crate::config::InstanceConfig;
@@ -43,11 +49,74 @@ pub enum OnBehalfOf {
     },
 }
 
+/// A connect to the compute that failed.
+#[derive(Debug)]
+pub struct ConnectError(pub io::Error);
+
+impl ConnectError {
+    /// Whether the same connect can succeed a moment later: the compute is still starting
+    /// (nothing listens yet, or its accept queue is not ready). Anything else (no route, no
+    /// permission, a bad address) will fail the same way again.
+    #[must_use]
+    pub fn retryable(&self) -> bool {
+        matches!(
+            self.0.kind(),
+            io::ErrorKind::ConnectionRefused
+                | io::ErrorKind::ConnectionReset
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::Interrupted
+        )
+    }
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot connect to the compute: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// Opens connections to one compute (the seam the perceptron's P4 goes through).
+pub trait ComputeConnector: Send + Sync {
+    /// The connection.
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+
+    /// One connect attempt, PROXY header included. Callers bound it with a deadline.
+    ///
+    /// # Errors
+    /// [`ConnectError`], which says whether a retry can help.
+    fn connect(&self) -> impl Future<Output = Result<Self::Stream, ConnectError>> + Send;
+}
+
+/// Connects over TCP on behalf of one client (or the relay).
+#[derive(Debug, Clone, Copy)]
+pub struct TcpConnector {
+    /// The compute.
+    pub target: ComputeTarget,
+    /// Who the connection is for (the PROXY header, when enabled).
+    pub on_behalf_of: OnBehalfOf,
+}
+
+impl ComputeConnector for TcpConnector {
+    type Stream = TcpStream;
+
+    async fn connect(&self) -> Result<TcpStream, ConnectError> {
+        connect(self.target, self.on_behalf_of)
+            .await
+            .map_err(ConnectError)
+    }
+}
+
 /// Connects and writes the PROXY header if the target wants one.
 ///
 /// # Errors
 /// The connect or write error.
-pub async fn connect(target: ComputeTarget, who: OnBehalfOf) -> std::io::Result<TcpStream> {
+pub async fn connect(target: ComputeTarget, who: OnBehalfOf) -> io::Result<TcpStream> {
     let mut s = TcpStream::connect(target.addr).await?;
     let _ = s.set_nodelay(true);
     if target.proxy_protocol {
@@ -58,4 +127,19 @@ pub async fn connect(target: ComputeTarget, who: OnBehalfOf) -> std::io::Result<
         s.write_all(&header).await?;
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_only_a_compute_that_is_not_listening_yet() {
+        let retry = |kind| ConnectError(io::Error::from(kind)).retryable();
+        assert!(retry(io::ErrorKind::ConnectionRefused));
+        assert!(retry(io::ErrorKind::ConnectionReset));
+        assert!(!retry(io::ErrorKind::PermissionDenied));
+        assert!(!retry(io::ErrorKind::AddrNotAvailable));
+        assert!(!retry(io::ErrorKind::InvalidInput));
+    }
 }

@@ -42,8 +42,7 @@ pub async fn handle(
     let _ = client.set_nodelay(true);
     rt.metrics.inc(Counter::Direct, &name, "forwarded");
     let bytes = crate::passthrough::pump(client, Vec::new(), compute, Vec::new()).await;
-    rt.metrics
-        .add_pumped(&name, bytes.client_to_compute, bytes.compute_to_client);
+    rt.count_pumped(&bytes);
     drop(guard);
     tracing::debug!(
         instance = %name, client = %peer, up = bytes.client_to_compute, down = bytes.compute_to_client,

@@ -9,8 +9,8 @@
 //!   routes, graceful shutdown.
 //! - `admin`: the admin HTTP API (status, pause, resume, usage, metrics).
 //! - `direct`: the direct route to a running compute.
-//! - `perceptron`: the perceptron route, one function per phase (P1–P8).
-//! - `outcome`: how a connection ended: error kinds, metric labels, client-visible ERRs.
+//! - `perceptron`: the perceptron route, one function per phase (P1–P8), and how its
+//!   connections end (error kinds, metric labels, client-visible ERRs).
 //! - `runtime`: what every connection of one instance shares.
 //! - `control`: instance lifecycle, the single-flight wake, drivers, readiness.
 //! - `compute_conn`, `proxy_protocol`: connecting to a compute, with PROXY v2 headers.
@@ -40,7 +40,6 @@ mod ledger;
 mod lifecycle;
 mod listener;
 mod metrics;
-mod outcome;
 mod packet_io;
 mod passthrough;
 mod perceptron;

@@ -28,6 +28,8 @@ pub enum ReadError {
     },
     /// The framing is invalid (too large, continuation out of sequence).
     Frame(FrameError),
+    /// No whole packet arrived within the caller's deadline.
+    TimedOut,
 }
 
 impl std::fmt::Display for ReadError {
@@ -37,6 +39,17 @@ impl std::fmt::Display for ReadError {
             Self::Closed { partial: false } => f.write_str("peer closed the connection"),
             Self::Closed { partial: true } => f.write_str("peer closed the connection mid-packet"),
             Self::Frame(e) => write!(f, "bad framing: {e}"),
+            Self::TimedOut => f.write_str("no packet within the deadline"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Io(e) => Some(e),
+            Self::Frame(e) => Some(e),
+            Self::Closed { .. } | Self::TimedOut => None,
         }
     }
 }
@@ -47,6 +60,9 @@ pub struct PacketStream<S> {
     stream: S,
     buf: Vec<u8>,
     max_payload: usize,
+    /// The sequence id the next packet of this conversation carries: one past the last
+    /// packet read or written. An ERR sent at any point of the login must carry it.
+    next_sequence_id: u8,
     /// Bound on each write: a peer that stops reading cannot hold the task.
     write_timeout: Duration,
 }
@@ -58,6 +74,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             stream,
             buf: Vec::with_capacity(512),
             max_payload,
+            next_sequence_id: 0,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
         }
     }
@@ -69,9 +86,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         self
     }
 
-    /// The socket, for its addresses.
-    pub fn get_ref(&self) -> &S {
-        &self.stream
+    /// The sequence id the next packet of the conversation carries (one past the last packet
+    /// read or written).
+    pub const fn next_sequence_id(&self) -> u8 {
+        self.next_sequence_id
     }
 
     /// The bytes received but not yet returned as a packet. Classification looks at these to
@@ -92,6 +110,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
                 // Wipe what is consumed: login packets carry answers.
                 self.buf.get_mut(..used).map(<[u8]>::zeroize);
                 self.buf.drain(..used);
+                self.next_sequence_id = packet.last_sequence_id.wrapping_add(1);
                 return Ok(packet);
             }
             let mut chunk = [0u8; 4096];
@@ -105,6 +124,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
                 .extend_from_slice(chunk.get(..n).unwrap_or_default());
             chunk.zeroize();
         }
+    }
+
+    /// Reads one whole packet within `timeout`.
+    ///
+    /// # Errors
+    /// [`ReadError`], [`ReadError::TimedOut`] when the deadline passes first.
+    pub async fn read_packet_within(&mut self, timeout: Duration) -> Result<Packet, ReadError> {
+        tokio::time::timeout(timeout, self.read_packet())
+            .await
+            .unwrap_or(Err(ReadError::TimedOut))
     }
 
     /// Writes one packet and flushes it.
@@ -127,6 +156,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
                 ))
             });
         out.zeroize();
+        self.next_sequence_id = sequence_id.wrapping_add(1);
         result
     }
 

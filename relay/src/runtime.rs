@@ -3,15 +3,17 @@
 //! both routes and the admin API all read it, so it sits below all of them.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use authplugin::KeyRing;
+use authplugin::packet::HandshakeV10;
 use tokio_util::sync::CancellationToken;
 
 use crate::control::Instance;
 use crate::metrics::Metrics;
-use crate::profile::ComputeProfile;
+use crate::passthrough::PumpReport;
+use crate::profile::{self, ComputeProfile};
 
 /// What every connection of one instance shares.
 #[derive(Debug)]
@@ -30,4 +32,44 @@ pub struct InstanceRuntime {
     pub connection_ids: AtomicU32,
     /// Fired when the relay shuts down.
     pub shutdown: CancellationToken,
+}
+impl InstanceRuntime {
+    /// The greeting profile the perceptron imitates now.
+    #[must_use]
+    pub fn profile(&self) -> ComputeProfile {
+        self.profile
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// A connection id for the next greeting.
+    pub fn next_connection_id(&self) -> u32 {
+        self.connection_ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Learns the compute's profile from its greeting: when it differs from the one in use,
+    /// later clients are greeted with it and it is kept in `state_dir` for the next start.
+    pub fn learn_profile(&self, greeting: &HandshakeV10) {
+        let learnt = ComputeProfile::from_greeting(greeting);
+        let mut current = self.profile.write().unwrap_or_else(PoisonError::into_inner);
+        if *current == learnt {
+            return;
+        }
+        let name = &self.instance.config.name;
+        if let Err(e) = profile::save(&self.state_dir, name, &learnt) {
+            tracing::warn!(instance = %name, error = %e, "cannot save the compute profile");
+        }
+        tracing::info!(instance = %name, "learnt a new compute profile");
+        *current = learnt;
+    }
+
+    /// Counts the bytes a byte pump copied for this instance.
+    pub fn count_pumped(&self, report: &PumpReport) {
+        self.metrics.add_pumped(
+            &self.instance.config.name,
+            report.client_to_compute,
+            report.compute_to_client,
+        );
+    }
 }

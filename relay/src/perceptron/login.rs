@@ -12,7 +12,7 @@ use authplugin::{AuthPlugin, Scramble};
 use tokio::io::{AsyncRead, AsyncWrite};
 use zeroize::{Zeroize as _, Zeroizing};
 
-use crate::outcome::Classification;
+use super::outcome::Classification;
 use crate::packet_io::{PacketStream, ReadError};
 
 /// A client login the perceptron will relay.
@@ -32,38 +32,22 @@ pub struct ClientLogin {
     pub effective_flag: u32,
 }
 
-/// A connection that did not produce a usable login.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NotALogin {
-    /// What the peer did.
-    pub class: Classification,
-    /// The sequence id an ERR packet to the client must carry at this point.
-    pub next_sequence_id: u8,
-}
-
 /// Sends the greeting (P1) and reads the login (P2) within `timeout` (one deadline for the
 /// whole exchange, switch included, so a slow client cannot stretch it).
 ///
 /// # Errors
-/// [`NotALogin`]: the [`Classification`] of whatever the peer did instead of logging in.
+/// The [`Classification`] of whatever the peer did instead of logging in. An ERR for it
+/// carries the stream's [`PacketStream::next_sequence_id`].
 pub async fn greet_and_read_login<S: AsyncRead + AsyncWrite + Unpin>(
     client: &mut PacketStream<S>,
     greeting: &HandshakeV10,
     scramble_a: &Scramble,
     timeout: Duration,
     answers: Answers,
-) -> Result<ClientLogin, NotALogin> {
-    let mut next_sequence_id = 1;
-    let result = tokio::time::timeout(
-        timeout,
-        exchange(client, greeting, scramble_a, answers, &mut next_sequence_id),
-    )
-    .await
-    .unwrap_or(Err(Classification::HandshakeTimeout));
-    result.map_err(|class| NotALogin {
-        class,
-        next_sequence_id,
-    })
+) -> Result<ClientLogin, Classification> {
+    tokio::time::timeout(timeout, exchange(client, greeting, scramble_a, answers))
+        .await
+        .unwrap_or(Err(Classification::HandshakeTimeout))
 }
 
 /// What the login phase needs from the client's answer.
@@ -83,7 +67,6 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     greeting: &HandshakeV10,
     scramble_a: &Scramble,
     answers: Answers,
-    next_seq: &mut u8,
 ) -> Result<ClientLogin, Classification> {
     client
         .write_packet(0, &greeting.to_bytes())
@@ -93,7 +76,6 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         .read_packet()
         .await
         .map_err(|e| classify_read_error(&e, client.buffered()))?;
-    *next_seq = packet.last_sequence_id.wrapping_add(1);
     if packet.sequence_id != 1 {
         return Err(Classification::OutOfOrder);
     }
@@ -147,12 +129,10 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         .write_packet(switch_seq, &out)
         .await
         .map_err(|_| Classification::ClosedSilently)?;
-    *next_seq = switch_seq.wrapping_add(1);
     let again = client
         .read_packet()
         .await
         .map_err(|e| classify_read_error(&e, &[]))?;
-    *next_seq = again.last_sequence_id.wrapping_add(1);
     if again.sequence_id != switch_seq.wrapping_add(1) {
         return Err(Classification::OutOfOrder);
     }
@@ -190,6 +170,7 @@ pub fn classify_read_error(e: &ReadError, buffered: &[u8]) -> Classification {
         ReadError::Closed { partial: true } => Classification::ClosedMidPacket,
         ReadError::Frame(FrameError::TooLarge { .. }) => Classification::Oversized,
         ReadError::Frame(FrameError::SequenceMismatch { .. }) => Classification::OutOfOrder,
+        ReadError::TimedOut => Classification::HandshakeTimeout,
     }
 }
 

@@ -1,85 +1,118 @@
-//! The perceptron route (DESIGN §2, P0–P8), one phase per module:
-//! [`login`] (P1 greeting, P2 login, classification), the wake (P3, [`crate::control`]),
-//! [`relayed_auth`] (P4–P8), then [`crate::passthrough`].
+//! The perceptron route (DESIGN §2, P0–P8): a connection to a paused instance is greeted by
+//! the relay, classified, held while the instance wakes, and logged in to the compute on the
+//! client's behalf. One function per phase, each generic over its streams:
+//!
+//! | phase | function |
+//! |---|---|
+//! | P1, P2, classification | [`login::greet_and_read_login`] |
+//! | P3 | [`wake`] (single-flight, in [`crate::control`]) |
+//! | P4 | [`compute_leg::connect`], through a [`ComputeConnector`] |
+//! | P5 | [`compute_leg::read_greeting`], then the profile is learnt once |
+//! | P6, P7 (dual) | [`dual_auth::send_login`], [`dual_auth::read_verdict`] |
+//! | P8 (dual) | [`forward_verdict`] |
+//! | P6–P8 (switch) | [`switch_auth::relay_login`] |
+//!
+//! [`establish`] runs them in order and writes the one ERR a failure calls for; [`handle`] is
+//! the connection task around it (metrics, the one log line, then the byte pump).
 
-pub mod login;
-pub mod relayed_auth;
-pub mod switch_auth;
+mod compute_leg;
+mod dual_auth;
+mod login;
+mod outcome;
+mod switch_auth;
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 
 use authplugin::Scramble;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-use crate::compute_conn::{ComputeTarget, OnBehalfOf};
+use crate::compute_conn::{ComputeConnector, ComputeTarget, OnBehalfOf, TcpConnector};
 use crate::config::AuthMode;
-use crate::control::{ConnectionGuard, Route};
+use crate::control::{ConnectionGuard, Route, WakeReport};
 use crate::metrics::Counter;
-use crate::outcome::PerceptronError;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
 use crate::runtime::InstanceRuntime;
-use relayed_auth::RelayedLoginContext;
+use dual_auth::Verdict;
+use outcome::PerceptronError;
 
-/// How a relayed session went, for the connection's log line.
+/// A login the compute has answered (P8 done): the client has its OK or ERR.
 #[derive(Debug)]
-struct Timings {
-    login_ms: u128,
-    wake_ms: u128,
-    compute_login_ms: u128,
-    was_running: bool,
+pub struct Established<S> {
+    /// The user the client logged in as.
+    pub user: Vec<u8>,
+    /// The compute connection, ready for the byte pump if the login succeeded.
+    pub compute: PacketStream<S>,
+    /// The compute's OK or ERR.
+    pub verdict: Verdict,
+    /// Holds the instance running while the connection lives.
+    pub held: ConnectionGuard,
+    /// How long the phases took.
+    pub timings: Timings,
+}
+
+/// How long a relayed login's phases took, for the connection's log line.
+#[derive(Debug, Clone, Copy)]
+pub struct Timings {
+    /// P1–P2.
+    pub login_ms: u128,
+    /// P3.
+    pub wake_ms: u128,
+    /// P4–P8.
+    pub compute_login_ms: u128,
+    /// Whether the instance was already running at P3.
+    pub was_running: bool,
 }
 
 /// Handles one client connection on the perceptron route, from greeting to the end of the
 /// byte pump. Logs exactly one line when it ends and counts the outcome.
 pub async fn handle(rt: Arc<InstanceRuntime>, client: TcpStream, client_addr: SocketAddr) {
-    // Counted as an open connection of the instance from its login on (see `run`), so
-    // scanners and health checks never hold an instance awake.
-    let mut held = None;
-    let name = rt.instance.config.name.clone();
+    let cfg = &rt.instance.config;
+    let name = cfg.name.clone();
     let addr = client_addr.to_string();
     let started = Instant::now();
     let _ = client.set_nodelay(true);
-    let mut client = PacketStream::new(client, MAX_LOGIN_PACKET_LEN)
-        .with_write_timeout(rt.instance.config.handshake_timeout);
-    let mut err_seq = 1;
-    let result = run(&rt, &mut client, client_addr, &mut err_seq, &mut held).await;
-    match result {
-        Ok((user, verdict, timings)) => {
-            if verdict.accepted() {
-                rt.metrics.inc(Counter::Connections, &name, "relayed");
-                tracing::info!(
-                    instance = %name, client = %addr, user = %String::from_utf8_lossy(&user),
-                    login_ms = timings.login_ms, wake_ms = timings.wake_ms,
-                    compute_login_ms = timings.compute_login_ms, was_running = timings.was_running,
-                    total_ms = started.elapsed().as_millis(),
-                    "relayed login accepted; forwarding"
-                );
-                let (client_stream, client_rest) = client.into_parts();
-                let (compute_stream, compute_rest) = verdict.compute.into_parts();
-                let bytes = crate::passthrough::pump(
-                    client_stream,
-                    client_rest,
-                    compute_stream,
-                    compute_rest,
-                )
-                .await;
-                rt.metrics
-                    .add_pumped(&name, bytes.client_to_compute, bytes.compute_to_client);
-                tracing::info!(
-                    instance = %name, client = %addr, up = bytes.client_to_compute,
-                    down = bytes.compute_to_client, ended_by = bytes.ended_by,
-                    duration_ms = started.elapsed().as_millis(), "session closed"
-                );
-            } else {
-                rt.metrics.inc(Counter::Connections, &name, "denied");
-                tracing::info!(
-                    instance = %name, client = %addr, user = %String::from_utf8_lossy(&user),
-                    total_ms = started.elapsed().as_millis(), "compute denied the login"
-                );
-            }
+    let connector = TcpConnector {
+        target: ComputeTarget::of(cfg),
+        on_behalf_of: OnBehalfOf::Client {
+            client: client_addr,
+            listen: client.local_addr().unwrap_or(cfg.listen),
+        },
+    };
+    let mut client =
+        PacketStream::new(client, MAX_LOGIN_PACKET_LEN).with_write_timeout(cfg.handshake_timeout);
+    match establish(&rt, &mut client, client_addr, &connector).await {
+        Ok(session) if session.verdict.accepted() => {
+            rt.metrics.inc(Counter::Connections, &name, "relayed");
+            let t = session.timings;
+            tracing::info!(
+                instance = %name, client = %addr, user = %String::from_utf8_lossy(&session.user),
+                login_ms = t.login_ms, wake_ms = t.wake_ms,
+                compute_login_ms = t.compute_login_ms, was_running = t.was_running,
+                total_ms = started.elapsed().as_millis(),
+                "relayed login accepted; forwarding"
+            );
+            let (client_stream, client_rest) = client.into_parts();
+            let (compute_stream, compute_rest) = session.compute.into_parts();
+            let bytes =
+                crate::passthrough::pump(client_stream, client_rest, compute_stream, compute_rest)
+                    .await;
+            rt.count_pumped(&bytes);
+            drop(session.held);
+            tracing::info!(
+                instance = %name, client = %addr, up = bytes.client_to_compute,
+                down = bytes.compute_to_client, ended_by = bytes.ended_by,
+                duration_ms = started.elapsed().as_millis(), "session closed"
+            );
+        }
+        Ok(session) => {
+            rt.metrics.inc(Counter::Connections, &name, "denied");
+            tracing::info!(
+                instance = %name, client = %addr, user = %String::from_utf8_lossy(&session.user),
+                total_ms = started.elapsed().as_millis(), "compute denied the login"
+            );
         }
         Err(e) => {
             let label = e.label();
@@ -87,40 +120,59 @@ pub async fn handle(rt: Arc<InstanceRuntime>, client: TcpStream, client_addr: So
             if let PerceptronError::NotALogin(c) = &e {
                 rt.metrics.inc(Counter::Classifications, &name, c.label());
             }
-            if let Some(err) = e.client_error(&name, &addr) {
-                // Best effort: the client may already be gone.
-                let _ = client.write_packet(err_seq, &err.to_bytes()).await;
-            }
             match e {
                 PerceptronError::NotALogin(_) | PerceptronError::ClientGone => {
                     tracing::info!(instance = %name, client = %addr, outcome = label, "connection closed without a relayed login");
                 }
                 _ => {
-                    tracing::warn!(instance = %name, client = %addr, outcome = label, error = %e, "relayed login failed");
+                    tracing::warn!(instance = %name, client = %addr, outcome = label, retryable = e.retryable(), error = %e, "relayed login failed");
                 }
             }
         }
     }
 }
 
-async fn run(
-    rt: &Arc<InstanceRuntime>,
-    client: &mut PacketStream<TcpStream>,
-    peer: SocketAddr,
-    err_seq: &mut u8,
-    held: &mut Option<ConnectionGuard>,
-) -> Result<(Vec<u8>, relayed_auth::ComputeVerdict, Timings), PerceptronError> {
+/// Runs P1–P8 for one client. On failure the client has been sent the one ERR packet the
+/// failure calls for (if the protocol allows one), and the error is returned for the log line
+/// and metrics.
+///
+/// # Errors
+/// [`PerceptronError`]: how the connection ended instead.
+pub async fn establish<S, C>(
+    rt: &InstanceRuntime,
+    client: &mut PacketStream<S>,
+    client_addr: SocketAddr,
+    connector: &C,
+) -> Result<Established<C::Stream>, PerceptronError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    C: ComputeConnector,
+{
+    let result = run(rt, client, client_addr, connector).await;
+    if let Err(e) = &result {
+        if let Some(err) = e.client_error(&rt.instance.config.name, &client_addr.to_string()) {
+            // Best effort: the client may already be gone.
+            let seq = client.next_sequence_id();
+            let _ = client.write_packet(seq, &err.to_bytes()).await;
+        }
+    }
+    result
+}
+
+async fn run<S, C>(
+    rt: &InstanceRuntime,
+    client: &mut PacketStream<S>,
+    client_addr: SocketAddr,
+    connector: &C,
+) -> Result<Established<C::Stream>, PerceptronError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    C: ComputeConnector,
+{
     let cfg = &rt.instance.config;
+    // P1, P2.
     let scramble_a = Scramble::generate(&mut rand::rngs::OsRng);
-    let profile = rt
-        .profile
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
-    let greeting = profile.greeting(
-        rt.connection_ids.fetch_add(1, Ordering::Relaxed),
-        &scramble_a,
-    );
+    let greeting = rt.profile().greeting(rt.next_connection_id(), &scramble_a);
     let t0 = Instant::now();
     let answers = match cfg.auth {
         AuthMode::Dual => login::Answers::CheckableAgainstA,
@@ -134,86 +186,86 @@ async fn run(
         answers,
     )
     .await
-    .map_err(|n| {
-        *err_seq = n.next_sequence_id;
-        PerceptronError::NotALogin(n.class)
-    })?;
+    .map_err(PerceptronError::NotALogin)?;
     let login_ms = t0.elapsed().as_millis();
     let user = login.response.username.clone();
     let last_seq = login.last_sequence_id;
-    *err_seq = last_seq.wrapping_add(1);
-    *held = Some(rt.instance.hold(Route::Perceptron));
+    // Counted as an open connection of the instance from its login on, so scanners and
+    // health checks never hold an instance awake.
+    let held = rt.instance.hold(Route::Perceptron);
 
-    let report = tokio::select! {
-        r = rt.instance.ensure_running() => r.map_err(PerceptronError::Wake)?,
-        () = rt.shutdown.cancelled() => return Err(PerceptronError::ShuttingDown),
-    };
+    let report = wake(rt).await?;
+
     let t1 = Instant::now();
-    let client_addr = peer.to_string();
-    let on_behalf_of = OnBehalfOf::Client {
-        client: peer,
-        listen: client.get_ref().local_addr().unwrap_or(cfg.listen),
-    };
-    // Switch mode forwards every packet of the exchange itself, the final OK or ERR
-    // included; dual mode hands the compute's verdict back to be forwarded here (P8).
-    let (result, forwarded) = match cfg.auth {
+    let stream = compute_leg::connect(connector, cfg.compute_timeout).await?;
+    let mut compute = compute_leg::read_greeting(stream, cfg.compute_timeout).await?;
+    rt.learn_profile(&compute.greeting);
+    compute_leg::check_capabilities(&login, &compute.greeting)?;
+
+    let verdict = match cfg.auth {
         AuthMode::Dual => {
-            let ctx = RelayedLoginContext {
-                compute: ComputeTarget::of(cfg),
-                on_behalf_of,
-                timeout: cfg.compute_timeout,
+            let client_addr = client_addr.to_string();
+            let signer = dual_auth::Signer {
                 ring: &rt.ring,
                 scramble_a: &scramble_a,
                 client_addr: &client_addr,
+                now_ms: crate::ledger::now_ms(),
             };
-            let r = relayed_auth::relay_login(login, &ctx)
-                .await
-                .map_err(|(e, p)| (PerceptronError::Compute(e), p));
-            (r, false)
+            dual_auth::send_login(&mut compute, login, &signer).await?;
+            let verdict = dual_auth::read_verdict(&mut compute.stream, cfg.compute_timeout).await?;
+            forward_verdict(client, last_seq, &verdict).await?;
+            verdict
         }
         AuthMode::Switch => {
-            let ctx = switch_auth::SwitchContext {
-                compute: ComputeTarget::of(cfg),
-                on_behalf_of,
-                compute_timeout: cfg.compute_timeout,
-                client_timeout: cfg.handshake_timeout,
+            let timeouts = switch_auth::Timeouts {
+                compute: cfg.compute_timeout,
+                client: cfg.handshake_timeout,
             };
-            let r = switch_auth::relay_switch_login(login, client, &ctx)
-                .await
-                .map_err(|(e, p)| match e {
-                    switch_auth::SwitchError::Compute(e) => (PerceptronError::Compute(e), p),
-                    switch_auth::SwitchError::ClientGone => (PerceptronError::ClientGone, p),
-                });
-            (r, true)
+            switch_auth::relay_login(client, &mut compute, &login, timeouts).await?
         }
     };
-    let learnt = match &result {
-        Ok((_, learnt)) => Some(learnt.clone()),
-        Err((_, learnt)) => learnt.clone(),
-    };
-    if let Some(learnt) = learnt {
-        if relayed_auth::remember_profile(&rt.state_dir, &cfg.name, &profile, &learnt) {
-            tracing::info!(instance = %cfg.name, "learnt a new compute profile");
-            *rt.profile.write().unwrap_or_else(PoisonError::into_inner) = learnt;
-        }
-    }
-    let (verdict, _) = result.map_err(|(e, _)| e)?;
-    let compute_login_ms = t1.elapsed().as_millis();
-    if !forwarded {
-        // P8: the compute's OK or ERR, renumbered for the client's side of the conversation.
-        client
-            .write_packet(last_seq.wrapping_add(1), &verdict.reply.payload)
-            .await
-            .map_err(|_| PerceptronError::ClientGone)?;
-    }
-    Ok((
+    Ok(Established {
         user,
+        compute: compute.stream,
         verdict,
-        Timings {
+        held,
+        timings: Timings {
             login_ms,
             wake_ms: report.waited.as_millis(),
-            compute_login_ms,
+            compute_login_ms: t1.elapsed().as_millis(),
             was_running: report.was_running,
         },
-    ))
+    })
 }
+
+/// P3: wakes the instance (or joins the wake in flight), unless the relay shuts down first.
+///
+/// # Errors
+/// [`PerceptronError::Wake`] or [`PerceptronError::ShuttingDown`].
+pub async fn wake(rt: &InstanceRuntime) -> Result<WakeReport, PerceptronError> {
+    tokio::select! {
+        // A relay that is shutting down wakes nothing, even when the wake would be instant.
+        biased;
+        () = rt.shutdown.cancelled() => Err(PerceptronError::ShuttingDown),
+        r = rt.instance.ensure_running() => r.map_err(PerceptronError::Wake),
+    }
+}
+
+/// P8 (dual mode): the compute's OK or ERR, renumbered for the client's side of the
+/// conversation.
+///
+/// # Errors
+/// [`PerceptronError::ClientGone`].
+pub async fn forward_verdict<S: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut PacketStream<S>,
+    last_client_seq: u8,
+    verdict: &Verdict,
+) -> Result<(), PerceptronError> {
+    client
+        .write_packet(last_client_seq.wrapping_add(1), &verdict.reply.payload)
+        .await
+        .map_err(|_| PerceptronError::ClientGone)
+}
+
+#[cfg(test)]
+mod tests;

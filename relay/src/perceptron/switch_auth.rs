@@ -17,95 +17,69 @@
 
 use std::time::Duration;
 
-use authplugin::packet::capabilities::*;
-use authplugin::packet::{AuthSwitchRequest, HandshakeResponse41, HandshakeV10};
-use tokio::net::TcpStream;
+use authplugin::packet::AuthSwitchRequest;
+use tokio::io::{AsyncRead, AsyncWrite};
 use zeroize::Zeroizing;
 
+use super::compute_leg::{self, GreetedCompute};
+use super::dual_auth::Verdict;
 use super::login::ClientLogin;
-use super::relayed_auth::{ComputeVerdict, connect_with_retry, read};
-use crate::compute_conn::{ComputeTarget, OnBehalfOf};
-use crate::outcome::ComputeError;
-use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
-use crate::profile::{ComputeProfile, FORMAT_CHANGING, NEVER_ADVERTISED};
+use super::outcome::{ComputeProtocolError, ComputeStep, PerceptronError};
+use crate::packet_io::PacketStream;
 
 /// The plugin the relay names to make the server choose the account's plugin itself.
 pub const PROBE_PLUGIN: &str = "perceptron_auth_switch";
 
-/// What goes wrong in a switch-mode login.
-#[derive(Debug)]
-pub enum SwitchError {
-    /// The compute failed or misbehaved.
-    Compute(ComputeError),
-    /// The client went away (or stalled) mid-exchange.
-    ClientGone,
-}
+/// How long the relay spends finishing a login it abandons (see [`abandon`]).
+const ABANDON_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Inputs of a switch-mode login.
+/// The deadlines of a switch-mode login.
 #[derive(Debug, Clone, Copy)]
-pub struct SwitchContext {
-    /// The compute.
-    pub compute: ComputeTarget,
-    /// Who the compute connection is for (PROXY header).
-    pub on_behalf_of: OnBehalfOf,
-    /// Bound on connecting and on each read from the compute.
-    pub compute_timeout: Duration,
+pub struct Timeouts {
+    /// Bound on each read from the compute.
+    pub compute: Duration,
     /// Bound on each read from the client.
-    pub client_timeout: Duration,
+    pub client: Duration,
 }
 
-type Failure = (SwitchError, Option<ComputeProfile>);
-
-/// Runs P4–P8 in switch mode. The server's final OK or ERR has been forwarded to the client
-/// when this returns a verdict.
+/// P6–P8 in switch mode: the probe login, then every packet of the exchange relayed with its
+/// sequence id renumbered, until the server's OK or ERR, which has been forwarded to the
+/// client when this returns.
 ///
 /// # Errors
-/// A [`SwitchError`] and, when the greeting was read, the compute's profile.
-pub async fn relay_switch_login(
-    login: ClientLogin,
-    client: &mut PacketStream<TcpStream>,
-    ctx: &SwitchContext,
-) -> Result<(ComputeVerdict, ComputeProfile), Failure> {
-    let stream = connect_with_retry(ctx.compute, ctx.on_behalf_of, ctx.compute_timeout)
-        .await
-        .map_err(|e| (SwitchError::Compute(e), None))?;
-    let mut server =
-        PacketStream::new(stream, MAX_LOGIN_PACKET_LEN).with_write_timeout(ctx.compute_timeout);
-    let greeting = read(&mut server, ctx.compute_timeout)
-        .await
-        .map_err(|e| (SwitchError::Compute(e), None))?;
-    let greeting = HandshakeV10::decode(&greeting.payload).map_err(|e| {
-        (
-            SwitchError::Compute(ComputeError::Protocol(format!("bad greeting: {e}"))),
-            None,
-        )
-    })?;
-    let learnt = ComputeProfile::from_greeting(&greeting);
-    let fail = |e: SwitchError| (e, Some(learnt.clone()));
-    let missing = login.effective_flag & FORMAT_CHANGING & !greeting.capability_flags;
-    if missing != 0 {
-        return Err(fail(SwitchError::Compute(
-            ComputeError::CapabilityMismatch(missing),
-        )));
-    }
-    let response = probe_response(&login, &greeting);
-    server
-        .write_packet(1, &response)
-        .await
-        .map_err(|e| fail(SwitchError::Compute(ComputeError::Lost(e.to_string()))))?;
+/// [`PerceptronError::Compute`] when the server fails or misbehaves,
+/// [`PerceptronError::ClientGone`] when the client leaves or stalls mid-exchange (the server's
+/// side of the login is then finished with an empty answer).
+pub async fn relay_login<C, S>(
+    client: &mut PacketStream<C>,
+    server: &mut GreetedCompute<S>,
+    login: &ClientLogin,
+    timeouts: Timeouts,
+) -> Result<Verdict, PerceptronError>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let probe = compute_leg::response_for(
+        login,
+        &server.greeting,
+        PROBE_PLUGIN,
+        Zeroizing::new(Vec::new()),
+    );
+    let server = &mut server.stream;
+    compute_leg::write(server, 1, &probe.to_bytes()).await?;
     // client sequence id = server sequence id + delta, for every relayed packet.
     let delta = login.last_sequence_id.wrapping_sub(1);
     let mut expected = 2u8;
     let mut switched = false;
     loop {
-        let packet = read(&mut server, ctx.compute_timeout)
-            .await
-            .map_err(|e| fail(SwitchError::Compute(e)))?;
+        let packet = compute_leg::read(server, timeouts.compute, ComputeStep::Login).await?;
         if packet.sequence_id != expected {
-            return Err(fail(SwitchError::Compute(ComputeError::Protocol(format!(
-                "server packet has sequence id {}, expected {expected}",
-                packet.sequence_id
-            )))));
+            return Err(ComputeProtocolError::OutOfOrder {
+                expected,
+                actual: packet.sequence_id,
+            }
+            .into());
         }
         let to_client = packet.sequence_id.wrapping_add(delta);
         let needs_answer = match packet.payload.first() {
@@ -113,39 +87,35 @@ pub async fn relay_switch_login(
                 client
                     .write_packet(to_client, &packet.payload)
                     .await
-                    .map_err(|_| fail(SwitchError::ClientGone))?;
-                return Ok((
-                    ComputeVerdict {
-                        compute: server,
-                        reply: packet,
-                    },
-                    learnt,
-                ));
+                    .map_err(|_| PerceptronError::ClientGone)?;
+                return Ok(Verdict { reply: packet });
             }
             Some(0xFE) => {
-                if switched {
+                let refused = if switched {
                     // Clients accept one switch; a second cannot be relayed.
-                    abandon(&mut server, packet.last_sequence_id).await;
-                    return Err(fail(SwitchError::Compute(ComputeError::Protocol(
-                        "server asked for a second auth switch".into(),
-                    ))));
+                    Some(ComputeProtocolError::SecondAuthSwitch)
+                } else {
+                    AuthSwitchRequest::decode(&packet.payload)
+                        .err()
+                        .map(ComputeProtocolError::BadAuthSwitch)
+                };
+                if let Some(e) = refused {
+                    abandon(server, packet.last_sequence_id).await;
+                    return Err(e.into());
                 }
-                AuthSwitchRequest::decode(&packet.payload).map_err(|e| {
-                    fail(SwitchError::Compute(ComputeError::Protocol(format!(
-                        "bad auth switch: {e}"
-                    ))))
-                })?;
                 switched = true;
                 true
             }
             // AuthMoreData: `01 03` (caching_sha2 fast path succeeded) is followed by an OK;
             // anything else wants the client's next packet.
             Some(0x01) => packet.payload.get(1..) != Some(&[0x03][..]),
-            _ => {
-                abandon(&mut server, packet.last_sequence_id).await;
-                return Err(fail(SwitchError::Compute(ComputeError::Protocol(
-                    "unexpected packet during authentication".into(),
-                ))));
+            first => {
+                abandon(server, packet.last_sequence_id).await;
+                return Err(first
+                    .map_or(ComputeProtocolError::Empty, |&b| {
+                        ComputeProtocolError::Unexpected(b)
+                    })
+                    .into());
             }
         };
         if client
@@ -153,63 +123,32 @@ pub async fn relay_switch_login(
             .await
             .is_err()
         {
-            abandon(&mut server, packet.last_sequence_id).await;
-            return Err(fail(SwitchError::ClientGone));
+            abandon(server, packet.last_sequence_id).await;
+            return Err(PerceptronError::ClientGone);
         }
         if !needs_answer {
             expected = packet.last_sequence_id.wrapping_add(1);
             continue;
         }
-        let answer = match tokio::time::timeout(ctx.client_timeout, client.read_packet()).await {
-            Ok(Ok(p)) if p.sequence_id == to_client.wrapping_add(1) => Zeroizing::new(p.payload),
+        let answer = match client.read_packet_within(timeouts.client).await {
+            Ok(p) if p.sequence_id == to_client.wrapping_add(1) => Zeroizing::new(p.payload),
             _ => {
-                abandon(&mut server, packet.last_sequence_id).await;
-                return Err(fail(SwitchError::ClientGone));
+                abandon(server, packet.last_sequence_id).await;
+                return Err(PerceptronError::ClientGone);
             }
         };
         let to_server = packet.last_sequence_id.wrapping_add(1);
-        server
-            .write_packet(to_server, &answer)
-            .await
-            .map_err(|e| fail(SwitchError::Compute(ComputeError::Lost(e.to_string()))))?;
+        compute_leg::write(server, to_server, &answer).await?;
         expected = to_server.wrapping_add(1);
     }
 }
 
-/// The HandshakeResponse41 to the server: the client's identity and session settings, the
-/// probe plugin and no answer.
-fn probe_response(login: &ClientLogin, greeting: &HandshakeV10) -> Vec<u8> {
-    let server = greeting.capability_flags;
-    let lenenc = server & CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA;
-    let client_flag = (login.effective_flag
-        & server
-        & !NEVER_ADVERTISED
-        & !CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA)
-        | CLIENT_PROTOCOL_41
-        | CLIENT_SECURE_CONNECTION
-        | CLIENT_PLUGIN_AUTH
-        | lenenc;
-    let client = &login.response;
-    HandshakeResponse41 {
-        client_flag,
-        max_packet_size: client.max_packet_size,
-        character_set: client.character_set,
-        reserved: [0; 23],
-        username: client.username.clone(),
-        auth_response: Zeroizing::new(Vec::new()),
-        database: (client_flag & CLIENT_CONNECT_WITH_DB != 0)
-            .then(|| client.database.clone().unwrap_or_default()),
-        client_plugin_name: Some(PROBE_PLUGIN.as_bytes().to_vec()),
-        connect_attrs: (client_flag & CLIENT_CONNECT_ATTRS != 0)
-            .then(|| client.connect_attrs.clone().unwrap_or_default()),
-        zstd_compression_level: None,
-    }
-    .to_bytes()
-}
-
 /// Finishes a login the relay gives up on: answers the server's pending request with an empty
 /// packet and reads its verdict, so it is a failed login, not an aborted handshake.
-async fn abandon(server: &mut PacketStream<TcpStream>, last_server_seq: u8) {
+async fn abandon<S: AsyncRead + AsyncWrite + Unpin>(
+    server: &mut PacketStream<S>,
+    last_server_seq: u8,
+) {
     let finish = async {
         server
             .write_packet(last_server_seq.wrapping_add(1), &[])
@@ -217,5 +156,5 @@ async fn abandon(server: &mut PacketStream<TcpStream>, last_server_seq: u8) {
             .ok()?;
         server.read_packet().await.ok()
     };
-    let _ = tokio::time::timeout(Duration::from_secs(2), finish).await;
+    let _ = tokio::time::timeout(ABANDON_TIMEOUT, finish).await;
 }

@@ -11,8 +11,8 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, DuplexStream};
 use zeroize::Zeroizing;
 
 use super::*;
-use crate::outcome::Classification;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
+use crate::perceptron::outcome::Classification;
 use crate::profile::ComputeProfile;
 
 fn scramble() -> Scramble {
@@ -37,6 +37,14 @@ fn response(plugin: &str, answer: Vec<u8>, user: &str) -> HandshakeResponse41 {
     }
 }
 
+/// A connection that did not produce a usable login, and the sequence id an ERR to it would
+/// carry.
+#[derive(Debug)]
+struct NotALogin {
+    class: Classification,
+    next_sequence_id: u8,
+}
+
 /// Runs the login phase against a scripted client; returns the result and everything the
 /// relay wrote.
 async fn run<F, Fut>(client: F) -> (Result<ClientLogin, NotALogin>, Vec<u8>)
@@ -55,7 +63,11 @@ where
         Duration::from_secs(5),
         Answers::CheckableAgainstA,
     )
-    .await;
+    .await
+    .map_err(|class| NotALogin {
+        class,
+        next_sequence_id: ps.next_sequence_id(),
+    });
     drop(ps);
     let mut client_side = script.await.unwrap();
     let mut written = Vec::new();

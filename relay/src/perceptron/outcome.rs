@@ -3,8 +3,13 @@
 //! connection task (house rule 5). Client-visible messages are fixed text plus the instance
 //! name; internal addresses and error details stay in the relay's log.
 
-use authplugin::packet::ErrPacket;
+use authplugin::DecodeError;
 use authplugin::packet::err::codes;
+use authplugin::packet::{ErrPacket, FrameError};
+use authplugin::payload::EncodeError;
+
+use crate::compute_conn::ConnectError;
+use crate::control::WakeError;
 
 /// Why a connection that reached the perceptron did not become a relayed session.
 #[derive(Debug)]
@@ -12,7 +17,7 @@ pub enum PerceptronError {
     /// Not a MySQL login; never wakes the instance.
     NotALogin(Classification),
     /// The wake failed or timed out.
-    Wake(crate::control::WakeError),
+    Wake(WakeError),
     /// The compute failed during the relayed login.
     Compute(ComputeError),
     /// The client went away after its login was accepted for relay.
@@ -48,20 +53,141 @@ pub enum Classification {
     UnsupportedAuth,
 }
 
-/// A failure of the relayed login on the compute side (P4–P7).
+/// A failure of the relayed login on the compute side (P4–P8).
 #[derive(Debug)]
 pub enum ComputeError {
-    /// Could not connect within the deadline.
-    Connect(std::io::Error),
+    /// Could not connect (after retrying what could be retried).
+    Connect(ConnectError),
     /// The compute did not answer within `compute_timeout`.
-    Timeout,
+    Timeout(ComputeStep),
     /// The compute closed the connection or the socket failed.
-    Lost(String),
+    Lost(std::io::Error),
     /// The compute sent something that is not the next step of the login.
-    Protocol(String),
+    Protocol(ComputeProtocolError),
     /// The client negotiated capabilities the compute lacks (stale profile); relearnt now.
     CapabilityMismatch(u32),
 }
+
+/// The step of the compute leg a deadline ran out in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComputeStep {
+    /// P4: connecting (retries included).
+    Connect,
+    /// P5: reading the greeting.
+    Greeting,
+    /// P6–P8: sending the login or reading the compute's answers.
+    Login,
+}
+
+/// What the compute sent that a MySQL server in the connection phase must not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ComputeProtocolError {
+    /// The packet framing is broken (too large, continuation out of sequence).
+    Framing(FrameError),
+    /// The greeting is not a HandshakeV10.
+    BadGreeting(DecodeError),
+    /// The greeting has no 20-byte scramble to answer.
+    NoScramble,
+    /// The relayed-auth payload cannot be built from this login.
+    Payload(EncodeError),
+    /// The compute lacks `CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA` and the payload exceeds the
+    /// 255 bytes a one-byte length can carry.
+    PayloadTooLong,
+    /// A packet carried the wrong sequence id.
+    OutOfOrder {
+        /// The id the exchange called for.
+        expected: u8,
+        /// The id the packet had.
+        actual: u8,
+    },
+    /// A packet that is none of OK, ERR, AuthSwitchRequest or AuthMoreData (or, in dual
+    /// mode, none of OK and ERR); its first byte.
+    Unexpected(u8),
+    /// An empty packet where a reply was due.
+    Empty,
+    /// An AuthSwitchRequest that does not parse.
+    BadAuthSwitch(DecodeError),
+    /// A second AuthSwitchRequest: clients accept one per login, so it cannot be relayed.
+    SecondAuthSwitch,
+}
+
+impl ComputeError {
+    /// Whether trying the same step again can succeed: only a compute that does not listen
+    /// yet. Protocol errors and timeouts would repeat.
+    #[must_use]
+    pub fn retryable(&self) -> bool {
+        matches!(self, Self::Connect(e) if e.retryable())
+    }
+
+    /// Metric label.
+    #[must_use]
+    pub const fn label(&self) -> &'static str {
+        match self {
+            Self::Connect(_) => "compute_connect_failed",
+            Self::Timeout(_) => "compute_timeout",
+            Self::Lost(_) => "compute_lost",
+            Self::Protocol(_) => "compute_protocol",
+            Self::CapabilityMismatch(_) => "capability_mismatch",
+        }
+    }
+}
+
+impl std::fmt::Display for ComputeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Connect(e) => e.fmt(f),
+            Self::Timeout(step) => write!(f, "compute did not answer in time ({step:?})"),
+            Self::Lost(e) => write!(f, "compute connection lost: {e}"),
+            Self::Protocol(e) => write!(f, "compute protocol error: {e}"),
+            Self::CapabilityMismatch(bits) => write!(
+                f,
+                "client negotiated capabilities {bits:#x} the compute lacks (profile relearnt)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ComputeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Connect(e) => Some(e),
+            Self::Lost(e) => Some(e),
+            Self::Protocol(e) => Some(e),
+            Self::Timeout(_) | Self::CapabilityMismatch(_) => None,
+        }
+    }
+}
+
+impl From<ComputeProtocolError> for ComputeError {
+    fn from(e: ComputeProtocolError) -> Self {
+        Self::Protocol(e)
+    }
+}
+
+impl std::fmt::Display for ComputeProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Framing(e) => write!(f, "bad framing: {e}"),
+            Self::BadGreeting(e) => write!(f, "bad greeting: {e}"),
+            Self::NoScramble => f.write_str("greeting without a 20-byte scramble"),
+            Self::Payload(e) => write!(f, "cannot build the relayed-auth payload: {e}"),
+            Self::PayloadTooLong => f.write_str(
+                "compute lacks CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA and the payload exceeds 255 bytes",
+            ),
+            Self::OutOfOrder { expected, actual } => {
+                write!(f, "packet has sequence id {actual}, expected {expected}")
+            }
+            Self::Unexpected(first) => {
+                write!(f, "unexpected packet {first:#04x} during authentication")
+            }
+            Self::Empty => f.write_str("empty packet during authentication"),
+            Self::BadAuthSwitch(e) => write!(f, "bad auth switch: {e}"),
+            Self::SecondAuthSwitch => f.write_str("server asked for a second auth switch"),
+        }
+    }
+}
+
+impl std::error::Error for ComputeProtocolError {}
 
 impl Classification {
     /// Metric label.
@@ -145,14 +271,18 @@ impl PerceptronError {
         match self {
             Self::NotALogin(c) => c.label(),
             Self::Wake(e) => e.label(),
-            Self::Compute(ComputeError::Connect(_)) => "compute_connect_failed",
-            Self::Compute(ComputeError::Timeout) => "compute_timeout",
-            Self::Compute(ComputeError::Lost(_)) => "compute_lost",
-            Self::Compute(ComputeError::Protocol(_)) => "compute_protocol",
-            Self::Compute(ComputeError::CapabilityMismatch(_)) => "capability_mismatch",
+            Self::Compute(e) => e.label(),
             Self::ClientGone => "client_gone",
             Self::ShuttingDown => "shutting_down",
         }
+    }
+
+    /// Whether the client may simply try again: the instance or the relay was unavailable
+    /// (the ERR says so with a connection-class SQLSTATE). A login that was not one, or a
+    /// client that left, is not retried by anyone.
+    #[must_use]
+    pub const fn retryable(&self) -> bool {
+        matches!(self, Self::Wake(_) | Self::Compute(_) | Self::ShuttingDown)
     }
 
     /// The one ERR packet the client sees, if any. Resume and compute failures use
@@ -188,17 +318,32 @@ impl std::fmt::Display for PerceptronError {
         match self {
             Self::NotALogin(c) => write!(f, "not a login: {}", c.label()),
             Self::Wake(e) => write!(f, "wake failed: {e}"),
-            Self::Compute(ComputeError::Connect(e)) => write!(f, "connect to compute failed: {e}"),
-            Self::Compute(ComputeError::Timeout) => f.write_str("compute did not answer in time"),
-            Self::Compute(ComputeError::Lost(e)) => write!(f, "compute connection lost: {e}"),
-            Self::Compute(ComputeError::Protocol(e)) => write!(f, "compute protocol error: {e}"),
-            Self::Compute(ComputeError::CapabilityMismatch(bits)) => write!(
-                f,
-                "client negotiated capabilities {bits:#x} the compute lacks (profile relearnt)"
-            ),
+            Self::Compute(e) => e.fmt(f),
             Self::ClientGone => f.write_str("client went away"),
             Self::ShuttingDown => f.write_str("relay shutting down"),
         }
+    }
+}
+
+impl std::error::Error for PerceptronError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Wake(e) => Some(e),
+            Self::Compute(e) => Some(e),
+            Self::NotALogin(_) | Self::ClientGone | Self::ShuttingDown => None,
+        }
+    }
+}
+
+impl From<ComputeError> for PerceptronError {
+    fn from(e: ComputeError) -> Self {
+        Self::Compute(e)
+    }
+}
+
+impl From<ComputeProtocolError> for PerceptronError {
+    fn from(e: ComputeProtocolError) -> Self {
+        Self::Compute(e.into())
     }
 }
 

@@ -1,0 +1,195 @@
+//! P4 and P5, and what the two ways of completing a login (dual, switch) share: connect to
+//! the woken compute (retrying only while it cannot listen yet), read its greeting and
+//! scramble B, check that it supports what the client negotiated, and read its answers with a
+//! deadline. The compute is reached through a [`ComputeConnector`], so tests drive these
+//! phases with a scripted compute on an in-memory stream.
+
+use std::time::Duration;
+
+use authplugin::Scramble;
+use authplugin::packet::capabilities::{
+    CLIENT_CONNECT_ATTRS, CLIENT_CONNECT_WITH_DB, CLIENT_PLUGIN_AUTH,
+    CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA, CLIENT_PROTOCOL_41, CLIENT_SECURE_CONNECTION,
+};
+use authplugin::packet::{HandshakeResponse41, HandshakeV10, Packet};
+use zeroize::Zeroizing;
+
+use super::login::ClientLogin;
+use super::outcome::{ComputeError, ComputeProtocolError, ComputeStep};
+use crate::compute_conn::ComputeConnector;
+use crate::control::readiness;
+use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream, ReadError};
+use crate::profile::{FORMAT_CHANGING, NEVER_ADVERTISED};
+
+/// A compute connection that has greeted (P5 done).
+#[derive(Debug)]
+pub struct GreetedCompute<S> {
+    /// The connection.
+    pub stream: PacketStream<S>,
+    /// The compute's greeting.
+    pub greeting: HandshakeV10,
+    /// The greeting's scramble B.
+    pub scramble_b: Scramble,
+}
+
+/// P4: connects to the compute within `timeout`, retrying with backoff while the connect
+/// error says the compute is not listening yet (it may still be starting after the wake).
+///
+/// # Errors
+/// [`ComputeError::Connect`] for an error a retry cannot fix or the last one before the
+/// deadline, [`ComputeError::Timeout`] when a single attempt outlives it.
+pub async fn connect<C: ComputeConnector>(
+    connector: &C,
+    timeout: Duration,
+) -> Result<PacketStream<C::Stream>, ComputeError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut attempt = 0;
+    loop {
+        let error = match tokio::time::timeout_at(deadline, connector.connect()).await {
+            Ok(Ok(s)) => {
+                return Ok(PacketStream::new(s, MAX_LOGIN_PACKET_LEN).with_write_timeout(timeout));
+            }
+            Ok(Err(e)) => ComputeError::Connect(e),
+            Err(_) => return Err(ComputeError::Timeout(ComputeStep::Connect)),
+        };
+        let pause = readiness::backoff(attempt);
+        if !error.retryable() || tokio::time::Instant::now() + pause >= deadline {
+            return Err(error);
+        }
+        tracing::debug!(error = %error, attempt, "compute connect failed; retrying");
+        tokio::time::sleep(pause).await;
+        attempt += 1;
+    }
+}
+
+/// P5: reads the compute's greeting and its scramble B. The caller learns the compute's
+/// profile from [`GreetedCompute::greeting`] before anything else can fail.
+///
+/// # Errors
+/// [`ComputeError`]: timeout, lost connection, or a greeting that is not HandshakeV10 with a
+/// 20-byte scramble.
+pub async fn read_greeting<S>(
+    mut stream: PacketStream<S>,
+    timeout: Duration,
+) -> Result<GreetedCompute<S>, ComputeError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let packet = read(&mut stream, timeout, ComputeStep::Greeting).await?;
+    let greeting =
+        HandshakeV10::decode(&packet.payload).map_err(ComputeProtocolError::BadGreeting)?;
+    let scramble_b = greeting
+        .scramble()
+        .ok_or(ComputeProtocolError::NoScramble)?;
+    Ok(GreetedCompute {
+        stream,
+        greeting,
+        scramble_b,
+    })
+}
+
+/// Refuses a login whose session would use capabilities the compute does not have: they
+/// change the format of later packets, so the relay could not forward them. It happens when
+/// the client was greeted with a stale profile.
+///
+/// # Errors
+/// [`ComputeError::CapabilityMismatch`] with the missing bits.
+pub fn check_capabilities(
+    login: &ClientLogin,
+    greeting: &HandshakeV10,
+) -> Result<(), ComputeError> {
+    let missing = login.effective_flag & FORMAT_CHANGING & !greeting.capability_flags;
+    if missing == 0 {
+        Ok(())
+    } else {
+        Err(ComputeError::CapabilityMismatch(missing))
+    }
+}
+
+/// The HandshakeResponse41 the relay sends the compute for `login`: the client's identity and
+/// session settings, limited to what the compute offers, with `plugin` and `auth_response`.
+/// `database` is what the compute will see (the MAC of a dual login binds it).
+#[must_use]
+pub fn response_for(
+    login: &ClientLogin,
+    greeting: &HandshakeV10,
+    plugin: &str,
+    auth_response: Zeroizing<Vec<u8>>,
+) -> HandshakeResponse41 {
+    let client_flag = client_flag(login, greeting);
+    let client = &login.response;
+    HandshakeResponse41 {
+        client_flag,
+        max_packet_size: client.max_packet_size,
+        character_set: client.character_set,
+        reserved: [0; 23],
+        username: client.username.clone(),
+        auth_response,
+        database: (client_flag & CLIENT_CONNECT_WITH_DB != 0)
+            .then(|| client.database.clone().unwrap_or_default()),
+        client_plugin_name: Some(plugin.as_bytes().to_vec()),
+        connect_attrs: (client_flag & CLIENT_CONNECT_ATTRS != 0)
+            .then(|| client.connect_attrs.clone().unwrap_or_default()),
+        zstd_compression_level: None,
+    }
+}
+
+/// The capability flags of the relay's login to the compute: the session's flags the compute
+/// also has, minus those the relay never negotiates, plus what every relayed login needs.
+#[must_use]
+pub fn client_flag(login: &ClientLogin, greeting: &HandshakeV10) -> u32 {
+    let server = greeting.capability_flags;
+    (login.effective_flag & server & !NEVER_ADVERTISED & !CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA)
+        | CLIENT_PROTOCOL_41
+        | CLIENT_SECURE_CONNECTION
+        | CLIENT_PLUGIN_AUTH
+        | (server & CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA)
+}
+
+/// Reads one packet from the compute within `timeout`.
+///
+/// # Errors
+/// [`ComputeError`] for a timeout (in `step`), a lost connection or bad framing.
+pub async fn read<S>(
+    compute: &mut PacketStream<S>,
+    timeout: Duration,
+    step: ComputeStep,
+) -> Result<Packet, ComputeError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    compute
+        .read_packet_within(timeout)
+        .await
+        .map_err(|e| match e {
+            ReadError::TimedOut => ComputeError::Timeout(step),
+            ReadError::Frame(e) => ComputeProtocolError::Framing(e).into(),
+            ReadError::Io(e) => ComputeError::Lost(e),
+            ReadError::Closed { partial } => ComputeError::Lost(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                if partial {
+                    "compute closed the connection mid-packet"
+                } else {
+                    "compute closed the connection"
+                },
+            )),
+        })
+}
+
+/// Writes one packet to the compute.
+///
+/// # Errors
+/// [`ComputeError::Lost`] (a write that outlives the stream's write timeout included).
+pub async fn write<S>(
+    compute: &mut PacketStream<S>,
+    sequence_id: u8,
+    payload: &[u8],
+) -> Result<(), ComputeError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    compute
+        .write_packet(sequence_id, payload)
+        .await
+        .map_err(ComputeError::Lost)
+}

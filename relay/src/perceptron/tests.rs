@@ -1,0 +1,872 @@
+//! P1–P8 over in-memory streams: a scripted client, the relay's phases, and a scripted
+//! compute behind a scripted connector. Each test asserts what the client receives and how
+//! the connection ended; time-based ones run on paused time.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use authplugin::packet::capabilities::*;
+use authplugin::packet::{AuthSwitchRequest, ErrPacket, HandshakeResponse41, HandshakeV10, Packet};
+use authplugin::payload::{self, Binding};
+use authplugin::{
+    AuthPlugin, Credential, KeyId, KeyRing, PerceptronKey, ReplayGuard, Scramble, native_password,
+};
+use tokio::io::DuplexStream;
+use tokio_util::sync::CancellationToken;
+use zeroize::Zeroizing;
+
+use super::*;
+use crate::compute_conn::ConnectError;
+use crate::config::{DriverConfig, InstanceConfig, OnRelayExit};
+use crate::control::Instance;
+use crate::control::driver::{BoxFuture, Driver, RunningCompute, WakeError};
+use crate::metrics::Metrics;
+use crate::profile::{ComputeProfile, FORMAT_CHANGING};
+use outcome::{Classification, ComputeError, ComputeProtocolError, ComputeStep};
+
+const PASSWORD: &[u8] = b"app-password";
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A driver whose compute is ready at once: the phases under test start after P3.
+struct ReadyDriver;
+
+struct Forever;
+
+impl Driver for ReadyDriver {
+    fn start(&self, _: Duration) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
+        Box::pin(async { Ok(Box::new(Forever) as Box<dyn RunningCompute>) })
+    }
+
+    fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
+        Box::pin(async { None })
+    }
+}
+
+impl RunningCompute for Forever {
+    fn wait_exit(&self) -> BoxFuture<'_, String> {
+        Box::pin(std::future::pending())
+    }
+
+    fn stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// Connect attempts in order: a compute-side stream, or a connect error.
+struct ScriptedConnector {
+    script: Mutex<VecDeque<Result<DuplexStream, io::ErrorKind>>>,
+}
+
+impl ScriptedConnector {
+    fn new(script: Vec<Result<DuplexStream, io::ErrorKind>>) -> Self {
+        Self {
+            script: Mutex::new(script.into()),
+        }
+    }
+
+    fn left(&self) -> usize {
+        self.script.lock().unwrap().len()
+    }
+}
+
+impl ComputeConnector for ScriptedConnector {
+    type Stream = DuplexStream;
+
+    async fn connect(&self) -> Result<DuplexStream, ConnectError> {
+        let next = self.script.lock().unwrap().pop_front();
+        match next.expect("connector script exhausted") {
+            Ok(s) => Ok(s),
+            Err(kind) => Err(ConnectError(io::Error::from(kind))),
+        }
+    }
+}
+
+fn runtime(auth: AuthMode) -> InstanceRuntime {
+    let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let config = InstanceConfig {
+        name: "t".into(),
+        listen: addr,
+        compute: addr,
+        auth,
+        proxy_protocol: false,
+        resume_timeout: TIMEOUT,
+        handshake_timeout: TIMEOUT,
+        compute_timeout: TIMEOUT,
+        idle_pause_after: Duration::from_secs(60),
+        on_relay_exit: OnRelayExit::Pause,
+        driver: DriverConfig::Process {
+            command: vec!["unused".into()],
+            cwd: ".".into(),
+            stop_grace: Duration::from_secs(1),
+        },
+    };
+    let metrics = Arc::new(Metrics::default());
+    let key = PerceptronKey::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);
+    InstanceRuntime {
+        instance: Instance::new(config, Box::new(ReadyDriver), Arc::clone(&metrics), None),
+        profile: RwLock::new(ComputeProfile::server_shim_default()),
+        // Never created: a learnt profile that cannot be saved is only logged.
+        state_dir: "/nonexistent/perceptron-test".into(),
+        ring: Arc::new(KeyRing::new(vec![key]).unwrap()),
+        metrics,
+        connection_ids: AtomicU32::new(1),
+        shutdown: CancellationToken::new(),
+    }
+}
+
+fn login_response(scramble_a: &Scramble, flags: u32) -> HandshakeResponse41 {
+    HandshakeResponse41 {
+        client_flag: CLIENT_PROTOCOL_41
+            | CLIENT_SECURE_CONNECTION
+            | CLIENT_PLUGIN_AUTH
+            | CLIENT_CONNECT_WITH_DB
+            | flags,
+        max_packet_size: 1 << 24,
+        character_set: 45,
+        reserved: [0; 23],
+        username: b"app".to_vec(),
+        auth_response: Zeroizing::new(native_password::token(PASSWORD, scramble_a)),
+        database: Some(b"shop".to_vec()),
+        client_plugin_name: Some(b"mysql_native_password".to_vec()),
+        connect_attrs: None,
+        zstd_compression_level: None,
+    }
+}
+
+/// What a scripted client does after sending its login.
+#[derive(Clone, Copy)]
+enum ClientScript {
+    /// Reads everything until the relay closes.
+    ReadAll,
+    /// Answers the first packet it receives with `answer` (an auth switch or more data), then
+    /// reads everything.
+    AnswerOnce(&'static [u8]),
+    /// Answers every AuthMoreData/AuthSwitch packet with `answer`, then reads everything.
+    AnswerEach(&'static [u8]),
+    /// Closes right after its login.
+    Leave,
+}
+
+/// Logs in (native answer to scramble A, capability `flags` on top of the basics), then runs
+/// `script`; returns every packet received after the greeting.
+async fn client(stream: DuplexStream, flags: u32, script: ClientScript) -> Vec<Packet> {
+    let mut s = PacketStream::new(stream, 1 << 20);
+    let greeting = s.read_packet().await.unwrap();
+    let greeting = HandshakeV10::decode(&greeting.payload).unwrap();
+    let scramble_a = greeting.scramble().unwrap();
+    s.write_packet(1, &login_response(&scramble_a, flags).to_bytes())
+        .await
+        .unwrap();
+    let mut received = Vec::new();
+    if matches!(script, ClientScript::Leave) {
+        return received;
+    }
+    let mut answered = false;
+    while let Ok(p) = s.read_packet().await {
+        let wants_answer = matches!(p.payload.first(), Some(0x01 | 0xFE))
+            && p.payload.get(1..) != Some(&[0x03][..]);
+        let next = p.sequence_id.wrapping_add(1);
+        received.push(p);
+        match script {
+            ClientScript::AnswerOnce(a) if !answered => {
+                answered = true;
+                s.write_packet(next, a).await.unwrap();
+            }
+            ClientScript::AnswerEach(a) if wants_answer => {
+                s.write_packet(next, a).await.unwrap();
+            }
+            _ => {}
+        }
+    }
+    received
+}
+
+/// The scripted compute's side: greets with scramble B and the server-shim profile.
+struct ComputeSide {
+    stream: PacketStream<DuplexStream>,
+    scramble_b: Scramble,
+}
+
+impl ComputeSide {
+    fn new(stream: DuplexStream) -> Self {
+        Self {
+            stream: PacketStream::new(stream, 1 << 20),
+            scramble_b: Scramble::from_bytes(*b"BBBBBBBBBBBBBBBBBBBB"),
+        }
+    }
+
+    async fn greet(&mut self) {
+        self.greet_with(ComputeProfile::server_shim_default()).await;
+    }
+
+    async fn greet_with(&mut self, profile: ComputeProfile) {
+        let g = profile.greeting(42, &self.scramble_b);
+        self.stream.write_packet(0, &g.to_bytes()).await.unwrap();
+    }
+
+    async fn read_login(&mut self) -> HandshakeResponse41 {
+        let p = self.stream.read_packet().await.unwrap();
+        assert_eq!(p.sequence_id, 1);
+        let caps = ComputeProfile::server_shim_default().capability_flags;
+        HandshakeResponse41::decode_for_server(&p.payload, caps).unwrap()
+    }
+
+    async fn send(&mut self, seq: u8, payload: &[u8]) {
+        self.stream.write_packet(seq, payload).await.unwrap();
+    }
+
+    /// Verifies a dual login as server-shim would, against `ring`.
+    fn verify(&self, p6: &HandshakeResponse41, ring: &KeyRing) -> bool {
+        let binding = Binding {
+            scramble_b: &self.scramble_b,
+            user: &p6.username,
+            database: p6.database.as_deref().unwrap_or_default(),
+        };
+        let mut replay = ReplayGuard::new(60_000, 16);
+        payload::verify(
+            &p6.auth_response,
+            &binding,
+            ring,
+            &mut replay,
+            crate::ledger::now_ms(),
+            Some(&Credential::from_password(PASSWORD)),
+        )
+        .is_ok()
+    }
+}
+
+fn ok_packet() -> Vec<u8> {
+    vec![0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]
+}
+
+fn denied() -> Vec<u8> {
+    ErrPacket::new(1045, b"28000", "Access denied for user 'app'").to_bytes()
+}
+
+struct Run {
+    /// The user and the compute's verdict, or how the connection ended.
+    result: Result<(Vec<u8>, Verdict), PerceptronError>,
+    /// Every packet the client received after the greeting.
+    client_got: Vec<Packet>,
+    /// Connect attempts the connector still had.
+    connects_left: usize,
+}
+
+/// One connection through `establish`: the client runs `client_script`, the compute side runs
+/// `compute` on the first connect that the `connects` script lets through.
+async fn run<F, Fut>(
+    rt: &InstanceRuntime,
+    flags: u32,
+    client_script: ClientScript,
+    connects: Vec<Option<io::ErrorKind>>,
+    compute: F,
+) -> Run
+where
+    F: FnOnce(ComputeSide) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let mut compute_task = None;
+    let mut script = Vec::new();
+    let mut compute = Some(compute);
+    for c in connects {
+        match c {
+            Some(kind) => script.push(Err(kind)),
+            None => {
+                let (relay_end, compute_end) = tokio::io::duplex(1 << 16);
+                let f = compute.take().expect("one compute per run");
+                compute_task = Some(tokio::spawn(f(ComputeSide::new(compute_end))));
+                script.push(Ok(relay_end));
+            }
+        }
+    }
+    let connector = ScriptedConnector::new(script);
+    let (relay_end, client_end) = tokio::io::duplex(1 << 16);
+    let client_task = tokio::spawn(client(client_end, flags, client_script));
+    let mut stream = PacketStream::new(relay_end, MAX_LOGIN_PACKET_LEN);
+    let peer: SocketAddr = "10.0.0.7:5000".parse().unwrap();
+    let result = establish(rt, &mut stream, peer, &connector).await;
+    drop(stream);
+    // The relay's end of the compute goes too, so the scripted compute sees the close.
+    let result = result.map(|e| {
+        let (_, rest) = e.compute.into_parts();
+        assert!(rest.is_empty(), "bytes left over after the login");
+        (e.user, e.verdict)
+    });
+    let client_got = client_task.await.unwrap();
+    if let Some(t) = compute_task {
+        t.await.unwrap();
+    }
+    Run {
+        result,
+        client_got,
+        connects_left: connector.left(),
+    }
+}
+
+fn err_of(p: &Packet) -> ErrPacket {
+    ErrPacket::decode(&p.payload).unwrap()
+}
+
+fn compute_error(r: &Run) -> &ComputeError {
+    match &r.result {
+        Err(PerceptronError::Compute(e)) => e,
+        other => panic!("expected a compute error, got {other:?}"),
+    }
+}
+
+/// The ERR every compute failure gives the client: 1053, retry.
+fn assert_unavailable(r: &Run) {
+    assert_eq!(r.client_got.len(), 1, "{:?}", r.client_got);
+    let p = &r.client_got[0];
+    assert_eq!(p.sequence_id, 2);
+    let e = err_of(p);
+    assert_eq!(e.error_code, 1053);
+    assert_eq!(e.sql_state, Some(*b"08S01"));
+    assert_eq!(e.error_message, b"Instance 't' failed during login. Retry");
+}
+
+// ---- dual mode ----
+
+#[tokio::test]
+async fn dual_login_reaches_the_client_as_the_computes_ok() {
+    let rt = runtime(AuthMode::Dual);
+    let ring = Arc::clone(&rt.ring);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let p6 = c.read_login().await;
+            assert_eq!(p6.username, b"app");
+            assert_eq!(p6.database.as_deref(), Some(&b"shop"[..]));
+            assert_eq!(
+                p6.client_plugin_name.as_deref(),
+                Some(payload::PLUGIN_NAME.as_bytes())
+            );
+            assert!(c.verify(&p6, &ring), "the compute must accept the payload");
+            c.send(2, &ok_packet()).await;
+        },
+    )
+    .await;
+    let (user, verdict) = r.result.as_ref().unwrap();
+    assert!(verdict.accepted());
+    assert_eq!(user, b"app");
+    assert_eq!(r.client_got.len(), 1);
+    assert_eq!(r.client_got[0].sequence_id, 2);
+    assert_eq!(r.client_got[0].payload, ok_packet());
+}
+
+#[tokio::test]
+async fn dual_login_denied_by_the_compute_reaches_the_client_as_its_err() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            c.send(2, &denied()).await;
+        },
+    )
+    .await;
+    assert!(!r.result.as_ref().unwrap().1.accepted());
+    assert_eq!(r.client_got.len(), 1);
+    assert_eq!(r.client_got[0].sequence_id, 2);
+    assert_eq!(err_of(&r.client_got[0]).error_code, 1045);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_connect_while_the_compute_is_not_listening() {
+    let rt = runtime(AuthMode::Dual);
+    let refused = Some(io::ErrorKind::ConnectionRefused);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![refused, refused, None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            c.send(2, &ok_packet()).await;
+        },
+    )
+    .await;
+    assert!(r.result.unwrap().1.accepted());
+    assert_eq!(r.connects_left, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn never_retries_a_connect_error_that_would_repeat() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![Some(io::ErrorKind::PermissionDenied), None],
+        |_| async {},
+    )
+    .await;
+    assert!(matches!(compute_error(&r), ComputeError::Connect(_)));
+    assert_eq!(r.connects_left, 1, "a second attempt was made");
+    assert_unavailable(&r);
+}
+
+#[tokio::test(start_paused = true)]
+async fn gives_up_connecting_at_the_deadline() {
+    let rt = runtime(AuthMode::Dual);
+    // More refusals than fit in compute_timeout at the readiness backoff.
+    let connects = vec![Some(io::ErrorKind::ConnectionRefused); 500];
+    let r = run(&rt, 0, ClientScript::ReadAll, connects, |_| async {}).await;
+    assert!(matches!(compute_error(&r), ComputeError::Connect(_)));
+    assert!(r.connects_left > 0);
+    assert_unavailable(&r);
+}
+
+#[tokio::test]
+async fn compute_closing_before_its_greeting_is_a_lost_compute() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(&rt, 0, ClientScript::ReadAll, vec![None], |c| async move {
+        drop(c);
+    })
+    .await;
+    assert!(matches!(compute_error(&r), ComputeError::Lost(_)));
+    assert_eq!(r.result.as_ref().unwrap_err().label(), "compute_lost");
+    assert_unavailable(&r);
+}
+
+#[tokio::test]
+async fn garbage_greeting_is_a_protocol_error() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.send(0, b"\x09not a greeting").await;
+        },
+    )
+    .await;
+    assert!(matches!(
+        compute_error(&r),
+        ComputeError::Protocol(ComputeProtocolError::BadGreeting(_))
+    ));
+    assert_eq!(r.result.as_ref().unwrap_err().label(), "compute_protocol");
+    assert_unavailable(&r);
+}
+
+#[tokio::test]
+async fn compute_closing_mid_reply_is_a_lost_compute() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            // A header announcing 7 bytes, then two of them, then the close.
+            let (mut stream, _) = c.stream.into_parts();
+            tokio::io::AsyncWriteExt::write_all(&mut stream, &[7, 0, 0, 2, 0, 0])
+                .await
+                .unwrap();
+        },
+    )
+    .await;
+    assert!(matches!(compute_error(&r), ComputeError::Lost(_)));
+    assert_unavailable(&r);
+}
+
+#[tokio::test]
+async fn reply_with_the_wrong_sequence_id_is_a_protocol_error() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            c.send(3, &ok_packet()).await;
+        },
+    )
+    .await;
+    assert!(matches!(
+        compute_error(&r),
+        ComputeError::Protocol(ComputeProtocolError::OutOfOrder {
+            expected: 2,
+            actual: 3
+        })
+    ));
+    assert_unavailable(&r);
+}
+
+#[tokio::test]
+async fn auth_switch_in_dual_mode_is_a_protocol_error() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            c.send(2, b"\xfemysql_native_password\0BBBBBBBBBBBBBBBBBBBB\0")
+                .await;
+        },
+    )
+    .await;
+    assert!(matches!(
+        compute_error(&r),
+        ComputeError::Protocol(ComputeProtocolError::Unexpected(0xFE))
+    ));
+    assert_unavailable(&r);
+}
+
+#[tokio::test(start_paused = true)]
+async fn compute_that_never_greets_times_out() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(&rt, 0, ClientScript::ReadAll, vec![None], |c| async move {
+        // Holds the connection open, silent, past compute_timeout.
+        tokio::time::sleep(TIMEOUT * 2).await;
+        drop(c);
+    })
+    .await;
+    assert!(matches!(
+        compute_error(&r),
+        ComputeError::Timeout(ComputeStep::Greeting)
+    ));
+    assert_unavailable(&r);
+}
+
+#[tokio::test(start_paused = true)]
+async fn compute_that_never_answers_the_login_times_out() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            tokio::time::sleep(TIMEOUT * 2).await;
+        },
+    )
+    .await;
+    assert!(matches!(
+        compute_error(&r),
+        ComputeError::Timeout(ComputeStep::Login)
+    ));
+    assert_unavailable(&r);
+}
+
+#[tokio::test]
+async fn capability_mismatch_is_refused_and_the_profile_relearnt() {
+    let rt = runtime(AuthMode::Dual);
+    // The relay greets with a profile offering DEPRECATE_EOF; the compute no longer has it.
+    let mut stale = ComputeProfile::server_shim_default();
+    stale.capability_flags |= CLIENT_DEPRECATE_EOF;
+    *rt.profile.write().unwrap() = stale;
+    let mut current = ComputeProfile::server_shim_default();
+    current.capability_flags &= !CLIENT_DEPRECATE_EOF;
+    let greeted_with = current.clone();
+    let r = run(
+        &rt,
+        CLIENT_DEPRECATE_EOF,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet_with(greeted_with).await;
+        },
+    )
+    .await;
+    assert!(matches!(
+        compute_error(&r),
+        ComputeError::CapabilityMismatch(bits) if *bits & FORMAT_CHANGING == CLIENT_DEPRECATE_EOF
+    ));
+    assert_eq!(rt.profile(), current, "the compute's profile is learnt");
+    let e = err_of(&r.client_got[0]);
+    assert_eq!(e.error_code, 1053);
+    assert_eq!(
+        e.error_message,
+        b"Instance 't' changed its capabilities; reconnect"
+    );
+}
+
+#[tokio::test]
+async fn client_leaving_before_the_verdict_is_client_gone_and_gets_nothing() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::Leave,
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            c.send(2, &ok_packet()).await;
+        },
+    )
+    .await;
+    assert!(matches!(r.result, Err(PerceptronError::ClientGone)));
+    assert!(r.client_got.is_empty());
+}
+
+#[tokio::test]
+async fn shutdown_during_the_wake_tells_the_client() {
+    let rt = runtime(AuthMode::Dual);
+    rt.shutdown.cancel();
+    // The ready driver would win a race with shutdown; a cancelled relay must not wake.
+    let r = run(&rt, 0, ClientScript::ReadAll, vec![], |_| async {}).await;
+    match &r.result {
+        Err(PerceptronError::ShuttingDown | PerceptronError::Wake(WakeError::ShuttingDown)) => {}
+        Err(PerceptronError::Compute(ComputeError::Connect(_))) | Ok(_) => {
+            panic!("connected to a compute during shutdown")
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(err_of(&r.client_got[0]).error_code, 1053);
+}
+
+// ---- switch mode ----
+
+#[tokio::test]
+async fn switch_login_relays_the_servers_challenge_and_verdict() {
+    let rt = runtime(AuthMode::Switch);
+    let answer: &'static [u8] = b"the-clients-answer-to-B";
+    let r = run(
+        &rt,
+        0,
+        ClientScript::AnswerOnce(answer),
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let probe = c.read_login().await;
+            assert_eq!(
+                probe.client_plugin_name.as_deref(),
+                Some(switch_auth::PROBE_PLUGIN.as_bytes())
+            );
+            assert!(
+                probe.auth_response.is_empty(),
+                "the probe carries no answer"
+            );
+            let switch =
+                AuthSwitchRequest::for_scramble(AuthPlugin::MysqlNativePassword, &c.scramble_b);
+            let mut out = Vec::new();
+            switch.encode(&mut out);
+            c.send(2, &out).await;
+            let got = c.stream.read_packet().await.unwrap();
+            assert_eq!(got.sequence_id, 3);
+            assert_eq!(got.payload, answer);
+            c.send(4, &ok_packet()).await;
+        },
+    )
+    .await;
+    assert!(r.result.unwrap().1.accepted());
+    let seqs: Vec<_> = r.client_got.iter().map(|p| p.sequence_id).collect();
+    assert_eq!(seqs, [2, 4], "renumbered for the client");
+    assert_eq!(r.client_got[0].payload[0], 0xFE);
+    assert_eq!(r.client_got[1].payload, ok_packet());
+}
+
+#[tokio::test]
+async fn switch_login_relays_auth_more_data_rounds() {
+    let rt = runtime(AuthMode::Switch);
+    let answer: &'static [u8] = b"more";
+    let r = run(
+        &rt,
+        0,
+        ClientScript::AnswerEach(answer),
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            let switch =
+                AuthSwitchRequest::for_scramble(AuthPlugin::CachingSha2Password, &c.scramble_b);
+            let mut out = Vec::new();
+            switch.encode(&mut out);
+            c.send(2, &out).await;
+            assert_eq!(c.stream.read_packet().await.unwrap().sequence_id, 3);
+            // caching_sha2: "perform full authentication", the client answers again.
+            c.send(4, &[0x01, 0x04]).await;
+            assert_eq!(c.stream.read_packet().await.unwrap().sequence_id, 5);
+            // Fast-path success needs no answer; the OK follows at once.
+            c.send(6, &[0x01, 0x03]).await;
+            c.send(7, &ok_packet()).await;
+        },
+    )
+    .await;
+    assert!(r.result.unwrap().1.accepted());
+    let seqs: Vec<_> = r.client_got.iter().map(|p| p.sequence_id).collect();
+    assert_eq!(seqs, [2, 4, 6, 7]);
+}
+
+#[tokio::test]
+async fn switch_login_forwards_the_servers_err() {
+    let rt = runtime(AuthMode::Switch);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::AnswerOnce(b"wrong"),
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            let switch =
+                AuthSwitchRequest::for_scramble(AuthPlugin::MysqlNativePassword, &c.scramble_b);
+            let mut out = Vec::new();
+            switch.encode(&mut out);
+            c.send(2, &out).await;
+            let _ = c.stream.read_packet().await.unwrap();
+            c.send(4, &denied()).await;
+        },
+    )
+    .await;
+    assert!(!r.result.unwrap().1.accepted());
+    assert_eq!(r.client_got.len(), 2);
+    assert_eq!(r.client_got[1].sequence_id, 4);
+    assert_eq!(err_of(&r.client_got[1]).error_code, 1045);
+}
+
+#[tokio::test]
+async fn a_second_switch_is_refused_and_the_server_login_finished() {
+    let rt = runtime(AuthMode::Switch);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::AnswerOnce(b"answer"),
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            let switch =
+                AuthSwitchRequest::for_scramble(AuthPlugin::MysqlNativePassword, &c.scramble_b);
+            let mut out = Vec::new();
+            switch.encode(&mut out);
+            c.send(2, &out).await;
+            let _ = c.stream.read_packet().await.unwrap();
+            c.send(4, &out).await;
+            // The relay abandons: an empty answer, so the server logs a failed login.
+            let finish = c.stream.read_packet().await.unwrap();
+            assert_eq!((finish.sequence_id, finish.payload.len()), (5, 0));
+            c.send(6, &denied()).await;
+        },
+    )
+    .await;
+    assert!(matches!(
+        compute_error(&r),
+        ComputeError::Protocol(ComputeProtocolError::SecondAuthSwitch)
+    ));
+    // The first switch, then the relay's own ERR (1053) at the next client sequence id.
+    assert_eq!(r.client_got.len(), 2);
+    assert_eq!(r.client_got[1].sequence_id, 4);
+    assert_eq!(err_of(&r.client_got[1]).error_code, 1053);
+}
+
+#[tokio::test]
+async fn client_leaving_mid_switch_finishes_the_server_login() {
+    let rt = runtime(AuthMode::Switch);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::Leave,
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            let switch =
+                AuthSwitchRequest::for_scramble(AuthPlugin::MysqlNativePassword, &c.scramble_b);
+            let mut out = Vec::new();
+            switch.encode(&mut out);
+            c.send(2, &out).await;
+            let finish = c.stream.read_packet().await.unwrap();
+            assert_eq!((finish.sequence_id, finish.payload.len()), (3, 0));
+            c.send(4, &denied()).await;
+        },
+    )
+    .await;
+    assert!(matches!(r.result, Err(PerceptronError::ClientGone)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn server_stalling_mid_switch_times_out() {
+    let rt = runtime(AuthMode::Switch);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::AnswerOnce(b"answer"),
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            let switch =
+                AuthSwitchRequest::for_scramble(AuthPlugin::MysqlNativePassword, &c.scramble_b);
+            let mut out = Vec::new();
+            switch.encode(&mut out);
+            c.send(2, &out).await;
+            let _ = c.stream.read_packet().await.unwrap();
+            tokio::time::sleep(TIMEOUT * 2).await;
+        },
+    )
+    .await;
+    assert!(matches!(
+        compute_error(&r),
+        ComputeError::Timeout(ComputeStep::Login)
+    ));
+    assert_eq!(err_of(r.client_got.last().unwrap()).error_code, 1053);
+}
+
+#[tokio::test]
+async fn server_sending_garbage_mid_switch_is_a_protocol_error() {
+    let rt = runtime(AuthMode::Switch);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            c.send(2, b"\x42garbage").await;
+            // The relay finishes the login with an empty answer.
+            let finish = c.stream.read_packet().await.unwrap();
+            assert_eq!(finish.payload.len(), 0);
+            c.send(4, &denied()).await;
+        },
+    )
+    .await;
+    assert!(matches!(
+        compute_error(&r),
+        ComputeError::Protocol(ComputeProtocolError::Unexpected(0x42))
+    ));
+    assert_unavailable(&r);
+}
+
+#[test]
+fn only_a_compute_that_is_not_listening_is_retried() {
+    let refused = ComputeError::Connect(ConnectError(io::ErrorKind::ConnectionRefused.into()));
+    assert!(refused.retryable());
+    for e in [
+        ComputeError::Timeout(ComputeStep::Login),
+        ComputeError::Protocol(ComputeProtocolError::Empty),
+        ComputeError::CapabilityMismatch(CLIENT_DEPRECATE_EOF),
+        ComputeError::Connect(ConnectError(io::ErrorKind::PermissionDenied.into())),
+    ] {
+        assert!(!e.retryable(), "{e}");
+    }
+    assert!(PerceptronError::Compute(refused).retryable());
+    assert!(!PerceptronError::NotALogin(Classification::Http).retryable());
+}
