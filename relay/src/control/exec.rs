@@ -36,12 +36,63 @@ struct ExecCompute {
     stopping: Arc<AtomicBool>,
 }
 
+/// Why a configured command did not succeed. `what` names the command (`start`, `stop`,
+/// `status`).
+#[derive(Debug)]
+enum CommandError {
+    /// The command line is empty.
+    Empty { what: &'static str },
+    /// The program could not be started.
+    Spawn {
+        what: &'static str,
+        program: String,
+        source: std::io::Error,
+    },
+    /// Waiting for it failed.
+    Wait {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    /// It ran longer than `command_timeout` (and was killed).
+    TimedOut { what: &'static str, after: Duration },
+    /// It exited unsuccessfully.
+    Failed {
+        what: &'static str,
+        status: std::process::ExitStatus,
+    },
+}
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Empty { what } => write!(f, "{what} command is empty"),
+            Self::Spawn {
+                what,
+                program,
+                source,
+            } => write!(f, "cannot run the {what} command {program}: {source}"),
+            Self::Wait { what, source } => write!(f, "{what} command failed: {source}"),
+            Self::TimedOut { what, after } => {
+                write!(f, "{what} command did not finish within {after:?}")
+            }
+            Self::Failed { what, status } => write!(f, "{what} command exited with {status}"),
+        }
+    }
+}
+
+impl std::error::Error for CommandError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Spawn { source, .. } | Self::Wait { source, .. } => Some(source),
+            Self::Empty { .. } | Self::TimedOut { .. } | Self::Failed { .. } => None,
+        }
+    }
+}
+
 impl ExecDriver {
     /// Runs one configured command under the command timeout.
-    async fn run(&self, what: &str, argv: &[String]) -> Result<(), String> {
-        let (program, args) = argv
-            .split_first()
-            .ok_or_else(|| format!("{what} command is empty"))?;
+    async fn run(&self, what: &'static str, argv: &[String]) -> Result<(), CommandError> {
+        let (program, args) = argv.split_first().ok_or(CommandError::Empty { what })?;
         let child = Command::new(program)
             .args(args)
             .current_dir(&self.spec.cwd)
@@ -50,16 +101,18 @@ impl ExecDriver {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("cannot run the {what} command {program}: {e}"))?;
+            .map_err(|source| CommandError::Spawn {
+                what,
+                program: program.clone(),
+                source,
+            })?;
         let out = tokio::time::timeout(self.spec.command_timeout, child.wait_with_output())
             .await
-            .map_err(|_| {
-                format!(
-                    "{what} command did not finish within {:?}",
-                    self.spec.command_timeout
-                )
+            .map_err(|_| CommandError::TimedOut {
+                what,
+                after: self.spec.command_timeout,
             })?
-            .map_err(|e| format!("{what} command failed: {e}"))?;
+            .map_err(|source| CommandError::Wait { what, source })?;
         for line in String::from_utf8_lossy(&out.stdout)
             .lines()
             .chain(String::from_utf8_lossy(&out.stderr).lines())
@@ -69,7 +122,10 @@ impl ExecDriver {
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!("{what} command exited with {}", out.status))
+            Err(CommandError::Failed {
+                what,
+                status: out.status,
+            })
         }
     }
 
@@ -114,7 +170,7 @@ impl Driver for ExecDriver {
             let deadline = tokio::time::Instant::now() + timeout;
             match tokio::time::timeout_at(deadline, self.run("start", &self.spec.start)).await {
                 Err(_) => return Err(WakeError::Timeout(timeout)),
-                Ok(Err(e)) => return Err(WakeError::Driver(e)),
+                Ok(Err(e)) => return Err(WakeError::Driver(e.to_string())),
                 Ok(Ok(())) => {}
             }
             if readiness::wait_ready(self.compute, deadline).await {

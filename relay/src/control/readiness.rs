@@ -3,32 +3,69 @@
 
 use std::time::Duration;
 
+use authplugin::DecodeError;
 use authplugin::packet::HandshakeV10;
 
 use crate::compute_conn::{self, ComputeTarget, OnBehalfOf};
-use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
+use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream, ReadError};
 
 /// How long one probe may take once connected.
 const PROBE_READ_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// Why a compute is not (yet) ready.
+#[derive(Debug)]
+pub enum ProbeError {
+    /// The connect did not finish within [`PROBE_READ_TIMEOUT`].
+    ConnectTimedOut,
+    /// The connect failed (nothing listens yet, most often).
+    Connect(std::io::Error),
+    /// No whole greeting arrived.
+    Read(ReadError),
+    /// What arrived is not a MySQL greeting.
+    NotAGreeting(DecodeError),
+}
+
+impl std::fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ConnectTimedOut => f.write_str("connect timed out"),
+            Self::Connect(e) => e.fmt(f),
+            Self::Read(ReadError::TimedOut) => f.write_str("no greeting in time"),
+            Self::Read(e) => e.fmt(f),
+            Self::NotAGreeting(e) => write!(f, "not a MySQL greeting: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ProbeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::ConnectTimedOut => None,
+            Self::Connect(e) => Some(e),
+            Self::Read(e) => Some(e),
+            Self::NotAGreeting(e) => Some(e),
+        }
+    }
+}
+
 /// Connects once and reads the greeting. `Ok(greeting)` means ready.
 ///
 /// # Errors
-/// A description of why the compute is not (yet) ready.
-pub async fn probe(target: ComputeTarget) -> Result<HandshakeV10, String> {
+/// [`ProbeError`]: why the compute is not (yet) ready.
+pub async fn probe(target: ComputeTarget) -> Result<HandshakeV10, ProbeError> {
     let stream = tokio::time::timeout(
         PROBE_READ_TIMEOUT,
         compute_conn::connect(target, OnBehalfOf::Relay),
     )
     .await
-    .map_err(|_| "connect timed out".to_owned())?
-    .map_err(|e| e.to_string())?;
+    .map_err(|_| ProbeError::ConnectTimedOut)?
+    .map_err(ProbeError::Connect)?;
     let mut ps = PacketStream::new(stream, MAX_LOGIN_PACKET_LEN);
-    let packet = tokio::time::timeout(PROBE_READ_TIMEOUT, ps.read_packet())
+    let packet = ps
+        .read_packet_within(PROBE_READ_TIMEOUT)
         .await
-        .map_err(|_| "no greeting in time".to_owned())?
-        .map_err(|e| e.to_string())?;
-    HandshakeV10::decode(&packet.payload).map_err(|e| format!("not a MySQL greeting: {e}"))
+        .map_err(ProbeError::Read)?;
+    HandshakeV10::decode(&packet.payload).map_err(ProbeError::NotAGreeting)
 }
 
 /// Probes spaced 1 ms apart for this many attempts: a server-shim greets about 1.5 ms after
@@ -88,7 +125,7 @@ mod tests {
             proxy_protocol: false,
         };
         let err = probe(target).await.unwrap_err();
-        assert!(err.contains("not a MySQL greeting"), "{err}");
+        assert!(matches!(err, ProbeError::NotAGreeting(_)), "{err}");
         drop(server.await);
     }
 }
