@@ -16,16 +16,6 @@
 //! - [`packet`]: the connection-phase packets and framing.
 //! - [`hex`]: hex for key files and stored hashes.
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
-
 pub mod caching_sha2;
 pub mod credential;
 pub mod hex;

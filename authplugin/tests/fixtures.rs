@@ -2,6 +2,14 @@
 //! (`fixtures/capture.py` regenerates them): decode, assert every field, re-encode, compare;
 //! then every truncated prefix and any trailing byte must be refused.
 
+// Test code: a failed step fails the test, which is what a panic reports best.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
 use authplugin::hex;
 use authplugin::packet::capabilities::*;
 use authplugin::packet::{

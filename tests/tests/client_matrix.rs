@@ -12,6 +12,14 @@
 //! names. The results table is printed (see it with `--nocapture`); `docs/clients.md` has the
 //! one observed.
 
+// Test code: a failed step fails the test, which is what a panic reports best.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;

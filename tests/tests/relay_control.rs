@@ -1,6 +1,14 @@
 //! The control plane end to end (issue: lifecycle, direct route, auto-pause, metering, admin
 //! API, drivers): real relay, real server-shim, the stock `mariadb` CLI and PyMySQL.
 
+// Test code: a failed step fails the test, which is what a panic reports best.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
 use std::io::{Read as _, Write as _};
 use std::net::TcpListener;
 use std::process::Command;

@@ -62,12 +62,32 @@ pub enum Route {
     Perceptron,
 }
 
+/// Open connections of an instance, by route.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct OpenConnections {
+    direct: usize,
+    perceptron: usize,
+}
+
+impl OpenConnections {
+    const fn of(&mut self, route: Route) -> &mut usize {
+        match route {
+            Route::Direct => &mut self.direct,
+            Route::Perceptron => &mut self.perceptron,
+        }
+    }
+
+    const fn total(self) -> usize {
+        self.direct + self.perceptron
+    }
+}
+
 struct Inner {
     state: State,
     /// When the current state was entered (Unix ms).
     since_ms: u64,
-    /// Open connections by route ([direct, perceptron]).
-    active: [usize; 2],
+    /// Open connections by route.
+    active: OpenConnections,
     /// When the last connection closed (or the compute became ready with none open).
     idle_since: tokio::time::Instant,
     wakes: u64,
@@ -159,9 +179,9 @@ impl std::fmt::Debug for ConnectionGuard {
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         let mut inner = self.instance.lock();
-        let slot = &mut inner.active[self.route as usize];
+        let slot = inner.active.of(self.route);
         *slot = slot.saturating_sub(1);
-        if inner.active == [0, 0] {
+        if inner.active.total() == 0 {
             inner.idle_since = tokio::time::Instant::now();
         }
     }
@@ -182,7 +202,7 @@ impl Instance {
             inner: Mutex::new(Inner {
                 state: State::Paused,
                 since_ms: crate::ledger::now_ms(),
-                active: [0, 0],
+                active: OpenConnections::default(),
                 idle_since: tokio::time::Instant::now(),
                 wakes: 0,
                 last_resume: None,
@@ -213,8 +233,8 @@ impl Instance {
             name: self.config.name.clone(),
             phase: inner.state.phase(),
             since_ms: inner.since_ms,
-            direct_connections: inner.active[Route::Direct as usize],
-            perceptron_connections: inner.active[Route::Perceptron as usize],
+            direct_connections: inner.active.direct,
+            perceptron_connections: inner.active.perceptron,
             wakes: inner.wakes,
             last_resume: inner.last_resume,
             failure: match &inner.state {
@@ -231,7 +251,7 @@ impl Instance {
     pub fn route_new_connection(self: &Arc<Self>) -> Option<ConnectionGuard> {
         let mut inner = self.lock();
         matches!(inner.state, State::Running(_)).then(|| {
-            inner.active[Route::Direct as usize] += 1;
+            inner.active.direct += 1;
             ConnectionGuard {
                 instance: Arc::clone(self),
                 route: Route::Direct,
@@ -242,7 +262,7 @@ impl Instance {
     /// Counts a connection the perceptron holds (from its login on), whatever the phase.
     #[must_use]
     pub fn hold(self: &Arc<Self>, route: Route) -> ConnectionGuard {
-        self.lock().active[route as usize] += 1;
+        *self.lock().active.of(route) += 1;
         ConnectionGuard {
             instance: Arc::clone(self),
             route,
@@ -374,7 +394,7 @@ impl Instance {
     pub async fn pause(self: &Arc<Self>, force: bool, reason: &str) -> Result<(), PauseError> {
         let (running, tx) = {
             let mut inner = self.lock();
-            let open = inner.active.iter().sum::<usize>();
+            let open = inner.active.total();
             let running = match &inner.state {
                 State::Running(r) => Arc::clone(r),
                 other => return Err(PauseError::NotRunning(other.phase())),
@@ -411,7 +431,7 @@ impl Instance {
             let due = {
                 let inner = self.lock();
                 matches!(inner.state, State::Running(_))
-                    && inner.active == [0, 0]
+                    && inner.active.total() == 0
                     && inner.idle_since.elapsed() >= idle_after
             };
             if due {
