@@ -17,7 +17,8 @@ use zeroize::Zeroizing;
 
 use crate::accounts::{Account, AccountStore, Role};
 use crate::engine::{Catalog, GlueRedbEngine};
-use crate::server::{ServerState, serve};
+use crate::server::serve;
+use crate::state::ServerState;
 use crate::stream::Timeouts;
 
 /// Perceptron's stand-in compute node: a MySQL-protocol server with dual verification.

@@ -491,12 +491,6 @@ impl Database {
     pub fn slot(&self) -> Arc<tokio::sync::Mutex<Slot>> {
         Arc::clone(&self.slot)
     }
-
-    /// The directory holding the database's files.
-    #[must_use]
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
 }
 
 impl Slot {

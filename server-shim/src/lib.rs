@@ -4,32 +4,44 @@
 //! (GlueSQL on redb), with a user-management CLI.
 //!
 //! # Layout
-//! - [`cli`]: the command line (`run`, `user add|remove|list`); `main.rs` only calls it.
-//! - [`server`]: the accept loop, graceful shutdown, and the `AsyncMysqlShim` per connection.
-//! - [`stream`]: the socket adapter that tees the login packet and rewrites a refused login's
+//! Modules in layers; each uses only modules in the layers below it (no cycles):
+//!
+//! ```text
+//! cli ─► server ─► session ─► classify, results, variables ─► engine ─► sql_error
+//!          │          └─────► auth ─► accounts
+//!          └─► stream         state ─► accounts, engine, stream
+//! ```
+//!
+//! - [`cli`]: the command line (`run`, `user add|remove|list`); `main.rs` only calls it. The
+//!   only public module: everything else is private, so the compiler reports dead code.
+//! - `server`: the accept loop, graceful shutdown, and the `AsyncMysqlShim` per connection.
+//! - `state`: what every connection of a server shares (catalog, accounts, key ring, replay
+//!   window, deadlines, shutdown, connection ids).
+//! - `session`: per-connection state and statement dispatch.
+//! - `stream`: the socket adapter that tees the login packet and rewrites a refused login's
 //!   ERR to 1045, with read and write deadlines.
-//! - [`auth`]: the login decision, relayed (payload verification) and direct.
-//! - [`accounts`]: the account file (hashes only, mode 0600, atomic writes).
-//! - [`session`]: per-connection state and statement dispatch.
-//! - [`classify`]: which statements the session answers and which go to the engine.
-//! - [`variables`]: the system variables clients ask for.
-//! - [`engine`]: the `Engine`/`Executor` traits, GlueSQL over redb, the database catalog.
-//! - [`results`]: writing result sets, OK and ERR packets.
-//! - [`sql_error`]: MySQL error codes for every failure (one place).
+//! - `auth`: the login decision, relayed (payload verification) and direct.
+//! - `accounts`: the account file (hashes only, mode 0600, atomic writes).
+//! - `classify`: which statements the session answers and which go to the engine.
+//! - `variables`: the system variables clients ask for.
+//! - `results`: writing result sets, OK and ERR packets.
+//! - `engine`: the `Engine`/`Executor` traits, GlueSQL over redb, the database catalog.
+//! - `sql_error`: MySQL error codes for every failure (one place).
 
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
-pub mod accounts;
-pub mod auth;
-pub mod classify;
+mod accounts;
+mod auth;
+mod classify;
 pub mod cli;
-pub mod engine;
-pub mod results;
-pub mod server;
-pub mod session;
-pub mod sql_error;
-pub mod stream;
-pub mod variables;
+mod engine;
+mod results;
+mod server;
+mod session;
+mod sql_error;
+mod state;
+mod stream;
+mod variables;

@@ -22,8 +22,8 @@ use crate::auth::Login;
 use crate::classify::{SessionFn, SessionItem, Statement, classify};
 use crate::engine::{Cell, Database, Executor, Outcome, Slot, count_placeholders};
 use crate::results::{Reply, status_flags};
-use crate::server::ServerState;
 use crate::sql_error::SqlError;
+use crate::state::ServerState;
 use crate::variables::{self, SERVER_VERSION, SessionVars};
 
 /// A transaction holding its database's lock.
