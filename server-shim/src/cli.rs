@@ -16,7 +16,8 @@ use tracing::{error, info};
 use zeroize::Zeroizing;
 
 use crate::accounts::{Account, AccountStore, Role};
-use crate::engine::{Catalog, GlueRedbEngine};
+use crate::catalog::Catalog;
+use crate::engine::GlueRedbEngine;
 use crate::server::serve;
 use crate::state::ServerState;
 use crate::stream::Timeouts;

@@ -7,9 +7,10 @@
 //! Modules in layers; each uses only modules in the layers below it (no cycles):
 //!
 //! ```text
-//! cli ─► server ─► session ─► classify, results, variables ─► engine ─► sql_error
-//!          │          └─────► auth ─► accounts
-//!          └─► stream         state ─► accounts, engine, stream
+//! cli ─► server ─► session ─► classify, results, variables ─┐
+//!          │          ├─────► auth ─► accounts               ├─► engine ─► sql_error
+//!          │          └─────► state ─► catalog ──────────────┘
+//!          └─► stream         (state also ─► accounts, stream)
 //! ```
 //!
 //! - [`cli`]: the command line (`run`, `user add|remove|list`); `main.rs` only calls it. The
@@ -25,7 +26,8 @@
 //! - `classify`: which statements the session answers and which go to the engine.
 //! - `variables`: the system variables clients ask for.
 //! - `results`: writing result sets, OK and ERR packets.
-//! - `engine`: the `Engine`/`Executor` traits, GlueSQL over redb, the database catalog.
+//! - `catalog`: the databases of a data directory, a lock per database, lazily opened storage.
+//! - `engine`: the `Engine`/`Executor` traits and GlueSQL over redb.
 //! - `sql_error`: MySQL error codes for every failure (one place).
 
 #![cfg_attr(
@@ -35,6 +37,7 @@
 
 mod accounts;
 mod auth;
+mod catalog;
 mod classify;
 pub mod cli;
 mod engine;

@@ -28,7 +28,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::auth::{self, Attempt, Login, Verifier};
-use crate::engine::{Catalog, Slot};
+use crate::catalog::{Catalog, Slot};
 use crate::results::write_reply;
 use crate::session::{Session, param_cell};
 use crate::state::ServerState;

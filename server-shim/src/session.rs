@@ -19,8 +19,9 @@ use tokio::sync::OwnedMutexGuard;
 
 use crate::accounts::{Account, AccountError, Role};
 use crate::auth::Login;
+use crate::catalog::{Database, Slot};
 use crate::classify::{SessionFn, SessionItem, Statement, classify};
-use crate::engine::{Cell, Database, Executor, Outcome, Slot, count_placeholders};
+use crate::engine::{Cell, Executor, Outcome, count_placeholders};
 use crate::results::{Reply, status_flags};
 use crate::sql_error::SqlError;
 use crate::state::ServerState;

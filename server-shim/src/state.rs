@@ -12,7 +12,7 @@ use authplugin::{KeyRing, ReplayGuard};
 use tokio_util::sync::CancellationToken;
 
 use crate::accounts::AccountStore;
-use crate::engine::Catalog;
+use crate::catalog::Catalog;
 use crate::stream::Timeouts;
 
 /// Everything the connections share.
