@@ -19,8 +19,9 @@
 //! - `state`: what every connection of a server shares (catalog, accounts, key ring, replay
 //!   window, deadlines, shutdown, connection ids).
 //! - `session`: per-connection state and statement dispatch.
-//! - `stream`: the socket adapter that tees the login packet and rewrites a refused login's
-//!   ERR to 1045, with read and write deadlines.
+//! - `stream`: the socket adapter between the client and opensrv-mysql, one submodule per
+//!   opensrv shortcoming it works around (the login tee, the ERR 1045, one packet per read,
+//!   COM_FIELD_LIST, unsupported commands, deadlines).
 //! - `auth`: the login decision, relayed (payload verification) and direct.
 //! - `accounts`: the account file (hashes only, mode 0600, atomic writes).
 //! - `classify`: which statements the session answers and which go to the engine.

@@ -1,8 +1,8 @@
-//! The session layer: one per connection, between opensrv's command hooks and the
-//! [`Catalog`]. It keeps the current database, `autocommit`, the open transaction and the
-//! prepared statements; answers what a MySQL server answers itself (databases, variables,
-//! accounts, connect-time probes, see [`crate::classify`]); and runs everything else on the
-//! engine, on a blocking thread, holding the database's lock.
+//! The session layer: one per connection, between opensrv's command hooks and the catalog
+//! ([`crate::catalog::Catalog`]). It keeps the current database, `autocommit`, the open
+//! transaction and the prepared statements; answers what a MySQL server answers itself
+//! (databases, variables, accounts, connect-time probes, see [`crate::classify`]); and runs
+//! everything else on the engine, on a blocking thread, holding the database's lock.
 //!
 //! Concurrency: statements on one database are serialised by its lock, waited for with a
 //! deadline (`innodb_lock_wait_timeout`, ERR 1205). An explicit transaction (or the implicit
