@@ -5,18 +5,44 @@
 //! plugin the client named, and the parsed handshake stays private to opensrv. So the reader
 //! copies the client's first packet (its HandshakeResponse41) as it passes through, and
 //! `authenticate` decodes that copy with `authplugin` (see [`crate::auth`]).
+//!
+//! The copy holds the client's answer (or the relayed-auth payload), so it is wiped from memory
+//! when dropped, and so is every buffer it passed through (house rule 6).
+
+use core::fmt;
+use core::ops::Deref;
 
 use authplugin::packet::framing::{HEADER_LEN, parse_packet};
+use zeroize::Zeroizing;
 
 /// The largest first packet the reader keeps. A HandshakeResponse41 with a relayed-auth
 /// payload and connect attributes is well under 2 KiB; anything over this is refused.
 pub(super) const MAX_HANDSHAKE_PACKET: usize = 64 * 1024;
 
+/// The payload of the client's first packet (its HandshakeResponse41). Wiped when dropped;
+/// its `Debug` shows only the length.
+#[derive(Clone, PartialEq, Eq)]
+pub struct LoginPacket(Zeroizing<Vec<u8>>);
+
+impl Deref for LoginPacket {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for LoginPacket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LoginPacket({} bytes)", self.0.len())
+    }
+}
+
 /// How the tee ended.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Teed {
     /// The first packet's payload, whole.
-    Packet(Vec<u8>),
+    Packet(LoginPacket),
     /// The first packet was bigger than [`MAX_HANDSHAKE_PACKET`] or badly framed.
     Refused,
 }
@@ -25,13 +51,13 @@ pub(super) enum Teed {
 #[derive(Debug)]
 pub(super) struct LoginTee {
     /// Bytes of the first packet while it is still arriving; `None` once done.
-    buf: Option<Vec<u8>>,
+    buf: Option<Zeroizing<Vec<u8>>>,
 }
 
 impl LoginTee {
-    pub(super) const fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
-            buf: Some(Vec::new()),
+            buf: Some(Zeroizing::new(Vec::new())),
         }
     }
 
@@ -43,15 +69,31 @@ impl LoginTee {
             self.buf = None;
             return Some(Teed::Refused);
         }
-        tee.extend_from_slice(bytes);
+        extend_wiping(tee, bytes);
         let teed = match parse_packet(tee, MAX_HANDSHAKE_PACKET) {
             Ok(None) => return None,
-            Ok(Some((packet, _))) => Teed::Packet(packet.payload),
+            Ok(Some((packet, _))) => Teed::Packet(LoginPacket(Zeroizing::new(packet.payload))),
             Err(_) => Teed::Refused,
         };
         self.buf = None;
         Some(teed)
     }
+}
+
+/// Appends `bytes` to `buf` without leaving an unwiped copy behind: a buffer that must grow
+/// is copied into a bigger one here, and the old one is wiped as it is dropped (a plain
+/// `extend` would leave the old allocation to the allocator as it is).
+fn extend_wiping(buf: &mut Zeroizing<Vec<u8>>, bytes: &[u8]) {
+    let needed = buf.len() + bytes.len();
+    if needed > buf.capacity() {
+        let capacity = needed
+            .max(buf.capacity() * 2)
+            .min(MAX_HANDSHAKE_PACKET + HEADER_LEN);
+        let mut bigger = Zeroizing::new(Vec::with_capacity(capacity.max(needed)));
+        bigger.extend_from_slice(buf);
+        *buf = bigger;
+    }
+    buf.extend_from_slice(bytes);
 }
 
 #[cfg(test)]
@@ -96,5 +138,22 @@ mod tests {
         let mut sink = vec![0u8; n];
         reader.read_exact(&mut sink).await.unwrap();
         assert_eq!(shared.first_packet(), None);
+    }
+
+    #[test]
+    fn grows_the_tee_keeping_its_bytes() {
+        let mut buf = Zeroizing::new(Vec::new());
+        for chunk in [&b"ab"[..], b"cdef", &[9; 100]] {
+            extend_wiping(&mut buf, chunk);
+        }
+        assert_eq!(buf.len(), 106);
+        assert_eq!(buf.get(..6), Some(&b"abcdef"[..]));
+        assert!(buf.capacity() >= 106);
+    }
+
+    #[test]
+    fn hides_the_login_packet_in_debug_output() {
+        let packet = LoginPacket(Zeroizing::new(b"secret answer".to_vec()));
+        assert_eq!(format!("{packet:?}"), "LoginPacket(13 bytes)");
     }
 }

@@ -42,6 +42,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 pub use self::deadlines::Timeouts;
 use self::deadlines::{ReadDeadline, WriteStall};
 use self::login_err::ErrReplacement;
+pub use self::login_tee::LoginPacket;
 use self::login_tee::{LoginTee, Teed};
 use self::one_packet_per_read::ClientPackets;
 
@@ -54,7 +55,7 @@ pub struct ConnShared {
 #[derive(Debug, Default)]
 struct SharedState {
     /// The payload of the client's first packet, once complete.
-    first_packet: Option<Vec<u8>>,
+    first_packet: Option<LoginPacket>,
     /// The first packet was bigger than [`login_tee::MAX_HANDSHAKE_PACKET`] or badly framed.
     first_packet_refused: bool,
     /// The ERR payload to send in place of opensrv's next packet (a refused login).
@@ -76,7 +77,7 @@ impl ConnShared {
     /// The client's first packet (its HandshakeResponse41), if it arrived whole and within
     /// [`login_tee::MAX_HANDSHAKE_PACKET`].
     #[must_use]
-    pub fn first_packet(&self) -> Option<Vec<u8>> {
+    pub fn first_packet(&self) -> Option<LoginPacket> {
         let state = self.state();
         if state.first_packet_refused {
             return None;
