@@ -4,13 +4,20 @@
 //! (GlueSQL on redb), with a user-management CLI.
 //!
 //! # Layout
-//! Modules in layers; each uses only modules in the layers below it (no cycles):
+//! Modules in layers; each uses only modules of lower layers, so the graph has no cycles:
 //!
 //! ```text
-//! cli ─► server ─► session ─► classify, results, variables ─┐
-//!          │          ├─────► auth ─► accounts               ├─► engine ─► sql_error
-//!          │          └─────► state ─► catalog ──────────────┘
-//!          └─► stream         (state also ─► accounts, stream)
+//! layer  module                                 uses
+//!   6    cli                                    server state catalog engine accounts stream
+//!   5    server                                 session state auth catalog results variables
+//!                                               stream sql_error
+//!   4    session                                state auth classify results variables catalog
+//!                                               engine accounts sql_error
+//!   3    state                                  catalog accounts stream
+//!   2    catalog, classify, results, variables  engine sql_error
+//!   1    engine                                 sql_error
+//!        auth                                   accounts
+//!   0    sql_error, accounts, stream            (stream: only its own submodules, all leaves)
 //! ```
 //!
 //! - [`cli`]: the command line (`run`, `user add|remove|list`); `main.rs` only calls it. The
@@ -33,7 +40,12 @@
 
 #![cfg_attr(
     not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
 )]
 
 mod accounts;
