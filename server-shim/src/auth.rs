@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use authplugin::packet::capabilities::{
-    CLIENT_CONNECT_ATTRS, CLIENT_CONNECT_WITH_DB, CLIENT_DEPRECATE_EOF, CLIENT_PLUGIN_AUTH,
+    CLIENT_CONNECT_WITH_DB, CLIENT_DEPRECATE_EOF, CLIENT_PLUGIN_AUTH,
     CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA, CLIENT_PROTOCOL_41, CLIENT_SECURE_CONNECTION,
 };
 use authplugin::packet::{ErrPacket, HandshakeResponse41};
@@ -136,32 +136,17 @@ pub const SERVER_CAPABILITIES: u32 = CLIENT_PROTOCOL_41
     | CLIENT_CONNECT_WITH_DB
     | CLIENT_DEPRECATE_EOF;
 
-/// Decodes a client's HandshakeResponse41 strictly, with the capabilities both sides have.
-/// Clients announce flags the server did not offer (the `mariadb` CLI sets
-/// `CLIENT_CONNECT_ATTRS`) but only write the fields of the flags in common, as MySQL's
-/// protocol says.
+/// Decodes a client's HandshakeResponse41 strictly, with the capabilities both sides have
+/// (`authplugin`'s [`HandshakeResponse41::decode_for_server`]). Clients announce flags the
+/// server did not offer (the `mariadb` CLI sets `CLIENT_CONNECT_ATTRS`) but only write the
+/// fields of the flags in common, as MySQL's protocol says; the decoder also tolerates
+/// mysql-connector-python's connect attributes sent although the server did not offer them.
+/// The answer it copies is wiped when the result is dropped.
 ///
 /// # Errors
 /// The decoder's error for a malformed packet.
 pub fn decode_handshake(payload: &[u8]) -> Result<HandshakeResponse41, authplugin::DecodeError> {
-    let client = payload
-        .get(..4)
-        .and_then(|b| <[u8; 4]>::try_from(b).ok())
-        .map_or(0, u32::from_le_bytes);
-    let with_flags = |flags: u32| {
-        let mut effective = payload.to_vec();
-        if let Some(f) = effective.get_mut(..4) {
-            f.copy_from_slice(&flags.to_le_bytes());
-        }
-        HandshakeResponse41::decode(&effective)
-    };
-    let common = client & SERVER_CAPABILITIES;
-    match with_flags(common) {
-        // Quirk: mysql-connector-python sends connect attributes even when the server did
-        // not offer CLIENT_CONNECT_ATTRS (MySQL servers read them anyway).
-        Err(_) if client & CLIENT_CONNECT_ATTRS != 0 => with_flags(common | CLIENT_CONNECT_ATTRS),
-        other => other,
-    }
+    HandshakeResponse41::decode_for_server(payload, SERVER_CAPABILITIES)
 }
 
 /// The plugin the shim authenticates a client with: the one it named, when the shim can
@@ -546,6 +531,29 @@ mod tests {
             "mysql_native_password"
         );
         assert_eq!(plugin_for_client(None), "mysql_native_password");
+    }
+
+    /// The `mariadb` CLI sets `CLIENT_CONNECT_ATTRS`, which the shim does not offer, and
+    /// then sends no attributes; mysql-connector-python sets it and sends them anyway.
+    #[test]
+    fn decodes_login_with_unoffered_connect_attrs_flag() {
+        use authplugin::packet::capabilities::CLIENT_CONNECT_ATTRS;
+        let mut hs = handshake("app", "shop", "mysql_native_password", &[7; 20]);
+        let flags = u32::from_le_bytes(hs[..4].try_into().unwrap()) | CLIENT_CONNECT_ATTRS;
+        hs[..4].copy_from_slice(&flags.to_le_bytes());
+        let without = decode_handshake(&hs).unwrap();
+        assert_eq!(without.database.as_deref(), Some(&b"shop"[..]));
+        assert_eq!(without.connect_attrs, None);
+        // One attribute block: `_client_name` = `x`.
+        hs.extend_from_slice(b"\x0f\x0c_client_name\x01x");
+        let with = decode_handshake(&hs).unwrap();
+        assert_eq!(
+            with.connect_attrs,
+            Some(vec![(b"_client_name".to_vec(), b"x".to_vec())])
+        );
+        // Anything else after the last field is refused.
+        hs.push(0);
+        assert!(decode_handshake(&hs).is_err());
     }
 
     #[test]

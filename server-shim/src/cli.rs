@@ -1,6 +1,7 @@
 //! The command line (issue 3, item 5): `server-shim run` and `server-shim user add|remove|list`.
 //! `main.rs` only calls [`main`].
 
+use core::fmt;
 use std::fs;
 use std::io::{self, BufRead as _, IsTerminal as _};
 use std::os::unix::fs::DirBuilderExt as _;
@@ -10,14 +11,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use authplugin::Credential;
+use authplugin::key_file::KeyFileError;
 use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 use tracing::{error, info};
 use zeroize::Zeroizing;
 
-use crate::accounts::{Account, AccountStore, Role};
-use crate::engine::{Catalog, GlueRedbEngine};
-use crate::server::{ServerState, serve};
+use crate::accounts::{Account, AccountError, AccountStore, Role};
+use crate::catalog::Catalog;
+use crate::engine::GlueRedbEngine;
+use crate::server::serve;
+use crate::state::ServerState;
 use crate::stream::Timeouts;
 
 /// Perceptron's stand-in compute node: a MySQL-protocol server with dual verification.
@@ -98,11 +102,121 @@ enum UserCommand {
     },
 }
 
+/// A command-line duration that does not parse; the message names the accepted forms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DurationError {
+    /// No number where one was expected (the trimmed text).
+    NotADuration(String),
+    /// A number with a unit other than `ms`, `s`, `m` or `h` (the trimmed text).
+    BadUnit(String),
+}
+
+impl fmt::Display for DurationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotADuration(text) => {
+                write!(f, "'{text}' is not a duration (e.g. 500ms, 10s, 2m, 8h)")
+            }
+            Self::BadUnit(text) => write!(f, "'{text}': unit must be ms, s, m or h"),
+        }
+    }
+}
+
+impl std::error::Error for DurationError {}
+
+/// Why `run` or a `user` command failed: the one line the operator sees.
+#[derive(Debug)]
+pub enum CliError {
+    /// The data directory cannot be created or listed.
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The account file.
+    Accounts(AccountError),
+    /// The `--key-file`.
+    KeyFile(KeyFileError),
+    /// The listening socket.
+    Listen {
+        /// The `--listen` address.
+        addr: String,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The password cannot be read (from stdin, or from the terminal).
+    ReadPassword {
+        /// Where it was read from: `stdin` or `the terminal`.
+        from: &'static str,
+        /// A hint appended to the message (empty for none).
+        hint: &'static str,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The password and its retyped copy differ.
+    PasswordsDiffer,
+}
+
+impl CliError {
+    fn data_dir(path: &Path) -> impl FnOnce(io::Error) -> Self {
+        let path = path.to_owned();
+        move |source| Self::DataDir { path, source }
+    }
+
+    fn listen(addr: &str) -> impl FnOnce(io::Error) -> Self {
+        let addr = addr.to_owned();
+        move |source| Self::Listen { addr, source }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::DataDir { path, source } => {
+                write!(f, "data directory {}: {source}", path.display())
+            }
+            Self::Accounts(e) => e.fmt(f),
+            Self::KeyFile(e) => e.fmt(f),
+            Self::Listen { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
+            Self::ReadPassword { from, hint, source } => {
+                write!(f, "cannot read the password from {from}: {source}{hint}")
+            }
+            Self::PasswordsDiffer => f.write_str("the passwords differ"),
+        }
+    }
+}
+
+impl std::error::Error for CliError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::DataDir { source, .. }
+            | Self::Listen { source, .. }
+            | Self::ReadPassword { source, .. } => Some(source),
+            Self::Accounts(e) => Some(e),
+            Self::KeyFile(e) => Some(e),
+            Self::PasswordsDiffer => None,
+        }
+    }
+}
+
+impl From<AccountError> for CliError {
+    fn from(e: AccountError) -> Self {
+        Self::Accounts(e)
+    }
+}
+
+impl From<KeyFileError> for CliError {
+    fn from(e: KeyFileError) -> Self {
+        Self::KeyFile(e)
+    }
+}
+
 /// Parses `500ms`, `10s`, `2m`, `8h` or a plain number of seconds.
 ///
 /// # Errors
-/// A message naming the accepted forms.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+/// [`DurationError`], whose message names the accepted forms.
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -110,13 +224,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let (number, unit) = text.split_at(split);
     let n: u64 = number
         .parse()
-        .map_err(|_| format!("'{text}' is not a duration (e.g. 500ms, 10s, 2m, 8h)"))?;
+        .map_err(|_| DurationError::NotADuration(text.to_owned()))?;
     match unit {
         "ms" => Ok(Duration::from_millis(n)),
         "" | "s" => Ok(Duration::from_secs(n)),
         "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
         "h" => Ok(Duration::from_secs(n.saturating_mul(3600))),
-        _ => Err(format!("'{text}': unit must be ms, s, m or h")),
+        _ => Err(DurationError::BadUnit(text.to_owned())),
     }
 }
 
@@ -203,23 +317,22 @@ fn run(args: RunArgs, started: Instant) -> ExitCode {
     }
 }
 
-async fn run_async(args: RunArgs, started: Instant) -> Result<(), String> {
-    ensure_data_dir(&args.data)
-        .map_err(|e| format!("data directory {}: {e}", args.data.display()))?;
-    let accounts = AccountStore::open(&args.data).map_err(|e| e.to_string())?;
+async fn run_async(args: RunArgs, started: Instant) -> Result<(), CliError> {
+    ensure_data_dir(&args.data).map_err(CliError::data_dir(&args.data))?;
+    let accounts = AccountStore::open(&args.data)?;
     let key_ring = match &args.key_file {
-        Some(path) => Some(authplugin::key_file::load(path).map_err(|e| e.to_string())?),
+        Some(path) => Some(authplugin::key_file::load(path)?),
         None => None,
     };
     let catalog = Catalog::open(&args.data, Arc::new(GlueRedbEngine))
-        .map_err(|e| format!("data directory {}: {e}", args.data.display()))?;
+        .map_err(CliError::data_dir(&args.data))?;
     let databases = catalog.names().len();
     let listener = listen(&args.listen)
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+        .map_err(CliError::listen(&args.listen))?;
     let local = listener
         .local_addr()
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+        .map_err(CliError::listen(&args.listen))?;
     let state = Arc::new(ServerState::new(
         Arc::new(catalog),
         accounts,
@@ -265,32 +378,31 @@ async fn wait_for_signal() {
     }
 }
 
-fn read_password(from_stdin: bool) -> Result<Zeroizing<String>, String> {
+fn read_password(from_stdin: bool) -> Result<Zeroizing<String>, CliError> {
+    let unreadable = |from, hint| move |source| CliError::ReadPassword { from, hint, source };
     if from_stdin {
         let mut line = Zeroizing::new(String::new());
         io::stdin()
             .lock()
             .read_line(&mut line)
-            .map_err(|e| format!("cannot read the password from stdin: {e}"))?;
+            .map_err(unreadable("stdin", ""))?;
         let trimmed = Zeroizing::new(line.trim_end_matches(['\n', '\r']).to_owned());
         return Ok(trimmed);
     }
     let first = Zeroizing::new(
-        rpassword::prompt_password("Password (empty for none): ").map_err(|e| {
-            format!("cannot read the password from the terminal: {e} (use --password-stdin)")
-        })?,
+        rpassword::prompt_password("Password (empty for none): ")
+            .map_err(unreadable("the terminal", " (use --password-stdin)"))?,
     );
     let second = Zeroizing::new(
-        rpassword::prompt_password("Retype password: ")
-            .map_err(|e| format!("cannot read the password from the terminal: {e}"))?,
+        rpassword::prompt_password("Retype password: ").map_err(unreadable("the terminal", ""))?,
     );
     if *first != *second {
-        return Err("the passwords differ".into());
+        return Err(CliError::PasswordsDiffer);
     }
     Ok(first)
 }
 
-fn user(cmd: UserCommand) -> Result<(), String> {
+fn user(cmd: UserCommand) -> Result<(), CliError> {
     match cmd {
         UserCommand::Add {
             name,
@@ -299,29 +411,28 @@ fn user(cmd: UserCommand) -> Result<(), String> {
             password_stdin,
         } => {
             if !crate::accounts::valid_name(&name) {
-                return Err(crate::accounts::AccountError::BadName.to_string());
+                return Err(AccountError::BadName.into());
             }
-            ensure_data_dir(&data)
-                .map_err(|e| format!("data directory {}: {e}", data.display()))?;
-            let store = AccountStore::open(&data).map_err(|e| e.to_string())?;
+            ensure_data_dir(&data).map_err(CliError::data_dir(&data))?;
+            let store = AccountStore::open(&data)?;
             let password = read_password(password_stdin)?;
             let account = Account {
                 role: if admin { Role::Admin } else { Role::User },
                 credential: Credential::from_password(password.as_bytes()),
             };
-            store.add(&name, account).map_err(|e| e.to_string())?;
+            store.add(&name, account)?;
             eprintln!("server-shim: account '{name}' added");
             Ok(())
         }
         UserCommand::Remove { name, data } => {
-            let store = AccountStore::open(&data).map_err(|e| e.to_string())?;
-            store.remove(&name).map_err(|e| e.to_string())?;
+            let store = AccountStore::open(&data)?;
+            store.remove(&name)?;
             eprintln!("server-shim: account '{name}' removed");
             Ok(())
         }
         UserCommand::List { data } => {
-            let store = AccountStore::open(&data).map_err(|e| e.to_string())?;
-            for (name, account) in store.list().map_err(|e| e.to_string())? {
+            let store = AccountStore::open(&data)?;
+            for (name, account) in store.list()? {
                 let role = match account.role {
                     Role::Admin => "admin",
                     Role::User => "user",
@@ -362,6 +473,30 @@ mod tests {
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
         assert!(parse_duration("10 parsecs").is_err());
         assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn words_errors_for_the_operator() {
+        let io = || io::Error::new(io::ErrorKind::NotFound, "gone");
+        let cases = [
+            (
+                CliError::data_dir(Path::new("/d"))(io()),
+                "data directory /d: gone",
+            ),
+            (CliError::listen("h:1")(io()), "cannot listen on h:1: gone"),
+            (
+                CliError::ReadPassword {
+                    from: "the terminal",
+                    hint: " (use --password-stdin)",
+                    source: io(),
+                },
+                "cannot read the password from the terminal: gone (use --password-stdin)",
+            ),
+            (CliError::PasswordsDiffer, "the passwords differ"),
+        ];
+        for (err, want) in cases {
+            assert_eq!(err.to_string(), want);
+        }
     }
 
     #[test]

@@ -4,32 +4,60 @@
 //! (GlueSQL on redb), with a user-management CLI.
 //!
 //! # Layout
-//! - [`cli`]: the command line (`run`, `user add|remove|list`); `main.rs` only calls it.
-//! - [`server`]: the accept loop, graceful shutdown, and the `AsyncMysqlShim` per connection.
-//! - [`stream`]: the socket adapter that tees the login packet and rewrites a refused login's
-//!   ERR to 1045, with read and write deadlines.
-//! - [`auth`]: the login decision, relayed (payload verification) and direct.
-//! - [`accounts`]: the account file (hashes only, mode 0600, atomic writes).
-//! - [`session`]: per-connection state and statement dispatch.
-//! - [`classify`]: which statements the session answers and which go to the engine.
-//! - [`variables`]: the system variables clients ask for.
-//! - [`engine`]: the `Engine`/`Executor` traits, GlueSQL over redb, the database catalog.
-//! - [`results`]: writing result sets, OK and ERR packets.
-//! - [`sql_error`]: MySQL error codes for every failure (one place).
+//! Modules in layers; each uses only modules of lower layers, so the graph has no cycles:
+//!
+//! ```text
+//! layer  module                                 uses
+//!   6    cli                                    server state catalog engine accounts stream
+//!   5    server                                 session state auth catalog results variables
+//!                                               stream sql_error
+//!   4    session                                state auth classify results variables catalog
+//!                                               engine accounts sql_error
+//!   3    state                                  catalog accounts stream
+//!   2    catalog, classify, results, variables  engine sql_error
+//!   1    engine                                 sql_error
+//!        auth                                   accounts
+//!   0    sql_error, accounts, stream            (stream: only its own submodules, all leaves)
+//! ```
+//!
+//! - [`cli`]: the command line (`run`, `user add|remove|list`); `main.rs` only calls it. The
+//!   only public module: everything else is private, so the compiler reports dead code.
+//! - `server`: the accept loop, graceful shutdown, and the `AsyncMysqlShim` per connection.
+//! - `state`: what every connection of a server shares (catalog, accounts, key ring, replay
+//!   window, deadlines, shutdown, connection ids).
+//! - `session`: per-connection state and statement dispatch.
+//! - `stream`: the socket adapter between the client and opensrv-mysql, one submodule per
+//!   opensrv shortcoming it works around (the login tee, the ERR 1045, one packet per read,
+//!   COM_FIELD_LIST, unsupported commands, deadlines).
+//! - `auth`: the login decision, relayed (payload verification) and direct.
+//! - `accounts`: the account file (hashes only, mode 0600, atomic writes).
+//! - `classify`: which statements the session answers and which go to the engine.
+//! - `variables`: the system variables clients ask for.
+//! - `results`: writing result sets, OK and ERR packets.
+//! - `catalog`: the databases of a data directory, a lock per database, lazily opened storage.
+//! - `engine`: the `Engine`/`Executor` traits and GlueSQL over redb.
+//! - `sql_error`: MySQL error codes for every failure (one place).
 
 #![cfg_attr(
     not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
 )]
 
-pub mod accounts;
-pub mod auth;
-pub mod classify;
+mod accounts;
+mod auth;
+mod catalog;
+mod classify;
 pub mod cli;
-pub mod engine;
-pub mod results;
-pub mod server;
-pub mod session;
-pub mod sql_error;
-pub mod stream;
-pub mod variables;
+mod engine;
+mod results;
+mod server;
+mod session;
+mod sql_error;
+mod state;
+mod stream;
+mod variables;

@@ -13,82 +13,27 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use authplugin::{KeyRing, ReplayGuard, Scramble};
+use authplugin::Scramble;
 use opensrv_mysql::{
     AsyncMysqlIntermediary, AsyncMysqlShim, Column, ColumnFlags, ColumnType, ErrorKind, InitWriter,
     ParamParser, QueryResultWriter, StatementMetaWriter,
 };
 use tokio::io::AsyncWrite;
 use tokio::net::{TcpListener, TcpStream};
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::accounts::AccountStore;
 use crate::auth::{self, Attempt, Login, Verifier};
-use crate::engine::{Catalog, Slot};
+use crate::catalog::{Catalog, Slot};
 use crate::results::write_reply;
 use crate::session::{Session, param_cell};
-use crate::stream::{AuthReader, AuthWriter, ConnShared, Timeouts};
+use crate::state::ServerState;
+use crate::stream::{AuthReader, AuthWriter, ConnShared};
 use crate::variables::SERVER_VERSION;
-
-/// Everything the connections share.
-pub struct ServerState {
-    /// The databases.
-    pub catalog: Arc<Catalog>,
-    /// The accounts.
-    pub accounts: AccountStore,
-    /// The perceptron key ring (`--key-file`); without it relayed logins are refused.
-    pub key_ring: Option<KeyRing>,
-    /// One replay window for the whole process, so a relayed login is accepted once.
-    pub replay: Mutex<ReplayGuard>,
-    /// Connection deadlines.
-    pub timeouts: Timeouts,
-    /// Longest wait for a database's lock (`innodb_lock_wait_timeout`).
-    pub lock_wait: Duration,
-    /// Cancelled when the server shuts down.
-    pub shutdown: CancellationToken,
-    /// The next connection id (the greeting's `connection_id`, `CONNECTION_ID()`).
-    next_conn_id: AtomicU32,
-}
-
-impl ServerState {
-    /// Shared state over `catalog` and `accounts`.
-    #[must_use]
-    pub fn new(
-        catalog: Arc<Catalog>,
-        accounts: AccountStore,
-        key_ring: Option<KeyRing>,
-        timeouts: Timeouts,
-        lock_wait: Duration,
-    ) -> Self {
-        Self {
-            catalog,
-            accounts,
-            key_ring,
-            replay: Mutex::new(ReplayGuard::default()),
-            timeouts,
-            lock_wait,
-            shutdown: CancellationToken::new(),
-            next_conn_id: AtomicU32::new(1),
-        }
-    }
-
-    fn conn_id(&self) -> u32 {
-        // Ids increase per connection; 0 is skipped on wrap-around.
-        loop {
-            let id = self.next_conn_id.fetch_add(1, Ordering::Relaxed);
-            if id != 0 {
-                return id;
-            }
-        }
-    }
-}
 
 /// One connection's `AsyncMysqlShim`.
 pub struct Shim {

@@ -1,8 +1,8 @@
-//! The session layer: one per connection, between opensrv's command hooks and the
-//! [`Catalog`]. It keeps the current database, `autocommit`, the open transaction and the
-//! prepared statements; answers what a MySQL server answers itself (databases, variables,
-//! accounts, connect-time probes, see [`crate::classify`]); and runs everything else on the
-//! engine, on a blocking thread, holding the database's lock.
+//! The session layer: one per connection, between opensrv's command hooks and the catalog
+//! ([`crate::catalog::Catalog`]). It keeps the current database, `autocommit`, the open
+//! transaction and the prepared statements; answers what a MySQL server answers itself
+//! (databases, variables, accounts, connect-time probes, see [`crate::classify`]); and runs
+//! everything else on the engine, on a blocking thread, holding the database's lock.
 //!
 //! Concurrency: statements on one database are serialised by its lock, waited for with a
 //! deadline (`innodb_lock_wait_timeout`, ERR 1205). An explicit transaction (or the implicit
@@ -19,11 +19,12 @@ use tokio::sync::OwnedMutexGuard;
 
 use crate::accounts::{Account, AccountError, Role};
 use crate::auth::Login;
+use crate::catalog::{Database, Slot};
 use crate::classify::{SessionFn, SessionItem, Statement, classify};
-use crate::engine::{Cell, Database, Executor, Outcome, Slot, count_placeholders};
+use crate::engine::{Cell, Executor, Outcome, count_placeholders};
 use crate::results::{Reply, status_flags};
-use crate::server::ServerState;
 use crate::sql_error::SqlError;
+use crate::state::ServerState;
 use crate::variables::{self, SERVER_VERSION, SessionVars};
 
 /// A transaction holding its database's lock.

@@ -219,12 +219,6 @@ impl SqlError {
         )
     }
 
-    /// 1053 `ER_SERVER_SHUTDOWN` (08S01).
-    #[must_use]
-    pub fn shutting_down() -> Self {
-        Self::new(ErrorKind::ER_SERVER_SHUTDOWN, "Server shutdown in progress")
-    }
-
     /// 1105 `ER_UNKNOWN_ERROR` (HY000): the engine failed in a way no other code describes.
     #[must_use]
     pub fn internal(detail: &str) -> Self {

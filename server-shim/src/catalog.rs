@@ -1,0 +1,227 @@
+//! The database catalog (issue 3, item 3): one directory per database under
+//! `DATA/db/<name>/`, a lock per database that serialises its statements (and explicit
+//! transactions), and the storage behind it, opened with an [`Engine`] on first use.
+//!
+//! Storage-agnostic: it only knows the [`Engine`]/[`Executor`] traits, so replacing GlueSQL
+//! leaves it as it is.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::engine::{Engine, Executor};
+use crate::sql_error::SqlError;
+
+/// The longest database name, as in MySQL.
+pub const MAX_DATABASE_NAME_LEN: usize = 64;
+
+/// Whether `name` can be a database name: 1 to 64 of `A-Z a-z 0-9 _ $`, so it is always a
+/// plain directory name (no `/`, no `..`, no hidden files).
+#[must_use]
+pub fn valid_database_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_DATABASE_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$')
+}
+
+/// A database's lock and, inside it, its storage (opened on first use).
+pub struct Database {
+    name: String,
+    dir: PathBuf,
+    /// The lock that serialises statements (and explicit transactions) on this database.
+    slot: Arc<tokio::sync::Mutex<Slot>>,
+}
+
+/// The storage behind a database's lock.
+pub enum Slot {
+    /// Not opened yet.
+    Closed,
+    /// Open. (The `std` mutex is never contended, the database lock is held around it; it
+    /// only makes the slot `Sync`, which opensrv's connection type requires.)
+    Open(Mutex<Box<dyn Executor>>),
+    /// Dropped (or the server is shutting down): every use fails with 1049.
+    Gone,
+}
+
+impl Database {
+    /// The database's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The lock; hold it (with a deadline on the wait) while running statements.
+    #[must_use]
+    pub fn slot(&self) -> Arc<tokio::sync::Mutex<Slot>> {
+        Arc::clone(&self.slot)
+    }
+}
+
+impl Slot {
+    /// The executor, opening the storage with `engine` on first use. Blocks (call it on a
+    /// blocking thread).
+    ///
+    /// # Errors
+    /// 1049 if the database was dropped; [`SqlError`] if the storage cannot be opened.
+    pub fn executor(
+        &mut self,
+        engine: &dyn Engine,
+        db: &Database,
+    ) -> Result<&mut dyn Executor, SqlError> {
+        if matches!(self, Self::Closed) {
+            *self = Self::Open(Mutex::new(engine.open(&db.dir)?));
+        }
+        match self {
+            Self::Open(e) => Ok(e.get_mut().unwrap_or_else(PoisonError::into_inner).as_mut()),
+            Self::Closed | Self::Gone => Err(SqlError::unknown_database(&db.name)),
+        }
+    }
+}
+
+/// The databases of a data directory: `DATA/db/<name>/`, one storage each.
+pub struct Catalog {
+    root: PathBuf,
+    engine: Arc<dyn Engine>,
+    /// Every database known, by name. The map's own lock is held only briefly, never across
+    /// I/O on a database.
+    databases: Mutex<HashMap<String, Arc<Database>>>,
+}
+
+impl Catalog {
+    /// Lists the databases under `data_dir/db` (creating that directory when missing). Does
+    /// not open any storage: start-up cost does not grow with the data.
+    ///
+    /// # Errors
+    /// An I/O error if the directory cannot be created or listed.
+    pub fn open(data_dir: &Path, engine: Arc<dyn Engine>) -> std::io::Result<Self> {
+        let root = data_dir.join("db");
+        fs::create_dir_all(&root)?;
+        let mut databases = HashMap::new();
+        for entry in fs::read_dir(&root)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type()?.is_dir() && valid_database_name(&name) {
+                databases.insert(
+                    name.clone(),
+                    Arc::new(Database {
+                        dir: entry.path(),
+                        name,
+                        slot: Arc::new(tokio::sync::Mutex::new(Slot::Closed)),
+                    }),
+                );
+            }
+        }
+        Ok(Self {
+            root,
+            engine,
+            databases: Mutex::new(databases),
+        })
+    }
+
+    /// The storage engine.
+    #[must_use]
+    pub fn engine(&self) -> &dyn Engine {
+        self.engine.as_ref()
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Database>>> {
+        self.databases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Database names, sorted.
+    #[must_use]
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.map().keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// The database called `name`.
+    ///
+    /// # Errors
+    /// 1049 if there is none.
+    pub fn get(&self, name: &str) -> Result<Arc<Database>, SqlError> {
+        self.map()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| SqlError::unknown_database(name))
+    }
+
+    /// Creates a database: its directory and (eagerly, so errors show now) its storage.
+    /// Blocks; call it on a blocking thread. Returns `false` if it already existed.
+    ///
+    /// # Errors
+    /// 1102 for a bad name, 1007 if it exists and `if_not_exists` is false, [`SqlError`] on
+    /// I/O failure.
+    pub fn create(&self, name: &str, if_not_exists: bool) -> Result<bool, SqlError> {
+        if !valid_database_name(name) {
+            return Err(SqlError::bad_database_name(name));
+        }
+        let mut map = self.map();
+        if map.contains_key(name) {
+            return if if_not_exists {
+                Ok(false)
+            } else {
+                Err(SqlError::database_exists(name))
+            };
+        }
+        let dir = self.root.join(name);
+        fs::create_dir_all(&dir)
+            .map_err(|e| SqlError::internal(&format!("cannot create database: {e}")))?;
+        let executor = self.engine.open(&dir)?;
+        sync_dir(&self.root);
+        map.insert(
+            name.to_owned(),
+            Arc::new(Database {
+                name: name.to_owned(),
+                dir,
+                slot: Arc::new(tokio::sync::Mutex::new(Slot::Open(Mutex::new(executor)))),
+            }),
+        );
+        Ok(true)
+    }
+
+    /// Removes `db` (whose lock the caller holds, as `slot`) from the catalog and deletes its
+    /// files. Blocks; call it on a blocking thread.
+    ///
+    /// # Errors
+    /// [`SqlError`] on I/O failure.
+    pub fn drop_locked(&self, db: &Database, slot: &mut Slot) -> Result<(), SqlError> {
+        *slot = Slot::Gone;
+        self.map().remove(&db.name);
+        let result = fs::remove_dir_all(&db.dir);
+        sync_dir(&self.root);
+        result.map_err(|e| SqlError::internal(&format!("cannot remove database files: {e}")))
+    }
+
+    /// Every database, for shutdown.
+    #[must_use]
+    pub fn all(&self) -> Vec<Arc<Database>> {
+        self.map().values().cloned().collect()
+    }
+}
+
+/// Makes a directory's entries (a created or removed child) durable.
+pub fn sync_dir(dir: &Path) {
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_database_names_that_are_not_plain_directory_names() {
+        for bad in ["", "..", "a/b", ".hidden", "a b", &"x".repeat(65)] {
+            assert!(!valid_database_name(bad), "{bad}");
+        }
+        assert!(valid_database_name("app_db$1"));
+    }
+}

@@ -1,0 +1,70 @@
+//! The state every connection of one server shares: the catalog, the accounts, the key
+//! ring and replay window (DESIGN §3, P7), deadlines, the shutdown token and connection ids.
+//!
+//! Its own module so that the accept loop ([`crate::server`]) and the per-connection session
+//! ([`crate::session`]) both depend on it without depending on each other.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use authplugin::{KeyRing, ReplayGuard};
+use tokio_util::sync::CancellationToken;
+
+use crate::accounts::AccountStore;
+use crate::catalog::Catalog;
+use crate::stream::Timeouts;
+
+/// Everything the connections share.
+pub struct ServerState {
+    /// The databases.
+    pub catalog: Arc<Catalog>,
+    /// The accounts.
+    pub accounts: AccountStore,
+    /// The perceptron key ring (`--key-file`); without it relayed logins are refused.
+    pub key_ring: Option<KeyRing>,
+    /// One replay window for the whole process, so a relayed login is accepted once.
+    pub replay: Mutex<ReplayGuard>,
+    /// Connection deadlines.
+    pub timeouts: Timeouts,
+    /// Longest wait for a database's lock (`innodb_lock_wait_timeout`).
+    pub lock_wait: Duration,
+    /// Cancelled when the server shuts down.
+    pub shutdown: CancellationToken,
+    /// The next connection id (the greeting's `connection_id`, `CONNECTION_ID()`).
+    next_conn_id: AtomicU32,
+}
+
+impl ServerState {
+    /// Shared state over `catalog` and `accounts`.
+    #[must_use]
+    pub fn new(
+        catalog: Arc<Catalog>,
+        accounts: AccountStore,
+        key_ring: Option<KeyRing>,
+        timeouts: Timeouts,
+        lock_wait: Duration,
+    ) -> Self {
+        Self {
+            catalog,
+            accounts,
+            key_ring,
+            replay: Mutex::new(ReplayGuard::default()),
+            timeouts,
+            lock_wait,
+            shutdown: CancellationToken::new(),
+            next_conn_id: AtomicU32::new(1),
+        }
+    }
+
+    /// A fresh connection id.
+    pub fn conn_id(&self) -> u32 {
+        // Ids increase per connection; 0 is skipped on wrap-around.
+        loop {
+            let id = self.next_conn_id.fetch_add(1, Ordering::Relaxed);
+            if id != 0 {
+                return id;
+            }
+        }
+    }
+}

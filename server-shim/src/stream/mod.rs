@@ -1,0 +1,417 @@
+//! The stream adapter between a client socket and opensrv-mysql: the two halves
+//! ([`AuthReader`], [`AuthWriter`]) and the state they share with the shim's hooks
+//! ([`ConnShared`]).
+//!
+//! opensrv-mysql 0.7 is the whole connection loop, so what it gets wrong is fixed on the bytes
+//! going in and out, one module per problem (see also `docs/server-shim.md`, "Working around
+//! opensrv"):
+//! - [`login_tee`]: the `authenticate` hook gets neither the login's database nor the
+//!   client's plugin, so the reader copies the HandshakeResponse41 for it;
+//! - [`login_err`]: a refused login gets ERR 1698 where MySQL sends 1045, so the writer sends
+//!   the shim's ERR instead;
+//! - [`one_packet_per_read`]: opensrv's packet reader garbles a packet that shares a read
+//!   with the next one, so the reader hands it one client packet per read;
+//! - [`field_list`]: the reply to COM_FIELD_LIST ends with a packet libmariadb does not take
+//!   as the end, so the writer sends a short EOF instead;
+//! - [`unsupported`]: commands opensrv does not implement get OK, so the writer sends ERR
+//!   1047 instead;
+//! - [`deadlines`]: opensrv waits for the client forever, so both halves have deadlines.
+//!
+//! When the server shuts down, a read that waits for the next command sees end-of-stream, so
+//! the connection ends after its running statement.
+//!
+//! Both halves are generic over `AsyncRead`/`AsyncWrite`, so tests drive them with
+//! `tokio::io::duplex`.
+
+mod deadlines;
+mod field_list;
+mod login_err;
+mod login_tee;
+mod one_packet_per_read;
+mod unsupported;
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, ready};
+
+use authplugin::packet::framing::parse_packet;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+pub use self::deadlines::Timeouts;
+use self::deadlines::{ReadDeadline, WriteStall};
+use self::login_err::ErrReplacement;
+pub use self::login_tee::LoginPacket;
+use self::login_tee::{LoginTee, Teed};
+use self::one_packet_per_read::ClientPackets;
+
+/// State shared by the two halves of a connection and the shim's hooks.
+#[derive(Debug, Default)]
+pub struct ConnShared {
+    inner: Mutex<SharedState>,
+}
+
+#[derive(Debug, Default)]
+struct SharedState {
+    /// The payload of the client's first packet, once complete.
+    first_packet: Option<LoginPacket>,
+    /// The first packet was bigger than [`login_tee::MAX_HANDSHAKE_PACKET`] or badly framed.
+    first_packet_refused: bool,
+    /// The ERR payload to send in place of opensrv's next packet (a refused login).
+    deny: Option<Vec<u8>>,
+    /// The login succeeded: reads now use the idle timeout.
+    authenticated: bool,
+    /// The client sent COM_FIELD_LIST; its reply needs fixing (see [`field_list`]).
+    field_list_pending: bool,
+    /// The client sent a command opensrv does not implement (it would answer OK without
+    /// doing anything); its reply is replaced by an ERR (see [`unsupported`]).
+    unsupported_pending: Option<u8>,
+}
+
+impl ConnShared {
+    fn state(&self) -> std::sync::MutexGuard<'_, SharedState> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The client's first packet (its HandshakeResponse41), if it arrived whole and within
+    /// [`login_tee::MAX_HANDSHAKE_PACKET`].
+    #[must_use]
+    pub fn first_packet(&self) -> Option<LoginPacket> {
+        let state = self.state();
+        if state.first_packet_refused {
+            return None;
+        }
+        state.first_packet.clone()
+    }
+
+    /// Makes the writer send `err_payload` (an ERR packet payload) in place of the next
+    /// packet opensrv writes, and drop everything after it.
+    pub fn deny_with(&self, err_payload: Vec<u8>) {
+        self.state().deny = Some(err_payload);
+    }
+
+    /// Marks the login as done: reads switch from the handshake deadline to the idle one.
+    pub fn mark_authenticated(&self) {
+        self.state().authenticated = true;
+    }
+
+    fn authenticated(&self) -> bool {
+        self.state().authenticated
+    }
+
+    fn take_deny(&self) -> Option<Vec<u8>> {
+        self.state().deny.take()
+    }
+
+    #[cfg(test)]
+    fn take_field_list(&self) -> bool {
+        std::mem::take(&mut self.state().field_list_pending)
+    }
+
+    #[cfg(test)]
+    fn take_unsupported(&self) -> Option<u8> {
+        self.state().unsupported_pending.take()
+    }
+
+    /// The rewrite the reply now being written needs, if any (each is taken once).
+    fn take_reply_rewrite(&self) -> Option<ReplyRewrite> {
+        let mut state = self.state();
+        if std::mem::take(&mut state.field_list_pending) {
+            return Some(ReplyRewrite::FieldList);
+        }
+        let command = state.unsupported_pending.take()?;
+        Some(ReplyRewrite::Unsupported(
+            unsupported::unsupported_command_err(command),
+        ))
+    }
+}
+
+/// The read half: tees the first packet, hands opensrv one packet per read, notes commands
+/// whose reply needs a rewrite, enforces read deadlines, ends on shutdown.
+pub struct AuthReader<R> {
+    inner: R,
+    shared: Arc<ConnShared>,
+    tee: LoginTee,
+    deadline: ReadDeadline,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    packets: ClientPackets,
+}
+
+impl<R> AuthReader<R> {
+    /// Wraps `inner`; the handshake deadline starts now.
+    pub fn new(
+        inner: R,
+        shared: Arc<ConnShared>,
+        timeouts: Timeouts,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self {
+            inner,
+            shared,
+            tee: LoginTee::new(),
+            deadline: ReadDeadline::new(timeouts),
+            shutdown: Box::pin(shutdown.cancelled_owned()),
+            packets: ClientPackets::default(),
+        }
+    }
+
+    /// Takes note of `bytes`, just handed to opensrv.
+    fn client_bytes(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        match self.tee.feed(bytes) {
+            Some(Teed::Packet(payload)) => self.shared.state().first_packet = Some(payload),
+            Some(Teed::Refused) => self.shared.state().first_packet_refused = true,
+            None => {}
+        }
+        let commands = self.packets.handed_out(bytes);
+        if self.deadline.command_phase() {
+            self.deadline.restart_idle();
+            for command in commands {
+                let mut state = self.shared.state();
+                if command == field_list::COM_FIELD_LIST {
+                    state.field_list_pending = true;
+                } else if !unsupported::opensrv_handles(command) {
+                    state.unsupported_pending = Some(command);
+                }
+            }
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if !this.deadline.command_phase() && this.shared.authenticated() {
+            this.deadline.enter_command_phase();
+        }
+        // A shutdown turns the wait for the next command (or for a login) into end-of-stream:
+        // opensrv then ends the connection cleanly, after the statement that was running.
+        if this.shutdown.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        if let Some(bytes) = this.packets.take_held(buf.remaining()) {
+            buf.put_slice(&bytes);
+            this.client_bytes(&bytes);
+            return Poll::Ready(Ok(()));
+        }
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let keep = this
+                    .packets
+                    .hold_back(buf.filled().get(before..).unwrap_or_default());
+                buf.set_filled(before + keep);
+                this.client_bytes(buf.filled().get(before..).unwrap_or_default());
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => match this.deadline.expired(cx) {
+                Some(timed_out) => Poll::Ready(Err(timed_out)),
+                None => Poll::Pending,
+            },
+        }
+    }
+}
+
+/// The longest reply the writer collects to rewrite. The replies it rewrites are short (an OK,
+/// an EOF); anything longer is not one of them and passes untouched.
+const MAX_REWRITTEN_REPLY: usize = 64 * 1024;
+
+/// A reply of opensrv's that the writer replaces once it is whole.
+#[derive(Debug)]
+enum ReplyRewrite {
+    /// The reply to COM_FIELD_LIST (see [`field_list`]).
+    FieldList,
+    /// The OK to a command opensrv does not implement: this ERR payload instead (see
+    /// [`unsupported`]).
+    Unsupported(Vec<u8>),
+}
+
+impl ReplyRewrite {
+    /// The payload to send in place of opensrv's `payload`; `None` to send it as it is.
+    fn replacement(&self, payload: &[u8]) -> Option<&[u8]> {
+        match self {
+            Self::FieldList => field_list::fixed_reply(payload),
+            Self::Unsupported(err) => Some(err),
+        }
+    }
+}
+
+/// What the writer does with opensrv's bytes.
+#[derive(Debug)]
+enum WriteMode {
+    /// Pass them on.
+    Pass,
+    /// A login was refused: send the shim's ERR in place of opensrv's (see [`login_err`]).
+    DenyLogin(ErrReplacement),
+    /// The replacement ERR is queued; drop everything opensrv writes.
+    Discard,
+    /// Collect opensrv's next reply (one packet) to send `rewrite`'s replacement instead.
+    Rewrite {
+        packet: Vec<u8>,
+        rewrite: ReplyRewrite,
+    },
+}
+
+/// The write half: replaces the replies opensrv gets wrong, enforces the write-stall
+/// deadline.
+pub struct AuthWriter<W> {
+    inner: W,
+    shared: Arc<ConnShared>,
+    mode: WriteMode,
+    /// Bytes of our own to send before anything else.
+    out: Vec<u8>,
+    stall: WriteStall,
+}
+
+impl<W> AuthWriter<W> {
+    /// Wraps `inner`.
+    pub fn new(inner: W, shared: Arc<ConnShared>, timeouts: Timeouts) -> Self {
+        Self {
+            inner,
+            shared,
+            mode: WriteMode::Pass,
+            out: Vec::new(),
+            stall: WriteStall::new(timeouts),
+        }
+    }
+
+    /// Takes `buf` (opensrv's bytes) into the current rewrite; returns once it is consumed.
+    fn rewrite(&mut self, buf: &[u8]) {
+        match &mut self.mode {
+            WriteMode::Pass | WriteMode::Discard => {}
+            WriteMode::DenyLogin(replacement) => {
+                if replacement.feed(buf, &mut self.out) {
+                    self.mode = WriteMode::Discard;
+                }
+            }
+            WriteMode::Rewrite { packet, rewrite } => {
+                packet.extend_from_slice(buf);
+                if let Ok(Some((p, used))) = parse_packet(packet, MAX_REWRITTEN_REPLY) {
+                    match rewrite.replacement(&p.payload) {
+                        Some(payload) => {
+                            authplugin::packet::write_packet(&mut self.out, p.sequence_id, payload);
+                        }
+                        None => self
+                            .out
+                            .extend_from_slice(packet.get(..used).unwrap_or_default()),
+                    }
+                    self.out
+                        .extend_from_slice(packet.get(used..).unwrap_or_default());
+                    self.mode = WriteMode::Pass;
+                } else if packet.len() > MAX_REWRITTEN_REPLY {
+                    // Not the reply we expected: pass it on untouched.
+                    self.out.append(packet);
+                    self.mode = WriteMode::Pass;
+                }
+            }
+        }
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AuthWriter<W> {
+    /// Sends the queued bytes of our own.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.out.is_empty() {
+            match Pin::new(&mut self.inner).poll_write(cx, &self.out) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                Poll::Ready(Ok(n)) => {
+                    self.stall.progress();
+                    self.out.drain(..n.min(self.out.len()));
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return self.stall.pending_or_timeout(cx),
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for AuthWriter<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        ready!(this.poll_drain(cx))?;
+        if matches!(this.mode, WriteMode::Pass) {
+            if let Some(replacement) = this.shared.take_deny() {
+                this.mode = WriteMode::DenyLogin(ErrReplacement::new(replacement));
+            } else if let Some(rewrite) = this.shared.take_reply_rewrite() {
+                this.mode = WriteMode::Rewrite {
+                    packet: Vec::new(),
+                    rewrite,
+                };
+            }
+        }
+        if !matches!(this.mode, WriteMode::Pass) {
+            this.rewrite(buf);
+            return Poll::Ready(Ok(buf.len()));
+        }
+        let written = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.stall.watch(cx, written)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        ready!(this.poll_drain(cx))?;
+        let flushed = Pin::new(&mut this.inner).poll_flush(cx);
+        this.stall.watch(cx, flushed)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+/// What the tests of every workaround share.
+#[cfg(test)]
+mod test_support {
+    use std::time::Duration;
+
+    use super::Timeouts;
+
+    pub(super) const T: Timeouts = Timeouts {
+        handshake: Duration::from_secs(10),
+        idle: Duration::from_secs(100),
+        write_stall: Duration::from_secs(5),
+    };
+
+    /// One packet: header and `payload`.
+    pub(super) fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        authplugin::packet::write_packet(&mut out, seq, payload);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt as _;
+
+    use super::test_support::T;
+    use super::*;
+
+    #[tokio::test]
+    async fn ends_stream_when_server_shuts_down() {
+        let (_client, server) = tokio::io::duplex(64);
+        let shared = Arc::new(ConnShared::default());
+        let token = CancellationToken::new();
+        let mut reader = AuthReader::new(server, shared, T, token.clone());
+        token.cancel();
+        let mut b = [0u8; 1];
+        assert_eq!(reader.read(&mut b).await.unwrap(), 0);
+    }
+}
