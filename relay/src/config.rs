@@ -326,7 +326,7 @@ impl Config {
                     .map(duration::parse)
                     .transpose()
                     .map(|d| d.unwrap_or(default))
-                    .map_err(|m| bad(field, m))
+                    .map_err(|m| bad(field, m.to_string()))
             };
             let resume_timeout = dur(
                 "resume_timeout",
