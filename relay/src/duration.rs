@@ -1,7 +1,11 @@
-//! Human durations in configuration: `250ms`, `15s`, `5m`, `1h`.
+//! Human durations in configuration: `250ms`, `15s`, `5m`, `1h`, and the serde functions that
+//! read them (with the minimums some keys need) into `std::time::Duration`.
 
 use std::fmt;
 use std::time::Duration;
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
 
 /// A duration that cannot be read; the text is kept so the message can quote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +64,40 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
     }
     .ok_or_else(|| DurationError::TooLong(text.to_owned()))?;
     Ok(Duration::from_millis(ms))
+}
+
+/// `#[serde(deserialize_with)]` for any duration, including zero.
+///
+/// # Errors
+/// A value that is not a string, or a [`DurationError`].
+pub fn any<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    parse(&text).map_err(D::Error::custom)
+}
+
+/// `#[serde(deserialize_with)]` for a bound on a wait: zero would fail every wait at once.
+///
+/// # Errors
+/// As [`any`], and zero.
+pub fn positive<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let d = any(deserializer)?;
+    if d.is_zero() {
+        return Err(D::Error::custom("must be greater than zero"));
+    }
+    Ok(d)
+}
+
+/// `#[serde(deserialize_with)]` for `idle_pause_after`: shorter than a second would pause an
+/// instance between a client's connect and its first query.
+///
+/// # Errors
+/// As [`any`], and less than one second.
+pub fn at_least_1s<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let d = any(deserializer)?;
+    if d < Duration::from_secs(1) {
+        return Err(D::Error::custom("must be at least 1s"));
+    }
+    Ok(d)
 }
 
 #[cfg(test)]
