@@ -830,4 +830,181 @@ command = ["server-shim", "run"]
         let two = two.replacen("name = \"demo\"", "name = \"other\"", 1);
         assert!(parse(&two).unwrap_err().contains("instance[1].listen"));
     }
+
+    /// `GOOD` with `from` replaced by `to` (which must be there), or the error it gives.
+    fn error_after(from: &str, to: &str) -> String {
+        assert!(GOOD.contains(from), "{from}");
+        parse(&GOOD.replacen(from, to, 1)).unwrap_err()
+    }
+
+    #[test]
+    fn error_messages_name_the_file_and_the_key() {
+        let file = "/etc/perceptron/relay.toml";
+        let two = format!("{GOOD}\n{}", &GOOD[GOOD.find("[[instance]]").unwrap()..]);
+        let cases = [
+            // unknown key
+            (
+                error_after("handshake_timeout", "handshake_timout"),
+                "instance[0].handshake_timout: unknown key; expected one of `name`, `listen`, \
+                 `compute`, `auth`, `proxy_protocol`, `resume_timeout`, `handshake_timeout`, \
+                 `compute_timeout`, `idle_pause_after`, `on_relay_exit`, `driver`",
+            ),
+            (
+                error_after("[relay]", "[relay]\ncolour = \"blue\""),
+                "relay.colour: unknown key; expected one of `state_dir`, `key_file`, \
+                 `admin_listen`, `admin_token_file`, `worker_threads`",
+            ),
+            // a key of another driver kind
+            (
+                error_after(
+                    "kind = \"process\"",
+                    "kind = \"process\"\nurl = \"http://1.2.3.4:1\"",
+                ),
+                "instance[0].driver.url: unknown key; expected one of `command`, `cwd`, \
+                 `stop_grace`",
+            ),
+            // wrong type
+            (
+                error_after("\"15s\"", "15"),
+                "instance[0].resume_timeout: invalid type: integer `15`, expected a string",
+            ),
+            (
+                error_after("[relay]", "[relay]\nworker_threads = \"4\""),
+                "relay.worker_threads: invalid type: string \"4\", expected i64",
+            ),
+            // bad duration, and one under its minimum
+            (
+                error_after("\"15s\"", "\"15\""),
+                "instance[0].resume_timeout: '15' has no unit (use e.g. 500ms, 15s, 5m, 1h)",
+            ),
+            (
+                error_after("\"10s\"", "\"0ms\""),
+                "instance[0].handshake_timeout: must be greater than zero",
+            ),
+            (
+                error_after("\"5m\"", "\"999ms\""),
+                "instance[0].idle_pause_after: must be at least 1s",
+            ),
+            // bad address
+            (
+                error_after("127.0.0.1:13306", "localhost"),
+                "instance[0].compute: 'localhost' is not an ip:port address (e.g. 127.0.0.1:3306)",
+            ),
+            (
+                error_after("127.0.0.1:9100", "127.0.0.1"),
+                "relay.admin_listen: '127.0.0.1' is not an ip:port address (e.g. 127.0.0.1:3306)",
+            ),
+            // duplicates
+            (
+                parse(&two).unwrap_err(),
+                "instance[1].name: 'demo' is used twice",
+            ),
+            (
+                parse(&two.replacen("name = \"demo\"", "name = \"other\"", 1)).unwrap_err(),
+                "instance[1].listen: 127.0.0.1:3306 is used twice",
+            ),
+            // missing required key
+            (
+                error_after("listen = \"127.0.0.1:3306\"\n", ""),
+                "instance[0].listen: required, but missing",
+            ),
+            (
+                error_after("key_file = \"perceptron.key\"\n", ""),
+                "relay.key_file: required, but missing",
+            ),
+            (
+                error_after("kind = \"process\"\n", ""),
+                "instance[0].driver.kind: required, but missing",
+            ),
+            // enums
+            (
+                error_after("\"process\"", "\"k8s\""),
+                "instance[0].driver.kind: unknown variant `k8s`, expected one of `process`, \
+                 `exec`, `http`",
+            ),
+            (
+                error_after("\"dual\"", "\"magic\""),
+                "instance[0].auth: unknown variant `magic`, expected `dual` or `switch`",
+            ),
+            // range and alphabet
+            (
+                error_after("[relay]", "[relay]\nworker_threads = 257"),
+                "relay.worker_threads: 257 is not between 1 and 256",
+            ),
+            (
+                error_after("\"demo\"", "\"my db\""),
+                "instance[0].name: 'my db' must be non-empty A-Z a-z 0-9 - _",
+            ),
+            (
+                error_after("[\"server-shim\", \"run\"]", "[]"),
+                "instance[0].driver.command: must name a program, e.g. [\"systemctl\", \
+                 \"start\", \"mariadb\"]",
+            ),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, format!("{file}: {want}"));
+        }
+    }
+
+    #[test]
+    fn errors_without_a_key_say_where_or_what() {
+        assert_eq!(
+            error_after("[relay]", "[relay"),
+            "/etc/perceptron/relay.toml: line 2, column 7: invalid table header; expected `.`, `]`"
+        );
+        assert_eq!(
+            parse(&GOOD[..GOOD.find("[[instance]]").unwrap()]).unwrap_err(),
+            "/etc/perceptron/relay.toml: no [[instance]] configured"
+        );
+        let missing = Path::new("/nonexistent/relay.toml");
+        let e = Config::load(missing).unwrap_err();
+        assert!(matches!(e.problem, ConfigProblem::Read { .. }));
+        assert!(
+            e.to_string()
+                .starts_with("/nonexistent/relay.toml: cannot read: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn rejects_an_unreadable_token_file_naming_its_key() {
+        let http = GOOD.replace(
+            "kind = \"process\"\ncommand = [\"server-shim\", \"run\"]",
+            "kind = \"http\"\nurl = \"http://10.0.0.5:8080\"\ntoken_file = \"no-such.token\"",
+        );
+        let e = Config::parse(&http, Path::new("/nonexistent/relay.toml")).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].driver.token_file"));
+        assert!(
+            e.to_string().starts_with(
+                "/nonexistent/relay.toml: instance[0].driver.token_file: cannot read \
+                 /nonexistent/no-such.token: "
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn loads_every_example() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let config = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                assert!(!config.instances.is_empty(), "{}", path.display());
+                loaded += 1;
+            }
+        }
+        assert!(loaded >= 2, "examples not found in {}", dir.display());
+    }
+
+    #[test]
+    fn parses_the_readme_example() {
+        let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+        let text = std::fs::read_to_string(&readme).unwrap();
+        let section = &text[text.find("## Configuration").unwrap()..];
+        let start = section.find("```toml\n").unwrap() + "```toml\n".len();
+        let end = start + section[start..].find("```").unwrap();
+        parse(&section[start..end]).unwrap();
+    }
 }
