@@ -1,15 +1,26 @@
-//! The relay's TOML configuration, validated at start-up. Every error names the file and the
-//! key (`instance[0].resume_timeout`), so a typo is found in one read.
+//! The relay's TOML configuration, deserialised by serde into the types the relay uses and
+//! validated at start-up. Unknown keys are refused, and every error names the file and the key
+//! (`relay.toml: instance[0].resume_timeout: '15' has no unit ...`), so a typo is found in one
+//! read.
 //!
-//! Relative paths (state directory, key file, driver working directory) are resolved against
-//! the directory holding the configuration file, so a config works from any current directory.
+//! Values are checked where serde reads them (addresses, durations and their minimums, names,
+//! enums), and `serde_path_to_error` names the key of any failure. What one value cannot show
+//! is checked after: a name or listen address used twice, and the driver. The driver's `kind`
+//! decides which keys may stand beside it; serde's internally tagged enums buffer the table and
+//! lose the key path, so `kind` is read first and the rest is deserialised into that kind's type.
+//!
+//! Relative paths (state directory, key file, admin token file, driver working directory and
+//! token file) are resolved against the directory holding the configuration file, so a config
+//! works from any current directory.
 
 use std::collections::HashSet;
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer};
 
 use crate::duration;
 
@@ -23,6 +34,12 @@ pub const DEFAULT_IDLE_PAUSE_AFTER: Duration = Duration::from_secs(300);
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
 /// Default wait for each step of the relayed login with the compute.
 pub const DEFAULT_COMPUTE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default bound on each command of the `exec` driver.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default bound on each request of the `http` driver.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default period of the `exec` and `http` drivers' status checks.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The whole, validated configuration.
 #[derive(Debug, Clone)]
@@ -36,18 +53,22 @@ pub struct Config {
 }
 
 /// `[relay]`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RelaySettings {
     /// Where learnt compute profiles (and later the usage ledger) live.
     pub state_dir: PathBuf,
     /// The perceptron key ring; the newest key signs relayed logins.
     pub key_file: PathBuf,
     /// The admin API address; none disables the API.
+    #[serde(default, deserialize_with = "some_addr")]
     pub admin_listen: Option<SocketAddr>,
     /// A file holding the bearer token admin requests must carry (mode 0600); none means
     /// no token (keep `admin_listen` on loopback then).
+    #[serde(default)]
     pub admin_token_file: Option<PathBuf>,
     /// Threads that run connections; none means one per CPU core.
+    #[serde(default, deserialize_with = "worker_threads")]
     pub worker_threads: Option<usize>,
 }
 
@@ -55,9 +76,11 @@ pub struct RelaySettings {
 pub const MAX_WORKER_THREADS: usize = 256;
 
 /// How the compute verifies a login the relay completes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum AuthMode {
     /// The compute verifies the relayed-auth payload (server-shim).
+    #[default]
     Dual,
     /// A stock MySQL/MariaDB: after the wake the client is switched once to the server's own
     /// plugin and scramble, and the rest of the login is relayed.
@@ -92,18 +115,20 @@ pub struct InstanceConfig {
 }
 
 /// `instance.on_relay_exit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum OnRelayExit {
     /// Stop the compute (the default: a relay that goes away takes its computes with it).
+    #[default]
     Pause,
     /// Leave it running; the next relay adopts it without a restart or double billing.
     Leave,
 }
 
-/// `[instance.driver]`.
+/// `[instance.driver]`, chosen by its `kind` key.
 #[derive(Debug, Clone)]
 pub enum DriverConfig {
-    /// Spawn `command` as a child process; ready when `compute` greets.
+    /// `kind = "process"`: spawn `command` as a child process; ready when `compute` greets.
     Process {
         /// Program and arguments.
         command: Vec<String>,
@@ -112,9 +137,9 @@ pub enum DriverConfig {
         /// SIGTERM → SIGKILL grace.
         stop_grace: Duration,
     },
-    /// User commands start, stop and (optionally) report on the compute.
+    /// `kind = "exec"`: user commands start, stop and (optionally) report on the compute.
     Exec(ExecSpec),
-    /// An external control plane, over HTTP.
+    /// `kind = "http"`: an external control plane, over HTTP.
     Http(HttpSpec),
 }
 
@@ -136,97 +161,337 @@ pub struct HttpSpec {
 }
 
 /// `kind = "exec"`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ExecSpec {
     /// Starts the compute; must return once it is starting.
+    #[serde(deserialize_with = "argv")]
     pub start: Vec<String>,
     /// Stops the compute.
+    #[serde(deserialize_with = "argv")]
     pub stop: Vec<String>,
     /// Exit status 0 means running; without it the relay probes the compute's address.
+    #[serde(default, deserialize_with = "some_argv")]
     pub status: Option<Vec<String>>,
-    /// The commands' working directory.
+    /// The commands' working directory (default: the configuration file's directory).
+    #[serde(default)]
     pub cwd: PathBuf,
     /// Bound on each command.
+    #[serde(
+        default = "default::command_timeout",
+        deserialize_with = "duration::any"
+    )]
     pub command_timeout: Duration,
     /// How often a running compute is checked.
+    #[serde(default = "default::poll_interval", deserialize_with = "duration::any")]
     pub poll_interval: Duration,
 }
 
-/// A configuration that cannot be used, with the file and key it concerns.
+/// A configuration that cannot be used: the file, the key to blame and what is wrong.
 #[derive(Debug)]
 pub struct ConfigError {
-    /// The file.
+    /// The configuration file.
     pub path: PathBuf,
-    /// What is wrong, starting with the key.
-    pub message: String,
+    /// The key, as a path from the top of the file (`instance[0].resume_timeout`); none when
+    /// no single key is to blame (the file cannot be read or is not TOML).
+    pub key: Option<String>,
+    /// What is wrong.
+    pub problem: ConfigProblem,
 }
 
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.message)
+/// What is wrong with a configuration.
+#[derive(Debug)]
+pub enum ConfigProblem {
+    /// A file cannot be read: the configuration itself, or a file one of its keys names.
+    Read {
+        /// The file.
+        file: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The text is not TOML.
+    Syntax {
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column (in characters) of the error.
+        column: usize,
+        /// The TOML parser's message.
+        message: String,
+    },
+    /// A value that is missing, not allowed here, of the wrong type or out of range.
+    Invalid(String),
+    /// The file configures no `[[instance]]`.
+    NoInstance,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.path.display())?;
+        if let Some(key) = &self.key {
+            write!(f, "{key}: ")?;
+        }
+        match &self.problem {
+            ConfigProblem::Read { file, source } if *file == self.path => {
+                write!(f, "cannot read: {source}")
+            }
+            ConfigProblem::Read { file, source } => {
+                write!(f, "cannot read {}: {source}", file.display())
+            }
+            ConfigProblem::Syntax {
+                line,
+                column,
+                message,
+            } => write!(f, "line {line}, column {column}: {message}"),
+            ConfigProblem::Invalid(message) => f.write_str(message),
+            ConfigProblem::NoInstance => f.write_str("no [[instance]] configured"),
+        }
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.problem {
+            ConfigProblem::Read { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
 
+impl ConfigError {
+    fn invalid(path: &Path, key: String, message: impl fmt::Display) -> Self {
+        Self {
+            path: path.to_owned(),
+            key: Some(key),
+            problem: ConfigProblem::Invalid(message.to_string()),
+        }
+    }
+}
+
+/// The file as written: `[relay]` and the `[[instance]]` tables.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawConfig {
-    relay: RawRelay,
+struct ConfigFile {
+    relay: RelaySettings,
     #[serde(default)]
-    instance: Vec<RawInstance>,
+    instance: Vec<InstanceFile>,
 }
 
+/// One `[[instance]]` as written: final types but for the driver (see the module docs).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawRelay {
-    state_dir: String,
-    key_file: String,
-    admin_listen: Option<String>,
-    admin_token_file: Option<String>,
-    worker_threads: Option<i64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawInstance {
+struct InstanceFile {
+    #[serde(deserialize_with = "instance_name")]
     name: String,
-    listen: String,
-    compute: String,
-    #[serde(default = "default_auth")]
-    auth: String,
+    #[serde(deserialize_with = "addr")]
+    listen: SocketAddr,
+    #[serde(deserialize_with = "addr")]
+    compute: SocketAddr,
+    #[serde(default)]
+    auth: AuthMode,
     #[serde(default)]
     proxy_protocol: bool,
-    resume_timeout: Option<String>,
-    handshake_timeout: Option<String>,
-    compute_timeout: Option<String>,
-    idle_pause_after: Option<String>,
-    on_relay_exit: Option<String>,
-    driver: RawDriver,
+    #[serde(
+        default = "default::resume_timeout",
+        deserialize_with = "duration::positive"
+    )]
+    resume_timeout: Duration,
+    #[serde(
+        default = "default::handshake_timeout",
+        deserialize_with = "duration::positive"
+    )]
+    handshake_timeout: Duration,
+    #[serde(
+        default = "default::compute_timeout",
+        deserialize_with = "duration::positive"
+    )]
+    compute_timeout: Duration,
+    #[serde(
+        default = "default::idle_pause_after",
+        deserialize_with = "duration::at_least_1s"
+    )]
+    idle_pause_after: Duration,
+    #[serde(default)]
+    on_relay_exit: OnRelayExit,
+    driver: toml::Table,
 }
 
+/// `[instance.driver]`'s `kind`.
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum DriverKind {
+    Process,
+    Exec,
+    Http,
+}
+
+/// The other keys of `kind = "process"`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawDriver {
-    kind: String,
-    #[serde(default)]
+struct ProcessFile {
+    #[serde(deserialize_with = "argv")]
     command: Vec<String>,
-    cwd: Option<String>,
-    stop_grace: Option<String>,
     #[serde(default)]
-    start: Vec<String>,
-    #[serde(default)]
-    stop: Vec<String>,
-    status: Option<Vec<String>>,
-    command_timeout: Option<String>,
-    poll_interval: Option<String>,
-    url: Option<String>,
-    token_file: Option<String>,
-    request_timeout: Option<String>,
+    cwd: PathBuf,
+    #[serde(default = "default::stop_grace", deserialize_with = "duration::any")]
+    stop_grace: Duration,
 }
 
-fn default_auth() -> String {
-    "dual".into()
+/// The other keys of `kind = "http"`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpFile {
+    url: HttpUrl,
+    token_file: Option<PathBuf>,
+    #[serde(
+        default = "default::request_timeout",
+        deserialize_with = "duration::any"
+    )]
+    request_timeout: Duration,
+    #[serde(default = "default::poll_interval", deserialize_with = "duration::any")]
+    poll_interval: Duration,
+}
+
+/// `http://ip:port[/path]`. Plain HTTP to an IP only: the control plane sits on a private
+/// network, and no DNS lookup can stall a wake.
+#[derive(Deserialize)]
+#[serde(try_from = "String")]
+struct HttpUrl {
+    addr: SocketAddr,
+    /// The `Host` header: `ip:port` as written.
+    host: String,
+    /// `/path` without a trailing slash, or empty.
+    base_path: String,
+}
+
+impl TryFrom<String> for HttpUrl {
+    type Error = BadValue;
+
+    fn try_from(url: String) -> Result<Self, BadValue> {
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| BadValue::NotHttp(url.clone()))?;
+        let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let addr = parse_addr(host)?;
+        let path = path.trim_end_matches('/');
+        Ok(Self {
+            addr,
+            host: host.to_owned(),
+            base_path: if path.is_empty() {
+                String::new()
+            } else {
+                format!("/{path}")
+            },
+        })
+    }
+}
+
+/// A value serde read but the relay cannot use; the message serde reports at its key.
+#[derive(Debug)]
+enum BadValue {
+    NotAnAddress(String),
+    NotHttp(String),
+}
+
+impl fmt::Display for BadValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotAnAddress(text) => write!(
+                f,
+                "'{text}' is not an ip:port address (e.g. 127.0.0.1:3306)"
+            ),
+            Self::NotHttp(url) => write!(f, "'{url}' must start with http://"),
+        }
+    }
+}
+
+fn parse_addr(text: &str) -> Result<SocketAddr, BadValue> {
+    text.parse()
+        .map_err(|_| BadValue::NotAnAddress(text.to_owned()))
+}
+
+fn addr<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SocketAddr, D::Error> {
+    parse_addr(&String::deserialize(deserializer)?).map_err(D::Error::custom)
+}
+
+fn some_addr<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<SocketAddr>, D::Error> {
+    addr(deserializer).map(Some)
+}
+
+fn worker_threads<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<usize>, D::Error> {
+    let n = i64::deserialize(deserializer)?;
+    usize::try_from(n)
+        .ok()
+        .filter(|n| (1..=MAX_WORKER_THREADS).contains(n))
+        .map(Some)
+        .ok_or_else(|| D::Error::custom(format!("{n} is not between 1 and {MAX_WORKER_THREADS}")))
+}
+
+/// Names go into logs, metric labels and admin URLs, so they are kept to a safe alphabet.
+fn instance_name<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    let name = String::deserialize(deserializer)?;
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(D::Error::custom(format!(
+            "'{name}' must be non-empty A-Z a-z 0-9 - _"
+        )));
+    }
+    Ok(name)
+}
+
+/// A program and its arguments: at least the program.
+fn argv<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    let argv = Vec::<String>::deserialize(deserializer)?;
+    if argv.is_empty() {
+        return Err(D::Error::custom(
+            "must name a program, e.g. [\"systemctl\", \"start\", \"mariadb\"]",
+        ));
+    }
+    Ok(argv)
+}
+
+fn some_argv<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<String>>, D::Error> {
+    let argv = Vec::<String>::deserialize(deserializer)?;
+    if argv.is_empty() {
+        return Err(D::Error::custom("must name a program or be left out"));
+    }
+    Ok(Some(argv))
+}
+
+/// `#[serde(default = "...")]` takes functions, not constants.
+mod default {
+    use super::{
+        DEFAULT_COMMAND_TIMEOUT, DEFAULT_COMPUTE_TIMEOUT, DEFAULT_HANDSHAKE_TIMEOUT,
+        DEFAULT_IDLE_PAUSE_AFTER, DEFAULT_POLL_INTERVAL, DEFAULT_REQUEST_TIMEOUT,
+        DEFAULT_RESUME_TIMEOUT, DEFAULT_STOP_GRACE, Duration,
+    };
+
+    pub fn resume_timeout() -> Duration {
+        DEFAULT_RESUME_TIMEOUT
+    }
+    pub fn handshake_timeout() -> Duration {
+        DEFAULT_HANDSHAKE_TIMEOUT
+    }
+    pub fn compute_timeout() -> Duration {
+        DEFAULT_COMPUTE_TIMEOUT
+    }
+    pub fn idle_pause_after() -> Duration {
+        DEFAULT_IDLE_PAUSE_AFTER
+    }
+    pub fn stop_grace() -> Duration {
+        DEFAULT_STOP_GRACE
+    }
+    pub fn command_timeout() -> Duration {
+        DEFAULT_COMMAND_TIMEOUT
+    }
+    pub fn request_timeout() -> Duration {
+        DEFAULT_REQUEST_TIMEOUT
+    }
+    pub fn poll_interval() -> Duration {
+        DEFAULT_POLL_INTERVAL
+    }
 }
 
 impl Config {
@@ -235,9 +500,13 @@ impl Config {
     /// # Errors
     /// [`ConfigError`] naming the file and the offending key.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError {
             path: path.to_owned(),
-            message: format!("cannot read: {e}"),
+            key: None,
+            problem: ConfigProblem::Read {
+                file: path.to_owned(),
+                source,
+            },
         })?;
         Self::parse(&text, path)
     }
@@ -247,248 +516,52 @@ impl Config {
     /// # Errors
     /// [`ConfigError`] naming the file and the offending key.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let err = |message: String| ConfigError {
+        let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError {
             path: path.to_owned(),
-            message,
-        };
-        let raw: RawConfig = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+            key: None,
+            problem: syntax(text, &e),
+        })?;
+        let file: ConfigFile = typed(toml::Value::Table(table), "", path)?;
         let base = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
-            .to_owned();
-        let resolve = |p: &str| base.join(p);
-        let relay = RelaySettings {
-            state_dir: resolve(&raw.relay.state_dir),
-            key_file: resolve(&raw.relay.key_file),
-            admin_listen: raw
-                .relay
-                .admin_listen
-                .as_deref()
-                .map(|a| parse_addr(a).map_err(|m| err(format!("relay.admin_listen: {m}"))))
-                .transpose()?,
-            admin_token_file: raw.relay.admin_token_file.as_deref().map(resolve),
-            worker_threads: raw
-                .relay
-                .worker_threads
-                .map(|n| {
-                    usize::try_from(n)
-                        .ok()
-                        .filter(|n| (1..=MAX_WORKER_THREADS).contains(n))
-                        .ok_or_else(|| {
-                            err(format!(
-                                "relay.worker_threads: {n} is not between 1 and {MAX_WORKER_THREADS}"
-                            ))
-                        })
-                })
-                .transpose()?,
-        };
-        if raw.instance.is_empty() {
-            return Err(err("no [[instance]] configured".into()));
+            .unwrap_or(Path::new("."));
+        let mut relay = file.relay;
+        relay.state_dir = rebase(base, &relay.state_dir);
+        relay.key_file = rebase(base, &relay.key_file);
+        relay.admin_token_file = relay.admin_token_file.map(|p| rebase(base, &p));
+        if file.instance.is_empty() {
+            return Err(ConfigError {
+                path: path.to_owned(),
+                key: None,
+                problem: ConfigProblem::NoInstance,
+            });
         }
         let mut names = HashSet::new();
         let mut listens = HashSet::new();
-        let mut instances = Vec::new();
-        for (i, inst) in raw.instance.into_iter().enumerate() {
+        let mut instances = Vec::with_capacity(file.instance.len());
+        for (i, inst) in file.instance.into_iter().enumerate() {
             let key = |field: &str| format!("instance[{i}].{field}");
-            let bad = |field: &str, m: String| err(format!("{}: {m}", key(field)));
-            if inst.name.is_empty()
-                || !inst
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            {
-                return Err(bad(
-                    "name",
-                    format!("'{}' must be non-empty A-Z a-z 0-9 - _", inst.name),
-                ));
-            }
             if !names.insert(inst.name.clone()) {
-                return Err(bad("name", format!("'{}' is used twice", inst.name)));
+                let message = format!("'{}' is used twice", inst.name);
+                return Err(ConfigError::invalid(path, key("name"), message));
             }
-            let listen = parse_addr(&inst.listen).map_err(|m| bad("listen", m))?;
-            if !listens.insert(listen) {
-                return Err(bad("listen", format!("{listen} is used twice")));
+            if !listens.insert(inst.listen) {
+                let message = format!("{} is used twice", inst.listen);
+                return Err(ConfigError::invalid(path, key("listen"), message));
             }
-            let compute = parse_addr(&inst.compute).map_err(|m| bad("compute", m))?;
-            let auth = match inst.auth.as_str() {
-                "dual" => AuthMode::Dual,
-                "switch" => AuthMode::Switch,
-                other => {
-                    return Err(bad(
-                        "auth",
-                        format!("'{other}' is not one of \"dual\", \"switch\""),
-                    ));
-                }
-            };
-            let dur = |field: &str, v: &Option<String>, default: Duration| {
-                v.as_deref()
-                    .map(duration::parse)
-                    .transpose()
-                    .map(|d| d.unwrap_or(default))
-                    .map_err(|m| bad(field, m))
-            };
-            let resume_timeout = dur(
-                "resume_timeout",
-                &inst.resume_timeout,
-                DEFAULT_RESUME_TIMEOUT,
-            )?;
-            let handshake_timeout = dur(
-                "handshake_timeout",
-                &inst.handshake_timeout,
-                DEFAULT_HANDSHAKE_TIMEOUT,
-            )?;
-            let compute_timeout = dur(
-                "compute_timeout",
-                &inst.compute_timeout,
-                DEFAULT_COMPUTE_TIMEOUT,
-            )?;
-            let idle_pause_after = dur(
-                "idle_pause_after",
-                &inst.idle_pause_after,
-                DEFAULT_IDLE_PAUSE_AFTER,
-            )?;
-            for (field, d) in [
-                ("resume_timeout", resume_timeout),
-                ("handshake_timeout", handshake_timeout),
-                ("compute_timeout", compute_timeout),
-            ] {
-                if d.is_zero() {
-                    return Err(bad(field, "must be greater than zero".into()));
-                }
-            }
-            if idle_pause_after < Duration::from_secs(1) {
-                return Err(bad("idle_pause_after", "must be at least 1s".into()));
-            }
-            let on_relay_exit = match inst.on_relay_exit.as_deref() {
-                None | Some("pause") => OnRelayExit::Pause,
-                Some("leave") => OnRelayExit::Leave,
-                Some(other) => {
-                    return Err(bad(
-                        "on_relay_exit",
-                        format!("'{other}' is not one of \"pause\", \"leave\""),
-                    ));
-                }
-            };
-            let driver = match inst.driver.kind.as_str() {
-                "process" => {
-                    if inst.driver.command.is_empty() {
-                        return Err(bad(
-                            "driver.command",
-                            "must name a program, e.g. [\"server-shim\", \"run\", ...]".into(),
-                        ));
-                    }
-                    DriverConfig::Process {
-                        command: inst.driver.command,
-                        cwd: inst
-                            .driver
-                            .cwd
-                            .as_deref()
-                            .map_or_else(|| base.clone(), resolve),
-                        stop_grace: dur(
-                            "driver.stop_grace",
-                            &inst.driver.stop_grace,
-                            DEFAULT_STOP_GRACE,
-                        )?,
-                    }
-                }
-                "exec" => {
-                    for (field, argv) in [
-                        ("driver.start", &inst.driver.start),
-                        ("driver.stop", &inst.driver.stop),
-                    ] {
-                        if argv.is_empty() {
-                            return Err(bad(
-                                field,
-                                "must name a program, e.g. [\"systemctl\", \"start\", \"mariadb\"]"
-                                    .into(),
-                            ));
-                        }
-                    }
-                    if inst.driver.status.as_ref().is_some_and(Vec::is_empty) {
-                        return Err(bad(
-                            "driver.status",
-                            "must name a program or be left out".into(),
-                        ));
-                    }
-                    DriverConfig::Exec(ExecSpec {
-                        start: inst.driver.start,
-                        stop: inst.driver.stop,
-                        status: inst.driver.status,
-                        cwd: inst
-                            .driver
-                            .cwd
-                            .as_deref()
-                            .map_or_else(|| base.clone(), resolve),
-                        command_timeout: dur(
-                            "driver.command_timeout",
-                            &inst.driver.command_timeout,
-                            Duration::from_secs(60),
-                        )?,
-                        poll_interval: dur(
-                            "driver.poll_interval",
-                            &inst.driver.poll_interval,
-                            Duration::from_secs(5),
-                        )?,
-                    })
-                }
-                "http" => {
-                    let url = inst.driver.url.as_deref().ok_or_else(|| {
-                        bad(
-                            "driver.url",
-                            "required for kind = \"http\", e.g. \"http://10.0.0.5:8080/v1\"".into(),
-                        )
-                    })?;
-                    let (addr, host, base_path) =
-                        parse_http_url(url).map_err(|m| bad("driver.url", m))?;
-                    let token = inst
-                        .driver
-                        .token_file
-                        .as_deref()
-                        .map(|p| {
-                            std::fs::read_to_string(resolve(p))
-                                .map(|t| t.trim().to_owned())
-                                .map_err(|e| bad("driver.token_file", format!("{p}: {e}")))
-                        })
-                        .transpose()?;
-                    DriverConfig::Http(HttpSpec {
-                        addr,
-                        host,
-                        base_path,
-                        token,
-                        request_timeout: dur(
-                            "driver.request_timeout",
-                            &inst.driver.request_timeout,
-                            Duration::from_secs(30),
-                        )?,
-                        poll_interval: dur(
-                            "driver.poll_interval",
-                            &inst.driver.poll_interval,
-                            Duration::from_secs(5),
-                        )?,
-                    })
-                }
-                other => {
-                    return Err(bad(
-                        "driver.kind",
-                        format!(
-                            "'{other}' is not supported (supported: \"process\", \"exec\", \"http\")"
-                        ),
-                    ));
-                }
-            };
             instances.push(InstanceConfig {
+                driver: driver(inst.driver, &key("driver"), base, path)?,
                 name: inst.name,
-                listen,
-                compute,
-                auth,
+                listen: inst.listen,
+                compute: inst.compute,
+                auth: inst.auth,
                 proxy_protocol: inst.proxy_protocol,
-                resume_timeout,
-                handshake_timeout,
-                compute_timeout,
-                idle_pause_after,
-                on_relay_exit,
-                driver,
+                resume_timeout: inst.resume_timeout,
+                handshake_timeout: inst.handshake_timeout,
+                compute_timeout: inst.compute_timeout,
+                idle_pause_after: inst.idle_pause_after,
+                on_relay_exit: inst.on_relay_exit,
             });
         }
         Ok(Self {
@@ -499,26 +572,124 @@ impl Config {
     }
 }
 
-/// `http://ip:port[/path]` → (address, host header, path prefix). Plain HTTP to an IP only:
-/// the control plane sits on a private network, and no DNS lookup can stall a wake.
-fn parse_http_url(url: &str) -> Result<(SocketAddr, String, String), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("'{url}' must start with http://"))?;
-    let (hostport, path) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
-    let addr = parse_addr(hostport)?;
-    let path = path.trim_end_matches('/');
-    let base = if path.is_empty() {
-        String::new()
-    } else {
-        format!("/{path}")
-    };
-    Ok((addr, hostport.to_owned(), base))
+/// `[instance.driver]` (at `key`): `kind` picks the type the other keys are read into.
+fn driver(
+    mut table: toml::Table,
+    key: &str,
+    base: &Path,
+    path: &Path,
+) -> Result<DriverConfig, ConfigError> {
+    let kind_key = format!("{key}.kind");
+    let kind = table
+        .remove("kind")
+        .ok_or_else(|| ConfigError::invalid(path, kind_key.clone(), MISSING))?;
+    let kind: DriverKind = typed(kind, &kind_key, path)?;
+    let rest = toml::Value::Table(table);
+    Ok(match kind {
+        DriverKind::Process => {
+            let process: ProcessFile = typed(rest, key, path)?;
+            DriverConfig::Process {
+                command: process.command,
+                cwd: rebase(base, &process.cwd),
+                stop_grace: process.stop_grace,
+            }
+        }
+        DriverKind::Exec => {
+            let mut exec: ExecSpec = typed(rest, key, path)?;
+            exec.cwd = rebase(base, &exec.cwd);
+            DriverConfig::Exec(exec)
+        }
+        DriverKind::Http => {
+            let http: HttpFile = typed(rest, key, path)?;
+            let token = http
+                .token_file
+                .map(|file| {
+                    let file = rebase(base, &file);
+                    std::fs::read_to_string(&file)
+                        .map(|t| t.trim().to_owned())
+                        .map_err(|source| ConfigError {
+                            path: path.to_owned(),
+                            key: Some(format!("{key}.token_file")),
+                            problem: ConfigProblem::Read { file, source },
+                        })
+                })
+                .transpose()?;
+            DriverConfig::Http(HttpSpec {
+                addr: http.url.addr,
+                host: http.url.host,
+                base_path: http.url.base_path,
+                token,
+                request_timeout: http.request_timeout,
+                poll_interval: http.poll_interval,
+            })
+        }
+    })
 }
 
-fn parse_addr(text: &str) -> Result<SocketAddr, String> {
-    text.parse()
-        .map_err(|_| format!("'{text}' is not an ip:port address (e.g. 127.0.0.1:3306)"))
+/// What a missing required key reports.
+const MISSING: &str = "required, but missing";
+
+/// Deserialises `value`, found at key path `prefix` (empty for the whole file), into `T`; an
+/// error names the key it concerns.
+fn typed<T: DeserializeOwned>(
+    value: toml::Value,
+    prefix: &str,
+    path: &Path,
+) -> Result<T, ConfigError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let mut key = prefix.to_owned();
+        let at = e.path().to_string();
+        if at != "." {
+            key = join(&key, &at);
+        }
+        let message = e.inner().message().trim();
+        // serde reports a missing key on the table that lacks it; name the key itself. (An
+        // unknown key is already in the path.)
+        if let Some(field) = message
+            .strip_prefix("missing field `")
+            .and_then(|m| m.strip_suffix('`'))
+        {
+            return ConfigError::invalid(path, join(&key, field), MISSING);
+        }
+        if let Some((_, expected)) = message
+            .strip_prefix("unknown field `")
+            .and_then(|m| m.split_once("`, "))
+        {
+            return ConfigError::invalid(path, key, format!("unknown key; {expected}"));
+        }
+        ConfigError::invalid(path, key, message)
+    })
+}
+
+fn join(key: &str, field: &str) -> String {
+    if key.is_empty() {
+        field.to_owned()
+    } else {
+        format!("{key}.{field}")
+    }
+}
+
+/// A TOML syntax error, located by line and column: no key can be named in text that does
+/// not parse.
+fn syntax(text: &str, e: &toml::de::Error) -> ConfigProblem {
+    let start = e.span().map_or(0, |s| s.start);
+    let before = text.get(..start).unwrap_or(text);
+    let line_start = before.rfind('\n').map_or(0, |n| n + 1);
+    ConfigProblem::Syntax {
+        line: before.matches('\n').count() + 1,
+        column: before.get(line_start..).map_or(0, |l| l.chars().count()) + 1,
+        message: e.message().trim().replace('\n', "; "),
+    }
+}
+
+/// A path from the file, resolved against the configuration's directory; an empty one (a
+/// working directory left out) is that directory.
+fn rebase(base: &Path, p: &Path) -> PathBuf {
+    if p.as_os_str().is_empty() {
+        base.to_owned()
+    } else {
+        base.join(p)
+    }
 }
 
 #[cfg(test)]
@@ -658,5 +829,182 @@ command = ["server-shim", "run"]
         );
         let two = two.replacen("name = \"demo\"", "name = \"other\"", 1);
         assert!(parse(&two).unwrap_err().contains("instance[1].listen"));
+    }
+
+    /// `GOOD` with `from` replaced by `to` (which must be there), or the error it gives.
+    fn error_after(from: &str, to: &str) -> String {
+        assert!(GOOD.contains(from), "{from}");
+        parse(&GOOD.replacen(from, to, 1)).unwrap_err()
+    }
+
+    #[test]
+    fn error_messages_name_the_file_and_the_key() {
+        let file = "/etc/perceptron/relay.toml";
+        let two = format!("{GOOD}\n{}", &GOOD[GOOD.find("[[instance]]").unwrap()..]);
+        let cases = [
+            // unknown key
+            (
+                error_after("handshake_timeout", "handshake_timout"),
+                "instance[0].handshake_timout: unknown key; expected one of `name`, `listen`, \
+                 `compute`, `auth`, `proxy_protocol`, `resume_timeout`, `handshake_timeout`, \
+                 `compute_timeout`, `idle_pause_after`, `on_relay_exit`, `driver`",
+            ),
+            (
+                error_after("[relay]", "[relay]\ncolour = \"blue\""),
+                "relay.colour: unknown key; expected one of `state_dir`, `key_file`, \
+                 `admin_listen`, `admin_token_file`, `worker_threads`",
+            ),
+            // a key of another driver kind
+            (
+                error_after(
+                    "kind = \"process\"",
+                    "kind = \"process\"\nurl = \"http://1.2.3.4:1\"",
+                ),
+                "instance[0].driver.url: unknown key; expected one of `command`, `cwd`, \
+                 `stop_grace`",
+            ),
+            // wrong type
+            (
+                error_after("\"15s\"", "15"),
+                "instance[0].resume_timeout: invalid type: integer `15`, expected a string",
+            ),
+            (
+                error_after("[relay]", "[relay]\nworker_threads = \"4\""),
+                "relay.worker_threads: invalid type: string \"4\", expected i64",
+            ),
+            // bad duration, and one under its minimum
+            (
+                error_after("\"15s\"", "\"15\""),
+                "instance[0].resume_timeout: '15' has no unit (use e.g. 500ms, 15s, 5m, 1h)",
+            ),
+            (
+                error_after("\"10s\"", "\"0ms\""),
+                "instance[0].handshake_timeout: must be greater than zero",
+            ),
+            (
+                error_after("\"5m\"", "\"999ms\""),
+                "instance[0].idle_pause_after: must be at least 1s",
+            ),
+            // bad address
+            (
+                error_after("127.0.0.1:13306", "localhost"),
+                "instance[0].compute: 'localhost' is not an ip:port address (e.g. 127.0.0.1:3306)",
+            ),
+            (
+                error_after("127.0.0.1:9100", "127.0.0.1"),
+                "relay.admin_listen: '127.0.0.1' is not an ip:port address (e.g. 127.0.0.1:3306)",
+            ),
+            // duplicates
+            (
+                parse(&two).unwrap_err(),
+                "instance[1].name: 'demo' is used twice",
+            ),
+            (
+                parse(&two.replacen("name = \"demo\"", "name = \"other\"", 1)).unwrap_err(),
+                "instance[1].listen: 127.0.0.1:3306 is used twice",
+            ),
+            // missing required key
+            (
+                error_after("listen = \"127.0.0.1:3306\"\n", ""),
+                "instance[0].listen: required, but missing",
+            ),
+            (
+                error_after("key_file = \"perceptron.key\"\n", ""),
+                "relay.key_file: required, but missing",
+            ),
+            (
+                error_after("kind = \"process\"\n", ""),
+                "instance[0].driver.kind: required, but missing",
+            ),
+            // enums
+            (
+                error_after("\"process\"", "\"k8s\""),
+                "instance[0].driver.kind: unknown variant `k8s`, expected one of `process`, \
+                 `exec`, `http`",
+            ),
+            (
+                error_after("\"dual\"", "\"magic\""),
+                "instance[0].auth: unknown variant `magic`, expected `dual` or `switch`",
+            ),
+            // range and alphabet
+            (
+                error_after("[relay]", "[relay]\nworker_threads = 257"),
+                "relay.worker_threads: 257 is not between 1 and 256",
+            ),
+            (
+                error_after("\"demo\"", "\"my db\""),
+                "instance[0].name: 'my db' must be non-empty A-Z a-z 0-9 - _",
+            ),
+            (
+                error_after("[\"server-shim\", \"run\"]", "[]"),
+                "instance[0].driver.command: must name a program, e.g. [\"systemctl\", \
+                 \"start\", \"mariadb\"]",
+            ),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, format!("{file}: {want}"));
+        }
+    }
+
+    #[test]
+    fn errors_without_a_key_say_where_or_what() {
+        assert_eq!(
+            error_after("[relay]", "[relay"),
+            "/etc/perceptron/relay.toml: line 2, column 7: invalid table header; expected `.`, `]`"
+        );
+        assert_eq!(
+            parse(&GOOD[..GOOD.find("[[instance]]").unwrap()]).unwrap_err(),
+            "/etc/perceptron/relay.toml: no [[instance]] configured"
+        );
+        let missing = Path::new("/nonexistent/relay.toml");
+        let e = Config::load(missing).unwrap_err();
+        assert!(matches!(e.problem, ConfigProblem::Read { .. }));
+        assert!(
+            e.to_string()
+                .starts_with("/nonexistent/relay.toml: cannot read: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn rejects_an_unreadable_token_file_naming_its_key() {
+        let http = GOOD.replace(
+            "kind = \"process\"\ncommand = [\"server-shim\", \"run\"]",
+            "kind = \"http\"\nurl = \"http://10.0.0.5:8080\"\ntoken_file = \"no-such.token\"",
+        );
+        let e = Config::parse(&http, Path::new("/nonexistent/relay.toml")).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].driver.token_file"));
+        assert!(
+            e.to_string().starts_with(
+                "/nonexistent/relay.toml: instance[0].driver.token_file: cannot read \
+                 /nonexistent/no-such.token: "
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn loads_every_example() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let config = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                assert!(!config.instances.is_empty(), "{}", path.display());
+                loaded += 1;
+            }
+        }
+        assert!(loaded >= 2, "examples not found in {}", dir.display());
+    }
+
+    #[test]
+    fn parses_the_readme_example() {
+        let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+        let text = std::fs::read_to_string(&readme).unwrap();
+        let section = &text[text.find("## Configuration").unwrap()..];
+        let start = section.find("```toml\n").unwrap() + "```toml\n".len();
+        let end = start + section[start..].find("```").unwrap();
+        parse(&section[start..end]).unwrap();
     }
 }
