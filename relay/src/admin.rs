@@ -24,7 +24,7 @@ use zeroize::Zeroizing;
 
 use crate::control::PauseError;
 use crate::ledger::{self, Ledger};
-use crate::metrics::Metrics;
+use crate::metrics::{self, Metrics, Route};
 use crate::runtime::InstanceRuntime;
 use crate::timefmt;
 
@@ -57,6 +57,8 @@ pub struct Request {
     pub query: Vec<(String, String)>,
     /// The `Authorization` header, if present.
     pub authorization: Option<String>,
+    /// The `Accept` header, if present.
+    pub accept: Option<String>,
 }
 
 /// Why a request head could not be parsed.
@@ -101,16 +103,19 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, RequestError> {
             (k.to_owned(), v.to_owned())
         })
         .collect();
-    let authorization = lines.find_map(|l| {
-        let (name, value) = l.split_once(':')?;
-        name.eq_ignore_ascii_case("authorization")
-            .then(|| value.trim().to_owned())
-    });
+    let headers: Vec<(&str, &str)> = lines.filter_map(|l| l.split_once(':')).collect();
+    let header = |wanted: &str| {
+        headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(wanted))
+            .map(|(_, value)| value.trim().to_owned())
+    };
     Ok(Some(Request {
         method: method.to_owned(),
         path: path.to_owned(),
         query,
-        authorization,
+        authorization: header("authorization"),
+        accept: header("accept"),
     }))
 }
 
@@ -210,11 +215,14 @@ pub async fn respond(state: &AdminState, req: &Request) -> Response {
     }
     let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();
     match (req.method.as_str(), segments.as_slice()) {
-        ("GET", ["metrics"]) => Response {
-            status: 200,
-            content_type: "text/plain; version=0.0.4",
-            body: render_metrics(state),
-        },
+        ("GET", ["metrics"]) => {
+            let format = metrics::Format::negotiate(req.accept.as_deref());
+            Response {
+                status: 200,
+                content_type: format.content_type(),
+                body: render_metrics(state, format),
+            }
+        }
         ("GET", ["v1", "instances"]) => {
             let list: Vec<InstanceJson> =
                 state.runtimes.iter().map(|rt| instance_json(rt)).collect();
@@ -309,22 +317,17 @@ fn instance_json(rt: &InstanceRuntime) -> InstanceJson {
     }
 }
 
-fn render_metrics(state: &AdminState) -> String {
-    let mut out = state.metrics.render();
-    out.push_str("# TYPE relay_active_connections gauge\n");
+fn render_metrics(state: &AdminState, format: metrics::Format) -> String {
     for rt in &state.runtimes {
         let s = rt.instance.status();
-        for (route, n) in [
-            ("direct", s.direct_connections),
-            ("perceptron", s.perceptron_connections),
-        ] {
-            out.push_str(&format!(
-                "relay_active_connections{{instance=\"{}\",route=\"{route}\"}} {n}\n",
-                s.name
-            ));
-        }
+        state
+            .metrics
+            .set_active(&s.name, Route::direct, s.direct_connections);
+        state
+            .metrics
+            .set_active(&s.name, Route::perceptron, s.perceptron_connections);
     }
-    out
+    state.metrics.render(format)
 }
 
 /// Serves the admin API on `listener` until `shutdown` fires.
