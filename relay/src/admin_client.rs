@@ -53,7 +53,7 @@ pub enum AdminError {
         /// The flag.
         flag: &'static str,
         /// What is wrong.
-        message: String,
+        source: crate::timefmt::TimeError,
     },
 }
 
@@ -74,7 +74,7 @@ impl fmt::Display for AdminError {
             Self::Unreachable { addr, source } => write!(f, "admin API at {addr}: {source}"),
             Self::Refused { status, message } => write!(f, "HTTP {}: {message}", status.as_u16()),
             Self::BadAnswer(e) => write!(f, "unexpected answer: {e}"),
-            Self::BadTime { flag, message } => write!(f, "--{flag}: {message}"),
+            Self::BadTime { flag, source } => write!(f, "--{flag}: {source}"),
         }
     }
 }
@@ -86,7 +86,8 @@ impl std::error::Error for AdminError {
             Self::TokenFile { source, .. } | Self::Runtime(source) => Some(source),
             Self::Unreachable { source, .. } => Some(source),
             Self::BadAnswer(e) => Some(e),
-            Self::Refused { .. } | Self::BadTime { .. } => None,
+            Self::BadTime { source, .. } => Some(source),
+            Self::Refused { .. } => None,
         }
     }
 }
@@ -249,7 +250,7 @@ pub fn usage(
     for (k, v) in [("from", from), ("to", to)] {
         if let Some(v) = v {
             crate::timefmt::parse_utc(v)
-                .map_err(|message| AdminError::BadTime { flag: k, message })?;
+                .map_err(|source| AdminError::BadTime { flag: k, source })?;
             q.push(format!("{k}={v}"));
         }
     }
