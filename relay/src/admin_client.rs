@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use hyper::{Method, StatusCode};
@@ -23,13 +22,8 @@ pub const DEFAULT_ADMIN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new
 pub enum AdminError {
     /// The configuration named by `--config` is unusable.
     Config(crate::config::ConfigError),
-    /// The token file cannot be read.
-    TokenFile {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
+    /// The token file cannot be read, or group or others can access it.
+    TokenFile(authplugin::SecretFileError),
     /// The CLI's own runtime could not start.
     Runtime(std::io::Error),
     /// The admin API did not answer.
@@ -61,7 +55,7 @@ impl fmt::Display for AdminError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Config(e) => write!(f, "{e}"),
-            Self::TokenFile { path, source } => write!(f, "{}: {source}", path.display()),
+            Self::TokenFile(e) => write!(f, "{e}"),
             Self::Runtime(e) => write!(f, "cannot start the async runtime: {e}"),
             Self::Unreachable {
                 addr,
@@ -83,7 +77,8 @@ impl std::error::Error for AdminError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Config(e) => Some(e),
-            Self::TokenFile { source, .. } | Self::Runtime(source) => Some(source),
+            Self::TokenFile(e) => Some(e),
+            Self::Runtime(e) => Some(e),
             Self::Unreachable { source, .. } => Some(source),
             Self::BadAnswer(e) => Some(e),
             Self::BadTime { source, .. } => Some(source),
@@ -96,7 +91,7 @@ impl std::error::Error for AdminError {
 #[derive(Debug)]
 pub struct Target {
     addr: SocketAddr,
-    token: Option<String>,
+    token: Option<zeroize::Zeroizing<String>>,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -122,11 +117,10 @@ impl Target {
                 .and_then(|c| c.relay.admin_token_file.clone())
         });
         let token = token_file
-            .map(|path| match std::fs::read_to_string(&path) {
-                Ok(t) => Ok(t.trim().to_owned()),
-                Err(source) => Err(AdminError::TokenFile { path, source }),
-            })
-            .transpose()?;
+            .map(|path| authplugin::read_secret_file(&path))
+            .transpose()
+            .map_err(AdminError::TokenFile)?
+            .map(|text| zeroize::Zeroizing::new(text.trim().to_owned()));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -155,7 +149,7 @@ impl Target {
             addr: self.addr,
             host: &host,
             target,
-            token: self.token.as_deref(),
+            token: self.token.as_ref().map(|t| t.as_str()),
             json: None,
             timeout,
         };
