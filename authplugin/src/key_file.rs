@@ -1,22 +1,27 @@
-//! Key files on disk: the only I/O in this crate, kept here so the relay and the compute
-//! refuse the same unsafe files with the same messages.
+//! Secret files on disk: the only I/O in this crate, kept here so that every binary (the
+//! relay's key file and admin token, the compute's key file) refuses the same unsafe files with
+//! the same messages.
 //!
-//! A key file holds secrets, so it must not be readable or writable by group or others
-//! (mode `0600` or stricter, as `ssh` demands of private keys). New files are created with
-//! mode `0600` atomically, never widened and then narrowed.
+//! A secret file must not be readable or writable by group or others (mode `0600` or
+//! stricter, as `ssh` demands of private keys): [`read_secret_file`] checks the mode of the
+//! file it opened (not of a path that could be swapped in between). New key files are created
+//! with mode `0600` atomically, never widened and then narrowed.
 
 use core::fmt;
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write as _};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read as _, Write as _};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
-use crate::identity::{IdentityError, KeyRing, PerceptronKey};
+use zeroize::Zeroizing;
 
-/// Why a key file could not be used.
+/// Largest secret file read: key rings and tokens are a few hundred bytes.
+pub const MAX_SECRET_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Why a secret file could not be read.
 #[derive(Debug)]
-pub enum KeyFileError {
-    /// The file could not be read or written.
+pub enum SecretFileError {
+    /// The file could not be opened or read.
     Io {
         /// The file.
         path: PathBuf,
@@ -30,6 +35,101 @@ pub enum KeyFileError {
         /// Its permission bits.
         mode: u32,
     },
+    /// The file is larger than [`MAX_SECRET_FILE_BYTES`] (or not UTF-8).
+    Unusable {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+impl fmt::Display for SecretFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            Self::TooOpen { path, mode } => write!(
+                f,
+                "{} has mode {mode:04o}: it must not be accessible by group or others \
+                 (run: chmod 600 {})",
+                path.display(),
+                path.display()
+            ),
+            Self::Unusable { path } => write!(
+                f,
+                "{}: not a UTF-8 text file of at most {MAX_SECRET_FILE_BYTES} bytes",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SecretFileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Io { source, .. } => Some(source),
+            Self::TooOpen { .. } | Self::Unusable { .. } => None,
+        }
+    }
+}
+
+/// Reads a secret file, refusing one that group or others can access.
+///
+/// The mode is checked on the opened file, and the text is read into a buffer that is wiped
+/// when dropped (and sized up front, so no reallocation leaves a copy behind).
+///
+/// # Errors
+/// [`SecretFileError`] naming the file and what is wrong with it.
+pub fn read_secret_file(path: &Path) -> Result<Zeroizing<String>, SecretFileError> {
+    let io_err = |source| SecretFileError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = File::open(path).map_err(io_err)?;
+    let meta = file.metadata().map_err(io_err)?;
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(SecretFileError::TooOpen {
+            path: path.to_owned(),
+            mode,
+        });
+    }
+    let unusable = || SecretFileError::Unusable {
+        path: path.to_owned(),
+    };
+    if meta.len() > MAX_SECRET_FILE_BYTES {
+        return Err(unusable());
+    }
+    let capacity = usize::try_from(meta.len()).map_err(|_| unusable())?;
+    let mut bytes = Zeroizing::new(Vec::with_capacity(capacity.saturating_add(1)));
+    file.take(MAX_SECRET_FILE_BYTES.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io_err)?;
+    if u64::try_from(bytes.len()).map_or(true, |n| n > MAX_SECRET_FILE_BYTES) {
+        return Err(unusable());
+    }
+    match String::from_utf8(std::mem::take(&mut *bytes)) {
+        Ok(text) => Ok(Zeroizing::new(text)),
+        Err(e) => {
+            // Wipe the bytes the failed conversion hands back.
+            drop(Zeroizing::new(e.into_bytes()));
+            Err(unusable())
+        }
+    }
+}
+
+use crate::identity::{IdentityError, KeyRing, PerceptronKey};
+
+/// Why a key file could not be used.
+#[derive(Debug)]
+pub enum KeyFileError {
+    /// The file could not be written (or checked for existence).
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The file could not be read, or group or others can access it.
+    Unreadable(SecretFileError),
     /// The content is not a valid key ring.
     Invalid {
         /// The file.
@@ -50,13 +150,7 @@ impl fmt::Display for KeyFileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Io { path, source } => write!(f, "key file {}: {source}", path.display()),
-            Self::TooOpen { path, mode } => write!(
-                f,
-                "key file {} has mode {mode:04o}: it must not be accessible by group or others \
-                 (run: chmod 600 {})",
-                path.display(),
-                path.display()
-            ),
+            Self::Unreadable(e) => write!(f, "key file {e}"),
             Self::Invalid { path, source } => write!(f, "key file {}: {source}", path.display()),
             Self::DuplicateKeyId { path, id } => {
                 write!(
@@ -74,7 +168,8 @@ impl std::error::Error for KeyFileError {
         match self {
             Self::Io { source, .. } => Some(source),
             Self::Invalid { source, .. } => Some(source),
-            Self::TooOpen { .. } | Self::DuplicateKeyId { .. } => None,
+            Self::Unreadable(e) => Some(e),
+            Self::DuplicateKeyId { .. } => None,
         }
     }
 }
@@ -84,19 +179,7 @@ impl std::error::Error for KeyFileError {
 /// # Errors
 /// [`KeyFileError`] naming the file and what is wrong with it.
 pub fn load(path: &Path) -> Result<KeyRing, KeyFileError> {
-    let io_err = |source| KeyFileError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let meta = fs::metadata(path).map_err(io_err)?;
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o077 != 0 {
-        return Err(KeyFileError::TooOpen {
-            path: path.to_owned(),
-            mode,
-        });
-    }
-    let text = zeroize::Zeroizing::new(fs::read_to_string(path).map_err(io_err)?);
+    let text = read_secret_file(path).map_err(KeyFileError::Unreadable)?;
     KeyRing::parse(&text).map_err(|source| KeyFileError::Invalid {
         path: path.to_owned(),
         source,
@@ -154,6 +237,7 @@ const HEADER: &str = "\
 mod tests {
     use super::*;
     use crate::identity::KeyId;
+    use std::fs;
     use std::os::unix::fs::PermissionsExt as _;
 
     fn tmp(name: &str) -> PathBuf {
@@ -191,8 +275,49 @@ mod tests {
         .unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
         let err = load(&path).unwrap_err();
-        assert!(matches!(err, KeyFileError::TooOpen { mode: 0o644, .. }));
-        assert!(err.to_string().contains("chmod 600"), "{err}");
+        assert!(matches!(
+            err,
+            KeyFileError::Unreadable(SecretFileError::TooOpen { mode: 0o644, .. })
+        ));
+        assert!(
+            err.to_string().starts_with("key file ") && err.to_string().contains("chmod 600"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn reads_a_private_secret_file_and_refuses_an_open_one() {
+        let path = tmp("secret").with_file_name("token");
+        fs::write(&path, "s3cret-token\n").unwrap();
+        for (mode, ok) in [(0o600, true), (0o400, true), (0o640, false), (0o604, false)] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+            match read_secret_file(&path) {
+                Ok(text) => assert!(ok && *text == "s3cret-token\n", "{mode:o}"),
+                Err(SecretFileError::TooOpen { mode: m, .. }) => {
+                    assert!(!ok && m == mode, "{mode:o}");
+                }
+                Err(e) => panic!("{mode:o}: {e}"),
+            }
+        }
+        let missing = read_secret_file(&path.with_file_name("missing")).unwrap_err();
+        assert!(matches!(missing, SecretFileError::Io { .. }), "{missing}");
+    }
+
+    #[test]
+    fn refuses_an_oversized_or_binary_secret_file() {
+        let path = tmp("big").with_file_name("token");
+        let big = usize::try_from(MAX_SECRET_FILE_BYTES).unwrap() + 1;
+        fs::write(&path, vec![b'a'; big]).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(matches!(
+            read_secret_file(&path),
+            Err(SecretFileError::Unusable { .. })
+        ));
+        fs::write(&path, [0xff, 0xfe]).unwrap();
+        assert!(matches!(
+            read_secret_file(&path),
+            Err(SecretFileError::Unusable { .. })
+        ));
     }
 
     #[test]

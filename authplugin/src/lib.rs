@@ -2,7 +2,7 @@
 //!
 //! Sans-I/O: no sockets, no async runtime, no clock (time is a parameter). Randomness comes
 //! from a caller-supplied CSPRNG. The one exception is [`key_file`], which reads and writes
-//! key files so that the relay and the compute apply the same permission checks.
+//! key files and reads secret files, so that every binary applies the same permission checks.
 //!
 //! # Layout
 //! - [`reader`]: the checked cursor every decoder uses; [`DecodeError`].
@@ -10,7 +10,7 @@
 //! - [`native_password`], [`caching_sha2`]: the plugins' token math and verification.
 //! - [`credential`]: what a compute stores per account and the check of an answer against it.
 //! - [`identity`]: the HMAC-SHA256 key ring shared by relays and computes.
-//! - [`key_file`]: loading and writing key files (mode-checked).
+//! - [`key_file`]: loading and writing key files, and reading any secret file (mode-checked).
 //! - [`payload`]: the relayed-auth payload v1 (DESIGN §3): encode, strict decode, verify.
 //! - [`replay`]: the bounded replay window over (key id, scramble A).
 //! - [`packet`]: the connection-phase packets and framing.
@@ -30,6 +30,7 @@ pub mod scramble;
 
 pub use credential::{AnswerError, AuthPlugin, Credential};
 pub use identity::{IdentityError, KeyId, KeyRing, KeySecret, PerceptronKey};
+pub use key_file::{SecretFileError, read_secret_file};
 pub use payload::{Binding, DecodedPayload, DenyReason, LoginClaim, VerifiedLogin};
 pub use reader::DecodeError;
 pub use replay::{ReplayError, ReplayGuard};

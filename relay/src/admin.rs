@@ -1,6 +1,8 @@
 //! The admin HTTP API (loopback by default, optional bearer token): status, pause, resume,
-//! usage and Prometheus metrics. A deliberately small HTTP/1.1 server: one request per
-//! connection, bounded request head, a deadline on every read, `Connection: close`.
+//! usage and Prometheus metrics, served by hyper's HTTP/1.1 server. One request per connection
+//! (`Connection: close`), a bounded request head, a deadline on the head and on the whole
+//! exchange, and a graceful close of in-flight requests on shutdown. [`respond`] is the whole
+//! API as a pure function of the request, so it is tested without sockets.
 //!
 //! | method | path | answer |
 //! |---|---|---|
@@ -8,15 +10,22 @@
 //! | POST | `/v1/instances/{name}/pause` (`?force=true` cuts open connections) | 200, 404, 409 |
 //! | POST | `/v1/instances/{name}/resume` | 200 once running, 404, 503 |
 //! | GET | `/v1/usage?from=T&to=T` | JSON array of billed seconds per instance and hour |
-//! | GET | `/metrics` | Prometheus text format |
+//! | GET | `/metrics` | Prometheus text 0.0.4, or OpenMetrics when the `Accept` header asks |
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{self, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
-use subtle_eq::ct_eq;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use subtle::ConstantTimeEq as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -24,14 +33,19 @@ use zeroize::Zeroizing;
 
 use crate::control::PauseError;
 use crate::ledger::{self, Ledger};
-use crate::metrics::Metrics;
+use crate::metrics::{self, Metrics, Route};
 use crate::runtime::InstanceRuntime;
 use crate::timefmt;
 
-/// Longest request head accepted.
+/// Longest request head accepted (hyper answers 431 past it). Requests carry no body that
+/// the API reads.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
-/// Deadline for reading a request.
+/// Deadline for receiving a request head.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Backstop for a whole exchange, answer included. A resume waits for its instance's
+/// `resume_timeout` and a pause for the driver's stop; this only ends connections that
+/// would otherwise stay open for ever (a client that never reads its answer).
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// What the admin API serves.
 #[derive(Debug)]
@@ -46,79 +60,11 @@ pub struct AdminState {
     pub token: Option<Zeroizing<String>>,
 }
 
-/// A parsed request head.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
-    /// `GET`, `POST`, ...
-    pub method: String,
-    /// The path without the query.
-    pub path: String,
-    /// Query parameters in order.
-    pub query: Vec<(String, String)>,
-    /// The `Authorization` header, if present.
-    pub authorization: Option<String>,
-}
-
-/// Why a request head could not be parsed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestError {
-    /// Not HTTP/1.x, or a malformed request line.
-    Malformed,
-    /// The head exceeds [`MAX_HEAD_BYTES`].
-    TooLarge,
-}
-
-/// Parses a request head once it is complete (`Ok(None)`: need more bytes).
-///
-/// # Errors
-/// [`RequestError`] for a malformed or oversized head.
-pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, RequestError> {
-    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return if buf.len() > MAX_HEAD_BYTES {
-            Err(RequestError::TooLarge)
-        } else {
-            Ok(None)
-        };
-    };
-    let head = std::str::from_utf8(buf.get(..end).unwrap_or_default())
-        .map_err(|_| RequestError::Malformed)?;
-    let mut lines = head.split("\r\n");
-    let mut first = lines.next().unwrap_or_default().split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (first.next(), first.next(), first.next(), first.next())
-    else {
-        return Err(RequestError::Malformed);
-    };
-    if !version.starts_with("HTTP/1.") || method.is_empty() || !target.starts_with('/') {
-        return Err(RequestError::Malformed);
-    }
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let query = query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (k.to_owned(), v.to_owned())
-        })
-        .collect();
-    let authorization = lines.find_map(|l| {
-        let (name, value) = l.split_once(':')?;
-        name.eq_ignore_ascii_case("authorization")
-            .then(|| value.trim().to_owned())
-    });
-    Ok(Some(Request {
-        method: method.to_owned(),
-        path: path.to_owned(),
-        query,
-        authorization,
-    }))
-}
-
-/// A response to write.
+/// An answer, before it becomes an HTTP response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
     /// Status code.
-    pub status: u16,
+    pub status: StatusCode,
     /// `Content-Type`.
     pub content_type: &'static str,
     /// Body.
@@ -126,7 +72,7 @@ pub struct Response {
 }
 
 impl Response {
-    fn json<T: Serialize>(status: u16, value: &T) -> Self {
+    fn json<T: Serialize>(status: StatusCode, value: &T) -> Self {
         Self {
             status,
             content_type: "application/json",
@@ -134,34 +80,22 @@ impl Response {
         }
     }
 
-    fn error(status: u16, message: &str) -> Self {
+    fn error(status: StatusCode, message: &str) -> Self {
         Self::json(status, &serde_json::json!({ "error": message }))
     }
 
-    fn to_bytes(&self) -> Vec<u8> {
-        let reason = match self.status {
-            200 => "OK",
-            400 => "Bad Request",
-            401 => "Unauthorized",
-            404 => "Not Found",
-            405 => "Method Not Allowed",
-            409 => "Conflict",
-            431 => "Request Header Fields Too Large",
-            503 => "Service Unavailable",
-            _ => "Status",
-        };
-        let mut out = format!(
-            "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
-            self.status,
-            self.content_type,
-            self.body.len()
+    fn into_http(self) -> hyper::Response<Full<Bytes>> {
+        let mut response = hyper::Response::new(Full::new(Bytes::from(self.body)));
+        *response.status_mut() = self.status;
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(self.content_type),
         );
-        if self.status == 401 {
-            out.push_str("WWW-Authenticate: Bearer\r\n");
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        out.push_str("\r\n");
-        out.push_str(&self.body);
-        out.into_bytes()
+        response
     }
 }
 
@@ -196,73 +130,87 @@ pub struct UsageJson {
     pub billed_seconds: u64,
 }
 
-/// Answers one request.
-pub async fn respond(state: &AdminState, req: &Request) -> Response {
+/// Answers one request (its body is never read).
+pub async fn respond<B>(state: &AdminState, req: &hyper::Request<B>) -> Response {
+    let header = |name: header::HeaderName| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
     if let Some(token) = &state.token {
-        let given = req
-            .authorization
-            .as_deref()
+        let given = header(header::AUTHORIZATION)
             .and_then(|a| a.strip_prefix("Bearer "))
             .unwrap_or_default();
-        if !ct_eq(given.as_bytes(), token.as_bytes()) {
-            return Response::error(401, "missing or wrong bearer token");
+        if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+            return Response::error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
         }
     }
-    let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();
-    match (req.method.as_str(), segments.as_slice()) {
-        ("GET", ["metrics"]) => Response {
-            status: 200,
-            content_type: "text/plain; version=0.0.4",
-            body: render_metrics(state),
-        },
-        ("GET", ["v1", "instances"]) => {
+    let query: Vec<(&str, &str)> = req
+        .uri()
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| p.split_once('=').unwrap_or((p, "")))
+        .collect();
+    let param = |k: &str| query.iter().find(|(q, _)| *q == k).map(|(_, v)| *v);
+    let segments: Vec<&str> = req.uri().path().trim_matches('/').split('/').collect();
+    match (req.method(), segments.as_slice()) {
+        (&Method::GET, ["metrics"]) => {
+            let format = metrics::Format::negotiate(header(header::ACCEPT));
+            Response {
+                status: StatusCode::OK,
+                content_type: format.content_type(),
+                body: render_metrics(state, format),
+            }
+        }
+        (&Method::GET, ["v1", "instances"]) => {
             let list: Vec<InstanceJson> =
                 state.runtimes.iter().map(|rt| instance_json(rt)).collect();
-            Response::json(200, &list)
+            Response::json(StatusCode::OK, &list)
         }
-        ("POST", ["v1", "instances", name, action @ ("pause" | "resume")]) => {
+        (&Method::POST, ["v1", "instances", name, action @ ("pause" | "resume")]) => {
             let Some(rt) = state
                 .runtimes
                 .iter()
                 .find(|rt| rt.instance.config.name == *name)
             else {
-                return Response::error(404, &format!("no instance named '{name}'"));
+                return Response::error(
+                    StatusCode::NOT_FOUND,
+                    &format!("no instance named '{name}'"),
+                );
             };
             if *action == "pause" {
-                let force = req
-                    .query
-                    .iter()
-                    .any(|(k, v)| k == "force" && (v == "true" || v == "1"));
+                let force = matches!(param("force"), Some("true" | "1"));
                 match rt.instance.pause(force, "admin request").await {
-                    Ok(()) => Response::json(200, &instance_json(rt)),
-                    Err(e @ PauseError::Busy(_)) => Response::error(409, &e.to_string()),
-                    Err(e @ PauseError::NotRunning(_)) => Response::error(409, &e.to_string()),
+                    Ok(()) => Response::json(StatusCode::OK, &instance_json(rt)),
+                    Err(e @ (PauseError::Busy(_) | PauseError::NotRunning(_))) => {
+                        Response::error(StatusCode::CONFLICT, &e.to_string())
+                    }
                 }
             } else {
                 match rt.instance.ensure_running().await {
-                    Ok(_) => Response::json(200, &instance_json(rt)),
-                    Err(e) => Response::error(503, &e.to_string()),
+                    Ok(_) => Response::json(StatusCode::OK, &instance_json(rt)),
+                    Err(e) => Response::error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
                 }
             }
         }
-        ("GET", ["v1", "usage"]) => {
-            let param = |k: &str| {
-                req.query
-                    .iter()
-                    .find(|(q, _)| q == k)
-                    .map(|(_, v)| v.as_str())
-            };
+        (&Method::GET, ["v1", "usage"]) => {
             let from = match param("from").map(timefmt::parse_utc).transpose() {
                 Ok(v) => v.unwrap_or(0),
-                Err(e) => return Response::error(400, &format!("from: {e}")),
+                Err(e) => return Response::error(StatusCode::BAD_REQUEST, &format!("from: {e}")),
             };
             let to = match param("to").map(timefmt::parse_utc).transpose() {
                 Ok(v) => v.unwrap_or_else(ledger::now_ms),
-                Err(e) => return Response::error(400, &format!("to: {e}")),
+                Err(e) => return Response::error(StatusCode::BAD_REQUEST, &format!("to: {e}")),
             };
             match state.ledger.read() {
-                Ok((events, _skipped)) => Response::json(200, &usage(&events, from, to)),
-                Err(e) => Response::error(503, &format!("cannot read the ledger: {e}")),
+                Ok((events, _skipped)) => Response::json(StatusCode::OK, &usage(&events, from, to)),
+                Err(e) => Response::error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!("cannot read the ledger: {e}"),
+                ),
             }
         }
         (
@@ -271,8 +219,8 @@ pub async fn respond(state: &AdminState, req: &Request) -> Response {
             | ["v1", "instances"]
             | ["v1", "usage"]
             | ["v1", "instances", _, "pause" | "resume"],
-        ) => Response::error(405, "method not allowed"),
-        _ => Response::error(404, "no such endpoint"),
+        ) => Response::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+        _ => Response::error(StatusCode::NOT_FOUND, "no such endpoint"),
     }
 }
 
@@ -309,72 +257,69 @@ fn instance_json(rt: &InstanceRuntime) -> InstanceJson {
     }
 }
 
-fn render_metrics(state: &AdminState) -> String {
-    let mut out = state.metrics.render();
-    out.push_str("# TYPE relay_active_connections gauge\n");
+fn render_metrics(state: &AdminState, format: metrics::Format) -> String {
     for rt in &state.runtimes {
         let s = rt.instance.status();
-        for (route, n) in [
-            ("direct", s.direct_connections),
-            ("perceptron", s.perceptron_connections),
-        ] {
-            out.push_str(&format!(
-                "relay_active_connections{{instance=\"{}\",route=\"{route}\"}} {n}\n",
-                s.name
-            ));
-        }
+        state
+            .metrics
+            .set_active(&s.name, Route::direct, s.direct_connections);
+        state
+            .metrics
+            .set_active(&s.name, Route::perceptron, s.perceptron_connections);
     }
-    out
+    state.metrics.render(format)
 }
 
-/// Serves the admin API on `listener` until `shutdown` fires.
+/// Serves the admin API on `listener` until `shutdown` fires; requests in flight then finish
+/// (their connections are tracked by `tracker`, which the caller drains with a deadline).
 pub async fn serve(
     listener: TcpListener,
     state: Arc<AdminState>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
-    crate::listener::accept_until(listener, shutdown, "admin", |stream, peer| {
-        tracker.spawn(handle(stream, peer, Arc::clone(&state)));
+    crate::listener::accept_until(listener, shutdown.clone(), "admin", |stream, peer| {
+        tracker.spawn(handle(stream, peer, Arc::clone(&state), shutdown.clone()));
     })
     .await;
 }
 
-async fn handle(mut stream: TcpStream, peer: SocketAddr, state: Arc<AdminState>) {
-    let mut buf = Vec::with_capacity(1024);
-    let request = tokio::time::timeout(READ_TIMEOUT, async {
-        loop {
-            match parse_request(&buf) {
-                Ok(Some(r)) => return Ok(r),
-                Err(e) => return Err(e),
-                Ok(None) => {}
-            }
-            let mut chunk = [0u8; 2048];
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return Err(RequestError::Malformed),
-                Ok(n) => buf.extend_from_slice(chunk.get(..n).unwrap_or_default()),
-            }
+/// Serves one connection: one request, then close.
+async fn handle(
+    stream: TcpStream,
+    peer: SocketAddr,
+    state: Arc<AdminState>,
+    shutdown: CancellationToken,
+) {
+    let service = service_fn(move |req: hyper::Request<Incoming>| {
+        let state = Arc::clone(&state);
+        async move {
+            let response = respond(&state, &req).await;
+            tracing::info!(client = %peer, method = %req.method(), path = %req.uri().path(), status = response.status.as_u16(), "admin request");
+            Ok::<_, Infallible>(response.into_http())
         }
-    })
-    .await;
-    let response = match request {
-        Ok(Ok(req)) => {
-            let r = respond(&state, &req).await;
-            tracing::info!(client = %peer, method = %req.method, path = %req.path, status = r.status, "admin request");
-            r
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(READ_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .keep_alive(false);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    let mut conn = std::pin::pin!(conn);
+    let exchange = async {
+        tokio::select! {
+            done = conn.as_mut() => return done,
+            () = shutdown.cancelled() => {}
         }
-        Ok(Err(RequestError::TooLarge)) => Response::error(431, "request head too large"),
-        Ok(Err(RequestError::Malformed)) => Response::error(400, "malformed request"),
-        Err(_) => Response::error(400, "request not received in time"),
+        // Finish the request in flight (if any), then close.
+        conn.as_mut().graceful_shutdown();
+        conn.as_mut().await
     };
-    let _ = stream.write_all(&response.to_bytes()).await;
-    let _ = stream.shutdown().await;
-}
-
-mod subtle_eq {
-    /// Constant-time equality for the bearer token (length is not secret).
-    pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    match tokio::time::timeout(EXCHANGE_TIMEOUT, exchange).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!(client = %peer, error = %e, "admin connection failed"),
+        Err(_) => tracing::warn!(client = %peer, "admin connection cut after {EXCHANGE_TIMEOUT:?}"),
     }
 }
 
@@ -382,37 +327,110 @@ mod subtle_eq {
 mod tests {
     use super::*;
 
-    #[test]
-    fn parses_request_line_query_and_authorization() {
-        let raw = b"POST /v1/instances/demo/pause?force=true HTTP/1.1\r\nHost: x\r\nauthorization: Bearer abc\r\n\r\n";
-        let r = parse_request(raw).unwrap().unwrap();
-        assert_eq!(r.method, "POST");
-        assert_eq!(r.path, "/v1/instances/demo/pause");
-        assert_eq!(r.query, vec![("force".to_owned(), "true".to_owned())]);
-        assert_eq!(r.authorization.as_deref(), Some("Bearer abc"));
+    fn state(token: Option<&str>) -> AdminState {
+        let dir = std::env::temp_dir().join(format!("relay-admin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        AdminState {
+            runtimes: Vec::new(),
+            metrics: Arc::new(Metrics::default()),
+            ledger: Arc::new(Ledger::open(&dir).unwrap()),
+            token: token.map(|t| Zeroizing::new(t.to_owned())),
+        }
     }
 
-    #[test]
-    fn waits_for_a_complete_head_and_bounds_it() {
-        assert_eq!(parse_request(b"GET / HTTP/1.1\r\nHost"), Ok(None));
-        assert_eq!(
-            parse_request(&vec![b'a'; MAX_HEAD_BYTES + 1]),
-            Err(RequestError::TooLarge)
-        );
-        assert_eq!(
-            parse_request(b"\x16\x03\x01 garbage\r\n\r\n"),
-            Err(RequestError::Malformed)
-        );
-        assert_eq!(
-            parse_request(b"GET relative HTTP/1.1\r\n\r\n"),
-            Err(RequestError::Malformed)
-        );
+    fn request(method: &str, uri: &str, auth: Option<&str>) -> hyper::Request<()> {
+        let mut b = hyper::Request::builder().method(method).uri(uri);
+        if let Some(a) = auth {
+            b = b.header("authorization", a);
+        }
+        b.body(()).unwrap()
     }
 
-    #[test]
-    fn constant_time_comparison_is_correct() {
-        assert!(subtle_eq::ct_eq(b"token", b"token"));
-        assert!(!subtle_eq::ct_eq(b"token", b"tokem"));
-        assert!(!subtle_eq::ct_eq(b"token", b"token2"));
+    #[tokio::test]
+    async fn refuses_a_missing_or_wrong_token() {
+        let state = state(Some("0123456789abcdef"));
+        for auth in [
+            None,
+            Some("Bearer 0123456789abcdeX"),
+            Some("0123456789abcdef"),
+        ] {
+            let r = respond(&state, &request("GET", "/v1/instances", auth)).await;
+            assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{auth:?}");
+            let http = r.into_http();
+            assert_eq!(http.headers()["www-authenticate"], "Bearer");
+        }
+        let ok = respond(
+            &state,
+            &request("GET", "/v1/instances", Some("Bearer 0123456789abcdef")),
+        )
+        .await;
+        assert_eq!(ok.status, StatusCode::OK);
+        assert_eq!(ok.body, "[]\n");
+    }
+
+    #[tokio::test]
+    async fn routes_by_method_and_path() {
+        let state = state(None);
+        for (method, uri, status) in [
+            ("GET", "/v1/instances", StatusCode::OK),
+            ("GET", "/metrics", StatusCode::OK),
+            (
+                "GET",
+                "/v1/usage?from=2025-11-29&to=1764424800",
+                StatusCode::OK,
+            ),
+            ("GET", "/v1/usage?from=yesterday", StatusCode::BAD_REQUEST),
+            (
+                "POST",
+                "/v1/instances/nope/pause?force=true",
+                StatusCode::NOT_FOUND,
+            ),
+            (
+                "GET",
+                "/v1/instances/demo/pause",
+                StatusCode::METHOD_NOT_ALLOWED,
+            ),
+            ("DELETE", "/metrics", StatusCode::METHOD_NOT_ALLOWED),
+            ("GET", "/admin", StatusCode::NOT_FOUND),
+        ] {
+            let r = respond(&state, &request(method, uri, None)).await;
+            assert_eq!(r.status, status, "{method} {uri}: {}", r.body);
+        }
+    }
+
+    #[tokio::test]
+    async fn serves_one_request_per_connection_and_bounds_the_head() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let state = Arc::new(state(None));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tokio::spawn(serve(listener, state, shutdown.clone(), tracker.clone()));
+        let exchange = |raw: Vec<u8>| async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(&raw).await.unwrap();
+            let mut out = String::new();
+            tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut out))
+                .await
+                .unwrap()
+                .unwrap();
+            out
+        };
+        let ok = exchange(b"GET /v1/instances HTTP/1.1\r\nHost: t\r\n\r\n".to_vec()).await;
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.contains("connection: close\r\n"), "{ok}");
+        assert!(ok.ends_with("\r\n\r\n[]\n"), "{ok}");
+        let mut big = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();
+        big.resize(MAX_HEAD_BYTES + 100, b'a');
+        let too_large = exchange(big).await;
+        assert!(too_large.starts_with("HTTP/1.1 431 "), "{too_large}");
+        let garbage = exchange(b"\x16\x03\x01 garbage\r\n\r\n".to_vec()).await;
+        assert!(garbage.starts_with("HTTP/1.1 400 "), "{garbage}");
+        shutdown.cancel();
+        tracker.close();
+        tokio::time::timeout(Duration::from_secs(5), tracker.wait())
+            .await
+            .unwrap();
     }
 }

@@ -1,114 +1,192 @@
-//! The CLI side of the admin API: `relay status | pause | resume | usage`. A blocking
-//! HTTP/1.1 client is enough for one request per command.
+//! The CLI side of the admin API: `relay status | pause | resume | usage`. One request per
+//! command through [`crate::http_client`] (hyper), on a small runtime of its own.
 
-use std::io::{Read as _, Write as _};
-use std::net::{SocketAddr, TcpStream};
+use std::fmt;
+use std::net::SocketAddr;
 use std::time::Duration;
+
+use hyper::{Method, StatusCode};
 
 use crate::admin::UsageJson;
 use crate::cli::{AdminArgs, UsageFormat};
+use crate::http_client::{self, HttpError};
 
 /// Default admin address.
-pub const DEFAULT_ADMIN: &str = "127.0.0.1:9100";
+pub const DEFAULT_ADMIN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::LOCALHOST,
+    9100,
+));
+
+/// Why a CLI command failed; its `Display` is the message for the user.
+#[derive(Debug)]
+pub enum AdminError {
+    /// The configuration named by `--config` is unusable.
+    Config(crate::config::ConfigError),
+    /// The token file cannot be read, or group or others can access it.
+    TokenFile(authplugin::SecretFileError),
+    /// The CLI's own runtime could not start.
+    Runtime(std::io::Error),
+    /// The admin API did not answer.
+    Unreachable {
+        /// Where it was asked.
+        addr: SocketAddr,
+        /// Why.
+        source: HttpError,
+    },
+    /// The admin API answered with an error.
+    Refused {
+        /// The status.
+        status: StatusCode,
+        /// The API's `error` field, or the body.
+        message: String,
+    },
+    /// The answer is not the JSON the command expects.
+    BadAnswer(serde_json::Error),
+    /// A `--from` or `--to` value is not a time.
+    BadTime {
+        /// The flag.
+        flag: &'static str,
+        /// What is wrong.
+        source: crate::timefmt::TimeError,
+    },
+}
+
+impl fmt::Display for AdminError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Config(e) => write!(f, "{e}"),
+            Self::TokenFile(e) => write!(f, "{e}"),
+            Self::Runtime(e) => write!(f, "cannot start the async runtime: {e}"),
+            Self::Unreachable {
+                addr,
+                source: HttpError::Connect(source),
+            } => write!(
+                f,
+                "cannot reach the relay's admin API at {addr}: {source} (is `relay run` \
+                 running, with relay.admin_listen set?)"
+            ),
+            Self::Unreachable { addr, source } => write!(f, "admin API at {addr}: {source}"),
+            Self::Refused { status, message } => write!(f, "HTTP {}: {message}", status.as_u16()),
+            Self::BadAnswer(e) => write!(f, "unexpected answer: {e}"),
+            Self::BadTime { flag, source } => write!(f, "--{flag}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for AdminError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Config(e) => Some(e),
+            Self::TokenFile(e) => Some(e),
+            Self::Runtime(e) => Some(e),
+            Self::Unreachable { source, .. } => Some(source),
+            Self::BadAnswer(e) => Some(e),
+            Self::BadTime { source, .. } => Some(source),
+            Self::Refused { .. } => None,
+        }
+    }
+}
 
 /// Where to send requests and with which token.
 #[derive(Debug)]
 pub struct Target {
     addr: SocketAddr,
-    token: Option<String>,
+    token: Option<zeroize::Zeroizing<String>>,
+    runtime: tokio::runtime::Runtime,
 }
 
 impl Target {
     /// Resolves the flags (and the configuration they may name).
     ///
     /// # Errors
-    /// A message for an unreadable configuration or token file.
-    pub fn from_args(args: &AdminArgs) -> Result<Self, String> {
+    /// [`AdminError`] for an unreadable configuration or token file.
+    pub fn from_args(args: &AdminArgs) -> Result<Self, AdminError> {
         let config = args
             .config
             .as_deref()
             .map(crate::config::Config::load)
             .transpose()
-            .map_err(|e| e.to_string())?;
+            .map_err(AdminError::Config)?;
         let addr = args
             .admin
             .or_else(|| config.as_ref().and_then(|c| c.relay.admin_listen))
-            .unwrap_or_else(|| {
-                DEFAULT_ADMIN
-                    .parse()
-                    .unwrap_or_else(|_| unreachable!("valid literal"))
-            });
+            .unwrap_or(DEFAULT_ADMIN);
         let token_file = args.token_file.clone().or_else(|| {
             config
                 .as_ref()
                 .and_then(|c| c.relay.admin_token_file.clone())
         });
         let token = token_file
-            .map(|p| {
-                std::fs::read_to_string(&p)
-                    .map(|t| t.trim().to_owned())
-                    .map_err(|e| format!("{}: {e}", p.display()))
-            })
-            .transpose()?;
-        Ok(Self { addr, token })
+            .map(|path| authplugin::read_secret_file(&path))
+            .transpose()
+            .map_err(AdminError::TokenFile)?
+            .map(|text| zeroize::Zeroizing::new(text.trim().to_owned()));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(AdminError::Runtime)?;
+        Ok(Self {
+            addr,
+            token,
+            runtime,
+        })
     }
 
-    /// Sends a request; returns the status and body.
+    /// Sends a request and returns the body of a 200 answer.
     ///
     /// # Errors
-    /// A message when the relay cannot be reached or answers garbage.
+    /// [`AdminError::Unreachable`] without an answer, [`AdminError::Refused`] for any other
+    /// status.
     pub fn request(
         &self,
-        method: &str,
-        path: &str,
+        method: Method,
+        target: &str,
         timeout: Duration,
-    ) -> Result<(u16, String), String> {
-        let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(3))
-            .map_err(|e| format!("cannot reach the relay's admin API at {}: {e} (is `relay run` running, with relay.admin_listen set?)", self.addr))?;
-        s.set_read_timeout(Some(timeout))
-            .map_err(|e| e.to_string())?;
-        let auth = self
-            .token
-            .as_deref()
-            .map(|t| format!("Authorization: Bearer {t}\r\n"))
-            .unwrap_or_default();
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n",
-            self.addr
-        );
-        s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
-        let mut resp = String::new();
-        s.read_to_string(&mut resp)
-            .map_err(|e| format!("reading the answer: {e}"))?;
-        let (head, body) = resp.split_once("\r\n\r\n").ok_or("malformed answer")?;
-        let status = head
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .ok_or("malformed status line")?;
-        Ok((status, body.to_owned()))
+    ) -> Result<String, AdminError> {
+        let host = self.addr.to_string();
+        let request = http_client::Request {
+            method,
+            addr: self.addr,
+            host: &host,
+            target,
+            token: self.token.as_ref().map(|t| t.as_str()),
+            json: None,
+            timeout,
+        };
+        let reply =
+            self.runtime
+                .block_on(request.send())
+                .map_err(|source| AdminError::Unreachable {
+                    addr: self.addr,
+                    source,
+                })?;
+        if reply.status == StatusCode::OK {
+            Ok(reply.body)
+        } else {
+            Err(AdminError::Refused {
+                status: reply.status,
+                message: error_message(&reply.body),
+            })
+        }
     }
 }
 
-/// Turns an error body into a message.
-fn error_of(status: u16, body: &str) -> String {
-    let msg = serde_json::from_str::<serde_json::Value>(body)
+/// The `error` field of an error body, else the body.
+fn error_message(body: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-        .unwrap_or_else(|| body.trim().to_owned());
-    format!("HTTP {status}: {msg}")
+        .unwrap_or_else(|| body.trim().to_owned())
 }
 
 /// `relay status`.
 ///
 /// # Errors
-/// A message for the user.
-pub fn status(t: &Target) -> Result<String, String> {
-    let (code, body) = t.request("GET", "/v1/instances", Duration::from_secs(10))?;
-    if code != 200 {
-        return Err(error_of(code, &body));
-    }
-    let list: Vec<serde_json::Value> = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+/// [`AdminError`], whose `Display` is the message for the user.
+pub fn status(t: &Target) -> Result<String, AdminError> {
+    let body = t.request(Method::GET, "/v1/instances", Duration::from_secs(10))?;
+    let list: Vec<serde_json::Value> =
+        serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
     let mut out = format!(
         "{:<16} {:<9} {:<21} {:>7} {:>10} {:>6} {:>10}\n",
         "INSTANCE", "STATE", "SINCE", "DIRECT", "PERCEPTRON", "WAKES", "LAST WAKE"
@@ -137,18 +215,15 @@ pub fn status(t: &Target) -> Result<String, String> {
 /// `relay pause` / `relay resume`.
 ///
 /// # Errors
-/// A message for the user.
-pub fn action(t: &Target, name: &str, action: &str, force: bool) -> Result<String, String> {
+/// [`AdminError`], whose `Display` is the message for the user.
+pub fn action(t: &Target, name: &str, action: &str, force: bool) -> Result<String, AdminError> {
     let q = if force { "?force=true" } else { "" };
-    let (code, body) = t.request(
-        "POST",
+    let body = t.request(
+        Method::POST,
         &format!("/v1/instances/{name}/{action}{q}"),
         Duration::from_secs(120),
     )?;
-    if code != 200 {
-        return Err(error_of(code, &body));
-    }
-    let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+    let v: serde_json::Value = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
     Ok(format!(
         "{name}: {}\n",
         v.get("state").and_then(|s| s.as_str()).unwrap_or("?")
@@ -158,17 +233,18 @@ pub fn action(t: &Target, name: &str, action: &str, force: bool) -> Result<Strin
 /// `relay usage`.
 ///
 /// # Errors
-/// A message for the user.
+/// [`AdminError`], whose `Display` is the message for the user.
 pub fn usage(
     t: &Target,
     from: Option<&str>,
     to: Option<&str>,
     format: UsageFormat,
-) -> Result<String, String> {
+) -> Result<String, AdminError> {
     let mut q = Vec::new();
     for (k, v) in [("from", from), ("to", to)] {
         if let Some(v) = v {
-            crate::timefmt::parse_utc(v).map_err(|e| format!("--{k}: {e}"))?;
+            crate::timefmt::parse_utc(v)
+                .map_err(|source| AdminError::BadTime { flag: k, source })?;
             q.push(format!("{k}={v}"));
         }
     }
@@ -177,11 +253,8 @@ pub fn usage(
     } else {
         format!("/v1/usage?{}", q.join("&"))
     };
-    let (code, body) = t.request("GET", &path, Duration::from_secs(30))?;
-    if code != 200 {
-        return Err(error_of(code, &body));
-    }
-    let rows: Vec<UsageJson> = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+    let body = t.request(Method::GET, &path, Duration::from_secs(30))?;
+    let rows: Vec<UsageJson> = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
     Ok(match format {
         UsageFormat::Json => body,
         UsageFormat::Csv => {

@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 
 use crate::compute_conn::{self, ComputeTarget, OnBehalfOf};
 use crate::control::ConnectionGuard;
-use crate::metrics::Counter;
+use crate::metrics::DirectOutcome;
 use crate::perceptron;
 use crate::runtime::InstanceRuntime;
 
@@ -40,7 +40,7 @@ pub async fn handle(
         Err(_) => return Box::pin(fall_back(rt, client, peer, guard, "connect timed out")).await,
     };
     let _ = client.set_nodelay(true);
-    rt.metrics.inc(Counter::Direct, &name, "forwarded");
+    rt.metrics.direct(&name, DirectOutcome::forwarded);
     let bytes = crate::passthrough::pump(client, Vec::new(), compute, Vec::new()).await;
     rt.count_pumped(&bytes);
     drop(guard);
@@ -58,7 +58,7 @@ async fn fall_back(
     why: &str,
 ) {
     rt.metrics
-        .inc(Counter::Direct, &rt.instance.config.name, "fell_back");
+        .direct(&rt.instance.config.name, DirectOutcome::fell_back);
     drop(guard);
     tracing::warn!(instance = %rt.instance.config.name, client = %peer, why, "direct connect failed; using the perceptron route");
     rt.instance.report_unreachable(why).await;

@@ -18,6 +18,7 @@
 //! - `passthrough`: the byte pump (both routes).
 //! - `packet_io`: the only module that reads or writes MySQL packets on a socket.
 //! - `ledger`: the usage ledger and billing.
+//! - `http_client`: one HTTP/1.1 request with a deadline (the http driver and the CLI).
 //! - `metrics`: every metric, in one place.
 //! - [`config`], `duration`: the TOML configuration and its validation.
 //! - `profile`: the compute greeting profile the relay imitates.
@@ -35,6 +36,7 @@ pub mod config;
 mod control;
 mod direct;
 mod duration;
+mod http_client;
 pub mod keygen;
 mod ledger;
 mod lifecycle;

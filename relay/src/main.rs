@@ -40,7 +40,7 @@ fn main() -> ExitCode {
 
 fn admin_command(
     args: &relay::cli::AdminArgs,
-    f: impl FnOnce(&relay::admin_client::Target) -> Result<String, String>,
+    f: impl FnOnce(&relay::admin_client::Target) -> Result<String, relay::admin_client::AdminError>,
 ) -> ExitCode {
     match relay::admin_client::Target::from_args(args).and_then(|t| f(&t)) {
         Ok(out) => {

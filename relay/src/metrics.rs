@@ -1,19 +1,27 @@
-//! All of the relay's metrics, in one place (house rule 11): counters with labels from closed
-//! enums (so cardinality is bounded by construction), rendered in Prometheus text format.
+//! All of the relay's metrics, in one place (house rule 11), kept by `prometheus-client`: one
+//! [`Family`] per metric with a typed label set, all in one [`Registry`].
+//!
+//! Label values come from closed enums where this module owns them (byte direction, direct
+//! route outcome, route, lifecycle phase) and from the `&'static str` `label()` methods of the
+//! error types otherwise (connection outcome, classification, wake outcome): both bound the
+//! cardinality by construction. The `instance` label is an instance name from the
+//! configuration, so it is bounded too.
+//!
+//! Exposition: OpenMetrics text (what `prometheus-client` writes) for scrapers that ask for it,
+//! and the Prometheus text format 0.0.4 derived from it for everyone else (see
+//! [`Metrics::render`]).
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::fmt;
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter as PromCounter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
 
 use crate::lifecycle::Phase;
-
-/// A set of counters keyed by (counter, instance, label value).
-#[derive(Debug, Default)]
-pub struct Metrics {
-    counters: Mutex<BTreeMap<(Counter, String, &'static str), u64>>,
-    /// Per instance: counts per bucket of [`RESUME_BUCKETS_S`], then the sum in seconds.
-    resume: Mutex<BTreeMap<String, Histogram>>,
-    phases: Mutex<BTreeMap<String, Phase>>,
-}
 
 /// Upper bounds (seconds) of the resume-time histogram buckets: our target is tens of
 /// milliseconds, the reference system's is about 2 s.
@@ -21,11 +29,9 @@ pub const RESUME_BUCKETS_S: [f64; 11] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0,
 ];
 
-/// Bucket counts, total count and sum in seconds.
-type Histogram = ([u64; RESUME_BUCKETS_S.len()], u64, f64);
-
-/// Counters the relay keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// The counters whose label value is an error type's `label()` (owned by the phase that
+/// produces it, so it stays a string here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counter {
     /// `relay_connections_total{instance, outcome}`: connections on the perceptron route by
     /// how they ended (`relayed`, `denied`, or the failure's label).
@@ -35,153 +41,419 @@ pub enum Counter {
     /// `relay_wakes_total{instance, outcome}`: wake attempts (one per spawn, however many
     /// clients waited on it).
     Wakes,
-    /// `relay_bytes_total{instance, direction}`: bytes copied on either route.
-    Bytes,
-    /// `relay_direct_connections_total{instance, outcome}`: connections on the direct route.
-    Direct,
 }
 
-impl Counter {
-    const fn name(self) -> &'static str {
-        match self {
-            Self::Connections => "relay_connections_total",
-            Self::Classifications => "relay_classifications_total",
-            Self::Wakes => "relay_wakes_total",
-            Self::Bytes => "relay_bytes_total",
-            Self::Direct => "relay_direct_connections_total",
-        }
-    }
+/// How a connection on the direct route went (`relay_direct_connections_total{outcome}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[expect(
+    non_camel_case_types,
+    reason = "the derive writes the variant name as the label value"
+)]
+pub enum DirectOutcome {
+    /// Connected to the compute and forwarded.
+    forwarded,
+    /// The compute could not be reached; handed to the perceptron route.
+    fell_back,
+}
 
-    const fn label(self) -> &'static str {
-        match self {
-            Self::Connections | Self::Wakes | Self::Direct => "outcome",
-            Self::Classifications => "class",
-            Self::Bytes => "direction",
+/// Which way bytes were copied (`relay_bytes_total{direction}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[expect(
+    non_camel_case_types,
+    reason = "the derive writes the variant name as the label value"
+)]
+enum Direction {
+    client_to_compute,
+    compute_to_client,
+}
+
+/// The route of an open connection (`relay_active_connections{route}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[expect(
+    non_camel_case_types,
+    reason = "the derive writes the variant name as the label value"
+)]
+pub enum Route {
+    /// Straight to a running compute.
+    direct,
+    /// Held by the perceptron.
+    perceptron,
+}
+
+/// The phase's name, as in the ledger and the admin API.
+impl EncodeLabelValue for Phase {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> fmt::Result {
+        fmt::Write::write_str(encoder, self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct InstanceLabels {
+    instance: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OutcomeLabels {
+    instance: String,
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ClassLabels {
+    instance: String,
+    class: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct DirectLabels {
+    instance: String,
+    outcome: DirectOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct DirectionLabels {
+    instance: String,
+    direction: Direction,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RouteLabels {
+    instance: String,
+    route: Route,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct StateLabels {
+    instance: String,
+    state: Phase,
+}
+
+type ResumeFamily = Family<InstanceLabels, Histogram, fn() -> Histogram>;
+
+fn resume_histogram() -> Histogram {
+    Histogram::new(RESUME_BUCKETS_S)
+}
+
+/// Every metric of the relay and the registry that exposes them.
+#[derive(Debug)]
+pub struct Metrics {
+    /// Holds a handle to every family below, for encoding.
+    registry: Registry,
+    connections: Family<OutcomeLabels, PromCounter>,
+    classifications: Family<ClassLabels, PromCounter>,
+    wakes: Family<OutcomeLabels, PromCounter>,
+    direct: Family<DirectLabels, PromCounter>,
+    bytes: Family<DirectionLabels, PromCounter>,
+    resume: ResumeFamily,
+    state: Family<StateLabels, Gauge>,
+    active: Family<RouteLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let connections = Family::default();
+        let classifications = Family::default();
+        let wakes = Family::default();
+        let direct = Family::default();
+        let bytes = Family::default();
+        let resume = ResumeFamily::new_with_constructor(resume_histogram);
+        let state = Family::default();
+        let active = Family::default();
+        let mut registry = Registry::default();
+        // Counter names are registered without `_total`: the encoder appends it.
+        registry.register(
+            "relay_connections",
+            "Connections on the perceptron route by how they ended",
+            connections.clone(),
+        );
+        registry.register(
+            "relay_classifications",
+            "Connections that were not logins, by class",
+            classifications.clone(),
+        );
+        registry.register(
+            "relay_wakes",
+            "Wake attempts by outcome (one per spawn, however many clients waited)",
+            wakes.clone(),
+        );
+        registry.register(
+            "relay_direct_connections",
+            "Connections on the direct route by outcome",
+            direct.clone(),
+        );
+        registry.register(
+            "relay_bytes",
+            "Bytes copied on either route, per direction",
+            bytes.clone(),
+        );
+        registry.register_with_unit(
+            "relay_resume",
+            "Time from a wake's start until the compute was ready",
+            Unit::Seconds,
+            resume.clone(),
+        );
+        registry.register(
+            "relay_instance_state",
+            "1 for the lifecycle state the instance is in, 0 for the others",
+            state.clone(),
+        );
+        registry.register(
+            "relay_active_connections",
+            "Open connections per route",
+            active.clone(),
+        );
+        Self {
+            registry,
+            connections,
+            classifications,
+            wakes,
+            direct,
+            bytes,
+            resume,
+            state,
+            active,
         }
     }
 }
 
 impl Metrics {
-    /// Adds `n` to a counter.
-    pub fn add(&self, counter: Counter, instance: &str, value: &'static str, n: u64) {
-        if let Ok(mut m) = self.counters.lock() {
-            *m.entry((counter, instance.to_owned(), value)).or_default() += n;
+    /// Adds one to a counter labelled by an error type's `label()`.
+    pub fn inc(&self, counter: Counter, instance: &str, value: &'static str) {
+        let instance = instance.to_owned();
+        match counter {
+            Counter::Connections => self.connections.get_or_create(&OutcomeLabels {
+                instance,
+                outcome: value,
+            }),
+            Counter::Classifications => self.classifications.get_or_create(&ClassLabels {
+                instance,
+                class: value,
+            }),
+            Counter::Wakes => self.wakes.get_or_create(&OutcomeLabels {
+                instance,
+                outcome: value,
+            }),
         }
+        .inc();
+    }
+
+    /// Counts a connection on the direct route.
+    pub fn direct(&self, instance: &str, outcome: DirectOutcome) {
+        self.direct
+            .get_or_create(&DirectLabels {
+                instance: instance.to_owned(),
+                outcome,
+            })
+            .inc();
     }
 
     /// Counts the bytes a byte pump copied for `instance`, per direction.
     pub fn add_pumped(&self, instance: &str, client_to_compute: u64, compute_to_client: u64) {
-        self.add(
-            Counter::Bytes,
-            instance,
-            "client_to_compute",
-            client_to_compute,
-        );
-        self.add(
-            Counter::Bytes,
-            instance,
-            "compute_to_client",
-            compute_to_client,
-        );
-    }
-
-    /// Adds one to a counter.
-    pub fn inc(&self, counter: Counter, instance: &str, value: &'static str) {
-        self.add(counter, instance, value, 1);
+        for (direction, n) in [
+            (Direction::client_to_compute, client_to_compute),
+            (Direction::compute_to_client, compute_to_client),
+        ] {
+            self.bytes
+                .get_or_create(&DirectionLabels {
+                    instance: instance.to_owned(),
+                    direction,
+                })
+                .inc_by(n);
+        }
     }
 
     /// Records how long a successful wake took.
-    pub fn observe_resume(&self, instance: &str, took: std::time::Duration) {
-        let secs = took.as_secs_f64();
-        if let Ok(mut m) = self.resume.lock() {
-            let (buckets, count, sum) = m.entry(instance.to_owned()).or_default();
-            for (bucket, le) in buckets.iter_mut().zip(RESUME_BUCKETS_S) {
-                if secs <= le {
-                    *bucket += 1;
-                }
-            }
-            *count += 1;
-            *sum += secs;
-        }
+    pub fn observe_resume(&self, instance: &str, took: Duration) {
+        self.resume
+            .get_or_create(&InstanceLabels {
+                instance: instance.to_owned(),
+            })
+            .observe(took.as_secs_f64());
     }
 
-    /// Records the phase an instance entered.
+    /// Records the phase an instance entered: its series is 1, every other phase's 0.
     pub fn set_phase(&self, instance: &str, phase: Phase) {
-        if let Ok(mut m) = self.phases.lock() {
-            m.insert(instance.to_owned(), phase);
+        for p in Phase::ALL {
+            self.state
+                .get_or_create(&StateLabels {
+                    instance: instance.to_owned(),
+                    state: p,
+                })
+                .set(i64::from(p == phase));
         }
     }
 
-    /// Prometheus text exposition.
-    #[must_use]
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        let mut last = None;
-        if let Ok(m) = self.counters.lock() {
-            for ((counter, instance, value), n) in m.iter() {
-                let name = counter.name();
-                if last != Some(*counter) {
-                    out.push_str(&format!("# TYPE {name} counter\n"));
-                    last = Some(*counter);
-                }
-                let label = counter.label();
-                out.push_str(&format!(
-                    "{name}{{instance=\"{instance}\",{label}=\"{value}\"}} {n}\n"
-                ));
-            }
-        }
-        if let Ok(m) = self.resume.lock() {
-            out.push_str("# TYPE relay_resume_seconds histogram\n");
-            for (instance, (buckets, count, sum)) in m.iter() {
-                for (n, le) in buckets.iter().zip(RESUME_BUCKETS_S) {
-                    out.push_str(&format!(
-                        "relay_resume_seconds_bucket{{instance=\"{instance}\",le=\"{le}\"}} {n}\n"
-                    ));
-                }
-                out.push_str(&format!(
-                    "relay_resume_seconds_bucket{{instance=\"{instance}\",le=\"+Inf\"}} {count}\n\
-                     relay_resume_seconds_sum{{instance=\"{instance}\"}} {sum}\n\
-                     relay_resume_seconds_count{{instance=\"{instance}\"}} {count}\n"
-                ));
-            }
-        }
-        if let Ok(m) = self.phases.lock() {
-            out.push_str("# TYPE relay_instance_state gauge\n");
-            for (instance, current) in m.iter() {
-                for phase in Phase::ALL {
-                    let v = u8::from(*current == phase);
-                    let phase = phase.as_str();
-                    out.push_str(&format!(
-                        "relay_instance_state{{instance=\"{instance}\",state=\"{phase}\"}} {v}\n"
-                    ));
-                }
-            }
-        }
-        out
+    /// Records how many connections of `instance` are open on `route` (set when scraped, from
+    /// the instance's own count).
+    pub fn set_active(&self, instance: &str, route: Route, open: usize) {
+        self.active
+            .get_or_create(&RouteLabels {
+                instance: instance.to_owned(),
+                route,
+            })
+            .set(i64::try_from(open).unwrap_or(i64::MAX));
     }
+
+    /// The exposition in `format`.
+    #[must_use]
+    pub fn render(&self, format: Format) -> String {
+        let mut open_metrics = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut open_metrics, &self.registry)
+        {
+            // Writing into a String cannot fail; a label encoder could, and then the scrape
+            // is partial rather than absent.
+            tracing::warn!(error = %e, "encoding metrics failed");
+        }
+        match format {
+            Format::OpenMetrics => open_metrics,
+            Format::Prometheus => to_prometheus_text(&open_metrics),
+        }
+    }
+}
+
+/// Which exposition format a scraper gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// OpenMetrics 1.0 text, for scrapers that accept `application/openmetrics-text`.
+    OpenMetrics,
+    /// Prometheus text format 0.0.4 (what the relay always served before), for the rest.
+    Prometheus,
+}
+
+impl Format {
+    /// The `Content-Type` of this format.
+    #[must_use]
+    pub const fn content_type(self) -> &'static str {
+        match self {
+            Self::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Self::Prometheus => "text/plain; version=0.0.4",
+        }
+    }
+
+    /// The format to answer a request whose `Accept` header is `accept`.
+    #[must_use]
+    pub fn negotiate(accept: Option<&str>) -> Self {
+        if accept.is_some_and(|a| a.contains("application/openmetrics-text")) {
+            Self::OpenMetrics
+        } else {
+            Self::Prometheus
+        }
+    }
+}
+
+/// Rewrites OpenMetrics text as Prometheus text 0.0.4: a counter's `# TYPE` names its
+/// samples (with `_total`), and the `# HELP`, `# UNIT` and `# EOF` lines go (0.0.4 has no
+/// `UNIT` or `EOF`; the relay never served `HELP`, and simple scrapers read every other line as
+/// a sample). Sample lines are the same in both formats.
+fn to_prometheus_text(open_metrics: &str) -> String {
+    let mut out = String::with_capacity(open_metrics.len());
+    for line in open_metrics.lines() {
+        if line.starts_with("# HELP ") || line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        if let Some(name) = line
+            .strip_prefix("# TYPE ")
+            .and_then(|rest| rest.strip_suffix(" counter"))
+        {
+            out.push_str("# TYPE ");
+            out.push_str(name);
+            out.push_str("_total counter\n");
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn renders_counters_histogram_and_state() {
+    fn sample() -> Metrics {
         let m = Metrics::default();
         m.inc(Counter::Wakes, "demo", "ok");
         m.inc(Counter::Wakes, "demo", "ok");
-        m.observe_resume("demo", std::time::Duration::from_millis(30));
+        m.inc(Counter::Classifications, "demo", "http");
+        m.direct("demo", DirectOutcome::fell_back);
+        m.add_pumped("demo", 10, 20);
+        m.observe_resume("demo", Duration::from_millis(30));
         m.set_phase("demo", Phase::Running);
-        let text = m.render();
+        m.set_active("demo", Route::perceptron, 3);
+        m
+    }
+
+    #[test]
+    fn renders_counters_histogram_and_state() {
+        let text = sample().render(Format::Prometheus);
         for line in [
+            "# TYPE relay_wakes_total counter",
             "relay_wakes_total{instance=\"demo\",outcome=\"ok\"} 2",
-            "relay_resume_seconds_bucket{instance=\"demo\",le=\"0.025\"} 0",
-            "relay_resume_seconds_bucket{instance=\"demo\",le=\"0.05\"} 1",
+            "relay_classifications_total{instance=\"demo\",class=\"http\"} 1",
+            "relay_direct_connections_total{instance=\"demo\",outcome=\"fell_back\"} 1",
+            "relay_bytes_total{instance=\"demo\",direction=\"client_to_compute\"} 10",
+            "relay_bytes_total{instance=\"demo\",direction=\"compute_to_client\"} 20",
+            "# TYPE relay_resume_seconds histogram",
+            // prometheus-client writes `le` first and bounds as floats (`1.0`).
+            "relay_resume_seconds_bucket{le=\"0.025\",instance=\"demo\"} 0",
+            "relay_resume_seconds_bucket{le=\"0.05\",instance=\"demo\"} 1",
+            "relay_resume_seconds_bucket{le=\"+Inf\",instance=\"demo\"} 1",
             "relay_resume_seconds_count{instance=\"demo\"} 1",
             "relay_instance_state{instance=\"demo\",state=\"running\"} 1",
             "relay_instance_state{instance=\"demo\",state=\"paused\"} 0",
+            "relay_active_connections{instance=\"demo\",route=\"perceptron\"} 3",
         ] {
-            assert!(text.contains(line), "missing {line} in:\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line} in:\n{text}"
+            );
         }
+    }
+
+    #[test]
+    fn prometheus_text_has_a_type_before_every_sample_and_only_samples_otherwise() {
+        let text = sample().render(Format::Prometheus);
+        let mut typed = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                typed.push(rest.split(' ').next().unwrap_or_default().to_owned());
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            value.parse::<f64>().unwrap();
+            let name = series.split('{').next().unwrap();
+            let base = name
+                .trim_end_matches("_bucket")
+                .trim_end_matches("_sum")
+                .trim_end_matches("_count");
+            assert!(
+                typed.iter().any(|t| t == name || t == base),
+                "no TYPE before {line}"
+            );
+        }
+    }
+
+    #[test]
+    fn open_metrics_keeps_help_and_ends_with_eof() {
+        let text = sample().render(Format::OpenMetrics);
+        assert!(text.contains("# TYPE relay_wakes counter\n"), "{text}");
+        assert!(
+            text.contains("# UNIT relay_resume_seconds seconds\n"),
+            "{text}"
+        );
+        assert!(text.contains("relay_wakes_total{instance=\"demo\",outcome=\"ok\"} 2\n"));
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn negotiates_open_metrics_only_when_asked() {
+        assert_eq!(Format::negotiate(None), Format::Prometheus);
+        assert_eq!(Format::negotiate(Some("text/plain")), Format::Prometheus);
+        assert_eq!(
+            Format::negotiate(Some(
+                "application/openmetrics-text;version=1.0.0,text/plain;q=0.5"
+            )),
+            Format::OpenMetrics
+        );
     }
 }

@@ -38,7 +38,7 @@ pub enum StartError {
     /// The state directory could not be created.
     StateDir(std::io::Error),
     /// The admin token file is unusable.
-    AdminToken(String),
+    AdminToken(TokenFileError),
 }
 
 impl std::fmt::Display for StartError {
@@ -60,7 +60,48 @@ impl std::fmt::Display for StartError {
     }
 }
 
-impl std::error::Error for StartError {}
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Bind { source, .. } | Self::StateDir(source) => Some(source),
+            Self::AdminToken(e) => Some(e),
+        }
+    }
+}
+
+/// Shortest admin token accepted.
+const MIN_TOKEN_LEN: usize = 16;
+
+/// Why the admin token file is unusable.
+#[derive(Debug)]
+pub enum TokenFileError {
+    /// Unreadable, or group or others can access it.
+    Unreadable(authplugin::SecretFileError),
+    /// The token is shorter than 16 characters.
+    TooShort(std::path::PathBuf),
+}
+
+impl std::fmt::Display for TokenFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unreadable(e) => write!(f, "{e}"),
+            Self::TooShort(path) => write!(
+                f,
+                "{}: token must be at least {MIN_TOKEN_LEN} characters",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TokenFileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Unreadable(e) => Some(e),
+            Self::TooShort(_) => None,
+        }
+    }
+}
 
 /// Runs the relay until `shutdown` fires, then drains and stops the computes.
 ///
@@ -170,25 +211,11 @@ pub async fn run(
 }
 
 /// Reads the admin bearer token, refusing a file others can read.
-fn read_token(path: &std::path::Path) -> Result<zeroize::Zeroizing<String>, String> {
-    use std::os::unix::fs::MetadataExt as _;
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if meta.mode() & 0o077 != 0 {
-        return Err(format!(
-            "{} has mode {:04o}; it must not be accessible by group or others (chmod 600)",
-            path.display(),
-            meta.mode() & 0o7777
-        ));
-    }
-    let text = zeroize::Zeroizing::new(
-        std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?,
-    );
+fn read_token(path: &std::path::Path) -> Result<zeroize::Zeroizing<String>, TokenFileError> {
+    let text = authplugin::read_secret_file(path).map_err(TokenFileError::Unreadable)?;
     let token = text.trim();
-    if token.len() < 16 {
-        return Err(format!(
-            "{}: token must be at least 16 characters",
-            path.display()
-        ));
+    if token.len() < MIN_TOKEN_LEN {
+        return Err(TokenFileError::TooShort(path.to_owned()));
     }
     Ok(zeroize::Zeroizing::new(token.to_owned()))
 }

@@ -1,86 +1,73 @@
-//! UTC timestamps for the usage CLI and API: `2026-11-29T14:00:00Z` out, that (or a date, or
-//! Unix seconds) in. Civil-date conversion after Howard Hinnant's `days_from_civil`.
+//! UTC timestamps for the usage CLI and API: `2026-11-29T14:00:00Z` out; that, a date, a time
+//! without seconds, or Unix seconds in. The calendar is `humantime`'s RFC 3339 code; this
+//! module only widens its input to the short forms and keeps the arithmetic overflow-checked.
 
-/// Formats Unix milliseconds as `YYYY-MM-DDTHH:MM:SSZ`.
+use std::fmt;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// The last second `humantime` can format (9999-12-31T23:59:59Z); later instants are shown as
+/// this one rather than failing.
+const MAX_FORMATTED_SECS: u64 = 253_402_300_799;
+
+/// Formats Unix milliseconds as `YYYY-MM-DDTHH:MM:SSZ` (instants past the year 9999 as its
+/// last second).
 #[must_use]
 pub fn format_utc(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX);
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let secs = (ms / 1000).min(MAX_FORMATTED_SECS);
+    let instant = UNIX_EPOCH
+        .checked_add(Duration::from_secs(secs))
+        .unwrap_or(UNIX_EPOCH);
+    humantime::format_rfc3339_seconds(instant).to_string()
 }
+
+/// A time that [`parse_utc`] does not accept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeError {
+    /// What was given.
+    pub input: String,
+}
+
+impl fmt::Display for TimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "'{}': use 2026-11-29, 2026-11-29T14:00:00Z or Unix seconds",
+            self.input
+        )
+    }
+}
+
+impl std::error::Error for TimeError {}
 
 /// Parses `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM[:SS][Z]` (UTC) or Unix seconds into Unix ms.
 ///
 /// # Errors
-/// A message naming the accepted forms.
-pub fn parse_utc(text: &str) -> Result<u64, String> {
-    let bad = || format!("'{text}': use 2026-11-29, 2026-11-29T14:00:00Z or Unix seconds");
+/// [`TimeError`] for anything else, for impossible dates (`2025-02-30`), and for instants
+/// before 1970 or too far ahead for milliseconds in a `u64`.
+pub fn parse_utc(text: &str) -> Result<u64, TimeError> {
+    let bad = || TimeError {
+        input: text.to_owned(),
+    };
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        return text.parse::<u64>().map(|s| s * 1000).map_err(|_| bad());
+        return text
+            .parse::<u64>()
+            .ok()
+            .and_then(|s| s.checked_mul(1000))
+            .ok_or_else(bad);
     }
     let t = text.strip_suffix('Z').unwrap_or(text);
-    let (date, time) = t.split_once('T').unwrap_or((t, "00:00:00"));
-    let nums = |s: &str, n: usize| -> Option<Vec<i64>> {
-        let v: Vec<i64> = s
-            .split(['-', ':'])
-            .map(|p| p.parse().ok())
-            .collect::<Option<_>>()?;
-        (v.len() == n || (n == 3 && v.len() == 2 && s.contains(':'))).then_some(v)
+    // humantime wants seconds; the short forms are completed here.
+    let full = match t.len() {
+        10 => format!("{t}T00:00:00"),
+        16 => format!("{t}:00"),
+        _ => t.to_owned(),
     };
-    let d = nums(date, 3)
-        .filter(|_| date.contains('-'))
-        .ok_or_else(bad)?;
-    let mut tm = nums(time, 3).ok_or_else(bad)?;
-    if tm.len() == 2 {
-        tm.push(0);
-    }
-    let (&[y, mo, da], &[h, mi, s]) = (d.as_slice(), tm.as_slice()) else {
-        return Err(bad());
-    };
-    if !(1..=12).contains(&mo)
-        || !(1..=31).contains(&da)
-        || h > 23
-        || mi > 59
-        || s > 60
-        || h < 0
-        || mi < 0
-        || s < 0
-    {
+    if full.len() != 19 || full.as_bytes().get(10) != Some(&b'T') {
         return Err(bad());
     }
-    let days = days_from_civil(y, mo, da);
-    let secs = days * 86_400 + h * 3600 + mi * 60 + s;
-    u64::try_from(secs).map(|s| s * 1000).map_err(|_| bad())
-}
-
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    let instant = humantime::parse_rfc3339_weak(&full).map_err(|_| bad())?;
+    let since_epoch = instant.duration_since(UNIX_EPOCH).map_err(|_| bad())?;
+    u64::try_from(since_epoch.as_millis()).map_err(|_| bad())
 }
 
 #[cfg(test)]
@@ -92,13 +79,21 @@ mod tests {
         assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_utc(1_764_424_800_000), "2025-11-29T14:00:00Z");
         assert_eq!(parse_utc("2025-11-29T14:00:00Z"), Ok(1_764_424_800_000));
+        assert_eq!(parse_utc("2025-11-29T14:00:00"), Ok(1_764_424_800_000));
         assert_eq!(parse_utc("2025-11-29T14:00"), Ok(1_764_424_800_000));
+        assert_eq!(parse_utc("2025-11-29T14:00Z"), Ok(1_764_424_800_000));
         assert_eq!(parse_utc("2025-11-29"), Ok(1_764_374_400_000));
         assert_eq!(parse_utc("1764424800"), Ok(1_764_424_800_000));
         assert_eq!(
             parse_utc("2024-02-29T00:00:00Z").map(format_utc),
             Ok("2024-02-29T00:00:00Z".into())
         );
+        let now = std::time::SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            * 1000;
+        assert_eq!(parse_utc(&format_utc(now)), Ok(now));
     }
 
     #[test]
@@ -107,11 +102,37 @@ mod tests {
             "",
             "yesterday",
             "2025-13-01",
+            "2025-02-30",
             "2025-11-29T25:00",
             "2025/11/29",
+            "2025-11-29 14:00:00",
+            "1969-12-31",
             "-5",
         ] {
             assert!(parse_utc(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            parse_utc("nope").unwrap_err().to_string(),
+            "'nope': use 2026-11-29, 2026-11-29T14:00:00Z or Unix seconds"
+        );
+    }
+
+    #[test]
+    fn rejects_unix_seconds_that_overflow_milliseconds() {
+        assert!(parse_utc("18446744073709552").is_err());
+        assert!(parse_utc("99999999999999999999").is_err());
+        assert_eq!(
+            parse_utc("18446744073709551"),
+            Ok(18_446_744_073_709_551_000)
+        );
+    }
+
+    #[test]
+    fn formats_instants_past_year_9999_as_its_last_second() {
+        assert_eq!(format_utc(u64::MAX), "9999-12-31T23:59:59Z");
+        assert_eq!(
+            format_utc(MAX_FORMATTED_SECS * 1000),
+            "9999-12-31T23:59:59Z"
+        );
     }
 }

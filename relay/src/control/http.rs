@@ -1,5 +1,6 @@
 //! The http driver: an external control plane starts and stops the compute. The relay sends
-//! JSON over plain HTTP/1.1 (put it on a private network or loopback; use a bearer token):
+//! JSON over plain HTTP/1.1 with hyper's client (chunked or sized answers; put it on a private
+//! network or loopback; use a bearer token):
 //!
 //! | request | body | expected answer |
 //! |---|---|---|
@@ -9,20 +10,18 @@
 //!
 //! After `start` the relay waits for the compute's greeting itself, as with every driver.
 
+use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::TcpStream;
+use hyper::{Method, StatusCode};
 use tokio::sync::watch;
 
 use super::driver::{BoxFuture, Driver, RunningCompute, WakeError, watch_running};
 use super::readiness;
 use crate::config::HttpSpec;
-
-/// Longest answer read from the control plane.
-const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+use crate::http_client::{self, HttpError};
 
 /// Calls an external control plane.
 #[derive(Debug, Clone)]
@@ -41,83 +40,114 @@ struct HttpCompute {
     stopping: Arc<AtomicBool>,
 }
 
+/// Why a call to the control plane failed.
+#[derive(Debug)]
+pub enum ControlPlaneError {
+    /// No answer.
+    Unanswered {
+        /// `POST`, `GET`.
+        method: Method,
+        /// The request target.
+        target: String,
+        /// Why.
+        source: HttpError,
+    },
+    /// An answer other than 2xx.
+    Refused {
+        /// `start` or `stop`.
+        action: &'static str,
+        /// The status.
+        status: StatusCode,
+        /// The body, trimmed.
+        body: String,
+    },
+}
+
+impl fmt::Display for ControlPlaneError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unanswered {
+                method,
+                target,
+                source,
+            } => write!(f, "{method} {target}: {source}"),
+            Self::Refused {
+                action,
+                status,
+                body,
+            } => write!(f, "{action}: HTTP {}: {body}", status.as_u16()),
+        }
+    }
+}
+
+impl std::error::Error for ControlPlaneError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Unanswered { source, .. } => Some(source),
+            Self::Refused { .. } => None,
+        }
+    }
+}
+
 impl HttpDriver {
-    /// One request; returns the status code and body.
+    /// One request, within the spec's `request_timeout`.
     async fn call(
         &self,
-        method: &str,
+        method: Method,
         path: &str,
-        body: Option<String>,
-    ) -> Result<(u16, String), String> {
+        json: Option<String>,
+    ) -> Result<http_client::Reply, ControlPlaneError> {
         let target = format!("{}{path}", self.spec.base_path);
-        let body = body.unwrap_or_default();
-        let auth = self
-            .spec
-            .token
-            .as_deref()
-            .map(|t| format!("Authorization: Bearer {t}\r\n"))
-            .unwrap_or_default();
-        let req = format!(
-            "{method} {target} HTTP/1.1\r\nHost: {}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            self.spec.host,
-            body.len()
-        );
-        let exchange = async {
-            let mut s = TcpStream::connect(self.spec.addr)
-                .await
-                .map_err(|e| e.to_string())?;
-            s.write_all(req.as_bytes())
-                .await
-                .map_err(|e| e.to_string())?;
-            let mut resp = Vec::new();
-            let mut chunk = [0u8; 4096];
-            loop {
-                let n = s.read(&mut chunk).await.map_err(|e| e.to_string())?;
-                if n == 0 {
-                    break;
-                }
-                resp.extend_from_slice(chunk.get(..n).unwrap_or_default());
-                if resp.len() > MAX_RESPONSE_BYTES {
-                    return Err("answer too large".to_owned());
-                }
-            }
-            let text = String::from_utf8_lossy(&resp).into_owned();
-            let (head, body) = text.split_once("\r\n\r\n").ok_or("malformed answer")?;
-            let status = head
-                .split(' ')
-                .nth(1)
-                .and_then(|c| c.parse().ok())
-                .ok_or("malformed status line")?;
-            Ok((status, body.to_owned()))
+        let request = http_client::Request {
+            method: method.clone(),
+            addr: self.spec.addr,
+            host: &self.spec.host,
+            target: &target,
+            token: self.spec.token.as_deref(),
+            json,
+            timeout: self.spec.request_timeout,
         };
-        tokio::time::timeout(self.spec.request_timeout, exchange)
+        request
+            .send()
             .await
-            .map_err(|_| {
-                format!(
-                    "{method} {target}: no answer within {:?}",
-                    self.spec.request_timeout
-                )
-            })?
-            .map_err(|e: String| format!("{method} {target}: {e}"))
+            .map_err(|source| ControlPlaneError::Unanswered {
+                method,
+                target: target.clone(),
+                source,
+            })
     }
 
-    async fn post(&self, action: &str) -> Result<(), String> {
+    async fn post(&self, action: &'static str) -> Result<(), ControlPlaneError> {
         let body = serde_json::json!({ "instance": self.instance }).to_string();
-        match self.call("POST", &format!("/{action}"), Some(body)).await? {
-            (200..=299, _) => Ok(()),
-            (code, body) => Err(format!("{action}: HTTP {code}: {}", body.trim())),
+        let reply = self
+            .call(Method::POST, &format!("/{action}"), Some(body))
+            .await?;
+        if reply.status.is_success() {
+            Ok(())
+        } else {
+            Err(ControlPlaneError::Refused {
+                action,
+                status: reply.status,
+                body: reply.body.trim().to_owned(),
+            })
         }
     }
 
     async fn is_running(&self) -> bool {
         match self
-            .call("GET", &format!("/status?instance={}", self.instance), None)
+            .call(
+                Method::GET,
+                &format!("/status?instance={}", self.instance),
+                None,
+            )
             .await
         {
-            Ok((200..=299, body)) => serde_json::from_str::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| v.get("running").and_then(serde_json::Value::as_bool))
-                .unwrap_or(false),
+            Ok(reply) if reply.status.is_success() => {
+                serde_json::from_str::<serde_json::Value>(&reply.body)
+                    .ok()
+                    .and_then(|v| v.get("running").and_then(serde_json::Value::as_bool))
+                    .unwrap_or(false)
+            }
             _ => false,
         }
     }
@@ -150,7 +180,7 @@ impl Driver for HttpDriver {
             let deadline = tokio::time::Instant::now() + timeout;
             match tokio::time::timeout_at(deadline, self.post("start")).await {
                 Err(_) => return Err(WakeError::Timeout(timeout)),
-                Ok(Err(e)) => return Err(WakeError::Driver(e)),
+                Ok(Err(e)) => return Err(WakeError::Driver(e.to_string())),
                 Ok(Ok(())) => {}
             }
             if readiness::wait_ready(self.compute, deadline).await {
@@ -184,5 +214,62 @@ impl RunningCompute for HttpCompute {
                 tracing::error!(instance = %self.driver.instance, error = %e, "stop request failed; the compute may still run");
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http_client::tests::answer_once;
+
+    fn driver(addr: std::net::SocketAddr) -> HttpDriver {
+        HttpDriver {
+            instance: "demo".into(),
+            compute: crate::compute_conn::ComputeTarget {
+                addr: "127.0.0.1:9".parse().unwrap(),
+                proxy_protocol: false,
+            },
+            spec: HttpSpec {
+                addr,
+                host: "cp.test".into(),
+                base_path: "/cp".into(),
+                token: None,
+                request_timeout: Duration::from_secs(5),
+                poll_interval: Duration::from_secs(1),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn reads_a_chunked_status_reply_as_running() {
+        let (addr, server) = answer_once(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+              11\r\n{\"running\": true}\r\n0\r\n\r\n",
+        )
+        .await;
+        assert!(driver(addr).is_running().await);
+        let head = server.await.unwrap();
+        assert!(
+            head.starts_with("GET /cp/status?instance=demo HTTP/1.1\r\n"),
+            "{head}"
+        );
+    }
+
+    #[tokio::test]
+    async fn reports_a_refused_start_with_its_status() {
+        let (addr, _server) =
+            answer_once(b"HTTP/1.1 409 Conflict\r\nContent-Length: 5\r\n\r\nbusy\n").await;
+        let err = driver(addr).post("start").await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ControlPlaneError::Refused {
+                    status: StatusCode::CONFLICT,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(err.to_string(), "start: HTTP 409: busy");
     }
 }
