@@ -8,7 +8,6 @@ use std::time::Duration;
 use hyper::{Method, StatusCode};
 
 use crate::admin::UsageJson;
-use crate::cli::{AdminArgs, UsageFormat};
 use crate::http_client::{self, HttpError};
 
 /// Default admin address.
@@ -87,6 +86,17 @@ impl std::error::Error for AdminError {
     }
 }
 
+/// `relay usage --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UsageFormat {
+    /// Aligned columns.
+    Table,
+    /// Comma-separated values with a header.
+    Csv,
+    /// A JSON array.
+    Json,
+}
+
 /// Where to send requests and with which token.
 #[derive(Debug)]
 pub struct Target {
@@ -96,22 +106,24 @@ pub struct Target {
 }
 
 impl Target {
-    /// Resolves the flags (and the configuration they may name).
+    /// Resolves where the admin API is and its token: the flags given (`admin`,
+    /// `token_file`), else what the relay configuration `config` names, else the defaults.
     ///
     /// # Errors
     /// [`AdminError`] for an unreadable configuration or token file.
-    pub fn from_args(args: &AdminArgs) -> Result<Self, AdminError> {
-        let config = args
-            .config
-            .as_deref()
+    pub fn resolve(
+        admin: Option<SocketAddr>,
+        config: Option<&std::path::Path>,
+        token_file: Option<&std::path::Path>,
+    ) -> Result<Self, AdminError> {
+        let config = config
             .map(crate::config::Config::load)
             .transpose()
             .map_err(AdminError::Config)?;
-        let addr = args
-            .admin
+        let addr = admin
             .or_else(|| config.as_ref().and_then(|c| c.relay.admin_listen))
             .unwrap_or(DEFAULT_ADMIN);
-        let token_file = args.token_file.clone().or_else(|| {
+        let token_file = token_file.map(std::path::Path::to_path_buf).or_else(|| {
             config
                 .as_ref()
                 .and_then(|c| c.relay.admin_token_file.clone())

@@ -4,8 +4,8 @@
 //! Modules are listed from the top of the dependency graph down; a module uses only modules
 //! listed below it (no cycles, no upward arrows).
 //! - [`cli`]: the command line, parsed with clap; `main.rs` only calls into this crate.
-//! - [`admin_client`]: `relay status | pause | resume | usage`, which call the admin API.
-//! - [`server`]: the relay process: per-instance listeners, the router between the two
+//! - `admin_client`: `relay status | pause | resume | usage`, which call the admin API.
+//! - `server`: the relay process: per-instance listeners, the router between the two
 //!   routes, graceful shutdown.
 //! - `admin`: the admin HTTP API (status, pause, resume, usage, metrics).
 //! - `direct`: the direct route to a running compute.
@@ -20,24 +20,25 @@
 //! - `ledger`: the usage ledger and billing.
 //! - `http_client`: one HTTP/1.1 request with a deadline (the http driver and the CLI).
 //! - `metrics`: every metric, in one place.
-//! - [`config`], `duration`: the TOML configuration and its validation.
+//! - `config`, `duration`: the TOML configuration and its validation.
 //! - `profile`: the compute greeting profile the relay imitates.
 //! - `lifecycle`: the lifecycle phases, named once for control, ledger and metrics.
-//! - [`keygen`]: `relay keygen`, creating or extending the key file relays and computes share.
+//! - `keygen`: `relay keygen`, creating or extending the key file relays and computes share.
 //! - `timefmt`: UTC timestamps for usage reports.
 //!
-//! Only what `main.rs` needs is public, so the compiler reports dead code everywhere else.
+//! Only `cli` is public (`main.rs` calls [`cli::main`]), so the compiler reports dead code
+//! everywhere else.
 
 mod admin;
-pub mod admin_client;
+mod admin_client;
 pub mod cli;
 mod compute_conn;
-pub mod config;
+mod config;
 mod control;
 mod direct;
 mod duration;
 mod http_client;
-pub mod keygen;
+mod keygen;
 mod ledger;
 mod lifecycle;
 mod listener;
@@ -48,5 +49,5 @@ mod perceptron;
 mod profile;
 mod proxy_protocol;
 mod runtime;
-pub mod server;
+mod server;
 mod timefmt;
