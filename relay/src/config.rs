@@ -222,6 +222,8 @@ pub enum ConfigProblem {
     Invalid(String),
     /// The file configures no `[[instance]]`.
     NoInstance,
+    /// A secret file others can read, or not a small text file.
+    Secret(authplugin::key_file::SecretFileError),
 }
 
 impl fmt::Display for ConfigError {
@@ -244,6 +246,7 @@ impl fmt::Display for ConfigError {
             } => write!(f, "line {line}, column {column}: {message}"),
             ConfigProblem::Invalid(message) => f.write_str(message),
             ConfigProblem::NoInstance => f.write_str("no [[instance]] configured"),
+            ConfigProblem::Secret(e) => e.fmt(f),
         }
     }
 }
@@ -252,6 +255,7 @@ impl std::error::Error for ConfigError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.problem {
             ConfigProblem::Read { source, .. } => Some(source),
+            ConfigProblem::Secret(e) => Some(e),
             _ => None,
         }
     }
@@ -605,12 +609,19 @@ fn driver(
                 .token_file
                 .map(|file| {
                     let file = rebase(base, &file);
-                    std::fs::read_to_string(&file)
+                    // A bearer token is a secret like the key file: refused if others can
+                    // read it.
+                    authplugin::read_secret_file(&file)
                         .map(|t| t.trim().to_owned())
-                        .map_err(|source| ConfigError {
+                        .map_err(|e| ConfigError {
                             path: path.to_owned(),
                             key: Some(format!("{key}.token_file")),
-                            problem: ConfigProblem::Read { file, source },
+                            problem: match e {
+                                authplugin::key_file::SecretFileError::Io { source, .. } => {
+                                    ConfigProblem::Read { file, source }
+                                }
+                                other => ConfigProblem::Secret(other),
+                            },
                         })
                 })
                 .transpose()?;
@@ -981,6 +992,26 @@ command = ["server-shim", "run"]
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn refuses_a_token_file_others_can_read() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let file = std::env::temp_dir().join(format!("relay-config-{}.token", std::process::id()));
+        std::fs::write(&file, "a-bearer-token-of-some-length").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let http = GOOD.replace(
+            "kind = \"process\"\ncommand = [\"server-shim\", \"run\"]",
+            &format!(
+                "kind = \"http\"\nurl = \"http://10.0.0.5:8080\"\ntoken_file = \"{}\"",
+                file.display()
+            ),
+        );
+        let e = Config::parse(&http, Path::new("/nonexistent/relay.toml")).unwrap_err();
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(e.key.as_deref(), Some("instance[0].driver.token_file"));
+        assert!(matches!(e.problem, ConfigProblem::Secret(_)), "{e}");
+        assert!(e.to_string().contains("has mode 0644"), "{e}");
     }
 
     #[test]
