@@ -93,43 +93,72 @@ pub async fn exit_reason(
     }
 }
 
-/// Watches a compute the relay did not start as a child: every `interval`, asks
-/// `is_running`; after `failures_to_exit` "no" answers in a row, reports `reason` on the
-/// returned channel. Setting the returned flag (a deliberate stop) ends the watch quietly.
-pub fn watch_running<F, Fut>(
-    interval: std::time::Duration,
-    failures_to_exit: u32,
-    reason: &'static str,
-    is_running: F,
-) -> (
-    tokio::sync::watch::Receiver<Option<String>>,
-    std::sync::Arc<std::sync::atomic::AtomicBool>,
-)
-where
-    F: Fn() -> Fut + Send + 'static,
-    Fut: Future<Output = bool> + Send,
-{
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let (tx, rx) = tokio::sync::watch::channel(None);
-    let stopping = std::sync::Arc::new(AtomicBool::new(false));
-    let stop_flag = std::sync::Arc::clone(&stopping);
-    tokio::spawn(async move {
-        let mut failures = 0;
-        loop {
-            tokio::time::sleep(interval).await;
-            if stop_flag.load(Ordering::Acquire) {
-                return;
+/// A driver whose compute runs outside the relay (exec, http): it can ask whether the compute
+/// runs and stop it, and [`Watched`] turns that into a [`RunningCompute`].
+pub trait ExternalControl: Clone + Send + Sync + 'static {
+    /// Whether the compute runs now.
+    fn is_running(&self) -> impl Future<Output = bool> + Send;
+    /// Stops the compute; failures are the driver's to log.
+    fn stop_compute(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// A compute the relay did not start as a child, watched by polling: after `failures_to_exit`
+/// "not running" answers in a row it counts as gone. A deliberate stop ends the watch quietly.
+pub struct Watched<D> {
+    driver: D,
+    exited: tokio::sync::watch::Receiver<Option<String>>,
+    stopping: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl<D: ExternalControl> Watched<D> {
+    /// Starts watching `driver`'s compute every `interval`; `reason` is the exit description.
+    pub fn start(
+        driver: &D,
+        interval: Duration,
+        failures_to_exit: u32,
+        reason: &'static str,
+    ) -> Box<dyn RunningCompute> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (tx, exited) = tokio::sync::watch::channel(None);
+        let stopping = std::sync::Arc::new(AtomicBool::new(false));
+        let stop_flag = std::sync::Arc::clone(&stopping);
+        let watcher = driver.clone();
+        tokio::spawn(async move {
+            let mut failures = 0;
+            loop {
+                tokio::time::sleep(interval).await;
+                if stop_flag.load(Ordering::Acquire) {
+                    return;
+                }
+                if watcher.is_running().await {
+                    failures = 0;
+                    continue;
+                }
+                failures += 1;
+                if failures >= failures_to_exit {
+                    let _ = tx.send(Some(reason.to_owned()));
+                    return;
+                }
             }
-            if is_running().await {
-                failures = 0;
-                continue;
-            }
-            failures += 1;
-            if failures >= failures_to_exit {
-                let _ = tx.send(Some(reason.to_owned()));
-                return;
-            }
-        }
-    });
-    (rx, stopping)
+        });
+        Box::new(Self {
+            driver: driver.clone(),
+            exited,
+            stopping,
+        })
+    }
+}
+
+impl<D: ExternalControl> RunningCompute for Watched<D> {
+    fn wait_exit(&self) -> BoxFuture<'_, String> {
+        Box::pin(exit_reason(self.exited.clone(), "stopped"))
+    }
+
+    fn stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.stopping
+                .store(true, std::sync::atomic::Ordering::Release);
+            self.driver.stop_compute().await;
+        })
+    }
 }

@@ -5,14 +5,11 @@
 //! Every command has a timeout; output goes to the relay's log.
 
 use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::process::Command;
-use tokio::sync::watch;
 
-use super::driver::{BoxFuture, Driver, RunningCompute, WakeError, watch_running};
+use super::driver::{BoxFuture, Driver, ExternalControl, RunningCompute, WakeError, Watched};
 use super::readiness;
 use crate::config::ExecSpec;
 
@@ -28,12 +25,6 @@ pub struct ExecDriver {
     pub compute: crate::compute_conn::ComputeTarget,
     /// The commands.
     pub spec: ExecSpec,
-}
-
-struct ExecCompute {
-    driver: ExecDriver,
-    exited: watch::Receiver<Option<String>>,
-    stopping: Arc<AtomicBool>,
 }
 
 /// Why a configured command did not succeed. `what` names the command (`start`, `stop`,
@@ -143,21 +134,24 @@ impl ExecDriver {
         } else {
             PROBE_FAILURES_TO_EXIT
         };
-        let watcher = self.clone();
-        let (exited, stopping) = watch_running(
+        Watched::start(
+            self,
             self.spec.poll_interval,
             failures_to_exit,
             "the compute is no longer running",
-            move || {
-                let watcher = watcher.clone();
-                async move { watcher.is_running().await }
-            },
-        );
-        Box::new(ExecCompute {
-            driver: self.clone(),
-            exited,
-            stopping,
-        })
+        )
+    }
+}
+
+impl ExternalControl for ExecDriver {
+    async fn is_running(&self) -> bool {
+        self.is_running().await
+    }
+
+    async fn stop_compute(&self) {
+        if let Err(e) = self.run("stop", &self.spec.stop).await {
+            tracing::error!(instance = %self.instance, error = %e, "stop command failed; the compute may still run");
+        }
     }
 }
 
@@ -191,21 +185,6 @@ impl Driver for ExecDriver {
                 Some(self.running())
             } else {
                 None
-            }
-        })
-    }
-}
-
-impl RunningCompute for ExecCompute {
-    fn wait_exit(&self) -> BoxFuture<'_, String> {
-        Box::pin(super::driver::exit_reason(self.exited.clone(), "stopped"))
-    }
-
-    fn stop(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            self.stopping.store(true, Ordering::Release);
-            if let Err(e) = self.driver.run("stop", &self.driver.spec.stop).await {
-                tracing::error!(instance = %self.driver.instance, error = %e, "stop command failed; the compute may still run");
             }
         })
     }

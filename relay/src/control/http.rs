@@ -11,14 +11,11 @@
 //! After `start` the relay waits for the compute's greeting itself, as with every driver.
 
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hyper::{Method, StatusCode};
-use tokio::sync::watch;
 
-use super::driver::{BoxFuture, Driver, RunningCompute, WakeError, watch_running};
+use super::driver::{BoxFuture, Driver, ExternalControl, RunningCompute, WakeError, Watched};
 use super::readiness;
 use crate::config::HttpSpec;
 use crate::http_client::{self, HttpError};
@@ -32,12 +29,6 @@ pub struct HttpDriver {
     pub compute: crate::compute_conn::ComputeTarget,
     /// The control plane.
     pub spec: HttpSpec,
-}
-
-struct HttpCompute {
-    driver: HttpDriver,
-    exited: watch::Receiver<Option<String>>,
-    stopping: Arc<AtomicBool>,
 }
 
 /// Why a call to the control plane failed.
@@ -153,21 +144,24 @@ impl HttpDriver {
     }
 
     fn running(&self) -> Box<dyn RunningCompute> {
-        let watcher = self.clone();
-        let (exited, stopping) = watch_running(
+        Watched::start(
+            self,
             self.spec.poll_interval,
             1,
             "the control plane reports it is not running",
-            move || {
-                let watcher = watcher.clone();
-                async move { watcher.is_running().await }
-            },
-        );
-        Box::new(HttpCompute {
-            driver: self.clone(),
-            exited,
-            stopping,
-        })
+        )
+    }
+}
+
+impl ExternalControl for HttpDriver {
+    async fn is_running(&self) -> bool {
+        self.is_running().await
+    }
+
+    async fn stop_compute(&self) {
+        if let Err(e) = self.post("stop").await {
+            tracing::error!(instance = %self.instance, error = %e, "stop request failed; the compute may still run");
+        }
     }
 }
 
@@ -198,21 +192,6 @@ impl Driver for HttpDriver {
         Box::pin(async move {
             (self.is_running().await && readiness::probe(self.compute).await.is_ok())
                 .then(|| self.running())
-        })
-    }
-}
-
-impl RunningCompute for HttpCompute {
-    fn wait_exit(&self) -> BoxFuture<'_, String> {
-        Box::pin(super::driver::exit_reason(self.exited.clone(), "stopped"))
-    }
-
-    fn stop(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            self.stopping.store(true, Ordering::Release);
-            if let Err(e) = self.driver.post("stop").await {
-                tracing::error!(instance = %self.driver.instance, error = %e, "stop request failed; the compute may still run");
-            }
         })
     }
 }
