@@ -7,10 +7,11 @@
 
 use core::fmt;
 
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
 
+use crate::digest::{hash, xor};
 use crate::scramble::Scramble;
 
 /// Length of a non-empty `caching_sha2_password` fast-path token.
@@ -25,8 +26,8 @@ impl CachingSha2Digest {
     /// Hashes a non-empty password.
     #[must_use]
     pub fn from_password(password: &[u8]) -> Self {
-        let mut h1 = sha256(&[password]);
-        let d = Self(sha256(&[&h1]));
+        let mut h1 = hash::<Sha256, 32>(&[password]);
+        let d = Self(hash::<Sha256, 32>(&[&h1]));
         h1.zeroize();
         d
     }
@@ -56,10 +57,10 @@ pub fn token(password: &[u8], scramble: &Scramble) -> Vec<u8> {
     if password.is_empty() {
         return Vec::new();
     }
-    let mut h1 = sha256(&[password]);
-    let h2 = sha256(&[&h1]);
-    let mask = sha256(&[&h2, scramble.as_bytes()]);
-    let out = xor32(&h1, &mask).to_vec();
+    let mut h1 = hash::<Sha256, 32>(&[password]);
+    let h2 = hash::<Sha256, 32>(&[&h1]);
+    let mask = hash::<Sha256, 32>(&[&h2, scramble.as_bytes()]);
+    let out = xor(&h1, &mask).to_vec();
     h1.zeroize();
     out
 }
@@ -70,27 +71,11 @@ pub fn verify(token: &[u8], scramble: &Scramble, stored: &CachingSha2Digest) -> 
     let Ok(token) = <&[u8; 32]>::try_from(token) else {
         return false;
     };
-    let mask = sha256(&[&stored.0, scramble.as_bytes()]);
-    let mut h1 = xor32(token, &mask);
-    let h2 = sha256(&[&h1]);
+    let mask = hash::<Sha256, 32>(&[&stored.0, scramble.as_bytes()]);
+    let mut h1 = xor(token, &mask);
+    let h2 = hash::<Sha256, 32>(&[&h1]);
     h1.zeroize();
     h2.ct_eq(&stored.0).into()
-}
-
-fn sha256(parts: &[&[u8]]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(p);
-    }
-    h.finalize().into()
-}
-
-fn xor32(a: &[u8; 32], b: &[u8; 32]) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
-        *o = x ^ y;
-    }
-    out
 }
 
 #[cfg(test)]

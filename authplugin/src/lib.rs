@@ -15,9 +15,11 @@
 //! - [`replay`]: the bounded replay window over (key id, scramble A).
 //! - [`packet`]: the connection-phase packets and framing.
 //! - [`hex`]: hex for key files and stored hashes.
+//! - `digest`: hashing several parts and XOR of digests, the scramble plugins' primitives.
 
 pub mod caching_sha2;
 pub mod credential;
+mod digest;
 pub mod hex;
 pub mod identity;
 pub mod key_file;

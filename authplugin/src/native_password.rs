@@ -8,10 +8,11 @@
 
 use core::fmt;
 
-use sha1::{Digest, Sha1};
+use sha1::Sha1;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
 
+use crate::digest::{hash, xor};
 use crate::scramble::Scramble;
 
 /// Length of a SHA-1 digest, and so of a non-empty native token.
@@ -28,7 +29,7 @@ impl NativeStage2 {
     #[must_use]
     pub fn from_password(password: &[u8]) -> Self {
         let mut stage1 = stage1(password);
-        let stage2 = Self(sha1(&[&stage1]));
+        let stage2 = Self(hash::<Sha1, 20>(&[&stage1]));
         stage1.zeroize();
         stage2
     }
@@ -85,7 +86,7 @@ impl std::error::Error for ParseStage2Error {}
 /// SHA1(password).
 #[must_use]
 pub fn stage1(password: &[u8]) -> [u8; 20] {
-    sha1(&[password])
+    hash::<Sha1, 20>(&[password])
 }
 
 /// The client's answer to `scramble` for `password` (empty for an empty password, as every
@@ -96,9 +97,9 @@ pub fn token(password: &[u8], scramble: &Scramble) -> Vec<u8> {
         return Vec::new();
     }
     let mut s1 = stage1(password);
-    let s2 = sha1(&[&s1]);
-    let mask = sha1(&[scramble.as_bytes(), &s2]);
-    let out = xor20(&s1, &mask).to_vec();
+    let s2 = hash::<Sha1, 20>(&[&s1]);
+    let mask = hash::<Sha1, 20>(&[scramble.as_bytes(), &s2]);
+    let out = xor(&s1, &mask).to_vec();
     s1.zeroize();
     out
 }
@@ -110,27 +111,11 @@ pub fn verify(token: &[u8], scramble: &Scramble, stored: &NativeStage2) -> bool 
     let Ok(token) = <&[u8; 20]>::try_from(token) else {
         return false;
     };
-    let mask = sha1(&[scramble.as_bytes(), &stored.0]);
-    let mut candidate_stage1 = xor20(token, &mask);
-    let candidate_stage2 = sha1(&[&candidate_stage1]);
+    let mask = hash::<Sha1, 20>(&[scramble.as_bytes(), &stored.0]);
+    let mut candidate_stage1 = xor(token, &mask);
+    let candidate_stage2 = hash::<Sha1, 20>(&[&candidate_stage1]);
     candidate_stage1.zeroize();
     candidate_stage2.ct_eq(&stored.0).into()
-}
-
-fn sha1(parts: &[&[u8]]) -> [u8; 20] {
-    let mut h = Sha1::new();
-    for p in parts {
-        h.update(p);
-    }
-    h.finalize().into()
-}
-
-fn xor20(a: &[u8; 20], b: &[u8; 20]) -> [u8; 20] {
-    let mut out = [0u8; 20];
-    for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
-        *o = x ^ y;
-    }
-    out
 }
 
 #[cfg(test)]
