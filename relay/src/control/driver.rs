@@ -6,6 +6,9 @@ use std::pin::Pin;
 
 use std::time::Duration;
 
+use super::readiness;
+use crate::compute_conn::ComputeTarget;
+
 /// Why an instance could not be woken.
 #[derive(Debug, Clone)]
 pub enum WakeError {
@@ -93,13 +96,61 @@ pub async fn exit_reason(
     }
 }
 
-/// A driver whose compute runs outside the relay (exec, http): it can ask whether the compute
-/// runs and stop it, and [`Watched`] turns that into a [`RunningCompute`].
+/// A driver whose compute runs outside the relay (exec, http): something else starts and
+/// stops it on request and says whether it runs. Every such driver is a [`Driver`]: start =
+/// request a start, then wait for the greeting (stopping what the start began if none comes);
+/// adopt = a compute that runs and greets.
 pub trait ExternalControl: Clone + Send + Sync + 'static {
+    /// Why a request to the external control failed.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The instance, for log lines.
+    fn instance(&self) -> &str;
+    /// Where the compute greets once it runs.
+    fn compute(&self) -> ComputeTarget;
+    /// Asks for the compute to start; returns once it is starting.
+    fn request_start(&self) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// Asks for the compute to stop.
+    fn request_stop(&self) -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// Whether the compute runs now.
     fn is_running(&self) -> impl Future<Output = bool> + Send;
-    /// Stops the compute; failures are the driver's to log.
-    fn stop_compute(&self) -> impl Future<Output = ()> + Send;
+    /// The running compute, watched the way this driver can tell it has gone.
+    fn watched(&self) -> Box<dyn RunningCompute>;
+}
+
+impl<D: ExternalControl> Driver for D {
+    fn start(
+        &self,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
+        Box::pin(async move {
+            let deadline = tokio::time::Instant::now() + timeout;
+            match tokio::time::timeout_at(deadline, self.request_start()).await {
+                Err(_) => return Err(WakeError::Timeout(timeout)),
+                Ok(Err(e)) => return Err(WakeError::Driver(e.to_string())),
+                Ok(Ok(())) => {}
+            }
+            if readiness::wait_ready(self.compute(), deadline).await {
+                return Ok(self.watched());
+            }
+            // Not ready in time: stop whatever the start began.
+            if let Err(e) = self.request_stop().await {
+                tracing::warn!(instance = %self.instance(), error = %e, "stop after a failed start failed");
+            }
+            Err(WakeError::Timeout(timeout))
+        })
+    }
+
+    fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
+        Box::pin(async move {
+            if self.is_running().await && readiness::probe(self.compute()).await.is_ok() {
+                tracing::info!(instance = %self.instance(), "adopted a running compute");
+                Some(self.watched())
+            } else {
+                None
+            }
+        })
+    }
 }
 
 /// A compute the relay did not start as a child, watched by polling: after `failures_to_exit`
@@ -158,7 +209,9 @@ impl<D: ExternalControl> RunningCompute for Watched<D> {
         Box::pin(async move {
             self.stopping
                 .store(true, std::sync::atomic::Ordering::Release);
-            self.driver.stop_compute().await;
+            if let Err(e) = self.driver.request_stop().await {
+                tracing::error!(instance = %self.driver.instance(), error = %e, "stop failed; the compute may still run");
+            }
         })
     }
 }

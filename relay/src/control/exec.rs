@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-use super::driver::{BoxFuture, Driver, ExternalControl, RunningCompute, WakeError, Watched};
+use super::driver::{ExternalControl, RunningCompute, Watched};
 use super::readiness;
 use crate::config::ExecSpec;
 
@@ -30,7 +30,7 @@ pub struct ExecDriver {
 /// Why a configured command did not succeed. `what` names the command (`start`, `stop`,
 /// `status`).
 #[derive(Debug)]
-enum CommandError {
+pub enum CommandError {
     /// The command line is empty.
     Empty { what: &'static str },
     /// The program could not be started.
@@ -144,48 +144,29 @@ impl ExecDriver {
 }
 
 impl ExternalControl for ExecDriver {
+    type Error = CommandError;
+
+    fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    fn compute(&self) -> crate::compute_conn::ComputeTarget {
+        self.compute
+    }
+
+    async fn request_start(&self) -> Result<(), CommandError> {
+        self.run("start", &self.spec.start).await
+    }
+
+    async fn request_stop(&self) -> Result<(), CommandError> {
+        self.run("stop", &self.spec.stop).await
+    }
+
     async fn is_running(&self) -> bool {
         self.is_running().await
     }
 
-    async fn stop_compute(&self) {
-        if let Err(e) = self.run("stop", &self.spec.stop).await {
-            tracing::error!(instance = %self.instance, error = %e, "stop command failed; the compute may still run");
-        }
-    }
-}
-
-impl Driver for ExecDriver {
-    fn start(
-        &self,
-        timeout: Duration,
-    ) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
-        Box::pin(async move {
-            let deadline = tokio::time::Instant::now() + timeout;
-            match tokio::time::timeout_at(deadline, self.run("start", &self.spec.start)).await {
-                Err(_) => return Err(WakeError::Timeout(timeout)),
-                Ok(Err(e)) => return Err(WakeError::Driver(e.to_string())),
-                Ok(Ok(())) => {}
-            }
-            if readiness::wait_ready(self.compute, deadline).await {
-                return Ok(self.running());
-            }
-            // Not ready in time: stop whatever the start began.
-            if let Err(e) = self.run("stop", &self.spec.stop).await {
-                tracing::warn!(instance = %self.instance, error = %e, "stop after a failed start failed");
-            }
-            Err(WakeError::Timeout(timeout))
-        })
-    }
-
-    fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
-        Box::pin(async move {
-            if self.is_running().await && readiness::probe(self.compute).await.is_ok() {
-                tracing::info!(instance = %self.instance, "adopted a running compute");
-                Some(self.running())
-            } else {
-                None
-            }
-        })
+    fn watched(&self) -> Box<dyn RunningCompute> {
+        self.running()
     }
 }

@@ -11,12 +11,10 @@
 //! After `start` the relay waits for the compute's greeting itself, as with every driver.
 
 use std::fmt;
-use std::time::Duration;
 
 use hyper::{Method, StatusCode};
 
-use super::driver::{BoxFuture, Driver, ExternalControl, RunningCompute, WakeError, Watched};
-use super::readiness;
+use super::driver::{ExternalControl, RunningCompute, Watched};
 use crate::config::HttpSpec;
 use crate::http_client::{self, HttpError};
 
@@ -154,51 +152,38 @@ impl HttpDriver {
 }
 
 impl ExternalControl for HttpDriver {
+    type Error = ControlPlaneError;
+
+    fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    fn compute(&self) -> crate::compute_conn::ComputeTarget {
+        self.compute
+    }
+
+    async fn request_start(&self) -> Result<(), ControlPlaneError> {
+        self.post("start").await
+    }
+
+    async fn request_stop(&self) -> Result<(), ControlPlaneError> {
+        self.post("stop").await
+    }
+
     async fn is_running(&self) -> bool {
         self.is_running().await
     }
 
-    async fn stop_compute(&self) {
-        if let Err(e) = self.post("stop").await {
-            tracing::error!(instance = %self.instance, error = %e, "stop request failed; the compute may still run");
-        }
-    }
-}
-
-impl Driver for HttpDriver {
-    fn start(
-        &self,
-        timeout: Duration,
-    ) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
-        Box::pin(async move {
-            let deadline = tokio::time::Instant::now() + timeout;
-            match tokio::time::timeout_at(deadline, self.post("start")).await {
-                Err(_) => return Err(WakeError::Timeout(timeout)),
-                Ok(Err(e)) => return Err(WakeError::Driver(e.to_string())),
-                Ok(Ok(())) => {}
-            }
-            if readiness::wait_ready(self.compute, deadline).await {
-                return Ok(self.running());
-            }
-            // Not ready in time: stop whatever the start began.
-            if let Err(e) = self.post("stop").await {
-                tracing::warn!(instance = %self.instance, error = %e, "stop after a failed start failed");
-            }
-            Err(WakeError::Timeout(timeout))
-        })
-    }
-
-    fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
-        Box::pin(async move {
-            (self.is_running().await && readiness::probe(self.compute).await.is_ok())
-                .then(|| self.running())
-        })
+    fn watched(&self) -> Box<dyn RunningCompute> {
+        self.running()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
     use crate::http_client::tests::answer_once;
 
     fn driver(addr: std::net::SocketAddr) -> HttpDriver {
