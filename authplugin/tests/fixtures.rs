@@ -2,12 +2,12 @@
 //! (`fixtures/capture.py` regenerates them): decode, assert every field, re-encode, compare;
 //! then every truncated prefix and any trailing byte must be refused.
 
-// Test code: a failed step fails the test, which is what a panic reports best.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
 )]
 
 use authplugin::hex;

@@ -1,12 +1,12 @@
 //! The checked-in fuzz corpus is re-decoded on every test run, so a seed that once crashed a
 //! decoder stays a regression test even where `cargo fuzz` is not installed.
 
-// Test code: a failed step fails the test, which is what a panic reports best.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
 )]
 
 use std::fs;

@@ -1,12 +1,12 @@
 //! Known-answer tests against independent implementations: RFC 4231 for HMAC-SHA256, MariaDB's
 //! own `PASSWORD()` for the stage2 text form, and PyMySQL's token functions.
 
-// Test code: a failed step fails the test, which is what a panic reports best.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
 )]
 
 use authplugin::Scramble;

@@ -1,11 +1,11 @@
 //! The relayed-auth payload's security properties (DESIGN §3 threat model).
 
-// Test code: a failed step fails the test, which is what a panic reports best.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
 )]
 
 use authplugin::identity::{KeyId, KeyRing, KeySecret, PerceptronKey};

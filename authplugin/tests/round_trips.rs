@@ -1,12 +1,12 @@
 //! Property-based round trips: whatever a well-formed value holds, encode then decode gives
 //! it back; and no input, however random, makes a decoder panic.
 
-// Test code: a failed step fails the test, which is what a panic reports best.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
 )]
 
 use authplugin::identity::{KeyId, KeySecret, PerceptronKey};

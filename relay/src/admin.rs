@@ -42,9 +42,9 @@ use crate::timefmt;
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// Deadline for receiving a request head.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// Backstop for a whole exchange, answer included. A resume waits for its instance's
-/// `resume_timeout` and a pause for the driver's stop; this only ends connections that
-/// would otherwise stay open for ever (a client that never reads its answer).
+/// Backstop for a whole exchange, answer included, on top of the longest `resume_timeout`
+/// (a resume waits for it; a pause for the driver's stop). It only ends connections that would
+/// otherwise stay open for ever (a client that never reads its answer).
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// What the admin API serves.
@@ -291,6 +291,13 @@ async fn handle(
     state: Arc<AdminState>,
     shutdown: CancellationToken,
 ) {
+    let longest_resume = state
+        .runtimes
+        .iter()
+        .map(|rt| rt.instance.config.resume_timeout)
+        .max()
+        .unwrap_or_default();
+    let backstop = EXCHANGE_TIMEOUT.saturating_add(longest_resume);
     let service = service_fn(move |req: hyper::Request<Incoming>| {
         let state = Arc::clone(&state);
         async move {
@@ -316,10 +323,10 @@ async fn handle(
         conn.as_mut().graceful_shutdown();
         conn.as_mut().await
     };
-    match tokio::time::timeout(EXCHANGE_TIMEOUT, exchange).await {
+    match tokio::time::timeout(backstop, exchange).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::debug!(client = %peer, error = %e, "admin connection failed"),
-        Err(_) => tracing::warn!(client = %peer, "admin connection cut after {EXCHANGE_TIMEOUT:?}"),
+        Err(_) => tracing::warn!(client = %peer, "admin connection cut after {backstop:?}"),
     }
 }
 

@@ -55,17 +55,26 @@ pub struct ConnectError(pub io::Error);
 
 impl ConnectError {
     /// Whether the same connect can succeed a moment later: the compute is still starting
-    /// (nothing listens yet, or its accept queue is not ready). Anything else (no route, no
-    /// permission, a bad address) will fail the same way again.
+    /// (nothing listens yet, its accept queue is not ready, its host does not answer ARP
+    /// yet), or the relay is short of something a moment frees (ephemeral ports,
+    /// descriptors in a connect storm). Anything else (no route, no permission, a bad
+    /// address) will fail the same way again.
     #[must_use]
     pub fn retryable(&self) -> bool {
+        /// EMFILE and ENFILE: out of descriptors, per process or system-wide.
+        const OUT_OF_DESCRIPTORS: [i32; 2] = [24, 23];
         matches!(
             self.0.kind(),
             io::ErrorKind::ConnectionRefused
                 | io::ErrorKind::ConnectionReset
                 | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::HostUnreachable
+                | io::ErrorKind::AddrNotAvailable
                 | io::ErrorKind::Interrupted
-        )
+        ) || self
+            .0
+            .raw_os_error()
+            .is_some_and(|code| OUT_OF_DESCRIPTORS.contains(&code))
     }
 }
 
@@ -134,12 +143,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn retries_only_a_compute_that_is_not_listening_yet() {
+    fn retries_only_what_a_moment_can_fix() {
         let retry = |kind| ConnectError(io::Error::from(kind)).retryable();
         assert!(retry(io::ErrorKind::ConnectionRefused));
         assert!(retry(io::ErrorKind::ConnectionReset));
+        assert!(retry(io::ErrorKind::AddrNotAvailable));
+        assert!(
+            ConnectError(io::Error::from_raw_os_error(24)).retryable(),
+            "EMFILE"
+        );
         assert!(!retry(io::ErrorKind::PermissionDenied));
-        assert!(!retry(io::ErrorKind::AddrNotAvailable));
+        assert!(!retry(io::ErrorKind::NetworkUnreachable));
         assert!(!retry(io::ErrorKind::InvalidInput));
     }
 }

@@ -52,16 +52,17 @@ impl InstanceRuntime {
     /// later clients are greeted with it and it is kept in `state_dir` for the next start.
     pub fn learn_profile(&self, greeting: &HandshakeV10) {
         let learnt = ComputeProfile::from_greeting(greeting);
-        let mut current = self.profile.write().unwrap_or_else(PoisonError::into_inner);
-        if *current == learnt {
+        if self.profile() == learnt {
             return;
         }
+        // Saved before taking the lock, so greetings never wait on the disk. Two connections
+        // learning the same change at once both save it, which is harmless.
         let name = &self.instance.config.name;
         if let Err(e) = profile::save(&self.state_dir, name, &learnt) {
             tracing::warn!(instance = %name, error = %e, "cannot save the compute profile");
         }
         tracing::info!(instance = %name, "learnt a new compute profile");
-        *current = learnt;
+        *self.profile.write().unwrap_or_else(PoisonError::into_inner) = learnt;
     }
 
     /// Counts the bytes a byte pump copied for this instance.

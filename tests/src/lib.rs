@@ -10,13 +10,12 @@
 //! the real clients and return their output; [`raw`] speaks the MySQL protocol over a raw
 //! socket for tests that act as the relay.
 
-// This crate is the integration tests' harness: a step that fails fails the test, which is
-// what a panic reports best.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
 )]
 
 use std::fs;

@@ -12,12 +12,12 @@
 //! names. The results table is printed (see it with `--nocapture`); `docs/clients.md` has the
 //! one observed.
 
-// Test code: a failed step fails the test, which is what a panic reports best.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
 )]
 
 use std::fmt::Write as _;

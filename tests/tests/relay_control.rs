@@ -1,12 +1,12 @@
 //! The control plane end to end (issue: lifecycle, direct route, auto-pause, metering, admin
 //! API, drivers): real relay, real server-shim, the stock `mariadb` CLI and PyMySQL.
 
-// Test code: a failed step fails the test, which is what a panic reports best.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
 )]
 
 use std::io::{Read as _, Write as _};

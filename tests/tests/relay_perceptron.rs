@@ -1,12 +1,12 @@
 //! The perceptron path end to end (issue: relay P0–P8): real relay, real server-shim started
 //! by the relay's process driver, the stock `mariadb` CLI.
 
-// Test code: a failed step fails the test, which is what a panic reports best.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
 )]
 
 use std::time::{Duration, Instant};

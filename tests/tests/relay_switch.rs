@@ -2,12 +2,12 @@
 //! client is switched once to the server's own plugin and scramble; the relay holds no
 //! credential and verifies nothing itself.
 
-// Test code: a failed step fails the test, which is what a panic reports best.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
 )]
 
 use std::io::Write as _;

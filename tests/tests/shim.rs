@@ -3,12 +3,12 @@
 //!
 //! Build the binary first: `cargo build -p server-shim && cargo test -p tests`.
 
-// Test code: a failed step fails the test, which is what a panic reports best.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
 )]
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -179,7 +179,8 @@ where
 /// Writes one packet to the compute.
 ///
 /// # Errors
-/// [`ComputeError::Lost`] (a write that outlives the stream's write timeout included).
+/// [`ComputeError::Timeout`] when the compute does not take the bytes within the stream's
+/// write timeout, else [`ComputeError::Lost`].
 pub async fn write<S>(
     compute: &mut PacketStream<S>,
     sequence_id: u8,
@@ -191,5 +192,8 @@ where
     compute
         .write_packet(sequence_id, payload)
         .await
-        .map_err(ComputeError::Lost)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::TimedOut => ComputeError::Timeout(ComputeStep::Login),
+            _ => ComputeError::Lost(e),
+        })
 }

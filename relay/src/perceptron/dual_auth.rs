@@ -118,14 +118,17 @@ fn build_response<S>(
         client_plugin: plugin,
         client_addr: signer.client_addr.to_owned(),
     };
-    let signed = payload::encode_signed(&claim, signer.ring.signing_key(), signer.now_ms, &binding)
-        .map_err(ComputeProtocolError::Payload)?;
+    // The payload carries the client's answer: wiped on every path, errors included.
+    let signed = Zeroizing::new(
+        payload::encode_signed(&claim, signer.ring.signing_key(), signer.now_ms, &binding)
+            .map_err(ComputeProtocolError::Payload)?,
+    );
     drop(claim);
     if p6.client_flag & CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA == 0
         && signed.len() > MAX_SHORT_AUTH_RESPONSE
     {
         return Err(ComputeProtocolError::PayloadTooLong.into());
     }
-    p6.auth_response = Zeroizing::new(signed);
+    p6.auth_response = signed;
     Ok(Zeroizing::new(p6.to_bytes()))
 }

@@ -220,6 +220,18 @@ impl ComputeSide {
         self.stream.write_packet(seq, payload).await.unwrap();
     }
 
+    /// The server's AuthSwitchRequest for `plugin` with scramble B, at sequence id `seq`.
+    async fn switch_to_at(&mut self, seq: u8, plugin: AuthPlugin) {
+        let mut out = Vec::new();
+        AuthSwitchRequest::for_scramble(plugin, &self.scramble_b).encode(&mut out);
+        self.send(seq, &out).await;
+    }
+
+    /// The server's first AuthSwitchRequest (sequence id 2).
+    async fn switch_to(&mut self, plugin: AuthPlugin) {
+        self.switch_to_at(2, plugin).await;
+    }
+
     /// Verifies a dual login as server-shim would, against `ring`.
     fn verify(&self, p6: &HandshakeResponse41, ring: &KeyRing) -> bool {
         let binding = Binding {
@@ -663,11 +675,7 @@ async fn switch_login_relays_the_servers_challenge_and_verdict() {
                 probe.auth_response.is_empty(),
                 "the probe carries no answer"
             );
-            let switch =
-                AuthSwitchRequest::for_scramble(AuthPlugin::MysqlNativePassword, &c.scramble_b);
-            let mut out = Vec::new();
-            switch.encode(&mut out);
-            c.send(2, &out).await;
+            c.switch_to(AuthPlugin::MysqlNativePassword).await;
             let got = c.stream.read_packet().await.unwrap();
             assert_eq!(got.sequence_id, 3);
             assert_eq!(got.payload, answer);
@@ -694,11 +702,7 @@ async fn switch_login_relays_auth_more_data_rounds() {
         |mut c| async move {
             c.greet().await;
             let _ = c.read_login().await;
-            let switch =
-                AuthSwitchRequest::for_scramble(AuthPlugin::CachingSha2Password, &c.scramble_b);
-            let mut out = Vec::new();
-            switch.encode(&mut out);
-            c.send(2, &out).await;
+            c.switch_to(AuthPlugin::CachingSha2Password).await;
             assert_eq!(c.stream.read_packet().await.unwrap().sequence_id, 3);
             // caching_sha2: "perform full authentication", the client answers again.
             c.send(4, &[0x01, 0x04]).await;
@@ -725,11 +729,7 @@ async fn switch_login_forwards_the_servers_err() {
         |mut c| async move {
             c.greet().await;
             let _ = c.read_login().await;
-            let switch =
-                AuthSwitchRequest::for_scramble(AuthPlugin::MysqlNativePassword, &c.scramble_b);
-            let mut out = Vec::new();
-            switch.encode(&mut out);
-            c.send(2, &out).await;
+            c.switch_to(AuthPlugin::MysqlNativePassword).await;
             let _ = c.stream.read_packet().await.unwrap();
             c.send(4, &denied()).await;
         },
@@ -752,13 +752,9 @@ async fn a_second_switch_is_refused_and_the_server_login_finished() {
         |mut c| async move {
             c.greet().await;
             let _ = c.read_login().await;
-            let switch =
-                AuthSwitchRequest::for_scramble(AuthPlugin::MysqlNativePassword, &c.scramble_b);
-            let mut out = Vec::new();
-            switch.encode(&mut out);
-            c.send(2, &out).await;
+            c.switch_to(AuthPlugin::MysqlNativePassword).await;
             let _ = c.stream.read_packet().await.unwrap();
-            c.send(4, &out).await;
+            c.switch_to_at(4, AuthPlugin::MysqlNativePassword).await;
             // The relay abandons: an empty answer, so the server logs a failed login.
             let finish = c.stream.read_packet().await.unwrap();
             assert_eq!((finish.sequence_id, finish.payload.len()), (5, 0));
@@ -787,11 +783,7 @@ async fn client_leaving_mid_switch_finishes_the_server_login() {
         |mut c| async move {
             c.greet().await;
             let _ = c.read_login().await;
-            let switch =
-                AuthSwitchRequest::for_scramble(AuthPlugin::MysqlNativePassword, &c.scramble_b);
-            let mut out = Vec::new();
-            switch.encode(&mut out);
-            c.send(2, &out).await;
+            c.switch_to(AuthPlugin::MysqlNativePassword).await;
             let finish = c.stream.read_packet().await.unwrap();
             assert_eq!((finish.sequence_id, finish.payload.len()), (3, 0));
             c.send(4, &denied()).await;
@@ -812,11 +804,7 @@ async fn server_stalling_mid_switch_times_out() {
         |mut c| async move {
             c.greet().await;
             let _ = c.read_login().await;
-            let switch =
-                AuthSwitchRequest::for_scramble(AuthPlugin::MysqlNativePassword, &c.scramble_b);
-            let mut out = Vec::new();
-            switch.encode(&mut out);
-            c.send(2, &out).await;
+            c.switch_to(AuthPlugin::MysqlNativePassword).await;
             let _ = c.stream.read_packet().await.unwrap();
             tokio::time::sleep(TIMEOUT * 2).await;
         },
