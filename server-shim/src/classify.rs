@@ -5,12 +5,12 @@
 //! Pure: text in, [`Statement`] out. Tokenizing uses sqlparser's MySQL dialect, so strings,
 //! comments and quoted identifiers are read the way a MySQL server reads them.
 
-use gluesql::core::sqlparser::ast::{
+use sqlparser::ast::{
     Expr, FunctionArguments, Query, SelectItem, SetExpr, Statement as SqlStatement,
     Value as SqlValue,
 };
-use gluesql::core::sqlparser::dialect::MySqlDialect;
-use gluesql::core::sqlparser::tokenizer::{Token, Tokenizer};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::tokenizer::{Token, Tokenizer};
 use zeroize::Zeroizing;
 
 use crate::engine::{Cell, parse_one};
@@ -30,6 +30,16 @@ pub enum Statement {
     },
     /// `SHOW COLUMNS FROM t`, `DESCRIBE t`.
     ShowColumns {
+        /// The table.
+        table: String,
+    },
+    /// `SHOW CREATE TABLE t`.
+    ShowCreateTable {
+        /// The table.
+        table: String,
+    },
+    /// `SHOW INDEX|INDEXES|KEYS FROM t`.
+    ShowIndex {
         /// The table.
         table: String,
     },
@@ -441,6 +451,22 @@ fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
             }
             let table = c.name().ok_or_else(|| bad("SHOW COLUMNS needs a table"))?;
             Ok(Statement::ShowColumns { table })
+        }
+        "create" => {
+            if !c.keyword("table") {
+                return Err(SqlError::not_supported("SHOW CREATE other than TABLE"));
+            }
+            let table = c
+                .name()
+                .ok_or_else(|| bad("SHOW CREATE TABLE needs a table"))?;
+            Ok(Statement::ShowCreateTable { table })
+        }
+        "index" | "indexes" | "keys" => {
+            if !(c.keyword("from") || c.keyword("in")) {
+                return Err(bad("SHOW INDEX needs FROM <table>"));
+            }
+            let table = c.name().ok_or_else(|| bad("SHOW INDEX needs a table"))?;
+            Ok(Statement::ShowIndex { table })
         }
         "variables" => {
             let like = if c.keyword("like") {

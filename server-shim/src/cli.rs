@@ -19,8 +19,8 @@ use zeroize::Zeroizing;
 
 use crate::accounts::{Account, AccountError, AccountStore, Role};
 use crate::catalog::Catalog;
-use crate::engine::GlueRedbEngine;
 use crate::server::serve;
+use crate::sqlite::SqliteEngine;
 use crate::state::ServerState;
 use crate::stream::Timeouts;
 
@@ -324,7 +324,7 @@ async fn run_async(args: RunArgs, started: Instant) -> Result<(), CliError> {
         Some(path) => Some(authplugin::key_file::load(path)?),
         None => None,
     };
-    let catalog = Catalog::open(&args.data, Arc::new(GlueRedbEngine))
+    let catalog = Catalog::open(&args.data, Arc::new(SqliteEngine))
         .map_err(CliError::data_dir(&args.data))?;
     let databases = catalog.names().len();
     let listener = listen(&args.listen)

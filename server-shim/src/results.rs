@@ -28,6 +28,8 @@ pub enum Reply {
     Ok {
         /// Rows changed.
         affected_rows: u64,
+        /// The id an INSERT gave an `AUTO_INCREMENT` column (0 if none).
+        last_insert_id: u64,
     },
 }
 
@@ -102,9 +104,13 @@ pub async fn write_reply<W: AsyncWrite + Unpin + Send>(
 ) -> io::Result<()> {
     match result {
         Err(e) => w.error(e.kind, e.message.as_bytes()).await,
-        Ok(Reply::Ok { affected_rows }) => {
+        Ok(Reply::Ok {
+            affected_rows,
+            last_insert_id,
+        }) => {
             w.completed(OkResponse {
                 affected_rows,
+                last_insert_id,
                 status_flags: status,
                 ..OkResponse::default()
             })

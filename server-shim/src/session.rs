@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use authplugin::Credential;
-use gluesql::core::chrono::{Local, NaiveDate};
+use chrono::{Local, NaiveDate};
 use opensrv_mysql::{ErrorKind, StatusFlags, ValueInner};
 use tokio::sync::OwnedMutexGuard;
 
@@ -73,6 +73,11 @@ pub struct Session {
     /// `BEGIN` was sent; the transaction starts (and locks) at the next statement.
     txn_pending: bool,
     txn: Option<Txn>,
+    /// The id the last INSERT gave an `AUTO_INCREMENT` column (`LAST_INSERT_ID()`).
+    last_insert_id: u64,
+    /// Where a session without a current database evaluates expressions (`SELECT 41+1`
+    /// before `USE`): an in-memory SQLite, opened on first use.
+    scratch: Option<std::sync::Mutex<Box<dyn Executor>>>,
     prepared: HashMap<u32, Prepared>,
     next_statement_id: u32,
 }
@@ -119,6 +124,8 @@ impl Session {
             autocommit: true,
             txn_pending: false,
             txn: None,
+            last_insert_id: 0,
+            scratch: None,
             prepared: HashMap::new(),
             next_statement_id: 1,
         }
@@ -173,6 +180,16 @@ impl Session {
     /// # Errors
     /// The statement's [`SqlError`]; the session stays usable.
     pub async fn run(&mut self, sql: &str, params: Vec<Cell>) -> Result<Reply, SqlError> {
+        let reply = self.run_statement(sql, params).await;
+        if let Ok(Reply::Ok { last_insert_id, .. }) = &reply
+            && *last_insert_id != 0
+        {
+            self.last_insert_id = *last_insert_id;
+        }
+        reply
+    }
+
+    async fn run_statement(&mut self, sql: &str, params: Vec<Cell>) -> Result<Reply, SqlError> {
         let statement = classify(sql)?;
         if !params.is_empty() && !matches!(statement, Statement::Engine { .. }) {
             return Err(SqlError::not_supported("parameters in this statement"));
@@ -193,6 +210,8 @@ impl Session {
             )),
             Statement::ShowTables { full } => self.show_tables(full).await,
             Statement::ShowColumns { table } => self.show_columns(table).await,
+            Statement::ShowCreateTable { table } => self.show_create_table(table).await,
+            Statement::ShowIndex { table } => self.show_index(table).await,
             Statement::ShowVariables { like } => Ok(rows(
                 &["Variable_name", "Value"],
                 variables::all(self.vars())
@@ -358,6 +377,67 @@ impl Session {
         ))
     }
 
+    async fn show_create_table(&mut self, table: String) -> Result<Reply, SqlError> {
+        let db = self.current_database()?;
+        let db_name = db.name().to_owned();
+        let lookup = table.clone();
+        let sql = self
+            .with_executor(db, move |e| e.show_create_table(&lookup))
+            .await?
+            .ok_or_else(|| SqlError::unknown_table(&db_name, &table))?;
+        Ok(rows(
+            &["Table", "Create Table"],
+            vec![vec![Cell::Text(table), Cell::Text(sql)]],
+        ))
+    }
+
+    async fn show_index(&mut self, table: String) -> Result<Reply, SqlError> {
+        let db = self.current_database()?;
+        let db_name = db.name().to_owned();
+        let lookup = table.clone();
+        let indexes = self
+            .with_executor(db, move |e| e.indexes(&lookup))
+            .await?
+            .ok_or_else(|| SqlError::unknown_table(&db_name, &table))?;
+        Ok(rows(
+            &[
+                "Table",
+                "Non_unique",
+                "Key_name",
+                "Seq_in_index",
+                "Column_name",
+                "Collation",
+                "Cardinality",
+                "Sub_part",
+                "Packed",
+                "Null",
+                "Index_type",
+                "Comment",
+                "Index_comment",
+            ],
+            indexes
+                .into_iter()
+                .map(|i| {
+                    vec![
+                        Cell::Text(table.clone()),
+                        Cell::Int(i64::from(i.non_unique)),
+                        Cell::Text(i.key_name),
+                        Cell::Int(i64::from(i.seq_in_index)),
+                        Cell::Text(i.column),
+                        Cell::Text("A".into()),
+                        Cell::Null,
+                        Cell::Null,
+                        Cell::Null,
+                        Cell::Text(String::new()),
+                        Cell::Text("BTREE".into()),
+                        Cell::Text(String::new()),
+                        Cell::Text(String::new()),
+                    ]
+                })
+                .collect(),
+        ))
+    }
+
     /// Runs a read of the catalog: inside the open transaction when it is on `db`, else
     /// under a short hold of the lock.
     async fn with_executor<T: Send + 'static>(
@@ -387,6 +467,12 @@ impl Session {
         params: Vec<Cell>,
         write: bool,
     ) -> Result<Reply, SqlError> {
+        if mentions_information_schema(sql) {
+            return self.information_schema(sql, params).await;
+        }
+        if self.database.is_none() {
+            return self.without_database(sql, params);
+        }
         let db = self.current_database()?;
         let sql = sql.to_owned();
         if let Some(txn) = self.txn.as_mut() {
@@ -423,6 +509,42 @@ impl Session {
             .await
             .1
             .map(reply)
+    }
+
+    /// Answers a query on `information_schema` from a snapshot of every database's catalog,
+    /// taken now (each database read under its lock).
+    async fn information_schema(
+        &mut self,
+        sql: &str,
+        params: Vec<Cell>,
+    ) -> Result<Reply, SqlError> {
+        let mut snapshot = Vec::new();
+        for name in self.server.catalog.names() {
+            let db = self.server.catalog.get(&name)?;
+            let tables = self.with_executor(db, |e| e.describe()).await?;
+            snapshot.push((name, tables));
+        }
+        let mut schema = crate::sqlite::information_schema(&snapshot, self.database.clone())?;
+        schema.execute(sql, &params).map(reply)
+    }
+
+    /// Runs a statement of a session that has no current database on its in-memory scratch
+    /// database: expressions work (`SELECT 41+1`), tables are refused with 1046 as in MySQL.
+    fn without_database(&mut self, sql: &str, params: Vec<Cell>) -> Result<Reply, SqlError> {
+        if self.scratch.is_none() {
+            self.scratch = Some(std::sync::Mutex::new(crate::sqlite::in_memory()?));
+        }
+        let scratch = self
+            .scratch
+            .as_mut()
+            .ok_or_else(|| SqlError::internal("scratch database lost"))?
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match scratch.execute(sql, &params) {
+            Ok(outcome @ Outcome::Rows { .. }) => Ok(reply(outcome)),
+            // Anything that touches a table needs a database, as in MySQL.
+            Ok(Outcome::Done { .. }) | Err(_) => Err(SqlError::no_database()),
+        }
     }
 
     /// Commits (or rolls back) the open transaction, if any.
@@ -516,7 +638,7 @@ impl Session {
                 .map_or(Cell::Null, |l| Cell::Text(format!("{}@%", l.user))),
             SessionFn::ConnectionId => Cell::UInt(u64::from(self.conn_id)),
             SessionFn::Now => Cell::DateTime(Local::now().naive_local().with_nanosecond_zero()),
-            SessionFn::LastInsertId => Cell::UInt(0),
+            SessionFn::LastInsertId => Cell::UInt(self.last_insert_id),
         }
     }
 
@@ -555,15 +677,18 @@ trait NanosZero {
     fn with_nanosecond_zero(self) -> Self;
 }
 
-impl NanosZero for gluesql::core::chrono::NaiveDateTime {
+impl NanosZero for chrono::NaiveDateTime {
     fn with_nanosecond_zero(self) -> Self {
-        use gluesql::core::chrono::Timelike as _;
+        use chrono::Timelike as _;
         self.with_nanosecond(0).unwrap_or(self)
     }
 }
 
 fn ok(affected_rows: u64) -> Reply {
-    Reply::Ok { affected_rows }
+    Reply::Ok {
+        affected_rows,
+        last_insert_id: 0,
+    }
 }
 
 fn rows(columns: &[&str], rows: Vec<Vec<Cell>>) -> Reply {
@@ -573,10 +698,21 @@ fn rows(columns: &[&str], rows: Vec<Vec<Cell>>) -> Reply {
     }
 }
 
+/// Whether a statement reads `information_schema` (which the shim builds on demand).
+fn mentions_information_schema(sql: &str) -> bool {
+    sql.to_ascii_lowercase().contains("information_schema")
+}
+
 fn reply(outcome: Outcome) -> Reply {
     match outcome {
         Outcome::Rows { columns, rows } => Reply::Rows { columns, rows },
-        Outcome::Done { affected_rows } => Reply::Ok { affected_rows },
+        Outcome::Done {
+            affected_rows,
+            last_insert_id,
+        } => Reply::Ok {
+            affected_rows,
+            last_insert_id,
+        },
     }
 }
 

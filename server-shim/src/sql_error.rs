@@ -2,16 +2,12 @@
 //!
 //! Every failure of a statement becomes an ERR packet with a fitting MySQL code (never a
 //! dropped connection). This module is the one place that decides which code: the session
-//! layer's own errors are built with the constructors below, and engine (GlueSQL) errors go
-//! through [`from_glue`]. The SQLSTATE is MySQL's pairing for the code, as
+//! layer's own errors are built with the constructors below, and engine (SQLite) errors go
+//! through `sqlite::from_sqlite`. The SQLSTATE is MySQL's pairing for the code, as
 //! `opensrv_mysql::ErrorKind::sqlstate` writes it.
 
 use core::fmt;
 
-use gluesql::core::error::{
-    AlterError, Error as GlueError, EvaluateError, ExecuteError, FetchError, InsertError,
-    UpdateError, ValidateError, ValueError,
-};
 use opensrv_mysql::ErrorKind;
 
 /// An error for the client: the ERR packet's code (and so SQLSTATE) and message.
@@ -159,6 +155,28 @@ impl SqlError {
         Self::new(ErrorKind::ER_BAD_NULL_ERROR, clip(detail))
     }
 
+    /// 1452 `ER_NO_REFERENCED_ROW_2` (23000): a foreign key check failed.
+    #[must_use]
+    pub fn foreign_key(detail: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_NO_REFERENCED_ROW_2,
+            format!(
+                "Cannot add or update a child row: a foreign key constraint fails ({})",
+                clip(detail)
+            ),
+        )
+    }
+
+    /// 1265 `WARN_DATA_TRUNCATED` (01000), as strict mode reports a value a column's type
+    /// refuses (an `ENUM` outside its list, which becomes a CHECK constraint here).
+    #[must_use]
+    pub fn check_failed(detail: &str) -> Self {
+        Self::new(
+            ErrorKind::WARN_DATA_TRUNCATED,
+            format!("Data truncated: {}", clip(detail)),
+        )
+    }
+
     /// 1235 `ER_NOT_SUPPORTED_YET` (42000).
     #[must_use]
     pub fn not_supported(what: &str) -> Self {
@@ -238,72 +256,6 @@ fn clip(s: &str) -> String {
     out
 }
 
-/// Maps a GlueSQL error to the MySQL error a MySQL server would send for the same mistake.
-/// `db` is the current database, used in messages that name `db.table`.
-#[must_use]
-pub fn from_glue(err: &GlueError, db: &str) -> SqlError {
-    match err {
-        GlueError::Parser(detail) => SqlError::syntax(&first_line(detail)),
-        GlueError::Translate(e) => {
-            let text = e.to_string();
-            if text.starts_with("unsupported") || text.contains("not supported") {
-                SqlError::not_supported(&text)
-            } else {
-                SqlError::syntax(&text)
-            }
-        }
-        GlueError::Fetch(FetchError::TableNotFound(t))
-        | GlueError::Execute(ExecuteError::TableNotFound(t))
-        | GlueError::Insert(InsertError::TableNotFound(t)) => SqlError::unknown_table(db, t),
-        GlueError::Alter(e) => match e.as_ref() {
-            AlterError::TableNotFound(t) | AlterError::CtasSourceTableNotFound(t) => {
-                SqlError::unknown_table(db, t)
-            }
-            AlterError::TableAlreadyExists(t) => SqlError::table_exists(t),
-            AlterError::DuplicateColumnName(c) => SqlError::new(
-                ErrorKind::ER_DUP_FIELDNAME,
-                format!("Duplicate column name '{}'", clip(c)),
-            ),
-            other => SqlError::internal(&other.to_string()),
-        },
-        GlueError::Validate(
-            ValidateError::DuplicateEntryOnPrimaryKeyField(_)
-            | ValidateError::DuplicateEntryOnUniqueField(..),
-        ) => SqlError::duplicate_entry(&err.to_string()),
-        GlueError::Evaluate(
-            EvaluateError::IdentifierNotFound(c)
-            | EvaluateError::CompoundIdentifierNotFound { column_name: c, .. },
-        ) => SqlError::unknown_column(c),
-        GlueError::Insert(InsertError::WrongColumnName(c))
-        | GlueError::Update(UpdateError::ColumnNotFound(c)) => SqlError::unknown_column(c),
-        GlueError::Insert(InsertError::ColumnAndValuesNotMatched | InsertError::TooManyValues) => {
-            SqlError::new(
-                ErrorKind::ER_WRONG_VALUE_COUNT_ON_ROW,
-                "Column count doesn't match value count at row 1",
-            )
-        }
-        GlueError::Value(v) if matches!(v.as_ref(), ValueError::NullValueOnNotNullField) => {
-            SqlError::null_in_not_null("Column cannot be null")
-        }
-        other => SqlError::internal(&other.to_string()),
-    }
-}
-
-/// GlueSQL's parser errors are `{:#?}` dumps; the first line carries the message.
-fn first_line(detail: &str) -> String {
-    let trimmed = detail
-        .trim()
-        .trim_start_matches("ParserError(")
-        .trim_start_matches("TokenizerError(")
-        .trim_end_matches(')');
-    trimmed
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,6 +274,8 @@ mod tests {
             (SqlError::needs_privilege("CREATE USER"), 1227, "42000"),
             (SqlError::not_supported("x"), 1235, "42000"),
             (SqlError::lock_wait_timeout(), 1205, "HY000"),
+            (SqlError::foreign_key("x"), 1452, "23000"),
+            (SqlError::check_failed("x"), 1265, "01000"),
         ];
         for (err, code, state) in cases {
             assert_eq!((err.code(), err.sqlstate()), (code, state), "{err}");
@@ -332,44 +286,5 @@ mod tests {
     fn clips_long_messages() {
         let long = "x".repeat(10_000);
         assert!(SqlError::unknown_table("d", &long).message.len() < 1_000);
-    }
-
-    #[test]
-    fn maps_parser_error_to_syntax_error() {
-        let e = GlueError::Parser("ParserError(\"Expected an expression\")".to_owned());
-        let mapped = from_glue(&e, "d");
-        assert_eq!(mapped.code(), 1064);
-        assert!(
-            mapped.message.contains("Expected an expression"),
-            "{mapped}"
-        );
-    }
-
-    #[test]
-    fn maps_glue_not_found_and_duplicate_errors() {
-        let cases = [
-            (
-                GlueError::Fetch(FetchError::TableNotFound("t".into())),
-                1146,
-            ),
-            (
-                GlueError::Alter(Box::new(AlterError::TableAlreadyExists("t".into()))),
-                1050,
-            ),
-            (
-                GlueError::Evaluate(EvaluateError::IdentifierNotFound("c".into())),
-                1054,
-            ),
-            (
-                GlueError::Validate(ValidateError::DuplicateEntryOnPrimaryKeyField(
-                    gluesql::core::data::Key::I64(1),
-                )),
-                1062,
-            ),
-            (GlueError::StorageMsg("disk".into()), 1105),
-        ];
-        for (err, code) in cases {
-            assert_eq!(from_glue(&err, "d").code(), code, "{err}");
-        }
     }
 }

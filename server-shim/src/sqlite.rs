@@ -1,0 +1,868 @@
+//! The SQLite engine (issue 11): one SQLite file per database (`DATA/db/<name>/data.sqlite`),
+//! in WAL mode with `synchronous=FULL`, so an OK means the change is on disk and survives
+//! `kill -9`. Statements arrive as MySQL text and go through [`crate::dialect`] first; the
+//! MySQL functions SQLite lacks are registered on every connection ([`crate::mysql_functions`]).
+//!
+//! Opening a database only opens its file (SQLite reads pages on demand), so start-up does not
+//! depend on how much data there is.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use crate::dialect::{self, StatementKind};
+use crate::engine::{Cell, ColumnInfo, Engine, Executor, IndexColumn, Outcome, TableMeta};
+use crate::mysql_functions;
+use crate::sql_error::SqlError;
+use crate::sqlite_catalog;
+
+/// The SQLite file inside a database directory.
+pub const SQLITE_FILE: &str = "data.sqlite";
+
+/// How long a statement waits for another connection's write lock before failing with
+/// `ER_LOCK_WAIT_TIMEOUT`, like `innodb_lock_wait_timeout` (MySQL's default is 50 s; a shim
+/// serves small databases, so less).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// SQLite, one file per database.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SqliteEngine;
+
+impl Engine for SqliteEngine {
+    fn open(&self, dir: &Path) -> Result<Box<dyn Executor>, SqlError> {
+        let db_name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let conn = Connection::open_with_flags(
+            dir.join(SQLITE_FILE),
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| SqlError::internal(&format!("cannot open storage: {e}")))?;
+        SqliteExecutor::new(conn, db_name).map(|e| Box::new(e) as Box<dyn Executor>)
+    }
+}
+
+/// An executor on an in-memory database: what a session without a current database runs
+/// expressions on (`SELECT 41+1` before `USE`).
+///
+/// # Errors
+/// [`SqlError`] if SQLite cannot open one.
+pub fn in_memory() -> Result<Box<dyn Executor>, SqlError> {
+    let conn = Connection::open_in_memory()
+        .map_err(|e| SqlError::internal(&format!("cannot open storage: {e}")))?;
+    SqliteExecutor::new(conn, String::new()).map(|e| Box::new(e) as Box<dyn Executor>)
+}
+
+/// The `information_schema` tables the shim answers, with their columns (MySQL's names and
+/// order, the subset tools read). Tables MySQL has that are not here are answered as empty
+/// (`FILES`, `ROUTINES`, `TRIGGERS`, ...), so dump tools that probe them carry on.
+const INFORMATION_SCHEMA: &[(&str, &[&str])] = &[
+    (
+        "SCHEMATA",
+        &[
+            "CATALOG_NAME",
+            "SCHEMA_NAME",
+            "DEFAULT_CHARACTER_SET_NAME",
+            "DEFAULT_COLLATION_NAME",
+            "SQL_PATH",
+        ],
+    ),
+    (
+        "TABLES",
+        &[
+            "TABLE_CATALOG",
+            "TABLE_SCHEMA",
+            "TABLE_NAME",
+            "TABLE_TYPE",
+            "ENGINE",
+            "VERSION",
+            "ROW_FORMAT",
+            "TABLE_ROWS",
+            "AVG_ROW_LENGTH",
+            "DATA_LENGTH",
+            "MAX_DATA_LENGTH",
+            "INDEX_LENGTH",
+            "DATA_FREE",
+            "AUTO_INCREMENT",
+            "CREATE_TIME",
+            "UPDATE_TIME",
+            "CHECK_TIME",
+            "TABLE_COLLATION",
+            "CHECKSUM",
+            "CREATE_OPTIONS",
+            "TABLE_COMMENT",
+        ],
+    ),
+    (
+        "COLUMNS",
+        &[
+            "TABLE_CATALOG",
+            "TABLE_SCHEMA",
+            "TABLE_NAME",
+            "COLUMN_NAME",
+            "ORDINAL_POSITION",
+            "COLUMN_DEFAULT",
+            "IS_NULLABLE",
+            "DATA_TYPE",
+            "CHARACTER_MAXIMUM_LENGTH",
+            "CHARACTER_OCTET_LENGTH",
+            "NUMERIC_PRECISION",
+            "NUMERIC_SCALE",
+            "DATETIME_PRECISION",
+            "CHARACTER_SET_NAME",
+            "COLLATION_NAME",
+            "COLUMN_TYPE",
+            "COLUMN_KEY",
+            "EXTRA",
+            "PRIVILEGES",
+            "COLUMN_COMMENT",
+            "IS_GENERATED",
+            "GENERATION_EXPRESSION",
+        ],
+    ),
+    (
+        "STATISTICS",
+        &[
+            "TABLE_CATALOG",
+            "TABLE_SCHEMA",
+            "TABLE_NAME",
+            "NON_UNIQUE",
+            "INDEX_SCHEMA",
+            "INDEX_NAME",
+            "SEQ_IN_INDEX",
+            "COLUMN_NAME",
+            "COLLATION",
+            "CARDINALITY",
+            "SUB_PART",
+            "PACKED",
+            "NULLABLE",
+            "INDEX_TYPE",
+            "COMMENT",
+            "INDEX_COMMENT",
+        ],
+    ),
+    (
+        "KEY_COLUMN_USAGE",
+        &[
+            "CONSTRAINT_CATALOG",
+            "CONSTRAINT_SCHEMA",
+            "CONSTRAINT_NAME",
+            "TABLE_CATALOG",
+            "TABLE_SCHEMA",
+            "TABLE_NAME",
+            "COLUMN_NAME",
+            "ORDINAL_POSITION",
+            "POSITION_IN_UNIQUE_CONSTRAINT",
+            "REFERENCED_TABLE_SCHEMA",
+            "REFERENCED_TABLE_NAME",
+            "REFERENCED_COLUMN_NAME",
+        ],
+    ),
+    (
+        "VIEWS",
+        &[
+            "TABLE_CATALOG",
+            "TABLE_SCHEMA",
+            "TABLE_NAME",
+            "VIEW_DEFINITION",
+        ],
+    ),
+    (
+        "FILES",
+        &[
+            "FILE_ID",
+            "FILE_NAME",
+            "FILE_TYPE",
+            "TABLESPACE_NAME",
+            "LOGFILE_GROUP_NAME",
+            "EXTRA",
+        ],
+    ),
+    (
+        "ROUTINES",
+        &["ROUTINE_SCHEMA", "ROUTINE_NAME", "ROUTINE_TYPE"],
+    ),
+    (
+        "TRIGGERS",
+        &["TRIGGER_SCHEMA", "TRIGGER_NAME", "EVENT_OBJECT_TABLE"],
+    ),
+    (
+        "PARTITIONS",
+        &["TABLE_SCHEMA", "TABLE_NAME", "PARTITION_NAME"],
+    ),
+    (
+        "ENGINES",
+        &[
+            "ENGINE",
+            "SUPPORT",
+            "COMMENT",
+            "TRANSACTIONS",
+            "XA",
+            "SAVEPOINTS",
+        ],
+    ),
+];
+
+/// An executor whose `information_schema` holds `snapshot` (every database's tables), for
+/// one query; `DATABASE()` answers `current_db`.
+///
+/// # Errors
+/// [`SqlError`] if SQLite cannot build it.
+pub fn information_schema(
+    snapshot: &[(String, Vec<TableMeta>)],
+    current_db: Option<String>,
+) -> Result<Box<dyn Executor>, SqlError> {
+    let conn = Connection::open_in_memory()
+        .map_err(|e| SqlError::internal(&format!("cannot open storage: {e}")))?;
+    let exec = SqliteExecutor::new(conn, "information_schema".into())?;
+    fill_information_schema(&exec.conn, snapshot, current_db).map_err(|e| exec.error(&e))?;
+    Ok(Box::new(exec))
+}
+
+fn fill_information_schema(
+    conn: &Connection,
+    snapshot: &[(String, Vec<TableMeta>)],
+    current_db: Option<String>,
+) -> rusqlite::Result<()> {
+    conn.create_scalar_function(
+        "database",
+        0,
+        rusqlite::functions::FunctionFlags::SQLITE_UTF8,
+        move |_| Ok(current_db.clone()),
+    )?;
+    conn.execute_batch("ATTACH DATABASE ':memory:' AS information_schema")?;
+    for (table, columns) in INFORMATION_SCHEMA {
+        conn.execute_batch(&format!(
+            "CREATE TABLE information_schema.{table} ({})",
+            columns.join(", ")
+        ))?;
+    }
+    let tx = conn.unchecked_transaction()?;
+    for (db, tables) in snapshot {
+        tx.execute(
+            "INSERT INTO information_schema.SCHEMATA VALUES ('def', ?1, 'utf8mb4', 'utf8mb4_general_ci', NULL)",
+            [db],
+        )?;
+        for t in tables {
+            tx.execute(
+                "INSERT INTO information_schema.TABLES (TABLE_CATALOG, TABLE_SCHEMA, TABLE_NAME, \
+                 TABLE_TYPE, ENGINE, VERSION, ROW_FORMAT, TABLE_COLLATION, CREATE_OPTIONS, \
+                 TABLE_COMMENT) VALUES ('def', ?1, ?2, ?3, ?4, 10, 'Dynamic', \
+                 'utf8mb4_general_ci', '', '')",
+                rusqlite::params![
+                    db,
+                    t.name,
+                    if t.view { "VIEW" } else { "BASE TABLE" },
+                    if t.view { None } else { Some("InnoDB") },
+                ],
+            )?;
+            for (position, c) in (1_i64..).zip(&t.columns) {
+                let (data_type, length, precision, scale) = split_type(&c.column_type);
+                let text = length.is_some();
+                tx.execute(
+                    "INSERT INTO information_schema.COLUMNS (TABLE_CATALOG, TABLE_SCHEMA, \
+                     TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, COLUMN_DEFAULT, IS_NULLABLE, \
+                     DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, CHARACTER_OCTET_LENGTH, \
+                     NUMERIC_PRECISION, NUMERIC_SCALE, CHARACTER_SET_NAME, COLLATION_NAME, \
+                     COLUMN_TYPE, COLUMN_KEY, EXTRA, PRIVILEGES, COLUMN_COMMENT, IS_GENERATED) \
+                     VALUES ('def', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
+                     ?15, ?16, 'select,insert,update,references', '', 'NEVER')",
+                    rusqlite::params![
+                        db,
+                        t.name,
+                        c.name,
+                        position,
+                        c.default,
+                        if c.not_null { "NO" } else { "YES" },
+                        data_type,
+                        length,
+                        length.map(|n| n * 4),
+                        precision,
+                        scale,
+                        text.then_some("utf8mb4"),
+                        text.then_some("utf8mb4_general_ci"),
+                        c.column_type,
+                        c.key,
+                        c.extra,
+                    ],
+                )?;
+            }
+            for index in &t.indexes {
+                for (seq, column) in (1_i64..).zip(&index.columns) {
+                    tx.execute(
+                        "INSERT INTO information_schema.STATISTICS VALUES ('def', ?1, ?2, ?3, ?1, \
+                         ?4, ?5, ?6, 'A', NULL, NULL, NULL, '', 'BTREE', '', '')",
+                        rusqlite::params![
+                            db,
+                            t.name,
+                            i64::from(!index.unique),
+                            index.name,
+                            seq + 1,
+                            column
+                        ],
+                    )?;
+                    if index.unique {
+                        tx.execute(
+                            "INSERT INTO information_schema.KEY_COLUMN_USAGE VALUES ('def', ?1, \
+                             ?2, 'def', ?1, ?3, ?4, ?5, NULL, NULL, NULL, NULL)",
+                            rusqlite::params![db, index.name, t.name, column, seq],
+                        )?;
+                    }
+                }
+            }
+        }
+    }
+    tx.commit()
+}
+
+/// `varchar(40)` → (`varchar`, length 40, -, -); `decimal(10,2)` → (`decimal`, -, 10, 2);
+/// `int(11) unsigned` → (`int`, -, 10, 0).
+fn split_type(column_type: &str) -> (String, Option<i64>, Option<i64>, Option<i64>) {
+    let base: String = column_type
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect();
+    let args: Vec<i64> = column_type
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(inner, _)| {
+            inner
+                .split(',')
+                .filter_map(|n| n.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let first = args.first().copied();
+    match base.as_str() {
+        "char" | "varchar" | "binary" | "varbinary" => (base, first.or(Some(255)), None, None),
+        "text" | "mediumtext" | "longtext" | "tinytext" | "blob" => {
+            (base, Some(65_535), None, None)
+        }
+        "decimal" | "numeric" => (
+            base,
+            None,
+            first.or(Some(10)),
+            args.get(1).copied().or(Some(0)),
+        ),
+        "int" | "integer" => ("int".into(), None, Some(10), Some(0)),
+        "bigint" => (base, None, Some(19), Some(0)),
+        "smallint" => (base, None, Some(5), Some(0)),
+        "tinyint" => (base, None, Some(3), Some(0)),
+        _ => (base, None, None, None),
+    }
+}
+
+struct SqliteExecutor {
+    conn: Connection,
+    /// For error messages (`Table 'db.t' doesn't exist`).
+    db_name: String,
+    /// Whether an explicit transaction is open.
+    in_transaction: bool,
+    /// The id of the last row an INSERT created, for `LAST_INSERT_ID()` inside statements.
+    last_insert_id: Arc<AtomicI64>,
+}
+
+impl SqliteExecutor {
+    fn new(conn: Connection, db_name: String) -> Result<Self, SqlError> {
+        let internal =
+            |e: rusqlite::Error| SqlError::internal(&format!("cannot open storage: {e}"));
+        // WAL: readers never block the writer; FULL: every commit is fsynced before the OK.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(internal)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(internal)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(internal)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(internal)?;
+        let last_insert_id = Arc::new(AtomicI64::new(0));
+        mysql_functions::register(&conn, Arc::clone(&last_insert_id)).map_err(internal)?;
+        Ok(Self {
+            conn,
+            db_name,
+            in_transaction: false,
+            last_insert_id,
+        })
+    }
+
+    fn error(&self, e: &rusqlite::Error) -> SqlError {
+        from_sqlite(e, &self.db_name)
+    }
+
+    /// Runs one SQLite statement; a result set when it has columns.
+    fn run(
+        &mut self,
+        sql: &str,
+        params: &[Cell],
+        kind: StatementKind,
+    ) -> Result<Outcome, SqlError> {
+        let mut stmt = self
+            .conn
+            .prepare(sql)
+            .map_err(|e| from_sqlite(&e, &self.db_name))?;
+        let values: Vec<Value> = params.iter().map(to_sqlite).collect();
+        if stmt.parameter_count() != values.len() {
+            return Err(SqlError::syntax(&format!(
+                "the statement has {} placeholders and {} values were given",
+                stmt.parameter_count(),
+                values.len()
+            )));
+        }
+        if stmt.column_count() > 0 {
+            let columns: Vec<String> = stmt.column_names().map(str::to_owned).collect();
+            let scales: Vec<Option<usize>> = stmt
+                .columns()
+                .map(|c| c.decl_type().and_then(decimal_scale))
+                .collect();
+            let mut rows = stmt
+                .query(rusqlite::params_from_iter(values))
+                .map_err(|e| from_sqlite(&e, &self.db_name))?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().map_err(|e| from_sqlite(&e, &self.db_name))? {
+                let mut cells = Vec::with_capacity(columns.len());
+                for (i, scale) in scales.iter().enumerate() {
+                    let v = row.get_ref(i).map_err(|e| from_sqlite(&e, &self.db_name))?;
+                    cells.push(to_cell(v, *scale));
+                }
+                out.push(cells);
+            }
+            return Ok(Outcome::Rows { columns, rows: out });
+        }
+        let changed = stmt
+            .execute(rusqlite::params_from_iter(values))
+            .map_err(|e| from_sqlite(&e, &self.db_name))?;
+        let last_insert_id = if matches!(kind, StatementKind::Insert | StatementKind::Replace) {
+            let id = self.conn.last_insert_rowid();
+            self.last_insert_id.store(id, Ordering::Relaxed);
+            u64::try_from(id).unwrap_or(0)
+        } else {
+            0
+        };
+        let affected_rows = match kind {
+            StatementKind::Insert
+            | StatementKind::Replace
+            | StatementKind::Update
+            | StatementKind::Delete => changed as u64,
+            _ => 0,
+        };
+        Ok(Outcome::Done {
+            affected_rows,
+            last_insert_id,
+        })
+    }
+}
+
+impl Executor for SqliteExecutor {
+    fn execute(&mut self, sql: &str, params: &[Cell]) -> Result<Outcome, SqlError> {
+        let translation = dialect::translate(sql)?;
+        if translation.kind.commits_implicitly() && self.in_transaction {
+            // MySQL commits the open transaction before any DDL.
+            self.commit()?;
+        }
+        let mut outcome = Outcome::Done {
+            affected_rows: 0,
+            last_insert_id: 0,
+        };
+        let last = translation.statements.len().saturating_sub(1);
+        for (i, statement) in translation.statements.iter().enumerate() {
+            // Placeholders belong to the statement the client wrote: the first one.
+            let bound = if i == 0 { params } else { &[] };
+            let this = self.run(statement, bound, translation.kind)?;
+            if i == last || matches!(this, Outcome::Rows { .. }) {
+                outcome = this;
+            }
+        }
+        Ok(outcome)
+    }
+
+    fn begin(&mut self) -> Result<(), SqlError> {
+        if self.in_transaction {
+            return Ok(());
+        }
+        self.conn
+            .execute_batch("BEGIN")
+            .map_err(|e| self.error(&e))?;
+        self.in_transaction = true;
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), SqlError> {
+        if !std::mem::replace(&mut self.in_transaction, false) {
+            return Ok(());
+        }
+        self.conn
+            .execute_batch("COMMIT")
+            .map_err(|e| self.error(&e))
+    }
+
+    fn rollback(&mut self) -> Result<(), SqlError> {
+        if !std::mem::replace(&mut self.in_transaction, false) {
+            return Ok(());
+        }
+        self.conn
+            .execute_batch("ROLLBACK")
+            .map_err(|e| self.error(&e))
+    }
+
+    fn table_names(&mut self) -> Result<Vec<String>, SqlError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view') \
+                 AND name NOT LIKE 'sqlite_%' ORDER BY name",
+            )
+            .map_err(|e| from_sqlite(&e, &self.db_name))?;
+        stmt.query_map([], |r| r.get::<_, String>(0))
+            .and_then(Iterator::collect)
+            .map_err(|e| from_sqlite(&e, &self.db_name))
+    }
+
+    fn columns(&mut self, table: &str) -> Result<Option<Vec<ColumnInfo>>, SqlError> {
+        let db = self.db_name.clone();
+        let unique =
+            single_column_unique_indexes(&self.conn, table).map_err(|e| from_sqlite(&e, &db))?;
+        let mut stmt = self
+            .conn
+            .prepare("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?1)")
+            .map_err(|e| from_sqlite(&e, &db))?;
+        let columns: Vec<ColumnInfo> = stmt
+            .query_map([table], |r| {
+                let name: String = r.get(0)?;
+                let pk: i64 = r.get(3)?;
+                Ok(ColumnInfo {
+                    key: if pk > 0 {
+                        "PRI"
+                    } else if unique.contains(&name) {
+                        "UNI"
+                    } else {
+                        ""
+                    },
+                    data_type: r.get::<_, String>(1)?.to_lowercase(),
+                    nullable: r.get::<_, i64>(2)? == 0 && pk == 0,
+                    name,
+                })
+            })
+            .and_then(Iterator::collect)
+            .map_err(|e| from_sqlite(&e, &db))?;
+        Ok((!columns.is_empty()).then_some(columns))
+    }
+
+    fn show_create_table(&mut self, table: &str) -> Result<Option<String>, SqlError> {
+        sqlite_catalog::show_create_table(&self.conn, table).map_err(|e| self.error(&e))
+    }
+
+    fn indexes(&mut self, table: &str) -> Result<Option<Vec<IndexColumn>>, SqlError> {
+        sqlite_catalog::index_columns(&self.conn, table).map_err(|e| self.error(&e))
+    }
+
+    fn describe(&mut self) -> Result<Vec<TableMeta>, SqlError> {
+        sqlite_catalog::describe(&self.conn).map_err(|e| self.error(&e))
+    }
+}
+
+/// The columns that have a unique index of their own.
+fn single_column_unique_indexes(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare(
+        "SELECT ii.name FROM pragma_index_list(?1) AS il, pragma_index_info(il.name) AS ii \
+         WHERE il.\"unique\" = 1 AND il.origin <> 'pk' \
+         AND (SELECT count(*) FROM pragma_index_info(il.name)) = 1",
+    )?;
+    stmt.query_map([table], |r| r.get::<_, String>(0))?
+        .collect()
+}
+
+/// The scale of a `DECIMAL(p,s)`/`NUMERIC(p,s)` declared type, so its values print with that
+/// many decimals as MySQL's do (`1.50`, not `1.5`).
+fn decimal_scale(decl: &str) -> Option<usize> {
+    let lower = decl.to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("decimal")
+        .or_else(|| lower.strip_prefix("numeric"))?;
+    let inner = rest.trim().strip_prefix('(')?.split(')').next()?;
+    match inner.split_once(',') {
+        Some((_, scale)) => scale.trim().parse().ok(),
+        None => Some(0),
+    }
+}
+
+fn to_sqlite(cell: &Cell) -> Value {
+    match cell {
+        Cell::Null => Value::Null,
+        Cell::Int(v) => Value::Integer(*v),
+        Cell::UInt(v) => {
+            i64::try_from(*v).map_or_else(|_| Value::Text(v.to_string()), Value::Integer)
+        }
+        Cell::Float(v) => Value::Real(*v),
+        Cell::Decimal(v) | Cell::Text(v) => Value::Text(v.clone()),
+        Cell::Bytes(v) => match std::str::from_utf8(v) {
+            Ok(s) => Value::Text(s.to_owned()),
+            Err(_) => Value::Blob(v.clone()),
+        },
+        Cell::Date(_) | Cell::DateTime(_) => cell.to_text().map_or(Value::Null, Value::Text),
+    }
+}
+
+fn to_cell(v: ValueRef<'_>, decimal_scale: Option<usize>) -> Cell {
+    match (v, decimal_scale) {
+        (ValueRef::Null, _) => Cell::Null,
+        (ValueRef::Integer(i), Some(scale)) if scale > 0 => {
+            Cell::Decimal(format!("{i}.{}", "0".repeat(scale)))
+        }
+        (ValueRef::Real(f), Some(scale)) => Cell::Decimal(format!("{f:.scale$}")),
+        (ValueRef::Integer(i), _) => Cell::Int(i),
+        (ValueRef::Real(f), None) => Cell::Float(f),
+        (ValueRef::Text(t), _) => Cell::Text(String::from_utf8_lossy(t).into_owned()),
+        (ValueRef::Blob(b), _) => Cell::Bytes(b.to_vec()),
+    }
+}
+
+/// SQLite's message without the ` in <statement> at offset N` it appends to some errors: the
+/// client knows its statement, and the translated text is not what it sent.
+fn without_statement(message: &str) -> &str {
+    match (message.find(" in "), message.rfind(" at offset ")) {
+        (Some(i), Some(_)) => message.get(..i).unwrap_or(message),
+        _ => message,
+    }
+}
+
+/// Maps a SQLite error to the MySQL error a MySQL server would send for the same mistake.
+/// `db` is the database, used in messages that name `db.table`.
+#[must_use]
+pub fn from_sqlite(err: &rusqlite::Error, db: &str) -> SqlError {
+    let (failure, message) = match err {
+        rusqlite::Error::SqliteFailure(failure, message) => {
+            (failure, message.as_deref().unwrap_or_default())
+        }
+        // What `prepare` reports: the message and where in the statement it went wrong.
+        rusqlite::Error::SqlInputError { error, msg, .. } => (error, msg.as_str()),
+        other => return SqlError::internal(&other.to_string()),
+    };
+    let message = without_statement(message);
+    match failure.code {
+        ErrorCode::ConstraintViolation => {
+            use rusqlite::ffi;
+            match failure.extended_code {
+                ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
+                    SqlError::duplicate_entry(message)
+                }
+                ffi::SQLITE_CONSTRAINT_NOTNULL => SqlError::null_in_not_null(message),
+                ffi::SQLITE_CONSTRAINT_FOREIGNKEY => SqlError::foreign_key(message),
+                _ => SqlError::check_failed(message),
+            }
+        }
+        ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => SqlError::lock_wait_timeout(),
+        _ => {
+            if let Some(table) = message.strip_prefix("no such table: ") {
+                let table = table.rsplit('.').next().unwrap_or(table);
+                SqlError::unknown_table(db, table)
+            } else if let Some(column) = message.strip_prefix("no such column: ") {
+                SqlError::unknown_column(column)
+            } else if let Some(rest) = message.strip_prefix("table ") {
+                match rest.strip_suffix(" already exists") {
+                    Some(t) => SqlError::table_exists(t.trim_matches('`')),
+                    None => SqlError::internal(message),
+                }
+            } else if message.contains("syntax error")
+                || message.starts_with("near ")
+                || message == "incomplete input"
+            {
+                SqlError::syntax(message)
+            } else if message.starts_with("no such function: ") {
+                SqlError::not_supported(message)
+            } else {
+                SqlError::internal(message)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::engine::count_placeholders;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("server-shim-sqlite-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn exec(e: &mut dyn Executor, sql: &str) -> Result<Outcome, SqlError> {
+        e.execute(sql, &[])
+    }
+
+    #[test]
+    fn round_trips_rows_through_sqlite_and_reopen() {
+        let dir = temp_dir("reopen");
+        {
+            let mut e = SqliteEngine.open(&dir).unwrap();
+            exec(e.as_mut(), "CREATE TABLE t (id INT PRIMARY KEY, name TEXT)").unwrap();
+            let out = exec(e.as_mut(), "INSERT INTO t VALUES (1, 'a'), (2, \"b\")").unwrap();
+            assert_eq!(
+                out,
+                Outcome::Done {
+                    affected_rows: 2,
+                    last_insert_id: 2
+                }
+            );
+        }
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        let out = exec(e.as_mut(), "SELECT id, name FROM t ORDER BY id").unwrap();
+        assert_eq!(
+            out,
+            Outcome::Rows {
+                columns: vec!["id".into(), "name".into()],
+                rows: vec![
+                    vec![Cell::Int(1), Cell::Text("a".into())],
+                    vec![Cell::Int(2), Cell::Text("b".into())],
+                ],
+            }
+        );
+        assert_eq!(e.table_names().unwrap(), vec!["t".to_owned()]);
+    }
+
+    #[test]
+    fn reads_mysql_backslash_escapes_so_escaped_quotes_stay_inside_strings() {
+        let dir = temp_dir("escape");
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        exec(e.as_mut(), "CREATE TABLE t (s TEXT)").unwrap();
+        // What PyMySQL sends for the value `\' OR 1=1 -- `: under PostgreSQL rules the
+        // string would end early and the rest would run as SQL.
+        exec(e.as_mut(), r"INSERT INTO t VALUES ('\\\' OR 1=1 -- ')").unwrap();
+        exec(e.as_mut(), r"INSERT INTO t VALUES ('O\'Brien')").unwrap();
+        let out = exec(e.as_mut(), "SELECT s FROM t").unwrap();
+        let Outcome::Rows { rows, .. } = out else {
+            panic!("rows expected")
+        };
+        assert_eq!(rows[0], vec![Cell::Text(r"\' OR 1=1 -- ".into())]);
+        assert_eq!(rows[1], vec![Cell::Text("O'Brien".into())]);
+    }
+
+    #[test]
+    fn binds_placeholders_as_values_not_text() {
+        let dir = temp_dir("params");
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        exec(e.as_mut(), "CREATE TABLE `t` (id INT, s TEXT)").unwrap();
+        e.execute(
+            "INSERT INTO t (id, s) VALUES (?, ?)",
+            &[Cell::Int(7), Cell::Text("x'); DROP TABLE t; --".into())],
+        )
+        .unwrap();
+        let out = e
+            .execute("SELECT s FROM t WHERE id = ? AND s <> '?'", &[Cell::Int(7)])
+            .unwrap();
+        let Outcome::Rows { rows, .. } = out else {
+            panic!("rows expected")
+        };
+        assert_eq!(rows, vec![vec![Cell::Text("x'); DROP TABLE t; --".into())]]);
+        assert_eq!(
+            count_placeholders("SELECT ? , '?', `?` # ?\n, ?").unwrap(),
+            2
+        );
+    }
+
+    #[test]
+    fn rolls_back_explicit_transaction() {
+        let dir = temp_dir("txn");
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        exec(e.as_mut(), "CREATE TABLE t (id INT)").unwrap();
+        e.begin().unwrap();
+        exec(e.as_mut(), "INSERT INTO t VALUES (1)").unwrap();
+        e.rollback().unwrap();
+        let out = exec(e.as_mut(), "SELECT COUNT(*) FROM t").unwrap();
+        let Outcome::Rows { rows, .. } = out else {
+            panic!("rows expected")
+        };
+        assert_eq!(rows, vec![vec![Cell::Int(0)]]);
+    }
+
+    #[test]
+    fn maps_real_engine_errors_to_mysql_codes() {
+        let dir = temp_dir("errors");
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        exec(e.as_mut(), "CREATE TABLE t (id INT PRIMARY KEY, s TEXT)").unwrap();
+        exec(e.as_mut(), "INSERT INTO t VALUES (1, 'a')").unwrap();
+        let cases = [
+            ("SELEKT 1", 1064),
+            ("SELECT * FROM missing", 1146),
+            ("INSERT INTO missing VALUES (1)", 1146),
+            ("CREATE TABLE t (id INT)", 1050),
+            ("INSERT INTO t VALUES (1, 'b')", 1062),
+            ("SELECT nope FROM t", 1054),
+            ("", 1065),
+            ("SELECT 1; SELECT 2", 1064),
+            ("SELECT 1 DIV", 1064),
+        ];
+        for (sql, code) in cases {
+            let err = exec(e.as_mut(), sql).unwrap_err();
+            assert_eq!(err.code(), code, "{sql}: {err}");
+        }
+    }
+
+    #[test]
+    fn answers_information_schema_from_the_catalog() {
+        let dir = temp_dir("information-schema");
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        exec(
+            e.as_mut(),
+            "CREATE TABLE items (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(40) NOT NULL)",
+        )
+        .unwrap();
+        let snapshot = vec![("shop".to_owned(), e.describe().unwrap())];
+        let mut schema = information_schema(&snapshot, Some("shop".into())).unwrap();
+        let out = exec(
+            schema.as_mut(),
+            "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, COLUMN_KEY, IS_NULLABLE, EXTRA \
+             FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() \
+             ORDER BY ORDINAL_POSITION",
+        )
+        .unwrap();
+        let text = |v: &str| Cell::Text(v.into());
+        assert_eq!(
+            out,
+            Outcome::Rows {
+                columns: [
+                    "TABLE_NAME",
+                    "COLUMN_NAME",
+                    "COLUMN_TYPE",
+                    "COLUMN_KEY",
+                    "IS_NULLABLE",
+                    "EXTRA"
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows: vec![
+                    ["items", "id", "int(11)", "PRI", "NO", "auto_increment"]
+                        .map(text)
+                        .to_vec(),
+                    ["items", "name", "varchar(40)", "", "NO", ""]
+                        .map(text)
+                        .to_vec(),
+                ],
+            }
+        );
+        let out = exec(
+            schema.as_mut(),
+            "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA",
+        )
+        .unwrap();
+        assert!(matches!(out, Outcome::Rows { rows, .. } if rows == vec![vec![text("shop")]]));
+        let out = exec(
+            schema.as_mut(),
+            "SELECT COUNT(*) FROM information_schema.FILES",
+        )
+        .unwrap();
+        assert!(matches!(out, Outcome::Rows { rows, .. } if rows == vec![vec![Cell::Int(0)]]));
+    }
+}

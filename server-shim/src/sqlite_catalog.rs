@@ -1,0 +1,382 @@
+//! What MySQL tools read about a table (issue 11, item 3), answered from SQLite's own catalog
+//! (`pragma_table_info`, `pragma_index_list`, `sqlite_schema`): `SHOW CREATE TABLE` rendered
+//! in MySQL's syntax, and the index columns `SHOW INDEX` lists.
+//!
+//! Indexes that MySQL declares inside `CREATE TABLE` (`KEY name (...)`) become separate
+//! SQLite indexes named `<table>__<name>`, since SQLite's index names are per database and
+//! MySQL's per table; the prefix is removed here again.
+
+use rusqlite::Connection;
+
+use crate::engine::{ColumnMeta, IndexColumn, IndexMeta, TableMeta};
+
+/// One column as SQLite's catalog has it.
+struct Column {
+    name: String,
+    decl_type: String,
+    not_null: bool,
+    default: Option<String>,
+    /// 1-based position in the primary key, 0 when not part of it.
+    pk: i64,
+}
+
+/// One index and its columns, in order.
+struct Index {
+    name: String,
+    unique: bool,
+    /// `pk` for the primary key's own index, `u` for a UNIQUE constraint, `c` for CREATE INDEX.
+    origin: String,
+    columns: Vec<String>,
+}
+
+fn columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<Column>> {
+    let mut stmt = conn.prepare(
+        "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?1) ORDER BY cid",
+    )?;
+    stmt.query_map([table], |r| {
+        Ok(Column {
+            name: r.get(0)?,
+            decl_type: r.get(1)?,
+            not_null: r.get::<_, i64>(2)? != 0,
+            default: r.get(3)?,
+            pk: r.get(4)?,
+        })
+    })?
+    .collect()
+}
+
+fn indexes(conn: &Connection, table: &str) -> rusqlite::Result<Vec<Index>> {
+    let mut list = conn
+        .prepare("SELECT name, \"unique\", origin FROM pragma_index_list(?1) ORDER BY seq DESC")?;
+    let heads: Vec<(String, bool, String)> = list
+        .query_map([table], |r| {
+            Ok((r.get(0)?, r.get::<_, i64>(1)? != 0, r.get(2)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut info = conn.prepare("SELECT name FROM pragma_index_info(?1) ORDER BY seqno")?;
+    heads
+        .into_iter()
+        .map(|(name, unique, origin)| {
+            let columns = info
+                .query_map([&name], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(Index {
+                name,
+                unique,
+                origin,
+                columns,
+            })
+        })
+        .collect()
+}
+
+/// The name MySQL knows an index by.
+fn mysql_index_name(table: &str, index: &Index) -> String {
+    let prefix = format!("{table}__");
+    match index.name.strip_prefix(&prefix) {
+        Some(name) => name.to_owned(),
+        // SQLite's own name for a UNIQUE constraint; MySQL names it after its first column.
+        None if index.name.starts_with("sqlite_autoindex_") => {
+            index.columns.first().cloned().unwrap_or_default()
+        }
+        None => index.name.clone(),
+    }
+}
+
+/// The primary key's columns, in key order.
+fn primary_key(columns: &[Column]) -> Vec<&str> {
+    let mut pk: Vec<&Column> = columns.iter().filter(|c| c.pk > 0).collect();
+    pk.sort_by_key(|c| c.pk);
+    pk.into_iter().map(|c| c.name.as_str()).collect()
+}
+
+fn quote(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+fn quoted_list(names: &[impl AsRef<str>]) -> String {
+    names
+        .iter()
+        .map(|n| quote(n.as_ref()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `table`'s `CREATE TABLE` in MySQL's syntax, or `None` if there is no such table.
+///
+/// # Errors
+/// SQLite's, if the catalog cannot be read.
+pub fn show_create_table(conn: &Connection, table: &str) -> rusqlite::Result<Option<String>> {
+    let sql: Option<String> = conn
+        .query_row(
+            "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+            [table],
+            |r| r.get(0),
+        )
+        .map(Some)
+        .or_else(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Ok(None),
+            e => Err(e),
+        })?;
+    let Some(sql) = sql else {
+        return Ok(None);
+    };
+    let autoincrement = sql.to_ascii_uppercase().contains("AUTOINCREMENT");
+    let columns = columns(conn, table)?;
+    let pk = primary_key(&columns);
+    let mut lines = Vec::new();
+    for c in &columns {
+        let rowid_alias = autoincrement && pk.len() == 1 && c.pk == 1;
+        let decl = if c.decl_type.is_empty() {
+            "text".to_owned()
+        } else if rowid_alias && c.decl_type.eq_ignore_ascii_case("integer") {
+            "int(11)".to_owned()
+        } else {
+            c.decl_type.to_lowercase()
+        };
+        let mut line = format!("  {} {decl}", quote(&c.name));
+        if c.not_null || c.pk > 0 {
+            line.push_str(" NOT NULL");
+        }
+        match &c.default {
+            Some(d) if d.eq_ignore_ascii_case("current_timestamp") => {
+                line.push_str(" DEFAULT current_timestamp()");
+            }
+            Some(d) => {
+                line.push_str(" DEFAULT ");
+                line.push_str(d);
+            }
+            None if !c.not_null && c.pk == 0 => line.push_str(" DEFAULT NULL"),
+            None => {}
+        }
+        if rowid_alias {
+            line.push_str(" AUTO_INCREMENT");
+        }
+        lines.push(line);
+    }
+    if !pk.is_empty() {
+        lines.push(format!("  PRIMARY KEY ({})", quoted_list(&pk)));
+    }
+    for index in indexes(conn, table)?.iter().filter(|i| i.origin != "pk") {
+        let kind = if index.unique { "UNIQUE KEY" } else { "KEY" };
+        lines.push(format!(
+            "  {kind} {} ({})",
+            quote(&mysql_index_name(table, index)),
+            quoted_list(&index.columns)
+        ));
+    }
+    Ok(Some(format!(
+        "CREATE TABLE {} (\n{}\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        quote(table),
+        lines.join(",\n")
+    )))
+}
+
+/// The columns of `table`'s indexes, primary key first, or `None` if there is no such table.
+///
+/// # Errors
+/// SQLite's, if the catalog cannot be read.
+pub fn index_columns(conn: &Connection, table: &str) -> rusqlite::Result<Option<Vec<IndexColumn>>> {
+    let columns = columns(conn, table)?;
+    if columns.is_empty() {
+        return Ok(None);
+    }
+    let mut out: Vec<IndexColumn> = primary_key(&columns)
+        .into_iter()
+        .zip(1..)
+        .map(|(c, seq)| IndexColumn {
+            key_name: "PRIMARY".into(),
+            non_unique: false,
+            seq_in_index: seq,
+            column: c.to_owned(),
+        })
+        .collect();
+    for index in indexes(conn, table)?.iter().filter(|i| i.origin != "pk") {
+        let name = mysql_index_name(table, index);
+        out.extend(index.columns.iter().zip(1..).map(|(c, seq)| IndexColumn {
+            key_name: name.clone(),
+            non_unique: !index.unique,
+            seq_in_index: seq,
+            column: c.clone(),
+        }));
+    }
+    Ok(Some(out))
+}
+
+/// Every table and view of the database `conn` holds, for `information_schema`.
+///
+/// # Errors
+/// SQLite's, if the catalog cannot be read.
+pub fn describe(conn: &Connection) -> rusqlite::Result<Vec<TableMeta>> {
+    let mut stmt = conn.prepare(
+        "SELECT name, type = 'view', coalesce(sql, '') FROM sqlite_schema \
+         WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    )?;
+    let heads: Vec<(String, bool, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    heads
+        .into_iter()
+        .map(|(name, view, sql)| {
+            let autoincrement = sql.to_ascii_uppercase().contains("AUTOINCREMENT");
+            let cols = columns(conn, &name)?;
+            let pk = primary_key(&cols)
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>();
+            let mut indexes = Vec::new();
+            if !pk.is_empty() {
+                indexes.push(IndexMeta {
+                    name: "PRIMARY".into(),
+                    unique: true,
+                    columns: pk.clone(),
+                });
+            }
+            for index in self::indexes(conn, &name)?
+                .iter()
+                .filter(|i| i.origin != "pk")
+            {
+                indexes.push(IndexMeta {
+                    name: mysql_index_name(&name, index),
+                    unique: index.unique,
+                    columns: index.columns.clone(),
+                });
+            }
+            // MySQL's COLUMN_KEY: from the indexes that start with the column.
+            let first_of = |column: &str| {
+                let leading: Vec<&IndexMeta> = indexes
+                    .iter()
+                    .filter(|i| i.columns.first().map(String::as_str) == Some(column))
+                    .collect();
+                (
+                    leading.iter().any(|i| i.name == "PRIMARY"),
+                    leading.iter().any(|i| i.unique && i.columns.len() == 1),
+                    !leading.is_empty(),
+                )
+            };
+            let columns = cols
+                .iter()
+                .map(|c| {
+                    let rowid_alias = autoincrement && pk.len() == 1 && c.pk == 1;
+                    let (primary, unique, indexed) = first_of(&c.name);
+                    ColumnMeta {
+                        name: c.name.clone(),
+                        column_type: if rowid_alias && c.decl_type.eq_ignore_ascii_case("integer") {
+                            "int(11)".into()
+                        } else if c.decl_type.is_empty() {
+                            "text".into()
+                        } else {
+                            c.decl_type.to_lowercase()
+                        },
+                        not_null: c.not_null || c.pk > 0,
+                        default: c.default.clone(),
+                        key: if primary {
+                            "PRI"
+                        } else if unique {
+                            "UNI"
+                        } else if indexed {
+                            "MUL"
+                        } else {
+                            ""
+                        },
+                        extra: if rowid_alias { "auto_increment" } else { "" },
+                    }
+                })
+                .collect();
+            Ok(TableMeta {
+                name,
+                view,
+                columns,
+                indexes,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE items (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                name VARCHAR(40) NOT NULL DEFAULT '' COLLATE NOCASE,
+                price DECIMAL(10,2),
+                created DATETIME DEFAULT CURRENT_TIMESTAMP,
+                UNIQUE (name)
+            );
+            CREATE INDEX items__price_idx ON items (price);",
+        )
+        .unwrap();
+        c
+    }
+
+    #[test]
+    fn renders_create_table_in_mysql_syntax() {
+        let sql = show_create_table(&conn(), "items").unwrap().unwrap();
+        assert_eq!(
+            sql,
+            "CREATE TABLE `items` (\n  \
+             `id` int(11) NOT NULL AUTO_INCREMENT,\n  \
+             `name` varchar(40) NOT NULL DEFAULT '',\n  \
+             `price` decimal(10,2) DEFAULT NULL,\n  \
+             `created` datetime DEFAULT current_timestamp(),\n  \
+             PRIMARY KEY (`id`),\n  \
+             UNIQUE KEY `name` (`name`),\n  \
+             KEY `price_idx` (`price`)\n\
+             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+        );
+        assert_eq!(show_create_table(&conn(), "missing").unwrap(), None);
+    }
+
+    #[test]
+    fn lists_index_columns_primary_first() {
+        let idx = index_columns(&conn(), "items").unwrap().unwrap();
+        let summary: Vec<(&str, bool, u32, &str)> = idx
+            .iter()
+            .map(|i| {
+                (
+                    i.key_name.as_str(),
+                    i.non_unique,
+                    i.seq_in_index,
+                    i.column.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("PRIMARY", false, 1, "id"),
+                ("name", false, 1, "name"),
+                ("price_idx", true, 1, "price"),
+            ]
+        );
+        assert_eq!(index_columns(&conn(), "missing").unwrap(), None);
+    }
+
+    #[test]
+    fn describes_tables_for_information_schema() {
+        let tables = describe(&conn()).unwrap();
+        assert_eq!(tables.len(), 1);
+        let t = &tables[0];
+        let keys: Vec<(&str, &str, &str, bool)> = t
+            .columns
+            .iter()
+            .map(|c| (c.name.as_str(), c.column_type.as_str(), c.key, c.not_null))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("id", "int(11)", "PRI", true),
+                ("name", "varchar(40)", "UNI", true),
+                ("price", "decimal(10,2)", "MUL", false),
+                ("created", "datetime", "", false),
+            ]
+        );
+        assert_eq!(t.columns[0].extra, "auto_increment");
+        let names: Vec<&str> = t.indexes.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, ["PRIMARY", "name", "price_idx"]);
+    }
+}
