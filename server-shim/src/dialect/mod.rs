@@ -103,6 +103,17 @@ pub fn translate(mysql: &str) -> Result<Translation, SqlError> {
     translate_statement(statement).map(placeholders::restore)
 }
 
+/// The statement MySQL would execute for `mysql`: versioned comments inlined, other
+/// comments dropped, no trailing `;`. For the session, which answers `SET`, `SHOW`, `USE`
+/// itself, to classify a dump's `/*!40101 SET NAMES utf8mb4 */` before it reaches
+/// [`translate`] (which refuses `SET` with 1235).
+///
+/// # Errors
+/// 1064 for a comment that is never closed.
+pub fn strip_comments(mysql: &str) -> Result<String, SqlError> {
+    comments::strip(mysql)
+}
+
 /// Parses exactly one statement from `tokens`.
 fn parse_one(tokens: Vec<Token>) -> Result<Statement, SqlError> {
     let dialect = Mysql;

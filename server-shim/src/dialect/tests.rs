@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-use super::{StatementKind, expr::ENGINE_FUNCTIONS, translate};
+use super::{StatementKind, expr::ENGINE_FUNCTIONS, strip_comments, translate};
 
 /// The translated statements of `mysql`.
 fn sql(mysql: &str) -> Vec<String> {
@@ -498,6 +498,12 @@ fn versioned_comments_run_their_text() {
         1235
     );
     assert_eq!(code("/*!40101 SET NAMES utf8mb4 */"), 1235);
+    // What the session classifies instead.
+    assert_eq!(
+        strip_comments("/*!40101 SET @OLD_CHARACTER_SET_CLIENT=@@CHARACTER_SET_CLIENT */;")
+            .unwrap(),
+        "SET @OLD_CHARACTER_SET_CLIENT=@@CHARACTER_SET_CLIENT"
+    );
 }
 
 #[test]
