@@ -133,6 +133,12 @@ impl Catalog {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The directory holding one directory per database.
+    #[must_use]
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// Database names, sorted.
     #[must_use]
     pub fn names(&self) -> Vec<String> {

@@ -526,6 +526,7 @@ fn classify_set(c: &mut Cursor) -> Result<Statement, SqlError> {
             .to_owned();
         let mut value = String::new();
         let mut depth = 0usize;
+        let mut seen = false;
         while let Some(t) = c.peek() {
             match t {
                 Token::Comma if depth == 0 => break,
@@ -538,9 +539,10 @@ fn classify_set(c: &mut Cursor) -> Result<Statement, SqlError> {
                 Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => value.push_str(s),
                 other => value.push_str(&other.to_string()),
             }
+            seen = true;
             c.next();
         }
-        if value.is_empty() {
+        if !seen {
             return Err(bad("SET: expected a value"));
         }
         out.push((name, value));

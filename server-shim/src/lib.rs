@@ -15,7 +15,7 @@
 //!                                               engine accounts sql_error
 //!   3    state                                  catalog accounts stream
 //!   2    catalog, classify, results, variables  engine sql_error
-//!   1    engine                                 sql_error
+//!   1    engine, dialect                        sql_error
 //!        auth                                   accounts
 //!   0    sql_error, accounts, stream            (stream: only its own submodules, all leaves)
 //! ```
@@ -35,6 +35,8 @@
 //! - `variables`: the system variables clients ask for.
 //! - `results`: writing result sets, OK and ERR packets.
 //! - `catalog`: the databases of a data directory, a lock per database, lazily opened storage.
+//! - `dialect`: MySQL statement text in, SQLite statement text out (types, keys,
+//!   `AUTO_INCREMENT`, `ON DUPLICATE KEY UPDATE`, versioned comments, functions).
 //! - `engine`: the `Engine`/`Executor` traits and GlueSQL over redb.
 //! - `sql_error`: MySQL error codes for every failure (one place).
 

@@ -1,12 +1,19 @@
 //! MySQL functions SQLite lacks (or has with other semantics), registered on every SQLite
-//! connection under their MySQL names, so everyday SQL runs unchanged: `NOW()`, `CURDATE()`,
-//! `CURTIME()`, `UNIX_TIMESTAMP()`, `DATE_FORMAT()`, `CONCAT()` (NULL if any argument is
-//! NULL, as in MySQL; SQLite's own `concat` skips NULLs), `LAST_INSERT_ID()`.
+//! connection under their MySQL names, so everyday SQL runs unchanged. The dialect rewrites
+//! what has a SQLite equivalent (`NOW()` → `CURRENT_TIMESTAMP`, `CONCAT` → `||`, ...) and
+//! leaves the rest, listed in `dialect::expr::ENGINE_FUNCTIONS`, to be registered here; a
+//! test checks the two lists agree, except for the functions only a session can answer
+//! ([`SESSION_ONLY`]).
+//!
+//! Times are UTC, as SQLite's `CURRENT_TIMESTAMP` (a column default) is: the shim's
+//! `time_zone` is `+00:00`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use chrono::{Local, NaiveDate, NaiveDateTime};
+use sha1::Digest as _;
+
+use chrono::{Datelike as _, NaiveDate, NaiveDateTime, Timelike as _, Utc};
 use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::{Value, ValueRef};
@@ -14,39 +21,65 @@ use rusqlite::types::{Value, ValueRef};
 /// MySQL's text form of a DATETIME.
 const DATETIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
 
-/// Registers the functions on `conn`. `last_insert_id` is the executor's, updated after each
-/// INSERT.
+/// Functions the dialect leaves for the engine that depend on the session (its user, its
+/// connection id): the session answers them in `SELECT` without `FROM`; inside a statement
+/// on tables they are unknown functions (ERR 1235).
+#[cfg(test)]
+pub const SESSION_ONLY: &[&str] = &[
+    "USER",
+    "CURRENT_USER",
+    "SESSION_USER",
+    "SYSTEM_USER",
+    "CONNECTION_ID",
+];
+
+/// What one executor's functions read about its connection.
+#[derive(Debug, Default)]
+pub struct ConnectionFacts {
+    /// The id the last INSERT gave an `AUTO_INCREMENT` column.
+    pub last_insert_id: AtomicI64,
+    /// Rows the last INSERT, UPDATE or DELETE changed (`ROW_COUNT()`).
+    pub row_count: AtomicI64,
+    /// Rows the last SELECT returned (`FOUND_ROWS()`).
+    pub found_rows: AtomicI64,
+}
+
+/// Registers the functions on `conn`, the connection of database `database` (empty for
+/// none). `facts` are the executor's, updated after each statement.
 ///
 /// # Errors
 /// SQLite's, if a function cannot be registered.
-pub fn register(conn: &Connection, last_insert_id: Arc<AtomicI64>) -> rusqlite::Result<()> {
+pub fn register(
+    conn: &Connection,
+    database: &str,
+    facts: &Arc<ConnectionFacts>,
+) -> rusqlite::Result<()> {
     // Time functions read the clock: not deterministic, so SQLite never caches their results.
     let volatile = FunctionFlags::SQLITE_UTF8;
     let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     for name in ["now", "sysdate", "localtime", "localtimestamp"] {
         conn.create_scalar_function(name, 0, volatile, |_| {
-            Ok(Local::now().format(DATETIME_FORMAT).to_string())
+            Ok(Utc::now().format(DATETIME_FORMAT).to_string())
         })?;
     }
     for name in ["curdate", "current_date"] {
         conn.create_scalar_function(name, 0, volatile, |_| {
-            Ok(Local::now().format("%Y-%m-%d").to_string())
+            Ok(Utc::now().format("%Y-%m-%d").to_string())
         })?;
     }
     for name in ["curtime", "current_time"] {
         conn.create_scalar_function(name, 0, volatile, |_| {
-            Ok(Local::now().format("%H:%M:%S").to_string())
+            Ok(Utc::now().format("%H:%M:%S").to_string())
         })?;
     }
-    conn.create_scalar_function("unix_timestamp", 0, volatile, |_| {
-        Ok(Local::now().timestamp())
-    })?;
+    conn.create_scalar_function(
+        "unix_timestamp",
+        0,
+        volatile,
+        |_| Ok(Utc::now().timestamp()),
+    )?;
     conn.create_scalar_function("unix_timestamp", 1, pure, |ctx| {
-        Ok(datetime_arg(ctx, 0).map(|t| {
-            t.and_local_timezone(Local)
-                .earliest()
-                .map_or(0, |l| l.timestamp())
-        }))
+        Ok(datetime_arg(ctx, 0).map(|t| t.and_utc().timestamp()))
     })?;
     conn.create_scalar_function("date_format", 2, pure, |ctx| {
         let Some(t) = datetime_arg(ctx, 0) else {
@@ -56,10 +89,119 @@ pub fn register(conn: &Connection, last_insert_id: Arc<AtomicI64>) -> rusqlite::
         Ok(format.map(|f| date_format(t, &f)))
     })?;
     conn.create_scalar_function("concat", -1, pure, |ctx| concat(ctx))?;
-    conn.create_scalar_function("last_insert_id", 0, volatile, move |_| {
-        Ok(last_insert_id.load(Ordering::Relaxed))
+    conn.create_scalar_function("now", 1, volatile, |_| {
+        Ok(Utc::now().format("%Y-%m-%d %H:%M:%S%.6f").to_string())
+    })?;
+    conn.create_scalar_function("from_unixtime", 1, pure, |ctx| {
+        let secs: Option<i64> = ctx.get(0)?;
+        Ok(secs
+            .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
+            .map(|t| t.naive_utc().format(DATETIME_FORMAT).to_string()))
+    })?;
+    for (name, read) in [("last_insert_id", 0), ("row_count", 1), ("found_rows", 2)] {
+        let facts = Arc::clone(facts);
+        conn.create_scalar_function(name, 0, volatile, move |_| {
+            Ok(match read {
+                0 => facts.last_insert_id.load(Ordering::Relaxed),
+                1 => facts.row_count.load(Ordering::Relaxed),
+                _ => facts.found_rows.load(Ordering::Relaxed),
+            })
+        })?;
+    }
+    for name in ["database", "schema"] {
+        let database = (!database.is_empty()).then(|| database.to_owned());
+        conn.create_scalar_function(name, 0, pure, move |_| Ok(database.clone()))?;
+    }
+    conn.create_scalar_function("version", 0, pure, |_| Ok(crate::variables::SERVER_VERSION))?;
+    conn.create_scalar_function("rand", 0, volatile, |_| {
+        Ok(rand::Rng::r#gen::<f64>(&mut rand::thread_rng()))
+    })?;
+    conn.create_scalar_function("uuid", 0, volatile, |_| {
+        let b: [u8; 16] = rand::Rng::r#gen(&mut rand::thread_rng());
+        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        let part = |r: std::ops::Range<usize>| hex.get(r).unwrap_or_default().to_owned();
+        Ok(format!(
+            "{}-{}-4{}-{}-{}",
+            part(0..8),
+            part(8..12),
+            part(13..16),
+            part(16..20),
+            part(20..32)
+        ))
+    })?;
+    conn.create_scalar_function("md5", 1, pure, |ctx| {
+        Ok(text_arg(ctx, 0).map(|t| hex(&md5::compute(t.as_bytes()).0)))
+    })?;
+    conn.create_scalar_function("sha1", 1, pure, |ctx| {
+        Ok(text_arg(ctx, 0).map(|t| hex(&sha1::Sha1::digest(t.as_bytes()))))
+    })?;
+    conn.create_scalar_function("sha2", 2, pure, |ctx| {
+        let bits: Option<i64> = ctx.get(1)?;
+        Ok(text_arg(ctx, 0).and_then(|t| match bits {
+            Some(0 | 256) => Some(hex(&sha2::Sha256::digest(t.as_bytes()))),
+            Some(224) => Some(hex(&sha2::Sha224::digest(t.as_bytes()))),
+            Some(384) => Some(hex(&sha2::Sha384::digest(t.as_bytes()))),
+            Some(512) => Some(hex(&sha2::Sha512::digest(t.as_bytes()))),
+            _ => None,
+        }))
+    })?;
+    conn.create_scalar_function("left", 2, pure, |ctx| {
+        let n: Option<i64> = ctx.get(1)?;
+        Ok(text_arg(ctx, 0).zip(n).map(|(t, n)| {
+            t.chars()
+                .take(usize::try_from(n).unwrap_or(0))
+                .collect::<String>()
+        }))
+    })?;
+    conn.create_scalar_function("right", 2, pure, |ctx| {
+        let n: Option<i64> = ctx.get(1)?;
+        Ok(text_arg(ctx, 0).zip(n).map(|(t, n)| {
+            let n = usize::try_from(n).unwrap_or(0);
+            let skip = t.chars().count().saturating_sub(n);
+            t.chars().skip(skip).collect::<String>()
+        }))
+    })?;
+    type DatePart = fn(&NaiveDateTime) -> u32;
+    let parts: [(&str, DatePart); 6] = [
+        ("year", |t| u32::try_from(t.year()).unwrap_or(0)),
+        ("month", |t| t.month()),
+        ("day", |t| t.day()),
+        ("hour", |t| t.hour()),
+        ("minute", |t| t.minute()),
+        ("second", |t| t.second()),
+    ];
+    for (name, part) in parts {
+        conn.create_scalar_function(name, 1, pure, move |ctx| {
+            Ok(datetime_arg(ctx, 0).map(|t| part(&t)))
+        })?;
+    }
+    conn.create_scalar_function("regexp", 2, pure, |ctx| {
+        let (Some(pattern), Some(text)) = (text_arg(ctx, 0), text_arg(ctx, 1)) else {
+            return Ok(None);
+        };
+        // MySQL's REGEXP is case-insensitive under the default collation.
+        let re = regex_lite::RegexBuilder::new(&pattern)
+            .case_insensitive(true)
+            .size_limit(1 << 20)
+            .build()
+            .map_err(|e| rusqlite::Error::UserFunctionError(Box::new(e)))?;
+        Ok(Some(re.is_match(&text)))
     })?;
     Ok(())
+}
+
+/// Argument `i` as text (numbers in their text form), `None` for NULL.
+fn text_arg(ctx: &Context<'_>, i: usize) -> Option<String> {
+    match ctx.get_raw(i) {
+        ValueRef::Null => None,
+        ValueRef::Integer(v) => Some(v.to_string()),
+        ValueRef::Real(v) => Some(v.to_string()),
+        ValueRef::Text(t) | ValueRef::Blob(t) => Some(String::from_utf8_lossy(t).into_owned()),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `CONCAT(a, b, ...)`: NULL if any argument is NULL.
@@ -141,8 +283,57 @@ mod tests {
 
     fn conn() -> Connection {
         let c = Connection::open_in_memory().unwrap();
-        register(&c, Arc::new(AtomicI64::new(41))).unwrap();
+        let facts = Arc::new(ConnectionFacts::default());
+        facts.last_insert_id.store(41, Ordering::Relaxed);
+        register(&c, "shop", &facts).unwrap();
         c
+    }
+
+    #[test]
+    fn registers_every_function_the_dialect_leaves_to_the_engine() {
+        let c = conn();
+        let mut stmt = c
+            .prepare("SELECT 1 FROM pragma_function_list WHERE name = ?1")
+            .unwrap();
+        for name in crate::dialect::ENGINE_FUNCTIONS {
+            if SESSION_ONLY.contains(name) {
+                continue;
+            }
+            assert!(
+                stmt.exists([name.to_lowercase()]).unwrap(),
+                "{name} is not registered"
+            );
+        }
+    }
+
+    #[test]
+    fn answers_string_hash_and_date_part_functions() {
+        let c = conn();
+        assert_eq!(
+            one(&c, "SELECT LEFT('héllo', 2) || RIGHT('world', 3)"),
+            Value::Text("hérld".into())
+        );
+        assert_eq!(
+            one(&c, "SELECT SHA1('abc')"),
+            Value::Text("a9993e364706816aba3e25717850c26c9cd0d89d".into())
+        );
+        assert_eq!(
+            one(&c, "SELECT MD5('abc')"),
+            Value::Text("900150983cd24fb0d6963f7d28e17f72".into())
+        );
+        assert_eq!(
+            one(
+                &c,
+                "SELECT YEAR('2024-03-07 09:05:01') * 100 + MONTH('2024-03-07')"
+            ),
+            Value::Integer(202_403)
+        );
+        assert_eq!(one(&c, "SELECT 'Apple' REGEXP '^a'"), Value::Integer(1));
+        assert_eq!(one(&c, "SELECT DATABASE()"), Value::Text("shop".into()));
+        assert_eq!(
+            one(&c, "SELECT FROM_UNIXTIME(0)"),
+            Value::Text("1970-01-01 00:00:00".into())
+        );
     }
 
     fn one(c: &Connection, sql: &str) -> Value {

@@ -190,6 +190,9 @@ impl Session {
     }
 
     async fn run_statement(&mut self, sql: &str, params: Vec<Cell>) -> Result<Reply, SqlError> {
+        // What MySQL executes: a dump's `/*!40101 SET NAMES utf8mb4 */` is a SET.
+        let sql = crate::dialect::strip_comments(sql)?;
+        let sql = sql.as_str();
         let statement = classify(sql)?;
         if !params.is_empty() && !matches!(statement, Statement::Engine { .. }) {
             return Err(SqlError::not_supported("parameters in this statement"));
@@ -529,10 +532,13 @@ impl Session {
     }
 
     /// Runs a statement of a session that has no current database on its in-memory scratch
-    /// database: expressions work (`SELECT 41+1`), tables are refused with 1046 as in MySQL.
+    /// database: expressions (`SELECT 41+1`) and qualified names (`shop.items`) work; a
+    /// statement that changes something, or names a table without its database, is refused
+    /// with 1046 as in MySQL.
     fn without_database(&mut self, sql: &str, params: Vec<Cell>) -> Result<Reply, SqlError> {
         if self.scratch.is_none() {
-            self.scratch = Some(std::sync::Mutex::new(crate::sqlite::in_memory()?));
+            let databases = self.server.catalog.root();
+            self.scratch = Some(std::sync::Mutex::new(crate::sqlite::in_memory(databases)?));
         }
         let scratch = self
             .scratch
@@ -541,9 +547,10 @@ impl Session {
             .get_mut()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match scratch.execute(sql, &params) {
-            Ok(outcome @ Outcome::Rows { .. }) => Ok(reply(outcome)),
-            // Anything that touches a table needs a database, as in MySQL.
-            Ok(Outcome::Done { .. }) | Err(_) => Err(SqlError::no_database()),
+            Ok(outcome) => Ok(reply(outcome)),
+            // A table without its database: MySQL's answer.
+            Err(e) if e.code() == 1146 => Err(SqlError::no_database()),
+            Err(e) => Err(e),
         }
     }
 

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rusqlite::types::{Value, ValueRef};
@@ -16,7 +16,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::dialect::{self, StatementKind};
 use crate::engine::{Cell, ColumnInfo, Engine, Executor, IndexColumn, Outcome, TableMeta};
-use crate::mysql_functions;
+use crate::mysql_functions::{self, ConnectionFacts};
 use crate::sql_error::SqlError;
 use crate::sqlite_catalog;
 
@@ -45,168 +45,108 @@ impl Engine for SqliteEngine {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| SqlError::internal(&format!("cannot open storage: {e}")))?;
-        SqliteExecutor::new(conn, db_name).map(|e| Box::new(e) as Box<dyn Executor>)
+        let mut executor = SqliteExecutor::new(conn, db_name)?;
+        executor.databases = dir.parent().map(Path::to_path_buf);
+        Ok(Box::new(executor))
     }
 }
 
 /// An executor on an in-memory database: what a session without a current database runs
-/// expressions on (`SELECT 41+1` before `USE`).
+/// statements on (`SELECT 41+1` before `USE`). Qualified names (`shop.items`) reach the
+/// databases under `databases`, attached when first named.
 ///
 /// # Errors
 /// [`SqlError`] if SQLite cannot open one.
-pub fn in_memory() -> Result<Box<dyn Executor>, SqlError> {
+pub fn in_memory(databases: &Path) -> Result<Box<dyn Executor>, SqlError> {
     let conn = Connection::open_in_memory()
         .map_err(|e| SqlError::internal(&format!("cannot open storage: {e}")))?;
-    SqliteExecutor::new(conn, String::new()).map(|e| Box::new(e) as Box<dyn Executor>)
+    let mut executor = SqliteExecutor::new(conn, String::new())?;
+    executor.databases = Some(databases.to_path_buf());
+    Ok(Box::new(executor))
 }
 
 /// The `information_schema` tables the shim answers, with their columns (MySQL's names and
 /// order, the subset tools read). Tables MySQL has that are not here are answered as empty
 /// (`FILES`, `ROUTINES`, `TRIGGERS`, ...), so dump tools that probe them carry on.
-const INFORMATION_SCHEMA: &[(&str, &[&str])] = &[
+const INFORMATION_SCHEMA: &[(&str, &str)] = &[
     (
         "SCHEMATA",
-        &[
-            "CATALOG_NAME",
-            "SCHEMA_NAME",
-            "DEFAULT_CHARACTER_SET_NAME",
-            "DEFAULT_COLLATION_NAME",
-            "SQL_PATH",
-        ],
+        "CATALOG_NAME, SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME, \
+         SQL_PATH",
     ),
     (
         "TABLES",
-        &[
-            "TABLE_CATALOG",
-            "TABLE_SCHEMA",
-            "TABLE_NAME",
-            "TABLE_TYPE",
-            "ENGINE",
-            "VERSION",
-            "ROW_FORMAT",
-            "TABLE_ROWS",
-            "AVG_ROW_LENGTH",
-            "DATA_LENGTH",
-            "MAX_DATA_LENGTH",
-            "INDEX_LENGTH",
-            "DATA_FREE",
-            "AUTO_INCREMENT",
-            "CREATE_TIME",
-            "UPDATE_TIME",
-            "CHECK_TIME",
-            "TABLE_COLLATION",
-            "CHECKSUM",
-            "CREATE_OPTIONS",
-            "TABLE_COMMENT",
-        ],
+        "TABLE_CATALOG, TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, ENGINE, VERSION, ROW_FORMAT, \
+         TABLE_ROWS, AVG_ROW_LENGTH, DATA_LENGTH, MAX_DATA_LENGTH, INDEX_LENGTH, \
+         DATA_FREE, AUTO_INCREMENT, CREATE_TIME, UPDATE_TIME, CHECK_TIME, TABLE_COLLATION, \
+         CHECKSUM, CREATE_OPTIONS, TABLE_COMMENT",
     ),
     (
         "COLUMNS",
-        &[
-            "TABLE_CATALOG",
-            "TABLE_SCHEMA",
-            "TABLE_NAME",
-            "COLUMN_NAME",
-            "ORDINAL_POSITION",
-            "COLUMN_DEFAULT",
-            "IS_NULLABLE",
-            "DATA_TYPE",
-            "CHARACTER_MAXIMUM_LENGTH",
-            "CHARACTER_OCTET_LENGTH",
-            "NUMERIC_PRECISION",
-            "NUMERIC_SCALE",
-            "DATETIME_PRECISION",
-            "CHARACTER_SET_NAME",
-            "COLLATION_NAME",
-            "COLUMN_TYPE",
-            "COLUMN_KEY",
-            "EXTRA",
-            "PRIVILEGES",
-            "COLUMN_COMMENT",
-            "IS_GENERATED",
-            "GENERATION_EXPRESSION",
-        ],
+        "TABLE_CATALOG, TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, \
+         COLUMN_DEFAULT, IS_NULLABLE, DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, \
+         CHARACTER_OCTET_LENGTH, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, \
+         CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_TYPE, COLUMN_KEY, EXTRA, PRIVILEGES, \
+         COLUMN_COMMENT, IS_GENERATED, GENERATION_EXPRESSION",
     ),
     (
         "STATISTICS",
-        &[
-            "TABLE_CATALOG",
-            "TABLE_SCHEMA",
-            "TABLE_NAME",
-            "NON_UNIQUE",
-            "INDEX_SCHEMA",
-            "INDEX_NAME",
-            "SEQ_IN_INDEX",
-            "COLUMN_NAME",
-            "COLLATION",
-            "CARDINALITY",
-            "SUB_PART",
-            "PACKED",
-            "NULLABLE",
-            "INDEX_TYPE",
-            "COMMENT",
-            "INDEX_COMMENT",
-        ],
+        "TABLE_CATALOG, TABLE_SCHEMA, TABLE_NAME, NON_UNIQUE, INDEX_SCHEMA, INDEX_NAME, \
+         SEQ_IN_INDEX, COLUMN_NAME, COLLATION, CARDINALITY, SUB_PART, PACKED, NULLABLE, \
+         INDEX_TYPE, COMMENT, INDEX_COMMENT",
     ),
     (
         "KEY_COLUMN_USAGE",
-        &[
-            "CONSTRAINT_CATALOG",
-            "CONSTRAINT_SCHEMA",
-            "CONSTRAINT_NAME",
-            "TABLE_CATALOG",
-            "TABLE_SCHEMA",
-            "TABLE_NAME",
-            "COLUMN_NAME",
-            "ORDINAL_POSITION",
-            "POSITION_IN_UNIQUE_CONSTRAINT",
-            "REFERENCED_TABLE_SCHEMA",
-            "REFERENCED_TABLE_NAME",
-            "REFERENCED_COLUMN_NAME",
-        ],
+        "CONSTRAINT_CATALOG, CONSTRAINT_SCHEMA, CONSTRAINT_NAME, TABLE_CATALOG, \
+         TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, \
+         POSITION_IN_UNIQUE_CONSTRAINT, REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME, \
+         REFERENCED_COLUMN_NAME",
     ),
     (
         "VIEWS",
-        &[
-            "TABLE_CATALOG",
-            "TABLE_SCHEMA",
-            "TABLE_NAME",
-            "VIEW_DEFINITION",
-        ],
+        "TABLE_CATALOG, TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION, CHECK_OPTION, \
+         IS_UPDATABLE, DEFINER, SECURITY_TYPE, CHARACTER_SET_CLIENT, COLLATION_CONNECTION, \
+         ALGORITHM",
     ),
     (
         "FILES",
-        &[
-            "FILE_ID",
-            "FILE_NAME",
-            "FILE_TYPE",
-            "TABLESPACE_NAME",
-            "LOGFILE_GROUP_NAME",
-            "EXTRA",
-        ],
+        "FILE_ID, FILE_NAME, FILE_TYPE, TABLESPACE_NAME, TABLE_CATALOG, TABLE_SCHEMA, \
+         TABLE_NAME, LOGFILE_GROUP_NAME, LOGFILE_GROUP_NUMBER, ENGINE, FULLTEXT_KEYS, \
+         DELETED_ROWS, UPDATE_COUNT, FREE_EXTENTS, TOTAL_EXTENTS, EXTENT_SIZE, \
+         INITIAL_SIZE, MAXIMUM_SIZE, AUTOEXTEND_SIZE, CREATION_TIME, LAST_UPDATE_TIME, \
+         LAST_ACCESS_TIME, RECOVER_TIME, TRANSACTION_COUNTER, VERSION, ROW_FORMAT, \
+         TABLE_ROWS, AVG_ROW_LENGTH, DATA_LENGTH, MAX_DATA_LENGTH, INDEX_LENGTH, \
+         DATA_FREE, CREATE_TIME, UPDATE_TIME, CHECK_TIME, CHECKSUM, STATUS, EXTRA",
     ),
     (
         "ROUTINES",
-        &["ROUTINE_SCHEMA", "ROUTINE_NAME", "ROUTINE_TYPE"],
+        "SPECIFIC_NAME, ROUTINE_CATALOG, ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, \
+         DATA_TYPE, ROUTINE_BODY, ROUTINE_DEFINITION, EXTERNAL_NAME, EXTERNAL_LANGUAGE, \
+         PARAMETER_STYLE, IS_DETERMINISTIC, SQL_DATA_ACCESS, SQL_PATH, SECURITY_TYPE, \
+         CREATED, LAST_ALTERED, SQL_MODE, ROUTINE_COMMENT, DEFINER, CHARACTER_SET_CLIENT, \
+         COLLATION_CONNECTION, DATABASE_COLLATION",
     ),
     (
         "TRIGGERS",
-        &["TRIGGER_SCHEMA", "TRIGGER_NAME", "EVENT_OBJECT_TABLE"],
+        "TRIGGER_CATALOG, TRIGGER_SCHEMA, TRIGGER_NAME, EVENT_MANIPULATION, \
+         EVENT_OBJECT_CATALOG, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE, ACTION_ORDER, \
+         ACTION_CONDITION, ACTION_STATEMENT, ACTION_ORIENTATION, ACTION_TIMING, \
+         ACTION_REFERENCE_OLD_TABLE, ACTION_REFERENCE_NEW_TABLE, ACTION_REFERENCE_OLD_ROW, \
+         ACTION_REFERENCE_NEW_ROW, CREATED, SQL_MODE, DEFINER, CHARACTER_SET_CLIENT, \
+         COLLATION_CONNECTION, DATABASE_COLLATION",
     ),
     (
         "PARTITIONS",
-        &["TABLE_SCHEMA", "TABLE_NAME", "PARTITION_NAME"],
+        "TABLE_CATALOG, TABLE_SCHEMA, TABLE_NAME, PARTITION_NAME, SUBPARTITION_NAME, \
+         PARTITION_ORDINAL_POSITION, SUBPARTITION_ORDINAL_POSITION, PARTITION_METHOD, \
+         SUBPARTITION_METHOD, PARTITION_EXPRESSION, SUBPARTITION_EXPRESSION, \
+         PARTITION_DESCRIPTION, TABLE_ROWS, AVG_ROW_LENGTH, DATA_LENGTH, MAX_DATA_LENGTH, \
+         INDEX_LENGTH, DATA_FREE, CREATE_TIME, UPDATE_TIME, CHECK_TIME, CHECKSUM, \
+         PARTITION_COMMENT, NODEGROUP, TABLESPACE_NAME",
     ),
     (
         "ENGINES",
-        &[
-            "ENGINE",
-            "SUPPORT",
-            "COMMENT",
-            "TRANSACTIONS",
-            "XA",
-            "SAVEPOINTS",
-        ],
+        "ENGINE, SUPPORT, COMMENT, TRANSACTIONS, XA, SAVEPOINTS",
     ),
 ];
 
@@ -221,7 +161,9 @@ pub fn information_schema(
 ) -> Result<Box<dyn Executor>, SqlError> {
     let conn = Connection::open_in_memory()
         .map_err(|e| SqlError::internal(&format!("cannot open storage: {e}")))?;
-    let exec = SqliteExecutor::new(conn, "information_schema".into())?;
+    // No database name: `information_schema.t` must stay qualified (the current database's
+    // qualifier would become `main`).
+    let exec = SqliteExecutor::new(conn, String::new())?;
     fill_information_schema(&exec.conn, snapshot, current_db).map_err(|e| exec.error(&e))?;
     Ok(Box::new(exec))
 }
@@ -240,8 +182,7 @@ fn fill_information_schema(
     conn.execute_batch("ATTACH DATABASE ':memory:' AS information_schema")?;
     for (table, columns) in INFORMATION_SCHEMA {
         conn.execute_batch(&format!(
-            "CREATE TABLE information_schema.{table} ({})",
-            columns.join(", ")
+            "CREATE TABLE information_schema.{table} ({columns})"
         ))?;
     }
     let tx = conn.unchecked_transaction()?;
@@ -365,8 +306,13 @@ struct SqliteExecutor {
     db_name: String,
     /// Whether an explicit transaction is open.
     in_transaction: bool,
-    /// The id of the last row an INSERT created, for `LAST_INSERT_ID()` inside statements.
-    last_insert_id: Arc<AtomicI64>,
+    /// What `LAST_INSERT_ID()`, `ROW_COUNT()` and `FOUND_ROWS()` read.
+    facts: Arc<ConnectionFacts>,
+    /// The directory holding every database's directory, to attach the ones a statement
+    /// names (`crm.customers`); none for in-memory databases.
+    databases: Option<std::path::PathBuf>,
+    /// The databases attached so far.
+    attached: Vec<String>,
 }
 
 impl SqliteExecutor {
@@ -381,14 +327,42 @@ impl SqliteExecutor {
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(internal)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(internal)?;
-        let last_insert_id = Arc::new(AtomicI64::new(0));
-        mysql_functions::register(&conn, Arc::clone(&last_insert_id)).map_err(internal)?;
+        let facts = Arc::new(ConnectionFacts::default());
+        mysql_functions::register(&conn, &db_name, &facts).map_err(internal)?;
         Ok(Self {
             conn,
             db_name,
             in_transaction: false,
-            last_insert_id,
+            facts,
+            databases: None,
+            attached: Vec::new(),
         })
+    }
+
+    /// Attaches the databases among `qualifiers` that exist and are not attached yet, so
+    /// `crm.customers` works from `shop`. Names that are not databases (table aliases in
+    /// `t.col`) are skipped.
+    fn attach(&mut self, qualifiers: &[String]) -> Result<(), SqlError> {
+        let Some(root) = &self.databases else {
+            return Ok(());
+        };
+        for name in qualifiers {
+            if self.attached.contains(name) || !crate::catalog::valid_database_name(name) {
+                continue;
+            }
+            let file = root.join(name).join(SQLITE_FILE);
+            if !file.is_file() {
+                continue;
+            }
+            self.conn
+                .execute(
+                    &format!("ATTACH DATABASE ?1 AS \"{name}\""),
+                    [file.to_string_lossy()],
+                )
+                .map_err(|e| from_sqlite(&e, &self.db_name))?;
+            self.attached.push(name.clone());
+        }
+        Ok(())
     }
 
     fn error(&self, e: &rusqlite::Error) -> SqlError {
@@ -432,6 +406,10 @@ impl SqliteExecutor {
                 }
                 out.push(cells);
             }
+            self.facts.found_rows.store(
+                i64::try_from(out.len()).unwrap_or(i64::MAX),
+                Ordering::Relaxed,
+            );
             return Ok(Outcome::Rows { columns, rows: out });
         }
         let changed = stmt
@@ -439,7 +417,7 @@ impl SqliteExecutor {
             .map_err(|e| from_sqlite(&e, &self.db_name))?;
         let last_insert_id = if matches!(kind, StatementKind::Insert | StatementKind::Replace) {
             let id = self.conn.last_insert_rowid();
-            self.last_insert_id.store(id, Ordering::Relaxed);
+            self.facts.last_insert_id.store(id, Ordering::Relaxed);
             u64::try_from(id).unwrap_or(0)
         } else {
             0
@@ -451,6 +429,10 @@ impl SqliteExecutor {
             | StatementKind::Delete => changed as u64,
             _ => 0,
         };
+        self.facts.row_count.store(
+            i64::try_from(affected_rows).unwrap_or(i64::MAX),
+            Ordering::Relaxed,
+        );
         Ok(Outcome::Done {
             affected_rows,
             last_insert_id,
@@ -460,7 +442,9 @@ impl SqliteExecutor {
 
 impl Executor for SqliteExecutor {
     fn execute(&mut self, sql: &str, params: &[Cell]) -> Result<Outcome, SqlError> {
-        let translation = dialect::translate(sql)?;
+        let current = (!self.db_name.is_empty()).then_some(self.db_name.as_str());
+        let (translation, qualifiers) = dialect::translate_in(sql, current)?;
+        self.attach(&qualifiers)?;
         if translation.kind.commits_implicitly() && self.in_transaction {
             // MySQL commits the open transaction before any DDL.
             self.commit()?;

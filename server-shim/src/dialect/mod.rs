@@ -1,25 +1,58 @@
-//! Placeholder until the MySQL-to-SQLite translation lands: parses with the MySQL dialect and
-//! prints the statement back.
+//! MySQL in, SQLite out: the pure translation layer between the session and the SQLite
+//! engine (issue 11, item 2).
+//!
+//! One MySQL statement becomes the SQLite statements that do the same thing. The text is
+//! cleaned of comments first ([`comments`]: versioned comments are executed, as MySQL
+//! does), tokenized and parsed with sqlparser's MySQL dialect (wrapped in [`Mysql`] to
+//! fix what 0.52 gets wrong), rewritten as a tree ([`ddl`] for schema statements, [`dml`]
+//! for queries and writes, [`expr`] for expressions and functions) and printed. A few
+//! MySQL statements sqlparser 0.52 cannot parse (`RENAME TABLE`, `DROP INDEX .. ON`,
+//! `UPDATE .. LIMIT`) are recognised from their tokens first.
+//!
+//! No I/O and no engine state: the same text always gives the same translation.
+//! `?` placeholders keep their order (see [`placeholders`]).
 
-use sqlparser::ast::Statement;
+mod comments;
+mod ddl;
+mod dml;
+mod expr;
+mod literals;
+mod placeholders;
+mod schemas;
+#[cfg(test)]
+mod tests;
+
+use core::any::TypeId;
+
+use sqlparser::ast::{Expr, Statement};
+use sqlparser::dialect::{Dialect, MySqlDialect, Precedence};
+use sqlparser::keywords::Keyword;
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::{Token, Tokenizer};
+
+#[cfg(test)]
+pub use expr::ENGINE_FUNCTIONS;
 
 use crate::sql_error::SqlError;
 
 /// One MySQL statement, translated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Translation {
-    /// SQLite statements to run in order.
+    /// SQLite statements to run in order (usually one; e.g. CREATE TABLE + CREATE INDEX for
+    /// inline KEYs). Empty for statements MySQL accepts that need nothing here
+    /// (`LOCK TABLES`, `UNLOCK TABLES`).
     pub statements: Vec<String>,
     /// What it is, for the OK packet and implicit commits.
     pub kind: StatementKind,
 }
 
-/// What a statement is.
+/// What a statement is: decides the OK packet (affected rows, last insert id) and whether
+/// it commits the open transaction first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatementKind {
-    /// Returns rows.
+    /// Returns rows: `SELECT`, `UNION`, `VALUES`.
     Query,
-    /// `INSERT`.
+    /// `INSERT` (also `INSERT IGNORE`, `... ON DUPLICATE KEY UPDATE`).
     Insert,
     /// `REPLACE`.
     Replace,
@@ -27,42 +60,304 @@ pub enum StatementKind {
     Update,
     /// `DELETE`.
     Delete,
-    /// Schema changes.
+    /// `CREATE`/`ALTER`/`DROP`/`RENAME TABLE`, indexes, views, `TRUNCATE`.
     Ddl,
-    /// Anything else.
+    /// Accepted with nothing to run (`LOCK TABLES`, `UNLOCK TABLES`).
     Other,
 }
 
 impl StatementKind {
-    /// Whether MySQL commits the open transaction before running it.
+    /// Whether MySQL commits the open transaction before (and after) this statement.
     #[must_use]
-    pub const fn commits_implicitly(self) -> bool {
+    pub fn commits_implicitly(self) -> bool {
         matches!(self, Self::Ddl)
     }
 }
 
-/// Translates one MySQL statement.
+/// Translates one MySQL statement (no trailing `;` needed; versioned comments allowed).
 ///
 /// # Errors
-/// 1064 for a syntax error.
+/// 1064 (`SqlError::syntax`) when the text does not parse as MySQL; 1065 when it is empty
+/// (only comments); 1235 (`SqlError::not_supported`, naming the construct) when it parses
+/// but has no SQLite equivalent here, and for the statements the session answers itself
+/// (`SET`, `SHOW`, `USE`, transactions, databases, users).
+#[cfg(test)]
 pub fn translate(mysql: &str) -> Result<Translation, SqlError> {
-    let statement = crate::engine::parse_one(mysql)?;
-    let kind = match &statement {
-        Statement::Query(_) => StatementKind::Query,
-        Statement::Insert(i) if i.replace_into => StatementKind::Replace,
-        Statement::Insert(_) => StatementKind::Insert,
-        Statement::Update { .. } => StatementKind::Update,
-        Statement::Delete(_) => StatementKind::Delete,
+    translate_in(mysql, None).map(|(translation, _)| translation)
+}
+
+/// [`translate`] for a session whose current database is `current_db`: `current_db.t`
+/// becomes SQLite's `main.t`, and the other qualifiers the statement uses are returned with
+/// the translation (they may name databases the engine must attach first; see [`schemas`]).
+///
+/// # Errors
+/// As [`translate`].
+pub fn translate_in(
+    mysql: &str,
+    current_db: Option<&str>,
+) -> Result<(Translation, Vec<String>), SqlError> {
+    let text = comments::strip(mysql)?;
+    if text.is_empty() {
+        return Err(SqlError::empty_query());
+    }
+    let dialect = Mysql;
+    let tokens = Tokenizer::new(&dialect, &text)
+        .tokenize()
+        .map_err(|e| SqlError::syntax(&e.to_string()))?;
+    let (tokens, qualifiers) = schemas::qualify(tokens, current_db);
+    let (tokens, values) = literals::protect(tokens)?;
+    let mut translation = translate_tokens(tokens)?;
+    for statement in &mut translation.statements {
+        *statement = literals::restore(statement, &values);
+    }
+    Ok((translation, qualifiers))
+}
+
+fn translate_tokens(tokens: Vec<Token>) -> Result<Translation, SqlError> {
+    if toggles_keys(&tokens) {
+        return Ok(Translation {
+            statements: Vec::new(),
+            kind: StatementKind::Other,
+        });
+    }
+    let tokens = placeholders::number(drop_select_modifiers(tokens));
+    if let Some(translation) = ddl::from_tokens(&tokens)? {
+        return Ok(translation);
+    }
+    if let Some(translation) = dml::from_tokens(&tokens)? {
+        return Ok(placeholders::restore(translation));
+    }
+    let tokens = ddl::strip_mysql_only_tokens(tokens);
+    let statement = parse_one(tokens)?;
+    translate_statement(statement).map(placeholders::restore)
+}
+
+/// The statement MySQL would execute for `mysql`: versioned comments inlined, other
+/// comments dropped, no trailing `;`. For the session, which answers `SET`, `SHOW`, `USE`
+/// itself, to classify a dump's `/*!40101 SET NAMES utf8mb4 */` before it reaches
+/// [`translate`] (which refuses `SET` with 1235).
+///
+/// # Errors
+/// 1064 for a comment that is never closed.
+pub fn strip_comments(mysql: &str) -> Result<String, SqlError> {
+    comments::strip(mysql)
+}
+
+/// `ALTER TABLE t DISABLE KEYS` / `ENABLE KEYS` (around every table's rows in a dump): MyISAM
+/// index maintenance, nothing to do here.
+fn toggles_keys(tokens: &[Token]) -> bool {
+    let words: Vec<String> = tokens
+        .iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .map(|t| match t {
+            Token::Word(w) if w.quote_style.is_none() => w.value.to_ascii_uppercase(),
+            Token::Word(_) => "NAME".into(),
+            other => other.to_string(),
+        })
+        .collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    matches!(
+        words.as_slice(),
+        ["ALTER", "TABLE", _, "DISABLE" | "ENABLE", "KEYS"]
+            | ["ALTER", "TABLE", _, ".", _, "DISABLE" | "ENABLE", "KEYS"]
+    )
+}
+
+/// MySQL's `SELECT` modifiers that change only how MySQL executes or caches the query, not
+/// what it returns (`mariadb-dump` sends `SELECT /*!40001 SQL_NO_CACHE */ ...`).
+const SELECT_MODIFIERS: &[&str] = &[
+    "SQL_NO_CACHE",
+    "SQL_CACHE",
+    "SQL_BUFFER_RESULT",
+    "SQL_SMALL_RESULT",
+    "SQL_BIG_RESULT",
+    "HIGH_PRIORITY",
+    "STRAIGHT_JOIN",
+];
+
+/// Drops [`SELECT_MODIFIERS`] right after each `SELECT`.
+fn drop_select_modifiers(tokens: Vec<Token>) -> Vec<Token> {
+    let mut out: Vec<Token> = Vec::with_capacity(tokens.len());
+    let mut after_select = false;
+    for token in tokens {
+        match &token {
+            Token::Whitespace(_) => {}
+            Token::Word(w) if after_select && w.quote_style.is_none() => {
+                if SELECT_MODIFIERS
+                    .iter()
+                    .any(|m| w.value.eq_ignore_ascii_case(m))
+                {
+                    continue;
+                }
+                after_select = false;
+            }
+            Token::Word(w) => after_select = w.keyword == Keyword::SELECT,
+            _ => after_select = false,
+        }
+        out.push(token);
+    }
+    out
+}
+
+/// Parses exactly one statement from `tokens`.
+fn parse_one(tokens: Vec<Token>) -> Result<Statement, SqlError> {
+    let dialect = Mysql;
+    let mut statements = Parser::new(&dialect)
+        .with_tokens(tokens)
+        .parse_statements()
+        .map_err(|e| SqlError::syntax(&parser_message(&e)))?;
+    match (statements.pop(), statements.is_empty()) {
+        (Some(statement), true) => Ok(statement),
+        (None, _) => Err(SqlError::empty_query()),
+        (Some(_), false) => Err(SqlError::syntax(
+            "multiple statements in one query are not supported",
+        )),
+    }
+}
+
+fn parser_message(e: &ParserError) -> String {
+    match e {
+        ParserError::TokenizerError(m) | ParserError::ParserError(m) => m.clone(),
+        ParserError::RecursionLimitExceeded => "statement nested too deeply".to_owned(),
+    }
+}
+
+fn translate_statement(statement: Statement) -> Result<Translation, SqlError> {
+    match statement {
+        Statement::Query(_)
+        | Statement::Insert(_)
+        | Statement::Update { .. }
+        | Statement::Delete(_) => dml::translate(statement),
         Statement::CreateTable(_)
         | Statement::CreateIndex(_)
         | Statement::CreateView { .. }
-        | Statement::Drop { .. }
         | Statement::AlterTable { .. }
-        | Statement::Truncate { .. } => StatementKind::Ddl,
-        _ => StatementKind::Other,
-    };
-    Ok(Translation {
-        statements: vec![statement.to_string()],
-        kind,
-    })
+        | Statement::Drop { .. }
+        | Statement::Truncate { .. } => ddl::translate(statement),
+        Statement::LockTables { .. } | Statement::UnlockTables => Ok(Translation {
+            statements: Vec::new(),
+            kind: StatementKind::Other,
+        }),
+        other => Err(SqlError::not_supported(statement_name(&other))),
+    }
+}
+
+/// The construct named in the 1235 for statements that are not ours.
+fn statement_name(statement: &Statement) -> &'static str {
+    match statement {
+        Statement::SetVariable { .. }
+        | Statement::SetNames { .. }
+        | Statement::SetNamesDefault { .. }
+        | Statement::SetTimeZone { .. }
+        | Statement::SetTransaction { .. }
+        | Statement::SetRole { .. } => "SET",
+        Statement::ShowVariable { .. }
+        | Statement::ShowVariables { .. }
+        | Statement::ShowStatus { .. }
+        | Statement::ShowCreate { .. }
+        | Statement::ShowColumns { .. }
+        | Statement::ShowDatabases { .. }
+        | Statement::ShowSchemas { .. }
+        | Statement::ShowTables { .. }
+        | Statement::ShowViews { .. }
+        | Statement::ShowCollation { .. }
+        | Statement::ShowFunctions { .. } => "SHOW",
+        Statement::Use(_) => "USE",
+        Statement::StartTransaction { .. }
+        | Statement::Commit { .. }
+        | Statement::Rollback { .. }
+        | Statement::Savepoint { .. }
+        | Statement::ReleaseSavepoint { .. } => "transaction control",
+        Statement::CreateDatabase { .. } | Statement::CreateSchema { .. } => "CREATE DATABASE",
+        Statement::CreateRole { .. } | Statement::Grant { .. } | Statement::Revoke { .. } => {
+            "user management"
+        }
+        Statement::CreateTrigger { .. } | Statement::DropTrigger { .. } => "triggers",
+        Statement::CreateProcedure { .. } | Statement::CreateFunction { .. } => "stored routines",
+        Statement::Explain { .. } | Statement::ExplainTable { .. } => "EXPLAIN",
+        _ => "this statement",
+    }
+}
+
+/// sqlparser's MySQL dialect with its 0.52 gaps fixed: `a DIV b` (the stock parser
+/// swallows the rest of the expression as the right operand, and unwraps a parse error)
+/// and `a MOD b` (not parsed at all), both at `*`'s precedence as in MySQL. It
+/// masquerades as [`MySqlDialect`] so every MySQL-only parse path stays on.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Mysql;
+
+impl Mysql {
+    fn infix_keyword(parser: &Parser<'_>) -> Option<Keyword> {
+        match parser.peek_token().token {
+            Token::Word(w) if w.quote_style.is_none() && matches!(w.keyword, Keyword::DIV) => {
+                Some(Keyword::DIV)
+            }
+            Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("MOD") => {
+                Some(Keyword::MOD)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Dialect for Mysql {
+    fn dialect(&self) -> TypeId {
+        TypeId::of::<MySqlDialect>()
+    }
+    fn is_identifier_start(&self, ch: char) -> bool {
+        MySqlDialect {}.is_identifier_start(ch)
+    }
+    fn is_identifier_part(&self, ch: char) -> bool {
+        MySqlDialect {}.is_identifier_part(ch)
+    }
+    fn is_delimited_identifier_start(&self, ch: char) -> bool {
+        MySqlDialect {}.is_delimited_identifier_start(ch)
+    }
+    fn identifier_quote_style(&self, identifier: &str) -> Option<char> {
+        MySqlDialect {}.identifier_quote_style(identifier)
+    }
+    fn supports_string_literal_backslash_escape(&self) -> bool {
+        true
+    }
+    fn supports_numeric_prefix(&self) -> bool {
+        true
+    }
+    fn require_interval_qualifier(&self) -> bool {
+        true
+    }
+    fn supports_limit_comma(&self) -> bool {
+        true
+    }
+    fn parse_statement(&self, parser: &mut Parser<'_>) -> Option<Result<Statement, ParserError>> {
+        MySqlDialect {}.parse_statement(parser)
+    }
+    fn get_next_precedence(&self, parser: &Parser<'_>) -> Option<Result<u8, ParserError>> {
+        Self::infix_keyword(parser).map(|_| Ok(self.prec_value(Precedence::MulDivModOp)))
+    }
+    fn parse_infix(
+        &self,
+        parser: &mut Parser<'_>,
+        expr: &Expr,
+        _precedence: u8,
+    ) -> Option<Result<Expr, ParserError>> {
+        let keyword = Self::infix_keyword(parser)?;
+        parser.next_token();
+        let op = if keyword == Keyword::DIV {
+            sqlparser::ast::BinaryOperator::MyIntegerDivide
+        } else {
+            sqlparser::ast::BinaryOperator::Modulo
+        };
+        let right = parser.parse_subexpr(self.prec_value(Precedence::MulDivModOp));
+        Some(right.map(|right| Expr::BinaryOp {
+            left: Box::new(expr.clone()),
+            op,
+            right: Box::new(right),
+        }))
+    }
+}
+
+/// A MySQL identifier quoted for SQLite (backticks, which SQLite accepts; inner backticks
+/// doubled), so names that are keywords in SQLite but not in MySQL still work.
+fn quote(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
 }

@@ -1,0 +1,689 @@
+//! Expressions and queries, MySQL to SQLite (issue 11, item 2): literals, operators,
+//! casts and the functions that only need a new name or shape.
+//!
+//! sqlparser is built without its `visitor` feature, so this is a hand-written walk.
+//! It rewrites the variants MySQL clients use and refuses (1235) the ones SQLite has no
+//! form for (`INTERVAL`, `EXTRACT`, `MATCH ... AGAINST`, ...). Variants it does not name
+//! are left as parsed: their MySQL text is what SQLite gets.
+//!
+//! Functions: renamed where SQLite has the same function under another name or shape
+//! (`IF` → `IIF`, `CONCAT` → `||`, `NOW()` → `CURRENT_TIMESTAMP`, ...); every other name
+//! is printed unchanged, for SQLite's built-ins or for the functions the engine registers
+//! under their MySQL names ([`ENGINE_FUNCTIONS`]).
+
+use sqlparser::ast::{
+    BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, JoinConstraint, JoinOperator,
+    ObjectName, OrderByExpr, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins,
+    UnaryOperator, Value,
+};
+
+use crate::sql_error::SqlError;
+
+/// Functions left under their MySQL names for the engine to register with SQLite
+/// (`Connection::create_scalar_function`). SQLite's own built-ins (`ABS`, `COALESCE`,
+/// `IFNULL`, `NULLIF`, `LENGTH`, `LOWER`, `UPPER`, `REPLACE`, `TRIM`, `SUBSTR`, `ROUND`,
+/// `INSTR`, `HEX`, `COUNT`, `SUM`, `AVG`, `MIN`, `MAX`, `GROUP_CONCAT`, `CONCAT_WS`,
+/// `DATE`, `TIME`, `DATETIME`, `STRFTIME`, `JSON_*`) are not listed.
+#[cfg(test)]
+pub const ENGINE_FUNCTIONS: &[&str] = &[
+    "DATE_FORMAT",
+    "UNIX_TIMESTAMP",
+    "FROM_UNIXTIME",
+    "LAST_INSERT_ID",
+    "ROW_COUNT",
+    "FOUND_ROWS",
+    "DATABASE",
+    "SCHEMA",
+    "USER",
+    "CURRENT_USER",
+    "SESSION_USER",
+    "SYSTEM_USER",
+    "VERSION",
+    "CONNECTION_ID",
+    "NOW",
+    "RAND",
+    "UUID",
+    "MD5",
+    "SHA1",
+    "SHA2",
+    "LEFT",
+    "RIGHT",
+    "YEAR",
+    "MONTH",
+    "DAY",
+    "HOUR",
+    "MINUTE",
+    "SECOND",
+    "REGEXP",
+];
+
+/// Rewrites a query in place.
+pub fn query(q: &mut Query) -> Result<(), SqlError> {
+    if let Some(with) = &mut q.with {
+        for cte in &mut with.cte_tables {
+            query(&mut cte.query)?;
+        }
+    }
+    set_expr(&mut q.body)?;
+    if let Some(order_by) = &mut q.order_by {
+        order_by_exprs(&mut order_by.exprs)?;
+    }
+    if let Some(limit) = &mut q.limit {
+        expr(limit)?;
+    }
+    if let Some(offset) = &mut q.offset {
+        expr(&mut offset.value)?;
+    }
+    if q.fetch.is_some() || !q.limit_by.is_empty() || q.for_clause.is_some() {
+        return Err(SqlError::not_supported("FETCH/LIMIT BY/FOR clause"));
+    }
+    // `FOR UPDATE` / `LOCK IN SHARE MODE`: SQLite serializes writers, there is no row lock
+    // to take, so the clause is accepted and dropped.
+    q.locks.clear();
+    Ok(())
+}
+
+fn set_expr(body: &mut SetExpr) -> Result<(), SqlError> {
+    match body {
+        SetExpr::Select(select) => self::select(select),
+        SetExpr::Query(q) => query(q),
+        SetExpr::SetOperation { left, right, .. } => {
+            set_expr(left)?;
+            set_expr(right)
+        }
+        SetExpr::Values(values) => {
+            for row in &mut values.rows {
+                exprs(row)?;
+            }
+            Ok(())
+        }
+        SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Table(_) => {
+            Err(SqlError::not_supported("this query form"))
+        }
+    }
+}
+
+fn select(s: &mut Select) -> Result<(), SqlError> {
+    if s.into.is_some() {
+        return Err(SqlError::not_supported("SELECT ... INTO"));
+    }
+    if s.top.is_some() {
+        return Err(SqlError::not_supported("TOP"));
+    }
+    for item in &mut s.projection {
+        match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => expr(e)?,
+            SelectItem::QualifiedWildcard(..) | SelectItem::Wildcard(_) => {}
+        }
+    }
+    // `FROM DUAL` is MySQL's "no table"; SQLite has no DUAL and needs no FROM.
+    if let [only] = s.from.as_slice()
+        && only.joins.is_empty()
+        && matches!(&only.relation, TableFactor::Table { name, alias: None, .. }
+            if name.0.len() == 1 && name.0.first().is_some_and(|i| i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DUAL")))
+    {
+        s.from.clear();
+    }
+    for table in &mut s.from {
+        table_with_joins(table)?;
+    }
+    if let Some(e) = &mut s.selection {
+        expr(e)?;
+    }
+    match &mut s.group_by {
+        GroupByExpr::Expressions(list, modifiers) => {
+            if !modifiers.is_empty() {
+                return Err(SqlError::not_supported("GROUP BY ... WITH ROLLUP"));
+            }
+            exprs(list)?;
+        }
+        GroupByExpr::All(_) => return Err(SqlError::not_supported("GROUP BY ALL")),
+    }
+    if let Some(e) = &mut s.having {
+        expr(e)?;
+    }
+    Ok(())
+}
+
+/// Rewrites the tables and join conditions of a FROM clause.
+pub fn table_with_joins(t: &mut TableWithJoins) -> Result<(), SqlError> {
+    table_factor(&mut t.relation)?;
+    for join in &mut t.joins {
+        table_factor(&mut join.relation)?;
+        match &mut join.join_operator {
+            JoinOperator::Inner(c)
+            | JoinOperator::LeftOuter(c)
+            | JoinOperator::RightOuter(c)
+            | JoinOperator::FullOuter(c) => {
+                if let JoinConstraint::On(e) = c {
+                    expr(e)?;
+                }
+            }
+            JoinOperator::CrossJoin => {}
+            _ => return Err(SqlError::not_supported("this join")),
+        }
+    }
+    Ok(())
+}
+
+fn table_factor(t: &mut TableFactor) -> Result<(), SqlError> {
+    match t {
+        TableFactor::Table {
+            args, with_hints, ..
+        } => {
+            // MySQL index hints (`USE INDEX (i)`) have no SQLite form worth keeping.
+            with_hints.clear();
+            if args.is_some() {
+                return Err(SqlError::not_supported("table functions"));
+            }
+            Ok(())
+        }
+        TableFactor::Derived { subquery, .. } => query(subquery),
+        TableFactor::NestedJoin {
+            table_with_joins: inner,
+            ..
+        } => table_with_joins(inner),
+        _ => Err(SqlError::not_supported("this table expression")),
+    }
+}
+
+/// Rewrites each expression of a list.
+pub fn exprs(list: &mut [Expr]) -> Result<(), SqlError> {
+    list.iter_mut().try_for_each(expr)
+}
+
+fn order_by_exprs(list: &mut [OrderByExpr]) -> Result<(), SqlError> {
+    list.iter_mut().try_for_each(|o| expr(&mut o.expr))
+}
+
+/// Rewrites one expression (and everything inside it) for SQLite.
+///
+/// # Errors
+/// 1235 naming the construct when SQLite has no equivalent.
+pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
+    match e {
+        Expr::Identifier(_)
+        | Expr::CompoundIdentifier(_)
+        | Expr::Wildcard
+        | Expr::QualifiedWildcard(_) => {}
+        Expr::Value(v) => {
+            if let Some(rewritten) = value(v) {
+                *e = rewritten;
+            }
+        }
+        Expr::IntroducedString { value: v, .. } => {
+            // `_utf8mb4'x'`: everything is UTF-8 here; the introducer says nothing more.
+            let mut v = v.clone();
+            *e = value(&mut v).unwrap_or(Expr::Value(v));
+        }
+        Expr::Nested(inner)
+        | Expr::IsNull(inner)
+        | Expr::IsNotNull(inner)
+        | Expr::IsTrue(inner)
+        | Expr::IsNotTrue(inner)
+        | Expr::IsFalse(inner)
+        | Expr::IsNotFalse(inner) => expr(inner)?,
+        Expr::IsDistinctFrom(a, b) | Expr::IsNotDistinctFrom(a, b) => {
+            expr(a)?;
+            expr(b)?;
+        }
+        Expr::UnaryOp { op, expr: inner } => {
+            expr(inner)?;
+            if !matches!(
+                op,
+                UnaryOperator::Plus
+                    | UnaryOperator::Minus
+                    | UnaryOperator::Not
+                    | UnaryOperator::PGBitwiseNot
+            ) {
+                return Err(SqlError::not_supported("this unary operator"));
+            }
+        }
+        Expr::BinaryOp { left, op, right } => {
+            expr(left)?;
+            expr(right)?;
+            if let Some(rewritten) = binary(left, op, right)? {
+                *e = rewritten;
+            }
+        }
+        Expr::Between {
+            expr: a, low, high, ..
+        } => {
+            expr(a)?;
+            expr(low)?;
+            expr(high)?;
+        }
+        Expr::Like {
+            expr: a,
+            pattern,
+            any,
+            ..
+        } => {
+            if *any {
+                return Err(SqlError::not_supported("LIKE ANY"));
+            }
+            expr(a)?;
+            expr(pattern)?;
+        }
+        Expr::RLike {
+            expr: a, pattern, ..
+        } => {
+            // Printed as `a REGEXP b`: SQLite calls the engine's `regexp(b, a)`.
+            expr(a)?;
+            expr(pattern)?;
+        }
+        Expr::InList { expr: a, list, .. } => {
+            expr(a)?;
+            exprs(list)?;
+        }
+        Expr::InSubquery {
+            expr: a, subquery, ..
+        } => {
+            expr(a)?;
+            query(subquery)?;
+        }
+        Expr::Subquery(q) | Expr::Exists { subquery: q, .. } => query(q)?,
+        Expr::Tuple(list) => exprs(list)?,
+        Expr::Case {
+            operand,
+            conditions,
+            results,
+            else_result,
+        } => {
+            if let Some(o) = operand {
+                expr(o)?;
+            }
+            exprs(conditions)?;
+            exprs(results)?;
+            if let Some(x) = else_result {
+                expr(x)?;
+            }
+        }
+        Expr::Cast {
+            kind,
+            expr: inner,
+            data_type,
+            format,
+        } => {
+            if format.is_some()
+                || !matches!(
+                    kind,
+                    CastKind::Cast | CastKind::TryCast | CastKind::SafeCast
+                )
+            {
+                return Err(SqlError::not_supported("this CAST"));
+            }
+            expr(inner)?;
+            let inner = core::mem::replace(inner.as_mut(), Expr::Value(Value::Null));
+            *e = cast(inner, data_type)?;
+        }
+        Expr::Convert {
+            expr: inner,
+            data_type,
+            charset,
+            ..
+        } => {
+            expr(inner)?;
+            let inner = core::mem::replace(inner.as_mut(), Expr::Value(Value::Null));
+            *e = match (data_type, charset) {
+                (Some(t), _) => cast(inner, t)?,
+                // `CONVERT(x USING utf8mb4)`: text is UTF-8 already.
+                (None, _) => inner,
+            };
+        }
+        Expr::Collate {
+            expr: inner,
+            collation,
+        } => {
+            expr(inner)?;
+            *collation = ObjectName(vec![Ident::new(collation_for(collation))]);
+        }
+        Expr::Function(f) => {
+            if let Some(rewritten) = function(f)? {
+                *e = rewritten;
+            }
+        }
+        Expr::Substring {
+            expr: a,
+            substring_from,
+            substring_for,
+            special,
+        } => {
+            expr(a)?;
+            if let Some(x) = substring_from {
+                expr(x)?;
+            }
+            if let Some(x) = substring_for {
+                expr(x)?;
+            }
+            // `SUBSTRING(s FROM 2 FOR 3)` prints as `SUBSTRING(s, 2, 3)`, which SQLite has.
+            *special = true;
+        }
+        Expr::Trim {
+            expr: a,
+            trim_where: None,
+            trim_what: None,
+            trim_characters: None,
+        } => expr(a)?,
+        Expr::Interval(_) => return Err(SqlError::not_supported("INTERVAL")),
+        Expr::Extract { .. } => return Err(SqlError::not_supported("EXTRACT")),
+        Expr::MatchAgainst { .. } => return Err(SqlError::not_supported("MATCH ... AGAINST")),
+        Expr::Position { .. } => return Err(SqlError::not_supported("POSITION")),
+        Expr::Trim { .. } => {
+            return Err(SqlError::not_supported("TRIM with LEADING/TRAILING/BOTH"));
+        }
+        _ => return Err(SqlError::not_supported("this expression")),
+    }
+    Ok(())
+}
+
+/// A literal as SQLite must read it, when its printed MySQL form would read differently.
+///
+/// sqlparser's MySQL tokenizer has already applied MySQL's backslash escapes, and prints
+/// single-quoted strings with `'` doubled and everything else raw, which is SQLite's
+/// only escape: `'it\'s'`, `'a\\b'` and `'\n'` arrive with the same value. Double-quoted
+/// strings are strings in MySQL but identifiers first in SQLite, so they become
+/// single-quoted. A NUL would end SQLite's statement text, so it becomes `char(0)`.
+fn value(v: &mut Value) -> Option<Expr> {
+    let text = match v {
+        Value::DoubleQuotedString(s)
+        | Value::NationalStringLiteral(s)
+        | Value::SingleQuotedString(s) => core::mem::take(s),
+        _ => return None,
+    };
+    if !text.contains('\0') {
+        return Some(Expr::Value(Value::SingleQuotedString(text)));
+    }
+    let mut parts = text
+        .split('\0')
+        .map(|p| Expr::Value(Value::SingleQuotedString(p.to_owned())));
+    let first = parts.next()?;
+    // Not a number literal: `Value::Number`'s payload type depends on sqlparser features.
+    let nul = Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(Expr::Value(Value::HexStringLiteral("00".to_owned()))),
+        data_type: DataType::Text,
+        format: None,
+    };
+    let joined = parts.fold(first, |acc, part| concat(concat(acc, nul.clone()), part));
+    Some(Expr::Nested(Box::new(joined)))
+}
+
+fn concat(left: Expr, right: Expr) -> Expr {
+    Expr::BinaryOp {
+        left: Box::new(left),
+        op: BinaryOperator::StringConcat,
+        right: Box::new(right),
+    }
+}
+
+fn nested(e: Expr) -> Box<Expr> {
+    Box::new(match e {
+        simple @ (Expr::Value(_)
+        | Expr::Identifier(_)
+        | Expr::CompoundIdentifier(_)
+        | Expr::Nested(_)
+        | Expr::Function(_)) => simple,
+        other => Expr::Nested(Box::new(other)),
+    })
+}
+
+/// MySQL operators whose SQLite spelling or meaning differs.
+fn binary(
+    left: &mut Box<Expr>,
+    op: &mut BinaryOperator,
+    right: &mut Box<Expr>,
+) -> Result<Option<Expr>, SqlError> {
+    Ok(match op {
+        // `a DIV b`: integer division, truncating, NULL on zero (SQLite's `/` gives NULL too).
+        BinaryOperator::MyIntegerDivide => {
+            let l = core::mem::replace(left.as_mut(), Expr::Value(Value::Null));
+            let r = core::mem::replace(right.as_mut(), Expr::Value(Value::Null));
+            let division = Expr::BinaryOp {
+                left: nested(l),
+                op: BinaryOperator::Divide,
+                right: nested(r),
+            };
+            Some(Expr::Cast {
+                kind: CastKind::Cast,
+                expr: Box::new(division),
+                data_type: DataType::Integer(None),
+                format: None,
+            })
+        }
+        // MySQL's `||` is OR (without the PIPES_AS_CONCAT mode, which MariaDB and MySQL
+        // leave off by default); SQLite's is concatenation.
+        BinaryOperator::StringConcat => {
+            *op = BinaryOperator::Or;
+            None
+        }
+        // `<=>` is NULL-safe equality: SQLite's `IS`.
+        BinaryOperator::Spaceship => {
+            let l = core::mem::replace(left.as_mut(), Expr::Value(Value::Null));
+            let r = core::mem::replace(right.as_mut(), Expr::Value(Value::Null));
+            Some(Expr::IsNotDistinctFrom(nested(l), nested(r)))
+        }
+        BinaryOperator::Xor => return Err(SqlError::not_supported("XOR")),
+        BinaryOperator::BitwiseXor => return Err(SqlError::not_supported("^ (bitwise XOR)")),
+        _ => None,
+    })
+}
+
+/// `CAST(x AS <MySQL type>)` as SQLite: the integer and text casts by affinity, the
+/// temporal ones through SQLite's date functions (a plain CAST to DATE would give the
+/// year as a number).
+fn cast(inner: Expr, to: &DataType) -> Result<Expr, SqlError> {
+    let name = to.to_string().to_ascii_uppercase();
+    let base = name.split(['(', ' ']).next().unwrap_or_default();
+    let sqlite = match base {
+        "SIGNED" | "UNSIGNED" | "INT" | "INTEGER" | "BIGINT" => DataType::Integer(None),
+        "CHAR" | "VARCHAR" | "NCHAR" | "TEXT" | "JSON" => DataType::Text,
+        "BINARY" | "VARBINARY" | "BLOB" => DataType::Blob(None),
+        "DECIMAL" | "NUMERIC" | "DEC" | "FIXED" => {
+            DataType::Numeric(sqlparser::ast::ExactNumberInfo::None)
+        }
+        "DOUBLE" | "FLOAT" | "REAL" => DataType::Real,
+        "DATE" | "DATETIME" | "TIME" | "TIMESTAMP" => {
+            let f = match base {
+                "DATE" => "date",
+                "TIME" => "time",
+                _ => "datetime",
+            };
+            return Ok(Expr::Function(call(f, vec![inner])));
+        }
+        _ => return Err(SqlError::not_supported(&format!("CAST AS {name}"))),
+    };
+    Ok(Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(inner),
+        data_type: sqlite,
+        format: None,
+    })
+}
+
+/// SQLite's collation for a MySQL one: binary collations compare bytes, the rest ignore
+/// case (SQLite's NOCASE folds ASCII only).
+pub fn collation_for(mysql: &ObjectName) -> &'static str {
+    let name = mysql.to_string().to_ascii_lowercase();
+    if name.ends_with("_bin") || name == "binary" {
+        "BINARY"
+    } else {
+        "NOCASE"
+    }
+}
+
+/// A call `name(args)`.
+pub fn call(name: &str, args: Vec<Expr>) -> Function {
+    Function {
+        name: ObjectName(vec![Ident::new(name)]),
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(sqlparser::ast::FunctionArgumentList {
+            duplicate_treatment: None,
+            args: args
+                .into_iter()
+                .map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a)))
+                .collect(),
+            clauses: Vec::new(),
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: Vec::new(),
+    }
+}
+
+/// A keyword SQLite evaluates like a function (`CURRENT_TIMESTAMP`).
+fn keyword(name: &str) -> Expr {
+    Expr::Function(Function {
+        args: FunctionArguments::None,
+        ..call(name, Vec::new())
+    })
+}
+
+/// Rewrites a function call; returns a replacement when the call changes shape.
+fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
+    if f.over.is_some() || f.filter.is_some() || !f.within_group.is_empty() {
+        // Window functions print the same in SQLite; only the arguments need rewriting.
+    }
+    let mut plain_args: Option<Vec<Expr>> = Some(Vec::new());
+    match &mut f.args {
+        FunctionArguments::None => plain_args = None,
+        FunctionArguments::Subquery(q) => {
+            query(q)?;
+            plain_args = None;
+        }
+        FunctionArguments::List(list) => {
+            for arg in &mut list.args {
+                match arg {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(a)) => {
+                        expr(a)?;
+                        if let Some(v) = &mut plain_args {
+                            v.push(a.clone());
+                        }
+                    }
+                    FunctionArg::Named {
+                        arg: FunctionArgExpr::Expr(a),
+                        ..
+                    } => {
+                        expr(a)?;
+                        plain_args = None;
+                    }
+                    _ => plain_args = None,
+                }
+            }
+            if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+                plain_args = None;
+            }
+            for clause in &mut list.clauses {
+                if let FunctionArgumentClause::OrderBy(o) = clause {
+                    order_by_exprs(o)?;
+                }
+            }
+        }
+    }
+    let name = match f.name.0.as_slice() {
+        [one] if one.quote_style.is_none() => one.value.to_ascii_uppercase(),
+        _ => return Ok(None),
+    };
+    if name == "GROUP_CONCAT" {
+        group_concat(f)?;
+        return Ok(None);
+    }
+    let Some(args) = plain_args else {
+        return Ok(None);
+    };
+    let rename = |f: &mut Function, to: &str| {
+        f.name = ObjectName(vec![Ident::new(to)]);
+        Ok(None)
+    };
+    match (name.as_str(), args.len()) {
+        // SQLite's date keywords read the clock once per statement, like MySQL's NOW().
+        // They are UTC; the engine's session time zone is UTC to match.
+        ("NOW" | "SYSDATE" | "LOCALTIME" | "LOCALTIMESTAMP" | "CURRENT_TIMESTAMP", 0) => {
+            Ok(Some(keyword("CURRENT_TIMESTAMP")))
+        }
+        ("CURDATE" | "CURRENT_DATE", 0) => Ok(Some(keyword("CURRENT_DATE"))),
+        ("CURTIME" | "CURRENT_TIME", 0) => Ok(Some(keyword("CURRENT_TIME"))),
+        // CONCAT is NULL when any argument is NULL, exactly like `||` (SQLite's own
+        // concat() skips NULLs instead).
+        ("CONCAT", 1..) => {
+            let mut it = args.into_iter();
+            let first = it
+                .next()
+                .map(|a| *nested(a))
+                .unwrap_or(Expr::Value(Value::Null));
+            Ok(Some(Expr::Nested(Box::new(
+                it.fold(first, |acc, a| concat(acc, *nested(a))),
+            ))))
+        }
+        ("MOD", 2) => {
+            let mut it = args.into_iter();
+            match (it.next(), it.next()) {
+                (Some(a), Some(b)) => Ok(Some(Expr::Nested(Box::new(Expr::BinaryOp {
+                    left: nested(a),
+                    op: BinaryOperator::Modulo,
+                    right: nested(b),
+                })))),
+                _ => Ok(None),
+            }
+        }
+        // LOCATE(needle, haystack) is INSTR(haystack, needle).
+        ("LOCATE" | "POSITION", 2) => {
+            let mut it = args.into_iter();
+            match (it.next(), it.next()) {
+                (Some(needle), Some(hay)) => {
+                    Ok(Some(Expr::Function(call("INSTR", vec![hay, needle]))))
+                }
+                _ => Ok(None),
+            }
+        }
+        ("IF", 3) => rename(f, "IIF"),
+        ("LCASE", 1) => rename(f, "LOWER"),
+        ("UCASE", 1) => rename(f, "UPPER"),
+        ("CHAR_LENGTH" | "CHARACTER_LENGTH", 1) => rename(f, "LENGTH"),
+        ("MID" | "SUBSTRING", 2 | 3) => rename(f, "SUBSTR"),
+        // Multi-argument max()/min() are SQLite's scalar GREATEST/LEAST (NULL if any is).
+        ("GREATEST", 2..) => rename(f, "MAX"),
+        ("LEAST", 2..) => rename(f, "MIN"),
+        _ => Ok(None),
+    }
+}
+
+/// `GROUP_CONCAT(x SEPARATOR s)` → `GROUP_CONCAT(x, s)`; both default to `,`.
+fn group_concat(f: &mut Function) -> Result<(), SqlError> {
+    let FunctionArguments::List(list) = &mut f.args else {
+        return Ok(());
+    };
+    let mut separator = None;
+    list.clauses.retain(|c| match c {
+        FunctionArgumentClause::Separator(v) => {
+            separator = Some(v.clone());
+            false
+        }
+        _ => true,
+    });
+    let Some(mut sep) = separator else {
+        return Ok(());
+    };
+    if list.args.len() != 1 {
+        return Err(SqlError::not_supported(
+            "GROUP_CONCAT of several expressions",
+        ));
+    }
+    let sep = value(&mut sep).unwrap_or(Expr::Value(sep));
+    let is_comma = matches!(&sep, Expr::Value(Value::SingleQuotedString(s)) if s == ",");
+    if list.duplicate_treatment.is_some() {
+        // SQLite's DISTINCT aggregates take exactly one argument.
+        return if is_comma {
+            Ok(())
+        } else {
+            Err(SqlError::not_supported(
+                "GROUP_CONCAT(DISTINCT ... SEPARATOR)",
+            ))
+        };
+    }
+    list.args
+        .push(FunctionArg::Unnamed(FunctionArgExpr::Expr(sep)));
+    Ok(())
+}

@@ -1,0 +1,216 @@
+//! server-shim runs everyday MySQL (issue 11): the statements a new user types first, the
+//! metadata tools read, and a `mariadb-dump` of a shim database restored into another, all
+//! through the stock `mariadb` CLI and `mariadb-dump` against a real `server-shim` process.
+//!
+//! Build the binary first: `cargo build -p server-shim && cargo test -p tests`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
+)]
+
+use std::process::Command;
+use std::time::Duration;
+
+use tests::{Output, Shim, TempDir, add_user, mariadb, mariadb_script, run_with_input};
+
+const PW: &str = "root-secret-pw";
+
+fn shim(tmp: &TempDir) -> Shim {
+    let data = tmp.path().join("data");
+    add_user(&data, "root", PW, true);
+    Shim::start(&data, None, &[])
+}
+
+fn ok(out: &Output) -> &str {
+    assert_eq!(
+        out.code,
+        Some(0),
+        "stderr: {}\nstdout: {}",
+        out.stderr,
+        out.stdout
+    );
+    &out.stdout
+}
+
+/// The first hour of a new user, as the issue found it failing on GlueSQL.
+const SHOP: &str = "
+CREATE DATABASE shop;
+USE shop;
+CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(40), price DECIMAL(10,2));
+INSERT INTO items VALUES (1, 'apple', 1.5), (2, 'Pear', 2), (3, 'fig', 0.25);
+CREATE TABLE customers (
+  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  email VARCHAR(100) NOT NULL,
+  vip TINYINT(1) NOT NULL DEFAULT 0,
+  tier ENUM('free', 'pro') NOT NULL DEFAULT 'free',
+  created DATETIME DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY (id),
+  UNIQUE KEY email (email)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+CREATE TABLE orders (
+  id INT AUTO_INCREMENT PRIMARY KEY,
+  customer_id BIGINT UNSIGNED NOT NULL REFERENCES customers (id),
+  item_id INT NOT NULL,
+  qty INT NOT NULL DEFAULT 1,
+  KEY by_item (item_id)
+);
+CREATE INDEX items_by_name ON items (name);
+INSERT INTO customers (email) VALUES ('a@example.com'), ('b@example.com');
+INSERT INTO orders (customer_id, item_id, qty) VALUES (1, 1, 3), (2, 2, 1), (1, 3, 2);
+";
+
+#[test]
+fn everyday_mysql_runs_unchanged() {
+    let tmp = TempDir::new("shim-sql-everyday");
+    let shim = shim(&tmp);
+    let port = shim.port;
+    ok(&mariadb_script(port, "root", Some(PW), &[], SHOP));
+
+    // Expressions before USE, qualified names, case-insensitive text comparison.
+    assert_eq!(
+        ok(&mariadb(port, "root", Some(PW), &[], "SELECT 41+1")).trim(),
+        "42"
+    );
+    assert_eq!(
+        ok(&mariadb(
+            port,
+            "root",
+            Some(PW),
+            &[],
+            "SELECT id, name, price FROM shop.items WHERE name = 'APPLE'"
+        )),
+        "1\tapple\t1.50\n"
+    );
+    // Joins, aggregates, UNION, LIMIT a, b.
+    let report = mariadb(
+        port,
+        "root",
+        Some(PW),
+        &["-Dshop"],
+        "SELECT c.email, SUM(o.qty), COUNT(DISTINCT i.id) FROM orders o \
+         JOIN customers c ON c.id = o.customer_id JOIN items i ON i.id = o.item_id \
+         GROUP BY c.email ORDER BY c.email",
+    );
+    assert_eq!(ok(&report), "a@example.com\t5\t2\nb@example.com\t1\t1\n");
+    let union = mariadb(
+        port,
+        "root",
+        Some(PW),
+        &["-Dshop"],
+        "SELECT name FROM items WHERE id = 1 UNION SELECT email FROM customers ORDER BY 1 LIMIT 1, 2",
+    );
+    assert_eq!(ok(&union), "apple\nb@example.com\n");
+    // AUTO_INCREMENT and LAST_INSERT_ID, ON DUPLICATE KEY UPDATE, REPLACE.
+    let ids = mariadb_script(
+        port,
+        "root",
+        Some(PW),
+        &["-Dshop"],
+        "INSERT INTO customers (email) VALUES ('c@example.com'); SELECT LAST_INSERT_ID();
+         INSERT INTO items VALUES (1, 'apple', 9.99) ON DUPLICATE KEY UPDATE price = VALUES(price);
+         REPLACE INTO items VALUES (3, 'fig', 0.5);
+         SELECT id, price FROM items ORDER BY id;",
+    );
+    assert_eq!(ok(&ids), "3\n1\t9.99\n2\t2.00\n3\t0.50\n");
+    // ENUM refuses what it does not list; UNIQUE refuses a duplicate.
+    let bad = mariadb(
+        port,
+        "root",
+        Some(PW),
+        &["-Dshop"],
+        "INSERT INTO customers (email, tier) VALUES ('d@example.com', 'gold')",
+    );
+    assert_ne!(bad.code, Some(0), "an ENUM took a value outside its list");
+    let dup = mariadb(
+        port,
+        "root",
+        Some(PW),
+        &["-Dshop"],
+        "INSERT INTO customers (email) VALUES ('a@example.com')",
+    );
+    assert!(dup.stderr.contains("ERROR 1062"), "{}", dup.stderr);
+}
+
+#[test]
+fn metadata_answers_what_tools_read() {
+    let tmp = TempDir::new("shim-sql-metadata");
+    let shim = shim(&tmp);
+    let port = shim.port;
+    ok(&mariadb_script(port, "root", Some(PW), &[], SHOP));
+    let create = ok(&mariadb(
+        port,
+        "root",
+        Some(PW),
+        &["-Dshop"],
+        "SHOW CREATE TABLE customers",
+    ))
+    .to_owned();
+    for part in [
+        "CREATE TABLE `customers`",
+        "`email` varchar(100) NOT NULL",
+        "PRIMARY KEY (`id`)",
+        "UNIQUE KEY `email` (`email`)",
+    ] {
+        assert!(create.contains(part), "{part} missing from {create}");
+    }
+    let index = ok(&mariadb(
+        port,
+        "root",
+        Some(PW),
+        &["-Dshop"],
+        "SHOW INDEX FROM orders",
+    ))
+    .to_owned();
+    assert!(index.contains("\tPRIMARY\t1\tid\t"), "{index}");
+    assert!(index.contains("\tby_item\t1\titem_id\t"), "{index}");
+    let columns = ok(&mariadb(
+        port,
+        "root",
+        Some(PW),
+        &[],
+        "SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_KEY FROM information_schema.COLUMNS \
+         WHERE TABLE_SCHEMA = 'shop' AND TABLE_NAME = 'items' ORDER BY ORDINAL_POSITION",
+    ))
+    .to_owned();
+    assert_eq!(
+        columns,
+        "items\tid\tint\tPRI\nitems\tname\tvarchar\tMUL\nitems\tprice\tdecimal\t\n"
+    );
+}
+
+#[test]
+fn mariadb_dump_restores_into_another_database() {
+    let tmp = TempDir::new("shim-sql-dump");
+    let shim = shim(&tmp);
+    let port = shim.port;
+    ok(&mariadb_script(port, "root", Some(PW), &[], SHOP));
+    let mut dump = Command::new("mariadb-dump");
+    dump.arg("-h127.0.0.1").arg(format!("-P{port}")).args([
+        "-uroot",
+        &format!("-p{PW}"),
+        "--skip-ssl",
+        "shop",
+    ]);
+    let dumped = run_with_input(&mut dump, b"", Duration::from_secs(60));
+    let text = ok(&dumped).to_owned();
+    assert!(text.contains("INSERT INTO `items`"), "{text}");
+    ok(&mariadb(
+        port,
+        "root",
+        Some(PW),
+        &[],
+        "CREATE DATABASE copy",
+    ));
+    ok(&mariadb_script(port, "root", Some(PW), &["-Dcopy"], &text));
+    for table in ["items", "customers", "orders"] {
+        let query = format!("SELECT * FROM {table} ORDER BY 1");
+        let original = ok(&mariadb(port, "root", Some(PW), &["-Dshop"], &query)).to_owned();
+        let restored = ok(&mariadb(port, "root", Some(PW), &["-Dcopy"], &query)).to_owned();
+        assert_eq!(original, restored, "{table} differs after the restore");
+        assert!(!original.is_empty());
+    }
+}
