@@ -2,8 +2,8 @@
 //! `DATA/db/<name>/`, a lock per database that serialises its statements (and explicit
 //! transactions), and the storage behind it, opened with an [`Engine`] on first use.
 //!
-//! Storage-agnostic: it only knows the [`Engine`]/[`Executor`] traits, so replacing GlueSQL
-//! leaves it as it is.
+//! Storage-agnostic: it only knows the [`Engine`]/[`Executor`] traits (GlueSQL was replaced
+//! by SQLite without a change here).
 
 use std::collections::HashMap;
 use std::fs;

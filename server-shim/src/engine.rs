@@ -133,6 +133,13 @@ pub trait Executor: Send {
     /// [`SqlError`] if the catalog cannot be read.
     fn indexes(&mut self, table: &str) -> Result<Option<Vec<IndexColumn>>, SqlError>;
 
+    /// The names of the columns `sql` returns (empty for a statement without a result set),
+    /// without running it: what a prepared statement announces to the client.
+    ///
+    /// # Errors
+    /// [`SqlError`] for a statement that does not translate or prepare.
+    fn result_columns(&mut self, sql: &str) -> Result<Vec<String>, SqlError>;
+
     /// Every table and view with its columns and indexes, for `information_schema`.
     ///
     /// # Errors

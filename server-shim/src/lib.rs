@@ -1,20 +1,24 @@
 //! `server-shim`: Perceptron's stand-in compute node (DESIGN §1, issue 3). An
 //! `opensrv-mysql` server whose login hook implements dual verification (DESIGN §3, P7), an
 //! account store that keeps only password hashes, and an embedded persistent SQL engine
-//! (GlueSQL on redb), with a user-management CLI.
+//! (SQLite behind a MySQL-to-SQLite translation, issue 11), with a user-management CLI.
 //!
 //! # Layout
 //! Modules in layers; each uses only modules of lower layers, so the graph has no cycles:
 //!
 //! ```text
 //! layer  module                                 uses
-//!   6    cli                                    server state catalog engine accounts stream
-//!   5    server                                 session state auth catalog results variables
+//!   7    cli                                    server state catalog sqlite accounts stream
+//!   6    server                                 session state auth catalog results variables
 //!                                               stream sql_error
-//!   4    session                                state auth classify results variables catalog
-//!                                               engine accounts sql_error
+//!   5    session                                state auth classify results variables catalog
+//!                                               engine sqlite dialect accounts sql_error
+//!   4    sqlite                                 catalog dialect engine mysql_functions
+//!                                               sqlite_catalog sql_error
 //!   3    state                                  catalog accounts stream
+//!        mysql_functions                        variables
 //!   2    catalog, classify, results, variables  engine sql_error
+//!        sqlite_catalog                         engine
 //!   1    engine, dialect                        sql_error
 //!        auth                                   accounts
 //!   0    sql_error, accounts, stream            (stream: only its own submodules, all leaves)
@@ -37,7 +41,12 @@
 //! - `catalog`: the databases of a data directory, a lock per database, lazily opened storage.
 //! - `dialect`: MySQL statement text in, SQLite statement text out (types, keys,
 //!   `AUTO_INCREMENT`, `ON DUPLICATE KEY UPDATE`, versioned comments, functions).
-//! - `engine`: the `Engine`/`Executor` traits and GlueSQL over redb.
+//! - `engine`: the `Engine`/`Executor` traits (the seam between sessions and storage).
+//! - `sqlite`: the SQLite engine: one file per database, WAL, `synchronous=FULL`, attached
+//!   databases for qualified names, `information_schema` built on demand.
+//! - `sqlite_catalog`: `SHOW CREATE TABLE`, `SHOW INDEX` and table descriptions from
+//!   SQLite's catalog, in MySQL's terms.
+//! - `mysql_functions`: MySQL functions registered with SQLite (`DATE_FORMAT`, `MD5`, ...).
 //! - `sql_error`: MySQL error codes for every failure (one place).
 
 mod accounts;

@@ -9,7 +9,7 @@
 //! Shutdown (SIGTERM or SIGINT): stop accepting; connections end after their running
 //! statement (the reader turns the wait for the next command into end-of-stream); after the
 //! grace period the remaining work is abandoned; every database is then closed cleanly
-//! (redb marks the file clean, so the next start opens it without a repair).
+//! (SQLite checkpoints its write-ahead log into the database file on the last close).
 
 use std::io;
 use std::net::SocketAddr;
@@ -61,8 +61,6 @@ impl Shim {
         }
     }
 }
-
-const NO_COLUMNS: &[Column] = &[];
 
 #[async_trait]
 impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
@@ -149,17 +147,17 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         info: StatementMetaWriter<'a, W>,
     ) -> io::Result<()> {
         self.take_login();
-        match self.session.prepare(query) {
-            Ok((id, params)) => {
-                let columns: Vec<Column> = (0..params)
-                    .map(|i| Column {
-                        table: String::new(),
-                        column: format!("?{i}"),
-                        coltype: ColumnType::MYSQL_TYPE_VAR_STRING,
-                        colflags: ColumnFlags::empty(),
-                    })
-                    .collect();
-                info.reply(id, &columns, NO_COLUMNS).await
+        match self.session.prepare(query).await {
+            Ok((id, params, result)) => {
+                let column = |name: String| Column {
+                    table: String::new(),
+                    column: name,
+                    coltype: ColumnType::MYSQL_TYPE_VAR_STRING,
+                    colflags: ColumnFlags::empty(),
+                };
+                let params: Vec<Column> = (0..params).map(|i| column(format!("?{i}"))).collect();
+                let result: Vec<Column> = result.into_iter().map(column).collect();
+                info.reply(id, &params, &result).await
             }
             Err(e) => info.error(e.kind, e.message.as_bytes()).await,
         }

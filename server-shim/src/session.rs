@@ -653,9 +653,16 @@ impl Session {
     ///
     /// # Errors
     /// 1064 if the text does not tokenize or classify.
-    pub fn prepare(&mut self, sql: &str) -> Result<(u32, usize), SqlError> {
-        classify(sql)?;
+    pub async fn prepare(&mut self, sql: &str) -> Result<(u32, usize, Vec<String>), SqlError> {
+        let statement = classify(&crate::dialect::strip_comments(sql)?)?;
         let params = count_placeholders(sql)?;
+        // Clients (libmariadb) take a statement's result columns from its prepare reply and
+        // treat a statement that announced none as returning no rows.
+        let columns = if matches!(statement, Statement::Engine { .. }) {
+            self.result_columns(sql).await?
+        } else {
+            Vec::new()
+        };
         let id = self.next_statement_id;
         self.next_statement_id = self.next_statement_id.wrapping_add(1).max(1);
         self.prepared.insert(
@@ -665,7 +672,30 @@ impl Session {
                 params,
             },
         );
-        Ok((id, params))
+        Ok((id, params, columns))
+    }
+
+    async fn result_columns(&mut self, sql: &str) -> Result<Vec<String>, SqlError> {
+        let sql = sql.to_owned();
+        if mentions_information_schema(&sql) {
+            return Ok(Vec::new());
+        }
+        if self.database.is_none() {
+            if self.scratch.is_none() {
+                let databases = self.server.catalog.root();
+                self.scratch = Some(std::sync::Mutex::new(crate::sqlite::in_memory(databases)?));
+            }
+            return self
+                .scratch
+                .as_mut()
+                .ok_or_else(|| SqlError::internal("scratch database lost"))?
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .result_columns(&sql);
+        }
+        let db = self.current_database()?;
+        self.with_executor(db, move |e| e.result_columns(&sql))
+            .await
     }
 
     /// The prepared statement `id`.

@@ -545,6 +545,20 @@ impl Executor for SqliteExecutor {
         sqlite_catalog::index_columns(&self.conn, table).map_err(|e| self.error(&e))
     }
 
+    fn result_columns(&mut self, sql: &str) -> Result<Vec<String>, SqlError> {
+        let current = (!self.db_name.is_empty()).then_some(self.db_name.as_str());
+        let (translation, qualifiers) = dialect::translate_in(sql, current)?;
+        if translation.kind != StatementKind::Query {
+            return Ok(Vec::new());
+        }
+        self.attach(&qualifiers)?;
+        let Some(query) = translation.statements.last() else {
+            return Ok(Vec::new());
+        };
+        let stmt = self.conn.prepare(query).map_err(|e| self.error(&e))?;
+        Ok(stmt.column_names().map(str::to_owned).collect())
+    }
+
     fn describe(&mut self) -> Result<Vec<TableMeta>, SqlError> {
         sqlite_catalog::describe(&self.conn).map_err(|e| self.error(&e))
     }
