@@ -54,6 +54,15 @@ mod auth;
 mod catalog;
 mod classify;
 pub mod cli;
+/// The network-facing SQL translation, for the fuzz targets only.
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    /// Translates `sql` as a session on database `db` would, without the panic guard, so the
+    /// fuzzer sees any panic.
+    pub fn translate(sql: &str) {
+        let _ = crate::dialect::translate_unguarded(sql, Some("db"));
+    }
+}
 mod dialect;
 mod engine;
 mod mysql_functions;

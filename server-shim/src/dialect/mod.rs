@@ -96,6 +96,18 @@ pub fn translate_in(
     mysql: &str,
     current_db: Option<&str>,
 ) -> Result<(Translation, Vec<String>), SqlError> {
+    // sqlparser has `unwrap`s reachable from odd input (see `Mysql`); whatever is left of
+    // them must cost the statement (ERR 1064), never the connection.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        translate_unguarded(mysql, current_db)
+    }))
+    .unwrap_or_else(|_| Err(SqlError::syntax("statement could not be parsed")))
+}
+
+pub(crate) fn translate_unguarded(
+    mysql: &str,
+    current_db: Option<&str>,
+) -> Result<(Translation, Vec<String>), SqlError> {
     let text = comments::strip(mysql)?;
     if text.is_empty() {
         return Err(SqlError::empty_query());
