@@ -6,6 +6,7 @@
 //! Opening a database only opens its file (SQLite reads pages on demand), so start-up does not
 //! depend on how much data there is.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -313,7 +314,16 @@ struct SqliteExecutor {
     databases: Option<std::path::PathBuf>,
     /// The databases attached so far.
     attached: Vec<String>,
+    /// Translations of the statements seen lately, by their MySQL text.
+    translations: HashMap<String, Arc<Translated>>,
 }
+
+/// A statement's translation and the qualifiers it names.
+type Translated = (dialect::Translation, Vec<String>);
+
+/// How many translations an executor keeps (cleared when full: statements repeat, so the
+/// working set refills at once).
+const TRANSLATION_CACHE_ENTRIES: usize = 512;
 
 impl SqliteExecutor {
     fn new(conn: Connection, db_name: String) -> Result<Self, SqlError> {
@@ -327,6 +337,7 @@ impl SqliteExecutor {
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(internal)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(internal)?;
+        conn.set_prepared_statement_cache_capacity(TRANSLATION_CACHE_ENTRIES);
         let facts = Arc::new(ConnectionFacts::default());
         mysql_functions::register(&conn, &db_name, &facts).map_err(internal)?;
         Ok(Self {
@@ -336,6 +347,7 @@ impl SqliteExecutor {
             facts,
             databases: None,
             attached: Vec::new(),
+            translations: HashMap::new(),
         })
     }
 
@@ -365,6 +377,22 @@ impl SqliteExecutor {
         Ok(())
     }
 
+    /// `sql` translated for this database, from the cache when it was seen before (the
+    /// translation is a pure function of the text and the database).
+    fn translate(&mut self, sql: &str) -> Result<Arc<Translated>, SqlError> {
+        if let Some(hit) = self.translations.get(sql) {
+            return Ok(Arc::clone(hit));
+        }
+        let current = (!self.db_name.is_empty()).then_some(self.db_name.as_str());
+        let translated = Arc::new(dialect::translate_in(sql, current)?);
+        if self.translations.len() >= TRANSLATION_CACHE_ENTRIES {
+            self.translations.clear();
+        }
+        self.translations
+            .insert(sql.to_owned(), Arc::clone(&translated));
+        Ok(translated)
+    }
+
     fn error(&self, e: &rusqlite::Error) -> SqlError {
         from_sqlite(e, &self.db_name)
     }
@@ -376,9 +404,11 @@ impl SqliteExecutor {
         params: &[Cell],
         kind: StatementKind,
     ) -> Result<Outcome, SqlError> {
+        // Cached: clients run the same statements over and over (prepared statements, ORMs);
+        // SQLite re-prepares a cached statement itself when the schema changed.
         let mut stmt = self
             .conn
-            .prepare(sql)
+            .prepare_cached(sql)
             .map_err(|e| from_sqlite(&e, &self.db_name))?;
         let values: Vec<Value> = params.iter().map(to_sqlite).collect();
         if stmt.parameter_count() != values.len() {
@@ -442,9 +472,9 @@ impl SqliteExecutor {
 
 impl Executor for SqliteExecutor {
     fn execute(&mut self, sql: &str, params: &[Cell]) -> Result<Outcome, SqlError> {
-        let current = (!self.db_name.is_empty()).then_some(self.db_name.as_str());
-        let (translation, qualifiers) = dialect::translate_in(sql, current)?;
-        self.attach(&qualifiers)?;
+        let translated = self.translate(sql)?;
+        let (translation, qualifiers) = &*translated;
+        self.attach(qualifiers)?;
         if translation.kind.commits_implicitly() && self.in_transaction {
             // MySQL commits the open transaction before any DDL.
             self.commit()?;
@@ -546,12 +576,12 @@ impl Executor for SqliteExecutor {
     }
 
     fn result_columns(&mut self, sql: &str) -> Result<Vec<String>, SqlError> {
-        let current = (!self.db_name.is_empty()).then_some(self.db_name.as_str());
-        let (translation, qualifiers) = dialect::translate_in(sql, current)?;
+        let translated = self.translate(sql)?;
+        let (translation, qualifiers) = &*translated;
         if translation.kind != StatementKind::Query {
             return Ok(Vec::new());
         }
-        self.attach(&qualifiers)?;
+        self.attach(qualifiers)?;
         let Some(query) = translation.statements.last() else {
             return Ok(Vec::new());
         };
