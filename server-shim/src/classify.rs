@@ -28,10 +28,17 @@ pub enum Statement {
         /// `FULL`: adds the `Table_type` column.
         full: bool,
     },
-    /// `SHOW COLUMNS FROM t`, `DESCRIBE t`.
+    /// `SHOW [FULL] COLUMNS FROM t`, `DESCRIBE t`.
     ShowColumns {
         /// The table.
         table: String,
+        /// `FULL`: adds collation, privileges and comment.
+        full: bool,
+    },
+    /// `SHOW TABLE STATUS [LIKE 'pattern']`.
+    ShowTableStatus {
+        /// The `LIKE` pattern.
+        like: Option<String>,
     },
     /// `SHOW CREATE TABLE t`.
     ShowCreateTable {
@@ -316,7 +323,7 @@ pub fn classify(sql: &str) -> Result<Statement, SqlError> {
                 return Err(SqlError::not_supported("EXPLAIN"));
             }
             let table = c.name().ok_or_else(|| bad("DESCRIBE needs a table"))?;
-            Ok(Statement::ShowColumns { table })
+            Ok(Statement::ShowColumns { table, full: false })
         }
         "create" => {
             if c.keyword("database") || c.keyword("schema") {
@@ -450,7 +457,18 @@ fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
                 return Err(bad("SHOW COLUMNS needs FROM <table>"));
             }
             let table = c.name().ok_or_else(|| bad("SHOW COLUMNS needs a table"))?;
-            Ok(Statement::ShowColumns { table })
+            Ok(Statement::ShowColumns { table, full })
+        }
+        "table" => {
+            if !c.keyword("status") {
+                return Err(SqlError::not_supported("SHOW TABLE other than STATUS"));
+            }
+            let like = if c.keyword("like") {
+                Some(c.string().ok_or_else(|| bad("LIKE needs a pattern"))?)
+            } else {
+                None
+            };
+            Ok(Statement::ShowTableStatus { like })
         }
         "create" => {
             if !c.keyword("table") {
@@ -674,7 +692,10 @@ mod tests {
         );
         assert_eq!(
             ok("describe t"),
-            Statement::ShowColumns { table: "t".into() }
+            Statement::ShowColumns {
+                table: "t".into(),
+                full: false
+            }
         );
     }
 

@@ -112,13 +112,6 @@ pub trait Executor: Send {
     /// [`SqlError`] if the catalog cannot be read.
     fn table_names(&mut self) -> Result<Vec<String>, SqlError>;
 
-    /// `(name, type, nullable, key)` for each column of `table`, or `None` if there is no
-    /// such table.
-    ///
-    /// # Errors
-    /// [`SqlError`] if the catalog cannot be read.
-    fn columns(&mut self, table: &str) -> Result<Option<Vec<ColumnInfo>>, SqlError>;
-
     /// `table`'s definition as MySQL's `SHOW CREATE TABLE` prints it, or `None` if there is
     /// no such table.
     ///
@@ -199,19 +192,6 @@ pub struct IndexColumn {
     pub seq_in_index: u32,
     /// The column.
     pub column: String,
-}
-
-/// A column as `SHOW COLUMNS` describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ColumnInfo {
-    /// Column name.
-    pub name: String,
-    /// Data type, as the engine spells it.
-    pub data_type: String,
-    /// Whether NULL is allowed.
-    pub nullable: bool,
-    /// `PRI`, `UNI` or empty.
-    pub key: &'static str,
 }
 
 /// A storage engine: opens (creating when missing) the database kept in a directory.

@@ -21,7 +21,7 @@ use crate::accounts::{Account, AccountError, Role};
 use crate::auth::Login;
 use crate::catalog::{Database, Slot};
 use crate::classify::{SessionFn, SessionItem, Statement, classify};
-use crate::engine::{Cell, Executor, Outcome, count_placeholders};
+use crate::engine::{Cell, Executor, Outcome, TableMeta, count_placeholders};
 use crate::results::{Reply, status_flags};
 use crate::sql_error::SqlError;
 use crate::state::ServerState;
@@ -212,7 +212,8 @@ impl Session {
                     .collect(),
             )),
             Statement::ShowTables { full } => self.show_tables(full).await,
-            Statement::ShowColumns { table } => self.show_columns(table).await,
+            Statement::ShowColumns { table, full } => self.show_columns(table, full).await,
+            Statement::ShowTableStatus { like } => self.show_table_status(like).await,
             Statement::ShowCreateTable { table } => self.show_create_table(table).await,
             Statement::ShowIndex { table } => self.show_index(table).await,
             Statement::ShowVariables { like } => Ok(rows(
@@ -354,26 +355,114 @@ impl Session {
         })
     }
 
-    async fn show_columns(&mut self, table: String) -> Result<Reply, SqlError> {
+    /// The current database's tables with their columns and indexes.
+    async fn describe_current(&mut self) -> Result<(String, Vec<TableMeta>), SqlError> {
         let db = self.current_database()?;
-        let db_name = db.name().to_owned();
-        let lookup = table.clone();
-        let columns = self
-            .with_executor(db, move |e| e.columns(&lookup))
-            .await?
+        let name = db.name().to_owned();
+        let tables = self.with_executor(db, |e| e.describe()).await?;
+        Ok((name, tables))
+    }
+
+    async fn show_columns(&mut self, table: String, full: bool) -> Result<Reply, SqlError> {
+        let (db_name, tables) = self.describe_current().await?;
+        let meta = tables
+            .into_iter()
+            .find(|t| t.name == table)
             .ok_or_else(|| SqlError::unknown_table(&db_name, &table))?;
+        let mut header = vec!["Field", "Type"];
+        if full {
+            header.push("Collation");
+        }
+        header.extend(["Null", "Key", "Default", "Extra"]);
+        if full {
+            header.extend(["Privileges", "Comment"]);
+        }
+        let text = |s: &str| Cell::Text(s.to_owned());
         Ok(rows(
-            &["Field", "Type", "Null", "Key", "Default", "Extra"],
-            columns
+            &header,
+            meta.columns
                 .into_iter()
                 .map(|c| {
+                    let textual = c.column_type.contains("char")
+                        || c.column_type.contains("text")
+                        || c.column_type.starts_with("enum")
+                        || c.column_type.starts_with("set");
+                    let mut row = vec![Cell::Text(c.name), Cell::Text(c.column_type)];
+                    if full {
+                        row.push(if textual {
+                            text("utf8mb4_general_ci")
+                        } else {
+                            Cell::Null
+                        });
+                    }
+                    row.extend([
+                        text(if c.not_null { "NO" } else { "YES" }),
+                        text(c.key),
+                        c.default
+                            .map_or(Cell::Null, |d| Cell::Text(d.trim_matches('\'').to_owned())),
+                        text(c.extra),
+                    ]);
+                    if full {
+                        row.extend([text("select,insert,update,references"), text("")]);
+                    }
+                    row
+                })
+                .collect(),
+        ))
+    }
+
+    async fn show_table_status(&mut self, like: Option<String>) -> Result<Reply, SqlError> {
+        let (_, tables) = self.describe_current().await?;
+        let text = |s: &str| Cell::Text(s.to_owned());
+        Ok(rows(
+            &[
+                "Name",
+                "Engine",
+                "Version",
+                "Row_format",
+                "Rows",
+                "Avg_row_length",
+                "Data_length",
+                "Max_data_length",
+                "Index_length",
+                "Data_free",
+                "Auto_increment",
+                "Create_time",
+                "Update_time",
+                "Check_time",
+                "Collation",
+                "Checksum",
+                "Create_options",
+                "Comment",
+            ],
+            tables
+                .into_iter()
+                .filter(|t| like.as_deref().is_none_or(|p| variables::like(p, &t.name)))
+                .map(|t| {
+                    let (engine, comment) = if t.view {
+                        (None, "VIEW")
+                    } else {
+                        (Some("InnoDB"), "")
+                    };
                     vec![
-                        Cell::Text(c.name),
-                        Cell::Text(c.data_type),
-                        Cell::Text(if c.nullable { "YES" } else { "NO" }.into()),
-                        Cell::Text(c.key.into()),
+                        Cell::Text(t.name),
+                        engine.map_or(Cell::Null, text),
+                        Cell::Int(10),
+                        text("Dynamic"),
                         Cell::Null,
-                        Cell::Text(String::new()),
+                        Cell::Null,
+                        Cell::Null,
+                        Cell::Null,
+                        Cell::Null,
+                        Cell::Null,
+                        Cell::Null,
+                        Cell::Null,
+                        Cell::Null,
+                        Cell::Null,
+                        text("utf8mb4_general_ci"),
+                        Cell::Null,
+                        text(""),
+                        text(comment),
                     ]
                 })
                 .collect(),

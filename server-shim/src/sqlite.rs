@@ -16,7 +16,7 @@ use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::dialect::{self, StatementKind};
-use crate::engine::{Cell, ColumnInfo, Engine, Executor, IndexColumn, Outcome, TableMeta};
+use crate::engine::{Cell, Engine, Executor, IndexColumn, Outcome, TableMeta};
 use crate::mysql_functions::{self, ConnectionFacts};
 use crate::sql_error::SqlError;
 use crate::sqlite_catalog;
@@ -537,36 +537,6 @@ impl Executor for SqliteExecutor {
             .map_err(|e| from_sqlite(&e, &self.db_name))
     }
 
-    fn columns(&mut self, table: &str) -> Result<Option<Vec<ColumnInfo>>, SqlError> {
-        let db = self.db_name.clone();
-        let unique =
-            single_column_unique_indexes(&self.conn, table).map_err(|e| from_sqlite(&e, &db))?;
-        let mut stmt = self
-            .conn
-            .prepare("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?1)")
-            .map_err(|e| from_sqlite(&e, &db))?;
-        let columns: Vec<ColumnInfo> = stmt
-            .query_map([table], |r| {
-                let name: String = r.get(0)?;
-                let pk: i64 = r.get(3)?;
-                Ok(ColumnInfo {
-                    key: if pk > 0 {
-                        "PRI"
-                    } else if unique.contains(&name) {
-                        "UNI"
-                    } else {
-                        ""
-                    },
-                    data_type: r.get::<_, String>(1)?.to_lowercase(),
-                    nullable: r.get::<_, i64>(2)? == 0 && pk == 0,
-                    name,
-                })
-            })
-            .and_then(Iterator::collect)
-            .map_err(|e| from_sqlite(&e, &db))?;
-        Ok((!columns.is_empty()).then_some(columns))
-    }
-
     fn show_create_table(&mut self, table: &str) -> Result<Option<String>, SqlError> {
         sqlite_catalog::show_create_table(&self.conn, table).map_err(|e| self.error(&e))
     }
@@ -592,17 +562,6 @@ impl Executor for SqliteExecutor {
     fn describe(&mut self) -> Result<Vec<TableMeta>, SqlError> {
         sqlite_catalog::describe(&self.conn).map_err(|e| self.error(&e))
     }
-}
-
-/// The columns that have a unique index of their own.
-fn single_column_unique_indexes(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
-    let mut stmt = conn.prepare(
-        "SELECT ii.name FROM pragma_index_list(?1) AS il, pragma_index_info(il.name) AS ii \
-         WHERE il.\"unique\" = 1 AND il.origin <> 'pk' \
-         AND (SELECT count(*) FROM pragma_index_info(il.name)) = 1",
-    )?;
-    stmt.query_map([table], |r| r.get::<_, String>(0))?
-        .collect()
 }
 
 /// The scale of a `DECIMAL(p,s)`/`NUMERIC(p,s)` declared type, so its values print with that

@@ -167,6 +167,34 @@ fn metadata_answers_what_tools_read() {
     .to_owned();
     assert!(index.contains("\tPRIMARY\t1\tid\t"), "{index}");
     assert!(index.contains("\tby_item\t1\titem_id\t"), "{index}");
+    let status = ok(&mariadb(
+        port,
+        "root",
+        Some(PW),
+        &["-Dshop"],
+        "SHOW TABLE STATUS LIKE 'cust%'",
+    ))
+    .to_owned();
+    assert!(
+        status.starts_with("customers\tInnoDB\t10\tDynamic\t") && status.lines().count() == 1,
+        "{status}"
+    );
+    let full = ok(&mariadb(
+        port,
+        "root",
+        Some(PW),
+        &["-Dshop"],
+        "SHOW FULL COLUMNS FROM customers",
+    ))
+    .to_owned();
+    assert!(
+        full.contains("email\tvarchar(100)\tutf8mb4_general_ci\tNO\tUNI\tNULL\t\t"),
+        "{full}"
+    );
+    assert!(
+        full.contains("id\tint(11)\tNULL\tNO\tPRI\tNULL\tauto_increment\t"),
+        "{full}"
+    );
     let columns = ok(&mariadb(
         port,
         "root",
