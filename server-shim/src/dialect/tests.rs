@@ -151,6 +151,18 @@ fn keeps_mysql_types_as_declared_types() {
 }
 
 #[test]
+fn drops_float_display_width_and_scale() {
+    assert_eq!(
+        sql(
+            "CREATE TABLE t (a float(10,2) NOT NULL default '0.00', b DOUBLE (8, 3), c REAL(5,1), d FLOAT(7))"
+        ),
+        [
+            "CREATE TABLE `t` (`a` FLOAT NOT NULL DEFAULT '0.00', `b` DOUBLE, `c` REAL, `d` FLOAT(7))"
+        ]
+    );
+}
+
+#[test]
 fn compares_varchar_case_insensitively() {
     let db = db();
     run(
