@@ -590,6 +590,10 @@ fn declared_type(t: &DataType, column: &str) -> Result<(String, bool, Option<Str
             .all(|a| !a.is_empty() && a.chars().all(|c| c.is_ascii_digit()));
     let keep_args =
         numeric_args && (!is_integer(t) || (words.first() == Some(&"TINYINT") && args == "1"));
+    // MySQL's BOOL/BOOLEAN is TINYINT(1), and its catalog says so (ORMs reflect that type).
+    if matches!(words.as_slice(), ["BOOL" | "BOOLEAN"]) {
+        return Ok(("TINYINT(1)".to_owned(), false, None));
+    }
     let mut declared = words.join(" ");
     if keep_args {
         declared.push_str(&format!("({args})"));

@@ -151,6 +151,14 @@ fn keeps_mysql_types_as_declared_types() {
 }
 
 #[test]
+fn declares_bool_as_tinyint_1() {
+    assert_eq!(
+        sql("CREATE TABLE t (a BOOL NOT NULL, b BOOLEAN DEFAULT TRUE)"),
+        ["CREATE TABLE `t` (`a` TINYINT(1) NOT NULL, `b` TINYINT(1) DEFAULT true)"]
+    );
+}
+
+#[test]
 fn drops_float_display_width_and_scale() {
     assert_eq!(
         sql(
