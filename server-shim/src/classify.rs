@@ -108,6 +108,16 @@ pub enum Statement {
     SessionSelect(Vec<(String, SessionItem)>),
     /// A statement the shim accepts and ignores (`FLUSH PRIVILEGES`, ...).
     Ignored,
+    /// `ANALYZE|CHECK|OPTIMIZE|REPAIR [NO_WRITE_TO_BINLOG|LOCAL] TABLE t [, ...]`: table
+    /// maintenance for MySQL's storage engines, which SQLite does not need. Answered, as
+    /// MySQL does, with one status row per table (sample data such as the MySQL "world"
+    /// database ends with `ANALYZE TABLE`).
+    TableMaintenance {
+        /// The operation in lower case, MySQL's `Op` column: `analyze`, `check`, ...
+        op: String,
+        /// The tables, as written: (database if qualified, table).
+        tables: Vec<(Option<String>, String)>,
+    },
     /// Everything else: run by the engine. `write` says whether it changes data (an
     /// `autocommit=0` session starts its implicit transaction at the first write).
     Engine {
@@ -403,6 +413,30 @@ pub fn classify(sql: &str) -> Result<Statement, SqlError> {
             done(&c, Statement::Rollback)
         }
         "flush" => Ok(Statement::Ignored),
+        "analyze" | "check" | "optimize" | "repair" => {
+            // Only the TABLE forms; anything else goes to the engine, which refuses it.
+            let _ = c.keyword("no_write_to_binlog") || c.keyword("local");
+            if !c.keyword("table") {
+                return Ok(Statement::Engine { write: false });
+            }
+            let mut tables = Vec::new();
+            loop {
+                let name = c.name().ok_or_else(|| bad("expected a table name"))?;
+                if matches!(c.peek(), Some(Token::Period)) {
+                    c.next();
+                    let table = c.name().ok_or_else(|| bad("expected a table name"))?;
+                    tables.push((Some(name), table));
+                } else {
+                    tables.push((None, name));
+                }
+                if !matches!(c.peek(), Some(Token::Comma)) {
+                    break;
+                }
+                c.next();
+            }
+            // Options such as CHECK's EXTENDED or REPAIR's QUICK change nothing here.
+            Ok(Statement::TableMaintenance { op: first, tables })
+        }
         "select" => Ok(session_select(sql).unwrap_or(Statement::Engine { write: false })),
         "insert" | "update" | "delete" | "replace" | "truncate" => {
             Ok(Statement::Engine { write: true })
@@ -789,6 +823,24 @@ mod tests {
             Statement::Engine { write: true }
         );
         assert_eq!(ok("FLUSH PRIVILEGES"), Statement::Ignored);
+        assert_eq!(
+            ok("ANALYZE TABLE Country, City, `CountryLanguage`;"),
+            Statement::TableMaintenance {
+                op: "analyze".into(),
+                tables: vec![
+                    (None, "Country".into()),
+                    (None, "City".into()),
+                    (None, "CountryLanguage".into())
+                ],
+            }
+        );
+        assert_eq!(
+            ok("optimize no_write_to_binlog table shop.t"),
+            Statement::TableMaintenance {
+                op: "optimize".into(),
+                tables: vec![(Some("shop".into()), "t".into())],
+            }
+        );
     }
 
     #[test]

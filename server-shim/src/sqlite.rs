@@ -420,9 +420,9 @@ impl SqliteExecutor {
         }
         if stmt.column_count() > 0 {
             let columns: Vec<String> = stmt.column_names().map(str::to_owned).collect();
-            let scales: Vec<Option<usize>> = stmt
+            let shapes: Vec<Shape> = stmt
                 .columns()
-                .map(|c| c.decl_type().and_then(decimal_scale))
+                .map(|c| c.decl_type().map_or(Shape::Plain, Shape::of))
                 .collect();
             let mut rows = stmt
                 .query(rusqlite::params_from_iter(values))
@@ -430,9 +430,9 @@ impl SqliteExecutor {
             let mut out = Vec::new();
             while let Some(row) = rows.next().map_err(|e| from_sqlite(&e, &self.db_name))? {
                 let mut cells = Vec::with_capacity(columns.len());
-                for (i, scale) in scales.iter().enumerate() {
+                for (i, shape) in shapes.iter().enumerate() {
                     let v = row.get_ref(i).map_err(|e| from_sqlite(&e, &self.db_name))?;
-                    cells.push(to_cell(v, *scale));
+                    cells.push(to_cell(v, *shape));
                 }
                 out.push(cells);
             }
@@ -564,8 +564,37 @@ impl Executor for SqliteExecutor {
     }
 }
 
-/// The scale of a `DECIMAL(p,s)`/`NUMERIC(p,s)` declared type, so its values print with that
-/// many decimals as MySQL's do (`1.50`, not `1.5`).
+/// What a column's declared type says about its values beyond SQLite's storage class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// `DECIMAL(p,s)`/`NUMERIC(p,s)`: values print with `s` decimals as MySQL's do (`1.50`,
+    /// not `1.5`).
+    Decimal(usize),
+    /// `DATE`: stored as text, sent as MySQL's DATE type.
+    Date,
+    /// `DATETIME`/`TIMESTAMP`: stored as text, sent as MySQL's DATETIME type, so drivers
+    /// (PyMySQL, and SQLAlchemy on it) return date-time objects, not strings.
+    DateTime,
+    /// Anything else: the storage class decides.
+    Plain,
+}
+
+impl Shape {
+    fn of(decl: &str) -> Self {
+        if let Some(scale) = decimal_scale(decl) {
+            return Self::Decimal(scale);
+        }
+        let lower = decl.trim().to_ascii_lowercase();
+        let base = lower.split(['(', ' ']).next().unwrap_or_default();
+        match base {
+            "date" => Self::Date,
+            "datetime" | "timestamp" => Self::DateTime,
+            _ => Self::Plain,
+        }
+    }
+}
+
+/// The scale of a `DECIMAL(p,s)`/`NUMERIC(p,s)` declared type.
 fn decimal_scale(decl: &str) -> Option<usize> {
     let lower = decl.to_ascii_lowercase();
     let rest = lower
@@ -595,15 +624,27 @@ fn to_sqlite(cell: &Cell) -> Value {
     }
 }
 
-fn to_cell(v: ValueRef<'_>, decimal_scale: Option<usize>) -> Cell {
-    match (v, decimal_scale) {
+/// A SQLite value as a cell of a column of `shape`. A date or date-time column's text that is
+/// not a valid date (MySQL's zero date `0000-00-00`, say) stays text.
+fn to_cell(v: ValueRef<'_>, shape: Shape) -> Cell {
+    match (v, shape) {
         (ValueRef::Null, _) => Cell::Null,
-        (ValueRef::Integer(i), Some(scale)) if scale > 0 => {
+        (ValueRef::Integer(i), Shape::Decimal(scale)) if scale > 0 => {
             Cell::Decimal(format!("{i}.{}", "0".repeat(scale)))
         }
-        (ValueRef::Real(f), Some(scale)) => Cell::Decimal(format!("{f:.scale$}")),
+        (ValueRef::Real(f), Shape::Decimal(scale)) => Cell::Decimal(format!("{f:.scale$}")),
+        (ValueRef::Text(t), Shape::Date) => {
+            let text = String::from_utf8_lossy(t);
+            chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d")
+                .map_or_else(|_| Cell::Text(text.into_owned()), Cell::Date)
+        }
+        (ValueRef::Text(t), Shape::DateTime) => {
+            let text = String::from_utf8_lossy(t);
+            chrono::NaiveDateTime::parse_from_str(&text, "%Y-%m-%d %H:%M:%S%.f")
+                .map_or_else(|_| Cell::Text(text.into_owned()), Cell::DateTime)
+        }
         (ValueRef::Integer(i), _) => Cell::Int(i),
-        (ValueRef::Real(f), None) => Cell::Float(f),
+        (ValueRef::Real(f), _) => Cell::Float(f),
         (ValueRef::Text(t), _) => Cell::Text(String::from_utf8_lossy(t).into_owned()),
         (ValueRef::Blob(b), _) => Cell::Bytes(b.to_vec()),
     }
@@ -687,6 +728,52 @@ mod tests {
 
     fn exec(e: &mut dyn Executor, sql: &str) -> Result<Outcome, SqlError> {
         e.execute(sql, &[])
+    }
+
+    #[test]
+    fn date_and_datetime_columns_give_date_cells() {
+        let dir = temp_dir("dates");
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        exec(
+            e.as_mut(),
+            "CREATE TABLE t (d DATE, dt DATETIME, ts TIMESTAMP NULL, s VARCHAR(20))",
+        )
+        .unwrap();
+        exec(
+            e.as_mut(),
+            "INSERT INTO t VALUES ('2024-02-29', '1974-05-01 10:30:00', '2001-02-03 04:05:06.5',              '2024-02-29'), ('0000-00-00', NULL, NULL, NULL)",
+        )
+        .unwrap();
+        let Outcome::Rows { rows, .. } = exec(e.as_mut(), "SELECT * FROM t").unwrap() else {
+            panic!("expected rows");
+        };
+        let day = chrono::NaiveDate::from_ymd_opt(2024, 2, 29).unwrap();
+        let first = chrono::NaiveDate::from_ymd_opt(1974, 5, 1)
+            .unwrap()
+            .and_hms_opt(10, 30, 0)
+            .unwrap();
+        let third = chrono::NaiveDate::from_ymd_opt(2001, 2, 3)
+            .unwrap()
+            .and_hms_milli_opt(4, 5, 6, 500)
+            .unwrap();
+        assert_eq!(
+            rows,
+            [
+                vec![
+                    Cell::Date(day),
+                    Cell::DateTime(first),
+                    Cell::DateTime(third),
+                    Cell::Text("2024-02-29".into())
+                ],
+                vec![
+                    Cell::Text("0000-00-00".into()),
+                    Cell::Null,
+                    Cell::Null,
+                    Cell::Null
+                ],
+            ]
+        );
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

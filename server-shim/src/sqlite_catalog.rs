@@ -70,6 +70,84 @@ fn indexes(conn: &Connection, table: &str) -> rusqlite::Result<Vec<Index>> {
         .collect()
 }
 
+/// One `FOREIGN KEY` of a table.
+struct ForeignKey {
+    columns: Vec<String>,
+    parent: String,
+    /// Empty when the key names no parent columns (SQLite then means the parent's primary key).
+    parent_columns: Vec<String>,
+    on_delete: String,
+    on_update: String,
+}
+
+/// `table`'s foreign keys in declaration order (SQLite numbers them last first).
+fn foreign_keys(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ForeignKey>> {
+    let mut stmt = conn.prepare(
+        "SELECT id, \"table\", \"from\", \"to\", on_update, on_delete \
+         FROM pragma_foreign_key_list(?1) ORDER BY id DESC, seq",
+    )?;
+    let rows: Vec<(i64, String, String, Option<String>, String, String)> = stmt
+        .query_map([table], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut keys: Vec<(i64, ForeignKey)> = Vec::new();
+    for (id, parent, from, to, on_update, on_delete) in rows {
+        if keys.last().is_none_or(|(last, _)| *last != id) {
+            keys.push((
+                id,
+                ForeignKey {
+                    columns: Vec::new(),
+                    parent,
+                    parent_columns: Vec::new(),
+                    on_delete,
+                    on_update,
+                },
+            ));
+        }
+        if let Some((_, key)) = keys.last_mut() {
+            key.columns.push(from);
+            key.parent_columns.extend(to);
+        }
+    }
+    let mut keys: Vec<ForeignKey> = keys.into_iter().map(|(_, k)| k).collect();
+    for key in &mut keys {
+        if key.parent_columns.is_empty() {
+            key.parent_columns = primary_key(&columns(conn, &key.parent)?)
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+        }
+    }
+    Ok(keys)
+}
+
+/// A foreign key's line in `SHOW CREATE TABLE`. SQLite keeps no constraint names, so the
+/// key gets the name InnoDB generates, `<table>_ibfk_<n>`; the referential actions are
+/// printed unless they are the default (`NO ACTION`, which MySQL treats as `RESTRICT`).
+fn foreign_key_line(table: &str, n: usize, key: &ForeignKey) -> String {
+    let mut line = format!(
+        "  CONSTRAINT {} FOREIGN KEY ({}) REFERENCES {} ({})",
+        quote(&format!("{table}_ibfk_{n}")),
+        quoted_list(&key.columns),
+        quote(&key.parent),
+        quoted_list(&key.parent_columns)
+    );
+    for (what, action) in [("DELETE", &key.on_delete), ("UPDATE", &key.on_update)] {
+        if !action.eq_ignore_ascii_case("NO ACTION") && !action.eq_ignore_ascii_case("RESTRICT") {
+            line.push_str(&format!(" ON {what} {}", action.to_ascii_uppercase()));
+        }
+    }
+    line
+}
+
 /// The name MySQL knows an index by.
 fn mysql_index_name(table: &str, index: &Index) -> String {
     let prefix = format!("{table}__");
@@ -164,6 +242,9 @@ pub fn show_create_table(conn: &Connection, table: &str) -> rusqlite::Result<Opt
             quote(&mysql_index_name(table, index)),
             quoted_list(&index.columns)
         ));
+    }
+    for (key, n) in foreign_keys(conn, table)?.iter().zip(1..) {
+        lines.push(foreign_key_line(table, n, key));
     }
     Ok(Some(format!(
         "CREATE TABLE {} (\n{}\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
@@ -329,6 +410,33 @@ mod tests {
              ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
         );
         assert_eq!(show_create_table(&conn(), "missing").unwrap(), None);
+    }
+
+    #[test]
+    fn renders_foreign_keys_with_innodb_names() {
+        let c = conn();
+        c.execute_batch(
+            "CREATE TABLE orders (
+                id INTEGER PRIMARY KEY,
+                item_id INTEGER NOT NULL REFERENCES items (id) ON DELETE CASCADE,
+                other INTEGER REFERENCES items,
+                a INT, b INT,
+                FOREIGN KEY (a, b) REFERENCES pairs (x, y) ON UPDATE SET NULL
+            );",
+        )
+        .unwrap();
+        let sql = show_create_table(&c, "orders").unwrap().unwrap();
+        let fks: Vec<&str> = sql.lines().filter(|l| l.contains("FOREIGN KEY")).collect();
+        assert_eq!(
+            fks,
+            [
+                "  CONSTRAINT `orders_ibfk_1` FOREIGN KEY (`item_id`) REFERENCES `items` (`id`) \
+                 ON DELETE CASCADE,",
+                "  CONSTRAINT `orders_ibfk_2` FOREIGN KEY (`other`) REFERENCES `items` (`id`),",
+                "  CONSTRAINT `orders_ibfk_3` FOREIGN KEY (`a`,`b`) REFERENCES `pairs` (`x`,`y`) \
+                 ON UPDATE SET NULL",
+            ]
+        );
     }
 
     #[test]

@@ -590,6 +590,10 @@ fn declared_type(t: &DataType, column: &str) -> Result<(String, bool, Option<Str
             .all(|a| !a.is_empty() && a.chars().all(|c| c.is_ascii_digit()));
     let keep_args =
         numeric_args && (!is_integer(t) || (words.first() == Some(&"TINYINT") && args == "1"));
+    // MySQL's BOOL/BOOLEAN is TINYINT(1), and its catalog says so (ORMs reflect that type).
+    if matches!(words.as_slice(), ["BOOL" | "BOOLEAN"]) {
+        return Ok(("TINYINT(1)".to_owned(), false, None));
+    }
     let mut declared = words.join(" ");
     if keep_args {
         declared.push_str(&format!("({args})"));
@@ -930,7 +934,9 @@ fn name_of(tokens: &[&Token]) -> Result<ObjectName, SqlError> {
 /// Removes what MySQL allows in table and index definitions and sqlparser 0.52 does not
 /// parse, and SQLite would not use: `USING BTREE|HASH`, key prefix lengths (`KEY k
 /// (name(10))`, a MySQL storage limit; SQLite indexes the whole value) and `ZEROFILL`
-/// (display padding only).
+/// (display padding only), and the `(M,D)` of `FLOAT`/`DOUBLE`/`REAL` (MySQL's deprecated
+/// display width and rounding; the value is stored as a binary float either way, and the
+/// MySQL "world" sample schema declares `float(10,2)`).
 pub fn strip_mysql_only_tokens(tokens: Vec<Token>) -> Vec<Token> {
     let starts_ddl = tokens.iter().find(|t| !matches!(t, Token::Whitespace(_))).is_some_and(|t| matches!(t, Token::Word(w) if matches!(w.keyword, Keyword::CREATE | Keyword::ALTER)));
     if !starts_ddl {
@@ -948,6 +954,33 @@ pub fn strip_mysql_only_tokens(tokens: Vec<Token>) -> Vec<Token> {
                 if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("ZEROFILL") =>
             {
                 continue;
+            }
+            Token::Word(w)
+                if w.quote_style.is_none()
+                    && list_depth == 0
+                    && matches!(w.keyword, Keyword::FLOAT | Keyword::DOUBLE | Keyword::REAL) =>
+            {
+                let mut ahead = iter.clone().filter(significant);
+                if let (
+                    Some(Token::LParen),
+                    Some(Token::Number(..)),
+                    Some(Token::Comma),
+                    Some(Token::Number(..)),
+                    Some(Token::RParen),
+                ) = (
+                    ahead.next(),
+                    ahead.next(),
+                    ahead.next(),
+                    ahead.next(),
+                    ahead.next(),
+                ) {
+                    out.push(t);
+                    for _ in 0..5 {
+                        while iter.next_if(|t| !significant(t)).is_some() {}
+                        iter.next();
+                    }
+                    continue;
+                }
             }
             Token::Word(w) if w.quote_style.is_none() && w.keyword == Keyword::USING => {
                 let mut ahead = iter.clone().filter(significant);

@@ -151,6 +151,26 @@ fn keeps_mysql_types_as_declared_types() {
 }
 
 #[test]
+fn declares_bool_as_tinyint_1() {
+    assert_eq!(
+        sql("CREATE TABLE t (a BOOL NOT NULL, b BOOLEAN DEFAULT TRUE)"),
+        ["CREATE TABLE `t` (`a` TINYINT(1) NOT NULL, `b` TINYINT(1) DEFAULT true)"]
+    );
+}
+
+#[test]
+fn drops_float_display_width_and_scale() {
+    assert_eq!(
+        sql(
+            "CREATE TABLE t (a float(10,2) NOT NULL default '0.00', b DOUBLE (8, 3), c REAL(5,1), d FLOAT(7))"
+        ),
+        [
+            "CREATE TABLE `t` (`a` FLOAT NOT NULL DEFAULT '0.00', `b` DOUBLE, `c` REAL, `d` FLOAT(7))"
+        ]
+    );
+}
+
+#[test]
 fn compares_varchar_case_insensitively() {
     let db = db();
     run(
