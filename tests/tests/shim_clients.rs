@@ -1,6 +1,6 @@
 //! server-shim against clients and data nobody here wrote (issue 11, item 4): the MySQL
 //! "world" sample database, as Debian's MariaDB test suite ships it, loaded unchanged through
-//! the stock `mariadb` CLI and queried next to a real MariaDB; and SQLAlchemy (on PyMySQL)
+//! the relay with the stock `mariadb` CLI and queried next to a real MariaDB; and SQLAlchemy (on PyMySQL)
 //! creating, filling, querying and reflecting a declarative model.
 //!
 //! Needs `mariadb-test-data` (the world files), `mariadb-server` and `sqlalchemy`; the
@@ -19,6 +19,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
 use tests::{
     ChildGuard, Output, Shim, TempDir, add_user, free_port, mariadb, mariadb_script, python,
     wait_for_greeting,
@@ -128,19 +129,29 @@ fn start_mariadb(dir: &Path) -> (ChildGuard, u16) {
 #[test]
 fn world_sample_database_loads_and_answers_like_mariadb() {
     let tmp = TempDir::new("shim-clients-world");
-    let shim = shim(&tmp);
-    let port = shim.port;
+    // Through the relay, as a user meets it: the instance starts paused, the first login of
+    // the load wakes the shim, and every statement is relayed.
+    let relay_dir = tmp.path().join("relay");
+    std::fs::create_dir_all(&relay_dir).unwrap();
+    let relay = Relay::start(&relay_dir, RelayOptions::default());
+    let port = relay.port;
     let script = world_script();
     ok(&mariadb(
         port,
-        "root",
-        Some(PW),
+        USER,
+        Some(PASSWORD),
         &[],
         "CREATE DATABASE world",
     ));
     // The file ends with `ANALYZE TABLE Country, City, CountryLanguage`, answered per table.
     assert_eq!(
-        ok(&mariadb_script(port, "root", Some(PW), &["world"], &script)),
+        ok(&mariadb_script(
+            port,
+            USER,
+            Some(PASSWORD),
+            &["world"],
+            &script
+        )),
         "world.Country\tanalyze\tstatus\tOK\n\
          world.City\tanalyze\tstatus\tOK\n\
          world.CountryLanguage\tanalyze\tstatus\tOK\n"
@@ -148,8 +159,8 @@ fn world_sample_database_loads_and_answers_like_mariadb() {
 
     let shim_out = ok(&mariadb_script(
         port,
-        "root",
-        Some(PW),
+        USER,
+        Some(PASSWORD),
         &["world"],
         WORLD_QUERIES,
     ))
