@@ -14,11 +14,11 @@
 //!   5    session                                state auth classify results variables catalog
 //!                                               engine sqlite dialect accounts sql_error
 //!   4    sqlite                                 catalog dialect engine mysql_functions
-//!                                               sqlite_catalog sql_error
+//!                                               sqlite_catalog information_schema sql_error
 //!   3    state                                  catalog accounts stream
 //!        mysql_functions                        variables
 //!   2    catalog, classify, results, variables  engine sql_error
-//!        sqlite_catalog                         engine
+//!        sqlite_catalog, information_schema     engine
 //!   1    engine, dialect                        sql_error
 //!        auth                                   accounts
 //!   0    sql_error, accounts, stream            (stream: only its own submodules, all leaves)
@@ -44,6 +44,7 @@
 //! - `engine`: the `Engine`/`Executor` traits (the seam between sessions and storage).
 //! - `sqlite`: the SQLite engine: one file per database, WAL, `synchronous=FULL`, attached
 //!   databases for qualified names, `information_schema` built on demand.
+//! - `information_schema`: MySQL's `information_schema` tables, built in SQLite per query.
 //! - `sqlite_catalog`: `SHOW CREATE TABLE`, `SHOW INDEX` and table descriptions from
 //!   SQLite's catalog, in MySQL's terms.
 //! - `mysql_functions`: MySQL functions registered with SQLite (`DATE_FORMAT`, `MD5`, ...).
@@ -65,6 +66,7 @@ pub mod fuzzing {
 }
 mod dialect;
 mod engine;
+mod information_schema;
 mod mysql_functions;
 mod results;
 mod server;

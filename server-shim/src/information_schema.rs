@@ -1,0 +1,231 @@
+//! `information_schema` for one query (issue 11, item 3): MySQL's tables, with the columns
+//! tools read, created in an in-memory SQLite attached as `information_schema` and filled from
+//! a snapshot of every database's catalog (tables, columns, indexes). Tables MySQL has that
+//! describe what the shim does not have (files, routines, triggers, partitions) exist, empty,
+//! so dump tools that probe them carry on.
+
+use rusqlite::Connection;
+
+use crate::engine::TableMeta;
+
+/// The `information_schema` tables the shim answers, with their columns (MySQL's names and
+/// order, the subset tools read). Tables MySQL has that are not here are answered as empty
+/// (`FILES`, `ROUTINES`, `TRIGGERS`, ...), so dump tools that probe them carry on.
+const TABLES: &[(&str, &str)] = &[
+    (
+        "SCHEMATA",
+        "CATALOG_NAME, SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME, \
+         SQL_PATH",
+    ),
+    (
+        "TABLES",
+        "TABLE_CATALOG, TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, ENGINE, VERSION, ROW_FORMAT, \
+         TABLE_ROWS, AVG_ROW_LENGTH, DATA_LENGTH, MAX_DATA_LENGTH, INDEX_LENGTH, \
+         DATA_FREE, AUTO_INCREMENT, CREATE_TIME, UPDATE_TIME, CHECK_TIME, TABLE_COLLATION, \
+         CHECKSUM, CREATE_OPTIONS, TABLE_COMMENT",
+    ),
+    (
+        "COLUMNS",
+        "TABLE_CATALOG, TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, \
+         COLUMN_DEFAULT, IS_NULLABLE, DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, \
+         CHARACTER_OCTET_LENGTH, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, \
+         CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_TYPE, COLUMN_KEY, EXTRA, PRIVILEGES, \
+         COLUMN_COMMENT, IS_GENERATED, GENERATION_EXPRESSION",
+    ),
+    (
+        "STATISTICS",
+        "TABLE_CATALOG, TABLE_SCHEMA, TABLE_NAME, NON_UNIQUE, INDEX_SCHEMA, INDEX_NAME, \
+         SEQ_IN_INDEX, COLUMN_NAME, COLLATION, CARDINALITY, SUB_PART, PACKED, NULLABLE, \
+         INDEX_TYPE, COMMENT, INDEX_COMMENT",
+    ),
+    (
+        "KEY_COLUMN_USAGE",
+        "CONSTRAINT_CATALOG, CONSTRAINT_SCHEMA, CONSTRAINT_NAME, TABLE_CATALOG, \
+         TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, \
+         POSITION_IN_UNIQUE_CONSTRAINT, REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME, \
+         REFERENCED_COLUMN_NAME",
+    ),
+    (
+        "VIEWS",
+        "TABLE_CATALOG, TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION, CHECK_OPTION, \
+         IS_UPDATABLE, DEFINER, SECURITY_TYPE, CHARACTER_SET_CLIENT, COLLATION_CONNECTION, \
+         ALGORITHM",
+    ),
+    (
+        "FILES",
+        "FILE_ID, FILE_NAME, FILE_TYPE, TABLESPACE_NAME, TABLE_CATALOG, TABLE_SCHEMA, \
+         TABLE_NAME, LOGFILE_GROUP_NAME, LOGFILE_GROUP_NUMBER, ENGINE, FULLTEXT_KEYS, \
+         DELETED_ROWS, UPDATE_COUNT, FREE_EXTENTS, TOTAL_EXTENTS, EXTENT_SIZE, \
+         INITIAL_SIZE, MAXIMUM_SIZE, AUTOEXTEND_SIZE, CREATION_TIME, LAST_UPDATE_TIME, \
+         LAST_ACCESS_TIME, RECOVER_TIME, TRANSACTION_COUNTER, VERSION, ROW_FORMAT, \
+         TABLE_ROWS, AVG_ROW_LENGTH, DATA_LENGTH, MAX_DATA_LENGTH, INDEX_LENGTH, \
+         DATA_FREE, CREATE_TIME, UPDATE_TIME, CHECK_TIME, CHECKSUM, STATUS, EXTRA",
+    ),
+    (
+        "ROUTINES",
+        "SPECIFIC_NAME, ROUTINE_CATALOG, ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, \
+         DATA_TYPE, ROUTINE_BODY, ROUTINE_DEFINITION, EXTERNAL_NAME, EXTERNAL_LANGUAGE, \
+         PARAMETER_STYLE, IS_DETERMINISTIC, SQL_DATA_ACCESS, SQL_PATH, SECURITY_TYPE, \
+         CREATED, LAST_ALTERED, SQL_MODE, ROUTINE_COMMENT, DEFINER, CHARACTER_SET_CLIENT, \
+         COLLATION_CONNECTION, DATABASE_COLLATION",
+    ),
+    (
+        "TRIGGERS",
+        "TRIGGER_CATALOG, TRIGGER_SCHEMA, TRIGGER_NAME, EVENT_MANIPULATION, \
+         EVENT_OBJECT_CATALOG, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_TABLE, ACTION_ORDER, \
+         ACTION_CONDITION, ACTION_STATEMENT, ACTION_ORIENTATION, ACTION_TIMING, \
+         ACTION_REFERENCE_OLD_TABLE, ACTION_REFERENCE_NEW_TABLE, ACTION_REFERENCE_OLD_ROW, \
+         ACTION_REFERENCE_NEW_ROW, CREATED, SQL_MODE, DEFINER, CHARACTER_SET_CLIENT, \
+         COLLATION_CONNECTION, DATABASE_COLLATION",
+    ),
+    (
+        "PARTITIONS",
+        "TABLE_CATALOG, TABLE_SCHEMA, TABLE_NAME, PARTITION_NAME, SUBPARTITION_NAME, \
+         PARTITION_ORDINAL_POSITION, SUBPARTITION_ORDINAL_POSITION, PARTITION_METHOD, \
+         SUBPARTITION_METHOD, PARTITION_EXPRESSION, SUBPARTITION_EXPRESSION, \
+         PARTITION_DESCRIPTION, TABLE_ROWS, AVG_ROW_LENGTH, DATA_LENGTH, MAX_DATA_LENGTH, \
+         INDEX_LENGTH, DATA_FREE, CREATE_TIME, UPDATE_TIME, CHECK_TIME, CHECKSUM, \
+         PARTITION_COMMENT, NODEGROUP, TABLESPACE_NAME",
+    ),
+    (
+        "ENGINES",
+        "ENGINE, SUPPORT, COMMENT, TRANSACTIONS, XA, SAVEPOINTS",
+    ),
+];
+
+/// Creates the tables in `conn` (attached as `information_schema`) and fills them from
+/// `snapshot` (database name, its tables); `DATABASE()` answers `current_db`.
+///
+/// # Errors
+/// SQLite's, if a table cannot be created or filled.
+pub fn fill(
+    conn: &Connection,
+    snapshot: &[(String, Vec<TableMeta>)],
+    current_db: Option<String>,
+) -> rusqlite::Result<()> {
+    conn.create_scalar_function(
+        "database",
+        0,
+        rusqlite::functions::FunctionFlags::SQLITE_UTF8,
+        move |_| Ok(current_db.clone()),
+    )?;
+    conn.execute_batch("ATTACH DATABASE ':memory:' AS information_schema")?;
+    for (table, columns) in TABLES {
+        conn.execute_batch(&format!(
+            "CREATE TABLE information_schema.{table} ({columns})"
+        ))?;
+    }
+    let tx = conn.unchecked_transaction()?;
+    for (db, tables) in snapshot {
+        tx.execute(
+            "INSERT INTO information_schema.SCHEMATA VALUES ('def', ?1, 'utf8mb4', 'utf8mb4_general_ci', NULL)",
+            [db],
+        )?;
+        for t in tables {
+            tx.execute(
+                "INSERT INTO information_schema.TABLES (TABLE_CATALOG, TABLE_SCHEMA, TABLE_NAME, \
+                 TABLE_TYPE, ENGINE, VERSION, ROW_FORMAT, TABLE_COLLATION, CREATE_OPTIONS, \
+                 TABLE_COMMENT) VALUES ('def', ?1, ?2, ?3, ?4, 10, 'Dynamic', \
+                 'utf8mb4_general_ci', '', '')",
+                rusqlite::params![
+                    db,
+                    t.name,
+                    if t.view { "VIEW" } else { "BASE TABLE" },
+                    if t.view { None } else { Some("InnoDB") },
+                ],
+            )?;
+            for (position, c) in (1_i64..).zip(&t.columns) {
+                let (data_type, length, precision, scale) = split_type(&c.column_type);
+                let text = length.is_some();
+                tx.execute(
+                    "INSERT INTO information_schema.COLUMNS (TABLE_CATALOG, TABLE_SCHEMA, \
+                     TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, COLUMN_DEFAULT, IS_NULLABLE, \
+                     DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, CHARACTER_OCTET_LENGTH, \
+                     NUMERIC_PRECISION, NUMERIC_SCALE, CHARACTER_SET_NAME, COLLATION_NAME, \
+                     COLUMN_TYPE, COLUMN_KEY, EXTRA, PRIVILEGES, COLUMN_COMMENT, IS_GENERATED) \
+                     VALUES ('def', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
+                     ?15, ?16, 'select,insert,update,references', '', 'NEVER')",
+                    rusqlite::params![
+                        db,
+                        t.name,
+                        c.name,
+                        position,
+                        c.default,
+                        if c.not_null { "NO" } else { "YES" },
+                        data_type,
+                        length,
+                        length.map(|n| n * 4),
+                        precision,
+                        scale,
+                        text.then_some("utf8mb4"),
+                        text.then_some("utf8mb4_general_ci"),
+                        c.column_type,
+                        c.key,
+                        c.extra,
+                    ],
+                )?;
+            }
+            for index in &t.indexes {
+                for (seq, column) in (1_i64..).zip(&index.columns) {
+                    tx.execute(
+                        "INSERT INTO information_schema.STATISTICS VALUES ('def', ?1, ?2, ?3, ?1, \
+                         ?4, ?5, ?6, 'A', NULL, NULL, NULL, '', 'BTREE', '', '')",
+                        rusqlite::params![
+                            db,
+                            t.name,
+                            i64::from(!index.unique),
+                            index.name,
+                            seq + 1,
+                            column
+                        ],
+                    )?;
+                    if index.unique {
+                        tx.execute(
+                            "INSERT INTO information_schema.KEY_COLUMN_USAGE VALUES ('def', ?1, \
+                             ?2, 'def', ?1, ?3, ?4, ?5, NULL, NULL, NULL, NULL)",
+                            rusqlite::params![db, index.name, t.name, column, seq],
+                        )?;
+                    }
+                }
+            }
+        }
+    }
+    tx.commit()
+}
+
+/// `varchar(40)` → (`varchar`, length 40, -, -); `decimal(10,2)` → (`decimal`, -, 10, 2);
+/// `int(11) unsigned` → (`int`, -, 10, 0).
+fn split_type(column_type: &str) -> (String, Option<i64>, Option<i64>, Option<i64>) {
+    let base: String = column_type
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect();
+    let args: Vec<i64> = column_type
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(inner, _)| {
+            inner
+                .split(',')
+                .filter_map(|n| n.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let first = args.first().copied();
+    match base.as_str() {
+        "char" | "varchar" | "binary" | "varbinary" => (base, first.or(Some(255)), None, None),
+        "text" | "mediumtext" | "longtext" | "tinytext" | "blob" => {
+            (base, Some(65_535), None, None)
+        }
+        "decimal" | "numeric" => (
+            base,
+            None,
+            first.or(Some(10)),
+            args.get(1).copied().or(Some(0)),
+        ),
+        "int" | "integer" => ("int".into(), None, Some(10), Some(0)),
+        "bigint" => (base, None, Some(19), Some(0)),
+        "smallint" => (base, None, Some(5), Some(0)),
+        "tinyint" => (base, None, Some(3), Some(0)),
+        _ => (base, None, None, None),
+    }
+}
