@@ -294,6 +294,30 @@ pub struct Output {
     pub code: Option<i32>,
 }
 
+/// The standard output of a client that must have succeeded; the test fails with both
+/// streams otherwise.
+///
+/// # Panics
+/// If the client did not exit 0.
+pub fn ok(out: &Output) -> &str {
+    assert_eq!(
+        out.code,
+        Some(0),
+        "stderr: {}\nstdout: {}",
+        out.stderr,
+        out.stdout
+    );
+    &out.stdout
+}
+
+/// A server-shim on a fresh data directory under `tmp` with one admin account, `user`.
+#[must_use]
+pub fn shim_with_admin(tmp: &TempDir, user: &str, password: &str) -> Shim {
+    let data = tmp.path().join("data");
+    add_user(&data, user, password, true);
+    Shim::start(&data, None, &[])
+}
+
 /// Runs `cmd` with `input` on stdin, killing it after `timeout`.
 ///
 /// # Panics

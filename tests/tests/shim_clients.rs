@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
 use tests::{
-    ChildGuard, Output, Shim, TempDir, add_user, free_port, mariadb, mariadb_script, python,
+    ChildGuard, Shim, TempDir, free_port, mariadb, mariadb_script, ok, python, shim_with_admin,
     wait_for_greeting,
 };
 
@@ -31,20 +31,7 @@ const PW: &str = "root-secret-pw";
 const WORLD_DIR: &str = "/usr/share/mysql/mysql-test/include";
 
 fn shim(tmp: &TempDir) -> Shim {
-    let data = tmp.path().join("data");
-    add_user(&data, "root", PW, true);
-    Shim::start(&data, None, &[])
-}
-
-fn ok(out: &Output) -> &str {
-    assert_eq!(
-        out.code,
-        Some(0),
-        "stderr: {}\nstdout: {}",
-        out.stderr,
-        out.stdout
-    );
-    &out.stdout
+    shim_with_admin(tmp, "root", PW)
 }
 
 /// `world_schema.inc` then `world.inc`, as shipped. They are mysqltest include files, which

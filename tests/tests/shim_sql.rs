@@ -15,25 +15,12 @@
 use std::process::Command;
 use std::time::Duration;
 
-use tests::{Output, Shim, TempDir, add_user, mariadb, mariadb_script, run_with_input};
+use tests::{Shim, TempDir, mariadb, mariadb_script, ok, run_with_input, shim_with_admin};
 
 const PW: &str = "root-secret-pw";
 
 fn shim(tmp: &TempDir) -> Shim {
-    let data = tmp.path().join("data");
-    add_user(&data, "root", PW, true);
-    Shim::start(&data, None, &[])
-}
-
-fn ok(out: &Output) -> &str {
-    assert_eq!(
-        out.code,
-        Some(0),
-        "stderr: {}\nstdout: {}",
-        out.stderr,
-        out.stdout
-    );
-    &out.stdout
+    shim_with_admin(tmp, "root", PW)
 }
 
 /// The first hour of a new user, as the issue found it failing on GlueSQL.
