@@ -7,6 +7,7 @@
 //! depend on how much data there is.
 
 use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -96,8 +97,8 @@ struct SqliteExecutor {
     /// The directory holding every database's directory, to attach the ones a statement
     /// names (`crm.customers`); none for in-memory databases.
     databases: Option<std::path::PathBuf>,
-    /// The databases attached so far.
-    attached: Vec<String>,
+    /// The databases attached so far, with their file's (device, inode).
+    attached: Vec<(String, (u64, u64))>,
     /// Translations of the statements seen lately, by their MySQL text.
     translations: HashMap<String, Arc<Translated>>,
 }
@@ -139,24 +140,41 @@ impl SqliteExecutor {
     /// `crm.customers` works from `shop`. Names that are not databases (table aliases in
     /// `t.col`) are skipped.
     fn attach(&mut self, qualifiers: &[String]) -> Result<(), SqlError> {
-        let Some(root) = &self.databases else {
+        let Some(root) = self.databases.clone() else {
             return Ok(());
         };
         for name in qualifiers {
-            if self.attached.contains(name) || !crate::catalog::valid_database_name(name) {
+            if !crate::catalog::valid_database_name(name) || *name == self.db_name {
                 continue;
             }
             let file = root.join(name).join(SQLITE_FILE);
-            if !file.is_file() {
-                continue;
+            // The file's identity: a database dropped (and perhaps created again) since it was
+            // attached is another file now, and the old attachment must not be written to.
+            let current = std::fs::metadata(&file)
+                .ok()
+                .filter(std::fs::Metadata::is_file)
+                .map(|m| (m.dev(), m.ino()));
+            let known = self.attached.iter().position(|(n, _)| n == name);
+            match (known, current) {
+                (Some(i), Some(id)) if self.attached.get(i).map(|a| a.1) == Some(id) => continue,
+                (Some(i), _) => {
+                    self.conn
+                        .execute_batch(&format!("DETACH DATABASE \"{name}\""))
+                        .map_err(|e| from_sqlite(&e, &self.db_name))?;
+                    self.attached.remove(i);
+                }
+                (None, _) => {}
             }
+            let Some(id) = current else {
+                continue;
+            };
             self.conn
                 .execute(
                     &format!("ATTACH DATABASE ?1 AS \"{name}\""),
                     [file.to_string_lossy()],
                 )
                 .map_err(|e| from_sqlite(&e, &self.db_name))?;
-            self.attached.push(name.clone());
+            self.attached.push((name.clone(), id));
         }
         Ok(())
     }

@@ -273,3 +273,30 @@ fn sysbench_oltp_read_write_prepares_and_runs_without_errors() {
         "{out}"
     );
 }
+
+#[test]
+fn a_database_dropped_and_created_again_is_seen_anew_from_other_databases() {
+    let tmp = TempDir::new("shim-sql-reattach");
+    let shim = shim(&tmp);
+    let port = shim.port;
+    ok(&mariadb_script(
+        port,
+        "root",
+        Some(PW),
+        &[],
+        "CREATE DATABASE shop; CREATE DATABASE crm;
+         CREATE TABLE crm.t (id INT); INSERT INTO crm.t VALUES (1);",
+    ));
+    let read = || mariadb(port, "root", Some(PW), &["-Dshop"], "SELECT id FROM crm.t");
+    assert_eq!(ok(&read()), "1\n");
+    ok(&mariadb_script(
+        port,
+        "root",
+        Some(PW),
+        &[],
+        "DROP DATABASE crm; CREATE DATABASE crm;
+         CREATE TABLE crm.t (id INT); INSERT INTO crm.t VALUES (2);",
+    ));
+    // shop's connection had the old crm attached; it must read the new one.
+    assert_eq!(ok(&read()), "2\n");
+}
