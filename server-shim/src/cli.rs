@@ -300,6 +300,8 @@ fn run(args: RunArgs, started: Instant) -> ExitCode {
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Statements are parsed and rewritten recursively; see `dialect::THREAD_STACK_BYTES`.
+        .thread_stack_size(crate::dialect::THREAD_STACK_BYTES)
         .build()
     {
         Ok(rt) => rt,

@@ -88,6 +88,10 @@ pub trait Executor: Send {
     /// [`SqlError`] with the MySQL code that fits the failure.
     fn execute(&mut self, sql: &str, params: &[Cell]) -> Result<Outcome, SqlError>;
 
+    /// Sets what `LAST_INSERT_ID()` reads in the next statement: the session's own last id
+    /// (an executor serves every session of its database, one statement at a time).
+    fn set_last_insert_id(&mut self, id: u64);
+
     /// Starts an explicit transaction.
     ///
     /// # Errors

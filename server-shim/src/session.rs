@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use authplugin::Credential;
-use chrono::{Local, NaiveDate};
+use chrono::{NaiveDate, Utc};
 use opensrv_mysql::{ErrorKind, StatusFlags, ValueInner};
 use tokio::sync::OwnedMutexGuard;
 
@@ -598,14 +598,30 @@ impl Session {
         params: Vec<Cell>,
         write: bool,
     ) -> Result<Reply, SqlError> {
-        if mentions_information_schema(sql) {
+        if crate::dialect::names_schema(sql, "information_schema") {
             return self.information_schema(sql, params).await;
         }
         if self.database.is_none() {
             return self.without_database(sql, params);
         }
+        if commits_implicitly(sql) {
+            // MySQL commits the open transaction before DDL and runs the DDL outside any.
+            self.end_transaction(true).await?;
+            let db = self.current_database()?;
+            let guard = self.lock(&db).await?;
+            let sql = sql.to_owned();
+            let last = self.last_insert_id;
+            return run_blocking(&self.server, guard, db, move |e| {
+                e.set_last_insert_id(last);
+                e.execute(&sql, &params)
+            })
+            .await
+            .1
+            .map(reply);
+        }
         let db = self.current_database()?;
         let sql = sql.to_owned();
+        let last = self.last_insert_id;
         if let Some(txn) = self.txn.as_mut() {
             if txn.db.name() != db.name() {
                 return Err(SqlError::not_in_transaction(
@@ -616,8 +632,11 @@ impl Session {
                 .guard
                 .take()
                 .ok_or_else(|| SqlError::internal("transaction lost"))?;
-            let (guard, result) =
-                run_blocking(&self.server, guard, db, move |e| e.execute(&sql, &params)).await;
+            let (guard, result) = run_blocking(&self.server, guard, db, move |e| {
+                e.set_last_insert_id(last);
+                e.execute(&sql, &params)
+            })
+            .await;
             match guard {
                 Some(g) => txn.guard = Some(g),
                 None => self.txn = None,
@@ -628,6 +647,7 @@ impl Session {
         if self.txn_pending || (!self.autocommit && write) {
             let (guard, result) = run_blocking(&self.server, guard, Arc::clone(&db), move |e| {
                 e.begin()?;
+                e.set_last_insert_id(last);
                 Ok(e.execute(&sql, &params))
             })
             .await;
@@ -636,10 +656,13 @@ impl Session {
             self.txn = guard.map(|g| Txn { db, guard: Some(g) });
             return statement_result.map(reply);
         }
-        run_blocking(&self.server, guard, db, move |e| e.execute(&sql, &params))
-            .await
-            .1
-            .map(reply)
+        run_blocking(&self.server, guard, db, move |e| {
+            e.set_last_insert_id(last);
+            e.execute(&sql, &params)
+        })
+        .await
+        .1
+        .map(reply)
     }
 
     /// Answers a query on `information_schema` from a snapshot of every database's catalog,
@@ -660,10 +683,18 @@ impl Session {
     }
 
     /// Runs a statement of a session that has no current database on its in-memory scratch
-    /// database: expressions (`SELECT 41+1`) and qualified names (`shop.items`) work; a
-    /// statement that changes something, or names a table without its database, is refused
-    /// with 1046 as in MySQL.
+    /// database: expressions (`SELECT 41+1`) and qualified names (`shop.items`) work. A
+    /// table without its database gets 1046 as in MySQL, and so does a write that names no
+    /// database (it would land in the scratch database and vanish) or that would run inside a
+    /// transaction (the scratch database does not take part in the session's transaction).
     fn without_database(&mut self, sql: &str, params: Vec<Cell>) -> Result<Reply, SqlError> {
+        let (translation, qualifiers) = crate::dialect::translate_in(sql, None)?;
+        let in_transaction = self.txn.is_some() || self.txn_pending || !self.autocommit;
+        if translation.kind != crate::dialect::StatementKind::Query
+            && (qualifiers.is_empty() || in_transaction)
+        {
+            return Err(SqlError::no_database());
+        }
         if self.scratch.is_none() {
             let databases = self.server.catalog.root();
             self.scratch = Some(std::sync::Mutex::new(crate::sqlite::in_memory(databases)?));
@@ -677,7 +708,7 @@ impl Session {
         match scratch.execute(sql, &params) {
             Ok(outcome) => Ok(reply(outcome)),
             // A table without its database: MySQL's answer.
-            Err(e) if e.code() == 1146 => Err(SqlError::no_database()),
+            Err(e) if e.code() == 1146 && qualifiers.is_empty() => Err(SqlError::no_database()),
             Err(e) => Err(e),
         }
     }
@@ -772,7 +803,7 @@ impl Session {
                 .as_ref()
                 .map_or(Cell::Null, |l| Cell::Text(format!("{}@%", l.user))),
             SessionFn::ConnectionId => Cell::UInt(u64::from(self.conn_id)),
-            SessionFn::Now => Cell::DateTime(Local::now().naive_local().with_nanosecond_zero()),
+            SessionFn::Now => Cell::DateTime(Utc::now().naive_utc().with_nanosecond_zero()),
             SessionFn::LastInsertId => Cell::UInt(self.last_insert_id),
         }
     }
@@ -805,7 +836,7 @@ impl Session {
 
     async fn result_columns(&mut self, sql: &str) -> Result<Vec<String>, SqlError> {
         let sql = sql.to_owned();
-        if mentions_information_schema(&sql) {
+        if crate::dialect::names_schema(&sql, "information_schema") {
             return Ok(Vec::new());
         }
         if self.database.is_none() {
@@ -863,9 +894,16 @@ fn rows(columns: &[&str], rows: Vec<Vec<Cell>>) -> Reply {
     }
 }
 
-/// Whether a statement reads `information_schema` (which the shim builds on demand).
-fn mentions_information_schema(sql: &str) -> bool {
-    sql.to_ascii_lowercase().contains("information_schema")
+/// Whether MySQL commits the open transaction before `sql` and runs it outside any: DDL.
+fn commits_implicitly(sql: &str) -> bool {
+    let first = sql
+        .trim_start()
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .next()
+        .unwrap_or_default();
+    ["create", "alter", "drop", "rename", "truncate"]
+        .iter()
+        .any(|k| first.eq_ignore_ascii_case(k))
 }
 
 fn reply(outcome: Outcome) -> Reply {

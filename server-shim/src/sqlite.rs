@@ -110,6 +110,10 @@ type Translated = (dialect::Translation, Vec<String>);
 /// working set refills at once).
 const TRANSLATION_CACHE_ENTRIES: usize = 512;
 
+/// The longest statement whose translation is cached (so the cache holds at most about
+/// 512 × 4 KiB of text).
+const MAX_CACHED_STATEMENT_BYTES: usize = 4096;
+
 impl SqliteExecutor {
     fn new(conn: Connection, db_name: String) -> Result<Self, SqlError> {
         let internal =
@@ -187,6 +191,10 @@ impl SqliteExecutor {
         }
         let current = (!self.db_name.is_empty()).then_some(self.db_name.as_str());
         let translated = Arc::new(dialect::translate_in(sql, current)?);
+        if sql.len() > MAX_CACHED_STATEMENT_BYTES {
+            // A dump's multi-megabyte INSERTs run once; caching them would only hold memory.
+            return Ok(translated);
+        }
         if self.translations.len() >= TRANSLATION_CACHE_ENTRIES {
             self.translations.clear();
         }
@@ -207,11 +215,23 @@ impl SqliteExecutor {
         kind: StatementKind,
     ) -> Result<Outcome, SqlError> {
         // Cached: clients run the same statements over and over (prepared statements, ORMs);
-        // SQLite re-prepares a cached statement itself when the schema changed.
-        let mut stmt = self
-            .conn
-            .prepare_cached(sql)
-            .map_err(|e| from_sqlite(&e, &self.db_name))?;
+        // SQLite re-prepares a cached statement itself when the schema changed. Long ones (a
+        // dump's INSERTs) run once and are not kept.
+        let mut cached;
+        let mut once;
+        let stmt: &mut rusqlite::Statement<'_> = if sql.len() <= MAX_CACHED_STATEMENT_BYTES {
+            cached = self
+                .conn
+                .prepare_cached(sql)
+                .map_err(|e| from_sqlite(&e, &self.db_name))?;
+            &mut cached
+        } else {
+            once = self
+                .conn
+                .prepare(sql)
+                .map_err(|e| from_sqlite(&e, &self.db_name))?;
+            &mut once
+        };
         let values: Vec<Value> = params.iter().map(to_sqlite).collect();
         if stmt.parameter_count() != values.len() {
             return Err(SqlError::syntax(&format!(
@@ -247,10 +267,15 @@ impl SqliteExecutor {
         let changed = stmt
             .execute(rusqlite::params_from_iter(values))
             .map_err(|e| from_sqlite(&e, &self.db_name))?;
-        let last_insert_id = if matches!(kind, StatementKind::Insert | StatementKind::Replace) {
-            let id = self.conn.last_insert_rowid();
-            self.facts.last_insert_id.store(id, Ordering::Relaxed);
-            u64::try_from(id).unwrap_or(0)
+        let last_insert_id = if matches!(kind, StatementKind::Insert | StatementKind::Replace)
+            && changed > 0
+        {
+            // MySQL reports the first id a multi-row INSERT generated; SQLite gives the last,
+            // and one statement's AUTOINCREMENT ids are consecutive.
+            let last = self.conn.last_insert_rowid();
+            let first = last.saturating_sub(i64::try_from(changed).unwrap_or(0).saturating_sub(1));
+            self.facts.last_insert_id.store(first, Ordering::Relaxed);
+            u64::try_from(first).unwrap_or(0)
         } else {
             0
         };
@@ -295,6 +320,12 @@ impl Executor for SqliteExecutor {
             }
         }
         Ok(outcome)
+    }
+
+    fn set_last_insert_id(&mut self, id: u64) {
+        self.facts
+            .last_insert_id
+            .store(i64::try_from(id).unwrap_or(i64::MAX), Ordering::Relaxed);
     }
 
     fn begin(&mut self) -> Result<(), SqlError> {
@@ -396,6 +427,9 @@ impl Shape {
     }
 }
 
+/// MySQL's largest `DECIMAL` scale.
+const MAX_DECIMAL_SCALE: usize = 30;
+
 /// The scale of a `DECIMAL(p,s)`/`NUMERIC(p,s)` declared type.
 fn decimal_scale(decl: &str) -> Option<usize> {
     let lower = decl.to_ascii_lowercase();
@@ -404,7 +438,12 @@ fn decimal_scale(decl: &str) -> Option<usize> {
         .or_else(|| lower.strip_prefix("numeric"))?;
     let inner = rest.trim().strip_prefix('(')?.split(')').next()?;
     match inner.split_once(',') {
-        Some((_, scale)) => scale.trim().parse().ok(),
+        // MySQL's largest scale is 30; a larger one (SQLite takes any) is printed as stored.
+        Some((_, scale)) => scale
+            .trim()
+            .parse()
+            .ok()
+            .filter(|s| *s <= MAX_DECIMAL_SCALE),
         None => Some(0),
     }
 }
@@ -589,7 +628,7 @@ mod tests {
                 out,
                 Outcome::Done {
                     affected_rows: 2,
-                    last_insert_id: 2
+                    last_insert_id: 1
                 }
             );
         }

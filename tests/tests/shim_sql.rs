@@ -300,3 +300,39 @@ fn a_database_dropped_and_created_again_is_seen_anew_from_other_databases() {
     // shop's connection had the old crm attached; it must read the new one.
     assert_eq!(ok(&read()), "2\n");
 }
+
+#[test]
+fn transactions_ddl_and_insert_ids_behave_like_mysql() {
+    let tmp = TempDir::new("shim-sql-txn");
+    let shim = shim(&tmp);
+    let port = shim.port;
+    // Without a database, writes are refused (they would land nowhere), not kept in memory.
+    let nowhere = mariadb(port, "root", Some(PW), &[], "CREATE TABLE t (id INT)");
+    assert!(nowhere.stderr.contains("ERROR 1046"), "{}", nowhere.stderr);
+    ok(&mariadb(port, "root", Some(PW), &[], "CREATE DATABASE app"));
+    // DDL commits, even with autocommit off; the rows after it are rolled back.
+    let out = mariadb_script(
+        port,
+        "root",
+        Some(PW),
+        &["-Dapp"],
+        "SET autocommit = 0;
+         CREATE TABLE notes (id INT AUTO_INCREMENT PRIMARY KEY, body TEXT);
+         INSERT INTO notes (body) VALUES ('see information_schema.tables');
+         ROLLBACK;
+         SELECT COUNT(*) FROM notes;",
+    );
+    assert_eq!(ok(&out), "0\n");
+    // A multi-row INSERT's LAST_INSERT_ID is its first id, as in MySQL; a string that
+    // mentions information_schema is just a string.
+    let out = mariadb_script(
+        port,
+        "root",
+        Some(PW),
+        &["-Dapp"],
+        "INSERT INTO notes (body) VALUES ('a'), ('see information_schema.tables'), ('c');
+         SELECT LAST_INSERT_ID();
+         SELECT body FROM notes WHERE id = 2;",
+    );
+    assert_eq!(ok(&out), "1\nsee information_schema.tables\n");
+}

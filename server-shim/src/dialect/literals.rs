@@ -45,10 +45,13 @@ pub fn protect(tokens: Vec<Token>) -> Result<(Vec<Token>, Vec<String>), SqlError
 /// character, which would end SQLite's statement text, goes in as hex). A marker inside a
 /// longer literal (one the rewrite composed from a value, e.g. `',a,'` for a SET column's
 /// check) gets the value's text with its quotes doubled.
-#[must_use]
-pub fn restore(printed: &str, values: &[String]) -> String {
+///
+/// # Errors
+/// 1235 when a value composed into a longer literal holds a quote character of another kind
+/// (`` ` `` or `"`): the rewrite put it somewhere only a string literal may safely go.
+pub fn restore(printed: &str, values: &[String]) -> Result<String, SqlError> {
     if values.is_empty() {
-        return printed.to_owned();
+        return Ok(printed.to_owned());
     }
     let mut out = String::with_capacity(printed.len() + 16);
     let mut rest = printed;
@@ -73,6 +76,11 @@ pub fn restore(printed: &str, values: &[String]) -> String {
                 rest = after;
             }
             _ => {
+                if value.contains(['`', '"']) {
+                    return Err(SqlError::not_supported(
+                        "a backtick or double quote in this string",
+                    ));
+                }
                 out.push_str(before);
                 out.push_str(&value.replace('\'', "''"));
                 rest = after;
@@ -80,7 +88,7 @@ pub fn restore(printed: &str, values: &[String]) -> String {
         }
     }
     out.push_str(rest);
-    out
+    Ok(out)
 }
 
 fn sqlite_literal(value: &str) -> String {
@@ -103,7 +111,7 @@ mod tests {
         let tokens = Tokenizer::new(&MySqlDialect {}, sql).tokenize().unwrap();
         let (tokens, values) = protect(tokens).unwrap();
         let printed: String = tokens.iter().map(ToString::to_string).collect();
-        restore(&printed, &values)
+        restore(&printed, &values).unwrap()
     }
 
     #[test]

@@ -86,6 +86,73 @@ pub fn translate(mysql: &str) -> Result<Translation, SqlError> {
     translate_in(mysql, None).map(|(translation, _)| translation)
 }
 
+/// Whether `mysql` names the database `schema` as a qualifier (`information_schema.TABLES`),
+/// outside strings and comments.
+#[must_use]
+pub fn names_schema(mysql: &str, schema: &str) -> bool {
+    let Ok(text) = comments::strip(mysql) else {
+        return false;
+    };
+    Tokenizer::new(&Mysql, &text)
+        .tokenize()
+        .is_ok_and(|tokens| schemas::names_schema(&tokens, schema))
+}
+
+/// The longest chain of binary operators one expression may have. sqlparser builds such a
+/// chain as a tree as deep as the chain is long and every pass over it recurses, so a chain
+/// of tens of thousands (a few hundred KiB of `1+1+...`) would overflow the stack, which no
+/// `catch_unwind` can turn into an error.
+const MAX_OPERATOR_CHAIN: usize = 1000;
+
+/// The stack the threads that translate statements get: a chain of [`MAX_OPERATOR_CHAIN`]
+/// operators takes a few MiB in a debug build (about 10 KiB per level), far less in release.
+pub const THREAD_STACK_BYTES: usize = 32 << 20;
+
+/// Refuses a statement with an operator chain longer than [`MAX_OPERATOR_CHAIN`] between
+/// two commas or parentheses.
+fn check_operator_chains(tokens: &[Token]) -> Result<(), SqlError> {
+    let mut chain = 0_usize;
+    for token in tokens {
+        match token {
+            Token::Comma | Token::LParen | Token::RParen | Token::SemiColon => chain = 0,
+            Token::Plus
+            | Token::Minus
+            | Token::Mul
+            | Token::Div
+            | Token::Mod
+            | Token::Eq
+            | Token::DoubleEq
+            | Token::Neq
+            | Token::Lt
+            | Token::Gt
+            | Token::LtEq
+            | Token::GtEq
+            | Token::Spaceship
+            | Token::StringConcat
+            | Token::Ampersand
+            | Token::Pipe
+            | Token::Caret
+            | Token::ShiftLeft
+            | Token::ShiftRight => chain += 1,
+            Token::Word(w)
+                if w.quote_style.is_none()
+                    && ["AND", "OR", "XOR", "DIV", "MOD", "LIKE", "REGEXP"]
+                        .iter()
+                        .any(|k| w.value.eq_ignore_ascii_case(k)) =>
+            {
+                chain += 1;
+            }
+            _ => {}
+        }
+        if chain > MAX_OPERATOR_CHAIN {
+            return Err(SqlError::not_supported(
+                "an expression with more than 1000 operators in a row",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// [`translate`] for a session whose current database is `current_db`: `current_db.t`
 /// becomes SQLite's `main.t`, and the other qualifiers the statement uses are returned with
 /// the translation (they may name databases the engine must attach first; see [`schemas`]).
@@ -116,11 +183,12 @@ pub(crate) fn translate_unguarded(
     let tokens = Tokenizer::new(&dialect, &text)
         .tokenize()
         .map_err(|e| SqlError::syntax(&e.to_string()))?;
+    check_operator_chains(&tokens)?;
     let (tokens, qualifiers) = schemas::qualify(tokens, current_db);
     let (tokens, values) = literals::protect(tokens)?;
     let mut translation = translate_tokens(tokens)?;
     for statement in &mut translation.statements {
-        *statement = literals::restore(statement, &values);
+        *statement = literals::restore(statement, &values)?;
     }
     Ok((translation, qualifiers))
 }

@@ -37,6 +37,15 @@ pub fn qualify(mut tokens: Vec<Token>, current_db: Option<&str>) -> (Vec<Token>,
     (tokens, others)
 }
 
+/// Whether `sql` names `schema` as a qualifier (`information_schema.TABLES`), outside
+/// strings and comments.
+#[must_use]
+pub fn names_schema(tokens: &[Token], schema: &str) -> bool {
+    tokens.windows(2).any(|w| {
+        matches!(w, [Token::Word(word), Token::Period] if word.value.eq_ignore_ascii_case(schema))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use sqlparser::dialect::MySqlDialect;

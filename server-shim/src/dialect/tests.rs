@@ -630,3 +630,39 @@ fn translates_the_fuzz_corpus_without_a_panic() {
     }
     assert!(seen >= 7, "corpus missing: {}", dir.display());
 }
+
+#[test]
+fn finds_schema_qualifiers_outside_strings() {
+    assert!(super::names_schema(
+        "SELECT * FROM INFORMATION_SCHEMA.TABLES",
+        "information_schema"
+    ));
+    assert!(!super::names_schema(
+        "INSERT INTO notes VALUES ('see information_schema.tables')",
+        "information_schema"
+    ));
+    assert!(!super::names_schema(
+        "CREATE TABLE t (information_schema_ver INT)",
+        "information_schema"
+    ));
+}
+
+#[test]
+fn refuses_operator_chains_too_long_to_walk() {
+    // On a thread with the stack the shim's runtime threads get.
+    std::thread::Builder::new()
+        .stack_size(super::THREAD_STACK_BYTES)
+        .spawn(|| {
+            let chain = |n: usize| format!("SELECT 1{}", "+1".repeat(n));
+            assert!(translate(&chain(1000)).is_ok());
+            assert_eq!(translate(&chain(1001)).unwrap_err().code(), 1235);
+            assert_eq!(translate(&chain(50_000)).unwrap_err().code(), 1235);
+            // Many short expressions are fine: the chain restarts at each comma.
+            let row = format!("({})", vec!["-1"; 50].join(", "));
+            let insert = format!("INSERT INTO t VALUES {}", vec![row; 200].join(", "));
+            assert!(translate(&insert).is_ok());
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
