@@ -119,28 +119,6 @@ impl ExecDriver {
             })
         }
     }
-
-    async fn is_running(&self) -> bool {
-        match &self.spec.status {
-            Some(status) => self.run("status", status).await.is_ok(),
-            None => readiness::probe(self.compute).await.is_ok(),
-        }
-    }
-
-    fn running(&self) -> Box<dyn RunningCompute> {
-        // A status command is authoritative; without one, a few failed probes in a row.
-        let failures_to_exit = if self.spec.status.is_some() {
-            1
-        } else {
-            PROBE_FAILURES_TO_EXIT
-        };
-        Watched::start(
-            self,
-            self.spec.poll_interval,
-            failures_to_exit,
-            "the compute is no longer running",
-        )
-    }
 }
 
 impl ExternalControl for ExecDriver {
@@ -163,10 +141,24 @@ impl ExternalControl for ExecDriver {
     }
 
     async fn is_running(&self) -> bool {
-        self.is_running().await
+        match &self.spec.status {
+            Some(status) => self.run("status", status).await.is_ok(),
+            None => readiness::probe(self.compute).await.is_ok(),
+        }
     }
 
     fn watched(&self) -> Box<dyn RunningCompute> {
-        self.running()
+        // A status command is authoritative; without one, a few failed probes in a row.
+        let failures_to_exit = if self.spec.status.is_some() {
+            1
+        } else {
+            PROBE_FAILURES_TO_EXIT
+        };
+        Watched::start(
+            self,
+            self.spec.poll_interval,
+            failures_to_exit,
+            "the compute is no longer running",
+        )
     }
 }

@@ -121,34 +121,6 @@ impl HttpDriver {
             })
         }
     }
-
-    async fn is_running(&self) -> bool {
-        match self
-            .call(
-                Method::GET,
-                &format!("/status?instance={}", self.instance),
-                None,
-            )
-            .await
-        {
-            Ok(reply) if reply.status.is_success() => {
-                serde_json::from_str::<serde_json::Value>(&reply.body)
-                    .ok()
-                    .and_then(|v| v.get("running").and_then(serde_json::Value::as_bool))
-                    .unwrap_or(false)
-            }
-            _ => false,
-        }
-    }
-
-    fn running(&self) -> Box<dyn RunningCompute> {
-        Watched::start(
-            self,
-            self.spec.poll_interval,
-            1,
-            "the control plane reports it is not running",
-        )
-    }
 }
 
 impl ExternalControl for HttpDriver {
@@ -171,11 +143,31 @@ impl ExternalControl for HttpDriver {
     }
 
     async fn is_running(&self) -> bool {
-        self.is_running().await
+        match self
+            .call(
+                Method::GET,
+                &format!("/status?instance={}", self.instance),
+                None,
+            )
+            .await
+        {
+            Ok(reply) if reply.status.is_success() => {
+                serde_json::from_str::<serde_json::Value>(&reply.body)
+                    .ok()
+                    .and_then(|v| v.get("running").and_then(serde_json::Value::as_bool))
+                    .unwrap_or(false)
+            }
+            _ => false,
+        }
     }
 
     fn watched(&self) -> Box<dyn RunningCompute> {
-        self.running()
+        Watched::start(
+            self,
+            self.spec.poll_interval,
+            1,
+            "the control plane reports it is not running",
+        )
     }
 }
 
