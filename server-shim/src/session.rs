@@ -682,6 +682,20 @@ impl Session {
         schema.execute(sql, &params).map(reply)
     }
 
+    /// The session's in-memory scratch database, opened on first use.
+    fn scratch(&mut self) -> Result<&mut Box<dyn Executor>, SqlError> {
+        if self.scratch.is_none() {
+            let databases = self.server.catalog.root();
+            self.scratch = Some(std::sync::Mutex::new(crate::sqlite::in_memory(databases)?));
+        }
+        Ok(self
+            .scratch
+            .as_mut()
+            .ok_or_else(|| SqlError::internal("scratch database lost"))?
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
     /// Runs a statement of a session that has no current database on its in-memory scratch
     /// database: expressions (`SELECT 41+1`) and qualified names (`shop.items`) work. A
     /// table without its database gets 1046 as in MySQL, and so does a write that names no
@@ -695,17 +709,7 @@ impl Session {
         {
             return Err(SqlError::no_database());
         }
-        if self.scratch.is_none() {
-            let databases = self.server.catalog.root();
-            self.scratch = Some(std::sync::Mutex::new(crate::sqlite::in_memory(databases)?));
-        }
-        let scratch = self
-            .scratch
-            .as_mut()
-            .ok_or_else(|| SqlError::internal("scratch database lost"))?
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match scratch.execute(sql, &params) {
+        match self.scratch()?.execute(sql, &params) {
             Ok(outcome) => Ok(reply(outcome)),
             // A table without its database: MySQL's answer.
             Err(e) if e.code() == 1146 && qualifiers.is_empty() => Err(SqlError::no_database()),
@@ -840,17 +844,7 @@ impl Session {
             return Ok(Vec::new());
         }
         if self.database.is_none() {
-            if self.scratch.is_none() {
-                let databases = self.server.catalog.root();
-                self.scratch = Some(std::sync::Mutex::new(crate::sqlite::in_memory(databases)?));
-            }
-            return self
-                .scratch
-                .as_mut()
-                .ok_or_else(|| SqlError::internal("scratch database lost"))?
-                .get_mut()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .result_columns(&sql);
+            return self.scratch()?.result_columns(&sql);
         }
         let db = self.current_database()?;
         self.with_executor(db, move |e| e.result_columns(&sql))
