@@ -454,6 +454,64 @@ pub mod raw {
         s.write_all(&out)
     }
 
+    /// Logs in to `127.0.0.1:port` as a stock client would with `mysql_native_password`,
+    /// following one AuthSwitchRequest to it: the stream in the command phase, or the
+    /// server's ERR as `(code, message)`.
+    ///
+    /// # Errors
+    /// On I/O failure or a reply that is none of OK, ERR or a native switch.
+    pub fn login(
+        port: u16,
+        user: &str,
+        password: &str,
+        database: Option<&str>,
+    ) -> io::Result<Result<TcpStream, (u16, String)>> {
+        use authplugin::packet::capabilities::{
+            CLIENT_CONNECT_WITH_DB, CLIENT_PLUGIN_AUTH, CLIENT_PROTOCOL_41,
+            CLIENT_SECURE_CONNECTION,
+        };
+        use authplugin::packet::{AuthSwitchRequest, HandshakeResponse41, HandshakeV10};
+        let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
+        let mut s = connect(port)?;
+        let (_, greeting) = read_packet(&mut s)?;
+        let g = HandshakeV10::decode(&greeting).map_err(|_| bad("greeting"))?;
+        let scramble = g.scramble().ok_or_else(|| bad("scramble"))?;
+        let mut flags = CLIENT_PROTOCOL_41 | CLIENT_SECURE_CONNECTION | CLIENT_PLUGIN_AUTH;
+        if database.is_some() {
+            flags |= CLIENT_CONNECT_WITH_DB;
+        }
+        let response = HandshakeResponse41 {
+            client_flag: flags,
+            max_packet_size: 1 << 24,
+            character_set: 45,
+            reserved: [0; 23],
+            username: user.as_bytes().to_vec(),
+            auth_response: zeroize::Zeroizing::new(authplugin::native_password::token(
+                password.as_bytes(),
+                &scramble,
+            )),
+            database: database.map(|d| d.as_bytes().to_vec()),
+            client_plugin_name: Some(b"mysql_native_password".to_vec()),
+            connect_attrs: None,
+            zstd_compression_level: None,
+        };
+        write_packet(&mut s, 1, &response.to_bytes())?;
+        let (mut seq, mut reply) = read_packet(&mut s)?;
+        if reply.first() == Some(&0xFE) {
+            let switch = AuthSwitchRequest::decode(&reply).map_err(|_| bad("auth switch"))?;
+            let b = switch.scramble().ok_or_else(|| bad("switch scramble"))?;
+            let answer = authplugin::native_password::token(password.as_bytes(), &b);
+            write_packet(&mut s, seq.wrapping_add(1), &answer)?;
+            (seq, reply) = read_packet(&mut s)?;
+        }
+        let _ = seq;
+        match reply.first() {
+            Some(0x00) => Ok(Ok(s)),
+            Some(0xFF) => Ok(Err(err_of(&reply))),
+            _ => Err(bad("login reply")),
+        }
+    }
+
     /// The first column of each row, or an ERR's `(code, message)`.
     pub type QueryResult = Result<Vec<Option<String>>, (u16, String)>;
 

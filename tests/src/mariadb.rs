@@ -70,3 +70,46 @@ pub fn command(datadir: &Path, extra: &[&str]) -> Vec<String> {
 fn tmpdir_of(datadir: &Path) -> PathBuf {
     datadir.with_extension("tmp")
 }
+
+/// Where Debian installs server plugins.
+pub const SYSTEM_PLUGIN_DIR: &str = "/usr/lib/mysql/plugin";
+
+/// A private plugin directory under `dir` holding this build's `perceptron_dual.so` (copied
+/// from `target/<profile>/libperceptron_dual.so`) and a link to Debian's `auth_ed25519.so`,
+/// which [`command`] loads.
+///
+/// # Panics
+/// If the plugin has not been built (`cargo build -p mariadb-plugin`).
+#[must_use]
+pub fn plugin_dir(dir: &Path) -> PathBuf {
+    let profile = std::env::var("PERCEPTRON_PROFILE").unwrap_or_else(|_| "debug".into());
+    let built = crate::target_dir()
+        .join(profile)
+        .join("libperceptron_dual.so");
+    assert!(
+        built.is_file(),
+        "{} not found: build it first (cargo build -p mariadb-plugin)",
+        built.display()
+    );
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(&built, plugins.join("perceptron_dual.so")).unwrap_or_else(|e| panic!("{e}"));
+    let ed = plugins.join("auth_ed25519.so");
+    if !ed.exists() {
+        std::os::unix::fs::symlink(Path::new(SYSTEM_PLUGIN_DIR).join("auth_ed25519.so"), &ed)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    plugins
+}
+
+/// The `mariadbd` options that load `perceptron_dual` from `plugins` with the key ring
+/// `key_file`, and send the error log (where the plugin explains refusals) to `error_log`.
+#[must_use]
+pub fn dual_options(plugins: &Path, key_file: &Path, error_log: &Path) -> Vec<String> {
+    vec![
+        format!("--plugin-dir={}", plugins.display()),
+        "--plugin-load-add=perceptron_dual.so".to_owned(),
+        format!("--loose-perceptron-dual-key-file={}", key_file.display()),
+        format!("--log-error={}", error_log.display()),
+    ]
+}

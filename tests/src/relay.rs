@@ -421,3 +421,27 @@ pub fn scan_files(dir: &Path, needles: &[(String, Vec<u8>)]) -> Vec<(PathBuf, St
     }
     hits
 }
+
+/// Every form of `password` a credential leak could take: the password, SHA1(pw) (what a
+/// native answer reveals with its scramble), SHA1(SHA1(pw)) (the stored hash), raw and in hex.
+#[must_use]
+pub fn credential_needles(password: &str) -> Vec<(String, Vec<u8>)> {
+    use authplugin::native_password::{self, NativeStage2};
+    let stage1 = native_password::stage1(password.as_bytes());
+    let stage2 = NativeStage2::from_password(password.as_bytes());
+    let mut needles = vec![
+        ("password".to_owned(), password.as_bytes().to_vec()),
+        ("SHA1(pw)".to_owned(), stage1.to_vec()),
+        ("SHA1(SHA1(pw))".to_owned(), stage2.as_bytes().to_vec()),
+        ("*HEX stage2".to_owned(), stage2.to_text().into_bytes()),
+    ];
+    for (name, raw) in [
+        ("SHA1(pw)", stage1.to_vec()),
+        ("SHA1(SHA1(pw))", stage2.as_bytes().to_vec()),
+    ] {
+        let lower = authplugin::hex::encode(&raw);
+        needles.push((format!("{name} hex"), lower.clone().into_bytes()));
+        needles.push((format!("{name} HEX"), lower.to_uppercase().into_bytes()));
+    }
+    needles
+}

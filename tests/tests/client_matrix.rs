@@ -1,5 +1,6 @@
 //! The real-client matrix (issue 6): six stock MySQL clients against one relay with a managed
-//! server-shim instance, each on both routes — the perceptron route (instance paused: the relay
+//! instance — server-shim, MariaDB in switch mode, and MariaDB with the `perceptron_dual` plugin
+//! in dual mode (issue 12) — each on both routes — the perceptron route (instance paused: the relay
 //! greets, wakes the compute and relays the login) and the direct route (instance running: raw
 //! bytes to the compute) — with a query, a server-side prepared statement and a wrong password.
 //!
@@ -523,6 +524,46 @@ fn every_client_works_in_switch_mode_against_a_stock_mariadb() {
     );
     assert_eq!(out.code, Some(0), "{}\nlog:\n{}", out.stderr, relay.log());
     run_matrix(&relay, "switch mode, MariaDB 10.11");
+}
+
+#[test]
+fn every_client_works_in_dual_mode_against_mariadb_with_the_perceptron_dual_plugin() {
+    for client in Client::ALL {
+        client.check_installed();
+    }
+    let dir = TempDir::new("client-matrix-maria-dual");
+    let datadir = tests::mariadb::install(dir.path());
+    let plugins = tests::mariadb::plugin_dir(dir.path());
+    let options = tests::mariadb::dual_options(
+        &plugins,
+        &dir.path().join("perceptron.key"),
+        &dir.path().join("mariadb.err"),
+    );
+    let options: Vec<&str> = options.iter().map(String::as_str).collect();
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            command: Some(tests::mariadb::command(&datadir, &options)),
+            auth: "dual",
+            resume_timeout: "30s",
+            ..RelayOptions::default()
+        },
+    );
+    // root keeps mysql_native_password, which a dual relay cannot complete: it sets up on the
+    // direct route.
+    prepare_route(&relay, Route::Direct);
+    let out = mariadb(
+        relay.port,
+        "root",
+        None,
+        &[],
+        &format!(
+            "CREATE USER {USER}@'%' IDENTIFIED VIA perceptron_dual USING PASSWORD('{PASSWORD}');\
+             GRANT ALL ON *.* TO {USER}@'%'; CREATE DATABASE {DATABASE};"
+        ),
+    );
+    assert_eq!(out.code, Some(0), "{}\nlog:\n{}", out.stderr, relay.log());
+    run_matrix(&relay, "dual mode, MariaDB 10.11 with perceptron_dual");
 }
 
 /// Runs every client × mode × route against `relay`'s instance and fails with every failing

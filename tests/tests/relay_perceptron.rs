@@ -11,9 +11,9 @@
 
 use std::time::{Duration, Instant};
 
-use authplugin::hex;
-use authplugin::native_password::{self, NativeStage2};
-use tests::relay::{PASSWORD, Relay, RelayOptions, USER, pid_alive, scan_files, scan_memory};
+use tests::relay::{
+    PASSWORD, Relay, RelayOptions, USER, credential_needles, pid_alive, scan_files, scan_memory,
+};
 use tests::{TempDir, bin_path, mariadb, mariadb_script};
 
 #[test]
@@ -190,26 +190,6 @@ fn a_compute_that_never_listens_gives_every_waiting_client_1053_within_resume_ti
     );
     // And the relay keeps greeting new clients.
     assert!(tests::wait_for_greeting(relay.port, Instant::now() + Duration::from_secs(5)).is_ok());
-}
-
-fn credential_needles(password: &str) -> Vec<(String, Vec<u8>)> {
-    let stage1 = native_password::stage1(password.as_bytes());
-    let stage2 = NativeStage2::from_password(password.as_bytes());
-    let mut needles = vec![
-        ("password".to_owned(), password.as_bytes().to_vec()),
-        ("SHA1(pw)".to_owned(), stage1.to_vec()),
-        ("SHA1(SHA1(pw))".to_owned(), stage2.as_bytes().to_vec()),
-        ("*HEX stage2".to_owned(), stage2.to_text().into_bytes()),
-    ];
-    for (name, raw) in [
-        ("SHA1(pw)", stage1.to_vec()),
-        ("SHA1(SHA1(pw))", stage2.as_bytes().to_vec()),
-    ] {
-        let lower = hex::encode(&raw);
-        needles.push((format!("{name} hex"), lower.clone().into_bytes()));
-        needles.push((format!("{name} HEX"), lower.to_uppercase().into_bytes()));
-    }
-    needles
 }
 
 #[test]

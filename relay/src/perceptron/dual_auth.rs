@@ -4,12 +4,13 @@
 
 use std::time::Duration;
 
-use authplugin::packet::Packet;
+use authplugin::packet::auth_switch::AUTH_SWITCH_HEADER;
 use authplugin::packet::capabilities::{
     CLIENT_CONNECT_WITH_DB, CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA,
 };
+use authplugin::packet::{AuthSwitchRequest, Packet};
 use authplugin::payload::{self, Binding, LoginClaim};
-use authplugin::{KeyRing, Scramble};
+use authplugin::{AuthPlugin, KeyRing, Scramble};
 use tokio::io::{AsyncRead, AsyncWrite};
 use zeroize::Zeroizing;
 
@@ -50,38 +51,77 @@ impl Verdict {
     }
 }
 
-/// P6: sends the HandshakeResponse41 carrying the client's identity and session settings with
-/// the relayed-auth payload as its answer. Consumes the login so the client's answer is wiped
-/// as soon as it is sent.
+/// P6 and P7: sends the HandshakeResponse41 carrying the client's identity and session
+/// settings with the relayed-auth payload as its answer, and reads the compute's verdict.
+///
+/// The payload is bound to the greeting's scramble B. A compute whose auth plugin issues its
+/// own challenge instead — MariaDB with `perceptron_dual`, which offers a fresh scramble
+/// under `mysql_native_password` in an AuthSwitchRequest — gets a payload signed for that
+/// scramble, once. A switch that repeats the greeting's scramble comes from a stock native
+/// plugin (the account is not on `perceptron_dual`) and is answered so that it fails. Consumes the login so the client's answer is wiped when this returns.
 ///
 /// # Errors
-/// [`ComputeError`] when the payload cannot be built or sent.
-pub async fn send_login<S: AsyncRead + AsyncWrite + Unpin>(
+/// [`ComputeError`] when the payload cannot be built or sent, for a timeout, a lost
+/// connection, or any reply other than OK, ERR or that one switch.
+pub async fn log_in<S: AsyncRead + AsyncWrite + Unpin>(
     compute: &mut GreetedCompute<S>,
     login: ClientLogin,
     signer: &Signer<'_>,
-) -> Result<(), ComputeError> {
-    let response = build_response(login, compute, signer)?;
-    compute_leg::write(&mut compute.stream, 1, &response).await
-}
-
-/// P7: reads the compute's verdict, which must be the next packet (sequence id 2) and an OK or
-/// an ERR.
-///
-/// # Errors
-/// [`ComputeError`] for a timeout, a lost connection or any other packet.
-pub async fn read_verdict<S: AsyncRead + AsyncWrite + Unpin>(
-    compute: &mut PacketStream<S>,
     timeout: Duration,
 ) -> Result<Verdict, ComputeError> {
+    let (response, signed) = build_response(login, compute, signer)?;
+    compute_leg::write(&mut compute.stream, 1, &response).await?;
+    drop(response);
+    let reply = read_reply(&mut compute.stream, timeout, 2).await?;
+    if reply.payload.first() != Some(&AUTH_SWITCH_HEADER) {
+        return verdict(reply);
+    }
+    let switch =
+        AuthSwitchRequest::decode(&reply.payload).map_err(ComputeProtocolError::BadAuthSwitch)?;
+    let scramble_b = (switch.plugin_name == AuthPlugin::MysqlNativePassword.name().as_bytes())
+        .then(|| switch.scramble())
+        .flatten()
+        .ok_or(ComputeProtocolError::UnanswerableAuthSwitch)?;
+    let answer = if scramble_b == compute.scramble_b {
+        // The greeting's own scramble again: MariaDB's stock mysql_native_password asking
+        // for a native answer, because the account does not use perceptron_dual (or does not
+        // exist). Nothing the relay holds can answer it; a random token finishes the login as
+        // an ordinary failed one (ERR 1045 for the client), where a payload would make the
+        // server report a malformed handshake.
+        let mut token = Zeroizing::new(vec![0u8; authplugin::native_password::NATIVE_TOKEN_LEN]);
+        rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut token);
+        token
+    } else {
+        signed.sign_for(&scramble_b, signer)?
+    };
+    compute_leg::write(&mut compute.stream, 3, &answer).await?;
+    drop(answer);
+    let reply = read_reply(&mut compute.stream, timeout, 4).await?;
+    if reply.payload.first() == Some(&AUTH_SWITCH_HEADER) {
+        return Err(ComputeProtocolError::SecondAuthSwitch.into());
+    }
+    verdict(reply)
+}
+
+/// Reads the compute's next packet, which must carry `sequence_id`.
+async fn read_reply<S: AsyncRead + AsyncWrite + Unpin>(
+    compute: &mut PacketStream<S>,
+    timeout: Duration,
+    sequence_id: u8,
+) -> Result<Packet, ComputeError> {
     let reply = compute_leg::read(compute, timeout, ComputeStep::Login).await?;
-    if reply.sequence_id != 2 {
+    if reply.sequence_id != sequence_id {
         return Err(ComputeProtocolError::OutOfOrder {
-            expected: 2,
+            expected: sequence_id,
             actual: reply.sequence_id,
         }
         .into());
     }
+    Ok(reply)
+}
+
+/// The verdict, if `reply` is an OK or an ERR.
+fn verdict(reply: Packet) -> Result<Verdict, ComputeError> {
     match reply.payload.first() {
         Some(0x00 | 0xFF) => Ok(Verdict { reply }),
         Some(&other) => Err(ComputeProtocolError::Unexpected(other).into()),
@@ -89,11 +129,42 @@ pub async fn read_verdict<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
+/// What a payload is signed over besides scramble B, kept until the verdict so that a
+/// compute's own challenge can be answered. The claim's answer is wiped when this is dropped.
+struct Signable {
+    claim: LoginClaim,
+    user: Vec<u8>,
+    database: Vec<u8>,
+}
+
+impl Signable {
+    fn sign_for(
+        &self,
+        scramble_b: &Scramble,
+        signer: &Signer<'_>,
+    ) -> Result<Zeroizing<Vec<u8>>, ComputeError> {
+        let binding = Binding {
+            scramble_b,
+            user: &self.user,
+            database: &self.database,
+        };
+        // The payload carries the client's answer: wiped on every path, errors included.
+        payload::encode_signed(
+            &self.claim,
+            signer.ring.signing_key(),
+            signer.now_ms,
+            &binding,
+        )
+        .map(Zeroizing::new)
+        .map_err(|e| ComputeProtocolError::Payload(e).into())
+    }
+}
+
 fn build_response<S>(
     login: ClientLogin,
     compute: &GreetedCompute<S>,
     signer: &Signer<'_>,
-) -> Result<Zeroizing<Vec<u8>>, ComputeError> {
+) -> Result<(Zeroizing<Vec<u8>>, Signable), ComputeError> {
     let mut p6 = compute_leg::response_for(
         &login,
         &compute.greeting,
@@ -106,29 +177,23 @@ fn build_response<S>(
     } else {
         Vec::new()
     };
-    let binding = Binding {
-        scramble_b: &compute.scramble_b,
-        user: &p6.username,
-        database: &database,
-    };
     let ClientLogin { plugin, answer, .. } = login;
-    let claim = LoginClaim {
-        scramble_a: signer.scramble_a.clone(),
-        answer_a: answer,
-        client_plugin: plugin,
-        client_addr: signer.client_addr.to_owned(),
+    let signable = Signable {
+        claim: LoginClaim {
+            scramble_a: signer.scramble_a.clone(),
+            answer_a: answer,
+            client_plugin: plugin,
+            client_addr: signer.client_addr.to_owned(),
+        },
+        user: p6.username.clone(),
+        database,
     };
-    // The payload carries the client's answer: wiped on every path, errors included.
-    let signed = Zeroizing::new(
-        payload::encode_signed(&claim, signer.ring.signing_key(), signer.now_ms, &binding)
-            .map_err(ComputeProtocolError::Payload)?,
-    );
-    drop(claim);
+    let signed = signable.sign_for(&compute.scramble_b, signer)?;
     if p6.client_flag & CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA == 0
         && signed.len() > MAX_SHORT_AUTH_RESPONSE
     {
         return Err(ComputeProtocolError::PayloadTooLong.into());
     }
     p6.auth_response = signed;
-    Ok(Zeroizing::new(p6.to_bytes()))
+    Ok((Zeroizing::new(p6.to_bytes()), signable))
 }

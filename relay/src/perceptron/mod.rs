@@ -8,7 +8,7 @@
 //! | P3 | [`wake`] (single-flight, in [`crate::control`]) |
 //! | P4 | [`compute_leg::connect`], through a [`ComputeConnector`] |
 //! | P5 | [`compute_leg::read_greeting`], then the profile is learnt once |
-//! | P6, P7 (dual) | [`dual_auth::send_login`], [`dual_auth::read_verdict`] |
+//! | P6, P7 (dual) | [`dual_auth::log_in`] |
 //! | P8 (dual) | [`forward_verdict`] |
 //! | P6–P8 (switch) | [`switch_auth::relay_login`] |
 //!
@@ -211,8 +211,8 @@ where
                 client_addr: &client_addr,
                 now_ms: crate::ledger::now_ms(),
             };
-            dual_auth::send_login(&mut compute, login, &signer).await?;
-            let verdict = dual_auth::read_verdict(&mut compute.stream, cfg.compute_timeout).await?;
+            let verdict =
+                dual_auth::log_in(&mut compute, login, &signer, cfg.compute_timeout).await?;
             forward_verdict(client, last_seq, &verdict).await?;
             verdict
         }

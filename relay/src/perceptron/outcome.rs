@@ -109,6 +109,9 @@ pub enum ComputeProtocolError {
     BadAuthSwitch(DecodeError),
     /// A second AuthSwitchRequest: clients accept one per login, so it cannot be relayed.
     SecondAuthSwitch,
+    /// In dual mode, an AuthSwitchRequest that is not a `mysql_native_password` challenge
+    /// (20 bytes and a NUL), the only one a relayed-auth payload can be bound to.
+    UnanswerableAuthSwitch,
 }
 
 impl ComputeError {
@@ -183,6 +186,10 @@ impl std::fmt::Display for ComputeProtocolError {
             Self::Empty => f.write_str("empty packet during authentication"),
             Self::BadAuthSwitch(e) => write!(f, "bad auth switch: {e}"),
             Self::SecondAuthSwitch => f.write_str("server asked for a second auth switch"),
+            Self::UnanswerableAuthSwitch => f.write_str(
+                "server switched to a plugin other than a mysql_native_password challenge; \
+                 is the account IDENTIFIED VIA perceptron_dual?",
+            ),
         }
     }
 }

@@ -524,8 +524,44 @@ async fn reply_with_the_wrong_sequence_id_is_a_protocol_error() {
     assert_unavailable(&r);
 }
 
+/// MariaDB's `perceptron_dual` plugin challenges with its own scramble in an AuthSwitchRequest
+/// (sequence id 2); the relay answers with a payload bound to that scramble (3) and the
+/// verdict follows (4).
 #[tokio::test]
-async fn auth_switch_in_dual_mode_is_a_protocol_error() {
+async fn dual_login_answers_the_computes_own_challenge() {
+    let rt = runtime(AuthMode::Dual);
+    let ring = Arc::clone(&rt.ring);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let p6 = c.read_login().await;
+            c.scramble_b = Scramble::from_bytes(*b"CCCCCCCCCCCCCCCCCCCC");
+            c.switch_to(AuthPlugin::MysqlNativePassword).await;
+            let answer = c.stream.read_packet().await.unwrap();
+            assert_eq!(answer.sequence_id, 3);
+            let mut p6_for_c = p6.clone();
+            p6_for_c.auth_response = zeroize::Zeroizing::new(answer.payload);
+            assert!(
+                c.verify(&p6_for_c, &ring),
+                "the payload must be bound to the new challenge"
+            );
+            c.send(4, &ok_packet()).await;
+        },
+    )
+    .await;
+    let (_, verdict) = r.result.as_ref().unwrap();
+    assert!(verdict.accepted());
+    assert_eq!(r.client_got.len(), 1);
+    assert_eq!(r.client_got[0].sequence_id, 2);
+    assert_eq!(r.client_got[0].payload, ok_packet());
+}
+
+#[tokio::test]
+async fn a_dual_challenge_for_another_plugin_is_a_protocol_error() {
     let rt = runtime(AuthMode::Dual);
     let r = run(
         &rt,
@@ -535,14 +571,37 @@ async fn auth_switch_in_dual_mode_is_a_protocol_error() {
         |mut c| async move {
             c.greet().await;
             let _ = c.read_login().await;
-            c.send(2, b"\xfemysql_native_password\0BBBBBBBBBBBBBBBBBBBB\0")
-                .await;
+            c.switch_to(AuthPlugin::CachingSha2Password).await;
         },
     )
     .await;
     assert!(matches!(
         compute_error(&r),
-        ComputeError::Protocol(ComputeProtocolError::Unexpected(0xFE))
+        ComputeError::Protocol(ComputeProtocolError::UnanswerableAuthSwitch)
+    ));
+    assert_unavailable(&r);
+}
+
+#[tokio::test]
+async fn a_second_dual_challenge_is_a_protocol_error() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            c.switch_to(AuthPlugin::MysqlNativePassword).await;
+            let _ = c.stream.read_packet().await.unwrap();
+            c.switch_to_at(4, AuthPlugin::MysqlNativePassword).await;
+        },
+    )
+    .await;
+    assert!(matches!(
+        compute_error(&r),
+        ComputeError::Protocol(ComputeProtocolError::SecondAuthSwitch)
     ));
     assert_unavailable(&r);
 }

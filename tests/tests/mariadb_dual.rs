@@ -1,0 +1,449 @@
+//! Dual verification on a real MariaDB (issue 12): a stock Debian `mariadbd`, started by the
+//! relay's process driver, loads this build's `perceptron_dual` plugin from a private plugin
+//! directory. The relay answers the plugin's challenge with the relayed-auth payload; stock
+//! clients on the direct route answer it natively. Forged, foreign, stale and replayed payloads
+//! are played straight at the server, which refuses each with a generic 1045 and writes the
+//! precise reason to its error log only.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
+)]
+
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use authplugin::packet::capabilities::{
+    CLIENT_CONNECT_WITH_DB, CLIENT_PLUGIN_AUTH, CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA,
+    CLIENT_PROTOCOL_41, CLIENT_SECURE_CONNECTION,
+};
+use authplugin::packet::{AuthSwitchRequest, HandshakeResponse41, HandshakeV10};
+use authplugin::payload::{self, Binding, LoginClaim};
+use authplugin::{AuthPlugin, KeyId, KeySecret, PerceptronKey, Scramble};
+use tests::relay::{
+    PASSWORD, Relay, RelayOptions, USER, credential_needles, pid_alive, scan_files, scan_memory,
+};
+use tests::{TempDir, mariadb, raw};
+use zeroize::Zeroizing;
+
+/// A relay in dual mode in front of a MariaDB that loads the plugin with the relay's own key
+/// ring, plus the server's error log.
+struct Dual {
+    relay: Relay,
+    error_log: PathBuf,
+    _dir: TempDir,
+}
+
+impl Dual {
+    fn start(label: &str, extra: &[&str]) -> Self {
+        let dir = TempDir::new(label);
+        let datadir = tests::mariadb::install(dir.path());
+        let plugins = tests::mariadb::plugin_dir(dir.path());
+        let error_log = dir.path().join("mariadb.err");
+        let key = dir.path().join("perceptron.key");
+        let mut options = tests::mariadb::dual_options(&plugins, &key, &error_log);
+        options.extend(extra.iter().map(|s| (*s).to_owned()));
+        let options: Vec<&str> = options.iter().map(String::as_str).collect();
+        let relay = Relay::start(
+            dir.path(),
+            RelayOptions {
+                command: Some(tests::mariadb::command(&datadir, &options)),
+                auth: "dual",
+                resume_timeout: "30s",
+                ..RelayOptions::default()
+            },
+        );
+        let dual = Self {
+            relay,
+            error_log,
+            _dir: dir,
+        };
+        // root (mysql_native_password, empty password) cannot log in through a dual relay: it
+        // sets the accounts up on the direct route.
+        dual.resume();
+        dual.root(&format!(
+            "CREATE USER {USER}@'%' IDENTIFIED VIA perceptron_dual USING PASSWORD('{PASSWORD}');\
+             CREATE USER nat@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('nat-pw');\
+             GRANT ALL ON *.* TO {USER}@'%'; GRANT ALL ON *.* TO nat@'%'; CREATE DATABASE shop;"
+        ));
+        dual
+    }
+
+    fn resume(&self) {
+        if self.relay.state() != "running" {
+            let (status, body) = self.relay.admin("POST", "/v1/instances/demo/resume");
+            assert_eq!(status, 200, "resume: {body}\n{}", self.relay.log());
+        }
+        assert!(
+            Relay::wait_until(Duration::from_secs(30), || self.relay.state() == "running"),
+            "{}",
+            self.relay.log()
+        );
+    }
+
+    fn pause(&self) {
+        self.relay.pause();
+        assert_eq!(self.relay.state(), "paused");
+    }
+
+    /// Runs SQL as root on the direct route (the instance must be running).
+    fn root(&self, sql: &str) -> String {
+        let out = mariadb(self.relay.port, "root", None, &[], sql);
+        assert_eq!(
+            out.code,
+            Some(0),
+            "{sql}: {}\n{}",
+            out.stderr,
+            self.relay.log()
+        );
+        out.stdout
+    }
+
+    fn error_log(&self) -> String {
+        std::fs::read_to_string(&self.error_log).unwrap_or_default()
+    }
+
+    fn key(&self) -> PerceptronKey {
+        let ring = authplugin::key_file::load(&self.relay.dir.join("perceptron.key")).unwrap();
+        ring.signing_key().clone()
+    }
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+/// What a relayed login signs, as a relay (or an attacker with some of its parts) would.
+struct Forge {
+    key: PerceptronKey,
+    scramble_a: Scramble,
+    password: &'static str,
+    issued_at_ms: u64,
+    /// The user and database the MAC binds (normally those of the login).
+    bound_user: &'static str,
+    bound_db: &'static str,
+}
+
+impl Forge {
+    fn sign(&self, scramble_b: &Scramble) -> Vec<u8> {
+        let claim = LoginClaim {
+            scramble_a: self.scramble_a.clone(),
+            answer_a: Zeroizing::new(authplugin::native_password::token(
+                self.password.as_bytes(),
+                &self.scramble_a,
+            )),
+            client_plugin: AuthPlugin::MysqlNativePassword,
+            client_addr: "192.0.2.7:40000".into(),
+        };
+        let binding = Binding {
+            scramble_b,
+            user: self.bound_user.as_bytes(),
+            database: self.bound_db.as_bytes(),
+        };
+        payload::encode_signed(&claim, &self.key, self.issued_at_ms, &binding).unwrap()
+    }
+}
+
+/// Logs in to the compute directly as `user` with database `db`, the way the relay does at
+/// P6–P7, answering the plugin's challenge with `forge`'s payload. The server's verdict: OK,
+/// or its ERR's `(code, message)`.
+fn relayed_login(
+    compute_port: u16,
+    user: &str,
+    db: &str,
+    forge: &Forge,
+) -> Result<(), (u16, String)> {
+    let mut s: TcpStream = raw::connect(compute_port).unwrap();
+    let (_, greeting) = raw::read_packet(&mut s).unwrap();
+    let g = HandshakeV10::decode(&greeting).unwrap();
+    let login = HandshakeResponse41 {
+        client_flag: CLIENT_PROTOCOL_41
+            | CLIENT_SECURE_CONNECTION
+            | CLIENT_PLUGIN_AUTH
+            | CLIENT_CONNECT_WITH_DB
+            | (g.capability_flags & CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA),
+        max_packet_size: 1 << 24,
+        character_set: 45,
+        reserved: [0; 23],
+        username: user.as_bytes().to_vec(),
+        auth_response: Zeroizing::new(Vec::new()),
+        database: Some(db.as_bytes().to_vec()),
+        client_plugin_name: Some(payload::PLUGIN_NAME.as_bytes().to_vec()),
+        connect_attrs: None,
+        zstd_compression_level: None,
+    };
+    raw::write_packet(&mut s, 1, &login.to_bytes()).unwrap();
+    let (seq, switch) = raw::read_packet(&mut s).unwrap();
+    assert_eq!(seq, 2);
+    let switch = AuthSwitchRequest::decode(&switch).expect("the plugin's challenge");
+    assert_eq!(switch.plugin_name, b"mysql_native_password");
+    let b = switch.scramble().expect("20 bytes and a NUL");
+    raw::write_packet(&mut s, 3, &forge.sign(&b)).unwrap();
+    let (seq, verdict) = raw::read_packet(&mut s).unwrap();
+    assert_eq!(seq, 4);
+    match verdict.first() {
+        Some(0x00) => Ok(()),
+        _ => Err(raw::err_of(&verdict)),
+    }
+}
+
+#[test]
+fn mariadb_with_the_plugin_verifies_relayed_logins_and_refuses_each_kind_of_forgery() {
+    let d = Dual::start("maria-dual", &[]);
+    let r = &d.relay;
+
+    // Perceptron route: paused → the relay greets, wakes MariaDB, answers the plugin's
+    // challenge; the client's queries run on the held connection.
+    d.pause();
+    let out = mariadb(
+        r.port,
+        USER,
+        Some(PASSWORD),
+        &["-Dshop"],
+        "SELECT CURRENT_USER(), DATABASE()",
+    );
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stderr, r.log());
+    assert_eq!(out.stdout, format!("{USER}@%\tshop\n"));
+    assert_eq!(
+        r.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}"),
+        1.0,
+        "{}",
+        r.log()
+    );
+    // A wrong password, an unknown user and an account of another plugin: the server's 1045,
+    // relayed unchanged.
+    for (user, password) in [(USER, "wrong"), ("nobody", "x"), ("nat", "nat-pw")] {
+        d.pause();
+        let out = mariadb(r.port, user, Some(password), &[], "SELECT 1");
+        assert!(
+            out.stderr.contains("ERROR 1045 (28000)"),
+            "{user}: {}\n{}\nerror log:\n{}",
+            out.stderr,
+            r.log(),
+            d.error_log()
+        );
+    }
+    assert!(d.error_log().contains(&format!(
+        "refused relayed login for '{USER}'@'127.0.0.1': client answer refused"
+    )));
+
+    // Direct route: a stock client answers the plugin's challenge natively.
+    d.resume();
+    let out = mariadb(r.port, USER, Some(PASSWORD), &[], "SELECT CURRENT_USER()");
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+
+    // Payloads played straight at the server.
+    let key = d.key();
+    let good = || Forge {
+        key: key.clone(),
+        scramble_a: Scramble::generate(&mut rand::rngs::OsRng),
+        password: PASSWORD,
+        issued_at_ms: now_ms(),
+        bound_user: USER,
+        bound_db: "shop",
+    };
+    assert_eq!(relayed_login(r.compute_port, USER, "shop", &good()), Ok(()));
+    let other_secret = PerceptronKey::new(key.id().clone(), KeySecret::from_bytes([7; 32]));
+    let unknown_id = PerceptronKey::new(
+        KeyId::new("not-in-ring").unwrap(),
+        KeySecret::from_bytes([7; 32]),
+    );
+    let replayed = good();
+    assert_eq!(
+        relayed_login(r.compute_port, USER, "shop", &replayed),
+        Ok(())
+    );
+    let cases: Vec<(&str, Forge, &str)> = vec![
+        (
+            "forged MAC",
+            Forge {
+                key: other_secret,
+                ..good()
+            },
+            "[bad_mac]",
+        ),
+        (
+            "unknown key id",
+            Forge {
+                key: unknown_id,
+                ..good()
+            },
+            "[unknown_key_id]",
+        ),
+        (
+            "replayed (key id, scramble A)",
+            Forge {
+                scramble_a: replayed.scramble_a.clone(),
+                ..good()
+            },
+            "[replayed]",
+        ),
+        (
+            "expired",
+            Forge {
+                issued_at_ms: now_ms() - 120_000,
+                ..good()
+            },
+            "[outside_window]",
+        ),
+        (
+            "made for another user",
+            Forge {
+                bound_user: "nat",
+                ..good()
+            },
+            "[bad_mac]",
+        ),
+        (
+            "made for another database",
+            Forge {
+                bound_db: "mysql",
+                ..good()
+            },
+            "[bad_mac]",
+        ),
+        (
+            "wrong client answer",
+            Forge {
+                password: "nope",
+                ..good()
+            },
+            "[wrong_answer]",
+        ),
+    ];
+    for (what, forge, reason) in cases {
+        let before = d.error_log().matches(reason).count();
+        let (code, message) = relayed_login(r.compute_port, USER, "shop", &forge).unwrap_err();
+        assert_eq!(code, 1045, "{what}: {message}");
+        assert_eq!(
+            message,
+            format!("Access denied for user '{USER}'@'127.0.0.1' (using password: YES)"),
+            "{what}: the client learns nothing more"
+        );
+        assert_eq!(
+            d.error_log().matches(reason).count(),
+            before + 1,
+            "{what}: the error log names the reason {reason}\n{}",
+            d.error_log()
+        );
+    }
+
+    // perceptron_dual_require_relay = ON: stock clients are refused, relayed logins are not.
+    d.root("SET GLOBAL perceptron_dual_require_relay = ON");
+    let out = mariadb(r.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert!(out.stderr.contains("ERROR 1045 (28000)"), "{}", out.stderr);
+    assert!(d.error_log().contains("[relay_required]"));
+    assert_eq!(relayed_login(r.compute_port, USER, "shop", &good()), Ok(()));
+    d.pause();
+    let out = mariadb(r.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_eq!(
+        out.code,
+        Some(0),
+        "relayed under require_relay: {}\n{}",
+        out.stderr,
+        r.log()
+    );
+    d.root("SET GLOBAL perceptron_dual_require_relay = OFF");
+
+    // The relay holds no credential after all those dual logins (the scanner itself is proven
+    // against server-shim's memory in relay_perceptron.rs; mariadbd's multi-terabyte address
+    // space reservations make a scan of it take minutes).
+    let needles = credential_needles(PASSWORD);
+    let in_relay = scan_memory(r.child.pid().unwrap(), &needles);
+    assert!(in_relay.is_empty(), "relay memory holds {in_relay:?}");
+    let in_state = scan_files(&r.dir.join("state"), &needles);
+    assert!(in_state.is_empty(), "relay state_dir holds {in_state:?}");
+
+    // The plugin unloads and loads again; accounts keep their plugin and hash.
+    d.root("UNINSTALL SONAME 'perceptron_dual'");
+    let out = mariadb(r.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_ne!(out.code, Some(0), "no plugin, no login");
+    d.root("INSTALL SONAME 'perceptron_dual'");
+    let out = mariadb(r.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_eq!(out.code, Some(0), "after INSTALL SONAME: {}", out.stderr);
+    d.pause();
+    let out = mariadb(r.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_eq!(
+        out.code,
+        Some(0),
+        "relayed after reload: {}\n{}",
+        out.stderr,
+        r.log()
+    );
+
+    // Moving an existing native account over is one ALTER USER with its stored hash.
+    d.resume();
+    let hash = d.root("SELECT PASSWORD('nat-pw')");
+    d.root(&format!(
+        "ALTER USER nat@'%' IDENTIFIED VIA perceptron_dual USING '{}'",
+        hash.trim()
+    ));
+    d.pause();
+    let out = mariadb(r.port, "nat", Some("nat-pw"), &[], "SELECT CURRENT_USER()");
+    assert_eq!(out.stdout, "nat@%\n", "{}\n{}", out.stderr, r.log());
+}
+
+#[test]
+fn a_thousand_logins_at_once_through_the_relay_wake_mariadb_once_and_all_succeed() {
+    const CLIENTS: usize = 1_000;
+    let d = Dual::start("maria-dual-1000", &["--max-connections=1200"]);
+    d.pause();
+    let wakes = || {
+        d.relay
+            .metric("relay_wakes_total{instance=\"demo\",outcome=\"ok\"}")
+    };
+    let wakes_before = wakes();
+    let port = d.relay.port;
+    let failures = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let failures = Arc::clone(&failures);
+            std::thread::spawn(move || {
+                let ok = match raw::login(port, USER, PASSWORD, Some("shop")) {
+                    Ok(Ok(mut s)) => raw::query(&mut s, "SELECT 1")
+                        .is_ok_and(|r| r == Ok(vec![Some("1".into())])),
+                    _ => false,
+                };
+                if !ok {
+                    failures.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(failures.load(Ordering::Relaxed), 0, "{}", d.relay.log());
+    // Clients that arrived while MariaDB was starting were held and relayed; those that came
+    // after took the direct route.
+    let relayed = d
+        .relay
+        .metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}");
+    let direct = d
+        .relay
+        .metric("relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}");
+    assert!(relayed >= 1.0, "{}", d.relay.log());
+    assert_eq!(
+        relayed + direct,
+        CLIENTS as f64 + 1.0,
+        "the setup's root login was direct"
+    );
+    assert_eq!(wakes() - wakes_before, 1.0, "one wake:\n{}", d.relay.log());
+    assert!(
+        pid_alive(d.relay.compute_pid().unwrap()),
+        "mariadbd is alive"
+    );
+    d.root("SELECT 1");
+}
