@@ -22,7 +22,7 @@ bench_install() {
 
 bench_build() {
     if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
-        (cd "$ROOT" && nice cargo build --release -p relay -p server-shim)
+        (cd "$ROOT" && nice cargo build --release -p relay -p server-shim -p mariadb-plugin)
     fi
     [[ -x "$ROOT/target/release/relay" && -x "$ROOT/target/release/server-shim" ]] ||
         { echo "bench: release binaries missing" >&2; exit 1; }

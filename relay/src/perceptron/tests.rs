@@ -560,6 +560,38 @@ async fn dual_login_answers_the_computes_own_challenge() {
     assert_eq!(r.client_got[0].payload, ok_packet());
 }
 
+/// A stock native plugin (the account is not on perceptron_dual, or does not exist) switches
+/// with the greeting's own scramble: the relay answers with a token that cannot match, so the
+/// server finishes with its ordinary 1045 instead of "bad handshake".
+#[tokio::test]
+async fn a_stock_native_challenge_in_dual_mode_ends_as_the_servers_denial() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            c.switch_to(AuthPlugin::MysqlNativePassword).await;
+            let answer = c.stream.read_packet().await.unwrap();
+            assert_eq!(answer.sequence_id, 3);
+            assert_eq!(
+                answer.payload.len(),
+                20,
+                "a native-sized token, not a payload"
+            );
+            assert!(!answer.payload.starts_with(&payload::MAGIC));
+            c.send(4, &denied()).await;
+        },
+    )
+    .await;
+    assert!(!r.result.as_ref().unwrap().1.accepted());
+    assert_eq!(r.client_got.len(), 1);
+    assert_eq!(err_of(&r.client_got[0]).error_code, 1045);
+}
+
 #[tokio::test]
 async fn a_dual_challenge_for_another_plugin_is_a_protocol_error() {
     let rt = runtime(AuthMode::Dual);
