@@ -366,6 +366,67 @@ fn mariadb_with_the_plugin_verifies_relayed_logins_and_refuses_each_kind_of_forg
     let in_state = scan_files(&r.dir.join("state"), &needles);
     assert!(in_state.is_empty(), "relay state_dir holds {in_state:?}");
 
+    // Key rotation: a key appended to the server's file is picked up without a restart; the
+    // old key (the relay still signs with it) keeps verifying.
+    let key_file = r.dir.join("perceptron.key");
+    let keygen = std::process::Command::new(tests::bin_path("relay"))
+        .args(["keygen", "--id", "test-2", "--out"])
+        .arg(&key_file)
+        .output()
+        .unwrap();
+    assert!(keygen.status.success());
+    let new_key = authplugin::key_file::load(&key_file)
+        .unwrap()
+        .signing_key()
+        .clone();
+    assert_eq!(new_key.id().as_str(), "test-2");
+    assert_eq!(
+        relayed_login(
+            r.compute_port,
+            USER,
+            "shop",
+            &Forge {
+                key: new_key,
+                ..good()
+            }
+        ),
+        Ok(())
+    );
+    assert!(
+        d.error_log()
+            .contains("key file changed: loaded 2 key(s) (test-1, test-2)")
+    );
+    assert_eq!(relayed_login(r.compute_port, USER, "shop", &good()), Ok(()));
+    // A key file that becomes readable by others is refused; the ring in use stays.
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(relayed_login(r.compute_port, USER, "shop", &good()), Ok(()));
+    assert!(
+        d.error_log()
+            .contains("key file changed but cannot be used"),
+        "{}",
+        d.error_log()
+    );
+    // ... and the plugin refuses to load with it.
+    d.root("UNINSTALL SONAME 'perceptron_dual'");
+    let out = mariadb(
+        r.port,
+        "root",
+        None,
+        &[],
+        "INSTALL SONAME 'perceptron_dual'",
+    );
+    assert_ne!(out.code, Some(0), "loaded with a 0644 key file");
+    assert!(
+        d.error_log()
+            .contains("cannot use perceptron_dual_key_file")
+            && d.error_log().contains("chmod 600"),
+        "{}",
+        d.error_log()
+    );
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    d.root("INSTALL SONAME 'perceptron_dual'");
+
     // The plugin unloads and loads again; accounts keep their plugin and hash.
     d.root("UNINSTALL SONAME 'perceptron_dual'");
     let out = mariadb(r.port, USER, Some(PASSWORD), &[], "SELECT 1");
