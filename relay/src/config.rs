@@ -534,6 +534,21 @@ impl Config {
         relay.state_dir = rebase(base, &relay.state_dir);
         relay.key_file = rebase(base, &relay.key_file);
         relay.admin_token_file = relay.admin_token_file.map(|p| rebase(base, &p));
+        if let Some(addr) = relay.admin_listen {
+            // Off loopback, anyone who can route to the port could pause instances or read
+            // usage: a token is the only thing between them and the API.
+            if !addr.ip().is_loopback() && relay.admin_token_file.is_none() {
+                return Err(ConfigError::invalid(
+                    path,
+                    "relay.admin_token_file".into(),
+                    format!(
+                        "required because relay.admin_listen ({addr}) is not a loopback \
+                         address; create a token file (mode 0600, at least 16 characters) or \
+                         listen on 127.0.0.1"
+                    ),
+                ));
+            }
+        }
         if file.instance.is_empty() {
             return Err(ConfigError {
                 path: path.to_owned(),
@@ -828,6 +843,30 @@ command = ["server-shim", "run"]
         assert_eq!(spec.base_path, "/v1");
         let bad = http.replace("http://10.0.0.5:8080/v1/", "https://cp.example/v1");
         assert!(parse(&bad).unwrap_err().contains("instance[0].driver.url"));
+    }
+
+    #[test]
+    fn refuses_a_non_loopback_admin_address_without_a_token_file() {
+        for addr in ["0.0.0.0:9100", "10.0.0.5:9100", "[::]:9100"] {
+            assert_eq!(
+                error_after("127.0.0.1:9100", addr),
+                format!(
+                    "/etc/perceptron/relay.toml: relay.admin_token_file: required because \
+                     relay.admin_listen ({addr}) is not a loopback address; create a token file \
+                     (mode 0600, at least 16 characters) or listen on 127.0.0.1"
+                )
+            );
+        }
+        let with_token = GOOD.replace(
+            "admin_listen = \"127.0.0.1:9100\"",
+            "admin_listen = \"0.0.0.0:9100\"\nadmin_token_file = \"admin.token\"",
+        );
+        let c = parse(&with_token).unwrap();
+        assert_eq!(
+            c.relay.admin_token_file.as_deref(),
+            Some(Path::new("/etc/perceptron/admin.token"))
+        );
+        parse(&GOOD.replace("127.0.0.1:9100", "[::1]:9100")).unwrap();
     }
 
     #[test]

@@ -56,6 +56,30 @@ pub enum DirectOutcome {
     fell_back,
 }
 
+/// Why the admin API refused a request (`relay_admin_refused_total{reason}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[expect(
+    non_camel_case_types,
+    reason = "the derive writes the variant name as the label value"
+)]
+pub enum AdminRefusal {
+    /// A `Host` header that names neither the admin address nor loopback (DNS rebinding).
+    host,
+    /// A mutating request from another origin (a web page driving the browser).
+    origin,
+    /// A missing or wrong bearer token.
+    token,
+    /// A usage range that is malformed or reversed.
+    range,
+    /// A usage report that would exceed its row cap.
+    rows,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct AdminRefusalLabels {
+    reason: AdminRefusal,
+}
+
 /// Which way bytes were copied (`relay_bytes_total{direction}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
 #[expect(
@@ -147,6 +171,7 @@ pub struct Metrics {
     resume: ResumeFamily,
     state: Family<StateLabels, Gauge>,
     active: Family<RouteLabels, Gauge>,
+    admin_refused: Family<AdminRefusalLabels, PromCounter>,
 }
 
 impl Default for Metrics {
@@ -159,6 +184,7 @@ impl Default for Metrics {
         let resume = ResumeFamily::new_with_constructor(resume_histogram);
         let state = Family::default();
         let active = Family::default();
+        let admin_refused = Family::default();
         let mut registry = Registry::default();
         // Counter names are registered without `_total`: the encoder appends it.
         registry.register(
@@ -202,6 +228,11 @@ impl Default for Metrics {
             "Open connections per route",
             active.clone(),
         );
+        registry.register(
+            "relay_admin_refused",
+            "Admin API requests refused, by reason",
+            admin_refused.clone(),
+        );
         Self {
             registry,
             connections,
@@ -212,6 +243,7 @@ impl Default for Metrics {
             resume,
             state,
             active,
+            admin_refused,
         }
     }
 }
@@ -260,6 +292,13 @@ impl Metrics {
                 })
                 .inc_by(n);
         }
+    }
+
+    /// Counts an admin request refused for `reason`.
+    pub fn admin_refused(&self, reason: AdminRefusal) {
+        self.admin_refused
+            .get_or_create(&AdminRefusalLabels { reason })
+            .inc();
     }
 
     /// Records how long a successful wake took.
@@ -380,6 +419,7 @@ mod tests {
         m.observe_resume("demo", Duration::from_millis(30));
         m.set_phase("demo", Phase::Running);
         m.set_active("demo", Route::perceptron, 3);
+        m.admin_refused(AdminRefusal::origin);
         m
     }
 
@@ -402,6 +442,7 @@ mod tests {
             "relay_instance_state{instance=\"demo\",state=\"running\"} 1",
             "relay_instance_state{instance=\"demo\",state=\"paused\"} 0",
             "relay_active_connections{instance=\"demo\",route=\"perceptron\"} 3",
+            "relay_admin_refused_total{reason=\"origin\"} 1",
         ] {
             assert!(
                 text.lines().any(|l| l == line),
