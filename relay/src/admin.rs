@@ -36,6 +36,7 @@ use zeroize::Zeroizing;
 
 use crate::control::PauseError;
 use crate::ledger::{self, Ledger};
+use crate::limits::Admission;
 use crate::metrics::{self, AdminRefusal, Metrics, Route};
 use crate::runtime::InstanceRuntime;
 use crate::timefmt;
@@ -61,6 +62,8 @@ pub struct AdminState {
     pub ledger: Arc<Ledger>,
     /// The bearer token requests must carry, if one is configured.
     pub token: Option<Zeroizing<String>>,
+    /// Pre-login admission; instance `i` of `runtimes` is its index `i`.
+    pub admission: Arc<Admission>,
 }
 
 /// An answer, before it becomes an HTTP response.
@@ -413,8 +416,11 @@ fn instance_json(rt: &InstanceRuntime) -> InstanceJson {
 }
 
 fn render_metrics(state: &AdminState, format: metrics::Format) -> String {
-    for rt in &state.runtimes {
+    for (index, rt) in state.runtimes.iter().enumerate() {
         let s = rt.instance.status();
+        state
+            .metrics
+            .set_pending(&s.name, state.admission.pending(index));
         state
             .metrics
             .set_active(&s.name, Route::direct, s.direct_connections);
@@ -433,9 +439,16 @@ pub async fn serve(
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
-    crate::listener::accept_until(listener, shutdown.clone(), "admin", |stream, peer| {
-        tracker.spawn(handle(stream, peer, Arc::clone(&state), shutdown.clone()));
-    })
+    let metrics = Arc::clone(&state.metrics);
+    crate::listener::accept_until(
+        listener,
+        shutdown.clone(),
+        "admin",
+        &metrics,
+        |stream, peer| {
+            tracker.spawn(handle(stream, peer, Arc::clone(&state), shutdown.clone()));
+        },
+    )
     .await;
 }
 
@@ -514,6 +527,13 @@ mod tests {
             metrics: Arc::new(Metrics::default()),
             ledger: Arc::new(Ledger::open(&dir).unwrap()),
             token: token.map(|t| Zeroizing::new(t.to_owned())),
+            admission: Admission::new(
+                crate::limits::PendingCaps {
+                    per_relay: 1,
+                    per_source: 1,
+                },
+                Vec::new(),
+            ),
         }
     }
 
@@ -636,10 +656,8 @@ mod tests {
         // The request that OOM-killed the relay: an instance still running, billed "up to"
         // the end of the calendar (one row per hour, ~70 million rows).
         let state = state_in("far-future", None);
-        state
-            .ledger
-            .record("demo", crate::lifecycle::Phase::Running)
-            .unwrap();
+        let started_ms = ledger::now_ms() - 90 * 60_000;
+        std::fs::write(state.ledger.path(), format!("{started_ms} demo running\n")).unwrap();
         let started = std::time::Instant::now();
         let r = respond(
             &state,
@@ -649,8 +667,10 @@ mod tests {
         .await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.body);
         let rows: Vec<UsageJson> = serde_json::from_str(&r.body).unwrap();
-        // Running for milliseconds: one row (or two across an hour boundary), not the future.
-        assert!(!rows.is_empty() && rows.len() <= 2, "{rows:?}");
+        // Running for 90 minutes: two or three hourly rows, not one per hour until 9999.
+        assert!((2..=3).contains(&rows.len()), "{rows:?}");
+        let billed: u64 = rows.iter().map(|u| u.billed_seconds).sum();
+        assert!((5_400..=5_403).contains(&billed), "{billed}");
         assert!(rows.iter().all(|u| u.hour_start_ms <= ledger::now_ms()));
         assert!(started.elapsed() < Duration::from_secs(1));
         let r = respond(

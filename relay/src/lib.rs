@@ -15,6 +15,7 @@
 //! - `control`: instance lifecycle, the single-flight wake, drivers, readiness.
 //! - `compute_conn`, `proxy_protocol`: connecting to a compute, with PROXY v2 headers.
 //! - `listener`: listening sockets and the shared accept loop.
+//! - `limits`: admission for the pre-login phase (caps per relay, instance and source).
 //! - `passthrough`: the byte pump (both routes).
 //! - `packet_io`: the only module that reads or writes MySQL packets on a socket.
 //! - `ledger`: the usage ledger and billing.
@@ -41,6 +42,7 @@ mod http_client;
 mod keygen;
 mod ledger;
 mod lifecycle;
+mod limits;
 mod listener;
 mod metrics;
 mod packet_io;
