@@ -473,7 +473,7 @@ async fn handle(
         let state = Arc::clone(&state);
         async move {
             let response = respond(&state, &req, local).await;
-            tracing::info!(client = %peer, method = %req.method(), path = %req.uri().path(), status = response.status.as_u16(), "admin request");
+            tracing::info!(client = %peer, method = %req.method(), path = %crate::logsafe::Escaped(req.uri().path().as_bytes()), status = response.status.as_u16(), "admin request");
             Ok::<_, Infallible>(response.into_http())
         }
     });

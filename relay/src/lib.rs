@@ -26,6 +26,7 @@
 //! - `lifecycle`: the lifecycle phases, named once for control, ledger and metrics.
 //! - `keygen`: `relay keygen`, creating or extending the key file relays and computes share.
 //! - `timefmt`: UTC timestamps for usage reports.
+//! - `logsafe`: client-supplied text escaped for log lines.
 //!
 //! Only `cli` is public (`main.rs` calls [`cli::main`]), so the compiler reports dead code
 //! everywhere else.
@@ -44,6 +45,7 @@ mod ledger;
 mod lifecycle;
 mod limits;
 mod listener;
+mod logsafe;
 mod metrics;
 mod packet_io;
 mod passthrough;

@@ -33,6 +33,7 @@ use crate::compute_conn::{ComputeConnector, ComputeTarget, OnBehalfOf, TcpConnec
 use crate::config::AuthMode;
 use crate::control::{ConnectionGuard, Route, WakeReport};
 use crate::limits::PendingPermit;
+use crate::logsafe::Escaped;
 use crate::metrics::Counter;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
 use crate::runtime::InstanceRuntime;
@@ -96,7 +97,7 @@ pub async fn handle(
             rt.metrics.inc(Counter::Connections, &name, "relayed");
             let t = session.timings;
             tracing::info!(
-                instance = %name, client = %addr, user = %String::from_utf8_lossy(&session.user),
+                instance = %name, client = %addr, user = %Escaped(&session.user),
                 login_ms = t.login_ms, wake_ms = t.wake_ms,
                 compute_login_ms = t.compute_login_ms, was_running = t.was_running,
                 total_ms = started.elapsed().as_millis(),
@@ -118,7 +119,7 @@ pub async fn handle(
         Ok(session) => {
             rt.metrics.inc(Counter::Connections, &name, "denied");
             tracing::info!(
-                instance = %name, client = %addr, user = %String::from_utf8_lossy(&session.user),
+                instance = %name, client = %addr, user = %Escaped(&session.user),
                 total_ms = started.elapsed().as_millis(), "compute denied the login"
             );
         }
