@@ -1,8 +1,11 @@
-//! The admin HTTP API (loopback by default, optional bearer token): status, pause, resume,
-//! usage and Prometheus metrics, served by hyper's HTTP/1.1 server. One request per connection
-//! (`Connection: close`), a bounded request head, a deadline on the head and on the whole
-//! exchange, and a graceful close of in-flight requests on shutdown. [`respond`] is the whole
-//! API as a pure function of the request, so it is tested without sockets.
+//! The admin HTTP API (loopback by default, optional bearer token, required off loopback):
+//! status, pause, resume, usage and Prometheus metrics, served by hyper's HTTP/1.1 server. One
+//! request per connection (`Connection: close`), a bounded request head, a deadline on the head
+//! and on the whole exchange, and a graceful close of in-flight requests on shutdown. Bounded
+//! work per request: `Host` and `Origin` are checked before anything runs (DNS rebinding,
+//! browser forms), and a usage report is clamped to the ledger's span and to now, with a row
+//! cap. [`respond`] is the whole API as a pure function of the request, so it is tested without
+//! sockets.
 //!
 //! | method | path | answer |
 //! |---|---|---|
@@ -33,7 +36,8 @@ use zeroize::Zeroizing;
 
 use crate::control::PauseError;
 use crate::ledger::{self, Ledger};
-use crate::metrics::{self, Metrics, Route};
+use crate::limits::Admission;
+use crate::metrics::{self, AdminRefusal, Metrics, Route};
 use crate::runtime::InstanceRuntime;
 use crate::timefmt;
 
@@ -58,6 +62,8 @@ pub struct AdminState {
     pub ledger: Arc<Ledger>,
     /// The bearer token requests must carry, if one is configured.
     pub token: Option<Zeroizing<String>>,
+    /// Pre-login admission; instance `i` of `runtimes` is its index `i`.
+    pub admission: Arc<Admission>,
 }
 
 /// An answer, before it becomes an HTTP response.
@@ -130,20 +136,61 @@ pub struct UsageJson {
     pub billed_seconds: u64,
 }
 
-/// Answers one request (its body is never read).
-pub async fn respond<B>(state: &AdminState, req: &hyper::Request<B>) -> Response {
+/// Answers one request (its body is never read) that arrived on `local`, the address of
+/// the admin listener the client connected to.
+///
+/// Before routing, in this order: the `Host` header must name `local`'s address or loopback
+/// (a web page that rebinds its own DNS name to 127.0.0.1 still sends its own name); a
+/// mutating request that carries an `Origin` (or `Sec-Fetch-Site`) from elsewhere is refused
+/// (a page the operator visits cannot `POST …/pause` through the browser); and the bearer
+/// token, when one is configured, must be given.
+pub async fn respond<B>(
+    state: &AdminState,
+    req: &hyper::Request<B>,
+    local: SocketAddr,
+) -> Response {
     let header = |name: header::HeaderName| {
         req.headers()
             .get(name)
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
+    let refuse = |reason: AdminRefusal, status: StatusCode, message: &str| {
+        state.metrics.admin_refused(reason);
+        Response::error(status, message)
+    };
+    let host = header(header::HOST).unwrap_or_default();
+    if !host_allowed(host, local) {
+        return refuse(
+            AdminRefusal::host,
+            StatusCode::FORBIDDEN,
+            "Host header must name the admin address, localhost, 127.0.0.1 or [::1]",
+        );
+    }
+    let mutating = !matches!(*req.method(), Method::GET | Method::HEAD);
+    if mutating
+        && !same_origin(
+            header(header::ORIGIN),
+            header(header::HeaderName::from_static("sec-fetch-site")),
+            host,
+        )
+    {
+        return refuse(
+            AdminRefusal::origin,
+            StatusCode::FORBIDDEN,
+            "cross-origin requests may not change anything",
+        );
+    }
     if let Some(token) = &state.token {
         let given = header(header::AUTHORIZATION)
             .and_then(|a| a.strip_prefix("Bearer "))
             .unwrap_or_default();
         if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
-            return Response::error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+            return refuse(
+                AdminRefusal::token,
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong bearer token",
+            );
         }
     }
     let query: Vec<(&str, &str)> = req
@@ -197,20 +244,24 @@ pub async fn respond<B>(state: &AdminState, req: &hyper::Request<B>) -> Response
             }
         }
         (&Method::GET, ["v1", "usage"]) => {
-            let from = match param("from").map(timefmt::parse_utc).transpose() {
-                Ok(v) => v.unwrap_or(0),
-                Err(e) => return Response::error(StatusCode::BAD_REQUEST, &format!("from: {e}")),
+            let range = match UsageRange::parse(param("from"), param("to")) {
+                Ok(r) => r,
+                Err(message) => {
+                    return refuse(AdminRefusal::range, StatusCode::BAD_REQUEST, &message);
+                }
             };
-            let to = match param("to").map(timefmt::parse_utc).transpose() {
-                Ok(v) => v.unwrap_or_else(ledger::now_ms),
-                Err(e) => return Response::error(StatusCode::BAD_REQUEST, &format!("to: {e}")),
+            let events = match state.ledger.read() {
+                Ok((events, _skipped)) => events,
+                Err(e) => {
+                    return Response::error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &format!("cannot read the ledger: {e}"),
+                    );
+                }
             };
-            match state.ledger.read() {
-                Ok((events, _skipped)) => Response::json(StatusCode::OK, &usage(&events, from, to)),
-                Err(e) => Response::error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &format!("cannot read the ledger: {e}"),
-                ),
+            match usage(&events, range, ledger::now_ms(), ledger::MAX_BILL_ROWS) {
+                Ok(rows) => Response::json(StatusCode::OK, &rows),
+                Err(e) => refuse(AdminRefusal::rows, StatusCode::BAD_REQUEST, &e.to_string()),
             }
         }
         (
@@ -224,10 +275,117 @@ pub async fn respond<B>(state: &AdminState, req: &hyper::Request<B>) -> Response
     }
 }
 
-/// The billing report for `[from, to)`.
+/// Whether a `Host` header value names the address the request arrived on (`local`) or
+/// loopback: `localhost`, `127.0.0.1`, `[::1]` (any loopback address), each with or without
+/// `local`'s port. Anything else, names above all, is what DNS rebinding sends.
 #[must_use]
-pub fn usage(events: &[ledger::Event], from_ms: u64, to_ms: u64) -> Vec<UsageJson> {
-    ledger::bill(events, from_ms, to_ms)
+pub fn host_allowed(host: &str, local: SocketAddr) -> bool {
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        let Some((ip, after)) = rest.split_once(']') else {
+            return false;
+        };
+        match after {
+            "" => (ip, None),
+            _ => match after.strip_prefix(':') {
+                Some(p) => (ip, Some(p)),
+                None => return false,
+            },
+        }
+    } else {
+        match host.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        }
+    };
+    if let Some(port) = port {
+        if port.parse::<u16>().ok() != Some(local.port()) {
+            return false;
+        }
+    }
+    if name.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let ip: Option<std::net::IpAddr> = if host.starts_with('[') {
+        name.parse::<std::net::Ipv6Addr>().ok().map(Into::into)
+    } else {
+        name.parse::<std::net::Ipv4Addr>().ok().map(Into::into)
+    };
+    ip.is_some_and(|ip| ip.is_loopback() || ip == local.ip())
+}
+
+/// Whether a mutating request may come from where its `Origin` and `Sec-Fetch-Site` headers
+/// say: from no browser at all (neither header: the CLI, curl, scripts), or from a page of
+/// the admin API itself (`Origin: http://<host>`). Browsers send `Origin` with every POST, so a
+/// form or `fetch` on any other page is refused.
+#[must_use]
+pub fn same_origin(origin: Option<&str>, fetch_site: Option<&str>, host: &str) -> bool {
+    if let Some(site) = fetch_site {
+        if !site.eq_ignore_ascii_case("same-origin") && !site.eq_ignore_ascii_case("none") {
+            return false;
+        }
+    }
+    origin.is_none_or(|o| {
+        o.strip_prefix("http://")
+            .is_some_and(|h| h.eq_ignore_ascii_case(host))
+    })
+}
+
+/// The range of a usage report, as asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageRange {
+    /// Start (Unix ms), inclusive; the ledger's beginning when not given.
+    pub from_ms: Option<u64>,
+    /// End (Unix ms), exclusive; now when not given.
+    pub to_ms: Option<u64>,
+}
+
+impl UsageRange {
+    /// Parses the `from` and `to` query parameters.
+    ///
+    /// # Errors
+    /// The message for a 400: a malformed time, or `from` after `to`.
+    pub fn parse(from: Option<&str>, to: Option<&str>) -> Result<Self, String> {
+        let from_ms = from
+            .map(timefmt::parse_utc)
+            .transpose()
+            .map_err(|e| format!("from: {e}"))?;
+        let to_ms = to
+            .map(timefmt::parse_utc)
+            .transpose()
+            .map_err(|e| format!("to: {e}"))?;
+        if let (Some(f), Some(t)) = (from_ms, to_ms) {
+            if f > t {
+                return Err(format!(
+                    "from ({}) is after to ({}): the range is reversed",
+                    timefmt::format_utc(f),
+                    timefmt::format_utc(t)
+                ));
+            }
+        }
+        Ok(Self { from_ms, to_ms })
+    }
+}
+
+/// The billing report for `range`, clamped to what the ledger can hold: nothing before its
+/// first record, nothing after `now_ms` (the future is not billed yet), at most `max_rows`.
+///
+/// # Errors
+/// [`ledger::TooManyRows`] when the clamped range still needs more than `max_rows` rows.
+pub fn usage(
+    events: &[ledger::Event],
+    range: UsageRange,
+    now_ms: u64,
+    max_rows: usize,
+) -> Result<Vec<UsageJson>, ledger::TooManyRows> {
+    let Some(first) = ledger::first_event_ms(events) else {
+        return Ok(Vec::new());
+    };
+    let from_ms = range.from_ms.unwrap_or(0).max(first);
+    let to_ms = range.to_ms.unwrap_or(now_ms).min(now_ms);
+    if from_ms >= to_ms {
+        return Ok(Vec::new());
+    }
+    Ok(ledger::bill(events, from_ms, to_ms, max_rows)?
         .into_iter()
         .map(|((instance, hour_start_ms), billed_seconds)| UsageJson {
             instance,
@@ -235,7 +393,7 @@ pub fn usage(events: &[ledger::Event], from_ms: u64, to_ms: u64) -> Vec<UsageJso
             hour_start_ms,
             billed_seconds,
         })
-        .collect()
+        .collect())
 }
 
 fn instance_json(rt: &InstanceRuntime) -> InstanceJson {
@@ -258,8 +416,11 @@ fn instance_json(rt: &InstanceRuntime) -> InstanceJson {
 }
 
 fn render_metrics(state: &AdminState, format: metrics::Format) -> String {
-    for rt in &state.runtimes {
+    for (index, rt) in state.runtimes.iter().enumerate() {
         let s = rt.instance.status();
+        state
+            .metrics
+            .set_pending(&s.name, state.admission.pending(index));
         state
             .metrics
             .set_active(&s.name, Route::direct, s.direct_connections);
@@ -278,9 +439,16 @@ pub async fn serve(
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
-    crate::listener::accept_until(listener, shutdown.clone(), "admin", |stream, peer| {
-        tracker.spawn(handle(stream, peer, Arc::clone(&state), shutdown.clone()));
-    })
+    let metrics = Arc::clone(&state.metrics);
+    crate::listener::accept_until(
+        listener,
+        shutdown.clone(),
+        "admin",
+        &metrics,
+        |stream, peer| {
+            tracker.spawn(handle(stream, peer, Arc::clone(&state), shutdown.clone()));
+        },
+    )
     .await;
 }
 
@@ -298,11 +466,14 @@ async fn handle(
         .max()
         .unwrap_or_default();
     let backstop = EXCHANGE_TIMEOUT.saturating_add(longest_resume);
+    let Ok(local) = stream.local_addr() else {
+        return;
+    };
     let service = service_fn(move |req: hyper::Request<Incoming>| {
         let state = Arc::clone(&state);
         async move {
-            let response = respond(&state, &req).await;
-            tracing::info!(client = %peer, method = %req.method(), path = %req.uri().path(), status = response.status.as_u16(), "admin request");
+            let response = respond(&state, &req, local).await;
+            tracing::info!(client = %peer, method = %req.method(), path = %crate::logsafe::Escaped(req.uri().path().as_bytes()), status = response.status.as_u16(), "admin request");
             Ok::<_, Infallible>(response.into_http())
         }
     });
@@ -334,19 +505,52 @@ async fn handle(
 mod tests {
     use super::*;
 
+    /// The admin listener's address in these tests.
+    const LOCAL: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+        std::net::Ipv4Addr::LOCALHOST,
+        9100,
+    ));
+
     fn state(token: Option<&str>) -> AdminState {
-        let dir = std::env::temp_dir().join(format!("relay-admin-{}", std::process::id()));
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        state_in(&format!("state-{n}"), token)
+    }
+
+    /// A state whose ledger is in a directory of its own (`name`).
+    fn state_in(name: &str, token: Option<&str>) -> AdminState {
+        let dir = std::env::temp_dir().join(format!("relay-admin-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         AdminState {
             runtimes: Vec::new(),
             metrics: Arc::new(Metrics::default()),
             ledger: Arc::new(Ledger::open(&dir).unwrap()),
             token: token.map(|t| Zeroizing::new(t.to_owned())),
+            admission: Admission::new(
+                crate::limits::PendingCaps {
+                    per_relay: 1,
+                    per_source: 1,
+                },
+                Vec::new(),
+            ),
         }
     }
 
     fn request(method: &str, uri: &str, auth: Option<&str>) -> hyper::Request<()> {
+        request_with(method, uri, auth, &[("host", "127.0.0.1:9100")])
+    }
+
+    fn request_with(
+        method: &str,
+        uri: &str,
+        auth: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> hyper::Request<()> {
         let mut b = hyper::Request::builder().method(method).uri(uri);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
         if let Some(a) = auth {
             b = b.header("authorization", a);
         }
@@ -361,7 +565,7 @@ mod tests {
             Some("Bearer 0123456789abcdeX"),
             Some("0123456789abcdef"),
         ] {
-            let r = respond(&state, &request("GET", "/v1/instances", auth)).await;
+            let r = respond(&state, &request("GET", "/v1/instances", auth), LOCAL).await;
             assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{auth:?}");
             let http = r.into_http();
             assert_eq!(http.headers()["www-authenticate"], "Bearer");
@@ -369,6 +573,7 @@ mod tests {
         let ok = respond(
             &state,
             &request("GET", "/v1/instances", Some("Bearer 0123456789abcdef")),
+            LOCAL,
         )
         .await;
         assert_eq!(ok.status, StatusCode::OK);
@@ -400,7 +605,7 @@ mod tests {
             ("DELETE", "/metrics", StatusCode::METHOD_NOT_ALLOWED),
             ("GET", "/admin", StatusCode::NOT_FOUND),
         ] {
-            let r = respond(&state, &request(method, uri, None)).await;
+            let r = respond(&state, &request(method, uri, None), LOCAL).await;
             assert_eq!(r.status, status, "{method} {uri}: {}", r.body);
         }
     }
@@ -424,7 +629,9 @@ mod tests {
                 .unwrap();
             out
         };
-        let ok = exchange(b"GET /v1/instances HTTP/1.1\r\nHost: t\r\n\r\n".to_vec()).await;
+        let ok =
+            exchange(format!("GET /v1/instances HTTP/1.1\r\nHost: {addr}\r\n\r\n").into_bytes())
+                .await;
         assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
         assert!(ok.contains("connection: close\r\n"), "{ok}");
         assert!(ok.ends_with("\r\n\r\n[]\n"), "{ok}");
@@ -432,6 +639,9 @@ mod tests {
         big.resize(MAX_HEAD_BYTES + 100, b'a');
         let too_large = exchange(big).await;
         assert!(too_large.starts_with("HTTP/1.1 431 "), "{too_large}");
+        let rebound =
+            exchange(b"GET /v1/instances HTTP/1.1\r\nHost: evil.example\r\n\r\n".to_vec()).await;
+        assert!(rebound.starts_with("HTTP/1.1 403 "), "{rebound}");
         let garbage = exchange(b"\x16\x03\x01 garbage\r\n\r\n".to_vec()).await;
         assert!(garbage.starts_with("HTTP/1.1 400 "), "{garbage}");
         shutdown.cancel();
@@ -439,5 +649,199 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), tracker.wait())
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn usage_up_to_the_year_9999_is_clamped_to_now() {
+        // The request that OOM-killed the relay: an instance still running, billed "up to"
+        // the end of the calendar (one row per hour, ~70 million rows).
+        let state = state_in("far-future", None);
+        let started_ms = ledger::now_ms() - 90 * 60_000;
+        std::fs::write(state.ledger.path(), format!("{started_ms} demo running\n")).unwrap();
+        let started = std::time::Instant::now();
+        let r = respond(
+            &state,
+            &request("GET", "/v1/usage?to=9999-12-31", None),
+            LOCAL,
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        let rows: Vec<UsageJson> = serde_json::from_str(&r.body).unwrap();
+        // Running for 90 minutes: two or three hourly rows, not one per hour until 9999.
+        assert!((2..=3).contains(&rows.len()), "{rows:?}");
+        let billed: u64 = rows.iter().map(|u| u.billed_seconds).sum();
+        assert!((5_400..=5_403).contains(&billed), "{billed}");
+        assert!(rows.iter().all(|u| u.hour_start_ms <= ledger::now_ms()));
+        assert!(started.elapsed() < Duration::from_secs(1));
+        let r = respond(
+            &state,
+            &request("GET", "/v1/usage?to=18446744073709551", None),
+            LOCAL,
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    }
+
+    #[tokio::test]
+    async fn refuses_a_reversed_range_with_a_clear_message() {
+        let state = state_in("reversed", None);
+        let r = respond(
+            &state,
+            &request("GET", "/v1/usage?from=2026-02-01&to=2026-01-01", None),
+            LOCAL,
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        assert!(
+            r.body.contains(
+                "from (2026-02-01T00:00:00Z) is after to (2026-01-01T00:00:00Z): the range is reversed"
+            ),
+            "{}",
+            r.body
+        );
+        let metrics = state.metrics.render(metrics::Format::Prometheus);
+        assert!(
+            metrics.contains("relay_admin_refused_total{reason=\"range\"} 1"),
+            "{metrics}"
+        );
+    }
+
+    #[test]
+    fn a_report_past_its_row_cap_is_refused_and_the_range_clamped_to_the_ledger() {
+        let hour = ledger::HOUR_MS;
+        let events = [ledger::Event {
+            at_ms: 10 * hour,
+            instance: "demo".into(),
+            state: crate::lifecycle::Phase::Running,
+        }];
+        let all = UsageRange {
+            from_ms: None,
+            to_ms: None,
+        };
+        // Ten hours of running, now = 20 h: ten rows, none before the first record.
+        let rows = usage(&events, all, 20 * hour, 10).unwrap();
+        assert_eq!(rows.len(), 10);
+        assert_eq!(rows.first().unwrap().hour_start_ms, 10 * hour);
+        assert_eq!(
+            usage(&events, all, 21 * hour, 10),
+            Err(ledger::TooManyRows { max_rows: 10 })
+        );
+        // A range wholly before the ledger or after now is empty, not an error.
+        let before = UsageRange {
+            from_ms: Some(0),
+            to_ms: Some(hour),
+        };
+        assert_eq!(usage(&events, before, 20 * hour, 10), Ok(Vec::new()));
+        let after = UsageRange {
+            from_ms: Some(30 * hour),
+            to_ms: Some(u64::MAX),
+        };
+        assert_eq!(usage(&events, after, 20 * hour, 10), Ok(Vec::new()));
+        assert_eq!(usage(&[], all, 20 * hour, 10), Ok(Vec::new()));
+    }
+
+    #[test]
+    fn accepts_only_hosts_naming_the_admin_address_or_loopback() {
+        let any: SocketAddr = "10.1.2.3:9100".parse().unwrap();
+        for (host, local, ok) in [
+            ("127.0.0.1:9100", LOCAL, true),
+            ("127.0.0.1", LOCAL, true),
+            ("localhost:9100", LOCAL, true),
+            ("LOCALHOST", LOCAL, true),
+            ("[::1]:9100", LOCAL, true),
+            ("[::1]", LOCAL, true),
+            ("127.0.0.2:9100", LOCAL, true),
+            ("10.1.2.3:9100", any, true),
+            ("10.1.2.3", any, true),
+            ("localhost:9100", any, true),
+            // DNS rebinding: the attacker's own name, resolving to us.
+            ("evil.example:9100", LOCAL, false),
+            ("evil.example", LOCAL, false),
+            ("localhost.evil.example", LOCAL, false),
+            ("127.0.0.1.nip.io:9100", LOCAL, false),
+            // Another port, another address, malformed.
+            ("127.0.0.1:9101", LOCAL, false),
+            ("localhost:", LOCAL, false),
+            ("10.1.2.4:9100", any, false),
+            ("10.1.2.3:9100", LOCAL, false),
+            ("[::1", LOCAL, false),
+            ("[::1]x", LOCAL, false),
+            ("[127.0.0.1]", LOCAL, false),
+            ("::1", LOCAL, false),
+            ("", LOCAL, false),
+        ] {
+            assert_eq!(host_allowed(host, local), ok, "{host} on {local}");
+        }
+    }
+
+    #[tokio::test]
+    async fn refuses_rebound_hosts_and_cross_origin_changes() {
+        let state = state(None);
+        let host = ("host", "127.0.0.1:9100");
+        for (method, uri, headers, status) in [
+            (
+                "GET",
+                "/v1/instances",
+                vec![("host", "evil.example")],
+                StatusCode::FORBIDDEN,
+            ),
+            ("GET", "/v1/instances", vec![], StatusCode::FORBIDDEN),
+            (
+                "POST",
+                "/v1/instances/demo/pause?force=true",
+                vec![host, ("origin", "http://evil.example")],
+                StatusCode::FORBIDDEN,
+            ),
+            (
+                "POST",
+                "/v1/instances/demo/pause",
+                vec![host, ("origin", "null")],
+                StatusCode::FORBIDDEN,
+            ),
+            (
+                "POST",
+                "/v1/instances/demo/resume",
+                vec![host, ("origin", "https://127.0.0.1:9100")],
+                StatusCode::FORBIDDEN,
+            ),
+            (
+                "POST",
+                "/v1/instances/demo/resume",
+                vec![host, ("sec-fetch-site", "cross-site")],
+                StatusCode::FORBIDDEN,
+            ),
+            // Same origin, or no browser at all, reach the router (no such instance here).
+            (
+                "POST",
+                "/v1/instances/demo/pause",
+                vec![host, ("origin", "http://127.0.0.1:9100")],
+                StatusCode::NOT_FOUND,
+            ),
+            (
+                "POST",
+                "/v1/instances/demo/pause",
+                vec![host],
+                StatusCode::NOT_FOUND,
+            ),
+            // A cross-origin read cannot change anything, and the browser hides its answer.
+            (
+                "GET",
+                "/v1/instances",
+                vec![host, ("origin", "http://evil.example")],
+                StatusCode::OK,
+            ),
+        ] {
+            let r = respond(&state, &request_with(method, uri, None, &headers), LOCAL).await;
+            assert_eq!(r.status, status, "{method} {uri} {headers:?}: {}", r.body);
+        }
+        let metrics = state.metrics.render(metrics::Format::Prometheus);
+        assert!(
+            metrics.contains("relay_admin_refused_total{reason=\"host\"} 2"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("relay_admin_refused_total{reason=\"origin\"} 4"),
+            "{metrics}"
+        );
     }
 }

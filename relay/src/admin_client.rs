@@ -123,6 +123,17 @@ impl Target {
         let addr = admin
             .or_else(|| config.as_ref().and_then(|c| c.relay.admin_listen))
             .unwrap_or(DEFAULT_ADMIN);
+        // A relay listening on every address (`0.0.0.0`, `::`) is asked on loopback: the API
+        // accepts only a `Host` naming the address a request arrived on, or loopback.
+        let addr = match addr.ip() {
+            std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+                SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, addr.port()))
+            }
+            std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+                SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, addr.port()))
+            }
+            _ => addr,
+        };
         let token_file = token_file.map(std::path::Path::to_path_buf).or_else(|| {
             config
                 .as_ref()

@@ -40,6 +40,17 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default period of the `exec` and `http` drivers' status checks.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
+/// Default cap on connections of the whole relay that have not logged in yet. Each costs a
+/// descriptor and at most one 64 KiB login buffer, so this bounds that memory (~300 MB worst
+/// case) and keeps descriptors free for real logins and the admin API.
+pub const DEFAULT_MAX_PENDING_CONNECTIONS: usize = 4096;
+/// Default cap on pre-login connections from one source address (IPv4 address or IPv6 /64):
+/// room for an application server's whole pool connecting at once (the 1,000-client storm
+/// benchmark), a quarter of the relay's.
+pub const DEFAULT_MAX_PENDING_PER_SOURCE: usize = 1024;
+/// Default cap on one instance's pre-login connections: one instance under attack leaves
+/// half of the relay's to the others.
+pub const DEFAULT_INSTANCE_MAX_PENDING: usize = 2048;
 
 /// The whole, validated configuration.
 #[derive(Debug, Clone)]
@@ -70,6 +81,18 @@ pub struct RelaySettings {
     /// Threads that run connections; none means one per CPU core.
     #[serde(default, deserialize_with = "worker_threads")]
     pub worker_threads: Option<usize>,
+    /// Cap on connections of the whole relay that have not logged in yet.
+    #[serde(
+        default = "default::max_pending_connections",
+        deserialize_with = "at_least_one"
+    )]
+    pub max_pending_connections: usize,
+    /// Cap on pre-login connections from one source address (IPv4 address or IPv6 /64).
+    #[serde(
+        default = "default::max_pending_per_source",
+        deserialize_with = "at_least_one"
+    )]
+    pub max_pending_per_source: usize,
 }
 
 /// The most `relay.worker_threads` accepts.
@@ -110,6 +133,8 @@ pub struct InstanceConfig {
     pub idle_pause_after: Duration,
     /// What happens to a running compute when the relay exits.
     pub on_relay_exit: OnRelayExit,
+    /// Cap on this instance's connections that have not logged in yet.
+    pub max_pending_connections: usize,
     /// How the compute is started and stopped.
     pub driver: DriverConfig,
 }
@@ -316,6 +341,11 @@ struct InstanceFile {
     idle_pause_after: Duration,
     #[serde(default)]
     on_relay_exit: OnRelayExit,
+    #[serde(
+        default = "default::instance_max_pending",
+        deserialize_with = "at_least_one"
+    )]
+    max_pending_connections: usize,
     driver: toml::Table,
 }
 
@@ -430,6 +460,14 @@ fn worker_threads<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u
         .ok_or_else(|| D::Error::custom(format!("{n} is not between 1 and {MAX_WORKER_THREADS}")))
 }
 
+fn at_least_one<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D::Error> {
+    let n = i64::deserialize(deserializer)?;
+    usize::try_from(n)
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| D::Error::custom(format!("{n} must be at least 1")))
+}
+
 /// Names go into logs, metric labels and admin URLs, so they are kept to a safe alphabet.
 fn instance_name<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
     let name = String::deserialize(deserializer)?;
@@ -468,9 +506,20 @@ fn some_argv<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<St
 mod default {
     use super::{
         DEFAULT_COMMAND_TIMEOUT, DEFAULT_COMPUTE_TIMEOUT, DEFAULT_HANDSHAKE_TIMEOUT,
-        DEFAULT_IDLE_PAUSE_AFTER, DEFAULT_POLL_INTERVAL, DEFAULT_REQUEST_TIMEOUT,
+        DEFAULT_IDLE_PAUSE_AFTER, DEFAULT_INSTANCE_MAX_PENDING, DEFAULT_MAX_PENDING_CONNECTIONS,
+        DEFAULT_MAX_PENDING_PER_SOURCE, DEFAULT_POLL_INTERVAL, DEFAULT_REQUEST_TIMEOUT,
         DEFAULT_RESUME_TIMEOUT, DEFAULT_STOP_GRACE, Duration,
     };
+
+    pub fn max_pending_connections() -> usize {
+        DEFAULT_MAX_PENDING_CONNECTIONS
+    }
+    pub fn max_pending_per_source() -> usize {
+        DEFAULT_MAX_PENDING_PER_SOURCE
+    }
+    pub fn instance_max_pending() -> usize {
+        DEFAULT_INSTANCE_MAX_PENDING
+    }
 
     pub fn resume_timeout() -> Duration {
         DEFAULT_RESUME_TIMEOUT
@@ -534,6 +583,21 @@ impl Config {
         relay.state_dir = rebase(base, &relay.state_dir);
         relay.key_file = rebase(base, &relay.key_file);
         relay.admin_token_file = relay.admin_token_file.map(|p| rebase(base, &p));
+        if let Some(addr) = relay.admin_listen {
+            // Off loopback, anyone who can route to the port could pause instances or read
+            // usage: a token is the only thing between them and the API.
+            if !addr.ip().is_loopback() && relay.admin_token_file.is_none() {
+                return Err(ConfigError::invalid(
+                    path,
+                    "relay.admin_token_file".into(),
+                    format!(
+                        "required because relay.admin_listen ({addr}) is not a loopback \
+                         address; create a token file (mode 0600, at least 16 characters) or \
+                         listen on 127.0.0.1"
+                    ),
+                ));
+            }
+        }
         if file.instance.is_empty() {
             return Err(ConfigError {
                 path: path.to_owned(),
@@ -566,6 +630,7 @@ impl Config {
                 compute_timeout: inst.compute_timeout,
                 idle_pause_after: inst.idle_pause_after,
                 on_relay_exit: inst.on_relay_exit,
+                max_pending_connections: inst.max_pending_connections,
             });
         }
         Ok(Self {
@@ -748,6 +813,15 @@ command = ["server-shim", "run"]
         assert_eq!(command, &["server-shim", "run"]);
         assert_eq!(cwd, Path::new("/etc/perceptron"));
         assert_eq!(c.relay.worker_threads, None);
+        assert_eq!(
+            c.relay.max_pending_connections,
+            DEFAULT_MAX_PENDING_CONNECTIONS
+        );
+        assert_eq!(
+            c.relay.max_pending_per_source,
+            DEFAULT_MAX_PENDING_PER_SOURCE
+        );
+        assert_eq!(i.max_pending_connections, DEFAULT_INSTANCE_MAX_PENDING);
         let one = parse(&GOOD.replace("[relay]", "[relay]\nworker_threads = 1")).unwrap();
         assert_eq!(one.relay.worker_threads, Some(1));
     }
@@ -831,6 +905,30 @@ command = ["server-shim", "run"]
     }
 
     #[test]
+    fn refuses_a_non_loopback_admin_address_without_a_token_file() {
+        for addr in ["0.0.0.0:9100", "10.0.0.5:9100", "[::]:9100"] {
+            assert_eq!(
+                error_after("127.0.0.1:9100", addr),
+                format!(
+                    "/etc/perceptron/relay.toml: relay.admin_token_file: required because \
+                     relay.admin_listen ({addr}) is not a loopback address; create a token file \
+                     (mode 0600, at least 16 characters) or listen on 127.0.0.1"
+                )
+            );
+        }
+        let with_token = GOOD.replace(
+            "admin_listen = \"127.0.0.1:9100\"",
+            "admin_listen = \"0.0.0.0:9100\"\nadmin_token_file = \"admin.token\"",
+        );
+        let c = parse(&with_token).unwrap();
+        assert_eq!(
+            c.relay.admin_token_file.as_deref(),
+            Some(Path::new("/etc/perceptron/admin.token"))
+        );
+        parse(&GOOD.replace("127.0.0.1:9100", "[::1]:9100")).unwrap();
+    }
+
+    #[test]
     fn rejects_duplicate_names_and_listeners() {
         let two = format!("{GOOD}\n{}", &GOOD[GOOD.find("[[instance]]").unwrap()..]);
         assert!(
@@ -858,12 +956,14 @@ command = ["server-shim", "run"]
                 error_after("handshake_timeout", "handshake_timout"),
                 "instance[0].handshake_timout: unknown key; expected one of `name`, `listen`, \
                  `compute`, `auth`, `proxy_protocol`, `resume_timeout`, `handshake_timeout`, \
-                 `compute_timeout`, `idle_pause_after`, `on_relay_exit`, `driver`",
+                 `compute_timeout`, `idle_pause_after`, `on_relay_exit`, \
+                 `max_pending_connections`, `driver`",
             ),
             (
                 error_after("[relay]", "[relay]\ncolour = \"blue\""),
                 "relay.colour: unknown key; expected one of `state_dir`, `key_file`, \
-                 `admin_listen`, `admin_token_file`, `worker_threads`",
+                 `admin_listen`, `admin_token_file`, `worker_threads`, \
+                 `max_pending_connections`, `max_pending_per_source`",
             ),
             // a key of another driver kind
             (
@@ -941,6 +1041,17 @@ command = ["server-shim", "run"]
             (
                 error_after("[relay]", "[relay]\nworker_threads = 257"),
                 "relay.worker_threads: 257 is not between 1 and 256",
+            ),
+            (
+                error_after("[relay]", "[relay]\nmax_pending_per_source = 0"),
+                "relay.max_pending_per_source: 0 must be at least 1",
+            ),
+            (
+                error_after(
+                    "idle_pause_after = \"5m\"",
+                    "idle_pause_after = \"5m\"\nmax_pending_connections = -1",
+                ),
+                "instance[0].max_pending_connections: -1 must be at least 1",
             ),
             (
                 error_after("\"demo\"", "\"my db\""),

@@ -134,29 +134,70 @@ pub fn parse(text: &str) -> (Vec<Event>, usize) {
     (events, skipped)
 }
 
+/// One hour in milliseconds: billing is settled per hour.
+pub const HOUR_MS: u64 = 3_600_000;
+
+/// The most rows (instance, hour) one billing report may hold. A report's work and size are
+/// bounded by it whatever range is asked for: one instance running for five years is 43,800
+/// rows, and a report is about 150 bytes of JSON per row (a few MB at the cap).
+pub const MAX_BILL_ROWS: usize = 50_000;
+
+/// A billing report that would exceed its row cap; the caller asks for a narrower range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyRows {
+    /// The cap that was reached.
+    pub max_rows: usize,
+}
+
+impl std::fmt::Display for TooManyRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the report would exceed {} rows (instance-hours); narrow the range with from and to",
+            self.max_rows
+        )
+    }
+}
+
+impl std::error::Error for TooManyRows {}
+
 /// Billed seconds per (instance, hour start in Unix ms) over `[from_ms, to_ms)`. An instance
-/// whose last event is billable is billed up to `to_ms` (it is still running).
-#[must_use]
-pub fn bill(events: &[Event], from_ms: u64, to_ms: u64) -> BTreeMap<(String, u64), u64> {
-    const HOUR_MS: u64 = 3_600_000;
+/// whose last event is billable is billed up to `to_ms` (it is still running), so callers
+/// bound `to_ms` by the present: billing the future is both wrong and unbounded work.
+///
+/// # Errors
+/// [`TooManyRows`] as soon as the report would need more than `max_rows` rows: the work done
+/// is bounded by the number of events plus `max_rows`, whatever the range.
+pub fn bill(
+    events: &[Event],
+    from_ms: u64,
+    to_ms: u64,
+    max_rows: usize,
+) -> Result<BTreeMap<(String, u64), u64>, TooManyRows> {
     let mut billed_ms: BTreeMap<(String, u64), u64> = BTreeMap::new();
     let mut open: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut add = |instance: &str, start: u64, end: u64| {
+    let mut add = |instance: &str, start: u64, end: u64| -> Result<(), TooManyRows> {
         let (start, end) = (start.max(from_ms), end.min(to_ms));
         let mut t = start;
         while t < end {
             let hour = t - t % HOUR_MS;
-            let upto = (hour + HOUR_MS).min(end);
-            *billed_ms.entry((instance.to_owned(), hour)).or_default() += upto - t;
+            let upto = hour.saturating_add(HOUR_MS).min(end);
+            let key = (instance.to_owned(), hour);
+            if billed_ms.len() >= max_rows && !billed_ms.contains_key(&key) {
+                return Err(TooManyRows { max_rows });
+            }
+            let slot = billed_ms.entry(key).or_default();
+            *slot = slot.saturating_add(upto - t);
             t = upto;
         }
+        Ok(())
     };
     for e in events {
         let was_open = open.get(e.instance.as_str()).copied();
         match (was_open, e.state.billable()) {
             (Some(_), true) => {} // resuming → running: still billing from the first start
             (Some(start), false) => {
-                add(&e.instance, start, e.at_ms);
+                add(&e.instance, start, e.at_ms)?;
                 open.remove(e.instance.as_str());
             }
             (None, true) => {
@@ -166,13 +207,19 @@ pub fn bill(events: &[Event], from_ms: u64, to_ms: u64) -> BTreeMap<(String, u64
         }
     }
     for (instance, start) in open {
-        add(instance, start, to_ms);
+        add(instance, start, to_ms)?;
     }
-    billed_ms
+    Ok(billed_ms
         .into_iter()
         .map(|(k, ms)| (k, ms.div_ceil(1000)))
         .filter(|(_, s)| *s > 0)
-        .collect()
+        .collect())
+}
+
+/// When the ledger's first event was recorded: no report has anything to bill before it.
+#[must_use]
+pub fn first_event_ms(events: &[Event]) -> Option<u64> {
+    events.iter().map(|e| e.at_ms).min()
 }
 
 /// Unix time in milliseconds.
@@ -206,7 +253,7 @@ mod tests {
             ev(20_000, Resuming),
             ev(20_100, Failed),
         ];
-        let b = bill(&events, 0, 100_000);
+        let b = bill(&events, 0, 100_000, MAX_BILL_ROWS).unwrap();
         // 10 s (1.0 → 11.0) plus 0.1 s rounded up to a whole second.
         assert_eq!(b.get(&("demo".into(), 0)), Some(&11));
     }
@@ -214,11 +261,39 @@ mod tests {
     #[test]
     fn settles_per_hour_and_bills_open_interval_up_to_now() {
         use Phase::*;
-        let h = 3_600_000;
+        let h = HOUR_MS;
         let events = [ev(h - 2_000, Running)];
-        let b = bill(&events, 0, h + 3_000);
+        let b = bill(&events, 0, h + 3_000, MAX_BILL_ROWS).unwrap();
         assert_eq!(b.get(&("demo".into(), 0)), Some(&2));
         assert_eq!(b.get(&("demo".into(), h)), Some(&3));
+    }
+
+    #[test]
+    fn stops_at_the_row_cap_instead_of_billing_without_bound() {
+        // An instance still running, billed up to the largest instant there is: before the
+        // cap this looped (and allocated a row) once per hour until u64::MAX.
+        let events = [ev(0, Phase::Running)];
+        assert_eq!(
+            bill(&events, 0, u64::MAX, 1_000),
+            Err(TooManyRows { max_rows: 1_000 })
+        );
+        // Exactly at the cap is fine.
+        let b = bill(&events, 0, 1_000 * HOUR_MS, 1_000).unwrap();
+        assert_eq!(b.len(), 1_000);
+        assert!(b.values().all(|s| *s == 3_600));
+    }
+
+    #[test]
+    fn bills_near_the_end_of_time_without_overflow() {
+        let end = u64::MAX;
+        let start = end - 2 * HOUR_MS;
+        let events = [ev(start, Phase::Running)];
+        let b = bill(&events, start, end, 10).unwrap();
+        // Two hours, each row rounded up to whole seconds.
+        let total: u64 = b.values().sum();
+        assert!((7_200..=7_203).contains(&total), "{total}");
+        assert_eq!(first_event_ms(&events), Some(start));
+        assert_eq!(first_event_ms(&[]), None);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! - `control`: instance lifecycle, the single-flight wake, drivers, readiness.
 //! - `compute_conn`, `proxy_protocol`: connecting to a compute, with PROXY v2 headers.
 //! - `listener`: listening sockets and the shared accept loop.
+//! - `limits`: admission for the pre-login phase (caps per relay, instance and source).
 //! - `passthrough`: the byte pump (both routes).
 //! - `packet_io`: the only module that reads or writes MySQL packets on a socket.
 //! - `ledger`: the usage ledger and billing.
@@ -25,6 +26,7 @@
 //! - `lifecycle`: the lifecycle phases, named once for control, ledger and metrics.
 //! - `keygen`: `relay keygen`, creating or extending the key file relays and computes share.
 //! - `timefmt`: UTC timestamps for usage reports.
+//! - `logsafe`: client-supplied text escaped for log lines.
 //!
 //! Only `cli` is public (`main.rs` calls [`cli::main`]), so the compiler reports dead code
 //! everywhere else.
@@ -41,7 +43,9 @@ mod http_client;
 mod keygen;
 mod ledger;
 mod lifecycle;
+mod limits;
 mod listener;
+mod logsafe;
 mod metrics;
 mod packet_io;
 mod passthrough;

@@ -7,6 +7,8 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::Metrics;
+
 /// The accept queue the relay asks for (the kernel caps it at `net.core.somaxconn`). The
 /// standard library's 128 overflows in a connect storm: a thousand clients of a paused
 /// instance arrive within milliseconds, and dropped SYNs cost them a one-second retry.
@@ -32,11 +34,14 @@ pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// Accepts on `listener` until `shutdown` fires, handing each connection to `on_accept`.
-/// Accept errors back off instead of spinning; the listener stays open.
+/// Accept errors (EMFILE, ENFILE, ENOBUFS...) are counted in
+/// `relay_accept_errors_total{listener=what}` and back off instead of spinning: the pending
+/// connection stays in the kernel's queue until a descriptor is free. The listener stays open.
 pub async fn accept_until(
     listener: TcpListener,
     shutdown: CancellationToken,
     what: &str,
+    metrics: &Metrics,
     mut on_accept: impl FnMut(TcpStream, SocketAddr),
 ) {
     loop {
@@ -47,6 +52,7 @@ pub async fn accept_until(
         match accepted {
             Ok((stream, peer)) => on_accept(stream, peer),
             Err(e) => {
+                metrics.accept_error(what);
                 tracing::warn!(listener = what, error = %e, "accept failed; backing off");
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
             }

@@ -54,6 +54,38 @@ pub enum DirectOutcome {
     forwarded,
     /// The compute could not be reached; handed to the perceptron route.
     fell_back,
+    /// The client closed without sending a byte (port scan, TCP health check).
+    closed_silently,
+    /// The client sent nothing within `handshake_timeout`.
+    handshake_timeout,
+    /// The compute closed before the client spoke.
+    compute_closed,
+    /// The client spoke, but an idle pause had begun meanwhile.
+    paused_before_login,
+}
+
+/// Why the admin API refused a request (`relay_admin_refused_total{reason}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[expect(
+    non_camel_case_types,
+    reason = "the derive writes the variant name as the label value"
+)]
+pub enum AdminRefusal {
+    /// A `Host` header that names neither the admin address nor loopback (DNS rebinding).
+    host,
+    /// A mutating request from another origin (a web page driving the browser).
+    origin,
+    /// A missing or wrong bearer token.
+    token,
+    /// A usage range that is malformed or reversed.
+    range,
+    /// A usage report that would exceed its row cap.
+    rows,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct AdminRefusalLabels {
+    reason: AdminRefusal,
 }
 
 /// Which way bytes were copied (`relay_bytes_total{direction}`).
@@ -105,6 +137,17 @@ struct ClassLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReasonLabels {
+    instance: String,
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ListenerLabels {
+    listener: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct DirectLabels {
     instance: String,
     outcome: DirectOutcome,
@@ -147,6 +190,10 @@ pub struct Metrics {
     resume: ResumeFamily,
     state: Family<StateLabels, Gauge>,
     active: Family<RouteLabels, Gauge>,
+    admin_refused: Family<AdminRefusalLabels, PromCounter>,
+    refused: Family<ReasonLabels, PromCounter>,
+    accept_errors: Family<ListenerLabels, PromCounter>,
+    pending: Family<InstanceLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -159,6 +206,10 @@ impl Default for Metrics {
         let resume = ResumeFamily::new_with_constructor(resume_histogram);
         let state = Family::default();
         let active = Family::default();
+        let admin_refused = Family::default();
+        let refused = Family::default();
+        let accept_errors = Family::default();
+        let pending = Family::default();
         let mut registry = Registry::default();
         // Counter names are registered without `_total`: the encoder appends it.
         registry.register(
@@ -202,6 +253,26 @@ impl Default for Metrics {
             "Open connections per route",
             active.clone(),
         );
+        registry.register(
+            "relay_admin_refused",
+            "Admin API requests refused, by reason",
+            admin_refused.clone(),
+        );
+        registry.register(
+            "relay_connections_refused",
+            "Connections refused before a greeting (ERR 1040), by the cap that was full",
+            refused.clone(),
+        );
+        registry.register(
+            "relay_accept_errors",
+            "Failed accepts (descriptor exhaustion and the like), each followed by a back-off",
+            accept_errors.clone(),
+        );
+        registry.register(
+            "relay_pending_connections",
+            "Connections that have not logged in yet",
+            pending.clone(),
+        );
         Self {
             registry,
             connections,
@@ -212,6 +283,10 @@ impl Default for Metrics {
             resume,
             state,
             active,
+            admin_refused,
+            refused,
+            accept_errors,
+            pending,
         }
     }
 }
@@ -260,6 +335,41 @@ impl Metrics {
                 })
                 .inc_by(n);
         }
+    }
+
+    /// Counts an admin request refused for `reason`.
+    pub fn admin_refused(&self, reason: AdminRefusal) {
+        self.admin_refused
+            .get_or_create(&AdminRefusalLabels { reason })
+            .inc();
+    }
+
+    /// Counts a connection refused before its greeting because the cap `reason` was full.
+    pub fn refused(&self, instance: &str, reason: &'static str) {
+        self.refused
+            .get_or_create(&ReasonLabels {
+                instance: instance.to_owned(),
+                reason,
+            })
+            .inc();
+    }
+
+    /// Counts a failed accept on `listener` (an instance name, or `admin`).
+    pub fn accept_error(&self, listener: &str) {
+        self.accept_errors
+            .get_or_create(&ListenerLabels {
+                listener: listener.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records how many connections of `instance` have not logged in yet (set when scraped).
+    pub fn set_pending(&self, instance: &str, pending: usize) {
+        self.pending
+            .get_or_create(&InstanceLabels {
+                instance: instance.to_owned(),
+            })
+            .set(i64::try_from(pending).unwrap_or(i64::MAX));
     }
 
     /// Records how long a successful wake took.
@@ -380,6 +490,10 @@ mod tests {
         m.observe_resume("demo", Duration::from_millis(30));
         m.set_phase("demo", Phase::Running);
         m.set_active("demo", Route::perceptron, 3);
+        m.admin_refused(AdminRefusal::origin);
+        m.refused("demo", "source_pending_limit");
+        m.accept_error("demo");
+        m.set_pending("demo", 7);
         m
     }
 
@@ -402,6 +516,10 @@ mod tests {
             "relay_instance_state{instance=\"demo\",state=\"running\"} 1",
             "relay_instance_state{instance=\"demo\",state=\"paused\"} 0",
             "relay_active_connections{instance=\"demo\",route=\"perceptron\"} 3",
+            "relay_admin_refused_total{reason=\"origin\"} 1",
+            "relay_connections_refused_total{instance=\"demo\",reason=\"source_pending_limit\"} 1",
+            "relay_accept_errors_total{listener=\"demo\"} 1",
+            "relay_pending_connections{instance=\"demo\"} 7",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -14,6 +14,7 @@ use crate::admin::{self, AdminState};
 use crate::config::{Config, OnRelayExit};
 use crate::control::{self, Instance};
 use crate::ledger::Ledger;
+use crate::limits::{self, Admission, PendingCaps};
 use crate::listener;
 use crate::metrics::Metrics;
 use crate::perceptron;
@@ -113,6 +114,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), StartError> {
     std::fs::create_dir_all(&config.relay.state_dir).map_err(StartError::StateDir)?;
+    raise_descriptor_limit(config.relay.max_pending_connections);
     let ring = Arc::new(ring);
     let metrics = Arc::new(Metrics::default());
     let ledger = Arc::new(Ledger::open(&config.relay.state_dir).map_err(StartError::StateDir)?);
@@ -121,6 +123,17 @@ pub async fn run(
         tracing::warn!(lines = torn, ledger = %ledger.path().display(), "skipped torn or garbled ledger lines (earlier records kept)");
     }
     let tracker = TaskTracker::new();
+    let admission = Admission::new(
+        PendingCaps {
+            per_relay: config.relay.max_pending_connections,
+            per_source: config.relay.max_pending_per_source,
+        },
+        config
+            .instances
+            .iter()
+            .map(|i| i.max_pending_connections)
+            .collect(),
+    );
     let mut listeners = Vec::new();
     for cfg in &config.instances {
         let listener = listener::listen(cfg.listen).map_err(|source| StartError::Bind {
@@ -174,6 +187,7 @@ pub async fn run(
             metrics: Arc::clone(&metrics),
             ledger: Arc::clone(&ledger),
             token,
+            admission: Arc::clone(&admission),
         });
         tracker.spawn(admin::serve(
             listener,
@@ -182,8 +196,18 @@ pub async fn run(
             tracker.clone(),
         ));
     }
-    for (listener, rt) in listeners {
-        tracker.spawn(accept_loop(listener, rt, shutdown.clone(), tracker.clone()));
+    for (index, (listener, rt)) in listeners.into_iter().enumerate() {
+        let admit = Admit {
+            admission: Arc::clone(&admission),
+            index,
+        };
+        tracker.spawn(accept_loop(
+            listener,
+            rt,
+            admit,
+            shutdown.clone(),
+            tracker.clone(),
+        ));
     }
     tracing::info!(signing_key = %ring.signing_key().id(), "relay ready");
     shutdown.cancelled().await;
@@ -210,6 +234,42 @@ pub async fn run(
     Ok(())
 }
 
+/// Descriptors the relay keeps for what is not a pre-login connection: sessions' compute
+/// sides, the admin API, the ledger, drivers.
+const DESCRIPTOR_RESERVE: u64 = 1024;
+
+/// Raises the soft descriptor limit to the hard one (systemd's default soft limit, 1024, is
+/// less than the default pre-login cap), and warns when it still cannot hold `max_pending`
+/// pre-login connections plus a reserve: accepts would then fail with EMFILE (they back off,
+/// but real logins wait behind them).
+fn raise_descriptor_limit(max_pending: usize) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    let mut limit = soft;
+    if hard > soft {
+        match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => {
+                tracing::info!(from = soft, to = hard, "raised the descriptor limit");
+                limit = hard;
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot raise the descriptor limit"),
+        }
+    }
+    let wanted = u64::try_from(max_pending)
+        .unwrap_or(u64::MAX)
+        .saturating_add(DESCRIPTOR_RESERVE);
+    if limit < wanted {
+        tracing::warn!(
+            limit,
+            wanted,
+            "the descriptor limit is below relay.max_pending_connections plus a reserve; \
+             raise it (LimitNOFILE=) or lower the cap"
+        );
+    }
+}
+
 /// Reads the admin bearer token, refusing a file others can read.
 fn read_token(path: &std::path::Path) -> Result<zeroize::Zeroizing<String>, TokenFileError> {
     let text = authplugin::read_secret_file(path).map_err(TokenFileError::Unreadable)?;
@@ -220,21 +280,43 @@ fn read_token(path: &std::path::Path) -> Result<zeroize::Zeroizing<String>, Toke
     Ok(zeroize::Zeroizing::new(token.to_owned()))
 }
 
-/// Routes each accepted connection: the direct route while the instance runs, else the
-/// perceptron.
+/// An instance's place in the relay's pre-login admission.
+struct Admit {
+    admission: Arc<Admission>,
+    /// The instance's index in the admission.
+    index: usize,
+}
+
+/// Admits each accepted connection (or refuses it with ERR 1040 and closes it, without a
+/// task, a greeting or a wake), then routes it: the direct route while the instance runs, else
+/// the perceptron.
 async fn accept_loop(
     listener: TcpListener,
     rt: Arc<InstanceRuntime>,
+    admit: Admit,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
     let name = rt.instance.config.name.clone();
-    listener::accept_until(listener, shutdown, &name, |stream, peer| {
-        let rt = Arc::clone(&rt);
-        match rt.instance.route_new_connection() {
-            Some(guard) => tracker.spawn(crate::direct::handle(rt, stream, peer, guard)),
-            None => tracker.spawn(perceptron::handle(rt, stream, peer)),
+    let metrics = Arc::clone(&rt.metrics);
+    listener::accept_until(listener, shutdown, &name, &metrics, |stream, peer| {
+        let pending = match admit.admission.try_admit(admit.index, peer.ip()) {
+            Ok(p) => p,
+            Err(refusal) => {
+                rt.metrics.refused(&name, refusal.label());
+                // Fresh socket, empty send buffer: the ERR fits without waiting. If it does not,
+                // the close alone says the same.
+                let _ = stream.try_write(&limits::too_many_connections());
+                tracing::debug!(instance = %name, client = %peer, reason = refusal.label(), "too many pending connections; refused");
+                return;
+            }
         };
+        let rt = Arc::clone(&rt);
+        if rt.instance.routes_direct() {
+            tracker.spawn(crate::direct::handle(rt, stream, peer, pending));
+        } else {
+            tracker.spawn(perceptron::handle(rt, stream, peer, pending));
+        }
     })
     .await;
 }

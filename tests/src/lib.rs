@@ -175,6 +175,26 @@ impl ChildGuard {
         }
     }
 
+    /// Waits up to `timeout` for the child to exit on its own: its status and what it wrote
+    /// to a piped stderr; `None` if it is still running (it is then killed).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<(ExitStatus, String)> {
+        let mut c = self.child.take()?;
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = c.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = c.stderr.take() {
+                    let _ = io::Read::read_to_string(&mut e, &mut err);
+                }
+                return Some((status, err));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        None
+    }
+
     /// Sends `signal` (a `kill` signal name, e.g. `TERM`) and waits up to `timeout` for the
     /// exit; `None` if it did not exit (the child is then killed).
     pub fn signal_and_wait(&mut self, signal: &str, timeout: Duration) -> Option<ExitStatus> {

@@ -29,6 +29,10 @@ pub struct RelayOptions {
     pub auth: &'static str,
     /// `proxy_protocol`.
     pub proxy_protocol: bool,
+    /// Extra lines for the `[relay]` table (`{DIR}` is substituted).
+    pub relay_toml: String,
+    /// Extra lines for the `[[instance]]` table, before its driver.
+    pub instance_toml: String,
 }
 
 impl Default for RelayOptions {
@@ -41,6 +45,8 @@ impl Default for RelayOptions {
             driver_toml: None,
             auth: "dual",
             proxy_protocol: false,
+            relay_toml: String::new(),
+            instance_toml: String::new(),
         }
     }
 }
@@ -139,7 +145,7 @@ impl Relay {
 state_dir = "state"
 key_file = "perceptron.key"
 admin_listen = "127.0.0.1:{admin_port}"
-
+{}
 [[instance]]
 name = "demo"
 listen = "127.0.0.1:{port}"
@@ -150,12 +156,15 @@ resume_timeout = "{}"
 handshake_timeout = "5s"
 idle_pause_after = "{}"
 on_relay_exit = "{}"
+{}
 {}"#,
+            options.relay_toml.replace("{DIR}", &dir.display().to_string()),
             options.auth,
             options.proxy_protocol,
             options.resume_timeout,
             options.idle_pause_after,
             options.on_relay_exit,
+            options.instance_toml,
             options.driver_toml.as_deref().map_or_else(
                 || format!("[instance.driver]\nkind = \"process\"\ncommand = [{command}]\nstop_grace = \"5s\"\n"),
                 |t| t
@@ -218,12 +227,27 @@ on_relay_exit = "{}"
     /// If the API cannot be reached.
     #[must_use]
     pub fn admin(&self, method: &str, path: &str) -> (u16, String) {
+        self.admin_with(method, path, "")
+    }
+
+    /// An admin API request with extra header lines (`"Name: value\r\n"` each), sent with
+    /// `Host: 127.0.0.1:<admin port>` unless `headers` has its own Host: `(status, body)`.
+    ///
+    /// # Panics
+    /// If the API cannot be reached.
+    #[must_use]
+    pub fn admin_with(&self, method: &str, path: &str, headers: &str) -> (u16, String) {
+        let host = if headers.to_ascii_lowercase().contains("host:") {
+            String::new()
+        } else {
+            format!("Host: 127.0.0.1:{}\r\n", self.admin_port)
+        };
         let mut s = TcpStream::connect(("127.0.0.1", self.admin_port))
             .unwrap_or_else(|e| panic!("admin API: {e}"));
         s.set_read_timeout(Some(Duration::from_secs(60))).ok();
         write!(
             s,
-            "{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+            "{method} {path} HTTP/1.1\r\n{host}{headers}Connection: close\r\n\r\n"
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let mut resp = String::new();

@@ -108,7 +108,8 @@ impl ExecDriver {
             .lines()
             .chain(String::from_utf8_lossy(&out.stderr).lines())
         {
-            tracing::info!(target: "compute", instance = %self.instance, command = what, "{line}");
+            // The compute's output may echo client input (user names): escaped, one line each.
+            tracing::info!(target: "compute", instance = %self.instance, command = what, "{}", crate::logsafe::Escaped(line.as_bytes()));
         }
         if out.status.success() {
             Ok(())

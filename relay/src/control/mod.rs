@@ -162,10 +162,14 @@ impl std::fmt::Display for PauseError {
 }
 
 /// Counts one open connection for its instance while alive; dropping it (on every exit path)
-/// updates the count and starts the idle clock when the last one closes.
+/// updates the count and, if the connection was a real session, starts the idle clock when the
+/// last one closes. A login the compute refused never restarts the clock, so a bot guessing
+/// passwords does not hold the instance awake.
 pub struct ConnectionGuard {
     instance: Arc<Instance>,
     route: Route,
+    /// Whether closing it counts as activity (restarts the idle clock).
+    session: bool,
 }
 
 impl std::fmt::Debug for ConnectionGuard {
@@ -181,9 +185,17 @@ impl Drop for ConnectionGuard {
         let mut inner = self.instance.lock();
         let slot = inner.active.of(self.route);
         *slot = slot.saturating_sub(1);
-        if inner.active.total() == 0 {
+        if inner.active.total() == 0 && self.session {
             inner.idle_since = tokio::time::Instant::now();
         }
+    }
+}
+
+impl ConnectionGuard {
+    /// Marks the connection as a real session (its login was accepted): its close restarts
+    /// the idle clock.
+    pub fn mark_session(&mut self) {
+        self.session = true;
     }
 }
 
@@ -244,28 +256,40 @@ impl Instance {
         }
     }
 
-    /// Decides the route of a new connection and counts it, atomically with respect to
-    /// pausing: a connection routed direct holds the instance running, so an idle pause can
-    /// never race it.
+    /// Whether a new connection takes the direct route: the instance runs. The connection is
+    /// not counted yet: one that never sends a byte must not hold the instance awake; it is
+    /// counted by [`Instance::hold_if_running`] once the client speaks.
     #[must_use]
-    pub fn route_new_connection(self: &Arc<Self>) -> Option<ConnectionGuard> {
+    pub fn routes_direct(&self) -> bool {
+        matches!(self.lock().state, State::Running(_))
+    }
+
+    /// Counts a direct connection whose client has spoken, atomically with respect to
+    /// pausing: counted, it holds the instance running. `None` if the instance is no longer
+    /// running (an idle pause won the race; the compute is going away).
+    #[must_use]
+    pub fn hold_if_running(self: &Arc<Self>) -> Option<ConnectionGuard> {
         let mut inner = self.lock();
         matches!(inner.state, State::Running(_)).then(|| {
             inner.active.direct += 1;
             ConnectionGuard {
                 instance: Arc::clone(self),
                 route: Route::Direct,
+                session: true,
             }
         })
     }
 
-    /// Counts a connection the perceptron holds (from its login on), whatever the phase.
+    /// Counts a connection the perceptron holds (from its login on), whatever the phase. Its
+    /// close restarts the idle clock only once [`ConnectionGuard::mark_session`] says the
+    /// login was accepted.
     #[must_use]
     pub fn hold(self: &Arc<Self>, route: Route) -> ConnectionGuard {
         *self.lock().active.of(route) += 1;
         ConnectionGuard {
             instance: Arc::clone(self),
             route,
+            session: false,
         }
     }
 

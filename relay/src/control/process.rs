@@ -233,7 +233,8 @@ async fn forward_lines(
 ) {
     let mut lines = BufReader::new(stream).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        tracing::info!(target: "compute", instance = %instance, pid, "{line}");
+        // The compute's output may echo client input (user names): escaped, one line each.
+        tracing::info!(target: "compute", instance = %instance, pid, "{}", crate::logsafe::Escaped(line.as_bytes()));
         spoke.notify_one();
     }
 }

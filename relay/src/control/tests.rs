@@ -113,6 +113,7 @@ fn instance(script: Vec<Step>) -> (Arc<Instance>, Arc<AtomicUsize>, watch::Sende
         compute_timeout: Duration::from_secs(1),
         idle_pause_after: Duration::from_secs(60),
         on_relay_exit: crate::config::OnRelayExit::Pause,
+        max_pending_connections: 16,
         driver: DriverConfig::Process {
             command: vec!["x".into()],
             cwd: ".".into(),
@@ -213,16 +214,15 @@ async fn compute_exit_fails_the_instance_and_next_call_wakes_it() {
 async fn pause_is_refused_while_connections_are_open_unless_forced() {
     let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::ZERO)]);
     inst.ensure_running().await.unwrap();
-    let guard = inst.route_new_connection().expect("running: direct route");
+    assert!(inst.routes_direct());
+    let guard = inst.hold_if_running().expect("running: direct route");
     assert_eq!(inst.pause(false, "test").await, Err(PauseError::Busy(1)));
     assert_eq!(inst.phase(), Phase::Running);
     inst.pause(true, "test").await.unwrap();
     assert_eq!(inst.phase(), Phase::Paused);
     drop(guard);
-    assert!(
-        inst.route_new_connection().is_none(),
-        "paused: perceptron route"
-    );
+    assert!(!inst.routes_direct(), "paused: perceptron route");
+    assert!(inst.hold_if_running().is_none());
 }
 
 #[tokio::test(start_paused = true)]
@@ -254,10 +254,8 @@ async fn connection_arriving_while_pausing_waits_then_wakes_again() {
     };
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(inst.phase(), Phase::Pausing);
-    assert!(
-        inst.route_new_connection().is_none(),
-        "pausing: no direct route"
-    );
+    assert!(!inst.routes_direct(), "pausing: no direct route");
+    assert!(inst.hold_if_running().is_none());
     let report = inst.ensure_running().await.unwrap();
     assert!(!report.was_running);
     pauser.await.unwrap().unwrap();
@@ -271,7 +269,8 @@ async fn pauses_when_idle_but_not_while_a_session_is_open() {
     let stop = tokio_util::sync::CancellationToken::new();
     tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
     inst.ensure_running().await.unwrap();
-    let session = inst.hold(Route::Perceptron);
+    let mut session = inst.hold(Route::Perceptron);
+    session.mark_session();
     tokio::time::sleep(Duration::from_secs(300)).await;
     assert_eq!(
         inst.phase(),
@@ -286,6 +285,24 @@ async fn pauses_when_idle_but_not_while_a_session_is_open() {
         "not idle for the whole period yet"
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(inst.phase(), Phase::Paused);
+    stop.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_login_does_not_restart_the_idle_clock() {
+    let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::ZERO)]);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    inst.ensure_running().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(50)).await;
+    // A login held while the compute checks it, then refused (never `mark_session`).
+    let refused = inst.hold(Route::Perceptron);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(inst.phase(), Phase::Running, "held while it is checked");
+    drop(refused);
+    // Idle since the wake 70 s ago: the pause comes at the next check, not 60 s later.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(inst.phase(), Phase::Paused);
     stop.cancel();
 }

@@ -32,6 +32,8 @@ use tokio::net::TcpStream;
 use crate::compute_conn::{ComputeConnector, ComputeTarget, OnBehalfOf, TcpConnector};
 use crate::config::AuthMode;
 use crate::control::{ConnectionGuard, Route, WakeReport};
+use crate::limits::PendingPermit;
+use crate::logsafe::Escaped;
 use crate::metrics::Counter;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
 use crate::runtime::InstanceRuntime;
@@ -67,8 +69,14 @@ pub struct Timings {
 }
 
 /// Handles one client connection on the perceptron route, from greeting to the end of the
-/// byte pump. Logs exactly one line when it ends and counts the outcome.
-pub async fn handle(rt: Arc<InstanceRuntime>, client: TcpStream, client_addr: SocketAddr) {
+/// byte pump. Logs exactly one line when it ends and counts the outcome. `pending` holds the
+/// connection's pre-login slot until its login has been read.
+pub async fn handle(
+    rt: Arc<InstanceRuntime>,
+    client: TcpStream,
+    client_addr: SocketAddr,
+    pending: PendingPermit,
+) {
     let cfg = &rt.instance.config;
     let name = cfg.name.clone();
     let addr = client_addr.to_string();
@@ -83,12 +91,13 @@ pub async fn handle(rt: Arc<InstanceRuntime>, client: TcpStream, client_addr: So
     };
     let mut client =
         PacketStream::new(client, MAX_LOGIN_PACKET_LEN).with_write_timeout(cfg.handshake_timeout);
-    match establish(&rt, &mut client, client_addr, &connector).await {
-        Ok(session) if session.verdict.accepted() => {
+    match establish(&rt, &mut client, client_addr, &connector, Some(pending)).await {
+        Ok(mut session) if session.verdict.accepted() => {
+            session.held.mark_session();
             rt.metrics.inc(Counter::Connections, &name, "relayed");
             let t = session.timings;
             tracing::info!(
-                instance = %name, client = %addr, user = %String::from_utf8_lossy(&session.user),
+                instance = %name, client = %addr, user = %Escaped(&session.user),
                 login_ms = t.login_ms, wake_ms = t.wake_ms,
                 compute_login_ms = t.compute_login_ms, was_running = t.was_running,
                 total_ms = started.elapsed().as_millis(),
@@ -110,7 +119,7 @@ pub async fn handle(rt: Arc<InstanceRuntime>, client: TcpStream, client_addr: So
         Ok(session) => {
             rt.metrics.inc(Counter::Connections, &name, "denied");
             tracing::info!(
-                instance = %name, client = %addr, user = %String::from_utf8_lossy(&session.user),
+                instance = %name, client = %addr, user = %Escaped(&session.user),
                 total_ms = started.elapsed().as_millis(), "compute denied the login"
             );
         }
@@ -134,7 +143,8 @@ pub async fn handle(rt: Arc<InstanceRuntime>, client: TcpStream, client_addr: So
 
 /// Runs P1–P8 for one client. On failure the client has been sent the one ERR packet the
 /// failure calls for (if the protocol allows one), and the error is returned for the log line
-/// and metrics.
+/// and metrics. `pending` (the connection's pre-login slot) is released once the login has
+/// been read, or when the connection ends before that.
 ///
 /// # Errors
 /// [`PerceptronError`]: how the connection ended instead.
@@ -143,12 +153,13 @@ pub async fn establish<S, C>(
     client: &mut PacketStream<S>,
     client_addr: SocketAddr,
     connector: &C,
+    pending: Option<PendingPermit>,
 ) -> Result<Established<C::Stream>, PerceptronError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
     C: ComputeConnector,
 {
-    let result = run(rt, client, client_addr, connector).await;
+    let result = run(rt, client, client_addr, connector, pending).await;
     if let Err(e) = &result {
         if let Some(err) = e.client_error(&rt.instance.config.name, &client_addr.to_string()) {
             // Best effort: the client may already be gone.
@@ -164,6 +175,7 @@ async fn run<S, C>(
     client: &mut PacketStream<S>,
     client_addr: SocketAddr,
     connector: &C,
+    pending: Option<PendingPermit>,
 ) -> Result<Established<C::Stream>, PerceptronError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -188,6 +200,8 @@ where
     .await
     .map_err(PerceptronError::NotALogin)?;
     let login_ms = t0.elapsed().as_millis();
+    // Logged in: no longer a pre-login connection.
+    drop(pending);
     let user = login.response.username.clone();
     let last_seq = login.last_sequence_id;
     // Counted as an open connection of the instance from its login on, so scanners and

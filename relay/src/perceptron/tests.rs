@@ -99,6 +99,7 @@ fn runtime(auth: AuthMode) -> InstanceRuntime {
         compute_timeout: TIMEOUT,
         idle_pause_after: Duration::from_secs(60),
         on_relay_exit: OnRelayExit::Pause,
+        max_pending_connections: 16,
         driver: DriverConfig::Process {
             command: vec!["unused".into()],
             cwd: ".".into(),
@@ -301,7 +302,7 @@ where
     let client_task = tokio::spawn(client(client_end, flags, client_script));
     let mut stream = PacketStream::new(relay_end, MAX_LOGIN_PACKET_LEN);
     let peer: SocketAddr = "10.0.0.7:5000".parse().unwrap();
-    let result = establish(rt, &mut stream, peer, &connector).await;
+    let result = establish(rt, &mut stream, peer, &connector, None).await;
     drop(stream);
     // The relay's end of the compute goes too, so the scripted compute sees the close.
     let result = result.map(|e| {

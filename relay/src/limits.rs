@@ -1,0 +1,280 @@
+//! Admission for the pre-login phase (issue 13, connection limits): how many connections may
+//! wait before they have logged in, per relay, per instance and per source address. A
+//! connection that has not logged in costs the relay a descriptor, a task and up to one login
+//! packet of buffer, and costs its owner nothing: without a cap, a few thousand silent
+//! sockets exhaust the descriptors and a real login times out behind them.
+//!
+//! The accept loop asks [`Admission::try_admit`] before it spawns anything. A refused
+//! connection is answered with ERR 1040 `Too many connections` (what MySQL itself sends past
+//! `max_connections`) and closed at once: no task, no greeting, no wake. An admitted one holds a
+//! [`PendingPermit`] until it leaves the pre-login phase (the perceptron has read its login; the
+//! direct route has seen its first byte) or closes; dropping the permit frees the slot on every
+//! exit path.
+//!
+//! Source addresses are counted per IPv4 address and per IPv6 /64 (one host usually owns a
+//! whole /64), IPv4-mapped IPv6 addresses as IPv4.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use authplugin::packet::ErrPacket;
+use authplugin::packet::err::codes;
+
+/// The caps, from the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingCaps {
+    /// Pre-login connections of the whole relay.
+    pub per_relay: usize,
+    /// Pre-login connections from one source (IPv4 address or IPv6 /64).
+    pub per_source: usize,
+}
+
+/// Which cap refused a connection (`relay_connections_refused_total{reason}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// The relay-wide cap.
+    Relay,
+    /// The instance's cap.
+    Instance,
+    /// The source address's cap.
+    Source,
+}
+
+impl Refusal {
+    /// The metric label.
+    #[must_use]
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::Relay => "relay_pending_limit",
+            Self::Instance => "instance_pending_limit",
+            Self::Source => "source_pending_limit",
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    total: usize,
+    per_instance: Vec<usize>,
+    per_source: HashMap<IpAddr, usize>,
+}
+
+/// The relay's pre-login admission: one per relay, shared by every instance's accept loop.
+#[derive(Debug)]
+pub struct Admission {
+    caps: PendingCaps,
+    /// Each instance's cap, by the index the accept loop passes.
+    per_instance_caps: Vec<usize>,
+    counts: Mutex<Counts>,
+}
+
+impl Admission {
+    /// An admission with `caps` and one cap per instance (in the order of their indexes).
+    #[must_use]
+    pub fn new(caps: PendingCaps, per_instance_caps: Vec<usize>) -> Arc<Self> {
+        let instances = per_instance_caps.len();
+        Arc::new(Self {
+            caps,
+            per_instance_caps,
+            counts: Mutex::new(Counts {
+                total: 0,
+                per_instance: vec![0; instances],
+                per_source: HashMap::new(),
+            }),
+        })
+    }
+
+    /// Admits one pre-login connection of instance `instance` from `source`, or says which
+    /// cap is full.
+    ///
+    /// # Errors
+    /// The [`Refusal`]: the connection is to be answered with [`too_many_connections`] and
+    /// closed.
+    pub fn try_admit(
+        self: &Arc<Self>,
+        instance: usize,
+        source: IpAddr,
+    ) -> Result<PendingPermit, Refusal> {
+        let source = source_key(source);
+        let mut counts = self.lock();
+        if counts.total >= self.caps.per_relay {
+            return Err(Refusal::Relay);
+        }
+        let instance_cap = self.per_instance_caps.get(instance).copied().unwrap_or(0);
+        let Some(of_instance) = counts.per_instance.get_mut(instance) else {
+            return Err(Refusal::Instance);
+        };
+        if *of_instance >= instance_cap {
+            return Err(Refusal::Instance);
+        }
+        *of_instance += 1;
+        let of_source = counts.per_source.entry(source).or_insert(0);
+        if *of_source >= self.caps.per_source {
+            if let Some(n) = counts.per_instance.get_mut(instance) {
+                *n -= 1;
+            }
+            return Err(Refusal::Source);
+        }
+        *of_source += 1;
+        counts.total += 1;
+        Ok(PendingPermit {
+            admission: Arc::clone(self),
+            instance,
+            source,
+        })
+    }
+
+    /// Pre-login connections of `instance` now.
+    #[must_use]
+    pub fn pending(&self, instance: usize) -> usize {
+        self.lock().per_instance.get(instance).copied().unwrap_or(0)
+    }
+
+    fn release(&self, instance: usize, source: IpAddr) {
+        let mut counts = self.lock();
+        counts.total = counts.total.saturating_sub(1);
+        if let Some(n) = counts.per_instance.get_mut(instance) {
+            *n = n.saturating_sub(1);
+        }
+        if let Some(n) = counts.per_source.get_mut(&source) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                // Bounded by the connections pending now, not by every address ever seen.
+                counts.per_source.remove(&source);
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
+        // The counts stay consistent under a panic elsewhere: every update is one statement.
+        self.counts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One admitted pre-login connection; dropping it frees the slot.
+#[derive(Debug)]
+pub struct PendingPermit {
+    admission: Arc<Admission>,
+    instance: usize,
+    source: IpAddr,
+}
+
+impl Drop for PendingPermit {
+    fn drop(&mut self) {
+        self.admission.release(self.instance, self.source);
+    }
+}
+
+/// What a source address is counted as: IPv4 addresses as they are (IPv4-mapped IPv6 ones
+/// too), IPv6 addresses by their /64.
+#[must_use]
+pub fn source_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let [a, b, c, d, ..] = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(a, b, c, d, 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
+/// The ERR a refused connection gets instead of a greeting, framed and ready to write: code
+/// 1040, sequence id 0 and no SQLSTATE, as MySQL and MariaDB send an ERR in place of their
+/// greeting (before the greeting no `CLIENT_PROTOCOL_41` is agreed, and clients would show a
+/// `#08004` marker as part of the message; they map 1040 to SQLSTATE 08004 themselves).
+#[must_use]
+pub fn too_many_connections() -> Vec<u8> {
+    let (code, _sql_state) = codes::ER_CON_COUNT_ERROR;
+    let err = ErrPacket {
+        error_code: code,
+        sql_state: None,
+        error_message: b"Too many connections".to_vec(),
+    };
+    let mut out = Vec::with_capacity(32);
+    authplugin::packet::write_packet(&mut out, 0, &err.to_bytes());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admission(per_relay: usize, per_source: usize, instances: &[usize]) -> Arc<Admission> {
+        Admission::new(
+            PendingCaps {
+                per_relay,
+                per_source,
+            },
+            instances.to_vec(),
+        )
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn refuses_past_each_cap_and_frees_slots_on_drop() {
+        let a = admission(5, 2, &[3, 10]);
+        let one = a.try_admit(0, ip("10.0.0.1")).unwrap();
+        let two = a.try_admit(0, ip("10.0.0.1")).unwrap();
+        assert_eq!(a.try_admit(0, ip("10.0.0.1")).unwrap_err(), Refusal::Source);
+        let three = a.try_admit(0, ip("10.0.0.2")).unwrap();
+        assert_eq!(
+            a.try_admit(0, ip("10.0.0.3")).unwrap_err(),
+            Refusal::Instance
+        );
+        assert_eq!(a.pending(0), 3);
+        let four = a.try_admit(1, ip("10.0.0.3")).unwrap();
+        let five = a.try_admit(1, ip("10.0.0.4")).unwrap();
+        assert_eq!(a.try_admit(1, ip("10.0.0.5")).unwrap_err(), Refusal::Relay);
+        drop(one);
+        // A refused source does not leak an instance slot.
+        assert_eq!(a.pending(0), 2);
+        let again = a.try_admit(0, ip("10.0.0.1")).unwrap();
+        drop((two, three, four, five, again));
+        assert_eq!(a.pending(0), 0);
+        assert_eq!(a.pending(1), 0);
+        let counts = a.lock();
+        assert_eq!(counts.total, 0);
+        assert!(counts.per_source.is_empty());
+    }
+
+    #[test]
+    fn counts_ipv6_per_64_and_mapped_ipv4_as_ipv4() {
+        assert_eq!(source_key(ip("2001:db8:1:2:3:4:5:6")), ip("2001:db8:1:2::"));
+        assert_eq!(source_key(ip("::ffff:10.0.0.1")), ip("10.0.0.1"));
+        let a = admission(10, 1, &[10]);
+        let _held = a.try_admit(0, ip("2001:db8::1")).unwrap();
+        assert_eq!(
+            a.try_admit(0, ip("2001:db8::2")).unwrap_err(),
+            Refusal::Source
+        );
+        let _other = a.try_admit(0, ip("2001:db8:0:1::1")).unwrap();
+    }
+
+    #[test]
+    fn unknown_instance_is_refused_not_panicking() {
+        let a = admission(10, 10, &[1]);
+        assert_eq!(
+            a.try_admit(7, ip("10.0.0.1")).unwrap_err(),
+            Refusal::Instance
+        );
+    }
+
+    #[test]
+    fn too_many_connections_is_err_1040_at_sequence_zero() {
+        let bytes = too_many_connections();
+        let (len, rest) = bytes.split_at(4);
+        assert_eq!(usize::from(len[0]), rest.len());
+        assert_eq!(len[3], 0, "sequence id 0: sent instead of a greeting");
+        let err = ErrPacket::decode(rest).unwrap();
+        assert_eq!(err.error_code, 1040);
+        assert_eq!(err.sql_state, None);
+        assert_eq!(err.error_message, b"Too many connections");
+    }
+}

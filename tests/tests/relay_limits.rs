@@ -1,0 +1,153 @@
+//! Pre-login connection limits (issue 13, item 3) end to end: thousands of silent
+//! connections wait while a real login gets through, a source past its cap gets ERR 1040
+//! without a wake, and silent connections on the direct route do not hold an instance awake.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
+)]
+
+use std::net::TcpStream;
+use std::time::Duration;
+
+use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
+use tests::{TempDir, mariadb, raw};
+
+/// The relay's resident memory in KiB.
+fn rss_kib(relay: &Relay) -> u64 {
+    let pid = relay.child.pid().unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+fn pending(relay: &Relay) -> f64 {
+    relay.metric("relay_pending_connections{instance=\"demo\"}")
+}
+
+#[test]
+fn a_real_login_gets_through_while_two_thousand_silent_connections_wait() {
+    const SILENT: usize = 2_000;
+    let dir = TempDir::new("limits-silent");
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            // All test sockets come from 127.0.0.1; the per-source cap is tested below.
+            relay_toml: "max_pending_per_source = 4096\n".into(),
+            ..RelayOptions::default()
+        },
+    );
+    let before = rss_kib(&relay);
+    let silent: Vec<TcpStream> = (0..SILENT)
+        .map(|_| TcpStream::connect(("127.0.0.1", relay.port)).unwrap())
+        .collect();
+    assert!(
+        Relay::wait_until(Duration::from_secs(20), || pending(&relay) >= SILENT as f64),
+        "pending: {}",
+        pending(&relay)
+    );
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let with_silent = rss_kib(&relay);
+    eprintln!(
+        "relay RSS: {before} KiB idle, {with_silent} KiB with {SILENT} silent connections \
+         pending and a login through ({} bytes per pending connection)",
+        (with_silent.saturating_sub(before) * 1024) / SILENT as u64
+    );
+    assert!(with_silent < 200 * 1024, "{with_silent} KiB");
+    assert_eq!(pending(&relay), SILENT as f64);
+    assert_eq!(
+        relay.metric("relay_wakes_total{instance=\"demo\",outcome=\"ok\"}"),
+        1.0,
+        "only the real login woke the instance"
+    );
+    drop(silent);
+    assert!(Relay::wait_until(Duration::from_secs(10), || pending(
+        &relay
+    ) == 0.0));
+}
+
+#[test]
+fn a_source_past_its_cap_gets_err_1040_without_a_wake() {
+    const CAP: usize = 20;
+    let dir = TempDir::new("limits-source");
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            relay_toml: format!("max_pending_per_source = {CAP}\n"),
+            ..RelayOptions::default()
+        },
+    );
+    let silent: Vec<TcpStream> = (0..CAP)
+        .map(|_| TcpStream::connect(("127.0.0.1", relay.port)).unwrap())
+        .collect();
+    assert!(Relay::wait_until(Duration::from_secs(10), || pending(
+        &relay
+    ) == CAP
+        as f64));
+    let mut over = raw::connect(relay.port).unwrap();
+    let (seq, payload) = raw::read_packet(&mut over).unwrap();
+    assert_eq!(seq, 0);
+    assert_eq!(
+        raw::err_of(&payload),
+        (1040, "Too many connections".to_owned())
+    );
+    // A real client sees the same refusal, clearly.
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_ne!(out.code, Some(0));
+    assert!(
+        out.stderr.contains("1040") && out.stderr.contains("Too many connections"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        relay.metric(
+            "relay_connections_refused_total{instance=\"demo\",reason=\"source_pending_limit\"}"
+        ),
+        2.0
+    );
+    assert_eq!(relay.state(), "paused", "a refusal wakes nothing");
+    drop(silent);
+    assert!(Relay::wait_until(Duration::from_secs(10), || pending(
+        &relay
+    ) == 0.0));
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+}
+
+#[test]
+fn silent_direct_connections_do_not_hold_a_running_instance_awake() {
+    let dir = TempDir::new("limits-direct-idle");
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            idle_pause_after: "1s",
+            ..RelayOptions::default()
+        },
+    );
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(relay.state(), "running");
+    // Bare TCP connections on the direct route that never send a byte, kept open.
+    let silent: Vec<TcpStream> = (0..20)
+        .map(|_| TcpStream::connect(("127.0.0.1", relay.port)).unwrap())
+        .collect();
+    assert!(Relay::wait_until(Duration::from_secs(5), || pending(
+        &relay
+    ) == 20.0));
+    // Before: each counted as an open connection for as long as it lived (and restarted the
+    // idle clock when it closed), so the instance never paused.
+    assert!(
+        Relay::wait_until(Duration::from_secs(4), || relay.state() == "paused"),
+        "state: {}\n{}",
+        relay.state(),
+        relay.log()
+    );
+    drop(silent);
+}
