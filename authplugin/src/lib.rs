@@ -33,7 +33,7 @@ pub mod scramble;
 pub use credential::{AnswerError, AuthPlugin, Credential};
 pub use identity::{IdentityError, KeyId, KeyRing, KeySecret, PerceptronKey};
 pub use key_file::{SecretFileError, read_secret_file};
-pub use payload::{Binding, DecodedPayload, DenyReason, LoginClaim, VerifiedLogin};
+pub use payload::{Binding, DecodedPayload, DenyReason, LoginAgeError, LoginClaim, VerifiedLogin};
 pub use reader::DecodeError;
 pub use replay::{ReplayError, ReplayGuard};
 pub use scramble::{SCRAMBLE_LEN, Scramble};

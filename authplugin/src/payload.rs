@@ -1,12 +1,19 @@
-//! The relayed-auth payload v1 (DESIGN §3): what the relay sends the compute in place of a
-//! password answer, and the compute's verification of it.
+//! The relayed-auth payload v2 (DESIGN §3, hardened): what the relay sends the compute in
+//! place of a password answer, and the compute's verification of it.
 //!
 //! ```text
-//! magic "PCPT" | version 1 | key_id | issued_at_ms u64 | scramble_a [20] |
+//! magic "PCPT" | version 2 | key_id | issued_at_ms u64 | scramble_a [20] |
 //! answer_a | client_plugin | client_addr | mac [32]
-//! mac = HMAC-SHA256(key[key_id], "perceptron-dual-auth-v1" || scramble_b || user || 0x00 ||
+//! mac = HMAC-SHA256(key[key_id], "perceptron-dual-auth-v2" || scramble_b || user || 0x00 ||
 //!                   database || 0x00 || every payload byte before mac)
 //! ```
+//!
+//! v2 differs from v1 in one rule: scramble A is *timed* ([`Scramble::generate_timed`]: its
+//! first bytes carry the second it was drawn), and a payload is refused when A is older than
+//! [`MAX_LOGIN_AGE_MS`] at `issued_at`, or newer. The client's answer is bound to every byte of
+//! A, so an old (scramble A, answer) pair cannot be made young again: with v1, a stolen relay
+//! key plus one sniffed login could be re-signed with a fresh `issued_at` for ever. The replay
+//! guard remembers each A for as long as it could still pass. v1 payloads are refused.
 //! Integers are little-endian; `key_id`, `answer_a`, `client_plugin` and `client_addr` carry a
 //! one-byte length prefix. The payload is the `auth_response` of the HandshakeResponse41 the
 //! relay sends at P6, with client plugin name [`PLUGIN_NAME`].
@@ -26,9 +33,14 @@ pub const PLUGIN_NAME: &str = "perceptron_dual_auth";
 /// The payload's first four bytes.
 pub const MAGIC: [u8; 4] = *b"PCPT";
 /// The only version this crate reads and writes.
-pub const VERSION: u8 = 1;
-/// Domain separation for the MAC, so a tag made for anything else never verifies here.
-pub const MAC_CONTEXT: &[u8] = b"perceptron-dual-auth-v1";
+pub const VERSION: u8 = 2;
+/// Domain separation for the MAC, so a tag made for anything else (a v1 payload included)
+/// never verifies here.
+pub const MAC_CONTEXT: &[u8] = b"perceptron-dual-auth-v2";
+/// How long a relay may hold a login between greeting the client (scramble A's clock) and
+/// signing the payload (`issued_at`): the relay's handshake, wake and compute timeouts must fit
+/// in it. A sniffed (scramble A, answer) pair is worthless after this plus the freshness window.
+pub const MAX_LOGIN_AGE_MS: u64 = 600_000;
 /// The longest payload: every length-prefixed field at 255 bytes. Callers may reject bigger
 /// auth data before decoding.
 pub const MAX_PAYLOAD_LEN: usize = 4 + 1 + 1 + 255 + 8 + SCRAMBLE_LEN + 3 * (1 + 255) + KEY_LEN;
@@ -209,6 +221,8 @@ pub enum DenyReason {
     BadMac,
     /// Freshness or replay check failed.
     Replay(ReplayError),
+    /// Scramble A is untimed, older than [`MAX_LOGIN_AGE_MS`] at `issued_at`, or newer.
+    LoginAge(LoginAgeError),
     /// The user does not exist on the compute.
     UnknownUser,
     /// The client's answer to scramble A does not match the account.
@@ -226,6 +240,7 @@ impl DenyReason {
             Self::Replay(ReplayError::OutsideWindow { .. }) => "outside_window",
             Self::Replay(ReplayError::Replayed) => "replayed",
             Self::Replay(ReplayError::Full) => "replay_guard_full",
+            Self::LoginAge(_) => "login_age",
             Self::UnknownUser => "unknown_user",
             Self::WrongAnswer(_) => "wrong_answer",
         }
@@ -245,6 +260,7 @@ impl fmt::Display for DenyReason {
                 f.write_str("payload (key id, scramble A) already used")
             }
             Self::Replay(ReplayError::Full) => f.write_str("replay guard is full"),
+            Self::LoginAge(e) => e.fmt(f),
             Self::UnknownUser => f.write_str("unknown user"),
             Self::WrongAnswer(e) => write!(f, "client answer refused: {e}"),
         }
@@ -253,10 +269,64 @@ impl fmt::Display for DenyReason {
 
 impl std::error::Error for DenyReason {}
 
+/// Why scramble A's clock refuses a payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoginAgeError {
+    /// Scramble A carries no clock (a v1 relay's scramble).
+    Untimed,
+    /// Scramble A was drawn after the payload was signed.
+    AfterIssue {
+        /// How much later, in milliseconds.
+        by_ms: u64,
+    },
+    /// Scramble A was drawn longer than [`MAX_LOGIN_AGE_MS`] before the payload was signed.
+    TooOld {
+        /// `issued_at − A's clock`, in milliseconds.
+        age_ms: u64,
+    },
+}
+
+impl fmt::Display for LoginAgeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Untimed => f.write_str("scramble A carries no clock (a v1 relay?)"),
+            Self::AfterIssue { by_ms } => {
+                write!(f, "scramble A is {by_ms} ms younger than the payload")
+            }
+            Self::TooOld { age_ms } => write!(
+                f,
+                "scramble A is {age_ms} ms older than the payload (a login is held at most \
+                 {MAX_LOGIN_AGE_MS} ms): an old login re-signed?"
+            ),
+        }
+    }
+}
+
+/// Checks scramble A's clock against `issued_at_ms`, and returns A's clock.
+///
+/// # Errors
+/// [`LoginAgeError`] saying why the pair cannot be this payload's.
+pub fn check_login_age(scramble_a: &Scramble, issued_at_ms: u64) -> Result<u64, LoginAgeError> {
+    let drawn_ms = scramble_a.clock_ms().ok_or(LoginAgeError::Untimed)?;
+    // The clock is in whole seconds, rounded down: a scramble drawn up to 999 ms before the
+    // signature shows an age up to 999 ms larger, never a negative one.
+    if drawn_ms > issued_at_ms {
+        return Err(LoginAgeError::AfterIssue {
+            by_ms: drawn_ms - issued_at_ms,
+        });
+    }
+    let age_ms = issued_at_ms - drawn_ms;
+    if age_ms > MAX_LOGIN_AGE_MS + 999 {
+        return Err(LoginAgeError::TooOld { age_ms });
+    }
+    Ok(drawn_ms)
+}
+
 /// Verifies a relayed login, running DESIGN §3's checks in order: strict parse, known key
 /// id, constant-time MAC (binding this connection's scramble B, user and database),
-/// `issued_at` within the window, (key id, scramble A) not seen before, then answer A against
-/// `credential` (`None` for an unknown user).
+/// `issued_at` within the window, scramble A's clock within [`MAX_LOGIN_AGE_MS`] before
+/// `issued_at`, (key id, scramble A) not seen before, then answer A against `credential`
+/// (`None` for an unknown user).
 ///
 /// # Errors
 /// The first [`DenyReason`] met.
@@ -280,11 +350,21 @@ pub fn verify(
         return Err(DenyReason::BadMac);
     }
     replay
-        .check_and_record(
+        .check_fresh(decoded.issued_at_ms, now_ms)
+        .map_err(DenyReason::Replay)?;
+    let drawn_ms =
+        check_login_age(&decoded.scramble_a, decoded.issued_at_ms).map_err(DenyReason::LoginAge)?;
+    // Remembered for as long as any payload carrying this A could pass the two checks above.
+    let passable_until = drawn_ms
+        .saturating_add(MAX_LOGIN_AGE_MS + 999)
+        .saturating_add(replay.window_ms());
+    replay
+        .check_and_record_until(
             &decoded.key_id,
             &decoded.scramble_a,
             decoded.issued_at_ms,
             now_ms,
+            passable_until,
         )
         .map_err(DenyReason::Replay)?;
     let credential = credential.ok_or(DenyReason::UnknownUser)?;

@@ -99,6 +99,24 @@ impl ReplayGuard {
         issued_at_ms: u64,
         now_ms: u64,
     ) -> Result<(), ReplayError> {
+        let expires_at = issued_at_ms.saturating_add(self.window_ms);
+        self.check_and_record_until(key_id, scramble_a, issued_at_ms, now_ms, expires_at)
+    }
+
+    /// As [`ReplayGuard::check_and_record`], remembering the pair until `expires_at_ms` (at
+    /// least `issued_at + window`): payload v2 keeps a scramble A for as long as its clock lets
+    /// any payload carrying it pass, whatever `issued_at` a re-signed copy claims.
+    ///
+    /// # Errors
+    /// [`ReplayError`] saying why the pair is refused.
+    pub fn check_and_record_until(
+        &mut self,
+        key_id: &KeyId,
+        scramble_a: &Scramble,
+        issued_at_ms: u64,
+        now_ms: u64,
+        expires_at_ms: u64,
+    ) -> Result<(), ReplayError> {
         self.check_fresh(issued_at_ms, now_ms)?;
         self.forget_expired(now_ms);
         let pair = (key_id.clone(), scramble_a.clone());
@@ -108,7 +126,7 @@ impl ReplayGuard {
         if self.seen.len() >= self.capacity {
             return Err(ReplayError::Full);
         }
-        let expires_at = issued_at_ms.saturating_add(self.window_ms);
+        let expires_at = expires_at_ms.max(issued_at_ms.saturating_add(self.window_ms));
         self.by_expiry
             .insert((expires_at, pair.0.clone(), pair.1.clone()));
         self.seen.insert(pair);

@@ -21,8 +21,9 @@ fn key(id: &str, byte: u8) -> PerceptronKey {
     PerceptronKey::new(KeyId::new(id).unwrap(), KeySecret::from_bytes([byte; 32]))
 }
 
+/// The relay's timed scramble A, drawn 2 s before the payloads are signed.
 fn scramble_a() -> Scramble {
-    Scramble::from_bytes(*b"AAAAAAAAAAAAAAAAAAAA")
+    Scramble::with_clock(NOW_MS - 2_000, *b"AAAAAAAAAAAAAA")
 }
 
 fn scramble_b1() -> Scramble {
@@ -74,8 +75,12 @@ impl Compute {
     }
 }
 
+/// A payload signed at `issued` for a login whose scramble A was drawn 2 s earlier.
 fn signed(k: &PerceptronKey, password: &[u8], issued: u64, b: &Binding<'_>) -> Vec<u8> {
-    payload::encode_signed(&claim(password), k, issued, b).unwrap()
+    let mut c = claim(password);
+    c.scramble_a = Scramble::with_clock(issued - 2_000, *b"AAAAAAAAAAAAAA");
+    c.answer_a = Zeroizing::new(native_password::token(password, &c.scramble_a));
+    payload::encode_signed(&c, k, issued, b).unwrap()
 }
 
 #[test]
@@ -227,7 +232,7 @@ fn rejects_wrong_answer_and_unknown_user() {
         Err(DenyReason::WrongAnswer(_))
     ));
     let mut other = claim(b"secret");
-    other.scramble_a = Scramble::from_bytes([b'Z'; 20]);
+    other.scramble_a = Scramble::with_clock(NOW_MS, [b'Z'; 14]);
     let bytes = payload::encode_signed(&other, &k, NOW_MS, &binding(&b1)).unwrap();
     let r = payload::verify(&bytes, &binding(&b1), &c.ring, &mut c.replay, NOW_MS, None);
     assert_eq!(r.unwrap_err(), DenyReason::UnknownUser);
@@ -259,7 +264,7 @@ fn after_rotation_both_keys_verify_and_the_newest_signs() {
     let mut c = Compute::new(vec![old.clone(), new.clone()]);
     let by_old = signed(&old, b"secret", NOW_MS, &binding(&b1));
     let mut second = claim(b"secret");
-    second.scramble_a = Scramble::from_bytes([b'C'; 20]);
+    second.scramble_a = Scramble::with_clock(NOW_MS, [b'C'; 14]);
     second.answer_a = Zeroizing::new(native_password::token(b"secret", &second.scramble_a));
     let by_new =
         payload::encode_signed(&second, ring.signing_key(), NOW_MS, &binding(&b1)).unwrap();
@@ -308,10 +313,10 @@ fn decodes_the_documented_layout() {
     };
     let bytes = payload::encode_signed(&c, &k, 0x0102_0304_0506_0708, &binding(&b1)).unwrap();
     let mut expected = Vec::new();
-    expected.extend_from_slice(b"PCPT\x01");
+    expected.extend_from_slice(b"PCPT\x02");
     expected.extend_from_slice(b"\x02k1");
     expected.extend_from_slice(&[8, 7, 6, 5, 4, 3, 2, 1]);
-    expected.extend_from_slice(b"AAAAAAAAAAAAAAAAAAAA");
+    expected.extend_from_slice(scramble_a().as_bytes());
     expected.push(20);
     expected.extend_from_slice(&[0xAB; 20]);
     expected.push(21);
@@ -321,7 +326,7 @@ fn decodes_the_documented_layout() {
     let mac = authplugin::identity::hmac_sha256(
         &[0x42; 32],
         &[
-            b"perceptron-dual-auth-v1",
+            b"perceptron-dual-auth-v2",
             b"BBBBBBBBBBBBBBBBBBB1",
             b"app\0shop\0",
             &expected,
@@ -329,4 +334,75 @@ fn decodes_the_documented_layout() {
     );
     expected.extend_from_slice(&mac);
     assert_eq!(bytes, expected);
+}
+
+// ---- payload v2: scramble A's clock ----
+
+#[test]
+fn a_stolen_key_and_an_old_sniffed_login_cannot_be_re_signed() {
+    // The attacker sniffed a genuine (scramble A, answer) pair 11 minutes ago and holds the
+    // relay's key: it signs a fresh payload with today's issued_at for a new connection.
+    let k = key("k1", 1);
+    let b1 = scramble_b1();
+    let mut old = claim(b"secret");
+    old.scramble_a = Scramble::with_clock(NOW_MS - 11 * 60_000, *b"AAAAAAAAAAAAAA");
+    old.answer_a = Zeroizing::new(native_password::token(b"secret", &old.scramble_a));
+    let bytes = payload::encode_signed(&old, &k, NOW_MS, &binding(&b1)).unwrap();
+    let mut c = Compute::new(vec![k.clone()]);
+    assert!(matches!(
+        c.verify(&bytes, &binding(&b1), NOW_MS),
+        Err(DenyReason::LoginAge(payload::LoginAgeError::TooOld { .. }))
+    ));
+    // Held the longest a relay may hold a login: still accepted.
+    let mut held = claim(b"secret");
+    held.scramble_a = Scramble::with_clock(NOW_MS - payload::MAX_LOGIN_AGE_MS, *b"AAAAAAAAAAAAAA");
+    held.answer_a = Zeroizing::new(native_password::token(b"secret", &held.scramble_a));
+    let bytes = payload::encode_signed(&held, &k, NOW_MS, &binding(&b1)).unwrap();
+    assert_eq!(c.verify(&bytes, &binding(&b1), NOW_MS), Ok(()));
+}
+
+#[test]
+fn a_pair_is_remembered_for_as_long_as_a_re_signed_copy_could_pass() {
+    // Accepted once; five minutes later (far past the 30 s window, within the login age) the
+    // same pair re-signed with a fresh issued_at is still refused as a replay.
+    let k = key("k1", 1);
+    let b1 = scramble_b1();
+    let mut c = Compute::new(vec![k.clone()]);
+    let first = payload::encode_signed(&claim(b"secret"), &k, NOW_MS, &binding(&b1)).unwrap();
+    assert_eq!(c.verify(&first, &binding(&b1), NOW_MS), Ok(()));
+    let later = NOW_MS + 5 * 60_000;
+    let again = payload::encode_signed(&claim(b"secret"), &k, later, &binding(&b1)).unwrap();
+    assert_eq!(
+        c.verify(&again, &binding(&b1), later),
+        Err(DenyReason::Replay(ReplayError::Replayed))
+    );
+}
+
+#[test]
+fn untimed_and_future_scrambles_and_v1_payloads_are_refused() {
+    let k = key("k1", 1);
+    let b1 = scramble_b1();
+    let mut c = Compute::new(vec![k.clone()]);
+    let mut untimed = claim(b"secret");
+    untimed.scramble_a = Scramble::from_bytes([b'$'; 20]);
+    let bytes = payload::encode_signed(&untimed, &k, NOW_MS, &binding(&b1)).unwrap();
+    assert_eq!(
+        c.verify(&bytes, &binding(&b1), NOW_MS),
+        Err(DenyReason::LoginAge(payload::LoginAgeError::Untimed))
+    );
+    let mut future = claim(b"secret");
+    future.scramble_a = Scramble::with_clock(NOW_MS + 5_000, *b"AAAAAAAAAAAAAA");
+    let bytes = payload::encode_signed(&future, &k, NOW_MS, &binding(&b1)).unwrap();
+    assert!(matches!(
+        c.verify(&bytes, &binding(&b1), NOW_MS),
+        Err(DenyReason::LoginAge(
+            payload::LoginAgeError::AfterIssue { .. }
+        ))
+    ));
+    let mut v1 = signed(&k, b"secret", NOW_MS, &binding(&b1));
+    v1[4] = 1;
+    assert_eq!(
+        c.verify(&v1, &binding(&b1), NOW_MS),
+        Err(DenyReason::Malformed(DecodeError::InvalidValue("version")))
+    );
 }

@@ -244,7 +244,7 @@ mod tests {
         password: &[u8],
         issued: u64,
     ) -> Relayed {
-        let scramble_a = Scramble::generate(&mut rand::rngs::OsRng);
+        let scramble_a = Scramble::generate_timed(&mut rand::rngs::OsRng, issued);
         let claim = LoginClaim {
             scramble_a: scramble_a.clone(),
             answer_a: Zeroizing::new(native_password::token(password, &scramble_a)),

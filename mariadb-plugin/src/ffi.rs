@@ -598,17 +598,17 @@ mod tests {
 
     fn relayed_reply(user: &'static [u8], db: &'static [u8], password: &'static [u8]) -> Reply {
         Box::new(move |b: &Scramble| {
-            let a = Scramble::generate(&mut rand::rngs::OsRng);
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64;
+            let a = Scramble::generate_timed(&mut rand::rngs::OsRng, now);
             let claim = LoginClaim {
                 scramble_a: a.clone(),
                 answer_a: Zeroizing::new(native_password::token(password, &a)),
                 client_plugin: AuthPlugin::MysqlNativePassword,
                 client_addr: "10.1.2.3:4000".into(),
             };
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_millis() as u64;
             payload::encode_signed(
                 &claim,
                 &key(),

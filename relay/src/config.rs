@@ -618,6 +618,20 @@ impl Config {
                 let message = format!("{} is used twice", inst.listen);
                 return Err(ConfigError::invalid(path, key("listen"), message));
             }
+            // Payload v2: a compute refuses a relayed login whose scramble A is older than
+            // MAX_LOGIN_AGE_MS when signed, so the longest hold must fit in it.
+            let longest_hold =
+                inst.handshake_timeout + inst.resume_timeout + 2 * inst.compute_timeout;
+            let max_hold = Duration::from_millis(authplugin::payload::MAX_LOGIN_AGE_MS);
+            if inst.auth == AuthMode::Dual && longest_hold > max_hold {
+                let message = format!(
+                    "handshake_timeout + resume_timeout + 2 × compute_timeout is {}, longer than \
+                     a relayed login may be held ({}): the compute would refuse it",
+                    humantime::format_duration(longest_hold),
+                    humantime::format_duration(max_hold)
+                );
+                return Err(ConfigError::invalid(path, key("resume_timeout"), message));
+            }
             instances.push(InstanceConfig {
                 driver: driver(inst.driver, &key("driver"), base, path)?,
                 name: inst.name,
@@ -1123,6 +1137,17 @@ command = ["server-shim", "run"]
         assert_eq!(e.key.as_deref(), Some("instance[0].driver.token_file"));
         assert!(matches!(e.problem, ConfigProblem::Secret(_)), "{e}");
         assert!(e.to_string().contains("has mode 0644"), "{e}");
+    }
+
+    #[test]
+    fn refuses_a_dual_instance_that_could_hold_a_login_too_long() {
+        let text = GOOD.replace("resume_timeout = \"15s\"", "resume_timeout = \"11m\"");
+        let e = parse(&text).unwrap_err();
+        assert!(e.contains("instance[0].resume_timeout"), "{e}");
+        assert!(
+            e.contains("longer than a relayed login may be held (10m)"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -467,7 +467,7 @@ mod tests {
             key_ring: Some(&f.ring),
             replay: &f.replay,
         };
-        let scramble_a = Scramble::from_bytes([0x41; 20]);
+        let scramble_a = Scramble::with_clock(NOW - 1_000, [0x41; 14]);
         let scramble_b = Scramble::from_bytes([0x42; 20]);
         let claim = LoginClaim {
             scramble_a: scramble_a.clone(),

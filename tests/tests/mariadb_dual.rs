@@ -248,7 +248,7 @@ fn mariadb_with_the_plugin_verifies_relayed_logins_and_refuses_each_kind_of_forg
     let key = d.key();
     let good = || Forge {
         key: key.clone(),
-        scramble_a: Scramble::generate(&mut rand::rngs::OsRng),
+        scramble_a: Scramble::generate_timed(&mut rand::rngs::OsRng, now_ms()),
         password: PASSWORD,
         issued_at_ms: now_ms(),
         bound_user: USER,
@@ -297,6 +297,14 @@ fn mariadb_with_the_plugin_verifies_relayed_logins_and_refuses_each_kind_of_forg
                 ..good()
             },
             "[outside_window]",
+        ),
+        (
+            "an old sniffed login re-signed with the stolen key",
+            Forge {
+                scramble_a: Scramble::generate_timed(&mut rand::rngs::OsRng, now_ms() - 660_000),
+                ..good()
+            },
+            "[login_age]",
         ),
         (
             "made for another user",

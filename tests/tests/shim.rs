@@ -205,7 +205,7 @@ fn relayed_login_verifies_payload_and_refuses_every_forgery() {
     assert_eq!(setup.code, Some(0), "{}", setup.stderr);
 
     // Valid: OK, then the session runs as `app`, from the client address the relay vouched for.
-    let scramble_a = Scramble::generate(&mut rand::rngs::OsRng);
+    let scramble_a = Scramble::generate_timed(&mut rand::rngs::OsRng, now_ms());
     let (mut s, reply, sent) = relayed_login(shim.port, "app", "shop", |b| {
         sign(
             &key,
@@ -247,7 +247,7 @@ fn relayed_login_verifies_payload_and_refuses_every_forgery() {
     assert_denied(&reply);
 
     // Tampered MAC.
-    let fresh = Scramble::generate(&mut rand::rngs::OsRng);
+    let fresh = Scramble::generate_timed(&mut rand::rngs::OsRng, now_ms());
     let (_s, reply, _) = relayed_login(shim.port, "app", "shop", |b| {
         let mut p = sign(&key, &claim(APP_PW, &fresh), now_ms(), b, "app", "shop");
         if let Some(last) = p.last_mut() {
@@ -259,7 +259,7 @@ fn relayed_login_verifies_payload_and_refuses_every_forgery() {
 
     // Signed with a key the shim does not have.
     let stranger = PerceptronKey::generate(KeyId::new("k9").unwrap(), &mut rand::rngs::OsRng);
-    let fresh = Scramble::generate(&mut rand::rngs::OsRng);
+    let fresh = Scramble::generate_timed(&mut rand::rngs::OsRng, now_ms());
     let (_s, reply, _) = relayed_login(shim.port, "app", "shop", |b| {
         sign(
             &stranger,
@@ -273,7 +273,7 @@ fn relayed_login_verifies_payload_and_refuses_every_forgery() {
     assert_denied(&reply);
 
     // Expired: issued ten minutes ago.
-    let fresh = Scramble::generate(&mut rand::rngs::OsRng);
+    let fresh = Scramble::generate_timed(&mut rand::rngs::OsRng, now_ms());
     let (_s, reply, _) = relayed_login(shim.port, "app", "shop", |b| {
         sign(
             &key,
@@ -287,14 +287,14 @@ fn relayed_login_verifies_payload_and_refuses_every_forgery() {
     assert_denied(&reply);
 
     // Wrong answer A (the client typed the wrong password).
-    let fresh = Scramble::generate(&mut rand::rngs::OsRng);
+    let fresh = Scramble::generate_timed(&mut rand::rngs::OsRng, now_ms());
     let (_s, reply, _) = relayed_login(shim.port, "app", "shop", |b| {
         sign(&key, &claim("wrong", &fresh), now_ms(), b, "app", "shop")
     });
     assert_denied(&reply);
 
     // Signed for another database than the login names.
-    let fresh = Scramble::generate(&mut rand::rngs::OsRng);
+    let fresh = Scramble::generate_timed(&mut rand::rngs::OsRng, now_ms());
     let (_s, reply, _) = relayed_login(shim.port, "app", "shop", |b| {
         sign(&key, &claim(APP_PW, &fresh), now_ms(), b, "app", "other")
     });

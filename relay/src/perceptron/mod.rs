@@ -183,7 +183,8 @@ where
 {
     let cfg = &rt.instance.config;
     // P1, P2.
-    let scramble_a = Scramble::generate(&mut rand::rngs::OsRng);
+    // Timed (payload v2): the compute refuses the pair once it is older than a login can be held.
+    let scramble_a = Scramble::generate_timed(&mut rand::rngs::OsRng, crate::ledger::now_ms());
     let greeting = rt.profile().greeting(rt.next_connection_id(), &scramble_a);
     let t0 = Instant::now();
     let answers = match cfg.auth {
