@@ -39,6 +39,8 @@ mod config;
 mod control;
 mod direct;
 mod duration;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod http_client;
 mod keygen;
 mod ledger;

@@ -1,0 +1,146 @@
+//! Entry point for the `perceptron_login` fuzz target (feature `fuzzing`): the whole perceptron
+//! route, P1–P8, driven in memory by arbitrary client bytes and arbitrary compute bytes, on
+//! paused time, in dual or switch mode. Whatever the bytes, the login must end (no hang: every
+//! wait has a deadline) without a panic, and a relayed login is only ever accepted when the
+//! compute's bytes said so.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use authplugin::{KeyId, KeyRing, KeySecret, PerceptronKey};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio_util::sync::CancellationToken;
+
+use crate::compute_conn::{ComputeConnector, ConnectError};
+use crate::config::{AuthMode, DriverConfig, InstanceConfig, OnRelayExit};
+use crate::control::Instance;
+use crate::control::driver::{BoxFuture, Driver, RunningCompute, WakeError};
+use crate::metrics::Metrics;
+use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
+use crate::profile::ComputeProfile;
+use crate::runtime::InstanceRuntime;
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs one login: the client sends `client` then closes its side, the compute sends
+/// `compute` then closes its side. Returns whether the relay reported a login the compute
+/// accepted.
+///
+/// # Panics
+/// Only if the tokio runtime cannot be built.
+#[must_use]
+#[expect(clippy::expect_used, reason = "fuzzing harness: a runtime must exist")]
+pub fn perceptron_login(client: &[u8], compute: &[u8], switch_mode: bool) -> bool {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(async {
+        let runtime = instance(if switch_mode {
+            AuthMode::Switch
+        } else {
+            AuthMode::Dual
+        });
+        let (relay_end, compute_end) = tokio::io::duplex(1 << 16);
+        let compute_task = tokio::spawn(play(compute_end, compute.to_vec()));
+        let connector = OneCompute(Mutex::new(Some(relay_end)));
+        let (relay_client, client_end) = tokio::io::duplex(1 << 16);
+        let client_task = tokio::spawn(play(client_end, client.to_vec()));
+        let mut stream = PacketStream::new(relay_client, MAX_LOGIN_PACKET_LEN);
+        let peer: SocketAddr = SocketAddr::from(([10, 0, 0, 7], 5000));
+        let result =
+            crate::perceptron::establish(&runtime, &mut stream, peer, &connector, None).await;
+        drop(stream);
+        let accepted = result.as_ref().is_ok_and(|e| e.verdict.accepted());
+        drop(result);
+        let _ = client_task.await;
+        let _ = compute_task.await;
+        accepted
+    })
+}
+
+/// Writes `bytes`, closes the write side, reads until the other side closes.
+async fn play(mut stream: DuplexStream, bytes: Vec<u8>) {
+    let _ = stream.write_all(&bytes).await;
+    let _ = stream.shutdown().await;
+    let mut sink = Vec::new();
+    let _ = stream.read_to_end(&mut sink).await;
+}
+
+struct OneCompute(Mutex<Option<DuplexStream>>);
+
+impl ComputeConnector for OneCompute {
+    type Stream = DuplexStream;
+
+    async fn connect(&self) -> Result<DuplexStream, ConnectError> {
+        let next = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        next.ok_or_else(|| ConnectError(std::io::ErrorKind::ConnectionRefused.into()))
+    }
+}
+
+struct ReadyDriver;
+struct Forever;
+
+impl Driver for ReadyDriver {
+    fn start(&self, _: Duration) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
+        Box::pin(async { Ok(Box::new(Forever) as Box<dyn RunningCompute>) })
+    }
+
+    fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
+        Box::pin(async { None })
+    }
+}
+
+impl RunningCompute for Forever {
+    fn wait_exit(&self) -> BoxFuture<'_, String> {
+        Box::pin(std::future::pending())
+    }
+
+    fn stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+#[expect(clippy::expect_used, reason = "constant, valid key id")]
+fn instance(auth: AuthMode) -> InstanceRuntime {
+    let addr = SocketAddr::from(([127, 0, 0, 1], 1));
+    let config = InstanceConfig {
+        name: "fuzz".into(),
+        listen: addr,
+        compute: addr,
+        auth,
+        proxy_protocol: false,
+        resume_timeout: TIMEOUT,
+        handshake_timeout: TIMEOUT,
+        compute_timeout: TIMEOUT,
+        idle_pause_after: Duration::from_secs(60),
+        on_relay_exit: OnRelayExit::Pause,
+        max_pending_connections: 16,
+        driver: DriverConfig::Process {
+            command: vec!["unused".into()],
+            cwd: ".".into(),
+            stop_grace: Duration::from_secs(1),
+        },
+    };
+    let metrics = Arc::new(Metrics::default());
+    let key = PerceptronKey::new(
+        KeyId::new("fuzz").expect("valid id"),
+        KeySecret::from_bytes([7; 32]),
+    );
+    InstanceRuntime {
+        instance: Instance::new(config, Box::new(ReadyDriver), Arc::clone(&metrics), None),
+        profile: RwLock::new(ComputeProfile::server_shim_default()),
+        state_dir: "/nonexistent/perceptron-fuzz".into(),
+        ring: Arc::new(KeyRing::new(vec![key]).expect("one key")),
+        metrics,
+        connection_ids: AtomicU32::new(1),
+        shutdown: CancellationToken::new(),
+    }
+}
