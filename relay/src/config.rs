@@ -469,6 +469,28 @@ struct HttpFile {
     request_timeout: Duration,
     #[serde(default = "default::poll_interval", deserialize_with = "duration::any")]
     poll_interval: Duration,
+    /// Allow a control plane on a public address (the bearer token then crosses networks in
+    /// clear text).
+    #[serde(default)]
+    allow_public: bool,
+}
+
+/// Whether `ip` is on a private network or the local host: IPv4 loopback, RFC 1918 and the
+/// shared address space 100.64.0.0/10 (carrier and overlay networks); IPv6 loopback and unique
+/// local addresses (fc00::/7). Link-local addresses are not (cloud metadata services live
+/// there), nor is the unspecified address.
+#[must_use]
+pub fn is_private_or_loopback(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback() || v4.is_private() || (a == 100 && (64..128).contains(&b))
+        }
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => is_private_or_loopback(v4.into()),
+            None => v6.is_loopback() || (v6.segments()[0] & 0xfe00) == 0xfc00,
+        },
+    }
 }
 
 /// `http://ip:port[/path]`. Plain HTTP to an IP only: the control plane sits on a private
@@ -794,6 +816,18 @@ fn driver(
         }
         DriverKind::Http => {
             let http: HttpFile = typed(rest, key, path)?;
+            if !http.allow_public && !is_private_or_loopback(http.url.addr.ip()) {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("{key}.url"),
+                    format!(
+                        "{} is a public address: plain HTTP with a bearer token belongs on a \
+                         private network (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) or \
+                         loopback; set allow_public = true to use it anyway",
+                        http.url.addr.ip()
+                    ),
+                ));
+            }
             let token = http
                 .token_file
                 .map(|file| {
@@ -1054,6 +1088,43 @@ command = ["server-shim", "run"]
         assert_eq!(spec.base_path, "/v1");
         let bad = http.replace("http://10.0.0.5:8080/v1/", "https://cp.example/v1");
         assert!(parse(&bad).unwrap_err().contains("instance[0].driver.url"));
+    }
+
+    #[test]
+    fn refuses_a_public_http_control_plane_unless_allowed() {
+        let http = |url: &str, extra: &str| {
+            GOOD.replace(
+                "kind = \"process\"\ncommand = [\"server-shim\", \"run\"]",
+                &format!("kind = \"http\"\nurl = \"{url}\"{extra}"),
+            )
+        };
+        for url in [
+            "http://10.0.0.5:8080",
+            "http://172.31.0.1:80",
+            "http://192.168.1.1:80",
+            "http://100.100.1.1:80",
+            "http://127.0.0.1:80",
+            "http://[::1]:80",
+            "http://[fd00::5]:80",
+        ] {
+            parse(&http(url, "")).unwrap_or_else(|e| panic!("{url}: {e}"));
+        }
+        for url in [
+            "http://8.8.8.8:80",
+            "http://172.32.0.1:80",
+            "http://169.254.169.254:80",
+            "http://0.0.0.0:80",
+            "http://[2001:db8::1]:80",
+            "http://[::ffff:8.8.8.8]:80",
+        ] {
+            let e = parse(&http(url, "")).unwrap_err();
+            assert!(
+                e.contains("instance[0].driver.url: ") && e.contains("is a public address"),
+                "{url}: {e}"
+            );
+        }
+        let c = parse(&http("http://8.8.8.8:80", "\nallow_public = true")).unwrap();
+        assert!(matches!(c.instances[0].driver, DriverConfig::Http(_)));
     }
 
     #[test]
