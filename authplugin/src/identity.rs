@@ -204,6 +204,10 @@ impl KeyRing {
             let id = KeyId::new(id).map_err(|_| bad("invalid key id"))?;
             let secret = crate::hex::decode_array::<KEY_LEN>(secret)
                 .ok_or_else(|| bad("secret is not 64 hex digits"))?;
+            // An all-zero key is a placeholder or a wiped buffer written back, never a key.
+            if secret.iter().all(|&b| b == 0) {
+                return Err(bad("secret is all zero; generate one with `relay keygen`"));
+            }
             keys.push(PerceptronKey::new(id, KeySecret(secret)));
         }
         Self::new(keys)
@@ -278,7 +282,7 @@ mod tests {
     fn parses_key_file_with_comments_and_blank_lines() {
         let text = format!(
             "# ring\n\n  k1 {}\n# newer\nk2 {}  \n",
-            "00".repeat(32),
+            "01".repeat(32),
             "AB".repeat(32)
         );
         let ring = KeyRing::parse(&text).unwrap();

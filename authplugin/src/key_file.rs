@@ -3,12 +3,14 @@
 //! the same messages.
 //!
 //! A secret file must not be readable or writable by group or others (mode `0600` or
-//! stricter, as `ssh` demands of private keys): [`read_secret_file`] checks the mode of the
-//! file it opened (not of a path that could be swapped in between). New key files are created
-//! with mode `0600` atomically, never widened and then narrowed.
+//! stricter, as `ssh` demands of private keys) and must belong to the process's effective user
+//! or to root. [`read_secret_file`] opens the path once, without following a symlink at its
+//! end (`O_NOFOLLOW`), and checks the type, owner and mode of the file it opened (`fstat`), so
+//! nothing can be swapped in between the check and the read. New key files are created with
+//! mode `0600` atomically, never widened and then narrowed.
 
 use core::fmt;
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{self, Read as _, Write as _};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
@@ -40,6 +42,20 @@ pub enum SecretFileError {
         /// The file.
         path: PathBuf,
     },
+    /// The path is a symbolic link (not followed) or not a regular file.
+    NotARegularFile {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file belongs to another user than the process's effective user and root.
+    WrongOwner {
+        /// The file.
+        path: PathBuf,
+        /// The file's owner.
+        owner: u32,
+        /// The process's effective uid.
+        euid: u32,
+    },
 }
 
 impl fmt::Display for SecretFileError {
@@ -58,6 +74,18 @@ impl fmt::Display for SecretFileError {
                 "{}: not a UTF-8 text file of at most {MAX_SECRET_FILE_BYTES} bytes",
                 path.display()
             ),
+            Self::NotARegularFile { path } => write!(
+                f,
+                "{}: a symbolic link or not a regular file; name the file itself",
+                path.display()
+            ),
+            Self::WrongOwner { path, owner, euid } => write!(
+                f,
+                "{} belongs to uid {owner}: it must belong to this process's user (uid {euid}) \
+                 or root (run: chown {euid} {})",
+                path.display(),
+                path.display()
+            ),
         }
     }
 }
@@ -66,15 +94,20 @@ impl std::error::Error for SecretFileError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Io { source, .. } => Some(source),
-            Self::TooOpen { .. } | Self::Unusable { .. } => None,
+            Self::TooOpen { .. }
+            | Self::Unusable { .. }
+            | Self::NotARegularFile { .. }
+            | Self::WrongOwner { .. } => None,
         }
     }
 }
 
-/// Reads a secret file, refusing one that group or others can access.
+/// Reads a secret file, refusing a symlink, anything but a regular file, a file of another
+/// user (root excepted), and one that group or others can access.
 ///
-/// The mode is checked on the opened file, and the text is read into a buffer that is wiped
-/// when dropped (and sized up front, so no reallocation leaves a copy behind).
+/// The path is opened once with `O_NOFOLLOW` (a symlink fails with `ELOOP`) and the checks
+/// run on the open file, and the text is read into a buffer that is wiped when dropped (and
+/// sized up front, so no reallocation leaves a copy behind).
 ///
 /// # Errors
 /// [`SecretFileError`] naming the file and what is wrong with it.
@@ -83,8 +116,35 @@ pub fn read_secret_file(path: &Path) -> Result<Zeroizing<String>, SecretFileErro
         path: path.to_owned(),
         source,
     };
-    let file = File::open(path).map_err(io_err)?;
+    let file = match OpenOptions::new()
+        .read(true)
+        // Non-blocking: opening a FIFO planted at the path must not hang the caller (the
+        // type check below then refuses it).
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err(SecretFileError::NotARegularFile {
+                path: path.to_owned(),
+            });
+        }
+        Err(e) => return Err(io_err(e)),
+    };
     let meta = file.metadata().map_err(io_err)?;
+    if !meta.file_type().is_file() {
+        return Err(SecretFileError::NotARegularFile {
+            path: path.to_owned(),
+        });
+    }
+    let euid = nix::unistd::geteuid().as_raw();
+    if meta.uid() != euid && meta.uid() != 0 {
+        return Err(SecretFileError::WrongOwner {
+            path: path.to_owned(),
+            owner: meta.uid(),
+            euid,
+        });
+    }
     let mode = meta.mode() & 0o7777;
     if mode & 0o077 != 0 {
         return Err(SecretFileError::TooOpen {
@@ -318,6 +378,75 @@ mod tests {
             read_secret_file(&path),
             Err(SecretFileError::Unusable { .. })
         ));
+    }
+
+    #[test]
+    fn refuses_a_symlink_to_a_secret_file_and_a_fifo() {
+        let path = tmp("symlink").with_file_name("token");
+        fs::write(&path, "s3cret-token\n").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        let link = path.with_file_name("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let err = read_secret_file(&link).unwrap_err();
+        assert!(
+            matches!(err, SecretFileError::NotARegularFile { .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        // A directory (or a FIFO: opened non-blocking, so this cannot hang) is refused too.
+        let dir = path.with_file_name("dir");
+        fs::create_dir(&dir).unwrap();
+        assert!(matches!(
+            read_secret_file(&dir),
+            Err(SecretFileError::NotARegularFile { .. } | SecretFileError::Io { .. })
+        ));
+        assert!(read_secret_file(&path).is_ok());
+    }
+
+    #[test]
+    fn refuses_a_secret_file_of_another_user() {
+        let euid = nix::unistd::geteuid().as_raw();
+        let path = tmp("owner").with_file_name("token");
+        fs::write(&path, "s3cret-token\n").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().uid(), euid);
+        assert!(read_secret_file(&path).is_ok());
+        // Only root can give a file away; as root (this machine's test runs), hand it to
+        // nobody and expect the refusal.
+        if euid == 0 {
+            std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+            let err = read_secret_file(&path).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    SecretFileError::WrongOwner {
+                        owner: 65534,
+                        euid: 0,
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+        }
+        let e = SecretFileError::WrongOwner {
+            path: "/k".into(),
+            owner: 1001,
+            euid: 1000,
+        };
+        assert_eq!(
+            e.to_string(),
+            "/k belongs to uid 1001: it must belong to this process's user (uid 1000) or root \
+             (run: chown 1000 /k)"
+        );
+    }
+
+    #[test]
+    fn refuses_an_all_zero_key() {
+        let path = tmp("zero");
+        fs::write(&path, format!("k1 {}\n", "0".repeat(64))).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains("line 1") && err.contains("all zero"), "{err}");
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //! | POST | `/v1/instances/{name}/pause` (`?force=true` cuts open connections) | 200, 404, 409 |
 //! | POST | `/v1/instances/{name}/resume` | 200 once running, 404, 503 |
 //! | GET | `/v1/usage?from=T&to=T` | JSON array of billed seconds per instance and hour |
+//! | GET | `/v1/blocks` | JSON array of the sources and users blocked by a budget |
+//! | DELETE | `/v1/blocks` (`?source=IP`, or `?user=NAME[&instance=NAME]`; none: all) | `{"cleared": n}` |
 //! | GET | `/metrics` | Prometheus text 0.0.4, or OpenMetrics when the `Accept` header asks |
 
 use std::convert::Infallible;
@@ -34,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use zeroize::Zeroizing;
 
+use crate::budgets::{Budgets, ClearFilter, Subject};
 use crate::control::PauseError;
 use crate::ledger::{self, Ledger};
 use crate::limits::Admission;
@@ -64,6 +67,29 @@ pub struct AdminState {
     pub token: Option<Zeroizing<String>>,
     /// Pre-login admission; instance `i` of `runtimes` is its index `i`.
     pub admission: Arc<Admission>,
+    /// Wake-cost budgets and their blocks.
+    pub budgets: Arc<Budgets>,
+}
+
+/// One block, as `GET /v1/blocks` lists it.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct BlockJson {
+    /// `source` or `user`.
+    pub scope: String,
+    /// The source address (an IPv4 address, or an IPv6 /64 as its first address).
+    pub source: Option<String>,
+    /// The user name.
+    pub user: Option<String>,
+    /// The user's instance.
+    pub instance: Option<String>,
+    /// `failed_logins` or `wakes`.
+    pub budget: String,
+    /// The count that reached the limit.
+    pub count: u32,
+    /// When the block ends, UTC.
+    pub until: String,
+    /// When the block ends, Unix ms.
+    pub until_ms: u64,
 }
 
 /// An answer, before it becomes an HTTP response.
@@ -264,11 +290,47 @@ pub async fn respond<B>(
                 Err(e) => refuse(AdminRefusal::rows, StatusCode::BAD_REQUEST, &e.to_string()),
             }
         }
+        (&Method::GET, ["v1", "blocks"]) => {
+            Response::json(StatusCode::OK, &blocks_json(&state.budgets))
+        }
+        (&Method::DELETE, ["v1", "blocks"]) => {
+            let filter = match (param("source"), param("user")) {
+                (None, None) => ClearFilter::All,
+                (Some(ip), None) => match ip.parse() {
+                    Ok(ip) => ClearFilter::Source(ip),
+                    Err(_) => {
+                        return Response::error(
+                            StatusCode::BAD_REQUEST,
+                            "source must be an IP address",
+                        );
+                    }
+                },
+                (None, Some(user)) => ClearFilter::User {
+                    instance: param("instance")
+                        .map(|i| String::from_utf8_lossy(&percent_decode(i)).into_owned()),
+                    user: percent_decode(user),
+                },
+                (Some(_), Some(_)) => {
+                    return Response::error(
+                        StatusCode::BAD_REQUEST,
+                        "give source or user, not both",
+                    );
+                }
+            };
+            let cleared = state.budgets.clear(&filter, std::time::Instant::now());
+            tracing::info!(
+                ?filter,
+                cleared,
+                "budget blocks cleared by an admin request"
+            );
+            Response::json(StatusCode::OK, &serde_json::json!({ "cleared": cleared }))
+        }
         (
             _,
             ["metrics"]
             | ["v1", "instances"]
             | ["v1", "usage"]
+            | ["v1", "blocks"]
             | ["v1", "instances", _, "pause" | "resume"],
         ) => Response::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
         _ => Response::error(StatusCode::NOT_FOUND, "no such endpoint"),
@@ -415,6 +477,66 @@ fn instance_json(rt: &InstanceRuntime) -> InstanceJson {
     }
 }
 
+/// Every block in force, for `GET /v1/blocks`.
+fn blocks_json(budgets: &Budgets) -> Vec<BlockJson> {
+    let now = std::time::Instant::now();
+    let now_ms = ledger::now_ms();
+    budgets
+        .blocks(now)
+        .into_iter()
+        .map(|b| {
+            let until_ms =
+                now_ms.saturating_add(u64::try_from(b.remaining.as_millis()).unwrap_or(u64::MAX));
+            let (source, user, instance) = match &b.subject {
+                Subject::Source(ip) => (Some(ip.to_string()), None, None),
+                Subject::User { instance, user } => (
+                    None,
+                    Some(String::from_utf8_lossy(user).into_owned()),
+                    Some(instance.clone()),
+                ),
+            };
+            BlockJson {
+                scope: b.subject.scope().as_str().to_owned(),
+                source,
+                user,
+                instance,
+                budget: b.budget.as_str().to_owned(),
+                count: b.count,
+                until: timefmt::format_utc(until_ms),
+                until_ms,
+            }
+        })
+        .collect()
+}
+
+/// `%XX` escapes decoded (a user name in a query string); anything malformed is kept as is.
+fn percent_decode(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b, hex) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            _ => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 fn render_metrics(state: &AdminState, format: metrics::Format) -> String {
     for (index, rt) in state.runtimes.iter().enumerate() {
         let s = rt.instance.status();
@@ -428,6 +550,12 @@ fn render_metrics(state: &AdminState, format: metrics::Format) -> String {
             .metrics
             .set_active(&s.name, Route::perceptron, s.perceptron_connections);
     }
+    let (blocks, untracked) = state.budgets.gauge(std::time::Instant::now());
+    let blocks: Vec<_> = blocks
+        .into_iter()
+        .map(|((scope, budget), n)| ((scope.as_str(), budget.as_str()), n))
+        .collect();
+    state.metrics.set_budget_blocks(&blocks, untracked);
     state.metrics.render(format)
 }
 
@@ -534,6 +662,9 @@ mod tests {
                 },
                 Vec::new(),
             ),
+            budgets: Arc::new(Budgets::new(
+                crate::config::BudgetSettings::default().to_budget_config(),
+            )),
         }
     }
 
@@ -843,5 +974,65 @@ mod tests {
             metrics.contains("relay_admin_refused_total{reason=\"origin\"} 4"),
             "{metrics}"
         );
+    }
+
+    #[tokio::test]
+    async fn lists_and_clears_budget_blocks() {
+        let state = state(Some("a-token-of-enough-length"));
+        let auth = Some("Bearer a-token-of-enough-length");
+        let now = std::time::Instant::now();
+        for _ in 0..20 {
+            state
+                .budgets
+                .record_failed_login("10.0.0.7".parse().unwrap(), "demo", b"ro ot", now);
+        }
+        let r = respond(&state, &request("GET", "/v1/blocks", auth), LOCAL).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        let blocks: Vec<BlockJson> = serde_json::from_str(&r.body).unwrap();
+        assert_eq!(blocks.len(), 1, "{blocks:?}");
+        assert_eq!(blocks[0].scope, "source");
+        assert_eq!(blocks[0].source.as_deref(), Some("10.0.0.7"));
+        assert_eq!(blocks[0].budget, "failed_logins");
+        assert_eq!(blocks[0].count, 20);
+        let metrics = render_metrics(&state, metrics::Format::Prometheus);
+        assert!(
+            metrics.contains("relay_budget_blocks{scope=\"source\",budget=\"failed_logins\"} 1"),
+            "{metrics}"
+        );
+        // Clearing changes something: the token is required.
+        let r = respond(&state, &request("DELETE", "/v1/blocks", None), LOCAL).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+        let r = respond(
+            &state,
+            &request("DELETE", "/v1/blocks?source=nope", auth),
+            LOCAL,
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        let r = respond(
+            &state,
+            &request("DELETE", "/v1/blocks?source=10.0.0.8", auth),
+            LOCAL,
+        )
+        .await;
+        assert_eq!(r.body.trim(), "{\n  \"cleared\": 0\n}");
+        let r = respond(
+            &state,
+            &request("DELETE", "/v1/blocks?source=10.0.0.7", auth),
+            LOCAL,
+        )
+        .await;
+        assert_eq!(r.body.trim(), "{\n  \"cleared\": 1\n}");
+        assert!(state.budgets.blocks(now).is_empty());
+        // A user name with a space, percent-encoded; the user had 20 of 100 failures: nothing
+        // blocked, but its counts go.
+        let r = respond(
+            &state,
+            &request("DELETE", "/v1/blocks?user=ro%20ot&instance=demo", auth),
+            LOCAL,
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(percent_decode("a%20b+c%zz%4"), b"a b c%zz%4");
     }
 }

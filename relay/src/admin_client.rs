@@ -1,4 +1,4 @@
-//! The CLI side of the admin API: `relay status | pause | resume | usage`. One request per
+//! The CLI side of the admin API: `relay status | pause | resume | usage | blocks`. One request per
 //! command through [`crate::http_client`] (hyper), on a small runtime of its own.
 
 use std::fmt;
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hyper::{Method, StatusCode};
 
-use crate::admin::UsageJson;
+use crate::admin::{BlockJson, UsageJson};
 use crate::http_client::{self, HttpError};
 
 /// Default admin address.
@@ -251,6 +251,83 @@ pub fn action(t: &Target, name: &str, action: &str, force: bool) -> Result<Strin
         "{name}: {}\n",
         v.get("state").and_then(|s| s.as_str()).unwrap_or("?")
     ))
+}
+
+/// `relay blocks list`.
+///
+/// # Errors
+/// [`AdminError`], whose `Display` is the message for the user.
+pub fn blocks_list(t: &Target, json: bool) -> Result<String, AdminError> {
+    let body = t.request(Method::GET, "/v1/blocks", Duration::from_secs(10))?;
+    let blocks: Vec<BlockJson> = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    if json {
+        return Ok(body);
+    }
+    let mut out = format!(
+        "{:<6} {:<40} {:<16} {:<13} {:>6} {:<21}\n",
+        "SCOPE", "WHO", "INSTANCE", "BUDGET", "COUNT", "UNTIL (UTC)"
+    );
+    for b in &blocks {
+        let who = b.source.as_deref().or(b.user.as_deref()).unwrap_or("-");
+        out.push_str(&format!(
+            "{:<6} {:<40} {:<16} {:<13} {:>6} {:<21}\n",
+            b.scope,
+            crate::logsafe::Escaped(who.as_bytes()).to_string(),
+            b.instance.as_deref().unwrap_or("-"),
+            b.budget,
+            b.count,
+            b.until
+        ));
+    }
+    Ok(out)
+}
+
+/// `relay blocks clear`: a source, a user (of one instance or all), or everything when
+/// neither is given.
+///
+/// # Errors
+/// [`AdminError`], whose `Display` is the message for the user.
+pub fn blocks_clear(
+    t: &Target,
+    source: Option<std::net::IpAddr>,
+    user: Option<&str>,
+    instance: Option<&str>,
+) -> Result<String, AdminError> {
+    let mut q = Vec::new();
+    if let Some(ip) = source {
+        q.push(format!("source={ip}"));
+    }
+    if let Some(user) = user {
+        q.push(format!("user={}", percent_encode(user)));
+    }
+    if let Some(instance) = instance {
+        q.push(format!("instance={}", percent_encode(instance)));
+    }
+    let path = if q.is_empty() {
+        "/v1/blocks".to_owned()
+    } else {
+        format!("/v1/blocks?{}", q.join("&"))
+    };
+    let body = t.request(Method::DELETE, &path, Duration::from_secs(10))?;
+    let v: serde_json::Value = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    let n = v
+        .get("cleared")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    Ok(format!("cleared {n} block(s)\n"))
+}
+
+/// Every byte but unreserved ones as `%XX`, for a query value.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 /// `relay usage`.

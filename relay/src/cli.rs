@@ -73,6 +73,13 @@ pub enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// List or clear the sources and users blocked by a failed-login or wake budget
+    /// (`[relay.budgets]`).
+    Blocks {
+        /// What to do.
+        #[command(subcommand)]
+        action: BlocksAction,
+    },
     /// Generate a perceptron key and add it as the newest key of a key file (created with
     /// mode 0600 if missing). The relay signs with the newest key; computes accept every key
     /// in their copy of the file. To rotate: add a key to the computes' file first, then to
@@ -84,6 +91,39 @@ pub enum Command {
         /// The key file to create or extend.
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
+    },
+}
+
+/// `relay blocks`.
+#[derive(Debug, Subcommand)]
+pub enum BlocksAction {
+    /// Every block in force: who, which budget, the count, until when.
+    List {
+        /// Print the admin API's JSON.
+        #[arg(long)]
+        json: bool,
+        /// How to reach the admin API.
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Lift blocks (and forget the counts) of a source, a user, or everyone. Idempotent:
+    /// clearing what is not blocked succeeds and says so.
+    Clear {
+        /// A source address (an IPv6 address clears its /64).
+        #[arg(long, conflicts_with_all = ["user", "all"])]
+        source: Option<std::net::IpAddr>,
+        /// A user name (of every instance, unless --instance).
+        #[arg(long, conflicts_with = "all")]
+        user: Option<String>,
+        /// With --user: only this instance's user.
+        #[arg(long, requires = "user")]
+        instance: Option<String>,
+        /// Every block.
+        #[arg(long)]
+        all: bool,
+        /// How to reach the admin API.
+        #[command(flatten)]
+        admin: AdminArgs,
     },
 }
 
@@ -125,6 +165,27 @@ pub fn main() -> ExitCode {
         }
         Command::Resume { name, admin } => {
             admin_command(&admin, |t| admin_client::action(t, &name, "resume", false))
+        }
+        Command::Blocks {
+            action: BlocksAction::List { json, admin },
+        } => admin_command(&admin, |t| admin_client::blocks_list(t, json)),
+        Command::Blocks {
+            action:
+                BlocksAction::Clear {
+                    source,
+                    user,
+                    instance,
+                    all,
+                    admin,
+                },
+        } => {
+            if source.is_none() && user.is_none() && !all {
+                eprintln!("relay blocks clear: give --source, --user or --all");
+                return ExitCode::FAILURE;
+            }
+            admin_command(&admin, |t| {
+                admin_client::blocks_clear(t, source, user.as_deref(), instance.as_deref())
+            })
         }
         Command::Usage {
             from,

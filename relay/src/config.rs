@@ -52,6 +52,22 @@ pub const DEFAULT_MAX_PENDING_PER_SOURCE: usize = 1024;
 /// half of the relay's to the others.
 pub const DEFAULT_INSTANCE_MAX_PENDING: usize = 2048;
 
+/// Default counting window of the wake-cost budgets.
+pub const DEFAULT_BUDGET_WINDOW: Duration = Duration::from_secs(3600);
+/// Default time a subject stays blocked once a budget is spent.
+pub const DEFAULT_BUDGET_BLOCK_FOR: Duration = Duration::from_secs(3600);
+/// Default failed logins per source address per window: a person mistyping a password
+/// stays far below it, a bot guessing one password a minute is stopped within 20 minutes.
+pub const DEFAULT_FAILED_LOGINS_PER_SOURCE: u32 = 20;
+/// Default failed logins per user of an instance per window, from all sources together (a
+/// guesser spread over many addresses).
+pub const DEFAULT_FAILED_LOGINS_PER_USER: u32 = 100;
+/// Default wakes one source may cause per window: with the default `idle_pause_after` (5
+/// minutes) a client that connects now and then wakes an instance at most 12 times an hour.
+pub const DEFAULT_WAKES_PER_SOURCE: u32 = 60;
+/// Default wakes one user of an instance may cause per window.
+pub const DEFAULT_WAKES_PER_USER: u32 = 120;
+
 /// The whole, validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -93,6 +109,68 @@ pub struct RelaySettings {
         deserialize_with = "at_least_one"
     )]
     pub max_pending_per_source: usize,
+    /// `[relay.budgets]`: failed logins and wakes per source and per user.
+    #[serde(default)]
+    pub budgets: BudgetSettings,
+}
+
+/// `[relay.budgets]`: the wake-cost budgets (see `crate::budgets`). A limit of 0 turns that
+/// budget off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSettings {
+    /// The counting window.
+    #[serde(
+        default = "default::budget_window",
+        deserialize_with = "duration::at_least_1s"
+    )]
+    pub window: Duration,
+    /// How long a subject stays blocked once a budget is spent.
+    #[serde(
+        default = "default::budget_block_for",
+        deserialize_with = "duration::at_least_1s"
+    )]
+    pub block_for: Duration,
+    /// Failed logins (ERR 1045 from the compute) per source address per window.
+    #[serde(default = "default::failed_logins_per_source")]
+    pub failed_logins_per_source: u32,
+    /// Failed logins per user of an instance per window.
+    #[serde(default = "default::failed_logins_per_user")]
+    pub failed_logins_per_user: u32,
+    /// Wakes per source address per window.
+    #[serde(default = "default::wakes_per_source")]
+    pub wakes_per_source: u32,
+    /// Wakes per user of an instance per window.
+    #[serde(default = "default::wakes_per_user")]
+    pub wakes_per_user: u32,
+}
+
+impl Default for BudgetSettings {
+    fn default() -> Self {
+        Self {
+            window: DEFAULT_BUDGET_WINDOW,
+            block_for: DEFAULT_BUDGET_BLOCK_FOR,
+            failed_logins_per_source: DEFAULT_FAILED_LOGINS_PER_SOURCE,
+            failed_logins_per_user: DEFAULT_FAILED_LOGINS_PER_USER,
+            wakes_per_source: DEFAULT_WAKES_PER_SOURCE,
+            wakes_per_user: DEFAULT_WAKES_PER_USER,
+        }
+    }
+}
+
+impl BudgetSettings {
+    /// The budgets' own form.
+    #[must_use]
+    pub const fn to_budget_config(self) -> crate::budgets::BudgetConfig {
+        crate::budgets::BudgetConfig {
+            window: self.window,
+            block_for: self.block_for,
+            failed_logins_per_source: self.failed_logins_per_source,
+            failed_logins_per_user: self.failed_logins_per_user,
+            wakes_per_source: self.wakes_per_source,
+            wakes_per_user: self.wakes_per_user,
+        }
+    }
 }
 
 /// The most `relay.worker_threads` accepts.
@@ -135,6 +213,9 @@ pub struct InstanceConfig {
     pub on_relay_exit: OnRelayExit,
     /// Cap on this instance's connections that have not logged in yet.
     pub max_pending_connections: usize,
+    /// Users whose login with an empty password is a load balancer's health check: answered
+    /// OK by the relay itself on the perceptron route, without a wake, and closed.
+    pub health_check_users: Vec<String>,
     /// How the compute is started and stopped.
     pub driver: DriverConfig,
 }
@@ -346,6 +427,11 @@ struct InstanceFile {
         deserialize_with = "at_least_one"
     )]
     max_pending_connections: usize,
+    #[serde(
+        default = "default::health_check_users",
+        deserialize_with = "health_check_users"
+    )]
+    health_check_users: Vec<String>,
     driver: toml::Table,
 }
 
@@ -383,6 +469,28 @@ struct HttpFile {
     request_timeout: Duration,
     #[serde(default = "default::poll_interval", deserialize_with = "duration::any")]
     poll_interval: Duration,
+    /// Allow a control plane on a public address (the bearer token then crosses networks in
+    /// clear text).
+    #[serde(default)]
+    allow_public: bool,
+}
+
+/// Whether `ip` is on a private network or the local host: IPv4 loopback, RFC 1918 and the
+/// shared address space 100.64.0.0/10 (carrier and overlay networks); IPv6 loopback and unique
+/// local addresses (fc00::/7). Link-local addresses are not (cloud metadata services live
+/// there), nor is the unspecified address.
+#[must_use]
+pub fn is_private_or_loopback(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback() || v4.is_private() || (a == 100 && (64..128).contains(&b))
+        }
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => is_private_or_loopback(v4.into()),
+            None => v6.is_loopback() || (v6.segments()[0] & 0xfe00) == 0xfc00,
+        },
+    }
 }
 
 /// `http://ip:port[/path]`. Plain HTTP to an IP only: the control plane sits on a private
@@ -483,6 +591,20 @@ fn instance_name<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D
     Ok(name)
 }
 
+/// Health-check user names: non-empty, at most 80 characters (MySQL's limit).
+fn health_check_users<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    let users = Vec::<String>::deserialize(deserializer)?;
+    if let Some(bad) = users
+        .iter()
+        .find(|u| u.is_empty() || u.chars().count() > 80)
+    {
+        return Err(D::Error::custom(format!(
+            "'{bad}' must be a user name of 1 to 80 characters"
+        )));
+    }
+    Ok(users)
+}
+
 /// A program and its arguments: at least the program.
 fn argv<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
     let argv = Vec::<String>::deserialize(deserializer)?;
@@ -510,6 +632,29 @@ mod default {
         DEFAULT_MAX_PENDING_PER_SOURCE, DEFAULT_POLL_INTERVAL, DEFAULT_REQUEST_TIMEOUT,
         DEFAULT_RESUME_TIMEOUT, DEFAULT_STOP_GRACE, Duration,
     };
+
+    pub fn budget_window() -> Duration {
+        super::DEFAULT_BUDGET_WINDOW
+    }
+    pub fn budget_block_for() -> Duration {
+        super::DEFAULT_BUDGET_BLOCK_FOR
+    }
+    pub fn failed_logins_per_source() -> u32 {
+        super::DEFAULT_FAILED_LOGINS_PER_SOURCE
+    }
+    pub fn failed_logins_per_user() -> u32 {
+        super::DEFAULT_FAILED_LOGINS_PER_USER
+    }
+    pub fn wakes_per_source() -> u32 {
+        super::DEFAULT_WAKES_PER_SOURCE
+    }
+    pub fn wakes_per_user() -> u32 {
+        super::DEFAULT_WAKES_PER_USER
+    }
+    /// HAProxy's `option mysql-check user haproxy`, the documented example.
+    pub fn health_check_users() -> Vec<String> {
+        vec!["haproxy".to_owned()]
+    }
 
     pub fn max_pending_connections() -> usize {
         DEFAULT_MAX_PENDING_CONNECTIONS
@@ -645,6 +790,7 @@ impl Config {
                 idle_pause_after: inst.idle_pause_after,
                 on_relay_exit: inst.on_relay_exit,
                 max_pending_connections: inst.max_pending_connections,
+                health_check_users: inst.health_check_users,
             });
         }
         Ok(Self {
@@ -684,6 +830,18 @@ fn driver(
         }
         DriverKind::Http => {
             let http: HttpFile = typed(rest, key, path)?;
+            if !http.allow_public && !is_private_or_loopback(http.url.addr.ip()) {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("{key}.url"),
+                    format!(
+                        "{} is a public address: plain HTTP with a bearer token belongs on a \
+                         private network (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) or \
+                         loopback; set allow_public = true to use it anyway",
+                        http.url.addr.ip()
+                    ),
+                ));
+            }
             let token = http
                 .token_file
                 .map(|file| {
@@ -836,6 +994,34 @@ command = ["server-shim", "run"]
             DEFAULT_MAX_PENDING_PER_SOURCE
         );
         assert_eq!(i.max_pending_connections, DEFAULT_INSTANCE_MAX_PENDING);
+        assert_eq!(c.relay.budgets, BudgetSettings::default());
+        assert_eq!(c.relay.budgets.failed_logins_per_source, 20);
+        assert_eq!(i.health_check_users, ["haproxy"]);
+        let tuned = parse(&GOOD.replace(
+            "[[instance]]",
+            "[relay.budgets]\nwindow = \"10m\"\nwakes_per_user = 0\n\n[[instance]]\nhealth_check_users = []",
+        ))
+        .unwrap();
+        assert_eq!(tuned.relay.budgets.window, Duration::from_secs(600));
+        assert_eq!(tuned.relay.budgets.wakes_per_user, 0);
+        assert_eq!(
+            tuned.relay.budgets.wakes_per_source,
+            DEFAULT_WAKES_PER_SOURCE
+        );
+        assert!(tuned.instances[0].health_check_users.is_empty());
+        assert!(
+            parse(&GOOD.replace("[[instance]]", "[relay.budgets]\nwakes = 3\n\n[[instance]]"))
+                .unwrap_err()
+                .contains("relay.budgets.wakes: unknown key")
+        );
+        assert!(
+            parse(&GOOD.replace(
+                "[[instance]]",
+                "[relay.budgets]\nblock_for = \"0s\"\n\n[[instance]]"
+            ))
+            .unwrap_err()
+            .contains("relay.budgets.block_for: must be at least 1s")
+        );
         let one = parse(&GOOD.replace("[relay]", "[relay]\nworker_threads = 1")).unwrap();
         assert_eq!(one.relay.worker_threads, Some(1));
     }
@@ -919,6 +1105,43 @@ command = ["server-shim", "run"]
     }
 
     #[test]
+    fn refuses_a_public_http_control_plane_unless_allowed() {
+        let http = |url: &str, extra: &str| {
+            GOOD.replace(
+                "kind = \"process\"\ncommand = [\"server-shim\", \"run\"]",
+                &format!("kind = \"http\"\nurl = \"{url}\"{extra}"),
+            )
+        };
+        for url in [
+            "http://10.0.0.5:8080",
+            "http://172.31.0.1:80",
+            "http://192.168.1.1:80",
+            "http://100.100.1.1:80",
+            "http://127.0.0.1:80",
+            "http://[::1]:80",
+            "http://[fd00::5]:80",
+        ] {
+            parse(&http(url, "")).unwrap_or_else(|e| panic!("{url}: {e}"));
+        }
+        for url in [
+            "http://8.8.8.8:80",
+            "http://172.32.0.1:80",
+            "http://169.254.169.254:80",
+            "http://0.0.0.0:80",
+            "http://[2001:db8::1]:80",
+            "http://[::ffff:8.8.8.8]:80",
+        ] {
+            let e = parse(&http(url, "")).unwrap_err();
+            assert!(
+                e.contains("instance[0].driver.url: ") && e.contains("is a public address"),
+                "{url}: {e}"
+            );
+        }
+        let c = parse(&http("http://8.8.8.8:80", "\nallow_public = true")).unwrap();
+        assert!(matches!(c.instances[0].driver, DriverConfig::Http(_)));
+    }
+
+    #[test]
     fn refuses_a_non_loopback_admin_address_without_a_token_file() {
         for addr in ["0.0.0.0:9100", "10.0.0.5:9100", "[::]:9100"] {
             assert_eq!(
@@ -971,13 +1194,13 @@ command = ["server-shim", "run"]
                 "instance[0].handshake_timout: unknown key; expected one of `name`, `listen`, \
                  `compute`, `auth`, `proxy_protocol`, `resume_timeout`, `handshake_timeout`, \
                  `compute_timeout`, `idle_pause_after`, `on_relay_exit`, \
-                 `max_pending_connections`, `driver`",
+                 `max_pending_connections`, `health_check_users`, `driver`",
             ),
             (
                 error_after("[relay]", "[relay]\ncolour = \"blue\""),
                 "relay.colour: unknown key; expected one of `state_dir`, `key_file`, \
                  `admin_listen`, `admin_token_file`, `worker_threads`, \
-                 `max_pending_connections`, `max_pending_per_source`",
+                 `max_pending_connections`, `max_pending_per_source`, `budgets`",
             ),
             // a key of another driver kind
             (

@@ -16,6 +16,7 @@
 //! - `compute_conn`, `proxy_protocol`: connecting to a compute, with PROXY v2 headers.
 //! - `listener`: listening sockets and the shared accept loop.
 //! - `limits`: admission for the pre-login phase (caps per relay, instance and source).
+//! - `budgets`: wake-cost budgets: failed logins and wakes per source and per user, blocks.
 //! - `passthrough`: the byte pump (both routes).
 //! - `packet_io`: the only module that reads or writes MySQL packets on a socket.
 //! - `ledger`: the usage ledger and billing.
@@ -33,6 +34,7 @@
 
 mod admin;
 mod admin_client;
+mod budgets;
 pub mod cli;
 mod compute_conn;
 mod config;

@@ -143,6 +143,12 @@ struct ReasonLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BlockLabels {
+    scope: &'static str,
+    budget: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ListenerLabels {
     listener: String,
 }
@@ -194,6 +200,10 @@ pub struct Metrics {
     refused: Family<ReasonLabels, PromCounter>,
     accept_errors: Family<ListenerLabels, PromCounter>,
     pending: Family<InstanceLabels, Gauge>,
+    budget_refusals: Family<ReasonLabels, PromCounter>,
+    budget_blocks: Family<BlockLabels, Gauge>,
+    budget_untracked: Gauge,
+    health_checks: Family<InstanceLabels, PromCounter>,
 }
 
 impl Default for Metrics {
@@ -210,6 +220,10 @@ impl Default for Metrics {
         let refused = Family::default();
         let accept_errors = Family::default();
         let pending = Family::default();
+        let budget_refusals = Family::default();
+        let budget_blocks = Family::default();
+        let budget_untracked = Gauge::default();
+        let health_checks = Family::default();
         let mut registry = Registry::default();
         // Counter names are registered without `_total`: the encoder appends it.
         registry.register(
@@ -273,6 +287,27 @@ impl Default for Metrics {
             "Connections that have not logged in yet",
             pending.clone(),
         );
+        registry.register(
+            "relay_budget_refusals",
+            "Logins refused without a wake because a failed-login or wake budget is spent, by \
+             which one (ERR 1129 for a source, 1226 for a user)",
+            budget_refusals.clone(),
+        );
+        registry.register(
+            "relay_budget_blocks",
+            "Sources and users blocked now, by scope and budget",
+            budget_blocks.clone(),
+        );
+        registry.register(
+            "relay_budget_untracked_events",
+            "Failed logins and wakes not counted because the budget table was full",
+            budget_untracked.clone(),
+        );
+        registry.register(
+            "relay_health_checks",
+            "Health-check logins answered by the relay itself, without a wake",
+            health_checks.clone(),
+        );
         Self {
             registry,
             connections,
@@ -287,6 +322,10 @@ impl Default for Metrics {
             refused,
             accept_errors,
             pending,
+            budget_refusals,
+            budget_blocks,
+            budget_untracked,
+            health_checks,
         }
     }
 }
@@ -350,6 +389,42 @@ impl Metrics {
             .get_or_create(&ReasonLabels {
                 instance: instance.to_owned(),
                 reason,
+            })
+            .inc();
+    }
+
+    /// Counts a login (or, for a blocked source, a connection) refused because the budget
+    /// `reason` is spent.
+    pub fn budget_refused(&self, instance: &str, reason: &'static str) {
+        self.budget_refusals
+            .get_or_create(&ReasonLabels {
+                instance: instance.to_owned(),
+                reason,
+            })
+            .inc();
+    }
+
+    /// Records the blocks in force by scope and budget, and the events the budget table had
+    /// no room for (set when scraped).
+    pub fn set_budget_blocks(
+        &self,
+        blocks: &[((&'static str, &'static str), usize)],
+        untracked: u64,
+    ) {
+        for ((scope, budget), n) in blocks {
+            self.budget_blocks
+                .get_or_create(&BlockLabels { scope, budget })
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+        self.budget_untracked
+            .set(i64::try_from(untracked).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a health-check login the relay answered itself.
+    pub fn health_check(&self, instance: &str) {
+        self.health_checks
+            .get_or_create(&InstanceLabels {
+                instance: instance.to_owned(),
             })
             .inc();
     }
@@ -494,6 +569,9 @@ mod tests {
         m.refused("demo", "source_pending_limit");
         m.accept_error("demo");
         m.set_pending("demo", 7);
+        m.budget_refused("demo", "source_failed_logins");
+        m.set_budget_blocks(&[(("source", "failed_logins"), 2)], 0);
+        m.health_check("demo");
         m
     }
 
@@ -520,6 +598,10 @@ mod tests {
             "relay_connections_refused_total{instance=\"demo\",reason=\"source_pending_limit\"} 1",
             "relay_accept_errors_total{listener=\"demo\"} 1",
             "relay_pending_connections{instance=\"demo\"} 7",
+            "relay_budget_refusals_total{instance=\"demo\",reason=\"source_failed_logins\"} 1",
+            "relay_budget_blocks{scope=\"source\",budget=\"failed_logins\"} 2",
+            "relay_budget_untracked_events 0",
+            "relay_health_checks_total{instance=\"demo\"} 1",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

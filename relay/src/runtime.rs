@@ -10,6 +10,7 @@ use authplugin::KeyRing;
 use authplugin::packet::HandshakeV10;
 use tokio_util::sync::CancellationToken;
 
+use crate::budgets::Budgets;
 use crate::control::Instance;
 use crate::metrics::Metrics;
 use crate::passthrough::PumpReport;
@@ -32,6 +33,8 @@ pub struct InstanceRuntime {
     pub connection_ids: AtomicU32,
     /// Fired when the relay shuts down.
     pub shutdown: CancellationToken,
+    /// The relay's wake-cost budgets (shared by every instance).
+    pub budgets: Arc<Budgets>,
 }
 impl InstanceRuntime {
     /// The greeting profile the perceptron imitates now.

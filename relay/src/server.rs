@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admin::{self, AdminState};
+use crate::budgets::Budgets;
 use crate::config::{Config, OnRelayExit};
 use crate::control::{self, Instance};
 use crate::ledger::Ledger;
@@ -123,6 +124,7 @@ pub async fn run(
         tracing::warn!(lines = torn, ledger = %ledger.path().display(), "skipped torn or garbled ledger lines (earlier records kept)");
     }
     let tracker = TaskTracker::new();
+    let budgets = Arc::new(Budgets::new(config.relay.budgets.to_budget_config()));
     let admission = Admission::new(
         PendingCaps {
             per_relay: config.relay.max_pending_connections,
@@ -164,6 +166,7 @@ pub async fn run(
             metrics: Arc::clone(&metrics),
             connection_ids: AtomicU32::new(1),
             shutdown: shutdown.clone(),
+            budgets: Arc::clone(&budgets),
         });
         tracing::info!(instance = %cfg.name, listen = %cfg.listen, compute = %cfg.compute, "listening");
         listeners.push((listener, rt));
@@ -188,6 +191,7 @@ pub async fn run(
             ledger: Arc::clone(&ledger),
             token,
             admission: Arc::clone(&admission),
+            budgets: Arc::clone(&budgets),
         });
         tracker.spawn(admin::serve(
             listener,
@@ -288,8 +292,8 @@ struct Admit {
 }
 
 /// Admits each accepted connection (or refuses it with ERR 1040 and closes it, without a
-/// task, a greeting or a wake), then routes it: the direct route while the instance runs, else
-/// the perceptron.
+/// task, a greeting or a wake; or with ERR 1129 when its source is blocked for failed logins),
+/// then routes it: the direct route while the instance runs, else the perceptron.
 async fn accept_loop(
     listener: TcpListener,
     rt: Arc<InstanceRuntime>,
@@ -300,6 +304,14 @@ async fn accept_loop(
     let name = rt.instance.config.name.clone();
     let metrics = Arc::clone(&rt.metrics);
     listener::accept_until(listener, shutdown, &name, &metrics, |stream, peer| {
+        if let Some(refusal) = rt.budgets.source_refusal(peer.ip(), std::time::Instant::now()) {
+            rt.metrics.budget_refused(&name, refusal.label());
+            // As for ERR 1040: a fresh socket takes the ERR without waiting, and a close says
+            // the same if it does not.
+            let _ = stream.try_write(&refusal.pre_greeting(&peer.ip().to_string()));
+            tracing::debug!(instance = %name, client = %peer, reason = refusal.label(), "source blocked; refused");
+            return;
+        }
         let pending = match admit.admission.try_admit(admit.index, peer.ip()) {
             Ok(p) => p,
             Err(refusal) => {

@@ -311,11 +311,13 @@ log:
         TcpStream::connect(("127.0.0.1", self.compute_port)).is_ok()
     }
 
-    /// The compute's pid, from the relay's pid file.
+    /// The compute's pid, from the relay's pid file (its `pid <n>` line).
     #[must_use]
     pub fn compute_pid(&self) -> Option<u32> {
         fs::read_to_string(self.dir.join("state/pids/demo.pid"))
             .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("pid "))?
             .trim()
             .parse()
             .ok()

@@ -93,6 +93,10 @@ pub mod codes {
     pub const ER_NOT_SUPPORTED_AUTH_MODE: (u16, &[u8; 5]) = (1251, b"08004");
     /// `ER_SERVER_SHUTDOWN` "Server shutdown in progress".
     pub const ER_SERVER_SHUTDOWN: (u16, &[u8; 5]) = (1053, b"08S01");
+    /// `ER_HOST_IS_BLOCKED` "Host '...' is blocked because of many connection errors".
+    pub const ER_HOST_IS_BLOCKED: (u16, &[u8; 5]) = (1129, b"HY000");
+    /// `ER_USER_LIMIT_REACHED` "User '...' has exceeded the '...' resource".
+    pub const ER_USER_LIMIT_REACHED: (u16, &[u8; 5]) = (1226, b"42000");
     /// `ER_QUERY_INTERRUPTED` (used by MySQL when a wait is cut short).
     pub const ER_QUERY_INTERRUPTED: (u16, &[u8; 5]) = (1317, b"70100");
 }

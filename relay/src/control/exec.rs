@@ -3,11 +3,20 @@
 //! waits for its greeting. `stop` stops it. The optional `status` command (exit 0 = running)
 //! is polled to notice a compute that went away; without one, the relay probes the address.
 //! Every command has a timeout; output goes to the relay's log.
+//!
+//! A command is done when its process exits, not when its output pipes close: a `start` that
+//! backgrounds a daemon leaves the daemon holding the pipes. A `start` that times out is
+//! killed and followed by `stop`, so whatever it began is not left running unbilled.
 
 use std::process::Stdio;
 use std::time::Duration;
 
+use tokio::io::AsyncReadExt as _;
 use tokio::process::Command;
+
+/// How long output is still collected after a command exited (a daemon it started may hold
+/// the pipes open for ever).
+const OUTPUT_GRACE: Duration = Duration::from_millis(100);
 
 use super::driver::{ExternalControl, RunningCompute, Watched};
 use super::readiness;
@@ -84,7 +93,7 @@ impl ExecDriver {
     /// Runs one configured command under the command timeout.
     async fn run(&self, what: &'static str, argv: &[String]) -> Result<(), CommandError> {
         let (program, args) = argv.split_first().ok_or(CommandError::Empty { what })?;
-        let child = Command::new(program)
+        let mut child = Command::new(program)
             .args(args)
             .current_dir(&self.spec.cwd)
             .stdin(Stdio::null())
@@ -97,27 +106,60 @@ impl ExecDriver {
                 program: program.clone(),
                 source,
             })?;
-        let out = tokio::time::timeout(self.spec.command_timeout, child.wait_with_output())
-            .await
-            .map_err(|_| CommandError::TimedOut {
-                what,
-                after: self.spec.command_timeout,
-            })?
-            .map_err(|source| CommandError::Wait { what, source })?;
-        for line in String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .chain(String::from_utf8_lossy(&out.stderr).lines())
-        {
+        let collect = |pipe: Option<tokio::process::ChildStdout>| {
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = (&mut p).take(64 * 1024).read_to_end(&mut buf).await;
+                }
+                buf
+            })
+        };
+        let stdout = collect(child.stdout.take());
+        let stderr = tokio::spawn({
+            let pipe = child.stderr.take();
+            async move {
+                let mut buf = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = (&mut p).take(64 * 1024).read_to_end(&mut buf).await;
+                }
+                buf
+            }
+        });
+        let status = match tokio::time::timeout(self.spec.command_timeout, child.wait()).await {
+            Ok(Ok(status)) => status,
+            Ok(Err(source)) => return Err(CommandError::Wait { what, source }),
+            Err(_) => {
+                let _ = child.kill().await;
+                stdout.abort();
+                stderr.abort();
+                return Err(CommandError::TimedOut {
+                    what,
+                    after: self.spec.command_timeout,
+                });
+            }
+        };
+        let mut output = Vec::new();
+        for task in [stdout, stderr] {
+            let abort = task.abort_handle();
+            match tokio::time::timeout(OUTPUT_GRACE, task).await {
+                Ok(Ok(bytes)) => output.push(bytes),
+                _ => abort.abort(),
+            }
+        }
+        for line in output.iter().flat_map(|bytes| {
+            String::from_utf8_lossy(bytes)
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        }) {
             // The compute's output may echo client input (user names): escaped, one line each.
             tracing::info!(target: "compute", instance = %self.instance, command = what, "{}", crate::logsafe::Escaped(line.as_bytes()));
         }
-        if out.status.success() {
+        if status.success() {
             Ok(())
         } else {
-            Err(CommandError::Failed {
-                what,
-                status: out.status,
-            })
+            Err(CommandError::Failed { what, status })
         }
     }
 }
@@ -134,7 +176,16 @@ impl ExternalControl for ExecDriver {
     }
 
     async fn request_start(&self) -> Result<(), CommandError> {
-        self.run("start", &self.spec.start).await
+        let result = self.run("start", &self.spec.start).await;
+        if let Err(e @ CommandError::TimedOut { .. }) = &result {
+            // Whatever the killed start had begun (a daemon it forked) is stopped now, not
+            // left running unbilled and unwatched.
+            tracing::warn!(instance = %self.instance, error = %e, "start timed out; running stop");
+            if let Err(stop) = self.run("stop", &self.spec.stop).await {
+                tracing::warn!(instance = %self.instance, error = %stop, "stop after a timed-out start failed");
+            }
+        }
+        result
     }
 
     async fn request_stop(&self) -> Result<(), CommandError> {
@@ -161,5 +212,71 @@ impl ExternalControl for ExecDriver {
             failures_to_exit,
             "the compute is no longer running",
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn driver(dir: &std::path::Path, start: &str, stop: &str, timeout: Duration) -> ExecDriver {
+        let sh = |script: &str| vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()];
+        ExecDriver {
+            instance: "t".into(),
+            compute: crate::compute_conn::ComputeTarget {
+                addr: "127.0.0.1:1".parse().unwrap(),
+                proxy_protocol: false,
+            },
+            spec: ExecSpec {
+                start: sh(start),
+                stop: sh(stop),
+                status: None,
+                cwd: dir.to_owned(),
+                command_timeout: timeout,
+                poll_interval: Duration::from_secs(1),
+            },
+        }
+    }
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("exec-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Before: the driver waited for the pipes to close, which the backgrounded daemon kept
+    /// open, so a start that had succeeded timed out.
+    #[tokio::test]
+    async fn a_start_that_backgrounds_a_daemon_finishes_when_it_exits() {
+        let dir = tmp("daemon");
+        let d = driver(
+            &dir,
+            "sleep 30 & echo $! > daemon.pid; echo started",
+            "kill $(cat daemon.pid)",
+            Duration::from_secs(5),
+        );
+        let t0 = std::time::Instant::now();
+        d.request_start().await.unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        d.request_stop().await.unwrap();
+    }
+
+    /// Before: a start that timed out was left (with whatever it started) and stop never ran.
+    #[tokio::test]
+    async fn a_start_that_times_out_is_followed_by_stop() {
+        let dir = tmp("timeout");
+        let d = driver(
+            &dir,
+            "sleep 30",
+            "touch stopped",
+            Duration::from_millis(300),
+        );
+        let e = d.request_start().await.unwrap_err();
+        assert!(
+            matches!(e, CommandError::TimedOut { what: "start", .. }),
+            "{e}"
+        );
+        assert!(dir.join("stopped").exists(), "stop ran");
     }
 }

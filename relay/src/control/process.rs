@@ -5,10 +5,14 @@
 //! probe at once (servers announce "ready" right after they listen), so the wake does not
 //! wait out a polling interval; the probe schedule remains for servers that say nothing.
 //!
-//! The child's pid is kept in `state_dir/pids/<instance>.pid` while it runs. A relay that
-//! restarts (after a crash, or with `on_relay_exit = "leave"`) adopts a compute whose pid file
-//! names a live process running the configured command that still greets; it is then watched
-//! and stopped by pid.
+//! The child's identity is kept in `state_dir/pids/<instance>.pid` while it runs: its pid, its
+//! start time (field 22 of `/proc/<pid>/stat`, clock ticks since boot) and its executable
+//! (`/proc/<pid>/exe`). A relay that restarts (after a crash, or with `on_relay_exit =
+//! "leave"`) adopts a compute only if a live process has that pid, that start time, that
+//! executable and the configured command line, and its address greets; it is then watched and
+//! stopped by pid. A pid the kernel has recycled for another process (even one with the same
+//! command line) has another start time, so it is never adopted nor signalled. A pid file
+//! without a start time (written by an older relay) is not trusted.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -99,9 +103,10 @@ impl Driver for ProcessDriver {
 
     fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
         Box::pin(async move {
-            let pid = read_pid(&self.pid_file)?;
-            if !process_runs_command(pid, &self.command) {
-                tracing::info!(instance = %self.instance, pid, "stale pid file; not adopting");
+            let recorded = read_identity(&self.pid_file)?;
+            let pid = recorded.pid;
+            if !recorded.is_running(&self.command) {
+                tracing::info!(instance = %self.instance, pid, "stale pid file (no such process, or another one under its pid); not adopting");
                 let _ = std::fs::remove_file(&self.pid_file);
                 return None;
             }
@@ -146,8 +151,16 @@ impl ProcessDriver {
             .map_err(|e| WakeError::Driver(format!("cannot start {program}: {e}")))?;
         let pid = child.id().unwrap_or_default();
         tracing::info!(instance = %self.instance, pid, program = %program, "compute spawned");
-        if let Err(e) = write_pid(&self.pid_file, pid) {
-            tracing::warn!(instance = %self.instance, error = %e, "cannot write the pid file; a relay restart will not adopt this compute");
+        // `spawn` returns once the exec has succeeded, so /proc shows the compute's own
+        // executable, not the relay's.
+        match ProcessIdentity::of(pid)
+            .ok_or_else(|| std::io::Error::other("cannot read /proc for it"))
+            .and_then(|id| write_identity(&self.pid_file, &id))
+        {
+            Ok(()) => {}
+            Err(e) => {
+                tracing::warn!(instance = %self.instance, error = %e, "cannot write the pid file; a relay restart will not adopt this compute");
+            }
         }
         if let Some(out) = child.stdout.take() {
             tokio::spawn(forward_lines(
@@ -172,7 +185,7 @@ impl ProcessDriver {
                 Ok(status) => status.to_string(),
                 Err(e) => format!("wait failed: {e}"),
             };
-            if read_pid(&pid_file) == Some(pid) {
+            if read_identity(&pid_file).is_some_and(|id| id.pid == pid) {
                 let _ = std::fs::remove_file(&pid_file);
             }
             let _ = tx.send(Some(how));
@@ -239,17 +252,72 @@ async fn forward_lines(
     }
 }
 
-fn write_pid(path: &Path, pid: u32) -> std::io::Result<()> {
+/// What identifies one process for as long as the machine runs: a pid is reused, a pid with
+/// its start time is not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ProcessIdentity {
+    pid: u32,
+    /// Field 22 of `/proc/<pid>/stat`: clock ticks from boot to the process's start.
+    start_time: u64,
+    /// `/proc/<pid>/exe`.
+    exe: PathBuf,
+}
+
+impl ProcessIdentity {
+    /// The identity of the live process `pid`, from `/proc`.
+    fn of(pid: u32) -> Option<Self> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        Some(Self {
+            pid,
+            start_time: start_time_from_stat(&stat)?,
+            exe: std::fs::read_link(format!("/proc/{pid}/exe")).ok()?,
+        })
+    }
+
+    /// Whether this very process still runs, with `command` as its command line.
+    fn is_running(&self, command: &[String]) -> bool {
+        Self::of(self.pid).is_some_and(|now| now == *self)
+            && process_runs_command(self.pid, command)
+    }
+}
+
+/// Field 22 (`starttime`) of a `/proc/<pid>/stat` line. The second field, the command name in
+/// parentheses, may itself hold spaces and parentheses, so fields are counted from the last
+/// `)`: the state is field 3.
+fn start_time_from_stat(stat: &str) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// Writes the pid file atomically: `pid`, `start_time` and `exe`, one `key value` per line.
+fn write_identity(path: &Path, id: &ProcessIdentity) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
+    let exe = id
+        .exe
+        .to_str()
+        .ok_or_else(|| std::io::Error::other("executable path is not UTF-8"))?;
     let tmp = path.with_extension("pid.tmp");
-    std::fs::write(&tmp, format!("{pid}\n"))?;
+    std::fs::write(
+        &tmp,
+        format!("pid {}\nstart_time {}\nexe {exe}\n", id.pid, id.start_time),
+    )?;
     std::fs::rename(&tmp, path)
 }
 
-fn read_pid(path: &Path) -> Option<u32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+/// Reads a pid file; `None` when missing or incomplete (an older relay's bare pid included).
+fn read_identity(path: &Path) -> Option<ProcessIdentity> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix(' ')))
+    };
+    Some(ProcessIdentity {
+        pid: field("pid")?.trim().parse().ok()?,
+        start_time: field("start_time")?.trim().parse().ok()?,
+        exe: PathBuf::from(field("exe")?),
+    })
 }
 
 fn pid_alive(pid: u32) -> bool {
@@ -304,8 +372,67 @@ mod tests {
     fn pid_file_round_trips() {
         let dir = std::env::temp_dir().join(format!("pidfile-{}", std::process::id()));
         let path = dir.join("pids").join("x.pid");
-        write_pid(&path, 4242).unwrap();
-        assert_eq!(read_pid(&path), Some(4242));
+        let id = ProcessIdentity::of(std::process::id()).unwrap();
+        write_identity(&path, &id).unwrap();
+        assert_eq!(read_identity(&path), Some(id));
+        // An older relay's pid file (a bare pid) is not trusted.
+        std::fs::write(&path, "4242\n").unwrap();
+        assert_eq!(read_identity(&path), None);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn reads_the_start_time_past_a_command_name_with_spaces_and_parentheses() {
+        let stat = "1234 (a) b (c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 \
+                    987654 1000 10 18446744073709551615";
+        assert_eq!(start_time_from_stat(stat), Some(987_654));
+        assert_eq!(start_time_from_stat("1 (x) S 1"), None);
+    }
+
+    /// A process with the configured command line under a recorded pid is adopted only if it
+    /// is the process that was recorded: before, a pid and argv[0]'s basename were enough, so
+    /// a recycled pid running the same command was adopted (and later sent SIGTERM).
+    #[test]
+    fn adopts_only_the_recorded_process_not_one_with_its_pid_and_command() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let command = vec!["sleep".to_owned(), "30".to_owned()];
+        // Right after the spawn, /proc may briefly show an empty command line (seen under
+        // parallel tests); wait until the kernel shows the new one.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !process_runs_command(child.id(), &command) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sleep never showed its argv"
+            );
+            std::thread::yield_now();
+        }
+        let recorded = ProcessIdentity::of(child.id()).unwrap();
+        assert!(recorded.exe.ends_with("sleep"), "{:?}", recorded.exe);
+        assert!(
+            recorded.is_running(&command),
+            "{recorded:?} now {:?}, cmdline {:?}",
+            ProcessIdentity::of(child.id()),
+            std::fs::read(format!("/proc/{}/cmdline", child.id()))
+        );
+        // The same pid and command, started at another time: another process.
+        let reused = ProcessIdentity {
+            start_time: recorded.start_time + 1,
+            ..recorded.clone()
+        };
+        assert!(!reused.is_running(&command));
+        // The same pid and start time, another executable.
+        let other_exe = ProcessIdentity {
+            exe: PathBuf::from("/usr/bin/other"),
+            ..recorded.clone()
+        };
+        assert!(!other_exe.is_running(&command));
+        // The right process, another command line.
+        assert!(!recorded.is_running(&["sleep".to_owned(), "31".to_owned()]));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!recorded.is_running(&command));
     }
 }

@@ -114,6 +114,7 @@ fn instance(script: Vec<Step>) -> (Arc<Instance>, Arc<AtomicUsize>, watch::Sende
         idle_pause_after: Duration::from_secs(60),
         on_relay_exit: crate::config::OnRelayExit::Pause,
         max_pending_connections: 16,
+        health_check_users: Vec::new(),
         driver: DriverConfig::Process {
             command: vec!["x".into()],
             cwd: ".".into(),

@@ -5,6 +5,8 @@
 //! | phase | function |
 //! |---|---|
 //! | P1, P2, classification | [`login::greet_and_read_login`] |
+//! | health checks | [`answer_health_check`] (no wake) |
+//! | budgets | [`crate::budgets::Budgets::admit_login`] (refused: no wake) |
 //! | P3 | [`wake`] (single-flight, in [`crate::control`]) |
 //! | P4 | [`compute_leg::connect`], through a [`ComputeConnector`] |
 //! | P5 | [`compute_leg::read_greeting`], then the profile is learnt once |
@@ -26,12 +28,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use authplugin::Scramble;
+use authplugin::packet::capabilities::SERVER_STATUS_AUTOCOMMIT;
+use authplugin::packet::err::codes;
+use authplugin::packet::{ErrPacket, OkPacket};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use crate::compute_conn::{ComputeConnector, ComputeTarget, OnBehalfOf, TcpConnector};
 use crate::config::AuthMode;
-use crate::control::{ConnectionGuard, Route, WakeReport};
+use crate::control::{ConnectionGuard, Phase, Route, WakeReport};
 use crate::limits::PendingPermit;
 use crate::logsafe::Escaped;
 use crate::metrics::Counter;
@@ -126,12 +131,23 @@ pub async fn handle(
         Err(e) => {
             let label = e.label();
             rt.metrics.inc(Counter::Connections, &name, label);
-            if let PerceptronError::NotALogin(c) = &e {
-                rt.metrics.inc(Counter::Classifications, &name, c.label());
+            match &e {
+                PerceptronError::NotALogin(c) => {
+                    rt.metrics.inc(Counter::Classifications, &name, c.label());
+                }
+                PerceptronError::HealthCheck => rt.metrics.health_check(&name),
+                PerceptronError::Budget { .. } => rt.metrics.budget_refused(&name, label),
+                _ => {}
             }
             match e {
                 PerceptronError::NotALogin(_) | PerceptronError::ClientGone => {
                     tracing::info!(instance = %name, client = %addr, outcome = label, "connection closed without a relayed login");
+                }
+                PerceptronError::HealthCheck => {
+                    tracing::debug!(instance = %name, client = %addr, "health check answered without a wake");
+                }
+                PerceptronError::Budget { ref user, .. } => {
+                    tracing::warn!(instance = %name, client = %addr, user = %Escaped(user), outcome = label, error = %e, "login refused");
                 }
                 _ => {
                     tracing::warn!(instance = %name, client = %addr, outcome = label, retryable = e.retryable(), error = %e, "relayed login failed");
@@ -205,6 +221,22 @@ where
     drop(pending);
     let user = login.response.username.clone();
     let last_seq = login.last_sequence_id;
+    if is_health_check(&cfg.health_check_users, &login) {
+        answer_health_check(client, &login, cfg.handshake_timeout).await;
+        return Err(PerceptronError::HealthCheck);
+    }
+    // Budgets before anything costs money: a blocked source or user, or one that has woken
+    // the instance too often, is refused here, without a wake.
+    let wakes = matches!(
+        rt.instance.phase(),
+        Phase::Paused | Phase::Failed | Phase::Pausing
+    );
+    rt.budgets
+        .admit_login(client_addr.ip(), &cfg.name, &user, wakes, Instant::now())
+        .map_err(|refusal| PerceptronError::Budget {
+            refusal,
+            user: user.clone(),
+        })?;
     // Counted as an open connection of the instance from its login on, so scanners and
     // health checks never hold an instance awake.
     let held = rt.instance.hold(Route::Perceptron);
@@ -239,6 +271,11 @@ where
             switch_auth::relay_login(client, &mut compute, &login, timeouts).await?
         }
     };
+    if access_denied(&verdict.reply.payload) {
+        // The compute's verdict, learnt on the way through: what a password guesser spends.
+        rt.budgets
+            .record_failed_login(client_addr.ip(), &cfg.name, &user, Instant::now());
+    }
     Ok(Established {
         user,
         compute: compute.stream,
@@ -251,6 +288,50 @@ where
             was_running: report.was_running,
         },
     })
+}
+
+/// Whether a reply is the compute's ERR 1045 (`ER_ACCESS_DENIED_ERROR`): a wrong password or
+/// an unknown user. Other refusals (an unknown database, a locked account) are not guesses.
+fn access_denied(reply: &[u8]) -> bool {
+    reply.first() == Some(&0xFF)
+        && ErrPacket::decode(reply).is_ok_and(|e| e.error_code == codes::ER_ACCESS_DENIED_ERROR.0)
+}
+
+/// Whether a login is a load balancer's health check: a configured health-check user with an
+/// empty password (HAProxy's `option mysql-check user <name>` sends exactly that, then
+/// COM_QUIT).
+fn is_health_check(users: &[String], login: &login::ClientLogin) -> bool {
+    login.answer.is_empty()
+        && login.response.auth_response.is_empty()
+        && users
+            .iter()
+            .any(|u| u.as_bytes() == login.response.username.as_slice())
+}
+
+/// Answers a health check as a server would answer a passwordless login (OK), then reads
+/// what the checker sends next (HAProxy pipelines a COM_QUIT) within `timeout`, so the close
+/// is clean (unread bytes would make the kernel send a reset) and the connection ends
+/// without any command having run. Nothing of the compute is involved.
+pub async fn answer_health_check<S: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut PacketStream<S>,
+    login: &login::ClientLogin,
+    timeout: std::time::Duration,
+) {
+    let ok = OkPacket {
+        status_flags: SERVER_STATUS_AUTOCOMMIT,
+        ..OkPacket::default()
+    };
+    let mut payload = Vec::with_capacity(16);
+    ok.encode(&mut payload, login.effective_flag);
+    if client
+        .write_packet(login.last_sequence_id.wrapping_add(1), &payload)
+        .await
+        .is_err()
+    {
+        return;
+    }
+    // COM_QUIT, anything else, or a close: the connection ends either way.
+    let _ = client.read_packet_within(timeout).await;
 }
 
 /// P3: wakes the instance (or joins the wake in flight), unless the relay shuts down first.

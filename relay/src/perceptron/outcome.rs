@@ -8,6 +8,7 @@ use authplugin::packet::err::codes;
 use authplugin::packet::{ErrPacket, FrameError};
 use authplugin::payload::EncodeError;
 
+use crate::budgets::Refusal;
 use crate::compute_conn::ConnectError;
 use crate::control::WakeError;
 
@@ -24,6 +25,17 @@ pub enum PerceptronError {
     ClientGone,
     /// The relay is shutting down.
     ShuttingDown,
+    /// A load balancer's health check (a health-check user with an empty password), answered
+    /// OK by the relay itself; never wakes the instance.
+    HealthCheck,
+    /// The source or the user has spent a failed-login or wake budget; refused without a
+    /// wake.
+    Budget {
+        /// Which budget.
+        refusal: Refusal,
+        /// The user the login named (for ERR 1226).
+        user: Vec<u8>,
+    },
 }
 
 /// What the perceptron made of a connection that did not send a usable login.
@@ -281,6 +293,8 @@ impl PerceptronError {
             Self::Compute(e) => e.label(),
             Self::ClientGone => "client_gone",
             Self::ShuttingDown => "shutting_down",
+            Self::HealthCheck => "health_check",
+            Self::Budget { refusal, .. } => refusal.label(),
         }
     }
 
@@ -314,8 +328,11 @@ impl PerceptronError {
             Self::Compute(_) => {
                 unavailable(format!("Instance '{instance}' failed during login. Retry"))
             }
-            Self::ClientGone => None,
+            Self::ClientGone | Self::HealthCheck => None,
             Self::ShuttingDown => unavailable("Relay is shutting down. Retry".into()),
+            Self::Budget { refusal, user } => {
+                Some(refusal.client_error(host_of(client_addr), user))
+            }
         }
     }
 }
@@ -328,6 +345,14 @@ impl std::fmt::Display for PerceptronError {
             Self::Compute(e) => e.fmt(f),
             Self::ClientGone => f.write_str("client went away"),
             Self::ShuttingDown => f.write_str("relay shutting down"),
+            Self::HealthCheck => f.write_str("health check answered"),
+            Self::Budget { refusal, .. } => write!(
+                f,
+                "{} budget of the {} spent ({}); refused without a wake",
+                refusal.budget.as_str(),
+                refusal.scope.as_str(),
+                refusal.count
+            ),
         }
     }
 }
@@ -337,7 +362,11 @@ impl std::error::Error for PerceptronError {
         match self {
             Self::Wake(e) => Some(e),
             Self::Compute(e) => Some(e),
-            Self::NotALogin(_) | Self::ClientGone | Self::ShuttingDown => None,
+            Self::NotALogin(_)
+            | Self::ClientGone
+            | Self::ShuttingDown
+            | Self::HealthCheck
+            | Self::Budget { .. } => None,
         }
     }
 }

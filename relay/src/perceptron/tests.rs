@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use zeroize::Zeroizing;
 
 use super::*;
+use crate::budgets::Budgets;
 use crate::compute_conn::ConnectError;
 use crate::config::{DriverConfig, InstanceConfig, OnRelayExit};
 use crate::control::Instance;
@@ -100,6 +101,7 @@ fn runtime(auth: AuthMode) -> InstanceRuntime {
         idle_pause_after: Duration::from_secs(60),
         on_relay_exit: OnRelayExit::Pause,
         max_pending_connections: 16,
+        health_check_users: vec!["haproxy".into()],
         driver: DriverConfig::Process {
             command: vec!["unused".into()],
             cwd: ".".into(),
@@ -117,6 +119,9 @@ fn runtime(auth: AuthMode) -> InstanceRuntime {
         metrics,
         connection_ids: AtomicU32::new(1),
         shutdown: CancellationToken::new(),
+        budgets: Arc::new(Budgets::new(
+            crate::config::BudgetSettings::default().to_budget_config(),
+        )),
     }
 }
 
@@ -949,4 +954,164 @@ fn only_a_compute_that_is_not_listening_is_retried() {
     }
     assert!(PerceptronError::Compute(refused).retryable());
     assert!(!PerceptronError::NotALogin(Classification::Http).retryable());
+}
+
+/// A runtime whose budgets are `config`.
+fn runtime_with_budgets(config: crate::budgets::BudgetConfig) -> InstanceRuntime {
+    let mut rt = runtime(AuthMode::Dual);
+    rt.budgets = Arc::new(Budgets::new(config));
+    rt
+}
+
+#[tokio::test]
+async fn failed_logins_past_the_source_budget_are_refused_without_a_wake() {
+    let rt = runtime_with_budgets(crate::budgets::BudgetConfig {
+        failed_logins_per_source: 2,
+        ..crate::config::BudgetSettings::default().to_budget_config()
+    });
+    for _ in 0..2 {
+        let r = run(
+            &rt,
+            0,
+            ClientScript::ReadAll,
+            vec![None],
+            |mut c| async move {
+                c.greet().await;
+                let _ = c.read_login().await;
+                c.send(2, &denied()).await;
+            },
+        )
+        .await;
+        assert!(!r.result.as_ref().unwrap().1.accepted());
+        rt.instance.pause(true, "test").await.unwrap();
+    }
+    assert_eq!(rt.instance.status().wakes, 2);
+    // The third login: no connect (the script is empty), no wake, ERR 1129.
+    let r = run(&rt, 0, ClientScript::ReadAll, vec![], |_| async {}).await;
+    let Err(e) = &r.result else {
+        panic!("refusal expected");
+    };
+    assert_eq!(e.label(), "source_failed_logins");
+    assert!(!e.retryable());
+    assert_eq!(rt.instance.status().wakes, 2);
+    assert_eq!(rt.instance.phase(), Phase::Paused);
+    assert_eq!(r.client_got.len(), 1);
+    assert_eq!(r.client_got[0].sequence_id, 2);
+    let err = err_of(&r.client_got[0]);
+    assert_eq!((err.error_code, err.sql_state), (1129, Some(*b"HY000")));
+    assert!(
+        String::from_utf8_lossy(&err.error_message)
+            .starts_with("Host '10.0.0.7' is blocked because of many failed logins"),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_successful_login_counts_no_failure_and_a_wake_budget_refuses_only_wakes() {
+    let rt = runtime_with_budgets(crate::budgets::BudgetConfig {
+        wakes_per_user: 1,
+        ..crate::config::BudgetSettings::default().to_budget_config()
+    });
+    let accept = |mut c: ComputeSide| async move {
+        c.greet().await;
+        let _ = c.read_login().await;
+        c.send(2, &ok_packet()).await;
+    };
+    let r = run(&rt, 0, ClientScript::ReadAll, vec![None], accept).await;
+    assert!(r.result.as_ref().unwrap().1.accepted());
+    // Running: the spent wake budget does not stand in the way.
+    let r = run(&rt, 0, ClientScript::ReadAll, vec![None], accept).await;
+    assert!(r.result.as_ref().unwrap().1.accepted());
+    rt.instance.pause(true, "test").await.unwrap();
+    let r = run(&rt, 0, ClientScript::ReadAll, vec![], |_| async {}).await;
+    assert_eq!(r.result.as_ref().unwrap_err().label(), "user_wakes");
+    let err = err_of(&r.client_got[0]);
+    assert_eq!((err.error_code, err.sql_state), (1226, Some(*b"42000")));
+    assert_eq!(
+        err.error_message,
+        b"User 'app' has exceeded the 'wakes' resource (current value: 1)"
+    );
+    assert_eq!(rt.instance.status().wakes, 1);
+}
+
+/// HAProxy's `option mysql-check user haproxy` (post-41): a HandshakeResponse41 without
+/// `CLIENT_PLUGIN_AUTH` and with an empty answer, and a COM_QUIT in the same write.
+fn haproxy_check_bytes(user: &[u8]) -> Vec<u8> {
+    let mut login = Vec::new();
+    login.extend_from_slice(&0x0000_a200u32.to_le_bytes());
+    login.extend_from_slice(&0x0100_0000u32.to_le_bytes());
+    login.push(0x21);
+    login.extend_from_slice(&[0; 23]);
+    login.extend_from_slice(user);
+    login.extend_from_slice(&[0, 0]);
+    let mut out = Vec::new();
+    authplugin::packet::write_packet(&mut out, 1, &login);
+    authplugin::packet::write_packet(&mut out, 0, &[0x01]);
+    out
+}
+
+#[tokio::test]
+async fn a_haproxy_mysql_check_is_answered_ok_without_a_wake() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let rt = runtime(AuthMode::Dual);
+    let connector = ScriptedConnector::new(Vec::new());
+    let (relay_end, mut client_end) = tokio::io::duplex(1 << 16);
+    let checker = tokio::spawn(async move {
+        let mut s = PacketStream::new(&mut client_end, 1 << 20);
+        let greeting = s.read_packet().await.unwrap();
+        assert_eq!(greeting.payload.first(), Some(&10));
+        drop(s);
+        client_end
+            .write_all(&haproxy_check_bytes(b"haproxy"))
+            .await
+            .unwrap();
+        let mut rest = Vec::new();
+        client_end.read_to_end(&mut rest).await.unwrap();
+        rest
+    });
+    let mut stream = PacketStream::new(relay_end, MAX_LOGIN_PACKET_LEN);
+    let peer: SocketAddr = "10.0.0.9:5000".parse().unwrap();
+    let result = establish(&rt, &mut stream, peer, &connector, None).await;
+    drop(stream);
+    assert_eq!(result.unwrap_err().label(), "health_check");
+    let rest = checker.await.unwrap();
+    // One OK at sequence id 2 (4.1 layout, autocommit), then the close.
+    assert_eq!(rest, [7, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0]);
+    assert_eq!(rt.instance.status().wakes, 0);
+    assert_eq!(rt.instance.phase(), Phase::Paused);
+}
+
+#[tokio::test]
+async fn a_health_check_user_with_a_password_or_another_user_is_a_login() {
+    use tokio::io::AsyncWriteExt as _;
+    for user in [&b"root"[..], b"haproxy2"] {
+        let rt = runtime(AuthMode::Dual);
+        let (relay_end, compute_end) = tokio::io::duplex(1 << 16);
+        let compute = tokio::spawn(async move {
+            let mut c = ComputeSide::new(compute_end);
+            c.greet().await;
+            let _ = c.read_login().await;
+            c.send(2, &denied()).await;
+        });
+        let connector = ScriptedConnector::new(vec![Ok(relay_end)]);
+        let (relay_end, mut client_end) = tokio::io::duplex(1 << 16);
+        let user_owned = user.to_vec();
+        let checker = tokio::spawn(async move {
+            let mut s = PacketStream::new(&mut client_end, 1 << 20);
+            let _ = s.read_packet().await.unwrap();
+            drop(s);
+            client_end
+                .write_all(&haproxy_check_bytes(&user_owned))
+                .await
+                .unwrap();
+            client_end
+        });
+        let mut stream = PacketStream::new(relay_end, MAX_LOGIN_PACKET_LEN);
+        let peer: SocketAddr = "10.0.0.9:5000".parse().unwrap();
+        let result = establish(&rt, &mut stream, peer, &connector, None).await;
+        assert!(!result.unwrap().verdict.accepted());
+        assert_eq!(rt.instance.status().wakes, 1);
+        compute.await.unwrap();
+        drop(checker.await.unwrap());
+    }
 }

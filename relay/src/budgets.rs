@@ -1,0 +1,753 @@
+//! Wake-cost budgets (issue 13, item 2): how many failed logins and how many wakes a source
+//! address, and a user of an instance, may cause per window before the relay stops listening.
+//! A wake costs the instance's owner money and a failed login is what a password-guessing bot
+//! produces, so both are bounded before anything is spent.
+//!
+//! Each subject (a source address, counted per IPv4 address and IPv6 /64 as in
+//! [`crate::limits`]; or a user name of one instance) has two counters in a fixed window that
+//! starts at its first event. A counter that reaches its limit blocks the subject for
+//! `block_for`:
+//! - a **failed-login** block refuses the subject's logins: a source is refused at accept, on
+//!   both routes, with ERR 1129 in place of the greeting (what MySQL sends a host past
+//!   `max_connect_errors`); a user is refused after its login is read, with ERR 1226;
+//! - a **wake** block refuses only logins that would wake the instance (the same codes); a
+//!   running instance is still reachable.
+//!
+//! Nothing here does I/O or reads a clock: the caller passes `now`. The table is bounded
+//! ([`MAX_SUBJECTS`]); when it is full of live subjects, new ones are not tracked (fail open,
+//! counted) rather than refused, so filling it cannot lock everyone out.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use authplugin::packet::ErrPacket;
+use authplugin::packet::err::codes;
+
+/// Most subjects tracked at once (~100 bytes each).
+pub const MAX_SUBJECTS: usize = 65_536;
+/// Longest user name kept as a key; longer ones are cut (MySQL's own limit is 80 characters).
+pub const MAX_USER_KEY_BYTES: usize = 320;
+/// Least time between two full scans for expired subjects when the table is full.
+const PRUNE_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The budgets, from `[relay.budgets]`. A limit of 0 turns that budget off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetConfig {
+    /// The counting window.
+    pub window: Duration,
+    /// How long a subject stays blocked once a counter reaches its limit.
+    pub block_for: Duration,
+    /// Failed logins per source address per window.
+    pub failed_logins_per_source: u32,
+    /// Failed logins per user (of one instance) per window.
+    pub failed_logins_per_user: u32,
+    /// Wakes per source address per window.
+    pub wakes_per_source: u32,
+    /// Wakes per user (of one instance) per window.
+    pub wakes_per_user: u32,
+}
+
+/// Who a budget is kept for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Subject {
+    /// A source address (IPv4, or an IPv6 /64).
+    Source(IpAddr),
+    /// A user name of one instance.
+    User {
+        /// The instance.
+        instance: String,
+        /// The user name as the client sent it (cut at [`MAX_USER_KEY_BYTES`]).
+        user: Vec<u8>,
+    },
+}
+
+impl Subject {
+    /// The subject for a client address.
+    #[must_use]
+    pub fn source(ip: IpAddr) -> Self {
+        Self::Source(crate::limits::source_key(ip))
+    }
+
+    /// The subject for a user of `instance`.
+    #[must_use]
+    pub fn user(instance: &str, user: &[u8]) -> Self {
+        Self::User {
+            instance: instance.to_owned(),
+            user: user.get(..MAX_USER_KEY_BYTES).unwrap_or(user).to_vec(),
+        }
+    }
+
+    /// `source` or `user`.
+    #[must_use]
+    pub const fn scope(&self) -> Scope {
+        match self {
+            Self::Source(_) => Scope::Source,
+            Self::User { .. } => Scope::User,
+        }
+    }
+}
+
+/// The kind of a [`Subject`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// A source address.
+    Source,
+    /// A user of an instance.
+    User,
+}
+
+impl Scope {
+    /// `source` or `user` (admin API, metrics).
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Source => "source",
+            Self::User => "user",
+        }
+    }
+}
+
+/// Which budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Budget {
+    /// Logins the compute refused (ERR 1045).
+    FailedLogins,
+    /// Wakes.
+    Wakes,
+}
+
+impl Budget {
+    /// The name used in the admin API, metrics and ERR 1226 (`failed_logins`, `wakes`).
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::FailedLogins => "failed_logins",
+            Self::Wakes => "wakes",
+        }
+    }
+}
+
+/// A login refused because a budget is spent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Whose budget.
+    pub scope: Scope,
+    /// Which budget.
+    pub budget: Budget,
+    /// The count that reached the limit.
+    pub count: u32,
+    /// How long the block still lasts.
+    pub retry_after: Duration,
+}
+
+impl Refusal {
+    /// Metric label (`relay_budget_refusals_total{reason}`).
+    #[must_use]
+    pub const fn label(&self) -> &'static str {
+        match (self.scope, self.budget) {
+            (Scope::Source, Budget::FailedLogins) => "source_failed_logins",
+            (Scope::Source, Budget::Wakes) => "source_wakes",
+            (Scope::User, Budget::FailedLogins) => "user_failed_logins",
+            (Scope::User, Budget::Wakes) => "user_wakes",
+        }
+    }
+
+    /// The ERR the client sees. A source gets `ER_HOST_IS_BLOCKED` (1129, HY000): the code
+    /// MySQL sends a host it has blocked, which operators know to clear rather than retry. A
+    /// user gets `ER_USER_LIMIT_REACHED` (1226, 42000) in MySQL's own wording for an account
+    /// past a resource limit (`MAX_CONNECTIONS_PER_HOUR`); its SQLSTATE class 42 tells pools
+    /// not to retry at once.
+    #[must_use]
+    pub fn client_error(&self, host: &str, user: &[u8]) -> ErrPacket {
+        let secs = self.retry_after.as_secs().max(1);
+        match self.scope {
+            Scope::Source => {
+                let (code, state) = codes::ER_HOST_IS_BLOCKED;
+                let why = match self.budget {
+                    Budget::FailedLogins => "many failed logins",
+                    Budget::Wakes => "too many wakes of paused instances",
+                };
+                ErrPacket::new(
+                    code,
+                    state,
+                    &format!(
+                        "Host '{host}' is blocked because of {why}; retry in {secs} s or unblock \
+                         with 'relay blocks clear'"
+                    ),
+                )
+            }
+            Scope::User => {
+                let (code, state) = codes::ER_USER_LIMIT_REACHED;
+                // The user name is the client's own; printable ASCII only, so an ERR never
+                // carries control bytes.
+                let user: String = user
+                    .iter()
+                    .map(|&b| {
+                        if b.is_ascii_graphic() || b == b' ' {
+                            char::from(b)
+                        } else {
+                            '?'
+                        }
+                    })
+                    .collect();
+                ErrPacket::new(
+                    code,
+                    state,
+                    &format!(
+                        "User '{user}' has exceeded the '{}' resource (current value: {})",
+                        self.budget.as_str(),
+                        self.count
+                    ),
+                )
+            }
+        }
+    }
+
+    /// The ERR as sent in place of a greeting (sequence id 0, no SQLSTATE: none is agreed
+    /// before the greeting, as for [`crate::limits::too_many_connections`]), framed.
+    #[must_use]
+    pub fn pre_greeting(&self, host: &str) -> Vec<u8> {
+        let mut err = self.client_error(host, b"");
+        err.sql_state = None;
+        let mut out = Vec::with_capacity(96);
+        authplugin::packet::write_packet(&mut out, 0, &err.to_bytes());
+        out
+    }
+}
+
+/// One current block, for the admin API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// Who is blocked.
+    pub subject: Subject,
+    /// Which budget ran out.
+    pub budget: Budget,
+    /// The count that reached the limit.
+    pub count: u32,
+    /// How long the block still lasts.
+    pub remaining: Duration,
+}
+
+/// What `clear` removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClearFilter {
+    /// Every subject.
+    All,
+    /// One source address (its IPv4 address or IPv6 /64).
+    Source(IpAddr),
+    /// A user name, of one instance or of every instance.
+    User {
+        /// The instance, or every instance.
+        instance: Option<String>,
+        /// The user name.
+        user: Vec<u8>,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    budget: Budget,
+    count: u32,
+    until: Instant,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    window_start: Instant,
+    failed_logins: u32,
+    wakes: u32,
+    block: Option<Block>,
+}
+
+impl Entry {
+    const fn new(now: Instant) -> Self {
+        Self {
+            window_start: now,
+            failed_logins: 0,
+            wakes: 0,
+            block: None,
+        }
+    }
+
+    /// Starts a new window (and forgets an expired block with its counts) when due.
+    fn roll(&mut self, now: Instant, window: Duration) {
+        if let Some(block) = self.block {
+            if now >= block.until {
+                *self = Self::new(now);
+            }
+            return;
+        }
+        if now.saturating_duration_since(self.window_start) >= window {
+            *self = Self::new(now);
+        }
+    }
+
+    fn live(&self, now: Instant, window: Duration) -> bool {
+        match self.block {
+            Some(b) => now < b.until,
+            None => now.saturating_duration_since(self.window_start) < window,
+        }
+    }
+
+    /// The block that refuses a login needing `budget`: a failed-login block refuses every
+    /// login, a wake block only those that wake.
+    fn refusal(&self, scope: Scope, wake: bool, now: Instant) -> Option<Refusal> {
+        let b = self.block?;
+        (now < b.until && (b.budget == Budget::FailedLogins || wake)).then(|| Refusal {
+            scope,
+            budget: b.budget,
+            count: b.count,
+            retry_after: b.until.saturating_duration_since(now),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct Table {
+    entries: HashMap<Subject, Entry>,
+    /// When a full table may be scanned for expired subjects again.
+    next_prune: Option<Instant>,
+    /// Events not counted because the table was full.
+    untracked: u64,
+}
+
+/// Blocks in force per scope and budget.
+pub type BlockCounts = Vec<((Scope, Budget), usize)>;
+
+/// The relay's budgets: one per relay, shared by every instance.
+#[derive(Debug)]
+pub struct Budgets {
+    config: BudgetConfig,
+    table: Mutex<Table>,
+}
+
+impl Budgets {
+    /// Budgets with `config` and nothing counted yet.
+    #[must_use]
+    pub fn new(config: BudgetConfig) -> Self {
+        Self {
+            config,
+            table: Mutex::new(Table {
+                entries: HashMap::new(),
+                next_prune: None,
+                untracked: 0,
+            }),
+        }
+    }
+
+    /// At accept: the failed-login block of the connection's source, if any.
+    #[must_use]
+    pub fn source_refusal(&self, ip: IpAddr, now: Instant) -> Option<Refusal> {
+        let table = self.lock();
+        table
+            .entries
+            .get(&Subject::source(ip))
+            .and_then(|e| e.refusal(Scope::Source, false, now))
+    }
+
+    /// After the login is read: refuses it if its source or its user is blocked; when it
+    /// would wake the instance (`wake`), charges one wake to both, unless either budget is
+    /// spent.
+    ///
+    /// # Errors
+    /// The [`Refusal`]: the login is refused without a wake.
+    pub fn admit_login(
+        &self,
+        ip: IpAddr,
+        instance: &str,
+        user: &[u8],
+        wake: bool,
+        now: Instant,
+    ) -> Result<(), Refusal> {
+        let subjects = [Subject::source(ip), Subject::user(instance, user)];
+        let limits = [self.config.wakes_per_source, self.config.wakes_per_user];
+        let mut table = self.lock();
+        for subject in &subjects {
+            if let Some(entry) = table.entries.get_mut(subject) {
+                entry.roll(now, self.config.window);
+                if let Some(r) = entry.refusal(subject.scope(), wake, now) {
+                    return Err(r);
+                }
+            }
+        }
+        if !wake {
+            return Ok(());
+        }
+        for (subject, limit) in subjects.into_iter().zip(limits) {
+            self.count(&mut table, subject, limit, Budget::Wakes, now);
+        }
+        Ok(())
+    }
+
+    /// Counts a login the compute refused (ERR 1045) against its source and its user.
+    pub fn record_failed_login(&self, ip: IpAddr, instance: &str, user: &[u8], now: Instant) {
+        let mut table = self.lock();
+        let c = self.config;
+        self.count(
+            &mut table,
+            Subject::source(ip),
+            c.failed_logins_per_source,
+            Budget::FailedLogins,
+            now,
+        );
+        self.count(
+            &mut table,
+            Subject::user(instance, user),
+            c.failed_logins_per_user,
+            Budget::FailedLogins,
+            now,
+        );
+    }
+
+    /// Every block in force, sources first.
+    #[must_use]
+    pub fn blocks(&self, now: Instant) -> Vec<BlockInfo> {
+        let table = self.lock();
+        let mut out: Vec<BlockInfo> = table
+            .entries
+            .iter()
+            .filter_map(|(subject, e)| {
+                let b = e.block.filter(|b| now < b.until)?;
+                Some(BlockInfo {
+                    subject: subject.clone(),
+                    budget: b.budget,
+                    count: b.count,
+                    remaining: b.until.saturating_duration_since(now),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.subject.cmp(&b.subject));
+        out
+    }
+
+    /// Forgets the blocks and counts `filter` names; returns how many blocks were lifted.
+    pub fn clear(&self, filter: &ClearFilter, now: Instant) -> usize {
+        let mut table = self.lock();
+        let mut lifted = 0;
+        table.entries.retain(|subject, e| {
+            let hit = match (filter, subject) {
+                (ClearFilter::All, _) => true,
+                (ClearFilter::Source(ip), Subject::Source(s)) => {
+                    *s == crate::limits::source_key(*ip)
+                }
+                (
+                    ClearFilter::User { instance, user },
+                    Subject::User {
+                        instance: i,
+                        user: u,
+                    },
+                ) => u == user && instance.as_ref().is_none_or(|want| want == i),
+                _ => false,
+            };
+            if hit && e.block.is_some_and(|b| now < b.until) {
+                lifted += 1;
+            }
+            !hit
+        });
+        lifted
+    }
+
+    /// Blocks in force by scope and budget, and events not counted for lack of room: for
+    /// the metrics.
+    #[must_use]
+    pub fn gauge(&self, now: Instant) -> (BlockCounts, u64) {
+        let table = self.lock();
+        let mut counts: BlockCounts = Vec::new();
+        for scope in [Scope::Source, Scope::User] {
+            for budget in [Budget::FailedLogins, Budget::Wakes] {
+                let n = table
+                    .entries
+                    .iter()
+                    .filter(|(s, e)| {
+                        s.scope() == scope
+                            && e.block.is_some_and(|b| b.budget == budget && now < b.until)
+                    })
+                    .count();
+                counts.push(((scope, budget), n));
+            }
+        }
+        (counts, table.untracked)
+    }
+
+    /// Adds one to `subject`'s `budget` counter (limit 0: off) and blocks it when the count
+    /// reaches `limit`.
+    fn count(&self, table: &mut Table, subject: Subject, limit: u32, budget: Budget, now: Instant) {
+        if limit == 0 {
+            return;
+        }
+        if !table.entries.contains_key(&subject) && !self.make_room(table, now) {
+            table.untracked = table.untracked.saturating_add(1);
+            return;
+        }
+        let entry = table
+            .entries
+            .entry(subject)
+            .or_insert_with(|| Entry::new(now));
+        entry.roll(now, self.config.window);
+        let n = match budget {
+            Budget::FailedLogins => &mut entry.failed_logins,
+            Budget::Wakes => &mut entry.wakes,
+        };
+        *n = n.saturating_add(1);
+        let count = *n;
+        if count >= limit && entry.block.is_none_or(|b| now >= b.until) {
+            entry.block = Some(Block {
+                budget,
+                count,
+                until: now + self.config.block_for,
+            });
+        }
+    }
+
+    /// Whether a new subject fits, dropping expired ones if the table is full (at most one
+    /// scan per [`PRUNE_BACKOFF`], so a full table of live subjects costs no scan per event).
+    fn make_room(&self, table: &mut Table, now: Instant) -> bool {
+        if table.entries.len() < MAX_SUBJECTS {
+            return true;
+        }
+        if table.next_prune.is_some_and(|t| now < t) {
+            return false;
+        }
+        let window = self.config.window;
+        table.entries.retain(|_, e| e.live(now, window));
+        table.next_prune = Some(now + PRUNE_BACKOFF);
+        table.entries.len() < MAX_SUBJECTS
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        // Every update is a whole assignment or an increment: a poisoned lock still guards a
+        // consistent table.
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: BudgetConfig = BudgetConfig {
+        window: Duration::from_secs(60),
+        block_for: Duration::from_secs(300),
+        failed_logins_per_source: 3,
+        failed_logins_per_user: 5,
+        wakes_per_source: 2,
+        wakes_per_user: 10,
+    };
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn blocks_a_source_after_its_failed_logins_until_block_for_passes() {
+        let b = Budgets::new(CONFIG);
+        let t0 = Instant::now();
+        let src = ip("10.0.0.1");
+        for i in 0..3 {
+            assert_eq!(b.source_refusal(src, t0), None, "after {i} failures");
+            b.admit_login(src, "demo", b"root", false, t0).unwrap();
+            b.record_failed_login(src, "demo", b"root", t0);
+        }
+        let r = b.source_refusal(src, t0).unwrap();
+        assert_eq!(
+            (r.scope, r.budget, r.count),
+            (Scope::Source, Budget::FailedLogins, 3)
+        );
+        assert_eq!(r.label(), "source_failed_logins");
+        // Another source and another user are not affected; the blocked source is, whatever
+        // user it names, and even for logins that wake nothing.
+        assert_eq!(b.source_refusal(ip("10.0.0.2"), t0), None);
+        b.admit_login(ip("10.0.0.2"), "demo", b"root", true, t0)
+            .unwrap();
+        assert_eq!(
+            b.admit_login(src, "demo", b"other", false, t0).unwrap_err(),
+            r
+        );
+        let later = t0 + Duration::from_secs(299);
+        assert!(b.source_refusal(src, later).is_some());
+        let after = t0 + Duration::from_secs(300);
+        assert_eq!(b.source_refusal(src, after), None);
+        b.admit_login(src, "demo", b"root", true, after).unwrap();
+        // The counts went with the block.
+        b.record_failed_login(src, "demo", b"root", after);
+        assert_eq!(b.source_refusal(src, after), None);
+    }
+
+    #[test]
+    fn failures_spread_over_windows_never_block() {
+        let b = Budgets::new(CONFIG);
+        let t0 = Instant::now();
+        let src = ip("10.0.0.1");
+        for i in 0..10u64 {
+            let now = t0 + Duration::from_secs(40 * i);
+            b.record_failed_login(src, "demo", b"app", now);
+            assert_eq!(b.source_refusal(src, now), None, "at failure {i}");
+        }
+    }
+
+    #[test]
+    fn a_user_past_its_failed_logins_gets_err_1226_from_any_source() {
+        let b = Budgets::new(CONFIG);
+        let t0 = Instant::now();
+        for i in 0..5u8 {
+            b.record_failed_login(IpAddr::from([10, 0, 1, i]), "demo", b"root", t0);
+        }
+        let r = b
+            .admit_login(ip("10.9.9.9"), "demo", b"root", false, t0)
+            .unwrap_err();
+        assert_eq!(r.label(), "user_failed_logins");
+        let err = r.client_error("10.9.9.9", b"root\n\x1b");
+        assert_eq!(err.error_code, 1226);
+        assert_eq!(err.sql_state, Some(*b"42000"));
+        assert_eq!(
+            err.error_message,
+            b"User 'root??' has exceeded the 'failed_logins' resource (current value: 5)"
+        );
+        // Same name on another instance: another account.
+        b.admit_login(ip("10.9.9.9"), "other", b"root", true, t0)
+            .unwrap();
+    }
+
+    #[test]
+    fn wake_budget_refuses_only_logins_that_would_wake() {
+        let b = Budgets::new(CONFIG);
+        let t0 = Instant::now();
+        let src = ip("10.0.0.1");
+        b.admit_login(src, "demo", b"app", true, t0).unwrap();
+        b.admit_login(src, "demo", b"app", true, t0).unwrap();
+        let r = b.admit_login(src, "demo", b"app", true, t0).unwrap_err();
+        assert_eq!(r.label(), "source_wakes");
+        let err = r.client_error("10.0.0.1", b"app");
+        assert_eq!(err.error_code, 1129);
+        assert_eq!(err.sql_state, Some(*b"HY000"));
+        // A running instance stays reachable, and accept does not refuse the source.
+        b.admit_login(src, "demo", b"app", false, t0).unwrap();
+        assert_eq!(b.source_refusal(src, t0), None);
+    }
+
+    #[test]
+    fn a_refused_wake_charges_nobody() {
+        let b = Budgets::new(BudgetConfig {
+            wakes_per_user: 1,
+            ..CONFIG
+        });
+        let t0 = Instant::now();
+        b.admit_login(ip("10.0.0.1"), "demo", b"app", true, t0)
+            .unwrap();
+        // The user is spent: the second source's wake is refused and not counted against it.
+        for _ in 0..3 {
+            let r = b
+                .admit_login(ip("10.0.0.2"), "demo", b"app", true, t0)
+                .unwrap_err();
+            assert_eq!(r.label(), "user_wakes");
+        }
+        // Had the refusals been charged to the source, it would be spent by now.
+        b.admit_login(ip("10.0.0.2"), "demo", b"other", true, t0)
+            .unwrap();
+        b.admit_login(ip("10.0.0.2"), "demo", b"third", true, t0)
+            .unwrap();
+        let r = b
+            .admit_login(ip("10.0.0.2"), "demo", b"fourth", true, t0)
+            .unwrap_err();
+        assert_eq!(r.label(), "source_wakes");
+    }
+
+    #[test]
+    fn zero_turns_a_budget_off() {
+        let b = Budgets::new(BudgetConfig {
+            failed_logins_per_source: 0,
+            failed_logins_per_user: 0,
+            wakes_per_source: 0,
+            wakes_per_user: 0,
+            ..CONFIG
+        });
+        let t0 = Instant::now();
+        for _ in 0..1000 {
+            b.admit_login(ip("10.0.0.1"), "demo", b"root", true, t0)
+                .unwrap();
+            b.record_failed_login(ip("10.0.0.1"), "demo", b"root", t0);
+        }
+        assert!(b.blocks(t0).is_empty());
+        assert!(b.lock().entries.is_empty());
+    }
+
+    #[test]
+    fn lists_and_clears_blocks_by_source_user_or_all() {
+        let b = Budgets::new(CONFIG);
+        let t0 = Instant::now();
+        for _ in 0..5 {
+            b.record_failed_login(ip("10.0.0.1"), "demo", b"root", t0);
+            b.record_failed_login(ip("2001:db8::1"), "demo", b"admin", t0);
+        }
+        let blocks = b.blocks(t0);
+        assert_eq!(blocks.len(), 4, "{blocks:?}");
+        assert_eq!(blocks[0].subject, Subject::Source(ip("10.0.0.1")));
+        assert_eq!(blocks[1].subject, Subject::Source(ip("2001:db8::")));
+        assert_eq!(blocks[0].remaining, Duration::from_secs(300));
+        assert_eq!(b.gauge(t0).0[0], ((Scope::Source, Budget::FailedLogins), 2));
+        assert_eq!(b.clear(&ClearFilter::Source(ip("2001:db8::7")), t0), 1);
+        assert_eq!(
+            b.clear(
+                &ClearFilter::User {
+                    instance: None,
+                    user: b"root".to_vec()
+                },
+                t0
+            ),
+            1
+        );
+        assert!(b.source_refusal(ip("2001:db8::1"), t0).is_none());
+        assert_eq!(b.blocks(t0).len(), 2);
+        assert_eq!(b.clear(&ClearFilter::All, t0), 2);
+        assert!(b.blocks(t0).is_empty());
+    }
+
+    #[test]
+    fn a_full_table_fails_open_and_counts_what_it_missed() {
+        let b = Budgets::new(CONFIG);
+        let t0 = Instant::now();
+        {
+            let mut table = b.lock();
+            for i in 0..MAX_SUBJECTS {
+                let user = i.to_le_bytes().to_vec();
+                table
+                    .entries
+                    .insert(Subject::user("demo", &user), Entry::new(t0));
+            }
+        }
+        for _ in 0..10 {
+            b.record_failed_login(ip("10.0.0.1"), "x", b"new", t0);
+        }
+        assert_eq!(b.source_refusal(ip("10.0.0.1"), t0), None);
+        assert_eq!(b.gauge(t0).1, 20);
+        // Once the window has passed, the old subjects make room.
+        let later = t0 + Duration::from_secs(61);
+        for _ in 0..3 {
+            b.record_failed_login(ip("10.0.0.1"), "x", b"new", later);
+        }
+        assert!(b.source_refusal(ip("10.0.0.1"), later).is_some());
+    }
+
+    #[test]
+    fn pre_greeting_err_has_sequence_zero_and_no_sqlstate() {
+        let r = Refusal {
+            scope: Scope::Source,
+            budget: Budget::FailedLogins,
+            count: 3,
+            retry_after: Duration::from_millis(1500),
+        };
+        let bytes = r.pre_greeting("10.0.0.1");
+        let (head, payload) = bytes.split_at(4);
+        assert_eq!(head[3], 0);
+        let err = ErrPacket::decode(payload).unwrap();
+        assert_eq!(err.error_code, 1129);
+        assert_eq!(err.sql_state, None);
+        assert_eq!(
+            String::from_utf8(err.error_message).unwrap(),
+            "Host '10.0.0.1' is blocked because of many failed logins; retry in 1 s or unblock \
+             with 'relay blocks clear'"
+        );
+    }
+}
