@@ -123,6 +123,7 @@ fn instance(auth: AuthMode) -> InstanceRuntime {
         idle_pause_after: Duration::from_secs(60),
         on_relay_exit: OnRelayExit::Pause,
         max_pending_connections: 16,
+        health_check_users: vec!["haproxy".into()],
         driver: DriverConfig::Process {
             command: vec!["unused".into()],
             cwd: ".".into(),
@@ -142,5 +143,8 @@ fn instance(auth: AuthMode) -> InstanceRuntime {
         metrics,
         connection_ids: AtomicU32::new(1),
         shutdown: CancellationToken::new(),
+        budgets: Arc::new(crate::budgets::Budgets::new(
+            crate::config::BudgetSettings::default().to_budget_config(),
+        )),
     }
 }
