@@ -54,6 +54,8 @@ pub fn perceptron_login(client: &[u8], compute: &[u8], switch_mode: bool) -> boo
         let result =
             crate::perceptron::establish(&runtime, &mut stream, peer, &connector, None).await;
         drop(stream);
+        // A compute stream the login never took must close too, or the compute side waits.
+        drop(connector);
         let accepted = result.as_ref().is_ok_and(|e| e.verdict.accepted());
         drop(result);
         let _ = client_task.await;
@@ -146,5 +148,40 @@ fn instance(auth: AuthMode) -> InstanceRuntime {
         budgets: Arc::new(crate::budgets::Budgets::new(
             crate::config::BudgetSettings::default().to_budget_config(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn garbage_and_silence_end_without_an_accepted_login() {
+        assert!(!perceptron_login(b"", b"", false));
+        assert!(!perceptron_login(b"GET / HTTP/1.1\r\n\r\n", b"", false));
+        assert!(!perceptron_login(&[1, 0, 0, 1, 0], &[0, 0, 0, 0], true));
+    }
+
+    /// The fuzz target's corpus, replayed as `fuzz_targets/perceptron_login.rs` splits it: a
+    /// smoke run that needs neither nightly nor cargo-fuzz.
+    #[test]
+    fn the_fuzz_corpus_replays() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fuzz/corpus/perceptron_login");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let data = std::fs::read(entry.unwrap().path()).unwrap();
+            let Some((&mode, rest)) = data.split_first() else {
+                continue;
+            };
+            let Some((len, rest)) = rest.split_first_chunk::<2>() else {
+                continue;
+            };
+            let split = usize::from(u16::from_le_bytes(*len)).min(rest.len());
+            let (client, compute) = rest.split_at(split);
+            let _ = perceptron_login(client, compute, mode & 1 == 1);
+            n += 1;
+        }
+        assert!(n >= 20, "corpus at {}", dir.display());
     }
 }
