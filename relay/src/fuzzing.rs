@@ -5,21 +5,15 @@
 //! compute's bytes said so.
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use authplugin::{KeyId, KeyRing, KeySecret, PerceptronKey};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
-use tokio_util::sync::CancellationToken;
 
 use crate::compute_conn::{ComputeConnector, ConnectError};
-use crate::config::{AuthMode, DriverConfig, InstanceConfig, OnRelayExit};
-use crate::control::Instance;
-use crate::control::driver::{BoxFuture, Driver, RunningCompute, WakeError};
-use crate::metrics::Metrics;
+use crate::config::AuthMode;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
-use crate::profile::ComputeProfile;
 use crate::runtime::InstanceRuntime;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -87,68 +81,13 @@ impl ComputeConnector for OneCompute {
     }
 }
 
-struct ReadyDriver;
-struct Forever;
-
-impl Driver for ReadyDriver {
-    fn start(&self, _: Duration) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
-        Box::pin(async { Ok(Box::new(Forever) as Box<dyn RunningCompute>) })
-    }
-
-    fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
-        Box::pin(async { None })
-    }
-}
-
-impl RunningCompute for Forever {
-    fn wait_exit(&self) -> BoxFuture<'_, String> {
-        Box::pin(std::future::pending())
-    }
-
-    fn stop(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async {})
-    }
-}
-
 #[expect(clippy::expect_used, reason = "constant, valid key id")]
 fn instance(auth: AuthMode) -> InstanceRuntime {
-    let addr = SocketAddr::from(([127, 0, 0, 1], 1));
-    let config = InstanceConfig {
-        name: "fuzz".into(),
-        listen: addr,
-        compute: addr,
-        auth,
-        proxy_protocol: false,
-        resume_timeout: TIMEOUT,
-        handshake_timeout: TIMEOUT,
-        compute_timeout: TIMEOUT,
-        idle_pause_after: Duration::from_secs(60),
-        on_relay_exit: OnRelayExit::Pause,
-        max_pending_connections: 16,
-        health_check_users: vec!["haproxy".into()],
-        driver: DriverConfig::Process {
-            command: vec!["unused".into()],
-            cwd: ".".into(),
-            stop_grace: Duration::from_secs(1),
-        },
-    };
-    let metrics = Arc::new(Metrics::default());
     let key = PerceptronKey::new(
         KeyId::new("fuzz").expect("valid id"),
         KeySecret::from_bytes([7; 32]),
     );
-    InstanceRuntime {
-        instance: Instance::new(config, Box::new(ReadyDriver), Arc::clone(&metrics), None),
-        profile: RwLock::new(ComputeProfile::server_shim_default()),
-        state_dir: "/nonexistent/perceptron-fuzz".into(),
-        ring: Arc::new(KeyRing::new(vec![key]).expect("one key")),
-        metrics,
-        connection_ids: AtomicU32::new(1),
-        shutdown: CancellationToken::new(),
-        budgets: Arc::new(crate::budgets::Budgets::new(
-            crate::config::BudgetSettings::default().to_budget_config(),
-        )),
-    }
+    crate::in_memory::runtime(auth, KeyRing::new(vec![key]).expect("one key"), TIMEOUT)
 }
 
 #[cfg(test)]

@@ -44,6 +44,8 @@ mod duration;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod http_client;
+#[cfg(any(test, feature = "fuzzing"))]
+mod in_memory;
 mod keygen;
 mod ledger;
 mod lifecycle;

@@ -6,8 +6,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use authplugin::packet::capabilities::*;
@@ -17,46 +16,17 @@ use authplugin::{
     AuthPlugin, Credential, KeyId, KeyRing, PerceptronKey, ReplayGuard, Scramble, native_password,
 };
 use tokio::io::DuplexStream;
-use tokio_util::sync::CancellationToken;
 use zeroize::Zeroizing;
 
 use super::*;
 use crate::budgets::Budgets;
 use crate::compute_conn::ConnectError;
-use crate::config::{DriverConfig, InstanceConfig, OnRelayExit};
-use crate::control::Instance;
-use crate::control::driver::{BoxFuture, Driver, RunningCompute, WakeError};
-use crate::metrics::Metrics;
+use crate::control::driver::WakeError;
 use crate::profile::{ComputeProfile, FORMAT_CHANGING};
 use outcome::{Classification, ComputeError, ComputeProtocolError, ComputeStep};
 
 const PASSWORD: &[u8] = b"app-password";
 const TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A driver whose compute is ready at once: the phases under test start after P3.
-struct ReadyDriver;
-
-struct Forever;
-
-impl Driver for ReadyDriver {
-    fn start(&self, _: Duration) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
-        Box::pin(async { Ok(Box::new(Forever) as Box<dyn RunningCompute>) })
-    }
-
-    fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
-        Box::pin(async { None })
-    }
-}
-
-impl RunningCompute for Forever {
-    fn wait_exit(&self) -> BoxFuture<'_, String> {
-        Box::pin(std::future::pending())
-    }
-
-    fn stop(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async {})
-    }
-}
 
 /// Connect attempts in order: a compute-side stream, or a connect error.
 struct ScriptedConnector {
@@ -88,41 +58,8 @@ impl ComputeConnector for ScriptedConnector {
 }
 
 fn runtime(auth: AuthMode) -> InstanceRuntime {
-    let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-    let config = InstanceConfig {
-        name: "t".into(),
-        listen: addr,
-        compute: addr,
-        auth,
-        proxy_protocol: false,
-        resume_timeout: TIMEOUT,
-        handshake_timeout: TIMEOUT,
-        compute_timeout: TIMEOUT,
-        idle_pause_after: Duration::from_secs(60),
-        on_relay_exit: OnRelayExit::Pause,
-        max_pending_connections: 16,
-        health_check_users: vec!["haproxy".into()],
-        driver: DriverConfig::Process {
-            command: vec!["unused".into()],
-            cwd: ".".into(),
-            stop_grace: Duration::from_secs(1),
-        },
-    };
-    let metrics = Arc::new(Metrics::default());
     let key = PerceptronKey::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);
-    InstanceRuntime {
-        instance: Instance::new(config, Box::new(ReadyDriver), Arc::clone(&metrics), None),
-        profile: RwLock::new(ComputeProfile::server_shim_default()),
-        // Never created: a learnt profile that cannot be saved is only logged.
-        state_dir: "/nonexistent/perceptron-test".into(),
-        ring: Arc::new(KeyRing::new(vec![key]).unwrap()),
-        metrics,
-        connection_ids: AtomicU32::new(1),
-        shutdown: CancellationToken::new(),
-        budgets: Arc::new(Budgets::new(
-            crate::config::BudgetSettings::default().to_budget_config(),
-        )),
-    }
+    crate::in_memory::runtime(auth, KeyRing::new(vec![key]).unwrap(), TIMEOUT)
 }
 
 fn login_response(scramble_a: &Scramble, flags: u32) -> HandshakeResponse41 {

@@ -1,0 +1,82 @@
+//! An instance runtime whose driver is ready at once, for running the perceptron route in
+//! memory: the phase tests (`perceptron/tests.rs`) and the `perceptron_login` fuzz target
+//! ([`crate::fuzzing`]) share it.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use authplugin::KeyRing;
+use tokio_util::sync::CancellationToken;
+
+use crate::budgets::Budgets;
+use crate::config::{AuthMode, BudgetSettings, DriverConfig, InstanceConfig, OnRelayExit};
+use crate::control::Instance;
+use crate::control::driver::{BoxFuture, Driver, RunningCompute, WakeError};
+use crate::metrics::Metrics;
+use crate::profile::ComputeProfile;
+use crate::runtime::InstanceRuntime;
+
+/// A driver whose compute is ready at once: what runs in memory starts after P3.
+struct ReadyDriver;
+
+/// A compute that never exits and stops at once.
+struct Forever;
+
+impl Driver for ReadyDriver {
+    fn start(&self, _: Duration) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
+        Box::pin(async { Ok(Box::new(Forever) as Box<dyn RunningCompute>) })
+    }
+
+    fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
+        Box::pin(async { None })
+    }
+}
+
+impl RunningCompute for Forever {
+    fn wait_exit(&self) -> BoxFuture<'_, String> {
+        Box::pin(std::future::pending())
+    }
+
+    fn stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// Instance `t` in `auth` mode, signing with `ring`, every timeout `timeout`, default budgets,
+/// the server-shim greeting profile, and a state directory that is never created (a learnt
+/// profile that cannot be saved is only logged).
+pub fn runtime(auth: AuthMode, ring: KeyRing, timeout: Duration) -> InstanceRuntime {
+    let addr = SocketAddr::from(([127, 0, 0, 1], 1));
+    let config = InstanceConfig {
+        name: "t".into(),
+        listen: addr,
+        compute: addr,
+        auth,
+        proxy_protocol: false,
+        resume_timeout: timeout,
+        handshake_timeout: timeout,
+        compute_timeout: timeout,
+        idle_pause_after: Duration::from_secs(60),
+        on_relay_exit: OnRelayExit::Pause,
+        max_pending_connections: 16,
+        health_check_users: vec!["haproxy".into()],
+        driver: DriverConfig::Process {
+            command: vec!["unused".into()],
+            cwd: ".".into(),
+            stop_grace: Duration::from_secs(1),
+        },
+    };
+    let metrics = Arc::new(Metrics::default());
+    InstanceRuntime {
+        instance: Instance::new(config, Box::new(ReadyDriver), Arc::clone(&metrics), None),
+        profile: RwLock::new(ComputeProfile::server_shim_default()),
+        state_dir: "/nonexistent/perceptron-in-memory".into(),
+        ring: Arc::new(ring),
+        metrics,
+        connection_ids: AtomicU32::new(1),
+        shutdown: CancellationToken::new(),
+        budgets: Arc::new(Budgets::new(BudgetSettings::default().to_budget_config())),
+    }
+}
