@@ -11,6 +11,7 @@
 pub mod driver;
 pub mod exec;
 pub mod http;
+pub mod listener_owner;
 pub mod process;
 pub mod readiness;
 

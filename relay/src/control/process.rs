@@ -26,7 +26,7 @@ use tokio::process::Command;
 use tokio::sync::{Notify, watch};
 
 use super::driver::{BoxFuture, Driver, RunningCompute, WakeError};
-use super::readiness;
+use super::{listener_owner, readiness};
 
 /// How often an adopted (non-child) compute is checked for exit.
 const ADOPTED_POLL: Duration = Duration::from_millis(200);
@@ -79,6 +79,13 @@ impl Driver for ProcessDriver {
                     return Err(WakeError::Timeout(timeout));
                 }
                 match tokio::time::timeout_at(deadline, readiness::probe(self.compute)).await {
+                    Ok(Ok(_greeting))
+                        if listener_owner::owned_by(child.pid, self.compute.addr)
+                            == Some(false) =>
+                    {
+                        // Someone else greets on the compute's address: never hand it a login.
+                        tracing::warn!(instance = %self.instance, pid = child.pid, addr = %self.compute.addr, "another process listens on the compute address; waiting for the compute's own listener");
+                    }
                     Ok(Ok(_greeting)) => {
                         tracing::info!(instance = %self.instance, pid = child.pid, "compute ready");
                         return Ok(Box::new(child) as Box<dyn RunningCompute>);
@@ -112,6 +119,10 @@ impl Driver for ProcessDriver {
             }
             if let Err(why) = readiness::probe(self.compute).await {
                 tracing::warn!(instance = %self.instance, pid, %why, "compute process runs but does not greet; not adopting");
+                return None;
+            }
+            if listener_owner::owned_by(pid, self.compute.addr) == Some(false) {
+                tracing::warn!(instance = %self.instance, pid, addr = %self.compute.addr, "another process listens on the compute address; not adopting");
                 return None;
             }
             let (tx, rx) = watch::channel(None);
