@@ -58,7 +58,8 @@ impl Verdict {
 /// own challenge instead — MariaDB with `perceptron_dual`, which offers a fresh scramble
 /// under `mysql_native_password` in an AuthSwitchRequest — gets a payload signed for that
 /// scramble, once. A switch that repeats the greeting's scramble comes from a stock native
-/// plugin (the account is not on `perceptron_dual`) and is answered so that it fails. Consumes the login so the client's answer is wiped when this returns.
+/// plugin (the account is not on `perceptron_dual`) and is answered so that it fails.
+/// Consumes the login so the client's answer is wiped when this returns.
 ///
 /// # Errors
 /// [`ComputeError`] when the payload cannot be built or sent, for a timeout, a lost
