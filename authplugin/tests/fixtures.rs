@@ -363,3 +363,28 @@ fn tolerates_connect_attrs_the_server_did_not_offer() {
         HandshakeResponse41::decode_for_server(b, server_caps)
     });
 }
+
+/// Found by fuzzing (`handshake_response41_decode`, 2026-12-01): a client that sets
+/// CLIENT_CONNECT_ATTRS to a server without it (the mysql-connector-python quirk) while zstd
+/// compression is negotiated. The quirk used to read the zstd level byte as an attribute
+/// block, and the re-encoded login did not decode.
+#[test]
+fn connect_attrs_quirk_leaves_the_zstd_level_alone() {
+    let server: u32 = 0xff68_fe0d;
+    let login: [u8; 37] = [
+        0xf6, 0xff, 0xff, 0xff, 0xff, 0x8c, 0xa2, 0xfb, 0x00, 0xbf, 0x00, 0x00, 0x10, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xdf,
+        0x00, 0xfc, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ];
+    let r = HandshakeResponse41::decode_for_server(&login, server).unwrap();
+    assert_eq!(r.connect_attrs, Some(Vec::new()));
+    assert_eq!(r.zstd_compression_level, Some(0));
+    let mut again = Vec::new();
+    r.encode_for_server(&mut again, server);
+    assert_eq!(again, login);
+    assert_eq!(HandshakeResponse41::decode_for_server(&again, server).unwrap(), r);
+    // With only the zstd level left, there is no attribute block to read.
+    let short = &login[..login.len() - 1];
+    let r = HandshakeResponse41::decode_for_server(short, server).unwrap();
+    assert_eq!((r.connect_attrs, r.zstd_compression_level), (None, Some(0)));
+}

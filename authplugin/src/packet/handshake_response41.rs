@@ -106,9 +106,11 @@ impl HandshakeResponse41 {
             .transpose()?;
         // Known client quirk, tolerated on purpose: mysql-connector-python writes its
         // connect attributes whenever it set CLIENT_CONNECT_ATTRS itself, even to a server
-        // that did not offer the flag. One well-formed attribute block is accepted there.
+        // that did not offer the flag. One well-formed attribute block is accepted there —
+        // in the bytes left before the zstd level, which is not an attribute block.
+        let zstd_len = usize::from(client_flag & CLIENT_ZSTD_COMPRESSION_ALGORITHM != 0);
         let attrs_sent = client_flag & CLIENT_CONNECT_ATTRS != 0
-            || (sent_flag & CLIENT_CONNECT_ATTRS != 0 && r.remaining() > 0);
+            || (sent_flag & CLIENT_CONNECT_ATTRS != 0 && r.remaining() > zstd_len);
         let connect_attrs = attrs_sent
             .then(|| decode_attrs(r.lenenc_bytes("connect_attrs")?))
             .transpose()?;
@@ -163,7 +165,11 @@ impl HandshakeResponse41 {
         if flag & CLIENT_PLUGIN_AUTH != 0 {
             put_nul_terminated(out, self.client_plugin_name.as_deref().unwrap_or_default());
         }
-        if flag & CLIENT_CONNECT_ATTRS != 0 {
+        // Attributes the client sent under the quirk above are written back the same way, so
+        // what decoded re-encodes to what decodes to it again.
+        let quirk_attrs =
+            self.client_flag & CLIENT_CONNECT_ATTRS != 0 && self.connect_attrs.is_some();
+        if flag & CLIENT_CONNECT_ATTRS != 0 || quirk_attrs {
             let mut attrs = Vec::new();
             for (k, v) in self.connect_attrs.as_deref().unwrap_or_default() {
                 put_lenenc_bytes(&mut attrs, k);
