@@ -382,7 +382,10 @@ fn connect_attrs_quirk_leaves_the_zstd_level_alone() {
     let mut again = Vec::new();
     r.encode_for_server(&mut again, server);
     assert_eq!(again, login);
-    assert_eq!(HandshakeResponse41::decode_for_server(&again, server).unwrap(), r);
+    assert_eq!(
+        HandshakeResponse41::decode_for_server(&again, server).unwrap(),
+        r
+    );
     // With only the zstd level left, there is no attribute block to read.
     let short = &login[..login.len() - 1];
     let r = HandshakeResponse41::decode_for_server(short, server).unwrap();
