@@ -102,14 +102,41 @@ pub fn plugin_dir(dir: &Path) -> PathBuf {
     plugins
 }
 
-/// The `mariadbd` options that load `perceptron_dual` from `plugins` with the key ring
-/// `key_file`, and send the error log (where the plugin explains refusals) to `error_log`.
+/// Where [`dual_relay`]'s MariaDB writes its error log (where the plugin explains refusals).
 #[must_use]
-pub fn dual_options(plugins: &Path, key_file: &Path, error_log: &Path) -> Vec<String> {
-    vec![
+pub fn dual_error_log(dir: &Path) -> PathBuf {
+    dir.join("mariadb.err")
+}
+
+/// A relay in dual mode (`resume_timeout` 30 s) whose process driver runs a private MariaDB
+/// on a fresh data directory under `dir`, loading this build's `perceptron_dual` with the
+/// relay's own key ring (`dir/perceptron.key`) and logging to [`dual_error_log`]; `extra`
+/// options are appended to `mariadbd`'s command line.
+///
+/// # Panics
+/// As [`install`], [`plugin_dir`] and [`crate::relay::Relay::start`].
+#[must_use]
+pub fn dual_relay(dir: &Path, extra: &[&str]) -> crate::relay::Relay {
+    let datadir = install(dir);
+    let plugins = plugin_dir(dir);
+    let mut options = vec![
         format!("--plugin-dir={}", plugins.display()),
         "--plugin-load-add=perceptron_dual.so".to_owned(),
-        format!("--loose-perceptron-dual-key-file={}", key_file.display()),
-        format!("--log-error={}", error_log.display()),
-    ]
+        format!(
+            "--loose-perceptron-dual-key-file={}",
+            dir.join("perceptron.key").display()
+        ),
+        format!("--log-error={}", dual_error_log(dir).display()),
+    ];
+    options.extend(extra.iter().map(|s| (*s).to_owned()));
+    let options: Vec<&str> = options.iter().map(String::as_str).collect();
+    crate::relay::Relay::start(
+        dir,
+        crate::relay::RelayOptions {
+            command: Some(command(&datadir, &options)),
+            auth: "dual",
+            resume_timeout: "30s",
+            ..crate::relay::RelayOptions::default()
+        },
+    )
 }

@@ -532,23 +532,7 @@ fn every_client_works_in_dual_mode_against_mariadb_with_the_perceptron_dual_plug
         client.check_installed();
     }
     let dir = TempDir::new("client-matrix-maria-dual");
-    let datadir = tests::mariadb::install(dir.path());
-    let plugins = tests::mariadb::plugin_dir(dir.path());
-    let options = tests::mariadb::dual_options(
-        &plugins,
-        &dir.path().join("perceptron.key"),
-        &dir.path().join("mariadb.err"),
-    );
-    let options: Vec<&str> = options.iter().map(String::as_str).collect();
-    let relay = Relay::start(
-        dir.path(),
-        RelayOptions {
-            command: Some(tests::mariadb::command(&datadir, &options)),
-            auth: "dual",
-            resume_timeout: "30s",
-            ..RelayOptions::default()
-        },
-    );
+    let relay = tests::mariadb::dual_relay(dir.path(), &[]);
     // root keeps mysql_native_password, which a dual relay cannot complete: it sets up on the
     // direct route.
     prepare_route(&relay, Route::Direct);

@@ -26,9 +26,7 @@ use authplugin::packet::capabilities::{
 use authplugin::packet::{AuthSwitchRequest, HandshakeResponse41, HandshakeV10};
 use authplugin::payload::{self, Binding, LoginClaim};
 use authplugin::{AuthPlugin, KeyId, KeySecret, PerceptronKey, Scramble};
-use tests::relay::{
-    PASSWORD, Relay, RelayOptions, USER, credential_needles, pid_alive, scan_files, scan_memory,
-};
+use tests::relay::{PASSWORD, Relay, USER, credential_needles, pid_alive, scan_files, scan_memory};
 use tests::{TempDir, mariadb, raw};
 use zeroize::Zeroizing;
 
@@ -43,22 +41,8 @@ struct Dual {
 impl Dual {
     fn start(label: &str, extra: &[&str]) -> Self {
         let dir = TempDir::new(label);
-        let datadir = tests::mariadb::install(dir.path());
-        let plugins = tests::mariadb::plugin_dir(dir.path());
-        let error_log = dir.path().join("mariadb.err");
-        let key = dir.path().join("perceptron.key");
-        let mut options = tests::mariadb::dual_options(&plugins, &key, &error_log);
-        options.extend(extra.iter().map(|s| (*s).to_owned()));
-        let options: Vec<&str> = options.iter().map(String::as_str).collect();
-        let relay = Relay::start(
-            dir.path(),
-            RelayOptions {
-                command: Some(tests::mariadb::command(&datadir, &options)),
-                auth: "dual",
-                resume_timeout: "30s",
-                ..RelayOptions::default()
-            },
-        );
+        let relay = tests::mariadb::dual_relay(dir.path(), extra);
+        let error_log = tests::mariadb::dual_error_log(dir.path());
         let dual = Self {
             relay,
             error_log,
