@@ -126,6 +126,13 @@ impl PerceptronKey {
         self.mac(parts).verify_slice(tag).is_ok()
     }
 
+    /// Checks a tag truncated to its leftmost bytes (at least 16) against HMAC-SHA256 over
+    /// `parts`, in constant time: the compute's proofs carry 128-bit tags (RFC 2104 §5).
+    #[must_use]
+    pub fn verify_truncated(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+        tag.len() >= 16 && self.mac(parts).verify_truncated_left(tag).is_ok()
+    }
+
     /// The line this key takes in a key file. It contains the secret: write it only to a
     /// key file, never to a log.
     #[must_use]

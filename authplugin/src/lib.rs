@@ -11,13 +11,16 @@
 //! - [`credential`]: what a compute stores per account and the check of an answer against it.
 //! - [`identity`]: the HMAC-SHA256 key ring shared by relays and computes.
 //! - [`key_file`]: loading and writing key files, and reading any secret file (mode-checked).
-//! - [`payload`]: the relayed-auth payload v1 (DESIGN §3): encode, strict decode, verify.
+//! - [`payload`]: the relayed-auth payload v2 (DESIGN §3, hardened): encode, strict decode, verify.
+//! - [`compute_proof`]: the compute's proof that it holds the key, before the relay sends a
+//!   login.
 //! - [`replay`]: the bounded replay window over (key id, scramble A).
 //! - [`packet`]: the connection-phase packets and framing.
 //! - [`hex`]: hex for key files and stored hashes.
 //! - `digest`: hashing several parts and XOR of digests, the scramble plugins' primitives.
 
 pub mod caching_sha2;
+pub mod compute_proof;
 pub mod credential;
 mod digest;
 pub mod hex;

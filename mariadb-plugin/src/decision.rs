@@ -3,6 +3,9 @@
 //! comes out.
 //!
 //! The challenge is scramble B, offered under `mysql_native_password`. The reply is either
+//! - a relay's Hello ([`answer_hello`]): the relay asks the plugin to prove it holds the
+//!   perceptron key before it sends anything of the client's; the plugin answers with a proof
+//!   bound to the Hello's nonce and B, and the relay's next reply is the payload;
 //! - a relayed-auth payload (DESIGN §3): longer than a native token and starting with the
 //!   payload magic — a native token is exactly 20 bytes (or none), so the two never collide;
 //! - or a native answer to B from a stock client on the direct route.
@@ -12,6 +15,7 @@
 
 use std::sync::{Mutex, PoisonError};
 
+use authplugin::compute_proof::Hello;
 use authplugin::native_password::NATIVE_TOKEN_LEN;
 use authplugin::payload::{self, Binding, MAX_PAYLOAD_LEN};
 use authplugin::{AuthPlugin, KeyId, KeyRing, ReplayGuard, Scramble};
@@ -93,6 +97,30 @@ pub struct Refusal {
     pub kind: &'static str,
     /// The precise reason. Never a secret.
     pub detail: String,
+}
+
+/// The proof that answers a relay's Hello for `challenge`, or `None` when `reply` is not a
+/// Hello. The relay verifies it before sending the client's login (`compute_proof`).
+///
+/// # Errors
+/// A [`Refusal`] (`malformed`) for bytes that claim to be a Hello and are not one.
+pub fn answer_hello(
+    reply: &[u8],
+    challenge: &Scramble,
+    ring: &KeyRing,
+) -> Option<Result<Vec<u8>, Refusal>> {
+    if !Hello::is_hello(reply) {
+        return None;
+    }
+    Some(
+        Hello::decode(reply)
+            .map(|hello| hello.prove(challenge, ring))
+            .map_err(|e| Refusal {
+                route: Route::Relayed,
+                kind: "malformed",
+                detail: format!("malformed relay hello: {e}"),
+            }),
+    )
 }
 
 /// Whether the client sent a password at all, for "(using password: YES|NO)".
@@ -420,5 +448,30 @@ mod tests {
         assert_eq!(Route::of_reply(b"PCPT01234567890123456"), Route::Relayed);
         assert!(!using_password(b""));
         assert!(using_password(&[1; 20]));
+    }
+
+    #[test]
+    fn a_hello_is_answered_with_a_proof_and_anything_else_is_not() {
+        let ring = ring(&["k1"]);
+        let b = Scramble::from_bytes([0x42; 20]);
+        let hello = authplugin::compute_proof::Hello::generate(
+            KeyId::new("k1").unwrap(),
+            &mut rand::rngs::OsRng,
+        );
+        let proof = answer_hello(&hello.encode(), &b, &ring).unwrap().unwrap();
+        assert_eq!(
+            hello.verify_proof(&proof, &b, &ring),
+            Ok(KeyId::new("k1").unwrap())
+        );
+        // Native answers and payloads are not Hellos.
+        assert!(answer_hello(&[0x11; 20], &b, &ring).is_none());
+        assert!(answer_hello(b"", &b, &ring).is_none());
+        assert!(answer_hello(b"PCPT\x02\x02k1", &b, &ring).is_none());
+        // A truncated Hello is refused as malformed.
+        let bytes = hello.encode();
+        let refusal = answer_hello(&bytes[..bytes.len() - 1], &b, &ring)
+            .unwrap()
+            .unwrap_err();
+        assert_eq!((refusal.route, refusal.kind), (Route::Relayed, "malformed"));
     }
 }

@@ -358,19 +358,34 @@ unsafe fn authenticate(vio: *mut MysqlPluginVio, info: *mut MysqlServerAuthInfo)
         // The client is gone; the server logs the aborted connection itself.
         return CR_ERROR;
     }
-    let mut reply_ptr: *mut c_uchar = ptr::null_mut();
-    // SAFETY: the server's callback; it points `reply_ptr` at its packet buffer.
-    let reply_len = unsafe { read(vio, &raw mut reply_ptr) };
-    let Ok(reply_len) = usize::try_from(reply_len) else {
+    // SAFETY: `vio` is the server's (caller) and `read` its own callback.
+    let Some(mut reply) = (unsafe { read_reply(vio, read) }) else {
         return CR_ERROR;
     };
-    let reply = if reply_len == 0 || reply_ptr.is_null() {
-        Zeroizing::new(Vec::new())
-    } else {
-        // SAFETY: `read_packet` returned `reply_len` bytes at `reply_ptr`, valid until the
-        // next read; they are copied (and wiped when dropped) before anything else happens.
-        Zeroizing::new(unsafe { core::slice::from_raw_parts(reply_ptr, reply_len) }.to_vec())
-    };
+    let ring = state.keys.current();
+    // A relay first asks for proof that this server holds the key; its next reply is the
+    // login itself.
+    match decision::answer_hello(&reply, &challenge, &ring) {
+        None => {}
+        Some(Ok(proof)) => {
+            // SAFETY: as the challenge's write above; `proof` is valid for its length (under
+            // 64 bytes).
+            if unsafe { write(vio, proof.as_ptr(), proof.len() as c_int) } != 0 {
+                return CR_ERROR;
+            }
+            // SAFETY: as the first read.
+            let Some(next) = (unsafe { read_reply(vio, read) }) else {
+                return CR_ERROR;
+            };
+            reply = next;
+        }
+        Some(Err(refusal)) => {
+            // SAFETY: `info` is valid (caller).
+            let (user, _, host) = unsafe { account_of(info) };
+            log_refusal(&refusal, &user, &host);
+            return CR_ERROR;
+        }
+    }
     // The user name and stored hash are filled in by the first read of the login.
     // SAFETY: `info` is valid (caller); the user name and auth string are the server's
     // buffers of the lengths it states, alive for the whole login.
@@ -399,24 +414,49 @@ unsafe fn authenticate(vio: *mut MysqlPluginVio, info: *mut MysqlServerAuthInfo)
     };
     // SAFETY: `info` is valid and ours for this call (caller); a plain int field.
     unsafe { (*info).password_used = used };
-    let ring = state.keys.current();
     match decision::decide(&attempt, policy, &ring, &state.replay) {
         Ok(_) => CR_OK,
         Err(refusal) => {
-            error_log::write(
-                Level::Warning,
-                &format!(
-                    "refused {} login for '{}'@'{}': {} [{}]",
-                    refusal.route.as_str(),
-                    escape(&user),
-                    escape(&host),
-                    refusal.detail,
-                    refusal.kind
-                ),
-            );
+            log_refusal(&refusal, &user, &host);
             CR_ERROR
         }
     }
+}
+
+fn log_refusal(refusal: &decision::Refusal, user: &[u8], host: &[u8]) {
+    error_log::write(
+        Level::Warning,
+        &format!(
+            "refused {} login for '{}'@'{}': {} [{}]",
+            refusal.route.as_str(),
+            escape(user),
+            escape(host),
+            refusal.detail,
+            refusal.kind
+        ),
+    );
+}
+
+/// Reads the client's next packet and copies it out of the server's buffer.
+///
+/// # Safety
+/// `vio` must be the server's plugin vio for the current login and `read` its callback.
+unsafe fn read_reply(
+    vio: *mut MysqlPluginVio,
+    read: unsafe extern "C" fn(*mut MysqlPluginVio, *mut *mut c_uchar) -> c_int,
+) -> Option<Zeroizing<Vec<u8>>> {
+    let mut reply_ptr: *mut c_uchar = ptr::null_mut();
+    // SAFETY: the server's callback with its own `vio` (caller); it points `reply_ptr` at its
+    // packet buffer.
+    let reply_len = unsafe { read(vio, &raw mut reply_ptr) };
+    let reply_len = usize::try_from(reply_len).ok()?;
+    Some(if reply_len == 0 || reply_ptr.is_null() {
+        Zeroizing::new(Vec::new())
+    } else {
+        // SAFETY: `read_packet` returned `reply_len` bytes at `reply_ptr`, valid until the
+        // next read; they are copied (and wiped when dropped) before anything else happens.
+        Zeroizing::new(unsafe { core::slice::from_raw_parts(reply_ptr, reply_len) }.to_vec())
+    })
 }
 
 /// Copies the user name, the preprocessed stored hash and the client host out of `info`.
@@ -493,8 +533,9 @@ mod tests {
     //! the server's `MPVIO_EXT` (the real server is exercised by the integration tests).
 
     use super::*;
+    use authplugin::compute_proof::Hello;
     use authplugin::payload::{self, Binding, LoginClaim};
-    use authplugin::{AuthPlugin, KeyId, PerceptronKey, native_password};
+    use authplugin::{AuthPlugin, KeyId, KeyRing, PerceptronKey, native_password};
     use std::cell::RefCell;
     use std::ffi::CString;
 
@@ -508,7 +549,8 @@ mod tests {
         _db: CString,
     }
 
-    type Reply = Box<dyn Fn(&Scramble) -> Vec<u8>>;
+    /// The client's side: the next packet it sends, given the last one the plugin wrote.
+    type Reply = Box<dyn FnMut(&[u8]) -> Vec<u8>>;
 
     thread_local! {
         static CURRENT: RefCell<*mut FakeLogin> = const { RefCell::new(ptr::null_mut()) };
@@ -527,9 +569,8 @@ mod tests {
     unsafe extern "C" fn fake_read(_vio: *mut MysqlPluginVio, buf: *mut *mut c_uchar) -> c_int {
         let login = CURRENT.with(|c| *c.borrow());
         unsafe {
-            let sent = &(*login).sent;
-            let b = Scramble::from_auth_plugin_data(sent).unwrap();
-            (*login).held = ((*login).reply)(&b);
+            let sent = (*login).sent.clone();
+            (*login).held = ((*login).reply)(&sent);
             *buf = (*login).held.as_mut_ptr();
             (*login).held.len() as c_int
         }
@@ -596,8 +637,30 @@ mod tests {
         assert_eq!(unsafe { plugin_init(ptr::null_mut()) }, 0);
     }
 
+    /// A stock client: a native answer to the challenge.
+    fn native_reply(password: &'static [u8]) -> Reply {
+        Box::new(move |sent: &[u8]| {
+            native_password::token(password, &Scramble::from_auth_plugin_data(sent).unwrap())
+        })
+    }
+
+    /// A relay: a Hello for the challenge, then (if the proof verifies) the payload.
     fn relayed_reply(user: &'static [u8], db: &'static [u8], password: &'static [u8]) -> Reply {
-        Box::new(move |b: &Scramble| {
+        let mut round: Option<(Hello, Scramble)> = None;
+        Box::new(move |sent: &[u8]| {
+            let Some((hello, b)) = round.take() else {
+                let b = Scramble::from_auth_plugin_data(sent).unwrap();
+                let hello = Hello::generate(key().id().clone(), &mut rand::rngs::OsRng);
+                let bytes = hello.encode();
+                round = Some((hello, b));
+                return bytes;
+            };
+            let ring = KeyRing::new(vec![key()]).unwrap();
+            assert!(
+                hello.verify_proof(sent, &b, &ring).is_ok(),
+                "the plugin proves the key"
+            );
+            let b = &b;
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap()
@@ -629,8 +692,9 @@ mod tests {
         // The challenge is a 20-byte scramble and a NUL.
         let mut login = fake("app", "shop", b"pw", relayed_reply(b"app", b"shop", b"pw"));
         assert_eq!(run(&mut login), CR_OK);
-        assert_eq!(login.sent.len(), 21);
-        assert_eq!(login.sent[20], 0);
+        assert_eq!(login.head.auth_info.password_used, PASSWORD_USED_YES);
+        // The challenge was a 20-byte scramble and a NUL; the last write, the proof.
+        assert!(login.sent.starts_with(b"PCPT"));
         assert_eq!(login.head.auth_info.password_used, PASSWORD_USED_YES);
 
         // The database is read from the server's login state and bound by the MAC.
@@ -638,20 +702,10 @@ mod tests {
         assert_eq!(run(&mut login), CR_ERROR);
 
         // A stock client answers natively.
-        let mut login = fake(
-            "app",
-            "",
-            b"pw",
-            Box::new(|b: &Scramble| native_password::token(b"pw", b)),
-        );
+        let mut login = fake("app", "", b"pw", native_reply(b"pw"));
         assert_eq!(run(&mut login), CR_OK);
         REQUIRE_RELAY.store(true, Ordering::Relaxed);
-        let mut login = fake(
-            "app",
-            "",
-            b"pw",
-            Box::new(|b: &Scramble| native_password::token(b"pw", b)),
-        );
+        let mut login = fake("app", "", b"pw", native_reply(b"pw"));
         assert_eq!(run(&mut login), CR_ERROR);
         REQUIRE_RELAY.store(false, Ordering::Relaxed);
 

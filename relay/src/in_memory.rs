@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use authplugin::KeyRing;
@@ -74,6 +74,7 @@ pub fn runtime(auth: AuthMode, ring: KeyRing, timeout: Duration) -> InstanceRunt
         profile: RwLock::new(ComputeProfile::server_shim_default()),
         state_dir: "/nonexistent/perceptron-in-memory".into(),
         ring: Arc::new(ring),
+        greetings: Arc::new(Mutex::new(authplugin::compute_proof::greeting_guard())),
         metrics,
         connection_ids: AtomicU32::new(1),
         shutdown: CancellationToken::new(),

@@ -60,11 +60,13 @@ impl ComputeProfile {
         }
     }
 
-    /// The profile of a compute's greeting.
+    /// The profile of a compute's greeting. A server-shim's proof of key possession is cut
+    /// from the version: it is bound to that greeting's scramble and means nothing to clients.
     #[must_use]
     pub fn from_greeting(g: &HandshakeV10) -> Self {
         Self {
-            server_version: g.server_version.clone(),
+            server_version: authplugin::compute_proof::version_without_proof(&g.server_version)
+                .to_vec(),
             capability_flags: g.capability_flags,
             character_set: g.character_set,
             status_flags: g.status_flags,

@@ -4,10 +4,10 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use authplugin::KeyRing;
 use authplugin::packet::HandshakeV10;
+use authplugin::{KeyRing, ReplayGuard};
 use tokio_util::sync::CancellationToken;
 
 use crate::budgets::Budgets;
@@ -27,6 +27,9 @@ pub struct InstanceRuntime {
     pub state_dir: PathBuf,
     /// The relay's key ring.
     pub ring: Arc<KeyRing>,
+    /// Compute greetings whose proof of the key was accepted, relay-wide
+    /// (`authplugin::compute_proof::greeting_guard`).
+    pub greetings: Arc<Mutex<ReplayGuard>>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Connection ids for greetings.

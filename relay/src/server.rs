@@ -2,7 +2,7 @@
 //! (house rule 7: stop accepting, drain with a deadline, then stop the computes).
 
 use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use authplugin::KeyRing;
@@ -117,6 +117,7 @@ pub async fn run(
     std::fs::create_dir_all(&config.relay.state_dir).map_err(StartError::StateDir)?;
     raise_descriptor_limit(config.relay.max_pending_connections);
     let ring = Arc::new(ring);
+    let greetings = Arc::new(Mutex::new(authplugin::compute_proof::greeting_guard()));
     let metrics = Arc::new(Metrics::default());
     let ledger = Arc::new(Ledger::open(&config.relay.state_dir).map_err(StartError::StateDir)?);
     let (last_states, torn) = ledger.read().map_err(StartError::StateDir)?;
@@ -163,6 +164,7 @@ pub async fn run(
             profile: RwLock::new(learnt.unwrap_or_else(ComputeProfile::server_shim_default)),
             state_dir: config.relay.state_dir.clone(),
             ring: Arc::clone(&ring),
+            greetings: Arc::clone(&greetings),
             metrics: Arc::clone(&metrics),
             connection_ids: AtomicU32::new(1),
             shutdown: shutdown.clone(),

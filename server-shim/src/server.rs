@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use authplugin::Scramble;
+use authplugin::{Scramble, compute_proof};
 use opensrv_mysql::{
     AsyncMysqlIntermediary, AsyncMysqlShim, Column, ColumnFlags, ColumnType, ErrorKind, InitWriter,
     ParamParser, QueryResultWriter, StatementMetaWriter,
@@ -67,7 +67,12 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
     type Error = io::Error;
 
     fn version(&self) -> String {
-        SERVER_VERSION.to_owned()
+        // With a key ring, the greeting proves that this compute holds the perceptron key
+        // before a relay sends it anyone's login (authplugin::compute_proof).
+        self.server.key_ring.as_ref().map_or_else(
+            || SERVER_VERSION.to_owned(),
+            |ring| compute_proof::greeting_version(SERVER_VERSION, ring, &self.scramble),
+        )
     }
 
     fn connect_id(&self) -> u32 {
@@ -99,9 +104,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             key_ring: self.server.key_ring.as_ref(),
             replay: &self.server.replay,
         };
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let now_ms = now_ms();
         let attempt = Attempt {
             handshake: handshake.as_deref(),
             plugin: auth_plugin,
@@ -312,7 +315,8 @@ async fn connection(socket: TcpStream, peer: SocketAddr, state: Arc<ServerState>
         server: state,
         shared,
         conn_id,
-        scramble: Scramble::generate(&mut rand::rngs::OsRng),
+        // Timed, so a relay can tell a fresh greeting proof from a replayed one.
+        scramble: Scramble::generate_timed(&mut rand::rngs::OsRng, now_ms()),
         peer,
         login: Mutex::new(None),
     };
@@ -323,4 +327,11 @@ async fn connection(socket: TcpStream, peer: SocketAddr, state: Arc<ServerState>
         // The kind only: opensrv's messages can quote the client's handshake bytes.
         Err(e) => debug!(conn_id, kind = ?e.kind(), "connection ended"),
     }
+}
+
+/// Wall-clock time in milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -1,7 +1,8 @@
 //! A local process that binds the compute's address before the compute does (issue 13): it
 //! greets like a MySQL server, so a readiness probe alone would trust it and hand it the
 //! relayed login (scramble A and the client's answer). The process driver trusts only a
-//! listener its own child holds.
+//! listener its own child holds; with any driver, a dual-mode compute must prove it holds the
+//! perceptron key before the relay sends it anything of the client's.
 
 #![allow(
     clippy::unwrap_used,
@@ -18,8 +19,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use authplugin::Scramble;
-use authplugin::packet::HandshakeV10;
+use authplugin::compute_proof::Hello;
+use authplugin::packet::capabilities::CLIENT_PLUGIN_AUTH;
 use authplugin::packet::capabilities::{CLIENT_CONNECT_WITH_DB, CLIENT_PROTOCOL_41};
+use authplugin::packet::{HandshakeResponse41, HandshakeV10};
 use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
 use tests::{TempDir, mariadb};
 
@@ -35,63 +38,20 @@ fn a_process_squatting_on_the_compute_address_never_receives_a_login() {
             ..RelayOptions::default()
         },
     );
-    // The impostor: greets every connection and records what it is sent.
-    let listener = TcpListener::bind(("127.0.0.1", relay.compute_port)).unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let received = Arc::new(Mutex::new(Vec::<u8>::new()));
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let impostor = {
-        let (received, accepted, stop) = (received.clone(), accepted.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let greeting = HandshakeV10::new(
-                b"5.7.99-impostor".to_vec(),
-                1,
-                &Scramble::from_bytes(*b"IIIIIIIIIIIIIIIIIIII"),
-                CLIENT_PROTOCOL_41 | CLIENT_CONNECT_WITH_DB,
-                45,
-                2,
-                "mysql_native_password",
-            )
-            .to_bytes();
-            while !stop.load(Ordering::Relaxed) {
-                let Ok((mut s, _)) = listener.accept() else {
-                    std::thread::sleep(Duration::from_millis(5));
-                    continue;
-                };
-                accepted.fetch_add(1, Ordering::Relaxed);
-                s.set_nonblocking(false).unwrap();
-                s.set_read_timeout(Some(Duration::from_millis(300)))
-                    .unwrap();
-                let mut framed = Vec::new();
-                authplugin::packet::write_packet(&mut framed, 0, &greeting);
-                let _ = s.write_all(&framed);
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = s.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    received.lock().unwrap().extend_from_slice(&buf[..n]);
-                }
-            }
-        })
-    };
-
+    let impostor = Impostor::start(relay.compute_port, false);
     let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
-    stop.store(true, Ordering::Relaxed);
-    impostor.join().unwrap();
+    let (accepted, received) = impostor.stop();
 
     assert_ne!(out.code, Some(0), "the login must fail: {}", out.stdout);
     assert!(
-        accepted.load(Ordering::Relaxed) >= 1,
+        accepted >= 1,
         "the relay probed the address (the impostor greeted):\n{}",
         relay.log()
     );
-    let got = received.lock().unwrap();
     assert!(
-        got.is_empty(),
+        received.is_empty(),
         "the impostor received {} bytes from the relay:\n{}",
-        got.len(),
+        received.len(),
         relay.log()
     );
     assert!(
@@ -101,4 +61,117 @@ fn a_process_squatting_on_the_compute_address_never_receives_a_login() {
         "{}",
         relay.log()
     );
+}
+
+/// The exec driver cannot tell which process listens (its `start` may hand off to a service
+/// manager), so an impostor's greeting passes readiness. It still receives neither scramble A
+/// nor the client's answer, only a Hello it cannot answer, and the session it offers reaches
+/// no client.
+#[test]
+fn with_the_exec_driver_an_impostor_gets_a_hello_and_no_client() {
+    let dir = TempDir::new("relay-impostor-exec");
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            driver_toml: Some(
+                "[instance.driver]\nkind = \"exec\"\nstart = [\"true\"]\nstop = [\"true\"]\n"
+                    .into(),
+            ),
+            resume_timeout: "5s",
+            ..RelayOptions::default()
+        },
+    );
+    let impostor = Impostor::start(relay.compute_port, true);
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    let (_, received) = impostor.stop();
+
+    assert_ne!(out.code, Some(0), "no session: {}", out.stdout);
+    assert!(out.stderr.contains("1053"), "{}", out.stderr);
+    // What the relay sent: its login, whose answer is a Hello; then nothing.
+    let (packet, used) = authplugin::packet::parse_packet(&received, 1 << 20)
+        .unwrap()
+        .unwrap_or_else(|| panic!("no login received:\n{}", relay.log()));
+    let rest = &received[used..];
+    let login = HandshakeResponse41::decode_for_server(&packet.payload, u32::MAX).unwrap();
+    assert_eq!(login.username, USER.as_bytes());
+    assert!(
+        Hello::decode(&login.auth_response).is_ok(),
+        "the answer must be a Hello, not the client's"
+    );
+    assert!(rest.is_empty(), "{} more bytes", rest.len());
+    assert!(relay.log().contains("compute_unproven"), "{}", relay.log());
+}
+
+/// A process on the compute's address that greets every connection like a MySQL server (no
+/// proof of the key) and records what it is sent; with `say_ok`, it answers the first packet
+/// of each connection with an OK, offering a session.
+struct Impostor {
+    thread: std::thread::JoinHandle<()>,
+    received: Arc<Mutex<Vec<u8>>>,
+    accepted: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Impostor {
+    fn start(port: u16, say_ok: bool) -> Self {
+        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let received = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (r, a, st) = (received.clone(), accepted.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let greeting = HandshakeV10::new(
+                b"5.7.99-impostor".to_vec(),
+                1,
+                &Scramble::from_bytes(*b"IIIIIIIIIIIIIIIIIIII"),
+                CLIENT_PROTOCOL_41 | CLIENT_CONNECT_WITH_DB | CLIENT_PLUGIN_AUTH,
+                45,
+                2,
+                "mysql_native_password",
+            )
+            .to_bytes();
+            while !st.load(Ordering::Relaxed) {
+                let Ok((mut s, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                a.fetch_add(1, Ordering::Relaxed);
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
+                let mut framed = Vec::new();
+                authplugin::packet::write_packet(&mut framed, 0, &greeting);
+                let _ = s.write_all(&framed);
+                let mut buf = [0u8; 4096];
+                let mut answered = false;
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    r.lock().unwrap().extend_from_slice(&buf[..n]);
+                    if say_ok && !answered {
+                        answered = true;
+                        let mut ok = Vec::new();
+                        authplugin::packet::write_packet(&mut ok, 2, &[0, 0, 0, 2, 0, 0, 0]);
+                        let _ = s.write_all(&ok);
+                    }
+                }
+            }
+        });
+        Self {
+            thread,
+            received,
+            accepted,
+            stop,
+        }
+    }
+
+    /// Stops it; how many connections it accepted and every byte it received.
+    fn stop(self) -> (usize, Vec<u8>) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap();
+        let got = self.received.lock().unwrap().clone();
+        (self.accepted.load(Ordering::Relaxed), got)
+    }
 }

@@ -19,7 +19,9 @@ use authplugin::packet::capabilities::{
 };
 use authplugin::packet::{HandshakeResponse41, HandshakeV10};
 use authplugin::payload::{self, Binding, LoginClaim, PLUGIN_NAME};
-use authplugin::{AuthPlugin, KeyId, PerceptronKey, Scramble, native_password};
+use authplugin::{
+    AuthPlugin, KeyId, KeyRing, PerceptronKey, Scramble, compute_proof, native_password,
+};
 use tests::{Shim, TempDir, add_user, mariadb, mariadb_script, python, raw};
 use zeroize::Zeroizing;
 
@@ -110,6 +112,48 @@ fn greeting_reports_version_fresh_scramble_and_increasing_connection_ids() {
     }
     assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "{seen:?}");
     assert!(seen.windows(2).all(|w| w[0].1 != w[1].1), "scramble reused");
+}
+
+/// With a key file, the greeting proves that the shim holds the key: a tag over its timed
+/// scramble B in the server version, which a relay with the same key accepts once.
+#[test]
+fn greeting_proves_the_key_with_a_key_file() {
+    let tmp = TempDir::new("greeting-proof");
+    let key_file = tmp.path().join("perceptron.key");
+    let key = PerceptronKey::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);
+    authplugin::key_file::append(&key_file, &key).unwrap();
+    let shim = Shim::start(&data_dir(&tmp), Some(&key_file), &[]);
+    let mut s = raw::connect(shim.port).unwrap();
+    let (_, payload) = raw::read_packet(&mut s).unwrap();
+    let g = HandshakeV10::decode(&payload).unwrap();
+    assert_eq!(
+        compute_proof::version_without_proof(&g.server_version),
+        b"8.0.36-perceptron-shim"
+    );
+    let b = g.scramble().unwrap();
+    let ring = KeyRing::new(vec![key]).unwrap();
+    let mut guard = compute_proof::greeting_guard();
+    let proven = compute_proof::verify_greeting(&g.server_version, &b, &ring, now_ms(), &mut guard);
+    assert_eq!(proven, Ok(KeyId::new("k1").unwrap()));
+    assert_eq!(
+        compute_proof::verify_greeting(&g.server_version, &b, &ring, now_ms(), &mut guard),
+        Err(compute_proof::ProofError::Replayed)
+    );
+    let other = KeyRing::new(vec![PerceptronKey::generate(
+        KeyId::new("k1").unwrap(),
+        &mut rand::rngs::OsRng,
+    )])
+    .unwrap();
+    assert_eq!(
+        compute_proof::verify_greeting(
+            &g.server_version,
+            &b,
+            &other,
+            now_ms(),
+            &mut compute_proof::greeting_guard()
+        ),
+        Err(compute_proof::ProofError::BadTag)
+    );
 }
 
 /// Plays the relay's P6 against the shim: reads the greeting (scramble B), signs a payload

@@ -1,16 +1,25 @@
 //! P6 and P7 in dual mode (DESIGN §3): log in to the compute with the relayed-auth payload
 //! (the relay's proof over scramble B, plus scramble A and the client's answer to it) and read
 //! the compute's verdict. P8, handing the verdict to the client, is the caller's.
+//!
+//! The payload goes only to a compute that has proven it holds the perceptron key
+//! (`authplugin::compute_proof`): server-shim proves it in its greeting; a compute that does
+//! not (MariaDB, whose greeting the plugin cannot change) gets a Hello in its place and must
+//! answer it with a proof bound to its own challenge first. Until then the relay has sent the
+//! user name and database, never scramble A or the client's answer, and it hands the client
+//! no session that an unproven compute accepted.
 
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use authplugin::compute_proof::{self, Hello, ProofError};
 use authplugin::packet::auth_switch::AUTH_SWITCH_HEADER;
 use authplugin::packet::capabilities::{
     CLIENT_CONNECT_WITH_DB, CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA,
 };
 use authplugin::packet::{AuthSwitchRequest, Packet};
 use authplugin::payload::{self, Binding, LoginClaim};
-use authplugin::{AuthPlugin, KeyRing, Scramble};
+use authplugin::{AuthPlugin, KeyRing, ReplayGuard, Scramble};
 use tokio::io::{AsyncRead, AsyncWrite};
 use zeroize::Zeroizing;
 
@@ -34,6 +43,10 @@ pub struct Signer<'a> {
     pub client_addr: &'a str,
     /// The time the payload claims to be issued at (Unix ms).
     pub now_ms: u64,
+    /// The greetings whose proofs this relay has accepted
+    /// ([`compute_proof::greeting_guard`]), shared by every instance: a greeting replayed
+    /// onto another connection is refused.
+    pub greetings: &'a Mutex<ReplayGuard>,
 }
 
 /// The compute's answer to a relayed login: its OK or ERR packet.
@@ -52,30 +65,39 @@ impl Verdict {
 }
 
 /// P6 and P7: sends the HandshakeResponse41 carrying the client's identity and session
-/// settings with the relayed-auth payload as its answer, and reads the compute's verdict.
+/// settings and reads the compute's verdict.
 ///
-/// The payload is bound to the greeting's scramble B. A compute whose auth plugin issues its
-/// own challenge instead — MariaDB with `perceptron_dual`, which offers a fresh scramble
-/// under `mysql_native_password` in an AuthSwitchRequest — gets a payload signed for that
-/// scramble, once. A switch that repeats the greeting's scramble comes from a stock native
-/// plugin (the account is not on `perceptron_dual`) and is answered so that it fails.
-/// Consumes the login so the client's answer is wiped when this returns.
+/// A compute whose greeting proves it holds the key gets the relayed-auth payload, bound to
+/// the greeting's scramble B, as the login's answer. Any other gets a [`Hello`] there. A
+/// compute whose auth plugin then issues its own challenge — MariaDB with `perceptron_dual`,
+/// which offers a fresh scramble under `mysql_native_password` in an AuthSwitchRequest — is
+/// answered with a Hello (unless its greeting proved it), must reply with a proof bound to that
+/// challenge, and then gets a payload signed for it, once. A switch that repeats the greeting's
+/// scramble comes from a stock native plugin (the account is not on `perceptron_dual`) and is
+/// answered so that it fails. Consumes the login so the client's answer is wiped when this
+/// returns.
 ///
 /// # Errors
 /// [`ComputeError`] when the payload cannot be built or sent, for a timeout, a lost
-/// connection, or any reply other than OK, ERR or that one switch.
+/// connection, a compute that fails to prove it holds the key
+/// ([`ComputeProtocolError::Unproven`]), or any reply other than OK, ERR or that one switch.
 pub async fn log_in<S: AsyncRead + AsyncWrite + Unpin>(
     compute: &mut GreetedCompute<S>,
     login: ClientLogin,
     signer: &Signer<'_>,
     timeout: Duration,
 ) -> Result<Verdict, ComputeError> {
-    let (response, signed) = build_response(login, compute, signer)?;
+    let mut proven = greeting_proven(compute, signer)?;
+    let hello = Hello::generate(
+        signer.ring.signing_key().id().clone(),
+        &mut rand::rngs::OsRng,
+    );
+    let (response, signed) = build_response(login, compute, signer, (!proven).then_some(&hello))?;
     compute_leg::write(&mut compute.stream, 1, &response).await?;
     drop(response);
     let reply = read_reply(&mut compute.stream, timeout, 2).await?;
     if reply.payload.first() != Some(&AUTH_SWITCH_HEADER) {
-        return verdict(reply);
+        return verdict(reply, proven);
     }
     let switch =
         AuthSwitchRequest::decode(&reply.payload).map_err(ComputeProtocolError::BadAuthSwitch)?;
@@ -83,6 +105,7 @@ pub async fn log_in<S: AsyncRead + AsyncWrite + Unpin>(
         .then(|| switch.scramble())
         .flatten()
         .ok_or(ComputeProtocolError::UnanswerableAuthSwitch)?;
+    let mut seq = 3;
     let answer = if scramble_b == compute.scramble_b {
         // The greeting's own scramble again: MariaDB's stock mysql_native_password asking
         // for a native answer, because the account does not use perceptron_dual (or does not
@@ -93,15 +116,52 @@ pub async fn log_in<S: AsyncRead + AsyncWrite + Unpin>(
         rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut token);
         token
     } else {
+        if !proven {
+            compute_leg::write(&mut compute.stream, seq, &hello.encode()).await?;
+            let reply = read_reply(&mut compute.stream, timeout, seq + 1).await?;
+            if matches!(reply.payload.first(), Some(0x00 | 0xFF)) {
+                // An ERR is the compute refusing the Hello (a plugin that predates the proof
+                // reads it as a malformed payload); an OK would be a session nobody proved.
+                return verdict(reply, false);
+            }
+            hello
+                .verify_proof(&reply.payload, &scramble_b, signer.ring)
+                .map_err(ComputeProtocolError::Unproven)?;
+            proven = true;
+            seq += 2;
+        }
         signed.sign_for(&scramble_b, signer)?
     };
-    compute_leg::write(&mut compute.stream, 3, &answer).await?;
+    compute_leg::write(&mut compute.stream, seq, &answer).await?;
     drop(answer);
-    let reply = read_reply(&mut compute.stream, timeout, 4).await?;
+    let reply = read_reply(&mut compute.stream, timeout, seq + 1).await?;
     if reply.payload.first() == Some(&AUTH_SWITCH_HEADER) {
         return Err(ComputeProtocolError::SecondAuthSwitch.into());
     }
-    verdict(reply)
+    verdict(reply, proven)
+}
+
+/// Whether the greeting proves the compute holds the key. A greeting without a proof is not
+/// an error (the compute may prove it in a challenge round); one whose proof fails is.
+fn greeting_proven<S>(
+    compute: &GreetedCompute<S>,
+    signer: &Signer<'_>,
+) -> Result<bool, ComputeError> {
+    let mut greetings = signer
+        .greetings
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    match compute_proof::verify_greeting(
+        &compute.greeting.server_version,
+        &compute.scramble_b,
+        signer.ring,
+        signer.now_ms,
+        &mut greetings,
+    ) {
+        Ok(_) => Ok(true),
+        Err(ProofError::Missing) => Ok(false),
+        Err(e) => Err(ComputeProtocolError::Unproven(e).into()),
+    }
 }
 
 /// Reads the compute's next packet, which must carry `sequence_id`.
@@ -121,9 +181,11 @@ async fn read_reply<S: AsyncRead + AsyncWrite + Unpin>(
     Ok(reply)
 }
 
-/// The verdict, if `reply` is an OK or an ERR.
-fn verdict(reply: Packet) -> Result<Verdict, ComputeError> {
+/// The verdict, if `reply` is an OK or an ERR. An OK from a compute that has not proven it
+/// holds the key is refused: the client's session would go to whoever it is.
+fn verdict(reply: Packet, proven: bool) -> Result<Verdict, ComputeError> {
     match reply.payload.first() {
+        Some(0x00) if !proven => Err(ComputeProtocolError::Unproven(ProofError::Missing).into()),
         Some(0x00 | 0xFF) => Ok(Verdict { reply }),
         Some(&other) => Err(ComputeProtocolError::Unexpected(other).into()),
         None => Err(ComputeProtocolError::Empty.into()),
@@ -161,10 +223,13 @@ impl Signable {
     }
 }
 
+/// The P6 login and what later answers are signed over. Its answer is the payload bound to
+/// the greeting's scramble, or `hello` for a compute that has not proven it holds the key.
 fn build_response<S>(
     login: ClientLogin,
     compute: &GreetedCompute<S>,
     signer: &Signer<'_>,
+    hello: Option<&Hello>,
 ) -> Result<(Zeroizing<Vec<u8>>, Signable), ComputeError> {
     let mut p6 = compute_leg::response_for(
         &login,
@@ -189,12 +254,15 @@ fn build_response<S>(
         user: p6.username.clone(),
         database,
     };
-    let signed = signable.sign_for(&compute.scramble_b, signer)?;
+    let answer = match hello {
+        Some(hello) => Zeroizing::new(hello.encode()),
+        None => signable.sign_for(&compute.scramble_b, signer)?,
+    };
     if p6.client_flag & CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA == 0
-        && signed.len() > MAX_SHORT_AUTH_RESPONSE
+        && answer.len() > MAX_SHORT_AUTH_RESPONSE
     {
         return Err(ComputeProtocolError::PayloadTooLong.into());
     }
-    p6.auth_response = signed;
+    p6.auth_response = answer;
     Ok((Zeroizing::new(p6.to_bytes()), signable))
 }

@@ -257,6 +257,7 @@ where
                 scramble_a: &scramble_a,
                 client_addr: &client_addr,
                 now_ms: crate::ledger::now_ms(),
+                greetings: &rt.greetings,
             };
             let verdict =
                 dual_auth::log_in(&mut compute, login, &signer, cfg.compute_timeout).await?;

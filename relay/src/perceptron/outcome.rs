@@ -4,6 +4,7 @@
 //! name; internal addresses and error details stay in the relay's log.
 
 use authplugin::DecodeError;
+use authplugin::compute_proof::ProofError;
 use authplugin::packet::err::codes;
 use authplugin::packet::{ErrPacket, FrameError};
 use authplugin::payload::EncodeError;
@@ -124,6 +125,10 @@ pub enum ComputeProtocolError {
     /// In dual mode, an AuthSwitchRequest that is not a `mysql_native_password` challenge
     /// (20 bytes and a NUL), the only one a relayed-auth payload can be bound to.
     UnanswerableAuthSwitch,
+    /// In dual mode, the compute did not prove that it holds the perceptron key, so the relay
+    /// sent it nothing of the client's: an impostor on the compute's address, a compute with
+    /// another key ring, or one that predates the proof.
+    Unproven(ProofError),
 }
 
 impl ComputeError {
@@ -141,6 +146,7 @@ impl ComputeError {
             Self::Connect(_) => "compute_connect_failed",
             Self::Timeout(_) => "compute_timeout",
             Self::Lost(_) => "compute_lost",
+            Self::Protocol(ComputeProtocolError::Unproven(_)) => "compute_unproven",
             Self::Protocol(_) => "compute_protocol",
             Self::CapabilityMismatch(_) => "capability_mismatch",
         }
@@ -201,6 +207,12 @@ impl std::fmt::Display for ComputeProtocolError {
             Self::UnanswerableAuthSwitch => f.write_str(
                 "server switched to a plugin other than a mysql_native_password challenge; \
                  is the account IDENTIFIED VIA perceptron_dual?",
+            ),
+            Self::Unproven(e) => write!(
+                f,
+                "{e} [{}]; nothing of the client's was sent to it (is it the compute the \
+                 driver started, with the relay's key ring?)",
+                e.kind()
             ),
         }
     }

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use authplugin::compute_proof::{self, Hello, ProofError};
 use authplugin::packet::capabilities::*;
 use authplugin::packet::{AuthSwitchRequest, ErrPacket, HandshakeResponse41, HandshakeV10, Packet};
 use authplugin::payload::{self, Binding};
@@ -129,27 +130,45 @@ async fn client(stream: DuplexStream, flags: u32, script: ClientScript) -> Vec<P
     received
 }
 
-/// The scripted compute's side: greets with scramble B and the server-shim profile.
+/// The scripted compute's side: greets with a timed scramble B and the server-shim profile,
+/// proving that it holds `ring` as server-shim does (or not, as MariaDB's greeting).
 struct ComputeSide {
     stream: PacketStream<DuplexStream>,
     scramble_b: Scramble,
+    ring: Arc<KeyRing>,
 }
 
 impl ComputeSide {
-    fn new(stream: DuplexStream) -> Self {
+    fn new(stream: DuplexStream, ring: Arc<KeyRing>) -> Self {
         Self {
             stream: PacketStream::new(stream, 1 << 20),
-            scramble_b: Scramble::from_bytes(*b"BBBBBBBBBBBBBBBBBBBB"),
+            scramble_b: Scramble::generate_timed(&mut rand::rngs::OsRng, crate::ledger::now_ms()),
+            ring,
         }
     }
 
+    /// Greets as server-shim: the key proven in the server version.
     async fn greet(&mut self) {
         self.greet_with(ComputeProfile::server_shim_default()).await;
     }
 
     async fn greet_with(&mut self, profile: ComputeProfile) {
-        let g = profile.greeting(42, &self.scramble_b);
+        let mut g = profile.greeting(42, &self.scramble_b);
+        let base = String::from_utf8(g.server_version).unwrap();
+        g.server_version =
+            compute_proof::greeting_version(&base, &self.ring, &self.scramble_b).into_bytes();
         self.stream.write_packet(0, &g.to_bytes()).await.unwrap();
+    }
+
+    /// Greets as MariaDB: no proof in the greeting.
+    async fn greet_unproven(&mut self) {
+        let g = ComputeProfile::server_shim_default().greeting(42, &self.scramble_b);
+        self.stream.write_packet(0, &g.to_bytes()).await.unwrap();
+    }
+
+    /// Whether the relay has sent nothing more and closed.
+    async fn got_nothing_more(&mut self) -> bool {
+        self.stream.read_packet().await.is_err()
     }
 
     async fn read_login(&mut self) -> HandshakeResponse41 {
@@ -234,7 +253,8 @@ where
             None => {
                 let (relay_end, compute_end) = tokio::io::duplex(1 << 16);
                 let f = compute.take().expect("one compute per run");
-                compute_task = Some(tokio::spawn(f(ComputeSide::new(compute_end))));
+                let side = ComputeSide::new(compute_end, Arc::clone(&rt.ring));
+                compute_task = Some(tokio::spawn(f(side)));
                 script.push(Ok(relay_end));
             }
         }
@@ -467,11 +487,13 @@ async fn reply_with_the_wrong_sequence_id_is_a_protocol_error() {
     assert_unavailable(&r);
 }
 
-/// MariaDB's `perceptron_dual` plugin challenges with its own scramble in an AuthSwitchRequest
-/// (sequence id 2); the relay answers with a payload bound to that scramble (3) and the
-/// verdict follows (4).
+/// MariaDB greets without a proof, and its `perceptron_dual` plugin challenges with its own
+/// scramble in an AuthSwitchRequest (sequence id 2). The relay's P6 and its answer to the
+/// challenge (3) are a Hello; the plugin proves the key over the Hello's nonce and its
+/// challenge (4); only then does the relay send the payload bound to that challenge (5), and
+/// the verdict follows (6).
 #[tokio::test]
-async fn dual_login_answers_the_computes_own_challenge() {
+async fn dual_login_answers_the_computes_own_challenge_after_its_proof() {
     let rt = runtime(AuthMode::Dual);
     let ring = Arc::clone(&rt.ring);
     let r = run(
@@ -480,19 +502,29 @@ async fn dual_login_answers_the_computes_own_challenge() {
         ClientScript::ReadAll,
         vec![None],
         |mut c| async move {
-            c.greet().await;
+            c.greet_unproven().await;
             let p6 = c.read_login().await;
+            assert!(
+                Hello::decode(&p6.auth_response).is_ok(),
+                "an unproven compute gets a Hello, not the client's answer"
+            );
             c.scramble_b = Scramble::from_bytes(*b"CCCCCCCCCCCCCCCCCCCC");
             c.switch_to(AuthPlugin::MysqlNativePassword).await;
+            let hello = c.stream.read_packet().await.unwrap();
+            assert_eq!(hello.sequence_id, 3);
+            let hello = Hello::decode(&hello.payload).unwrap();
+            assert_eq!(&hello.key_id, ring.signing_key().id());
+            let proof = hello.prove(&c.scramble_b, &ring);
+            c.send(4, &proof).await;
             let answer = c.stream.read_packet().await.unwrap();
-            assert_eq!(answer.sequence_id, 3);
+            assert_eq!(answer.sequence_id, 5);
             let mut p6_for_c = p6.clone();
             p6_for_c.auth_response = zeroize::Zeroizing::new(answer.payload);
             assert!(
                 c.verify(&p6_for_c, &ring),
                 "the payload must be bound to the new challenge"
             );
-            c.send(4, &ok_packet()).await;
+            c.send(6, &ok_packet()).await;
         },
     )
     .await;
@@ -515,7 +547,7 @@ async fn a_stock_native_challenge_in_dual_mode_ends_as_the_servers_denial() {
         ClientScript::ReadAll,
         vec![None],
         |mut c| async move {
-            c.greet().await;
+            c.greet_unproven().await;
             let _ = c.read_login().await;
             c.switch_to(AuthPlugin::MysqlNativePassword).await;
             let answer = c.stream.read_packet().await.unwrap();
@@ -579,6 +611,156 @@ async fn a_second_dual_challenge_is_a_protocol_error() {
         ComputeError::Protocol(ComputeProtocolError::SecondAuthSwitch)
     ));
     assert_unavailable(&r);
+}
+
+/// Whatever greets without a proof and accepts the Hello gets no client: the relay never sent
+/// it scramble A or the client's answer, and refuses the session it offers.
+#[tokio::test]
+async fn an_unproven_compute_that_accepts_the_hello_gets_no_client() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet_unproven().await;
+            let p6 = c.read_login().await;
+            assert!(Hello::decode(&p6.auth_response).is_ok());
+            c.send(2, &ok_packet()).await;
+            assert!(c.got_nothing_more().await);
+        },
+    )
+    .await;
+    assert!(matches!(
+        compute_error(&r),
+        ComputeError::Protocol(ComputeProtocolError::Unproven(ProofError::Missing))
+    ));
+    assert_eq!(compute_error(&r).label(), "compute_unproven");
+    assert_unavailable(&r);
+}
+
+/// A greeting proven with a key the relay does not hold (an impostor, or a compute given
+/// another key file) is refused before the relay sends anything.
+#[tokio::test]
+async fn a_greeting_proven_with_another_key_gets_nothing() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            let other = PerceptronKey::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);
+            c.ring = Arc::new(KeyRing::new(vec![other]).unwrap());
+            c.greet().await;
+            assert!(c.got_nothing_more().await, "no login may reach it");
+        },
+    )
+    .await;
+    assert!(matches!(
+        compute_error(&r),
+        ComputeError::Protocol(ComputeProtocolError::Unproven(ProofError::BadTag))
+    ));
+    assert_unavailable(&r);
+}
+
+/// A greeting recorded from the real compute and replayed by whatever holds the compute's
+/// address later is refused: each proven greeting is accepted once.
+#[tokio::test]
+async fn a_replayed_greeting_gets_nothing() {
+    let rt = runtime(AuthMode::Dual);
+    let recorded = Scramble::generate_timed(&mut rand::rngs::OsRng, crate::ledger::now_ms());
+    let b = recorded.clone();
+    let first = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.scramble_b = b;
+            c.greet().await;
+            let _ = c.read_login().await;
+            c.send(2, &ok_packet()).await;
+        },
+    )
+    .await;
+    assert!(first.result.unwrap().1.accepted());
+    let replay = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.scramble_b = recorded;
+            c.greet().await;
+            assert!(c.got_nothing_more().await, "no login may reach it");
+        },
+    )
+    .await;
+    assert!(matches!(
+        compute_error(&replay),
+        ComputeError::Protocol(ComputeProtocolError::Unproven(ProofError::Replayed))
+    ));
+    assert_unavailable(&replay);
+}
+
+/// A challenging compute that answers the Hello with a proof made with another key gets no
+/// payload.
+#[tokio::test]
+async fn a_challenge_proof_with_another_key_gets_no_payload() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet_unproven().await;
+            let _ = c.read_login().await;
+            c.scramble_b = Scramble::from_bytes(*b"CCCCCCCCCCCCCCCCCCCC");
+            c.switch_to(AuthPlugin::MysqlNativePassword).await;
+            let hello = Hello::decode(&c.stream.read_packet().await.unwrap().payload).unwrap();
+            let other = PerceptronKey::new(
+                hello.key_id.clone(),
+                authplugin::KeySecret::from_bytes([1; 32]),
+            );
+            let proof = hello.prove(&c.scramble_b, &KeyRing::new(vec![other]).unwrap());
+            c.send(4, &proof).await;
+            assert!(c.got_nothing_more().await, "no payload may reach it");
+        },
+    )
+    .await;
+    assert!(matches!(
+        compute_error(&r),
+        ComputeError::Protocol(ComputeProtocolError::Unproven(ProofError::BadTag))
+    ));
+    assert_unavailable(&r);
+}
+
+/// A plugin that predates the proof reads the Hello as a malformed payload and refuses: the
+/// client gets that ERR, as for any refused login.
+#[tokio::test]
+async fn a_compute_refusing_the_hello_reaches_the_client_as_its_err() {
+    let rt = runtime(AuthMode::Dual);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet_unproven().await;
+            let _ = c.read_login().await;
+            c.scramble_b = Scramble::from_bytes(*b"CCCCCCCCCCCCCCCCCCCC");
+            c.switch_to(AuthPlugin::MysqlNativePassword).await;
+            let _ = c.stream.read_packet().await.unwrap();
+            c.send(4, &denied()).await;
+        },
+    )
+    .await;
+    assert!(!r.result.as_ref().unwrap().1.accepted());
+    assert_eq!(r.client_got.len(), 1);
+    assert_eq!(err_of(&r.client_got[0]).error_code, 1045);
 }
 
 #[tokio::test(start_paused = true)]
@@ -1024,8 +1206,9 @@ async fn a_health_check_user_with_a_password_or_another_user_is_a_login() {
     for user in [&b"root"[..], b"haproxy2"] {
         let rt = runtime(AuthMode::Dual);
         let (relay_end, compute_end) = tokio::io::duplex(1 << 16);
+        let ring = Arc::clone(&rt.ring);
         let compute = tokio::spawn(async move {
-            let mut c = ComputeSide::new(compute_end);
+            let mut c = ComputeSide::new(compute_end, ring);
             c.greet().await;
             let _ = c.read_login().await;
             c.send(2, &denied()).await;
