@@ -10,16 +10,24 @@
 //! `handshake_timeout`. The compute's greeting is copied to the client meanwhile (the client
 //! cannot speak before it has it). Once the client speaks, the connection is counted, under
 //! the same lock that decides an idle pause.
+//!
+//! The login that follows is copied unchanged but watched ([`crate::login_watch`]): a user
+//! whose failed-login budget is spent is refused (ERR 1226) before its login reaches the
+//! compute, and a login the compute refuses with 1045 is charged to the source's and the
+//! user's budgets, as on the perceptron route, so password guessing is throttled on running
+//! instances too.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use authplugin::packet::err::codes;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 use crate::compute_conn::{self, ComputeTarget, OnBehalfOf};
 use crate::limits::PendingPermit;
+use crate::login_watch::{Event, LoginWatch, Verdict};
 use crate::metrics::DirectOutcome;
 use crate::perceptron;
 use crate::runtime::InstanceRuntime;
@@ -75,13 +83,118 @@ pub async fn handle(
         return;
     };
     rt.metrics.direct(&name, DirectOutcome::forwarded);
-    let bytes = crate::passthrough::pump(client, Vec::new(), compute, Vec::new()).await;
+    let (up, down) = match watch_login(&rt, &mut client, &mut compute, peer).await {
+        LoginPhase::Watched { up, down } => (up, down),
+        LoginPhase::Refused => {
+            tracing::info!(instance = %name, client = %peer, "direct login refused: its user's failed-login budget is spent");
+            return;
+        }
+        LoginPhase::Closed => return,
+    };
+    let mut bytes = crate::passthrough::pump(client, Vec::new(), compute, Vec::new()).await;
+    bytes.client_to_compute += up;
+    bytes.compute_to_client += down;
     rt.count_pumped(&bytes);
     drop(guard);
     tracing::debug!(
         instance = %name, client = %peer, up = bytes.client_to_compute, down = bytes.compute_to_client,
         ended_by = bytes.ended_by, duration_ms = started.elapsed().as_millis(), "direct connection closed"
     );
+}
+
+/// How a watched login ended.
+enum LoginPhase {
+    /// The login went through (or could not be followed); the pump takes over. Bytes copied.
+    Watched {
+        /// Client → compute.
+        up: u64,
+        /// Compute → client.
+        down: u64,
+    },
+    /// The user was refused by its budget; the client has its ERR.
+    Refused,
+    /// A side closed or failed during the login.
+    Closed,
+}
+
+/// Copies the login both ways while a [`LoginWatch`] follows it, within `handshake_timeout`
+/// (after which the pump simply takes over): holds the client's login packet until its user
+/// is admitted, and charges a 1045 from the compute to the budgets.
+async fn watch_login(
+    rt: &InstanceRuntime,
+    client: &mut TcpStream,
+    compute: &mut TcpStream,
+    peer: SocketAddr,
+) -> LoginPhase {
+    let name = &rt.instance.config.name;
+    let deadline = tokio::time::Instant::now() + rt.instance.config.handshake_timeout;
+    let mut watch = LoginWatch::new();
+    let (mut up, mut down) = (0u64, 0u64);
+    // The client's login packet, held until its user is admitted.
+    let mut held: Vec<u8> = Vec::new();
+    let mut user: Option<Vec<u8>> = None;
+    let mut from_client = [0u8; 2048];
+    let mut from_compute = [0u8; 2048];
+    while !watch.done() {
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline) => break,
+            read = client.read(&mut from_client) => {
+                let Some(chunk) = read.ok().filter(|n| *n > 0).and_then(|n| from_client.get(..n)) else {
+                    return LoginPhase::Closed;
+                };
+                if !watch.awaiting_login() {
+                    if compute.write_all(chunk).await.is_err() {
+                        return LoginPhase::Closed;
+                    }
+                    up += chunk.len() as u64;
+                    continue;
+                }
+                held.extend_from_slice(chunk);
+                match watch.client_bytes(chunk) {
+                    Some(Event::Login { user: login_user }) => {
+                        let admitted = rt.budgets.admit_login(peer.ip(), name, &login_user, false, std::time::Instant::now());
+                        if let Err(refusal) = admitted {
+                            let err = refusal.client_error(&peer.ip().to_string(), &login_user).to_bytes();
+                            let mut framed = Vec::new();
+                            authplugin::packet::write_packet(&mut framed, 2, &err);
+                            let _ = client.write_all(&framed).await;
+                            return LoginPhase::Refused;
+                        }
+                        user = Some(login_user);
+                    }
+                    Some(_) => {}
+                    None => continue,
+                }
+                if compute.write_all(&held).await.is_err() {
+                    return LoginPhase::Closed;
+                }
+                up += held.len() as u64;
+                held = Vec::new();
+            }
+            read = compute.read(&mut from_compute) => {
+                let Some(chunk) = read.ok().filter(|n| *n > 0).and_then(|n| from_compute.get(..n)) else {
+                    return LoginPhase::Closed;
+                };
+                if client.write_all(chunk).await.is_err() {
+                    return LoginPhase::Closed;
+                }
+                down += chunk.len() as u64;
+                if let (Some(Event::Verdict(Verdict::Refused(code))), Some(user)) = (watch.compute_bytes(chunk), &user)
+                    && code == codes::ER_ACCESS_DENIED_ERROR.0
+                {
+                    rt.budgets.record_failed_login(peer.ip(), name, user, std::time::Instant::now());
+                }
+            }
+        }
+    }
+    // Out of time mid-login: what was held goes on, unwatched.
+    if !held.is_empty() {
+        if compute.write_all(&held).await.is_err() {
+            return LoginPhase::Closed;
+        }
+        up += held.len() as u64;
+    }
+    LoginPhase::Watched { up, down }
 }
 
 /// How a direct connection's pre-login phase ended.

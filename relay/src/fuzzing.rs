@@ -58,6 +58,43 @@ pub fn perceptron_login(client: &[u8], compute: &[u8], switch_mode: bool) -> boo
     })
 }
 
+/// Drives the direct route's login watch with `client` and `compute` bytes, alternately, in
+/// chunks of 1–16 bytes (each chunk's length taken from its own first byte).
+///
+/// # Panics
+/// If the watch reports more than one login or more than one verdict.
+pub fn login_watch(client: &[u8], compute: &[u8]) {
+    use crate::login_watch::{Event, LoginWatch};
+    let (ups, downs) = (chunks(client), chunks(compute));
+    let mut watch = LoginWatch::new();
+    let (mut logins, mut verdicts) = (0, 0);
+    for i in 0..ups.len().max(downs.len()) {
+        let events = [
+            ups.get(i).and_then(|c| watch.client_bytes(c)),
+            downs.get(i).and_then(|c| watch.compute_bytes(c)),
+        ];
+        for event in events.into_iter().flatten() {
+            match event {
+                Event::Login { .. } => logins += 1,
+                Event::Verdict(_) => verdicts += 1,
+                Event::GaveUp => {}
+            }
+        }
+    }
+    assert!(logins <= 1 && verdicts <= 1 && verdicts <= logins);
+}
+
+/// `bytes` cut into chunks of 1–16 bytes, each chunk's length taken from its first byte.
+fn chunks(mut bytes: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    while let Some(&first) = bytes.first() {
+        let (head, tail) = bytes.split_at(usize::from(first % 16 + 1).min(bytes.len()));
+        out.push(head);
+        bytes = tail;
+    }
+    out
+}
+
 /// Writes `bytes`, closes the write side, reads until the other side closes.
 async fn play(mut stream: DuplexStream, bytes: Vec<u8>) {
     let _ = stream.write_all(&bytes).await;
@@ -93,6 +130,16 @@ fn instance(auth: AuthMode) -> InstanceRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_login_watch_takes_any_bytes() {
+        login_watch(b"", b"");
+        login_watch(&[0xff; 64], &[0; 64]);
+        let mut client = vec![40, 0, 0, 1, 0x85, 0xa6, 0x0a, 0];
+        client.extend_from_slice(&[0; 28]);
+        client.extend_from_slice(b"app\0\0");
+        login_watch(&client, &[7, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0]);
+    }
 
     #[test]
     fn garbage_and_silence_end_without_an_accepted_login() {

@@ -51,6 +51,7 @@ mod ledger;
 mod lifecycle;
 mod limits;
 mod listener;
+mod login_watch;
 mod logsafe;
 mod metrics;
 mod packet_io;

@@ -238,3 +238,55 @@ fn a_real_haproxy_mysql_check_is_answered_without_a_wake() {
     assert_eq!(status, "DOWN");
     assert!(relay.metric(WAKES_OK) >= 1.0);
 }
+
+/// Password guessing against a running instance (the direct route, where the relay copies
+/// bytes) counts against the same budgets: past `failed_logins_per_source` the source gets
+/// ERR 1129 in place of the greeting, and past `failed_logins_per_user` the user gets ERR 1226
+/// before its login reaches the compute, even with the right password. Before, the direct route
+/// counted nothing and guessing ran at about 1,400 guesses a second.
+#[test]
+fn password_guessing_on_a_running_instance_is_throttled_too() {
+    let dir = TempDir::new("budgets-direct");
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            relay_toml: "budgets = { failed_logins_per_source = 4, failed_logins_per_user = 2 }\n"
+                .into(),
+            ..RelayOptions::default()
+        },
+    );
+    // Wake it with a good login; everything below takes the direct route.
+    let mut s = raw::login(relay.port, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(relay.state(), "running");
+    let forwarded = "relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}";
+    let code = |user: &str, password: &str| match raw::login(relay.port, user, password, None) {
+        Ok(Ok(_)) => 0,
+        Ok(Err((code, _))) => code,
+        Err(e) => {
+            let mut s = raw::connect(relay.port).unwrap();
+            let (_, first) = raw::read_packet(&mut s).unwrap();
+            assert_eq!(first.first(), Some(&0xFF), "{e}");
+            raw::err_of(&first).0
+        }
+    };
+    // Two wrong passwords for `app`: the compute refuses both; then `app` is blocked.
+    assert_eq!(code(USER, "guess-1"), 1045);
+    assert_eq!(code(USER, "guess-2"), 1045);
+    assert_eq!(code(USER, PASSWORD), 1226);
+    assert!(
+        relay.metric(forwarded) >= 3.0,
+        "these took the direct route"
+    );
+    // Other users are guessed until the source's budget is spent: then 1129 for everyone.
+    assert_eq!(code("root", "guess-3"), 1045);
+    assert_eq!(code("root", "guess-4"), 1045);
+    assert_eq!(code("root", "guess-5"), 1129);
+    // The session opened before is untouched.
+    assert_eq!(
+        raw::query(&mut s, "SELECT 1").unwrap(),
+        Ok(vec![Some("1".into())])
+    );
+    assert_eq!(relay.metric(WAKES_OK), 1.0);
+}
