@@ -37,6 +37,7 @@ use tokio_util::task::TaskTracker;
 use zeroize::Zeroizing;
 
 use crate::budgets::{Budgets, ClearFilter, Subject};
+use crate::capacity::Ccu;
 use crate::control::PauseError;
 use crate::ledger::{self, Ledger};
 use crate::limits::Admission;
@@ -141,6 +142,9 @@ struct InstanceJson {
     wakes: u64,
     last_resume_ms: Option<u64>,
     failure: Option<String>,
+    /// The running compute's capacity in CCUs, with `[instance.capacity]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ccu: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -150,7 +154,7 @@ struct ConnectionsJson {
 }
 
 /// One line of the usage report.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct UsageJson {
     /// The instance.
     pub instance: String,
@@ -158,8 +162,11 @@ pub struct UsageJson {
     pub hour: String,
     /// The hour's start in Unix ms.
     pub hour_start_ms: u64,
-    /// Billed seconds in that hour.
+    /// Seconds resuming or running in that hour.
     pub billed_seconds: u64,
+    /// Capacity × time in that hour (plus the frozen rate × frozen time), in CCU-seconds
+    /// with three decimals.
+    pub ccu_seconds: f64,
 }
 
 /// Answers one request (its body is never read) that arrived on `local`, the address of
@@ -449,11 +456,13 @@ pub fn usage(
     }
     Ok(ledger::bill(events, from_ms, to_ms, max_rows)?
         .into_iter()
-        .map(|((instance, hour_start_ms), billed_seconds)| UsageJson {
+        .map(|((instance, hour_start_ms), used)| UsageJson {
             instance,
             hour: timefmt::format_utc(hour_start_ms),
             hour_start_ms,
-            billed_seconds,
+            billed_seconds: used.seconds,
+            // Thousandths: exact in an f64 far beyond any report's size.
+            ccu_seconds: used.milli_ccu_seconds as f64 / 1000.0,
         })
         .collect())
 }
@@ -474,6 +483,7 @@ fn instance_json(rt: &InstanceRuntime) -> InstanceJson {
             .last_resume
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         failure: s.failure,
+        ccu: s.ccu.map(Ccu::as_f64),
     }
 }
 
@@ -844,6 +854,7 @@ mod tests {
             at_ms: 10 * hour,
             instance: "demo".into(),
             state: crate::lifecycle::Phase::Running,
+            rate_milli: 1_000,
         }];
         let all = UsageRange {
             from_ms: None,

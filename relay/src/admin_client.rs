@@ -358,26 +358,40 @@ pub fn usage(
     Ok(match format {
         UsageFormat::Json => body,
         UsageFormat::Csv => {
-            let mut out = "instance,hour,billed_seconds\n".to_owned();
+            let mut out = "instance,hour,billed_seconds,ccu_seconds\n".to_owned();
             for r in &rows {
-                out.push_str(&format!("{},{},{}\n", r.instance, r.hour, r.billed_seconds));
+                out.push_str(&format!(
+                    "{},{},{},{:.3}\n",
+                    r.instance, r.hour, r.billed_seconds, r.ccu_seconds
+                ));
             }
             out
         }
         UsageFormat::Table => {
             let mut out = format!(
-                "{:<16} {:<21} {:>14}\n",
-                "INSTANCE", "HOUR (UTC)", "BILLED SECONDS"
+                "{:<16} {:<21} {:>14} {:>14}\n",
+                "INSTANCE", "HOUR (UTC)", "BILLED SECONDS", "CCU-SECONDS"
             );
-            let mut total = 0;
+            let (mut seconds, mut ccu_seconds) = (0, 0.0);
             for r in &rows {
-                total += r.billed_seconds;
+                seconds += r.billed_seconds;
+                ccu_seconds += r.ccu_seconds;
                 out.push_str(&format!(
-                    "{:<16} {:<21} {:>14}\n",
-                    r.instance, r.hour, r.billed_seconds
+                    "{:<16} {:<21} {:>14} {:>14.3}\n",
+                    r.instance, r.hour, r.billed_seconds, r.ccu_seconds
                 ));
             }
-            out.push_str(&format!("{:<16} {:<21} {:>14}\n", "total", "", total));
+            out.push_str(&format!(
+                "{:<16} {:<21} {seconds:>14} {ccu_seconds:>14.3}\n",
+                "total", ""
+            ));
+            out.push_str(&format!(
+                "{:<16} {:<21} {:>14} {:>14.6}\n",
+                "CCU-hours",
+                "",
+                "",
+                ccu_seconds / 3600.0
+            ));
             out
         }
     })

@@ -22,6 +22,7 @@ use std::time::Duration;
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 
+use crate::capacity::{CapacityConfig, Ccu};
 use crate::duration;
 
 /// Default wait for a paused instance to become ready.
@@ -216,6 +217,12 @@ pub struct InstanceConfig {
     /// Users whose login with an empty password is a load balancer's health check: answered
     /// OK by the relay itself on the perceptron route, without a wake, and closed.
     pub health_check_users: Vec<String>,
+    /// `[instance.capacity]`: live CPU and memory limits scaled with the load, billed in
+    /// CCU-seconds; `None` runs the compute without limits (billed as one CCU).
+    pub capacity: Option<CapacityConfig>,
+    /// With it, a pause freezes the compute (its memory and sockets kept, thawed in
+    /// milliseconds by the next login) and stops it once it has stayed frozen this long.
+    pub stop_after: Option<Duration>,
     /// How the compute is started and stopped.
     pub driver: DriverConfig,
 }
@@ -432,7 +439,56 @@ struct InstanceFile {
         deserialize_with = "health_check_users"
     )]
     health_check_users: Vec<String>,
+    capacity: Option<CapacityFile>,
+    #[serde(default, deserialize_with = "some_positive_duration")]
+    stop_after: Option<Duration>,
     driver: toml::Table,
+}
+
+/// `[instance.capacity]` as written, in CCUs.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CapacityFile {
+    #[serde(deserialize_with = "ccu")]
+    min_ccu: Ccu,
+    #[serde(deserialize_with = "ccu")]
+    max_ccu: Ccu,
+    #[serde(default, deserialize_with = "some_ccu")]
+    resume_ccu: Option<Ccu>,
+    #[serde(
+        default = "default::scale_down_after",
+        deserialize_with = "duration::at_least_1s"
+    )]
+    scale_down_after: Duration,
+    #[serde(default, deserialize_with = "frozen_rate")]
+    frozen_rate_ccu: u64,
+}
+
+fn ccu<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Ccu, D::Error> {
+    Ccu::parse(f64::deserialize(deserializer)?).map_err(D::Error::custom)
+}
+
+fn some_ccu<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Ccu>, D::Error> {
+    ccu(deserializer).map(Some)
+}
+
+/// The frozen rate in CCUs (any multiple of 0.001 from 0 to 64), kept in thousandths.
+fn frozen_rate<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    let rate = f64::deserialize(deserializer)?;
+    let milli = (rate * 1000.0).round();
+    if !(0.0..=64_000.0).contains(&milli) {
+        return Err(D::Error::custom(format!(
+            "{rate} is not a rate between 0 and 64 CCU"
+        )));
+    }
+    // Within 0..=64,000 (checked above).
+    Ok(milli as u64)
+}
+
+fn some_positive_duration<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Duration>, D::Error> {
+    duration::positive(deserializer).map(Some)
 }
 
 /// `[instance.driver]`'s `kind`.
@@ -652,6 +708,10 @@ mod default {
         super::DEFAULT_WAKES_PER_USER
     }
     /// HAProxy's `option mysql-check user haproxy`, the documented example.
+    pub fn scale_down_after() -> Duration {
+        Duration::from_secs(30)
+    }
+
     pub fn health_check_users() -> Vec<String> {
         vec!["haproxy".to_owned()]
     }
@@ -777,7 +837,38 @@ impl Config {
                 );
                 return Err(ConfigError::invalid(path, key("resume_timeout"), message));
             }
+            let capacity = inst
+                .capacity
+                .map(|c| {
+                    if c.min_ccu > c.max_ccu {
+                        let message =
+                            format!("min_ccu {} is above max_ccu {}", c.min_ccu, c.max_ccu);
+                        return Err(ConfigError::invalid(path, key("capacity.min_ccu"), message));
+                    }
+                    let resume = c.resume_ccu.unwrap_or(c.max_ccu);
+                    if resume < c.min_ccu || resume > c.max_ccu {
+                        let message = format!(
+                            "{resume} is outside min_ccu..max_ccu ({}..{})",
+                            c.min_ccu, c.max_ccu
+                        );
+                        return Err(ConfigError::invalid(
+                            path,
+                            key("capacity.resume_ccu"),
+                            message,
+                        ));
+                    }
+                    Ok(CapacityConfig {
+                        min: c.min_ccu,
+                        max: c.max_ccu,
+                        resume,
+                        scale_down_after: c.scale_down_after,
+                        frozen_milli_ccu: c.frozen_rate_ccu,
+                    })
+                })
+                .transpose()?;
             instances.push(InstanceConfig {
+                capacity,
+                stop_after: inst.stop_after,
                 driver: driver(inst.driver, &key("driver"), base, path)?,
                 name: inst.name,
                 listen: inst.listen,

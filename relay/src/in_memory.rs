@@ -62,6 +62,8 @@ pub fn runtime(auth: AuthMode, ring: KeyRing, timeout: Duration) -> InstanceRunt
         on_relay_exit: OnRelayExit::Pause,
         max_pending_connections: 16,
         health_check_users: vec!["haproxy".into()],
+        capacity: None,
+        stop_after: None,
         driver: DriverConfig::Process {
             command: vec!["unused".into()],
             cwd: ".".into(),

@@ -2,10 +2,14 @@
 //! one line per event, flushed to disk before the change is acted on, and the billing
 //! computed from it.
 //!
-//! Format, one event per line: `<unix ms> <instance> <state>`, e.g.
-//! `1764450000123 demo running`. Billable states are `resuming` and `running`; time is billed
-//! per second and settled per hour (each hour's billed seconds are the milliseconds of
-//! billable time inside it, rounded up to whole seconds). A crash can tear the last line;
+//! Format, one event per line: `<unix ms> <instance> <state> <rate>`, e.g.
+//! `1764450000123 demo running 1500`, where `rate` is what the time from this event to the
+//! instance's next one is billed, in thousandths of a CCU per second: the compute's capacity
+//! while it starts or runs (a capacity change is one more `running` line), the frozen rate
+//! while it is frozen, 0 otherwise. Lines written before capacities existed have no rate; they
+//! bill 1 CCU while resuming or running. Settled per hour: each hour's billed seconds are the
+//! milliseconds of resuming or running time inside it, its CCU-seconds the rate-weighted
+//! milliseconds, both rounded up (to whole seconds, to thousandths). A crash can tear the last line;
 //! [`parse`] skips a torn or garbled line (and says so) and keeps every earlier record, and
 //! [`Ledger::open`] starts a fresh line after a torn one so later records stay readable.
 
@@ -27,6 +31,8 @@ pub struct Event {
     pub instance: String,
     /// The state entered.
     pub state: Phase,
+    /// Thousandths of a CCU billed per second from here on.
+    pub rate_milli: u64,
 }
 
 /// The ledger file, shared by every instance of a relay.
@@ -71,17 +77,23 @@ impl Ledger {
         &self.path
     }
 
-    /// Appends an event and syncs it to disk.
+    /// Appends an event billed at `rate_milli` from now on, and syncs it to disk.
     ///
     /// # Errors
     /// The file system's error; the caller logs it (billing must not stop the service).
-    pub fn record(&self, instance: &str, state: Phase) -> io::Result<Event> {
+    pub fn record(&self, instance: &str, state: Phase, rate_milli: u64) -> io::Result<Event> {
         let event = Event {
             at_ms: now_ms(),
             instance: instance.to_owned(),
             state,
+            rate_milli,
         };
-        let line = format!("{} {} {}\n", event.at_ms, event.instance, state.as_str());
+        let line = format!(
+            "{} {} {} {rate_milli}\n",
+            event.at_ms,
+            event.instance,
+            state.as_str()
+        );
         let mut file = self
             .file
             .lock()
@@ -120,10 +132,17 @@ pub fn parse(text: &str) -> (Vec<Event>, usize) {
             let at_ms = parts.next()?.parse().ok()?;
             let instance = parts.next()?.to_owned();
             let state = Phase::from_name(parts.next()?)?;
+            let rate_milli = match parts.next() {
+                Some(rate) => rate.parse().ok()?,
+                // Before capacities: one CCU while billable.
+                None if state.billable() => 1_000,
+                None => 0,
+            };
             parts.next().is_none().then_some(Event {
                 at_ms,
                 instance,
                 state,
+                rate_milli,
             })
         })();
         match parsed {
@@ -161,8 +180,18 @@ impl std::fmt::Display for TooManyRows {
 
 impl std::error::Error for TooManyRows {}
 
-/// Billed seconds per (instance, hour start in Unix ms) over `[from_ms, to_ms)`. An instance
-/// whose last event is billable is billed up to `to_ms` (it is still running), so callers
+/// What one instance is billed for one hour.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HourUsage {
+    /// Seconds resuming or running, rounded up.
+    pub seconds: u64,
+    /// CCU-seconds in thousandths (capacity × time, plus the frozen rate × frozen time),
+    /// rounded up.
+    pub milli_ccu_seconds: u64,
+}
+
+/// Billed usage per (instance, hour start in Unix ms) over `[from_ms, to_ms)`. An instance
+/// whose last event is billed is billed up to `to_ms` (it is still running), so callers
 /// bound `to_ms` by the present: billing the future is both wrong and unbounded work.
 ///
 /// # Errors
@@ -173,46 +202,53 @@ pub fn bill(
     from_ms: u64,
     to_ms: u64,
     max_rows: usize,
-) -> Result<BTreeMap<(String, u64), u64>, TooManyRows> {
-    let mut billed_ms: BTreeMap<(String, u64), u64> = BTreeMap::new();
-    let mut open: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut add = |instance: &str, start: u64, end: u64| -> Result<(), TooManyRows> {
-        let (start, end) = (start.max(from_ms), end.min(to_ms));
+) -> Result<BTreeMap<(String, u64), HourUsage>, TooManyRows> {
+    // Per row: billable milliseconds, and rate × milliseconds (millionths of CCU-seconds).
+    let mut rows: BTreeMap<(String, u64), (u64, u64)> = BTreeMap::new();
+    let mut add = |event: &Event, end: u64| -> Result<(), TooManyRows> {
+        let timed = event.state.billable();
+        if !timed && event.rate_milli == 0 {
+            return Ok(());
+        }
+        let (start, end) = (event.at_ms.max(from_ms), end.min(to_ms));
         let mut t = start;
         while t < end {
             let hour = t - t % HOUR_MS;
             let upto = hour.saturating_add(HOUR_MS).min(end);
-            let key = (instance.to_owned(), hour);
-            if billed_ms.len() >= max_rows && !billed_ms.contains_key(&key) {
+            let key = (event.instance.clone(), hour);
+            if rows.len() >= max_rows && !rows.contains_key(&key) {
                 return Err(TooManyRows { max_rows });
             }
-            let slot = billed_ms.entry(key).or_default();
-            *slot = slot.saturating_add(upto - t);
+            let row = rows.entry(key).or_default();
+            let ms = upto - t;
+            if timed {
+                row.0 = row.0.saturating_add(ms);
+            }
+            row.1 = row.1.saturating_add(ms.saturating_mul(event.rate_milli));
             t = upto;
         }
         Ok(())
     };
+    // Each event is billed until the instance's next one.
+    let mut open: BTreeMap<&str, &Event> = BTreeMap::new();
     for e in events {
-        let was_open = open.get(e.instance.as_str()).copied();
-        match (was_open, e.state.billable()) {
-            (Some(_), true) => {} // resuming → running: still billing from the first start
-            (Some(start), false) => {
-                add(&e.instance, start, e.at_ms)?;
-                open.remove(e.instance.as_str());
-            }
-            (None, true) => {
-                open.insert(&e.instance, e.at_ms);
-            }
-            (None, false) => {}
+        if let Some(previous) = open.insert(e.instance.as_str(), e) {
+            add(previous, e.at_ms)?;
         }
     }
-    for (instance, start) in open {
-        add(instance, start, to_ms)?;
+    for last in open.values() {
+        add(last, to_ms)?;
     }
-    Ok(billed_ms
+    Ok(rows
         .into_iter()
-        .map(|(k, ms)| (k, ms.div_ceil(1000)))
-        .filter(|(_, s)| *s > 0)
+        .map(|(k, (ms, rate_ms))| {
+            let usage = HourUsage {
+                seconds: ms.div_ceil(1000),
+                milli_ccu_seconds: rate_ms.div_ceil(1000),
+            };
+            (k, usage)
+        })
+        .filter(|(_, u)| u.seconds > 0 || u.milli_ccu_seconds > 0)
         .collect())
 }
 
@@ -239,7 +275,60 @@ mod tests {
             at_ms,
             instance: "demo".into(),
             state,
+            rate_milli: if state.billable() { 1_000 } else { 0 },
         }
+    }
+
+    fn at_rate(at_ms: u64, state: Phase, rate_milli: u64) -> Event {
+        Event {
+            rate_milli,
+            ..ev(at_ms, state)
+        }
+    }
+
+    fn seconds(b: &BTreeMap<(String, u64), HourUsage>, hour: u64) -> Option<u64> {
+        b.get(&("demo".to_owned(), hour)).map(|u| u.seconds)
+    }
+
+    /// A hand-computed ledger: 0.5 CCU while resuming, scaled 0.5 → 2 → 1, frozen at
+    /// 0.1 CCU, stopped; across an hour boundary.
+    #[test]
+    fn bills_capacity_seconds_and_the_frozen_rate_per_hour() {
+        use Phase::*;
+        let h = HOUR_MS;
+        let events = [
+            at_rate(h - 10_000, Resuming, 500),  // 0.5 CCU × 0.5 s
+            at_rate(h - 9_500, Running, 500),    // 0.5 CCU × 9.5 s (to the hour)
+            at_rate(h, Running, 2_000),          // 2 CCU × 20 s
+            at_rate(h + 20_000, Running, 1_000), // 1 CCU × 30 s
+            at_rate(h + 50_000, Pausing, 0),     // 1 s, not billed
+            at_rate(h + 51_000, Frozen, 100),    // 0.1 CCU × 100 s, not running time
+            at_rate(h + 151_000, Pausing, 0),
+            at_rate(h + 152_000, Paused, 0),
+        ];
+        let b = bill(&events, 0, 3 * h, MAX_BILL_ROWS).unwrap();
+        let first = b[&("demo".to_owned(), 0)];
+        assert_eq!(first.seconds, 10);
+        // 0.25 + 4.75 CCU-seconds.
+        assert_eq!(first.milli_ccu_seconds, 5_000);
+        let second = b[&("demo".to_owned(), h)];
+        assert_eq!(second.seconds, 50);
+        // 40 + 30 + 10 CCU-seconds.
+        assert_eq!(second.milli_ccu_seconds, 80_000);
+        assert_eq!(b.len(), 2);
+        // The same ledger read back from its text, old lines (no rate) billing one CCU.
+        let (parsed, skipped) = parse(
+            "1000 demo running\n3000 demo paused\n4000 demo running 250\n5000 demo paused 0\n",
+        );
+        assert_eq!(skipped, 0);
+        let b = bill(&parsed, 0, h, MAX_BILL_ROWS).unwrap();
+        assert_eq!(
+            b[&("demo".to_owned(), 0)],
+            HourUsage {
+                seconds: 3,
+                milli_ccu_seconds: 2_250
+            }
+        );
     }
 
     #[test]
@@ -255,7 +344,7 @@ mod tests {
         ];
         let b = bill(&events, 0, 100_000, MAX_BILL_ROWS).unwrap();
         // 10 s (1.0 → 11.0) plus 0.1 s rounded up to a whole second.
-        assert_eq!(b.get(&("demo".into(), 0)), Some(&11));
+        assert_eq!(seconds(&b, 0), Some(11));
     }
 
     #[test]
@@ -264,8 +353,8 @@ mod tests {
         let h = HOUR_MS;
         let events = [ev(h - 2_000, Running)];
         let b = bill(&events, 0, h + 3_000, MAX_BILL_ROWS).unwrap();
-        assert_eq!(b.get(&("demo".into(), 0)), Some(&2));
-        assert_eq!(b.get(&("demo".into(), h)), Some(&3));
+        assert_eq!(seconds(&b, 0), Some(2));
+        assert_eq!(seconds(&b, h), Some(3));
     }
 
     #[test]
@@ -280,7 +369,7 @@ mod tests {
         // Exactly at the cap is fine.
         let b = bill(&events, 0, 1_000 * HOUR_MS, 1_000).unwrap();
         assert_eq!(b.len(), 1_000);
-        assert!(b.values().all(|s| *s == 3_600));
+        assert!(b.values().all(|u| u.seconds == 3_600));
     }
 
     #[test]
@@ -290,7 +379,7 @@ mod tests {
         let events = [ev(start, Phase::Running)];
         let b = bill(&events, start, end, 10).unwrap();
         // Two hours, each row rounded up to whole seconds.
-        let total: u64 = b.values().sum();
+        let total: u64 = b.values().map(|u| u.seconds).sum();
         assert!((7_200..=7_203).contains(&total), "{total}");
         assert_eq!(first_event_ms(&events), Some(start));
         assert_eq!(first_event_ms(&[]), None);
@@ -311,7 +400,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("usage.ledger"), "1 demo running\n2 demo pau").unwrap();
         let l = Ledger::open(&dir).unwrap();
-        l.record("demo", Phase::Paused).unwrap();
+        l.record("demo", Phase::Paused, 0).unwrap();
         let (events, skipped) = l.read().unwrap();
         assert_eq!(skipped, 1);
         assert_eq!(events.len(), 2);

@@ -35,6 +35,7 @@
 mod admin;
 mod admin_client;
 mod budgets;
+mod capacity;
 pub mod cli;
 mod compute_conn;
 mod config;

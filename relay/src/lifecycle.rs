@@ -3,7 +3,8 @@
 //! show them by name.
 
 /// The lifecycle phase of an instance: `Paused → Resuming → Running → Pausing → Paused`,
-/// plus `Failed`.
+/// plus `Failed`, and with `stop_after` the frozen tier: `Running → Pausing → Frozen`, then
+/// `Frozen → Resuming → Running` on a login or `Frozen → Pausing → Paused` after `stop_after`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Phase {
     /// No compute runs; the next login wakes it. Not billed.
@@ -16,16 +17,20 @@ pub enum Phase {
     Pausing,
     /// The last wake failed or the compute died; the next login tries again. Not billed.
     Failed,
+    /// The compute's processes are frozen with their memory and sockets; a login thaws them in
+    /// milliseconds. Billed at the instance's frozen rate (nothing by default).
+    Frozen,
 }
 
 impl Phase {
     /// Every phase, in lifecycle order (the state gauge exports one series per phase).
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Paused,
         Self::Resuming,
         Self::Running,
         Self::Pausing,
         Self::Failed,
+        Self::Frozen,
     ];
 
     /// The phase's name in the ledger, status output and metrics.
@@ -37,6 +42,7 @@ impl Phase {
             Self::Running => "running",
             Self::Pausing => "pausing",
             Self::Failed => "failed",
+            Self::Frozen => "frozen",
         }
     }
 
@@ -46,7 +52,8 @@ impl Phase {
         Self::ALL.into_iter().find(|p| p.as_str() == name)
     }
 
-    /// Whether time in this phase is billed.
+    /// Whether time in this phase is billed at the compute's capacity (the frozen rate is
+    /// separate: see the ledger).
     #[must_use]
     pub const fn billable(self) -> bool {
         matches!(self, Self::Resuming | Self::Running)
@@ -62,7 +69,7 @@ mod tests {
         for p in Phase::ALL {
             assert_eq!(Phase::from_name(p.as_str()), Some(p));
         }
-        assert_eq!(Phase::from_name("frozen"), None);
+        assert_eq!(Phase::from_name("thawing"), None);
     }
 
     #[test]

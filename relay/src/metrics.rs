@@ -204,6 +204,7 @@ pub struct Metrics {
     budget_blocks: Family<BlockLabels, Gauge>,
     budget_untracked: Gauge,
     health_checks: Family<InstanceLabels, PromCounter>,
+    ccu: Family<InstanceLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -224,6 +225,7 @@ impl Default for Metrics {
         let budget_blocks = Family::default();
         let budget_untracked = Gauge::default();
         let health_checks = Family::default();
+        let ccu = Family::default();
         let mut registry = Registry::default();
         // Counter names are registered without `_total`: the encoder appends it.
         registry.register(
@@ -308,6 +310,11 @@ impl Default for Metrics {
             "Health-check logins answered by the relay itself, without a wake",
             health_checks.clone(),
         );
+        registry.register(
+            "relay_instance_ccu",
+            "The running compute's capacity in CCUs (instances with [instance.capacity])",
+            ccu.clone(),
+        );
         Self {
             registry,
             connections,
@@ -326,6 +333,7 @@ impl Default for Metrics {
             budget_blocks,
             budget_untracked,
             health_checks,
+            ccu,
         }
     }
 }
@@ -445,6 +453,15 @@ impl Metrics {
                 instance: instance.to_owned(),
             })
             .set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+
+    /// Records the capacity an instance's compute has now.
+    pub fn set_ccu(&self, instance: &str, ccu: f64) {
+        self.ccu
+            .get_or_create(&InstanceLabels {
+                instance: instance.to_owned(),
+            })
+            .set(ccu);
     }
 
     /// Records how long a successful wake took.

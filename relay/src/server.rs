@@ -159,6 +159,7 @@ pub async fn run(
         instance.adopt_or_reconcile(last).await;
         tracing::info!(instance = %cfg.name, state = instance.state_name(), "instance registered");
         tracker.spawn(Arc::clone(&instance).pause_when_idle(shutdown.clone()));
+        tracker.spawn(Arc::clone(&instance).scale_with_load(shutdown.clone()));
         let rt = Arc::new(InstanceRuntime {
             instance,
             profile: RwLock::new(learnt.unwrap_or_else(ComputeProfile::server_shim_default)),

@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use super::readiness;
+use crate::capacity::Ccu;
 use crate::compute_conn::ComputeTarget;
 
 /// Why an instance could not be woken.
@@ -74,6 +75,12 @@ pub trait Driver: Send + Sync {
     /// Finds a compute this driver started before the relay restarted and that still runs
     /// and greets, so a relay restart never restarts (or double-bills) it.
     fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>>;
+
+    /// Finds a compute this driver froze before the relay restarted and that is still
+    /// frozen (it cannot greet until thawed). Drivers that cannot freeze find none.
+    fn adopt_frozen(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
+        Box::pin(async { None })
+    }
 }
 
 /// A compute that was started and became ready.
@@ -82,6 +89,29 @@ pub trait RunningCompute: Send + Sync {
     fn wait_exit(&self) -> BoxFuture<'_, String>;
     /// Stops the compute: politely, then by force after the driver's grace period.
     fn stop(&self) -> BoxFuture<'_, ()>;
+
+    /// Gives the compute `ccu` of capacity, live; a driver without capacity control refuses.
+    fn resize(&self, ccu: Ccu) -> BoxFuture<'_, Result<(), String>> {
+        let _ = ccu;
+        Box::pin(async { Err("this driver cannot resize a compute".to_owned()) })
+    }
+
+    /// The CPU time the compute has used in all, if the driver can tell (the autoscaler's
+    /// input).
+    fn cpu_usage(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Freezes the compute's processes, keeping their memory and sockets; resolves once the
+    /// kernel reports them frozen.
+    fn freeze(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async { Err("this driver cannot freeze a compute".to_owned()) })
+    }
+
+    /// Thaws a frozen compute; resolves once it runs again.
+    fn thaw(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async { Err("this driver cannot thaw a compute".to_owned()) })
+    }
 }
 
 /// Resolves with the exit description once `exited` holds one (`if_closed` when the watcher is

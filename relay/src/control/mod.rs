@@ -8,12 +8,14 @@
 //! The seams DESIGN §6 asks for: drivers are behind [`driver::Driver`], and the state lives
 //! behind this module's small API so a shared store can replace the in-process map.
 
+pub mod cgroup;
 pub mod driver;
 pub mod exec;
 pub mod http;
 pub mod listener_owner;
 pub mod process;
 pub mod readiness;
+pub mod scaler;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -21,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::capacity::{Ccu, NOMINAL};
 use crate::compute_conn::ComputeTarget;
 use crate::config::InstanceConfig;
 use crate::ledger::Ledger;
@@ -38,8 +41,10 @@ enum State {
     /// The wake's outcome arrives on the channel.
     Resuming(watch::Receiver<WakeOutcome>),
     Running(Arc<dyn RunningCompute>),
-    /// `true` arrives when the compute is gone.
+    /// `true` arrives when the compute is gone (or frozen).
     Pausing(watch::Receiver<bool>),
+    /// The compute's processes are frozen; a wake thaws them.
+    Frozen(Arc<dyn RunningCompute>),
 }
 
 impl State {
@@ -50,6 +55,7 @@ impl State {
             Self::Resuming(_) => Phase::Resuming,
             Self::Running(_) => Phase::Running,
             Self::Pausing(_) => Phase::Pausing,
+            Self::Frozen(_) => Phase::Frozen,
         }
     }
 }
@@ -87,12 +93,16 @@ struct Inner {
     state: State,
     /// When the current state was entered (Unix ms).
     since_ms: u64,
+    /// The same moment on the runtime's clock, for timers.
+    since: tokio::time::Instant,
     /// Open connections by route.
     active: OpenConnections,
     /// When the last connection closed (or the compute became ready with none open).
     idle_since: tokio::time::Instant,
     wakes: u64,
     last_resume: Option<Duration>,
+    /// The running compute's capacity, with `[instance.capacity]`.
+    ccu: Option<Ccu>,
 }
 
 /// One instance: its configuration, its driver, its state and its open connections.
@@ -142,6 +152,8 @@ pub struct InstanceStatus {
     pub last_resume: Option<Duration>,
     /// Why the instance is failed, if it is.
     pub failure: Option<String>,
+    /// The compute's capacity now, with `[instance.capacity]` (while it runs).
+    pub ccu: Option<Ccu>,
 }
 
 /// Why a pause was not carried out.
@@ -215,10 +227,12 @@ impl Instance {
             inner: Mutex::new(Inner {
                 state: State::Paused,
                 since_ms: crate::ledger::now_ms(),
+                since: tokio::time::Instant::now(),
                 active: OpenConnections::default(),
                 idle_since: tokio::time::Instant::now(),
                 wakes: 0,
                 last_resume: None,
+                ccu: None,
             }),
             shutting_down: false.into(),
             metrics,
@@ -254,6 +268,7 @@ impl Instance {
                 State::Failed(why) => Some(why.clone()),
                 _ => None,
             },
+            ccu: inner.ccu,
         }
     }
 
@@ -326,6 +341,14 @@ impl Instance {
                     }
                     State::Resuming(rx) => Wait::Wake(rx.clone()),
                     State::Pausing(done) => Wait::Pause(done.clone()),
+                    State::Frozen(frozen) => {
+                        let frozen = Arc::clone(frozen);
+                        let (tx, rx) = watch::channel(None);
+                        self.transition(&mut inner, State::Resuming(rx.clone()));
+                        inner.wakes += 1;
+                        tokio::spawn(Arc::clone(self).thaw(frozen, tx));
+                        Wait::Wake(rx)
+                    }
                     State::Paused | State::Failed(_) => {
                         let (tx, rx) = watch::channel(None);
                         self.transition(&mut inner, State::Resuming(rx.clone()));
@@ -375,6 +398,7 @@ impl Instance {
             match result {
                 Ok(running) => {
                     let running: Arc<dyn RunningCompute> = Arc::from(running);
+                    inner.ccu = self.config.capacity.map(|c| c.resume);
                     self.transition(&mut inner, State::Running(Arc::clone(&running)));
                     inner.last_resume = Some(started.elapsed());
                     inner.idle_since = tokio::time::Instant::now();
@@ -396,11 +420,47 @@ impl Instance {
         let _ = tx.send(Some(outcome));
     }
 
-    /// Marks the instance failed when its compute exits on its own.
+    /// A wake of a frozen compute, in its own task: thaws it, or stops it and fails.
+    async fn thaw(
+        self: Arc<Self>,
+        frozen: Arc<dyn RunningCompute>,
+        tx: watch::Sender<WakeOutcome>,
+    ) {
+        let name = self.config.name.clone();
+        let started = Instant::now();
+        let thawed = frozen.thaw().await;
+        if let Err(e) = &thawed {
+            tracing::warn!(instance = %name, error = %e, "cannot thaw the compute; stopping it");
+            frozen.stop().await;
+        }
+        let outcome = {
+            let mut inner = self.lock();
+            match thawed {
+                Ok(()) => {
+                    self.transition(&mut inner, State::Running(frozen));
+                    inner.last_resume = Some(started.elapsed());
+                    inner.idle_since = tokio::time::Instant::now();
+                    self.metrics.inc(Counter::Wakes, &name, "ok");
+                    self.metrics.observe_resume(&name, started.elapsed());
+                    tracing::info!(instance = %name, resume_ms = started.elapsed().as_millis() as u64, "running (thawed)");
+                    Ok(())
+                }
+                Err(e) => {
+                    let e = WakeError::Driver(format!("cannot thaw the compute: {e}"));
+                    self.transition(&mut inner, State::Failed(e.to_string()));
+                    self.metrics.inc(Counter::Wakes, &name, e.label());
+                    Err(e)
+                }
+            }
+        };
+        let _ = tx.send(Some(outcome));
+    }
+
+    /// Marks the instance failed when its compute exits on its own (running or frozen).
     async fn watch_exit(self: Arc<Self>, running: Arc<dyn RunningCompute>) {
         let reason = running.wait_exit().await;
         let mut inner = self.lock();
-        if let State::Running(current) = &inner.state {
+        if let State::Running(current) | State::Frozen(current) = &inner.state {
             if Arc::ptr_eq(current, &running) {
                 tracing::warn!(instance = %self.config.name, %reason, "compute exited on its own");
                 self.transition(
@@ -432,14 +492,55 @@ impl Instance {
             (running, tx)
         };
         tracing::info!(instance = %self.config.name, reason, force, "pausing");
-        running.stop().await;
+        let freeze = self.config.stop_after.is_some()
+            && !self
+                .shutting_down
+                .load(std::sync::atomic::Ordering::Acquire);
+        if freeze {
+            match running.freeze().await {
+                Ok(()) => {
+                    {
+                        let mut inner = self.lock();
+                        self.transition(&mut inner, State::Frozen(running));
+                    }
+                    let _ = tx.send(true);
+                    tracing::info!(instance = %self.config.name, "frozen");
+                    return Ok(());
+                }
+                Err(e) => {
+                    tracing::warn!(instance = %self.config.name, error = %e, "cannot freeze the compute; stopping it instead");
+                }
+            }
+        }
+        self.stop_compute(running, tx).await;
+        Ok(())
+    }
+
+    /// Stops `compute` (the instance is pausing) and records the instance paused.
+    async fn stop_compute(&self, compute: Arc<dyn RunningCompute>, tx: watch::Sender<bool>) {
+        compute.stop().await;
         {
             let mut inner = self.lock();
             self.transition(&mut inner, State::Paused);
         }
         let _ = tx.send(true);
         tracing::info!(instance = %self.config.name, "paused");
-        Ok(())
+    }
+
+    /// Stops a frozen compute (it stayed frozen for `stop_after`, or the relay shuts down).
+    async fn stop_frozen(&self, why: &str) {
+        let (frozen, tx) = {
+            let mut inner = self.lock();
+            let State::Frozen(frozen) = &inner.state else {
+                return;
+            };
+            let frozen = Arc::clone(frozen);
+            let (tx, rx) = watch::channel(false);
+            self.transition(&mut inner, State::Pausing(rx));
+            (frozen, tx)
+        };
+        tracing::info!(instance = %self.config.name, why, "stopping the frozen compute");
+        self.stop_compute(frozen, tx).await;
     }
 
     /// Pauses the instance after `idle_pause_after` without any connection, until `stop`
@@ -464,37 +565,139 @@ impl Instance {
                 // lock and refuses (Busy) if so.
                 let _ = self.pause(false, "idle").await;
             }
+            let frozen_long_enough = self.config.stop_after.is_some_and(|after| {
+                let inner = self.lock();
+                matches!(inner.state, State::Frozen(_)) && inner.since.elapsed() >= after
+            });
+            if frozen_long_enough {
+                self.stop_frozen("frozen for stop_after").await;
+            }
         }
     }
 
-    /// At relay start: adopts a compute the driver finds still running (left by a previous
-    /// relay), and reconciles the ledger. `last` is the ledger's last state for this
-    /// instance: if it was already billable, adoption records nothing (billing simply
-    /// continues); if it was billable but nothing runs now, the instance is recorded paused.
+    /// Scales the running compute with its load within `[instance.capacity]`, until `stop`
+    /// fires: samples its CPU use every [`scaler::SAMPLE_EVERY`], resizes it live as the
+    /// [`scaler::Scaler`] decides and records each change in the ledger.
+    pub async fn scale_with_load(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let Some(capacity) = self.config.capacity else {
+            return;
+        };
+        // The compute being scaled, its scaler and its last reading.
+        let mut tracked: Option<(Arc<dyn RunningCompute>, scaler::Scaler, Duration, Instant)> =
+            None;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(scaler::SAMPLE_EVERY) => {}
+                () = stop.cancelled() => return,
+            }
+            let (running, ccu) = {
+                let inner = self.lock();
+                match &inner.state {
+                    State::Running(r) => (Arc::clone(r), inner.ccu.unwrap_or(capacity.resume)),
+                    _ => {
+                        tracked = None;
+                        continue;
+                    }
+                }
+            };
+            let Some(used) = running.cpu_usage() else {
+                continue;
+            };
+            let now = Instant::now();
+            let (compute, scaler, last_used, last_at) = match &mut tracked {
+                Some(t) if Arc::ptr_eq(&t.0, &running) => t,
+                _ => {
+                    // A new compute (or a new reading): start from what it has.
+                    tracked = Some((running, scaler::Scaler::new(capacity, ccu), used, now));
+                    continue;
+                }
+            };
+            let elapsed = now.saturating_duration_since(*last_at).as_secs_f64();
+            let cores = used.saturating_sub(*last_used).as_secs_f64() / elapsed.max(1e-3);
+            (*last_used, *last_at) = (used, now);
+            let Some(to) = scaler.sample(cores, now) else {
+                continue;
+            };
+            match compute.resize(to).await {
+                Ok(()) => {
+                    let mut inner = self.lock();
+                    if !matches!(&inner.state, State::Running(r) if Arc::ptr_eq(r, compute)) {
+                        continue;
+                    }
+                    inner.ccu = Some(to);
+                    self.metrics.set_ccu(&self.config.name, to.as_f64());
+                    self.record(&inner, Phase::Running);
+                    tracing::info!(instance = %self.config.name, from = %ccu, to = %to, cores_used = format!("{cores:.2}"), "capacity changed");
+                }
+                Err(e) => {
+                    scaler.resized_to(ccu);
+                    tracing::warn!(instance = %self.config.name, error = %e, to = %to, "cannot change the compute's capacity");
+                }
+            }
+        }
+    }
+
+    /// At relay start: adopts a compute the driver finds still running (or still frozen, if
+    /// the ledger says frozen) left by a previous relay, and reconciles the ledger. `last` is
+    /// the ledger's last state for this instance: if it already was the adopted phase,
+    /// adoption records nothing (billing simply continues); if it was billed but nothing runs
+    /// now, the instance is recorded paused.
     pub async fn adopt_or_reconcile(self: &Arc<Self>, last: Option<Phase>) {
-        let was_billable = last.is_some_and(Phase::billable);
-        match self.driver.adopt().await {
-            Some(running) => {
-                let running: Arc<dyn RunningCompute> = Arc::from(running);
+        let mut adopted = None;
+        if last == Some(Phase::Frozen) {
+            adopted = self.driver.adopt_frozen().await.map(|c| (c, Phase::Frozen));
+        }
+        if adopted.is_none() {
+            adopted = self.driver.adopt().await.map(|c| (c, Phase::Running));
+        }
+        let billed_before = last.is_some_and(|p| p.billable() || p == Phase::Frozen);
+        match adopted {
+            Some((compute, phase)) => {
+                let compute: Arc<dyn RunningCompute> = Arc::from(compute);
+                if phase == Phase::Running {
+                    self.adopt_capacity(&compute).await;
+                }
                 let mut inner = self.lock();
-                if was_billable {
-                    inner.state = State::Running(Arc::clone(&running));
-                    self.metrics.set_phase(&self.config.name, Phase::Running);
+                let state = if phase == Phase::Frozen {
+                    State::Frozen(Arc::clone(&compute))
                 } else {
-                    self.transition(&mut inner, State::Running(Arc::clone(&running)));
+                    State::Running(Arc::clone(&compute))
+                };
+                let continues = last == Some(phase)
+                    || (phase == Phase::Running && last == Some(Phase::Resuming));
+                if continues && self.config.capacity.is_none() {
+                    inner.state = state;
+                    self.metrics.set_phase(&self.config.name, phase);
+                } else {
+                    // A new phase, or a capacity the ledger must know: one record.
+                    self.transition(&mut inner, state);
                 }
                 inner.idle_since = tokio::time::Instant::now();
                 drop(inner);
-                tokio::spawn(Arc::clone(self).watch_exit(running));
+                tokio::spawn(Arc::clone(self).watch_exit(compute));
             }
             None => {
                 let mut inner = self.lock();
-                if was_billable {
-                    tracing::warn!(instance = %self.config.name, "the ledger says running but no compute was found; recording it paused now");
+                if billed_before {
+                    tracing::warn!(instance = %self.config.name, "the ledger says the compute runs but none was found; recording it paused now");
                     self.transition(&mut inner, State::Paused);
                 } else {
                     self.metrics.set_phase(&self.config.name, Phase::Paused);
                 }
+            }
+        }
+    }
+
+    /// An adopted running compute gets the capacity a wake starts with, so that the kernel,
+    /// the scaler and the ledger agree from here on.
+    async fn adopt_capacity(&self, compute: &Arc<dyn RunningCompute>) {
+        let Some(capacity) = self.config.capacity else {
+            return;
+        };
+        match compute.resize(capacity.resume).await {
+            Ok(()) => self.lock().ccu = Some(capacity.resume),
+            Err(e) => {
+                tracing::warn!(instance = %self.config.name, error = %e, "cannot set the adopted compute's capacity");
             }
         }
     }
@@ -546,15 +749,43 @@ impl Instance {
         if self.pause(true, "relay shutdown").await.is_ok() {
             tracing::info!(instance = %self.config.name, "compute stopped for relay shutdown");
         }
+        self.stop_frozen("relay shutdown").await;
+    }
+
+    /// What a phase is billed, in thousandths of a CCU per second: the capacity while the
+    /// compute starts or runs (one CCU without `[instance.capacity]`), the frozen rate while
+    /// it is frozen, nothing otherwise.
+    fn rate_milli(&self, phase: Phase, ccu: Option<Ccu>) -> u64 {
+        match (phase, self.config.capacity) {
+            (Phase::Resuming | Phase::Running, Some(c)) => ccu.unwrap_or(c.resume).milli(),
+            (Phase::Resuming | Phase::Running, None) => NOMINAL.milli(),
+            (Phase::Frozen, Some(c)) => c.frozen_milli_ccu,
+            _ => 0,
+        }
     }
 
     fn transition(&self, inner: &mut Inner, to: State) {
         let phase = to.phase();
         inner.state = to;
+        if matches!(phase, Phase::Paused | Phase::Failed) {
+            inner.ccu = None;
+        }
         inner.since_ms = crate::ledger::now_ms();
+        inner.since = tokio::time::Instant::now();
         self.metrics.set_phase(&self.config.name, phase);
+        if self.config.capacity.is_some() {
+            let running = matches!(phase, Phase::Running | Phase::Resuming);
+            let ccu = inner.ccu.filter(|_| running).map_or(0.0, Ccu::as_f64);
+            self.metrics.set_ccu(&self.config.name, ccu);
+        }
+        self.record(inner, phase);
+    }
+
+    /// Appends the phase and its billing rate to the ledger.
+    fn record(&self, inner: &Inner, phase: Phase) {
         if let Some(ledger) = &self.ledger {
-            if let Err(e) = ledger.record(&self.config.name, phase) {
+            let rate = self.rate_milli(phase, inner.ccu);
+            if let Err(e) = ledger.record(&self.config.name, phase, rate) {
                 tracing::error!(instance = %self.config.name, error = %e, ledger = %ledger.path().display(), "cannot append to the usage ledger");
             }
         }
@@ -582,6 +813,13 @@ pub fn driver_for(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box<
             compute: ComputeTarget::of(cfg),
             stop_grace: *stop_grace,
             pid_file: state_dir.join("pids").join(format!("{}.pid", cfg.name)),
+            cgroup: (cfg.capacity.is_some() || cfg.stop_after.is_some()).then(|| {
+                process::CgroupPlan {
+                    root: cgroup::ROOT.into(),
+                    name: cgroup::name_for(&cfg.name, state_dir),
+                    limits: cfg.capacity.map(|c| (c.resume, c.max)),
+                }
+            }),
         }),
         crate::config::DriverConfig::Exec(exec) => Box::new(exec::ExecDriver {
             instance: cfg.name.clone(),

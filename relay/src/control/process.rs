@@ -13,6 +13,10 @@
 //! stopped by pid. A pid the kernel has recycled for another process (even one with the same
 //! command line) has another start time, so it is never adopted nor signalled. A pid file
 //! without a start time (written by an older relay) is not trusted.
+//!
+//! With `[instance.capacity]` or `stop_after`, the child is moved into a cgroup of its own
+//! right after it is spawned (before it can listen), which gives the instance live CPU and
+//! memory limits, the autoscaler's CPU readings and the freezer ([`super::cgroup`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -25,8 +29,10 @@ use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
 use tokio::process::Command;
 use tokio::sync::{Notify, watch};
 
+use super::cgroup::Cgroup;
 use super::driver::{BoxFuture, Driver, RunningCompute, WakeError};
 use super::{listener_owner, readiness};
+use crate::capacity::Ccu;
 
 /// How often an adopted (non-child) compute is checked for exit.
 const ADOPTED_POLL: Duration = Duration::from_millis(200);
@@ -46,6 +52,20 @@ pub struct ProcessDriver {
     pub stop_grace: Duration,
     /// Where the pid file lives.
     pub pid_file: PathBuf,
+    /// The compute's cgroup, when the instance scales or freezes.
+    pub cgroup: Option<CgroupPlan>,
+}
+
+/// Where a compute's cgroup goes and what it starts with.
+#[derive(Debug, Clone)]
+pub struct CgroupPlan {
+    /// The cgroup mount (normally [`super::cgroup::ROOT`]).
+    pub root: PathBuf,
+    /// The cgroup's name ([`super::cgroup::name_for`]).
+    pub name: String,
+    /// The capacity a wake starts with and the ceiling, when the instance has
+    /// `[instance.capacity]`; without it the cgroup only freezes.
+    pub limits: Option<(Ccu, Ccu)>,
 }
 
 /// A compute this relay started (a child) or adopted (by pid).
@@ -56,6 +76,8 @@ struct ProcessCompute {
     exited: watch::Receiver<Option<String>>,
     grace: Duration,
     instance: String,
+    /// Its cgroup and the instance's ceiling.
+    cgroup: Option<(Cgroup, Ccu)>,
 }
 
 impl Driver for ProcessDriver {
@@ -125,27 +147,77 @@ impl Driver for ProcessDriver {
                 tracing::warn!(instance = %self.instance, pid, addr = %self.compute.addr, "another process listens on the compute address; not adopting");
                 return None;
             }
-            let (tx, rx) = watch::channel(None);
-            let pid_file = self.pid_file.clone();
-            tokio::spawn(async move {
-                while pid_alive(pid) {
-                    tokio::time::sleep(ADOPTED_POLL).await;
-                }
-                let _ = std::fs::remove_file(&pid_file);
-                let _ = tx.send(Some("adopted process exited".into()));
-            });
             tracing::info!(instance = %self.instance, pid, "adopted a running compute");
-            Some(Box::new(ProcessCompute {
-                pid,
-                exited: rx,
-                grace: self.stop_grace,
-                instance: self.instance.clone(),
-            }) as Box<dyn RunningCompute>)
+            Some(self.adopted(pid))
+        })
+    }
+
+    fn adopt_frozen(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
+        Box::pin(async move {
+            let recorded = read_identity(&self.pid_file)?;
+            let pid = recorded.pid;
+            let plan = self.cgroup.as_ref()?;
+            let cgroup = Cgroup::existing(&plan.root, &plan.name)?;
+            // Frozen, it cannot greet: its identity and its place in its frozen cgroup are
+            // what prove it is the compute this relay froze.
+            if !recorded.is_running(&self.command)
+                || !cgroup.holds(pid)
+                || !cgroup.is_frozen().unwrap_or(false)
+            {
+                return None;
+            }
+            tracing::info!(instance = %self.instance, pid, "adopted a frozen compute");
+            Some(self.adopted(pid))
         })
     }
 }
 
 impl ProcessDriver {
+    /// A compute of a previous relay, watched by polling its pid; its cgroup is reattached.
+    fn adopted(&self, pid: u32) -> Box<dyn RunningCompute> {
+        let cgroup = self.cgroup.as_ref().and_then(|plan| {
+            let cgroup = Cgroup::existing(&plan.root, &plan.name).filter(|c| c.holds(pid))?;
+            Some((
+                cgroup,
+                plan.limits.map_or(crate::capacity::MAX, |(_, max)| max),
+            ))
+        });
+        let (tx, rx) = watch::channel(None);
+        let pid_file = self.pid_file.clone();
+        let leftover = cgroup.as_ref().map(|(c, _)| c.clone());
+        tokio::spawn(async move {
+            while pid_alive(pid) {
+                tokio::time::sleep(ADOPTED_POLL).await;
+            }
+            let _ = std::fs::remove_file(&pid_file);
+            if let Some(c) = leftover {
+                c.remove();
+            }
+            let _ = tx.send(Some("adopted process exited".into()));
+        });
+        Box::new(ProcessCompute {
+            pid,
+            exited: rx,
+            grace: self.stop_grace,
+            instance: self.instance.clone(),
+            cgroup,
+        })
+    }
+
+    /// Moves the new child into its cgroup and sets its starting capacity.
+    fn place(&self, pid: u32) -> Result<Option<(Cgroup, Ccu)>, String> {
+        let Some(plan) = &self.cgroup else {
+            return Ok(None);
+        };
+        let cgroup = Cgroup::create(&plan.root, &plan.name).map_err(|e| e.to_string())?;
+        let ceiling = plan.limits.map_or(crate::capacity::MAX, |(_, max)| max);
+        if let Some((start, max)) = plan.limits {
+            cgroup.resize(start, max).map_err(|e| e.to_string())?;
+        }
+        cgroup.add(pid).map_err(|e| e.to_string())?;
+        Ok(Some((cgroup, ceiling)))
+    }
+
     /// Spawns the command; `spoke` is notified for every line the child prints.
     fn spawn(&self, spoke: &Arc<Notify>) -> Result<ProcessCompute, WakeError> {
         let (program, args) = self
@@ -162,6 +234,18 @@ impl ProcessDriver {
             .map_err(|e| WakeError::Driver(format!("cannot start {program}: {e}")))?;
         let pid = child.id().unwrap_or_default();
         tracing::info!(instance = %self.instance, pid, program = %program, "compute spawned");
+        let cgroup = match self.place(pid) {
+            Ok(c) => c,
+            Err(e) => {
+                // Limits and freezing are part of the instance's contract: no compute without
+                // them.
+                let _ = child.start_kill();
+                return Err(WakeError::Driver(format!(
+                    "cannot place the compute in its cgroup (the relay needs root and cgroup \
+                     support for [instance.capacity] and stop_after): {e}"
+                )));
+            }
+        };
         // `spawn` returns once the exec has succeeded, so /proc shows the compute's own
         // executable, not the relay's.
         match ProcessIdentity::of(pid)
@@ -191,6 +275,7 @@ impl ProcessDriver {
         }
         let (tx, rx) = watch::channel(None);
         let pid_file = self.pid_file.clone();
+        let leftover = cgroup.as_ref().map(|(c, _)| c.clone());
         tokio::spawn(async move {
             let how = match child.wait().await {
                 Ok(status) => status.to_string(),
@@ -199,6 +284,9 @@ impl ProcessDriver {
             if read_identity(&pid_file).is_some_and(|id| id.pid == pid) {
                 let _ = std::fs::remove_file(&pid_file);
             }
+            if let Some(c) = leftover {
+                c.remove();
+            }
             let _ = tx.send(Some(how));
         });
         Ok(ProcessCompute {
@@ -206,6 +294,7 @@ impl ProcessDriver {
             exited: rx,
             grace: self.stop_grace,
             instance: self.instance.clone(),
+            cgroup,
         })
     }
 }
@@ -228,8 +317,26 @@ impl ProcessCompute {
     }
 
     async fn kill_now(&self) {
+        self.thaw_for_signals().await;
         self.signal(Signal::SIGKILL);
         let _ = self.wait_gone(Duration::from_secs(5)).await;
+    }
+
+    /// A frozen process does not act on signals (v1 freezer): thaw it first.
+    async fn thaw_for_signals(&self) {
+        if let Some((cgroup, _)) = &self.cgroup {
+            if cgroup.is_frozen().unwrap_or(false) {
+                if let Err(e) = cgroup.thaw().await {
+                    tracing::warn!(instance = %self.instance, pid = self.pid, error = %e, "cannot thaw the compute to stop it");
+                }
+            }
+        }
+    }
+
+    fn cgroup(&self) -> Result<&(Cgroup, Ccu), String> {
+        self.cgroup
+            .as_ref()
+            .ok_or_else(|| "the compute has no cgroup (an adopted compute without one)".to_owned())
     }
 }
 
@@ -240,12 +347,34 @@ impl RunningCompute for ProcessCompute {
 
     fn stop(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            self.thaw_for_signals().await;
             self.signal(Signal::SIGTERM);
             if !self.wait_gone(self.grace).await {
                 tracing::warn!(instance = %self.instance, pid = self.pid, "compute ignored SIGTERM; killing it");
                 self.kill_now().await;
             }
         })
+    }
+
+    fn resize(&self, ccu: Ccu) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let (cgroup, ceiling) = self.cgroup()?;
+            cgroup
+                .resize(ccu.min(*ceiling), *ceiling)
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn cpu_usage(&self) -> Option<Duration> {
+        self.cgroup.as_ref().and_then(|(c, _)| c.cpu_usage().ok())
+    }
+
+    fn freeze(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move { self.cgroup()?.0.freeze().await.map_err(|e| e.to_string()) })
+    }
+
+    fn thaw(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move { self.cgroup()?.0.thaw().await.map_err(|e| e.to_string()) })
     }
 }
 

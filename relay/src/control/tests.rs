@@ -28,11 +28,21 @@ struct ScriptedDriver {
     starts: Arc<AtomicUsize>,
     /// Sending `true` makes the current compute "exit".
     exit: watch::Sender<bool>,
+    freezer: Freezer,
+}
+
+/// What every compute of a scripted driver did to its freezer, and its stops.
+#[derive(Clone, Default)]
+struct Freezer {
+    freezes: Arc<AtomicUsize>,
+    thaws: Arc<AtomicUsize>,
+    stops: Arc<AtomicUsize>,
 }
 
 struct ScriptedCompute {
     exit: watch::Receiver<bool>,
     stopped: Arc<AtomicUsize>,
+    freezer: Freezer,
 }
 
 impl Driver for ScriptedDriver {
@@ -55,7 +65,8 @@ impl Driver for ScriptedDriver {
                         tokio::time::sleep(d).await;
                         Ok(Box::new(ScriptedCompute {
                             exit: self.exit.subscribe(),
-                            stopped: Arc::new(AtomicUsize::new(0)),
+                            stopped: Arc::clone(&self.freezer.stops),
+                            freezer: self.freezer.clone(),
                         }) as Box<dyn RunningCompute>)
                     }
                     Step::Exit(d) => {
@@ -98,9 +109,36 @@ impl RunningCompute for ScriptedCompute {
             self.stopped.fetch_add(1, Ordering::SeqCst);
         })
     }
+
+    fn freeze(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            self.freezer.freezes.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    }
+
+    fn thaw(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            self.freezer.thaws.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    }
 }
 
 fn instance(script: Vec<Step>) -> (Arc<Instance>, Arc<AtomicUsize>, watch::Sender<bool>) {
+    let (inst, starts, exit, _) = instance_with(script, None);
+    (inst, starts, exit)
+}
+
+fn instance_with(
+    script: Vec<Step>,
+    stop_after: Option<Duration>,
+) -> (
+    Arc<Instance>,
+    Arc<AtomicUsize>,
+    watch::Sender<bool>,
+    Freezer,
+) {
     let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
     let config = InstanceConfig {
         name: "t".into(),
@@ -115,6 +153,8 @@ fn instance(script: Vec<Step>) -> (Arc<Instance>, Arc<AtomicUsize>, watch::Sende
         on_relay_exit: crate::config::OnRelayExit::Pause,
         max_pending_connections: 16,
         health_check_users: Vec::new(),
+        capacity: None,
+        stop_after,
         driver: DriverConfig::Process {
             command: vec!["x".into()],
             cwd: ".".into(),
@@ -123,17 +163,76 @@ fn instance(script: Vec<Step>) -> (Arc<Instance>, Arc<AtomicUsize>, watch::Sende
     };
     let starts = Arc::new(AtomicUsize::new(0));
     let (exit, _) = watch::channel(false);
+    let freezer = Freezer::default();
     let driver = ScriptedDriver {
         script: Mutex::new(script.into()),
         starts: Arc::clone(&starts),
         exit: exit.clone(),
+        freezer: freezer.clone(),
     };
     let metrics = Arc::new(Metrics::default());
     (
         Instance::new(config, Box::new(driver), metrics, None),
         starts,
         exit,
+        freezer,
     )
+}
+
+/// With `stop_after`, a pause freezes the compute; a wake thaws the same compute (no new
+/// start); once frozen for `stop_after` it is stopped and the instance paused.
+#[tokio::test(start_paused = true)]
+async fn a_pause_freezes_a_wake_thaws_and_stop_after_stops() {
+    let (inst, starts, _exit, freezer) = instance_with(
+        vec![Step::Ready(Duration::ZERO), Step::Ready(Duration::ZERO)],
+        Some(Duration::from_secs(10)),
+    );
+    inst.ensure_running().await.unwrap();
+    inst.pause(false, "test").await.unwrap();
+    assert_eq!(inst.phase(), Phase::Frozen);
+    assert_eq!(freezer.freezes.load(Ordering::SeqCst), 1);
+    assert_eq!(freezer.stops.load(Ordering::SeqCst), 0);
+
+    let report = inst.ensure_running().await.unwrap();
+    assert!(!report.was_running);
+    assert_eq!(inst.phase(), Phase::Running);
+    assert_eq!(freezer.thaws.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        starts.load(Ordering::SeqCst),
+        1,
+        "thawed, not started again"
+    );
+    assert_eq!(inst.status().wakes, 2);
+
+    inst.pause(false, "test").await.unwrap();
+    assert_eq!(inst.phase(), Phase::Frozen);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let idle = tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert_eq!(inst.phase(), Phase::Frozen, "not before stop_after");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(inst.phase(), Phase::Paused);
+    stop.cancel();
+    idle.await.unwrap();
+    assert_eq!(freezer.stops.load(Ordering::SeqCst), 1);
+    // The next wake starts a new compute.
+    inst.ensure_running().await.unwrap();
+    assert_eq!(starts.load(Ordering::SeqCst), 2);
+}
+
+/// The relay's shutdown stops a frozen compute too.
+#[tokio::test(start_paused = true)]
+async fn shutdown_stops_a_frozen_compute() {
+    let (inst, _starts, _exit, freezer) = instance_with(
+        vec![Step::Ready(Duration::ZERO)],
+        Some(Duration::from_secs(600)),
+    );
+    inst.ensure_running().await.unwrap();
+    inst.pause(false, "test").await.unwrap();
+    assert_eq!(inst.phase(), Phase::Frozen);
+    inst.shut_down().await;
+    assert_eq!(inst.phase(), Phase::Paused);
+    assert_eq!(freezer.stops.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test(start_paused = true)]
