@@ -1285,7 +1285,7 @@ command = ["server-shim", "run"]
                 "instance[0].handshake_timout: unknown key; expected one of `name`, `listen`, \
                  `compute`, `auth`, `proxy_protocol`, `resume_timeout`, `handshake_timeout`, \
                  `compute_timeout`, `idle_pause_after`, `on_relay_exit`, \
-                 `max_pending_connections`, `health_check_users`, `driver`",
+                 `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `driver`",
             ),
             (
                 error_after("[relay]", "[relay]\ncolour = \"blue\""),
@@ -1384,6 +1384,36 @@ command = ["server-shim", "run"]
             (
                 error_after("\"demo\"", "\"my db\""),
                 "instance[0].name: 'my db' must be non-empty A-Z a-z 0-9 - _",
+            ),
+            // capacity
+            (
+                error_after(
+                    "idle_pause_after = \"5m\"",
+                    "idle_pause_after = \"5m\"\ncapacity = { min_ccu = 0.3, max_ccu = 1 }",
+                ),
+                "instance[0].capacity.min_ccu: 0.3 is not a positive multiple of 0.25 CCU",
+            ),
+            (
+                error_after(
+                    "idle_pause_after = \"5m\"",
+                    "idle_pause_after = \"5m\"\ncapacity = { min_ccu = 2, max_ccu = 1 }",
+                ),
+                "instance[0].capacity.min_ccu: min_ccu 2 is above max_ccu 1",
+            ),
+            (
+                error_after(
+                    "idle_pause_after = \"5m\"",
+                    "idle_pause_after = \"5m\"\ncapacity = { min_ccu = 1, max_ccu = 2, \
+                     resume_ccu = 4 }",
+                ),
+                "instance[0].capacity.resume_ccu: 4 is outside min_ccu..max_ccu (1..2)",
+            ),
+            (
+                error_after(
+                    "idle_pause_after = \"5m\"",
+                    "idle_pause_after = \"5m\"\nstop_after = \"0s\"",
+                ),
+                "instance[0].stop_after: must be greater than zero",
             ),
             (
                 error_after("[\"server-shim\", \"run\"]", "[]"),
