@@ -345,3 +345,33 @@ fn auto_pause_counts_connections_only_the_kernel_saw() {
     );
     assert!(!any_route(&table.0));
 }
+
+#[test]
+fn refuses_to_start_without_cap_net_admin_naming_the_instance() {
+    let dir = TempDir::new("kr-nocap");
+    let table = TableGuard::new();
+    // A working relay first (key, data, config), then the same config without the capability:
+    // `setpriv` (util-linux) drops CAP_NET_ADMIN from the bounding set before the exec.
+    let mut relay = kernel_relay(&dir, &table, "5m");
+    relay.stop();
+    let out = Command::new("setpriv")
+        .args(["--bounding-set", "-net_admin"])
+        .arg(tests::bin_path("relay"))
+        .args(["run", "--config"])
+        .arg(dir.path().join("relay.toml"))
+        .output()
+        .unwrap_or_else(|e| panic!("setpriv (util-linux): {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "started without CAP_NET_ADMIN: {stderr}"
+    );
+    assert!(
+        stderr.contains("relay: instance 'demo': route = \"nftables\" needs CAP_NET_ADMIN"),
+        "{stderr}"
+    );
+    assert!(
+        !table_exists(&table.0),
+        "nothing created without the capability"
+    );
+}
