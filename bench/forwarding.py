@@ -31,8 +31,11 @@ oltp_read_only one event is a 14-query transaction), min/max spread, ratios, and
 proxies their CPU time (user + system, all threads, from /proc) per query: on a machine whose
 cores the load generator and the database share with the proxy, that cost is steadier than QPS.
 
-Usage: forwarding.py [RUNS] [SECONDS]   (defaults 3 and 8)
-Writes bench/results/forwarding.{txt,json}.
+Part K (`k`, not in the default run; `bench/kernel-route` runs it alone): the kernel route
+(`route = "nftables"`) next to the pump, HAProxy and MariaDB directly; see part_k().
+
+Usage: forwarding.py [RUNS] [SECONDS] [a,b,k]   (defaults 3, 8, a,b)
+Writes bench/results/forwarding.{txt,json}, or kernel-route.{txt,json} for part k alone.
 """
 
 import os
@@ -218,6 +221,94 @@ def part_a(out, data):
     h.stop(mdb, 60)
 
 
+def part_k(out, data):
+    """Issue 14: the kernel route next to the pump, HAProxy and MariaDB itself, in one run.
+
+    direct        sysbench → mariadbd
+    haproxy       sysbench → HAProxy (mode tcp) → mariadbd
+    relay-pump    sysbench → relay, route = "pump" (the relay copies every byte) → mariadbd
+    relay-kernel  sysbench → relay's listen address, route = "nftables": the kernel DNATs each
+                  new connection to mariadbd; the relay sees no byte → mariadbd
+    Both relays adopt the running mariadbd (exec driver, start/stop/status = `true`).
+    """
+    mdb, mport, mdir = start_mariadb()
+    common = ["--tables=%d" % TABLES, "--table-size=%d" % TABLE_SIZE]
+    prep = subprocess.run(["sysbench", "oltp_read_only", "--db-driver=mysql",
+                           "--mysql-host=127.0.0.1", "--mysql-port=%d" % mport,
+                           "--mysql-user=sbtest", "--mysql-password=sbpw", "--mysql-db=sbtest",
+                           "--threads=4"] + common + ["prepare"], capture_output=True, text=True)
+    if prep.returncode != 0:
+        raise RuntimeError(prep.stdout + prep.stderr)
+    hport = h.free_port()
+    hap = haproxy(hport, mport)
+    pump = h.Relay("kr-pump", compute_port=mport, driver="adopt")
+    kernel = h.Relay("kr-kernel", compute_port=mport, driver="adopt", route="nftables")
+    for r in (pump, kernel):
+        r.wait_state("running")
+    m.wait_greeting("127.0.0.1", hport, time.perf_counter() + 10)
+    ports = {"direct": mport, "haproxy": hport, "relay-pump": pump.port,
+             "relay-kernel": kernel.port}
+    pids = {"haproxy": hap.pid, "relay-pump": pump.proc.pid, "relay-kernel": kernel.proc.pid}
+    forwarded = 'relay_direct_connections_total{instance="demo",outcome="forwarded"}'
+
+    def run_one(wl, t):
+        def f(c):
+            f0 = kernel.metric(forwarded)
+            r = sysbench(wl, ports[c], t, "sbtest", "sbpw", "sbtest",
+                         common + ["--skip-trx=off"], pids.get(c))
+            if c == "relay-kernel":
+                # Connections the relay pumped itself (none when the kernel routes them all).
+                r["pumped"] = kernel.metric(forwarded) - f0
+            return r
+        return f
+
+    version = subprocess.run(["mariadb", "--no-defaults", "-uroot", "--socket=" + mdir + "/sock",
+                              "-Nse", "SELECT VERSION()"], capture_output=True,
+                             text=True).stdout.strip()
+    data["mariadb_version"] = version
+    out.append("## Kernel route: MariaDB %s, %d tables x %d rows, %d s per run, %d runs per "
+               "contender" % (version, TABLES, TABLE_SIZE, SECS, RUNS))
+    out.append("%-18s %3s  %-13s %11s %9s %9s %7s %9s  %s" % (
+        "workload", "thr", "contender", "QPS median", "QPS min", "QPS max", "p95 ms",
+        "cpu us/q", "QPS / direct (and / haproxy)"))
+    ratios = {c: [] for c in ports if c != "direct"}
+    for wl in WORKLOADS:
+        for t in THREADS:
+            res = cell_runs(list(ports), run_one(wl, t))
+            s = summarise(res)
+            data["kernel"]["%s/%d" % (wl, t)] = {"runs": res, "summary": s}
+            base = s["direct"]["qps"]["median"]
+            for c in ports:
+                q = s[c]["qps"]
+                cpu = s[c]["cpu_us_per_query"]
+                note = ""
+                if c != "direct":
+                    ratios[c].append(q["median"] / base)
+                    note = "%.3f" % (q["median"] / base)
+                    if c != "haproxy":
+                        note += "  (/haproxy %.3f)" % (q["median"] / s["haproxy"]["qps"]["median"])
+                    if c == "relay-kernel":
+                        note += "  pumped %d" % sum(r["pumped"] for r in res[c])
+                out.append("%-18s %3d  %-13s %11.0f %9.0f %9.0f %7.2f %9s  %s%s" % (
+                    wl, t, c, q["median"], q["min"], q["max"], s[c]["p95_ms"]["median"],
+                    "%.1f" % cpu["median"] if cpu.get("n") else "-", note,
+                    ("  errors %d" % s[c]["errors"]) if s[c]["errors"] else ""))
+            print("\n".join(out[-len(ports):]), flush=True)
+    out.append("")
+    out.append("geometric mean of QPS / direct over the %d cells:" % (len(WORKLOADS) * len(THREADS)))
+    for c, rs in ratios.items():
+        g = 1.0
+        for x in rs:
+            g *= x
+        g **= 1.0 / len(rs)
+        data["kernel"]["geomean/" + c] = g
+        out.append("  %-13s %.3f  (min %.3f, max %.3f)" % (c, g, min(rs), max(rs)))
+    pump.stop()
+    kernel.stop()
+    h.stop(hap)
+    h.stop(mdb, 60)
+
+
 def part_b(out, data):
     # The relay's compute command sleeps 1 s before exec'ing server-shim, so during a wake
     # every sysbench connection is held by the perceptron (none can reach the direct route).
@@ -274,13 +365,15 @@ def main():
     out = ["# forwarding (sysbench %s)" % subprocess.run(
         ["sysbench", "--version"], capture_output=True, text=True).stdout.strip(),
         "machine: %s" % h.machine(), ""]
-    data = {"runs": RUNS, "seconds": SECS, "mariadb": {}, "shim": {}}
+    data = {"runs": RUNS, "seconds": SECS, "mariadb": {}, "shim": {}, "kernel": {}}
+    if "k" in parts:
+        part_k(out, data)
     if "a" in parts:
         part_a(out, data)
     if "b" in parts:
         part_b(out, data)
     out.append("")
-    h.save("forwarding", "\n".join(out), data)
+    h.save("kernel-route" if parts == ["k"] else "forwarding", "\n".join(out), data)
 
 
 if __name__ == "__main__":

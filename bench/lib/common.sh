@@ -13,6 +13,8 @@ bench_install() {
     command -v mariadb >/dev/null || missing+=(mariadb-client)
     command -v python3 >/dev/null || missing+=(python3)
     command -v ss >/dev/null || missing+=(iproute2)
+    command -v nft >/dev/null || [[ -x /usr/sbin/nft ]] || missing+=(nftables)
+    command -v conntrack >/dev/null || [[ -x /usr/sbin/conntrack ]] || missing+=(conntrack)
     if ((${#missing[@]})); then
         echo "bench: installing ${missing[*]}" >&2
         DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >/dev/null ||
@@ -24,7 +26,8 @@ bench_build() {
     if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
         (cd "$ROOT" && nice cargo build --release -p relay -p server-shim -p mariadb-plugin)
     fi
-    [[ -x "$ROOT/target/release/relay" && -x "$ROOT/target/release/server-shim" ]] ||
+    local bin="${PERCEPTRON_BIN:-$ROOT/target/release}"
+    [[ -x "$bin/relay" && -x "$bin/server-shim" ]] ||
         { echo "bench: release binaries missing" >&2; exit 1; }
 }
 

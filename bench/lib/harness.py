@@ -168,10 +168,13 @@ class Relay:
     route.
     binary / env: another relay build and extra environment, to compare two builds (or
     settings) side by side in one run.
+    route: the instance's `route` ("pump", or "nftables" for the kernel route: root only; the
+    relay's table is named after its temporary state directory and deleted when it stops).
     """
 
     def __init__(self, name, compute_port=None, driver=None, idle_pause_after="1h",
-                 handshake_timeout="10s", nofile=None, auth="dual", binary=None, env=None):
+                 handshake_timeout="10s", nofile=None, auth="dual", binary=None, env=None,
+                 route="pump"):
         self.dir = tmpdir(name)
         self.port, self.admin_port = free_port(), free_port()
         self.compute_port = compute_port or free_port()
@@ -193,9 +196,10 @@ class Relay:
             f.write('[relay]\nstate_dir = "state"\nkey_file = "perceptron.key"\n'
                     'admin_listen = "127.0.0.1:%d"\n\n[[instance]]\nname = "demo"\n'
                     'listen = "127.0.0.1:%d"\ncompute = "127.0.0.1:%d"\nauth = "%s"\n'
-                    'resume_timeout = "30s"\nhandshake_timeout = "%s"\nidle_pause_after = "%s"\n%s'
+                    'resume_timeout = "30s"\nhandshake_timeout = "%s"\nidle_pause_after = "%s"\n'
+                    'route = "%s"\n%s'
                     % (self.admin_port, self.port, self.compute_port, auth, handshake_timeout,
-                       idle_pause_after, drv))
+                       idle_pause_after, route, drv))
         self.log = os.path.join(self.dir, "relay.log")
         env = dict(os.environ, RUST_LOG="info", NO_COLOR="1", **(env or {}))
         pre = None

@@ -138,6 +138,11 @@ struct InstanceJson {
     state: &'static str,
     since: String,
     since_ms: u64,
+    /// `pump` or `nftables`.
+    route: &'static str,
+    /// With `route = "nftables"`: whether the kernel route is installed now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_route_installed: Option<bool>,
     connections: ConnectionsJson,
     wakes: u64,
     last_resume_ms: Option<u64>,
@@ -150,6 +155,8 @@ struct InstanceJson {
 #[derive(Debug, Serialize)]
 struct ConnectionsJson {
     direct: usize,
+    /// Of `direct`, the connections the kernel route sent (conntrack's last count).
+    kernel: usize,
     perceptron: usize,
 }
 
@@ -267,6 +274,9 @@ pub async fn respond<B>(
                     Ok(()) => Response::json(StatusCode::OK, &instance_json(rt)),
                     Err(e @ (PauseError::Busy(_) | PauseError::NotRunning(_))) => {
                         Response::error(StatusCode::CONFLICT, &e.to_string())
+                    }
+                    Err(e @ PauseError::Route(_)) => {
+                        Response::error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())
                     }
                 }
             } else {
@@ -474,8 +484,11 @@ fn instance_json(rt: &InstanceRuntime) -> InstanceJson {
         state: s.phase.as_str(),
         since: timefmt::format_utc(s.since_ms),
         since_ms: s.since_ms,
+        route: rt.instance.config.route.as_str(),
+        kernel_route_installed: s.kernel_route_installed,
         connections: ConnectionsJson {
             direct: s.direct_connections,
+            kernel: s.kernel_connections,
             perceptron: s.perceptron_connections,
         },
         wakes: s.wakes,

@@ -25,6 +25,12 @@ pub enum Command {
     /// Run the relay: listen for every configured instance, hold clients of paused instances,
     /// wake them, and relay their logins. SIGTERM or SIGINT stops accepting, drains open
     /// connections (up to 10 s) and stops the computes it started.
+    ///
+    /// Instances with `route = "nftables"` are reached through the kernel while they run (an
+    /// nftables DNAT, no copy through the relay): this needs Linux, CAP_NET_ADMIN (root, or
+    /// an ambient capability), the `nft` program and conntrack. The relay clears and creates
+    /// its table (`relay.nftables_table`, default perceptron_<hash of state_dir>) at start and
+    /// deletes it at exit.
     Run {
         /// The TOML configuration file (see README, "Configuration").
         #[arg(long, value_name = "FILE")]

@@ -113,6 +113,10 @@ pub struct RelaySettings {
     /// `[relay.budgets]`: failed logins and wakes per source and per user.
     #[serde(default)]
     pub budgets: BudgetSettings,
+    /// The nftables table of the kernel route (`route = "nftables"`); none means
+    /// `perceptron_` and a hash of `state_dir` (see `crate::router::nft`).
+    #[serde(default, deserialize_with = "nftables_table")]
+    pub nftables_table: Option<String>,
 }
 
 /// `[relay.budgets]`: the wake-cost budgets (see `crate::budgets`). A limit of 0 turns that
@@ -189,6 +193,29 @@ pub enum AuthMode {
     Switch,
 }
 
+/// How new connections reach a running compute (`instance.route`, see `crate::router`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RouteMode {
+    /// The relay accepts every connection and copies its bytes (works anywhere).
+    #[default]
+    Pump,
+    /// While the instance runs, the kernel DNATs new connections to the compute (Linux,
+    /// `CAP_NET_ADMIN`, `nft`).
+    Nftables,
+}
+
+impl RouteMode {
+    /// The name in the configuration, status output and logs.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Pump => "pump",
+            Self::Nftables => "nftables",
+        }
+    }
+}
+
 /// One `[[instance]]`.
 #[derive(Debug, Clone)]
 pub struct InstanceConfig {
@@ -223,6 +250,8 @@ pub struct InstanceConfig {
     /// With it, a pause freezes the compute (its memory and sockets kept, thawed in
     /// milliseconds by the next login) and stops it once it has stayed frozen this long.
     pub stop_after: Option<Duration>,
+    /// How new connections reach the compute while it runs.
+    pub route: RouteMode,
     /// How the compute is started and stopped.
     pub driver: DriverConfig,
 }
@@ -442,6 +471,8 @@ struct InstanceFile {
     capacity: Option<CapacityFile>,
     #[serde(default, deserialize_with = "some_positive_duration")]
     stop_after: Option<Duration>,
+    #[serde(default)]
+    route: RouteMode,
     driver: toml::Table,
 }
 
@@ -837,6 +868,9 @@ impl Config {
                 );
                 return Err(ConfigError::invalid(path, key("resume_timeout"), message));
             }
+            if inst.route == RouteMode::Nftables {
+                kernel_route_fits(&inst, path, &key)?;
+            }
             let capacity = inst
                 .capacity
                 .map(|c| {
@@ -882,6 +916,7 @@ impl Config {
                 on_relay_exit: inst.on_relay_exit,
                 max_pending_connections: inst.max_pending_connections,
                 health_check_users: inst.health_check_users,
+                route: inst.route,
             });
         }
         Ok(Self {
@@ -890,6 +925,59 @@ impl Config {
             instances,
         })
     }
+}
+
+/// What `route = "nftables"` needs of an instance's other keys: a DNAT target the kernel
+/// can reach in the listen address's family, and no PROXY header (the kernel cannot write
+/// one).
+fn kernel_route_fits(
+    inst: &InstanceFile,
+    path: &Path,
+    key: &dyn Fn(&str) -> String,
+) -> Result<(), ConfigError> {
+    if inst.compute.ip().is_unspecified() {
+        return Err(ConfigError::invalid(
+            path,
+            key("compute"),
+            format!(
+                "{} cannot be a DNAT target: route = \"nftables\" needs the compute's own address",
+                inst.compute
+            ),
+        ));
+    }
+    if inst.listen.is_ipv4() != inst.compute.is_ipv4() {
+        return Err(ConfigError::invalid(
+            path,
+            key("route"),
+            format!(
+                "\"nftables\" needs listen ({}) and compute ({}) in the same address family \
+                 (both IPv4 or both IPv6)",
+                inst.listen, inst.compute
+            ),
+        ));
+    }
+    if inst.proxy_protocol {
+        return Err(ConfigError::invalid(
+            path,
+            key("proxy_protocol"),
+            "cannot be used with route = \"nftables\": the kernel route forwards packets and \
+             cannot send PROXY headers (the compute sees the client's address on direct \
+             connections, or the relay host's for a compute on another host)",
+        ));
+    }
+    Ok(())
+}
+
+/// `relay.nftables_table`: a name the relay may own (see `crate::router::nft`).
+fn nftables_table<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    let name = String::deserialize(deserializer)?;
+    if !crate::router::nft::valid_table_name(&name) {
+        return Err(D::Error::custom(format!(
+            "'{name}' must be perceptron_ followed by 1 to 48 of a-z 0-9 _ (the relay deletes \
+             and recreates this table, so it cannot name anyone else's)"
+        )));
+    }
+    Ok(Some(name))
 }
 
 /// `[instance.driver]` (at `key`): `kind` picks the type the other keys are read into.
@@ -1257,6 +1345,65 @@ command = ["server-shim", "run"]
     }
 
     #[test]
+    fn parses_the_route_and_the_nftables_table() {
+        let c = parse(GOOD).unwrap();
+        assert_eq!(c.instances[0].route, RouteMode::Pump, "the default");
+        assert_eq!(c.relay.nftables_table, None);
+        let c = parse(
+            &GOOD
+                .replace("auth = \"dual\"", "auth = \"dual\"\nroute = \"nftables\"")
+                .replace(
+                    "admin_listen = \"127.0.0.1:9100\"",
+                    "admin_listen = \"127.0.0.1:9100\"\nnftables_table = \"perceptron_ci_7\"",
+                ),
+        )
+        .unwrap();
+        assert_eq!(c.instances[0].route, RouteMode::Nftables);
+        assert_eq!(c.relay.nftables_table.as_deref(), Some("perceptron_ci_7"));
+    }
+
+    #[test]
+    fn rejects_kernel_routes_it_cannot_install() {
+        let routed = GOOD.replace("auth = \"dual\"", "auth = \"dual\"\nroute = \"nftables\"");
+        let file = "/etc/perceptron/relay.toml";
+        let cases = [
+            (
+                routed.replace("\"127.0.0.1:13306\"", "\"[::1]:13306\""),
+                "instance[0].route: \"nftables\" needs listen (127.0.0.1:3306) and compute \
+                 ([::1]:13306) in the same address family (both IPv4 or both IPv6)",
+            ),
+            (
+                routed.replace("\"127.0.0.1:13306\"", "\"0.0.0.0:13306\""),
+                "instance[0].compute: 0.0.0.0:13306 cannot be a DNAT target: route = \
+                 \"nftables\" needs the compute's own address",
+            ),
+            (
+                routed.replace("auth = \"dual\"", "auth = \"dual\"\nproxy_protocol = true"),
+                "instance[0].proxy_protocol: cannot be used with route = \"nftables\": the \
+                 kernel route forwards packets and cannot send PROXY headers (the compute sees \
+                 the client's address on direct connections, or the relay host's for a \
+                 compute on another host)",
+            ),
+            (
+                GOOD.replace("auth = \"dual\"", "auth = \"dual\"\nroute = \"iptables\""),
+                "instance[0].route: unknown variant `iptables`, expected `pump` or `nftables`",
+            ),
+            (
+                GOOD.replace(
+                    "admin_listen = \"127.0.0.1:9100\"",
+                    "admin_listen = \"127.0.0.1:9100\"\nnftables_table = \"filter\"",
+                ),
+                "relay.nftables_table: 'filter' must be perceptron_ followed by 1 to 48 of a-z \
+                 0-9 _ (the relay deletes and recreates this table, so it cannot name anyone \
+                 else's)",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse(&text).unwrap_err(), format!("{file}: {want}"));
+        }
+    }
+
+    #[test]
     fn rejects_duplicate_names_and_listeners() {
         let two = format!("{GOOD}\n{}", &GOOD[GOOD.find("[[instance]]").unwrap()..]);
         assert!(
@@ -1285,13 +1432,13 @@ command = ["server-shim", "run"]
                 "instance[0].handshake_timout: unknown key; expected one of `name`, `listen`, \
                  `compute`, `auth`, `proxy_protocol`, `resume_timeout`, `handshake_timeout`, \
                  `compute_timeout`, `idle_pause_after`, `on_relay_exit`, \
-                 `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `driver`",
+                 `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `route`, `driver`",
             ),
             (
                 error_after("[relay]", "[relay]\ncolour = \"blue\""),
                 "relay.colour: unknown key; expected one of `state_dir`, `key_file`, \
                  `admin_listen`, `admin_token_file`, `worker_threads`, \
-                 `max_pending_connections`, `max_pending_per_source`, `budgets`",
+                 `max_pending_connections`, `max_pending_per_source`, `budgets`, `nftables_table`",
             ),
             // a key of another driver kind
             (

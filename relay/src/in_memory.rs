@@ -11,7 +11,9 @@ use authplugin::KeyRing;
 use tokio_util::sync::CancellationToken;
 
 use crate::budgets::Budgets;
-use crate::config::{AuthMode, BudgetSettings, DriverConfig, InstanceConfig, OnRelayExit};
+use crate::config::{
+    AuthMode, BudgetSettings, DriverConfig, InstanceConfig, OnRelayExit, RouteMode,
+};
 use crate::control::Instance;
 use crate::control::driver::{BoxFuture, Driver, RunningCompute, WakeError};
 use crate::metrics::Metrics;
@@ -64,6 +66,7 @@ pub fn runtime(auth: AuthMode, ring: KeyRing, timeout: Duration) -> InstanceRunt
         health_check_users: vec!["haproxy".into()],
         capacity: None,
         stop_after: None,
+        route: RouteMode::Pump,
         driver: DriverConfig::Process {
             command: vec!["unused".into()],
             cwd: ".".into(),
@@ -72,7 +75,13 @@ pub fn runtime(auth: AuthMode, ring: KeyRing, timeout: Duration) -> InstanceRunt
     };
     let metrics = Arc::new(Metrics::default());
     InstanceRuntime {
-        instance: Instance::new(config, Box::new(ReadyDriver), Arc::clone(&metrics), None),
+        instance: Instance::new(
+            config,
+            Box::new(ReadyDriver),
+            None,
+            Arc::clone(&metrics),
+            None,
+        ),
         profile: RwLock::new(ComputeProfile::server_shim_default()),
         state_dir: "/nonexistent/perceptron-in-memory".into(),
         ring: Arc::new(ring),

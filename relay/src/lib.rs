@@ -13,6 +13,8 @@
 //!   connections end (error kinds, metric labels, client-visible ERRs).
 //! - `runtime`: what every connection of one instance shares.
 //! - `control`: instance lifecycle, the single-flight wake, drivers, readiness.
+//! - `router`: the kernel route (nftables DNAT while running, conntrack counts) beside the
+//!   pump.
 //! - `compute_conn`, `proxy_protocol`: connecting to a compute, with PROXY v2 headers.
 //! - `listener`: listening sockets and the shared accept loop.
 //! - `limits`: admission for the pre-login phase (caps per relay, instance and source).
@@ -60,6 +62,7 @@ mod passthrough;
 mod perceptron;
 mod profile;
 mod proxy_protocol;
+mod router;
 mod runtime;
 mod server;
 mod timefmt;

@@ -88,6 +88,28 @@ struct AdminRefusalLabels {
     reason: AdminRefusal,
 }
 
+/// What the relay did to an instance's kernel route
+/// (`relay_kernel_route_changes_total{action}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[expect(
+    non_camel_case_types,
+    reason = "the derive writes the variant name as the label value"
+)]
+pub enum KernelRouteAction {
+    /// New connections go straight to the compute.
+    install,
+    /// New connections reach the relay again.
+    remove,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct KernelRouteLabels {
+    instance: String,
+    action: KernelRouteAction,
+    /// `ok`, or the `KernelRouteError` label.
+    outcome: &'static str,
+}
+
 /// Which way bytes were copied (`relay_bytes_total{direction}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
 #[expect(
@@ -205,6 +227,8 @@ pub struct Metrics {
     budget_untracked: Gauge,
     health_checks: Family<InstanceLabels, PromCounter>,
     ccu: Family<InstanceLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    kernel_route_changes: Family<KernelRouteLabels, PromCounter>,
+    kernel_connections: Family<InstanceLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -226,6 +250,8 @@ impl Default for Metrics {
         let budget_untracked = Gauge::default();
         let health_checks = Family::default();
         let ccu = Family::default();
+        let kernel_route_changes = Family::default();
+        let kernel_connections = Family::default();
         let mut registry = Registry::default();
         // Counter names are registered without `_total`: the encoder appends it.
         registry.register(
@@ -315,6 +341,17 @@ impl Default for Metrics {
             "The running compute's capacity in CCUs (instances with [instance.capacity])",
             ccu.clone(),
         );
+        registry.register(
+            "relay_kernel_route_changes",
+            "Kernel route (nftables) installs and removals, by outcome",
+            kernel_route_changes.clone(),
+        );
+        registry.register(
+            "relay_kernel_route_connections",
+            "Open connections the kernel route sent straight to the compute (conntrack), at \
+             the last count",
+            kernel_connections.clone(),
+        );
         Self {
             registry,
             connections,
@@ -334,6 +371,8 @@ impl Default for Metrics {
             budget_untracked,
             health_checks,
             ccu,
+            kernel_route_changes,
+            kernel_connections,
         }
     }
 }
@@ -435,6 +474,32 @@ impl Metrics {
                 instance: instance.to_owned(),
             })
             .inc();
+    }
+
+    /// Counts an install or removal of `instance`'s kernel route; `failure` is the error's
+    /// label, none when it worked.
+    pub fn kernel_route(
+        &self,
+        instance: &str,
+        action: KernelRouteAction,
+        failure: Option<&'static str>,
+    ) {
+        self.kernel_route_changes
+            .get_or_create(&KernelRouteLabels {
+                instance: instance.to_owned(),
+                action,
+                outcome: failure.unwrap_or("ok"),
+            })
+            .inc();
+    }
+
+    /// Records how many connections the kernel route sent to `instance`'s compute are open.
+    pub fn set_kernel_connections(&self, instance: &str, open: usize) {
+        self.kernel_connections
+            .get_or_create(&InstanceLabels {
+                instance: instance.to_owned(),
+            })
+            .set(i64::try_from(open).unwrap_or(i64::MAX));
     }
 
     /// Counts a failed accept on `listener` (an instance name, or `admin`).
@@ -589,6 +654,9 @@ mod tests {
         m.budget_refused("demo", "source_failed_logins");
         m.set_budget_blocks(&[(("source", "failed_logins"), 2)], 0);
         m.health_check("demo");
+        m.kernel_route("demo", KernelRouteAction::install, None);
+        m.kernel_route("demo", KernelRouteAction::remove, Some("timeout"));
+        m.set_kernel_connections("demo", 4);
         m
     }
 
@@ -619,6 +687,9 @@ mod tests {
             "relay_budget_blocks{scope=\"source\",budget=\"failed_logins\"} 2",
             "relay_budget_untracked_events 0",
             "relay_health_checks_total{instance=\"demo\"} 1",
+            "relay_kernel_route_changes_total{instance=\"demo\",action=\"install\",outcome=\"ok\"} 1",
+            "relay_kernel_route_changes_total{instance=\"demo\",action=\"remove\",outcome=\"timeout\"} 1",
+            "relay_kernel_route_connections{instance=\"demo\"} 4",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

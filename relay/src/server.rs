@@ -12,7 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::admin::{self, AdminState};
 use crate::budgets::Budgets;
-use crate::config::{Config, OnRelayExit};
+use crate::config::{Config, InstanceConfig, OnRelayExit, RouteMode};
 use crate::control::{self, Instance};
 use crate::ledger::Ledger;
 use crate::limits::{self, Admission, PendingCaps};
@@ -20,6 +20,9 @@ use crate::listener;
 use crate::metrics::Metrics;
 use crate::perceptron;
 use crate::profile::{self, ComputeProfile};
+use crate::router::kernel::{NftRoute, NftTable};
+use crate::router::nft::{self, Dnat};
+use crate::router::{KernelRoute, KernelRouteError};
 use crate::runtime::InstanceRuntime;
 
 /// How long open connections may take to finish after a shutdown signal.
@@ -41,6 +44,15 @@ pub enum StartError {
     StateDir(std::io::Error),
     /// The admin token file is unusable.
     AdminToken(TokenFileError),
+    /// The kernel route (`route = "nftables"`) cannot be set up.
+    KernelRoute {
+        /// The first instance that asks for it.
+        instance: String,
+        /// The relay's table.
+        table: String,
+        /// What is missing or what `nft` answered.
+        source: KernelRouteError,
+    },
 }
 
 impl std::fmt::Display for StartError {
@@ -58,6 +70,15 @@ impl std::fmt::Display for StartError {
             }
             Self::StateDir(e) => write!(f, "cannot create the state directory: {e}"),
             Self::AdminToken(e) => write!(f, "relay.admin_token_file: {e}"),
+            Self::KernelRoute {
+                instance,
+                table,
+                source,
+            } => write!(
+                f,
+                "instance '{instance}': route = \"nftables\" {source} (nftables table inet \
+                 {table}; or set route = \"pump\")"
+            ),
         }
     }
 }
@@ -67,6 +88,7 @@ impl std::error::Error for StartError {
         match self {
             Self::Bind { source, .. } | Self::StateDir(source) => Some(source),
             Self::AdminToken(e) => Some(e),
+            Self::KernelRoute { source, .. } => Some(source),
         }
     }
 }
@@ -105,16 +127,102 @@ impl std::error::Error for TokenFileError {
     }
 }
 
-/// Runs the relay until `shutdown` fires, then drains and stops the computes.
+/// Runs the relay until `shutdown` fires, then drains and stops the computes. With an
+/// instance on the kernel route, the relay's nftables table is cleared and created first and
+/// deleted last, whatever happens between.
 ///
 /// # Errors
-/// [`StartError`] if a listener cannot be bound; nothing is left running in that case.
+/// [`StartError`] if a listener cannot be bound or the kernel route cannot be set up; nothing
+/// is left running in that case.
 pub async fn run(
     config: Config,
     ring: KeyRing,
     shutdown: CancellationToken,
 ) -> Result<(), StartError> {
     std::fs::create_dir_all(&config.relay.state_dir).map_err(StartError::StateDir)?;
+    let table = prepare_kernel_route(&config).await?;
+    let result = serve(config, ring, shutdown, table.as_ref()).await;
+    if let Some(table) = table {
+        match table.delete().await {
+            Ok(()) => tracing::info!(table = table.name(), "nftables table deleted"),
+            Err(e) => {
+                tracing::error!(table = table.name(), error = %e, "cannot delete the nftables table");
+            }
+        }
+    }
+    result
+}
+
+/// The kernel route's table, cleared and created afresh, when an instance uses it.
+async fn prepare_kernel_route(config: &Config) -> Result<Option<Arc<NftTable>>, StartError> {
+    let routed: Vec<&InstanceConfig> = config
+        .instances
+        .iter()
+        .filter(|i| i.route == RouteMode::Nftables)
+        .collect();
+    let Some(first) = routed.first() else {
+        return Ok(None);
+    };
+    let name = config.relay.nftables_table.clone().unwrap_or_else(|| {
+        // Canonical, so `state` and `./state` name the same table.
+        let dir = std::fs::canonicalize(&config.relay.state_dir)
+            .unwrap_or_else(|_| config.relay.state_dir.clone());
+        nft::default_table_name(&dir)
+    });
+    let dnats: Vec<Dnat> = routed.iter().map(|i| dnat_of(i)).collect();
+    let table =
+        NftTable::prepare(&name, &dnats)
+            .await
+            .map_err(|source| StartError::KernelRoute {
+                instance: first.name.clone(),
+                table: name.clone(),
+                source,
+            })?;
+    tracing::info!(table = %name, instances = routed.len(), "nftables table ready (stale rules cleared)");
+    for inst in &routed {
+        warn_about_sysctls(inst);
+    }
+    Ok(Some(table))
+}
+
+const fn dnat_of(cfg: &InstanceConfig) -> Dnat {
+    Dnat {
+        listen: cfg.listen,
+        compute: cfg.compute,
+    }
+}
+
+/// Warns about kernel settings a kernel route to or from another host needs: forwarding for
+/// a compute elsewhere, `route_localnet` for clients elsewhere reaching a loopback compute.
+fn warn_about_sysctls(cfg: &InstanceConfig) {
+    let on = |path: &str| std::fs::read_to_string(path).is_ok_and(|v| v.trim() == "1");
+    if dnat_of(cfg).compute_is_remote() {
+        let forwarding = if cfg.compute.is_ipv4() {
+            "/proc/sys/net/ipv4/ip_forward"
+        } else {
+            "/proc/sys/net/ipv6/conf/all/forwarding"
+        };
+        if !on(forwarding) {
+            tracing::warn!(instance = %cfg.name, compute = %cfg.compute, "the kernel route forwards clients on other hosts to a compute on another host only with forwarding on ({forwarding} = 1)");
+        }
+    }
+    if cfg.compute.ip().is_loopback()
+        && !cfg.listen.ip().is_loopback()
+        && cfg.listen.is_ipv4()
+        && !on("/proc/sys/net/ipv4/conf/all/route_localnet")
+    {
+        tracing::warn!(instance = %cfg.name, listen = %cfg.listen, compute = %cfg.compute, "clients on other hosts reach a loopback compute through the kernel route only with net.ipv4.conf.all.route_localnet = 1; bind the compute to a routable address, or they are refused while the instance runs");
+    }
+}
+
+/// The relay proper: listeners, instances, admin API; returns after the drain and the
+/// computes' stop.
+async fn serve(
+    config: Config,
+    ring: KeyRing,
+    shutdown: CancellationToken,
+    table: Option<&Arc<NftTable>>,
+) -> Result<(), StartError> {
     raise_descriptor_limit(config.relay.max_pending_connections);
     let ring = Arc::new(ring);
     let greetings = Arc::new(Mutex::new(authplugin::compute_proof::greeting_guard()));
@@ -145,9 +253,17 @@ pub async fn run(
             source,
         })?;
         let learnt = profile::load(&config.relay.state_dir, &cfg.name);
+        let kernel = match (table, cfg.route) {
+            (Some(table), RouteMode::Nftables) => {
+                Some(Arc::new(NftRoute::new(Arc::clone(table), dnat_of(cfg)))
+                    as Arc<dyn KernelRoute>)
+            }
+            _ => None,
+        };
         let instance = Instance::new(
             cfg.clone(),
             control::driver_for(cfg, &config.relay.state_dir),
+            kernel,
             Arc::clone(&metrics),
             Some(Arc::clone(&ledger)),
         );
@@ -171,7 +287,7 @@ pub async fn run(
             shutdown: shutdown.clone(),
             budgets: Arc::clone(&budgets),
         });
-        tracing::info!(instance = %cfg.name, listen = %cfg.listen, compute = %cfg.compute, "listening");
+        tracing::info!(instance = %cfg.name, listen = %cfg.listen, compute = %cfg.compute, route = cfg.route.as_str(), "listening");
         listeners.push((listener, rt));
     }
     let runtimes: Vec<_> = listeners.iter().map(|(_, rt)| Arc::clone(rt)).collect();

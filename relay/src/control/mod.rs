@@ -28,7 +28,8 @@ use crate::compute_conn::ComputeTarget;
 use crate::config::InstanceConfig;
 use crate::ledger::Ledger;
 pub use crate::lifecycle::Phase;
-use crate::metrics::{Counter, Metrics};
+use crate::metrics::{Counter, KernelRouteAction, Metrics};
+use crate::router::{KernelRoute, KernelRouteError};
 pub use driver::WakeError;
 use driver::{Driver, RunningCompute};
 
@@ -103,13 +104,24 @@ struct Inner {
     last_resume: Option<Duration>,
     /// The running compute's capacity, with `[instance.capacity]`.
     ccu: Option<Ccu>,
+    /// Open connections the kernel route sent to the compute, at the last conntrack count.
+    kernel_open: usize,
+    /// Whether the kernel route is installed now.
+    kernel_installed: bool,
 }
+
+/// How long a pause waits after removing the kernel route before it counts the connections
+/// the route sent: a SYN that passed the DNAT just before the element went shows in the
+/// conntrack table once it has left the hook, microseconds later. Cheap next to a pause.
+const ROUTE_SETTLE: Duration = Duration::from_millis(20);
 
 /// One instance: its configuration, its driver, its state and its open connections.
 pub struct Instance {
     /// The instance's configuration.
     pub config: InstanceConfig,
     driver: Box<dyn Driver>,
+    /// The kernel route (`route = "nftables"`); none for the pump.
+    kernel: Option<Arc<dyn KernelRoute>>,
     inner: Mutex<Inner>,
     shutting_down: std::sync::atomic::AtomicBool,
     metrics: Arc<Metrics>,
@@ -142,8 +154,12 @@ pub struct InstanceStatus {
     pub phase: Phase,
     /// When the phase was entered (Unix ms).
     pub since_ms: u64,
-    /// Open connections on the direct route.
+    /// Open connections on the direct route (the pump's and the kernel route's).
     pub direct_connections: usize,
+    /// Of those, the connections the kernel route sent to the compute (last conntrack count).
+    pub kernel_connections: usize,
+    /// Whether the kernel route is installed; none when the instance uses the pump.
+    pub kernel_route_installed: Option<bool>,
     /// Open connections held by the perceptron.
     pub perceptron_connections: usize,
     /// Wakes since the relay started.
@@ -163,6 +179,9 @@ pub enum PauseError {
     Busy(usize),
     /// Nothing runs.
     NotRunning(Phase),
+    /// The kernel route could not be removed (or its connections counted), so the compute
+    /// keeps running rather than leave new connections a dead port.
+    Route(String),
 }
 
 impl std::fmt::Display for PauseError {
@@ -170,6 +189,7 @@ impl std::fmt::Display for PauseError {
         match self {
             Self::Busy(n) => write!(f, "{n} connection(s) open; pause with force to cut them"),
             Self::NotRunning(p) => write!(f, "instance is {}", p.as_str()),
+            Self::Route(e) => write!(f, "kernel route: {e}; the compute keeps running"),
         }
     }
 }
@@ -213,17 +233,21 @@ impl ConnectionGuard {
 }
 
 impl Instance {
-    /// A paused instance. State changes are appended to `ledger` when there is one.
+    /// A paused instance; while it runs, new connections reach the compute through `kernel`
+    /// (none: through the relay's pump). State changes are appended to `ledger` when there is
+    /// one.
     #[must_use]
     pub fn new(
         config: InstanceConfig,
         driver: Box<dyn Driver>,
+        kernel: Option<Arc<dyn KernelRoute>>,
         metrics: Arc<Metrics>,
         ledger: Option<Arc<Ledger>>,
     ) -> Arc<Self> {
         Arc::new(Self {
             config,
             driver,
+            kernel,
             inner: Mutex::new(Inner {
                 state: State::Paused,
                 since_ms: crate::ledger::now_ms(),
@@ -233,6 +257,8 @@ impl Instance {
                 wakes: 0,
                 last_resume: None,
                 ccu: None,
+                kernel_open: 0,
+                kernel_installed: false,
             }),
             shutting_down: false.into(),
             metrics,
@@ -260,7 +286,9 @@ impl Instance {
             name: self.config.name.clone(),
             phase: inner.state.phase(),
             since_ms: inner.since_ms,
-            direct_connections: inner.active.direct,
+            direct_connections: inner.active.direct + inner.kernel_open,
+            kernel_connections: inner.kernel_open,
+            kernel_route_installed: self.kernel.as_ref().map(|_| inner.kernel_installed),
             perceptron_connections: inner.active.perceptron,
             wakes: inner.wakes,
             last_resume: inner.last_resume,
@@ -393,6 +421,11 @@ impl Instance {
         tracing::info!(instance = %name, "resuming");
         let started = Instant::now();
         let result = self.driver.start(self.config.resume_timeout).await;
+        if result.is_ok() {
+            // Before the instance counts as running: from here on new connections go
+            // straight to the compute.
+            self.install_route().await;
+        }
         let outcome = {
             let mut inner = self.lock();
             match result {
@@ -433,6 +466,10 @@ impl Instance {
             tracing::warn!(instance = %name, error = %e, "cannot thaw the compute; stopping it");
             frozen.stop().await;
         }
+        if thawed.is_ok() {
+            // As for a fresh compute: routed before it counts as running.
+            self.install_route().await;
+        }
         let outcome = {
             let mut inner = self.lock();
             match thawed {
@@ -459,6 +496,14 @@ impl Instance {
     /// Marks the instance failed when its compute exits on its own (running or frozen).
     async fn watch_exit(self: Arc<Self>, running: Arc<dyn RunningCompute>) {
         let reason = running.wait_exit().await;
+        let still_current =
+            matches!(&self.lock().state, State::Running(current) if Arc::ptr_eq(current, &running));
+        if still_current {
+            // New connections must reach the relay (which wakes a fresh compute), not the
+            // dead port. Removed before the state changes, so it cannot remove the route of
+            // a compute started after this one.
+            let _ = self.remove_route().await;
+        }
         let mut inner = self.lock();
         if let State::Running(current) | State::Frozen(current) = &inner.state {
             if Arc::ptr_eq(current, &running) {
@@ -477,9 +522,13 @@ impl Instance {
     /// # Errors
     /// [`PauseError`] when nothing runs or connections are open.
     pub async fn pause(self: &Arc<Self>, force: bool, reason: &str) -> Result<(), PauseError> {
+        if !force && self.phase() == Phase::Running {
+            // A fresh count of the connections the relay does not see.
+            self.count_kernel_connections().await;
+        }
         let (running, tx) = {
             let mut inner = self.lock();
-            let open = inner.active.total();
+            let open = inner.active.total() + inner.kernel_open;
             let running = match &inner.state {
                 State::Running(r) => Arc::clone(r),
                 other => return Err(PauseError::NotRunning(other.phase())),
@@ -492,6 +541,16 @@ impl Instance {
             (running, tx)
         };
         tracing::info!(instance = %self.config.name, reason, force, "pausing");
+        if let Err(e) = self.close_route(force).await {
+            // Back to running: the route is in place again (or was never removed).
+            {
+                let mut inner = self.lock();
+                self.transition(&mut inner, State::Running(running));
+            }
+            let _ = tx.send(true);
+            tracing::info!(instance = %self.config.name, reason = %e, "pause abandoned; running");
+            return Err(e);
+        }
         let freeze = self.config.stop_after.is_some()
             && !self
                 .shutting_down
@@ -554,10 +613,14 @@ impl Instance {
                 () = tokio::time::sleep(tick) => {}
                 () = stop.cancelled() => return,
             }
+            if self.kernel.is_some() && self.phase() == Phase::Running {
+                self.count_kernel_connections().await;
+            }
             let due = {
                 let inner = self.lock();
                 matches!(inner.state, State::Running(_))
                     && inner.active.total() == 0
+                    && inner.kernel_open == 0
                     && inner.idle_since.elapsed() >= idle_after
             };
             if due {
@@ -655,6 +718,7 @@ impl Instance {
             Some((compute, phase)) => {
                 let compute: Arc<dyn RunningCompute> = Arc::from(compute);
                 if phase == Phase::Running {
+                    self.install_route().await;
                     self.adopt_capacity(&compute).await;
                 }
                 let mut inner = self.lock();
@@ -723,6 +787,7 @@ impl Instance {
             (r, tx)
         };
         tracing::warn!(instance = %self.config.name, why, "running compute is unreachable; stopping it");
+        let _ = self.remove_route().await;
         running.stop().await;
         {
             let mut inner = self.lock();
@@ -761,6 +826,103 @@ impl Instance {
             (Phase::Resuming | Phase::Running, None) => NOMINAL.milli(),
             (Phase::Frozen, Some(c)) => c.frozen_milli_ccu,
             _ => 0,
+        }
+    }
+
+    /// Closes the kernel route before a pause stops the compute. Unforced, it then counts the
+    /// connections the route sent: any open one (a client that connected between the last
+    /// count and the removal) abandons the pause, and the route goes back. A route that cannot
+    /// be removed or counted abandons it too: a pause must never leave new connections a dead
+    /// port or cut a session. Forced, the compute stops whatever happens here.
+    async fn close_route(&self, force: bool) -> Result<(), PauseError> {
+        if self.kernel.is_none() {
+            return Ok(());
+        }
+        let removed = self.remove_route().await;
+        if force {
+            return Ok(());
+        }
+        if let Err(e) = removed {
+            return Err(PauseError::Route(e.to_string()));
+        }
+        tokio::time::sleep(ROUTE_SETTLE).await;
+        let open = self.count_kernel_connections().await;
+        if open == Some(0) {
+            return Ok(());
+        }
+        self.install_route().await;
+        Err(match open {
+            Some(n) => PauseError::Busy(n),
+            None => PauseError::Route("cannot count the connections it routed".into()),
+        })
+    }
+
+    /// Installs the kernel route, if the instance has one. A failure is logged and counted;
+    /// the instance still runs, reached through the pump (the relay keeps listening).
+    async fn install_route(&self) {
+        let Some(kernel) = &self.kernel else {
+            return;
+        };
+        let name = &self.config.name;
+        match kernel.install().await {
+            Ok(()) => {
+                self.lock().kernel_installed = true;
+                self.metrics
+                    .kernel_route(name, KernelRouteAction::install, None);
+                tracing::info!(instance = %name, listen = %self.config.listen, compute = %self.config.compute, "kernel route installed: new connections go straight to the compute");
+            }
+            Err(e) => {
+                self.metrics
+                    .kernel_route(name, KernelRouteAction::install, Some(e.label()));
+                tracing::error!(instance = %name, error = %e, "cannot install the kernel route; forwarding through the relay (pump) instead");
+            }
+        }
+    }
+
+    /// Removes the kernel route, if the instance has one: new connections reach the relay
+    /// again; the ones it routed keep their compute.
+    async fn remove_route(&self) -> Result<(), KernelRouteError> {
+        let Some(kernel) = &self.kernel else {
+            return Ok(());
+        };
+        let name = &self.config.name;
+        let removed = kernel.remove().await;
+        match &removed {
+            Ok(()) => {
+                self.lock().kernel_installed = false;
+                self.metrics
+                    .kernel_route(name, KernelRouteAction::remove, None);
+                tracing::info!(instance = %name, "kernel route removed: new connections reach the relay");
+            }
+            Err(e) => {
+                self.metrics
+                    .kernel_route(name, KernelRouteAction::remove, Some(e.label()));
+                tracing::error!(instance = %name, error = %e, "cannot remove the kernel route");
+            }
+        }
+        removed
+    }
+
+    /// Counts the open connections the kernel route sent to the compute (conntrack) and
+    /// records the count; when it drops to zero the idle clock starts. `None` when the
+    /// instance has no kernel route or the count failed (logged; the last count stands).
+    async fn count_kernel_connections(&self) -> Option<usize> {
+        let kernel = self.kernel.as_ref()?;
+        match kernel.open_connections().await {
+            Ok(n) => {
+                let mut inner = self.lock();
+                if inner.kernel_open > 0 && n == 0 {
+                    inner.idle_since = tokio::time::Instant::now();
+                }
+                inner.kernel_open = n;
+                drop(inner);
+                self.metrics.set_kernel_connections(&self.config.name, n);
+                Some(n)
+            }
+            Err(e) => {
+                tracing::warn!(instance = %self.config.name, error = %e, "cannot count the kernel route's connections");
+                None
+            }
         }
     }
 

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use super::driver::{BoxFuture, Driver, RunningCompute};
 use super::*;
 use crate::config::{AuthMode, DriverConfig, InstanceConfig};
+use crate::router::{KernelRoute, KernelRouteError};
 
 /// What the scripted driver does on each start, in order.
 #[derive(Debug, Clone)]
@@ -25,6 +26,8 @@ enum Step {
 
 struct ScriptedDriver {
     script: Mutex<VecDeque<Step>>,
+    /// What happened, in order (shared with the computes and a scripted kernel route).
+    log: Log,
     starts: Arc<AtomicUsize>,
     /// Sending `true` makes the current compute "exit".
     exit: watch::Sender<bool>,
@@ -39,7 +42,11 @@ struct Freezer {
     stops: Arc<AtomicUsize>,
 }
 
+/// Events of a test, in order: `start`, `stop`, `install`, `remove`.
+type Log = Arc<Mutex<Vec<&'static str>>>;
+
 struct ScriptedCompute {
+    log: Log,
     exit: watch::Receiver<bool>,
     stopped: Arc<AtomicUsize>,
     freezer: Freezer,
@@ -52,6 +59,7 @@ impl Driver for ScriptedDriver {
     ) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
         Box::pin(async move {
             self.starts.fetch_add(1, Ordering::SeqCst);
+            self.log.lock().unwrap().push("start");
             let step = self
                 .script
                 .lock()
@@ -64,6 +72,7 @@ impl Driver for ScriptedDriver {
                     Step::Ready(d) => {
                         tokio::time::sleep(d).await;
                         Ok(Box::new(ScriptedCompute {
+                            log: Arc::clone(&self.log),
                             exit: self.exit.subscribe(),
                             stopped: Arc::clone(&self.freezer.stops),
                             freezer: self.freezer.clone(),
@@ -104,6 +113,7 @@ impl RunningCompute for ScriptedCompute {
 
     fn stop(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            self.log.lock().unwrap().push("stop");
             // Stopping takes a while, so races with a pause in progress are real.
             tokio::time::sleep(Duration::from_millis(200)).await;
             self.stopped.fetch_add(1, Ordering::SeqCst);
@@ -126,13 +136,75 @@ impl RunningCompute for ScriptedCompute {
 }
 
 fn instance(script: Vec<Step>) -> (Arc<Instance>, Arc<AtomicUsize>, watch::Sender<bool>) {
-    let (inst, starts, exit, _) = instance_with(script, None);
+    let (inst, starts, exit, _) = build(script, None, None, Log::default());
     (inst, starts, exit)
 }
 
+/// An instance whose pauses freeze (`stop_after`), with its computes' freezer counts.
 fn instance_with(
     script: Vec<Step>,
     stop_after: Option<Duration>,
+) -> (
+    Arc<Instance>,
+    Arc<AtomicUsize>,
+    watch::Sender<bool>,
+    Freezer,
+) {
+    build(script, stop_after, None, Log::default())
+}
+
+/// A kernel route that logs installs and removals and reports scripted connection counts.
+struct ScriptedRoute {
+    log: Log,
+    /// Counts `open_connections` returns, in order; the last one repeats.
+    counts: Arc<Mutex<VecDeque<usize>>>,
+}
+
+impl KernelRoute for ScriptedRoute {
+    fn install(&self) -> crate::router::BoxFuture<'_, Result<(), KernelRouteError>> {
+        self.log.lock().unwrap().push("install");
+        Box::pin(async { Ok(()) })
+    }
+
+    fn remove(&self) -> crate::router::BoxFuture<'_, Result<(), KernelRouteError>> {
+        self.log.lock().unwrap().push("remove");
+        Box::pin(async { Ok(()) })
+    }
+
+    fn open_connections(&self) -> crate::router::BoxFuture<'_, Result<usize, KernelRouteError>> {
+        let mut counts = self.counts.lock().unwrap();
+        let n = if counts.len() > 1 {
+            counts.pop_front().unwrap()
+        } else {
+            *counts.front().unwrap_or(&0)
+        };
+        Box::pin(async move { Ok(n) })
+    }
+}
+
+type Counts = Arc<Mutex<VecDeque<usize>>>;
+
+/// An instance on a scripted kernel route whose conntrack counts are `counts`; the driver and
+/// the route write one log.
+fn routed_instance(
+    script: Vec<Step>,
+    counts: &[usize],
+) -> (Arc<Instance>, Log, Counts, watch::Sender<bool>) {
+    let log = Log::default();
+    let counts: Counts = Arc::new(Mutex::new(counts.iter().copied().collect()));
+    let route = ScriptedRoute {
+        log: Arc::clone(&log),
+        counts: Arc::clone(&counts),
+    };
+    let (inst, _starts, exit, _) = build(script, None, Some(Arc::new(route)), Arc::clone(&log));
+    (inst, log, counts, exit)
+}
+
+fn build(
+    script: Vec<Step>,
+    stop_after: Option<Duration>,
+    kernel: Option<Arc<dyn KernelRoute>>,
+    log: Log,
 ) -> (
     Arc<Instance>,
     Arc<AtomicUsize>,
@@ -155,6 +227,7 @@ fn instance_with(
         health_check_users: Vec::new(),
         capacity: None,
         stop_after,
+        route: crate::config::RouteMode::Pump,
         driver: DriverConfig::Process {
             command: vec!["x".into()],
             cwd: ".".into(),
@@ -166,13 +239,14 @@ fn instance_with(
     let freezer = Freezer::default();
     let driver = ScriptedDriver {
         script: Mutex::new(script.into()),
+        log,
         starts: Arc::clone(&starts),
         exit: exit.clone(),
         freezer: freezer.clone(),
     };
     let metrics = Arc::new(Metrics::default());
     (
-        Instance::new(config, Box::new(driver), metrics, None),
+        Instance::new(config, Box::new(driver), kernel, metrics, None),
         starts,
         exit,
         freezer,
@@ -417,4 +491,80 @@ async fn shut_down_refuses_new_wakes() {
         inst.ensure_running().await,
         Err(WakeError::ShuttingDown)
     ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn kernel_route_goes_in_before_running_and_out_before_the_compute_stops() {
+    let (inst, log, _counts, _exit) = routed_instance(vec![Step::Ready(Duration::ZERO)], &[0]);
+    assert_eq!(inst.status().kernel_route_installed, Some(false));
+    inst.ensure_running().await.unwrap();
+    assert_eq!(*log.lock().unwrap(), ["start", "install"]);
+    assert_eq!(inst.status().kernel_route_installed, Some(true));
+    inst.pause(false, "test").await.unwrap();
+    assert_eq!(*log.lock().unwrap(), ["start", "install", "remove", "stop"]);
+    assert_eq!(inst.status().kernel_route_installed, Some(false));
+    assert_eq!(inst.phase(), Phase::Paused);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pause_is_abandoned_when_a_connection_slipped_in_before_the_route_went() {
+    // Idle at the first count; one routed connection at the count after the removal.
+    let (inst, log, _counts, _exit) = routed_instance(vec![Step::Ready(Duration::ZERO)], &[0, 1]);
+    inst.ensure_running().await.unwrap();
+    assert_eq!(inst.pause(false, "test").await, Err(PauseError::Busy(1)));
+    assert_eq!(inst.phase(), Phase::Running);
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["start", "install", "remove", "install"],
+        "the route is back and the compute never stopped"
+    );
+    assert_eq!(inst.status().direct_connections, 1);
+    assert_eq!(inst.status().kernel_connections, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn routed_connections_keep_the_instance_awake_until_they_close() {
+    let (inst, log, counts, _exit) = routed_instance(vec![Step::Ready(Duration::ZERO)], &[2]);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    inst.ensure_running().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(
+        inst.phase(),
+        Phase::Running,
+        "two routed connections are open"
+    );
+    assert_eq!(inst.status().kernel_connections, 2);
+    *counts.lock().unwrap() = [0].into();
+    tokio::time::sleep(Duration::from_secs(59)).await;
+    assert_eq!(
+        inst.phase(),
+        Phase::Running,
+        "idle clock starts when they close"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(inst.phase(), Phase::Paused);
+    assert_eq!(*log.lock().unwrap(), ["start", "install", "remove", "stop"]);
+    stop.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_forced_pause_cuts_routed_connections() {
+    let (inst, log, _counts, _exit) = routed_instance(vec![Step::Ready(Duration::ZERO)], &[3]);
+    inst.ensure_running().await.unwrap();
+    assert_eq!(inst.pause(false, "test").await, Err(PauseError::Busy(3)));
+    inst.pause(true, "test").await.unwrap();
+    assert_eq!(inst.phase(), Phase::Paused);
+    assert_eq!(*log.lock().unwrap(), ["start", "install", "remove", "stop"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_compute_that_exits_loses_its_route() {
+    let (inst, log, _counts, exit) = routed_instance(vec![Step::Ready(Duration::ZERO)], &[0]);
+    inst.ensure_running().await.unwrap();
+    exit.send_replace(true);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(inst.phase(), Phase::Failed);
+    assert_eq!(*log.lock().unwrap(), ["start", "install", "remove"]);
+    assert_eq!(inst.status().kernel_route_installed, Some(false));
 }
