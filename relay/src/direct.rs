@@ -91,7 +91,8 @@ pub async fn handle(
         }
         LoginPhase::Closed => return,
     };
-    let mut bytes = crate::passthrough::pump(client, Vec::new(), compute, Vec::new()).await;
+    let thaw = rt.instance.thaw_on_upload();
+    let mut bytes = crate::passthrough::pump(client, Vec::new(), compute, Vec::new(), thaw).await;
     bytes.client_to_compute += up;
     bytes.compute_to_client += down;
     rt.count_pumped(&bytes);

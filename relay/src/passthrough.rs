@@ -56,7 +56,7 @@ pub struct PumpReport {
 }
 
 /// One direction of the copy.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Half {
     /// Bytes read and not yet written; `None` while idle.
     buf: Option<Vec<u8>>,
@@ -67,7 +67,12 @@ struct Half {
     /// The writer was shut down after that.
     shut: bool,
     copied: u64,
+    /// Called for every read that brought bytes.
+    on_read: Option<OnRead>,
 }
+
+/// What the pump calls when the client sends bytes (the frozen tier thaws the compute).
+pub type OnRead = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// Which side a failure came from.
 #[derive(Debug, Clone, Copy)]
@@ -149,6 +154,9 @@ impl Half {
                     } else {
                         self.start = 0;
                         self.end = n;
+                        if let Some(on_read) = &self.on_read {
+                            on_read();
+                        }
                     }
                 }
                 Poll::Ready(Err(_)) => return Poll::Ready(Err(from_side)),
@@ -164,13 +172,16 @@ impl Half {
 
 /// Copies until both directions are done or a socket fails. Bytes either side sent before
 /// the pump started (read along with the last login packet) are delivered first.
+/// `on_upload` is called whenever the client sends bytes.
 pub async fn pump(
     mut client: TcpStream,
     client_rest: Vec<u8>,
     mut compute: TcpStream,
     compute_rest: Vec<u8>,
+    on_upload: Option<OnRead>,
 ) -> PumpReport {
     let mut up = Half::with(client_rest);
+    up.on_read = on_upload;
     let mut down = Half::with(compute_rest);
     let result = poll_fn(|cx| {
         let up_state = if up.done() {
@@ -222,11 +233,16 @@ mod tests {
         // client_app <-> [client | relay pump | compute] <-> compute_app
         let (mut client_app, client) = pair().await;
         let (compute, mut compute_app) = pair().await;
+        let uploads = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = std::sync::Arc::clone(&uploads);
         let pump = tokio::spawn(pump(
             client,
             b"early-up".to_vec(),
             compute,
             b"early-down".to_vec(),
+            Some(std::sync::Arc::new(move || {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            })),
         ));
         let big: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
         client_app.write_all(&big).await.unwrap();
@@ -246,13 +262,15 @@ mod tests {
         assert_eq!(report.ended_by, "eof");
         assert_eq!(report.client_to_compute, 8 + 200_000);
         assert_eq!(report.compute_to_client, 15);
+        // Every read of the client's bytes was reported (the early bytes were not read).
+        assert!(uploads.load(std::sync::atomic::Ordering::Relaxed) >= 1);
     }
 
     #[tokio::test]
     async fn reports_the_side_that_failed() {
         let (mut client_app, client) = pair().await;
         let (compute, compute_app) = pair().await;
-        let pump = tokio::spawn(pump(client, Vec::new(), compute, Vec::new()));
+        let pump = tokio::spawn(pump(client, Vec::new(), compute, Vec::new(), None));
         // The compute goes away; the client keeps sending: writes to the compute fail.
         drop(compute_app);
         let chunk = vec![7u8; 64 * 1024];

@@ -337,6 +337,26 @@ impl Instance {
         }
     }
 
+    /// For the pump, with `stop_after`: a callback that thaws the compute when a client sends
+    /// bytes on a connection that stayed open while it was frozen (its bytes wait in the
+    /// compute's socket until then).
+    #[must_use]
+    pub fn thaw_on_upload(self: &Arc<Self>) -> Option<crate::passthrough::OnRead> {
+        self.config.stop_after?;
+        let instance = Arc::clone(self);
+        Some(Arc::new(move || {
+            if instance.phase() == Phase::Frozen {
+                tracing::info!(instance = %instance.config.name, "a client sent bytes to the frozen compute; thawing it");
+                let instance = Arc::clone(&instance);
+                tokio::spawn(async move {
+                    if let Err(e) = instance.ensure_running().await {
+                        tracing::warn!(instance = %instance.config.name, error = %e, "thaw for an open connection failed");
+                    }
+                });
+            }
+        }))
+    }
+
     /// Makes sure the compute runs, starting it if needed, and waits at most
     /// `resume_timeout` (P3). Concurrent callers share one wake. A caller that finds the
     /// instance pausing waits for the pause to finish, then wakes it.

@@ -110,9 +110,14 @@ pub async fn handle(
             );
             let (client_stream, client_rest) = client.into_parts();
             let (compute_stream, compute_rest) = session.compute.into_parts();
-            let bytes =
-                crate::passthrough::pump(client_stream, client_rest, compute_stream, compute_rest)
-                    .await;
+            let bytes = crate::passthrough::pump(
+                client_stream,
+                client_rest,
+                compute_stream,
+                compute_rest,
+                rt.instance.thaw_on_upload(),
+            )
+            .await;
             rt.count_pumped(&bytes);
             drop(session.held);
             tracing::info!(
