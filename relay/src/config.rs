@@ -327,6 +327,13 @@ pub struct ExecSpec {
     /// How often a running compute is checked.
     #[serde(default = "default::poll_interval", deserialize_with = "duration::any")]
     pub poll_interval: Duration,
+    /// Resizes the compute (`[instance.capacity]`); `{CCU}` in an argument becomes the new
+    /// capacity, e.g. `1.5`.
+    #[serde(default, deserialize_with = "some_argv")]
+    pub scale: Option<Vec<String>>,
+    /// Prints the CPU time the compute has used in all, in seconds (the autoscaler's input).
+    #[serde(default, deserialize_with = "some_argv")]
+    pub cpu_usage: Option<Vec<String>>,
 }
 
 /// A configuration that cannot be used: the file, the key to blame and what is wrong.
@@ -900,10 +907,16 @@ impl Config {
                     })
                 })
                 .transpose()?;
+            let driver = driver(inst.driver, &key("driver"), base, path)?;
+            if inst.stop_after.is_some() && !matches!(driver, DriverConfig::Process { .. }) {
+                let message = "the frozen tier needs the process driver (it freezes the \
+                               compute's cgroup); other drivers pause by stopping";
+                return Err(ConfigError::invalid(path, key("stop_after"), message));
+            }
             instances.push(InstanceConfig {
                 capacity,
                 stop_after: inst.stop_after,
-                driver: driver(inst.driver, &key("driver"), base, path)?,
+                driver,
                 name: inst.name,
                 listen: inst.listen,
                 compute: inst.compute,

@@ -98,8 +98,8 @@ pub trait RunningCompute: Send + Sync {
 
     /// The CPU time the compute has used in all, if the driver can tell (the autoscaler's
     /// input).
-    fn cpu_usage(&self) -> Option<Duration> {
-        None
+    fn cpu_usage(&self) -> BoxFuture<'_, Option<Duration>> {
+        Box::pin(async { None })
     }
 
     /// Freezes the compute's processes, keeping their memory and sockets; resolves once the
@@ -146,6 +146,10 @@ pub trait ExternalControl: Clone + Send + Sync + 'static {
     fn is_running(&self) -> impl Future<Output = bool> + Send;
     /// The running compute, watched the way this driver can tell it has gone.
     fn watched(&self) -> Box<dyn RunningCompute>;
+    /// Asks for the compute's capacity to become `ccu` (Kubernetes: an in-place pod resize).
+    fn request_scale(&self, ccu: Ccu) -> impl Future<Output = Result<(), String>> + Send;
+    /// The CPU time the compute has used in all, if the external control reports it.
+    fn cpu_used(&self) -> impl Future<Output = Option<Duration>> + Send;
 }
 
 impl<D: ExternalControl> Driver for D {
@@ -233,6 +237,14 @@ impl<D: ExternalControl> Watched<D> {
 impl<D: ExternalControl> RunningCompute for Watched<D> {
     fn wait_exit(&self) -> BoxFuture<'_, String> {
         Box::pin(exit_reason(self.exited.clone(), "stopped"))
+    }
+
+    fn resize(&self, ccu: Ccu) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(self.driver.request_scale(ccu))
+    }
+
+    fn cpu_usage(&self) -> BoxFuture<'_, Option<Duration>> {
+        Box::pin(self.driver.cpu_used())
     }
 
     fn stop(&self) -> BoxFuture<'_, ()> {

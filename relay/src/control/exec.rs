@@ -2,7 +2,10 @@
 //! cloud CLI). `start` must return once the compute is starting (or started); the relay then
 //! waits for its greeting. `stop` stops it. The optional `status` command (exit 0 = running)
 //! is polled to notice a compute that went away; without one, the relay probes the address.
-//! Every command has a timeout; output goes to the relay's log.
+//! Every command has a timeout; output goes to the relay's log. With `[instance.capacity]`,
+//! the optional `scale` command resizes the compute (`{CCU}` becomes the capacity) and the
+//! optional `cpu_usage` command prints the CPU seconds it has used, which the autoscaler reads.
+//! Without `cpu_usage` the instance keeps its `resume_ccu`.
 //!
 //! A command is done when its process exits, not when its output pipes close: a `start` that
 //! backgrounds a daemon leaves the daemon holding the pipes. A `start` that times out is
@@ -92,6 +95,15 @@ impl std::error::Error for CommandError {
 impl ExecDriver {
     /// Runs one configured command under the command timeout.
     async fn run(&self, what: &'static str, argv: &[String]) -> Result<(), CommandError> {
+        self.run_capturing(what, argv).await.map(|_| ())
+    }
+
+    /// Runs one configured command under the command timeout; its standard output.
+    async fn run_capturing(
+        &self,
+        what: &'static str,
+        argv: &[String],
+    ) -> Result<Vec<u8>, CommandError> {
         let (program, args) = argv.split_first().ok_or(CommandError::Empty { what })?;
         let mut child = Command::new(program)
             .args(args)
@@ -142,9 +154,13 @@ impl ExecDriver {
         let mut output = Vec::new();
         for task in [stdout, stderr] {
             let abort = task.abort_handle();
+            // One entry per stream, empty if it did not close in time: stdout stays first.
             match tokio::time::timeout(OUTPUT_GRACE, task).await {
                 Ok(Ok(bytes)) => output.push(bytes),
-                _ => abort.abort(),
+                _ => {
+                    abort.abort();
+                    output.push(Vec::new());
+                }
             }
         }
         for line in output.iter().flat_map(|bytes| {
@@ -157,7 +173,7 @@ impl ExecDriver {
             tracing::info!(target: "compute", instance = %self.instance, command = what, "{}", crate::logsafe::Escaped(line.as_bytes()));
         }
         if status.success() {
-            Ok(())
+            Ok(output.into_iter().next().unwrap_or_default())
         } else {
             Err(CommandError::Failed { what, status })
         }
@@ -199,6 +215,26 @@ impl ExternalControl for ExecDriver {
         }
     }
 
+    async fn request_scale(&self, ccu: crate::capacity::Ccu) -> Result<(), String> {
+        let argv = self
+            .spec
+            .scale
+            .as_ref()
+            .ok_or_else(|| "no scale command is configured".to_owned())?;
+        let argv: Vec<String> = argv
+            .iter()
+            .map(|a| a.replace("{CCU}", &ccu.to_string()))
+            .collect();
+        self.run("scale", &argv).await.map_err(|e| e.to_string())
+    }
+
+    async fn cpu_used(&self) -> Option<Duration> {
+        let argv = self.spec.cpu_usage.as_ref()?;
+        let out = self.run_capturing("cpu_usage", argv).await.ok()?;
+        let seconds: f64 = String::from_utf8_lossy(&out).trim().parse().ok()?;
+        Duration::try_from_secs_f64(seconds).ok()
+    }
+
     fn watched(&self) -> Box<dyn RunningCompute> {
         // A status command is authoritative; without one, a few failed probes in a row.
         let failures_to_exit = if self.spec.status.is_some() {
@@ -234,6 +270,8 @@ mod tests {
                 cwd: dir.to_owned(),
                 command_timeout: timeout,
                 poll_interval: Duration::from_secs(1),
+                scale: Some(vec!["sh".into(), "-c".into(), "echo {CCU} > scaled".into()]),
+                cpu_usage: Some(vec!["echo".into(), "12.5".into()]),
             },
         }
     }
@@ -278,5 +316,19 @@ mod tests {
             "{e}"
         );
         assert!(dir.join("stopped").exists(), "stop ran");
+    }
+
+    #[tokio::test]
+    async fn scale_and_cpu_usage_run_their_commands() {
+        let dir = tmp("scale");
+        let d = driver(&dir, "true", "true", Duration::from_secs(5));
+        d.request_scale(crate::capacity::Ccu::parse(1.5).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("scaled")).unwrap(),
+            "1.5\n"
+        );
+        assert_eq!(d.cpu_used().await, Some(Duration::from_millis(12_500)));
     }
 }

@@ -6,7 +6,8 @@
 //! |---|---|---|
 //! | `POST {url}/start` | `{"instance": "<name>"}` | any 2xx once the compute is starting |
 //! | `POST {url}/stop` | `{"instance": "<name>"}` | any 2xx once it is stopping |
-//! | `GET {url}/status?instance=<name>` | none | 2xx with `{"running": true \| false}` |
+//! | `GET {url}/status?instance=<name>` | none | 2xx with `{"running": true \| false}`, and `"cpu_seconds": <f64>` (CPU time used in all) for the autoscaler |
+//! | `POST {url}/scale` | `{"instance": "<name>", "ccu": 1.5}` | any 2xx once resized (`[instance.capacity]`; on Kubernetes an in-place pod resize) |
 //!
 //! After `start` the relay waits for the compute's greeting itself, as with every driver.
 
@@ -140,6 +141,42 @@ impl ExternalControl for HttpDriver {
 
     async fn request_stop(&self) -> Result<(), ControlPlaneError> {
         self.post("stop").await
+    }
+
+    async fn request_scale(&self, ccu: crate::capacity::Ccu) -> Result<(), String> {
+        let body =
+            serde_json::json!({ "instance": self.instance, "ccu": ccu.as_f64() }).to_string();
+        let reply = self
+            .call(Method::POST, "/scale", Some(body))
+            .await
+            .map_err(|e| e.to_string())?;
+        if reply.status.is_success() {
+            Ok(())
+        } else {
+            Err(ControlPlaneError::Refused {
+                action: "scale",
+                status: reply.status,
+                body: reply.body.trim().to_owned(),
+            }
+            .to_string())
+        }
+    }
+
+    async fn cpu_used(&self) -> Option<std::time::Duration> {
+        let reply = self
+            .call(
+                Method::GET,
+                &format!("/status?instance={}", self.instance),
+                None,
+            )
+            .await
+            .ok()
+            .filter(|r| r.status.is_success())?;
+        let seconds = serde_json::from_str::<serde_json::Value>(&reply.body)
+            .ok()?
+            .get("cpu_seconds")?
+            .as_f64()?;
+        std::time::Duration::try_from_secs_f64(seconds).ok()
     }
 
     async fn is_running(&self) -> bool {

@@ -683,7 +683,7 @@ impl Instance {
                     }
                 }
             };
-            let Some(used) = running.cpu_usage() else {
+            let Some(used) = running.cpu_usage().await else {
                 continue;
             };
             let now = Instant::now();

@@ -365,8 +365,9 @@ impl RunningCompute for ProcessCompute {
         })
     }
 
-    fn cpu_usage(&self) -> Option<Duration> {
-        self.cgroup.as_ref().and_then(|(c, _)| c.cpu_usage().ok())
+    fn cpu_usage(&self) -> BoxFuture<'_, Option<Duration>> {
+        let used = self.cgroup.as_ref().and_then(|(c, _)| c.cpu_usage().ok());
+        Box::pin(async move { used })
     }
 
     fn freeze(&self) -> BoxFuture<'_, Result<(), String>> {
