@@ -170,11 +170,12 @@ class Relay:
     settings) side by side in one run.
     route: the instance's `route` ("pump", or "nftables" for the kernel route: root only; the
     relay's table is named after its temporary state directory and deleted when it stops).
+    instance_toml: more lines for the `[[instance]]` table (capacity, stop_after).
     """
 
     def __init__(self, name, compute_port=None, driver=None, idle_pause_after="1h",
                  handshake_timeout="10s", nofile=None, auth="dual", binary=None, env=None,
-                 route="pump"):
+                 route="pump", instance_toml=""):
         self.dir = tmpdir(name)
         self.port, self.admin_port = free_port(), free_port()
         self.compute_port = compute_port or free_port()
@@ -197,9 +198,9 @@ class Relay:
                     'admin_listen = "127.0.0.1:%d"\n\n[[instance]]\nname = "demo"\n'
                     'listen = "127.0.0.1:%d"\ncompute = "127.0.0.1:%d"\nauth = "%s"\n'
                     'resume_timeout = "30s"\nhandshake_timeout = "%s"\nidle_pause_after = "%s"\n'
-                    'route = "%s"\n%s'
+                    'route = "%s"\n%s\n%s'
                     % (self.admin_port, self.port, self.compute_port, auth, handshake_timeout,
-                       idle_pause_after, route, drv))
+                       idle_pause_after, route, instance_toml, drv))
         self.log = os.path.join(self.dir, "relay.log")
         env = dict(os.environ, RUST_LOG="info", NO_COLOR="1", **(env or {}))
         pre = None
@@ -248,12 +249,13 @@ class Relay:
                 total += float(line.rsplit(" ", 1)[1])
         return total
 
-    def pause(self, timeout=30.0):
-        """Pauses and waits until the admin API says paused (retries while connections close)."""
+    def pause(self, timeout=30.0, until="paused"):
+        """Pauses and waits until the admin API says `until` (paused; frozen with stop_after),
+        retrying while connections close."""
         deadline = time.time() + timeout
         while True:
             status, body = self.admin("POST", "/v1/instances/demo/pause")
-            if self.state() == "paused":
+            if self.state() == until:
                 return
             if time.time() > deadline:
                 raise RuntimeError("could not pause: %s %s" % (status, body))
