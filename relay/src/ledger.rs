@@ -13,9 +13,9 @@
 //! [`parse`] skips a torn or garbled line (and says so) and keeps every earlier record, and
 //! [`Ledger::open`] starts a fresh line after a torn one so later records stay readable.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read as _, Seek as _, SeekFrom, Write as _};
+use std::io::{self, Read as _, Seek as _, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -39,7 +39,79 @@ pub struct Event {
 #[derive(Debug)]
 pub struct Ledger {
     path: PathBuf,
-    file: Mutex<File>,
+    file: Mutex<Appender<File>>,
+}
+
+/// What the ledger appends to: a file (a fake disk in tests).
+trait Sink: Write {
+    fn len(&mut self) -> io::Result<u64>;
+    fn set_len(&mut self, len: u64) -> io::Result<()>;
+    fn sync_data(&mut self) -> io::Result<()>;
+}
+
+impl Sink for File {
+    fn len(&mut self) -> io::Result<u64> {
+        Ok(self.metadata()?.len())
+    }
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        Self::set_len(self, len)
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        Self::sync_data(self)
+    }
+}
+
+/// The open file and the records it refused.
+#[derive(Debug)]
+struct Appender<F> {
+    file: F,
+    /// Lines the file system refused (full disk, I/O error), oldest first, with the times of
+    /// their state changes: written ahead of the next record, so a disk that fills up for a
+    /// while delays records instead of losing them (a lost `paused` would bill the paused
+    /// time). Bounded by [`MAX_UNWRITTEN`].
+    unwritten: VecDeque<String>,
+}
+
+/// The most refused records kept for a later write (each a few dozen bytes; a wake and a
+/// pause make four). Past it the oldest is dropped, loudly.
+pub const MAX_UNWRITTEN: usize = 4096;
+
+impl<F: Sink> Appender<F> {
+    /// Writes the refused records and `line` (if any) in one append and syncs it. A write
+    /// the file system refuses half-way (ENOSPC after the last free block) is cut back off,
+    /// so no torn line is left for the next record to be glued to (which would make that
+    /// committed record unreadable); everything not written stays queued, in order.
+    fn append(&mut self, line: Option<String>) -> io::Result<()> {
+        if let Some(line) = line {
+            if self.unwritten.len() >= MAX_UNWRITTEN {
+                if let Some(dropped) = self.unwritten.pop_front() {
+                    tracing::error!(record = %dropped.trim_end(), "usage ledger: too many records refused by the file system; dropping the oldest");
+                }
+            }
+            self.unwritten.push_back(line);
+        }
+        if self.unwritten.is_empty() {
+            return Ok(());
+        }
+        let batch: String = self.unwritten.iter().map(String::as_str).collect();
+        let before = self.file.len()?;
+        let written = self
+            .file
+            .write_all(batch.as_bytes())
+            .and_then(|()| self.file.sync_data());
+        match written {
+            Ok(()) => {
+                self.unwritten.clear();
+                Ok(())
+            }
+            Err(e) => {
+                // Shrinking needs no free space. If even that fails, the next open of the
+                // ledger isolates the torn line (see `Ledger::open`).
+                let _ = self.file.set_len(before);
+                Err(e)
+            }
+        }
+    }
 }
 
 impl Ledger {
@@ -67,7 +139,10 @@ impl Ledger {
         }
         Ok(Self {
             path,
-            file: Mutex::new(file),
+            file: Mutex::new(Appender {
+                file,
+                unwritten: VecDeque::new(),
+            }),
         })
     }
 
@@ -77,10 +152,12 @@ impl Ledger {
         &self.path
     }
 
-    /// Appends an event billed at `rate_milli` from now on, and syncs it to disk.
+    /// Appends an event billed at `rate_milli` from now on (after any the file system refused
+    /// earlier) and syncs it to disk.
     ///
     /// # Errors
-    /// The file system's error; the caller logs it (billing must not stop the service).
+    /// The file system's error; the caller logs it (billing must not stop the service). The
+    /// event is then kept, and written ahead of the next one that gets through.
     pub fn record(&self, instance: &str, state: Phase, rate_milli: u64) -> io::Result<Event> {
         let event = Event {
             at_ms: now_ms(),
@@ -94,20 +171,24 @@ impl Ledger {
             event.instance,
             state.as_str()
         );
-        let mut file = self
-            .file
+        self.file
             .lock()
-            .map_err(|_| io::Error::other("ledger lock poisoned"))?;
-        file.write_all(line.as_bytes())?;
-        file.sync_data()?;
+            .map_err(|_| io::Error::other("ledger lock poisoned"))?
+            .append(Some(line))?;
         Ok(event)
     }
 
-    /// Reads every intact event.
+    /// Reads every intact event, first writing any the file system refused before (so a
+    /// report made once space is back is complete).
     ///
     /// # Errors
     /// The file system's error.
     pub fn read(&self) -> io::Result<(Vec<Event>, usize)> {
+        if let Ok(mut appender) = self.file.lock() {
+            if let Err(e) = appender.append(None) {
+                tracing::warn!(error = %e, unwritten = appender.unwritten.len(), "usage ledger: records still cannot be written");
+            }
+        }
         Ok(parse(&std::fs::read_to_string(&self.path)?))
     }
 }
@@ -391,6 +472,97 @@ mod tests {
         let (events, skipped) = parse(text);
         assert_eq!(events.len(), 2);
         assert_eq!(skipped, 2);
+    }
+
+    /// A disk with room for `room` more bytes: a write past it is cut short, as a full file
+    /// system cuts the write that needs one block too many.
+    #[derive(Debug, Default)]
+    struct Disk {
+        bytes: Vec<u8>,
+        room: usize,
+    }
+
+    impl Write for Disk {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.room);
+            if n == 0 {
+                return Err(io::Error::new(io::ErrorKind::StorageFull, "disk full"));
+            }
+            self.bytes.extend_from_slice(&buf[..n]);
+            self.room -= n;
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Sink for Disk {
+        fn len(&mut self) -> io::Result<u64> {
+            Ok(self.bytes.len() as u64)
+        }
+        fn set_len(&mut self, len: u64) -> io::Result<()> {
+            let len = usize::try_from(len).unwrap();
+            self.room += self.bytes.len() - len;
+            self.bytes.truncate(len);
+            Ok(())
+        }
+        fn sync_data(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Before: a record cut short by a full disk stayed in the file, the next record was
+    /// appended to its torn bytes and both became one unreadable line (a lost `pausing`
+    /// billed the paused time), and the refused records were lost for good.
+    #[test]
+    fn a_full_disk_delays_records_without_tearing_or_losing_them() {
+        let mut a = Appender {
+            file: Disk {
+                bytes: b"1 demo paused\n".to_vec(),
+                room: 10,
+            },
+            unwritten: VecDeque::new(),
+        };
+        assert!(a.append(Some("2000 demo resuming\n".into())).is_err());
+        assert!(a.append(Some("3000 demo running\n".into())).is_err());
+        assert_eq!(a.file.bytes, b"1 demo paused\n", "nothing torn left");
+        assert_eq!(a.unwritten.len(), 2);
+        a.file.room = 1000;
+        a.append(Some("4000 demo pausing\n".into())).unwrap();
+        let text = String::from_utf8(a.file.bytes.clone()).unwrap();
+        let (events, skipped) = parse(&text);
+        assert_eq!(skipped, 0);
+        let states: Vec<_> = events.iter().map(|e| (e.at_ms, e.state)).collect();
+        assert_eq!(
+            states,
+            [
+                (1, Phase::Paused),
+                (2000, Phase::Resuming),
+                (3000, Phase::Running),
+                (4000, Phase::Pausing)
+            ]
+        );
+        assert!(a.unwritten.is_empty());
+        // Nothing pending: a flush writes nothing.
+        a.append(None).unwrap();
+        assert_eq!(a.file.bytes.len(), text.len());
+    }
+
+    #[test]
+    fn keeps_at_most_max_unwritten_refused_records() {
+        let mut a = Appender {
+            file: Disk::default(),
+            unwritten: VecDeque::new(),
+        };
+        for i in 0..MAX_UNWRITTEN + 5 {
+            assert!(a.append(Some(format!("{i} demo running\n"))).is_err());
+        }
+        assert_eq!(a.unwritten.len(), MAX_UNWRITTEN);
+        assert_eq!(
+            a.unwritten.front().map(String::as_str),
+            Some("5 demo running\n")
+        );
     }
 
     #[test]

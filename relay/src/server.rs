@@ -40,8 +40,9 @@ pub enum StartError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// The state directory could not be created.
-    StateDir(std::io::Error),
+    /// The state directory could not be created, or its ledger opened for writing (a
+    /// read-only or inaccessible directory).
+    StateDir(std::path::PathBuf, std::io::Error),
     /// The admin token file is unusable.
     AdminToken(TokenFileError),
     /// The kernel route (`route = "nftables"`) cannot be set up.
@@ -68,7 +69,13 @@ impl std::fmt::Display for StartError {
                     "instance '{instance}': cannot listen on {addr}: {source}"
                 )
             }
-            Self::StateDir(e) => write!(f, "cannot create the state directory: {e}"),
+            // The path is what an operator has to fix; the OS error alone ("Read-only file
+            // system") does not say which of the relay's paths it is about.
+            Self::StateDir(dir, e) => write!(
+                f,
+                "state directory {}: cannot create it or write its usage ledger: {e}",
+                dir.display()
+            ),
             Self::AdminToken(e) => write!(f, "relay.admin_token_file: {e}"),
             Self::KernelRoute {
                 instance,
@@ -86,7 +93,7 @@ impl std::fmt::Display for StartError {
 impl std::error::Error for StartError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Self::Bind { source, .. } | Self::StateDir(source) => Some(source),
+            Self::Bind { source, .. } | Self::StateDir(_, source) => Some(source),
             Self::AdminToken(e) => Some(e),
             Self::KernelRoute { source, .. } => Some(source),
         }
@@ -139,7 +146,8 @@ pub async fn run(
     ring: KeyRing,
     shutdown: CancellationToken,
 ) -> Result<(), StartError> {
-    std::fs::create_dir_all(&config.relay.state_dir).map_err(StartError::StateDir)?;
+    let state_dir_error = |e| StartError::StateDir(config.relay.state_dir.clone(), e);
+    std::fs::create_dir_all(&config.relay.state_dir).map_err(state_dir_error)?;
     let table = prepare_kernel_route(&config).await?;
     let result = serve(config, ring, shutdown, table.as_ref()).await;
     if let Some(table) = table {
@@ -224,11 +232,12 @@ async fn serve(
     table: Option<&Arc<NftTable>>,
 ) -> Result<(), StartError> {
     raise_descriptor_limit(config.relay.max_pending_connections);
+    let state_dir_error = |e| StartError::StateDir(config.relay.state_dir.clone(), e);
     let ring = Arc::new(ring);
     let greetings = Arc::new(Mutex::new(authplugin::compute_proof::greeting_guard()));
     let metrics = Arc::new(Metrics::default());
-    let ledger = Arc::new(Ledger::open(&config.relay.state_dir).map_err(StartError::StateDir)?);
-    let (last_states, torn) = ledger.read().map_err(StartError::StateDir)?;
+    let ledger = Arc::new(Ledger::open(&config.relay.state_dir).map_err(state_dir_error)?);
+    let (last_states, torn) = ledger.read().map_err(state_dir_error)?;
     if torn > 0 {
         tracing::warn!(lines = torn, ledger = %ledger.path().display(), "skipped torn or garbled ledger lines (earlier records kept)");
     }

@@ -20,6 +20,8 @@ pub struct RelayOptions {
     pub resume_timeout: &'static str,
     /// `idle_pause_after`.
     pub idle_pause_after: &'static str,
+    /// `handshake_timeout` (how long a client may take to log in).
+    pub handshake_timeout: &'static str,
     /// `on_relay_exit`.
     pub on_relay_exit: &'static str,
     /// Replaces the whole `[instance.driver]` table (`{COMPUTE_PORT}` and `{DIR}` are
@@ -41,6 +43,7 @@ impl Default for RelayOptions {
             command: None,
             resume_timeout: "15s",
             idle_pause_after: "5m",
+            handshake_timeout: "5s",
             on_relay_exit: "pause",
             driver_toml: None,
             auth: "dual",
@@ -153,7 +156,7 @@ compute = "127.0.0.1:{compute_port}"
 auth = "{}"
 proxy_protocol = {}
 resume_timeout = "{}"
-handshake_timeout = "5s"
+handshake_timeout = "{}"
 idle_pause_after = "{}"
 on_relay_exit = "{}"
 {}
@@ -162,6 +165,7 @@ on_relay_exit = "{}"
             options.auth,
             options.proxy_protocol,
             options.resume_timeout,
+            options.handshake_timeout,
             options.idle_pause_after,
             options.on_relay_exit,
             options.instance_toml,

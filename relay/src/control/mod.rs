@@ -790,10 +790,32 @@ impl Instance {
     /// readiness probe it is treated as dead: stopped (so a hung process cannot hold the
     /// port) and the instance marked failed, so the next wake starts a fresh one.
     pub async fn report_unreachable(self: &Arc<Self>, why: &str) {
-        if readiness::probe(ComputeTarget::of(&self.config))
-            .await
-            .is_ok()
-        {
+        self.stop_unless_it_greets(why, None).await;
+    }
+
+    /// Called when a running compute accepted a connection but then did not greet or answer
+    /// it within `compute_timeout`, or dropped it. A busy compute (a storm of logins) may be
+    /// slow rather than dead, so it gets a whole `compute_timeout` to greet a fresh probe;
+    /// one that cannot is treated as [`Instance::report_unreachable`] treats a dead one.
+    pub async fn report_unresponsive(self: &Arc<Self>, why: &str) {
+        self.stop_unless_it_greets(why, Some(self.config.compute_timeout))
+            .await;
+    }
+
+    /// Probes the running compute (within `patience`, else the readiness probe's own bound)
+    /// and stops it if it does not greet. Only the compute that was probed is stopped: one
+    /// started by a new wake while the probe waited is left alone.
+    async fn stop_unless_it_greets(self: &Arc<Self>, why: &str, patience: Option<Duration>) {
+        let probed = match &self.lock().state {
+            State::Running(r) => Arc::clone(r),
+            _ => return,
+        };
+        let target = ComputeTarget::of(&self.config);
+        let greeted = match patience {
+            Some(t) => readiness::probe_within(target, t).await.is_ok(),
+            None => readiness::probe(target).await.is_ok(),
+        };
+        if greeted {
             return;
         }
         let (running, tx) = {
@@ -801,6 +823,9 @@ impl Instance {
             let State::Running(r) = &inner.state else {
                 return;
             };
+            if !Arc::ptr_eq(r, &probed) {
+                return;
+            }
             let r = Arc::clone(r);
             let (tx, rx) = watch::channel(false);
             self.transition(&mut inner, State::Pausing(rx));

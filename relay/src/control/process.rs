@@ -37,6 +37,9 @@ use crate::capacity::Ccu;
 /// How often an adopted (non-child) compute is checked for exit.
 const ADOPTED_POLL: Duration = Duration::from_millis(200);
 
+/// How often a previous relay's compute being stopped is checked for exit.
+const LEFTOVER_POLL: Duration = Duration::from_millis(20);
+
 /// Starts the compute as a child process.
 #[derive(Debug, Clone)]
 pub struct ProcessDriver {
@@ -135,12 +138,26 @@ impl Driver for ProcessDriver {
             let recorded = read_identity(&self.pid_file)?;
             let pid = recorded.pid;
             if !recorded.is_running(&self.command) {
-                tracing::info!(instance = %self.instance, pid, "stale pid file (no such process, or another one under its pid); not adopting");
+                if recorded.is_alive() {
+                    // The very process a previous relay started (same pid, same start time),
+                    // now running another executable or command line: a wrapper that exec'd
+                    // the server after the pid file was written. It cannot be adopted, and
+                    // left alone it would run unaccounted for, holding the compute's address.
+                    tracing::warn!(instance = %self.instance, pid, "the compute a previous relay started still runs but now runs another program; stopping it instead of adopting it");
+                    self.stop_leftover(&recorded).await;
+                } else {
+                    tracing::info!(instance = %self.instance, pid, "stale pid file (no such process, or another one under its pid); not adopting");
+                }
                 let _ = std::fs::remove_file(&self.pid_file);
                 return None;
             }
             if let Err(why) = readiness::probe(self.compute).await {
-                tracing::warn!(instance = %self.instance, pid, %why, "compute process runs but does not greet; not adopting");
+                // A previous relay died during its wake (the compute is still starting) or
+                // the compute hangs. Stopped, not left to run unaccounted for: the next login
+                // starts a fresh one.
+                tracing::warn!(instance = %self.instance, pid, %why, "compute process runs but does not greet; stopping it instead of adopting it");
+                self.stop_leftover(&recorded).await;
+                let _ = std::fs::remove_file(&self.pid_file);
                 return None;
             }
             if listener_owner::owned_by(pid, self.compute.addr) == Some(false) {
@@ -216,6 +233,40 @@ impl ProcessDriver {
         }
         cgroup.add(pid).map_err(|e| e.to_string())?;
         Ok(Some((cgroup, ceiling)))
+    }
+
+    /// Stops a process a previous relay started (not a child of this one): SIGTERM, then
+    /// SIGKILL after the grace period. Each signal goes only to the recorded process (pid and
+    /// start time), never to a process that took over its pid.
+    async fn stop_leftover(&self, id: &ProcessIdentity) {
+        let Ok(raw) = i32::try_from(id.pid) else {
+            return;
+        };
+        // A frozen process does not act on signals: thaw it first.
+        if let Some(cgroup) = self
+            .cgroup
+            .as_ref()
+            .and_then(|plan| Cgroup::existing(&plan.root, &plan.name))
+            .filter(|c| c.holds(id.pid) && c.is_frozen().unwrap_or(false))
+        {
+            let _ = cgroup.thaw().await;
+        }
+        for (signal, within) in [
+            (Signal::SIGTERM, self.stop_grace),
+            (Signal::SIGKILL, Duration::from_secs(5)),
+        ] {
+            if !id.is_alive() {
+                return;
+            }
+            let _ = kill(Pid::from_raw(raw), signal);
+            let deadline = tokio::time::Instant::now() + within;
+            while id.is_alive() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(LEFTOVER_POLL).await;
+            }
+        }
+        if id.is_alive() {
+            tracing::error!(instance = %self.instance, pid = id.pid, "a previous relay's compute survived SIGKILL");
+        }
     }
 
     /// Spawns the command; `spoke` is notified for every line the child prints.
@@ -413,6 +464,16 @@ impl ProcessIdentity {
             start_time: start_time_from_stat(&stat)?,
             exe: std::fs::read_link(format!("/proc/{pid}/exe")).ok()?,
         })
+    }
+
+    /// Whether this very process (this pid, started at this time) is alive, whatever it
+    /// runs now.
+    fn is_alive(&self) -> bool {
+        pid_alive(self.pid)
+            && std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+                .ok()
+                .and_then(|stat| start_time_from_stat(&stat))
+                == Some(self.start_time)
     }
 
     /// Whether this very process still runs, with `command` as its command line.

@@ -53,16 +53,25 @@ impl std::error::Error for ProbeError {
 /// # Errors
 /// [`ProbeError`]: why the compute is not (yet) ready.
 pub async fn probe(target: ComputeTarget) -> Result<HandshakeV10, ProbeError> {
-    let stream = tokio::time::timeout(
-        PROBE_READ_TIMEOUT,
-        compute_conn::connect(target, OnBehalfOf::Relay),
-    )
-    .await
-    .map_err(|_| ProbeError::ConnectTimedOut)?
-    .map_err(ProbeError::Connect)?;
+    probe_within(target, PROBE_READ_TIMEOUT).await
+}
+
+/// [`probe`] with its own bound on the connect and on the greeting, for a compute that is
+/// running and may just be busy.
+///
+/// # Errors
+/// [`ProbeError`]: why the compute did not greet.
+pub async fn probe_within(
+    target: ComputeTarget,
+    timeout: Duration,
+) -> Result<HandshakeV10, ProbeError> {
+    let stream = tokio::time::timeout(timeout, compute_conn::connect(target, OnBehalfOf::Relay))
+        .await
+        .map_err(|_| ProbeError::ConnectTimedOut)?
+        .map_err(ProbeError::Connect)?;
     let mut ps = PacketStream::new(stream, MAX_LOGIN_PACKET_LEN);
     let packet = ps
-        .read_packet_within(PROBE_READ_TIMEOUT)
+        .read_packet_within(timeout)
         .await
         .map_err(ProbeError::Read)?;
     HandshakeV10::decode(&packet.payload).map_err(ProbeError::NotAGreeting)

@@ -158,6 +158,18 @@ pub async fn handle(
                     tracing::warn!(instance = %name, client = %addr, outcome = label, retryable = e.retryable(), error = %e, "relayed login failed");
                 }
             }
+            // A compute that the wake found ready but that then would not connect, greet or
+            // answer may be hung (it accepts and says nothing): left running, it would hold
+            // every later client, which takes the direct route to it, until the idle pause.
+            // A fresh probe, as patient as the login was, decides; one that fails stops it
+            // and marks the instance failed, so the next login wakes a new one.
+            if let PerceptronError::Compute(c) = &e {
+                if c.may_be_unresponsive() {
+                    // The client has its ERR; it need not wait for the probe.
+                    drop(client);
+                    rt.instance.report_unresponsive(label).await;
+                }
+            }
         }
     }
 }

@@ -139,6 +139,14 @@ impl ComputeError {
         matches!(self, Self::Connect(e) if e.retryable())
     }
 
+    /// Whether the compute itself may be dead or hung (it would not connect, answer in time
+    /// or keep the connection), rather than speaking the protocol wrongly: worth a fresh
+    /// readiness probe, which decides whether the instance is really unreachable.
+    #[must_use]
+    pub const fn may_be_unresponsive(&self) -> bool {
+        matches!(self, Self::Connect(_) | Self::Timeout(_) | Self::Lost(_))
+    }
+
     /// Metric label.
     #[must_use]
     pub const fn label(&self) -> &'static str {

@@ -94,6 +94,11 @@ enum ClientScript {
     AnswerEach(&'static [u8]),
     /// Closes right after its login.
     Leave,
+    /// Writes its login in two pieces, split before byte `k` of the framed packet, then
+    /// reads everything.
+    SplitLoginAt(usize),
+    /// Writes its login one byte at a time, then reads everything.
+    LoginByteByByte,
 }
 
 /// Logs in (native answer to scramble A, capability `flags` on top of the basics), then runs
@@ -103,9 +108,30 @@ async fn client(stream: DuplexStream, flags: u32, script: ClientScript) -> Vec<P
     let greeting = s.read_packet().await.unwrap();
     let greeting = HandshakeV10::decode(&greeting.payload).unwrap();
     let scramble_a = greeting.scramble().unwrap();
-    s.write_packet(1, &login_response(&scramble_a, flags).to_bytes())
-        .await
-        .unwrap();
+    let login = login_response(&scramble_a, flags).to_bytes();
+    let cuts: Vec<usize> = match script {
+        ClientScript::SplitLoginAt(k) => vec![k],
+        ClientScript::LoginByteByByte => (1..login.len() + 4).collect(),
+        _ => Vec::new(),
+    };
+    if cuts.is_empty() {
+        s.write_packet(1, &login).await.unwrap();
+    } else {
+        use tokio::io::AsyncWriteExt as _;
+        let mut framed = Vec::new();
+        authplugin::packet::write_packet(&mut framed, 1, &login);
+        let (mut raw, rest) = s.into_parts();
+        assert!(rest.is_empty());
+        let mut from = 0;
+        for to in cuts.into_iter().chain([framed.len()]) {
+            raw.write_all(&framed[from..to]).await.unwrap();
+            // On paused time this sleep ends only once every other task is idle: the relay
+            // has read this piece and waits for the rest.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            from = to;
+        }
+        s = PacketStream::new(raw, 1 << 20);
+    }
     let mut received = Vec::new();
     if matches!(script, ClientScript::Leave) {
         return received;
@@ -357,6 +383,43 @@ async fn dual_login_denied_by_the_compute_reaches_the_client_as_its_err() {
     assert_eq!(r.client_got.len(), 1);
     assert_eq!(r.client_got[0].sequence_id, 2);
     assert_eq!(err_of(&r.client_got[0]).error_code, 1045);
+}
+
+/// The relay's login parser (P2) gets the client's login in two pieces, split at every byte
+/// boundary of the framed packet (inside the header, between header and payload, inside
+/// every field), and in one-byte pieces; each must be relayed and accepted exactly as an
+/// unsplit one. Paused time makes each piece arrive, and be read, on its own.
+#[tokio::test(start_paused = true)]
+async fn a_login_split_at_every_byte_boundary_is_relayed() {
+    let rt = runtime(AuthMode::Dual);
+    let framed_len = {
+        let login = login_response(&Scramble::from_bytes([7; 20]), 0).to_bytes();
+        login.len() + 4
+    };
+    let scripts = (1..framed_len)
+        .map(ClientScript::SplitLoginAt)
+        .chain([ClientScript::LoginByteByByte]);
+    for script in scripts {
+        let ring = Arc::clone(&rt.ring);
+        let r = run(&rt, 0, script, vec![None], |mut c| async move {
+            c.greet().await;
+            let p6 = c.read_login().await;
+            assert_eq!(p6.username, b"app");
+            assert_eq!(p6.database.as_deref(), Some(&b"shop"[..]));
+            assert!(c.verify(&p6, &ring), "the compute must accept the payload");
+            c.send(2, &ok_packet()).await;
+        })
+        .await;
+        let cut = match script {
+            ClientScript::SplitLoginAt(k) => format!("split at {k}"),
+            _ => "byte by byte".to_owned(),
+        };
+        let (user, verdict) = r.result.as_ref().unwrap_or_else(|e| panic!("{cut}: {e}"));
+        assert!(verdict.accepted(), "{cut}");
+        assert_eq!(user, b"app", "{cut}");
+        assert_eq!(r.client_got.len(), 1, "{cut}");
+        assert_eq!(r.client_got[0].payload, ok_packet(), "{cut}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
