@@ -176,15 +176,17 @@ async fn watch_login(
                 let Some(chunk) = read.ok().filter(|n| *n > 0).and_then(|n| from_compute.get(..n)) else {
                     return LoginPhase::Closed;
                 };
-                if client.write_all(chunk).await.is_err() {
-                    return LoginPhase::Closed;
-                }
-                down += chunk.len() as u64;
+                // Counted before the client sees the refusal, so its next attempt already
+                // meets the budget.
                 if let (Some(Event::Verdict(Verdict::Refused(code))), Some(user)) = (watch.compute_bytes(chunk), &user)
                     && code == codes::ER_ACCESS_DENIED_ERROR.0
                 {
                     rt.budgets.record_failed_login(peer.ip(), name, user, std::time::Instant::now());
                 }
+                if client.write_all(chunk).await.is_err() {
+                    return LoginPhase::Closed;
+                }
+                down += chunk.len() as u64;
             }
         }
     }

@@ -108,10 +108,14 @@ fn ledger_states(state_dir: &Path) -> (Vec<String>, usize) {
     let mut garbled = 0;
     for line in text.split_inclusive('\n') {
         let fields: Vec<&str> = line.trim_end_matches('\n').split(' ').collect();
+        // `<ms> <instance> <state> [<rate in milli-CCU>]`: the rate is absent in older ledgers.
         let intact = line.ends_with('\n')
-            && fields.len() == 3
+            && (fields.len() == 3 || fields.len() == 4 && fields[3].parse::<u64>().is_ok())
             && fields[0].parse::<u64>().is_ok()
-            && ["paused", "resuming", "running", "pausing", "failed"].contains(&fields[2]);
+            && [
+                "paused", "resuming", "running", "frozen", "pausing", "failed",
+            ]
+            .contains(&fields[2]);
         if !intact {
             garbled += 1;
         } else if fields[1] == "demo" {

@@ -266,6 +266,7 @@ where
     rt.learn_profile(&compute.greeting);
     compute_leg::check_capabilities(&login, &compute.greeting)?;
 
+    let client_addr_ip = client_addr.ip();
     let verdict = match cfg.auth {
         AuthMode::Dual => {
             let client_addr = client_addr.to_string();
@@ -278,6 +279,11 @@ where
             };
             let verdict =
                 dual_auth::log_in(&mut compute, login, &signer, cfg.compute_timeout).await?;
+            if access_denied(&verdict.reply.payload) {
+                // Counted before the client sees it, so its next attempt meets the budget.
+                rt.budgets
+                    .record_failed_login(client_addr_ip, &cfg.name, &user, Instant::now());
+            }
             forward_verdict(client, last_seq, &verdict).await?;
             verdict
         }
@@ -289,8 +295,9 @@ where
             switch_auth::relay_login(client, &mut compute, &login, timeouts).await?
         }
     };
-    if access_denied(&verdict.reply.payload) {
+    if cfg.auth == AuthMode::Switch && access_denied(&verdict.reply.payload) {
         // The compute's verdict, learnt on the way through: what a password guesser spends.
+        // (Dual mode counted it before forwarding it.)
         rt.budgets
             .record_failed_login(client_addr.ip(), &cfg.name, &user, Instant::now());
     }
