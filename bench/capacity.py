@@ -7,7 +7,8 @@ for server-shim (dual mode) and a stock mariadbd (switch mode).
   shim-stopped / shim-frozen / maria-stopped / maria-frozen: pause → login OK, ms.
 Part B, throughput at a fixed capacity: sysbench oltp_point_select, 4 threads, through the
 relay's direct route to mariadbd whose cgroup has min = max = 0.5, 1 and 2 CCU, and to one
-without [instance.capacity]; QPS.
+without [instance.capacity]; QPS, and the cores mariadbd used (the quota at work even where
+sysbench and the relay share the machine's two cores with it).
 
 Usage: capacity.py [N] [SECS]   (default 20 logins each, 10 s per sysbench run)
 Writes bench/results/capacity.{txt,json}. Needs root and cgroups.
@@ -56,9 +57,9 @@ def maria_relay(tmp, name, instance_toml=""):
 def part_a(tmp):
     frozen = 'stop_after = "1h"\n'
     relays = {
-        "shim-stopped": (h.Relay("cap-shim-stopped"), "paused", b"bench", b"bench-pw"),
+        "shim-stopped": (h.Relay("cap-shim-stopped"), "paused", h.USER, h.PASSWORD),
         "shim-frozen": (h.Relay("cap-shim-frozen", instance_toml=frozen), "frozen",
-                        b"bench", b"bench-pw"),
+                        h.USER, h.PASSWORD),
         "maria-stopped": (maria_relay(tmp, "cap-maria-stopped"), "paused", b"root", b""),
         "maria-frozen": (maria_relay(tmp, "cap-maria-frozen", frozen), "frozen", b"root", b""),
     }
@@ -82,7 +83,19 @@ def part_a(tmp):
     return times
 
 
-def sysbench_qps(port):
+def compute_cpu_seconds(relay):
+    """utime + stime of the relay's compute (its pid file), in seconds."""
+    pid = None
+    with open(os.path.join(relay.dir, "state", "pids", "demo.pid")) as f:
+        for line in f:
+            if line.startswith("pid "):
+                pid = int(line.split()[1])
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def sysbench_qps(port, relay):
     common = ["--db-driver=mysql", "--mysql-host=127.0.0.1", "--mysql-port=%d" % port,
               "--mysql-user=root", "--mysql-password=", "--mysql-db=sbtest", "--tables=4",
               "--table-size=10000", "--threads=4"]
@@ -90,17 +103,19 @@ def sysbench_qps(port):
                           capture_output=True, text=True)
     if prep.returncode != 0:
         raise RuntimeError(prep.stdout + prep.stderr)
+    cpu0, t0 = compute_cpu_seconds(relay), time.monotonic()
     out = subprocess.run(["sysbench", "oltp_point_select"] + common +
                          ["--time=%d" % SECS, "--report-interval=0", "run"],
                          capture_output=True, text=True)
+    cores = (compute_cpu_seconds(relay) - cpu0) / (time.monotonic() - t0)
     qps = re.search(r"queries:\s+(\d+)\s+\(([\d.]+) per sec", out.stdout)
     if out.returncode != 0 or not qps:
         raise RuntimeError(out.stdout[-2000:] + out.stderr[-2000:])
-    return float(qps.group(2))
+    return float(qps.group(2)), cores
 
 
 def part_b(tmp):
-    qps = {}
+    qps, cores = {}, {}
     for ccu in ("0.5", "1", "2", None):
         toml = ("capacity = { min_ccu = %s, max_ccu = %s }\n" % (ccu, ccu)) if ccu else ""
         name = "cap-sb-%s" % (ccu or "unlimited")
@@ -111,17 +126,17 @@ def part_b(tmp):
             _, c = m.login("127.0.0.1", relay.port, b"root", b"")
             c.query(b"CREATE DATABASE sbtest")
             c.close()
-            qps[ccu or "unlimited"] = sysbench_qps(relay.port)
+            qps[ccu or "unlimited"], cores[ccu or "unlimited"] = sysbench_qps(relay.port, relay)
         finally:
             relay.stop()
-    return qps
+    return qps, cores
 
 
 def main():
     tmp = h.tmpdir("capacity")
     try:
         times = part_a(tmp)
-        qps = part_b(tmp)
+        qps, cores = part_b(tmp)
     finally:
         h.stop_all()
     lines = ["Compute capacity (n=%d logins each; ms; sysbench %d s per capacity)" % (N, SECS),
@@ -134,14 +149,16 @@ def main():
               "mariadb: frozen / stopped median ratio %.3fx (%.1f ms vs %.1f ms)"
               % (med["maria-frozen"] / med["maria-stopped"], med["maria-frozen"],
                  med["maria-stopped"]),
-              "", "Part B: oltp_point_select, 4 threads, direct route to mariadbd"]
+              "", "Part B: oltp_point_select, 4 threads, direct route to mariadbd;",
+              "mariadbd's CPU use during the run (utime+stime / wall) in cores"]
     base = qps.get("unlimited")
     for k, v in qps.items():
-        lines.append("%-10s %10.0f QPS%s" % (k + (" CCU" if k != "unlimited" else ""), v,
-                                             "  (%.2fx unlimited)" % (v / base) if base else ""))
+        lines.append("%-10s %10.0f QPS%s  mariadbd %.2f cores"
+                     % (k + (" CCU" if k != "unlimited" else ""), v,
+                        "  (%.2fx unlimited)" % (v / base) if base else "", cores[k]))
     text = "\n".join(lines)
     print(text)
-    h.save("capacity", text, {"logins_ms": times, "qps": qps})
+    h.save("capacity", text, {"logins_ms": times, "qps": qps, "compute_cores": cores})
 
 
 if __name__ == "__main__":
