@@ -70,6 +70,66 @@ pub struct AdminState {
     pub admission: Arc<Admission>,
     /// Wake-cost budgets and their blocks.
     pub budgets: Arc<Budgets>,
+    /// The fleet's store, when this relay is one of a fleet: usage comes from the fleet's
+    /// ledger, and `GET /v1/fleet` shows the relays.
+    pub fleet: Option<Arc<dyn crate::fleet::FleetStore>>,
+}
+
+/// The fleet as one relay sees it, for `GET /v1/fleet`.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct FleetJson {
+    /// This relay.
+    pub relay_id: String,
+    /// Whether this relay's lease is live (it can wake and pause).
+    pub store_available: bool,
+    /// Every live relay.
+    pub relays: Vec<String>,
+    /// Each instance.
+    pub instances: Vec<FleetInstanceJson>,
+}
+
+/// One instance in the fleet.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct FleetInstanceJson {
+    /// The instance.
+    pub name: String,
+    /// The fleet's recorded state.
+    pub state: String,
+    /// The relay that made the last transition.
+    pub state_by: Option<String>,
+    /// The relay holding the wake/pause lock, if any.
+    pub lock_holder: Option<String>,
+    /// Open connections per relay.
+    pub connections: std::collections::BTreeMap<String, u64>,
+}
+
+async fn fleet_json(
+    store: &dyn crate::fleet::FleetStore,
+    runtimes: &[Arc<InstanceRuntime>],
+) -> Result<FleetJson, crate::fleet::StoreError> {
+    let mut instances = Vec::with_capacity(runtimes.len());
+    for rt in runtimes {
+        let name = &rt.instance.config.name;
+        let seen = store.observe(name).await?;
+        let conns = store.connections(name).await?;
+        instances.push(FleetInstanceJson {
+            name: name.clone(),
+            state: seen.phase().as_str().to_owned(),
+            state_by: seen.state.map(|s| s.relay),
+            lock_holder: seen.lock.map(|l| l.relay),
+            connections: conns
+                .by_relay
+                .into_iter()
+                .map(|(relay, r)| (relay, r.open))
+                .collect(),
+        });
+    }
+    Ok(FleetJson {
+        relay_id: store.relay_id().to_owned(),
+        store_available: store.available(),
+        relays: store.relays().await?,
+        instances,
+    })
 }
 
 /// One block, as `GET /v1/blocks` lists it.
@@ -252,6 +312,18 @@ pub async fn respond<B>(
                 body: render_metrics(state, format),
             }
         }
+        (&Method::GET, ["v1", "fleet"]) => {
+            let Some(store) = &state.fleet else {
+                return Response::error(
+                    StatusCode::NOT_FOUND,
+                    "this relay is not one of a fleet ([relay.store] kind = \"local\")",
+                );
+            };
+            match fleet_json(store.as_ref(), &state.runtimes).await {
+                Ok(fleet) => Response::json(StatusCode::OK, &fleet),
+                Err(e) => Response::error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+            }
+        }
         (&Method::GET, ["v1", "instances"]) => {
             let list: Vec<InstanceJson> =
                 state.runtimes.iter().map(|rt| instance_json(rt)).collect();
@@ -275,7 +347,7 @@ pub async fn respond<B>(
                     Err(e @ (PauseError::Busy(_) | PauseError::NotRunning(_))) => {
                         Response::error(StatusCode::CONFLICT, &e.to_string())
                     }
-                    Err(e @ PauseError::Route(_)) => {
+                    Err(e @ (PauseError::Route(_) | PauseError::Fleet(_))) => {
                         Response::error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())
                     }
                 }
@@ -293,8 +365,20 @@ pub async fn respond<B>(
                     return refuse(AdminRefusal::range, StatusCode::BAD_REQUEST, &message);
                 }
             };
-            let events = match state.ledger.read() {
-                Ok((events, _skipped)) => events,
+            let read = match &state.fleet {
+                Some(store) => store
+                    .ledger_text()
+                    .await
+                    .map(|text| ledger::parse(&text).0)
+                    .map_err(|e| e.to_string()),
+                None => state
+                    .ledger
+                    .read()
+                    .map(|(events, _skipped)| events)
+                    .map_err(|e| e.to_string()),
+            };
+            let events = match read {
+                Ok(events) => events,
                 Err(e) => {
                     return Response::error(
                         StatusCode::SERVICE_UNAVAILABLE,
@@ -688,6 +772,7 @@ mod tests {
             budgets: Arc::new(Budgets::new(
                 crate::config::BudgetSettings::default().to_budget_config(),
             )),
+            fleet: None,
         }
     }
 

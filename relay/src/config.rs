@@ -117,6 +117,50 @@ pub struct RelaySettings {
     /// `perceptron_` and a hash of `state_dir` (see `crate::router::nft`).
     #[serde(default, deserialize_with = "nftables_table")]
     pub nftables_table: Option<String>,
+    /// `[relay.store]`: where instance state lives; `local` (this relay's `state_dir`) unless
+    /// the relay is one of a fleet.
+    #[serde(default)]
+    pub store: StoreSettings,
+}
+
+/// `[relay.store]`: the instance-state store (see `crate::fleet`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum StoreSettings {
+    /// This relay alone: state in `state_dir`.
+    #[default]
+    Local,
+    /// A fleet coordinated through etcd.
+    Etcd(EtcdSettings),
+}
+
+/// `[relay.store] kind = "etcd"`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdSettings {
+    /// etcd client URLs (`http://10.0.0.5:2379`) or `host:port`.
+    pub endpoints: Vec<String>,
+    /// This relay's name in the fleet, unique per relay.
+    pub relay_id: String,
+    /// Every key the fleet writes is under it.
+    #[serde(default = "default::etcd_prefix")]
+    pub prefix: String,
+    /// How long this relay's records outlive it: a dead relay's wake is taken over, and its
+    /// connections stop holding instances awake, this long after it stops answering.
+    #[serde(
+        default = "default::lease_ttl",
+        deserialize_with = "duration::at_least_1s"
+    )]
+    pub lease_ttl: Duration,
+    /// Bound on connecting to etcd at start.
+    #[serde(default = "default::dial_timeout", deserialize_with = "duration::any")]
+    pub dial_timeout: Duration,
+    /// Bound on each request; a slower etcd counts as unreachable.
+    #[serde(
+        default = "default::store_request_timeout",
+        deserialize_with = "duration::any"
+    )]
+    pub request_timeout: Duration,
 }
 
 /// `[relay.budgets]`: the wake-cost budgets (see `crate::budgets`). A limit of 0 turns that
@@ -727,6 +771,18 @@ mod default {
         DEFAULT_RESUME_TIMEOUT, DEFAULT_STOP_GRACE, Duration,
     };
 
+    pub fn etcd_prefix() -> String {
+        "/perceptron".into()
+    }
+    pub const fn lease_ttl() -> Duration {
+        Duration::from_secs(10)
+    }
+    pub const fn dial_timeout() -> Duration {
+        Duration::from_secs(5)
+    }
+    pub const fn store_request_timeout() -> Duration {
+        Duration::from_secs(2)
+    }
     pub fn budget_window() -> Duration {
         super::DEFAULT_BUDGET_WINDOW
     }
@@ -841,6 +897,10 @@ impl Config {
                 ));
             }
         }
+        if let StoreSettings::Etcd(etcd) = &relay.store {
+            etcd_fits(etcd, path)?;
+        }
+        let fleet = relay.store != StoreSettings::Local;
         if file.instance.is_empty() {
             return Err(ConfigError {
                 path: path.to_owned(),
@@ -908,6 +968,17 @@ impl Config {
                 })
                 .transpose()?;
             let driver = driver(inst.driver, &key("driver"), base, path)?;
+            if fleet && matches!(driver, DriverConfig::Process { .. }) {
+                let message = "a fleet ([relay.store] kind = \"etcd\") needs a driver every \
+                               relay can use, \"exec\" or \"http\": the process driver's compute \
+                               is a child of one relay";
+                return Err(ConfigError::invalid(path, key("driver.kind"), message));
+            }
+            if fleet && inst.route == RouteMode::Nftables {
+                let message = "the kernel route is not available in a fleet yet (each relay's \
+                               table would route on its own machine only); use route = \"pump\"";
+                return Err(ConfigError::invalid(path, key("route"), message));
+            }
             if inst.stop_after.is_some() && !matches!(driver, DriverConfig::Process { .. }) {
                 let message = "the frozen tier needs the process driver (it freezes the \
                                compute's cgroup); other drivers pause by stopping";
@@ -938,6 +1009,43 @@ impl Config {
             instances,
         })
     }
+}
+
+/// What `[relay.store] kind = "etcd"` needs: endpoints, a relay id that can be a key segment,
+/// and requests bounded well inside the lease.
+fn etcd_fits(etcd: &EtcdSettings, path: &Path) -> Result<(), ConfigError> {
+    if etcd.endpoints.is_empty() {
+        let message = "list at least one etcd endpoint, e.g. [\"http://127.0.0.1:2379\"]";
+        return Err(ConfigError::invalid(
+            path,
+            "relay.store.endpoints".into(),
+            message,
+        ));
+    }
+    if crate::fleet::record::relay_id(&etcd.relay_id).is_none() {
+        let message = format!(
+            "'{}' cannot name a relay: use 1-64 characters of A-Z a-z 0-9 . _ -",
+            etcd.relay_id
+        );
+        return Err(ConfigError::invalid(
+            path,
+            "relay.store.relay_id".into(),
+            message,
+        ));
+    }
+    if etcd.request_timeout.is_zero() || etcd.request_timeout * 2 > etcd.lease_ttl {
+        let message = format!(
+            "must be more than zero and at most half of lease_ttl ({}), so a stalled etcd is \
+             noticed while this relay's lease still holds",
+            humantime::format_duration(etcd.lease_ttl)
+        );
+        return Err(ConfigError::invalid(
+            path,
+            "relay.store.request_timeout".into(),
+            message,
+        ));
+    }
+    Ok(())
 }
 
 /// What `route = "nftables"` needs of an instance's other keys: a DNAT target the kernel
@@ -1429,6 +1537,52 @@ command = ["server-shim", "run"]
     }
 
     /// `GOOD` with `from` replaced by `to` (which must be there), or the error it gives.
+    #[test]
+    fn a_fleet_store_is_parsed_and_checked() {
+        let exec = "kind = \"exec\"\nstart = [\"up\"]\nstop = [\"down\"]\n";
+        let store = "\n[relay.store]\nkind = \"etcd\"\nendpoints = [\"http://127.0.0.1:2379\"]\n\
+                     relay_id = \"relay-a\"\n";
+        let fleet = |store: &str| {
+            GOOD.replace(
+                "kind = \"process\"\ncommand = [\"server-shim\", \"run\"]\n",
+                exec,
+            )
+            .replacen("[[instance]]", &format!("{store}\n[[instance]]"), 1)
+        };
+        let c = parse(&fleet(store)).unwrap();
+        let StoreSettings::Etcd(etcd) = &c.relay.store else {
+            panic!("etcd expected");
+        };
+        assert_eq!(etcd.relay_id, "relay-a");
+        assert_eq!(etcd.prefix, "/perceptron");
+        assert_eq!(etcd.lease_ttl, Duration::from_secs(10));
+        assert_eq!(parse(GOOD).unwrap().relay.store, StoreSettings::Local);
+        let file = "/etc/perceptron/relay.toml";
+        for (text, message) in [
+            (
+                fleet(&store.replace("relay-a", "relay/a")),
+                "relay.store.relay_id: 'relay/a' cannot name a relay",
+            ),
+            (
+                fleet(&store.replace("[\"http://127.0.0.1:2379\"]", "[]")),
+                "relay.store.endpoints: list at least one etcd endpoint",
+            ),
+            (
+                fleet(&format!(
+                    "{store}lease_ttl = \"2s\"\nrequest_timeout = \"1500ms\"\n"
+                )),
+                "relay.store.request_timeout: must be more than zero and at most half of lease_ttl",
+            ),
+            (
+                GOOD.replacen("[[instance]]", &format!("{store}\n[[instance]]"), 1),
+                "instance[0].driver.kind: a fleet",
+            ),
+        ] {
+            let e = parse(&text).unwrap_err();
+            assert!(e.starts_with(&format!("{file}: {message}")), "{e}");
+        }
+    }
+
     fn error_after(from: &str, to: &str) -> String {
         assert!(GOOD.contains(from), "{from}");
         parse(&GOOD.replacen(from, to, 1)).unwrap_err()

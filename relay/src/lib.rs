@@ -44,6 +44,9 @@ mod config;
 mod control;
 mod direct;
 mod duration;
+// Without etcd the store types are only the seam.
+#[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+mod fleet;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod http_client;

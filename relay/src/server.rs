@@ -54,6 +54,8 @@ pub enum StartError {
         /// What is missing or what `nft` answered.
         source: KernelRouteError,
     },
+    /// `[relay.store]` names a fleet this relay cannot join.
+    Fleet(crate::fleet::JoinError),
 }
 
 impl std::fmt::Display for StartError {
@@ -86,6 +88,7 @@ impl std::fmt::Display for StartError {
                 "instance '{instance}': route = \"nftables\" {source} (nftables table inet \
                  {table}; or set route = \"pump\")"
             ),
+            Self::Fleet(e) => write!(f, "relay.store: cannot join the fleet: {e}"),
         }
     }
 }
@@ -96,6 +99,7 @@ impl std::error::Error for StartError {
             Self::Bind { source, .. } | Self::StateDir(_, source) => Some(source),
             Self::AdminToken(e) => Some(e),
             Self::KernelRoute { source, .. } => Some(source),
+            Self::Fleet(e) => Some(e),
         }
     }
 }
@@ -241,6 +245,9 @@ async fn serve(
     if torn > 0 {
         tracing::warn!(lines = torn, ledger = %ledger.path().display(), "skipped torn or garbled ledger lines (earlier records kept)");
     }
+    let fleet = crate::fleet::join(&config.relay.store)
+        .await
+        .map_err(StartError::Fleet)?;
     let tracker = TaskTracker::new();
     let budgets = Arc::new(Budgets::new(config.relay.budgets.to_budget_config()));
     let admission = Admission::new(
@@ -274,14 +281,21 @@ async fn serve(
             control::driver_for(cfg, &config.relay.state_dir),
             kernel,
             Arc::clone(&metrics),
-            Some(Arc::clone(&ledger)),
+            // A fleet's ledger is in its store, each transition written once.
+            fleet.is_none().then(|| Arc::clone(&ledger)),
         );
-        let last = last_states
-            .iter()
-            .rev()
-            .find(|e| e.instance == cfg.name)
-            .map(|e| e.state);
-        instance.adopt_or_reconcile(last).await;
+        if let Some(store) = &fleet {
+            // The fleet's state decides; following it adopts a running compute.
+            instance.join_fleet(Arc::clone(store));
+            tracker.spawn(Arc::clone(&instance).take_part_in_fleet(shutdown.clone()));
+        } else {
+            let last = last_states
+                .iter()
+                .rev()
+                .find(|e| e.instance == cfg.name)
+                .map(|e| e.state);
+            instance.adopt_or_reconcile(last).await;
+        }
         tracing::info!(instance = %cfg.name, state = instance.state_name(), "instance registered");
         tracker.spawn(Arc::clone(&instance).pause_when_idle(shutdown.clone()));
         tracker.spawn(Arc::clone(&instance).scale_with_load(shutdown.clone()));
@@ -320,6 +334,7 @@ async fn serve(
             token,
             admission: Arc::clone(&admission),
             budgets: Arc::clone(&budgets),
+            fleet: fleet.clone(),
         });
         tracker.spawn(admin::serve(
             listener,
@@ -361,6 +376,9 @@ async fn serve(
                 tracing::info!(instance = %rt.instance.config.name, state = rt.instance.state_name(), "leaving the compute as it is (on_relay_exit = \"leave\")");
             }
         }
+    }
+    if let Some(store) = &fleet {
+        store.leave().await;
     }
     tracing::info!("relay stopped");
     Ok(())

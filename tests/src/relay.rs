@@ -103,6 +103,21 @@ impl Relay {
         Self::launch(dir, options, port, compute_port, admin_port)
     }
 
+    /// As [`Relay::start`], with the instance's compute on `compute_port` (relays of one
+    /// fleet share a compute).
+    ///
+    /// # Panics
+    /// As [`Relay::start`].
+    #[must_use]
+    pub fn start_with_compute(dir: &Path, options: RelayOptions, compute_port: u16) -> Self {
+        assert!(
+            dir.join("perceptron.key").exists(),
+            "a fleet's relays share a key: copy it into {} first",
+            dir.display()
+        );
+        Self::launch(dir, options, free_port(), compute_port, free_port())
+    }
+
     /// Starts a relay again in the same directory on the same ports (restart tests).
     ///
     /// # Panics

@@ -21,6 +21,9 @@ pub enum WakeError {
     Timeout(Duration),
     /// The relay is shutting down.
     ShuttingDown,
+    /// The fleet's state store is unreachable: waking without it could start a second compute
+    /// or race a pause, so the relay refuses (the client may retry).
+    StoreUnavailable(String),
 }
 
 impl WakeError {
@@ -32,6 +35,7 @@ impl WakeError {
             Self::Exited(_) => "wake_compute_exited",
             Self::Timeout(_) => "wake_timeout",
             Self::ShuttingDown => "shutting_down",
+            Self::StoreUnavailable(_) => "wake_store_unavailable",
         }
     }
 
@@ -43,6 +47,9 @@ impl WakeError {
             Self::Exited(_) => "the compute stopped during start-up".into(),
             Self::Timeout(d) => format!("the compute was not ready within {}s", d.as_secs_f64()),
             Self::ShuttingDown => "the relay is shutting down".into(),
+            Self::StoreUnavailable(_) => {
+                "the relay cannot reach the fleet's state store; try again".into()
+            }
         }
     }
 }
@@ -54,6 +61,7 @@ impl std::fmt::Display for WakeError {
             Self::Exited(e) => write!(f, "compute exited before it was ready: {e}"),
             Self::Timeout(d) => write!(f, "compute not ready within {d:?}"),
             Self::ShuttingDown => f.write_str("relay shutting down"),
+            Self::StoreUnavailable(e) => write!(f, "fleet state store unavailable: {e}"),
         }
     }
 }

@@ -11,6 +11,7 @@
 pub mod cgroup;
 pub mod driver;
 pub mod exec;
+mod fleet;
 pub mod http;
 pub mod listener_owner;
 pub mod process;
@@ -126,6 +127,10 @@ pub struct Instance {
     shutting_down: std::sync::atomic::AtomicBool,
     metrics: Arc<Metrics>,
     ledger: Option<Arc<Ledger>>,
+    /// The fleet's store, when this relay is one of a fleet.
+    fleet: std::sync::OnceLock<Arc<dyn crate::fleet::FleetStore>>,
+    /// Woken when the open connections change (the fleet publisher's cue).
+    connections_changed: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Instance {
@@ -182,6 +187,9 @@ pub enum PauseError {
     /// The kernel route could not be removed (or its connections counted), so the compute
     /// keeps running rather than leave new connections a dead port.
     Route(String),
+    /// The fleet did not agree (its store is unreachable, another relay is waking or pausing
+    /// the instance, or a connection opened elsewhere); the compute keeps running.
+    Fleet(String),
 }
 
 impl std::fmt::Display for PauseError {
@@ -190,6 +198,7 @@ impl std::fmt::Display for PauseError {
             Self::Busy(n) => write!(f, "{n} connection(s) open; pause with force to cut them"),
             Self::NotRunning(p) => write!(f, "instance is {}", p.as_str()),
             Self::Route(e) => write!(f, "kernel route: {e}; the compute keeps running"),
+            Self::Fleet(e) => write!(f, "fleet: {e}; the compute keeps running"),
         }
     }
 }
@@ -221,6 +230,8 @@ impl Drop for ConnectionGuard {
         if inner.active.total() == 0 && self.session {
             inner.idle_since = tokio::time::Instant::now();
         }
+        drop(inner);
+        self.instance.connections_changed.notify_one();
     }
 }
 
@@ -263,6 +274,8 @@ impl Instance {
             shutting_down: false.into(),
             metrics,
             ledger,
+            fleet: std::sync::OnceLock::new(),
+            connections_changed: tokio::sync::Notify::new(),
         })
     }
 
@@ -316,6 +329,7 @@ impl Instance {
         let mut inner = self.lock();
         matches!(inner.state, State::Running(_)).then(|| {
             inner.active.direct += 1;
+            self.connections_changed.notify_one();
             ConnectionGuard {
                 instance: Arc::clone(self),
                 route: Route::Direct,
@@ -330,6 +344,7 @@ impl Instance {
     #[must_use]
     pub fn hold(self: &Arc<Self>, route: Route) -> ConnectionGuard {
         *self.lock().active.of(route) += 1;
+        self.connections_changed.notify_one();
         ConnectionGuard {
             instance: Arc::clone(self),
             route,
@@ -401,7 +416,12 @@ impl Instance {
                         let (tx, rx) = watch::channel(None);
                         self.transition(&mut inner, State::Resuming(rx.clone()));
                         inner.wakes += 1;
-                        tokio::spawn(Arc::clone(self).resume(tx));
+                        match self.fleet.get() {
+                            Some(store) => {
+                                tokio::spawn(Arc::clone(self).fleet_resume(Arc::clone(store), tx))
+                            }
+                            None => tokio::spawn(Arc::clone(self).resume(tx)),
+                        };
                         Wait::Wake(rx)
                     }
                 }
@@ -446,31 +466,46 @@ impl Instance {
             // straight to the compute.
             self.install_route().await;
         }
-        let outcome = {
-            let mut inner = self.lock();
-            match result {
-                Ok(running) => {
-                    let running: Arc<dyn RunningCompute> = Arc::from(running);
-                    inner.ccu = self.config.capacity.map(|c| c.resume);
-                    self.transition(&mut inner, State::Running(Arc::clone(&running)));
-                    inner.last_resume = Some(started.elapsed());
-                    inner.idle_since = tokio::time::Instant::now();
-                    tokio::spawn(Arc::clone(&self).watch_exit(running));
-                    self.metrics.inc(Counter::Wakes, &name, "ok");
-                    self.metrics.observe_resume(&name, started.elapsed());
-                    tracing::info!(instance = %name, resume_ms = started.elapsed().as_millis() as u64, "running");
-                    Ok(())
-                }
-                Err(e) => {
-                    self.transition(&mut inner, State::Failed(e.to_string()));
-                    self.metrics.inc(Counter::Wakes, &name, e.label());
-                    tracing::warn!(instance = %name, error = %e, "resume failed");
-                    Err(e)
-                }
-            }
-        };
+        let outcome = self.settle_wake(result.map(|r| (r, false)), started);
         // Nobody waiting is fine: the state is already updated.
         let _ = tx.send(Some(outcome));
+    }
+
+    /// Records a wake's result: running (watched from now on) or failed. `adopted`: the
+    /// compute was started by another relay of the fleet.
+    fn settle_wake(
+        self: &Arc<Self>,
+        result: Result<(Box<dyn RunningCompute>, bool), WakeError>,
+        started: Instant,
+    ) -> Result<(), WakeError> {
+        let name = &self.config.name;
+        let mut inner = self.lock();
+        match result {
+            Ok((running, adopted)) => {
+                let running: Arc<dyn RunningCompute> = Arc::from(running);
+                inner.ccu = self.config.capacity.map(|c| c.resume);
+                self.transition(&mut inner, State::Running(Arc::clone(&running)));
+                inner.last_resume = Some(started.elapsed());
+                inner.idle_since = tokio::time::Instant::now();
+                tokio::spawn(Arc::clone(self).watch_exit(running));
+                let resume_ms = started.elapsed().as_millis() as u64;
+                if adopted {
+                    self.metrics.inc(Counter::Wakes, name, "fleet_running");
+                    tracing::info!(instance = %name, resume_ms, "running (woken by another relay of the fleet)");
+                } else {
+                    self.metrics.inc(Counter::Wakes, name, "ok");
+                    self.metrics.observe_resume(name, started.elapsed());
+                    tracing::info!(instance = %name, resume_ms, "running");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.transition(&mut inner, State::Failed(e.to_string()));
+                self.metrics.inc(Counter::Wakes, name, e.label());
+                tracing::warn!(instance = %name, error = %e, "resume failed");
+                Err(e)
+            }
+        }
     }
 
     /// A wake of a frozen compute, in its own task: thaws it, or stops it and fails.
@@ -560,6 +595,17 @@ impl Instance {
             self.transition(&mut inner, State::Pausing(rx));
             (running, tx)
         };
+        if let Some(store) = self.fleet.get() {
+            if let Err(e) = self.fleet_begin_pause(store.as_ref(), force).await {
+                {
+                    let mut inner = self.lock();
+                    self.transition(&mut inner, State::Running(running));
+                }
+                let _ = tx.send(true);
+                tracing::info!(instance = %self.config.name, reason = %e, "pause abandoned; running");
+                return Err(e);
+            }
+        }
         tracing::info!(instance = %self.config.name, reason, force, "pausing");
         if let Err(e) = self.close_route(force).await {
             // Back to running: the route is in place again (or was never removed).
@@ -592,6 +638,9 @@ impl Instance {
             }
         }
         self.stop_compute(running, tx).await;
+        if let Some(store) = self.fleet.get() {
+            self.fleet_finish(store.as_ref(), Phase::Paused, 0).await;
+        }
         Ok(())
     }
 
@@ -643,6 +692,7 @@ impl Instance {
                     && inner.kernel_open == 0
                     && inner.idle_since.elapsed() >= idle_after
             };
+            let due = due && self.fleet_idle().await;
             if due {
                 // A connection may have arrived since the check; `pause` re-checks under the
                 // lock and refuses (Busy) if so.
@@ -849,6 +899,11 @@ impl Instance {
     pub async fn shut_down(self: &Arc<Self>) {
         self.shutting_down
             .store(true, std::sync::atomic::Ordering::Release);
+        if self.fleet.get().is_some() {
+            // Other relays may hold sessions on it; the fleet pauses it when all are idle.
+            tracing::info!(instance = %self.config.name, state = self.state_name(), "leaving the compute to the fleet");
+            return;
+        }
         let pending = match &self.lock().state {
             State::Resuming(rx) => Some(rx.clone()),
             _ => None,

@@ -1,0 +1,498 @@
+//! The fleet's store on etcd (v3 API, `etcd-client`).
+//!
+//! The relay holds one lease for its life; its lock, connection and liveness records are
+//! attached to it, so they vanish `lease_ttl` after the relay dies or loses etcd. A keeper task
+//! renews the lease every third of its TTL; when a renewal fails the relay counts as cut off
+//! (`available` is false) until a new lease is granted, and its records are published again.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, WatchOptions,
+};
+use tokio::sync::watch;
+
+use super::record::{FleetOpen, Keys, LockPurpose, LockRecord, OpenRecord, StateRecord};
+use super::{FleetConnections, FleetStore, Observed, StoreError};
+use crate::config::EtcdSettings;
+use crate::control::driver::BoxFuture;
+use crate::lifecycle::Phase;
+
+/// A relay's membership of an etcd fleet.
+pub struct EtcdStore {
+    client: Client,
+    keys: Keys,
+    relay_id: String,
+    /// Bound on each request, so a stalled etcd is "unavailable", not a hang.
+    request_timeout: Duration,
+    /// The live lease; `None` while the relay is cut off.
+    lease: watch::Receiver<Option<i64>>,
+    epoch: Arc<AtomicU64>,
+    /// Set by `leave`: the keeper stops instead of taking a new lease.
+    leaving: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("relay_id", &self.relay_id)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unavailable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+/// Runs one request within `limit`.
+async fn bounded<T>(
+    limit: Duration,
+    request: impl Future<Output = Result<T, etcd_client::Error>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(limit, request).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(unavailable(e)),
+        Err(_) => Err(unavailable(format!("no answer within {limit:?}"))),
+    }
+}
+
+impl EtcdStore {
+    /// Connects, takes a lease and starts keeping it.
+    ///
+    /// # Errors
+    /// [`StoreError`] when no endpoint answers within the dial timeout.
+    pub async fn connect(settings: &EtcdSettings) -> Result<Arc<dyn FleetStore>, StoreError> {
+        let options = ConnectOptions::new()
+            .with_connect_timeout(settings.dial_timeout)
+            .with_timeout(settings.request_timeout)
+            .with_keep_alive(Duration::from_secs(2), settings.request_timeout);
+        let client = bounded(
+            settings.dial_timeout,
+            Client::connect(&settings.endpoints, Some(options)),
+        )
+        .await?;
+        let keys = Keys::new(&settings.prefix);
+        let epoch = Arc::new(AtomicU64::new(0));
+        let first = grant(
+            &client,
+            &keys,
+            &settings.relay_id,
+            settings.lease_ttl,
+            settings.request_timeout,
+        )
+        .await?;
+        epoch.store(1, Ordering::Release);
+        let (tx, lease) = watch::channel(Some(first));
+        let leaving = Arc::new(AtomicBool::new(false));
+        tokio::spawn(keep_lease(
+            client.clone(),
+            keys.clone(),
+            settings.clone(),
+            tx,
+            Arc::clone(&epoch),
+            Arc::clone(&leaving),
+        ));
+        tracing::info!(relay_id = %settings.relay_id, endpoints = ?settings.endpoints, lease = first, "joined the fleet");
+        Ok(Arc::new(Self {
+            client,
+            keys,
+            relay_id: settings.relay_id.clone(),
+            request_timeout: settings.request_timeout,
+            lease,
+            epoch,
+            leaving,
+        }))
+    }
+
+    fn lease(&self) -> Result<i64, StoreError> {
+        (*self.lease.borrow()).ok_or_else(|| unavailable("this relay's lease is lost"))
+    }
+
+    fn leased(&self) -> Result<PutOptions, StoreError> {
+        Ok(PutOptions::new().with_lease(self.lease()?))
+    }
+}
+
+/// Grants a lease and records the relay as live under it.
+async fn grant(
+    client: &Client,
+    keys: &Keys,
+    relay_id: &str,
+    ttl: Duration,
+    limit: Duration,
+) -> Result<i64, StoreError> {
+    let mut c = client.clone();
+    let ttl_s = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
+    let id = bounded(limit, c.lease_grant(ttl_s, None)).await?.id();
+    let value = format!("{} {}", std::process::id(), crate::ledger::now_ms());
+    bounded(
+        limit,
+        c.put(
+            keys.relay(relay_id),
+            value,
+            Some(PutOptions::new().with_lease(id)),
+        ),
+    )
+    .await?;
+    Ok(id)
+}
+
+/// Renews the lease every third of its TTL; when that fails, marks the relay cut off and takes
+/// a new lease as soon as etcd answers again.
+async fn keep_lease(
+    client: Client,
+    keys: Keys,
+    settings: EtcdSettings,
+    lease: watch::Sender<Option<i64>>,
+    epoch: Arc<AtomicU64>,
+    leaving: Arc<AtomicBool>,
+) {
+    let every = settings.lease_ttl / 3;
+    loop {
+        if leaving.load(Ordering::Acquire) || lease.is_closed() {
+            return;
+        }
+        let Some(id) = *lease.borrow() else {
+            match grant(
+                &client,
+                &keys,
+                &settings.relay_id,
+                settings.lease_ttl,
+                settings.request_timeout,
+            )
+            .await
+            {
+                Ok(id) => {
+                    epoch.fetch_add(1, Ordering::AcqRel);
+                    tracing::info!(lease = id, "state store reachable again; new lease");
+                    let _ = lease.send(Some(id));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+            continue;
+        };
+        let why = renew_until_failure(&client, id, every).await;
+        if leaving.load(Ordering::Acquire) {
+            return;
+        }
+        tracing::warn!(lease = id, reason = %why, "lost the state store lease; new wakes and pauses wait until it is back");
+        let _ = lease.send(None);
+    }
+}
+
+/// Renews lease `id` every `every`, each renewal answered within `every`; returns why it
+/// stopped (an error, a stall, or the lease already expired).
+async fn renew_until_failure(client: &Client, id: i64, every: Duration) -> String {
+    let mut c = client.clone();
+    let (mut keeper, mut stream) = match tokio::time::timeout(every, c.lease_keep_alive(id)).await {
+        Ok(Ok(pair)) => pair,
+        Ok(Err(e)) => return e.to_string(),
+        Err(_) => return format!("no answer within {every:?}"),
+    };
+    loop {
+        let renewal = async {
+            keeper.keep_alive().await?;
+            stream.message().await
+        };
+        match tokio::time::timeout(every, renewal).await {
+            Ok(Ok(Some(r))) if r.ttl() > 0 => {}
+            Ok(Ok(_)) => return "the lease expired".into(),
+            Ok(Err(e)) => return e.to_string(),
+            Err(_) => return format!("no answer within {every:?}"),
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+impl FleetStore for EtcdStore {
+    fn relay_id(&self) -> &str {
+        &self.relay_id
+    }
+
+    fn available(&self) -> bool {
+        self.lease.borrow().is_some()
+    }
+
+    fn lease_epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    fn observe<'a>(&'a self, instance: &'a str) -> BoxFuture<'a, Result<Observed, StoreError>> {
+        Box::pin(async move {
+            self.lease()?;
+            let mut c = self.client.clone();
+            let got = bounded(
+                self.request_timeout,
+                c.get(
+                    self.keys.instance(instance),
+                    Some(GetOptions::new().with_prefix()),
+                ),
+            )
+            .await?;
+            let mut seen = Observed {
+                revision: got.header().map_or(0, |h| h.revision()),
+                ..Observed::default()
+            };
+            let (state_key, lock_key) = (self.keys.state(instance), self.keys.lock(instance));
+            for kv in got.kvs() {
+                if kv.key() == state_key.as_bytes() {
+                    seen.state = StateRecord::parse(kv.value());
+                    seen.state_revision = kv.mod_revision();
+                    if seen.state.is_none() {
+                        tracing::warn!(instance, key = %state_key, "unreadable fleet state; treated as paused");
+                    }
+                } else if kv.key() == lock_key.as_bytes() {
+                    // An unreadable lock still locks: someone wrote it.
+                    seen.lock = Some(LockRecord::parse(kv.value()).unwrap_or(LockRecord {
+                        relay: "?".into(),
+                        purpose: LockPurpose::Resuming,
+                    }));
+                }
+            }
+            Ok(seen)
+        })
+    }
+
+    fn begin<'a>(
+        &'a self,
+        instance: &'a str,
+        seen: &'a Observed,
+        purpose: LockPurpose,
+        rate_milli: u64,
+        connections_unchanged_since: Option<i64>,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let leased = self.leased()?;
+            let phase = match purpose {
+                LockPurpose::Resuming => Phase::Resuming,
+                LockPurpose::Pausing => Phase::Pausing,
+            };
+            let record = StateRecord {
+                phase,
+                relay: self.relay_id.clone(),
+                since_ms: crate::ledger::now_ms(),
+                rate_milli,
+            };
+            let lock = LockRecord {
+                relay: self.relay_id.clone(),
+                purpose,
+            };
+            let mut when = vec![
+                Compare::create_revision(self.keys.lock(instance), CompareOp::Equal, 0),
+                Compare::mod_revision(
+                    self.keys.state(instance),
+                    CompareOp::Equal,
+                    seen.state_revision,
+                ),
+            ];
+            if let Some(revision) = connections_unchanged_since {
+                when.push(
+                    Compare::mod_revision(
+                        self.keys.connections(instance),
+                        CompareOp::Less,
+                        revision.saturating_add(1),
+                    )
+                    .with_prefix(),
+                );
+            }
+            let txn = Txn::new().when(when).and_then(vec![
+                TxnOp::put(self.keys.lock(instance), lock.format(), Some(leased)),
+                TxnOp::put(self.keys.state(instance), record.format(), None),
+                TxnOp::put(
+                    self.keys
+                        .ledger_entry(instance, record.since_ms, &self.relay_id),
+                    record.ledger_line(instance),
+                    None,
+                ),
+            ]);
+            let mut c = self.client.clone();
+            Ok(bounded(self.request_timeout, c.txn(txn)).await?.succeeded())
+        })
+    }
+
+    fn finish<'a>(
+        &'a self,
+        instance: &'a str,
+        phase: Phase,
+        rate_milli: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let lease = self.lease()?;
+            let record = StateRecord {
+                phase,
+                relay: self.relay_id.clone(),
+                since_ms: crate::ledger::now_ms(),
+                rate_milli,
+            };
+            let txn = Txn::new()
+                .when(vec![Compare::lease(
+                    self.keys.lock(instance),
+                    CompareOp::Equal,
+                    lease,
+                )])
+                .and_then(vec![
+                    TxnOp::put(self.keys.state(instance), record.format(), None),
+                    TxnOp::put(
+                        self.keys
+                            .ledger_entry(instance, record.since_ms, &self.relay_id),
+                        record.ledger_line(instance),
+                        None,
+                    ),
+                    TxnOp::delete(self.keys.lock(instance), None),
+                ]);
+            let mut c = self.client.clone();
+            Ok(bounded(self.request_timeout, c.txn(txn)).await?.succeeded())
+        })
+    }
+
+    fn wait_change<'a>(
+        &'a self,
+        instance: &'a str,
+        after_revision: i64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let mut c = self.client.clone();
+            let options = WatchOptions::new()
+                .with_prefix()
+                .with_start_revision(after_revision.saturating_add(1));
+            let mut stream = bounded(
+                self.request_timeout,
+                c.watch(self.keys.instance(instance), Some(options)),
+            )
+            .await?;
+            let mut lease = self.lease.clone();
+            loop {
+                tokio::select! {
+                    msg = stream.message() => match msg {
+                        Ok(Some(r)) if r.canceled() => {
+                            // Compacted past `after_revision`: something changed; re-read.
+                            return Ok(());
+                        }
+                        Ok(Some(r)) if !r.events().is_empty() => return Ok(()),
+                        Ok(Some(_)) => {}
+                        Ok(None) => return Err(unavailable("watch closed")),
+                        Err(e) => return Err(unavailable(e)),
+                    },
+                    changed = lease.changed() => {
+                        if changed.is_err() || lease.borrow().is_none() {
+                            return Err(unavailable("this relay's lease is lost"));
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    fn publish_open<'a>(
+        &'a self,
+        instance: &'a str,
+        record: OpenRecord,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let leased = self.leased()?;
+            let mut c = self.client.clone();
+            bounded(
+                self.request_timeout,
+                c.put(
+                    self.keys.connections_of(instance, &self.relay_id),
+                    record.format(),
+                    Some(leased),
+                ),
+            )
+            .await?;
+            Ok(())
+        })
+    }
+
+    fn connections<'a>(
+        &'a self,
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<FleetConnections, StoreError>> {
+        Box::pin(async move {
+            self.lease()?;
+            let prefix = self.keys.connections(instance);
+            let mut c = self.client.clone();
+            let got = bounded(
+                self.request_timeout,
+                c.get(prefix.as_bytes(), Some(GetOptions::new().with_prefix())),
+            )
+            .await?;
+            let by_relay = got
+                .kvs()
+                .iter()
+                .filter_map(|kv| {
+                    let relay = kv.key().strip_prefix(prefix.as_bytes())?;
+                    Some((
+                        String::from_utf8_lossy(relay).into_owned(),
+                        OpenRecord::parse(kv.value())?,
+                    ))
+                })
+                .collect();
+            Ok(FleetConnections {
+                total: FleetOpen::sum(got.kvs().iter().map(etcd_client::KeyValue::value)),
+                by_relay,
+                revision: got.header().map_or(0, |h| h.revision()),
+            })
+        })
+    }
+
+    fn ledger_text(&self) -> BoxFuture<'_, Result<String, StoreError>> {
+        Box::pin(async move {
+            let mut c = self.client.clone();
+            let got = bounded(
+                self.request_timeout,
+                c.get(self.keys.ledger(), Some(GetOptions::new().with_prefix())),
+            )
+            .await?;
+            let mut lines: Vec<(u64, String)> = got
+                .kvs()
+                .iter()
+                .filter_map(|kv| {
+                    let line = std::str::from_utf8(kv.value()).ok()?;
+                    let at: u64 = line.split(' ').next()?.parse().ok()?;
+                    Some((at, line.to_owned()))
+                })
+                .collect();
+            lines.sort_by_key(|(at, _)| *at);
+            Ok(lines.into_iter().map(|(_, l)| l).collect())
+        })
+    }
+
+    fn relays(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        Box::pin(async move {
+            let prefix = self.keys.relays();
+            let mut c = self.client.clone();
+            let got = bounded(
+                self.request_timeout,
+                c.get(
+                    prefix.as_bytes(),
+                    Some(GetOptions::new().with_prefix().with_keys_only()),
+                ),
+            )
+            .await?;
+            Ok(got
+                .kvs()
+                .iter()
+                .filter_map(|kv| kv.key().strip_prefix(prefix.as_bytes()))
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .collect())
+        })
+    }
+
+    fn leave(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.leaving.store(true, Ordering::Release);
+            if let Ok(id) = self.lease() {
+                let mut c = self.client.clone();
+                match bounded(self.request_timeout, c.lease_revoke(id)).await {
+                    Ok(_) => tracing::info!(lease = id, "left the fleet (lease revoked)"),
+                    Err(e) => {
+                        tracing::warn!(lease = id, error = %e, "could not revoke the lease; its records expire with it")
+                    }
+                }
+            }
+        })
+    }
+}

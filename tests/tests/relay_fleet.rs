@@ -1,0 +1,452 @@
+//! A fleet: several relays in front of one instance, coordinated through a real etcd started
+//! by the test on loopback (`[relay.store] kind = "etcd"`).
+//!
+//! The relays share one compute through the exec driver: its scripts start one server-shim
+//! (under a file lock, once) and count every start and stop in files the test reads, so "one
+//! wake" is counted where it happens, not inferred from a relay's metrics.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
+)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tests::relay::{Relay, RelayOptions};
+use tests::{ChildGuard, TempDir, add_user, bin_path, free_port, raw};
+
+const USER: &str = "app";
+const PASSWORD: &str = "fleet-Pw-0123456789";
+
+/// An etcd member of its own one-node cluster, on free loopback ports.
+struct Etcd {
+    child: ChildGuard,
+    endpoint: String,
+    args: Vec<String>,
+}
+
+impl Etcd {
+    fn start(dir: &Path) -> Self {
+        let (client, peer) = (free_port(), free_port());
+        let endpoint = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let args = vec![
+            "--name".into(),
+            "t".into(),
+            "--data-dir".into(),
+            dir.join("etcd").display().to_string(),
+            "--listen-client-urls".into(),
+            endpoint.clone(),
+            "--advertise-client-urls".into(),
+            endpoint.clone(),
+            "--listen-peer-urls".into(),
+            peer_url.clone(),
+            "--initial-advertise-peer-urls".into(),
+            peer_url.clone(),
+            "--initial-cluster".into(),
+            format!("t={peer_url}"),
+            "--log-level".into(),
+            "error".into(),
+        ];
+        let child = Self::spawn(&args, dir);
+        let etcd = Self {
+            child,
+            endpoint,
+            args,
+        };
+        etcd.wait_healthy();
+        etcd
+    }
+
+    fn spawn(args: &[String], dir: &Path) -> ChildGuard {
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("etcd.log"))
+            .unwrap();
+        ChildGuard::new(
+            Command::new("etcd")
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|e| panic!("etcd (Debian package etcd-server): {e}")),
+        )
+    }
+
+    fn wait_healthy(&self) {
+        let healthy = Relay::wait_until(Duration::from_secs(20), || {
+            self.ctl(&["endpoint", "health"]).is_some()
+        });
+        assert!(healthy, "etcd at {} did not become healthy", self.endpoint);
+    }
+
+    /// `etcdctl` against this member: its stdout, or `None` if it failed.
+    fn ctl(&self, args: &[&str]) -> Option<String> {
+        let out = Command::new("etcdctl")
+            .arg(format!("--endpoints={}", self.endpoint))
+            .arg("--command-timeout=2s")
+            .args(args)
+            .env("ETCDCTL_API", "3")
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The fleet's usage ledger, as the relays wrote it: `(instance, state)` per line.
+    fn ledger(&self) -> Vec<String> {
+        self.ctl(&[
+            "get",
+            "--prefix",
+            "/perceptron/ledger/",
+            "--print-value-only",
+        ])
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(2).map(str::to_owned))
+        .collect()
+    }
+
+    fn kill(&mut self) {
+        self.child.kill9();
+    }
+
+    /// Starts the same member again (same data, same ports).
+    fn restart(&mut self, dir: &Path) {
+        self.child = Self::spawn(&self.args, dir);
+        self.wait_healthy();
+    }
+}
+
+/// One compute shared by the fleet, started and stopped by exec-driver scripts.
+struct Fleet {
+    dir: TempDir,
+    etcd: Etcd,
+    compute_port: u16,
+    relays: Vec<Relay>,
+}
+
+impl Fleet {
+    fn start(label: &str, relays: usize, idle_pause_after: &'static str) -> Self {
+        let dir = TempDir::new(label);
+        let shared = dir.path().join("shared");
+        fs::create_dir_all(&shared).unwrap();
+        let key = shared.join("perceptron.key");
+        let out = Command::new(bin_path("relay"))
+            .args(["keygen", "--id", "fleet-1", "--out"])
+            .arg(&key)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        add_user(&shared.join("data"), USER, PASSWORD, true);
+        let compute_port = free_port();
+        write_scripts(&shared, compute_port);
+        let etcd = Etcd::start(dir.path());
+        let mut fleet = Self {
+            dir,
+            etcd,
+            compute_port,
+            relays: Vec::new(),
+        };
+        for i in 0..relays {
+            fleet.add_relay(i, idle_pause_after);
+        }
+        fleet
+    }
+
+    fn shared(&self) -> PathBuf {
+        self.dir.path().join("shared")
+    }
+
+    fn add_relay(&mut self, i: usize, idle_pause_after: &'static str) {
+        let dir = self.dir.path().join(format!("relay{i}"));
+        fs::create_dir_all(&dir).unwrap();
+        fs::copy(
+            self.shared().join("perceptron.key"),
+            dir.join("perceptron.key"),
+        )
+        .unwrap();
+        let shared = self.shared().display().to_string();
+        let options = RelayOptions {
+            idle_pause_after,
+            resume_timeout: "15s",
+            relay_toml: format!(
+                "\n[relay.store]\nkind = \"etcd\"\nendpoints = [\"{}\"]\nrelay_id = \"relay{i}\"\n\
+                 lease_ttl = \"2s\"\nrequest_timeout = \"1s\"\n",
+                self.etcd.endpoint
+            ),
+            driver_toml: Some(format!(
+                "[instance.driver]\nkind = \"exec\"\nstart = [\"sh\", \"{shared}/start.sh\"]\n\
+                 stop = [\"sh\", \"{shared}/stop.sh\"]\nstatus = [\"sh\", \"{shared}/status.sh\"]\n\
+                 poll_interval = \"200ms\"\n"
+            )),
+            ..RelayOptions::default()
+        };
+        self.relays
+            .push(Relay::start_with_compute(&dir, options, self.compute_port));
+    }
+
+    /// How many times the driver's start and stop ran, over the whole fleet.
+    fn starts(&self) -> usize {
+        count_lines(&self.shared().join("starts.log"))
+    }
+
+    fn stops(&self) -> usize {
+        count_lines(&self.shared().join("stops.log"))
+    }
+
+    fn logs(&self) -> String {
+        self.relays
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("--- relay{i}\n{}", r.log()))
+            .collect()
+    }
+
+    fn all_in(&self, state: &str) -> bool {
+        self.relays.iter().all(|r| r.state() == state)
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for r in &mut self.relays {
+            r.stop();
+        }
+        // The compute is the scripts' child, not the test's: stopped by its recorded pid.
+        if let Ok(pid) = fs::read_to_string(self.shared().join("shim.pid")) {
+            let _ = Command::new("kill").arg("-KILL").arg(pid.trim()).status();
+        }
+    }
+}
+
+fn count_lines(path: &Path) -> usize {
+    fs::read_to_string(path).map_or(0, |t| t.lines().count())
+}
+
+fn write_scripts(shared: &Path, port: u16) {
+    let d = shared.display();
+    let shim = bin_path("server-shim").display().to_string();
+    // One compute for the whole fleet: a start finds it running, or starts it, under a lock
+    // (a start orphaned by a killed relay may still be running; the compute must not inherit
+    // the lock). `slow-start` stands for a compute that takes a while to come up.
+    let start = format!(
+        "set -e\nD={d}\necho start >> $D/starts.log\n[ -f $D/slow-start ] && sleep 2\n\
+         exec 9>$D/start.lock\nflock 9\n\
+         if [ -f $D/shim.pid ] && kill -0 \"$(cat $D/shim.pid)\" 2>/dev/null; then exit 0; fi\n\
+         setsid {shim} run --listen 127.0.0.1:{port} --data $D/data --key-file \
+         $D/perceptron.key >> $D/shim.log 2>&1 < /dev/null 9>&- &\necho $! > $D/shim.pid\n"
+    );
+    let stop = format!(
+        "D={d}\necho stop >> $D/stops.log\n[ -f $D/shim.pid ] || exit 0\npid=$(cat $D/shim.pid)\n\
+         kill $pid 2>/dev/null || true\n\
+         for i in $(seq 100); do kill -0 $pid 2>/dev/null || break; sleep 0.05; done\n\
+         rm -f $D/shim.pid\n"
+    );
+    let status =
+        format!("D={d}\n[ -f $D/shim.pid ] && kill -0 \"$(cat $D/shim.pid)\" 2>/dev/null\n");
+    fs::write(shared.join("start.sh"), start).unwrap();
+    fs::write(shared.join("stop.sh"), stop).unwrap();
+    fs::write(shared.join("status.sh"), status).unwrap();
+}
+
+fn select_1(port: u16) -> Result<(), String> {
+    match raw::login(port, USER, PASSWORD, None) {
+        Ok(Ok(mut s)) => match raw::query(&mut s, "SELECT 1") {
+            Ok(Ok(rows)) if rows == [Some("1".to_owned())] => Ok(()),
+            other => Err(format!("query: {other:?}")),
+        },
+        Ok(Err(err)) => Err(format!("ERR {err:?}")),
+        Err(e) => Err(format!("I/O: {e}")),
+    }
+}
+
+#[test]
+fn three_relays_wake_a_paused_instance_once_for_300_clients() {
+    const CLIENTS: usize = 300;
+    let fleet = Fleet::start("fleet-300", 3, "5m");
+    assert_eq!(fleet.starts(), 0, "nothing wakes by itself");
+    let ports: Vec<u16> = fleet.relays.iter().map(|r| r.port).collect();
+    let failures = Arc::new(AtomicUsize::new(0));
+    let first_error = Arc::new(std::sync::Mutex::new(None));
+    let handles: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let port = ports[i % ports.len()];
+            let (failures, first_error) = (Arc::clone(&failures), Arc::clone(&first_error));
+            std::thread::spawn(move || {
+                if let Err(e) = select_1(port) {
+                    failures.fetch_add(1, Ordering::Relaxed);
+                    first_error.lock().unwrap().get_or_insert(e);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(
+        failures.load(Ordering::Relaxed),
+        0,
+        "first error {:?}\n{}",
+        first_error.lock().unwrap(),
+        fleet.logs()
+    );
+    assert_eq!(
+        fleet.starts(),
+        1,
+        "one wake for the fleet\n{}",
+        fleet.logs()
+    );
+    // Every relay follows the fleet: running, with new connections on the direct route.
+    assert!(
+        Relay::wait_until(Duration::from_secs(10), || fleet.all_in("running")),
+        "{}",
+        fleet.logs()
+    );
+    assert_eq!(fleet.etcd.ledger(), ["resuming", "running"], "one interval");
+    let (status, body) = fleet.relays[2].admin("GET", "/v1/fleet");
+    assert_eq!(status, 200, "{body}");
+    for relay in ["relay0", "relay1", "relay2"] {
+        assert!(body.contains(&format!("\"{relay}\"")), "{body}");
+    }
+}
+
+#[test]
+fn a_connection_on_one_relay_keeps_the_instance_running_for_the_whole_fleet() {
+    let fleet = Fleet::start("fleet-hold", 2, "1s");
+    // A session held open on relay 1; the instance is woken through relay 0.
+    select_1(fleet.relays[0].port).unwrap();
+    let mut held = match raw::login(fleet.relays[1].port, USER, PASSWORD, None) {
+        Ok(Ok(s)) => s,
+        other => panic!("{other:?}\n{}", fleet.logs()),
+    };
+    // Relay 0 has been idle for several idle periods; the fleet must not pause. (A negative
+    // property: watched for a while, every 20 ms.)
+    let watch_until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < watch_until {
+        assert_eq!(fleet.relays[0].state(), "running", "{}", fleet.logs());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(fleet.stops(), 0);
+    assert_eq!(
+        raw::query(&mut held, "SELECT 1").unwrap(),
+        Ok(vec![Some("1".into())])
+    );
+    drop(held);
+    // Now nobody is connected anywhere: one relay pauses it, once, for the fleet.
+    assert!(
+        Relay::wait_until(Duration::from_secs(15), || fleet.all_in("paused")),
+        "{}",
+        fleet.logs()
+    );
+    assert_eq!(fleet.stops(), 1, "{}", fleet.logs());
+    assert_eq!(
+        fleet.etcd.ledger(),
+        ["resuming", "running", "pausing", "paused"]
+    );
+}
+
+#[test]
+fn a_relay_killed_while_it_wakes_the_instance_is_replaced_by_another() {
+    let mut fleet = Fleet::start("fleet-kill", 2, "5m");
+    fs::write(fleet.shared().join("slow-start"), "").unwrap();
+    let port0 = fleet.relays[0].port;
+    let orphaned = std::thread::spawn(move || select_1(port0));
+    assert!(
+        Relay::wait_until(Duration::from_secs(10), || fleet.starts() == 1),
+        "relay 0 began the wake\n{}",
+        fleet.logs()
+    );
+    let lock = fleet
+        .etcd
+        .ctl(&[
+            "get",
+            "/perceptron/instances/demo/lock",
+            "--print-value-only",
+        ])
+        .unwrap_or_default();
+    assert!(lock.starts_with("relay0 resuming"), "lock: {lock:?}");
+    fs::remove_file(fleet.shared().join("slow-start")).unwrap();
+    fleet.relays[0].child.kill9();
+    let killed = Instant::now();
+    // Relay 0's client sees its connection end; relay 1's client logs in once relay 1 has
+    // taken over the wake (after relay 0's lease expired).
+    assert!(orphaned.join().unwrap().is_err());
+    select_1(fleet.relays[1].port).unwrap_or_else(|e| panic!("{e}\n{}", fleet.logs()));
+    let took = killed.elapsed();
+    eprintln!("relay 1 completed the wake {took:?} after relay 0 was killed");
+    assert!(took < Duration::from_secs(15), "within resume_timeout");
+    assert_eq!(fleet.starts(), 2, "relay 1 ran the start again");
+    assert_eq!(fleet.relays[1].state(), "running");
+    let ledger = fleet.etcd.ledger();
+    assert_eq!(
+        ledger.last().map(String::as_str),
+        Some("running"),
+        "{ledger:?}"
+    );
+}
+
+#[test]
+fn without_etcd_running_instances_serve_paused_ones_answer_1053_and_nothing_pauses() {
+    let mut fleet = Fleet::start("fleet-etcd-down", 2, "1s");
+    // Paused and cut off: a login is refused with 1053 and wakes nothing.
+    fleet.etcd.kill();
+    match raw::login(fleet.relays[0].port, USER, PASSWORD, None) {
+        Ok(Err((code, message))) => assert_eq!(code, 1053, "{message}"),
+        other => panic!("expected ERR 1053, got {other:?}\n{}", fleet.logs()),
+    }
+    assert_eq!(fleet.starts(), 0);
+    // etcd back: the fleet wakes the instance.
+    let dir = fleet.dir.path().to_owned();
+    fleet.etcd.restart(&dir);
+    assert!(
+        Relay::wait_until(Duration::from_secs(15), || select_1(fleet.relays[0].port)
+            .is_ok()),
+        "{}",
+        fleet.logs()
+    );
+    assert!(Relay::wait_until(Duration::from_secs(10), || fleet.all_in("running")));
+    // Running and cut off: sessions and new connections keep working, and although nothing
+    // is connected for longer than idle_pause_after, nothing pauses.
+    let mut session = match raw::login(fleet.relays[1].port, USER, PASSWORD, None) {
+        Ok(Ok(s)) => s,
+        other => panic!("{other:?}"),
+    };
+    fleet.etcd.kill();
+    assert_eq!(
+        raw::query(&mut session, "SELECT 1").unwrap(),
+        Ok(vec![Some("1".into())])
+    );
+    drop(session);
+    let watch_until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < watch_until {
+        for r in &fleet.relays {
+            assert_eq!(r.state(), "running", "{}", fleet.logs());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    select_1(fleet.relays[0].port).unwrap_or_else(|e| panic!("direct route: {e}"));
+    assert_eq!(fleet.stops(), 0);
+    // etcd back: the idle fleet pauses the instance, once.
+    fleet.etcd.restart(&dir);
+    assert!(
+        Relay::wait_until(Duration::from_secs(20), || fleet.all_in("paused")),
+        "{}",
+        fleet.logs()
+    );
+    assert_eq!(fleet.stops(), 1);
+    assert_eq!(
+        fleet.etcd.ledger(),
+        ["resuming", "running", "pausing", "paused"]
+    );
+}
