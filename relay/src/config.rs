@@ -1605,7 +1605,7 @@ command = ["server-shim", "run"]
                 error_after("[relay]", "[relay]\ncolour = \"blue\""),
                 "relay.colour: unknown key; expected one of `state_dir`, `key_file`, \
                  `admin_listen`, `admin_token_file`, `worker_threads`, \
-                 `max_pending_connections`, `max_pending_per_source`, `budgets`, `nftables_table`",
+                 `max_pending_connections`, `max_pending_per_source`, `budgets`, `nftables_table`, `store`",
             ),
             // a key of another driver kind
             (
