@@ -25,44 +25,67 @@ use tests::{ChildGuard, TempDir, add_user, bin_path, free_port, raw};
 const USER: &str = "app";
 const PASSWORD: &str = "fleet-Pw-0123456789";
 
-/// An etcd member of its own one-node cluster, on free loopback ports.
+/// An etcd member, on free loopback ports.
 struct Etcd {
     child: ChildGuard,
     endpoint: String,
     args: Vec<String>,
 }
 
+/// Names and peer URLs of the members of a cluster.
+fn member_args(dir: &Path, name: &str, client: u16, peer: u16, cluster: &str) -> Vec<String> {
+    let endpoint = format!("http://127.0.0.1:{client}");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    [
+        "--name",
+        name,
+        "--data-dir",
+        &dir.join(format!("etcd-{name}")).display().to_string(),
+        "--listen-client-urls",
+        &endpoint,
+        "--advertise-client-urls",
+        &endpoint,
+        "--listen-peer-urls",
+        &peer_url,
+        "--initial-advertise-peer-urls",
+        &peer_url,
+        "--initial-cluster",
+        cluster,
+        "--initial-cluster-token",
+        "perceptron-test",
+        "--log-level",
+        "error",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
 impl Etcd {
-    fn start(dir: &Path) -> Self {
-        let (client, peer) = (free_port(), free_port());
-        let endpoint = format!("http://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let args = vec![
-            "--name".into(),
-            "t".into(),
-            "--data-dir".into(),
-            dir.join("etcd").display().to_string(),
-            "--listen-client-urls".into(),
-            endpoint.clone(),
-            "--advertise-client-urls".into(),
-            endpoint.clone(),
-            "--listen-peer-urls".into(),
-            peer_url.clone(),
-            "--initial-advertise-peer-urls".into(),
-            peer_url.clone(),
-            "--initial-cluster".into(),
-            format!("t={peer_url}"),
-            "--log-level".into(),
-            "error".into(),
-        ];
-        let child = Self::spawn(&args, dir);
-        let etcd = Self {
-            child,
-            endpoint,
-            args,
-        };
-        etcd.wait_healthy();
-        etcd
+    /// An `n`-member cluster, every member healthy.
+    fn cluster(dir: &Path, n: usize) -> Vec<Self> {
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let cluster = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let members: Vec<Self> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (client, peer))| {
+                let args = member_args(dir, &format!("m{i}"), *client, *peer, &cluster);
+                Self {
+                    child: Self::spawn(&args, dir),
+                    endpoint: format!("http://127.0.0.1:{client}"),
+                    args,
+                }
+            })
+            .collect();
+        for m in &members {
+            m.wait_healthy();
+        }
+        members
     }
 
     fn spawn(args: &[String], dir: &Path) -> ChildGuard {
@@ -131,13 +154,23 @@ impl Etcd {
 /// One compute shared by the fleet, started and stopped by exec-driver scripts.
 struct Fleet {
     dir: TempDir,
-    etcd: Etcd,
+    /// Member 0 is the one `etcd` names; the relays know every member.
+    members: Vec<Etcd>,
     compute_port: u16,
     relays: Vec<Relay>,
 }
 
 impl Fleet {
     fn start(label: &str, relays: usize, idle_pause_after: &'static str) -> Self {
+        Self::start_on(label, relays, idle_pause_after, 1)
+    }
+
+    fn start_on(
+        label: &str,
+        relays: usize,
+        idle_pause_after: &'static str,
+        members: usize,
+    ) -> Self {
         let dir = TempDir::new(label);
         let shared = dir.path().join("shared");
         fs::create_dir_all(&shared).unwrap();
@@ -151,10 +184,10 @@ impl Fleet {
         add_user(&shared.join("data"), USER, PASSWORD, true);
         let compute_port = free_port();
         write_scripts(&shared, compute_port);
-        let etcd = Etcd::start(dir.path());
+        let members = Etcd::cluster(dir.path(), members);
         let mut fleet = Self {
             dir,
-            etcd,
+            members,
             compute_port,
             relays: Vec::new(),
         };
@@ -162,6 +195,11 @@ impl Fleet {
             fleet.add_relay(i, idle_pause_after);
         }
         fleet
+    }
+
+    /// The first etcd member.
+    fn etcd(&mut self) -> &mut Etcd {
+        &mut self.members[0]
     }
 
     fn shared(&self) -> PathBuf {
@@ -181,9 +219,13 @@ impl Fleet {
             idle_pause_after,
             resume_timeout: "15s",
             relay_toml: format!(
-                "\n[relay.store]\nkind = \"etcd\"\nendpoints = [\"{}\"]\nrelay_id = \"relay{i}\"\n\
+                "\n[relay.store]\nkind = \"etcd\"\nendpoints = [{}]\nrelay_id = \"relay{i}\"\n\
                  lease_ttl = \"2s\"\nrequest_timeout = \"1s\"\n",
-                self.etcd.endpoint
+                self.members
+                    .iter()
+                    .map(|m| format!("{:?}", m.endpoint))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             driver_toml: Some(format!(
                 "[instance.driver]\nkind = \"exec\"\nstart = [\"sh\", \"{shared}/start.sh\"]\n\
@@ -313,7 +355,11 @@ fn three_relays_wake_a_paused_instance_once_for_300_clients() {
         "{}",
         fleet.logs()
     );
-    assert_eq!(fleet.etcd.ledger(), ["resuming", "running"], "one interval");
+    assert_eq!(
+        fleet.members[0].ledger(),
+        ["resuming", "running"],
+        "one interval"
+    );
     let (status, body) = fleet.relays[2].admin("GET", "/v1/fleet");
     assert_eq!(status, 200, "{body}");
     for relay in ["relay0", "relay1", "relay2"] {
@@ -351,7 +397,7 @@ fn a_connection_on_one_relay_keeps_the_instance_running_for_the_whole_fleet() {
     );
     assert_eq!(fleet.stops(), 1, "{}", fleet.logs());
     assert_eq!(
-        fleet.etcd.ledger(),
+        fleet.members[0].ledger(),
         ["resuming", "running", "pausing", "paused"]
     );
 }
@@ -367,8 +413,7 @@ fn a_relay_killed_while_it_wakes_the_instance_is_replaced_by_another() {
         "relay 0 began the wake\n{}",
         fleet.logs()
     );
-    let lock = fleet
-        .etcd
+    let lock = fleet.members[0]
         .ctl(&[
             "get",
             "/perceptron/instances/demo/lock",
@@ -388,7 +433,7 @@ fn a_relay_killed_while_it_wakes_the_instance_is_replaced_by_another() {
     assert!(took < Duration::from_secs(15), "within resume_timeout");
     assert_eq!(fleet.starts(), 2, "relay 1 ran the start again");
     assert_eq!(fleet.relays[1].state(), "running");
-    let ledger = fleet.etcd.ledger();
+    let ledger = fleet.members[0].ledger();
     assert_eq!(
         ledger.last().map(String::as_str),
         Some("running"),
@@ -400,7 +445,7 @@ fn a_relay_killed_while_it_wakes_the_instance_is_replaced_by_another() {
 fn without_etcd_running_instances_serve_paused_ones_answer_1053_and_nothing_pauses() {
     let mut fleet = Fleet::start("fleet-etcd-down", 2, "1s");
     // Paused and cut off: a login is refused with 1053 and wakes nothing.
-    fleet.etcd.kill();
+    fleet.etcd().kill();
     match raw::login(fleet.relays[0].port, USER, PASSWORD, None) {
         Ok(Err((code, message))) => assert_eq!(code, 1053, "{message}"),
         other => panic!("expected ERR 1053, got {other:?}\n{}", fleet.logs()),
@@ -408,7 +453,7 @@ fn without_etcd_running_instances_serve_paused_ones_answer_1053_and_nothing_paus
     assert_eq!(fleet.starts(), 0);
     // etcd back: the fleet wakes the instance.
     let dir = fleet.dir.path().to_owned();
-    fleet.etcd.restart(&dir);
+    fleet.etcd().restart(&dir);
     assert!(
         Relay::wait_until(Duration::from_secs(15), || select_1(fleet.relays[0].port)
             .is_ok()),
@@ -422,7 +467,7 @@ fn without_etcd_running_instances_serve_paused_ones_answer_1053_and_nothing_paus
         Ok(Ok(s)) => s,
         other => panic!("{other:?}"),
     };
-    fleet.etcd.kill();
+    fleet.etcd().kill();
     assert_eq!(
         raw::query(&mut session, "SELECT 1").unwrap(),
         Ok(vec![Some("1".into())])
@@ -438,7 +483,7 @@ fn without_etcd_running_instances_serve_paused_ones_answer_1053_and_nothing_paus
     select_1(fleet.relays[0].port).unwrap_or_else(|e| panic!("direct route: {e}"));
     assert_eq!(fleet.stops(), 0);
     // etcd back: the idle fleet pauses the instance, once.
-    fleet.etcd.restart(&dir);
+    fleet.etcd().restart(&dir);
     assert!(
         Relay::wait_until(Duration::from_secs(20), || fleet.all_in("paused")),
         "{}",
@@ -446,7 +491,45 @@ fn without_etcd_running_instances_serve_paused_ones_answer_1053_and_nothing_paus
     );
     assert_eq!(fleet.stops(), 1);
     assert_eq!(
-        fleet.etcd.ledger(),
+        fleet.members[0].ledger(),
         ["resuming", "running", "pausing", "paused"]
+    );
+}
+
+#[test]
+fn one_etcd_member_of_three_stopped_interrupts_nothing() {
+    let mut fleet = Fleet::start_on("fleet-3-members", 2, "5m", 3);
+    select_1(fleet.relays[0].port).unwrap_or_else(|e| panic!("{e}\n{}", fleet.logs()));
+    assert!(Relay::wait_until(Duration::from_secs(10), || fleet.all_in("running")));
+    // The member the relays' clients were most likely talking to goes away.
+    fleet.members[0].kill();
+    let stopped = Instant::now();
+    // Sessions and the direct route need no store; a pause and a wake need the majority.
+    for r in &fleet.relays {
+        select_1(r.port).unwrap_or_else(|e| panic!("{e}\n{}", fleet.logs()));
+    }
+    // (409 while the relays still count the connections just closed.)
+    let mut answer = (0, String::new());
+    Relay::wait_until(Duration::from_secs(10), || {
+        answer = fleet.relays[1].admin("POST", "/v1/instances/demo/pause");
+        answer.0 != 409
+    });
+    assert_eq!(answer.0, 200, "{}\n{}", answer.1, fleet.logs());
+    assert!(
+        Relay::wait_until(Duration::from_secs(10), || fleet.all_in("paused")),
+        "{}",
+        fleet.logs()
+    );
+    select_1(fleet.relays[0].port).unwrap_or_else(|e| panic!("wake: {e}\n{}", fleet.logs()));
+    eprintln!(
+        "pause and wake through the remaining members done {:?} after the stop",
+        stopped.elapsed()
+    );
+    assert_eq!((fleet.starts(), fleet.stops()), (2, 1));
+    assert_eq!(
+        fleet.members[1].ledger(),
+        [
+            "resuming", "running", "pausing", "paused", "resuming", "running"
+        ]
     );
 }

@@ -58,7 +58,45 @@ async fn bounded<T>(
     }
 }
 
+/// Whether a request certainly never reached etcd (the connection to the member it was sent to
+/// was refused): only then is retrying it safe for a compare-and-swap, whose outcome must never
+/// be guessed. The client spreads requests over the endpoints, so a retry goes to another.
+fn never_sent(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(status) => {
+            // 14: UNAVAILABLE, with the transport's own connect failure as its message.
+            i32::from(status.code()) == 14 && status.message().contains("connect error")
+        }
+        _ => false,
+    }
+}
+
 impl EtcdStore {
+    /// Runs `op` on a client within `request_timeout`, again while it fails without having
+    /// been sent (a member that is down).
+    async fn request<T, F, Fut>(&self, mut op: F) -> Result<T, StoreError>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, op(self.client.clone())).await {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if never_sent(&e) && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Ok(Err(e)) => return Err(unavailable(e)),
+                Err(_) => {
+                    return Err(unavailable(format!(
+                        "no answer within {:?}",
+                        self.request_timeout
+                    )));
+                }
+            }
+        }
+    }
+
     /// Connects, takes a lease and starts keeping it.
     ///
     /// # Errors
@@ -139,8 +177,10 @@ async fn grant(
     Ok(id)
 }
 
-/// Renews the lease every third of its TTL; when that fails, marks the relay cut off and takes
-/// a new lease as soon as etcd answers again.
+/// Renews the lease every third of its TTL. A renewal that fails (a member going away breaks
+/// the keep-alive stream) is retried on the same lease, through the other members, until the
+/// lease would have expired; only then is the relay cut off (`None`), and it takes a new lease
+/// as soon as etcd answers again.
 async fn keep_lease(
     client: Client,
     keys: Keys,
@@ -150,6 +190,7 @@ async fn keep_lease(
     leaving: Arc<AtomicBool>,
 ) {
     let every = settings.lease_ttl / 3;
+    let mut renewed = tokio::time::Instant::now();
     loop {
         if leaving.load(Ordering::Acquire) || lease.is_closed() {
             return;
@@ -166,6 +207,7 @@ async fn keep_lease(
             {
                 Ok(id) => {
                     epoch.fetch_add(1, Ordering::AcqRel);
+                    renewed = tokio::time::Instant::now();
                     tracing::info!(lease = id, "state store reachable again; new lease");
                     let _ = lease.send(Some(id));
                 }
@@ -173,23 +215,51 @@ async fn keep_lease(
             }
             continue;
         };
-        let why = renew_until_failure(&client, id, every).await;
+        let why = renew_until_failure(&client, id, every, &mut renewed).await;
         if leaving.load(Ordering::Acquire) {
             return;
         }
-        tracing::warn!(lease = id, reason = %why, "lost the state store lease; new wakes and pauses wait until it is back");
-        let _ = lease.send(None);
+        match why {
+            Renewal::Failed(why) if renewed.elapsed() < settings.lease_ttl => {
+                tracing::debug!(lease = id, reason = %why, "lease renewal failed; retrying");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Renewal::Failed(why) => {
+                tracing::warn!(lease = id, reason = %why, "lost the state store lease; new wakes and pauses wait until it is back");
+                let _ = lease.send(None);
+            }
+            Renewal::Expired => {
+                tracing::warn!(
+                    lease = id,
+                    "the state store expired this relay's lease; new wakes and pauses wait for a new one"
+                );
+                let _ = lease.send(None);
+            }
+        }
     }
 }
 
-/// Renews lease `id` every `every`, each renewal answered within `every`; returns why it
-/// stopped (an error, a stall, or the lease already expired).
-async fn renew_until_failure(client: &Client, id: i64, every: Duration) -> String {
+/// Why renewing a lease stopped.
+enum Renewal {
+    /// etcd says the lease is gone.
+    Expired,
+    /// A request failed or stalled; the lease may still be live.
+    Failed(String),
+}
+
+/// Renews lease `id` every `every`, each renewal answered within `every`, recording each
+/// success in `renewed`, until a renewal fails.
+async fn renew_until_failure(
+    client: &Client,
+    id: i64,
+    every: Duration,
+    renewed: &mut tokio::time::Instant,
+) -> Renewal {
     let mut c = client.clone();
     let (mut keeper, mut stream) = match tokio::time::timeout(every, c.lease_keep_alive(id)).await {
         Ok(Ok(pair)) => pair,
-        Ok(Err(e)) => return e.to_string(),
-        Err(_) => return format!("no answer within {every:?}"),
+        Ok(Err(e)) => return Renewal::Failed(e.to_string()),
+        Err(_) => return Renewal::Failed(format!("no answer within {every:?}")),
     };
     loop {
         let renewal = async {
@@ -197,10 +267,11 @@ async fn renew_until_failure(client: &Client, id: i64, every: Duration) -> Strin
             stream.message().await
         };
         match tokio::time::timeout(every, renewal).await {
-            Ok(Ok(Some(r))) if r.ttl() > 0 => {}
-            Ok(Ok(_)) => return "the lease expired".into(),
-            Ok(Err(e)) => return e.to_string(),
-            Err(_) => return format!("no answer within {every:?}"),
+            Ok(Ok(Some(r))) if r.ttl() > 0 => *renewed = tokio::time::Instant::now(),
+            Ok(Ok(Some(_))) => return Renewal::Expired,
+            Ok(Ok(None)) => return Renewal::Failed("keep-alive stream closed".into()),
+            Ok(Err(e)) => return Renewal::Failed(e.to_string()),
+            Err(_) => return Renewal::Failed(format!("no answer within {every:?}")),
         }
         tokio::time::sleep(every).await;
     }
@@ -222,15 +293,13 @@ impl FleetStore for EtcdStore {
     fn observe<'a>(&'a self, instance: &'a str) -> BoxFuture<'a, Result<Observed, StoreError>> {
         Box::pin(async move {
             self.lease()?;
-            let mut c = self.client.clone();
-            let got = bounded(
-                self.request_timeout,
-                c.get(
-                    self.keys.instance(instance),
-                    Some(GetOptions::new().with_prefix()),
-                ),
-            )
-            .await?;
+            let prefix = self.keys.instance(instance);
+            let got = self
+                .request(|mut c| {
+                    let prefix = prefix.clone();
+                    async move { c.get(prefix, Some(GetOptions::new().with_prefix())).await }
+                })
+                .await?;
             let mut seen = Observed {
                 revision: got.header().map_or(0, |h| h.revision()),
                 ..Observed::default()
@@ -307,8 +376,13 @@ impl FleetStore for EtcdStore {
                     None,
                 ),
             ]);
-            let mut c = self.client.clone();
-            Ok(bounded(self.request_timeout, c.txn(txn)).await?.succeeded())
+            let done = self
+                .request(|mut c| {
+                    let txn = txn.clone();
+                    async move { c.txn(txn).await }
+                })
+                .await?;
+            Ok(done.succeeded())
         })
     }
 
@@ -342,8 +416,13 @@ impl FleetStore for EtcdStore {
                     ),
                     TxnOp::delete(self.keys.lock(instance), None),
                 ]);
-            let mut c = self.client.clone();
-            Ok(bounded(self.request_timeout, c.txn(txn)).await?.succeeded())
+            let done = self
+                .request(|mut c| {
+                    let txn = txn.clone();
+                    async move { c.txn(txn).await }
+                })
+                .await?;
+            Ok(done.succeeded())
         })
     }
 
@@ -353,15 +432,16 @@ impl FleetStore for EtcdStore {
         after_revision: i64,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let mut c = self.client.clone();
             let options = WatchOptions::new()
                 .with_prefix()
                 .with_start_revision(after_revision.saturating_add(1));
-            let mut stream = bounded(
-                self.request_timeout,
-                c.watch(self.keys.instance(instance), Some(options)),
-            )
-            .await?;
+            let prefix = self.keys.instance(instance);
+            let mut stream = self
+                .request(|mut c| {
+                    let (prefix, options) = (prefix.clone(), options.clone());
+                    async move { c.watch(prefix, Some(options)).await }
+                })
+                .await?;
             let mut lease = self.lease.clone();
             loop {
                 tokio::select! {
@@ -392,15 +472,12 @@ impl FleetStore for EtcdStore {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let leased = self.leased()?;
-            let mut c = self.client.clone();
-            bounded(
-                self.request_timeout,
-                c.put(
-                    self.keys.connections_of(instance, &self.relay_id),
-                    record.format(),
-                    Some(leased),
-                ),
-            )
+            let key = self.keys.connections_of(instance, &self.relay_id);
+            let value = record.format();
+            self.request(|mut c| {
+                let (key, value, leased) = (key.clone(), value.clone(), leased.clone());
+                async move { c.put(key, value, Some(leased)).await }
+            })
             .await?;
             Ok(())
         })
@@ -413,12 +490,12 @@ impl FleetStore for EtcdStore {
         Box::pin(async move {
             self.lease()?;
             let prefix = self.keys.connections(instance);
-            let mut c = self.client.clone();
-            let got = bounded(
-                self.request_timeout,
-                c.get(prefix.as_bytes(), Some(GetOptions::new().with_prefix())),
-            )
-            .await?;
+            let got = self
+                .request(|mut c| {
+                    let prefix = prefix.clone();
+                    async move { c.get(prefix, Some(GetOptions::new().with_prefix())).await }
+                })
+                .await?;
             let by_relay = got
                 .kvs()
                 .iter()
@@ -440,12 +517,13 @@ impl FleetStore for EtcdStore {
 
     fn ledger_text(&self) -> BoxFuture<'_, Result<String, StoreError>> {
         Box::pin(async move {
-            let mut c = self.client.clone();
-            let got = bounded(
-                self.request_timeout,
-                c.get(self.keys.ledger(), Some(GetOptions::new().with_prefix())),
-            )
-            .await?;
+            let prefix = self.keys.ledger();
+            let got = self
+                .request(|mut c| {
+                    let prefix = prefix.clone();
+                    async move { c.get(prefix, Some(GetOptions::new().with_prefix())).await }
+                })
+                .await?;
             let mut lines: Vec<(u64, String)> = got
                 .kvs()
                 .iter()
@@ -463,15 +541,13 @@ impl FleetStore for EtcdStore {
     fn relays(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         Box::pin(async move {
             let prefix = self.keys.relays();
-            let mut c = self.client.clone();
-            let got = bounded(
-                self.request_timeout,
-                c.get(
-                    prefix.as_bytes(),
-                    Some(GetOptions::new().with_prefix().with_keys_only()),
-                ),
-            )
-            .await?;
+            let got = self
+                .request(|mut c| {
+                    let prefix = prefix.clone();
+                    let options = GetOptions::new().with_prefix().with_keys_only();
+                    async move { c.get(prefix, Some(options)).await }
+                })
+                .await?;
             Ok(got
                 .kvs()
                 .iter()
@@ -485,8 +561,10 @@ impl FleetStore for EtcdStore {
         Box::pin(async move {
             self.leaving.store(true, Ordering::Release);
             if let Ok(id) = self.lease() {
-                let mut c = self.client.clone();
-                match bounded(self.request_timeout, c.lease_revoke(id)).await {
+                match self
+                    .request(|mut c| async move { c.lease_revoke(id).await })
+                    .await
+                {
                     Ok(_) => tracing::info!(lease = id, "left the fleet (lease revoked)"),
                     Err(e) => {
                         tracing::warn!(lease = id, error = %e, "could not revoke the lease; its records expire with it")
