@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hyper::{Method, StatusCode};
 
-use crate::admin::{BlockJson, UsageJson};
+use crate::admin::{BlockJson, RelayJson, UsageJson};
 use crate::http_client::{self, HttpError};
 
 /// Default admin address.
@@ -206,14 +206,29 @@ fn error_message(body: &str) -> String {
 ///
 /// # Errors
 /// [`AdminError`], whose `Display` is the message for the user.
-pub fn status(t: &Target) -> Result<String, AdminError> {
+pub fn status(t: &Target, json: bool) -> Result<String, AdminError> {
     let body = t.request(Method::GET, "/v1/instances", Duration::from_secs(10))?;
     let list: Vec<serde_json::Value> =
         serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    let relay: RelayJson = {
+        let body = t.request(Method::GET, "/v1/relay", Duration::from_secs(10))?;
+        serde_json::from_str(&body).map_err(AdminError::BadAnswer)?
+    };
+    if json {
+        let all = serde_json::json!({ "relay": relay, "instances": list });
+        return Ok(serde_json::to_string_pretty(&all).map_err(AdminError::BadAnswer)? + "\n");
+    }
     let mut out = format!(
+        "relay pid {}, version {}, signing key {} (key ring: {})\n",
+        relay.pid,
+        relay.version,
+        relay.signing_key,
+        relay.key_ids.join(", ")
+    );
+    out.push_str(&format!(
         "{:<16} {:<9} {:<21} {:>7} {:>10} {:>6} {:>10}\n",
         "INSTANCE", "STATE", "SINCE", "DIRECT", "PERCEPTRON", "WAKES", "LAST WAKE"
-    );
+    ));
     for i in list {
         let s = |k: &str| i.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_owned();
         let n = |v: Option<&serde_json::Value>| v.and_then(serde_json::Value::as_u64);

@@ -36,9 +36,15 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
-    /// Show every instance: state, since when, open connections by route, wakes, last
-    /// resume time.
+    /// Show the relay (pid, signing key id) and every instance: state, since when, open
+    /// connections by route, wakes, last resume time.
     Status {
+        /// Print JSON: `{"relay": {...}, "instances": [...]}`.
+        #[arg(long)]
+        json: bool,
+        /// Print again every SECONDS (default 2) until interrupted.
+        #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
+        watch: Option<u64>,
         /// How to reach the admin API.
         #[command(flatten)]
         admin: AdminArgs,
@@ -165,7 +171,16 @@ pub fn main() -> ExitCode {
             }
         },
         Command::Run { config } => run(&config),
-        Command::Status { admin } => admin_command(&admin, admin_client::status),
+        Command::Status {
+            json,
+            watch: None,
+            admin,
+        } => admin_command(&admin, |t| admin_client::status(t, json)),
+        Command::Status {
+            json,
+            watch: Some(seconds),
+            admin,
+        } => watch_status(&admin, json, seconds),
         Command::Pause { name, force, admin } => {
             admin_command(&admin, |t| admin_client::action(t, &name, "pause", force))
         }
@@ -225,6 +240,47 @@ fn admin_command(
     }
 }
 
+/// `relay status --watch`: the status again every `seconds` (at least 1) until interrupted;
+/// on a terminal the screen is cleared first, as `watch` does. An unreachable relay is
+/// reported and tried again, so the watch outlives a relay restart.
+fn watch_status(args: &AdminArgs, json: bool, seconds: u64) -> ExitCode {
+    let target = match Target::resolve(
+        args.admin,
+        args.config.as_deref(),
+        args.token_file.as_deref(),
+    ) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("relay: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let every = std::time::Duration::from_secs(seconds.max(1));
+    loop {
+        let shown = match admin_client::status(&target, json) {
+            Ok(out) => out,
+            Err(e) => format!("relay: {e}\n"),
+        };
+        // Clear the screen and go home on a terminal; a blank line between reports otherwise.
+        let (before, after) = if terminal {
+            ("\x1b[2J\x1b[H", "")
+        } else {
+            ("", "\n")
+        };
+        let mut stdout = std::io::stdout().lock();
+        if std::io::Write::write_all(&mut stdout, format!("{before}{shown}{after}").as_bytes())
+            .and_then(|()| std::io::Write::flush(&mut stdout))
+            .is_err()
+        {
+            // The reader went away (a closed pipe): nothing to show any more.
+            return ExitCode::SUCCESS;
+        }
+        drop(stdout);
+        std::thread::sleep(every);
+    }
+}
+
 fn run(config_path: &std::path::Path) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -244,7 +300,7 @@ fn run(config_path: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let ring = match authplugin::key_file::load(&config.relay.key_file) {
+    let ring = match authplugin::key_file::LiveKeyRing::open(&config.relay.key_file) {
         Ok(r) => r,
         Err(e) => {
             eprintln!(

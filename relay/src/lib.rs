@@ -28,6 +28,7 @@
 //! - `profile`: the compute greeting profile the relay imitates.
 //! - `lifecycle`: the lifecycle phases, named once for control, ledger and metrics.
 //! - `keygen`: `relay keygen`, creating or extending the key file relays and computes share.
+//! - `keys`: the key ring following its key file (polled, and on SIGHUP).
 //! - `timefmt`: UTC timestamps for usage reports.
 //! - `logsafe`: client-supplied text escaped for log lines.
 //!
@@ -53,6 +54,7 @@ mod http_client;
 #[cfg(any(test, feature = "fuzzing"))]
 mod in_memory;
 mod keygen;
+mod keys;
 mod ledger;
 mod lifecycle;
 mod limits;

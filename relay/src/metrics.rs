@@ -141,6 +141,24 @@ impl EncodeLabelValue for Phase {
     }
 }
 
+/// What a look at the key file did (`relay_key_reloads_total{outcome}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[expect(
+    non_camel_case_types,
+    reason = "the derive writes the variant name as the label value"
+)]
+pub enum KeyReload {
+    /// The file changed and its ring is in use.
+    reloaded,
+    /// The file changed but is unusable; the ring in use stays.
+    refused,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct KeyReloadLabels {
+    outcome: KeyReload,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct InstanceLabels {
     instance: String,
@@ -229,6 +247,7 @@ pub struct Metrics {
     ccu: Family<InstanceLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     kernel_route_changes: Family<KernelRouteLabels, PromCounter>,
     kernel_connections: Family<InstanceLabels, Gauge>,
+    key_reloads: Family<KeyReloadLabels, PromCounter>,
 }
 
 impl Default for Metrics {
@@ -252,6 +271,7 @@ impl Default for Metrics {
         let ccu = Family::default();
         let kernel_route_changes = Family::default();
         let kernel_connections = Family::default();
+        let key_reloads = Family::default();
         let mut registry = Registry::default();
         // Counter names are registered without `_total`: the encoder appends it.
         registry.register(
@@ -352,6 +372,12 @@ impl Default for Metrics {
              the last count",
             kernel_connections.clone(),
         );
+        registry.register(
+            "relay_key_reloads",
+            "Key file changes (or SIGHUPs) by outcome: reloaded, or refused with the key ring \
+             in use kept",
+            key_reloads.clone(),
+        );
         Self {
             registry,
             connections,
@@ -373,6 +399,7 @@ impl Default for Metrics {
             ccu,
             kernel_route_changes,
             kernel_connections,
+            key_reloads,
         }
     }
 }
@@ -421,6 +448,13 @@ impl Metrics {
                 })
                 .inc_by(n);
         }
+    }
+
+    /// Counts a key file reload or refusal.
+    pub fn key_reload(&self, outcome: KeyReload) {
+        self.key_reloads
+            .get_or_create(&KeyReloadLabels { outcome })
+            .inc();
     }
 
     /// Counts an admin request refused for `reason`.

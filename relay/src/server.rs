@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use authplugin::KeyRing;
+use authplugin::key_file::LiveKeyRing;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -147,7 +147,7 @@ impl std::error::Error for TokenFileError {
 /// is left running in that case.
 pub async fn run(
     config: Config,
-    ring: KeyRing,
+    ring: LiveKeyRing,
     shutdown: CancellationToken,
 ) -> Result<(), StartError> {
     let state_dir_error = |e| StartError::StateDir(config.relay.state_dir.clone(), e);
@@ -231,7 +231,7 @@ fn warn_about_sysctls(cfg: &InstanceConfig) {
 /// computes' stop.
 async fn serve(
     config: Config,
-    ring: KeyRing,
+    ring: LiveKeyRing,
     shutdown: CancellationToken,
     table: Option<&Arc<NftTable>>,
 ) -> Result<(), StartError> {
@@ -249,6 +249,11 @@ async fn serve(
         .await
         .map_err(StartError::Fleet)?;
     let tracker = TaskTracker::new();
+    tracker.spawn(crate::keys::follow(
+        Arc::clone(&ring),
+        Arc::clone(&metrics),
+        shutdown.clone(),
+    ));
     let budgets = Arc::new(Budgets::new(config.relay.budgets.to_budget_config()));
     let admission = Admission::new(
         PendingCaps {
@@ -335,6 +340,7 @@ async fn serve(
             admission: Arc::clone(&admission),
             budgets: Arc::clone(&budgets),
             fleet: fleet.clone(),
+            keys: Arc::clone(&ring),
         });
         tracker.spawn(admin::serve(
             listener,
@@ -356,7 +362,7 @@ async fn serve(
             tracker.clone(),
         ));
     }
-    tracing::info!(signing_key = %ring.signing_key().id(), "relay ready");
+    tracing::info!(signing_key = %ring.current().signing_key().id(), "relay ready");
     shutdown.cancelled().await;
     tracing::info!("shutting down: no new connections; draining");
     tracker.close();

@@ -323,7 +323,7 @@ async fn run_async(args: RunArgs, started: Instant) -> Result<(), CliError> {
     ensure_data_dir(&args.data).map_err(CliError::data_dir(&args.data))?;
     let accounts = AccountStore::open(&args.data)?;
     let key_ring = match &args.key_file {
-        Some(path) => Some(authplugin::key_file::load(path)?),
+        Some(path) => Some(Arc::new(authplugin::key_file::LiveKeyRing::open(path)?)),
         None => None,
     };
     let catalog = Catalog::open(&args.data, Arc::new(SqliteEngine))
@@ -348,6 +348,12 @@ async fn run_async(args: RunArgs, started: Instant) -> Result<(), CliError> {
     ));
     if state.key_ring.is_none() {
         info!("no --key-file: relayed logins will be refused, direct logins work");
+    }
+    if let Some(keys) = &state.key_ring {
+        tokio::spawn(crate::keys::follow(
+            Arc::clone(keys),
+            state.shutdown.clone(),
+        ));
     }
     let shutdown = state.shutdown.clone();
     tokio::spawn(async move {

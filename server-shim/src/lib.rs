@@ -10,7 +10,7 @@
 //! layer  module                                 uses
 //!   7    cli                                    server state catalog sqlite accounts stream
 //!   6    server                                 session state auth catalog results variables
-//!                                               stream sql_error
+//!                                               stream sql_error keys
 //!   5    session                                state auth classify results variables catalog
 //!                                               engine sqlite dialect accounts sql_error
 //!   4    sqlite                                 catalog dialect engine mysql_functions
@@ -21,6 +21,7 @@
 //!        sqlite_catalog, information_schema     engine
 //!   1    engine, dialect                        sql_error
 //!        auth                                   accounts
+//!        keys                                   (authplugin only)
 //!   0    sql_error, accounts, stream            (stream: only its own submodules, all leaves)
 //! ```
 //!
@@ -34,6 +35,7 @@
 //!   opensrv shortcoming it works around (the login tee, the ERR 1045, one packet per read,
 //!   COM_FIELD_LIST, unsupported commands, deadlines).
 //! - `auth`: the login decision, relayed (payload verification) and direct.
+//! - `keys`: the key ring following `--key-file` (polled, on SIGHUP, on an unknown key id).
 //! - `accounts`: the account file (hashes only, mode 0600, atomic writes).
 //! - `classify`: which statements the session answers and which go to the engine.
 //! - `variables`: the system variables clients ask for.
@@ -67,6 +69,7 @@ pub mod fuzzing {
 mod dialect;
 mod engine;
 mod information_schema;
+mod keys;
 mod mysql_functions;
 mod results;
 mod server;

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use authplugin::{KeyRing, ReplayGuard};
+use authplugin::ReplayGuard;
+use authplugin::key_file::LiveKeyRing;
 use tokio_util::sync::CancellationToken;
 
 use crate::accounts::AccountStore;
@@ -21,8 +22,10 @@ pub struct ServerState {
     pub catalog: Arc<Catalog>,
     /// The accounts.
     pub accounts: AccountStore,
-    /// The perceptron key ring (`--key-file`); without it relayed logins are refused.
-    pub key_ring: Option<KeyRing>,
+    /// The perceptron key ring (`--key-file`), following the file (polled every second, read
+    /// on SIGHUP, and looked at when a login names a key id the ring lacks); without it
+    /// relayed logins are refused.
+    pub key_ring: Option<Arc<LiveKeyRing>>,
     /// One replay window for the whole process, so a relayed login is accepted once.
     pub replay: Mutex<ReplayGuard>,
     /// Connection deadlines.
@@ -41,7 +44,7 @@ impl ServerState {
     pub fn new(
         catalog: Arc<Catalog>,
         accounts: AccountStore,
-        key_ring: Option<KeyRing>,
+        key_ring: Option<Arc<LiveKeyRing>>,
         timeouts: Timeouts,
         lock_wait: Duration,
     ) -> Self {

@@ -270,8 +270,10 @@ where
     let verdict = match cfg.auth {
         AuthMode::Dual => {
             let client_addr = client_addr.to_string();
+            // One ring for the whole login, even if the key file is reloaded meanwhile.
+            let ring = rt.ring.current();
             let signer = dual_auth::Signer {
-                ring: &rt.ring,
+                ring: &ring,
                 scramble_a: &scramble_a,
                 client_addr: &client_addr,
                 now_ms: crate::ledger::now_ms(),
