@@ -259,16 +259,7 @@ pub fn append(path: &Path, key: &PerceptronKey) -> Result<(), KeyFileError> {
         path: path.to_owned(),
         source,
     };
-    let exists = path.try_exists().map_err(io_err)?;
-    if exists {
-        let ring = load(path)?;
-        if ring.get(key.id()).is_some() {
-            return Err(KeyFileError::DuplicateKeyId {
-                path: path.to_owned(),
-                id: key.id().to_string(),
-            });
-        }
-    }
+    let exists = check_appendable(path, key.id())?;
     let mut file = OpenOptions::new()
         .append(true)
         .create(true)
@@ -408,6 +399,25 @@ impl LiveKeyRing {
             Err(e) => Reload::Refused(e),
         }
     }
+}
+
+/// Whether a key with `id` can be added to the file at `path`: a missing file can be
+/// created (`Ok(false)`); an existing one must pass [`load`] and not hold `id` (`Ok(true)`).
+///
+/// # Errors
+/// [`KeyFileError`] naming the file and what is wrong.
+pub fn check_appendable(path: &Path, id: &KeyId) -> Result<bool, KeyFileError> {
+    let exists = path.try_exists().map_err(|source| KeyFileError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    if exists && load(path)?.get(id).is_some() {
+        return Err(KeyFileError::DuplicateKeyId {
+            path: path.to_owned(),
+            id: id.to_string(),
+        });
+    }
+    Ok(exists)
 }
 
 /// The comment block a new key file starts with.

@@ -36,6 +36,15 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Check a configuration without running it: everything `run` checks before it listens
+    /// (the file itself, the key file and its mode, the admin token file, a writable
+    /// state_dir, listen, compute and admin addresses that do not clash, driver programs that
+    /// exist and are executable). One line per problem; exit status 1 if there is any.
+    Check {
+        /// The TOML configuration file.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
     /// Show the relay (pid, signing key id) and every instance: state, since when, open
     /// connections by route, wakes, last resume time.
     Status {
@@ -94,15 +103,18 @@ pub enum Command {
     },
     /// Generate a perceptron key and add it as the newest key of a key file (created with
     /// mode 0600 if missing). The relay signs with the newest key; computes accept every key
-    /// in their copy of the file. To rotate: add a key to the computes' file first, then to
-    /// the relays'.
+    /// in their copy of the file. To rotate: add the same new key to the computes' files
+    /// first, then to the relays' (repeat --out, or copy the new line), and delete the old
+    /// line once every relay signs with the new key (`relay status`). Running relays and
+    /// server-shims read a changed key file within a second (or at once on SIGHUP).
     Keygen {
         /// The new key's id (1-32 characters of A-Z a-z 0-9 . _ -), e.g. a date.
         #[arg(long)]
         id: String,
-        /// The key file to create or extend.
-        #[arg(long, value_name = "FILE")]
-        out: PathBuf,
+        /// The key file to create or extend; repeat it to add the same key to several files
+        /// (the computes' file first, then the relays').
+        #[arg(long, value_name = "FILE", required = true)]
+        out: Vec<PathBuf>,
     },
 }
 
@@ -162,7 +174,9 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Keygen { id, out } => match crate::keygen::run(&id, &out) {
             Ok(id) => {
-                println!("added key '{id}' as the newest key of {}", out.display());
+                for file in &out {
+                    println!("added key '{id}' as the newest key of {}", file.display());
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -171,6 +185,7 @@ pub fn main() -> ExitCode {
             }
         },
         Command::Run { config } => run(&config),
+        Command::Check { config } => check(&config),
         Command::Status {
             json,
             watch: None,
@@ -281,6 +296,32 @@ fn watch_status(args: &AdminArgs, json: bool, seconds: u64) -> ExitCode {
     }
 }
 
+/// `relay check`.
+fn check(config_path: &std::path::Path) -> ExitCode {
+    let config = match crate::config::Config::load(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let problems = crate::preflight::check(&config);
+    for p in &problems {
+        println!("{}: {}: {}", config.path.display(), p.key, p.message);
+    }
+    if problems.is_empty() {
+        println!(
+            "{}: OK ({} instance{})",
+            config.path.display(),
+            config.instances.len(),
+            if config.instances.len() == 1 { "" } else { "s" }
+        );
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 fn run(config_path: &std::path::Path) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -300,6 +341,14 @@ fn run(config_path: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // What `relay check` reports, before anything listens or starts.
+    let problems = crate::preflight::check(&config);
+    if !problems.is_empty() {
+        for p in &problems {
+            eprintln!("relay: {}: {}: {}", config.path.display(), p.key, p.message);
+        }
+        return ExitCode::FAILURE;
+    }
     let ring = match authplugin::key_file::LiveKeyRing::open(&config.relay.key_file) {
         Ok(r) => r,
         Err(e) => {

@@ -24,6 +24,8 @@
 //! - `ledger`: the usage ledger and billing.
 //! - `http_client`: one HTTP/1.1 request with a deadline (the http driver and the CLI).
 //! - `metrics`: every metric, in one place.
+//! - `preflight`: what `relay check` and `run` verify before listening (files, programs,
+//!   addresses), and the state directory's lock.
 //! - `config`, `duration`: the TOML configuration and its validation.
 //! - `profile`: the compute greeting profile the relay imitates.
 //! - `lifecycle`: the lifecycle phases, named once for control, ledger and metrics.
@@ -65,6 +67,7 @@ mod metrics;
 mod packet_io;
 mod passthrough;
 mod perceptron;
+mod preflight;
 mod profile;
 mod proxy_protocol;
 mod router;

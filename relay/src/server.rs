@@ -56,6 +56,8 @@ pub enum StartError {
     },
     /// `[relay.store]` names a fleet this relay cannot join.
     Fleet(crate::fleet::JoinError),
+    /// Another relay holds the state directory's lock.
+    Locked(crate::preflight::LockError),
 }
 
 impl std::fmt::Display for StartError {
@@ -89,6 +91,7 @@ impl std::fmt::Display for StartError {
                  {table}; or set route = \"pump\")"
             ),
             Self::Fleet(e) => write!(f, "relay.store: cannot join the fleet: {e}"),
+            Self::Locked(e) => write!(f, "relay.state_dir: {e}"),
         }
     }
 }
@@ -100,6 +103,7 @@ impl std::error::Error for StartError {
             Self::AdminToken(e) => Some(e),
             Self::KernelRoute { source, .. } => Some(source),
             Self::Fleet(e) => Some(e),
+            Self::Locked(e) => Some(e),
         }
     }
 }
@@ -152,6 +156,10 @@ pub async fn run(
 ) -> Result<(), StartError> {
     let state_dir_error = |e| StartError::StateDir(config.relay.state_dir.clone(), e);
     std::fs::create_dir_all(&config.relay.state_dir).map_err(state_dir_error)?;
+    // Before anything in the directory is touched: two relays would both write its ledger
+    // and pid files.
+    let _lock =
+        crate::preflight::lock_state_dir(&config.relay.state_dir).map_err(StartError::Locked)?;
     let table = prepare_kernel_route(&config).await?;
     let result = serve(config, ring, shutdown, table.as_ref()).await;
     if let Some(table) = table {
@@ -427,7 +435,9 @@ fn raise_descriptor_limit(max_pending: usize) {
 }
 
 /// Reads the admin bearer token, refusing a file others can read.
-fn read_token(path: &std::path::Path) -> Result<zeroize::Zeroizing<String>, TokenFileError> {
+pub(crate) fn read_token(
+    path: &std::path::Path,
+) -> Result<zeroize::Zeroizing<String>, TokenFileError> {
     let text = authplugin::read_secret_file(path).map_err(TokenFileError::Unreadable)?;
     let token = text.trim();
     if token.len() < MIN_TOKEN_LEN {
