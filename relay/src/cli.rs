@@ -59,7 +59,7 @@ pub enum Command {
         admin: AdminArgs,
     },
     /// Pause an instance now. Refused while connections are open, unless --force (which cuts
-    /// them).
+    /// them). Idempotent: an instance already paused (or frozen) is a success, and said so.
     Pause {
         /// The instance.
         name: String,
@@ -70,7 +70,8 @@ pub enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// Resume an instance now (returns once it is running).
+    /// Resume an instance now (returns once it is running). Idempotent: an instance already
+    /// running is a success, and said so.
     Resume {
         /// The instance.
         name: String,
@@ -79,6 +80,8 @@ pub enum Command {
         admin: AdminArgs,
     },
     /// Billed seconds per instance and hour (resuming + running time; nothing while paused).
+    /// Asks the running relay; with --config and no relay running, reads the usage ledger in
+    /// its state_dir.
     Usage {
         /// Start (UTC): 2026-11-29, 2026-11-29T14:00:00Z or Unix seconds. Default: the
         /// beginning of the ledger.
@@ -90,7 +93,11 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = UsageFormat::Table)]
         format: UsageFormat,
-        /// How to reach the admin API.
+        /// The same as --format json.
+        #[arg(long, conflicts_with = "format")]
+        json: bool,
+        /// How to reach the admin API (with --config, the ledger in its state_dir is read
+        /// directly when no relay answers).
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -227,10 +234,14 @@ pub fn main() -> ExitCode {
             from,
             to,
             format,
+            json,
             admin,
-        } => admin_command(&admin, |t| {
-            admin_client::usage(t, from.as_deref(), to.as_deref(), format)
-        }),
+        } => {
+            let format = if json { UsageFormat::Json } else { format };
+            admin_command(&admin, |t| {
+                admin_client::usage(t, from.as_deref(), to.as_deref(), format)
+            })
+        }
     }
 }
 

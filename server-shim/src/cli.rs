@@ -1,4 +1,4 @@
-//! The command line (issue 3, item 5): `server-shim run` and `server-shim user add|remove|list`.
+//! The command line (issue 3, item 5): `server-shim run` and `server-shim user add|remove|passwd|list`.
 //! `main.rs` only calls [`main`].
 
 use core::fmt;
@@ -93,6 +93,18 @@ enum UserCommand {
         /// Data directory.
         #[arg(long)]
         data: PathBuf,
+    },
+    /// Change an account's password (its role stays). The password is read as for `add`.
+    /// Sessions already logged in keep running; the next login needs the new password.
+    Passwd {
+        /// Account name.
+        name: String,
+        /// Data directory.
+        #[arg(long)]
+        data: PathBuf,
+        /// Read the password from the first line of standard input.
+        #[arg(long)]
+        password_stdin: bool,
     },
     /// List accounts: name, role and plugins (never hashes).
     List {
@@ -386,6 +398,22 @@ async fn wait_for_signal() {
     }
 }
 
+/// `data` if it is a directory: commands that only read or change accounts never create one
+/// (a typo in the path would otherwise list nothing and succeed).
+fn existing_data_dir(data: &Path) -> Result<&Path, CliError> {
+    match fs::metadata(data) {
+        Ok(m) if m.is_dir() => Ok(data),
+        Ok(_) => Err(CliError::DataDir {
+            path: data.to_owned(),
+            source: io::Error::new(io::ErrorKind::NotADirectory, "not a directory"),
+        }),
+        Err(source) => Err(CliError::DataDir {
+            path: data.to_owned(),
+            source,
+        }),
+    }
+}
+
 fn read_password(from_stdin: bool) -> Result<Zeroizing<String>, CliError> {
     let unreadable = |from, hint| move |source| CliError::ReadPassword { from, hint, source };
     if from_stdin {
@@ -433,13 +461,28 @@ fn user(cmd: UserCommand) -> Result<(), CliError> {
             Ok(())
         }
         UserCommand::Remove { name, data } => {
-            let store = AccountStore::open(&data)?;
+            let store = AccountStore::open(existing_data_dir(&data)?)?;
             store.remove(&name)?;
             eprintln!("server-shim: account '{name}' removed");
             Ok(())
         }
+        UserCommand::Passwd {
+            name,
+            data,
+            password_stdin,
+        } => {
+            let store = AccountStore::open(existing_data_dir(&data)?)?;
+            // Refused before the password is typed, if there is no such account.
+            if store.get(&name)?.is_none() {
+                return Err(AccountError::NotFound(name).into());
+            }
+            let password = read_password(password_stdin)?;
+            store.set_credential(&name, Credential::from_password(password.as_bytes()))?;
+            eprintln!("server-shim: password of '{name}' changed");
+            Ok(())
+        }
         UserCommand::List { data } => {
-            let store = AccountStore::open(&data)?;
+            let store = AccountStore::open(existing_data_dir(&data)?)?;
             for (name, account) in store.list()? {
                 let role = match account.role {
                     Role::Admin => "admin",
