@@ -85,7 +85,6 @@ impl Requests {
             &self.observe,
             &self.begin,
             &self.finish,
-            &self.watch,
             &self.publish,
             &self.connections,
         ]
@@ -146,6 +145,11 @@ impl Counted {
             self.requests.failed(e);
         }
         r
+    }
+
+    async fn connections(&self, instance: &str) -> Result<super::FleetConnections, StoreError> {
+        let r = self.inner.connections(instance).await;
+        self.count(&self.requests.connections, r)
     }
 
     async fn publish(&self, instance: &str, open: u64) -> Result<(), StoreError> {
@@ -457,18 +461,30 @@ impl World {
             if holds || self.view(i, r) != Phase::Running {
                 continue;
             }
-            let conns = relay.inner.connections(&name).await;
-            let Ok(conns) = relay.count(&relay.requests.connections, conns) else {
-                continue;
+            // `fleet_idle`: the feed's view when it has one, else a read.
+            let now_ms = crate::ledger::now_ms();
+            let idle = match relay.inner.open_hint(&name) {
+                Some(total) => total.idle_for(idle_ms, now_ms),
+                None => relay
+                    .connections(&name)
+                    .await
+                    .is_ok_and(|c| c.total.idle_for(idle_ms, now_ms)),
             };
-            if !conns.total.idle_for(idle_ms, crate::ledger::now_ms()) {
+            if !idle {
                 continue;
             }
+            // `fleet_begin_pause`: the state, then the records the swap compares against.
             let began = Instant::now();
             let Ok(seen) = relay.observe(&name).await else {
                 continue;
             };
             if seen.lock.is_some() || seen.phase() != Phase::Running {
+                continue;
+            }
+            let Ok(conns) = relay.connections(&name).await else {
+                continue;
+            };
+            if !conns.total.idle_for(idle_ms, crate::ledger::now_ms()) {
                 continue;
             }
             if relay
@@ -609,7 +625,7 @@ impl World {
                     "{{\"relays\":{},\"instances\":{},\"wakers\":{},\"seconds\":{:.1},",
                     "\"join_seconds\":{:.2},\"wake_cycles\":{},\"wakes_started\":{},\"wake_attempts\":{},\"pauses\":{},",
                     "\"requests_per_second\":{:.0},\"observe\":{},\"begin\":{},\"finish\":{},",
-                    "\"watch\":{},\"publish\":{},\"connections\":{},\"errors\":{},",
+                    "\"waits\":{},\"publish\":{},\"connections\":{},\"errors\":{},",
                     "\"wake_ms\":[{:.2},{:.2},{:.2}],\"pause_ms\":[{:.2},{:.2},{:.2}],",
                     "\"propagation_ms\":[{:.0},{:.0},{:.0}],\"propagations\":{},\"wakes_completed\":{},\"deleted_keys\":{}}}\n"
                 ),
@@ -648,7 +664,7 @@ impl World {
             "fleet simulation: {} relays, {} instances, {} relays per wake, {:.0} s of churn\n\
              joined (every relay publishing and following every instance) in {:.2} s\n\
              instances woken {} times: driver starts {started}, wake attempts {}; pauses {}\n\
-             store requests during the churn: {:.0}/s (observe {}, begin {}, finish {}, watch {}, publish {}, connections {}; errors {})\n\
+             store requests during the churn: {:.0}/s (observe {}, begin {}, finish {}, publish {}, connections {}; errors {}; in-memory waits for a change {})\n\
              wake (store share)  p50 {wake_p50:.2} ms  p99 {wake_p99:.2} ms  max {wake_max:.2} ms  ({wakes})\n\
              pause (store share) p50 {pause_p50:.2} ms  p99 {pause_p99:.2} ms  max {pause_max:.2} ms  ({pauses})\n\
              seen by the other relays after p50 {prop_p50:.0} ms  p99 {prop_p99:.0} ms  max {prop_max:.0} ms  ({seen})\n\
@@ -665,10 +681,10 @@ impl World {
             load(&requests.observe),
             load(&requests.begin),
             load(&requests.finish),
-            load(&requests.watch),
             load(&requests.publish),
             load(&requests.connections),
             load(&requests.errors),
+            load(&requests.watch),
             a.prefix,
             requests
                 .last_error
