@@ -79,6 +79,17 @@ pub enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Show the fleet this relay is one of (`[relay.store] kind = "etcd"`): the live relays,
+    /// and per instance the fleet's state, who made its last transition, who holds its lock
+    /// and each relay's open connections.
+    Fleet {
+        /// Print the admin API's JSON.
+        #[arg(long)]
+        json: bool,
+        /// How to reach the admin API.
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
     /// Measure what a fleet of relays costs an etcd cluster before deploying one: simulated
     /// relays (each a real etcd client with its own lease) drive simulated instances through
     /// wake/pause churn with the requests real relays make, then report requests per second
@@ -172,6 +183,7 @@ pub fn main() -> ExitCode {
             }
         },
         Command::Run { config } => run(&config),
+        Command::Fleet { json, admin } => admin_command(&admin, |t| admin_client::fleet(t, json)),
         #[cfg(feature = "etcd")]
         Command::FleetSimulation(args) => crate::fleet::simulation::main(args),
         Command::Status { admin } => admin_command(&admin, admin_client::status),

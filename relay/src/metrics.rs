@@ -142,6 +142,11 @@ impl EncodeLabelValue for Phase {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RelayLabels {
+    relay_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct InstanceLabels {
     instance: String,
 }
@@ -229,6 +234,7 @@ pub struct Metrics {
     ccu: Family<InstanceLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     kernel_route_changes: Family<KernelRouteLabels, PromCounter>,
     kernel_connections: Family<InstanceLabels, Gauge>,
+    fleet_store: Family<RelayLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -252,6 +258,7 @@ impl Default for Metrics {
         let ccu = Family::default();
         let kernel_route_changes = Family::default();
         let kernel_connections = Family::default();
+        let fleet_store = Family::default();
         let mut registry = Registry::default();
         // Counter names are registered without `_total`: the encoder appends it.
         registry.register(
@@ -352,6 +359,13 @@ impl Default for Metrics {
              the last count",
             kernel_connections.clone(),
         );
+        registry.register(
+            "relay_fleet_store_available",
+            "1 while this relay (relay_id) holds a live lease in its fleet's store, 0 while cut \
+             off (logins that need a wake get ERR 1053 and nothing is paused); absent for a \
+             single relay",
+            fleet_store.clone(),
+        );
         Self {
             registry,
             connections,
@@ -373,6 +387,7 @@ impl Default for Metrics {
             ccu,
             kernel_route_changes,
             kernel_connections,
+            fleet_store,
         }
     }
 }
@@ -396,6 +411,15 @@ impl Metrics {
             }),
         }
         .inc();
+    }
+
+    /// Whether this relay is in touch with its fleet's store.
+    pub fn fleet_store_available(&self, relay_id: &str, available: bool) {
+        self.fleet_store
+            .get_or_create(&RelayLabels {
+                relay_id: relay_id.to_owned(),
+            })
+            .set(i64::from(available));
     }
 
     /// Counts a connection on the direct route.
