@@ -160,6 +160,11 @@ struct KeyReloadLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RelayLabels {
+    relay_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct InstanceLabels {
     instance: String,
 }
@@ -248,6 +253,7 @@ pub struct Metrics {
     kernel_route_changes: Family<KernelRouteLabels, PromCounter>,
     kernel_connections: Family<InstanceLabels, Gauge>,
     key_reloads: Family<KeyReloadLabels, PromCounter>,
+    fleet_store: Family<RelayLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -272,6 +278,7 @@ impl Default for Metrics {
         let kernel_route_changes = Family::default();
         let kernel_connections = Family::default();
         let key_reloads = Family::default();
+        let fleet_store = Family::default();
         let mut registry = Registry::default();
         // Counter names are registered without `_total`: the encoder appends it.
         registry.register(
@@ -378,6 +385,13 @@ impl Default for Metrics {
              in use kept",
             key_reloads.clone(),
         );
+        registry.register(
+            "relay_fleet_store_available",
+            "1 while this relay (relay_id) holds a live lease in its fleet's store, 0 while cut \
+             off (logins that need a wake get ERR 1053 and nothing is paused); absent for a \
+             single relay",
+            fleet_store.clone(),
+        );
         Self {
             registry,
             connections,
@@ -400,6 +414,7 @@ impl Default for Metrics {
             kernel_route_changes,
             kernel_connections,
             key_reloads,
+            fleet_store,
         }
     }
 }
@@ -423,6 +438,15 @@ impl Metrics {
             }),
         }
         .inc();
+    }
+
+    /// Whether this relay is in touch with its fleet's store.
+    pub fn fleet_store_available(&self, relay_id: &str, available: bool) {
+        self.fleet_store
+            .get_or_create(&RelayLabels {
+                relay_id: relay_id.to_owned(),
+            })
+            .set(i64::from(available));
     }
 
     /// Counts a connection on the direct route.

@@ -384,6 +384,23 @@ fn a_connection_on_one_relay_keeps_the_instance_running_for_the_whole_fleet() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(fleet.stops(), 0);
+    // `relay fleet` on relay 0 shows the session held on relay 1.
+    let out = Command::new(bin_path("relay"))
+        .args(["fleet", "--admin"])
+        .arg(format!("127.0.0.1:{}", fleet.relays[0].admin_port))
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{shown}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        shown.starts_with("relay relay0 (in touch with the store); live relays: relay0, relay1")
+            && shown.contains("relay1=1"),
+        "{shown}"
+    );
     assert_eq!(
         raw::query(&mut held, "SELECT 1").unwrap(),
         Ok(vec![Some("1".into())])
@@ -451,9 +468,18 @@ fn without_etcd_running_instances_serve_paused_ones_answer_1053_and_nothing_paus
         other => panic!("expected ERR 1053, got {other:?}\n{}", fleet.logs()),
     }
     assert_eq!(fleet.starts(), 0);
+    // The relay says so in its metrics once its lease has run out, and again when it is back.
+    let store_gauge = |fleet: &Fleet, value: &str| {
+        let line = format!("relay_fleet_store_available{{relay_id=\"relay0\"}} {value}");
+        Relay::wait_until(Duration::from_secs(15), || {
+            fleet.relays[0].admin("GET", "/metrics").1.contains(&line)
+        })
+    };
+    assert!(store_gauge(&fleet, "0"), "{}", fleet.logs());
     // etcd back: the fleet wakes the instance.
     let dir = fleet.dir.path().to_owned();
     fleet.etcd().restart(&dir);
+    assert!(store_gauge(&fleet, "1"), "{}", fleet.logs());
     assert!(
         Relay::wait_until(Duration::from_secs(15), || select_1(fleet.relays[0].port)
             .is_ok()),

@@ -15,6 +15,11 @@ use crate::fleet::{FleetStore, LockPurpose, Observed, OpenRecord, StoreError};
 /// How often the publisher looks at the connection count when nothing wakes it.
 const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 
+/// A changed count that does not cross zero waits this long after the last publication: only
+/// "some open" against "none since t" decides a pause, so busy instances do not write to the
+/// store on every connection.
+const COUNT_EVERY: Duration = Duration::from_secs(1);
+
 /// How long a relay waits before reading the store again after it failed.
 const RETRY_AFTER: Duration = Duration::from_millis(500);
 
@@ -176,14 +181,16 @@ impl Instance {
         let Some(store) = self.fleet.get() else {
             return true;
         };
-        match store.connections(&self.config.name).await {
-            Ok(conns) => {
-                let after =
-                    u64::try_from(self.config.idle_pause_after.as_millis()).unwrap_or(u64::MAX);
-                conns.total.idle_for(after, crate::ledger::now_ms())
-            }
-            Err(_) => false,
-        }
+        // The relay's feed answers without a request; the pause itself reads the records.
+        let total = match store.open_hint(&self.config.name) {
+            Some(total) => total,
+            None => match store.connections(&self.config.name).await {
+                Ok(conns) => conns.total,
+                Err(_) => return false,
+            },
+        };
+        let after = u64::try_from(self.config.idle_pause_after.as_millis()).unwrap_or(u64::MAX);
+        total.idle_for(after, crate::ledger::now_ms())
     }
 
     /// This relay's part in the fleet, until `stop`: publishes its connections to the
@@ -201,6 +208,7 @@ impl Instance {
     /// Publishes this relay's open connections whenever they change (and after a new lease).
     async fn publish_connections(&self, store: &dyn FleetStore, stop: &CancellationToken) {
         let mut published: Option<(u64, tokio::time::Instant, u64)> = None;
+        let mut last_publication = tokio::time::Instant::now();
         loop {
             let (open, idle_since) = {
                 let inner = self.lock();
@@ -209,7 +217,17 @@ impl Instance {
             };
             let epoch = store.lease_epoch();
             let now = (open, idle_since, epoch);
-            if published != Some(now) && store.available() {
+            let due = match published {
+                None => true,
+                Some(before) if before == now => false,
+                Some((before_open, before_idle, before_epoch)) => {
+                    (before_open == 0) != (open == 0)
+                        || before_epoch != epoch
+                        || (open == 0 && before_idle != idle_since)
+                        || last_publication.elapsed() >= COUNT_EVERY
+                }
+            };
+            if due && store.available() {
                 let idle_since_ms = crate::ledger::now_ms().saturating_sub(
                     u64::try_from(idle_since.elapsed().as_millis()).unwrap_or(u64::MAX),
                 );
@@ -218,7 +236,10 @@ impl Instance {
                     idle_since_ms,
                 };
                 match store.publish_open(&self.config.name, record).await {
-                    Ok(()) => published = Some(now),
+                    Ok(()) => {
+                        published = Some(now);
+                        last_publication = tokio::time::Instant::now();
+                    }
                     Err(e) => {
                         tracing::debug!(instance = %self.config.name, error = %e, "cannot publish connections");
                     }

@@ -10,10 +10,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, WatchOptions,
+    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, Txn, TxnOp,
+    WatchOptions,
 };
 use tokio::sync::watch;
 
+use super::feed::{Change, Feed};
 use super::record::{FleetOpen, Keys, LockPurpose, LockRecord, OpenRecord, StateRecord};
 use super::{FleetConnections, FleetStore, Observed, StoreError};
 use crate::config::EtcdSettings;
@@ -32,6 +34,8 @@ pub struct EtcdStore {
     epoch: Arc<AtomicU64>,
     /// Set by `leave`: the keeper stops instead of taking a new lease.
     leaving: Arc<AtomicBool>,
+    /// The fleet's changes, from this relay's one watch.
+    feed: Arc<Feed>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -132,6 +136,14 @@ impl EtcdStore {
             Arc::clone(&epoch),
             Arc::clone(&leaving),
         ));
+        let feed = Arc::new(Feed::default());
+        tokio::spawn(follow_store(
+            client.clone(),
+            keys.clone(),
+            Arc::clone(&feed),
+            Arc::clone(&leaving),
+            settings.request_timeout,
+        ));
         tracing::info!(relay_id = %settings.relay_id, endpoints = ?settings.endpoints, lease = first, "joined the fleet");
         Ok(Arc::new(Self {
             client,
@@ -141,6 +153,7 @@ impl EtcdStore {
             lease,
             epoch,
             leaving,
+            feed,
         }))
     }
 
@@ -175,6 +188,62 @@ async fn grant(
     )
     .await?;
     Ok(id)
+}
+
+/// Keeps `feed` following every change under the fleet's prefix, with one watch for the whole
+/// relay however many instances it serves: the connection records as of one read, then the
+/// watch from that read's revision; the same again after a break (etcd down, compaction).
+async fn follow_store(
+    client: Client,
+    keys: Keys,
+    feed: Arc<Feed>,
+    leaving: Arc<AtomicBool>,
+    limit: Duration,
+) {
+    while !leaving.load(Ordering::Acquire) {
+        let why = follow_once(&client, &keys, &feed, limit).await;
+        feed.stop();
+        tracing::debug!(reason = %why, "the fleet's change feed stopped; restarting it");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Follows the store until the watch breaks; why it did.
+async fn follow_once(client: &Client, keys: &Keys, feed: &Feed, limit: Duration) -> String {
+    let mut c = client.clone();
+    let all = keys.all_connections();
+    let got = match bounded(limit, c.get(all, Some(GetOptions::new().with_prefix()))).await {
+        Ok(got) => got,
+        Err(e) => return e.to_string(),
+    };
+    let revision = got.header().map_or(0, |h| h.revision());
+    let options = WatchOptions::new()
+        .with_prefix()
+        .with_start_revision(revision.saturating_add(1));
+    let mut stream = match bounded(limit, c.watch(keys.root(), Some(options))).await {
+        Ok(stream) => stream,
+        Err(e) => return e.to_string(),
+    };
+    feed.start(
+        revision,
+        got.kvs()
+            .iter()
+            .filter_map(|kv| Change::of(keys, kv.key(), kv.value(), false, kv.mod_revision())),
+    );
+    loop {
+        match stream.message().await {
+            Ok(Some(r)) if r.canceled() => {
+                return format!("watch canceled (compacted at {})", r.compact_revision());
+            }
+            Ok(Some(r)) => feed.apply(r.events().iter().filter_map(|e| {
+                let kv = e.kv()?;
+                let deleted = e.event_type() == EventType::Delete;
+                Change::of(keys, kv.key(), kv.value(), deleted, kv.mod_revision())
+            })),
+            Ok(None) => return "watch closed".into(),
+            Err(e) => return e.to_string(),
+        }
+    }
 }
 
 /// Renews the lease every third of its TTL. A renewal that fails (a member going away breaks
@@ -432,37 +501,24 @@ impl FleetStore for EtcdStore {
         after_revision: i64,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let options = WatchOptions::new()
-                .with_prefix()
-                .with_start_revision(after_revision.saturating_add(1));
-            let prefix = self.keys.instance(instance);
-            let mut stream = self
-                .request(|mut c| {
-                    let (prefix, options) = (prefix.clone(), options.clone());
-                    async move { c.watch(prefix, Some(options)).await }
-                })
-                .await?;
-            let mut lease = self.lease.clone();
-            loop {
-                tokio::select! {
-                    msg = stream.message() => match msg {
-                        Ok(Some(r)) if r.canceled() => {
-                            // Compacted past `after_revision`: something changed; re-read.
-                            return Ok(());
-                        }
-                        Ok(Some(r)) if !r.events().is_empty() => return Ok(()),
-                        Ok(Some(_)) => {}
-                        Ok(None) => return Err(unavailable("watch closed")),
-                        Err(e) => return Err(unavailable(e)),
-                    },
-                    changed = lease.changed() => {
-                        if changed.is_err() || lease.borrow().is_none() {
-                            return Err(unavailable("this relay's lease is lost"));
-                        }
-                    }
-                }
-            }
+            let lost = || {
+                self.lease
+                    .borrow()
+                    .is_none()
+                    .then(|| unavailable("this relay's lease is lost"))
+            };
+            self.feed
+                .wait_change(instance, after_revision, lost, self.lease.clone())
+                .await
         })
+    }
+
+    fn open_hint(&self, instance: &str) -> Option<FleetOpen> {
+        self.lease
+            .borrow()
+            .is_some()
+            .then(|| self.feed.open(instance))
+            .flatten()
     }
 
     fn publish_open<'a>(
