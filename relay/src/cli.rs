@@ -36,6 +36,21 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Print a shell completion script for the relay's commands and flags, e.g.
+    /// `relay completions bash > /etc/bash_completion.d/relay`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the relay's man pages: relay(1) and one per command (relay-run(1), ...). Without
+    /// --out, relay(1) goes to standard output.
+    Man {
+        /// The directory to write relay.1 and relay-COMMAND.1 into (e.g.
+        /// /usr/local/share/man/man1).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     /// Check a configuration without running it: everything `run` checks before it listens
     /// (the file itself, the key file and its mode, the admin token file, a writable
     /// state_dir, listen, compute and admin addresses that do not clash, driver programs that
@@ -210,6 +225,13 @@ pub fn main() -> ExitCode {
             }
         },
         Command::Run { config } => run(&config),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "relay", &mut script);
+            write_stdout(&script)
+        }
+        Command::Man { out } => man(out.as_deref()),
         Command::Check { config } => check(&config),
         Command::Status {
             json,
@@ -326,6 +348,59 @@ fn watch_status(args: &AdminArgs, json: bool, seconds: u64) -> ExitCode {
         drop(stdout);
         std::thread::sleep(every);
     }
+}
+
+/// Writes `bytes` to standard output; a closed pipe is a failure, not a panic.
+fn write_stdout(bytes: &[u8]) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    match std::io::Write::write_all(&mut stdout, bytes)
+        .and_then(|()| std::io::Write::flush(&mut stdout))
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("relay: cannot write to standard output: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `relay man`: relay(1) to standard output, or every page into `out`.
+fn man(out: Option<&std::path::Path>) -> ExitCode {
+    let command = <Cli as clap::CommandFactory>::command();
+    let render = |cmd: clap::Command| -> std::io::Result<Vec<u8>> {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut page)?;
+        Ok(page)
+    };
+    let Some(dir) = out else {
+        return match render(command) {
+            Ok(page) => write_stdout(&page),
+            Err(e) => {
+                eprintln!("relay man: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    };
+    // relay-COMMAND(1) for each command, named as `man relay-run` finds it.
+    let mut pages = vec![("relay".to_owned(), command.clone())];
+    for sub in command.get_subcommands() {
+        let name = format!("relay-{}", sub.get_name());
+        let page = sub
+            .clone()
+            .display_name(name.clone())
+            .bin_name(format!("relay {}", sub.get_name()));
+        pages.push((name, page));
+    }
+    let mut written = String::new();
+    for (name, cmd) in pages {
+        let path = dir.join(format!("{name}.1"));
+        if let Err(e) = render(cmd).and_then(|page| std::fs::write(&path, page)) {
+            eprintln!("relay man: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        written.push_str(&format!("{}\n", path.display()));
+    }
+    write_stdout(written.as_bytes())
 }
 
 /// `relay check`.

@@ -1,4 +1,4 @@
-//! Key rotation without a restart (docs/architecture.md, "Keys"): the relay's key ring follows
+//! Key rotation without a restart (architecture.md §3, "Keys"): the relay's key ring follows
 //! `relay.key_file`. The file is looked at every second and read again when it changed
 //! (another inode, size, modification or change time), and at once on SIGHUP; a valid file
 //! replaces the ring in use (the newest key signs from the next login on), an invalid one is

@@ -107,13 +107,47 @@ pub fn check(config: &Config) -> Vec<Problem> {
     problems
 }
 
-/// Whether `dir` exists (or can be created) and takes a new file.
+/// Whether `dir` takes a new file, or, when it does not exist yet, whether `run` could create
+/// it (its nearest existing ancestor is a directory this process may write). A check creates
+/// nothing but a probe file it removes at once.
 fn writable_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let probe = dir.join(format!(".relay-check-{}", std::process::id()));
-    let written = File::create(&probe).and_then(|mut f| f.write_all(b"probe"));
-    let _ = std::fs::remove_file(&probe);
-    written
+    if dir.is_dir() {
+        let probe = dir.join(format!(".relay-check-{}", std::process::id()));
+        let written = File::create(&probe).and_then(|mut f| f.write_all(b"probe"));
+        let _ = std::fs::remove_file(&probe);
+        return written;
+    }
+    let mut ancestor = dir;
+    loop {
+        match std::fs::metadata(ancestor) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotADirectory,
+                    format!("{} is not a directory", ancestor.display()),
+                ));
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound || ancestor == Path::new(".") => {
+                return Err(e);
+            }
+            Err(_) => {}
+        }
+        ancestor = match ancestor.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+    }
+    // EROFS on a read-only file system, EACCES without write permission: even for root.
+    nix::unistd::access(
+        ancestor,
+        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+    )
+    .map_err(|errno| {
+        std::io::Error::new(
+            std::io::Error::from(errno).kind(),
+            format!("cannot create it in {}: {errno}", ancestor.display()),
+        )
+    })
 }
 
 /// Whether two socket addresses would be the same listener: the same port and the same
@@ -315,6 +349,25 @@ mod tests {
             "./missing: no such file"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_missing_state_dir_is_checked_without_creating_it() {
+        let base = std::env::temp_dir().join(format!("relay-writable-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        let missing = base.join("a/b/state");
+        assert!(writable_dir(&missing).is_ok());
+        assert!(!base.join("a").exists(), "nothing created");
+        std::fs::write(base.join("file"), "").unwrap();
+        assert!(writable_dir(&base.join("file/state")).is_err());
+        assert!(writable_dir(&base).is_ok());
+        assert_eq!(
+            std::fs::read_dir(&base).unwrap().count(),
+            1,
+            "the probe is gone"
+        );
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Key rotation without a restart: the shim's key ring follows `--key-file` (docs/architecture.md,
+//! Key rotation without a restart: the shim's key ring follows `--key-file` (architecture.md §3,
 //! "Keys"). The file is looked at every second and read again when it changed, at once on
 //! SIGHUP, and when a relayed login names a key id the ring lacks; a valid file replaces the
 //! ring in use, an invalid one is refused with one log line and the ring in use stays.

@@ -1,5 +1,5 @@
-//! `server-shim`: Perceptron's stand-in compute node (DESIGN §1, issue 3). An
-//! `opensrv-mysql` server whose login hook implements dual verification (DESIGN §3, P7), an
+//! `server-shim`: Perceptron's stand-in compute node (architecture.md §1, issue 3). An
+//! `opensrv-mysql` server whose login hook implements dual verification (architecture.md §3, P7), an
 //! account store that keeps only password hashes, and an embedded persistent SQL engine
 //! (SQLite behind a MySQL-to-SQLite translation, issue 11), with a user-management CLI.
 //!

@@ -1,5 +1,5 @@
 //! The state every connection of one server shares: the catalog, the accounts, the key
-//! ring and replay window (DESIGN §3, P7), deadlines, the shutdown token and connection ids.
+//! ring and replay window (architecture.md §3, P7), deadlines, the shutdown token and connection ids.
 //!
 //! Its own module so that the accept loop ([`crate::server`]) and the per-connection session
 //! ([`crate::session`]) both depend on it without depending on each other.

@@ -1,4 +1,4 @@
-//! The perceptron route (DESIGN §2, P0–P8): a connection to a paused instance is greeted by
+//! The perceptron route (architecture.md §2, P0–P8): a connection to a paused instance is greeted by
 //! the relay, classified, held while the instance wakes, and logged in to the compute on the
 //! client's behalf. One function per phase, each generic over its streams:
 //!
