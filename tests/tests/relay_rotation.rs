@@ -80,10 +80,24 @@ fn delete_key_line(id: &str, file: &Path) {
 /// while the relay pauses and wakes the instance, and every login is relayed to the same
 /// process.
 fn relay_and_long_running_shim(dir: &Path, key_id: &str) -> (Relay, Shim) {
+    relay_and_shim_with_keys(dir, key_id, false)
+}
+
+/// As [`relay_and_long_running_shim`]; with `shared`, the shim reads the relay's own key file
+/// (as in `examples/embedded.toml`) instead of `compute.key`.
+fn relay_and_shim_with_keys(dir: &Path, key_id: &str, shared: bool) -> (Relay, Shim) {
     let relay_key = dir.join("perceptron.key");
-    let compute_key = dir.join("compute.key");
-    // The same key in both files, each created with mode 0600.
-    keygen(key_id, &[&compute_key, &relay_key]);
+    let compute_key = if shared {
+        relay_key.clone()
+    } else {
+        dir.join("compute.key")
+    };
+    if shared {
+        keygen(key_id, &[&relay_key]);
+    } else {
+        // The same key in both files, each created with mode 0600.
+        keygen(key_id, &[&compute_key, &relay_key]);
+    }
     add_user(&dir.join("data"), USER, PASSWORD, true);
     let shim = Shim::start(&dir.join("data"), Some(&compute_key), &[]);
     let driver = r#"[instance.driver]
@@ -375,4 +389,53 @@ fn an_invalid_key_file_is_refused_and_the_ring_in_use_stays() {
     );
     assert_eq!(relay.log_count("SIGHUP received"), 1, "{}", relay.log());
     assert_eq!(relay.state(), "running");
+}
+
+/// One key file for the relay and its compute (the demo's layout): both notice the change
+/// within a second, in either order. A relay that reads it first signs with a key id the shim
+/// has not loaded yet, and the shim looks at its file again at once instead of refusing.
+#[test]
+fn a_key_file_shared_by_relay_and_compute_rotates_without_a_failed_login() {
+    let dir = TempDir::new("rotation-shared");
+    let (relay, shim) = relay_and_shim_with_keys(dir.path(), "old", true);
+    let key = dir.path().join("perceptron.key");
+    let clients = ClientLoop::start(relay.port, relay.admin_port);
+    clients.wait_for_logins(3, &relay, &shim);
+    for round in 0..3 {
+        let new = format!("new-{round}");
+        keygen(&new, &[&key]);
+        // The relay reads it now; the shim only at its next look, up to a second later,
+        // unless a login signed with the new key makes it look at once.
+        let pid = relay.child.pid().unwrap().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-HUP", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(
+            Relay::wait_until(STEP_TIMEOUT, || signing_key(&relay).0 == new),
+            "{}",
+            relay.log()
+        );
+        clients.wait_for_logins(3, &relay, &shim);
+        let previous = if round == 0 {
+            "old".to_owned()
+        } else {
+            format!("new-{}", round - 1)
+        };
+        delete_key_line(&previous, &key);
+        assert!(
+            Relay::wait_until(STEP_TIMEOUT, || signing_key(&relay).1 == [new.clone()]),
+            "{}",
+            relay.log()
+        );
+        clients.wait_for_logins(3, &relay, &shim);
+    }
+    let (logins, failures) = clients.finish();
+    assert!(failures.is_empty(), "{failures:?}\n{}", shim.log());
+    assert!(logins >= 18, "{logins}");
+    assert_eq!(relay.log_count("refused the changed key file"), 0);
+    assert!(relay.log_count("SIGHUP received") == 3, "{}", relay.log());
 }
