@@ -1,4 +1,5 @@
-//! The command line (issue 3, item 5): `server-shim run` and `server-shim user add|remove|passwd|list`.
+//! The command line (issue 3, item 5): `server-shim run`, `server-shim user
+//! add|remove|passwd|list`, and its own `completions` and `man`.
 //! `main.rs` only calls [`main`].
 
 use core::fmt;
@@ -39,6 +40,14 @@ enum Command {
     /// Manage accounts in a data directory.
     #[command(subcommand)]
     User(UserCommand),
+    /// Print a shell completion script, e.g. `server-shim completions bash`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the server-shim(1) man page.
+    Man,
 }
 
 #[derive(Debug, clap::Args)]
@@ -246,6 +255,18 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     }
 }
 
+/// Writes `bytes` to standard output; a closed pipe is a failure, not a panic.
+fn write_stdout(bytes: &[u8]) -> ExitCode {
+    let mut stdout = io::stdout().lock();
+    match io::Write::write_all(&mut stdout, bytes).and_then(|()| io::Write::flush(&mut stdout)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("server-shim: cannot write to standard output: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Runs the command line. Returns the process exit code.
 #[must_use]
 pub fn main() -> ExitCode {
@@ -253,6 +274,27 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run(args, started),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "server-shim",
+                &mut script,
+            );
+            write_stdout(&script)
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            match clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut page)
+            {
+                Ok(()) => write_stdout(&page),
+                Err(e) => {
+                    eprintln!("server-shim man: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::User(cmd) => match user(cmd) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

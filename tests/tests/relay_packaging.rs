@@ -170,6 +170,15 @@ fn completions_and_man_pages_come_from_the_cli_definitions() {
     );
     let out = Command::new(&relay).arg("man").output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains(".TH relay 1"));
+
+    let shim = tests::bin_path("server-shim");
+    let out = Command::new(&shim)
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("passwd"));
+    let out = Command::new(&shim).arg("man").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(".TH server-shim 1"));
 }
 
 /// Every `relay_…` name in `text` (metric names are `[a-z0-9_]`), but not label names in
