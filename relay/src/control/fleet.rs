@@ -259,9 +259,13 @@ impl Instance {
     async fn follow_fleet(self: &Arc<Self>, store: &dyn FleetStore, stop: &CancellationToken) {
         let name = &self.config.name;
         loop {
-            let seen = tokio::select! {
-                seen = store.observe(name) => seen,
-                () = stop.cancelled() => return,
+            // The relay's feed answers without a request; a read only while it cannot.
+            let seen = match store.observed_hint(name) {
+                Some(seen) => Ok(seen),
+                None => tokio::select! {
+                    seen = store.observe(name) => seen,
+                    () = stop.cancelled() => return,
+                },
             };
             let revision = match seen {
                 Ok(seen) => {
