@@ -36,7 +36,18 @@ pub struct EtcdStore {
     leaving: Arc<AtomicBool>,
     /// The fleet's changes, from this relay's one watch.
     feed: Arc<Feed>,
+    /// Bounds the requests this relay has in flight.
+    in_flight: tokio::sync::Semaphore,
 }
+
+/// Requests one relay keeps in flight at most: enough to pipeline on a few HTTP/2
+/// connections, few enough that a burst (every instance publishing at start) queues here
+/// instead of timing out in etcd.
+const MAX_IN_FLIGHT: usize = 128;
+
+/// Bound on the feed's first read of every instance and connection record (a bulk read,
+/// longer than one request).
+const FEED_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -84,6 +95,15 @@ impl EtcdStore {
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
         let deadline = tokio::time::Instant::now() + self.request_timeout;
+        // Waiting for a slot counts against the request's time: an overloaded store is
+        // "unavailable" either way, without a pile of requests the relay has given up on.
+        let Ok(Ok(_slot)) = tokio::time::timeout_at(deadline, self.in_flight.acquire()).await
+        else {
+            return Err(unavailable(format!(
+                "no answer within {:?} ({MAX_IN_FLIGHT} requests in flight)",
+                self.request_timeout
+            )));
+        };
         loop {
             match tokio::time::timeout_at(deadline, op(self.client.clone())).await {
                 Ok(Ok(v)) => return Ok(v),
@@ -157,6 +177,7 @@ impl EtcdStore {
             epoch,
             leaving,
             feed,
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         }))
     }
 
@@ -228,7 +249,7 @@ async fn follow_store(
     limit: Duration,
 ) {
     while !leaving.load(Ordering::Acquire) {
-        let why = follow_once(&client, &keys, &feed, limit).await;
+        let why = follow_once(&client, &keys, &feed, limit.max(FEED_READ_TIMEOUT)).await;
         feed.stop();
         tracing::debug!(reason = %why, "the fleet's change feed stopped; restarting it");
         tokio::time::sleep(Duration::from_millis(500)).await;

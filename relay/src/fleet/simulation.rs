@@ -407,22 +407,14 @@ impl World {
         }
     }
 
-    /// `control::fleet::follow_fleet`: the feed's view (a read while it has none), then a
-    /// wait for its next change.
+    /// `control::fleet::follow_fleet`: the feed's view, then a wait for its next change.
     async fn follow(&self, r: usize, i: usize) {
         let Some(relay) = self.relays.get(r) else {
             return;
         };
         let name = instance_name(i);
         loop {
-            let seen = match relay.inner.observed_hint(&name) {
-                Some(seen) => Ok(seen),
-                None => tokio::select! {
-                    seen = relay.observe(&name) => seen,
-                    () = self.stop.cancelled() => return,
-                },
-            };
-            let Ok(seen) = seen else {
+            let Some(seen) = relay.inner.observed_hint(&name) else {
                 if self.sleep(Duration::from_millis(500)).await {
                     continue;
                 }
