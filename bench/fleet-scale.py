@@ -41,11 +41,12 @@ def db_mib(endpoint):
         return None
 
 
-def run_one(endpoint, etcd_pid, relays, instances, seconds):
+def run_one(endpoint, etcd_pid, relays, instances, paused_for, seconds):
     before = rss_mib(etcd_pid)
     prefix = f"/perceptron-simulation-{instances}-{os.getpid()}"
     sim = subprocess.Popen([RELAY, "fleet-simulation", "--endpoints", endpoint, "--relays", str(relays),
-                            "--instances", str(instances), "--duration", f"{seconds}s", "--prefix", prefix, "--json"],
+                            "--instances", str(instances), "--paused-for", f"{paused_for}s", "--duration", f"{seconds}s",
+                            "--prefix", prefix, "--json"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak_rss, cpu0 = before, etcd_cpu(etcd_pid)
     started = time.time()
@@ -56,6 +57,7 @@ def run_one(endpoint, etcd_pid, relays, instances, seconds):
     if sim.returncode != 0:
         raise SystemExit(f"fleet-simulation failed: {err.strip()}")
     report = json.loads(out)
+    report["paused_for_s"] = paused_for
     report["etcd_rss_mib_peak"] = round(peak_rss, 1)
     report["etcd_cpu_seconds"] = round(etcd_cpu(etcd_pid) - cpu0, 1)
     report["etcd_cpu_share"] = round(report["etcd_cpu_seconds"] / (time.time() - started), 2)
@@ -71,7 +73,11 @@ def etcd_cpu(pid):
 
 def main():
     seconds = int(sys.argv[1]) if len(sys.argv) > 1 else 60
-    sizes = [int(n) for n in sys.argv[2:]] or [1000, 10000]
+    # INSTANCES[:PAUSED_FOR_S]; by default 1,000 and 10,000 instances at the same fleet-wide
+    # churn (each instance paused 20 s, resp. 200 s on average between wakes), then 10,000 at
+    # ten times that churn.
+    cases = [(int(a.split(":")[0]), int(a.split(":")[1]) if ":" in a else 20) for a in sys.argv[2:]] \
+        or [(1000, 20), (10000, 200), (10000, 20)]
     relays = int(os.environ.get("FLEET_RELAYS", "3"))
     data = tempfile.mkdtemp(prefix="fleet-scale-")
     client, peer = free_port(), free_port()
@@ -90,8 +96,8 @@ def main():
             if time.time() > deadline or etcd.poll() is not None:
                 raise SystemExit("etcd did not become healthy")
             time.sleep(0.2)
-        for n in sizes:
-            r = run_one(endpoint, etcd.pid, relays, n, seconds)
+        for n, paused_for in cases:
+            r = run_one(endpoint, etcd.pid, relays, n, paused_for, seconds)
             results.append(r)
             print(json.dumps(r), flush=True)
     finally:
@@ -103,13 +109,14 @@ def main():
             etcd.wait()
         shutil.rmtree(data, ignore_errors=True)
     lines = [f"fleet-scale: {relays} relays, {seconds} s of churn per size, etcd {etcd_version()} on loopback",
-             "instances  wakes/s  pauses/s  requests/s  wake p50/p99 ms  pause p50/p99 ms  seen-by-others p50/p99 ms  etcd CPU  etcd RSS MiB  db MiB  errors"]
+             "instances  paused s  wakes/s  pauses/s  requests/s  wake p50/p99 ms  pause p50/p99 ms  seen-by-others p50/p99 ms  etcd CPU  etcd RSS MiB  db MiB  errors"]
     for r in results:
         s = r["seconds"]
-        lines.append(f"{r['instances']:>9}  {r['wake_cycles'] / s:>7.1f}  {r['pauses'] / s:>8.1f}  {r['requests_per_second']:>10.0f}"
+        lines.append(f"{r['instances']:>9}  {r['paused_for_s']:>8}  {r['wake_cycles'] / s:>7.1f}  {r['pauses'] / s:>8.1f}  {r['requests_per_second']:>10.0f}"
                      f"  {r['wake_ms'][0]:>7.1f}/{r['wake_ms'][1]:<7.1f}  {r['pause_ms'][0]:>7.1f}/{r['pause_ms'][1]:<8.1f}"
                      f"  {r['propagation_ms'][0]:>12.0f}/{r['propagation_ms'][1]:<12.0f}  {r['etcd_cpu_share']:>7.2f}"
-                     f"  {r['etcd_rss_mib_peak']:>12.0f}  {r['etcd_db_mib'] or 0:>6.1f}  {r['errors']:>6}")
+                     f"  {r['etcd_rss_mib_peak']:>12.0f}  {r['etcd_db_mib'] or 0:>6.1f}  {r['errors']:>6}"
+                     f"  starts {r['wakes_started']} for {r['wake_cycles']} wakes")
     text = "\n".join(lines) + "\n"
     print(text)
     with open(os.path.join(RESULTS, "fleet-scale.txt"), "w") as f:

@@ -259,22 +259,17 @@ impl Instance {
     async fn follow_fleet(self: &Arc<Self>, store: &dyn FleetStore, stop: &CancellationToken) {
         let name = &self.config.name;
         loop {
-            let seen = tokio::select! {
-                seen = store.observe(name) => seen,
-                () = stop.cancelled() => return,
-            };
-            let revision = match seen {
-                Ok(seen) => {
-                    self.apply_fleet_state(&seen, store.relay_id());
-                    seen.revision
-                }
-                Err(_) => {
-                    tokio::select! {
-                        () = tokio::time::sleep(RETRY_AFTER) => continue,
-                        () = stop.cancelled() => return,
-                    }
+            // The relay's feed answers without a request. While it has no answer (etcd
+            // unreachable, the feed restarting) there is nothing to follow: reading the store
+            // instead, for every instance at once, would only add load to a store in trouble.
+            let Some(seen) = store.observed_hint(name) else {
+                tokio::select! {
+                    () = tokio::time::sleep(RETRY_AFTER) => continue,
+                    () = stop.cancelled() => return,
                 }
             };
+            self.apply_fleet_state(&seen, store.relay_id());
+            let revision = seen.revision;
             tokio::select! {
                 changed = store.wait_change(name, revision) => {
                     if changed.is_err() {

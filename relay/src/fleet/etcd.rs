@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, Txn, TxnOp,
-    WatchOptions,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Identity,
+    PutOptions, TlsOptions, Txn, TxnOp, WatchOptions,
 };
 use tokio::sync::watch;
 
@@ -36,7 +36,18 @@ pub struct EtcdStore {
     leaving: Arc<AtomicBool>,
     /// The fleet's changes, from this relay's one watch.
     feed: Arc<Feed>,
+    /// Bounds the requests this relay has in flight.
+    in_flight: tokio::sync::Semaphore,
 }
+
+/// Requests one relay keeps in flight at most: enough to pipeline on a few HTTP/2
+/// connections, few enough that a burst (every instance publishing at start) queues here
+/// instead of timing out in etcd.
+const MAX_IN_FLIGHT: usize = 128;
+
+/// Bound on the feed's first read of every instance and connection record (a bulk read,
+/// longer than one request).
+const FEED_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -84,6 +95,15 @@ impl EtcdStore {
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
         let deadline = tokio::time::Instant::now() + self.request_timeout;
+        // Waiting for a slot counts against the request's time: an overloaded store is
+        // "unavailable" either way, without a pile of requests the relay has given up on.
+        let Ok(Ok(_slot)) = tokio::time::timeout_at(deadline, self.in_flight.acquire()).await
+        else {
+            return Err(unavailable(format!(
+                "no answer within {:?} ({MAX_IN_FLIGHT} requests in flight)",
+                self.request_timeout
+            )));
+        };
         loop {
             match tokio::time::timeout_at(deadline, op(self.client.clone())).await {
                 Ok(Ok(v)) => return Ok(v),
@@ -106,10 +126,13 @@ impl EtcdStore {
     /// # Errors
     /// [`StoreError`] when no endpoint answers within the dial timeout.
     pub async fn connect(settings: &EtcdSettings) -> Result<Arc<dyn FleetStore>, StoreError> {
-        let options = ConnectOptions::new()
+        let mut options = ConnectOptions::new()
             .with_connect_timeout(settings.dial_timeout)
             .with_timeout(settings.request_timeout)
             .with_keep_alive(Duration::from_secs(2), settings.request_timeout);
+        if let Some(tls) = tls_options(settings)? {
+            options = options.with_tls(tls);
+        }
         let client = bounded(
             settings.dial_timeout,
             Client::connect(&settings.endpoints, Some(options)),
@@ -154,6 +177,7 @@ impl EtcdStore {
             epoch,
             leaving,
             feed,
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         }))
     }
 
@@ -164,6 +188,30 @@ impl EtcdStore {
     fn leased(&self) -> Result<PutOptions, StoreError> {
         Ok(PutOptions::new().with_lease(self.lease()?))
     }
+}
+
+/// The TLS settings of `[relay.store]`, read from their files (the key as a secret: mode 0600,
+/// no symlink); `None` without `ca_file`.
+fn tls_options(settings: &EtcdSettings) -> Result<Option<TlsOptions>, StoreError> {
+    let Some(ca_file) = &settings.ca_file else {
+        return Ok(None);
+    };
+    let read = |key: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| {
+            unavailable(format!(
+                "relay.store.{key}: cannot read {}: {e}",
+                path.display()
+            ))
+        })
+    };
+    let mut tls =
+        TlsOptions::new().ca_certificate(Certificate::from_pem(read("ca_file", ca_file)?));
+    if let (Some(cert), Some(key)) = (&settings.cert_file, &settings.key_file) {
+        let key = authplugin::key_file::read_secret_file(key)
+            .map_err(|e| unavailable(format!("relay.store.key_file: {e}")))?;
+        tls = tls.identity(Identity::from_pem(read("cert_file", cert)?, key.as_bytes()));
+    }
+    Ok(Some(tls))
 }
 
 /// Grants a lease and records the relay as live under it.
@@ -201,7 +249,7 @@ async fn follow_store(
     limit: Duration,
 ) {
     while !leaving.load(Ordering::Acquire) {
-        let why = follow_once(&client, &keys, &feed, limit).await;
+        let why = follow_once(&client, &keys, &feed, limit.max(FEED_READ_TIMEOUT)).await;
         feed.stop();
         tracing::debug!(reason = %why, "the fleet's change feed stopped; restarting it");
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -211,12 +259,22 @@ async fn follow_store(
 /// Follows the store until the watch breaks; why it did.
 async fn follow_once(client: &Client, keys: &Keys, feed: &Feed, limit: Duration) -> String {
     let mut c = client.clone();
-    let all = keys.all_connections();
-    let got = match bounded(limit, c.get(all, Some(GetOptions::new().with_prefix()))).await {
+    let instances = match bounded(
+        limit,
+        c.get(keys.all_instances(), Some(GetOptions::new().with_prefix())),
+    )
+    .await
+    {
         Ok(got) => got,
         Err(e) => return e.to_string(),
     };
-    let revision = got.header().map_or(0, |h| h.revision());
+    let revision = instances.header().map_or(0, |h| h.revision());
+    // The connection records as of the same revision, so the watch misses nothing between.
+    let options = GetOptions::new().with_prefix().with_revision(revision);
+    let connections = match bounded(limit, c.get(keys.all_connections(), Some(options))).await {
+        Ok(got) => got,
+        Err(e) => return e.to_string(),
+    };
     let options = WatchOptions::new()
         .with_prefix()
         .with_start_revision(revision.saturating_add(1));
@@ -226,8 +284,10 @@ async fn follow_once(client: &Client, keys: &Keys, feed: &Feed, limit: Duration)
     };
     feed.start(
         revision,
-        got.kvs()
+        instances
+            .kvs()
             .iter()
+            .chain(connections.kvs())
             .filter_map(|kv| Change::of(keys, kv.key(), kv.value(), false, kv.mod_revision())),
     );
     loop {
@@ -511,6 +571,14 @@ impl FleetStore for EtcdStore {
                 .wait_change(instance, after_revision, lost, self.lease.clone())
                 .await
         })
+    }
+
+    fn observed_hint(&self, instance: &str) -> Option<Observed> {
+        self.lease
+            .borrow()
+            .is_some()
+            .then(|| self.feed.observed(instance))
+            .flatten()
     }
 
     fn open_hint(&self, instance: &str) -> Option<FleetOpen> {

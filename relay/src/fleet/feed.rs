@@ -1,26 +1,38 @@
-//! What a relay knows of its fleet from one watch on the whole store: which instances'
-//! lifecycle records changed (so a relay waiting for another's wake, or following the fleet,
-//! needs no watch of its own per instance), and every relay's connection records (so the idle
-//! tick reads memory, not the store). Fed by the store's watch task; pure bookkeeping here.
+//! What a relay knows of its fleet from one watch on the whole store: every instance's
+//! lifecycle records (state and lock, so following the fleet and waiting for another relay's
+//! wake need neither a watch nor a read per instance) and every relay's connection records (so
+//! the idle tick reads memory, not the store). Fed by the store's watch task after one read of
+//! both; pure bookkeeping here.
 //!
-//! Only hints come from here: a wait that returns means "read the store again", and the pause
-//! itself still reads the connection records and swaps on their revision.
+//! Only hints come from here: a wake or a pause still reads the store and swaps on what it
+//! read, so a stale view costs a retry, never a wrong transition.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use tokio::sync::watch;
 
-use super::StoreError;
-use super::record::{FleetOpen, Keys, OpenRecord};
+use super::record::{FleetOpen, Keys, LockPurpose, LockRecord, OpenRecord, StateRecord};
+use super::{Observed, StoreError};
 
-/// One change the watch delivered, classified.
+/// One change the watch delivered (or one record of the first read), classified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    /// An instance's state or lock changed at `revision`.
-    Lifecycle {
+    /// An instance's state was written at `revision` (`None`: unreadable, taken as paused).
+    State {
         /// The instance.
         instance: String,
+        /// The record.
+        record: Option<StateRecord>,
+        /// The write's revision.
+        revision: i64,
+    },
+    /// An instance's lock was taken (`Some`) or released (`None`) at `revision`.
+    Lock {
+        /// The instance.
+        instance: String,
+        /// The holder (an unreadable lock still locks).
+        lock: Option<LockRecord>,
         /// The change's revision.
         revision: i64,
     },
@@ -49,11 +61,26 @@ impl Change {
         let key = std::str::from_utf8(key).ok()?;
         let rest = key.strip_prefix(keys.root().as_str())?;
         if let Some(rest) = rest.strip_prefix("instances/") {
-            let (instance, _) = rest.split_once('/')?;
-            return Some(Self::Lifecycle {
-                instance: instance.to_owned(),
-                revision,
-            });
+            let (instance, field) = rest.split_once('/')?;
+            let instance = instance.to_owned();
+            return match field {
+                "state" => Some(Self::State {
+                    instance,
+                    record: (!deleted).then(|| StateRecord::parse(value)).flatten(),
+                    revision,
+                }),
+                "lock" => Some(Self::Lock {
+                    instance,
+                    lock: (!deleted).then(|| {
+                        LockRecord::parse(value).unwrap_or(LockRecord {
+                            relay: "?".into(),
+                            purpose: LockPurpose::Resuming,
+                        })
+                    }),
+                    revision,
+                }),
+                _ => None,
+            };
         }
         let rest = rest.strip_prefix("connections/")?;
         let (instance, relay) = rest.split_once('/')?;
@@ -70,6 +97,16 @@ impl Change {
     }
 }
 
+/// One instance's lifecycle records as the feed last saw them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Lifecycle {
+    state: Option<StateRecord>,
+    state_revision: i64,
+    lock: Option<LockRecord>,
+    /// The revision of its last change seen (or of the read the feed started from).
+    revision: i64,
+}
+
 /// Whether the feed is following the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Status {
@@ -84,8 +121,8 @@ enum Status {
 
 #[derive(Debug, Default)]
 struct Known {
-    /// Per instance: the revision of its last lifecycle change seen.
-    lifecycle: HashMap<String, watch::Sender<i64>>,
+    /// Per instance: its lifecycle records, which waiters subscribe to.
+    lifecycle: HashMap<String, watch::Sender<Lifecycle>>,
     /// Per instance, per relay: its connection record (`None`: unreadable).
     connections: HashMap<String, HashMap<String, Option<OpenRecord>>>,
 }
@@ -114,14 +151,39 @@ impl Feed {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// (Re)starts following: the connection records as of `revision` replace what was known,
-    /// and changes after it are applied as they come.
+    /// (Re)starts following: the records read at `revision` replace what was known (an
+    /// instance absent from them has neither state nor lock), and changes after it are
+    /// applied as they come. Every waiter re-reads.
     pub fn start(&self, revision: i64, records: impl IntoIterator<Item = Change>) {
         {
             let mut known = self.known();
             known.connections.clear();
+            let mut read: HashMap<String, Lifecycle> = HashMap::new();
             for change in records {
-                Self::apply_to(&mut known, change);
+                match change {
+                    Change::State {
+                        instance,
+                        record,
+                        revision,
+                    } => {
+                        let l = read.entry(instance).or_default();
+                        l.state = record;
+                        l.state_revision = revision;
+                    }
+                    Change::Lock { instance, lock, .. } => {
+                        read.entry(instance).or_default().lock = lock;
+                    }
+                    other => Self::apply_to(&mut known, other),
+                }
+            }
+            for (instance, tx) in &known.lifecycle {
+                let now = read.remove(instance).unwrap_or_default();
+                tx.send_replace(Lifecycle { revision, ..now });
+            }
+            for (instance, now) in read {
+                known
+                    .lifecycle
+                    .insert(instance, watch::Sender::new(Lifecycle { revision, ..now }));
             }
         }
         self.status.send_replace(Status::Up { floor: revision });
@@ -141,23 +203,37 @@ impl Feed {
     }
 
     fn apply_to(known: &mut Known, change: Change) {
+        let lifecycle =
+            |known: &mut Known, instance: String, revision: i64, f: &dyn Fn(&mut Lifecycle)| {
+                let tx = known
+                    .lifecycle
+                    .entry(instance)
+                    .or_insert_with(|| watch::Sender::new(Lifecycle::default()));
+                tx.send_if_modified(|l| {
+                    // Changes arrive in revision order (the keys one transaction writes
+                    // share its revision); an older one is already in what the feed read.
+                    let newer = revision >= l.revision;
+                    if newer {
+                        f(l);
+                        l.revision = revision;
+                    }
+                    newer
+                });
+            };
         match change {
-            Change::Lifecycle { instance, revision } => match known.lifecycle.get(&instance) {
-                Some(tx) => {
-                    tx.send_if_modified(|seen| {
-                        let newer = revision > *seen;
-                        if newer {
-                            *seen = revision;
-                        }
-                        newer
-                    });
-                }
-                None => {
-                    known
-                        .lifecycle
-                        .insert(instance, watch::Sender::new(revision));
-                }
-            },
+            Change::State {
+                instance,
+                record,
+                revision,
+            } => lifecycle(known, instance, revision, &|l| {
+                l.state = record.clone();
+                l.state_revision = revision;
+            }),
+            Change::Lock {
+                instance,
+                lock,
+                revision,
+            } => lifecycle(known, instance, revision, &|l| l.lock = lock.clone()),
             Change::Open {
                 instance,
                 relay,
@@ -178,6 +254,27 @@ impl Feed {
                 }
             }
         }
+    }
+
+    /// `instance`'s state and lock as last seen, as a read of the store would return them
+    /// (its `revision` is what to wait for a change after); `None` while the feed is down.
+    #[must_use]
+    pub fn observed(&self, instance: &str) -> Option<Observed> {
+        let Status::Up { floor } = *self.status.borrow() else {
+            return None;
+        };
+        let known = self.known();
+        let l = known
+            .lifecycle
+            .get(instance)
+            .map(|tx| tx.borrow().clone())
+            .unwrap_or_default();
+        Some(Observed {
+            state: l.state,
+            state_revision: l.state_revision,
+            lock: l.lock,
+            revision: l.revision.max(floor),
+        })
     }
 
     /// The fleet's connections to `instance` as last seen; `None` while the feed is down.
@@ -221,7 +318,7 @@ impl Feed {
             known
                 .lifecycle
                 .entry(instance.to_owned())
-                .or_insert_with(|| watch::Sender::new(0))
+                .or_insert_with(|| watch::Sender::new(Lifecycle::default()))
                 .subscribe()
         };
         let mut status = self.status.subscribe();
@@ -233,7 +330,9 @@ impl Feed {
                 Status::Up { floor } => Some(floor),
                 Status::Down => None,
             };
-            if floor.is_some_and(|floor| floor > after) || *changes.borrow_and_update() > after {
+            if floor.is_some_and(|floor| floor > after)
+                || changes.borrow_and_update().revision > after
+            {
                 return Ok(());
             }
             tokio::select! {
@@ -259,18 +358,56 @@ mod tests {
     #[test]
     fn classifies_the_fleets_keys_and_ignores_the_rest() {
         let k = keys();
+        let running = StateRecord {
+            phase: crate::lifecycle::Phase::Running,
+            relay: "r1".into(),
+            since_ms: 5,
+            rate_milli: 1000,
+        };
         assert_eq!(
-            Change::of(&k, b"/p/instances/shop/state", b"x", false, 7),
-            Some(Change::Lifecycle {
+            Change::of(
+                &k,
+                b"/p/instances/shop/state",
+                running.format().as_bytes(),
+                false,
+                7
+            ),
+            Some(Change::State {
                 instance: "shop".into(),
+                record: Some(running),
                 revision: 7
             })
         );
         assert_eq!(
-            Change::of(&k, b"/p/instances/shop/lock", b"", true, 8),
-            Some(Change::Lifecycle {
+            Change::of(&k, b"/p/instances/shop/state", b"garbage", false, 7),
+            Some(Change::State {
                 instance: "shop".into(),
+                record: None,
+                revision: 7
+            })
+        );
+        assert_eq!(
+            Change::of(&k, b"/p/instances/shop/lock", b"r2 pausing", false, 8),
+            Some(Change::Lock {
+                instance: "shop".into(),
+                lock: Some(LockRecord {
+                    relay: "r2".into(),
+                    purpose: LockPurpose::Pausing
+                }),
                 revision: 8
+            })
+        );
+        // An unreadable lock still locks; a deleted one is released.
+        assert!(matches!(
+            Change::of(&k, b"/p/instances/shop/lock", b"\xff", false, 8),
+            Some(Change::Lock { lock: Some(_), .. })
+        ));
+        assert_eq!(
+            Change::of(&k, b"/p/instances/shop/lock", b"", true, 9),
+            Some(Change::Lock {
+                instance: "shop".into(),
+                lock: None,
+                revision: 9
             })
         );
         assert_eq!(
@@ -304,11 +441,90 @@ mod tests {
             b"/p/relays/r1",
             b"/px/instances/shop/state",
             b"/p/instances/shop",
+            b"/p/instances/shop/other",
             b"/p/connections/shop",
             b"\xff\xfe",
         ] {
             assert_eq!(Change::of(&k, other, b"1 1", false, 1), None, "{other:?}");
         }
+    }
+
+    #[test]
+    fn follows_an_instances_state_and_lock_from_the_first_read_on() {
+        let feed = Feed::default();
+        assert_eq!(feed.observed("shop"), None);
+        let k = keys();
+        let state = |phase: &str, relay: &str| format!("{phase} {relay} 1 1000");
+        feed.start(
+            10,
+            Change::of(
+                &k,
+                b"/p/instances/shop/state",
+                state("running", "r1").as_bytes(),
+                false,
+                4,
+            ),
+        );
+        let seen = feed.observed("shop").unwrap();
+        assert_eq!(seen.phase(), crate::lifecycle::Phase::Running);
+        assert_eq!(
+            (seen.state_revision, seen.revision, seen.lock),
+            (4, 10, None)
+        );
+        // A pause by another relay: lock, state, state and release, in revision order.
+        feed.apply(
+            [
+                Change::of(&k, b"/p/instances/shop/lock", b"r2 pausing", false, 11),
+                Change::of(
+                    &k,
+                    b"/p/instances/shop/state",
+                    state("pausing", "r2").as_bytes(),
+                    false,
+                    11,
+                ),
+            ]
+            .into_iter()
+            .flatten(),
+        );
+        let seen = feed.observed("shop").unwrap();
+        assert_eq!(seen.phase(), crate::lifecycle::Phase::Pausing);
+        assert_eq!(seen.lock.map(|l| l.relay), Some("r2".into()));
+        feed.apply(
+            [
+                Change::of(
+                    &k,
+                    b"/p/instances/shop/state",
+                    state("paused", "r2").as_bytes(),
+                    false,
+                    12,
+                ),
+                Change::of(&k, b"/p/instances/shop/lock", b"", true, 12),
+            ]
+            .into_iter()
+            .flatten(),
+        );
+        let seen = feed.observed("shop").unwrap();
+        assert_eq!(seen.phase(), crate::lifecycle::Phase::Paused);
+        assert_eq!(
+            (seen.state_revision, seen.revision, seen.lock),
+            (12, 12, None)
+        );
+        // An instance never written reads as paused, at the feed's floor.
+        let other = feed.observed("other").unwrap();
+        assert_eq!(
+            (other.phase(), other.revision),
+            (crate::lifecycle::Phase::Paused, 10)
+        );
+        // A restart replaces everything with its read: the lock taken while down is there.
+        feed.stop();
+        assert_eq!(feed.observed("shop"), None);
+        feed.start(
+            20,
+            Change::of(&k, b"/p/instances/shop/lock", b"r3 resuming", false, 18),
+        );
+        let seen = feed.observed("shop").unwrap();
+        assert_eq!((seen.state, seen.revision), (None, 20));
+        assert_eq!(seen.lock.map(|l| l.relay), Some("r3".into()));
     }
 
     #[test]
@@ -349,6 +565,14 @@ mod tests {
         assert_eq!(feed.open("shop"), Some(FleetOpen::default()));
     }
 
+    fn lock_change(instance: &str, revision: i64) -> [Change; 1] {
+        [Change::Lock {
+            instance: instance.into(),
+            lock: None,
+            revision,
+        }]
+    }
+
     fn no_error() -> Option<StoreError> {
         None
     }
@@ -359,10 +583,7 @@ mod tests {
         let (_lease_tx, lease) = watch::channel(Some(1));
         feed.start(10, []);
         // A change already seen after the caller's read ends the wait at once.
-        feed.apply([Change::Lifecycle {
-            instance: "shop".into(),
-            revision: 12,
-        }]);
+        feed.apply(lock_change("shop", 12));
         tokio::time::timeout(
             Duration::from_secs(5),
             feed.wait_change("shop", 11, no_error, lease.clone()),
@@ -375,22 +596,14 @@ mod tests {
             let (feed, lease) = (Arc::clone(&feed), lease.clone());
             tokio::spawn(async move { feed.wait_change("shop", 12, no_error, lease).await })
         };
-        feed.apply([
-            Change::Lifecycle {
-                instance: "shop".into(),
-                revision: 12,
-            },
-            Change::Lifecycle {
-                instance: "other".into(),
-                revision: 13,
-            },
-        ]);
+        feed.apply(
+            lock_change("shop", 12)
+                .into_iter()
+                .chain(lock_change("other", 13)),
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiter.is_finished(), "woken by an old or unrelated change");
-        feed.apply([Change::Lifecycle {
-            instance: "shop".into(),
-            revision: 14,
-        }]);
+        feed.apply(lock_change("shop", 14));
         tokio::time::timeout(Duration::from_secs(5), waiter)
             .await
             .unwrap()

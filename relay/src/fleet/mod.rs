@@ -134,6 +134,10 @@ pub trait FleetStore: Send + Sync + std::fmt::Debug {
         instance: &'a str,
     ) -> BoxFuture<'a, Result<FleetConnections, StoreError>>;
 
+    /// The instance's state and lock as this relay last heard of them, without a request;
+    /// `None` when it cannot tell (then [`FleetStore::observe`] reads them).
+    fn observed_hint(&self, instance: &str) -> Option<Observed>;
+
     /// The fleet's connections to the instance as this relay last heard of them, without a
     /// request; `None` when it cannot tell (then [`FleetStore::connections`] reads them).
     fn open_hint(&self, instance: &str) -> Option<FleetOpen>;

@@ -58,6 +58,12 @@ impl Keys {
         format!("{}lock", self.instance(instance))
     }
 
+    /// Every instance's lifecycle records.
+    #[must_use]
+    pub fn all_instances(&self) -> String {
+        format!("{}/instances/", self.prefix)
+    }
+
     /// Every relay's connection records, for every instance.
     #[must_use]
     pub fn all_connections(&self) -> String {

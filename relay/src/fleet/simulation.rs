@@ -201,8 +201,8 @@ impl Latencies {
 struct World {
     args: Args,
     relays: Vec<Counted>,
-    /// Per instance, per relay: the phase that relay last saw.
-    views: Vec<Mutex<Vec<Phase>>>,
+    /// Per instance, per relay: the phase that relay last saw, and since when.
+    views: Vec<Mutex<Vec<(Phase, Instant)>>>,
     /// Per instance: 1 + the relay holding its connection, or 0.
     holder: Vec<AtomicUsize>,
     wakes_started: AtomicU64,
@@ -281,6 +281,9 @@ async fn simulate(args: Args) -> Result<String, String> {
             lease_ttl: Duration::from_secs(10),
             dial_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(2),
+            ca_file: None,
+            cert_file: None,
+            key_file: None,
         };
         let inner = super::etcd::EtcdStore::connect(&settings)
             .await
@@ -292,7 +295,7 @@ async fn simulate(args: Args) -> Result<String, String> {
     }
     let world = Arc::new(World {
         views: (0..args.instances)
-            .map(|_| Mutex::new(vec![Phase::Paused; args.relays]))
+            .map(|_| Mutex::new(vec![(Phase::Paused, Instant::now()); args.relays]))
             .collect(),
         holder: (0..args.instances).map(|_| AtomicUsize::new(0)).collect(),
         relays,
@@ -377,16 +380,22 @@ async fn publish_all(world: &Arc<World>) {
 
 impl World {
     fn view(&self, instance: usize, relay: usize) -> Phase {
+        self.view_since(instance, relay).0
+    }
+
+    fn view_since(&self, instance: usize, relay: usize) -> (Phase, Instant) {
         self.views
             .get(instance)
             .and_then(|v| v.lock().ok().and_then(|v| v.get(relay).copied()))
-            .unwrap_or(Phase::Paused)
+            .unwrap_or((Phase::Paused, Instant::now()))
     }
 
+    /// A relay's view changes; like the relay, a compute it sees running anew starts its
+    /// idle clock.
     fn set_view(&self, instance: usize, relay: usize, phase: Phase) {
         if let Some(Ok(mut v)) = self.views.get(instance).map(|v| v.lock()) {
-            if let Some(slot) = v.get_mut(relay) {
-                *slot = phase;
+            if let Some(slot) = v.get_mut(relay).filter(|slot| slot.0 != phase) {
+                *slot = (phase, Instant::now());
             }
         }
     }
@@ -398,18 +407,14 @@ impl World {
         }
     }
 
-    /// `control::fleet::follow_fleet`: read, then watch from that read.
+    /// `control::fleet::follow_fleet`: the feed's view, then a wait for its next change.
     async fn follow(&self, r: usize, i: usize) {
         let Some(relay) = self.relays.get(r) else {
             return;
         };
         let name = instance_name(i);
         loop {
-            let seen = tokio::select! {
-                seen = relay.observe(&name) => seen,
-                () = self.stop.cancelled() => return,
-            };
-            let Ok(seen) = seen else {
+            let Some(seen) = relay.inner.observed_hint(&name) else {
                 if self.sleep(Duration::from_millis(500)).await {
                     continue;
                 }
@@ -458,7 +463,8 @@ impl World {
                 .holder
                 .get(i)
                 .is_some_and(|h| h.load(Ordering::Relaxed) == r + 1);
-            if holds || self.view(i, r) != Phase::Running {
+            let (phase, since) = self.view_since(i, r);
+            if holds || phase != Phase::Running || since.elapsed() < idle_after {
                 continue;
             }
             // `fleet_idle`: the feed's view when it has one, else a read.
