@@ -234,21 +234,26 @@ pub fn status(t: &Target, json: bool) -> Result<String, AdminError> {
     let body = t.request(Method::GET, "/v1/instances", Duration::from_secs(10))?;
     let list: Vec<serde_json::Value> =
         serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
-    let relay: RelayJson = {
-        let body = t.request(Method::GET, "/v1/relay", Duration::from_secs(10))?;
-        serde_json::from_str(&body).map_err(AdminError::BadAnswer)?
-    };
+    // A relay older than `GET /v1/relay` answers 404: its instances are still worth showing.
+    let relay: Option<RelayJson> =
+        match t.request(Method::GET, "/v1/relay", Duration::from_secs(10)) {
+            Ok(body) => Some(serde_json::from_str(&body).map_err(AdminError::BadAnswer)?),
+            Err(AdminError::Refused { status, .. }) if status == StatusCode::NOT_FOUND => None,
+            Err(e) => return Err(e),
+        };
     if json {
         let all = serde_json::json!({ "relay": relay, "instances": list });
         return Ok(serde_json::to_string_pretty(&all).map_err(AdminError::BadAnswer)? + "\n");
     }
-    let mut out = format!(
-        "relay pid {}, version {}, signing key {} (key ring: {})\n",
-        relay.pid,
-        relay.version,
-        relay.signing_key,
-        relay.key_ids.join(", ")
-    );
+    let mut out = relay.map_or_else(String::new, |relay| {
+        format!(
+            "relay pid {}, version {}, signing key {} (key ring: {})\n",
+            relay.pid,
+            relay.version,
+            relay.signing_key,
+            relay.key_ids.join(", ")
+        )
+    });
     out.push_str(&format!(
         "{:<16} {:<9} {:<21} {:>7} {:>10} {:>6} {:>10}\n",
         "INSTANCE", "STATE", "SINCE", "DIRECT", "PERCEPTRON", "WAKES", "LAST WAKE"
