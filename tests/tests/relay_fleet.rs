@@ -725,3 +725,41 @@ fn a_fleet_talks_to_etcd_over_mutual_tls() {
         ["resuming", "running", "pausing", "paused"]
     );
 }
+
+#[test]
+fn a_lock_whose_answer_was_lost_is_completed_by_the_relay_that_holds_it() {
+    let fleet = Fleet::start("fleet-orphan-lock", 1, "5m");
+    // What a wake's first transaction leaves when etcd commits it but its answer never reaches
+    // the relay (a timeout): relay0's lock, under relay0's live lease, so no other relay and no
+    // expiry would ever release it.
+    let etcd = &fleet.members[0];
+    let relay_key = etcd
+        .ctl(&["get", "/perceptron/relays/relay0", "-w", "json"])
+        .unwrap();
+    let lease: i64 = relay_key
+        .split("\"lease\":")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or_else(|| panic!("no lease in {relay_key}"));
+    etcd.ctl(&[
+        "put",
+        &format!("--lease={lease:x}"),
+        "/perceptron/instances/demo/lock",
+        "relay0 resuming",
+    ])
+    .unwrap();
+    // The next login through relay0 completes that wake instead of waiting on its own lock.
+    select_1(fleet.relays[0].port).unwrap_or_else(|e| panic!("{e}\n{}", fleet.logs()));
+    assert_eq!(fleet.starts(), 1, "{}", fleet.logs());
+    assert_eq!(
+        etcd.ctl(&["get", "/perceptron/instances/demo/lock"]),
+        Some(String::new()),
+        "the lock was released"
+    );
+    assert!(
+        fleet.logs().contains("outcome was lost"),
+        "{}",
+        fleet.logs()
+    );
+}

@@ -74,6 +74,19 @@ impl Instance {
                 return Err(WakeError::ShuttingDown);
             }
             let seen = within(deadline, timeout, store.observe(name)).await?;
+            if seen
+                .lock
+                .as_ref()
+                .is_some_and(|l| l.relay == store.relay_id())
+            {
+                // This relay's own lock, yet no transition of this instance runs here (wakes
+                // are single-flight and pauses hold the lifecycle): a transition whose answer
+                // was lost (a timeout after etcd committed it). Its lease is live, so nobody
+                // else will ever take the lock: finish the job — a start is idempotent, and a
+                // pause that never ran left the compute running.
+                tracing::warn!(instance = %name, "found this relay's own fleet lock from a transition whose outcome was lost; completing the wake under it");
+                return self.wake_under_lock(store, deadline).await;
+            }
             if let Some(lock) = &seen.lock {
                 tracing::debug!(instance = %name, holder = %lock.relay, "another relay is waking or pausing the instance; waiting");
                 within(deadline, timeout, store.wait_change(name, seen.revision)).await?;
@@ -93,18 +106,28 @@ impl Instance {
                 continue;
             }
             tracing::info!(instance = %name, "resuming (this relay holds the fleet's wake lock)");
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let result = self.driver.start(left).await;
-            let (phase, rate) = match &result {
-                Ok(_) => (
-                    Phase::Running,
-                    self.rate_milli(Phase::Running, self.config.capacity.map(|c| c.resume)),
-                ),
-                Err(_) => (Phase::Failed, 0),
-            };
-            self.fleet_finish(store, phase, rate).await;
-            return result.map(|c| (c, false));
+            return self.wake_under_lock(store, deadline).await;
         }
+    }
+
+    /// Runs the driver's start while this relay holds the instance's lock, then records the
+    /// outcome and releases the lock.
+    async fn wake_under_lock(
+        &self,
+        store: &dyn FleetStore,
+        deadline: tokio::time::Instant,
+    ) -> Result<(Box<dyn RunningCompute>, bool), WakeError> {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let result = self.driver.start(left).await;
+        let (phase, rate) = match &result {
+            Ok(_) => (
+                Phase::Running,
+                self.rate_milli(Phase::Running, self.config.capacity.map(|c| c.resume)),
+            ),
+            Err(_) => (Phase::Failed, 0),
+        };
+        self.fleet_finish(store, phase, rate).await;
+        result.map(|c| (c, false))
     }
 
     /// Records the end of a transition this relay began, releasing the lock.
@@ -133,6 +156,20 @@ impl Instance {
         let name = &self.config.name;
         let fleet_error = |e: StoreError| PauseError::Fleet(e.to_string());
         let seen = store.observe(name).await.map_err(fleet_error)?;
+        if seen
+            .lock
+            .as_ref()
+            .is_some_and(|l| l.relay == store.relay_id())
+        {
+            // This relay's own lock with no transition running here: one whose answer was
+            // lost. The compute runs (this relay holds it running), so the lock is released
+            // with the state back at running, and the next tick pauses afresh.
+            let rate = self.rate_milli(Phase::Running, self.config.capacity.map(|c| c.resume));
+            self.fleet_finish(store, Phase::Running, rate).await;
+            return Err(PauseError::Fleet(
+                "released a lock of this relay whose transition's outcome was lost".into(),
+            ));
+        }
         if let Some(lock) = &seen.lock {
             return Err(PauseError::Fleet(format!(
                 "relay {} is waking or pausing it",

@@ -579,6 +579,20 @@ impl World {
             let Ok(seen) = relay.observe(name).await else {
                 return false;
             };
+            let own = seen
+                .lock
+                .as_ref()
+                .is_some_and(|l| l.relay == relay.inner.relay_id());
+            if own {
+                // A transition of ours whose answer was lost: finish it (`wake_under_lock`).
+                self.wakes_started.fetch_add(1, Ordering::Relaxed);
+                let ok = relay.finish(name, Phase::Running).await == Ok(true);
+                if ok {
+                    self.wake.record(began.elapsed());
+                    self.set_view(i, r, Phase::Running);
+                }
+                return ok;
+            }
             if seen.lock.is_some() {
                 let _ = tokio::time::timeout(
                     deadline.saturating_duration_since(Instant::now()),
