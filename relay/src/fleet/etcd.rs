@@ -88,8 +88,28 @@ fn never_sent(e: &etcd_client::Error) -> bool {
 
 impl EtcdStore {
     /// Runs `op` on a client within `request_timeout`, again while it fails without having
-    /// been sent (a member that is down).
-    async fn request<T, F, Fut>(&self, mut op: F) -> Result<T, StoreError>
+    /// been sent (a member that is down): the only failure after which a transaction may be
+    /// sent again, since its outcome must never be guessed.
+    async fn request<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        self.attempt(op, false).await
+    }
+
+    /// The same for a request that is safe to repeat (a read, or a put of the same value):
+    /// any failure is retried while time is left, each try given half of what remains, so a
+    /// member that died with the request in flight costs a retry on another, not an error.
+    async fn idempotent<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        self.attempt(op, true).await
+    }
+
+    async fn attempt<T, F, Fut>(&self, mut op: F, repeatable: bool) -> Result<T, StoreError>
     where
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
@@ -104,13 +124,24 @@ impl EtcdStore {
                 self.request_timeout
             )));
         };
+        let retry_pause = Duration::from_millis(10);
         loop {
-            match tokio::time::timeout_at(deadline, op(self.client.clone())).await {
+            let now = tokio::time::Instant::now();
+            let this_try = if repeatable {
+                now + deadline.saturating_duration_since(now) / 2
+            } else {
+                deadline
+            };
+            let result = tokio::time::timeout_at(this_try, op(self.client.clone())).await;
+            let last_chance = tokio::time::Instant::now() + retry_pause >= deadline;
+            match result {
                 Ok(Ok(v)) => return Ok(v),
-                Ok(Err(e)) if never_sent(&e) && tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                Ok(Err(e)) if (repeatable || never_sent(&e)) && !last_chance => {
+                    tracing::debug!(error = %e, "etcd request failed; trying again");
+                    tokio::time::sleep(retry_pause).await;
                 }
                 Ok(Err(e)) => return Err(unavailable(e)),
+                Err(_) if repeatable && !last_chance => {}
                 Err(_) => {
                     return Err(unavailable(format!(
                         "no answer within {:?}",
@@ -424,7 +455,7 @@ impl FleetStore for EtcdStore {
             self.lease()?;
             let prefix = self.keys.instance(instance);
             let got = self
-                .request(|mut c| {
+                .idempotent(|mut c| {
                     let prefix = prefix.clone();
                     async move { c.get(prefix, Some(GetOptions::new().with_prefix())).await }
                 })
@@ -598,7 +629,7 @@ impl FleetStore for EtcdStore {
             let leased = self.leased()?;
             let key = self.keys.connections_of(instance, &self.relay_id);
             let value = record.format();
-            self.request(|mut c| {
+            self.idempotent(|mut c| {
                 let (key, value, leased) = (key.clone(), value.clone(), leased.clone());
                 async move { c.put(key, value, Some(leased)).await }
             })
@@ -615,7 +646,7 @@ impl FleetStore for EtcdStore {
             self.lease()?;
             let prefix = self.keys.connections(instance);
             let got = self
-                .request(|mut c| {
+                .idempotent(|mut c| {
                     let prefix = prefix.clone();
                     async move { c.get(prefix, Some(GetOptions::new().with_prefix())).await }
                 })
@@ -643,7 +674,7 @@ impl FleetStore for EtcdStore {
         Box::pin(async move {
             let prefix = self.keys.ledger();
             let got = self
-                .request(|mut c| {
+                .idempotent(|mut c| {
                     let prefix = prefix.clone();
                     async move { c.get(prefix, Some(GetOptions::new().with_prefix())).await }
                 })
@@ -666,7 +697,7 @@ impl FleetStore for EtcdStore {
         Box::pin(async move {
             let prefix = self.keys.relays();
             let got = self
-                .request(|mut c| {
+                .idempotent(|mut c| {
                     let prefix = prefix.clone();
                     let options = GetOptions::new().with_prefix().with_keys_only();
                     async move { c.get(prefix, Some(options)).await }
