@@ -24,6 +24,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::capacity::{CapacityConfig, Ccu};
 use crate::duration;
+use crate::tls::TlsSettings;
 
 /// Default wait for a paused instance to become ready.
 pub const DEFAULT_RESUME_TIMEOUT: Duration = Duration::from_secs(15);
@@ -298,6 +299,12 @@ pub struct InstanceConfig {
     pub route: RouteMode,
     /// How the compute is started and stopped.
     pub driver: DriverConfig,
+    /// `[instance.tls]`: the perceptron route offers TLS and terminates it; `None` offers
+    /// none.
+    pub tls: Option<TlsSettings>,
+    /// A login without TLS gets ERR 3159 before anything wakes (MySQL's
+    /// `require_secure_transport`); needs `[instance.tls]`.
+    pub require_secure_transport: bool,
 }
 
 /// `instance.on_relay_exit`.
@@ -525,6 +532,9 @@ struct InstanceFile {
     #[serde(default)]
     route: RouteMode,
     driver: toml::Table,
+    tls: Option<TlsSettings>,
+    #[serde(default)]
+    require_secure_transport: bool,
 }
 
 /// `[instance.capacity]` as written, in CCUs.
@@ -984,7 +994,21 @@ impl Config {
                                compute's cgroup); other drivers pause by stopping";
                 return Err(ConfigError::invalid(path, key("stop_after"), message));
             }
+            let tls = inst
+                .tls
+                .map(|t| tls_fits(t, base, path, &key("tls")))
+                .transpose()?;
+            if inst.require_secure_transport && tls.is_none() {
+                let message = "needs [instance.tls]: without a certificate no client could log in";
+                return Err(ConfigError::invalid(
+                    path,
+                    key("require_secure_transport"),
+                    message,
+                ));
+            }
             instances.push(InstanceConfig {
+                tls,
+                require_secure_transport: inst.require_secure_transport,
                 capacity,
                 stop_after: inst.stop_after,
                 driver,
@@ -1172,6 +1196,22 @@ fn driver(
             })
         }
     })
+}
+
+/// `[instance.tls]` with its paths resolved, loaded once to prove it works (the relay loads
+/// it again when it starts, and on every reload).
+fn tls_fits(
+    mut tls: TlsSettings,
+    base: &Path,
+    path: &Path,
+    key: &str,
+) -> Result<TlsSettings, ConfigError> {
+    tls.cert = rebase(base, &tls.cert);
+    tls.key = rebase(base, &tls.key);
+    tls.client_ca = tls.client_ca.map(|p| rebase(base, &p));
+    crate::tls::load(&tls)
+        .map_err(|e| ConfigError::invalid(path, format!("{key}.{}", e.file.key()), e))?;
+    Ok(tls)
 }
 
 /// What a missing required key reports.
@@ -1599,7 +1639,8 @@ command = ["server-shim", "run"]
                 "instance[0].handshake_timout: unknown key; expected one of `name`, `listen`, \
                  `compute`, `auth`, `proxy_protocol`, `resume_timeout`, `handshake_timeout`, \
                  `compute_timeout`, `idle_pause_after`, `on_relay_exit`, \
-                 `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `route`, `driver`",
+                 `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `route`, `driver`, `tls`, \
+                 `require_secure_transport`",
             ),
             (
                 error_after("[relay]", "[relay]\ncolour = \"blue\""),
@@ -1774,6 +1815,49 @@ command = ["server-shim", "run"]
                  /nonexistent/no-such.token: "
             ),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn tls_is_loaded_and_its_errors_name_the_key() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let pki = crate::tls::tests::Pki::new("config");
+        let dir = pki.settings.cert.parent().unwrap().to_owned();
+        let config_path = dir.join("relay.toml");
+        let with =
+            |extra: &str| GOOD.replace("[instance.driver]", &format!("{extra}\n[instance.driver]"));
+        let tls = "require_secure_transport = true\n[instance.tls]\ncert = \"server.pem\"\n\
+                   key = \"server.key\"\nclient_ca = \"ca.pem\"\nmin_version = \"1.3\"";
+        let c = Config::parse(&with(tls), &config_path).unwrap();
+        let inst = &c.instances[0];
+        assert!(inst.require_secure_transport);
+        let t = inst.tls.as_ref().unwrap();
+        assert_eq!(t.cert, dir.join("server.pem"));
+        assert_eq!(t.client_ca.as_deref(), Some(dir.join("ca.pem").as_path()));
+        assert_eq!(t.min_version, crate::tls::TlsVersion::Tls13);
+
+        std::fs::set_permissions(&pki.settings.key, std::fs::Permissions::from_mode(0o640))
+            .unwrap();
+        let e = Config::parse(&with(tls), &config_path).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].tls.key"));
+        assert!(e.to_string().contains("mode 0640"), "{e}");
+
+        let e = Config::parse(
+            &with("[instance.tls]\ncert = \"nope.pem\"\nkey = \"server.key\""),
+            &config_path,
+        )
+        .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].tls.cert"));
+
+        let e = Config::parse(&with("[instance.tls]\ncert = \"server.pem\""), &config_path)
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].tls.key"));
+        assert!(e.to_string().ends_with("required, but missing"), "{e}");
+
+        let e = Config::parse(&with("require_secure_transport = true"), &config_path).unwrap_err();
+        assert_eq!(
+            e.key.as_deref(),
+            Some("instance[0].require_secure_transport")
         );
     }
 

@@ -30,6 +30,8 @@
 //! - `keygen`: `relay keygen`, creating or extending the key file relays and computes share.
 //! - `timefmt`: UTC timestamps for usage reports.
 //! - `logsafe`: client-supplied text escaped for log lines.
+//! - `tls`: TLS on the client leg (rustls, ring): certificates, the client stream, the
+//!   handshake and its failure classes.
 //!
 //! Only `cli` is public (`main.rs` calls [`cli::main`]), so the compiler reports dead code
 //! everywhere else.
@@ -69,3 +71,4 @@ mod router;
 mod runtime;
 mod server;
 mod timefmt;
+mod tls;

@@ -160,6 +160,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         result
     }
 
+    /// The socket, for a transport change in the middle of the conversation (TLS after an
+    /// SSLRequest).
+    pub const fn stream_mut(&mut self) -> &mut S {
+        &mut self.stream
+    }
+
+    /// Takes the bytes received past the last packet (after an SSLRequest: the start of the
+    /// TLS handshake, which belongs to the TLS layer, not to the packet reader).
+    pub fn take_buffered(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+
     /// Gives the socket back with the bytes read past the last packet, which belong to the
     /// next phase (the byte pump forwards them first).
     pub fn into_parts(self) -> (S, Vec<u8>) {

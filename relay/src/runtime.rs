@@ -15,6 +15,7 @@ use crate::control::Instance;
 use crate::metrics::Metrics;
 use crate::passthrough::PumpReport;
 use crate::profile::{self, ComputeProfile};
+use crate::tls::ServerTls;
 
 /// What every connection of one instance shares.
 #[derive(Debug)]
@@ -38,6 +39,8 @@ pub struct InstanceRuntime {
     pub shutdown: CancellationToken,
     /// The relay's wake-cost budgets (shared by every instance).
     pub budgets: Arc<Budgets>,
+    /// `[instance.tls]`: the certificate the perceptron route serves; `None` offers no TLS.
+    pub tls: Option<Arc<ServerTls>>,
 }
 impl InstanceRuntime {
     /// The greeting profile the perceptron imitates now.

@@ -228,6 +228,8 @@ fn build(
         capacity: None,
         stop_after,
         route: crate::config::RouteMode::Pump,
+        tls: None,
+        require_secure_transport: false,
         driver: DriverConfig::Process {
             command: vec!["x".into()],
             cwd: ".".into(),
