@@ -320,7 +320,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for ClientStream<S> {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            // Most MySQL clients close after COM_QUIT without a TLS close_notify; the protocol
+            // has its own end, so that is an end-of-stream, not a failure.
+            Self::Tls(s) => match Pin::new(s.as_mut()).poll_read(cx, buf) {
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    Poll::Ready(Ok(()))
+                }
+                other => other,
+            },
             Self::Gone => Poll::Ready(Err(gone())),
         }
     }

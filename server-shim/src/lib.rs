@@ -21,7 +21,7 @@
 //!        sqlite_catalog, information_schema     engine
 //!   1    engine, dialect                        sql_error
 //!        auth                                   accounts
-//!   0    sql_error, accounts, stream            (stream: only its own submodules, all leaves)
+//!   0    sql_error, accounts, stream, tls       (stream: only its own submodules, all leaves)
 //! ```
 //!
 //! - [`cli`]: the command line (`run`, `user add|remove|list`); `main.rs` only calls it. The
@@ -33,6 +33,8 @@
 //! - `stream`: the socket adapter between the client and opensrv-mysql, one submodule per
 //!   opensrv shortcoming it works around (the login tee, the ERR 1045, one packet per read,
 //!   COM_FIELD_LIST, unsupported commands, deadlines).
+//! - `tls`: TLS for clients (`--tls-cert`), terminated under the stream adapters so they
+//!   keep seeing plaintext packets.
 //! - `auth`: the login decision, relayed (payload verification) and direct.
 //! - `accounts`: the account file (hashes only, mode 0600, atomic writes).
 //! - `classify`: which statements the session answers and which go to the engine.
@@ -76,4 +78,5 @@ mod sqlite;
 mod sqlite_catalog;
 mod state;
 mod stream;
+mod tls;
 mod variables;

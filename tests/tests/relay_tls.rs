@@ -14,10 +14,12 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use authplugin::packet::HandshakeV10;
+use authplugin::packet::capabilities::CLIENT_SSL;
 use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
-use tests::{Output, TempDir, run_with_input};
+use tests::{Output, TempDir, bin_path, run_with_input, wait_for_greeting};
 
 /// Runs `openssl` with `args` in `dir`.
 fn openssl(dir: &Path, args: &[&str]) {
@@ -40,9 +42,21 @@ fn pki(dir: &Path, name: &str, leaves: &[(&str, &str)]) {
     openssl(
         dir,
         &[
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", &format!("{ca}.key"), "-out", &format!("{ca}.pem"), "-days",
-            "30", "-subj", &format!("/CN={name} test CA"),
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &format!("{ca}.key"),
+            "-out",
+            &format!("{ca}.pem"),
+            "-days",
+            "30",
+            "-subj",
+            &format!("/CN={name} test CA"),
         ],
     );
     for (leaf, ext) in leaves {
@@ -50,8 +64,17 @@ fn pki(dir: &Path, name: &str, leaves: &[(&str, &str)]) {
         openssl(
             dir,
             &[
-                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", &format!("{base}.key"), "-out", &format!("{base}.csr"), "-subj",
+                "req",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                &format!("{base}.key"),
+                "-out",
+                &format!("{base}.csr"),
+                "-subj",
                 &format!("/CN={leaf}"),
             ],
         );
@@ -59,9 +82,21 @@ fn pki(dir: &Path, name: &str, leaves: &[(&str, &str)]) {
         openssl(
             dir,
             &[
-                "x509", "-req", "-in", &format!("{base}.csr"), "-CA", &format!("{ca}.pem"),
-                "-CAkey", &format!("{ca}.key"), "-CAcreateserial", "-out",
-                &format!("{base}.pem"), "-days", "30", "-extfile", &format!("{base}.ext"),
+                "x509",
+                "-req",
+                "-in",
+                &format!("{base}.csr"),
+                "-CA",
+                &format!("{ca}.pem"),
+                "-CAkey",
+                &format!("{ca}.key"),
+                "-CAcreateserial",
+                "-out",
+                &format!("{base}.pem"),
+                "-days",
+                "30",
+                "-extfile",
+                &format!("{base}.ext"),
             ],
         );
         std::fs::set_permissions(
@@ -86,7 +121,11 @@ impl Certs {
     fn new(dir: &Path) -> Self {
         let dir = dir.join("certs");
         std::fs::create_dir_all(&dir).unwrap();
-        pki(&dir, "good", &[("server", SERVER_EXT), ("client", CLIENT_EXT)]);
+        pki(
+            &dir,
+            "good",
+            &[("server", SERVER_EXT), ("client", CLIENT_EXT)],
+        );
         pki(&dir, "other", &[("client", CLIENT_EXT)]);
         Self { dir }
     }
@@ -177,20 +216,15 @@ fn mariadb_cli_logs_in_over_verified_tls_and_nothing_else_wakes_the_instance() {
     assert_eq!(class_metric(&relay, "insecure_transport"), 1.0);
     assert_eq!(class_metric(&relay, "tls_refused_by_client"), 1.0);
 
-    // Verified TLS: the login wakes the instance and queries run, inside TLS.
+    // Verified TLS: the login wakes the instance and queries run, inside TLS (a plaintext
+    // login could not have passed require_secure_transport).
     let out = mariadb(
         relay.port,
         &verified(&certs, "good-ca.pem"),
-        "SELECT 40 + 2; status",
+        "SELECT 40 + 2; SELECT USER()",
     );
     assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
-    assert!(out.stdout.starts_with("42\n"), "{out:?}");
-    let cipher = out
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("SSL:"))
-        .unwrap_or_default();
-    assert!(cipher.contains("Cipher in use is TLS"), "{out:?}");
+    assert_eq!(out.stdout, "42\napp@127.0.0.1\n", "{out:?}");
     assert_eq!(relay.state(), "running");
     assert!(relay.log().contains("relayed login accepted"));
 }
@@ -208,6 +242,18 @@ fn pymysql_with_a_ca_logs_in_through_the_relay() {
          print(type(c._sock).__name__, c._sock.version())\n",
         ca = certs.path("good-ca.pem"),
     );
+    // The wrong CA first (while paused, so the relay answers): PyMySQL refuses the relay's
+    // certificate, and nothing wakes.
+    let wrong = code.replace("good-ca.pem", "other-ca.pem");
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c")
+        .arg(&wrong)
+        .env("PORT", relay.port.to_string())
+        .env("PW", PASSWORD);
+    let out = run_with_input(&mut cmd, b"", Duration::from_secs(60));
+    assert_ne!(out.code, Some(0));
+    assert!(out.stderr.contains("CERTIFICATE_VERIFY_FAILED"), "{out:?}");
+    assert_eq!(relay.state(), "paused");
     let mut cmd = Command::new("python3");
     cmd.arg("-c")
         .arg(&code)
@@ -218,19 +264,12 @@ fn pymysql_with_a_ca_logs_in_through_the_relay() {
     let mut lines = out.stdout.lines();
     assert_eq!(lines.next(), Some("42"));
     assert!(
-        lines.next().unwrap_or_default().starts_with("SSLSocket TLSv1."),
+        lines
+            .next()
+            .unwrap_or_default()
+            .starts_with("SSLSocket TLSv1."),
         "{out:?}"
     );
-    // The wrong CA: PyMySQL refuses the relay's certificate.
-    let wrong = code.replace("good-ca.pem", "other-ca.pem");
-    let mut cmd = Command::new("python3");
-    cmd.arg("-c")
-        .arg(&wrong)
-        .env("PORT", relay.port.to_string())
-        .env("PW", PASSWORD);
-    let out = run_with_input(&mut cmd, b"", Duration::from_secs(60));
-    assert_ne!(out.code, Some(0));
-    assert!(out.stderr.contains("CERTIFICATE_VERIFY_FAILED"), "{out:?}");
 }
 
 #[test]
@@ -255,4 +294,72 @@ fn mutual_tls_refuses_an_unknown_client_certificate_without_a_wake() {
     let out = mariadb(relay.port, &with_client("good-client"), "SELECT 1");
     assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
     assert_eq!(out.stdout, "1\n");
+}
+
+/// The capability flags of the greeting on `port` (relay's while paused, the compute's on the
+/// direct route).
+fn greeting_flags(port: u16) -> u32 {
+    let payload = wait_for_greeting(port, Instant::now() + Duration::from_secs(10)).unwrap();
+    HandshakeV10::decode(&payload).unwrap().capability_flags
+}
+
+#[test]
+fn the_direct_route_offers_the_same_tls_and_the_shim_terminates_it() {
+    let dir = TempDir::new("relay-tls-direct");
+    let certs = Certs::new(dir.path());
+    // The managed server-shim serves the relay's certificate and requires TLS too.
+    let command = vec![
+        bin_path("server-shim").display().to_string(),
+        "run".into(),
+        "--listen".into(),
+        "127.0.0.1:{COMPUTE_PORT}".into(),
+        "--data".into(),
+        dir.path().join("data").display().to_string(),
+        "--key-file".into(),
+        dir.path().join("perceptron.key").display().to_string(),
+        "--tls-cert".into(),
+        certs.path("good-server.pem"),
+        "--tls-key".into(),
+        certs.path("good-server.key"),
+        "--require-secure-transport".into(),
+    ];
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            command: Some(command),
+            instance_toml: certs.instance_toml(false),
+            ..RelayOptions::default()
+        },
+    );
+    let paused = greeting_flags(relay.port);
+    assert_ne!(paused & CLIENT_SSL, 0, "the relay offers TLS");
+
+    // The perceptron route wakes the instance over TLS; the relayed login to the shim is
+    // plaintext and accepted (its require_secure_transport is for clients).
+    let out = mariadb(relay.port, &verified(&certs, "good-ca.pem"), "SELECT 1");
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+    assert_eq!(relay.state(), "running");
+
+    // Running: new connections take the direct route, where the shim greets and terminates
+    // TLS itself, with the same offer.
+    let running = greeting_flags(relay.port);
+    assert_ne!(running & CLIENT_SSL, 0, "the compute offers TLS too");
+    let out = mariadb(
+        relay.port,
+        &verified(&certs, "good-ca.pem"),
+        "SELECT 7 * 6; SELECT USER()",
+    );
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+    assert_eq!(out.stdout, "42\napp@127.0.0.1\n");
+    assert!(
+        relay.log_count("route=\"direct\"") >= 1,
+        "the shim saw a direct login:\n{}",
+        relay.log()
+    );
+    // Without TLS on the direct route: the shim's own ERR 3159.
+    let out = mariadb(relay.port, &[], "SELECT 1");
+    assert!(out.stderr.contains("ERROR 3159 (HY000)"), "{out:?}");
+    // A client that trusts another CA refuses the shim's certificate as it refused the relay's.
+    let out = mariadb(relay.port, &verified(&certs, "other-ca.pem"), "SELECT 1");
+    assert!(out.stderr.contains("ERROR 2026"), "{out:?}");
 }
