@@ -24,7 +24,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::capacity::{CapacityConfig, Ccu};
 use crate::duration;
-use crate::tls::TlsSettings;
+use crate::tls::{ComputeTlsMode, TlsSettings};
 
 /// Default wait for a paused instance to become ready.
 pub const DEFAULT_RESUME_TIMEOUT: Duration = Duration::from_secs(15);
@@ -305,6 +305,12 @@ pub struct InstanceConfig {
     /// A login without TLS gets ERR 3159 before anything wakes (MySQL's
     /// `require_secure_transport`); needs `[instance.tls]`.
     pub require_secure_transport: bool,
+    /// TLS on the compute leg of relayed logins.
+    pub compute_tls: ComputeTlsMode,
+    /// CA certificates the compute's certificate must chain to (`compute_tls = "verify"`).
+    pub compute_ca: Option<PathBuf>,
+    /// The name the compute's certificate must carry (default: the compute's IP address).
+    pub compute_tls_name: Option<String>,
 }
 
 /// `instance.on_relay_exit`.
@@ -535,6 +541,10 @@ struct InstanceFile {
     tls: Option<TlsSettings>,
     #[serde(default)]
     require_secure_transport: bool,
+    #[serde(default)]
+    compute_tls: ComputeTlsMode,
+    compute_ca: Option<PathBuf>,
+    compute_tls_name: Option<String>,
 }
 
 /// `[instance.capacity]` as written, in CCUs.
@@ -1006,9 +1016,33 @@ impl Config {
                     message,
                 ));
             }
+            let compute_ca = inst.compute_ca.map(|p| rebase(base, &p));
+            if compute_ca.is_some() && inst.compute_tls != ComputeTlsMode::Verify {
+                let message = "only used with compute_tls = \"verify\"";
+                return Err(ConfigError::invalid(path, key("compute_ca"), message));
+            }
+            let compute_name = inst
+                .compute_tls_name
+                .clone()
+                .unwrap_or_else(|| inst.compute.ip().to_string());
+            crate::tls::compute_client(inst.compute_tls, compute_ca.as_deref(), &compute_name)
+                .map_err(|message| {
+                    let field =
+                        if inst.compute_tls_name.is_some() && message.contains("not a DNS name") {
+                            "compute_tls_name"
+                        } else if compute_ca.is_none() {
+                            "compute_tls"
+                        } else {
+                            "compute_ca"
+                        };
+                    ConfigError::invalid(path, key(field), message)
+                })?;
             instances.push(InstanceConfig {
                 tls,
                 require_secure_transport: inst.require_secure_transport,
+                compute_tls: inst.compute_tls,
+                compute_ca,
+                compute_tls_name: inst.compute_tls_name,
                 capacity,
                 stop_after: inst.stop_after,
                 driver,
@@ -1640,7 +1674,7 @@ command = ["server-shim", "run"]
                  `compute`, `auth`, `proxy_protocol`, `resume_timeout`, `handshake_timeout`, \
                  `compute_timeout`, `idle_pause_after`, `on_relay_exit`, \
                  `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `route`, `driver`, `tls`, \
-                 `require_secure_transport`",
+                 `require_secure_transport`, `compute_tls`, `compute_ca`, `compute_tls_name`",
             ),
             (
                 error_after("[relay]", "[relay]\ncolour = \"blue\""),
@@ -1859,6 +1893,29 @@ command = ["server-shim", "run"]
             e.key.as_deref(),
             Some("instance[0].require_secure_transport")
         );
+        let c = Config::parse(
+            &with("compute_tls = \"verify\"\ncompute_ca = \"ca.pem\"\ncompute_tls_name = \"db.internal\""),
+            &config_path,
+        )
+        .unwrap();
+        assert_eq!(c.instances[0].compute_tls, ComputeTlsMode::Verify);
+        assert_eq!(
+            c.instances[0].compute_ca.as_deref(),
+            Some(dir.join("ca.pem").as_path())
+        );
+        let e = Config::parse(&with("compute_tls = \"verify\""), &config_path).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].compute_tls"));
+        assert!(e.to_string().ends_with("needs compute_ca"), "{e}");
+        let e = Config::parse(&with("compute_ca = \"ca.pem\""), &config_path).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].compute_ca"));
+        let e = Config::parse(
+            &with("compute_tls = \"verify\"\ncompute_ca = \"nope.pem\""),
+            &config_path,
+        )
+        .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].compute_ca"));
+        let e = Config::parse(&with("compute_tls = \"sometimes\""), &config_path).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].compute_tls"));
     }
 
     #[test]

@@ -79,6 +79,9 @@ pub fn runtime_with(
         route: RouteMode::Pump,
         tls: None,
         require_secure_transport: false,
+        compute_tls: crate::tls::ComputeTlsMode::Off,
+        compute_ca: None,
+        compute_tls_name: None,
         driver: DriverConfig::Process {
             command: vec!["unused".into()],
             cwd: ".".into(),
@@ -110,5 +113,6 @@ pub fn runtime_with(
         shutdown: CancellationToken::new(),
         budgets: Arc::new(Budgets::new(BudgetSettings::default().to_budget_config())),
         tls,
+        compute_tls: None,
     }
 }

@@ -15,7 +15,7 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::tls::ClientStream;
+use crate::tls::{ClientStream, ComputeStream};
 
 /// A socket the pump copies from and to. `poll_read_ready` lets an idle direction wait
 /// without holding a buffer.
@@ -28,6 +28,15 @@ pub trait PumpIo: AsyncRead + AsyncWrite + Unpin {
 impl PumpIo for TcpStream {
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Self::poll_read_ready(self, cx)
+    }
+}
+
+impl PumpIo for ComputeStream<TcpStream> {
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self {
+            Self::Plain(s) => s.poll_read_ready(cx),
+            Self::Tls(_) => Poll::Ready(Ok(())),
+        }
     }
 }
 

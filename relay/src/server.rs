@@ -65,6 +65,14 @@ pub enum StartError {
         /// Which file and why.
         source: TlsLoadError,
     },
+    /// An instance's `compute_ca` cannot be loaded (changed since the configuration was
+    /// checked).
+    ComputeTls {
+        /// The instance.
+        instance: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl std::fmt::Display for StartError {
@@ -98,6 +106,9 @@ impl std::fmt::Display for StartError {
                  {table}; or set route = \"pump\")"
             ),
             Self::Fleet(e) => write!(f, "relay.store: cannot join the fleet: {e}"),
+            Self::ComputeTls { instance, message } => {
+                write!(f, "instance '{instance}': compute_tls: {message}")
+            }
             Self::Tls { instance, source } => {
                 write!(
                     f,
@@ -117,6 +128,7 @@ impl std::error::Error for StartError {
             Self::KernelRoute { source, .. } => Some(source),
             Self::Fleet(e) => Some(e),
             Self::Tls { source, .. } => Some(source),
+            Self::ComputeTls { .. } => None,
         }
     }
 }
@@ -292,6 +304,17 @@ async fn serve(
                 Ok(Arc::new(tls))
             })
             .transpose()?;
+        let compute_tls = crate::tls::compute_client(
+            cfg.compute_tls,
+            cfg.compute_ca.as_deref(),
+            &cfg.compute_tls_name
+                .clone()
+                .unwrap_or_else(|| cfg.compute.ip().to_string()),
+        )
+        .map_err(|message| StartError::ComputeTls {
+            instance: cfg.name.clone(),
+            message,
+        })?;
         let listener = listener::listen(cfg.listen).map_err(|source| StartError::Bind {
             instance: cfg.name.clone(),
             addr: cfg.listen,
@@ -339,6 +362,7 @@ async fn serve(
             shutdown: shutdown.clone(),
             budgets: Arc::clone(&budgets),
             tls,
+            compute_tls,
         });
         tracing::info!(instance = %cfg.name, listen = %cfg.listen, compute = %cfg.compute, route = cfg.route.as_str(), "listening");
         listeners.push((listener, rt));

@@ -441,6 +441,189 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     Ok(ClientStream::Tls(Box::new(accepted)))
 }
 
+/// `compute_tls`: TLS on the compute leg of a relayed login.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ComputeTlsMode {
+    /// Plaintext (a trusted network between relay and compute).
+    #[default]
+    Off,
+    /// TLS without checking the compute's certificate: encryption against a passive
+    /// observer only.
+    On,
+    /// TLS, the compute's certificate checked against `compute_ca` and its name.
+    Verify,
+}
+
+/// What the relay needs to speak TLS to a compute.
+#[derive(Debug, Clone)]
+pub struct ComputeTls {
+    /// The rustls client configuration.
+    pub config: Arc<rustls::ClientConfig>,
+    /// The name the compute's certificate must carry (`verify`; its IP address by default).
+    pub name: rustls_pki_types::ServerName<'static>,
+}
+
+/// Builds the compute leg's TLS client for `mode` (`None` for `off`).
+///
+/// # Errors
+/// A message about `ca` (unreadable, no certificate) or `name` (not a DNS name or address).
+pub fn compute_client(
+    mode: ComputeTlsMode,
+    ca: Option<&Path>,
+    name: &str,
+) -> Result<Option<ComputeTls>, String> {
+    let provider = provider();
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let config = match mode {
+        ComputeTlsMode::Off => return Ok(None),
+        ComputeTlsMode::On => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth(),
+        ComputeTlsMode::Verify => {
+            let ca = ca.ok_or("compute_tls = \"verify\" needs compute_ca")?;
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in read_certs(ca).map_err(|p| format!("{}: {p}", ca.display()))? {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("{}: unusable CA: {e}", ca.display()))?;
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+    };
+    let name = rustls_pki_types::ServerName::try_from(name.to_owned())
+        .map_err(|_| format!("'{name}' is not a DNS name or an IP address"))?;
+    Ok(Some(ComputeTls {
+        config: Arc::new(config),
+        name,
+    }))
+}
+
+/// `compute_tls = "on"`: accepts any certificate (signatures are still checked, so the
+/// handshake is sound; who holds the key is not).
+#[derive(Debug)]
+struct AnyCertificate(Arc<CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &rustls_pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The compute side of a relayed connection: plain TCP, or TLS with `compute_tls`.
+#[derive(Debug)]
+pub enum ComputeStream<S> {
+    /// Plaintext.
+    Plain(S),
+    /// TLS the relay started after the compute's greeting.
+    Tls(Box<tokio_rustls::client::TlsStream<S>>),
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> ComputeStream<S> {
+    /// Runs the client side of a TLS handshake on a plain stream whose SSLRequest has been
+    /// sent.
+    ///
+    /// # Errors
+    /// The handshake's error (an untrusted certificate, no common version, a close).
+    pub async fn start_tls(self, tls: &ComputeTls) -> io::Result<Self> {
+        let Self::Plain(plain) = self else {
+            // Already TLS.
+            return Ok(self);
+        };
+        let stream = tokio_rustls::TlsConnector::from(Arc::clone(&tls.config))
+            .connect(tls.name.clone(), plain)
+            .await?;
+        Ok(Self::Tls(Box::new(stream)))
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for ComputeStream<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Tls(s) => match Pin::new(s.as_mut()).poll_read(cx, buf) {
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    Poll::Ready(Ok(()))
+                }
+                other => other,
+            },
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for ComputeStream<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_flush(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
 /// The `notAfter` of an X.509 certificate, in Unix seconds; `None` if the DER is not a
 /// certificate this reader understands. Walks `Certificate → tbsCertificate → validity`
 /// without allocating; every length is checked.

@@ -11,143 +11,15 @@
     reason = "test code: a failed step fails the test"
 )]
 
-use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use authplugin::packet::HandshakeV10;
 use authplugin::packet::capabilities::CLIENT_SSL;
 use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
+use tests::tls::{Certs, SERVER_EXT, openssl, pki};
 use tests::{Output, TempDir, bin_path, run_with_input, wait_for_greeting};
-
-/// Runs `openssl` with `args` in `dir`.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA (`<name>-ca.pem`) in `dir`, and a certificate `<name>-<leaf>.pem` with its key
-/// (`.key`, mode 0600) signed by it for each `(leaf, extensions)`.
-fn pki(dir: &Path, name: &str, leaves: &[(&str, &str)]) {
-    let ca = format!("{name}-ca");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &format!("{ca}.key"),
-            "-out",
-            &format!("{ca}.pem"),
-            "-days",
-            "30",
-            "-subj",
-            &format!("/CN={name} test CA"),
-        ],
-    );
-    for (leaf, ext) in leaves {
-        let base = format!("{name}-{leaf}");
-        openssl(
-            dir,
-            &[
-                "req",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                &format!("{base}.key"),
-                "-out",
-                &format!("{base}.csr"),
-                "-subj",
-                &format!("/CN={leaf}"),
-            ],
-        );
-        std::fs::write(dir.join(format!("{base}.ext")), ext).unwrap();
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &format!("{base}.csr"),
-                "-CA",
-                &format!("{ca}.pem"),
-                "-CAkey",
-                &format!("{ca}.key"),
-                "-CAcreateserial",
-                "-out",
-                &format!("{base}.pem"),
-                "-days",
-                "30",
-                "-extfile",
-                &format!("{base}.ext"),
-            ],
-        );
-        std::fs::set_permissions(
-            dir.join(format!("{base}.key")),
-            std::fs::Permissions::from_mode(0o600),
-        )
-        .unwrap();
-    }
-}
-
-const SERVER_EXT: &str = "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
-                          extendedKeyUsage=serverAuth\n";
-const CLIENT_EXT: &str = "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n";
-
-/// Certificates for one test: `good` (the relay's, and a client certificate), `other` (a CA
-/// the relay does not use, and a client certificate it signed).
-struct Certs {
-    dir: PathBuf,
-}
-
-impl Certs {
-    fn new(dir: &Path) -> Self {
-        let dir = dir.join("certs");
-        std::fs::create_dir_all(&dir).unwrap();
-        pki(
-            &dir,
-            "good",
-            &[("server", SERVER_EXT), ("client", CLIENT_EXT)],
-        );
-        pki(&dir, "other", &[("client", CLIENT_EXT)]);
-        Self { dir }
-    }
-
-    fn path(&self, file: &str) -> String {
-        self.dir.join(file).display().to_string()
-    }
-
-    /// The `[[instance]]` lines that turn TLS on (and require it).
-    fn instance_toml(&self, client_ca: bool) -> String {
-        format!(
-            "require_secure_transport = true\n[instance.tls]\ncert = \"{}\"\nkey = \"{}\"\n{}",
-            self.path("good-server.pem"),
-            self.path("good-server.key"),
-            if client_ca {
-                format!("client_ca = \"{}\"\n", self.path("good-ca.pem"))
-            } else {
-                String::new()
-            }
-        )
-    }
-}
 
 fn tls_relay(dir: &Path, certs: &Certs, client_ca: bool) -> Relay {
     Relay::start(
@@ -308,21 +180,7 @@ fn the_direct_route_offers_the_same_tls_and_the_shim_terminates_it() {
     let dir = TempDir::new("relay-tls-direct");
     let certs = Certs::new(dir.path());
     // The managed server-shim serves the relay's certificate and requires TLS too.
-    let command = vec![
-        bin_path("server-shim").display().to_string(),
-        "run".into(),
-        "--listen".into(),
-        "127.0.0.1:{COMPUTE_PORT}".into(),
-        "--data".into(),
-        dir.path().join("data").display().to_string(),
-        "--key-file".into(),
-        dir.path().join("perceptron.key").display().to_string(),
-        "--tls-cert".into(),
-        certs.path("good-server.pem"),
-        "--tls-key".into(),
-        certs.path("good-server.key"),
-        "--require-secure-transport".into(),
-    ];
+    let command = tls_shim_command(dir.path(), &certs, true);
     let relay = Relay::start(
         dir.path(),
         RelayOptions {
@@ -362,4 +220,192 @@ fn the_direct_route_offers_the_same_tls_and_the_shim_terminates_it() {
     // A client that trusts another CA refuses the shim's certificate as it refused the relay's.
     let out = mariadb(relay.port, &verified(&certs, "other-ca.pem"), "SELECT 1");
     assert!(out.stderr.contains("ERROR 2026"), "{out:?}");
+}
+
+#[test]
+fn a_new_certificate_is_served_after_sighup_and_a_bad_one_is_not() {
+    let dir = TempDir::new("relay-tls-reload");
+    let certs = Certs::new(dir.path());
+    let relay = tls_relay(dir.path(), &certs, false);
+    let expiry = "relay_tls_certificate_expiry_seconds{instance=\"demo\"}";
+    let first = relay.metric(expiry);
+    assert!(first > 1.7e9, "the served certificate's notAfter: {first}");
+    let reloads = |outcome: &str| {
+        relay.metric(&format!(
+            "relay_tls_reloads_total{{instance=\"demo\",outcome=\"{outcome}\"}}"
+        ))
+    };
+    let hup = || {
+        let pid = relay.child.pid().unwrap().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-HUP", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+
+    // A certificate from another CA, valid for longer, written in place; SIGHUP.
+    pki(&certs.dir, "next", &[("server", SERVER_EXT)]);
+    openssl(
+        &certs.dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "next-server.csr",
+            "-CA",
+            "next-ca.pem",
+            "-CAkey",
+            "next-ca.key",
+            "-CAcreateserial",
+            "-out",
+            "next-server.pem",
+            "-days",
+            "400",
+            "-extfile",
+            "next-server.ext",
+        ],
+    );
+    std::fs::copy(
+        certs.dir.join("next-server.key"),
+        certs.dir.join("good-server.key"),
+    )
+    .unwrap();
+    std::fs::copy(
+        certs.dir.join("next-server.pem"),
+        certs.dir.join("good-server.pem"),
+    )
+    .unwrap();
+    hup();
+    assert!(
+        Relay::wait_until(Duration::from_secs(10), || reloads("ok") >= 1.0),
+        "{}",
+        relay.log()
+    );
+    assert!(relay.metric(expiry) > first + 300.0 * 86400.0);
+    // New handshakes use it: the old CA no longer verifies it, the new one does.
+    assert_eq!(
+        tls_probe(relay.port, &certs.path("good-ca.pem")),
+        "verify_failed"
+    );
+    assert_eq!(tls_probe(relay.port, &certs.path("next-ca.pem")), "ok");
+
+    // A key that does not match: the reload fails, the previous certificate stays.
+    std::fs::copy(
+        certs.dir.join("good-client.key"),
+        certs.dir.join("good-server.key"),
+    )
+    .unwrap();
+    hup();
+    assert!(
+        Relay::wait_until(Duration::from_secs(10), || reloads("failed") >= 1.0),
+        "{}",
+        relay.log()
+    );
+    assert!(relay.log().contains("tls.key"), "the log names the key");
+    assert_eq!(tls_probe(relay.port, &certs.path("next-ca.pem")), "ok");
+    // None of this woke the instance.
+    assert_eq!(relay.state(), "paused");
+}
+
+/// Asks for TLS the MySQL way (an SSLRequest after the greeting) and runs the handshake with
+/// Python's `ssl`, verifying against `ca`, then closes without logging in (nothing wakes):
+/// `ok` or `verify_failed`.
+fn tls_probe(port: u16, ca: &str) -> String {
+    let code = format!(
+        "import socket, ssl, struct\n\
+         s = socket.create_connection(('127.0.0.1', {port}))\n\
+         h = s.recv(4); n = h[0] | h[1] << 8 | h[2] << 16; g = b''\n\
+         while len(g) < n: g += s.recv(n - len(g))\n\
+         flags = 0x200 | 0x8000 | 0x800 | 0x80000\n\
+         s.sendall(bytes([32, 0, 0, 1]) + struct.pack('<IIB23s', flags, 1 << 24, 45, b''))\n\
+         ctx = ssl.create_default_context(cafile='{ca}')\n\
+         try:\n    ctx.wrap_socket(s, server_hostname='127.0.0.1').close(); print('ok')\n\
+         except ssl.SSLCertVerificationError:\n    print('verify_failed')\n"
+    );
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c").arg(code);
+    let out = run_with_input(&mut cmd, b"", Duration::from_secs(30));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    out.stdout.trim().to_owned()
+}
+
+/// server-shim serving `good-server` over TLS on the instance's compute port.
+fn tls_shim_command(dir: &Path, certs: &Certs, require: bool) -> Vec<String> {
+    let mut command = vec![
+        bin_path("server-shim").display().to_string(),
+        "run".into(),
+        "--listen".into(),
+        "127.0.0.1:{COMPUTE_PORT}".into(),
+        "--data".into(),
+        dir.join("data").display().to_string(),
+        "--key-file".into(),
+        dir.join("perceptron.key").display().to_string(),
+        "--tls-cert".into(),
+        certs.path("good-server.pem"),
+        "--tls-key".into(),
+        certs.path("good-server.key"),
+    ];
+    if require {
+        command.push("--require-secure-transport".into());
+    }
+    command
+}
+
+#[test]
+fn compute_tls_verifies_the_computes_certificate_and_never_falls_back_to_plaintext() {
+    let dir = TempDir::new("relay-tls-compute");
+    let certs = Certs::new(dir.path());
+    let start = |compute_toml: String, shim_tls: bool| {
+        let sub = dir.path().join(format!("r{}", tests::free_port()));
+        std::fs::create_dir_all(&sub).unwrap();
+        let command = if shim_tls {
+            Some(tls_shim_command(&sub, &certs, false))
+        } else {
+            None
+        };
+        Relay::start(
+            &sub,
+            RelayOptions {
+                command,
+                instance_toml: format!("{compute_toml}{}", certs.instance_toml(false)),
+                ..RelayOptions::default()
+            },
+        )
+    };
+    let verify = |ca: &str| {
+        format!(
+            "compute_tls = \"verify\"\ncompute_ca = \"{}\"\ncompute_tls_name = \"localhost\"\n",
+            certs.path(ca)
+        )
+    };
+
+    // Verified TLS on both legs: the login goes through.
+    let relay = start(verify("good-ca.pem"), true);
+    let out = mariadb(relay.port, &verified(&certs, "good-ca.pem"), "SELECT 1");
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+
+    // A compute whose certificate the relay does not trust gets nothing of the client's.
+    let relay = start(verify("other-ca.pem"), true);
+    let out = mariadb(relay.port, &verified(&certs, "good-ca.pem"), "SELECT 1");
+    assert!(out.stderr.contains("ERROR 1053"), "{out:?}");
+    assert!(
+        relay.log().contains("outcome=\"compute_tls_failed\""),
+        "{}",
+        relay.log()
+    );
+    assert_eq!(
+        relay.log_count("route=\"relayed\""),
+        0,
+        "no relayed login reached it"
+    );
+
+    // compute_tls = "on" to a compute without TLS: refused, not sent in plaintext.
+    let relay = start("compute_tls = \"on\"\n".into(), false);
+    let out = mariadb(relay.port, &verified(&certs, "good-ca.pem"), "SELECT 1");
+    assert!(out.stderr.contains("ERROR 1053"), "{out:?}");
+    assert!(relay.log().contains("offers no TLS"), "{}", relay.log());
+    assert_eq!(relay.log_count("route=\"relayed\""), 0);
 }

@@ -230,6 +230,9 @@ fn build(
         route: crate::config::RouteMode::Pump,
         tls: None,
         require_secure_transport: false,
+        compute_tls: crate::tls::ComputeTlsMode::Off,
+        compute_ca: None,
+        compute_tls_name: None,
         driver: DriverConfig::Process {
             command: vec!["x".into()],
             cwd: ".".into(),

@@ -94,6 +94,7 @@ pub async fn handle(
             client: client_addr,
             listen: client.local_addr().unwrap_or(cfg.listen),
         },
+        tls: rt.compute_tls.clone(),
     };
     let mut client = PacketStream::new(ClientStream::Plain(client), MAX_LOGIN_PACKET_LEN)
         .with_write_timeout(cfg.handshake_timeout);
@@ -279,6 +280,9 @@ where
     let mut compute = compute_leg::read_greeting(stream, cfg.compute_timeout).await?;
     rt.learn_profile(&compute.greeting);
     compute_leg::check_capabilities(&login, &compute.greeting)?;
+    if connector.wants_tls() {
+        compute = compute_leg::start_tls(connector, compute, &login, cfg.compute_timeout).await?;
+    }
 
     let client_addr_ip = client_addr.ip();
     let verdict = match cfg.auth {

@@ -84,6 +84,10 @@ pub enum ComputeError {
     Protocol(ComputeProtocolError),
     /// The client negotiated capabilities the compute lacks (stale profile); relearnt now.
     CapabilityMismatch(u32),
+    /// `compute_tls`: the compute offers no TLS, or the TLS handshake with it failed (its
+    /// certificate did not verify, no common version); the relay never falls back to
+    /// plaintext.
+    Tls(std::io::Error),
 }
 
 /// The step of the compute leg a deadline ran out in.
@@ -162,6 +166,7 @@ impl ComputeError {
             Self::Protocol(ComputeProtocolError::Unproven(_)) => "compute_unproven",
             Self::Protocol(_) => "compute_protocol",
             Self::CapabilityMismatch(_) => "capability_mismatch",
+            Self::Tls(_) => "compute_tls_failed",
         }
     }
 }
@@ -177,6 +182,7 @@ impl std::fmt::Display for ComputeError {
                 f,
                 "client negotiated capabilities {bits:#x} the compute lacks (profile relearnt)"
             ),
+            Self::Tls(e) => write!(f, "TLS to the compute (compute_tls) failed: {e}"),
         }
     }
 }
@@ -185,7 +191,7 @@ impl std::error::Error for ComputeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Connect(e) => Some(e),
-            Self::Lost(e) => Some(e),
+            Self::Lost(e) | Self::Tls(e) => Some(e),
             Self::Protocol(e) => Some(e),
             Self::Timeout(_) | Self::CapabilityMismatch(_) => None,
         }
