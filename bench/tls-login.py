@@ -19,7 +19,6 @@ Writes bench/results/tls-login.{txt,json}.
 """
 
 import os
-import re
 import socket
 import ssl
 import struct
@@ -66,9 +65,9 @@ def handshake_only(port, ctx):
 
 
 def relay_timings(relay, local_port):
-    pat = re.compile(r"client=127\.0\.0\.1:%d .*relayed login accepted" % local_port)
+    client = "client=127.0.0.1:%d " % local_port
     for line in relay.log_lines():
-        if pat.search(line):
+        if "relayed login accepted" in line and client in line:
             kv = h.kv(line)
             return {k: float(kv[k]) for k in ("login_ms", "wake_ms", "compute_login_ms",
                                               "total_ms") if k in kv}
@@ -111,7 +110,7 @@ def main():
                     phases[name].append(ph)
 
     lines = ["TLS on the client leg: paused server-shim instance → login OK (lean client)",
-             h.machine(), "binaries: %s" % h.BIN, ""]
+             "machine: %s" % h.machine(), "binaries: %s" % h.BIN, ""]
     data = {"n": N, "results": {}, "phases": {}}
     for name in ("plain", "tls", "handshake"):
         s = h.summary(res[name], 1000)

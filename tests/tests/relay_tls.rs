@@ -409,3 +409,93 @@ fn compute_tls_verifies_the_computes_certificate_and_never_falls_back_to_plainte
     assert!(relay.log().contains("offers no TLS"), "{}", relay.log());
     assert_eq!(relay.log_count("route=\"relayed\""), 0);
 }
+
+#[test]
+fn switch_mode_on_mariadb_uses_tls_on_every_leg_of_both_routes() {
+    let dir = TempDir::new("relay-tls-mariadb");
+    let certs = Certs::new(dir.path());
+    let datadir = tests::mariadb::install(dir.path());
+    // MariaDB serves the relay's certificate on the direct route and requires TLS itself.
+    let ssl = [
+        format!("--ssl-cert={}", certs.path("good-server.pem")),
+        format!("--ssl-key={}", certs.path("good-server.key")),
+        "--require-secure-transport=ON".to_owned(),
+    ];
+    let ssl: Vec<&str> = ssl.iter().map(String::as_str).collect();
+    let ca = certs.path("good-ca.pem");
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            command: Some(tests::mariadb::command(&datadir, &ssl)),
+            auth: "switch",
+            resume_timeout: "30s",
+            instance_toml: format!(
+                "compute_tls = \"verify\"\ncompute_ca = \"{ca}\"\ncompute_tls_name = \"localhost\"\n{}",
+                certs.instance_toml(false)
+            ),
+            ..RelayOptions::default()
+        },
+    );
+    let as_user = |user: &str, password: &str, sql: &str| {
+        let mut cmd = Command::new("mariadb");
+        cmd.arg("-h127.0.0.1")
+            .arg(format!("-P{}", relay.port))
+            .arg(format!("-u{user}"))
+            .arg(format!("--password={password}"))
+            .args(["-N", "-B", "--connect-timeout=30"])
+            .args(verified(&certs, "good-ca.pem"))
+            .arg("-e")
+            .arg(sql);
+        run_with_input(&mut cmd, b"", Duration::from_secs(90))
+    };
+    // The wake: root (empty password) over TLS to the relay, TLS from the relay to MariaDB.
+    let out = as_user(
+        "root",
+        "",
+        "CREATE USER nat@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('nat-pw');\
+         GRANT ALL ON *.* TO nat@'%'; SHOW STATUS LIKE 'Ssl_version'",
+    );
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+    assert!(
+        out.stdout.starts_with("Ssl_version\tTLSv1."),
+        "MariaDB saw the relayed login inside TLS: {out:?}"
+    );
+
+    // Paused again: the perceptron route, switch mode, both legs in TLS.
+    let (status, body) = relay.admin("POST", "/v1/instances/demo/pause?force=true");
+    assert_eq!(status, 200, "{body}");
+    let relayed = relay.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}");
+    let out = as_user(
+        "nat",
+        "nat-pw",
+        "SELECT CURRENT_USER(); SHOW STATUS LIKE 'Ssl_version'",
+    );
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+    assert!(
+        out.stdout.starts_with("nat@%\nSsl_version\tTLSv1."),
+        "{out:?}"
+    );
+    assert_eq!(
+        relay.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}"),
+        relayed + 1.0
+    );
+    let wrong = as_user("nat", "wrong", "SELECT 1");
+    assert!(wrong.stderr.contains("ERROR 1045 (28000)"), "{wrong:?}");
+
+    // Running: the direct route, MariaDB terminates the client's TLS itself.
+    let forwarded = "relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}";
+    let before = relay.metric(forwarded);
+    let out = as_user("nat", "nat-pw", "SHOW STATUS LIKE 'Ssl_version'");
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+    assert!(out.stdout.starts_with("Ssl_version\tTLSv1."), "{out:?}");
+    assert_eq!(relay.metric(forwarded), before + 1.0);
+    // And refuses a plaintext login, as the relay does on the perceptron route (MariaDB
+    // 10.11 answers it with its ERR 1045, where MySQL and the relay send 3159).
+    let mut cmd = Command::new("mariadb");
+    cmd.arg("-h127.0.0.1")
+        .arg(format!("-P{}", relay.port))
+        .args(["-unat", "--password=nat-pw", "--skip-ssl", "-e", "SELECT 1"]);
+    let out = run_with_input(&mut cmd, b"", Duration::from_secs(30));
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("ERROR 1045"), "{out:?}");
+}
