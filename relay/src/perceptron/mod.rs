@@ -103,8 +103,9 @@ pub async fn handle(
             session.held.mark_session();
             rt.metrics.inc(Counter::Connections, &name, "relayed");
             let t = session.timings;
+            let tls = matches!(client.stream_mut(), ClientStream::Tls(_));
             tracing::info!(
-                instance = %name, client = %addr, user = %Escaped(&session.user),
+                instance = %name, client = %addr, user = %Escaped(&session.user), tls,
                 login_ms = t.login_ms, wake_ms = t.wake_ms,
                 compute_login_ms = t.compute_login_ms, was_running = t.was_running,
                 total_ms = started.elapsed().as_millis(),
