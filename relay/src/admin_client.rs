@@ -235,6 +235,53 @@ pub fn status(t: &Target) -> Result<String, AdminError> {
     Ok(out)
 }
 
+/// `relay fleet`: the fleet as the relay at `t` sees it (`GET /v1/fleet`).
+///
+/// # Errors
+/// [`AdminError`], whose `Display` is the message for the user.
+pub fn fleet(t: &Target, json: bool) -> Result<String, AdminError> {
+    let body = t.request(Method::GET, "/v1/fleet", Duration::from_secs(10))?;
+    if json {
+        return Ok(format!("{body}\n"));
+    }
+    let fleet: crate::admin::FleetJson =
+        serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    let mut out = format!(
+        "relay {} ({}); live relays: {}\n{:<16} {:<9} {:<16} {:<16} CONNECTIONS BY RELAY\n",
+        fleet.relay_id,
+        if fleet.store_available {
+            "in touch with the store"
+        } else {
+            "CUT OFF from the store: wakes refused, nothing paused"
+        },
+        fleet.relays.join(", "),
+        "INSTANCE",
+        "STATE",
+        "LAST CHANGE BY",
+        "LOCK HELD BY"
+    );
+    for i in fleet.instances {
+        let conns: Vec<String> = i
+            .connections
+            .iter()
+            .map(|(relay, open)| format!("{relay}={open}"))
+            .collect();
+        out.push_str(&format!(
+            "{:<16} {:<9} {:<16} {:<16} {}\n",
+            i.name,
+            i.state,
+            i.state_by.as_deref().unwrap_or("-"),
+            i.lock_holder.as_deref().unwrap_or("-"),
+            if conns.is_empty() {
+                "-".to_owned()
+            } else {
+                conns.join(" ")
+            }
+        ));
+    }
+    Ok(out)
+}
+
 /// `relay pause` / `relay resume`.
 ///
 /// # Errors

@@ -79,6 +79,24 @@ pub enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Show the fleet this relay is one of (`[relay.store] kind = "etcd"`): the live relays,
+    /// and per instance the fleet's state, who made its last transition, who holds its lock
+    /// and each relay's open connections.
+    Fleet {
+        /// Print the admin API's JSON.
+        #[arg(long)]
+        json: bool,
+        /// How to reach the admin API.
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Measure what a fleet of relays costs an etcd cluster before deploying one: simulated
+    /// relays (each a real etcd client with its own lease) drive simulated instances through
+    /// wake/pause churn with the requests real relays make, then report requests per second
+    /// and the store's share of wake, pause and propagation latency. Writes only under
+    /// --prefix (refused if in use) and deletes it at the end. See docs/fleet.md.
+    #[cfg(feature = "etcd")]
+    FleetSimulation(crate::fleet::simulation::Args),
     /// List or clear the sources and users blocked by a failed-login or wake budget
     /// (`[relay.budgets]`).
     Blocks {
@@ -165,6 +183,9 @@ pub fn main() -> ExitCode {
             }
         },
         Command::Run { config } => run(&config),
+        Command::Fleet { json, admin } => admin_command(&admin, |t| admin_client::fleet(t, json)),
+        #[cfg(feature = "etcd")]
+        Command::FleetSimulation(args) => crate::fleet::simulation::main(args),
         Command::Status { admin } => admin_command(&admin, admin_client::status),
         Command::Pause { name, force, admin } => {
             admin_command(&admin, |t| admin_client::action(t, &name, "pause", force))

@@ -162,6 +162,24 @@ pub struct EtcdSettings {
         deserialize_with = "duration::any"
     )]
     pub request_timeout: Duration,
+    /// The CA that signed etcd's server certificate (PEM): the connection to etcd uses TLS
+    /// (`https://` endpoints) and verifies etcd against it.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// This relay's client certificate (PEM) for etcd's `--client-cert-auth`; with `key_file`.
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    /// The client certificate's private key (PEM, mode 0600).
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+}
+
+impl EtcdSettings {
+    /// Whether the connection to etcd uses TLS.
+    #[must_use]
+    pub const fn tls(&self) -> bool {
+        self.ca_file.is_some()
+    }
 }
 
 /// `[relay.budgets]`: the wake-cost budgets (see `crate::budgets`). A limit of 0 turns that
@@ -917,7 +935,10 @@ impl Config {
                 ));
             }
         }
-        if let StoreSettings::Etcd(etcd) = &relay.store {
+        if let StoreSettings::Etcd(etcd) = &mut relay.store {
+            for file in [&mut etcd.ca_file, &mut etcd.cert_file, &mut etcd.key_file] {
+                *file = file.as_deref().map(|p| rebase(base, p));
+            }
             etcd_fits(etcd, path)?;
         }
         let fleet = relay.store != StoreSettings::Local;
@@ -1088,6 +1109,50 @@ fn etcd_fits(etcd: &EtcdSettings, path: &Path) -> Result<(), ConfigError> {
         return Err(ConfigError::invalid(
             path,
             "relay.store.relay_id".into(),
+            message,
+        ));
+    }
+    if etcd.cert_file.is_some() != etcd.key_file.is_some() {
+        let (key, message) = if etcd.cert_file.is_some() {
+            (
+                "key_file",
+                "required with cert_file (the client certificate's private key)",
+            )
+        } else {
+            (
+                "cert_file",
+                "required with key_file (the client certificate)",
+            )
+        };
+        return Err(ConfigError::invalid(
+            path,
+            format!("relay.store.{key}"),
+            message,
+        ));
+    }
+    if etcd.cert_file.is_some() && !etcd.tls() {
+        let message = "a client certificate needs TLS: set ca_file to the CA of etcd's server \
+                       certificate";
+        return Err(ConfigError::invalid(
+            path,
+            "relay.store.ca_file".into(),
+            message,
+        ));
+    }
+    let scheme = if etcd.tls() { "https://" } else { "http://" };
+    if let Some(bad) = etcd
+        .endpoints
+        .iter()
+        .find(|e| e.contains("://") && !e.starts_with(scheme))
+    {
+        let message = if etcd.tls() {
+            format!("'{bad}': with ca_file set the connection uses TLS; write https://")
+        } else {
+            format!("'{bad}': https needs ca_file (the CA of etcd's server certificate)")
+        };
+        return Err(ConfigError::invalid(
+            path,
+            "relay.store.endpoints".into(),
             message,
         ));
     }
@@ -1631,6 +1696,18 @@ command = ["server-shim", "run"]
         assert_eq!(etcd.prefix, "/perceptron");
         assert_eq!(etcd.lease_ttl, Duration::from_secs(10));
         assert_eq!(parse(GOOD).unwrap().relay.store, StoreSettings::Local);
+        let tls = store.replace("http://", "https://")
+            + "ca_file = \"etcd-ca.pem\"\ncert_file = \"relay.pem\"\nkey_file = \"relay-key.pem\"\n";
+        let c = parse(&fleet(&tls)).unwrap();
+        let StoreSettings::Etcd(etcd) = &c.relay.store else {
+            panic!("etcd expected");
+        };
+        // Relative to the configuration file, like every other path.
+        assert_eq!(
+            etcd.key_file.as_deref(),
+            Some(Path::new("/etc/perceptron/relay-key.pem"))
+        );
+        assert!(etcd.tls());
         let file = "/etc/perceptron/relay.toml";
         for (text, message) in [
             (
@@ -1650,6 +1727,24 @@ command = ["server-shim", "run"]
             (
                 GOOD.replacen("[[instance]]", &format!("{store}\n[[instance]]"), 1),
                 "instance[0].driver.kind: a fleet",
+            ),
+            (
+                fleet(&format!("{store}cert_file = \"relay.pem\"\n")),
+                "relay.store.key_file: required with cert_file",
+            ),
+            (
+                fleet(&format!(
+                    "{store}cert_file = \"relay.pem\"\nkey_file = \"relay-key.pem\"\n"
+                )),
+                "relay.store.ca_file: a client certificate needs TLS",
+            ),
+            (
+                fleet(&store.replace("http://", "https://")),
+                "relay.store.endpoints: 'https://127.0.0.1:2379': https needs ca_file",
+            ),
+            (
+                fleet(&format!("{store}ca_file = \"etcd-ca.pem\"\n")),
+                "relay.store.endpoints: 'http://127.0.0.1:2379': with ca_file set",
             ),
         ] {
             let e = parse(&text).unwrap_err();

@@ -142,6 +142,11 @@ impl EncodeLabelValue for Phase {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RelayLabels {
+    relay_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct InstanceLabels {
     instance: String,
 }
@@ -231,6 +236,7 @@ pub struct Metrics {
     kernel_connections: Family<InstanceLabels, Gauge>,
     tls_expiry: Family<InstanceLabels, Gauge>,
     tls_reloads: Family<OutcomeLabels, PromCounter>,
+    fleet_store: Family<RelayLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -256,6 +262,7 @@ impl Default for Metrics {
         let kernel_connections = Family::default();
         let tls_expiry = Family::default();
         let tls_reloads = Family::default();
+        let fleet_store = Family::default();
         let mut registry = Registry::default();
         // Counter names are registered without `_total`: the encoder appends it.
         registry.register(
@@ -367,6 +374,13 @@ impl Default for Metrics {
             "Certificate reloads ([instance.tls], on SIGHUP or a file change), by outcome",
             tls_reloads.clone(),
         );
+        registry.register(
+            "relay_fleet_store_available",
+            "1 while this relay (relay_id) holds a live lease in its fleet's store, 0 while cut \
+             off (logins that need a wake get ERR 1053 and nothing is paused); absent for a \
+             single relay",
+            fleet_store.clone(),
+        );
         Self {
             registry,
             connections,
@@ -390,6 +404,7 @@ impl Default for Metrics {
             kernel_connections,
             tls_expiry,
             tls_reloads,
+            fleet_store,
         }
     }
 }
@@ -413,6 +428,15 @@ impl Metrics {
             }),
         }
         .inc();
+    }
+
+    /// Whether this relay is in touch with its fleet's store.
+    pub fn fleet_store_available(&self, relay_id: &str, available: bool) {
+        self.fleet_store
+            .get_or_create(&RelayLabels {
+                relay_id: relay_id.to_owned(),
+            })
+            .set(i64::from(available));
     }
 
     /// Counts a connection on the direct route.

@@ -278,6 +278,13 @@ async fn serve(
         .await
         .map_err(StartError::Fleet)?;
     let tracker = TaskTracker::new();
+    if let Some(store) = &fleet {
+        tracker.spawn(report_fleet_store(
+            Arc::clone(store),
+            Arc::clone(&metrics),
+            shutdown.clone(),
+        ));
+    }
     let budgets = Arc::new(Budgets::new(config.relay.budgets.to_budget_config()));
     let admission = Admission::new(
         PendingCaps {
@@ -606,4 +613,19 @@ async fn accept_loop(
         }
     })
     .await;
+}
+
+/// Keeps `relay_fleet_store_available` current, until `stop`.
+async fn report_fleet_store(
+    store: Arc<dyn crate::fleet::FleetStore>,
+    metrics: Arc<Metrics>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        metrics.fleet_store_available(store.relay_id(), store.available());
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            () = stop.cancelled() => return,
+        }
+    }
 }

@@ -30,6 +30,97 @@ struct Etcd {
     child: ChildGuard,
     endpoint: String,
     args: Vec<String>,
+    /// The certificates, when clients must speak TLS with a certificate of the test's CA.
+    pki: Option<PathBuf>,
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, made with `openssl`
+/// in `dir/pki`; keys mode 0600.
+fn make_pki(dir: &Path) -> PathBuf {
+    let pki = dir.join("pki");
+    fs::create_dir_all(&pki).unwrap();
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(&pki)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca-key.pem",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=perceptron test CA",
+            ],
+        ]
+        .concat(),
+    );
+    fs::write(
+        pki.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    fs::write(pki.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    for (name, cn) in [("server", "etcd"), ("client", "relay")] {
+        openssl(
+            &[
+                &["req"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    &format!("{name}-key.pem"),
+                    "-out",
+                    &format!("{name}.csr"),
+                    "-subj",
+                    &format!("/CN={cn}"),
+                ],
+            ]
+            .concat(),
+        );
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca-key.pem",
+            "-CAcreateserial",
+            "-out",
+            &format!("{name}.pem"),
+            "-days",
+            "2",
+            "-extfile",
+            &format!("{name}.ext"),
+        ]);
+        fs::set_permissions(
+            pki.join(format!("{name}-key.pem")),
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .unwrap();
+    }
+    pki
 }
 
 /// Names and peer URLs of the members of a cluster.
@@ -61,8 +152,10 @@ fn member_args(dir: &Path, name: &str, client: u16, peer: u16, cluster: &str) ->
 }
 
 impl Etcd {
-    /// An `n`-member cluster, every member healthy.
-    fn cluster(dir: &Path, n: usize) -> Vec<Self> {
+    /// An `n`-member cluster, every member healthy; its clients held to TLS with a
+    /// certificate from `pki` when given.
+    fn cluster_with(dir: &Path, n: usize, pki: Option<&Path>) -> Vec<Self> {
+        let scheme = if pki.is_some() { "https" } else { "http" };
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let cluster = ports
             .iter()
@@ -74,11 +167,30 @@ impl Etcd {
             .iter()
             .enumerate()
             .map(|(i, (client, peer))| {
-                let args = member_args(dir, &format!("m{i}"), *client, *peer, &cluster);
+                let mut args = member_args(dir, &format!("m{i}"), *client, *peer, &cluster);
+                if let Some(pki) = pki {
+                    for a in &mut args {
+                        *a = a.replace(
+                            &format!("http://127.0.0.1:{client}"),
+                            &format!("https://127.0.0.1:{client}"),
+                        );
+                    }
+                    let file = |f: &str| pki.join(f).display().to_string();
+                    args.extend([
+                        "--cert-file".into(),
+                        file("server.pem"),
+                        "--key-file".into(),
+                        file("server-key.pem"),
+                        "--client-cert-auth".into(),
+                        "--trusted-ca-file".into(),
+                        file("ca.pem"),
+                    ]);
+                }
                 Self {
                     child: Self::spawn(&args, dir),
-                    endpoint: format!("http://127.0.0.1:{client}"),
+                    endpoint: format!("{scheme}://127.0.0.1:{client}"),
                     args,
+                    pki: pki.map(Path::to_owned),
                 }
             })
             .collect();
@@ -114,13 +226,15 @@ impl Etcd {
 
     /// `etcdctl` against this member: its stdout, or `None` if it failed.
     fn ctl(&self, args: &[&str]) -> Option<String> {
-        let out = Command::new("etcdctl")
-            .arg(format!("--endpoints={}", self.endpoint))
-            .arg("--command-timeout=2s")
-            .args(args)
-            .env("ETCDCTL_API", "3")
-            .output()
-            .ok()?;
+        let mut ctl = Command::new("etcdctl");
+        ctl.arg(format!("--endpoints={}", self.endpoint))
+            .arg("--command-timeout=2s");
+        if let Some(pki) = &self.pki {
+            ctl.arg(format!("--cacert={}", pki.join("ca.pem").display()))
+                .arg(format!("--cert={}", pki.join("client.pem").display()))
+                .arg(format!("--key={}", pki.join("client-key.pem").display()));
+        }
+        let out = ctl.args(args).env("ETCDCTL_API", "3").output().ok()?;
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
@@ -171,7 +285,18 @@ impl Fleet {
         idle_pause_after: &'static str,
         members: usize,
     ) -> Self {
+        Self::start_with(label, relays, idle_pause_after, members, false)
+    }
+
+    fn start_with(
+        label: &str,
+        relays: usize,
+        idle_pause_after: &'static str,
+        members: usize,
+        tls: bool,
+    ) -> Self {
         let dir = TempDir::new(label);
+        let pki = tls.then(|| make_pki(dir.path()));
         let shared = dir.path().join("shared");
         fs::create_dir_all(&shared).unwrap();
         let key = shared.join("perceptron.key");
@@ -184,7 +309,7 @@ impl Fleet {
         add_user(&shared.join("data"), USER, PASSWORD, true);
         let compute_port = free_port();
         write_scripts(&shared, compute_port);
-        let members = Etcd::cluster(dir.path(), members);
+        let members = Etcd::cluster_with(dir.path(), members, pki.as_deref());
         let mut fleet = Self {
             dir,
             members,
@@ -220,12 +345,21 @@ impl Fleet {
             resume_timeout: "15s",
             relay_toml: format!(
                 "\n[relay.store]\nkind = \"etcd\"\nendpoints = [{}]\nrelay_id = \"relay{i}\"\n\
-                 lease_ttl = \"2s\"\nrequest_timeout = \"1s\"\n",
+                 lease_ttl = \"2s\"\nrequest_timeout = \"1s\"\n{}",
                 self.members
                     .iter()
                     .map(|m| format!("{:?}", m.endpoint))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                self.members[0].pki.as_ref().map_or(String::new(), |pki| {
+                    let file = |f: &str| pki.join(f).display().to_string();
+                    format!(
+                        "ca_file = {:?}\ncert_file = {:?}\nkey_file = {:?}\n",
+                        file("ca.pem"),
+                        file("client.pem"),
+                        file("client-key.pem")
+                    )
+                })
             ),
             driver_toml: Some(format!(
                 "[instance.driver]\nkind = \"exec\"\nstart = [\"sh\", \"{shared}/start.sh\"]\n\
@@ -384,6 +518,23 @@ fn a_connection_on_one_relay_keeps_the_instance_running_for_the_whole_fleet() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(fleet.stops(), 0);
+    // `relay fleet` on relay 0 shows the session held on relay 1.
+    let out = Command::new(bin_path("relay"))
+        .args(["fleet", "--admin"])
+        .arg(format!("127.0.0.1:{}", fleet.relays[0].admin_port))
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{shown}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        shown.starts_with("relay relay0 (in touch with the store); live relays: relay0, relay1")
+            && shown.contains("relay1=1"),
+        "{shown}"
+    );
     assert_eq!(
         raw::query(&mut held, "SELECT 1").unwrap(),
         Ok(vec![Some("1".into())])
@@ -451,9 +602,18 @@ fn without_etcd_running_instances_serve_paused_ones_answer_1053_and_nothing_paus
         other => panic!("expected ERR 1053, got {other:?}\n{}", fleet.logs()),
     }
     assert_eq!(fleet.starts(), 0);
+    // The relay says so in its metrics once its lease has run out, and again when it is back.
+    let store_gauge = |fleet: &Fleet, value: &str| {
+        let line = format!("relay_fleet_store_available{{relay_id=\"relay0\"}} {value}");
+        Relay::wait_until(Duration::from_secs(15), || {
+            fleet.relays[0].admin("GET", "/metrics").1.contains(&line)
+        })
+    };
+    assert!(store_gauge(&fleet, "0"), "{}", fleet.logs());
     // etcd back: the fleet wakes the instance.
     let dir = fleet.dir.path().to_owned();
     fleet.etcd().restart(&dir);
+    assert!(store_gauge(&fleet, "1"), "{}", fleet.logs());
     assert!(
         Relay::wait_until(Duration::from_secs(15), || select_1(fleet.relays[0].port)
             .is_ok()),
@@ -531,5 +691,75 @@ fn one_etcd_member_of_three_stopped_interrupts_nothing() {
         [
             "resuming", "running", "pausing", "paused", "resuming", "running"
         ]
+    );
+}
+
+#[test]
+fn a_fleet_talks_to_etcd_over_mutual_tls() {
+    let fleet = Fleet::start_with("fleet-tls", 2, "1s", 1, true);
+    // etcd holds its clients to TLS with a certificate of the CA: plaintext gets nothing.
+    let http = fleet.members[0].endpoint.replace("https://", "http://");
+    let plain = Command::new("etcdctl")
+        .args([
+            &format!("--endpoints={http}"),
+            "--command-timeout=2s",
+            "get",
+            "--prefix",
+            "/",
+        ])
+        .env("ETCDCTL_API", "3")
+        .output()
+        .unwrap();
+    assert!(!plain.status.success(), "etcd answered plaintext");
+    // The relays joined over TLS: one wake through either, one pause for the fleet.
+    select_1(fleet.relays[1].port).unwrap_or_else(|e| panic!("{e}\n{}", fleet.logs()));
+    select_1(fleet.relays[0].port).unwrap_or_else(|e| panic!("{e}\n{}", fleet.logs()));
+    assert_eq!(fleet.starts(), 1, "{}", fleet.logs());
+    assert!(
+        Relay::wait_until(Duration::from_secs(15), || fleet.all_in("paused")),
+        "{}",
+        fleet.logs()
+    );
+    assert_eq!(
+        fleet.members[0].ledger(),
+        ["resuming", "running", "pausing", "paused"]
+    );
+}
+
+#[test]
+fn a_lock_whose_answer_was_lost_is_completed_by_the_relay_that_holds_it() {
+    let fleet = Fleet::start("fleet-orphan-lock", 1, "5m");
+    // What a wake's first transaction leaves when etcd commits it but its answer never reaches
+    // the relay (a timeout): relay0's lock, under relay0's live lease, so no other relay and no
+    // expiry would ever release it.
+    let etcd = &fleet.members[0];
+    let relay_key = etcd
+        .ctl(&["get", "/perceptron/relays/relay0", "-w", "json"])
+        .unwrap();
+    let lease: i64 = relay_key
+        .split("\"lease\":")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or_else(|| panic!("no lease in {relay_key}"));
+    etcd.ctl(&[
+        "put",
+        &format!("--lease={lease:x}"),
+        "/perceptron/instances/demo/lock",
+        "relay0 resuming",
+    ])
+    .unwrap();
+    // The next login through relay0 completes that wake instead of waiting on its own lock.
+    select_1(fleet.relays[0].port).unwrap_or_else(|e| panic!("{e}\n{}", fleet.logs()));
+    assert_eq!(fleet.starts(), 1, "{}", fleet.logs());
+    assert_eq!(
+        etcd.ctl(&["get", "/perceptron/instances/demo/lock"]),
+        Some(String::new()),
+        "the lock was released"
+    );
+    assert!(
+        fleet.logs().contains("outcome was lost"),
+        "{}",
+        fleet.logs()
     );
 }

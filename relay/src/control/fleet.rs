@@ -15,6 +15,11 @@ use crate::fleet::{FleetStore, LockPurpose, Observed, OpenRecord, StoreError};
 /// How often the publisher looks at the connection count when nothing wakes it.
 const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 
+/// A changed count that does not cross zero waits this long after the last publication: only
+/// "some open" against "none since t" decides a pause, so busy instances do not write to the
+/// store on every connection.
+const COUNT_EVERY: Duration = Duration::from_secs(1);
+
 /// How long a relay waits before reading the store again after it failed.
 const RETRY_AFTER: Duration = Duration::from_millis(500);
 
@@ -69,6 +74,19 @@ impl Instance {
                 return Err(WakeError::ShuttingDown);
             }
             let seen = within(deadline, timeout, store.observe(name)).await?;
+            if seen
+                .lock
+                .as_ref()
+                .is_some_and(|l| l.relay == store.relay_id())
+            {
+                // This relay's own lock, yet no transition of this instance runs here (wakes
+                // are single-flight and pauses hold the lifecycle): a transition whose answer
+                // was lost (a timeout after etcd committed it). Its lease is live, so nobody
+                // else will ever take the lock: finish the job — a start is idempotent, and a
+                // pause that never ran left the compute running.
+                tracing::warn!(instance = %name, "found this relay's own fleet lock from a transition whose outcome was lost; completing the wake under it");
+                return self.wake_under_lock(store, deadline).await;
+            }
             if let Some(lock) = &seen.lock {
                 tracing::debug!(instance = %name, holder = %lock.relay, "another relay is waking or pausing the instance; waiting");
                 within(deadline, timeout, store.wait_change(name, seen.revision)).await?;
@@ -88,18 +106,28 @@ impl Instance {
                 continue;
             }
             tracing::info!(instance = %name, "resuming (this relay holds the fleet's wake lock)");
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let result = self.driver.start(left).await;
-            let (phase, rate) = match &result {
-                Ok(_) => (
-                    Phase::Running,
-                    self.rate_milli(Phase::Running, self.config.capacity.map(|c| c.resume)),
-                ),
-                Err(_) => (Phase::Failed, 0),
-            };
-            self.fleet_finish(store, phase, rate).await;
-            return result.map(|c| (c, false));
+            return self.wake_under_lock(store, deadline).await;
         }
+    }
+
+    /// Runs the driver's start while this relay holds the instance's lock, then records the
+    /// outcome and releases the lock.
+    async fn wake_under_lock(
+        &self,
+        store: &dyn FleetStore,
+        deadline: tokio::time::Instant,
+    ) -> Result<(Box<dyn RunningCompute>, bool), WakeError> {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let result = self.driver.start(left).await;
+        let (phase, rate) = match &result {
+            Ok(_) => (
+                Phase::Running,
+                self.rate_milli(Phase::Running, self.config.capacity.map(|c| c.resume)),
+            ),
+            Err(_) => (Phase::Failed, 0),
+        };
+        self.fleet_finish(store, phase, rate).await;
+        result.map(|c| (c, false))
     }
 
     /// Records the end of a transition this relay began, releasing the lock.
@@ -128,6 +156,20 @@ impl Instance {
         let name = &self.config.name;
         let fleet_error = |e: StoreError| PauseError::Fleet(e.to_string());
         let seen = store.observe(name).await.map_err(fleet_error)?;
+        if seen
+            .lock
+            .as_ref()
+            .is_some_and(|l| l.relay == store.relay_id())
+        {
+            // This relay's own lock with no transition running here: one whose answer was
+            // lost. The compute runs (this relay holds it running), so the lock is released
+            // with the state back at running, and the next tick pauses afresh.
+            let rate = self.rate_milli(Phase::Running, self.config.capacity.map(|c| c.resume));
+            self.fleet_finish(store, Phase::Running, rate).await;
+            return Err(PauseError::Fleet(
+                "released a lock of this relay whose transition's outcome was lost".into(),
+            ));
+        }
         if let Some(lock) = &seen.lock {
             return Err(PauseError::Fleet(format!(
                 "relay {} is waking or pausing it",
@@ -176,14 +218,16 @@ impl Instance {
         let Some(store) = self.fleet.get() else {
             return true;
         };
-        match store.connections(&self.config.name).await {
-            Ok(conns) => {
-                let after =
-                    u64::try_from(self.config.idle_pause_after.as_millis()).unwrap_or(u64::MAX);
-                conns.total.idle_for(after, crate::ledger::now_ms())
-            }
-            Err(_) => false,
-        }
+        // The relay's feed answers without a request; the pause itself reads the records.
+        let total = match store.open_hint(&self.config.name) {
+            Some(total) => total,
+            None => match store.connections(&self.config.name).await {
+                Ok(conns) => conns.total,
+                Err(_) => return false,
+            },
+        };
+        let after = u64::try_from(self.config.idle_pause_after.as_millis()).unwrap_or(u64::MAX);
+        total.idle_for(after, crate::ledger::now_ms())
     }
 
     /// This relay's part in the fleet, until `stop`: publishes its connections to the
@@ -201,6 +245,7 @@ impl Instance {
     /// Publishes this relay's open connections whenever they change (and after a new lease).
     async fn publish_connections(&self, store: &dyn FleetStore, stop: &CancellationToken) {
         let mut published: Option<(u64, tokio::time::Instant, u64)> = None;
+        let mut last_publication = tokio::time::Instant::now();
         loop {
             let (open, idle_since) = {
                 let inner = self.lock();
@@ -209,7 +254,17 @@ impl Instance {
             };
             let epoch = store.lease_epoch();
             let now = (open, idle_since, epoch);
-            if published != Some(now) && store.available() {
+            let due = match published {
+                None => true,
+                Some(before) if before == now => false,
+                Some((before_open, before_idle, before_epoch)) => {
+                    (before_open == 0) != (open == 0)
+                        || before_epoch != epoch
+                        || (open == 0 && before_idle != idle_since)
+                        || last_publication.elapsed() >= COUNT_EVERY
+                }
+            };
+            if due && store.available() {
                 let idle_since_ms = crate::ledger::now_ms().saturating_sub(
                     u64::try_from(idle_since.elapsed().as_millis()).unwrap_or(u64::MAX),
                 );
@@ -218,7 +273,10 @@ impl Instance {
                     idle_since_ms,
                 };
                 match store.publish_open(&self.config.name, record).await {
-                    Ok(()) => published = Some(now),
+                    Ok(()) => {
+                        published = Some(now);
+                        last_publication = tokio::time::Instant::now();
+                    }
                     Err(e) => {
                         tracing::debug!(instance = %self.config.name, error = %e, "cannot publish connections");
                     }
@@ -238,22 +296,17 @@ impl Instance {
     async fn follow_fleet(self: &Arc<Self>, store: &dyn FleetStore, stop: &CancellationToken) {
         let name = &self.config.name;
         loop {
-            let seen = tokio::select! {
-                seen = store.observe(name) => seen,
-                () = stop.cancelled() => return,
-            };
-            let revision = match seen {
-                Ok(seen) => {
-                    self.apply_fleet_state(&seen, store.relay_id());
-                    seen.revision
-                }
-                Err(_) => {
-                    tokio::select! {
-                        () = tokio::time::sleep(RETRY_AFTER) => continue,
-                        () = stop.cancelled() => return,
-                    }
+            // The relay's feed answers without a request. While it has no answer (etcd
+            // unreachable, the feed restarting) there is nothing to follow: reading the store
+            // instead, for every instance at once, would only add load to a store in trouble.
+            let Some(seen) = store.observed_hint(name) else {
+                tokio::select! {
+                    () = tokio::time::sleep(RETRY_AFTER) => continue,
+                    () = stop.cancelled() => return,
                 }
             };
+            self.apply_fleet_state(&seen, store.relay_id());
+            let revision = seen.revision;
             tokio::select! {
                 changed = store.wait_change(name, revision) => {
                     if changed.is_err() {

@@ -10,10 +10,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, WatchOptions,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Identity,
+    PutOptions, TlsOptions, Txn, TxnOp, WatchOptions,
 };
 use tokio::sync::watch;
 
+use super::feed::{Change, Feed};
 use super::record::{FleetOpen, Keys, LockPurpose, LockRecord, OpenRecord, StateRecord};
 use super::{FleetConnections, FleetStore, Observed, StoreError};
 use crate::config::EtcdSettings;
@@ -32,7 +34,20 @@ pub struct EtcdStore {
     epoch: Arc<AtomicU64>,
     /// Set by `leave`: the keeper stops instead of taking a new lease.
     leaving: Arc<AtomicBool>,
+    /// The fleet's changes, from this relay's one watch.
+    feed: Arc<Feed>,
+    /// Bounds the requests this relay has in flight.
+    in_flight: tokio::sync::Semaphore,
 }
+
+/// Requests one relay keeps in flight at most: enough to pipeline on a few HTTP/2
+/// connections, few enough that a burst (every instance publishing at start) queues here
+/// instead of timing out in etcd.
+const MAX_IN_FLIGHT: usize = 128;
+
+/// Bound on the feed's first read of every instance and connection record (a bulk read,
+/// longer than one request).
+const FEED_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -80,6 +95,15 @@ impl EtcdStore {
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
         let deadline = tokio::time::Instant::now() + self.request_timeout;
+        // Waiting for a slot counts against the request's time: an overloaded store is
+        // "unavailable" either way, without a pile of requests the relay has given up on.
+        let Ok(Ok(_slot)) = tokio::time::timeout_at(deadline, self.in_flight.acquire()).await
+        else {
+            return Err(unavailable(format!(
+                "no answer within {:?} ({MAX_IN_FLIGHT} requests in flight)",
+                self.request_timeout
+            )));
+        };
         loop {
             match tokio::time::timeout_at(deadline, op(self.client.clone())).await {
                 Ok(Ok(v)) => return Ok(v),
@@ -102,10 +126,13 @@ impl EtcdStore {
     /// # Errors
     /// [`StoreError`] when no endpoint answers within the dial timeout.
     pub async fn connect(settings: &EtcdSettings) -> Result<Arc<dyn FleetStore>, StoreError> {
-        let options = ConnectOptions::new()
+        let mut options = ConnectOptions::new()
             .with_connect_timeout(settings.dial_timeout)
             .with_timeout(settings.request_timeout)
             .with_keep_alive(Duration::from_secs(2), settings.request_timeout);
+        if let Some(tls) = tls_options(settings)? {
+            options = options.with_tls(tls);
+        }
         let client = bounded(
             settings.dial_timeout,
             Client::connect(&settings.endpoints, Some(options)),
@@ -132,6 +159,14 @@ impl EtcdStore {
             Arc::clone(&epoch),
             Arc::clone(&leaving),
         ));
+        let feed = Arc::new(Feed::default());
+        tokio::spawn(follow_store(
+            client.clone(),
+            keys.clone(),
+            Arc::clone(&feed),
+            Arc::clone(&leaving),
+            settings.request_timeout,
+        ));
         tracing::info!(relay_id = %settings.relay_id, endpoints = ?settings.endpoints, lease = first, "joined the fleet");
         Ok(Arc::new(Self {
             client,
@@ -141,6 +176,8 @@ impl EtcdStore {
             lease,
             epoch,
             leaving,
+            feed,
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         }))
     }
 
@@ -151,6 +188,30 @@ impl EtcdStore {
     fn leased(&self) -> Result<PutOptions, StoreError> {
         Ok(PutOptions::new().with_lease(self.lease()?))
     }
+}
+
+/// The TLS settings of `[relay.store]`, read from their files (the key as a secret: mode 0600,
+/// no symlink); `None` without `ca_file`.
+fn tls_options(settings: &EtcdSettings) -> Result<Option<TlsOptions>, StoreError> {
+    let Some(ca_file) = &settings.ca_file else {
+        return Ok(None);
+    };
+    let read = |key: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| {
+            unavailable(format!(
+                "relay.store.{key}: cannot read {}: {e}",
+                path.display()
+            ))
+        })
+    };
+    let mut tls =
+        TlsOptions::new().ca_certificate(Certificate::from_pem(read("ca_file", ca_file)?));
+    if let (Some(cert), Some(key)) = (&settings.cert_file, &settings.key_file) {
+        let key = authplugin::key_file::read_secret_file(key)
+            .map_err(|e| unavailable(format!("relay.store.key_file: {e}")))?;
+        tls = tls.identity(Identity::from_pem(read("cert_file", cert)?, key.as_bytes()));
+    }
+    Ok(Some(tls))
 }
 
 /// Grants a lease and records the relay as live under it.
@@ -175,6 +236,74 @@ async fn grant(
     )
     .await?;
     Ok(id)
+}
+
+/// Keeps `feed` following every change under the fleet's prefix, with one watch for the whole
+/// relay however many instances it serves: the connection records as of one read, then the
+/// watch from that read's revision; the same again after a break (etcd down, compaction).
+async fn follow_store(
+    client: Client,
+    keys: Keys,
+    feed: Arc<Feed>,
+    leaving: Arc<AtomicBool>,
+    limit: Duration,
+) {
+    while !leaving.load(Ordering::Acquire) {
+        let why = follow_once(&client, &keys, &feed, limit.max(FEED_READ_TIMEOUT)).await;
+        feed.stop();
+        tracing::debug!(reason = %why, "the fleet's change feed stopped; restarting it");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Follows the store until the watch breaks; why it did.
+async fn follow_once(client: &Client, keys: &Keys, feed: &Feed, limit: Duration) -> String {
+    let mut c = client.clone();
+    let instances = match bounded(
+        limit,
+        c.get(keys.all_instances(), Some(GetOptions::new().with_prefix())),
+    )
+    .await
+    {
+        Ok(got) => got,
+        Err(e) => return e.to_string(),
+    };
+    let revision = instances.header().map_or(0, |h| h.revision());
+    // The connection records as of the same revision, so the watch misses nothing between.
+    let options = GetOptions::new().with_prefix().with_revision(revision);
+    let connections = match bounded(limit, c.get(keys.all_connections(), Some(options))).await {
+        Ok(got) => got,
+        Err(e) => return e.to_string(),
+    };
+    let options = WatchOptions::new()
+        .with_prefix()
+        .with_start_revision(revision.saturating_add(1));
+    let mut stream = match bounded(limit, c.watch(keys.root(), Some(options))).await {
+        Ok(stream) => stream,
+        Err(e) => return e.to_string(),
+    };
+    feed.start(
+        revision,
+        instances
+            .kvs()
+            .iter()
+            .chain(connections.kvs())
+            .filter_map(|kv| Change::of(keys, kv.key(), kv.value(), false, kv.mod_revision())),
+    );
+    loop {
+        match stream.message().await {
+            Ok(Some(r)) if r.canceled() => {
+                return format!("watch canceled (compacted at {})", r.compact_revision());
+            }
+            Ok(Some(r)) => feed.apply(r.events().iter().filter_map(|e| {
+                let kv = e.kv()?;
+                let deleted = e.event_type() == EventType::Delete;
+                Change::of(keys, kv.key(), kv.value(), deleted, kv.mod_revision())
+            })),
+            Ok(None) => return "watch closed".into(),
+            Err(e) => return e.to_string(),
+        }
+    }
 }
 
 /// Renews the lease every third of its TTL. A renewal that fails (a member going away breaks
@@ -432,37 +561,32 @@ impl FleetStore for EtcdStore {
         after_revision: i64,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let options = WatchOptions::new()
-                .with_prefix()
-                .with_start_revision(after_revision.saturating_add(1));
-            let prefix = self.keys.instance(instance);
-            let mut stream = self
-                .request(|mut c| {
-                    let (prefix, options) = (prefix.clone(), options.clone());
-                    async move { c.watch(prefix, Some(options)).await }
-                })
-                .await?;
-            let mut lease = self.lease.clone();
-            loop {
-                tokio::select! {
-                    msg = stream.message() => match msg {
-                        Ok(Some(r)) if r.canceled() => {
-                            // Compacted past `after_revision`: something changed; re-read.
-                            return Ok(());
-                        }
-                        Ok(Some(r)) if !r.events().is_empty() => return Ok(()),
-                        Ok(Some(_)) => {}
-                        Ok(None) => return Err(unavailable("watch closed")),
-                        Err(e) => return Err(unavailable(e)),
-                    },
-                    changed = lease.changed() => {
-                        if changed.is_err() || lease.borrow().is_none() {
-                            return Err(unavailable("this relay's lease is lost"));
-                        }
-                    }
-                }
-            }
+            let lost = || {
+                self.lease
+                    .borrow()
+                    .is_none()
+                    .then(|| unavailable("this relay's lease is lost"))
+            };
+            self.feed
+                .wait_change(instance, after_revision, lost, self.lease.clone())
+                .await
         })
+    }
+
+    fn observed_hint(&self, instance: &str) -> Option<Observed> {
+        self.lease
+            .borrow()
+            .is_some()
+            .then(|| self.feed.observed(instance))
+            .flatten()
+    }
+
+    fn open_hint(&self, instance: &str) -> Option<FleetOpen> {
+        self.lease
+            .borrow()
+            .is_some()
+            .then(|| self.feed.open(instance))
+            .flatten()
     }
 
     fn publish_open<'a>(

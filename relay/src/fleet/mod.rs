@@ -16,7 +16,10 @@
 
 #[cfg(feature = "etcd")]
 pub mod etcd;
+pub mod feed;
 pub mod record;
+#[cfg(feature = "etcd")]
+pub mod simulation;
 
 use std::sync::Arc;
 
@@ -130,6 +133,14 @@ pub trait FleetStore: Send + Sync + std::fmt::Debug {
         &'a self,
         instance: &'a str,
     ) -> BoxFuture<'a, Result<FleetConnections, StoreError>>;
+
+    /// The instance's state and lock as this relay last heard of them, without a request;
+    /// `None` when it cannot tell (then [`FleetStore::observe`] reads them).
+    fn observed_hint(&self, instance: &str) -> Option<Observed>;
+
+    /// The fleet's connections to the instance as this relay last heard of them, without a
+    /// request; `None` when it cannot tell (then [`FleetStore::connections`] reads them).
+    fn open_hint(&self, instance: &str) -> Option<FleetOpen>;
 
     /// The fleet's usage ledger, in the ledger's text format, in time order.
     fn ledger_text(&self) -> BoxFuture<'_, Result<String, StoreError>>;

@@ -33,6 +33,12 @@ impl Keys {
         }
     }
 
+    /// Everything the fleet keeps (the relays' one watch covers it).
+    #[must_use]
+    pub fn root(&self) -> String {
+        format!("{}/", self.prefix)
+    }
+
     /// Everything the fleet keeps about one instance's lifecycle (state and lock): watched
     /// as one range.
     #[must_use]
@@ -50,6 +56,18 @@ impl Keys {
     #[must_use]
     pub fn lock(&self, instance: &str) -> String {
         format!("{}lock", self.instance(instance))
+    }
+
+    /// Every instance's lifecycle records.
+    #[must_use]
+    pub fn all_instances(&self) -> String {
+        format!("{}/instances/", self.prefix)
+    }
+
+    /// Every relay's connection records, for every instance.
+    #[must_use]
+    pub fn all_connections(&self) -> String {
+        format!("{}/connections/", self.prefix)
     }
 
     /// Every relay's connection record for the instance.
