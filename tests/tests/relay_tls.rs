@@ -499,3 +499,73 @@ fn switch_mode_on_mariadb_uses_tls_on_every_leg_of_both_routes() {
     assert_ne!(out.code, Some(0), "{out:?}");
     assert!(out.stderr.contains("ERROR 1045"), "{out:?}");
 }
+
+#[test]
+fn dual_mode_on_mariadb_with_perceptron_dual_over_tls_on_both_legs() {
+    let dir = TempDir::new("relay-tls-maria-dual");
+    let certs = Certs::new(dir.path());
+    let ssl = [
+        format!("--ssl-cert={}", certs.path("good-server.pem")),
+        format!("--ssl-key={}", certs.path("good-server.key")),
+    ];
+    let ssl: Vec<&str> = ssl.iter().map(String::as_str).collect();
+    let ca = certs.path("good-ca.pem");
+    let relay = tests::mariadb::dual_relay_with(
+        dir.path(),
+        &ssl,
+        &format!(
+            "compute_tls = \"verify\"\ncompute_ca = \"{ca}\"\ncompute_tls_name = \"localhost\"\n{}",
+            certs.instance_toml(false)
+        ),
+    );
+    let run = |user: &str, password: &str, sql: &str| {
+        let mut cmd = Command::new("mariadb");
+        cmd.arg("-h127.0.0.1")
+            .arg(format!("-P{}", relay.port))
+            .arg(format!("-u{user}"))
+            .arg(format!("--password={password}"))
+            .args(["-N", "-B", "--connect-timeout=30"])
+            .args(verified(&certs, "good-ca.pem"))
+            .arg("-e")
+            .arg(sql);
+        run_with_input(&mut cmd, b"", Duration::from_secs(90))
+    };
+    // root keeps mysql_native_password, which a dual relay cannot complete: it sets up on the
+    // direct route, over MariaDB's own TLS.
+    let (status, body) = relay.admin("POST", "/v1/instances/demo/resume");
+    assert_eq!(status, 200, "{body}\n{}", relay.log());
+    assert!(Relay::wait_until(Duration::from_secs(30), || relay.state() == "running"));
+    let out = run(
+        "root",
+        "",
+        &format!(
+            "CREATE USER {USER}@'%' IDENTIFIED VIA perceptron_dual USING PASSWORD('{PASSWORD}');\
+             GRANT ALL ON *.* TO {USER}@'%'"
+        ),
+    );
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+
+    // Paused: TLS to the relay, the relayed-auth payload to the plugin inside TLS.
+    let (status, body) = relay.admin("POST", "/v1/instances/demo/pause?force=true");
+    assert_eq!(status, 200, "{body}");
+    let out = run(
+        USER,
+        PASSWORD,
+        "SELECT CURRENT_USER(); SHOW STATUS LIKE 'Ssl_version'",
+    );
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+    assert!(
+        out.stdout
+            .starts_with(&format!("{USER}@%\nSsl_version\tTLSv1.")),
+        "{out:?}"
+    );
+    assert_eq!(
+        relay.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}"),
+        1.0
+    );
+    // Running: the direct route; the plugin checks the client's native answer inside
+    // MariaDB's TLS.
+    let out = run(USER, PASSWORD, "SHOW STATUS LIKE 'Ssl_version'");
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+    assert!(out.stdout.starts_with("Ssl_version\tTLSv1."), "{out:?}");
+}
