@@ -603,6 +603,59 @@ fn every_client_works_over_verified_tls_on_both_routes() {
     run_matrix_with(&relay, "dual mode, server-shim, verified TLS", Some(ca));
 }
 
+#[test]
+fn every_client_works_over_verified_tls_in_switch_mode_against_a_stock_mariadb() {
+    for client in Client::ALL {
+        client.check_installed();
+    }
+    // The relay terminates TLS on the perceptron route and speaks TLS to MariaDB
+    // (compute_tls = "verify"); MariaDB terminates it on the direct route, with the same
+    // certificate. Both refuse logins without TLS.
+    let dir = TempDir::new("client-matrix-maria-tls");
+    let certs = tests::tls::Certs::new(dir.path());
+    let datadir = tests::mariadb::install(dir.path());
+    let ca = certs.path("good-ca.pem");
+    let ssl = [
+        format!("--ssl-cert={}", certs.path("good-server.pem")),
+        format!("--ssl-key={}", certs.path("good-server.key")),
+        "--require-secure-transport=ON".to_owned(),
+    ];
+    let ssl: Vec<&str> = ssl.iter().map(String::as_str).collect();
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            command: Some(tests::mariadb::command(&datadir, &ssl)),
+            auth: "switch",
+            resume_timeout: "30s",
+            instance_toml: format!(
+                "compute_tls = \"verify\"\ncompute_ca = \"{ca}\"\ncompute_tls_name = \"localhost\"\n{}",
+                certs.instance_toml(false)
+            ),
+            ..RelayOptions::default()
+        },
+    );
+    let out = mariadb(
+        relay.port,
+        "root",
+        None,
+        &[
+            "--ssl",
+            "--ssl-verify-server-cert",
+            &format!("--ssl-ca={ca}"),
+        ],
+        &format!(
+            "CREATE USER {USER}@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('{PASSWORD}');\
+             GRANT ALL ON *.* TO {USER}@'%'; CREATE DATABASE {DATABASE};"
+        ),
+    );
+    assert_eq!(out.code, Some(0), "{}\nlog:\n{}", out.stderr, relay.log());
+    run_matrix_with(
+        &relay,
+        "switch mode, MariaDB 10.11, verified TLS on every leg",
+        Some(ca),
+    );
+}
+
 /// Runs every client × mode × route against `relay`'s instance and fails with every failing
 /// cell (and the table) if any.
 fn run_matrix(relay: &Relay, what: &str) {
