@@ -14,7 +14,8 @@ Between runs both instances are paused. The relay's own account of each cold log
 line: login_ms = greeting to login read, TLS included; wake_ms; compute_login_ms) is reported
 beside the client's wall clock.
 
-Usage: tls-login.py [N]   (default 60; the first 3 iterations are warm-up)
+Usage: tls-login.py [N]   (default 50, the first 3 iterations are warm-up: each relay allows a
+source 60 wakes an hour, relay.budgets.wakes_per_source)
 Writes bench/results/tls-login.{txt,json}.
 """
 
@@ -30,7 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib
 import harness as h  # noqa: E402
 import mysqlproto as m  # noqa: E402
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 60
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 50
 WARMUP = 3
 HOST = "127.0.0.1"
 
