@@ -1,7 +1,7 @@
 //! What a compute node stores for an account, and the check of a login answer against it.
 //!
 //! Used by the compute (server-shim) for both routes: a direct login answers the compute's own
-//! scramble, a relayed login (DESIGN §3, last check) answers the relay's scramble A. The relay
+//! scramble, a relayed login (architecture.md §3, last check) answers the relay's scramble A. The relay
 //! never holds a [`Credential`].
 
 use core::fmt;

@@ -1,6 +1,6 @@
 //! The perceptron identity: a ring of HMAC-SHA256 keys shared by relays and computes.
 //!
-//! DESIGN §3: the relay signs each relayed-auth payload with the newest key of its ring; the
+//! architecture.md §3: the relay signs each relayed-auth payload with the newest key of its ring; the
 //! compute accepts a payload signed by any key in its ring. Rotation is therefore: append a
 //! new key to the compute's ring, then to the relay's, then later delete the old line.
 //!

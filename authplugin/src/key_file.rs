@@ -15,6 +15,8 @@ use std::io::{self, Read as _, Write as _};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
 use zeroize::Zeroizing;
 
 /// Largest secret file read: key rings and tokens are a few hundred bytes.
@@ -176,7 +178,7 @@ pub fn read_secret_file(path: &Path) -> Result<Zeroizing<String>, SecretFileErro
     }
 }
 
-use crate::identity::{IdentityError, KeyRing, PerceptronKey};
+use crate::identity::{IdentityError, KeyId, KeyRing, PerceptronKey};
 
 /// Why a key file could not be used.
 #[derive(Debug)]
@@ -257,16 +259,7 @@ pub fn append(path: &Path, key: &PerceptronKey) -> Result<(), KeyFileError> {
         path: path.to_owned(),
         source,
     };
-    let exists = path.try_exists().map_err(io_err)?;
-    if exists {
-        let ring = load(path)?;
-        if ring.get(key.id()).is_some() {
-            return Err(KeyFileError::DuplicateKeyId {
-                path: path.to_owned(),
-                id: key.id().to_string(),
-            });
-        }
-    }
+    let exists = check_appendable(path, key.id())?;
     let mut file = OpenOptions::new()
         .append(true)
         .create(true)
@@ -285,6 +278,146 @@ pub fn append(path: &Path, key: &PerceptronKey) -> Result<(), KeyFileError> {
         .map_err(io_err);
     zeroize::Zeroize::zeroize(&mut text);
     result
+}
+
+/// What tells one version of a file from another: a rename changes the inode, a write the
+/// size or the modification time (nanoseconds), a `chmod` the change time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl FileStamp {
+    /// The stamp of `path` itself (a symbolic link is not followed, as [`load`] refuses one).
+    fn of(path: &Path) -> Option<Self> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(Self {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+        })
+    }
+}
+
+/// What [`LiveKeyRing::check`] did.
+#[derive(Debug)]
+pub enum Reload {
+    /// The file is the version last examined; nothing was read.
+    Unchanged,
+    /// The file changed and its ring is now in use.
+    Reloaded {
+        /// The signing key before.
+        previous: KeyId,
+        /// The ring now in use.
+        ring: Arc<KeyRing>,
+    },
+    /// The file changed but is unusable: the ring in use stays. The same version is not
+    /// read again (one log line per bad version), a newer one is.
+    Refused(KeyFileError),
+}
+
+/// A key ring that follows its key file: the binaries poll [`LiveKeyRing::check`] (every
+/// second, and at once on SIGHUP), and a login signed with a key id the ring does not hold
+/// checks too, so a compute that shares the relay's file never refuses a key the file already
+/// has. Readers take the ring in use with [`LiveKeyRing::current`]; a reload swaps it whole.
+#[derive(Debug)]
+pub struct LiveKeyRing {
+    /// The key file; `None` for a fixed ring (tests, fuzzing).
+    path: Option<PathBuf>,
+    current: RwLock<Arc<KeyRing>>,
+    /// The version of the file last examined, accepted or refused. Its lock also makes
+    /// checks one at a time.
+    seen: Mutex<Option<FileStamp>>,
+}
+
+impl LiveKeyRing {
+    /// Loads the ring from `path` and remembers which version of the file it came from.
+    ///
+    /// # Errors
+    /// [`KeyFileError`] as [`load`].
+    pub fn open(path: &Path) -> Result<Self, KeyFileError> {
+        // Stamped before reading: a write during the read changes the stamp, so the next
+        // check reads the file again.
+        let stamp = FileStamp::of(path);
+        let ring = load(path)?;
+        Ok(Self {
+            path: Some(path.to_owned()),
+            current: RwLock::new(Arc::new(ring)),
+            seen: Mutex::new(stamp),
+        })
+    }
+
+    /// A ring without a file: [`LiveKeyRing::check`] never changes it.
+    #[must_use]
+    pub fn fixed(ring: KeyRing) -> Self {
+        Self {
+            path: None,
+            current: RwLock::new(Arc::new(ring)),
+            seen: Mutex::new(None),
+        }
+    }
+
+    /// The key file, unless the ring is fixed.
+    #[must_use]
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The ring in use.
+    #[must_use]
+    pub fn current(&self) -> Arc<KeyRing> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Reads the key file again when it changed since it was last examined, or always with
+    /// `force` (SIGHUP). A valid file replaces the ring in use; an invalid one is refused and
+    /// the ring in use stays.
+    pub fn check(&self, force: bool) -> Reload {
+        let Some(path) = &self.path else {
+            return Reload::Unchanged;
+        };
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let stamp = FileStamp::of(path);
+        if !force && stamp == *seen {
+            return Reload::Unchanged;
+        }
+        *seen = stamp;
+        match load(path) {
+            Ok(ring) => {
+                let ring = Arc::new(ring);
+                let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+                let previous = current.signing_key().id().clone();
+                *current = Arc::clone(&ring);
+                Reload::Reloaded { previous, ring }
+            }
+            Err(e) => Reload::Refused(e),
+        }
+    }
+}
+
+/// Whether a key with `id` can be added to the file at `path`: a missing file can be
+/// created (`Ok(false)`); an existing one must pass [`load`] and not hold `id` (`Ok(true)`).
+///
+/// # Errors
+/// [`KeyFileError`] naming the file and what is wrong.
+pub fn check_appendable(path: &Path, id: &KeyId) -> Result<bool, KeyFileError> {
+    let exists = path.try_exists().map_err(|source| KeyFileError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    if exists && load(path)?.get(id).is_some() {
+        return Err(KeyFileError::DuplicateKeyId {
+            path: path.to_owned(),
+            id: id.to_string(),
+        });
+    }
+    Ok(exists)
 }
 
 /// The comment block a new key file starts with.
@@ -459,5 +592,83 @@ mod tests {
             err.contains("perceptron.key") && err.contains("line 1"),
             "{err}"
         );
+    }
+
+    fn ids(ring: &KeyRing) -> Vec<String> {
+        ring.ids().map(|id| id.as_str().to_owned()).collect()
+    }
+
+    #[test]
+    fn a_live_ring_follows_appends_and_atomic_replacements() {
+        let path = tmp("live");
+        let key = |id| PerceptronKey::generate(KeyId::new(id).unwrap(), &mut rand::rngs::OsRng);
+        append(&path, &key("k1")).unwrap();
+        let live = LiveKeyRing::open(&path).unwrap();
+        assert!(matches!(live.check(false), Reload::Unchanged));
+        append(&path, &key("k2")).unwrap();
+        let Reload::Reloaded { previous, ring } = live.check(false) else {
+            panic!("an appended key is read");
+        };
+        assert_eq!(previous.as_str(), "k1");
+        assert_eq!(ids(&ring), ["k1", "k2"]);
+        assert_eq!(live.current().signing_key().id().as_str(), "k2");
+        assert!(matches!(live.check(false), Reload::Unchanged));
+        // What `sed -i` does: a new file renamed over the old one (same size, new inode).
+        let text = fs::read_to_string(&path).unwrap();
+        let kept: String = text
+            .lines()
+            .filter(|l| !l.starts_with("k1 "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let new = path.with_extension("new");
+        fs::write(&new, kept).unwrap();
+        fs::set_permissions(&new, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::rename(&new, &path).unwrap();
+        assert!(matches!(live.check(false), Reload::Reloaded { .. }));
+        assert_eq!(ids(&live.current()), ["k2"]);
+        assert!(
+            matches!(live.check(true), Reload::Reloaded { .. }),
+            "forced"
+        );
+    }
+
+    #[test]
+    fn a_live_ring_keeps_its_keys_when_the_new_file_is_invalid() {
+        let path = tmp("live-bad");
+        append(
+            &path,
+            &PerceptronKey::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng),
+        )
+        .unwrap();
+        let live = LiveKeyRing::open(&path).unwrap();
+        fs::write(&path, "k2 nothex\n").unwrap();
+        let Reload::Refused(e) = live.check(false) else {
+            panic!("an invalid file is refused");
+        };
+        assert!(e.to_string().contains("line 1"), "{e}");
+        assert_eq!(ids(&live.current()), ["k1"]);
+        // The same bad version is not read (or logged) again.
+        assert!(matches!(live.check(false), Reload::Unchanged));
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(live.check(false), Reload::Refused(_)), "mode 0644");
+        assert_eq!(ids(&live.current()), ["k1"]);
+        fs::remove_file(&path).unwrap();
+        assert!(
+            matches!(live.check(false), Reload::Refused(_)),
+            "a missing file"
+        );
+        assert_eq!(ids(&live.current()), ["k1"]);
+    }
+
+    #[test]
+    fn a_fixed_ring_never_changes() {
+        let ring = KeyRing::new(vec![PerceptronKey::generate(
+            KeyId::new("k1").unwrap(),
+            &mut rand::rngs::OsRng,
+        )])
+        .unwrap();
+        let live = LiveKeyRing::fixed(ring);
+        assert!(matches!(live.check(true), Reload::Unchanged));
+        assert!(live.path().is_none());
     }
 }

@@ -11,7 +11,7 @@
 //! - [`credential`]: what a compute stores per account and the check of an answer against it.
 //! - [`identity`]: the HMAC-SHA256 key ring shared by relays and computes.
 //! - [`key_file`]: loading and writing key files, and reading any secret file (mode-checked).
-//! - [`payload`]: the relayed-auth payload v2 (DESIGN §3, hardened): encode, strict decode, verify.
+//! - [`payload`]: the relayed-auth payload v2 (architecture.md §3, hardened): encode, strict decode, verify.
 //! - [`compute_proof`]: the compute's proof that it holds the key, before the relay sends a
 //!   login.
 //! - [`replay`]: the bounded replay window over (key id, scramble A).

@@ -1,4 +1,4 @@
-//! The relayed-auth payload v2 (DESIGN §3, hardened): what the relay sends the compute in
+//! The relayed-auth payload v2 (architecture.md §3, hardened): what the relay sends the compute in
 //! place of a password answer, and the compute's verification of it.
 //!
 //! ```text
@@ -322,7 +322,7 @@ pub fn check_login_age(scramble_a: &Scramble, issued_at_ms: u64) -> Result<u64, 
     Ok(drawn_ms)
 }
 
-/// Verifies a relayed login, running DESIGN §3's checks in order: strict parse, known key
+/// Verifies a relayed login, running architecture.md §3's checks in order: strict parse, known key
 /// id, constant-time MAC (binding this connection's scramble B, user and database),
 /// `issued_at` within the window, scramble A's clock within [`MAX_LOGIN_AGE_MS`] before
 /// `issued_at`, (key id, scramble A) not seen before, then answer A against `credential`

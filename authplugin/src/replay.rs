@@ -1,6 +1,6 @@
 //! The replay window: each (key id, scramble A) pair is accepted once while it is fresh.
 //!
-//! DESIGN §3: a payload is already bound to one compute connection by the MAC over scramble
+//! architecture.md §3: a payload is already bound to one compute connection by the MAC over scramble
 //! B, so a captured payload is useless on another connection. The replay guard adds a second
 //! line: the same relay login (same key, same scramble A) is never accepted twice within the
 //! window, whatever the transport did. Time is a parameter: no clock is read here.

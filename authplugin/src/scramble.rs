@@ -1,6 +1,6 @@
 //! The 20-byte challenge ("scramble", MySQL's `auth_plugin_data`) of a MySQL login.
 //!
-//! DESIGN §2: the relay sends scramble **A** in its own greeting (P1); the compute sends
+//! architecture.md §2: the relay sends scramble **A** in its own greeting (P1); the compute sends
 //! scramble **B** (P5). Both must be unpredictable per connection, so they come from a
 //! CSPRNG passed in by the caller.
 
@@ -43,7 +43,7 @@ impl Scramble {
     /// bytes carry `now_ms` in whole seconds, the other 14 are random as in
     /// [`Scramble::generate`]. A client's answer is bound to every byte, so whoever holds an old
     /// (scramble, answer) pair cannot move its clock: a compute refuses the pair once it is older
-    /// than a login can be held (DESIGN §6, hardening), even if it is re-signed with a stolen key.
+    /// than a login can be held (architecture.md §6, hardening), even if it is re-signed with a stolen key.
     pub fn generate_timed<R: Rng + CryptoRng + ?Sized>(rng: &mut R, now_ms: u64) -> Self {
         let mut tail = [0u8; SCRAMBLE_LEN - CLOCK_LEN];
         for b in &mut tail {

@@ -1,4 +1,4 @@
-//! The relayed-auth payload's security properties (DESIGN §3 threat model).
+//! The relayed-auth payload's security properties (architecture.md §3 threat model).
 
 #![allow(
     clippy::unwrap_used,
@@ -302,7 +302,7 @@ fn rejects_every_truncated_prefix_and_trailing_bytes() {
 
 #[test]
 fn decodes_the_documented_layout() {
-    // A fixed payload written out by hand from DESIGN §3, so the format cannot drift silently.
+    // A fixed payload written out by hand from architecture.md §3, so the format cannot drift silently.
     let k = key("k1", 0x42);
     let b1 = scramble_b1();
     let c = LoginClaim {

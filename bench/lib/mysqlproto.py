@@ -1,6 +1,6 @@
 """A lean MySQL client for benchmarks: raw sockets, mysql_native_password by hand.
 
-PyMySQL adds tens of milliseconds per connect (DESIGN §5); this adds well under a
+PyMySQL adds tens of milliseconds per connect (docs/architecture.md §5); this adds well under a
 millisecond. It speaks just enough of the protocol for the benchmarks: the greeting, a
 HandshakeResponse41 with mysql_native_password (and one auth switch, if asked), COM_QUERY
 with a text result set read to its end, and COM_QUIT.

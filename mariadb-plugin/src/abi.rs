@@ -152,7 +152,7 @@ pub struct LexCString {
 /// The start of the server's private `MPVIO_EXT` (`sql/sql_acl.cc`), of which the
 /// `MYSQL_PLUGIN_VIO` an auth plugin receives is the first member; `auth_info` is the
 /// `MYSQL_SERVER_AUTH_INFO` it receives alongside. The login's database is not part of the
-/// plugin API, but DESIGN §3 binds it into the relay's MAC, so the plugin reads it from here —
+/// plugin API, but architecture.md §3 binds it into the relay's MAC, so the plugin reads it from here —
 /// only after checking that `info` sits exactly where this layout puts it (see `ffi`).
 /// Stable from MariaDB 10.4 (multiple auth methods per account) through 11.x.
 #[repr(C)]

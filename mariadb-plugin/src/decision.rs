@@ -6,7 +6,7 @@
 //! - a relay's Hello ([`answer_hello`]): the relay asks the plugin to prove it holds the
 //!   perceptron key before it sends anything of the client's; the plugin answers with a proof
 //!   bound to the Hello's nonce and B, and the relay's next reply is the payload;
-//! - a relayed-auth payload (DESIGN §3): longer than a native token and starting with the
+//! - a relayed-auth payload (architecture.md §3): longer than a native token and starting with the
 //!   payload magic — a native token is exactly 20 bytes (or none), so the two never collide;
 //! - or a native answer to B from a stock client on the direct route.
 //!

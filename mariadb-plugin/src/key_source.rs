@@ -1,6 +1,6 @@
 //! The plugin's key ring: loaded from `perceptron_dual_key_file` at `init` (mode 0600 or
 //! the plugin refuses to load) and reloaded when the file changes, so a key added for
-//! rotation (DESIGN §3: computes first, then relays) is accepted without restarting
+//! rotation (architecture.md §3: computes first, then relays) is accepted without restarting
 //! `mariadbd`. A file that changes into something invalid is refused with one error-log line
 //! and the ring in use stays.
 

@@ -1,11 +1,11 @@
 //! `perceptron_dual`: a MariaDB server authentication plugin that verifies relayed logins.
 //!
-//! DESIGN §2 P7 and §3 on a stock `mariadbd`: an account `IDENTIFIED VIA perceptron_dual` is
+//! architecture.md §2 P7 and §3 on a stock `mariadbd`: an account `IDENTIFIED VIA perceptron_dual` is
 //! challenged with a fresh scramble **B** offered under `mysql_native_password`. The reply
 //! decides the route:
 //!
 //! - a **relayed-auth payload** (the relay's answer, recognised by its shape: longer than a
-//!   native token and starting with `PCPT`) is verified as DESIGN §3 says: the relay's HMAC
+//!   native token and starting with `PCPT`) is verified as architecture.md §3 says: the relay's HMAC
 //!   over B, the user and the login's database, freshness, the replay window, then the
 //!   client's own answer to the relay's scramble A against the stored hash;
 //! - a **native answer** (20 bytes, or empty for an empty password), from a stock client on the

@@ -9,6 +9,7 @@
 //!
 //! | method | path | answer |
 //! |---|---|---|
+//! | GET | `/v1/relay` | the relay: pid, version, signing key id, key ids |
 //! | GET | `/v1/instances` | JSON array of instance status |
 //! | POST | `/v1/instances/{name}/pause` (`?force=true` cuts open connections) | 200, 404, 409 |
 //! | POST | `/v1/instances/{name}/resume` | 200 once running, 404, 503 |
@@ -35,6 +36,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use zeroize::Zeroizing;
+
+use authplugin::key_file::LiveKeyRing;
 
 use crate::budgets::{Budgets, ClearFilter, Subject};
 use crate::capacity::Ccu;
@@ -73,6 +76,31 @@ pub struct AdminState {
     /// The fleet's store, when this relay is one of a fleet: usage comes from the fleet's
     /// ledger, and `GET /v1/fleet` shows the relays.
     pub fleet: Option<Arc<dyn crate::fleet::FleetStore>>,
+    /// The key ring in use (its signing key id is in `GET /v1/relay`).
+    pub keys: Arc<LiveKeyRing>,
+}
+
+/// The relay itself, for `GET /v1/relay` (and the first line of `relay status`).
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct RelayJson {
+    /// The relay's process id.
+    pub pid: u32,
+    /// The relay's version.
+    pub version: String,
+    /// The id of the key that signs relayed logins now (the newest of the key file).
+    pub signing_key: String,
+    /// Every key id of the ring in use, oldest first.
+    pub key_ids: Vec<String>,
+}
+
+fn relay_json(keys: &LiveKeyRing) -> RelayJson {
+    let ring = keys.current();
+    RelayJson {
+        pid: std::process::id(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        signing_key: ring.signing_key().id().as_str().to_owned(),
+        key_ids: ring.ids().map(|id| id.as_str().to_owned()).collect(),
+    }
 }
 
 /// The fleet as one relay sees it, for `GET /v1/fleet`.
@@ -324,6 +352,7 @@ pub async fn respond<B>(
                 Err(e) => Response::error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
             }
         }
+        (&Method::GET, ["v1", "relay"]) => Response::json(StatusCode::OK, &relay_json(&state.keys)),
         (&Method::GET, ["v1", "instances"]) => {
             let list: Vec<InstanceJson> =
                 state.runtimes.iter().map(|rt| instance_json(rt)).collect();
@@ -430,6 +459,7 @@ pub async fn respond<B>(
             _,
             ["metrics"]
             | ["v1", "instances"]
+            | ["v1", "relay"]
             | ["v1", "usage"]
             | ["v1", "blocks"]
             | ["v1", "instances", _, "pause" | "resume"],
@@ -773,6 +803,13 @@ mod tests {
                 crate::config::BudgetSettings::default().to_budget_config(),
             )),
             fleet: None,
+            keys: Arc::new(LiveKeyRing::fixed(
+                authplugin::KeyRing::new(vec![authplugin::PerceptronKey::generate(
+                    authplugin::KeyId::new("k1").unwrap(),
+                    &mut rand::rngs::OsRng,
+                )])
+                .unwrap(),
+            )),
         }
     }
 
@@ -824,6 +861,7 @@ mod tests {
         let state = state(None);
         for (method, uri, status) in [
             ("GET", "/v1/instances", StatusCode::OK),
+            ("GET", "/v1/relay", StatusCode::OK),
             ("GET", "/metrics", StatusCode::OK),
             (
                 "GET",

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hyper::{Method, StatusCode};
 
-use crate::admin::{BlockJson, UsageJson};
+use crate::admin::{BlockJson, RelayJson, UsageJson};
 use crate::http_client::{self, HttpError};
 
 /// Default admin address.
@@ -48,6 +48,12 @@ pub enum AdminError {
         /// What is wrong.
         source: crate::timefmt::TimeError,
     },
+    /// `--from` is after `--to`, or the report would be too long.
+    BadRange(String),
+    /// No instance of that name.
+    NoSuchInstance(String),
+    /// The ledger file (read when no relay runs) cannot be read.
+    Ledger(std::path::PathBuf, std::io::Error),
 }
 
 impl fmt::Display for AdminError {
@@ -65,9 +71,23 @@ impl fmt::Display for AdminError {
                  running, with relay.admin_listen set?)"
             ),
             Self::Unreachable { addr, source } => write!(f, "admin API at {addr}: {source}"),
-            Self::Refused { status, message } => write!(f, "HTTP {}: {message}", status.as_u16()),
+            // The API's own words; the status adds only what the words leave out.
+            Self::Refused { status, message } => match *status {
+                StatusCode::UNAUTHORIZED => write!(
+                    f,
+                    "{message} (give --token-file, or --config naming relay.admin_token_file)"
+                ),
+                StatusCode::FORBIDDEN => write!(f, "the admin API refused the request: {message}"),
+                s if s.is_server_error() && s != StatusCode::SERVICE_UNAVAILABLE => {
+                    write!(f, "the relay failed: {message}")
+                }
+                _ => f.write_str(message),
+            },
             Self::BadAnswer(e) => write!(f, "unexpected answer: {e}"),
             Self::BadTime { flag, source } => write!(f, "--{flag}: {source}"),
+            Self::BadRange(message) => f.write_str(message),
+            Self::NoSuchInstance(name) => write!(f, "no instance named '{name}'"),
+            Self::Ledger(path, e) => write!(f, "usage ledger {}: {e}", path.display()),
         }
     }
 }
@@ -81,7 +101,8 @@ impl std::error::Error for AdminError {
             Self::Unreachable { source, .. } => Some(source),
             Self::BadAnswer(e) => Some(e),
             Self::BadTime { source, .. } => Some(source),
-            Self::Refused { .. } => None,
+            Self::Ledger(_, e) => Some(e),
+            Self::Refused { .. } | Self::BadRange(_) | Self::NoSuchInstance(_) => None,
         }
     }
 }
@@ -100,6 +121,8 @@ pub enum UsageFormat {
 /// Where to send requests and with which token.
 #[derive(Debug)]
 pub struct Target {
+    /// The relay configuration given with `--config`: where the ledger is when no relay runs.
+    config: Option<crate::config::Config>,
     addr: SocketAddr,
     token: Option<zeroize::Zeroizing<String>>,
     runtime: tokio::runtime::Runtime,
@@ -149,6 +172,7 @@ impl Target {
             .build()
             .map_err(AdminError::Runtime)?;
         Ok(Self {
+            config,
             addr,
             token,
             runtime,
@@ -206,14 +230,34 @@ fn error_message(body: &str) -> String {
 ///
 /// # Errors
 /// [`AdminError`], whose `Display` is the message for the user.
-pub fn status(t: &Target) -> Result<String, AdminError> {
+pub fn status(t: &Target, json: bool) -> Result<String, AdminError> {
     let body = t.request(Method::GET, "/v1/instances", Duration::from_secs(10))?;
     let list: Vec<serde_json::Value> =
         serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
-    let mut out = format!(
+    // A relay older than `GET /v1/relay` answers 404: its instances are still worth showing.
+    let relay: Option<RelayJson> =
+        match t.request(Method::GET, "/v1/relay", Duration::from_secs(10)) {
+            Ok(body) => Some(serde_json::from_str(&body).map_err(AdminError::BadAnswer)?),
+            Err(AdminError::Refused { status, .. }) if status == StatusCode::NOT_FOUND => None,
+            Err(e) => return Err(e),
+        };
+    if json {
+        let all = serde_json::json!({ "relay": relay, "instances": list });
+        return Ok(serde_json::to_string_pretty(&all).map_err(AdminError::BadAnswer)? + "\n");
+    }
+    let mut out = relay.map_or_else(String::new, |relay| {
+        format!(
+            "relay pid {}, version {}, signing key {} (key ring: {})\n",
+            relay.pid,
+            relay.version,
+            relay.signing_key,
+            relay.key_ids.join(", ")
+        )
+    });
+    out.push_str(&format!(
         "{:<16} {:<9} {:<21} {:>7} {:>10} {:>6} {:>10}\n",
         "INSTANCE", "STATE", "SINCE", "DIRECT", "PERCEPTRON", "WAKES", "LAST WAKE"
-    );
+    ));
     for i in list {
         let s = |k: &str| i.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_owned();
         let n = |v: Option<&serde_json::Value>| v.and_then(serde_json::Value::as_u64);
@@ -287,17 +331,50 @@ pub fn fleet(t: &Target, json: bool) -> Result<String, AdminError> {
 /// # Errors
 /// [`AdminError`], whose `Display` is the message for the user.
 pub fn action(t: &Target, name: &str, action: &str, force: bool) -> Result<String, AdminError> {
+    // Idempotent for scripts: an instance already in the state asked for is a success.
+    let done: &[&str] = if action == "pause" {
+        &["paused", "frozen"]
+    } else {
+        &["running"]
+    };
+    let before = instance_state(t, name)?;
+    if done.contains(&before.as_str()) {
+        return Ok(format!("{name}: already {before}\n"));
+    }
     let q = if force { "?force=true" } else { "" };
-    let body = t.request(
+    let body = match t.request(
         Method::POST,
         &format!("/v1/instances/{name}/{action}{q}"),
         Duration::from_secs(120),
-    )?;
+    ) {
+        Ok(body) => body,
+        Err(e @ AdminError::Refused { status, .. }) if status == StatusCode::CONFLICT => {
+            // Paused meanwhile (an idle pause between the two requests)?
+            let now = instance_state(t, name)?;
+            if done.contains(&now.as_str()) {
+                return Ok(format!("{name}: already {now}\n"));
+            }
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     let v: serde_json::Value = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
     Ok(format!(
         "{name}: {}\n",
         v.get("state").and_then(|s| s.as_str()).unwrap_or("?")
     ))
+}
+
+/// The state of instance `name` as the admin API reports it.
+fn instance_state(t: &Target, name: &str) -> Result<String, AdminError> {
+    let body = t.request(Method::GET, "/v1/instances", Duration::from_secs(10))?;
+    let list: Vec<serde_json::Value> =
+        serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    list.iter()
+        .find(|i| i.get("name").and_then(|n| n.as_str()) == Some(name))
+        .and_then(|i| i.get("state").and_then(|s| s.as_str()))
+        .map(str::to_owned)
+        .ok_or_else(|| AdminError::NoSuchInstance(name.to_owned()))
 }
 
 /// `relay blocks list`.
@@ -377,6 +454,24 @@ fn percent_encode(text: &str) -> String {
         .collect()
 }
 
+/// The usage report read from `state_dir/usage.ledger` directly (no relay runs; the file is
+/// only read), as the admin API would make it.
+fn usage_from_ledger(
+    state_dir: &std::path::Path,
+    range: crate::admin::UsageRange,
+) -> Result<Vec<UsageJson>, AdminError> {
+    let path = state_dir.join("usage.ledger");
+    let text = std::fs::read_to_string(&path).map_err(|e| AdminError::Ledger(path.clone(), e))?;
+    let (events, _torn) = crate::ledger::parse(&text);
+    crate::admin::usage(
+        &events,
+        range,
+        crate::ledger::now_ms(),
+        crate::ledger::MAX_BILL_ROWS,
+    )
+    .map_err(|e| AdminError::BadRange(e.to_string()))
+}
+
 /// `relay usage`.
 ///
 /// # Errors
@@ -395,15 +490,36 @@ pub fn usage(
             q.push(format!("{k}={v}"));
         }
     }
+    // Refused here too, not only by the API: the ledger may be read without a relay.
+    let range = crate::admin::UsageRange::parse(from, to).map_err(AdminError::BadRange)?;
     let path = if q.is_empty() {
         "/v1/usage".to_owned()
     } else {
         format!("/v1/usage?{}", q.join("&"))
     };
-    let body = t.request(Method::GET, &path, Duration::from_secs(30))?;
-    let rows: Vec<UsageJson> = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    let rows: Vec<UsageJson> = match t.request(Method::GET, &path, Duration::from_secs(30)) {
+        Ok(body) => serde_json::from_str(&body).map_err(AdminError::BadAnswer)?,
+        Err(
+            unreachable @ AdminError::Unreachable {
+                source: HttpError::Connect(_),
+                ..
+            },
+        ) => {
+            let Some(config) = t
+                .config
+                .as_ref()
+                .filter(|c| c.relay.store == crate::config::StoreSettings::Local)
+            else {
+                return Err(unreachable);
+            };
+            usage_from_ledger(&config.relay.state_dir, range)?
+        }
+        Err(e) => return Err(e),
+    };
     Ok(match format {
-        UsageFormat::Json => body,
+        UsageFormat::Json => {
+            serde_json::to_string_pretty(&rows).map_err(AdminError::BadAnswer)? + "\n"
+        }
         UsageFormat::Csv => {
             let mut out = "instance,hour,billed_seconds,ccu_seconds\n".to_owned();
             for r in &rows {

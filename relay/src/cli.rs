@@ -36,15 +36,45 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
-    /// Show every instance: state, since when, open connections by route, wakes, last
-    /// resume time.
+    /// Print a shell completion script for the relay's commands and flags, e.g.
+    /// `relay completions bash > /etc/bash_completion.d/relay`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the relay's man pages: relay(1) and one per command (relay-run(1), ...). Without
+    /// --out, relay(1) goes to standard output.
+    Man {
+        /// The directory to write relay.1 and relay-COMMAND.1 into (e.g.
+        /// /usr/local/share/man/man1).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+    /// Check a configuration without running it: everything `run` checks before it listens
+    /// (the file itself, the key file and its mode, the admin token file, a writable
+    /// state_dir, listen, compute and admin addresses that do not clash, driver programs that
+    /// exist and are executable). One line per problem; exit status 1 if there is any.
+    Check {
+        /// The TOML configuration file.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Show the relay (pid, signing key id) and every instance: state, since when, open
+    /// connections by route, wakes, last resume time.
     Status {
+        /// Print JSON: `{"relay": {...}, "instances": [...]}`.
+        #[arg(long)]
+        json: bool,
+        /// Print again every SECONDS (default 2) until interrupted.
+        #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
+        watch: Option<u64>,
         /// How to reach the admin API.
         #[command(flatten)]
         admin: AdminArgs,
     },
     /// Pause an instance now. Refused while connections are open, unless --force (which cuts
-    /// them).
+    /// them). Idempotent: an instance already paused (or frozen) is a success, and said so.
     Pause {
         /// The instance.
         name: String,
@@ -55,7 +85,8 @@ pub enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// Resume an instance now (returns once it is running).
+    /// Resume an instance now (returns once it is running). Idempotent: an instance already
+    /// running is a success, and said so.
     Resume {
         /// The instance.
         name: String,
@@ -64,6 +95,8 @@ pub enum Command {
         admin: AdminArgs,
     },
     /// Billed seconds per instance and hour (resuming + running time; nothing while paused).
+    /// Asks the running relay; with --config and no relay running, reads the usage ledger in
+    /// its state_dir.
     Usage {
         /// Start (UTC): 2026-11-29, 2026-11-29T14:00:00Z or Unix seconds. Default: the
         /// beginning of the ledger.
@@ -75,7 +108,11 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = UsageFormat::Table)]
         format: UsageFormat,
-        /// How to reach the admin API.
+        /// The same as --format json.
+        #[arg(long, conflicts_with = "format")]
+        json: bool,
+        /// How to reach the admin API (with --config, the ledger in its state_dir is read
+        /// directly when no relay answers).
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -106,15 +143,18 @@ pub enum Command {
     },
     /// Generate a perceptron key and add it as the newest key of a key file (created with
     /// mode 0600 if missing). The relay signs with the newest key; computes accept every key
-    /// in their copy of the file. To rotate: add a key to the computes' file first, then to
-    /// the relays'.
+    /// in their copy of the file. To rotate: add the same new key to the computes' files
+    /// first, then to the relays' (repeat --out, or copy the new line), and delete the old
+    /// line once every relay signs with the new key (`relay status`). Running relays and
+    /// server-shims read a changed key file within a second (or at once on SIGHUP).
     Keygen {
         /// The new key's id (1-32 characters of A-Z a-z 0-9 . _ -), e.g. a date.
         #[arg(long)]
         id: String,
-        /// The key file to create or extend.
-        #[arg(long, value_name = "FILE")]
-        out: PathBuf,
+        /// The key file to create or extend; repeat it to add the same key to several files
+        /// (the computes' file first, then the relays').
+        #[arg(long, value_name = "FILE", required = true)]
+        out: Vec<PathBuf>,
     },
 }
 
@@ -174,7 +214,9 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Keygen { id, out } => match crate::keygen::run(&id, &out) {
             Ok(id) => {
-                println!("added key '{id}' as the newest key of {}", out.display());
+                for file in &out {
+                    println!("added key '{id}' as the newest key of {}", file.display());
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -183,10 +225,27 @@ pub fn main() -> ExitCode {
             }
         },
         Command::Run { config } => run(&config),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "relay", &mut script);
+            write_stdout(&script)
+        }
+        Command::Man { out } => man(out.as_deref()),
+        Command::Check { config } => check(&config),
+        Command::Status {
+            json,
+            watch: None,
+            admin,
+        } => admin_command(&admin, |t| admin_client::status(t, json)),
+        Command::Status {
+            json,
+            watch: Some(seconds),
+            admin,
+        } => watch_status(&admin, json, seconds),
         Command::Fleet { json, admin } => admin_command(&admin, |t| admin_client::fleet(t, json)),
         #[cfg(feature = "etcd")]
         Command::FleetSimulation(args) => crate::fleet::simulation::main(args),
-        Command::Status { admin } => admin_command(&admin, admin_client::status),
         Command::Pause { name, force, admin } => {
             admin_command(&admin, |t| admin_client::action(t, &name, "pause", force))
         }
@@ -218,10 +277,14 @@ pub fn main() -> ExitCode {
             from,
             to,
             format,
+            json,
             admin,
-        } => admin_command(&admin, |t| {
-            admin_client::usage(t, from.as_deref(), to.as_deref(), format)
-        }),
+        } => {
+            let format = if json { UsageFormat::Json } else { format };
+            admin_command(&admin, |t| {
+                admin_client::usage(t, from.as_deref(), to.as_deref(), format)
+            })
+        }
     }
 }
 
@@ -246,6 +309,126 @@ fn admin_command(
     }
 }
 
+/// `relay status --watch`: the status again every `seconds` (at least 1) until interrupted;
+/// on a terminal the screen is cleared first, as `watch` does. An unreachable relay is
+/// reported and tried again, so the watch outlives a relay restart.
+fn watch_status(args: &AdminArgs, json: bool, seconds: u64) -> ExitCode {
+    let target = match Target::resolve(
+        args.admin,
+        args.config.as_deref(),
+        args.token_file.as_deref(),
+    ) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("relay: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let every = std::time::Duration::from_secs(seconds.max(1));
+    loop {
+        let shown = match admin_client::status(&target, json) {
+            Ok(out) => out,
+            Err(e) => format!("relay: {e}\n"),
+        };
+        // Clear the screen and go home on a terminal; a blank line between reports otherwise.
+        let (before, after) = if terminal {
+            ("\x1b[2J\x1b[H", "")
+        } else {
+            ("", "\n")
+        };
+        let mut stdout = std::io::stdout().lock();
+        if std::io::Write::write_all(&mut stdout, format!("{before}{shown}{after}").as_bytes())
+            .and_then(|()| std::io::Write::flush(&mut stdout))
+            .is_err()
+        {
+            // The reader went away (a closed pipe): nothing to show any more.
+            return ExitCode::SUCCESS;
+        }
+        drop(stdout);
+        std::thread::sleep(every);
+    }
+}
+
+/// Writes `bytes` to standard output; a closed pipe is a failure, not a panic.
+fn write_stdout(bytes: &[u8]) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    match std::io::Write::write_all(&mut stdout, bytes)
+        .and_then(|()| std::io::Write::flush(&mut stdout))
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("relay: cannot write to standard output: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `relay man`: relay(1) to standard output, or every page into `out`.
+fn man(out: Option<&std::path::Path>) -> ExitCode {
+    let command = <Cli as clap::CommandFactory>::command();
+    let render = |cmd: clap::Command| -> std::io::Result<Vec<u8>> {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut page)?;
+        Ok(page)
+    };
+    let Some(dir) = out else {
+        return match render(command) {
+            Ok(page) => write_stdout(&page),
+            Err(e) => {
+                eprintln!("relay man: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    };
+    // relay-COMMAND(1) for each command, named as `man relay-run` finds it.
+    let mut pages = vec![("relay".to_owned(), command.clone())];
+    for sub in command.get_subcommands() {
+        let name = format!("relay-{}", sub.get_name());
+        let page = sub
+            .clone()
+            .display_name(name.clone())
+            .bin_name(format!("relay {}", sub.get_name()));
+        pages.push((name, page));
+    }
+    let mut written = String::new();
+    for (name, cmd) in pages {
+        let path = dir.join(format!("{name}.1"));
+        if let Err(e) = render(cmd).and_then(|page| std::fs::write(&path, page)) {
+            eprintln!("relay man: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        written.push_str(&format!("{}\n", path.display()));
+    }
+    write_stdout(written.as_bytes())
+}
+
+/// `relay check`.
+fn check(config_path: &std::path::Path) -> ExitCode {
+    let config = match crate::config::Config::load(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let problems = crate::preflight::check(&config);
+    for p in &problems {
+        println!("{}: {}: {}", config.path.display(), p.key, p.message);
+    }
+    if problems.is_empty() {
+        println!(
+            "{}: OK ({} instance{})",
+            config.path.display(),
+            config.instances.len(),
+            if config.instances.len() == 1 { "" } else { "s" }
+        );
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 fn run(config_path: &std::path::Path) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -265,7 +448,15 @@ fn run(config_path: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let ring = match authplugin::key_file::load(&config.relay.key_file) {
+    // What `relay check` reports, before anything listens or starts.
+    let problems = crate::preflight::check(&config);
+    if !problems.is_empty() {
+        for p in &problems {
+            eprintln!("relay: {}: {}: {}", config.path.display(), p.key, p.message);
+        }
+        return ExitCode::FAILURE;
+    }
+    let ring = match authplugin::key_file::LiveKeyRing::open(&config.relay.key_file) {
         Ok(r) => r,
         Err(e) => {
             eprintln!(

@@ -1,4 +1,4 @@
-//! The direct route (DESIGN §2, "after the resume"): while an instance runs, a new connection
+//! The direct route (architecture.md §2, "after the resume"): while an instance runs, a new connection
 //! is forwarded as raw bytes from its first byte; the compute greets and authenticates the
 //! client itself and the relay parses nothing. This keeps the perceptron off the hot path.
 //! If the compute does not accept, the connection falls back to the perceptron route, which

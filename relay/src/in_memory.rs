@@ -106,7 +106,7 @@ pub fn runtime_with(
         ),
         profile: RwLock::new(ComputeProfile::server_shim_default()),
         state_dir: "/nonexistent/perceptron-in-memory".into(),
-        ring: Arc::new(ring),
+        ring: Arc::new(authplugin::key_file::LiveKeyRing::fixed(ring)),
         greetings: Arc::new(Mutex::new(authplugin::compute_proof::greeting_guard())),
         metrics,
         connection_ids: AtomicU32::new(1),

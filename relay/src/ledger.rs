@@ -1,4 +1,4 @@
-//! The usage ledger (DESIGN §4, §6): an append-only event stream of instance state changes,
+//! The usage ledger (architecture.md §4, §6): an append-only event stream of instance state changes,
 //! one line per event, flushed to disk before the change is acted on, and the billing
 //! computed from it.
 //!

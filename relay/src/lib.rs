@@ -24,10 +24,13 @@
 //! - `ledger`: the usage ledger and billing.
 //! - `http_client`: one HTTP/1.1 request with a deadline (the http driver and the CLI).
 //! - `metrics`: every metric, in one place.
+//! - `preflight`: what `relay check` and `run` verify before listening (files, programs,
+//!   addresses), and the state directory's lock.
 //! - `config`, `duration`: the TOML configuration and its validation.
 //! - `profile`: the compute greeting profile the relay imitates.
 //! - `lifecycle`: the lifecycle phases, named once for control, ledger and metrics.
 //! - `keygen`: `relay keygen`, creating or extending the key file relays and computes share.
+//! - `keys`: the key ring following its key file (polled, and on SIGHUP).
 //! - `timefmt`: UTC timestamps for usage reports.
 //! - `logsafe`: client-supplied text escaped for log lines.
 //! - `tls`: TLS on the client leg (rustls, ring): certificates, the client stream, the
@@ -55,6 +58,7 @@ mod http_client;
 #[cfg(any(test, feature = "fuzzing"))]
 mod in_memory;
 mod keygen;
+mod keys;
 mod ledger;
 mod lifecycle;
 mod limits;
@@ -65,6 +69,7 @@ mod metrics;
 mod packet_io;
 mod passthrough;
 mod perceptron;
+mod preflight;
 mod profile;
 mod proxy_protocol;
 mod router;

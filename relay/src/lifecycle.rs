@@ -1,4 +1,4 @@
-//! The lifecycle phases of an instance (DESIGN §4), defined once: the control plane moves
+//! The lifecycle phases of an instance (architecture.md §4), defined once: the control plane moves
 //! between them, the ledger records them and bills some of them, metrics and the admin API
 //! show them by name.
 

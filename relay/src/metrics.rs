@@ -14,7 +14,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::encoding::{
+    EncodeLabelSet, EncodeLabelValue, EncodeMetric, LabelValueEncoder, MetricEncoder,
+};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter as PromCounter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -141,6 +144,24 @@ impl EncodeLabelValue for Phase {
     }
 }
 
+/// What a look at the key file did (`relay_key_reloads_total{outcome}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[expect(
+    non_camel_case_types,
+    reason = "the derive writes the variant name as the label value"
+)]
+pub enum KeyReload {
+    /// The file changed and its ring is in use.
+    reloaded,
+    /// The file changed but is unusable; the ring in use stays.
+    refused,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct KeyReloadLabels {
+    outcome: KeyReload,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RelayLabels {
     relay_id: String,
@@ -206,6 +227,26 @@ struct StateLabels {
 
 type ResumeFamily = Family<InstanceLabels, Histogram, fn() -> Histogram>;
 
+/// A metric whose `# HELP` and `# TYPE` lines are written even before it has a sample: a
+/// scraper (and `packaging/monitoring`'s dashboard and alerts) sees every family the relay
+/// has from its first scrape on, and its help text with it.
+#[derive(Debug)]
+struct Described<M>(M);
+
+impl<M: EncodeMetric> EncodeMetric for Described<M> {
+    fn encode(&self, encoder: MetricEncoder<'_>) -> fmt::Result {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
+
+    fn is_empty(&self) -> bool {
+        false
+    }
+}
+
 fn resume_histogram() -> Histogram {
     Histogram::new(RESUME_BUCKETS_S)
 }
@@ -236,6 +277,7 @@ pub struct Metrics {
     kernel_connections: Family<InstanceLabels, Gauge>,
     tls_expiry: Family<InstanceLabels, Gauge>,
     tls_reloads: Family<OutcomeLabels, PromCounter>,
+    key_reloads: Family<KeyReloadLabels, PromCounter>,
     fleet_store: Family<RelayLabels, Gauge>,
 }
 
@@ -262,106 +304,113 @@ impl Default for Metrics {
         let kernel_connections = Family::default();
         let tls_expiry = Family::default();
         let tls_reloads = Family::default();
+        let key_reloads = Family::default();
         let fleet_store = Family::default();
         let mut registry = Registry::default();
         // Counter names are registered without `_total`: the encoder appends it.
         registry.register(
             "relay_connections",
             "Connections on the perceptron route by how they ended",
-            connections.clone(),
+            Described(connections.clone()),
         );
         registry.register(
             "relay_classifications",
             "Connections that were not logins, by class",
-            classifications.clone(),
+            Described(classifications.clone()),
         );
         registry.register(
             "relay_wakes",
             "Wake attempts by outcome (one per spawn, however many clients waited)",
-            wakes.clone(),
+            Described(wakes.clone()),
         );
         registry.register(
             "relay_direct_connections",
             "Connections on the direct route by outcome",
-            direct.clone(),
+            Described(direct.clone()),
         );
         registry.register(
             "relay_bytes",
             "Bytes copied on either route, per direction",
-            bytes.clone(),
+            Described(bytes.clone()),
         );
         registry.register_with_unit(
             "relay_resume",
             "Time from a wake's start until the compute was ready",
             Unit::Seconds,
-            resume.clone(),
+            Described(resume.clone()),
         );
         registry.register(
             "relay_instance_state",
             "1 for the lifecycle state the instance is in, 0 for the others",
-            state.clone(),
+            Described(state.clone()),
         );
         registry.register(
             "relay_active_connections",
             "Open connections per route",
-            active.clone(),
+            Described(active.clone()),
         );
         registry.register(
             "relay_admin_refused",
             "Admin API requests refused, by reason",
-            admin_refused.clone(),
+            Described(admin_refused.clone()),
         );
         registry.register(
             "relay_connections_refused",
             "Connections refused before a greeting (ERR 1040), by the cap that was full",
-            refused.clone(),
+            Described(refused.clone()),
         );
         registry.register(
             "relay_accept_errors",
             "Failed accepts (descriptor exhaustion and the like), each followed by a back-off",
-            accept_errors.clone(),
+            Described(accept_errors.clone()),
         );
         registry.register(
             "relay_pending_connections",
             "Connections that have not logged in yet",
-            pending.clone(),
+            Described(pending.clone()),
         );
         registry.register(
             "relay_budget_refusals",
             "Logins refused without a wake because a failed-login or wake budget is spent, by \
              which one (ERR 1129 for a source, 1226 for a user)",
-            budget_refusals.clone(),
+            Described(budget_refusals.clone()),
         );
         registry.register(
             "relay_budget_blocks",
             "Sources and users blocked now, by scope and budget",
-            budget_blocks.clone(),
+            Described(budget_blocks.clone()),
         );
         registry.register(
             "relay_budget_untracked_events",
             "Failed logins and wakes not counted because the budget table was full",
-            budget_untracked.clone(),
+            Described(budget_untracked.clone()),
         );
         registry.register(
             "relay_health_checks",
             "Health-check logins answered by the relay itself, without a wake",
-            health_checks.clone(),
+            Described(health_checks.clone()),
         );
         registry.register(
             "relay_instance_ccu",
             "The running compute's capacity in CCUs (instances with [instance.capacity])",
-            ccu.clone(),
+            Described(ccu.clone()),
         );
         registry.register(
             "relay_kernel_route_changes",
             "Kernel route (nftables) installs and removals, by outcome",
-            kernel_route_changes.clone(),
+            Described(kernel_route_changes.clone()),
         );
         registry.register(
             "relay_kernel_route_connections",
             "Open connections the kernel route sent straight to the compute (conntrack), at \
              the last count",
-            kernel_connections.clone(),
+            Described(kernel_connections.clone()),
+        );
+        registry.register(
+            "relay_key_reloads",
+            "Key file changes (or SIGHUPs) by outcome: reloaded, or refused with the key ring \
+             in use kept",
+            Described(key_reloads.clone()),
         );
         registry.register_with_unit(
             "relay_tls_certificate_expiry",
@@ -379,7 +428,7 @@ impl Default for Metrics {
             "1 while this relay (relay_id) holds a live lease in its fleet's store, 0 while cut \
              off (logins that need a wake get ERR 1053 and nothing is paused); absent for a \
              single relay",
-            fleet_store.clone(),
+            Described(fleet_store.clone()),
         );
         Self {
             registry,
@@ -404,6 +453,7 @@ impl Default for Metrics {
             kernel_connections,
             tls_expiry,
             tls_reloads,
+            key_reloads,
             fleet_store,
         }
     }
@@ -462,6 +512,13 @@ impl Metrics {
                 })
                 .inc_by(n);
         }
+    }
+
+    /// Counts a key file reload or refusal.
+    pub fn key_reload(&self, outcome: KeyReload) {
+        self.key_reloads
+            .get_or_create(&KeyReloadLabels { outcome })
+            .inc();
     }
 
     /// Counts an admin request refused for `reason`.
@@ -670,23 +727,32 @@ impl Format {
     }
 }
 
-/// Rewrites OpenMetrics text as Prometheus text 0.0.4: a counter's `# TYPE` names its
-/// samples (with `_total`), and the `# HELP`, `# UNIT` and `# EOF` lines go (0.0.4 has no
-/// `UNIT` or `EOF`; the relay never served `HELP`, and simple scrapers read every other line as
-/// a sample). Sample lines are the same in both formats.
+/// Rewrites OpenMetrics text as Prometheus text 0.0.4: a counter's `# HELP` and `# TYPE` name
+/// its samples (with `_total`), and the `# UNIT` and `# EOF` lines go (0.0.4 has neither).
+/// Sample lines are the same in both formats.
 fn to_prometheus_text(open_metrics: &str) -> String {
+    // HELP comes before TYPE: learn which families are counters first.
+    let counters: std::collections::HashSet<&str> = open_metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
     let mut out = String::with_capacity(open_metrics.len());
     for line in open_metrics.lines() {
-        if line.starts_with("# HELP ") || line.starts_with("# UNIT ") || line == "# EOF" {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
             continue;
         }
-        if let Some(name) = line
-            .strip_prefix("# TYPE ")
-            .and_then(|rest| rest.strip_suffix(" counter"))
-        {
-            out.push_str("# TYPE ");
-            out.push_str(name);
-            out.push_str("_total counter\n");
+        for marker in ["# HELP ", "# TYPE "] {
+            if let Some(rest) = line.strip_prefix(marker) {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                if counters.contains(name) {
+                    out.push_str(&format!("{marker}{name}_total {tail}\n"));
+                } else {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
+        if line.starts_with('#') {
             continue;
         }
         out.push_str(line);
@@ -761,10 +827,37 @@ mod tests {
     }
 
     #[test]
+    fn every_metric_has_help_text_in_both_formats() {
+        for format in [Format::Prometheus, Format::OpenMetrics] {
+            let text = Metrics::default().render(format);
+            let family = |marker: &str| -> Vec<String> {
+                text.lines()
+                    .filter_map(|l| l.strip_prefix(marker))
+                    .map(|rest| rest.split(' ').next().unwrap_or_default().to_owned())
+                    .collect()
+            };
+            let (typed, helped) = (family("# TYPE "), family("# HELP "));
+            assert!(typed.len() >= 20, "{text}");
+            assert_eq!(typed, helped, "{text}");
+            for line in text.lines().filter(|l| l.starts_with("# HELP ")) {
+                assert!(line.split(' ').nth(3).is_some(), "empty help: {line}");
+            }
+        }
+        let text = sample().render(Format::Prometheus);
+        assert!(
+            text.contains("# HELP relay_wakes_total Wake attempts by outcome"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn prometheus_text_has_a_type_before_every_sample_and_only_samples_otherwise() {
         let text = sample().render(Format::Prometheus);
         let mut typed = Vec::new();
         for line in text.lines() {
+            if line.starts_with("# HELP ") {
+                continue;
+            }
             if let Some(rest) = line.strip_prefix("# TYPE ") {
                 typed.push(rest.split(' ').next().unwrap_or_default().to_owned());
                 continue;

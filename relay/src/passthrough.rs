@@ -1,5 +1,5 @@
 //! The byte pump: after a relayed login (and on the direct route) the relay only copies
-//! bytes (DESIGN §2, P8), in both directions, with half-close: when one side finishes
+//! bytes (architecture.md §2, P8), in both directions, with half-close: when one side finishes
 //! sending, the other side's write half is shut down and the opposite direction carries on
 //! until it finishes too.
 //!

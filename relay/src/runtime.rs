@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use authplugin::ReplayGuard;
+use authplugin::key_file::LiveKeyRing;
 use authplugin::packet::HandshakeV10;
 use authplugin::packet::capabilities::CLIENT_SSL;
-use authplugin::{KeyRing, ReplayGuard};
 use tokio_util::sync::CancellationToken;
 
 use crate::budgets::Budgets;
@@ -27,8 +28,9 @@ pub struct InstanceRuntime {
     pub profile: RwLock<ComputeProfile>,
     /// Where learnt profiles are kept.
     pub state_dir: PathBuf,
-    /// The relay's key ring.
-    pub ring: Arc<KeyRing>,
+    /// The relay's key ring, following its key file: take [`LiveKeyRing::current`] once per
+    /// login.
+    pub ring: Arc<LiveKeyRing>,
     /// Compute greetings whose proof of the key was accepted, relay-wide
     /// (`authplugin::compute_proof::greeting_guard`).
     pub greetings: Arc<Mutex<ReplayGuard>>,

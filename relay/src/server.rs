@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use authplugin::KeyRing;
+use authplugin::key_file::LiveKeyRing;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -73,6 +73,8 @@ pub enum StartError {
         /// What is wrong.
         message: String,
     },
+    /// Another relay holds the state directory's lock.
+    Locked(crate::preflight::LockError),
 }
 
 impl std::fmt::Display for StartError {
@@ -116,6 +118,7 @@ impl std::fmt::Display for StartError {
                     source.file.key()
                 )
             }
+            Self::Locked(e) => write!(f, "relay.state_dir: {e}"),
         }
     }
 }
@@ -129,6 +132,7 @@ impl std::error::Error for StartError {
             Self::Fleet(e) => Some(e),
             Self::Tls { source, .. } => Some(source),
             Self::ComputeTls { .. } => None,
+            Self::Locked(e) => Some(e),
         }
     }
 }
@@ -176,11 +180,15 @@ impl std::error::Error for TokenFileError {
 /// is left running in that case.
 pub async fn run(
     config: Config,
-    ring: KeyRing,
+    ring: LiveKeyRing,
     shutdown: CancellationToken,
 ) -> Result<(), StartError> {
     let state_dir_error = |e| StartError::StateDir(config.relay.state_dir.clone(), e);
     std::fs::create_dir_all(&config.relay.state_dir).map_err(state_dir_error)?;
+    // Before anything in the directory is touched: two relays would both write its ledger
+    // and pid files.
+    let _lock =
+        crate::preflight::lock_state_dir(&config.relay.state_dir).map_err(StartError::Locked)?;
     let table = prepare_kernel_route(&config).await?;
     let result = serve(config, ring, shutdown, table.as_ref()).await;
     if let Some(table) = table {
@@ -260,7 +268,7 @@ fn warn_about_sysctls(cfg: &InstanceConfig) {
 /// computes' stop.
 async fn serve(
     config: Config,
-    ring: KeyRing,
+    ring: LiveKeyRing,
     shutdown: CancellationToken,
     table: Option<&Arc<NftTable>>,
 ) -> Result<(), StartError> {
@@ -278,6 +286,11 @@ async fn serve(
         .await
         .map_err(StartError::Fleet)?;
     let tracker = TaskTracker::new();
+    tracker.spawn(crate::keys::follow(
+        Arc::clone(&ring),
+        Arc::clone(&metrics),
+        shutdown.clone(),
+    ));
     if let Some(store) = &fleet {
         tracker.spawn(report_fleet_store(
             Arc::clone(store),
@@ -399,6 +412,7 @@ async fn serve(
             admission: Arc::clone(&admission),
             budgets: Arc::clone(&budgets),
             fleet: fleet.clone(),
+            keys: Arc::clone(&ring),
         });
         tracker.spawn(admin::serve(
             listener,
@@ -420,7 +434,7 @@ async fn serve(
             tracker.clone(),
         ));
     }
-    tracing::info!(signing_key = %ring.signing_key().id(), "relay ready");
+    tracing::info!(signing_key = %ring.current().signing_key().id(), "relay ready");
     shutdown.cancelled().await;
     tracing::info!("shutting down: no new connections; draining");
     tracker.close();
@@ -557,7 +571,9 @@ fn raise_descriptor_limit(max_pending: usize) {
 }
 
 /// Reads the admin bearer token, refusing a file others can read.
-fn read_token(path: &std::path::Path) -> Result<zeroize::Zeroizing<String>, TokenFileError> {
+pub(crate) fn read_token(
+    path: &std::path::Path,
+) -> Result<zeroize::Zeroizing<String>, TokenFileError> {
     let text = authplugin::read_secret_file(path).map_err(TokenFileError::Unreadable)?;
     let token = text.trim();
     if token.len() < MIN_TOKEN_LEN {

@@ -1,4 +1,4 @@
-//! TLS on the client leg (DESIGN §6, issue 16): the relay terminates MySQL's in-band TLS
+//! TLS on the client leg (architecture.md §6, issue 16): the relay terminates MySQL's in-band TLS
 //! upgrade (SSLRequest, then a TLS handshake, then the HandshakeResponse41 inside TLS) on the
 //! perceptron route, with rustls and its `ring` provider.
 //!

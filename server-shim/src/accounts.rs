@@ -1,5 +1,5 @@
 //! The account store (issue 3, item 2): `DATA/accounts`, one account per line, holding only
-//! password hashes (DESIGN §1: "an account store that keeps only password hashes").
+//! password hashes (architecture.md §1: "an account store that keeps only password hashes").
 //!
 //! ```text
 //! # comment

@@ -1,4 +1,4 @@
-//! Dual verification (DESIGN §3, P7) and direct logins, as one decision: [`decide`] takes
+//! Dual verification (architecture.md §3, P7) and direct logins, as one decision: [`decide`] takes
 //! what opensrv hands the `authenticate` hook plus the client's HandshakeResponse41 (teed by
 //! [`crate::stream`]) and returns a [`Login`] or a [`Denial`].
 //!

@@ -1,4 +1,5 @@
-//! The command line (issue 3, item 5): `server-shim run` and `server-shim user add|remove|list`.
+//! The command line (issue 3, item 5): `server-shim run`, `server-shim user
+//! add|remove|passwd|list`, and its own `completions` and `man`.
 //! `main.rs` only calls [`main`].
 
 use core::fmt;
@@ -39,6 +40,14 @@ enum Command {
     /// Manage accounts in a data directory.
     #[command(subcommand)]
     User(UserCommand),
+    /// Print a shell completion script, e.g. `server-shim completions bash`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the server-shim(1) man page.
+    Man,
 }
 
 #[derive(Debug, clap::Args)]
@@ -110,6 +119,18 @@ enum UserCommand {
         /// Data directory.
         #[arg(long)]
         data: PathBuf,
+    },
+    /// Change an account's password (its role stays). The password is read as for `add`.
+    /// Sessions already logged in keep running; the next login needs the new password.
+    Passwd {
+        /// Account name.
+        name: String,
+        /// Data directory.
+        #[arg(long)]
+        data: PathBuf,
+        /// Read the password from the first line of standard input.
+        #[arg(long)]
+        password_stdin: bool,
     },
     /// List accounts: name, role and plugins (never hashes).
     List {
@@ -255,6 +276,18 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     }
 }
 
+/// Writes `bytes` to standard output; a closed pipe is a failure, not a panic.
+fn write_stdout(bytes: &[u8]) -> ExitCode {
+    let mut stdout = io::stdout().lock();
+    match io::Write::write_all(&mut stdout, bytes).and_then(|()| io::Write::flush(&mut stdout)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("server-shim: cannot write to standard output: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Runs the command line. Returns the process exit code.
 #[must_use]
 pub fn main() -> ExitCode {
@@ -262,6 +295,27 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run(args, started),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "server-shim",
+                &mut script,
+            );
+            write_stdout(&script)
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            match clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut page)
+            {
+                Ok(()) => write_stdout(&page),
+                Err(e) => {
+                    eprintln!("server-shim man: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::User(cmd) => match user(cmd) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -344,7 +398,7 @@ async fn run_async(args: RunArgs, started: Instant) -> Result<(), CliError> {
     ensure_data_dir(&args.data).map_err(CliError::data_dir(&args.data))?;
     let accounts = AccountStore::open(&args.data)?;
     let key_ring = match &args.key_file {
-        Some(path) => Some(authplugin::key_file::load(path)?),
+        Some(path) => Some(Arc::new(authplugin::key_file::LiveKeyRing::open(path)?)),
         None => None,
     };
     let tls = match (&args.tls_cert, &args.tls_key) {
@@ -386,6 +440,12 @@ async fn run_async(args: RunArgs, started: Instant) -> Result<(), CliError> {
     if state.key_ring.is_none() {
         info!("no --key-file: relayed logins will be refused, direct logins work");
     }
+    if let Some(keys) = &state.key_ring {
+        tokio::spawn(crate::keys::follow(
+            Arc::clone(keys),
+            state.shutdown.clone(),
+        ));
+    }
     let shutdown = state.shutdown.clone();
     tokio::spawn(async move {
         wait_for_signal().await;
@@ -415,6 +475,22 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = term.recv() => info!("SIGTERM: shutting down"),
         _ = int.recv() => info!("SIGINT: shutting down"),
+    }
+}
+
+/// `data` if it is a directory: commands that only read or change accounts never create one
+/// (a typo in the path would otherwise list nothing and succeed).
+fn existing_data_dir(data: &Path) -> Result<&Path, CliError> {
+    match fs::metadata(data) {
+        Ok(m) if m.is_dir() => Ok(data),
+        Ok(_) => Err(CliError::DataDir {
+            path: data.to_owned(),
+            source: io::Error::new(io::ErrorKind::NotADirectory, "not a directory"),
+        }),
+        Err(source) => Err(CliError::DataDir {
+            path: data.to_owned(),
+            source,
+        }),
     }
 }
 
@@ -465,13 +541,28 @@ fn user(cmd: UserCommand) -> Result<(), CliError> {
             Ok(())
         }
         UserCommand::Remove { name, data } => {
-            let store = AccountStore::open(&data)?;
+            let store = AccountStore::open(existing_data_dir(&data)?)?;
             store.remove(&name)?;
             eprintln!("server-shim: account '{name}' removed");
             Ok(())
         }
+        UserCommand::Passwd {
+            name,
+            data,
+            password_stdin,
+        } => {
+            let store = AccountStore::open(existing_data_dir(&data)?)?;
+            // Refused before the password is typed, if there is no such account.
+            if store.get(&name)?.is_none() {
+                return Err(AccountError::NotFound(name).into());
+            }
+            let password = read_password(password_stdin)?;
+            store.set_credential(&name, Credential::from_password(password.as_bytes()))?;
+            eprintln!("server-shim: password of '{name}' changed");
+            Ok(())
+        }
         UserCommand::List { data } => {
-            let store = AccountStore::open(&data)?;
+            let store = AccountStore::open(existing_data_dir(&data)?)?;
             for (name, account) in store.list()? {
                 let role = match account.role {
                     Role::Admin => "admin",

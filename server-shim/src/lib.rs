@@ -1,5 +1,5 @@
-//! `server-shim`: Perceptron's stand-in compute node (DESIGN §1, issue 3). An
-//! `opensrv-mysql` server whose login hook implements dual verification (DESIGN §3, P7), an
+//! `server-shim`: Perceptron's stand-in compute node (architecture.md §1, issue 3). An
+//! `opensrv-mysql` server whose login hook implements dual verification (architecture.md §3, P7), an
 //! account store that keeps only password hashes, and an embedded persistent SQL engine
 //! (SQLite behind a MySQL-to-SQLite translation, issue 11), with a user-management CLI.
 //!
@@ -10,7 +10,7 @@
 //! layer  module                                 uses
 //!   7    cli                                    server state catalog sqlite accounts stream
 //!   6    server                                 session state auth catalog results variables
-//!                                               stream sql_error
+//!                                               stream sql_error keys
 //!   5    session                                state auth classify results variables catalog
 //!                                               engine sqlite dialect accounts sql_error
 //!   4    sqlite                                 catalog dialect engine mysql_functions
@@ -21,6 +21,7 @@
 //!        sqlite_catalog, information_schema     engine
 //!   1    engine, dialect                        sql_error
 //!        auth                                   accounts
+//!        keys                                   (authplugin only)
 //!   0    sql_error, accounts, stream, tls       (stream: only its own submodules, all leaves)
 //! ```
 //!
@@ -36,6 +37,7 @@
 //! - `tls`: TLS for clients (`--tls-cert`), terminated under the stream adapters so they
 //!   keep seeing plaintext packets.
 //! - `auth`: the login decision, relayed (payload verification) and direct.
+//! - `keys`: the key ring following `--key-file` (polled, on SIGHUP, on an unknown key id).
 //! - `accounts`: the account file (hashes only, mode 0600, atomic writes).
 //! - `classify`: which statements the session answers and which go to the engine.
 //! - `variables`: the system variables clients ask for.
@@ -69,6 +71,7 @@ pub mod fuzzing {
 mod dialect;
 mod engine;
 mod information_schema;
+mod keys;
 mod mysql_functions;
 mod results;
 mod server;

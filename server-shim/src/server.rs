@@ -72,7 +72,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         // before a relay sends it anyone's login (authplugin::compute_proof).
         self.server.key_ring.as_ref().map_or_else(
             || SERVER_VERSION.to_owned(),
-            |ring| compute_proof::greeting_version(SERVER_VERSION, ring, &self.scramble),
+            |keys| compute_proof::greeting_version(SERVER_VERSION, &keys.current(), &self.scramble),
         )
     }
 
@@ -100,11 +100,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         auth_data: &[u8],
     ) -> bool {
         let handshake = self.shared.first_packet();
-        let verifier = Verifier {
-            accounts: &self.server.accounts,
-            key_ring: self.server.key_ring.as_ref(),
-            replay: &self.server.replay,
-        };
+        let ring = self.server.key_ring.as_ref().map(|keys| keys.current());
         let now_ms = now_ms();
         let attempt = Attempt {
             handshake: handshake.as_deref(),
@@ -115,7 +111,26 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             peer_ip: self.peer.ip(),
             now_ms,
         };
-        match auth::decide(&verifier, &attempt) {
+        let decide = |ring: Option<&authplugin::KeyRing>| {
+            let verifier = Verifier {
+                accounts: &self.server.accounts,
+                key_ring: ring,
+                replay: &self.server.replay,
+            };
+            auth::decide(&verifier, &attempt)
+        };
+        let mut decided = decide(ring.as_deref());
+        // A relay that read a rotated key file before this shim did: the file may already
+        // hold the key (a shared file, or the computes' file updated first, as the rotation
+        // steps say). The key id is checked before the replay window, so deciding again is
+        // safe.
+        if let (Err(denial), Some(keys)) = (&decided, &self.server.key_ring)
+            && denial.kind == "unknown_key_id"
+            && let Some(newer) = crate::keys::check(keys, false)
+        {
+            decided = decide(Some(&newer));
+        }
+        match decided {
             Ok(login) => {
                 info!(
                     conn_id = self.conn_id,

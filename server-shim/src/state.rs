@@ -1,5 +1,5 @@
 //! The state every connection of one server shares: the catalog, the accounts, the key
-//! ring and replay window (DESIGN §3, P7), deadlines, the shutdown token and connection ids.
+//! ring and replay window (architecture.md §3, P7), deadlines, the shutdown token and connection ids.
 //!
 //! Its own module so that the accept loop ([`crate::server`]) and the per-connection session
 //! ([`crate::session`]) both depend on it without depending on each other.
@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use authplugin::{KeyRing, ReplayGuard};
+use authplugin::ReplayGuard;
+use authplugin::key_file::LiveKeyRing;
 use tokio_util::sync::CancellationToken;
 
 use crate::accounts::AccountStore;
@@ -21,8 +22,10 @@ pub struct ServerState {
     pub catalog: Arc<Catalog>,
     /// The accounts.
     pub accounts: AccountStore,
-    /// The perceptron key ring (`--key-file`); without it relayed logins are refused.
-    pub key_ring: Option<KeyRing>,
+    /// The perceptron key ring (`--key-file`), following the file (polled every second, read
+    /// on SIGHUP, and looked at when a login names a key id the ring lacks); without it
+    /// relayed logins are refused.
+    pub key_ring: Option<Arc<LiveKeyRing>>,
     /// One replay window for the whole process, so a relayed login is accepted once.
     pub replay: Mutex<ReplayGuard>,
     /// Connection deadlines.
@@ -45,7 +48,7 @@ impl ServerState {
     pub fn new(
         catalog: Arc<Catalog>,
         accounts: AccountStore,
-        key_ring: Option<KeyRing>,
+        key_ring: Option<Arc<LiveKeyRing>>,
         timeouts: Timeouts,
         lock_wait: Duration,
     ) -> Self {

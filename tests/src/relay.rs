@@ -35,6 +35,9 @@ pub struct RelayOptions {
     pub relay_toml: String,
     /// Extra lines for the `[[instance]]` table, before its driver.
     pub instance_toml: String,
+    /// Start the relay as the leader of a process group of its own, so the test can signal
+    /// the whole group as a terminal does (`kill -INT -- -<pid>`).
+    pub own_process_group: bool,
 }
 
 impl Default for RelayOptions {
@@ -50,6 +53,7 @@ impl Default for RelayOptions {
             proxy_protocol: false,
             relay_toml: String::new(),
             instance_toml: String::new(),
+            own_process_group: false,
         }
     }
 }
@@ -196,8 +200,12 @@ on_relay_exit = "{}"
         let log = dir.join(format!("relay-{}.log", crate::free_port()));
         let log_file = fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
         let spawned = Instant::now();
+        let mut command = Command::new(bin_path("relay"));
+        if options.own_process_group {
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        }
         let child = ChildGuard::new(
-            Command::new(bin_path("relay"))
+            command
                 .args(["run", "--config"])
                 .arg(&config_path)
                 .env("RUST_LOG", "info")

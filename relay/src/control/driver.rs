@@ -1,4 +1,4 @@
-//! The driver seam (DESIGN §4, §6): how a compute is started, watched and stopped. The
+//! The driver seam (architecture.md §4, §6): how a compute is started, watched and stopped. The
 //! process driver is the embedded default; exec, http and Kubernetes drivers plug in here.
 
 use std::future::Future;

@@ -108,6 +108,9 @@ impl ExecDriver {
         let mut child = Command::new(program)
             .args(args)
             .current_dir(&self.spec.cwd)
+            // Its own process group, as the process driver's computes: a terminal's Ctrl-C
+            // must not reach a `start` command or the daemon it leaves running.
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -1,11 +1,11 @@
-//! The control plane (DESIGN §4): each instance's lifecycle and the single-flight wake.
+//! The control plane (architecture.md §4): each instance's lifecycle and the single-flight wake.
 //!
 //! Transitions are serialised per instance by one mutex over [`State`]. A wake runs in its own
 //! task, so it finishes (and is cleaned up) even when the client that triggered it leaves;
 //! every connection that arrives while it runs waits on the same outcome. That is how any
 //! number of clients cause exactly one spawn (P3).
 //!
-//! The seams DESIGN §6 asks for: drivers are behind [`driver::Driver`], and the state lives
+//! The seams architecture.md §6 asks for: drivers are behind [`driver::Driver`], and the state lives
 //! behind this module's small API so a shared store can replace the in-process map.
 
 pub mod cgroup;

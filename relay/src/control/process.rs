@@ -278,6 +278,11 @@ impl ProcessDriver {
         let mut child = Command::new(program)
             .args(args)
             .current_dir(&self.cwd)
+            // A process group of its own: a terminal's Ctrl-C (SIGINT to the foreground
+            // group) reaches the relay only, which then stops the compute itself, after the
+            // drain. In the relay's group the compute used to exit first, cutting the sessions
+            // the drain was waiting for.
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

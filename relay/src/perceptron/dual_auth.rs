@@ -1,4 +1,4 @@
-//! P6 and P7 in dual mode (DESIGN §3): log in to the compute with the relayed-auth payload
+//! P6 and P7 in dual mode (architecture.md §3): log in to the compute with the relayed-auth payload
 //! (the relay's proof over scramble B, plus scramble A and the client's answer to it) and read
 //! the compute's verdict. P8, handing the verdict to the client, is the caller's.
 //!

@@ -1,4 +1,4 @@
-//! The perceptron route (DESIGN §2, P0–P8): a connection to a paused instance is greeted by
+//! The perceptron route (architecture.md §2, P0–P8): a connection to a paused instance is greeted by
 //! the relay, classified, held while the instance wakes, and logged in to the compute on the
 //! client's behalf. One function per phase, each generic over its streams:
 //!
@@ -289,8 +289,10 @@ where
     let verdict = match cfg.auth {
         AuthMode::Dual => {
             let client_addr = client_addr.to_string();
+            // One ring for the whole login, even if the key file is reloaded meanwhile.
+            let ring = rt.ring.current();
             let signer = dual_auth::Signer {
-                ring: &rt.ring,
+                ring: &ring,
                 scramble_a: &scramble_a,
                 client_addr: &client_addr,
                 now_ms: crate::ledger::now_ms(),

@@ -1,4 +1,4 @@
-//! Auth-switch mode (DESIGN §2, "Stock servers"): P4–P8 for a stock MySQL or MariaDB, which
+//! Auth-switch mode (architecture.md §2, "Stock servers"): P4–P8 for a stock MySQL or MariaDB, which
 //! cannot verify a relayed payload. The relay still never holds a credential: the client is
 //! switched once to the server's own plugin and answers the server's own challenge, and the
 //! relay only carries the packets, renumbering their sequence ids.

@@ -279,7 +279,7 @@ where
             None => {
                 let (relay_end, compute_end) = tokio::io::duplex(1 << 16);
                 let f = compute.take().expect("one compute per run");
-                let side = ComputeSide::new(compute_end, Arc::clone(&rt.ring));
+                let side = ComputeSide::new(compute_end, rt.ring.current());
                 compute_task = Some(tokio::spawn(f(side)));
                 script.push(Ok(relay_end));
             }
@@ -336,7 +336,7 @@ fn assert_unavailable(r: &Run) {
 #[tokio::test]
 async fn dual_login_reaches_the_client_as_the_computes_ok() {
     let rt = runtime(AuthMode::Dual);
-    let ring = Arc::clone(&rt.ring);
+    let ring = rt.ring.current();
     let r = run(
         &rt,
         0,
@@ -400,7 +400,7 @@ async fn a_login_split_at_every_byte_boundary_is_relayed() {
         .map(ClientScript::SplitLoginAt)
         .chain([ClientScript::LoginByteByByte]);
     for script in scripts {
-        let ring = Arc::clone(&rt.ring);
+        let ring = rt.ring.current();
         let r = run(&rt, 0, script, vec![None], |mut c| async move {
             c.greet().await;
             let p6 = c.read_login().await;
@@ -558,7 +558,7 @@ async fn reply_with_the_wrong_sequence_id_is_a_protocol_error() {
 #[tokio::test]
 async fn dual_login_answers_the_computes_own_challenge_after_its_proof() {
     let rt = runtime(AuthMode::Dual);
-    let ring = Arc::clone(&rt.ring);
+    let ring = rt.ring.current();
     let r = run(
         &rt,
         0,
@@ -1269,7 +1269,7 @@ async fn a_health_check_user_with_a_password_or_another_user_is_a_login() {
     for user in [&b"root"[..], b"haproxy2"] {
         let rt = runtime(AuthMode::Dual);
         let (relay_end, compute_end) = tokio::io::duplex(1 << 16);
-        let ring = Arc::clone(&rt.ring);
+        let ring = rt.ring.current();
         let compute = tokio::spawn(async move {
             let mut c = ComputeSide::new(compute_end, ring);
             c.greet().await;
@@ -1398,7 +1398,7 @@ mod tls {
     /// login gets that far) greets, checks the relayed login and says OK.
     async fn run_tls(rt: &InstanceRuntime, how: Client) -> TlsRun {
         let (relay_end, compute_end) = tokio::io::duplex(1 << 16);
-        let ring = Arc::clone(&rt.ring);
+        let ring = rt.ring.current();
         let compute = tokio::spawn(async move {
             let mut c = ComputeSide::new(compute_end, Arc::clone(&ring));
             c.greet().await;

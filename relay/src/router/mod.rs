@@ -1,4 +1,4 @@
-//! The router (DESIGN §6, "out of the data path once running"): how new connections reach a
+//! The router (architecture.md §6, "out of the data path once running"): how new connections reach a
 //! running compute. Two routes, chosen per instance with `route`:
 //!
 //! - `pump` (the default, works anywhere): the relay accepts every connection and, while the

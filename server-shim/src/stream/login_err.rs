@@ -1,7 +1,7 @@
 //! Works around opensrv-mysql 0.7's refusal packet.
 //!
 //! On a refused login opensrv writes ERR 1698 "Authenticate failed, user: ..." where MySQL
-//! (and DESIGN §3) send ERR 1045 (28000) "Access denied for user ...". When `authenticate`
+//! (and architecture.md §3) send ERR 1045 (28000) "Access denied for user ...". When `authenticate`
 //! refuses, it stores the shim's own ERR payload ([`super::ConnShared::deny_with`]); the
 //! writer then sends it in place of the next packet opensrv writes, keeping opensrv's
 //! sequence id, and drops everything after it.

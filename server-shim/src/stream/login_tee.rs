@@ -1,7 +1,7 @@
 //! Works around opensrv-mysql 0.7 hiding the client's login packet.
 //!
 //! opensrv runs the connection phase itself. Its `authenticate(plugin, user, salt, data)` hook
-//! gets neither the login's database, which the relayed-auth MAC binds (DESIGN §3), nor the
+//! gets neither the login's database, which the relayed-auth MAC binds (architecture.md §3), nor the
 //! plugin the client named, and the parsed handshake stays private to opensrv. So the reader
 //! copies the client's first packet (its HandshakeResponse41) as it passes through, and
 //! `authenticate` decodes that copy with `authplugin` (see [`crate::auth`]).

@@ -1,0 +1,392 @@
+//! What `relay check` and `relay run` verify before anything listens (docs/operations.md,
+//! "Checking a configuration"): beyond what parsing the configuration checks, the files and
+//! programs it names and the addresses it uses together. Every problem is found (not only the
+//! first), each as one line that names the file and the key. And the state directory's lock:
+//! one relay per `state_dir`.
+
+use std::fs::File;
+use std::io::{Read as _, Seek as _, Write as _};
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::config::{Config, DriverConfig, RouteMode};
+
+/// One thing wrong with a configuration, as `relay check` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The key to blame (`instance[0].compute`).
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Every problem of `config` that parsing it does not find: the key file (readable, mode 0600
+/// or stricter, a valid key ring), the admin token file, a writable `state_dir`, addresses
+/// used twice (an instance's `listen`, its `compute`, the admin API), and driver programs
+/// that are missing or not executable. Empty when the relay can start.
+#[must_use]
+pub fn check(config: &Config) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let mut problem = |key: &str, message: String| {
+        problems.push(Problem {
+            key: key.to_owned(),
+            message,
+        });
+    };
+    if let Err(e) = authplugin::key_file::load(&config.relay.key_file) {
+        problem(
+            "relay.key_file",
+            format!("{e} (create one with `relay keygen`)"),
+        );
+    }
+    if let Some(path) = &config.relay.admin_token_file {
+        if let Err(e) = crate::server::read_token(path) {
+            problem("relay.admin_token_file", e.to_string());
+        }
+    }
+    if let Err(e) = writable_dir(&config.relay.state_dir) {
+        problem(
+            "relay.state_dir",
+            format!(
+                "{}: not a writable directory: {e}",
+                config.relay.state_dir.display()
+            ),
+        );
+    }
+    for (key, message) in address_clashes(config) {
+        problem(&key, message);
+    }
+    for (i, inst) in config.instances.iter().enumerate() {
+        let key = |field: &str| format!("instance[{i}].{field}");
+        match &inst.driver {
+            DriverConfig::Process { command, cwd, .. } => {
+                if !cwd.is_dir() {
+                    problem(
+                        &key("driver.cwd"),
+                        format!("{} is not a directory", cwd.display()),
+                    );
+                }
+                if let Some(message) = program_problem(command, cwd) {
+                    problem(&key("driver.command"), message);
+                }
+            }
+            DriverConfig::Exec(spec) => {
+                if !spec.cwd.is_dir() {
+                    problem(
+                        &key("driver.cwd"),
+                        format!("{} is not a directory", spec.cwd.display()),
+                    );
+                }
+                let commands = [
+                    ("start", Some(&spec.start)),
+                    ("stop", Some(&spec.stop)),
+                    ("status", spec.status.as_ref()),
+                    ("scale", spec.scale.as_ref()),
+                    ("cpu_usage", spec.cpu_usage.as_ref()),
+                ];
+                for (name, argv) in commands {
+                    if let Some(message) = argv.and_then(|a| program_problem(a, &spec.cwd)) {
+                        problem(&key(&format!("driver.{name}")), message);
+                    }
+                }
+            }
+            DriverConfig::Http(_) => {}
+        }
+        if inst.route == RouteMode::Nftables && find_program("nft", Path::new("/")).is_err() {
+            problem(
+                &key("route"),
+                "\"nftables\" needs the `nft` program, which is not on PATH (apt-get install \
+                 nftables)"
+                    .to_owned(),
+            );
+        }
+    }
+    problems
+}
+
+/// Whether `dir` takes a new file, or, when it does not exist yet, whether `run` could create
+/// it (its nearest existing ancestor is a directory this process may write). A check creates
+/// nothing but a probe file it removes at once.
+fn writable_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        let probe = dir.join(format!(".relay-check-{}", std::process::id()));
+        let written = File::create(&probe).and_then(|mut f| f.write_all(b"probe"));
+        let _ = std::fs::remove_file(&probe);
+        return written;
+    }
+    let mut ancestor = dir;
+    loop {
+        match std::fs::metadata(ancestor) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotADirectory,
+                    format!("{} is not a directory", ancestor.display()),
+                ));
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound || ancestor == Path::new(".") => {
+                return Err(e);
+            }
+            Err(_) => {}
+        }
+        ancestor = match ancestor.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+    }
+    // EROFS on a read-only file system, EACCES without write permission: even for root.
+    nix::unistd::access(
+        ancestor,
+        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+    )
+    .map_err(|errno| {
+        std::io::Error::new(
+            std::io::Error::from(errno).kind(),
+            format!("cannot create it in {}: {errno}", ancestor.display()),
+        )
+    })
+}
+
+/// Whether two socket addresses would be the same listener: the same port and the same
+/// address, or either is the unspecified address (which takes the port on every address).
+fn clash(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() == b.port() && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+}
+
+/// Every pair of configured addresses that would be the same socket: a compute on a relay
+/// listener (the relay would log in to itself), the admin API on either.
+fn address_clashes(config: &Config) -> Vec<(String, String)> {
+    let mut used: Vec<(String, SocketAddr)> = Vec::new();
+    for (i, inst) in config.instances.iter().enumerate() {
+        used.push((format!("instance[{i}].listen"), inst.listen));
+    }
+    let mut clashes = Vec::new();
+    for (i, inst) in config.instances.iter().enumerate() {
+        for (other, addr) in &used {
+            if clash(inst.compute, *addr) {
+                clashes.push((
+                    format!("instance[{i}].compute"),
+                    format!(
+                        "{} is also {other} ({addr}): the relay would answer its own logins; \
+                         the compute needs an address of its own",
+                        inst.compute
+                    ),
+                ));
+            }
+        }
+    }
+    for (i, inst) in config.instances.iter().enumerate() {
+        used.push((format!("instance[{i}].compute"), inst.compute));
+    }
+    if let Some(admin) = config.relay.admin_listen {
+        for (other, addr) in &used {
+            if clash(admin, *addr) {
+                clashes.push((
+                    "relay.admin_listen".to_owned(),
+                    format!("{admin} is also {other} ({addr})"),
+                ));
+            }
+        }
+    }
+    clashes
+}
+
+/// What is wrong with the program of `argv` (run in `cwd`), if anything.
+fn program_problem(argv: &[String], cwd: &Path) -> Option<String> {
+    let program = argv.first()?;
+    find_program(program, cwd).err()
+}
+
+/// Where `program` is: a path with a slash is taken as is (relative to `cwd`, where the
+/// driver runs it), a bare name is looked up on `PATH`. It must be an executable file.
+fn find_program(program: &str, cwd: &Path) -> Result<PathBuf, String> {
+    if program.contains('/') {
+        let path = cwd.join(program);
+        return executable(&path)
+            .map(|()| path)
+            .map_err(|why| format!("{program}: {why}"));
+    }
+    let dirs = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&dirs) {
+        let path = dir.join(program);
+        if executable(&path).is_ok() {
+            return Ok(path);
+        }
+    }
+    Err(format!("{program}: not found on PATH"))
+}
+
+fn executable(path: &Path) -> Result<(), &'static str> {
+    let meta = std::fs::metadata(path).map_err(|_| "no such file")?;
+    if !meta.is_file() {
+        return Err("not a file");
+    }
+    if meta.permissions().mode() & 0o111 == 0 {
+        return Err("not executable (chmod +x)");
+    }
+    Ok(())
+}
+
+/// Name of the lock file in `state_dir`.
+pub const LOCK_FILE: &str = "relay.lock";
+
+/// The state directory's lock, held for the relay's life; the kernel releases it when the
+/// process exits, however it exits.
+#[derive(Debug)]
+pub struct StateLock {
+    /// Keeps the `flock` (dropping it unlocks).
+    _lock: Flock<File>,
+}
+
+/// Why the state directory's lock was not taken.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another relay holds it.
+    Held {
+        /// The lock file.
+        path: PathBuf,
+        /// The holder's pid, as it wrote it.
+        pid: Option<u32>,
+    },
+    /// The lock file cannot be opened or locked.
+    Io(PathBuf, std::io::Error),
+}
+
+impl std::fmt::Display for LockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Held { path, pid } => {
+                let holder =
+                    pid.map_or_else(|| "another relay".to_owned(), |p| format!("relay pid {p}"));
+                write!(
+                    f,
+                    "state directory in use: {holder} holds {} (one relay per state_dir; stop it, \
+                     or give this relay a state_dir of its own)",
+                    path.display()
+                )
+            }
+            Self::Io(path, e) => write!(f, "cannot lock {}: {e}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for LockError {}
+
+/// Takes the exclusive lock on `state_dir` (an `flock` on `state_dir/relay.lock`, which then
+/// holds this process's pid), or says which relay holds it.
+///
+/// # Errors
+/// [`LockError::Held`] naming the holder's pid, [`LockError::Io`] if the file is unusable.
+pub fn lock_state_dir(state_dir: &Path) -> Result<StateLock, LockError> {
+    let path = state_dir.join(LOCK_FILE);
+    let io = |e| LockError::Io(path.clone(), e);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io)?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(mut lock) => {
+            lock.set_len(0)
+                .and_then(|()| lock.rewind())
+                .and_then(|()| writeln!(lock, "{}", std::process::id()))
+                .and_then(|()| lock.sync_all())
+                .map_err(io)?;
+            Ok(StateLock { _lock: lock })
+        }
+        Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            Err(LockError::Held {
+                path,
+                pid: text.trim().parse().ok(),
+            })
+        }
+        Err((_, errno)) => Err(io(std::io::Error::from(errno))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn addresses_clash_on_the_same_port_of_the_same_or_every_address() {
+        assert!(clash(addr("127.0.0.1:3306"), addr("127.0.0.1:3306")));
+        assert!(clash(addr("0.0.0.0:3306"), addr("127.0.0.1:3306")));
+        assert!(clash(addr("127.0.0.1:3306"), addr("[::]:3306")));
+        assert!(!clash(addr("127.0.0.1:3306"), addr("127.0.0.2:3306")));
+        assert!(!clash(addr("127.0.0.1:3306"), addr("127.0.0.1:13306")));
+    }
+
+    #[test]
+    fn finds_programs_on_path_and_refuses_missing_or_plain_files() {
+        assert!(find_program("sh", Path::new("/")).is_ok());
+        assert_eq!(
+            find_program("no-such-program-here", Path::new("/")).unwrap_err(),
+            "no-such-program-here: not found on PATH"
+        );
+        let dir = std::env::temp_dir().join(format!("relay-preflight-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("plain"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(dir.join("plain"), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+        assert_eq!(
+            find_program("./plain", &dir).unwrap_err(),
+            "./plain: not executable (chmod +x)"
+        );
+        assert_eq!(
+            find_program("./missing", &dir).unwrap_err(),
+            "./missing: no such file"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_missing_state_dir_is_checked_without_creating_it() {
+        let base = std::env::temp_dir().join(format!("relay-writable-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        let missing = base.join("a/b/state");
+        assert!(writable_dir(&missing).is_ok());
+        assert!(!base.join("a").exists(), "nothing created");
+        std::fs::write(base.join("file"), "").unwrap();
+        assert!(writable_dir(&base.join("file/state")).is_err());
+        assert!(writable_dir(&base).is_ok());
+        assert_eq!(
+            std::fs::read_dir(&base).unwrap().count(),
+            1,
+            "the probe is gone"
+        );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn a_second_lock_on_a_state_dir_names_the_holder() {
+        let dir = std::env::temp_dir().join(format!("relay-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let held = lock_state_dir(&dir).unwrap();
+        let err = lock_state_dir(&dir).unwrap_err();
+        assert!(
+            matches!(&err, LockError::Held { pid: Some(p), .. } if *p == std::process::id()),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains(&format!("relay pid {}", std::process::id()))
+        );
+        drop(held);
+        let again = lock_state_dir(&dir);
+        assert!(again.is_ok(), "released on drop");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
