@@ -21,6 +21,7 @@ CLIENT_TRANSACTIONS = 0x2000
 CLIENT_SECURE_CONNECTION = 0x8000
 CLIENT_MULTI_RESULTS = 0x20000
 CLIENT_PLUGIN_AUTH = 0x80000
+CLIENT_SSL = 0x800
 
 CAPS = (CLIENT_LONG_PASSWORD | CLIENT_LONG_FLAG | CLIENT_PROTOCOL_41 | CLIENT_TRANSACTIONS
         | CLIENT_SECURE_CONNECTION | CLIENT_MULTI_RESULTS | CLIENT_PLUGIN_AUTH)
@@ -82,7 +83,8 @@ def err_text(p: bytes) -> str:
 class Conn:
     """A blocking connection (login in the constructor)."""
 
-    def __init__(self, host, port, user, password, db=b"", timeout=30.0):
+    def __init__(self, host, port, user, password, db=b"", timeout=30.0, tls=None):
+        """`tls`: an `ssl.SSLContext`; the login then goes inside TLS after an SSLRequest."""
         # Wall-clock marks (time.time(), comparable with the relay's log timestamps).
         self.wall = {"connect": time.time()}
         self.sock = socket.create_connection((host, port), timeout=timeout)
@@ -92,6 +94,11 @@ class Conn:
         seq, greeting = self.read_packet()
         self.wall["greeting"] = time.time()
         scramble = parse_greeting(greeting)
+        if tls is not None:
+            seq += 1
+            self.sock.sendall(packet(seq, struct.pack("<IIB23x", CAPS | CLIENT_SSL, 1 << 24, 45)))
+            self.sock = tls.wrap_socket(self.sock, server_hostname=host)
+            self.wall["tls"] = time.time()
         self.sock.sendall(packet(seq + 1, handshake_response(
             user, native_password(password, scramble), db)))
         self.wall["login_sent"] = time.time()
@@ -154,10 +161,10 @@ class Conn:
         self.sock.close()
 
 
-def login(host, port, user, password, db=b"", timeout=30.0):
+def login(host, port, user, password, db=b"", timeout=30.0, tls=None):
     """Connect → OK. Returns (seconds from before connect() until the OK was read, Conn)."""
     t0 = time.perf_counter()
-    c = Conn(host, port, user, password, db, timeout)
+    c = Conn(host, port, user, password, db, timeout, tls)
     return time.perf_counter() - t0, c
 
 

@@ -14,6 +14,7 @@ use tokio::net::TcpStream;
 
 use crate::config::InstanceConfig;
 use crate::proxy_protocol;
+use crate::tls::{ComputeStream, ComputeTls};
 
 /// Where a compute listens and how to connect to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,24 +101,62 @@ pub trait ComputeConnector: Send + Sync {
     /// # Errors
     /// [`ConnectError`], which says whether a retry can help.
     fn connect(&self) -> impl Future<Output = Result<Self::Stream, ConnectError>> + Send;
+
+    /// `compute_tls`: whether TLS is to be started after the compute's greeting.
+    fn wants_tls(&self) -> bool {
+        false
+    }
+
+    /// Starts TLS on a connection whose SSLRequest has been sent. Callers bound it with a
+    /// deadline.
+    ///
+    /// # Errors
+    /// The handshake's error; `Unsupported` for a connector without TLS.
+    fn start_tls(
+        &self,
+        stream: Self::Stream,
+    ) -> impl Future<Output = io::Result<Self::Stream>> + Send {
+        drop(stream);
+        std::future::ready(Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this connector has no TLS",
+        )))
+    }
 }
 
 /// Connects over TCP on behalf of one client (or the relay).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct TcpConnector {
     /// The compute.
     pub target: ComputeTarget,
     /// Who the connection is for (the PROXY header, when enabled).
     pub on_behalf_of: OnBehalfOf,
+    /// `compute_tls`: TLS after the compute's greeting.
+    pub tls: Option<ComputeTls>,
 }
 
 impl ComputeConnector for TcpConnector {
-    type Stream = TcpStream;
+    type Stream = ComputeStream<TcpStream>;
 
-    async fn connect(&self) -> Result<TcpStream, ConnectError> {
+    async fn connect(&self) -> Result<Self::Stream, ConnectError> {
         connect(self.target, self.on_behalf_of)
             .await
+            .map(ComputeStream::Plain)
             .map_err(ConnectError)
+    }
+
+    fn wants_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    async fn start_tls(&self, stream: Self::Stream) -> io::Result<Self::Stream> {
+        match &self.tls {
+            Some(tls) => stream.start_tls(tls).await,
+            None => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "compute_tls is off",
+            )),
+        }
     }
 }
 

@@ -24,6 +24,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::capacity::{CapacityConfig, Ccu};
 use crate::duration;
+use crate::tls::{ComputeTlsMode, TlsSettings};
 
 /// Default wait for a paused instance to become ready.
 pub const DEFAULT_RESUME_TIMEOUT: Duration = Duration::from_secs(15);
@@ -316,6 +317,18 @@ pub struct InstanceConfig {
     pub route: RouteMode,
     /// How the compute is started and stopped.
     pub driver: DriverConfig,
+    /// `[instance.tls]`: the perceptron route offers TLS and terminates it; `None` offers
+    /// none.
+    pub tls: Option<TlsSettings>,
+    /// A login without TLS gets ERR 3159 before anything wakes (MySQL's
+    /// `require_secure_transport`); needs `[instance.tls]`.
+    pub require_secure_transport: bool,
+    /// TLS on the compute leg of relayed logins.
+    pub compute_tls: ComputeTlsMode,
+    /// CA certificates the compute's certificate must chain to (`compute_tls = "verify"`).
+    pub compute_ca: Option<PathBuf>,
+    /// The name the compute's certificate must carry (default: the compute's IP address).
+    pub compute_tls_name: Option<String>,
 }
 
 /// `instance.on_relay_exit`.
@@ -543,6 +556,13 @@ struct InstanceFile {
     #[serde(default)]
     route: RouteMode,
     driver: toml::Table,
+    tls: Option<TlsSettings>,
+    #[serde(default)]
+    require_secure_transport: bool,
+    #[serde(default)]
+    compute_tls: ComputeTlsMode,
+    compute_ca: Option<PathBuf>,
+    compute_tls_name: Option<String>,
 }
 
 /// `[instance.capacity]` as written, in CCUs.
@@ -1005,7 +1025,45 @@ impl Config {
                                compute's cgroup); other drivers pause by stopping";
                 return Err(ConfigError::invalid(path, key("stop_after"), message));
             }
+            let tls = inst
+                .tls
+                .map(|t| tls_fits(t, base, path, &key("tls")))
+                .transpose()?;
+            if inst.require_secure_transport && tls.is_none() {
+                let message = "needs [instance.tls]: without a certificate no client could log in";
+                return Err(ConfigError::invalid(
+                    path,
+                    key("require_secure_transport"),
+                    message,
+                ));
+            }
+            let compute_ca = inst.compute_ca.map(|p| rebase(base, &p));
+            if compute_ca.is_some() && inst.compute_tls != ComputeTlsMode::Verify {
+                let message = "only used with compute_tls = \"verify\"";
+                return Err(ConfigError::invalid(path, key("compute_ca"), message));
+            }
+            let compute_name = inst
+                .compute_tls_name
+                .clone()
+                .unwrap_or_else(|| inst.compute.ip().to_string());
+            crate::tls::compute_client(inst.compute_tls, compute_ca.as_deref(), &compute_name)
+                .map_err(|message| {
+                    let field =
+                        if inst.compute_tls_name.is_some() && message.contains("not a DNS name") {
+                            "compute_tls_name"
+                        } else if compute_ca.is_none() {
+                            "compute_tls"
+                        } else {
+                            "compute_ca"
+                        };
+                    ConfigError::invalid(path, key(field), message)
+                })?;
             instances.push(InstanceConfig {
+                tls,
+                require_secure_transport: inst.require_secure_transport,
+                compute_tls: inst.compute_tls,
+                compute_ca,
+                compute_tls_name: inst.compute_tls_name,
                 capacity,
                 stop_after: inst.stop_after,
                 driver,
@@ -1237,6 +1295,22 @@ fn driver(
             })
         }
     })
+}
+
+/// `[instance.tls]` with its paths resolved, loaded once to prove it works (the relay loads
+/// it again when it starts, and on every reload).
+fn tls_fits(
+    mut tls: TlsSettings,
+    base: &Path,
+    path: &Path,
+    key: &str,
+) -> Result<TlsSettings, ConfigError> {
+    tls.cert = rebase(base, &tls.cert);
+    tls.key = rebase(base, &tls.key);
+    tls.client_ca = tls.client_ca.map(|p| rebase(base, &p));
+    crate::tls::load(&tls)
+        .map_err(|e| ConfigError::invalid(path, format!("{key}.{}", e.file.key()), e))?;
+    Ok(tls)
 }
 
 /// What a missing required key reports.
@@ -1694,7 +1768,8 @@ command = ["server-shim", "run"]
                 "instance[0].handshake_timout: unknown key; expected one of `name`, `listen`, \
                  `compute`, `auth`, `proxy_protocol`, `resume_timeout`, `handshake_timeout`, \
                  `compute_timeout`, `idle_pause_after`, `on_relay_exit`, \
-                 `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `route`, `driver`",
+                 `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `route`, `driver`, `tls`, \
+                 `require_secure_transport`, `compute_tls`, `compute_ca`, `compute_tls_name`",
             ),
             (
                 error_after("[relay]", "[relay]\ncolour = \"blue\""),
@@ -1870,6 +1945,72 @@ command = ["server-shim", "run"]
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn tls_is_loaded_and_its_errors_name_the_key() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let pki = crate::tls::tests::Pki::new("config");
+        let dir = pki.settings.cert.parent().unwrap().to_owned();
+        let config_path = dir.join("relay.toml");
+        let with =
+            |extra: &str| GOOD.replace("[instance.driver]", &format!("{extra}\n[instance.driver]"));
+        let tls = "require_secure_transport = true\n[instance.tls]\ncert = \"server.pem\"\n\
+                   key = \"server.key\"\nclient_ca = \"ca.pem\"\nmin_version = \"1.3\"";
+        let c = Config::parse(&with(tls), &config_path).unwrap();
+        let inst = &c.instances[0];
+        assert!(inst.require_secure_transport);
+        let t = inst.tls.as_ref().unwrap();
+        assert_eq!(t.cert, dir.join("server.pem"));
+        assert_eq!(t.client_ca.as_deref(), Some(dir.join("ca.pem").as_path()));
+        assert_eq!(t.min_version, crate::tls::TlsVersion::Tls13);
+
+        std::fs::set_permissions(&pki.settings.key, std::fs::Permissions::from_mode(0o640))
+            .unwrap();
+        let e = Config::parse(&with(tls), &config_path).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].tls.key"));
+        assert!(e.to_string().contains("mode 0640"), "{e}");
+
+        let e = Config::parse(
+            &with("[instance.tls]\ncert = \"nope.pem\"\nkey = \"server.key\""),
+            &config_path,
+        )
+        .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].tls.cert"));
+
+        let e = Config::parse(&with("[instance.tls]\ncert = \"server.pem\""), &config_path)
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].tls.key"));
+        assert!(e.to_string().ends_with("required, but missing"), "{e}");
+
+        let e = Config::parse(&with("require_secure_transport = true"), &config_path).unwrap_err();
+        assert_eq!(
+            e.key.as_deref(),
+            Some("instance[0].require_secure_transport")
+        );
+        let c = Config::parse(
+            &with("compute_tls = \"verify\"\ncompute_ca = \"ca.pem\"\ncompute_tls_name = \"db.internal\""),
+            &config_path,
+        )
+        .unwrap();
+        assert_eq!(c.instances[0].compute_tls, ComputeTlsMode::Verify);
+        assert_eq!(
+            c.instances[0].compute_ca.as_deref(),
+            Some(dir.join("ca.pem").as_path())
+        );
+        let e = Config::parse(&with("compute_tls = \"verify\""), &config_path).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].compute_tls"));
+        assert!(e.to_string().ends_with("needs compute_ca"), "{e}");
+        let e = Config::parse(&with("compute_ca = \"ca.pem\""), &config_path).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].compute_ca"));
+        let e = Config::parse(
+            &with("compute_tls = \"verify\"\ncompute_ca = \"nope.pem\""),
+            &config_path,
+        )
+        .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].compute_ca"));
+        let e = Config::parse(&with("compute_tls = \"sometimes\""), &config_path).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("instance[0].compute_tls"));
     }
 
     #[test]

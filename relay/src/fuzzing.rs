@@ -43,7 +43,10 @@ pub fn perceptron_login(client: &[u8], compute: &[u8], switch_mode: bool) -> boo
         let connector = OneCompute(Mutex::new(Some(relay_end)));
         let (relay_client, client_end) = tokio::io::duplex(1 << 16);
         let client_task = tokio::spawn(play(client_end, client.to_vec()));
-        let mut stream = PacketStream::new(relay_client, MAX_LOGIN_PACKET_LEN);
+        let mut stream = PacketStream::new(
+            crate::tls::ClientStream::Plain(relay_client),
+            MAX_LOGIN_PACKET_LEN,
+        );
         let peer: SocketAddr = SocketAddr::from(([10, 0, 0, 7], 5000));
         let result =
             crate::perceptron::establish(&runtime, &mut stream, peer, &connector, None).await;

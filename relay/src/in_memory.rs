@@ -50,6 +50,16 @@ impl RunningCompute for Forever {
 /// the server-shim greeting profile, and a state directory that is never created (a learnt
 /// profile that cannot be saved is only logged).
 pub fn runtime(auth: AuthMode, ring: KeyRing, timeout: Duration) -> InstanceRuntime {
+    runtime_with(auth, ring, timeout, |_| {})
+}
+
+/// [`runtime`] with its configuration changed by `edit` first; `[instance.tls]` is loaded.
+pub fn runtime_with(
+    auth: AuthMode,
+    ring: KeyRing,
+    timeout: Duration,
+    edit: impl FnOnce(&mut InstanceConfig),
+) -> InstanceRuntime {
     let addr = SocketAddr::from(([127, 0, 0, 1], 1));
     let config = InstanceConfig {
         name: "t".into(),
@@ -67,12 +77,24 @@ pub fn runtime(auth: AuthMode, ring: KeyRing, timeout: Duration) -> InstanceRunt
         capacity: None,
         stop_after: None,
         route: RouteMode::Pump,
+        tls: None,
+        require_secure_transport: false,
+        compute_tls: crate::tls::ComputeTlsMode::Off,
+        compute_ca: None,
+        compute_tls_name: None,
         driver: DriverConfig::Process {
             command: vec!["unused".into()],
             cwd: ".".into(),
             stop_grace: Duration::from_secs(1),
         },
     };
+    let mut config = config;
+    edit(&mut config);
+    let tls = config
+        .tls
+        .clone()
+        .and_then(|t| crate::tls::ServerTls::new(t).ok())
+        .map(Arc::new);
     let metrics = Arc::new(Metrics::default());
     InstanceRuntime {
         instance: Instance::new(
@@ -90,5 +112,7 @@ pub fn runtime(auth: AuthMode, ring: KeyRing, timeout: Duration) -> InstanceRunt
         connection_ids: AtomicU32::new(1),
         shutdown: CancellationToken::new(),
         budgets: Arc::new(Budgets::new(BudgetSettings::default().to_budget_config())),
+        tls,
+        compute_tls: None,
     }
 }

@@ -33,6 +33,8 @@
 //! - `keys`: the key ring following its key file (polled, and on SIGHUP).
 //! - `timefmt`: UTC timestamps for usage reports.
 //! - `logsafe`: client-supplied text escaped for log lines.
+//! - `tls`: TLS on the client leg (rustls, ring): certificates, the client stream, the
+//!   handshake and its failure classes.
 //!
 //! Only `cli` is public (`main.rs` calls [`cli::main`]), so the compiler reports dead code
 //! everywhere else.
@@ -74,3 +76,4 @@ mod router;
 mod runtime;
 mod server;
 mod timefmt;
+mod tls;

@@ -275,6 +275,8 @@ pub struct Metrics {
     ccu: Family<InstanceLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     kernel_route_changes: Family<KernelRouteLabels, PromCounter>,
     kernel_connections: Family<InstanceLabels, Gauge>,
+    tls_expiry: Family<InstanceLabels, Gauge>,
+    tls_reloads: Family<OutcomeLabels, PromCounter>,
     key_reloads: Family<KeyReloadLabels, PromCounter>,
     fleet_store: Family<RelayLabels, Gauge>,
 }
@@ -300,6 +302,8 @@ impl Default for Metrics {
         let ccu = Family::default();
         let kernel_route_changes = Family::default();
         let kernel_connections = Family::default();
+        let tls_expiry = Family::default();
+        let tls_reloads = Family::default();
         let key_reloads = Family::default();
         let fleet_store = Family::default();
         let mut registry = Registry::default();
@@ -408,6 +412,17 @@ impl Default for Metrics {
              in use kept",
             Described(key_reloads.clone()),
         );
+        registry.register_with_unit(
+            "relay_tls_certificate_expiry",
+            "Unix time at which the certificate the instance serves expires ([instance.tls])",
+            Unit::Seconds,
+            tls_expiry.clone(),
+        );
+        registry.register(
+            "relay_tls_reloads",
+            "Certificate reloads ([instance.tls], on SIGHUP or a file change), by outcome",
+            tls_reloads.clone(),
+        );
         registry.register(
             "relay_fleet_store_available",
             "1 while this relay (relay_id) holds a live lease in its fleet's store, 0 while cut \
@@ -436,6 +451,8 @@ impl Default for Metrics {
             ccu,
             kernel_route_changes,
             kernel_connections,
+            tls_expiry,
+            tls_reloads,
             key_reloads,
             fleet_store,
         }
@@ -581,6 +598,27 @@ impl Metrics {
                 instance: instance.to_owned(),
             })
             .set(i64::try_from(open).unwrap_or(i64::MAX));
+    }
+
+    /// Records when the certificate `instance` serves expires (Unix seconds; 0 when it could
+    /// not be read from the certificate).
+    pub fn set_tls_expiry(&self, instance: &str, not_after: Option<i64>) {
+        self.tls_expiry
+            .get_or_create(&InstanceLabels {
+                instance: instance.to_owned(),
+            })
+            .set(not_after.unwrap_or(0));
+    }
+
+    /// Counts a certificate reload of `instance`: `"ok"` or `"failed"` (the previous
+    /// certificate stays in use).
+    pub fn tls_reload(&self, instance: &str, outcome: &'static str) {
+        self.tls_reloads
+            .get_or_create(&OutcomeLabels {
+                instance: instance.to_owned(),
+                outcome,
+            })
+            .inc();
     }
 
     /// Counts a failed accept on `listener` (an instance name, or `admin`).

@@ -65,6 +65,10 @@ pub struct PacketStream<S> {
     next_sequence_id: u8,
     /// Bound on each write: a peer that stops reading cannot hold the task.
     write_timeout: Duration,
+    /// Added to every sequence id on the wire (subtracted on reads): a compute leg that sent
+    /// an SSLRequest first numbers its login one higher, and the login code keeps numbering
+    /// as if it had not.
+    sequence_offset: u8,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
@@ -76,7 +80,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             max_payload,
             next_sequence_id: 0,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
+            sequence_offset: 0,
         }
+    }
+
+    /// Numbers packets on the wire `offset` higher than the caller does (see the field).
+    #[must_use]
+    pub const fn with_sequence_offset(mut self, offset: u8) -> Self {
+        self.sequence_offset = offset;
+        self
     }
 
     /// Sets the bound on each write (default [`DEFAULT_WRITE_TIMEOUT`]).
@@ -110,6 +122,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
                 // Wipe what is consumed: login packets carry answers.
                 self.buf.get_mut(..used).map(<[u8]>::zeroize);
                 self.buf.drain(..used);
+                let mut packet = packet;
+                packet.sequence_id = packet.sequence_id.wrapping_sub(self.sequence_offset);
+                packet.last_sequence_id =
+                    packet.last_sequence_id.wrapping_sub(self.sequence_offset);
                 self.next_sequence_id = packet.last_sequence_id.wrapping_add(1);
                 return Ok(packet);
             }
@@ -142,7 +158,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     /// The socket's error, or `TimedOut` when the peer does not take the bytes in time.
     pub async fn write_packet(&mut self, sequence_id: u8, payload: &[u8]) -> io::Result<()> {
         let mut out = Vec::with_capacity(payload.len() + 4);
-        write_packet(&mut out, sequence_id, payload);
+        write_packet(
+            &mut out,
+            sequence_id.wrapping_add(self.sequence_offset),
+            payload,
+        );
         let write = async {
             self.stream.write_all(&out).await?;
             self.stream.flush().await
@@ -158,6 +178,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         out.zeroize();
         self.next_sequence_id = sequence_id.wrapping_add(1);
         result
+    }
+
+    /// The socket, for a transport change in the middle of the conversation (TLS after an
+    /// SSLRequest).
+    pub const fn stream_mut(&mut self) -> &mut S {
+        &mut self.stream
+    }
+
+    /// Takes the bytes received past the last packet (after an SSLRequest: the start of the
+    /// TLS handshake, which belongs to the TLS layer, not to the packet reader).
+    pub fn take_buffered(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
     }
 
     /// Gives the socket back with the bytes read past the last packet, which belong to the

@@ -15,6 +15,41 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::tls::{ClientStream, ComputeStream};
+
+/// A socket the pump copies from and to. `poll_read_ready` lets an idle direction wait
+/// without holding a buffer.
+pub trait PumpIo: AsyncRead + AsyncWrite + Unpin {
+    /// Ready once a read may bring bytes (or end-of-stream). A stream that cannot tell says
+    /// ready: the pump then reads into a pooled buffer and gives it back if nothing came.
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>>;
+}
+
+impl PumpIo for TcpStream {
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Self::poll_read_ready(self, cx)
+    }
+}
+
+impl PumpIo for ComputeStream<TcpStream> {
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self {
+            Self::Plain(s) => s.poll_read_ready(cx),
+            Self::Tls(_) => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+impl PumpIo for ClientStream<TcpStream> {
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self {
+            Self::Plain(s) => s.poll_read_ready(cx),
+            // rustls may hold decrypted bytes the socket no longer shows: read to find out.
+            Self::Tls(_) | Self::Gone => Poll::Ready(Ok(())),
+        }
+    }
+}
+
 /// Capacity of a copy buffer while data flows.
 const BUFFER_LEN: usize = 16 * 1024;
 /// Drained buffers kept per worker thread for the next message, so a busy connection does not
@@ -105,11 +140,11 @@ impl Half {
 
     /// Moves bytes from `from` to `to` until it would block. `Ready(Ok)` once this direction
     /// is finished (end-of-stream seen, everything written, writer shut down).
-    fn poll_copy(
+    fn poll_copy<F: PumpIo, T: PumpIo>(
         &mut self,
         cx: &mut Context<'_>,
-        from: &mut TcpStream,
-        to: &mut TcpStream,
+        from: &mut F,
+        to: &mut T,
         from_side: Side,
         to_side: Side,
     ) -> Poll<Result<(), Side>> {
@@ -173,10 +208,10 @@ impl Half {
 /// Copies until both directions are done or a socket fails. Bytes either side sent before
 /// the pump started (read along with the last login packet) are delivered first.
 /// `on_upload` is called whenever the client sends bytes.
-pub async fn pump(
-    mut client: TcpStream,
+pub async fn pump<C: PumpIo, D: PumpIo>(
+    mut client: C,
     client_rest: Vec<u8>,
-    mut compute: TcpStream,
+    mut compute: D,
     compute_rest: Vec<u8>,
     on_upload: Option<OnRead>,
 ) -> PumpReport {

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use authplugin::ReplayGuard;
 use authplugin::key_file::LiveKeyRing;
 use authplugin::packet::HandshakeV10;
+use authplugin::packet::capabilities::CLIENT_SSL;
 use tokio_util::sync::CancellationToken;
 
 use crate::budgets::Budgets;
@@ -16,6 +17,7 @@ use crate::control::Instance;
 use crate::metrics::Metrics;
 use crate::passthrough::PumpReport;
 use crate::profile::{self, ComputeProfile};
+use crate::tls::{ComputeTls, ServerTls};
 
 /// What every connection of one instance shares.
 #[derive(Debug)]
@@ -40,6 +42,10 @@ pub struct InstanceRuntime {
     pub shutdown: CancellationToken,
     /// The relay's wake-cost budgets (shared by every instance).
     pub budgets: Arc<Budgets>,
+    /// `[instance.tls]`: the certificate the perceptron route serves; `None` offers no TLS.
+    pub tls: Option<Arc<ServerTls>>,
+    /// `compute_tls`: TLS on the compute leg of relayed logins; `None` for plaintext.
+    pub compute_tls: Option<ComputeTls>,
 }
 impl InstanceRuntime {
     /// The greeting profile the perceptron imitates now.
@@ -70,6 +76,16 @@ impl InstanceRuntime {
             tracing::warn!(instance = %name, error = %e, "cannot save the compute profile");
         }
         tracing::info!(instance = %name, "learnt a new compute profile");
+        // Both routes should make the same TLS offer: a client that requires TLS would be
+        // refused on the route that lacks it.
+        let compute_tls = learnt.capability_flags & CLIENT_SSL != 0;
+        if compute_tls != self.tls.is_some() {
+            tracing::warn!(
+                instance = %name, compute_offers_tls = compute_tls, relay_offers_tls = self.tls.is_some(),
+                "the compute and the relay differ in offering TLS: clients see TLS on one route \
+                 only (give both the same certificate: [instance.tls] and the compute's own)"
+            );
+        }
         *self.profile.write().unwrap_or_else(PoisonError::into_inner) = learnt;
     }
 

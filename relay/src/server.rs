@@ -24,6 +24,7 @@ use crate::router::kernel::{NftRoute, NftTable};
 use crate::router::nft::{self, Dnat};
 use crate::router::{KernelRoute, KernelRouteError};
 use crate::runtime::InstanceRuntime;
+use crate::tls::{ServerTls, TlsLoadError};
 
 /// How long open connections may take to finish after a shutdown signal.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -56,6 +57,22 @@ pub enum StartError {
     },
     /// `[relay.store]` names a fleet this relay cannot join.
     Fleet(crate::fleet::JoinError),
+    /// An instance's `[instance.tls]` cannot be loaded (changed since the configuration was
+    /// checked).
+    Tls {
+        /// The instance.
+        instance: String,
+        /// Which file and why.
+        source: TlsLoadError,
+    },
+    /// An instance's `compute_ca` cannot be loaded (changed since the configuration was
+    /// checked).
+    ComputeTls {
+        /// The instance.
+        instance: String,
+        /// What is wrong.
+        message: String,
+    },
     /// Another relay holds the state directory's lock.
     Locked(crate::preflight::LockError),
 }
@@ -91,6 +108,16 @@ impl std::fmt::Display for StartError {
                  {table}; or set route = \"pump\")"
             ),
             Self::Fleet(e) => write!(f, "relay.store: cannot join the fleet: {e}"),
+            Self::ComputeTls { instance, message } => {
+                write!(f, "instance '{instance}': compute_tls: {message}")
+            }
+            Self::Tls { instance, source } => {
+                write!(
+                    f,
+                    "instance '{instance}': tls.{}: {source}",
+                    source.file.key()
+                )
+            }
             Self::Locked(e) => write!(f, "relay.state_dir: {e}"),
         }
     }
@@ -103,6 +130,8 @@ impl std::error::Error for StartError {
             Self::AdminToken(e) => Some(e),
             Self::KernelRoute { source, .. } => Some(source),
             Self::Fleet(e) => Some(e),
+            Self::Tls { source, .. } => Some(source),
+            Self::ComputeTls { .. } => None,
             Self::Locked(e) => Some(e),
         }
     }
@@ -283,6 +312,29 @@ async fn serve(
     );
     let mut listeners = Vec::new();
     for cfg in &config.instances {
+        let tls = cfg
+            .tls
+            .clone()
+            .map(|settings| {
+                let tls = ServerTls::new(settings).map_err(|source| StartError::Tls {
+                    instance: cfg.name.clone(),
+                    source,
+                })?;
+                metrics.set_tls_expiry(&cfg.name, tls.current().not_after);
+                Ok(Arc::new(tls))
+            })
+            .transpose()?;
+        let compute_tls = crate::tls::compute_client(
+            cfg.compute_tls,
+            cfg.compute_ca.as_deref(),
+            &cfg.compute_tls_name
+                .clone()
+                .unwrap_or_else(|| cfg.compute.ip().to_string()),
+        )
+        .map_err(|message| StartError::ComputeTls {
+            instance: cfg.name.clone(),
+            message,
+        })?;
         let listener = listener::listen(cfg.listen).map_err(|source| StartError::Bind {
             instance: cfg.name.clone(),
             addr: cfg.listen,
@@ -329,11 +381,16 @@ async fn serve(
             connection_ids: AtomicU32::new(1),
             shutdown: shutdown.clone(),
             budgets: Arc::clone(&budgets),
+            tls,
+            compute_tls,
         });
         tracing::info!(instance = %cfg.name, listen = %cfg.listen, compute = %cfg.compute, route = cfg.route.as_str(), "listening");
         listeners.push((listener, rt));
     }
     let runtimes: Vec<_> = listeners.iter().map(|(_, rt)| Arc::clone(rt)).collect();
+    if runtimes.iter().any(|rt| rt.tls.is_some()) {
+        tracker.spawn(reload_certificates(runtimes.clone(), shutdown.clone()));
+    }
     if let Some(addr) = config.relay.admin_listen {
         let token = match &config.relay.admin_token_file {
             Some(path) => Some(read_token(path).map_err(StartError::AdminToken)?),
@@ -403,6 +460,78 @@ async fn serve(
     }
     tracing::info!("relay stopped");
     Ok(())
+}
+
+/// How often certificate files are checked for a change.
+const CERT_POLL_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Reloads every instance's `[instance.tls]` on SIGHUP, and when one of its files changes
+/// (size or modification time, checked every [`CERT_POLL_INTERVAL`]). A reload that fails
+/// keeps the previous certificate and is logged and counted; handshakes in flight and
+/// connections already in TLS are not touched.
+async fn reload_certificates(runtimes: Vec<Arc<InstanceRuntime>>, shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangup = match signal(SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot install the SIGHUP handler; certificates reload on file changes only");
+            None
+        }
+    };
+    let stamps = |rt: &InstanceRuntime| rt.tls.as_ref().map(|t| file_stamps(&t.settings));
+    let mut seen: Vec<_> = runtimes.iter().map(|rt| stamps(rt)).collect();
+    let mut poll = tokio::time::interval(CERT_POLL_INTERVAL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let forced = tokio::select! {
+            () = shutdown.cancelled() => return,
+            Some(()) = async {
+                match hangup.as_mut() {
+                    Some(h) => h.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => true,
+            _ = poll.tick() => false,
+        };
+        for (rt, last) in runtimes.iter().zip(seen.iter_mut()) {
+            let Some(tls) = &rt.tls else { continue };
+            let now = stamps(rt);
+            if !forced && now == *last {
+                continue;
+            }
+            *last = now;
+            let name = &rt.instance.config.name;
+            match tls.reload() {
+                Ok(loaded) => {
+                    rt.metrics.set_tls_expiry(name, loaded.not_after);
+                    rt.metrics.tls_reload(name, "ok");
+                    tracing::info!(instance = %name, not_after = loaded.not_after, "TLS certificate reloaded");
+                }
+                Err(e) => {
+                    rt.metrics.tls_reload(name, "failed");
+                    tracing::error!(instance = %name, key = %format!("tls.{}", e.file.key()), error = %e, "TLS certificate reload failed; still serving the previous one");
+                }
+            }
+        }
+    }
+}
+
+/// Size and modification time of each file of `settings` (`None` for one that cannot be
+/// read): a change of any of them calls for a reload.
+fn file_stamps(settings: &crate::tls::TlsSettings) -> Vec<Option<(u64, std::time::SystemTime)>> {
+    [
+        Some(&settings.cert),
+        Some(&settings.key),
+        settings.client_ca.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|p| {
+        std::fs::metadata(p)
+            .and_then(|m| Ok((m.len(), m.modified()?)))
+            .ok()
+    })
+    .collect()
 }
 
 /// Descriptors the relay keeps for what is not a pre-login connection: sessions' compute

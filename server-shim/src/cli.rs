@@ -76,6 +76,23 @@ struct RunArgs {
     /// Longest wait for a database busy with another session's transaction.
     #[arg(long, default_value = "50s", value_parser = parse_duration)]
     lock_wait_timeout: Duration,
+    /// TLS certificate chain (PEM) to offer clients; with --tls-key. Without it the shim
+    /// offers no TLS.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM, mode 0600).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) client certificates must chain to: mutual TLS.
+    #[arg(long, requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// Refuse logins without TLS (ERR 3159), like MySQL's require_secure_transport; needs
+    /// --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    require_secure_transport: bool,
+    /// Oldest TLS version accepted: 1.2 or 1.3.
+    #[arg(long, default_value = "1.2", value_parser = ["1.2", "1.3"])]
+    tls_min_version: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -177,6 +194,9 @@ pub enum CliError {
     },
     /// The password and its retyped copy differ.
     PasswordsDiffer,
+    /// `--tls-cert`, `--tls-key` or `--tls-client-ca` cannot be used (the message names
+    /// the option and the file).
+    Tls(String),
 }
 
 impl CliError {
@@ -204,6 +224,7 @@ impl fmt::Display for CliError {
                 write!(f, "cannot read the password from {from}: {source}{hint}")
             }
             Self::PasswordsDiffer => f.write_str("the passwords differ"),
+            Self::Tls(message) => f.write_str(message),
         }
     }
 }
@@ -216,7 +237,7 @@ impl std::error::Error for CliError {
             | Self::ReadPassword { source, .. } => Some(source),
             Self::Accounts(e) => Some(e),
             Self::KeyFile(e) => Some(e),
-            Self::PasswordsDiffer => None,
+            Self::PasswordsDiffer | Self::Tls(_) => None,
         }
     }
 }
@@ -380,6 +401,19 @@ async fn run_async(args: RunArgs, started: Instant) -> Result<(), CliError> {
         Some(path) => Some(Arc::new(authplugin::key_file::LiveKeyRing::open(path)?)),
         None => None,
     };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(
+            crate::tls::TlsOptions {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: args.tls_client_ca.clone(),
+                tls13_only: args.tls_min_version == "1.3",
+            }
+            .load()
+            .map_err(CliError::Tls)?,
+        ),
+        _ => None,
+    };
     let catalog = Catalog::open(&args.data, Arc::new(SqliteEngine))
         .map_err(CliError::data_dir(&args.data))?;
     let databases = catalog.names().len();
@@ -389,7 +423,7 @@ async fn run_async(args: RunArgs, started: Instant) -> Result<(), CliError> {
     let local = listener
         .local_addr()
         .map_err(CliError::listen(&args.listen))?;
-    let state = Arc::new(ServerState::new(
+    let mut state = ServerState::new(
         Arc::new(catalog),
         accounts,
         key_ring,
@@ -399,7 +433,10 @@ async fn run_async(args: RunArgs, started: Instant) -> Result<(), CliError> {
             write_stall: args.write_timeout,
         },
         args.lock_wait_timeout,
-    ));
+    );
+    state.tls = tls;
+    state.require_secure_transport = args.require_secure_transport;
+    let state = Arc::new(state);
     if state.key_ring.is_none() {
         info!("no --key-file: relayed logins will be refused, direct logins work");
     }
@@ -418,6 +455,7 @@ async fn run_async(args: RunArgs, started: Instant) -> Result<(), CliError> {
         listen = %local,
         databases,
         relayed_auth = state.key_ring.is_some(),
+        tls = state.tls.is_some(),
         startup_ms = started.elapsed().as_millis() as u64,
         "server-shim ready"
     );

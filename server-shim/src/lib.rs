@@ -22,7 +22,7 @@
 //!   1    engine, dialect                        sql_error
 //!        auth                                   accounts
 //!        keys                                   (authplugin only)
-//!   0    sql_error, accounts, stream            (stream: only its own submodules, all leaves)
+//!   0    sql_error, accounts, stream, tls       (stream: only its own submodules, all leaves)
 //! ```
 //!
 //! - [`cli`]: the command line (`run`, `user add|remove|list`); `main.rs` only calls it. The
@@ -34,6 +34,8 @@
 //! - `stream`: the socket adapter between the client and opensrv-mysql, one submodule per
 //!   opensrv shortcoming it works around (the login tee, the ERR 1045, one packet per read,
 //!   COM_FIELD_LIST, unsupported commands, deadlines).
+//! - `tls`: TLS for clients (`--tls-cert`), terminated under the stream adapters so they
+//!   keep seeing plaintext packets.
 //! - `auth`: the login decision, relayed (payload verification) and direct.
 //! - `keys`: the key ring following `--key-file` (polled, on SIGHUP, on an unknown key id).
 //! - `accounts`: the account file (hashes only, mode 0600, atomic writes).
@@ -79,4 +81,5 @@ mod sqlite;
 mod sqlite_catalog;
 mod state;
 mod stream;
+mod tls;
 mod variables;

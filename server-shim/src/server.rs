@@ -33,6 +33,7 @@ use crate::results::write_reply;
 use crate::session::{Session, param_cell};
 use crate::state::ServerState;
 use crate::stream::{AuthReader, AuthWriter, ConnShared};
+use crate::tls::Transport;
 use crate::variables::SERVER_VERSION;
 
 /// One connection's `AsyncMysqlShim`.
@@ -317,14 +318,11 @@ async fn connection(socket: TcpStream, peer: SocketAddr, state: Arc<ServerState>
     let _ = socket.set_nodelay(true);
     let conn_id = state.conn_id();
     let shared = Arc::new(ConnShared::default());
-    let (read, write) = socket.into_split();
-    let reader = AuthReader::new(
-        read,
-        Arc::clone(&shared),
-        state.timeouts,
-        state.shutdown.clone(),
-    );
-    let writer = AuthWriter::new(write, Arc::clone(&shared), state.timeouts);
+    let timeouts = state.timeouts;
+    let shutdown = state.shutdown.clone();
+    let tls = state.tls.clone();
+    let state_require_tls = state.require_secure_transport;
+    let connection_shared = Arc::clone(&shared);
     let shim = Shim {
         session: Session::new(Arc::clone(&state), conn_id),
         server: state,
@@ -335,7 +333,22 @@ async fn connection(socket: TcpStream, peer: SocketAddr, state: Arc<ServerState>
         peer,
         login: Mutex::new(None),
     };
-    match AsyncMysqlIntermediary::run_on(shim, reader, writer).await {
+    let ended = match tls {
+        None => {
+            let (read, write) = socket.into_split();
+            let reader = AuthReader::new(read, Arc::clone(&connection_shared), timeouts, shutdown);
+            let writer = AuthWriter::new(write, connection_shared, timeouts);
+            AsyncMysqlIntermediary::run_on(shim, reader, writer).await
+        }
+        Some(tls) => {
+            // TLS on request, under the adapters (see `crate::tls`).
+            let (read, write) = tokio::io::split(Transport::new(socket, tls, state_require_tls));
+            let reader = AuthReader::new(read, Arc::clone(&connection_shared), timeouts, shutdown);
+            let writer = AuthWriter::new(write, connection_shared, timeouts);
+            AsyncMysqlIntermediary::run_on(shim, reader, writer).await
+        }
+    };
+    match ended {
         Ok(()) => debug!(conn_id, "connection closed"),
         // A refused login was logged by `authenticate`.
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {}

@@ -34,6 +34,10 @@ pub struct ServerState {
     pub lock_wait: Duration,
     /// Cancelled when the server shuts down.
     pub shutdown: CancellationToken,
+    /// `--tls-cert`: the greeting offers TLS and the shim terminates it; `None` offers none.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// `--require-secure-transport`: a login without TLS gets ERR 3159.
+    pub require_secure_transport: bool,
     /// The next connection id (the greeting's `connection_id`, `CONNECTION_ID()`).
     next_conn_id: AtomicU32,
 }
@@ -56,6 +60,8 @@ impl ServerState {
             timeouts,
             lock_wait,
             shutdown: CancellationToken::new(),
+            tls: None,
+            require_secure_transport: false,
             next_conn_id: AtomicU32::new(1),
         }
     }

@@ -587,3 +587,4 @@ pub mod raw {
 
 pub mod mariadb;
 pub mod relay;
+pub mod tls;

@@ -117,6 +117,15 @@ pub fn dual_error_log(dir: &Path) -> PathBuf {
 /// As [`install`], [`plugin_dir`] and [`crate::relay::Relay::start`].
 #[must_use]
 pub fn dual_relay(dir: &Path, extra: &[&str]) -> crate::relay::Relay {
+    dual_relay_with(dir, extra, "")
+}
+
+/// [`dual_relay`] with more lines for the relay's `[[instance]]` table (`instance_toml`).
+///
+/// # Panics
+/// As [`dual_relay`].
+#[must_use]
+pub fn dual_relay_with(dir: &Path, extra: &[&str], instance_toml: &str) -> crate::relay::Relay {
     let datadir = install(dir);
     let plugins = plugin_dir(dir);
     let mut options = vec![
@@ -136,6 +145,7 @@ pub fn dual_relay(dir: &Path, extra: &[&str]) -> crate::relay::Relay {
             command: Some(command(&datadir, &options)),
             auth: "dual",
             resume_timeout: "30s",
+            instance_toml: instance_toml.to_owned(),
             ..crate::relay::RelayOptions::default()
         },
     )

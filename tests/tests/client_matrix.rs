@@ -183,6 +183,8 @@ struct Target {
     user: String,
     password: String,
     database: String,
+    /// TLS with full verification against this CA (`--ssl-ca`); `None`: no TLS.
+    ssl_ca: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,6 +229,9 @@ fn run_client(client: Client, target: &Target, mode: Mode) -> Report {
         .args(["--password", &target.password])
         .args(["--database", &target.database])
         .args(["--mode", mode.arg()]);
+    if let Some(ca) = &target.ssl_ca {
+        cmd.args(["--ssl-ca", ca]);
+    }
     let started = Instant::now();
     let out = run_with_input(&mut cmd, b"", CELL_TIMEOUT);
     let elapsed = started.elapsed();
@@ -550,15 +555,122 @@ fn every_client_works_in_dual_mode_against_mariadb_with_the_perceptron_dual_plug
     run_matrix(&relay, "dual mode, MariaDB 10.11 with perceptron_dual");
 }
 
+#[test]
+fn every_client_works_over_verified_tls_on_both_routes() {
+    for client in Client::ALL {
+        client.check_installed();
+    }
+    // The relay terminates TLS on the perceptron route, server-shim on the direct route, with
+    // the same certificate; both refuse logins without TLS.
+    let dir = TempDir::new("client-matrix-tls");
+    let certs = tests::tls::Certs::new(dir.path());
+    let command = vec![
+        tests::bin_path("server-shim").display().to_string(),
+        "run".into(),
+        "--listen".into(),
+        "127.0.0.1:{COMPUTE_PORT}".into(),
+        "--data".into(),
+        dir.path().join("data").display().to_string(),
+        "--key-file".into(),
+        dir.path().join("perceptron.key").display().to_string(),
+        "--tls-cert".into(),
+        certs.path("good-server.pem"),
+        "--tls-key".into(),
+        certs.path("good-server.key"),
+        "--require-secure-transport".into(),
+    ];
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            command: Some(command),
+            instance_toml: certs.instance_toml(false),
+            ..RelayOptions::default()
+        },
+    );
+    let ca = certs.path("good-ca.pem");
+    let out = mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &[
+            "--ssl",
+            "--ssl-verify-server-cert",
+            &format!("--ssl-ca={ca}"),
+        ],
+        &format!("CREATE DATABASE {DATABASE}"),
+    );
+    assert_eq!(out.code, Some(0), "{}\nlog:\n{}", out.stderr, relay.log());
+    run_matrix_with(&relay, "dual mode, server-shim, verified TLS", Some(ca));
+}
+
+#[test]
+fn every_client_works_over_verified_tls_in_switch_mode_against_a_stock_mariadb() {
+    for client in Client::ALL {
+        client.check_installed();
+    }
+    // The relay terminates TLS on the perceptron route and speaks TLS to MariaDB
+    // (compute_tls = "verify"); MariaDB terminates it on the direct route, with the same
+    // certificate. Both refuse logins without TLS.
+    let dir = TempDir::new("client-matrix-maria-tls");
+    let certs = tests::tls::Certs::new(dir.path());
+    let datadir = tests::mariadb::install(dir.path());
+    let ca = certs.path("good-ca.pem");
+    let ssl = [
+        format!("--ssl-cert={}", certs.path("good-server.pem")),
+        format!("--ssl-key={}", certs.path("good-server.key")),
+        "--require-secure-transport=ON".to_owned(),
+    ];
+    let ssl: Vec<&str> = ssl.iter().map(String::as_str).collect();
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            command: Some(tests::mariadb::command(&datadir, &ssl)),
+            auth: "switch",
+            resume_timeout: "30s",
+            instance_toml: format!(
+                "compute_tls = \"verify\"\ncompute_ca = \"{ca}\"\ncompute_tls_name = \"localhost\"\n{}",
+                certs.instance_toml(false)
+            ),
+            ..RelayOptions::default()
+        },
+    );
+    let out = mariadb(
+        relay.port,
+        "root",
+        None,
+        &[
+            "--ssl",
+            "--ssl-verify-server-cert",
+            &format!("--ssl-ca={ca}"),
+        ],
+        &format!(
+            "CREATE USER {USER}@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('{PASSWORD}');\
+             GRANT ALL ON *.* TO {USER}@'%'; CREATE DATABASE {DATABASE};"
+        ),
+    );
+    assert_eq!(out.code, Some(0), "{}\nlog:\n{}", out.stderr, relay.log());
+    run_matrix_with(
+        &relay,
+        "switch mode, MariaDB 10.11, verified TLS on every leg",
+        Some(ca),
+    );
+}
+
 /// Runs every client × mode × route against `relay`'s instance and fails with every failing
 /// cell (and the table) if any.
 fn run_matrix(relay: &Relay, what: &str) {
+    run_matrix_with(relay, what, None);
+}
+
+/// [`run_matrix`], every client with TLS verified against `ssl_ca` when given.
+fn run_matrix_with(relay: &Relay, what: &str, ssl_ca: Option<String>) {
     let good = Target {
         host: "127.0.0.1".into(),
         port: relay.port,
         user: USER.into(),
         password: PASSWORD.into(),
         database: DATABASE.into(),
+        ssl_ca,
     };
     let bad = Target {
         password: "not-the-password".into(),

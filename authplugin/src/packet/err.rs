@@ -97,6 +97,9 @@ pub mod codes {
     pub const ER_HOST_IS_BLOCKED: (u16, &[u8; 5]) = (1129, b"HY000");
     /// `ER_USER_LIMIT_REACHED` "User '...' has exceeded the '...' resource".
     pub const ER_USER_LIMIT_REACHED: (u16, &[u8; 5]) = (1226, b"42000");
+    /// `ER_SECURE_TRANSPORT_REQUIRED` "Connections using insecure transport are prohibited
+    /// while --require_secure_transport=ON."
+    pub const ER_SECURE_TRANSPORT_REQUIRED: (u16, &[u8; 5]) = (3159, b"HY000");
     /// `ER_QUERY_INTERRUPTED` (used by MySQL when a wait is cut short).
     pub const ER_QUERY_INTERRUPTED: (u16, &[u8; 5]) = (1317, b"70100");
 }

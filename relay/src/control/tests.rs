@@ -228,6 +228,11 @@ fn build(
         capacity: None,
         stop_after,
         route: crate::config::RouteMode::Pump,
+        tls: None,
+        require_secure_transport: false,
+        compute_tls: crate::tls::ComputeTlsMode::Off,
+        compute_ca: None,
+        compute_tls_name: None,
         driver: DriverConfig::Process {
             command: vec!["x".into()],
             cwd: ".".into(),

@@ -10,8 +10,9 @@ use authplugin::Scramble;
 use authplugin::packet::capabilities::{
     CLIENT_CONNECT_ATTRS, CLIENT_CONNECT_WITH_DB, CLIENT_PLUGIN_AUTH,
     CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA, CLIENT_PROTOCOL_41, CLIENT_SECURE_CONNECTION,
+    CLIENT_SSL,
 };
-use authplugin::packet::{HandshakeResponse41, HandshakeV10, Packet};
+use authplugin::packet::{HandshakeResponse41, HandshakeV10, Packet, SslRequest};
 use zeroize::Zeroizing;
 
 use super::login::ClientLogin;
@@ -30,6 +31,60 @@ pub struct GreetedCompute<S> {
     pub greeting: HandshakeV10,
     /// The greeting's scramble B.
     pub scramble_b: Scramble,
+    /// The relay started TLS after the greeting (`compute_tls`).
+    pub tls: bool,
+}
+
+/// `compute_tls`: after the greeting, sends an SSLRequest (with the flags of the login to
+/// come) and runs the TLS handshake within `timeout`; the login then follows inside TLS,
+/// numbered one higher on the wire. A compute that offers no TLS is refused, never used in
+/// plaintext.
+///
+/// # Errors
+/// [`ComputeError::Tls`] (no TLS offered, a failed handshake), [`ComputeError::Timeout`],
+/// [`ComputeError::Lost`].
+pub async fn start_tls<C: ComputeConnector>(
+    connector: &C,
+    compute: GreetedCompute<C::Stream>,
+    login: &ClientLogin,
+    timeout: Duration,
+) -> Result<GreetedCompute<C::Stream>, ComputeError> {
+    let GreetedCompute {
+        mut stream,
+        greeting,
+        scramble_b,
+        ..
+    } = compute;
+    if greeting.capability_flags & CLIENT_SSL == 0 {
+        return Err(ComputeError::Tls(std::io::Error::other(
+            "the compute's greeting offers no TLS",
+        )));
+    }
+    let request = SslRequest {
+        client_flag: client_flag(login, &greeting) | CLIENT_SSL,
+        max_packet_size: login.response.max_packet_size,
+        character_set: login.response.character_set,
+        reserved: [0; 23],
+    };
+    let mut payload = Vec::with_capacity(32);
+    request.encode(&mut payload);
+    write(&mut stream, 1, &payload).await?;
+    let (plain, rest) = stream.into_parts();
+    if !rest.is_empty() {
+        return Err(ComputeProtocolError::Unexpected(rest.first().copied().unwrap_or(0)).into());
+    }
+    let tls = tokio::time::timeout(timeout, connector.start_tls(plain))
+        .await
+        .map_err(|_| ComputeError::Timeout(ComputeStep::Login))?
+        .map_err(ComputeError::Tls)?;
+    Ok(GreetedCompute {
+        stream: PacketStream::new(tls, MAX_LOGIN_PACKET_LEN)
+            .with_write_timeout(timeout)
+            .with_sequence_offset(1),
+        greeting,
+        scramble_b,
+        tls: true,
+    })
 }
 
 /// P4: connects to the compute within `timeout`, retrying with backoff while the connect
@@ -85,6 +140,7 @@ where
         stream,
         greeting,
         scramble_b,
+        tls: false,
     })
 }
 
@@ -110,13 +166,15 @@ pub fn check_capabilities(
 /// session settings, limited to what the compute offers, with `plugin` and `auth_response`.
 /// `database` is what the compute will see (the MAC of a dual login binds it).
 #[must_use]
-pub fn response_for(
+pub fn response_for<S>(
     login: &ClientLogin,
-    greeting: &HandshakeV10,
+    compute: &GreetedCompute<S>,
     plugin: &str,
     auth_response: Zeroizing<Vec<u8>>,
 ) -> HandshakeResponse41 {
-    let client_flag = client_flag(login, greeting);
+    // Inside TLS the login repeats the SSLRequest's CLIENT_SSL, as a MySQL client's does.
+    let tls = if compute.tls { CLIENT_SSL } else { 0 };
+    let client_flag = client_flag(login, &compute.greeting) | tls;
     let client = &login.response;
     HandshakeResponse41 {
         client_flag,

@@ -233,7 +233,7 @@ fn build_response<S>(
 ) -> Result<(Zeroizing<Vec<u8>>, Signable), ComputeError> {
     let mut p6 = compute_leg::response_for(
         &login,
-        &compute.greeting,
+        compute,
         payload::PLUGIN_NAME,
         Zeroizing::new(Vec::new()),
     );

@@ -3,17 +3,21 @@
 //! compute can check against scramble A, comes out of here; everything else is a
 //! [`Classification`] and never wakes the instance.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use authplugin::packet::FrameError;
-use authplugin::packet::capabilities::CLIENT_PLUGIN_AUTH;
+use authplugin::packet::capabilities::{CLIENT_PLUGIN_AUTH, CLIENT_SSL};
 use authplugin::packet::{AuthSwitchRequest, HandshakeResponse41, HandshakeV10, SslRequest};
 use authplugin::{AuthPlugin, Scramble};
 use tokio::io::{AsyncRead, AsyncWrite};
 use zeroize::{Zeroize as _, Zeroizing};
 
+use rustls::ServerConfig;
+
 use super::outcome::Classification;
 use crate::packet_io::{PacketStream, ReadError};
+use crate::tls::{self, ClientStream, TlsFailure};
 
 /// A client login the perceptron will relay.
 #[derive(Debug)]
@@ -30,24 +34,75 @@ pub struct ClientLogin {
     /// The client's flags that the relay's greeting offered: what the session really uses.
     /// (Clients set flags the server lacks; only the intersection counts.)
     pub effective_flag: u32,
+    /// The login came inside TLS the relay terminated.
+    pub tls: bool,
 }
 
 /// Sends the greeting (P1) and reads the login (P2) within `timeout` (one deadline for the
-/// whole exchange, switch included, so a slow client cannot stretch it).
+/// whole exchange, TLS handshake and switch included, so a slow client cannot stretch it).
+/// With `tls`, a client that sends an SSLRequest gets a TLS handshake and sends its login
+/// inside it; the greeting must then offer `CLIENT_SSL`.
 ///
 /// # Errors
 /// The [`Classification`] of whatever the peer did instead of logging in. An ERR for it
 /// carries the stream's [`PacketStream::next_sequence_id`].
 pub async fn greet_and_read_login<S: AsyncRead + AsyncWrite + Unpin>(
-    client: &mut PacketStream<S>,
+    client: &mut PacketStream<ClientStream<S>>,
     greeting: &HandshakeV10,
     scramble_a: &Scramble,
     timeout: Duration,
     answers: Answers,
+    tls: Option<Arc<ServerConfig>>,
 ) -> Result<ClientLogin, Classification> {
-    tokio::time::timeout(timeout, exchange(client, greeting, scramble_a, answers))
-        .await
-        .unwrap_or(Err(Classification::HandshakeTimeout))
+    let mut stage = Stage::Plain;
+    match tokio::time::timeout(
+        timeout,
+        exchange(client, greeting, scramble_a, answers, tls, &mut stage),
+    )
+    .await
+    {
+        Ok(result) => result,
+        Err(_) if stage == Stage::TlsHandshake => Err(Classification::Tls(TlsFailure::TimedOut)),
+        Err(_) => Err(Classification::HandshakeTimeout),
+    }
+}
+
+/// Where the login exchange is, so a deadline that runs out can say in which step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Plain,
+    TlsHandshake,
+    InTls,
+}
+
+/// What the client's first packet after the greeting asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstPacket {
+    /// An SSLRequest the relay answers with a TLS handshake.
+    StartTls,
+    /// Anything else: read as a HandshakeResponse41.
+    Login,
+}
+
+/// Decides what the client's first packet (`sequence_id`, `payload`) is, for a greeting that
+/// offered TLS (`tls_offered`) or not. Pure: bytes in, decision out.
+///
+/// # Errors
+/// [`Classification::OutOfOrder`] for a wrong sequence id; [`Classification::SslRequest`]
+/// for an SSLRequest the greeting did not invite.
+pub fn first_packet(
+    sequence_id: u8,
+    payload: &[u8],
+    tls_offered: bool,
+) -> Result<FirstPacket, Classification> {
+    if sequence_id != 1 {
+        return Err(Classification::OutOfOrder);
+    }
+    match (SslRequest::matches(payload), tls_offered) {
+        (true, true) => Ok(FirstPacket::StartTls),
+        (true, false) => Err(Classification::SslRequest),
+        (false, _) => Ok(FirstPacket::Login),
+    }
 }
 
 /// What the login phase needs from the client's answer.
@@ -63,26 +118,39 @@ pub enum Answers {
 }
 
 async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
-    client: &mut PacketStream<S>,
+    client: &mut PacketStream<ClientStream<S>>,
     greeting: &HandshakeV10,
     scramble_a: &Scramble,
     answers: Answers,
+    tls: Option<Arc<ServerConfig>>,
+    stage: &mut Stage,
 ) -> Result<ClientLogin, Classification> {
     client
         .write_packet(0, &greeting.to_bytes())
         .await
         .map_err(|_| Classification::ClosedSilently)?;
-    let packet = client
+    let mut packet = client
         .read_packet()
         .await
         .map_err(|e| classify_read_error(&e, client.buffered()))?;
-    if packet.sequence_id != 1 {
-        return Err(Classification::OutOfOrder);
+    let tls_offered = tls.is_some() && greeting.capability_flags & CLIENT_SSL != 0;
+    if first_packet(packet.sequence_id, &packet.payload, tls_offered)? == FirstPacket::StartTls {
+        let Some(config) = tls else {
+            return Err(Classification::SslRequest);
+        };
+        *stage = Stage::TlsHandshake;
+        start_tls(client, config).await?;
+        *stage = Stage::InTls;
+        // The login follows inside TLS, numbered after the SSLRequest.
+        packet = client
+            .read_packet()
+            .await
+            .map_err(|e| classify_read_error(&e, &[]))?;
+        if packet.sequence_id != 2 || SslRequest::matches(&packet.payload) {
+            return Err(Classification::OutOfOrder);
+        }
     }
-    if SslRequest::matches(&packet.payload) {
-        return Err(Classification::SslRequest);
-    }
-    let mut packet = packet;
+    let in_tls = *stage == Stage::InTls;
     let decoded =
         HandshakeResponse41::decode_for_server(&packet.payload, greeting.capability_flags);
     // The raw login holds the client's answer; only the decoded (zeroizing) copy may live on.
@@ -104,6 +172,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
             last_sequence_id: packet.last_sequence_id,
             effective_flag,
             response,
+            tls: in_tls,
         });
     }
     if let Some(plugin) =
@@ -116,6 +185,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
             answer,
             last_sequence_id: packet.last_sequence_id,
             effective_flag,
+            tls: in_tls,
         });
     }
     // The client answered for a plugin the compute cannot check against scramble A
@@ -146,7 +216,26 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         answer,
         last_sequence_id: again.last_sequence_id,
         effective_flag,
+        tls: in_tls,
     })
+}
+
+/// Swaps the client's socket for TLS after its SSLRequest (bytes buffered past it are the
+/// start of the ClientHello).
+async fn start_tls<S: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut PacketStream<ClientStream<S>>,
+    config: Arc<ServerConfig>,
+) -> Result<(), Classification> {
+    let early = client.take_buffered();
+    let ClientStream::Plain(plain) = std::mem::replace(client.stream_mut(), ClientStream::Gone)
+    else {
+        // An SSLRequest inside TLS.
+        return Err(Classification::OutOfOrder);
+    };
+    *client.stream_mut() = tls::accept(config, plain, early)
+        .await
+        .map_err(Classification::Tls)?;
+    Ok(())
 }
 
 /// Whether `answer` has a length the plugin can produce: empty (empty password) or one

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use authplugin::Scramble;
-use authplugin::packet::capabilities::SERVER_STATUS_AUTOCOMMIT;
+use authplugin::packet::capabilities::{CLIENT_SSL, SERVER_STATUS_AUTOCOMMIT};
 use authplugin::packet::err::codes;
 use authplugin::packet::{ErrPacket, OkPacket};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -42,8 +42,9 @@ use crate::logsafe::Escaped;
 use crate::metrics::Counter;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
 use crate::runtime::InstanceRuntime;
+use crate::tls::ClientStream;
 use dual_auth::Verdict;
-use outcome::PerceptronError;
+use outcome::{Classification, PerceptronError};
 
 /// A login the compute has answered (P8 done): the client has its OK or ERR.
 #[derive(Debug)]
@@ -93,16 +94,18 @@ pub async fn handle(
             client: client_addr,
             listen: client.local_addr().unwrap_or(cfg.listen),
         },
+        tls: rt.compute_tls.clone(),
     };
-    let mut client =
-        PacketStream::new(client, MAX_LOGIN_PACKET_LEN).with_write_timeout(cfg.handshake_timeout);
+    let mut client = PacketStream::new(ClientStream::Plain(client), MAX_LOGIN_PACKET_LEN)
+        .with_write_timeout(cfg.handshake_timeout);
     match establish(&rt, &mut client, client_addr, &connector, Some(pending)).await {
         Ok(mut session) if session.verdict.accepted() => {
             session.held.mark_session();
             rt.metrics.inc(Counter::Connections, &name, "relayed");
             let t = session.timings;
+            let tls = matches!(client.stream_mut(), ClientStream::Tls(_));
             tracing::info!(
-                instance = %name, client = %addr, user = %Escaped(&session.user),
+                instance = %name, client = %addr, user = %Escaped(&session.user), tls,
                 login_ms = t.login_ms, wake_ms = t.wake_ms,
                 compute_login_ms = t.compute_login_ms, was_running = t.was_running,
                 total_ms = started.elapsed().as_millis(),
@@ -183,7 +186,7 @@ pub async fn handle(
 /// [`PerceptronError`]: how the connection ended instead.
 pub async fn establish<S, C>(
     rt: &InstanceRuntime,
-    client: &mut PacketStream<S>,
+    client: &mut PacketStream<ClientStream<S>>,
     client_addr: SocketAddr,
     connector: &C,
     pending: Option<PendingPermit>,
@@ -205,7 +208,7 @@ where
 
 async fn run<S, C>(
     rt: &InstanceRuntime,
-    client: &mut PacketStream<S>,
+    client: &mut PacketStream<ClientStream<S>>,
     client_addr: SocketAddr,
     connector: &C,
     pending: Option<PendingPermit>,
@@ -218,7 +221,12 @@ where
     // P1, P2.
     // Timed (payload v2): the compute refuses the pair once it is older than a login can be held.
     let scramble_a = Scramble::generate_timed(&mut rand::rngs::OsRng, crate::ledger::now_ms());
-    let greeting = rt.profile().greeting(rt.next_connection_id(), &scramble_a);
+    let mut greeting = rt.profile().greeting(rt.next_connection_id(), &scramble_a);
+    // TLS is offered exactly when this instance has a certificate to serve.
+    let tls = rt.tls.as_ref().map(|t| Arc::clone(&t.current().config));
+    if tls.is_some() {
+        greeting.capability_flags |= CLIENT_SSL;
+    }
     let t0 = Instant::now();
     let answers = match cfg.auth {
         AuthMode::Dual => login::Answers::CheckableAgainstA,
@@ -230,6 +238,7 @@ where
         &scramble_a,
         cfg.handshake_timeout,
         answers,
+        tls,
     )
     .await
     .map_err(PerceptronError::NotALogin)?;
@@ -241,6 +250,13 @@ where
     if is_health_check(&cfg.health_check_users, &login) {
         answer_health_check(client, &login, cfg.handshake_timeout).await;
         return Err(PerceptronError::HealthCheck);
+    }
+    // MySQL's require_secure_transport, before anything costs money. (Health checks, answered
+    // by the relay alone with no password, are exempt: load balancers check in plaintext.)
+    if cfg.require_secure_transport && !login.tls {
+        return Err(PerceptronError::NotALogin(
+            Classification::InsecureTransport,
+        ));
     }
     // Budgets before anything costs money: a blocked source or user, or one that has woken
     // the instance too often, is refused here, without a wake.
@@ -265,6 +281,9 @@ where
     let mut compute = compute_leg::read_greeting(stream, cfg.compute_timeout).await?;
     rt.learn_profile(&compute.greeting);
     compute_leg::check_capabilities(&login, &compute.greeting)?;
+    if connector.wants_tls() {
+        compute = compute_leg::start_tls(connector, compute, &login, cfg.compute_timeout).await?;
+    }
 
     let client_addr_ip = client_addr.ip();
     let verdict = match cfg.auth {

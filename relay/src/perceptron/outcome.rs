@@ -12,6 +12,7 @@ use authplugin::payload::EncodeError;
 use crate::budgets::Refusal;
 use crate::compute_conn::ConnectError;
 use crate::control::WakeError;
+use crate::tls::TlsFailure;
 
 /// Why a connection that reached the perceptron did not become a relayed session.
 #[derive(Debug)]
@@ -64,6 +65,10 @@ pub enum Classification {
     EmptyUser,
     /// After the one allowed switch to `mysql_native_password`, still no usable answer.
     UnsupportedAuth,
+    /// Asked for TLS the MySQL way, but the handshake failed or stalled.
+    Tls(TlsFailure),
+    /// A login without TLS to an instance with `require_secure_transport`.
+    InsecureTransport,
 }
 
 /// A failure of the relayed login on the compute side (P4–P8).
@@ -79,6 +84,10 @@ pub enum ComputeError {
     Protocol(ComputeProtocolError),
     /// The client negotiated capabilities the compute lacks (stale profile); relearnt now.
     CapabilityMismatch(u32),
+    /// `compute_tls`: the compute offers no TLS, or the TLS handshake with it failed (its
+    /// certificate did not verify, no common version); the relay never falls back to
+    /// plaintext.
+    Tls(std::io::Error),
 }
 
 /// The step of the compute leg a deadline ran out in.
@@ -157,6 +166,7 @@ impl ComputeError {
             Self::Protocol(ComputeProtocolError::Unproven(_)) => "compute_unproven",
             Self::Protocol(_) => "compute_protocol",
             Self::CapabilityMismatch(_) => "capability_mismatch",
+            Self::Tls(_) => "compute_tls_failed",
         }
     }
 }
@@ -172,6 +182,7 @@ impl std::fmt::Display for ComputeError {
                 f,
                 "client negotiated capabilities {bits:#x} the compute lacks (profile relearnt)"
             ),
+            Self::Tls(e) => write!(f, "TLS to the compute (compute_tls) failed: {e}"),
         }
     }
 }
@@ -180,7 +191,7 @@ impl std::error::Error for ComputeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Connect(e) => Some(e),
-            Self::Lost(e) => Some(e),
+            Self::Lost(e) | Self::Tls(e) => Some(e),
             Self::Protocol(e) => Some(e),
             Self::Timeout(_) | Self::CapabilityMismatch(_) => None,
         }
@@ -244,12 +255,14 @@ impl Classification {
             Self::Malformed => "malformed",
             Self::EmptyUser => "empty_user",
             Self::UnsupportedAuth => "unsupported_auth",
+            Self::Tls(f) => f.label(),
+            Self::InsecureTransport => "insecure_transport",
         }
     }
 
     /// Every classification.
     #[cfg(test)]
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 18] = [
         Self::ClosedSilently,
         Self::ClosedMidPacket,
         Self::HandshakeTimeout,
@@ -261,6 +274,13 @@ impl Classification {
         Self::Malformed,
         Self::EmptyUser,
         Self::UnsupportedAuth,
+        Self::Tls(TlsFailure::ClientCertRefused),
+        Self::Tls(TlsFailure::RefusedByClient),
+        Self::Tls(TlsFailure::Incompatible),
+        Self::Tls(TlsFailure::Malformed),
+        Self::Tls(TlsFailure::Closed),
+        Self::Tls(TlsFailure::TimedOut),
+        Self::InsecureTransport,
     ];
 
     /// The ERR the client gets, where the protocol allows one: nothing for a peer that left,
@@ -268,9 +288,20 @@ impl Classification {
     #[must_use]
     pub fn client_error(self, client_addr: &str) -> Option<ErrPacket> {
         let (code, msg): ((u16, &[u8; 5]), String) = match self {
-            Self::ClosedSilently | Self::ClosedMidPacket | Self::Http | Self::TlsClientHello => {
+            // A client mid-handshake or inside TLS cannot read a plaintext ERR.
+            Self::ClosedSilently
+            | Self::ClosedMidPacket
+            | Self::Http
+            | Self::TlsClientHello
+            | Self::Tls(_) => {
                 return None;
             }
+            Self::InsecureTransport => (
+                codes::ER_SECURE_TRANSPORT_REQUIRED,
+                "Connections using insecure transport are prohibited while \
+                 --require_secure_transport=ON."
+                    .into(),
+            ),
             Self::HandshakeTimeout => (
                 codes::ER_NET_READ_INTERRUPTED,
                 "Got timeout reading communication packets".into(),
@@ -428,6 +459,24 @@ mod tests {
         labels.sort_unstable();
         labels.dedup();
         assert_eq!(labels.len(), Classification::ALL.len());
+    }
+
+    #[test]
+    fn insecure_transport_gets_mysqls_3159() {
+        let e = Classification::InsecureTransport
+            .client_error("10.0.0.1:4000")
+            .unwrap();
+        assert_eq!(e.error_code, 3159);
+        assert_eq!(e.sql_state, Some(*b"HY000"));
+        assert_eq!(
+            e.error_message,
+            b"Connections using insecure transport are prohibited while \
+              --require_secure_transport=ON."
+                .as_slice()
+        );
+        for f in [TlsFailure::ClientCertRefused, TlsFailure::TimedOut] {
+            assert!(Classification::Tls(f).client_error("1.2.3.4:5").is_none());
+        }
     }
 
     #[test]

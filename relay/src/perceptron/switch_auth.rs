@@ -60,12 +60,7 @@ where
     C: AsyncRead + AsyncWrite + Unpin,
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let probe = compute_leg::response_for(
-        login,
-        &server.greeting,
-        PROBE_PLUGIN,
-        Zeroizing::new(Vec::new()),
-    );
+    let probe = compute_leg::response_for(login, server, PROBE_PLUGIN, Zeroizing::new(Vec::new()));
     let server = &mut server.stream;
     compute_leg::write(server, 1, &probe.to_bytes()).await?;
     // client sequence id = server sequence id + delta, for every relayed packet.

@@ -288,7 +288,7 @@ where
     let connector = ScriptedConnector::new(script);
     let (relay_end, client_end) = tokio::io::duplex(1 << 16);
     let client_task = tokio::spawn(client(client_end, flags, client_script));
-    let mut stream = PacketStream::new(relay_end, MAX_LOGIN_PACKET_LEN);
+    let mut stream = PacketStream::new(ClientStream::Plain(relay_end), MAX_LOGIN_PACKET_LEN);
     let peer: SocketAddr = "10.0.0.7:5000".parse().unwrap();
     let result = establish(rt, &mut stream, peer, &connector, None).await;
     drop(stream);
@@ -1251,7 +1251,7 @@ async fn a_haproxy_mysql_check_is_answered_ok_without_a_wake() {
         client_end.read_to_end(&mut rest).await.unwrap();
         rest
     });
-    let mut stream = PacketStream::new(relay_end, MAX_LOGIN_PACKET_LEN);
+    let mut stream = PacketStream::new(ClientStream::Plain(relay_end), MAX_LOGIN_PACKET_LEN);
     let peer: SocketAddr = "10.0.0.9:5000".parse().unwrap();
     let result = establish(&rt, &mut stream, peer, &connector, None).await;
     drop(stream);
@@ -1289,12 +1289,249 @@ async fn a_health_check_user_with_a_password_or_another_user_is_a_login() {
                 .unwrap();
             client_end
         });
-        let mut stream = PacketStream::new(relay_end, MAX_LOGIN_PACKET_LEN);
+        let mut stream = PacketStream::new(ClientStream::Plain(relay_end), MAX_LOGIN_PACKET_LEN);
         let peer: SocketAddr = "10.0.0.9:5000".parse().unwrap();
         let result = establish(&rt, &mut stream, peer, &connector, None).await;
         assert!(!result.unwrap().verdict.accepted());
         assert_eq!(rt.instance.status().wakes, 1);
         compute.await.unwrap();
         drop(checker.await.unwrap());
+    }
+}
+
+// ---- TLS on the client leg ----
+
+mod tls {
+    use authplugin::packet::SslRequest;
+    use tokio::io::AsyncWriteExt as _;
+
+    use super::*;
+    use crate::tls::TlsFailure;
+    use crate::tls::tests::Pki;
+
+    fn tls_runtime(settings: crate::tls::TlsSettings, require: bool) -> InstanceRuntime {
+        let key = PerceptronKey::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);
+        crate::in_memory::runtime_with(
+            AuthMode::Dual,
+            KeyRing::new(vec![key]).unwrap(),
+            TIMEOUT,
+            |c| {
+                c.tls = Some(settings);
+                c.require_secure_transport = require;
+            },
+        )
+    }
+
+    /// What the client does: TLS with `config` (after an SSLRequest), or plaintext.
+    enum Client {
+        Tls(Arc<rustls::ClientConfig>),
+        Plain,
+        /// Sends the SSLRequest, then nothing.
+        StallAfterSslRequest,
+    }
+
+    /// Logs in as the scripted client of these tests; returns the packets received after
+    /// the login, or the TLS error the client saw.
+    async fn tls_client(stream: DuplexStream, how: Client) -> Result<Vec<Packet>, io::Error> {
+        let mut s = PacketStream::new(stream, 1 << 20);
+        let greeting = HandshakeV10::decode(&s.read_packet().await.unwrap().payload).unwrap();
+        assert_ne!(greeting.capability_flags & CLIENT_SSL, 0, "TLS is offered");
+        let scramble_a = greeting.scramble().unwrap();
+        let config = match how {
+            Client::Plain => {
+                s.write_packet(1, &login_response(&scramble_a, 0).to_bytes())
+                    .await
+                    .unwrap();
+                let mut got = Vec::new();
+                while let Ok(p) = s.read_packet().await {
+                    got.push(p);
+                }
+                return Ok(got);
+            }
+            Client::Tls(config) => Some(config),
+            Client::StallAfterSslRequest => None,
+        };
+        let ssl = SslRequest {
+            client_flag: CLIENT_PROTOCOL_41 | CLIENT_SECURE_CONNECTION | CLIENT_SSL,
+            max_packet_size: 1 << 24,
+            character_set: 45,
+            reserved: [0; 23],
+        };
+        let mut payload = Vec::new();
+        ssl.encode(&mut payload);
+        s.write_packet(1, &payload).await.unwrap();
+        let (raw, rest) = s.into_parts();
+        assert!(rest.is_empty());
+        let Some(config) = config else {
+            // Hold the socket open, silent, until the relay gives up.
+            let mut raw = raw;
+            let _ = tokio::io::AsyncReadExt::read(&mut raw, &mut [0u8; 1]).await;
+            return Ok(Vec::new());
+        };
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        let tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, raw)
+            .await?;
+        let mut s = PacketStream::new(tls, 1 << 20);
+        s.write_packet(2, &login_response(&scramble_a, CLIENT_SSL).to_bytes())
+            .await?;
+        let mut got = Vec::new();
+        loop {
+            match s.read_packet().await {
+                Ok(p) => got.push(p),
+                Err(crate::packet_io::ReadError::Io(e)) if got.is_empty() => return Err(e),
+                Err(_) => break,
+            }
+        }
+        let (mut tls, _) = s.into_parts();
+        let _ = tls.shutdown().await;
+        Ok(got)
+    }
+
+    struct TlsRun {
+        result: Result<Established<DuplexStream>, PerceptronError>,
+        client: Result<Vec<Packet>, io::Error>,
+        connects_left: usize,
+    }
+
+    /// One connection through `establish` with a TLS-capable instance; the compute (if the
+    /// login gets that far) greets, checks the relayed login and says OK.
+    async fn run_tls(rt: &InstanceRuntime, how: Client) -> TlsRun {
+        let (relay_end, compute_end) = tokio::io::duplex(1 << 16);
+        let ring = rt.ring.current();
+        let compute = tokio::spawn(async move {
+            let mut c = ComputeSide::new(compute_end, Arc::clone(&ring));
+            c.greet().await;
+            let Ok(p) = c.stream.read_packet().await else {
+                return;
+            };
+            let caps = ComputeProfile::server_shim_default().capability_flags;
+            let p6 = HandshakeResponse41::decode_for_server(&p.payload, caps).unwrap();
+            assert_eq!(
+                p6.client_flag & CLIENT_SSL,
+                0,
+                "the compute leg is plaintext"
+            );
+            assert!(c.verify(&p6, &ring));
+            c.send(2, &ok_packet()).await;
+        });
+        let connector = ScriptedConnector::new(vec![Ok(relay_end)]);
+        let (relay_client, client_end) = tokio::io::duplex(1 << 16);
+        let client = tokio::spawn(tls_client(client_end, how));
+        let mut stream = PacketStream::new(ClientStream::Plain(relay_client), MAX_LOGIN_PACKET_LEN);
+        let peer: SocketAddr = "10.0.0.7:5000".parse().unwrap();
+        let result = establish(rt, &mut stream, peer, &connector, None).await;
+        drop(stream);
+        let connects_left = connector.left();
+        drop(connector);
+        let result = result.map(|mut e| {
+            e.compute = PacketStream::new(tokio::io::duplex(1).0, 1);
+            e
+        });
+        let client = client.await.unwrap();
+        compute.abort();
+        TlsRun {
+            result,
+            client,
+            connects_left,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_login_inside_tls_is_relayed_and_answered_inside_tls() {
+        let pki = Pki::new("relayed");
+        let rt = tls_runtime(pki.settings.clone(), true);
+        let r = run_tls(&rt, Client::Tls(Pki::client_config(&pki.ca_der, None))).await;
+        let established = r.result.unwrap();
+        assert!(established.verdict.accepted());
+        let got = r.client.unwrap();
+        assert_eq!(got.len(), 1, "{got:?}");
+        // After SSLRequest (1) and the login (2), the OK is 3.
+        assert_eq!(got[0].sequence_id, 3);
+        assert_eq!(got[0].payload, ok_packet());
+        assert_eq!(r.connects_left, 0);
+    }
+
+    #[tokio::test]
+    async fn a_plaintext_login_gets_3159_without_a_wake_when_tls_is_required() {
+        let pki = Pki::new("required");
+        let rt = tls_runtime(pki.settings.clone(), true);
+        let r = run_tls(&rt, Client::Plain).await;
+        assert!(matches!(
+            r.result,
+            Err(PerceptronError::NotALogin(
+                Classification::InsecureTransport
+            ))
+        ));
+        let got = r.client.unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].sequence_id, 2);
+        let e = err_of(&got[0]);
+        assert_eq!((e.error_code, e.sql_state), (3159, Some(*b"HY000")));
+        assert_eq!(r.connects_left, 1, "nothing woke or connected");
+        assert_eq!(rt.instance.phase(), Phase::Paused);
+    }
+
+    #[tokio::test]
+    async fn a_plaintext_login_still_works_when_tls_is_optional() {
+        let pki = Pki::new("optional");
+        let rt = tls_runtime(pki.settings.clone(), false);
+        let r = run_tls(&rt, Client::Plain).await;
+        assert!(r.result.unwrap().verdict.accepted());
+        assert_eq!(r.client.unwrap()[0].sequence_id, 2);
+    }
+
+    #[tokio::test]
+    async fn a_client_that_distrusts_the_certificate_wakes_nothing() {
+        let pki = Pki::new("distrust");
+        let rt = tls_runtime(pki.settings.clone(), false);
+        let r = run_tls(
+            &rt,
+            Client::Tls(Pki::client_config(&Pki::stranger_ca(), None)),
+        )
+        .await;
+        assert!(
+            r.client.is_err(),
+            "the client refuses the relay's certificate"
+        );
+        assert!(matches!(
+            r.result,
+            Err(PerceptronError::NotALogin(Classification::Tls(
+                TlsFailure::RefusedByClient
+            )))
+        ));
+        assert_eq!(r.connects_left, 1);
+    }
+
+    #[tokio::test]
+    async fn mutual_tls_refuses_an_unknown_client_certificate_without_a_wake() {
+        let pki = Pki::new("mutual");
+        let rt = tls_runtime(pki.mutual(), false);
+        let stranger = Pki::client_config(&pki.ca_der, Some(Pki::stranger_client()));
+        let r = run_tls(&rt, Client::Tls(stranger)).await;
+        assert!(matches!(
+            r.result,
+            Err(PerceptronError::NotALogin(Classification::Tls(
+                TlsFailure::ClientCertRefused
+            )))
+        ));
+        assert_eq!(r.connects_left, 1);
+        let known = Pki::client_config(&pki.ca_der, Some(pki.client()));
+        let r = run_tls(&rt, Client::Tls(known)).await;
+        assert!(r.result.unwrap().verdict.accepted());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_tls_handshake_times_out_as_its_own_class() {
+        let pki = Pki::new("stall");
+        let rt = tls_runtime(pki.settings.clone(), false);
+        let r = run_tls(&rt, Client::StallAfterSslRequest).await;
+        assert!(matches!(
+            r.result,
+            Err(PerceptronError::NotALogin(Classification::Tls(
+                TlsFailure::TimedOut
+            )))
+        ));
+        assert_eq!(r.connects_left, 1);
     }
 }

@@ -58,8 +58,12 @@ public class Runner {
             System.exit(2);
         }
         String mode = a.get("mode");
+        // --ssl-ca: full verification (3.x sslMode=verify-full; 2.x useSsl with host name check).
+        String tls = a.containsKey("ssl-ca")
+                ? "useSsl=true&sslMode=verify-full&serverSslCert=" + a.get("ssl-ca")
+                : "useSsl=false&sslMode=disable";
         String url = "jdbc:mariadb://" + a.get("host") + ":" + a.get("port") + "/" + a.get("database")
-                + "?useSsl=false&sslMode=disable&useServerPrepStmts=true&connectTimeout=20000";
+                + "?" + tls + "&useServerPrepStmts=true&connectTimeout=20000";
         List<List<String>> rows = new ArrayList<>();
         String out;
         try (Connection c = DriverManager.getConnection(url, a.get("user"), a.get("password"))) {

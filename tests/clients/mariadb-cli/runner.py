@@ -24,6 +24,8 @@ def main():
     p.add_argument("--password", default="")
     p.add_argument("--database", default="")
     p.add_argument("--mode", choices=["query", "prepared", "wrongpw"], default="query")
+    # TLS with full verification (--ssl --ssl-verify-server-cert --ssl-ca) instead of --skip-ssl.
+    p.add_argument("--ssl-ca", default="")
     a = p.parse_args()
     out = {"client": "mariadb-cli", "mode": a.mode, "ok": False, "rows": [], "error_code": None,
            "error": None}
@@ -32,8 +34,10 @@ def main():
         print(json.dumps(out))
         return
     sql = "SELECT USER(); SELECT 1+1" if a.mode == "query" else "SELECT 1"
+    tls = (["--ssl", "--ssl-verify-server-cert", f"--ssl-ca={a.ssl_ca}"] if a.ssl_ca
+           else ["--skip-ssl"])
     cmd = ["mariadb", f"-h{a.host}", f"-P{a.port}", f"-u{a.user}", f"--password={a.password}",
-           "--skip-ssl", "-N", "-B", "--connect-timeout=20"]
+           *tls, "-N", "-B", "--connect-timeout=20"]
     if a.database:
         cmd.append(f"-D{a.database}")
     cmd += ["-e", sql]

@@ -2,7 +2,8 @@
 // Usage: node runner.js --port P --user U --password PW [--database DB] [--host H]
 //        --mode query|prepared|wrongpw
 // Prints one JSON line {client, mode, ok, rows, error_code, error} and exits 0, also when the
-// server refused: the test asserts on the JSON. No `ssl` option: mysql2 then never asks for TLS.
+// server refused: the test asserts on the JSON. Without --ssl-ca no `ssl` option: mysql2 then
+// never asks for TLS; with it, TLS with the chain and name verified against that CA.
 'use strict';
 const mysql = require('mysql2/promise');
 
@@ -27,6 +28,7 @@ async function run(a) {
     password: a.password,
     database: a.database || undefined,
     connectTimeout: 20000,
+    ssl: a['ssl-ca'] ? { ca: require('fs').readFileSync(a['ssl-ca']) } : undefined,
   });
   const rows = [];
   const add = (rs) => rs.forEach((r) => rows.push(r.map(cell)));

@@ -5,7 +5,8 @@
                       [--database DB] [--host H] --mode query|prepared|wrongpw
 
 Prints one JSON line {client, mode, ok, rows, error_code, error} and exits 0, also when the
-server refused: the test asserts on the JSON. TLS is off: PyMySQL only uses TLS when given `ssl`
+server refused: the test asserts on the JSON. With --ssl-ca CA both drivers use TLS and verify
+the server's chain and name. Without it TLS is off: PyMySQL only uses TLS when given `ssl`
 options; mysql-connector-python gets `ssl_disabled=True`, and runs its pure-Python protocol
 (`use_pure=True`). PyMySQL has no server-side prepared statements: `prepared` reports `na`.
 """
@@ -26,15 +27,19 @@ def connect(a):
     if a.driver == "pymysql":
         import pymysql
 
+        # With a CA PyMySQL verifies the chain and the host name.
         return pymysql.connect(
             host=a.host, port=a.port, user=a.user, password=a.password,
             database=a.database or None, connect_timeout=20,
+            ssl={"ca": a.ssl_ca} if a.ssl_ca else None,
         )
     import mysql.connector
 
+    tls = (dict(ssl_ca=a.ssl_ca, ssl_verify_cert=True, ssl_verify_identity=True)
+           if a.ssl_ca else dict(ssl_disabled=True))
     return mysql.connector.connect(
         host=a.host, port=a.port, user=a.user, password=a.password,
-        database=a.database or None, use_pure=True, ssl_disabled=True, connection_timeout=20,
+        database=a.database or None, use_pure=True, connection_timeout=20, **tls,
     )
 
 
@@ -78,6 +83,7 @@ def main():
     p.add_argument("--password", default="")
     p.add_argument("--database", default="")
     p.add_argument("--mode", choices=["query", "prepared", "wrongpw"], default="query")
+    p.add_argument("--ssl-ca", default="")  # TLS, chain and host name verified
     a = p.parse_args()
     out = {"client": a.driver, "mode": a.mode, "ok": False, "rows": [], "error_code": None,
            "error": None}

@@ -55,13 +55,14 @@ where
     let (relay_side, client_side) = tokio::io::duplex(1 << 16);
     let script = tokio::spawn(client(client_side));
     let greeting = ComputeProfile::server_shim_default().greeting(7, &scramble());
-    let mut ps = PacketStream::new(relay_side, MAX_LOGIN_PACKET_LEN);
+    let mut ps = PacketStream::new(ClientStream::Plain(relay_side), MAX_LOGIN_PACKET_LEN);
     let r = greet_and_read_login(
         &mut ps,
         &greeting,
         &scramble(),
         Duration::from_secs(5),
         Answers::CheckableAgainstA,
+        None,
     )
     .await
     .map_err(|class| NotALogin {
@@ -234,4 +235,26 @@ async fn times_out_a_silent_client() {
     assert_eq!(n.next_sequence_id, 1);
     let err = n.class.client_error("1.1.1.1:1").unwrap();
     assert_eq!(ErrPacket::decode(&err.to_bytes()).unwrap().error_code, 1159);
+}
+
+#[test]
+fn first_packet_tells_an_invited_ssl_request_from_a_login() {
+    // libmariadb's SSLRequest: CLIENT_SSL among its usual flags, 16 MiB, utf8mb4, no filler.
+    let ssl: [u8; 32] = [
+        0x84, 0xae, 0x0b, 0x00, 0x00, 0x00, 0x00, 0x01, 0x2d, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    assert_eq!(first_packet(1, &ssl, true), Ok(FirstPacket::StartTls));
+    assert_eq!(
+        first_packet(1, &ssl, false),
+        Err(Classification::SslRequest)
+    );
+    assert_eq!(first_packet(2, &ssl, true), Err(Classification::OutOfOrder));
+    let mut without_ssl = ssl;
+    without_ssl[1] &= !0x08;
+    assert_eq!(first_packet(1, &without_ssl, true), Ok(FirstPacket::Login));
+    // One byte more is a (truncated) login, not an SSLRequest.
+    let mut longer = ssl.to_vec();
+    longer.push(0);
+    assert_eq!(first_packet(1, &longer, true), Ok(FirstPacket::Login));
 }

@@ -12,6 +12,8 @@ struct Args {
     password: String,
     database: Option<String>,
     mode: String,
+    /// TLS with the chain and name verified against this CA (PEM).
+    ssl_ca: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -22,6 +24,7 @@ fn parse_args() -> Result<Args, String> {
         password: String::new(),
         database: None,
         mode: "query".into(),
+        ssl_ca: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -33,6 +36,7 @@ fn parse_args() -> Result<Args, String> {
             "--password" => a.password = value,
             "--database" => a.database = (!value.is_empty()).then_some(value),
             "--mode" => a.mode = value,
+            "--ssl-ca" => a.ssl_ca = Some(value),
             _ => return Err(format!("unknown argument {flag}")),
         }
     }
@@ -91,7 +95,11 @@ async fn run(a: &Args) -> Result<Vec<Row>, Error> {
         .user(Some(a.user.clone()))
         .pass(Some(a.password.clone()))
         .db_name(a.database.clone())
-        .prefer_socket(false);
+        .prefer_socket(false)
+        .ssl_opts(a.ssl_ca.as_ref().map(|ca| {
+            mysql_async::SslOpts::default()
+                .with_root_certs(vec![std::path::PathBuf::from(ca).into()])
+        }));
     let mut conn = Conn::new(opts).await?;
     let mut rows = Vec::new();
     match a.mode.as_str() {

@@ -1,0 +1,718 @@
+//! TLS on the client leg (architecture.md §6, issue 16): the relay terminates MySQL's in-band TLS
+//! upgrade (SSLRequest, then a TLS handshake, then the HandshakeResponse41 inside TLS) on the
+//! perceptron route, with rustls and its `ring` provider.
+//!
+//! - [`TlsSettings`]: an instance's `[instance.tls]` as written (paths and options).
+//! - [`ServerTls`]: the certificate and key loaded into a rustls `ServerConfig`, swapped in
+//!   place on reload; the served certificate's expiry for the metric.
+//! - [`ClientStream`]: the client socket, plain or TLS; the login phases and the byte pump
+//!   are generic over it, so a connection keeps its TLS for its whole life.
+//! - [`accept`]: the handshake itself, with its failures classified ([`TlsFailure`]).
+//! - [`not_after`]: the certificate's expiry from its DER (pure, byte fixtures).
+//!
+//! The key is read like every other secret (`authplugin::read_secret_file`: owner-only
+//! permissions, bounded size) and never logged.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::task::{Context, Poll};
+
+use rustls::ServerConfig;
+use rustls::crypto::CryptoProvider;
+use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::pem::PemObject as _;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use serde::Deserialize;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// `[instance.tls]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSettings {
+    /// The certificate chain served to clients (PEM, leaf first).
+    pub cert: PathBuf,
+    /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1); owner-only permissions.
+    pub key: PathBuf,
+    /// CA certificates (PEM) client certificates must chain to: mutual TLS. Without it the
+    /// relay asks for no client certificate.
+    #[serde(default)]
+    pub client_ca: Option<PathBuf>,
+    /// The oldest TLS version accepted.
+    #[serde(default)]
+    pub min_version: TlsVersion,
+}
+
+/// `min_version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub enum TlsVersion {
+    /// TLS 1.2 and 1.3 (the default: MySQL 5.7-era clients and Connector/J 5 stop at 1.2).
+    #[default]
+    #[serde(rename = "1.2")]
+    Tls12,
+    /// TLS 1.3 only.
+    #[serde(rename = "1.3")]
+    Tls13,
+}
+
+/// Which file of `[instance.tls]` a load error is about (the config key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsFile {
+    /// `cert`.
+    Cert,
+    /// `key`.
+    Key,
+    /// `client_ca`.
+    ClientCa,
+}
+
+impl TlsFile {
+    /// The key's name under `[instance.tls]`.
+    #[must_use]
+    pub const fn key(self) -> &'static str {
+        match self {
+            Self::Cert => "cert",
+            Self::Key => "key",
+            Self::ClientCa => "client_ca",
+        }
+    }
+}
+
+/// Why `[instance.tls]` cannot be loaded.
+#[derive(Debug)]
+pub struct TlsLoadError {
+    /// The key whose file is to blame.
+    pub file: TlsFile,
+    /// That file.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub problem: String,
+}
+
+impl std::fmt::Display for TlsLoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.problem)
+    }
+}
+
+impl std::error::Error for TlsLoadError {}
+
+/// A loaded certificate, key and client policy.
+#[derive(Debug)]
+pub struct LoadedTls {
+    /// What rustls serves with.
+    pub config: Arc<ServerConfig>,
+    /// The leaf certificate's `notAfter`, Unix seconds (none if it cannot be read).
+    pub not_after: Option<i64>,
+}
+
+/// The crypto provider: rustls's `ring` (the design names ring; no aws-lc).
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Loads `settings` into a rustls server configuration.
+///
+/// # Errors
+/// [`TlsLoadError`] naming the key and file: unreadable, a key others can read, no PEM
+/// certificate or key in it, a key that does not match the certificate.
+pub fn load(settings: &TlsSettings) -> Result<LoadedTls, TlsLoadError> {
+    let err = |file: TlsFile, path: &Path, problem: String| TlsLoadError {
+        file,
+        path: path.to_owned(),
+        problem,
+    };
+    let chain = read_certs(&settings.cert).map_err(|p| err(TlsFile::Cert, &settings.cert, p))?;
+    let key_text = authplugin::read_secret_file(&settings.key).map_err(|e| {
+        err(
+            TlsFile::Key,
+            &settings.key,
+            secret_problem(&e, &settings.key),
+        )
+    })?;
+    let key = PrivateKeyDer::from_pem_slice(key_text.as_bytes()).map_err(|_| {
+        err(
+            TlsFile::Key,
+            &settings.key,
+            "no PEM private key (PKCS#8, PKCS#1 or SEC1) in it".into(),
+        )
+    })?;
+    let versions: &[&'static rustls::SupportedProtocolVersion] = match settings.min_version {
+        TlsVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+        TlsVersion::Tls13 => &[&rustls::version::TLS13],
+    };
+    let provider = provider();
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(versions)
+        .map_err(|e| err(TlsFile::Cert, &settings.cert, e.to_string()))?;
+    let builder = match &settings.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in read_certs(ca).map_err(|p| err(TlsFile::ClientCa, ca, p))? {
+                roots
+                    .add(cert)
+                    .map_err(|e| err(TlsFile::ClientCa, ca, format!("unusable CA: {e}")))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| err(TlsFile::ClientCa, ca, e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let not_after = chain.first().and_then(|c| not_after(c));
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| err(TlsFile::Key, &settings.key, key_problem(&e)))?;
+    // No session tickets or resumption state: every client connection is a fresh
+    // handshake, and the relay keeps nothing of a client between connections.
+    config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    config.send_tls13_tickets = 0;
+    Ok(LoadedTls {
+        config: Arc::new(config),
+        not_after,
+    })
+}
+
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("bad PEM: {e}"))?;
+    if certs.is_empty() {
+        return Err("no PEM certificate in it".into());
+    }
+    Ok(certs)
+}
+
+/// A secret-file error without its leading path (the load error names the file).
+fn secret_problem(e: &authplugin::SecretFileError, path: &Path) -> String {
+    let text = e.to_string();
+    text.strip_prefix(&path.display().to_string())
+        .map(|rest| rest.trim_start_matches(':').trim_start().to_owned())
+        .unwrap_or(text)
+}
+
+fn key_problem(e: &rustls::Error) -> String {
+    match e {
+        rustls::Error::InconsistentKeys(_) => "does not match the certificate in cert".into(),
+        other => format!("unusable key: {other}"),
+    }
+}
+
+/// An instance's TLS, reloadable in place: connections take the configuration current when
+/// they start their handshake.
+#[derive(Debug)]
+pub struct ServerTls {
+    /// Where it was loaded from.
+    pub settings: TlsSettings,
+    current: RwLock<Arc<LoadedTls>>,
+}
+
+impl ServerTls {
+    /// Loads `settings`.
+    ///
+    /// # Errors
+    /// [`TlsLoadError`].
+    pub fn new(settings: TlsSettings) -> Result<Self, TlsLoadError> {
+        let loaded = load(&settings)?;
+        Ok(Self {
+            settings,
+            current: RwLock::new(Arc::new(loaded)),
+        })
+    }
+
+    /// What new handshakes use.
+    #[must_use]
+    pub fn current(&self) -> Arc<LoadedTls> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Reads the files again; on success new handshakes use them (connections already in TLS
+    /// keep theirs). On failure the previous certificate stays in use.
+    ///
+    /// # Errors
+    /// [`TlsLoadError`].
+    pub fn reload(&self) -> Result<Arc<LoadedTls>, TlsLoadError> {
+        let loaded = Arc::new(load(&self.settings)?);
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&loaded);
+        Ok(loaded)
+    }
+}
+
+/// How a TLS handshake with a client failed: a closed set, each a metric label
+/// (`relay_classifications_total{class=...}`). None of them wakes anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsFailure {
+    /// Mutual TLS: the client's certificate is missing or does not chain to `client_ca`.
+    ClientCertRefused,
+    /// The client refused the relay's certificate (an alert: unknown CA, bad certificate...).
+    RefusedByClient,
+    /// No TLS version, cipher suite or key exchange both sides support.
+    Incompatible,
+    /// Not TLS, or TLS that breaks the protocol.
+    Malformed,
+    /// The client closed or reset the connection mid-handshake.
+    Closed,
+    /// The handshake did not finish within `handshake_timeout`.
+    TimedOut,
+}
+
+impl TlsFailure {
+    /// Classifies the error tokio-rustls reports for a failed handshake.
+    #[must_use]
+    pub fn of(e: &io::Error) -> Self {
+        use rustls::AlertDescription as A;
+        let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) else {
+            return Self::Closed;
+        };
+        match tls {
+            rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented => {
+                Self::ClientCertRefused
+            }
+            rustls::Error::PeerIncompatible(_)
+            | rustls::Error::AlertReceived(
+                A::ProtocolVersion | A::HandshakeFailure | A::InsufficientSecurity,
+            ) => Self::Incompatible,
+            rustls::Error::AlertReceived(_) => Self::RefusedByClient,
+            _ => Self::Malformed,
+        }
+    }
+
+    /// The metric label.
+    #[must_use]
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::ClientCertRefused => "tls_client_cert_refused",
+            Self::RefusedByClient => "tls_refused_by_client",
+            Self::Incompatible => "tls_incompatible",
+            Self::Malformed => "tls_malformed",
+            Self::Closed => "tls_closed",
+            Self::TimedOut => "tls_handshake_timeout",
+        }
+    }
+}
+
+/// The client side of a connection: plain TCP, or TLS once the client asked for it.
+#[derive(Debug)]
+pub enum ClientStream<S> {
+    /// No TLS (yet).
+    Plain(S),
+    /// TLS terminated by the relay.
+    Tls(Box<tokio_rustls::server::TlsStream<Rewind<S>>>),
+    /// Between the two, or after a failed handshake: every operation fails.
+    Gone,
+}
+
+fn gone() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotConnected,
+        "client stream lost in a TLS handshake",
+    )
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for ClientStream<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            // Most MySQL clients close after COM_QUIT without a TLS close_notify; the protocol
+            // has its own end, so that is an end-of-stream, not a failure.
+            Self::Tls(s) => match Pin::new(s.as_mut()).poll_read(cx, buf) {
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    Poll::Ready(Ok(()))
+                }
+                other => other,
+            },
+            Self::Gone => Poll::Ready(Err(gone())),
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for ClientStream<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Self::Gone => Poll::Ready(Err(gone())),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_flush(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Self::Gone => Poll::Ready(Err(gone())),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Self::Gone => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+/// A socket with bytes already read from it put back in front: a client may send its
+/// ClientHello in the same segment as its SSLRequest, so the packet reader can hold the
+/// start of the handshake.
+#[derive(Debug)]
+pub struct Rewind<S> {
+    early: Vec<u8>,
+    at: usize,
+    inner: S,
+}
+
+impl<S> Rewind<S> {
+    /// `early` is read before `inner`.
+    pub const fn new(early: Vec<u8>, inner: S) -> Self {
+        Self {
+            early,
+            at: 0,
+            inner,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if let Some(rest) = this.early.get(this.at..).filter(|r| !r.is_empty()) {
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(rest.get(..n).unwrap_or_default());
+            this.at += n;
+            if this.at == this.early.len() {
+                this.early = Vec::new();
+                this.at = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// Runs the server side of a TLS handshake on `plain`, a client whose SSLRequest has just
+/// been read; `early` holds bytes already read past it (the start of the ClientHello).
+/// Unbounded: the caller's login deadline bounds it.
+///
+/// # Errors
+/// [`TlsFailure`].
+pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
+    config: Arc<ServerConfig>,
+    plain: S,
+    early: Vec<u8>,
+) -> Result<ClientStream<S>, TlsFailure> {
+    let accepted = tokio_rustls::TlsAcceptor::from(config)
+        .accept(Rewind::new(early, plain))
+        .await
+        .map_err(|e| TlsFailure::of(&e))?;
+    Ok(ClientStream::Tls(Box::new(accepted)))
+}
+
+/// `compute_tls`: TLS on the compute leg of a relayed login.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ComputeTlsMode {
+    /// Plaintext (a trusted network between relay and compute).
+    #[default]
+    Off,
+    /// TLS without checking the compute's certificate: encryption against a passive
+    /// observer only.
+    On,
+    /// TLS, the compute's certificate checked against `compute_ca` and its name.
+    Verify,
+}
+
+/// What the relay needs to speak TLS to a compute.
+#[derive(Debug, Clone)]
+pub struct ComputeTls {
+    /// The rustls client configuration.
+    pub config: Arc<rustls::ClientConfig>,
+    /// The name the compute's certificate must carry (`verify`; its IP address by default).
+    pub name: rustls_pki_types::ServerName<'static>,
+}
+
+/// Builds the compute leg's TLS client for `mode` (`None` for `off`).
+///
+/// # Errors
+/// A message about `ca` (unreadable, no certificate) or `name` (not a DNS name or address).
+pub fn compute_client(
+    mode: ComputeTlsMode,
+    ca: Option<&Path>,
+    name: &str,
+) -> Result<Option<ComputeTls>, String> {
+    let provider = provider();
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let config = match mode {
+        ComputeTlsMode::Off => return Ok(None),
+        ComputeTlsMode::On => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth(),
+        ComputeTlsMode::Verify => {
+            let ca = ca.ok_or("compute_tls = \"verify\" needs compute_ca")?;
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in read_certs(ca).map_err(|p| format!("{}: {p}", ca.display()))? {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("{}: unusable CA: {e}", ca.display()))?;
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+    };
+    let name = rustls_pki_types::ServerName::try_from(name.to_owned())
+        .map_err(|_| format!("'{name}' is not a DNS name or an IP address"))?;
+    Ok(Some(ComputeTls {
+        config: Arc::new(config),
+        name,
+    }))
+}
+
+/// `compute_tls = "on"`: accepts any certificate (signatures are still checked, so the
+/// handshake is sound; who holds the key is not).
+#[derive(Debug)]
+struct AnyCertificate(Arc<CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &rustls_pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The compute side of a relayed connection: plain TCP, or TLS with `compute_tls`.
+#[derive(Debug)]
+pub enum ComputeStream<S> {
+    /// Plaintext.
+    Plain(S),
+    /// TLS the relay started after the compute's greeting.
+    Tls(Box<tokio_rustls::client::TlsStream<S>>),
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> ComputeStream<S> {
+    /// Runs the client side of a TLS handshake on a plain stream whose SSLRequest has been
+    /// sent.
+    ///
+    /// # Errors
+    /// The handshake's error (an untrusted certificate, no common version, a close).
+    pub async fn start_tls(self, tls: &ComputeTls) -> io::Result<Self> {
+        let Self::Plain(plain) = self else {
+            // Already TLS.
+            return Ok(self);
+        };
+        let stream = tokio_rustls::TlsConnector::from(Arc::clone(&tls.config))
+            .connect(tls.name.clone(), plain)
+            .await?;
+        Ok(Self::Tls(Box::new(stream)))
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for ComputeStream<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Tls(s) => match Pin::new(s.as_mut()).poll_read(cx, buf) {
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    Poll::Ready(Ok(()))
+                }
+                other => other,
+            },
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for ComputeStream<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_flush(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// The `notAfter` of an X.509 certificate, in Unix seconds; `None` if the DER is not a
+/// certificate this reader understands. Walks `Certificate → tbsCertificate → validity`
+/// without allocating; every length is checked.
+#[must_use]
+pub fn not_after(der: &[u8]) -> Option<i64> {
+    let (cert, _) = der_take(der, 0x30)?;
+    let (mut tbs, _) = der_take(cert, 0x30)?;
+    // [0] EXPLICIT version, optional.
+    if tbs.first() == Some(&0xA0) {
+        tbs = der_take(tbs, 0xA0)?.1;
+    }
+    let tbs = der_take(tbs, 0x02)?.1; // serialNumber
+    let tbs = der_take(tbs, 0x30)?.1; // signature
+    let tbs = der_take(tbs, 0x30)?.1; // issuer
+    let (validity, _) = der_take(tbs, 0x30)?;
+    let rest = der_skip_any(validity)?; // notBefore
+    let (tag, time) = match rest.first()? {
+        0x17 => (0x17, der_take(rest, 0x17)?.0),
+        0x18 => (0x18, der_take(rest, 0x18)?.0),
+        _ => return None,
+    };
+    parse_time(tag, time)
+}
+
+/// Takes one DER element with `tag`: its contents and what follows it.
+fn der_take(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
+    if *input.first()? != tag {
+        return None;
+    }
+    let first = *input.get(1)?;
+    let (len, header) = if first < 0x80 {
+        (usize::from(first), 2)
+    } else {
+        let n = usize::from(first & 0x7F);
+        if n == 0 || n > 4 {
+            return None;
+        }
+        let mut len = 0usize;
+        for b in input.get(2..2 + n)? {
+            len = (len << 8) | usize::from(*b);
+        }
+        (len, 2 + n)
+    };
+    let body = input.get(header..header.checked_add(len)?)?;
+    let rest = input.get(header + len..)?;
+    Some((body, rest))
+}
+
+fn der_skip_any(input: &[u8]) -> Option<&[u8]> {
+    der_take(input, *input.first()?).map(|(_, rest)| rest)
+}
+
+/// UTCTime (`YYMMDDHHMMSSZ`) or GeneralizedTime (`YYYYMMDDHHMMSSZ`) to Unix seconds.
+fn parse_time(tag: u8, text: &[u8]) -> Option<i64> {
+    let digits = |s: &[u8]| -> Option<i64> {
+        s.iter().try_fold(0i64, |acc, b| {
+            b.is_ascii_digit().then(|| acc * 10 + i64::from(b - b'0'))
+        })
+    };
+    let (year, rest) = if tag == 0x17 {
+        let yy = digits(text.get(..2)?)?;
+        (if yy >= 50 { 1900 + yy } else { 2000 + yy }, text.get(2..)?)
+    } else {
+        (digits(text.get(..4)?)?, text.get(4..)?)
+    };
+    if rest.len() != 11 || rest.get(10) != Some(&b'Z') {
+        return None;
+    }
+    let month = digits(rest.get(0..2)?)?;
+    let day = digits(rest.get(2..4)?)?;
+    let hour = digits(rest.get(4..6)?)?;
+    let minute = digits(rest.get(6..8)?)?;
+    let second = digits(rest.get(8..10)?)?;
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
+        return None;
+    }
+    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+const fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+pub mod tests;
