@@ -4,6 +4,7 @@
 //! attached to it, so they vanish `lease_ttl` after the relay dies or loses etcd. A keeper task
 //! renews the lease every third of its TTL; when a renewal fails the relay counts as cut off
 //! (`available` is false) until a new lease is granted, and its records are published again.
+//! A second task keeps the relay's [`Feed`] with one watch on the whole prefix.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -270,8 +271,9 @@ async fn grant(
 }
 
 /// Keeps `feed` following every change under the fleet's prefix, with one watch for the whole
-/// relay however many instances it serves: the connection records as of one read, then the
-/// watch from that read's revision; the same again after a break (etcd down, compaction).
+/// relay however many instances it serves: every instance's state and lock and every
+/// connection record as of one revision, then the watch from the next; the same again after a
+/// break (etcd down, compaction). Runs until the relay leaves the fleet.
 async fn follow_store(
     client: Client,
     keys: Keys,

@@ -3,8 +3,9 @@
 //!
 //! What the store decides for the fleet (see [`record`] for the keys):
 //! - **one wake**: the relay that takes an instance's lock (bound to its lease, so it vanishes
-//!   if that relay dies) runs the driver's start; the others wait on a watch until the state
-//!   says `running`, then complete their own clients' logins against the compute;
+//!   if that relay dies) runs the driver's start; the others wait (on their [`feed`], one
+//!   watch per relay) until the state says `running`, then complete their own clients' logins
+//!   against the compute;
 //! - **no pause under a live connection**: each relay publishes its open connections under its
 //!   own lease; a pause needs the sum over all relays to have been zero for `idle_pause_after`
 //!   and is a compare-and-swap that fails if any relay's record changed since it was read;
