@@ -224,7 +224,7 @@ impl EtcdStore {
 
 /// The TLS settings of `[relay.store]`, read from their files (the key as a secret: mode 0600,
 /// no symlink); `None` without `ca_file`.
-fn tls_options(settings: &EtcdSettings) -> Result<Option<TlsOptions>, StoreError> {
+pub(super) fn tls_options(settings: &EtcdSettings) -> Result<Option<TlsOptions>, StoreError> {
     let Some(ca_file) = &settings.ca_file else {
         return Ok(None);
     };

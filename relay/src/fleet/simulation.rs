@@ -51,6 +51,15 @@ pub struct Args {
     /// How many relays try each wake at the same moment.
     #[arg(long, default_value_t = 2)]
     pub wakers: usize,
+    /// TLS to etcd: the CA of its server certificate (endpoints then https://).
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// A client certificate for etcd's --client-cert-auth (with --key-file).
+    #[arg(long, value_name = "FILE", requires = "key_file")]
+    pub cert_file: Option<std::path::PathBuf>,
+    /// The client certificate's key (mode 0600).
+    #[arg(long, value_name = "FILE", requires = "cert_file")]
+    pub key_file: Option<std::path::PathBuf>,
     /// Key prefix; must be empty in the store (it is deleted at the end).
     #[arg(long, default_value = "/perceptron-simulation")]
     pub prefix: String,
@@ -248,7 +257,24 @@ async fn simulate(args: Args) -> Result<String, String> {
     if args.relays == 0 || args.instances == 0 || args.wakers == 0 {
         return Err("--relays, --instances and --wakers must be at least 1".into());
     }
-    let admin = etcd_client::Client::connect(&args.endpoints, None)
+    let settings = |relay_id: String| EtcdSettings {
+        endpoints: args.endpoints.clone(),
+        relay_id,
+        prefix: args.prefix.clone(),
+        lease_ttl: Duration::from_secs(10),
+        dial_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_secs(2),
+        ca_file: args.ca_file.clone(),
+        cert_file: args.cert_file.clone(),
+        key_file: args.key_file.clone(),
+    };
+    let mut options = etcd_client::ConnectOptions::new();
+    if let Some(tls) =
+        super::etcd::tls_options(&settings(String::new())).map_err(|e| e.to_string())?
+    {
+        options = options.with_tls(tls);
+    }
+    let admin = etcd_client::Client::connect(&args.endpoints, Some(options))
         .await
         .map_err(|e| format!("cannot reach etcd at {:?}: {e}", args.endpoints))?;
     let used = admin
@@ -274,18 +300,7 @@ async fn simulate(args: Args) -> Result<String, String> {
     let joined = Instant::now();
     let mut relays = Vec::with_capacity(args.relays);
     for r in 0..args.relays {
-        let settings = EtcdSettings {
-            endpoints: args.endpoints.clone(),
-            relay_id: format!("sim-relay-{r}"),
-            prefix: args.prefix.clone(),
-            lease_ttl: Duration::from_secs(10),
-            dial_timeout: Duration::from_secs(5),
-            request_timeout: Duration::from_secs(2),
-            ca_file: None,
-            cert_file: None,
-            key_file: None,
-        };
-        let inner = super::etcd::EtcdStore::connect(&settings)
+        let inner = super::etcd::EtcdStore::connect(&settings(format!("sim-relay-{r}")))
             .await
             .map_err(|e| e.to_string())?;
         relays.push(Counted {
