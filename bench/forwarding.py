@@ -57,7 +57,8 @@ TABLES, TABLE_SIZE = 4, 10000
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def start_mariadb():
+def start_mariadb(extra_args=()):
+    """A private mariadbd with the sbtest account; extra_args go on its command line."""
     d = h.tmpdir("mariadb")
     port = h.free_port()
     subprocess.run(["mariadb-install-db", "--no-defaults", "--datadir=" + d + "/data",
@@ -67,7 +68,7 @@ def start_mariadb():
                  "--port=%d" % port, "--bind-address=127.0.0.1", "--socket=" + d + "/sock",
                  "--pid-file=" + d + "/pid", "--max-connections=1000", "--skip-log-bin",
                  "--innodb-buffer-pool-size=256M", "--skip-name-resolve",
-                 "--log-error=" + d + "/error.log"], stdout=subprocess.DEVNULL,
+                 "--log-error=" + d + "/error.log", *extra_args], stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL)
     m.wait_greeting("127.0.0.1", port, time.perf_counter() + 60, poll=0.05)
     sql = ("CREATE DATABASE sbtest; CREATE USER 'sbtest'@'127.0.0.1' IDENTIFIED BY 'sbpw';"

@@ -2,14 +2,12 @@
 import os
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
 sys.path.insert(0, HERE)
 import forwarding as f  # noqa: E402
 import harness as h  # noqa: E402
-import mysqlproto as m  # noqa: E402
 
 THREADS = [4, 16]
 WORKLOADS = ["oltp_point_select", "oltp_read_only"]
@@ -33,32 +31,12 @@ def make_pki(d):
         os.chmod(os.path.join(d, name + "-key.pem"), 0o600)
 
 
-def start_mariadb_tls(pki):
-    d = h.tmpdir("mariadb-tls")
-    port = h.free_port()
-    subprocess.run(["mariadb-install-db", "--no-defaults", "--datadir=" + d + "/data",
-                    "--user=root", "--auth-root-authentication-method=normal",
-                    "--skip-test-db"], check=True, capture_output=True)
-    p = h.start(["mariadbd", "--no-defaults", "--datadir=" + d + "/data", "--user=root",
-                 "--port=%d" % port, "--bind-address=127.0.0.1", "--socket=" + d + "/sock",
-                 "--pid-file=" + d + "/pid", "--max-connections=1000", "--skip-log-bin",
-                 "--innodb-buffer-pool-size=256M", "--skip-name-resolve",
-                 "--ssl-ca=" + pki + "/cacert.pem", "--ssl-cert=" + pki + "/server-cert.pem",
-                 "--ssl-key=" + pki + "/server-key.pem",
-                 "--log-error=" + d + "/error.log"], stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL)
-    m.wait_greeting("127.0.0.1", port, time.perf_counter() + 60, poll=0.05)
-    sql = ("CREATE DATABASE sbtest; CREATE USER 'sbtest'@'127.0.0.1' IDENTIFIED BY 'sbpw';"
-           "GRANT ALL ON sbtest.* TO 'sbtest'@'127.0.0.1';")
-    subprocess.run(["mariadb", "--no-defaults", "-uroot", "--socket=" + d + "/sock", "-e", sql],
-                   check=True)
-    return p, port, d
-
-
 def main():
     pki = h.tmpdir("tls-pki")
     make_pki(pki)
-    mdb, mport, mdir = start_mariadb_tls(pki)
+    mdb, mport, _ = f.start_mariadb([
+        "--ssl-ca=" + pki + "/cacert.pem", "--ssl-cert=" + pki + "/server-cert.pem",
+        "--ssl-key=" + pki + "/server-key.pem"])
     common = ["--tables=%d" % f.TABLES, "--table-size=%d" % f.TABLE_SIZE]
     prep = subprocess.run(["sysbench", "oltp_read_only", "--db-driver=mysql",
                            "--mysql-host=127.0.0.1", "--mysql-port=%d" % mport,

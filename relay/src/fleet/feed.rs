@@ -285,22 +285,9 @@ impl Feed {
         }
         let known = self.known();
         let records = known.connections.get(instance);
-        let mut total = FleetOpen::default();
-        for record in records.into_iter().flat_map(HashMap::values) {
-            total = match record {
-                Some(r) => FleetOpen {
-                    open: total.open.saturating_add(r.open),
-                    idle_since_ms: total.idle_since_ms.max(r.idle_since_ms),
-                    unreadable: total.unreadable,
-                },
-                None => FleetOpen {
-                    open: total.open.saturating_add(1),
-                    unreadable: total.unreadable.saturating_add(1),
-                    ..total
-                },
-            };
-        }
-        Some(total)
+        Some(FleetOpen::sum_records(
+            records.into_iter().flat_map(HashMap::values).copied(),
+        ))
     }
 
     /// Resolves once `instance`'s lifecycle may have changed after `after` (a store revision):

@@ -250,11 +250,16 @@ pub struct FleetOpen {
 }
 
 impl FleetOpen {
-    /// Sums the relays' records.
+    /// Sums the relays' stored records.
     pub fn sum<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Self {
-        values
+        Self::sum_records(values.into_iter().map(OpenRecord::parse))
+    }
+
+    /// Sums the relays' records, `None` for one that did not parse.
+    pub fn sum_records(records: impl IntoIterator<Item = Option<OpenRecord>>) -> Self {
+        records
             .into_iter()
-            .fold(Self::default(), |acc, v| match OpenRecord::parse(v) {
+            .fold(Self::default(), |acc, record| match record {
                 Some(r) => Self {
                     open: acc.open.saturating_add(r.open),
                     idle_since_ms: acc.idle_since_ms.max(r.idle_since_ms),

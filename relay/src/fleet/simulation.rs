@@ -655,45 +655,34 @@ impl World {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let a = &self.args;
         if a.json {
-            return format!(
-                concat!(
-                    "{{\"relays\":{},\"instances\":{},\"wakers\":{},\"seconds\":{:.1},",
-                    "\"join_seconds\":{:.2},\"wake_cycles\":{},\"wakes_started\":{},\"wake_attempts\":{},\"pauses\":{},",
-                    "\"requests_per_second\":{:.0},\"observe\":{},\"begin\":{},\"finish\":{},",
-                    "\"waits\":{},\"publish\":{},\"connections\":{},\"errors\":{},",
-                    "\"wake_ms\":[{:.2},{:.2},{:.2}],\"pause_ms\":[{:.2},{:.2},{:.2}],",
-                    "\"propagation_ms\":[{:.0},{:.0},{:.0}],\"propagations\":{},\"wakes_completed\":{},\"deleted_keys\":{}}}\n"
-                ),
-                a.relays,
-                a.instances,
-                a.wakers,
-                secs,
-                join_took.as_secs_f64(),
-                load(&self.wake_cycles),
-                started,
-                load(&self.wakes_attempted),
-                load(&self.pauses),
-                per_s(churn_requests),
-                load(&requests.observe),
-                load(&requests.begin),
-                load(&requests.finish),
-                load(&requests.watch),
-                load(&requests.publish),
-                load(&requests.connections),
-                load(&requests.errors),
-                wake_p50,
-                wake_p99,
-                wake_max,
-                pause_p50,
-                pause_p99,
-                pause_max,
-                prop_p50,
-                prop_p99,
-                prop_max,
-                seen,
-                wakes,
-                deleted
-            );
+            // Milliseconds to 0.01, seconds to 0.01, rates to 1, as the text report shows them.
+            let round = |x: f64, places: i32| (x * 10f64.powi(places)).round() / 10f64.powi(places);
+            let report = serde_json::json!({
+                "relays": a.relays,
+                "instances": a.instances,
+                "wakers": a.wakers,
+                "seconds": round(secs, 1),
+                "join_seconds": round(join_took.as_secs_f64(), 2),
+                "wake_cycles": load(&self.wake_cycles),
+                "wakes_started": started,
+                "wake_attempts": load(&self.wakes_attempted),
+                "pauses": load(&self.pauses),
+                "requests_per_second": round(per_s(churn_requests), 0),
+                "observe": load(&requests.observe),
+                "begin": load(&requests.begin),
+                "finish": load(&requests.finish),
+                "waits": load(&requests.watch),
+                "publish": load(&requests.publish),
+                "connections": load(&requests.connections),
+                "errors": load(&requests.errors),
+                "wake_ms": [round(wake_p50, 2), round(wake_p99, 2), round(wake_max, 2)],
+                "pause_ms": [round(pause_p50, 2), round(pause_p99, 2), round(pause_max, 2)],
+                "propagation_ms": [round(prop_p50, 0), round(prop_p99, 0), round(prop_max, 0)],
+                "propagations": seen,
+                "wakes_completed": wakes,
+                "deleted_keys": deleted,
+            });
+            return format!("{report}\n");
         }
         format!(
             "fleet simulation: {} relays, {} instances, {} relays per wake, {:.0} s of churn\n\
