@@ -738,7 +738,15 @@ async fn handle(
         let state = Arc::clone(&state);
         async move {
             let response = respond(&state, &req, local).await;
-            tracing::info!(client = %peer, method = %req.method(), path = %crate::logsafe::Escaped(req.uri().path().as_bytes()), status = response.status.as_u16(), "admin request");
+            let path = crate::logsafe::Escaped(req.uri().path().as_bytes());
+            let status = response.status.as_u16();
+            // Reads (`relay status --watch`, Prometheus) would flood the relay's log at info;
+            // what changes something stays there.
+            if req.method() == hyper::Method::GET || req.method() == hyper::Method::HEAD {
+                tracing::debug!(client = %peer, method = %req.method(), %path, status, "admin request");
+            } else {
+                tracing::info!(client = %peer, method = %req.method(), %path, status, "admin request");
+            }
             Ok::<_, Infallible>(response.into_http())
         }
     });

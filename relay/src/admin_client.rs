@@ -533,7 +533,7 @@ pub fn usage(
         UsageFormat::Table => {
             let mut out = format!(
                 "{:<16} {:<21} {:>14} {:>14}\n",
-                "INSTANCE", "HOUR (UTC)", "BILLED SECONDS", "CCU-SECONDS"
+                "INSTANCE", "HOUR (UTC)", "SECONDS UP", "CCU-SECONDS"
             );
             let (mut seconds, mut ccu_seconds) = (0, 0.0);
             for r in &rows {
@@ -555,6 +555,10 @@ pub fn usage(
                 "",
                 ccu_seconds / 3600.0
             ));
+            out.push_str(
+                "charged: CCU-SECONDS (capacity x time, frozen at its own rate); SECONDS UP is \
+                 the time resuming or running, whatever the capacity\n",
+            );
             out
         }
     })

@@ -24,7 +24,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the relay: listen for every configured instance, hold clients of paused instances,
     /// wake them, and relay their logins. SIGTERM or SIGINT stops accepting, drains open
-    /// connections (up to 10 s) and stops the computes it started.
+    /// connections (up to 10 s; a second signal closes them at once) and stops the computes it
+    /// started.
     ///
     /// Instances with `route = "nftables"` are reached through the kernel while they run (an
     /// nftables DNAT, no copy through the relay): this needs Linux, CAP_NET_ADMIN (root, or
@@ -478,9 +479,9 @@ fn run(config_path: &std::path::Path) -> ExitCode {
         }
     };
     runtime.block_on(async {
-        let shutdown = CancellationToken::new();
-        tokio::spawn(wait_for_signal(shutdown.clone()));
-        match crate::server::run(config, ring, shutdown).await {
+        let (shutdown, cut) = (CancellationToken::new(), CancellationToken::new());
+        tokio::spawn(wait_for_signals(shutdown.clone(), cut.clone()));
+        match crate::server::run(config, ring, shutdown, cut).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("relay: {e}");
@@ -490,7 +491,9 @@ fn run(config_path: &std::path::Path) -> ExitCode {
     })
 }
 
-async fn wait_for_signal(shutdown: CancellationToken) {
+/// The first SIGTERM or SIGINT starts the drain (`shutdown`); a second one, such as a
+/// second Ctrl-C from an impatient operator, ends it at once (`cut`).
+async fn wait_for_signals(shutdown: CancellationToken, cut: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -504,4 +507,9 @@ async fn wait_for_signal(shutdown: CancellationToken) {
         _ = int.recv() => tracing::info!("SIGINT received"),
     }
     shutdown.cancel();
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    cut.cancel();
 }

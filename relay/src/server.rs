@@ -171,9 +171,10 @@ impl std::error::Error for TokenFileError {
     }
 }
 
-/// Runs the relay until `shutdown` fires, then drains and stops the computes. With an
-/// instance on the kernel route, the relay's nftables table is cleared and created first and
-/// deleted last, whatever happens between.
+/// Runs the relay until `shutdown` fires, then drains (until the open connections close,
+/// [`DRAIN_TIMEOUT`] passes or `cut` fires) and stops the computes. With an instance on the
+/// kernel route, the relay's nftables table is cleared and created first and deleted last,
+/// whatever happens between.
 ///
 /// # Errors
 /// [`StartError`] if a listener cannot be bound or the kernel route cannot be set up; nothing
@@ -182,6 +183,7 @@ pub async fn run(
     config: Config,
     ring: LiveKeyRing,
     shutdown: CancellationToken,
+    cut: CancellationToken,
 ) -> Result<(), StartError> {
     let state_dir_error = |e| StartError::StateDir(config.relay.state_dir.clone(), e);
     std::fs::create_dir_all(&config.relay.state_dir).map_err(state_dir_error)?;
@@ -190,7 +192,7 @@ pub async fn run(
     let _lock =
         crate::preflight::lock_state_dir(&config.relay.state_dir).map_err(StartError::Locked)?;
     let table = prepare_kernel_route(&config).await?;
-    let result = serve(config, ring, shutdown, table.as_ref()).await;
+    let result = serve(config, ring, shutdown, cut, table.as_ref()).await;
     if let Some(table) = table {
         match table.delete().await {
             Ok(()) => tracing::info!(table = table.name(), "nftables table deleted"),
@@ -270,6 +272,7 @@ async fn serve(
     config: Config,
     ring: LiveKeyRing,
     shutdown: CancellationToken,
+    cut: CancellationToken,
     table: Option<&Arc<NftTable>>,
 ) -> Result<(), StartError> {
     raise_descriptor_limit(config.relay.max_pending_connections);
@@ -436,16 +439,33 @@ async fn serve(
     }
     tracing::info!(signing_key = %ring.current().signing_key().id(), "relay ready");
     shutdown.cancelled().await;
-    tracing::info!("shutting down: no new connections; draining");
+    let open = || -> usize {
+        runtimes
+            .iter()
+            .map(|rt| {
+                let s = rt.instance.status();
+                s.direct_connections + s.perceptron_connections
+            })
+            .sum()
+    };
+    match open() {
+        0 => tracing::info!("shutting down: no new connections, none open"),
+        n => tracing::info!(
+            open = n,
+            "shutting down: no new connections; waiting up to {}s for the open ones to close \
+             (a second Ctrl-C or SIGTERM closes them now)",
+            DRAIN_TIMEOUT.as_secs()
+        ),
+    }
     tracker.close();
-    if tokio::time::timeout(DRAIN_TIMEOUT, tracker.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            open = tracker.len(),
-            "drain deadline passed; closing remaining connections"
-        );
+    tokio::select! {
+        () = tracker.wait() => {}
+        () = tokio::time::sleep(DRAIN_TIMEOUT) => {
+            tracing::warn!(open = open(), "drain deadline passed; closing the remaining connections");
+        }
+        () = cut.cancelled() => {
+            tracing::warn!(open = open(), "second signal; closing the remaining connections now");
+        }
     }
     for rt in runtimes {
         match rt.instance.config.on_relay_exit {
