@@ -13,7 +13,7 @@
 //! [`parse`] skips a torn or garbled line (and says so) and keeps every earlier record, and
 //! [`Ledger::open`] starts a fresh line after a torn one so later records stay readable.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read as _, Seek as _, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -70,6 +70,12 @@ struct Appender<F> {
     /// while delays records instead of losing them (a lost `paused` would bill the paused
     /// time). Bounded by [`MAX_UNWRITTEN`].
     unwritten: VecDeque<String>,
+    /// The rate of each instance's last line. A line at the same rate (`running` after
+    /// `resuming`, `paused` after `pausing`) changes no bill, so it is written at once but
+    /// not synced: it reaches the disk with the next synced line, or the kernel's writeback.
+    /// Lost in a crash, it costs nothing: the time is billed alike either way. That takes a
+    /// disk flush off the wake (0.2–0.7 ms of a 4 ms cold start).
+    rates: HashMap<String, u64>,
 }
 
 /// The most refused records kept for a later write (each a few dozen bytes; a wake and a
@@ -77,11 +83,13 @@ struct Appender<F> {
 pub const MAX_UNWRITTEN: usize = 4096;
 
 impl<F: Sink> Appender<F> {
-    /// Writes the refused records and `line` (if any) in one append and syncs it. A write
+    /// Writes the refused records and `line` (if any) in one append, and syncs it unless
+    /// `sync` is false and nothing refused earlier is in the batch. A write
     /// the file system refuses half-way (ENOSPC after the last free block) is cut back off,
     /// so no torn line is left for the next record to be glued to (which would make that
     /// committed record unreadable); everything not written stays queued, in order.
-    fn append(&mut self, line: Option<String>) -> io::Result<()> {
+    fn append(&mut self, line: Option<String>, sync: bool) -> io::Result<()> {
+        let sync = sync || line.is_none() || !self.unwritten.is_empty();
         if let Some(line) = line {
             if self.unwritten.len() >= MAX_UNWRITTEN {
                 if let Some(dropped) = self.unwritten.pop_front() {
@@ -98,7 +106,7 @@ impl<F: Sink> Appender<F> {
         let written = self
             .file
             .write_all(batch.as_bytes())
-            .and_then(|()| self.file.sync_data());
+            .and_then(|()| if sync { self.file.sync_data() } else { Ok(()) });
         match written {
             Ok(()) => {
                 self.unwritten.clear();
@@ -111,6 +119,16 @@ impl<F: Sink> Appender<F> {
                 Err(e)
             }
         }
+    }
+}
+
+impl<F: Sink> Appender<F> {
+    /// Appends one event's line, synced when it changes the instance's rate.
+    fn append_event(&mut self, instance: &str, rate_milli: u64, line: String) -> io::Result<()> {
+        let same_rate = self.rates.get(instance) == Some(&rate_milli);
+        self.append(Some(line), !same_rate)?;
+        self.rates.insert(instance.to_owned(), rate_milli);
+        Ok(())
     }
 }
 
@@ -142,6 +160,7 @@ impl Ledger {
             file: Mutex::new(Appender {
                 file,
                 unwritten: VecDeque::new(),
+                rates: HashMap::new(),
             }),
         })
     }
@@ -153,7 +172,7 @@ impl Ledger {
     }
 
     /// Appends an event billed at `rate_milli` from now on (after any the file system refused
-    /// earlier) and syncs it to disk.
+    /// earlier), synced to disk before it returns when it changes the instance's rate.
     ///
     /// # Errors
     /// The file system's error; the caller logs it (billing must not stop the service). The
@@ -171,10 +190,11 @@ impl Ledger {
             event.instance,
             state.as_str()
         );
-        self.file
+        let mut appender = self
+            .file
             .lock()
-            .map_err(|_| io::Error::other("ledger lock poisoned"))?
-            .append(Some(line))?;
+            .map_err(|_| io::Error::other("ledger lock poisoned"))?;
+        appender.append_event(instance, rate_milli, line)?;
         Ok(event)
     }
 
@@ -185,7 +205,7 @@ impl Ledger {
     /// The file system's error.
     pub fn read(&self) -> io::Result<(Vec<Event>, usize)> {
         if let Ok(mut appender) = self.file.lock() {
-            if let Err(e) = appender.append(None) {
+            if let Err(e) = appender.append(None, true) {
                 tracing::warn!(error = %e, unwritten = appender.unwritten.len(), "usage ledger: records still cannot be written");
             }
         }
@@ -480,6 +500,7 @@ mod tests {
     struct Disk {
         bytes: Vec<u8>,
         room: usize,
+        syncs: usize,
     }
 
     impl Write for Disk {
@@ -508,6 +529,7 @@ mod tests {
             Ok(())
         }
         fn sync_data(&mut self) -> io::Result<()> {
+            self.syncs += 1;
             Ok(())
         }
     }
@@ -521,15 +543,17 @@ mod tests {
             file: Disk {
                 bytes: b"1 demo paused\n".to_vec(),
                 room: 10,
+                syncs: 0,
             },
             unwritten: VecDeque::new(),
+            rates: HashMap::new(),
         };
-        assert!(a.append(Some("2000 demo resuming\n".into())).is_err());
-        assert!(a.append(Some("3000 demo running\n".into())).is_err());
+        assert!(a.append(Some("2000 demo resuming\n".into()), true).is_err());
+        assert!(a.append(Some("3000 demo running\n".into()), true).is_err());
         assert_eq!(a.file.bytes, b"1 demo paused\n", "nothing torn left");
         assert_eq!(a.unwritten.len(), 2);
         a.file.room = 1000;
-        a.append(Some("4000 demo pausing\n".into())).unwrap();
+        a.append(Some("4000 demo pausing\n".into()), true).unwrap();
         let text = String::from_utf8(a.file.bytes.clone()).unwrap();
         let (events, skipped) = parse(&text);
         assert_eq!(skipped, 0);
@@ -545,7 +569,7 @@ mod tests {
         );
         assert!(a.unwritten.is_empty());
         // Nothing pending: a flush writes nothing.
-        a.append(None).unwrap();
+        a.append(None, true).unwrap();
         assert_eq!(a.file.bytes.len(), text.len());
     }
 
@@ -554,15 +578,51 @@ mod tests {
         let mut a = Appender {
             file: Disk::default(),
             unwritten: VecDeque::new(),
+            rates: HashMap::new(),
         };
         for i in 0..MAX_UNWRITTEN + 5 {
-            assert!(a.append(Some(format!("{i} demo running\n"))).is_err());
+            assert!(a.append(Some(format!("{i} demo running\n")), true).is_err());
         }
         assert_eq!(a.unwritten.len(), MAX_UNWRITTEN);
         assert_eq!(
             a.unwritten.front().map(String::as_str),
             Some("5 demo running\n")
         );
+    }
+
+    /// `running` after `resuming` bills the same rate: its line needs no flush before the
+    /// client is logged in. Every change of rate is flushed before it is acted on.
+    #[test]
+    fn only_a_line_that_changes_the_rate_is_synced_before_it_returns() {
+        let mut a = Appender {
+            file: Disk {
+                room: 1000,
+                ..Disk::default()
+            },
+            unwritten: VecDeque::new(),
+            rates: HashMap::new(),
+        };
+        a.append_event("demo", 1000, "1 demo resuming 1000\n".into())
+            .unwrap();
+        a.append_event("demo", 1000, "2 demo running 1000\n".into())
+            .unwrap();
+        assert_eq!(a.file.syncs, 1);
+        assert!(
+            a.file.bytes.ends_with(b"2 demo running 1000\n"),
+            "written at once"
+        );
+        // Another instance's first line, and a change of rate, are synced.
+        a.append_event("other", 1000, "3 other resuming 1000\n".into())
+            .unwrap();
+        a.append_event("demo", 1500, "4 demo running 1500\n".into())
+            .unwrap();
+        assert_eq!(a.file.syncs, 3);
+        // A batch that carries a refused record is always synced.
+        a.file.room = 0;
+        assert!(a.append(Some("5 demo pausing 0\n".into()), true).is_err());
+        a.file.room = 1000;
+        a.append(Some("6 demo paused 0\n".into()), false).unwrap();
+        assert_eq!(a.file.syncs, 4);
     }
 
     #[test]

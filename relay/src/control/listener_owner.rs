@@ -4,10 +4,15 @@
 //! the compute the process driver started: a local process that bound the port first would be
 //! handed scramble A, the client's answer and the client's queries (issue 13). So the process
 //! driver trusts readiness only when the listening socket belongs to its child (or one of the
-//! child's children). Parsing is pure ([`listening_inodes`]); reading `/proc` is at the edge
-//! ([`owned_by`]).
+//! child's children). The listening sockets come from the kernel's `sock_diag` netlink
+//! interface ([`super::sock_diag`]: only the listening table is walked, microseconds), or from
+//! `/proc/net/tcp{,6}` where netlink is not available (a read walks every socket hash bucket:
+//! milliseconds on a large machine, on every wake). Parsing is pure ([`listening_inodes`],
+//! [`serving`]); reading the kernel is at the edge ([`owned_by`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use super::sock_diag::{self, Listening};
 
 /// `st` of a listening socket in `/proc/net/tcp{,6}`.
 const TCP_LISTEN: &str = "0A";
@@ -31,6 +36,17 @@ pub fn listening_inodes(table: &str, addr: SocketAddr) -> Vec<u64> {
             let serves = port == addr.port() && (ip.is_unspecified() || same_ip(ip, addr.ip()));
             serves.then(|| inode.parse().ok()).flatten()
         })
+        .collect()
+}
+
+/// The inodes of the listening sockets of `sockets` that serve `addr`: bound to it, or to the
+/// wildcard address of its port.
+#[must_use]
+pub fn serving(sockets: &[Listening], addr: SocketAddr) -> Vec<u64> {
+    sockets
+        .iter()
+        .filter(|s| s.port == addr.port() && (s.ip.is_unspecified() || same_ip(s.ip, addr.ip())))
+        .map(|s| s.inode)
         .collect()
 }
 
@@ -64,12 +80,7 @@ fn same_ip(listening: IpAddr, wanted: IpAddr) -> bool {
 /// `None` when `/proc` cannot tell (not Linux, or no listening socket found at all).
 #[must_use]
 pub fn owned_by(pid: u32, addr: SocketAddr) -> Option<bool> {
-    let mut inodes = Vec::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        if let Ok(text) = std::fs::read_to_string(table) {
-            inodes.extend(listening_inodes(&text, addr));
-        }
-    }
+    let inodes = listening_on(addr);
     if inodes.is_empty() {
         return None;
     }
@@ -77,6 +88,26 @@ pub fn owned_by(pid: u32, addr: SocketAddr) -> Option<bool> {
     let mut pids = vec![pid];
     pids.extend(children(pid));
     Some(pids.iter().any(|p| holds_any(*p, &wanted)))
+}
+
+/// The inodes of the sockets listening on `addr`, from `sock_diag`, else from `/proc`.
+fn listening_on(addr: SocketAddr) -> Vec<u64> {
+    let mut inodes = Vec::new();
+    for (family, table) in [
+        (sock_diag::AF_INET, "/proc/net/tcp"),
+        (sock_diag::AF_INET6, "/proc/net/tcp6"),
+    ] {
+        match sock_diag::listening_sockets(family) {
+            Ok(sockets) => inodes.extend(serving(&sockets, addr)),
+            Err(e) => {
+                tracing::debug!(error = %e, table, "sock_diag unavailable; reading /proc");
+                if let Ok(text) = std::fs::read_to_string(table) {
+                    inodes.extend(listening_inodes(&text, addr));
+                }
+            }
+        }
+    }
+    inodes
 }
 
 fn children(pid: u32) -> Vec<u32> {
@@ -133,6 +164,25 @@ mod tests {
         assert_eq!(listening_inodes(TCP6, wildcard), vec![42001]);
         assert_eq!(listening_inodes(TCP6, compute), vec![42002]);
         assert!(listening_inodes("garbage\nmore garbage", compute).is_empty());
+    }
+
+    #[test]
+    fn finds_the_sockets_serving_an_address_in_a_sock_diag_dump() {
+        let at = |ip: &str, port, inode| Listening {
+            ip: ip.parse().unwrap(),
+            port,
+            inode,
+        };
+        let dump = [
+            at("127.0.0.1", 13063, 1),
+            at("0.0.0.0", 3306, 2),
+            at("127.0.0.5", 13063, 3),
+            at("::", 3306, 4),
+            at("::ffff:127.0.0.1", 13063, 5),
+        ];
+        assert_eq!(serving(&dump, "127.0.0.1:13063".parse().unwrap()), [1, 5]);
+        assert_eq!(serving(&dump, "127.0.0.1:3306".parse().unwrap()), [2, 4]);
+        assert!(serving(&dump, "127.0.0.1:1".parse().unwrap()).is_empty());
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod listener_owner;
 pub mod process;
 pub mod readiness;
 pub mod scaler;
+pub mod sock_diag;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -1,0 +1,340 @@
+//! The kernel's socket table through netlink `sock_diag` (`NETLINK_SOCK_DIAG`,
+//! `SOCK_DIAG_BY_FAMILY`), asked for listening TCP sockets only.
+//!
+//! Why not `/proc/net/tcp`: reading it walks the kernel's whole established-socket hash table,
+//! whose size follows the machine's memory, not the number of sockets. On a 24 GiB VM one read
+//! of a table with a single line took 3.5 ms, and the owner check reads two of them on every
+//! wake (the cold start went from 4.6 to 12 ms). A `sock_diag` dump whose state filter is
+//! `LISTEN` alone makes the kernel walk only its listening table (`inet_diag_dump_icsk` skips
+//! the established one when no other state is asked for): tens of microseconds.
+//!
+//! The codec is pure (bytes in, values out; fixtures below). The I/O, one netlink socket per
+//! question, is [`listening_sockets`].
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// `SOCK_DIAG_BY_FAMILY` (linux/sock_diag.h).
+const SOCK_DIAG_BY_FAMILY: u16 = 20;
+/// `NLMSG_ERROR` and `NLMSG_DONE` (linux/netlink.h).
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+/// `NLM_F_REQUEST | NLM_F_DUMP` (`NLM_F_ROOT | NLM_F_MATCH`).
+const DUMP_REQUEST_FLAGS: u16 = 0x0001 | 0x0300;
+/// `TCP_LISTEN` in the kernel's TCP state numbering, as a bit of `idiag_states`.
+const TCP_LISTEN_STATE: u32 = 10;
+const IPPROTO_TCP: u8 = 6;
+/// `AF_INET` and `AF_INET6`.
+pub const AF_INET: u8 = 2;
+/// See [`AF_INET`].
+pub const AF_INET6: u8 = 10;
+
+/// `struct nlmsghdr`.
+const NLMSG_HEADER_LEN: usize = 16;
+/// `struct inet_diag_sockid`: ports, two 16-byte addresses, interface, cookie.
+const SOCKID_LEN: usize = 48;
+/// `struct inet_diag_req_v2`: family, protocol, ext, pad, states, sockid.
+const REQUEST_LEN: usize = 8 + SOCKID_LEN;
+/// `struct inet_diag_msg`: family, state, timer, retrans, sockid, expires, rqueue, wqueue,
+/// uid, inode.
+const MESSAGE_LEN: usize = 4 + SOCKID_LEN + 20;
+
+/// One listening socket of the dump.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listening {
+    /// The local address (unspecified for a wildcard listener).
+    pub ip: IpAddr,
+    /// The local port.
+    pub port: u16,
+    /// The socket's inode: `/proc/<pid>/fd/*` links to `socket:[inode]`.
+    pub inode: u64,
+}
+
+/// What one buffer of the kernel's answer holds.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct DumpPart {
+    /// The sockets in this part.
+    pub sockets: Vec<Listening>,
+    /// `NLMSG_DONE` arrived: the dump is complete.
+    pub done: bool,
+}
+
+/// Why an answer could not be read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DumpError {
+    /// A header or message shorter than its type needs.
+    Truncated(&'static str),
+    /// The kernel answered `NLMSG_ERROR` with this (negative) errno.
+    Kernel(i32),
+}
+
+impl std::fmt::Display for DumpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Truncated(what) => write!(f, "sock_diag answer truncated in {what}"),
+            Self::Kernel(errno) => write!(f, "sock_diag refused: errno {}", -errno),
+        }
+    }
+}
+
+impl std::error::Error for DumpError {}
+
+/// The request for every listening TCP socket of `family` ([`AF_INET`] or [`AF_INET6`]).
+#[must_use]
+pub fn encode_listen_dump_request(family: u8, sequence: u32) -> Vec<u8> {
+    let len = NLMSG_HEADER_LEN + REQUEST_LEN;
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_ne_bytes());
+    out.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    out.extend_from_slice(&DUMP_REQUEST_FLAGS.to_ne_bytes());
+    out.extend_from_slice(&sequence.to_ne_bytes());
+    out.extend_from_slice(&0u32.to_ne_bytes()); // nlmsg_pid: the kernel
+    out.extend_from_slice(&[family, IPPROTO_TCP, 0, 0]);
+    out.extend_from_slice(&(1u32 << TCP_LISTEN_STATE).to_ne_bytes());
+    out.resize(len, 0); // inet_diag_sockid: all zero, i.e. any socket
+    out
+}
+
+/// Decodes one buffer of the kernel's answer (one `recv`), which holds whole netlink messages.
+///
+/// # Errors
+/// [`DumpError`]: a truncated message, or the kernel's refusal.
+pub fn parse_dump_part(mut buf: &[u8]) -> Result<DumpPart, DumpError> {
+    let mut part = DumpPart::default();
+    while !buf.is_empty() {
+        let truncated = DumpError::Truncated("nlmsghdr");
+        let len = u32_at(buf, 0).ok_or(DumpError::Truncated("nlmsghdr"))? as usize;
+        let kind = u16::from_ne_bytes(array_at(buf, 4).ok_or(truncated)?);
+        if len < NLMSG_HEADER_LEN {
+            return Err(DumpError::Truncated("nlmsg_len"));
+        }
+        let body = buf
+            .get(NLMSG_HEADER_LEN..len)
+            .ok_or(DumpError::Truncated("message"))?;
+        match kind {
+            NLMSG_DONE => {
+                part.done = true;
+                return Ok(part);
+            }
+            NLMSG_ERROR => {
+                let errno = array_at(body, 0).ok_or(DumpError::Truncated("nlmsgerr"))?;
+                return Err(DumpError::Kernel(i32::from_ne_bytes(errno)));
+            }
+            SOCK_DIAG_BY_FAMILY => part.sockets.push(parse_message(body)?),
+            _ => {} // nothing else is asked for; skipped
+        }
+        // Messages are aligned to 4 bytes.
+        let next = len.div_ceil(4) * 4;
+        buf = buf.get(next..).unwrap_or_default();
+    }
+    Ok(part)
+}
+
+fn parse_message(body: &[u8]) -> Result<Listening, DumpError> {
+    let msg = body
+        .get(..MESSAGE_LEN)
+        .ok_or(DumpError::Truncated("inet_diag_msg"))?;
+    let truncated = || DumpError::Truncated("inet_diag_msg");
+    let [family] = array_at(msg, 0).ok_or_else(truncated)?;
+    let port = u16::from_be_bytes(array_at(msg, 4).ok_or_else(truncated)?);
+    let src: [u8; 16] = array_at(msg, 8).ok_or_else(truncated)?;
+    let ip = if family == AF_INET6 {
+        IpAddr::V6(Ipv6Addr::from(src))
+    } else {
+        let [a, b, c, d, ..] = src;
+        IpAddr::V4(Ipv4Addr::new(a, b, c, d))
+    };
+    let inode = u32_at(msg, 4 + SOCKID_LEN + 16).ok_or_else(truncated)?;
+    Ok(Listening {
+        ip,
+        port,
+        inode: u64::from(inode),
+    })
+}
+
+/// `N` bytes of `buf` from `at`, if it holds them.
+fn array_at<const N: usize>(buf: &[u8], at: usize) -> Option<[u8; N]> {
+    buf.get(at..at.checked_add(N)?)?.try_into().ok()
+}
+
+fn u32_at(buf: &[u8], at: usize) -> Option<u32> {
+    array_at(buf, at).map(u32::from_ne_bytes)
+}
+
+/// Most answer bytes read for one family: a relay host listens on tens of sockets (72 bytes
+/// each), not thousands.
+const MAX_ANSWER_BYTES: usize = 4 << 20;
+
+/// Every listening TCP socket of `family`, asked of the kernel. Non-blocking: a dump is
+/// produced while it is read, so an answer that is not there is an error, never a wait.
+///
+/// # Errors
+/// The socket's error (no netlink, a sandbox that forbids it), the kernel's refusal, or an
+/// answer that does not decode or does not end.
+pub fn listening_sockets(family: u8) -> std::io::Result<Vec<Listening>> {
+    use nix::sys::socket::{
+        AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, recv, sendto,
+        socket,
+    };
+    use std::os::fd::AsRawFd as _;
+
+    let fd = socket(
+        AddressFamily::Netlink,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        SockProtocol::NetlinkSockDiag,
+    )?;
+    let request = encode_listen_dump_request(family, 1);
+    sendto(
+        fd.as_raw_fd(),
+        &request,
+        &NetlinkAddr::new(0, 0),
+        MsgFlags::empty(),
+    )?;
+    let mut sockets = Vec::new();
+    let mut buf = vec![0u8; 32 * 1024];
+    let mut read = 0usize;
+    loop {
+        let n = recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty())?;
+        read += n;
+        if n == 0 || read > MAX_ANSWER_BYTES {
+            return Err(std::io::Error::other("sock_diag answer did not end"));
+        }
+        let part =
+            parse_dump_part(buf.get(..n).unwrap_or_default()).map_err(std::io::Error::other)?;
+        sockets.extend(part.sockets);
+        if part.done {
+            return Ok(sockets);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One `inet_diag_msg` answer as the kernel writes it (host byte order for the header and
+    /// inode; network order for the port; the address as bytes).
+    fn message(family: u8, ip: &[u8], port: u16, inode: u32) -> Vec<u8> {
+        let mut m = Vec::new();
+        let len = (NLMSG_HEADER_LEN + MESSAGE_LEN) as u32;
+        m.extend_from_slice(&len.to_ne_bytes());
+        m.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+        m.extend_from_slice(&2u16.to_ne_bytes()); // NLM_F_MULTI
+        m.extend_from_slice(&1u32.to_ne_bytes());
+        m.extend_from_slice(&4242u32.to_ne_bytes());
+        m.extend_from_slice(&[family, TCP_LISTEN_STATE as u8, 0, 0]);
+        m.extend_from_slice(&port.to_be_bytes());
+        m.extend_from_slice(&[0, 0]); // dport
+        let mut src = [0u8; 16];
+        src[..ip.len()].copy_from_slice(ip);
+        m.extend_from_slice(&src);
+        m.extend_from_slice(&[0u8; 16 + 4 + 8]); // dst, interface, cookie
+        m.extend_from_slice(&[0u8; 16]); // expires, rqueue, wqueue, uid
+        m.extend_from_slice(&inode.to_ne_bytes());
+        m
+    }
+
+    fn done() -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&20u32.to_ne_bytes());
+        m.extend_from_slice(&NLMSG_DONE.to_ne_bytes());
+        m.extend_from_slice(&2u16.to_ne_bytes());
+        m.extend_from_slice(&[0u8; 8]);
+        m.extend_from_slice(&0i32.to_ne_bytes());
+        m
+    }
+
+    #[test]
+    fn encodes_a_dump_of_listening_tcp_sockets() {
+        let r = encode_listen_dump_request(AF_INET6, 7);
+        assert_eq!(r.len(), 72);
+        assert_eq!(u32_at(&r, 0), Some(72));
+        assert_eq!(u16::from_ne_bytes([r[4], r[5]]), SOCK_DIAG_BY_FAMILY);
+        assert_eq!(u16::from_ne_bytes([r[6], r[7]]), 0x0301);
+        assert_eq!(u32_at(&r, 8), Some(7));
+        assert_eq!(&r[16..20], &[AF_INET6, IPPROTO_TCP, 0, 0]);
+        assert_eq!(u32_at(&r, 20), Some(1 << 10));
+        assert!(r[24..].iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn decodes_sockets_of_both_families_and_the_end() {
+        let mut buf = message(AF_INET, &[127, 0, 0, 1], 13306, 41001);
+        let mapped = Ipv4Addr::LOCALHOST.to_ipv6_mapped().octets();
+        buf.extend(message(AF_INET6, &mapped, 3306, 42002));
+        buf.extend(done());
+        let part = parse_dump_part(&buf).unwrap();
+        assert!(part.done);
+        assert_eq!(
+            part.sockets,
+            [
+                Listening {
+                    ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                    port: 13306,
+                    inode: 41001
+                },
+                Listening {
+                    ip: IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped()),
+                    port: 3306,
+                    inode: 42002
+                },
+            ]
+        );
+        // Without NLMSG_DONE the dump goes on in the next buffer.
+        assert!(
+            !parse_dump_part(&message(AF_INET, &[0; 4], 1, 1))
+                .unwrap()
+                .done
+        );
+    }
+
+    #[test]
+    fn decodes_the_kernels_refusal() {
+        let mut m = Vec::new();
+        m.extend_from_slice(&36u32.to_ne_bytes());
+        m.extend_from_slice(&NLMSG_ERROR.to_ne_bytes());
+        m.extend_from_slice(&0u16.to_ne_bytes());
+        m.extend_from_slice(&[0u8; 8]);
+        m.extend_from_slice(&(-1i32).to_ne_bytes()); // EPERM
+        m.extend_from_slice(&[0u8; 16]);
+        assert_eq!(parse_dump_part(&m), Err(DumpError::Kernel(-1)));
+    }
+
+    #[test]
+    fn rejects_every_truncated_prefix_of_a_message() {
+        let whole = message(AF_INET, &[127, 0, 0, 1], 13306, 41001);
+        for n in 1..whole.len() {
+            assert!(
+                parse_dump_part(&whole[..n]).is_err(),
+                "a {n}-byte prefix decoded"
+            );
+        }
+        // A length below the header's own size cannot loop forever.
+        let mut zero = whole.clone();
+        zero[..4].copy_from_slice(&0u32.to_ne_bytes());
+        assert_eq!(
+            parse_dump_part(&zero),
+            Err(DumpError::Truncated("nlmsg_len"))
+        );
+    }
+
+    #[test]
+    fn the_kernel_lists_a_listener_of_this_process() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let sockets = listening_sockets(AF_INET).unwrap();
+        assert!(
+            sockets
+                .iter()
+                .any(|s| s.port == port && s.ip == IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            "{sockets:?}"
+        );
+        drop(listener);
+        assert!(
+            !listening_sockets(AF_INET)
+                .unwrap()
+                .iter()
+                .any(|s| s.port == port)
+        );
+    }
+}
