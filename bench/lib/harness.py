@@ -168,25 +168,31 @@ class Relay:
     route.
     binary / env: another relay build and extra environment, to compare two builds (or
     settings) side by side in one run.
+    bin_dir: a directory holding another build's `relay` and `server-shim`, both used (the
+    regression guard compares whole builds, the compute's start-up included).
     route: the instance's `route` ("pump", or "nftables" for the kernel route: root only; the
     relay's table is named after its temporary state directory and deleted when it stops).
     instance_toml: more lines for the `[[instance]]` table (capacity, stop_after).
+    relay_toml: more lines for the `[relay]` table (caps such as max_pending_connections).
     """
 
     def __init__(self, name, compute_port=None, driver=None, idle_pause_after="1h",
                  handshake_timeout="10s", nofile=None, auth="dual", binary=None, env=None,
-                 route="pump", instance_toml=""):
+                 route="pump", instance_toml="", bin_dir=None, relay_toml=""):
+        self.bin = bin_dir or BIN
+        binary = binary or os.path.join(self.bin, "relay")
         self.dir = tmpdir(name)
         self.port, self.admin_port = free_port(), free_port()
         self.compute_port = compute_port or free_port()
         self.key = os.path.join(self.dir, "perceptron.key")
         self.data = os.path.join(self.dir, "data")
-        subprocess.run([os.path.join(BIN, "relay"), "keygen", "--id", "bench", "--out", self.key],
+        subprocess.run([binary, "keygen", "--id", "bench", "--out", self.key],
                        check=True, capture_output=True)
         if driver is None:
-            add_user(self.data)
+            add_user(self.data, self.bin)
+            shim = self.shim_cmd(self.compute_port, self.data, bin_dir=self.bin)
             drv = ('[instance.driver]\nkind = "process"\ncommand = [%s]\nstop_grace = "5s"\n'
-                   % ", ".join(json.dumps(a) for a in self.shim_cmd(self.compute_port, self.data)))
+                   % ", ".join(json.dumps(a) for a in shim))
         elif driver == "adopt":
             drv = ('[instance.driver]\nkind = "exec"\nstart = ["true"]\nstop = ["true"]\n'
                    'status = ["true"]\npoll_interval = "1h"\n')
@@ -195,11 +201,12 @@ class Relay:
         self.config = os.path.join(self.dir, "relay.toml")
         with open(self.config, "w") as f:
             f.write('[relay]\nstate_dir = "state"\nkey_file = "perceptron.key"\n'
-                    'admin_listen = "127.0.0.1:%d"\n\n[[instance]]\nname = "demo"\n'
+                    'admin_listen = "127.0.0.1:%d"\n' % self.admin_port + relay_toml +
+                    '\n\n[[instance]]\nname = "demo"\n'
                     'listen = "127.0.0.1:%d"\ncompute = "127.0.0.1:%d"\nauth = "%s"\n'
                     'resume_timeout = "30s"\nhandshake_timeout = "%s"\nidle_pause_after = "%s"\n'
                     'route = "%s"\n%s\n%s'
-                    % (self.admin_port, self.port, self.compute_port, auth, handshake_timeout,
+                    % (self.port, self.compute_port, auth, handshake_timeout,
                        idle_pause_after, route, instance_toml, drv))
         self.log = os.path.join(self.dir, "relay.log")
         env = dict(os.environ, RUST_LOG="info", NO_COLOR="1", **(env or {}))
@@ -207,7 +214,7 @@ class Relay:
         if nofile:
             pre = lambda: __import__("resource").setrlimit(  # noqa: E731
                 __import__("resource").RLIMIT_NOFILE, (nofile, nofile))
-        self.proc = start([binary or os.path.join(BIN, "relay"), "run", "--config", self.config],
+        self.proc = start([binary, "run", "--config", self.config],
                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                           stderr=open(self.log, "w"), env=env, preexec_fn=pre)
         deadline = time.time() + 20
@@ -221,8 +228,8 @@ class Relay:
                 time.sleep(0.01)
 
     @staticmethod
-    def shim_cmd(port, data, key=None):
-        cmd = [os.path.join(BIN, "server-shim"), "run", "--listen", "127.0.0.1:%d" % port,
+    def shim_cmd(port, data, key=None, bin_dir=None):
+        cmd = [os.path.join(bin_dir or BIN, "server-shim"), "run", "--listen", "127.0.0.1:%d" % port,
                "--data", data]
         return cmd + ["--key-file", key] if key else cmd + ["--key-file",
                                                            os.path.join(os.path.dirname(data),
@@ -276,8 +283,8 @@ class Relay:
         stop(self.proc, 30)
 
 
-def add_user(data):
-    subprocess.run([os.path.join(BIN, "server-shim"), "user", "add", USER.decode(), "--admin",
+def add_user(data, bin_dir=None):
+    subprocess.run([os.path.join(bin_dir or BIN, "server-shim"), "user", "add", USER.decode(), "--admin",
                     "--password-stdin", "--data", data], input=PASSWORD, check=True,
                    capture_output=True)
 
