@@ -78,6 +78,18 @@ def start_mariadb(extra_args=()):
     return p, port, d
 
 
+def prepare_sbtest(port, common, threads=4):
+    """Creates sysbench's oltp tables (the same schema for every oltp_* workload) in the
+    sbtest database of the MariaDB on `port`; `common` gives --tables and --table-size."""
+    prep = subprocess.run(["sysbench", "oltp_read_only", "--db-driver=mysql",
+                           "--mysql-host=127.0.0.1", "--mysql-port=%d" % port,
+                           "--mysql-user=sbtest", "--mysql-password=sbpw", "--mysql-db=sbtest",
+                           "--threads=%d" % threads] + common + ["prepare"],
+                          capture_output=True, text=True)
+    if prep.returncode != 0:
+        raise RuntimeError(prep.stdout + prep.stderr)
+
+
 def haproxy(port, backend):
     d = h.tmpdir("haproxy")
     cfg = os.path.join(d, "haproxy.cfg")
@@ -145,12 +157,7 @@ def held_run(relay, run):
 def part_a(out, data):
     mdb, mport, mdir = start_mariadb()
     common = ["--tables=%d" % TABLES, "--table-size=%d" % TABLE_SIZE]
-    prep = subprocess.run(["sysbench", "oltp_read_only", "--db-driver=mysql",
-                           "--mysql-host=127.0.0.1", "--mysql-port=%d" % mport,
-                           "--mysql-user=sbtest", "--mysql-password=sbpw", "--mysql-db=sbtest",
-                           "--threads=4"] + common + ["prepare"], capture_output=True, text=True)
-    if prep.returncode != 0:
-        raise RuntimeError(prep.stdout + prep.stderr)
+    prepare_sbtest(mport, common)
     hport = h.free_port()
     hap = haproxy(hport, mport)
     relay = h.Relay("fwd-mariadb", compute_port=mport, driver="adopt")
@@ -234,12 +241,7 @@ def part_k(out, data):
     """
     mdb, mport, mdir = start_mariadb()
     common = ["--tables=%d" % TABLES, "--table-size=%d" % TABLE_SIZE]
-    prep = subprocess.run(["sysbench", "oltp_read_only", "--db-driver=mysql",
-                           "--mysql-host=127.0.0.1", "--mysql-port=%d" % mport,
-                           "--mysql-user=sbtest", "--mysql-password=sbpw", "--mysql-db=sbtest",
-                           "--threads=4"] + common + ["prepare"], capture_output=True, text=True)
-    if prep.returncode != 0:
-        raise RuntimeError(prep.stdout + prep.stderr)
+    prepare_sbtest(mport, common)
     hport = h.free_port()
     hap = haproxy(hport, mport)
     pump = h.Relay("kr-pump", compute_port=mport, driver="adopt")

@@ -26,7 +26,6 @@ import asyncio
 import os
 import resource
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
@@ -132,12 +131,7 @@ def kernel_scenario():
     fw.SECS = KERNEL_SECS
     mdb, mport, _ = fw.start_mariadb()
     common = ["--tables=2", "--table-size=10000"]
-    prep = subprocess.run(["sysbench", "oltp_point_select", "--db-driver=mysql",
-                           "--mysql-host=127.0.0.1", "--mysql-port=%d" % mport,
-                           "--mysql-user=sbtest", "--mysql-password=sbpw", "--mysql-db=sbtest",
-                           "--threads=2"] + common + ["prepare"], capture_output=True, text=True)
-    if prep.returncode != 0:
-        raise RuntimeError(prep.stdout + prep.stderr)
+    fw.prepare_sbtest(mport, common, threads=2)
     relays = {b: h.Relay("guard-kernel-%s" % b, compute_port=mport, driver="adopt",
                          route="nftables", bin_dir=d) for b, d in BUILDS.items()}
     qps = {b: [] for b in relays}

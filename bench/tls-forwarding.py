@@ -38,12 +38,7 @@ def main():
         "--ssl-ca=" + pki + "/cacert.pem", "--ssl-cert=" + pki + "/server-cert.pem",
         "--ssl-key=" + pki + "/server-key.pem"])
     common = ["--tables=%d" % f.TABLES, "--table-size=%d" % f.TABLE_SIZE]
-    prep = subprocess.run(["sysbench", "oltp_read_only", "--db-driver=mysql",
-                           "--mysql-host=127.0.0.1", "--mysql-port=%d" % mport,
-                           "--mysql-user=sbtest", "--mysql-password=sbpw", "--mysql-db=sbtest",
-                           "--threads=4"] + common + ["prepare"], capture_output=True, text=True)
-    if prep.returncode != 0:
-        raise RuntimeError(prep.stdout + prep.stderr)
+    f.prepare_sbtest(mport, common)
     held_driver = ('[instance.driver]\nkind = "exec"\nstart = ["sleep", "1"]\nstop = ["true"]\n'
                    'status = ["true"]\npoll_interval = "1h"\n')
     tls_toml = '[instance.tls]\ncert = "%s/server-cert.pem"\nkey = "%s/server-key.pem"\n' % (pki, pki)

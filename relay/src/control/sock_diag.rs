@@ -101,9 +101,9 @@ pub fn encode_listen_dump_request(family: u8, sequence: u32) -> Vec<u8> {
 pub fn parse_dump_part(mut buf: &[u8]) -> Result<DumpPart, DumpError> {
     let mut part = DumpPart::default();
     while !buf.is_empty() {
-        let truncated = DumpError::Truncated("nlmsghdr");
-        let len = u32_at(buf, 0).ok_or(DumpError::Truncated("nlmsghdr"))? as usize;
-        let kind = u16::from_ne_bytes(array_at(buf, 4).ok_or(truncated)?);
+        let truncated = || DumpError::Truncated("nlmsghdr");
+        let len = u32_at(buf, 0).ok_or_else(truncated)? as usize;
+        let kind = u16::from_ne_bytes(array_at(buf, 4).ok_or_else(truncated)?);
         if len < NLMSG_HEADER_LEN {
             return Err(DumpError::Truncated("nlmsg_len"));
         }
