@@ -27,9 +27,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a child may take to greet on its port.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(20);
+pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Read and write timeout for raw sockets in tests.
-pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+pub const IO_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The workspace's target directory: `$CARGO_TARGET_DIR` if set, else `<workspace>/target`.
 #[must_use]
@@ -134,7 +134,7 @@ pub fn wait_for_greeting(port: u16, deadline: Instant) -> Result<Vec<u8>, String
     while Instant::now() < deadline {
         match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
             Ok(mut s) => {
-                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
                 match raw::read_packet(&mut s) {
                     Ok((0, payload)) => return Ok(payload),
                     Ok((seq, _)) => last = format!("first packet had sequence id {seq}"),
@@ -299,7 +299,7 @@ pub fn add_user(data: &Path, name: &str, password: &str, admin: bool) {
     if admin {
         cmd.arg("--admin");
     }
-    let out = run_with_input(&mut cmd, password.as_bytes(), Duration::from_secs(20));
+    let out = run_with_input(&mut cmd, password.as_bytes(), Duration::from_secs(60));
     assert_eq!(out.code, Some(0), "user add {name}: {}", out.stderr);
 }
 

@@ -22,6 +22,8 @@ pub struct RelayOptions {
     pub idle_pause_after: &'static str,
     /// `handshake_timeout` (how long a client may take to log in).
     pub handshake_timeout: &'static str,
+    /// `compute_timeout` (how long one step with the compute may take).
+    pub compute_timeout: &'static str,
     /// `on_relay_exit`.
     pub on_relay_exit: &'static str,
     /// Replaces the whole `[instance.driver]` table (`{COMPUTE_PORT}` and `{DIR}` are
@@ -46,7 +48,10 @@ impl Default for RelayOptions {
             command: None,
             resume_timeout: "15s",
             idle_pause_after: "5m",
-            handshake_timeout: "5s",
+            // Generous by default: a loaded 2-core machine (a build, another test binary,
+            // an etcd election) can stall a process for seconds. Tests of a timeout set it.
+            handshake_timeout: "30s",
+            compute_timeout: "30s",
             on_relay_exit: "pause",
             driver_toml: None,
             auth: "dual",
@@ -176,6 +181,7 @@ auth = "{}"
 proxy_protocol = {}
 resume_timeout = "{}"
 handshake_timeout = "{}"
+compute_timeout = "{}"
 idle_pause_after = "{}"
 on_relay_exit = "{}"
 {}
@@ -185,6 +191,7 @@ on_relay_exit = "{}"
             options.proxy_protocol,
             options.resume_timeout,
             options.handshake_timeout,
+            options.compute_timeout,
             options.idle_pause_after,
             options.on_relay_exit,
             options.instance_toml,
@@ -289,15 +296,15 @@ on_relay_exit = "{}"
         (status, body.to_owned())
     }
 
-    /// Pauses the instance without forcing, waiting (up to 10 s) for connections that have
+    /// Pauses the instance without forcing, waiting (up to 60 s) for connections that have
     /// just closed on the client's side to be closed on the relay's too: a pause is refused
     /// (409) while any is open.
     ///
     /// # Panics
-    /// If the pause is still refused after 10 s, with the relay's answer and log.
+    /// If the pause is still refused after 60 s, with the relay's answer and log.
     pub fn pause(&self) {
         let mut last = (0, String::new());
-        let paused = Self::wait_until(Duration::from_secs(10), || {
+        let paused = Self::wait_until(Duration::from_secs(60), || {
             last = self.admin("POST", "/v1/instances/demo/pause");
             last.0 == 200
         });

@@ -372,7 +372,7 @@ impl Cell {
 
 fn wait_for_state(relay: &Relay, state: &str) {
     assert!(
-        Relay::wait_until(Duration::from_secs(30), || relay.state() == state),
+        Relay::wait_until(Duration::from_secs(60), || relay.state() == state),
         "instance did not reach {state} (is {})\nlog:\n{}",
         relay.state(),
         relay.log()

@@ -65,7 +65,7 @@ impl Dual {
             assert_eq!(status, 200, "resume: {body}\n{}", self.relay.log());
         }
         assert!(
-            Relay::wait_until(Duration::from_secs(30), || self.relay.state() == "running"),
+            Relay::wait_until(Duration::from_secs(60), || self.relay.state() == "running"),
             "{}",
             self.relay.log()
         );

@@ -117,13 +117,13 @@ fn the_scaler_raises_the_quota_under_load_and_lowers_it_after_the_quiet_window()
     };
     let t0 = Instant::now();
     assert!(
-        Relay::wait_until(Duration::from_secs(30), || cpu_quota_us(pid) > 25_000),
+        Relay::wait_until(Duration::from_secs(60), || cpu_quota_us(pid) > 25_000),
         "never scaled up:\n{}",
         relay.log()
     );
     let up = t0.elapsed();
     assert!(
-        Relay::wait_until(Duration::from_secs(30), || cpu_quota_us(pid) == 100_000),
+        Relay::wait_until(Duration::from_secs(60), || cpu_quota_us(pid) == 100_000),
         "never reached max_ccu: quota {}\n{}",
         cpu_quota_us(pid),
         relay.log()
@@ -132,7 +132,7 @@ fn the_scaler_raises_the_quota_under_load_and_lowers_it_after_the_quiet_window()
     let mut c = load.join().unwrap();
     let t1 = Instant::now();
     assert!(
-        Relay::wait_until(Duration::from_secs(30), || cpu_quota_us(pid) == 25_000),
+        Relay::wait_until(Duration::from_secs(60), || cpu_quota_us(pid) == 25_000),
         "never scaled down: quota {}\n{}",
         cpu_quota_us(pid),
         relay.log()
@@ -176,7 +176,7 @@ fn a_pause_freezes_and_a_login_or_a_query_thaws_the_same_compute() {
     // Paused with a connection open: frozen, not stopped.
     let (code, body) = relay.admin("POST", "/v1/instances/demo/pause?force=true");
     assert_eq!(code, 200, "{body}");
-    wait_state(&relay, "frozen", Duration::from_secs(10));
+    wait_state(&relay, "frozen", Duration::from_secs(60));
     assert!(frozen(pid), "the kernel reports the compute frozen");
     assert!(tests::relay::pid_alive(pid));
 
@@ -196,7 +196,7 @@ fn a_pause_freezes_and_a_login_or_a_query_thaws_the_same_compute() {
     // Frozen again; a query on the connection that stayed open thaws it by itself.
     let (code, body) = relay.admin("POST", "/v1/instances/demo/pause?force=true");
     assert_eq!(code, 200, "{body}");
-    wait_state(&relay, "frozen", Duration::from_secs(10));
+    wait_state(&relay, "frozen", Duration::from_secs(60));
     idle.set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
     assert_eq!(one_row(&mut idle, "SELECT 5").as_deref(), Some("5"));
@@ -224,9 +224,9 @@ fn a_compute_frozen_for_stop_after_is_stopped() {
         relay.admin("POST", "/v1/instances/demo/pause?force=true").0,
         200
     );
-    wait_state(&relay, "paused", Duration::from_secs(15));
+    wait_state(&relay, "paused", Duration::from_secs(60));
     assert!(
-        Relay::wait_until(Duration::from_secs(10), || !tests::relay::pid_alive(pid)),
+        Relay::wait_until(Duration::from_secs(60), || !tests::relay::pid_alive(pid)),
         "the frozen compute was not stopped"
     );
     // The ledger went running → pausing → frozen → pausing → paused.
@@ -265,7 +265,7 @@ fn a_relay_restarted_while_its_compute_is_frozen_adopts_it() {
         relay.admin("POST", "/v1/instances/demo/pause?force=true").0,
         200
     );
-    wait_state(&relay, "frozen", Duration::from_secs(10));
+    wait_state(&relay, "frozen", Duration::from_secs(60));
     relay.child.kill9();
     let relay = relay.restart();
     assert_eq!(relay.state(), "frozen", "{}", relay.log());

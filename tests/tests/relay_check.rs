@@ -161,7 +161,7 @@ fn a_second_relay_on_the_same_state_dir_refuses_to_start_naming_the_first() {
     cmd.args(["run", "--config"])
         .arg(&second)
         .env("NO_COLOR", "1");
-    let out = tests::run_with_input(&mut cmd, b"", Duration::from_secs(20));
+    let out = tests::run_with_input(&mut cmd, b"", Duration::from_secs(60));
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     assert!(
         out.stderr

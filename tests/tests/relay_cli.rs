@@ -64,7 +64,7 @@ fn pause_and_resume_are_idempotent_and_errors_speak_plainly() {
         "relay: 1 connection(s) open; pause with force to cut them\n"
     );
     drop(session);
-    assert!(Relay::wait_until(Duration::from_secs(10), || verb(
+    assert!(Relay::wait_until(Duration::from_secs(60), || verb(
         "pause", "demo"
     )
     .code

@@ -156,7 +156,7 @@ fn a_compute_exiting_during_the_relayed_login_gives_1053_and_the_next_login_work
     );
     assert_eq!(connections(&relay, "compute_lost"), 1.0);
     assert!(
-        Relay::wait_until(Duration::from_secs(10), || relay.state() == "failed"),
+        Relay::wait_until(Duration::from_secs(60), || relay.state() == "failed"),
         "state {}\n{}",
         relay.state(),
         relay.log()
@@ -189,7 +189,7 @@ fn a_compute_killed_mid_session_ends_the_session_and_marks_the_instance_failed()
     let pid = relay.compute_pid().expect("compute pid");
     let _cleanup = KillOnDrop(Some(pid));
     session
-        .set_read_timeout(Some(Duration::from_secs(10)))
+        .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     let killed = Instant::now();
     let status = Command::new("kill")
@@ -205,10 +205,10 @@ fn a_compute_killed_mid_session_ends_the_session_and_marks_the_instance_failed()
         Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
         other => panic!("expected EOF or a reset, got {other:?} after {took:?}"),
     }
-    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(took < Duration::from_secs(30), "{took:?}");
     eprintln!("client saw the end of its session {took:?} after the kill");
     assert!(
-        Relay::wait_until(Duration::from_secs(10), || relay.state() == "failed"),
+        Relay::wait_until(Duration::from_secs(60), || relay.state() == "failed"),
         "state {}\n{}",
         relay.state(),
         relay.log()
@@ -232,7 +232,7 @@ fn a_compute_that_accepts_but_never_greets_gives_1053_after_compute_timeout_and_
         dir.path(),
         RelayOptions {
             command: Some(fake_then_real(dir.path(), "silent-after-first")),
-            instance_toml: "compute_timeout = \"2s\"\n".into(),
+            compute_timeout: "2s",
             ..RelayOptions::default()
         },
     );
@@ -254,7 +254,7 @@ fn a_compute_that_accepts_but_never_greets_gives_1053_after_compute_timeout_and_
     assert!(took < Duration::from_secs(20), "{took:?}");
     assert_eq!(connections(&relay, "compute_timeout"), 1.0);
     assert!(
-        Relay::wait_until(Duration::from_secs(15), || !pid_alive(fake)),
+        Relay::wait_until(Duration::from_secs(60), || !pid_alive(fake)),
         "the mute compute {fake} still runs; state {}\n{}",
         relay.state(),
         relay.log()
@@ -409,7 +409,7 @@ fn a_read_only_state_dir_stops_the_relay_at_start_naming_the_directory() {
     cmd.args(["run", "--config"])
         .arg(dir.path().join("relay.toml"))
         .env("NO_COLOR", "1");
-    let out = tests::run_with_input(&mut cmd, b"", Duration::from_secs(20));
+    let out = tests::run_with_input(&mut cmd, b"", Duration::from_secs(60));
     assert!(
         out.code.is_some_and(|c| c != 0),
         "the relay must refuse to start (exit {:?}): {}",
@@ -470,7 +470,7 @@ fn relay_killed_during_a_wake(label: &str, restart_once_the_orphan_greets: bool)
     );
     let port = relay.port;
     let client = std::thread::spawn(move || mariadb(port, USER, Some(PASSWORD), &[], "SELECT 1"));
-    assert!(Relay::wait_until(Duration::from_secs(10), || relay
+    assert!(Relay::wait_until(Duration::from_secs(60), || relay
         .compute_pid()
         .is_some()));
     let orphan = relay.compute_pid().unwrap();
@@ -482,13 +482,13 @@ fn relay_killed_during_a_wake(label: &str, restart_once_the_orphan_greets: bool)
     assert_ne!(out.code, Some(0), "{}", out.stdout);
     if restart_once_the_orphan_greets {
         assert!(
-            Relay::wait_until(Duration::from_secs(10), || relay.compute_listening()),
+            Relay::wait_until(Duration::from_secs(60), || relay.compute_listening()),
             "the orphan never listened"
         );
     }
 
     let restarted = relay.restart();
-    let settled = Relay::wait_until(Duration::from_secs(15), || {
+    let settled = Relay::wait_until(Duration::from_secs(60), || {
         !pid_alive(orphan)
             || (restarted.state() == "running" && restarted.compute_pid() == Some(orphan))
     });

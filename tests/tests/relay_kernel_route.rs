@@ -140,7 +140,7 @@ fn kernel_route_exists_exactly_while_running() {
         login_and_select(relay.port).unwrap();
     }
     assert!(
-        Relay::wait_until(Duration::from_secs(5), || relay
+        Relay::wait_until(Duration::from_secs(60), || relay
             .log_count("route=\"direct\"")
             >= 3),
         "the compute logged no direct logins:\n{}",
@@ -202,7 +202,7 @@ fn pause_resume_cycles_under_continuous_connects_lose_no_connection() {
     const CYCLES: usize = 4;
     for cycle in 0..CYCLES {
         assert!(
-            Relay::wait_until(Duration::from_secs(20), || relay.state() == "running"),
+            Relay::wait_until(Duration::from_secs(60), || relay.state() == "running"),
             "cycle {cycle}: never running again:\n{}",
             relay.log()
         );
@@ -211,7 +211,7 @@ fn pause_resume_cycles_under_continuous_connects_lose_no_connection() {
     }
     // Connections keep arriving after the last pause and wake it once more.
     let before = done.load(Ordering::Relaxed);
-    assert!(Relay::wait_until(Duration::from_secs(20), || done
+    assert!(Relay::wait_until(Duration::from_secs(60), || done
         .load(Ordering::Relaxed)
         > before + 20));
     stop.store(true, Ordering::Relaxed);
@@ -273,7 +273,7 @@ fn a_restart_after_a_crash_clears_the_stale_table() {
     // `restart` waits for a greeting on the port, which the stale route answers from the
     // compute itself: the new relay is up once its admin API answers (after the table).
     assert!(
-        Relay::wait_until(Duration::from_secs(20), || {
+        Relay::wait_until(Duration::from_secs(60), || {
             std::net::TcpStream::connect(("127.0.0.1", restarted.admin_port)).is_ok()
         }),
         "the restarted relay never answered:\n{}",
@@ -299,7 +299,9 @@ fn a_restart_after_a_crash_clears_the_stale_table() {
 fn auto_pause_counts_connections_only_the_kernel_saw() {
     let dir = TempDir::new("kr-idle");
     let table = TableGuard::new();
-    let relay = kernel_relay(&dir, &table, "1s");
+    // 5 s: long enough that a loaded machine does not pause it between the resume and the
+    // login below; the session is then watched for more than two idle periods.
+    let relay = kernel_relay(&dir, &table, "5s");
     let (status, body) = relay.admin("POST", "/v1/instances/demo/resume");
     assert_eq!(status, 200, "{body}");
     assert!(route_installed(&table.0, relay.port, relay.compute_port));
@@ -309,7 +311,7 @@ fn auto_pause_counts_connections_only_the_kernel_saw() {
         .unwrap()
         .unwrap();
     let held = Instant::now();
-    while held.elapsed() < Duration::from_secs(4) {
+    while held.elapsed() < Duration::from_secs(12) {
         assert_eq!(
             relay.state(),
             "running",
@@ -339,7 +341,7 @@ fn auto_pause_counts_connections_only_the_kernel_saw() {
 
     drop(session);
     assert!(
-        Relay::wait_until(Duration::from_secs(10), || relay.state() == "paused"),
+        Relay::wait_until(Duration::from_secs(60), || relay.state() == "paused"),
         "never paused once the direct connection closed:\n{}",
         relay.log()
     );

@@ -152,9 +152,9 @@ fn a_compute_that_exits_at_once_gives_every_waiting_client_1053_and_the_relay_ke
             ..RelayOptions::default()
         },
     );
-    assert_all_get_1053_within(&relay, 5, Duration::from_secs(5));
+    assert_all_get_1053_within(&relay, 5, Duration::from_secs(30));
     // The relay still serves, and the next connection tries again.
-    assert_all_get_1053_within(&relay, 1, Duration::from_secs(5));
+    assert_all_get_1053_within(&relay, 1, Duration::from_secs(30));
     assert!(
         relay.metric("relay_wakes_total{instance=\"demo\",outcome=\"wake_compute_exited\"}") >= 2.0
     );
@@ -177,7 +177,7 @@ fn a_compute_that_never_listens_gives_every_waiting_client_1053_within_resume_ti
             ..RelayOptions::default()
         },
     );
-    assert_all_get_1053_within(&relay, 5, Duration::from_secs(2) + Duration::from_secs(3));
+    assert_all_get_1053_within(&relay, 5, Duration::from_secs(2) + Duration::from_secs(10));
     // The compute that never became ready was killed, not leaked.
     let pid: u32 = std::fs::read_to_string(&marker)
         .expect("sleeper started")
@@ -185,11 +185,11 @@ fn a_compute_that_never_listens_gives_every_waiting_client_1053_within_resume_ti
         .parse()
         .expect("pid");
     assert!(
-        Relay::wait_until(Duration::from_secs(5), || !pid_alive(pid)),
+        Relay::wait_until(Duration::from_secs(60), || !pid_alive(pid)),
         "sleeper {pid} still alive"
     );
     // And the relay keeps greeting new clients.
-    assert!(tests::wait_for_greeting(relay.port, Instant::now() + Duration::from_secs(5)).is_ok());
+    assert!(tests::wait_for_greeting(relay.port, Instant::now() + tests::READY_TIMEOUT).is_ok());
 }
 
 #[test]

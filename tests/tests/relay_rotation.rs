@@ -25,7 +25,7 @@ use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
 use tests::{Shim, TempDir, add_user, bin_path, raw};
 
 /// How long each wait of the test may take.
-const STEP_TIMEOUT: Duration = Duration::from_secs(20);
+const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn relay_cli(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(bin_path("relay"))

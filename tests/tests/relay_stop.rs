@@ -71,12 +71,13 @@ fn ctrl_c_with_nothing_open_stops_the_compute_and_exits_at_once_without_a_warnin
     interrupt_group(&relay);
     let (status, _) = relay
         .child
-        .wait_exit(Duration::from_secs(15))
+        .wait_exit(Duration::from_secs(60))
         .unwrap_or_else(|| panic!("the relay did not exit\n{}", relay.log()));
     let took = started.elapsed();
     assert!(status.success(), "{status:?}\n{}", relay.log());
     eprintln!("SIGINT to exit with nothing open: {took:?}");
-    assert!(took < Duration::from_secs(1), "{took:?}\n{}", relay.log());
+    // "At once": well inside the 10 s the relay would wait for open sessions.
+    assert!(took < Duration::from_secs(5), "{took:?}\n{}", relay.log());
     let log = relay.log();
     let warnings: Vec<&str> = log.lines().filter(|l| l.contains(" WARN ")).collect();
     assert!(warnings.is_empty(), "{warnings:#?}");
@@ -99,7 +100,7 @@ fn ctrl_c_with_a_session_open_lets_it_finish_then_stops() {
         .unwrap_or_else(|e| panic!("{e:?}"));
     interrupt_group(&relay);
     assert!(
-        Relay::wait_until(Duration::from_secs(5), || relay
+        Relay::wait_until(Duration::from_secs(60), || relay
             .log()
             .contains("SIGINT received")),
         "{}",
@@ -115,12 +116,12 @@ fn ctrl_c_with_a_session_open_lets_it_finish_then_stops() {
     drop(session);
     let (status, _) = relay
         .child
-        .wait_exit(Duration::from_secs(15))
+        .wait_exit(Duration::from_secs(60))
         .unwrap_or_else(|| panic!("the relay did not exit\n{}", relay.log()));
     let took = closed.elapsed();
     assert!(status.success(), "{status:?}\n{}", relay.log());
     eprintln!("session close to exit: {took:?}");
-    assert!(took < Duration::from_secs(2), "{took:?}\n{}", relay.log());
+    assert!(took < Duration::from_secs(5), "{took:?}\n{}", relay.log());
     assert_eq!(relay.log_count("compute stopped for relay shutdown"), 1);
     assert_eq!(relay.log_count(" WARN "), 0, "{}", relay.log());
     assert!(!pid_alive(compute));

@@ -185,7 +185,7 @@ fn an_abandoned_login_is_finished_as_a_failed_login_not_an_aborted_handshake() {
     pause(&relay);
     abandon_after_switch(relay.port);
     assert!(
-        Relay::wait_until(Duration::from_secs(5), || relay.metric(
+        Relay::wait_until(Duration::from_secs(60), || relay.metric(
             "relay_connections_total{instance=\"demo\",outcome=\"client_gone\"}"
         ) >= 1.0),
         "{}",

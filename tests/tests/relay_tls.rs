@@ -171,7 +171,7 @@ fn mutual_tls_refuses_an_unknown_client_certificate_without_a_wake() {
 /// The capability flags of the greeting on `port` (relay's while paused, the compute's on the
 /// direct route).
 fn greeting_flags(port: u16) -> u32 {
-    let payload = wait_for_greeting(port, Instant::now() + Duration::from_secs(10)).unwrap();
+    let payload = wait_for_greeting(port, Instant::now() + tests::READY_TIMEOUT).unwrap();
     HandshakeV10::decode(&payload).unwrap().capability_flags
 }
 
@@ -280,7 +280,7 @@ fn a_new_certificate_is_served_after_sighup_and_a_bad_one_is_not() {
     .unwrap();
     hup();
     assert!(
-        Relay::wait_until(Duration::from_secs(10), || reloads("ok") >= 1.0),
+        Relay::wait_until(Duration::from_secs(60), || reloads("ok") >= 1.0),
         "{}",
         relay.log()
     );
@@ -300,7 +300,7 @@ fn a_new_certificate_is_served_after_sighup_and_a_bad_one_is_not() {
     .unwrap();
     hup();
     assert!(
-        Relay::wait_until(Duration::from_secs(10), || reloads("failed") >= 1.0),
+        Relay::wait_until(Duration::from_secs(60), || reloads("failed") >= 1.0),
         "{}",
         relay.log()
     );
@@ -534,7 +534,7 @@ fn dual_mode_on_mariadb_with_perceptron_dual_over_tls_on_both_legs() {
     // direct route, over MariaDB's own TLS.
     let (status, body) = relay.admin("POST", "/v1/instances/demo/resume");
     assert_eq!(status, 200, "{body}\n{}", relay.log());
-    assert!(Relay::wait_until(Duration::from_secs(30), || relay.state() == "running"));
+    assert!(Relay::wait_until(Duration::from_secs(60), || relay.state() == "running"));
     let out = run(
         "root",
         "",

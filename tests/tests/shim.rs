@@ -658,7 +658,7 @@ fn sigterm_drains_and_exits_zero() {
     let _idle = raw::connect(shim.port).unwrap();
     let status = shim
         .child
-        .signal_and_wait("TERM", Duration::from_secs(10))
+        .signal_and_wait("TERM", Duration::from_secs(30))
         .expect("server-shim did not exit after SIGTERM");
     assert!(status.success(), "{status:?}\n{}", shim.log());
     assert!(shim.log().contains("shutdown complete"), "{}", shim.log());

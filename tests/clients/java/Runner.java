@@ -63,7 +63,7 @@ public class Runner {
                 ? "useSsl=true&sslMode=verify-full&serverSslCert=" + a.get("ssl-ca")
                 : "useSsl=false&sslMode=disable";
         String url = "jdbc:mariadb://" + a.get("host") + ":" + a.get("port") + "/" + a.get("database")
-                + "?" + tls + "&useServerPrepStmts=true&connectTimeout=20000";
+                + "?" + tls + "&useServerPrepStmts=true&connectTimeout=60000";
         List<List<String>> rows = new ArrayList<>();
         String out;
         try (Connection c = DriverManager.getConnection(url, a.get("user"), a.get("password"))) {

@@ -27,7 +27,7 @@ async function run(a) {
     user: a.user,
     password: a.password,
     database: a.database || undefined,
-    connectTimeout: 20000,
+    connectTimeout: 60000,
     ssl: a['ssl-ca'] ? { ca: require('fs').readFileSync(a['ssl-ca']) } : undefined,
   });
   const rows = [];

@@ -30,7 +30,7 @@ def connect(a):
         # With a CA PyMySQL verifies the chain and the host name.
         return pymysql.connect(
             host=a.host, port=a.port, user=a.user, password=a.password,
-            database=a.database or None, connect_timeout=20,
+            database=a.database or None, connect_timeout=60,
             ssl={"ca": a.ssl_ca} if a.ssl_ca else None,
         )
     import mysql.connector
