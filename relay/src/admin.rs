@@ -44,7 +44,8 @@ use crate::capacity::Ccu;
 use crate::control::PauseError;
 use crate::ledger::{self, Ledger};
 use crate::limits::Admission;
-use crate::metrics::{self, AdminRefusal, Metrics, Route};
+use crate::metrics::{self, AdminRefusal, Metrics};
+use crate::route::Route;
 use crate::runtime::InstanceRuntime;
 use crate::timefmt;
 
@@ -415,7 +416,12 @@ pub async fn respond<B>(
                     );
                 }
             };
-            match usage(&events, range, ledger::now_ms(), ledger::MAX_BILL_ROWS) {
+            match usage(
+                &events,
+                range,
+                crate::clock::now_ms(),
+                ledger::MAX_BILL_ROWS,
+            ) {
                 Ok(rows) => Response::json(StatusCode::OK, &rows),
                 Err(e) => refuse(AdminRefusal::rows, StatusCode::BAD_REQUEST, &e.to_string()),
             }
@@ -617,7 +623,7 @@ fn instance_json(rt: &InstanceRuntime) -> InstanceJson {
 /// Every block in force, for `GET /v1/blocks`.
 fn blocks_json(budgets: &Budgets) -> Vec<BlockJson> {
     let now = std::time::Instant::now();
-    let now_ms = ledger::now_ms();
+    let now_ms = crate::clock::now_ms();
     budgets
         .blocks(now)
         .into_iter()
@@ -682,10 +688,10 @@ fn render_metrics(state: &AdminState, format: metrics::Format) -> String {
             .set_pending(&s.name, state.admission.pending(index));
         state
             .metrics
-            .set_active(&s.name, Route::direct, s.direct_connections);
+            .set_active(&s.name, Route::Direct, s.direct_connections);
         state
             .metrics
-            .set_active(&s.name, Route::perceptron, s.perceptron_connections);
+            .set_active(&s.name, Route::Perceptron, s.perceptron_connections);
     }
     let (blocks, untracked) = state.budgets.gauge(std::time::Instant::now());
     let blocks: Vec<_> = blocks
@@ -807,9 +813,7 @@ mod tests {
                 },
                 Vec::new(),
             ),
-            budgets: Arc::new(Budgets::new(
-                crate::config::BudgetSettings::default().to_budget_config(),
-            )),
+            budgets: Arc::new(Budgets::new(crate::config::BudgetSettings::default())),
             fleet: None,
             keys: Arc::new(LiveKeyRing::fixed(
                 authplugin::KeyRing::new(vec![authplugin::PerceptronKey::generate(
@@ -941,7 +945,7 @@ mod tests {
         // The request that OOM-killed the relay: an instance still running, billed "up to"
         // the end of the calendar (one row per hour, ~70 million rows).
         let state = state_in("far-future", None);
-        let started_ms = ledger::now_ms() - 90 * 60_000;
+        let started_ms = crate::clock::now_ms() - 90 * 60_000;
         std::fs::write(state.ledger.path(), format!("{started_ms} demo running\n")).unwrap();
         let started = std::time::Instant::now();
         let r = respond(
@@ -956,7 +960,10 @@ mod tests {
         assert!((2..=3).contains(&rows.len()), "{rows:?}");
         let billed: u64 = rows.iter().map(|u| u.billed_seconds).sum();
         assert!((5_400..=5_403).contains(&billed), "{billed}");
-        assert!(rows.iter().all(|u| u.hour_start_ms <= ledger::now_ms()));
+        assert!(
+            rows.iter()
+                .all(|u| u.hour_start_ms <= crate::clock::now_ms())
+        );
         assert!(started.elapsed() < Duration::from_secs(1));
         let r = respond(
             &state,

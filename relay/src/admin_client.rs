@@ -466,7 +466,7 @@ fn usage_from_ledger(
     crate::admin::usage(
         &events,
         range,
-        crate::ledger::now_ms(),
+        crate::clock::now_ms(),
         crate::ledger::MAX_BILL_ROWS,
     )
     .map_err(|e| AdminError::BadRange(e.to_string()))

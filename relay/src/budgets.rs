@@ -25,29 +25,14 @@ use std::time::{Duration, Instant};
 use authplugin::packet::ErrPacket;
 use authplugin::packet::err::codes;
 
+use crate::config::BudgetSettings;
+
 /// Most subjects tracked at once (~100 bytes each).
 pub const MAX_SUBJECTS: usize = 65_536;
 /// Longest user name kept as a key; longer ones are cut (MySQL's own limit is 80 characters).
 pub const MAX_USER_KEY_BYTES: usize = 320;
 /// Least time between two full scans for expired subjects when the table is full.
 const PRUNE_BACKOFF: Duration = Duration::from_secs(1);
-
-/// The budgets, from `[relay.budgets]`. A limit of 0 turns that budget off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BudgetConfig {
-    /// The counting window.
-    pub window: Duration,
-    /// How long a subject stays blocked once a counter reaches its limit.
-    pub block_for: Duration,
-    /// Failed logins per source address per window.
-    pub failed_logins_per_source: u32,
-    /// Failed logins per user (of one instance) per window.
-    pub failed_logins_per_user: u32,
-    /// Wakes per source address per window.
-    pub wakes_per_source: u32,
-    /// Wakes per user (of one instance) per window.
-    pub wakes_per_user: u32,
-}
 
 /// Who a budget is kept for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -319,14 +304,14 @@ pub type BlockCounts = Vec<((Scope, Budget), usize)>;
 /// The relay's budgets: one per relay, shared by every instance.
 #[derive(Debug)]
 pub struct Budgets {
-    config: BudgetConfig,
+    config: BudgetSettings,
     table: Mutex<Table>,
 }
 
 impl Budgets {
     /// Budgets with `config` and nothing counted yet.
     #[must_use]
-    pub fn new(config: BudgetConfig) -> Self {
+    pub fn new(config: BudgetSettings) -> Self {
         Self {
             config,
             table: Mutex::new(Table {
@@ -527,7 +512,7 @@ impl Budgets {
 mod tests {
     use super::*;
 
-    const CONFIG: BudgetConfig = BudgetConfig {
+    const CONFIG: BudgetSettings = BudgetSettings {
         window: Duration::from_secs(60),
         block_for: Duration::from_secs(300),
         failed_logins_per_source: 3,
@@ -629,7 +614,7 @@ mod tests {
 
     #[test]
     fn a_refused_wake_charges_nobody() {
-        let b = Budgets::new(BudgetConfig {
+        let b = Budgets::new(BudgetSettings {
             wakes_per_user: 1,
             ..CONFIG
         });
@@ -656,7 +641,7 @@ mod tests {
 
     #[test]
     fn zero_turns_a_budget_off() {
-        let b = Budgets::new(BudgetConfig {
+        let b = Budgets::new(BudgetSettings {
             failed_logins_per_source: 0,
             failed_logins_per_user: 0,
             wakes_per_source: 0,

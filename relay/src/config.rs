@@ -226,21 +226,6 @@ impl Default for BudgetSettings {
     }
 }
 
-impl BudgetSettings {
-    /// The budgets' own form.
-    #[must_use]
-    pub const fn to_budget_config(self) -> crate::budgets::BudgetConfig {
-        crate::budgets::BudgetConfig {
-            window: self.window,
-            block_for: self.block_for,
-            failed_logins_per_source: self.failed_logins_per_source,
-            failed_logins_per_user: self.failed_logins_per_user,
-            wakes_per_source: self.wakes_per_source,
-            wakes_per_user: self.wakes_per_user,
-        }
-    }
-}
-
 /// The most `relay.worker_threads` accepts.
 pub const MAX_WORKER_THREADS: usize = 256;
 

@@ -15,7 +15,8 @@ use crate::config::{
     AuthMode, BudgetSettings, DriverConfig, InstanceConfig, OnRelayExit, RouteMode,
 };
 use crate::control::Instance;
-use crate::control::driver::{BoxFuture, Driver, RunningCompute, WakeError};
+use crate::control::driver::{Driver, RunningCompute, WakeError};
+use crate::future::BoxFuture;
 use crate::metrics::Metrics;
 use crate::profile::ComputeProfile;
 use crate::runtime::InstanceRuntime;
@@ -111,7 +112,7 @@ pub fn runtime_with(
         metrics,
         connection_ids: AtomicU32::new(1),
         shutdown: CancellationToken::new(),
-        budgets: Arc::new(Budgets::new(BudgetSettings::default().to_budget_config())),
+        budgets: Arc::new(Budgets::new(BudgetSettings::default())),
         tls,
         compute_tls: None,
     }

@@ -18,7 +18,6 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read as _, Seek as _, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::lifecycle::Phase;
 
@@ -179,7 +178,7 @@ impl Ledger {
     /// event is then kept, and written ahead of the next one that gets through.
     pub fn record(&self, instance: &str, state: Phase, rate_milli: u64) -> io::Result<Event> {
         let event = Event {
-            at_ms: now_ms(),
+            at_ms: crate::clock::now_ms(),
             instance: instance.to_owned(),
             state,
             rate_milli,
@@ -357,14 +356,6 @@ pub fn bill(
 #[must_use]
 pub fn first_event_ms(events: &[Event]) -> Option<u64> {
     events.iter().map(|e| e.at_ms).min()
-}
-
-/// Unix time in milliseconds.
-#[must_use]
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::lifecycle::Phase;
+use crate::route::Route;
 
 /// Upper bounds (seconds) of the resume-time histogram buckets: our target is tens of
 /// milliseconds, the reference system's is about 2 s.
@@ -124,17 +125,11 @@ enum Direction {
     compute_to_client,
 }
 
-/// The route of an open connection (`relay_active_connections{route}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
-#[expect(
-    non_camel_case_types,
-    reason = "the derive writes the variant name as the label value"
-)]
-pub enum Route {
-    /// Straight to a running compute.
-    direct,
-    /// Held by the perceptron.
-    perceptron,
+/// The route's name (`relay_active_connections{route}`).
+impl EncodeLabelValue for Route {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> fmt::Result {
+        fmt::Write::write_str(encoder, self.as_str())
+    }
 }
 
 /// The phase's name, as in the ledger and the admin API.
@@ -774,7 +769,7 @@ mod tests {
         m.add_pumped("demo", 10, 20);
         m.observe_resume("demo", Duration::from_millis(30));
         m.set_phase("demo", Phase::Running);
-        m.set_active("demo", Route::perceptron, 3);
+        m.set_active("demo", Route::Perceptron, 3);
         m.admin_refused(AdminRefusal::origin);
         m.refused("demo", "source_pending_limit");
         m.accept_error("demo");

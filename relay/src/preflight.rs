@@ -43,7 +43,7 @@ pub fn check(config: &Config) -> Vec<Problem> {
         );
     }
     if let Some(path) = &config.relay.admin_token_file {
-        if let Err(e) = crate::server::read_token(path) {
+        if let Err(e) = read_token(path) {
             problem("relay.admin_token_file", e.to_string());
         }
     }
@@ -309,6 +309,52 @@ pub fn lock_state_dir(state_dir: &Path) -> Result<StateLock, LockError> {
         }
         Err((_, errno)) => Err(io(std::io::Error::from(errno))),
     }
+}
+
+/// Shortest admin token accepted.
+const MIN_TOKEN_LEN: usize = 16;
+
+/// Why the admin token file is unusable.
+#[derive(Debug)]
+pub enum TokenFileError {
+    /// Unreadable, or group or others can access it.
+    Unreadable(authplugin::SecretFileError),
+    /// The token is shorter than 16 characters.
+    TooShort(std::path::PathBuf),
+}
+
+impl std::fmt::Display for TokenFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unreadable(e) => write!(f, "{e}"),
+            Self::TooShort(path) => write!(
+                f,
+                "{}: token must be at least {MIN_TOKEN_LEN} characters",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TokenFileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Unreadable(e) => Some(e),
+            Self::TooShort(_) => None,
+        }
+    }
+}
+
+/// Reads the admin bearer token, refusing a file others can read.
+pub(crate) fn read_token(
+    path: &std::path::Path,
+) -> Result<zeroize::Zeroizing<String>, TokenFileError> {
+    let text = authplugin::read_secret_file(path).map_err(TokenFileError::Unreadable)?;
+    let token = text.trim();
+    if token.len() < MIN_TOKEN_LEN {
+        return Err(TokenFileError::TooShort(path.to_owned()));
+    }
+    Ok(zeroize::Zeroizing::new(token.to_owned()))
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use crate::limits::{self, Admission, PendingCaps};
 use crate::listener;
 use crate::metrics::Metrics;
 use crate::perceptron;
+use crate::preflight::{TokenFileError, read_token};
 use crate::profile::{self, ComputeProfile};
 use crate::router::kernel::{NftRoute, NftTable};
 use crate::router::nft::{self, Dnat};
@@ -133,40 +134,6 @@ impl std::error::Error for StartError {
             Self::Tls { source, .. } => Some(source),
             Self::ComputeTls { .. } => None,
             Self::Locked(e) => Some(e),
-        }
-    }
-}
-
-/// Shortest admin token accepted.
-const MIN_TOKEN_LEN: usize = 16;
-
-/// Why the admin token file is unusable.
-#[derive(Debug)]
-pub enum TokenFileError {
-    /// Unreadable, or group or others can access it.
-    Unreadable(authplugin::SecretFileError),
-    /// The token is shorter than 16 characters.
-    TooShort(std::path::PathBuf),
-}
-
-impl std::fmt::Display for TokenFileError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Unreadable(e) => write!(f, "{e}"),
-            Self::TooShort(path) => write!(
-                f,
-                "{}: token must be at least {MIN_TOKEN_LEN} characters",
-                path.display()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for TokenFileError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Unreadable(e) => Some(e),
-            Self::TooShort(_) => None,
         }
     }
 }
@@ -301,7 +268,7 @@ async fn serve(
             shutdown.clone(),
         ));
     }
-    let budgets = Arc::new(Budgets::new(config.relay.budgets.to_budget_config()));
+    let budgets = Arc::new(Budgets::new(config.relay.budgets));
     let admission = Admission::new(
         PendingCaps {
             per_relay: config.relay.max_pending_connections,
@@ -353,7 +320,7 @@ async fn serve(
         };
         let instance = Instance::new(
             cfg.clone(),
-            control::driver_for(cfg, &config.relay.state_dir),
+            control::driver::driver_for(cfg, &config.relay.state_dir),
             kernel,
             Arc::clone(&metrics),
             // A fleet's ledger is in its store, each transition written once.
@@ -588,18 +555,6 @@ fn raise_descriptor_limit(max_pending: usize) {
              raise it (LimitNOFILE=) or lower the cap"
         );
     }
-}
-
-/// Reads the admin bearer token, refusing a file others can read.
-pub(crate) fn read_token(
-    path: &std::path::Path,
-) -> Result<zeroize::Zeroizing<String>, TokenFileError> {
-    let text = authplugin::read_secret_file(path).map_err(TokenFileError::Unreadable)?;
-    let token = text.trim();
-    if token.len() < MIN_TOKEN_LEN {
-        return Err(TokenFileError::TooShort(path.to_owned()));
-    }
-    Ok(zeroize::Zeroizing::new(token.to_owned()))
 }
 
 /// An instance's place in the relay's pre-login admission.

@@ -227,7 +227,7 @@ impl Instance {
             },
         };
         let after = u64::try_from(self.config.idle_pause_after.as_millis()).unwrap_or(u64::MAX);
-        total.idle_for(after, crate::ledger::now_ms())
+        total.idle_for(after, crate::clock::now_ms())
     }
 
     /// This relay's part in the fleet, until `stop`: publishes its connections to the
@@ -265,7 +265,7 @@ impl Instance {
                 }
             };
             if due && store.available() {
-                let idle_since_ms = crate::ledger::now_ms().saturating_sub(
+                let idle_since_ms = crate::clock::now_ms().saturating_sub(
                     u64::try_from(idle_since.elapsed().as_millis()).unwrap_or(u64::MAX),
                 );
                 let record = OpenRecord {

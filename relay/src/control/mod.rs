@@ -8,30 +8,30 @@
 //! The seams architecture.md §6 asks for: drivers are behind [`driver::Driver`], and the state lives
 //! behind this module's small API so a shared store can replace the in-process map.
 
-pub mod cgroup;
+mod billing;
 pub mod driver;
-pub mod exec;
 mod fleet;
-pub mod http;
+mod frozen;
+mod kernel_route;
 pub mod listener_owner;
-pub mod process;
 pub mod readiness;
 pub mod scaler;
+mod scaling;
 pub mod sock_diag;
 
-use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::capacity::{Ccu, NOMINAL};
+use crate::capacity::Ccu;
 use crate::compute_conn::ComputeTarget;
 use crate::config::InstanceConfig;
 use crate::ledger::Ledger;
 pub use crate::lifecycle::Phase;
-use crate::metrics::{Counter, KernelRouteAction, Metrics};
-use crate::router::{KernelRoute, KernelRouteError};
+use crate::metrics::{Counter, Metrics};
+pub use crate::route::Route;
+use crate::router::KernelRoute;
 pub use driver::WakeError;
 use driver::{Driver, RunningCompute};
 
@@ -61,15 +61,6 @@ impl State {
             Self::Frozen(_) => Phase::Frozen,
         }
     }
-}
-
-/// The two ways a client reaches a compute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// Raw bytes to a running compute, which greets and authenticates the client itself.
-    Direct,
-    /// Held by the perceptron: greeted, classified, woken, relayed login.
-    Perceptron,
 }
 
 /// Open connections of an instance, by route.
@@ -111,11 +102,6 @@ struct Inner {
     /// Whether the kernel route is installed now.
     kernel_installed: bool,
 }
-
-/// How long a pause waits after removing the kernel route before it counts the connections
-/// the route sent: a SYN that passed the DNAT just before the element went shows in the
-/// conntrack table once it has left the hook, microseconds later. Cheap next to a pause.
-const ROUTE_SETTLE: Duration = Duration::from_millis(20);
 
 /// One instance: its configuration, its driver, its state and its open connections.
 pub struct Instance {
@@ -262,7 +248,7 @@ impl Instance {
             kernel,
             inner: Mutex::new(Inner {
                 state: State::Paused,
-                since_ms: crate::ledger::now_ms(),
+                since_ms: crate::clock::now_ms(),
                 since: tokio::time::Instant::now(),
                 active: OpenConnections::default(),
                 idle_since: tokio::time::Instant::now(),
@@ -351,26 +337,6 @@ impl Instance {
             route,
             session: false,
         }
-    }
-
-    /// For the pump, with `stop_after`: a callback that thaws the compute when a client sends
-    /// bytes on a connection that stayed open while it was frozen (its bytes wait in the
-    /// compute's socket until then).
-    #[must_use]
-    pub fn thaw_on_upload(self: &Arc<Self>) -> Option<crate::passthrough::OnRead> {
-        self.config.stop_after?;
-        let instance = Arc::clone(self);
-        Some(Arc::new(move || {
-            if instance.phase() == Phase::Frozen {
-                tracing::info!(instance = %instance.config.name, "a client sent bytes to the frozen compute; thawing it");
-                let instance = Arc::clone(&instance);
-                tokio::spawn(async move {
-                    if let Err(e) = instance.ensure_running().await {
-                        tracing::warn!(instance = %instance.config.name, error = %e, "thaw for an open connection failed");
-                    }
-                });
-            }
-        }))
     }
 
     /// Makes sure the compute runs, starting it if needed, and waits at most
@@ -509,46 +475,6 @@ impl Instance {
         }
     }
 
-    /// A wake of a frozen compute, in its own task: thaws it, or stops it and fails.
-    async fn thaw(
-        self: Arc<Self>,
-        frozen: Arc<dyn RunningCompute>,
-        tx: watch::Sender<WakeOutcome>,
-    ) {
-        let name = self.config.name.clone();
-        let started = Instant::now();
-        let thawed = frozen.thaw().await;
-        if let Err(e) = &thawed {
-            tracing::warn!(instance = %name, error = %e, "cannot thaw the compute; stopping it");
-            frozen.stop().await;
-        }
-        if thawed.is_ok() {
-            // As for a fresh compute: routed before it counts as running.
-            self.install_route().await;
-        }
-        let outcome = {
-            let mut inner = self.lock();
-            match thawed {
-                Ok(()) => {
-                    self.transition(&mut inner, State::Running(frozen));
-                    inner.last_resume = Some(started.elapsed());
-                    inner.idle_since = tokio::time::Instant::now();
-                    self.metrics.inc(Counter::Wakes, &name, "ok");
-                    self.metrics.observe_resume(&name, started.elapsed());
-                    tracing::info!(instance = %name, resume_ms = started.elapsed().as_millis() as u64, "running (thawed)");
-                    Ok(())
-                }
-                Err(e) => {
-                    let e = WakeError::Driver(format!("cannot thaw the compute: {e}"));
-                    self.transition(&mut inner, State::Failed(e.to_string()));
-                    self.metrics.inc(Counter::Wakes, &name, e.label());
-                    Err(e)
-                }
-            }
-        };
-        let _ = tx.send(Some(outcome));
-    }
-
     /// Marks the instance failed when its compute exits on its own (running or frozen).
     async fn watch_exit(self: Arc<Self>, running: Arc<dyn RunningCompute>) {
         let reason = running.wait_exit().await;
@@ -656,22 +582,6 @@ impl Instance {
         tracing::info!(instance = %self.config.name, "paused");
     }
 
-    /// Stops a frozen compute (it stayed frozen for `stop_after`, or the relay shuts down).
-    async fn stop_frozen(&self, why: &str) {
-        let (frozen, tx) = {
-            let mut inner = self.lock();
-            let State::Frozen(frozen) = &inner.state else {
-                return;
-            };
-            let frozen = Arc::clone(frozen);
-            let (tx, rx) = watch::channel(false);
-            self.transition(&mut inner, State::Pausing(rx));
-            (frozen, tx)
-        };
-        tracing::info!(instance = %self.config.name, why, "stopping the frozen compute");
-        self.stop_compute(frozen, tx).await;
-    }
-
     /// Pauses the instance after `idle_pause_after` without any connection, until `stop`
     /// fires. Checks a few times per idle period, so a pause comes at most a quarter period
     /// (capped at 1 s) late.
@@ -705,68 +615,6 @@ impl Instance {
             });
             if frozen_long_enough {
                 self.stop_frozen("frozen for stop_after").await;
-            }
-        }
-    }
-
-    /// Scales the running compute with its load within `[instance.capacity]`, until `stop`
-    /// fires: samples its CPU use every [`scaler::SAMPLE_EVERY`], resizes it live as the
-    /// [`scaler::Scaler`] decides and records each change in the ledger.
-    pub async fn scale_with_load(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
-        let Some(capacity) = self.config.capacity else {
-            return;
-        };
-        // The compute being scaled, its scaler and its last reading.
-        let mut tracked: Option<(Arc<dyn RunningCompute>, scaler::Scaler, Duration, Instant)> =
-            None;
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep(scaler::SAMPLE_EVERY) => {}
-                () = stop.cancelled() => return,
-            }
-            let (running, ccu) = {
-                let inner = self.lock();
-                match &inner.state {
-                    State::Running(r) => (Arc::clone(r), inner.ccu.unwrap_or(capacity.resume)),
-                    _ => {
-                        tracked = None;
-                        continue;
-                    }
-                }
-            };
-            let Some(used) = running.cpu_usage().await else {
-                continue;
-            };
-            let now = Instant::now();
-            let (compute, scaler, last_used, last_at) = match &mut tracked {
-                Some(t) if Arc::ptr_eq(&t.0, &running) => t,
-                _ => {
-                    // A new compute (or a new reading): start from what it has.
-                    tracked = Some((running, scaler::Scaler::new(capacity, ccu), used, now));
-                    continue;
-                }
-            };
-            let elapsed = now.saturating_duration_since(*last_at).as_secs_f64();
-            let cores = used.saturating_sub(*last_used).as_secs_f64() / elapsed.max(1e-3);
-            (*last_used, *last_at) = (used, now);
-            let Some(to) = scaler.sample(cores, now) else {
-                continue;
-            };
-            match compute.resize(to).await {
-                Ok(()) => {
-                    let mut inner = self.lock();
-                    if !matches!(&inner.state, State::Running(r) if Arc::ptr_eq(r, compute)) {
-                        continue;
-                    }
-                    inner.ccu = Some(to);
-                    self.metrics.set_ccu(&self.config.name, to.as_f64());
-                    self.record(&inner, Phase::Running);
-                    tracing::info!(instance = %self.config.name, from = %ccu, to = %to, cores_used = format!("{cores:.2}"), "capacity changed");
-                }
-                Err(e) => {
-                    scaler.resized_to(ccu);
-                    tracing::warn!(instance = %self.config.name, error = %e, to = %to, "cannot change the compute's capacity");
-                }
             }
         }
     }
@@ -819,20 +667,6 @@ impl Instance {
                 } else {
                     self.metrics.set_phase(&self.config.name, Phase::Paused);
                 }
-            }
-        }
-    }
-
-    /// An adopted running compute gets the capacity a wake starts with, so that the kernel,
-    /// the scaler and the ledger agree from here on.
-    async fn adopt_capacity(&self, compute: &Arc<dyn RunningCompute>) {
-        let Some(capacity) = self.config.capacity else {
-            return;
-        };
-        match compute.resize(capacity.resume).await {
-            Ok(()) => self.lock().ccu = Some(capacity.resume),
-            Err(e) => {
-                tracing::warn!(instance = %self.config.name, error = %e, "cannot set the adopted compute's capacity");
             }
         }
     }
@@ -918,122 +752,13 @@ impl Instance {
         self.stop_frozen("relay shutdown").await;
     }
 
-    /// What a phase is billed, in thousandths of a CCU per second: the capacity while the
-    /// compute starts or runs (one CCU without `[instance.capacity]`), the frozen rate while
-    /// it is frozen, nothing otherwise.
-    fn rate_milli(&self, phase: Phase, ccu: Option<Ccu>) -> u64 {
-        match (phase, self.config.capacity) {
-            (Phase::Resuming | Phase::Running, Some(c)) => ccu.unwrap_or(c.resume).milli(),
-            (Phase::Resuming | Phase::Running, None) => NOMINAL.milli(),
-            (Phase::Frozen, Some(c)) => c.frozen_milli_ccu,
-            _ => 0,
-        }
-    }
-
-    /// Closes the kernel route before a pause stops the compute. Unforced, it then counts the
-    /// connections the route sent: any open one (a client that connected between the last
-    /// count and the removal) abandons the pause, and the route goes back. A route that cannot
-    /// be removed or counted abandons it too: a pause must never leave new connections a dead
-    /// port or cut a session. Forced, the compute stops whatever happens here.
-    async fn close_route(&self, force: bool) -> Result<(), PauseError> {
-        if self.kernel.is_none() {
-            return Ok(());
-        }
-        let removed = self.remove_route().await;
-        if force {
-            return Ok(());
-        }
-        if let Err(e) = removed {
-            return Err(PauseError::Route(e.to_string()));
-        }
-        tokio::time::sleep(ROUTE_SETTLE).await;
-        let open = self.count_kernel_connections().await;
-        if open == Some(0) {
-            return Ok(());
-        }
-        self.install_route().await;
-        Err(match open {
-            Some(n) => PauseError::Busy(n),
-            None => PauseError::Route("cannot count the connections it routed".into()),
-        })
-    }
-
-    /// Installs the kernel route, if the instance has one. A failure is logged and counted;
-    /// the instance still runs, reached through the pump (the relay keeps listening).
-    async fn install_route(&self) {
-        let Some(kernel) = &self.kernel else {
-            return;
-        };
-        let name = &self.config.name;
-        match kernel.install().await {
-            Ok(()) => {
-                self.lock().kernel_installed = true;
-                self.metrics
-                    .kernel_route(name, KernelRouteAction::install, None);
-                tracing::info!(instance = %name, listen = %self.config.listen, compute = %self.config.compute, "kernel route installed: new connections go straight to the compute");
-            }
-            Err(e) => {
-                self.metrics
-                    .kernel_route(name, KernelRouteAction::install, Some(e.label()));
-                tracing::error!(instance = %name, error = %e, "cannot install the kernel route; forwarding through the relay (pump) instead");
-            }
-        }
-    }
-
-    /// Removes the kernel route, if the instance has one: new connections reach the relay
-    /// again; the ones it routed keep their compute.
-    async fn remove_route(&self) -> Result<(), KernelRouteError> {
-        let Some(kernel) = &self.kernel else {
-            return Ok(());
-        };
-        let name = &self.config.name;
-        let removed = kernel.remove().await;
-        match &removed {
-            Ok(()) => {
-                self.lock().kernel_installed = false;
-                self.metrics
-                    .kernel_route(name, KernelRouteAction::remove, None);
-                tracing::info!(instance = %name, "kernel route removed: new connections reach the relay");
-            }
-            Err(e) => {
-                self.metrics
-                    .kernel_route(name, KernelRouteAction::remove, Some(e.label()));
-                tracing::error!(instance = %name, error = %e, "cannot remove the kernel route");
-            }
-        }
-        removed
-    }
-
-    /// Counts the open connections the kernel route sent to the compute (conntrack) and
-    /// records the count; when it drops to zero the idle clock starts. `None` when the
-    /// instance has no kernel route or the count failed (logged; the last count stands).
-    async fn count_kernel_connections(&self) -> Option<usize> {
-        let kernel = self.kernel.as_ref()?;
-        match kernel.open_connections().await {
-            Ok(n) => {
-                let mut inner = self.lock();
-                if inner.kernel_open > 0 && n == 0 {
-                    inner.idle_since = tokio::time::Instant::now();
-                }
-                inner.kernel_open = n;
-                drop(inner);
-                self.metrics.set_kernel_connections(&self.config.name, n);
-                Some(n)
-            }
-            Err(e) => {
-                tracing::warn!(instance = %self.config.name, error = %e, "cannot count the kernel route's connections");
-                None
-            }
-        }
-    }
-
     fn transition(&self, inner: &mut Inner, to: State) {
         let phase = to.phase();
         inner.state = to;
         if matches!(phase, Phase::Paused | Phase::Failed) {
             inner.ccu = None;
         }
-        inner.since_ms = crate::ledger::now_ms();
+        inner.since_ms = crate::clock::now_ms();
         inner.since = tokio::time::Instant::now();
         self.metrics.set_phase(&self.config.name, phase);
         if self.config.capacity.is_some() {
@@ -1044,56 +769,10 @@ impl Instance {
         self.record(inner, phase);
     }
 
-    /// Appends the phase and its billing rate to the ledger.
-    fn record(&self, inner: &Inner, phase: Phase) {
-        if let Some(ledger) = &self.ledger {
-            let rate = self.rate_milli(phase, inner.ccu);
-            if let Err(e) = ledger.record(&self.config.name, phase, rate) {
-                tracing::error!(instance = %self.config.name, error = %e, ledger = %ledger.path().display(), "cannot append to the usage ledger");
-            }
-        }
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // Every write under this lock is a whole assignment, so a poisoned lock (a panic
         // elsewhere while holding it) still guards a consistent value.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// Builds the driver for an instance's configuration.
-#[must_use]
-pub fn driver_for(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box<dyn Driver> {
-    match &cfg.driver {
-        crate::config::DriverConfig::Process {
-            command,
-            cwd,
-            stop_grace,
-        } => Box::new(process::ProcessDriver {
-            instance: cfg.name.clone(),
-            command: command.clone(),
-            cwd: cwd.clone(),
-            compute: ComputeTarget::of(cfg),
-            stop_grace: *stop_grace,
-            pid_file: state_dir.join("pids").join(format!("{}.pid", cfg.name)),
-            cgroup: (cfg.capacity.is_some() || cfg.stop_after.is_some()).then(|| {
-                process::CgroupPlan {
-                    root: cgroup::ROOT.into(),
-                    name: cgroup::name_for(&cfg.name, state_dir),
-                    limits: cfg.capacity.map(|c| (c.resume, c.max)),
-                }
-            }),
-        }),
-        crate::config::DriverConfig::Exec(exec) => Box::new(exec::ExecDriver {
-            instance: cfg.name.clone(),
-            compute: ComputeTarget::of(cfg),
-            spec: exec.clone(),
-        }),
-        crate::config::DriverConfig::Http(http) => Box::new(http::HttpDriver {
-            instance: cfg.name.clone(),
-            compute: ComputeTarget::of(cfg),
-            spec: http.clone(),
-        }),
     }
 }
 

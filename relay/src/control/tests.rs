@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::driver::{BoxFuture, Driver, RunningCompute};
+use super::driver::{Driver, RunningCompute};
 use super::*;
 use crate::config::{AuthMode, DriverConfig, InstanceConfig};
+use crate::future::BoxFuture;
 use crate::router::{KernelRoute, KernelRouteError};
 
 /// What the scripted driver does on each start, in order.
@@ -161,17 +162,17 @@ struct ScriptedRoute {
 }
 
 impl KernelRoute for ScriptedRoute {
-    fn install(&self) -> crate::router::BoxFuture<'_, Result<(), KernelRouteError>> {
+    fn install(&self) -> BoxFuture<'_, Result<(), KernelRouteError>> {
         self.log.lock().unwrap().push("install");
         Box::pin(async { Ok(()) })
     }
 
-    fn remove(&self) -> crate::router::BoxFuture<'_, Result<(), KernelRouteError>> {
+    fn remove(&self) -> BoxFuture<'_, Result<(), KernelRouteError>> {
         self.log.lock().unwrap().push("remove");
         Box::pin(async { Ok(()) })
     }
 
-    fn open_connections(&self) -> crate::router::BoxFuture<'_, Result<usize, KernelRouteError>> {
+    fn open_connections(&self) -> BoxFuture<'_, Result<usize, KernelRouteError>> {
         let mut counts = self.counts.lock().unwrap();
         let n = if counts.len() > 1 {
             counts.pop_front().unwrap()

@@ -20,7 +20,7 @@ use super::feed::{Change, Feed};
 use super::record::{FleetOpen, Keys, LockPurpose, LockRecord, OpenRecord, StateRecord};
 use super::{FleetConnections, FleetStore, Observed, StoreError};
 use crate::config::EtcdSettings;
-use crate::control::driver::BoxFuture;
+use crate::future::BoxFuture;
 use crate::lifecycle::Phase;
 
 /// A relay's membership of an etcd fleet.
@@ -257,7 +257,7 @@ async fn grant(
     let mut c = client.clone();
     let ttl_s = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
     let id = bounded(limit, c.lease_grant(ttl_s, None)).await?.id();
-    let value = format!("{} {}", std::process::id(), crate::ledger::now_ms());
+    let value = format!("{} {}", std::process::id(), crate::clock::now_ms());
     bounded(
         limit,
         c.put(
@@ -503,7 +503,7 @@ impl FleetStore for EtcdStore {
             let record = StateRecord {
                 phase,
                 relay: self.relay_id.clone(),
-                since_ms: crate::ledger::now_ms(),
+                since_ms: crate::clock::now_ms(),
                 rate_milli,
             };
             let lock = LockRecord {
@@ -559,7 +559,7 @@ impl FleetStore for EtcdStore {
             let record = StateRecord {
                 phase,
                 relay: self.relay_id.clone(),
-                since_ms: crate::ledger::now_ms(),
+                since_ms: crate::clock::now_ms(),
                 rate_milli,
             };
             let txn = Txn::new()

@@ -25,7 +25,7 @@ pub mod simulation;
 use std::sync::Arc;
 
 use crate::config::StoreSettings;
-use crate::control::driver::BoxFuture;
+use crate::future::BoxFuture;
 use crate::lifecycle::Phase;
 pub use record::{FleetOpen, LockPurpose, LockRecord, OpenRecord, StateRecord};
 

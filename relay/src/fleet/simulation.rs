@@ -164,7 +164,7 @@ impl Counted {
     async fn publish(&self, instance: &str, open: u64) -> Result<(), StoreError> {
         let record = OpenRecord {
             open,
-            idle_since_ms: crate::ledger::now_ms(),
+            idle_since_ms: crate::clock::now_ms(),
         };
         let r = self.inner.publish_open(instance, record).await;
         self.count(&self.requests.publish, r)
@@ -442,7 +442,7 @@ impl World {
                     .as_ref()
                     .filter(|s| s.relay != relay.inner.relay_id())
                 {
-                    let lag = crate::ledger::now_ms().saturating_sub(state.since_ms);
+                    let lag = crate::clock::now_ms().saturating_sub(state.since_ms);
                     self.propagation.record(Duration::from_millis(lag));
                 }
                 self.set_view(i, r, phase);
@@ -483,7 +483,7 @@ impl World {
                 continue;
             }
             // `fleet_idle`: the feed's view when it has one, else a read.
-            let now_ms = crate::ledger::now_ms();
+            let now_ms = crate::clock::now_ms();
             let idle = match relay.inner.open_hint(&name) {
                 Some(total) => total.idle_for(idle_ms, now_ms),
                 None => relay
@@ -505,7 +505,7 @@ impl World {
             let Ok(conns) = relay.connections(&name).await else {
                 continue;
             };
-            if !conns.total.idle_for(idle_ms, crate::ledger::now_ms()) {
+            if !conns.total.idle_for(idle_ms, crate::clock::now_ms()) {
                 continue;
             }
             if relay

@@ -220,7 +220,7 @@ where
     let cfg = &rt.instance.config;
     // P1, P2.
     // Timed (payload v2): the compute refuses the pair once it is older than a login can be held.
-    let scramble_a = Scramble::generate_timed(&mut rand::rngs::OsRng, crate::ledger::now_ms());
+    let scramble_a = Scramble::generate_timed(&mut rand::rngs::OsRng, crate::clock::now_ms());
     let mut greeting = rt.profile().greeting(rt.next_connection_id(), &scramble_a);
     // TLS is offered exactly when this instance has a certificate to serve.
     let tls = rt.tls.as_ref().map(|t| Arc::clone(&t.current().config));
@@ -295,7 +295,7 @@ where
                 ring: &ring,
                 scramble_a: &scramble_a,
                 client_addr: &client_addr,
-                now_ms: crate::ledger::now_ms(),
+                now_ms: crate::clock::now_ms(),
                 greetings: &rt.greetings,
             };
             let verdict =

@@ -168,7 +168,7 @@ impl ComputeSide {
     fn new(stream: DuplexStream, ring: Arc<KeyRing>) -> Self {
         Self {
             stream: PacketStream::new(stream, 1 << 20),
-            scramble_b: Scramble::generate_timed(&mut rand::rngs::OsRng, crate::ledger::now_ms()),
+            scramble_b: Scramble::generate_timed(&mut rand::rngs::OsRng, crate::clock::now_ms()),
             ring,
         }
     }
@@ -233,7 +233,7 @@ impl ComputeSide {
             &binding,
             ring,
             &mut replay,
-            crate::ledger::now_ms(),
+            crate::clock::now_ms(),
             Some(&Credential::from_password(PASSWORD)),
         )
         .is_ok()
@@ -733,7 +733,7 @@ async fn a_greeting_proven_with_another_key_gets_nothing() {
 #[tokio::test]
 async fn a_replayed_greeting_gets_nothing() {
     let rt = runtime(AuthMode::Dual);
-    let recorded = Scramble::generate_timed(&mut rand::rngs::OsRng, crate::ledger::now_ms());
+    let recorded = Scramble::generate_timed(&mut rand::rngs::OsRng, crate::clock::now_ms());
     let b = recorded.clone();
     let first = run(
         &rt,
@@ -1139,7 +1139,7 @@ fn only_a_compute_that_is_not_listening_is_retried() {
 }
 
 /// A runtime whose budgets are `config`.
-fn runtime_with_budgets(config: crate::budgets::BudgetConfig) -> InstanceRuntime {
+fn runtime_with_budgets(config: crate::config::BudgetSettings) -> InstanceRuntime {
     let mut rt = runtime(AuthMode::Dual);
     rt.budgets = Arc::new(Budgets::new(config));
     rt
@@ -1147,9 +1147,9 @@ fn runtime_with_budgets(config: crate::budgets::BudgetConfig) -> InstanceRuntime
 
 #[tokio::test]
 async fn failed_logins_past_the_source_budget_are_refused_without_a_wake() {
-    let rt = runtime_with_budgets(crate::budgets::BudgetConfig {
+    let rt = runtime_with_budgets(crate::config::BudgetSettings {
         failed_logins_per_source: 2,
-        ..crate::config::BudgetSettings::default().to_budget_config()
+        ..crate::config::BudgetSettings::default()
     });
     for _ in 0..2 {
         let r = run(
@@ -1190,9 +1190,9 @@ async fn failed_logins_past_the_source_budget_are_refused_without_a_wake() {
 
 #[tokio::test]
 async fn a_successful_login_counts_no_failure_and_a_wake_budget_refuses_only_wakes() {
-    let rt = runtime_with_budgets(crate::budgets::BudgetConfig {
+    let rt = runtime_with_budgets(crate::config::BudgetSettings {
         wakes_per_user: 1,
-        ..crate::config::BudgetSettings::default().to_budget_config()
+        ..crate::config::BudgetSettings::default()
     });
     let accept = |mut c: ComputeSide| async move {
         c.greet().await;

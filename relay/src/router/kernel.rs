@@ -12,7 +12,8 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt as _;
 
 use super::nft::{self, Dnat};
-use super::{BoxFuture, KernelRoute, conntrack};
+use super::{KernelRoute, conntrack};
+use crate::future::BoxFuture;
 
 /// Bound on each `nft` or `conntrack` command: a transaction on a small table takes
 /// milliseconds; a command that hangs must not hold a pause or a wake forever.

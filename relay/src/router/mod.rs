@@ -24,13 +24,9 @@ pub mod conntrack;
 pub mod kernel;
 pub mod nft;
 
-use std::future::Future;
-use std::pin::Pin;
-
 pub use kernel::KernelRouteError;
 
-/// A boxed future, so routes can be trait objects.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+use crate::future::BoxFuture;
 
 /// One instance's route in the kernel.
 pub trait KernelRoute: Send + Sync {

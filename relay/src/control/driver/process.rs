@@ -30,9 +30,10 @@ use tokio::process::Command;
 use tokio::sync::{Notify, watch};
 
 use super::cgroup::Cgroup;
-use super::driver::{BoxFuture, Driver, RunningCompute, WakeError};
-use super::{listener_owner, readiness};
+use super::{Driver, RunningCompute, WakeError};
 use crate::capacity::Ccu;
+use crate::control::{listener_owner, readiness};
+use crate::future::BoxFuture;
 
 /// How often an adopted (non-child) compute is checked for exit.
 const ADOPTED_POLL: Duration = Duration::from_millis(200);
@@ -398,7 +399,7 @@ impl ProcessCompute {
 
 impl RunningCompute for ProcessCompute {
     fn wait_exit(&self) -> BoxFuture<'_, String> {
-        Box::pin(super::driver::exit_reason(self.exited.clone(), "unknown"))
+        Box::pin(super::exit_reason(self.exited.clone(), "unknown"))
     }
 
     fn stop(&self) -> BoxFuture<'_, ()> {

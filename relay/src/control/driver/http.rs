@@ -15,7 +15,7 @@ use std::fmt;
 
 use hyper::{Method, StatusCode};
 
-use super::driver::{ExternalControl, RunningCompute, Watched};
+use super::{ExternalControl, RunningCompute, Watched};
 use crate::config::HttpSpec;
 use crate::http_client::{self, HttpError};
 

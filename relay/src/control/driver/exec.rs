@@ -21,9 +21,9 @@ use tokio::process::Command;
 /// the pipes open for ever).
 const OUTPUT_GRACE: Duration = Duration::from_millis(100);
 
-use super::driver::{ExternalControl, RunningCompute, Watched};
-use super::readiness;
+use super::{ExternalControl, RunningCompute, Watched};
 use crate::config::ExecSpec;
+use crate::control::readiness;
 
 /// Consecutive failed probes before a compute without a status command counts as gone.
 const PROBE_FAILURES_TO_EXIT: u32 = 3;

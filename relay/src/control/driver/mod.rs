@@ -1,14 +1,18 @@
 //! The driver seam (architecture.md §4, §6): how a compute is started, watched and stopped. The
 //! process driver is the embedded default; exec, http and Kubernetes drivers plug in here.
 
-use std::future::Future;
-use std::pin::Pin;
+pub mod cgroup;
+pub mod exec;
+pub mod http;
+pub mod process;
 
+use std::future::Future;
+use std::path::Path;
 use std::time::Duration;
 
-use super::readiness;
 use crate::capacity::Ccu;
 use crate::compute_conn::ComputeTarget;
+use crate::control::readiness;
 
 /// Why an instance could not be woken.
 #[derive(Debug, Clone)]
@@ -68,8 +72,7 @@ impl std::fmt::Display for WakeError {
 
 impl std::error::Error for WakeError {}
 
-/// A boxed future, so drivers can be trait objects.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+use crate::future::BoxFuture;
 
 /// Starts computes.
 pub trait Driver: Send + Sync {
@@ -263,5 +266,41 @@ impl<D: ExternalControl> RunningCompute for Watched<D> {
                 tracing::error!(instance = %self.driver.instance(), error = %e, "stop failed; the compute may still run");
             }
         })
+    }
+}
+
+/// Builds the driver for an instance's configuration.
+#[must_use]
+pub fn driver_for(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box<dyn Driver> {
+    match &cfg.driver {
+        crate::config::DriverConfig::Process {
+            command,
+            cwd,
+            stop_grace,
+        } => Box::new(process::ProcessDriver {
+            instance: cfg.name.clone(),
+            command: command.clone(),
+            cwd: cwd.clone(),
+            compute: ComputeTarget::of(cfg),
+            stop_grace: *stop_grace,
+            pid_file: state_dir.join("pids").join(format!("{}.pid", cfg.name)),
+            cgroup: (cfg.capacity.is_some() || cfg.stop_after.is_some()).then(|| {
+                process::CgroupPlan {
+                    root: cgroup::ROOT.into(),
+                    name: cgroup::name_for(&cfg.name, state_dir),
+                    limits: cfg.capacity.map(|c| (c.resume, c.max)),
+                }
+            }),
+        }),
+        crate::config::DriverConfig::Exec(exec) => Box::new(exec::ExecDriver {
+            instance: cfg.name.clone(),
+            compute: ComputeTarget::of(cfg),
+            spec: exec.clone(),
+        }),
+        crate::config::DriverConfig::Http(http) => Box::new(http::HttpDriver {
+            instance: cfg.name.clone(),
+            compute: ComputeTarget::of(cfg),
+            spec: http.clone(),
+        }),
     }
 }
