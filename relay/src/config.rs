@@ -24,7 +24,6 @@ use serde::{Deserialize, Deserializer};
 
 use crate::capacity::{CapacityConfig, Ccu};
 use crate::duration;
-use crate::tls::{ComputeTlsMode, TlsSettings};
 
 /// Default wait for a paused instance to become ready.
 pub const DEFAULT_RESUME_TIMEOUT: Duration = Duration::from_secs(15);
@@ -116,7 +115,7 @@ pub struct RelaySettings {
     pub budgets: BudgetSettings,
     /// The nftables table of the kernel route (`route = "nftables"`); none means
     /// `perceptron_` and a hash of `state_dir` (see `crate::router::nft`).
-    #[serde(default, deserialize_with = "nftables_table")]
+    #[serde(default)]
     pub nftables_table: Option<String>,
     /// `[relay.store]`: where instance state lives; `local` (this relay's `state_dir`) unless
     /// the relay is one of a fleet.
@@ -262,6 +261,48 @@ impl RouteMode {
             Self::Nftables => "nftables",
         }
     }
+}
+
+/// `[instance.tls]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSettings {
+    /// The certificate chain served to clients (PEM, leaf first).
+    pub cert: PathBuf,
+    /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1); owner-only permissions.
+    pub key: PathBuf,
+    /// CA certificates (PEM) client certificates must chain to: mutual TLS. Without it the
+    /// relay asks for no client certificate.
+    #[serde(default)]
+    pub client_ca: Option<PathBuf>,
+    /// The oldest TLS version accepted.
+    #[serde(default)]
+    pub min_version: TlsVersion,
+}
+
+/// `min_version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub enum TlsVersion {
+    /// TLS 1.2 and 1.3 (the default: MySQL 5.7-era clients and Connector/J 5 stop at 1.2).
+    #[default]
+    #[serde(rename = "1.2")]
+    Tls12,
+    /// TLS 1.3 only.
+    #[serde(rename = "1.3")]
+    Tls13,
+}
+/// `compute_tls`: TLS on the compute leg of a relayed login.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ComputeTlsMode {
+    /// Plaintext (a trusted network between relay and compute).
+    #[default]
+    Off,
+    /// TLS without checking the compute's certificate: encryption against a passive
+    /// observer only.
+    On,
+    /// TLS, the compute's certificate checked against `compute_ca` and its name.
+    Verify,
 }
 
 /// One `[[instance]]`.
@@ -1010,10 +1051,7 @@ impl Config {
                                compute's cgroup); other drivers pause by stopping";
                 return Err(ConfigError::invalid(path, key("stop_after"), message));
             }
-            let tls = inst
-                .tls
-                .map(|t| tls_fits(t, base, path, &key("tls")))
-                .transpose()?;
+            let tls = inst.tls.map(|t| tls_paths(t, base));
             if inst.require_secure_transport && tls.is_none() {
                 let message = "needs [instance.tls]: without a certificate no client could log in";
                 return Err(ConfigError::invalid(
@@ -1027,22 +1065,10 @@ impl Config {
                 let message = "only used with compute_tls = \"verify\"";
                 return Err(ConfigError::invalid(path, key("compute_ca"), message));
             }
-            let compute_name = inst
-                .compute_tls_name
-                .clone()
-                .unwrap_or_else(|| inst.compute.ip().to_string());
-            crate::tls::compute_client(inst.compute_tls, compute_ca.as_deref(), &compute_name)
-                .map_err(|message| {
-                    let field =
-                        if inst.compute_tls_name.is_some() && message.contains("not a DNS name") {
-                            "compute_tls_name"
-                        } else if compute_ca.is_none() {
-                            "compute_tls"
-                        } else {
-                            "compute_ca"
-                        };
-                    ConfigError::invalid(path, key(field), message)
-                })?;
+            if inst.compute_tls == ComputeTlsMode::Verify && compute_ca.is_none() {
+                let message = "compute_tls = \"verify\" needs compute_ca";
+                return Err(ConfigError::invalid(path, key("compute_tls"), message));
+            }
             instances.push(InstanceConfig {
                 tls,
                 require_secure_transport: inst.require_secure_transport,
@@ -1083,17 +1109,6 @@ fn etcd_fits(etcd: &EtcdSettings, path: &Path) -> Result<(), ConfigError> {
         return Err(ConfigError::invalid(
             path,
             "relay.store.endpoints".into(),
-            message,
-        ));
-    }
-    if crate::fleet::record::relay_id(&etcd.relay_id).is_none() {
-        let message = format!(
-            "'{}' cannot name a relay: use 1-64 characters of A-Z a-z 0-9 . _ -",
-            etcd.relay_id
-        );
-        return Err(ConfigError::invalid(
-            path,
-            "relay.store.relay_id".into(),
             message,
         ));
     }
@@ -1197,18 +1212,6 @@ fn kernel_route_fits(
     Ok(())
 }
 
-/// `relay.nftables_table`: a name the relay may own (see `crate::router::nft`).
-fn nftables_table<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
-    let name = String::deserialize(deserializer)?;
-    if !crate::router::nft::valid_table_name(&name) {
-        return Err(D::Error::custom(format!(
-            "'{name}' must be perceptron_ followed by 1 to 48 of a-z 0-9 _ (the relay deletes \
-             and recreates this table, so it cannot name anyone else's)"
-        )));
-    }
-    Ok(Some(name))
-}
-
 /// `[instance.driver]` (at `key`): `kind` picks the type the other keys are read into.
 fn driver(
     mut table: toml::Table,
@@ -1282,20 +1285,13 @@ fn driver(
     })
 }
 
-/// `[instance.tls]` with its paths resolved, loaded once to prove it works (the relay loads
-/// it again when it starts, and on every reload).
-fn tls_fits(
-    mut tls: TlsSettings,
-    base: &Path,
-    path: &Path,
-    key: &str,
-) -> Result<TlsSettings, ConfigError> {
+/// `[instance.tls]` with its paths resolved (`relay check` and `run` load it before anything
+/// listens: see `preflight`).
+fn tls_paths(mut tls: TlsSettings, base: &Path) -> TlsSettings {
     tls.cert = rebase(base, &tls.cert);
     tls.key = rebase(base, &tls.key);
     tls.client_ca = tls.client_ca.map(|p| rebase(base, &p));
-    crate::tls::load(&tls)
-        .map_err(|e| ConfigError::invalid(path, format!("{key}.{}", e.file.key()), e))?;
-    Ok(tls)
+    tls
 }
 
 /// What a missing required key reports.
@@ -1633,15 +1629,6 @@ command = ["server-shim", "run"]
                 GOOD.replace("auth = \"dual\"", "auth = \"dual\"\nroute = \"iptables\""),
                 "instance[0].route: unknown variant `iptables`, expected `pump` or `nftables`",
             ),
-            (
-                GOOD.replace(
-                    "admin_listen = \"127.0.0.1:9100\"",
-                    "admin_listen = \"127.0.0.1:9100\"\nnftables_table = \"filter\"",
-                ),
-                "relay.nftables_table: 'filter' must be perceptron_ followed by 1 to 48 of a-z \
-                 0-9 _ (the relay deletes and recreates this table, so it cannot name anyone \
-                 else's)",
-            ),
         ];
         for (text, want) in cases {
             assert_eq!(parse(&text).unwrap_err(), format!("{file}: {want}"));
@@ -1660,7 +1647,6 @@ command = ["server-shim", "run"]
         assert!(parse(&two).unwrap_err().contains("instance[1].listen"));
     }
 
-    /// `GOOD` with `from` replaced by `to` (which must be there), or the error it gives.
     #[test]
     fn a_fleet_store_is_parsed_and_checked() {
         let exec = "kind = \"exec\"\nstart = [\"up\"]\nstop = [\"down\"]\n";
@@ -1695,10 +1681,6 @@ command = ["server-shim", "run"]
         assert!(etcd.tls());
         let file = "/etc/perceptron/relay.toml";
         for (text, message) in [
-            (
-                fleet(&store.replace("relay-a", "relay/a")),
-                "relay.store.relay_id: 'relay/a' cannot name a relay",
-            ),
             (
                 fleet(&store.replace("[\"http://127.0.0.1:2379\"]", "[]")),
                 "relay.store.endpoints: list at least one etcd endpoint",
@@ -1737,6 +1719,7 @@ command = ["server-shim", "run"]
         }
     }
 
+    /// `GOOD` with `from` replaced by `to` (which must be there), or the error it gives.
     fn error_after(from: &str, to: &str) -> String {
         assert!(GOOD.contains(from), "{from}");
         parse(&GOOD.replacen(from, to, 1)).unwrap_err()
@@ -1933,8 +1916,7 @@ command = ["server-shim", "run"]
     }
 
     #[test]
-    fn tls_is_loaded_and_its_errors_name_the_key() {
-        use std::os::unix::fs::PermissionsExt as _;
+    fn tls_paths_are_resolved_and_its_errors_name_the_key() {
         let pki = crate::tls::tests::Pki::new("config");
         let dir = pki.settings.cert.parent().unwrap().to_owned();
         let config_path = dir.join("relay.toml");
@@ -1948,20 +1930,7 @@ command = ["server-shim", "run"]
         let t = inst.tls.as_ref().unwrap();
         assert_eq!(t.cert, dir.join("server.pem"));
         assert_eq!(t.client_ca.as_deref(), Some(dir.join("ca.pem").as_path()));
-        assert_eq!(t.min_version, crate::tls::TlsVersion::Tls13);
-
-        std::fs::set_permissions(&pki.settings.key, std::fs::Permissions::from_mode(0o640))
-            .unwrap();
-        let e = Config::parse(&with(tls), &config_path).unwrap_err();
-        assert_eq!(e.key.as_deref(), Some("instance[0].tls.key"));
-        assert!(e.to_string().contains("mode 0640"), "{e}");
-
-        let e = Config::parse(
-            &with("[instance.tls]\ncert = \"nope.pem\"\nkey = \"server.key\""),
-            &config_path,
-        )
-        .unwrap_err();
-        assert_eq!(e.key.as_deref(), Some("instance[0].tls.cert"));
+        assert_eq!(t.min_version, crate::config::TlsVersion::Tls13);
 
         let e = Config::parse(&with("[instance.tls]\ncert = \"server.pem\""), &config_path)
             .unwrap_err();
@@ -1987,12 +1956,6 @@ command = ["server-shim", "run"]
         assert_eq!(e.key.as_deref(), Some("instance[0].compute_tls"));
         assert!(e.to_string().ends_with("needs compute_ca"), "{e}");
         let e = Config::parse(&with("compute_ca = \"ca.pem\""), &config_path).unwrap_err();
-        assert_eq!(e.key.as_deref(), Some("instance[0].compute_ca"));
-        let e = Config::parse(
-            &with("compute_tls = \"verify\"\ncompute_ca = \"nope.pem\""),
-            &config_path,
-        )
-        .unwrap_err();
         assert_eq!(e.key.as_deref(), Some("instance[0].compute_ca"));
         let e = Config::parse(&with("compute_tls = \"sometimes\""), &config_path).unwrap_err();
         assert_eq!(e.key.as_deref(), Some("instance[0].compute_tls"));

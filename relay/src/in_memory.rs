@@ -80,7 +80,7 @@ pub fn runtime_with(
         route: RouteMode::Pump,
         tls: None,
         require_secure_transport: false,
-        compute_tls: crate::tls::ComputeTlsMode::Off,
+        compute_tls: crate::config::ComputeTlsMode::Off,
         compute_ca: None,
         compute_tls_name: None,
         driver: DriverConfig::Process {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::config::{Config, DriverConfig, RouteMode};
+use crate::config::{Config, DriverConfig, RouteMode, StoreSettings};
 
 /// One thing wrong with a configuration, as `relay check` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,8 +59,46 @@ pub fn check(config: &Config) -> Vec<Problem> {
     for (key, message) in address_clashes(config) {
         problem(&key, message);
     }
+    if let Some(table) = &config.relay.nftables_table {
+        if !crate::router::nft::valid_table_name(table) {
+            problem(
+                "relay.nftables_table",
+                format!(
+                    "'{table}' must be perceptron_ followed by 1 to 48 of a-z 0-9 _ (the relay \
+                     deletes and recreates this table, so it cannot name anyone else's)"
+                ),
+            );
+        }
+    }
+    if let StoreSettings::Etcd(etcd) = &config.relay.store {
+        if crate::fleet::record::relay_id(&etcd.relay_id).is_none() {
+            problem(
+                "relay.store.relay_id",
+                format!(
+                    "'{}' cannot name a relay: use 1-64 characters of A-Z a-z 0-9 . _ -",
+                    etcd.relay_id
+                ),
+            );
+        }
+    }
     for (i, inst) in config.instances.iter().enumerate() {
         let key = |field: &str| format!("instance[{i}].{field}");
+        // TLS files are loaded here, once, to prove they work; the relay loads them again when
+        // it starts and on every reload.
+        if let Some(tls) = &inst.tls {
+            if let Err(e) = crate::tls::load(tls) {
+                problem(&key(&format!("tls.{}", e.file.key())), e.to_string());
+            }
+        }
+        let compute_name = inst
+            .compute_tls_name
+            .clone()
+            .unwrap_or_else(|| inst.compute.ip().to_string());
+        if let Err(e) =
+            crate::tls::compute_client(inst.compute_tls, inst.compute_ca.as_deref(), &compute_name)
+        {
+            problem(&key(e.key()), e.to_string());
+        }
         match &inst.driver {
             DriverConfig::Process { command, cwd, .. } => {
                 if !cwd.is_dir() {
@@ -363,6 +401,81 @@ mod tests {
 
     fn addr(s: &str) -> SocketAddr {
         s.parse().unwrap()
+    }
+
+    /// The problems `check` finds under `key` for the configuration `text` (its other
+    /// problems, such as a missing key file, are not this test's).
+    fn problems_at(text: &str, config_path: &Path, key: &str) -> Vec<String> {
+        let config = Config::parse(text, config_path).unwrap();
+        check(&config)
+            .into_iter()
+            .filter(|p| p.key == key)
+            .map(|p| p.message)
+            .collect()
+    }
+
+    const MINIMAL: &str = "[relay]\nstate_dir = \"state\"\nkey_file = \"k\"\n\
+        admin_listen = \"127.0.0.1:9100\"\n\
+        [[instance]]\nname = \"demo\"\nlisten = \"127.0.0.1:3306\"\ncompute = \"127.0.0.1:13306\"\n\
+        [instance.driver]\nkind = \"exec\"\nstart = [\"true\"]\nstop = [\"true\"]\n";
+
+    #[test]
+    fn tls_files_are_loaded_and_each_error_names_its_key() {
+        use crate::tls::tests::Pki;
+        let pki = Pki::new("preflight");
+        let dir = pki.settings.cert.parent().unwrap().to_owned();
+        let config_path = dir.join("relay.toml");
+        let with = |extra: &str| {
+            MINIMAL.replace("[instance.driver]", &format!("{extra}\n[instance.driver]"))
+        };
+        let tls = "[instance.tls]\ncert = \"server.pem\"\nkey = \"server.key\"";
+        assert!(problems_at(&with(tls), &config_path, "instance[0].tls.key").is_empty());
+        std::fs::set_permissions(&pki.settings.key, std::fs::Permissions::from_mode(0o640))
+            .unwrap();
+        let found = problems_at(&with(tls), &config_path, "instance[0].tls.key");
+        assert!(
+            found.len() == 1 && found[0].contains("mode 0640"),
+            "{found:?}"
+        );
+        let nope = "[instance.tls]\ncert = \"nope.pem\"\nkey = \"server.key\"";
+        assert_eq!(
+            problems_at(&with(nope), &config_path, "instance[0].tls.cert").len(),
+            1
+        );
+        let ca = "compute_tls = \"verify\"\ncompute_ca = \"nope.pem\"";
+        let found = problems_at(&with(ca), &config_path, "instance[0].compute_ca");
+        assert!(
+            found.len() == 1 && found[0].contains("nope.pem"),
+            "{found:?}"
+        );
+        let ca = "compute_tls = \"verify\"\ncompute_ca = \"ca.pem\"";
+        assert!(problems_at(&with(ca), &config_path, "instance[0].compute_ca").is_empty());
+        let name = format!("{ca}\ncompute_tls_name = \"not a name\"");
+        let found = problems_at(&with(&name), &config_path, "instance[0].compute_tls_name");
+        assert_eq!(found, ["'not a name' is not a DNS name or an IP address"]);
+    }
+
+    #[test]
+    fn names_the_relay_owns_are_checked_by_their_owners() {
+        let path = Path::new("/etc/perceptron/relay.toml");
+        let table = MINIMAL.replace(
+            "admin_listen = \"127.0.0.1:9100\"",
+            "admin_listen = \"127.0.0.1:9100\"\nnftables_table = \"filter\"",
+        );
+        assert_eq!(
+            problems_at(&table, path, "relay.nftables_table"),
+            [
+                "'filter' must be perceptron_ followed by 1 to 48 of a-z 0-9 _ (the relay deletes \
+              and recreates this table, so it cannot name anyone else's)"
+            ]
+        );
+        let store = "[relay.store]\nkind = \"etcd\"\nendpoints = [\"http://127.0.0.1:2379\"]\n\
+                     relay_id = \"relay/a\"\n\n[[instance]]";
+        let fleet = MINIMAL.replacen("[[instance]]", store, 1);
+        assert_eq!(
+            problems_at(&fleet, path, "relay.store.relay_id"),
+            ["'relay/a' cannot name a relay: use 1-64 characters of A-Z a-z 0-9 . _ -"]
+        );
     }
 
     #[test]

@@ -72,7 +72,7 @@ pub enum StartError {
         /// The instance.
         instance: String,
         /// What is wrong.
-        message: String,
+        source: crate::tls::ComputeTlsError,
     },
     /// Another relay holds the state directory's lock.
     Locked(crate::preflight::LockError),
@@ -109,8 +109,8 @@ impl std::fmt::Display for StartError {
                  {table}; or set route = \"pump\")"
             ),
             Self::Fleet(e) => write!(f, "relay.store: cannot join the fleet: {e}"),
-            Self::ComputeTls { instance, message } => {
-                write!(f, "instance '{instance}': compute_tls: {message}")
+            Self::ComputeTls { instance, source } => {
+                write!(f, "instance '{instance}': {}: {source}", source.key())
             }
             Self::Tls { instance, source } => {
                 write!(
@@ -132,7 +132,7 @@ impl std::error::Error for StartError {
             Self::KernelRoute { source, .. } => Some(source),
             Self::Fleet(e) => Some(e),
             Self::Tls { source, .. } => Some(source),
-            Self::ComputeTls { .. } => None,
+            Self::ComputeTls { source, .. } => Some(source),
             Self::Locked(e) => Some(e),
         }
     }
@@ -301,9 +301,9 @@ async fn serve(
                 .clone()
                 .unwrap_or_else(|| cfg.compute.ip().to_string()),
         )
-        .map_err(|message| StartError::ComputeTls {
+        .map_err(|source| StartError::ComputeTls {
             instance: cfg.name.clone(),
-            message,
+            source,
         })?;
         let listener = listener::listen(cfg.listen).map_err(|source| StartError::Bind {
             instance: cfg.name.clone(),
@@ -505,7 +505,7 @@ async fn reload_certificates(runtimes: Vec<Arc<InstanceRuntime>>, shutdown: Canc
 
 /// Size and modification time of each file of `settings` (`None` for one that cannot be
 /// read): a change of any of them calls for a reload.
-fn file_stamps(settings: &crate::tls::TlsSettings) -> Vec<Option<(u64, std::time::SystemTime)>> {
+fn file_stamps(settings: &crate::config::TlsSettings) -> Vec<Option<(u64, std::time::SystemTime)>> {
     [
         Some(&settings.cert),
         Some(&settings.key),

@@ -24,37 +24,9 @@ use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// `[instance.tls]`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TlsSettings {
-    /// The certificate chain served to clients (PEM, leaf first).
-    pub cert: PathBuf,
-    /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1); owner-only permissions.
-    pub key: PathBuf,
-    /// CA certificates (PEM) client certificates must chain to: mutual TLS. Without it the
-    /// relay asks for no client certificate.
-    #[serde(default)]
-    pub client_ca: Option<PathBuf>,
-    /// The oldest TLS version accepted.
-    #[serde(default)]
-    pub min_version: TlsVersion,
-}
-
-/// `min_version`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-pub enum TlsVersion {
-    /// TLS 1.2 and 1.3 (the default: MySQL 5.7-era clients and Connector/J 5 stop at 1.2).
-    #[default]
-    #[serde(rename = "1.2")]
-    Tls12,
-    /// TLS 1.3 only.
-    #[serde(rename = "1.3")]
-    Tls13,
-}
+use crate::config::{ComputeTlsMode, TlsSettings, TlsVersion};
 
 /// Which file of `[instance.tls]` a load error is about (the config key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -441,20 +413,6 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     Ok(ClientStream::Tls(Box::new(accepted)))
 }
 
-/// `compute_tls`: TLS on the compute leg of a relayed login.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ComputeTlsMode {
-    /// Plaintext (a trusted network between relay and compute).
-    #[default]
-    Off,
-    /// TLS without checking the compute's certificate: encryption against a passive
-    /// observer only.
-    On,
-    /// TLS, the compute's certificate checked against `compute_ca` and its name.
-    Verify,
-}
-
 /// What the relay needs to speak TLS to a compute.
 #[derive(Debug, Clone)]
 pub struct ComputeTls {
@@ -464,19 +422,62 @@ pub struct ComputeTls {
     pub name: rustls_pki_types::ServerName<'static>,
 }
 
+/// Why the compute leg's TLS client cannot be built.
+#[derive(Debug)]
+pub enum ComputeTlsError {
+    /// `compute_tls = "verify"` without `compute_ca`.
+    NoCa,
+    /// `compute_ca` is unreadable, holds no certificate or an unusable one.
+    Ca {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The name the certificate must carry is neither a DNS name nor an IP address.
+    Name(String),
+    /// rustls refused the protocol versions (not with the `ring` provider's defaults).
+    Protocol(rustls::Error),
+}
+
+impl ComputeTlsError {
+    /// The instance key to blame.
+    #[must_use]
+    pub const fn key(&self) -> &'static str {
+        match self {
+            Self::NoCa | Self::Protocol(_) => "compute_tls",
+            Self::Ca { .. } => "compute_ca",
+            Self::Name(_) => "compute_tls_name",
+        }
+    }
+}
+
+impl std::fmt::Display for ComputeTlsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoCa => f.write_str("compute_tls = \"verify\" needs compute_ca"),
+            Self::Ca { path, problem } => write!(f, "{}: {problem}", path.display()),
+            Self::Name(name) => write!(f, "'{name}' is not a DNS name or an IP address"),
+            Self::Protocol(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ComputeTlsError {}
+
 /// Builds the compute leg's TLS client for `mode` (`None` for `off`).
 ///
 /// # Errors
-/// A message about `ca` (unreadable, no certificate) or `name` (not a DNS name or address).
+/// [`ComputeTlsError`]: about `ca` (missing, unreadable, no certificate) or `name`.
 pub fn compute_client(
     mode: ComputeTlsMode,
     ca: Option<&Path>,
     name: &str,
-) -> Result<Option<ComputeTls>, String> {
+) -> Result<Option<ComputeTls>, ComputeTlsError> {
     let provider = provider();
     let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
+        .map_err(ComputeTlsError::Protocol)?;
     let config = match mode {
         ComputeTlsMode::Off => return Ok(None),
         ComputeTlsMode::On => builder
@@ -484,18 +485,22 @@ pub fn compute_client(
             .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
             .with_no_client_auth(),
         ComputeTlsMode::Verify => {
-            let ca = ca.ok_or("compute_tls = \"verify\" needs compute_ca")?;
+            let ca = ca.ok_or(ComputeTlsError::NoCa)?;
+            let ca_error = |problem| ComputeTlsError::Ca {
+                path: ca.to_owned(),
+                problem,
+            };
             let mut roots = rustls::RootCertStore::empty();
-            for cert in read_certs(ca).map_err(|p| format!("{}: {p}", ca.display()))? {
+            for cert in read_certs(ca).map_err(ca_error)? {
                 roots
                     .add(cert)
-                    .map_err(|e| format!("{}: unusable CA: {e}", ca.display()))?;
+                    .map_err(|e| ca_error(format!("unusable CA: {e}")))?;
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         }
     };
     let name = rustls_pki_types::ServerName::try_from(name.to_owned())
-        .map_err(|_| format!("'{name}' is not a DNS name or an IP address"))?;
+        .map_err(|_| ComputeTlsError::Name(name.to_owned()))?;
     Ok(Some(ComputeTls {
         config: Arc::new(config),
         name,

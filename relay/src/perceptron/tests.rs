@@ -1309,7 +1309,7 @@ mod tls {
     use crate::tls::TlsFailure;
     use crate::tls::tests::Pki;
 
-    fn tls_runtime(settings: crate::tls::TlsSettings, require: bool) -> InstanceRuntime {
+    fn tls_runtime(settings: crate::config::TlsSettings, require: bool) -> InstanceRuntime {
         let key = PerceptronKey::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);
         crate::in_memory::runtime_with(
             AuthMode::Dual,
