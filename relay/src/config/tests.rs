@@ -1,0 +1,658 @@
+use std::path::Path;
+
+use super::*;
+
+const GOOD: &str = r#"
+[relay]
+state_dir = "state"
+key_file = "perceptron.key"
+admin_listen = "127.0.0.1:9100"
+
+[[instance]]
+name = "demo"
+listen = "127.0.0.1:3306"
+compute = "127.0.0.1:13306"
+auth = "dual"
+resume_timeout = "15s"
+handshake_timeout = "10s"
+idle_pause_after = "5m"
+[instance.driver]
+kind = "process"
+command = ["server-shim", "run"]
+"#;
+
+fn parse(text: &str) -> Result<Config, String> {
+    Config::parse(text, Path::new("/etc/perceptron/relay.toml")).map_err(|e| e.to_string())
+}
+
+#[test]
+fn parses_the_documented_example() {
+    let c = parse(GOOD).unwrap();
+    assert_eq!(c.relay.state_dir, Path::new("/etc/perceptron/state"));
+    assert_eq!(
+        c.relay.key_file,
+        Path::new("/etc/perceptron/perceptron.key")
+    );
+    let i = &c.instances[0];
+    assert_eq!(i.name, "demo");
+    assert_eq!(i.resume_timeout, Duration::from_secs(15));
+    assert_eq!(i.idle_pause_after, Duration::from_secs(300));
+    let DriverConfig::Process { command, cwd, .. } = &i.driver else {
+        panic!("process driver expected");
+    };
+    assert_eq!(command, &["server-shim", "run"]);
+    assert_eq!(cwd, Path::new("/etc/perceptron"));
+    assert_eq!(c.relay.worker_threads, None);
+    assert_eq!(
+        c.relay.max_pending_connections,
+        DEFAULT_MAX_PENDING_CONNECTIONS
+    );
+    assert_eq!(
+        c.relay.max_pending_per_source,
+        DEFAULT_MAX_PENDING_PER_SOURCE
+    );
+    assert_eq!(i.max_pending_connections, DEFAULT_INSTANCE_MAX_PENDING);
+    assert_eq!(c.relay.budgets, BudgetSettings::default());
+    assert_eq!(c.relay.budgets.failed_logins_per_source, 20);
+    assert_eq!(i.health_check_users, ["haproxy"]);
+    let tuned = parse(&GOOD.replace(
+        "[[instance]]",
+        "[relay.budgets]\nwindow = \"10m\"\nwakes_per_user = 0\n\n[[instance]]\nhealth_check_users = []",
+    ))
+    .unwrap();
+    assert_eq!(tuned.relay.budgets.window, Duration::from_secs(600));
+    assert_eq!(tuned.relay.budgets.wakes_per_user, 0);
+    assert_eq!(
+        tuned.relay.budgets.wakes_per_source,
+        DEFAULT_WAKES_PER_SOURCE
+    );
+    assert!(tuned.instances[0].health_check_users.is_empty());
+    assert!(
+        parse(&GOOD.replace("[[instance]]", "[relay.budgets]\nwakes = 3\n\n[[instance]]"))
+            .unwrap_err()
+            .contains("relay.budgets.wakes: unknown key")
+    );
+    assert!(
+        parse(&GOOD.replace(
+            "[[instance]]",
+            "[relay.budgets]\nblock_for = \"0s\"\n\n[[instance]]"
+        ))
+        .unwrap_err()
+        .contains("relay.budgets.block_for: must be at least 1s")
+    );
+    let one = parse(&GOOD.replace("[relay]", "[relay]\nworker_threads = 1")).unwrap();
+    assert_eq!(one.relay.worker_threads, Some(1));
+}
+
+#[test]
+fn errors_name_the_file_and_key() {
+    let cases = [
+        (
+            GOOD.replace("\"15s\"", "\"15\""),
+            "instance[0].resume_timeout",
+        ),
+        (
+            GOOD.replace("127.0.0.1:13306", "localhost"),
+            "instance[0].compute",
+        ),
+        (GOOD.replace("\"dual\"", "\"magic\""), "instance[0].auth"),
+        (
+            GOOD.replace("\"process\"", "\"k8s\""),
+            "instance[0].driver.kind",
+        ),
+        (
+            GOOD.replace("\"5m\"", "\"0s\""),
+            "instance[0].idle_pause_after",
+        ),
+        (
+            GOOD.replace("command = [\"server-shim\", \"run\"]", "command = []"),
+            "instance[0].driver.command",
+        ),
+        (
+            GOOD.replace("handshake_timeout", "handshake_timout"),
+            "handshake_timout",
+        ),
+        (
+            GOOD.replace("[relay]", "[relay]\nworker_threads = 0"),
+            "relay.worker_threads",
+        ),
+        (
+            GOOD.replace("[relay]", "[relay]\nworker_threads = -2"),
+            "relay.worker_threads",
+        ),
+    ];
+    for (text, key) in cases {
+        let e = parse(&text).unwrap_err();
+        assert!(e.starts_with("/etc/perceptron/relay.toml: "), "{e}");
+        assert!(e.contains(key), "expected {key} in: {e}");
+    }
+}
+
+#[test]
+fn parses_exec_and_http_drivers() {
+    let exec = GOOD.replace(
+        "kind = \"process\"\ncommand = [\"server-shim\", \"run\"]",
+        "kind = \"exec\"\nstart = [\"systemctl\", \"start\", \"db\"]\nstop = [\"systemctl\", \"stop\", \"db\"]\ncommand_timeout = \"20s\"",
+    );
+    let c = parse(&exec).unwrap();
+    let DriverConfig::Exec(spec) = &c.instances[0].driver else {
+        panic!("exec driver expected");
+    };
+    assert_eq!(spec.start, ["systemctl", "start", "db"]);
+    assert_eq!(spec.status, None);
+    assert_eq!(spec.command_timeout, Duration::from_secs(20));
+    let no_stop = exec.replace("stop = [\"systemctl\", \"stop\", \"db\"]\n", "");
+    assert!(
+        parse(&no_stop)
+            .unwrap_err()
+            .contains("instance[0].driver.stop")
+    );
+
+    let http = GOOD.replace(
+        "kind = \"process\"\ncommand = [\"server-shim\", \"run\"]",
+        "kind = \"http\"\nurl = \"http://10.0.0.5:8080/v1/\"",
+    );
+    let c = parse(&http).unwrap();
+    let DriverConfig::Http(spec) = &c.instances[0].driver else {
+        panic!("http driver expected");
+    };
+    assert_eq!(spec.addr, "10.0.0.5:8080".parse().unwrap());
+    assert_eq!(spec.base_path, "/v1");
+    let bad = http.replace("http://10.0.0.5:8080/v1/", "https://cp.example/v1");
+    assert!(parse(&bad).unwrap_err().contains("instance[0].driver.url"));
+}
+
+#[test]
+fn refuses_a_public_http_control_plane_unless_allowed() {
+    let http = |url: &str, extra: &str| {
+        GOOD.replace(
+            "kind = \"process\"\ncommand = [\"server-shim\", \"run\"]",
+            &format!("kind = \"http\"\nurl = \"{url}\"{extra}"),
+        )
+    };
+    for url in [
+        "http://10.0.0.5:8080",
+        "http://172.31.0.1:80",
+        "http://192.168.1.1:80",
+        "http://100.100.1.1:80",
+        "http://127.0.0.1:80",
+        "http://[::1]:80",
+        "http://[fd00::5]:80",
+    ] {
+        parse(&http(url, "")).unwrap_or_else(|e| panic!("{url}: {e}"));
+    }
+    for url in [
+        "http://8.8.8.8:80",
+        "http://172.32.0.1:80",
+        "http://169.254.169.254:80",
+        "http://0.0.0.0:80",
+        "http://[2001:db8::1]:80",
+        "http://[::ffff:8.8.8.8]:80",
+    ] {
+        let e = parse(&http(url, "")).unwrap_err();
+        assert!(
+            e.contains("instance[0].driver.url: ") && e.contains("is a public address"),
+            "{url}: {e}"
+        );
+    }
+    let c = parse(&http("http://8.8.8.8:80", "\nallow_public = true")).unwrap();
+    assert!(matches!(c.instances[0].driver, DriverConfig::Http(_)));
+}
+
+#[test]
+fn refuses_a_non_loopback_admin_address_without_a_token_file() {
+    for addr in ["0.0.0.0:9100", "10.0.0.5:9100", "[::]:9100"] {
+        assert_eq!(
+            error_after("127.0.0.1:9100", addr),
+            format!(
+                "/etc/perceptron/relay.toml: relay.admin_token_file: required because \
+                 relay.admin_listen ({addr}) is not a loopback address; create a token file \
+                 (mode 0600, at least 16 characters) or listen on 127.0.0.1"
+            )
+        );
+    }
+    let with_token = GOOD.replace(
+        "admin_listen = \"127.0.0.1:9100\"",
+        "admin_listen = \"0.0.0.0:9100\"\nadmin_token_file = \"admin.token\"",
+    );
+    let c = parse(&with_token).unwrap();
+    assert_eq!(
+        c.relay.admin_token_file.as_deref(),
+        Some(Path::new("/etc/perceptron/admin.token"))
+    );
+    parse(&GOOD.replace("127.0.0.1:9100", "[::1]:9100")).unwrap();
+}
+
+#[test]
+fn parses_the_route_and_the_nftables_table() {
+    let c = parse(GOOD).unwrap();
+    assert_eq!(c.instances[0].route, RouteMode::Pump, "the default");
+    assert_eq!(c.relay.nftables_table, None);
+    let c = parse(
+        &GOOD
+            .replace("auth = \"dual\"", "auth = \"dual\"\nroute = \"nftables\"")
+            .replace(
+                "admin_listen = \"127.0.0.1:9100\"",
+                "admin_listen = \"127.0.0.1:9100\"\nnftables_table = \"perceptron_ci_7\"",
+            ),
+    )
+    .unwrap();
+    assert_eq!(c.instances[0].route, RouteMode::Nftables);
+    assert_eq!(c.relay.nftables_table.as_deref(), Some("perceptron_ci_7"));
+}
+
+#[test]
+fn rejects_kernel_routes_it_cannot_install() {
+    let routed = GOOD.replace("auth = \"dual\"", "auth = \"dual\"\nroute = \"nftables\"");
+    let file = "/etc/perceptron/relay.toml";
+    let cases = [
+        (
+            routed.replace("\"127.0.0.1:13306\"", "\"[::1]:13306\""),
+            "instance[0].route: \"nftables\" needs listen (127.0.0.1:3306) and compute \
+             ([::1]:13306) in the same address family (both IPv4 or both IPv6)",
+        ),
+        (
+            routed.replace("\"127.0.0.1:13306\"", "\"0.0.0.0:13306\""),
+            "instance[0].compute: 0.0.0.0:13306 cannot be a DNAT target: route = \
+             \"nftables\" needs the compute's own address",
+        ),
+        (
+            routed.replace("auth = \"dual\"", "auth = \"dual\"\nproxy_protocol = true"),
+            "instance[0].proxy_protocol: cannot be used with route = \"nftables\": the \
+             kernel route forwards packets and cannot send PROXY headers (the compute sees \
+             the client's address on direct connections, or the relay host's for a \
+             compute on another host)",
+        ),
+        (
+            GOOD.replace("auth = \"dual\"", "auth = \"dual\"\nroute = \"iptables\""),
+            "instance[0].route: unknown variant `iptables`, expected `pump` or `nftables`",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(parse(&text).unwrap_err(), format!("{file}: {want}"));
+    }
+}
+
+#[test]
+fn rejects_duplicate_names_and_listeners() {
+    let two = format!("{GOOD}\n{}", &GOOD[GOOD.find("[[instance]]").unwrap()..]);
+    assert!(
+        parse(&two)
+            .unwrap_err()
+            .contains("instance[1].name: 'demo' is used twice")
+    );
+    let two = two.replacen("name = \"demo\"", "name = \"other\"", 1);
+    assert!(parse(&two).unwrap_err().contains("instance[1].listen"));
+}
+
+#[test]
+fn a_fleet_store_is_parsed_and_checked() {
+    let exec = "kind = \"exec\"\nstart = [\"up\"]\nstop = [\"down\"]\n";
+    let store = "\n[relay.store]\nkind = \"etcd\"\nendpoints = [\"http://127.0.0.1:2379\"]\n\
+                 relay_id = \"relay-a\"\n";
+    let fleet = |store: &str| {
+        GOOD.replace(
+            "kind = \"process\"\ncommand = [\"server-shim\", \"run\"]\n",
+            exec,
+        )
+        .replacen("[[instance]]", &format!("{store}\n[[instance]]"), 1)
+    };
+    let c = parse(&fleet(store)).unwrap();
+    let StoreSettings::Etcd(etcd) = &c.relay.store else {
+        panic!("etcd expected");
+    };
+    assert_eq!(etcd.relay_id, "relay-a");
+    assert_eq!(etcd.prefix, "/perceptron");
+    assert_eq!(etcd.lease_ttl, Duration::from_secs(10));
+    assert_eq!(parse(GOOD).unwrap().relay.store, StoreSettings::Local);
+    let tls = store.replace("http://", "https://")
+        + "ca_file = \"etcd-ca.pem\"\ncert_file = \"relay.pem\"\nkey_file = \"relay-key.pem\"\n";
+    let c = parse(&fleet(&tls)).unwrap();
+    let StoreSettings::Etcd(etcd) = &c.relay.store else {
+        panic!("etcd expected");
+    };
+    // Relative to the configuration file, like every other path.
+    assert_eq!(
+        etcd.key_file.as_deref(),
+        Some(Path::new("/etc/perceptron/relay-key.pem"))
+    );
+    assert!(etcd.tls());
+    let file = "/etc/perceptron/relay.toml";
+    for (text, message) in [
+        (
+            fleet(&store.replace("[\"http://127.0.0.1:2379\"]", "[]")),
+            "relay.store.endpoints: list at least one etcd endpoint",
+        ),
+        (
+            fleet(&format!(
+                "{store}lease_ttl = \"2s\"\nrequest_timeout = \"1500ms\"\n"
+            )),
+            "relay.store.request_timeout: must be more than zero and at most half of lease_ttl",
+        ),
+        (
+            GOOD.replacen("[[instance]]", &format!("{store}\n[[instance]]"), 1),
+            "instance[0].driver.kind: a fleet",
+        ),
+        (
+            fleet(&format!("{store}cert_file = \"relay.pem\"\n")),
+            "relay.store.key_file: required with cert_file",
+        ),
+        (
+            fleet(&format!(
+                "{store}cert_file = \"relay.pem\"\nkey_file = \"relay-key.pem\"\n"
+            )),
+            "relay.store.ca_file: a client certificate needs TLS",
+        ),
+        (
+            fleet(&store.replace("http://", "https://")),
+            "relay.store.endpoints: 'https://127.0.0.1:2379': https needs ca_file",
+        ),
+        (
+            fleet(&format!("{store}ca_file = \"etcd-ca.pem\"\n")),
+            "relay.store.endpoints: 'http://127.0.0.1:2379': with ca_file set",
+        ),
+    ] {
+        let e = parse(&text).unwrap_err();
+        assert!(e.starts_with(&format!("{file}: {message}")), "{e}");
+    }
+}
+
+/// `GOOD` with `from` replaced by `to` (which must be there), or the error it gives.
+fn error_after(from: &str, to: &str) -> String {
+    assert!(GOOD.contains(from), "{from}");
+    parse(&GOOD.replacen(from, to, 1)).unwrap_err()
+}
+
+#[test]
+fn error_messages_name_the_file_and_the_key() {
+    let file = "/etc/perceptron/relay.toml";
+    let two = format!("{GOOD}\n{}", &GOOD[GOOD.find("[[instance]]").unwrap()..]);
+    let cases = [
+        // unknown key
+        (
+            error_after("handshake_timeout", "handshake_timout"),
+            "instance[0].handshake_timout: unknown key; expected one of `name`, `listen`, \
+             `compute`, `auth`, `proxy_protocol`, `resume_timeout`, `handshake_timeout`, \
+             `compute_timeout`, `idle_pause_after`, `on_relay_exit`, \
+             `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `route`, `driver`, `tls`, \
+             `require_secure_transport`, `compute_tls`, `compute_ca`, `compute_tls_name`",
+        ),
+        (
+            error_after("[relay]", "[relay]\ncolour = \"blue\""),
+            "relay.colour: unknown key; expected one of `state_dir`, `key_file`, \
+             `admin_listen`, `admin_token_file`, `worker_threads`, \
+             `max_pending_connections`, `max_pending_per_source`, `budgets`, `nftables_table`, `store`",
+        ),
+        // a key of another driver kind
+        (
+            error_after(
+                "kind = \"process\"",
+                "kind = \"process\"\nurl = \"http://1.2.3.4:1\"",
+            ),
+            "instance[0].driver.url: unknown key; expected one of `command`, `cwd`, \
+             `stop_grace`",
+        ),
+        // wrong type
+        (
+            error_after("\"15s\"", "15"),
+            "instance[0].resume_timeout: invalid type: integer `15`, expected a string",
+        ),
+        (
+            error_after("[relay]", "[relay]\nworker_threads = \"4\""),
+            "relay.worker_threads: invalid type: string \"4\", expected i64",
+        ),
+        // bad duration, and one under its minimum
+        (
+            error_after("\"15s\"", "\"15\""),
+            "instance[0].resume_timeout: '15' has no unit (use e.g. 500ms, 15s, 5m, 1h)",
+        ),
+        (
+            error_after("\"10s\"", "\"0ms\""),
+            "instance[0].handshake_timeout: must be greater than zero",
+        ),
+        (
+            error_after("\"5m\"", "\"999ms\""),
+            "instance[0].idle_pause_after: must be at least 1s",
+        ),
+        // bad address
+        (
+            error_after("127.0.0.1:13306", "localhost"),
+            "instance[0].compute: 'localhost' is not an ip:port address (e.g. 127.0.0.1:3306)",
+        ),
+        (
+            error_after("127.0.0.1:9100", "127.0.0.1"),
+            "relay.admin_listen: '127.0.0.1' is not an ip:port address (e.g. 127.0.0.1:3306)",
+        ),
+        // duplicates
+        (
+            parse(&two).unwrap_err(),
+            "instance[1].name: 'demo' is used twice",
+        ),
+        (
+            parse(&two.replacen("name = \"demo\"", "name = \"other\"", 1)).unwrap_err(),
+            "instance[1].listen: 127.0.0.1:3306 is used twice",
+        ),
+        // missing required key
+        (
+            error_after("listen = \"127.0.0.1:3306\"\n", ""),
+            "instance[0].listen: required, but missing",
+        ),
+        (
+            error_after("key_file = \"perceptron.key\"\n", ""),
+            "relay.key_file: required, but missing",
+        ),
+        (
+            error_after("kind = \"process\"\n", ""),
+            "instance[0].driver.kind: required, but missing",
+        ),
+        // enums
+        (
+            error_after("\"process\"", "\"k8s\""),
+            "instance[0].driver.kind: unknown variant `k8s`, expected one of `process`, \
+             `exec`, `http`",
+        ),
+        (
+            error_after("\"dual\"", "\"magic\""),
+            "instance[0].auth: unknown variant `magic`, expected `dual` or `switch`",
+        ),
+        // range and alphabet
+        (
+            error_after("[relay]", "[relay]\nworker_threads = 257"),
+            "relay.worker_threads: 257 is not between 1 and 256",
+        ),
+        (
+            error_after("[relay]", "[relay]\nmax_pending_per_source = 0"),
+            "relay.max_pending_per_source: 0 must be at least 1",
+        ),
+        (
+            error_after(
+                "idle_pause_after = \"5m\"",
+                "idle_pause_after = \"5m\"\nmax_pending_connections = -1",
+            ),
+            "instance[0].max_pending_connections: -1 must be at least 1",
+        ),
+        (
+            error_after("\"demo\"", "\"my db\""),
+            "instance[0].name: 'my db' must be non-empty A-Z a-z 0-9 - _",
+        ),
+        // capacity
+        (
+            error_after(
+                "idle_pause_after = \"5m\"",
+                "idle_pause_after = \"5m\"\ncapacity = { min_ccu = 0.3, max_ccu = 1 }",
+            ),
+            "instance[0].capacity.min_ccu: 0.3 is not a positive multiple of 0.25 CCU",
+        ),
+        (
+            error_after(
+                "idle_pause_after = \"5m\"",
+                "idle_pause_after = \"5m\"\ncapacity = { min_ccu = 2, max_ccu = 1 }",
+            ),
+            "instance[0].capacity.min_ccu: min_ccu 2 is above max_ccu 1",
+        ),
+        (
+            error_after(
+                "idle_pause_after = \"5m\"",
+                "idle_pause_after = \"5m\"\ncapacity = { min_ccu = 1, max_ccu = 2, \
+                 resume_ccu = 4 }",
+            ),
+            "instance[0].capacity.resume_ccu: 4 is outside min_ccu..max_ccu (1..2)",
+        ),
+        (
+            error_after(
+                "idle_pause_after = \"5m\"",
+                "idle_pause_after = \"5m\"\nstop_after = \"0s\"",
+            ),
+            "instance[0].stop_after: must be greater than zero",
+        ),
+        (
+            error_after("[\"server-shim\", \"run\"]", "[]"),
+            "instance[0].driver.command: must name a program, e.g. [\"systemctl\", \
+             \"start\", \"mariadb\"]",
+        ),
+    ];
+    for (got, want) in cases {
+        assert_eq!(got, format!("{file}: {want}"));
+    }
+}
+
+#[test]
+fn errors_without_a_key_say_where_or_what() {
+    assert_eq!(
+        error_after("[relay]", "[relay"),
+        "/etc/perceptron/relay.toml: line 2, column 7: invalid table header; expected `.`, `]`"
+    );
+    assert_eq!(
+        parse(&GOOD[..GOOD.find("[[instance]]").unwrap()]).unwrap_err(),
+        "/etc/perceptron/relay.toml: no [[instance]] configured"
+    );
+    let missing = Path::new("/nonexistent/relay.toml");
+    let e = Config::load(missing).unwrap_err();
+    assert!(matches!(e.problem, ConfigProblem::Read { .. }));
+    assert!(
+        e.to_string()
+            .starts_with("/nonexistent/relay.toml: cannot read: "),
+        "{e}"
+    );
+}
+
+#[test]
+fn rejects_an_unreadable_token_file_naming_its_key() {
+    let http = GOOD.replace(
+        "kind = \"process\"\ncommand = [\"server-shim\", \"run\"]",
+        "kind = \"http\"\nurl = \"http://10.0.0.5:8080\"\ntoken_file = \"no-such.token\"",
+    );
+    let e = Config::parse(&http, Path::new("/nonexistent/relay.toml")).unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("instance[0].driver.token_file"));
+    assert!(
+        e.to_string().starts_with(
+            "/nonexistent/relay.toml: instance[0].driver.token_file: cannot read \
+             /nonexistent/no-such.token: "
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn tls_paths_are_resolved_and_its_errors_name_the_key() {
+    let pki = crate::tls::tests::Pki::new("config");
+    let dir = pki.settings.cert.parent().unwrap().to_owned();
+    let config_path = dir.join("relay.toml");
+    let with =
+        |extra: &str| GOOD.replace("[instance.driver]", &format!("{extra}\n[instance.driver]"));
+    let tls = "require_secure_transport = true\n[instance.tls]\ncert = \"server.pem\"\n\
+               key = \"server.key\"\nclient_ca = \"ca.pem\"\nmin_version = \"1.3\"";
+    let c = Config::parse(&with(tls), &config_path).unwrap();
+    let inst = &c.instances[0];
+    assert!(inst.require_secure_transport);
+    let t = inst.tls.as_ref().unwrap();
+    assert_eq!(t.cert, dir.join("server.pem"));
+    assert_eq!(t.client_ca.as_deref(), Some(dir.join("ca.pem").as_path()));
+    assert_eq!(t.min_version, crate::config::TlsVersion::Tls13);
+
+    let e =
+        Config::parse(&with("[instance.tls]\ncert = \"server.pem\""), &config_path).unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("instance[0].tls.key"));
+    assert!(e.to_string().ends_with("required, but missing"), "{e}");
+
+    let e = Config::parse(&with("require_secure_transport = true"), &config_path).unwrap_err();
+    assert_eq!(
+        e.key.as_deref(),
+        Some("instance[0].require_secure_transport")
+    );
+    let c = Config::parse(
+        &with(
+            "compute_tls = \"verify\"\ncompute_ca = \"ca.pem\"\ncompute_tls_name = \"db.internal\"",
+        ),
+        &config_path,
+    )
+    .unwrap();
+    assert_eq!(c.instances[0].compute_tls, ComputeTlsMode::Verify);
+    assert_eq!(
+        c.instances[0].compute_ca.as_deref(),
+        Some(dir.join("ca.pem").as_path())
+    );
+    let e = Config::parse(&with("compute_tls = \"verify\""), &config_path).unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("instance[0].compute_tls"));
+    assert!(e.to_string().ends_with("needs compute_ca"), "{e}");
+    let e = Config::parse(&with("compute_ca = \"ca.pem\""), &config_path).unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("instance[0].compute_ca"));
+    let e = Config::parse(&with("compute_tls = \"sometimes\""), &config_path).unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("instance[0].compute_tls"));
+}
+
+#[test]
+fn refuses_a_token_file_others_can_read() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let file = std::env::temp_dir().join(format!("relay-config-{}.token", std::process::id()));
+    std::fs::write(&file, "a-bearer-token-of-some-length").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let http = GOOD.replace(
+        "kind = \"process\"\ncommand = [\"server-shim\", \"run\"]",
+        &format!(
+            "kind = \"http\"\nurl = \"http://10.0.0.5:8080\"\ntoken_file = \"{}\"",
+            file.display()
+        ),
+    );
+    let e = Config::parse(&http, Path::new("/nonexistent/relay.toml")).unwrap_err();
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(e.key.as_deref(), Some("instance[0].driver.token_file"));
+    assert!(matches!(e.problem, ConfigProblem::Secret(_)), "{e}");
+    assert!(e.to_string().contains("has mode 0644"), "{e}");
+}
+
+#[test]
+fn refuses_a_dual_instance_that_could_hold_a_login_too_long() {
+    let text = GOOD.replace("resume_timeout = \"15s\"", "resume_timeout = \"11m\"");
+    let e = parse(&text).unwrap_err();
+    assert!(e.contains("instance[0].resume_timeout"), "{e}");
+    assert!(
+        e.contains("longer than a relayed login may be held (10m)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn loads_every_example() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut loaded = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let config = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!config.instances.is_empty(), "{}", path.display());
+            loaded += 1;
+        }
+    }
+    assert!(loaded >= 2, "examples not found in {}", dir.display());
+}
+
+#[test]
+fn parses_the_readme_example() {
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let text = std::fs::read_to_string(&readme).unwrap();
+    let section = &text[text.find("## Configuration").unwrap()..];
+    let start = section.find("```toml\n").unwrap() + "```toml\n".len();
+    let end = start + section[start..].find("```").unwrap();
+    parse(&section[start..end]).unwrap();
+}
