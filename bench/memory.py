@@ -147,7 +147,9 @@ def measure(kind, phase, shim_port):
     if kind == "relay":
         caps = N_MAX + 100
         r = h.Relay("memory", compute_port=shim_port, driver="adopt", nofile=HARD,
-                    handshake_timeout="1h",
+                    # Longer than a phase takes (a few minutes at most); the relay refuses
+                    # more than 10 min with the resume and compute timeouts in dual mode.
+                    handshake_timeout="9m",
                     relay_toml="max_pending_connections = %d\nmax_pending_per_source = %d\n"
                     % (caps, caps),
                     instance_toml="max_pending_connections = %d\n" % caps)
