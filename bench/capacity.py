@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scenario 7, compute capacity (issue 15).
+"""Scenario 7, compute capacity.
 
 Part A, resume latency (alternated run by run, n each): a login to an instance whose last
 pause stopped its compute, next to one whose pause froze it (stop_after set: cgroup freezer),

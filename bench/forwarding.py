@@ -230,7 +230,7 @@ def part_a(out, data):
 
 
 def part_k(out, data):
-    """Issue 14: the kernel route next to the pump, HAProxy and MariaDB itself, in one run.
+    """The kernel route next to the pump, HAProxy and MariaDB itself, in one run.
 
     direct        sysbench → mariadbd
     haproxy       sysbench → HAProxy (mode tcp) → mariadbd

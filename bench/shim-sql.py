@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scenario 5, server-shim as a SQL engine (issue 11): sysbench OLTP on the shim next to
+"""Scenario 5, server-shim as a SQL engine: sysbench OLTP on the shim next to
 MariaDB in the same run, and the shim's start-up time over 100,000 rows.
 
   mariadb   sysbench → mariadbd (InnoDB, 256 MB buffer pool)

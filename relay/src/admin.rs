@@ -322,15 +322,13 @@ pub async fn respond<B>(
             );
         }
     }
-    let query: Vec<(&str, &str)> = req
-        .uri()
-        .query()
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| p.split_once('=').unwrap_or((p, "")))
-        .collect();
-    let param = |k: &str| query.iter().find(|(q, _)| *q == k).map(|(_, v)| *v);
+    // Names and values percent-decoded (`+` is a space); bytes that are not UTF-8 after
+    // decoding become U+FFFD, which no configured instance or account name contains.
+    let query: Vec<(String, String)> =
+        form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+    let param = |k: &str| query.iter().find(|(q, _)| q == k).map(|(_, v)| v.as_str());
     let segments: Vec<&str> = req.uri().path().trim_matches('/').split('/').collect();
     match (req.method(), segments.as_slice()) {
         (&Method::GET, ["metrics"]) => {
@@ -391,8 +389,8 @@ pub async fn respond<B>(
         (&Method::GET, ["v1", "usage"]) => {
             let range = match UsageRange::parse(param("from"), param("to")) {
                 Ok(r) => r,
-                Err(message) => {
-                    return refuse(AdminRefusal::range, StatusCode::BAD_REQUEST, &message);
+                Err(e) => {
+                    return refuse(AdminRefusal::range, StatusCode::BAD_REQUEST, &e.to_string());
                 }
             };
             let read = match &state.fleet {
@@ -442,9 +440,8 @@ pub async fn respond<B>(
                     }
                 },
                 (None, Some(user)) => ClearFilter::User {
-                    instance: param("instance")
-                        .map(|i| String::from_utf8_lossy(&percent_decode(i)).into_owned()),
-                    user: percent_decode(user),
+                    instance: param("instance").map(str::to_owned),
+                    user: user.as_bytes().to_vec(),
                 },
                 (Some(_), Some(_)) => {
                     return Response::error(
@@ -542,28 +539,57 @@ impl UsageRange {
     /// Parses the `from` and `to` query parameters.
     ///
     /// # Errors
-    /// The message for a 400: a malformed time, or `from` after `to`.
-    pub fn parse(from: Option<&str>, to: Option<&str>) -> Result<Self, String> {
-        let from_ms = from
-            .map(timefmt::parse_utc)
-            .transpose()
-            .map_err(|e| format!("from: {e}"))?;
-        let to_ms = to
-            .map(timefmt::parse_utc)
-            .transpose()
-            .map_err(|e| format!("to: {e}"))?;
-        if let (Some(f), Some(t)) = (from_ms, to_ms) {
-            if f > t {
-                return Err(format!(
-                    "from ({}) is after to ({}): the range is reversed",
-                    timefmt::format_utc(f),
-                    timefmt::format_utc(t)
-                ));
+    /// [`RangeError`], whose `Display` is the message for a 400.
+    pub fn parse(from: Option<&str>, to: Option<&str>) -> Result<Self, RangeError> {
+        let time = |param: &'static str, text: Option<&str>| {
+            text.map(timefmt::parse_utc)
+                .transpose()
+                .map_err(|source| RangeError::Time { param, source })
+        };
+        let (from_ms, to_ms) = (time("from", from)?, time("to", to)?);
+        if let (Some(from_ms), Some(to_ms)) = (from_ms, to_ms) {
+            if from_ms > to_ms {
+                return Err(RangeError::Reversed { from_ms, to_ms });
             }
         }
         Ok(Self { from_ms, to_ms })
     }
 }
+
+/// Why a usage range was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RangeError {
+    /// `from` or `to` is not a time.
+    Time {
+        /// The parameter.
+        param: &'static str,
+        /// What is wrong with it.
+        source: timefmt::TimeError,
+    },
+    /// `from` is after `to`.
+    Reversed {
+        /// `from`, Unix ms.
+        from_ms: u64,
+        /// `to`, Unix ms.
+        to_ms: u64,
+    },
+}
+
+impl std::fmt::Display for RangeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Time { param, source } => write!(f, "{param}: {source}"),
+            Self::Reversed { from_ms, to_ms } => write!(
+                f,
+                "from ({}) is after to ({}): the range is reversed",
+                timefmt::format_utc(*from_ms),
+                timefmt::format_utc(*to_ms)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RangeError {}
 
 /// The billing report for `range`, clamped to what the ledger can hold: nothing before its
 /// first record, nothing after `now_ms` (the future is not billed yet), at most `max_rows`.
@@ -650,34 +676,6 @@ fn blocks_json(budgets: &Budgets) -> Vec<BlockJson> {
             }
         })
         .collect()
-}
-
-/// `%XX` escapes decoded (a user name in a query string); anything malformed is kept as is.
-fn percent_decode(text: &str) -> Vec<u8> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (b, hex) {
-            (b'%', Some(v)) => {
-                out.push(v);
-                i += 3;
-            }
-            (b'+', _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            _ => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    out
 }
 
 fn render_metrics(state: &AdminState, format: metrics::Format) -> String {
@@ -1195,6 +1193,5 @@ mod tests {
         )
         .await;
         assert_eq!(r.status, StatusCode::OK);
-        assert_eq!(percent_decode("a%20b+c%zz%4"), b"a b c%zz%4");
     }
 }

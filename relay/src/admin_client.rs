@@ -491,7 +491,8 @@ pub fn usage(
         }
     }
     // Refused here too, not only by the API: the ledger may be read without a relay.
-    let range = crate::admin::UsageRange::parse(from, to).map_err(AdminError::BadRange)?;
+    let range = crate::admin::UsageRange::parse(from, to)
+        .map_err(|e| AdminError::BadRange(e.to_string()))?;
     let path = if q.is_empty() {
         "/v1/usage".to_owned()
     } else {

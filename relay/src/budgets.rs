@@ -1,4 +1,4 @@
-//! Wake-cost budgets (issue 13, item 2): how many failed logins and how many wakes a source
+//! Wake-cost budgets: how many failed logins and how many wakes a source
 //! address, and a user of an instance, may cause per window before the relay stops listening.
 //! A wake costs the instance's owner money and a failed login is what a password-guessing bot
 //! produces, so both are bounded before anything is spent.

@@ -14,6 +14,28 @@ pub const NOMINAL: Ccu = Ccu(4);
 /// The most an instance may scale to.
 pub const MAX: Ccu = Ccu(256);
 
+/// Why a number is not a capacity.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CcuError {
+    /// Not a positive multiple of 0.25.
+    NotAQuarterStep(f64),
+    /// More than [`MAX`].
+    AboveMax(f64),
+}
+
+impl fmt::Display for CcuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotAQuarterStep(ccu) => write!(f, "{ccu} is not a positive multiple of 0.25 CCU"),
+            Self::AboveMax(ccu) => {
+                write!(f, "{ccu} is more than the {MAX} CCU an instance may have")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CcuError {}
+
 /// A capacity: a whole number of quarter CCUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ccu(u32);
@@ -22,16 +44,14 @@ impl Ccu {
     /// A capacity written as a number of CCUs: a positive multiple of 0.25, at most [`MAX`].
     ///
     /// # Errors
-    /// A message saying what is wrong with it.
-    pub fn parse(ccu: f64) -> Result<Self, String> {
+    /// [`CcuError`] saying what is wrong with it.
+    pub fn parse(ccu: f64) -> Result<Self, CcuError> {
         let quarters = ccu * 4.0;
         if !quarters.is_finite() || quarters < 1.0 || quarters.fract() != 0.0 {
-            return Err(format!("{ccu} is not a positive multiple of 0.25 CCU"));
+            return Err(CcuError::NotAQuarterStep(ccu));
         }
         if quarters > f64::from(MAX.0) {
-            return Err(format!(
-                "{ccu} is more than the {MAX} CCU an instance may have"
-            ));
+            return Err(CcuError::AboveMax(ccu));
         }
         // Checked above: a whole number between 1 and 256.
         Ok(Self(quarters as u32))

@@ -62,8 +62,7 @@ impl ConnectError {
     /// address) will fail the same way again.
     #[must_use]
     pub fn retryable(&self) -> bool {
-        /// EMFILE and ENFILE: out of descriptors, per process or system-wide.
-        const OUT_OF_DESCRIPTORS: [i32; 2] = [24, 23];
+        use nix::errno::Errno;
         matches!(
             self.0.kind(),
             io::ErrorKind::ConnectionRefused
@@ -75,7 +74,8 @@ impl ConnectError {
         ) || self
             .0
             .raw_os_error()
-            .is_some_and(|code| OUT_OF_DESCRIPTORS.contains(&code))
+            // Out of descriptors, per process or system-wide.
+            .is_some_and(|code| matches!(Errno::from_raw(code), Errno::EMFILE | Errno::ENFILE))
     }
 }
 
@@ -188,7 +188,10 @@ mod tests {
         assert!(retry(io::ErrorKind::ConnectionReset));
         assert!(retry(io::ErrorKind::AddrNotAvailable));
         assert!(
-            ConnectError(io::Error::from_raw_os_error(24)).retryable(),
+            ConnectError(io::Error::from_raw_os_error(
+                nix::errno::Errno::EMFILE as i32
+            ))
+            .retryable(),
             "EMFILE"
         );
         assert!(!retry(io::ErrorKind::PermissionDenied));

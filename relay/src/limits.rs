@@ -1,4 +1,4 @@
-//! Admission for the pre-login phase (issue 13, connection limits): how many connections may
+//! Admission for the pre-login phase (connection limits): how many connections may
 //! wait before they have logged in, per relay, per instance and per source address. A
 //! connection that has not logged in costs the relay a descriptor, a task and up to one login
 //! packet of buffer, and costs its owner nothing: without a cap, a few thousand silent

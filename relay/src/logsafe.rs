@@ -1,4 +1,4 @@
-//! Client-supplied text in log lines (issue 13, log injection): user names, request paths,
+//! Client-supplied text in log lines (log injection): user names, request paths,
 //! the compute's own output. Written raw, a user name holding a newline and an ESC forged a
 //! whole relay log line (and could drive the operator's terminal). [`Escaped`] shows such text
 //! on one line, unambiguously: printable characters as they are, everything else escaped.

@@ -1,4 +1,4 @@
-//! The one place the relay reads and writes MySQL packets on a socket (house rule 2). The
+//! The one place the relay reads and writes MySQL packets on a socket (CONTRIBUTING.md, *One owner for each kind of I/O*). The
 //! phases call [`PacketStream`]; the byte pump takes the socket back (with any bytes already
 //! buffered) once the login is done.
 

@@ -107,7 +107,7 @@ pub fn check(config: &Config) -> Vec<Problem> {
                         format!("{} is not a directory", cwd.display()),
                     );
                 }
-                if let Some(message) = program_problem(command, cwd) {
+                if let Some(message) = argv_problem(command, cwd) {
                     problem(&key("driver.command"), message);
                 }
             }
@@ -126,14 +126,14 @@ pub fn check(config: &Config) -> Vec<Problem> {
                     ("cpu_usage", spec.cpu_usage.as_ref()),
                 ];
                 for (name, argv) in commands {
-                    if let Some(message) = argv.and_then(|a| program_problem(a, &spec.cwd)) {
+                    if let Some(message) = argv.and_then(|a| argv_problem(a, &spec.cwd)) {
                         problem(&key(&format!("driver.{name}")), message);
                     }
                 }
             }
             DriverConfig::Http(_) => {}
         }
-        if inst.route == RouteMode::Nftables && find_program("nft", Path::new("/")).is_err() {
+        if inst.route == RouteMode::Nftables && program_problem("nft", Path::new("/")).is_some() {
             problem(
                 &key("route"),
                 "\"nftables\" needs the `nft` program, which is not on PATH (apt-get install \
@@ -233,28 +233,24 @@ fn address_clashes(config: &Config) -> Vec<(String, String)> {
 }
 
 /// What is wrong with the program of `argv` (run in `cwd`), if anything.
-fn program_problem(argv: &[String], cwd: &Path) -> Option<String> {
-    let program = argv.first()?;
-    find_program(program, cwd).err()
+fn argv_problem(argv: &[String], cwd: &Path) -> Option<String> {
+    program_problem(argv.first()?, cwd)
 }
 
-/// Where `program` is: a path with a slash is taken as is (relative to `cwd`, where the
-/// driver runs it), a bare name is looked up on `PATH`. It must be an executable file.
-fn find_program(program: &str, cwd: &Path) -> Result<PathBuf, String> {
+/// What is wrong with `program`, if anything: a path with a slash is taken as is (relative to
+/// `cwd`, where the driver runs it), a bare name is looked up on `PATH`. It must be an
+/// executable file.
+fn program_problem(program: &str, cwd: &Path) -> Option<String> {
     if program.contains('/') {
-        let path = cwd.join(program);
-        return executable(&path)
-            .map(|()| path)
-            .map_err(|why| format!("{program}: {why}"));
+        return executable(&cwd.join(program))
+            .err()
+            .map(|why| format!("{program}: {why}"));
     }
     let dirs = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&dirs) {
-        let path = dir.join(program);
-        if executable(&path).is_ok() {
-            return Ok(path);
-        }
+    if std::env::split_paths(&dirs).any(|dir| executable(&dir.join(program)).is_ok()) {
+        return None;
     }
-    Err(format!("{program}: not found on PATH"))
+    Some(format!("{program}: not found on PATH"))
 }
 
 fn executable(path: &Path) -> Result<(), &'static str> {
@@ -489,10 +485,10 @@ mod tests {
 
     #[test]
     fn finds_programs_on_path_and_refuses_missing_or_plain_files() {
-        assert!(find_program("sh", Path::new("/")).is_ok());
+        assert_eq!(program_problem("sh", Path::new("/")), None);
         assert_eq!(
-            find_program("no-such-program-here", Path::new("/")).unwrap_err(),
-            "no-such-program-here: not found on PATH"
+            program_problem("no-such-program-here", Path::new("/")).as_deref(),
+            Some("no-such-program-here: not found on PATH")
         );
         let dir = std::env::temp_dir().join(format!("relay-preflight-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -500,12 +496,12 @@ mod tests {
         std::fs::set_permissions(dir.join("plain"), std::fs::Permissions::from_mode(0o644))
             .unwrap();
         assert_eq!(
-            find_program("./plain", &dir).unwrap_err(),
-            "./plain: not executable (chmod +x)"
+            program_problem("./plain", &dir).as_deref(),
+            Some("./plain: not executable (chmod +x)")
         );
         assert_eq!(
-            find_program("./missing", &dir).unwrap_err(),
-            "./missing: no such file"
+            program_problem("./missing", &dir).as_deref(),
+            Some("./missing: no such file")
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

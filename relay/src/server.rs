@@ -1,5 +1,5 @@
 //! The relay process: one listener per instance, the accept loops, and graceful shutdown
-//! (house rule 7: stop accepting, drain with a deadline, then stop the computes).
+//! (CONTRIBUTING.md, *Graceful shutdown*: stop accepting, drain with a deadline, then stop the computes).
 
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, RwLock};

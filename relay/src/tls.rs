@@ -1,4 +1,4 @@
-//! TLS on the client leg (architecture.md §6, issue 16): the relay terminates MySQL's in-band TLS
+//! TLS on the client leg (architecture.md §6): the relay terminates MySQL's in-band TLS
 //! upgrade (SSLRequest, then a TLS handshake, then the HandshakeResponse41 inside TLS) on the
 //! perceptron route, with rustls and its `ring` provider.
 //!
@@ -95,7 +95,8 @@ pub fn load(settings: &TlsSettings) -> Result<LoadedTls, TlsLoadError> {
         path: path.to_owned(),
         problem,
     };
-    let chain = read_certs(&settings.cert).map_err(|p| err(TlsFile::Cert, &settings.cert, p))?;
+    let chain = read_certs(&settings.cert)
+        .map_err(|p| err(TlsFile::Cert, &settings.cert, p.to_string()))?;
     let key_text = authplugin::read_secret_file(&settings.key).map_err(|e| {
         err(
             TlsFile::Key,
@@ -122,7 +123,7 @@ pub fn load(settings: &TlsSettings) -> Result<LoadedTls, TlsLoadError> {
         None => builder.with_no_client_auth(),
         Some(ca) => {
             let mut roots = rustls::RootCertStore::empty();
-            for cert in read_certs(ca).map_err(|p| err(TlsFile::ClientCa, ca, p))? {
+            for cert in read_certs(ca).map_err(|p| err(TlsFile::ClientCa, ca, p.to_string()))? {
                 roots
                     .add(cert)
                     .map_err(|e| err(TlsFile::ClientCa, ca, format!("unusable CA: {e}")))?;
@@ -147,13 +148,37 @@ pub fn load(settings: &TlsSettings) -> Result<LoadedTls, TlsLoadError> {
     })
 }
 
-fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let pem = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+/// Why a file of PEM certificates is unusable.
+#[derive(Debug)]
+pub enum CertFileError {
+    /// It cannot be read.
+    Read(io::Error),
+    /// It is not PEM.
+    Pem(rustls_pki_types::pem::Error),
+    /// It holds no certificate.
+    Empty,
+}
+
+impl std::fmt::Display for CertFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Read(e) => write!(f, "cannot read: {e}"),
+            Self::Pem(e) => write!(f, "bad PEM: {e}"),
+            Self::Empty => f.write_str("no PEM certificate in it"),
+        }
+    }
+}
+
+impl std::error::Error for CertFileError {}
+
+/// The PEM certificates in `path`.
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, CertFileError> {
+    let pem = std::fs::read(path).map_err(CertFileError::Read)?;
     let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("bad PEM: {e}"))?;
+        .map_err(CertFileError::Pem)?;
     if certs.is_empty() {
-        return Err("no PEM certificate in it".into());
+        return Err(CertFileError::Empty);
     }
     Ok(certs)
 }
@@ -491,7 +516,7 @@ pub fn compute_client(
                 problem,
             };
             let mut roots = rustls::RootCertStore::empty();
-            for cert in read_certs(ca).map_err(ca_error)? {
+            for cert in read_certs(ca).map_err(|p| ca_error(p.to_string()))? {
                 roots
                     .add(cert)
                     .map_err(|e| ca_error(format!("unusable CA: {e}")))?;
@@ -629,94 +654,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for ComputeStream<S> {
     }
 }
 
-/// The `notAfter` of an X.509 certificate, in Unix seconds; `None` if the DER is not a
-/// certificate this reader understands. Walks `Certificate → tbsCertificate → validity`
-/// without allocating; every length is checked.
+/// The `notAfter` of an X.509 certificate, in Unix seconds; `None` if the DER is not one
+/// certificate (`x509-cert` decodes it with every length checked).
 #[must_use]
 pub fn not_after(der: &[u8]) -> Option<i64> {
-    let (cert, _) = der_take(der, 0x30)?;
-    let (mut tbs, _) = der_take(cert, 0x30)?;
-    // [0] EXPLICIT version, optional.
-    if tbs.first() == Some(&0xA0) {
-        tbs = der_take(tbs, 0xA0)?.1;
-    }
-    let tbs = der_take(tbs, 0x02)?.1; // serialNumber
-    let tbs = der_take(tbs, 0x30)?.1; // signature
-    let tbs = der_take(tbs, 0x30)?.1; // issuer
-    let (validity, _) = der_take(tbs, 0x30)?;
-    let rest = der_skip_any(validity)?; // notBefore
-    let (tag, time) = match rest.first()? {
-        0x17 => (0x17, der_take(rest, 0x17)?.0),
-        0x18 => (0x18, der_take(rest, 0x18)?.0),
-        _ => return None,
-    };
-    parse_time(tag, time)
-}
-
-/// Takes one DER element with `tag`: its contents and what follows it.
-fn der_take(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
-    if *input.first()? != tag {
-        return None;
-    }
-    let first = *input.get(1)?;
-    let (len, header) = if first < 0x80 {
-        (usize::from(first), 2)
-    } else {
-        let n = usize::from(first & 0x7F);
-        if n == 0 || n > 4 {
-            return None;
-        }
-        let mut len = 0usize;
-        for b in input.get(2..2 + n)? {
-            len = (len << 8) | usize::from(*b);
-        }
-        (len, 2 + n)
-    };
-    let body = input.get(header..header.checked_add(len)?)?;
-    let rest = input.get(header + len..)?;
-    Some((body, rest))
-}
-
-fn der_skip_any(input: &[u8]) -> Option<&[u8]> {
-    der_take(input, *input.first()?).map(|(_, rest)| rest)
-}
-
-/// UTCTime (`YYMMDDHHMMSSZ`) or GeneralizedTime (`YYYYMMDDHHMMSSZ`) to Unix seconds.
-fn parse_time(tag: u8, text: &[u8]) -> Option<i64> {
-    let digits = |s: &[u8]| -> Option<i64> {
-        s.iter().try_fold(0i64, |acc, b| {
-            b.is_ascii_digit().then(|| acc * 10 + i64::from(b - b'0'))
-        })
-    };
-    let (year, rest) = if tag == 0x17 {
-        let yy = digits(text.get(..2)?)?;
-        (if yy >= 50 { 1900 + yy } else { 2000 + yy }, text.get(2..)?)
-    } else {
-        (digits(text.get(..4)?)?, text.get(4..)?)
-    };
-    if rest.len() != 11 || rest.get(10) != Some(&b'Z') {
-        return None;
-    }
-    let month = digits(rest.get(0..2)?)?;
-    let day = digits(rest.get(2..4)?)?;
-    let hour = digits(rest.get(4..6)?)?;
-    let minute = digits(rest.get(6..8)?)?;
-    let second = digits(rest.get(8..10)?)?;
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
-        return None;
-    }
-    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-const fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    use x509_cert::der::Decode as _;
+    let cert = x509_cert::Certificate::from_der(der).ok()?;
+    let at = cert.tbs_certificate.validity.not_after.to_unix_duration();
+    i64::try_from(at.as_secs()).ok()
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
-//! The real-client matrix (issue 6): six stock MySQL clients against one relay with a managed
+//! The real-client matrix: six stock MySQL clients against one relay with a managed
 //! instance — server-shim, MariaDB in switch mode, and MariaDB with the `perceptron_dual` plugin
-//! in dual mode (issue 12) — each on both routes — the perceptron route (instance paused: the relay
+//! in dual mode — each on both routes — the perceptron route (instance paused: the relay
 //! greets, wakes the compute and relays the login) and the direct route (instance running: raw
 //! bytes to the compute) — with a query, a server-side prepared statement and a wrong password.
 //!

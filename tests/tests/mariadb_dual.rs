@@ -1,4 +1,4 @@
-//! Dual verification on a real MariaDB (issue 12): a stock Debian `mariadbd`, started by the
+//! Dual verification on a real MariaDB: a stock Debian `mariadbd`, started by the
 //! relay's process driver, loads this build's `perceptron_dual` plugin from a private plugin
 //! directory. The relay answers the plugin's challenge with the relayed-auth payload; stock
 //! clients on the direct route answer it natively. Forged, foreign, stale and replayed payloads

@@ -1,4 +1,4 @@
-//! The admin API's hardening (issue 13, item 1) end to end: a usage request that used to bill
+//! The admin API's hardening end to end: a usage request that used to bill
 //! to the year 9999 and kill the relay, Host and Origin checks, the bearer token the CLI sends,
 //! and the refusal to listen off loopback without a token.
 

@@ -1,4 +1,4 @@
-//! Wake-cost budgets (issue 13, item 2) end to end: a stream of failed logins from one source
+//! Wake-cost budgets end to end: a stream of failed logins from one source
 //! wakes the instance at most the budget's number of times and is then refused with ERR 1129
 //! without a wake; the block is listed and cleared with `relay blocks`; a real HAProxy's
 //! `option mysql-check user haproxy` is answered by the relay without a wake.

@@ -1,4 +1,4 @@
-//! Compute capacity (issue 15) end to end, with the kernel's own cgroup files read back: the
+//! Compute capacity end to end, with the kernel's own cgroup files read back: the
 //! autoscaler raises a CPU-bound compute's quota and lowers it after the quiet window while its
 //! client stays connected and every query succeeds; a pause freezes the compute (same process,
 //! its connections kept) and a login or a query on an open connection thaws it; `stop_after`

@@ -1,4 +1,4 @@
-//! `relay check` and what `relay run` checks before it listens (issue 17, item 2): every
+//! `relay check` and what `relay run` checks before it listens: every
 //! problem of a configuration on a line of its own (a compute on the relay's own listener, a
 //! missing driver program, a key file others can read, a state_dir that cannot be written),
 //! exit status 1; and one relay per state_dir.

@@ -1,4 +1,4 @@
-//! The CLI for scripts and people (issue 17, item 4): idempotent `pause`/`resume`, errors in
+//! The CLI for scripts and people: idempotent `pause`/`resume`, errors in
 //! words rather than HTTP status codes, `status --json` and `--watch`, `usage --json`, `usage`
 //! from the ledger file when no relay runs, refused ranges; `server-shim user passwd` and
 //! `user list` on a missing data directory.

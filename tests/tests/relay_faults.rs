@@ -1,4 +1,4 @@
-//! Faults (issue 13, item 6): the compute exits during the relayed login, is killed in the
+//! Faults: the compute exits during the relayed login, is killed in the
 //! middle of a session, accepts TCP but never greets; the state directory is full or
 //! read-only; the relay is killed -9 in the middle of a wake. Each test asserts what the
 //! client saw, the instance's state and the ledger afterwards, and that the next login works.

@@ -1,4 +1,4 @@
-//! The hostile-input suite (issue 13, item 6): clients that dribble, stall, send malformed
+//! The hostile-input suite: clients that dribble, stall, send malformed
 //! framings or split their login at every byte, against the real relay and server-shim. Each
 //! asserts what the peer got (ERR code and SQLSTATE, or a clean close), that nothing it sent
 //! woke the instance, and that the relay kept serving real logins meanwhile.

@@ -1,4 +1,4 @@
-//! A local process that binds the compute's address before the compute does (issue 13): it
+//! A local process that binds the compute's address before the compute does: it
 //! greets like a MySQL server, so a readiness probe alone would trust it and hand it the
 //! relayed login (scramble A and the client's answer). The process driver trusts only a
 //! listener its own child holds; with any driver, a dual-mode compute must prove it holds the

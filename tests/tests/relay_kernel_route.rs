@@ -1,4 +1,4 @@
-//! The kernel route (issue 14, `route = "nftables"`) end to end: a real relay and server-shim,
+//! The kernel route (`route = "nftables"`) end to end: a real relay and server-shim,
 //! the kernel's own nftables and conntrack state read back with `nft -j`. Needs root (or
 //! CAP_NET_ADMIN) and Debian's `nftables` package, which `scripts/test` installs; without them
 //! every test here fails with a message saying so, never skips.

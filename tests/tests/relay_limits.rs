@@ -1,4 +1,4 @@
-//! Pre-login connection limits (issue 13, item 3) end to end: thousands of silent
+//! Pre-login connection limits end to end: thousands of silent
 //! connections wait while a real login gets through, a source past its cap gets ERR 1040
 //! without a wake, and silent connections on the direct route do not hold an instance awake.
 

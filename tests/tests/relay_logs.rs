@@ -1,4 +1,4 @@
-//! Log injection (issue 13): a user name with a newline and ESC used to forge a whole relay
+//! Log injection: a user name with a newline and ESC used to forge a whole relay
 //! log line. Client-supplied text is now escaped onto the connection's own line.
 
 #![allow(

@@ -1,4 +1,4 @@
-//! Packaging (issue 17, item 5): every metric the Grafana dashboard and the Prometheus alerting
+//! Packaging: every metric the Grafana dashboard and the Prometheus alerting
 //! rules in `packaging/monitoring/` use is one a running relay serves on `/metrics` (from its
 //! first scrape, with `# HELP` text), and both files parse; the systemd unit verifies (with
 //! each drop-in) and its exposure stays low; shell completions and man pages come out of the

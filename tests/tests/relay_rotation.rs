@@ -1,4 +1,4 @@
-//! Key rotation without a restart (issue 17, item 1), end to end: the README's rotation steps
+//! Key rotation without a restart, end to end: the README's rotation steps
 //! performed exactly (`relay keygen` on the computes' key file, then on the relays', `relay
 //! status` to see the new signing key, `sed -i` to delete the old line from the relays' file,
 //! then the computes'), while a client logs in through the perceptron route throughout. No

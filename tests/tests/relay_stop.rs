@@ -1,4 +1,4 @@
-//! Clean stops (issue 17, item 3): Ctrl-C in a terminal sends SIGINT to the whole foreground
+//! Clean stops: Ctrl-C in a terminal sends SIGINT to the whole foreground
 //! process group. The relay's computes run in a group of their own, so only the relay gets it;
 //! with nothing open the relay stops its compute itself and exits in well under a second
 //! without a warning, and with a session open the session carries on through the drain (its

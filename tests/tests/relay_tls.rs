@@ -1,4 +1,4 @@
-//! TLS on the client leg, end to end (issue 16): the relay terminates MySQL's in-band TLS on
+//! TLS on the client leg, end to end: the relay terminates MySQL's in-band TLS on
 //! the perceptron route while a paused server-shim instance wakes, with the stock `mariadb`
 //! CLI (full verification: `--ssl-verify-server-cert --ssl-ca`) and PyMySQL with a CA.
 //! Certificates are made here with the `openssl` CLI.

@@ -1,4 +1,4 @@
-//! `server-shim` end to end (issue 3): real processes, the real `mariadb` CLI, PyMySQL and
+//! `server-shim` end to end: real processes, the real `mariadb` CLI, PyMySQL and
 //! mysql-connector-python, and a raw socket playing the relay for relayed logins (P6/P7).
 //!
 //! Build the binary first: `cargo build -p server-shim && cargo test -p tests`.

@@ -1,4 +1,4 @@
-//! server-shim against clients and data nobody here wrote (issue 11, item 4): the MySQL
+//! server-shim against clients and data nobody here wrote: the MySQL
 //! "world" sample database, as Debian's MariaDB test suite ships it, loaded unchanged through
 //! the relay with the stock `mariadb` CLI and queried next to a real MariaDB; and SQLAlchemy (on PyMySQL)
 //! creating, filling, querying and reflecting a declarative model.
@@ -58,7 +58,7 @@ fn world_script() -> String {
 /// Queries whose output the shim must print exactly as MariaDB does: counts, joins with
 /// GROUP BY, ORDER BY with LIMIT (both forms), subqueries, LIKE, float and text functions.
 /// (`SurfaceArea`, a `float(10,2)`, is left out: MariaDB prints it with two decimals, the
-/// shim as a plain float; see the report of issue 11.)
+/// shim as a plain float, because SQLite keeps no declared scale.)
 const WORLD_QUERIES: &str = "
 SELECT COUNT(*) FROM Country;
 SELECT COUNT(*) FROM City;

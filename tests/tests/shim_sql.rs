@@ -1,4 +1,4 @@
-//! server-shim runs everyday MySQL (issue 11): the statements a new user types first, the
+//! server-shim runs everyday MySQL: the statements a new user types first, the
 //! metadata tools read, and a `mariadb-dump` of a shim database restored into another, all
 //! through the stock `mariadb` CLI and `mariadb-dump` against a real `server-shim` process.
 //!

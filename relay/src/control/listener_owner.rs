@@ -2,7 +2,7 @@
 //!
 //! A greeting on the compute address proves that *something* serves MySQL there, not that it is
 //! the compute the process driver started: a local process that bound the port first would be
-//! handed scramble A, the client's answer and the client's queries (issue 13). So the process
+//! handed scramble A, the client's answer and the client's queries. So the process
 //! driver trusts readiness only when the listening socket belongs to its child (or one of the
 //! child's children). The listening sockets come from the kernel's `sock_diag` netlink
 //! interface ([`super::sock_diag`]: only the listening table is walked, microseconds), or from

@@ -121,14 +121,14 @@ impl RunningCompute for ScriptedCompute {
         })
     }
 
-    fn freeze(&self) -> BoxFuture<'_, Result<(), String>> {
+    fn freeze(&self) -> BoxFuture<'_, Result<(), super::driver::CapacityError>> {
         Box::pin(async move {
             self.freezer.freezes.fetch_add(1, Ordering::SeqCst);
             Ok(())
         })
     }
 
-    fn thaw(&self) -> BoxFuture<'_, Result<(), String>> {
+    fn thaw(&self) -> BoxFuture<'_, Result<(), super::driver::CapacityError>> {
         Box::pin(async move {
             self.freezer.thaws.fetch_add(1, Ordering::SeqCst);
             Ok(())

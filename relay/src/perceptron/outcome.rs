@@ -1,6 +1,6 @@
 //! How a connection ended, as a closed set of kinds: each kind is a metric label, decides
 //! the one ERR packet (if any) the client sees, and is logged once at the end of the
-//! connection task (house rule 5). Client-visible messages are fixed text plus the instance
+//! connection task (CONTRIBUTING.md, *Typed errors, one ERR packet*). Client-visible messages are fixed text plus the instance
 //! name; internal addresses and error details stay in the relay's log.
 
 use authplugin::DecodeError;

@@ -128,13 +128,18 @@ impl Drop for Pki {
 }
 
 #[test]
-fn parses_not_after_utc_and_generalized() {
-    assert_eq!(parse_time(0x17, b"491231235959Z"), Some(2_524_607_999));
-    assert_eq!(parse_time(0x17, b"700101000000Z"), Some(0));
-    assert_eq!(parse_time(0x18, b"20500101000000Z"), Some(2_524_608_000));
-    assert_eq!(parse_time(0x17, b"4912312359Z"), None);
-    assert_eq!(parse_time(0x17, b"491331235959Z"), None);
-    assert_eq!(parse_time(0x17, b"49123123595aZ"), None);
+fn reads_not_after_as_utc_time_and_as_generalized_time() {
+    // X.509 writes years before 2050 as UTCTime, from 2050 as GeneralizedTime.
+    for ((y, m, d), unix) in [
+        ((2049, 12, 31), 2_524_521_600),
+        ((2050, 1, 1), 2_524_608_000),
+    ] {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+        params.not_after = rcgen::date_time_ymd(y, m, d);
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(not_after(cert.der()), Some(unix), "{y}-{m}-{d}");
+    }
 }
 
 #[test]

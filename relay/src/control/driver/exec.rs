@@ -21,7 +21,7 @@ use tokio::process::Command;
 /// the pipes open for ever).
 const OUTPUT_GRACE: Duration = Duration::from_millis(100);
 
-use super::{ExternalControl, RunningCompute, Watched};
+use super::{CapacityError, ExternalControl, RunningCompute, Watched};
 use crate::config::ExecSpec;
 use crate::control::readiness;
 
@@ -218,17 +218,19 @@ impl ExternalControl for ExecDriver {
         }
     }
 
-    async fn request_scale(&self, ccu: crate::capacity::Ccu) -> Result<(), String> {
+    async fn request_scale(&self, ccu: crate::capacity::Ccu) -> Result<(), CapacityError> {
         let argv = self
             .spec
             .scale
             .as_ref()
-            .ok_or_else(|| "no scale command is configured".to_owned())?;
+            .ok_or(CapacityError::NoScaleCommand)?;
         let argv: Vec<String> = argv
             .iter()
             .map(|a| a.replace("{CCU}", &ccu.to_string()))
             .collect();
-        self.run("scale", &argv).await.map_err(|e| e.to_string())
+        self.run("scale", &argv)
+            .await
+            .map_err(|e| CapacityError::External(Box::new(e)))
     }
 
     async fn cpu_used(&self) -> Option<Duration> {

@@ -15,7 +15,7 @@ use std::fmt;
 
 use hyper::{Method, StatusCode};
 
-use super::{ExternalControl, RunningCompute, Watched};
+use super::{CapacityError, ExternalControl, RunningCompute, Watched};
 use crate::config::HttpSpec;
 use crate::http_client::{self, HttpError};
 
@@ -143,22 +143,23 @@ impl ExternalControl for HttpDriver {
         self.post("stop").await
     }
 
-    async fn request_scale(&self, ccu: crate::capacity::Ccu) -> Result<(), String> {
+    async fn request_scale(&self, ccu: crate::capacity::Ccu) -> Result<(), CapacityError> {
         let body =
             serde_json::json!({ "instance": self.instance, "ccu": ccu.as_f64() }).to_string();
         let reply = self
             .call(Method::POST, "/scale", Some(body))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| CapacityError::External(Box::new(e)))?;
         if reply.status.is_success() {
             Ok(())
         } else {
-            Err(ControlPlaneError::Refused {
-                action: "scale",
-                status: reply.status,
-                body: reply.body.trim().to_owned(),
-            }
-            .to_string())
+            Err(CapacityError::External(Box::new(
+                ControlPlaneError::Refused {
+                    action: "scale",
+                    status: reply.status,
+                    body: reply.body.trim().to_owned(),
+                },
+            )))
         }
     }
 

@@ -72,6 +72,45 @@ impl std::fmt::Display for WakeError {
 
 impl std::error::Error for WakeError {}
 
+/// Why a running compute's capacity could not be changed (a resize, a freeze or a thaw).
+#[derive(Debug)]
+pub enum CapacityError {
+    /// This driver has no control of that kind (the name of the operation).
+    Unsupported(&'static str),
+    /// The compute runs outside a cgroup of the relay's (adopted without one).
+    NoCgroup,
+    /// The cgroup refused.
+    Cgroup(std::io::Error),
+    /// The exec driver has no `scale` command configured.
+    NoScaleCommand,
+    /// The external control (exec command, HTTP control plane) failed or refused.
+    External(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl std::fmt::Display for CapacityError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unsupported(what) => write!(f, "this driver cannot {what} a compute"),
+            Self::NoCgroup => {
+                f.write_str("the compute has no cgroup (an adopted compute without one)")
+            }
+            Self::Cgroup(e) => write!(f, "cgroup: {e}"),
+            Self::NoScaleCommand => f.write_str("no scale command is configured"),
+            Self::External(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for CapacityError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Cgroup(e) => Some(e),
+            Self::External(e) => Some(e.as_ref()),
+            Self::Unsupported(_) | Self::NoCgroup | Self::NoScaleCommand => None,
+        }
+    }
+}
+
 use crate::future::BoxFuture;
 
 /// Starts computes.
@@ -102,9 +141,9 @@ pub trait RunningCompute: Send + Sync {
     fn stop(&self) -> BoxFuture<'_, ()>;
 
     /// Gives the compute `ccu` of capacity, live; a driver without capacity control refuses.
-    fn resize(&self, ccu: Ccu) -> BoxFuture<'_, Result<(), String>> {
+    fn resize(&self, ccu: Ccu) -> BoxFuture<'_, Result<(), CapacityError>> {
         let _ = ccu;
-        Box::pin(async { Err("this driver cannot resize a compute".to_owned()) })
+        Box::pin(async { Err(CapacityError::Unsupported("resize")) })
     }
 
     /// The CPU time the compute has used in all, if the driver can tell (the autoscaler's
@@ -115,13 +154,13 @@ pub trait RunningCompute: Send + Sync {
 
     /// Freezes the compute's processes, keeping their memory and sockets; resolves once the
     /// kernel reports them frozen.
-    fn freeze(&self) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async { Err("this driver cannot freeze a compute".to_owned()) })
+    fn freeze(&self) -> BoxFuture<'_, Result<(), CapacityError>> {
+        Box::pin(async { Err(CapacityError::Unsupported("freeze")) })
     }
 
     /// Thaws a frozen compute; resolves once it runs again.
-    fn thaw(&self) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async { Err("this driver cannot thaw a compute".to_owned()) })
+    fn thaw(&self) -> BoxFuture<'_, Result<(), CapacityError>> {
+        Box::pin(async { Err(CapacityError::Unsupported("thaw")) })
     }
 }
 
@@ -158,7 +197,7 @@ pub trait ExternalControl: Clone + Send + Sync + 'static {
     /// The running compute, watched the way this driver can tell it has gone.
     fn watched(&self) -> Box<dyn RunningCompute>;
     /// Asks for the compute's capacity to become `ccu` (Kubernetes: an in-place pod resize).
-    fn request_scale(&self, ccu: Ccu) -> impl Future<Output = Result<(), String>> + Send;
+    fn request_scale(&self, ccu: Ccu) -> impl Future<Output = Result<(), CapacityError>> + Send;
     /// The CPU time the compute has used in all, if the external control reports it.
     fn cpu_used(&self) -> impl Future<Output = Option<Duration>> + Send;
 }
@@ -250,7 +289,7 @@ impl<D: ExternalControl> RunningCompute for Watched<D> {
         Box::pin(exit_reason(self.exited.clone(), "stopped"))
     }
 
-    fn resize(&self, ccu: Ccu) -> BoxFuture<'_, Result<(), String>> {
+    fn resize(&self, ccu: Ccu) -> BoxFuture<'_, Result<(), CapacityError>> {
         Box::pin(self.driver.request_scale(ccu))
     }
 

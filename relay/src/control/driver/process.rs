@@ -30,7 +30,7 @@ use tokio::process::Command;
 use tokio::sync::{Notify, watch};
 
 use super::cgroup::Cgroup;
-use super::{Driver, RunningCompute, WakeError};
+use super::{CapacityError, Driver, RunningCompute, WakeError};
 use crate::capacity::Ccu;
 use crate::control::{listener_owner, readiness};
 use crate::future::BoxFuture;
@@ -223,16 +223,16 @@ impl ProcessDriver {
     }
 
     /// Moves the new child into its cgroup and sets its starting capacity.
-    fn place(&self, pid: u32) -> Result<Option<(Cgroup, Ccu)>, String> {
+    fn place(&self, pid: u32) -> std::io::Result<Option<(Cgroup, Ccu)>> {
         let Some(plan) = &self.cgroup else {
             return Ok(None);
         };
-        let cgroup = Cgroup::create(&plan.root, &plan.name).map_err(|e| e.to_string())?;
+        let cgroup = Cgroup::create(&plan.root, &plan.name)?;
         let ceiling = plan.limits.map_or(crate::capacity::MAX, |(_, max)| max);
         if let Some((start, max)) = plan.limits {
-            cgroup.resize(start, max).map_err(|e| e.to_string())?;
+            cgroup.resize(start, max)?;
         }
-        cgroup.add(pid).map_err(|e| e.to_string())?;
+        cgroup.add(pid)?;
         Ok(Some((cgroup, ceiling)))
     }
 
@@ -390,10 +390,8 @@ impl ProcessCompute {
         }
     }
 
-    fn cgroup(&self) -> Result<&(Cgroup, Ccu), String> {
-        self.cgroup
-            .as_ref()
-            .ok_or_else(|| "the compute has no cgroup (an adopted compute without one)".to_owned())
+    fn cgroup(&self) -> Result<&(Cgroup, Ccu), CapacityError> {
+        self.cgroup.as_ref().ok_or(CapacityError::NoCgroup)
     }
 }
 
@@ -413,12 +411,12 @@ impl RunningCompute for ProcessCompute {
         })
     }
 
-    fn resize(&self, ccu: Ccu) -> BoxFuture<'_, Result<(), String>> {
+    fn resize(&self, ccu: Ccu) -> BoxFuture<'_, Result<(), CapacityError>> {
         Box::pin(async move {
             let (cgroup, ceiling) = self.cgroup()?;
             cgroup
                 .resize(ccu.min(*ceiling), *ceiling)
-                .map_err(|e| e.to_string())
+                .map_err(CapacityError::Cgroup)
         })
     }
 
@@ -427,12 +425,18 @@ impl RunningCompute for ProcessCompute {
         Box::pin(async move { used })
     }
 
-    fn freeze(&self) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async move { self.cgroup()?.0.freeze().await.map_err(|e| e.to_string()) })
+    fn freeze(&self) -> BoxFuture<'_, Result<(), CapacityError>> {
+        Box::pin(async move {
+            self.cgroup()?
+                .0
+                .freeze()
+                .await
+                .map_err(CapacityError::Cgroup)
+        })
     }
 
-    fn thaw(&self) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async move { self.cgroup()?.0.thaw().await.map_err(|e| e.to_string()) })
+    fn thaw(&self) -> BoxFuture<'_, Result<(), CapacityError>> {
+        Box::pin(async move { self.cgroup()?.0.thaw().await.map_err(CapacityError::Cgroup) })
     }
 }
 
