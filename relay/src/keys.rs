@@ -5,44 +5,15 @@
 //! refused with one log line and the ring in use stays.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use authplugin::key_file::{LiveKeyRing, Reload};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{KeyReload, Metrics};
 
-/// How often the key file is looked at.
-pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
-
-/// Looks at the key file every [`POLL_INTERVAL`] and on SIGHUP, until `shutdown`.
+/// Looks at the key file every second and on SIGHUP, until `shutdown`.
 pub async fn follow(keys: Arc<LiveKeyRing>, metrics: Arc<Metrics>, shutdown: CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hangup = match signal(SignalKind::hangup()) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot install a SIGHUP handler; the key file is still polled");
-            None
-        }
-    };
-    let mut tick = tokio::time::interval(POLL_INTERVAL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let force = tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = tick.tick() => false,
-            Some(()) = async {
-                match hangup.as_mut() {
-                    Some(h) => h.recv().await,
-                    None => std::future::pending().await,
-                }
-            } => {
-                tracing::info!("SIGHUP received: reading the key file");
-                true
-            }
-        };
-        check(&keys, &metrics, force);
-    }
+    perceptron_io::follow_key_file(shutdown, |force| check(&keys, &metrics, force)).await;
 }
 
 /// Looks at the key file once (`force`: read it even if unchanged) and logs what changed.

@@ -26,6 +26,8 @@ use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use perceptron_io::Rewind;
+
 use crate::config::{ComputeTlsMode, TlsSettings, TlsVersion};
 
 /// Which file of `[instance.tls]` a load error is about (the config key).
@@ -357,66 +359,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for ClientStream<S> {
             Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
             Self::Gone => Poll::Ready(Ok(())),
         }
-    }
-}
-
-/// A socket with bytes already read from it put back in front: a client may send its
-/// ClientHello in the same segment as its SSLRequest, so the packet reader can hold the
-/// start of the handshake.
-#[derive(Debug)]
-pub struct Rewind<S> {
-    early: Vec<u8>,
-    at: usize,
-    inner: S,
-}
-
-impl<S> Rewind<S> {
-    /// `early` is read before `inner`.
-    pub const fn new(early: Vec<u8>, inner: S) -> Self {
-        Self {
-            early,
-            at: 0,
-            inner,
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if let Some(rest) = this.early.get(this.at..).filter(|r| !r.is_empty()) {
-            let n = rest.len().min(buf.remaining());
-            buf.put_slice(rest.get(..n).unwrap_or_default());
-            this.at += n;
-            if this.at == this.early.len() {
-                this.early = Vec::new();
-                this.at = 0;
-            }
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut this.inner).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }
 

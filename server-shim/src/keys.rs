@@ -4,44 +4,18 @@
 //! ring in use, an invalid one is refused with one log line and the ring in use stays.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use authplugin::KeyRing;
 use authplugin::key_file::{LiveKeyRing, Reload};
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
-/// How often the key file is looked at.
-const POLL_INTERVAL: Duration = Duration::from_secs(1);
-
-/// Looks at the key file every [`POLL_INTERVAL`] and on SIGHUP, until `shutdown`.
+/// Looks at the key file every second and on SIGHUP, until `shutdown`.
 pub async fn follow(keys: Arc<LiveKeyRing>, shutdown: CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hangup = match signal(SignalKind::hangup()) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            warn!(error = %e, "cannot install a SIGHUP handler; the key file is still polled");
-            None
-        }
-    };
-    let mut tick = tokio::time::interval(POLL_INTERVAL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let force = tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = tick.tick() => false,
-            Some(()) = async {
-                match hangup.as_mut() {
-                    Some(h) => h.recv().await,
-                    None => std::future::pending().await,
-                }
-            } => {
-                info!("SIGHUP: reading the key file");
-                true
-            }
-        };
+    perceptron_io::follow_key_file(shutdown, |force| {
         let _ = check(&keys, force);
-    }
+    })
+    .await;
 }
 
 /// Looks at the key file once (`force`: read it even if unchanged), logs what changed, and

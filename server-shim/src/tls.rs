@@ -25,6 +25,7 @@ use std::task::{Context, Poll, ready};
 
 use authplugin::packet::framing::parse_packet;
 use authplugin::packet::{HandshakeResponse41, HandshakeV10, SslRequest};
+use perceptron_io::Rewind;
 use rustls::ServerConfig;
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject as _;
@@ -488,59 +489,6 @@ impl AsyncWrite for Transport {
             Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
             Io::Accepting(_) | Io::Gone => Poll::Ready(Ok(())),
         }
-    }
-}
-
-/// A socket with bytes already read put back in front (the ClientHello may arrive with the
-/// SSLRequest).
-struct Rewind<S> {
-    early: Vec<u8>,
-    at: usize,
-    inner: S,
-}
-
-impl<S> Rewind<S> {
-    const fn new(early: Vec<u8>, inner: S) -> Self {
-        Self {
-            early,
-            at: 0,
-            inner,
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if let Some(rest) = this.early.get(this.at..).filter(|r| !r.is_empty()) {
-            let n = rest.len().min(buf.remaining());
-            buf.put_slice(rest.get(..n).unwrap_or_default());
-            this.at += n;
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut this.inner).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }
 
