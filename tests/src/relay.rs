@@ -328,6 +328,21 @@ log:
             .unwrap_or(0.0)
     }
 
+    /// The value of `series` once it is `want`, or as it is after 30 s. The relay counts a
+    /// connection when its task ends, which on a loaded machine can come after the client
+    /// has read its answer and exited; a test that reads the count at once races with that.
+    #[must_use]
+    pub fn metric_reaching(&self, series: &str, want: f64) -> f64 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let value = self.metric(series);
+            if value == want || Instant::now() >= deadline {
+                return value;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The instance's state as the admin API reports it.
     #[must_use]
     pub fn state(&self) -> String {

@@ -331,6 +331,39 @@ impl RouteCounters {
         }
     }
 
+    /// What one cell's connection adds: exactly one connection, on the cell's route.
+    fn expected(route: Route, mode: Mode) -> Self {
+        match (route, mode) {
+            (Route::Perceptron, Mode::WrongPassword) => Self {
+                denied: 1.0,
+                ..Self::default()
+            },
+            (Route::Perceptron, _) => Self {
+                relayed: 1.0,
+                ..Self::default()
+            },
+            (Route::Direct, _) => Self {
+                forwarded: 1.0,
+                ..Self::default()
+            },
+        }
+    }
+
+    /// The change since `before` once it reaches `want`, or as it is after 30 s. The relay
+    /// counts a connection when its task ends, which on a loaded machine can be after the
+    /// client has read its ERR and exited: read at once, the count could land in the next
+    /// cell.
+    fn settled(relay: &Relay, before: Self, want: Self) -> Self {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let routed = Self::read(relay).since(before);
+            if routed == want || Instant::now() >= deadline {
+                return routed;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn since(self, before: Self) -> Self {
         Self {
             relayed: self.relayed - before.relayed,
@@ -443,20 +476,7 @@ fn judge(
         _ => {}
     }
     // The route the connection took: exactly one connection, on the cell's route.
-    let want = match (route, mode) {
-        (Route::Perceptron, Mode::WrongPassword) => RouteCounters {
-            denied: 1.0,
-            ..RouteCounters::default()
-        },
-        (Route::Perceptron, _) => RouteCounters {
-            relayed: 1.0,
-            ..RouteCounters::default()
-        },
-        (Route::Direct, _) => RouteCounters {
-            forwarded: 1.0,
-            ..RouteCounters::default()
-        },
-    };
+    let want = RouteCounters::expected(route, mode);
     (routed != want).then(|| format!("route counters changed by {routed:?}, expected {want:?}"))
 }
 
@@ -702,7 +722,8 @@ fn run_matrix_with(relay: &Relay, what: &str, ssl_ca: Option<String>) {
                 prepare_route(relay, route);
                 let before = RouteCounters::read(relay);
                 let report = run_client(client, target, mode);
-                let routed = RouteCounters::read(relay).since(before);
+                let routed =
+                    RouteCounters::settled(relay, before, RouteCounters::expected(route, mode));
                 let failure = judge(client, route, mode, &report, routed);
                 cells.push(Cell {
                     client,

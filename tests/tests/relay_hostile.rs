@@ -378,7 +378,10 @@ fn a_login_split_at_any_byte_boundary_logs_in_on_both_routes() {
         assert_eq!(wakes(&relay), (round + 1) as f64);
     }
     assert_eq!(
-        relay.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}"),
+        relay.metric_reaching(
+            "relay_connections_total{instance=\"demo\",outcome=\"relayed\"}",
+            perceptron_points.len() as f64
+        ),
         perceptron_points.len() as f64
     );
     // Direct route: one wake, then every split point.
