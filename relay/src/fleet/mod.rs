@@ -18,6 +18,7 @@
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod feed;
+pub mod protocol;
 pub mod record;
 #[cfg(feature = "etcd")]
 pub mod simulation;
