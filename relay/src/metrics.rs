@@ -169,6 +169,19 @@ struct InstanceLabels {
     instance: String,
 }
 
+impl InstanceLabels {
+    fn of(instance: &str) -> Self {
+        Self {
+            instance: instance.to_owned(),
+        }
+    }
+}
+
+/// A count as a gauge's value, saturating: a count beyond `i64::MAX` reads as the maximum.
+fn gauge_count(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct OutcomeLabels {
     instance: String,
@@ -513,18 +526,15 @@ impl Metrics {
         for ((scope, budget), n) in blocks {
             self.budget_blocks
                 .get_or_create(&BlockLabels { scope, budget })
-                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+                .set(gauge_count(*n));
         }
-        self.budget_untracked
-            .set(i64::try_from(untracked).unwrap_or(i64::MAX));
+        self.budget_untracked.set(gauge_count(untracked));
     }
 
     /// Counts a health-check login the relay answered itself.
     pub fn health_check(&self, instance: &str) {
         self.health_checks
-            .get_or_create(&InstanceLabels {
-                instance: instance.to_owned(),
-            })
+            .get_or_create(&InstanceLabels::of(instance))
             .inc();
     }
 
@@ -548,19 +558,15 @@ impl Metrics {
     /// Records how many connections the kernel route sent to `instance`'s compute are open.
     pub fn set_kernel_connections(&self, instance: &str, open: usize) {
         self.kernel_connections
-            .get_or_create(&InstanceLabels {
-                instance: instance.to_owned(),
-            })
-            .set(i64::try_from(open).unwrap_or(i64::MAX));
+            .get_or_create(&InstanceLabels::of(instance))
+            .set(gauge_count(open));
     }
 
     /// Records when the certificate `instance` serves expires (Unix seconds; 0 when it could
     /// not be read from the certificate).
     pub fn set_tls_expiry(&self, instance: &str, not_after: Option<i64>) {
         self.tls_expiry
-            .get_or_create(&InstanceLabels {
-                instance: instance.to_owned(),
-            })
+            .get_or_create(&InstanceLabels::of(instance))
             .set(not_after.unwrap_or(0));
     }
 
@@ -587,27 +593,21 @@ impl Metrics {
     /// Records how many connections of `instance` have not logged in yet (set when scraped).
     pub fn set_pending(&self, instance: &str, pending: usize) {
         self.pending
-            .get_or_create(&InstanceLabels {
-                instance: instance.to_owned(),
-            })
-            .set(i64::try_from(pending).unwrap_or(i64::MAX));
+            .get_or_create(&InstanceLabels::of(instance))
+            .set(gauge_count(pending));
     }
 
     /// Records the capacity an instance's compute has now.
     pub fn set_ccu(&self, instance: &str, ccu: f64) {
         self.ccu
-            .get_or_create(&InstanceLabels {
-                instance: instance.to_owned(),
-            })
+            .get_or_create(&InstanceLabels::of(instance))
             .set(ccu);
     }
 
     /// Records how long a successful wake took.
     pub fn observe_resume(&self, instance: &str, took: Duration) {
         self.resume
-            .get_or_create(&InstanceLabels {
-                instance: instance.to_owned(),
-            })
+            .get_or_create(&InstanceLabels::of(instance))
             .observe(took.as_secs_f64());
     }
 
@@ -631,7 +631,7 @@ impl Metrics {
                 instance: instance.to_owned(),
                 route,
             })
-            .set(i64::try_from(open).unwrap_or(i64::MAX));
+            .set(gauge_count(open));
     }
 
     /// The exposition in `format`.
