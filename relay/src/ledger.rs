@@ -34,6 +34,43 @@ pub struct Event {
     pub rate_milli: u64,
 }
 
+impl Event {
+    /// The event's ledger line, newline included: the one place the format in this module's
+    /// documentation is written (a relay's file and a fleet's store hold the same lines).
+    #[must_use]
+    pub fn to_line(&self) -> String {
+        format!(
+            "{} {} {} {}\n",
+            self.at_ms,
+            self.instance,
+            self.state.as_str(),
+            self.rate_milli
+        )
+    }
+
+    /// Parses one ledger line without its newline (lines written before capacities, with no
+    /// rate, included); `None` for a torn or garbled one.
+    #[must_use]
+    pub fn from_line(line: &str) -> Option<Self> {
+        let mut parts = line.split(' ');
+        let at_ms = parts.next()?.parse().ok()?;
+        let instance = parts.next()?.to_owned();
+        let state = Phase::from_name(parts.next()?)?;
+        let rate_milli = match parts.next() {
+            Some(rate) => rate.parse().ok()?,
+            // Before capacities: one CCU while billable.
+            None if state.billable() => 1_000,
+            None => 0,
+        };
+        parts.next().is_none().then_some(Self {
+            at_ms,
+            instance,
+            state,
+            rate_milli,
+        })
+    }
+}
+
 /// The ledger file, shared by every instance of a relay.
 #[derive(Debug)]
 pub struct Ledger {
@@ -183,12 +220,7 @@ impl Ledger {
             state,
             rate_milli,
         };
-        let line = format!(
-            "{} {} {} {rate_milli}\n",
-            event.at_ms,
-            event.instance,
-            state.as_str()
-        );
+        let line = event.to_line();
         let mut appender = self
             .file
             .lock()
@@ -227,25 +259,7 @@ pub fn parse(text: &str) -> (Vec<Event>, usize) {
         if line.is_empty() {
             continue;
         }
-        let mut parts = line.split(' ');
-        let parsed = (|| {
-            let at_ms = parts.next()?.parse().ok()?;
-            let instance = parts.next()?.to_owned();
-            let state = Phase::from_name(parts.next()?)?;
-            let rate_milli = match parts.next() {
-                Some(rate) => rate.parse().ok()?,
-                // Before capacities: one CCU while billable.
-                None if state.billable() => 1_000,
-                None => 0,
-            };
-            parts.next().is_none().then_some(Event {
-                at_ms,
-                instance,
-                state,
-                rate_milli,
-            })
-        })();
-        match parsed {
+        match Event::from_line(line) {
             Some(e) => events.push(e),
             None => skipped += 1,
         }
@@ -475,6 +489,39 @@ mod tests {
         assert!((7_200..=7_203).contains(&total), "{total}");
         assert_eq!(first_event_ms(&events), Some(start));
         assert_eq!(first_event_ms(&[]), None);
+    }
+
+    /// Lines as relays have written them (today's, and from before capacities): they still
+    /// parse, and an event is written back byte for byte as it was read.
+    #[test]
+    fn reads_and_writes_ledger_lines_in_the_format_on_disk() {
+        let today = "1764450000123 demo running 1500\n";
+        let event = Event::from_line(today.trim_end_matches('\n')).unwrap();
+        assert_eq!(
+            event,
+            Event {
+                at_ms: 1_764_450_000_123,
+                instance: "demo".into(),
+                state: Phase::Running,
+                rate_milli: 1_500,
+            }
+        );
+        assert_eq!(event.to_line(), today);
+        for line in [
+            "1764450000200 demo pausing 0\n",
+            "1764450000300 shop-2 frozen 100\n",
+        ] {
+            let (events, skipped) = parse(line);
+            assert_eq!((events.len(), skipped), (1, 0), "{line}");
+            assert_eq!(events[0].to_line(), line);
+        }
+        let (old, skipped) = parse("1000 demo resuming\n2000 demo paused\n");
+        assert_eq!(skipped, 0);
+        assert_eq!(
+            old.iter().map(Event::to_line).collect::<String>(),
+            "1000 demo resuming 1000\n2000 demo paused 0\n",
+            "an old line bills one CCU while billable"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! All of the relay's metrics, in one place (house rule 11), kept by `prometheus-client`: one
-//! [`Family`] per metric with a typed label set, all in one [`Registry`].
+//! All of the relay's metrics, in one place (see CONTRIBUTING.md, *Metrics in one module*),
+//! kept by `prometheus-client`: one [`Family`] per metric with a typed label set, all in one
+//! [`Registry`], each declared once in the `metrics!` list below.
 //!
 //! Label values come from closed enums where this module owns them (byte direction, direct
 //! route outcome, route, lifecycle phase) and from the `&'static str` `label()` methods of the
@@ -12,6 +13,7 @@
 //! [`Metrics::render`]).
 
 use std::fmt;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::encoding::{
@@ -167,6 +169,19 @@ struct InstanceLabels {
     instance: String,
 }
 
+impl InstanceLabels {
+    fn of(instance: &str) -> Self {
+        Self {
+            instance: instance.to_owned(),
+        }
+    }
+}
+
+/// A count as a gauge's value, saturating: a count beyond `i64::MAX` reads as the maximum.
+fn gauge_count(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct OutcomeLabels {
     instance: String,
@@ -222,23 +237,28 @@ struct StateLabels {
 
 type ResumeFamily = Family<InstanceLabels, Histogram, fn() -> Histogram>;
 
-/// A metric whose `# HELP` and `# TYPE` lines are written even before it has a sample: a
-/// scraper (and `packaging/monitoring`'s dashboard and alerts) sees every family the relay
-/// has from its first scrape on, and its help text with it.
+/// Wraps every registered metric: by default its `# HELP` and `# TYPE` lines are written even
+/// before it has a sample, so a scraper (and `packaging/monitoring`'s dashboard and alerts) sees
+/// every family the relay has from its first scrape on, and its help text with it.
 #[derive(Debug)]
-struct Described<M>(M);
+struct Described<M> {
+    metric: M,
+    /// The family is left out of a scrape while it has no sample (metrics that only some
+    /// configurations have, such as `[instance.tls]`'s).
+    when_sampled: bool,
+}
 
 impl<M: EncodeMetric> EncodeMetric for Described<M> {
     fn encode(&self, encoder: MetricEncoder<'_>) -> fmt::Result {
-        self.0.encode(encoder)
+        self.metric.encode(encoder)
     }
 
     fn metric_type(&self) -> MetricType {
-        self.0.metric_type()
+        self.metric.metric_type()
     }
 
     fn is_empty(&self) -> bool {
-        false
+        self.when_sampled && self.metric.is_empty()
     }
 }
 
@@ -246,211 +266,163 @@ fn resume_histogram() -> Histogram {
     Histogram::new(RESUME_BUCKETS_S)
 }
 
-/// Every metric of the relay and the registry that exposes them.
-#[derive(Debug)]
-pub struct Metrics {
-    /// Holds a handle to every family below, for encoding.
-    registry: Registry,
-    connections: Family<OutcomeLabels, PromCounter>,
-    classifications: Family<ClassLabels, PromCounter>,
-    wakes: Family<OutcomeLabels, PromCounter>,
-    direct: Family<DirectLabels, PromCounter>,
-    bytes: Family<DirectionLabels, PromCounter>,
-    resume: ResumeFamily,
-    state: Family<StateLabels, Gauge>,
-    active: Family<RouteLabels, Gauge>,
-    admin_refused: Family<AdminRefusalLabels, PromCounter>,
-    refused: Family<ReasonLabels, PromCounter>,
-    accept_errors: Family<ListenerLabels, PromCounter>,
-    pending: Family<InstanceLabels, Gauge>,
-    budget_refusals: Family<ReasonLabels, PromCounter>,
-    budget_blocks: Family<BlockLabels, Gauge>,
-    budget_untracked: Gauge,
-    health_checks: Family<InstanceLabels, PromCounter>,
-    ccu: Family<InstanceLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
-    kernel_route_changes: Family<KernelRouteLabels, PromCounter>,
-    kernel_connections: Family<InstanceLabels, Gauge>,
-    tls_expiry: Family<InstanceLabels, Gauge>,
-    tls_reloads: Family<OutcomeLabels, PromCounter>,
-    key_reloads: Family<KeyReloadLabels, PromCounter>,
-    fleet_store: Family<RelayLabels, Gauge>,
+/// Declares [`Metrics`]: one entry per metric, with its field, kind and label set (the type),
+/// exposed name, help text and unit side by side; the struct and the registration of every
+/// field are generated from the list, so nothing about a metric is written twice.
+///
+/// Counter names are written without `_total` (the encoder appends it), and a unit is
+/// appended to the name by the encoder too (`relay_resume` with `Seconds` is
+/// `relay_resume_seconds`). `new:` builds a metric that `Default` cannot (a histogram with our
+/// buckets); `when_sampled` leaves a family out of a scrape until it has a sample.
+macro_rules! metrics {
+    ($(
+        $field:ident: $ty:ty {
+            name: $name:literal,
+            help: $help:literal,
+            $(unit: $unit:ident,)?
+            $(new: $new:expr,)?
+            $(when_sampled: $when_sampled:literal,)?
+        }
+    )*) => {
+        /// Every metric of the relay and the registry that exposes them.
+        #[derive(Debug)]
+        pub struct Metrics {
+            /// Holds a handle to every family below, for encoding.
+            registry: Registry,
+            $(
+                #[doc = concat!("`", $name, "`: ", $help, ".")]
+                $field: $ty,
+            )*
+        }
+
+        impl Default for Metrics {
+            fn default() -> Self {
+                let mut registry = Registry::default();
+                $(
+                    let $field: $ty = metrics!(@new $($new)?);
+                    let described = Described {
+                        metric: $field.clone(),
+                        when_sampled: metrics!(@when_sampled $($when_sampled)?),
+                    };
+                    match metrics!(@unit $($unit)?) {
+                        Some(unit) => registry.register_with_unit($name, $help, unit, described),
+                        None => registry.register($name, $help, described),
+                    }
+                )*
+                Self { registry, $($field),* }
+            }
+        }
+    };
+    (@new) => { Default::default() };
+    (@new $new:expr) => { $new };
+    (@when_sampled) => { false };
+    (@when_sampled $when_sampled:literal) => { $when_sampled };
+    (@unit) => { None::<Unit> };
+    (@unit $unit:ident) => { Some(Unit::$unit) };
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        let connections = Family::default();
-        let classifications = Family::default();
-        let wakes = Family::default();
-        let direct = Family::default();
-        let bytes = Family::default();
-        let resume = ResumeFamily::new_with_constructor(resume_histogram);
-        let state = Family::default();
-        let active = Family::default();
-        let admin_refused = Family::default();
-        let refused = Family::default();
-        let accept_errors = Family::default();
-        let pending = Family::default();
-        let budget_refusals = Family::default();
-        let budget_blocks = Family::default();
-        let budget_untracked = Gauge::default();
-        let health_checks = Family::default();
-        let ccu = Family::default();
-        let kernel_route_changes = Family::default();
-        let kernel_connections = Family::default();
-        let tls_expiry = Family::default();
-        let tls_reloads = Family::default();
-        let key_reloads = Family::default();
-        let fleet_store = Family::default();
-        let mut registry = Registry::default();
-        // Counter names are registered without `_total`: the encoder appends it.
-        registry.register(
-            "relay_connections",
-            "Connections on the perceptron route by how they ended",
-            Described(connections.clone()),
-        );
-        registry.register(
-            "relay_classifications",
-            "Connections that were not logins, by class",
-            Described(classifications.clone()),
-        );
-        registry.register(
-            "relay_wakes",
-            "Wake attempts by outcome (one per spawn, however many clients waited)",
-            Described(wakes.clone()),
-        );
-        registry.register(
-            "relay_direct_connections",
-            "Connections on the direct route by outcome",
-            Described(direct.clone()),
-        );
-        registry.register(
-            "relay_bytes",
-            "Bytes copied on either route, per direction",
-            Described(bytes.clone()),
-        );
-        registry.register_with_unit(
-            "relay_resume",
-            "Time from a wake's start until the compute was ready",
-            Unit::Seconds,
-            Described(resume.clone()),
-        );
-        registry.register(
-            "relay_instance_state",
-            "1 for the lifecycle state the instance is in, 0 for the others",
-            Described(state.clone()),
-        );
-        registry.register(
-            "relay_active_connections",
-            "Open connections per route",
-            Described(active.clone()),
-        );
-        registry.register(
-            "relay_admin_refused",
-            "Admin API requests refused, by reason",
-            Described(admin_refused.clone()),
-        );
-        registry.register(
-            "relay_connections_refused",
-            "Connections refused before a greeting (ERR 1040), by the cap that was full",
-            Described(refused.clone()),
-        );
-        registry.register(
-            "relay_accept_errors",
-            "Failed accepts (descriptor exhaustion and the like), each followed by a back-off",
-            Described(accept_errors.clone()),
-        );
-        registry.register(
-            "relay_pending_connections",
-            "Connections that have not logged in yet",
-            Described(pending.clone()),
-        );
-        registry.register(
-            "relay_budget_refusals",
-            "Logins refused without a wake because a failed-login or wake budget is spent, by \
-             which one (ERR 1129 for a source, 1226 for a user)",
-            Described(budget_refusals.clone()),
-        );
-        registry.register(
-            "relay_budget_blocks",
-            "Sources and users blocked now, by scope and budget",
-            Described(budget_blocks.clone()),
-        );
-        registry.register(
-            "relay_budget_untracked_events",
-            "Failed logins and wakes not counted because the budget table was full",
-            Described(budget_untracked.clone()),
-        );
-        registry.register(
-            "relay_health_checks",
-            "Health-check logins answered by the relay itself, without a wake",
-            Described(health_checks.clone()),
-        );
-        registry.register(
-            "relay_instance_ccu",
-            "The running compute's capacity in CCUs (instances with [instance.capacity])",
-            Described(ccu.clone()),
-        );
-        registry.register(
-            "relay_kernel_route_changes",
-            "Kernel route (nftables) installs and removals, by outcome",
-            Described(kernel_route_changes.clone()),
-        );
-        registry.register(
-            "relay_kernel_route_connections",
-            "Open connections the kernel route sent straight to the compute (conntrack), at \
-             the last count",
-            Described(kernel_connections.clone()),
-        );
-        registry.register(
-            "relay_key_reloads",
-            "Key file changes (or SIGHUPs) by outcome: reloaded, or refused with the key ring \
-             in use kept",
-            Described(key_reloads.clone()),
-        );
-        registry.register_with_unit(
-            "relay_tls_certificate_expiry",
-            "Unix time at which the certificate the instance serves expires ([instance.tls])",
-            Unit::Seconds,
-            tls_expiry.clone(),
-        );
-        registry.register(
-            "relay_tls_reloads",
-            "Certificate reloads ([instance.tls], on SIGHUP or a file change), by outcome",
-            tls_reloads.clone(),
-        );
-        registry.register(
-            "relay_fleet_store_available",
-            "1 while this relay (relay_id) holds a live lease in its fleet's store, 0 while cut \
-             off (logins that need a wake get ERR 1053 and nothing is paused); absent for a \
-             single relay",
-            Described(fleet_store.clone()),
-        );
-        Self {
-            registry,
-            connections,
-            classifications,
-            wakes,
-            direct,
-            bytes,
-            resume,
-            state,
-            active,
-            admin_refused,
-            refused,
-            accept_errors,
-            pending,
-            budget_refusals,
-            budget_blocks,
-            budget_untracked,
-            health_checks,
-            ccu,
-            kernel_route_changes,
-            kernel_connections,
-            tls_expiry,
-            tls_reloads,
-            key_reloads,
-            fleet_store,
-        }
+metrics! {
+    connections: Family<OutcomeLabels, PromCounter> {
+        name: "relay_connections",
+        help: "Connections on the perceptron route by how they ended",
+    }
+    classifications: Family<ClassLabels, PromCounter> {
+        name: "relay_classifications",
+        help: "Connections that were not logins, by class",
+    }
+    wakes: Family<OutcomeLabels, PromCounter> {
+        name: "relay_wakes",
+        help: "Wake attempts by outcome (one per spawn, however many clients waited)",
+    }
+    direct: Family<DirectLabels, PromCounter> {
+        name: "relay_direct_connections",
+        help: "Connections on the direct route by outcome",
+    }
+    bytes: Family<DirectionLabels, PromCounter> {
+        name: "relay_bytes",
+        help: "Bytes copied on either route, per direction",
+    }
+    resume: ResumeFamily {
+        name: "relay_resume",
+        help: "Time from a wake's start until the compute was ready",
+        unit: Seconds,
+        new: ResumeFamily::new_with_constructor(resume_histogram),
+    }
+    state: Family<StateLabels, Gauge> {
+        name: "relay_instance_state",
+        help: "1 for the lifecycle state the instance is in, 0 for the others",
+    }
+    active: Family<RouteLabels, Gauge> {
+        name: "relay_active_connections",
+        help: "Open connections per route",
+    }
+    admin_refused: Family<AdminRefusalLabels, PromCounter> {
+        name: "relay_admin_refused",
+        help: "Admin API requests refused, by reason",
+    }
+    refused: Family<ReasonLabels, PromCounter> {
+        name: "relay_connections_refused",
+        help: "Connections refused before a greeting (ERR 1040), by the cap that was full",
+    }
+    accept_errors: Family<ListenerLabels, PromCounter> {
+        name: "relay_accept_errors",
+        help: "Failed accepts (descriptor exhaustion and the like), each followed by a back-off",
+    }
+    pending: Family<InstanceLabels, Gauge> {
+        name: "relay_pending_connections",
+        help: "Connections that have not logged in yet",
+    }
+    budget_refusals: Family<ReasonLabels, PromCounter> {
+        name: "relay_budget_refusals",
+        help: "Logins refused without a wake because a failed-login or wake budget is spent, by \
+               which one (ERR 1129 for a source, 1226 for a user)",
+    }
+    budget_blocks: Family<BlockLabels, Gauge> {
+        name: "relay_budget_blocks",
+        help: "Sources and users blocked now, by scope and budget",
+    }
+    budget_untracked: Gauge {
+        name: "relay_budget_untracked_events",
+        help: "Failed logins and wakes not counted because the budget table was full",
+    }
+    health_checks: Family<InstanceLabels, PromCounter> {
+        name: "relay_health_checks",
+        help: "Health-check logins answered by the relay itself, without a wake",
+    }
+    ccu: Family<InstanceLabels, Gauge<f64, AtomicU64>> {
+        name: "relay_instance_ccu",
+        help: "The running compute's capacity in CCUs (instances with [instance.capacity])",
+    }
+    kernel_route_changes: Family<KernelRouteLabels, PromCounter> {
+        name: "relay_kernel_route_changes",
+        help: "Kernel route (nftables) installs and removals, by outcome",
+    }
+    kernel_connections: Family<InstanceLabels, Gauge> {
+        name: "relay_kernel_route_connections",
+        help: "Open connections the kernel route sent straight to the compute (conntrack), at \
+               the last count",
+    }
+    key_reloads: Family<KeyReloadLabels, PromCounter> {
+        name: "relay_key_reloads",
+        help: "Key file changes (or SIGHUPs) by outcome: reloaded, or refused with the key ring \
+               in use kept",
+    }
+    tls_expiry: Family<InstanceLabels, Gauge> {
+        name: "relay_tls_certificate_expiry",
+        help: "Unix time at which the certificate the instance serves expires ([instance.tls])",
+        unit: Seconds,
+        when_sampled: true,
+    }
+    tls_reloads: Family<OutcomeLabels, PromCounter> {
+        name: "relay_tls_reloads",
+        help: "Certificate reloads ([instance.tls], on SIGHUP or a file change), by outcome",
+        when_sampled: true,
+    }
+    fleet_store: Family<RelayLabels, Gauge> {
+        name: "relay_fleet_store_available",
+        help: "1 while this relay (relay_id) holds a live lease in its fleet's store, 0 while cut \
+               off (logins that need a wake get ERR 1053 and nothing is paused); absent for a \
+               single relay",
     }
 }
 
@@ -554,18 +526,15 @@ impl Metrics {
         for ((scope, budget), n) in blocks {
             self.budget_blocks
                 .get_or_create(&BlockLabels { scope, budget })
-                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+                .set(gauge_count(*n));
         }
-        self.budget_untracked
-            .set(i64::try_from(untracked).unwrap_or(i64::MAX));
+        self.budget_untracked.set(gauge_count(untracked));
     }
 
     /// Counts a health-check login the relay answered itself.
     pub fn health_check(&self, instance: &str) {
         self.health_checks
-            .get_or_create(&InstanceLabels {
-                instance: instance.to_owned(),
-            })
+            .get_or_create(&InstanceLabels::of(instance))
             .inc();
     }
 
@@ -589,19 +558,15 @@ impl Metrics {
     /// Records how many connections the kernel route sent to `instance`'s compute are open.
     pub fn set_kernel_connections(&self, instance: &str, open: usize) {
         self.kernel_connections
-            .get_or_create(&InstanceLabels {
-                instance: instance.to_owned(),
-            })
-            .set(i64::try_from(open).unwrap_or(i64::MAX));
+            .get_or_create(&InstanceLabels::of(instance))
+            .set(gauge_count(open));
     }
 
     /// Records when the certificate `instance` serves expires (Unix seconds; 0 when it could
     /// not be read from the certificate).
     pub fn set_tls_expiry(&self, instance: &str, not_after: Option<i64>) {
         self.tls_expiry
-            .get_or_create(&InstanceLabels {
-                instance: instance.to_owned(),
-            })
+            .get_or_create(&InstanceLabels::of(instance))
             .set(not_after.unwrap_or(0));
     }
 
@@ -628,27 +593,21 @@ impl Metrics {
     /// Records how many connections of `instance` have not logged in yet (set when scraped).
     pub fn set_pending(&self, instance: &str, pending: usize) {
         self.pending
-            .get_or_create(&InstanceLabels {
-                instance: instance.to_owned(),
-            })
-            .set(i64::try_from(pending).unwrap_or(i64::MAX));
+            .get_or_create(&InstanceLabels::of(instance))
+            .set(gauge_count(pending));
     }
 
     /// Records the capacity an instance's compute has now.
     pub fn set_ccu(&self, instance: &str, ccu: f64) {
         self.ccu
-            .get_or_create(&InstanceLabels {
-                instance: instance.to_owned(),
-            })
+            .get_or_create(&InstanceLabels::of(instance))
             .set(ccu);
     }
 
     /// Records how long a successful wake took.
     pub fn observe_resume(&self, instance: &str, took: Duration) {
         self.resume
-            .get_or_create(&InstanceLabels {
-                instance: instance.to_owned(),
-            })
+            .get_or_create(&InstanceLabels::of(instance))
             .observe(took.as_secs_f64());
     }
 
@@ -672,7 +631,7 @@ impl Metrics {
                 instance: instance.to_owned(),
                 route,
             })
-            .set(i64::try_from(open).unwrap_or(i64::MAX));
+            .set(gauge_count(open));
     }
 
     /// The exposition in `format`.
@@ -725,6 +684,10 @@ impl Format {
 /// Rewrites OpenMetrics text as Prometheus text 0.0.4: a counter's `# HELP` and `# TYPE` name
 /// its samples (with `_total`), and the `# UNIT` and `# EOF` lines go (0.0.4 has neither).
 /// Sample lines are the same in both formats.
+///
+/// Not `prometheus_client::encoding::prometheus_text::encode` (0.26): it writes a histogram's
+/// `le` label last and its bounds as `1` rather than `1.0`, so every `relay_resume_seconds`
+/// bucket series would change its labels on upgrade and scrapers would see new series.
 fn to_prometheus_text(open_metrics: &str) -> String {
     // HELP comes before TYPE: learn which families are counters first.
     let counters: std::collections::HashSet<&str> = open_metrics
@@ -780,6 +743,12 @@ mod tests {
         m.kernel_route("demo", KernelRouteAction::install, None);
         m.kernel_route("demo", KernelRouteAction::remove, Some("timeout"));
         m.set_kernel_connections("demo", 4);
+        m.inc(Counter::Connections, "demo", "relayed");
+        m.set_ccu("demo", 0.5);
+        m.set_tls_expiry("demo", Some(1_900_000_000));
+        m.tls_reload("demo", "ok");
+        m.key_reload(KeyReload::refused);
+        m.fleet_store_available("relay-1", true);
         m
     }
 

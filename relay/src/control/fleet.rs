@@ -1,6 +1,8 @@
 //! An instance's lifecycle when its relay is one of a fleet (see `crate::fleet`): the wake
 //! and the pause go through the store's lock and compare-and-swap, the relay publishes its
-//! connections and follows the transitions other relays make.
+//! connections and follows the transitions other relays make. The protocol's steps are
+//! `crate::fleet::protocol`'s (which `relay fleet-simulation` runs too); this module gives
+//! them the relay's driver, billing rates and lifecycle.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Instance, Phase, State, WakeError, WakeOutcome};
 use crate::control::driver::RunningCompute;
-use crate::fleet::{FleetStore, LockPurpose, Observed, OpenRecord, StoreError};
+use crate::fleet::protocol::{self, PauseRefusal, UnderLock};
+use crate::fleet::{FleetStore, Observed, OpenRecord};
+use crate::future::BoxFuture;
 
 /// How often the publisher looks at the connection count when nothing wakes it.
 const PUBLISH_EVERY: Duration = Duration::from_millis(250);
@@ -20,19 +24,35 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 /// store on every connection.
 const COUNT_EVERY: Duration = Duration::from_secs(1);
 
-/// How long a relay waits before reading the store again after it failed.
-const RETRY_AFTER: Duration = Duration::from_millis(500);
+/// The relay's side of the fleet's wake: its driver runs under the lock.
+struct Driven<'a>(&'a Instance);
 
-/// A store request bounded by the wake's deadline.
-async fn within<T>(
-    deadline: tokio::time::Instant,
-    timeout: Duration,
-    request: impl Future<Output = Result<T, StoreError>>,
-) -> Result<T, WakeError> {
-    tokio::time::timeout_at(deadline, request)
-        .await
-        .map_err(|_| WakeError::Timeout(timeout))?
-        .map_err(|e| WakeError::StoreUnavailable(e.to_string()))
+impl UnderLock for Driven<'_> {
+    type Compute = Box<dyn RunningCompute>;
+    type StartError = WakeError;
+
+    fn instance(&self) -> &str {
+        &self.0.config.name
+    }
+
+    fn shutting_down(&self) -> bool {
+        self.0
+            .shutting_down
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn adopt(&self) -> BoxFuture<'_, Option<Self::Compute>> {
+        self.0.driver.adopt()
+    }
+
+    fn start(&self, left: Duration) -> BoxFuture<'_, Result<Self::Compute, WakeError>> {
+        self.0.driver.start(left)
+    }
+
+    fn rate_milli(&self, phase: Phase) -> u64 {
+        self.0
+            .rate_milli(phase, self.0.config.capacity.map(|c| c.resume))
+    }
 }
 
 impl Instance {
@@ -63,152 +83,37 @@ impl Instance {
         &self,
         store: &dyn FleetStore,
     ) -> Result<(Box<dyn RunningCompute>, bool), WakeError> {
-        let name = &self.config.name;
         let timeout = self.config.resume_timeout;
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if self
-                .shutting_down
-                .load(std::sync::atomic::Ordering::Acquire)
-            {
-                return Err(WakeError::ShuttingDown);
-            }
-            let seen = within(deadline, timeout, store.observe(name)).await?;
-            if seen
-                .lock
-                .as_ref()
-                .is_some_and(|l| l.relay == store.relay_id())
-            {
-                // This relay's own lock, yet no transition of this instance runs here (wakes
-                // are single-flight and pauses hold the lifecycle): a transition whose answer
-                // was lost (a timeout after etcd committed it). Its lease is live, so nobody
-                // else will ever take the lock: finish the job — a start is idempotent, and a
-                // pause that never ran left the compute running.
-                tracing::warn!(instance = %name, "found this relay's own fleet lock from a transition whose outcome was lost; completing the wake under it");
-                return self.wake_under_lock(store, deadline).await;
-            }
-            if let Some(lock) = &seen.lock {
-                tracing::debug!(instance = %name, holder = %lock.relay, "another relay is waking or pausing the instance; waiting");
-                within(deadline, timeout, store.wait_change(name, seen.revision)).await?;
-                continue;
-            }
-            if seen.phase() == Phase::Running {
-                if let Some(compute) = self.driver.adopt().await {
-                    return Ok((compute, true));
-                }
-                tracing::warn!(instance = %name, "the fleet records the instance running but its compute does not answer; waking it");
-            }
-            let rate = self.rate_milli(Phase::Resuming, self.config.capacity.map(|c| c.resume));
-            let begin = store.begin(name, &seen, LockPurpose::Resuming, rate, None);
-            let locked = within(deadline, timeout, begin).await?;
-            if !locked {
-                // Another relay moved first; read what it did.
-                continue;
-            }
-            tracing::info!(instance = %name, "resuming (this relay holds the fleet's wake lock)");
-            return self.wake_under_lock(store, deadline).await;
-        }
-    }
-
-    /// Runs the driver's start while this relay holds the instance's lock, then records the
-    /// outcome and releases the lock.
-    async fn wake_under_lock(
-        &self,
-        store: &dyn FleetStore,
-        deadline: tokio::time::Instant,
-    ) -> Result<(Box<dyn RunningCompute>, bool), WakeError> {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let result = self.driver.start(left).await;
-        let (phase, rate) = match &result {
-            Ok(_) => (
-                Phase::Running,
-                self.rate_milli(Phase::Running, self.config.capacity.map(|c| c.resume)),
-            ),
-            Err(_) => (Phase::Failed, 0),
-        };
-        self.fleet_finish(store, phase, rate).await;
-        result.map(|c| (c, false))
+        protocol::wake(store, &Driven(self), timeout)
+            .await
+            .map_err(|e| match e {
+                protocol::WakeError::Store(e) => WakeError::StoreUnavailable(e.to_string()),
+                protocol::WakeError::Timeout => WakeError::Timeout(timeout),
+                protocol::WakeError::ShuttingDown => WakeError::ShuttingDown,
+                protocol::WakeError::Start(e) => e,
+            })
     }
 
     /// Records the end of a transition this relay began, releasing the lock.
     pub(super) async fn fleet_finish(&self, store: &dyn FleetStore, phase: Phase, rate: u64) {
-        let name = &self.config.name;
-        match store.finish(name, phase, rate).await {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::warn!(instance = %name, phase = phase.as_str(), "this relay lost the fleet's lock before it could record the outcome (its lease expired); another relay takes over");
-            }
-            Err(e) => {
-                tracing::warn!(instance = %name, phase = phase.as_str(), error = %e, "cannot record the outcome in the fleet's store; the lock expires with this relay's lease");
-            }
-        }
+        protocol::finish(store, &self.config.name, phase, rate).await;
     }
 
-    /// The fleet's half of a pause: the instance runs in the fleet, nobody else holds its
-    /// lock, (unforced) no other relay has a connection open, and no connection record changed
-    /// between that count and taking the lock.
+    /// The fleet's half of a pause (see [`protocol::begin_pause`]).
     pub(super) async fn fleet_begin_pause(
         &self,
         store: &dyn FleetStore,
         force: bool,
     ) -> Result<(), super::PauseError> {
         use super::PauseError;
-        let name = &self.config.name;
-        let fleet_error = |e: StoreError| PauseError::Fleet(e.to_string());
-        let seen = store.observe(name).await.map_err(fleet_error)?;
-        if seen
-            .lock
-            .as_ref()
-            .is_some_and(|l| l.relay == store.relay_id())
-        {
-            // This relay's own lock with no transition running here: one whose answer was
-            // lost. The compute runs (this relay holds it running), so the lock is released
-            // with the state back at running, and the next tick pauses afresh.
-            let rate = self.rate_milli(Phase::Running, self.config.capacity.map(|c| c.resume));
-            self.fleet_finish(store, Phase::Running, rate).await;
-            return Err(PauseError::Fleet(
-                "released a lock of this relay whose transition's outcome was lost".into(),
-            ));
-        }
-        if let Some(lock) = &seen.lock {
-            return Err(PauseError::Fleet(format!(
-                "relay {} is waking or pausing it",
-                lock.relay
-            )));
-        }
-        if seen.phase() != Phase::Running {
-            return Err(PauseError::NotRunning(seen.phase()));
-        }
-        let unchanged_since = if force {
-            None
-        } else {
-            let conns = store.connections(name).await.map_err(fleet_error)?;
-            // This relay's own count was checked under its lock; its record may lag by a
-            // publish.
-            let elsewhere: u64 = conns
-                .by_relay
-                .iter()
-                .filter(|(relay, _)| relay != store.relay_id())
-                .map(|(_, r)| r.open)
-                .sum::<u64>()
-                + conns.total.unreadable;
-            if elsewhere > 0 {
-                return Err(PauseError::Busy(
-                    usize::try_from(elsewhere).unwrap_or(usize::MAX),
-                ));
-            }
-            Some(conns.revision)
-        };
-        match store
-            .begin(name, &seen, LockPurpose::Pausing, 0, unchanged_since)
+        let rate = Driven(self).rate_milli(Phase::Running);
+        protocol::begin_pause(store, &self.config.name, force, rate)
             .await
-        {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(PauseError::Fleet(
-                "a connection opened or a transition began elsewhere meanwhile".into(),
-            )),
-            Err(e) => Err(fleet_error(e)),
-        }
+            .map_err(|refusal| match refusal {
+                PauseRefusal::NotRunning(phase) => PauseError::NotRunning(phase),
+                PauseRefusal::Busy(n) => PauseError::Busy(usize::try_from(n).unwrap_or(usize::MAX)),
+                other => PauseError::Fleet(other.to_string()),
+            })
     }
 
     /// Whether the fleet agrees the instance is idle: every relay's connections have been
@@ -218,16 +123,13 @@ impl Instance {
         let Some(store) = self.fleet.get() else {
             return true;
         };
-        // The relay's feed answers without a request; the pause itself reads the records.
-        let total = match store.open_hint(&self.config.name) {
-            Some(total) => total,
-            None => match store.connections(&self.config.name).await {
-                Ok(conns) => conns.total,
-                Err(_) => return false,
-            },
-        };
-        let after = u64::try_from(self.config.idle_pause_after.as_millis()).unwrap_or(u64::MAX);
-        total.idle_for(after, crate::clock::now_ms())
+        protocol::idle(
+            store.as_ref(),
+            &self.config.name,
+            self.config.idle_pause_after,
+            crate::clock::now_ms(),
+        )
+        .await
     }
 
     /// This relay's part in the fleet, until `stop`: publishes its connections to the
@@ -294,31 +196,10 @@ impl Instance {
     /// compute (without stopping anything itself), and a compute running in the fleet is
     /// adopted at once so new connections take the direct route here too.
     async fn follow_fleet(self: &Arc<Self>, store: &dyn FleetStore, stop: &CancellationToken) {
-        let name = &self.config.name;
-        loop {
-            // The relay's feed answers without a request. While it has no answer (etcd
-            // unreachable, the feed restarting) there is nothing to follow: reading the store
-            // instead, for every instance at once, would only add load to a store in trouble.
-            let Some(seen) = store.observed_hint(name) else {
-                tokio::select! {
-                    () = tokio::time::sleep(RETRY_AFTER) => continue,
-                    () = stop.cancelled() => return,
-                }
-            };
-            self.apply_fleet_state(&seen, store.relay_id());
-            let revision = seen.revision;
-            tokio::select! {
-                changed = store.wait_change(name, revision) => {
-                    if changed.is_err() {
-                        tokio::select! {
-                            () = tokio::time::sleep(RETRY_AFTER) => {}
-                            () = stop.cancelled() => return,
-                        }
-                    }
-                }
-                () = stop.cancelled() => return,
-            }
-        }
+        protocol::follow(store, &self.config.name, stop, |seen| {
+            self.apply_fleet_state(seen, store.relay_id());
+        })
+        .await;
     }
 
     fn apply_fleet_state(self: &Arc<Self>, seen: &Observed, me: &str) {

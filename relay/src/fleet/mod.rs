@@ -1,7 +1,8 @@
 //! The fleet: several relays in front of the same instances, coordinated through a shared
 //! state store (etcd). The single relay keeps its state in `state_dir` and needs none of this.
 //!
-//! What the store decides for the fleet (see [`record`] for the keys):
+//! What the store decides for the fleet (see [`record`] for the keys, [`protocol`] for the
+//! steps of a transition):
 //! - **one wake**: the relay that takes an instance's lock (bound to its lease, so it vanishes
 //!   if that relay dies) runs the driver's start; the others wait (on their [`feed`], one
 //!   watch per relay) until the state says `running`, then complete their own clients' logins
@@ -18,6 +19,7 @@
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod feed;
+pub mod protocol;
 pub mod record;
 #[cfg(feature = "etcd")]
 pub mod simulation;

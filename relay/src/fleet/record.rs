@@ -16,6 +16,7 @@
 //! transaction as the ledger line that bills it, so the fleet's ledger has each transition
 //! exactly once.
 
+use crate::ledger::Event;
 use crate::lifecycle::Phase;
 
 /// The keys of one fleet, under its prefix.
@@ -148,15 +149,17 @@ impl StateRecord {
         parts.next().is_none().then_some(record)
     }
 
-    /// The usage-ledger line of this transition for `instance` (see `crate::ledger`).
+    /// The usage-ledger line of this transition for `instance`, as a relay's own ledger
+    /// writes it.
     #[must_use]
     pub fn ledger_line(&self, instance: &str) -> String {
-        format!(
-            "{} {instance} {} {}\n",
-            self.since_ms,
-            self.phase.as_str(),
-            self.rate_milli
-        )
+        Event {
+            at_ms: self.since_ms,
+            instance: instance.to_owned(),
+            state: self.phase,
+            rate_milli: self.rate_milli,
+        }
+        .to_line()
     }
 }
 

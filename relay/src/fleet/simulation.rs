@@ -1,6 +1,7 @@
 //! `relay fleet-simulation`: what a fleet costs its etcd. Simulated relays, each a real
 //! [`FleetStore`] client with its own lease, drive simulated instances through wake/pause
-//! churn with the same store requests the relay's lifecycle makes (`control::fleet`):
+//! churn by running the relay's own transition protocol ([`super::protocol`], which
+//! `control::fleet` runs too), so they make the store requests the relay makes:
 //! - every relay follows every instance (a read, then a watch from that read's revision);
 //! - every relay publishes its connection record for every instance, and again on change;
 //! - every relay without a connection to a running instance reads the fleet's connections
@@ -20,9 +21,19 @@ use std::time::{Duration, Instant};
 use rand::Rng as _;
 use tokio_util::sync::CancellationToken;
 
-use super::{FleetStore, LockPurpose, Observed, OpenRecord, StoreError};
+use super::protocol::{self, UnderLock};
+use super::{
+    FleetConnections, FleetOpen, FleetStore, LockPurpose, Observed, OpenRecord, StoreError,
+};
 use crate::config::EtcdSettings;
+use crate::future::BoxFuture;
 use crate::lifecycle::Phase;
+
+/// What a simulated compute is billed while it starts or runs (one CCU).
+const RATE_MILLI: u64 = 1_000;
+
+/// How long a simulated wake may take.
+const WAKE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The simulation's parameters (`relay fleet-simulation --help`).
 #[derive(Debug, Clone, clap::Args)]
@@ -123,51 +134,159 @@ impl Counted {
         result
     }
 
-    async fn observe(&self, instance: &str) -> Result<Observed, StoreError> {
-        let r = self.inner.observe(instance).await;
-        self.count(&self.requests.observe, r)
-    }
-
-    async fn begin(
-        &self,
-        instance: &str,
-        seen: &Observed,
-        purpose: LockPurpose,
-        unchanged_since: Option<i64>,
-    ) -> Result<bool, StoreError> {
-        let r = self
-            .inner
-            .begin(instance, seen, purpose, 1000, unchanged_since)
-            .await;
-        self.count(&self.requests.begin, r)
-    }
-
-    async fn finish(&self, instance: &str, phase: Phase) -> Result<bool, StoreError> {
-        let r = self.inner.finish(instance, phase, 1000).await;
-        self.count(&self.requests.finish, r)
-    }
-
-    async fn wait_change(&self, instance: &str, after: i64) -> Result<(), StoreError> {
-        self.requests.watch.fetch_add(1, Ordering::Relaxed);
-        let r = self.inner.wait_change(instance, after).await;
-        if let Err(e) = &r {
-            self.requests.failed(e);
-        }
-        r
-    }
-
-    async fn connections(&self, instance: &str) -> Result<super::FleetConnections, StoreError> {
-        let r = self.inner.connections(instance).await;
-        self.count(&self.requests.connections, r)
-    }
-
+    /// Publishes `open` connections, idle since now.
     async fn publish(&self, instance: &str, open: u64) -> Result<(), StoreError> {
         let record = OpenRecord {
             open,
             idle_since_ms: crate::clock::now_ms(),
         };
-        let r = self.inner.publish_open(instance, record).await;
-        self.count(&self.requests.publish, r)
+        self.publish_open(instance, record).await
+    }
+}
+
+/// The protocol runs on the counted store: every request it makes is counted by kind; the
+/// requests it does not make (hints, the ledger) go straight through.
+impl FleetStore for Counted {
+    fn relay_id(&self) -> &str {
+        self.inner.relay_id()
+    }
+
+    fn available(&self) -> bool {
+        self.inner.available()
+    }
+
+    fn lease_epoch(&self) -> u64 {
+        self.inner.lease_epoch()
+    }
+
+    fn observe<'a>(&'a self, instance: &'a str) -> BoxFuture<'a, Result<Observed, StoreError>> {
+        Box::pin(async move {
+            let r = self.inner.observe(instance).await;
+            self.count(&self.requests.observe, r)
+        })
+    }
+
+    fn begin<'a>(
+        &'a self,
+        instance: &'a str,
+        seen: &'a Observed,
+        purpose: LockPurpose,
+        rate_milli: u64,
+        connections_unchanged_since: Option<i64>,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let r = self
+                .inner
+                .begin(
+                    instance,
+                    seen,
+                    purpose,
+                    rate_milli,
+                    connections_unchanged_since,
+                )
+                .await;
+            self.count(&self.requests.begin, r)
+        })
+    }
+
+    fn finish<'a>(
+        &'a self,
+        instance: &'a str,
+        phase: Phase,
+        rate_milli: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let r = self.inner.finish(instance, phase, rate_milli).await;
+            self.count(&self.requests.finish, r)
+        })
+    }
+
+    fn wait_change<'a>(
+        &'a self,
+        instance: &'a str,
+        after_revision: i64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.requests.watch.fetch_add(1, Ordering::Relaxed);
+            let r = self.inner.wait_change(instance, after_revision).await;
+            if let Err(e) = &r {
+                self.requests.failed(e);
+            }
+            r
+        })
+    }
+
+    fn publish_open<'a>(
+        &'a self,
+        instance: &'a str,
+        record: OpenRecord,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let r = self.inner.publish_open(instance, record).await;
+            self.count(&self.requests.publish, r)
+        })
+    }
+
+    fn connections<'a>(
+        &'a self,
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<FleetConnections, StoreError>> {
+        Box::pin(async move {
+            let r = self.inner.connections(instance).await;
+            self.count(&self.requests.connections, r)
+        })
+    }
+
+    fn observed_hint(&self, instance: &str) -> Option<Observed> {
+        self.inner.observed_hint(instance)
+    }
+
+    fn open_hint(&self, instance: &str) -> Option<FleetOpen> {
+        self.inner.open_hint(instance)
+    }
+
+    fn ledger_text(&self) -> BoxFuture<'_, Result<String, StoreError>> {
+        self.inner.ledger_text()
+    }
+
+    fn relays(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        self.inner.relays()
+    }
+
+    fn leave(&self) -> BoxFuture<'_, ()> {
+        self.inner.leave()
+    }
+}
+
+/// What a simulated wake runs under the lock: no compute, a start that takes no time.
+struct Simulated<'a> {
+    world: &'a World,
+    instance: String,
+}
+
+impl UnderLock for Simulated<'_> {
+    type Compute = ();
+    type StartError = std::convert::Infallible;
+
+    fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    fn shutting_down(&self) -> bool {
+        self.world.stop.is_cancelled()
+    }
+
+    fn adopt(&self) -> BoxFuture<'_, Option<()>> {
+        Box::pin(std::future::ready(Some(())))
+    }
+
+    fn start(&self, _left: Duration) -> BoxFuture<'_, Result<(), Self::StartError>> {
+        self.world.wakes_started.fetch_add(1, Ordering::Relaxed);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn rate_milli(&self, phase: Phase) -> u64 {
+        if phase.billable() { RATE_MILLI } else { 0 }
     }
 }
 
@@ -253,9 +372,72 @@ pub fn main(args: Args) -> std::process::ExitCode {
     }
 }
 
-async fn simulate(args: Args) -> Result<String, String> {
+/// Why the simulation could not run (or clean up after itself).
+#[derive(Debug)]
+pub enum SimulationError {
+    /// `--relays`, `--instances` or `--wakers` is 0.
+    NothingToSimulate,
+    /// A simulated relay's store client could not be set up (TLS files) or join (its lease).
+    Store(StoreError),
+    /// etcd did not answer at these endpoints.
+    Connect {
+        /// `--endpoints`.
+        endpoints: Vec<String>,
+        /// The client's error.
+        source: etcd_client::Error,
+    },
+    /// etcd refused to count the keys under the prefix.
+    Count(etcd_client::Error),
+    /// The prefix already holds keys (the simulation deletes its prefix at the end).
+    PrefixInUse {
+        /// How many.
+        keys: i64,
+        /// `--prefix`.
+        prefix: String,
+    },
+    /// The prefix could not be deleted at the end.
+    Delete {
+        /// `--prefix`.
+        prefix: String,
+        /// The client's error.
+        source: etcd_client::Error,
+    },
+}
+
+impl std::fmt::Display for SimulationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NothingToSimulate => {
+                f.write_str("--relays, --instances and --wakers must be at least 1")
+            }
+            Self::Store(e) => e.fmt(f),
+            Self::Connect { endpoints, source } => {
+                write!(f, "cannot reach etcd at {endpoints:?}: {source}")
+            }
+            Self::Count(e) => e.fmt(f),
+            Self::PrefixInUse { keys, prefix } => write!(
+                f,
+                "{keys} keys exist under --prefix {prefix}; pick an unused prefix (the simulation deletes its prefix at the end)"
+            ),
+            Self::Delete { prefix, source } => write!(f, "cannot delete {prefix}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for SimulationError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Store(e) => Some(e),
+            Self::Connect { source, .. } | Self::Delete { source, .. } => Some(source),
+            Self::Count(e) => Some(e),
+            Self::NothingToSimulate | Self::PrefixInUse { .. } => None,
+        }
+    }
+}
+
+async fn simulate(args: Args) -> Result<String, SimulationError> {
     if args.relays == 0 || args.instances == 0 || args.wakers == 0 {
-        return Err("--relays, --instances and --wakers must be at least 1".into());
+        return Err(SimulationError::NothingToSimulate);
     }
     let settings = |relay_id: String| EtcdSettings {
         endpoints: args.endpoints.clone(),
@@ -270,13 +452,16 @@ async fn simulate(args: Args) -> Result<String, String> {
     };
     let mut options = etcd_client::ConnectOptions::new();
     if let Some(tls) =
-        super::etcd::tls_options(&settings(String::new())).map_err(|e| e.to_string())?
+        super::etcd::tls_options(&settings(String::new())).map_err(SimulationError::Store)?
     {
         options = options.with_tls(tls);
     }
     let admin = etcd_client::Client::connect(&args.endpoints, Some(options))
         .await
-        .map_err(|e| format!("cannot reach etcd at {:?}: {e}", args.endpoints))?;
+        .map_err(|source| SimulationError::Connect {
+            endpoints: args.endpoints.clone(),
+            source,
+        })?;
     let used = admin
         .kv_client()
         .get(
@@ -288,13 +473,13 @@ async fn simulate(args: Args) -> Result<String, String> {
             ),
         )
         .await
-        .map_err(|e| e.to_string())?
+        .map_err(SimulationError::Count)?
         .count();
     if used > 0 {
-        return Err(format!(
-            "{used} keys exist under --prefix {}; pick an unused prefix (the simulation deletes its prefix at the end)",
-            args.prefix
-        ));
+        return Err(SimulationError::PrefixInUse {
+            keys: used,
+            prefix: args.prefix,
+        });
     }
     let requests = Arc::new(Requests::default());
     let joined = Instant::now();
@@ -302,7 +487,7 @@ async fn simulate(args: Args) -> Result<String, String> {
     for r in 0..args.relays {
         let inner = super::etcd::EtcdStore::connect(&settings(format!("sim-relay-{r}")))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(SimulationError::Store)?;
         relays.push(Counted {
             inner,
             requests: Arc::clone(&requests),
@@ -364,7 +549,10 @@ async fn simulate(args: Args) -> Result<String, String> {
             Some(etcd_client::DeleteOptions::new().with_prefix()),
         )
         .await
-        .map_err(|e| format!("cannot delete {}: {e}", world.args.prefix))?
+        .map_err(|source| SimulationError::Delete {
+            prefix: world.args.prefix.clone(),
+            source,
+        })?
         .deleted();
     Ok(world.report(&requests, join_took, ran, churn_requests, deleted))
 }
@@ -422,43 +610,28 @@ impl World {
         }
     }
 
-    /// `control::fleet::follow_fleet`: the feed's view, then a wait for its next change.
+    /// [`protocol::follow`], as `control::fleet::follow_fleet` runs it: the feed's view, then
+    /// a wait for its next change.
     async fn follow(&self, r: usize, i: usize) {
         let Some(relay) = self.relays.get(r) else {
             return;
         };
-        let name = instance_name(i);
-        loop {
-            let Some(seen) = relay.inner.observed_hint(&name) else {
-                if self.sleep(Duration::from_millis(500)).await {
-                    continue;
-                }
-                return;
-            };
+        protocol::follow(relay, &instance_name(i), &self.stop, |seen| {
             let phase = seen.phase();
-            if phase != self.view(i, r) {
-                if let Some(state) = seen
-                    .state
-                    .as_ref()
-                    .filter(|s| s.relay != relay.inner.relay_id())
-                {
-                    let lag = crate::clock::now_ms().saturating_sub(state.since_ms);
-                    self.propagation.record(Duration::from_millis(lag));
-                }
-                self.set_view(i, r, phase);
+            if phase == self.view(i, r) {
+                return;
             }
-            tokio::select! {
-                changed = relay.wait_change(&name, seen.revision) => {
-                    if changed.is_err() && !self.sleep(Duration::from_millis(500)).await {
-                        return;
-                    }
-                }
-                () = self.stop.cancelled() => return,
+            if let Some(state) = seen.state.as_ref().filter(|s| s.relay != relay.relay_id()) {
+                let lag = crate::clock::now_ms().saturating_sub(state.since_ms);
+                self.propagation.record(Duration::from_millis(lag));
             }
-        }
+            self.set_view(i, r, phase);
+        })
+        .await;
     }
 
-    /// `control::Instance::pause_when_idle` with `fleet_idle` and `fleet_begin_pause`.
+    /// `control::Instance::pause_when_idle`'s fleet half: [`protocol::idle`] on each tick, then
+    /// [`protocol::begin_pause`] and [`protocol::finish`].
     async fn pause_when_idle(&self, r: usize, i: usize) {
         let Some(relay) = self.relays.get(r) else {
             return;
@@ -472,7 +645,6 @@ impl World {
         if !self.sleep(Duration::from_millis(offset)).await {
             return;
         }
-        let idle_ms = u64::try_from(idle_after.as_millis()).unwrap_or(u64::MAX);
         while self.sleep(tick).await {
             let holds = self
                 .holder
@@ -482,37 +654,15 @@ impl World {
             if holds || phase != Phase::Running || since.elapsed() < idle_after {
                 continue;
             }
-            // `fleet_idle`: the feed's view when it has one, else a read.
-            let now_ms = crate::clock::now_ms();
-            let idle = match relay.inner.open_hint(&name) {
-                Some(total) => total.idle_for(idle_ms, now_ms),
-                None => relay
-                    .connections(&name)
-                    .await
-                    .is_ok_and(|c| c.total.idle_for(idle_ms, now_ms)),
-            };
-            if !idle {
+            if !protocol::idle(relay, &name, idle_after, crate::clock::now_ms()).await {
                 continue;
             }
-            // `fleet_begin_pause`: the state, then the records the swap compares against.
+            // The relay's pause, without a compute to stop between its two halves.
             let began = Instant::now();
-            let Ok(seen) = relay.observe(&name).await else {
-                continue;
-            };
-            if seen.lock.is_some() || seen.phase() != Phase::Running {
-                continue;
-            }
-            let Ok(conns) = relay.connections(&name).await else {
-                continue;
-            };
-            if !conns.total.idle_for(idle_ms, crate::clock::now_ms()) {
-                continue;
-            }
-            if relay
-                .begin(&name, &seen, LockPurpose::Pausing, Some(conns.revision))
+            if protocol::begin_pause(relay, &name, false, RATE_MILLI)
                 .await
-                == Ok(true)
-                && relay.finish(&name, Phase::Paused).await == Ok(true)
+                .is_ok()
+                && protocol::finish(relay, &name, Phase::Paused, 0).await
             {
                 self.pause.record(began.elapsed());
                 self.pauses.fetch_add(1, Ordering::Relaxed);
@@ -581,60 +731,24 @@ impl World {
         }
     }
 
-    /// `control::fleet::fleet_wake` without a driver: true once the instance runs.
+    /// [`protocol::wake`], as `control::fleet::fleet_wake` runs it, without a driver: true
+    /// once the instance runs.
     async fn wake(&self, r: usize, i: usize) -> bool {
         let Some(relay) = self.relays.get(r) else {
             return false;
         };
-        let name = &instance_name(i);
         self.wakes_attempted.fetch_add(1, Ordering::Relaxed);
         let began = Instant::now();
-        let deadline = began + Duration::from_secs(15);
-        while Instant::now() < deadline && !self.stop.is_cancelled() {
-            let Ok(seen) = relay.observe(name).await else {
-                return false;
-            };
-            let own = seen
-                .lock
-                .as_ref()
-                .is_some_and(|l| l.relay == relay.inner.relay_id());
-            if own {
-                // A transition of ours whose answer was lost: finish it (`wake_under_lock`).
-                self.wakes_started.fetch_add(1, Ordering::Relaxed);
-                let ok = relay.finish(name, Phase::Running).await == Ok(true);
-                if ok {
-                    self.wake.record(began.elapsed());
-                    self.set_view(i, r, Phase::Running);
-                }
-                return ok;
-            }
-            if seen.lock.is_some() {
-                let _ = tokio::time::timeout(
-                    deadline.saturating_duration_since(Instant::now()),
-                    relay.wait_change(name, seen.revision),
-                )
-                .await;
-                continue;
-            }
-            if seen.phase() == Phase::Running {
-                self.wake.record(began.elapsed());
-                self.set_view(i, r, Phase::Running);
-                return true;
-            }
-            match relay.begin(name, &seen, LockPurpose::Resuming, None).await {
-                Ok(true) => {}
-                Ok(false) => continue,
-                Err(_) => return false,
-            }
-            self.wakes_started.fetch_add(1, Ordering::Relaxed);
-            let ok = relay.finish(name, Phase::Running).await == Ok(true);
-            if ok {
-                self.wake.record(began.elapsed());
-                self.set_view(i, r, Phase::Running);
-            }
-            return ok;
+        let side = Simulated {
+            world: self,
+            instance: instance_name(i),
+        };
+        let woke = protocol::wake(relay, &side, WAKE_TIMEOUT).await.is_ok();
+        if woke {
+            self.wake.record(began.elapsed());
+            self.set_view(i, r, Phase::Running);
         }
-        false
+        woke
     }
 
     fn report(
