@@ -99,6 +99,18 @@ impl EtcdStore {
         self.attempt(op, false).await
     }
 
+    /// Sends one transaction (never repeated: it may have been applied) and says whether its
+    /// compares held.
+    async fn commit(&self, txn: Txn) -> Result<bool, StoreError> {
+        let done = self
+            .request(|mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        Ok(done.succeeded())
+    }
+
     /// The same for a request that is safe to repeat (a read, or a put of the same value):
     /// any failure is retried while time is left, each try given half of what remains, so a
     /// member that died with the request in flight costs a retry on another, not an error.
@@ -538,13 +550,7 @@ impl FleetStore for EtcdStore {
                     None,
                 ),
             ]);
-            let done = self
-                .request(|mut c| {
-                    let txn = txn.clone();
-                    async move { c.txn(txn).await }
-                })
-                .await?;
-            Ok(done.succeeded())
+            self.commit(txn).await
         })
     }
 
@@ -578,13 +584,7 @@ impl FleetStore for EtcdStore {
                     ),
                     TxnOp::delete(self.keys.lock(instance), None),
                 ]);
-            let done = self
-                .request(|mut c| {
-                    let txn = txn.clone();
-                    async move { c.txn(txn).await }
-                })
-                .await?;
-            Ok(done.succeeded())
+            self.commit(txn).await
         })
     }
 
