@@ -22,12 +22,14 @@ use rand::Rng as _;
 use tokio_util::sync::CancellationToken;
 
 use super::protocol::{self, UnderLock};
-use super::{
-    FleetConnections, FleetOpen, FleetStore, LockPurpose, Observed, OpenRecord, StoreError,
-};
+use super::{FleetStore, StoreError};
 use crate::config::EtcdSettings;
+
+mod counted;
+
 use crate::future::BoxFuture;
 use crate::lifecycle::Phase;
+use counted::{Counted, Requests};
 
 /// What a simulated compute is billed while it starts or runs (one CCU).
 const RATE_MILLI: u64 = 1_000;
@@ -77,185 +79,6 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Store requests by kind, counted as they are made.
-#[derive(Debug, Default)]
-struct Requests {
-    observe: AtomicU64,
-    begin: AtomicU64,
-    finish: AtomicU64,
-    watch: AtomicU64,
-    publish: AtomicU64,
-    connections: AtomicU64,
-    errors: AtomicU64,
-    last_error: Mutex<Option<String>>,
-}
-
-impl Requests {
-    fn failed(&self, e: &StoreError) {
-        self.errors.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut last) = self.last_error.lock() {
-            *last = Some(e.to_string());
-        }
-    }
-
-    fn total(&self) -> u64 {
-        [
-            &self.observe,
-            &self.begin,
-            &self.finish,
-            &self.publish,
-            &self.connections,
-        ]
-        .iter()
-        .map(|c| c.load(Ordering::Relaxed))
-        .sum()
-    }
-}
-
-/// A relay's store with every request counted.
-#[derive(Debug)]
-struct Counted {
-    inner: Arc<dyn FleetStore>,
-    requests: Arc<Requests>,
-}
-
-impl Counted {
-    fn count<T>(
-        &self,
-        counter: &AtomicU64,
-        result: Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        counter.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = &result {
-            self.requests.failed(e);
-        }
-        result
-    }
-
-    /// Publishes `open` connections, idle since now.
-    async fn publish(&self, instance: &str, open: u64) -> Result<(), StoreError> {
-        let record = OpenRecord {
-            open,
-            idle_since_ms: crate::clock::now_ms(),
-        };
-        self.publish_open(instance, record).await
-    }
-}
-
-/// The protocol runs on the counted store: every request it makes is counted by kind; the
-/// requests it does not make (hints, the ledger) go straight through.
-impl FleetStore for Counted {
-    fn relay_id(&self) -> &str {
-        self.inner.relay_id()
-    }
-
-    fn available(&self) -> bool {
-        self.inner.available()
-    }
-
-    fn lease_epoch(&self) -> u64 {
-        self.inner.lease_epoch()
-    }
-
-    fn observe<'a>(&'a self, instance: &'a str) -> BoxFuture<'a, Result<Observed, StoreError>> {
-        Box::pin(async move {
-            let r = self.inner.observe(instance).await;
-            self.count(&self.requests.observe, r)
-        })
-    }
-
-    fn begin<'a>(
-        &'a self,
-        instance: &'a str,
-        seen: &'a Observed,
-        purpose: LockPurpose,
-        rate_milli: u64,
-        connections_unchanged_since: Option<i64>,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            let r = self
-                .inner
-                .begin(
-                    instance,
-                    seen,
-                    purpose,
-                    rate_milli,
-                    connections_unchanged_since,
-                )
-                .await;
-            self.count(&self.requests.begin, r)
-        })
-    }
-
-    fn finish<'a>(
-        &'a self,
-        instance: &'a str,
-        phase: Phase,
-        rate_milli: u64,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            let r = self.inner.finish(instance, phase, rate_milli).await;
-            self.count(&self.requests.finish, r)
-        })
-    }
-
-    fn wait_change<'a>(
-        &'a self,
-        instance: &'a str,
-        after_revision: i64,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            self.requests.watch.fetch_add(1, Ordering::Relaxed);
-            let r = self.inner.wait_change(instance, after_revision).await;
-            if let Err(e) = &r {
-                self.requests.failed(e);
-            }
-            r
-        })
-    }
-
-    fn publish_open<'a>(
-        &'a self,
-        instance: &'a str,
-        record: OpenRecord,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            let r = self.inner.publish_open(instance, record).await;
-            self.count(&self.requests.publish, r)
-        })
-    }
-
-    fn connections<'a>(
-        &'a self,
-        instance: &'a str,
-    ) -> BoxFuture<'a, Result<FleetConnections, StoreError>> {
-        Box::pin(async move {
-            let r = self.inner.connections(instance).await;
-            self.count(&self.requests.connections, r)
-        })
-    }
-
-    fn observed_hint(&self, instance: &str) -> Option<Observed> {
-        self.inner.observed_hint(instance)
-    }
-
-    fn open_hint(&self, instance: &str) -> Option<FleetOpen> {
-        self.inner.open_hint(instance)
-    }
-
-    fn ledger_text(&self) -> BoxFuture<'_, Result<String, StoreError>> {
-        self.inner.ledger_text()
-    }
-
-    fn relays(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
-        self.inner.relays()
-    }
-
-    fn leave(&self) -> BoxFuture<'_, ()> {
-        self.inner.leave()
-    }
 }
 
 /// What a simulated wake runs under the lock: no compute, a start that takes no time.
