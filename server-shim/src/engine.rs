@@ -1,4 +1,4 @@
-//! The embedded SQL engine's seam (issue 3, item 3; issue 11): an [`Engine`] opens one
+//! The embedded SQL engine's seam: an [`Engine`] opens one
 //! database's storage and gives an [`Executor`] that runs MySQL text against it. Which
 //! databases exist, and the lock around each, is [`crate::catalog`]'s; the implementation is
 //! SQLite ([`crate::sqlite`]), behind [`crate::dialect`]'s MySQL-to-SQLite translation.

@@ -1,7 +1,8 @@
-//! `server-shim`: Perceptron's stand-in compute node (architecture.md §1, issue 3). An
+//! `server-shim`: Perceptron's stand-in compute node (architecture.md §1). An
 //! `opensrv-mysql` server whose login hook implements dual verification (architecture.md §3, P7), an
 //! account store that keeps only password hashes, and an embedded persistent SQL engine
-//! (SQLite behind a MySQL-to-SQLite translation, issue 11), with a user-management CLI.
+//! (SQLite behind a MySQL-to-SQLite translation, docs/server-shim.md, *Engine: SQLite behind
+//! MySQL's dialect*), with a user-management CLI.
 //!
 //! # Layout
 //! Modules in layers; each uses only modules of lower layers, so the graph has no cycles:
@@ -30,7 +31,8 @@
 //! - `server`: the accept loop, graceful shutdown, and the `AsyncMysqlShim` per connection.
 //! - `state`: what every connection of a server shares (catalog, accounts, key ring, replay
 //!   window, deadlines, shutdown, connection ids).
-//! - `session`: per-connection state and statement dispatch.
+//! - `session`: per-connection state and statement dispatch; its `show` submodule builds the
+//!   `SHOW` result sets from the catalog.
 //! - `stream`: the socket adapter between the client and opensrv-mysql, one submodule per
 //!   opensrv shortcoming it works around (the login tee, the ERR 1045, one packet per read,
 //!   COM_FIELD_LIST, unsupported commands, deadlines).

@@ -1,4 +1,4 @@
-//! Queries and writes, MySQL to SQLite (issue 11, item 2): `SELECT` (via [`super::expr`]),
+//! Queries and writes, MySQL to SQLite: `SELECT` (via [`super::expr`]),
 //! `INSERT [IGNORE]`, `REPLACE`, `... ON DUPLICATE KEY UPDATE`, `UPDATE`, `DELETE`, and
 //! `UPDATE`/`DELETE ... [ORDER BY ...] LIMIT n`.
 //!

@@ -1,4 +1,4 @@
-//! Expressions and queries, MySQL to SQLite (issue 11, item 2): literals, operators,
+//! Expressions and queries, MySQL to SQLite: literals, operators,
 //! casts and the functions that only need a new name or shape.
 //!
 //! sqlparser is built without its `visitor` feature, so this is a hand-written walk.

@@ -1,5 +1,5 @@
 //! MySQL in, SQLite out: the pure translation layer between the session and the SQLite
-//! engine (issue 11, item 2).
+//! engine.
 //!
 //! One MySQL statement becomes the SQLite statements that do the same thing. The text is
 //! cleaned of comments first ([`comments`]: versioned comments are executed, as MySQL
