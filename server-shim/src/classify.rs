@@ -2,18 +2,19 @@
 //! (databases, session variables, transactions, accounts, the `SELECT @@x` / `VERSION()`
 //! probes that clients send while connecting) and which go to the SQL engine.
 //!
-//! Pure: text in, [`Statement`] out. Tokenizing uses sqlparser's MySQL dialect, so strings,
-//! comments and quoted identifiers are read the way a MySQL server reads them.
+//! Pure: text in, [`Statement`] out. Tokenizing and parsing use the shim's MySQL dialect
+//! ([`crate::mysql_dialect`], the translation's too), so strings, comments and quoted
+//! identifiers are read the way a MySQL server reads them, and the way the translation will.
 
 use sqlparser::ast::{
     Expr, FunctionArguments, Query, SelectItem, SetExpr, Statement as SqlStatement,
     Value as SqlValue,
 };
-use sqlparser::dialect::MySqlDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};
 use zeroize::Zeroizing;
 
 use crate::engine::{Cell, parse_one};
+use crate::mysql_dialect::Mysql;
 use crate::sql_error::SqlError;
 
 /// What a statement is, as far as the session layer cares.
@@ -162,7 +163,7 @@ pub enum SessionFn {
 /// trailing `;` removed.
 fn tokens(sql: &str) -> Result<Vec<Token>, SqlError> {
     let sql = space_account_at(sql);
-    let mut toks: Vec<Token> = Tokenizer::new(&MySqlDialect {}, &sql)
+    let mut toks: Vec<Token> = Tokenizer::new(&Mysql, &sql)
         .tokenize()
         .map_err(|e| SqlError::syntax(&e.to_string()))?
         .into_iter()

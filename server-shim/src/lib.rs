@@ -18,12 +18,13 @@
 //!                                               sqlite_catalog information_schema sql_error
 //!   3    state                                  catalog accounts stream
 //!        mysql_functions                        variables
-//!   2    catalog, classify, results, variables  engine sql_error
+//!   2    catalog, classify, results, variables  engine sql_error (classify: mysql_dialect)
 //!        sqlite_catalog, information_schema     engine
-//!   1    engine, dialect                        sql_error
+//!   1    engine, dialect                        sql_error mysql_dialect
 //!        auth                                   accounts
 //!        keys                                   (authplugin only)
 //!   0    sql_error, accounts, stream, tls       (stream: only its own submodules, all leaves)
+//!        mysql_dialect                          (sqlparser only)
 //! ```
 //!
 //! - [`cli`]: the command line (`run`, `user add|remove|list`); `main.rs` only calls it. The
@@ -54,6 +55,7 @@
 //! - `sqlite_catalog`: `SHOW CREATE TABLE`, `SHOW INDEX` and table descriptions from
 //!   SQLite's catalog, in MySQL's terms.
 //! - `mysql_functions`: MySQL functions registered with SQLite (`DATE_FORMAT`, `MD5`, ...).
+//! - `mysql_dialect`: the one sqlparser dialect every tokenizer and parser here uses.
 //! - `sql_error`: MySQL error codes for every failure (one place).
 
 mod accounts;
@@ -74,6 +76,7 @@ mod dialect;
 mod engine;
 mod information_schema;
 mod keys;
+mod mysql_dialect;
 mod mysql_functions;
 mod results;
 mod server;

@@ -3,8 +3,8 @@
 //!
 //! One MySQL statement becomes the SQLite statements that do the same thing. The text is
 //! cleaned of comments first ([`comments`]: versioned comments are executed, as MySQL
-//! does), tokenized and parsed with sqlparser's MySQL dialect (wrapped in [`Mysql`] to
-//! fix what 0.52 gets wrong), rewritten as a tree ([`ddl`] for schema statements, [`dml`]
+//! does), tokenized and parsed with sqlparser's MySQL dialect (wrapped in
+//! [`Mysql`] to fix what 0.52 gets wrong), rewritten as a tree ([`ddl`] for schema statements, [`dml`]
 //! for queries and writes, [`expr`] for expressions and functions) and printed. A few
 //! MySQL statements sqlparser 0.52 cannot parse (`RENAME TABLE`, `DROP INDEX .. ON`,
 //! `UPDATE .. LIMIT`) are recognised from their tokens first.
@@ -22,10 +22,7 @@ mod schemas;
 #[cfg(test)]
 mod tests;
 
-use core::any::TypeId;
-
-use sqlparser::ast::{Expr, Statement};
-use sqlparser::dialect::{Dialect, MySqlDialect, Precedence};
+use sqlparser::ast::Statement;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Token, Tokenizer};
@@ -33,6 +30,7 @@ use sqlparser::tokenizer::{Token, Tokenizer};
 #[cfg(test)]
 pub use expr::ENGINE_FUNCTIONS;
 
+use crate::mysql_dialect::Mysql;
 use crate::sql_error::SqlError;
 
 /// One MySQL statement, translated.
@@ -356,83 +354,6 @@ fn statement_name(statement: &Statement) -> &'static str {
         Statement::CreateProcedure { .. } | Statement::CreateFunction { .. } => "stored routines",
         Statement::Explain { .. } | Statement::ExplainTable { .. } => "EXPLAIN",
         _ => "this statement",
-    }
-}
-
-/// sqlparser's MySQL dialect with its 0.52 gaps fixed: `a DIV b` (the stock parser
-/// swallows the rest of the expression as the right operand, and unwraps a parse error)
-/// and `a MOD b` (not parsed at all), both at `*`'s precedence as in MySQL. It
-/// masquerades as [`MySqlDialect`] so every MySQL-only parse path stays on.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Mysql;
-
-impl Mysql {
-    fn infix_keyword(parser: &Parser<'_>) -> Option<Keyword> {
-        match parser.peek_token().token {
-            Token::Word(w) if w.quote_style.is_none() && matches!(w.keyword, Keyword::DIV) => {
-                Some(Keyword::DIV)
-            }
-            Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("MOD") => {
-                Some(Keyword::MOD)
-            }
-            _ => None,
-        }
-    }
-}
-
-impl Dialect for Mysql {
-    fn dialect(&self) -> TypeId {
-        TypeId::of::<MySqlDialect>()
-    }
-    fn is_identifier_start(&self, ch: char) -> bool {
-        MySqlDialect {}.is_identifier_start(ch)
-    }
-    fn is_identifier_part(&self, ch: char) -> bool {
-        MySqlDialect {}.is_identifier_part(ch)
-    }
-    fn is_delimited_identifier_start(&self, ch: char) -> bool {
-        MySqlDialect {}.is_delimited_identifier_start(ch)
-    }
-    fn identifier_quote_style(&self, identifier: &str) -> Option<char> {
-        MySqlDialect {}.identifier_quote_style(identifier)
-    }
-    fn supports_string_literal_backslash_escape(&self) -> bool {
-        true
-    }
-    fn supports_numeric_prefix(&self) -> bool {
-        true
-    }
-    fn require_interval_qualifier(&self) -> bool {
-        true
-    }
-    fn supports_limit_comma(&self) -> bool {
-        true
-    }
-    fn parse_statement(&self, parser: &mut Parser<'_>) -> Option<Result<Statement, ParserError>> {
-        MySqlDialect {}.parse_statement(parser)
-    }
-    fn get_next_precedence(&self, parser: &Parser<'_>) -> Option<Result<u8, ParserError>> {
-        Self::infix_keyword(parser).map(|_| Ok(self.prec_value(Precedence::MulDivModOp)))
-    }
-    fn parse_infix(
-        &self,
-        parser: &mut Parser<'_>,
-        expr: &Expr,
-        _precedence: u8,
-    ) -> Option<Result<Expr, ParserError>> {
-        let keyword = Self::infix_keyword(parser)?;
-        parser.next_token();
-        let op = if keyword == Keyword::DIV {
-            sqlparser::ast::BinaryOperator::MyIntegerDivide
-        } else {
-            sqlparser::ast::BinaryOperator::Modulo
-        };
-        let right = parser.parse_subexpr(self.prec_value(Precedence::MulDivModOp));
-        Some(right.map(|right| Expr::BinaryOp {
-            left: Box::new(expr.clone()),
-            op,
-            right: Box::new(right),
-        }))
     }
 }
 
