@@ -20,6 +20,7 @@ use sqlparser::ast::{
 use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::{Token, Whitespace, Word};
 
+use super::cursor::Significant;
 use super::{StatementKind, Translation, expr, parse_one};
 use crate::sql_error::SqlError;
 
@@ -302,16 +303,17 @@ fn space() -> Token {
     Token::Whitespace(Whitespace::Space)
 }
 
-/// Positions of the unquoted keywords outside parentheses.
+/// Positions (in the whole token list) of the unquoted keywords outside parentheses.
 struct TopLevel {
     keywords: Vec<(usize, Keyword)>,
 }
 
 impl TopLevel {
     fn new(tokens: &[Token]) -> Self {
+        let s = Significant::new(tokens);
         let mut depth = 0_i32;
         let mut keywords = Vec::new();
-        for (i, t) in tokens.iter().enumerate() {
+        for (i, t) in s.as_slice().iter().enumerate() {
             match t {
                 Token::LParen => depth += 1,
                 Token::RParen => depth -= 1,
@@ -320,7 +322,7 @@ impl TopLevel {
                     quote_style: None,
                     ..
                 }) if depth == 0 && *keyword != Keyword::NoKeyword => {
-                    keywords.push((i, *keyword));
+                    keywords.extend(s.position(i).map(|at| (at, *keyword)));
                 }
                 _ => {}
             }

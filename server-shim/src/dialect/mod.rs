@@ -3,16 +3,18 @@
 //!
 //! One MySQL statement becomes the SQLite statements that do the same thing. The text is
 //! cleaned of comments first ([`comments`]: versioned comments are executed, as MySQL
-//! does), tokenized and parsed with sqlparser's MySQL dialect (wrapped in
-//! [`Mysql`] to fix what 0.52 gets wrong), rewritten as a tree ([`ddl`] for schema statements, [`dml`]
-//! for queries and writes, [`expr`] for expressions and functions) and printed. A few
-//! MySQL statements sqlparser 0.52 cannot parse (`RENAME TABLE`, `DROP INDEX .. ON`,
-//! `UPDATE .. LIMIT`) are recognised from their tokens first.
+//! does), tokenized and parsed with sqlparser's MySQL dialect (wrapped in [`Mysql`] to fix
+//! what 0.52 gets wrong), rewritten as a tree ([`ddl`] for schema statements, [`dml`] for
+//! queries and writes, [`expr`] for expressions and functions) and printed. A few MySQL
+//! statements sqlparser 0.52 cannot parse (`RENAME TABLE`, `DROP INDEX .. ON`, `UPDATE ..
+//! LIMIT`) are recognised from their tokens first, and MySQL-only words it would refuse are
+//! cut from the tokens; those passes all read the tokens through [`cursor`].
 //!
 //! No I/O and no engine state: the same text always gives the same translation.
 //! `?` placeholders keep their order (see [`placeholders`]).
 
 mod comments;
+mod cursor;
 mod ddl;
 mod dml;
 mod expr;
@@ -30,6 +32,7 @@ use sqlparser::tokenizer::{Token, Tokenizer};
 #[cfg(test)]
 pub use expr::ENGINE_FUNCTIONS;
 
+use self::cursor::Significant;
 use crate::mysql_dialect::Mysql;
 use crate::sql_error::SqlError;
 
@@ -224,21 +227,16 @@ pub fn strip_comments(mysql: &str) -> Result<String, SqlError> {
 /// `ALTER TABLE t DISABLE KEYS` / `ENABLE KEYS` (around every table's rows in a dump): MyISAM
 /// index maintenance, nothing to do here.
 fn toggles_keys(tokens: &[Token]) -> bool {
-    let words: Vec<String> = tokens
-        .iter()
-        .filter(|t| !matches!(t, Token::Whitespace(_)))
-        .map(|t| match t {
-            Token::Word(w) if w.quote_style.is_none() => w.value.to_ascii_uppercase(),
-            Token::Word(_) => "NAME".into(),
-            other => other.to_string(),
-        })
-        .collect();
-    let words: Vec<&str> = words.iter().map(String::as_str).collect();
-    matches!(
-        words.as_slice(),
-        ["ALTER", "TABLE", _, "DISABLE" | "ENABLE", "KEYS"]
-            | ["ALTER", "TABLE", _, ".", _, "DISABLE" | "ENABLE", "KEYS"]
-    )
+    let s = Significant::new(tokens);
+    let toggle =
+        |i: usize| (s.is_word(i, "DISABLE") || s.is_word(i, "ENABLE")) && s.is_word(i + 1, "KEYS");
+    s.is_word(0, "ALTER")
+        && s.is_word(1, "TABLE")
+        && match s.len() {
+            5 => toggle(3),
+            7 => matches!(s.get(3), Some(Token::Period)) && toggle(5),
+            _ => false,
+        }
 }
 
 /// MySQL's `SELECT` modifiers that change only how MySQL executes or caches the query, not
@@ -255,26 +253,18 @@ const SELECT_MODIFIERS: &[&str] = &[
 
 /// Drops [`SELECT_MODIFIERS`] right after each `SELECT`.
 fn drop_select_modifiers(tokens: Vec<Token>) -> Vec<Token> {
-    let mut out: Vec<Token> = Vec::with_capacity(tokens.len());
-    let mut after_select = false;
-    for token in tokens {
-        match &token {
-            Token::Whitespace(_) => {}
-            Token::Word(w) if after_select && w.quote_style.is_none() => {
-                if SELECT_MODIFIERS
-                    .iter()
-                    .any(|m| w.value.eq_ignore_ascii_case(m))
-                {
-                    continue;
-                }
-                after_select = false;
+    let mut cut = vec![false; tokens.len()];
+    let s = Significant::new(&tokens);
+    for select in (0..s.len()).filter(|&i| s.is_keyword(i, Keyword::SELECT)) {
+        let modifiers =
+            (select + 1..s.len()).take_while(|&i| SELECT_MODIFIERS.iter().any(|m| s.is_word(i, m)));
+        for i in modifiers {
+            if let Some(at) = s.position(i) {
+                cursor::mark(&mut cut, at, at);
             }
-            Token::Word(w) => after_select = w.keyword == Keyword::SELECT,
-            _ => after_select = false,
         }
-        out.push(token);
     }
-    out
+    cursor::without(tokens, &cut)
 }
 
 /// Parses exactly one statement from `tokens`.

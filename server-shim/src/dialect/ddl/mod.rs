@@ -12,11 +12,12 @@ use sqlparser::ast::{
     TableConstraint,
 };
 use sqlparser::keywords::Keyword;
-use sqlparser::tokenizer::{Token, Word};
+use sqlparser::tokenizer::Token;
 
 use self::create_table::{
     Index, column_definition, create_table, has_auto_increment, index_statements,
 };
+use super::cursor::{self, Significant};
 use super::{StatementKind, Translation, expr, quote};
 use crate::sql_error::SqlError;
 
@@ -350,11 +351,9 @@ fn rename(from: &ObjectName, to: &ObjectName) -> Result<String, SqlError> {
 /// # Errors
 /// 1064 when the statement is malformed.
 pub fn from_tokens(tokens: &[Token]) -> Result<Option<Translation>, SqlError> {
-    let words: Vec<&Token> = tokens
-        .iter()
-        .filter(|t| !matches!(t, Token::Whitespace(_)))
-        .collect();
-    let is = |i: usize, k: Keyword| matches!(words.get(i), Some(Token::Word(Word { keyword, quote_style: None, .. })) if *keyword == k);
+    let significant = Significant::new(tokens);
+    let is = |i: usize, k: Keyword| significant.is_keyword(i, k);
+    let words = significant.as_slice();
     let statements = if is(0, Keyword::RENAME) && is(1, Keyword::TABLE) {
         let rest = words.get(2..).unwrap_or_default();
         rest.split(|t| matches!(t, Token::Comma))
@@ -423,29 +422,28 @@ fn name_of(tokens: &[&Token]) -> Result<ObjectName, SqlError> {
 /// display width and rounding; the value is stored as a binary float either way, and the
 /// MySQL "world" sample schema declares `float(10,2)`).
 pub fn strip_mysql_only_tokens(tokens: Vec<Token>) -> Vec<Token> {
-    let starts_ddl = tokens.iter().find(|t| !matches!(t, Token::Whitespace(_))).is_some_and(|t| matches!(t, Token::Word(w) if matches!(w.keyword, Keyword::CREATE | Keyword::ALTER)));
-    if !starts_ddl {
+    let mut cut = vec![false; tokens.len()];
+    let s = Significant::new(&tokens);
+    if !(s.is_keyword(0, Keyword::CREATE) || s.is_keyword(0, Keyword::ALTER)) {
         return tokens;
     }
-    let significant = |t: &Token| !matches!(t, Token::Whitespace(_));
-    let mut out: Vec<Token> = Vec::with_capacity(tokens.len());
-    let mut iter = tokens.into_iter().peekable();
+    let at = |i: usize| s.position(i).unwrap_or(usize::MAX);
     // After KEY/INDEX/UNIQUE, the next `(` opens a key list; depth inside it.
     let mut awaiting_list = false;
     let mut list_depth = 0_usize;
-    while let Some(t) = iter.next() {
-        match &t {
+    let mut i = 0;
+    while let Some(t) = s.get(i) {
+        match t {
             Token::Word(w)
                 if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("ZEROFILL") =>
             {
-                continue;
+                cursor::mark(&mut cut, at(i), at(i));
             }
             Token::Word(w)
                 if w.quote_style.is_none()
                     && list_depth == 0
                     && matches!(w.keyword, Keyword::FLOAT | Keyword::DOUBLE | Keyword::REAL) =>
             {
-                let mut ahead = iter.clone().filter(significant);
                 if let (
                     Some(Token::LParen),
                     Some(Token::Number(..)),
@@ -453,27 +451,22 @@ pub fn strip_mysql_only_tokens(tokens: Vec<Token>) -> Vec<Token> {
                     Some(Token::Number(..)),
                     Some(Token::RParen),
                 ) = (
-                    ahead.next(),
-                    ahead.next(),
-                    ahead.next(),
-                    ahead.next(),
-                    ahead.next(),
+                    s.get(i + 1),
+                    s.get(i + 2),
+                    s.get(i + 3),
+                    s.get(i + 4),
+                    s.get(i + 5),
                 ) {
-                    out.push(t);
-                    for _ in 0..5 {
-                        while iter.next_if(|t| !significant(t)).is_some() {}
-                        iter.next();
-                    }
-                    continue;
+                    // The `(M,D)` and the space before it; the type word stays.
+                    cursor::mark(&mut cut, at(i) + 1, at(i + 5));
+                    i += 5;
                 }
             }
             Token::Word(w) if w.quote_style.is_none() && w.keyword == Keyword::USING => {
-                let mut ahead = iter.clone().filter(significant);
-                if matches!(ahead.next(), Some(Token::Word(m)) if m.value.eq_ignore_ascii_case("BTREE") || m.value.eq_ignore_ascii_case("HASH"))
+                if matches!(s.get(i + 1), Some(Token::Word(m)) if m.value.eq_ignore_ascii_case("BTREE") || m.value.eq_ignore_ascii_case("HASH"))
                 {
-                    while iter.next_if(|t| !significant(t)).is_some() {}
-                    iter.next();
-                    continue;
+                    cursor::mark(&mut cut, at(i), at(i + 1));
+                    i += 1;
                 }
             }
             Token::Word(w)
@@ -489,22 +482,19 @@ pub fn strip_mysql_only_tokens(tokens: Vec<Token>) -> Vec<Token> {
             }
             Token::LParen if list_depth > 0 => {
                 // `name(10)` inside a key list: drop `(10)`.
-                let mut ahead = iter.clone().filter(significant);
-                if let (Some(Token::Number(..)), Some(Token::RParen)) = (ahead.next(), ahead.next())
+                if let (Some(Token::Number(..)), Some(Token::RParen)) = (s.get(i + 1), s.get(i + 2))
                 {
-                    for _ in 0..2 {
-                        while iter.next_if(|t| !significant(t)).is_some() {}
-                        iter.next();
-                    }
-                    continue;
+                    cursor::mark(&mut cut, at(i), at(i + 2));
+                    i += 2;
+                } else {
+                    list_depth += 1;
                 }
-                list_depth += 1;
             }
             Token::RParen if list_depth > 0 => list_depth -= 1,
             Token::Comma if list_depth == 0 => awaiting_list = false,
             _ => {}
         }
-        out.push(t);
+        i += 1;
     }
-    out
+    cursor::without(tokens, &cut)
 }
