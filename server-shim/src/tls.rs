@@ -709,6 +709,73 @@ mod tests {
         }
     }
 
+    #[test]
+    fn load_errors_name_the_option_and_the_file() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("shim-tls-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+            path
+        };
+        let key = rcgen::KeyPair::generate().unwrap();
+        let other = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let options = |cert: &Path, key: &Path| TlsOptions {
+            cert: cert.to_owned(),
+            key: key.to_owned(),
+            client_ca: None,
+            tls13_only: false,
+        };
+        let cert_pem = write("cert.pem", &cert.pem());
+        let key_pem = write("key.pem", &key.serialize_pem());
+        let other_pem = write("other.pem", &other.serialize_pem());
+        let not_pem = write("not.pem", "not PEM");
+        let missing = dir.join("missing.pem");
+        let message = |o: TlsOptions| o.load().err().map(|e| e.to_string()).unwrap_or_default();
+
+        assert!(options(&cert_pem, &key_pem).load().is_ok());
+        assert!(
+            message(options(&missing, &key_pem))
+                .starts_with(&format!("--tls-cert {}: ", missing.display()))
+        );
+        assert_eq!(
+            message(options(&not_pem, &key_pem)),
+            format!("--tls-cert {}: no PEM certificate in it", not_pem.display())
+        );
+        assert_eq!(
+            message(options(&cert_pem, &not_pem)),
+            format!(
+                "--tls-key {}: no PEM private key (PKCS#8, PKCS#1 or SEC1) in it",
+                not_pem.display()
+            )
+        );
+        assert_eq!(
+            message(options(&cert_pem, &other_pem)),
+            format!(
+                "--tls-key {}: does not match the certificate of --tls-cert",
+                other_pem.display()
+            )
+        );
+        let with_ca = TlsOptions {
+            client_ca: Some(not_pem.clone()),
+            ..options(&cert_pem, &key_pem)
+        };
+        assert_eq!(
+            message(with_ca),
+            format!(
+                "--tls-client-ca {}: no PEM certificate in it",
+                not_pem.display()
+            )
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     use authplugin::Scramble;
     use authplugin::packet::capabilities::*;
     use authplugin::packet::write_packet;
