@@ -666,7 +666,7 @@ fn session_item(expr: &Expr) -> Option<SessionItem> {
                 .flatten()
                 .map(SessionItem::Function)
         }
-        Expr::Value(v) => Some(SessionItem::Literal(match v {
+        Expr::Value(v) => Some(SessionItem::Literal(match &v.value {
             SqlValue::Number(n, _) => {
                 let n = n.to_string();
                 n.parse::<i64>()

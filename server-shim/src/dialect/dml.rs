@@ -68,7 +68,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
                     && let sqlparser::ast::SetExpr::Select(select) = source.body.as_mut()
                     && select.selection.is_none()
                 {
-                    select.selection = Some(Expr::Value(Value::Boolean(true)));
+                    select.selection = Some(Expr::Value(Value::Boolean(true).into()));
                 }
                 insert.on = Some(OnInsert::OnConflict(OnConflict {
                     conflict_target: None,
@@ -80,31 +80,29 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             }
             Ok(one(Statement::Insert(insert).to_string(), kind))
         }
-        Statement::Update {
-            mut table,
-            mut assignments,
-            from,
-            mut selection,
-            returning,
-        } => {
-            if from.is_some() || !table.joins.is_empty() || returning.is_some() {
+        Statement::Update(mut update) => {
+            if update.from.is_some()
+                || !update.table.joins.is_empty()
+                || update.returning.is_some()
+                || update.output.is_some()
+            {
                 return Err(SqlError::not_supported("multi-table UPDATE"));
             }
-            expr::table_with_joins(&mut table)?;
-            for a in &mut assignments {
+            if !update.order_by.is_empty() || update.limit.is_some() {
+                // Reached only through `from_tokens`, which handles these first.
+                return Err(SqlError::not_supported("UPDATE ... ORDER BY/LIMIT"));
+            }
+            expr::table_with_joins(&mut update.table)?;
+            for a in &mut update.assignments {
                 expr::expr(&mut a.value)?;
             }
-            if let Some(e) = &mut selection {
+            if let Some(e) = &mut update.selection {
                 expr::expr(e)?;
             }
-            let statement = Statement::Update {
-                table,
-                assignments,
-                from,
-                selection,
-                returning,
-            };
-            Ok(one(statement.to_string(), StatementKind::Update))
+            Ok(one(
+                Statement::Update(update).to_string(),
+                StatementKind::Update,
+            ))
         }
         Statement::Delete(mut delete) => {
             let tables = match &mut delete.from {
@@ -193,14 +191,15 @@ fn excluded(e: &mut Expr, row_alias: Option<&str>) {
         Expr::Case {
             operand,
             conditions,
-            results,
             else_result,
+            ..
         } => {
             if let Some(o) = operand {
                 excluded(o, row_alias);
             }
-            for c in conditions.iter_mut().chain(results.iter_mut()) {
-                excluded(c, row_alias);
+            for c in conditions.iter_mut() {
+                excluded(&mut c.condition, row_alias);
+                excluded(&mut c.result, row_alias);
             }
             if let Some(x) = else_result {
                 excluded(x, row_alias);

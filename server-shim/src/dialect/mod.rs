@@ -313,12 +313,7 @@ fn translate_statement(statement: Statement) -> Result<Translation, SqlError> {
 /// The construct named in the 1235 for statements that are not ours.
 fn statement_name(statement: &Statement) -> &'static str {
     match statement {
-        Statement::SetVariable { .. }
-        | Statement::SetNames { .. }
-        | Statement::SetNamesDefault { .. }
-        | Statement::SetTimeZone { .. }
-        | Statement::SetTransaction { .. }
-        | Statement::SetRole { .. } => "SET",
+        Statement::Set(_) => "SET",
         Statement::ShowVariable { .. }
         | Statement::ShowVariables { .. }
         | Statement::ShowStatus { .. }

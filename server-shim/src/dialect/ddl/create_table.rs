@@ -36,8 +36,9 @@
 use std::collections::HashSet;
 
 use sqlparser::ast::{
-    ColumnDef, ColumnOption, CreateTable, DataType, Expr, Ident, ObjectName, ReferentialAction,
-    TableConstraint, Value,
+    CheckConstraint, ColumnDef, ColumnOption, CreateTable, CreateTableOptions, DataType,
+    EnumMember, Expr, ForeignKeyConstraint, Ident, IndexColumn, IndexConstraint, ObjectName,
+    PrimaryKeyConstraint, ReferentialAction, SqlOption, TableConstraint, UniqueConstraint, Value,
 };
 use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::Token;
@@ -97,10 +98,14 @@ pub(super) fn create_table(ct: CreateTable) -> Result<Vec<String>, SqlError> {
     }
 
     // Which single column is the primary key, and which column is AUTO_INCREMENT.
-    let table_pk: Option<Vec<&Ident>> = ct.constraints.iter().find_map(|c| match c {
-        TableConstraint::PrimaryKey { columns, .. } => Some(columns.iter().collect()),
-        _ => None,
-    });
+    let table_pk: Option<Vec<String>> = ct
+        .constraints
+        .iter()
+        .find_map(|c| match c {
+            TableConstraint::PrimaryKey(pk) => Some(index_columns(pk.columns.clone())),
+            _ => None,
+        })
+        .transpose()?;
     let auto_increment = ct
         .columns
         .iter()
@@ -109,17 +114,11 @@ pub(super) fn create_table(ct: CreateTable) -> Result<Vec<String>, SqlError> {
     if let Some(auto) = &auto_increment {
         let column = ct.columns.iter().find(|c| &c.name.value == auto);
         let inline_pk = column.is_some_and(|c| {
-            c.options.iter().any(|o| {
-                matches!(
-                    o.option,
-                    ColumnOption::Unique {
-                        is_primary: true,
-                        ..
-                    }
-                )
-            })
+            c.options
+                .iter()
+                .any(|o| matches!(o.option, ColumnOption::PrimaryKey(_)))
         });
-        let table_pk_is_it = matches!(table_pk.as_deref(), Some([only]) if only.value == *auto);
+        let table_pk_is_it = matches!(table_pk.as_deref(), Some([only]) if only == auto);
         if !(inline_pk || table_pk_is_it) {
             return Err(SqlError::not_supported(
                 "AUTO_INCREMENT on a column that is not the whole PRIMARY KEY",
@@ -141,36 +140,36 @@ pub(super) fn create_table(ct: CreateTable) -> Result<Vec<String>, SqlError> {
     }
     for constraint in &ct.constraints {
         match constraint {
-            TableConstraint::PrimaryKey { name, columns, .. } => {
+            TableConstraint::PrimaryKey(PrimaryKeyConstraint { name, columns, .. }) => {
                 if auto_increment.is_some() {
                     continue; // absorbed into the INTEGER PRIMARY KEY column
                 }
                 definitions.push(format!(
                     "{}PRIMARY KEY ({})",
                     constraint_name(name.as_ref()),
-                    idents(columns)
+                    names(&index_columns(columns.clone())?)
                 ));
             }
-            TableConstraint::Unique {
+            TableConstraint::Unique(UniqueConstraint {
                 name,
                 index_name,
                 columns,
                 ..
-            } => indexes.push(Index {
+            }) => indexes.push(Index {
                 unique: true,
                 name: index_name
                     .as_ref()
                     .or(name.as_ref())
                     .map(|i| i.value.clone())
                     .unwrap_or_default(),
-                columns: columns.iter().map(|c| c.value.clone()).collect(),
+                columns: index_columns(columns.clone())?,
             }),
-            TableConstraint::Index { name, columns, .. } => indexes.push(Index {
+            TableConstraint::Index(IndexConstraint { name, columns, .. }) => indexes.push(Index {
                 unique: false,
                 name: name.as_ref().map(|i| i.value.clone()).unwrap_or_default(),
-                columns: columns.iter().map(|c| c.value.clone()).collect(),
+                columns: index_columns(columns.clone())?,
             }),
-            TableConstraint::ForeignKey {
+            TableConstraint::ForeignKey(ForeignKeyConstraint {
                 name,
                 columns,
                 foreign_table,
@@ -178,7 +177,7 @@ pub(super) fn create_table(ct: CreateTable) -> Result<Vec<String>, SqlError> {
                 on_delete,
                 on_update: on_upd,
                 ..
-            } => {
+            }) => {
                 definitions.push(format!(
                     "{}FOREIGN KEY ({}) {}",
                     constraint_name(name.as_ref()),
@@ -186,12 +185,19 @@ pub(super) fn create_table(ct: CreateTable) -> Result<Vec<String>, SqlError> {
                     references(foreign_table, referred_columns, *on_delete, *on_upd)?
                 ));
             }
-            TableConstraint::Check { name, expr: check } => {
+            TableConstraint::Check(CheckConstraint {
+                name, expr: check, ..
+            }) => {
                 let mut check = check.as_ref().clone();
                 expr::expr(&mut check)?;
                 definitions.push(format!("{}CHECK ({check})", constraint_name(name.as_ref())));
             }
-            TableConstraint::FulltextOrSpatial { .. } => {}
+            TableConstraint::FulltextOrSpatial(_) => {}
+            TableConstraint::PrimaryKeyUsingIndex(_)
+            | TableConstraint::UniqueUsingIndex(_)
+            | TableConstraint::Exclude(_) => {
+                return Err(SqlError::not_supported("this table constraint"));
+            }
         }
     }
     out.push(format!("{head} ({})", definitions.join(", ")));
@@ -200,9 +206,11 @@ pub(super) fn create_table(ct: CreateTable) -> Result<Vec<String>, SqlError> {
     for column in on_update {
         out.push(on_update_trigger(schema, table, &column, &other_columns));
     }
-    if let (Some(_), Some(start), false) =
-        (&auto_increment, ct.auto_increment_offset, ct.if_not_exists)
-        && start > 1
+    if let (Some(_), Some(start), false) = (
+        &auto_increment,
+        auto_increment_start(&ct.table_options),
+        ct.if_not_exists,
+    ) && start > 1
     {
         let sequence = match schema {
             Some(s) => format!("{}.sqlite_sequence", quote(s)),
@@ -235,6 +243,47 @@ fn idents(columns: &[Ident]) -> String {
         .map(|c| quote(&c.value))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+fn names(columns: &[String]) -> String {
+    columns
+        .iter()
+        .map(|c| quote(c))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The column names of a key's column list (`KEY k (a, b)`); a key on an expression has no
+/// SQLite form here.
+pub(super) fn index_columns(columns: Vec<IndexColumn>) -> Result<Vec<String>, SqlError> {
+    columns
+        .into_iter()
+        .map(|c| match c.column.expr {
+            Expr::Identifier(i) => Ok(i.value),
+            _ => Err(SqlError::not_supported("a key on an expression")),
+        })
+        .collect()
+}
+
+/// The table option `AUTO_INCREMENT=n`.
+fn auto_increment_start(options: &CreateTableOptions) -> Option<u32> {
+    let options = match options {
+        CreateTableOptions::None => return None,
+        CreateTableOptions::With(o)
+        | CreateTableOptions::Options(o)
+        | CreateTableOptions::Plain(o)
+        | CreateTableOptions::TableProperties(o) => o,
+    };
+    options.iter().find_map(|o| match o {
+        SqlOption::KeyValue {
+            key,
+            value: Expr::Value(v),
+        } if key.to_string().eq_ignore_ascii_case("AUTO_INCREMENT") => match &v.value {
+            Value::Number(n, _) => n.parse().ok(),
+            _ => None,
+        },
+        _ => None,
+    })
 }
 
 /// `REFERENCES t (cols) [ON DELETE ..] [ON UPDATE ..]`. SQLite's foreign keys cannot name
@@ -278,7 +327,7 @@ pub(super) fn column_definition(
         let mut out = format!("{name} INTEGER PRIMARY KEY AUTOINCREMENT");
         for option in &column.options {
             if let ColumnOption::Check(c) = &option.option {
-                let mut c = c.clone();
+                let mut c = c.expr.as_ref().clone();
                 expr::expr(&mut c)?;
                 out.push_str(&format!(" CHECK ({c})"));
             }
@@ -289,8 +338,12 @@ pub(super) fn column_definition(
     let mut out = format!("{name} {declared}");
     if text_like {
         let collation = column
-            .collation
-            .as_ref()
+            .options
+            .iter()
+            .find_map(|o| match &o.option {
+                ColumnOption::Collation(c) => Some(c),
+                _ => None,
+            })
             .map_or("NOCASE", expr::collation_for);
         out.push_str(&format!(" COLLATE {collation}"));
     }
@@ -299,33 +352,32 @@ pub(super) fn column_definition(
     }
     for option in &column.options {
         match &option.option {
-            ColumnOption::Null | ColumnOption::CharacterSet(_) | ColumnOption::Comment(_) => {}
+            ColumnOption::Null
+            | ColumnOption::CharacterSet(_)
+            | ColumnOption::Comment(_)
+            | ColumnOption::Collation(_) => {}
             ColumnOption::NotNull => out.push_str(" NOT NULL"),
             ColumnOption::Default(d) => out.push_str(&format!(" DEFAULT {}", default(d)?)),
-            ColumnOption::Unique {
-                is_primary: true, ..
-            } => out.push_str(" PRIMARY KEY"),
-            ColumnOption::Unique {
-                is_primary: false, ..
-            } => indexes.push(Index {
+            ColumnOption::PrimaryKey(_) => out.push_str(" PRIMARY KEY"),
+            ColumnOption::Unique(_) => indexes.push(Index {
                 unique: true,
                 name: column.name.value.clone(),
                 columns: vec![column.name.value.clone()],
             }),
-            ColumnOption::ForeignKey {
+            ColumnOption::ForeignKey(ForeignKeyConstraint {
                 foreign_table,
                 referred_columns,
                 on_delete,
                 on_update: on_upd,
                 ..
-            } => {
+            }) => {
                 out.push_str(&format!(
                     " {}",
                     references(foreign_table, referred_columns, *on_delete, *on_upd)?
                 ));
             }
             ColumnOption::Check(c) => {
-                let mut c = c.clone();
+                let mut c = c.expr.as_ref().clone();
                 expr::expr(&mut c)?;
                 out.push_str(&format!(" CHECK ({c})"));
             }
@@ -385,7 +437,7 @@ fn default(d: &Expr) -> Result<String, SqlError> {
     let bare = match &d {
         Expr::Value(_) => true,
         Expr::UnaryOp { expr: inner, .. } => {
-            matches!(inner.as_ref(), Expr::Value(Value::Number(..)))
+            matches!(inner.as_ref(), Expr::Value(v) if matches!(v.value, Value::Number(..)))
         }
         _ => ["CURRENT_TIMESTAMP", "CURRENT_DATE", "CURRENT_TIME"]
             .iter()
@@ -397,9 +449,12 @@ fn default(d: &Expr) -> Result<String, SqlError> {
 /// (declared type, whether it is text, the ENUM/SET check) for a MySQL column type.
 fn declared_type(t: &DataType, column: &str) -> Result<(String, bool, Option<String>), SqlError> {
     match t {
-        DataType::Enum(values) => {
+        DataType::Enum(values, _) => {
             let list = values
                 .iter()
+                .map(|v| match v {
+                    EnumMember::Name(v) | EnumMember::NamedValue(v, _) => v,
+                })
                 .map(|v| Value::SingleQuotedString(v.clone()).to_string())
                 .collect::<Vec<_>>()
                 .join(", ");

@@ -8,14 +8,15 @@
 mod create_table;
 
 use sqlparser::ast::{
-    AlterTableOperation, ColumnOption, CreateIndex, Ident, ObjectName, ObjectType, Statement,
-    TableConstraint,
+    AlterTable, AlterTableOperation, ColumnOption, CreateIndex, CreateView, Ident, IndexConstraint,
+    ObjectName, ObjectType, OrderBySort, RenameTableNameKind, Statement, TableConstraint, Truncate,
+    UniqueConstraint,
 };
 use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::Token;
 
 use self::create_table::{
-    Index, column_definition, create_table, has_auto_increment, index_statements,
+    Index, column_definition, create_table, has_auto_increment, index_columns, index_statements,
 };
 use super::cursor::{self, Significant};
 use super::{StatementKind, Translation, expr, quote};
@@ -29,7 +30,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
     let statements = match statement {
         Statement::CreateTable(ct) => create_table(ct)?,
         Statement::CreateIndex(ci) => vec![create_index(&ci)?],
-        Statement::CreateView {
+        Statement::CreateView(CreateView {
             or_replace,
             materialized,
             name,
@@ -37,10 +38,9 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             mut query,
             if_not_exists,
             temporary,
-            to,
             ..
-        } => {
-            if materialized || to.is_some() {
+        }) => {
+            if materialized {
                 return Err(SqlError::not_supported("materialized views"));
             }
             expr::query(&mut query)?;
@@ -68,14 +68,14 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             ));
             out
         }
-        Statement::AlterTable {
+        Statement::AlterTable(AlterTable {
             name,
             if_exists,
-            only: _,
             operations,
             location,
             on_cluster,
-        } => {
+            ..
+        }) => {
             if if_exists || location.is_some() || on_cluster.is_some() {
                 return Err(SqlError::not_supported("this ALTER TABLE"));
             }
@@ -106,11 +106,11 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
                 })
                 .collect::<Result<Vec<_>, SqlError>>()?
         }
-        Statement::Truncate {
+        Statement::Truncate(Truncate {
             table_names,
             partitions,
             ..
-        } => {
+        }) => {
             if partitions.is_some() {
                 return Err(SqlError::not_supported("TRUNCATE ... PARTITION"));
             }
@@ -139,9 +139,14 @@ fn object(name: &ObjectName) -> Result<String, SqlError> {
 
 /// (schema, table) of a one- or two-part name.
 fn split(name: &ObjectName) -> Result<(Option<&str>, &str), SqlError> {
-    match name.0.as_slice() {
-        [table] => Ok((None, &table.value)),
-        [schema, table] => Ok((Some(&schema.value), &table.value)),
+    let parts = name
+        .0
+        .iter()
+        .map(|p| p.as_ident().map(|i| i.value.as_str()))
+        .collect::<Option<Vec<_>>>();
+    match parts.as_deref() {
+        Some([table]) => Ok((None, table)),
+        Some([schema, table]) => Ok((Some(schema), table)),
         _ => Err(SqlError::syntax(&format!("bad name {name}"))),
     }
 }
@@ -174,12 +179,12 @@ fn create_index(ci: &CreateIndex) -> Result<String, SqlError> {
         .columns
         .iter()
         .map(|c| {
-            let mut e = c.expr.clone();
+            let mut e = c.column.expr.clone();
             expr::expr(&mut e)?;
-            let direction = match c.asc {
-                Some(true) => " ASC",
-                Some(false) => " DESC",
-                None => "",
+            let direction = match c.column.options.sort {
+                Some(OrderBySort::Asc) => " ASC",
+                Some(OrderBySort::Desc) => " DESC",
+                _ => "",
             };
             Ok(format!("{e}{direction}"))
         })
@@ -220,15 +225,10 @@ fn alter_table(
                     return Err(SqlError::not_supported("ADD COLUMN IF NOT EXISTS"));
                 }
                 if has_auto_increment(&column_def)
-                    || column_def.options.iter().any(|o| {
-                        matches!(
-                            o.option,
-                            ColumnOption::Unique {
-                                is_primary: true,
-                                ..
-                            }
-                        )
-                    })
+                    || column_def
+                        .options
+                        .iter()
+                        .any(|o| matches!(o.option, ColumnOption::PrimaryKey(_)))
                 {
                     return Err(SqlError::not_supported(
                         "ADD COLUMN with PRIMARY KEY/AUTO_INCREMENT",
@@ -245,14 +245,16 @@ fn alter_table(
                 out.extend(index_statements(schema, table, indexes, false)?);
             }
             AlterTableOperation::DropColumn {
-                column_name,
+                column_names,
                 if_exists: false,
                 ..
             } => {
-                out.push(format!(
-                    "ALTER TABLE {target} DROP COLUMN {}",
-                    quote(&column_name.value)
-                ));
+                for column_name in column_names {
+                    out.push(format!(
+                        "ALTER TABLE {target} DROP COLUMN {}",
+                        quote(&column_name.value)
+                    ));
+                }
             }
             AlterTableOperation::RenameColumn {
                 old_column_name,
@@ -264,48 +266,64 @@ fn alter_table(
                     quote(&new_column_name.value)
                 ));
             }
-            AlterTableOperation::RenameTable { table_name } => {
-                out.push(rename(name, &table_name)?);
+            AlterTableOperation::RenameTable {
+                table_name: RenameTableNameKind::To(to) | RenameTableNameKind::As(to),
+            } => {
+                out.push(rename(name, &to)?);
             }
-            AlterTableOperation::AddConstraint(TableConstraint::Index {
-                name: index,
-                columns,
+            AlterTableOperation::AddConstraint {
+                constraint:
+                    TableConstraint::Index(IndexConstraint {
+                        name: index,
+                        columns,
+                        ..
+                    }),
                 ..
-            }) => {
+            } => {
                 out.extend(index_statements(
                     schema,
                     table,
                     vec![Index {
                         unique: false,
                         name: index.map(|i| i.value).unwrap_or_default(),
-                        columns: columns.into_iter().map(|c| c.value).collect(),
+                        columns: index_columns(columns)?,
                     }],
                     false,
                 )?);
             }
-            AlterTableOperation::AddConstraint(TableConstraint::Unique {
-                name: n,
-                index_name: index,
-                columns,
+            AlterTableOperation::AddConstraint {
+                constraint:
+                    TableConstraint::Unique(UniqueConstraint {
+                        name: n,
+                        index_name: index,
+                        columns,
+                        ..
+                    }),
                 ..
-            }) => {
+            } => {
                 out.extend(index_statements(
                     schema,
                     table,
                     vec![Index {
                         unique: true,
                         name: index.or(n).map(|i| i.value).unwrap_or_default(),
-                        columns: columns.into_iter().map(|c| c.value).collect(),
+                        columns: index_columns(columns)?,
                     }],
                     false,
                 )?);
+            }
+            AlterTableOperation::DropIndex { name: index } => {
+                out.push(format!(
+                    "DROP INDEX {}",
+                    index_name(schema, table, &index.value)
+                ));
             }
             AlterTableOperation::DropConstraint {
                 name: index,
                 if_exists,
                 ..
             } => {
-                // `ALTER TABLE t DROP INDEX i` / `DROP KEY i` parse as this.
+                // `ALTER TABLE t DROP KEY i` parses as this.
                 out.push(format!(
                     "DROP INDEX {}{}",
                     if if_exists { "IF EXISTS " } else { "" },
@@ -320,7 +338,8 @@ fn alter_table(
             AlterTableOperation::AlterColumn { .. } => {
                 return Err(SqlError::not_supported("ALTER TABLE ... ALTER COLUMN"));
             }
-            AlterTableOperation::AddConstraint(_) | AlterTableOperation::DropPrimaryKey => {
+            AlterTableOperation::AddConstraint { .. }
+            | AlterTableOperation::DropPrimaryKey { .. } => {
                 return Err(SqlError::not_supported(
                     "ALTER TABLE ... ADD/DROP PRIMARY KEY, FOREIGN KEY or CHECK",
                 ));
@@ -401,9 +420,9 @@ fn name_of(tokens: &[&Token]) -> Result<ObjectName, SqlError> {
     let mut parts = Vec::new();
     for (i, t) in tokens.iter().enumerate() {
         match (i % 2, t) {
-            (0, Token::Word(w)) => parts.push(Ident {
-                value: w.value.clone(),
-                quote_style: w.quote_style,
+            (0, Token::Word(w)) => parts.push(match w.quote_style {
+                Some(q) => Ident::with_quote(q, w.value.clone()),
+                None => Ident::new(w.value.clone()),
             }),
             (1, Token::Period) => {}
             _ => return Err(SqlError::syntax("expected a table name")),
@@ -412,7 +431,7 @@ fn name_of(tokens: &[&Token]) -> Result<ObjectName, SqlError> {
     if parts.is_empty() || tokens.len().is_multiple_of(2) {
         return Err(SqlError::syntax("expected a table name"));
     }
-    Ok(ObjectName(parts))
+    Ok(ObjectName::from(parts))
 }
 
 /// Removes what MySQL allows in table and index definitions and sqlparser 0.52 does not
