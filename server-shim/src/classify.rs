@@ -615,7 +615,9 @@ fn session_select(sql: &str) -> Option<Statement> {
     let SetExpr::Select(select) = *body else {
         return None;
     };
-    if !select.from.is_empty() || select.selection.is_some() {
+    // sqlparser 0.52 did not parse the modifiers (`SQL_CALC_FOUND_ROWS`): such a SELECT goes
+    // to the engine, as it did.
+    if !select.from.is_empty() || select.selection.is_some() || select.select_modifiers.is_some() {
         return None;
     }
     let mut items = Vec::new();
@@ -799,6 +801,11 @@ mod tests {
         // Anything with FROM, or an expression the session cannot evaluate, is the engine's.
         assert_eq!(ok("SELECT * FROM t"), Statement::Engine { write: false });
         assert_eq!(ok("SELECT 1 + 1"), Statement::Engine { write: false });
+        // sqlparser 0.52 could not parse the modifiers, so these went to the engine.
+        assert_eq!(
+            ok("SELECT SQL_CALC_FOUND_ROWS 'foo'"),
+            Statement::Engine { write: false }
+        );
         assert_eq!(
             ok("SELECT 1"),
             Statement::SessionSelect(vec![("1".into(), SessionItem::Literal(Cell::Int(1)))])

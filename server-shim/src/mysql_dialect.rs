@@ -72,8 +72,11 @@ impl Dialect for Mysql {
     fn supports_string_literal_concatenation(&self) -> bool {
         MySqlDialect {}.supports_string_literal_concatenation()
     }
+    /// `'a\_b'` reads as `a_b`, as sqlparser 0.52 read it: MySQL keeps the backslash (for
+    /// LIKE to use as its escape), but SQLite's LIKE has no escape character unless told, so
+    /// a kept backslash would make `LIKE 'a\_%'` match nothing instead of too much.
     fn ignores_wildcard_escapes(&self) -> bool {
-        MySqlDialect {}.ignores_wildcard_escapes()
+        false
     }
     fn supports_literal_prefix_in_qualified_name(&self) -> bool {
         MySqlDialect {}.supports_literal_prefix_in_qualified_name()

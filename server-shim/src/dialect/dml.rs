@@ -209,8 +209,9 @@ fn excluded(e: &mut Expr, row_alias: Option<&str>) {
     }
 }
 
-/// `UPDATE`/`DELETE` with a top-level `ORDER BY` or `LIMIT` (sqlparser 0.52 cannot parse
-/// the UPDATE form): rewritten to choose the rows by rowid. `None` for anything else.
+/// `UPDATE`/`DELETE` with a top-level `ORDER BY` or `LIMIT`, which SQLite's default build
+/// lacks: rewritten to choose the rows by rowid, splicing the statement's own tokens into
+/// the subquery. `None` for anything else.
 ///
 /// # Errors
 /// 1064 when the parts do not parse; 1235 for a multi-table statement.

@@ -3,12 +3,13 @@
 //!
 //! One MySQL statement becomes the SQLite statements that do the same thing. The text is
 //! cleaned of comments first ([`comments`]: versioned comments are executed, as MySQL
-//! does), tokenized and parsed with sqlparser's MySQL dialect (wrapped in [`Mysql`] to fix
-//! what 0.52 gets wrong), rewritten as a tree ([`ddl`] for schema statements, [`dml`] for
-//! queries and writes, [`expr`] for expressions and functions) and printed. A few MySQL
-//! statements sqlparser 0.52 cannot parse (`RENAME TABLE`, `DROP INDEX .. ON`, `UPDATE ..
-//! LIMIT`) are recognised from their tokens first, and MySQL-only words it would refuse are
-//! cut from the tokens; those passes all read the tokens through [`cursor`].
+//! does), tokenized and parsed with sqlparser's MySQL dialect (wrapped in [`Mysql`], which
+//! adds `MOD`), rewritten as a tree ([`ddl`] for schema statements, [`dml`] for queries and
+//! writes, [`expr`] for expressions and functions) and printed. What sqlparser cannot parse
+//! (`ALTER TABLE .. DISABLE KEYS`, `DROP INDEX .. ON t ALGORITHM=..`, `REAL(M,D)`) or would
+//! keep in the tree to print back (`SQL_NO_CACHE`, `ZEROFILL`, key prefix lengths) is
+//! handled on the tokens first, as is `UPDATE|DELETE .. ORDER BY .. LIMIT`; those passes
+//! all read the tokens through [`cursor`].
 //!
 //! No I/O and no engine state: the same text always gives the same translation.
 //! `?` placeholders keep their order (see [`placeholders`]).
@@ -225,7 +226,7 @@ pub fn strip_comments(mysql: &str) -> Result<String, SqlError> {
 }
 
 /// `ALTER TABLE t DISABLE KEYS` / `ENABLE KEYS` (around every table's rows in a dump): MyISAM
-/// index maintenance, nothing to do here.
+/// index maintenance, nothing to do here (and nothing sqlparser parses).
 fn toggles_keys(tokens: &[Token]) -> bool {
     let s = Significant::new(tokens);
     let toggle =
@@ -240,7 +241,9 @@ fn toggles_keys(tokens: &[Token]) -> bool {
 }
 
 /// MySQL's `SELECT` modifiers that change only how MySQL executes or caches the query, not
-/// what it returns (`mariadb-dump` sends `SELECT /*!40001 SQL_NO_CACHE */ ...`).
+/// what it returns (`mariadb-dump` sends `SELECT /*!40001 SQL_NO_CACHE */ ...`). Cut from
+/// the tokens: sqlparser keeps most of them in the tree to print back, and reads
+/// `SELECT SQL_CACHE a` as the column `SQL_CACHE` named `a`.
 const SELECT_MODIFIERS: &[&str] = &[
     "SQL_NO_CACHE",
     "SQL_CACHE",
@@ -301,7 +304,8 @@ fn translate_statement(statement: Statement) -> Result<Translation, SqlError> {
         | Statement::CreateView { .. }
         | Statement::AlterTable { .. }
         | Statement::Drop { .. }
-        | Statement::Truncate { .. } => ddl::translate(statement),
+        | Statement::Truncate { .. }
+        | Statement::RenameTable(_) => ddl::translate(statement),
         Statement::LockTables { .. } | Statement::UnlockTables => Ok(Translation {
             statements: Vec::new(),
             kind: StatementKind::Other,

@@ -666,3 +666,29 @@ fn refuses_operator_chains_too_long_to_walk() {
         .join()
         .unwrap();
 }
+
+/// What sqlparser 0.64 reads differently from 0.52 and the translation keeps as it was.
+#[test]
+fn keeps_what_sqlparser_0_52_did() {
+    // A backslash before `_`/`%` is dropped (SQLite's LIKE has no escape character).
+    assert_eq!(
+        sql("SELECT a FROM t WHERE a LIKE 'r\\_%'"),
+        ["SELECT a FROM t WHERE a LIKE 'r_%'"]
+    );
+    // The last COLLATE of a column wins.
+    assert_eq!(
+        sql("CREATE TABLE t (a CHAR(10) COLLATE latin1_swedish_ci NOT NULL COLLATE latin1_bin)"),
+        ["CREATE TABLE `t` (`a` CHAR(10) COLLATE BINARY NOT NULL)"]
+    );
+    assert_eq!(
+        sql("RENAME TABLE a TO b, s.c TO s.d"),
+        [
+            "ALTER TABLE `a` RENAME TO `b`",
+            "ALTER TABLE `s`.`c` RENAME TO `d`"
+        ]
+    );
+    assert_eq!(
+        sql("SELECT 7 MOD 2, 7 DIV 2"),
+        ["SELECT 7 % 2, CAST(7 / 2 AS INTEGER)"]
+    );
+}

@@ -337,13 +337,15 @@ pub(super) fn column_definition(
     let (declared, text_like, check) = declared_type(&column.data_type, &name)?;
     let mut out = format!("{name} {declared}");
     if text_like {
+        // The last COLLATE wins, as in MySQL.
         let collation = column
             .options
             .iter()
-            .find_map(|o| match &o.option {
+            .filter_map(|o| match &o.option {
                 ColumnOption::Collation(c) => Some(c),
                 _ => None,
             })
+            .next_back()
             .map_or("NOCASE", expr::collation_for);
         out.push_str(&format!(" COLLATE {collation}"));
     }

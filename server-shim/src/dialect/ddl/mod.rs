@@ -120,6 +120,10 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
                 .map(|t| Ok(format!("DELETE FROM {}", object(&t.name)?)))
                 .collect::<Result<Vec<_>, SqlError>>()?
         }
+        Statement::RenameTable(renames) => renames
+            .iter()
+            .map(|r| rename(&r.old_name, &r.new_name))
+            .collect::<Result<Vec<_>, SqlError>>()?,
         _ => return Err(SqlError::not_supported("this statement")),
     };
     Ok(Translation {
@@ -364,8 +368,9 @@ fn rename(from: &ObjectName, to: &ObjectName) -> Result<String, SqlError> {
     ))
 }
 
-/// Statements sqlparser 0.52 cannot parse, recognised from their tokens: `RENAME TABLE a
-/// TO b[, c TO d]` and `DROP INDEX [IF EXISTS] i ON t`. `None` for anything else.
+/// `DROP INDEX [IF EXISTS] i ON t [ALGORITHM=..] [LOCK=..]`, recognised from its tokens:
+/// sqlparser parses `DROP INDEX i ON t` but not the online-DDL options MySQL allows after
+/// it. `None` for anything else.
 ///
 /// # Errors
 /// 1064 when the statement is malformed.
@@ -373,44 +378,31 @@ pub fn from_tokens(tokens: &[Token]) -> Result<Option<Translation>, SqlError> {
     let significant = Significant::new(tokens);
     let is = |i: usize, k: Keyword| significant.is_keyword(i, k);
     let words = significant.as_slice();
-    let statements = if is(0, Keyword::RENAME) && is(1, Keyword::TABLE) {
-        let rest = words.get(2..).unwrap_or_default();
-        rest.split(|t| matches!(t, Token::Comma))
-            .map(|pair| {
-                let mut halves = pair.split(|t| matches!(t, Token::Word(w) if w.keyword == Keyword::TO && w.quote_style.is_none()));
-                match (halves.next(), halves.next(), halves.next()) {
-                    (Some(a), Some(b), None) => rename(&name_of(a)?, &name_of(b)?),
-                    _ => Err(SqlError::syntax("RENAME TABLE a TO b")),
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?
-    } else if is(0, Keyword::DROP) && is(1, Keyword::INDEX) {
-        let if_exists = is(2, Keyword::IF) && is(3, Keyword::EXISTS);
-        let rest = words
-            .get(if if_exists { 4 } else { 2 }..)
-            .unwrap_or_default();
-        let mut parts = rest.split(
-            |t| matches!(t, Token::Word(w) if w.keyword == Keyword::ON && w.quote_style.is_none()),
-        );
-        let (Some(index), Some(table)) = (parts.next(), parts.next()) else {
-            return Ok(None);
-        };
-        // `ALGORITHM=...`/`LOCK=...` after the table change nothing here.
-        let table_end = table.iter().position(|t| matches!(t, Token::Word(w) if w.quote_style.is_none() && (w.value.eq_ignore_ascii_case("ALGORITHM") || w.keyword == Keyword::LOCK))).unwrap_or(table.len());
-        let table = name_of(table.get(..table_end).unwrap_or_default())?;
-        let index = name_of(index)?;
-        let (schema, table) = split(&table)?;
-        let (_, index) = split(&index)?;
-        vec![format!(
+    if !(is(0, Keyword::DROP) && is(1, Keyword::INDEX)) {
+        return Ok(None);
+    }
+    let if_exists = is(2, Keyword::IF) && is(3, Keyword::EXISTS);
+    let rest = words
+        .get(if if_exists { 4 } else { 2 }..)
+        .unwrap_or_default();
+    let mut parts = rest.split(
+        |t| matches!(t, Token::Word(w) if w.keyword == Keyword::ON && w.quote_style.is_none()),
+    );
+    let (Some(index), Some(table)) = (parts.next(), parts.next()) else {
+        return Ok(None);
+    };
+    // `ALGORITHM=...`/`LOCK=...` after the table change nothing here.
+    let table_end = table.iter().position(|t| matches!(t, Token::Word(w) if w.quote_style.is_none() && (w.value.eq_ignore_ascii_case("ALGORITHM") || w.keyword == Keyword::LOCK))).unwrap_or(table.len());
+    let table = name_of(table.get(..table_end).unwrap_or_default())?;
+    let index = name_of(index)?;
+    let (schema, table) = split(&table)?;
+    let (_, index) = split(&index)?;
+    Ok(Some(Translation {
+        statements: vec![format!(
             "DROP INDEX {}{}",
             if if_exists { "IF EXISTS " } else { "" },
             index_name(schema, table, index)
-        )]
-    } else {
-        return Ok(None);
-    };
-    Ok(Some(Translation {
-        statements,
+        )],
         kind: StatementKind::Ddl,
     }))
 }
@@ -434,12 +426,13 @@ fn name_of(tokens: &[&Token]) -> Result<ObjectName, SqlError> {
     Ok(ObjectName::from(parts))
 }
 
-/// Removes what MySQL allows in table and index definitions and sqlparser 0.52 does not
-/// parse, and SQLite would not use: `USING BTREE|HASH`, key prefix lengths (`KEY k
-/// (name(10))`, a MySQL storage limit; SQLite indexes the whole value) and `ZEROFILL`
-/// (display padding only), and the `(M,D)` of `FLOAT`/`DOUBLE`/`REAL` (MySQL's deprecated
-/// display width and rounding; the value is stored as a binary float either way, and the
-/// MySQL "world" sample schema declares `float(10,2)`).
+/// Removes what MySQL allows in table and index definitions and SQLite would not use:
+/// `USING BTREE|HASH`, key prefix lengths (`KEY k (name(10))`, a MySQL storage limit; SQLite
+/// indexes the whole value) and `ZEROFILL` (display padding only), and the `(M,D)` of
+/// `FLOAT`/`DOUBLE`/`REAL` (MySQL's deprecated display width and rounding; the value is
+/// stored as a binary float either way, and the MySQL "world" sample schema declares
+/// `float(10,2)`). sqlparser parses all but `REAL(M,D)`, but keeps them in the tree (a
+/// prefix length as a function call); cut here, `CREATE TABLE`'s printer never sees them.
 pub fn strip_mysql_only_tokens(tokens: Vec<Token>) -> Vec<Token> {
     let mut cut = vec![false; tokens.len()];
     let s = Significant::new(&tokens);
