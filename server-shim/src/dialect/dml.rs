@@ -14,14 +14,14 @@
 //!   this dialect creates has a rowid.
 
 use sqlparser::ast::{
-    Assignment, DoUpdate, Expr, FromTable, Ident, OnConflict, OnConflictAction, OnInsert,
-    SqliteOnConflict, Statement, Value,
+    Assignment, DoUpdate, Expr, FromTable, Ident, InTarget, LimitClause, OnConflict,
+    OnConflictAction, OnInsert, OrderBy, OrderByExpr, OrderByKind, SetExpr, SqliteOnConflict,
+    Statement, TableWithJoins, Value,
 };
-use sqlparser::keywords::Keyword;
-use sqlparser::tokenizer::{Token, Whitespace, Word};
+use sqlparser::tokenizer::Tokenizer;
 
-use super::cursor::Significant;
 use super::{StatementKind, Translation, expr, parse_one};
+use crate::mysql_dialect::Mysql;
 use crate::sql_error::SqlError;
 
 /// Translates a parsed `SELECT`, `INSERT`, `REPLACE`, `UPDATE` or `DELETE`.
@@ -81,6 +81,10 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             Ok(one(Statement::Insert(insert).to_string(), kind))
         }
         Statement::Update(mut update) => {
+            let limited = !update.order_by.is_empty() || update.limit.is_some();
+            if limited && !update.table.joins.is_empty() {
+                return Err(SqlError::not_supported(MULTI_TABLE_LIMIT));
+            }
             if update.from.is_some()
                 || !update.table.joins.is_empty()
                 || update.returning.is_some()
@@ -88,9 +92,13 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             {
                 return Err(SqlError::not_supported("multi-table UPDATE"));
             }
-            if !update.order_by.is_empty() || update.limit.is_some() {
-                // Reached only through `from_tokens`, which handles these first.
-                return Err(SqlError::not_supported("UPDATE ... ORDER BY/LIMIT"));
+            if limited {
+                update.selection = Some(by_rowid(
+                    &update.table,
+                    update.selection.take(),
+                    core::mem::take(&mut update.order_by),
+                    update.limit.take(),
+                )?);
             }
             expr::table_with_joins(&mut update.table)?;
             for a in &mut update.assignments {
@@ -105,21 +113,36 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             ))
         }
         Statement::Delete(mut delete) => {
+            let tables = match &delete.from {
+                FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+            };
+            let limited = !delete.order_by.is_empty() || delete.limit.is_some();
+            let one_table = match tables.as_slice() {
+                [only] if only.joins.is_empty() => Some(only.clone()),
+                _ => None,
+            };
+            if limited && one_table.is_none() {
+                return Err(SqlError::not_supported(MULTI_TABLE_LIMIT));
+            }
+            let Some(table) = one_table.filter(|_| {
+                delete.tables.is_empty()
+                    && delete.using.is_none()
+                    && delete.returning.is_none()
+                    && delete.output.is_none()
+            }) else {
+                return Err(SqlError::not_supported("multi-table DELETE"));
+            };
+            if limited {
+                delete.selection = Some(by_rowid(
+                    &table,
+                    delete.selection.take(),
+                    core::mem::take(&mut delete.order_by),
+                    delete.limit.take(),
+                )?);
+            }
             let tables = match &mut delete.from {
                 FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
             };
-            if !delete.tables.is_empty()
-                || delete.using.is_some()
-                || tables.len() != 1
-                || tables.iter().any(|t| !t.joins.is_empty())
-                || delete.returning.is_some()
-            {
-                return Err(SqlError::not_supported("multi-table DELETE"));
-            }
-            if !delete.order_by.is_empty() || delete.limit.is_some() {
-                // Reached only through `from_tokens`, which handles these first.
-                return Err(SqlError::not_supported("DELETE ... ORDER BY/LIMIT"));
-            }
             for t in tables.iter_mut() {
                 expr::table_with_joins(t)?;
             }
@@ -209,136 +232,41 @@ fn excluded(e: &mut Expr, row_alias: Option<&str>) {
     }
 }
 
-/// `UPDATE`/`DELETE` with a top-level `ORDER BY` or `LIMIT`, which SQLite's default build
-/// lacks: rewritten to choose the rows by rowid, splicing the statement's own tokens into
-/// the subquery. `None` for anything else.
-///
-/// # Errors
-/// 1064 when the parts do not parse; 1235 for a multi-table statement.
-pub fn from_tokens(tokens: &[Token]) -> Result<Option<Translation>, SqlError> {
-    let words = TopLevel::new(tokens);
-    let (kind, table_start, table_end) = match words.first() {
-        Some(Keyword::UPDATE) => {
-            let Some(set) = words.find(Keyword::SET) else {
-                return Ok(None);
-            };
-            (StatementKind::Update, words.after(0), set)
-        }
-        Some(Keyword::DELETE) => {
-            let Some(from) = words.find(Keyword::FROM) else {
-                return Ok(None);
-            };
-            let end = [Keyword::WHERE, Keyword::ORDER, Keyword::LIMIT]
-                .iter()
-                .filter_map(|k| words.find(*k))
-                .min()
-                .unwrap_or(tokens.len());
-            (StatementKind::Delete, from + 1, end)
-        }
-        _ => return Ok(None),
+const MULTI_TABLE_LIMIT: &str = "multi-table UPDATE/DELETE with ORDER BY/LIMIT";
+
+/// `rowid IN (SELECT rowid FROM <table> [WHERE ..] [ORDER BY ..] [LIMIT ..])`: the rows an
+/// `UPDATE`/`DELETE .. ORDER BY .. LIMIT` changes, for a SQLite without that syntax.
+fn by_rowid(
+    table: &TableWithJoins,
+    selection: Option<Expr>,
+    order_by: Vec<OrderByExpr>,
+    limit: Option<Expr>,
+) -> Result<Expr, SqlError> {
+    let text = format!("SELECT rowid FROM {table}");
+    let tokens = Tokenizer::new(&Mysql, &text)
+        .tokenize()
+        .map_err(|e| SqlError::syntax(&e.to_string()))?;
+    let Statement::Query(mut subquery) = parse_one(tokens)? else {
+        return Err(SqlError::syntax("bad table in UPDATE/DELETE"));
     };
-    let tail_start = [Keyword::ORDER, Keyword::LIMIT]
-        .iter()
-        .filter_map(|k| words.find(*k))
-        .filter(|&i| i >= table_end)
-        .min();
-    let Some(tail_start) = tail_start else {
-        return Ok(None);
-    };
-    let table = tokens.get(table_start..table_end).unwrap_or_default();
-    if table.iter().any(|t| {
-        matches!(t, Token::Comma) || matches!(t, Token::Word(w) if w.keyword == Keyword::JOIN)
-    }) {
-        return Err(SqlError::not_supported(
-            "multi-table UPDATE/DELETE with ORDER BY/LIMIT",
-        ));
+    if let SetExpr::Select(select) = subquery.body.as_mut() {
+        select.selection = selection;
     }
-    let where_at = words
-        .find(Keyword::WHERE)
-        .filter(|&i| i > table_end && i < tail_start);
-    let head_end = where_at.unwrap_or(tail_start);
-    // SELECT rowid FROM <table> [WHERE ...] ORDER BY ... LIMIT ...
-    let mut subquery = vec![
-        word("SELECT"),
-        space(),
-        word("rowid"),
-        space(),
-        word("FROM"),
-        space(),
-    ];
-    subquery.extend_from_slice(table);
-    subquery.push(space());
-    subquery.extend_from_slice(
-        tokens
-            .get(where_at.unwrap_or(tail_start)..)
-            .unwrap_or_default(),
-    );
-    // <head> WHERE rowid IN (<subquery>)
-    let mut rewritten = tokens.get(..head_end).unwrap_or_default().to_vec();
-    rewritten.extend([
-        space(),
-        word("WHERE"),
-        space(),
-        word("rowid"),
-        space(),
-        word("IN"),
-        space(),
-        Token::LParen,
-    ]);
-    rewritten.extend(subquery);
-    rewritten.push(Token::RParen);
-    let statement = parse_one(rewritten)?;
-    let translation = translate(statement)?;
-    Ok(Some(Translation {
-        kind,
-        ..translation
-    }))
-}
-
-fn word(w: &str) -> Token {
-    Token::make_word(w, None)
-}
-
-fn space() -> Token {
-    Token::Whitespace(Whitespace::Space)
-}
-
-/// Positions (in the whole token list) of the unquoted keywords outside parentheses.
-struct TopLevel {
-    keywords: Vec<(usize, Keyword)>,
-}
-
-impl TopLevel {
-    fn new(tokens: &[Token]) -> Self {
-        let s = Significant::new(tokens);
-        let mut depth = 0_i32;
-        let mut keywords = Vec::new();
-        for (i, t) in s.as_slice().iter().enumerate() {
-            match t {
-                Token::LParen => depth += 1,
-                Token::RParen => depth -= 1,
-                Token::Word(Word {
-                    keyword,
-                    quote_style: None,
-                    ..
-                }) if depth == 0 && *keyword != Keyword::NoKeyword => {
-                    keywords.extend(s.position(i).map(|at| (at, *keyword)));
-                }
-                _ => {}
-            }
-        }
-        Self { keywords }
+    if !order_by.is_empty() {
+        subquery.order_by = Some(OrderBy {
+            kind: OrderByKind::Expressions(order_by),
+            interpolate: None,
+        });
     }
-    fn first(&self) -> Option<Keyword> {
-        self.keywords.first().map(|&(_, k)| k)
-    }
-    fn after(&self, n: usize) -> usize {
-        self.keywords.get(n).map_or(0, |&(i, _)| i + 1)
-    }
-    fn find(&self, keyword: Keyword) -> Option<usize> {
-        self.keywords
-            .iter()
-            .find(|&&(_, k)| k == keyword)
-            .map(|&(i, _)| i)
-    }
+    subquery.limit_clause = limit.map(|limit| LimitClause::LimitOffset {
+        limit: Some(limit),
+        offset: None,
+        limit_by: Vec::new(),
+    });
+    Ok(Expr::In {
+        expr: Box::new(Expr::Identifier(Ident::new("rowid"))),
+        target: InTarget::Subquery(subquery),
+        negated: false,
+        global: false,
+    })
 }

@@ -8,8 +8,7 @@
 //! writes, [`expr`] for expressions and functions) and printed. What sqlparser cannot parse
 //! (`ALTER TABLE .. DISABLE KEYS`, `DROP INDEX .. ON t ALGORITHM=..`, `REAL(M,D)`) or would
 //! keep in the tree to print back (`SQL_NO_CACHE`, `ZEROFILL`, key prefix lengths) is
-//! handled on the tokens first, as is `UPDATE|DELETE .. ORDER BY .. LIMIT`; those passes
-//! all read the tokens through [`cursor`].
+//! handled on the tokens first; those passes all read the tokens through [`cursor`].
 //!
 //! No I/O and no engine state: the same text always gives the same translation.
 //! `?` placeholders keep their order (see [`placeholders`]).
@@ -205,9 +204,6 @@ fn translate_tokens(tokens: Vec<Token>) -> Result<Translation, SqlError> {
     let tokens = placeholders::number(drop_select_modifiers(tokens));
     if let Some(translation) = ddl::from_tokens(&tokens)? {
         return Ok(translation);
-    }
-    if let Some(translation) = dml::from_tokens(&tokens)? {
-        return Ok(placeholders::restore(translation));
     }
     let tokens = ddl::strip_mysql_only_tokens(tokens);
     let statement = parse_one(tokens)?;

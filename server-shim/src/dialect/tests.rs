@@ -446,7 +446,12 @@ fn update_and_delete_with_limit() {
     let d = translate("DELETE FROM t ORDER BY n LIMIT 1").unwrap();
     assert_eq!(d.kind, StatementKind::Delete);
     run(&db, "DELETE FROM t ORDER BY n LIMIT 1");
-    run(&db, "DELETE FROM t WHERE f = 0");
+    // With a WHERE too (the token rewrite this replaced wrote a second WHERE: ERR 1064).
+    assert_eq!(
+        sql("DELETE FROM t WHERE f = 0 ORDER BY n DESC LIMIT 1"),
+        ["DELETE FROM t WHERE rowid IN (SELECT rowid FROM t WHERE f = 0 ORDER BY n DESC LIMIT 1)"]
+    );
+    run(&db, "DELETE FROM t WHERE f = 0 ORDER BY n DESC LIMIT 1");
     assert_eq!(rows(&db, "SELECT n FROM t ORDER BY n"), ["3", "4"]);
 }
 
