@@ -1,10 +1,13 @@
 //! Expressions and queries, MySQL to SQLite: literals, operators,
 //! casts and the functions that only need a new name or shape.
 //!
-//! sqlparser is built without its `visitor` feature, so this is a hand-written walk.
-//! It rewrites the variants MySQL clients use and refuses (1235) the ones SQLite has no
-//! form for (`INTERVAL`, `EXTRACT`, `MATCH ... AGAINST`, ...). Variants it does not name
-//! are left as parsed: their MySQL text is what SQLite gets.
+//! A hand-written walk rather than sqlparser's `VisitorMut`: it is an allow-list. It goes
+//! only where it knows the shape (the clauses of a query, the joins it can print, the
+//! arguments of the functions it rewrites), rewrites the expression variants MySQL clients
+//! use, and refuses (1235) every other variant, naming the outermost construct where it can
+//! (`INTERVAL`, `EXTRACT`, `MATCH ... AGAINST`, `FETCH`, table functions, ...). A visitor
+//! reaches every expression wherever it sits, children first, so it would rewrite inside
+//! clauses this walk refuses and report the innermost construct instead.
 //!
 //! Functions: renamed where SQLite has the same function under another name or shape
 //! (`IF` → `IIF`, `CONCAT` → `||`, `NOW()` → `CURRENT_TIMESTAMP`, ...); every other name
