@@ -13,10 +13,13 @@
 //!   `... WHERE rowid IN (SELECT rowid FROM t WHERE .. ORDER BY .. LIMIT n)`. Every table
 //!   this dialect creates has a rowid.
 
+use core::ops::ControlFlow;
+
 use sqlparser::ast::{
-    Assignment, DoUpdate, Expr, FromTable, Ident, InTarget, LimitClause, OnConflict,
-    OnConflictAction, OnInsert, OrderBy, OrderByExpr, OrderByKind, SetExpr, SqliteOnConflict,
-    Statement, TableWithJoins, Value,
+    Assignment, DoUpdate, Expr, FromTable, FunctionArg, FunctionArgExpr, FunctionArguments, Ident,
+    InTarget, LimitClause, OnConflict, OnConflictAction, OnInsert, OrderBy, OrderByExpr,
+    OrderByKind, SetExpr, SqliteOnConflict, Statement, TableWithJoins, Value,
+    visit_expressions_mut,
 };
 use sqlparser::tokenizer::Tokenizer;
 
@@ -173,63 +176,29 @@ fn excluded_assignment(mut a: Assignment, row_alias: Option<&str>) -> Result<Ass
 }
 
 fn excluded(e: &mut Expr, row_alias: Option<&str>) {
-    match e {
-        Expr::Function(f)
-            if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("VALUES") =>
-        {
-            if let sqlparser::ast::FunctionArguments::List(list) = &f.args
-                && let [
-                    sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Expr(
-                        Expr::Identifier(col),
-                    )),
-                ] = list.args.as_slice()
+    let _ = visit_expressions_mut(e, |e| {
+        match e {
+            Expr::Function(f)
+                if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("VALUES") =>
             {
-                *e = Expr::CompoundIdentifier(vec![Ident::new("excluded"), col.clone()]);
-            }
-        }
-        Expr::CompoundIdentifier(parts) => {
-            if let (Some(alias), [first, col]) = (row_alias, parts.as_slice())
-                && first.value == alias
-            {
-                *e = Expr::CompoundIdentifier(vec![Ident::new("excluded"), col.clone()]);
-            }
-        }
-        Expr::BinaryOp { left, right, .. } => {
-            excluded(left, row_alias);
-            excluded(right, row_alias);
-        }
-        Expr::Nested(inner) | Expr::UnaryOp { expr: inner, .. } => excluded(inner, row_alias),
-        Expr::Function(f) => {
-            if let sqlparser::ast::FunctionArguments::List(list) = &mut f.args {
-                for arg in &mut list.args {
-                    if let sqlparser::ast::FunctionArg::Unnamed(
-                        sqlparser::ast::FunctionArgExpr::Expr(a),
-                    ) = arg
-                    {
-                        excluded(a, row_alias);
-                    }
+                if let FunctionArguments::List(list) = &f.args
+                    && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Identifier(col)))] =
+                        list.args.as_slice()
+                {
+                    *e = Expr::CompoundIdentifier(vec![Ident::new("excluded"), col.clone()]);
                 }
             }
+            Expr::CompoundIdentifier(parts) => {
+                if let (Some(alias), [first, col]) = (row_alias, parts.as_slice())
+                    && first.value == alias
+                {
+                    *e = Expr::CompoundIdentifier(vec![Ident::new("excluded"), col.clone()]);
+                }
+            }
+            _ => {}
         }
-        Expr::Case {
-            operand,
-            conditions,
-            else_result,
-            ..
-        } => {
-            if let Some(o) = operand {
-                excluded(o, row_alias);
-            }
-            for c in conditions.iter_mut() {
-                excluded(&mut c.condition, row_alias);
-                excluded(&mut c.result, row_alias);
-            }
-            if let Some(x) = else_result {
-                excluded(x, row_alias);
-            }
-        }
-        _ => {}
-    }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 const MULTI_TABLE_LIMIT: &str = "multi-table UPDATE/DELETE with ORDER BY/LIMIT";

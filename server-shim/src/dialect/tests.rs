@@ -359,6 +359,16 @@ fn on_duplicate_key_update_really_updates() {
         "INSERT INTO t (id, n) SELECT id, n + 1 FROM t ON DUPLICATE KEY UPDATE n = VALUES(n)",
     );
     assert_eq!(rows(&db, "SELECT n FROM t"), ["31"]);
+    // `VALUES(c)` anywhere in the new value (the hand-written walk this replaced missed it
+    // under IS NULL, CAST, IN, ...).
+    assert_eq!(
+        sql(
+            "INSERT INTO t (id, n) VALUES (1, 2) ON DUPLICATE KEY UPDATE n = CASE WHEN VALUES(n) IS NULL THEN n ELSE VALUES(n) END"
+        ),
+        [
+            "INSERT INTO t (id, n) VALUES (1, 2) ON CONFLICT DO UPDATE SET n = CASE WHEN excluded.n IS NULL THEN n ELSE excluded.n END"
+        ]
+    );
 }
 
 #[test]
