@@ -1,4 +1,4 @@
-//! The account store (issue 3, item 2): `DATA/accounts`, one account per line, holding only
+//! The account store: `DATA/accounts`, one account per line, holding only
 //! password hashes (architecture.md §1: "an account store that keeps only password hashes").
 //!
 //! ```text

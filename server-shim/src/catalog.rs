@@ -1,4 +1,4 @@
-//! The database catalog (issue 3, item 3): one directory per database under
+//! The database catalog: one directory per database under
 //! `DATA/db/<name>/`, a lock per database that serialises its statements (and explicit
 //! transactions), and the storage behind it, opened with an [`Engine`] on first use.
 //!

@@ -2,18 +2,19 @@
 //! (databases, session variables, transactions, accounts, the `SELECT @@x` / `VERSION()`
 //! probes that clients send while connecting) and which go to the SQL engine.
 //!
-//! Pure: text in, [`Statement`] out. Tokenizing uses sqlparser's MySQL dialect, so strings,
-//! comments and quoted identifiers are read the way a MySQL server reads them.
+//! Pure: text in, [`Statement`] out. Tokenizing and parsing use the shim's MySQL dialect
+//! ([`crate::mysql_dialect`], the translation's too), so strings, comments and quoted
+//! identifiers are read the way a MySQL server reads them, and the way the translation will.
 
 use sqlparser::ast::{
     Expr, FunctionArguments, Query, SelectItem, SetExpr, Statement as SqlStatement,
     Value as SqlValue,
 };
-use sqlparser::dialect::MySqlDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};
 use zeroize::Zeroizing;
 
 use crate::engine::{Cell, parse_one};
+use crate::mysql_dialect::Mysql;
 use crate::sql_error::SqlError;
 
 /// What a statement is, as far as the session layer cares.
@@ -162,7 +163,7 @@ pub enum SessionFn {
 /// trailing `;` removed.
 fn tokens(sql: &str) -> Result<Vec<Token>, SqlError> {
     let sql = space_account_at(sql);
-    let mut toks: Vec<Token> = Tokenizer::new(&MySqlDialect {}, &sql)
+    let mut toks: Vec<Token> = Tokenizer::new(&Mysql, &sql)
         .tokenize()
         .map_err(|e| SqlError::syntax(&e.to_string()))?
         .into_iter()
@@ -614,7 +615,9 @@ fn session_select(sql: &str) -> Option<Statement> {
     let SetExpr::Select(select) = *body else {
         return None;
     };
-    if !select.from.is_empty() || select.selection.is_some() {
+    // sqlparser 0.52 did not parse the modifiers (`SQL_CALC_FOUND_ROWS`): such a SELECT goes
+    // to the engine, as it did.
+    if !select.from.is_empty() || select.selection.is_some() || select.select_modifiers.is_some() {
         return None;
     }
     let mut items = Vec::new();
@@ -665,7 +668,7 @@ fn session_item(expr: &Expr) -> Option<SessionItem> {
                 .flatten()
                 .map(SessionItem::Function)
         }
-        Expr::Value(v) => Some(SessionItem::Literal(match v {
+        Expr::Value(v) => Some(SessionItem::Literal(match &v.value {
             SqlValue::Number(n, _) => {
                 let n = n.to_string();
                 n.parse::<i64>()
@@ -798,6 +801,11 @@ mod tests {
         // Anything with FROM, or an expression the session cannot evaluate, is the engine's.
         assert_eq!(ok("SELECT * FROM t"), Statement::Engine { write: false });
         assert_eq!(ok("SELECT 1 + 1"), Statement::Engine { write: false });
+        // sqlparser 0.52 could not parse the modifiers, so these went to the engine.
+        assert_eq!(
+            ok("SELECT SQL_CALC_FOUND_ROWS 'foo'"),
+            Statement::Engine { write: false }
+        );
         assert_eq!(
             ok("SELECT 1"),
             Statement::SessionSelect(vec![("1".into(), SessionItem::Literal(Cell::Int(1)))])

@@ -1,4 +1,4 @@
-//! The command line (issue 3, item 5): `server-shim run`, `server-shim user
+//! The command line: `server-shim run`, `server-shim user
 //! add|remove|passwd|list`, and its own `completions` and `man`.
 //! `main.rs` only calls [`main`].
 
@@ -194,9 +194,8 @@ pub enum CliError {
     },
     /// The password and its retyped copy differ.
     PasswordsDiffer,
-    /// `--tls-cert`, `--tls-key` or `--tls-client-ca` cannot be used (the message names
-    /// the option and the file).
-    Tls(String),
+    /// `--tls-cert`, `--tls-key` or `--tls-client-ca` cannot be used.
+    Tls(crate::tls::TlsError),
 }
 
 impl CliError {
@@ -224,7 +223,7 @@ impl fmt::Display for CliError {
                 write!(f, "cannot read the password from {from}: {source}{hint}")
             }
             Self::PasswordsDiffer => f.write_str("the passwords differ"),
-            Self::Tls(message) => f.write_str(message),
+            Self::Tls(e) => e.fmt(f),
         }
     }
 }
@@ -237,7 +236,8 @@ impl std::error::Error for CliError {
             | Self::ReadPassword { source, .. } => Some(source),
             Self::Accounts(e) => Some(e),
             Self::KeyFile(e) => Some(e),
-            Self::PasswordsDiffer | Self::Tls(_) => None,
+            Self::Tls(e) => Some(e),
+            Self::PasswordsDiffer => None,
         }
     }
 }

@@ -1,22 +1,23 @@
-//! The embedded SQL engine's seam (issue 3, item 3; issue 11): an [`Engine`] opens one
+//! The embedded SQL engine's seam: an [`Engine`] opens one
 //! database's storage and gives an [`Executor`] that runs MySQL text against it. Which
 //! databases exist, and the lock around each, is [`crate::catalog`]'s; the implementation is
 //! SQLite ([`crate::sqlite`]), behind [`crate::dialect`]'s MySQL-to-SQLite translation.
 //!
 //! MySQL clients send MySQL text: backslash escapes inside strings (PyMySQL escapes
 //! client-side), double-quoted strings, backtick identifiers, `#` comments and `?`
-//! placeholders. It is always tokenized with sqlparser's **MySQL** dialect, and parameters are
-//! bound as typed values, never spliced into the text.
+//! placeholders. It is always tokenized with the shim's **MySQL** dialect
+//! ([`crate::mysql_dialect`]), and parameters are bound as typed values, never spliced into
+//! the text.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
 use chrono::{NaiveDate, NaiveDateTime};
 use sqlparser::ast::Statement as SqlStatement;
-use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
+use crate::mysql_dialect::Mysql;
 use crate::sql_error::SqlError;
 
 /// One value of a result row or of a statement parameter.
@@ -214,7 +215,7 @@ pub trait Engine: Send + Sync {
 /// # Errors
 /// 1065 for an empty query, 1064 for a syntax error or more than one statement.
 pub fn parse_one(sql: &str) -> Result<SqlStatement, SqlError> {
-    // sqlparser has a few `unwrap`s in its MySQL dialect (`1 DIV` at the end of input); a
+    // sqlparser has `unwrap`s reachable from odd input (see `crate::mysql_dialect`); a
     // panic in parsing must become a syntax error, not a dropped connection.
     let parsed = catch_unwind(AssertUnwindSafe(|| parse_statements(sql)))
         .unwrap_or_else(|_| Err(SqlError::syntax("statement could not be parsed")))?;
@@ -229,7 +230,7 @@ pub fn parse_one(sql: &str) -> Result<SqlStatement, SqlError> {
 }
 
 fn parse_statements(sql: &str) -> Result<Vec<SqlStatement>, SqlError> {
-    let dialect = MySqlDialect {};
+    let dialect = Mysql;
     let mut tokens = Tokenizer::new(&dialect, sql)
         .tokenize_with_location()
         .map_err(|e| SqlError::syntax(&e.to_string()))?;
@@ -249,7 +250,7 @@ fn parse_statements(sql: &str) -> Result<Vec<SqlStatement>, SqlError> {
 /// # Errors
 /// 1064 if the text does not tokenize.
 pub fn count_placeholders(sql: &str) -> Result<usize, SqlError> {
-    let tokens = Tokenizer::new(&MySqlDialect {}, sql)
+    let tokens = Tokenizer::new(&Mysql, sql)
         .tokenize()
         .map_err(|e| SqlError::syntax(&e.to_string()))?;
     Ok(tokens

@@ -1,4 +1,4 @@
-//! `information_schema` for one query (issue 11, item 3): MySQL's tables, with the columns
+//! `information_schema` for one query: MySQL's tables, with the columns
 //! tools read, created in an in-memory SQLite attached as `information_schema` and filled from
 //! a snapshot of every database's catalog (tables, columns, indexes). Tables MySQL has that
 //! describe what the shim does not have (files, routines, triggers, partitions) exist, empty,

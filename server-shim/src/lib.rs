@@ -1,7 +1,8 @@
-//! `server-shim`: Perceptron's stand-in compute node (architecture.md §1, issue 3). An
+//! `server-shim`: Perceptron's stand-in compute node (architecture.md §1). An
 //! `opensrv-mysql` server whose login hook implements dual verification (architecture.md §3, P7), an
 //! account store that keeps only password hashes, and an embedded persistent SQL engine
-//! (SQLite behind a MySQL-to-SQLite translation, issue 11), with a user-management CLI.
+//! (SQLite behind a MySQL-to-SQLite translation, docs/server-shim.md, *Engine: SQLite behind
+//! MySQL's dialect*), with a user-management CLI.
 //!
 //! # Layout
 //! Modules in layers; each uses only modules of lower layers, so the graph has no cycles:
@@ -17,12 +18,13 @@
 //!                                               sqlite_catalog information_schema sql_error
 //!   3    state                                  catalog accounts stream
 //!        mysql_functions                        variables
-//!   2    catalog, classify, results, variables  engine sql_error
+//!   2    catalog, classify, results, variables  engine sql_error (classify: mysql_dialect)
 //!        sqlite_catalog, information_schema     engine
-//!   1    engine, dialect                        sql_error
+//!   1    engine, dialect                        sql_error mysql_dialect
 //!        auth                                   accounts
 //!        keys                                   (authplugin only)
 //!   0    sql_error, accounts, stream, tls       (stream: only its own submodules, all leaves)
+//!        mysql_dialect                          (sqlparser only)
 //! ```
 //!
 //! - [`cli`]: the command line (`run`, `user add|remove|list`); `main.rs` only calls it. The
@@ -30,7 +32,8 @@
 //! - `server`: the accept loop, graceful shutdown, and the `AsyncMysqlShim` per connection.
 //! - `state`: what every connection of a server shares (catalog, accounts, key ring, replay
 //!   window, deadlines, shutdown, connection ids).
-//! - `session`: per-connection state and statement dispatch.
+//! - `session`: per-connection state and statement dispatch; its `show` submodule builds the
+//!   `SHOW` result sets from the catalog.
 //! - `stream`: the socket adapter between the client and opensrv-mysql, one submodule per
 //!   opensrv shortcoming it works around (the login tee, the ERR 1045, one packet per read,
 //!   COM_FIELD_LIST, unsupported commands, deadlines).
@@ -52,6 +55,7 @@
 //! - `sqlite_catalog`: `SHOW CREATE TABLE`, `SHOW INDEX` and table descriptions from
 //!   SQLite's catalog, in MySQL's terms.
 //! - `mysql_functions`: MySQL functions registered with SQLite (`DATE_FORMAT`, `MD5`, ...).
+//! - `mysql_dialect`: the one sqlparser dialect every tokenizer and parser here uses.
 //! - `sql_error`: MySQL error codes for every failure (one place).
 
 mod accounts;
@@ -72,6 +76,7 @@ mod dialect;
 mod engine;
 mod information_schema;
 mod keys;
+mod mysql_dialect;
 mod mysql_functions;
 mod results;
 mod server;

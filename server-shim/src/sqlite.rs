@@ -1,4 +1,4 @@
-//! The SQLite engine (issue 11): one SQLite file per database (`DATA/db/<name>/data.sqlite`),
+//! The SQLite engine: one SQLite file per database (`DATA/db/<name>/data.sqlite`),
 //! in WAL mode with `synchronous=FULL`, so an OK means the change is on disk and survives
 //! `kill -9`. Statements arrive as MySQL text and go through [`crate::dialect`] first; the
 //! MySQL functions SQLite lacks are registered on every connection ([`crate::mysql_functions`]).

@@ -1,4 +1,4 @@
-//! What MySQL tools read about a table (issue 11, item 3), answered from SQLite's own catalog
+//! What MySQL tools read about a table, answered from SQLite's own catalog
 //! (`pragma_table_info`, `pragma_index_list`, `sqlite_schema`): `SHOW CREATE TABLE` rendered
 //! in MySQL's syntax, and the index columns `SHOW INDEX` lists.
 //!

@@ -1,4 +1,4 @@
-//! TLS for the shim (issue 16: "computes speak it too"), terminated *under* the byte adapters
+//! TLS for the shim, terminated *under* the byte adapters
 //! of [`crate::stream`] so they keep seeing plaintext MySQL packets.
 //!
 //! opensrv-mysql's own TLS support would wrap TLS around those adapters (the login tee, the
@@ -16,6 +16,7 @@
 //! [`TlsOptions::load`] reads the certificate and key like the relay does (the key like
 //! every secret: owner-only, bounded).
 
+use std::fmt;
 use std::future::Future as _;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -51,20 +52,150 @@ pub struct TlsOptions {
     pub tls13_only: bool,
 }
 
+/// Why a certificate file (`--tls-cert`, `--tls-client-ca`) cannot be used.
+#[derive(Debug)]
+pub enum CertFileError {
+    /// The file could not be read.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The file is not valid PEM.
+    BadPem {
+        /// The file.
+        path: PathBuf,
+        /// What the PEM reader found.
+        source: rustls_pki_types::pem::Error,
+    },
+    /// The file holds no PEM certificate.
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+impl fmt::Display for CertFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Read { path, source } => write!(f, "{}: {source}", path.display()),
+            Self::BadPem { path, source } => write!(f, "{}: bad PEM: {source}", path.display()),
+            Self::Empty { path } => write!(f, "{}: no PEM certificate in it", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for CertFileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Read { source, .. } => Some(source),
+            Self::BadPem { source, .. } => Some(source),
+            Self::Empty { .. } => None,
+        }
+    }
+}
+
+/// Why [`TlsOptions::load`] failed; the message names the option and the file.
+#[derive(Debug)]
+pub enum TlsError {
+    /// `--tls-cert` cannot be used.
+    Cert(CertFileError),
+    /// `--tls-key` cannot be read (permissions, size, owner, I/O).
+    Key(authplugin::key_file::SecretFileError),
+    /// `--tls-key` holds no PEM private key.
+    KeyNotPem {
+        /// The key file.
+        path: PathBuf,
+    },
+    /// `--tls-key` does not match the certificate of `--tls-cert`.
+    KeyMismatch {
+        /// The key file.
+        path: PathBuf,
+    },
+    /// rustls refused the certificate and key.
+    KeyRejected {
+        /// The key file.
+        path: PathBuf,
+        /// rustls' reason.
+        source: rustls::Error,
+    },
+    /// rustls refused the protocol versions.
+    Versions(rustls::Error),
+    /// `--tls-client-ca` cannot be used.
+    ClientCa(CertFileError),
+    /// A certificate in `--tls-client-ca` is not a usable CA.
+    ClientCaRejected {
+        /// The CA file.
+        path: PathBuf,
+        /// rustls' reason.
+        source: rustls::Error,
+    },
+    /// No client certificate verifier could be built from `--tls-client-ca`.
+    ClientVerifier {
+        /// The CA file.
+        path: PathBuf,
+        /// rustls' reason.
+        source: rustls::server::VerifierBuilderError,
+    },
+}
+
+impl fmt::Display for TlsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cert(e) => write!(f, "--tls-cert {e}"),
+            Self::Key(e) => write!(f, "--tls-key {e}"),
+            Self::KeyNotPem { path } => write!(
+                f,
+                "--tls-key {}: no PEM private key (PKCS#8, PKCS#1 or SEC1) in it",
+                path.display()
+            ),
+            Self::KeyMismatch { path } => write!(
+                f,
+                "--tls-key {}: does not match the certificate of --tls-cert",
+                path.display()
+            ),
+            Self::KeyRejected { path, source } => {
+                write!(f, "--tls-key {}: {source}", path.display())
+            }
+            Self::Versions(e) => write!(f, "TLS: {e}"),
+            Self::ClientCa(e) => write!(f, "--tls-client-ca {e}"),
+            Self::ClientCaRejected { path, source } => {
+                write!(f, "--tls-client-ca {}: {source}", path.display())
+            }
+            Self::ClientVerifier { path, source } => {
+                write!(f, "--tls-client-ca {}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for TlsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Cert(e) | Self::ClientCa(e) => Some(e),
+            Self::Key(e) => Some(e),
+            Self::KeyRejected { source, .. }
+            | Self::Versions(source)
+            | Self::ClientCaRejected { source, .. } => Some(source),
+            Self::ClientVerifier { source, .. } => Some(source),
+            Self::KeyNotPem { .. } | Self::KeyMismatch { .. } => None,
+        }
+    }
+}
+
 impl TlsOptions {
     /// Loads the certificate, key and client policy.
     ///
     /// # Errors
-    /// A message naming the option and the file.
-    pub fn load(&self) -> Result<Arc<ServerConfig>, String> {
-        let chain = read_certs(&self.cert).map_err(|e| format!("--tls-cert {e}"))?;
-        let key_text =
-            authplugin::read_secret_file(&self.key).map_err(|e| format!("--tls-key {e}"))?;
+    /// [`TlsError`], naming the option and the file.
+    pub fn load(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        let chain = read_certs(&self.cert).map_err(TlsError::Cert)?;
+        let key_text = authplugin::read_secret_file(&self.key).map_err(TlsError::Key)?;
         let key = PrivateKeyDer::from_pem_slice(key_text.as_bytes()).map_err(|_| {
-            format!(
-                "--tls-key {}: no PEM private key (PKCS#8, PKCS#1 or SEC1) in it",
-                self.key.display()
-            )
+            TlsError::KeyNotPem {
+                path: self.key.clone(),
+            }
         })?;
         let versions: &[&'static rustls::SupportedProtocolVersion] = if self.tls13_only {
             &[&rustls::version::TLS13]
@@ -74,46 +205,57 @@ impl TlsOptions {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_protocol_versions(versions)
-            .map_err(|e| format!("TLS: {e}"))?;
+            .map_err(TlsError::Versions)?;
         let builder = match &self.client_ca {
             None => builder.with_no_client_auth(),
             Some(ca) => {
                 let mut roots = rustls::RootCertStore::empty();
-                for cert in read_certs(ca).map_err(|e| format!("--tls-client-ca {e}"))? {
+                for cert in read_certs(ca).map_err(TlsError::ClientCa)? {
                     roots
                         .add(cert)
-                        .map_err(|e| format!("--tls-client-ca {}: {e}", ca.display()))?;
+                        .map_err(|source| TlsError::ClientCaRejected {
+                            path: ca.clone(),
+                            source,
+                        })?;
                 }
                 let verifier =
                     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                         .build()
-                        .map_err(|e| format!("--tls-client-ca {}: {e}", ca.display()))?;
+                        .map_err(|source| TlsError::ClientVerifier {
+                            path: ca.clone(),
+                            source,
+                        })?;
                 builder.with_client_cert_verifier(verifier)
             }
         };
-        let config = builder.with_single_cert(chain, key).map_err(|e| {
-            format!(
-                "--tls-key {}: {}",
-                self.key.display(),
-                match e {
-                    rustls::Error::InconsistentKeys(_) => {
-                        "does not match the certificate of --tls-cert".to_owned()
-                    }
-                    other => other.to_string(),
-                }
-            )
+        let config = builder.with_single_cert(chain, key).map_err(|e| match e {
+            rustls::Error::InconsistentKeys(_) => TlsError::KeyMismatch {
+                path: self.key.clone(),
+            },
+            source => TlsError::KeyRejected {
+                path: self.key.clone(),
+                source,
+            },
         })?;
         Ok(Arc::new(config))
     }
 }
 
-fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, CertFileError> {
+    let pem = std::fs::read(path).map_err(|source| CertFileError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
     let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: bad PEM: {e}", path.display()))?;
+        .map_err(|source| CertFileError::BadPem {
+            path: path.to_owned(),
+            source,
+        })?;
     if certs.is_empty() {
-        return Err(format!("{}: no PEM certificate in it", path.display()));
+        return Err(CertFileError::Empty {
+            path: path.to_owned(),
+        });
     }
     Ok(certs)
 }
@@ -513,6 +655,73 @@ mod tests {
         for n in 0..caps_at + 2 {
             assert!(offer_tls_in_greeting(&mut g.clone()[..n]).is_none(), "{n}");
         }
+    }
+
+    #[test]
+    fn load_errors_name_the_option_and_the_file() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("shim-tls-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+            path
+        };
+        let key = rcgen::KeyPair::generate().unwrap();
+        let other = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let options = |cert: &Path, key: &Path| TlsOptions {
+            cert: cert.to_owned(),
+            key: key.to_owned(),
+            client_ca: None,
+            tls13_only: false,
+        };
+        let cert_pem = write("cert.pem", &cert.pem());
+        let key_pem = write("key.pem", &key.serialize_pem());
+        let other_pem = write("other.pem", &other.serialize_pem());
+        let not_pem = write("not.pem", "not PEM");
+        let missing = dir.join("missing.pem");
+        let message = |o: TlsOptions| o.load().err().map(|e| e.to_string()).unwrap_or_default();
+
+        assert!(options(&cert_pem, &key_pem).load().is_ok());
+        assert!(
+            message(options(&missing, &key_pem))
+                .starts_with(&format!("--tls-cert {}: ", missing.display()))
+        );
+        assert_eq!(
+            message(options(&not_pem, &key_pem)),
+            format!("--tls-cert {}: no PEM certificate in it", not_pem.display())
+        );
+        assert_eq!(
+            message(options(&cert_pem, &not_pem)),
+            format!(
+                "--tls-key {}: no PEM private key (PKCS#8, PKCS#1 or SEC1) in it",
+                not_pem.display()
+            )
+        );
+        assert_eq!(
+            message(options(&cert_pem, &other_pem)),
+            format!(
+                "--tls-key {}: does not match the certificate of --tls-cert",
+                other_pem.display()
+            )
+        );
+        let with_ca = TlsOptions {
+            client_ca: Some(not_pem.clone()),
+            ..options(&cert_pem, &key_pem)
+        };
+        assert_eq!(
+            message(with_ca),
+            format!(
+                "--tls-client-ca {}: no PEM certificate in it",
+                not_pem.display()
+            )
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     use authplugin::Scramble;

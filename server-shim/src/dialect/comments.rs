@@ -1,4 +1,4 @@
-//! MySQL comments, before anything parses (issue 11, item 2).
+//! MySQL comments, before anything parses.
 //!
 //! MySQL *executes* the text of a versioned comment (`/*!40101 SET NAMES utf8mb4 */`) whose
 //! version is not above its own, and ignores every other comment, MariaDB's `/*M!...*/`

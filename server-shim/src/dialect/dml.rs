@@ -1,4 +1,4 @@
-//! Queries and writes, MySQL to SQLite (issue 11, item 2): `SELECT` (via [`super::expr`]),
+//! Queries and writes, MySQL to SQLite: `SELECT` (via [`super::expr`]),
 //! `INSERT [IGNORE]`, `REPLACE`, `... ON DUPLICATE KEY UPDATE`, `UPDATE`, `DELETE`, and
 //! `UPDATE`/`DELETE ... [ORDER BY ...] LIMIT n`.
 //!
@@ -13,14 +13,18 @@
 //!   `... WHERE rowid IN (SELECT rowid FROM t WHERE .. ORDER BY .. LIMIT n)`. Every table
 //!   this dialect creates has a rowid.
 
+use core::ops::ControlFlow;
+
 use sqlparser::ast::{
-    Assignment, DoUpdate, Expr, FromTable, Ident, OnConflict, OnConflictAction, OnInsert,
-    SqliteOnConflict, Statement, Value,
+    Assignment, DoUpdate, Expr, FromTable, FunctionArg, FunctionArgExpr, FunctionArguments, Ident,
+    InTarget, LimitClause, OnConflict, OnConflictAction, OnInsert, OrderBy, OrderByExpr,
+    OrderByKind, SetExpr, SqliteOnConflict, Statement, TableWithJoins, Value,
+    visit_expressions_mut,
 };
-use sqlparser::keywords::Keyword;
-use sqlparser::tokenizer::{Token, Whitespace, Word};
+use sqlparser::tokenizer::Tokenizer;
 
 use super::{StatementKind, Translation, expr, parse_one};
+use crate::mysql_dialect::Mysql;
 use crate::sql_error::SqlError;
 
 /// Translates a parsed `SELECT`, `INSERT`, `REPLACE`, `UPDATE` or `DELETE`.
@@ -67,7 +71,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
                     && let sqlparser::ast::SetExpr::Select(select) = source.body.as_mut()
                     && select.selection.is_none()
                 {
-                    select.selection = Some(Expr::Value(Value::Boolean(true)));
+                    select.selection = Some(Expr::Value(Value::Boolean(true).into()));
                 }
                 insert.on = Some(OnInsert::OnConflict(OnConflict {
                     conflict_target: None,
@@ -79,48 +83,69 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             }
             Ok(one(Statement::Insert(insert).to_string(), kind))
         }
-        Statement::Update {
-            mut table,
-            mut assignments,
-            from,
-            mut selection,
-            returning,
-        } => {
-            if from.is_some() || !table.joins.is_empty() || returning.is_some() {
+        Statement::Update(mut update) => {
+            let limited = !update.order_by.is_empty() || update.limit.is_some();
+            if limited && !update.table.joins.is_empty() {
+                return Err(SqlError::not_supported(MULTI_TABLE_LIMIT));
+            }
+            if update.from.is_some()
+                || !update.table.joins.is_empty()
+                || update.returning.is_some()
+                || update.output.is_some()
+            {
                 return Err(SqlError::not_supported("multi-table UPDATE"));
             }
-            expr::table_with_joins(&mut table)?;
-            for a in &mut assignments {
+            if limited {
+                update.selection = Some(by_rowid(
+                    &update.table,
+                    update.selection.take(),
+                    core::mem::take(&mut update.order_by),
+                    update.limit.take(),
+                )?);
+            }
+            expr::table_with_joins(&mut update.table)?;
+            for a in &mut update.assignments {
                 expr::expr(&mut a.value)?;
             }
-            if let Some(e) = &mut selection {
+            if let Some(e) = &mut update.selection {
                 expr::expr(e)?;
             }
-            let statement = Statement::Update {
-                table,
-                assignments,
-                from,
-                selection,
-                returning,
-            };
-            Ok(one(statement.to_string(), StatementKind::Update))
+            Ok(one(
+                Statement::Update(update).to_string(),
+                StatementKind::Update,
+            ))
         }
         Statement::Delete(mut delete) => {
+            let tables = match &delete.from {
+                FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+            };
+            let limited = !delete.order_by.is_empty() || delete.limit.is_some();
+            let one_table = match tables.as_slice() {
+                [only] if only.joins.is_empty() => Some(only.clone()),
+                _ => None,
+            };
+            if limited && one_table.is_none() {
+                return Err(SqlError::not_supported(MULTI_TABLE_LIMIT));
+            }
+            let Some(table) = one_table.filter(|_| {
+                delete.tables.is_empty()
+                    && delete.using.is_none()
+                    && delete.returning.is_none()
+                    && delete.output.is_none()
+            }) else {
+                return Err(SqlError::not_supported("multi-table DELETE"));
+            };
+            if limited {
+                delete.selection = Some(by_rowid(
+                    &table,
+                    delete.selection.take(),
+                    core::mem::take(&mut delete.order_by),
+                    delete.limit.take(),
+                )?);
+            }
             let tables = match &mut delete.from {
                 FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
             };
-            if !delete.tables.is_empty()
-                || delete.using.is_some()
-                || tables.len() != 1
-                || tables.iter().any(|t| !t.joins.is_empty())
-                || delete.returning.is_some()
-            {
-                return Err(SqlError::not_supported("multi-table DELETE"));
-            }
-            if !delete.order_by.is_empty() || delete.limit.is_some() {
-                // Reached only through `from_tokens`, which handles these first.
-                return Err(SqlError::not_supported("DELETE ... ORDER BY/LIMIT"));
-            }
             for t in tables.iter_mut() {
                 expr::table_with_joins(t)?;
             }
@@ -151,192 +176,66 @@ fn excluded_assignment(mut a: Assignment, row_alias: Option<&str>) -> Result<Ass
 }
 
 fn excluded(e: &mut Expr, row_alias: Option<&str>) {
-    match e {
-        Expr::Function(f)
-            if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("VALUES") =>
-        {
-            if let sqlparser::ast::FunctionArguments::List(list) = &f.args
-                && let [
-                    sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Expr(
-                        Expr::Identifier(col),
-                    )),
-                ] = list.args.as_slice()
+    let _ = visit_expressions_mut(e, |e| {
+        match e {
+            Expr::Function(f)
+                if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("VALUES") =>
             {
-                *e = Expr::CompoundIdentifier(vec![Ident::new("excluded"), col.clone()]);
-            }
-        }
-        Expr::CompoundIdentifier(parts) => {
-            if let (Some(alias), [first, col]) = (row_alias, parts.as_slice())
-                && first.value == alias
-            {
-                *e = Expr::CompoundIdentifier(vec![Ident::new("excluded"), col.clone()]);
-            }
-        }
-        Expr::BinaryOp { left, right, .. } => {
-            excluded(left, row_alias);
-            excluded(right, row_alias);
-        }
-        Expr::Nested(inner) | Expr::UnaryOp { expr: inner, .. } => excluded(inner, row_alias),
-        Expr::Function(f) => {
-            if let sqlparser::ast::FunctionArguments::List(list) = &mut f.args {
-                for arg in &mut list.args {
-                    if let sqlparser::ast::FunctionArg::Unnamed(
-                        sqlparser::ast::FunctionArgExpr::Expr(a),
-                    ) = arg
-                    {
-                        excluded(a, row_alias);
-                    }
+                if let FunctionArguments::List(list) = &f.args
+                    && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Identifier(col)))] =
+                        list.args.as_slice()
+                {
+                    *e = Expr::CompoundIdentifier(vec![Ident::new("excluded"), col.clone()]);
                 }
             }
-        }
-        Expr::Case {
-            operand,
-            conditions,
-            results,
-            else_result,
-        } => {
-            if let Some(o) = operand {
-                excluded(o, row_alias);
-            }
-            for c in conditions.iter_mut().chain(results.iter_mut()) {
-                excluded(c, row_alias);
-            }
-            if let Some(x) = else_result {
-                excluded(x, row_alias);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// `UPDATE`/`DELETE` with a top-level `ORDER BY` or `LIMIT` (sqlparser 0.52 cannot parse
-/// the UPDATE form): rewritten to choose the rows by rowid. `None` for anything else.
-///
-/// # Errors
-/// 1064 when the parts do not parse; 1235 for a multi-table statement.
-pub fn from_tokens(tokens: &[Token]) -> Result<Option<Translation>, SqlError> {
-    let words = TopLevel::new(tokens);
-    let (kind, table_start, table_end) = match words.first() {
-        Some(Keyword::UPDATE) => {
-            let Some(set) = words.find(Keyword::SET) else {
-                return Ok(None);
-            };
-            (StatementKind::Update, words.after(0), set)
-        }
-        Some(Keyword::DELETE) => {
-            let Some(from) = words.find(Keyword::FROM) else {
-                return Ok(None);
-            };
-            let end = [Keyword::WHERE, Keyword::ORDER, Keyword::LIMIT]
-                .iter()
-                .filter_map(|k| words.find(*k))
-                .min()
-                .unwrap_or(tokens.len());
-            (StatementKind::Delete, from + 1, end)
-        }
-        _ => return Ok(None),
-    };
-    let tail_start = [Keyword::ORDER, Keyword::LIMIT]
-        .iter()
-        .filter_map(|k| words.find(*k))
-        .filter(|&i| i >= table_end)
-        .min();
-    let Some(tail_start) = tail_start else {
-        return Ok(None);
-    };
-    let table = tokens.get(table_start..table_end).unwrap_or_default();
-    if table.iter().any(|t| {
-        matches!(t, Token::Comma) || matches!(t, Token::Word(w) if w.keyword == Keyword::JOIN)
-    }) {
-        return Err(SqlError::not_supported(
-            "multi-table UPDATE/DELETE with ORDER BY/LIMIT",
-        ));
-    }
-    let where_at = words
-        .find(Keyword::WHERE)
-        .filter(|&i| i > table_end && i < tail_start);
-    let head_end = where_at.unwrap_or(tail_start);
-    // SELECT rowid FROM <table> [WHERE ...] ORDER BY ... LIMIT ...
-    let mut subquery = vec![
-        word("SELECT"),
-        space(),
-        word("rowid"),
-        space(),
-        word("FROM"),
-        space(),
-    ];
-    subquery.extend_from_slice(table);
-    subquery.push(space());
-    subquery.extend_from_slice(
-        tokens
-            .get(where_at.unwrap_or(tail_start)..)
-            .unwrap_or_default(),
-    );
-    // <head> WHERE rowid IN (<subquery>)
-    let mut rewritten = tokens.get(..head_end).unwrap_or_default().to_vec();
-    rewritten.extend([
-        space(),
-        word("WHERE"),
-        space(),
-        word("rowid"),
-        space(),
-        word("IN"),
-        space(),
-        Token::LParen,
-    ]);
-    rewritten.extend(subquery);
-    rewritten.push(Token::RParen);
-    let statement = parse_one(rewritten)?;
-    let translation = translate(statement)?;
-    Ok(Some(Translation {
-        kind,
-        ..translation
-    }))
-}
-
-fn word(w: &str) -> Token {
-    Token::make_word(w, None)
-}
-
-fn space() -> Token {
-    Token::Whitespace(Whitespace::Space)
-}
-
-/// Positions of the unquoted keywords outside parentheses.
-struct TopLevel {
-    keywords: Vec<(usize, Keyword)>,
-}
-
-impl TopLevel {
-    fn new(tokens: &[Token]) -> Self {
-        let mut depth = 0_i32;
-        let mut keywords = Vec::new();
-        for (i, t) in tokens.iter().enumerate() {
-            match t {
-                Token::LParen => depth += 1,
-                Token::RParen => depth -= 1,
-                Token::Word(Word {
-                    keyword,
-                    quote_style: None,
-                    ..
-                }) if depth == 0 && *keyword != Keyword::NoKeyword => {
-                    keywords.push((i, *keyword));
+            Expr::CompoundIdentifier(parts) => {
+                if let (Some(alias), [first, col]) = (row_alias, parts.as_slice())
+                    && first.value == alias
+                {
+                    *e = Expr::CompoundIdentifier(vec![Ident::new("excluded"), col.clone()]);
                 }
-                _ => {}
             }
+            _ => {}
         }
-        Self { keywords }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+const MULTI_TABLE_LIMIT: &str = "multi-table UPDATE/DELETE with ORDER BY/LIMIT";
+
+/// `rowid IN (SELECT rowid FROM <table> [WHERE ..] [ORDER BY ..] [LIMIT ..])`: the rows an
+/// `UPDATE`/`DELETE .. ORDER BY .. LIMIT` changes, for a SQLite without that syntax.
+fn by_rowid(
+    table: &TableWithJoins,
+    selection: Option<Expr>,
+    order_by: Vec<OrderByExpr>,
+    limit: Option<Expr>,
+) -> Result<Expr, SqlError> {
+    let text = format!("SELECT rowid FROM {table}");
+    let tokens = Tokenizer::new(&Mysql, &text)
+        .tokenize()
+        .map_err(|e| SqlError::syntax(&e.to_string()))?;
+    let Statement::Query(mut subquery) = parse_one(tokens)? else {
+        return Err(SqlError::syntax("bad table in UPDATE/DELETE"));
+    };
+    if let SetExpr::Select(select) = subquery.body.as_mut() {
+        select.selection = selection;
     }
-    fn first(&self) -> Option<Keyword> {
-        self.keywords.first().map(|&(_, k)| k)
+    if !order_by.is_empty() {
+        subquery.order_by = Some(OrderBy {
+            kind: OrderByKind::Expressions(order_by),
+            interpolate: None,
+        });
     }
-    fn after(&self, n: usize) -> usize {
-        self.keywords.get(n).map_or(0, |&(i, _)| i + 1)
-    }
-    fn find(&self, keyword: Keyword) -> Option<usize> {
-        self.keywords
-            .iter()
-            .find(|&&(_, k)| k == keyword)
-            .map(|&(i, _)| i)
-    }
+    subquery.limit_clause = limit.map(|limit| LimitClause::LimitOffset {
+        limit: Some(limit),
+        offset: None,
+        limit_by: Vec::new(),
+    });
+    Ok(Expr::In {
+        expr: Box::new(Expr::Identifier(Ident::new("rowid"))),
+        target: InTarget::Subquery(subquery),
+        negated: false,
+        global: false,
+    })
 }

@@ -1,10 +1,13 @@
-//! Expressions and queries, MySQL to SQLite (issue 11, item 2): literals, operators,
+//! Expressions and queries, MySQL to SQLite: literals, operators,
 //! casts and the functions that only need a new name or shape.
 //!
-//! sqlparser is built without its `visitor` feature, so this is a hand-written walk.
-//! It rewrites the variants MySQL clients use and refuses (1235) the ones SQLite has no
-//! form for (`INTERVAL`, `EXTRACT`, `MATCH ... AGAINST`, ...). Variants it does not name
-//! are left as parsed: their MySQL text is what SQLite gets.
+//! A hand-written walk rather than sqlparser's `VisitorMut`: it is an allow-list. It goes
+//! only where it knows the shape (the clauses of a query, the joins it can print, the
+//! arguments of the functions it rewrites), rewrites the expression variants MySQL clients
+//! use, and refuses (1235) every other variant, naming the outermost construct where it can
+//! (`INTERVAL`, `EXTRACT`, `MATCH ... AGAINST`, `FETCH`, table functions, ...). A visitor
+//! reaches every expression wherever it sits, children first, so it would rewrite inside
+//! clauses this walk refuses and report the innermost construct instead.
 //!
 //! Functions: renamed where SQLite has the same function under another name or shape
 //! (`IF` → `IIF`, `CONCAT` → `||`, `NOW()` → `CURRENT_TIMESTAMP`, ...); every other name
@@ -13,9 +16,10 @@
 
 use sqlparser::ast::{
     BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg, FunctionArgExpr,
-    FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, JoinConstraint, JoinOperator,
-    ObjectName, OrderByExpr, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins,
-    UnaryOperator, Value,
+    FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, InTarget, JoinConstraint,
+    JoinOperator, LimitClause, ObjectName, ObjectNamePart, Offset, OffsetRows, OrderByExpr,
+    OrderByKind, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins, UnaryOperator,
+    Value,
 };
 
 use crate::sql_error::SqlError;
@@ -67,15 +71,48 @@ pub fn query(q: &mut Query) -> Result<(), SqlError> {
     }
     set_expr(&mut q.body)?;
     if let Some(order_by) = &mut q.order_by {
-        order_by_exprs(&mut order_by.exprs)?;
+        match &mut order_by.kind {
+            OrderByKind::Expressions(list) => order_by_exprs(list)?,
+            OrderByKind::All(_) => return Err(SqlError::not_supported("ORDER BY ALL")),
+        }
+        if order_by.interpolate.is_some() {
+            return Err(SqlError::not_supported("ORDER BY ... INTERPOLATE"));
+        }
     }
-    if let Some(limit) = &mut q.limit {
-        expr(limit)?;
+    // MySQL's `LIMIT offset, count` prints as `LIMIT count OFFSET offset`, the order
+    // `placeholders` numbers `?` in.
+    if let Some(LimitClause::OffsetCommaLimit { offset, limit }) = &q.limit_clause {
+        q.limit_clause = Some(LimitClause::LimitOffset {
+            limit: Some(limit.clone()),
+            offset: Some(Offset {
+                value: offset.clone(),
+                rows: OffsetRows::None,
+            }),
+            limit_by: Vec::new(),
+        });
     }
-    if let Some(offset) = &mut q.offset {
-        expr(&mut offset.value)?;
+    let mut limit_by = false;
+    if let Some(LimitClause::LimitOffset {
+        limit,
+        offset,
+        limit_by: by,
+    }) = &mut q.limit_clause
+    {
+        if let Some(limit) = limit {
+            expr(limit)?;
+        }
+        if let Some(offset) = offset {
+            expr(&mut offset.value)?;
+        }
+        limit_by = !by.is_empty();
     }
-    if q.fetch.is_some() || !q.limit_by.is_empty() || q.for_clause.is_some() {
+    if q.fetch.is_some()
+        || limit_by
+        || q.for_clause.is_some()
+        || q.settings.is_some()
+        || q.format_clause.is_some()
+        || !q.pipe_operators.is_empty()
+    {
         return Err(SqlError::not_supported("FETCH/LIMIT BY/FOR clause"));
     }
     // `FOR UPDATE` / `LOCK IN SHARE MODE`: SQLite serializes writers, there is no row lock
@@ -98,9 +135,11 @@ fn set_expr(body: &mut SetExpr) -> Result<(), SqlError> {
             }
             Ok(())
         }
-        SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Table(_) => {
-            Err(SqlError::not_supported("this query form"))
-        }
+        SetExpr::Insert(_)
+        | SetExpr::Update(_)
+        | SetExpr::Delete(_)
+        | SetExpr::Merge(_)
+        | SetExpr::Table(_) => Err(SqlError::not_supported("this query form")),
     }
 }
 
@@ -115,13 +154,16 @@ fn select(s: &mut Select) -> Result<(), SqlError> {
         match item {
             SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => expr(e)?,
             SelectItem::QualifiedWildcard(..) | SelectItem::Wildcard(_) => {}
+            SelectItem::ExprWithAliases { .. } => {
+                return Err(SqlError::not_supported("AS (alias, ...)"));
+            }
         }
     }
     // `FROM DUAL` is MySQL's "no table"; SQLite has no DUAL and needs no FROM.
     if let [only] = s.from.as_slice()
         && only.joins.is_empty()
         && matches!(&only.relation, TableFactor::Table { name, alias: None, .. }
-            if name.0.len() == 1 && name.0.first().is_some_and(|i| i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DUAL")))
+            if name.0.len() == 1 && name.0.first().and_then(|p| p.as_ident()).is_some_and(|i| i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DUAL")))
     {
         s.from.clear();
     }
@@ -152,15 +194,18 @@ pub fn table_with_joins(t: &mut TableWithJoins) -> Result<(), SqlError> {
     for join in &mut t.joins {
         table_factor(&mut join.relation)?;
         match &mut join.join_operator {
-            JoinOperator::Inner(c)
+            JoinOperator::Join(c)
+            | JoinOperator::Inner(c)
+            | JoinOperator::Left(c)
             | JoinOperator::LeftOuter(c)
+            | JoinOperator::Right(c)
             | JoinOperator::RightOuter(c)
             | JoinOperator::FullOuter(c) => {
                 if let JoinConstraint::On(e) = c {
                     expr(e)?;
                 }
             }
-            JoinOperator::CrossJoin => {}
+            JoinOperator::CrossJoin(JoinConstraint::None) => {}
             _ => return Err(SqlError::not_supported("this join")),
         }
     }
@@ -205,17 +250,22 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
     match e {
         Expr::Identifier(_)
         | Expr::CompoundIdentifier(_)
-        | Expr::Wildcard
-        | Expr::QualifiedWildcard(_) => {}
+        | Expr::Wildcard(_)
+        | Expr::QualifiedWildcard(..) => {}
         Expr::Value(v) => {
-            if let Some(rewritten) = value(v) {
+            if let Some(rewritten) = value(&mut v.value) {
                 *e = rewritten;
             }
         }
-        Expr::IntroducedString { value: v, .. } => {
+        Expr::Prefixed { value: v, .. } if matches!(v.as_ref(), Expr::Value(_)) => {
             // `_utf8mb4'x'`: everything is UTF-8 here; the introducer says nothing more.
-            let mut v = v.clone();
-            *e = value(&mut v).unwrap_or(Expr::Value(v));
+            let mut v = core::mem::replace(v.as_mut(), Expr::Value(Value::Null.into()));
+            if let Expr::Value(literal) = &mut v
+                && let Some(rewritten) = value(&mut literal.value)
+            {
+                v = rewritten;
+            }
+            *e = v;
         }
         Expr::Nested(inner)
         | Expr::IsNull(inner)
@@ -235,7 +285,7 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
                 UnaryOperator::Plus
                     | UnaryOperator::Minus
                     | UnaryOperator::Not
-                    | UnaryOperator::PGBitwiseNot
+                    | UnaryOperator::BitwiseNot
             ) {
                 return Err(SqlError::not_supported("this unary operator"));
             }
@@ -273,12 +323,20 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
             expr(a)?;
             expr(pattern)?;
         }
-        Expr::InList { expr: a, list, .. } => {
+        Expr::In {
+            expr: a,
+            target: InTarget::List(list),
+            global: false,
+            ..
+        } => {
             expr(a)?;
             exprs(list)?;
         }
-        Expr::InSubquery {
-            expr: a, subquery, ..
+        Expr::In {
+            expr: a,
+            target: InTarget::Subquery(subquery),
+            global: false,
+            ..
         } => {
             expr(a)?;
             query(subquery)?;
@@ -288,14 +346,16 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
         Expr::Case {
             operand,
             conditions,
-            results,
             else_result,
+            ..
         } => {
             if let Some(o) = operand {
                 expr(o)?;
             }
-            exprs(conditions)?;
-            exprs(results)?;
+            for when in conditions.iter_mut() {
+                expr(&mut when.condition)?;
+                expr(&mut when.result)?;
+            }
             if let Some(x) = else_result {
                 expr(x)?;
             }
@@ -315,7 +375,7 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
                 return Err(SqlError::not_supported("this CAST"));
             }
             expr(inner)?;
-            let inner = core::mem::replace(inner.as_mut(), Expr::Value(Value::Null));
+            let inner = core::mem::replace(inner.as_mut(), Expr::Value(Value::Null.into()));
             *e = cast(inner, data_type)?;
         }
         Expr::Convert {
@@ -325,7 +385,7 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
             ..
         } => {
             expr(inner)?;
-            let inner = core::mem::replace(inner.as_mut(), Expr::Value(Value::Null));
+            let inner = core::mem::replace(inner.as_mut(), Expr::Value(Value::Null.into()));
             *e = match (data_type, charset) {
                 (Some(t), _) => cast(inner, t)?,
                 // `CONVERT(x USING utf8mb4)`: text is UTF-8 already.
@@ -337,7 +397,7 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
             collation,
         } => {
             expr(inner)?;
-            *collation = ObjectName(vec![Ident::new(collation_for(collation))]);
+            *collation = ObjectName::from(vec![Ident::new(collation_for(collation))]);
         }
         Expr::Function(f) => {
             if let Some(rewritten) = function(f)? {
@@ -349,6 +409,7 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
             substring_from,
             substring_for,
             special,
+            ..
         } => {
             expr(a)?;
             if let Some(x) = substring_from {
@@ -393,16 +454,16 @@ fn value(v: &mut Value) -> Option<Expr> {
         _ => return None,
     };
     if !text.contains('\0') {
-        return Some(Expr::Value(Value::SingleQuotedString(text)));
+        return Some(Expr::Value(Value::SingleQuotedString(text).into()));
     }
     let mut parts = text
         .split('\0')
-        .map(|p| Expr::Value(Value::SingleQuotedString(p.to_owned())));
+        .map(|p| Expr::Value(Value::SingleQuotedString(p.to_owned()).into()));
     let first = parts.next()?;
     // Not a number literal: `Value::Number`'s payload type depends on sqlparser features.
     let nul = Expr::Cast {
         kind: CastKind::Cast,
-        expr: Box::new(Expr::Value(Value::HexStringLiteral("00".to_owned()))),
+        expr: Box::new(Expr::Value(Value::HexStringLiteral("00".to_owned()).into())),
         data_type: DataType::Text,
         format: None,
     };
@@ -438,8 +499,8 @@ fn binary(
     Ok(match op {
         // `a DIV b`: integer division, truncating, NULL on zero (SQLite's `/` gives NULL too).
         BinaryOperator::MyIntegerDivide => {
-            let l = core::mem::replace(left.as_mut(), Expr::Value(Value::Null));
-            let r = core::mem::replace(right.as_mut(), Expr::Value(Value::Null));
+            let l = core::mem::replace(left.as_mut(), Expr::Value(Value::Null.into()));
+            let r = core::mem::replace(right.as_mut(), Expr::Value(Value::Null.into()));
             let division = Expr::BinaryOp {
                 left: nested(l),
                 op: BinaryOperator::Divide,
@@ -460,8 +521,8 @@ fn binary(
         }
         // `<=>` is NULL-safe equality: SQLite's `IS`.
         BinaryOperator::Spaceship => {
-            let l = core::mem::replace(left.as_mut(), Expr::Value(Value::Null));
-            let r = core::mem::replace(right.as_mut(), Expr::Value(Value::Null));
+            let l = core::mem::replace(left.as_mut(), Expr::Value(Value::Null.into()));
+            let r = core::mem::replace(right.as_mut(), Expr::Value(Value::Null.into()));
             Some(Expr::IsNotDistinctFrom(nested(l), nested(r)))
         }
         BinaryOperator::Xor => return Err(SqlError::not_supported("XOR")),
@@ -516,7 +577,8 @@ pub fn collation_for(mysql: &ObjectName) -> &'static str {
 /// A call `name(args)`.
 pub fn call(name: &str, args: Vec<Expr>) -> Function {
     Function {
-        name: ObjectName(vec![Ident::new(name)]),
+        name: ObjectName::from(vec![Ident::new(name)]),
+        uses_odbc_syntax: false,
         parameters: FunctionArguments::None,
         args: FunctionArguments::List(sqlparser::ast::FunctionArgumentList {
             duplicate_treatment: None,
@@ -583,7 +645,9 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
         }
     }
     let name = match f.name.0.as_slice() {
-        [one] if one.quote_style.is_none() => one.value.to_ascii_uppercase(),
+        [ObjectNamePart::Identifier(one)] if one.quote_style.is_none() => {
+            one.value.to_ascii_uppercase()
+        }
         _ => return Ok(None),
     };
     if name == "GROUP_CONCAT" {
@@ -594,7 +658,7 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
         return Ok(None);
     };
     let rename = |f: &mut Function, to: &str| {
-        f.name = ObjectName(vec![Ident::new(to)]);
+        f.name = ObjectName::from(vec![Ident::new(to)]);
         Ok(None)
     };
     match (name.as_str(), args.len()) {
@@ -612,7 +676,7 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
             let first = it
                 .next()
                 .map(|a| *nested(a))
-                .unwrap_or(Expr::Value(Value::Null));
+                .unwrap_or(Expr::Value(Value::Null.into()));
             Ok(Some(Expr::Nested(Box::new(
                 it.fold(first, |acc, a| concat(acc, *nested(a))),
             ))))
@@ -672,7 +736,7 @@ fn group_concat(f: &mut Function) -> Result<(), SqlError> {
         ));
     }
     let sep = value(&mut sep).unwrap_or(Expr::Value(sep));
-    let is_comma = matches!(&sep, Expr::Value(Value::SingleQuotedString(s)) if s == ",");
+    let is_comma = matches!(&sep, Expr::Value(v) if matches!(&v.value, Value::SingleQuotedString(s) if s == ","));
     if list.duplicate_treatment.is_some() {
         // SQLite's DISTINCT aggregates take exactly one argument.
         return if is_comma {

@@ -1,18 +1,20 @@
 //! MySQL in, SQLite out: the pure translation layer between the session and the SQLite
-//! engine (issue 11, item 2).
+//! engine.
 //!
 //! One MySQL statement becomes the SQLite statements that do the same thing. The text is
 //! cleaned of comments first ([`comments`]: versioned comments are executed, as MySQL
-//! does), tokenized and parsed with sqlparser's MySQL dialect (wrapped in [`Mysql`] to
-//! fix what 0.52 gets wrong), rewritten as a tree ([`ddl`] for schema statements, [`dml`]
-//! for queries and writes, [`expr`] for expressions and functions) and printed. A few
-//! MySQL statements sqlparser 0.52 cannot parse (`RENAME TABLE`, `DROP INDEX .. ON`,
-//! `UPDATE .. LIMIT`) are recognised from their tokens first.
+//! does), tokenized and parsed with sqlparser's MySQL dialect (wrapped in [`Mysql`], which
+//! adds `MOD`), rewritten as a tree ([`ddl`] for schema statements, [`dml`] for queries and
+//! writes, [`expr`] for expressions and functions) and printed. What sqlparser cannot parse
+//! (`ALTER TABLE .. DISABLE KEYS`, `DROP INDEX .. ON t ALGORITHM=..`, `REAL(M,D)`) or would
+//! keep in the tree to print back (`SQL_NO_CACHE`, `ZEROFILL`, key prefix lengths) is
+//! handled on the tokens first; those passes all read the tokens through [`cursor`].
 //!
 //! No I/O and no engine state: the same text always gives the same translation.
 //! `?` placeholders keep their order (see [`placeholders`]).
 
 mod comments;
+mod cursor;
 mod ddl;
 mod dml;
 mod expr;
@@ -22,10 +24,7 @@ mod schemas;
 #[cfg(test)]
 mod tests;
 
-use core::any::TypeId;
-
-use sqlparser::ast::{Expr, Statement};
-use sqlparser::dialect::{Dialect, MySqlDialect, Precedence};
+use sqlparser::ast::Statement;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Token, Tokenizer};
@@ -33,6 +32,8 @@ use sqlparser::tokenizer::{Token, Tokenizer};
 #[cfg(test)]
 pub use expr::ENGINE_FUNCTIONS;
 
+use self::cursor::Significant;
+use crate::mysql_dialect::Mysql;
 use crate::sql_error::SqlError;
 
 /// One MySQL statement, translated.
@@ -204,9 +205,6 @@ fn translate_tokens(tokens: Vec<Token>) -> Result<Translation, SqlError> {
     if let Some(translation) = ddl::from_tokens(&tokens)? {
         return Ok(translation);
     }
-    if let Some(translation) = dml::from_tokens(&tokens)? {
-        return Ok(placeholders::restore(translation));
-    }
     let tokens = ddl::strip_mysql_only_tokens(tokens);
     let statement = parse_one(tokens)?;
     translate_statement(statement).map(placeholders::restore)
@@ -224,27 +222,24 @@ pub fn strip_comments(mysql: &str) -> Result<String, SqlError> {
 }
 
 /// `ALTER TABLE t DISABLE KEYS` / `ENABLE KEYS` (around every table's rows in a dump): MyISAM
-/// index maintenance, nothing to do here.
+/// index maintenance, nothing to do here (and nothing sqlparser parses).
 fn toggles_keys(tokens: &[Token]) -> bool {
-    let words: Vec<String> = tokens
-        .iter()
-        .filter(|t| !matches!(t, Token::Whitespace(_)))
-        .map(|t| match t {
-            Token::Word(w) if w.quote_style.is_none() => w.value.to_ascii_uppercase(),
-            Token::Word(_) => "NAME".into(),
-            other => other.to_string(),
-        })
-        .collect();
-    let words: Vec<&str> = words.iter().map(String::as_str).collect();
-    matches!(
-        words.as_slice(),
-        ["ALTER", "TABLE", _, "DISABLE" | "ENABLE", "KEYS"]
-            | ["ALTER", "TABLE", _, ".", _, "DISABLE" | "ENABLE", "KEYS"]
-    )
+    let s = Significant::new(tokens);
+    let toggle =
+        |i: usize| (s.is_word(i, "DISABLE") || s.is_word(i, "ENABLE")) && s.is_word(i + 1, "KEYS");
+    s.is_word(0, "ALTER")
+        && s.is_word(1, "TABLE")
+        && match s.len() {
+            5 => toggle(3),
+            7 => matches!(s.get(3), Some(Token::Period)) && toggle(5),
+            _ => false,
+        }
 }
 
 /// MySQL's `SELECT` modifiers that change only how MySQL executes or caches the query, not
-/// what it returns (`mariadb-dump` sends `SELECT /*!40001 SQL_NO_CACHE */ ...`).
+/// what it returns (`mariadb-dump` sends `SELECT /*!40001 SQL_NO_CACHE */ ...`). Cut from
+/// the tokens: sqlparser keeps most of them in the tree to print back, and reads
+/// `SELECT SQL_CACHE a` as the column `SQL_CACHE` named `a`.
 const SELECT_MODIFIERS: &[&str] = &[
     "SQL_NO_CACHE",
     "SQL_CACHE",
@@ -257,26 +252,18 @@ const SELECT_MODIFIERS: &[&str] = &[
 
 /// Drops [`SELECT_MODIFIERS`] right after each `SELECT`.
 fn drop_select_modifiers(tokens: Vec<Token>) -> Vec<Token> {
-    let mut out: Vec<Token> = Vec::with_capacity(tokens.len());
-    let mut after_select = false;
-    for token in tokens {
-        match &token {
-            Token::Whitespace(_) => {}
-            Token::Word(w) if after_select && w.quote_style.is_none() => {
-                if SELECT_MODIFIERS
-                    .iter()
-                    .any(|m| w.value.eq_ignore_ascii_case(m))
-                {
-                    continue;
-                }
-                after_select = false;
+    let mut cut = vec![false; tokens.len()];
+    let s = Significant::new(&tokens);
+    for select in (0..s.len()).filter(|&i| s.is_keyword(i, Keyword::SELECT)) {
+        let modifiers =
+            (select + 1..s.len()).take_while(|&i| SELECT_MODIFIERS.iter().any(|m| s.is_word(i, m)));
+        for i in modifiers {
+            if let Some(at) = s.position(i) {
+                cursor::mark(&mut cut, at, at);
             }
-            Token::Word(w) => after_select = w.keyword == Keyword::SELECT,
-            _ => after_select = false,
         }
-        out.push(token);
     }
-    out
+    cursor::without(tokens, &cut)
 }
 
 /// Parses exactly one statement from `tokens`.
@@ -313,7 +300,8 @@ fn translate_statement(statement: Statement) -> Result<Translation, SqlError> {
         | Statement::CreateView { .. }
         | Statement::AlterTable { .. }
         | Statement::Drop { .. }
-        | Statement::Truncate { .. } => ddl::translate(statement),
+        | Statement::Truncate { .. }
+        | Statement::RenameTable(_) => ddl::translate(statement),
         Statement::LockTables { .. } | Statement::UnlockTables => Ok(Translation {
             statements: Vec::new(),
             kind: StatementKind::Other,
@@ -325,12 +313,7 @@ fn translate_statement(statement: Statement) -> Result<Translation, SqlError> {
 /// The construct named in the 1235 for statements that are not ours.
 fn statement_name(statement: &Statement) -> &'static str {
     match statement {
-        Statement::SetVariable { .. }
-        | Statement::SetNames { .. }
-        | Statement::SetNamesDefault { .. }
-        | Statement::SetTimeZone { .. }
-        | Statement::SetTransaction { .. }
-        | Statement::SetRole { .. } => "SET",
+        Statement::Set(_) => "SET",
         Statement::ShowVariable { .. }
         | Statement::ShowVariables { .. }
         | Statement::ShowStatus { .. }
@@ -356,83 +339,6 @@ fn statement_name(statement: &Statement) -> &'static str {
         Statement::CreateProcedure { .. } | Statement::CreateFunction { .. } => "stored routines",
         Statement::Explain { .. } | Statement::ExplainTable { .. } => "EXPLAIN",
         _ => "this statement",
-    }
-}
-
-/// sqlparser's MySQL dialect with its 0.52 gaps fixed: `a DIV b` (the stock parser
-/// swallows the rest of the expression as the right operand, and unwraps a parse error)
-/// and `a MOD b` (not parsed at all), both at `*`'s precedence as in MySQL. It
-/// masquerades as [`MySqlDialect`] so every MySQL-only parse path stays on.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Mysql;
-
-impl Mysql {
-    fn infix_keyword(parser: &Parser<'_>) -> Option<Keyword> {
-        match parser.peek_token().token {
-            Token::Word(w) if w.quote_style.is_none() && matches!(w.keyword, Keyword::DIV) => {
-                Some(Keyword::DIV)
-            }
-            Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("MOD") => {
-                Some(Keyword::MOD)
-            }
-            _ => None,
-        }
-    }
-}
-
-impl Dialect for Mysql {
-    fn dialect(&self) -> TypeId {
-        TypeId::of::<MySqlDialect>()
-    }
-    fn is_identifier_start(&self, ch: char) -> bool {
-        MySqlDialect {}.is_identifier_start(ch)
-    }
-    fn is_identifier_part(&self, ch: char) -> bool {
-        MySqlDialect {}.is_identifier_part(ch)
-    }
-    fn is_delimited_identifier_start(&self, ch: char) -> bool {
-        MySqlDialect {}.is_delimited_identifier_start(ch)
-    }
-    fn identifier_quote_style(&self, identifier: &str) -> Option<char> {
-        MySqlDialect {}.identifier_quote_style(identifier)
-    }
-    fn supports_string_literal_backslash_escape(&self) -> bool {
-        true
-    }
-    fn supports_numeric_prefix(&self) -> bool {
-        true
-    }
-    fn require_interval_qualifier(&self) -> bool {
-        true
-    }
-    fn supports_limit_comma(&self) -> bool {
-        true
-    }
-    fn parse_statement(&self, parser: &mut Parser<'_>) -> Option<Result<Statement, ParserError>> {
-        MySqlDialect {}.parse_statement(parser)
-    }
-    fn get_next_precedence(&self, parser: &Parser<'_>) -> Option<Result<u8, ParserError>> {
-        Self::infix_keyword(parser).map(|_| Ok(self.prec_value(Precedence::MulDivModOp)))
-    }
-    fn parse_infix(
-        &self,
-        parser: &mut Parser<'_>,
-        expr: &Expr,
-        _precedence: u8,
-    ) -> Option<Result<Expr, ParserError>> {
-        let keyword = Self::infix_keyword(parser)?;
-        parser.next_token();
-        let op = if keyword == Keyword::DIV {
-            sqlparser::ast::BinaryOperator::MyIntegerDivide
-        } else {
-            sqlparser::ast::BinaryOperator::Modulo
-        };
-        let right = parser.parse_subexpr(self.prec_value(Precedence::MulDivModOp));
-        Some(right.map(|right| Expr::BinaryOp {
-            left: Box::new(expr.clone()),
-            op,
-            right: Box::new(right),
-        }))
     }
 }
 

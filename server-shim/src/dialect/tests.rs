@@ -359,6 +359,16 @@ fn on_duplicate_key_update_really_updates() {
         "INSERT INTO t (id, n) SELECT id, n + 1 FROM t ON DUPLICATE KEY UPDATE n = VALUES(n)",
     );
     assert_eq!(rows(&db, "SELECT n FROM t"), ["31"]);
+    // `VALUES(c)` anywhere in the new value (the hand-written walk this replaced missed it
+    // under IS NULL, CAST, IN, ...).
+    assert_eq!(
+        sql(
+            "INSERT INTO t (id, n) VALUES (1, 2) ON DUPLICATE KEY UPDATE n = CASE WHEN VALUES(n) IS NULL THEN n ELSE VALUES(n) END"
+        ),
+        [
+            "INSERT INTO t (id, n) VALUES (1, 2) ON CONFLICT DO UPDATE SET n = CASE WHEN excluded.n IS NULL THEN n ELSE excluded.n END"
+        ]
+    );
 }
 
 #[test]
@@ -446,7 +456,12 @@ fn update_and_delete_with_limit() {
     let d = translate("DELETE FROM t ORDER BY n LIMIT 1").unwrap();
     assert_eq!(d.kind, StatementKind::Delete);
     run(&db, "DELETE FROM t ORDER BY n LIMIT 1");
-    run(&db, "DELETE FROM t WHERE f = 0");
+    // With a WHERE too (the token rewrite this replaced wrote a second WHERE: ERR 1064).
+    assert_eq!(
+        sql("DELETE FROM t WHERE f = 0 ORDER BY n DESC LIMIT 1"),
+        ["DELETE FROM t WHERE rowid IN (SELECT rowid FROM t WHERE f = 0 ORDER BY n DESC LIMIT 1)"]
+    );
+    run(&db, "DELETE FROM t WHERE f = 0 ORDER BY n DESC LIMIT 1");
     assert_eq!(rows(&db, "SELECT n FROM t ORDER BY n"), ["3", "4"]);
 }
 
@@ -665,4 +680,30 @@ fn refuses_operator_chains_too_long_to_walk() {
         .unwrap()
         .join()
         .unwrap();
+}
+
+/// What sqlparser 0.64 reads differently from 0.52 and the translation keeps as it was.
+#[test]
+fn keeps_what_sqlparser_0_52_did() {
+    // A backslash before `_`/`%` is dropped (SQLite's LIKE has no escape character).
+    assert_eq!(
+        sql("SELECT a FROM t WHERE a LIKE 'r\\_%'"),
+        ["SELECT a FROM t WHERE a LIKE 'r_%'"]
+    );
+    // The last COLLATE of a column wins.
+    assert_eq!(
+        sql("CREATE TABLE t (a CHAR(10) COLLATE latin1_swedish_ci NOT NULL COLLATE latin1_bin)"),
+        ["CREATE TABLE `t` (`a` CHAR(10) COLLATE BINARY NOT NULL)"]
+    );
+    assert_eq!(
+        sql("RENAME TABLE a TO b, s.c TO s.d"),
+        [
+            "ALTER TABLE `a` RENAME TO `b`",
+            "ALTER TABLE `s`.`c` RENAME TO `d`"
+        ]
+    );
+    assert_eq!(
+        sql("SELECT 7 MOD 2, 7 DIV 2"),
+        ["SELECT 7 % 2, CAST(7 / 2 AS INTEGER)"]
+    );
 }

@@ -1,7 +1,7 @@
 //! Deadlines opensrv-mysql 0.7 lacks: it waits on the socket for as long as the client
 //! likes, so a client that never finishes its login, never sends its next command or never
-//! reads its replies would hold a connection task forever (house rule 4: every network wait
-//! has a deadline).
+//! reads its replies would hold a connection task forever (see CONTRIBUTING.md,
+//! *Every wait has a deadline*).
 //!
 //! - [`ReadDeadline`]: from accept, the whole login must arrive within
 //!   [`Timeouts::handshake`]; once logged in, every client byte restarts

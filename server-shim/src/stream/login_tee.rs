@@ -7,7 +7,7 @@
 //! `authenticate` decodes that copy with `authplugin` (see [`crate::auth`]).
 //!
 //! The copy holds the client's answer (or the relayed-auth payload), so it is wiped from memory
-//! when dropped, and so is every buffer it passed through (house rule 6).
+//! when dropped, and so is every buffer it passed through (see CONTRIBUTING.md, *Secrets stay secret*).
 
 use core::fmt;
 use core::ops::Deref;

@@ -1,0 +1,512 @@
+//! Schema statements, MySQL to SQLite: `CREATE TABLE`, `CREATE INDEX`,
+//! `CREATE VIEW`, `ALTER TABLE`, `DROP TABLE|VIEW|INDEX`, `TRUNCATE`, `RENAME TABLE`.
+//!
+//! `CREATE TABLE` (and the column definitions `ALTER TABLE ... ADD COLUMN` shares with it)
+//! is printed by [`mod@create_table`]; this module dispatches, and translates the statements
+//! that change one thing: indexes, views, `ALTER TABLE`, drops and renames.
+
+mod create_table;
+
+use sqlparser::ast::{
+    AlterTable, AlterTableOperation, ColumnOption, CreateIndex, CreateView, Ident, IndexConstraint,
+    ObjectName, ObjectType, OrderBySort, RenameTableNameKind, Statement, TableConstraint, Truncate,
+    UniqueConstraint,
+};
+use sqlparser::keywords::Keyword;
+use sqlparser::tokenizer::Token;
+
+use self::create_table::{
+    Index, column_definition, create_table, has_auto_increment, index_columns, index_statements,
+};
+use super::cursor::{self, Significant};
+use super::{StatementKind, Translation, expr, quote};
+use crate::sql_error::SqlError;
+
+/// Translates a parsed schema statement.
+///
+/// # Errors
+/// 1235 naming what SQLite cannot do (`MODIFY COLUMN`, `CREATE TABLE ... LIKE`, ...).
+pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
+    let statements = match statement {
+        Statement::CreateTable(ct) => create_table(ct)?,
+        Statement::CreateIndex(ci) => vec![create_index(&ci)?],
+        Statement::CreateView(CreateView {
+            or_replace,
+            materialized,
+            name,
+            columns,
+            mut query,
+            if_not_exists,
+            temporary,
+            ..
+        }) => {
+            if materialized {
+                return Err(SqlError::not_supported("materialized views"));
+            }
+            expr::query(&mut query)?;
+            let mut out = Vec::new();
+            if or_replace {
+                out.push(format!("DROP VIEW IF EXISTS {}", object(&name)?));
+            }
+            let cols = if columns.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({})",
+                    columns
+                        .iter()
+                        .map(|c| quote(&c.name.value))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            out.push(format!(
+                "CREATE {}VIEW {}{}{cols} AS {query}",
+                if temporary { "TEMP " } else { "" },
+                if if_not_exists { "IF NOT EXISTS " } else { "" },
+                object(&name)?,
+            ));
+            out
+        }
+        Statement::AlterTable(AlterTable {
+            name,
+            if_exists,
+            operations,
+            location,
+            on_cluster,
+            ..
+        }) => {
+            if if_exists || location.is_some() || on_cluster.is_some() {
+                return Err(SqlError::not_supported("this ALTER TABLE"));
+            }
+            alter_table(&name, operations)?
+        }
+        Statement::Drop {
+            object_type,
+            if_exists,
+            names,
+            ..
+        } => {
+            let what = match object_type {
+                ObjectType::Table => "TABLE",
+                ObjectType::View => "VIEW",
+                ObjectType::Database | ObjectType::Schema => {
+                    return Err(SqlError::not_supported("DROP DATABASE"));
+                }
+                _ => return Err(SqlError::not_supported("DROP of this object")),
+            };
+            names
+                .iter()
+                .map(|n| {
+                    Ok(format!(
+                        "DROP {what} {}{}",
+                        if if_exists { "IF EXISTS " } else { "" },
+                        object(n)?
+                    ))
+                })
+                .collect::<Result<Vec<_>, SqlError>>()?
+        }
+        Statement::Truncate(Truncate {
+            table_names,
+            partitions,
+            ..
+        }) => {
+            if partitions.is_some() {
+                return Err(SqlError::not_supported("TRUNCATE ... PARTITION"));
+            }
+            // SQLite's truncate optimization makes an unconditional DELETE as fast.
+            table_names
+                .iter()
+                .map(|t| Ok(format!("DELETE FROM {}", object(&t.name)?)))
+                .collect::<Result<Vec<_>, SqlError>>()?
+        }
+        Statement::RenameTable(renames) => renames
+            .iter()
+            .map(|r| rename(&r.old_name, &r.new_name))
+            .collect::<Result<Vec<_>, SqlError>>()?,
+        _ => return Err(SqlError::not_supported("this statement")),
+    };
+    Ok(Translation {
+        statements,
+        kind: StatementKind::Ddl,
+    })
+}
+
+/// A table (or view) name quoted for SQLite: `schema`.`name` or `name`.
+fn object(name: &ObjectName) -> Result<String, SqlError> {
+    let (schema, table) = split(name)?;
+    Ok(match schema {
+        Some(s) => format!("{}.{}", quote(s), quote(table)),
+        None => quote(table),
+    })
+}
+
+/// (schema, table) of a one- or two-part name.
+fn split(name: &ObjectName) -> Result<(Option<&str>, &str), SqlError> {
+    let parts = name
+        .0
+        .iter()
+        .map(|p| p.as_ident().map(|i| i.value.as_str()))
+        .collect::<Option<Vec<_>>>();
+    match parts.as_deref() {
+        Some([table]) => Ok((None, table)),
+        Some([schema, table]) => Ok((Some(schema), table)),
+        _ => Err(SqlError::syntax(&format!("bad name {name}"))),
+    }
+}
+
+/// The SQLite name of MySQL index `index` on `table`, with the table's schema:
+/// `schema`.`table__index`.
+fn index_name(schema: Option<&str>, table: &str, index: &str) -> String {
+    let name = quote(&format!("{table}__{index}"));
+    match schema {
+        Some(s) => format!("{}.{name}", quote(s)),
+        None => name,
+    }
+}
+
+fn create_index(ci: &CreateIndex) -> Result<String, SqlError> {
+    let Some(name) = &ci.name else {
+        return Err(SqlError::syntax("CREATE INDEX needs a name"));
+    };
+    if ci.concurrently
+        || !ci.include.is_empty()
+        || ci.nulls_distinct.is_some()
+        || !ci.with.is_empty()
+        || ci.predicate.is_some()
+    {
+        return Err(SqlError::not_supported("this CREATE INDEX"));
+    }
+    let (schema, table) = split(&ci.table_name)?;
+    let (_, index) = split(name)?;
+    let columns = ci
+        .columns
+        .iter()
+        .map(|c| {
+            let mut e = c.column.expr.clone();
+            expr::expr(&mut e)?;
+            let direction = match c.column.options.sort {
+                Some(OrderBySort::Asc) => " ASC",
+                Some(OrderBySort::Desc) => " DESC",
+                _ => "",
+            };
+            Ok(format!("{e}{direction}"))
+        })
+        .collect::<Result<Vec<_>, SqlError>>()?;
+    Ok(format!(
+        "CREATE {}INDEX {}{} ON {} ({})",
+        if ci.unique { "UNIQUE " } else { "" },
+        if ci.if_not_exists {
+            "IF NOT EXISTS "
+        } else {
+            ""
+        },
+        index_name(schema, table, index),
+        quote(table),
+        columns.join(", ")
+    ))
+}
+
+fn alter_table(
+    name: &ObjectName,
+    operations: Vec<AlterTableOperation>,
+) -> Result<Vec<String>, SqlError> {
+    let (schema, table) = split(name)?;
+    let target = object(name)?;
+    let mut out = Vec::new();
+    for operation in operations {
+        match operation {
+            AlterTableOperation::AddColumn {
+                column_def,
+                column_position,
+                if_not_exists,
+                ..
+            } => {
+                if column_position.is_some() {
+                    return Err(SqlError::not_supported("ADD COLUMN ... FIRST/AFTER"));
+                }
+                if if_not_exists {
+                    return Err(SqlError::not_supported("ADD COLUMN IF NOT EXISTS"));
+                }
+                if has_auto_increment(&column_def)
+                    || column_def
+                        .options
+                        .iter()
+                        .any(|o| matches!(o.option, ColumnOption::PrimaryKey(_)))
+                {
+                    return Err(SqlError::not_supported(
+                        "ADD COLUMN with PRIMARY KEY/AUTO_INCREMENT",
+                    ));
+                }
+                let mut indexes = Vec::new();
+                let mut on_update = Vec::new();
+                let definition =
+                    column_definition(&column_def, false, &mut indexes, &mut on_update)?;
+                if !on_update.is_empty() {
+                    return Err(SqlError::not_supported("ADD COLUMN ... ON UPDATE"));
+                }
+                out.push(format!("ALTER TABLE {target} ADD COLUMN {definition}"));
+                out.extend(index_statements(schema, table, indexes, false)?);
+            }
+            AlterTableOperation::DropColumn {
+                column_names,
+                if_exists: false,
+                ..
+            } => {
+                for column_name in column_names {
+                    out.push(format!(
+                        "ALTER TABLE {target} DROP COLUMN {}",
+                        quote(&column_name.value)
+                    ));
+                }
+            }
+            AlterTableOperation::RenameColumn {
+                old_column_name,
+                new_column_name,
+            } => {
+                out.push(format!(
+                    "ALTER TABLE {target} RENAME COLUMN {} TO {}",
+                    quote(&old_column_name.value),
+                    quote(&new_column_name.value)
+                ));
+            }
+            AlterTableOperation::RenameTable {
+                table_name: RenameTableNameKind::To(to) | RenameTableNameKind::As(to),
+            } => {
+                out.push(rename(name, &to)?);
+            }
+            AlterTableOperation::AddConstraint {
+                constraint:
+                    TableConstraint::Index(IndexConstraint {
+                        name: index,
+                        columns,
+                        ..
+                    }),
+                ..
+            } => {
+                out.extend(index_statements(
+                    schema,
+                    table,
+                    vec![Index {
+                        unique: false,
+                        name: index.map(|i| i.value).unwrap_or_default(),
+                        columns: index_columns(columns)?,
+                    }],
+                    false,
+                )?);
+            }
+            AlterTableOperation::AddConstraint {
+                constraint:
+                    TableConstraint::Unique(UniqueConstraint {
+                        name: n,
+                        index_name: index,
+                        columns,
+                        ..
+                    }),
+                ..
+            } => {
+                out.extend(index_statements(
+                    schema,
+                    table,
+                    vec![Index {
+                        unique: true,
+                        name: index.or(n).map(|i| i.value).unwrap_or_default(),
+                        columns: index_columns(columns)?,
+                    }],
+                    false,
+                )?);
+            }
+            AlterTableOperation::DropIndex { name: index } => {
+                out.push(format!(
+                    "DROP INDEX {}",
+                    index_name(schema, table, &index.value)
+                ));
+            }
+            AlterTableOperation::DropConstraint {
+                name: index,
+                if_exists,
+                ..
+            } => {
+                // `ALTER TABLE t DROP KEY i` parses as this.
+                out.push(format!(
+                    "DROP INDEX {}{}",
+                    if if_exists { "IF EXISTS " } else { "" },
+                    index_name(schema, table, &index.value)
+                ));
+            }
+            AlterTableOperation::ChangeColumn { .. } | AlterTableOperation::ModifyColumn { .. } => {
+                return Err(SqlError::not_supported(
+                    "ALTER TABLE ... MODIFY/CHANGE COLUMN",
+                ));
+            }
+            AlterTableOperation::AlterColumn { .. } => {
+                return Err(SqlError::not_supported("ALTER TABLE ... ALTER COLUMN"));
+            }
+            AlterTableOperation::AddConstraint { .. }
+            | AlterTableOperation::DropPrimaryKey { .. } => {
+                return Err(SqlError::not_supported(
+                    "ALTER TABLE ... ADD/DROP PRIMARY KEY, FOREIGN KEY or CHECK",
+                ));
+            }
+            _ => return Err(SqlError::not_supported("this ALTER TABLE operation")),
+        }
+    }
+    Ok(out)
+}
+
+/// `ALTER TABLE a RENAME TO b`; SQLite cannot move a table to another database.
+fn rename(from: &ObjectName, to: &ObjectName) -> Result<String, SqlError> {
+    let (from_schema, _) = split(from)?;
+    let (to_schema, to_table) = split(to)?;
+    if to_schema.is_some_and(|s| Some(s) != from_schema) {
+        return Err(SqlError::not_supported("RENAME TABLE to another database"));
+    }
+    Ok(format!(
+        "ALTER TABLE {} RENAME TO {}",
+        object(from)?,
+        quote(to_table)
+    ))
+}
+
+/// `DROP INDEX [IF EXISTS] i ON t [ALGORITHM=..] [LOCK=..]`, recognised from its tokens:
+/// sqlparser parses `DROP INDEX i ON t` but not the online-DDL options MySQL allows after
+/// it. `None` for anything else.
+///
+/// # Errors
+/// 1064 when the statement is malformed.
+pub fn from_tokens(tokens: &[Token]) -> Result<Option<Translation>, SqlError> {
+    let significant = Significant::new(tokens);
+    let is = |i: usize, k: Keyword| significant.is_keyword(i, k);
+    let words = significant.as_slice();
+    if !(is(0, Keyword::DROP) && is(1, Keyword::INDEX)) {
+        return Ok(None);
+    }
+    let if_exists = is(2, Keyword::IF) && is(3, Keyword::EXISTS);
+    let rest = words
+        .get(if if_exists { 4 } else { 2 }..)
+        .unwrap_or_default();
+    let mut parts = rest.split(
+        |t| matches!(t, Token::Word(w) if w.keyword == Keyword::ON && w.quote_style.is_none()),
+    );
+    let (Some(index), Some(table)) = (parts.next(), parts.next()) else {
+        return Ok(None);
+    };
+    // `ALGORITHM=...`/`LOCK=...` after the table change nothing here.
+    let table_end = table.iter().position(|t| matches!(t, Token::Word(w) if w.quote_style.is_none() && (w.value.eq_ignore_ascii_case("ALGORITHM") || w.keyword == Keyword::LOCK))).unwrap_or(table.len());
+    let table = name_of(table.get(..table_end).unwrap_or_default())?;
+    let index = name_of(index)?;
+    let (schema, table) = split(&table)?;
+    let (_, index) = split(&index)?;
+    Ok(Some(Translation {
+        statements: vec![format!(
+            "DROP INDEX {}{}",
+            if if_exists { "IF EXISTS " } else { "" },
+            index_name(schema, table, index)
+        )],
+        kind: StatementKind::Ddl,
+    }))
+}
+
+/// A name written as words separated by `.`.
+fn name_of(tokens: &[&Token]) -> Result<ObjectName, SqlError> {
+    let mut parts = Vec::new();
+    for (i, t) in tokens.iter().enumerate() {
+        match (i % 2, t) {
+            (0, Token::Word(w)) => parts.push(match w.quote_style {
+                Some(q) => Ident::with_quote(q, w.value.clone()),
+                None => Ident::new(w.value.clone()),
+            }),
+            (1, Token::Period) => {}
+            _ => return Err(SqlError::syntax("expected a table name")),
+        }
+    }
+    if parts.is_empty() || tokens.len().is_multiple_of(2) {
+        return Err(SqlError::syntax("expected a table name"));
+    }
+    Ok(ObjectName::from(parts))
+}
+
+/// Removes what MySQL allows in table and index definitions and SQLite would not use:
+/// `USING BTREE|HASH`, key prefix lengths (`KEY k (name(10))`, a MySQL storage limit; SQLite
+/// indexes the whole value) and `ZEROFILL` (display padding only), and the `(M,D)` of
+/// `FLOAT`/`DOUBLE`/`REAL` (MySQL's deprecated display width and rounding; the value is
+/// stored as a binary float either way, and the MySQL "world" sample schema declares
+/// `float(10,2)`). sqlparser parses all but `REAL(M,D)`, but keeps them in the tree (a
+/// prefix length as a function call); cut here, `CREATE TABLE`'s printer never sees them.
+pub fn strip_mysql_only_tokens(tokens: Vec<Token>) -> Vec<Token> {
+    let mut cut = vec![false; tokens.len()];
+    let s = Significant::new(&tokens);
+    if !(s.is_keyword(0, Keyword::CREATE) || s.is_keyword(0, Keyword::ALTER)) {
+        return tokens;
+    }
+    let at = |i: usize| s.position(i).unwrap_or(usize::MAX);
+    // After KEY/INDEX/UNIQUE, the next `(` opens a key list; depth inside it.
+    let mut awaiting_list = false;
+    let mut list_depth = 0_usize;
+    let mut i = 0;
+    while let Some(t) = s.get(i) {
+        match t {
+            Token::Word(w)
+                if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("ZEROFILL") =>
+            {
+                cursor::mark(&mut cut, at(i), at(i));
+            }
+            Token::Word(w)
+                if w.quote_style.is_none()
+                    && list_depth == 0
+                    && matches!(w.keyword, Keyword::FLOAT | Keyword::DOUBLE | Keyword::REAL) =>
+            {
+                if let (
+                    Some(Token::LParen),
+                    Some(Token::Number(..)),
+                    Some(Token::Comma),
+                    Some(Token::Number(..)),
+                    Some(Token::RParen),
+                ) = (
+                    s.get(i + 1),
+                    s.get(i + 2),
+                    s.get(i + 3),
+                    s.get(i + 4),
+                    s.get(i + 5),
+                ) {
+                    // The `(M,D)` and the space before it; the type word stays.
+                    cursor::mark(&mut cut, at(i) + 1, at(i + 5));
+                    i += 5;
+                }
+            }
+            Token::Word(w) if w.quote_style.is_none() && w.keyword == Keyword::USING => {
+                if matches!(s.get(i + 1), Some(Token::Word(m)) if m.value.eq_ignore_ascii_case("BTREE") || m.value.eq_ignore_ascii_case("HASH"))
+                {
+                    cursor::mark(&mut cut, at(i), at(i + 1));
+                    i += 1;
+                }
+            }
+            Token::Word(w)
+                if w.quote_style.is_none()
+                    && list_depth == 0
+                    && matches!(w.keyword, Keyword::KEY | Keyword::INDEX | Keyword::UNIQUE) =>
+            {
+                awaiting_list = true;
+            }
+            Token::LParen if awaiting_list && list_depth == 0 => {
+                awaiting_list = false;
+                list_depth = 1;
+            }
+            Token::LParen if list_depth > 0 => {
+                // `name(10)` inside a key list: drop `(10)`.
+                if let (Some(Token::Number(..)), Some(Token::RParen)) = (s.get(i + 1), s.get(i + 2))
+                {
+                    cursor::mark(&mut cut, at(i), at(i + 2));
+                    i += 2;
+                } else {
+                    list_depth += 1;
+                }
+            }
+            Token::RParen if list_depth > 0 => list_depth -= 1,
+            Token::Comma if list_depth == 0 => awaiting_list = false,
+            _ => {}
+        }
+        i += 1;
+    }
+    cursor::without(tokens, &cut)
+}
