@@ -417,6 +417,14 @@ fn check(config_path: &std::path::Path) -> ExitCode {
     for p in &problems {
         println!("{}: {}: {}", config.path.display(), p.key, p.message);
     }
+    for w in crate::preflight::warnings(&config) {
+        println!(
+            "{}: {}: warning: {}",
+            config.path.display(),
+            w.key,
+            w.message
+        );
+    }
     if problems.is_empty() {
         println!(
             "{}: OK ({} instance{})",
@@ -456,6 +464,9 @@ fn run(config_path: &std::path::Path) -> ExitCode {
             eprintln!("relay: {}: {}: {}", config.path.display(), p.key, p.message);
         }
         return ExitCode::FAILURE;
+    }
+    for w in crate::preflight::warnings(&config) {
+        tracing::warn!(config = %config.path.display(), key = %w.key, "{}", w.message);
     }
     let ring = match authplugin::key_file::LiveKeyRing::open(&config.relay.key_file) {
         Ok(r) => r,

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::config::{Config, DriverConfig, RouteMode, StoreSettings};
+use crate::config::{AuthMode, ComputeTlsMode, Config, DriverConfig, RouteMode, StoreSettings};
 
 /// One thing wrong with a configuration, as `relay check` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,6 +230,30 @@ fn address_clashes(config: &Config) -> Vec<(String, String)> {
         }
     }
     clashes
+}
+
+/// What `config` allows but an operator should know, as `relay check` prints it (it does not
+/// stop the relay): an instance in switch mode without TLS to its compute, where a compute
+/// that asks for a password in clear is refused (ERR 1251) rather than sent one.
+#[must_use]
+pub fn warnings(config: &Config) -> Vec<Problem> {
+    config
+        .instances
+        .iter()
+        .enumerate()
+        .filter(|(_, inst)| {
+            inst.auth == AuthMode::Switch && inst.compute_tls == ComputeTlsMode::Off
+        })
+        .map(|(i, _)| Problem {
+            key: format!("instance[{i}].compute_tls"),
+            message: "switch mode without TLS to the compute: a login for which the compute asks \
+                      for the password in clear (mysql_clear_password, or caching_sha2_password's \
+                      full authentication, as MySQL 8 asks on each account's first login after a \
+                      restart) is refused with ERR 1251; set compute_tls = \"verify\" and \
+                      compute_ca"
+                .to_owned(),
+        })
+        .collect()
 }
 
 /// What is wrong with the program of `argv` (run in `cwd`), if anything.
@@ -472,6 +496,26 @@ mod tests {
             problems_at(&fleet, path, "relay.store.relay_id"),
             ["'relay/a' cannot name a relay: use 1-64 characters of A-Z a-z 0-9 . _ -"]
         );
+    }
+
+    #[test]
+    fn switch_mode_without_compute_tls_is_warned_about() {
+        let path = Path::new("/etc/perceptron/relay.toml");
+        let keys = |text: &str| -> Vec<String> {
+            warnings(&Config::parse(text, path).unwrap())
+                .into_iter()
+                .map(|w| w.key)
+                .collect()
+        };
+        let with = |extra: &str| {
+            MINIMAL.replace("[instance.driver]", &format!("{extra}\n[instance.driver]"))
+        };
+        assert!(keys(MINIMAL).is_empty(), "dual mode sends no password");
+        assert_eq!(
+            keys(&with("auth = \"switch\"")),
+            ["instance[0].compute_tls"]
+        );
+        assert!(keys(&with("auth = \"switch\"\ncompute_tls = \"on\"")).is_empty());
     }
 
     #[test]

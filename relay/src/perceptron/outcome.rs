@@ -134,6 +134,11 @@ pub enum ComputeProtocolError {
     /// In dual mode, an AuthSwitchRequest that is not a `mysql_native_password` challenge
     /// (20 bytes and a NUL), the only one a relayed-auth payload can be bound to.
     UnanswerableAuthSwitch,
+    /// In switch mode over a compute leg without TLS, the compute asked for the client's
+    /// password itself (`mysql_clear_password`, or caching_sha2_password's full
+    /// authentication, which a TLS client answers in clear): refused, so a password never
+    /// crosses the relay's plaintext leg. What was asked for.
+    PasswordOnPlaintextLeg(&'static str),
     /// In dual mode, the compute did not prove that it holds the perceptron key, so the relay
     /// sent it nothing of the client's: an impostor on the compute's address, a compute with
     /// another key ring, or one that predates the proof.
@@ -164,6 +169,9 @@ impl ComputeError {
             Self::Timeout(_) => "compute_timeout",
             Self::Lost(_) => "compute_lost",
             Self::Protocol(ComputeProtocolError::Unproven(_)) => "compute_unproven",
+            Self::Protocol(ComputeProtocolError::PasswordOnPlaintextLeg(_)) => {
+                "compute_cleartext_refused"
+            }
             Self::Protocol(_) => "compute_protocol",
             Self::CapabilityMismatch(_) => "capability_mismatch",
             Self::Tls(_) => "compute_tls_failed",
@@ -223,6 +231,11 @@ impl std::fmt::Display for ComputeProtocolError {
             Self::Empty => f.write_str("empty packet during authentication"),
             Self::BadAuthSwitch(e) => write!(f, "bad auth switch: {e}"),
             Self::SecondAuthSwitch => f.write_str("server asked for a second auth switch"),
+            Self::PasswordOnPlaintextLeg(what) => write!(
+                f,
+                "the compute asked for the password in clear ({what}) on a leg without TLS; \
+                 refused (set compute_tls = \"verify\" for this instance)"
+            ),
             Self::UnanswerableAuthSwitch => f.write_str(
                 "server switched to a plugin other than a mysql_native_password challenge; \
                  is the account IDENTIFIED VIA perceptron_dual?",
@@ -355,6 +368,12 @@ impl PerceptronError {
     #[must_use]
     pub const fn retryable(&self) -> bool {
         matches!(self, Self::Wake(_) | Self::Compute(_) | Self::ShuttingDown)
+            && !matches!(
+                self,
+                Self::Compute(ComputeError::Protocol(
+                    ComputeProtocolError::PasswordOnPlaintextLeg(_)
+                ))
+            )
     }
 
     /// The one ERR packet the client sees, if any. Resume and compute failures use
@@ -373,6 +392,19 @@ impl PerceptronError {
                 "Instance '{instance}' could not be resumed: {}. Retry later",
                 e.user_facing()
             )),
+            Self::Compute(ComputeError::Protocol(
+                ComputeProtocolError::PasswordOnPlaintextLeg(_),
+            )) => {
+                let (code, state) = codes::ER_NOT_SUPPORTED_AUTH_MODE;
+                Some(ErrPacket::new(
+                    code,
+                    state,
+                    &format!(
+                        "Instance '{instance}' asked for your password in clear text over a \
+                         connection the relay does not encrypt; refused"
+                    ),
+                ))
+            }
             Self::Compute(ComputeError::CapabilityMismatch(_)) => unavailable(format!(
                 "Instance '{instance}' changed its capabilities; reconnect"
             )),

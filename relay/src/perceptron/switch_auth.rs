@@ -33,6 +33,10 @@ pub const PROBE_PLUGIN: &str = "perceptron_auth_switch";
 /// How long the relay spends finishing a login it abandons (see [`abandon`]).
 const ABANDON_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Plugins whose answer is the password itself, in clear: MySQL's and MariaDB's clear-text
+/// plugin, and the PAM/dialog plugin, whose prompts ask for it.
+const CLEARTEXT_PLUGINS: [&str; 2] = ["mysql_clear_password", "dialog"];
+
 /// The deadlines of a switch-mode login.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
@@ -60,6 +64,9 @@ where
     C: AsyncRead + AsyncWrite + Unpin,
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    // Without TLS to the compute, the relay carries no answer that is the password itself:
+    // whoever sits on that leg (or squats the compute's address) would read it.
+    let plaintext_leg = !server.tls;
     let probe = compute_leg::response_for(login, server, PROBE_PLUGIN, Zeroizing::new(Vec::new()));
     let server = &mut server.stream;
     compute_leg::write(server, 1, &probe.to_bytes()).await?;
@@ -94,12 +101,28 @@ where
                         .err()
                         .map(ComputeProtocolError::BadAuthSwitch)
                 };
+                let refused = refused.or_else(|| {
+                    let switch = AuthSwitchRequest::decode(&packet.payload).ok()?;
+                    let plugin = CLEARTEXT_PLUGINS
+                        .into_iter()
+                        .find(|p| switch.plugin_name.as_slice() == p.as_bytes())?;
+                    plaintext_leg.then_some(ComputeProtocolError::PasswordOnPlaintextLeg(plugin))
+                });
                 if let Some(e) = refused {
                     abandon(server, packet.last_sequence_id).await;
                     return Err(e.into());
                 }
                 switched = true;
                 true
+            }
+            // AuthMoreData `01 04`: caching_sha2_password's full authentication, which a
+            // client on TLS answers with its password in clear.
+            Some(0x01) if plaintext_leg && packet.payload.get(1..) == Some(&[0x04][..]) => {
+                abandon(server, packet.last_sequence_id).await;
+                return Err(ComputeProtocolError::PasswordOnPlaintextLeg(
+                    "caching_sha2_password full authentication",
+                )
+                .into());
             }
             // AuthMoreData: `01 03` (caching_sha2 fast path succeeded) is followed by an OK;
             // anything else wants the client's next packet.

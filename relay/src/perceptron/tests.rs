@@ -983,8 +983,8 @@ async fn switch_login_relays_auth_more_data_rounds() {
             let _ = c.read_login().await;
             c.switch_to(AuthPlugin::CachingSha2Password).await;
             assert_eq!(c.stream.read_packet().await.unwrap().sequence_id, 3);
-            // caching_sha2: "perform full authentication", the client answers again.
-            c.send(4, &[0x01, 0x04]).await;
+            // A server's own round (here: its public key), the client answers again.
+            c.send(4, b"\x01-----BEGIN PUBLIC KEY-----").await;
             assert_eq!(c.stream.read_packet().await.unwrap().sequence_id, 5);
             // Fast-path success needs no answer; the OK follows at once.
             c.send(6, &[0x01, 0x03]).await;
@@ -995,6 +995,85 @@ async fn switch_login_relays_auth_more_data_rounds() {
     assert!(r.result.unwrap().1.accepted());
     let seqs: Vec<_> = r.client_got.iter().map(|p| p.sequence_id).collect();
     assert_eq!(seqs, [2, 4, 6, 7]);
+}
+
+/// The refusal a compute leg without TLS gets when the server asks for the password itself.
+fn assert_refused_for_cleartext(r: &Run, client_errs_at: u8) {
+    assert!(
+        matches!(
+            compute_error(r),
+            ComputeError::Protocol(ComputeProtocolError::PasswordOnPlaintextLeg(_))
+        ),
+        "{:?}",
+        r.result
+    );
+    let last = r.client_got.last().unwrap();
+    assert_eq!(last.sequence_id, client_errs_at);
+    let err = err_of(last);
+    assert_eq!(
+        (err.error_code, err.sql_state),
+        (1251, Some(*b"08004")),
+        "ER_NOT_SUPPORTED_AUTH_MODE"
+    );
+}
+
+#[tokio::test]
+async fn caching_sha2_full_authentication_is_refused_on_a_compute_leg_without_tls() {
+    let rt = runtime(AuthMode::Switch);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::AnswerEach(b"my-password\0"),
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            c.switch_to(AuthPlugin::CachingSha2Password).await;
+            assert_eq!(c.stream.read_packet().await.unwrap().sequence_id, 3);
+            // "perform full authentication": a client on TLS would now send its password.
+            c.send(4, &[0x01, 0x04]).await;
+            // The relay abandons with an empty answer; the password never comes.
+            let finish = c.stream.read_packet().await.unwrap();
+            assert_eq!((finish.sequence_id, finish.payload.len()), (5, 0));
+            c.send(6, &denied()).await;
+            assert!(c.got_nothing_more().await);
+        },
+    )
+    .await;
+    // The switch reached the client; the full-authentication request did not.
+    assert_eq!(r.client_got.len(), 2);
+    assert_eq!(r.client_got[0].payload[0], 0xFE);
+    assert_refused_for_cleartext(&r, 4);
+}
+
+#[tokio::test]
+async fn a_clear_text_plugin_switch_is_refused_on_a_compute_leg_without_tls() {
+    let rt = runtime(AuthMode::Switch);
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            c.greet().await;
+            let _ = c.read_login().await;
+            let mut out = Vec::new();
+            AuthSwitchRequest {
+                plugin_name: b"mysql_clear_password".to_vec(),
+                plugin_data: Vec::new(),
+            }
+            .encode(&mut out);
+            c.send(2, &out).await;
+            let finish = c.stream.read_packet().await.unwrap();
+            assert_eq!((finish.sequence_id, finish.payload.len()), (3, 0));
+            c.send(4, &denied()).await;
+            assert!(c.got_nothing_more().await);
+        },
+    )
+    .await;
+    // The client never saw the switch, only the relay's ERR.
+    assert_eq!(r.client_got.len(), 1);
+    assert_refused_for_cleartext(&r, 2);
 }
 
 #[tokio::test]
