@@ -681,17 +681,14 @@ impl FleetStore for EtcdStore {
                     async move { c.get(prefix, Some(GetOptions::new().with_prefix())).await }
                 })
                 .await?;
-            let mut lines: Vec<(u64, String)> = got
-                .kvs()
-                .iter()
-                .filter_map(|kv| {
-                    let line = std::str::from_utf8(kv.value()).ok()?;
-                    let at: u64 = line.split(' ').next()?.parse().ok()?;
-                    Some((at, line.to_owned()))
-                })
-                .collect();
-            lines.sort_by_key(|(at, _)| *at);
-            Ok(lines.into_iter().map(|(_, l)| l).collect())
+            let (text, refused) = ledger_from_values(got.kvs().iter().map(|kv| kv.value()));
+            if refused > 0 {
+                tracing::warn!(
+                    refused,
+                    "ledger values in the fleet's store that are not one ledger line each were left out of the bill"
+                );
+            }
+            Ok(text)
         })
     }
 
@@ -729,5 +726,49 @@ impl FleetStore for EtcdStore {
                 }
             }
         })
+    }
+}
+
+/// The fleet's ledger from its values, oldest first, and how many values were refused: each
+/// must be exactly one well-formed ledger line (what a relay writes), so a value written by
+/// anyone else with several lines cannot become several billing events.
+fn ledger_from_values<'a>(values: impl Iterator<Item = &'a [u8]>) -> (String, usize) {
+    let mut refused = 0;
+    let mut events: Vec<crate::ledger::Event> = values
+        .filter_map(|value| {
+            let event = std::str::from_utf8(value)
+                .ok()
+                .and_then(|text| text.strip_suffix('\n'))
+                .filter(|line| !line.contains('\n'))
+                .and_then(crate::ledger::Event::from_line);
+            if event.is_none() {
+                refused += 1;
+            }
+            event
+        })
+        .collect();
+    events.sort_by_key(|e| e.at_ms);
+    (
+        events.iter().map(crate::ledger::Event::to_line).collect(),
+        refused,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_ledger_values_that_are_not_one_line_each() {
+        let values: [&[u8]; 5] = [
+            b"2000 demo running 1000\n",
+            b"1000 demo resuming 1000\n",
+            b"3000 demo paused 0\n4000 demo running 9000000\n",
+            b"garbage\n",
+            b"5000 demo paused 0",
+        ];
+        let (text, refused) = ledger_from_values(values.into_iter());
+        assert_eq!(text, "1000 demo resuming 1000\n2000 demo running 1000\n");
+        assert_eq!(refused, 3);
     }
 }

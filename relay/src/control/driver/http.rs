@@ -65,7 +65,14 @@ impl fmt::Display for ControlPlaneError {
                 action,
                 status,
                 body,
-            } => write!(f, "{action}: HTTP {}: {body}", status.as_u16()),
+            } => write!(
+                f,
+                "{action}: HTTP {}: {}",
+                status.as_u16(),
+                // The control plane's text goes into the relay's log: escaped, so a body with
+                // a newline or a terminal escape cannot forge a log line.
+                crate::logsafe::Escaped(body.as_bytes())
+            ),
         }
     }
 }
@@ -211,6 +218,18 @@ impl ExternalControl for HttpDriver {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_refusal_body_is_logged_escaped() {
+        let e = super::ControlPlaneError::Refused {
+            action: "start",
+            status: hyper::StatusCode::BAD_GATEWAY,
+            body: "no\n2026-12-03T00:00:00Z  INFO forged \x1b[2J".to_owned(),
+        };
+        let text = e.to_string();
+        assert!(!text.contains('\n') && !text.contains('\x1b'), "{text}");
+        assert!(text.starts_with("start: HTTP 502: no"), "{text}");
+    }
+
     use super::*;
     use std::time::Duration;
 
