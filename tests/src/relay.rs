@@ -333,14 +333,12 @@ log:
     /// has read its answer and exited; a test that reads the count at once races with that.
     #[must_use]
     pub fn metric_reaching(&self, series: &str, want: f64) -> f64 {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let value = self.metric(series);
-            if value == want || Instant::now() >= deadline {
-                return value;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let mut value = 0.0;
+        Self::wait_until(Duration::from_secs(30), || {
+            value = self.metric(series);
+            value == want
+        });
+        value
     }
 
     /// The instance's state as the admin API reports it.

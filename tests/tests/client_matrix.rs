@@ -354,14 +354,12 @@ impl RouteCounters {
     /// client has read its ERR and exited: read at once, the count could land in the next
     /// cell.
     fn settled(relay: &Relay, before: Self, want: Self) -> Self {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let routed = Self::read(relay).since(before);
-            if routed == want || Instant::now() >= deadline {
-                return routed;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let mut routed = Self::default();
+        Relay::wait_until(Duration::from_secs(30), || {
+            routed = Self::read(relay).since(before);
+            routed == want
+        });
+        routed
     }
 
     fn since(self, before: Self) -> Self {
