@@ -87,6 +87,42 @@ pub fn login_watch(client: &[u8], compute: &[u8]) {
     assert!(logins <= 1 && verdicts <= 1 && verdicts <= logins);
 }
 
+/// Drives a [`Conversation`](crate::conversation::Conversation) with `client` and `server`
+/// bytes, alternately, in chunks of 1–16 bytes; `capabilities` picks the EOF style (bit 0) and
+/// compression (bit 1).
+///
+/// # Panics
+/// If feeding the same chunks one byte at a time ends in another phase or other status flags:
+/// where a chunk ends must not matter.
+pub fn conversation(capabilities: u8, client: &[u8], server: &[u8]) {
+    use crate::conversation::Conversation;
+    use authplugin::packet::capabilities::{
+        CLIENT_COMPRESS, CLIENT_DEPRECATE_EOF, CLIENT_PROTOCOL_41,
+    };
+    let mut caps = CLIENT_PROTOCOL_41;
+    if capabilities & 1 != 0 {
+        caps |= CLIENT_DEPRECATE_EOF;
+    }
+    if capabilities & 2 != 0 {
+        caps |= CLIENT_COMPRESS;
+    }
+    let (ups, downs) = (chunks(client), chunks(server));
+    let mut whole = Conversation::new(caps, 0, 2);
+    let mut bytewise = Conversation::new(caps, 0, 2);
+    for i in 0..ups.len().max(downs.len()) {
+        if let Some(chunk) = ups.get(i) {
+            whole.client_bytes(chunk);
+            chunk.iter().for_each(|b| bytewise.client_bytes(&[*b]));
+        }
+        if let Some(chunk) = downs.get(i) {
+            whole.server_bytes(chunk);
+            chunk.iter().for_each(|b| bytewise.server_bytes(&[*b]));
+        }
+        assert_eq!(whole.phase(), bytewise.phase());
+        assert_eq!(whole.status_flags(), bytewise.status_flags());
+    }
+}
+
 /// `bytes` cut into chunks of 1–16 bytes, each chunk's length taken from its first byte.
 fn chunks(mut bytes: &[u8]) -> Vec<&[u8]> {
     let mut out = Vec::new();
@@ -142,6 +178,17 @@ mod tests {
         client.extend_from_slice(&[0; 28]);
         client.extend_from_slice(b"app\0\0");
         login_watch(&client, &[7, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0]);
+    }
+
+    #[test]
+    fn the_conversation_takes_any_bytes_in_any_chunks() {
+        conversation(0, b"", b"");
+        conversation(1, &[0xff; 64], &[0; 64]);
+        // SELECT 1 and its result set, without CLIENT_DEPRECATE_EOF.
+        let query = b"\x09\x00\x00\x00\x03SELECT 1";
+        let result = b"\x01\x00\x00\x01\x01\x01\x00\x00\x02\x41\x05\x00\x00\x03\xfe\x00\x00\x02\x00\x02\x00\x00\x04\x011\x05\x00\x00\x05\xfe\x00\x00\x02\x00";
+        conversation(0, query, result);
+        conversation(2, query, result);
     }
 
     #[test]
