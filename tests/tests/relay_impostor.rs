@@ -176,6 +176,65 @@ fn an_exec_driver_squatter_is_never_trusted_with_a_direct_login_nor_the_profile(
     );
 }
 
+/// A squatter that takes the compute's address while the instance runs (the compute died
+/// and the exec driver, probing greetings, still sees something greet): the relay probes a
+/// compute proven by its greeting again while it runs, and one that no longer proves the key
+/// is routed to directly no more. Before, every later client took the direct route to the
+/// squatter until the idle pause.
+#[test]
+fn a_squatter_that_replaces_a_running_compute_loses_the_direct_route() {
+    let dir = TempDir::new("relay-impostor-replace");
+    let shim = tests::bin_path("server-shim");
+    let driver = format!(
+        r#"[instance.driver]
+kind = "exec"
+start = ["sh", "-c", "'{shim}' run --listen 127.0.0.1:{{COMPUTE_PORT}} --data '{{DIR}}/data' --key-file '{{DIR}}/perceptron.key' > '{{DIR}}/exec-shim.log' 2>&1 & echo $! > '{{DIR}}/exec.pid'"]
+stop = ["sh", "-c", "kill $(cat '{{DIR}}/exec.pid') 2>/dev/null; true"]
+"#,
+        shim = shim.display()
+    );
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            driver_toml: Some(driver),
+            ..RelayOptions::default()
+        },
+    );
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stderr, relay.log());
+    let pid = std::fs::read_to_string(dir.path().join("exec.pid")).unwrap();
+    let pid = pid.trim().to_owned();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let pid: u32 = pid.parse().unwrap();
+    assert!(Relay::wait_until(Duration::from_secs(10), || {
+        !tests::relay::pid_alive(pid)
+    }));
+    let impostor = Impostor::start(relay.compute_port, true);
+    let noticed = Relay::wait_until(Duration::from_secs(60), || {
+        relay
+            .log()
+            .contains("the compute address no longer proves the key")
+    });
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    let (_, received) = impostor.stop();
+    assert!(noticed, "{}", relay.log());
+    assert_ne!(out.code, Some(0), "no session: {}", out.stdout);
+    // What reached the squatter after the relay noticed: a Hello, never a client's answer.
+    let (packet, _) = authplugin::packet::parse_packet(&received, 1 << 20)
+        .unwrap()
+        .unwrap_or_else(|| panic!("no login received:\n{}", relay.log()));
+    let login = HandshakeResponse41::decode_for_server(&packet.payload, u32::MAX).unwrap();
+    assert!(
+        Hello::decode(&login.auth_response).is_ok(),
+        "the squatter got a client's answer:\n{}",
+        relay.log()
+    );
+}
+
 /// A process on the compute's address that greets every connection like a MySQL server (no
 /// proof of the key) and records what it is sent; with `say_ok`, it answers the first packet
 /// of each connection with an OK, offering a session.
