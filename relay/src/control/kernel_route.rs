@@ -50,7 +50,7 @@ impl Instance {
         };
         let name = &self.config.name;
         if !self.trusted(self.lock().trust) {
-            // Installed once a relayed login proves the key (`Instance::mark_proven`).
+            // Installed once a probe or a relayed login proves the key (`Instance::mark_proven`).
             tracing::info!(instance = %name, "kernel route not installed: the compute has not proven it holds the key");
             return;
         }
