@@ -83,6 +83,7 @@ pub fn runtime_with(
         compute_tls: crate::config::ComputeTlsMode::Off,
         compute_ca: None,
         compute_tls_name: None,
+        compute_proof: crate::config::ComputeProofMode::Greeting,
         driver: DriverConfig::Process {
             command: vec!["unused".into()],
             cwd: ".".into(),
@@ -97,18 +98,29 @@ pub fn runtime_with(
         .and_then(|t| crate::tls::ServerTls::new(t).ok())
         .map(Arc::new);
     let metrics = Arc::new(Metrics::default());
+    let ring = Arc::new(authplugin::key_file::LiveKeyRing::fixed(ring));
+    let greetings = Arc::new(Mutex::new(authplugin::compute_proof::greeting_guard()));
+    let dual = config.auth == AuthMode::Dual;
+    let instance = Instance::new(
+        config,
+        Box::new(ReadyDriver),
+        None,
+        Arc::clone(&metrics),
+        None,
+    );
+    if dual {
+        // As the relay does: a compute is trusted only once it proves the key.
+        instance.check_proofs_with(crate::control::trust::ProofCheck {
+            ring: Arc::clone(&ring),
+            greetings: Arc::clone(&greetings),
+        });
+    }
     InstanceRuntime {
-        instance: Instance::new(
-            config,
-            Box::new(ReadyDriver),
-            None,
-            Arc::clone(&metrics),
-            None,
-        ),
+        instance,
         profile: RwLock::new(ComputeProfile::server_shim_default()),
         state_dir: "/nonexistent/perceptron-in-memory".into(),
-        ring: Arc::new(authplugin::key_file::LiveKeyRing::fixed(ring)),
-        greetings: Arc::new(Mutex::new(authplugin::compute_proof::greeting_guard())),
+        ring,
+        greetings,
         metrics,
         connection_ids: AtomicU32::new(1),
         shutdown: CancellationToken::new(),

@@ -89,6 +89,24 @@ impl InstanceRuntime {
         *self.profile.write().unwrap_or_else(PoisonError::into_inner) = learnt;
     }
 
+    /// Stops offering `missing`, capabilities a compute that has not proven the key says it
+    /// lacks: all such a compute can teach (a squatter can only make the relay offer less,
+    /// until a proven compute's greeting is learnt), and enough for the next client's login
+    /// to reach the compute's proof.
+    pub fn forget_capabilities(&self, missing: u32) {
+        let mut learnt = self.profile();
+        if learnt.capability_flags & missing == 0 {
+            return;
+        }
+        learnt.capability_flags &= !missing;
+        let name = &self.instance.config.name;
+        if let Err(e) = profile::save(&self.state_dir, name, &learnt) {
+            tracing::warn!(instance = %name, error = %e, "cannot save the compute profile");
+        }
+        tracing::info!(instance = %name, missing = format_args!("{missing:#x}"), "no longer offering capabilities the (not yet proven) compute lacks");
+        *self.profile.write().unwrap_or_else(PoisonError::into_inner) = learnt;
+    }
+
     /// Counts the bytes a byte pump copied for this instance.
     pub fn count_pumped(&self, report: &PumpReport) {
         self.metrics.add_pumped(

@@ -326,6 +326,14 @@ async fn serve(
             // A fleet's ledger is in its store, each transition written once.
             fleet.is_none().then(|| Arc::clone(&ledger)),
         );
+        if cfg.auth == crate::config::AuthMode::Dual {
+            // Before adoption: a compute found running is trusted only as far as it proves
+            // the key.
+            instance.check_proofs_with(control::trust::ProofCheck {
+                ring: Arc::clone(&ring),
+                greetings: Arc::clone(&greetings),
+            });
+        }
         if let Some(store) = &fleet {
             // The fleet's state decides; following it adopts a running compute.
             instance.join_fleet(Arc::clone(store));

@@ -145,7 +145,8 @@ pub fn dual_relay_with(dir: &Path, extra: &[&str], instance_toml: &str) -> crate
             command: Some(command(&datadir, &options)),
             auth: "dual",
             resume_timeout: "30s",
-            instance_toml: instance_toml.to_owned(),
+            // MariaDB proves the key only in a login's challenge round.
+            instance_toml: format!("compute_proof = \"login\"\n{instance_toml}"),
             ..crate::relay::RelayOptions::default()
         },
     )

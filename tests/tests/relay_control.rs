@@ -287,6 +287,47 @@ poll_interval = "500ms"
     );
 }
 
+/// A `start` that forks a daemon and is still running when `resume_timeout` passes (the
+/// defaults make this common: `command_timeout` 60s > `resume_timeout` 15s). Before, the
+/// relay dropped it: the start command was killed, the daemon ran on, and `stop` never ran.
+#[test]
+fn an_exec_start_that_outlives_the_resume_timeout_is_followed_by_stop() {
+    let dir = TempDir::new("ctl-exec-outlived");
+    let driver = r#"[instance.driver]
+kind = "exec"
+start = ["sh", "-c", "sleep 120 & echo $! > '{DIR}/daemon.pid'; sleep 120"]
+stop = ["sh", "-c", "kill $(cat '{DIR}/daemon.pid') && touch '{DIR}/stopped'"]
+"#;
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            driver_toml: Some(driver.into()),
+            resume_timeout: "1s",
+            ..RelayOptions::default()
+        },
+    );
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_ne!(out.code, Some(0), "{}", out.stdout);
+    assert!(out.stderr.contains("1053"), "{}", out.stderr);
+    let pid: u32 = std::fs::read_to_string(dir.path().join("daemon.pid"))
+        .expect("the start forked its daemon")
+        .trim()
+        .parse()
+        .expect("pid");
+    let _cleanup = KillOnDrop(Some(pid));
+    assert!(
+        Relay::wait_until(Duration::from_secs(30), || !pid_alive(pid)),
+        "the daemon {pid} of the abandoned start still runs:\n{}",
+        relay.log()
+    );
+    assert!(dir.path().join("stopped").exists(), "{}", relay.log());
+    assert!(
+        relay.log().contains("start given up; running stop"),
+        "{}",
+        relay.log()
+    );
+}
+
 /// What the test control plane records and runs.
 struct ControlPlane {
     port: u16,

@@ -102,6 +102,139 @@ fn with_the_exec_driver_an_impostor_gets_a_hello_and_no_client() {
     assert!(relay.log().contains("compute_unproven"), "{}", relay.log());
 }
 
+/// A squatter on the compute address when the relay starts (exec driver, which cannot tell
+/// which process listens): it used to be adopted as the running compute, the next client took
+/// the direct route and sent it a full native login (its answer to the squatter's scramble,
+/// enough for an offline dictionary attack), and its version string became the learnt
+/// profile. Now it greets without a proof of the key, so no connection goes straight to it:
+/// every login takes the perceptron route and sends it only a Hello; the session it offers
+/// without a proof stops the "compute" and marks the instance failed, and a wake that finds
+/// it again trusts it no more.
+#[test]
+fn an_exec_driver_squatter_is_never_trusted_with_a_direct_login_nor_the_profile() {
+    let dir = TempDir::new("relay-impostor-adopt");
+    let mut first = Relay::start(
+        dir.path(),
+        RelayOptions {
+            driver_toml: Some(
+                "[instance.driver]\nkind = \"exec\"\nstart = [\"true\"]\nstop = [\"true\"]\n"
+                    .into(),
+            ),
+            resume_timeout: "5s",
+            ..RelayOptions::default()
+        },
+    );
+    first.stop();
+    let impostor = Impostor::start(first.compute_port, true);
+    let relay = first.restart();
+    let mut outs = Vec::new();
+    for _ in 0..2 {
+        outs.push(mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1"));
+        // The refused session stops the "compute": the instance is failed, not running.
+        let failed = Relay::wait_until(Duration::from_secs(10), || relay.state() == "failed");
+        assert!(failed, "state {}:\n{}", relay.state(), relay.log());
+    }
+    let (_, received) = impostor.stop();
+
+    for out in &outs {
+        assert_ne!(out.code, Some(0), "no session: {}", out.stdout);
+        assert!(
+            out.stderr.contains("1053"),
+            "{}\n{}",
+            out.stderr,
+            relay.log()
+        );
+    }
+    // Every login the squatter received answers with a Hello, never the client's answer.
+    let mut rest = &received[..];
+    let mut logins = 0;
+    while let Ok(Some((packet, used))) = authplugin::packet::parse_packet(rest, 1 << 20) {
+        rest = &rest[used..];
+        let Ok(login) = HandshakeResponse41::decode_for_server(&packet.payload, u32::MAX) else {
+            continue;
+        };
+        logins += 1;
+        assert!(
+            Hello::decode(&login.auth_response).is_ok(),
+            "login {logins} carried {} bytes that are not a Hello:\n{}",
+            login.auth_response.len(),
+            relay.log()
+        );
+    }
+    assert_eq!(logins, 2, "one relayed login per client:\n{}", relay.log());
+    let profile = std::fs::read(dir.path().join("state/profiles/demo.profile")).unwrap_or_default();
+    assert!(
+        !String::from_utf8_lossy(&profile).contains("impostor"),
+        "the squatter's greeting became the profile"
+    );
+    assert!(
+        relay
+            .log()
+            .contains("the compute did not prove it holds the key"),
+        "{}",
+        relay.log()
+    );
+}
+
+/// A squatter that takes the compute's address while the instance runs (the compute died
+/// and the exec driver, probing greetings, still sees something greet): the relay probes a
+/// compute proven by its greeting again while it runs, and one that no longer proves the key
+/// is routed to directly no more. Before, every later client took the direct route to the
+/// squatter until the idle pause.
+#[test]
+fn a_squatter_that_replaces_a_running_compute_loses_the_direct_route() {
+    let dir = TempDir::new("relay-impostor-replace");
+    let shim = tests::bin_path("server-shim");
+    let driver = format!(
+        r#"[instance.driver]
+kind = "exec"
+start = ["sh", "-c", "'{shim}' run --listen 127.0.0.1:{{COMPUTE_PORT}} --data '{{DIR}}/data' --key-file '{{DIR}}/perceptron.key' > '{{DIR}}/exec-shim.log' 2>&1 & echo $! > '{{DIR}}/exec.pid'"]
+stop = ["sh", "-c", "kill $(cat '{{DIR}}/exec.pid') 2>/dev/null; true"]
+"#,
+        shim = shim.display()
+    );
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            driver_toml: Some(driver),
+            ..RelayOptions::default()
+        },
+    );
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stderr, relay.log());
+    let pid = std::fs::read_to_string(dir.path().join("exec.pid")).unwrap();
+    let pid = pid.trim().to_owned();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let pid: u32 = pid.parse().unwrap();
+    assert!(Relay::wait_until(Duration::from_secs(10), || {
+        !tests::relay::pid_alive(pid)
+    }));
+    let impostor = Impostor::start(relay.compute_port, true);
+    let noticed = Relay::wait_until(Duration::from_secs(60), || {
+        relay
+            .log()
+            .contains("the compute address no longer proves the key")
+    });
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    let (_, received) = impostor.stop();
+    assert!(noticed, "{}", relay.log());
+    assert_ne!(out.code, Some(0), "no session: {}", out.stdout);
+    // What reached the squatter after the relay noticed: a Hello, never a client's answer.
+    let (packet, _) = authplugin::packet::parse_packet(&received, 1 << 20)
+        .unwrap()
+        .unwrap_or_else(|| panic!("no login received:\n{}", relay.log()));
+    let login = HandshakeResponse41::decode_for_server(&packet.payload, u32::MAX).unwrap();
+    assert!(
+        Hello::decode(&login.auth_response).is_ok(),
+        "the squatter got a client's answer:\n{}",
+        relay.log()
+    );
+}
+
 /// A process on the compute's address that greets every connection like a MySQL server (no
 /// proof of the key) and records what it is sent; with `say_ok`, it answers the first packet
 /// of each connection with an OK, offering a session.

@@ -9,9 +9,9 @@ use serde::de::DeserializeOwned;
 
 use super::fields::is_private_or_loopback;
 use super::{
-    AuthMode, ComputeTlsMode, Config, ConfigError, ConfigFile, ConfigProblem, DriverConfig,
-    DriverKind, EtcdSettings, ExecSpec, HttpFile, HttpSpec, InstanceConfig, InstanceFile,
-    ProcessFile, RouteMode, StoreSettings, TlsSettings,
+    AuthMode, ComputeProofMode, ComputeTlsMode, Config, ConfigError, ConfigFile, ConfigProblem,
+    DriverConfig, DriverKind, EtcdSettings, ExecSpec, HttpFile, HttpSpec, InstanceConfig,
+    InstanceFile, ProcessFile, RouteMode, StoreSettings, TlsSettings,
 };
 use crate::capacity::CapacityConfig;
 
@@ -174,7 +174,12 @@ impl Config {
                 let message = "compute_tls = \"verify\" needs compute_ca";
                 return Err(ConfigError::invalid(path, key("compute_tls"), message));
             }
+            if inst.compute_proof != ComputeProofMode::Greeting && inst.auth != AuthMode::Dual {
+                let message = "only used with auth = \"dual\" (no other compute holds the key)";
+                return Err(ConfigError::invalid(path, key("compute_proof"), message));
+            }
             instances.push(InstanceConfig {
+                compute_proof: inst.compute_proof,
                 tls,
                 require_secure_transport: inst.require_secure_transport,
                 compute_tls: inst.compute_tls,

@@ -339,6 +339,22 @@ pub enum ComputeTlsMode {
     Verify,
 }
 
+/// `compute_proof` (dual mode): where the compute proves that it holds the perceptron key,
+/// which decides what the relay trusts before a relayed login has checked it (README,
+/// "Security model").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ComputeProofMode {
+    /// In every greeting (server-shim): a compute is routed to directly, and adopted as
+    /// trusted, only once a greeting (or a relayed login) has proven the key.
+    #[default]
+    Greeting,
+    /// Only in a relayed login's challenge round (MariaDB with `perceptron_dual`, whose
+    /// greeting the plugin cannot change): a greeting without a proof is trusted for the
+    /// direct route, as the relay cannot ask for more without a login.
+    Login,
+}
+
 /// One `[[instance]]`.
 #[derive(Debug, Clone)]
 pub struct InstanceConfig {
@@ -389,6 +405,8 @@ pub struct InstanceConfig {
     pub compute_ca: Option<PathBuf>,
     /// The name the compute's certificate must carry (default: the compute's IP address).
     pub compute_tls_name: Option<String>,
+    /// Where a dual-mode compute proves it holds the key.
+    pub compute_proof: ComputeProofMode,
 }
 
 /// `instance.on_relay_exit`.
@@ -539,6 +557,8 @@ struct InstanceFile {
     compute_tls: ComputeTlsMode,
     compute_ca: Option<PathBuf>,
     compute_tls_name: Option<String>,
+    #[serde(default)]
+    compute_proof: ComputeProofMode,
 }
 
 /// `[instance.capacity]` as written, in CCUs.

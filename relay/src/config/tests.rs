@@ -375,7 +375,7 @@ fn error_messages_name_the_file_and_the_key() {
              `compute`, `auth`, `proxy_protocol`, `resume_timeout`, `handshake_timeout`, \
              `compute_timeout`, `idle_pause_after`, `on_relay_exit`, \
              `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `route`, `driver`, `tls`, \
-             `require_secure_transport`, `compute_tls`, `compute_ca`, `compute_tls_name`",
+             `require_secure_transport`, `compute_tls`, `compute_ca`, `compute_tls_name`, `compute_proof`",
         ),
         (
             error_after("[relay]", "[relay]\ncolour = \"blue\""),
@@ -655,4 +655,31 @@ fn parses_the_readme_example() {
     let start = section.find("```toml\n").unwrap() + "```toml\n".len();
     let end = start + section[start..].find("```").unwrap();
     parse(&section[start..end]).unwrap();
+}
+
+#[test]
+fn compute_proof_defaults_to_the_greeting_and_is_refused_outside_dual_mode() {
+    let c = parse(GOOD).unwrap();
+    assert_eq!(c.instances[0].compute_proof, ComputeProofMode::Greeting);
+    let login = GOOD.replace(
+        "auth = \"dual\"",
+        "auth = \"dual\"\ncompute_proof = \"login\"",
+    );
+    let c = parse(&login).unwrap();
+    assert_eq!(c.instances[0].compute_proof, ComputeProofMode::Login);
+    let switch = GOOD.replace(
+        "auth = \"dual\"",
+        "auth = \"switch\"\ncompute_proof = \"login\"",
+    );
+    let e = parse(&switch).unwrap_err();
+    assert!(
+        e.contains("instance[0].compute_proof: only used with auth = \"dual\""),
+        "{e}"
+    );
+    let e = parse(&GOOD.replace(
+        "auth = \"dual\"",
+        "auth = \"dual\"\ncompute_proof = \"maybe\"",
+    ))
+    .unwrap_err();
+    assert!(e.contains("instance[0].compute_proof"), "{e}");
 }

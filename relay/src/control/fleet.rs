@@ -71,6 +71,10 @@ impl Instance {
     ) {
         let started = Instant::now();
         let result = self.fleet_wake(store.as_ref()).await;
+        if result.is_ok() {
+            self.lock().trust = super::trust::Trust::Unproven;
+            self.check_woken().await;
+        }
         if result.as_ref().is_ok_and(|(_, adopted)| !adopted) {
             self.install_route().await;
         }

@@ -49,6 +49,11 @@ impl Instance {
             return;
         };
         let name = &self.config.name;
+        if !self.trusted(self.lock().trust) {
+            // Installed once a probe or a relayed login proves the key (`Instance::mark_proven`).
+            tracing::info!(instance = %name, "kernel route not installed: the compute has not proven it holds the key");
+            return;
+        }
         match kernel.install().await {
             Ok(()) => {
                 self.lock().kernel_installed = true;

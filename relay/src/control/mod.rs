@@ -18,6 +18,7 @@ pub mod readiness;
 pub mod scaler;
 mod scaling;
 pub mod sock_diag;
+pub mod trust;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -101,6 +102,8 @@ struct Inner {
     kernel_open: usize,
     /// Whether the kernel route is installed now.
     kernel_installed: bool,
+    /// How far the running compute has proven it holds the key ([`trust`]).
+    trust: trust::Trust,
 }
 
 /// One instance: its configuration, its driver, its state and its open connections.
@@ -118,6 +121,8 @@ pub struct Instance {
     fleet: std::sync::OnceLock<Arc<dyn crate::fleet::FleetStore>>,
     /// Woken when the open connections change (the fleet publisher's cue).
     connections_changed: tokio::sync::Notify,
+    /// How a compute's proof of the key is checked (dual mode); none trusts every greeting.
+    proof: std::sync::OnceLock<trust::ProofCheck>,
 }
 
 impl std::fmt::Debug for Instance {
@@ -257,12 +262,14 @@ impl Instance {
                 ccu: None,
                 kernel_open: 0,
                 kernel_installed: false,
+                trust: trust::Trust::Unproven,
             }),
             shutting_down: false.into(),
             metrics,
             ledger,
             fleet: std::sync::OnceLock::new(),
             connections_changed: tokio::sync::Notify::new(),
+            proof: std::sync::OnceLock::new(),
         })
     }
 
@@ -300,12 +307,20 @@ impl Instance {
         }
     }
 
-    /// Whether a new connection takes the direct route: the instance runs. The connection is
-    /// not counted yet: one that never sends a byte must not hold the instance awake; it is
-    /// counted by [`Instance::hold_if_running`] once the client speaks.
+    /// Whether a new connection takes the direct route: the instance runs, and its compute
+    /// has proven it holds the key where the instance checks proofs ([`trust`]). The
+    /// connection is not counted yet: one that never sends a byte must not hold the instance
+    /// awake; it is counted by [`Instance::hold_if_running`] once the client speaks.
     #[must_use]
     pub fn routes_direct(&self) -> bool {
-        matches!(self.lock().state, State::Running(_))
+        let inner = self.lock();
+        matches!(inner.state, State::Running(_)) && self.trusted(inner.trust)
+    }
+
+    /// Whether a compute runs that the instance trusts (see [`Instance::routes_direct`]).
+    #[must_use]
+    pub fn compute_trusted(&self) -> bool {
+        self.routes_direct()
     }
 
     /// Counts a direct connection whose client has spoken, atomically with respect to
@@ -429,8 +444,12 @@ impl Instance {
         let started = Instant::now();
         let result = self.driver.start(self.config.resume_timeout).await;
         if result.is_ok() {
+            // Not trusted where proofs are checked (`trust`) until a greeting or a relayed
+            // login proves the key.
+            self.lock().trust = trust::Trust::Unproven;
+            self.check_woken().await;
             // Before the instance counts as running: from here on new connections go
-            // straight to the compute.
+            // straight to the (trusted) compute.
             self.install_route().await;
         }
         let outcome = self.settle_wake(result.map(|r| (r, false)), started);
@@ -454,7 +473,8 @@ impl Instance {
                 self.transition(&mut inner, State::Running(Arc::clone(&running)));
                 inner.last_resume = Some(started.elapsed());
                 inner.idle_since = tokio::time::Instant::now();
-                tokio::spawn(Arc::clone(self).watch_exit(running));
+                tokio::spawn(Arc::clone(self).watch_exit(Arc::clone(&running)));
+                tokio::spawn(Arc::clone(self).recheck_proof(running));
                 let resume_ms = started.elapsed().as_millis() as u64;
                 if adopted {
                     self.metrics.inc(Counter::Wakes, name, "fleet_running");
@@ -630,7 +650,14 @@ impl Instance {
             adopted = self.driver.adopt_frozen().await.map(|c| (c, Phase::Frozen));
         }
         if adopted.is_none() {
-            adopted = self.driver.adopt().await.map(|c| (c, Phase::Running));
+            adopted = match self.driver.adopt().await {
+                // Adopted only if what greets there does not fail the proof of the key.
+                Some(c) => self
+                    .adopt_if_not_refused(c)
+                    .await
+                    .map(|c| (c, Phase::Running)),
+                None => None,
+            };
         }
         let billed_before = last.is_some_and(|p| p.billable() || p == Phase::Frozen);
         match adopted {
@@ -657,7 +684,8 @@ impl Instance {
                 }
                 inner.idle_since = tokio::time::Instant::now();
                 drop(inner);
-                tokio::spawn(Arc::clone(self).watch_exit(compute));
+                tokio::spawn(Arc::clone(self).watch_exit(Arc::clone(&compute)));
+                tokio::spawn(Arc::clone(self).recheck_proof(compute));
             }
             None => {
                 let mut inner = self.lock();
@@ -757,6 +785,7 @@ impl Instance {
         inner.state = to;
         if matches!(phase, Phase::Paused | Phase::Failed) {
             inner.ccu = None;
+            inner.trust = trust::Trust::Unproven;
         }
         inner.since_ms = crate::clock::now_ms();
         inner.since = tokio::time::Instant::now();

@@ -33,6 +33,8 @@ struct ScriptedDriver {
     /// Sending `true` makes the current compute "exit".
     exit: watch::Sender<bool>,
     freezer: Freezer,
+    /// Whether `adopt` finds a compute running.
+    adoptable: bool,
 }
 
 /// What every compute of a scripted driver did to its freezer, and its stops.
@@ -93,7 +95,17 @@ impl Driver for ScriptedDriver {
     }
 
     fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
-        self.adopt_none()
+        if !self.adoptable {
+            return self.adopt_none();
+        }
+        Box::pin(async move {
+            Some(Box::new(ScriptedCompute {
+                log: Arc::clone(&self.log),
+                exit: self.exit.subscribe(),
+                stopped: Arc::clone(&self.freezer.stops),
+                freezer: self.freezer.clone(),
+            }) as Box<dyn RunningCompute>)
+        })
     }
 }
 
@@ -213,10 +225,28 @@ fn build(
     Freezer,
 ) {
     let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    build_at(script, stop_after, kernel, log, addr, false)
+}
+
+/// [`build`] with the compute at `compute`; `adoptable`: the driver finds a compute running.
+fn build_at(
+    script: Vec<Step>,
+    stop_after: Option<Duration>,
+    kernel: Option<Arc<dyn KernelRoute>>,
+    log: Log,
+    compute: SocketAddr,
+    adoptable: bool,
+) -> (
+    Arc<Instance>,
+    Arc<AtomicUsize>,
+    watch::Sender<bool>,
+    Freezer,
+) {
+    let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
     let config = InstanceConfig {
         name: "t".into(),
         listen: addr,
-        compute: addr,
+        compute,
         auth: AuthMode::Dual,
         proxy_protocol: false,
         resume_timeout: Duration::from_secs(2),
@@ -234,6 +264,7 @@ fn build(
         compute_tls: crate::config::ComputeTlsMode::Off,
         compute_ca: None,
         compute_tls_name: None,
+        compute_proof: crate::config::ComputeProofMode::Greeting,
         driver: DriverConfig::Process {
             command: vec!["x".into()],
             cwd: ".".into(),
@@ -249,6 +280,7 @@ fn build(
         starts: Arc::clone(&starts),
         exit: exit.clone(),
         freezer: freezer.clone(),
+        adoptable,
     };
     let metrics = Arc::new(Metrics::default());
     (
@@ -573,4 +605,101 @@ async fn a_compute_that_exits_loses_its_route() {
     assert_eq!(inst.phase(), Phase::Failed);
     assert_eq!(*log.lock().unwrap(), ["start", "install", "remove"]);
     assert_eq!(inst.status().kernel_route_installed, Some(false));
+}
+
+/// A proof check over a fresh one-key ring, and the ring.
+fn proof_check() -> (trust::ProofCheck, authplugin::KeyRing) {
+    let key = authplugin::PerceptronKey::generate(
+        authplugin::KeyId::new("k1").unwrap(),
+        &mut rand::rngs::OsRng,
+    );
+    let ring = authplugin::KeyRing::new(vec![key]).unwrap();
+    let check = trust::ProofCheck {
+        ring: Arc::new(authplugin::key_file::LiveKeyRing::fixed(ring.clone())),
+        greetings: Arc::new(Mutex::new(authplugin::compute_proof::greeting_guard())),
+    };
+    (check, ring)
+}
+
+/// A compute address that greets every connection, proving `ring` in the greeting as
+/// server-shim does, or (`None`) without a proof.
+async fn greeting_server(ring: Option<authplugin::KeyRing>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            let b = authplugin::Scramble::generate_timed(
+                &mut rand::rngs::OsRng,
+                crate::clock::now_ms(),
+            );
+            let mut g = crate::profile::ComputeProfile::server_shim_default().greeting(7, &b);
+            if let Some(ring) = &ring {
+                let base = String::from_utf8(g.server_version).unwrap();
+                g.server_version =
+                    authplugin::compute_proof::greeting_version(&base, ring, &b).into_bytes();
+            }
+            let mut ps = crate::packet_io::PacketStream::new(s, 1 << 20);
+            let _ = ps.write_packet(0, &g.to_bytes()).await;
+        }
+    });
+    addr
+}
+
+/// Where proofs are checked, a woken compute takes no direct and no kernel route until a
+/// relayed login proves the key; one that fails the proof in a login is stopped and the
+/// instance failed, its route removed.
+#[tokio::test]
+async fn an_unproven_compute_is_routed_only_through_the_perceptron() {
+    let (inst, log, _counts, _exit) = routed_instance(vec![Step::Ready(Duration::ZERO)], &[0]);
+    inst.check_proofs_with(proof_check().0);
+    inst.ensure_running().await.unwrap();
+    assert_eq!(inst.phase(), Phase::Running);
+    assert!(!inst.routes_direct(), "no direct route before a proof");
+    assert!(!log.lock().unwrap().contains(&"install"), "{log:?}");
+
+    inst.mark_proven(true).await;
+    assert!(inst.routes_direct());
+    assert!(log.lock().unwrap().contains(&"install"), "{log:?}");
+    // Proven once: a second proof installs nothing more.
+    inst.mark_proven(false).await;
+
+    inst.report_unproven("test").await;
+    assert_eq!(inst.phase(), Phase::Failed);
+    assert!(!inst.routes_direct());
+    let log = log.lock().unwrap().clone();
+    assert_eq!(log, ["start", "install", "remove", "stop"]);
+}
+
+/// Without a proof check (switch mode) a woken compute is routed to directly at once.
+#[tokio::test]
+async fn without_a_proof_check_a_woken_compute_is_routed_directly() {
+    let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::ZERO)]);
+    inst.ensure_running().await.unwrap();
+    assert!(inst.routes_direct());
+}
+
+/// Before: whatever greeted on the compute address at relay start was adopted and routed to
+/// directly. Now a greeting that proves the key is trusted, one without a proof is adopted
+/// but not routed to directly, and one whose proof fails is not adopted (and stopped).
+#[tokio::test]
+async fn adoption_trusts_a_compute_only_as_far_as_its_greeting_proves_the_key() {
+    let (check, ring) = proof_check();
+    let (_, other_ring) = proof_check();
+    for (greets_with, phase, direct) in [
+        (Some(ring.clone()), Phase::Running, true),
+        (None, Phase::Running, false),
+        (Some(other_ring), Phase::Paused, false),
+    ] {
+        let proves = greets_with.is_some();
+        let addr = greeting_server(greets_with).await;
+        let log = Log::default();
+        let (inst, _starts, _exit, freezer) =
+            build_at(Vec::new(), None, None, Arc::clone(&log), addr, true);
+        inst.check_proofs_with(check.clone());
+        inst.adopt_or_reconcile(None).await;
+        assert_eq!(inst.phase(), phase, "proof: {proves}");
+        assert_eq!(inst.routes_direct(), direct, "proof: {proves}");
+        let stopped = phase == Phase::Paused;
+        assert_eq!(freezer.stops.load(Ordering::SeqCst), usize::from(stopped));
+    }
 }

@@ -49,11 +49,23 @@ pub struct Signer<'a> {
     pub greetings: &'a Mutex<ReplayGuard>,
 }
 
+/// Where a compute proved that it holds the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProvenIn {
+    /// In its greeting (server-shim).
+    Greeting,
+    /// In a challenge round, answering the relay's Hello (MariaDB with `perceptron_dual`).
+    ChallengeRound,
+}
+
 /// The compute's answer to a relayed login: its OK or ERR packet.
 #[derive(Debug)]
 pub struct Verdict {
     /// The compute's OK (`0x00`) or ERR (`0xFF`) packet.
     pub reply: Packet,
+    /// Where the compute proved that it holds the key; `None` for an ERR from a compute that
+    /// did not (an OK always comes with a proof). Switch mode has no proofs.
+    pub proven_in: Option<ProvenIn>,
 }
 
 impl Verdict {
@@ -87,12 +99,13 @@ pub async fn log_in<S: AsyncRead + AsyncWrite + Unpin>(
     signer: &Signer<'_>,
     timeout: Duration,
 ) -> Result<Verdict, ComputeError> {
-    let mut proven = greeting_proven(compute, signer)?;
+    let mut proven = greeting_proven(compute, signer)?.then_some(ProvenIn::Greeting);
     let hello = Hello::generate(
         signer.ring.signing_key().id().clone(),
         &mut rand::rngs::OsRng,
     );
-    let (response, signed) = build_response(login, compute, signer, (!proven).then_some(&hello))?;
+    let (response, signed) =
+        build_response(login, compute, signer, proven.is_none().then_some(&hello))?;
     compute_leg::write(&mut compute.stream, 1, &response).await?;
     drop(response);
     let reply = read_reply(&mut compute.stream, timeout, 2).await?;
@@ -116,18 +129,18 @@ pub async fn log_in<S: AsyncRead + AsyncWrite + Unpin>(
         rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut token);
         token
     } else {
-        if !proven {
+        if proven.is_none() {
             compute_leg::write(&mut compute.stream, seq, &hello.encode()).await?;
             let reply = read_reply(&mut compute.stream, timeout, seq + 1).await?;
             if matches!(reply.payload.first(), Some(0x00 | 0xFF)) {
                 // An ERR is the compute refusing the Hello (a plugin that predates the proof
                 // reads it as a malformed payload); an OK would be a session nobody proved.
-                return verdict(reply, false);
+                return verdict(reply, None);
             }
             hello
                 .verify_proof(&reply.payload, &scramble_b, signer.ring)
                 .map_err(ComputeProtocolError::Unproven)?;
-            proven = true;
+            proven = Some(ProvenIn::ChallengeRound);
             seq += 2;
         }
         signed.sign_for(&scramble_b, signer)?
@@ -183,10 +196,12 @@ async fn read_reply<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// The verdict, if `reply` is an OK or an ERR. An OK from a compute that has not proven it
 /// holds the key is refused: the client's session would go to whoever it is.
-fn verdict(reply: Packet, proven: bool) -> Result<Verdict, ComputeError> {
+fn verdict(reply: Packet, proven_in: Option<ProvenIn>) -> Result<Verdict, ComputeError> {
     match reply.payload.first() {
-        Some(0x00) if !proven => Err(ComputeProtocolError::Unproven(ProofError::Missing).into()),
-        Some(0x00 | 0xFF) => Ok(Verdict { reply }),
+        Some(0x00) if proven_in.is_none() => {
+            Err(ComputeProtocolError::Unproven(ProofError::Missing).into())
+        }
+        Some(0x00 | 0xFF) => Ok(Verdict { reply, proven_in }),
         Some(&other) => Err(ComputeProtocolError::Unexpected(other).into()),
         None => Err(ComputeProtocolError::Empty.into()),
     }

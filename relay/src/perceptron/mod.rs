@@ -167,7 +167,12 @@ pub async fn handle(
             // A fresh probe, as patient as the login was, decides; one that fails stops it
             // and marks the instance failed, so the next login wakes a new one.
             if let PerceptronError::Compute(c) = &e {
-                if c.may_be_unresponsive() {
+                if c.unproven() {
+                    // Whatever greets on the compute address offered a session (or a proof)
+                    // that does not prove the key: it is trusted with nothing more.
+                    drop(client);
+                    rt.instance.report_unproven(label).await;
+                } else if c.may_be_unresponsive() {
                     // The client has its ERR; it need not wait for the probe.
                     drop(client);
                     rt.instance.report_unresponsive(label).await;
@@ -279,8 +284,25 @@ where
     let t1 = Instant::now();
     let stream = compute_leg::connect(connector, cfg.compute_timeout).await?;
     let mut compute = compute_leg::read_greeting(stream, cfg.compute_timeout).await?;
-    rt.learn_profile(&compute.greeting);
-    compute_leg::check_capabilities(&login, &compute.greeting)?;
+    // In dual mode the profile is learnt only from a compute that proved it holds the key: a
+    // squatter's greeting must not become what every later client is greeted with.
+    let dual = cfg.auth == AuthMode::Dual;
+    if !dual {
+        rt.learn_profile(&compute.greeting);
+    }
+    if let Err(e) = compute_leg::check_capabilities(&login, &compute.greeting) {
+        // A stale profile: relearnt from a compute that proves the key (in this greeting, or
+        // earlier); from one that has not, only the capabilities it lacks are forgotten, so
+        // the next client's login gets through to where the compute can prove it.
+        if dual {
+            if rt.instance.compute_trusted() || greeting_proves_key(rt, &compute) {
+                rt.learn_profile(&compute.greeting);
+            } else if let outcome::ComputeError::CapabilityMismatch(missing) = &e {
+                rt.forget_capabilities(*missing);
+            }
+        }
+        return Err(e.into());
+    }
     if connector.wants_tls() {
         compute = compute_leg::start_tls(connector, compute, &login, cfg.compute_timeout).await?;
     }
@@ -300,6 +322,12 @@ where
             };
             let verdict =
                 dual_auth::log_in(&mut compute, login, &signer, cfg.compute_timeout).await?;
+            if let Some(proven_in) = verdict.proven_in {
+                rt.learn_profile(&compute.greeting);
+                rt.instance
+                    .mark_proven(proven_in == dual_auth::ProvenIn::Greeting)
+                    .await;
+            }
             if access_denied(&verdict.reply.payload) {
                 // Counted before the client sees it, so its next attempt meets the budget.
                 rt.budgets
@@ -334,6 +362,25 @@ where
             was_running: report.was_running,
         },
     })
+}
+
+/// Whether the compute's greeting proves it holds the key (server-shim's form; MariaDB proves
+/// it only in a challenge round). The greeting is recorded as proven: its connection is not
+/// used for a login.
+fn greeting_proves_key<S>(rt: &InstanceRuntime, compute: &compute_leg::GreetedCompute<S>) -> bool {
+    let ring = rt.ring.current();
+    let mut greetings = rt
+        .greetings
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    authplugin::compute_proof::verify_greeting(
+        &compute.greeting.server_version,
+        &compute.scramble_b,
+        &ring,
+        crate::clock::now_ms(),
+        &mut greetings,
+    )
+    .is_ok()
 }
 
 /// Whether a reply is the compute's ERR 1045 (`ER_ACCESS_DENIED_ERROR`): a wrong password or

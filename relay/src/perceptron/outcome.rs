@@ -146,6 +146,13 @@ pub enum ComputeProtocolError {
 }
 
 impl ComputeError {
+    /// Whether the compute failed to prove it holds the key. A relay whose guard over proven
+    /// greetings is full (a storm of logins) is not the compute's failure.
+    #[must_use]
+    pub const fn unproven(&self) -> bool {
+        matches!(self, Self::Protocol(ComputeProtocolError::Unproven(e)) if !matches!(e, ProofError::GuardFull))
+    }
+
     /// Whether trying the same step again can succeed: only a compute that does not listen
     /// yet. Protocol errors and timeouts would repeat.
     #[must_use]

@@ -90,7 +90,10 @@ where
                     .write_packet(to_client, &packet.payload)
                     .await
                     .map_err(|_| PerceptronError::ClientGone)?;
-                return Ok(Verdict { reply: packet });
+                return Ok(Verdict {
+                    reply: packet,
+                    proven_in: None,
+                });
             }
             Some(0xFE) => {
                 let refused = if switched {

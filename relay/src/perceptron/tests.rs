@@ -728,6 +728,62 @@ async fn a_greeting_proven_with_another_key_gets_nothing() {
     assert_unavailable(&r);
 }
 
+/// Before: the profile was learnt from the greeting before its proof was checked, so an
+/// impostor's version string became what every later client was greeted with. Now only a
+/// compute that proves the key teaches the profile, and its session is refused.
+#[tokio::test]
+async fn an_unproven_compute_teaches_no_profile_and_is_not_trusted() {
+    let rt = runtime(AuthMode::Dual);
+    let before = rt.profile();
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            let mut p = ComputeProfile::server_shim_default();
+            p.server_version = b"5.7.99-impostor".to_vec();
+            let g = p.greeting(42, &c.scramble_b);
+            c.stream.write_packet(0, &g.to_bytes()).await.unwrap();
+            let _ = c.read_login().await;
+            c.send(2, &ok_packet()).await;
+        },
+    )
+    .await;
+    assert!(compute_error(&r).unproven());
+    assert_eq!(rt.profile(), before, "the impostor's greeting was learnt");
+    assert!(
+        !rt.instance.routes_direct(),
+        "an unproven compute is not routed to directly"
+    );
+}
+
+/// A compute that proves the key in its greeting teaches the profile, and new connections
+/// may go straight to it.
+#[tokio::test]
+async fn a_proven_compute_teaches_the_profile_and_opens_the_direct_route() {
+    let rt = runtime(AuthMode::Dual);
+    assert!(rt.instance.ensure_running().await.is_ok());
+    assert!(!rt.instance.routes_direct(), "not before a proof");
+    let r = run(
+        &rt,
+        0,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            let mut p = ComputeProfile::server_shim_default();
+            p.server_version = b"8.0.99-shim".to_vec();
+            c.greet_with(p).await;
+            let _ = c.read_login().await;
+            c.send(2, &ok_packet()).await;
+        },
+    )
+    .await;
+    assert!(r.result.unwrap().1.accepted());
+    assert_eq!(rt.profile().server_version, b"8.0.99-shim");
+    assert!(rt.instance.routes_direct());
+}
+
 /// A greeting recorded from the real compute and replayed by whatever holds the compute's
 /// address later is refused: each proven greeting is accepted once.
 #[tokio::test]
@@ -862,6 +918,38 @@ async fn compute_that_never_answers_the_login_times_out() {
         ComputeError::Timeout(ComputeStep::Login)
     ));
     assert_unavailable(&r);
+}
+
+/// A compute that has not proven the key (MariaDB proves it only in a login; a squatter
+/// never) teaches only the capabilities it lacks: not its version string, and not so much
+/// that no later login could reach its proof.
+#[tokio::test]
+async fn capability_mismatch_from_an_unproven_greeting_forgets_only_the_missing_capability() {
+    let rt = runtime(AuthMode::Dual);
+    let mut stale = ComputeProfile::server_shim_default();
+    stale.capability_flags |= CLIENT_DEPRECATE_EOF;
+    *rt.profile.write().unwrap() = stale.clone();
+    let r = run(
+        &rt,
+        CLIENT_DEPRECATE_EOF,
+        ClientScript::ReadAll,
+        vec![None],
+        |mut c| async move {
+            let mut p = ComputeProfile::server_shim_default();
+            p.capability_flags &= !CLIENT_DEPRECATE_EOF;
+            p.server_version = b"5.7.99-impostor".to_vec();
+            let g = p.greeting(42, &c.scramble_b);
+            c.stream.write_packet(0, &g.to_bytes()).await.unwrap();
+        },
+    )
+    .await;
+    assert!(matches!(
+        compute_error(&r),
+        ComputeError::CapabilityMismatch(_)
+    ));
+    let mut expected = stale;
+    expected.capability_flags &= !CLIENT_DEPRECATE_EOF;
+    assert_eq!(rt.profile(), expected);
 }
 
 #[tokio::test]

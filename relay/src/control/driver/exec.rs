@@ -8,8 +8,9 @@
 //! Without `cpu_usage` the instance keeps its `resume_ccu`.
 //!
 //! A command is done when its process exits, not when its output pipes close: a `start` that
-//! backgrounds a daemon leaves the daemon holding the pipes. A `start` that times out is
-//! killed and followed by `stop`, so whatever it began is not left running unbilled.
+//! backgrounds a daemon leaves the daemon holding the pipes. A `start` the relay gives up on
+//! (it timed out and was killed, it failed, or it outlived `resume_timeout`) is followed by
+//! `stop`, so whatever it began is not left running unbilled.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -195,16 +196,9 @@ impl ExternalControl for ExecDriver {
     }
 
     async fn request_start(&self) -> Result<(), CommandError> {
-        let result = self.run("start", &self.spec.start).await;
-        if let Err(e @ CommandError::TimedOut { .. }) = &result {
-            // Whatever the killed start had begun (a daemon it forked) is stopped now, not
-            // left running unbilled and unwatched.
-            tracing::warn!(instance = %self.instance, error = %e, "start timed out; running stop");
-            if let Err(stop) = self.run("stop", &self.spec.stop).await {
-                tracing::warn!(instance = %self.instance, error = %stop, "stop after a timed-out start failed");
-            }
-        }
-        result
+        // A start that times out, fails, or outlives `resume_timeout` is followed by stop in
+        // `Driver::start`, whichever way it ended.
+        self.run("start", &self.spec.start).await
     }
 
     async fn request_stop(&self) -> Result<(), CommandError> {
@@ -258,6 +252,7 @@ impl ExternalControl for ExecDriver {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Driver;
     use super::*;
 
     fn driver(dir: &std::path::Path, start: &str, stop: &str, timeout: Duration) -> ExecDriver {
@@ -315,11 +310,46 @@ mod tests {
             "touch stopped",
             Duration::from_millis(300),
         );
-        let e = d.request_start().await.unwrap_err();
-        assert!(
-            matches!(e, CommandError::TimedOut { what: "start", .. }),
-            "{e}"
+        let e = Driver::start(&d, Duration::from_secs(10))
+            .await
+            .err()
+            .unwrap();
+        assert!(matches!(e, super::super::WakeError::Driver(_)), "{e}");
+        assert!(dir.join("stopped").exists(), "stop ran");
+    }
+
+    /// Before: a start still running when `resume_timeout` passed was dropped (its command
+    /// killed), the daemon it had forked ran on, and stop never ran.
+    #[tokio::test]
+    async fn a_start_that_outlives_the_resume_timeout_is_followed_by_stop() {
+        let dir = tmp("outlived");
+        let d = driver(
+            &dir,
+            "sleep 30 & echo $! > daemon.pid; sleep 30",
+            "kill $(cat daemon.pid) && touch stopped",
+            Duration::from_secs(10),
         );
+        let e = Driver::start(&d, Duration::from_millis(300))
+            .await
+            .err()
+            .unwrap();
+        assert!(matches!(e, super::super::WakeError::Timeout(_)), "{e}");
+        assert!(
+            dir.join("stopped").exists(),
+            "stop ran and killed the daemon"
+        );
+    }
+
+    /// A start that fails may have begun something: stop follows it too.
+    #[tokio::test]
+    async fn a_start_that_fails_is_followed_by_stop() {
+        let dir = tmp("failed");
+        let d = driver(&dir, "exit 3", "touch stopped", Duration::from_secs(5));
+        let e = Driver::start(&d, Duration::from_secs(5))
+            .await
+            .err()
+            .unwrap();
+        assert!(matches!(e, super::super::WakeError::Driver(_)), "{e}");
         assert!(dir.join("stopped").exists(), "stop ran");
     }
 

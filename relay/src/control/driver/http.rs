@@ -230,6 +230,7 @@ mod tests {
         assert!(text.starts_with("start: HTTP 502: no"), "{text}");
     }
 
+    use super::super::Driver;
     use super::*;
     use std::time::Duration;
 
@@ -284,5 +285,44 @@ mod tests {
             "{err}"
         );
         assert_eq!(err.to_string(), "start: HTTP 409: busy");
+    }
+
+    /// Before: a start the control plane had not answered when `resume_timeout` passed was
+    /// dropped and stop never sent, so a compute it went on to start ran unwatched.
+    #[tokio::test]
+    async fn a_start_that_outlives_the_resume_timeout_is_followed_by_stop() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let plane = tokio::spawn(async move {
+            let mut heads = Vec::new();
+            let mut held = Vec::new();
+            while heads.len() < 2 {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 4096];
+                let n = s.read(&mut buf).await.unwrap();
+                let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+                if head.starts_with("POST /cp/start") {
+                    // Never answered: the start outlives the wake's timeout.
+                    held.push(s);
+                } else {
+                    let _ = s
+                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                        .await;
+                }
+                heads.push(head.lines().next().unwrap_or_default().to_owned());
+            }
+            heads
+        });
+        let e = Driver::start(&driver(addr), Duration::from_millis(300))
+            .await
+            .err()
+            .unwrap();
+        assert!(matches!(e, super::super::WakeError::Timeout(_)), "{e}");
+        let heads = tokio::time::timeout(Duration::from_secs(5), plane)
+            .await
+            .expect("stop was never sent")
+            .unwrap();
+        assert_eq!(heads[1], "POST /cp/stop HTTP/1.1", "{heads:?}");
     }
 }

@@ -209,19 +209,27 @@ impl<D: ExternalControl> Driver for D {
     ) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
         Box::pin(async move {
             let deadline = tokio::time::Instant::now() + timeout;
-            match tokio::time::timeout_at(deadline, self.request_start()).await {
-                Err(_) => return Err(WakeError::Timeout(timeout)),
-                Ok(Err(e)) => return Err(WakeError::Driver(e.to_string())),
-                Ok(Ok(())) => {}
-            }
-            if readiness::wait_ready(self.compute(), deadline).await {
-                return Ok(self.watched());
-            }
-            // Not ready in time: stop whatever the start began.
+            let gave_up = match tokio::time::timeout_at(deadline, self.request_start()).await {
+                // The start outlived `timeout` and is dropped here (the exec driver kills its
+                // command); whatever it had begun (a daemon it forked, a container the
+                // control plane is creating) runs on unless stop follows.
+                Err(_) => WakeError::Timeout(timeout),
+                // A start that failed may have begun something too before it failed.
+                Ok(Err(e)) => WakeError::Driver(e.to_string()),
+                Ok(Ok(())) => {
+                    if readiness::wait_ready(self.compute(), deadline).await {
+                        return Ok(self.watched());
+                    }
+                    WakeError::Timeout(timeout)
+                }
+            };
+            // Every start this driver gives up on is followed by stop, so nothing it began is
+            // left running unwatched and unbilled.
+            tracing::warn!(instance = %self.instance(), error = %gave_up, "start given up; running stop");
             if let Err(e) = self.request_stop().await {
                 tracing::warn!(instance = %self.instance(), error = %e, "stop after a failed start failed");
             }
-            Err(WakeError::Timeout(timeout))
+            Err(gave_up)
         })
     }
 
