@@ -69,7 +69,7 @@ pub enum ProofError {
         /// `now − clock`, in milliseconds.
         age_ms: i128,
     },
-    /// This (key id, scramble B) was proven before: a replayed greeting.
+    /// This scramble B was proven before (under any key id): a replayed greeting.
     Replayed,
     /// The relay's guard is full of greetings that are all still fresh.
     GuardFull,
@@ -225,7 +225,7 @@ pub fn verify_greeting(
         return Err(ProofError::Stale { age_ms });
     }
     guard
-        .check_and_record(&id, scramble_b, clock, now_ms)
+        .check_and_record(scramble_b, clock, now_ms)
         .map_err(|e| match e {
             ReplayError::OutsideWindow { age_ms } => ProofError::Stale { age_ms },
             ReplayError::Replayed => ProofError::Replayed,

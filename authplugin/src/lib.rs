@@ -14,7 +14,7 @@
 //! - [`payload`]: the relayed-auth payload v2 (architecture.md §3, hardened): encode, strict decode, verify.
 //! - [`compute_proof`]: the compute's proof that it holds the key, before the relay sends a
 //!   login.
-//! - [`replay`]: the bounded replay window over (key id, scramble A).
+//! - [`replay`]: the bounded replay window over scramble A (whatever key id signed it).
 //! - [`packet`]: the connection-phase packets and framing.
 //! - [`hex`]: hex for key files and stored hashes.
 //! - `digest`: hashing several parts and XOR of digests, the scramble plugins' primitives.

@@ -257,7 +257,7 @@ impl fmt::Display for DenyReason {
                 write!(f, "payload issued {age_ms} ms from now, outside the window")
             }
             Self::Replay(ReplayError::Replayed) => {
-                f.write_str("payload (key id, scramble A) already used")
+                f.write_str("payload's scramble A already used (under this or another key id)")
             }
             Self::Replay(ReplayError::Full) => f.write_str("replay guard is full"),
             Self::LoginAge(e) => e.fmt(f),
@@ -325,7 +325,7 @@ pub fn check_login_age(scramble_a: &Scramble, issued_at_ms: u64) -> Result<u64, 
 /// Verifies a relayed login, running architecture.md §3's checks in order: strict parse, known key
 /// id, constant-time MAC (binding this connection's scramble B, user and database),
 /// `issued_at` within the window, scramble A's clock within [`MAX_LOGIN_AGE_MS`] before
-/// `issued_at`, (key id, scramble A) not seen before, then answer A against `credential`
+/// `issued_at`, scramble A not seen before (under any key id: one login per sniffed A), then answer A against `credential`
 /// (`None` for an unknown user).
 ///
 /// # Errors
@@ -360,7 +360,6 @@ pub fn verify(
         .saturating_add(replay.window_ms());
     replay
         .check_and_record_until(
-            &decoded.key_id,
             &decoded.scramble_a,
             decoded.issued_at_ms,
             now_ms,

@@ -1,24 +1,27 @@
-//! The replay window: each (key id, scramble A) pair is accepted once while it is fresh.
+//! The replay window: each scramble A is accepted once while it is fresh, whatever key signed it.
 //!
 //! architecture.md §3: a payload is already bound to one compute connection by the MAC over scramble
 //! B, so a captured payload is useless on another connection. The replay guard adds a second
-//! line: the same relay login (same key, same scramble A) is never accepted twice within the
-//! window, whatever the transport did. Time is a parameter: no clock is read here.
+//! line: the same relay login (same scramble A) is never accepted twice within the window,
+//! whatever the transport did. The guard remembers scramble A alone, not (key id, scramble A):
+//! A and the client's answer are what a sniffer of a plaintext client leg holds, and a thief of
+//! the whole key ring could sign them once under each key id (two during every rotation); keyed
+//! by A, a stolen ring plus a sniffed login is worth one login in total. Time is a parameter:
+//! no clock is read here.
 
 use std::collections::{BTreeSet, HashSet};
 
-use crate::identity::KeyId;
 use crate::scramble::Scramble;
 
 /// Default freshness window: a payload issued more than this far from the compute's clock,
 /// in either direction, is refused. Relay and compute may run on different hosts, so it
 /// tolerates clock skew; the relay signs immediately before sending, so it can be small.
 pub const DEFAULT_WINDOW_MS: u64 = 60_000;
-/// Default bound on remembered pairs. At about 100 bytes each this is ~10 MB at most, and it
+/// Default bound on remembered scrambles. At about 100 bytes each this is ~10 MB at most, and it
 /// takes ~1,600 logins a second, sustained for a whole window, to fill it.
 pub const DEFAULT_CAPACITY: usize = 100_000;
 
-/// Why the replay guard refused a pair.
+/// Why the replay guard refused a scramble.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplayError {
     /// `issued_at` is further than the window from `now`. The signed distance `now − issued`
@@ -27,20 +30,22 @@ pub enum ReplayError {
         /// `now − issued_at`, in milliseconds.
         age_ms: i128,
     },
-    /// The pair was accepted before, within the window.
+    /// The scramble was accepted before, within the window.
     Replayed,
-    /// The guard is full of pairs that are all still fresh; refusing is the only safe answer.
+    /// The guard is full of scrambles that are all still fresh; refusing is the only safe
+    /// answer.
     Full,
 }
 
-/// A bounded, time-windowed set of (key id, scramble A).
+/// A bounded, time-windowed set of scrambles (scramble A of relayed logins, scramble B of
+/// proven greetings).
 #[derive(Debug)]
 pub struct ReplayGuard {
     window_ms: u64,
     capacity: usize,
-    seen: HashSet<(KeyId, Scramble)>,
-    /// The same pairs, ordered by the time after which they can be forgotten.
-    by_expiry: BTreeSet<(u64, KeyId, Scramble)>,
+    seen: HashSet<Scramble>,
+    /// The same scrambles, ordered by the time after which they can be forgotten.
+    by_expiry: BTreeSet<(u64, Scramble)>,
 }
 
 impl ReplayGuard {
@@ -61,13 +66,13 @@ impl ReplayGuard {
         self.window_ms
     }
 
-    /// How many pairs are remembered now.
+    /// How many scrambles are remembered now.
     #[must_use]
     pub fn len(&self) -> usize {
         self.seen.len()
     }
 
-    /// Whether no pair is remembered.
+    /// Whether no scramble is remembered.
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.seen.is_empty()
@@ -85,25 +90,24 @@ impl ReplayGuard {
         Ok(())
     }
 
-    /// Checks freshness, then records the pair, refusing one already recorded.
+    /// Checks freshness, then records the scramble, refusing one already recorded.
     ///
-    /// A pair can be forgotten once `issued_at + window` has passed, because from then on the
+    /// A scramble can be forgotten once `issued_at + window` has passed, because from then on the
     /// freshness check refuses it anyway; that is what keeps the set bounded by time.
     ///
     /// # Errors
     /// [`ReplayError`] saying why the pair is refused.
     pub fn check_and_record(
         &mut self,
-        key_id: &KeyId,
-        scramble_a: &Scramble,
+        scramble: &Scramble,
         issued_at_ms: u64,
         now_ms: u64,
     ) -> Result<(), ReplayError> {
         let expires_at = issued_at_ms.saturating_add(self.window_ms);
-        self.check_and_record_until(key_id, scramble_a, issued_at_ms, now_ms, expires_at)
+        self.check_and_record_until(scramble, issued_at_ms, now_ms, expires_at)
     }
 
-    /// As [`ReplayGuard::check_and_record`], remembering the pair until `expires_at_ms` (at
+    /// As [`ReplayGuard::check_and_record`], remembering the scramble until `expires_at_ms` (at
     /// least `issued_at + window`): payload v2 keeps a scramble A for as long as its clock lets
     /// any payload carrying it pass, whatever `issued_at` a re-signed copy claims.
     ///
@@ -111,25 +115,22 @@ impl ReplayGuard {
     /// [`ReplayError`] saying why the pair is refused.
     pub fn check_and_record_until(
         &mut self,
-        key_id: &KeyId,
-        scramble_a: &Scramble,
+        scramble: &Scramble,
         issued_at_ms: u64,
         now_ms: u64,
         expires_at_ms: u64,
     ) -> Result<(), ReplayError> {
         self.check_fresh(issued_at_ms, now_ms)?;
         self.forget_expired(now_ms);
-        let pair = (key_id.clone(), scramble_a.clone());
-        if self.seen.contains(&pair) {
+        if self.seen.contains(scramble) {
             return Err(ReplayError::Replayed);
         }
         if self.seen.len() >= self.capacity {
             return Err(ReplayError::Full);
         }
         let expires_at = expires_at_ms.max(issued_at_ms.saturating_add(self.window_ms));
-        self.by_expiry
-            .insert((expires_at, pair.0.clone(), pair.1.clone()));
-        self.seen.insert(pair);
+        self.by_expiry.insert((expires_at, scramble.clone()));
+        self.seen.insert(scramble.clone());
         Ok(())
     }
 
@@ -138,8 +139,8 @@ impl ReplayGuard {
             if first.0 >= now_ms {
                 break;
             }
-            if let Some((_, key_id, scramble)) = self.by_expiry.pop_first() {
-                self.seen.remove(&(key_id, scramble));
+            if let Some((_, scramble)) = self.by_expiry.pop_first() {
+                self.seen.remove(&scramble);
             }
         }
     }
@@ -168,10 +169,6 @@ impl Ord for Scramble {
 mod tests {
     use super::*;
 
-    fn k(id: &str) -> KeyId {
-        KeyId::new(id).unwrap()
-    }
-
     fn s(b: u8) -> Scramble {
         Scramble::from_bytes([b; 20])
     }
@@ -179,46 +176,42 @@ mod tests {
     #[test]
     fn accepts_once_then_rejects_replay() {
         let mut g = ReplayGuard::new(1_000, 10);
-        assert_eq!(g.check_and_record(&k("a"), &s(1), 5_000, 5_000), Ok(()));
+        assert_eq!(g.check_and_record(&s(1), 5_000, 5_000), Ok(()));
         assert_eq!(
-            g.check_and_record(&k("a"), &s(1), 5_000, 5_500),
+            g.check_and_record(&s(1), 5_000, 5_500),
             Err(ReplayError::Replayed)
         );
-        // Same scramble under another key id is another pair.
-        assert_eq!(g.check_and_record(&k("b"), &s(1), 5_000, 5_500), Ok(()));
+        assert_eq!(g.check_and_record(&s(2), 5_000, 5_500), Ok(()));
     }
 
     #[test]
     fn rejects_outside_window_in_both_directions() {
         let mut g = ReplayGuard::new(1_000, 10);
         assert_eq!(
-            g.check_and_record(&k("a"), &s(1), 3_999, 5_000),
+            g.check_and_record(&s(1), 3_999, 5_000),
             Err(ReplayError::OutsideWindow { age_ms: 1_001 })
         );
         assert_eq!(
-            g.check_and_record(&k("a"), &s(1), 6_001, 5_000),
+            g.check_and_record(&s(1), 6_001, 5_000),
             Err(ReplayError::OutsideWindow { age_ms: -1_001 })
         );
-        assert_eq!(g.check_and_record(&k("a"), &s(1), 4_000, 5_000), Ok(()));
-        assert_eq!(g.check_and_record(&k("a"), &s(2), 6_000, 5_000), Ok(()));
+        assert_eq!(g.check_and_record(&s(1), 4_000, 5_000), Ok(()));
+        assert_eq!(g.check_and_record(&s(2), 6_000, 5_000), Ok(()));
     }
 
     #[test]
     fn forgets_pairs_only_after_they_expire() {
         let mut g = ReplayGuard::new(1_000, 2);
-        g.check_and_record(&k("a"), &s(1), 0, 0).unwrap();
-        g.check_and_record(&k("a"), &s(2), 500, 500).unwrap();
+        g.check_and_record(&s(1), 0, 0).unwrap();
+        g.check_and_record(&s(2), 500, 500).unwrap();
         // Full, and nothing has expired yet.
-        assert_eq!(
-            g.check_and_record(&k("a"), &s(3), 900, 900),
-            Err(ReplayError::Full)
-        );
+        assert_eq!(g.check_and_record(&s(3), 900, 900), Err(ReplayError::Full));
         // At 1_001 the first pair (issued 0) is past its window and is forgotten.
-        assert_eq!(g.check_and_record(&k("a"), &s(3), 1_001, 1_001), Ok(()));
+        assert_eq!(g.check_and_record(&s(3), 1_001, 1_001), Ok(()));
         assert_eq!(g.len(), 2);
         // A forgotten pair cannot come back: its issued_at is now outside the window.
         assert!(matches!(
-            g.check_and_record(&k("a"), &s(1), 0, 1_001),
+            g.check_and_record(&s(1), 0, 1_001),
             Err(ReplayError::OutsideWindow { .. })
         ));
     }
@@ -229,8 +222,7 @@ mod tests {
         for i in 0u64..10_000 {
             let mut b = [1u8; 20];
             b[..8].copy_from_slice(&i.to_le_bytes());
-            g.check_and_record(&k("a"), &Scramble::from_bytes(b), i, i)
-                .unwrap();
+            g.check_and_record(&Scramble::from_bytes(b), i, i).unwrap();
             assert!(g.len() <= 102);
         }
     }

@@ -222,6 +222,26 @@ fn accepts_once_and_rejects_replay() {
 }
 
 #[test]
+fn a_stolen_ring_and_a_sniffed_login_give_one_login_in_total() {
+    // During a rotation the ring holds two keys: a thief holding both who sniffed one login
+    // (scramble A and the client's answer) signs it once under each id, each on a fresh
+    // connection of its own (its own scramble B). Only the first is accepted: the guard
+    // remembers what was sniffed, scramble A, whatever key signed it.
+    let old = key("2026-10", 1);
+    let new = key("2026-11", 2);
+    let mut c = Compute::new(vec![old.clone(), new.clone()]);
+    let b1 = scramble_b1();
+    let b2 = Scramble::from_bytes(*b"BBBBBBBBBBBBBBBBBBB2");
+    let by_new = payload::encode_signed(&claim(b"secret"), &new, NOW_MS, &binding(&b1)).unwrap();
+    let by_old = payload::encode_signed(&claim(b"secret"), &old, NOW_MS, &binding(&b2)).unwrap();
+    assert_eq!(c.verify(&by_new, &binding(&b1), NOW_MS), Ok(()));
+    assert_eq!(
+        c.verify(&by_old, &binding(&b2), NOW_MS + 1),
+        Err(DenyReason::Replay(ReplayError::Replayed))
+    );
+}
+
+#[test]
 fn rejects_wrong_answer_and_unknown_user() {
     let k = key("k1", 1);
     let b1 = scramble_b1();

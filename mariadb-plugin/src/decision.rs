@@ -324,6 +324,35 @@ mod tests {
     }
 
     #[test]
+    fn a_sniffed_login_signed_under_each_key_of_the_ring_is_accepted_once() {
+        // A stolen ring of two keys (a rotation) and one sniffed login: the same scramble A
+        // and answer, signed once per key id, each bound to a connection of its own.
+        let keys = ring(&["k1", "k2"]);
+        let pw = stored(b"pw");
+        let replay = guard();
+        let first = Scramble::generate(&mut rand::rngs::OsRng);
+        let r = relayed(&keys, &first, b"app", b"shop", b"pw", NOW - 5);
+        let ok = decide(&attempt(&first, &r.payload, &pw), OPEN, &keys, &replay).unwrap();
+        assert_eq!(ok.key_id.unwrap().as_str(), "k2", "the newest key signs");
+        let claim = LoginClaim {
+            scramble_a: r.scramble_a.clone(),
+            answer_a: Zeroizing::new(native_password::token(b"pw", &r.scramble_a)),
+            client_plugin: AuthPlugin::MysqlNativePassword,
+            client_addr: "10.0.0.7:51234".into(),
+        };
+        let second = Scramble::generate(&mut rand::rngs::OsRng);
+        let older = keys.get(&KeyId::new("k1").unwrap()).unwrap();
+        let binding = Binding {
+            scramble_b: &second,
+            user: b"app",
+            database: b"shop",
+        };
+        let resigned = payload::encode_signed(&claim, older, NOW - 5, &binding).unwrap();
+        let again = decide(&attempt(&second, &resigned, &pw), OPEN, &keys, &replay).unwrap_err();
+        assert_eq!(again.kind, "replayed");
+    }
+
+    #[test]
     fn refuses_each_kind_of_bad_relayed_login_with_its_reason() {
         let keys = ring(&["k1"]);
         let b = Scramble::generate(&mut rand::rngs::OsRng);

@@ -174,6 +174,11 @@ struct PluginState {
 
 static STATE: RwLock<Option<Arc<PluginState>>> = RwLock::new(None);
 
+/// The server's handle of this plugin (`struct st_plugin_int *`, what `init` receives), which
+/// a release server also stores in `MPVIO_EXT.plugin` for every login this plugin runs: the
+/// layout check compares the two ([`login_database`]). Null while the plugin is not loaded.
+static PLUGIN_HANDLE: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+
 fn state() -> Option<Arc<PluginState>> {
     STATE.read().unwrap_or_else(PoisonError::into_inner).clone()
 }
@@ -188,7 +193,7 @@ fn guarded<T>(what: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
     })
 }
 
-unsafe extern "C" fn plugin_init(_plugin: *mut c_void) -> c_int {
+unsafe extern "C" fn plugin_init(plugin: *mut c_void) -> c_int {
     guarded("init", 1, || {
         let raw = KEY_FILE.load(Ordering::Relaxed);
         let path = if raw.is_null() {
@@ -224,6 +229,7 @@ unsafe extern "C" fn plugin_init(_plugin: *mut c_void) -> c_int {
                     replay: Mutex::new(ReplayGuard::new(DEFAULT_WINDOW_MS, DEFAULT_CAPACITY)),
                 };
                 *STATE.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(fresh));
+                PLUGIN_HANDLE.store(plugin, Ordering::Relaxed);
                 0
             }
             Err(e) => {
@@ -240,6 +246,7 @@ unsafe extern "C" fn plugin_init(_plugin: *mut c_void) -> c_int {
 unsafe extern "C" fn plugin_deinit(_plugin: *mut c_void) -> c_int {
     guarded("deinit", 0, || {
         *STATE.write().unwrap_or_else(PoisonError::into_inner) = None;
+        PLUGIN_HANDLE.store(ptr::null_mut(), Ordering::Relaxed);
         0
     })
 }
@@ -488,8 +495,14 @@ unsafe fn bytes(p: *const c_char, len: usize) -> Vec<u8> {
 }
 
 /// The database named in the login, read from the server's `MPVIO_EXT` (see
-/// [`MpvioExtHead`]): `None` unless `info` sits exactly where that layout puts it and the
-/// value is plausible, so another server layout refuses relayed logins instead of misreading.
+/// [`MpvioExtHead`]): `None` unless every member from `auth_info` to `db` sits where that
+/// layout puts it and the value is plausible, so another server layout refuses relayed logins
+/// instead of misreading. `info` must be at `auth_info`'s offset (the server passed both
+/// pointers) and `plugin` must hold this plugin's own handle (the one `init` received): a
+/// member added or removed between them moves one of the two, and with both in place
+/// `acl_user` (the one pointer between them) and `db` (right after `plugin`) are too. A
+/// server whose `plugin_ref` is not the handle itself (a debug build) is refused the same
+/// way.
 ///
 /// # Safety
 /// `vio` and `info` must be the pointers the server passed `authenticate_user`.
@@ -505,9 +518,22 @@ unsafe fn login_database(
     if !ptr::eq(expected_info, info) {
         return None;
     }
+    let handle = PLUGIN_HANDLE.load(Ordering::Relaxed);
+    if handle.is_null() {
+        return None;
+    }
     // SAFETY: `info` is at the offset `MPVIO_EXT` gives it, so `vio` is the start of an
-    // `MPVIO_EXT` and its `db` member (a LEX_CSTRING after two pointers) is in bounds; only
-    // its address is computed here.
+    // `MPVIO_EXT`, which every server this layout describes extends past `db`: the `plugin`
+    // member is in bounds; only its address is computed here.
+    let plugin_at = unsafe { &raw const (*head).plugin };
+    // SAFETY: in bounds (above) and set by the server before it runs any auth plugin. Only
+    // the pointer value is read and compared, never followed.
+    let plugin: *const c_void = unsafe { ptr::read_unaligned(plugin_at) };
+    if !ptr::eq(plugin, handle) {
+        return None;
+    }
+    // SAFETY: `auth_info` and `plugin` are where the layout puts them (above), so `db`, the
+    // member right after `plugin`, is in bounds; only its address is computed here.
     let db_at = unsafe { &raw const (*head).db };
     // SAFETY: `db_at` is in bounds (above) and the server initialised the member.
     let db: LexCString = unsafe { ptr::read_unaligned(db_at) };
@@ -552,6 +578,14 @@ mod tests {
     /// The client's side: the next packet it sends, given the last one the plugin wrote.
     type Reply = Box<dyn FnMut(&[u8]) -> Vec<u8>>;
 
+    /// Stands in for the server's `st_plugin_int` of this plugin: `init` gets its address, and
+    /// a well-laid-out login context carries the same address in `MPVIO_EXT.plugin`.
+    static FAKE_HANDLE: u64 = 0;
+
+    fn fake_handle() -> *const c_void {
+        (&raw const FAKE_HANDLE).cast()
+    }
+
     thread_local! {
         static CURRENT: RefCell<*mut FakeLogin> = const { RefCell::new(ptr::null_mut()) };
     }
@@ -595,7 +629,7 @@ mod tests {
                 },
                 auth_info: info,
                 acl_user: ptr::null(),
-                plugin: ptr::null(),
+                plugin: fake_handle(),
                 db: LexCString {
                     str: db.as_ptr(),
                     length: db.as_bytes().len(),
@@ -634,7 +668,7 @@ mod tests {
         }
         let c = CString::new(path.to_str().unwrap()).unwrap();
         KEY_FILE.store(c.into_raw(), Ordering::Relaxed);
-        assert_eq!(unsafe { plugin_init(ptr::null_mut()) }, 0);
+        assert_eq!(unsafe { plugin_init(fake_handle().cast_mut()) }, 0);
     }
 
     /// A stock client: a native answer to the challenge.
@@ -718,6 +752,21 @@ mod tests {
             unsafe { authenticate_user(vio, &raw mut elsewhere) },
             CR_ERROR
         );
+
+        // A server whose MPVIO_EXT has one more member between `auth_info` and `db` (or one
+        // less): `auth_info` is in place but `plugin` and `db` are not. Here `plugin` holds
+        // what the member before it would (`acl_user`), and `db` what would be `plugin`:
+        // relayed logins are refused instead of binding a misread database, native ones work.
+        let mut login = fake("app", "shop", b"pw", relayed_reply(b"app", b"shop", b"pw"));
+        let acl_user = CString::new("acl").unwrap();
+        login.head.acl_user = acl_user.as_ptr().cast();
+        login.head.plugin = login.head.acl_user;
+        assert_eq!(run(&mut login), CR_ERROR, "plugin member not this plugin's");
+        let mut login = fake("app", "", b"pw", native_reply(b"pw"));
+        login.head.plugin = ptr::null();
+        assert_eq!(run(&mut login), CR_OK, "a native login reads no database");
+        let mut login = fake("app", "shop", b"pw", relayed_reply(b"app", b"shop", b"pw"));
+        assert_eq!(run(&mut login), CR_OK, "the layout this plugin knows");
 
         assert_eq!(unsafe { plugin_deinit(ptr::null_mut()) }, 0);
         let mut login = fake("app", "shop", b"pw", relayed_reply(b"app", b"shop", b"pw"));

@@ -1,8 +1,14 @@
-//! Entry point for the `perceptron_login` fuzz target (feature `fuzzing`): the whole perceptron
-//! route, P1–P8, driven in memory by arbitrary client bytes and arbitrary compute bytes, on
-//! paused time, in dual or switch mode. Whatever the bytes, the login must end (no hang: every
-//! wait has a deadline) without a panic, and a relayed login is only ever accepted when the
-//! compute's bytes said so.
+//! Entry points of the relay's fuzz targets (feature `fuzzing`).
+//!
+//! `perceptron_login`: the whole perceptron route, P1–P8, driven in memory by arbitrary client
+//! bytes and arbitrary compute bytes, on paused time, in dual or switch mode. Whatever the
+//! bytes, the login must end (no hang: every wait has a deadline) without a panic, and a
+//! relayed login is only ever accepted when the compute's bytes said so.
+//!
+//! `switch_auth`: switch mode's exchange with a stock server alone (P6–P8), from the probe
+//! login on, so the fuzzer spends its inputs on the server's AuthSwitchRequest and
+//! AuthMoreData rounds rather than on reaching them; it checks that no password crosses a
+//! compute leg without TLS ([`switch_auth`]).
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -59,6 +65,89 @@ pub fn perceptron_login(client: &[u8], compute: &[u8], switch_mode: bool) -> boo
         let _ = compute_task.await;
         accepted
     })
+}
+
+/// Runs the switch-mode exchange ([`crate::perceptron`]'s P6–P8 for a stock server) once: the
+/// compute sends `compute` then closes its side, the client sends `client` (its answers) then
+/// closes its side, on a compute leg with TLS or without. Whatever the bytes, the exchange
+/// must end without a panic or a hang, and:
+/// - an accepted end is the compute's own OK or ERR;
+/// - on a compute leg without TLS, no answer of the client's reaches the compute after the
+///   compute asked for one in clear (an AuthSwitchRequest for `mysql_clear_password` or
+///   `dialog`, or caching_sha2's full authentication, AuthMoreData `01 04`): the only packet
+///   the relay may send after such a request is the empty one that finishes the login.
+///
+/// # Panics
+/// When one of those properties fails, or if the tokio runtime cannot be built.
+#[expect(clippy::expect_used, reason = "fuzzing harness: a runtime must exist")]
+pub fn switch_auth(client: &[u8], compute: &[u8], compute_tls: bool) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("tokio runtime");
+    let (verdict, to_compute) = rt.block_on(async {
+        let (relay_compute, compute_end) = tokio::io::duplex(1 << 16);
+        let compute_task = tokio::spawn(play(compute_end, compute.to_vec()));
+        let (relay_client, client_end) = tokio::io::duplex(1 << 16);
+        let client_task = tokio::spawn(play(client_end, client.to_vec()));
+        let verdict = crate::perceptron::fuzz_switch_exchange(
+            relay_client,
+            relay_compute,
+            compute_tls,
+            TIMEOUT,
+        )
+        .await;
+        let _ = client_task.await;
+        let to_compute = compute_task.await.unwrap_or_default();
+        (verdict, to_compute)
+    });
+    if let Some(first) = verdict {
+        assert!(first == 0x00 || first == 0xFF, "verdict {first:#04x}");
+    }
+    if compute_tls {
+        return;
+    }
+    let asked = frames(compute);
+    // The relay's packets after its probe login (sequence id 1).
+    for (seq, payload) in frames(&to_compute).into_iter().skip(1) {
+        let request = asked.iter().find(|(s, _)| s.wrapping_add(1) == seq);
+        if let Some((_, request)) = request {
+            assert!(
+                !asks_for_cleartext(request) || payload.is_empty(),
+                "an answer went to a plaintext compute after it asked for the password in clear"
+            );
+        }
+    }
+}
+
+/// Whether a compute's packet asks the client for its password in clear.
+fn asks_for_cleartext(payload: &[u8]) -> bool {
+    match payload.split_first() {
+        Some((0xFE, rest)) => {
+            let name = rest.split(|&b| b == 0).next().unwrap_or_default();
+            name == b"mysql_clear_password" || name == b"dialog"
+        }
+        Some((0x01, rest)) => rest == [0x04],
+        _ => false,
+    }
+}
+
+/// `bytes` as (sequence id, payload) frames, up to the first incomplete or continued one
+/// (the fuzz inputs the property is checked on are single-frame packets).
+fn frames(mut bytes: &[u8]) -> Vec<(u8, &[u8])> {
+    let mut out = Vec::new();
+    while let Some((header, rest)) = bytes.split_first_chunk::<4>() {
+        let len =
+            usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
+        if len >= 0xFF_FFFF || rest.len() < len {
+            break;
+        }
+        let (payload, tail) = rest.split_at(len);
+        out.push((header[3], payload));
+        bytes = tail;
+    }
+    out
 }
 
 /// Drives the direct route's login watch with `client` and `compute` bytes, alternately, in
@@ -134,12 +223,14 @@ fn chunks(mut bytes: &[u8]) -> Vec<&[u8]> {
     out
 }
 
-/// Writes `bytes`, closes the write side, reads until the other side closes.
-async fn play(mut stream: DuplexStream, bytes: Vec<u8>) {
+/// Writes `bytes`, closes the write side, reads until the other side closes; returns what it
+/// read.
+async fn play(mut stream: DuplexStream, bytes: Vec<u8>) -> Vec<u8> {
     let _ = stream.write_all(&bytes).await;
     let _ = stream.shutdown().await;
     let mut sink = Vec::new();
     let _ = stream.read_to_end(&mut sink).await;
+    sink
 }
 
 struct OneCompute(Mutex<Option<DuplexStream>>);
@@ -196,6 +287,62 @@ mod tests {
         assert!(!perceptron_login(b"", b"", false));
         assert!(!perceptron_login(b"GET / HTTP/1.1\r\n\r\n", b"", false));
         assert!(!perceptron_login(&[1, 0, 0, 1, 0], &[0, 0, 0, 0], true));
+    }
+
+    /// `[flags][client length u16 LE][client][compute]`, as the `switch_auth` target reads it.
+    fn split_switch_input(data: &[u8]) -> Option<(&[u8], &[u8], bool)> {
+        let (&flags, rest) = data.split_first()?;
+        let (len, rest) = rest.split_first_chunk::<2>()?;
+        let split = usize::from(u16::from_le_bytes(*len)).min(rest.len());
+        let (client, compute) = rest.split_at(split);
+        Some((client, compute, flags & 1 == 1))
+    }
+
+    fn frame(seq: u8, payload: &[u8]) -> Vec<u8> {
+        let len = u32::try_from(payload.len()).unwrap().to_le_bytes();
+        let mut out = vec![len[0], len[1], len[2], seq];
+        out.extend_from_slice(payload);
+        out
+    }
+
+    #[test]
+    fn a_plaintext_compute_asking_for_the_password_gets_none() {
+        let answer = frame(3, b"the-password\0");
+        for request in [
+            &b"\xfemysql_clear_password\0"[..],
+            b"\xfedialog\0\x04Password: ",
+        ] {
+            let mut compute = frame(2, request);
+            compute.extend(frame(4, &[0x00, 0, 0, 2, 0, 0, 0]));
+            switch_auth(&answer, &compute, false);
+            switch_auth(&answer, &compute, true);
+        }
+        let mut sha2 = b"\xfecaching_sha2_password\0".to_vec();
+        sha2.extend([0x11; 20]);
+        sha2.push(0);
+        let mut compute = frame(2, &sha2);
+        compute.extend(frame(4, &[0x01, 0x04]));
+        compute.extend(frame(6, &[0x00, 0, 0, 2, 0, 0, 0]));
+        let mut client = frame(3, &[0x22; 32]);
+        client.extend(frame(5, b"the-password\0"));
+        switch_auth(&client, &compute, false);
+        switch_auth(&client, &compute, true);
+        switch_auth(b"", b"", false);
+    }
+
+    #[test]
+    fn the_switch_auth_corpus_replays() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/switch_auth");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let data = std::fs::read(entry.unwrap().path()).unwrap();
+            if let Some((client, compute, tls)) = split_switch_input(&data) {
+                switch_auth(client, compute, tls);
+                n += 1;
+            }
+        }
+        assert!(n >= 20, "corpus at {}", dir.display());
     }
 
     /// The fuzz target's corpus, replayed as `fuzz_targets/perceptron_login.rs` splits it: a

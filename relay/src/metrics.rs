@@ -399,8 +399,8 @@ metrics! {
     }
     kernel_connections: Family<InstanceLabels, Gauge> {
         name: "relay_kernel_route_connections",
-        help: "Open connections the kernel route sent straight to the compute (conntrack), at \
-               the last count",
+        help: "Open connections the kernel route sent straight to the compute whose client \
+               has sent payload (conntrack), at the last count",
     }
     key_reloads: Family<KeyReloadLabels, PromCounter> {
         name: "relay_key_reloads",

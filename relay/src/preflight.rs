@@ -234,24 +234,42 @@ fn address_clashes(config: &Config) -> Vec<(String, String)> {
 
 /// What `config` allows but an operator should know, as `relay check` prints it (it does not
 /// stop the relay): an instance in switch mode without TLS to its compute, where a compute
-/// that asks for a password in clear is refused (ERR 1251) rather than sent one.
+/// that asks for a password in clear is refused (ERR 1251) rather than sent one; an instance
+/// whose logins must meet the relay's TLS, which therefore has no direct route.
 #[must_use]
 pub fn warnings(config: &Config) -> Vec<Problem> {
     config
         .instances
         .iter()
         .enumerate()
-        .filter(|(_, inst)| {
-            inst.auth == AuthMode::Switch && inst.compute_tls == ComputeTlsMode::Off
-        })
-        .map(|(i, _)| Problem {
-            key: format!("instance[{i}].compute_tls"),
-            message: "switch mode without TLS to the compute: a login for which the compute asks \
-                      for the password in clear (mysql_clear_password, or caching_sha2_password's \
-                      full authentication, as MySQL 8 asks on each account's first login after a \
-                      restart) is refused with ERR 1251; set compute_tls = \"verify\" and \
-                      compute_ca"
-                .to_owned(),
+        .flat_map(|(i, inst)| {
+            let plaintext_switch = (inst.auth == AuthMode::Switch
+                && inst.compute_tls == ComputeTlsMode::Off)
+                .then(|| Problem {
+                    key: format!("instance[{i}].compute_tls"),
+                    message: "switch mode without TLS to the compute: a login for which the \
+                              compute asks for the password in clear (mysql_clear_password, or \
+                              caching_sha2_password's full authentication, as MySQL 8 asks on \
+                              each account's first login after a restart) is refused with ERR \
+                              1251; set compute_tls = \"verify\" and compute_ca"
+                        .to_owned(),
+                });
+            let no_direct_route = inst.relay_terminates_every_login().then(|| Problem {
+                key: format!(
+                    "instance[{i}].{}",
+                    if inst.require_secure_transport {
+                        "require_secure_transport"
+                    } else {
+                        "tls.client_ca"
+                    }
+                ),
+                message: "enforced by the relay on every login, so this instance has no direct \
+                          route: while it runs, each new connection is greeted and its login \
+                          relayed by the relay, which terminates its TLS (the route = \
+                          \"nftables\" kernel route is refused with it)"
+                    .to_owned(),
+            });
+            plaintext_switch.into_iter().chain(no_direct_route)
         })
         .collect()
 }
@@ -516,6 +534,31 @@ mod tests {
             ["instance[0].compute_tls"]
         );
         assert!(keys(&with("auth = \"switch\"\ncompute_tls = \"on\"")).is_empty());
+    }
+
+    #[test]
+    fn the_relays_tls_requirements_are_said_to_take_every_login() {
+        let path = Path::new("/etc/perceptron/relay.toml");
+        let with = |extra: &str| {
+            MINIMAL.replace(
+                "[instance.driver]",
+                &format!(
+                    "{extra}\n[instance.tls]\ncert = \"s.pem\"\nkey = \"s.key\"\n{}",
+                    "[instance.driver]"
+                ),
+            )
+        };
+        let said = |text: &str| -> Vec<(String, String)> {
+            warnings(&Config::parse(text, path).unwrap())
+                .into_iter()
+                .map(|w| (w.key, w.message))
+                .collect()
+        };
+        assert!(said(&with("")).is_empty(), "TLS offered, not required");
+        let found = said(&with("require_secure_transport = true"));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, "instance[0].require_secure_transport");
+        assert!(found[0].1.contains("no direct route"), "{found:?}");
     }
 
     #[test]

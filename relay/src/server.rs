@@ -574,7 +574,8 @@ struct Admit {
 
 /// Admits each accepted connection (or refuses it with ERR 1040 and closes it, without a
 /// task, a greeting or a wake; or with ERR 1129 when its source is blocked for failed logins),
-/// then routes it: the direct route while the instance runs, else the perceptron.
+/// then routes it: the direct route while the instance runs (unless its logins must meet the
+/// relay's TLS), else the perceptron.
 async fn accept_loop(
     listener: TcpListener,
     rt: Arc<InstanceRuntime>,
@@ -605,7 +606,10 @@ async fn accept_loop(
             }
         };
         let rt = Arc::clone(&rt);
-        if rt.instance.routes_direct() {
+        // An instance whose logins must meet the relay's TLS (require_secure_transport,
+        // client_ca) keeps every login on the perceptron route, which enforces them; the
+        // direct route hands the connection to the compute, which would not.
+        if !rt.instance.config.relay_terminates_every_login() && rt.instance.routes_direct() {
             tracker.spawn(crate::direct::handle(rt, stream, peer, pending));
         } else {
             tracker.spawn(perceptron::handle(rt, stream, peer, pending));

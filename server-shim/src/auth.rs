@@ -505,6 +505,44 @@ mod tests {
     }
 
     #[test]
+    fn a_sniffed_login_re_signed_under_another_key_id_is_a_replay() {
+        // A thief with both keys of a rotating ring and one sniffed login (scramble A and the
+        // answer) gets one login in total, not one per key id.
+        let mut f = fixture("two-keys");
+        let older = PerceptronKey::generate(KeyId::new("k0").unwrap(), &mut rand::rngs::OsRng);
+        f.ring = KeyRing::new(vec![older.clone(), f.key.clone()]).unwrap();
+        let v = Verifier {
+            accounts: &f.accounts,
+            key_ring: Some(&f.ring),
+            replay: &f.replay,
+        };
+        let scramble_a = Scramble::with_clock(NOW - 1_000, [0x41; 14]);
+        let claim = LoginClaim {
+            scramble_a: scramble_a.clone(),
+            answer_a: Zeroizing::new(native_password::token(b"pw", &scramble_a)),
+            client_plugin: AuthPlugin::MysqlNativePassword,
+            client_addr: "10.1.2.3:5555".into(),
+        };
+        let mut kinds = Vec::new();
+        for (key, b) in [(&f.key, 0x42), (&older, 0x43)] {
+            let scramble_b = Scramble::from_bytes([b; 20]);
+            let binding = Binding {
+                scramble_b: &scramble_b,
+                user: b"app",
+                database: b"shop",
+            };
+            let p = payload::encode_signed(&claim, key, NOW, &binding).unwrap();
+            let hs = handshake("app", "shop", PLUGIN_NAME, &p);
+            kinds.push(
+                decide(&v, &attempt(&hs, PLUGIN_NAME, "app", &scramble_b, &p))
+                    .map(|l| l.route)
+                    .map_err(|d| d.kind),
+            );
+        }
+        assert_eq!(kinds, [Ok(Route::Relayed), Err("replayed")]);
+    }
+
+    #[test]
     fn refuses_relayed_login_without_key_ring() {
         let f = fixture("no-ring");
         let v = Verifier {

@@ -134,6 +134,15 @@ impl Certs {
         self.dir.join(file).display().to_string()
     }
 
+    /// `[instance.tls]` with the good server certificate, offered but not required by the
+    /// relay (an instance that requires it has no direct route: these leave the compute's own
+    /// TLS to it while it runs).
+    #[must_use]
+    pub fn offer_toml(&self) -> String {
+        self.instance_toml(false)
+            .replace("require_secure_transport = true\n", "")
+    }
+
     /// The `[[instance]]` lines that turn TLS on (and require it).
     #[must_use]
     pub fn instance_toml(&self, client_ca: bool) -> String {

@@ -601,7 +601,7 @@ fn every_client_works_over_verified_tls_on_both_routes() {
         dir.path(),
         RelayOptions {
             command: Some(command),
-            instance_toml: certs.instance_toml(false),
+            instance_toml: certs.offer_toml(),
             ..RelayOptions::default()
         },
     );
@@ -647,7 +647,7 @@ fn every_client_works_over_verified_tls_in_switch_mode_against_a_stock_mariadb()
             resume_timeout: "30s",
             instance_toml: format!(
                 "compute_tls = \"verify\"\ncompute_ca = \"{ca}\"\ncompute_tls_name = \"localhost\"\n{}",
-                certs.instance_toml(false)
+                certs.offer_toml()
             ),
             ..RelayOptions::default()
         },

@@ -78,13 +78,16 @@ fn table_exists(table: &str) -> bool {
 }
 
 /// Whether the kernel holds the element routing `127.0.0.1:port` to `127.0.0.1:compute` in
-/// the relay's map (read back as JSON, as the kernel reports it).
+/// the relay's map (read back as JSON, as the kernel reports it: a leased element's key comes
+/// with its timeout and what is left of it).
 fn route_installed(table: &str, port: u16, compute: u16) -> bool {
     let (ok, json) = nft(&["-j", "list", "map", "inet", table, "dnat4"]);
     assert!(ok, "nft -j list map: {json}");
-    json.contains(&format!(
-        "[{{\"concat\": [\"127.0.0.1\", {port}]}}, {{\"concat\": [\"127.0.0.1\", {compute}]}}]"
-    ))
+    let key = format!("{{\"concat\": [\"127.0.0.1\", {port}]}}");
+    let value = format!("{{\"concat\": [\"127.0.0.1\", {compute}]}}]");
+    json.split("[{\"elem\": {\"val\": ")
+        .skip(1)
+        .any(|elem| elem.starts_with(&key) && elem.contains(&value))
 }
 
 /// Any element at all in the relay's maps.
@@ -246,7 +249,7 @@ fn pause_resume_cycles_under_continuous_connects_lose_no_connection() {
 }
 
 #[test]
-fn a_restart_after_a_crash_clears_the_stale_table() {
+fn a_crashed_relays_route_expires_and_a_restart_clears_the_stale_table() {
     let dir = TempDir::new("kr-crash");
     let table = TableGuard::new();
     let mut relay = kernel_relay(&dir, &table, "5m");
@@ -255,8 +258,22 @@ fn a_restart_after_a_crash_clears_the_stale_table() {
 
     relay.child.kill9();
     assert!(
-        route_installed(&table.0, relay.port, relay.compute_port),
+        table_exists(&table.0),
         "SIGKILL leaves the table behind (what the next start must clear)"
+    );
+    // But not the route: nobody renews its lease, so the kernel expires it and the compute
+    // (which the dead relay no longer watches) is not reached through it.
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || !route_installed(
+            &table.0,
+            relay.port,
+            relay.compute_port
+        )),
+        "the route outlived the relay that controlled it"
+    );
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", relay.port)).is_err(),
+        "with no relay and no route, nothing answers on the instance's port"
     );
     // Something stale that no instance of the next relay owns.
     let (ok, text) = nft(&[
@@ -293,6 +310,46 @@ fn a_restart_after_a_crash_clears_the_stale_table() {
         restarted.compute_port
     ));
     login_and_select(restarted.port).unwrap();
+}
+
+#[test]
+fn bare_connects_through_the_kernel_route_do_not_keep_the_instance_awake() {
+    let dir = TempDir::new("kr-bare");
+    let table = TableGuard::new();
+    let relay = kernel_relay(&dir, &table, "3s");
+    let (status, body) = relay.admin("POST", "/v1/instances/demo/resume");
+    assert_eq!(status, 200, "{body}");
+    assert!(route_installed(&table.0, relay.port, relay.compute_port));
+    // A bot connects every 300 ms and holds each connection 1.5 s without sending a byte, so
+    // one is always open: the instance still pauses once idle (and the pause does not wait
+    // for them).
+    let mut connects = 0;
+    let mut held: std::collections::VecDeque<(Instant, std::net::TcpStream)> =
+        std::collections::VecDeque::new();
+    let paused = Relay::wait_until(Duration::from_secs(60), || {
+        while held
+            .front()
+            .is_some_and(|(at, _)| at.elapsed() > Duration::from_millis(1_500))
+        {
+            held.pop_front();
+        }
+        let due = held
+            .back()
+            .is_none_or(|(at, _)| at.elapsed() >= Duration::from_millis(300));
+        if due && let Ok(c) = std::net::TcpStream::connect(("127.0.0.1", relay.port)) {
+            connects += 1;
+            held.push_back((Instant::now(), c));
+        }
+        relay.state() == "paused"
+    });
+    drop(held);
+    assert!(
+        paused,
+        "{connects} bare connects kept the instance awake:\n{}",
+        relay.log()
+    );
+    assert!(connects >= 3, "only {connects} connects");
+    assert!(!any_route(&table.0));
 }
 
 #[test]

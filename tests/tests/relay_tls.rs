@@ -168,6 +168,35 @@ fn mutual_tls_refuses_an_unknown_client_certificate_without_a_wake() {
     assert_eq!(out.stdout, "1\n");
 }
 
+#[test]
+fn require_secure_transport_and_client_ca_hold_once_the_instance_runs() {
+    let dir = TempDir::new("relay-tls-running");
+    let certs = Certs::new(dir.path());
+    // The managed server-shim itself accepts plaintext logins and no client certificates:
+    // only the relay can hold clients to the instance's settings.
+    let relay = tls_relay(dir.path(), &certs, true);
+    let mut with_client = verified(&certs, "good-ca.pem");
+    with_client.push(format!("--ssl-cert={}", certs.path("good-client.pem")));
+    with_client.push(format!("--ssl-key={}", certs.path("good-client.key")));
+    let out = mariadb(relay.port, &with_client, "SELECT 1");
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+    assert_eq!(relay.state(), "running");
+
+    // Running: the plaintext login and the one without a client certificate are refused as
+    // they were while paused, by the relay, and the instance keeps running.
+    let out = mariadb(relay.port, &[], "SELECT 1");
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("ERROR 3159 (HY000)"), "{out:?}");
+    let out = mariadb(relay.port, &verified(&certs, "good-ca.pem"), "SELECT 1");
+    assert_ne!(out.code, Some(0), "no client certificate: {out:?}");
+    assert_eq!(class_metric(&relay, "insecure_transport"), 1.0);
+    assert_eq!(class_metric(&relay, "tls_client_cert_refused"), 1.0);
+    let out = mariadb(relay.port, &with_client, "SELECT 6 * 7");
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+    assert_eq!(out.stdout, "42\n");
+    assert_eq!(relay.state(), "running");
+}
+
 /// The capability flags of the greeting on `port` (relay's while paused, the compute's on the
 /// direct route).
 fn greeting_flags(port: u16) -> u32 {
@@ -181,11 +210,13 @@ fn the_direct_route_offers_the_same_tls_and_the_shim_terminates_it() {
     let certs = Certs::new(dir.path());
     // The managed server-shim serves the relay's certificate and requires TLS too.
     let command = tls_shim_command(dir.path(), &certs, true);
+    // TLS offered, not required by the relay: with require_secure_transport or client_ca
+    // every login stays on the perceptron route, which enforces them.
     let relay = Relay::start(
         dir.path(),
         RelayOptions {
             command: Some(command),
-            instance_toml: certs.instance_toml(false),
+            instance_toml: certs.offer_toml(),
             ..RelayOptions::default()
         },
     );
@@ -431,7 +462,7 @@ fn switch_mode_on_mariadb_uses_tls_on_every_leg_of_both_routes() {
             resume_timeout: "30s",
             instance_toml: format!(
                 "compute_tls = \"verify\"\ncompute_ca = \"{ca}\"\ncompute_tls_name = \"localhost\"\n{}",
-                certs.instance_toml(false)
+                certs.offer_toml()
             ),
             ..RelayOptions::default()
         },
@@ -515,7 +546,7 @@ fn dual_mode_on_mariadb_with_perceptron_dual_over_tls_on_both_legs() {
         &ssl,
         &format!(
             "compute_tls = \"verify\"\ncompute_ca = \"{ca}\"\ncompute_tls_name = \"localhost\"\n{}",
-            certs.instance_toml(false)
+            certs.offer_toml()
         ),
     );
     let run = |user: &str, password: &str, sql: &str| {

@@ -310,6 +310,29 @@ pub(super) fn kernel_route_fits(
             ),
         ));
     }
+    // The kernel forwards a running instance's connections without the relay seeing them, so
+    // the relay cannot hold a client to TLS or to a client certificate there (docs/tls.md,
+    // "Which route enforces what").
+    if inst.require_secure_transport {
+        return Err(ConfigError::invalid(
+            path,
+            key("require_secure_transport"),
+            "cannot be used with route = \"nftables\": while the instance runs the kernel \
+             forwards its connections and the relay never sees whether they use TLS; use \
+             route = \"pump\" (the relay then terminates every login), or set \
+             require_secure_transport on the compute itself",
+        ));
+    }
+    if inst.tls.as_ref().is_some_and(|t| t.client_ca.is_some()) {
+        return Err(ConfigError::invalid(
+            path,
+            key("tls.client_ca"),
+            "cannot be used with route = \"nftables\": while the instance runs the kernel \
+             forwards its connections and the relay never sees a client certificate; use \
+             route = \"pump\" (the relay then terminates every login), or require client \
+             certificates on the compute itself",
+        ));
+    }
     if inst.proxy_protocol {
         return Err(ConfigError::invalid(
             path,

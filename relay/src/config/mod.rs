@@ -409,6 +409,17 @@ pub struct InstanceConfig {
     pub compute_proof: ComputeProofMode,
 }
 
+impl InstanceConfig {
+    /// Whether every login must reach the relay's TLS: `require_secure_transport` or
+    /// `[instance.tls] client_ca`. The relay can only hold a client to them where it
+    /// terminates TLS, so such an instance has no direct route: while it runs, its
+    /// connections take the perceptron route too (the kernel route is refused with them).
+    #[must_use]
+    pub fn relay_terminates_every_login(&self) -> bool {
+        self.require_secure_transport || self.tls.as_ref().is_some_and(|t| t.client_ca.is_some())
+    }
+}
+
 /// `instance.on_relay_exit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]

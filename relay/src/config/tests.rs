@@ -274,6 +274,41 @@ fn rejects_kernel_routes_it_cannot_install() {
 }
 
 #[test]
+fn refuses_the_relays_tls_requirements_on_the_kernel_route() {
+    // The kernel forwards a running instance's connections: the relay could not enforce them.
+    let routed = |extra: &str| {
+        GOOD.replace("auth = \"dual\"", "auth = \"dual\"\nroute = \"nftables\"")
+            .replace("[instance.driver]", &format!("{extra}\n[instance.driver]"))
+    };
+    let tls = "[instance.tls]\ncert = \"s.pem\"\nkey = \"s.key\"";
+    let file = "/etc/perceptron/relay.toml";
+    let e = parse(&routed(&format!("require_secure_transport = true\n{tls}"))).unwrap_err();
+    assert!(
+        e.starts_with(&format!(
+            "{file}: instance[0].require_secure_transport: cannot be used with route = \
+             \"nftables\""
+        )),
+        "{e}"
+    );
+    let e = parse(&routed(&format!("{tls}\nclient_ca = \"ca.pem\""))).unwrap_err();
+    assert!(
+        e.starts_with(&format!(
+            "{file}: instance[0].tls.client_ca: cannot be used with route = \"nftables\""
+        )),
+        "{e}"
+    );
+    // TLS offered without either is the compute's business on the kernel route, as before.
+    assert!(parse(&routed(tls)).is_ok());
+    // On the pump route both hold on every login: the relay terminates them all.
+    let pump = GOOD.replace(
+        "[instance.driver]",
+        &format!("require_secure_transport = true\n{tls}\n[instance.driver]"),
+    );
+    assert!(parse(&pump).unwrap().instances[0].relay_terminates_every_login());
+    assert!(!parse(GOOD).unwrap().instances[0].relay_terminates_every_login());
+}
+
+#[test]
 fn rejects_duplicate_names_and_listeners() {
     let two = format!("{GOOD}\n{}", &GOOD[GOOD.find("[[instance]]").unwrap()..]);
     assert!(

@@ -7,16 +7,22 @@ use std::time::Duration;
 use super::{Instance, PauseError};
 use crate::metrics::KernelRouteAction;
 use crate::router::KernelRouteError;
+use crate::router::conntrack::RoutedCount;
 
 /// How long a pause waits after removing the kernel route before it counts the connections
 /// the route sent: a SYN that passed the DNAT just before the element went shows in the
 /// conntrack table once it has left the hook, microseconds later. Cheap next to a pause.
 const ROUTE_SETTLE: Duration = Duration::from_millis(20);
 
+/// How long a pause waits for routed connections that have not spoken yet before it stops the
+/// compute under them: a client sends its login within milliseconds of the greeting.
+const BARE_GRACE: Duration = Duration::from_secs(1);
+
 impl Instance {
     /// Closes the kernel route before a pause stops the compute. Unforced, it then counts the
-    /// connections the route sent: any open one (a client that connected between the last
-    /// count and the removal) abandons the pause, and the route goes back. A route that cannot
+    /// connections the route sent: any whose client has spoken (a client that connected
+    /// between the last count and the removal, given [`BARE_GRACE`] to send its login)
+    /// abandons the pause, and the route goes back. A route that cannot
     /// be removed or counted abandons it too: a pause must never leave new connections a dead
     /// port or cut a session. Forced, the compute stops whatever happens here.
     pub(super) async fn close_route(&self, force: bool) -> Result<(), PauseError> {
@@ -31,7 +37,16 @@ impl Instance {
             return Err(PauseError::Route(e.to_string()));
         }
         tokio::time::sleep(ROUTE_SETTLE).await;
-        let open = self.count_kernel_connections().await;
+        let mut count = self.count_kernel_connections().await;
+        if count.is_some_and(|n| n.spoke == 0 && n.open > 0) {
+            // Routed connections whose client has not spoken: one that connected just before
+            // the removal is still reading its greeting. They get BARE_GRACE to send their
+            // login (no new ones arrive: the route is gone); connects that stay silent do not
+            // hold the compute, as pending connections do not on the pump route.
+            tokio::time::sleep(BARE_GRACE).await;
+            count = self.count_kernel_connections().await;
+        }
+        let open = count.map(|n| n.spoke);
         if open == Some(0) {
             return Ok(());
         }
@@ -93,13 +108,24 @@ impl Instance {
         removed
     }
 
-    /// Counts the open connections the kernel route sent to the compute (conntrack) and
-    /// records the count; when it drops to zero the idle clock starts. `None` when the
-    /// instance has no kernel route or the count failed (logged; the last count stands).
-    pub(super) async fn count_kernel_connections(&self) -> Option<usize> {
+    /// Renews the kernel route's lease when due (see [`crate::router::nft::ROUTE_LEASE`]),
+    /// then counts the open connections the kernel route sent to the compute (conntrack) and
+    /// records those whose client has spoken as the instance's activity: when that drops to
+    /// zero the idle clock starts, and bare connects never count. `None` when the instance has
+    /// no kernel route or the count failed (logged; the last count stands).
+    pub(super) async fn count_kernel_connections(&self) -> Option<RoutedCount> {
         let kernel = self.kernel.as_ref()?;
+        if let Err(e) = kernel.keep_alive().await {
+            self.metrics.kernel_route(
+                &self.config.name,
+                KernelRouteAction::install,
+                Some(e.label()),
+            );
+            tracing::warn!(instance = %self.config.name, error = %e, "cannot renew the kernel route's lease; it lapses unless a later renewal succeeds (new connections then reach the relay)");
+        }
         match kernel.open_connections().await {
-            Ok(n) => {
+            Ok(count) => {
+                let n = count.spoke;
                 let mut inner = self.lock();
                 if inner.kernel_open > 0 && n == 0 {
                     inner.idle_since = tokio::time::Instant::now();
@@ -107,7 +133,7 @@ impl Instance {
                 inner.kernel_open = n;
                 drop(inner);
                 self.metrics.set_kernel_connections(&self.config.name, n);
-                Some(n)
+                Some(count)
             }
             Err(e) => {
                 tracing::warn!(instance = %self.config.name, error = %e, "cannot count the kernel route's connections");

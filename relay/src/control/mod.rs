@@ -98,7 +98,8 @@ struct Inner {
     last_resume: Option<Duration>,
     /// The running compute's capacity, with `[instance.capacity]`.
     ccu: Option<Ccu>,
-    /// Open connections the kernel route sent to the compute, at the last conntrack count.
+    /// Open connections the kernel route sent to the compute whose client has spoken, at the
+    /// last conntrack count.
     kernel_open: usize,
     /// Whether the kernel route is installed now.
     kernel_installed: bool,

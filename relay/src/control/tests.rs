@@ -184,14 +184,18 @@ impl KernelRoute for ScriptedRoute {
         Box::pin(async { Ok(()) })
     }
 
-    fn open_connections(&self) -> BoxFuture<'_, Result<usize, KernelRouteError>> {
+    fn open_connections(
+        &self,
+    ) -> BoxFuture<'_, Result<crate::router::conntrack::RoutedCount, KernelRouteError>> {
         let mut counts = self.counts.lock().unwrap();
         let n = if counts.len() > 1 {
             counts.pop_front().unwrap()
         } else {
             *counts.front().unwrap_or(&0)
         };
-        Box::pin(async move { Ok(n) })
+        // Every scripted connection has spoken.
+        let count = crate::router::conntrack::RoutedCount { open: n, spoke: n };
+        Box::pin(async move { Ok(count) })
     }
 }
 

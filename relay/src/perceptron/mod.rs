@@ -456,5 +456,73 @@ pub async fn forward_verdict<S: AsyncRead + AsyncWrite + Unpin>(
         .map_err(|_| PerceptronError::ClientGone)
 }
 
+/// The switch-mode exchange (P6–P8, [`switch_auth::relay_login`]) on its own, for the
+/// `switch_auth` fuzz target: a fixed client login (user `app`, a native answer, its login
+/// inside the relay's TLS), a compute greeted with `greeting_scramble` whose leg is TLS or
+/// not, and the two streams the exchange reads and writes. Returns the verdict's first byte
+/// when the exchange ended with the compute's OK or ERR.
+#[cfg(feature = "fuzzing")]
+pub(crate) async fn fuzz_switch_exchange<C, S>(
+    client: C,
+    compute: S,
+    compute_tls: bool,
+    timeout: std::time::Duration,
+) -> Option<u8>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    use authplugin::AuthPlugin;
+    use authplugin::packet::capabilities::{
+        CLIENT_PLUGIN_AUTH, CLIENT_PROTOCOL_41, CLIENT_SECURE_CONNECTION,
+    };
+    use authplugin::packet::{HandshakeResponse41, HandshakeV10};
+    use zeroize::Zeroizing;
+
+    let flags = CLIENT_PROTOCOL_41 | CLIENT_SECURE_CONNECTION | CLIENT_PLUGIN_AUTH;
+    let scramble_b = Scramble::from_bytes([0x42; 20]);
+    let answer = Zeroizing::new(vec![0x5a; 20]);
+    let login = login::ClientLogin {
+        response: HandshakeResponse41 {
+            client_flag: flags,
+            max_packet_size: 1 << 24,
+            character_set: 45,
+            reserved: [0; 23],
+            username: b"app".to_vec(),
+            auth_response: answer.clone(),
+            database: None,
+            client_plugin_name: Some(b"mysql_native_password".to_vec()),
+            connect_attrs: None,
+            zstd_compression_level: None,
+        },
+        plugin: AuthPlugin::MysqlNativePassword,
+        answer,
+        last_sequence_id: 1,
+        effective_flag: flags,
+        tls: true,
+    };
+    let mut greeted = compute_leg::GreetedCompute {
+        stream: PacketStream::new(compute, MAX_LOGIN_PACKET_LEN),
+        greeting: HandshakeV10::new(
+            b"8.0.40".to_vec(),
+            7,
+            &scramble_b,
+            flags,
+            45,
+            SERVER_STATUS_AUTOCOMMIT,
+            "caching_sha2_password",
+        ),
+        scramble_b,
+        tls: compute_tls,
+    };
+    let mut client = PacketStream::new(client, MAX_LOGIN_PACKET_LEN);
+    let timeouts = switch_auth::Timeouts {
+        compute: timeout,
+        client: timeout,
+    };
+    let verdict = switch_auth::relay_login(&mut client, &mut greeted, &login, timeouts).await;
+    verdict.ok().and_then(|v| v.reply.payload.first().copied())
+}
+
 #[cfg(test)]
 mod tests;

@@ -8,10 +8,16 @@
 //! `ipv4 2 tcp 6 431999 ESTABLISHED src=C dst=L sport=c dport=l src=K dst=C sport=k dport=c
 //! [ASSURED] mark=0 use=1`, where the first `src/dst/sport/dport` group is the original
 //! direction and the second the reply direction.
+//!
+//! A connection counts as activity only once its client has sent a byte of payload, which the
+//! relay's table marks on the connection (`mark` has [`SPOKE_MARK`], see `nft`): a bare TCP
+//! connect, or one that never gets past the compute's greeting, is open ([`RoutedCount::open`],
+//! which a pause waits for) but not active ([`RoutedCount::spoke`], which holds the instance
+//! awake), as on the pump route.
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::nft::Dnat;
+use super::nft::{Dnat, SPOKE_MARK};
 
 /// One TCP entry of the table, reduced to what the count needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +28,8 @@ pub struct Entry<'a> {
     pub original_dst: SocketAddr,
     /// Who answers (after DNAT: the compute).
     pub reply_src: SocketAddr,
+    /// The connection's mark (`mark=`; 0 when the line has none).
+    pub mark: u32,
 }
 
 /// Parses one line; `None` for anything that is not a complete TCP entry.
@@ -42,6 +50,7 @@ pub fn parse_line(line: &str) -> Option<Entry<'_>> {
     let mut dst = Vec::with_capacity(2);
     let mut sport = Vec::with_capacity(2);
     let mut dport = Vec::with_capacity(2);
+    let mut mark = 0;
     for word in words {
         let Some((key, value)) = word.split_once('=') else {
             continue;
@@ -51,6 +60,7 @@ pub fn parse_line(line: &str) -> Option<Entry<'_>> {
             "dst" => dst.push(value.parse::<IpAddr>().ok()?),
             "sport" => sport.push(value.parse::<u16>().ok()?),
             "dport" => dport.push(value.parse::<u16>().ok()?),
+            "mark" => mark = value.parse::<u32>().ok()?,
             _ => {}
         }
     }
@@ -58,6 +68,7 @@ pub fn parse_line(line: &str) -> Option<Entry<'_>> {
         state,
         original_dst: SocketAddr::new(*dst.first()?, *dport.first()?),
         reply_src: SocketAddr::new(*src.get(1)?, *sport.get(1)?),
+        mark,
     })
 }
 
@@ -78,15 +89,27 @@ pub fn is_routed(entry: &Entry<'_>, route: &Dnat) -> bool {
         && entry.reply_src == route.compute
 }
 
-/// How many open connections in `table` (the text of either source) the kernel route sent
-/// from `route.listen` to `route.compute`.
+/// The connections the kernel route sent to a compute that are open now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoutedCount {
+    /// Every open one, bare connects included: a pause must not cut them.
+    pub open: usize,
+    /// Those whose client has sent payload: the instance's activity.
+    pub spoke: usize,
+}
+
+/// The open connections in `table` (the text of either source) the kernel route sent from
+/// `route.listen` to `route.compute`.
 #[must_use]
-pub fn count_routed(table: &str, route: &Dnat) -> usize {
+pub fn count_routed(table: &str, route: &Dnat) -> RoutedCount {
     table
         .lines()
         .filter_map(parse_line)
         .filter(|e| is_routed(e, route))
-        .count()
+        .fold(RoutedCount::default(), |n, e| RoutedCount {
+            open: n.open + 1,
+            spoke: n.spoke + usize::from(e.mark & SPOKE_MARK != 0),
+        })
 }
 
 #[cfg(test)]
@@ -94,10 +117,10 @@ mod tests {
     use super::*;
 
     /// Captured from `/proc/net/nf_conntrack` on the test VM (kernel 6.18): a DNAT'd
-    /// connection (relay 19020 → compute 19021), the same after it closed, a connection the
+    /// connection whose client spoke (relay 19020 → compute 19021), the same after it closed, a connection the
     /// relay accepted itself, the relay's own connection to the compute, and UDP.
     const PROC: &str = "\
-ipv4     2 tcp      6 300 ESTABLISHED src=127.0.0.1 dst=127.0.0.1 sport=41904 dport=19020 src=127.0.0.1 dst=127.0.0.1 sport=19021 dport=41904 [ASSURED] mark=0 zone=0 use=2
+ipv4     2 tcp      6 300 ESTABLISHED src=127.0.0.1 dst=127.0.0.1 sport=41904 dport=19020 src=127.0.0.1 dst=127.0.0.1 sport=19021 dport=41904 [ASSURED] mark=8388608 zone=0 use=2
 ipv4     2 tcp      6 118 TIME_WAIT src=127.0.0.1 dst=127.0.0.1 sport=41906 dport=19020 src=127.0.0.1 dst=127.0.0.1 sport=19021 dport=41906 [ASSURED] mark=0 zone=0 use=2
 ipv4     2 tcp      6 431999 ESTABLISHED src=127.0.0.1 dst=127.0.0.1 sport=41908 dport=19020 src=127.0.0.1 dst=127.0.0.1 sport=19020 dport=41908 [ASSURED] mark=0 zone=0 use=2
 ipv4     2 tcp      6 431999 ESTABLISHED src=127.0.0.1 dst=127.0.0.1 sport=41910 dport=19021 src=127.0.0.1 dst=127.0.0.1 sport=19021 dport=41910 [ASSURED] mark=0 zone=0 use=2
@@ -107,7 +130,7 @@ ipv4     2 udp      17 29 src=127.0.0.1 dst=127.0.0.53 sport=40000 dport=53 src=
 
     /// `conntrack -L -o extended` (conntrack-tools 1.4.7) prints the same fields.
     const CLI: &str = "\
-ipv6     10 tcp      6 431999 ESTABLISHED src=::1 dst=::1 sport=5000 dport=3306 src=::1 dst=::1 sport=13306 dport=5000 [ASSURED] mark=0 use=1
+ipv6     10 tcp      6 431999 ESTABLISHED src=::1 dst=::1 sport=5000 dport=3306 src=::1 dst=::1 sport=13306 dport=5000 [ASSURED] mark=8388609 use=1
 conntrack v1.4.7 (conntrack-tools): 1 flow entries have been shown.
 ";
 
@@ -124,29 +147,25 @@ conntrack v1.4.7 (conntrack-tools): 1 flow entries have been shown.
         assert_eq!(e.state, "ESTABLISHED");
         assert_eq!(e.original_dst, "127.0.0.1:19020".parse().unwrap());
         assert_eq!(e.reply_src, "127.0.0.1:19021".parse().unwrap());
+        assert_eq!(e.mark, SPOKE_MARK);
     }
 
     #[test]
     fn counts_only_open_dnatted_connections() {
         // The established one and the SYN_SENT one from another host; not the closed one,
-        // the relay's own, the relay-to-compute leg or UDP.
-        assert_eq!(
-            count_routed(PROC, &route("127.0.0.1:19020", "127.0.0.1:19021")),
-            1
-        );
-        assert_eq!(
-            count_routed(PROC, &route("0.0.0.0:19020", "127.0.0.1:19021")),
-            2
-        );
-        assert_eq!(
-            count_routed(PROC, &route("127.0.0.1:19020", "127.0.0.1:19099")),
-            0
-        );
+        // the relay's own, the relay-to-compute leg or UDP. Only the established one spoke:
+        // the SYN_SENT one is open (a pause waits for it) but no activity.
+        let count = |listen, compute| count_routed(PROC, &route(listen, compute));
+        let n = |open, spoke| RoutedCount { open, spoke };
+        assert_eq!(count("127.0.0.1:19020", "127.0.0.1:19021"), n(1, 1));
+        assert_eq!(count("0.0.0.0:19020", "127.0.0.1:19021"), n(2, 1));
+        assert_eq!(count("127.0.0.1:19020", "127.0.0.1:19099"), n(0, 0));
     }
 
     #[test]
     fn decodes_the_conntrack_tool_and_ipv6() {
-        assert_eq!(count_routed(CLI, &route("[::1]:3306", "[::1]:13306")), 1);
+        let n = count_routed(CLI, &route("[::1]:3306", "[::1]:13306"));
+        assert_eq!((n.open, n.spoke), (1, 1), "another mark bit is left alone");
     }
 
     #[test]

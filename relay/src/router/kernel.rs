@@ -7,7 +7,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt as _;
 
@@ -260,37 +260,66 @@ fn find_program(name: &str) -> Option<PathBuf> {
 pub struct NftRoute {
     table: Arc<NftTable>,
     dnat: Dnat,
+    /// When the route was last installed or renewed; `None` while it is not installed. Held
+    /// across each `nft` run, so a renewal and a removal never interleave (a renewal that
+    /// ran after a removal would put the route back behind the pause's back).
+    leased: tokio::sync::Mutex<Option<Instant>>,
 }
 
 impl NftRoute {
     /// The route `dnat` in `table`.
     #[must_use]
-    pub const fn new(table: Arc<NftTable>, dnat: Dnat) -> Self {
-        Self { table, dnat }
+    pub fn new(table: Arc<NftTable>, dnat: Dnat) -> Self {
+        Self {
+            table,
+            dnat,
+            leased: tokio::sync::Mutex::new(None),
+        }
     }
 }
 
 impl KernelRoute for NftRoute {
     fn install(&self) -> BoxFuture<'_, Result<(), KernelRouteError>> {
         Box::pin(async move {
+            let mut leased = self.leased.lock().await;
+            let started = Instant::now();
             self.table
                 .run(&nft::install_script(&self.table.name, &self.dnat))
-                .await
+                .await?;
+            *leased = Some(started);
+            Ok(())
         })
     }
 
     fn remove(&self) -> BoxFuture<'_, Result<(), KernelRouteError>> {
         Box::pin(async move {
+            let mut leased = self.leased.lock().await;
+            // Not renewed from here on, even if the removal fails: the lease then ends it.
+            *leased = None;
             self.table
                 .run(&nft::remove_script(&self.table.name, &self.dnat))
                 .await
         })
     }
 
-    fn open_connections(&self) -> BoxFuture<'_, Result<usize, KernelRouteError>> {
+    fn open_connections(&self) -> BoxFuture<'_, Result<conntrack::RoutedCount, KernelRouteError>> {
         Box::pin(async move {
             let text = self.table.conntrack_table().await?;
             Ok(conntrack::count_routed(&text, &self.dnat))
+        })
+    }
+
+    fn keep_alive(&self) -> BoxFuture<'_, Result<(), KernelRouteError>> {
+        Box::pin(async move {
+            let mut leased = self.leased.lock().await;
+            if leased.is_some_and(|at| at.elapsed() >= nft::LEASE_RENEW) {
+                let started = Instant::now();
+                self.table
+                    .run(&nft::install_script(&self.table.name, &self.dnat))
+                    .await?;
+                *leased = Some(started);
+            }
+            Ok(())
         })
     }
 }

@@ -8,7 +8,9 @@
 //!   none of their bytes. Before the compute stops, the route is removed, so new connections
 //!   reach the relay's own listener again (the perceptron) while the ones already routed keep
 //!   their compute (conntrack). The relay learns how many are open from conntrack, and
-//!   auto-pause counts them.
+//!   auto-pause counts those whose client has spoken. Each route is a lease the relay
+//!   renews: a relay that dies (even by SIGKILL) leaves no route behind for longer than
+//!   [`nft::ROUTE_LEASE`].
 //!
 //! # Layout
 //! - [`nft`]: the table, its chains and maps, and each instance's element, as `nft` script
@@ -34,6 +36,12 @@ pub trait KernelRoute: Send + Sync {
     fn install(&self) -> BoxFuture<'_, Result<(), KernelRouteError>>;
     /// Stops sending new connections to the compute; established ones keep it. Idempotent.
     fn remove(&self) -> BoxFuture<'_, Result<(), KernelRouteError>>;
-    /// How many connections the route sent to the compute are open now.
-    fn open_connections(&self) -> BoxFuture<'_, Result<usize, KernelRouteError>>;
+    /// How many connections the route sent to the compute are open now, and how many of
+    /// those have carried client payload.
+    fn open_connections(&self) -> BoxFuture<'_, Result<conntrack::RoutedCount, KernelRouteError>>;
+    /// Renews the installed route's lease (see [`nft::ROUTE_LEASE`]) when it is due; nothing
+    /// when the route is not installed. Called about once a second while the instance runs.
+    fn keep_alive(&self) -> BoxFuture<'_, Result<(), KernelRouteError>> {
+        Box::pin(async { Ok(()) })
+    }
 }

@@ -25,10 +25,39 @@
 //! reach the relay. For the same reason the relay deletes its table only when it exits.
 //!
 //! Every script is one `nft -f` transaction: applied whole or not at all.
+//!
+//! # Leases
+//! The maps have `flags timeout` and each element is installed with a timeout of
+//! [`ROUTE_LEASE`], which the relay renews (re-installs) every [`LEASE_RENEW`] while the
+//! instance runs. The kernel expires an element the relay stopped renewing: a relay killed by
+//! SIGKILL, or hung, cannot leave a route behind for longer than the lease, so a compute it
+//! no longer watches (stopped, its port taken by another process) is not reached through a
+//! route nobody controls. New connections then reach the relay's listener (if a relay runs)
+//! or nothing. Established connections are not affected by an element's expiry, as by its
+//! deletion.
+//!
+//! # Activity
+//! Chains `spoke_in` and `spoke_out` (`type filter`, on `prerouting` and `output`) set
+//! [`SPOKE_MARK`] in the conntrack mark of a DNAT'd connection at its client's first packet
+//! that carries TCP payload (IP length above the IP and TCP headers; one rule per TCP data
+//! offset, IPv4 without IP options and IPv6 without extension headers). The relay counts only
+//! marked connections as activity (`conntrack`): a bare connect, which only ever sends
+//! headers, does not keep the instance awake. The other bits of the mark are left as they are.
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
+use std::time::Duration;
+
+/// How long the kernel keeps a route the relay stopped renewing.
+pub const ROUTE_LEASE: Duration = Duration::from_secs(10);
+
+/// How often a running instance's route is renewed: a few renewals per lease, so one slow or
+/// failed `nft` run does not let a healthy relay's route lapse.
+pub const LEASE_RENEW: Duration = Duration::from_secs(3);
+
+/// The conntrack mark bit of a routed connection whose client has sent payload.
+pub const SPOKE_MARK: u32 = 0x0080_0000;
 
 /// The family of the relay's table: one table serves IPv4 and IPv6.
 pub const FAMILY: &str = "inet";
@@ -142,7 +171,10 @@ pub fn create_script(table: &str, routes: &[Dnat]) -> String {
         ),
         ("dnat6_any", "inet_service", "ipv6_addr . inet_service"),
     ] {
-        let _ = writeln!(s, "\tmap {name} {{\n\t\ttype {key} : {data}\n\t}}");
+        let _ = writeln!(
+            s,
+            "\tmap {name} {{\n\t\ttype {key} : {data}\n\t\tflags timeout\n\t}}"
+        );
     }
     for (name, family) in [("masq4", IpFamily::V4), ("masq6", IpFamily::V6)] {
         let _ = write!(
@@ -190,19 +222,51 @@ pub fn create_script(table: &str, routes: &[Dnat]) -> String {
         "\t\toifname != \"lo\" ct status dnat ip6 daddr . tcp dport @masq6 masquerade"
     );
     let _ = writeln!(s, "\t}}");
+    for (chain, hook) in [("spoke_in", "prerouting"), ("spoke_out", "output")] {
+        let _ = writeln!(
+            s,
+            "\tchain {chain} {{\n\t\ttype filter hook {hook} priority 0; policy accept;"
+        );
+        // TCP data offsets 5..=15 words: a packet longer than its headers carries payload.
+        for doff in 5u32..=15 {
+            let header = 4 * doff;
+            let _ = writeln!(
+                s,
+                "\t\tct status dnat ct direction original ct mark & {SPOKE_MARK:#010x} == 0 \
+                 ip hdrlength 5 tcp doff {doff} ip length > {} ct mark set ct mark | \
+                 {SPOKE_MARK:#010x}",
+                20 + header
+            );
+            let _ = writeln!(
+                s,
+                "\t\tct status dnat ct direction original ct mark & {SPOKE_MARK:#010x} == 0 \
+                 ip6 nexthdr tcp tcp doff {doff} ip6 length > {header} ct mark set ct mark | \
+                 {SPOKE_MARK:#010x}"
+            );
+        }
+        let _ = writeln!(s, "\t}}");
+    }
     let _ = writeln!(s, "}}");
     s
 }
 
-/// Routes new connections for `route.listen` to `route.compute`. Idempotent: an element left
-/// with another compute is replaced (add, delete, add: the first add makes the delete safe).
+/// Routes new connections for `route.listen` to `route.compute` for [`ROUTE_LEASE`], and
+/// renews that lease when run again. Idempotent: an element left with another compute, or
+/// with less of its lease left, is replaced (add, delete, add: the first add makes the delete
+/// safe).
 #[must_use]
 pub fn install_script(table: &str, route: &Dnat) -> String {
     let (map, key, element) = (route.map(), route.key(), route.element());
+    let leased = format!(
+        "{key} timeout {}s : {} . {}",
+        ROUTE_LEASE.as_secs(),
+        route.compute.ip(),
+        route.compute.port()
+    );
     format!(
         "add element {FAMILY} {table} {map} {{ {element} }}\n\
          delete element {FAMILY} {table} {map} {{ {key} }}\n\
-         add element {FAMILY} {table} {map} {{ {element} }}\n"
+         add element {FAMILY} {table} {map} {{ {leased} }}\n"
     )
 }
 
@@ -272,15 +336,19 @@ delete table inet perceptron_t
 table inet perceptron_t {
 \tmap dnat4 {
 \t\ttype ipv4_addr . inet_service : ipv4_addr . inet_service
+\t\tflags timeout
 \t}
 \tmap dnat4_any {
 \t\ttype inet_service : ipv4_addr . inet_service
+\t\tflags timeout
 \t}
 \tmap dnat6 {
 \t\ttype ipv6_addr . inet_service : ipv6_addr . inet_service
+\t\tflags timeout
 \t}
 \tmap dnat6_any {
 \t\ttype inet_service : ipv6_addr . inet_service
+\t\tflags timeout
 \t}
 \tset masq4 {
 \t\ttype ipv4_addr . inet_service
@@ -309,9 +377,22 @@ table inet perceptron_t {
 \t\toifname != \"lo\" ct status dnat ip daddr . tcp dport @masq4 masquerade
 \t\toifname != \"lo\" ct status dnat ip6 daddr . tcp dport @masq6 masquerade
 \t}
-}
 ";
-        assert_eq!(script, expected);
+        let (head, spoke) = script.split_at(script.find("\tchain spoke_in").unwrap());
+        assert_eq!(head, expected);
+        // The activity chains: one rule per TCP data offset and family, in each hook.
+        assert!(spoke.starts_with(
+            "\tchain spoke_in {\n\t\ttype filter hook prerouting priority 0; policy accept;\n\
+             \t\tct status dnat ct direction original ct mark & 0x00800000 == 0 ip hdrlength 5 \
+             tcp doff 5 ip length > 40 ct mark set ct mark | 0x00800000\n\
+             \t\tct status dnat ct direction original ct mark & 0x00800000 == 0 ip6 nexthdr tcp \
+             tcp doff 5 ip6 length > 20 ct mark set ct mark | 0x00800000\n"
+        ));
+        assert!(spoke.contains("tcp doff 8 ip length > 52 "), "{spoke}");
+        assert!(spoke.contains("tcp doff 15 ip6 length > 60 "), "{spoke}");
+        assert!(spoke.contains("\tchain spoke_out {\n\t\ttype filter hook output priority 0;"));
+        assert_eq!(spoke.matches("ct mark set").count(), 44);
+        assert!(spoke.ends_with("\t}\n}\n"));
     }
 
     #[test]
@@ -327,7 +408,7 @@ table inet perceptron_t {
             install_script("perceptron_t", &r),
             "add element inet perceptron_t dnat4 { 127.0.0.1 . 3306 : 127.0.0.1 . 13306 }\n\
              delete element inet perceptron_t dnat4 { 127.0.0.1 . 3306 }\n\
-             add element inet perceptron_t dnat4 { 127.0.0.1 . 3306 : 127.0.0.1 . 13306 }\n"
+             add element inet perceptron_t dnat4 { 127.0.0.1 . 3306 timeout 10s : 127.0.0.1 . 13306 }\n"
         );
         assert_eq!(
             remove_script("perceptron_t", &r),
