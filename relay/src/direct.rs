@@ -66,7 +66,6 @@ pub async fn handle(
         rt.instance.config.handshake_timeout,
     )
     .await;
-    drop(pending);
     let guard = match first {
         FirstBytes::Spoke => rt.instance.hold_if_running(),
         _ => None,
@@ -97,6 +96,9 @@ pub async fn handle(
         }
         LoginPhase::Closed => return,
     };
+    // Pending until the login's verdict (or the watch's end), not its first byte: a client
+    // that sends one byte and stalls still counts against its source's pre-login cap.
+    drop(pending);
     let thaw = rt.instance.thaw_on_upload();
     let mut bytes = crate::passthrough::pump(client, Vec::new(), compute, Vec::new(), thaw).await;
     bytes.client_to_compute += up;
