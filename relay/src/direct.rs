@@ -66,12 +66,11 @@ pub async fn handle(
         rt.instance.config.handshake_timeout,
     )
     .await;
-    drop(pending);
     let guard = match first {
         FirstBytes::Spoke => rt.instance.hold_if_running(),
         _ => None,
     };
-    let Some(guard) = guard else {
+    let Some(mut guard) = guard else {
         let outcome = match first {
             FirstBytes::Spoke => DirectOutcome::paused_before_login,
             FirstBytes::ClientClosed => DirectOutcome::closed_silently,
@@ -84,13 +83,22 @@ pub async fn handle(
     };
     rt.metrics.direct(&name, DirectOutcome::forwarded);
     let (up, down) = match watch_login(&rt, &mut client, &mut compute, peer).await {
-        LoginPhase::Watched { up, down } => (up, down),
+        LoginPhase::Watched { up, down, refused } => {
+            // A login the compute refused does not count as activity when it closes.
+            if !refused {
+                guard.mark_session();
+            }
+            (up, down)
+        }
         LoginPhase::Refused => {
             tracing::info!(instance = %name, client = %peer, "direct login refused: its user's failed-login budget is spent");
             return;
         }
         LoginPhase::Closed => return,
     };
+    // Pending until the login's verdict (or the watch's end), not its first byte: a client
+    // that sends one byte and stalls still counts against its source's pre-login cap.
+    drop(pending);
     let thaw = rt.instance.thaw_on_upload();
     let mut bytes = crate::passthrough::pump(client, Vec::new(), compute, Vec::new(), thaw).await;
     bytes.client_to_compute += up;
@@ -111,6 +119,8 @@ enum LoginPhase {
         up: u64,
         /// Compute → client.
         down: u64,
+        /// The compute refused the login (an ERR verdict): not a session.
+        refused: bool,
     },
     /// The user was refused by its budget; the client has its ERR.
     Refused,
@@ -134,6 +144,7 @@ async fn watch_login(
     // The client's login packet, held until its user is admitted.
     let mut held: Vec<u8> = Vec::new();
     let mut user: Option<Vec<u8>> = None;
+    let mut refused = false;
     let mut from_client = [0u8; 2048];
     let mut from_compute = [0u8; 2048];
     while !watch.done() {
@@ -178,10 +189,13 @@ async fn watch_login(
                 };
                 // Counted before the client sees the refusal, so its next attempt already
                 // meets the budget.
-                if let (Some(Event::Verdict(Verdict::Refused(code))), Some(user)) = (watch.compute_bytes(chunk), &user)
-                    && code == codes::ER_ACCESS_DENIED_ERROR.0
-                {
-                    rt.budgets.record_failed_login(peer.ip(), name, user, std::time::Instant::now());
+                if let Some(Event::Verdict(Verdict::Refused(code))) = watch.compute_bytes(chunk) {
+                    refused = true;
+                    if let Some(user) = &user
+                        && code == codes::ER_ACCESS_DENIED_ERROR.0
+                    {
+                        rt.budgets.record_failed_login(peer.ip(), name, user, std::time::Instant::now());
+                    }
                 }
                 if client.write_all(chunk).await.is_err() {
                     return LoginPhase::Closed;
@@ -197,7 +211,7 @@ async fn watch_login(
         }
         up += held.len() as u64;
     }
-    LoginPhase::Watched { up, down }
+    LoginPhase::Watched { up, down, refused }
 }
 
 /// How a direct connection's pre-login phase ended.

@@ -153,3 +153,44 @@ fn silent_direct_connections_do_not_hold_a_running_instance_awake() {
     );
     drop(silent);
 }
+
+#[test]
+fn a_direct_connection_counts_as_pending_until_its_login_verdict() {
+    const CAP: usize = 20;
+    let dir = TempDir::new("limits-direct-byte");
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            relay_toml: format!("max_pending_per_source = {CAP}\n"),
+            ..RelayOptions::default()
+        },
+    );
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(relay.state(), "running");
+    // Connections on the direct route that read the greeting, send one byte of a login and
+    // stall there.
+    let stalled: Vec<TcpStream> = (0..CAP)
+        .map(|_| {
+            let mut s = raw::connect(relay.port).unwrap();
+            raw::read_packet(&mut s).unwrap();
+            std::io::Write::write_all(&mut s, &[0x20]).unwrap();
+            s
+        })
+        .collect();
+    let forwarded = "relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}";
+    assert!(Relay::wait_until(Duration::from_secs(60), || relay
+        .metric(forwarded)
+        >= CAP as f64));
+    // Before: each stopped counting at its first byte, so one source could open any number.
+    let mut over = raw::connect(relay.port).unwrap();
+    let (_, payload) = raw::read_packet(&mut over).unwrap();
+    assert_eq!(
+        raw::err_of(&payload),
+        (1040, "Too many connections".to_owned())
+    );
+    drop(stalled);
+    assert!(Relay::wait_until(Duration::from_secs(60), || pending(
+        &relay
+    ) == 0.0));
+}

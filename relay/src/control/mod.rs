@@ -326,7 +326,9 @@ impl Instance {
 
     /// Counts a direct connection whose client has spoken, atomically with respect to
     /// pausing: counted, it holds the instance running. `None` if the instance is no longer
-    /// running (an idle pause won the race; the compute is going away).
+    /// running (an idle pause won the race; the compute is going away). Like [`Instance::hold`],
+    /// its close restarts the idle clock only once [`ConnectionGuard::mark_session`] says the
+    /// login was not refused: wrong guesses alone must not keep an instance billed.
     #[must_use]
     pub fn hold_if_running(self: &Arc<Self>) -> Option<ConnectionGuard> {
         let mut inner = self.lock();
@@ -336,7 +338,7 @@ impl Instance {
             ConnectionGuard {
                 instance: Arc::clone(self),
                 route: Route::Direct,
-                session: true,
+                session: false,
             }
         })
     }

@@ -707,3 +707,21 @@ async fn adoption_trusts_a_compute_only_as_far_as_its_greeting_proves_the_key() 
         assert_eq!(freezer.stops.load(Ordering::SeqCst), usize::from(stopped));
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_direct_login_does_not_restart_the_idle_clock() {
+    let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::ZERO)]);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    inst.ensure_running().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(50)).await;
+    // A direct connection whose login the compute refuses (never `mark_session`).
+    let refused = inst.hold_if_running().expect("running: direct route");
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(inst.phase(), Phase::Running, "held while it logs in");
+    drop(refused);
+    // Idle since the wake 70 s ago: the pause comes at the next check, not 60 s later.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(inst.phase(), Phase::Paused);
+    stop.cancel();
+}
