@@ -247,7 +247,14 @@ struct Impostor {
 
 impl Impostor {
     fn start(port: u16, say_ok: bool) -> Self {
-        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        // The address a killed compute held may stay taken for a moment by its connections'
+        // closing sockets; a squatter takes it as soon as the kernel lets it.
+        let mut bound = None;
+        Relay::wait_until(Duration::from_secs(10), || {
+            bound = TcpListener::bind(("127.0.0.1", port)).ok();
+            bound.is_some()
+        });
+        let listener = bound.unwrap_or_else(|| panic!("127.0.0.1:{port} stayed taken"));
         listener.set_nonblocking(true).unwrap();
         let received = Arc::new(Mutex::new(Vec::<u8>::new()));
         let accepted = Arc::new(AtomicUsize::new(0));
