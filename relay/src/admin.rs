@@ -233,6 +233,8 @@ struct InstanceJson {
     #[serde(skip_serializing_if = "Option::is_none")]
     kernel_route_installed: Option<bool>,
     connections: ConnectionsJson,
+    /// Open connections kept on the frozen compute (docs/parking.md).
+    parked_connections: usize,
     wakes: u64,
     last_resume_ms: Option<u64>,
     failure: Option<String>,
@@ -637,6 +639,7 @@ fn instance_json(rt: &InstanceRuntime) -> InstanceJson {
             kernel: s.kernel_connections,
             perceptron: s.perceptron_connections,
         },
+        parked_connections: s.parked_connections,
         wakes: s.wakes,
         last_resume_ms: s
             .last_resume
@@ -690,6 +693,7 @@ fn render_metrics(state: &AdminState, format: metrics::Format) -> String {
         state
             .metrics
             .set_active(&s.name, Route::Perceptron, s.perceptron_connections);
+        state.metrics.set_parked(&s.name, s.parked_connections);
     }
     let (blocks, untracked) = state.budgets.gauge(std::time::Instant::now());
     let blocks: Vec<_> = blocks

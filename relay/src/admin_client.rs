@@ -272,6 +272,11 @@ pub fn status(t: &Target, json: bool) -> Result<String, AdminError> {
             n(i.get("wakes")).unwrap_or(0),
             n(i.get("last_resume_ms")).map_or("-".into(), |ms| format!("{ms} ms")),
         ));
+        if let Some(parked) = n(i.get("parked_connections")).filter(|&p| p > 0) {
+            out.push_str(&format!(
+                "  parked: {parked} connection(s) kept on the frozen compute\n"
+            ));
+        }
         if let Some(f) = i.get("failure").and_then(|v| v.as_str()) {
             out.push_str(&format!("  failure: {f}\n"));
         }

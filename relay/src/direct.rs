@@ -27,7 +27,7 @@ use tokio::net::TcpStream;
 
 use crate::compute_conn::{self, ComputeTarget, OnBehalfOf};
 use crate::limits::PendingPermit;
-use crate::login_watch::{Event, LoginWatch, Verdict};
+use crate::login_watch::{Accepted, Event, LoginWatch, Verdict};
 use crate::metrics::DirectOutcome;
 use crate::perceptron;
 use crate::runtime::InstanceRuntime;
@@ -60,10 +60,12 @@ pub async fn handle(
         }
     };
     let _ = client.set_nodelay(true);
+    let mut greeting = Vec::new();
     let first = until_client_speaks(
         &mut client,
         &mut compute,
         rt.instance.config.handshake_timeout,
+        &mut greeting,
     )
     .await;
     let guard = match first {
@@ -82,13 +84,18 @@ pub async fn handle(
         return;
     };
     rt.metrics.direct(&name, DirectOutcome::forwarded);
-    let (up, down) = match watch_login(&rt, &mut client, &mut compute, peer).await {
-        LoginPhase::Watched { up, down, refused } => {
+    let (up, down, accepted) = match watch_login(&rt, &mut client, &mut compute, peer).await {
+        LoginPhase::Watched {
+            up,
+            down,
+            refused,
+            accepted,
+        } => {
             // A login the compute refused does not count as activity when it closes.
             if !refused {
                 guard.mark_session();
             }
-            (up, down)
+            (up, down, accepted)
         }
         LoginPhase::Refused => {
             tracing::info!(instance = %name, client = %peer, "direct login refused: its user's failed-login budget is spent");
@@ -100,7 +107,17 @@ pub async fn handle(
     // that sends one byte and stalls still counts against its source's pre-login cap.
     drop(pending);
     let thaw = rt.instance.thaw_on_upload();
-    let mut bytes = crate::passthrough::pump(client, Vec::new(), compute, Vec::new(), thaw).await;
+    // A login followed to its OK: its commands are followed too (parking). One that was not
+    // (TLS, a watch that gave up) stays busy for its whole life, as every connection was.
+    let session = accepted.and_then(|a| session_capabilities(&greeting, a));
+    let mut commands =
+        session.map(|(caps, mariadb, status)| guard.watch_commands(caps, mariadb, status));
+    let observer = commands
+        .as_mut()
+        .map(|c| c as &mut (dyn crate::passthrough::Observer + Send));
+    let mut bytes =
+        crate::passthrough::pump(client, Vec::new(), compute, Vec::new(), thaw, observer).await;
+    drop(commands);
     bytes.client_to_compute += up;
     bytes.compute_to_client += down;
     rt.count_pumped(&bytes);
@@ -121,6 +138,8 @@ enum LoginPhase {
         down: u64,
         /// The compute refused the login (an ERR verdict): not a session.
         refused: bool,
+        /// The compute accepted it, and what that says of the session.
+        accepted: Option<Accepted>,
     },
     /// The user was refused by its budget; the client has its ERR.
     Refused,
@@ -211,8 +230,31 @@ async fn watch_login(
         }
         up += held.len() as u64;
     }
-    LoginPhase::Watched { up, down, refused }
+    LoginPhase::Watched {
+        up,
+        down,
+        refused,
+        accepted: watch.accepted(),
+    }
 }
+
+/// The capabilities, MariaDB extended capabilities and status flags a directly routed session
+/// runs with: what both the compute's greeting (the first packet of `greeting`, the bytes
+/// copied to the client before it spoke) and the client's login have.
+fn session_capabilities(greeting: &[u8], accepted: Accepted) -> Option<(u32, u32, u16)> {
+    let (packet, _) = authplugin::packet::parse_packet(greeting, MAX_GREETING_LEN)
+        .ok()
+        .flatten()?;
+    let server = authplugin::packet::HandshakeV10::decode(&packet.payload).ok()?;
+    let caps = server.capability_flags & accepted.client_capabilities;
+    let mariadb = server
+        .mariadb_extended_capabilities()
+        .map_or(0, |ext| ext & accepted.client_mariadb_capabilities);
+    Some((caps, mariadb, accepted.status_flags))
+}
+
+/// The most of the compute's greeting kept for [`session_capabilities`].
+const MAX_GREETING_LEN: usize = 1024;
 
 /// How a direct connection's pre-login phase ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,6 +275,7 @@ async fn until_client_speaks(
     client: &mut TcpStream,
     compute: &mut TcpStream,
     timeout: std::time::Duration,
+    greeting: &mut Vec<u8>,
 ) -> FirstBytes {
     // Greetings are about 100 bytes; a larger one takes a few turns of the loop.
     let mut buf = [0u8; 512];
@@ -251,6 +294,8 @@ async fn until_client_speaks(
                 let Some(chunk) = read.ok().filter(|n| *n > 0).and_then(|n| buf.get(..n)) else {
                     return FirstBytes::ComputeClosed;
                 };
+                let room = MAX_GREETING_LEN.saturating_sub(greeting.len());
+                greeting.extend_from_slice(chunk.get(..room.min(chunk.len())).unwrap_or_default());
                 match tokio::time::timeout_at(deadline, client.write_all(chunk)).await {
                     Ok(Ok(())) => {}
                     Ok(Err(_)) => return FirstBytes::ClientClosed,

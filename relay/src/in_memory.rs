@@ -77,6 +77,7 @@ pub fn runtime_with(
         health_check_users: vec!["haproxy".into()],
         capacity: None,
         stop_after: None,
+        park: false,
         route: RouteMode::Pump,
         tls: None,
         require_secure_transport: false,

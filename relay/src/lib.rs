@@ -57,12 +57,6 @@ mod clock;
 mod compute_conn;
 mod config;
 mod control;
-// Parking (docs/parking.md) is its first user; until then only the tests and the fuzz target
-// drive it.
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "parking, its first user, is not built yet")
-)]
 mod conversation;
 mod direct;
 mod duration;

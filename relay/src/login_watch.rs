@@ -50,12 +50,27 @@ enum State {
     Done,
 }
 
+/// What an accepted login says of the session that follows: what parking needs to follow its
+/// commands ([`crate::conversation::Conversation::new`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Accepted {
+    /// The client's capability flags (the session has those the server offered too).
+    pub client_capabilities: u32,
+    /// The client's MariaDB extended capabilities (the last four filler bytes).
+    pub client_mariadb_capabilities: u32,
+    /// The status flags of the compute's OK.
+    pub status_flags: u16,
+}
+
 /// One direct-route login, watched from the client's first byte (the greeting has passed).
 #[derive(Debug)]
 pub struct LoginWatch {
     state: State,
     client: Vec<u8>,
     compute: Vec<u8>,
+    /// The login packet's capability flags and MariaDB's extended ones.
+    login_capabilities: Option<(u32, u32)>,
+    accepted: Option<Accepted>,
 }
 
 impl Default for LoginWatch {
@@ -72,6 +87,8 @@ impl LoginWatch {
             state: State::ClientLogin,
             client: Vec::new(),
             compute: Vec::new(),
+            login_capabilities: None,
+            accepted: None,
         }
     }
 
@@ -85,6 +102,12 @@ impl LoginWatch {
     #[must_use]
     pub fn awaiting_login(&self) -> bool {
         self.state == State::ClientLogin
+    }
+
+    /// The accepted login's facts, once the compute's OK has been seen.
+    #[must_use]
+    pub const fn accepted(&self) -> Option<Accepted> {
+        self.accepted
     }
 
     /// Bytes the client sent.
@@ -101,6 +124,7 @@ impl LoginWatch {
         let event = match login_user(payload) {
             Some(user) => {
                 self.state = State::Verdict(0);
+                self.login_capabilities = login_capabilities(payload);
                 Event::Login {
                     user: user.to_vec(),
                 }
@@ -125,14 +149,25 @@ impl LoginWatch {
                     return None;
                 }
                 Packet::TooLarge => return Some(self.give_up()),
-                Packet::Complete(payload, _) => (
-                    payload.first().copied(),
-                    payload
-                        .get(1..3)
-                        .and_then(|c| c.try_into().ok())
-                        .map(u16::from_le_bytes),
-                    4 + payload.len(),
-                ),
+                Packet::Complete(payload, _) => {
+                    if let (Some(0x00), Some((caps, mariadb))) =
+                        (payload.first(), self.login_capabilities)
+                    {
+                        self.accepted = ok_status_flags(payload).map(|status_flags| Accepted {
+                            client_capabilities: caps,
+                            client_mariadb_capabilities: mariadb,
+                            status_flags,
+                        });
+                    }
+                    (
+                        payload.first().copied(),
+                        payload
+                            .get(1..3)
+                            .and_then(|c| c.try_into().ok())
+                            .map(u16::from_le_bytes),
+                        4 + payload.len(),
+                    )
+                }
             };
             self.compute.drain(..used);
             seen += 1;
@@ -175,6 +210,33 @@ fn complete_packet(buf: &[u8]) -> Packet<'_> {
     }
     buf.get(4..4 + len)
         .map_or(Packet::Incomplete, |p| Packet::Complete(p, seq))
+}
+
+/// A HandshakeResponse41's capability flags and MariaDB's extended ones (the last four of
+/// its 23 filler bytes, after the flags, the maximum packet size and the character set).
+fn login_capabilities(payload: &[u8]) -> Option<(u32, u32)> {
+    let flags = u32::from_le_bytes(payload.get(..4)?.try_into().ok()?);
+    let mariadb = u32::from_le_bytes(payload.get(28..32)?.try_into().ok()?);
+    Some((flags, mariadb))
+}
+
+/// The status flags of an OK packet (protocol 4.1: after the affected rows and the last
+/// insert id, two length-encoded integers).
+fn ok_status_flags(payload: &[u8]) -> Option<u16> {
+    let lenenc_len = |b: u8| match b {
+        0xFC => Some(3),
+        0xFD => Some(4),
+        0xFE => Some(9),
+        0xFB | 0xFF => None,
+        _ => Some(1),
+    };
+    let rows = lenenc_len(*payload.get(1)?)?;
+    let id_at = 1 + rows;
+    let id = lenenc_len(*payload.get(id_at)?)?;
+    let at = id_at + id;
+    Some(u16::from_le_bytes(
+        payload.get(at..at + 2)?.try_into().ok()?,
+    ))
 }
 
 /// The user name of a HandshakeResponse41, or `None` for an SSLRequest (TLS follows) or
@@ -254,6 +316,31 @@ mod tests {
         );
         // Later bytes (query results) are not watched.
         assert_eq!(w.compute_bytes(&framed(1, &[0xFF, 0x15, 0x04])), None);
+    }
+
+    #[test]
+    fn an_accepted_login_gives_the_session_capabilities_and_status_flags() {
+        let mut w = LoginWatch::new();
+        let mut packet = login(b"u", 0x000a_a685);
+        // MariaDB's extended capabilities: the last four filler bytes (payload 28..32).
+        packet[4 + 28..4 + 32].copy_from_slice(&0x0000_0014u32.to_le_bytes());
+        w.client_bytes(&packet);
+        assert_eq!(w.accepted(), None);
+        // OK: 0 rows, last insert id 0x1234 (three bytes, 0xFC), status 0x4003.
+        w.compute_bytes(&framed(2, &[0, 0, 0xFC, 0x34, 0x12, 0x03, 0x40, 0, 0]));
+        assert_eq!(
+            w.accepted(),
+            Some(Accepted {
+                client_capabilities: 0x000a_a685,
+                client_mariadb_capabilities: 0x14,
+                status_flags: 0x4003,
+            })
+        );
+        // A refused login has none.
+        let mut w = LoginWatch::new();
+        w.client_bytes(&login(b"u", 0x000a_a685));
+        w.compute_bytes(&framed(2, &[0xFF, 0x15, 0x04, b'#']));
+        assert_eq!(w.accepted(), None);
     }
 
     #[test]

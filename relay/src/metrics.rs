@@ -372,6 +372,10 @@ metrics! {
         name: "relay_pending_connections",
         help: "Connections that have not logged in yet",
     }
+    parked: Family<InstanceLabels, Gauge> {
+        name: "relay_parked_connections",
+        help: "Open connections kept on a frozen compute, all between commands",
+    }
     budget_refusals: Family<ReasonLabels, PromCounter> {
         name: "relay_budget_refusals",
         help: "Logins refused without a wake because a failed-login or wake budget is spent, by \
@@ -595,6 +599,14 @@ impl Metrics {
         self.pending
             .get_or_create(&InstanceLabels::of(instance))
             .set(gauge_count(pending));
+    }
+
+    /// Records how many connections of `instance` are parked on its frozen compute (set when
+    /// scraped).
+    pub fn set_parked(&self, instance: &str, parked: usize) {
+        self.parked
+            .get_or_create(&InstanceLabels::of(instance))
+            .set(gauge_count(parked));
     }
 
     /// Records the capacity an instance's compute has now.

@@ -109,6 +109,15 @@ struct Half {
 /// What the pump calls when the client sends bytes (the frozen tier thaws the compute).
 pub type OnRead = std::sync::Arc<dyn Fn() + Send + Sync>;
 
+/// Sees every chunk the pump reads, in the order read, before it is written on: parking
+/// follows each connection's commands this way (docs/parking.md, *Idleness by commands*).
+pub trait Observer {
+    /// Bytes the client sent.
+    fn client_bytes(&mut self, bytes: &[u8]);
+    /// Bytes the compute sent.
+    fn server_bytes(&mut self, bytes: &[u8]);
+}
+
 /// Which side a failure came from.
 #[derive(Debug, Clone, Copy)]
 enum Side {
@@ -147,6 +156,7 @@ impl Half {
         to: &mut T,
         from_side: Side,
         to_side: Side,
+        observe: &mut dyn FnMut(&[u8]),
     ) -> Poll<Result<(), Side>> {
         loop {
             if let Some(buf) = &self.buf {
@@ -189,6 +199,7 @@ impl Half {
                     } else {
                         self.start = 0;
                         self.end = n;
+                        observe(read_buf.filled());
                         if let Some(on_read) = &self.on_read {
                             on_read();
                         }
@@ -207,14 +218,21 @@ impl Half {
 
 /// Copies until both directions are done or a socket fails. Bytes either side sent before
 /// the pump started (read along with the last login packet) are delivered first.
-/// `on_upload` is called whenever the client sends bytes.
+/// `on_upload` is called whenever the client sends bytes; `observer` sees every chunk, those
+/// early bytes included.
 pub async fn pump<C: PumpIo, D: PumpIo>(
     mut client: C,
     client_rest: Vec<u8>,
     mut compute: D,
     compute_rest: Vec<u8>,
     on_upload: Option<OnRead>,
+    mut observer: Option<&mut (dyn Observer + Send)>,
 ) -> PumpReport {
+    if let Some(o) = observer.as_mut() {
+        // The compute's early bytes were sent before it saw any of the client's.
+        o.server_bytes(&compute_rest);
+        o.client_bytes(&client_rest);
+    }
     let mut up = Half::with(client_rest);
     up.on_read = on_upload;
     let mut down = Half::with(compute_rest);
@@ -222,7 +240,18 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
         let up_state = if up.done() {
             Poll::Ready(Ok(()))
         } else {
-            up.poll_copy(cx, &mut client, &mut compute, Side::Client, Side::Compute)
+            up.poll_copy(
+                cx,
+                &mut client,
+                &mut compute,
+                Side::Client,
+                Side::Compute,
+                &mut |b| {
+                    if let Some(o) = observer.as_mut() {
+                        o.client_bytes(b);
+                    }
+                },
+            )
         };
         if let Poll::Ready(Err(side)) = up_state {
             return Poll::Ready(Err(side));
@@ -230,7 +259,18 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
         let down_state = if down.done() {
             Poll::Ready(Ok(()))
         } else {
-            down.poll_copy(cx, &mut compute, &mut client, Side::Compute, Side::Client)
+            down.poll_copy(
+                cx,
+                &mut compute,
+                &mut client,
+                Side::Compute,
+                Side::Client,
+                &mut |b| {
+                    if let Some(o) = observer.as_mut() {
+                        o.server_bytes(b);
+                    }
+                },
+            )
         };
         match (up_state, down_state) {
             (_, Poll::Ready(Err(side))) => Poll::Ready(Err(side)),
@@ -278,6 +318,7 @@ mod tests {
             Some(std::sync::Arc::new(move || {
                 counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             })),
+            None,
         ));
         let big: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
         client_app.write_all(&big).await.unwrap();
@@ -305,7 +346,7 @@ mod tests {
     async fn reports_the_side_that_failed() {
         let (mut client_app, client) = pair().await;
         let (compute, compute_app) = pair().await;
-        let pump = tokio::spawn(pump(client, Vec::new(), compute, Vec::new(), None));
+        let pump = tokio::spawn(pump(client, Vec::new(), compute, Vec::new(), None, None));
         // The compute goes away; the client keeps sending: writes to the compute fail.
         drop(compute_app);
         let chunk = vec![7u8; 64 * 1024];
@@ -316,5 +357,55 @@ mod tests {
         }
         let report = pump.await.unwrap();
         assert_eq!(report.ended_by, "compute_error");
+    }
+
+    #[derive(Default)]
+    struct Recorder {
+        up: Vec<u8>,
+        down: Vec<u8>,
+    }
+
+    impl Observer for Recorder {
+        fn client_bytes(&mut self, bytes: &[u8]) {
+            self.up.extend_from_slice(bytes);
+        }
+        fn server_bytes(&mut self, bytes: &[u8]) {
+            self.down.extend_from_slice(bytes);
+        }
+    }
+
+    #[tokio::test]
+    async fn the_observer_sees_every_byte_of_both_directions_early_ones_first() {
+        let (mut client_app, client) = pair().await;
+        let (compute, mut compute_app) = pair().await;
+        let big: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let sent = big.clone();
+        let apps = tokio::spawn(async move {
+            client_app.write_all(&sent).await.unwrap();
+            client_app.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            compute_app.read_to_end(&mut got).await.unwrap();
+            compute_app.write_all(b"answer").await.unwrap();
+            compute_app.shutdown().await.unwrap();
+            let mut back = Vec::new();
+            client_app.read_to_end(&mut back).await.unwrap();
+            (got, back)
+        });
+        let mut recorder = Recorder::default();
+        let report = pump(
+            client,
+            b"up:".to_vec(),
+            compute,
+            b"down:".to_vec(),
+            None,
+            Some(&mut recorder),
+        )
+        .await;
+        let (got, back) = apps.await.unwrap();
+        assert_eq!(report.ended_by, "eof");
+        assert_eq!(recorder.up, [b"up:".as_slice(), &big].concat());
+        assert_eq!(recorder.up, got);
+        assert_eq!(recorder.down, b"down:answer");
+        assert_eq!(recorder.down, back);
     }
 }

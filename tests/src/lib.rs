@@ -585,6 +585,7 @@ pub mod raw {
     }
 }
 
+pub mod cgroup;
 pub mod mariadb;
 pub mod relay;
 pub mod tls;

@@ -13,52 +13,21 @@
     reason = "test code: a failed step fails the test"
 )]
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use tests::cgroup::frozen;
 use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
 use tests::{TempDir, raw};
 
-/// The directory of `pid`'s cgroup for `controller` (v1), or its v2 cgroup.
-fn cgroup_dir(pid: u32, controller: &str) -> PathBuf {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
-    let v1 = text.lines().find_map(|l| {
-        let mut parts = l.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers
-            .split(',')
-            .any(|c| c == controller)
-            .then(|| PathBuf::from(format!("/sys/fs/cgroup/{controller}{path}")))
-    });
-    v1.filter(|d| d.is_dir()).unwrap_or_else(|| {
-        let path = text.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
-        PathBuf::from(format!("/sys/fs/cgroup{path}"))
-    })
-}
-
 /// The compute's CPU quota in microseconds per 100 ms period, read from the kernel.
 fn cpu_quota_us(pid: u32) -> u64 {
-    let dir = cgroup_dir(pid, "cpu");
+    let dir = tests::cgroup::dir(pid, "cpu");
     let text = std::fs::read_to_string(dir.join("cpu.cfs_quota_us"))
         .or_else(|_| std::fs::read_to_string(dir.join("cpu.max")))
         .unwrap();
     text.split_whitespace().next().unwrap().parse().unwrap()
-}
-
-/// Whether the kernel reports the compute's cgroup frozen.
-fn frozen(pid: u32) -> bool {
-    let dir = cgroup_dir(pid, "freezer");
-    std::fs::read_to_string(dir.join("freezer.state")).map_or_else(
-        |_| {
-            std::fs::read_to_string(dir.join("cgroup.events"))
-                .unwrap()
-                .lines()
-                .any(|l| l == "frozen 1")
-        },
-        |s| s.trim() == "FROZEN",
-    )
 }
 
 fn one_row(s: &mut std::net::TcpStream, sql: &str) -> Option<String> {

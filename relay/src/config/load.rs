@@ -187,6 +187,8 @@ impl Config {
                 compute_tls_name: inst.compute_tls_name,
                 capacity,
                 stop_after: inst.stop_after,
+                // Parking freezes the compute's cgroup, which only the process driver has.
+                park: inst.park && matches!(driver, DriverConfig::Process { .. }),
                 driver,
                 name: inst.name,
                 listen: inst.listen,

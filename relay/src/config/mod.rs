@@ -389,6 +389,10 @@ pub struct InstanceConfig {
     /// With it, a pause freezes the compute (its memory and sockets kept, thawed in
     /// milliseconds by the next login) and stops it once it has stayed frozen this long.
     pub stop_after: Option<Duration>,
+    /// Whether an idle pause with connections open parks them (docs/parking.md): the compute
+    /// is frozen with their sessions intact when every one is between commands. Process
+    /// driver only; the relay must be able to create the compute's cgroup.
+    pub park: bool,
     /// How new connections reach the compute while it runs.
     pub route: RouteMode,
     /// How the compute is started and stopped.
@@ -558,6 +562,8 @@ struct InstanceFile {
     capacity: Option<CapacityFile>,
     #[serde(default, deserialize_with = "some_positive_duration")]
     stop_after: Option<Duration>,
+    #[serde(default = "default::park")]
+    park: bool,
     #[serde(default)]
     route: RouteMode,
     driver: toml::Table,
@@ -640,6 +646,9 @@ mod default {
         DEFAULT_RESUME_TIMEOUT, DEFAULT_STOP_GRACE, Duration,
     };
 
+    pub const fn park() -> bool {
+        true
+    }
     pub fn etcd_prefix() -> String {
         "/perceptron".into()
     }

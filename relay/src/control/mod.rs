@@ -14,6 +14,7 @@ mod fleet;
 mod frozen;
 mod kernel_route;
 pub mod listener_owner;
+mod parking;
 pub mod readiness;
 pub mod scaler;
 mod scaling;
@@ -92,7 +93,14 @@ struct Inner {
     since: tokio::time::Instant,
     /// Open connections by route.
     active: OpenConnections,
-    /// When the last connection closed (or the compute became ready with none open).
+    /// Of those, the connections between commands ([`parking::CommandWatch`]); when they are all, the
+    /// instance may park.
+    idle_conns: usize,
+    /// The running compute could not be frozen to park its connections: not tried again
+    /// until the next wake.
+    cannot_park: bool,
+    /// When the instance was last used: the last connection closed, a command that counts
+    /// was sent or answered ([`parking::CommandWatch`]), or the compute became ready.
     idle_since: tokio::time::Instant,
     wakes: u64,
     last_resume: Option<Duration>,
@@ -160,6 +168,8 @@ pub struct InstanceStatus {
     pub kernel_route_installed: Option<bool>,
     /// Open connections held by the perceptron.
     pub perceptron_connections: usize,
+    /// Open connections kept on a frozen compute (docs/parking.md); 0 unless frozen.
+    pub parked_connections: usize,
     /// Wakes since the relay started.
     pub wakes: u64,
     /// How long the last successful wake took.
@@ -205,6 +215,8 @@ pub struct ConnectionGuard {
     route: Route,
     /// Whether closing it counts as activity (restarts the idle clock).
     session: bool,
+    /// Whether it is counted among the instance's connections between commands.
+    idle: bool,
 }
 
 impl std::fmt::Debug for ConnectionGuard {
@@ -220,6 +232,9 @@ impl Drop for ConnectionGuard {
         let mut inner = self.instance.lock();
         let slot = inner.active.of(self.route);
         *slot = slot.saturating_sub(1);
+        if self.idle {
+            inner.idle_conns = inner.idle_conns.saturating_sub(1);
+        }
         if inner.active.total() == 0 && self.session {
             inner.idle_since = tokio::time::Instant::now();
         }
@@ -257,6 +272,8 @@ impl Instance {
                 since_ms: crate::clock::now_ms(),
                 since: tokio::time::Instant::now(),
                 active: OpenConnections::default(),
+                idle_conns: 0,
+                cannot_park: false,
                 idle_since: tokio::time::Instant::now(),
                 wakes: 0,
                 last_resume: None,
@@ -298,6 +315,11 @@ impl Instance {
             kernel_connections: inner.kernel_open,
             kernel_route_installed: self.kernel.as_ref().map(|_| inner.kernel_installed),
             perceptron_connections: inner.active.perceptron,
+            parked_connections: if matches!(inner.state, State::Frozen(_)) {
+                inner.active.total()
+            } else {
+                0
+            },
             wakes: inner.wakes,
             last_resume: inner.last_resume,
             failure: match &inner.state {
@@ -339,6 +361,7 @@ impl Instance {
                 instance: Arc::clone(self),
                 route: Route::Direct,
                 session: false,
+                idle: false,
             }
         })
     }
@@ -354,6 +377,7 @@ impl Instance {
             instance: Arc::clone(self),
             route,
             session: false,
+            idle: false,
         }
     }
 
@@ -531,19 +555,23 @@ impl Instance {
             // A fresh count of the connections the relay does not see.
             self.count_kernel_connections().await;
         }
-        let (running, tx) = {
+        let (running, tx, park) = {
             let mut inner = self.lock();
             let open = inner.active.total() + inner.kernel_open;
             let running = match &inner.state {
                 State::Running(r) => Arc::clone(r),
                 other => return Err(PauseError::NotRunning(other.phase())),
             };
-            if open > 0 && !force {
+            // Open connections all between commands are parked: the compute is frozen under
+            // them (decided under the lock a command takes to say it is busy, so a command
+            // is either seen here or sees the pause).
+            let park = !force && self.parkable(&inner);
+            if open > 0 && !force && !park {
                 return Err(PauseError::Busy(open));
             }
             let (tx, rx) = watch::channel(false);
             self.transition(&mut inner, State::Pausing(rx));
-            (running, tx)
+            (running, tx, park)
         };
         if let Some(store) = self.fleet.get() {
             if let Err(e) = self.fleet_begin_pause(store.as_ref(), force).await {
@@ -556,7 +584,7 @@ impl Instance {
                 return Err(e);
             }
         }
-        tracing::info!(instance = %self.config.name, reason, force, "pausing");
+        tracing::info!(instance = %self.config.name, reason, force, park, "pausing");
         if let Err(e) = self.close_route(force).await {
             // Back to running: the route is in place again (or was never removed).
             {
@@ -567,20 +595,35 @@ impl Instance {
             tracing::info!(instance = %self.config.name, reason = %e, "pause abandoned; running");
             return Err(e);
         }
-        let freeze = self.config.stop_after.is_some()
+        let freeze = (park || self.config.stop_after.is_some())
             && !self
                 .shutting_down
                 .load(std::sync::atomic::Ordering::Acquire);
         if freeze {
             match running.freeze().await {
                 Ok(()) => {
-                    {
+                    let parked = {
                         let mut inner = self.lock();
                         self.transition(&mut inner, State::Frozen(running));
+                        inner.active.total()
+                    };
+                    let _ = tx.send(true);
+                    tracing::info!(instance = %self.config.name, parked, "frozen");
+                    parking::thaw_if_commanded(self);
+                    return Ok(());
+                }
+                Err(e) if park => {
+                    // Parked sessions must not be cut: the instance keeps running while
+                    // connections are open, as without parking, until its next wake.
+                    tracing::warn!(instance = %self.config.name, error = %e, "cannot freeze the compute to park its idle connections; it keeps running while they are open");
+                    self.install_route().await;
+                    {
+                        let mut inner = self.lock();
+                        self.transition(&mut inner, State::Running(running));
+                        inner.cannot_park = true;
                     }
                     let _ = tx.send(true);
-                    tracing::info!(instance = %self.config.name, "frozen");
-                    return Ok(());
+                    return Err(PauseError::Busy(self.lock().active.total()));
                 }
                 Err(e) => {
                     tracing::warn!(instance = %self.config.name, error = %e, "cannot freeze the compute; stopping it instead");
@@ -621,8 +664,9 @@ impl Instance {
             }
             let due = {
                 let inner = self.lock();
+                let quiet = inner.active.total() == 0 || self.parkable(&inner);
                 matches!(inner.state, State::Running(_))
-                    && inner.active.total() == 0
+                    && quiet
                     && inner.kernel_open == 0
                     && inner.idle_since.elapsed() >= idle_after
             };
@@ -632,9 +676,12 @@ impl Instance {
                 // lock and refuses (Busy) if so.
                 let _ = self.pause(false, "idle").await;
             }
+            // Parked sessions keep a compute frozen, not stopped: stopping would cut them.
             let frozen_long_enough = self.config.stop_after.is_some_and(|after| {
                 let inner = self.lock();
-                matches!(inner.state, State::Frozen(_)) && inner.since.elapsed() >= after
+                matches!(inner.state, State::Frozen(_))
+                    && inner.active.total() == 0
+                    && inner.since.elapsed() >= after
             });
             if frozen_long_enough {
                 self.stop_frozen("frozen for stop_after").await;
@@ -789,6 +836,7 @@ impl Instance {
         if matches!(phase, Phase::Paused | Phase::Failed) {
             inner.ccu = None;
             inner.trust = trust::Trust::Unproven;
+            inner.cannot_park = false;
         }
         inner.since_ms = crate::clock::now_ms();
         inner.since = tokio::time::Instant::now();

@@ -229,10 +229,11 @@ fn build(
     Freezer,
 ) {
     let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-    build_at(script, stop_after, kernel, log, addr, false)
+    build_at(script, stop_after, kernel, log, addr, false, false)
 }
 
-/// [`build`] with the compute at `compute`; `adoptable`: the driver finds a compute running.
+/// [`build`] with the compute at `compute`; `adoptable`: the driver finds a compute running;
+/// `park`: idle pauses park open connections.
 fn build_at(
     script: Vec<Step>,
     stop_after: Option<Duration>,
@@ -240,6 +241,7 @@ fn build_at(
     log: Log,
     compute: SocketAddr,
     adoptable: bool,
+    park: bool,
 ) -> (
     Arc<Instance>,
     Arc<AtomicUsize>,
@@ -262,6 +264,7 @@ fn build_at(
         health_check_users: Vec::new(),
         capacity: None,
         stop_after,
+        park,
         route: crate::config::RouteMode::Pump,
         tls: None,
         require_secure_transport: false,
@@ -698,7 +701,7 @@ async fn adoption_trusts_a_compute_only_as_far_as_its_greeting_proves_the_key() 
         let addr = greeting_server(greets_with).await;
         let log = Log::default();
         let (inst, _starts, _exit, freezer) =
-            build_at(Vec::new(), None, None, Arc::clone(&log), addr, true);
+            build_at(Vec::new(), None, None, Arc::clone(&log), addr, true, false);
         inst.check_proofs_with(check.clone());
         inst.adopt_or_reconcile(None).await;
         assert_eq!(inst.phase(), phase, "proof: {proves}");
@@ -723,5 +726,96 @@ async fn a_refused_direct_login_does_not_restart_the_idle_clock() {
     // Idle since the wake 70 s ago: the pause comes at the next check, not 60 s later.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(inst.phase(), Phase::Paused);
+    stop.cancel();
+}
+
+/// An instance that parks (`park = true`, no `stop_after`), with its freezer counts.
+fn parking_instance(park: bool) -> (Arc<Instance>, Freezer) {
+    let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let (inst, _starts, _exit, freezer) = build_at(
+        vec![Step::Ready(Duration::ZERO)],
+        None,
+        None,
+        Log::default(),
+        addr,
+        false,
+        park,
+    );
+    (inst, freezer)
+}
+
+const QUERY: &[u8] = b"\x09\0\0\0\x03SELECT 1";
+const PING: &[u8] = b"\x01\0\0\0\x0e";
+const OK: &[u8] = b"\x07\0\0\x01\0\0\0\x02\0\0\0";
+
+/// Open sessions between commands are parked on a frozen compute after `idle_pause_after`
+/// (60 s here); a command on one thaws the same compute; a command in progress keeps it
+/// running however long it takes; pings do not restart the idle clock.
+#[tokio::test(start_paused = true)]
+async fn sessions_between_commands_are_parked_and_a_command_thaws_them() {
+    use crate::passthrough::Observer as _;
+    let (inst, freezer) = parking_instance(true);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    inst.ensure_running().await.unwrap();
+    let mut quiet = inst.hold(Route::Perceptron);
+    quiet.mark_session();
+    let _quiet = quiet.watch_commands(0, 0, 2);
+    let mut used = inst.hold(Route::Direct);
+    used.mark_session();
+    let mut used = used.watch_commands(0, 0, 2);
+
+    used.client_bytes(QUERY);
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(inst.phase(), Phase::Running, "a query in progress");
+    used.server_bytes(OK);
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    // A ping 40 s in is answered, and is not use.
+    used.client_bytes(PING);
+    used.server_bytes(OK);
+    tokio::time::sleep(Duration::from_secs(22)).await;
+    assert_eq!(inst.phase(), Phase::Frozen, "parked 60 s after the query");
+    assert_eq!(inst.status().parked_connections, 2);
+    assert_eq!(freezer.freezes.load(Ordering::SeqCst), 1);
+    assert_eq!(freezer.stops.load(Ordering::SeqCst), 0);
+
+    // A command thaws the same compute.
+    used.client_bytes(QUERY);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(inst.phase(), Phase::Running);
+    assert_eq!(freezer.thaws.load(Ordering::SeqCst), 1);
+    assert_eq!(inst.status().parked_connections, 0);
+    used.server_bytes(OK);
+    tokio::time::sleep(Duration::from_secs(62)).await;
+    assert_eq!(inst.phase(), Phase::Frozen, "parked again");
+    stop.cancel();
+}
+
+/// Without `park`, an open session keeps the instance running, as it always did; and a
+/// connection whose commands nobody follows is never parked.
+#[tokio::test(start_paused = true)]
+async fn without_park_or_a_watch_open_sessions_keep_the_instance_running() {
+    let (inst, _) = parking_instance(false);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    inst.ensure_running().await.unwrap();
+    let mut session = inst.hold(Route::Perceptron);
+    session.mark_session();
+    let watch = session.watch_commands(0, 0, 2);
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(inst.phase(), Phase::Running);
+    drop(watch);
+    stop.cancel();
+
+    let (inst, freezer) = parking_instance(true);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    inst.ensure_running().await.unwrap();
+    let mut unwatched = inst.hold(Route::Direct);
+    unwatched.mark_session();
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(inst.phase(), Phase::Running);
+    assert_eq!(inst.pause(false, "test").await, Err(PauseError::Busy(1)));
+    assert_eq!(freezer.freezes.load(Ordering::SeqCst), 0);
     stop.cancel();
 }

@@ -55,6 +55,9 @@ pub struct Established<S> {
     pub compute: PacketStream<S>,
     /// The compute's OK or ERR.
     pub verdict: Verdict,
+    /// The capabilities the compute's session was opened with (what its responses' format
+    /// depends on).
+    pub capabilities: u32,
     /// Holds the instance running while the connection lives.
     pub held: ConnectionGuard,
     /// How long the phases took.
@@ -113,14 +116,25 @@ pub async fn handle(
             );
             let (client_stream, client_rest) = client.into_parts();
             let (compute_stream, compute_rest) = session.compute.into_parts();
+            // The session's commands are followed from here (parking): its status flags are
+            // the compute's OK's. MariaDB's extended capabilities are never negotiated on a
+            // relayed login.
+            let status_flags =
+                OkPacket::decode(&session.verdict.reply.payload, session.capabilities)
+                    .map_or(0, |ok| ok.status_flags);
+            let mut commands = session
+                .held
+                .watch_commands(session.capabilities, 0, status_flags);
             let bytes = crate::passthrough::pump(
                 client_stream,
                 client_rest,
                 compute_stream,
                 compute_rest,
                 rt.instance.thaw_on_upload(),
+                Some(&mut commands),
             )
             .await;
+            drop(commands);
             rt.count_pumped(&bytes);
             drop(session.held);
             tracing::info!(
@@ -308,6 +322,7 @@ where
     }
 
     let client_addr_ip = client_addr.ip();
+    let capabilities = compute_leg::client_flag(&login, &compute.greeting);
     let verdict = match cfg.auth {
         AuthMode::Dual => {
             let client_addr = client_addr.to_string();
@@ -354,6 +369,7 @@ where
         user,
         compute: compute.stream,
         verdict,
+        capabilities,
         held,
         timings: Timings {
             login_ms,

@@ -331,11 +331,12 @@ pub fn driver_for(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box<
             compute: ComputeTarget::of(cfg),
             stop_grace: *stop_grace,
             pid_file: state_dir.join("pids").join(format!("{}.pid", cfg.name)),
-            cgroup: (cfg.capacity.is_some() || cfg.stop_after.is_some()).then(|| {
+            cgroup: (cfg.capacity.is_some() || cfg.stop_after.is_some() || cfg.park).then(|| {
                 process::CgroupPlan {
                     root: cgroup::ROOT.into(),
                     name: cgroup::name_for(&cfg.name, state_dir),
                     limits: cfg.capacity.map(|c| (c.resume, c.max)),
+                    required: cfg.capacity.is_some() || cfg.stop_after.is_some(),
                 }
             }),
         }),

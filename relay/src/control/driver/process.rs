@@ -70,6 +70,10 @@ pub struct CgroupPlan {
     /// The capacity a wake starts with and the ceiling, when the instance has
     /// `[instance.capacity]`; without it the cgroup only freezes.
     pub limits: Option<(Ccu, Ccu)>,
+    /// Whether the compute may not run without it (`[instance.capacity]`, `stop_after`);
+    /// parking alone does without, and the instance then keeps running while connections
+    /// are open, as it always did.
+    pub required: bool,
 }
 
 /// A compute this relay started (a child) or adopted (by pid).
@@ -293,6 +297,10 @@ impl ProcessDriver {
         tracing::info!(instance = %self.instance, pid, program = %program, "compute spawned");
         let cgroup = match self.place(pid) {
             Ok(c) => c,
+            Err(e) if !self.cgroup.as_ref().is_some_and(|plan| plan.required) => {
+                tracing::warn!(instance = %self.instance, error = %e, "cannot place the compute in a cgroup (the relay needs root and cgroup support): idle connections will not be parked");
+                None
+            }
             Err(e) => {
                 // Limits and freezing are part of the instance's contract: no compute without
                 // them.

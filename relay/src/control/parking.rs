@@ -1,0 +1,144 @@
+//! Parking (docs/parking.md): an instance whose open connections are all between commands is
+//! idle, and pausing it freezes the compute with every session intact instead of cutting them.
+//!
+//! A [`CommandWatch`] follows one pumped connection's commands ([`Conversation`]) and keeps two
+//! facts of its instance current: how many open connections are between commands (a
+//! connection nobody follows never is, so it holds the instance running exactly as before),
+//! and the idle clock, which a command restarts when it is sent and again when its response
+//! is complete. `COM_PING` does neither: a pool's keepalive is not use.
+//!
+//! The instance's lock is taken only when the connection changes between idle and busy, or a
+//! command that counts is sent: never per packet of a result set.
+
+use std::sync::Arc;
+
+use super::{ConnectionGuard, Inner, Instance, State};
+use crate::conversation::{Conversation, Phase as Step, Untracked};
+use crate::passthrough::Observer;
+
+/// Follows one connection's commands for its instance (see the module doc).
+pub struct CommandWatch<'a> {
+    guard: &'a mut ConnectionGuard,
+    conversation: Conversation,
+    /// [`Conversation::activity`] at the last look.
+    activity: u64,
+    /// A command that counts was sent since the connection was last idle.
+    used: bool,
+}
+
+impl std::fmt::Debug for CommandWatch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandWatch")
+            .field("phase", &self.conversation.phase())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConnectionGuard {
+    /// Follows this connection's commands from here on; it has just logged in, with
+    /// `capabilities` and MariaDB's `mariadb_capabilities` negotiated and `status_flags` in
+    /// the login's OK. Until this is called the connection counts as busy.
+    pub fn watch_commands(
+        &mut self,
+        capabilities: u32,
+        mariadb_capabilities: u32,
+        status_flags: u16,
+    ) -> CommandWatch<'_> {
+        let mut watch = CommandWatch {
+            guard: self,
+            conversation: Conversation::new(capabilities, mariadb_capabilities, status_flags),
+            activity: 0,
+            used: false,
+        };
+        watch.settle();
+        watch
+    }
+}
+
+impl CommandWatch<'_> {
+    /// Brings the instance's facts up to date with the conversation.
+    fn settle(&mut self) {
+        let idle = self.conversation.phase() == Step::Idle;
+        let activity = self.conversation.activity();
+        let sent = activity != self.activity;
+        self.activity = activity;
+        self.used |= sent;
+        let ended = idle && self.used;
+        if idle == self.guard.idle && !sent && !ended {
+            return;
+        }
+        if ended {
+            self.used = false;
+        }
+        let instance = &self.guard.instance;
+        let mut inner = instance.lock();
+        if sent || ended {
+            inner.idle_since = tokio::time::Instant::now();
+        }
+        if idle != self.guard.idle {
+            self.guard.idle = idle;
+            if idle {
+                inner.idle_conns += 1;
+            } else {
+                inner.idle_conns = inner.idle_conns.saturating_sub(1);
+                // A command for a parked session: thaw the compute (single-flight, as every
+                // wake). One sent while the freeze is under way is seen by `pause`, which
+                // thaws right after it. A client saying goodbye needs no compute.
+                let quit = self.conversation.phase() == Step::Untracked(Untracked::Quit);
+                if matches!(inner.state, State::Frozen(_)) && !quit {
+                    drop(inner);
+                    thaw_for_command(instance);
+                }
+            }
+        }
+    }
+}
+
+fn thaw_for_command(instance: &Arc<Instance>) {
+    tracing::info!(instance = %instance.config.name, "a parked connection sent a command; thawing the compute");
+    let instance = Arc::clone(instance);
+    tokio::spawn(async move {
+        if let Err(e) = instance.ensure_running().await {
+            tracing::warn!(instance = %instance.config.name, error = %e, "thaw for a parked connection failed");
+        }
+    });
+}
+
+impl Observer for CommandWatch<'_> {
+    fn client_bytes(&mut self, bytes: &[u8]) {
+        self.conversation.client_bytes(bytes);
+        self.settle();
+    }
+
+    fn server_bytes(&mut self, bytes: &[u8]) {
+        self.conversation.server_bytes(bytes);
+        self.settle();
+    }
+}
+
+impl Instance {
+    /// Whether pausing may park the open connections: the instance parks (`park`), every
+    /// connection is between commands, the kernel route carries none, this compute could be
+    /// frozen when last tried, and the relay decides alone (in a fleet another relay's
+    /// connections are not followed from here, so a fleet never parks).
+    pub(super) fn parkable(&self, inner: &Inner) -> bool {
+        let open = inner.active.total();
+        self.config.park
+            && open > 0
+            && open == inner.idle_conns
+            && inner.kernel_open == 0
+            && !inner.cannot_park
+            && self.fleet.get().is_none()
+    }
+}
+
+/// A command that arrived while the compute was being frozen for parking: thaw it now.
+pub(super) fn thaw_if_commanded(instance: &Arc<Instance>) {
+    let commanded = {
+        let inner = instance.lock();
+        matches!(inner.state, State::Frozen(_)) && inner.idle_conns < inner.active.total()
+    };
+    if commanded {
+        thaw_for_command(instance);
+    }
+}

@@ -1,0 +1,163 @@
+//! Parking (docs/parking.md) end to end, with the kernel's cgroup files read back: an instance
+//! whose open connections are all between commands pauses after `idle_pause_after` by
+//! freezing its compute with the sessions intact, and the next command on any of them thaws
+//! the same process; a connection in the middle of a response keeps the instance running;
+//! pings alone do not hold it running. Needs root and cgroups, as CI has.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
+)]
+
+use std::net::TcpStream;
+use std::time::Duration;
+
+use tests::cgroup::frozen;
+use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
+use tests::{TempDir, raw};
+
+fn one_row(s: &mut TcpStream, sql: &str) -> Option<String> {
+    match raw::query(s, sql) {
+        Ok(Ok(row)) => row.into_iter().next().flatten(),
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+#[track_caller]
+fn wait_state(relay: &Relay, state: &str, within: Duration) {
+    assert!(
+        Relay::wait_until(within, || relay.state() == state),
+        "state {} (wanted {state}):\n{}",
+        relay.state(),
+        relay.log()
+    );
+}
+
+fn ledger_states(dir: &TempDir) -> Vec<String> {
+    std::fs::read_to_string(dir.path().join("state/usage.ledger"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(2).map(str::to_owned))
+        .collect()
+}
+
+fn ping(s: &mut TcpStream) {
+    raw::write_packet(s, 0, &[0x0E]).unwrap();
+    let (seq, ok) = raw::read_packet(s).unwrap();
+    assert_eq!((seq, ok.first()), (1, Some(&0x00)), "{ok:?}");
+}
+
+fn start(dir: &TempDir) -> Relay {
+    Relay::start(
+        dir.path(),
+        RelayOptions {
+            idle_pause_after: "1s",
+            ..RelayOptions::default()
+        },
+    )
+}
+
+#[test]
+fn an_idle_pool_is_parked_on_a_frozen_compute_and_its_next_query_thaws_it() {
+    let dir = TempDir::new("parking-pool");
+    let relay = start(&dir);
+    // A pool of two, used once, then quiet.
+    let mut pool: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            raw::login(relay.port, USER, PASSWORD, None)
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    for (i, c) in pool.iter_mut().enumerate() {
+        assert_eq!(one_row(c, &format!("SELECT {i}")), Some(i.to_string()));
+    }
+    let pid = relay.compute_pid().unwrap();
+
+    // Idle with both connections open: parked (frozen, the sessions kept), not running.
+    wait_state(&relay, "frozen", Duration::from_secs(60));
+    assert!(frozen(pid), "the kernel reports the compute frozen");
+    let (_, status) = relay.admin("GET", "/v1/instances");
+    assert!(status.contains("\"parked_connections\": 2"), "{status}");
+
+    // A query on a parked connection thaws the same compute and is answered.
+    for c in &mut pool {
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    }
+    assert_eq!(one_row(&mut pool[1], "SELECT 7").as_deref(), Some("7"));
+    assert_eq!(relay.compute_pid(), Some(pid));
+    assert!(!frozen(pid));
+    assert_eq!(one_row(&mut pool[0], "SELECT 8").as_deref(), Some("8"));
+
+    // Quiet again: parked again. The ledger bills the parked time as frozen.
+    wait_state(&relay, "frozen", Duration::from_secs(60));
+    let states = ledger_states(&dir);
+    let parked_twice = states
+        .windows(2)
+        .filter(|w| w[0] == "pausing" && w[1] == "frozen")
+        .count();
+    assert_eq!(parked_twice, 2, "{states:?}");
+    assert_eq!(one_row(&mut pool[0], "SELECT 9").as_deref(), Some("9"));
+}
+
+#[test]
+fn a_connection_whose_result_is_still_streaming_keeps_the_instance_running() {
+    let dir = TempDir::new("parking-busy");
+    let relay = start(&dir);
+    let mut c = raw::login(relay.port, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap();
+    // A result far larger than the sockets' buffers, left unread: the compute is still
+    // sending it, so the connection is busy however long the client takes.
+    let sql = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 300000) \
+               SELECT printf('%0200d', x) FROM n";
+    let mut payload = vec![0x03];
+    payload.extend_from_slice(sql.as_bytes());
+    raw::write_packet(&mut c, 0, &payload).unwrap();
+    // Several idle periods pass without a pause (a negative observation: it must hold for
+    // the whole window).
+    let paused = Relay::wait_until(Duration::from_secs(5), || relay.state() != "running");
+    assert!(!paused, "paused mid-result:\n{}", relay.log());
+
+    // The client reads the whole result: the connection is between commands, and parks.
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let (_, columns) = raw::read_packet(&mut c).unwrap();
+    assert_eq!(columns, [1], "one column");
+    let mut rows = 0;
+    loop {
+        let (_, p) = raw::read_packet(&mut c).unwrap();
+        match p.first() {
+            // The EOF after the rows (the one after the column definition comes first).
+            Some(0xFE) if p.len() < 9 && rows > 0 => break,
+            Some(0xFF) => panic!("{:?}", raw::err_of(&p)),
+            _ if p.len() > 150 => rows += 1,
+            _ => {} // the column definition
+        }
+    }
+    assert_eq!(rows, 300_000);
+    wait_state(&relay, "frozen", Duration::from_secs(60));
+    assert_eq!(one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
+}
+
+#[test]
+fn pings_alone_do_not_keep_the_instance_running() {
+    let dir = TempDir::new("parking-pings");
+    let relay = start(&dir);
+    let mut c = raw::login(relay.port, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    // A pool's keepalive, well inside `idle_pause_after`: each ping is answered, and the
+    // instance still parks between them.
+    let parked = Relay::wait_until(Duration::from_secs(60), || {
+        ping(&mut c);
+        ledger_states(&dir).iter().any(|s| s == "frozen")
+    });
+    assert!(parked, "pings kept the instance running:\n{}", relay.log());
+    ping(&mut c);
+    assert_eq!(one_row(&mut c, "SELECT 2").as_deref(), Some("2"));
+}
