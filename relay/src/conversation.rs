@@ -331,13 +331,6 @@ impl Conversation {
 
     /// The status flags of the last OK or EOF the server sent (the login's at first): what a
     /// relay-made OK on this connection must carry, and whether a transaction is open.
-    #[cfg_attr(
-        not(any(test, feature = "fuzzing")),
-        expect(
-            dead_code,
-            reason = "for a relay-made OK (pings answered while parked), not built yet"
-        )
-    )]
     #[must_use]
     pub const fn status_flags(&self) -> u16 {
         self.status_flags

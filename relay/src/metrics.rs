@@ -376,6 +376,10 @@ metrics! {
         name: "relay_parked_connections",
         help: "Open connections kept on a frozen compute, all between commands",
     }
+    parked_pings: Family<InstanceLabels, PromCounter> {
+        name: "relay_parked_pings",
+        help: "COM_PINGs the relay answered itself on parked connections (the compute stayed frozen)",
+    }
     budget_refusals: Family<ReasonLabels, PromCounter> {
         name: "relay_budget_refusals",
         help: "Logins refused without a wake because a failed-login or wake budget is spent, by \
@@ -607,6 +611,13 @@ impl Metrics {
         self.parked
             .get_or_create(&InstanceLabels::of(instance))
             .set(gauge_count(parked));
+    }
+
+    /// Counts a ping answered on a parked connection.
+    pub fn parked_ping(&self, instance: &str) {
+        self.parked_pings
+            .get_or_create(&InstanceLabels::of(instance))
+            .inc();
     }
 
     /// Records the capacity an instance's compute has now.

@@ -102,8 +102,10 @@ struct Half {
     /// The writer was shut down after that.
     shut: bool,
     copied: u64,
-    /// Called for every read that brought bytes.
+    /// Called for every read that brought bytes (and was not answered).
     on_read: Option<OnRead>,
+    /// A reply the observer made to what was read, for the other direction to write.
+    answered: Option<Vec<u8>>,
 }
 
 /// What the pump calls when the client sends bytes (the frozen tier thaws the compute).
@@ -112,8 +114,10 @@ pub type OnRead = std::sync::Arc<dyn Fn() + Send + Sync>;
 /// Sees every chunk the pump reads, in the order read, before it is written on: parking
 /// follows each connection's commands this way (docs/parking.md, *Idleness by commands*).
 pub trait Observer {
-    /// Bytes the client sent.
-    fn client_bytes(&mut self, bytes: &[u8]);
+    /// Bytes the client sent. With `may_answer` (nothing is on its way to the client), the
+    /// observer may answer them itself: it returns the reply, which the pump writes to the
+    /// client in place of forwarding the bytes (a ping on a parked connection).
+    fn client_bytes(&mut self, bytes: &[u8], may_answer: bool) -> Option<Vec<u8>>;
     /// Bytes the compute sent.
     fn server_bytes(&mut self, bytes: &[u8]);
 }
@@ -156,7 +160,7 @@ impl Half {
         to: &mut T,
         from_side: Side,
         to_side: Side,
-        observe: &mut dyn FnMut(&[u8]),
+        observe: &mut dyn FnMut(&[u8]) -> Option<Vec<u8>>,
     ) -> Poll<Result<(), Side>> {
         loop {
             if let Some(buf) = &self.buf {
@@ -199,7 +203,15 @@ impl Half {
                     } else {
                         self.start = 0;
                         self.end = n;
-                        observe(read_buf.filled());
+                        if let Some(reply) = observe(read_buf.filled()) {
+                            // Answered here: nothing goes on. The pump hands the reply to
+                            // the other direction before this one reads again.
+                            self.end = 0;
+                            self.release();
+                            self.answered = Some(reply);
+                            cx.waker().wake_by_ref();
+                            return Poll::Pending;
+                        }
                         if let Some(on_read) = &self.on_read {
                             on_read();
                         }
@@ -231,12 +243,14 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
     if let Some(o) = observer.as_mut() {
         // The compute's early bytes were sent before it saw any of the client's.
         o.server_bytes(&compute_rest);
-        o.client_bytes(&client_rest);
+        o.client_bytes(&client_rest, false);
     }
     let mut up = Half::with(client_rest);
     up.on_read = on_upload;
     let mut down = Half::with(compute_rest);
     let result = poll_fn(|cx| {
+        // Only a direction with nothing in flight takes a reply made by the observer.
+        let may_answer = down.buf.is_none() && !down.eof;
         let up_state = if up.done() {
             Poll::Ready(Ok(()))
         } else {
@@ -247,12 +261,17 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
                 Side::Client,
                 Side::Compute,
                 &mut |b| {
-                    if let Some(o) = observer.as_mut() {
-                        o.client_bytes(b);
-                    }
+                    observer
+                        .as_mut()
+                        .and_then(|o| o.client_bytes(b, may_answer))
                 },
             )
         };
+        if let Some(reply) = up.answered.take() {
+            down.end = reply.len();
+            down.start = 0;
+            down.buf = Some(reply);
+        }
         if let Poll::Ready(Err(side)) = up_state {
             return Poll::Ready(Err(side));
         }
@@ -269,6 +288,7 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
                     if let Some(o) = observer.as_mut() {
                         o.server_bytes(b);
                     }
+                    None
                 },
             )
         };
@@ -366,8 +386,9 @@ mod tests {
     }
 
     impl Observer for Recorder {
-        fn client_bytes(&mut self, bytes: &[u8]) {
+        fn client_bytes(&mut self, bytes: &[u8], _: bool) -> Option<Vec<u8>> {
             self.up.extend_from_slice(bytes);
+            None
         }
         fn server_bytes(&mut self, bytes: &[u8]) {
             self.down.extend_from_slice(bytes);
@@ -407,5 +428,63 @@ mod tests {
         assert_eq!(recorder.up, got);
         assert_eq!(recorder.down, b"down:answer");
         assert_eq!(recorder.down, back);
+    }
+
+    /// Answers `ping` itself; everything else goes through.
+    struct Answerer;
+
+    impl Observer for Answerer {
+        fn client_bytes(&mut self, bytes: &[u8], may_answer: bool) -> Option<Vec<u8>> {
+            (may_answer && bytes == b"ping").then(|| b"pong".to_vec())
+        }
+        fn server_bytes(&mut self, _: &[u8]) {}
+    }
+
+    #[tokio::test]
+    async fn a_reply_made_by_the_observer_reaches_the_client_and_the_compute_sees_nothing() {
+        let (mut client_app, client) = pair().await;
+        let (compute, mut compute_app) = pair().await;
+        let apps = tokio::spawn(async move {
+            let mut reply = [0u8; 4];
+            for _ in 0..3 {
+                client_app.write_all(b"ping").await.unwrap();
+                client_app.read_exact(&mut reply).await.unwrap();
+                assert_eq!(&reply, b"pong");
+            }
+            client_app.write_all(b"query").await.unwrap();
+            let mut got = [0u8; 5];
+            compute_app.read_exact(&mut got).await.unwrap();
+            compute_app.write_all(b"rows").await.unwrap();
+            client_app.read_exact(&mut reply).await.unwrap();
+            client_app.shutdown().await.unwrap();
+            compute_app.shutdown().await.unwrap();
+            let mut rest = Vec::new();
+            compute_app.read_to_end(&mut rest).await.unwrap();
+            (got, reply, rest)
+        });
+        let mut answerer = Answerer;
+        let uploads = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = std::sync::Arc::clone(&uploads);
+        let report = pump(
+            client,
+            Vec::new(),
+            compute,
+            Vec::new(),
+            Some(std::sync::Arc::new(move || {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            })),
+            Some(&mut answerer),
+        )
+        .await;
+        let (got, reply, rest) = apps.await.unwrap();
+        assert_eq!(&got, b"query", "the pings never reached the compute");
+        assert_eq!(&reply, b"rows");
+        assert!(rest.is_empty());
+        assert_eq!(report.client_to_compute, 5);
+        assert_eq!(
+            uploads.load(std::sync::atomic::Ordering::Relaxed),
+            1,
+            "an answered read is not an upload (it thaws nothing)"
+        );
     }
 }

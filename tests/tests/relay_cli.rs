@@ -33,7 +33,14 @@ fn shim_cli(args: &[&str], stdin: &[u8]) -> Output {
 #[test]
 fn pause_and_resume_are_idempotent_and_errors_speak_plainly() {
     let dir = TempDir::new("cli-verbs");
-    let relay = Relay::start(dir.path(), RelayOptions::default());
+    // Without parking, so that an open session refuses an unforced pause.
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            instance_toml: "park = false\n".into(),
+            ..RelayOptions::default()
+        },
+    );
     let admin = format!("127.0.0.1:{}", relay.admin_port);
     let verb = |v: &str, name: &str| relay_cli(&[v, name, "--admin", &admin]);
 

@@ -2,7 +2,7 @@
 //! whose open connections are all between commands pauses after `idle_pause_after` by
 //! freezing its compute with the sessions intact, and the next command on any of them thaws
 //! the same process; a connection in the middle of a response keeps the instance running;
-//! pings alone do not hold it running. Needs root and cgroups, as CI has.
+//! pings neither hold it running nor, once parked, thaw it (the relay answers them). Needs root and cgroups, as CI has.
 
 #![allow(
     clippy::unwrap_used,
@@ -101,6 +101,12 @@ fn an_idle_pool_is_parked_on_a_frozen_compute_and_its_next_query_thaws_it() {
         .count();
     assert_eq!(parked_twice, 2, "{states:?}");
     assert_eq!(one_row(&mut pool[0], "SELECT 9").as_deref(), Some("9"));
+
+    // A manual pause, not forced, parks idle sessions too.
+    let (code, body) = relay.admin("POST", "/v1/instances/demo/pause");
+    assert_eq!(code, 200, "{body}");
+    wait_state(&relay, "frozen", Duration::from_secs(60));
+    assert_eq!(one_row(&mut pool[1], "SELECT 10").as_deref(), Some("10"));
 }
 
 #[test]
@@ -143,7 +149,7 @@ fn a_connection_whose_result_is_still_streaming_keeps_the_instance_running() {
 }
 
 #[test]
-fn pings_alone_do_not_keep_the_instance_running() {
+fn pings_neither_keep_the_instance_running_nor_thaw_it() {
     let dir = TempDir::new("parking-pings");
     let relay = start(&dir);
     let mut c = raw::login(relay.port, USER, PASSWORD, None)
@@ -152,12 +158,37 @@ fn pings_alone_do_not_keep_the_instance_running() {
     assert_eq!(one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     // A pool's keepalive, well inside `idle_pause_after`: each ping is answered, and the
-    // instance still parks between them.
+    // instance parks all the same.
     let parked = Relay::wait_until(Duration::from_secs(60), || {
         ping(&mut c);
-        ledger_states(&dir).iter().any(|s| s == "frozen")
+        relay.state() == "frozen"
     });
     assert!(parked, "pings kept the instance running:\n{}", relay.log());
-    ping(&mut c);
+    let pid = relay.compute_pid().unwrap();
+
+    // Parked: the relay answers the pings itself, and the compute stays frozen.
+    let wakes = |dir: &TempDir| {
+        ledger_states(dir)
+            .iter()
+            .filter(|s| *s == "resuming")
+            .count()
+    };
+    let answered = || {
+        let (_, metrics) = relay.admin("GET", "/metrics");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("relay_parked_pings_total{instance=\"demo\"} "))
+            .map_or(0, |n| n.parse::<u64>().unwrap())
+    };
+    let (wakes_before, answered_before) = (wakes(&dir), answered());
+    for _ in 0..5 {
+        ping(&mut c);
+    }
+    assert_eq!(relay.state(), "frozen");
+    assert!(frozen(pid));
+    assert_eq!(wakes(&dir), wakes_before, "a ping thawed the compute");
+    assert_eq!(answered(), answered_before + 5);
+    // A query thaws it, on the same session.
     assert_eq!(one_row(&mut c, "SELECT 2").as_deref(), Some("2"));
+    assert_eq!(relay.compute_pid(), Some(pid));
 }

@@ -9,6 +9,10 @@
 //!
 //! The instance's lock is taken only when the connection changes between idle and busy, or a
 //! command that counts is sent: never per packet of a result set.
+//!
+//! While the compute is frozen, a connection's `COM_PING` is answered by the relay (an OK with
+//! the session's status flags): a pool's keepalive does not thaw a parked compute. Anything
+//! else thaws it.
 
 use std::sync::Arc;
 
@@ -104,10 +108,39 @@ fn thaw_for_command(instance: &Arc<Instance>) {
     });
 }
 
+impl CommandWatch<'_> {
+    /// The reply to `bytes` when they are a `COM_PING` on a parked connection: an OK with the
+    /// session's own status flags, as the compute would send, so the compute stays frozen.
+    fn answer_ping(&self, bytes: &[u8]) -> Option<Vec<u8>> {
+        if bytes != PING || self.conversation.phase() != Step::Idle {
+            return None;
+        }
+        if !matches!(self.guard.instance.lock().state, State::Frozen(_)) {
+            return None;
+        }
+        let [lo, hi] = self.conversation.status_flags().to_le_bytes();
+        // OK: no rows affected, no insert id, the status flags, no warnings; sequence id 1.
+        Some(vec![7, 0, 0, 1, 0x00, 0, 0, lo, hi, 0, 0])
+    }
+}
+
+/// A whole `COM_PING` packet (sequence id 0), as pools send it.
+const PING: &[u8] = &[1, 0, 0, 0, 0x0E];
+
 impl Observer for CommandWatch<'_> {
-    fn client_bytes(&mut self, bytes: &[u8]) {
+    fn client_bytes(&mut self, bytes: &[u8], may_answer: bool) -> Option<Vec<u8>> {
+        if may_answer {
+            if let Some(reply) = self.answer_ping(bytes) {
+                self.guard
+                    .instance
+                    .metrics
+                    .parked_ping(&self.guard.instance.config.name);
+                return Some(reply);
+            }
+        }
         self.conversation.client_bytes(bytes);
         self.settle();
+        None
     }
 
     fn server_bytes(&mut self, bytes: &[u8]) {

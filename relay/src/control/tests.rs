@@ -765,13 +765,13 @@ async fn sessions_between_commands_are_parked_and_a_command_thaws_them() {
     used.mark_session();
     let mut used = used.watch_commands(0, 0, 2);
 
-    used.client_bytes(QUERY);
+    assert_eq!(used.client_bytes(QUERY, true), None);
     tokio::time::sleep(Duration::from_secs(300)).await;
     assert_eq!(inst.phase(), Phase::Running, "a query in progress");
     used.server_bytes(OK);
     tokio::time::sleep(Duration::from_secs(40)).await;
     // A ping 40 s in is answered, and is not use.
-    used.client_bytes(PING);
+    assert_eq!(used.client_bytes(PING, true), None, "not parked: forwarded");
     used.server_bytes(OK);
     tokio::time::sleep(Duration::from_secs(22)).await;
     assert_eq!(inst.phase(), Phase::Frozen, "parked 60 s after the query");
@@ -779,8 +779,20 @@ async fn sessions_between_commands_are_parked_and_a_command_thaws_them() {
     assert_eq!(freezer.freezes.load(Ordering::SeqCst), 1);
     assert_eq!(freezer.stops.load(Ordering::SeqCst), 0);
 
+    // A ping is answered by the relay with the session's status flags: still frozen.
+    for _ in 0..3 {
+        assert_eq!(
+            used.client_bytes(PING, true).as_deref(),
+            Some(OK),
+            "answered while parked"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(inst.phase(), Phase::Frozen);
+    assert_eq!(freezer.thaws.load(Ordering::SeqCst), 0);
+
     // A command thaws the same compute.
-    used.client_bytes(QUERY);
+    assert_eq!(used.client_bytes(QUERY, true), None);
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(inst.phase(), Phase::Running);
     assert_eq!(freezer.thaws.load(Ordering::SeqCst), 1);
