@@ -120,6 +120,12 @@ pub trait Observer {
     fn client_bytes(&mut self, bytes: &[u8], may_answer: bool) -> Option<Vec<u8>>;
     /// Bytes the compute sent.
     fn server_bytes(&mut self, bytes: &[u8]);
+    /// Whether the client is owed nothing more (no command outstanding): once it has hung
+    /// up, the pump then ends without waiting for the compute to close (a frozen compute
+    /// would not until thawed).
+    fn owes_nothing(&self) -> bool {
+        false
+    }
 }
 
 /// Which side a failure came from.
@@ -292,6 +298,11 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
                 },
             )
         };
+        // The client hung up owed nothing: the compute's side is closed with the pump, as the
+        // compute itself would close it.
+        if up.done() && down.buf.is_none() && observer.as_ref().is_some_and(|o| o.owes_nothing()) {
+            return Poll::Ready(Ok(()));
+        }
         match (up_state, down_state) {
             (_, Poll::Ready(Err(side))) => Poll::Ready(Err(side)),
             (Poll::Ready(Ok(())), Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),
@@ -486,5 +497,45 @@ mod tests {
             1,
             "an answered read is not an upload (it thaws nothing)"
         );
+    }
+
+    /// Owes the client nothing, whatever it sent.
+    struct Quiet;
+
+    impl Observer for Quiet {
+        fn client_bytes(&mut self, _: &[u8], _: bool) -> Option<Vec<u8>> {
+            None
+        }
+        fn server_bytes(&mut self, _: &[u8]) {}
+        fn owes_nothing(&self) -> bool {
+            true
+        }
+    }
+
+    #[tokio::test]
+    async fn a_client_that_hangs_up_owed_nothing_ends_the_pump_without_the_compute() {
+        let (mut client_app, client) = pair().await;
+        let (compute, mut compute_app) = pair().await;
+        client_app.write_all(b"bye").await.unwrap();
+        client_app.shutdown().await.unwrap();
+        // The compute never answers nor closes (a frozen compute cannot).
+        let report = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            pump(
+                client,
+                Vec::new(),
+                compute,
+                Vec::new(),
+                None,
+                Some(&mut Quiet),
+            ),
+        )
+        .await
+        .expect("the pump waited for the compute");
+        assert_eq!(report.ended_by, "eof");
+        // The compute got the bytes, then its connection's end.
+        let mut got = Vec::new();
+        compute_app.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"bye");
     }
 }

@@ -81,7 +81,7 @@ fn after_a_resume_new_connections_take_the_direct_route() {
 }
 
 #[test]
-fn idle_instances_pause_and_wake_again_but_an_open_session_keeps_them_running() {
+fn idle_instances_pause_and_wake_again_and_an_open_idle_session_is_parked_not_cut() {
     let dir = TempDir::new("ctl-idle");
     let relay = Relay::start(
         dir.path(),
@@ -109,7 +109,8 @@ fn idle_instances_pause_and_wake_again_but_an_open_session_keeps_them_running() 
     );
     assert!(!relay.compute_listening());
 
-    // The next client wakes it again; this session stays open, idle, longer than the period.
+    // The next client wakes it again; this session stays open, idle, longer than the period:
+    // it is parked (the compute frozen under it) and its next query thaws the same compute.
     let session = python(
         relay.port,
         &format!(
@@ -123,10 +124,14 @@ fn idle_instances_pause_and_wake_again_but_an_open_session_keeps_them_running() 
     );
     assert_eq!(session.code, Some(0), "{}\n{}", session.stderr, relay.log());
     assert_eq!(session.stdout, "1\n2\n", "the idle session survived");
+    // Two starts and the thaw.
     assert_eq!(
         relay.metric("relay_wakes_total{instance=\"demo\",outcome=\"ok\"}"),
-        2.0
+        3.0
     );
+    let ledger = std::fs::read_to_string(dir.path().join("state/usage.ledger")).unwrap();
+    assert!(ledger.contains(" frozen "), "{ledger}");
+    // With the session gone, the frozen compute has nothing to keep: it stops.
     let second = relay.compute_pid().expect("second compute");
     let _cleanup2 = KillOnDrop(Some(second));
     assert!(Relay::wait_until(Duration::from_secs(60), || !pid_alive(

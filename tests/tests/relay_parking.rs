@@ -107,6 +107,21 @@ fn an_idle_pool_is_parked_on_a_frozen_compute_and_its_next_query_thaws_it() {
     assert_eq!(code, 200, "{body}");
     wait_state(&relay, "frozen", Duration::from_secs(60));
     assert_eq!(one_row(&mut pool[1], "SELECT 10").as_deref(), Some("10"));
+
+    // A parked connection the client closes is let go at once, the compute still frozen.
+    wait_state(&relay, "frozen", Duration::from_secs(60));
+    drop(pool.remove(0));
+    assert!(
+        Relay::wait_until(Duration::from_secs(30), || {
+            relay
+                .admin("GET", "/v1/instances")
+                .1
+                .contains("\"parked_connections\": 1")
+        }),
+        "{}",
+        relay.admin("GET", "/v1/instances").1
+    );
+    assert_eq!(relay.state(), "frozen");
 }
 
 #[test]

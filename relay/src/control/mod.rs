@@ -677,12 +677,17 @@ impl Instance {
                 let _ = self.pause(false, "idle").await;
             }
             // Parked sessions keep a compute frozen, not stopped: stopping would cut them.
-            let frozen_long_enough = self.config.stop_after.is_some_and(|after| {
+            // Without `stop_after` a compute is frozen only for them, and stops once they
+            // have all closed.
+            let frozen_long_enough = {
                 let inner = self.lock();
                 matches!(inner.state, State::Frozen(_))
                     && inner.active.total() == 0
-                    && inner.since.elapsed() >= after
-            });
+                    && self
+                        .config
+                        .stop_after
+                        .is_none_or(|after| inner.since.elapsed() >= after)
+            };
             if frozen_long_enough {
                 self.stop_frozen("frozen for stop_after").await;
             }

@@ -147,6 +147,13 @@ impl Observer for CommandWatch<'_> {
         self.conversation.server_bytes(bytes);
         self.settle();
     }
+
+    fn owes_nothing(&self) -> bool {
+        matches!(
+            self.conversation.phase(),
+            Step::Idle | Step::Untracked(Untracked::Quit)
+        )
+    }
 }
 
 impl Instance {
