@@ -12,7 +12,9 @@
     reason = "test code: a failed step fails the test"
 )]
 
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::TcpStream;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use tests::cgroup::frozen;
@@ -206,4 +208,58 @@ fn pings_neither_keep_the_instance_running_nor_thaw_it() {
     // A query thaws it, on the same session.
     assert_eq!(one_row(&mut c, "SELECT 2").as_deref(), Some("2"));
     assert_eq!(relay.compute_pid(), Some(pid));
+}
+
+/// A real pool: SQLAlchemy's QueuePool on PyMySQL with `pool_pre_ping` (a `COM_PING` at every
+/// checkout), opened against a paused instance, used, then quiet with the pool open. The
+/// instance parks; the next checkout's pre-ping is answered by the relay while the compute is
+/// still frozen, and its query thaws the compute and runs on the same session. (SQLAlchemy
+/// sends nothing while the application is quiet; at check-in it sends a ROLLBACK, which is
+/// a command and restarts the idle clock.)
+#[test]
+fn a_sqlalchemy_pool_with_pre_ping_parks_and_keeps_its_session() {
+    let dir = TempDir::new("parking-sqlalchemy");
+    let relay = start(&dir);
+    // Prints the session's CONNECTION_ID(), waits for a line on stdin, then checks the
+    // connection out again (pre-ping) and prints CONNECTION_ID().
+    let script = format!(
+        r#"
+import os, sys
+from sqlalchemy import create_engine, text
+engine = create_engine("mysql+pymysql://{USER}:{PASSWORD}@127.0.0.1:" + os.environ["PORT"],
+                       pool_size=1, max_overflow=0, pool_pre_ping=True)
+with engine.connect() as c:
+    print(c.execute(text("SELECT CONNECTION_ID()")).scalar(), flush=True)
+sys.stdin.readline()
+with engine.connect() as c:
+    print(c.execute(text("SELECT CONNECTION_ID()")).scalar(), flush=True)
+"#
+    );
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(&script)
+        .env("PORT", relay.port.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _kill = tests::relay::KillOnDrop(Some(child.id()));
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let pid = relay.compute_pid().unwrap();
+
+    wait_state(&relay, "frozen", Duration::from_secs(60));
+    assert!(frozen(pid));
+    let pings = relay.metric("relay_parked_pings_total{instance=\"demo\"}");
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let last = lines.next().unwrap().unwrap();
+    assert_eq!(last, first, "the same session");
+    assert_eq!(
+        relay.metric("relay_parked_pings_total{instance=\"demo\"}"),
+        pings + 1.0,
+        "the pre-ping was answered while parked"
+    );
+    assert_eq!(relay.compute_pid(), Some(pid), "thawed, not restarted");
+    assert!(child.wait().unwrap().success());
 }
