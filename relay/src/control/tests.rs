@@ -43,6 +43,8 @@ struct Freezer {
     freezes: Arc<AtomicUsize>,
     thaws: Arc<AtomicUsize>,
     stops: Arc<AtomicUsize>,
+    /// How long a freeze takes.
+    freeze_takes: Arc<Mutex<Duration>>,
 }
 
 /// Events of a test, in order: `start`, `stop`, `install`, `remove`.
@@ -135,6 +137,8 @@ impl RunningCompute for ScriptedCompute {
 
     fn freeze(&self) -> BoxFuture<'_, Result<(), super::driver::CapacityError>> {
         Box::pin(async move {
+            let takes = *self.freezer.freeze_takes.lock().unwrap();
+            tokio::time::sleep(takes).await;
             self.freezer.freezes.fetch_add(1, Ordering::SeqCst);
             Ok(())
         })
@@ -830,4 +834,30 @@ async fn without_park_or_a_watch_open_sessions_keep_the_instance_running() {
     assert_eq!(inst.pause(false, "test").await, Err(PauseError::Busy(1)));
     assert_eq!(freezer.freezes.load(Ordering::SeqCst), 0);
     stop.cancel();
+}
+
+/// A command sent while the freeze is under way (the pause decided on an idle connection, the
+/// freezer not done yet) is answered: the compute is thawed as soon as the freeze completes.
+#[tokio::test(start_paused = true)]
+async fn a_command_sent_during_the_freeze_thaws_the_compute_right_after() {
+    use crate::passthrough::Observer as _;
+    let (inst, freezer) = parking_instance(true);
+    *freezer.freeze_takes.lock().unwrap() = Duration::from_secs(1);
+    inst.ensure_running().await.unwrap();
+    let mut session = inst.hold(Route::Perceptron);
+    session.mark_session();
+    let mut session = session.watch_commands(0, 0, 2);
+    let pause = tokio::spawn({
+        let inst = Arc::clone(&inst);
+        async move { inst.pause(false, "test").await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(inst.phase(), Phase::Pausing, "the freeze is under way");
+    assert_eq!(session.client_bytes(QUERY, true), None, "forwarded");
+    pause.await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(inst.phase(), Phase::Running, "thawed for the command");
+    assert_eq!(freezer.freezes.load(Ordering::SeqCst), 1);
+    assert_eq!(freezer.thaws.load(Ordering::SeqCst), 1);
+    session.server_bytes(OK);
 }

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Scenario 11, parking (docs/parking.md): idle pools on a frozen compute.
+
+Part A, the bill of an idle pool: a 10-connection pool opened against a paused instance, used
+once, then idle for one compressed "hour" with its keepalive running (a COM_PING per
+connection every 30 s, scaled), next to the same pool on a relay with `park = false` (the
+behaviour before parking: an open connection holds the instance running). Time is compressed
+SCALE times: the hour lasts 3600/SCALE s, pings come every 30/SCALE s, idle_pause_after is
+300/SCALE s (the 5 min default). Reported per relay, from its own ledger and metrics: seconds
+running and frozen, CCU-seconds billed (frozen_rate_ccu = 0, the default), thaws, pings the
+relay answered, and the first query's latency after the hour.
+
+Part B, the thaw on a command: a query on a parked connection (frozen compute) → its answer,
+next to the same query on a running instance, alternated run by run (n each).
+
+Usage: parking.py [N] [SCALE]   (default 30 runs in part B, SCALE 60: a one-minute hour)
+Writes bench/results/parking.{txt,json}. Needs root and cgroups (the freezer).
+"""
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import harness as h  # noqa: E402
+import mysqlproto as m  # noqa: E402
+
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+SCALE = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
+POOL = 10
+PING = b"\x01\x00\x00\x00\x0e"
+
+
+def ping(c):
+    c.sock.sendall(PING)
+    _, p = c.read_packet()
+    if not p or p[0] != 0x00:
+        raise RuntimeError("ping: %r" % p)
+
+
+def ledger_seconds(relay):
+    """Seconds spent in each state, from the relay's ledger (up to now)."""
+    events = []
+    with open(os.path.join(relay.dir, "state", "usage.ledger")) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 3 and parts[0].isdigit():
+                events.append((int(parts[0]) / 1000.0, parts[2]))
+    spent = {}
+    now = time.time()
+    for (t, state), (t_next, _) in zip(events, events[1:] + [(now, None)]):
+        spent[state] = spent.get(state, 0.0) + (t_next - t)
+    return spent
+
+
+def usage_ccu_seconds(relay):
+    _, body = relay.admin("GET", "/v1/usage")
+    return sum(row.get("ccu_seconds", 0.0) for row in json.loads(body))
+
+
+def idle_hour(park):
+    hour, every = 3600.0 / SCALE, 30.0 / SCALE
+    relay = h.Relay("parking-" + ("on" if park else "off"),
+                    idle_pause_after="%dms" % int(300_000 / SCALE),
+                    instance_toml="park = %s\n" % ("true" if park else "false"))
+    try:
+        pool = [m.Conn("127.0.0.1", relay.port, h.USER, h.PASSWORD) for _ in range(POOL)]
+        for c in pool:
+            c.query(b"SELECT 1")
+        start_ccu = usage_ccu_seconds(relay)
+        start = ledger_seconds(relay)
+        wakes0 = relay.metric('relay_wakes_total{instance="demo",outcome="ok"}')
+        t_end = time.time() + hour
+        while time.time() < t_end:
+            tick = time.time()
+            for c in pool:
+                ping(c)
+            time.sleep(max(0.0, every - (time.time() - tick)))
+        t0 = time.perf_counter()
+        pool[0].query(b"SELECT 1")
+        first_ms = (time.perf_counter() - t0) * 1000
+        end = ledger_seconds(relay)
+        spent = {k: end.get(k, 0.0) - start.get(k, 0.0) for k in end}
+        result = {
+            "park": park,
+            "running_s": round(spent.get("running", 0.0) + spent.get("resuming", 0.0)
+                               + spent.get("pausing", 0.0), 2),
+            "frozen_s": round(spent.get("frozen", 0.0), 2),
+            "ccu_seconds": round(usage_ccu_seconds(relay) - start_ccu, 2),
+            "thaws": int(relay.metric('relay_wakes_total{instance="demo",outcome="ok"}')
+                         - wakes0),
+            "pings_answered": int(relay.metric('relay_parked_pings_total{instance="demo"}')),
+            "first_query_ms": round(first_ms, 2),
+        }
+        for c in pool:
+            c.close()
+        return result
+    finally:
+        relay.stop()
+
+
+def thaw_latency():
+    relay = h.Relay("parking-thaw", instance_toml="park = true\n")
+    times = {"parked": [], "running": []}
+    try:
+        c = m.Conn("127.0.0.1", relay.port, h.USER, h.PASSWORD)
+        for i in range(N + 2):
+            for kind in (("parked", "running") if i % 2 == 0 else ("running", "parked")):
+                if kind == "parked":
+                    relay.pause(until="frozen")
+                t0 = time.perf_counter()
+                c.query(b"SELECT 1")
+                dt = (time.perf_counter() - t0) * 1000
+                if i >= 2:
+                    times[kind].append(dt)
+        c.close()
+    finally:
+        relay.stop()
+    return times
+
+
+def main():
+    on, off = idle_hour(True), idle_hour(False)
+    times = thaw_latency()
+    parked, running = h.summary(times["parked"]), h.summary(times["running"])
+    bill_ratio = on["ccu_seconds"] / off["ccu_seconds"] if off["ccu_seconds"] else None
+    lines = [
+        "# Parking: an idle pool's bill, and the thaw on a command",
+        "machine: %s" % h.machine(),
+        "",
+        "## Part A: %d connections idle for one hour compressed %gx (%.0f s), a ping per "
+        "connection every 30 s (scaled), idle_pause_after 5 min (scaled)" % (
+            POOL, SCALE, 3600 / SCALE),
+        "%-12s %10s %10s %12s %6s %15s %15s" % ("relay", "running s", "frozen s",
+                                                 "CCU-seconds", "thaws", "pings answered",
+                                                 "1st query ms"),
+    ]
+    for r in (on, off):
+        lines.append("%-12s %10.2f %10.2f %12.2f %6d %15d %15.2f" % (
+            "park" if r["park"] else "park=false", r["running_s"], r["frozen_s"],
+            r["ccu_seconds"], r["thaws"], r["pings_answered"], r["first_query_ms"]))
+    if bill_ratio is not None:
+        lines.append("bill with parking / bill without: %.4f (frozen_rate_ccu = 0)" % bill_ratio)
+    lines += [
+        "",
+        "## Part B: SELECT 1 → answer, n=%d each, alternated" % N,
+        "parked (frozen compute, thawed by the query): %s" % h.fmt(parked),
+        "running:                                      %s" % h.fmt(running),
+        "ratio of medians: %.2f" % (parked["median"] / running["median"]),
+    ]
+    h.save("parking", "\n".join(lines) + "\n",
+           {"idle_hour": [on, off], "bill_ratio": bill_ratio, "thaw_ms": times,
+            "summary": {"parked": parked, "running": running}, "scale": SCALE})
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        h.stop_all()
