@@ -238,3 +238,38 @@ fn change_user_works_on_a_switch_mode_session() {
         out.stderr
     );
 }
+
+/// Parking on a stock MariaDB in switch mode (freezing needs no credential): an idle session is
+/// parked by an unforced pause, and its next query runs on the same session with its state
+/// (connection id, current database, a session variable) intact.
+#[test]
+fn an_idle_mariadb_session_is_parked_and_keeps_its_state() {
+    let dir = TempDir::new("switch-parking");
+    let relay = start(&dir, &[], false);
+    pause(&relay);
+    let mut s = raw::login(relay.port, "nat", "nat-pw", Some("shop"))
+        .unwrap()
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let one = |s: &mut std::net::TcpStream, sql: &str| match raw::query(s, sql) {
+        Ok(Ok(rows)) => rows.into_iter().next().flatten(),
+        other => panic!("{sql}: {other:?}"),
+    };
+    one(&mut s, "SET SESSION sql_mode = 'ANSI_QUOTES'");
+    let id = one(&mut s, "SELECT CONNECTION_ID()");
+    let pid = relay.compute_pid().unwrap();
+
+    let (status, body) = relay.admin("POST", "/v1/instances/demo/pause");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(relay.state(), "frozen", "{}", relay.log());
+    assert!(tests::cgroup::frozen(pid));
+
+    assert_eq!(one(&mut s, "SELECT CONNECTION_ID()"), id);
+    assert_eq!(one(&mut s, "SELECT DATABASE()").as_deref(), Some("shop"));
+    assert_eq!(
+        one(&mut s, "SELECT @@SESSION.sql_mode").as_deref(),
+        Some("ANSI_QUOTES")
+    );
+    assert_eq!(relay.compute_pid(), Some(pid), "thawed, not restarted");
+    assert_eq!(relay.state(), "running");
+}
