@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scenario 11, parking (docs/parking.md): idle pools on a frozen compute.
+"""Scenario 13, parking (docs/parking.md): idle pools on a frozen compute.
 
 Part A, the bill of an idle pool: a 10-connection pool opened against a paused instance, used
 once, then idle for one compressed "hour" with its keepalive running (a COM_PING per
