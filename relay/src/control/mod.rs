@@ -93,8 +93,8 @@ struct Inner {
     since: tokio::time::Instant,
     /// Open connections by route.
     active: OpenConnections,
-    /// Of those, the connections between commands ([`parking::CommandWatch`]); when they are all, the
-    /// instance may park.
+    /// Of those, the connections between commands ([`parking::CommandWatch`]); when they
+    /// are all, the instance may park.
     idle_conns: usize,
     /// The running compute could not be frozen to park its connections: not tried again
     /// until the next wake.
