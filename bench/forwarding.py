@@ -160,7 +160,7 @@ def part_a(out, data):
     prepare_sbtest(mport, common)
     hport = h.free_port()
     hap = haproxy(hport, mport)
-    relay = h.Relay("fwd-mariadb", compute_port=mport, driver="adopt")
+    relay = h.Relay("fwd-mariadb", compute_port=mport, driver="adopt", auth="switch")
     held = h.Relay("fwd-mariadb-held", compute_port=mport, auth="switch", driver=(
         '[instance.driver]\nkind = "exec"\nstart = ["sleep", "1"]\nstop = ["true"]\n'
         'status = ["true"]\npoll_interval = "1h"\n'))
@@ -171,6 +171,7 @@ def part_a(out, data):
     b = h.relay_b_from_env()
     if b:
         relay_b = h.Relay("fwd-mariadb-b", compute_port=mport, driver="adopt",
+                          auth="switch",
                           binary=b[0], env=b[1])
         relays.append(relay_b)
         ports["relay-b"] = relay_b.port
@@ -244,8 +245,9 @@ def part_k(out, data):
     prepare_sbtest(mport, common)
     hport = h.free_port()
     hap = haproxy(hport, mport)
-    pump = h.Relay("kr-pump", compute_port=mport, driver="adopt")
-    kernel = h.Relay("kr-kernel", compute_port=mport, driver="adopt", route="nftables")
+    pump = h.Relay("kr-pump", compute_port=mport, driver="adopt", auth="switch")
+    kernel = h.Relay("kr-kernel", compute_port=mport, driver="adopt", auth="switch",
+                     route="nftables")
     for r in (pump, kernel):
         r.wait_state("running")
     m.wait_greeting("127.0.0.1", hport, time.perf_counter() + 10)

@@ -133,6 +133,7 @@ def kernel_scenario():
     common = ["--tables=2", "--table-size=10000"]
     fw.prepare_sbtest(mport, common, threads=2)
     relays = {b: h.Relay("guard-kernel-%s" % b, compute_port=mport, driver="adopt",
+                         auth="switch",
                          route="nftables", bin_dir=d) for b, d in BUILDS.items()}
     qps = {b: [] for b in relays}
     problems = []
