@@ -17,10 +17,12 @@
 //! With `[instance.capacity]` or `stop_after`, the child is moved into a cgroup of its own
 //! right after it is spawned (before it can listen), which gives the instance live CPU and
 //! memory limits, the autoscaler's CPU readings and the freezer ([`super::cgroup`]).
+//! With parking alone (`park`), it is moved there at its first freeze instead, off the
+//! wake's path; a compute that cannot be placed then is not parked.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
@@ -84,8 +86,13 @@ struct ProcessCompute {
     exited: watch::Receiver<Option<String>>,
     grace: Duration,
     instance: String,
-    /// Its cgroup and the instance's ceiling.
-    cgroup: Option<(Cgroup, Ccu)>,
+    /// Its cgroup and the instance's ceiling, once it is in one (shared with the task that
+    /// removes the cgroup when the process exits).
+    cgroup: Arc<OnceLock<(Cgroup, Ccu)>>,
+    /// Where it goes at its first freeze, when that can wait (parking alone). Moving a process
+    /// into a cgroup costs milliseconds on cgroup v1 (7 ms measured, the cpu hierarchy's
+    /// migration), which would double a cold start if paid on the wake's path.
+    lazy: Option<CgroupPlan>,
 }
 
 impl Driver for ProcessDriver {
@@ -197,22 +204,23 @@ impl Driver for ProcessDriver {
 impl ProcessDriver {
     /// A compute of a previous relay, watched by polling its pid; its cgroup is reattached.
     fn adopted(&self, pid: u32) -> Box<dyn RunningCompute> {
-        let cgroup = self.cgroup.as_ref().and_then(|plan| {
-            let cgroup = Cgroup::existing(&plan.root, &plan.name).filter(|c| c.holds(pid))?;
-            Some((
-                cgroup,
-                plan.limits.map_or(crate::capacity::MAX, |(_, max)| max),
-            ))
-        });
+        let cell = Arc::new(OnceLock::new());
+        if let Some(plan) = &self.cgroup {
+            if let Some(cgroup) = Cgroup::existing(&plan.root, &plan.name).filter(|c| c.holds(pid))
+            {
+                let _ = cell.set((cgroup, ceiling_of(plan)));
+            }
+        }
+        let lazy = self.cgroup.clone().filter(|plan| !plan.required);
         let (tx, rx) = watch::channel(None);
         let pid_file = self.pid_file.clone();
-        let leftover = cgroup.as_ref().map(|(c, _)| c.clone());
+        let leftover = Arc::clone(&cell);
         tokio::spawn(async move {
             while pid_alive(pid) {
                 tokio::time::sleep(ADOPTED_POLL).await;
             }
             let _ = std::fs::remove_file(&pid_file);
-            if let Some(c) = leftover {
+            if let Some((c, _)) = leftover.get() {
                 c.remove();
             }
             let _ = tx.send(Some("adopted process exited".into()));
@@ -222,22 +230,9 @@ impl ProcessDriver {
             exited: rx,
             grace: self.stop_grace,
             instance: self.instance.clone(),
-            cgroup,
+            cgroup: cell,
+            lazy,
         })
-    }
-
-    /// Moves the new child into its cgroup and sets its starting capacity.
-    fn place(&self, pid: u32) -> std::io::Result<Option<(Cgroup, Ccu)>> {
-        let Some(plan) = &self.cgroup else {
-            return Ok(None);
-        };
-        let cgroup = Cgroup::create(&plan.root, &plan.name)?;
-        let ceiling = plan.limits.map_or(crate::capacity::MAX, |(_, max)| max);
-        if let Some((start, max)) = plan.limits {
-            cgroup.resize(start, max)?;
-        }
-        cgroup.add(pid)?;
-        Ok(Some((cgroup, ceiling)))
     }
 
     /// Stops a process a previous relay started (not a child of this one): SIGTERM, then
@@ -295,12 +290,15 @@ impl ProcessDriver {
             .map_err(|e| WakeError::Driver(format!("cannot start {program}: {e}")))?;
         let pid = child.id().unwrap_or_default();
         tracing::info!(instance = %self.instance, pid, program = %program, "compute spawned");
-        let cgroup = match self.place(pid) {
-            Ok(c) => c,
-            Err(e) if !self.cgroup.as_ref().is_some_and(|plan| plan.required) => {
-                tracing::warn!(instance = %self.instance, error = %e, "cannot place the compute in a cgroup (the relay needs root and cgroup support): idle connections will not be parked");
-                None
-            }
+        let cell = Arc::new(OnceLock::new());
+        let placed = match &self.cgroup {
+            Some(plan) if plan.required => place(plan, pid).map(|c| {
+                let _ = cell.set(c);
+            }),
+            _ => Ok(()),
+        };
+        match placed {
+            Ok(()) => {}
             Err(e) => {
                 // Limits and freezing are part of the instance's contract: no compute without
                 // them.
@@ -340,7 +338,7 @@ impl ProcessDriver {
         }
         let (tx, rx) = watch::channel(None);
         let pid_file = self.pid_file.clone();
-        let leftover = cgroup.as_ref().map(|(c, _)| c.clone());
+        let leftover = Arc::clone(&cell);
         tokio::spawn(async move {
             let how = match child.wait().await {
                 Ok(status) => status.to_string(),
@@ -349,7 +347,7 @@ impl ProcessDriver {
             if read_identity(&pid_file).is_some_and(|id| id.pid == pid) {
                 let _ = std::fs::remove_file(&pid_file);
             }
-            if let Some(c) = leftover {
+            if let Some((c, _)) = leftover.get() {
                 c.remove();
             }
             let _ = tx.send(Some(how));
@@ -359,9 +357,26 @@ impl ProcessDriver {
             exited: rx,
             grace: self.stop_grace,
             instance: self.instance.clone(),
-            cgroup,
+            cgroup: cell,
+            lazy: self.cgroup.clone().filter(|plan| !plan.required),
         })
     }
+}
+
+/// The instance's ceiling under `plan` (the largest capacity without `[instance.capacity]`).
+fn ceiling_of(plan: &CgroupPlan) -> Ccu {
+    plan.limits.map_or(crate::capacity::MAX, |(_, max)| max)
+}
+
+/// Moves process `pid` into the cgroup of `plan` (created if missing) and sets its starting
+/// capacity.
+fn place(plan: &CgroupPlan, pid: u32) -> std::io::Result<(Cgroup, Ccu)> {
+    let cgroup = Cgroup::create(&plan.root, &plan.name)?;
+    if let Some((start, max)) = plan.limits {
+        cgroup.resize(start, max)?;
+    }
+    cgroup.add(pid)?;
+    Ok((cgroup, ceiling_of(plan)))
 }
 
 impl ProcessCompute {
@@ -389,7 +404,7 @@ impl ProcessCompute {
 
     /// A frozen process does not act on signals (v1 freezer): thaw it first.
     async fn thaw_for_signals(&self) {
-        if let Some((cgroup, _)) = &self.cgroup {
+        if let Some((cgroup, _)) = self.cgroup.get() {
             if cgroup.is_frozen().unwrap_or(false) {
                 if let Err(e) = cgroup.thaw().await {
                     tracing::warn!(instance = %self.instance, pid = self.pid, error = %e, "cannot thaw the compute to stop it");
@@ -399,7 +414,7 @@ impl ProcessCompute {
     }
 
     fn cgroup(&self) -> Result<&(Cgroup, Ccu), CapacityError> {
-        self.cgroup.as_ref().ok_or(CapacityError::NoCgroup)
+        self.cgroup.get().ok_or(CapacityError::NoCgroup)
     }
 }
 
@@ -429,12 +444,16 @@ impl RunningCompute for ProcessCompute {
     }
 
     fn cpu_usage(&self) -> BoxFuture<'_, Option<Duration>> {
-        let used = self.cgroup.as_ref().and_then(|(c, _)| c.cpu_usage().ok());
+        let used = self.cgroup.get().and_then(|(c, _)| c.cpu_usage().ok());
         Box::pin(async move { used })
     }
 
     fn freeze(&self) -> BoxFuture<'_, Result<(), CapacityError>> {
         Box::pin(async move {
+            if let (None, Some(plan)) = (self.cgroup.get(), &self.lazy) {
+                let placed = place(plan, self.pid).map_err(CapacityError::Cgroup)?;
+                let _ = self.cgroup.set(placed);
+            }
             self.cgroup()?
                 .0
                 .freeze()
