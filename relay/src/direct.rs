@@ -253,6 +253,35 @@ fn session_capabilities(greeting: &[u8], accepted: Accepted) -> Option<(u32, u32
     Some((caps, mariadb, accepted.status_flags))
 }
 
+/// Clears `MARIADB_CLIENT_CACHE_METADATA` from the MariaDB extended capabilities of the
+/// greeting framed at the start of `bytes`, when the whole fixed part is there: a client that
+/// negotiates it gets result sets of prepared statements without their column definitions,
+/// which [`crate::conversation`] cannot follow, and such a connection could never be parked.
+/// Nothing is signed in a greeting; the client simply does not negotiate the optimisation.
+fn without_cached_metadata(bytes: &mut [u8]) {
+    use authplugin::packet::capabilities::CLIENT_MYSQL_MARIADB;
+    // Header (4), protocol version (1), the server version up to its NUL.
+    let Some(nul) = bytes.get(5..).and_then(|v| v.iter().position(|&b| b == 0)) else {
+        return;
+    };
+    // Connection id (4), scramble part 1 (8), filler (1), then the capabilities' low half.
+    let caps_low = 5 + nul + 1 + 4 + 8 + 1;
+    let Some(&[low0, ..]) = bytes.get(caps_low..caps_low + 2) else {
+        return;
+    };
+    if u32::from(low0) & CLIENT_MYSQL_MARIADB != 0 {
+        return; // MySQL, or a MariaDB that does not send extended capabilities
+    }
+    // Character set (1), status (2), capabilities' high half (2), scramble length (1),
+    // 6 reserved bytes, then the four bytes of extended capabilities.
+    let ext = caps_low + 2 + 1 + 2 + 2 + 1 + 6;
+    // The flag lives in the first (least significant) byte.
+    let [flag, ..] = crate::conversation::MARIADB_CLIENT_CACHE_METADATA.to_le_bytes();
+    if let Some(byte) = bytes.get_mut(ext) {
+        *byte &= !flag;
+    }
+}
+
 /// The most of the compute's greeting kept for [`session_capabilities`].
 const MAX_GREETING_LEN: usize = 1024;
 
@@ -291,9 +320,15 @@ async fn until_client_speaks(
                 };
             }
             read = compute.read(&mut buf) => {
-                let Some(chunk) = read.ok().filter(|n| *n > 0).and_then(|n| buf.get(..n)) else {
+                let Some(n) = read.ok().filter(|n| *n > 0) else {
                     return FirstBytes::ComputeClosed;
                 };
+                if greeting.is_empty() {
+                    // The greeting's first chunk: commands of sessions that cache result-set
+                    // metadata cannot be followed, so that is not offered (parking).
+                    without_cached_metadata(buf.get_mut(..n).unwrap_or_default());
+                }
+                let chunk = buf.get(..n).unwrap_or_default();
                 let room = MAX_GREETING_LEN.saturating_sub(greeting.len());
                 greeting.extend_from_slice(chunk.get(..room.min(chunk.len())).unwrap_or_default());
                 match tokio::time::timeout_at(deadline, client.write_all(chunk)).await {
@@ -320,4 +355,52 @@ async fn fall_back(
     // Boxed: the perceptron's future is large, and inlined it would make every direct
     // connection's task as big as a held one.
     Box::pin(perceptron::handle(rt, client, peer, pending)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use authplugin::Scramble;
+    use authplugin::packet::HandshakeV10;
+    use authplugin::packet::capabilities::{CLIENT_MYSQL_MARIADB, CLIENT_PROTOCOL_41};
+
+    fn greeting(capabilities: u32, extended: u32) -> Vec<u8> {
+        let mut g = HandshakeV10::new(
+            b"10.11.6-MariaDB".to_vec(),
+            7,
+            &Scramble::from_bytes(*b"abcdefghijklmnopqrst"),
+            capabilities,
+            45,
+            2,
+            "mysql_native_password",
+        );
+        g.reserved[6..].copy_from_slice(&extended.to_le_bytes());
+        let mut framed = Vec::new();
+        authplugin::packet::write_packet(&mut framed, 0, &g.to_bytes());
+        framed
+    }
+
+    #[test]
+    fn cached_metadata_is_not_offered_and_nothing_else_changes() {
+        let mariadb = greeting(CLIENT_PROTOCOL_41, 0x1d);
+        let mut edited = mariadb.clone();
+        without_cached_metadata(&mut edited);
+        let (packet, _) = authplugin::packet::parse_packet(&edited, 1024)
+            .unwrap()
+            .unwrap();
+        let g = HandshakeV10::decode(&packet.payload).unwrap();
+        assert_eq!(g.mariadb_extended_capabilities(), Some(0x0d));
+        let changed = edited.iter().zip(&mariadb).filter(|(a, b)| a != b).count();
+        assert_eq!(changed, 1);
+
+        // MySQL's greeting (bit 0 set: no extended capabilities) and cut-off greetings stay.
+        let mysql = greeting(CLIENT_PROTOCOL_41 | CLIENT_MYSQL_MARIADB, 0x1d);
+        let mut same = mysql.clone();
+        without_cached_metadata(&mut same);
+        assert_eq!(same, mysql);
+        for cut in 0..mariadb.len() {
+            let mut part = mariadb[..cut].to_vec();
+            without_cached_metadata(&mut part);
+        }
+    }
 }
