@@ -210,34 +210,15 @@ fn pings_neither_keep_the_instance_running_nor_thaw_it() {
     assert_eq!(relay.compute_pid(), Some(pid));
 }
 
-/// A real pool: SQLAlchemy's QueuePool on PyMySQL with `pool_pre_ping` (a `COM_PING` at every
-/// checkout), opened against a paused instance, used, then quiet with the pool open. The
-/// instance parks; the next checkout's pre-ping is answered by the relay while the compute is
-/// still frozen, and its query thaws the compute and runs on the same session. (SQLAlchemy
-/// sends nothing while the application is quiet; at check-in it sends a ROLLBACK, which is
-/// a command and restarts the idle clock.)
-#[test]
-fn a_sqlalchemy_pool_with_pre_ping_parks_and_keeps_its_session() {
-    let dir = TempDir::new("parking-sqlalchemy");
+/// Runs a pool program (it prints its session's CONNECTION_ID(), waits for a line on stdin,
+/// queries through the pool again and prints CONNECTION_ID()), and checks what parking
+/// promises a real pool: the instance parks with the pool open, and the pool's next query
+/// runs on the same session of the same compute. Returns how many pings the relay answered
+/// while the compute was frozen, from the pool's reuse of its connection.
+fn a_pool_parks_and_keeps_its_session(name: &str, mut program: Command) -> f64 {
+    let dir = TempDir::new(name);
     let relay = start(&dir);
-    // Prints the session's CONNECTION_ID(), waits for a line on stdin, then checks the
-    // connection out again (pre-ping) and prints CONNECTION_ID().
-    let script = format!(
-        r#"
-import os, sys
-from sqlalchemy import create_engine, text
-engine = create_engine("mysql+pymysql://{USER}:{PASSWORD}@127.0.0.1:" + os.environ["PORT"],
-                       pool_size=1, max_overflow=0, pool_pre_ping=True)
-with engine.connect() as c:
-    print(c.execute(text("SELECT CONNECTION_ID()")).scalar(), flush=True)
-sys.stdin.readline()
-with engine.connect() as c:
-    print(c.execute(text("SELECT CONNECTION_ID()")).scalar(), flush=True)
-"#
-    );
-    let mut child = Command::new("python3")
-        .arg("-c")
-        .arg(&script)
+    let mut child = program
         .env("PORT", relay.port.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -255,11 +236,64 @@ with engine.connect() as c:
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let last = lines.next().unwrap().unwrap();
     assert_eq!(last, first, "the same session");
-    assert_eq!(
-        relay.metric("relay_parked_pings_total{instance=\"demo\"}"),
-        pings + 1.0,
-        "the pre-ping was answered while parked"
-    );
     assert_eq!(relay.compute_pid(), Some(pid), "thawed, not restarted");
-    assert!(child.wait().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    relay.metric("relay_parked_pings_total{instance=\"demo\"}") - pings
+}
+
+/// SQLAlchemy's QueuePool on PyMySQL with `pool_pre_ping` (a `COM_PING` at every checkout):
+/// the pre-ping of the checkout after the quiet spell is answered by the relay while the
+/// compute is still frozen; the query then thaws it. (SQLAlchemy sends nothing while the
+/// application is quiet; at check-in it sends a ROLLBACK, which is a command and restarts the
+/// idle clock.)
+#[test]
+fn a_sqlalchemy_pool_with_pre_ping_parks_and_keeps_its_session() {
+    let script = format!(
+        r#"
+import os, sys
+from sqlalchemy import create_engine, text
+engine = create_engine("mysql+pymysql://{USER}:{PASSWORD}@127.0.0.1:" + os.environ["PORT"],
+                       pool_size=1, max_overflow=0, pool_pre_ping=True)
+with engine.connect() as c:
+    print(c.execute(text("SELECT CONNECTION_ID()")).scalar(), flush=True)
+sys.stdin.readline()
+with engine.connect() as c:
+    print(c.execute(text("SELECT CONNECTION_ID()")).scalar(), flush=True)
+"#
+    );
+    let mut python = Command::new("python3");
+    python.arg("-c").arg(script);
+    let answered = a_pool_parks_and_keeps_its_session("parking-sqlalchemy", python);
+    assert_eq!(answered, 1.0, "the pre-ping was answered while parked");
+}
+
+/// Node's `mysql2` `createPool`: an idle pooled connection is parked and reused.
+#[test]
+fn a_node_mysql2_pool_parks_and_keeps_its_session() {
+    let script = format!(
+        r#"
+const mysql = require('mysql2/promise');
+const readline = require('readline');
+(async () => {{
+  const pool = mysql.createPool({{ host: '127.0.0.1', port: +process.env.PORT,
+    user: '{USER}', password: '{PASSWORD}', connectionLimit: 1 }});
+  const id = async () => (await pool.query('SELECT CONNECTION_ID() AS id'))[0][0].id;
+  console.log(await id());
+  await new Promise((done) => readline.createInterface({{ input: process.stdin }}).once('line', done));
+  console.log(await id());
+  await pool.end();
+  process.exit(0);
+}})().catch((e) => {{ console.error(e); process.exit(1); }});
+"#
+    );
+    let mut node = Command::new("node");
+    node.arg("-e")
+        .arg(script)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/clients/node"));
+    a_pool_parks_and_keeps_its_session("parking-mysql2", node);
 }
