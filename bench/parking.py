@@ -90,7 +90,7 @@ def idle_hour(park):
             "ccu_seconds": round(usage_ccu_seconds(relay) - start_ccu, 2),
             "thaws": int(relay.metric('relay_wakes_total{instance="demo",outcome="ok"}')
                          - wakes0),
-            "pings_answered": int(relay.metric('relay_parked_pings_total{instance="demo"}')),
+            "pings_answered": int(relay.metric('relay_parked_answers_total{instance="demo",kind="ping"}')),
             "first_query_ms": round(first_ms, 2),
         }
         for c in pool:

@@ -78,6 +78,7 @@ pub fn runtime_with(
         capacity: None,
         stop_after: None,
         park: false,
+        keepalive_queries: Vec::new(),
         route: RouteMode::Pump,
         tls: None,
         require_secure_transport: false,

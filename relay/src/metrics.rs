@@ -201,6 +201,12 @@ struct ReasonLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct KindLabels {
+    instance: String,
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct BlockLabels {
     scope: &'static str,
     budget: &'static str,
@@ -376,9 +382,9 @@ metrics! {
         name: "relay_parked_connections",
         help: "Open connections kept on a frozen compute, all between commands",
     }
-    parked_pings: Family<InstanceLabels, PromCounter> {
-        name: "relay_parked_pings",
-        help: "COM_PINGs the relay answered itself on parked connections (the compute stayed frozen)",
+    parked_answers: Family<KindLabels, PromCounter> {
+        name: "relay_parked_answers",
+        help: "Commands the relay answered itself on parked connections (the compute stayed frozen), by kind: ping or keepalive_query",
     }
     budget_refusals: Family<ReasonLabels, PromCounter> {
         name: "relay_budget_refusals",
@@ -613,10 +619,14 @@ impl Metrics {
             .set(gauge_count(parked));
     }
 
-    /// Counts a ping answered on a parked connection.
-    pub fn parked_ping(&self, instance: &str) {
-        self.parked_pings
-            .get_or_create(&InstanceLabels::of(instance))
+    /// Counts a command answered on a parked connection: `kind` is `ping` or
+    /// `keepalive_query`.
+    pub fn parked_answer(&self, instance: &str, kind: &'static str) {
+        self.parked_answers
+            .get_or_create(&KindLabels {
+                instance: instance.to_owned(),
+                kind,
+            })
             .inc();
     }
 

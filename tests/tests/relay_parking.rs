@@ -2,7 +2,8 @@
 //! whose open connections are all between commands pauses after `idle_pause_after` by
 //! freezing its compute with the sessions intact, and the next command on any of them thaws
 //! the same process; a connection in the middle of a response keeps the instance running;
-//! pings neither hold it running nor, once parked, thaw it (the relay answers them). Needs root and cgroups, as CI has.
+//! pings and keepalive queries neither hold it running nor, once parked, thaw it (the relay
+//! answers them). Needs root and cgroups, as CI has.
 
 #![allow(
     clippy::unwrap_used,
@@ -166,7 +167,7 @@ fn a_connection_whose_result_is_still_streaming_keeps_the_instance_running() {
 }
 
 #[test]
-fn pings_neither_keep_the_instance_running_nor_thaw_it() {
+fn pings_and_keepalive_queries_neither_keep_the_instance_running_nor_thaw_it() {
     let dir = TempDir::new("parking-pings");
     let relay = start(&dir);
     let mut c = raw::login(relay.port, USER, PASSWORD, None)
@@ -194,7 +195,9 @@ fn pings_neither_keep_the_instance_running_nor_thaw_it() {
         let (_, metrics) = relay.admin("GET", "/metrics");
         metrics
             .lines()
-            .find_map(|l| l.strip_prefix("relay_parked_pings_total{instance=\"demo\"} "))
+            .find_map(|l| {
+                l.strip_prefix("relay_parked_answers_total{instance=\"demo\",kind=\"ping\"} ")
+            })
             .map_or(0, |n| n.parse::<u64>().unwrap())
     };
     let (wakes_before, answered_before) = (wakes(&dir), answered());
@@ -205,6 +208,19 @@ fn pings_neither_keep_the_instance_running_nor_thaw_it() {
     assert!(frozen(pid));
     assert_eq!(wakes(&dir), wakes_before, "a ping thawed the compute");
     assert_eq!(answered(), answered_before + 5);
+    // The keepalive query the compute answered on this connection before is answered again
+    // by the relay, with the compute's own result: still frozen.
+    assert_eq!(one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
+    assert_eq!(relay.state(), "frozen");
+    assert_eq!(
+        wakes(&dir),
+        wakes_before,
+        "the keepalive query thawed the compute"
+    );
+    assert_eq!(
+        relay.metric("relay_parked_answers_total{instance=\"demo\",kind=\"keepalive_query\"}"),
+        1.0
+    );
     // A query thaws it, on the same session.
     assert_eq!(one_row(&mut c, "SELECT 2").as_deref(), Some("2"));
     assert_eq!(relay.compute_pid(), Some(pid));
@@ -232,7 +248,7 @@ fn a_pool_parks_and_keeps_its_session(name: &str, mut program: Command) -> f64 {
 
     wait_state(&relay, "frozen", Duration::from_secs(60));
     assert!(frozen(pid));
-    let pings = relay.metric("relay_parked_pings_total{instance=\"demo\"}");
+    let pings = relay.metric("relay_parked_answers_total{instance=\"demo\",kind=\"ping\"}");
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let last = lines.next().unwrap().unwrap();
     assert_eq!(last, first, "the same session");
@@ -243,7 +259,7 @@ fn a_pool_parks_and_keeps_its_session(name: &str, mut program: Command) -> f64 {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    relay.metric("relay_parked_pings_total{instance=\"demo\"}") - pings
+    relay.metric("relay_parked_answers_total{instance=\"demo\",kind=\"ping\"}") - pings
 }
 
 /// SQLAlchemy's QueuePool on PyMySQL with `pool_pre_ping` (a `COM_PING` at every checkout):

@@ -189,6 +189,7 @@ impl Config {
                 stop_after: inst.stop_after,
                 // Parking freezes the compute's cgroup, which only the process driver has.
                 park: inst.park && matches!(driver, DriverConfig::Process { .. }),
+                keepalive_queries: inst.keepalive_queries,
                 driver,
                 name: inst.name,
                 listen: inst.listen,

@@ -393,6 +393,10 @@ pub struct InstanceConfig {
     /// is frozen with their sessions intact when every one is between commands. Process
     /// driver only; the relay must be able to create the compute's cgroup.
     pub park: bool,
+    /// Queries pools send to keep a connection open (exact `COM_QUERY` texts): not use of the
+    /// instance, and answered while parked with the compute's own last answer to the same
+    /// query on the same connection.
+    pub keepalive_queries: Vec<String>,
     /// How new connections reach the compute while it runs.
     pub route: RouteMode,
     /// How the compute is started and stopped.
@@ -564,6 +568,8 @@ struct InstanceFile {
     stop_after: Option<Duration>,
     #[serde(default = "default::park")]
     park: bool,
+    #[serde(default = "default::keepalive_queries")]
+    keepalive_queries: Vec<String>,
     #[serde(default)]
     route: RouteMode,
     driver: toml::Table,
@@ -648,6 +654,18 @@ mod default {
 
     pub const fn park() -> bool {
         true
+    }
+    /// What pools send: HikariCP's and c3p0's usual test query, SQLAlchemy's and Django's
+    /// forms, the Oracle-compatible form.
+    pub fn keepalive_queries() -> Vec<String> {
+        [
+            "SELECT 1",
+            "select 1",
+            "/* ping */ SELECT 1",
+            "SELECT 1 FROM DUAL",
+        ]
+        .map(String::from)
+        .to_vec()
     }
     pub fn etcd_prefix() -> String {
         "/perceptron".into()

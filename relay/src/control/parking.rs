@@ -28,7 +28,25 @@ pub struct CommandWatch<'a> {
     activity: u64,
     /// A command that counts was sent since the connection was last idle.
     used: bool,
+    /// A keepalive query's response being recorded: the query's packet and the response so
+    /// far.
+    learning: Option<(Vec<u8>, Vec<u8>)>,
+    /// The last keepalive query answered by the compute on this connection, to answer it
+    /// again while parked.
+    learnt: Option<Learnt>,
 }
+
+/// A keepalive query and the compute's whole response to it on this connection.
+#[derive(Debug)]
+struct Learnt {
+    query: Vec<u8>,
+    response: Vec<u8>,
+    /// The session's status flags after it: the answer is replayed only while they hold.
+    status_flags: u16,
+}
+
+/// The largest keepalive response recorded (a one-row result is about 60 bytes).
+const MAX_LEARNT_RESPONSE: usize = 4096;
 
 impl std::fmt::Debug for CommandWatch<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -53,18 +71,21 @@ impl ConnectionGuard {
             conversation: Conversation::new(capabilities, mariadb_capabilities, status_flags),
             activity: 0,
             used: false,
+            learning: None,
+            learnt: None,
         };
-        watch.settle();
+        watch.settle(true);
         watch
     }
 }
 
 impl CommandWatch<'_> {
-    /// Brings the instance's facts up to date with the conversation.
-    fn settle(&mut self) {
+    /// Brings the instance's facts up to date with the conversation. `use_counts`: whether
+    /// the bytes just fed may count as use (not a keepalive query).
+    fn settle(&mut self, use_counts: bool) {
         let idle = self.conversation.phase() == Step::Idle;
         let activity = self.conversation.activity();
-        let sent = activity != self.activity;
+        let sent = use_counts && activity != self.activity;
         self.activity = activity;
         self.used |= sent;
         let ended = idle && self.used;
@@ -122,6 +143,39 @@ impl CommandWatch<'_> {
         // OK: no rows affected, no insert id, the status flags, no warnings; sequence id 1.
         Some(vec![7, 0, 0, 1, 0x00, 0, 0, lo, hi, 0, 0])
     }
+
+    /// Whether `bytes` are exactly one configured keepalive query (`COM_QUERY`, sequence id
+    /// 0), sent between commands.
+    fn is_keepalive(&self, bytes: &[u8]) -> bool {
+        let [a, b, c, 0, 0x03, text @ ..] = bytes else {
+            return false;
+        };
+        let len = u32::from_le_bytes([*a, *b, *c, 0]);
+        self.conversation.phase() == Step::Idle
+            && usize::try_from(len).is_ok_and(|len| len == text.len() + 1)
+            && self
+                .guard
+                .instance
+                .config
+                .keepalive_queries
+                .iter()
+                .any(|q| q.as_bytes() == text)
+    }
+
+    /// The compute's own response to `bytes` when they repeat the keepalive query it last
+    /// answered on this connection, the session's status flags unchanged since; only on a
+    /// parked connection.
+    fn answer_keepalive(&self, bytes: &[u8]) -> Option<Vec<u8>> {
+        let learnt = self.learnt.as_ref()?;
+        if learnt.query != bytes
+            || learnt.status_flags != self.conversation.status_flags()
+            || self.conversation.phase() != Step::Idle
+            || !matches!(self.guard.instance.lock().state, State::Frozen(_))
+        {
+            return None;
+        }
+        Some(learnt.response.clone())
+    }
 }
 
 /// A whole `COM_PING` packet (sequence id 0), as pools send it.
@@ -134,18 +188,42 @@ impl Observer for CommandWatch<'_> {
                 self.guard
                     .instance
                     .metrics
-                    .parked_ping(&self.guard.instance.config.name);
+                    .parked_answer(&self.guard.instance.config.name, "ping");
+                return Some(reply);
+            }
+            if let Some(reply) = self.answer_keepalive(bytes) {
+                self.guard
+                    .instance
+                    .metrics
+                    .parked_answer(&self.guard.instance.config.name, "keepalive_query");
                 return Some(reply);
             }
         }
+        let keepalive = self.is_keepalive(bytes);
+        self.learning = keepalive.then(|| (bytes.to_vec(), Vec::new()));
         self.conversation.client_bytes(bytes);
-        self.settle();
+        self.settle(!keepalive);
         None
     }
 
     fn server_bytes(&mut self, bytes: &[u8]) {
         self.conversation.server_bytes(bytes);
-        self.settle();
+        if let Some((_, response)) = &mut self.learning {
+            response.extend_from_slice(bytes);
+            if response.len() > MAX_LEARNT_RESPONSE {
+                self.learning = None;
+            }
+        }
+        if self.conversation.phase() == Step::Idle {
+            if let Some((query, response)) = self.learning.take() {
+                self.learnt = Some(Learnt {
+                    query,
+                    response,
+                    status_flags: self.conversation.status_flags(),
+                });
+            }
+        }
+        self.settle(true);
     }
 
     fn owes_nothing(&self) -> bool {

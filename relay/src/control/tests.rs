@@ -269,6 +269,7 @@ fn build_at(
         capacity: None,
         stop_after,
         park,
+        keepalive_queries: vec!["SELECT 1".into()],
         route: crate::config::RouteMode::Pump,
         tls: None,
         require_secure_transport: false,
@@ -748,7 +749,9 @@ fn parking_instance(park: bool) -> (Arc<Instance>, Freezer) {
     (inst, freezer)
 }
 
-const QUERY: &[u8] = b"\x09\0\0\0\x03SELECT 1";
+const QUERY: &[u8] = b"\x09\0\0\0\x03SELECT 2";
+/// The instance's keepalive query.
+const KEEPALIVE: &[u8] = b"\x09\0\0\0\x03SELECT 1";
 const PING: &[u8] = b"\x01\0\0\0\x0e";
 const OK: &[u8] = b"\x07\0\0\x01\0\0\0\x02\0\0\0";
 
@@ -860,4 +863,35 @@ async fn a_command_sent_during_the_freeze_thaws_the_compute_right_after() {
     assert_eq!(freezer.freezes.load(Ordering::SeqCst), 1);
     assert_eq!(freezer.thaws.load(Ordering::SeqCst), 1);
     session.server_bytes(OK);
+}
+
+/// A keepalive query is not use, and once the compute has answered it on a connection, the
+/// relay answers it there while parked with that same answer (the session's flags unchanged).
+#[tokio::test(start_paused = true)]
+async fn a_keepalive_query_is_not_use_and_is_answered_while_parked() {
+    use crate::passthrough::Observer as _;
+    let (inst, freezer) = parking_instance(true);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    inst.ensure_running().await.unwrap();
+    let mut session = inst.hold(Route::Perceptron);
+    session.mark_session();
+    let mut session = session.watch_commands(0, 0, 2);
+    assert_eq!(session.client_bytes(QUERY, true), None);
+    session.server_bytes(OK);
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    // Forwarded while running, and learnt; it does not restart the idle clock.
+    assert_eq!(session.client_bytes(KEEPALIVE, true), None);
+    session.server_bytes(OK);
+    tokio::time::sleep(Duration::from_secs(22)).await;
+    assert_eq!(inst.phase(), Phase::Frozen);
+    // Parked: answered with the compute's own answer, the compute left frozen.
+    assert_eq!(session.client_bytes(KEEPALIVE, true).as_deref(), Some(OK));
+    // Not when something is on its way to the client: then it goes to the compute.
+    assert_eq!(session.client_bytes(KEEPALIVE, false), None);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(inst.phase(), Phase::Running, "a forwarded keepalive thaws");
+    session.server_bytes(OK);
+    assert_eq!(freezer.thaws.load(Ordering::SeqCst), 1);
+    stop.cancel();
 }
