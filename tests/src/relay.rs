@@ -305,12 +305,12 @@ on_relay_exit = "{}"
     pub fn pause(&self) {
         let mut last = (0, String::new());
         // A connection the test has just closed may still be open at the relay: the pause
-        // then parks it, and the compute stops once it is gone.
+        // then parks it (frozen), and the compute stops once it is gone.
         let paused = Self::wait_until(Duration::from_secs(60), || {
             if self.state() != "frozen" {
                 last = self.admin("POST", "/v1/instances/demo/pause");
             }
-            last.0 != 0 && self.state() == "paused"
+            last.0 == 200 && self.state() != "frozen"
         });
         assert!(
             paused,
