@@ -11,15 +11,31 @@
 //!   both routes, with ERR 1129 in place of the greeting (what MySQL sends a host past
 //!   `max_connect_errors`); a user is refused after its login is read, with ERR 1226;
 //! - a **wake** block refuses only logins that would wake the instance (the same codes); a
-//!   running instance is still reachable.
+//!   running instance is still reachable. Besides all wakes, a source's **failed wakes** (wakes
+//!   whose login the compute refused) have a small budget of their own: a password guesser that
+//!   waits for each pause would otherwise buy a wake per guess.
 //!
-//! Nothing here does I/O or reads a clock: the caller passes `now`. The table is bounded
-//! ([`MAX_SUBJECTS`]); when it is full of live subjects, new ones are not tracked (fail open,
-//! counted) rather than refused, so filling it cannot lock everyone out.
+//! **Charged at admission.** A failed-login budget counted only at the verdict can be outrun:
+//! logins held during a wake, or sent all at once, are admitted before any verdict lands (300
+//! concurrent guesses got 297 verdicts against a budget of 20). So an admitted login is counted
+//! as *pending* against its source and its user until its verdict ([`LoginCharge`]): a login
+//! whose subject already has as many logins pending as its budget has failures left **waits**
+//! for one of those verdicts ([`Budgets::admit_login`]) — a refusal spends the budget, an
+//! accepted login frees its place — so at most the budget's number of guesses ever reach a
+//! compute, while a pool opening more connections than that at once is only delayed by one
+//! login's round trip.
+//!
+//! **One source cannot lock a user out.** A user's failed-login block needs failures from at
+//! least two sources (unless the per-source budget is off): a single source is stopped by its
+//! own budget, and a burst from it must not refuse the real user everywhere.
+//!
+//! Nothing here does I/O; only [`Budgets::admit_login`] reads the clock, to wait. The table is
+//! bounded ([`MAX_SUBJECTS`]); when it is full of live subjects, new ones are not tracked (fail
+//! open, counted) rather than refused, so filling it cannot lock everyone out.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use authplugin::packet::ErrPacket;
@@ -101,6 +117,8 @@ pub enum Budget {
     FailedLogins,
     /// Wakes.
     Wakes,
+    /// Wakes whose login the compute refused (a source only).
+    FailedWakes,
 }
 
 impl Budget {
@@ -110,6 +128,7 @@ impl Budget {
         match self {
             Self::FailedLogins => "failed_logins",
             Self::Wakes => "wakes",
+            Self::FailedWakes => "failed_wakes",
         }
     }
 }
@@ -125,13 +144,24 @@ pub struct Refusal {
     pub count: u32,
     /// How long the block still lasts.
     pub retry_after: Duration,
+    /// Not a block: the subject's logins in flight already match what its budget has left,
+    /// and none of their verdicts came in time.
+    pub in_flight: bool,
 }
 
 impl Refusal {
     /// Metric label (`relay_budget_refusals_total{reason}`).
     #[must_use]
     pub const fn label(&self) -> &'static str {
+        if self.in_flight {
+            return match self.scope {
+                Scope::Source => "source_logins_in_flight",
+                Scope::User => "user_logins_in_flight",
+            };
+        }
         match (self.scope, self.budget) {
+            (Scope::Source, Budget::FailedWakes) => "source_failed_wakes",
+            (Scope::User, Budget::FailedWakes) => "user_failed_wakes",
             (Scope::Source, Budget::FailedLogins) => "source_failed_logins",
             (Scope::Source, Budget::Wakes) => "source_wakes",
             (Scope::User, Budget::FailedLogins) => "user_failed_logins",
@@ -147,12 +177,31 @@ impl Refusal {
     #[must_use]
     pub fn client_error(&self, host: &str, user: &[u8]) -> ErrPacket {
         let secs = self.retry_after.as_secs().max(1);
+        if self.in_flight {
+            // Not blocked: busy. MySQL's own code for a server out of connection slots, which
+            // clients and pools treat as "retry later".
+            let (code, state) = codes::ER_CON_COUNT_ERROR;
+            let whose = match self.scope {
+                Scope::Source => format!("host '{host}'"),
+                Scope::User => format!("user '{}'", printable(user)),
+            };
+            return ErrPacket::new(
+                code,
+                state,
+                &format!(
+                    "Too many logins in flight for {whose}: {} await their verdict, as many \
+                     as its failed-login budget has left; retry in a moment",
+                    self.count
+                ),
+            );
+        }
         match self.scope {
             Scope::Source => {
                 let (code, state) = codes::ER_HOST_IS_BLOCKED;
                 let why = match self.budget {
                     Budget::FailedLogins => "many failed logins",
                     Budget::Wakes => "too many wakes of paused instances",
+                    Budget::FailedWakes => "wakes of paused instances for failed logins",
                 };
                 ErrPacket::new(
                     code,
@@ -165,18 +214,7 @@ impl Refusal {
             }
             Scope::User => {
                 let (code, state) = codes::ER_USER_LIMIT_REACHED;
-                // The user name is the client's own; printable ASCII only, so an ERR never
-                // carries control bytes.
-                let user: String = user
-                    .iter()
-                    .map(|&b| {
-                        if b.is_ascii_graphic() || b == b' ' {
-                            char::from(b)
-                        } else {
-                            '?'
-                        }
-                    })
-                    .collect();
+                let user = printable(user);
                 ErrPacket::new(
                     code,
                     state,
@@ -200,6 +238,20 @@ impl Refusal {
         authplugin::packet::write_packet(&mut out, 0, &err.to_bytes());
         out
     }
+}
+
+/// The user name is the client's own; printable ASCII only, so an ERR never carries control
+/// bytes.
+fn printable(user: &[u8]) -> String {
+    user.iter()
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                char::from(b)
+            } else {
+                '?'
+            }
+        })
+        .collect()
 }
 
 /// One current block, for the admin API.
@@ -238,12 +290,25 @@ struct Block {
     until: Instant,
 }
 
+/// Which sources a user's failures came from: enough to tell one from several.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FailureSources {
+    None,
+    One(IpAddr),
+    Several,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     window_start: Instant,
     failed_logins: u32,
     wakes: u32,
+    failed_wakes: u32,
     block: Option<Block>,
+    /// Admitted logins without a verdict yet ([`LoginCharge`]); kept across windows.
+    pending: u32,
+    /// For a user: where its failed logins came from in this window.
+    failure_sources: FailureSources,
 }
 
 impl Entry {
@@ -252,28 +317,34 @@ impl Entry {
             window_start: now,
             failed_logins: 0,
             wakes: 0,
+            failed_wakes: 0,
             block: None,
+            pending: 0,
+            failure_sources: FailureSources::None,
         }
     }
 
-    /// Starts a new window (and forgets an expired block with its counts) when due.
+    /// Starts a new window (and forgets an expired block with its counts) when due; logins
+    /// still pending stay counted.
     fn roll(&mut self, now: Instant, window: Duration) {
-        if let Some(block) = self.block {
-            if now >= block.until {
-                *self = Self::new(now);
-            }
-            return;
-        }
-        if now.saturating_duration_since(self.window_start) >= window {
-            *self = Self::new(now);
+        let due = match self.block {
+            Some(block) => now >= block.until,
+            None => now.saturating_duration_since(self.window_start) >= window,
+        };
+        if due {
+            *self = Self {
+                pending: self.pending,
+                ..Self::new(now)
+            };
         }
     }
 
     fn live(&self, now: Instant, window: Duration) -> bool {
-        match self.block {
-            Some(b) => now < b.until,
-            None => now.saturating_duration_since(self.window_start) < window,
-        }
+        self.pending > 0
+            || match self.block {
+                Some(b) => now < b.until,
+                None => now.saturating_duration_since(self.window_start) < window,
+            }
     }
 
     /// The block that refuses a login needing `budget`: a failed-login block refuses every
@@ -285,6 +356,7 @@ impl Entry {
             budget: b.budget,
             count: b.count,
             retry_after: b.until.saturating_duration_since(now),
+            in_flight: false,
         })
     }
 }
@@ -306,6 +378,50 @@ pub type BlockCounts = Vec<((Scope, Budget), usize)>;
 pub struct Budgets {
     config: BudgetSettings,
     table: Mutex<Table>,
+    /// Woken whenever a pending login is settled: logins waiting for room re-check.
+    settled: tokio::sync::Notify,
+}
+
+/// What [`Budgets::try_admit`] decides.
+#[derive(Debug)]
+pub enum Admission {
+    /// Admitted: pending against its subjects until its verdict.
+    Admitted(LoginCharge),
+    /// Its source or user has as many logins pending as failures left: wait for a verdict.
+    Wait(Refusal),
+}
+
+/// An admitted login, counted as pending against its source and its user until its verdict.
+/// [`LoginCharge::refused`] turns it into a failed login; dropping it otherwise (accepted, or
+/// ended without a verdict) frees its place.
+#[derive(Debug)]
+pub struct LoginCharge {
+    budgets: Arc<Budgets>,
+    ip: IpAddr,
+    /// The subjects it is pending against (none whose budget is off or untracked).
+    pending_on: Vec<Subject>,
+    user: Subject,
+    /// The login wakes the instance.
+    wake: bool,
+    /// When the compute refused it ([`LoginCharge::refused`]).
+    refused_at: Option<Instant>,
+}
+
+impl LoginCharge {
+    /// The compute refused the login (ERR 1045): one failed login for its source and its
+    /// user, and one failed wake for its source if it woke the instance.
+    pub fn refused(mut self, now: Instant) {
+        self.refused_at = Some(now);
+    }
+}
+
+impl Drop for LoginCharge {
+    fn drop(&mut self) {
+        let failure = self
+            .refused_at
+            .map(|at| (at, self.ip, &self.user, self.wake));
+        self.budgets.settle(&self.pending_on, failure);
+    }
 }
 
 impl Budgets {
@@ -319,6 +435,7 @@ impl Budgets {
                 next_prune: None,
                 untracked: 0,
             }),
+            settled: tokio::sync::Notify::new(),
         }
     }
 
@@ -332,58 +449,199 @@ impl Budgets {
             .and_then(|e| e.refusal(Scope::Source, false, now))
     }
 
-    /// After the login is read: refuses it if its source or its user is blocked; when it
-    /// would wake the instance (`wake`), charges one wake to both, unless either budget is
-    /// spent.
+    /// After the login is read: [`Budgets::try_admit`], waiting (until `deadline` at most)
+    /// while its source or user has as many logins in flight as failures left.
+    ///
+    /// # Errors
+    /// The [`Refusal`]: the login is refused without a wake; past `deadline`, one with
+    /// `in_flight` set.
+    pub async fn admit_login(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        instance: &str,
+        user: &[u8],
+        wake: bool,
+        deadline: tokio::time::Instant,
+    ) -> Result<LoginCharge, Refusal> {
+        loop {
+            // Registered before the check, so a verdict between the two is not missed.
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            match self.try_admit(ip, instance, user, wake, Instant::now())? {
+                Admission::Admitted(charge) => return Ok(charge),
+                Admission::Wait(busy) => {
+                    if tokio::time::timeout_at(deadline, settled).await.is_err() {
+                        return Err(busy);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Admits a login now, or says why not: refused if its source or its user is blocked;
+    /// to wait if either has as many logins pending as its failed-login budget has left;
+    /// otherwise pending against both, and, when it would wake the instance (`wake`), one wake
+    /// charged to both, unless either's wake budget is spent.
     ///
     /// # Errors
     /// The [`Refusal`]: the login is refused without a wake.
-    pub fn admit_login(
-        &self,
+    pub fn try_admit(
+        self: &Arc<Self>,
         ip: IpAddr,
         instance: &str,
         user: &[u8],
         wake: bool,
         now: Instant,
-    ) -> Result<(), Refusal> {
-        let subjects = [Subject::source(ip), Subject::user(instance, user)];
-        let limits = [self.config.wakes_per_source, self.config.wakes_per_user];
+    ) -> Result<Admission, Refusal> {
+        let c = self.config;
+        let source = Subject::source(ip);
+        let user = Subject::user(instance, user);
         let mut table = self.lock();
-        for subject in &subjects {
+        for subject in [&source, &user] {
             if let Some(entry) = table.entries.get_mut(subject) {
-                entry.roll(now, self.config.window);
+                entry.roll(now, c.window);
                 if let Some(r) = entry.refusal(subject.scope(), wake, now) {
                     return Err(r);
                 }
             }
         }
-        if !wake {
-            return Ok(());
+        let failure_limits = [
+            (&source, c.failed_logins_per_source),
+            (&user, c.failed_logins_per_user),
+        ];
+        for (subject, limit) in failure_limits {
+            // A user's failures from one source alone never block it (see `fail`), so they
+            // do not hold its logins back either.
+            let blockable = |e: &Entry| {
+                subject.scope() == Scope::Source
+                    || c.failed_logins_per_source == 0
+                    || e.failure_sources == FailureSources::Several
+            };
+            if let Some(e) = table.entries.get(subject)
+                && limit > 0
+                && blockable(e)
+                && e.failed_logins.saturating_add(e.pending) >= limit
+            {
+                return Ok(Admission::Wait(Refusal {
+                    scope: subject.scope(),
+                    budget: Budget::FailedLogins,
+                    count: e.pending,
+                    retry_after: Duration::from_secs(1),
+                    in_flight: true,
+                }));
+            }
         }
-        for (subject, limit) in subjects.into_iter().zip(limits) {
-            self.count(&mut table, subject, limit, Budget::Wakes, now);
+        if wake {
+            self.count(
+                &mut table,
+                source.clone(),
+                c.wakes_per_source,
+                Budget::Wakes,
+                now,
+            );
+            self.count(
+                &mut table,
+                user.clone(),
+                c.wakes_per_user,
+                Budget::Wakes,
+                now,
+            );
         }
-        Ok(())
+        let mut pending_on = Vec::with_capacity(2);
+        for (subject, limit) in failure_limits {
+            if limit == 0 {
+                continue;
+            }
+            if !table.entries.contains_key(subject) && !self.make_room(&mut table, now) {
+                table.untracked = table.untracked.saturating_add(1);
+                continue;
+            }
+            let entry = table
+                .entries
+                .entry(subject.clone())
+                .or_insert_with(|| Entry::new(now));
+            entry.pending = entry.pending.saturating_add(1);
+            pending_on.push(subject.clone());
+        }
+        Ok(Admission::Admitted(LoginCharge {
+            budgets: Arc::clone(self),
+            ip,
+            pending_on,
+            user,
+            wake,
+            refused_at: None,
+        }))
     }
 
-    /// Counts a login the compute refused (ERR 1045) against its source and its user.
+    /// Settles an admitted login: its pending places are freed and, if the compute refused
+    /// it (`failure`: when, the source, the user and whether it woke the instance), the
+    /// failure is counted. Logins waiting for room re-check.
+    fn settle(&self, pending_on: &[Subject], failure: Option<(Instant, IpAddr, &Subject, bool)>) {
+        let mut table = self.lock();
+        for subject in pending_on {
+            if let Some(e) = table.entries.get_mut(subject) {
+                e.pending = e.pending.saturating_sub(1);
+            }
+        }
+        if let Some((now, ip, user, wake)) = failure {
+            self.fail(&mut table, ip, user.clone(), wake, now);
+        }
+        drop(table);
+        self.settled.notify_waiters();
+    }
+
+    /// Counts a login the compute refused (ERR 1045) against its source and its user, for a
+    /// login that was not admitted through [`Budgets::try_admit`] (tests).
+    #[cfg(test)]
     pub fn record_failed_login(&self, ip: IpAddr, instance: &str, user: &[u8], now: Instant) {
         let mut table = self.lock();
+        self.fail(&mut table, ip, Subject::user(instance, user), false, now);
+    }
+
+    fn fail(&self, table: &mut Table, ip: IpAddr, user: Subject, wake: bool, now: Instant) {
         let c = self.config;
+        let source = Subject::source(ip);
+        if wake {
+            let limit = c.failed_wakes_per_source;
+            self.count(table, source.clone(), limit, Budget::FailedWakes, now);
+        }
         self.count(
-            &mut table,
-            Subject::source(ip),
+            table,
+            source.clone(),
             c.failed_logins_per_source,
             Budget::FailedLogins,
             now,
         );
-        self.count(
-            &mut table,
-            Subject::user(instance, user),
+        // A user's block needs failures from several sources: one source is stopped by its
+        // own budget and must not lock the user out everywhere (unless that budget is off).
+        let Subject::Source(from) = source else {
+            return;
+        };
+        if let Some(e) = table.entries.get_mut(&user) {
+            e.roll(now, c.window);
+        }
+        let several = match table.entries.get(&user).map(|e| e.failure_sources) {
+            Some(FailureSources::One(first)) => first != from,
+            Some(FailureSources::Several) => true,
+            Some(FailureSources::None) | None => false,
+        };
+        let may_block = several || c.failed_logins_per_source == 0;
+        self.count_with(
+            table,
+            user.clone(),
             c.failed_logins_per_user,
             Budget::FailedLogins,
             now,
+            may_block,
         );
+        if let Some(e) = table.entries.get_mut(&user) {
+            e.failure_sources = match e.failure_sources {
+                FailureSources::None => FailureSources::One(from),
+                FailureSources::One(first) if first == from => FailureSources::One(first),
+                _ => FailureSources::Several,
+            };
+        }
     }
 
     /// Every block in force, sources first.
@@ -441,7 +699,7 @@ impl Budgets {
         let table = self.lock();
         let mut counts: BlockCounts = Vec::new();
         for scope in [Scope::Source, Scope::User] {
-            for budget in [Budget::FailedLogins, Budget::Wakes] {
+            for budget in [Budget::FailedLogins, Budget::Wakes, Budget::FailedWakes] {
                 let n = table
                     .entries
                     .iter()
@@ -459,6 +717,19 @@ impl Budgets {
     /// Adds one to `subject`'s `budget` counter (limit 0: off) and blocks it when the count
     /// reaches `limit`.
     fn count(&self, table: &mut Table, subject: Subject, limit: u32, budget: Budget, now: Instant) {
+        self.count_with(table, subject, limit, budget, now, true);
+    }
+
+    /// [`Budgets::count`], blocking at the limit only if `may_block`.
+    fn count_with(
+        &self,
+        table: &mut Table,
+        subject: Subject,
+        limit: u32,
+        budget: Budget,
+        now: Instant,
+        may_block: bool,
+    ) {
         if limit == 0 {
             return;
         }
@@ -474,10 +745,11 @@ impl Budgets {
         let n = match budget {
             Budget::FailedLogins => &mut entry.failed_logins,
             Budget::Wakes => &mut entry.wakes,
+            Budget::FailedWakes => &mut entry.failed_wakes,
         };
         *n = n.saturating_add(1);
         let count = *n;
-        if count >= limit && entry.block.is_none_or(|b| now >= b.until) {
+        if may_block && count >= limit && entry.block.is_none_or(|b| now >= b.until) {
             entry.block = Some(Block {
                 budget,
                 count,
@@ -519,7 +791,23 @@ mod tests {
         failed_logins_per_user: 5,
         wakes_per_source: 2,
         wakes_per_user: 10,
+        failed_wakes_per_source: 2,
     };
+
+    /// A login admitted now (panics if it would have to wait).
+    fn admit(
+        b: &Arc<Budgets>,
+        ip: IpAddr,
+        instance: &str,
+        user: &[u8],
+        wake: bool,
+        now: Instant,
+    ) -> Result<LoginCharge, Refusal> {
+        match b.try_admit(ip, instance, user, wake, now)? {
+            Admission::Admitted(charge) => Ok(charge),
+            Admission::Wait(r) => panic!("would wait: {r:?}"),
+        }
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
@@ -527,13 +815,14 @@ mod tests {
 
     #[test]
     fn blocks_a_source_after_its_failed_logins_until_block_for_passes() {
-        let b = Budgets::new(CONFIG);
+        let b = Arc::new(Budgets::new(CONFIG));
         let t0 = Instant::now();
         let src = ip("10.0.0.1");
         for i in 0..3 {
             assert_eq!(b.source_refusal(src, t0), None, "after {i} failures");
-            b.admit_login(src, "demo", b"root", false, t0).unwrap();
-            b.record_failed_login(src, "demo", b"root", t0);
+            admit(&b, src, "demo", b"root", false, t0)
+                .unwrap()
+                .refused(t0);
         }
         let r = b.source_refusal(src, t0).unwrap();
         assert_eq!(
@@ -544,17 +833,13 @@ mod tests {
         // Another source and another user are not affected; the blocked source is, whatever
         // user it names, and even for logins that wake nothing.
         assert_eq!(b.source_refusal(ip("10.0.0.2"), t0), None);
-        b.admit_login(ip("10.0.0.2"), "demo", b"root", true, t0)
-            .unwrap();
-        assert_eq!(
-            b.admit_login(src, "demo", b"other", false, t0).unwrap_err(),
-            r
-        );
+        admit(&b, ip("10.0.0.2"), "demo", b"root", true, t0).unwrap();
+        assert_eq!(admit(&b, src, "demo", b"other", false, t0).unwrap_err(), r);
         let later = t0 + Duration::from_secs(299);
         assert!(b.source_refusal(src, later).is_some());
         let after = t0 + Duration::from_secs(300);
         assert_eq!(b.source_refusal(src, after), None);
-        b.admit_login(src, "demo", b"root", true, after).unwrap();
+        admit(&b, src, "demo", b"root", true, after).unwrap();
         // The counts went with the block.
         b.record_failed_login(src, "demo", b"root", after);
         assert_eq!(b.source_refusal(src, after), None);
@@ -562,7 +847,7 @@ mod tests {
 
     #[test]
     fn failures_spread_over_windows_never_block() {
-        let b = Budgets::new(CONFIG);
+        let b = Arc::new(Budgets::new(CONFIG));
         let t0 = Instant::now();
         let src = ip("10.0.0.1");
         for i in 0..10u64 {
@@ -574,14 +859,12 @@ mod tests {
 
     #[test]
     fn a_user_past_its_failed_logins_gets_err_1226_from_any_source() {
-        let b = Budgets::new(CONFIG);
+        let b = Arc::new(Budgets::new(CONFIG));
         let t0 = Instant::now();
         for i in 0..5u8 {
             b.record_failed_login(IpAddr::from([10, 0, 1, i]), "demo", b"root", t0);
         }
-        let r = b
-            .admit_login(ip("10.9.9.9"), "demo", b"root", false, t0)
-            .unwrap_err();
+        let r = admit(&b, ip("10.9.9.9"), "demo", b"root", false, t0).unwrap_err();
         assert_eq!(r.label(), "user_failed_logins");
         let err = r.client_error("10.9.9.9", b"root\n\x1b");
         assert_eq!(err.error_code, 1226);
@@ -591,67 +874,58 @@ mod tests {
             b"User 'root??' has exceeded the 'failed_logins' resource (current value: 5)"
         );
         // Same name on another instance: another account.
-        b.admit_login(ip("10.9.9.9"), "other", b"root", true, t0)
-            .unwrap();
+        admit(&b, ip("10.9.9.9"), "other", b"root", true, t0).unwrap();
     }
 
     #[test]
     fn wake_budget_refuses_only_logins_that_would_wake() {
-        let b = Budgets::new(CONFIG);
+        let b = Arc::new(Budgets::new(CONFIG));
         let t0 = Instant::now();
         let src = ip("10.0.0.1");
-        b.admit_login(src, "demo", b"app", true, t0).unwrap();
-        b.admit_login(src, "demo", b"app", true, t0).unwrap();
-        let r = b.admit_login(src, "demo", b"app", true, t0).unwrap_err();
+        admit(&b, src, "demo", b"app", true, t0).unwrap();
+        admit(&b, src, "demo", b"app", true, t0).unwrap();
+        let r = admit(&b, src, "demo", b"app", true, t0).unwrap_err();
         assert_eq!(r.label(), "source_wakes");
         let err = r.client_error("10.0.0.1", b"app");
         assert_eq!(err.error_code, 1129);
         assert_eq!(err.sql_state, Some(*b"HY000"));
         // A running instance stays reachable, and accept does not refuse the source.
-        b.admit_login(src, "demo", b"app", false, t0).unwrap();
+        admit(&b, src, "demo", b"app", false, t0).unwrap();
         assert_eq!(b.source_refusal(src, t0), None);
     }
 
     #[test]
     fn a_refused_wake_charges_nobody() {
-        let b = Budgets::new(BudgetSettings {
+        let b = Arc::new(Budgets::new(BudgetSettings {
             wakes_per_user: 1,
             ..CONFIG
-        });
+        }));
         let t0 = Instant::now();
-        b.admit_login(ip("10.0.0.1"), "demo", b"app", true, t0)
-            .unwrap();
+        admit(&b, ip("10.0.0.1"), "demo", b"app", true, t0).unwrap();
         // The user is spent: the second source's wake is refused and not counted against it.
         for _ in 0..3 {
-            let r = b
-                .admit_login(ip("10.0.0.2"), "demo", b"app", true, t0)
-                .unwrap_err();
+            let r = admit(&b, ip("10.0.0.2"), "demo", b"app", true, t0).unwrap_err();
             assert_eq!(r.label(), "user_wakes");
         }
         // Had the refusals been charged to the source, it would be spent by now.
-        b.admit_login(ip("10.0.0.2"), "demo", b"other", true, t0)
-            .unwrap();
-        b.admit_login(ip("10.0.0.2"), "demo", b"third", true, t0)
-            .unwrap();
-        let r = b
-            .admit_login(ip("10.0.0.2"), "demo", b"fourth", true, t0)
-            .unwrap_err();
+        admit(&b, ip("10.0.0.2"), "demo", b"other", true, t0).unwrap();
+        admit(&b, ip("10.0.0.2"), "demo", b"third", true, t0).unwrap();
+        let r = admit(&b, ip("10.0.0.2"), "demo", b"fourth", true, t0).unwrap_err();
         assert_eq!(r.label(), "source_wakes");
     }
 
     #[test]
     fn zero_turns_a_budget_off() {
-        let b = Budgets::new(BudgetSettings {
+        let b = Arc::new(Budgets::new(BudgetSettings {
             failed_logins_per_source: 0,
             failed_logins_per_user: 0,
             wakes_per_source: 0,
             wakes_per_user: 0,
             ..CONFIG
-        });
+        }));
         let t0 = Instant::now();
         for _ in 0..1000 {
-            b.admit_login(ip("10.0.0.1"), "demo", b"root", true, t0)
-                .unwrap();
+            admit(&b, ip("10.0.0.1"), "demo", b"root", true, t0).unwrap();
             b.record_failed_login(ip("10.0.0.1"), "demo", b"root", t0);
         }
         assert!(b.blocks(t0).is_empty());
@@ -660,11 +934,18 @@ mod tests {
 
     #[test]
     fn lists_and_clears_blocks_by_source_user_or_all() {
-        let b = Budgets::new(CONFIG);
+        let b = Arc::new(Budgets::new(CONFIG));
         let t0 = Instant::now();
-        for _ in 0..5 {
-            b.record_failed_login(ip("10.0.0.1"), "demo", b"root", t0);
-            b.record_failed_login(ip("2001:db8::1"), "demo", b"admin", t0);
+        // Each user's failures come from two sources (one alone never blocks a user); the
+        // first of each pair spends its own budget.
+        for (first, second, user) in [
+            ("10.0.0.1", "10.0.0.2", &b"root"[..]),
+            ("2001:db8::1", "2001:db8:1::1", b"admin"),
+        ] {
+            for i in 0..5 {
+                let from = if i < 3 { first } else { second };
+                b.record_failed_login(ip(from), "demo", user, t0);
+            }
         }
         let blocks = b.blocks(t0);
         assert_eq!(blocks.len(), 4, "{blocks:?}");
@@ -691,7 +972,7 @@ mod tests {
 
     #[test]
     fn a_full_table_fails_open_and_counts_what_it_missed() {
-        let b = Budgets::new(CONFIG);
+        let b = Arc::new(Budgets::new(CONFIG));
         let t0 = Instant::now();
         {
             let mut table = b.lock();
@@ -716,12 +997,139 @@ mod tests {
     }
 
     #[test]
+    fn a_burst_gets_no_more_guesses_than_the_budget() {
+        let b = Arc::new(Budgets::new(CONFIG));
+        let t0 = Instant::now();
+        let src = ip("10.0.0.1");
+        let mut admitted = Vec::new();
+        let mut waiting = 0;
+        for _ in 0..300 {
+            match b.try_admit(src, "demo", b"root", false, t0).unwrap() {
+                Admission::Admitted(c) => admitted.push(c),
+                Admission::Wait(r) => {
+                    assert_eq!((r.label(), r.count), ("source_logins_in_flight", 3));
+                    let err = r.client_error("10.0.0.1", b"root");
+                    assert_eq!((err.error_code, &err.sql_state), (1040, &Some(*b"08004")));
+                    waiting += 1;
+                }
+            }
+        }
+        // Before any verdict, only as many logins as the budget has failures left go on.
+        assert_eq!((admitted.len(), waiting), (3, 297));
+        for c in admitted {
+            c.refused(t0);
+        }
+        // Their verdicts spent the budget: every waiting login is now refused, no guess more.
+        let r = b.try_admit(src, "demo", b"root", false, t0).unwrap_err();
+        assert_eq!(r.label(), "source_failed_logins");
+        // The burst came from one source: the user is not locked out elsewhere.
+        admit(&b, ip("10.0.0.2"), "demo", b"root", false, t0).unwrap();
+    }
+
+    #[test]
+    fn a_pool_larger_than_the_budget_is_only_delayed() {
+        let b = Arc::new(Budgets::new(CONFIG));
+        let t0 = Instant::now();
+        let src = ip("10.0.0.1");
+        let first: Vec<_> = (0..3)
+            .map(|_| admit(&b, src, "demo", b"app", false, t0).unwrap())
+            .collect();
+        assert!(matches!(
+            b.try_admit(src, "demo", b"app", false, t0).unwrap(),
+            Admission::Wait(_)
+        ));
+        // One accepted login frees a place.
+        drop(first);
+        for _ in 0..3 {
+            admit(&b, src, "demo", b"app", false, t0).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_waiting_login_goes_on_when_a_verdict_frees_its_place() {
+        let b = Arc::new(Budgets::new(CONFIG));
+        let src = ip("10.0.0.1");
+        let now = Instant::now();
+        let held: Vec<_> = (0..3)
+            .map(|_| admit(&b, src, "demo", b"app", false, now).unwrap())
+            .collect();
+        let far = tokio::time::Instant::now() + Duration::from_secs(30);
+        let waiter = {
+            let b = Arc::clone(&b);
+            tokio::spawn(async move { b.admit_login(src, "demo", b"app", false, far).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        let mut held = held.into_iter();
+        held.next().unwrap().refused(now);
+        // One failure left and two in flight: the waiter still waits.
+        tokio::task::yield_now().await;
+        drop(held.next());
+        // An accepted login frees a place: the waiter is admitted.
+        let _third = waiter.await.unwrap().unwrap();
+        // One failure and two in flight again: past its deadline a waiting login is refused
+        // as busy.
+        let soon = tokio::time::Instant::now() + Duration::from_millis(20);
+        let r = b
+            .admit_login(src, "demo", b"app", false, soon)
+            .await
+            .unwrap_err();
+        assert!(r.in_flight, "{r:?}");
+    }
+
+    #[test]
+    fn failed_wakes_have_a_small_budget_of_their_own() {
+        let b = Arc::new(Budgets::new(BudgetSettings {
+            failed_logins_per_source: 100,
+            wakes_per_source: 100,
+            ..CONFIG
+        }));
+        let t0 = Instant::now();
+        let src = ip("10.0.0.1");
+        for _ in 0..2 {
+            admit(&b, src, "demo", b"app", true, t0)
+                .unwrap()
+                .refused(t0);
+        }
+        let r = admit(&b, src, "demo", b"app", true, t0).unwrap_err();
+        assert_eq!(r.label(), "source_failed_wakes");
+        assert_eq!(r.client_error("10.0.0.1", b"app").error_code, 1129);
+        // A running instance stays reachable from it; a failure there is no failed wake.
+        admit(&b, src, "demo", b"app", false, t0)
+            .unwrap()
+            .refused(t0);
+        assert_eq!(b.source_refusal(src, t0), None);
+    }
+
+    #[test]
+    fn one_source_cannot_lock_a_user_out_but_several_can() {
+        let b = Arc::new(Budgets::new(BudgetSettings {
+            failed_logins_per_source: 10,
+            ..CONFIG
+        }));
+        let t0 = Instant::now();
+        for _ in 0..6 {
+            admit(&b, ip("10.0.0.1"), "demo", b"root", false, t0)
+                .unwrap()
+                .refused(t0);
+        }
+        // Past the user's 5, from one source: the user is still reachable from another.
+        admit(&b, ip("10.0.0.2"), "demo", b"root", false, t0)
+            .unwrap()
+            .refused(t0);
+        // That failure came from a second source: now the user is blocked everywhere.
+        let r = admit(&b, ip("10.0.0.3"), "demo", b"root", false, t0).unwrap_err();
+        assert_eq!(r.label(), "user_failed_logins");
+    }
+
+    #[test]
     fn pre_greeting_err_has_sequence_zero_and_no_sqlstate() {
         let r = Refusal {
             scope: Scope::Source,
             budget: Budget::FailedLogins,
             count: 3,
             retry_after: Duration::from_millis(1500),
+            in_flight: false,
         };
         let bytes = r.pre_greeting("10.0.0.1");
         let (head, payload) = bytes.split_at(4);

@@ -25,6 +25,7 @@ use authplugin::packet::err::codes;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
+use crate::budgets::LoginCharge;
 use crate::compute_conn::{self, ComputeTarget, OnBehalfOf};
 use crate::limits::PendingPermit;
 use crate::login_watch::{Accepted, Event, LoginWatch, Verdict};
@@ -97,8 +98,8 @@ pub async fn handle(
             }
             (up, down, accepted)
         }
-        LoginPhase::Refused => {
-            tracing::info!(instance = %name, client = %peer, "direct login refused: its user's failed-login budget is spent");
+        LoginPhase::Refused(reason) => {
+            tracing::info!(instance = %name, client = %peer, reason, "direct login refused by the budgets");
             return;
         }
         LoginPhase::Closed => return,
@@ -141,8 +142,8 @@ enum LoginPhase {
         /// The compute accepted it, and what that says of the session.
         accepted: Option<Accepted>,
     },
-    /// The user was refused by its budget; the client has its ERR.
-    Refused,
+    /// Refused by the budgets (the reason's metric label); the client has its ERR.
+    Refused(&'static str),
     /// A side closed or failed during the login.
     Closed,
 }
@@ -162,7 +163,8 @@ async fn watch_login(
     let (mut up, mut down) = (0u64, 0u64);
     // The client's login packet, held until its user is admitted.
     let mut held: Vec<u8> = Vec::new();
-    let mut user: Option<Vec<u8>> = None;
+    // The login's place in its budgets, until the verdict.
+    let mut charge: Option<LoginCharge> = None;
     let mut refused = false;
     let mut from_client = [0u8; 2048];
     let mut from_compute = [0u8; 2048];
@@ -183,15 +185,20 @@ async fn watch_login(
                 held.extend_from_slice(chunk);
                 match watch.client_bytes(chunk) {
                     Some(Event::Login { user: login_user }) => {
-                        let admitted = rt.budgets.admit_login(peer.ip(), name, &login_user, false, std::time::Instant::now());
-                        if let Err(refusal) = admitted {
-                            let err = refusal.client_error(&peer.ip().to_string(), &login_user).to_bytes();
-                            let mut framed = Vec::new();
-                            authplugin::packet::write_packet(&mut framed, 2, &err);
-                            let _ = client.write_all(&framed).await;
-                            return LoginPhase::Refused;
+                        // Pending against its source and user until the verdict; waits while
+                        // their remaining failures are all in flight.
+                        let admitted = rt.budgets.admit_login(peer.ip(), name, &login_user, false, deadline).await;
+                        match admitted {
+                            Ok(c) => charge = Some(c),
+                            Err(refusal) => {
+                                rt.metrics.budget_refused(name, refusal.label());
+                                let err = refusal.client_error(&peer.ip().to_string(), &login_user).to_bytes();
+                                let mut framed = Vec::new();
+                                authplugin::packet::write_packet(&mut framed, 2, &err);
+                                let _ = client.write_all(&framed).await;
+                                return LoginPhase::Refused(refusal.label());
+                            }
                         }
-                        user = Some(login_user);
                     }
                     Some(_) => {}
                     None => continue,
@@ -208,13 +215,17 @@ async fn watch_login(
                 };
                 // Counted before the client sees the refusal, so its next attempt already
                 // meets the budget.
-                if let Some(Event::Verdict(Verdict::Refused(code))) = watch.compute_bytes(chunk) {
-                    refused = true;
-                    if let Some(user) = &user
-                        && code == codes::ER_ACCESS_DENIED_ERROR.0
-                    {
-                        rt.budgets.record_failed_login(peer.ip(), name, user, std::time::Instant::now());
+                match watch.compute_bytes(chunk) {
+                    Some(Event::Verdict(Verdict::Refused(code))) => {
+                        refused = true;
+                        if let Some(charge) = charge.take()
+                            && code == codes::ER_ACCESS_DENIED_ERROR.0
+                        {
+                            charge.refused(std::time::Instant::now());
+                        }
                     }
+                    Some(Event::Verdict(Verdict::Accepted) | Event::GaveUp) => charge = None,
+                    _ => {}
                 }
                 if client.write_all(chunk).await.is_err() {
                     return LoginPhase::Closed;

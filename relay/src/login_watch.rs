@@ -4,8 +4,9 @@
 //! and to refuse a blocked user before its login reaches the compute.
 //!
 //! Pure: bytes in, events out. Bounded: it gives up (and the bytes flow on unwatched) on a TLS
-//! upgrade, a packet larger than [`MAX_WATCHED_PACKET`], or more than [`MAX_VERDICT_PACKETS`]
-//! packets without a verdict.
+//! upgrade, a compute packet larger than [`MAX_WATCHED_PACKET`], or more than
+//! [`MAX_VERDICT_PACKETS`] packets without a verdict. A client login larger than that is
+//! followed from its first bytes (its user name), never buffered whole.
 
 use authplugin::packet::capabilities::CLIENT_SSL;
 
@@ -118,7 +119,19 @@ impl LoginWatch {
         self.client.extend_from_slice(bytes);
         let (payload, _) = match complete_packet(&self.client) {
             Packet::Incomplete => return None,
-            Packet::TooLarge => return Some(self.give_up()),
+            // A login padded past what is buffered (connect attributes make one as large as
+            // the client likes, and MariaDB accepts it) is followed from its first bytes:
+            // the user name comes early. The rest flows on unbuffered.
+            Packet::TooLarge => match self.client.get(4..).map(oversized_login_user) {
+                Some(Prefix::NeedMore) => return None,
+                Some(Prefix::User(user, caps)) => {
+                    self.state = State::Verdict(0);
+                    self.login_capabilities = caps;
+                    self.client = Vec::new();
+                    return Some(Event::Login { user });
+                }
+                Some(Prefix::NotALogin) | None => return Some(self.give_up()),
+            },
             Packet::Complete(payload, seq) => (payload, seq),
         };
         let event = match login_user(payload) {
@@ -239,6 +252,36 @@ fn ok_status_flags(payload: &[u8]) -> Option<u16> {
     ))
 }
 
+/// The longest user name looked for at the start of an oversized login (MariaDB's limit is
+/// 80 characters, up to 4 bytes each in utf8mb4).
+const MAX_USER_NAME: usize = 320;
+
+/// What the first bytes of an oversized login say.
+enum Prefix {
+    /// Not enough bytes yet.
+    NeedMore,
+    /// Its user name and capability flags.
+    User(Vec<u8>, Option<(u32, u32)>),
+    /// No user name where one must be.
+    NotALogin,
+}
+
+/// The user name at the start of a login packet too large to buffer (`prefix`: its payload's
+/// first bytes).
+fn oversized_login_user(prefix: &[u8]) -> Prefix {
+    let Some(rest) = prefix.get(LOGIN_FIXED_LEN..) else {
+        return Prefix::NeedMore;
+    };
+    match rest.iter().take(MAX_USER_NAME + 1).position(|&b| b == 0) {
+        Some(end) => Prefix::User(
+            rest.get(..end).unwrap_or_default().to_vec(),
+            login_capabilities(prefix),
+        ),
+        None if rest.len() > MAX_USER_NAME => Prefix::NotALogin,
+        None => Prefix::NeedMore,
+    }
+}
+
 /// The user name of a HandshakeResponse41, or `None` for an SSLRequest (TLS follows) or
 /// anything else.
 fn login_user(payload: &[u8]) -> Option<&[u8]> {
@@ -351,8 +394,10 @@ mod tests {
         assert_eq!(w.client_bytes(&framed(1, &ssl)), Some(Event::GaveUp));
         assert_eq!(w.client_bytes(&login(b"u", 0)), None);
 
+        // An oversized packet without a user name where a login has one.
         let mut w = LoginWatch::new();
-        assert_eq!(w.client_bytes(&[0xff, 0xff, 0xff, 1]), Some(Event::GaveUp));
+        assert_eq!(w.client_bytes(&[0xff, 0xff, 0xff, 1]), None);
+        assert_eq!(w.client_bytes(&[7; 400]), Some(Event::GaveUp));
 
         let mut w = LoginWatch::new();
         assert_eq!(w.client_bytes(&framed(1, b"short")), Some(Event::GaveUp));
@@ -365,5 +410,37 @@ mod tests {
         }
         assert_eq!(w.compute_bytes(&more), Some(Event::GaveUp));
         assert!(w.done());
+    }
+
+    #[test]
+    fn a_login_padded_past_the_buffer_is_followed_from_its_first_bytes() {
+        // 65,617 bytes of connect attributes, as a client may send and MariaDB accepts.
+        let mut payload = 0x000a_a685u32.to_le_bytes().to_vec();
+        payload.extend_from_slice(&[0; 28]);
+        payload.extend_from_slice(b"app\0");
+        payload.resize(65_617, b'x');
+        let client = framed(1, &payload);
+        let err = framed(
+            2,
+            &ErrPacket::new(1045, b"28000", "Access denied").to_bytes(),
+        );
+        for cut in [1, 4, 20, 36, 39, 40, 41, 1000] {
+            let mut w = LoginWatch::new();
+            let mut events: Vec<Event> = client
+                .chunks(cut)
+                .filter_map(|c| w.client_bytes(c))
+                .collect();
+            events.extend(w.compute_bytes(&err));
+            assert_eq!(
+                events,
+                [
+                    Event::Login {
+                        user: b"app".to_vec()
+                    },
+                    Event::Verdict(Verdict::Refused(1045))
+                ],
+                "chunks of {cut}"
+            );
+        }
     }
 }

@@ -102,6 +102,10 @@ pub const DEFAULT_WAKES_PER_SOURCE: u32 = 60;
 /// Default wakes one user of an instance may cause per window.
 pub const DEFAULT_WAKES_PER_USER: u32 = 120;
 
+/// Default wakes per source per window whose login the compute refused: a guesser that waits
+/// for each pause buys this many wakes an hour, not one per guess.
+pub const DEFAULT_FAILED_WAKES_PER_SOURCE: u32 = 3;
+
 /// The whole, validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -243,6 +247,9 @@ pub struct BudgetSettings {
     /// Wakes per user of an instance per window.
     #[serde(default = "default::wakes_per_user")]
     pub wakes_per_user: u32,
+    /// Wakes per source address per window whose login the compute refused.
+    #[serde(default = "default::failed_wakes_per_source")]
+    pub failed_wakes_per_source: u32,
 }
 
 impl Default for BudgetSettings {
@@ -254,6 +261,7 @@ impl Default for BudgetSettings {
             failed_logins_per_user: DEFAULT_FAILED_LOGINS_PER_USER,
             wakes_per_source: DEFAULT_WAKES_PER_SOURCE,
             wakes_per_user: DEFAULT_WAKES_PER_USER,
+            failed_wakes_per_source: DEFAULT_FAILED_WAKES_PER_SOURCE,
         }
     }
 }
@@ -696,6 +704,9 @@ mod default {
     }
     pub fn wakes_per_user() -> u32 {
         super::DEFAULT_WAKES_PER_USER
+    }
+    pub fn failed_wakes_per_source() -> u32 {
+        super::DEFAULT_FAILED_WAKES_PER_SOURCE
     }
     /// HAProxy's `option mysql-check user haproxy`, the documented example.
     pub fn scale_down_after() -> Duration {

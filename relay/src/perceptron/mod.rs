@@ -283,8 +283,14 @@ where
         rt.instance.phase(),
         Phase::Paused | Phase::Failed | Phase::Pausing
     );
-    rt.budgets
-        .admit_login(client_addr.ip(), &cfg.name, &user, wakes, Instant::now())
+    // Charged at admission: pending against its source and user until the verdict below, so
+    // logins held during a wake cannot outrun the failed-login budget. One that finds its
+    // budget's remaining failures all in flight waits for their verdicts (a wake and a login).
+    let wait_until = tokio::time::Instant::now() + cfg.resume_timeout + cfg.compute_timeout;
+    let charge = rt
+        .budgets
+        .admit_login(client_addr.ip(), &cfg.name, &user, wakes, wait_until)
+        .await
         .map_err(|refusal| PerceptronError::Budget {
             refusal,
             user: user.clone(),
@@ -321,7 +327,6 @@ where
         compute = compute_leg::start_tls(connector, compute, &login, cfg.compute_timeout).await?;
     }
 
-    let client_addr_ip = client_addr.ip();
     let capabilities = compute_leg::client_flag(&login, &compute.greeting);
     let verdict = match cfg.auth {
         AuthMode::Dual => {
@@ -345,8 +350,9 @@ where
             }
             if access_denied(&verdict.reply.payload) {
                 // Counted before the client sees it, so its next attempt meets the budget.
-                rt.budgets
-                    .record_failed_login(client_addr_ip, &cfg.name, &user, Instant::now());
+                charge.refused(Instant::now());
+            } else {
+                drop(charge);
             }
             forward_verdict(client, last_seq, &verdict).await?;
             verdict
@@ -356,15 +362,15 @@ where
                 compute: cfg.compute_timeout,
                 client: cfg.handshake_timeout,
             };
-            switch_auth::relay_login(client, &mut compute, &login, timeouts).await?
+            let verdict = switch_auth::relay_login(client, &mut compute, &login, timeouts).await?;
+            // The compute's verdict, learnt on the way through: what a password guesser
+            // spends.
+            if access_denied(&verdict.reply.payload) {
+                charge.refused(Instant::now());
+            }
+            verdict
         }
     };
-    if cfg.auth == AuthMode::Switch && access_denied(&verdict.reply.payload) {
-        // The compute's verdict, learnt on the way through: what a password guesser spends.
-        // (Dual mode counted it before forwarding it.)
-        rt.budgets
-            .record_failed_login(client_addr.ip(), &cfg.name, &user, Instant::now());
-    }
     Ok(Established {
         user,
         compute: compute.stream,
