@@ -749,7 +749,10 @@ impl Budgets {
         };
         *n = n.saturating_add(1);
         let count = *n;
-        if may_block && count >= limit && entry.block.is_none_or(|b| now >= b.until) {
+        // A failed-login block (refuses every login) replaces a wake block (refuses wakes).
+        let stronger = |b: Block| budget == Budget::FailedLogins && b.budget != budget;
+        if may_block && count >= limit && entry.block.is_none_or(|b| now >= b.until || stronger(b))
+        {
             entry.block = Some(Block {
                 budget,
                 count,

@@ -222,6 +222,7 @@ async fn watch_login(
                             && code == codes::ER_ACCESS_DENIED_ERROR.0
                         {
                             charge.refused(std::time::Instant::now());
+                            rt.instance.note_refused_login();
                         }
                     }
                     Some(Event::Verdict(Verdict::Accepted) | Event::GaveUp) => charge = None,

@@ -72,6 +72,7 @@ pub fn runtime_with(
         handshake_timeout: timeout,
         compute_timeout: timeout,
         idle_pause_after: Duration::from_secs(60),
+        failed_wake_pause_after: Duration::from_secs(10),
         on_relay_exit: OnRelayExit::Pause,
         max_pending_connections: 16,
         health_check_users: vec!["haproxy".into()],

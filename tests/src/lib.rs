@@ -449,6 +449,22 @@ pub mod raw {
         Ok(s)
     }
 
+    /// Connects to `127.0.0.1:port` from `source` (another loopback address, such as
+    /// `127.0.0.2`: a second client source on one machine), with read/write timeouts.
+    ///
+    /// # Errors
+    /// The bind or connect error.
+    pub fn connect_from(source: std::net::IpAddr, port: u16) -> io::Result<TcpStream> {
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+        socket.bind(&std::net::SocketAddr::new(source, 0).into())?;
+        socket.connect(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into())?;
+        let s: TcpStream = socket.into();
+        s.set_read_timeout(Some(IO_TIMEOUT))?;
+        s.set_write_timeout(Some(IO_TIMEOUT))?;
+        Ok(s)
+    }
+
     /// Reads one packet (one frame; tests never see 16 MiB packets): `(sequence_id,
     /// payload)`.
     ///
@@ -486,13 +502,25 @@ pub mod raw {
         password: &str,
         database: Option<&str>,
     ) -> io::Result<Result<TcpStream, (u16, String)>> {
+        login_on(connect(port)?, user, password, database)
+    }
+
+    /// [`login`] on a stream already connected (e.g. by [`connect_from`]).
+    ///
+    /// # Errors
+    /// As [`login`].
+    pub fn login_on(
+        mut s: TcpStream,
+        user: &str,
+        password: &str,
+        database: Option<&str>,
+    ) -> io::Result<Result<TcpStream, (u16, String)>> {
         use authplugin::packet::capabilities::{
             CLIENT_CONNECT_WITH_DB, CLIENT_PLUGIN_AUTH, CLIENT_PROTOCOL_41,
             CLIENT_SECURE_CONNECTION,
         };
         use authplugin::packet::{AuthSwitchRequest, HandshakeResponse41, HandshakeV10};
         let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
-        let mut s = connect(port)?;
         let (_, greeting) = read_packet(&mut s)?;
         let g = HandshakeV10::decode(&greeting).map_err(|_| bad("greeting"))?;
         let scramble = g.scramble().ok_or_else(|| bad("scramble"))?;

@@ -200,6 +200,7 @@ impl Config {
                 handshake_timeout: inst.handshake_timeout,
                 compute_timeout: inst.compute_timeout,
                 idle_pause_after: inst.idle_pause_after,
+                failed_wake_pause_after: inst.failed_wake_pause_after,
                 on_relay_exit: inst.on_relay_exit,
                 max_pending_connections: inst.max_pending_connections,
                 health_check_users: inst.health_check_users,

@@ -52,6 +52,10 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default idle period before an instance pauses itself.
 pub const DEFAULT_IDLE_PAUSE_AFTER: Duration = Duration::from_secs(300);
 
+/// Default idle time before pausing a compute whose wake served only refused logins: long
+/// enough for a client to retry with the right password, short against `idle_pause_after`.
+pub const DEFAULT_FAILED_WAKE_PAUSE_AFTER: Duration = Duration::from_secs(10);
+
 /// Default wait for a compute to exit after SIGTERM before SIGKILL.
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -384,6 +388,9 @@ pub struct InstanceConfig {
     pub compute_timeout: Duration,
     /// Idle time before pausing (acted on by the control-plane work).
     pub idle_pause_after: Duration,
+    /// Idle time before pausing a compute woken for logins that were all refused (ERR 1045)
+    /// and used by no accepted one: a password guess buys this, not `idle_pause_after`.
+    pub failed_wake_pause_after: Duration,
     /// What happens to a running compute when the relay exits.
     pub on_relay_exit: OnRelayExit,
     /// Cap on this instance's connections that have not logged in yet.
@@ -559,6 +566,11 @@ struct InstanceFile {
         deserialize_with = "duration::at_least_1s"
     )]
     idle_pause_after: Duration,
+    #[serde(
+        default = "default::failed_wake_pause_after",
+        deserialize_with = "duration::at_least_1s"
+    )]
+    failed_wake_pause_after: Duration,
     #[serde(default)]
     on_relay_exit: OnRelayExit,
     #[serde(
@@ -738,6 +750,9 @@ mod default {
     }
     pub fn idle_pause_after() -> Duration {
         DEFAULT_IDLE_PAUSE_AFTER
+    }
+    pub fn failed_wake_pause_after() -> Duration {
+        super::DEFAULT_FAILED_WAKE_PAUSE_AFTER
     }
     pub fn stop_grace() -> Duration {
         DEFAULT_STOP_GRACE

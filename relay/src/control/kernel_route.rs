@@ -131,6 +131,10 @@ impl Instance {
                     inner.idle_since = tokio::time::Instant::now();
                 }
                 inner.kernel_open = n;
+                // Kernel-routed sessions that spoke: their logins' outcomes are not seen.
+                if n > 0 {
+                    inner.logins_since_wake.accepted = true;
+                }
                 drop(inner);
                 self.metrics.set_kernel_connections(&self.config.name, n);
                 Some(count)

@@ -102,6 +102,10 @@ struct Inner {
     /// When the instance was last used: the last connection closed, a command that counts
     /// was sent or answered ([`parking::CommandWatch`]), or the compute became ready.
     idle_since: tokio::time::Instant,
+    /// Since the compute last started: whether a login was accepted (or a connection of
+    /// unknown outcome used it), and whether one was refused. Refused logins alone shorten
+    /// the idle pause to `failed_wake_pause_after`.
+    logins_since_wake: LoginsSinceWake,
     wakes: u64,
     last_resume: Option<Duration>,
     /// The running compute's capacity, with `[instance.capacity]`.
@@ -113,6 +117,20 @@ struct Inner {
     kernel_installed: bool,
     /// How far the running compute has proven it holds the key ([`trust`]).
     trust: trust::Trust,
+}
+
+/// What the logins since the compute started were, for the idle pause.
+#[derive(Debug, Clone, Copy, Default)]
+struct LoginsSinceWake {
+    accepted: bool,
+    refused: bool,
+}
+
+impl LoginsSinceWake {
+    /// Used only by logins the compute refused: the idle pause comes early.
+    const fn only_refused(self) -> bool {
+        self.refused && !self.accepted
+    }
 }
 
 /// One instance: its configuration, its driver, its state and its open connections.
@@ -248,6 +266,7 @@ impl ConnectionGuard {
     /// the idle clock.
     pub fn mark_session(&mut self) {
         self.session = true;
+        self.instance.lock().logins_since_wake.accepted = true;
     }
 }
 
@@ -275,6 +294,7 @@ impl Instance {
                 idle_conns: 0,
                 cannot_park: false,
                 idle_since: tokio::time::Instant::now(),
+                logins_since_wake: LoginsSinceWake::default(),
                 wakes: 0,
                 last_resume: None,
                 ccu: None,
@@ -379,6 +399,13 @@ impl Instance {
             session: false,
             idle: false,
         }
+    }
+
+    /// The compute refused a login (ERR 1045). A compute that served only refused logins
+    /// since it started pauses after `failed_wake_pause_after` rather than
+    /// `idle_pause_after`: a password guess must not buy minutes of running time.
+    pub fn note_refused_login(&self) {
+        self.lock().logins_since_wake.refused = true;
     }
 
     /// Makes sure the compute runs, starting it if needed, and waits at most
@@ -500,6 +527,7 @@ impl Instance {
                 self.transition(&mut inner, State::Running(Arc::clone(&running)));
                 inner.last_resume = Some(started.elapsed());
                 inner.idle_since = tokio::time::Instant::now();
+                inner.logins_since_wake = LoginsSinceWake::default();
                 tokio::spawn(Arc::clone(self).watch_exit(Arc::clone(&running)));
                 tokio::spawn(Arc::clone(self).recheck_proof(running));
                 let resume_ms = started.elapsed().as_millis() as u64;
@@ -652,8 +680,10 @@ impl Instance {
     /// fires. Checks a few times per idle period, so a pause comes at most a quarter period
     /// (capped at 1 s) late.
     pub async fn pause_when_idle(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
-        let idle_after = self.config.idle_pause_after;
-        let tick = (idle_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let idle_pause_after = self.config.idle_pause_after;
+        let failed_wake_pause_after = self.config.failed_wake_pause_after.min(idle_pause_after);
+        let tick =
+            (failed_wake_pause_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         loop {
             tokio::select! {
                 () = tokio::time::sleep(tick) => {}
@@ -664,6 +694,13 @@ impl Instance {
             }
             let due = {
                 let inner = self.lock();
+                // In a fleet other relays' logins are not known here: the full period.
+                let idle_after =
+                    if inner.logins_since_wake.only_refused() && self.fleet.get().is_none() {
+                        failed_wake_pause_after
+                    } else {
+                        idle_pause_after
+                    };
                 let quiet = inner.active.total() == 0 || self.parkable(&inner);
                 matches!(inner.state, State::Running(_))
                     && quiet
@@ -738,6 +775,8 @@ impl Instance {
                     self.transition(&mut inner, state);
                 }
                 inner.idle_since = tokio::time::Instant::now();
+                // Whatever used it before this relay did, it was not only refused logins.
+                inner.logins_since_wake.accepted = true;
                 drop(inner);
                 tokio::spawn(Arc::clone(self).watch_exit(Arc::clone(&compute)));
                 tokio::spawn(Arc::clone(self).recheck_proof(compute));

@@ -263,6 +263,7 @@ fn build_at(
         handshake_timeout: Duration::from_secs(1),
         compute_timeout: Duration::from_secs(1),
         idle_pause_after: Duration::from_secs(60),
+        failed_wake_pause_after: Duration::from_secs(10),
         on_relay_exit: crate::config::OnRelayExit::Pause,
         max_pending_connections: 16,
         health_check_users: Vec::new(),
@@ -527,6 +528,41 @@ async fn a_refused_login_does_not_restart_the_idle_clock() {
     drop(refused);
     // Idle since the wake 70 s ago: the pause comes at the next check, not 60 s later.
     tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(inst.phase(), Phase::Paused);
+    stop.cancel();
+}
+
+/// A wake that served only refused logins pauses after `failed_wake_pause_after` (10 s here),
+/// not `idle_pause_after` (60 s); one accepted login since the wake restores the full period,
+/// and the next wake starts afresh.
+#[tokio::test(start_paused = true)]
+async fn a_wake_for_refused_logins_only_pauses_after_the_short_grace() {
+    let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::ZERO); 2]);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    inst.ensure_running().await.unwrap();
+    let guess = inst.hold(Route::Perceptron);
+    inst.note_refused_login();
+    drop(guess);
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(inst.phase(), Phase::Running, "within the grace");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(inst.phase(), Phase::Paused, "10 s after the refused login");
+
+    inst.ensure_running().await.unwrap();
+    let guess = inst.hold(Route::Perceptron);
+    inst.note_refused_login();
+    drop(guess);
+    let mut session = inst.hold(Route::Perceptron);
+    session.mark_session();
+    drop(session);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(
+        inst.phase(),
+        Phase::Running,
+        "an accepted login: the full period"
+    );
+    tokio::time::sleep(Duration::from_secs(32)).await;
     assert_eq!(inst.phase(), Phase::Paused);
     stop.cancel();
 }

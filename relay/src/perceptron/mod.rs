@@ -351,6 +351,7 @@ where
             if access_denied(&verdict.reply.payload) {
                 // Counted before the client sees it, so its next attempt meets the budget.
                 charge.refused(Instant::now());
+                rt.instance.note_refused_login();
             } else {
                 drop(charge);
             }
@@ -367,6 +368,7 @@ where
             // spends.
             if access_denied(&verdict.reply.payload) {
                 charge.refused(Instant::now());
+                rt.instance.note_refused_login();
             }
             verdict
         }
