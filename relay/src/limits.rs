@@ -11,12 +11,22 @@
 //! direct route has seen its first byte) or closes; dropping the permit frees the slot on every
 //! exit path.
 //!
+//! **Fair share when full.** Per-source caps alone let a few sources fill a shared cap (two
+//! sources × 1,024 silent connections filled an instance's 2,048, and a real login from a
+//! third got 1040). So when the relay's or the instance's cap is full, a newcomer whose source
+//! holds fewer pending connections there than the largest holder **evicts** that holder's
+//! oldest pending connection (closed at once, counted as `evicted`) and takes its place. A
+//! source with few connections always gets in; only sources with as many as the largest are
+//! refused.
+//!
 //! Source addresses are counted per IPv4 address and per IPv6 /64 (one host usually owns a
 //! whole /64), IPv4-mapped IPv6 addresses as IPv4.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio_util::sync::CancellationToken;
 
 use authplugin::packet::ErrPacket;
 use authplugin::packet::err::codes;
@@ -53,11 +63,86 @@ impl Refusal {
     }
 }
 
+/// One pending connection, as its source's list holds it (oldest first).
+#[derive(Debug)]
+struct Holder {
+    id: u64,
+    instance: usize,
+    evict: CancellationToken,
+}
+
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
     per_instance: Vec<usize>,
     per_source: HashMap<IpAddr, usize>,
+    /// Each source's pending connections, oldest first (what eviction picks from).
+    holders: HashMap<IpAddr, VecDeque<Holder>>,
+    next_id: u64,
+}
+
+impl Counts {
+    /// Removes pending connection `id` of `source` from every count; false if it is no
+    /// longer counted (evicted before).
+    fn remove(&mut self, source: IpAddr, id: u64) -> bool {
+        let Some(list) = self.holders.get_mut(&source) else {
+            return false;
+        };
+        let Some(at) = list.iter().position(|h| h.id == id) else {
+            return false;
+        };
+        let Some(holder) = list.remove(at) else {
+            return false;
+        };
+        if list.is_empty() {
+            self.holders.remove(&source);
+        }
+        self.total = self.total.saturating_sub(1);
+        if let Some(n) = self.per_instance.get_mut(holder.instance) {
+            *n = n.saturating_sub(1);
+        }
+        if let Some(n) = self.per_source.get_mut(&source) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                // Bounded by the connections pending now, not by every address ever seen.
+                self.per_source.remove(&source);
+            }
+        }
+        true
+    }
+
+    /// Makes room for one connection from `newcomer` where `of_instance` says (`None`: the
+    /// whole relay) by evicting the oldest pending connection of the largest holder there, if
+    /// it holds more than the newcomer would. Returns whether it did.
+    fn evict_for(&mut self, newcomer: IpAddr, of_instance: Option<usize>) -> bool {
+        let held_by = |list: &VecDeque<Holder>| {
+            of_instance.map_or(list.len(), |i| {
+                list.iter().filter(|h| h.instance == i).count()
+            })
+        };
+        let mine = self.holders.get(&newcomer).map_or(0, held_by);
+        let Some((victim, most)) = self
+            .holders
+            .iter()
+            .map(|(source, list)| (*source, held_by(list)))
+            .max_by_key(|(_, n)| *n)
+        else {
+            return false;
+        };
+        if most <= mine + 1 {
+            return false;
+        }
+        let Some(oldest) = self.holders.get(&victim).and_then(|list| {
+            list.iter()
+                .find(|h| of_instance.is_none_or(|i| h.instance == i))
+                .map(|h| (h.id, h.evict.clone()))
+        }) else {
+            return false;
+        };
+        self.remove(victim, oldest.0);
+        oldest.1.cancel();
+        true
+    }
 }
 
 /// The relay's pre-login admission: one per relay, shared by every instance's accept loop.
@@ -81,6 +166,8 @@ impl Admission {
                 total: 0,
                 per_instance: vec![0; instances],
                 per_source: HashMap::new(),
+                holders: HashMap::new(),
+                next_id: 0,
             }),
         })
     }
@@ -98,30 +185,48 @@ impl Admission {
     ) -> Result<PendingPermit, Refusal> {
         let source = source_key(source);
         let mut counts = self.lock();
-        if counts.total >= self.caps.per_relay {
-            return Err(Refusal::Relay);
-        }
-        let instance_cap = self.per_instance_caps.get(instance).copied().unwrap_or(0);
-        let Some(of_instance) = counts.per_instance.get_mut(instance) else {
-            return Err(Refusal::Instance);
-        };
-        if *of_instance >= instance_cap {
+        if instance >= counts.per_instance.len() {
             return Err(Refusal::Instance);
         }
-        *of_instance += 1;
-        let of_source = counts.per_source.entry(source).or_insert(0);
-        if *of_source >= self.caps.per_source {
-            if let Some(n) = counts.per_instance.get_mut(instance) {
-                *n -= 1;
-            }
+        if counts.per_source.get(&source).copied().unwrap_or(0) >= self.caps.per_source {
             return Err(Refusal::Source);
         }
-        *of_source += 1;
+        let mut evicted = false;
+        if counts.total >= self.caps.per_relay {
+            if !counts.evict_for(source, None) {
+                return Err(Refusal::Relay);
+            }
+            evicted = true;
+        }
+        let instance_cap = self.per_instance_caps.get(instance).copied().unwrap_or(0);
+        let Some(&of_instance) = counts.per_instance.get(instance) else {
+            return Err(Refusal::Instance);
+        };
+        if of_instance >= instance_cap {
+            if !counts.evict_for(source, Some(instance)) {
+                return Err(Refusal::Instance);
+            }
+            evicted = true;
+        }
+        let id = counts.next_id;
+        counts.next_id += 1;
+        let evict = CancellationToken::new();
         counts.total += 1;
+        if let Some(n) = counts.per_instance.get_mut(instance) {
+            *n += 1;
+        }
+        *counts.per_source.entry(source).or_insert(0) += 1;
+        counts.holders.entry(source).or_default().push_back(Holder {
+            id,
+            instance,
+            evict: evict.clone(),
+        });
         Ok(PendingPermit {
             admission: Arc::clone(self),
-            instance,
             source,
+            id,
+            evict,
+            made_room: evicted,
         })
     }
 
@@ -131,19 +236,8 @@ impl Admission {
         self.lock().per_instance.get(instance).copied().unwrap_or(0)
     }
 
-    fn release(&self, instance: usize, source: IpAddr) {
-        let mut counts = self.lock();
-        counts.total = counts.total.saturating_sub(1);
-        if let Some(n) = counts.per_instance.get_mut(instance) {
-            *n = n.saturating_sub(1);
-        }
-        if let Some(n) = counts.per_source.get_mut(&source) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                // Bounded by the connections pending now, not by every address ever seen.
-                counts.per_source.remove(&source);
-            }
-        }
+    fn release(&self, source: IpAddr, id: u64) {
+        self.lock().remove(source, id);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
@@ -156,13 +250,30 @@ impl Admission {
 #[derive(Debug)]
 pub struct PendingPermit {
     admission: Arc<Admission>,
-    instance: usize,
     source: IpAddr,
+    id: u64,
+    evict: CancellationToken,
+    made_room: bool,
+}
+
+impl PendingPermit {
+    /// Cancelled when a newcomer from a smaller source takes this connection's place
+    /// (the slot is already freed): the connection is to be closed at once.
+    #[must_use]
+    pub fn eviction(&self) -> CancellationToken {
+        self.evict.clone()
+    }
+
+    /// Whether admitting it evicted another pending connection.
+    #[must_use]
+    pub const fn made_room(&self) -> bool {
+        self.made_room
+    }
 }
 
 impl Drop for PendingPermit {
     fn drop(&mut self) {
-        self.admission.release(self.instance, self.source);
+        self.admission.release(self.source, self.id);
     }
 }
 
@@ -219,29 +330,82 @@ mod tests {
 
     #[test]
     fn refuses_past_each_cap_and_frees_slots_on_drop() {
-        let a = admission(5, 2, &[3, 10]);
+        let a = admission(4, 2, &[2, 10]);
         let one = a.try_admit(0, ip("10.0.0.1")).unwrap();
-        let two = a.try_admit(0, ip("10.0.0.1")).unwrap();
-        assert_eq!(a.try_admit(0, ip("10.0.0.1")).unwrap_err(), Refusal::Source);
+        let two = a.try_admit(1, ip("10.0.0.1")).unwrap();
+        assert_eq!(a.try_admit(1, ip("10.0.0.1")).unwrap_err(), Refusal::Source);
+        drop(two);
         let three = a.try_admit(0, ip("10.0.0.2")).unwrap();
+        // Full, and nobody holds more of it than the newcomer would: refused.
         assert_eq!(
             a.try_admit(0, ip("10.0.0.3")).unwrap_err(),
             Refusal::Instance
         );
-        assert_eq!(a.pending(0), 3);
+        assert_eq!(a.pending(0), 2);
         let four = a.try_admit(1, ip("10.0.0.3")).unwrap();
         let five = a.try_admit(1, ip("10.0.0.4")).unwrap();
         assert_eq!(a.try_admit(1, ip("10.0.0.5")).unwrap_err(), Refusal::Relay);
         drop(one);
-        // A refused source does not leak an instance slot.
-        assert_eq!(a.pending(0), 2);
+        assert_eq!(a.pending(0), 1);
         let again = a.try_admit(0, ip("10.0.0.1")).unwrap();
-        drop((two, three, four, five, again));
+        assert!(!again.made_room());
+        drop((three, four, five, again));
         assert_eq!(a.pending(0), 0);
         assert_eq!(a.pending(1), 0);
         let counts = a.lock();
         assert_eq!(counts.total, 0);
         assert!(counts.per_source.is_empty());
+        assert!(counts.holders.is_empty());
+    }
+
+    /// Two sources fill an instance's cap; a third source still gets in, by evicting the
+    /// oldest pending connection of the largest holder, and the evicted one is told so.
+    #[test]
+    fn a_full_cap_evicts_the_largest_holders_oldest_for_a_smaller_source() {
+        let a = admission(100, 4, &[7, 100]);
+        let mut first: Vec<_> = (0..4)
+            .map(|_| a.try_admit(0, ip("10.0.0.1")).unwrap())
+            .collect();
+        let second: Vec<_> = (0..3)
+            .map(|_| a.try_admit(0, ip("10.0.0.2")).unwrap())
+            .collect();
+        let newcomer = a.try_admit(0, ip("10.0.0.3")).unwrap();
+        assert!(newcomer.made_room());
+        let evicted: Vec<bool> = first
+            .iter()
+            .chain(&second)
+            .map(|p| p.eviction().is_cancelled())
+            .collect();
+        assert_eq!(evicted.iter().filter(|e| **e).count(), 1);
+        assert!(evicted[0], "the oldest of the largest holder: {evicted:?}");
+        assert_eq!(a.pending(0), 7);
+        // The evicted permit's drop frees nothing twice.
+        drop(first.remove(0));
+        assert_eq!(a.pending(0), 7);
+        drop(second);
+        assert_eq!(a.pending(0), 4);
+        // Room again: taken without eviction, until full at 3 + 1 + 3.
+        let third: Vec<_> = (0..3)
+            .map(|_| a.try_admit(0, ip("10.0.0.3")).unwrap())
+            .collect();
+        assert!(third.iter().all(|p| !p.made_room()));
+        // Full: a newcomer evicts while it holds fewer than the largest holder less one.
+        let _two_more: Vec<_> = (0..2)
+            .map(|_| a.try_admit(0, ip("10.0.0.4")).unwrap())
+            .collect();
+        assert_eq!(a.pending(0), 7);
+        assert_eq!(
+            a.try_admit(0, ip("10.0.0.4")).unwrap_err(),
+            Refusal::Instance
+        );
+        // The whole relay's cap is shared the same way.
+        let r = admission(6, 6, &[100]);
+        let _big: Vec<_> = (0..6)
+            .map(|_| r.try_admit(0, ip("10.1.0.1")).unwrap())
+            .collect();
+        let small = r.try_admit(0, ip("10.1.0.2")).unwrap();
+        assert!(small.made_room());
+        assert_eq!(r.pending(0), 6);
     }
 
     #[test]

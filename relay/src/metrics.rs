@@ -368,7 +368,7 @@ metrics! {
     }
     refused: Family<ReasonLabels, PromCounter> {
         name: "relay_connections_refused",
-        help: "Connections refused before a greeting (ERR 1040), by the cap that was full",
+        help: "Connections refused before a greeting (ERR 1040), by the cap that was full; evicted: pending connections closed for a smaller source's when a cap was full",
     }
     accept_errors: Family<ListenerLabels, PromCounter> {
         name: "relay_accept_errors",

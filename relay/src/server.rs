@@ -605,14 +605,21 @@ async fn accept_loop(
                 return;
             }
         };
+        if pending.made_room() {
+            rt.metrics.refused(&name, "evicted");
+            tracing::debug!(instance = %name, client = %peer, "pre-login cap full; the largest holder's oldest pending connection closed for this one");
+        }
         let rt = Arc::clone(&rt);
+        // Cancelled only while the connection is pending (before its login): the handler is
+        // dropped there, which closes the socket, and holds nothing else yet.
+        let evicted = pending.eviction();
         // An instance whose logins must meet the relay's TLS (require_secure_transport,
         // client_ca) keeps every login on the perceptron route, which enforces them; the
         // direct route hands the connection to the compute, which would not.
         if !rt.instance.config.relay_terminates_every_login() && rt.instance.routes_direct() {
-            tracker.spawn(crate::direct::handle(rt, stream, peer, pending));
+            tracker.spawn(evicted.run_until_cancelled_owned(crate::direct::handle(rt, stream, peer, pending)));
         } else {
-            tracker.spawn(perceptron::handle(rt, stream, peer, pending));
+            tracker.spawn(evicted.run_until_cancelled_owned(perceptron::handle(rt, stream, peer, pending)));
         }
     })
     .await;

@@ -194,3 +194,61 @@ fn a_direct_connection_counts_as_pending_until_its_login_verdict() {
         &relay
     ) == 0.0));
 }
+
+/// Two sources fill an instance's pre-login cap with silent connections (each within its own
+/// per-source cap); a real login from a third source still gets through, by evicting the
+/// oldest silent connection of the largest holder (before: ERR 1040 for everyone else).
+#[test]
+fn a_few_sources_cannot_fill_the_cap_for_everyone() {
+    let dir = TempDir::new("limits-fair");
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            relay_toml: "max_pending_per_source = 32\n".into(),
+            instance_toml: "max_pending_connections = 64\n".into(),
+            ..RelayOptions::default()
+        },
+    );
+    let silent: Vec<TcpStream> = ["127.0.0.1", "127.0.0.2"]
+        .iter()
+        .flat_map(|source| {
+            (0..32).map(|_| raw::connect_from(source.parse().unwrap(), relay.port).unwrap())
+        })
+        .collect();
+    assert!(
+        Relay::wait_until(Duration::from_secs(30), || pending(&relay) >= 64.0),
+        "pending: {}",
+        pending(&relay)
+    );
+    let stream = raw::connect_from("127.0.0.3".parse().unwrap(), relay.port).unwrap();
+    let mut s = raw::login_on(stream, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        raw::query(&mut s, "SELECT 1").unwrap(),
+        Ok(vec![Some("1".into())])
+    );
+    assert_eq!(
+        relay.metric("relay_connections_refused_total{instance=\"demo\",reason=\"evicted\"}"),
+        1.0
+    );
+    // Exactly one silent connection was closed by the relay.
+    let closed = silent
+        .into_iter()
+        .filter(|c| {
+            let mut c = c;
+            c.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let mut buf = [0u8; 256];
+            // Each was greeted; an evicted one then reads end of stream, the others time out.
+            loop {
+                match std::io::Read::read(&mut c, &mut buf) {
+                    Ok(0) => return true,
+                    Ok(_) => {}
+                    Err(_) => return false,
+                }
+            }
+        })
+        .count();
+    assert_eq!(closed, 1);
+}
