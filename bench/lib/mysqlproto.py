@@ -83,11 +83,13 @@ def err_text(p: bytes) -> str:
 class Conn:
     """A blocking connection (login in the constructor)."""
 
-    def __init__(self, host, port, user, password, db=b"", timeout=30.0, tls=None):
-        """`tls`: an `ssl.SSLContext`; the login then goes inside TLS after an SSLRequest."""
+    def __init__(self, host, port, user, password, db=b"", timeout=30.0, tls=None, source=None):
+        """`tls`: an `ssl.SSLContext`; the login then goes inside TLS after an SSLRequest.
+        `source`: the local address to connect from (another loopback address)."""
         # Wall-clock marks (time.time(), comparable with the relay's log timestamps).
         self.wall = {"connect": time.time()}
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock = socket.create_connection((host, port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.local_port = self.sock.getsockname()[1]
         self.buf = b""
