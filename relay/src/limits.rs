@@ -7,9 +7,9 @@
 //! The accept loop asks [`Admission::try_admit`] before it spawns anything. A refused
 //! connection is answered with ERR 1040 `Too many connections` (what MySQL itself sends past
 //! `max_connections`) and closed at once: no task, no greeting, no wake. An admitted one holds a
-//! [`PendingPermit`] until it leaves the pre-login phase (the perceptron has read its login; the
-//! direct route has seen its first byte) or closes; dropping the permit frees the slot on every
-//! exit path.
+//! [`PendingPermit`] until it leaves the pre-login phase (the perceptron's budgets have admitted
+//! its login; the direct route has its login's verdict) or closes; dropping the permit frees the
+//! slot on every exit path.
 //!
 //! **Fair share when full.** Per-source caps alone let a few sources fill a shared cap (two
 //! sources × 1,024 silent connections filled an instance's 2,048, and a real login from a

@@ -79,7 +79,7 @@ pub struct Timings {
 
 /// Handles one client connection on the perceptron route, from greeting to the end of the
 /// byte pump. Logs exactly one line when it ends and counts the outcome. `pending` holds the
-/// connection's pre-login slot until its login has been read.
+/// connection's pre-login slot until its login has been admitted by the budgets.
 pub async fn handle(
     rt: Arc<InstanceRuntime>,
     client: TcpStream,
@@ -199,7 +199,7 @@ pub async fn handle(
 /// Runs P1–P8 for one client. On failure the client has been sent the one ERR packet the
 /// failure calls for (if the protocol allows one), and the error is returned for the log line
 /// and metrics. `pending` (the connection's pre-login slot) is released once the login has
-/// been read, or when the connection ends before that.
+/// been admitted by the budgets, or when the connection ends before that.
 ///
 /// # Errors
 /// [`PerceptronError`]: how the connection ended instead.
@@ -262,8 +262,6 @@ where
     .await
     .map_err(PerceptronError::NotALogin)?;
     let login_ms = t0.elapsed().as_millis();
-    // Logged in: no longer a pre-login connection.
-    drop(pending);
     let user = login.response.username.clone();
     let last_seq = login.last_sequence_id;
     if is_health_check(&cfg.health_check_users, &login) {
@@ -295,6 +293,9 @@ where
             refusal,
             user: user.clone(),
         })?;
+    // Admitted: no longer a pre-login connection. (A login waiting above still counts against
+    // the pre-login caps, so waiting cannot be used to hold descriptors past them.)
+    drop(pending);
     // Counted as an open connection of the instance from its login on, so scanners and
     // health checks never hold an instance awake.
     let held = rt.instance.hold(Route::Perceptron);
