@@ -405,6 +405,8 @@ pub struct LoginCharge {
     wake: bool,
     /// When the compute refused it ([`LoginCharge::refused`]).
     refused_at: Option<Instant>,
+    /// Whether the compute accepted it ([`LoginCharge::accepted`]).
+    accepted: bool,
 }
 
 impl LoginCharge {
@@ -413,6 +415,13 @@ impl LoginCharge {
     pub fn refused(mut self, now: Instant) {
         self.refused_at = Some(now);
     }
+
+    /// The compute accepted the login: its source's failed wakes are forgotten (as MySQL
+    /// forgets a host's connect errors on a good login), so a person who mistyped a password
+    /// twice is not kept from waking the instance; a guesser never gets here.
+    pub fn accepted(mut self) {
+        self.accepted = true;
+    }
 }
 
 impl Drop for LoginCharge {
@@ -420,7 +429,9 @@ impl Drop for LoginCharge {
         let failure = self
             .refused_at
             .map(|at| (at, self.ip, &self.user, self.wake));
-        self.budgets.settle(&self.pending_on, failure);
+        let good_source = self.accepted.then(|| Subject::source(self.ip));
+        self.budgets
+            .settle(&self.pending_on, failure, good_source.as_ref());
     }
 }
 
@@ -571,18 +582,28 @@ impl Budgets {
             user,
             wake,
             refused_at: None,
+            accepted: false,
         }))
     }
 
-    /// Settles an admitted login: its pending places are freed and, if the compute refused
-    /// it (`failure`: when, the source, the user and whether it woke the instance), the
-    /// failure is counted. Logins waiting for room re-check.
-    fn settle(&self, pending_on: &[Subject], failure: Option<(Instant, IpAddr, &Subject, bool)>) {
+    /// Settles an admitted login: its pending places are freed; if the compute refused it
+    /// (`failure`: when, the source, the user and whether it woke the instance), the failure is
+    /// counted; if it accepted it, its source (`good_source`) has its failed wakes forgotten.
+    /// Logins waiting for room re-check.
+    fn settle(
+        &self,
+        pending_on: &[Subject],
+        failure: Option<(Instant, IpAddr, &Subject, bool)>,
+        good_source: Option<&Subject>,
+    ) {
         let mut table = self.lock();
         for subject in pending_on {
             if let Some(e) = table.entries.get_mut(subject) {
                 e.pending = e.pending.saturating_sub(1);
             }
+        }
+        if let Some(e) = good_source.and_then(|s| table.entries.get_mut(s)) {
+            e.failed_wakes = 0;
         }
         if let Some((now, ip, user, wake)) = failure {
             self.fail(&mut table, ip, user.clone(), wake, now);
@@ -1102,6 +1123,26 @@ mod tests {
             .unwrap()
             .refused(t0);
         assert_eq!(b.source_refusal(src, t0), None);
+    }
+
+    #[test]
+    fn a_good_login_forgives_its_sources_failed_wakes() {
+        let b = Arc::new(Budgets::new(BudgetSettings {
+            failed_logins_per_source: 100,
+            wakes_per_source: 100,
+            ..CONFIG
+        }));
+        let t0 = Instant::now();
+        let src = ip("10.0.0.1");
+        // A mistyped password, then the right one, three times over (the budget is 2): never
+        // blocked.
+        for _ in 0..3 {
+            admit(&b, src, "demo", b"app", true, t0)
+                .unwrap()
+                .refused(t0);
+            admit(&b, src, "demo", b"app", true, t0).unwrap().accepted();
+        }
+        assert!(b.blocks(t0).is_empty());
     }
 
     #[test]

@@ -225,7 +225,12 @@ async fn watch_login(
                             rt.instance.note_refused_login();
                         }
                     }
-                    Some(Event::Verdict(Verdict::Accepted) | Event::GaveUp) => charge = None,
+                    Some(Event::Verdict(Verdict::Accepted)) => {
+                        if let Some(charge) = charge.take() {
+                            charge.accepted();
+                        }
+                    }
+                    Some(Event::GaveUp) => charge = None,
                     _ => {}
                 }
                 if client.write_all(chunk).await.is_err() {

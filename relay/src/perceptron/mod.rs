@@ -353,8 +353,8 @@ where
                 // Counted before the client sees it, so its next attempt meets the budget.
                 charge.refused(Instant::now());
                 rt.instance.note_refused_login();
-            } else {
-                drop(charge);
+            } else if verdict.accepted() {
+                charge.accepted();
             }
             forward_verdict(client, last_seq, &verdict).await?;
             verdict
@@ -370,6 +370,8 @@ where
             if access_denied(&verdict.reply.payload) {
                 charge.refused(Instant::now());
                 rt.instance.note_refused_login();
+            } else if verdict.accepted() {
+                charge.accepted();
             }
             verdict
         }
