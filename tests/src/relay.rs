@@ -186,7 +186,7 @@ idle_pause_after = "{}"
 on_relay_exit = "{}"
 {}
 {}"#,
-            options.relay_toml.replace("{DIR}", &dir.display().to_string()),
+            relay_toml_with_test_budgets(&options.relay_toml.replace("{DIR}", &dir.display().to_string())),
             options.auth,
             options.proxy_protocol,
             options.resume_timeout,
@@ -521,4 +521,16 @@ pub fn credential_needles(password: &str) -> Vec<(String, Vec<u8>)> {
         needles.push((format!("{name} HEX"), lower.to_uppercase().into_bytes()));
     }
     needles
+}
+
+/// The `[relay]` lines a test asked for, with the failed-wake budget off unless the test sets
+/// budgets itself: many tests log in with a wrong password at a paused instance to check
+/// something else, and the default (3 failed wakes a source per hour) would block their later
+/// wakes. `relay_budgets` tests that budget; the unit tests in `relay::budgets` too.
+fn relay_toml_with_test_budgets(relay_toml: &str) -> String {
+    if relay_toml.contains("budgets") {
+        relay_toml.to_owned()
+    } else {
+        format!("budgets = {{ failed_wakes_per_source = 0 }}\n{relay_toml}")
+    }
 }

@@ -416,11 +416,6 @@ fn prepare_route(relay: &Relay, route: Route) {
         Route::Perceptron => {
             relay.pause();
             wait_for_state(relay, "paused");
-            // Every client's wrong-password cell is a failed wake from 127.0.0.1, and the
-            // relay lets a source have 3 an hour (relay_budgets tests that): lifted, so that
-            // every client meets a paused instance the same way.
-            let (status, body) = relay.admin("DELETE", "/v1/blocks");
-            assert_eq!(status, 200, "clear blocks: {body}");
         }
         Route::Direct => {
             if relay.state() != "running" {
