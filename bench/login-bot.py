@@ -35,12 +35,7 @@ def secs(x):
 
 def ledger_running(relay, t_start, t_end):
     """Seconds the compute was billed (resuming or running) between t_start and t_end."""
-    events = []
-    with open(os.path.join(relay.dir, "state", "usage.ledger")) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 3 and parts[0].isdigit():
-                events.append((int(parts[0]) / 1000.0, parts[2]))
+    events = h.ledger_events(relay)
     billed = 0.0
     for (t, state), (t_next, _) in zip(events, events[1:] + [(t_end, None)]):
         lo, hi = max(t, t_start), min(t_next, t_end)

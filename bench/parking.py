@@ -41,12 +41,7 @@ def ping(c):
 
 def ledger_seconds(relay):
     """Seconds spent in each state, from the relay's ledger (up to now)."""
-    events = []
-    with open(os.path.join(relay.dir, "state", "usage.ledger")) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 3 and parts[0].isdigit():
-                events.append((int(parts[0]) / 1000.0, parts[2]))
+    events = h.ledger_events(relay)
     spent = {}
     now = time.time()
     for (t, state), (t_next, _) in zip(events, events[1:] + [(now, None)]):

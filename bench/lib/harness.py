@@ -283,6 +283,17 @@ class Relay:
         stop(self.proc, 30)
 
 
+def ledger_events(relay):
+    """The relay's ledger as (Unix seconds, state) pairs, oldest first."""
+    events = []
+    with open(os.path.join(relay.dir, "state", "usage.ledger")) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 3 and parts[0].isdigit():
+                events.append((int(parts[0]) / 1000.0, parts[2]))
+    return events
+
+
 def add_user(data, bin_dir=None):
     subprocess.run([os.path.join(bin_dir or BIN, "server-shim"), "user", "add", USER.decode(), "--admin",
                     "--password-stdin", "--data", data], input=PASSWORD, check=True,
