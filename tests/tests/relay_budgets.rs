@@ -268,17 +268,7 @@ fn password_guessing_on_a_running_instance_is_throttled_too() {
     assert_eq!(relay.state(), "running");
     let forwarded = "relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}";
     let from = |source: &str, user: &str, password: &str| {
-        let stream = raw::connect_from(source.parse().unwrap(), relay.port).unwrap();
-        match raw::login_on(stream, user, password, None) {
-            Ok(Ok(_)) => 0,
-            Ok(Err((code, _))) => code,
-            Err(e) => {
-                let mut s = raw::connect_from(source.parse().unwrap(), relay.port).unwrap();
-                let (_, first) = raw::read_packet(&mut s).unwrap();
-                assert_eq!(first.first(), Some(&0xFF), "{e}");
-                raw::err_of(&first).0
-            }
-        }
+        login_code(relay.port, source.parse().unwrap(), user, password)
     };
     // Three wrong passwords for `app` from one source: past the user's 3, yet the user still
     // gets in from another source.
@@ -312,22 +302,30 @@ fn concurrent_guesses(port: u16, source: &str, n: usize) -> Vec<u16> {
     let threads: Vec<_> = (0..n)
         .map(|i| {
             std::thread::spawn(move || {
-                let stream = raw::connect_from(source, port).unwrap();
-                match raw::login_on(stream, USER, &format!("guess-{i}"), None) {
-                    Ok(Ok(_)) => panic!("a wrong password was accepted"),
-                    Ok(Err((code, _))) => code,
-                    Err(e) => {
-                        // Refused in place of the greeting: that ERR was the first packet.
-                        let mut s = raw::connect_from(source, port).unwrap();
-                        let (_, first) = raw::read_packet(&mut s).unwrap();
-                        assert_eq!(first.first(), Some(&0xFF), "{e}");
-                        raw::err_of(&first).0
-                    }
-                }
+                let code = login_code(port, source, USER, &format!("guess-{i}"));
+                assert_ne!(code, 0, "a wrong password was accepted");
+                code
             })
         })
         .collect();
     threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+/// One login from `source`: 0 if accepted, else the code of the ERR it ends with (the
+/// compute's verdict, or the relay's refusal after the login or in place of the greeting).
+fn login_code(port: u16, source: std::net::IpAddr, user: &str, password: &str) -> u16 {
+    let stream = raw::connect_from(source, port).unwrap();
+    match raw::login_on(stream, user, password, None) {
+        Ok(Ok(_)) => 0,
+        Ok(Err((code, _))) => code,
+        Err(e) => {
+            // Refused in place of the greeting: that ERR was the first packet.
+            let mut s = raw::connect_from(source, port).unwrap();
+            let (_, first) = raw::read_packet(&mut s).unwrap();
+            assert_eq!(first.first(), Some(&0xFF), "{e}");
+            raw::err_of(&first).0
+        }
+    }
 }
 
 /// 300 concurrent wrong logins from one source get exactly the budget's number of verdicts
