@@ -31,12 +31,25 @@ fn pending(relay: &Relay) -> f64 {
     relay.metric("relay_pending_connections{instance=\"demo\"}")
 }
 
+/// A relay whose readiness probe (a connection from 127.0.0.1 that reads the greeting and
+/// closes) no longer counts as pending: tests that fill a source's cap from 127.0.0.1 would
+/// otherwise race with the relay noticing that close, and see one connection too many refused.
+fn start(dir: &TempDir, options: RelayOptions) -> Relay {
+    let relay = Relay::start(dir.path(), options);
+    assert!(
+        Relay::wait_until(Duration::from_secs(30), || pending(&relay) == 0.0),
+        "the readiness probe still pending\n{}",
+        relay.log()
+    );
+    relay
+}
+
 #[test]
 fn a_real_login_gets_through_while_two_thousand_silent_connections_wait() {
     const SILENT: usize = 2_000;
     let dir = TempDir::new("limits-silent");
-    let relay = Relay::start(
-        dir.path(),
+    let relay = start(
+        &dir,
         RelayOptions {
             // All test sockets come from 127.0.0.1; the per-source cap is tested below.
             relay_toml: "max_pending_per_source = 4096\n".into(),
@@ -77,8 +90,8 @@ fn a_real_login_gets_through_while_two_thousand_silent_connections_wait() {
 fn a_source_past_its_cap_gets_err_1040_without_a_wake() {
     const CAP: usize = 20;
     let dir = TempDir::new("limits-source");
-    let relay = Relay::start(
-        dir.path(),
+    let relay = start(
+        &dir,
         RelayOptions {
             relay_toml: format!("max_pending_per_source = {CAP}\n"),
             ..RelayOptions::default()
@@ -124,8 +137,8 @@ fn a_source_past_its_cap_gets_err_1040_without_a_wake() {
 #[test]
 fn silent_direct_connections_do_not_hold_a_running_instance_awake() {
     let dir = TempDir::new("limits-direct-idle");
-    let relay = Relay::start(
-        dir.path(),
+    let relay = start(
+        &dir,
         RelayOptions {
             // Not shorter: the instance must still be running when the connections below
             // arrive, on a loaded machine too.
@@ -158,8 +171,8 @@ fn silent_direct_connections_do_not_hold_a_running_instance_awake() {
 fn a_direct_connection_counts_as_pending_until_its_login_verdict() {
     const CAP: usize = 20;
     let dir = TempDir::new("limits-direct-byte");
-    let relay = Relay::start(
-        dir.path(),
+    let relay = start(
+        &dir,
         RelayOptions {
             relay_toml: format!("max_pending_per_source = {CAP}\n"),
             ..RelayOptions::default()
@@ -201,8 +214,8 @@ fn a_direct_connection_counts_as_pending_until_its_login_verdict() {
 #[test]
 fn a_few_sources_cannot_fill_the_cap_for_everyone() {
     let dir = TempDir::new("limits-fair");
-    let relay = Relay::start(
-        dir.path(),
+    let relay = start(
+        &dir,
         RelayOptions {
             relay_toml: "max_pending_per_source = 32\n".into(),
             instance_toml: "max_pending_connections = 64\n".into(),
@@ -217,8 +230,9 @@ fn a_few_sources_cannot_fill_the_cap_for_everyone() {
         .collect();
     assert!(
         Relay::wait_until(Duration::from_secs(30), || pending(&relay) >= 64.0),
-        "pending: {}",
-        pending(&relay)
+        "pending: {}\n{}",
+        pending(&relay),
+        relay.log()
     );
     let stream = raw::connect_from("127.0.0.3".parse().unwrap(), relay.port).unwrap();
     let mut s = raw::login_on(stream, USER, PASSWORD, None)
