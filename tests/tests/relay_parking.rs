@@ -226,16 +226,30 @@ fn pings_and_keepalive_queries_neither_keep_the_instance_running_nor_thaw_it() {
     assert_eq!(relay.compute_pid(), Some(pid));
 }
 
+/// Whether a pool program pings on its own while it waits (a keepalive), or only when it
+/// checks a connection out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keepalive {
+    AtCheckout,
+    Running,
+}
+
 /// Runs a pool program (it prints its session's CONNECTION_ID(), waits for a line on stdin,
 /// queries through the pool again and prints CONNECTION_ID()), and checks what parking
-/// promises a real pool: the instance parks with the pool open, and the pool's next query
-/// runs on the same session of the same compute. Returns how many pings the relay answered
-/// while the compute was frozen, from the pool's reuse of its connection.
-fn a_pool_parks_and_keeps_its_session(name: &str, mut program: Command) -> f64 {
+/// promises a real pool: the instance parks with the pool open, a running keepalive neither
+/// keeps it running nor thaws it, and the pool's next query runs on the same session of the
+/// same compute. Returns how many pings the relay answered while the compute was frozen.
+fn a_pool_parks_and_keeps_its_session(
+    name: &str,
+    mut program: Command,
+    keepalive: Keepalive,
+) -> f64 {
     let dir = TempDir::new(name);
     let relay = start(&dir);
     let mut child = program
         .env("PORT", relay.port.to_string())
+        .env("DB_USER", USER)
+        .env("DB_PASSWORD", PASSWORD)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -248,7 +262,18 @@ fn a_pool_parks_and_keeps_its_session(name: &str, mut program: Command) -> f64 {
 
     wait_state(&relay, "frozen", Duration::from_secs(60));
     assert!(frozen(pid));
-    let pings = relay.metric("relay_parked_answers_total{instance=\"demo\",kind=\"ping\"}");
+    let answered = || relay.metric("relay_parked_answers_total{instance=\"demo\",kind=\"ping\"}");
+    let pings = answered();
+    if keepalive == Keepalive::Running {
+        assert!(
+            Relay::wait_until(Duration::from_secs(30), || answered() >= pings + 5.0),
+            "the keepalive's pings answered while parked: {}\n{}",
+            answered() - pings,
+            relay.log()
+        );
+        assert_eq!(relay.state(), "frozen", "no thaw for a keepalive");
+        assert!(frozen(pid));
+    }
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let last = lines.next().unwrap().unwrap();
     assert_eq!(last, first, "the same session");
@@ -259,7 +284,7 @@ fn a_pool_parks_and_keeps_its_session(name: &str, mut program: Command) -> f64 {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    relay.metric("relay_parked_answers_total{instance=\"demo\",kind=\"ping\"}") - pings
+    answered() - pings
 }
 
 /// SQLAlchemy's QueuePool on PyMySQL with `pool_pre_ping` (a `COM_PING` at every checkout):
@@ -284,7 +309,8 @@ with engine.connect() as c:
     );
     let mut python = Command::new("python3");
     python.arg("-c").arg(script);
-    let answered = a_pool_parks_and_keeps_its_session("parking-sqlalchemy", python);
+    let answered =
+        a_pool_parks_and_keeps_its_session("parking-sqlalchemy", python, Keepalive::AtCheckout);
     assert_eq!(answered, 1.0, "the pre-ping was answered while parked");
 }
 
@@ -311,5 +337,46 @@ const readline = require('readline');
     node.arg("-e")
         .arg(script)
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/clients/node"));
-    a_pool_parks_and_keeps_its_session("parking-mysql2", node);
+    a_pool_parks_and_keeps_its_session("parking-mysql2", node, Keepalive::AtCheckout);
+}
+
+/// HikariCP (Debian's 2.7) on MariaDB Connector/J: the checkout after the quiet spell checks
+/// the idle connection with `isValid()` (a `COM_PING`), answered by the relay while the compute
+/// is still frozen; the query then thaws it, on the same session.
+#[test]
+fn a_hikaricp_pool_parks_and_keeps_its_session() {
+    let classes = tests::target_dir().join("clients/java");
+    assert!(
+        classes.join("HikariPool.class").is_file(),
+        "{}/HikariPool.class is missing: run tests/clients/install",
+        classes.display()
+    );
+    let mut java = Command::new("java");
+    java.args(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp"])
+        .arg(format!(
+            "/usr/share/java/HikariCP.jar:/usr/share/java/slf4j-api.jar:\
+             /usr/share/java/mariadb-java-client.jar:{}",
+            classes.display()
+        ))
+        .arg("HikariPool");
+    let answered =
+        a_pool_parks_and_keeps_its_session("parking-hikaricp", java, Keepalive::AtCheckout);
+    assert_eq!(
+        answered, 1.0,
+        "the checkout's isValid() was answered while parked"
+    );
+}
+
+/// Go's `database/sql` on go-sql-driver/mysql, kept alive with `db.Ping()` every 200 ms as Go
+/// services do: the instance parks although the pings never stop, they are answered without a
+/// thaw, and the next query runs on the same session.
+#[test]
+fn a_go_pool_with_a_running_keepalive_parks_and_keeps_its_session() {
+    let program = tests::target_dir().join("clients/go/pool");
+    assert!(
+        program.is_file(),
+        "{} is missing: run tests/clients/install",
+        program.display()
+    );
+    a_pool_parks_and_keeps_its_session("parking-go", Command::new(program), Keepalive::Running);
 }
