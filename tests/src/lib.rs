@@ -563,6 +563,21 @@ pub mod raw {
     /// The first column of each row, or an ERR's `(code, message)`.
     pub type QueryResult = Result<Vec<Option<String>>, (u16, String)>;
 
+    /// What a session carries that a parked, thawed or reattached session must keep: its
+    /// `CONNECTION_ID()`, `DATABASE()` and `@@SESSION.sql_mode`.
+    ///
+    /// # Panics
+    /// If a query fails.
+    #[must_use]
+    pub fn session_state(s: &mut TcpStream) -> [Option<String>; 3] {
+        ["CONNECTION_ID()", "DATABASE()", "@@SESSION.sql_mode"].map(|what| {
+            match query(s, &format!("SELECT {what}")) {
+                Ok(Ok(rows)) => rows.into_iter().next().flatten(),
+                other => panic!("SELECT {what}: {other:?}"),
+            }
+        })
+    }
+
     /// Sends COM_QUERY `sql` and returns the first column of every text row (`None` for NULL),
     /// or the ERR packet's `(code, message)`.
     ///

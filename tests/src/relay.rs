@@ -250,6 +250,36 @@ on_relay_exit = "{}"
         self.log().lines().filter(|l| l.contains(needle)).count()
     }
 
+    /// Parking on a MariaDB compute, checked on `session` (logged in with database `shop`):
+    /// a session variable is set, an unforced pause freezes the compute (the kernel reports
+    /// it), and the next queries thaw the same process and find the session as it was
+    /// (connection id, database, the variable).
+    ///
+    /// # Panics
+    /// If any of that does not hold.
+    pub fn assert_parks_keeping_the_session(&self, session: &mut TcpStream) {
+        session
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let set = crate::raw::query(session, "SET SESSION sql_mode = 'ANSI_QUOTES'");
+        assert!(matches!(set, Ok(Ok(_))), "{set:?}");
+        let before = crate::raw::session_state(session);
+        assert_eq!(
+            before[1..],
+            [Some("shop".into()), Some("ANSI_QUOTES".into())]
+        );
+        let pid = self
+            .compute_pid()
+            .unwrap_or_else(|| panic!("no compute pid"));
+        let (status, body) = self.admin("POST", "/v1/instances/demo/pause");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(self.state(), "frozen", "{}", self.log());
+        assert!(crate::cgroup::frozen(pid));
+        assert_eq!(crate::raw::session_state(session), before);
+        assert_eq!(self.compute_pid(), Some(pid), "thawed, not restarted");
+        assert_eq!(self.state(), "running");
+    }
+
     /// SIGTERM, then waits for the relay to exit.
     pub fn stop(&mut self) -> Option<ExitStatus> {
         self.child.signal_and_wait("TERM", Duration::from_secs(30))

@@ -521,26 +521,5 @@ fn a_relayed_dual_session_is_parked_and_keeps_its_state() {
     let mut s = raw::login(d.relay.port, USER, PASSWORD, Some("shop"))
         .unwrap()
         .unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let one = |s: &mut TcpStream, sql: &str| match raw::query(s, sql) {
-        Ok(Ok(rows)) => rows.into_iter().next().flatten(),
-        other => panic!("{sql}: {other:?}"),
-    };
-    one(&mut s, "SET SESSION sql_mode = 'ANSI_QUOTES'");
-    let id = one(&mut s, "SELECT CONNECTION_ID()");
-    let pid = d.relay.compute_pid().unwrap();
-
-    let (status, body) = d.relay.admin("POST", "/v1/instances/demo/pause");
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(d.relay.state(), "frozen", "{}", d.relay.log());
-    assert!(tests::cgroup::frozen(pid));
-
-    assert_eq!(one(&mut s, "SELECT CONNECTION_ID()"), id);
-    assert_eq!(one(&mut s, "SELECT DATABASE()").as_deref(), Some("shop"));
-    assert_eq!(
-        one(&mut s, "SELECT @@SESSION.sql_mode").as_deref(),
-        Some("ANSI_QUOTES")
-    );
-    assert_eq!(d.relay.compute_pid(), Some(pid), "thawed, not restarted");
-    assert_eq!(d.relay.state(), "running");
+    d.relay.assert_parks_keeping_the_session(&mut s);
 }

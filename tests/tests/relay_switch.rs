@@ -250,26 +250,5 @@ fn an_idle_mariadb_session_is_parked_and_keeps_its_state() {
     let mut s = raw::login(relay.port, "nat", "nat-pw", Some("shop"))
         .unwrap()
         .unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let one = |s: &mut std::net::TcpStream, sql: &str| match raw::query(s, sql) {
-        Ok(Ok(rows)) => rows.into_iter().next().flatten(),
-        other => panic!("{sql}: {other:?}"),
-    };
-    one(&mut s, "SET SESSION sql_mode = 'ANSI_QUOTES'");
-    let id = one(&mut s, "SELECT CONNECTION_ID()");
-    let pid = relay.compute_pid().unwrap();
-
-    let (status, body) = relay.admin("POST", "/v1/instances/demo/pause");
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(relay.state(), "frozen", "{}", relay.log());
-    assert!(tests::cgroup::frozen(pid));
-
-    assert_eq!(one(&mut s, "SELECT CONNECTION_ID()"), id);
-    assert_eq!(one(&mut s, "SELECT DATABASE()").as_deref(), Some("shop"));
-    assert_eq!(
-        one(&mut s, "SELECT @@SESSION.sql_mode").as_deref(),
-        Some("ANSI_QUOTES")
-    );
-    assert_eq!(relay.compute_pid(), Some(pid), "thawed, not restarted");
-    assert_eq!(relay.state(), "running");
+    relay.assert_parks_keeping_the_session(&mut s);
 }
