@@ -24,34 +24,14 @@ import mysqlproto as m  # noqa: E402
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 30
 WARMUP = 2
-USER, PASSWORD = b"bench", b"bench-pw"
-
-
-def mariadbd_cmd(datadir, port):
-    return ["/usr/sbin/mariadbd", "--no-defaults", "--user=root", "--datadir=" + datadir,
-            "--socket=" + os.path.join(datadir, "mysqld.sock"), "--port=%d" % port,
-            "--bind-address=127.0.0.1", "--skip-name-resolve", "--skip-log-bin",
-            "--innodb-buffer-pool-size=32M"]
+USER, PASSWORD = h.MARIADB_USER, h.MARIADB_PASSWORD
+mariadbd_cmd = h.mariadbd_cmd
 
 
 def main():
     samples = {"cold": [], "relay-warm": [], "mariadbd": []}
-    tmp = h.tmpdir("cold-maria")
-    datadir = os.path.join(tmp, "maria")
-    subprocess.run(["mariadb-install-db", "--no-defaults", "--datadir=" + datadir, "--user=root",
-                    "--auth-root-authentication-method=normal", "--skip-test-db"],
-                   check=True, capture_output=True)
-    compute_port = h.free_port()
-    cmd = mariadbd_cmd(datadir, compute_port)
-    driver = ('[instance.driver]\nkind = "process"\ncommand = [%s]\nstop_grace = "30s"\n'
-              % ", ".join('"%s"' % a for a in cmd))
-    relay = h.Relay("cold-maria-relay", compute_port=compute_port, driver=driver, auth="switch")
+    relay, datadir = h.mariadb_relay("cold-maria-relay")
     try:
-        # Wake once as root (empty password) to create the benchmark account.
-        _, c = m.login("127.0.0.1", relay.port, b"root", b"")
-        c.query(("CREATE USER bench@'%%' IDENTIFIED VIA mysql_native_password USING PASSWORD('%s')"
-                 % PASSWORD.decode()).encode())
-        c.close()
         for i in range(N + WARMUP):
             order = ["cold", "relay-warm", "mariadbd"]
             order = order[i % 3:] + order[:i % 3]
@@ -80,8 +60,7 @@ def main():
         relay.stop()
         h.stop_all()
     lines = ["cold start, MariaDB %s in auth-switch mode (n=%d each; ms)" % (
-        subprocess.run(["/usr/sbin/mariadbd", "--version"], capture_output=True, text=True)
-        .stdout.split()[2], N), "machine: %s" % h.machine(), ""]
+        h.mariadbd_version(), N), "machine: %s" % h.machine(), ""]
     for k, xs in samples.items():
         lines.append("%-11s %s" % (k, h.fmt(h.summary(xs))))
     med = {k: h.summary(xs)["median"] for k, xs in samples.items()}

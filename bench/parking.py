@@ -11,7 +11,8 @@ running and frozen, CCU-seconds billed (frozen_rate_ccu = 0, the default), thaws
 relay answered, and the first query's latency after the hour.
 
 Part B, the thaw on a command: a query on a parked connection (frozen compute) → its answer,
-next to the same query on a running instance, alternated run by run (n each).
+next to the same query on a running instance, alternated run by run (n each): on server-shim
+(dual mode, the embedded default) and on a stock MariaDB (switch mode, the process driver).
 
 Usage: parking.py [N] [SCALE]   (default 30 runs in part B, SCALE 60: a one-minute hour)
 Writes bench/results/parking.{txt,json}. Needs root and cgroups (the freezer).
@@ -95,11 +96,12 @@ def idle_hour(park):
         relay.stop()
 
 
-def thaw_latency():
-    relay = h.Relay("parking-thaw", instance_toml="park = true\n")
+def thaw_latency(relay, user, password):
+    """SELECT 1 on one connection: with the compute parked (frozen, thawed by the query) and
+    running, alternated."""
     times = {"parked": [], "running": []}
     try:
-        c = m.Conn("127.0.0.1", relay.port, h.USER, h.PASSWORD)
+        c = m.Conn("127.0.0.1", relay.port, user, password)
         for i in range(N + 2):
             for kind in (("parked", "running") if i % 2 == 0 else ("running", "parked")):
                 if kind == "parked":
@@ -117,8 +119,11 @@ def thaw_latency():
 
 def main():
     on, off = idle_hour(True), idle_hour(False)
-    times = thaw_latency()
+    times = thaw_latency(h.Relay("parking-thaw"), h.USER, h.PASSWORD)
+    maria_relay, _ = h.mariadb_relay("parking-thaw-mariadb")
+    maria = thaw_latency(maria_relay, h.MARIADB_USER, h.MARIADB_PASSWORD)
     parked, running = h.summary(times["parked"]), h.summary(times["running"])
+    maria_parked, maria_running = h.summary(maria["parked"]), h.summary(maria["running"])
     bill_ratio = on["ccu_seconds"] / off["ccu_seconds"] if off["ccu_seconds"] else None
     lines = [
         "# Parking: an idle pool's bill, and the thaw on a command",
@@ -140,13 +145,20 @@ def main():
     lines += [
         "",
         "## Part B: SELECT 1 → answer, n=%d each, alternated" % N,
-        "parked (frozen compute, thawed by the query): %s" % h.fmt(parked),
-        "running:                                      %s" % h.fmt(running),
-        "ratio of medians: %.2f" % (parked["median"] / running["median"]),
+        "server-shim (dual mode)",
+        "  parked (frozen compute, thawed by the query): %s" % h.fmt(parked),
+        "  running:                                      %s" % h.fmt(running),
+        "  ratio of medians: %.2f" % (parked["median"] / running["median"]),
+        "MariaDB %s (switch mode)" % h.mariadbd_version(),
+        "  parked (frozen compute, thawed by the query): %s" % h.fmt(maria_parked),
+        "  running:                                      %s" % h.fmt(maria_running),
+        "  ratio of medians: %.2f" % (maria_parked["median"] / maria_running["median"]),
     ]
     h.save("parking", "\n".join(lines) + "\n",
            {"idle_hour": [on, off], "bill_ratio": bill_ratio, "thaw_ms": times,
-            "summary": {"parked": parked, "running": running}, "scale": SCALE})
+            "thaw_ms_mariadb": maria,
+            "summary": {"parked": parked, "running": running,
+                        "mariadb_parked": maria_parked, "mariadb_running": maria_running}, "scale": SCALE})
 
 
 if __name__ == "__main__":

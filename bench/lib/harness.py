@@ -283,6 +283,43 @@ class Relay:
         stop(self.proc, 30)
 
 
+MARIADB_USER, MARIADB_PASSWORD = b"bench", b"bench-pw"
+
+
+def mariadbd_cmd(datadir, port):
+    """A stock mariadbd on `datadir`, listening on loopback `port` only."""
+    return ["/usr/sbin/mariadbd", "--no-defaults", "--user=root", "--datadir=" + datadir,
+            "--socket=" + os.path.join(datadir, "mysqld.sock"), "--port=%d" % port,
+            "--bind-address=127.0.0.1", "--skip-name-resolve", "--skip-log-bin",
+            "--innodb-buffer-pool-size=32M"]
+
+
+def mariadbd_version():
+    out = subprocess.run(["/usr/sbin/mariadbd", "--version"], capture_output=True, text=True)
+    return out.stdout.split()[2]
+
+
+def mariadb_relay(name, **kw):
+    """A relay in switch mode in front of a stock mariadbd (the process driver) on a fresh data
+    directory, with the account MARIADB_USER / MARIADB_PASSWORD (mysql_native_password).
+    Returns (relay, datadir); the instance is running. More keyword arguments go to Relay."""
+    import mysqlproto as m
+    datadir = os.path.join(tmpdir(name + "-data"), "maria")
+    subprocess.run(["mariadb-install-db", "--no-defaults", "--datadir=" + datadir, "--user=root",
+                    "--auth-root-authentication-method=normal", "--skip-test-db"],
+                   check=True, capture_output=True)
+    compute_port = free_port()
+    driver = ('[instance.driver]\nkind = "process"\ncommand = [%s]\nstop_grace = "30s"\n'
+              % ", ".join(json.dumps(a) for a in mariadbd_cmd(datadir, compute_port)))
+    relay = Relay(name, compute_port=compute_port, driver=driver, auth="switch", **kw)
+    # Wake once as root (empty password) to create the benchmark account.
+    _, c = m.login("127.0.0.1", relay.port, b"root", b"")
+    c.query(("CREATE USER %s@'%%' IDENTIFIED VIA mysql_native_password USING PASSWORD('%s')"
+             % (MARIADB_USER.decode(), MARIADB_PASSWORD.decode())).encode())
+    c.close()
+    return relay, datadir
+
+
 def ledger_events(relay):
     """The relay's ledger as (Unix seconds, state) pairs, oldest first."""
     events = []

@@ -563,6 +563,46 @@ pub mod raw {
     /// The first column of each row, or an ERR's `(code, message)`.
     pub type QueryResult = Result<Vec<Option<String>>, (u16, String)>;
 
+    /// Rows of [`send_large_result_query`]'s result.
+    pub const LARGE_RESULT_ROWS: usize = 300_000;
+
+    /// Sends a query whose result (300,000 rows of 200 bytes, about 61 MB) is far larger
+    /// than the sockets' buffers, and reads nothing: the compute cannot finish sending it
+    /// until the client reads ([`read_large_result`]).
+    ///
+    /// # Errors
+    /// On I/O failure.
+    pub fn send_large_result_query(s: &mut TcpStream) -> io::Result<()> {
+        let sql = format!(
+            "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < \
+             {LARGE_RESULT_ROWS}) SELECT printf('%0200d', x) FROM n"
+        );
+        let mut payload = vec![0x03];
+        payload.extend_from_slice(sql.as_bytes());
+        write_packet(s, 0, &payload)
+    }
+
+    /// Reads [`send_large_result_query`]'s whole result: how many rows it had.
+    ///
+    /// # Panics
+    /// On an I/O error, an ERR, or a result that is not one column.
+    #[must_use]
+    pub fn read_large_result(s: &mut TcpStream) -> usize {
+        let (_, columns) = read_packet(s).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(columns, [1], "one column");
+        let mut rows = 0;
+        loop {
+            let (_, p) = read_packet(s).unwrap_or_else(|e| panic!("{e}"));
+            match p.first() {
+                // The EOF after the rows (the one after the column definition comes first).
+                Some(0xFE) if p.len() < 9 && rows > 0 => return rows,
+                Some(0xFF) => panic!("{:?}", err_of(&p)),
+                _ if p.len() > 150 => rows += 1,
+                _ => {} // the column definition
+            }
+        }
+    }
+
     /// What a session carries that a parked, thawed or reattached session must keep: its
     /// `CONNECTION_ID()`, `DATABASE()` and `@@SESSION.sql_mode`.
     ///

@@ -98,13 +98,22 @@ fn any_route(table: &str) -> bool {
 }
 
 fn kernel_relay(dir: &TempDir, table: &TableGuard, idle: &'static str) -> Relay {
+    kernel_relay_with(dir, table, idle, "")
+}
+
+fn kernel_relay_with(
+    dir: &TempDir,
+    table: &TableGuard,
+    idle: &'static str,
+    instance_toml: &str,
+) -> Relay {
     require_nftables();
     Relay::start(
         dir.path(),
         RelayOptions {
             idle_pause_after: idle,
             relay_toml: format!("nftables_table = \"{}\"\n", table.0),
-            instance_toml: "route = \"nftables\"\n".into(),
+            instance_toml: format!("route = \"nftables\"\n{instance_toml}"),
             ..RelayOptions::default()
         },
     )
@@ -352,13 +361,15 @@ fn bare_connects_through_the_kernel_route_do_not_keep_the_instance_awake() {
     assert!(!any_route(&table.0));
 }
 
+/// Without parking (`park = false`), a routed session holds the instance running however
+/// quiet it is.
 #[test]
 fn auto_pause_counts_connections_only_the_kernel_saw() {
     let dir = TempDir::new("kr-idle");
     let table = TableGuard::new();
     // 5 s: long enough that a loaded machine does not pause it between the resume and the
     // login below; the session is then watched for more than two idle periods.
-    let relay = kernel_relay(&dir, &table, "5s");
+    let relay = kernel_relay_with(&dir, &table, "5s", "park = false\n");
     let (status, body) = relay.admin("POST", "/v1/instances/demo/resume");
     assert_eq!(status, 200, "{body}");
     assert!(route_installed(&table.0, relay.port, relay.compute_port));
@@ -432,5 +443,77 @@ fn refuses_to_start_without_cap_net_admin_naming_the_instance() {
     assert!(
         !table_exists(&table.0),
         "nothing created without the capability"
+    );
+}
+
+fn one_row(s: &mut std::net::TcpStream, sql: &str) -> Option<String> {
+    match raw::query(s, sql) {
+        Ok(Ok(rows)) => rows.into_iter().next().flatten(),
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+/// Parking on the kernel route (docs/parking.md): a session the relay never sees, quiet, is
+/// parked (the compute frozen under it, the route gone); its next command, the first byte the
+/// compute's socket receives, thaws the same compute and is answered on the same session. A
+/// response the client has not taken in yet holds the instance running.
+#[test]
+fn an_idle_routed_session_is_parked_and_its_next_command_thaws_the_compute() {
+    let dir = TempDir::new("kr-park");
+    let table = TableGuard::new();
+    let relay = kernel_relay(&dir, &table, "2s");
+    let (status, body) = relay.admin("POST", "/v1/instances/demo/resume");
+    assert_eq!(status, 200, "{body}");
+    assert!(route_installed(&table.0, relay.port, relay.compute_port));
+    let mut s = raw::login(relay.port, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let id = one_row(&mut s, "SELECT CONNECTION_ID()");
+    let pid = relay.compute_pid().unwrap();
+
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || relay.state() == "frozen"),
+        "never parked: {}\n{}",
+        relay.state(),
+        relay.log()
+    );
+    assert!(tests::cgroup::frozen(pid), "the kernel reports it frozen");
+    assert!(!any_route(&table.0), "no route while frozen");
+    let (_, status) = relay.admin("GET", "/v1/instances");
+    assert!(status.contains("\"parked_connections\": 1"), "{status}");
+
+    // The next command thaws the same compute, on the same session, and the route is back.
+    assert_eq!(one_row(&mut s, "SELECT 5").as_deref(), Some("5"));
+    assert_eq!(one_row(&mut s, "SELECT CONNECTION_ID()"), id);
+    assert_eq!(relay.compute_pid(), Some(pid), "thawed, not restarted");
+    // The compute answers as soon as it is thawed; the relay reinstalls the route, then
+    // counts it running.
+    assert!(Relay::wait_until(Duration::from_secs(30), || relay.state() == "running"));
+    assert!(route_installed(&table.0, relay.port, relay.compute_port));
+    assert_eq!(
+        relay.metric("relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}"),
+        0.0,
+        "the session never passed through the relay"
+    );
+
+    // A result far larger than the sockets' buffers, left unread: the compute cannot finish
+    // sending it, so the session is busy however long the client waits.
+    raw::send_large_result_query(&mut s).unwrap();
+    let paused = Relay::wait_until(Duration::from_secs(6), || relay.state() != "running");
+    assert!(!paused, "parked mid-result:\n{}", relay.log());
+    assert_eq!(raw::read_large_result(&mut s), raw::LARGE_RESULT_ROWS);
+    // Quiet again: parked again; closing the session while parked lets the compute stop.
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || relay.state() == "frozen"),
+        "{}",
+        relay.log()
+    );
+    drop(s);
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || relay.state() == "paused"),
+        "the compute outlived its last parked session: {}\n{}",
+        relay.state(),
+        relay.log()
     );
 }

@@ -136,11 +136,7 @@ fn a_connection_whose_result_is_still_streaming_keeps_the_instance_running() {
         .unwrap();
     // A result far larger than the sockets' buffers, left unread: the compute is still
     // sending it, so the connection is busy however long the client takes.
-    let sql = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 300000) \
-               SELECT printf('%0200d', x) FROM n";
-    let mut payload = vec![0x03];
-    payload.extend_from_slice(sql.as_bytes());
-    raw::write_packet(&mut c, 0, &payload).unwrap();
+    raw::send_large_result_query(&mut c).unwrap();
     // Several idle periods pass without a pause (a negative observation: it must hold for
     // the whole window).
     let paused = Relay::wait_until(Duration::from_secs(5), || relay.state() != "running");
@@ -148,20 +144,7 @@ fn a_connection_whose_result_is_still_streaming_keeps_the_instance_running() {
 
     // The client reads the whole result: the connection is between commands, and parks.
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let (_, columns) = raw::read_packet(&mut c).unwrap();
-    assert_eq!(columns, [1], "one column");
-    let mut rows = 0;
-    loop {
-        let (_, p) = raw::read_packet(&mut c).unwrap();
-        match p.first() {
-            // The EOF after the rows (the one after the column definition comes first).
-            Some(0xFE) if p.len() < 9 && rows > 0 => break,
-            Some(0xFF) => panic!("{:?}", raw::err_of(&p)),
-            _ if p.len() > 150 => rows += 1,
-            _ => {} // the column definition
-        }
-    }
-    assert_eq!(rows, 300_000);
+    assert_eq!(raw::read_large_result(&mut c), raw::LARGE_RESULT_ROWS);
     wait_state(&relay, "frozen", Duration::from_secs(60));
     assert_eq!(one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
 }
@@ -257,7 +240,11 @@ fn a_pool_parks_and_keeps_its_session(
         .unwrap();
     let _kill = tests::relay::KillOnDrop(Some(child.id()));
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
+    let Some(Ok(first)) = lines.next() else {
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        panic!("{name}: the pool program printed nothing (tests/clients/install?): {err}");
+    };
     let pid = relay.compute_pid().unwrap();
 
     wait_state(&relay, "frozen", Duration::from_secs(60));

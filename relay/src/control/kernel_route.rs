@@ -2,9 +2,11 @@
 //! installed once the compute is ready, removed before a pause, and the connections it sent
 //! counted, since the relay never sees them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Instance, PauseError};
+use super::routed_parking::{self, RoutedWatch};
+use super::{Instance, PauseError, State, parking};
 use crate::metrics::KernelRouteAction;
 use crate::router::KernelRouteError;
 use crate::router::conntrack::RoutedCount;
@@ -22,23 +24,29 @@ impl Instance {
     /// Closes the kernel route before a pause stops the compute. Unforced, it then counts the
     /// connections the route sent: any whose client has spoken (a client that connected
     /// between the last count and the removal, given [`BARE_GRACE`] to send its login)
-    /// abandons the pause, and the route goes back. A route that cannot
-    /// be removed or counted abandons it too: a pause must never leave new connections a dead
-    /// port or cut a session. Forced, the compute stops whatever happens here.
-    pub(super) async fn close_route(&self, force: bool) -> Result<(), PauseError> {
+    /// abandons the pause, and the route goes back, unless the pause parks (`park_pid`: the
+    /// compute's process) and every such session is between commands: then their sockets are
+    /// watched from here on ([`RoutedWatch`]), for the thaw at their next byte. A route that
+    /// cannot be removed or counted abandons it too: a pause must never leave new connections
+    /// a dead port or cut a session. Forced, the compute stops whatever happens here.
+    pub(super) async fn close_route(
+        &self,
+        force: bool,
+        park_pid: Option<u32>,
+    ) -> Result<Option<RoutedWatch>, PauseError> {
         if self.kernel.is_none() {
-            return Ok(());
+            return Ok(None);
         }
         let removed = self.remove_route().await;
         if force {
-            return Ok(());
+            return Ok(None);
         }
         if let Err(e) = removed {
             return Err(PauseError::Route(e.to_string()));
         }
         tokio::time::sleep(ROUTE_SETTLE).await;
         let mut count = self.count_kernel_connections().await;
-        if count.is_some_and(|n| n.spoke == 0 && n.open > 0) {
+        if count.as_ref().is_some_and(|n| n.spoke == 0 && n.open > 0) {
             // Routed connections whose client has not spoken: one that connected just before
             // the removal is still reading its greeting. They get BARE_GRACE to send their
             // login (no new ones arrive: the route is gone); connects that stay silent do not
@@ -46,15 +54,71 @@ impl Instance {
             tokio::time::sleep(BARE_GRACE).await;
             count = self.count_kernel_connections().await;
         }
-        let open = count.map(|n| n.spoke);
+        let open = count.as_ref().map(|n| n.spoke);
         if open == Some(0) {
-            return Ok(());
+            return Ok(None);
+        }
+        if let (Some(pid), Some(n)) = (park_pid, &count) {
+            if let Some(watch) = self.park_routed_sessions(pid, n) {
+                return Ok(Some(watch));
+            }
         }
         self.install_route().await;
         Err(match open {
             Some(n) => PauseError::Busy(n),
             None => PauseError::Route("cannot count the connections it routed".into()),
         })
+    }
+
+    /// The watch over `count`'s sessions, when they are all between commands and their
+    /// sockets can be watched in process `pid`.
+    fn park_routed_sessions(&self, pid: u32, count: &RoutedCount) -> Option<RoutedWatch> {
+        if count.busy > 0 || routed_parking::inspect(&count.sessions).busy > 0 {
+            return None;
+        }
+        match RoutedWatch::prepare(pid, &count.sessions) {
+            Ok(watch) => Some(watch),
+            Err(e) => {
+                tracing::warn!(instance = %self.config.name, error = %e, "cannot watch the kernel route's sessions in the compute; they keep it running");
+                None
+            }
+        }
+    }
+
+    /// Once frozen: thaws the compute at the first byte a parked routed session sends (or
+    /// at once, if one turned busy while the freeze was under way), until the instance leaves
+    /// `Frozen`. Returns how many sessions it watches.
+    pub(super) fn watch_routed_sessions(self: &Arc<Self>, watch: RoutedWatch) -> usize {
+        let sessions = watch.len();
+        let stop = tokio_util::sync::CancellationToken::new();
+        {
+            let mut inner = self.lock();
+            if !matches!(inner.state, State::Frozen(_)) {
+                return 0;
+            }
+            inner.kernel_parked = sessions;
+            inner.routed_watch = Some(stop.clone());
+        }
+        let instance = Arc::clone(self);
+        tokio::spawn(async move {
+            // A command sent between the count and the freeze: the compute may have read it
+            // before it froze, so no byte waits in its socket; the mark says so.
+            let turned_busy = match &instance.kernel {
+                Some(kernel) => kernel.open_connections().await.map_or(true, |n| n.busy > 0),
+                None => false,
+            };
+            if !turned_busy {
+                tokio::select! {
+                    () = watch.first_byte() => {}
+                    () = stop.cancelled() => return,
+                }
+            }
+            drop(watch);
+            if !stop.is_cancelled() {
+                parking::thaw_for_command(&instance);
+            }
+        });
+        sessions
     }
 
     /// Installs the kernel route, if the instance has one. A failure is logged and counted;
@@ -126,11 +190,26 @@ impl Instance {
         match kernel.open_connections().await {
             Ok(count) => {
                 let n = count.spoke;
+                // Without parking every session that spoke holds the instance running.
+                let idleness = if self.config.park && count.busy == 0 && n > 0 {
+                    routed_parking::inspect(&count.sessions)
+                } else {
+                    routed_parking::RoutedIdleness {
+                        busy: n,
+                        quiet_for: None,
+                    }
+                };
+                let now = tokio::time::Instant::now();
                 let mut inner = self.lock();
                 if inner.kernel_open > 0 && n == 0 {
-                    inner.idle_since = tokio::time::Instant::now();
+                    inner.idle_since = now;
+                }
+                // The routed sessions' last payload is use, as a pumped command is.
+                if let Some(used) = idleness.quiet_for.and_then(|q| now.checked_sub(q)) {
+                    inner.idle_since = inner.idle_since.max(used);
                 }
                 inner.kernel_open = n;
+                inner.kernel_busy = idleness.busy;
                 // Kernel-routed sessions that spoke: their logins' outcomes are not seen.
                 if n > 0 {
                     inner.logins_since_wake.accepted = true;

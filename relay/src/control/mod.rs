@@ -16,6 +16,7 @@ mod kernel_route;
 pub mod listener_owner;
 mod parking;
 pub mod readiness;
+pub mod routed_parking;
 pub mod scaler;
 mod scaling;
 pub mod sock_diag;
@@ -113,6 +114,13 @@ struct Inner {
     /// Open connections the kernel route sent to the compute whose client has spoken, at the
     /// last conntrack count.
     kernel_open: usize,
+    /// Of those, the ones that hold the instance running: a command outstanding, or a
+    /// session parking cannot follow (all of them without `park`; see [`routed_parking`]).
+    kernel_busy: usize,
+    /// While frozen: routed sessions parked on the compute, and the cancel of the task that
+    /// thaws it at their first byte (cancelled when the instance leaves `Frozen`).
+    kernel_parked: usize,
+    routed_watch: Option<tokio_util::sync::CancellationToken>,
     /// Whether the kernel route is installed now.
     kernel_installed: bool,
     /// How far the running compute has proven it holds the key ([`trust`]).
@@ -299,6 +307,9 @@ impl Instance {
                 last_resume: None,
                 ccu: None,
                 kernel_open: 0,
+                kernel_busy: 0,
+                kernel_parked: 0,
+                routed_watch: None,
                 kernel_installed: false,
                 trust: trust::Trust::Unproven,
             }),
@@ -336,7 +347,7 @@ impl Instance {
             kernel_route_installed: self.kernel.as_ref().map(|_| inner.kernel_installed),
             perceptron_connections: inner.active.perceptron,
             parked_connections: if matches!(inner.state, State::Frozen(_)) {
-                inner.active.total()
+                inner.active.total() + inner.kernel_parked
             } else {
                 0
             },
@@ -613,16 +624,22 @@ impl Instance {
             }
         }
         tracing::info!(instance = %self.config.name, reason, force, park, "pausing");
-        if let Err(e) = self.close_route(force).await {
-            // Back to running: the route is in place again (or was never removed).
-            {
-                let mut inner = self.lock();
-                self.transition(&mut inner, State::Running(running));
+        let closed = self
+            .close_route(force, park.then(|| running.pid()).flatten())
+            .await;
+        let routed_watch = match closed {
+            Ok(watch) => watch,
+            Err(e) => {
+                // Back to running: the route is in place again (or was never removed).
+                {
+                    let mut inner = self.lock();
+                    self.transition(&mut inner, State::Running(running));
+                }
+                let _ = tx.send(true);
+                tracing::info!(instance = %self.config.name, reason = %e, "pause abandoned; running");
+                return Err(e);
             }
-            let _ = tx.send(true);
-            tracing::info!(instance = %self.config.name, reason = %e, "pause abandoned; running");
-            return Err(e);
-        }
+        };
         let freeze = (park || self.config.stop_after.is_some())
             && !self
                 .shutting_down
@@ -636,7 +653,8 @@ impl Instance {
                         inner.active.total()
                     };
                     let _ = tx.send(true);
-                    tracing::info!(instance = %self.config.name, parked, "frozen");
+                    let routed = routed_watch.map_or(0, |w| self.watch_routed_sessions(w));
+                    tracing::info!(instance = %self.config.name, parked, routed, "frozen");
                     parking::thaw_if_commanded(self);
                     return Ok(());
                 }
@@ -701,10 +719,10 @@ impl Instance {
                     } else {
                         idle_pause_after
                     };
-                let quiet = inner.active.total() == 0 || self.parkable(&inner);
+                let quiet =
+                    (inner.active.total() == 0 && inner.kernel_open == 0) || self.parkable(&inner);
                 matches!(inner.state, State::Running(_))
                     && quiet
-                    && inner.kernel_open == 0
                     && inner.idle_since.elapsed() >= idle_after
             };
             let due = due && self.fleet_idle().await;
@@ -720,6 +738,7 @@ impl Instance {
                 let inner = self.lock();
                 matches!(inner.state, State::Frozen(_))
                     && inner.active.total() == 0
+                    && inner.kernel_parked == 0
                     && self
                         .config
                         .stop_after
@@ -876,6 +895,13 @@ impl Instance {
 
     fn transition(&self, inner: &mut Inner, to: State) {
         let phase = to.phase();
+        if phase != Phase::Frozen {
+            // Parked routed sessions are the compute's again: stop watching their sockets.
+            if let Some(watch) = inner.routed_watch.take() {
+                watch.cancel();
+            }
+            inner.kernel_parked = 0;
+        }
         inner.state = to;
         if matches!(phase, Phase::Paused | Phase::Failed) {
             inner.ccu = None;

@@ -119,7 +119,7 @@ impl CommandWatch<'_> {
     }
 }
 
-fn thaw_for_command(instance: &Arc<Instance>) {
+pub(super) fn thaw_for_command(instance: &Arc<Instance>) {
     tracing::info!(instance = %instance.config.name, "a parked connection sent a command; thawing the compute");
     let instance = Arc::clone(instance);
     tokio::spawn(async move {
@@ -236,15 +236,15 @@ impl Observer for CommandWatch<'_> {
 
 impl Instance {
     /// Whether pausing may park the open connections: the instance parks (`park`), every
-    /// connection is between commands, the kernel route carries none, this compute could be
-    /// frozen when last tried, and the relay decides alone (in a fleet another relay's
-    /// connections are not followed from here, so a fleet never parks).
+    /// connection is between commands (the kernel route's too, [`super::routed_parking`]),
+    /// this compute could be frozen when last tried, and the relay decides alone (in a fleet
+    /// another relay's connections are not followed from here, so a fleet never parks).
     pub(super) fn parkable(&self, inner: &Inner) -> bool {
-        let open = inner.active.total();
+        let pumped = inner.active.total();
         self.config.park
-            && open > 0
-            && open == inner.idle_conns
-            && inner.kernel_open == 0
+            && (pumped > 0 || inner.kernel_open > 0)
+            && pumped == inner.idle_conns
+            && inner.kernel_busy == 0
             && !inner.cannot_park
             && self.fleet.get().is_none()
     }

@@ -198,7 +198,11 @@ impl KernelRoute for ScriptedRoute {
             *counts.front().unwrap_or(&0)
         };
         // Every scripted connection has spoken.
-        let count = crate::router::conntrack::RoutedCount { open: n, spoke: n };
+        let count = crate::router::conntrack::RoutedCount {
+            open: n,
+            spoke: n,
+            ..Default::default()
+        };
         Box::pin(async move { Ok(count) })
     }
 }

@@ -17,13 +17,15 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::nft::{Dnat, SPOKE_MARK};
+use super::nft::{BUSY_MARK, Dnat, SPOKE_MARK};
 
 /// One TCP entry of the table, reduced to what the count needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry<'a> {
     /// The TCP state (`ESTABLISHED`, `TIME_WAIT`, ...).
     pub state: &'a str,
+    /// The client (after masquerading, the compute sees the relay's host instead).
+    pub original_src: SocketAddr,
     /// Where the client sent its SYN.
     pub original_dst: SocketAddr,
     /// Who answers (after DNAT: the compute).
@@ -66,6 +68,7 @@ pub fn parse_line(line: &str) -> Option<Entry<'_>> {
     }
     Some(Entry {
         state,
+        original_src: SocketAddr::new(*src.first()?, *sport.first()?),
         original_dst: SocketAddr::new(*dst.first()?, *dport.first()?),
         reply_src: SocketAddr::new(*src.get(1)?, *sport.get(1)?),
         mark,
@@ -90,26 +93,54 @@ pub fn is_routed(entry: &Entry<'_>, route: &Dnat) -> bool {
 }
 
 /// The connections the kernel route sent to a compute that are open now.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RoutedCount {
     /// Every open one, bare connects included: a pause must not cut them.
     pub open: usize,
     /// Those whose client has sent payload: the instance's activity.
     pub spoke: usize,
+    /// Of those, the ones whose client sent payload last ([`BUSY_MARK`]): a command is
+    /// outstanding.
+    pub busy: usize,
+    /// The ones that spoke, each once.
+    pub sessions: Vec<RoutedSession>,
+}
+
+/// One routed connection whose client has spoken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoutedSession {
+    /// The client's address as conntrack has it (what a compute on this host sees as its
+    /// peer).
+    pub client: SocketAddr,
+    /// The compute's address.
+    pub compute: SocketAddr,
+    /// A command is outstanding ([`BUSY_MARK`]).
+    pub busy: bool,
 }
 
 /// The open connections in `table` (the text of either source) the kernel route sent from
 /// `route.listen` to `route.compute`.
 #[must_use]
 pub fn count_routed(table: &str, route: &Dnat) -> RoutedCount {
-    table
+    let mut count = RoutedCount::default();
+    for entry in table
         .lines()
         .filter_map(parse_line)
         .filter(|e| is_routed(e, route))
-        .fold(RoutedCount::default(), |n, e| RoutedCount {
-            open: n.open + 1,
-            spoke: n.spoke + usize::from(e.mark & SPOKE_MARK != 0),
-        })
+    {
+        count.open += 1;
+        if entry.mark & SPOKE_MARK != 0 {
+            let busy = entry.mark & BUSY_MARK != 0;
+            count.spoke += 1;
+            count.busy += usize::from(busy);
+            count.sessions.push(RoutedSession {
+                client: entry.original_src,
+                compute: entry.reply_src,
+                busy,
+            });
+        }
+    }
+    count
 }
 
 #[cfg(test)]
@@ -145,6 +176,7 @@ conntrack v1.4.7 (conntrack-tools): 1 flow entries have been shown.
     fn decodes_both_directions_of_an_entry() {
         let e = parse_line(PROC.lines().next().unwrap()).unwrap();
         assert_eq!(e.state, "ESTABLISHED");
+        assert_eq!(e.original_src, "127.0.0.1:41904".parse().unwrap());
         assert_eq!(e.original_dst, "127.0.0.1:19020".parse().unwrap());
         assert_eq!(e.reply_src, "127.0.0.1:19021".parse().unwrap());
         assert_eq!(e.mark, SPOKE_MARK);
@@ -155,17 +187,37 @@ conntrack v1.4.7 (conntrack-tools): 1 flow entries have been shown.
         // The established one and the SYN_SENT one from another host; not the closed one,
         // the relay's own, the relay-to-compute leg or UDP. Only the established one spoke:
         // the SYN_SENT one is open (a pause waits for it) but no activity.
-        let count = |listen, compute| count_routed(PROC, &route(listen, compute));
-        let n = |open, spoke| RoutedCount { open, spoke };
-        assert_eq!(count("127.0.0.1:19020", "127.0.0.1:19021"), n(1, 1));
-        assert_eq!(count("0.0.0.0:19020", "127.0.0.1:19021"), n(2, 1));
-        assert_eq!(count("127.0.0.1:19020", "127.0.0.1:19099"), n(0, 0));
+        let count = |listen, compute| {
+            let n = count_routed(PROC, &route(listen, compute));
+            (n.open, n.spoke, n.busy)
+        };
+        assert_eq!(count("127.0.0.1:19020", "127.0.0.1:19021"), (1, 1, 0));
+        assert_eq!(count("0.0.0.0:19020", "127.0.0.1:19021"), (2, 1, 0));
+        assert_eq!(count("127.0.0.1:19020", "127.0.0.1:19099"), (0, 0, 0));
+        let n = count_routed(PROC, &route("127.0.0.1:19020", "127.0.0.1:19021"));
+        assert_eq!(
+            n.sessions,
+            [RoutedSession {
+                client: "127.0.0.1:41904".parse().unwrap(),
+                compute: "127.0.0.1:19021".parse().unwrap(),
+                busy: false,
+            }]
+        );
     }
 
     #[test]
     fn decodes_the_conntrack_tool_and_ipv6() {
         let n = count_routed(CLI, &route("[::1]:3306", "[::1]:13306"));
-        assert_eq!((n.open, n.spoke), (1, 1), "another mark bit is left alone");
+        assert_eq!(
+            (n.open, n.spoke, n.busy),
+            (1, 1, 0),
+            "another mark bit is left alone"
+        );
+        // 0x00c00000: spoke, and the client sent payload last (a command outstanding).
+        let busy = CLI.replace("mark=8388609", "mark=12582913");
+        let n = count_routed(&busy, &route("[::1]:3306", "[::1]:13306"));
+        assert_eq!((n.open, n.spoke, n.busy), (1, 1, 1));
+        assert!(n.sessions.iter().all(|s| s.busy));
     }
 
     #[test]

@@ -37,12 +37,17 @@
 //! deletion.
 //!
 //! # Activity
-//! Chains `spoke_in` and `spoke_out` (`type filter`, on `prerouting` and `output`) set
-//! [`SPOKE_MARK`] in the conntrack mark of a DNAT'd connection at its client's first packet
-//! that carries TCP payload (IP length above the IP and TCP headers; one rule per TCP data
-//! offset, IPv4 without IP options and IPv6 without extension headers). The relay counts only
-//! marked connections as activity (`conntrack`): a bare connect, which only ever sends
-//! headers, does not keep the instance awake. The other bits of the mark are left as they are.
+//! Chains `spoke_in` and `spoke_out` (`type filter`, on `prerouting` and `output`) follow who
+//! sent payload last on each DNAT'd connection, in two bits of its conntrack mark: the
+//! client's payload (a packet longer than its IP and TCP headers; one rule per TCP data
+//! offset, IPv4 without IP options and IPv6 without extension headers) sets [`SPOKE_MARK`] and
+//! [`BUSY_MARK`], the compute's payload clears [`BUSY_MARK`]. The relay counts only connections
+//! with [`SPOKE_MARK`] as activity (`conntrack`): a bare connect, which only ever sends headers,
+//! does not keep the instance awake. [`BUSY_MARK`] tells a session between commands from one
+//! whose command is outstanding (a `SELECT SLEEP(60)` sends nothing until it answers), exactly,
+//! in the order the packets passed: what parking a routed session needs (docs/parking.md). TCP
+//! keepalive probes carry no payload and change nothing. The other bits of the mark are left
+//! as they are.
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
@@ -58,6 +63,12 @@ pub const LEASE_RENEW: Duration = Duration::from_secs(3);
 
 /// The conntrack mark bit of a routed connection whose client has sent payload.
 pub const SPOKE_MARK: u32 = 0x0080_0000;
+
+/// The conntrack mark bit of a routed connection whose client sent payload last: set by the
+/// client's payload, cleared by the compute's. Set, a command is outstanding (a query running,
+/// an upload under way); clear, the compute spoke last and the session is between commands,
+/// or in the middle of a response the compute is still sending.
+pub const BUSY_MARK: u32 = 0x0040_0000;
 
 /// The family of the relay's table: one table serves IPv4 and IPv6.
 pub const FAMILY: &str = "inet";
@@ -227,22 +238,29 @@ pub fn create_script(table: &str, routes: &[Dnat]) -> String {
             s,
             "\tchain {chain} {{\n\t\ttype filter hook {hook} priority 0; policy accept;"
         );
-        // TCP data offsets 5..=15 words: a packet longer than its headers carries payload.
-        for doff in 5u32..=15 {
+        let spoke_busy = SPOKE_MARK | BUSY_MARK;
+        let not_busy = !BUSY_MARK;
+        // A packet longer than its headers carries payload: one rule per TCP data offset (5
+        // to 15 words), 8 first (Linux sends timestamps), for IPv4 without options and IPv6
+        // without extension headers. The client's payload sets both bits (when BUSY is
+        // clear); the compute's clears BUSY (when set): all other packets fail the cheap
+        // mark test first.
+        for doff in std::iter::once(8u32).chain((5..=15).filter(|d| *d != 8)) {
             let header = 4 * doff;
-            let _ = writeln!(
-                s,
-                "\t\tct status dnat ct direction original ct mark & {SPOKE_MARK:#010x} == 0 \
-                 ip hdrlength 5 tcp doff {doff} ip length > {} ct mark set ct mark | \
-                 {SPOKE_MARK:#010x}",
-                20 + header
-            );
-            let _ = writeln!(
-                s,
-                "\t\tct status dnat ct direction original ct mark & {SPOKE_MARK:#010x} == 0 \
-                 ip6 nexthdr tcp tcp doff {doff} ip6 length > {header} ct mark set ct mark | \
-                 {SPOKE_MARK:#010x}"
-            );
+            let v4 = format!("ip hdrlength 5 tcp doff {doff} ip length > {}", 20 + header);
+            let v6 = format!("ip6 nexthdr tcp tcp doff {doff} ip6 length > {header}");
+            for payload in [&v4, &v6] {
+                let _ = writeln!(
+                    s,
+                    "\t\tct status dnat ct direction original ct mark & {BUSY_MARK:#010x} == 0 \
+                     {payload} ct mark set ct mark | {spoke_busy:#010x}"
+                );
+                let _ = writeln!(
+                    s,
+                    "\t\tct status dnat ct direction reply ct mark & {BUSY_MARK:#010x} != 0 \
+                     {payload} ct mark set ct mark & {not_busy:#010x}"
+                );
+            }
         }
         let _ = writeln!(s, "\t}}");
     }
@@ -383,15 +401,18 @@ table inet perceptron_t {
         // The activity chains: one rule per TCP data offset and family, in each hook.
         assert!(spoke.starts_with(
             "\tchain spoke_in {\n\t\ttype filter hook prerouting priority 0; policy accept;\n\
-             \t\tct status dnat ct direction original ct mark & 0x00800000 == 0 ip hdrlength 5 \
-             tcp doff 5 ip length > 40 ct mark set ct mark | 0x00800000\n\
-             \t\tct status dnat ct direction original ct mark & 0x00800000 == 0 ip6 nexthdr tcp \
-             tcp doff 5 ip6 length > 20 ct mark set ct mark | 0x00800000\n"
+             \t\tct status dnat ct direction original ct mark & 0x00400000 == 0 ip hdrlength 5 \
+             tcp doff 8 ip length > 52 ct mark set ct mark | 0x00c00000\n\
+             \t\tct status dnat ct direction reply ct mark & 0x00400000 != 0 ip hdrlength 5 \
+             tcp doff 8 ip length > 52 ct mark set ct mark & 0xffbfffff\n\
+             \t\tct status dnat ct direction original ct mark & 0x00400000 == 0 ip6 nexthdr tcp \
+             tcp doff 8 ip6 length > 32 ct mark set ct mark | 0x00c00000\n"
         ));
-        assert!(spoke.contains("tcp doff 8 ip length > 52 "), "{spoke}");
+        assert!(spoke.contains("tcp doff 5 ip length > 40 "), "{spoke}");
         assert!(spoke.contains("tcp doff 15 ip6 length > 60 "), "{spoke}");
         assert!(spoke.contains("\tchain spoke_out {\n\t\ttype filter hook output priority 0;"));
-        assert_eq!(spoke.matches("ct mark set").count(), 44);
+        // 11 data offsets × 2 families × 2 directions × 2 hooks.
+        assert_eq!(spoke.matches("ct mark set").count(), 88);
         assert!(spoke.ends_with("\t}\n}\n"));
     }
 

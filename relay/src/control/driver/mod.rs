@@ -162,6 +162,12 @@ pub trait RunningCompute: Send + Sync {
     fn thaw(&self) -> BoxFuture<'_, Result<(), CapacityError>> {
         Box::pin(async { Err(CapacityError::Unsupported("thaw")) })
     }
+
+    /// The compute's process, if the driver started it on this host (parking routed
+    /// sessions watches its sockets).
+    fn pid(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// Resolves with the exit description once `exited` holds one (`if_closed` when the watcher is

@@ -465,6 +465,10 @@ impl RunningCompute for ProcessCompute {
     fn thaw(&self) -> BoxFuture<'_, Result<(), CapacityError>> {
         Box::pin(async move { self.cgroup()?.0.thaw().await.map_err(CapacityError::Cgroup) })
     }
+
+    fn pid(&self) -> Option<u32> {
+        Some(self.pid)
+    }
 }
 
 async fn forward_lines(

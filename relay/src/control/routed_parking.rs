@@ -1,0 +1,221 @@
+//! Parking the kernel route's sessions (docs/parking.md, "Every route"). The relay never sees
+//! their bytes, so it learns what it needs from the kernel instead:
+//!
+//! - **Between commands or not**: the routed connection's conntrack mark
+//!   ([`crate::router::nft::BUSY_MARK`]): set by the client's payload, cleared by the
+//!   compute's, in the order the packets passed. A `SELECT SLEEP(60)` stays busy until it
+//!   answers, a fast query's command and response both pass before the next count.
+//! - **Nothing in flight**: the compute's end of the connection has no unread bytes (a command
+//!   not yet read) and no unacknowledged ones (a response the client has not taken in: a
+//!   frozen compute could not finish sending it).
+//! - **For how long**: the compute's end of the connection, looked up by its address pair
+//!   (`sock_diag`), reports how many milliseconds ago it last sent and received payload
+//!   (`tcp_info`). So a compute on another host (whose sockets this host cannot see) keeps its
+//!   routed sessions running, as before parking.
+//! - **The first byte while frozen**: the relay duplicates the compute's socket of each
+//!   parked session into itself (`pidfd_getfd`, root) and waits for it to become readable,
+//!   never reading from it: the client's next command (or its hang-up) wakes the relay
+//!   through epoll at once, with no polling, and the relay thaws the compute. The duplicates
+//!   are dropped at the thaw, before the compute runs, so a socket the compute closes is
+//!   closed.
+//!
+//! A ping on a routed session is payload like any other: it counts as use and, while parked,
+//! thaws the compute (the relay cannot answer it: it is not in the path).
+
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+
+use super::sock_diag;
+use crate::router::conntrack::RoutedSession;
+
+/// What the routed sessions say about the instance's idleness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoutedIdleness {
+    /// Sessions that hold the instance running: a command outstanding, or a compute end
+    /// this host cannot see.
+    pub busy: usize,
+    /// How long ago the most recently used of the others sent or received payload.
+    pub quiet_for: Option<Duration>,
+}
+
+/// Looks each session's compute end up (see the module doc).
+#[must_use]
+pub fn inspect(sessions: &[RoutedSession]) -> RoutedIdleness {
+    let mut idleness = RoutedIdleness {
+        busy: 0,
+        quiet_for: None,
+    };
+    for session in sessions {
+        let found = if session.busy {
+            None
+        } else {
+            sock_diag::established_socket(session.compute, session.client)
+                .ok()
+                .flatten()
+        };
+        match found {
+            // A command the compute has not read yet, or a response the client has not taken
+            // in yet (a result larger than the sockets' buffers, left unread): busy, whoever
+            // sent payload last.
+            Some(socket) if socket.unread == 0 && socket.unacked == 0 => {
+                let quiet = Duration::from_millis(u64::from(
+                    socket.last_sent_ms.min(socket.last_received_ms),
+                ));
+                idleness.quiet_for = Some(idleness.quiet_for.map_or(quiet, |q| q.min(quiet)));
+            }
+            _ => idleness.busy += 1,
+        }
+    }
+    idleness
+}
+
+/// The parked sessions' sockets, duplicated from the compute (see the module doc).
+#[derive(Debug)]
+pub struct RoutedWatch {
+    /// The duplicates, only ever asked for readiness: never read or written, and never put
+    /// in non-blocking mode (that flag belongs to the file description the compute shares).
+    sockets: Vec<AsyncFd<OwnedFd>>,
+}
+
+impl RoutedWatch {
+    /// Duplicates the compute's end of each of `sessions` out of process `pid`.
+    ///
+    /// # Errors
+    /// A session whose socket is not found in the compute, or a duplicate the kernel refuses
+    /// (no `CAP_SYS_PTRACE`, a kernel before 5.6): its sessions cannot be parked.
+    pub fn prepare(pid: u32, sessions: &[RoutedSession]) -> std::io::Result<Self> {
+        let mut wanted: HashMap<String, RoutedSession> = HashMap::new();
+        for session in sessions {
+            let socket = sock_diag::established_socket(session.compute, session.client)?
+                .ok_or_else(|| {
+                    std::io::Error::other(format!(
+                        "no socket of the compute's for the session from {}",
+                        session.client
+                    ))
+                })?;
+            wanted.insert(format!("socket:[{}]", socket.inode), *session);
+        }
+        let raw_pid = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .ok_or_else(|| std::io::Error::other(format!("bad pid {pid}")))?;
+        let pidfd = rustix::process::pidfd_open(raw_pid, rustix::process::PidfdFlags::empty())?;
+        let mut sockets = Vec::with_capacity(wanted.len());
+        for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))?.flatten() {
+            let Ok(target) = std::fs::read_link(entry.path()) else {
+                continue;
+            };
+            let Some(target) = target.to_str() else {
+                continue;
+            };
+            if wanted.remove(target).is_none() {
+                continue;
+            }
+            let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                continue;
+            };
+            let socket = rustix::process::pidfd_getfd(
+                &pidfd,
+                fd,
+                rustix::process::PidfdGetfdFlags::empty(),
+            )?;
+            // Deprecated for fds whose owner may close them while registered; this one is
+            // owned by the AsyncFd for its whole registration. (`TcpStream::from_std` refuses
+            // a blocking socket, and making it non-blocking would change the compute's.)
+            #[allow(deprecated)]
+            let watched = AsyncFd::with_interest(socket, tokio::io::Interest::READABLE)?;
+            sockets.push(watched);
+        }
+        if let Some(missing) = wanted.values().next() {
+            return Err(std::io::Error::other(format!(
+                "the compute (pid {pid}) holds no socket for the session from {}",
+                missing.client
+            )));
+        }
+        Ok(Self { sockets })
+    }
+
+    /// How many sessions it watches.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.sockets.len()
+    }
+
+    /// Resolves when a client has sent something (or hung up) on any watched session. The
+    /// bytes stay in the socket for the compute; dropping the watch closes the duplicates.
+    /// An empty watch never resolves.
+    pub async fn first_byte(&self) {
+        let mut readable: Vec<_> = self
+            .sockets
+            .iter()
+            .map(|s| Box::pin(s.readable()))
+            .collect();
+        std::future::poll_fn(|cx| {
+            if readable.iter_mut().any(|r| r.as_mut().poll(cx).is_ready()) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session between commands on a socket pair of this process: found, quiet for a few
+    /// milliseconds; its watch wakes at the first byte the client sends, which stays unread.
+    #[tokio::test]
+    async fn a_local_session_is_inspected_and_watched_until_its_first_byte() {
+        use std::io::{Read as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let compute = listener.local_addr().unwrap();
+        let mut client = std::net::TcpStream::connect(compute).unwrap();
+        let (mut server, client_addr) = listener.accept().unwrap();
+        server.write_all(b"greeting").unwrap();
+        let mut buf = [0u8; 8];
+        client.read_exact(&mut buf).unwrap();
+        let session = RoutedSession {
+            client: client_addr,
+            compute,
+            busy: false,
+        };
+        let idleness = inspect(&[session]);
+        assert_eq!(idleness.busy, 0);
+        assert!(
+            idleness
+                .quiet_for
+                .is_some_and(|q| q < Duration::from_secs(5))
+        );
+        // Marked busy, or a peer nobody here holds: busy.
+        let busy = RoutedSession {
+            busy: true,
+            ..session
+        };
+        let elsewhere = RoutedSession {
+            client: "127.0.0.1:9".parse().unwrap(),
+            ..session
+        };
+        assert_eq!(inspect(&[busy, elsewhere, session]).busy, 2);
+
+        let watch = RoutedWatch::prepare(std::process::id(), &[session]).unwrap();
+        assert_eq!(watch.len(), 1);
+        let woke = tokio::time::timeout(Duration::from_millis(100), watch.first_byte()).await;
+        assert!(woke.is_err(), "nothing sent yet");
+        client.write_all(b"\x01\x00\x00\x00\x0e").unwrap();
+        tokio::time::timeout(Duration::from_secs(5), watch.first_byte())
+            .await
+            .expect("woken by the client's byte");
+        drop(watch);
+        // The byte is still there for the compute.
+        let mut got = [0u8; 5];
+        server.read_exact(&mut got).unwrap();
+        assert_eq!(got, *b"\x01\x00\x00\x00\x0e");
+        assert!(RoutedWatch::prepare(std::process::id(), &[elsewhere]).is_err());
+    }
+}
