@@ -12,7 +12,8 @@ relay answered, and the first query's latency after the hour.
 
 Part B, the thaw on a command: a query on a parked connection (frozen compute) → its answer,
 next to the same query on a running instance, alternated run by run (n each): on server-shim
-(dual mode, the embedded default) and on a stock MariaDB (switch mode, the process driver).
+(dual mode, the embedded default), on a stock MariaDB (switch mode, the process driver), and
+on server-shim behind the kernel route (the session never passes through the relay).
 
 Usage: parking.py [N] [SCALE]   (default 30 runs in part B, SCALE 60: a one-minute hour)
 Writes bench/results/parking.{txt,json}. Needs root and cgroups (the freezer).
@@ -122,6 +123,11 @@ def main():
     times = thaw_latency(h.Relay("parking-thaw"), h.USER, h.PASSWORD)
     maria_relay, _ = h.mariadb_relay("parking-thaw-mariadb")
     maria = thaw_latency(maria_relay, h.MARIADB_USER, h.MARIADB_PASSWORD)
+    kernel_relay = h.Relay("parking-thaw-kernel", route="nftables")
+    kernel_relay.admin("POST", "/v1/instances/demo/resume")
+    kernel_relay.wait_state("running")
+    kernel = thaw_latency(kernel_relay, h.USER, h.PASSWORD)
+    kernel_parked, kernel_running = h.summary(kernel["parked"]), h.summary(kernel["running"])
     parked, running = h.summary(times["parked"]), h.summary(times["running"])
     maria_parked, maria_running = h.summary(maria["parked"]), h.summary(maria["running"])
     bill_ratio = on["ccu_seconds"] / off["ccu_seconds"] if off["ccu_seconds"] else None
@@ -153,12 +159,19 @@ def main():
         "  parked (frozen compute, thawed by the query): %s" % h.fmt(maria_parked),
         "  running:                                      %s" % h.fmt(maria_running),
         "  ratio of medians: %.2f" % (maria_parked["median"] / maria_running["median"]),
+        "server-shim on the kernel route (the session routed by nftables; the relay thaws at "
+        "the first byte in the compute's socket)",
+        "  parked (frozen compute, thawed by the query): %s" % h.fmt(kernel_parked),
+        "  running:                                      %s" % h.fmt(kernel_running),
+        "  ratio of medians: %.2f" % (kernel_parked["median"] / kernel_running["median"]),
     ]
     h.save("parking", "\n".join(lines) + "\n",
            {"idle_hour": [on, off], "bill_ratio": bill_ratio, "thaw_ms": times,
             "thaw_ms_mariadb": maria,
+            "thaw_ms_kernel_route": kernel,
             "summary": {"parked": parked, "running": running,
-                        "mariadb_parked": maria_parked, "mariadb_running": maria_running}, "scale": SCALE})
+                        "mariadb_parked": maria_parked, "mariadb_running": maria_running,
+                        "kernel_parked": kernel_parked, "kernel_running": kernel_running}, "scale": SCALE})
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@ use crate::router::conntrack::RoutedCount;
 /// conntrack table once it has left the hook, microseconds later. Cheap next to a pause.
 const ROUTE_SETTLE: Duration = Duration::from_millis(20);
 
+/// The shortest time over which the compute's CPU use is judged.
+const CPU_WINDOW: Duration = Duration::from_millis(500);
+
 /// How long a pause waits for routed connections that have not spoken yet before it stops the
 /// compute under them: a client sends its login within milliseconds of the greeting.
 const BARE_GRACE: Duration = Duration::from_secs(1);
@@ -68,6 +71,28 @@ impl Instance {
             Some(n) => PauseError::Busy(n),
             None => PauseError::Route("cannot count the connections it routed".into()),
         })
+    }
+
+    /// Whether the running compute worked since the last look ([`routed_parking::working`]),
+    /// over half a second at least (`/proc` counts CPU time in 10 ms steps); the first look,
+    /// or a compute whose CPU time cannot be read, counts as working.
+    fn compute_working(&self) -> bool {
+        let mut inner = self.lock();
+        let State::Running(running) = &inner.state else {
+            return true;
+        };
+        let Some(cpu) = running.pid().and_then(routed_parking::process_cpu) else {
+            return true;
+        };
+        let now = (std::time::Instant::now(), cpu);
+        match inner.cpu_sample {
+            Some((before, _)) if now.0.saturating_duration_since(before.0) < CPU_WINDOW => {}
+            Some((before, _)) => {
+                inner.cpu_sample = Some((now, routed_parking::working(before, now)))
+            }
+            None => inner.cpu_sample = Some((now, true)),
+        }
+        inner.cpu_sample.is_none_or(|(_, working)| working)
     }
 
     /// The watch over `count`'s sessions, when they are all between commands and their
@@ -192,7 +217,11 @@ impl Instance {
                 let n = count.spoke;
                 // Without parking every session that spoke holds the instance running.
                 let idleness = if self.config.park && count.busy == 0 && n > 0 {
-                    routed_parking::inspect(&count.sessions)
+                    let mut idleness = routed_parking::inspect(&count.sessions);
+                    if idleness.busy == 0 && self.compute_working() {
+                        idleness.busy = 1;
+                    }
+                    idleness
                 } else {
                     routed_parking::RoutedIdleness {
                         busy: n,

@@ -121,6 +121,9 @@ struct Inner {
     /// thaws it at their first byte (cancelled when the instance leaves `Frozen`).
     kernel_parked: usize,
     routed_watch: Option<tokio_util::sync::CancellationToken>,
+    /// The running compute's CPU time at the last look at its routed sessions, and whether
+    /// it was working then (`kernel_route`).
+    cpu_sample: Option<((std::time::Instant, Duration), bool)>,
     /// Whether the kernel route is installed now.
     kernel_installed: bool,
     /// How far the running compute has proven it holds the key ([`trust`]).
@@ -310,6 +313,7 @@ impl Instance {
                 kernel_busy: 0,
                 kernel_parked: 0,
                 routed_watch: None,
+                cpu_sample: None,
                 kernel_installed: false,
                 trust: trust::Trust::Unproven,
             }),
@@ -895,6 +899,9 @@ impl Instance {
 
     fn transition(&self, inner: &mut Inner, to: State) {
         let phase = to.phase();
+        if phase != Phase::Running {
+            inner.cpu_sample = None;
+        }
         if phase != Phase::Frozen {
             // Parked routed sessions are the compute's again: stop watching their sockets.
             if let Some(watch) = inner.routed_watch.take() {

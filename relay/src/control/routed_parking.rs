@@ -8,6 +8,8 @@
 //! - **Nothing in flight**: the compute's end of the connection has no unread bytes (a command
 //!   not yet read) and no unacknowledged ones (a response the client has not taken in: a
 //!   frozen compute could not finish sending it).
+//! - **Not computing**: the compute used less than a tenth of a core since the last look (a
+//!   multi-statement query may compute its next result after sending one).
 //! - **For how long**: the compute's end of the connection, looked up by its address pair
 //!   (`sock_diag`), reports how many milliseconds ago it last sent and received payload
 //!   (`tcp_info`). So a compute on another host (whose sockets this host cannot see) keeps its
@@ -70,6 +72,45 @@ pub fn inspect(sessions: &[RoutedSession]) -> RoutedIdleness {
         }
     }
     idleness
+}
+
+/// A routed session's multi-statement query can be computing its next result after the
+/// compute last sent payload: to the marks and the socket that is a session between commands.
+/// The compute working says otherwise. This is the share of one core above which the compute
+/// counts as working between two looks (an idle MariaDB's background threads use well under
+/// 1 %).
+const WORKING_SHARE: f64 = 0.1;
+
+/// The CPU time process `pid` (all its threads) has used, from `/proc/<pid>/stat`.
+#[must_use]
+pub fn process_cpu(pid: u32) -> Option<Duration> {
+    parse_process_cpu(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// `utime + stime` of a `/proc/<pid>/stat` line, in `USER_HZ` (100 per second on every Linux
+/// architecture's ABI). The command name (field 2) may hold spaces and parentheses: fields are
+/// counted after its last `)`.
+#[must_use]
+pub fn parse_process_cpu(stat: &str) -> Option<Duration> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(Duration::from_millis(
+        utime.saturating_add(stime).saturating_mul(10),
+    ))
+}
+
+/// Whether the compute used more than [`WORKING_SHARE`] of a core between two samples of
+/// `(when, cpu time)`.
+#[must_use]
+pub fn working(
+    before: (std::time::Instant, Duration),
+    now: (std::time::Instant, Duration),
+) -> bool {
+    let wall = now.0.saturating_duration_since(before.0).as_secs_f64();
+    let cpu = now.1.saturating_sub(before.1).as_secs_f64();
+    wall > 0.0 && cpu > wall * WORKING_SHARE
 }
 
 /// The parked sessions' sockets, duplicated from the compute (see the module doc).
@@ -167,6 +208,30 @@ impl RoutedWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_cpu_time_from_a_stat_line_and_tells_work_from_idling() {
+        // Captured from /proc/<pid>/stat of a mariadbd; the name made harder.
+        let stat = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 5410 0 0 0 150 37 0 0 20 0 \
+                    12 0 108337 1415753728 26457 18446744073709551615 1 1 0 0 0 0 0 4096 9448 0 \
+                    0 0 17 1 0 0 0 0 0";
+        assert_eq!(parse_process_cpu(stat), Some(Duration::from_millis(1870)));
+        assert_eq!(parse_process_cpu("4242 (x) S 1 2"), None);
+        assert_eq!(parse_process_cpu(""), None);
+        let t0 = std::time::Instant::now();
+        let t1 = t0 + Duration::from_secs(1);
+        let cpu = Duration::from_millis;
+        assert!(
+            !working((t0, cpu(1000)), (t1, cpu(1005))),
+            "background threads"
+        );
+        assert!(
+            working((t0, cpu(1000)), (t1, cpu(1900))),
+            "a query computing"
+        );
+        assert!(!working((t0, cpu(1000)), (t0, cpu(1900))), "no time passed");
+        assert!(process_cpu(std::process::id()).is_some());
+    }
 
     /// A session between commands on a socket pair of this process: found, quiet for a few
     /// milliseconds; its watch wakes at the first byte the client sends, which stays unread.
