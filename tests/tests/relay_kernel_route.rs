@@ -517,3 +517,72 @@ fn an_idle_routed_session_is_parked_and_its_next_command_thaws_the_compute() {
         relay.log()
     );
 }
+
+/// Parking on the kernel route in front of a stock MariaDB (switch mode): a `SELECT SLEEP(4)`
+/// that has not answered is a command outstanding (the conntrack mark says the client spoke
+/// last) and is never frozen, though the relay sees none of its bytes; once it has answered,
+/// the quiet session parks, and its next query thaws the same mariadbd on the same session.
+#[test]
+fn a_routed_mariadb_session_in_a_sleep_is_never_frozen_and_parks_after_it() {
+    let dir = TempDir::new("kr-park-maria");
+    let table = TableGuard::new();
+    require_nftables();
+    let datadir = tests::mariadb::install(dir.path());
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            command: Some(tests::mariadb::command(&datadir, &[])),
+            auth: "switch",
+            resume_timeout: "30s",
+            idle_pause_after: "2s",
+            relay_toml: format!("nftables_table = \"{}\"\n", table.0),
+            instance_toml: "route = \"nftables\"\n".into(),
+            ..RelayOptions::default()
+        },
+    );
+    let setup = mariadb(
+        relay.port,
+        "root",
+        None,
+        &[],
+        "CREATE USER nat@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('nat-pw');\
+         GRANT ALL ON *.* TO nat@'%';",
+    );
+    assert_eq!(setup.code, Some(0), "{}\n{}", setup.stderr, relay.log());
+    assert!(Relay::wait_until(Duration::from_secs(30), || {
+        route_installed(&table.0, relay.port, relay.compute_port)
+    }));
+    let mut s = raw::login(relay.port, "nat", "nat-pw", None)
+        .unwrap()
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let id = one_row(&mut s, "SELECT CONNECTION_ID()");
+    let pid = relay.compute_pid().unwrap();
+
+    raw::write_packet(&mut s, 0, b"\x03SELECT SLEEP(4)").unwrap();
+    let paused = Relay::wait_until(Duration::from_millis(3500), || relay.state() != "running");
+    assert!(!paused, "frozen mid-query:\n{}", relay.log());
+    let (_, columns) = raw::read_packet(&mut s).unwrap();
+    assert_eq!(columns, [1], "the SLEEP's answer");
+    loop {
+        let (_, p) = raw::read_packet(&mut s).unwrap();
+        if p.first() == Some(&0xFE) && p.len() < 9 && p.len() > 1 {
+            // The EOF after the column definition, then the row, then this one.
+            let (_, row) = raw::read_packet(&mut s).unwrap();
+            assert_eq!(row, b"\x010");
+            let (_, eof) = raw::read_packet(&mut s).unwrap();
+            assert_eq!(eof.first(), Some(&0xFE));
+            break;
+        }
+    }
+
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || relay.state() == "frozen"),
+        "never parked: {}\n{}",
+        relay.state(),
+        relay.log()
+    );
+    assert!(tests::cgroup::frozen(pid));
+    assert_eq!(one_row(&mut s, "SELECT CONNECTION_ID()"), id);
+    assert_eq!(relay.compute_pid(), Some(pid), "thawed, not restarted");
+}
