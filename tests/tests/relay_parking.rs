@@ -125,6 +125,17 @@ fn an_idle_pool_is_parked_on_a_frozen_compute_and_its_next_query_thaws_it() {
         relay.admin("GET", "/v1/instances").1
     );
     assert_eq!(relay.state(), "frozen");
+
+    // A forced pause still cuts: the compute stops under the last parked connection.
+    let (code, body) = relay.admin("POST", "/v1/instances/demo/pause?force=true");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(relay.state(), "paused");
+    assert!(!tests::relay::pid_alive(pid), "the compute is gone");
+    let mut c = pool.remove(0);
+    assert!(
+        !matches!(raw::query(&mut c, "SELECT 11"), Ok(Ok(_))),
+        "a cut session answers nothing"
+    );
 }
 
 #[test]

@@ -126,13 +126,10 @@ impl Instance {
         }
         let instance = Arc::clone(self);
         tokio::spawn(async move {
-            // A command sent between the count and the freeze: the compute may have read it
-            // before it froze, so no byte waits in its socket; the mark says so.
-            let turned_busy = match &instance.kernel {
-                Some(kernel) => kernel.open_connections().await.map_or(true, |n| n.busy > 0),
-                None => false,
-            };
-            if !turned_busy {
+            // A command sent between the last look and the freeze: the compute may have read
+            // it before it froze, so no byte waits in its socket (one lookup per session, not
+            // the conntrack table: the thaw must not wait behind a table walk).
+            if !watch.commanded() {
                 tokio::select! {
                     () = watch.first_byte() => {}
                     () = stop.cancelled() => return,

@@ -589,11 +589,17 @@ impl Instance {
     }
 
     /// Pauses a running instance: refused while connections are open unless `force` (which
-    /// cuts them when the compute stops). Resolves when the compute is gone.
+    /// cuts them when the compute stops; forced, a frozen compute is stopped too, cutting its
+    /// parked sessions). Resolves when the compute is gone.
     ///
     /// # Errors
     /// [`PauseError`] when nothing runs or connections are open.
     pub async fn pause(self: &Arc<Self>, force: bool, reason: &str) -> Result<(), PauseError> {
+        if force && self.phase() == Phase::Frozen {
+            // Parked sessions are cut as open ones are: the frozen compute stops under them.
+            self.stop_frozen(reason).await;
+            return Ok(());
+        }
         if !force && self.phase() == Phase::Running {
             // A fresh count of the connections the relay does not see.
             self.count_kernel_connections().await;

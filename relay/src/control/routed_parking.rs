@@ -119,6 +119,7 @@ pub struct RoutedWatch {
     /// The duplicates, only ever asked for readiness: never read or written, and never put
     /// in non-blocking mode (that flag belongs to the file description the compute shares).
     sockets: Vec<AsyncFd<OwnedFd>>,
+    sessions: Vec<RoutedSession>,
 }
 
 impl RoutedWatch {
@@ -176,7 +177,24 @@ impl RoutedWatch {
                 missing.client
             )));
         }
-        Ok(Self { sockets })
+        Ok(Self {
+            sockets,
+            sessions: sessions.to_vec(),
+        })
+    }
+
+    /// Whether a session's compute end received payload after it last sent some: a command
+    /// that arrived between the last look and the freeze, which the compute may have read
+    /// before it froze (so no byte waits in its socket). One lookup per session, right after
+    /// the freeze; a socket gone or unreadable counts as commanded.
+    #[must_use]
+    pub fn commanded(&self) -> bool {
+        self.sessions.iter().any(|session| {
+            match sock_diag::established_socket(session.compute, session.client) {
+                Ok(Some(socket)) => socket.last_received_ms < socket.last_sent_ms,
+                _ => true,
+            }
+        })
     }
 
     /// How many sessions it watches.
@@ -270,6 +288,7 @@ mod tests {
 
         let watch = RoutedWatch::prepare(std::process::id(), &[session]).unwrap();
         assert_eq!(watch.len(), 1);
+        assert!(!watch.commanded(), "the compute spoke last");
         let woke = tokio::time::timeout(Duration::from_millis(100), watch.first_byte()).await;
         assert!(woke.is_err(), "nothing sent yet");
         client.write_all(b"\x01\x00\x00\x00\x0e").unwrap();
@@ -281,6 +300,10 @@ mod tests {
         let mut got = [0u8; 5];
         server.read_exact(&mut got).unwrap();
         assert_eq!(got, *b"\x01\x00\x00\x00\x0e");
+        // Read by the compute and not answered: a command outstanding, which the socket's times
+        // show (received 100 ms after the compute last sent).
+        let again = RoutedWatch::prepare(std::process::id(), &[session]).unwrap();
+        assert!(again.commanded());
         assert!(RoutedWatch::prepare(std::process::id(), &[elsewhere]).is_err());
     }
 }
