@@ -75,7 +75,8 @@ def idle_hour(park):
                 ping(c)
             time.sleep(max(0.0, every - (time.time() - tick)))
         t0 = time.perf_counter()
-        pool[0].query(b"SELECT 1")
+        # A real query (SELECT 1 is a keepalive query: the relay would answer it, frozen).
+        pool[0].query(b"SELECT 2")
         first_ms = (time.perf_counter() - t0) * 1000
         end = ledger_seconds(relay)
         spent = {k: end.get(k, 0.0) - start.get(k, 0.0) for k in end}
