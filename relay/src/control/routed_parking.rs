@@ -1,4 +1,4 @@
-//! Parking the kernel route's sessions (docs/parking.md, "Every route"). The relay never sees
+//! Parking the kernel route's sessions (docs/parking.md, "The kernel route"). The relay never sees
 //! their bytes, so it learns what it needs from the kernel instead:
 //!
 //! - **Between commands or not**: the routed connection's conntrack mark
@@ -59,9 +59,10 @@ pub fn inspect(sessions: &[RoutedSession]) -> RoutedIdleness {
                 .flatten()
         };
         match found {
-            // A command the compute has not read yet, or a response the client has not taken
-            // in yet (a result larger than the sockets' buffers, left unread): busy, whoever
-            // sent payload last.
+            // Nothing unread (a command the compute has not read yet) and nothing
+            // unacknowledged (a response the client has not taken in, such as a result larger
+            // than the sockets' buffers left unread); anything else is busy, whoever sent
+            // payload last.
             Some(socket) if socket.unread == 0 && socket.unacked == 0 => {
                 let quiet = Duration::from_millis(u64::from(
                     socket.last_sent_ms.min(socket.last_received_ms),
