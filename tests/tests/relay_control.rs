@@ -325,7 +325,13 @@ stop = ["sh", "-c", "kill $(cat '{DIR}/daemon.pid') && touch '{DIR}/stopped'"]
         "the daemon {pid} of the abandoned start still runs:\n{}",
         relay.log()
     );
-    assert!(dir.path().join("stopped").exists(), "{}", relay.log());
+    // The stop command kills the daemon first, then touches the file.
+    let stopped = dir.path().join("stopped");
+    assert!(
+        Relay::wait_until(Duration::from_secs(30), || stopped.exists()),
+        "{}",
+        relay.log()
+    );
     assert!(
         relay.log().contains("start given up; running stop"),
         "{}",
