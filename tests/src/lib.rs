@@ -505,11 +505,25 @@ pub mod raw {
         login_on(connect(port)?, user, password, database)
     }
 
-    /// [`login`] on a stream already connected (e.g. by [`connect_from`]).
+    /// [`login`] from another loopback address `source` ([`connect_from`]).
+    ///
+    /// # Errors
+    /// As [`connect_from`] and [`login`].
+    pub fn login_from(
+        source: std::net::IpAddr,
+        port: u16,
+        user: &str,
+        password: &str,
+        database: Option<&str>,
+    ) -> io::Result<Result<TcpStream, (u16, String)>> {
+        login_on(connect_from(source, port)?, user, password, database)
+    }
+
+    /// [`login`] on a stream already connected.
     ///
     /// # Errors
     /// As [`login`].
-    pub fn login_on(
+    fn login_on(
         mut s: TcpStream,
         user: &str,
         password: &str,
@@ -610,12 +624,19 @@ pub mod raw {
     /// If a query fails.
     #[must_use]
     pub fn session_state(s: &mut TcpStream) -> [Option<String>; 3] {
-        ["CONNECTION_ID()", "DATABASE()", "@@SESSION.sql_mode"].map(|what| {
-            match query(s, &format!("SELECT {what}")) {
-                Ok(Ok(rows)) => rows.into_iter().next().flatten(),
-                other => panic!("SELECT {what}: {other:?}"),
-            }
-        })
+        ["CONNECTION_ID()", "DATABASE()", "@@SESSION.sql_mode"]
+            .map(|what| one_row(s, &format!("SELECT {what}")))
+    }
+
+    /// The first column of the first row `sql` returns (`None` for NULL or no row).
+    ///
+    /// # Panics
+    /// On an I/O error or an ERR.
+    pub fn one_row(s: &mut TcpStream, sql: &str) -> Option<String> {
+        match query(s, sql) {
+            Ok(Ok(rows)) => rows.into_iter().next().flatten(),
+            other => panic!("{sql}: {other:?}"),
+        }
     }
 
     /// Sends COM_QUERY `sql` and returns the first column of every text row (`None` for NULL),

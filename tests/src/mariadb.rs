@@ -102,6 +102,31 @@ pub fn plugin_dir(dir: &Path) -> PathBuf {
     plugins
 }
 
+/// A relay in switch mode (`resume_timeout` 30 s) whose process driver runs a stock MariaDB on
+/// a fresh data directory under `dir`; `extra` options are appended to `mariadbd`'s command
+/// line, and `options` give the rest of the relay's (its command, auth mode and resume
+/// timeout are set here).
+///
+/// # Panics
+/// As [`install`] and [`crate::relay::Relay::start`].
+#[must_use]
+pub fn switch_relay(
+    dir: &Path,
+    extra: &[&str],
+    options: crate::relay::RelayOptions,
+) -> crate::relay::Relay {
+    let datadir = install(dir);
+    crate::relay::Relay::start(
+        dir,
+        crate::relay::RelayOptions {
+            command: Some(command(&datadir, extra)),
+            auth: "switch",
+            resume_timeout: "30s",
+            ..options
+        },
+    )
+}
+
 /// Where [`dual_relay`]'s MariaDB writes its error log (where the plugin explains refusals).
 #[must_use]
 pub fn dual_error_log(dir: &Path) -> PathBuf {

@@ -524,16 +524,7 @@ fn every_client_works_in_switch_mode_against_a_stock_mariadb() {
         client.check_installed();
     }
     let dir = TempDir::new("client-matrix-maria");
-    let datadir = tests::mariadb::install(dir.path());
-    let relay = Relay::start(
-        dir.path(),
-        RelayOptions {
-            command: Some(tests::mariadb::command(&datadir, &[])),
-            auth: "switch",
-            resume_timeout: "30s",
-            ..RelayOptions::default()
-        },
-    );
+    let relay = tests::mariadb::switch_relay(dir.path(), &[], RelayOptions::default());
     // The same account and database as on the shim, so every expectation is shared.
     let out = mariadb(
         relay.port,
@@ -631,7 +622,6 @@ fn every_client_works_over_verified_tls_in_switch_mode_against_a_stock_mariadb()
     // certificate. Both refuse logins without TLS.
     let dir = TempDir::new("client-matrix-maria-tls");
     let certs = tests::tls::Certs::new(dir.path());
-    let datadir = tests::mariadb::install(dir.path());
     let ca = certs.path("good-ca.pem");
     let ssl = [
         format!("--ssl-cert={}", certs.path("good-server.pem")),
@@ -639,12 +629,10 @@ fn every_client_works_over_verified_tls_in_switch_mode_against_a_stock_mariadb()
         "--require-secure-transport=ON".to_owned(),
     ];
     let ssl: Vec<&str> = ssl.iter().map(String::as_str).collect();
-    let relay = Relay::start(
+    let relay = tests::mariadb::switch_relay(
         dir.path(),
+        &ssl,
         RelayOptions {
-            command: Some(tests::mariadb::command(&datadir, &ssl)),
-            auth: "switch",
-            resume_timeout: "30s",
             instance_toml: format!(
                 "compute_tls = \"verify\"\ncompute_ca = \"{ca}\"\ncompute_tls_name = \"localhost\"\n{}",
                 certs.offer_toml()

@@ -314,8 +314,7 @@ fn concurrent_guesses(port: u16, source: &str, n: usize) -> Vec<u16> {
 /// One login from `source`: 0 if accepted, else the code of the ERR it ends with (the
 /// compute's verdict, or the relay's refusal after the login or in place of the greeting).
 fn login_code(port: u16, source: std::net::IpAddr, user: &str, password: &str) -> u16 {
-    let stream = raw::connect_from(source, port).unwrap();
-    match raw::login_on(stream, user, password, None) {
+    match raw::login_from(source, port, user, password, None) {
         Ok(Ok(_)) => 0,
         Ok(Err((code, _))) => code,
         Err(e) => {
@@ -356,10 +355,15 @@ fn a_burst_of_concurrent_guesses_gets_no_more_verdicts_than_the_budget() {
     assert_eq!(paused.get(&1045), Some(&20), "{paused:?}");
     assert_eq!(paused.get(&1129), Some(&280), "{paused:?}");
     assert_eq!(relay.metric(WAKES_OK), 1.0);
-    let stream = raw::connect_from("127.0.0.2".parse().unwrap(), relay.port).unwrap();
-    let mut s = raw::login_on(stream, USER, PASSWORD, None)
-        .unwrap()
-        .unwrap();
+    let mut s = raw::login_from(
+        "127.0.0.2".parse().unwrap(),
+        relay.port,
+        USER,
+        PASSWORD,
+        None,
+    )
+    .unwrap()
+    .unwrap();
     assert_eq!(
         raw::query(&mut s, "SELECT 1").unwrap(),
         Ok(vec![Some("1".into())])

@@ -30,13 +30,6 @@ fn cpu_quota_us(pid: u32) -> u64 {
     text.split_whitespace().next().unwrap().parse().unwrap()
 }
 
-fn one_row(s: &mut std::net::TcpStream, sql: &str) -> Option<String> {
-    match raw::query(s, sql) {
-        Ok(Ok(row)) => row.into_iter().next().flatten(),
-        other => panic!("{sql}: {other:?}"),
-    }
-}
-
 fn wait_state(relay: &Relay, state: &str, within: Duration) {
     assert!(
         Relay::wait_until(within, || relay.state() == state),
@@ -73,7 +66,7 @@ fn the_scaler_raises_the_quota_under_load_and_lowers_it_after_the_quiet_window()
         std::thread::spawn(move || {
             let mut c = raw::login(port, USER, PASSWORD, None).unwrap().unwrap();
             while !stop.load(Ordering::Relaxed) {
-                let sum = one_row(
+                let sum = raw::one_row(
                     &mut c,
                     "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c \
                      WHERE x < 400000) SELECT SUM(x) FROM c",
@@ -115,8 +108,8 @@ fn the_scaler_raises_the_quota_under_load_and_lowers_it_after_the_quiet_window()
         done.load(Ordering::Relaxed)
     );
     // No connection was cut: both sessions still answer, on the same compute.
-    assert_eq!(one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
-    assert_eq!(one_row(&mut s, "SELECT 2").as_deref(), Some("2"));
+    assert_eq!(raw::one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
+    assert_eq!(raw::one_row(&mut s, "SELECT 2").as_deref(), Some("2"));
     assert_eq!(relay.compute_pid(), Some(pid));
     // The ledger billed capacity: CCU-seconds reported next to the running seconds.
     let (code, body) = relay.admin("GET", "/v1/usage");
@@ -158,8 +151,8 @@ fn a_pause_freezes_and_a_login_or_a_query_thaws_the_same_compute() {
     assert_eq!(relay.state(), "running");
     assert!(!frozen(pid));
     assert_eq!(relay.compute_pid(), Some(pid));
-    assert_eq!(one_row(&mut idle, "SELECT 3").as_deref(), Some("3"));
-    assert_eq!(one_row(&mut fresh, "SELECT 4").as_deref(), Some("4"));
+    assert_eq!(raw::one_row(&mut idle, "SELECT 3").as_deref(), Some("3"));
+    assert_eq!(raw::one_row(&mut fresh, "SELECT 4").as_deref(), Some("4"));
     drop(fresh);
 
     // Frozen again; a query on the connection that stayed open thaws it by itself.
@@ -168,7 +161,7 @@ fn a_pause_freezes_and_a_login_or_a_query_thaws_the_same_compute() {
     wait_state(&relay, "frozen", Duration::from_secs(60));
     idle.set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
-    assert_eq!(one_row(&mut idle, "SELECT 5").as_deref(), Some("5"));
+    assert_eq!(raw::one_row(&mut idle, "SELECT 5").as_deref(), Some("5"));
     assert_eq!(relay.state(), "running");
     assert_eq!(relay.compute_pid(), Some(pid));
 }
@@ -243,7 +236,7 @@ fn a_relay_restarted_while_its_compute_is_frozen_adopts_it() {
         .unwrap()
         .unwrap();
     assert_eq!(relay.compute_pid(), Some(pid), "thawed, not restarted");
-    assert_eq!(one_row(&mut s, "SELECT 6").as_deref(), Some("6"));
+    assert_eq!(raw::one_row(&mut s, "SELECT 6").as_deref(), Some("6"));
     // The ledger recorded no new wake-up: frozen, then resuming and running after the login.
     let ledger = std::fs::read_to_string(dir.path().join("state/usage.ledger")).unwrap();
     let states: Vec<&str> = ledger.lines().filter_map(|l| l.split(' ').nth(2)).collect();

@@ -446,13 +446,6 @@ fn refuses_to_start_without_cap_net_admin_naming_the_instance() {
     );
 }
 
-fn one_row(s: &mut std::net::TcpStream, sql: &str) -> Option<String> {
-    match raw::query(s, sql) {
-        Ok(Ok(rows)) => rows.into_iter().next().flatten(),
-        other => panic!("{sql}: {other:?}"),
-    }
-}
-
 /// Parking on the kernel route (docs/parking.md): a session the relay never sees, quiet, is
 /// parked (the compute frozen under it, the route gone); its next command, the first byte the
 /// compute's socket receives, thaws the same compute and is answered on the same session. A
@@ -469,7 +462,7 @@ fn an_idle_routed_session_is_parked_and_its_next_command_thaws_the_compute() {
         .unwrap()
         .unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let id = one_row(&mut s, "SELECT CONNECTION_ID()");
+    let id = raw::one_row(&mut s, "SELECT CONNECTION_ID()");
     let pid = relay.compute_pid().unwrap();
 
     assert!(
@@ -484,8 +477,8 @@ fn an_idle_routed_session_is_parked_and_its_next_command_thaws_the_compute() {
     assert!(status.contains("\"parked_connections\": 1"), "{status}");
 
     // The next command thaws the same compute, on the same session, and the route is back.
-    assert_eq!(one_row(&mut s, "SELECT 5").as_deref(), Some("5"));
-    assert_eq!(one_row(&mut s, "SELECT CONNECTION_ID()"), id);
+    assert_eq!(raw::one_row(&mut s, "SELECT 5").as_deref(), Some("5"));
+    assert_eq!(raw::one_row(&mut s, "SELECT CONNECTION_ID()"), id);
     assert_eq!(relay.compute_pid(), Some(pid), "thawed, not restarted");
     // The compute answers as soon as it is thawed; the relay reinstalls the route, then
     // counts it running.
@@ -527,13 +520,10 @@ fn a_routed_mariadb_session_in_a_sleep_is_never_frozen_and_parks_after_it() {
     let dir = TempDir::new("kr-park-maria");
     let table = TableGuard::new();
     require_nftables();
-    let datadir = tests::mariadb::install(dir.path());
-    let relay = Relay::start(
+    let relay = tests::mariadb::switch_relay(
         dir.path(),
+        &[],
         RelayOptions {
-            command: Some(tests::mariadb::command(&datadir, &[])),
-            auth: "switch",
-            resume_timeout: "30s",
             idle_pause_after: "2s",
             relay_toml: format!("nftables_table = \"{}\"\n", table.0),
             instance_toml: "route = \"nftables\"\n".into(),
@@ -556,7 +546,7 @@ fn a_routed_mariadb_session_in_a_sleep_is_never_frozen_and_parks_after_it() {
         .unwrap()
         .unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let id = one_row(&mut s, "SELECT CONNECTION_ID()");
+    let id = raw::one_row(&mut s, "SELECT CONNECTION_ID()");
     let pid = relay.compute_pid().unwrap();
 
     raw::write_packet(&mut s, 0, b"\x03SELECT SLEEP(4)").unwrap();
@@ -583,6 +573,6 @@ fn a_routed_mariadb_session_in_a_sleep_is_never_frozen_and_parks_after_it() {
         relay.log()
     );
     assert!(tests::cgroup::frozen(pid));
-    assert_eq!(one_row(&mut s, "SELECT CONNECTION_ID()"), id);
+    assert_eq!(raw::one_row(&mut s, "SELECT CONNECTION_ID()"), id);
     assert_eq!(relay.compute_pid(), Some(pid), "thawed, not restarted");
 }

@@ -234,10 +234,15 @@ fn a_few_sources_cannot_fill_the_cap_for_everyone() {
         pending(&relay),
         relay.log()
     );
-    let stream = raw::connect_from("127.0.0.3".parse().unwrap(), relay.port).unwrap();
-    let mut s = raw::login_on(stream, USER, PASSWORD, None)
-        .unwrap()
-        .unwrap();
+    let mut s = raw::login_from(
+        "127.0.0.3".parse().unwrap(),
+        relay.port,
+        USER,
+        PASSWORD,
+        None,
+    )
+    .unwrap()
+    .unwrap();
     assert_eq!(
         raw::query(&mut s, "SELECT 1").unwrap(),
         Ok(vec![Some("1".into())])

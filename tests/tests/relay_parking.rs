@@ -22,13 +22,6 @@ use tests::cgroup::frozen;
 use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
 use tests::{TempDir, raw};
 
-fn one_row(s: &mut TcpStream, sql: &str) -> Option<String> {
-    match raw::query(s, sql) {
-        Ok(Ok(row)) => row.into_iter().next().flatten(),
-        other => panic!("{sql}: {other:?}"),
-    }
-}
-
 #[track_caller]
 fn wait_state(relay: &Relay, state: &str, within: Duration) {
     assert!(
@@ -76,7 +69,7 @@ fn an_idle_pool_is_parked_on_a_frozen_compute_and_its_next_query_thaws_it() {
         })
         .collect();
     for (i, c) in pool.iter_mut().enumerate() {
-        assert_eq!(one_row(c, &format!("SELECT {i}")), Some(i.to_string()));
+        assert_eq!(raw::one_row(c, &format!("SELECT {i}")), Some(i.to_string()));
     }
     let pid = relay.compute_pid().unwrap();
 
@@ -90,10 +83,10 @@ fn an_idle_pool_is_parked_on_a_frozen_compute_and_its_next_query_thaws_it() {
     for c in &mut pool {
         c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     }
-    assert_eq!(one_row(&mut pool[1], "SELECT 7").as_deref(), Some("7"));
+    assert_eq!(raw::one_row(&mut pool[1], "SELECT 7").as_deref(), Some("7"));
     assert_eq!(relay.compute_pid(), Some(pid));
     assert!(!frozen(pid));
-    assert_eq!(one_row(&mut pool[0], "SELECT 8").as_deref(), Some("8"));
+    assert_eq!(raw::one_row(&mut pool[0], "SELECT 8").as_deref(), Some("8"));
 
     // Quiet again: parked again. The ledger bills the parked time as frozen.
     wait_state(&relay, "frozen", Duration::from_secs(60));
@@ -103,13 +96,16 @@ fn an_idle_pool_is_parked_on_a_frozen_compute_and_its_next_query_thaws_it() {
         .filter(|w| w[0] == "pausing" && w[1] == "frozen")
         .count();
     assert_eq!(parked_twice, 2, "{states:?}");
-    assert_eq!(one_row(&mut pool[0], "SELECT 9").as_deref(), Some("9"));
+    assert_eq!(raw::one_row(&mut pool[0], "SELECT 9").as_deref(), Some("9"));
 
     // A manual pause, not forced, parks idle sessions too.
     let (code, body) = relay.admin("POST", "/v1/instances/demo/pause");
     assert_eq!(code, 200, "{body}");
     wait_state(&relay, "frozen", Duration::from_secs(60));
-    assert_eq!(one_row(&mut pool[1], "SELECT 10").as_deref(), Some("10"));
+    assert_eq!(
+        raw::one_row(&mut pool[1], "SELECT 10").as_deref(),
+        Some("10")
+    );
 
     // A parked connection the client closes is let go at once, the compute still frozen.
     wait_state(&relay, "frozen", Duration::from_secs(60));
@@ -157,7 +153,7 @@ fn a_connection_whose_result_is_still_streaming_keeps_the_instance_running() {
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     assert_eq!(raw::read_large_result(&mut c), raw::LARGE_RESULT_ROWS);
     wait_state(&relay, "frozen", Duration::from_secs(60));
-    assert_eq!(one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
+    assert_eq!(raw::one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
 }
 
 #[test]
@@ -167,7 +163,7 @@ fn pings_and_keepalive_queries_neither_keep_the_instance_running_nor_thaw_it() {
     let mut c = raw::login(relay.port, USER, PASSWORD, None)
         .unwrap()
         .unwrap();
-    assert_eq!(one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
+    assert_eq!(raw::one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     // A pool's keepalive, well inside `idle_pause_after`: each ping is answered, and the
     // instance parks all the same.
@@ -204,7 +200,7 @@ fn pings_and_keepalive_queries_neither_keep_the_instance_running_nor_thaw_it() {
     assert_eq!(answered(), answered_before + 5);
     // The keepalive query the compute answered on this connection before is answered again
     // by the relay, with the compute's own result: still frozen.
-    assert_eq!(one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
+    assert_eq!(raw::one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
     assert_eq!(relay.state(), "frozen");
     assert_eq!(
         wakes(&dir),
@@ -216,7 +212,7 @@ fn pings_and_keepalive_queries_neither_keep_the_instance_running_nor_thaw_it() {
         1.0
     );
     // A query thaws it, on the same session.
-    assert_eq!(one_row(&mut c, "SELECT 2").as_deref(), Some("2"));
+    assert_eq!(raw::one_row(&mut c, "SELECT 2").as_deref(), Some("2"));
     assert_eq!(relay.compute_pid(), Some(pid));
 }
 

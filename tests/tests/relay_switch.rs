@@ -20,14 +20,11 @@ use tests::{TempDir, mariadb, mariadb as cli, python, raw};
 use zeroize::Zeroizing;
 
 fn start(dir: &TempDir, extra: &[&str], proxy_protocol: bool) -> Relay {
-    let datadir = tests::mariadb::install(dir.path());
-    let relay = Relay::start(
+    let relay = tests::mariadb::switch_relay(
         dir.path(),
+        extra,
         RelayOptions {
-            command: Some(tests::mariadb::command(&datadir, extra)),
-            auth: "switch",
             proxy_protocol,
-            resume_timeout: "30s",
             ..RelayOptions::default()
         },
     );

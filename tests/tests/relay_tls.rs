@@ -445,7 +445,6 @@ fn compute_tls_verifies_the_computes_certificate_and_never_falls_back_to_plainte
 fn switch_mode_on_mariadb_uses_tls_on_every_leg_of_both_routes() {
     let dir = TempDir::new("relay-tls-mariadb");
     let certs = Certs::new(dir.path());
-    let datadir = tests::mariadb::install(dir.path());
     // MariaDB serves the relay's certificate on the direct route and requires TLS itself.
     let ssl = [
         format!("--ssl-cert={}", certs.path("good-server.pem")),
@@ -454,12 +453,10 @@ fn switch_mode_on_mariadb_uses_tls_on_every_leg_of_both_routes() {
     ];
     let ssl: Vec<&str> = ssl.iter().map(String::as_str).collect();
     let ca = certs.path("good-ca.pem");
-    let relay = Relay::start(
+    let relay = tests::mariadb::switch_relay(
         dir.path(),
+        &ssl,
         RelayOptions {
-            command: Some(tests::mariadb::command(&datadir, &ssl)),
-            auth: "switch",
-            resume_timeout: "30s",
             instance_toml: format!(
                 "compute_tls = \"verify\"\ncompute_ca = \"{ca}\"\ncompute_tls_name = \"localhost\"\n{}",
                 certs.offer_toml()
