@@ -80,16 +80,24 @@ impl std::fmt::Display for DumpError {
 
 impl std::error::Error for DumpError {}
 
-/// The request for every listening TCP socket of `family` ([`AF_INET`] or [`AF_INET6`]).
-#[must_use]
-pub fn encode_listen_dump_request(family: u8, sequence: u32) -> Vec<u8> {
+/// The `nlmsghdr` of a `SOCK_DIAG_BY_FAMILY` request (whose `inet_diag_req_v2` follows), in a
+/// buffer with room for it.
+fn request_header(flags: u16, sequence: u32) -> Vec<u8> {
     let len = NLMSG_HEADER_LEN + REQUEST_LEN;
     let mut out = Vec::with_capacity(len);
     out.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_ne_bytes());
     out.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-    out.extend_from_slice(&DUMP_REQUEST_FLAGS.to_ne_bytes());
+    out.extend_from_slice(&flags.to_ne_bytes());
     out.extend_from_slice(&sequence.to_ne_bytes());
     out.extend_from_slice(&0u32.to_ne_bytes()); // nlmsg_pid: the kernel
+    out
+}
+
+/// The request for every listening TCP socket of `family` ([`AF_INET`] or [`AF_INET6`]).
+#[must_use]
+pub fn encode_listen_dump_request(family: u8, sequence: u32) -> Vec<u8> {
+    let len = NLMSG_HEADER_LEN + REQUEST_LEN;
+    let mut out = request_header(DUMP_REQUEST_FLAGS, sequence);
     out.extend_from_slice(&[family, IPPROTO_TCP, 0, 0]);
     out.extend_from_slice(&(1u32 << TCP_LISTEN_STATE).to_ne_bytes());
     out.resize(len, 0); // inet_diag_sockid: all zero, i.e. any socket
@@ -206,13 +214,7 @@ pub fn encode_lookup_request(
             IpAddr::V6(v6) => v6.octets(),
         }
     };
-    let len = NLMSG_HEADER_LEN + REQUEST_LEN;
-    let mut out = Vec::with_capacity(len);
-    out.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_ne_bytes());
-    out.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-    out.extend_from_slice(&LOOKUP_REQUEST_FLAGS.to_ne_bytes());
-    out.extend_from_slice(&sequence.to_ne_bytes());
-    out.extend_from_slice(&0u32.to_ne_bytes());
+    let mut out = request_header(LOOKUP_REQUEST_FLAGS, sequence);
     out.extend_from_slice(&[family, IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 0]);
     out.extend_from_slice(&u32::MAX.to_ne_bytes()); // every state
     out.extend_from_slice(&local.port().to_be_bytes());
@@ -318,26 +320,10 @@ fn lookup(
     local: std::net::SocketAddr,
     remote: std::net::SocketAddr,
 ) -> std::io::Result<Option<Established>> {
-    use nix::sys::socket::{
-        AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, recv, sendto,
-        socket,
-    };
+    use nix::sys::socket::{MsgFlags, recv};
     use std::os::fd::AsRawFd as _;
 
-    let fd = socket(
-        AddressFamily::Netlink,
-        SockType::Datagram,
-        SockFlag::SOCK_CLOEXEC,
-        SockProtocol::NetlinkSockDiag,
-    )?;
-    let timeout = nix::sys::time::TimeVal::new(1, 0);
-    nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::ReceiveTimeout, &timeout)?;
-    sendto(
-        fd.as_raw_fd(),
-        &encode_lookup_request(local, remote, 1),
-        &NetlinkAddr::new(0, 0),
-        MsgFlags::empty(),
-    )?;
+    let fd = ask(&encode_lookup_request(local, remote, 1))?;
     let mut buf = vec![0u8; 4096];
     let n = recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty())?;
     parse_lookup_answer(buf.get(..n).unwrap_or_default()).map_err(std::io::Error::other)
@@ -356,16 +342,12 @@ fn u32_at(buf: &[u8], at: usize) -> Option<u32> {
 /// each), not thousands.
 const MAX_ANSWER_BYTES: usize = 4 << 20;
 
-/// Every listening TCP socket of `family`, asked of the kernel. Non-blocking: a dump is
-/// produced while it is read, so an answer that is not there is an error, never a wait.
-///
-/// # Errors
-/// The socket's error (no netlink, a sandbox that forbids it), the kernel's refusal, or an
-/// answer that does not decode or does not end.
-pub fn listening_sockets(family: u8) -> std::io::Result<Vec<Listening>> {
+/// A fresh non-blocking `sock_diag` socket that has sent `request`. The kernel answers while
+/// it handles the send, so the answer is there to read at once (or, for a dump, produced as it
+/// is read): an answer that is not there is an error, never a wait.
+fn ask(request: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
     use nix::sys::socket::{
-        AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, recv, sendto,
-        socket,
+        AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, sendto, socket,
     };
     use std::os::fd::AsRawFd as _;
 
@@ -375,13 +357,25 @@ pub fn listening_sockets(family: u8) -> std::io::Result<Vec<Listening>> {
         SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
         SockProtocol::NetlinkSockDiag,
     )?;
-    let request = encode_listen_dump_request(family, 1);
     sendto(
         fd.as_raw_fd(),
-        &request,
+        request,
         &NetlinkAddr::new(0, 0),
         MsgFlags::empty(),
     )?;
+    Ok(fd)
+}
+
+/// Every listening TCP socket of `family`, asked of the kernel ([`ask`]).
+///
+/// # Errors
+/// The socket's error (no netlink, a sandbox that forbids it), the kernel's refusal, or an
+/// answer that does not decode or does not end.
+pub fn listening_sockets(family: u8) -> std::io::Result<Vec<Listening>> {
+    use nix::sys::socket::{MsgFlags, recv};
+    use std::os::fd::AsRawFd as _;
+
+    let fd = ask(&encode_listen_dump_request(family, 1))?;
     let mut sockets = Vec::new();
     let mut buf = vec![0u8; 32 * 1024];
     let mut read = 0usize;
