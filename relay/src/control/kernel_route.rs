@@ -95,11 +95,13 @@ impl Instance {
         inner.cpu_sample.is_none_or(|(_, working)| working)
     }
 
-    /// The watch over `count`'s sessions, when they are all between commands (as
-    /// [`Instance::count_kernel_connections`] found them when it returned `count`) and their
-    /// sockets can be watched in process `pid`.
+    /// The watch over `count`'s sessions, when they are all between commands and their
+    /// sockets can be watched in process `pid`. They are looked up again here rather than
+    /// read from `kernel_busy`: the count that returned `count` ran while the instance was
+    /// already pausing, when the compute's CPU is not judged and counts as working (the
+    /// decision to pause judged it, while running).
     fn park_routed_sessions(&self, pid: u32, count: &RoutedCount) -> Option<RoutedWatch> {
-        if count.busy > 0 || self.lock().kernel_busy > 0 {
+        if count.busy > 0 || routed_parking::inspect(&count.sessions).busy > 0 {
             return None;
         }
         match RoutedWatch::prepare(pid, &count.sessions) {
