@@ -209,7 +209,7 @@ class Relay:
                     % (self.port, self.compute_port, auth, handshake_timeout,
                        idle_pause_after, route, instance_toml, drv))
         self.log = os.path.join(self.dir, "relay.log")
-        env = dict(os.environ, RUST_LOG="info", NO_COLOR="1", **(env or {}))
+        env = {**os.environ, "RUST_LOG": "info", "NO_COLOR": "1", **(env or {})}
         pre = None
         if nofile:
             pre = lambda: __import__("resource").setrlimit(  # noqa: E731

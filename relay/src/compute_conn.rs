@@ -8,6 +8,8 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -102,6 +104,12 @@ pub trait ComputeConnector: Send + Sync {
     /// [`ConnectError`], which says whether a retry can help.
     fn connect(&self) -> impl Future<Output = Result<Self::Stream, ConnectError>> + Send;
 
+    /// A connection the compute's wake already opened ([`Handover`]), with the bytes already
+    /// read from it; the caller takes it instead of connecting. None by default.
+    fn take_opened(&self) -> Option<(Self::Stream, Vec<u8>)> {
+        None
+    }
+
     /// `compute_tls`: whether TLS is to be started after the compute's greeting.
     fn wants_tls(&self) -> bool {
         false
@@ -133,6 +141,9 @@ pub struct TcpConnector {
     pub on_behalf_of: OnBehalfOf,
     /// `compute_tls`: TLS after the compute's greeting.
     pub tls: Option<ComputeTls>,
+    /// Where the instance's wake leaves the connection it opened; none when connections
+    /// carry a PROXY header (the wake's says it is the relay's own).
+    pub handover: Option<Arc<Handover>>,
 }
 
 impl ComputeConnector for TcpConnector {
@@ -143,6 +154,11 @@ impl ComputeConnector for TcpConnector {
             .await
             .map(ComputeStream::Plain)
             .map_err(ConnectError)
+    }
+
+    fn take_opened(&self) -> Option<(Self::Stream, Vec<u8>)> {
+        let opened = self.handover.as_ref()?.take()?;
+        Some((ComputeStream::Plain(opened.stream), opened.read_ahead))
     }
 
     fn wants_tls(&self) -> bool {
@@ -177,9 +193,110 @@ pub async fn connect(target: ComputeTarget, who: OnBehalfOf) -> io::Result<TcpSt
     Ok(s)
 }
 
+/// A connection to the compute and the bytes already read from it (its greeting, if it came).
+#[derive(Debug)]
+pub struct OpenedConnection {
+    /// The connection (no PROXY header).
+    pub stream: TcpStream,
+    /// What was read from it, in order: the next reader starts with these.
+    pub read_ahead: Vec<u8>,
+}
+
+/// How long a wake's connection waits for a login to take it. The compute's own deadline for a
+/// login on a connection it greeted is longer (MariaDB's `connect_timeout` is 10 s, the
+/// shim's `--handshake-timeout` 10 s by default).
+pub const HANDOVER_TTL: Duration = Duration::from_secs(1);
+
+/// A connection to the compute that its wake opened anyway, handed to the first login after
+/// the wake instead of a connect of its own.
+///
+/// The process driver's readiness probe connects and reads the compute's greeting; a thaw
+/// connects while the compute is still frozen (the kernel completes the handshake), so the
+/// greeting comes with the thaw. Kept, that connection saves the first login a connect and the
+/// compute's first greeting round: 0.2 ms of a 4 ms cold start and of a 1 ms thaw, measured
+/// (BENCHMARKS.md). It is what any login's own connect would have been: the same address, the
+/// greeting still unanswered, its proof of the key (dual mode) checked by the login as usual.
+/// Held for [`HANDOVER_TTL`] at most and dropped when the compute leaves its running phases.
+#[derive(Debug, Default)]
+pub struct Handover {
+    slot: Mutex<Option<(OpenedConnection, tokio::time::Instant)>>,
+}
+
+impl Handover {
+    /// Leaves `opened` for the next login, in place of any earlier one; dropped if no login
+    /// takes it within [`HANDOVER_TTL`].
+    pub fn offer(self: &Arc<Self>, opened: OpenedConnection) {
+        let at = tokio::time::Instant::now();
+        *self.lock() = Some((opened, at));
+        let handover = Arc::clone(self);
+        tokio::spawn(async move {
+            tokio::time::sleep_until(at + HANDOVER_TTL).await;
+            let mut slot = handover.lock();
+            if slot.as_ref().is_some_and(|(_, offered)| *offered == at) {
+                *slot = None;
+            }
+        });
+    }
+
+    /// The connection left by the last wake, if it is still fresh.
+    pub fn take(&self) -> Option<OpenedConnection> {
+        let (opened, at) = self.lock().take()?;
+        (at.elapsed() < HANDOVER_TTL).then_some(opened)
+    }
+
+    /// Drops any connection left (the compute is pausing, frozen or gone).
+    pub fn clear(&self) {
+        self.lock().take();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(OpenedConnection, tokio::time::Instant)>> {
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn opened() -> OpenedConnection {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        OpenedConnection {
+            stream,
+            read_ahead: b"greeting".to_vec(),
+        }
+    }
+
+    /// A wake's connection goes to one login, with what was read from it; not to a second
+    /// one, not after [`HANDOVER_TTL`], not after the compute left its running phases.
+    #[tokio::test(start_paused = true)]
+    async fn a_wakes_connection_goes_to_one_login_while_fresh() {
+        let handover = Arc::new(Handover::default());
+        assert!(handover.take().is_none(), "nothing offered");
+
+        handover.offer(opened().await);
+        let taken = handover.take().expect("the offered connection");
+        assert_eq!(taken.read_ahead, b"greeting");
+        assert!(handover.take().is_none(), "taken once");
+
+        handover.offer(opened().await);
+        tokio::time::sleep(HANDOVER_TTL).await;
+        assert!(handover.take().is_none(), "stale after the TTL");
+
+        // The expiry drops what nobody took, but not a newer offer.
+        handover.offer(opened().await);
+        tokio::time::sleep(HANDOVER_TTL / 2).await;
+        handover.offer(opened().await);
+        tokio::time::sleep(HANDOVER_TTL / 2 + Duration::from_millis(1)).await;
+        assert!(
+            handover.lock().is_some(),
+            "the newer offer outlives the older's expiry"
+        );
+        handover.clear();
+        assert!(handover.take().is_none(), "cleared");
+    }
 
     #[test]
     fn retries_only_what_a_moment_can_fix() {

@@ -47,6 +47,10 @@ pub enum Counter {
     /// `relay_wakes_total{instance, outcome}`: wake attempts (one per spawn, however many
     /// clients waited on it).
     Wakes,
+    /// `relay_compute_connections_total{instance, opened_by}`: the perceptron's connections
+    /// to the compute, by who opened them: `wake` (the wake's own, handed to the first login:
+    /// [`crate::compute_conn::Handover`]) or `login`.
+    ComputeConnections,
 }
 
 /// How a connection on the direct route went (`relay_direct_connections_total{outcome}`).
@@ -195,6 +199,12 @@ struct ClassLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OpenedByLabels {
+    instance: String,
+    opened_by: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ReasonLabels {
     instance: String,
     reason: &'static str,
@@ -340,6 +350,10 @@ metrics! {
         name: "relay_wakes",
         help: "Wake attempts by outcome (one per spawn, however many clients waited)",
     }
+    compute_connections: Family<OpenedByLabels, PromCounter> {
+        name: "relay_compute_connections",
+        help: "The perceptron's connections to the compute, by who opened them (wake, login)",
+    }
     direct: Family<DirectLabels, PromCounter> {
         name: "relay_direct_connections",
         help: "Connections on the direct route by outcome",
@@ -457,6 +471,12 @@ impl Metrics {
                 instance,
                 outcome: value,
             }),
+            Counter::ComputeConnections => {
+                self.compute_connections.get_or_create(&OpenedByLabels {
+                    instance,
+                    opened_by: value,
+                })
+            }
         }
         .inc();
     }

@@ -84,6 +84,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         }
     }
 
+    /// Starts with `bytes` already received from the socket (a connection someone else
+    /// opened and read from: [`crate::compute_conn::Handover`]); they are read first.
+    #[must_use]
+    pub fn with_read_ahead(mut self, bytes: Vec<u8>) -> Self {
+        self.buf = bytes;
+        self
+    }
+
     /// Numbers packets on the wire `offset` higher than the caller does (see the field).
     #[must_use]
     pub const fn with_sequence_offset(mut self, offset: u8) -> Self {

@@ -134,6 +134,13 @@ fn a_pause_freezes_and_a_login_or_a_query_thaws_the_same_compute() {
         .unwrap();
     let pid = relay.compute_pid().unwrap();
     assert!(!frozen(pid));
+    // The wake's readiness probe opened the login's connection to the compute.
+    let opened_by = |who: &str| {
+        relay.metric(&format!(
+            "relay_compute_connections_total{{instance=\"demo\",opened_by=\"{who}\"}}"
+        ))
+    };
+    assert_eq!((opened_by("wake"), opened_by("login")), (1.0, 0.0));
 
     // Paused with a connection open: frozen, not stopped.
     let (code, body) = relay.admin("POST", "/v1/instances/demo/pause?force=true");
@@ -151,6 +158,8 @@ fn a_pause_freezes_and_a_login_or_a_query_thaws_the_same_compute() {
     assert_eq!(relay.state(), "running");
     assert!(!frozen(pid));
     assert_eq!(relay.compute_pid(), Some(pid));
+    // The thaw connected while the compute was still frozen; the login took that connection.
+    assert_eq!((opened_by("wake"), opened_by("login")), (2.0, 0.0));
     assert_eq!(raw::one_row(&mut idle, "SELECT 3").as_deref(), Some("3"));
     assert_eq!(raw::one_row(&mut fresh, "SELECT 4").as_deref(), Some("4"));
     drop(fresh);

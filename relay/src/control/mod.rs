@@ -161,6 +161,10 @@ pub struct Instance {
     connections_changed: tokio::sync::Notify,
     /// How a compute's proof of the key is checked (dual mode); none trusts every greeting.
     proof: std::sync::OnceLock<trust::ProofCheck>,
+    /// The connection the last wake opened, for the first login after it.
+    handover: Arc<crate::compute_conn::Handover>,
+    /// Woken when a relayed login proves the running compute ([`trust`]).
+    proven: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Instance {
@@ -323,7 +327,17 @@ impl Instance {
             fleet: std::sync::OnceLock::new(),
             connections_changed: tokio::sync::Notify::new(),
             proof: std::sync::OnceLock::new(),
+            handover: Arc::default(),
+            proven: tokio::sync::Notify::new(),
         })
+    }
+
+    /// Where a wake leaves the connection it opened to the compute, for the perceptron's
+    /// first login after it; none when compute connections carry a PROXY header (the
+    /// wake's says it is the relay's own, a login's must name its client).
+    #[must_use]
+    pub fn handover(&self) -> Option<Arc<crate::compute_conn::Handover>> {
+        (!self.config.proxy_protocol).then(|| Arc::clone(&self.handover))
     }
 
     /// The current phase.
@@ -512,6 +526,11 @@ impl Instance {
         tracing::info!(instance = %name, "resuming");
         let started = Instant::now();
         let result = self.driver.start(self.config.resume_timeout).await;
+        if let Ok(running) = &result {
+            if let Some(opened) = running.take_opened() {
+                self.handover.offer(opened);
+            }
+        }
         if result.is_ok() {
             // Not trusted where proofs are checked (`trust`) until a greeting or a relayed
             // login proves the key.
@@ -916,6 +935,9 @@ impl Instance {
             inner.kernel_parked = 0;
         }
         inner.state = to;
+        if !matches!(phase, Phase::Running | Phase::Resuming) {
+            self.handover.clear();
+        }
         if matches!(phase, Phase::Paused | Phase::Failed) {
             inner.ccu = None;
             inner.trust = trust::Trust::Unproven;

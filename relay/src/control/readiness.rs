@@ -4,13 +4,14 @@
 use std::time::Duration;
 
 use authplugin::DecodeError;
-use authplugin::packet::HandshakeV10;
+use authplugin::packet::{HandshakeV10, write_packet};
+use tokio::net::TcpStream;
 
-use crate::compute_conn::{self, ComputeTarget, OnBehalfOf};
+use crate::compute_conn::{self, ComputeTarget, OnBehalfOf, OpenedConnection};
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream, ReadError};
 
 /// How long one probe may take once connected.
-const PROBE_READ_TIMEOUT: Duration = Duration::from_millis(500);
+pub const PROBE_READ_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Why a compute is not (yet) ready.
 #[derive(Debug)]
@@ -65,16 +66,43 @@ pub async fn probe_within(
     target: ComputeTarget,
     timeout: Duration,
 ) -> Result<HandshakeV10, ProbeError> {
-    let stream = tokio::time::timeout(timeout, compute_conn::connect(target, OnBehalfOf::Relay))
+    let stream = connect(target, timeout).await?;
+    read_greeting(stream, timeout)
+        .await
+        .map(|(greeting, _)| greeting)
+}
+
+/// A probe's first half: the connect, within `timeout`.
+///
+/// # Errors
+/// [`ProbeError::ConnectTimedOut`], [`ProbeError::Connect`].
+pub async fn connect(target: ComputeTarget, timeout: Duration) -> Result<TcpStream, ProbeError> {
+    tokio::time::timeout(timeout, compute_conn::connect(target, OnBehalfOf::Relay))
         .await
         .map_err(|_| ProbeError::ConnectTimedOut)?
-        .map_err(ProbeError::Connect)?;
+        .map_err(ProbeError::Connect)
+}
+
+/// A probe's second half: the greeting, within `timeout`. The connection comes back with the
+/// greeting's bytes still to be read, for a login to take over ([`compute_conn::Handover`]).
+///
+/// # Errors
+/// [`ProbeError::Read`], [`ProbeError::NotAGreeting`].
+pub async fn read_greeting(
+    stream: TcpStream,
+    timeout: Duration,
+) -> Result<(HandshakeV10, OpenedConnection), ProbeError> {
     let mut ps = PacketStream::new(stream, MAX_LOGIN_PACKET_LEN);
     let packet = ps
         .read_packet_within(timeout)
         .await
         .map_err(ProbeError::Read)?;
-    HandshakeV10::decode(&packet.payload).map_err(ProbeError::NotAGreeting)
+    let greeting = HandshakeV10::decode(&packet.payload).map_err(ProbeError::NotAGreeting)?;
+    let (stream, rest) = ps.into_parts();
+    let mut read_ahead = Vec::with_capacity(4 + packet.payload.len() + rest.len());
+    write_packet(&mut read_ahead, packet.sequence_id, &packet.payload);
+    read_ahead.extend_from_slice(&rest);
+    Ok((greeting, OpenedConnection { stream, read_ahead }))
 }
 
 /// Probes spaced 1 ms apart for this many attempts: a server-shim greets about 1.5 ms after
@@ -116,6 +144,54 @@ mod tests {
         let waits: Vec<u64> = (0..28).map(|n| backoff(n).as_millis() as u64).collect();
         assert_eq!(waits[..20], [1; 20]);
         assert_eq!(waits[20..], [2, 4, 8, 16, 32, 50, 50, 50]);
+    }
+
+    /// A probe's connection keeps the greeting for the login that takes it over: the login
+    /// reads the very packet, then whatever the compute sent after it, in order.
+    #[tokio::test]
+    async fn a_probes_connection_reads_as_if_nobody_had_read_from_it() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let scramble = authplugin::Scramble::generate_timed(&mut rand::rngs::OsRng, 1);
+        let greeting = crate::profile::ComputeProfile::server_shim_default().greeting(7, &scramble);
+        let payload = greeting.to_bytes();
+        let sent = payload.clone();
+        let server = tokio::spawn(async move {
+            let (s, _) = listener.accept().await.unwrap();
+            let mut ps = PacketStream::new(s, 1 << 20);
+            // The greeting and the next packet in one write: both arrive in one read.
+            let mut both = Vec::new();
+            write_packet(&mut both, 0, &sent);
+            write_packet(&mut both, 1, b"after");
+            tokio::io::AsyncWriteExt::write_all(ps.stream_mut(), &both)
+                .await
+                .unwrap();
+            // The login's answer comes back on the same connection.
+            ps.read_packet().await.unwrap()
+        });
+        let target = ComputeTarget {
+            addr,
+            proxy_protocol: false,
+        };
+        let stream = connect(target, PROBE_READ_TIMEOUT).await.unwrap();
+        let (probed, opened) = read_greeting(stream, PROBE_READ_TIMEOUT).await.unwrap();
+        assert_eq!(probed.scramble(), Some(scramble.clone()));
+
+        let mut login = PacketStream::new(opened.stream, MAX_LOGIN_PACKET_LEN)
+            .with_read_ahead(opened.read_ahead);
+        let first = login.read_packet().await.unwrap();
+        assert_eq!((first.sequence_id, first.payload), (0, payload));
+        let second = login.read_packet().await.unwrap();
+        assert_eq!(
+            (second.sequence_id, &second.payload[..]),
+            (1, &b"after"[..])
+        );
+        login.write_packet(2, b"answer").await.unwrap();
+        let answer = server.await.unwrap();
+        assert_eq!(
+            (answer.sequence_id, &answer.payload[..]),
+            (2, &b"answer"[..])
+        );
     }
 
     #[tokio::test]

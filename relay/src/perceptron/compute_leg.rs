@@ -87,8 +87,29 @@ pub async fn start_tls<C: ComputeConnector>(
     })
 }
 
-/// P4: connects to the compute within `timeout`, retrying with backoff while the connect
-/// error says the compute is not listening yet (it may still be starting after the wake).
+/// Who opened a login's connection to the compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenedBy {
+    /// The wake, which handed it over ([`crate::compute_conn::Handover`]).
+    Wake,
+    /// The login itself.
+    Login,
+}
+
+impl OpenedBy {
+    /// The `opened_by` label of `relay_compute_connections_total`.
+    #[must_use]
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::Wake => "wake",
+            Self::Login => "login",
+        }
+    }
+}
+
+/// P4: takes the connection the wake opened, if the connector has one, or connects to the
+/// compute within `timeout`, retrying with backoff while the connect error says the compute
+/// is not listening yet (it may still be starting after the wake).
 ///
 /// # Errors
 /// [`ComputeError::Connect`] for an error a retry cannot fix or the last one before the
@@ -96,13 +117,20 @@ pub async fn start_tls<C: ComputeConnector>(
 pub async fn connect<C: ComputeConnector>(
     connector: &C,
     timeout: Duration,
-) -> Result<PacketStream<C::Stream>, ComputeError> {
+) -> Result<(PacketStream<C::Stream>, OpenedBy), ComputeError> {
+    if let Some((stream, read_ahead)) = connector.take_opened() {
+        let stream = PacketStream::new(stream, MAX_LOGIN_PACKET_LEN)
+            .with_write_timeout(timeout)
+            .with_read_ahead(read_ahead);
+        return Ok((stream, OpenedBy::Wake));
+    }
     let deadline = tokio::time::Instant::now() + timeout;
     let mut attempt = 0;
     loop {
         let error = match tokio::time::timeout_at(deadline, connector.connect()).await {
             Ok(Ok(s)) => {
-                return Ok(PacketStream::new(s, MAX_LOGIN_PACKET_LEN).with_write_timeout(timeout));
+                let stream = PacketStream::new(s, MAX_LOGIN_PACKET_LEN).with_write_timeout(timeout);
+                return Ok((stream, OpenedBy::Login));
             }
             Ok(Err(e)) => ComputeError::Connect(e),
             Err(_) => return Err(ComputeError::Timeout(ComputeStep::Connect)),

@@ -98,6 +98,7 @@ pub async fn handle(
             listen: client.local_addr().unwrap_or(cfg.listen),
         },
         tls: rt.compute_tls.clone(),
+        handover: rt.instance.handover(),
     };
     let mut client = PacketStream::new(ClientStream::Plain(client), MAX_LOGIN_PACKET_LEN)
         .with_write_timeout(cfg.handshake_timeout);
@@ -303,7 +304,9 @@ where
     let report = wake(rt).await?;
 
     let t1 = Instant::now();
-    let stream = compute_leg::connect(connector, cfg.compute_timeout).await?;
+    let (stream, opened_by) = compute_leg::connect(connector, cfg.compute_timeout).await?;
+    rt.metrics
+        .inc(Counter::ComputeConnections, &cfg.name, opened_by.label());
     let mut compute = compute_leg::read_greeting(stream, cfg.compute_timeout).await?;
     // In dual mode the profile is learnt only from a compute that proved it holds the key: a
     // squatter's greeting must not become what every later client is greeted with.

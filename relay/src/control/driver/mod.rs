@@ -168,6 +168,12 @@ pub trait RunningCompute: Send + Sync {
     fn pid(&self) -> Option<u32> {
         None
     }
+
+    /// The connection the start's readiness probe opened and read the greeting from, once,
+    /// for the first login ([`crate::compute_conn::Handover`]).
+    fn take_opened(&self) -> Option<crate::compute_conn::OpenedConnection> {
+        None
+    }
 }
 
 /// Resolves with the exit description once `exited` holds one (`if_closed` when the watcher is

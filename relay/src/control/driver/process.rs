@@ -22,7 +22,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, PoisonError};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
@@ -93,6 +93,8 @@ struct ProcessCompute {
     /// into a cgroup costs milliseconds on cgroup v1 (7 ms measured, the cpu hierarchy's
     /// migration), which would double a cold start if paid on the wake's path.
     lazy: Option<CgroupPlan>,
+    /// The readiness probe's connection, for the first login ([`RunningCompute::take_opened`]).
+    opened: std::sync::Mutex<Option<crate::compute_conn::OpenedConnection>>,
 }
 
 impl Driver for ProcessDriver {
@@ -115,16 +117,18 @@ impl Driver for ProcessDriver {
                     child.kill_now().await;
                     return Err(WakeError::Timeout(timeout));
                 }
-                match tokio::time::timeout_at(deadline, readiness::probe(self.compute)).await {
-                    Ok(Ok(_greeting))
-                        if listener_owner::owned_by(child.pid, self.compute.addr)
-                            == Some(false) =>
-                    {
+                match tokio::time::timeout_at(deadline, self.probe(child.pid)).await {
+                    Ok(Ok((opened, Some(false)))) => {
+                        drop(opened);
                         // Someone else greets on the compute's address: never hand it a login.
                         tracing::warn!(instance = %self.instance, pid = child.pid, addr = %self.compute.addr, "another process listens on the compute address; waiting for the compute's own listener");
                     }
-                    Ok(Ok(_greeting)) => {
+                    Ok(Ok((opened, _))) => {
                         tracing::info!(instance = %self.instance, pid = child.pid, "compute ready");
+                        if !self.compute.proxy_protocol {
+                            *child.opened.lock().unwrap_or_else(PoisonError::into_inner) =
+                                Some(opened);
+                        }
                         return Ok(Box::new(child) as Box<dyn RunningCompute>);
                     }
                     Ok(Err(why)) => {
@@ -202,6 +206,23 @@ impl Driver for ProcessDriver {
 }
 
 impl ProcessDriver {
+    /// One readiness probe of the child `pid`: its greeting, and whether the socket listening
+    /// on the compute address is the child's ([`listener_owner`]; `None`: `/proc` cannot
+    /// tell). The owner is looked up while the greeting is on its way: the connect succeeded,
+    /// so the listener exists, and the look (0.2 ms of `/proc`) no longer adds to the wake.
+    async fn probe(
+        &self,
+        pid: u32,
+    ) -> Result<(crate::compute_conn::OpenedConnection, Option<bool>), readiness::ProbeError> {
+        let timeout = readiness::PROBE_READ_TIMEOUT;
+        let stream = readiness::connect(self.compute, timeout).await?;
+        let greeting = readiness::read_greeting(stream, timeout);
+        let owner = async { listener_owner::owned_by(pid, self.compute.addr) };
+        // The greeting is polled first, so its read is armed before `/proc` is read.
+        let (greeted, owner) = tokio::join!(greeting, owner);
+        greeted.map(|(_, opened)| (opened, owner))
+    }
+
     /// A compute of a previous relay, watched by polling its pid; its cgroup is reattached.
     fn adopted(&self, pid: u32) -> Box<dyn RunningCompute> {
         let cell = Arc::new(OnceLock::new());
@@ -232,6 +253,7 @@ impl ProcessDriver {
             instance: self.instance.clone(),
             cgroup: cell,
             lazy,
+            opened: std::sync::Mutex::new(None),
         })
     }
 
@@ -359,6 +381,7 @@ impl ProcessDriver {
             instance: self.instance.clone(),
             cgroup: cell,
             lazy: self.cgroup.clone().filter(|plan| !plan.required),
+            opened: std::sync::Mutex::new(None),
         })
     }
 }
@@ -468,6 +491,13 @@ impl RunningCompute for ProcessCompute {
 
     fn pid(&self) -> Option<u32> {
         Some(self.pid)
+    }
+
+    fn take_opened(&self) -> Option<crate::compute_conn::OpenedConnection> {
+        self.opened
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 }
 
