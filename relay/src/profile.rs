@@ -55,7 +55,9 @@ impl ComputeProfile {
                 | CLIENT_CONNECT_WITH_DB
                 | CLIENT_DEPRECATE_EOF,
             character_set: 0x21,
-            status_flags: 0,
+            // SERVER_STATUS_AUTOCOMMIT, as server-shim's greeting says (a session starts in
+            // autocommit mode; drivers that read "off" here never turn it off themselves).
+            status_flags: 0x0002,
             reserved: [0; 10],
         }
     }

@@ -215,6 +215,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             )),
         };
         let status = self.session.status();
+        self.shared.set_status(status.bits());
         write_reply(results, result, status).await
     }
 
@@ -237,6 +238,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             debug!(conn_id = self.conn_id, code = e.code(), "statement failed");
         }
         let status = self.session.status();
+        self.shared.set_status(status.bits());
         write_reply(results, result, status).await
     }
 

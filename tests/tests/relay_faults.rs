@@ -28,8 +28,9 @@ use tests::{TempDir, bin_path, mariadb, raw};
 /// greeting in hex, a file to write its pid to. Modes:
 /// - `die-on-login`: greets every connection; exits as soon as one sends it anything (the
 ///   relay's login), so it dies in the middle of the relayed login.
-/// - `silent-after-first`: greets the first connection only (the driver's readiness probe);
-///   every later one is accepted and never hears a byte.
+/// - `silent-after-first`: greets the first connection only (the driver's readiness probe,
+///   whose connection the relay hands to the first login) and never says another word on
+///   it; every later one is accepted and never hears a byte.
 const FAKE_COMPUTE: &str = r#"
 import os, socket, sys
 port, mode, greeting_file, pid_file = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
@@ -49,6 +50,9 @@ while True:
         continue
     c.sendall(greeting)
     greeted += 1
+    if mode == "silent-after-first":
+        held.append(c)
+        continue
     if mode == "die-on-login":
         c.settimeout(5)
         try:
@@ -221,7 +225,8 @@ fn a_compute_killed_mid_session_ends_the_session_and_marks_the_instance_failed()
     assert_ne!(relay.compute_pid(), Some(pid));
 }
 
-/// A compute that greets its readiness probe and then accepts connections without a word:
+/// A compute that greets its readiness probe and then says nothing more, on that connection
+/// (which carries the first login) or any other:
 /// the client gets ERR 1053 once `compute_timeout` has passed (no hang), the relay stops the
 /// mute compute and marks the instance failed (it would otherwise hold every later client,
 /// which takes the direct route to it, until the idle pause), and the next login works.

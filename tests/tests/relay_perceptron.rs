@@ -274,3 +274,46 @@ fn mysql_connector_logs_in_and_change_user_gets_a_clear_error() {
         1.0
     );
 }
+
+/// Before: the shim's greeting and login OK said autocommit was off, so PyMySQL (and
+/// mysqlclient) never sent `SET autocommit=0`, every statement committed on its own and
+/// `rollback()` silently kept the row (SQLAlchemy's `Session.rollback()` too). The first
+/// connection is relayed by the perceptron (the instance is paused), the later ones take the
+/// direct route.
+#[test]
+fn pymysql_and_sqlalchemy_rollbacks_are_kept_on_both_routes() {
+    let dir = TempDir::new("relay-rollback");
+    let relay = Relay::start(dir.path(), RelayOptions::default());
+    let out = tests::python(
+        relay.port,
+        &format!(
+            "import os, pymysql, urllib.parse\n\
+             from sqlalchemy import create_engine, text\n\
+             port = int(os.environ['PORT'])\n\
+             def conn(db=None): return pymysql.connect(host='127.0.0.1', port=port, user='{USER}', password='{PASSWORD}', database=db)\n\
+             c = conn(); cur = c.cursor()\n\
+             cur.execute('CREATE DATABASE rb'); cur.execute('USE rb'); cur.execute('CREATE TABLE t (id INT)'); c.commit()\n\
+             print('autocommit', c.get_autocommit())\n\
+             cur.execute('INSERT INTO t VALUES (1)'); c.rollback()\n\
+             cur.execute('INSERT INTO t VALUES (2)'); c.commit()\n\
+             def ids():\n    o = conn('rb'); k = o.cursor(); k.execute('SELECT id FROM t ORDER BY id'); return [r[0] for r in k.fetchall()]\n\
+             print('pymysql', ids())\n\
+             e = create_engine('mysql+pymysql://{USER}:%s@127.0.0.1:%d/rb' % (urllib.parse.quote_plus('{PASSWORD}'), port))\n\
+             with e.connect() as x:\n    x.execute(text('INSERT INTO t VALUES (3)')); x.rollback()\n    x.execute(text('INSERT INTO t VALUES (4)')); x.commit()\n\
+             print('sqlalchemy', ids())\n"
+        ),
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        out.stdout,
+        "autocommit False\npymysql [2]\nsqlalchemy [2, 4]\n",
+        "{}\n{}",
+        out.stderr,
+        relay.log()
+    );
+    assert_eq!(
+        relay.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}"),
+        1.0,
+        "the first connection was relayed"
+    );
+}

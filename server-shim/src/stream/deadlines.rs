@@ -159,7 +159,13 @@ mod tests {
         let (server, _client) = tokio::io::duplex(8);
         let shared = Arc::new(ConnShared::default());
         let mut writer = AuthWriter::new(server, shared, T);
-        let err = writer.write_all(&[0u8; 64]).await.unwrap_err();
+        // The first packet (the greeting) is collected whole before it is sent: the stall
+        // shows at the latest when it is flushed.
+        let written = async {
+            writer.write_all(&[0u8; 64]).await?;
+            writer.flush().await
+        };
+        let err = written.await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
     }
 }

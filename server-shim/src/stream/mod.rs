@@ -15,6 +15,8 @@
 //!   as the end, so the writer sends a short EOF instead;
 //! - [`unsupported`]: commands opensrv does not implement get OK, so the writer sends ERR
 //!   1047 instead;
+//! - [`status_flags`]: opensrv's own greeting and OKs say autocommit is off, so the writer
+//!   gives them the session's status flags;
 //! - [`deadlines`]: opensrv waits for the client forever, so both halves have deadlines.
 //!
 //! When the server shuts down, a read that waits for the next command sees end-of-stream, so
@@ -28,6 +30,7 @@ mod field_list;
 mod login_err;
 mod login_tee;
 mod one_packet_per_read;
+mod status_flags;
 mod unsupported;
 
 use std::io;
@@ -67,6 +70,13 @@ struct SharedState {
     /// The client sent a command opensrv does not implement (it would answer OK without
     /// doing anything); its reply is replaced by an ERR (see [`unsupported`]).
     unsupported_pending: Option<u8>,
+    /// The greeting has been written (the first packet; see [`status_flags`]).
+    greeted: bool,
+    /// The next packet is an OK of opensrv's own, to be given the session's status flags
+    /// (see [`status_flags`]).
+    status_pending: bool,
+    /// The session's status flags, as its last statement left them.
+    status: Option<u16>,
 }
 
 impl ConnShared {
@@ -91,9 +101,19 @@ impl ConnShared {
         self.state().deny = Some(err_payload);
     }
 
-    /// Marks the login as done: reads switch from the handshake deadline to the idle one.
+    /// Marks the login as done: reads switch from the handshake deadline to the idle one,
+    /// and the login's OK gets the session's status flags.
     pub fn mark_authenticated(&self) {
-        self.state().authenticated = true;
+        let mut state = self.state();
+        state.authenticated = true;
+        state.greeted = true;
+        state.status_pending = true;
+    }
+
+    /// The session's status flags after its last statement, for the OKs opensrv writes on
+    /// its own (see [`status_flags`]).
+    pub fn set_status(&self, flags: u16) {
+        self.state().status = Some(flags);
     }
 
     fn authenticated(&self) -> bool {
@@ -117,8 +137,17 @@ impl ConnShared {
     /// The rewrite the reply now being written needs, if any (each is taken once).
     fn take_reply_rewrite(&self) -> Option<ReplyRewrite> {
         let mut state = self.state();
+        let status = state
+            .status
+            .unwrap_or(status_flags::SERVER_STATUS_AUTOCOMMIT);
+        if !std::mem::replace(&mut state.greeted, true) {
+            return Some(ReplyRewrite::GreetingStatus(status));
+        }
         if std::mem::take(&mut state.field_list_pending) {
             return Some(ReplyRewrite::FieldList);
+        }
+        if std::mem::take(&mut state.status_pending) {
+            return Some(ReplyRewrite::OkStatus(status));
         }
         let command = state.unsupported_pending.take()?;
         Some(ReplyRewrite::Unsupported(
@@ -173,6 +202,8 @@ impl<R> AuthReader<R> {
                 let mut state = self.shared.state();
                 if command == field_list::COM_FIELD_LIST {
                     state.field_list_pending = true;
+                } else if status_flags::answered_with_opensrvs_ok(command) {
+                    state.status_pending = true;
                 } else if !unsupported::opensrv_handles(command) {
                     state.unsupported_pending = Some(command);
                 }
@@ -232,14 +263,20 @@ enum ReplyRewrite {
     /// The OK to a command opensrv does not implement: this ERR payload instead (see
     /// [`unsupported`]).
     Unsupported(Vec<u8>),
+    /// The greeting, with these status flags (see [`status_flags`]).
+    GreetingStatus(u16),
+    /// An OK of opensrv's own, with these status flags (see [`status_flags`]).
+    OkStatus(u16),
 }
 
 impl ReplyRewrite {
     /// The payload to send in place of opensrv's `payload`; `None` to send it as it is.
-    fn replacement(&self, payload: &[u8]) -> Option<&[u8]> {
+    fn replacement(&self, payload: &[u8]) -> Option<Vec<u8>> {
         match self {
-            Self::FieldList => field_list::fixed_reply(payload),
-            Self::Unsupported(err) => Some(err),
+            Self::FieldList => field_list::fixed_reply(payload).map(<[u8]>::to_vec),
+            Self::Unsupported(err) => Some(err.clone()),
+            Self::GreetingStatus(status) => status_flags::greeting_with_status(payload, *status),
+            Self::OkStatus(status) => status_flags::ok_with_status(payload, *status),
         }
     }
 }
@@ -297,7 +334,11 @@ impl<W> AuthWriter<W> {
                 if let Ok(Some((p, used))) = parse_packet(packet, MAX_REWRITTEN_REPLY) {
                     match rewrite.replacement(&p.payload) {
                         Some(payload) => {
-                            authplugin::packet::write_packet(&mut self.out, p.sequence_id, payload);
+                            authplugin::packet::write_packet(
+                                &mut self.out,
+                                p.sequence_id,
+                                &payload,
+                            );
                         }
                         None => self
                             .out
