@@ -210,13 +210,13 @@ pub const HANDOVER_TTL: Duration = Duration::from_secs(1);
 /// A connection to the compute that its wake opened anyway, handed to the first login after
 /// the wake instead of a connect of its own.
 ///
-/// The process driver's readiness probe connects and reads the compute's greeting; a thaw
-/// connects while the compute is still frozen (the kernel completes the handshake), so the
-/// greeting comes with the thaw. Kept, that connection saves the first login a connect and the
-/// compute's first greeting round: 0.2 ms of a 4 ms cold start and of a 1 ms thaw, measured
-/// (BENCHMARKS.md). It is what any login's own connect would have been: the same address, the
+/// The process driver's readiness probe connects and reads the compute's greeting. Kept, that
+/// connection saves the first login a connect and the compute's first greeting round (the
+/// slowest of its life, its code not yet paged in): 0.1–0.2 ms of a 4 ms cold start, measured
+/// (BENCHMARKS.md). It is what the login's own connect would have been: the same address, the
 /// greeting still unanswered, its proof of the key (dual mode) checked by the login as usual.
 /// Held for [`HANDOVER_TTL`] at most and dropped when the compute leaves its running phases.
+/// (A thaw needs none: the login connects during the thaw itself, see `perceptron::run`.)
 #[derive(Debug, Default)]
 pub struct Handover {
     slot: Mutex<Option<(OpenedConnection, tokio::time::Instant)>>,

@@ -8,12 +8,7 @@ use tokio::sync::watch;
 
 use super::driver::{RunningCompute, WakeError};
 use super::{Instance, Phase, State, WakeOutcome};
-use crate::compute_conn::{self, ComputeTarget, OnBehalfOf, OpenedConnection};
 use crate::metrics::Counter;
-
-/// How long a thaw waits for its early connect to the compute (microseconds on a host whose
-/// kernel answers for the frozen compute); past it the thaw goes on without it.
-const EARLY_CONNECT: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl Instance {
     /// For the pump, with `stop_after`: a callback that thaws the compute when a client sends
@@ -44,29 +39,10 @@ impl Instance {
     ) {
         let name = self.config.name.clone();
         let started = Instant::now();
-        // The login that asked for the thaw needs a connection to the compute: opened now,
-        // while the compute is still frozen (the kernel completes the handshake), it has the
-        // greeting as soon as the compute runs ([`crate::compute_conn::Handover`]).
-        let early = async {
-            let target = ComputeTarget::of(&self.config);
-            let connect = compute_conn::connect(target, OnBehalfOf::Relay);
-            match self.handover() {
-                Some(_) => tokio::time::timeout(EARLY_CONNECT, connect)
-                    .await
-                    .ok()?
-                    .ok(),
-                None => None,
-            }
-        };
-        let (early, thawed) = tokio::join!(early, frozen.thaw());
+        let thawed = frozen.thaw().await;
         if let Err(e) = &thawed {
             tracing::warn!(instance = %name, error = %e, "cannot thaw the compute; stopping it");
             frozen.stop().await;
-        } else if let Some(stream) = early {
-            self.handover.offer(OpenedConnection {
-                stream,
-                read_ahead: Vec::new(),
-            });
         }
         if thawed.is_ok() {
             // As for a fresh compute: routed before it counts as running.

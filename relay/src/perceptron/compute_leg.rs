@@ -145,6 +145,19 @@ pub async fn connect<C: ComputeConnector>(
     }
 }
 
+/// One connect attempt within `timeout`, none on failure: a login opening its connection to
+/// a frozen compute while the compute thaws (the kernel completes the handshake for it).
+pub async fn connect_once<C: ComputeConnector>(
+    connector: &C,
+    timeout: Duration,
+) -> Option<PacketStream<C::Stream>> {
+    let stream = tokio::time::timeout(timeout, connector.connect())
+        .await
+        .ok()?
+        .ok()?;
+    Some(PacketStream::new(stream, MAX_LOGIN_PACKET_LEN).with_write_timeout(timeout))
+}
+
 /// P5: reads the compute's greeting and its scramble B. The caller learns the compute's
 /// profile from [`GreetedCompute::greeting`] before anything else can fail.
 ///

@@ -77,6 +77,10 @@ pub struct Timings {
     pub was_running: bool,
 }
 
+/// How long a login waits for its connect to a frozen compute made during the thaw; past
+/// it, it connects again once the compute runs.
+const EARLY_CONNECT: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Handles one client connection on the perceptron route, from greeting to the end of the
 /// byte pump. Logs exactly one line when it ends and counts the outcome. `pending` holds the
 /// connection's pre-login slot until its login has been admitted by the budgets.
@@ -301,10 +305,21 @@ where
     // health checks never hold an instance awake.
     let held = rt.instance.hold(Route::Perceptron);
 
-    let report = wake(rt).await?;
+    // A frozen compute's kernel completes a connect while the compute is still frozen: the
+    // login's connection is opened during the thaw, and the greeting is there once it runs.
+    let (report, early) = if rt.instance.phase() == Phase::Frozen {
+        let connect = compute_leg::connect_once(connector, EARLY_CONNECT);
+        let (report, early) = tokio::join!(wake(rt), connect);
+        (report?, early)
+    } else {
+        (wake(rt).await?, None)
+    };
 
     let t1 = Instant::now();
-    let (stream, opened_by) = compute_leg::connect(connector, cfg.compute_timeout).await?;
+    let (stream, opened_by) = match early {
+        Some(stream) => (stream, compute_leg::OpenedBy::Login),
+        None => compute_leg::connect(connector, cfg.compute_timeout).await?,
+    };
     rt.metrics
         .inc(Counter::ComputeConnections, &cfg.name, opened_by.label());
     let mut compute = compute_leg::read_greeting(stream, cfg.compute_timeout).await?;
