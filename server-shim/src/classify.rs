@@ -17,6 +17,15 @@ use crate::engine::{Cell, parse_one};
 use crate::mysql_dialect::Mysql;
 use crate::sql_error::SqlError;
 
+/// A table a statement names, with the database it was qualified by (`db.t`), if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRef {
+    /// `db` of `db.t`; the session's current database otherwise.
+    pub database: Option<String>,
+    /// The table.
+    pub table: String,
+}
+
 /// What a statement is, as far as the session layer cares.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Statement {
@@ -32,7 +41,7 @@ pub enum Statement {
     /// `SHOW [FULL] COLUMNS FROM t`, `DESCRIBE t`.
     ShowColumns {
         /// The table.
-        table: String,
+        table: TableRef,
         /// `FULL`: adds collation, privileges and comment.
         full: bool,
     },
@@ -44,12 +53,12 @@ pub enum Statement {
     /// `SHOW CREATE TABLE t`.
     ShowCreateTable {
         /// The table.
-        table: String,
+        table: TableRef,
     },
     /// `SHOW INDEX|INDEXES|KEYS FROM t`.
     ShowIndex {
         /// The table.
-        table: String,
+        table: TableRef,
     },
     /// `SHOW [SESSION|GLOBAL] VARIABLES [LIKE 'pattern']`.
     ShowVariables {
@@ -261,6 +270,23 @@ impl Cursor {
         }
     }
 
+    /// A table, maybe qualified by its database: `t`, `db.t`, `` `db`.`t` ``.
+    fn table_ref(&mut self) -> Option<TableRef> {
+        let first = self.name()?;
+        if matches!(self.peek(), Some(Token::Period)) {
+            self.next();
+            let table = self.name()?;
+            return Some(TableRef {
+                database: Some(first),
+                table,
+            });
+        }
+        Some(TableRef {
+            database: None,
+            table: first,
+        })
+    }
+
     /// An account: `'u'`, `u`, `'u'@'h'`, `u@h`; the host is ignored.
     fn account(&mut self) -> Option<String> {
         let name = self.name()?;
@@ -333,7 +359,7 @@ pub fn classify(sql: &str) -> Result<Statement, SqlError> {
             if matches!(c.peek(), Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("select")) {
                 return Err(SqlError::not_supported("EXPLAIN"));
             }
-            let table = c.name().ok_or_else(|| bad("DESCRIBE needs a table"))?;
+            let table = c.table_ref().ok_or_else(|| bad("DESCRIBE needs a table"))?;
             Ok(Statement::ShowColumns { table, full: false })
         }
         "create" => {
@@ -491,7 +517,12 @@ fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
             if !(c.keyword("from") || c.keyword("in")) {
                 return Err(bad("SHOW COLUMNS needs FROM <table>"));
             }
-            let table = c.name().ok_or_else(|| bad("SHOW COLUMNS needs a table"))?;
+            let mut table = c
+                .table_ref()
+                .ok_or_else(|| bad("SHOW COLUMNS needs a table"))?;
+            if c.keyword("from") || c.keyword("in") {
+                table.database = Some(c.name().ok_or_else(|| bad("FROM needs a database"))?);
+            }
             Ok(Statement::ShowColumns { table, full })
         }
         "table" => {
@@ -510,7 +541,7 @@ fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
                 return Err(SqlError::not_supported("SHOW CREATE other than TABLE"));
             }
             let table = c
-                .name()
+                .table_ref()
                 .ok_or_else(|| bad("SHOW CREATE TABLE needs a table"))?;
             Ok(Statement::ShowCreateTable { table })
         }
@@ -518,7 +549,12 @@ fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
             if !(c.keyword("from") || c.keyword("in")) {
                 return Err(bad("SHOW INDEX needs FROM <table>"));
             }
-            let table = c.name().ok_or_else(|| bad("SHOW INDEX needs a table"))?;
+            let mut table = c
+                .table_ref()
+                .ok_or_else(|| bad("SHOW INDEX needs a table"))?;
+            if c.keyword("from") || c.keyword("in") {
+                table.database = Some(c.name().ok_or_else(|| bad("FROM needs a database"))?);
+            }
             Ok(Statement::ShowIndex { table })
         }
         "variables" => {
@@ -727,11 +763,42 @@ mod tests {
                 if_exists: true
             }
         );
+        let table = |database: Option<&str>, table: &str| TableRef {
+            database: database.map(str::to_owned),
+            table: table.to_owned(),
+        };
         assert_eq!(
             ok("describe t"),
             Statement::ShowColumns {
-                table: "t".into(),
+                table: table(None, "t"),
                 full: false
+            }
+        );
+        // Alembic's `DESCRIBE app.alembic_version` was read as table `app`.
+        assert_eq!(
+            ok("DESCRIBE `app`.`alembic_version`"),
+            Statement::ShowColumns {
+                table: table(Some("app"), "alembic_version"),
+                full: false
+            }
+        );
+        assert_eq!(
+            ok("SHOW FULL COLUMNS FROM t FROM app"),
+            Statement::ShowColumns {
+                table: table(Some("app"), "t"),
+                full: true
+            }
+        );
+        assert_eq!(
+            ok("SHOW CREATE TABLE world.city"),
+            Statement::ShowCreateTable {
+                table: table(Some("world"), "city")
+            }
+        );
+        assert_eq!(
+            ok("SHOW INDEX FROM city IN world"),
+            Statement::ShowIndex {
+                table: table(Some("world"), "city")
             }
         );
     }

@@ -9,7 +9,7 @@
 //! one of an `autocommit=0` session, which starts at its first write) holds the lock until
 //! COMMIT or ROLLBACK; a session that ends with a transaction open rolls it back.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use authplugin::Credential;
@@ -82,6 +82,8 @@ pub struct Session {
     scratch: Option<std::sync::Mutex<Box<dyn Executor>>>,
     prepared: HashMap<u32, Prepared>,
     next_statement_id: u32,
+    /// System variables the session set to a plain value ([`variables::assigned`]).
+    variables: BTreeMap<String, Cell>,
 }
 
 /// Lends `guard` to a blocking thread to run `f` on the database's executor (opening its
@@ -130,6 +132,7 @@ impl Session {
             scratch: None,
             prepared: HashMap::new(),
             next_statement_id: 1,
+            variables: BTreeMap::new(),
         }
     }
 
@@ -150,9 +153,10 @@ impl Session {
         status_flags(self.autocommit, self.txn.is_some() || self.txn_pending)
     }
 
-    fn vars(&self) -> SessionVars {
+    fn vars(&self) -> SessionVars<'_> {
         SessionVars {
             autocommit: self.autocommit,
+            set: &self.variables,
         }
     }
 
@@ -535,7 +539,11 @@ impl Session {
                 self.autocommit = on;
             }
             // Everything else (character sets, sql_mode, time zone, user variables) is
-            // accepted and has no effect: the shim has one behaviour for each.
+            // accepted and has no effect: the shim has one behaviour for each. A known
+            // variable set to a plain value reads back as set (ORMs check `sql_mode`).
+            else if let Some(value) = variables::assigned(&name, &value) {
+                self.variables.insert(name, value);
+            }
         }
         Ok(ok(0))
     }

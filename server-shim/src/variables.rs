@@ -1,6 +1,9 @@
 //! The system variables the shim reports (`SELECT @@x`, `SHOW VARIABLES`): what MySQL clients
 //! and drivers ask for while connecting. Values mimic a MySQL 8.0 server in its defaults;
-//! `autocommit` follows the session.
+//! `autocommit` follows the session, and a variable the session `SET` to a plain value reads
+//! back as set (`sql_mode`, `time_zone`, ...), though the shim keeps one behaviour for each.
+
+use std::collections::BTreeMap;
 
 use crate::engine::Cell;
 
@@ -35,6 +38,7 @@ const FIXED: &[(&str, Fixed)] = &[
     ("performance_schema", Fixed::Int(0)),
     ("query_cache_size", Fixed::Int(0)),
     ("query_cache_type", Fixed::Text("OFF")),
+    ("sql_auto_is_null", Fixed::Int(0)),
     ("sql_mode", Fixed::Text("")),
     ("system_time_zone", Fixed::Text("UTC")),
     ("time_zone", Fixed::Text("+00:00")),
@@ -57,36 +61,64 @@ enum Fixed {
 
 /// The session-dependent inputs.
 #[derive(Debug, Clone, Copy)]
-pub struct SessionVars {
+pub struct SessionVars<'a> {
     /// `@@autocommit`.
     pub autocommit: bool,
+    /// What the session `SET`, by lower-case name ([`assigned`]).
+    pub set: &'a BTreeMap<String, Cell>,
 }
 
 /// The value of system variable `name` (case-insensitive), or `None` if unknown.
 #[must_use]
-pub fn lookup(name: &str, session: SessionVars) -> Option<Cell> {
+pub fn lookup(name: &str, session: SessionVars<'_>) -> Option<Cell> {
     let lower = name.to_ascii_lowercase();
     if lower == "autocommit" {
         return Some(Cell::Int(i64::from(session.autocommit)));
     }
-    FIXED
-        .iter()
-        .find(|(n, _)| *n == lower)
-        .map(|(_, v)| match v {
-            Fixed::Int(i) => Cell::Int(*i),
-            Fixed::Text(t) => Cell::Text((*t).to_owned()),
-        })
+    if let Some(value) = session.set.get(&lower) {
+        return Some(value.clone());
+    }
+    fixed(&lower).map(|v| match v {
+        Fixed::Int(i) => Cell::Int(i),
+        Fixed::Text(t) => Cell::Text(t.to_owned()),
+    })
+}
+
+fn fixed(lower: &str) -> Option<Fixed> {
+    FIXED.iter().find(|(n, _)| *n == lower).map(|(_, v)| *v)
+}
+
+/// What a session keeps for `SET name = value` (`value` as the statement wrote it, quotes
+/// removed): the value, typed as the variable is, when `name` is a known variable and `value`
+/// a plain one. `None` for the rest, which is accepted and changes nothing: an unknown
+/// variable, or an expression (`CONCAT(@@sql_mode, ...)`) the shim does not evaluate.
+#[must_use]
+pub fn assigned(name: &str, value: &str) -> Option<Cell> {
+    if name == "autocommit" || value.contains(['(', '@']) {
+        return None;
+    }
+    Some(match fixed(name)? {
+        Fixed::Int(_) => Cell::Int(match value.to_ascii_lowercase().as_str() {
+            "on" | "true" => 1,
+            "off" | "false" => 0,
+            number => number.parse().ok()?,
+        }),
+        Fixed::Text(_) if value.eq_ignore_ascii_case("default") => return None,
+        Fixed::Text(_) => Cell::Text(value.to_owned()),
+    })
 }
 
 /// Every variable as `(name, value as text)`, sorted by name, for `SHOW VARIABLES`.
 #[must_use]
-pub fn all(session: SessionVars) -> Vec<(String, String)> {
+pub fn all(session: SessionVars<'_>) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = FIXED
         .iter()
         .map(|(n, v)| {
-            let text = match v {
-                Fixed::Int(i) => i.to_string(),
-                Fixed::Text(t) => (*t).to_owned(),
+            let text = match (session.set.get(*n), v) {
+                (Some(Cell::Int(i)), _) => i.to_string(),
+                (Some(Cell::Text(t)), _) => t.clone(),
+                (_, Fixed::Int(i)) => i.to_string(),
+                (_, Fixed::Text(t)) => (*t).to_owned(),
             };
             ((*n).to_owned(), text)
         })
@@ -129,7 +161,11 @@ fn like_at(p: &[char], t: &[char]) -> bool {
 mod tests {
     use super::*;
 
-    const S: SessionVars = SessionVars { autocommit: true };
+    const NONE: &BTreeMap<String, Cell> = &BTreeMap::new();
+    const S: SessionVars<'static> = SessionVars {
+        autocommit: true,
+        set: NONE,
+    };
 
     #[test]
     fn knows_what_drivers_ask_for_at_connect() {
@@ -147,10 +183,57 @@ mod tests {
         }
         assert_eq!(lookup("autocommit", S), Some(Cell::Int(1)));
         assert_eq!(
-            lookup("autocommit", SessionVars { autocommit: false }),
+            lookup(
+                "autocommit",
+                SessionVars {
+                    autocommit: false,
+                    set: NONE
+                }
+            ),
             Some(Cell::Int(0))
         );
         assert_eq!(lookup("no_such_thing", S), None);
+    }
+
+    /// Django and Rails set `sql_mode` and read it back; Django asks for `sql_auto_is_null`.
+    #[test]
+    fn a_session_reads_back_what_it_set_to_a_plain_value() {
+        let mut set = BTreeMap::new();
+        for (name, value) in [
+            ("sql_mode", "ANSI_QUOTES,STRICT_TRANS_TABLES"),
+            ("sql_auto_is_null", "OFF"),
+            ("wait_timeout", "600"),
+            ("time_zone", "CONCAT(@@time_zone, '')"),
+            ("no_such_variable", "1"),
+            ("wait_timeout_x", "1"),
+            ("interactive_timeout", "soon"),
+        ] {
+            if let Some(cell) = assigned(name, value) {
+                set.insert(name.to_owned(), cell);
+            }
+        }
+        let session = SessionVars {
+            autocommit: true,
+            set: &set,
+        };
+        assert_eq!(
+            lookup("SQL_MODE", session),
+            Some(Cell::Text("ANSI_QUOTES,STRICT_TRANS_TABLES".into()))
+        );
+        assert_eq!(lookup("sql_auto_is_null", session), Some(Cell::Int(0)));
+        assert_eq!(lookup("wait_timeout", session), Some(Cell::Int(600)));
+        // An expression, an unknown variable, a number that is not one: nothing kept.
+        assert_eq!(
+            lookup("time_zone", session),
+            Some(Cell::Text("+00:00".into()))
+        );
+        assert_eq!(set.len(), 3, "{set:?}");
+        assert!(
+            all(session)
+                .iter()
+                .any(|(n, v)| n == "sql_mode" && v == "ANSI_QUOTES,STRICT_TRANS_TABLES")
+        );
+        assert_eq!(assigned("autocommit", "0"), None, "the session's own");
     }
 
     #[test]

@@ -122,6 +122,37 @@ fn everyday_mysql_runs_unchanged() {
     assert!(dup.stderr.contains("ERROR 1062"), "{}", dup.stderr);
 }
 
+/// Before: `SET SESSION sql_mode = ...` was accepted and `SELECT @@SESSION.sql_mode` still
+/// answered `''`, and `@@sql_auto_is_null` (Django's first query) was unknown (1193).
+#[test]
+fn a_session_reads_back_the_variables_it_set() {
+    let tmp = TempDir::new("shim-sql-variables");
+    let shim = shim(&tmp);
+    let set = mariadb_script(
+        shim.port,
+        "root",
+        Some(PW),
+        &[],
+        "SET SESSION sql_mode = 'ANSI_QUOTES,STRICT_TRANS_TABLES', @@session.wait_timeout = 600;
+         SELECT @@SESSION.sql_mode, @@wait_timeout, @@sql_auto_is_null;
+         SET sql_mode = CONCAT(@@sql_mode, ',NO_ZERO_DATE');
+         SELECT @@sql_mode;",
+    );
+    assert_eq!(
+        ok(&set),
+        "ANSI_QUOTES,STRICT_TRANS_TABLES\t600\t0\nANSI_QUOTES,STRICT_TRANS_TABLES\n"
+    );
+    // Another session starts from the defaults.
+    let fresh = mariadb(
+        shim.port,
+        "root",
+        Some(PW),
+        &[],
+        "SELECT @@sql_mode, @@wait_timeout",
+    );
+    assert_eq!(ok(&fresh), "\t28800\n");
+}
+
 #[test]
 fn metadata_answers_what_tools_read() {
     let tmp = TempDir::new("shim-sql-metadata");
@@ -144,6 +175,23 @@ fn metadata_answers_what_tools_read() {
     ] {
         assert!(create.contains(part), "{part} missing from {create}");
     }
+    // The same without a current database, the table qualified (mariadb-dump, Alembic):
+    // before, `DESCRIBE shop.customers` looked for a table `shop` and the rest was 1046.
+    let qualified = mariadb_script(
+        port,
+        "root",
+        Some(PW),
+        &[],
+        "SHOW CREATE TABLE shop.customers; DESCRIBE shop.customers;
+         SHOW COLUMNS FROM customers FROM shop; SHOW INDEX FROM shop.customers;",
+    );
+    let qualified = ok(&qualified);
+    assert!(qualified.starts_with(create.trim_end()), "{qualified}");
+    assert_eq!(
+        qualified.matches("email\tvarchar(100)\tNO\tUNI").count(),
+        2,
+        "{qualified}"
+    );
     let index = ok(&mariadb(
         port,
         "root",

@@ -2,7 +2,11 @@
 //! `SHOW INDEX` and `ANALYZE|CHECK|OPTIMIZE|REPAIR TABLE` answer: MySQL's result sets,
 //! column for column, built from the catalog SQLite describes rather than run as SQL.
 
+use std::sync::Arc;
+
 use super::{Session, rows};
+use crate::catalog::Database;
+use crate::classify::TableRef;
 use crate::engine::{Cell, TableMeta};
 use crate::results::Reply;
 use crate::sql_error::SqlError;
@@ -40,12 +44,23 @@ impl Session {
         Ok((name, tables))
     }
 
+    /// The database `table` names: its qualifier, else the session's current one.
+    fn database_of(&self, table: &TableRef) -> Result<Arc<Database>, SqlError> {
+        match &table.database {
+            Some(name) => self.server.catalog.get(name),
+            None => self.current_database(),
+        }
+    }
+
     pub(super) async fn show_columns(
         &mut self,
-        table: String,
+        table: TableRef,
         full: bool,
     ) -> Result<Reply, SqlError> {
-        let (db_name, tables) = self.describe_current().await?;
+        let db = self.database_of(&table)?;
+        let db_name = db.name().to_owned();
+        let tables = self.with_executor(db, |e| e.describe()).await?;
+        let table = table.table;
         let meta = tables
             .into_iter()
             .find(|t| t.name == table)
@@ -153,8 +168,9 @@ impl Session {
         ))
     }
 
-    pub(super) async fn show_create_table(&mut self, table: String) -> Result<Reply, SqlError> {
-        let db = self.current_database()?;
+    pub(super) async fn show_create_table(&mut self, table: TableRef) -> Result<Reply, SqlError> {
+        let db = self.database_of(&table)?;
+        let table = table.table;
         let db_name = db.name().to_owned();
         let lookup = table.clone();
         let sql = self
@@ -205,8 +221,9 @@ impl Session {
         Ok(rows(&["Table", "Op", "Msg_type", "Msg_text"], out))
     }
 
-    pub(super) async fn show_index(&mut self, table: String) -> Result<Reply, SqlError> {
-        let db = self.current_database()?;
+    pub(super) async fn show_index(&mut self, table: TableRef) -> Result<Reply, SqlError> {
+        let db = self.database_of(&table)?;
+        let table = table.table;
         let db_name = db.name().to_owned();
         let lookup = table.clone();
         let indexes = self
