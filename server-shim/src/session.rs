@@ -372,7 +372,12 @@ impl Session {
             return self.information_schema(sql, params).await;
         }
         if self.database.is_none() {
-            return self.without_database(sql, params);
+            let ddl = commits_implicitly(sql);
+            if ddl {
+                // As with a current database: DDL commits the open transaction first.
+                self.end_transaction(true).await?;
+            }
+            return self.without_database(sql, params, ddl);
         }
         if commits_implicitly(sql) {
             // MySQL commits the open transaction before DDL and runs the DDL outside any.
@@ -471,9 +476,16 @@ impl Session {
     /// table without its database gets 1046 as in MySQL, and so does a write that names no
     /// database (it would land in the scratch database and vanish) or that would run inside a
     /// transaction (the scratch database does not take part in the session's transaction).
-    fn without_database(&mut self, sql: &str, params: Vec<Cell>) -> Result<Reply, SqlError> {
+    /// DDL (`ddl`, its transaction already committed) runs outside any, as in MySQL, even
+    /// with autocommit off (PyMySQL's default): `CREATE TABLE app.t` works there too.
+    fn without_database(
+        &mut self,
+        sql: &str,
+        params: Vec<Cell>,
+        ddl: bool,
+    ) -> Result<Reply, SqlError> {
         let (translation, qualifiers) = crate::dialect::translate_in(sql, None)?;
-        let in_transaction = self.txn.is_some() || self.txn_pending || !self.autocommit;
+        let in_transaction = !ddl && (self.txn.is_some() || self.txn_pending || !self.autocommit);
         if translation.kind != crate::dialect::StatementKind::Query
             && (qualifiers.is_empty() || in_transaction)
         {

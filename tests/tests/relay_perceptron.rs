@@ -277,9 +277,10 @@ fn mysql_connector_logs_in_and_change_user_gets_a_clear_error() {
 
 /// Before: the shim's greeting and login OK said autocommit was off, so PyMySQL (and
 /// mysqlclient) never sent `SET autocommit=0`, every statement committed on its own and
-/// `rollback()` silently kept the row (SQLAlchemy's `Session.rollback()` too). The first
-/// connection is relayed by the perceptron (the instance is paused), the later ones take the
-/// direct route.
+/// `rollback()` silently kept the row (SQLAlchemy's `Session.rollback()` too). With
+/// autocommit off, `CREATE TABLE rb.t` without a current database works (DDL runs outside
+/// any transaction). The first connection is relayed by the perceptron (the instance is
+/// paused), the later ones take the direct route.
 #[test]
 fn pymysql_and_sqlalchemy_rollbacks_are_kept_on_both_routes() {
     let dir = TempDir::new("relay-rollback");
@@ -292,7 +293,7 @@ fn pymysql_and_sqlalchemy_rollbacks_are_kept_on_both_routes() {
              port = int(os.environ['PORT'])\n\
              def conn(db=None): return pymysql.connect(host='127.0.0.1', port=port, user='{USER}', password='{PASSWORD}', database=db)\n\
              c = conn(); cur = c.cursor()\n\
-             cur.execute('CREATE DATABASE rb'); cur.execute('USE rb'); cur.execute('CREATE TABLE t (id INT)'); c.commit()\n\
+             cur.execute('CREATE DATABASE rb'); cur.execute('CREATE TABLE rb.t (id INT)'); cur.execute('USE rb')\n\
              print('autocommit', c.get_autocommit())\n\
              cur.execute('INSERT INTO t VALUES (1)'); c.rollback()\n\
              cur.execute('INSERT INTO t VALUES (2)'); c.commit()\n\
