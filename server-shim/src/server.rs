@@ -215,7 +215,6 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             )),
         };
         let status = self.session.status();
-        self.shared.set_status(status.bits());
         write_reply(results, result, status).await
     }
 
@@ -238,7 +237,6 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             debug!(conn_id = self.conn_id, code = e.code(), "statement failed");
         }
         let status = self.session.status();
-        self.shared.set_status(status.bits());
         write_reply(results, result, status).await
     }
 

@@ -15,8 +15,8 @@
 //!   as the end, so the writer sends a short EOF instead;
 //! - [`unsupported`]: commands opensrv does not implement get OK, so the writer sends ERR
 //!   1047 instead;
-//! - [`status_flags`]: opensrv's own greeting and OKs say autocommit is off, so the writer
-//!   gives them the session's status flags;
+//! - [`status_flags`]: opensrv's greeting and login OK say autocommit is off, so the writer
+//!   sets it;
 //! - [`deadlines`]: opensrv waits for the client forever, so both halves have deadlines.
 //!
 //! When the server shuts down, a read that waits for the next command sees end-of-stream, so
@@ -72,11 +72,8 @@ struct SharedState {
     unsupported_pending: Option<u8>,
     /// The greeting has been written (the first packet; see [`status_flags`]).
     greeted: bool,
-    /// The next packet is an OK of opensrv's own, to be given the session's status flags
-    /// (see [`status_flags`]).
-    status_pending: bool,
-    /// The session's status flags, as its last statement left them.
-    status: Option<u16>,
+    /// The next packet is the login's OK (see [`status_flags`]).
+    login_ok_pending: bool,
 }
 
 impl ConnShared {
@@ -102,18 +99,12 @@ impl ConnShared {
     }
 
     /// Marks the login as done: reads switch from the handshake deadline to the idle one,
-    /// and the login's OK gets the session's status flags.
+    /// and the login's OK says autocommit ([`status_flags`]).
     pub fn mark_authenticated(&self) {
         let mut state = self.state();
         state.authenticated = true;
         state.greeted = true;
-        state.status_pending = true;
-    }
-
-    /// The session's status flags after its last statement, for the OKs opensrv writes on
-    /// its own (see [`status_flags`]).
-    pub fn set_status(&self, flags: u16) {
-        self.state().status = Some(flags);
+        state.login_ok_pending = true;
     }
 
     fn authenticated(&self) -> bool {
@@ -137,17 +128,15 @@ impl ConnShared {
     /// The rewrite the reply now being written needs, if any (each is taken once).
     fn take_reply_rewrite(&self) -> Option<ReplyRewrite> {
         let mut state = self.state();
-        let status = state
-            .status
-            .unwrap_or(status_flags::SERVER_STATUS_AUTOCOMMIT);
+        let autocommit = status_flags::SERVER_STATUS_AUTOCOMMIT;
         if !std::mem::replace(&mut state.greeted, true) {
-            return Some(ReplyRewrite::GreetingStatus(status));
+            return Some(ReplyRewrite::GreetingStatus(autocommit));
         }
         if std::mem::take(&mut state.field_list_pending) {
             return Some(ReplyRewrite::FieldList);
         }
-        if std::mem::take(&mut state.status_pending) {
-            return Some(ReplyRewrite::OkStatus(status));
+        if std::mem::take(&mut state.login_ok_pending) {
+            return Some(ReplyRewrite::OkStatus(autocommit));
         }
         let command = state.unsupported_pending.take()?;
         Some(ReplyRewrite::Unsupported(
@@ -202,8 +191,6 @@ impl<R> AuthReader<R> {
                 let mut state = self.shared.state();
                 if command == field_list::COM_FIELD_LIST {
                     state.field_list_pending = true;
-                } else if status_flags::answered_with_opensrvs_ok(command) {
-                    state.status_pending = true;
                 } else if !unsupported::opensrv_handles(command) {
                     state.unsupported_pending = Some(command);
                 }
@@ -265,7 +252,7 @@ enum ReplyRewrite {
     Unsupported(Vec<u8>),
     /// The greeting, with these status flags (see [`status_flags`]).
     GreetingStatus(u16),
-    /// An OK of opensrv's own, with these status flags (see [`status_flags`]).
+    /// The login's OK, with these status flags (see [`status_flags`]).
     OkStatus(u16),
 }
 

@@ -1,22 +1,19 @@
-//! Works around opensrv-mysql 0.7 sending status flags `0x0000` in the packets it writes on
-//! its own: the greeting, the login's OK, and the OK to COM_INIT_DB, COM_PING and
-//! COM_STMT_RESET.
+//! Works around opensrv-mysql 0.7 sending status flags `0x0000` in the greeting and in the
+//! login's OK.
 //!
-//! MySQL sets `SERVER_STATUS_AUTOCOMMIT` there (and `SERVER_STATUS_IN_TRANS` inside a
-//! transaction), and drivers believe it. PyMySQL and mysqlclient, told that autocommit is
-//! off, never send `SET autocommit=0`: every statement then commits on its own and a
-//! `rollback()` silently keeps the rows. The writer sets the flags of those packets to the
-//! session's ([`super::ConnShared::set_status`]); the shim's own replies already carry them.
+//! MySQL sets `SERVER_STATUS_AUTOCOMMIT` there, and drivers believe it. PyMySQL and
+//! mysqlclient, told at login that autocommit is off, never send `SET autocommit=0`: every
+//! statement then commits on its own and a `rollback()` silently keeps the rows. The writer
+//! sets `SERVER_STATUS_AUTOCOMMIT` in those two packets (a session always starts in autocommit
+//! mode). Left as opensrv writes them: the end of a result set and the OKs opensrv writes on
+//! its own later (COM_PING, COM_INIT_DB), whose flags drivers do not act on; the OKs of the
+//! shim's statements carry the session's flags. The relay's parking compares a keepalive's
+//! flags with the session's last ones, so those packets must keep agreeing with each other.
 
 use authplugin::packet::{HandshakeV10, OkPacket};
 
 /// `SERVER_STATUS_AUTOCOMMIT`: a session starts in autocommit mode.
 pub(super) const SERVER_STATUS_AUTOCOMMIT: u16 = 0x0002;
-
-/// COM_INIT_DB, COM_PING and COM_STMT_RESET: opensrv answers them with an OK of its own.
-pub(super) fn answered_with_opensrvs_ok(command: u8) -> bool {
-    matches!(command, 0x02 | 0x0e | 0x1a)
-}
 
 /// opensrv's greeting with `status`; `None` if `payload` is not a greeting.
 pub(super) fn greeting_with_status(payload: &[u8], status: u16) -> Option<Vec<u8>> {
@@ -52,20 +49,17 @@ mod tests {
     use std::sync::Arc;
 
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    use tokio_util::sync::CancellationToken;
 
     use super::*;
     use crate::stream::test_support::{T, packet};
-    use crate::stream::{AuthReader, AuthWriter, ConnShared};
+    use crate::stream::{AuthWriter, ConnShared};
 
-    /// Through the writer: the greeting says autocommit, the login's OK and a COM_PING's OK
-    /// carry the session's flags (here: in a transaction), a query's reply passes untouched.
+    /// Through the writer: the greeting and the login's OK say autocommit; the next reply
+    /// passes untouched.
     #[tokio::test]
-    async fn opensrvs_own_packets_carry_the_sessions_status() {
-        let (mut client, server) = tokio::io::duplex(4096);
+    async fn the_greeting_and_the_logins_ok_say_autocommit() {
         let (server_w, mut client_r) = tokio::io::duplex(4096);
         let shared = Arc::new(ConnShared::default());
-        let mut reader = AuthReader::new(server, shared.clone(), T, CancellationToken::new());
         let mut writer = AuthWriter::new(server_w, shared.clone(), T);
         let scramble = authplugin::Scramble::generate_timed(&mut rand::rngs::OsRng, 1);
         let greeting =
@@ -76,15 +70,6 @@ mod tests {
         writer.flush().await.unwrap();
         shared.mark_authenticated();
         writer.write_all(&packet(2, &opensrv_ok)).await.unwrap();
-        writer.flush().await.unwrap();
-        // BEGIN: the shim's reply already carries its flags; then COM_PING.
-        shared.set_status(0x0003);
-        let begun = [0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00];
-        writer.write_all(&packet(1, &begun)).await.unwrap();
-        let ping = packet(0, b"\x0e");
-        client.write_all(&ping).await.unwrap();
-        let mut got = vec![0u8; ping.len()];
-        reader.read_exact(&mut got).await.unwrap();
         writer.write_all(&packet(1, &opensrv_ok)).await.unwrap();
         writer.flush().await.unwrap();
         drop(writer);
@@ -93,8 +78,7 @@ mod tests {
         client_r.read_to_end(&mut out).await.unwrap();
         let mut want = packet(0, &greeting_with_status(&greeting, 0x0002).unwrap());
         want.extend(packet(2, &[0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]));
-        want.extend(packet(1, &begun));
-        want.extend(packet(1, &[0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00]));
+        want.extend(packet(1, &opensrv_ok));
         assert_eq!(out, want);
     }
 
@@ -136,15 +120,5 @@ mod tests {
             None
         );
         assert_eq!(ok_with_status(&[0x00, 0x00], 2), None, "truncated");
-    }
-
-    #[test]
-    fn knows_which_commands_opensrv_answers_itself() {
-        for command in [0x02, 0x0e, 0x1a] {
-            assert!(answered_with_opensrvs_ok(command), "{command:#x}");
-        }
-        for command in [0x01, 0x03, 0x16, 0x17, 0x19] {
-            assert!(!answered_with_opensrvs_ok(command), "{command:#x}");
-        }
     }
 }
