@@ -67,6 +67,9 @@ pub enum Statement {
     },
     /// `SHOW WARNINGS` / `SHOW ERRORS`.
     ShowWarnings,
+    /// What the shim has none of: `SHOW EVENTS`, `SHOW FUNCTION STATUS`, `SHOW PROCEDURE
+    /// STATUS` (`mariadb-dump --routines --events` asks). An empty result with MySQL's columns.
+    ShowNone(&'static [&'static str]),
     /// `CREATE DATABASE [IF NOT EXISTS] db`.
     CreateDatabase {
         /// The name.
@@ -89,6 +92,12 @@ pub enum Statement {
     Commit,
     /// `ROLLBACK`.
     Rollback,
+    /// `SAVEPOINT name`.
+    Savepoint(String),
+    /// `ROLLBACK [WORK] TO [SAVEPOINT] name`.
+    RollbackToSavepoint(String),
+    /// `RELEASE SAVEPOINT name`.
+    ReleaseSavepoint(String),
     /// `CREATE USER [IF NOT EXISTS] 'u'@'h' IDENTIFIED BY 'p'`.
     CreateUser {
         /// The account name.
@@ -141,8 +150,8 @@ pub enum Statement {
 pub enum SessionItem {
     /// `@@[session.|global.]name`.
     Variable(String),
-    /// `@name`: user variables are not kept, they read as NULL.
-    UserVariable,
+    /// `@name` (lower case, without `@`): what the session set it to, or NULL.
+    UserVariable(String),
     /// A function of the session.
     Function(SessionFn),
     /// A literal.
@@ -435,9 +444,23 @@ pub fn classify(sql: &str) -> Result<Statement, SqlError> {
         "rollback" => {
             c.keyword("work");
             if c.keyword("to") {
-                return Err(SqlError::not_supported("SAVEPOINT"));
+                c.keyword("savepoint");
+                let name = c
+                    .name()
+                    .ok_or_else(|| bad("ROLLBACK TO needs a savepoint"))?;
+                return done(&c, Statement::RollbackToSavepoint(name));
             }
             done(&c, Statement::Rollback)
+        }
+        "savepoint" => {
+            let name = c.name().ok_or_else(|| bad("SAVEPOINT needs a name"))?;
+            done(&c, Statement::Savepoint(name))
+        }
+        "release" if c.keyword("savepoint") => {
+            let name = c
+                .name()
+                .ok_or_else(|| bad("RELEASE SAVEPOINT needs a name"))?;
+            done(&c, Statement::ReleaseSavepoint(name))
         }
         "flush" => Ok(Statement::Ignored),
         "analyze" | "check" | "optimize" | "repair" => {
@@ -569,6 +592,38 @@ fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
             Ok(Statement::ShowVariables { like })
         }
         "warnings" | "errors" => Ok(Statement::ShowWarnings),
+        // No events, stored functions or procedures here; the filters (`FROM db`, `LIKE`,
+        // `WHERE Db = ...`) can only narrow nothing down further.
+        "events" => Ok(Statement::ShowNone(&[
+            "Db",
+            "Name",
+            "Definer",
+            "Time zone",
+            "Type",
+            "Execute at",
+            "Interval value",
+            "Interval field",
+            "Starts",
+            "Ends",
+            "Status",
+            "Originator",
+            "character_set_client",
+            "collation_connection",
+            "Database Collation",
+        ])),
+        "function" | "procedure" if c.keyword("status") => Ok(Statement::ShowNone(&[
+            "Db",
+            "Name",
+            "Type",
+            "Definer",
+            "Modified",
+            "Created",
+            "Security_type",
+            "Comment",
+            "character_set_client",
+            "collation_connection",
+            "Database Collation",
+        ])),
         other => Err(SqlError::not_supported(&format!(
             "SHOW {}",
             other.to_uppercase()
@@ -676,8 +731,8 @@ fn session_item(expr: &Expr) -> Option<SessionItem> {
         Expr::Identifier(id) if id.quote_style.is_none() => {
             if let Some(name) = id.value.strip_prefix("@@") {
                 Some(SessionItem::Variable(name.to_ascii_lowercase()))
-            } else if id.value.starts_with('@') {
-                Some(SessionItem::UserVariable)
+            } else if let Some(name) = id.value.strip_prefix('@') {
+                Some(SessionItem::UserVariable(name.to_ascii_lowercase()))
             } else {
                 session_fn(&id.value).map(SessionItem::Function)
             }
@@ -885,6 +940,19 @@ mod tests {
         assert_eq!(ok("START TRANSACTION READ WRITE"), Statement::Begin);
         assert_eq!(ok("commit work"), Statement::Commit);
         assert_eq!(ok("ROLLBACK"), Statement::Rollback);
+        assert_eq!(ok("SAVEPOINT sp"), Statement::Savepoint("sp".into()));
+        assert_eq!(
+            ok("ROLLBACK TO SAVEPOINT sp"),
+            Statement::RollbackToSavepoint("sp".into())
+        );
+        assert_eq!(
+            ok("rollback work to `sp`"),
+            Statement::RollbackToSavepoint("sp".into())
+        );
+        assert_eq!(
+            ok("RELEASE SAVEPOINT sp"),
+            Statement::ReleaseSavepoint("sp".into())
+        );
         assert_eq!(
             ok("INSERT INTO t VALUES (1)"),
             Statement::Engine { write: true }

@@ -80,6 +80,17 @@ pub enum Outcome {
     },
 }
 
+/// What a savepoint statement does ([`Executor::savepoint`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SavepointAction {
+    /// `SAVEPOINT name`.
+    Set,
+    /// `ROLLBACK TO SAVEPOINT name`.
+    RollbackTo,
+    /// `RELEASE SAVEPOINT name`.
+    Release,
+}
+
 /// Runs SQL against one open database. Calls block (storage I/O, fsync); the caller runs them
 /// on a blocking thread and holds the database's lock.
 pub trait Executor: Send {
@@ -110,6 +121,20 @@ pub trait Executor: Send {
     /// # Errors
     /// [`SqlError`] if the rollback fails.
     fn rollback(&mut self) -> Result<(), SqlError>;
+
+    /// Turns foreign key checks on or off for what runs next outside a transaction
+    /// (`@@foreign_key_checks`).
+    ///
+    /// # Errors
+    /// [`SqlError`] if the storage refuses.
+    fn set_foreign_key_checks(&mut self, on: bool) -> Result<(), SqlError>;
+
+    /// Sets, rolls back to, or releases the savepoint `name` of the open transaction.
+    ///
+    /// # Errors
+    /// [`SqlError`] if there is no transaction, or no such savepoint
+    /// ([`crate::sql_error::SqlError::no_savepoint`]).
+    fn savepoint(&mut self, action: SavepointAction, name: &str) -> Result<(), SqlError>;
 
     /// The names of the tables, sorted.
     ///

@@ -21,7 +21,7 @@ use crate::accounts::{Account, AccountError, Role};
 use crate::auth::Login;
 use crate::catalog::{Database, Slot};
 use crate::classify::{SessionFn, SessionItem, Statement, classify};
-use crate::engine::{Cell, Executor, Outcome, count_placeholders};
+use crate::engine::{Cell, Executor, Outcome, SavepointAction, count_placeholders};
 use crate::results::{Reply, status_flags};
 use crate::sql_error::SqlError;
 use crate::state::ServerState;
@@ -84,19 +84,36 @@ pub struct Session {
     next_statement_id: u32,
     /// System variables the session set to a plain value ([`variables::assigned`]).
     variables: BTreeMap<String, Cell>,
+    /// `@@foreign_key_checks`: off while a dump is restored (tables come in name order).
+    foreign_key_checks: bool,
+    /// User variables `SET` to a value or a variable (`SELECT @x` reads them; statements
+    /// that use them in expressions go to the engine, which has none).
+    user_variables: BTreeMap<String, Cell>,
+    /// Savepoints set in a transaction that has not touched a database yet, oldest first
+    /// ([`Session::savepoint`]).
+    savepoints: Vec<String>,
 }
 
 /// Lends `guard` to a blocking thread to run `f` on the database's executor (opening its
 /// storage on first use). Returns the guard (unless the task panicked) and `f`'s result.
 async fn run_blocking<T: Send + 'static>(
     server: &Arc<ServerState>,
+    foreign_key_checks: bool,
     mut guard: OwnedMutexGuard<Slot>,
     db: Arc<Database>,
     f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
 ) -> (Option<OwnedMutexGuard<Slot>>, Result<T, SqlError>) {
     let catalog = Arc::clone(&server.catalog);
     let task = tokio::task::spawn_blocking(move || {
-        let result = guard.executor(catalog.engine(), &db).and_then(f);
+        let result = guard.executor(catalog.engine(), &db).and_then(|e| {
+            // The database's connection is shared by its sessions: each sets the checks it
+            // wants and leaves them on (SQLite ignores both inside a transaction, so one
+            // begun without checks keeps none until it ends, and the end turns them on).
+            e.set_foreign_key_checks(foreign_key_checks)?;
+            let result = f(e);
+            e.set_foreign_key_checks(true)?;
+            result
+        });
         (guard, result)
     });
     match task.await {
@@ -133,6 +150,9 @@ impl Session {
             prepared: HashMap::new(),
             next_statement_id: 1,
             variables: BTreeMap::new(),
+            foreign_key_checks: true,
+            user_variables: BTreeMap::new(),
+            savepoints: Vec::new(),
         }
     }
 
@@ -231,6 +251,7 @@ impl Session {
                     .collect(),
             )),
             Statement::ShowWarnings => Ok(rows(&["Level", "Code", "Message"], Vec::new())),
+            Statement::ShowNone(columns) => Ok(rows(columns, Vec::new())),
             Statement::CreateDatabase {
                 name,
                 if_not_exists,
@@ -258,6 +279,13 @@ impl Session {
             Statement::Rollback => {
                 self.end_transaction(false).await?;
                 Ok(ok(0))
+            }
+            Statement::Savepoint(name) => self.savepoint(SavepointAction::Set, name).await,
+            Statement::RollbackToSavepoint(name) => {
+                self.savepoint(SavepointAction::RollbackTo, name).await
+            }
+            Statement::ReleaseSavepoint(name) => {
+                self.savepoint(SavepointAction::Release, name).await
             }
             Statement::CreateUser {
                 name,
@@ -351,7 +379,8 @@ impl Session {
                 .guard
                 .take()
                 .ok_or_else(|| SqlError::internal("transaction lost"))?;
-            let (guard, result) = run_blocking(&self.server, guard, db, f).await;
+            let (guard, result) =
+                run_blocking(&self.server, self.foreign_key_checks, guard, db, f).await;
             match guard {
                 Some(g) => txn.guard = Some(g),
                 None => self.txn = None,
@@ -359,7 +388,9 @@ impl Session {
             return result;
         }
         let guard = self.lock(&db).await?;
-        run_blocking(&self.server, guard, db, f).await.1
+        run_blocking(&self.server, self.foreign_key_checks, guard, db, f)
+            .await
+            .1
     }
 
     async fn engine(
@@ -386,7 +417,7 @@ impl Session {
             let guard = self.lock(&db).await?;
             let sql = sql.to_owned();
             let last = self.last_insert_id;
-            return run_blocking(&self.server, guard, db, move |e| {
+            return run_blocking(&self.server, self.foreign_key_checks, guard, db, move |e| {
                 e.set_last_insert_id(last);
                 e.execute(&sql, &params)
             })
@@ -407,11 +438,12 @@ impl Session {
                 .guard
                 .take()
                 .ok_or_else(|| SqlError::internal("transaction lost"))?;
-            let (guard, result) = run_blocking(&self.server, guard, db, move |e| {
-                e.set_last_insert_id(last);
-                e.execute(&sql, &params)
-            })
-            .await;
+            let (guard, result) =
+                run_blocking(&self.server, self.foreign_key_checks, guard, db, move |e| {
+                    e.set_last_insert_id(last);
+                    e.execute(&sql, &params)
+                })
+                .await;
             match guard {
                 Some(g) => txn.guard = Some(g),
                 None => self.txn = None,
@@ -420,18 +452,29 @@ impl Session {
         }
         let guard = self.lock(&db).await?;
         if self.txn_pending || (!self.autocommit && write) {
-            let (guard, result) = run_blocking(&self.server, guard, Arc::clone(&db), move |e| {
-                e.begin()?;
-                e.set_last_insert_id(last);
-                Ok(e.execute(&sql, &params))
-            })
+            // Savepoints set before the transaction touched a database mark its start.
+            let savepoints: Vec<String> = self.savepoints.drain(..).collect();
+            let (guard, result) = run_blocking(
+                &self.server,
+                self.foreign_key_checks,
+                guard,
+                Arc::clone(&db),
+                move |e| {
+                    e.begin()?;
+                    for name in &savepoints {
+                        e.savepoint(SavepointAction::Set, name)?;
+                    }
+                    e.set_last_insert_id(last);
+                    Ok(e.execute(&sql, &params))
+                },
+            )
             .await;
             let statement_result = result?;
             self.txn_pending = false;
             self.txn = guard.map(|g| Txn { db, guard: Some(g) });
             return statement_result.map(reply);
         }
-        run_blocking(&self.server, guard, db, move |e| {
+        run_blocking(&self.server, self.foreign_key_checks, guard, db, move |e| {
             e.set_last_insert_id(last);
             e.execute(&sql, &params)
         })
@@ -485,6 +528,11 @@ impl Session {
         ddl: bool,
     ) -> Result<Reply, SqlError> {
         let (translation, qualifiers) = crate::dialect::translate_in(sql, None)?;
+        if translation.statements.is_empty() {
+            // Accepted with nothing to run (`UNLOCK TABLES`, which `mariadb-dump
+            // --single-transaction` sends before choosing a database).
+            return Ok(ok(0));
+        }
         let in_transaction = !ddl && (self.txn.is_some() || self.txn_pending || !self.autocommit);
         if translation.kind != crate::dialect::StatementKind::Query
             && (qualifiers.is_empty() || in_transaction)
@@ -502,6 +550,7 @@ impl Session {
     /// Commits (or rolls back) the open transaction, if any.
     async fn end_transaction(&mut self, commit: bool) -> Result<(), SqlError> {
         self.txn_pending = false;
+        self.savepoints.clear();
         let Some(mut txn) = self.txn.take() else {
             return Ok(());
         };
@@ -509,11 +558,58 @@ impl Session {
             return Ok(());
         };
         let db = Arc::clone(&txn.db);
-        run_blocking(&self.server, guard, db, move |e| {
+        run_blocking(&self.server, self.foreign_key_checks, guard, db, move |e| {
             if commit { e.commit() } else { e.rollback() }
         })
         .await
         .1
+    }
+
+    /// `SAVEPOINT`, `ROLLBACK TO SAVEPOINT`, `RELEASE SAVEPOINT`. In a transaction that has
+    /// touched its database they run there (SQLite's own savepoints). In one that has not yet
+    /// (after `START TRANSACTION`, as `mariadb-dump --single-transaction` sets its savepoint
+    /// before it reads anything), the names are kept and set right after the transaction
+    /// begins, so rolling back to one undoes everything the transaction did after it. Outside
+    /// a transaction, as in MySQL, a savepoint is forgotten at once: rolling back to it or
+    /// releasing it is ERR 1305.
+    async fn savepoint(&mut self, what: SavepointAction, name: String) -> Result<Reply, SqlError> {
+        let Some(txn) = self.txn.as_mut() else {
+            let pending = self.txn_pending || !self.autocommit;
+            let found = self
+                .savepoints
+                .iter()
+                .position(|n| n.eq_ignore_ascii_case(&name));
+            match (what, found) {
+                (SavepointAction::Set, _) => {
+                    // A name used again moves the savepoint, as in MySQL.
+                    self.savepoints.retain(|n| !n.eq_ignore_ascii_case(&name));
+                    if pending {
+                        self.savepoints.push(name);
+                    }
+                }
+                (SavepointAction::RollbackTo, Some(at)) => self.savepoints.truncate(at + 1),
+                (SavepointAction::Release, Some(at)) => self.savepoints.truncate(at),
+                (_, None) => return Err(SqlError::no_savepoint(&name)),
+            }
+            return Ok(ok(0));
+        };
+        let guard = txn
+            .guard
+            .take()
+            .ok_or_else(|| SqlError::internal("transaction lost"))?;
+        let (guard, result) = run_blocking(
+            &self.server,
+            self.foreign_key_checks,
+            guard,
+            Arc::clone(&txn.db),
+            move |e| e.savepoint(what, &name),
+        )
+        .await;
+        match guard {
+            Some(g) => txn.guard = Some(g),
+            None => self.txn = None,
+        }
+        result.map(|()| ok(0))
     }
 
     async fn drop_database(&mut self, name: String, if_exists: bool) -> Result<Reply, SqlError> {
@@ -537,7 +633,21 @@ impl Session {
 
     async fn set(&mut self, assignments: Vec<(String, String)>) -> Result<Reply, SqlError> {
         for (name, value) in assignments {
-            if name == "autocommit" {
+            // `@@x` and `@x` on the right are read; `SET @OLD_X = @@X, X = 0` and, at the
+            // end, `SET X = @OLD_X` is how dumps save and restore a variable.
+            let read = self.read_variable(&value);
+            let value = match &read {
+                Some(cell) => cell.to_text().unwrap_or_default(),
+                None => value,
+            };
+            if let Some(user) = name.strip_prefix('@') {
+                let cell = match read {
+                    Some(cell) => cell,
+                    None if value.contains('(') => continue,
+                    None => Cell::Text(value),
+                };
+                self.user_variables.insert(user.to_ascii_lowercase(), cell);
+            } else if name == "autocommit" {
                 let on = parse_flag(&value).ok_or_else(|| {
                     SqlError::new(
                         ErrorKind::ER_WRONG_VALUE_FOR_VAR,
@@ -550,14 +660,37 @@ impl Session {
                 }
                 self.autocommit = on;
             }
-            // Everything else (character sets, sql_mode, time zone, user variables) is
-            // accepted and has no effect: the shim has one behaviour for each. A known
-            // variable set to a plain value reads back as set (ORMs check `sql_mode`).
+            // Everything else (character sets, sql_mode, time zone) is accepted and has no
+            // effect: the shim has one behaviour for each. A known variable set to a plain
+            // value reads back as set (ORMs check `sql_mode`); set to NULL or to what the
+            // shim does not evaluate, it is the default again. `foreign_key_checks` acts.
             else if let Some(value) = variables::assigned(&name, &value) {
                 self.variables.insert(name, value);
+            } else if variables::is_known(&name) && (read.is_some() || !value.contains('(')) {
+                self.variables.remove(&name);
             }
         }
+        self.foreign_key_checks =
+            !matches!(self.variables.get("foreign_key_checks"), Some(Cell::Int(0)));
         Ok(ok(0))
+    }
+
+    /// The value `text` reads when it names a variable: `@@x` (`@@session.x`) a system
+    /// variable, `@x` a user variable (NULL if never set). `None` for anything else.
+    fn read_variable(&self, text: &str) -> Option<Cell> {
+        let name = text.to_ascii_lowercase();
+        if !name.starts_with('@') || name.contains(|c: char| c.is_whitespace() || c == '(') {
+            return None;
+        }
+        if let Some(system) = name.strip_prefix("@@") {
+            let system = ["session.", "global.", "local."]
+                .iter()
+                .find_map(|p| system.strip_prefix(p))
+                .unwrap_or(system);
+            return variables::lookup(system, self.vars()).or(Some(Cell::Null));
+        }
+        let user = name.strip_prefix('@')?;
+        Some(self.user_variables.get(user).cloned().unwrap_or(Cell::Null))
     }
 
     fn session_select(&self, items: Vec<(String, SessionItem)>) -> Result<Reply, SqlError> {
@@ -567,7 +700,11 @@ impl Session {
             let value = match item {
                 SessionItem::Variable(name) => variables::lookup(&name, self.vars())
                     .ok_or_else(|| SqlError::unknown_variable(&name))?,
-                SessionItem::UserVariable => Cell::Null,
+                SessionItem::UserVariable(name) => self
+                    .user_variables
+                    .get(&name)
+                    .cloned()
+                    .unwrap_or(Cell::Null),
                 SessionItem::Literal(c) => c,
                 SessionItem::Function(f) => self.session_fn(f),
             };

@@ -37,6 +37,15 @@ impl SqlError {
         }
     }
 
+    /// ERR 1305: a savepoint the transaction does not have.
+    #[must_use]
+    pub fn no_savepoint(name: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_SP_DOES_NOT_EXIST,
+            format!("SAVEPOINT {name} does not exist"),
+        )
+    }
+
     /// The numeric MySQL error code.
     #[must_use]
     pub fn code(&self) -> u16 {

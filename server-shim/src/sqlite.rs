@@ -17,7 +17,7 @@ use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::dialect::{self, StatementKind};
-use crate::engine::{Cell, Engine, Executor, IndexColumn, Outcome, TableMeta};
+use crate::engine::{Cell, Engine, Executor, IndexColumn, Outcome, SavepointAction, TableMeta};
 use crate::information_schema;
 use crate::mysql_functions::{self, ConnectionFacts};
 use crate::sql_error::SqlError;
@@ -355,6 +355,35 @@ impl Executor for SqliteExecutor {
         self.conn
             .execute_batch("ROLLBACK")
             .map_err(|e| self.error(&e))
+    }
+
+    fn set_foreign_key_checks(&mut self, on: bool) -> Result<(), SqlError> {
+        let sql = if on {
+            "PRAGMA foreign_keys = ON"
+        } else {
+            "PRAGMA foreign_keys = OFF"
+        };
+        self.conn.execute_batch(sql).map_err(|e| self.error(&e))
+    }
+
+    fn savepoint(&mut self, action: SavepointAction, name: &str) -> Result<(), SqlError> {
+        if !self.in_transaction {
+            return Err(SqlError::no_savepoint(name));
+        }
+        let verb = match action {
+            SavepointAction::Set => "SAVEPOINT",
+            SavepointAction::RollbackTo => "ROLLBACK TO",
+            SavepointAction::Release => "RELEASE",
+        };
+        // The name quoted as an identifier: it is the client's text.
+        let sql = format!("{verb} \"{}\"", name.replace('"', "\"\""));
+        self.conn.execute_batch(&sql).map_err(|e| {
+            if e.to_string().contains("no such savepoint") {
+                SqlError::no_savepoint(name)
+            } else {
+                self.error(&e)
+            }
+        })
     }
 
     fn table_names(&mut self) -> Result<Vec<String>, SqlError> {

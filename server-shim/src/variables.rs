@@ -27,6 +27,7 @@ const FIXED: &[(&str, Fixed)] = &[
     ("collation_database", Fixed::Text("utf8mb4_general_ci")),
     ("collation_server", Fixed::Text("utf8mb4_general_ci")),
     ("default_storage_engine", Fixed::Text("SQLite")),
+    ("foreign_key_checks", Fixed::Int(1)),
     ("have_ssl", Fixed::Text("DISABLED")),
     ("init_connect", Fixed::Text("")),
     ("interactive_timeout", Fixed::Int(28_800)),
@@ -86,6 +87,12 @@ pub fn lookup(name: &str, session: SessionVars<'_>) -> Option<Cell> {
 
 fn fixed(lower: &str) -> Option<Fixed> {
     FIXED.iter().find(|(n, _)| *n == lower).map(|(_, v)| *v)
+}
+
+/// Whether `name` (lower case) is a system variable the shim reports.
+#[must_use]
+pub fn is_known(name: &str) -> bool {
+    name == "autocommit" || fixed(name).is_some()
 }
 
 /// What a session keeps for `SET name = value` (`value` as the statement wrote it, quotes

@@ -123,7 +123,8 @@ fn everyday_mysql_runs_unchanged() {
 }
 
 /// Before: `SET SESSION sql_mode = ...` was accepted and `SELECT @@SESSION.sql_mode` still
-/// answered `''`, and `@@sql_auto_is_null` (Django's first query) was unknown (1193).
+/// answered `''`, `@@sql_auto_is_null` (Django's first query) was unknown (1193), and user
+/// variables read as NULL.
 #[test]
 fn a_session_reads_back_the_variables_it_set() {
     let tmp = TempDir::new("shim-sql-variables");
@@ -136,11 +137,18 @@ fn a_session_reads_back_the_variables_it_set() {
         "SET SESSION sql_mode = 'ANSI_QUOTES,STRICT_TRANS_TABLES', @@session.wait_timeout = 600;
          SELECT @@SESSION.sql_mode, @@wait_timeout, @@sql_auto_is_null;
          SET sql_mode = CONCAT(@@sql_mode, ',NO_ZERO_DATE');
-         SELECT @@sql_mode;",
+         SELECT @@sql_mode;
+         SET @old_checks = @@foreign_key_checks, foreign_key_checks = 0, @note = 'x';
+         SELECT @@foreign_key_checks, @old_checks, @note, @never;
+         SET foreign_key_checks = @old_checks;
+         SELECT @@foreign_key_checks;",
     );
+    // An expression the shim does not evaluate changes nothing; a dump's save and restore
+    // of a variable through a user variable works.
     assert_eq!(
         ok(&set),
-        "ANSI_QUOTES,STRICT_TRANS_TABLES\t600\t0\nANSI_QUOTES,STRICT_TRANS_TABLES\n"
+        "ANSI_QUOTES,STRICT_TRANS_TABLES\t600\t0\nANSI_QUOTES,STRICT_TRANS_TABLES\n\
+         0\t1\tx\tNULL\n1\n"
     );
     // Another session starts from the defaults.
     let fresh = mariadb(
@@ -251,16 +259,36 @@ fn mariadb_dump_restores_into_another_database() {
     let shim = shim(&tmp);
     let port = shim.port;
     ok(&mariadb_script(port, "root", Some(PW), &[], SHOP));
+    // A child table whose name sorts before its parent's: the dump creates and fills it
+    // first, so the restore needs the dump's FOREIGN_KEY_CHECKS=0.
+    ok(&mariadb_script(
+        port,
+        "root",
+        Some(PW),
+        &["-Dshop"],
+        "CREATE TABLE addresses (id INT PRIMARY KEY, customer_id BIGINT UNSIGNED NOT NULL,
+           FOREIGN KEY (customer_id) REFERENCES customers (id));
+         INSERT INTO addresses VALUES (1, 2);",
+    ));
+    // The everyday options: one consistent snapshot (a transaction, a savepoint per table),
+    // routines and events (none here).
     let mut dump = Command::new("mariadb-dump");
     dump.arg("-h127.0.0.1").arg(format!("-P{port}")).args([
         "-uroot",
         &format!("-p{PW}"),
         "--skip-ssl",
+        "--single-transaction",
+        "--routines",
+        "--events",
         "shop",
     ]);
     let dumped = run_with_input(&mut dump, b"", Duration::from_secs(60));
     let text = ok(&dumped).to_owned();
     assert!(text.contains("INSERT INTO `items`"), "{text}");
+    assert!(
+        text.find("INSERT INTO `addresses`") < text.find("CREATE TABLE `customers`"),
+        "{text}"
+    );
     ok(&mariadb(
         port,
         "root",
@@ -269,7 +297,7 @@ fn mariadb_dump_restores_into_another_database() {
         "CREATE DATABASE copy",
     ));
     ok(&mariadb_script(port, "root", Some(PW), &["-Dcopy"], &text));
-    for table in ["items", "customers", "orders"] {
+    for table in ["items", "customers", "orders", "addresses"] {
         let query = format!("SELECT * FROM {table} ORDER BY 1");
         let original = ok(&mariadb(port, "root", Some(PW), &["-Dshop"], &query)).to_owned();
         let restored = ok(&mariadb(port, "root", Some(PW), &["-Dcopy"], &query)).to_owned();
@@ -319,6 +347,43 @@ fn sysbench_oltp_read_write_prepares_and_runs_without_errors() {
     assert!(
         out.contains("ignored errors:                      0 "),
         "{out}"
+    );
+}
+
+/// Savepoints: SQLite's own inside a transaction; one set before the transaction touched a
+/// database marks its start; outside a transaction there is none to go back to (1305).
+#[test]
+fn savepoints_roll_back_what_came_after_them() {
+    let tmp = TempDir::new("shim-sql-savepoints");
+    let shim = shim(&tmp);
+    let port = shim.port;
+    ok(&mariadb_script(port, "root", Some(PW), &[], SHOP));
+    let out = mariadb_script(
+        port,
+        "root",
+        Some(PW),
+        &["-Dshop"],
+        "START TRANSACTION; SAVEPOINT first;
+         INSERT INTO items VALUES (10, 'kiwi', 1);
+         SAVEPOINT second; INSERT INTO items VALUES (11, 'lime', 1);
+         ROLLBACK TO SAVEPOINT second; RELEASE SAVEPOINT second; COMMIT;
+         START TRANSACTION; SAVEPOINT s; INSERT INTO items VALUES (12, 'plum', 1);
+         ROLLBACK TO s; COMMIT;
+         SELECT id FROM items WHERE id >= 10;",
+    );
+    assert_eq!(ok(&out), "10\n");
+    let outside = mariadb(
+        port,
+        "root",
+        Some(PW),
+        &["-Dshop"],
+        "SAVEPOINT x; ROLLBACK TO SAVEPOINT x",
+    );
+    assert!(
+        outside.stderr.contains("ERROR 1305")
+            && outside.stderr.contains("SAVEPOINT x does not exist"),
+        "{}",
+        outside.stderr
     );
 }
 
