@@ -14,8 +14,8 @@ Between runs both instances are paused. The relay's own account of each cold log
 line: login_ms = greeting to login read, TLS included; wake_ms; compute_login_ms) is reported
 beside the client's wall clock.
 
-Usage: tls-login.py [N]   (default 50, the first 3 iterations are warm-up: each relay allows a
-source 60 wakes an hour, relay.budgets.wakes_per_source)
+Usage: tls-login.py [N]   (default 50, the first 3 iterations are warm-up; the harness turns
+the wake budgets off)
 Writes bench/results/tls-login.{txt,json}.
 """
 
