@@ -122,6 +122,10 @@ pub trait Executor: Send {
     /// [`SqlError`] if the rollback fails.
     fn rollback(&mut self) -> Result<(), SqlError>;
 
+    /// What the functions of the next statements read about their session (`CONNECTION_ID()`,
+    /// `USER()`, `@@x`, `@x`).
+    fn set_session(&mut self, session: crate::mysql_functions::SessionFacts);
+
     /// Turns foreign key checks on or off for what runs next outside a transaction
     /// (`@@foreign_key_checks`).
     ///

@@ -2,14 +2,16 @@
 //! connection under their MySQL names, so everyday SQL runs unchanged. The dialect rewrites
 //! what has a SQLite equivalent (`NOW()` → `CURRENT_TIMESTAMP`, `CONCAT` → `||`, ...) and
 //! leaves the rest, listed in `dialect::expr::ENGINE_FUNCTIONS`, to be registered here; a
-//! test checks the two lists agree, except for the functions only a session can answer
-//! ([`SESSION_ONLY`]).
+//! test checks the two lists agree. What depends on the session (its connection id, its user,
+//! its variables, `@@x` and `@x` inside any statement) is read from the [`SessionFacts`] the
+//! session gives the executor before each statement.
 //!
 //! Times are UTC, as SQLite's `CURRENT_TIMESTAMP` (a column default) is: the shim's
 //! `time_zone` is `+00:00`.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use sha1::Digest as _;
 
@@ -18,24 +20,37 @@ use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::{Value, ValueRef};
 
+use crate::engine::Cell;
+
 /// MySQL's text form of a DATETIME.
 const DATETIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
 
-/// Functions the dialect leaves for the engine that depend on the session (its user, its
-/// connection id): the session answers them in `SELECT` without `FROM`; inside a statement
-/// on tables they are unknown functions (ERR 1235).
-#[cfg(test)]
-pub const SESSION_ONLY: &[&str] = &[
-    "USER",
-    "CURRENT_USER",
-    "SESSION_USER",
-    "SYSTEM_USER",
-    "CONNECTION_ID",
-];
+/// The function the dialect calls for `@@name` inside a statement.
+pub const SYSTEM_VARIABLE_FN: &str = "mysql_system_variable";
+
+/// The function the dialect calls for `@name` inside a statement.
+pub const USER_VARIABLE_FN: &str = "mysql_user_variable";
+
+/// What the session running the next statement tells its executor's functions.
+#[derive(Debug, Clone, Default)]
+pub struct SessionFacts {
+    /// `CONNECTION_ID()`.
+    pub connection_id: u32,
+    /// `user@host` (`USER()`), none before the login.
+    pub user: Option<(String, String)>,
+    /// `@@autocommit`.
+    pub autocommit: bool,
+    /// The system variables the session set ([`crate::variables::SessionVars::set`]).
+    pub variables: BTreeMap<String, Cell>,
+    /// Its user variables.
+    pub user_variables: BTreeMap<String, Cell>,
+}
 
 /// What one executor's functions read about its connection.
 #[derive(Debug, Default)]
 pub struct ConnectionFacts {
+    /// The session running the statement.
+    pub session: Mutex<SessionFacts>,
     /// The id the last INSERT gave an `AUTO_INCREMENT` column.
     pub last_insert_id: AtomicI64,
     /// Rows the last INSERT, UPDATE or DELETE changed (`ROW_COUNT()`).
@@ -108,6 +123,75 @@ pub fn register(
             })
         })?;
     }
+    let session = |facts: &Arc<ConnectionFacts>| {
+        let facts = Arc::clone(facts);
+        move || {
+            facts
+                .session
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        }
+    };
+    let read = session(facts);
+    conn.create_scalar_function("connection_id", 0, volatile, move |_| {
+        Ok(i64::from(read().connection_id))
+    })?;
+    for (name, any_host) in [
+        ("user", false),
+        ("session_user", false),
+        ("system_user", false),
+        ("current_user", true),
+    ] {
+        let read = session(facts);
+        conn.create_scalar_function(name, 0, volatile, move |_| {
+            Ok(read().user.map(|(user, host)| {
+                format!("{user}@{}", if any_host { "%" } else { host.as_str() })
+            }))
+        })?;
+    }
+    // `@@x` and `@x` inside a statement: the dialect turns them into these calls.
+    let read = session(facts);
+    conn.create_scalar_function(SYSTEM_VARIABLE_FN, 1, volatile, move |ctx| {
+        let name: String = ctx.get(0)?;
+        let facts = read();
+        let vars = crate::variables::SessionVars {
+            autocommit: facts.autocommit,
+            set: &facts.variables,
+        };
+        crate::variables::lookup(&name, vars)
+            .map(|cell| crate::sqlite::to_sqlite(&cell))
+            .ok_or_else(|| {
+                rusqlite::Error::UserFunctionError(
+                    format!("Unknown system variable '{name}'").into(),
+                )
+            })
+    })?;
+    let read = session(facts);
+    conn.create_scalar_function(USER_VARIABLE_FN, 1, volatile, move |ctx| {
+        let name: String = ctx.get(0)?;
+        Ok(read()
+            .user_variables
+            .get(&name.to_ascii_lowercase())
+            .map_or(Value::Null, crate::sqlite::to_sqlite))
+    })?;
+    // Time is UTC here and no time zone tables exist: a conversion between two names of UTC
+    // keeps the time; any other gives NULL, as MySQL's does without its zone tables (Django
+    // probes exactly that).
+    conn.create_scalar_function("convert_tz", 3, pure, |ctx| {
+        let utc = |i| -> rusqlite::Result<bool> {
+            let zone: Option<String> = ctx.get(i)?;
+            Ok(zone.is_some_and(|z| {
+                ["utc", "+00:00", "+0:00", "system", "gmt"]
+                    .contains(&z.to_ascii_lowercase().as_str())
+            }))
+        };
+        Ok(if utc(1)? && utc(2)? {
+            datetime_arg(ctx, 0).map(|t| t.format(DATETIME_FORMAT).to_string())
+        } else {
+            None
+        })
+    })?;
     for name in ["database", "schema"] {
         let database = (!database.is_empty()).then(|| database.to_owned());
         conn.create_scalar_function(name, 0, pure, move |_| Ok(database.clone()))?;
@@ -296,9 +380,6 @@ mod tests {
             .prepare("SELECT 1 FROM pragma_function_list WHERE name = ?1")
             .unwrap();
         for name in crate::dialect::ENGINE_FUNCTIONS {
-            if SESSION_ONLY.contains(name) {
-                continue;
-            }
             assert!(
                 stmt.exists([name.to_lowercase()]).unwrap(),
                 "{name} is not registered"

@@ -22,6 +22,7 @@ use crate::auth::Login;
 use crate::catalog::{Database, Slot};
 use crate::classify::{SessionFn, SessionItem, Statement, classify};
 use crate::engine::{Cell, Executor, Outcome, SavepointAction, count_placeholders};
+use crate::mysql_functions::SessionFacts;
 use crate::results::{Reply, status_flags};
 use crate::sql_error::SqlError;
 use crate::state::ServerState;
@@ -86,9 +87,11 @@ pub struct Session {
     variables: BTreeMap<String, Cell>,
     /// `@@foreign_key_checks`: off while a dump is restored (tables come in name order).
     foreign_key_checks: bool,
-    /// User variables `SET` to a value or a variable (`SELECT @x` reads them; statements
-    /// that use them in expressions go to the engine, which has none).
+    /// User variables `SET` to a value or a variable.
     user_variables: BTreeMap<String, Cell>,
+    /// What the engine's functions read about this session, kept up to date with the login,
+    /// `autocommit` and the variables ([`Session::refresh_facts`]).
+    facts: SessionFacts,
     /// Savepoints set in a transaction that has not touched a database yet, oldest first
     /// ([`Session::savepoint`]).
     savepoints: Vec<String>,
@@ -99,6 +102,7 @@ pub struct Session {
 async fn run_blocking<T: Send + 'static>(
     server: &Arc<ServerState>,
     foreign_key_checks: bool,
+    facts: SessionFacts,
     mut guard: OwnedMutexGuard<Slot>,
     db: Arc<Database>,
     f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
@@ -110,6 +114,7 @@ async fn run_blocking<T: Send + 'static>(
             // wants and leaves them on (SQLite ignores both inside a transaction, so one
             // begun without checks keeps none until it ends, and the end turns them on).
             e.set_foreign_key_checks(foreign_key_checks)?;
+            e.set_session(facts);
             let result = f(e);
             e.set_foreign_key_checks(true)?;
             result
@@ -152,6 +157,11 @@ impl Session {
             variables: BTreeMap::new(),
             foreign_key_checks: true,
             user_variables: BTreeMap::new(),
+            facts: SessionFacts {
+                connection_id: conn_id,
+                autocommit: true,
+                ..SessionFacts::default()
+            },
             savepoints: Vec::new(),
         }
     }
@@ -159,6 +169,21 @@ impl Session {
     /// Records the login (once, right after authentication).
     pub fn set_login(&mut self, login: Login) {
         self.login = Some(login);
+        self.refresh_facts();
+    }
+
+    /// Brings [`Self::facts`] up to date after the login or a `SET`.
+    fn refresh_facts(&mut self) {
+        self.facts = SessionFacts {
+            connection_id: self.conn_id,
+            user: self
+                .login
+                .as_ref()
+                .map(|l| (l.user.clone(), l.host.clone())),
+            autocommit: self.autocommit,
+            variables: self.variables.clone(),
+            user_variables: self.user_variables.clone(),
+        };
     }
 
     /// Whether the login is known.
@@ -379,8 +404,15 @@ impl Session {
                 .guard
                 .take()
                 .ok_or_else(|| SqlError::internal("transaction lost"))?;
-            let (guard, result) =
-                run_blocking(&self.server, self.foreign_key_checks, guard, db, f).await;
+            let (guard, result) = run_blocking(
+                &self.server,
+                self.foreign_key_checks,
+                self.facts.clone(),
+                guard,
+                db,
+                f,
+            )
+            .await;
             match guard {
                 Some(g) => txn.guard = Some(g),
                 None => self.txn = None,
@@ -388,9 +420,16 @@ impl Session {
             return result;
         }
         let guard = self.lock(&db).await?;
-        run_blocking(&self.server, self.foreign_key_checks, guard, db, f)
-            .await
-            .1
+        run_blocking(
+            &self.server,
+            self.foreign_key_checks,
+            self.facts.clone(),
+            guard,
+            db,
+            f,
+        )
+        .await
+        .1
     }
 
     async fn engine(
@@ -417,10 +456,17 @@ impl Session {
             let guard = self.lock(&db).await?;
             let sql = sql.to_owned();
             let last = self.last_insert_id;
-            return run_blocking(&self.server, self.foreign_key_checks, guard, db, move |e| {
-                e.set_last_insert_id(last);
-                e.execute(&sql, &params)
-            })
+            return run_blocking(
+                &self.server,
+                self.foreign_key_checks,
+                self.facts.clone(),
+                guard,
+                db,
+                move |e| {
+                    e.set_last_insert_id(last);
+                    e.execute(&sql, &params)
+                },
+            )
             .await
             .1
             .map(reply);
@@ -438,12 +484,18 @@ impl Session {
                 .guard
                 .take()
                 .ok_or_else(|| SqlError::internal("transaction lost"))?;
-            let (guard, result) =
-                run_blocking(&self.server, self.foreign_key_checks, guard, db, move |e| {
+            let (guard, result) = run_blocking(
+                &self.server,
+                self.foreign_key_checks,
+                self.facts.clone(),
+                guard,
+                db,
+                move |e| {
                     e.set_last_insert_id(last);
                     e.execute(&sql, &params)
-                })
-                .await;
+                },
+            )
+            .await;
             match guard {
                 Some(g) => txn.guard = Some(g),
                 None => self.txn = None,
@@ -457,6 +509,7 @@ impl Session {
             let (guard, result) = run_blocking(
                 &self.server,
                 self.foreign_key_checks,
+                self.facts.clone(),
                 guard,
                 Arc::clone(&db),
                 move |e| {
@@ -474,10 +527,17 @@ impl Session {
             self.txn = guard.map(|g| Txn { db, guard: Some(g) });
             return statement_result.map(reply);
         }
-        run_blocking(&self.server, self.foreign_key_checks, guard, db, move |e| {
-            e.set_last_insert_id(last);
-            e.execute(&sql, &params)
-        })
+        run_blocking(
+            &self.server,
+            self.foreign_key_checks,
+            self.facts.clone(),
+            guard,
+            db,
+            move |e| {
+                e.set_last_insert_id(last);
+                e.execute(&sql, &params)
+            },
+        )
         .await
         .1
         .map(reply)
@@ -539,7 +599,10 @@ impl Session {
         {
             return Err(SqlError::no_database());
         }
-        match self.scratch()?.execute(sql, &params) {
+        let facts = self.facts.clone();
+        let scratch = self.scratch()?;
+        scratch.set_session(facts);
+        match scratch.execute(sql, &params) {
             Ok(outcome) => Ok(reply(outcome)),
             // A table without its database: MySQL's answer.
             Err(e) if e.code() == 1146 && qualifiers.is_empty() => Err(SqlError::no_database()),
@@ -558,9 +621,16 @@ impl Session {
             return Ok(());
         };
         let db = Arc::clone(&txn.db);
-        run_blocking(&self.server, self.foreign_key_checks, guard, db, move |e| {
-            if commit { e.commit() } else { e.rollback() }
-        })
+        run_blocking(
+            &self.server,
+            self.foreign_key_checks,
+            self.facts.clone(),
+            guard,
+            db,
+            move |e| {
+                if commit { e.commit() } else { e.rollback() }
+            },
+        )
         .await
         .1
     }
@@ -600,6 +670,7 @@ impl Session {
         let (guard, result) = run_blocking(
             &self.server,
             self.foreign_key_checks,
+            self.facts.clone(),
             guard,
             Arc::clone(&txn.db),
             move |e| e.savepoint(what, &name),
@@ -672,6 +743,7 @@ impl Session {
         }
         self.foreign_key_checks =
             !matches!(self.variables.get("foreign_key_checks"), Some(Cell::Int(0)));
+        self.refresh_facts();
         Ok(ok(0))
     }
 

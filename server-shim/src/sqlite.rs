@@ -322,6 +322,14 @@ impl Executor for SqliteExecutor {
         Ok(outcome)
     }
 
+    fn set_session(&mut self, session: mysql_functions::SessionFacts) {
+        *self
+            .facts
+            .session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = session;
+    }
+
     fn set_last_insert_id(&mut self, id: u64) {
         self.facts
             .last_insert_id
@@ -477,7 +485,8 @@ fn decimal_scale(decl: &str) -> Option<usize> {
     }
 }
 
-fn to_sqlite(cell: &Cell) -> Value {
+/// A cell as the SQLite value it is bound as.
+pub(crate) fn to_sqlite(cell: &Cell) -> Value {
     match cell {
         Cell::Null => Value::Null,
         Cell::Int(v) => Value::Integer(*v),

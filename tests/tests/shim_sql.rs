@@ -159,6 +159,30 @@ fn a_session_reads_back_the_variables_it_set() {
         "SELECT @@sql_mode, @@wait_timeout",
     );
     assert_eq!(ok(&fresh), "\t28800\n");
+
+    // Variables and the session's functions inside any statement: Django's first query
+    // (1105 `unrecognized token: "@"` before), CONNECTION_ID() and USER() beside a table,
+    // a user variable in a WHERE clause.
+    let django = mariadb(
+        shim.port,
+        "root",
+        Some(PW),
+        &[],
+        "SELECT VERSION(), @@sql_mode, @@default_storage_engine, @@sql_auto_is_null, \
+         @@lower_case_table_names, CONVERT_TZ('2001-01-01 01:00:00', 'UTC', 'UTC') IS NOT NULL",
+    );
+    assert_eq!(ok(&django), "8.0.36-perceptron-shim\t\tSQLite\t0\t0\t1\n");
+    ok(&mariadb_script(shim.port, "root", Some(PW), &[], SHOP));
+    let session = mariadb_script(
+        shim.port,
+        "root",
+        Some(PW),
+        &["-Dshop"],
+        "SELECT CONNECTION_ID() > 0, USER() LIKE 'root@%', CURRENT_USER() FROM items LIMIT 1;
+         SET @wanted = 2; SELECT name FROM items WHERE id = @wanted;
+         SELECT CONVERT_TZ('2001-01-01 01:00:00', 'UTC', 'Europe/Paris');",
+    );
+    assert_eq!(ok(&session), "1\t1\troot@%\nPear\nNULL\n");
 }
 
 #[test]

@@ -45,6 +45,7 @@ pub const ENGINE_FUNCTIONS: &[&str] = &[
     "SYSTEM_USER",
     "VERSION",
     "CONNECTION_ID",
+    "CONVERT_TZ",
     "NOW",
     "RAND",
     "UUID",
@@ -247,6 +248,10 @@ fn order_by_exprs(list: &mut [OrderByExpr]) -> Result<(), SqlError> {
 /// # Errors
 /// 1235 naming the construct when SQLite has no equivalent.
 pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
+    if let Some(variable) = variable(e) {
+        *e = variable;
+        return Ok(());
+    }
     match e {
         Expr::Identifier(_)
         | Expr::CompoundIdentifier(_)
@@ -572,6 +577,38 @@ pub fn collation_for(mysql: &ObjectName) -> &'static str {
     } else {
         "NOCASE"
     }
+}
+
+/// `@@x` (`@@session.x`, `@@global.x`) and `@x` inside a statement: a call of the function
+/// the engine registers to read the session's variable
+/// ([`crate::mysql_functions::SYSTEM_VARIABLE_FN`], [`crate::mysql_functions::USER_VARIABLE_FN`]).
+fn variable(e: &Expr) -> Option<Expr> {
+    let (function, name) = match e {
+        Expr::Identifier(id) if id.quote_style.is_none() => match id.value.strip_prefix("@@") {
+            Some(name) => (crate::mysql_functions::SYSTEM_VARIABLE_FN, name),
+            None => (
+                crate::mysql_functions::USER_VARIABLE_FN,
+                id.value.strip_prefix('@')?,
+            ),
+        },
+        Expr::CompoundIdentifier(parts) => match parts.as_slice() {
+            [scope, name]
+                if scope.quote_style.is_none()
+                    && ["@@session", "@@global", "@@local"]
+                        .iter()
+                        .any(|s| scope.value.eq_ignore_ascii_case(s)) =>
+            {
+                (
+                    crate::mysql_functions::SYSTEM_VARIABLE_FN,
+                    name.value.as_str(),
+                )
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let name = Expr::Value(Value::SingleQuotedString(name.to_ascii_lowercase()).into());
+    Some(Expr::Function(call(function, vec![name])))
 }
 
 /// A call `name(args)`.

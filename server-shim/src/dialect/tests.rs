@@ -707,3 +707,15 @@ fn keeps_what_sqlparser_0_52_did() {
         ["SELECT 7 % 2, CAST(7 / 2 AS INTEGER)"]
     );
 }
+
+/// `@@x` and `@x` inside a statement read the session's variables through the engine's
+/// functions (Django's first query mixes them with functions; dumps use `@OLD_X`).
+#[test]
+fn reads_variables_inside_statements() {
+    assert_eq!(
+        sql("SELECT VERSION(), @@sql_mode, @@SESSION.Time_Zone, @n FROM t WHERE id = @n"),
+        ["SELECT VERSION(), mysql_system_variable('sql_mode'), \
+          mysql_system_variable('time_zone'), mysql_user_variable('n') FROM t \
+          WHERE id = mysql_user_variable('n')"]
+    );
+}
