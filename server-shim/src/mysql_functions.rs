@@ -192,6 +192,33 @@ pub fn register(
             None
         })
     })?;
+    // `t + INTERVAL n UNIT`, DATE_ADD, DATE_SUB: the dialect calls this.
+    conn.create_scalar_function(crate::dialect::DATE_ADD_FN, 3, pure, |ctx| {
+        let unit: String = ctx.get(2)?;
+        let n = match ctx.get_raw(1) {
+            ValueRef::Integer(i) => Some(i as f64),
+            ValueRef::Real(r) => Some(r),
+            ValueRef::Text(t) => std::str::from_utf8(t)
+                .ok()
+                .and_then(|t| t.trim().parse().ok()),
+            _ => None,
+        };
+        let date_only = matches!(ctx.get_raw(0), ValueRef::Text(t) if t.len() == 10);
+        Ok(match (datetime_arg(ctx, 0), n) {
+            (Some(t), Some(n)) => date_add(t, n, &unit).map(|t| {
+                let whole_days =
+                    ["day", "week", "month", "quarter", "year"].contains(&unit.as_str());
+                if date_only && whole_days {
+                    t.format("%Y-%m-%d").to_string()
+                } else if t.nanosecond() != 0 {
+                    t.format("%Y-%m-%d %H:%M:%S%.6f").to_string()
+                } else {
+                    t.format(DATETIME_FORMAT).to_string()
+                }
+            }),
+            _ => None,
+        })
+    })?;
     for name in ["database", "schema"] {
         let database = (!database.is_empty()).then(|| database.to_owned());
         conn.create_scalar_function(name, 0, pure, move |_| Ok(database.clone()))?;
@@ -312,6 +339,43 @@ fn datetime_arg(ctx: &Context<'_>, i: usize) -> Option<NaiveDateTime> {
                 .ok()
                 .and_then(|d| d.and_hms_opt(0, 0, 0))
         })
+}
+
+/// `t` plus `n` of `unit` as MySQL computes it: months (and quarters, years) keep the day,
+/// clamped to the month's last (`2020-01-31 + 1 MONTH` is `2020-02-29`), a fractional count of
+/// them is rounded, the others are exact. `None` past the calendar's range.
+fn date_add(t: NaiveDateTime, n: f64, unit: &str) -> Option<NaiveDateTime> {
+    let months = |per: f64| -> Option<NaiveDateTime> {
+        let months = (n * per).round();
+        if !months.is_finite() || months.abs() > f64::from(u32::MAX) {
+            return None;
+        }
+        // Checked above: a whole number within u32 in magnitude.
+        let count = chrono::Months::new(months.abs() as u32);
+        if months < 0.0 {
+            t.checked_sub_months(count)
+        } else {
+            t.checked_add_months(count)
+        }
+    };
+    let micros_per = match unit {
+        "year" => return months(12.0),
+        "quarter" => return months(3.0),
+        "month" => return months(1.0),
+        "week" => 7.0 * 86_400e6,
+        "day" => 86_400e6,
+        "hour" => 3_600e6,
+        "minute" => 60e6,
+        "second" => 1e6,
+        "microsecond" => 1.0,
+        _ => return None,
+    };
+    let micros = (n * micros_per).round();
+    if !micros.is_finite() || micros.abs() > 9.0e18 {
+        return None;
+    }
+    // Checked above: within i64.
+    t.checked_add_signed(chrono::TimeDelta::microseconds(micros as i64))
 }
 
 /// MySQL's `DATE_FORMAT` specifiers, mapped to chrono's; an unknown `%x` prints `x`, as

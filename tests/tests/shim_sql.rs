@@ -180,9 +180,10 @@ fn a_session_reads_back_the_variables_it_set() {
         &["-Dshop"],
         "SELECT CONNECTION_ID() > 0, USER() LIKE 'root@%', CURRENT_USER() FROM items LIMIT 1;
          SET @wanted = 2; SELECT name FROM items WHERE id = @wanted;
-         SELECT CONVERT_TZ('2001-01-01 01:00:00', 'UTC', 'Europe/Paris');",
+         SELECT CONVERT_TZ('2001-01-01 01:00:00', 'UTC', 'Europe/Paris');
+         SELECT DATE_ADD('2020-01-31', INTERVAL 1 MONTH), NOW() + INTERVAL 1 DAY > NOW();",
     );
-    assert_eq!(ok(&session), "1\t1\troot@%\nPear\nNULL\n");
+    assert_eq!(ok(&session), "1\t1\troot@%\nPear\nNULL\n2020-02-29\t1\n");
 }
 
 #[test]

@@ -16,10 +16,10 @@
 
 use sqlparser::ast::{
     BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg, FunctionArgExpr,
-    FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, InTarget, JoinConstraint,
-    JoinOperator, LimitClause, ObjectName, ObjectNamePart, Offset, OffsetRows, OrderByExpr,
-    OrderByKind, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins, UnaryOperator,
-    Value,
+    FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, InTarget, Interval,
+    JoinConstraint, JoinOperator, LimitClause, ObjectName, ObjectNamePart, Offset, OffsetRows,
+    OrderByExpr, OrderByKind, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins,
+    UnaryOperator, Value,
 };
 
 use crate::sql_error::SqlError;
@@ -294,6 +294,23 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
             ) {
                 return Err(SqlError::not_supported("this unary operator"));
             }
+        }
+        Expr::BinaryOp { left, op, right }
+            if matches!(op, BinaryOperator::Plus | BinaryOperator::Minus)
+                && (matches!(right.as_ref(), Expr::Interval(_))
+                    || (matches!(op, BinaryOperator::Plus)
+                        && matches!(left.as_ref(), Expr::Interval(_)))) =>
+        {
+            // `t + INTERVAL n UNIT`, `INTERVAL n UNIT + t`, `t - INTERVAL n UNIT`.
+            let subtract = matches!(op, BinaryOperator::Minus);
+            let (time, interval) = match (left.as_mut(), right.as_mut()) {
+                (t, Expr::Interval(i)) => (t, i),
+                (Expr::Interval(i), t) => (t, i),
+                _ => return Err(SqlError::not_supported("INTERVAL")),
+            };
+            expr(time)?;
+            let time = core::mem::replace(time, Expr::Value(Value::Null.into()));
+            *e = date_add(time, interval, subtract)?;
         }
         Expr::BinaryOp { left, op, right } => {
             expr(left)?;
@@ -655,6 +672,12 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
         FunctionArguments::List(list) => {
             for arg in &mut list.args {
                 match arg {
+                    // `DATE_ADD(t, INTERVAL n UNIT)`: the interval is taken apart below.
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(a @ Expr::Interval(_))) => {
+                        if let Some(v) = &mut plain_args {
+                            v.push(a.clone());
+                        }
+                    }
                     FunctionArg::Unnamed(FunctionArgExpr::Expr(a)) => {
                         expr(a)?;
                         if let Some(v) = &mut plain_args {
@@ -691,9 +714,21 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
         group_concat(f)?;
         return Ok(None);
     }
-    let Some(args) = plain_args else {
+    let Some(mut args) = plain_args else {
         return Ok(None);
     };
+    if let ("DATE_ADD" | "ADDDATE" | "DATE_SUB" | "SUBDATE", [_, Expr::Interval(_)]) =
+        (name.as_str(), args.as_slice())
+    {
+        let (Some(Expr::Interval(mut interval)), Some(time)) = (args.pop(), args.pop()) else {
+            return Err(SqlError::not_supported("INTERVAL"));
+        };
+        let subtract = name.ends_with("SUB") || name == "SUBDATE";
+        return date_add(time, &mut interval, subtract).map(Some);
+    }
+    if args.iter().any(|a| matches!(a, Expr::Interval(_))) {
+        return Err(SqlError::not_supported("INTERVAL"));
+    }
     let rename = |f: &mut Function, to: &str| {
         f.name = ObjectName::from(vec![Ident::new(to)]);
         Ok(None)
@@ -750,6 +785,42 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
         _ => Ok(None),
     }
 }
+
+/// `time ± INTERVAL n UNIT` as a call of the engine's `mysql_date_add(time, n, 'unit')`
+/// (MySQL's month arithmetic, a DATE kept a DATE for whole days).
+fn date_add(time: Expr, interval: &mut Interval, subtract: bool) -> Result<Expr, SqlError> {
+    use sqlparser::ast::DateTimeField as F;
+    let unit = match (&interval.leading_field, &interval.last_field) {
+        (Some(F::Year | F::Years), None) => "year",
+        (Some(F::Quarter), None) => "quarter",
+        (Some(F::Month | F::Months), None) => "month",
+        (Some(F::Week(None) | F::Weeks), None) => "week",
+        (Some(F::Day | F::Days), None) => "day",
+        (Some(F::Hour | F::Hours), None) => "hour",
+        (Some(F::Minute | F::Minutes), None) => "minute",
+        (Some(F::Second | F::Seconds), None) => "second",
+        (Some(F::Microsecond | F::Microseconds), None) => "microsecond",
+        (Some(other), None) => {
+            return Err(SqlError::not_supported(&format!("INTERVAL ... {other}")));
+        }
+        _ => return Err(SqlError::not_supported("this INTERVAL")),
+    };
+    expr(&mut interval.value)?;
+    let n = core::mem::replace(interval.value.as_mut(), Expr::Value(Value::Null.into()));
+    let n = if subtract {
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr: nested(n),
+        }
+    } else {
+        n
+    };
+    let unit = Expr::Value(Value::SingleQuotedString(unit.to_owned()).into());
+    Ok(Expr::Function(call(DATE_ADD_FN, vec![time, n, unit])))
+}
+
+/// The engine's function behind `+ INTERVAL` and `DATE_ADD` ([`date_add`]).
+pub const DATE_ADD_FN: &str = "mysql_date_add";
 
 /// `GROUP_CONCAT(x SEPARATOR s)` → `GROUP_CONCAT(x, s)`; both default to `,`.
 fn group_concat(f: &mut Function) -> Result<(), SqlError> {

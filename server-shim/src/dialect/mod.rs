@@ -29,6 +29,7 @@ use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Token, Tokenizer};
 
+pub use expr::DATE_ADD_FN;
 #[cfg(test)]
 pub use expr::ENGINE_FUNCTIONS;
 

@@ -592,7 +592,7 @@ fn rejects_unmappable_constructs_with_1235() {
         "CREATE TABLE t2 LIKE t",
         "CREATE TABLE t (a INT AUTO_INCREMENT, b INT, PRIMARY KEY (a, b))",
         "CREATE TABLE t (a INT, ts TIMESTAMP ON UPDATE 5)",
-        "SELECT DATE_ADD(a, INTERVAL 1 DAY) FROM t",
+        "SELECT INTERVAL 1 DAY FROM t",
         "SELECT EXTRACT(YEAR FROM a) FROM t",
         "SELECT 1 XOR 0",
         "SELECT CAST(a AS YEAR) FROM t",
@@ -718,4 +718,38 @@ fn reads_variables_inside_statements() {
           mysql_system_variable('time_zone'), mysql_user_variable('n') FROM t \
           WHERE id = mysql_user_variable('n')"]
     );
+}
+
+/// `+ INTERVAL`, `- INTERVAL`, `DATE_ADD`, `DATE_SUB` (1235 before): the engine's date
+/// arithmetic, with MySQL's month rules.
+#[test]
+fn date_arithmetic_with_intervals() {
+    assert_eq!(
+        sql("SELECT NOW() + INTERVAL 1 DAY, DATE_SUB(d, INTERVAL '2' MONTH) FROM t"),
+        [
+            "SELECT mysql_date_add(CURRENT_TIMESTAMP, 1, 'day'), mysql_date_add(d, -'2', 'month') FROM t"
+        ]
+    );
+    let db = db();
+    crate::mysql_functions::register(&db, "", &std::sync::Arc::default()).unwrap();
+    for (mysql, want) in [
+        ("DATE_ADD('2020-01-31', INTERVAL 1 MONTH)", "2020-02-29"),
+        ("'2020-03-31' - INTERVAL 1 MONTH", "2020-02-29"),
+        (
+            "INTERVAL 2 HOUR + '2020-01-01 23:00:00'",
+            "2020-01-02 01:00:00",
+        ),
+        (
+            "DATE_ADD('2020-01-01', INTERVAL 90 MINUTE)",
+            "2020-01-01 01:30:00",
+        ),
+        ("ADDDATE('2021-12-31', INTERVAL 1 YEAR)", "2022-12-31"),
+        ("DATE_SUB('2020-01-01', INTERVAL 1 WEEK)", "2019-12-25"),
+        ("DATE_ADD(NULL, INTERVAL 1 DAY)", "NULL"),
+    ] {
+        assert_eq!(rows(&db, &format!("SELECT {mysql}")), [want], "{mysql}");
+    }
+    // An interval on its own means nothing; the compound units (`HOUR_MINUTE`) are not
+    // parsed at all (1064).
+    assert_eq!(code("SELECT INTERVAL 1 DAY"), 1235);
 }
