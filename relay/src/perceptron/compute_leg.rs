@@ -145,17 +145,19 @@ pub async fn connect<C: ComputeConnector>(
     }
 }
 
-/// One connect attempt within `timeout`, none on failure: a login opening its connection to
+/// One connect attempt within `within`, none on failure: a login opening its connection to
 /// a frozen compute while the compute thaws (the kernel completes the handshake for it).
+/// Writes on it are bounded by `write_timeout`.
 pub async fn connect_once<C: ComputeConnector>(
     connector: &C,
-    timeout: Duration,
+    within: Duration,
+    write_timeout: Duration,
 ) -> Option<PacketStream<C::Stream>> {
-    let stream = tokio::time::timeout(timeout, connector.connect())
+    let stream = tokio::time::timeout(within, connector.connect())
         .await
         .ok()?
         .ok()?;
-    Some(PacketStream::new(stream, MAX_LOGIN_PACKET_LEN).with_write_timeout(timeout))
+    Some(PacketStream::new(stream, MAX_LOGIN_PACKET_LEN).with_write_timeout(write_timeout))
 }
 
 /// P5: reads the compute's greeting and its scramble B. The caller learns the compute's

@@ -308,7 +308,7 @@ where
     // A frozen compute's kernel completes a connect while the compute is still frozen: the
     // login's connection is opened during the thaw, and the greeting is there once it runs.
     let (report, early) = if rt.instance.phase() == Phase::Frozen {
-        let connect = compute_leg::connect_once(connector, EARLY_CONNECT);
+        let connect = compute_leg::connect_once(connector, EARLY_CONNECT, cfg.compute_timeout);
         let (report, early) = tokio::join!(wake(rt), connect);
         (report?, early)
     } else {
