@@ -124,7 +124,7 @@ pub trait Executor: Send {
 
     /// What the functions of the next statements read about their session (`CONNECTION_ID()`,
     /// `USER()`, `@@x`, `@x`).
-    fn set_session(&mut self, session: crate::mysql_functions::SessionFacts);
+    fn set_session(&mut self, session: std::sync::Arc<crate::mysql_functions::SessionFacts>);
 
     /// Turns foreign key checks on or off for what runs next outside a transaction
     /// (`@@foreign_key_checks`).

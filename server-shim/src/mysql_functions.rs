@@ -50,7 +50,7 @@ pub struct SessionFacts {
 #[derive(Debug, Default)]
 pub struct ConnectionFacts {
     /// The session running the statement.
-    pub session: Mutex<SessionFacts>,
+    pub session: Mutex<Arc<SessionFacts>>,
     /// The id the last INSERT gave an `AUTO_INCREMENT` column.
     pub last_insert_id: AtomicI64,
     /// Rows the last INSERT, UPDATE or DELETE changed (`ROW_COUNT()`).
@@ -125,13 +125,7 @@ pub fn register(
     }
     let session = |facts: &Arc<ConnectionFacts>| {
         let facts = Arc::clone(facts);
-        move || {
-            facts
-                .session
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone()
-        }
+        move || Arc::clone(&facts.session.lock().unwrap_or_else(PoisonError::into_inner))
     };
     let read = session(facts);
     conn.create_scalar_function("connection_id", 0, volatile, move |_| {
@@ -145,7 +139,7 @@ pub fn register(
     ] {
         let read = session(facts);
         conn.create_scalar_function(name, 0, volatile, move |_| {
-            Ok(read().user.map(|(user, host)| {
+            Ok(read().user.as_ref().map(|(user, host)| {
                 format!("{user}@{}", if any_host { "%" } else { host.as_str() })
             }))
         })?;

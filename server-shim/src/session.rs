@@ -90,8 +90,9 @@ pub struct Session {
     /// User variables `SET` to a value or a variable.
     user_variables: BTreeMap<String, Cell>,
     /// What the engine's functions read about this session, kept up to date with the login,
-    /// `autocommit` and the variables ([`Session::refresh_facts`]).
-    facts: SessionFacts,
+    /// `autocommit` and the variables ([`Session::refresh_facts`]); shared with the executor
+    /// of each statement.
+    facts: Arc<SessionFacts>,
     /// Savepoints set in a transaction that has not touched a database yet, oldest first
     /// ([`Session::savepoint`]).
     savepoints: Vec<String>,
@@ -102,7 +103,7 @@ pub struct Session {
 async fn run_blocking<T: Send + 'static>(
     server: &Arc<ServerState>,
     foreign_key_checks: bool,
-    facts: SessionFacts,
+    facts: Arc<SessionFacts>,
     mut guard: OwnedMutexGuard<Slot>,
     db: Arc<Database>,
     f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
@@ -157,11 +158,11 @@ impl Session {
             variables: BTreeMap::new(),
             foreign_key_checks: true,
             user_variables: BTreeMap::new(),
-            facts: SessionFacts {
+            facts: Arc::new(SessionFacts {
                 connection_id: conn_id,
                 autocommit: true,
                 ..SessionFacts::default()
-            },
+            }),
             savepoints: Vec::new(),
         }
     }
@@ -174,7 +175,7 @@ impl Session {
 
     /// Brings [`Self::facts`] up to date after the login or a `SET`.
     fn refresh_facts(&mut self) {
-        self.facts = SessionFacts {
+        self.facts = Arc::new(SessionFacts {
             connection_id: self.conn_id,
             user: self
                 .login
@@ -183,7 +184,7 @@ impl Session {
             autocommit: self.autocommit,
             variables: self.variables.clone(),
             user_variables: self.user_variables.clone(),
-        };
+        });
     }
 
     /// Whether the login is known.
@@ -407,7 +408,7 @@ impl Session {
             let (guard, result) = run_blocking(
                 &self.server,
                 self.foreign_key_checks,
-                self.facts.clone(),
+                Arc::clone(&self.facts),
                 guard,
                 db,
                 f,
@@ -423,7 +424,7 @@ impl Session {
         run_blocking(
             &self.server,
             self.foreign_key_checks,
-            self.facts.clone(),
+            Arc::clone(&self.facts),
             guard,
             db,
             f,
@@ -459,7 +460,7 @@ impl Session {
             return run_blocking(
                 &self.server,
                 self.foreign_key_checks,
-                self.facts.clone(),
+                Arc::clone(&self.facts),
                 guard,
                 db,
                 move |e| {
@@ -487,7 +488,7 @@ impl Session {
             let (guard, result) = run_blocking(
                 &self.server,
                 self.foreign_key_checks,
-                self.facts.clone(),
+                Arc::clone(&self.facts),
                 guard,
                 db,
                 move |e| {
@@ -509,7 +510,7 @@ impl Session {
             let (guard, result) = run_blocking(
                 &self.server,
                 self.foreign_key_checks,
-                self.facts.clone(),
+                Arc::clone(&self.facts),
                 guard,
                 Arc::clone(&db),
                 move |e| {
@@ -530,7 +531,7 @@ impl Session {
         run_blocking(
             &self.server,
             self.foreign_key_checks,
-            self.facts.clone(),
+            Arc::clone(&self.facts),
             guard,
             db,
             move |e| {
@@ -599,7 +600,7 @@ impl Session {
         {
             return Err(SqlError::no_database());
         }
-        let facts = self.facts.clone();
+        let facts = Arc::clone(&self.facts);
         let scratch = self.scratch()?;
         scratch.set_session(facts);
         match scratch.execute(sql, &params) {
@@ -624,7 +625,7 @@ impl Session {
         run_blocking(
             &self.server,
             self.foreign_key_checks,
-            self.facts.clone(),
+            Arc::clone(&self.facts),
             guard,
             db,
             move |e| {
@@ -670,7 +671,7 @@ impl Session {
         let (guard, result) = run_blocking(
             &self.server,
             self.foreign_key_checks,
-            self.facts.clone(),
+            Arc::clone(&self.facts),
             guard,
             Arc::clone(&txn.db),
             move |e| e.savepoint(what, &name),

@@ -92,6 +92,9 @@ struct SqliteExecutor {
     db_name: String,
     /// Whether an explicit transaction is open.
     in_transaction: bool,
+    /// Whether SQLite checks foreign keys now (`PRAGMA foreign_keys`), so the pragma runs only
+    /// when a session wants the other setting.
+    foreign_keys: bool,
     /// What `LAST_INSERT_ID()`, `ROW_COUNT()` and `FOUND_ROWS()` read.
     facts: Arc<ConnectionFacts>,
     /// The directory holding every database's directory, to attach the ones a statement
@@ -133,6 +136,7 @@ impl SqliteExecutor {
             conn,
             db_name,
             in_transaction: false,
+            foreign_keys: true,
             facts,
             databases: None,
             attached: Vec::new(),
@@ -322,7 +326,7 @@ impl Executor for SqliteExecutor {
         Ok(outcome)
     }
 
-    fn set_session(&mut self, session: mysql_functions::SessionFacts) {
+    fn set_session(&mut self, session: Arc<mysql_functions::SessionFacts>) {
         *self
             .facts
             .session
@@ -366,12 +370,18 @@ impl Executor for SqliteExecutor {
     }
 
     fn set_foreign_key_checks(&mut self, on: bool) -> Result<(), SqlError> {
+        // Inside a transaction SQLite ignores the pragma: the setting it began with holds.
+        if self.in_transaction || self.foreign_keys == on {
+            return Ok(());
+        }
         let sql = if on {
             "PRAGMA foreign_keys = ON"
         } else {
             "PRAGMA foreign_keys = OFF"
         };
-        self.conn.execute_batch(sql).map_err(|e| self.error(&e))
+        self.conn.execute_batch(sql).map_err(|e| self.error(&e))?;
+        self.foreign_keys = on;
+        Ok(())
     }
 
     fn savepoint(&mut self, action: SavepointAction, name: &str) -> Result<(), SqlError> {
