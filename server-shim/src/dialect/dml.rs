@@ -16,9 +16,9 @@
 use core::ops::ControlFlow;
 
 use sqlparser::ast::{
-    Assignment, DoUpdate, Expr, FromTable, FunctionArg, FunctionArgExpr, FunctionArguments, Ident,
-    InTarget, LimitClause, OnConflict, OnConflictAction, OnInsert, OrderBy, OrderByExpr,
-    OrderByKind, SetExpr, SqliteOnConflict, Statement, TableWithJoins, Value,
+    Assignment, Delete, DoUpdate, Expr, FromTable, FunctionArg, FunctionArgExpr, FunctionArguments,
+    Ident, InTarget, LimitClause, OnConflict, OnConflictAction, OnInsert, OrderBy, OrderByExpr,
+    OrderByKind, SetExpr, SqliteOnConflict, Statement, TableFactor, TableWithJoins, Value,
     visit_expressions_mut,
 };
 use sqlparser::tokenizer::Tokenizer;
@@ -127,13 +127,13 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             if limited && one_table.is_none() {
                 return Err(SqlError::not_supported(MULTI_TABLE_LIMIT));
             }
-            let Some(table) = one_table.filter(|_| {
-                delete.tables.is_empty()
-                    && delete.using.is_none()
-                    && delete.returning.is_none()
-                    && delete.output.is_none()
-            }) else {
-                return Err(SqlError::not_supported("multi-table DELETE"));
+            if delete.returning.is_some() || delete.output.is_some() {
+                return Err(SqlError::not_supported("DELETE ... RETURNING"));
+            }
+            let Some(table) =
+                one_table.filter(|_| delete.tables.is_empty() && delete.using.is_none())
+            else {
+                return multi_table_delete(&delete);
             };
             if limited {
                 delete.selection = Some(by_rowid(
@@ -159,6 +159,94 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
         }
         _ => Err(SqlError::not_supported("this statement")),
     }
+}
+
+/// A multi-table `DELETE` (`DELETE a [, b] FROM <tables> [WHERE ..]`, `DELETE FROM a [, b]
+/// USING <tables> [WHERE ..]`) whose targets are all one table, under one or more aliases (a
+/// join to another table, WordPress's self-join to drop duplicate options):
+/// `DELETE FROM t WHERE rowid IN (SELECT a.rowid FROM <tables> [WHERE ..] UNION ...)`, which
+/// SQLite runs. Targets in two different tables stay refused: the second set of rows would be
+/// chosen after the first was gone.
+fn multi_table_delete(delete: &Delete) -> Result<Translation, SqlError> {
+    let refused = |why: &str| {
+        Err(SqlError::not_supported(&format!(
+            "multi-table DELETE {why}"
+        )))
+    };
+    let from = match &delete.from {
+        FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+    };
+    let (targets, refs): (Vec<String>, &[TableWithJoins]) = if !delete.tables.is_empty() {
+        (
+            delete.tables.iter().map(ToString::to_string).collect(),
+            from.as_ref(),
+        )
+    } else if let Some(using) = &delete.using {
+        let mut names = Vec::new();
+        for t in from {
+            match &t.relation {
+                TableFactor::Table { name, .. } if t.joins.is_empty() => {
+                    names.push(name.to_string())
+                }
+                _ => return refused("with this target list"),
+            }
+        }
+        (names, using)
+    } else {
+        return refused("of this form");
+    };
+    // Each target is an alias (or the name) of a table in `refs`: all of one table.
+    let mut factors = Vec::new();
+    for t in refs {
+        factors.push(&t.relation);
+        factors.extend(t.joins.iter().map(|j| &j.relation));
+    }
+    let base_of = |target: &str| {
+        factors.iter().find_map(|f| match f {
+            TableFactor::Table { name, alias, .. } => {
+                let called = alias
+                    .as_ref()
+                    .map_or_else(|| name.to_string(), |a| a.name.to_string());
+                called
+                    .eq_ignore_ascii_case(target)
+                    .then(|| name.to_string())
+            }
+            _ => None,
+        })
+    };
+    let mut base: Option<String> = None;
+    for target in &targets {
+        let Some(table) = base_of(target) else {
+            return refused(&format!("of {target}, which the FROM clause does not name"));
+        };
+        match &base {
+            Some(b) if !b.eq_ignore_ascii_case(&table) => {
+                return refused("from more than one table");
+            }
+            _ => base = Some(table),
+        }
+    }
+    let Some(base) = base else {
+        return refused("without a target");
+    };
+    let refs: Vec<String> = refs.iter().map(ToString::to_string).collect();
+    let filter = delete
+        .selection
+        .as_ref()
+        .map(|s| format!(" WHERE {s}"))
+        .unwrap_or_default();
+    let chosen: Vec<String> = targets
+        .iter()
+        .map(|t| format!("SELECT {t}.rowid FROM {}{filter}", refs.join(", ")))
+        .collect();
+    let single = format!(
+        "DELETE FROM {base} WHERE rowid IN ({})",
+        chosen.join(" UNION ")
+    );
+    let tokens = Tokenizer::new(&Mysql, &single)
+        .tokenize()
+        .map_err(|e| SqlError::syntax(&e.to_string()))?;
+    translate(parse_one(tokens)?)
 }
 
 fn one(statement: String, kind: StatementKind) -> Translation {

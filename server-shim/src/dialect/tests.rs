@@ -598,7 +598,7 @@ fn rejects_unmappable_constructs_with_1235() {
         "SELECT CAST(a AS YEAR) FROM t",
         "SELECT a INTO @x FROM t",
         "UPDATE a JOIN b ON a.id = b.id SET a.x = b.x",
-        "DELETE a FROM a JOIN b ON a.id = b.id",
+        "DELETE a, b FROM a JOIN b ON a.id = b.id",
         "RENAME TABLE a.t TO b.t",
         "SELECT GROUP_CONCAT(DISTINCT a SEPARATOR ';') FROM t",
     ] {
@@ -752,4 +752,61 @@ fn date_arithmetic_with_intervals() {
     // An interval on its own means nothing; the compound units (`HOUR_MINUTE`) are not
     // parsed at all (1064).
     assert_eq!(code("SELECT INTERVAL 1 DAY"), 1235);
+}
+
+/// Multi-table DELETE whose targets are one table (1235 before): through a join, and
+/// WordPress's self-join that drops a transient with its timeout. Two tables stay refused.
+#[test]
+fn multi_table_delete_of_one_table() {
+    let db = db();
+    crate::mysql_functions::register(&db, "", &std::sync::Arc::default()).unwrap();
+    run(
+        &db,
+        "CREATE TABLE country (code CHAR(3) PRIMARY KEY, name VARCHAR(20))",
+    );
+    run(&db, "CREATE TABLE city (id INT PRIMARY KEY, cc CHAR(3))");
+    run(
+        &db,
+        "INSERT INTO country VALUES ('FRA', 'France'), ('ITA', 'Italy')",
+    );
+    run(
+        &db,
+        "INSERT INTO city VALUES (1, 'FRA'), (2, 'ITA'), (3, 'FRA')",
+    );
+    run(
+        &db,
+        "DELETE c FROM city c JOIN country k ON k.code = c.cc WHERE k.name = 'France'",
+    );
+    assert_eq!(rows(&db, "SELECT id FROM city"), ["2"]);
+    run(
+        &db,
+        "DELETE FROM city USING city, country WHERE city.cc = country.code",
+    );
+    assert!(rows(&db, "SELECT id FROM city").is_empty());
+
+    run(
+        &db,
+        "CREATE TABLE wp_options (option_id INT PRIMARY KEY, option_name VARCHAR(191), option_value TEXT)",
+    );
+    run(
+        &db,
+        "INSERT INTO wp_options VALUES (1, '_transient_a', 'x'), (2, '_transient_timeout_a', 'expired'), \
+         (3, '_transient_b', 'y'), (4, '_transient_timeout_b', '999'), (5, 'siteurl', 'z')",
+    );
+    run(
+        &db,
+        "DELETE a, b FROM wp_options a, wp_options b \
+         WHERE a.option_name LIKE '%transient%' \
+         AND a.option_name NOT LIKE '%transient_timeout%' \
+         AND b.option_name = CONCAT('_transient_timeout_', SUBSTRING(a.option_name, 12)) \
+         AND b.option_value = 'expired'",
+    );
+    assert_eq!(
+        rows(&db, "SELECT option_id FROM wp_options ORDER BY option_id"),
+        ["3", "4", "5"]
+    );
+    assert_eq!(
+        code("DELETE c, k FROM city c JOIN country k ON k.code = c.cc"),
+        1235
+    );
 }
