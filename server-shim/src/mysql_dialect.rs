@@ -72,11 +72,11 @@ impl Dialect for Mysql {
     fn supports_string_literal_concatenation(&self) -> bool {
         MySqlDialect {}.supports_string_literal_concatenation()
     }
-    /// `'a\_b'` reads as `a_b`, as sqlparser 0.52 read it: MySQL keeps the backslash (for
-    /// LIKE to use as its escape), but SQLite's LIKE has no escape character unless told, so
-    /// a kept backslash would make `LIKE 'a\_%'` match nothing instead of too much.
+    /// `'a\_b'` keeps its backslash, as MySQL does (for LIKE to use as its escape; `SELECT
+    /// 'a\_b'` is `a\_b`); the dialect gives every LIKE without an `ESCAPE` MySQL's default
+    /// one, `\`, since SQLite's LIKE has none unless told.
     fn ignores_wildcard_escapes(&self) -> bool {
-        false
+        true
     }
     fn supports_literal_prefix_in_qualified_name(&self) -> bool {
         MySqlDialect {}.supports_literal_prefix_in_qualified_name()

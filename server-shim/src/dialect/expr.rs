@@ -330,6 +330,7 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
             expr: a,
             pattern,
             any,
+            escape_char,
             ..
         } => {
             if *any {
@@ -337,6 +338,16 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
             }
             expr(a)?;
             expr(pattern)?;
+            match escape_char {
+                Some(escape) => expr(escape)?,
+                // MySQL's LIKE escapes with `\` unless told otherwise (`'\_transient\_%'`, as
+                // WordPress writes it, matches a literal `_`); SQLite's has no escape.
+                None => {
+                    *escape_char = Some(Box::new(Expr::Value(
+                        Value::SingleQuotedString("\\".to_owned()).into(),
+                    )));
+                }
+            }
         }
         Expr::RLike {
             expr: a, pattern, ..

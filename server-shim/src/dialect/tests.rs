@@ -682,13 +682,13 @@ fn refuses_operator_chains_too_long_to_walk() {
         .unwrap();
 }
 
-/// What sqlparser 0.64 reads differently from 0.52 and the translation keeps as it was.
+/// What sqlparser 0.64 reads differently from 0.52, and how the translation reads it.
 #[test]
-fn keeps_what_sqlparser_0_52_did() {
-    // A backslash before `_`/`%` is dropped (SQLite's LIKE has no escape character).
+fn reads_what_sqlparser_0_64_changed() {
+    // A backslash before `_`/`%` is kept, as MySQL keeps it, and LIKE gets MySQL's escape.
     assert_eq!(
         sql("SELECT a FROM t WHERE a LIKE 'r\\_%'"),
-        ["SELECT a FROM t WHERE a LIKE 'r_%'"]
+        ["SELECT a FROM t WHERE a LIKE 'r\\_%' ESCAPE '\\'"]
     );
     // The last COLLATE of a column wins.
     assert_eq!(
@@ -809,4 +809,23 @@ fn multi_table_delete_of_one_table() {
         code("DELETE c, k FROM city c JOIN country k ON k.code = c.cc"),
         1235
     );
+}
+
+/// MySQL's LIKE escapes with a backslash by default: `\_` is a literal underscore (WordPress's
+/// `esc_like`). Before, the backslash was dropped and `\_` became a wildcard.
+#[test]
+fn like_escapes_with_a_backslash_as_in_mysql() {
+    let db = db();
+    for (mysql, want) in [
+        ("SELECT '_transient_a' LIKE '\\_transient\\_%'", "1"),
+        ("SELECT 'xtransientya' LIKE '\\_transient\\_%'", "0"),
+        ("SELECT '50%' LIKE '50\\%'", "1"),
+        ("SELECT '500' LIKE '50\\%'", "0"),
+        ("SELECT 'a_b' NOT LIKE 'a\\_b'", "0"),
+        ("SELECT 'a|b' LIKE 'a||b' ESCAPE '|'", "1"),
+        ("SELECT 'a_b' LIKE 'a|_b' ESCAPE '|'", "1"),
+        ("SELECT '\\_'", "\\_"),
+    ] {
+        assert_eq!(rows(&db, mysql), [want], "{mysql}");
+    }
 }
