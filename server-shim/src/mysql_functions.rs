@@ -46,6 +46,15 @@ pub struct SessionFacts {
     pub user_variables: BTreeMap<String, Cell>,
 }
 
+impl SessionFacts {
+    /// `@@foreign_key_checks`: off while a dump is restored (it creates tables in name order,
+    /// children before parents).
+    #[must_use]
+    pub fn foreign_key_checks(&self) -> bool {
+        !matches!(self.variables.get("foreign_key_checks"), Some(Cell::Int(0)))
+    }
+}
+
 /// What one executor's functions read about its connection.
 #[derive(Debug, Default)]
 pub struct ConnectionFacts {

@@ -85,8 +85,6 @@ pub struct Session {
     next_statement_id: u32,
     /// System variables the session set to a plain value ([`variables::assigned`]).
     variables: BTreeMap<String, Cell>,
-    /// `@@foreign_key_checks`: off while a dump is restored (tables come in name order).
-    foreign_key_checks: bool,
     /// User variables `SET` to a value or a variable.
     user_variables: BTreeMap<String, Cell>,
     /// What the engine's functions read about this session, kept up to date with the login,
@@ -102,7 +100,6 @@ pub struct Session {
 /// storage on first use). Returns the guard (unless the task panicked) and `f`'s result.
 async fn run_blocking<T: Send + 'static>(
     server: &Arc<ServerState>,
-    foreign_key_checks: bool,
     facts: Arc<SessionFacts>,
     mut guard: OwnedMutexGuard<Slot>,
     db: Arc<Database>,
@@ -114,7 +111,7 @@ async fn run_blocking<T: Send + 'static>(
             // The database's connection is shared by its sessions: each sets the checks it
             // wants and leaves them on (SQLite ignores both inside a transaction, so one
             // begun without checks keeps none until it ends, and the end turns them on).
-            e.set_foreign_key_checks(foreign_key_checks)?;
+            e.set_foreign_key_checks(facts.foreign_key_checks())?;
             e.set_session(facts);
             let result = f(e);
             e.set_foreign_key_checks(true)?;
@@ -156,7 +153,6 @@ impl Session {
             prepared: HashMap::new(),
             next_statement_id: 1,
             variables: BTreeMap::new(),
-            foreign_key_checks: true,
             user_variables: BTreeMap::new(),
             facts: Arc::new(SessionFacts {
                 connection_id: conn_id,
@@ -393,7 +389,7 @@ impl Session {
             })
     }
 
-    /// Runs a read of the catalog: inside the open transaction when it is on `db`, else
+    /// Runs `f` on `db`'s executor: inside the open transaction when it is on `db`, else
     /// under a short hold of the lock.
     async fn with_executor<T: Send + 'static>(
         &mut self,
@@ -405,15 +401,8 @@ impl Session {
                 .guard
                 .take()
                 .ok_or_else(|| SqlError::internal("transaction lost"))?;
-            let (guard, result) = run_blocking(
-                &self.server,
-                self.foreign_key_checks,
-                Arc::clone(&self.facts),
-                guard,
-                db,
-                f,
-            )
-            .await;
+            let (guard, result) =
+                run_blocking(&self.server, Arc::clone(&self.facts), guard, db, f).await;
             match guard {
                 Some(g) => txn.guard = Some(g),
                 None => self.txn = None,
@@ -421,16 +410,9 @@ impl Session {
             return result;
         }
         let guard = self.lock(&db).await?;
-        run_blocking(
-            &self.server,
-            self.foreign_key_checks,
-            Arc::clone(&self.facts),
-            guard,
-            db,
-            f,
-        )
-        .await
-        .1
+        run_blocking(&self.server, Arc::clone(&self.facts), guard, db, f)
+            .await
+            .1
     }
 
     async fn engine(
@@ -457,17 +439,10 @@ impl Session {
             let guard = self.lock(&db).await?;
             let sql = sql.to_owned();
             let last = self.last_insert_id;
-            return run_blocking(
-                &self.server,
-                self.foreign_key_checks,
-                Arc::clone(&self.facts),
-                guard,
-                db,
-                move |e| {
-                    e.set_last_insert_id(last);
-                    e.execute(&sql, &params)
-                },
-            )
+            return run_blocking(&self.server, Arc::clone(&self.facts), guard, db, move |e| {
+                e.set_last_insert_id(last);
+                e.execute(&sql, &params)
+            })
             .await
             .1
             .map(reply);
@@ -475,33 +450,19 @@ impl Session {
         let db = self.current_database()?;
         let sql = sql.to_owned();
         let last = self.last_insert_id;
-        if let Some(txn) = self.txn.as_mut() {
+        if let Some(txn) = &self.txn {
             if txn.db.name() != db.name() {
                 return Err(SqlError::not_in_transaction(
                     "a statement on another database; COMMIT or ROLLBACK first",
                 ));
             }
-            let guard = txn
-                .guard
-                .take()
-                .ok_or_else(|| SqlError::internal("transaction lost"))?;
-            let (guard, result) = run_blocking(
-                &self.server,
-                self.foreign_key_checks,
-                Arc::clone(&self.facts),
-                guard,
-                db,
-                move |e| {
+            return self
+                .with_executor(db, move |e| {
                     e.set_last_insert_id(last);
                     e.execute(&sql, &params)
-                },
-            )
-            .await;
-            match guard {
-                Some(g) => txn.guard = Some(g),
-                None => self.txn = None,
-            }
-            return result.map(reply);
+                })
+                .await
+                .map(reply);
         }
         let guard = self.lock(&db).await?;
         if self.txn_pending || (!self.autocommit && write) {
@@ -509,7 +470,6 @@ impl Session {
             let savepoints: Vec<String> = self.savepoints.drain(..).collect();
             let (guard, result) = run_blocking(
                 &self.server,
-                self.foreign_key_checks,
                 Arc::clone(&self.facts),
                 guard,
                 Arc::clone(&db),
@@ -528,17 +488,10 @@ impl Session {
             self.txn = guard.map(|g| Txn { db, guard: Some(g) });
             return statement_result.map(reply);
         }
-        run_blocking(
-            &self.server,
-            self.foreign_key_checks,
-            Arc::clone(&self.facts),
-            guard,
-            db,
-            move |e| {
-                e.set_last_insert_id(last);
-                e.execute(&sql, &params)
-            },
-        )
+        run_blocking(&self.server, Arc::clone(&self.facts), guard, db, move |e| {
+            e.set_last_insert_id(last);
+            e.execute(&sql, &params)
+        })
         .await
         .1
         .map(reply)
@@ -622,16 +575,9 @@ impl Session {
             return Ok(());
         };
         let db = Arc::clone(&txn.db);
-        run_blocking(
-            &self.server,
-            self.foreign_key_checks,
-            Arc::clone(&self.facts),
-            guard,
-            db,
-            move |e| {
-                if commit { e.commit() } else { e.rollback() }
-            },
-        )
+        run_blocking(&self.server, Arc::clone(&self.facts), guard, db, move |e| {
+            if commit { e.commit() } else { e.rollback() }
+        })
         .await
         .1
     }
@@ -644,7 +590,7 @@ impl Session {
     /// a transaction, as in MySQL, a savepoint is forgotten at once: rolling back to it or
     /// releasing it is ERR 1305.
     async fn savepoint(&mut self, what: SavepointAction, name: String) -> Result<Reply, SqlError> {
-        let Some(txn) = self.txn.as_mut() else {
+        let Some(txn) = &self.txn else {
             let pending = self.txn_pending || !self.autocommit;
             let found = self
                 .savepoints
@@ -664,24 +610,10 @@ impl Session {
             }
             return Ok(ok(0));
         };
-        let guard = txn
-            .guard
-            .take()
-            .ok_or_else(|| SqlError::internal("transaction lost"))?;
-        let (guard, result) = run_blocking(
-            &self.server,
-            self.foreign_key_checks,
-            Arc::clone(&self.facts),
-            guard,
-            Arc::clone(&txn.db),
-            move |e| e.savepoint(what, &name),
-        )
-        .await;
-        match guard {
-            Some(g) => txn.guard = Some(g),
-            None => self.txn = None,
-        }
-        result.map(|()| ok(0))
+        let db = Arc::clone(&txn.db);
+        self.with_executor(db, move |e| e.savepoint(what, &name))
+            .await
+            .map(|()| ok(0))
     }
 
     async fn drop_database(&mut self, name: String, if_exists: bool) -> Result<Reply, SqlError> {
@@ -742,8 +674,6 @@ impl Session {
                 self.variables.remove(&name);
             }
         }
-        self.foreign_key_checks =
-            !matches!(self.variables.get("foreign_key_checks"), Some(Cell::Int(0)));
         self.refresh_facts();
         Ok(ok(0))
     }
