@@ -244,6 +244,14 @@ on_relay_exit = "{}"
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Whether a log line contains `needle`, waiting up to 10 s for it: the relay logs a
+    /// connection's outcome when the connection ends, which may be after its client has read
+    /// the ERR or OK that the test saw.
+    #[must_use]
+    pub fn logged(&self, needle: &str) -> bool {
+        Self::wait_until(Duration::from_secs(10), || self.log().contains(needle))
+    }
+
     /// How many log lines contain `needle`.
     #[must_use]
     pub fn log_count(&self, needle: &str) -> usize {

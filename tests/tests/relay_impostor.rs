@@ -99,7 +99,7 @@ fn with_the_exec_driver_an_impostor_gets_a_hello_and_no_client() {
         "the answer must be a Hello, not the client's"
     );
     assert!(rest.is_empty(), "{} more bytes", rest.len());
-    assert!(relay.log().contains("compute_unproven"), "{}", relay.log());
+    assert!(relay.logged("compute_unproven"), "{}", relay.log());
 }
 
 /// A squatter on the compute address when the relay starts (exec driver, which cannot tell

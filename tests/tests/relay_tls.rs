@@ -98,7 +98,7 @@ fn mariadb_cli_logs_in_over_verified_tls_and_nothing_else_wakes_the_instance() {
     assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
     assert_eq!(out.stdout, "42\napp@127.0.0.1\n", "{out:?}");
     assert_eq!(relay.state(), "running");
-    assert!(relay.log().contains("relayed login accepted"));
+    assert!(relay.logged("relayed login accepted"));
 }
 
 #[test]
@@ -423,7 +423,7 @@ fn compute_tls_verifies_the_computes_certificate_and_never_falls_back_to_plainte
     let out = mariadb(relay.port, &verified(&certs, "good-ca.pem"), "SELECT 1");
     assert!(out.stderr.contains("ERROR 1053"), "{out:?}");
     assert!(
-        relay.log().contains("outcome=\"compute_tls_failed\""),
+        relay.logged("outcome=\"compute_tls_failed\""),
         "{}",
         relay.log()
     );
@@ -437,7 +437,7 @@ fn compute_tls_verifies_the_computes_certificate_and_never_falls_back_to_plainte
     let relay = start("compute_tls = \"on\"\n".into(), false);
     let out = mariadb(relay.port, &verified(&certs, "good-ca.pem"), "SELECT 1");
     assert!(out.stderr.contains("ERROR 1053"), "{out:?}");
-    assert!(relay.log().contains("offers no TLS"), "{}", relay.log());
+    assert!(relay.logged("offers no TLS"), "{}", relay.log());
     assert_eq!(relay.log_count("route=\"relayed\""), 0);
 }
 
