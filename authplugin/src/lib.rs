@@ -31,7 +31,9 @@ pub mod packet;
 pub mod payload;
 pub mod reader;
 pub mod replay;
+pub mod resume;
 pub mod scramble;
+pub mod ticket;
 
 pub use credential::{AnswerError, AuthPlugin, Credential};
 pub use identity::{IdentityError, KeyId, KeyRing, KeySecret, PerceptronKey};

@@ -32,18 +32,26 @@ use crate::scramble::{SCRAMBLE_LEN, Scramble};
 pub const PLUGIN_NAME: &str = "perceptron_dual_auth";
 /// The payload's first four bytes.
 pub const MAGIC: [u8; 4] = *b"PCPT";
-/// The only version this crate reads and writes.
+/// The version without flags, which every compute reads (the MariaDB plugin only this one).
 pub const VERSION: u8 = 2;
+/// v2 with a `flags` byte before the MAC: sent only to computes that issue resumption tickets
+/// (`resumable_sessions`).
+pub const VERSION_WITH_FLAGS: u8 = 3;
+/// `flags` bit: the relay asks for a resumption ticket ([`crate::ticket`]) in the login's OK
+/// exchange.
+pub const FLAG_WANTS_TICKET: u8 = 0x01;
 /// Domain separation for the MAC, so a tag made for anything else (a v1 payload included)
 /// never verifies here.
 pub const MAC_CONTEXT: &[u8] = b"perceptron-dual-auth-v2";
+/// The MAC's domain separation in v3.
+pub const MAC_CONTEXT_V3: &[u8] = b"perceptron-dual-auth-v3";
 /// How long a relay may hold a login between greeting the client (scramble A's clock) and
 /// signing the payload (`issued_at`): the relay's handshake, wake and compute timeouts must fit
 /// in it. A sniffed (scramble A, answer) pair is worthless after this plus the freshness window.
 pub const MAX_LOGIN_AGE_MS: u64 = 600_000;
 /// The longest payload: every length-prefixed field at 255 bytes. Callers may reject bigger
 /// auth data before decoding.
-pub const MAX_PAYLOAD_LEN: usize = 4 + 1 + 1 + 255 + 8 + SCRAMBLE_LEN + 3 * (1 + 255) + KEY_LEN;
+pub const MAX_PAYLOAD_LEN: usize = 4 + 1 + 1 + 255 + 8 + SCRAMBLE_LEN + 3 * (1 + 255) + 1 + KEY_LEN;
 
 /// The connection-specific values the MAC binds: a payload made for one compute connection
 /// and login is worthless on any other.
@@ -95,6 +103,8 @@ pub struct DecodedPayload {
     pub client_plugin: AuthPlugin,
     /// The client's address.
     pub client_addr: String,
+    /// v3's flags ([`FLAG_WANTS_TICKET`]); 0 in v2.
+    pub flags: u8,
     /// The HMAC-SHA256 tag.
     pub mac: [u8; KEY_LEN],
 }
@@ -130,7 +140,7 @@ impl fmt::Display for EncodeError {
 
 impl std::error::Error for EncodeError {}
 
-/// Builds and signs a payload with `key` (the relay passes its ring's signing key).
+/// Builds and signs a v2 payload with `key` (the relay passes its ring's signing key).
 ///
 /// # Errors
 /// [`EncodeError`] if a field does not fit its one-byte length prefix.
@@ -140,6 +150,20 @@ pub fn encode_signed(
     issued_at_ms: u64,
     binding: &Binding<'_>,
 ) -> Result<Vec<u8>, EncodeError> {
+    encode_signed_with(claim, key, issued_at_ms, binding, None)
+}
+
+/// As [`encode_signed`]; with `Some(flags)` a v3 payload carrying them.
+///
+/// # Errors
+/// [`EncodeError`] if a field does not fit its one-byte length prefix.
+pub fn encode_signed_with(
+    claim: &LoginClaim,
+    key: &PerceptronKey,
+    issued_at_ms: u64,
+    binding: &Binding<'_>,
+    flags: Option<u8>,
+) -> Result<Vec<u8>, EncodeError> {
     let answer_len = u8::try_from(claim.answer_a.len()).map_err(|_| EncodeError::AnswerTooLong)?;
     let addr_len =
         u8::try_from(claim.client_addr.len()).map_err(|_| EncodeError::ClientAddrTooLong)?;
@@ -147,7 +171,11 @@ pub fn encode_signed(
     let plugin = claim.client_plugin.name().as_bytes();
     let mut out = Vec::with_capacity(128);
     out.extend_from_slice(&MAGIC);
-    out.push(VERSION);
+    out.push(if flags.is_some() {
+        VERSION_WITH_FLAGS
+    } else {
+        VERSION
+    });
     // Key ids are at most 32 bytes and plugin names are constants: both fit a u8.
     out.push(key_id.len() as u8);
     out.extend_from_slice(key_id);
@@ -159,6 +187,9 @@ pub fn encode_signed(
     out.extend_from_slice(plugin);
     out.push(addr_len);
     out.extend_from_slice(claim.client_addr.as_bytes());
+    if let Some(flags) = flags {
+        out.push(flags);
+    }
     let mac = key.sign(&mac_input(binding, &out));
     out.extend_from_slice(&mac);
     Ok(out)
@@ -174,7 +205,8 @@ pub fn decode(bytes: &[u8]) -> Result<DecodedPayload, DecodeError> {
     if r.array::<4>("magic")? != MAGIC {
         return Err(DecodeError::InvalidValue("magic"));
     }
-    if r.u8("version")? != VERSION {
+    let version = r.u8("version")?;
+    if version != VERSION && version != VERSION_WITH_FLAGS {
         return Err(DecodeError::InvalidValue("version"));
     }
     let key_id = KeyId::from_bytes(r.u8_prefixed("key_id")?)
@@ -187,6 +219,11 @@ pub fn decode(bytes: &[u8]) -> Result<DecodedPayload, DecodeError> {
     let client_addr = core::str::from_utf8(r.u8_prefixed("client_addr")?)
         .map_err(|_| DecodeError::InvalidValue("client_addr"))?
         .to_owned();
+    let flags = if version == VERSION_WITH_FLAGS {
+        r.u8("flags")?
+    } else {
+        0
+    };
     let mac = r.array("mac")?;
     r.expect_empty()?;
     Ok(DecodedPayload {
@@ -196,6 +233,7 @@ pub fn decode(bytes: &[u8]) -> Result<DecodedPayload, DecodeError> {
         answer_a,
         client_plugin,
         client_addr,
+        flags,
         mac,
     })
 }
@@ -207,6 +245,8 @@ pub struct VerifiedLogin {
     pub key_id: KeyId,
     /// The verified claim (scramble A, answer A, client plugin, client address).
     pub claim: LoginClaim,
+    /// The relay asked for a resumption ticket (v3, [`FLAG_WANTS_TICKET`]).
+    pub wants_ticket: bool,
 }
 
 /// Why the compute refused a relayed login. The client only ever sees a generic
@@ -375,6 +415,7 @@ pub fn verify(
         )
         .map_err(DenyReason::WrongAnswer)?;
     Ok(VerifiedLogin {
+        wants_ticket: decoded.flags & FLAG_WANTS_TICKET != 0,
         key_id: decoded.key_id,
         claim: LoginClaim {
             scramble_a: decoded.scramble_a,
@@ -385,9 +426,15 @@ pub fn verify(
     })
 }
 
+/// The MAC's input; the version byte (signed[4]) picks the domain separation.
 fn mac_input<'a>(binding: &Binding<'a>, signed: &'a [u8]) -> [&'a [u8]; 7] {
+    let context = if signed.get(4) == Some(&VERSION_WITH_FLAGS) {
+        MAC_CONTEXT_V3
+    } else {
+        MAC_CONTEXT
+    };
     [
-        MAC_CONTEXT,
+        context,
         binding.scramble_b.as_bytes(),
         binding.user,
         &[0],

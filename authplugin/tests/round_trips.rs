@@ -191,6 +191,7 @@ proptest! {
         addr in "[0-9a-f:.\\[\\]]{0,60}",
         user in no_nul(40),
         database in no_nul(40),
+        flags in proptest::option::of(any::<u8>()),
     ) {
         let key = PerceptronKey::new(KeyId::new(&id).unwrap(), KeySecret::from_bytes(secret));
         let claim = LoginClaim {
@@ -201,8 +202,9 @@ proptest! {
         };
         let sb = Scramble::from_bytes(scramble_b);
         let binding = Binding { scramble_b: &sb, user: &user, database: &database };
-        let bytes = payload::encode_signed(&claim, &key, issued, &binding).unwrap();
+        let bytes = payload::encode_signed_with(&claim, &key, issued, &binding, flags).unwrap();
         let d = payload::decode(&bytes).unwrap();
+        prop_assert_eq!(d.flags, flags.unwrap_or(0));
         prop_assert_eq!(d.key_id, key.id().clone());
         prop_assert_eq!(d.issued_at_ms, issued);
         prop_assert_eq!(d.scramble_a, claim.scramble_a);
@@ -220,6 +222,8 @@ proptest! {
         let _ = ErrPacket::decode(&bytes);
         let _ = AuthSwitchRequest::decode(&bytes);
         let _ = payload::decode(&bytes);
+        let _ = authplugin::resume::decode(&bytes);
+        let _ = authplugin::ticket::decode(&bytes);
         let _ = parse_packet(&bytes, 1 << 20);
     }
 }

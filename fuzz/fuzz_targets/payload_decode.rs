@@ -22,7 +22,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let scramble_b = Scramble::from_bytes([b'B'; 20]);
     let binding = Binding { scramble_b: &scramble_b, user: b"u", database: b"" };
-    let again = payload::encode_signed(&claim, &key, decoded.issued_at_ms, &binding)
+    let flags = (data[4] == payload::VERSION_WITH_FLAGS).then_some(decoded.flags);
+    let again = payload::encode_signed_with(&claim, &key, decoded.issued_at_ms, &binding, flags)
         .expect("decoded fields fit");
     assert_eq!(again[..again.len() - 32], data[..data.len() - 32]);
     // The fuzzer does not know this secret, so nothing it writes may verify.
