@@ -21,9 +21,11 @@ use authplugin::packet::capabilities::{
 };
 use authplugin::packet::{ErrPacket, HandshakeResponse41};
 use authplugin::payload::{self, Binding, MAX_PAYLOAD_LEN, PLUGIN_NAME};
+use authplugin::resume;
 use authplugin::{AuthPlugin, Credential, KeyRing, ReplayGuard, Scramble};
 
 use crate::accounts::{AccountStore, Role};
+use crate::tickets::Tickets;
 
 /// How the client reached the shim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +63,20 @@ pub struct Login {
     pub plugin: AuthPlugin,
     /// The database named in the login, if any.
     pub database: Option<String>,
+    /// The session's resumption ticket, for the relay (sent before the login's OK): issued
+    /// when the relay asked for one, and on every reattach.
+    pub ticket: Option<Vec<u8>>,
+    /// This login reattached a session with a ticket (the client's answer was checked at
+    /// its first login).
+    pub resumed: bool,
+}
+
+/// A relayed session's next ticket: for whom, and since when.
+struct TicketRequest {
+    /// The client's address as the relay vouched for it.
+    client_addr: String,
+    /// When the session's first login was verified; carried through every ticket.
+    login_ms: u64,
 }
 
 /// A refused login: what to log, and what the client is told.
@@ -106,6 +122,8 @@ pub struct Verifier<'a> {
     pub key_ring: Option<&'a KeyRing>,
     /// The process-wide replay window.
     pub replay: &'a Mutex<ReplayGuard>,
+    /// This compute's tickets; `None` refuses every reattach.
+    pub tickets: Option<&'a Tickets>,
 }
 
 /// What opensrv passes `authenticate`, plus the teed handshake.
@@ -234,6 +252,22 @@ pub fn decide(v: &Verifier<'_>, a: &Attempt<'_>) -> Result<Login, Denial> {
                 "relayed login refused: no --key-file configured".into(),
             ));
         };
+        if resume::is_resume(a.auth_data) {
+            let (host, request) = reattach(v, a, ring, &database, user, credential)
+                .map_err(|(kind, detail)| deny(kind, detail))?;
+            let mut login = finish(
+                account.as_ref().map(|acc| acc.role),
+                user,
+                host,
+                route,
+                AuthPlugin::MysqlNativePassword,
+                &handshake,
+            )
+            .ok_or_else(|| deny("unknown_user", "unknown user".into()))?;
+            login.resumed = true;
+            login.ticket = issue(v, &login.user, &request, a.now_ms, credential);
+            return Ok(login);
+        }
         if a.auth_data.len() > MAX_PAYLOAD_LEN {
             return Err(deny(
                 "malformed",
@@ -257,15 +291,23 @@ pub fn decide(v: &Verifier<'_>, a: &Attempt<'_>) -> Result<Login, Denial> {
             )
         }
         .map_err(|reason| deny(reason.kind(), reason.to_string()))?;
-        return finish(
-            account.map(|acc| acc.role),
+        let mut login = finish(
+            account.as_ref().map(|acc| acc.role),
             user,
             host_of(&verified.claim.client_addr).unwrap_or_else(|| a.peer_ip.to_string()),
             route,
             verified.claim.client_plugin,
             &handshake,
         )
-        .ok_or_else(|| deny("unknown_user", "unknown user".into()));
+        .ok_or_else(|| deny("unknown_user", "unknown user".into()))?;
+        if verified.wants_ticket {
+            let request = TicketRequest {
+                client_addr: verified.claim.client_addr,
+                login_ms: a.now_ms,
+            };
+            login.ticket = issue(v, &login.user, &request, a.now_ms, credential);
+        }
+        return Ok(login);
     } else {
         AuthPlugin::from_name(a.plugin.as_bytes()).ok_or_else(|| {
             deny(
@@ -316,7 +358,80 @@ fn finish(
             .as_deref()
             .filter(|d| !d.is_empty())
             .map(|d| String::from_utf8_lossy(d).into_owned()),
+        ticket: None,
+        resumed: false,
     })
+}
+
+/// The session's next ticket, if this compute issues tickets (a relay that asks one of a
+/// compute without `--ticket-key-file` holds a session it cannot reattach).
+fn issue(
+    v: &Verifier<'_>,
+    user: &str,
+    request: &TicketRequest,
+    now_ms: u64,
+    credential: Option<&Credential>,
+) -> Option<Vec<u8>> {
+    v.tickets?.issue(
+        user,
+        &request.client_addr,
+        request.login_ms,
+        now_ms,
+        credential?,
+    )
+}
+
+/// A reattach (docs/protocol.md, "Resumable sessions"): the relay's identity over this
+/// connection's scramble B, then this compute's ticket, redeemed once. Returns the client's
+/// host and the session's next ticket request.
+fn reattach(
+    v: &Verifier<'_>,
+    a: &Attempt<'_>,
+    ring: &KeyRing,
+    database: &[u8],
+    user: Option<&str>,
+    credential: Option<&Credential>,
+) -> Result<(String, TicketRequest), (&'static str, String)> {
+    let Some(tickets) = v.tickets else {
+        return Err((
+            "no_ticket_key",
+            "reattach refused: no --ticket-key-file configured".into(),
+        ));
+    };
+    if a.auth_data.len() > resume::MAX_RESUME_LEN {
+        return Err((
+            "malformed",
+            "resume payload longer than the format allows".into(),
+        ));
+    }
+    let binding = Binding {
+        scramble_b: a.scramble,
+        user: a.username,
+        database,
+    };
+    let verified = {
+        let guard = v.replay.lock().unwrap_or_else(PoisonError::into_inner);
+        resume::verify(a.auth_data, &binding, ring, &guard, a.now_ms)
+    }
+    .map_err(|reason| (reason.kind(), reason.to_string()))?;
+    let user = user.ok_or(("unknown_user", "user name is not UTF-8".to_owned()))?;
+    let claims = tickets
+        .redeem(
+            &verified.ticket,
+            user,
+            &verified.client_addr,
+            credential,
+            a.now_ms,
+        )
+        .map_err(|e| (e.kind(), e.to_string()))?;
+    let host = host_of(&verified.client_addr).unwrap_or_else(|| a.peer_ip.to_string());
+    Ok((
+        host,
+        TicketRequest {
+            client_addr: verified.client_addr,
+            login_ms: claims.login_ms,
+        },
+    ))
 }
 
 /// The IP of an `ip:port` or `[v6]:port` client address.
@@ -421,6 +536,7 @@ mod tests {
             accounts: &f.accounts,
             key_ring: None,
             replay: &f.replay,
+            tickets: None,
         };
         let s = Scramble::from_bytes([0x33; 20]);
         let good = native_password::token(b"pw", &s);
@@ -466,6 +582,7 @@ mod tests {
             accounts: &f.accounts,
             key_ring: Some(&f.ring),
             replay: &f.replay,
+            tickets: None,
         };
         let scramble_a = Scramble::with_clock(NOW - 1_000, [0x41; 14]);
         let scramble_b = Scramble::from_bytes([0x42; 20]);
@@ -515,6 +632,7 @@ mod tests {
             accounts: &f.accounts,
             key_ring: Some(&f.ring),
             replay: &f.replay,
+            tickets: None,
         };
         let scramble_a = Scramble::with_clock(NOW - 1_000, [0x41; 14]);
         let claim = LoginClaim {
@@ -549,6 +667,7 @@ mod tests {
             accounts: &f.accounts,
             key_ring: None,
             replay: &f.replay,
+            tickets: None,
         };
         let s = Scramble::from_bytes([0x42; 20]);
         let hs = handshake("app", "", PLUGIN_NAME, b"PCPT");

@@ -36,7 +36,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve MySQL clients (and the relay) on --listen, with the data in --data.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Manage accounts in a data directory.
     #[command(subcommand)]
     User(UserCommand),
@@ -90,6 +90,17 @@ struct RunArgs {
     /// --tls-cert.
     #[arg(long, requires = "tls_cert")]
     require_secure_transport: bool,
+    /// Resumption-ticket key ring (mode 0600; `relay keygen` writes one), this compute's alone:
+    /// never give it to the relay. With it, a relay that asks gets a ticket on each relayed
+    /// login and can reattach that session after this shim has stopped (docs/protocol.md).
+    #[arg(long, requires = "instance")]
+    ticket_key_file: Option<PathBuf>,
+    /// The instance name tickets are bound to (a ticket for another instance is refused).
+    #[arg(long)]
+    instance: Option<String>,
+    /// How long a ticket stays valid; each reattach issues the next one.
+    #[arg(long, default_value = "24h", value_parser = parse_duration)]
+    ticket_ttl: Duration,
     /// Oldest TLS version accepted: 1.2 or 1.3.
     #[arg(long, default_value = "1.2", value_parser = ["1.2", "1.3"])]
     tls_min_version: String,
@@ -294,7 +305,7 @@ pub fn main() -> ExitCode {
     let started = Instant::now();
     let cli = Cli::parse();
     match cli.command {
-        Command::Run(args) => run(args, started),
+        Command::Run(args) => run(*args, started),
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(
@@ -443,6 +454,20 @@ async fn run_async(args: RunArgs, started: Instant) -> Result<(), CliError> {
     );
     state.tls = tls;
     state.require_secure_transport = args.require_secure_transport;
+    if let (Some(path), Some(instance)) = (&args.ticket_key_file, &args.instance) {
+        let ring = authplugin::key_file::load(path)?;
+        let ttl_ms = u64::try_from(args.ticket_ttl.as_millis()).unwrap_or(u64::MAX);
+        state.tickets = Some(
+            crate::tickets::Tickets::open(
+                ring,
+                instance.clone(),
+                ttl_ms,
+                &args.data,
+                crate::server::now_ms(),
+            )
+            .map_err(CliError::data_dir(&args.data))?,
+        );
+    }
     let state = Arc::new(state);
     if state.key_ring.is_none() {
         info!("no --key-file: relayed logins will be refused, direct logins work");

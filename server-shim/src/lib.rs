@@ -86,5 +86,6 @@ mod sqlite;
 mod sqlite_catalog;
 mod state;
 mod stream;
+mod tickets;
 mod tls;
 mod variables;

@@ -116,6 +116,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
                 accounts: &self.server.accounts,
                 key_ring: ring,
                 replay: &self.server.replay,
+                tickets: self.server.tickets.as_ref(),
             };
             auth::decide(&verifier, &attempt)
         };
@@ -131,16 +132,18 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             decided = decide(Some(&newer));
         }
         match decided {
-            Ok(login) => {
+            Ok(mut login) => {
                 info!(
                     conn_id = self.conn_id,
                     user = %login.user,
                     route = login.route.as_str(),
                     plugin = %login.plugin,
+                    resumed = login.resumed,
+                    ticket = login.ticket.is_some(),
                     peer = %self.peer,
                     "login"
                 );
-                self.shared.mark_authenticated();
+                self.shared.mark_authenticated(login.ticket.take());
                 *self.login.lock().unwrap_or_else(PoisonError::into_inner) = Some(login);
                 true
             }
@@ -358,7 +361,7 @@ async fn connection(socket: TcpStream, peer: SocketAddr, state: Arc<ServerState>
 }
 
 /// Wall-clock time in milliseconds since the Unix epoch.
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

@@ -38,6 +38,9 @@ pub struct ServerState {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// `--require-secure-transport`: a login without TLS gets ERR 3159.
     pub require_secure_transport: bool,
+    /// `--ticket-key-file`: resumption tickets for relayed sessions; `None` issues none and
+    /// refuses every reattach.
+    pub tickets: Option<crate::tickets::Tickets>,
     /// The next connection id (the greeting's `connection_id`, `CONNECTION_ID()`).
     next_conn_id: AtomicU32,
 }
@@ -62,6 +65,7 @@ impl ServerState {
             shutdown: CancellationToken::new(),
             tls: None,
             require_secure_transport: false,
+            tickets: None,
             next_conn_id: AtomicU32::new(1),
         }
     }

@@ -34,7 +34,7 @@ mod tests {
         let (mut client, server) = tokio::io::duplex(1024);
         let (server_w, mut client_r) = tokio::io::duplex(1024);
         let shared = Arc::new(ConnShared::default());
-        shared.mark_authenticated();
+        shared.mark_authenticated(None);
         let mut reader = AuthReader::new(server, shared.clone(), T, CancellationToken::new());
         let mut writer = AuthWriter::new(server_w, shared, T);
         let cmd = packet(0, b"\x04t\0");

@@ -74,6 +74,8 @@ struct SharedState {
     greeted: bool,
     /// The next packet is the login's OK (see [`status_flags`]).
     login_ok_pending: bool,
+    /// The session's resumption ticket, sent to the relay right before the login's OK.
+    login_ticket: Option<Vec<u8>>,
 }
 
 impl ConnShared {
@@ -99,12 +101,14 @@ impl ConnShared {
     }
 
     /// Marks the login as done: reads switch from the handshake deadline to the idle one,
-    /// and the login's OK says autocommit ([`status_flags`]).
-    pub fn mark_authenticated(&self) {
+    /// and the login's OK says autocommit ([`status_flags`]). A relayed session's `ticket`
+    /// goes before the OK, as an AuthMoreData packet (docs/protocol.md).
+    pub fn mark_authenticated(&self, ticket: Option<Vec<u8>>) {
         let mut state = self.state();
         state.authenticated = true;
         state.greeted = true;
         state.login_ok_pending = true;
+        state.login_ticket = ticket;
     }
 
     fn authenticated(&self) -> bool {
@@ -136,7 +140,10 @@ impl ConnShared {
             return Some(ReplyRewrite::FieldList);
         }
         if std::mem::take(&mut state.login_ok_pending) {
-            return Some(ReplyRewrite::OkStatus(autocommit));
+            return Some(ReplyRewrite::LoginOk {
+                status: autocommit,
+                ticket: state.login_ticket.take(),
+            });
         }
         let command = state.unsupported_pending.take()?;
         Some(ReplyRewrite::Unsupported(
@@ -252,8 +259,12 @@ enum ReplyRewrite {
     Unsupported(Vec<u8>),
     /// The greeting, with these status flags (see [`status_flags`]).
     GreetingStatus(u16),
-    /// The login's OK, with these status flags (see [`status_flags`]).
-    OkStatus(u16),
+    /// The login's OK, with these status flags (see [`status_flags`]), after the session's
+    /// resumption ticket if it has one.
+    LoginOk {
+        status: u16,
+        ticket: Option<Vec<u8>>,
+    },
 }
 
 impl ReplyRewrite {
@@ -263,8 +274,29 @@ impl ReplyRewrite {
             Self::FieldList => field_list::fixed_reply(payload).map(<[u8]>::to_vec),
             Self::Unsupported(err) => Some(err.clone()),
             Self::GreetingStatus(status) => status_flags::greeting_with_status(payload, *status),
-            Self::OkStatus(status) => status_flags::ok_with_status(payload, *status),
+            Self::LoginOk { status, .. } => status_flags::ok_with_status(payload, *status),
         }
+    }
+
+    /// A packet to send before the replacement, numbered with the reply's sequence id (the
+    /// replacement then takes the next one): the ticket before the login's OK, as
+    /// AuthMoreData (`0x01`, then the ticket).
+    fn packet_before(&self, payload: &[u8]) -> Option<Vec<u8>> {
+        let Self::LoginOk {
+            ticket: Some(ticket),
+            ..
+        } = self
+        else {
+            return None;
+        };
+        // Only before an OK: an ERR (a refused login) is never preceded by a ticket.
+        if payload.first() != Some(&0x00) {
+            return None;
+        }
+        let mut more_data = Vec::with_capacity(1 + ticket.len());
+        more_data.push(0x01);
+        more_data.extend_from_slice(ticket);
+        Some(more_data)
     }
 }
 
@@ -319,12 +351,21 @@ impl<W> AuthWriter<W> {
             WriteMode::Rewrite { packet, rewrite } => {
                 packet.extend_from_slice(buf);
                 if let Ok(Some((p, used))) = parse_packet(packet, MAX_REWRITTEN_REPLY) {
+                    let mut sequence_id = p.sequence_id;
+                    if let Some(before) = rewrite.packet_before(&p.payload) {
+                        authplugin::packet::write_packet(&mut self.out, sequence_id, &before);
+                        sequence_id = sequence_id.wrapping_add(1);
+                    }
                     match rewrite.replacement(&p.payload) {
                         Some(payload) => {
+                            authplugin::packet::write_packet(&mut self.out, sequence_id, &payload);
+                        }
+                        // Renumbered if a packet went before it.
+                        None if sequence_id != p.sequence_id => {
                             authplugin::packet::write_packet(
                                 &mut self.out,
-                                p.sequence_id,
-                                &payload,
+                                sequence_id,
+                                &p.payload,
                             );
                         }
                         None => self

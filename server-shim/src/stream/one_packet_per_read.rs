@@ -163,7 +163,7 @@ mod tests {
     async fn hands_out_one_client_packet_per_read() {
         let (mut client, server) = tokio::io::duplex(1024);
         let shared = Arc::new(ConnShared::default());
-        shared.mark_authenticated();
+        shared.mark_authenticated(None);
         let mut reader = AuthReader::new(server, shared.clone(), T, CancellationToken::new());
         let close = packet(0, b"\x19\x01\x00\x00\x00");
         let ping = packet(0, b"\x0e");
@@ -214,7 +214,7 @@ mod tests {
         impl<W: AsyncWrite + Send + Unpin> opensrv_mysql::AsyncMysqlShim<W> for Closes {
             type Error = io::Error;
             async fn authenticate(&self, _: &str, _: &[u8], _: &[u8], _: &[u8]) -> bool {
-                self.0.mark_authenticated();
+                self.0.mark_authenticated(None);
                 true
             }
             async fn on_prepare<'a>(

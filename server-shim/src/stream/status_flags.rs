@@ -68,7 +68,7 @@ mod tests {
         let opensrv_ok = [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00];
         writer.write_all(&packet(0, &greeting)).await.unwrap();
         writer.flush().await.unwrap();
-        shared.mark_authenticated();
+        shared.mark_authenticated(None);
         writer.write_all(&packet(2, &opensrv_ok)).await.unwrap();
         writer.write_all(&packet(1, &opensrv_ok)).await.unwrap();
         writer.flush().await.unwrap();
@@ -79,6 +79,31 @@ mod tests {
         let mut want = packet(0, &greeting_with_status(&greeting, 0x0002).unwrap());
         want.extend(packet(2, &[0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]));
         want.extend(packet(1, &opensrv_ok));
+        assert_eq!(out, want);
+    }
+
+    /// A relayed session's ticket goes right before the login's OK, as AuthMoreData with the
+    /// OK's sequence id; the OK takes the next one.
+    #[tokio::test]
+    async fn the_ticket_precedes_the_logins_ok() {
+        let (server_w, mut client_r) = tokio::io::duplex(4096);
+        let shared = Arc::new(ConnShared::default());
+        let mut writer = AuthWriter::new(server_w, shared.clone(), T);
+        let scramble = authplugin::Scramble::generate_timed(&mut rand::rngs::OsRng, 1);
+        let greeting =
+            HandshakeV10::new(b"8.0.36".to_vec(), 1, &scramble, 0x0020_0200, 0x21, 0, "x")
+                .to_bytes();
+        writer.write_all(&packet(0, &greeting)).await.unwrap();
+        shared.mark_authenticated(Some(b"PCTK-ticket".to_vec()));
+        writer.write_all(&packet(2, &[0; 7])).await.unwrap();
+        writer.flush().await.unwrap();
+        drop(writer);
+
+        let mut out = Vec::new();
+        client_r.read_to_end(&mut out).await.unwrap();
+        let mut want = packet(0, &greeting_with_status(&greeting, 0x0002).unwrap());
+        want.extend(packet(2, b"\x01PCTK-ticket"));
+        want.extend(packet(3, &[0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]));
         assert_eq!(out, want);
     }
 
