@@ -80,6 +80,7 @@ pub fn runtime_with(
         stop_after: None,
         park: false,
         keepalive_queries: Vec::new(),
+        resumable_sessions: false,
         route: RouteMode::Pump,
         tls: None,
         require_secure_transport: false,

@@ -88,5 +88,6 @@ mod route;
 mod router;
 mod runtime;
 mod server;
+mod session_replay;
 mod timefmt;
 mod tls;

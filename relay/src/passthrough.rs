@@ -25,6 +25,12 @@ pub trait PumpIo: AsyncRead + AsyncWrite + Unpin {
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>>;
 }
 
+impl<T: PumpIo + ?Sized> PumpIo for &mut T {
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        (**self).poll_read_ready(cx)
+    }
+}
+
 impl PumpIo for TcpStream {
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Self::poll_read_ready(self, cx)
@@ -86,7 +92,9 @@ pub struct PumpReport {
     /// Compute → client bytes.
     pub compute_to_client: u64,
     /// `"eof"` when both sides closed cleanly; otherwise which socket failed:
-    /// `"client_error"` or `"compute_error"`.
+    /// `"client_error"` or `"compute_error"`; `"detached"` when the compute went away under a
+    /// session the observer keeps for a reattach ([`Observer::detached`]): the client's
+    /// socket is then left open, untouched.
     pub ended_by: &'static str,
 }
 
@@ -106,6 +114,8 @@ struct Half {
     on_read: Option<OnRead>,
     /// A reply the observer made to what was read, for the other direction to write.
     answered: Option<Vec<u8>>,
+    /// The compute direction of a detached session: its end-of-stream is not passed on.
+    keep_open: bool,
 }
 
 /// What the pump calls when the client sends bytes (the frozen tier thaws the compute).
@@ -126,6 +136,12 @@ pub trait Observer {
     fn owes_nothing(&self) -> bool {
         false
     }
+    /// Whether the compute was stopped under this session, between commands, for the session
+    /// to be reattached at its next command: the compute's close (or reset) then ends the
+    /// pump without closing the client.
+    fn detached(&self) -> bool {
+        false
+    }
 }
 
 /// Which side a failure came from.
@@ -133,6 +149,8 @@ pub trait Observer {
 enum Side {
     Client,
     Compute,
+    /// Not a failure: the compute went away under a detached session.
+    Detached,
 }
 
 impl Half {
@@ -186,6 +204,9 @@ impl Half {
                 self.end = 0;
             }
             if self.eof {
+                if self.keep_open {
+                    return Poll::Ready(Err(Side::Detached));
+                }
                 if !self.shut {
                     // The peer may already be gone; the other direction reports that.
                     let _ = ready!(Pin::new(&mut *to).poll_shutdown(cx));
@@ -281,6 +302,7 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
         if let Poll::Ready(Err(side)) = up_state {
             return Poll::Ready(Err(side));
         }
+        down.keep_open = observer.as_ref().is_some_and(|o| o.detached());
         let down_state = if down.done() {
             Poll::Ready(Ok(()))
         } else {
@@ -304,6 +326,10 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
             return Poll::Ready(Ok(()));
         }
         match (up_state, down_state) {
+            // A reset from a compute stopped under a detached session is its going away too.
+            (_, Poll::Ready(Err(Side::Compute))) if down.keep_open => {
+                Poll::Ready(Err(Side::Detached))
+            }
             (_, Poll::Ready(Err(side))) => Poll::Ready(Err(side)),
             (Poll::Ready(Ok(())), Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),
             _ => Poll::Pending,
@@ -317,6 +343,7 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
             Ok(()) => "eof",
             Err(Side::Client) => "client_error",
             Err(Side::Compute) => "compute_error",
+            Err(Side::Detached) => "detached",
         },
     }
 }

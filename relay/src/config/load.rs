@@ -174,6 +174,24 @@ impl Config {
                 let message = "compute_tls = \"verify\" needs compute_ca";
                 return Err(ConfigError::invalid(path, key("compute_tls"), message));
             }
+            if inst.resumable_sessions && inst.auth != AuthMode::Dual {
+                let message = "only with auth = \"dual\": in switch mode the compute issues no \
+                               ticket, so parked sessions stay on a frozen compute";
+                return Err(ConfigError::invalid(
+                    path,
+                    key("resumable_sessions"),
+                    message,
+                ));
+            }
+            if inst.resumable_sessions && inst.stop_after.is_none() {
+                let message = "needs stop_after: sessions are resumed after the frozen \
+                               compute is stopped";
+                return Err(ConfigError::invalid(
+                    path,
+                    key("resumable_sessions"),
+                    message,
+                ));
+            }
             if inst.compute_proof != ComputeProofMode::Greeting && inst.auth != AuthMode::Dual {
                 let message = "only used with auth = \"dual\" (no other compute holds the key)";
                 return Err(ConfigError::invalid(path, key("compute_proof"), message));
@@ -190,6 +208,7 @@ impl Config {
                 // Parking freezes the compute's cgroup, which only the process driver has.
                 park: inst.park && matches!(driver, DriverConfig::Process { .. }),
                 keepalive_queries: inst.keepalive_queries,
+                resumable_sessions: inst.resumable_sessions,
                 driver,
                 name: inst.name,
                 listen: inst.listen,

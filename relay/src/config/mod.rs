@@ -408,6 +408,12 @@ pub struct InstanceConfig {
     /// is frozen with their sessions intact when every one is between commands. Process
     /// driver only; the relay must be able to create the compute's cgroup.
     pub park: bool,
+    /// Whether held sessions are resumable (docs/parking.md, "Sessions across a stop"): the
+    /// relay asks the compute for a ticket at each relayed login, and a frozen compute whose
+    /// open connections are all resumable is stopped after `stop_after`, the sessions
+    /// reattached at their next command. Dual mode with a compute that issues tickets
+    /// (server-shim with `--ticket-key-file`).
+    pub resumable_sessions: bool,
     /// Queries pools send to keep a connection open (exact `COM_QUERY` texts): not use of the
     /// instance, and answered while parked with the compute's own last answer to the same
     /// query on the same connection.
@@ -590,6 +596,8 @@ struct InstanceFile {
     park: bool,
     #[serde(default = "default::keepalive_queries")]
     keepalive_queries: Vec<String>,
+    #[serde(default)]
+    resumable_sessions: bool,
     #[serde(default)]
     route: RouteMode,
     driver: toml::Table,

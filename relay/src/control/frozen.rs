@@ -86,4 +86,36 @@ impl Instance {
         tracing::info!(instance = %self.config.name, why, "stopping the frozen compute");
         self.stop_compute(frozen, tx).await;
     }
+
+    /// After `stop_after`, stops a frozen compute whose open connections are all resumable
+    /// sessions (docs/parking.md, "Sessions across a stop"): decided under the lock a command
+    /// takes to turn its connection busy, so either the command thaws the compute first or
+    /// every session is between commands when the stop begins. Their pumps then keep the
+    /// clients, and each session is reattached to a new compute at its next command.
+    pub(super) async fn stop_frozen_under_resumable_sessions(&self) {
+        let (frozen, tx, sessions) = {
+            let mut inner = self.lock();
+            let State::Frozen(frozen) = &inner.state else {
+                return;
+            };
+            let sessions = inner.active.total();
+            if sessions == 0 || sessions != inner.resumable_conns || inner.kernel_parked > 0 {
+                return;
+            }
+            let frozen = Arc::clone(frozen);
+            self.detaching
+                .store(true, std::sync::atomic::Ordering::Release);
+            let (tx, rx) = watch::channel(false);
+            self.transition(&mut inner, State::Pausing(rx));
+            (frozen, tx, sessions)
+        };
+        tracing::info!(instance = %self.config.name, sessions, "stopping the frozen compute under resumable sessions; each reattaches at its next command");
+        self.stop_compute(frozen, tx).await;
+    }
+
+    /// Whether the compute is being, or was, stopped under resumable sessions (cleared when
+    /// a compute runs again).
+    pub fn detaching(&self) -> bool {
+        self.detaching.load(std::sync::atomic::Ordering::Acquire)
+    }
 }

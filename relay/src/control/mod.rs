@@ -97,6 +97,10 @@ struct Inner {
     /// Of those, the connections between commands ([`parking::CommandWatch`]); when they
     /// are all, the instance may park.
     idle_conns: usize,
+    /// Of those, the relayed sessions the compute issued a ticket for whose state the relay
+    /// can carry to a new compute ([`parking::CommandWatch`]): when every open connection is
+    /// one, a frozen compute may be stopped under them (`resumable_sessions`).
+    resumable_conns: usize,
     /// The running compute could not be frozen to park its connections: not tried again
     /// until the next wake.
     cannot_park: bool,
@@ -153,6 +157,10 @@ pub struct Instance {
     kernel: Option<Arc<dyn KernelRoute>>,
     inner: Mutex<Inner>,
     shutting_down: std::sync::atomic::AtomicBool,
+    /// The frozen compute is being (or was) stopped under resumable sessions: their pumps
+    /// keep the client when the compute goes ([`crate::passthrough::Observer::detached`]).
+    /// Cleared when a compute runs again.
+    detaching: std::sync::atomic::AtomicBool,
     metrics: Arc<Metrics>,
     ledger: Option<Arc<Ledger>>,
     /// The fleet's store, when this relay is one of a fleet.
@@ -250,6 +258,8 @@ pub struct ConnectionGuard {
     session: bool,
     /// Whether it is counted among the instance's connections between commands.
     idle: bool,
+    /// Whether it is counted among the instance's resumable sessions.
+    resumable: bool,
 }
 
 impl std::fmt::Debug for ConnectionGuard {
@@ -267,6 +277,9 @@ impl Drop for ConnectionGuard {
         *slot = slot.saturating_sub(1);
         if self.idle {
             inner.idle_conns = inner.idle_conns.saturating_sub(1);
+        }
+        if self.resumable {
+            inner.resumable_conns = inner.resumable_conns.saturating_sub(1);
         }
         if inner.active.total() == 0 && self.session {
             inner.idle_since = tokio::time::Instant::now();
@@ -307,6 +320,7 @@ impl Instance {
                 since: tokio::time::Instant::now(),
                 active: OpenConnections::default(),
                 idle_conns: 0,
+                resumable_conns: 0,
                 cannot_park: false,
                 idle_since: tokio::time::Instant::now(),
                 logins_since_wake: LoginsSinceWake::default(),
@@ -322,6 +336,7 @@ impl Instance {
                 trust: trust::Trust::Unproven,
             }),
             shutting_down: false.into(),
+            detaching: false.into(),
             metrics,
             ledger,
             fleet: std::sync::OnceLock::new(),
@@ -411,6 +426,7 @@ impl Instance {
                 route: Route::Direct,
                 session: false,
                 idle: false,
+                resumable: false,
             }
         })
     }
@@ -427,6 +443,7 @@ impl Instance {
             route,
             session: false,
             idle: false,
+            resumable: false,
         }
     }
 
@@ -763,18 +780,27 @@ impl Instance {
             // Parked sessions keep a compute frozen, not stopped: stopping would cut them.
             // Without `stop_after` a compute is frozen only for them, and stops once they
             // have all closed.
-            let frozen_long_enough = {
+            let (frozen_long_enough, resumable) = {
                 let inner = self.lock();
-                matches!(inner.state, State::Frozen(_))
-                    && inner.active.total() == 0
+                let long_enough = matches!(inner.state, State::Frozen(_))
                     && inner.kernel_parked == 0
                     && self
                         .config
                         .stop_after
-                        .is_none_or(|after| inner.since.elapsed() >= after)
+                        .is_none_or(|after| inner.since.elapsed() >= after);
+                let open = inner.active.total();
+                (
+                    long_enough && open == 0,
+                    long_enough
+                        && open > 0
+                        && self.config.stop_after.is_some()
+                        && open == inner.resumable_conns,
+                )
             };
             if frozen_long_enough {
                 self.stop_frozen("frozen for stop_after").await;
+            } else if resumable {
+                self.stop_frozen_under_resumable_sessions().await;
             }
         }
     }
@@ -935,6 +961,10 @@ impl Instance {
             inner.kernel_parked = 0;
         }
         inner.state = to;
+        if phase == Phase::Running {
+            self.detaching
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
         if !matches!(phase, Phase::Running | Phase::Resuming) {
             self.handover.clear();
         }

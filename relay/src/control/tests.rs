@@ -275,6 +275,7 @@ fn build_at(
         stop_after,
         park,
         keepalive_queries: vec!["SELECT 1".into()],
+        resumable_sessions: false,
         route: crate::config::RouteMode::Pump,
         tls: None,
         require_secure_transport: false,

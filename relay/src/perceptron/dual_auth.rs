@@ -47,6 +47,8 @@ pub struct Signer<'a> {
     /// ([`compute_proof::greeting_guard`]), shared by every instance: a greeting replayed
     /// onto another connection is refused.
     pub greetings: &'a Mutex<ReplayGuard>,
+    /// Ask the compute for a resumption ticket (`resumable_sessions`; payload v3).
+    pub wants_ticket: bool,
 }
 
 /// Where a compute proved that it holds the key.
@@ -66,6 +68,9 @@ pub struct Verdict {
     /// Where the compute proved that it holds the key; `None` for an ERR from a compute that
     /// did not (an OK always comes with a proof). Switch mode has no proofs.
     pub proven_in: Option<ProvenIn>,
+    /// The session's resumption ticket, when the relay asked for one and the compute issued
+    /// it (right before its OK). Kept in memory for this connection only; wiped when dropped.
+    pub ticket: Option<Zeroizing<Vec<u8>>>,
 }
 
 impl Verdict {
@@ -110,7 +115,8 @@ pub async fn log_in<S: AsyncRead + AsyncWrite + Unpin>(
     drop(response);
     let reply = read_reply(&mut compute.stream, timeout, 2).await?;
     if reply.payload.first() != Some(&AUTH_SWITCH_HEADER) {
-        return verdict(reply, proven);
+        let (reply, ticket) = ticket_then_reply(compute, reply, signer, timeout).await?;
+        return verdict(reply, proven).map(|v| Verdict { ticket, ..v });
     }
     let switch =
         AuthSwitchRequest::decode(&reply.payload).map_err(ComputeProtocolError::BadAuthSwitch)?;
@@ -151,7 +157,47 @@ pub async fn log_in<S: AsyncRead + AsyncWrite + Unpin>(
     if reply.payload.first() == Some(&AUTH_SWITCH_HEADER) {
         return Err(ComputeProtocolError::SecondAuthSwitch.into());
     }
-    verdict(reply, proven)
+    let (reply, ticket) = ticket_then_reply(compute, reply, signer, timeout).await?;
+    verdict(reply, proven).map(|v| Verdict { ticket, ..v })
+}
+
+/// A compute asked for a ticket sends it as AuthMoreData (`0x01`, then the ticket) right
+/// before its OK: returns the packet after it and the ticket. Anything else is the reply
+/// itself. A ticket nobody asked for is a protocol error, as any unexpected packet is.
+async fn ticket_then_reply<S: AsyncRead + AsyncWrite + Unpin>(
+    compute: &mut GreetedCompute<S>,
+    reply: Packet,
+    signer: &Signer<'_>,
+    timeout: Duration,
+) -> Result<(Packet, Option<Zeroizing<Vec<u8>>>), ComputeError> {
+    let Some(ticket) = ticket_of(&reply.payload) else {
+        return Ok((reply, None));
+    };
+    if !signer.wants_ticket {
+        return Err(ComputeProtocolError::Unexpected(0x01).into());
+    }
+    let ticket = Zeroizing::new(ticket.to_vec());
+    let next = read_reply(
+        &mut compute.stream,
+        timeout,
+        reply.sequence_id.wrapping_add(1),
+    )
+    .await?;
+    if next.payload.first() != Some(&0x00) {
+        // A ticket before anything but an OK: not a session to keep.
+        return Err(
+            ComputeProtocolError::Unexpected(next.payload.first().copied().unwrap_or(0)).into(),
+        );
+    }
+    Ok((next, Some(ticket)))
+}
+
+/// The ticket in an AuthMoreData packet (`0x01` followed by a ticket's magic).
+#[must_use]
+pub fn ticket_of(payload: &[u8]) -> Option<&[u8]> {
+    payload
+        .strip_prefix(&[0x01])
+        .filter(|t| t.starts_with(&authplugin::ticket::MAGIC))
 }
 
 /// Whether the greeting proves the compute holds the key. A greeting without a proof is not
@@ -201,7 +247,11 @@ fn verdict(reply: Packet, proven_in: Option<ProvenIn>) -> Result<Verdict, Comput
         Some(0x00) if proven_in.is_none() => {
             Err(ComputeProtocolError::Unproven(ProofError::Missing).into())
         }
-        Some(0x00 | 0xFF) => Ok(Verdict { reply, proven_in }),
+        Some(0x00 | 0xFF) => Ok(Verdict {
+            reply,
+            proven_in,
+            ticket: None,
+        }),
         Some(&other) => Err(ComputeProtocolError::Unexpected(other).into()),
         None => Err(ComputeProtocolError::Empty.into()),
     }
@@ -227,11 +277,12 @@ impl Signable {
             database: &self.database,
         };
         // The payload carries the client's answer: wiped on every path, errors included.
-        payload::encode_signed(
+        payload::encode_signed_with(
             &self.claim,
             signer.ring.signing_key(),
             signer.now_ms,
             &binding,
+            signer.wants_ticket.then_some(payload::FLAG_WANTS_TICKET),
         )
         .map(Zeroizing::new)
         .map_err(|e| ComputeProtocolError::Payload(e).into())

@@ -358,6 +358,7 @@ where
                 client_addr: &client_addr,
                 now_ms: crate::clock::now_ms(),
                 greetings: &rt.greetings,
+                wants_ticket: cfg.resumable_sessions,
             };
             let verdict =
                 dual_auth::log_in(&mut compute, login, &signer, cfg.compute_timeout).await?;

@@ -93,6 +93,7 @@ where
                 return Ok(Verdict {
                     reply: packet,
                     proven_in: None,
+                    ticket: None,
                 });
             }
             Some(0xFE) => {

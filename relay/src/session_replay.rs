@@ -1,0 +1,394 @@
+//! What a relayed session's commands did to its state, for carrying it to a new compute
+//! (docs/parking.md, "Sessions across a stop").
+//!
+//! The relay does not interpret session state. It keeps, in order, the commands that set it —
+//! `SET …` (system and user variables, `NAMES`, `autocommit`), `USE`, `COM_INIT_DB`,
+//! `COM_SET_OPTION` — exactly as the client sent them and only once the compute accepted
+//! them, and sends them again, in order, on a reattach: the new compute applies them as the
+//! old one did. Commands that leave no session state (plain reads and writes, DDL on ordinary
+//! tables, pings) are not kept. Anything whose effect cannot be replayed pins the session
+//! (it then keeps its compute frozen, never stopped): temporary tables, named and table
+//! locks, prepared statements, user variables read or set outside a `SET`, stored procedure
+//! calls, `COM_CHANGE_USER`, multi-statement text, executable comments, and any statement
+//! the relay does not recognise. An open transaction pins it for as long as it is open
+//! (the status flags say so). `COM_RESET_CONNECTION` clears it all.
+//!
+//! Pure: bytes in, a verdict out.
+
+/// What a command did to its session's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Nothing that outlives the command.
+    None,
+    /// State that sending the same command again restores.
+    Replay,
+    /// State that cannot be carried: the session stays on its compute.
+    Pins(&'static str),
+    /// `COM_RESET_CONNECTION`: the session is as after its login.
+    Reset,
+}
+
+const COM_INIT_DB: u8 = 0x02;
+const COM_QUERY: u8 = 0x03;
+const COM_SET_OPTION: u8 = 0x1B;
+const COM_RESET_CONNECTION: u8 = 0x1F;
+
+/// The effect of one command packet's payload (its first byte is the command).
+#[must_use]
+pub fn effect_of(payload: &[u8]) -> Effect {
+    match payload.split_first() {
+        Some((&COM_QUERY, text)) => query_effect(text),
+        Some((&(COM_INIT_DB | COM_SET_OPTION), _)) => Effect::Replay,
+        Some((&COM_RESET_CONNECTION, _)) => Effect::Reset,
+        // COM_QUIT, COM_FIELD_LIST, COM_STATISTICS, COM_PROCESS_INFO, COM_PING, COM_DEBUG.
+        Some((&(0x01 | 0x04 | 0x09 | 0x0A | 0x0E | 0x0D), _)) => Effect::None,
+        Some((&0x16, _)) => Effect::Pins("prepared statement"),
+        Some((&0x11, _)) => Effect::Pins("COM_CHANGE_USER"),
+        _ => Effect::Pins("command"),
+    }
+}
+
+/// Statements that leave no session state behind (when they name no user variable).
+const STATELESS: &[&str] = &[
+    "SELECT",
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "REPLACE",
+    "SHOW",
+    "DESCRIBE",
+    "DESC",
+    "EXPLAIN",
+    "WITH",
+    "VALUES",
+    "TABLE",
+    "BEGIN",
+    "START",
+    "COMMIT",
+    "ROLLBACK",
+    "SAVEPOINT",
+    "RELEASE",
+    "CREATE",
+    "ALTER",
+    "DROP",
+    "TRUNCATE",
+    "RENAME",
+    "ANALYZE",
+    "OPTIMIZE",
+    "CHECKSUM",
+];
+
+fn query_effect(text: &[u8]) -> Effect {
+    let scan = Scan::of(text);
+    if scan.executable_comment {
+        return Effect::Pins("executable comment");
+    }
+    if scan.statements > 1 {
+        return Effect::Pins("multi-statement query");
+    }
+    let words = scan.words;
+    let Some(first) = words.first() else {
+        return Effect::None;
+    };
+    let has = |w: &str| words.iter().any(|x| x == w);
+    match first.as_str() {
+        "SET" => {
+            if has("GLOBAL") || has("PERSIST") || has("PERSIST_ONLY") || has("PASSWORD") {
+                Effect::Pins("SET of more than the session")
+            } else if words.get(1).is_some_and(|w| w == "TRANSACTION") {
+                Effect::Pins("SET TRANSACTION")
+            } else {
+                Effect::Replay
+            }
+        }
+        "USE" => Effect::Replay,
+        _ if scan.user_variable => Effect::Pins("user variable"),
+        _ if has("TEMPORARY") => Effect::Pins("temporary table"),
+        _ if has("GET_LOCK") || has("LOCK") => Effect::Pins("lock"),
+        w if STATELESS.contains(&w) => Effect::None,
+        _ => Effect::Pins("statement"),
+    }
+}
+
+/// A look at a query's text outside quotes and comments.
+#[derive(Debug, Default)]
+struct Scan {
+    /// Upper-cased words (letters, digits, `_`, `$`), in order.
+    words: Vec<String>,
+    /// A single `@` (a user variable), not `@@`.
+    user_variable: bool,
+    /// Non-empty statements separated by `;`.
+    statements: usize,
+    /// A `/*!` or `/*M!` comment, which MySQL runs.
+    executable_comment: bool,
+}
+
+/// The most words kept: enough for every rule above.
+const MAX_WORDS: usize = 4096;
+
+impl Scan {
+    fn of(text: &[u8]) -> Self {
+        let mut scan = Self::default();
+        let mut i = 0;
+        let mut in_statement = false;
+        while let Some(&c) = text.get(i) {
+            match c {
+                b'\'' | b'"' | b'`' => {
+                    i = skip_quoted(text, i + 1, c);
+                    in_statement = true;
+                    continue;
+                }
+                b'/' if text.get(i + 1) == Some(&b'*') => {
+                    if matches!(text.get(i + 2), Some(b'!' | b'M')) {
+                        scan.executable_comment = true;
+                    }
+                    i = find(text, i + 2, b"*/").map_or(text.len(), |end| end + 2);
+                    continue;
+                }
+                b'#' => {
+                    i = find(text, i, b"\n").map_or(text.len(), |end| end + 1);
+                    continue;
+                }
+                b'-' if text.get(i + 1) == Some(&b'-')
+                    && text.get(i + 2).is_none_or(u8::is_ascii_whitespace) =>
+                {
+                    i = find(text, i, b"\n").map_or(text.len(), |end| end + 1);
+                    continue;
+                }
+                b'@' => {
+                    if text.get(i + 1) == Some(&b'@') {
+                        i += 2;
+                    } else {
+                        scan.user_variable = true;
+                        i += 1;
+                    }
+                    in_statement = true;
+                    continue;
+                }
+                b';' => {
+                    if in_statement {
+                        scan.statements += 1;
+                    }
+                    in_statement = false;
+                }
+                c if c.is_ascii_alphanumeric() || c == b'_' || c == b'$' => {
+                    let start = i;
+                    while text
+                        .get(i)
+                        .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'$')
+                    {
+                        i += 1;
+                    }
+                    if scan.words.len() < MAX_WORDS {
+                        let word = text.get(start..i).unwrap_or_default();
+                        scan.words
+                            .push(String::from_utf8_lossy(word).to_ascii_uppercase());
+                    }
+                    in_statement = true;
+                    continue;
+                }
+                c if c.is_ascii_whitespace() => {}
+                _ => in_statement = true,
+            }
+            i += 1;
+        }
+        if in_statement {
+            scan.statements += 1;
+        }
+        scan
+    }
+}
+
+/// The index after the closing `quote` (a doubled quote or a backslash escapes one).
+fn skip_quoted(text: &[u8], mut i: usize, quote: u8) -> usize {
+    while let Some(&c) = text.get(i) {
+        if c == b'\\' && quote != b'`' {
+            i += 2;
+        } else if c == quote {
+            if text.get(i + 1) == Some(&quote) {
+                i += 2;
+            } else {
+                return i + 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    text.len()
+}
+
+fn find(text: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
+    text.get(from..)?
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|p| p + from)
+}
+
+/// A session's replayable commands, in order, within a budget.
+#[derive(Debug, Default)]
+pub struct Log {
+    commands: Vec<Vec<u8>>,
+    bytes: usize,
+    pinned: Option<&'static str>,
+}
+
+/// The most bytes of commands kept per session; past it the session is pinned.
+pub const MAX_LOG_BYTES: usize = 16 * 1024;
+
+impl Log {
+    /// Records a command the compute accepted (`payload`, its [`Effect`] already known).
+    pub fn accepted(&mut self, payload: &[u8], effect: Effect) {
+        match effect {
+            Effect::None => {}
+            Effect::Pins(why) => {
+                self.pinned.get_or_insert(why);
+            }
+            Effect::Reset => *self = Self::default(),
+            Effect::Replay => {
+                // The same statement again (a pool's `SET autocommit=1` at each checkout)
+                // is kept once, where it last ran, unless it reads a user variable.
+                if !payload.contains(&b'@') {
+                    if let Some(at) = self.commands.iter().position(|c| c == payload) {
+                        let old = self.commands.remove(at);
+                        self.bytes -= old.len();
+                    }
+                }
+                if self.bytes + payload.len() > MAX_LOG_BYTES {
+                    self.pinned.get_or_insert("session statements over 16 KiB");
+                    return;
+                }
+                self.bytes += payload.len();
+                self.commands.push(payload.to_vec());
+            }
+        }
+    }
+
+    /// Pins the session for `why` (something about a command the relay could not follow).
+    pub fn pin(&mut self, why: &'static str) {
+        self.pinned.get_or_insert(why);
+    }
+
+    /// Why the session cannot be carried, if it cannot.
+    #[must_use]
+    pub const fn pinned(&self) -> Option<&'static str> {
+        self.pinned
+    }
+
+    /// The commands to send again, in order.
+    #[must_use]
+    pub fn commands(&self) -> &[Vec<u8>] {
+        &self.commands
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(sql: &str) -> Effect {
+        let mut p = vec![COM_QUERY];
+        p.extend_from_slice(sql.as_bytes());
+        effect_of(&p)
+    }
+
+    #[test]
+    fn reads_and_writes_leave_nothing() {
+        for sql in [
+            "SELECT 1",
+            "select * from t where email = 'a@b.c'",
+            "INSERT INTO t VALUES ('x;y', \"@\")",
+            "  /* a comment; with @ */ UPDATE t SET a = 1",
+            "SELECT @@sql_mode, @@SESSION.time_zone",
+            "SELECT 1;",
+            "-- note\nSELECT 1",
+            "CREATE TABLE t (a INT)",
+            "COMMIT",
+            "",
+        ] {
+            assert_eq!(q(sql), Effect::None, "{sql}");
+        }
+    }
+
+    #[test]
+    fn session_settings_are_replayed() {
+        for sql in [
+            "SET NAMES utf8mb4",
+            "set session sql_mode = 'ANSI_QUOTES'",
+            "SET autocommit=0",
+            "SET @x = 1",
+            "SET character_set_results = NULL",
+            "USE shop",
+        ] {
+            assert_eq!(q(sql), Effect::Replay, "{sql}");
+        }
+        assert_eq!(effect_of(&[COM_INIT_DB, b's']), Effect::Replay);
+        assert_eq!(effect_of(&[COM_SET_OPTION, 0, 0]), Effect::Replay);
+    }
+
+    #[test]
+    fn what_cannot_be_carried_pins() {
+        for (sql, why) in [
+            ("CREATE TEMPORARY TABLE t (a INT)", "temporary table"),
+            ("LOCK TABLES t WRITE", "lock"),
+            ("SELECT GET_LOCK('a', 1)", "lock"),
+            ("SELECT @x := 1", "user variable"),
+            ("SELECT a INTO @x FROM t", "user variable"),
+            ("SELECT 1; SET @x = 1", "multi-statement query"),
+            ("/*!40101 SET NAMES utf8 */", "executable comment"),
+            (
+                "SET GLOBAL max_connections = 10",
+                "SET of more than the session",
+            ),
+            (
+                "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+                "SET TRANSACTION",
+            ),
+            ("PREPARE s FROM 'SELECT 1'", "statement"),
+            ("CALL p()", "statement"),
+        ] {
+            assert_eq!(q(sql), Effect::Pins(why), "{sql}");
+        }
+        assert_eq!(effect_of(&[0x16, b'S']), Effect::Pins("prepared statement"));
+        assert_eq!(effect_of(&[0x11]), Effect::Pins("COM_CHANGE_USER"));
+        assert_eq!(effect_of(&[0xEE]), Effect::Pins("command"));
+        assert_eq!(effect_of(&[]), Effect::Pins("command"));
+        assert_eq!(effect_of(&[COM_RESET_CONNECTION]), Effect::Reset);
+        assert_eq!(effect_of(&[0x0E]), Effect::None);
+    }
+
+    #[test]
+    fn quotes_and_comments_hide_what_they_contain() {
+        assert_eq!(q("SELECT 'it''s; @x' AS a"), Effect::None);
+        assert_eq!(q("SELECT \"a\\\"; @b\""), Effect::None);
+        assert_eq!(q("SELECT `we;ird@`"), Effect::None);
+        assert_eq!(q("SELECT 1 # ; @x\n"), Effect::None);
+        // An unterminated quote or comment ends the text; nothing panics.
+        assert_eq!(q("SELECT 'abc"), Effect::None);
+        assert_eq!(q("SELECT 1 /* abc"), Effect::None);
+    }
+
+    #[test]
+    fn the_log_keeps_accepted_settings_in_order_once() {
+        let mut log = Log::default();
+        log.accepted(b"\x03SET NAMES utf8mb4", Effect::Replay);
+        log.accepted(b"\x03SET autocommit=1", Effect::Replay);
+        log.accepted(b"\x03SELECT 1", Effect::None);
+        log.accepted(b"\x03SET NAMES utf8mb4", Effect::Replay);
+        assert_eq!(
+            log.commands(),
+            [
+                b"\x03SET autocommit=1".to_vec(),
+                b"\x03SET NAMES utf8mb4".to_vec()
+            ]
+        );
+        assert_eq!(log.pinned(), None);
+        log.accepted(b"\x03LOCK TABLES t READ", Effect::Pins("lock"));
+        assert_eq!(log.pinned(), Some("lock"));
+        log.accepted(&[COM_RESET_CONNECTION], Effect::Reset);
+        assert_eq!(log.pinned(), None);
+        assert!(log.commands().is_empty());
+        let big = vec![b'a'; MAX_LOG_BYTES + 1];
+        log.accepted(&big, Effect::Replay);
+        assert!(log.pinned().is_some());
+    }
+}
