@@ -26,6 +26,11 @@ pub enum Effect {
     Pins(&'static str),
     /// `COM_RESET_CONNECTION`: the session is as after its login.
     Reset,
+    /// `BEGIN`, `START TRANSACTION`, `COMMIT AND CHAIN`: a transaction is open (the status
+    /// flags say so too, but not every compute sets them on every reply).
+    Begin,
+    /// `COMMIT`, `ROLLBACK`: no transaction is open.
+    End,
 }
 
 const COM_INIT_DB: u8 = 0x02;
@@ -62,10 +67,6 @@ const STATELESS: &[&str] = &[
     "WITH",
     "VALUES",
     "TABLE",
-    "BEGIN",
-    "START",
-    "COMMIT",
-    "ROLLBACK",
     "SAVEPOINT",
     "RELEASE",
     "CREATE",
@@ -97,11 +98,19 @@ fn query_effect(text: &[u8]) -> Effect {
                 Effect::Pins("SET of more than the session")
             } else if words.get(1).is_some_and(|w| w == "TRANSACTION") {
                 Effect::Pins("SET TRANSACTION")
+            } else if has("AUTOCOMMIT") && (has("0") || has("OFF") || has("FALSE")) {
+                // Every statement then opens a transaction, which not every compute reports
+                // in every reply's status flags.
+                Effect::Pins("autocommit off")
             } else {
                 Effect::Replay
             }
         }
         "USE" => Effect::Replay,
+        "BEGIN" | "START" => Effect::Begin,
+        "COMMIT" | "ROLLBACK" if has("CHAIN") && !has("NO") => Effect::Begin,
+        "ROLLBACK" if has("TO") => Effect::None,
+        "COMMIT" | "ROLLBACK" => Effect::End,
         _ if scan.user_variable => Effect::Pins("user variable"),
         _ if has("TEMPORARY") => Effect::Pins("temporary table"),
         _ if has("GET_LOCK") || has("LOCK") => Effect::Pins("lock"),
@@ -230,6 +239,8 @@ pub struct Log {
     commands: Vec<Vec<u8>>,
     bytes: usize,
     pinned: Option<&'static str>,
+    /// An explicit transaction is open.
+    transaction: bool,
 }
 
 /// The most bytes of commands kept per session; past it the session is pinned.
@@ -244,6 +255,8 @@ impl Log {
                 self.pinned.get_or_insert(why);
             }
             Effect::Reset => *self = Self::default(),
+            Effect::Begin => self.transaction = true,
+            Effect::End => self.transaction = false,
             Effect::Replay => {
                 // The same statement again (a pool's `SET autocommit=1` at each checkout)
                 // is kept once, where it last ran, unless it reads a user variable.
@@ -271,7 +284,10 @@ impl Log {
     /// Why the session cannot be carried, if it cannot.
     #[must_use]
     pub const fn pinned(&self) -> Option<&'static str> {
-        self.pinned
+        match self.pinned {
+            None if self.transaction => Some("open transaction"),
+            pinned => pinned,
+        }
     }
 
     /// The commands to send again, in order.
@@ -302,7 +318,7 @@ mod tests {
             "SELECT 1;",
             "-- note\nSELECT 1",
             "CREATE TABLE t (a INT)",
-            "COMMIT",
+            "ROLLBACK TO SAVEPOINT s",
             "",
         ] {
             assert_eq!(q(sql), Effect::None, "{sql}");
@@ -314,7 +330,7 @@ mod tests {
         for sql in [
             "SET NAMES utf8mb4",
             "set session sql_mode = 'ANSI_QUOTES'",
-            "SET autocommit=0",
+            "SET autocommit=1",
             "SET @x = 1",
             "SET character_set_results = NULL",
             "USE shop",
@@ -384,6 +400,14 @@ mod tests {
         assert_eq!(log.pinned(), None);
         log.accepted(b"\x03LOCK TABLES t READ", Effect::Pins("lock"));
         assert_eq!(log.pinned(), Some("lock"));
+        log.accepted(&[COM_RESET_CONNECTION], Effect::Reset);
+        log.accepted(b"\x03BEGIN", q("BEGIN"));
+        assert_eq!(log.pinned(), Some("open transaction"));
+        log.accepted(b"\x03COMMIT", q("COMMIT"));
+        assert_eq!(log.pinned(), None);
+        assert_eq!(q("START TRANSACTION"), Effect::Begin);
+        assert_eq!(q("SET autocommit = 0"), Effect::Pins("autocommit off"));
+        log.accepted(b"\x03LOCK TABLES t READ", Effect::Pins("lock"));
         log.accepted(&[COM_RESET_CONNECTION], Effect::Reset);
         assert_eq!(log.pinned(), None);
         assert!(log.commands().is_empty());

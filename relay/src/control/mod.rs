@@ -37,6 +37,7 @@ pub use crate::route::Route;
 use crate::router::KernelRoute;
 pub use driver::WakeError;
 use driver::{Driver, RunningCompute};
+pub use parking::CommandWatch;
 
 type WakeOutcome = Option<Result<(), WakeError>>;
 

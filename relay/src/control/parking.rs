@@ -19,6 +19,10 @@ use std::sync::Arc;
 use super::{ConnectionGuard, Inner, Instance, State};
 use crate::conversation::{Conversation, Phase as Step, Untracked};
 use crate::passthrough::Observer;
+use crate::session_replay::{self, Effect};
+
+/// `SERVER_STATUS_IN_TRANS`: a transaction is open.
+const SERVER_STATUS_IN_TRANS: u16 = 0x0001;
 
 /// Follows one connection's commands for its instance (see the module doc).
 pub struct CommandWatch<'a> {
@@ -34,6 +38,15 @@ pub struct CommandWatch<'a> {
     /// The last keepalive query answered by the compute on this connection, to answer it
     /// again while parked.
     learnt: Option<Learnt>,
+    /// The compute issued this session a ticket: it may be stopped under it and reattached
+    /// (`resumable_sessions`). Only then are its commands classified.
+    ticketed: bool,
+    /// What the session's commands set, to send again on a reattach.
+    log: session_replay::Log,
+    /// The command awaiting its response, when what it sets is kept once accepted.
+    pending: Option<(Vec<u8>, Effect)>,
+    /// The compute was stopped under this session; it waits for its next command.
+    detached: bool,
 }
 
 /// A keepalive query and the compute's whole response to it on this connection.
@@ -73,6 +86,10 @@ impl ConnectionGuard {
             used: false,
             learning: None,
             learnt: None,
+            ticketed: false,
+            log: session_replay::Log::default(),
+            pending: None,
+            detached: false,
         };
         watch.settle(true);
         watch
@@ -89,7 +106,8 @@ impl CommandWatch<'_> {
         self.activity = activity;
         self.used |= sent;
         let ended = idle && self.used;
-        if idle == self.guard.idle && !sent && !ended {
+        let resumable = idle && self.resumable();
+        if idle == self.guard.idle && !sent && !ended && resumable == self.guard.resumable {
             return;
         }
         if ended {
@@ -99,6 +117,14 @@ impl CommandWatch<'_> {
         let mut inner = instance.lock();
         if sent || ended {
             inner.idle_since = tokio::time::Instant::now();
+        }
+        if resumable != self.guard.resumable {
+            self.guard.resumable = resumable;
+            if resumable {
+                inner.resumable_conns += 1;
+            } else {
+                inner.resumable_conns = inner.resumable_conns.saturating_sub(1);
+            }
         }
         if idle != self.guard.idle {
             self.guard.idle = idle;
@@ -130,13 +156,82 @@ pub(super) fn thaw_for_command(instance: &Arc<Instance>) {
 }
 
 impl CommandWatch<'_> {
+    /// The compute issued this session a ticket (`resumable_sessions`).
+    pub fn ticketed(&mut self) {
+        self.ticketed = true;
+        self.settle(false);
+    }
+
+    /// Whether the session could be carried to a new compute now: ticketed, nothing pinned
+    /// it, no transaction open.
+    fn resumable(&self) -> bool {
+        self.ticketed
+            && self.log.pinned().is_none()
+            && self.conversation.status_flags() & SERVER_STATUS_IN_TRANS == 0
+    }
+
+    /// The commands that restore the session's state on a new compute, in order.
+    pub fn replay(&self) -> &[Vec<u8>] {
+        self.log.commands()
+    }
+
+    /// Marks the session detached (its compute stopped under it) or reattached.
+    pub fn set_detached(&mut self, detached: bool) {
+        self.detached = detached;
+    }
+
+    /// While detached: the relay's own answer to `bytes` (a ping, a learnt keepalive query),
+    /// or `None` when they are a command for the compute.
+    pub fn answer_detached(&mut self, bytes: &[u8]) -> Option<Vec<u8>> {
+        let (reply, kind) = if let Some(r) = self.answer_ping(bytes) {
+            (r, "ping")
+        } else {
+            (self.answer_keepalive(bytes)?, "keepalive_query")
+        };
+        self.guard
+            .instance
+            .metrics
+            .parked_answer(&self.guard.instance.config.name, kind);
+        Some(reply)
+    }
+
+    /// Whether the relay answers for the compute now: it is frozen, or stopped under this
+    /// detached session.
+    fn answering(&self) -> bool {
+        self.detached || matches!(self.guard.instance.lock().state, State::Frozen(_))
+    }
+
+    /// Classifies a command as it starts (`bytes` begin it), for a ticketed session.
+    fn classify(&mut self, bytes: &[u8]) {
+        if !self.ticketed || self.conversation.phase() != Step::Idle || bytes.is_empty() {
+            return;
+        }
+        let whole = match bytes {
+            [a, b, c, 0, payload @ ..] => {
+                let len = u32::from_le_bytes([*a, *b, *c, 0]) as usize;
+                (len == payload.len() && len < 0xFF_FFFF).then_some(payload)
+            }
+            _ => None,
+        };
+        let Some(payload) = whole else {
+            // Split across reads or pipelined: not followed closely enough to carry.
+            self.log.pin("command not read whole");
+            return;
+        };
+        match session_replay::effect_of(payload) {
+            Effect::None => {}
+            Effect::Pins(why) => self.log.pin(why),
+            effect => self.pending = Some((payload.to_vec(), effect)),
+        }
+    }
+
     /// The reply to `bytes` when they are a `COM_PING` on a parked connection: an OK with the
     /// session's own status flags, as the compute would send, so the compute stays frozen.
     fn answer_ping(&self, bytes: &[u8]) -> Option<Vec<u8>> {
         if bytes != PING || self.conversation.phase() != Step::Idle {
             return None;
         }
-        if !matches!(self.guard.instance.lock().state, State::Frozen(_)) {
+        if !self.answering() {
             return None;
         }
         let [lo, hi] = self.conversation.status_flags().to_le_bytes();
@@ -170,7 +265,7 @@ impl CommandWatch<'_> {
         if learnt.query != bytes
             || learnt.status_flags != self.conversation.status_flags()
             || self.conversation.phase() != Step::Idle
-            || !matches!(self.guard.instance.lock().state, State::Frozen(_))
+            || !self.answering()
         {
             return None;
         }
@@ -201,12 +296,20 @@ impl Observer for CommandWatch<'_> {
         }
         let keepalive = self.is_keepalive(bytes);
         self.learning = keepalive.then(|| (bytes.to_vec(), Vec::new()));
+        self.classify(bytes);
         self.conversation.client_bytes(bytes);
         self.settle(!keepalive);
         None
     }
 
     fn server_bytes(&mut self, bytes: &[u8]) {
+        if let Some((payload, effect)) = self.pending.take() {
+            // A setting is kept once the compute accepted it: an OK (its first packet's
+            // header; these commands answer with one packet).
+            if bytes.get(4) == Some(&0x00) {
+                self.log.accepted(&payload, effect);
+            }
+        }
         self.conversation.server_bytes(bytes);
         if let Some((_, response)) = &mut self.learning {
             response.extend_from_slice(bytes);
@@ -231,6 +334,12 @@ impl Observer for CommandWatch<'_> {
             self.conversation.phase(),
             Step::Idle | Step::Untracked(Untracked::Quit)
         )
+    }
+
+    fn detached(&self) -> bool {
+        self.guard.resumable
+            && self.conversation.phase() == Step::Idle
+            && self.guard.instance.detaching()
     }
 }
 

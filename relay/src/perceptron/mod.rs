@@ -21,6 +21,7 @@ mod compute_leg;
 mod dual_auth;
 mod login;
 mod outcome;
+mod reattach;
 mod switch_auth;
 
 use std::net::SocketAddr;
@@ -62,6 +63,8 @@ pub struct Established<S> {
     pub held: ConnectionGuard,
     /// How long the phases took.
     pub timings: Timings,
+    /// What reattaching the session after a stop needs, when the compute issued a ticket.
+    pub resumption: Option<reattach::Resumption>,
 }
 
 /// How long a relayed login's phases took, for the connection's log line.
@@ -119,8 +122,8 @@ pub async fn handle(
                 total_ms = started.elapsed().as_millis(),
                 "relayed login accepted; forwarding"
             );
-            let (client_stream, client_rest) = client.into_parts();
-            let (compute_stream, compute_rest) = session.compute.into_parts();
+            let (mut client_stream, mut client_rest) = client.into_parts();
+            let mut compute = session.compute.into_parts();
             // The session's commands are followed from here (parking): its status flags are
             // the compute's OK's. MariaDB's extended capabilities are never negotiated on a
             // relayed login.
@@ -130,17 +133,61 @@ pub async fn handle(
             let mut commands = session
                 .held
                 .watch_commands(session.capabilities, 0, status_flags);
-            let bytes = crate::passthrough::pump(
-                client_stream,
-                client_rest,
-                compute_stream,
-                compute_rest,
-                rt.instance.thaw_on_upload(),
-                Some(&mut commands),
-            )
-            .await;
+            let mut resumption = session.resumption;
+            if resumption.is_some() {
+                commands.ticketed();
+            }
+            let bytes = loop {
+                let (compute_stream, compute_rest) = compute;
+                let bytes = crate::passthrough::pump(
+                    &mut client_stream,
+                    std::mem::take(&mut client_rest),
+                    compute_stream,
+                    compute_rest,
+                    rt.instance.thaw_on_upload(),
+                    Some(&mut commands),
+                )
+                .await;
+                rt.count_pumped(&bytes);
+                let Some(resumption) = resumption.as_mut().filter(|_| bytes.ended_by == "detached")
+                else {
+                    break bytes;
+                };
+                // The compute was stopped under this session: it waits for its next command
+                // (pings answered here), then is reattached to a new compute.
+                commands.set_detached(true);
+                let Some(first) = next_command(&mut client_stream, &mut commands).await else {
+                    break bytes;
+                };
+                let t = Instant::now();
+                match resume_session(&rt, &connector, resumption, commands.replay()).await {
+                    Ok(stream) => {
+                        commands.set_detached(false);
+                        rt.metrics.inc(Counter::Connections, &name, "reattached");
+                        tracing::info!(
+                            instance = %name, client = %addr, replayed = commands.replay().len(),
+                            reattach_ms = t.elapsed().as_millis(), "session reattached"
+                        );
+                        client_rest = first;
+                        compute = stream.into_parts();
+                    }
+                    Err(e) => {
+                        tracing::warn!(instance = %name, client = %addr, error = %e, "session could not be reattached; closing it");
+                        // ER_CONNECTION_KILLED, as the reply to the command (sequence id 1).
+                        let err = ErrPacket::new(
+                            1927,
+                            b"70100",
+                            "Connection was killed: the session could not be resumed",
+                        );
+                        let mut packet = Vec::new();
+                        authplugin::packet::write_packet(&mut packet, 1, &err.to_bytes());
+                        let _ =
+                            tokio::io::AsyncWriteExt::write_all(&mut client_stream, &packet).await;
+                        break bytes;
+                    }
+                }
+            };
             drop(commands);
-            rt.count_pumped(&bytes);
             drop(session.held);
             tracing::info!(
                 instance = %name, client = %addr, up = bytes.client_to_compute,
@@ -199,6 +246,55 @@ pub async fn handle(
             }
         }
     }
+}
+
+/// While a session is detached: reads the client's bytes, answering pings and learnt
+/// keepalive queries itself, until a command for the compute arrives (returned) or the
+/// client quits or hangs up (`None`).
+async fn next_command(
+    client: &mut ClientStream<TcpStream>,
+    commands: &mut crate::control::CommandWatch<'_>,
+) -> Option<Vec<u8>> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut buf = vec![0; 16 * 1024];
+    loop {
+        let n = client.read(&mut buf).await.ok()?;
+        let bytes = buf.get(..n).filter(|b| !b.is_empty())?;
+        if let Some(reply) = commands.answer_detached(bytes) {
+            client.write_all(&reply).await.ok()?;
+            continue;
+        }
+        // COM_QUIT: nothing to reattach for.
+        if bytes == [1, 0, 0, 0, 0x01] {
+            return None;
+        }
+        return Some(bytes.to_vec());
+    }
+}
+
+/// Wakes the instance (one wake for every detached session: concurrent callers share it) and
+/// reattaches the session.
+async fn resume_session<C: ComputeConnector>(
+    rt: &InstanceRuntime,
+    connector: &C,
+    resumption: &mut reattach::Resumption,
+    replay: &[Vec<u8>],
+) -> Result<PacketStream<C::Stream>, String> {
+    rt.instance
+        .ensure_running()
+        .await
+        .map_err(|e| format!("the wake failed: {e}"))?;
+    let ring = rt.ring.current();
+    reattach::reattach(
+        connector,
+        resumption,
+        &ring,
+        &rt.greetings,
+        replay,
+        rt.instance.config.compute_timeout,
+    )
+    .await
+    .map_err(|e| e.to_string())
 }
 
 /// Runs P1–P8 for one client. On failure the client has been sent the one ERR packet the
@@ -347,9 +443,13 @@ where
     }
 
     let capabilities = compute_leg::client_flag(&login, &compute.greeting);
+    let mut resumption = None;
     let verdict = match cfg.auth {
         AuthMode::Dual => {
             let client_addr = client_addr.to_string();
+            let template = cfg
+                .resumable_sessions
+                .then(|| reattach::Resumption::template(&login, &client_addr));
             // One ring for the whole login, even if the key file is reloaded meanwhile.
             let ring = rt.ring.current();
             let signer = dual_auth::Signer {
@@ -360,8 +460,11 @@ where
                 greetings: &rt.greetings,
                 wants_ticket: cfg.resumable_sessions,
             };
-            let verdict =
+            let mut verdict =
                 dual_auth::log_in(&mut compute, login, &signer, cfg.compute_timeout).await?;
+            resumption = template
+                .zip(verdict.ticket.take())
+                .map(|(template, ticket)| reattach::Resumption::new(template, ticket));
             if let Some(proven_in) = verdict.proven_in {
                 rt.learn_profile(&compute.greeting);
                 rt.instance
@@ -401,6 +504,7 @@ where
         verdict,
         capabilities,
         held,
+        resumption,
         timings: Timings {
             login_ms,
             wake_ms: report.waited.as_millis(),

@@ -1,0 +1,162 @@
+//! Resumable sessions (docs/parking.md, "Sessions across a stop") end to end on server-shim:
+//! a parked pool whose sessions the compute issued tickets for outlives the compute's stop;
+//! pings are answered without a wake; the first command wakes the instance once and each
+//! session is reattached with its state (database, session and user variables); a session in
+//! a transaction keeps the compute frozen instead. Needs root and cgroups, as CI has.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
+)]
+
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt as _;
+use std::process::Command;
+use std::time::Duration;
+
+use tests::bin_path;
+use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
+use tests::{TempDir, raw};
+
+#[track_caller]
+fn wait_state(relay: &Relay, state: &str, within: Duration) {
+    assert!(
+        Relay::wait_until(within, || relay.state() == state),
+        "state {} (wanted {state}):\n{}",
+        relay.state(),
+        relay.log()
+    );
+}
+
+/// A relay whose shim issues tickets (its own key, which the relay never reads), parking
+/// after 1 s idle and stopping a frozen compute after 1 s.
+fn start(dir: &TempDir) -> Relay {
+    let ticket_key = dir.path().join("ticket.key");
+    let out = Command::new(bin_path("relay"))
+        .args(["keygen", "--id", "tickets-1", "--out"])
+        .arg(&ticket_key)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::set_permissions(&ticket_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let d = dir.path();
+    Relay::start(
+        d,
+        RelayOptions {
+            idle_pause_after: "1s",
+            command: Some(vec![
+                bin_path("server-shim").display().to_string(),
+                "run".into(),
+                "--listen".into(),
+                "127.0.0.1:{COMPUTE_PORT}".into(),
+                "--data".into(),
+                d.join("data").display().to_string(),
+                "--key-file".into(),
+                d.join("perceptron.key").display().to_string(),
+                "--ticket-key-file".into(),
+                ticket_key.display().to_string(),
+                "--instance".into(),
+                "demo".into(),
+            ]),
+            instance_toml: "stop_after = \"1s\"\nresumable_sessions = true\n".into(),
+            ..RelayOptions::default()
+        },
+    )
+}
+
+fn connect(relay: &Relay) -> TcpStream {
+    let s = raw::login(relay.port, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s
+}
+
+fn exec(s: &mut TcpStream, sql: &str) {
+    assert!(
+        matches!(raw::query(s, sql), Ok(Ok(_))),
+        "{sql}: {:?}",
+        raw::query(s, "SELECT 1")
+    );
+}
+
+#[test]
+fn a_parked_pool_outlives_the_computes_stop_and_resumes_with_its_state_on_one_wake() {
+    let dir = TempDir::new("resume-pool");
+    let relay = start(&dir);
+    let mut a = connect(&relay);
+    exec(&mut a, "CREATE DATABASE shop");
+    exec(&mut a, "USE shop");
+    exec(&mut a, "SET SESSION sql_mode = 'ANSI_QUOTES'");
+    exec(&mut a, "SET @answer = 42");
+    let pid = relay.compute_pid().unwrap();
+
+    // Parked, then stopped under the session: the process is gone, the client is not.
+    wait_state(&relay, "paused", Duration::from_secs(60));
+    assert!(!tests::relay::pid_alive(pid), "the compute is gone");
+    assert!(relay.logged("stopping the frozen compute under resumable sessions"));
+
+    // A ping is answered by the relay, without a wake.
+    raw::write_packet(&mut a, 0, &[0x0E]).unwrap();
+    let (seq, ok) = raw::read_packet(&mut a).unwrap();
+    assert_eq!((seq, ok.first()), (1, Some(&0x00)), "{ok:?}");
+    assert_eq!(relay.state(), "paused");
+    assert_eq!(relay.log_count("compute spawned"), 1);
+
+    // A new client wakes the instance (its login is relayed: it gets a ticket too); the
+    // detached session reattaches to that compute at its next command, with its state.
+    let mut b = connect(&relay);
+    assert_state(&mut a);
+    assert_eq!(relay.log_count("compute spawned"), 2, "{}", relay.log());
+
+    // Both parked and stopped again; the first command wakes the instance once and each
+    // session reattaches at its own next command.
+    wait_state(&relay, "paused", Duration::from_secs(60));
+    assert_eq!(raw::one_row(&mut b, "SELECT 7").as_deref(), Some("7"));
+    assert_state(&mut a);
+    assert_eq!(relay.log_count("compute spawned"), 3, "{}", relay.log());
+    assert_eq!(relay.log_count("session reattached"), 3, "{}", relay.log());
+    // The compute logged each reattach as one, with the next ticket.
+    assert_eq!(
+        relay.log_count("resumed=true ticket=true"),
+        3,
+        "{}",
+        relay.log()
+    );
+}
+
+#[track_caller]
+fn assert_state(a: &mut TcpStream) {
+    assert_eq!(
+        raw::one_row(a, "SELECT DATABASE()").as_deref(),
+        Some("shop")
+    );
+    assert_eq!(
+        raw::one_row(a, "SELECT @@SESSION.sql_mode").as_deref(),
+        Some("ANSI_QUOTES")
+    );
+}
+
+#[test]
+fn a_session_in_a_transaction_keeps_the_compute_frozen() {
+    let dir = TempDir::new("resume-txn");
+    let relay = start(&dir);
+    let mut a = connect(&relay);
+    exec(&mut a, "BEGIN");
+    exec(&mut a, "SELECT 1");
+    let pid = relay.compute_pid().unwrap();
+    wait_state(&relay, "frozen", Duration::from_secs(60));
+    // Well past stop_after: still frozen, the session intact.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(relay.state(), "frozen", "{}", relay.log());
+    assert!(tests::relay::pid_alive(pid));
+    exec(&mut a, "COMMIT");
+    assert_eq!(relay.compute_pid(), Some(pid));
+}
