@@ -34,6 +34,7 @@ pub mod replay;
 pub mod resume;
 pub mod scramble;
 pub mod ticket;
+pub mod ticket_store;
 
 pub use credential::{AnswerError, AuthPlugin, Credential};
 pub use identity::{IdentityError, KeyId, KeyRing, KeySecret, PerceptronKey};

@@ -102,6 +102,8 @@ pub enum TicketError {
     CredentialChanged,
     /// Already used for a reattach.
     Used,
+    /// The compute could not record the ticket as used (its file), so it does not accept it.
+    Unrecorded,
 }
 
 impl TicketError {
@@ -120,6 +122,7 @@ impl TicketError {
             Self::NotYetValid => "ticket_not_yet_valid",
             Self::CredentialChanged => "ticket_credential_changed",
             Self::Used => "ticket_used",
+            Self::Unrecorded => "ticket_unrecorded",
         }
     }
 }
@@ -138,6 +141,7 @@ impl fmt::Display for TicketError {
             Self::NotYetValid => f.write_str("ticket issued in the future"),
             Self::CredentialChanged => f.write_str("the account's credential changed"),
             Self::Used => f.write_str("ticket already used"),
+            Self::Unrecorded => f.write_str("cannot record the ticket as used"),
         }
     }
 }

@@ -372,12 +372,13 @@ fn issue(
     now_ms: u64,
     credential: Option<&Credential>,
 ) -> Option<Vec<u8>> {
+    let credential = crate::tickets::credential_bytes(credential?);
     v.tickets?.issue(
         user,
         &request.client_addr,
         request.login_ms,
         now_ms,
-        credential?,
+        &credential,
     )
 }
 
@@ -420,7 +421,7 @@ fn reattach(
             &verified.ticket,
             user,
             &verified.client_addr,
-            credential,
+            credential.map(crate::tickets::credential_bytes).as_deref(),
             a.now_ms,
         )
         .map_err(|e| (e.kind(), e.to_string()))?;

@@ -462,7 +462,7 @@ async fn run_async(args: RunArgs, started: Instant) -> Result<(), CliError> {
                 ring,
                 instance.clone(),
                 ttl_ms,
-                &args.data,
+                &args.data.join(crate::tickets::USED_FILE),
                 crate::server::now_ms(),
             )
             .map_err(CliError::data_dir(&args.data))?,

@@ -113,14 +113,14 @@ fn a_parked_pool_outlives_the_computes_stop_and_resumes_with_its_state_on_one_wa
     // A new client wakes the instance (its login is relayed: it gets a ticket too); the
     // detached session reattaches to that compute at its next command, with its state.
     let mut b = connect(&relay);
-    assert_state(&mut a);
+    assert_state(&relay, &mut a);
     assert_eq!(relay.log_count("compute spawned"), 2, "{}", relay.log());
 
     // Both parked and stopped again; the first command wakes the instance once and each
     // session reattaches at its own next command.
     wait_state(&relay, "paused", Duration::from_secs(60));
     assert_eq!(raw::one_row(&mut b, "SELECT 7").as_deref(), Some("7"));
-    assert_state(&mut a);
+    assert_state(&relay, &mut a);
     assert_eq!(relay.log_count("compute spawned"), 3, "{}", relay.log());
     assert_eq!(relay.log_count("session reattached"), 3, "{}", relay.log());
     // The compute logged each reattach as one, with the next ticket.
@@ -133,10 +133,12 @@ fn a_parked_pool_outlives_the_computes_stop_and_resumes_with_its_state_on_one_wa
 }
 
 #[track_caller]
-fn assert_state(a: &mut TcpStream) {
+fn assert_state(relay: &Relay, a: &mut TcpStream) {
     assert_eq!(
         raw::one_row(a, "SELECT DATABASE()").as_deref(),
-        Some("shop")
+        Some("shop"),
+        "{}",
+        relay.log()
     );
     assert_eq!(
         raw::one_row(a, "SELECT @@SESSION.sql_mode").as_deref(),

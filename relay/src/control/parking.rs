@@ -43,8 +43,9 @@ pub struct CommandWatch<'a> {
     ticketed: bool,
     /// What the session's commands set, to send again on a reattach.
     log: session_replay::Log,
-    /// The command awaiting its response, when what it sets is kept once accepted.
-    pending: Option<(Vec<u8>, Effect)>,
+    /// The command awaiting its response, when what it sets is kept once accepted, and the
+    /// response's first bytes so far.
+    pending: Option<(Vec<u8>, Effect, Vec<u8>)>,
     /// The compute was stopped under this session; it waits for its next command.
     detached: bool,
 }
@@ -221,7 +222,7 @@ impl CommandWatch<'_> {
         match session_replay::effect_of(payload) {
             Effect::None => {}
             Effect::Pins(why) => self.log.pin(why),
-            effect => self.pending = Some((payload.to_vec(), effect)),
+            effect => self.pending = Some((payload.to_vec(), effect, Vec::with_capacity(5))),
         }
     }
 
@@ -303,11 +304,17 @@ impl Observer for CommandWatch<'_> {
     }
 
     fn server_bytes(&mut self, bytes: &[u8]) {
-        if let Some((payload, effect)) = self.pending.take() {
-            // A setting is kept once the compute accepted it: an OK (its first packet's
-            // header; these commands answer with one packet).
-            if bytes.get(4) == Some(&0x00) {
-                self.log.accepted(&payload, effect);
+        if let Some((payload, effect, head)) = &mut self.pending {
+            // A setting is kept once the compute accepted it: an OK (the first byte after its
+            // reply's 4-byte header; these commands answer with one packet). The reply may
+            // arrive in pieces.
+            let want = 5usize.saturating_sub(head.len());
+            head.extend(bytes.iter().take(want));
+            if head.len() == 5 {
+                if head.get(4) == Some(&0x00) {
+                    self.log.accepted(payload, *effect);
+                }
+                self.pending = None;
             }
         }
         self.conversation.server_bytes(bytes);

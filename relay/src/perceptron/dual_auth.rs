@@ -19,6 +19,7 @@ use authplugin::packet::capabilities::{
 };
 use authplugin::packet::{AuthSwitchRequest, Packet};
 use authplugin::payload::{self, Binding, LoginClaim};
+use authplugin::resume;
 use authplugin::{AuthPlugin, KeyRing, ReplayGuard, Scramble};
 use tokio::io::{AsyncRead, AsyncWrite};
 use zeroize::Zeroizing;
@@ -104,13 +105,56 @@ pub async fn log_in<S: AsyncRead + AsyncWrite + Unpin>(
     signer: &Signer<'_>,
     timeout: Duration,
 ) -> Result<Verdict, ComputeError> {
+    exchange(compute, login, None, signer, timeout).await
+}
+
+/// A reattach (docs/protocol.md, "Resumable sessions"): as [`log_in`], with the session's
+/// first login as the template (its answer empty) and the resume payload — the relay's
+/// identity plus the compute's `ticket` — where a login carries the relayed-auth payload.
+/// The compute proves the key first, as for a login. The verdict carries the next ticket.
+///
+/// # Errors
+/// As [`log_in`].
+pub async fn resume<S: AsyncRead + AsyncWrite + Unpin>(
+    compute: &mut GreetedCompute<S>,
+    template: ClientLogin,
+    client_addr: &str,
+    ticket: &[u8],
+    signer: &Signer<'_>,
+    timeout: Duration,
+) -> Result<Verdict, ComputeError> {
+    let resume = Resume {
+        client_addr: client_addr.to_owned(),
+        ticket: Zeroizing::new(ticket.to_vec()),
+    };
+    exchange(compute, template, Some(resume), signer, timeout).await
+}
+
+/// What a reattach answers with instead of the client's login.
+struct Resume {
+    client_addr: String,
+    ticket: Zeroizing<Vec<u8>>,
+}
+
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    compute: &mut GreetedCompute<S>,
+    login: ClientLogin,
+    resume: Option<Resume>,
+    signer: &Signer<'_>,
+    timeout: Duration,
+) -> Result<Verdict, ComputeError> {
     let mut proven = greeting_proven(compute, signer)?.then_some(ProvenIn::Greeting);
     let hello = Hello::generate(
         signer.ring.signing_key().id().clone(),
         &mut rand::rngs::OsRng,
     );
-    let (response, signed) =
-        build_response(login, compute, signer, proven.is_none().then_some(&hello))?;
+    let (response, signed) = build_response(
+        login,
+        resume,
+        compute,
+        signer,
+        proven.is_none().then_some(&hello),
+    )?;
     compute_leg::write(&mut compute.stream, 1, &response).await?;
     drop(response);
     let reply = read_reply(&mut compute.stream, timeout, 2).await?;
@@ -192,12 +236,15 @@ async fn ticket_then_reply<S: AsyncRead + AsyncWrite + Unpin>(
     Ok((next, Some(ticket)))
 }
 
-/// The ticket in an AuthMoreData packet (`0x01` followed by a ticket's magic).
+/// The ticket in an AuthMoreData packet: `0x01` followed by a ticket (server-shim), or the
+/// ticket alone (a MariaDB server plugin's data packet, which the server prefixes only when
+/// it starts with `0x01`, `0xFE` or `0xFF`).
 #[must_use]
 pub fn ticket_of(payload: &[u8]) -> Option<&[u8]> {
-    payload
-        .strip_prefix(&[0x01])
-        .filter(|t| t.starts_with(&authplugin::ticket::MAGIC))
+    let ticket = payload.strip_prefix(&[0x01]).unwrap_or(payload);
+    ticket
+        .starts_with(&authplugin::ticket::MAGIC)
+        .then_some(ticket)
 }
 
 /// Whether the greeting proves the compute holds the key. A greeting without a proof is not
@@ -260,9 +307,15 @@ fn verdict(reply: Packet, proven_in: Option<ProvenIn>) -> Result<Verdict, Comput
 /// What a payload is signed over besides scramble B, kept until the verdict so that a
 /// compute's own challenge can be answered. The claim's answer is wiped when this is dropped.
 struct Signable {
-    claim: LoginClaim,
+    answer: Answer,
     user: Vec<u8>,
     database: Vec<u8>,
+}
+
+/// The login's answer: the client's, or a reattach's ticket.
+enum Answer {
+    Login(LoginClaim),
+    Resume(Resume),
 }
 
 impl Signable {
@@ -276,16 +329,27 @@ impl Signable {
             user: &self.user,
             database: &self.database,
         };
-        // The payload carries the client's answer: wiped on every path, errors included.
-        payload::encode_signed_with(
-            &self.claim,
-            signer.ring.signing_key(),
-            signer.now_ms,
-            &binding,
-            signer.wants_ticket.then_some(payload::FLAG_WANTS_TICKET),
-        )
-        .map(Zeroizing::new)
-        .map_err(|e| ComputeProtocolError::Payload(e).into())
+        match &self.answer {
+            // The payload carries the client's answer: wiped on every path, errors included.
+            Answer::Login(claim) => payload::encode_signed_with(
+                claim,
+                signer.ring.signing_key(),
+                signer.now_ms,
+                &binding,
+                signer.wants_ticket.then_some(payload::FLAG_WANTS_TICKET),
+            )
+            .map(Zeroizing::new)
+            .map_err(|e| ComputeProtocolError::Payload(e).into()),
+            Answer::Resume(r) => resume::encode_signed(
+                signer.ring.signing_key(),
+                signer.now_ms,
+                &r.client_addr,
+                &r.ticket,
+                &binding,
+            )
+            .map(Zeroizing::new)
+            .ok_or_else(|| ComputeProtocolError::PayloadTooLong.into()),
+        }
     }
 }
 
@@ -293,6 +357,7 @@ impl Signable {
 /// the greeting's scramble, or `hello` for a compute that has not proven it holds the key.
 fn build_response<S>(
     login: ClientLogin,
+    resume: Option<Resume>,
     compute: &GreetedCompute<S>,
     signer: &Signer<'_>,
     hello: Option<&Hello>,
@@ -310,13 +375,17 @@ fn build_response<S>(
         Vec::new()
     };
     let ClientLogin { plugin, answer, .. } = login;
-    let signable = Signable {
-        claim: LoginClaim {
+    let answer = match resume {
+        Some(r) => Answer::Resume(r),
+        None => Answer::Login(LoginClaim {
             scramble_a: signer.scramble_a.clone(),
             answer_a: answer,
             client_plugin: plugin,
             client_addr: signer.client_addr.to_owned(),
-        },
+        }),
+    };
+    let signable = Signable {
+        answer,
         user: p6.username.clone(),
         database,
     };

@@ -285,16 +285,28 @@ async fn resume_session<C: ComputeConnector>(
         .await
         .map_err(|e| format!("the wake failed: {e}"))?;
     let ring = rt.ring.current();
-    reattach::reattach(
+    // A reattach carries no client answer: scramble A is not used.
+    let unused = Scramble::from_bytes([0; authplugin::SCRAMBLE_LEN]);
+    let signer = dual_auth::Signer {
+        ring: &ring,
+        scramble_a: &unused,
+        client_addr: "",
+        now_ms: crate::clock::now_ms(),
+        greetings: &rt.greetings,
+        wants_ticket: true,
+    };
+    let result = reattach::reattach(
         connector,
         resumption,
-        &ring,
-        &rt.greetings,
+        &signer,
         replay,
         rt.instance.config.compute_timeout,
     )
-    .await
-    .map_err(|e| e.to_string())
+    .await;
+    let (stream, in_greeting) = result.map_err(|e| e.to_string())?;
+    // The reattach proved the new compute holds the key, as a relayed login does.
+    rt.instance.mark_proven(in_greeting).await;
+    Ok(stream)
 }
 
 /// Runs P1–P8 for one client. On failure the client has been sent the one ERR packet the

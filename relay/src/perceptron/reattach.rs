@@ -6,14 +6,12 @@
 
 use std::time::Duration;
 
+use authplugin::AuthPlugin;
 use authplugin::packet::HandshakeResponse41;
-use authplugin::packet::capabilities::CLIENT_CONNECT_WITH_DB;
-use authplugin::payload::{Binding, PLUGIN_NAME};
-use authplugin::{AuthPlugin, KeyRing, resume};
 use zeroize::Zeroizing;
 
-use super::compute_leg::{self, GreetedCompute};
-use super::dual_auth::ticket_of;
+use super::compute_leg;
+use super::dual_auth::{self, Signer};
 use super::login::ClientLogin;
 use super::outcome::{ComputeError, ComputeProtocolError, ComputeStep};
 use crate::compute_conn::ComputeConnector;
@@ -78,52 +76,47 @@ impl Resumption {
 
 /// Logs in to a new compute with the resume payload and replays `commands`; on success the
 /// connection is in the command phase with the session's state, and `resumption` holds the
-/// compute's next ticket.
+/// compute's next ticket. The compute proves the key first, as for any login (in its
+/// greeting, or in a challenge round on MariaDB); the flag says whether in its greeting.
 ///
 /// # Errors
-/// [`ComputeError`]: the compute could not be reached, refused the reattach (its ERR, as
-/// [`ComputeProtocolError::Unexpected`]), did not prove the key, or refused a replayed
-/// command.
+/// [`ComputeError`]: the compute could not be reached, did not prove the key, refused the
+/// reattach (its ERR, as [`ComputeProtocolError::Unexpected`]), sent no next ticket, or
+/// refused a replayed command.
 pub async fn reattach<C: ComputeConnector>(
     connector: &C,
     resumption: &mut Resumption,
-    ring: &KeyRing,
-    greetings: &std::sync::Mutex<authplugin::ReplayGuard>,
+    signer: &Signer<'_>,
     commands: &[Vec<u8>],
     timeout: Duration,
-) -> Result<PacketStream<C::Stream>, ComputeError> {
+) -> Result<(PacketStream<C::Stream>, bool), ComputeError> {
     let (stream, _) = compute_leg::connect(connector, timeout).await?;
     let mut compute = compute_leg::read_greeting(stream, timeout).await?;
     compute_leg::check_capabilities(&resumption.login, &compute.greeting)?;
-    // The ticket goes only to a compute that proves it holds the relay's key, as a login's
-    // payload does (server-shim proves it in its greeting).
-    {
-        let mut greetings = greetings
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        authplugin::compute_proof::verify_greeting(
-            &compute.greeting.server_version,
-            &compute.scramble_b,
-            ring,
-            crate::clock::now_ms(),
-            &mut greetings,
-        )
-        .map_err(ComputeProtocolError::Unproven)?;
-    }
     if connector.wants_tls() {
         compute = compute_leg::start_tls(connector, compute, &resumption.login, timeout).await?;
     }
-    let response = resume_response(&compute, resumption, ring)?;
-    compute_leg::write(&mut compute.stream, 1, &response).await?;
-    let reply = compute_leg::read(&mut compute.stream, timeout, ComputeStep::Login).await?;
-    let ticket = ticket_of(&reply.payload)
-        .map(|t| Zeroizing::new(t.to_vec()))
-        .ok_or_else(|| refused(&reply.payload))?;
-    let ok = compute_leg::read(&mut compute.stream, timeout, ComputeStep::Login).await?;
-    if ok.payload.first() != Some(&0x00) {
-        return Err(refused(&ok.payload));
+    let template = ClientLogin {
+        response: resumption.login.response.clone(),
+        answer: Zeroizing::new(Vec::new()),
+        ..resumption.login
+    };
+    let verdict = dual_auth::resume(
+        &mut compute,
+        template,
+        &resumption.client_addr,
+        &resumption.ticket,
+        signer,
+        timeout,
+    )
+    .await?;
+    if !verdict.accepted() {
+        return Err(refused(&verdict.reply.payload));
     }
-    resumption.ticket = ticket;
+    let in_greeting = verdict.proven_in == Some(dual_auth::ProvenIn::Greeting);
+    resumption.ticket = verdict
+        .ticket
+        .ok_or(ComputeProtocolError::Unexpected(0x00))?;
     let mut stream = compute.stream;
     for command in commands {
         compute_leg::write(&mut stream, 0, command).await?;
@@ -132,45 +125,10 @@ pub async fn reattach<C: ComputeConnector>(
             return Err(refused(&reply.payload));
         }
     }
-    Ok(stream)
+    Ok((stream, in_greeting))
 }
 
-/// The HandshakeResponse41 of a reattach: the first login's fields, the resume payload as
-/// its answer, bound to this greeting's scramble.
-fn resume_response<S>(
-    compute: &GreetedCompute<S>,
-    resumption: &Resumption,
-    ring: &KeyRing,
-) -> Result<Zeroizing<Vec<u8>>, ComputeError> {
-    let mut p6 = compute_leg::response_for(
-        &resumption.login,
-        compute,
-        PLUGIN_NAME,
-        Zeroizing::new(Vec::new()),
-    );
-    let database = if p6.client_flag & CLIENT_CONNECT_WITH_DB != 0 {
-        p6.database.clone().unwrap_or_default()
-    } else {
-        Vec::new()
-    };
-    let binding = Binding {
-        scramble_b: &compute.scramble_b,
-        user: &p6.username,
-        database: &database,
-    };
-    let payload = resume::encode_signed(
-        ring.signing_key(),
-        crate::clock::now_ms(),
-        &resumption.client_addr,
-        &resumption.ticket,
-        &binding,
-    )
-    .ok_or(ComputeProtocolError::PayloadTooLong)?;
-    p6.auth_response = Zeroizing::new(payload);
-    Ok(Zeroizing::new(p6.to_bytes()))
-}
-
-/// The compute's refusal (an ERR, or anything else where an OK or ticket belonged).
+/// The compute's refusal (an ERR, or anything else where an OK belonged).
 fn refused(payload: &[u8]) -> ComputeError {
     ComputeProtocolError::Unexpected(payload.first().copied().unwrap_or(0)).into()
 }
