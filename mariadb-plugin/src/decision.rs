@@ -18,7 +18,8 @@ use std::sync::{Mutex, PoisonError};
 use authplugin::compute_proof::Hello;
 use authplugin::native_password::NATIVE_TOKEN_LEN;
 use authplugin::payload::{self, Binding, MAX_PAYLOAD_LEN};
-use authplugin::{AuthPlugin, KeyId, KeyRing, ReplayGuard, Scramble};
+use authplugin::ticket_store::Tickets;
+use authplugin::{AuthPlugin, KeyId, KeyRing, ReplayGuard, Scramble, resume};
 
 use crate::stored_hash;
 
@@ -44,7 +45,9 @@ impl Route {
     /// Tells the routes apart by the reply's shape.
     #[must_use]
     pub fn of_reply(reply: &[u8]) -> Self {
-        if reply.len() > NATIVE_TOKEN_LEN && reply.starts_with(&payload::MAGIC) {
+        if reply.len() > NATIVE_TOKEN_LEN
+            && (reply.starts_with(&payload::MAGIC) || resume::is_resume(reply))
+        {
             Self::Relayed
         } else {
             Self::Direct
@@ -77,6 +80,13 @@ pub struct Policy {
     pub require_relay: bool,
 }
 
+/// Where tickets come from: this server's store and the user's name as text.
+#[derive(Debug, Clone, Copy)]
+pub struct TicketIssuer<'a> {
+    /// The store (`perceptron_dual_ticket_key_file`).
+    pub tickets: &'a Tickets,
+}
+
 /// A login the plugin accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accepted {
@@ -86,6 +96,11 @@ pub struct Accepted {
     pub key_id: Option<KeyId>,
     /// For a relayed login: the client's address as the relay saw it.
     pub client_addr: Option<String>,
+    /// The session's resumption ticket, for the relay, to send before the OK: issued when
+    /// the relay asked for one and this server issues tickets, and on every reattach.
+    pub ticket: Option<Vec<u8>>,
+    /// A reattach with a ticket (docs/protocol.md, "Resumable sessions").
+    pub resumed: bool,
 }
 
 /// A login the plugin refuses, and why (for the error log only).
@@ -141,6 +156,7 @@ pub fn decide(
     policy: Policy,
     ring: &KeyRing,
     replay: &Mutex<ReplayGuard>,
+    issuer: Option<TicketIssuer<'_>>,
 ) -> Result<Accepted, Refusal> {
     let route = Route::of_reply(attempt.reply);
     let refuse = |kind: &'static str, detail: String| Refusal {
@@ -182,6 +198,8 @@ pub fn decide(
                 route,
                 key_id: None,
                 client_addr: None,
+                ticket: None,
+                resumed: false,
             })
         }
         Route::Relayed => {
@@ -193,6 +211,11 @@ pub fn decide(
                         .into(),
                 )
             })?;
+            let user = core::str::from_utf8(attempt.user)
+                .map_err(|_| refuse("malformed", "user name is not UTF-8".into()));
+            if resume::is_resume(attempt.reply) {
+                return reattach(attempt, database, ring, replay, issuer, user?);
+            }
             if attempt.reply.len() > MAX_PAYLOAD_LEN {
                 return Err(refuse(
                     "malformed",
@@ -216,13 +239,89 @@ pub fn decide(
                 )
             }
             .map_err(|reason| refuse(reason.kind(), reason.to_string()))?;
+            let client_addr = verified.claim.client_addr.clone();
+            let ticket = match (verified.wants_ticket, issuer, user) {
+                (true, Some(issuer), Ok(user)) => issuer.tickets.issue(
+                    user,
+                    &client_addr,
+                    attempt.now_ms,
+                    attempt.now_ms,
+                    attempt.stored,
+                ),
+                _ => None,
+            };
             Ok(Accepted {
                 route,
                 key_id: Some(verified.key_id),
-                client_addr: Some(verified.claim.client_addr.clone()),
+                client_addr: Some(client_addr),
+                ticket,
+                resumed: false,
             })
         }
     }
+}
+
+/// A reattach: the relay's identity over this challenge, then this server's ticket, redeemed
+/// once against the account's stored hash as it is now (a changed password refuses it).
+fn reattach(
+    attempt: &Attempt<'_>,
+    database: &[u8],
+    ring: &KeyRing,
+    replay: &Mutex<ReplayGuard>,
+    issuer: Option<TicketIssuer<'_>>,
+    user: &str,
+) -> Result<Accepted, Refusal> {
+    let refuse = |kind: &'static str, detail: String| Refusal {
+        route: Route::Relayed,
+        kind,
+        detail,
+    };
+    let issuer = issuer.ok_or_else(|| {
+        refuse(
+            "no_ticket_key",
+            "reattach refused: perceptron_dual_ticket_key_file is not set".into(),
+        )
+    })?;
+    if attempt.reply.len() > resume::MAX_RESUME_LEN {
+        return Err(refuse(
+            "malformed",
+            "resume payload longer than the format allows".into(),
+        ));
+    }
+    let binding = Binding {
+        scramble_b: attempt.challenge,
+        user: attempt.user,
+        database,
+    };
+    let verified = {
+        let guard = replay.lock().unwrap_or_else(PoisonError::into_inner);
+        resume::verify(attempt.reply, &binding, ring, &guard, attempt.now_ms)
+    }
+    .map_err(|reason| refuse(reason.kind(), reason.to_string()))?;
+    let claims = issuer
+        .tickets
+        .redeem(
+            &verified.ticket,
+            user,
+            &verified.client_addr,
+            Some(attempt.stored),
+            attempt.now_ms,
+        )
+        .map_err(|e| refuse(e.kind(), e.to_string()))?;
+    let ticket = issuer.tickets.issue(
+        user,
+        &verified.client_addr,
+        claims.login_ms,
+        attempt.now_ms,
+        attempt.stored,
+    );
+    Ok(Accepted {
+        route: Route::Relayed,
+        key_id: Some(verified.key_id),
+        client_addr: Some(verified.client_addr),
+        ticket,
+        resumed: true,
+    })
 }
 
 #[cfg(test)]
@@ -307,6 +406,76 @@ mod tests {
         require_relay: false,
     };
 
+    /// A relay that asks gets a ticket with the login; the ticket reattaches once, and a
+    /// changed password (another stored hash) refuses it.
+    #[test]
+    fn issues_a_ticket_and_redeems_it_once() {
+        let keys = ring(&["k1"]);
+        let dir = std::env::temp_dir().join(format!("plugin-tickets-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        let tickets =
+            Tickets::open(ring(&["t1"]).clone(), "demo".into(), 60_000, &dir, NOW).unwrap();
+        let issuer = Some(TicketIssuer { tickets: &tickets });
+        let b = Scramble::generate(&mut rand::rngs::OsRng);
+        let pw = stored(b"pw");
+        let scramble_a = Scramble::generate_timed(&mut rand::rngs::OsRng, NOW - 5);
+        let claim = LoginClaim {
+            scramble_a: scramble_a.clone(),
+            answer_a: Zeroizing::new(native_password::token(b"pw", &scramble_a)),
+            client_plugin: AuthPlugin::MysqlNativePassword,
+            client_addr: "10.0.0.7:51234".into(),
+        };
+        let binding = Binding {
+            scramble_b: &b,
+            user: b"app",
+            database: b"shop",
+        };
+        let login = payload::encode_signed_with(
+            &claim,
+            keys.signing_key(),
+            NOW - 5,
+            &binding,
+            Some(payload::FLAG_WANTS_TICKET),
+        )
+        .unwrap();
+        let ok = decide(&attempt(&b, &login, &pw), OPEN, &keys, &guard(), issuer).unwrap();
+        let ticket = ok.ticket.unwrap();
+        assert!(!ok.resumed);
+
+        let b2 = Scramble::generate(&mut rand::rngs::OsRng);
+        let binding2 = Binding {
+            scramble_b: &b2,
+            ..binding
+        };
+        let resume = resume::encode_signed(
+            keys.signing_key(),
+            NOW,
+            "10.0.0.7:51234",
+            &ticket,
+            &binding2,
+        )
+        .unwrap();
+        let changed = stored(b"new");
+        let no = decide(
+            &attempt(&b2, &resume, &changed),
+            OPEN,
+            &keys,
+            &guard(),
+            issuer,
+        )
+        .unwrap_err();
+        assert_eq!(no.kind, "ticket_credential_changed");
+        let ok = decide(&attempt(&b2, &resume, &pw), OPEN, &keys, &guard(), issuer).unwrap();
+        assert!(ok.resumed && ok.ticket.is_some());
+        assert_eq!(ok.route, Route::Relayed);
+        let again = decide(&attempt(&b2, &resume, &pw), OPEN, &keys, &guard(), issuer).unwrap_err();
+        assert_eq!(again.kind, "ticket_used");
+        // Without a ticket key the plugin refuses every reattach.
+        let none = decide(&attempt(&b2, &resume, &pw), OPEN, &keys, &guard(), None).unwrap_err();
+        assert_eq!(none.kind, "no_ticket_key");
+        let _ = std::fs::remove_file(&dir);
+    }
+
     #[test]
     fn accepts_a_relayed_login_once() {
         let keys = ring(&["k1"]);
@@ -314,11 +483,11 @@ mod tests {
         let pw = stored(b"pw");
         let r = relayed(&keys, &b, b"app", b"shop", b"pw", NOW - 5);
         let replay = guard();
-        let ok = decide(&attempt(&b, &r.payload, &pw), OPEN, &keys, &replay).unwrap();
+        let ok = decide(&attempt(&b, &r.payload, &pw), OPEN, &keys, &replay, None).unwrap();
         assert_eq!(ok.route, Route::Relayed);
         assert_eq!(ok.key_id.unwrap().as_str(), "k1");
         assert_eq!(ok.client_addr.as_deref(), Some("10.0.0.7:51234"));
-        let again = decide(&attempt(&b, &r.payload, &pw), OPEN, &keys, &replay).unwrap_err();
+        let again = decide(&attempt(&b, &r.payload, &pw), OPEN, &keys, &replay, None).unwrap_err();
         assert_eq!(again.kind, "replayed");
         assert!(r.scramble_a.as_bytes().len() == 20);
     }
@@ -332,7 +501,14 @@ mod tests {
         let replay = guard();
         let first = Scramble::generate(&mut rand::rngs::OsRng);
         let r = relayed(&keys, &first, b"app", b"shop", b"pw", NOW - 5);
-        let ok = decide(&attempt(&first, &r.payload, &pw), OPEN, &keys, &replay).unwrap();
+        let ok = decide(
+            &attempt(&first, &r.payload, &pw),
+            OPEN,
+            &keys,
+            &replay,
+            None,
+        )
+        .unwrap();
         assert_eq!(ok.key_id.unwrap().as_str(), "k2", "the newest key signs");
         let claim = LoginClaim {
             scramble_a: r.scramble_a.clone(),
@@ -348,7 +524,14 @@ mod tests {
             database: b"shop",
         };
         let resigned = payload::encode_signed(&claim, older, NOW - 5, &binding).unwrap();
-        let again = decide(&attempt(&second, &resigned, &pw), OPEN, &keys, &replay).unwrap_err();
+        let again = decide(
+            &attempt(&second, &resigned, &pw),
+            OPEN,
+            &keys,
+            &replay,
+            None,
+        )
+        .unwrap_err();
         assert_eq!(again.kind, "replayed");
     }
 
@@ -362,7 +545,7 @@ mod tests {
                 reply: payload,
                 ..a
             };
-            let refusal = decide(&a, OPEN, ring, &guard()).unwrap_err();
+            let refusal = decide(&a, OPEN, ring, &guard(), None).unwrap_err();
             assert_eq!(refusal.kind, kind, "{}", refusal.detail);
             assert_eq!(refusal.route, Route::Relayed);
         };
@@ -418,7 +601,14 @@ mod tests {
         let b = Scramble::generate(&mut rand::rngs::OsRng);
         let pw = stored(b"pw");
         let r = relayed(&relay_old, &b, b"app", b"shop", b"pw", NOW);
-        let ok = decide(&attempt(&b, &r.payload, &pw), OPEN, &compute, &guard()).unwrap();
+        let ok = decide(
+            &attempt(&b, &r.payload, &pw),
+            OPEN,
+            &compute,
+            &guard(),
+            None,
+        )
+        .unwrap();
         assert_eq!(ok.key_id.unwrap().as_str(), "old");
     }
 
@@ -428,19 +618,19 @@ mod tests {
         let b = Scramble::generate(&mut rand::rngs::OsRng);
         let pw = stored(b"pw");
         let answer = native_password::token(b"pw", &b);
-        let ok = decide(&attempt(&b, &answer, &pw), OPEN, &keys, &guard()).unwrap();
+        let ok = decide(&attempt(&b, &answer, &pw), OPEN, &keys, &guard(), None).unwrap();
         assert_eq!(ok.route, Route::Direct);
         let wrong = native_password::token(b"pX", &b);
-        let no = decide(&attempt(&b, &wrong, &pw), OPEN, &keys, &guard()).unwrap_err();
+        let no = decide(&attempt(&b, &wrong, &pw), OPEN, &keys, &guard(), None).unwrap_err();
         assert_eq!((no.kind, no.route), ("wrong_answer", Route::Direct));
         let strict = Policy {
             require_relay: true,
         };
-        let no = decide(&attempt(&b, &answer, &pw), strict, &keys, &guard()).unwrap_err();
+        let no = decide(&attempt(&b, &answer, &pw), strict, &keys, &guard(), None).unwrap_err();
         assert_eq!(no.kind, "relay_required");
         // Relayed logins still pass under the strict policy.
         let r = relayed(&keys, &b, b"app", b"shop", b"pw", NOW);
-        assert!(decide(&attempt(&b, &r.payload, &pw), strict, &keys, &guard()).is_ok());
+        assert!(decide(&attempt(&b, &r.payload, &pw), strict, &keys, &guard(), None).is_ok());
     }
 
     #[test]
@@ -448,22 +638,22 @@ mod tests {
         let keys = ring(&["k1"]);
         let b = Scramble::generate(&mut rand::rngs::OsRng);
         let empty = stored(b"");
-        assert!(decide(&attempt(&b, b"", &empty), OPEN, &keys, &guard()).is_ok());
+        assert!(decide(&attempt(&b, b"", &empty), OPEN, &keys, &guard(), None).is_ok());
         let pw = stored(b"pw");
         assert_eq!(
-            decide(&attempt(&b, b"", &pw), OPEN, &keys, &guard())
+            decide(&attempt(&b, b"", &pw), OPEN, &keys, &guard(), None)
                 .unwrap_err()
                 .kind,
             "wrong_answer"
         );
         assert_eq!(
-            decide(&attempt(&b, &[7; 33], &pw), OPEN, &keys, &guard())
+            decide(&attempt(&b, &[7; 33], &pw), OPEN, &keys, &guard(), None)
                 .unwrap_err()
                 .kind,
             "malformed"
         );
         assert_eq!(
-            decide(&attempt(&b, b"x", &[1, 2, 3]), OPEN, &keys, &guard())
+            decide(&attempt(&b, b"x", &[1, 2, 3]), OPEN, &keys, &guard(), None)
                 .unwrap_err()
                 .kind,
             "stored_hash"

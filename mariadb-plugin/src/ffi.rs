@@ -23,6 +23,8 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use authplugin::replay::{DEFAULT_CAPACITY, DEFAULT_WINDOW_MS};
+use authplugin::ticket::DEFAULT_TTL_MS;
+use authplugin::ticket_store::Tickets;
 use authplugin::{ReplayGuard, SCRAMBLE_LEN, Scramble};
 use zeroize::Zeroizing;
 
@@ -110,6 +112,13 @@ static mut AUTH_DESCRIPTOR: StMysqlAuth = StMysqlAuth {
 /// `init`; read-only, so it never changes afterwards.
 static KEY_FILE: AtomicPtr<c_char> = AtomicPtr::new(ptr::null_mut());
 
+/// `perceptron_dual_ticket_key_file`: this server's resumption-ticket key ring (never the
+/// relay's); set with `perceptron_dual_instance`, relayed sessions get tickets. Read-only.
+static TICKET_KEY_FILE: AtomicPtr<c_char> = AtomicPtr::new(ptr::null_mut());
+
+/// `perceptron_dual_instance`: the instance name tickets are bound to. Read-only.
+static INSTANCE: AtomicPtr<c_char> = AtomicPtr::new(ptr::null_mut());
+
 /// `perceptron_dual_require_relay`. Written by the server from the command line before `init`,
 /// afterwards only through [`update_require_relay`]; read by every login.
 static REQUIRE_RELAY: AtomicBool = AtomicBool::new(false);
@@ -121,6 +130,27 @@ static mut KEY_FILE_VAR: SysVar<*mut c_char> = SysVar {
     check: ptr::null(),
     update: None,
     value: KEY_FILE.as_ptr(),
+    def_val: ptr::null_mut(),
+};
+
+static mut TICKET_KEY_FILE_VAR: SysVar<*mut c_char> = SysVar {
+    flags: PLUGIN_VAR_STR | PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+    name: c"ticket_key_file".as_ptr(),
+    comment: c"This server's resumption-ticket key ring (mode 0600; never the relay's): relayed sessions get tickets to be reattached after a stop; redeemed ids go to <file>.used".as_ptr(),
+    check: ptr::null(),
+    update: None,
+    value: TICKET_KEY_FILE.as_ptr(),
+    def_val: ptr::null_mut(),
+};
+
+static mut INSTANCE_VAR: SysVar<*mut c_char> = SysVar {
+    flags: PLUGIN_VAR_STR | PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+    name: c"instance".as_ptr(),
+    comment: c"The instance name resumption tickets are bound to (the relay's instance name)"
+        .as_ptr(),
+    check: ptr::null(),
+    update: None,
+    value: INSTANCE.as_ptr(),
     def_val: ptr::null_mut(),
 };
 
@@ -136,9 +166,11 @@ static mut REQUIRE_RELAY_VAR: SysVar<c_char> = SysVar {
     def_val: 0,
 };
 
-static mut SYSTEM_VARIABLES: [*mut c_void; 3] = [
+static mut SYSTEM_VARIABLES: [*mut c_void; 5] = [
     (&raw mut KEY_FILE_VAR).cast(),
     (&raw mut REQUIRE_RELAY_VAR).cast(),
+    (&raw mut TICKET_KEY_FILE_VAR).cast(),
+    (&raw mut INSTANCE_VAR).cast(),
     ptr::null_mut(),
 ];
 
@@ -170,6 +202,8 @@ struct PluginState {
     keys: KeySource,
     /// Process-wide: logins on every connection thread share one window.
     replay: Mutex<ReplayGuard>,
+    /// Resumption tickets, when `perceptron_dual_ticket_key_file` and `_instance` are set.
+    tickets: Option<Tickets>,
 }
 
 static STATE: RwLock<Option<Arc<PluginState>>> = RwLock::new(None);
@@ -193,40 +227,88 @@ fn guarded<T>(what: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
     })
 }
 
+/// The value of a read-only string variable, if set and UTF-8.
+fn string_var(var: &AtomicPtr<c_char>) -> Option<String> {
+    let raw = var.load(Ordering::Relaxed);
+    if raw.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null value of a PLUGIN_VAR_STR | PLUGIN_VAR_MEMALLOC variable is a
+    // NUL-terminated string the server allocated and keeps until the plugin unloads.
+    let value = unsafe { CStr::from_ptr(raw) };
+    value
+        .to_str()
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
+/// The ticket store, when both ticket variables are set; an error-log line says why not.
+fn open_tickets() -> Result<Option<Tickets>, String> {
+    let (key_file, instance) = (string_var(&TICKET_KEY_FILE), string_var(&INSTANCE));
+    let (key_file, instance) = match (key_file, instance) {
+        (None, None) => return Ok(None),
+        (Some(k), Some(i)) => (k, i),
+        _ => {
+            return Err(
+                "perceptron_dual_ticket_key_file and perceptron_dual_instance go together".into(),
+            );
+        }
+    };
+    let ring = authplugin::key_file::load(Path::new(&key_file))
+        .map_err(|e| format!("cannot use perceptron_dual_ticket_key_file: {e}"))?;
+    let used = format!("{key_file}.used");
+    let now_ms = now_ms();
+    Tickets::open(ring, instance, DEFAULT_TTL_MS, Path::new(&used), now_ms)
+        .map(Some)
+        .map_err(|e| format!("cannot use {used} for redeemed tickets: {e}"))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 unsafe extern "C" fn plugin_init(plugin: *mut c_void) -> c_int {
     guarded("init", 1, || {
-        let raw = KEY_FILE.load(Ordering::Relaxed);
-        let path = if raw.is_null() {
-            None
-        } else {
-            // SAFETY: a non-null value of a PLUGIN_VAR_STR | PLUGIN_VAR_MEMALLOC variable is a
-            // NUL-terminated string the server allocated and keeps until the plugin unloads.
-            Some(unsafe { CStr::from_ptr(raw) })
-        };
-        let Some(path) = path.and_then(|p| p.to_str().ok()).filter(|p| !p.is_empty()) else {
+        let Some(path) = string_var(&KEY_FILE) else {
             error_log::write(
                 Level::Error,
                 "perceptron_dual_key_file is not set (add loose-perceptron-dual-key-file=/path/to/key under [mariadbd]); the plugin is not loaded",
             );
             return 1;
         };
-        match KeySource::load(Path::new(path)) {
+        let tickets = match open_tickets() {
+            Ok(tickets) => tickets,
+            Err(e) => {
+                error_log::write(Level::Error, &format!("{e}; the plugin is not loaded"));
+                return 1;
+            }
+        };
+        match KeySource::load(Path::new(&path)) {
             Ok(keys) => {
                 error_log::write(
                     Level::Note,
                     &format!(
-                        "{}; perceptron_dual_require_relay={}",
+                        "{}; perceptron_dual_require_relay={}{}",
                         key_source::describe(&keys.current(), keys.path()),
                         if REQUIRE_RELAY.load(Ordering::Relaxed) {
                             "ON"
                         } else {
                             "OFF"
+                        },
+                        if tickets.is_some() {
+                            "; resumption tickets on"
+                        } else {
+                            ""
                         }
                     ),
                 );
                 let fresh = PluginState {
                     keys,
                     replay: Mutex::new(ReplayGuard::new(DEFAULT_WINDOW_MS, DEFAULT_CAPACITY)),
+                    tickets,
                 };
                 *STATE.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(fresh));
                 PLUGIN_HANDLE.store(plugin, Ordering::Relaxed);
@@ -400,9 +482,7 @@ unsafe fn authenticate(vio: *mut MysqlPluginVio, info: *mut MysqlServerAuthInfo)
     // SAFETY: `vio` and `info` are the server's login context (caller).
     let database = unsafe { login_database(vio, info) };
 
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let now_ms = now_ms();
     let attempt = Attempt {
         challenge: &challenge,
         reply: &reply,
@@ -421,8 +501,23 @@ unsafe fn authenticate(vio: *mut MysqlPluginVio, info: *mut MysqlServerAuthInfo)
     };
     // SAFETY: `info` is valid and ours for this call (caller); a plain int field.
     unsafe { (*info).password_used = used };
-    match decision::decide(&attempt, policy, &ring, &state.replay) {
-        Ok(_) => CR_OK,
+    let issuer = state
+        .tickets
+        .as_ref()
+        .map(|tickets| decision::TicketIssuer { tickets });
+    match decision::decide(&attempt, policy, &ring, &state.replay, issuer) {
+        Ok(accepted) => {
+            if let Some(ticket) = accepted.ticket {
+                // Sent before the server's OK. A ticket starts with its magic (`PCTK`), so
+                // the server sends it as it is, as the next packet of the exchange.
+                // SAFETY: as the challenge's write above; `ticket` is valid for its length
+                // (under 1 KiB, so it fits a c_int).
+                if unsafe { write(vio, ticket.as_ptr(), ticket.len() as c_int) } != 0 {
+                    return CR_ERROR;
+                }
+            }
+            CR_OK
+        }
         Err(refusal) => {
             log_refusal(&refusal, &user, &host);
             CR_ERROR

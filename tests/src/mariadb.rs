@@ -151,9 +151,30 @@ pub fn dual_relay(dir: &Path, extra: &[&str]) -> crate::relay::Relay {
 /// As [`dual_relay`].
 #[must_use]
 pub fn dual_relay_with(dir: &Path, extra: &[&str], instance_toml: &str) -> crate::relay::Relay {
+    dual_relay_using(
+        dir,
+        extra,
+        crate::relay::RelayOptions {
+            instance_toml: instance_toml.to_owned(),
+            ..crate::relay::RelayOptions::default()
+        },
+    )
+}
+
+/// [`dual_relay`] with `options` (their command, auth, resume timeout and `compute_proof`
+/// are set here; `instance_toml` is kept after it).
+///
+/// # Panics
+/// As [`dual_relay`].
+#[must_use]
+pub fn dual_relay_using(
+    dir: &Path,
+    extra: &[&str],
+    options: crate::relay::RelayOptions,
+) -> crate::relay::Relay {
     let datadir = install(dir);
     let plugins = plugin_dir(dir);
-    let mut options = vec![
+    let mut args = vec![
         format!("--plugin-dir={}", plugins.display()),
         "--plugin-load-add=perceptron_dual.so".to_owned(),
         format!(
@@ -162,17 +183,17 @@ pub fn dual_relay_with(dir: &Path, extra: &[&str], instance_toml: &str) -> crate
         ),
         format!("--log-error={}", dual_error_log(dir).display()),
     ];
-    options.extend(extra.iter().map(|s| (*s).to_owned()));
-    let options: Vec<&str> = options.iter().map(String::as_str).collect();
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     crate::relay::Relay::start(
         dir,
         crate::relay::RelayOptions {
-            command: Some(command(&datadir, &options)),
+            command: Some(command(&datadir, &args)),
             auth: "dual",
             resume_timeout: "30s",
             // MariaDB proves the key only in a login's challenge round.
-            instance_toml: format!("compute_proof = \"login\"\n{instance_toml}"),
-            ..crate::relay::RelayOptions::default()
+            instance_toml: format!("compute_proof = \"login\"\n{}", options.instance_toml),
+            ..options
         },
     )
 }

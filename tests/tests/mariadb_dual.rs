@@ -40,8 +40,12 @@ struct Dual {
 
 impl Dual {
     fn start(label: &str, extra: &[&str]) -> Self {
+        Self::start_using(label, extra, tests::relay::RelayOptions::default())
+    }
+
+    fn start_using(label: &str, extra: &[&str], options: tests::relay::RelayOptions) -> Self {
         let dir = TempDir::new(label);
-        let relay = tests::mariadb::dual_relay(dir.path(), extra);
+        let relay = tests::mariadb::dual_relay_using(dir.path(), extra, options);
         let error_log = tests::mariadb::dual_error_log(dir.path());
         let dual = Self {
             relay,
@@ -522,4 +526,94 @@ fn a_relayed_dual_session_is_parked_and_keeps_its_state() {
         .unwrap()
         .unwrap();
     d.relay.assert_parks_keeping_the_session(&mut s);
+}
+
+/// Resumable sessions on MariaDB (docs/parking.md, "Sessions across a stop"): with a ticket key
+/// of its own, `perceptron_dual` gives each relayed session a ticket; a parked session then
+/// outlives the stop of `mariadbd` and is reattached at its next command, with its database
+/// and session variable, after the server proved the key in a challenge round. A password
+/// changed while the session was away refuses the reattach: the client gets ERR 1927.
+#[test]
+fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_state() {
+    let label = "maria-dual-resume";
+    let ticket_key = std::env::temp_dir().join(format!("{label}-{}.key", std::process::id()));
+    let _ = std::fs::remove_file(&ticket_key);
+    let out = std::process::Command::new(tests::bin_path("relay"))
+        .args(["keygen", "--id", "tickets-1", "--out"])
+        .arg(&ticket_key)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = Dual::start_using(
+        label,
+        &[
+            &format!(
+                "--loose-perceptron-dual-ticket-key-file={}",
+                ticket_key.display()
+            ),
+            "--loose-perceptron-dual-instance=demo",
+        ],
+        tests::relay::RelayOptions {
+            idle_pause_after: "2s",
+            instance_toml: "stop_after = \"1s\"\nresumable_sessions = true\n".into(),
+            ..tests::relay::RelayOptions::default()
+        },
+    );
+    // Idle, the instance pauses on its own (frozen, then stopped after stop_after).
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || d.relay.state() == "paused"),
+        "{}",
+        d.relay.log()
+    );
+    let mut s = raw::login(d.relay.port, USER, PASSWORD, Some("shop"))
+        .unwrap()
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    assert!(matches!(
+        raw::query(&mut s, "SET SESSION sql_mode = 'ANSI_QUOTES'"),
+        Ok(Ok(_))
+    ));
+    let pid = d.relay.compute_pid().unwrap();
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || d.relay.state() == "paused"),
+        "{}",
+        d.relay.log()
+    );
+    assert!(!pid_alive(pid), "mariadbd is gone");
+    assert_eq!(
+        raw::one_row(&mut s, "SELECT DATABASE()").as_deref(),
+        Some("shop"),
+        "{}",
+        d.relay.log()
+    );
+    assert_eq!(
+        raw::one_row(&mut s, "SELECT @@SESSION.sql_mode").as_deref(),
+        Some("ANSI_QUOTES")
+    );
+    assert!(d.relay.logged("session reattached"));
+
+    // The password changes while the session is away: its ticket no longer opens it.
+    d.root(&format!(
+        "SET PASSWORD FOR {USER}@'%' = PASSWORD('changed')"
+    ));
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || d.relay.state() == "paused"),
+        "{}",
+        d.relay.log()
+    );
+    match raw::query(&mut s, "SELECT 1") {
+        Ok(Err((code, _))) => assert_eq!(code, 1927, "{}", d.relay.log()),
+        other => panic!("{other:?}\n{}", d.relay.log()),
+    }
+    assert!(
+        d.error_log().contains("ticket_credential_changed"),
+        "{}",
+        d.error_log()
+    );
+    let _ = std::fs::remove_file(&ticket_key);
+    let _ = std::fs::remove_file(ticket_key.with_extension("key.used"));
 }
