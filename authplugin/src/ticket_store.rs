@@ -52,9 +52,11 @@ impl Tickets {
     ) -> io::Result<Self> {
         let path = used.to_path_buf();
         let mut ids = HashMap::new();
+        let mut lines = 0;
         match File::open(&path) {
             Ok(f) => {
                 for line in BufReader::new(f).lines() {
+                    lines += 1;
                     if let Some((id, expires)) = parse_line(&line?)
                         && expires > now_ms
                     {
@@ -65,16 +67,19 @@ impl Tickets {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        // Rewritten without the expired ids, then appended to.
-        let mut text = String::new();
-        for (id, expires) in &ids {
-            text.push_str(&format_line(id, *expires));
+        // Rewritten without the expired ids when there were any, then appended to. (Not
+        // on every start: a compute's start is on a waking client's path.)
+        if lines > ids.len() {
+            let mut text = String::new();
+            for (id, expires) in &ids {
+                text.push_str(&format_line(id, *expires));
+            }
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, text)?;
+            File::open(&tmp)?.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
         }
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, text)?;
-        File::open(&tmp)?.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        let file = OpenOptions::new().append(true).open(&path)?;
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
         Ok(Self {
             ring,
             instance,

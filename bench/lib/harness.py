@@ -174,11 +174,12 @@ class Relay:
     relay's table is named after its temporary state directory and deleted when it stops).
     instance_toml: more lines for the `[[instance]]` table (capacity, stop_after).
     relay_toml: more lines for the `[relay]` table (caps such as max_pending_connections).
+    shim_args: more arguments for the managed server-shim (`{DIR}`: the relay's directory).
     """
 
     def __init__(self, name, compute_port=None, driver=None, idle_pause_after="1h",
                  handshake_timeout="10s", nofile=None, auth="dual", binary=None, env=None,
-                 route="pump", instance_toml="", bin_dir=None, relay_toml=""):
+                 route="pump", instance_toml="", bin_dir=None, relay_toml="", shim_args=()):
         self.bin = bin_dir or BIN
         binary = binary or os.path.join(self.bin, "relay")
         self.dir = tmpdir(name)
@@ -190,7 +191,8 @@ class Relay:
                        check=True, capture_output=True)
         if driver is None:
             add_user(self.data, self.bin)
-            shim = self.shim_cmd(self.compute_port, self.data, bin_dir=self.bin)
+            shim = self.shim_cmd(self.compute_port, self.data, bin_dir=self.bin) + [
+                a.replace("{DIR}", self.dir) for a in shim_args]
             drv = ('[instance.driver]\nkind = "process"\ncommand = [%s]\nstop_grace = "5s"\n'
                    % ", ".join(json.dumps(a) for a in shim))
         elif driver == "adopt":

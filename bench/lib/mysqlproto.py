@@ -155,6 +155,30 @@ class Conn:
                 raise LoginError(err_text(p))
             rows += 1
 
+    def value(self, sql: bytes):
+        """Runs a text query; returns the first column of its first row (None for NULL or
+        no row), the result set fully consumed."""
+        self.sock.sendall(packet(0, b"\x03" + sql))
+        _, p = self.read_packet()
+        if p[0] == 0xFF:
+            raise LoginError(err_text(p))
+        if p[0] == 0x00:
+            return None
+        while True:
+            _, p = self.read_packet()
+            if p[0] == 0xFE and len(p) < 9:
+                break
+        first = None
+        while True:
+            _, p = self.read_packet()
+            if p[0] == 0xFE and len(p) < 9:
+                return first
+            if p[0] == 0xFF:
+                raise LoginError(err_text(p))
+            if first is None and p[0] != 0xFB:
+                # A length-encoded string; values here are short (one length byte).
+                first = p[1:1 + p[0]]
+
     def close(self):
         try:
             self.sock.sendall(packet(0, b"\x01"))

@@ -241,6 +241,16 @@ struct InstanceJson {
     /// The running compute's capacity in CCUs, with `[instance.capacity]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     ccu: Option<f64>,
+    /// With `resumable_sessions`: the connections that keep the compute frozen rather than
+    /// stopped, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    held_frozen_by: Vec<HeldJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct HeldJson {
+    client: String,
+    reason: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -646,6 +656,11 @@ fn instance_json(rt: &InstanceRuntime) -> InstanceJson {
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         failure: s.failure,
         ccu: s.ccu.map(Ccu::as_f64),
+        held_frozen_by: s
+            .held_frozen_by
+            .into_iter()
+            .map(|(client, reason)| HeldJson { client, reason })
+            .collect(),
     }
 }
 

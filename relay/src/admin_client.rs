@@ -277,6 +277,19 @@ pub fn status(t: &Target, json: bool) -> Result<String, AdminError> {
                 "  parked: {parked} connection(s) kept on the frozen compute\n"
             ));
         }
+        for held in i
+            .get("held_frozen_by")
+            .and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let field = |k| held.get(k).and_then(|v| v.as_str()).unwrap_or("?");
+            out.push_str(&format!(
+                "  kept frozen, not stopped, by {}: {}\n",
+                field("client"),
+                field("reason")
+            ));
+        }
         if let Some(f) = i.get("failure").and_then(|v| v.as_str()) {
             out.push_str(&format!("  failure: {f}\n"));
         }

@@ -73,7 +73,10 @@ pub async fn handle(
         FirstBytes::Spoke => rt.instance.hold_if_running(),
         _ => None,
     };
-    let Some(mut guard) = guard else {
+    let Some(mut guard) = guard.map(|mut g| {
+        g.set_client(peer.to_string());
+        g
+    }) else {
         let outcome = match first {
             FirstBytes::Spoke => DirectOutcome::paused_before_login,
             FirstBytes::ClientClosed => DirectOutcome::closed_silently,

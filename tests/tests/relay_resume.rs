@@ -159,6 +159,14 @@ fn a_session_in_a_transaction_keeps_the_compute_frozen() {
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(relay.state(), "frozen", "{}", relay.log());
     assert!(tests::relay::pid_alive(pid));
+    // The status says which connection keeps it frozen, and why.
+    let (_, status) = relay.admin("GET", "/v1/instances");
+    let client = a.local_addr().unwrap().to_string();
+    assert!(
+        status.contains(&format!("\"client\": \"{client}\""))
+            && status.contains("\"reason\": \"open transaction\""),
+        "{status}"
+    );
     exec(&mut a, "COMMIT");
     assert_eq!(relay.compute_pid(), Some(pid));
 }

@@ -102,6 +102,10 @@ struct Inner {
     /// can carry to a new compute ([`parking::CommandWatch`]): when every open connection is
     /// one, a frozen compute may be stopped under them (`resumable_sessions`).
     resumable_conns: usize,
+    /// With `resumable_sessions`: the open connections between commands that could not be
+    /// carried to a new compute, so keep it frozen (not stopped), by connection: its client
+    /// and why ([`parking::CommandWatch`]).
+    held_frozen: std::collections::BTreeMap<u64, (String, &'static str)>,
     /// The running compute could not be frozen to park its connections: not tried again
     /// until the next wake.
     cannot_park: bool,
@@ -168,6 +172,8 @@ pub struct Instance {
     fleet: std::sync::OnceLock<Arc<dyn crate::fleet::FleetStore>>,
     /// Woken when the open connections change (the fleet publisher's cue).
     connections_changed: tokio::sync::Notify,
+    /// The next [`ConnectionGuard`]'s id.
+    next_guard_id: std::sync::atomic::AtomicU64,
     /// How a compute's proof of the key is checked (dual mode); none trusts every greeting.
     proof: std::sync::OnceLock<trust::ProofCheck>,
     /// The connection the last wake opened, for the first login after it.
@@ -220,6 +226,9 @@ pub struct InstanceStatus {
     pub failure: Option<String>,
     /// The compute's capacity now, with `[instance.capacity]` (while it runs).
     pub ccu: Option<Ccu>,
+    /// With `resumable_sessions`: the connections between commands that keep the compute
+    /// frozen rather than stopped, with why (their client, the reason).
+    pub held_frozen_by: Vec<(String, &'static str)>,
 }
 
 /// Why a pause was not carried out.
@@ -261,6 +270,12 @@ pub struct ConnectionGuard {
     idle: bool,
     /// Whether it is counted among the instance's resumable sessions.
     resumable: bool,
+    /// This connection's id among the instance's, for [`Inner::held_frozen`].
+    id: u64,
+    /// The client's address, for status output.
+    client: String,
+    /// Why it keeps the compute frozen, when it is listed in [`Inner::held_frozen`].
+    holding: Option<&'static str>,
 }
 
 impl std::fmt::Debug for ConnectionGuard {
@@ -282,6 +297,9 @@ impl Drop for ConnectionGuard {
         if self.resumable {
             inner.resumable_conns = inner.resumable_conns.saturating_sub(1);
         }
+        if self.holding.is_some() {
+            inner.held_frozen.remove(&self.id);
+        }
         if inner.active.total() == 0 && self.session {
             inner.idle_since = tokio::time::Instant::now();
         }
@@ -291,6 +309,11 @@ impl Drop for ConnectionGuard {
 }
 
 impl ConnectionGuard {
+    /// Names the connection's client, for status output.
+    pub fn set_client(&mut self, client: String) {
+        self.client = client;
+    }
+
     /// Marks the connection as a real session (its login was accepted): its close restarts
     /// the idle clock.
     pub fn mark_session(&mut self) {
@@ -322,6 +345,7 @@ impl Instance {
                 active: OpenConnections::default(),
                 idle_conns: 0,
                 resumable_conns: 0,
+                held_frozen: std::collections::BTreeMap::new(),
                 cannot_park: false,
                 idle_since: tokio::time::Instant::now(),
                 logins_since_wake: LoginsSinceWake::default(),
@@ -342,6 +366,7 @@ impl Instance {
             ledger,
             fleet: std::sync::OnceLock::new(),
             connections_changed: tokio::sync::Notify::new(),
+            next_guard_id: 0.into(),
             proof: std::sync::OnceLock::new(),
             handover: Arc::default(),
             proven: tokio::sync::Notify::new(),
@@ -368,6 +393,11 @@ impl Instance {
         self.phase().as_str()
     }
 
+    fn next_guard_id(&self) -> u64 {
+        self.next_guard_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// A snapshot for status output.
     #[must_use]
     pub fn status(&self) -> InstanceStatus {
@@ -392,6 +422,11 @@ impl Instance {
                 _ => None,
             },
             ccu: inner.ccu,
+            held_frozen_by: if matches!(inner.state, State::Frozen(_)) {
+                inner.held_frozen.values().cloned().collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -428,6 +463,9 @@ impl Instance {
                 session: false,
                 idle: false,
                 resumable: false,
+                id: self.next_guard_id(),
+                client: String::new(),
+                holding: None,
             }
         })
     }
@@ -445,6 +483,9 @@ impl Instance {
             session: false,
             idle: false,
             resumable: false,
+            id: self.next_guard_id(),
+            client: String::new(),
+            holding: None,
         }
     }
 

@@ -108,7 +108,14 @@ impl CommandWatch<'_> {
         self.used |= sent;
         let ended = idle && self.used;
         let resumable = idle && self.resumable();
-        if idle == self.guard.idle && !sent && !ended && resumable == self.guard.resumable {
+        let holding = (idle && !resumable && self.guard.instance.config.resumable_sessions)
+            .then(|| self.why_not_resumable());
+        if idle == self.guard.idle
+            && !sent
+            && !ended
+            && resumable == self.guard.resumable
+            && holding == self.guard.holding
+        {
             return;
         }
         if ended {
@@ -118,6 +125,19 @@ impl CommandWatch<'_> {
         let mut inner = instance.lock();
         if sent || ended {
             inner.idle_since = tokio::time::Instant::now();
+        }
+        if holding != self.guard.holding {
+            self.guard.holding = holding;
+            match holding {
+                Some(why) => {
+                    inner
+                        .held_frozen
+                        .insert(self.guard.id, (self.guard.client.clone(), why));
+                }
+                None => {
+                    inner.held_frozen.remove(&self.guard.id);
+                }
+            }
         }
         if resumable != self.guard.resumable {
             self.guard.resumable = resumable;
@@ -169,6 +189,15 @@ impl CommandWatch<'_> {
         self.ticketed
             && self.log.pinned().is_none()
             && self.conversation.status_flags() & SERVER_STATUS_IN_TRANS == 0
+    }
+
+    /// Why the session could not be carried to a new compute now (it is not
+    /// [`Self::resumable`]).
+    fn why_not_resumable(&self) -> &'static str {
+        if !self.ticketed {
+            return "no resumption ticket (a direct-route or switch-mode connection, or a compute without a ticket key)";
+        }
+        self.log.pinned().unwrap_or("open transaction")
     }
 
     /// The commands that restore the session's state on a new compute, in order.

@@ -112,6 +112,7 @@ pub async fn handle(
     match establish(&rt, &mut client, client_addr, &connector, Some(pending)).await {
         Ok(mut session) if session.verdict.accepted() => {
             session.held.mark_session();
+            session.held.set_client(addr.clone());
             rt.metrics.inc(Counter::Connections, &name, "relayed");
             let t = session.timings;
             let tls = matches!(client.stream_mut(), ClientStream::Tls(_));
@@ -256,8 +257,12 @@ async fn next_command(
     commands: &mut crate::control::CommandWatch<'_>,
 ) -> Option<Vec<u8>> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let mut buf = vec![0; 16 * 1024];
     loop {
+        // A detached session may wait for hours: no buffer is held until the client speaks.
+        std::future::poll_fn(|cx| crate::passthrough::PumpIo::poll_read_ready(&*client, cx))
+            .await
+            .ok()?;
+        let mut buf = vec![0; 16 * 1024];
         let n = client.read(&mut buf).await.ok()?;
         let bytes = buf.get(..n).filter(|b| !b.is_empty())?;
         if let Some(reply) = commands.answer_detached(bytes) {
