@@ -10,18 +10,24 @@
 //! (it then keeps its compute frozen, never stopped): temporary tables, named and table
 //! locks, prepared statements, user variables read or set outside a `SET`, stored procedure
 //! calls, `COM_CHANGE_USER`, multi-statement text, executable comments, and any statement
-//! the relay does not recognise. An open transaction pins it for as long as it is open
-//! (the status flags say so). `COM_RESET_CONNECTION` clears it all.
+//! the relay does not recognise. An open transaction pins it for as long as it is open:
+//! from `BEGIN` (or, with autocommit off, from any statement) to `COMMIT` or `ROLLBACK`, and
+//! whenever the status flags say so. `COM_RESET_CONNECTION` clears it all.
 //!
 //! Pure: bytes in, a verdict out.
 
 /// What a command did to its session's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effect {
-    /// Nothing that outlives the command.
+    /// Nothing that outlives the command (not a statement: a ping, a statistics request).
     None,
+    /// A statement that leaves no session state behind; with autocommit off it opens a
+    /// transaction.
+    Statement,
     /// State that sending the same command again restores.
     Replay,
+    /// As [`Effect::Replay`], and it turns autocommit off (`true`) or on (`false`).
+    ReplayAutocommit(bool),
     /// State that cannot be carried: the session stays on its compute.
     Pins(&'static str),
     /// `COM_RESET_CONNECTION`: the session is as after its login.
@@ -98,10 +104,11 @@ fn query_effect(text: &[u8]) -> Effect {
                 Effect::Pins("SET of more than the session")
             } else if words.get(1).is_some_and(|w| w == "TRANSACTION") {
                 Effect::Pins("SET TRANSACTION")
-            } else if has("AUTOCOMMIT") && (has("0") || has("OFF") || has("FALSE")) {
-                // Every statement then opens a transaction, which not every compute reports
-                // in every reply's status flags.
-                Effect::Pins("autocommit off")
+            } else if has("AUTOCOMMIT") {
+                // With autocommit off every statement opens a transaction, which the relay
+                // then follows itself: not every compute reports it in every reply's status
+                // flags.
+                Effect::ReplayAutocommit(has("0") || has("OFF") || has("FALSE"))
             } else {
                 Effect::Replay
             }
@@ -109,12 +116,12 @@ fn query_effect(text: &[u8]) -> Effect {
         "USE" => Effect::Replay,
         "BEGIN" | "START" => Effect::Begin,
         "COMMIT" | "ROLLBACK" if has("CHAIN") && !has("NO") => Effect::Begin,
-        "ROLLBACK" if has("TO") => Effect::None,
+        "ROLLBACK" if has("TO") => Effect::Statement,
         "COMMIT" | "ROLLBACK" => Effect::End,
         _ if scan.user_variable => Effect::Pins("user variable"),
         _ if has("TEMPORARY") => Effect::Pins("temporary table"),
         _ if has("GET_LOCK") || has("LOCK") => Effect::Pins("lock"),
-        w if STATELESS.contains(&w) => Effect::None,
+        w if STATELESS.contains(&w) => Effect::Statement,
         _ => Effect::Pins("statement"),
     }
 }
@@ -239,24 +246,53 @@ pub struct Log {
     commands: Vec<Vec<u8>>,
     bytes: usize,
     pinned: Option<&'static str>,
-    /// An explicit transaction is open.
+    /// A transaction is (or may be) open.
     transaction: bool,
+    /// The session turned autocommit off: every statement opens a transaction.
+    autocommit_off: bool,
 }
 
 /// The most bytes of commands kept per session; past it the session is pinned.
 pub const MAX_LOG_BYTES: usize = 16 * 1024;
 
 impl Log {
+    /// Notes a command as it is sent. What may open a transaction or pin the session counts
+    /// from here, whatever the reply: a failed `BEGIN` pins the session until the next
+    /// `COMMIT` or `ROLLBACK`, which is only careful. Returns whether the rest of the effect
+    /// waits for the compute's OK ([`Self::accepted`]).
+    pub fn sent(&mut self, effect: Effect) -> bool {
+        match effect {
+            Effect::None => false,
+            Effect::Statement => {
+                self.transaction |= self.autocommit_off;
+                false
+            }
+            Effect::Begin => {
+                self.transaction = true;
+                false
+            }
+            Effect::Pins(why) => {
+                self.pinned.get_or_insert(why);
+                false
+            }
+            Effect::Replay | Effect::ReplayAutocommit(_) | Effect::End | Effect::Reset => true,
+        }
+    }
+
     /// Records a command the compute accepted (`payload`, its [`Effect`] already known).
     pub fn accepted(&mut self, payload: &[u8], effect: Effect) {
         match effect {
-            Effect::None => {}
+            Effect::None | Effect::Statement => {}
             Effect::Pins(why) => {
                 self.pinned.get_or_insert(why);
             }
             Effect::Reset => *self = Self::default(),
             Effect::Begin => self.transaction = true,
             Effect::End => self.transaction = false,
+            Effect::ReplayAutocommit(off) => {
+                self.autocommit_off = off;
+                self.accepted(payload, Effect::Replay);
+            }
             Effect::Replay => {
                 // The same statement again (a pool's `SET autocommit=1` at each checkout)
                 // is kept once, where it last ran, unless it reads a user variable.
@@ -319,10 +355,10 @@ mod tests {
             "-- note\nSELECT 1",
             "CREATE TABLE t (a INT)",
             "ROLLBACK TO SAVEPOINT s",
-            "",
         ] {
-            assert_eq!(q(sql), Effect::None, "{sql}");
+            assert_eq!(q(sql), Effect::Statement, "{sql}");
         }
+        assert_eq!(q(""), Effect::None);
     }
 
     #[test]
@@ -330,7 +366,7 @@ mod tests {
         for sql in [
             "SET NAMES utf8mb4",
             "set session sql_mode = 'ANSI_QUOTES'",
-            "SET autocommit=1",
+            "SET sql_mode=''",
             "SET @x = 1",
             "SET character_set_results = NULL",
             "USE shop",
@@ -374,13 +410,13 @@ mod tests {
 
     #[test]
     fn quotes_and_comments_hide_what_they_contain() {
-        assert_eq!(q("SELECT 'it''s; @x' AS a"), Effect::None);
-        assert_eq!(q("SELECT \"a\\\"; @b\""), Effect::None);
-        assert_eq!(q("SELECT `we;ird@`"), Effect::None);
-        assert_eq!(q("SELECT 1 # ; @x\n"), Effect::None);
+        assert_eq!(q("SELECT 'it''s; @x' AS a"), Effect::Statement);
+        assert_eq!(q("SELECT \"a\\\"; @b\""), Effect::Statement);
+        assert_eq!(q("SELECT `we;ird@`"), Effect::Statement);
+        assert_eq!(q("SELECT 1 # ; @x\n"), Effect::Statement);
         // An unterminated quote or comment ends the text; nothing panics.
-        assert_eq!(q("SELECT 'abc"), Effect::None);
-        assert_eq!(q("SELECT 1 /* abc"), Effect::None);
+        assert_eq!(q("SELECT 'abc"), Effect::Statement);
+        assert_eq!(q("SELECT 1 /* abc"), Effect::Statement);
     }
 
     #[test]
@@ -406,7 +442,18 @@ mod tests {
         log.accepted(b"\x03COMMIT", q("COMMIT"));
         assert_eq!(log.pinned(), None);
         assert_eq!(q("START TRANSACTION"), Effect::Begin);
-        assert_eq!(q("SET autocommit = 0"), Effect::Pins("autocommit off"));
+        assert_eq!(q("SET autocommit = 0"), Effect::ReplayAutocommit(true));
+        assert_eq!(q("SET AUTOCOMMIT = ON"), Effect::ReplayAutocommit(false));
+        // With autocommit off, any statement may open a transaction; COMMIT ends it.
+        let mut log = Log::default();
+        log.accepted(b"\x03SET autocommit=0", q("SET autocommit=0"));
+        assert!(!log.sent(q("SELECT 1")));
+        assert_eq!(log.pinned(), Some("open transaction"));
+        assert!(log.sent(q("COMMIT")));
+        log.accepted(b"\x03COMMIT", q("COMMIT"));
+        assert_eq!(log.pinned(), None);
+        assert_eq!(log.commands(), [b"\x03SET autocommit=0".to_vec()]);
+        let mut log = Log::default();
         log.accepted(b"\x03LOCK TABLES t READ", Effect::Pins("lock"));
         log.accepted(&[COM_RESET_CONNECTION], Effect::Reset);
         assert_eq!(log.pinned(), None);

@@ -691,5 +691,6 @@ pub mod raw {
 
 pub mod cgroup;
 pub mod mariadb;
+pub mod pools;
 pub mod relay;
 pub mod tls;

@@ -13,9 +13,8 @@
     reason = "test code: a failed step fails the test"
 )]
 
-use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use tests::cgroup::frozen;
@@ -224,34 +223,14 @@ enum Keepalive {
     Running,
 }
 
-/// Runs a pool program (it prints its session's CONNECTION_ID(), waits for a line on stdin,
-/// queries through the pool again and prints CONNECTION_ID()), and checks what parking
-/// promises a real pool: the instance parks with the pool open, a running keepalive neither
-/// keeps it running nor thaws it, and the pool's next query runs on the same session of the
-/// same compute. Returns how many pings the relay answered while the compute was frozen.
-fn a_pool_parks_and_keeps_its_session(
-    name: &str,
-    mut program: Command,
-    keepalive: Keepalive,
-) -> f64 {
+/// Runs a pool program ([`tests::pools`]) and checks what parking promises a real pool: the
+/// instance parks with the pool open, a running keepalive neither keeps it running nor thaws
+/// it, and the pool's next query runs on the same session of the same compute. Returns how
+/// many pings the relay answered while the compute was frozen.
+fn a_pool_parks_and_keeps_its_session(name: &str, program: Command, keepalive: Keepalive) -> f64 {
     let dir = TempDir::new(name);
     let relay = start(&dir);
-    let mut child = program
-        .env("PORT", relay.port.to_string())
-        .env("DB_USER", USER)
-        .env("DB_PASSWORD", PASSWORD)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _kill = tests::relay::KillOnDrop(Some(child.id()));
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let Some(Ok(first)) = lines.next() else {
-        let mut err = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-        panic!("{name}: the pool program printed nothing (tests/clients/install?): {err}");
-    };
+    let pool = tests::pools::Pool::start(name, program, relay.port);
     let pid = relay.compute_pid().unwrap();
 
     wait_state(&relay, "frozen", Duration::from_secs(60));
@@ -268,16 +247,9 @@ fn a_pool_parks_and_keeps_its_session(
         assert_eq!(relay.state(), "frozen", "no thaw for a keepalive");
         assert!(frozen(pid));
     }
-    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    let last = lines.next().unwrap().unwrap();
-    assert_eq!(last, first, "the same session");
+    let first = pool.first.clone();
+    assert_eq!(pool.finish(), first, "the same session");
     assert_eq!(relay.compute_pid(), Some(pid), "thawed, not restarted");
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     answered() - pings
 }
 
@@ -288,50 +260,22 @@ fn a_pool_parks_and_keeps_its_session(
 /// idle clock.)
 #[test]
 fn a_sqlalchemy_pool_with_pre_ping_parks_and_keeps_its_session() {
-    let script = format!(
-        r#"
-import os, sys
-from sqlalchemy import create_engine, text
-engine = create_engine("mysql+pymysql://{USER}:{PASSWORD}@127.0.0.1:" + os.environ["PORT"],
-                       pool_size=1, max_overflow=0, pool_pre_ping=True)
-with engine.connect() as c:
-    print(c.execute(text("SELECT CONNECTION_ID()")).scalar(), flush=True)
-sys.stdin.readline()
-with engine.connect() as c:
-    print(c.execute(text("SELECT CONNECTION_ID()")).scalar(), flush=True)
-"#
+    let answered = a_pool_parks_and_keeps_its_session(
+        "parking-sqlalchemy",
+        tests::pools::sqlalchemy(),
+        Keepalive::AtCheckout,
     );
-    let mut python = Command::new("python3");
-    python.arg("-c").arg(script);
-    let answered =
-        a_pool_parks_and_keeps_its_session("parking-sqlalchemy", python, Keepalive::AtCheckout);
     assert_eq!(answered, 1.0, "the pre-ping was answered while parked");
 }
 
 /// Node's `mysql2` `createPool`: an idle pooled connection is parked and reused.
 #[test]
 fn a_node_mysql2_pool_parks_and_keeps_its_session() {
-    let script = format!(
-        r#"
-const mysql = require('mysql2/promise');
-const readline = require('readline');
-(async () => {{
-  const pool = mysql.createPool({{ host: '127.0.0.1', port: +process.env.PORT,
-    user: '{USER}', password: '{PASSWORD}', connectionLimit: 1 }});
-  const id = async () => (await pool.query('SELECT CONNECTION_ID() AS id'))[0][0].id;
-  console.log(await id());
-  await new Promise((done) => readline.createInterface({{ input: process.stdin }}).once('line', done));
-  console.log(await id());
-  await pool.end();
-  process.exit(0);
-}})().catch((e) => {{ console.error(e); process.exit(1); }});
-"#
+    a_pool_parks_and_keeps_its_session(
+        "parking-mysql2",
+        tests::pools::mysql2(),
+        Keepalive::AtCheckout,
     );
-    let mut node = Command::new("node");
-    node.arg("-e")
-        .arg(script)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/clients/node"));
-    a_pool_parks_and_keeps_its_session("parking-mysql2", node, Keepalive::AtCheckout);
 }
 
 /// HikariCP (Debian's 2.7) on MariaDB Connector/J: the checkout after the quiet spell checks
@@ -339,22 +283,11 @@ const readline = require('readline');
 /// is still frozen; the query then thaws it, on the same session.
 #[test]
 fn a_hikaricp_pool_parks_and_keeps_its_session() {
-    let classes = tests::target_dir().join("clients/java");
-    assert!(
-        classes.join("HikariPool.class").is_file(),
-        "{}/HikariPool.class is missing: run tests/clients/install",
-        classes.display()
+    let answered = a_pool_parks_and_keeps_its_session(
+        "parking-hikaricp",
+        tests::pools::hikaricp(),
+        Keepalive::AtCheckout,
     );
-    let mut java = Command::new("java");
-    java.args(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp"])
-        .arg(format!(
-            "/usr/share/java/HikariCP.jar:/usr/share/java/slf4j-api.jar:\
-             /usr/share/java/mariadb-java-client.jar:{}",
-            classes.display()
-        ))
-        .arg("HikariPool");
-    let answered =
-        a_pool_parks_and_keeps_its_session("parking-hikaricp", java, Keepalive::AtCheckout);
     assert_eq!(
         answered, 1.0,
         "the checkout's isValid() was answered while parked"
@@ -366,11 +299,5 @@ fn a_hikaricp_pool_parks_and_keeps_its_session() {
 /// thaw, and the next query runs on the same session.
 #[test]
 fn a_go_pool_with_a_running_keepalive_parks_and_keeps_its_session() {
-    let program = tests::target_dir().join("clients/go/pool");
-    assert!(
-        program.is_file(),
-        "{} is missing: run tests/clients/install",
-        program.display()
-    );
-    a_pool_parks_and_keeps_its_session("parking-go", Command::new(program), Keepalive::Running);
+    a_pool_parks_and_keeps_its_session("parking-go", tests::pools::go(), Keepalive::Running);
 }

@@ -170,3 +170,51 @@ fn a_session_in_a_transaction_keeps_the_compute_frozen() {
     exec(&mut a, "COMMIT");
     assert_eq!(relay.compute_pid(), Some(pid));
 }
+
+/// A real pool ([`tests::pools`]) across a stop: the instance parks it and stops the compute
+/// under it; the pool's next checkout and query run on its old connection, reattached to a
+/// new compute by the relay (no new login reaches the relay), with one wake.
+fn a_pool_survives_a_stop(name: &str, program: std::process::Command) {
+    let dir = TempDir::new(name);
+    let relay = start(&dir);
+    let pool = tests::pools::Pool::start(name, program, relay.port);
+    let pid = relay.compute_pid().unwrap();
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || relay.state() == "paused"),
+        "{name}: {}\n{}",
+        relay.admin("GET", "/v1/instances").1,
+        relay.log()
+    );
+    assert!(!tests::relay::pid_alive(pid), "the compute is gone");
+    let logins = || relay.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}");
+    let before = logins();
+    let second = pool.finish();
+    assert!(second.parse::<u32>().is_ok(), "{second}");
+    assert_eq!(
+        logins(),
+        before,
+        "no new login: the pool kept its connection"
+    );
+    assert_eq!(relay.log_count("session reattached"), 1, "{}", relay.log());
+    assert_eq!(relay.log_count("compute spawned"), 2, "one wake");
+}
+
+#[test]
+fn a_sqlalchemy_pool_survives_a_stop() {
+    a_pool_survives_a_stop("resume-sqlalchemy", tests::pools::sqlalchemy());
+}
+
+#[test]
+fn a_node_mysql2_pool_survives_a_stop() {
+    a_pool_survives_a_stop("resume-mysql2", tests::pools::mysql2());
+}
+
+#[test]
+fn a_hikaricp_pool_survives_a_stop() {
+    a_pool_survives_a_stop("resume-hikaricp", tests::pools::hikaricp());
+}
+
+#[test]
+fn a_go_pool_with_a_running_keepalive_survives_a_stop() {
+    a_pool_survives_a_stop("resume-go", tests::pools::go());
+}

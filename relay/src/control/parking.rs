@@ -231,28 +231,46 @@ impl CommandWatch<'_> {
         self.detached || matches!(self.guard.instance.lock().state, State::Frozen(_))
     }
 
-    /// Classifies a command as it starts (`bytes` begin it), for a ticketed session.
-    fn classify(&mut self, bytes: &[u8]) {
+    /// Classifies the commands `bytes` start, for a ticketed session between commands;
+    /// returns how many (not counting pings) it classified. A chunk of one whole command
+    /// waits for the compute's OK before a setting is kept; several whole commands in one
+    /// chunk (pipelined, as Connector/J sends at connect) are kept as sent: a setting the
+    /// compute refused then fails its replay, and the reattach closes that session with an
+    /// ERR rather than lose state.
+    fn classify(&mut self, bytes: &[u8]) -> u64 {
         if !self.ticketed || self.conversation.phase() != Step::Idle || bytes.is_empty() {
-            return;
+            return 0;
         }
-        let whole = match bytes {
-            [a, b, c, 0, payload @ ..] => {
-                let len = u32::from_le_bytes([*a, *b, *c, 0]) as usize;
-                (len == payload.len() && len < 0xFF_FFFF).then_some(payload)
+        let mut packets = Vec::new();
+        let mut rest = bytes;
+        while let [a, b, c, 0, tail @ ..] = rest {
+            let len = u32::from_le_bytes([*a, *b, *c, 0]) as usize;
+            if len >= 0xFF_FFFF || tail.len() < len {
+                break;
             }
-            _ => None,
-        };
-        let Some(payload) = whole else {
-            // Split across reads or pipelined: not followed closely enough to carry.
-            self.log.pin("command not read whole");
-            return;
-        };
-        match session_replay::effect_of(payload) {
-            Effect::None => {}
-            Effect::Pins(why) => self.log.pin(why),
-            effect => self.pending = Some((payload.to_vec(), effect, Vec::with_capacity(5))),
+            let (payload, after) = tail.split_at(len);
+            packets.push(payload);
+            rest = after;
         }
+        if packets.is_empty() || !rest.is_empty() {
+            // Split across reads: not followed closely enough to carry.
+            self.log.pin("command not read whole");
+            return 0;
+        }
+        let one = packets.len() == 1;
+        let mut counted = 0;
+        for payload in packets {
+            counted += u64::from(payload.first() != Some(&0x0E));
+            let effect = session_replay::effect_of(payload);
+            if self.log.sent(effect) {
+                if one {
+                    self.pending = Some((payload.to_vec(), effect, Vec::with_capacity(5)));
+                } else {
+                    self.log.accepted(payload, effect);
+                }
+            }
+        }
+        counted
     }
 
     /// The reply to `bytes` when they are a `COM_PING` on a parked connection: an OK with the
@@ -326,8 +344,14 @@ impl Observer for CommandWatch<'_> {
         }
         let keepalive = self.is_keepalive(bytes);
         self.learning = keepalive.then(|| (bytes.to_vec(), Vec::new()));
-        self.classify(bytes);
+        let before = self.conversation.activity();
+        let classified = self.classify(bytes);
         self.conversation.client_bytes(bytes);
+        if self.ticketed && self.conversation.activity() - before > classified {
+            // A command that started while another's response was outstanding: not seen
+            // whole, so not carried.
+            self.log.pin("pipelined command");
+        }
         self.settle(!keepalive);
         None
     }

@@ -109,7 +109,17 @@ pub async fn handle(
     };
     let mut client = PacketStream::new(ClientStream::Plain(client), MAX_LOGIN_PACKET_LEN)
         .with_write_timeout(cfg.handshake_timeout);
-    match establish(&rt, &mut client, client_addr, &connector, Some(pending)).await {
+    // Boxed: the login's state (buffers, the TLS handshake) is freed once it is done, instead
+    // of sizing this connection's task for its whole life.
+    match Box::pin(establish(
+        &rt,
+        &mut client,
+        client_addr,
+        &connector,
+        Some(pending),
+    ))
+    .await
+    {
         Ok(mut session) if session.verdict.accepted() => {
             session.held.mark_session();
             session.held.set_client(addr.clone());
@@ -161,7 +171,13 @@ pub async fn handle(
                     break bytes;
                 };
                 let t = Instant::now();
-                match resume_session(&rt, &connector, resumption, commands.replay()).await {
+                let resumed = Box::pin(resume_session(
+                    &rt,
+                    &connector,
+                    resumption,
+                    commands.replay(),
+                ));
+                match resumed.await {
                     Ok(stream) => {
                         commands.set_detached(false);
                         rt.metrics.inc(Counter::Connections, &name, "reattached");
