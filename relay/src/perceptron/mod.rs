@@ -178,12 +178,12 @@ pub async fn handle(
                     commands.replay(),
                 ));
                 match resumed.await {
-                    Ok(stream) => {
+                    Ok((stream, wake_ms)) => {
                         commands.set_detached(false);
                         rt.metrics.inc(Counter::Connections, &name, "reattached");
                         tracing::info!(
                             instance = %name, client = %addr, replayed = commands.replay().len(),
-                            reattach_ms = t.elapsed().as_millis(), "session reattached"
+                            wake_ms, total_ms = t.elapsed().as_millis(), "session reattached"
                         );
                         client_rest = first;
                         compute = stream.into_parts();
@@ -294,17 +294,19 @@ async fn next_command(
 }
 
 /// Wakes the instance (one wake for every detached session: concurrent callers share it) and
-/// reattaches the session.
+/// reattaches the session; also returns how long the wake took.
 async fn resume_session<C: ComputeConnector>(
     rt: &InstanceRuntime,
     connector: &C,
     resumption: &mut reattach::Resumption,
     replay: &[Vec<u8>],
-) -> Result<PacketStream<C::Stream>, String> {
+) -> Result<(PacketStream<C::Stream>, u128), String> {
+    let t = Instant::now();
     rt.instance
         .ensure_running()
         .await
         .map_err(|e| format!("the wake failed: {e}"))?;
+    let wake_ms = t.elapsed().as_millis();
     let ring = rt.ring.current();
     // A reattach carries no client answer: scramble A is not used.
     let unused = Scramble::from_bytes([0; authplugin::SCRAMBLE_LEN]);
@@ -327,7 +329,7 @@ async fn resume_session<C: ComputeConnector>(
     let (stream, in_greeting) = result.map_err(|e| e.to_string())?;
     // The reattach proved the new compute holds the key, as a relayed login does.
     rt.instance.mark_proven(in_greeting).await;
-    Ok(stream)
+    Ok((stream, wake_ms))
 }
 
 /// Runs P1–P8 for one client. On failure the client has been sent the one ERR packet the
