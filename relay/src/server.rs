@@ -616,10 +616,12 @@ async fn accept_loop(
         // An instance whose logins must meet the relay's TLS (require_secure_transport,
         // client_ca) keeps every login on the perceptron route, which enforces them; the
         // direct route hands the connection to the compute, which would not.
+        // Boxed: `run_until_cancelled_owned` keeps its future twice over in its own state,
+        // and a held connection's task lives for hours.
         if !rt.instance.config.relay_terminates_every_login() && rt.instance.routes_direct() {
-            tracker.spawn(evicted.run_until_cancelled_owned(crate::direct::handle(rt, stream, peer, pending)));
+            tracker.spawn(evicted.run_until_cancelled_owned(Box::pin(crate::direct::handle(rt, stream, peer, pending))));
         } else {
-            tracker.spawn(evicted.run_until_cancelled_owned(perceptron::handle(rt, stream, peer, pending)));
+            tracker.spawn(evicted.run_until_cancelled_owned(Box::pin(perceptron::handle(rt, stream, peer, pending))));
         }
     })
     .await;

@@ -254,11 +254,12 @@ pub async fn handle(
                     // Whatever greets on the compute address offered a session (or a proof)
                     // that does not prove the key: it is trusted with nothing more.
                     drop(client);
-                    rt.instance.report_unproven(label).await;
+                    // Boxed, as below: rare, and large for a connection's whole task.
+                    Box::pin(rt.instance.report_unproven(label)).await;
                 } else if c.may_be_unresponsive() {
                     // The client has its ERR; it need not wait for the probe.
                     drop(client);
-                    rt.instance.report_unresponsive(label).await;
+                    Box::pin(rt.instance.report_unresponsive(label)).await;
                 }
             }
         }
