@@ -143,10 +143,11 @@ def still_held(held):
     return ok
 
 
-def measure(kind, phase, shim_port):
+def measure(kind, phase, shim_port, key):
     if kind == "relay":
         caps = N_MAX + 100
-        r = h.Relay("memory", compute_port=shim_port, driver="adopt", nofile=HARD,
+        # The shim's key: the relay adopts only a compute that proves it.
+        r = h.Relay("memory", compute_port=shim_port, driver="adopt", nofile=HARD, key_file=key,
                     # Longer than a phase takes (a few minutes at most); the relay refuses
                     # more than 10 min with the resume and compute timeouts in dual mode.
                     handshake_timeout="9m",
@@ -205,7 +206,7 @@ def main():
     for i in range(RUNS):
         k = i % len(order)
         for kind, phase in order[k:] + order[:k]:
-            rss, verified = measure(kind, phase, shim_port)
+            rss, verified = measure(kind, phase, shim_port, key)
             runs.append({"run": i, "contender": kind, "phase": phase, "rss_kib": rss,
                          "verified": verified, "complete": all(verified[n] == n for n in STEPS),
                          "bytes_per_conn": {n: (rss[n] - rss[0]) * 1024 / n for n in STEPS}})

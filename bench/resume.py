@@ -109,6 +109,13 @@ def stopped_to_answer(relay, user, password):
     mode = c.value(b"SELECT @@SESSION.sql_mode")
     reattached = relay.metric('relay_connections_total{instance="demo",outcome="reattached"}')
     c.close()
+    # The relay's own account of each reattach: how long its wake took, and the whole.
+    with open(relay.log, errors="replace") as f:
+        for line in f:
+            if "session reattached" in line:
+                fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+                times.setdefault("relay_wake", []).append(float(fields["wake_ms"]))
+                times.setdefault("relay_total", []).append(float(fields["total_ms"]))
     assert reattached - reattached0 == N + 2, "every stopped query reattached"
     assert mode == b"ANSI_QUOTES", "the setting came along: %r" % mode
     return times
@@ -225,9 +232,15 @@ def main():
         "server-shim",
         "  stopped → answer: %s" % h.fmt(s_stopped),
         "  running:          %s" % h.fmt(s_running),
+        "  the relay's log: wake %s; wake + reattach + replay %s" % (
+            h.fmt(h.summary(shim_times["relay_wake"])),
+            h.fmt(h.summary(shim_times["relay_total"]))),
         "MariaDB %s with perceptron_dual" % h.mariadbd_version(),
         "  stopped → answer: %s" % h.fmt(m_stopped),
         "  running:          %s" % h.fmt(m_running),
+        "  the relay's log: wake %s; wake + reattach + replay %s" % (
+            h.fmt(h.summary(maria_times["relay_wake"])),
+            h.fmt(h.summary(maria_times["relay_total"]))),
         "",
         "## Part B: the relay's memory per detached session (server-shim)",
         "  %d more detached sessions (each answered afterwards): RSS %d → %d KiB, %d bytes "

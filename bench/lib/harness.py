@@ -175,11 +175,14 @@ class Relay:
     instance_toml: more lines for the `[[instance]]` table (capacity, stop_after).
     relay_toml: more lines for the `[relay]` table (caps such as max_pending_connections).
     shim_args: more arguments for the managed server-shim (`{DIR}`: the relay's directory).
+    key_file: a key ring to use (copied) instead of a fresh one: a compute the relay adopts
+    must prove the relay's key.
     """
 
     def __init__(self, name, compute_port=None, driver=None, idle_pause_after="1h",
                  handshake_timeout="10s", nofile=None, auth="dual", binary=None, env=None,
-                 route="pump", instance_toml="", bin_dir=None, relay_toml="", shim_args=()):
+                 route="pump", instance_toml="", bin_dir=None, relay_toml="", shim_args=(),
+                 key_file=None):
         self.bin = bin_dir or BIN
         binary = binary or os.path.join(self.bin, "relay")
         self.dir = tmpdir(name)
@@ -187,8 +190,12 @@ class Relay:
         self.compute_port = compute_port or free_port()
         self.key = os.path.join(self.dir, "perceptron.key")
         self.data = os.path.join(self.dir, "data")
-        subprocess.run([binary, "keygen", "--id", "bench", "--out", self.key],
-                       check=True, capture_output=True)
+        if key_file:
+            shutil.copyfile(key_file, self.key)
+            os.chmod(self.key, 0o600)
+        else:
+            subprocess.run([binary, "keygen", "--id", "bench", "--out", self.key],
+                           check=True, capture_output=True)
         if driver is None:
             add_user(self.data, self.bin)
             shim = self.shim_cmd(self.compute_port, self.data, bin_dir=self.bin) + [
