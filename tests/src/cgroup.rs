@@ -24,20 +24,17 @@ pub fn dir(pid: u32, controller: &str) -> PathBuf {
     })
 }
 
-/// Whether the kernel reports `pid`'s cgroup frozen.
+/// Whether the kernel reports `pid`'s cgroup frozen. A process still in the root cgroup (a
+/// compute placed in its own only at its first freeze) is not.
 ///
 /// # Panics
-/// When neither freezer file can be read.
+/// When the process is gone.
 #[must_use]
 pub fn frozen(pid: u32) -> bool {
     let dir = dir(pid, "freezer");
-    std::fs::read_to_string(dir.join("freezer.state")).map_or_else(
-        |_| {
-            std::fs::read_to_string(dir.join("cgroup.events"))
-                .unwrap()
-                .lines()
-                .any(|l| l == "frozen 1")
-        },
-        |s| s.trim() == "FROZEN",
-    )
+    if let Ok(state) = std::fs::read_to_string(dir.join("freezer.state")) {
+        return state.trim() == "FROZEN";
+    }
+    std::fs::read_to_string(dir.join("cgroup.events"))
+        .is_ok_and(|events| events.lines().any(|l| l == "frozen 1"))
 }

@@ -348,7 +348,10 @@ pub fn driver_for(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box<
                     root: cgroup::ROOT.into(),
                     name: cgroup::name_for(&cfg.name, state_dir),
                     limits: cfg.capacity.map(|c| (c.resume, c.max)),
-                    required: cfg.capacity.is_some() || cfg.stop_after.is_some(),
+                    // CPU limits hold from the start; freezing alone (stop_after, parking)
+                    // places the compute at its first freeze, off the wake's path (moving a
+                    // process into a cgroup costs milliseconds on cgroup v1).
+                    required: cfg.capacity.is_some(),
                 }
             }),
         }),
