@@ -717,3 +717,143 @@ fn field_list_reply_ends_with_a_short_eof_for_mariadb_tab_completion() {
         .unwrap();
     assert_eq!(rows, vec![Some("0".to_owned())]);
 }
+
+/// Resumption tickets on the wire (docs/protocol.md, "Resumable sessions"): a relayed login
+/// that asks gets a ticket before its OK; the ticket reattaches the session once, and only
+/// for its user, with the relay's key over the new connection's scramble; a ticket minted
+/// with the relay's key, a replayed one, one for another user, one for another instance and
+/// an expired one are each refused with the ERR 1045 of any refused login, the reason in
+/// the shim's log.
+#[test]
+fn resumption_tickets_are_issued_and_redeemed_once_and_refused_otherwise() {
+    use authplugin::{resume, ticket};
+    let tmp = TempDir::new("tickets");
+    let data = data_dir(&tmp);
+    let key_file = tmp.path().join("perceptron.key");
+    let relay_key = PerceptronKey::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);
+    authplugin::key_file::append(&key_file, &relay_key).unwrap();
+    let ticket_file = tmp.path().join("tickets.key");
+    let ticket_key = PerceptronKey::generate(KeyId::new("t1").unwrap(), &mut rand::rngs::OsRng);
+    authplugin::key_file::append(&ticket_file, &ticket_key).unwrap();
+    let ticket_path = ticket_file.display().to_string();
+    let shim = Shim::start(
+        &data,
+        Some(&key_file),
+        &["--ticket-key-file", &ticket_path, "--instance", "demo"],
+    );
+    let addr = "10.9.8.7:40001";
+
+    // A login that asks for a ticket: the ticket (AuthMoreData), then the OK.
+    let scramble_a = Scramble::generate_timed(&mut rand::rngs::OsRng, now_ms());
+    let (_s, first, _) = relayed_login(shim.port, "app", "", |b| {
+        payload::encode_signed_with(
+            &claim(APP_PW, &scramble_a),
+            &relay_key,
+            now_ms(),
+            &Binding {
+                scramble_b: b,
+                user: b"app",
+                database: b"",
+            },
+            Some(payload::FLAG_WANTS_TICKET),
+        )
+        .unwrap()
+    });
+    assert_eq!(first.first(), Some(&0x01), "{first:?}");
+    let issued = first[1..].to_vec();
+    assert!(issued.starts_with(&ticket::MAGIC));
+
+    let resume = |user: &str, t: &[u8], key: &PerceptronKey| {
+        let mut s = raw::connect(shim.port).unwrap();
+        let (_, greeting) = raw::read_packet(&mut s).unwrap();
+        let b = HandshakeV10::decode(&greeting).unwrap().scramble().unwrap();
+        let binding = Binding {
+            scramble_b: &b,
+            user: user.as_bytes(),
+            database: b"",
+        };
+        let p = resume::encode_signed(key, now_ms(), addr, t, &binding).unwrap();
+        let response = HandshakeResponse41 {
+            client_flag: CLIENT_LONG_PASSWORD
+                | CLIENT_PROTOCOL_41
+                | CLIENT_SECURE_CONNECTION
+                | CLIENT_PLUGIN_AUTH
+                | CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA,
+            max_packet_size: 1 << 24,
+            character_set: 45,
+            reserved: [0; 23],
+            username: user.as_bytes().to_vec(),
+            auth_response: Zeroizing::new(p),
+            database: None,
+            client_plugin_name: Some(PLUGIN_NAME.as_bytes().to_vec()),
+            connect_attrs: None,
+            zstd_compression_level: None,
+        };
+        raw::write_packet(&mut s, 1, &response.to_bytes()).unwrap();
+        let (_, reply) = raw::read_packet(&mut s).unwrap();
+        (s, reply)
+    };
+
+    // Another user's reattach with this ticket, and a ticket sealed with the relay's key
+    // (which a relay holds, the compute's it does not), are refused; neither uses it up.
+    assert_eq!(raw::err_of(&resume("root", &issued, &relay_key).1).0, 1045);
+    let (_, claims) = ticket::decode(&issued).unwrap();
+    let relay_minted = ticket::seal(&claims, &relay_key).unwrap();
+    assert_denied(&resume("app", &relay_minted, &relay_key).1);
+    let under_its_id = PerceptronKey::generate(KeyId::new("t1").unwrap(), &mut rand::rngs::OsRng);
+    assert_denied(
+        &resume(
+            "app",
+            &ticket::seal(&claims, &under_its_id).unwrap(),
+            &relay_key,
+        )
+        .1,
+    );
+    let other = ticket::TicketClaims {
+        instance: "other".into(),
+        ..claims.clone()
+    };
+    assert_denied(
+        &resume(
+            "app",
+            &ticket::seal(&other, &ticket_key).unwrap(),
+            &relay_key,
+        )
+        .1,
+    );
+    let expired = ticket::TicketClaims {
+        expires_ms: now_ms() - 1,
+        ..claims
+    };
+    assert_denied(
+        &resume(
+            "app",
+            &ticket::seal(&expired, &ticket_key).unwrap(),
+            &relay_key,
+        )
+        .1,
+    );
+
+    // The reattach: the next ticket, then OK; the session runs as app from the client.
+    let (mut s, reply) = resume("app", &issued, &relay_key);
+    assert!(reply.starts_with(&[0x01]), "{reply:?}\n{}", shim.log());
+    let (_, ok) = raw::read_packet(&mut s).unwrap();
+    assert_eq!(ok.first(), Some(&0x00), "{ok:?}");
+    let rows = raw::query(&mut s, "SELECT CURRENT_USER(), USER()")
+        .unwrap()
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    // Used once: the same ticket again is refused.
+    assert_denied(&resume("app", &issued, &relay_key).1);
+    let log = shim.log();
+    for kind in [
+        "ticket_wrong_user",
+        "ticket_unknown_key_id",
+        "ticket_bad_mac",
+        "ticket_wrong_instance",
+        "ticket_expired",
+        "ticket_used",
+    ] {
+        assert!(log.contains(kind), "{kind}:\n{log}");
+    }
+}
