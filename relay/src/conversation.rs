@@ -344,6 +344,19 @@ impl Conversation {
         self.activity
     }
 
+    /// Whether the client's next bytes begin a command: no client packet is half read, and
+    /// no response is waiting for the client's own packets (a `LOCAL INFILE` upload, a
+    /// `COM_CHANGE_USER` exchange). Pipelined commands begin so while responses are
+    /// outstanding.
+    #[must_use]
+    pub fn client_may_command(&self) -> bool {
+        self.untracked.is_none()
+            && !self.client.mid_packet()
+            && !self.pending.front().is_some_and(|head| {
+                head.progress == Progress::Infile || head.grammar == Grammar::ChangeUser
+            })
+    }
+
     /// Bytes the client sent, before they are forwarded.
     pub fn client_bytes(&mut self, bytes: &[u8]) {
         let mut framer = std::mem::take(&mut self.client);

@@ -231,16 +231,19 @@ impl CommandWatch<'_> {
         self.detached || matches!(self.guard.instance.lock().state, State::Frozen(_))
     }
 
-    /// Classifies the commands `bytes` start, for a ticketed session between commands;
-    /// returns how many (not counting pings) it classified. A chunk of one whole command
-    /// waits for the compute's OK before a setting is kept; several whole commands in one
-    /// chunk (pipelined, as Connector/J sends at connect) are kept as sent: a setting the
-    /// compute refused then fails its replay, and the reattach closes that session with an
-    /// ERR rather than lose state.
+    /// Classifies the commands `bytes` start, for a ticketed session; returns how many (not
+    /// counting pings) it classified. A chunk of one whole command sent between commands
+    /// waits for the compute's OK before a setting is kept; pipelined commands (several in
+    /// one chunk, or sent while replies are outstanding, as Connector/J does at connect) are
+    /// kept as sent: a setting the compute refused then fails its replay, and the reattach
+    /// closes that session with an ERR rather than lose state.
     fn classify(&mut self, bytes: &[u8]) -> u64 {
-        if !self.ticketed || self.conversation.phase() != Step::Idle || bytes.is_empty() {
+        if !self.ticketed || !self.conversation.client_may_command() || bytes.is_empty() {
             return 0;
         }
+        // Only a command sent between commands can wait for its own reply: behind others,
+        // the next reply is theirs.
+        let idle = self.conversation.phase() == Step::Idle;
         let mut packets = Vec::new();
         let mut rest = bytes;
         while let [a, b, c, 0, tail @ ..] = rest {
@@ -257,7 +260,7 @@ impl CommandWatch<'_> {
             self.log.pin("command not read whole");
             return 0;
         }
-        let one = packets.len() == 1;
+        let one = idle && packets.len() == 1;
         let mut counted = 0;
         for payload in packets {
             counted += u64::from(payload.first() != Some(&0x0E));

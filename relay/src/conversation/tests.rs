@@ -590,3 +590,21 @@ fn follows_the_mariadb_cli_with_deprecate_eof() {
     assert!(commands >= 5, "{commands} commands");
     assert_eq!(end, Phase::Untracked(Untracked::Quit));
 }
+
+/// A command may begin while another's response is outstanding (pipelining), but not in the
+/// middle of a client packet nor while a `LOCAL INFILE` upload is due.
+#[test]
+fn the_client_may_begin_a_command_between_its_packets_only() {
+    let mut c = Conversation::new(CLASSIC, 0, AUTOCOMMIT);
+    assert!(c.client_may_command());
+    let query = packet(0, b"\x03SELECT 1");
+    c.client_bytes(&query[..3]);
+    assert!(!c.client_may_command(), "half a header");
+    c.client_bytes(&query[3..]);
+    assert_eq!(c.phase(), Phase::Busy);
+    assert!(c.client_may_command(), "pipelined behind the reply");
+    let mut c = Conversation::new(CLASSIC, 0, AUTOCOMMIT);
+    c.client_bytes(&packet(0, b"\x03LOAD DATA LOCAL INFILE 'x' INTO TABLE t"));
+    c.server_bytes(&packet(1, b"\xfbx"));
+    assert!(!c.client_may_command(), "the file is due");
+}
