@@ -165,7 +165,9 @@ fn haproxy_check(socket: &std::path::Path) -> Option<(String, String)> {
 }
 
 /// Runs a real HAProxy with `option mysql-check user haproxy` against the relay until `until`
-/// (given HAProxy's stats socket) holds, then stops it: HAProxy's view of the server.
+/// (given HAProxy's stats socket) holds, then stops it: HAProxy's view of the server. Its
+/// listening port is picked free; one another process took meanwhile makes HAProxy exit at
+/// once, and it is started again on another (three tries), its output kept for the message.
 fn run_haproxy(
     dir: &std::path::Path,
     relay: &Relay,
@@ -173,39 +175,49 @@ fn run_haproxy(
 ) -> (String, String) {
     let socket = dir.join("haproxy.sock");
     let config = dir.join("haproxy.cfg");
-    std::fs::write(
-        &config,
-        format!(
-            "global\n  stats socket {} mode 600 level admin\n\
-             defaults\n  mode tcp\n  timeout connect 10s\n  timeout check 10s\n  timeout client 30s\n  timeout server 30s\n\
-             listen db\n  bind 127.0.0.1:{}\n  option mysql-check user haproxy\n  \
-             server relay 127.0.0.1:{} check inter 100ms rise 1 fall 3\n",
-            socket.display(),
-            free_port(),
-            relay.port
-        ),
-    )
-    .unwrap();
-    let mut haproxy = ChildGuard::new(
-        Command::new("haproxy")
-            .arg("-db")
-            .arg("-f")
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("haproxy is installed (haproxy -v)"),
-    );
-    assert!(
-        Relay::wait_until(Duration::from_secs(60), || until(&socket)),
-        "haproxy checks did not arrive\n{}",
+    let log = dir.join("haproxy.log");
+    for _ in 0..3 {
+        std::fs::write(
+            &config,
+            format!(
+                "global\n  stats socket {} mode 600 level admin\n\
+                 defaults\n  mode tcp\n  timeout connect 10s\n  timeout check 10s\n  timeout client 30s\n  timeout server 30s\n\
+                 listen db\n  bind 127.0.0.1:{}\n  option mysql-check user haproxy\n  \
+                 server relay 127.0.0.1:{} check inter 100ms rise 1 fall 3\n",
+                socket.display(),
+                free_port(),
+                relay.port
+            ),
+        )
+        .unwrap();
+        let mut haproxy = ChildGuard::new(
+            Command::new("haproxy")
+                .arg("-db")
+                .arg("-f")
+                .arg(&config)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .expect("haproxy is installed (haproxy -v)"),
+        );
+        let pid = haproxy.pid().unwrap();
+        let done = Relay::wait_until(Duration::from_secs(60), || {
+            until(&socket) || !tests::relay::pid_alive(pid)
+        });
+        if done && until(&socket) {
+            let seen = haproxy_check(&socket).unwrap_or_default();
+            // Stopped by its PID.
+            haproxy.kill9();
+            return seen;
+        }
+        haproxy.kill9();
+    }
+    panic!(
+        "haproxy checks did not arrive\nhaproxy: {}\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default(),
         relay.log()
     );
-    let seen = haproxy_check(&socket).unwrap_or_default();
-    // Stopped by its PID.
-    haproxy.kill9();
-    seen
 }
 
 #[test]
