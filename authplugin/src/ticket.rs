@@ -232,11 +232,12 @@ fn utf8(bytes: &[u8], field: &'static str) -> Result<String, DecodeError> {
         .map_err(|_| DecodeError::InvalidValue(field))
 }
 
-/// Parses a ticket and checks its MAC against `ring` (the compute's ticket ring).
+/// Parses a ticket and checks its MAC against `ring` (the compute's ticket ring): the id of
+/// the key that sealed it, and its claims.
 ///
 /// # Errors
 /// [`TicketError::Malformed`], [`TicketError::UnknownKeyId`] or [`TicketError::BadMac`].
-pub fn open(bytes: &[u8], ring: &KeyRing) -> Result<TicketClaims, TicketError> {
+pub fn open(bytes: &[u8], ring: &KeyRing) -> Result<(KeyId, TicketClaims), TicketError> {
     let (key_id, claims) = decode(bytes).map_err(TicketError::Malformed)?;
     let key = ring
         .get(&key_id)
@@ -246,7 +247,7 @@ pub fn open(bytes: &[u8], ring: &KeyRing) -> Result<TicketClaims, TicketError> {
     if !key.verify(&[MAC_CONTEXT, signed], mac) {
         return Err(TicketError::BadMac);
     }
-    Ok(claims)
+    Ok((key_id, claims))
 }
 
 /// What the compute expects of a ticket presented on a reattach.
@@ -340,7 +341,8 @@ mod tests {
         let k = key("t1", 1);
         let ticket = seal(&claims(), &k).unwrap();
         let ring = KeyRing::new(vec![key("t0", 9), k.clone()]).unwrap();
-        let opened = open(&ticket, &ring).unwrap();
+        let (key_id, opened) = open(&ticket, &ring).unwrap();
+        assert_eq!(key_id.as_str(), "t1");
         assert_eq!(opened, claims());
         let tag = credential_tag(&k, b"stored hash");
         assert_eq!(check(&opened, &expected(Some(tag))), Ok(()));

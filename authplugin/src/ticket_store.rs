@@ -15,8 +15,10 @@ use std::sync::{Mutex, PoisonError};
 
 use rand::RngCore as _;
 
-use crate::KeyRing;
+use crate::payload::Binding;
+use crate::replay::ReplayGuard;
 use crate::ticket::{self, Expected, ID_LEN, TicketClaims, TicketError};
+use crate::{KeyId, KeyRing, resume};
 /// How far ahead of this compute's clock a ticket's issue time may be.
 const SKEW_MS: u64 = 60_000;
 /// The most unexpired redeemed ids kept; beyond it, reattaches are refused until some expire.
@@ -129,9 +131,8 @@ impl Tickets {
         credential: Option<&[u8]>,
         now_ms: u64,
     ) -> Result<TicketClaims, TicketError> {
-        let claims = ticket::open(bytes, &self.ring)?;
         // The tag is keyed with the key that sealed this ticket (a rotated ring still opens it).
-        let key_id = ticket::decode(bytes).map_err(TicketError::Malformed)?.0;
+        let (key_id, claims) = ticket::open(bytes, &self.ring)?;
         let key = self
             .ring
             .get(&key_id)
@@ -165,6 +166,85 @@ impl Tickets {
         }
         used.ids.insert(claims.ticket_id, claims.expires_ms);
         Ok(claims)
+    }
+}
+
+/// A reattach the compute accepted.
+#[derive(Debug)]
+pub struct Reattached {
+    /// The relay key that signed the resume payload.
+    pub relay_key_id: KeyId,
+    /// The client's address, as the session's first login asserted it.
+    pub client_addr: String,
+    /// The session's next ticket, for the relay (`None` only if a field did not fit).
+    pub next_ticket: Option<Vec<u8>>,
+}
+
+/// A refused reattach: a fixed label and the precise reason, for the compute's log only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReattachRefusal {
+    /// A fixed label (`malformed`, `bad_mac`, `ticket_used`, …).
+    pub kind: &'static str,
+    /// The precise reason. Never a secret.
+    pub detail: String,
+}
+
+impl Tickets {
+    /// A reattach (docs/protocol.md, "Resumable sessions"), as both computes check it: the
+    /// relay's identity over this connection's `binding` (its key in `relay_ring`, freshness
+    /// from `replay`), then this compute's ticket, redeemed once for `user` against the
+    /// account's stored `credential` now (`None`: the account is gone); then the session's
+    /// next ticket.
+    ///
+    /// # Errors
+    /// The first check that failed.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "what one login attempt is checked against"
+    )]
+    pub fn reattach(
+        &self,
+        payload: &[u8],
+        binding: &Binding<'_>,
+        relay_ring: &KeyRing,
+        replay: &Mutex<ReplayGuard>,
+        user: &str,
+        credential: Option<&[u8]>,
+        now_ms: u64,
+    ) -> Result<Reattached, ReattachRefusal> {
+        if payload.len() > resume::MAX_RESUME_LEN {
+            return Err(ReattachRefusal {
+                kind: "malformed",
+                detail: "resume payload longer than the format allows".into(),
+            });
+        }
+        let verified = {
+            let guard = replay.lock().unwrap_or_else(PoisonError::into_inner);
+            resume::verify(payload, binding, relay_ring, &guard, now_ms)
+        }
+        .map_err(|reason| ReattachRefusal {
+            kind: reason.kind(),
+            detail: reason.to_string(),
+        })?;
+        let claims = self
+            .redeem(
+                &verified.ticket,
+                user,
+                &verified.client_addr,
+                credential,
+                now_ms,
+            )
+            .map_err(|e| ReattachRefusal {
+                kind: e.kind(),
+                detail: e.to_string(),
+            })?;
+        let next_ticket = credential
+            .and_then(|c| self.issue(user, &verified.client_addr, claims.login_ms, now_ms, c));
+        Ok(Reattached {
+            relay_key_id: verified.key_id,
+            client_addr: verified.client_addr,
+            next_ticket,
+        })
     }
 }
 

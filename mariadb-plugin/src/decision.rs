@@ -282,44 +282,28 @@ fn reattach(
             "reattach refused: perceptron_dual_ticket_key_file is not set".into(),
         )
     })?;
-    if attempt.reply.len() > resume::MAX_RESUME_LEN {
-        return Err(refuse(
-            "malformed",
-            "resume payload longer than the format allows".into(),
-        ));
-    }
     let binding = Binding {
         scramble_b: attempt.challenge,
         user: attempt.user,
         database,
     };
-    let verified = {
-        let guard = replay.lock().unwrap_or_else(PoisonError::into_inner);
-        resume::verify(attempt.reply, &binding, ring, &guard, attempt.now_ms)
-    }
-    .map_err(|reason| refuse(reason.kind(), reason.to_string()))?;
-    let claims = issuer
+    let reattached = issuer
         .tickets
-        .redeem(
-            &verified.ticket,
+        .reattach(
+            attempt.reply,
+            &binding,
+            ring,
+            replay,
             user,
-            &verified.client_addr,
             Some(attempt.stored),
             attempt.now_ms,
         )
-        .map_err(|e| refuse(e.kind(), e.to_string()))?;
-    let ticket = issuer.tickets.issue(
-        user,
-        &verified.client_addr,
-        claims.login_ms,
-        attempt.now_ms,
-        attempt.stored,
-    );
+        .map_err(|r| refuse(r.kind, r.detail))?;
     Ok(Accepted {
         route: Route::Relayed,
-        key_id: Some(verified.key_id),
-        client_addr: Some(verified.client_addr),
-        ticket,
+        key_id: Some(reattached.relay_key_id),
+        client_addr: Some(reattached.client_addr),
+        ticket: reattached.next_ticket,
         resumed: true,
     })
 }

@@ -71,14 +71,6 @@ pub struct Login {
     pub resumed: bool,
 }
 
-/// A relayed session's next ticket: for whom, and since when.
-struct TicketRequest {
-    /// The client's address as the relay vouched for it.
-    client_addr: String,
-    /// When the session's first login was verified; carried through every ticket.
-    login_ms: u64,
-}
-
 /// A refused login: what to log, and what the client is told.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denial {
@@ -253,8 +245,31 @@ pub fn decide(v: &Verifier<'_>, a: &Attempt<'_>) -> Result<Login, Denial> {
             ));
         };
         if resume::is_resume(a.auth_data) {
-            let (host, request) = reattach(v, a, ring, &database, user, credential)
-                .map_err(|(kind, detail)| deny(kind, detail))?;
+            let Some(tickets) = v.tickets else {
+                return Err(deny(
+                    "no_ticket_key",
+                    "reattach refused: no --ticket-key-file configured".into(),
+                ));
+            };
+            let user_name =
+                user.ok_or_else(|| deny("unknown_user", "user name is not UTF-8".into()))?;
+            let binding = Binding {
+                scramble_b: a.scramble,
+                user: a.username,
+                database: &database,
+            };
+            let reattached = tickets
+                .reattach(
+                    a.auth_data,
+                    &binding,
+                    ring,
+                    v.replay,
+                    user_name,
+                    credential.map(crate::tickets::credential_bytes).as_deref(),
+                    a.now_ms,
+                )
+                .map_err(|r| deny(r.kind, r.detail))?;
+            let host = host_of(&reattached.client_addr).unwrap_or_else(|| a.peer_ip.to_string());
             let mut login = finish(
                 account.as_ref().map(|acc| acc.role),
                 user,
@@ -265,7 +280,7 @@ pub fn decide(v: &Verifier<'_>, a: &Attempt<'_>) -> Result<Login, Denial> {
             )
             .ok_or_else(|| deny("unknown_user", "unknown user".into()))?;
             login.resumed = true;
-            login.ticket = issue(v, &login.user, &request, a.now_ms, credential);
+            login.ticket = reattached.next_ticket;
             return Ok(login);
         }
         if a.auth_data.len() > MAX_PAYLOAD_LEN {
@@ -301,11 +316,13 @@ pub fn decide(v: &Verifier<'_>, a: &Attempt<'_>) -> Result<Login, Denial> {
         )
         .ok_or_else(|| deny("unknown_user", "unknown user".into()))?;
         if verified.wants_ticket {
-            let request = TicketRequest {
-                client_addr: verified.claim.client_addr,
-                login_ms: a.now_ms,
-            };
-            login.ticket = issue(v, &login.user, &request, a.now_ms, credential);
+            login.ticket = issue(
+                v,
+                &login.user,
+                &verified.claim.client_addr,
+                a.now_ms,
+                credential,
+            );
         }
         return Ok(login);
     } else {
@@ -363,76 +380,18 @@ fn finish(
     })
 }
 
-/// The session's next ticket, if this compute issues tickets (a relay that asks one of a
+/// A new session's first ticket, if this compute issues tickets (a relay that asks one of a
 /// compute without `--ticket-key-file` holds a session it cannot reattach).
 fn issue(
     v: &Verifier<'_>,
     user: &str,
-    request: &TicketRequest,
+    client_addr: &str,
     now_ms: u64,
     credential: Option<&Credential>,
 ) -> Option<Vec<u8>> {
     let credential = crate::tickets::credential_bytes(credential?);
-    v.tickets?.issue(
-        user,
-        &request.client_addr,
-        request.login_ms,
-        now_ms,
-        &credential,
-    )
-}
-
-/// A reattach (docs/protocol.md, "Resumable sessions"): the relay's identity over this
-/// connection's scramble B, then this compute's ticket, redeemed once. Returns the client's
-/// host and the session's next ticket request.
-fn reattach(
-    v: &Verifier<'_>,
-    a: &Attempt<'_>,
-    ring: &KeyRing,
-    database: &[u8],
-    user: Option<&str>,
-    credential: Option<&Credential>,
-) -> Result<(String, TicketRequest), (&'static str, String)> {
-    let Some(tickets) = v.tickets else {
-        return Err((
-            "no_ticket_key",
-            "reattach refused: no --ticket-key-file configured".into(),
-        ));
-    };
-    if a.auth_data.len() > resume::MAX_RESUME_LEN {
-        return Err((
-            "malformed",
-            "resume payload longer than the format allows".into(),
-        ));
-    }
-    let binding = Binding {
-        scramble_b: a.scramble,
-        user: a.username,
-        database,
-    };
-    let verified = {
-        let guard = v.replay.lock().unwrap_or_else(PoisonError::into_inner);
-        resume::verify(a.auth_data, &binding, ring, &guard, a.now_ms)
-    }
-    .map_err(|reason| (reason.kind(), reason.to_string()))?;
-    let user = user.ok_or(("unknown_user", "user name is not UTF-8".to_owned()))?;
-    let claims = tickets
-        .redeem(
-            &verified.ticket,
-            user,
-            &verified.client_addr,
-            credential.map(crate::tickets::credential_bytes).as_deref(),
-            a.now_ms,
-        )
-        .map_err(|e| (e.kind(), e.to_string()))?;
-    let host = host_of(&verified.client_addr).unwrap_or_else(|| a.peer_ip.to_string());
-    Ok((
-        host,
-        TicketRequest {
-            client_addr: verified.client_addr,
-            login_ms: claims.login_ms,
-        },
-    ))
+    v.tickets?
+        .issue(user, client_addr, now_ms, now_ms, &credential)
 }
 
 /// The IP of an `ip:port` or `[v6]:port` client address.
