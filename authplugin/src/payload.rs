@@ -433,6 +433,17 @@ fn mac_input<'a>(binding: &Binding<'a>, signed: &'a [u8]) -> [&'a [u8]; 7] {
     } else {
         MAC_CONTEXT
     };
+    bound_mac_input(context, binding, signed)
+}
+
+/// What a relay's MAC covers on one compute connection: `context`, then the binding
+/// (scramble B, user, database, each string NUL-ended), then the `signed` payload bytes. The
+/// login payload and the resume payload ([`crate::resume`]) differ only in `context`.
+pub(crate) fn bound_mac_input<'a>(
+    context: &'a [u8],
+    binding: &Binding<'a>,
+    signed: &'a [u8],
+) -> [&'a [u8]; 7] {
     [
         context,
         binding.scramble_b.as_bytes(),

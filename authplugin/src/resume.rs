@@ -141,15 +141,7 @@ pub fn verify(
 }
 
 fn mac_input<'a>(binding: &Binding<'a>, signed: &'a [u8]) -> [&'a [u8]; 7] {
-    [
-        MAC_CONTEXT,
-        binding.scramble_b.as_bytes(),
-        binding.user,
-        &[0],
-        binding.database,
-        &[0],
-        signed,
-    ]
+    crate::payload::bound_mac_input(MAC_CONTEXT, binding, signed)
 }
 
 #[cfg(test)]
