@@ -96,16 +96,7 @@ impl Relay {
     pub fn start(dir: &Path, options: RelayOptions) -> Self {
         let key = dir.join("perceptron.key");
         if !key.exists() {
-            let out = Command::new(bin_path("relay"))
-                .args(["keygen", "--id", "test-1", "--out"])
-                .arg(&key)
-                .output()
-                .unwrap_or_else(|e| panic!("relay keygen: {e}"));
-            assert!(
-                out.status.success(),
-                "keygen: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            keygen(&key, "test-1");
             add_user(&dir.join("data"), USER, PASSWORD, true);
         }
         let (port, compute_port, admin_port) = (free_port(), free_port(), free_port());
@@ -250,6 +241,20 @@ on_relay_exit = "{}"
     #[must_use]
     pub fn logged(&self, needle: &str) -> bool {
         Self::wait_until(Duration::from_secs(10), || self.log().contains(needle))
+    }
+
+    /// Waits up to `within` for the instance to be in `state`.
+    ///
+    /// # Panics
+    /// If it is not by then, with the state it is in and the relay's log.
+    #[track_caller]
+    pub fn wait_state(&self, state: &str, within: Duration) {
+        assert!(
+            Self::wait_until(within, || self.state() == state),
+            "state {} (wanted {state}):\n{}",
+            self.state(),
+            self.log()
+        );
     }
 
     /// How many log lines contain `needle`.
@@ -454,6 +459,23 @@ impl Drop for Relay {
             }
         }
     }
+}
+
+/// Writes a fresh key ring with one key `id` to `path` (mode 0600) with `relay keygen`.
+///
+/// # Panics
+/// If `relay keygen` fails, with its message.
+pub fn keygen(path: &Path, id: &str) {
+    let out = Command::new(bin_path("relay"))
+        .args(["keygen", "--id", id, "--out"])
+        .arg(path)
+        .output()
+        .unwrap_or_else(|e| panic!("relay keygen: {e}"));
+    assert!(
+        out.status.success(),
+        "keygen: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Whether a process is alive (and not a zombie).

@@ -368,12 +368,7 @@ fn mariadb_with_the_plugin_verifies_relayed_logins_and_refuses_each_kind_of_forg
     // Key rotation: a key appended to the server's file is picked up without a restart; the
     // old key (the relay still signs with it) keeps verifying.
     let key_file = r.dir.join("perceptron.key");
-    let keygen = std::process::Command::new(tests::bin_path("relay"))
-        .args(["keygen", "--id", "test-2", "--out"])
-        .arg(&key_file)
-        .output()
-        .unwrap();
-    assert!(keygen.status.success());
+    tests::relay::keygen(&key_file, "test-2");
     let new_key = authplugin::key_file::load(&key_file)
         .unwrap()
         .signing_key()
@@ -538,16 +533,7 @@ fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_stat
     let label = "maria-dual-resume";
     let ticket_key = std::env::temp_dir().join(format!("{label}-{}.key", std::process::id()));
     let _ = std::fs::remove_file(&ticket_key);
-    let out = std::process::Command::new(tests::bin_path("relay"))
-        .args(["keygen", "--id", "tickets-1", "--out"])
-        .arg(&ticket_key)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    tests::relay::keygen(&ticket_key, "tickets-1");
     let d = Dual::start_using(
         label,
         &[

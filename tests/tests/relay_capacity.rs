@@ -30,15 +30,6 @@ fn cpu_quota_us(pid: u32) -> u64 {
     text.split_whitespace().next().unwrap().parse().unwrap()
 }
 
-fn wait_state(relay: &Relay, state: &str, within: Duration) {
-    assert!(
-        Relay::wait_until(within, || relay.state() == state),
-        "state {} (wanted {state}):\n{}",
-        relay.state(),
-        relay.log()
-    );
-}
-
 #[test]
 fn the_scaler_raises_the_quota_under_load_and_lowers_it_after_the_quiet_window() {
     let dir = TempDir::new("capacity-scale");
@@ -145,7 +136,7 @@ fn a_pause_freezes_and_a_login_or_a_query_thaws_the_same_compute() {
     // Paused with a connection open: frozen, not stopped.
     let (code, body) = relay.admin("POST", "/v1/instances/demo/pause?force=true");
     assert_eq!(code, 200, "{body}");
-    wait_state(&relay, "frozen", Duration::from_secs(60));
+    relay.wait_state("frozen", Duration::from_secs(60));
     assert!(frozen(pid), "the kernel reports the compute frozen");
     assert!(tests::relay::pid_alive(pid));
 
@@ -168,7 +159,7 @@ fn a_pause_freezes_and_a_login_or_a_query_thaws_the_same_compute() {
     // Frozen again; a query on the connection that stayed open thaws it by itself.
     let (code, body) = relay.admin("POST", "/v1/instances/demo/pause?force=true");
     assert_eq!(code, 200, "{body}");
-    wait_state(&relay, "frozen", Duration::from_secs(60));
+    relay.wait_state("frozen", Duration::from_secs(60));
     idle.set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
     assert_eq!(raw::one_row(&mut idle, "SELECT 5").as_deref(), Some("5"));
@@ -196,7 +187,7 @@ fn a_compute_frozen_for_stop_after_is_stopped() {
         relay.admin("POST", "/v1/instances/demo/pause?force=true").0,
         200
     );
-    wait_state(&relay, "paused", Duration::from_secs(60));
+    relay.wait_state("paused", Duration::from_secs(60));
     assert!(
         Relay::wait_until(Duration::from_secs(60), || !tests::relay::pid_alive(pid)),
         "the frozen compute was not stopped"
@@ -237,7 +228,7 @@ fn a_relay_restarted_while_its_compute_is_frozen_adopts_it() {
         relay.admin("POST", "/v1/instances/demo/pause?force=true").0,
         200
     );
-    wait_state(&relay, "frozen", Duration::from_secs(60));
+    relay.wait_state("frozen", Duration::from_secs(60));
     relay.child.kill9();
     let relay = relay.restart();
     assert_eq!(relay.state(), "frozen", "{}", relay.log());

@@ -306,12 +306,7 @@ impl Fleet {
         let shared = dir.path().join("shared");
         fs::create_dir_all(&shared).unwrap();
         let key = shared.join("perceptron.key");
-        let out = Command::new(bin_path("relay"))
-            .args(["keygen", "--id", "fleet-1", "--out"])
-            .arg(&key)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
+        tests::relay::keygen(&key, "fleet-1");
         add_user(&shared.join("data"), USER, PASSWORD, true);
         let compute_port = free_port();
         write_scripts(&shared, compute_port);

@@ -21,16 +21,6 @@ use tests::cgroup::frozen;
 use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
 use tests::{TempDir, raw};
 
-#[track_caller]
-fn wait_state(relay: &Relay, state: &str, within: Duration) {
-    assert!(
-        Relay::wait_until(within, || relay.state() == state),
-        "state {} (wanted {state}):\n{}",
-        relay.state(),
-        relay.log()
-    );
-}
-
 fn ledger_states(dir: &TempDir) -> Vec<String> {
     std::fs::read_to_string(dir.path().join("state/usage.ledger"))
         .unwrap()
@@ -73,7 +63,7 @@ fn an_idle_pool_is_parked_on_a_frozen_compute_and_its_next_query_thaws_it() {
     let pid = relay.compute_pid().unwrap();
 
     // Idle with both connections open: parked (frozen, the sessions kept), not running.
-    wait_state(&relay, "frozen", Duration::from_secs(60));
+    relay.wait_state("frozen", Duration::from_secs(60));
     assert!(frozen(pid), "the kernel reports the compute frozen");
     let (_, status) = relay.admin("GET", "/v1/instances");
     assert!(status.contains("\"parked_connections\": 2"), "{status}");
@@ -88,7 +78,7 @@ fn an_idle_pool_is_parked_on_a_frozen_compute_and_its_next_query_thaws_it() {
     assert_eq!(raw::one_row(&mut pool[0], "SELECT 8").as_deref(), Some("8"));
 
     // Quiet again: parked again. The ledger bills the parked time as frozen.
-    wait_state(&relay, "frozen", Duration::from_secs(60));
+    relay.wait_state("frozen", Duration::from_secs(60));
     let states = ledger_states(&dir);
     let parked_twice = states
         .windows(2)
@@ -100,14 +90,14 @@ fn an_idle_pool_is_parked_on_a_frozen_compute_and_its_next_query_thaws_it() {
     // A manual pause, not forced, parks idle sessions too.
     let (code, body) = relay.admin("POST", "/v1/instances/demo/pause");
     assert_eq!(code, 200, "{body}");
-    wait_state(&relay, "frozen", Duration::from_secs(60));
+    relay.wait_state("frozen", Duration::from_secs(60));
     assert_eq!(
         raw::one_row(&mut pool[1], "SELECT 10").as_deref(),
         Some("10")
     );
 
     // A parked connection the client closes is let go at once, the compute still frozen.
-    wait_state(&relay, "frozen", Duration::from_secs(60));
+    relay.wait_state("frozen", Duration::from_secs(60));
     drop(pool.remove(0));
     assert!(
         Relay::wait_until(Duration::from_secs(30), || {
@@ -151,7 +141,7 @@ fn a_connection_whose_result_is_still_streaming_keeps_the_instance_running() {
     // The client reads the whole result: the connection is between commands, and parks.
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     assert_eq!(raw::read_large_result(&mut c), raw::LARGE_RESULT_ROWS);
-    wait_state(&relay, "frozen", Duration::from_secs(60));
+    relay.wait_state("frozen", Duration::from_secs(60));
     assert_eq!(raw::one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
 }
 
@@ -233,7 +223,7 @@ fn a_pool_parks_and_keeps_its_session(name: &str, program: Command, keepalive: K
     let pool = tests::pools::Pool::start(name, program, relay.port);
     let pid = relay.compute_pid().unwrap();
 
-    wait_state(&relay, "frozen", Duration::from_secs(60));
+    relay.wait_state("frozen", Duration::from_secs(60));
     assert!(frozen(pid));
     let answered = || relay.metric("relay_parked_answers_total{instance=\"demo\",kind=\"ping\"}");
     let pings = answered();

@@ -14,37 +14,17 @@
 
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt as _;
-use std::process::Command;
 use std::time::Duration;
 
 use tests::bin_path;
 use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
 use tests::{TempDir, raw};
 
-#[track_caller]
-fn wait_state(relay: &Relay, state: &str, within: Duration) {
-    assert!(
-        Relay::wait_until(within, || relay.state() == state),
-        "state {} (wanted {state}):\n{}",
-        relay.state(),
-        relay.log()
-    );
-}
-
 /// A relay whose shim issues tickets (its own key, which the relay never reads), parking
 /// after 1 s idle and stopping a frozen compute after 1 s.
 fn start(dir: &TempDir) -> Relay {
     let ticket_key = dir.path().join("ticket.key");
-    let out = Command::new(bin_path("relay"))
-        .args(["keygen", "--id", "tickets-1", "--out"])
-        .arg(&ticket_key)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    tests::relay::keygen(&ticket_key, "tickets-1");
     std::fs::set_permissions(&ticket_key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let d = dir.path();
     Relay::start(
@@ -99,7 +79,7 @@ fn a_parked_pool_outlives_the_computes_stop_and_resumes_with_its_state_on_one_wa
     let pid = relay.compute_pid().unwrap();
 
     // Parked, then stopped under the session: the process is gone, the client is not.
-    wait_state(&relay, "paused", Duration::from_secs(60));
+    relay.wait_state("paused", Duration::from_secs(60));
     assert!(!tests::relay::pid_alive(pid), "the compute is gone");
     assert!(relay.logged("stopping the frozen compute under resumable sessions"));
 
@@ -118,7 +98,7 @@ fn a_parked_pool_outlives_the_computes_stop_and_resumes_with_its_state_on_one_wa
 
     // Both parked and stopped again; the first command wakes the instance once and each
     // session reattaches at its own next command.
-    wait_state(&relay, "paused", Duration::from_secs(60));
+    relay.wait_state("paused", Duration::from_secs(60));
     assert_eq!(raw::one_row(&mut b, "SELECT 7").as_deref(), Some("7"));
     assert_state(&relay, &mut a);
     assert_eq!(relay.log_count("compute spawned"), 3, "{}", relay.log());
@@ -154,7 +134,7 @@ fn a_session_in_a_transaction_keeps_the_compute_frozen() {
     exec(&mut a, "BEGIN");
     exec(&mut a, "SELECT 1");
     let pid = relay.compute_pid().unwrap();
-    wait_state(&relay, "frozen", Duration::from_secs(60));
+    relay.wait_state("frozen", Duration::from_secs(60));
     // Well past stop_after: still frozen, the session intact.
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(relay.state(), "frozen", "{}", relay.log());
