@@ -41,16 +41,6 @@ def ping(c):
         raise RuntimeError("ping: %r" % p)
 
 
-def ledger_seconds(relay):
-    """Seconds spent in each state, from the relay's ledger (up to now)."""
-    events = h.ledger_events(relay)
-    spent = {}
-    now = time.time()
-    for (t, state), (t_next, _) in zip(events, events[1:] + [(now, None)]):
-        spent[state] = spent.get(state, 0.0) + (t_next - t)
-    return spent
-
-
 def usage_ccu_seconds(relay):
     _, body = relay.admin("GET", "/v1/usage")
     return sum(row.get("ccu_seconds", 0.0) for row in json.loads(body))
@@ -66,7 +56,7 @@ def idle_hour(park):
         for c in pool:
             c.query(b"SELECT 1")
         start_ccu = usage_ccu_seconds(relay)
-        start = ledger_seconds(relay)
+        start = h.ledger_seconds(relay)
         wakes0 = relay.metric('relay_wakes_total{instance="demo",outcome="ok"}')
         t_end = time.time() + hour
         while time.time() < t_end:
@@ -78,7 +68,7 @@ def idle_hour(park):
         # A real query (SELECT 1 is a keepalive query: the relay would answer it, frozen).
         pool[0].query(b"SELECT 2")
         first_ms = (time.perf_counter() - t0) * 1000
-        end = ledger_seconds(relay)
+        end = h.ledger_seconds(relay)
         spent = {k: end.get(k, 0.0) - start.get(k, 0.0) for k in end}
         result = {
             "park": park,

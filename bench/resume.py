@@ -189,10 +189,7 @@ def idle_hour():
             time.sleep(max(0.0, every - (time.time() - tick)))
         _, body = relay.admin("GET", "/v1/usage")
         ccu = sum(r.get("ccu_seconds", 0.0) for r in json.loads(body)) - start_ccu
-        spent = {}
-        events = [e for e in h.ledger_events(relay) if e[0] >= t_start]
-        for (t, state), (t_next, _) in zip(events, events[1:] + [(time.time(), None)]):
-            spent[state] = round(spent.get(state, 0.0) + (t_next - t), 2)
+        spent = {k: round(v, 2) for k, v in h.ledger_seconds(relay, t_start).items()}
         t0 = time.perf_counter()
         three = pool[0].value(b"SELECT 3")
         first_ms = (time.perf_counter() - t0) * 1000

@@ -333,6 +333,16 @@ def mariadb_relay(name, **kw):
     return relay, datadir
 
 
+def ledger_seconds(relay, since=0.0):
+    """Seconds spent in each state from the relay's ledger lines written at or after `since`
+    (Unix seconds), up to now."""
+    events = [e for e in ledger_events(relay) if e[0] >= since]
+    spent = {}
+    for (t, state), (t_next, _) in zip(events, events[1:] + [(time.time(), None)]):
+        spent[state] = spent.get(state, 0.0) + (t_next - t)
+    return spent
+
+
 def ledger_events(relay):
     """The relay's ledger as (Unix seconds, state) pairs, oldest first."""
     events = []

@@ -133,12 +133,13 @@ class Conn:
         self.buf = self.buf[4 + n:]
         return seq, p
 
-    def query(self, sql: bytes) -> int:
-        """Runs a text query; returns the number of rows read (result set fully consumed)."""
+    def rows(self, sql: bytes):
+        """Runs a text query; yields its rows as raw packets (none for an OK). Consume it
+        whole: the connection is in the middle of the result set until then."""
         self.sock.sendall(packet(0, b"\x03" + sql))
         _, p = self.read_packet()
         if p[0] == 0x00:
-            return 0
+            return
         if p[0] == 0xFF:
             raise LoginError(err_text(p))
         # column count, column definitions, EOF, rows, EOF (no CLIENT_DEPRECATE_EOF)
@@ -146,38 +147,29 @@ class Conn:
             _, p = self.read_packet()
             if p[0] == 0xFE and len(p) < 9:
                 break
-        rows = 0
         while True:
             _, p = self.read_packet()
             if p[0] == 0xFE and len(p) < 9:
-                return rows
+                return
             if p[0] == 0xFF:
                 raise LoginError(err_text(p))
-            rows += 1
+            yield p
+
+    def query(self, sql: bytes) -> int:
+        """Runs a text query; returns the number of rows read (result set fully consumed)."""
+        return sum(1 for _ in self.rows(sql))
 
     def value(self, sql: bytes):
         """Runs a text query; returns the first column of its first row (None for NULL or
         no row), the result set fully consumed."""
-        self.sock.sendall(packet(0, b"\x03" + sql))
-        _, p = self.read_packet()
-        if p[0] == 0xFF:
-            raise LoginError(err_text(p))
-        if p[0] == 0x00:
-            return None
-        while True:
-            _, p = self.read_packet()
-            if p[0] == 0xFE and len(p) < 9:
-                break
         first = None
-        while True:
-            _, p = self.read_packet()
-            if p[0] == 0xFE and len(p) < 9:
-                return first
-            if p[0] == 0xFF:
-                raise LoginError(err_text(p))
-            if first is None and p[0] != 0xFB:
-                # A length-encoded string; values here are short (one length byte).
-                first = p[1:1 + p[0]]
+        for row in self.rows(sql):
+            if first is None:
+                first = row
+        if first is None or first[0] == 0xFB:
+            return None
+        # A length-encoded string; values here are short (one length byte).
+        return first[1:1 + first[0]]
 
     def close(self):
         try:

@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use authplugin::AuthPlugin;
-use authplugin::packet::HandshakeResponse41;
 use zeroize::Zeroizing;
 
 use super::compute_leg;
@@ -36,39 +35,37 @@ impl std::fmt::Debug for Resumption {
     }
 }
 
+/// A session's login kept for its reattaches, until the compute's first ticket arrives.
+pub struct Template {
+    login: ClientLogin,
+    client_addr: String,
+}
+
 impl Resumption {
     /// The template of `login` for later reattaches (the answer is not kept).
     #[must_use]
-    pub fn template(
-        login: &ClientLogin,
-        client_addr: &str,
-    ) -> (HandshakeResponse41, u32, bool, String) {
+    pub fn template(login: &ClientLogin, client_addr: &str) -> Template {
         let mut response = login.response.clone();
         response.auth_response = Zeroizing::new(Vec::new());
-        (
-            response,
-            login.effective_flag,
-            login.tls,
-            client_addr.to_owned(),
-        )
-    }
-
-    /// A resumption from a [`Self::template`] and the compute's first ticket.
-    #[must_use]
-    pub fn new(
-        (response, effective_flag, tls, client_addr): (HandshakeResponse41, u32, bool, String),
-        ticket: Zeroizing<Vec<u8>>,
-    ) -> Self {
-        Self {
+        Template {
             login: ClientLogin {
                 response,
                 plugin: AuthPlugin::MysqlNativePassword,
                 answer: Zeroizing::new(Vec::new()),
                 last_sequence_id: 0,
-                effective_flag,
-                tls,
+                effective_flag: login.effective_flag,
+                tls: login.tls,
             },
-            client_addr,
+            client_addr: client_addr.to_owned(),
+        }
+    }
+
+    /// A resumption from a [`Self::template`] and the compute's first ticket.
+    #[must_use]
+    pub fn new(template: Template, ticket: Zeroizing<Vec<u8>>) -> Self {
+        Self {
+            login: template.login,
+            client_addr: template.client_addr,
             ticket,
         }
     }
