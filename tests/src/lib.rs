@@ -57,22 +57,34 @@ pub fn bin_path(name: &str) -> PathBuf {
     path
 }
 
-/// A port that was free a moment ago (bind `127.0.0.1:0`, read it, release it).
+/// A port that was free a moment ago: bound and released, below the kernel's ephemeral
+/// range.
 ///
 /// # Panics
 /// If no port can be bound.
 #[must_use]
 pub fn free_port() -> u16 {
-    // The kernel may hand out a port again as soon as it is released, and tests in one
-    // process run in parallel: a port given to one test (or twice to the same test, for its
-    // relay and its compute) is never given out again by this process. Listeners that came
-    // back with a taken port stay bound until a new one is found, so the kernel moves on.
+    // Below the ephemeral range: the kernel gives ports from that range to every outgoing
+    // connection, and a test that opens hundreds of them (the login bursts) would take a
+    // port another test had picked and not yet bound (its compute's, HAProxy's), failing it.
+    // Tests in one process run in parallel: a port given to one test (or twice to the same
+    // test, for its relay and its compute) is never given out again by this process.
     static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let mut held = Vec::new();
-    loop {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .unwrap_or_else(|e| panic!("cannot bind 127.0.0.1:0: {e}"));
+    const LOWEST: u16 = 10_000;
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    for _ in 0..10_000 {
+        let port = if ephemeral_low > LOWEST + 1_000 {
+            rand::Rng::gen_range(&mut rand::thread_rng(), LOWEST..ephemeral_low)
+        } else {
+            0
+        };
+        let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) else {
+            continue;
+        };
         let port = listener
             .local_addr()
             .map(|a| a.port())
@@ -84,8 +96,8 @@ pub fn free_port() -> u16 {
         if fresh {
             return port;
         }
-        held.push(listener);
     }
+    panic!("no free port below {ephemeral_low}");
 }
 
 /// A directory removed on drop.
