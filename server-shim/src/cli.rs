@@ -362,20 +362,39 @@ fn init_tracing() {
 /// overflowed with a thousand of them and cost each dropped SYN a one-second retry.
 const LISTEN_BACKLOG: u32 = 4096;
 
-/// Binds `addr` (the first address it resolves to) with [`LISTEN_BACKLOG`].
-async fn listen(addr: &str) -> io::Result<TcpListener> {
-    let addr = tokio::net::lookup_host(addr)
-        .await?
+/// Binds `addr` (the first address it resolves to) with [`LISTEN_BACKLOG`], before the async
+/// runtime exists: see [`run`].
+fn listen(addr: &str) -> io::Result<std::net::TcpListener> {
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(addr)?
         .next()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "resolves to no address"))?;
-    let socket = if addr.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()?
-    } else {
-        tokio::net::TcpSocket::new_v6()?
-    };
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(LISTEN_BACKLOG)
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(i32::try_from(LISTEN_BACKLOG).unwrap_or(i32::MAX))?;
+    Ok(socket.into())
+}
+
+/// The runtime's worker threads: the CPUs this process may run on. Tokio's default also
+/// divides by the cgroup's CPU quota, read from `/sys` (0.1 ms of a wake's boot), and the quota
+/// at start says little: the relay's capacity scaler raises and lowers it while the compute
+/// runs, so a compute woken at a quarter CPU would keep one worker after a scale-up.
+fn worker_threads() -> usize {
+    use nix::sched::{CpuSet, sched_getaffinity};
+    use nix::unistd::Pid;
+    sched_getaffinity(Pid::from_raw(0))
+        .map(|set| {
+            (0..CpuSet::count())
+                .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+                .count()
+        })
+        .unwrap_or(1)
+        .max(1)
 }
 
 /// Creates the data directory (mode 0700) when missing.
@@ -391,8 +410,23 @@ fn ensure_data_dir(dir: &Path) -> io::Result<()> {
 
 fn run(args: RunArgs, started: Instant) -> ExitCode {
     init_tracing();
+    // The socket listens before anything else is set up, and says so: the relay waking this
+    // compute connects at that line, and its connection waits in the accept queue while the
+    // runtime and the catalog are built, so the greeting is the first thing served. Readiness
+    // is still the greeting, which comes only once everything below is ready.
+    let listener = match listen(&args.listen) {
+        Ok(l) => l,
+        Err(e) => {
+            error!("{}", CliError::listen(&args.listen)(e));
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Ok(local) = listener.local_addr() {
+        info!(listen = %local, "server-shim listening; starting");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .worker_threads(worker_threads())
         // Statements are parsed and rewritten recursively; see `dialect::THREAD_STACK_BYTES`.
         .thread_stack_size(crate::dialect::THREAD_STACK_BYTES)
         .build()
@@ -403,7 +437,7 @@ fn run(args: RunArgs, started: Instant) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run_async(args, started)) {
+    match runtime.block_on(run_async(args, listener, started)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             error!("{message}");
@@ -412,7 +446,11 @@ fn run(args: RunArgs, started: Instant) -> ExitCode {
     }
 }
 
-async fn run_async(args: RunArgs, started: Instant) -> Result<(), CliError> {
+async fn run_async(
+    args: RunArgs,
+    listener: std::net::TcpListener,
+    started: Instant,
+) -> Result<(), CliError> {
     ensure_data_dir(&args.data).map_err(CliError::data_dir(&args.data))?;
     let accounts = AccountStore::open(&args.data)?;
     let key_ring = match &args.key_file {
@@ -435,9 +473,7 @@ async fn run_async(args: RunArgs, started: Instant) -> Result<(), CliError> {
     let catalog = Catalog::open(&args.data, Arc::new(SqliteEngine))
         .map_err(CliError::data_dir(&args.data))?;
     let databases = catalog.names().len();
-    let listener = listen(&args.listen)
-        .await
-        .map_err(CliError::listen(&args.listen))?;
+    let listener = TcpListener::from_std(listener).map_err(CliError::listen(&args.listen))?;
     let local = listener
         .local_addr()
         .map_err(CliError::listen(&args.listen))?;
