@@ -212,8 +212,10 @@ impl Framer {
         self.header_len > 0 || self.open
     }
 
-    /// Feeds `bytes`, calling `on_packet` for each logical packet completed in them.
-    fn feed(&mut self, mut bytes: &[u8], on_packet: &mut dyn FnMut(Packet)) {
+    /// Feeds `bytes`, telling `on_event` where each logical packet begins in them and each
+    /// one completed in them.
+    fn feed(&mut self, chunk: &[u8], on_event: &mut dyn FnMut(Framed)) {
+        let mut bytes = chunk;
         while !bytes.is_empty() {
             if self.header_len < self.header.len() {
                 let take = (self.header.len() - self.header_len).min(bytes.len());
@@ -233,9 +235,13 @@ impl Framer {
                     self.open = true;
                     self.first_len = self.len;
                     self.head_len = 0;
+                    on_event(Framed::Begins(Mark {
+                        at: chunk.len() - bytes.len(),
+                        len: self.len,
+                    }));
                 }
                 if self.remaining == 0 {
-                    self.end_physical(on_packet);
+                    self.end_physical(on_event);
                 }
                 continue;
             }
@@ -255,23 +261,41 @@ impl Framer {
             self.remaining -= u32::try_from(take).unwrap_or(self.remaining);
             bytes = rest;
             if self.remaining == 0 {
-                self.end_physical(on_packet);
+                self.end_physical(on_event);
             }
         }
     }
 
-    fn end_physical(&mut self, on_packet: &mut dyn FnMut(Packet)) {
+    fn end_physical(&mut self, on_event: &mut dyn FnMut(Framed)) {
         self.header_len = 0;
         if self.len == MAX_PACKET_LEN {
             return; // the logical packet continues in the next physical one
         }
         self.open = false;
-        on_packet(Packet {
+        on_event(Framed::Ends(Packet {
             first_len: self.first_len,
             head: self.head,
             head_len: self.head_len,
-        });
+        }));
     }
+}
+
+/// What a [`Framer`] finds in a chunk.
+enum Framed {
+    /// A logical packet begins.
+    Begins(Mark),
+    /// A logical packet ended.
+    Ends(Packet),
+}
+
+/// Where, in a chunk just fed, a packet begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    /// The offset of its payload's first byte (the chunk's length when only the header was
+    /// in it).
+    pub at: usize,
+    /// Its (first physical packet's) payload length.
+    pub len: u32,
 }
 
 /// One connection's conversation after its login.
@@ -350,25 +374,66 @@ impl Conversation {
     /// outstanding.
     #[must_use]
     pub fn client_may_command(&self) -> bool {
-        self.untracked.is_none()
-            && !self.client.mid_packet()
-            && !self.pending.front().is_some_and(|head| {
-                head.progress == Progress::Infile || head.grammar == Grammar::ChangeUser
-            })
+        !self.client.mid_packet() && self.next_client_packet_is_command()
     }
 
     /// Bytes the client sent, before they are forwarded.
     pub fn client_bytes(&mut self, bytes: &[u8]) {
-        let mut framer = std::mem::take(&mut self.client);
-        framer.feed(bytes, &mut |packet| self.on_client_packet(&packet));
-        self.client = framer;
+        self.client_bytes_marking(bytes, None);
     }
 
     /// Bytes the server sent, before they are forwarded.
     pub fn server_bytes(&mut self, bytes: &[u8]) {
+        self.server_bytes_marking(bytes, None);
+    }
+
+    /// [`Self::client_bytes`], and in `marks` where each command in them begins: the
+    /// commands that carry a statement id are found there (a reattached session's ids are
+    /// translated, `statement_ids`). A packet is a command by where the conversation is,
+    /// not by its sequence id, which a long `LOCAL INFILE` upload wraps to 0.
+    pub fn client_bytes_marking(&mut self, bytes: &[u8], mut marks: Option<&mut Vec<Mark>>) {
+        let mut framer = std::mem::take(&mut self.client);
+        framer.feed(bytes, &mut |event| match event {
+            Framed::Begins(mark) => {
+                if let Some(marks) = marks.as_deref_mut() {
+                    if self.next_client_packet_is_command() {
+                        marks.push(mark);
+                    }
+                }
+            }
+            Framed::Ends(packet) => self.on_client_packet(&packet),
+        });
+        self.client = framer;
+    }
+
+    /// [`Self::server_bytes`], and in `marks` where each response to `COM_STMT_PREPARE`
+    /// begins (its first packet: `COM_STMT_PREPARE_OK` with the statement's id, or ERR).
+    pub fn server_bytes_marking(&mut self, bytes: &[u8], mut marks: Option<&mut Vec<Mark>>) {
         let mut framer = std::mem::take(&mut self.server);
-        framer.feed(bytes, &mut |packet| self.on_server_packet(&packet));
+        framer.feed(bytes, &mut |event| match event {
+            Framed::Begins(mark) => {
+                if let Some(marks) = marks.as_deref_mut() {
+                    let prepare_starts = self.untracked.is_none()
+                        && self.pending.front().is_some_and(|head| {
+                            head.grammar == Grammar::Prepare && head.progress == Progress::Start
+                        });
+                    if prepare_starts {
+                        marks.push(mark);
+                    }
+                }
+            }
+            Framed::Ends(packet) => self.on_server_packet(&packet),
+        });
         self.server = framer;
+    }
+
+    /// Whether the client packet that begins now is a command (see
+    /// [`Self::client_may_command`], whose framer check this packet itself would fail).
+    fn next_client_packet_is_command(&self) -> bool {
+        self.untracked.is_none()
+            && !self.pending.front().is_some_and(|head| {
+                head.progress == Progress::Infile || head.grammar == Grammar::ChangeUser
+            })
     }
 
     fn lose(&mut self, why: Untracked) {

@@ -89,5 +89,6 @@ mod router;
 mod runtime;
 mod server;
 mod session_replay;
+mod statement_ids;
 mod timefmt;
 mod tls;

@@ -94,7 +94,8 @@ pub struct PumpReport {
     /// `"eof"` when both sides closed cleanly; otherwise which socket failed:
     /// `"client_error"` or `"compute_error"`; `"detached"` when the compute went away under a
     /// session the observer keeps for a reattach ([`Observer::detached`]): the client's
-    /// socket is then left open, untouched.
+    /// socket is then left open, untouched; `"observer"` when the observer ended it
+    /// ([`Reaction::End`]).
     pub ended_by: &'static str,
 }
 
@@ -116,20 +117,38 @@ struct Half {
     answered: Option<Vec<u8>>,
     /// The compute direction of a detached session: its end-of-stream is not passed on.
     keep_open: bool,
+    /// Bytes read after `end` and not written: the observer sees them again, first, with the
+    /// next read ([`Reaction::Hold`]).
+    held: usize,
 }
 
 /// What the pump calls when the client sends bytes (the frozen tier thaws the compute).
 pub type OnRead = std::sync::Arc<dyn Fn() + Send + Sync>;
 
+/// What the pump does with a chunk its observer saw.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reaction {
+    /// Writes it on (as the observer left it).
+    Forward,
+    /// Writes this reply to the client instead (client chunks only).
+    Answer(Vec<u8>),
+    /// Writes on all but its last this-many bytes, which the observer sees again at the start
+    /// of the next chunk (a statement id cut by the end of a read, to be translated whole).
+    Hold(usize),
+    /// Ends the session: closes both sides without writing the chunk.
+    End,
+}
+
 /// Sees every chunk the pump reads, in the order read, before it is written on: parking
-/// follows each connection's commands this way (docs/parking.md, *Idleness by commands*).
+/// follows each connection's commands this way (docs/parking.md, *Idleness by commands*). It
+/// may change the bytes in place (a reattached session's statement ids, `statement_ids`).
 pub trait Observer {
     /// Bytes the client sent. With `may_answer` (nothing is on its way to the client), the
-    /// observer may answer them itself: it returns the reply, which the pump writes to the
-    /// client in place of forwarding the bytes (a ping on a parked connection).
-    fn client_bytes(&mut self, bytes: &[u8], may_answer: bool) -> Option<Vec<u8>>;
-    /// Bytes the compute sent.
-    fn server_bytes(&mut self, bytes: &[u8]);
+    /// observer may answer them itself ([`Reaction::Answer`]): the pump writes the reply to
+    /// the client in place of forwarding the bytes (a ping on a parked connection).
+    fn client_bytes(&mut self, bytes: &mut [u8], may_answer: bool) -> Reaction;
+    /// Bytes the compute sent ([`Reaction::Answer`] is taken as [`Reaction::Forward`]).
+    fn server_bytes(&mut self, bytes: &mut [u8]) -> Reaction;
     /// Whether the client is owed nothing more (no command outstanding): once it has hung
     /// up, the pump then ends without waiting for the compute to close (a frozen compute
     /// would not until thawed).
@@ -151,15 +170,24 @@ enum Side {
     Compute,
     /// Not a failure: the compute went away under a detached session.
     Detached,
+    /// The observer ended the session ([`Reaction::End`]).
+    Observer,
 }
 
 impl Half {
-    /// Starts with bytes already read from the reader side.
-    fn with(early: Vec<u8>) -> Self {
-        let end = early.len();
+    /// Starts with bytes already read from the reader side, the last `held` of them held
+    /// ([`Reaction::Hold`]).
+    fn with(mut early: Vec<u8>, held: usize) -> Self {
+        let len = early.len();
+        let held = held.min(len);
+        if held > 0 {
+            // Room for the next read behind them.
+            early.resize(len.max(BUFFER_LEN), 0);
+        }
         Self {
-            buf: (end > 0).then_some(early),
-            end,
+            buf: (len > 0).then_some(early),
+            end: len - held,
+            held,
             ..Self::default()
         }
     }
@@ -184,7 +212,7 @@ impl Half {
         to: &mut T,
         from_side: Side,
         to_side: Side,
-        observe: &mut dyn FnMut(&[u8]) -> Option<Vec<u8>>,
+        observe: &mut dyn FnMut(&mut [u8]) -> Reaction,
     ) -> Poll<Result<(), Side>> {
         loop {
             if let Some(buf) = &self.buf {
@@ -198,8 +226,15 @@ impl Half {
                     self.start += n;
                     self.copied += n as u64;
                 }
-                // Drained: give the memory back while the connection is quiet.
-                self.release();
+                if self.held > 0 {
+                    // Held bytes go first in the next chunk.
+                    if let Some(buf) = self.buf.as_mut() {
+                        buf.copy_within(self.end..self.end + self.held, 0);
+                    }
+                } else {
+                    // Drained: give the memory back while the connection is quiet.
+                    self.release();
+                }
                 self.start = 0;
                 self.end = 0;
             }
@@ -217,7 +252,12 @@ impl Half {
             // Wait without holding a buffer; take one only to read what has arrived.
             ready!(from.poll_read_ready(cx)).map_err(|_| from_side)?;
             let buf = self.buf.get_or_insert_with(take_buffer);
-            let mut read_buf = ReadBuf::new(buf);
+            let held = std::mem::take(&mut self.held);
+            if held >= buf.len() {
+                // An observer that held a whole chunk still needs room to read into.
+                buf.resize(held + BUFFER_LEN, 0);
+            }
+            let mut read_buf = ReadBuf::new(buf.get_mut(held..).unwrap_or_default());
             // `poll_read`, not `try_read_buf`: on a short read it clears the socket's readiness
             // itself (edge-triggered epoll re-arms on the next byte), which saves the extra
             // `read` that would only return EAGAIN: one syscall per message and direction.
@@ -225,19 +265,34 @@ impl Half {
                 Poll::Ready(Ok(())) => {
                     let n = read_buf.filled().len();
                     if n == 0 {
+                        // Held bytes are the start of a command that will never be whole.
                         self.eof = true;
                         self.release();
                     } else {
+                        let n = held + n;
                         self.start = 0;
                         self.end = n;
-                        if let Some(reply) = observe(read_buf.filled()) {
-                            // Answered here: nothing goes on. The pump hands the reply to
-                            // the other direction before this one reads again.
-                            self.end = 0;
-                            self.release();
-                            self.answered = Some(reply);
-                            cx.waker().wake_by_ref();
-                            return Poll::Pending;
+                        let chunk = self.buf.as_mut().and_then(|b| b.get_mut(..n));
+                        match observe(chunk.unwrap_or_default()) {
+                            Reaction::Forward => {}
+                            Reaction::Hold(k) => {
+                                self.held = k.min(n);
+                                self.end = n - self.held;
+                            }
+                            Reaction::Answer(reply) => {
+                                // Answered here: nothing goes on. The pump hands the reply to
+                                // the other direction before this one reads again.
+                                self.end = 0;
+                                self.release();
+                                self.answered = Some(reply);
+                                cx.waker().wake_by_ref();
+                                return Poll::Pending;
+                            }
+                            Reaction::End => {
+                                self.end = 0;
+                                self.release();
+                                return Poll::Ready(Err(Side::Observer));
+                            }
                         }
                         if let Some(on_read) = &self.on_read {
                             on_read();
@@ -247,7 +302,10 @@ impl Half {
                 Poll::Ready(Err(_)) => return Poll::Ready(Err(from_side)),
                 // Spurious readiness (now cleared): wait again without holding memory.
                 Poll::Pending => {
-                    self.release();
+                    self.held = held;
+                    if held == 0 {
+                        self.release();
+                    }
                     return Poll::Pending;
                 }
             }
@@ -267,14 +325,29 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
     on_upload: Option<OnRead>,
     mut observer: Option<&mut (dyn Observer + Send)>,
 ) -> PumpReport {
+    let (mut client_rest, mut compute_rest) = (client_rest, compute_rest);
+    let (mut up_early_held, mut down_early_held) = (0, 0);
     if let Some(o) = observer.as_mut() {
         // The compute's early bytes were sent before it saw any of the client's.
-        o.server_bytes(&compute_rest);
-        o.client_bytes(&client_rest, false);
+        let early = [
+            o.server_bytes(&mut compute_rest),
+            o.client_bytes(&mut client_rest, false),
+        ];
+        if early.contains(&Reaction::End) {
+            return PumpReport {
+                ended_by: "observer",
+                ..PumpReport::default()
+            };
+        }
+        let [down_held, up_held] = early.map(|r| match r {
+            Reaction::Hold(k) => k,
+            _ => 0,
+        });
+        (up_early_held, down_early_held) = (up_held, down_held);
     }
-    let mut up = Half::with(client_rest);
+    let mut up = Half::with(client_rest, up_early_held);
     up.on_read = on_upload;
-    let mut down = Half::with(compute_rest);
+    let mut down = Half::with(compute_rest, down_early_held);
     let result = poll_fn(|cx| {
         // Only a direction with nothing in flight takes a reply made by the observer.
         let may_answer = down.buf.is_none() && !down.eof;
@@ -290,7 +363,7 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
                 &mut |b| {
                     observer
                         .as_mut()
-                        .and_then(|o| o.client_bytes(b, may_answer))
+                        .map_or(Reaction::Forward, |o| o.client_bytes(b, may_answer))
                 },
             )
         };
@@ -312,11 +385,9 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
                 &mut client,
                 Side::Compute,
                 Side::Client,
-                &mut |b| {
-                    if let Some(o) = observer.as_mut() {
-                        o.server_bytes(b);
-                    }
-                    None
+                &mut |b| match observer.as_mut().map(|o| o.server_bytes(b)) {
+                    Some(Reaction::End) => Reaction::End,
+                    _ => Reaction::Forward,
                 },
             )
         };
@@ -344,6 +415,7 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
             Err(Side::Client) => "client_error",
             Err(Side::Compute) => "compute_error",
             Err(Side::Detached) => "detached",
+            Err(Side::Observer) => "observer",
         },
     }
 }
@@ -424,12 +496,13 @@ mod tests {
     }
 
     impl Observer for Recorder {
-        fn client_bytes(&mut self, bytes: &[u8], _: bool) -> Option<Vec<u8>> {
+        fn client_bytes(&mut self, bytes: &mut [u8], _: bool) -> Reaction {
             self.up.extend_from_slice(bytes);
-            None
+            Reaction::Forward
         }
-        fn server_bytes(&mut self, bytes: &[u8]) {
+        fn server_bytes(&mut self, bytes: &mut [u8]) -> Reaction {
             self.down.extend_from_slice(bytes);
+            Reaction::Forward
         }
     }
 
@@ -468,14 +541,138 @@ mod tests {
         assert_eq!(recorder.down, back);
     }
 
+    /// Rewrites `1` to `2` in both directions; ends the session at `end`.
+    struct Rewriter;
+
+    impl Observer for Rewriter {
+        fn client_bytes(&mut self, bytes: &mut [u8], _: bool) -> Reaction {
+            self.server_bytes(bytes)
+        }
+        fn server_bytes(&mut self, bytes: &mut [u8]) -> Reaction {
+            if bytes.ends_with(b"end") {
+                return Reaction::End;
+            }
+            bytes
+                .iter_mut()
+                .filter(|b| **b == b'1')
+                .for_each(|b| *b = b'2');
+            Reaction::Forward
+        }
+    }
+
+    #[tokio::test]
+    async fn what_the_observer_changes_is_what_goes_on_and_it_may_end_the_session() {
+        let (mut client_app, client) = pair().await;
+        let (compute, mut compute_app) = pair().await;
+        let apps = tokio::spawn(async move {
+            client_app.write_all(b"a1b1").await.unwrap();
+            let mut got = [0u8; 5];
+            compute_app.read_exact(&mut got).await.unwrap();
+            compute_app.write_all(b"11").await.unwrap();
+            let mut back = [0u8; 2];
+            client_app.read_exact(&mut back).await.unwrap();
+            client_app.write_all(b"end").await.unwrap();
+            // Both sides are closed; the last chunk never reaches the compute.
+            let mut rest = Vec::new();
+            compute_app.read_to_end(&mut rest).await.unwrap();
+            let mut closed = Vec::new();
+            client_app.read_to_end(&mut closed).await.unwrap();
+            (got, back, rest, closed)
+        });
+        let report = pump(
+            client,
+            b"1".to_vec(),
+            compute,
+            Vec::new(),
+            None,
+            Some(&mut Rewriter),
+        )
+        .await;
+        assert_eq!(report.ended_by, "observer");
+        let (got, back, rest, closed) =
+            tokio::time::timeout(std::time::Duration::from_secs(10), apps)
+                .await
+                .unwrap()
+                .unwrap();
+        assert_eq!(&got, b"2a2b2", "the early byte too");
+        assert_eq!(&back, b"22");
+        assert!(rest.is_empty() && closed.is_empty());
+    }
+
+    /// Holds back whatever follows the last `.` of a chunk, and records what it saw.
+    #[derive(Default)]
+    struct Holder {
+        seen: Vec<Vec<u8>>,
+    }
+
+    impl Observer for Holder {
+        fn client_bytes(&mut self, bytes: &mut [u8], _: bool) -> Reaction {
+            self.seen.push(bytes.to_vec());
+            let whole = bytes.iter().rposition(|b| *b == b'.').map_or(0, |i| i + 1);
+            Reaction::Hold(bytes.len() - whole)
+        }
+        fn server_bytes(&mut self, _: &mut [u8]) -> Reaction {
+            Reaction::Forward
+        }
+    }
+
+    #[tokio::test]
+    async fn held_bytes_wait_and_come_again_first_with_the_next_read() {
+        let (mut client_app, client) = pair().await;
+        let (compute, mut compute_app) = pair().await;
+        let apps = tokio::spawn(async move {
+            let mut got = [0u8; 3];
+            compute_app.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"ab.", "the early bytes' whole part");
+            client_app.write_all(b"cd").await.unwrap();
+            // Held: nothing arrives until the `.`.
+            let mut early = [0u8; 1];
+            let waited = tokio::time::timeout(
+                std::time::Duration::from_millis(50),
+                compute_app.read(&mut early),
+            )
+            .await;
+            assert!(waited.is_err(), "held bytes were written");
+            client_app.write_all(b"e.").await.unwrap();
+            let mut got = [0u8; 5];
+            compute_app.read_exact(&mut got).await.unwrap();
+            client_app.shutdown().await.unwrap();
+            compute_app.shutdown().await.unwrap();
+            got
+        });
+        let mut holder = Holder::default();
+        let report = pump(
+            client,
+            b"ab.x".to_vec(),
+            compute,
+            Vec::new(),
+            None,
+            Some(&mut holder),
+        )
+        .await;
+        let got = apps.await.unwrap();
+        assert_eq!(&got, b"xcde.");
+        assert_eq!(report.ended_by, "eof");
+        assert_eq!(
+            holder.seen[..3],
+            [b"ab.x".to_vec(), b"xcd".to_vec(), b"xcde.".to_vec()]
+        );
+    }
+
     /// Answers `ping` itself; everything else goes through.
     struct Answerer;
 
     impl Observer for Answerer {
-        fn client_bytes(&mut self, bytes: &[u8], may_answer: bool) -> Option<Vec<u8>> {
-            (may_answer && bytes == b"ping").then(|| b"pong".to_vec())
+        fn client_bytes(&mut self, bytes: &mut [u8], may_answer: bool) -> Reaction {
+            if may_answer && bytes == b"ping" {
+                Reaction::Answer(b"pong".to_vec())
+            } else {
+                Reaction::Forward
+            }
         }
-        fn server_bytes(&mut self, _: &[u8]) {}
+        fn server_bytes(&mut self, _: &mut [u8]) -> Reaction {
+            Reaction::Forward
+        }
     }
 
     #[tokio::test]
@@ -530,10 +727,12 @@ mod tests {
     struct Quiet;
 
     impl Observer for Quiet {
-        fn client_bytes(&mut self, _: &[u8], _: bool) -> Option<Vec<u8>> {
-            None
+        fn client_bytes(&mut self, _: &mut [u8], _: bool) -> Reaction {
+            Reaction::Forward
         }
-        fn server_bytes(&mut self, _: &[u8]) {}
+        fn server_bytes(&mut self, _: &mut [u8]) -> Reaction {
+            Reaction::Forward
+        }
         fn owes_nothing(&self) -> bool {
             true
         }

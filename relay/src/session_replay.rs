@@ -8,13 +8,20 @@
 //! old one did. Commands that leave no session state (plain reads and writes, DDL on ordinary
 //! tables, pings) are not kept. Anything whose effect cannot be replayed pins the session
 //! (it then keeps its compute frozen, never stopped): temporary tables, named and table
-//! locks, prepared statements, user variables read or set outside a `SET`, stored procedure
-//! calls, `COM_CHANGE_USER`, multi-statement text, executable comments, and any statement
+//! locks, user variables read or set outside a `SET`, stored procedure calls, SQL-level
+//! `PREPARE`, `COM_CHANGE_USER`, multi-statement text, executable comments, and any statement
 //! the relay does not recognise. An open transaction pins it for as long as it is open:
 //! from `BEGIN` (or, with autocommit off, from any statement) to `COMMIT` or `ROLLBACK`, and
 //! whenever the status flags say so. `COM_RESET_CONNECTION` clears it all.
 //!
+//! Prepared statements (`COM_STMT_PREPARE`) are kept until closed, with the id the client was
+//! given, and prepared again on a reattach ([`crate::statement_ids`] then translates ids). A
+//! statement executed with a cursor, or with long data sent and not yet consumed, pins the
+//! session: neither the cursor's rows nor the data can be carried.
+//!
 //! Pure: bytes in, a verdict out.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a command did to its session's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,12 +44,32 @@ pub enum Effect {
     Begin,
     /// `COMMIT`, `ROLLBACK`: no transaction is open.
     End,
+    /// `COM_STMT_PREPARE`: the statement is kept, under the id in the compute's answer
+    /// ([`Log::prepared`]).
+    Prepare,
+    /// `COM_STMT_EXECUTE` (without a cursor) of this statement: a statement, which also
+    /// consumes the statement's long data.
+    Execute(u32),
+    /// `COM_STMT_SEND_LONG_DATA` for this statement: data the compute holds until the
+    /// statement runs, which a reattach cannot carry.
+    LongData(u32),
+    /// `COM_STMT_RESET` of this statement: its long data is dropped.
+    ResetStatement(u32),
+    /// `COM_STMT_CLOSE` of this statement.
+    CloseStatement(u32),
 }
 
 const COM_INIT_DB: u8 = 0x02;
 const COM_QUERY: u8 = 0x03;
 const COM_SET_OPTION: u8 = 0x1B;
 const COM_RESET_CONNECTION: u8 = 0x1F;
+const COM_STMT_PREPARE: u8 = 0x16;
+const COM_STMT_EXECUTE: u8 = 0x17;
+const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
+const COM_STMT_CLOSE: u8 = 0x19;
+const COM_STMT_RESET: u8 = 0x1A;
+/// MariaDB's bulk execute: never opens a cursor.
+const COM_STMT_BULK_EXECUTE: u8 = 0xFA;
 
 /// The effect of one command packet's payload (its first byte is the command).
 #[must_use]
@@ -53,7 +80,27 @@ pub fn effect_of(payload: &[u8]) -> Effect {
         Some((&COM_RESET_CONNECTION, _)) => Effect::Reset,
         // COM_QUIT, COM_FIELD_LIST, COM_STATISTICS, COM_PROCESS_INFO, COM_PING, COM_DEBUG.
         Some((&(0x01 | 0x04 | 0x09 | 0x0A | 0x0E | 0x0D), _)) => Effect::None,
-        Some((&0x16, _)) => Effect::Pins("prepared statement"),
+        Some((&COM_STMT_PREPARE, _)) => Effect::Prepare,
+        Some((&COM_STMT_EXECUTE, [a, b, c, d, flags, ..])) => {
+            if *flags == 0 {
+                Effect::Execute(u32::from_le_bytes([*a, *b, *c, *d]))
+            } else {
+                // A cursor's rows wait on the compute.
+                Effect::Pins("cursor")
+            }
+        }
+        Some((&COM_STMT_BULK_EXECUTE, [a, b, c, d, ..])) => {
+            Effect::Execute(u32::from_le_bytes([*a, *b, *c, *d]))
+        }
+        Some((&COM_STMT_SEND_LONG_DATA, [a, b, c, d, ..])) => {
+            Effect::LongData(u32::from_le_bytes([*a, *b, *c, *d]))
+        }
+        Some((&COM_STMT_RESET, [a, b, c, d, ..])) => {
+            Effect::ResetStatement(u32::from_le_bytes([*a, *b, *c, *d]))
+        }
+        Some((&COM_STMT_CLOSE, [a, b, c, d, ..])) => {
+            Effect::CloseStatement(u32::from_le_bytes([*a, *b, *c, *d]))
+        }
         Some((&0x11, _)) => Effect::Pins("COM_CHANGE_USER"),
         _ => Effect::Pins("command"),
     }
@@ -240,10 +287,29 @@ fn find(text: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
         .map(|p| p + from)
 }
 
-/// A session's replayable commands, in order, within a budget.
+/// One of a session's open prepared statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Statement<'a> {
+    /// The id the client was given.
+    pub id: u32,
+    /// The `COM_STMT_PREPARE` payload.
+    pub payload: &'a [u8],
+    /// (columns, parameters) in its first `COM_STMT_PREPARE_OK`: a statement prepared again
+    /// must have the same.
+    pub shape: (u16, u16),
+}
+
+/// A session's replayable commands, in order, and its open prepared statements, within a
+/// budget.
 #[derive(Debug, Default)]
 pub struct Log {
     commands: Vec<Vec<u8>>,
+    /// Open prepared statements: the client's id → the `COM_STMT_PREPARE` payload and the
+    /// statement's (columns, parameters).
+    statements: BTreeMap<u32, (Vec<u8>, (u16, u16))>,
+    /// Statements with long data sent and not yet consumed.
+    long_data: BTreeSet<u32>,
+    /// Bytes of `commands` and `statements`.
     bytes: usize,
     pinned: Option<&'static str>,
     /// A transaction is (or may be) open.
@@ -252,7 +318,8 @@ pub struct Log {
     autocommit_off: bool,
 }
 
-/// The most bytes of commands kept per session; past it the session is pinned.
+/// The most bytes of commands and prepared statements kept per session; past it the session
+/// is pinned.
 pub const MAX_LOG_BYTES: usize = 16 * 1024;
 
 impl Log {
@@ -275,14 +342,57 @@ impl Log {
                 self.pinned.get_or_insert(why);
                 false
             }
-            Effect::Replay | Effect::ReplayAutocommit(_) | Effect::End | Effect::Reset => true,
+            Effect::Execute(id) => {
+                self.transaction |= self.autocommit_off;
+                self.long_data.remove(&id);
+                false
+            }
+            Effect::LongData(id) => {
+                self.long_data.insert(id);
+                false
+            }
+            Effect::ResetStatement(id) => {
+                self.long_data.remove(&id);
+                false
+            }
+            Effect::CloseStatement(id) => {
+                self.long_data.remove(&id);
+                if let Some((payload, _)) = self.statements.remove(&id) {
+                    self.bytes -= payload.len();
+                }
+                false
+            }
+            Effect::Replay
+            | Effect::ReplayAutocommit(_)
+            | Effect::End
+            | Effect::Reset
+            | Effect::Prepare => true,
+        }
+    }
+
+    /// Records a statement the compute prepared: `payload` (`COM_STMT_PREPARE`) under the id
+    /// the client was given, with the compute's (columns, parameters) for it.
+    pub fn prepared(&mut self, id: u32, shape: (u16, u16), payload: &[u8]) {
+        if self.bytes + payload.len() > MAX_LOG_BYTES {
+            self.pinned.get_or_insert("session statements over 16 KiB");
+            return;
+        }
+        self.bytes += payload.len();
+        if let Some((old, _)) = self.statements.insert(id, (payload.to_vec(), shape)) {
+            self.bytes -= old.len();
         }
     }
 
     /// Records a command the compute accepted (`payload`, its [`Effect`] already known).
     pub fn accepted(&mut self, payload: &[u8], effect: Effect) {
         match effect {
-            Effect::None | Effect::Statement => {}
+            Effect::None
+            | Effect::Statement
+            | Effect::Prepare
+            | Effect::Execute(_)
+            | Effect::LongData(_)
+            | Effect::ResetStatement(_)
+            | Effect::CloseStatement(_) => {}
             Effect::Pins(why) => {
                 self.pinned.get_or_insert(why);
             }
@@ -319,9 +429,10 @@ impl Log {
 
     /// Why the session cannot be carried, if it cannot.
     #[must_use]
-    pub const fn pinned(&self) -> Option<&'static str> {
+    pub fn pinned(&self) -> Option<&'static str> {
         match self.pinned {
             None if self.transaction => Some("open transaction"),
+            None if !self.long_data.is_empty() => Some("prepared statement long data"),
             pinned => pinned,
         }
     }
@@ -330,6 +441,17 @@ impl Log {
     #[must_use]
     pub fn commands(&self) -> &[Vec<u8>] {
         &self.commands
+    }
+
+    /// The open prepared statements to prepare again, by id.
+    pub fn statements(&self) -> impl Iterator<Item = Statement<'_>> {
+        self.statements
+            .iter()
+            .map(|(id, (payload, shape))| Statement {
+                id: *id,
+                payload,
+                shape: *shape,
+            })
     }
 }
 
@@ -400,12 +522,67 @@ mod tests {
         ] {
             assert_eq!(q(sql), Effect::Pins(why), "{sql}");
         }
-        assert_eq!(effect_of(&[0x16, b'S']), Effect::Pins("prepared statement"));
+        assert_eq!(
+            effect_of(&[COM_STMT_EXECUTE, 1, 0, 0, 0, 1, 1, 0, 0, 0]),
+            Effect::Pins("cursor")
+        );
         assert_eq!(effect_of(&[0x11]), Effect::Pins("COM_CHANGE_USER"));
         assert_eq!(effect_of(&[0xEE]), Effect::Pins("command"));
         assert_eq!(effect_of(&[]), Effect::Pins("command"));
         assert_eq!(effect_of(&[COM_RESET_CONNECTION]), Effect::Reset);
         assert_eq!(effect_of(&[0x0E]), Effect::None);
+    }
+
+    #[test]
+    fn prepared_statements_are_kept_until_closed() {
+        let prepare = b"\x16SELECT * FROM t WHERE id = ?";
+        assert_eq!(effect_of(prepare), Effect::Prepare);
+        let mut log = Log::default();
+        assert!(log.sent(Effect::Prepare), "kept once the compute answers");
+        log.prepared(7, (2, 1), prepare);
+        log.prepared(9, (1, 0), b"\x16SELECT 1");
+        assert_eq!(log.pinned(), None);
+        assert_eq!(
+            log.statements().collect::<Vec<_>>(),
+            [
+                Statement {
+                    id: 7,
+                    payload: prepare,
+                    shape: (2, 1)
+                },
+                Statement {
+                    id: 9,
+                    payload: b"\x16SELECT 1",
+                    shape: (1, 0)
+                }
+            ]
+        );
+        // Running one leaves nothing; long data waits on the compute until it runs.
+        let execute = [COM_STMT_EXECUTE, 7, 0, 0, 0, 0, 1, 0, 0, 0];
+        assert_eq!(effect_of(&execute), Effect::Execute(7));
+        assert!(!log.sent(effect_of(&execute)));
+        let long_data = [COM_STMT_SEND_LONG_DATA, 7, 0, 0, 0, 0, 0, b'x'];
+        assert_eq!(effect_of(&long_data), Effect::LongData(7));
+        log.sent(effect_of(&long_data));
+        assert_eq!(log.pinned(), Some("prepared statement long data"));
+        log.sent(effect_of(&execute));
+        assert_eq!(log.pinned(), None);
+        log.sent(effect_of(&long_data));
+        log.sent(effect_of(&[COM_STMT_RESET, 7, 0, 0, 0]));
+        assert_eq!(log.pinned(), None, "a reset drops the long data");
+        // Closed, it is not prepared again; with autocommit off, running one opens a
+        // transaction.
+        log.sent(effect_of(&[COM_STMT_CLOSE, 7, 0, 0, 0]));
+        assert_eq!(log.statements().map(|s| s.id).collect::<Vec<_>>(), [9]);
+        log.accepted(b"\x03SET autocommit=0", q("SET autocommit=0"));
+        log.sent(effect_of(&[COM_STMT_BULK_EXECUTE, 9, 0, 0, 0, 0, 0]));
+        assert_eq!(log.pinned(), Some("open transaction"));
+        // A reset connection has no statements left; statements count in the budget.
+        log.accepted(&[COM_RESET_CONNECTION], Effect::Reset);
+        assert_eq!(log.statements().count(), 0);
+        log.prepared(1, (0, 0), &vec![COM_STMT_PREPARE; MAX_LOG_BYTES + 1]);
+        assert_eq!(log.pinned(), Some("session statements over 16 KiB"));
+        assert_eq!(log.statements().count(), 0);
     }
 
     #[test]

@@ -49,6 +49,50 @@ const readline = require('readline');
 }})().catch((e) => {{ console.error(e); process.exit(1); }});
 "#
     );
+    node(&script)
+}
+
+/// Node's `mysql2` pool of one connection running server-side prepared statements, which
+/// `mysql2` keeps open in its per-connection cache: before the line it prepares three and
+/// closes the first (the open ones are then the compute's 2 and 3, not 1 and 2); after it,
+/// it runs both again and prepares a new one, checks every answer, and prints
+/// `CONNECTION_ID()` (exit 1 with the answers on stderr when one is wrong).
+#[must_use]
+pub fn mysql2_prepared() -> Command {
+    let script = format!(
+        r#"
+const mysql = require('mysql2/promise');
+const readline = require('readline');
+(async () => {{
+  const pool = mysql.createPool({{ host: '127.0.0.1', port: +process.env.PORT,
+    user: '{USER}', password: '{PASSWORD}', connectionLimit: 1 }});
+  const one = async (sql, args) => Object.values((await pool.execute(sql, args))[0][0])[0];
+  await one('SELECT 1 + ? AS x', [1]);
+  const id = () => one('SELECT CONNECTION_ID() + ? AS id', [0]);
+  await one('SELECT CONCAT(?, ?) AS s', ['a', 'b']);
+  const c = await pool.getConnection();
+  c.unprepare('SELECT 1 + ? AS x');
+  c.release();
+  console.log(await id());
+  await new Promise((done) => readline.createInterface({{ input: process.stdin }}).once('line', done));
+  const answers = [await one('SELECT CONCAT(?, ?) AS s', ['c', 'd']),
+                   await one('SELECT ? * 2 AS d', [21]),
+                   await one('SELECT CONCAT(?, ?) AS s', ['e', 'f'])];
+  if (JSON.stringify(answers) !== JSON.stringify(['cd', 42, 'ef'])) {{
+    console.error('wrong answers: ' + JSON.stringify(answers));
+    process.exit(1);
+  }}
+  console.log(await id());
+  await pool.end();
+  process.exit(0);
+}})().catch((e) => {{ console.error(e); process.exit(1); }});
+"#
+    );
+    node(&script)
+}
+
+/// `node -e script`, where `tests/clients/install` put `mysql2`.
+fn node(script: &str) -> Command {
     let mut node = Command::new("node");
     node.arg("-e")
         .arg(script)

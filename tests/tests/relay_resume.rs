@@ -154,7 +154,8 @@ fn a_session_in_a_transaction_keeps_the_compute_frozen() {
 /// A real pool ([`tests::pools`]) across a stop: the instance parks it and stops the compute
 /// under it; the pool's next checkout and query run on its old connection, reattached to a
 /// new compute by the relay (no new login reaches the relay), with one wake.
-fn a_pool_survives_a_stop(name: &str, program: std::process::Command) {
+/// Returns the relay, and its directory (removed when dropped, after the relay).
+fn a_pool_survives_a_stop(name: &str, program: std::process::Command) -> (Relay, TempDir) {
     let dir = TempDir::new(name);
     let relay = start(&dir);
     let pool = tests::pools::Pool::start(name, program, relay.port);
@@ -177,6 +178,7 @@ fn a_pool_survives_a_stop(name: &str, program: std::process::Command) {
     );
     assert_eq!(relay.log_count("session reattached"), 1, "{}", relay.log());
     assert_eq!(relay.log_count("compute spawned"), 2, "one wake");
+    (relay, dir)
 }
 
 #[test]
@@ -187,6 +189,15 @@ fn a_sqlalchemy_pool_survives_a_stop() {
 #[test]
 fn a_node_mysql2_pool_survives_a_stop() {
     a_pool_survives_a_stop("resume-mysql2", tests::pools::mysql2());
+}
+
+/// Server-side prepared statements survive the stop: prepared again on the new compute, the
+/// client's ids translated to the new compute's (they differ: the client closed its first
+/// statement), and a statement prepared after it gets an id the client does not hold.
+#[test]
+fn a_pool_of_prepared_statements_survives_a_stop() {
+    let (relay, _dir) = a_pool_survives_a_stop("resume-prepared", tests::pools::mysql2_prepared());
+    assert_eq!(relay.log_count("prepared=2"), 1, "{}", relay.log());
 }
 
 #[test]

@@ -17,9 +17,10 @@
 use std::sync::Arc;
 
 use super::{ConnectionGuard, Inner, Instance, State};
-use crate::conversation::{Conversation, Phase as Step, Untracked};
-use crate::passthrough::Observer;
+use crate::conversation::{Conversation, Mark, Phase as Step, Untracked};
+use crate::passthrough::{Observer, Reaction};
 use crate::session_replay::{self, Effect};
+use crate::statement_ids::{StatementIds, Untranslatable};
 
 /// `SERVER_STATUS_IN_TRANS`: a transaction is open.
 const SERVER_STATUS_IN_TRANS: u16 = 0x0001;
@@ -48,6 +49,22 @@ pub struct CommandWatch<'a> {
     pending: Option<(Vec<u8>, Effect, Vec<u8>)>,
     /// The compute was stopped under this session; it waits for its next command.
     detached: bool,
+    /// After a reattach that gave the session's statements other ids: their translation.
+    ids: Option<StatementIds>,
+    /// Where statement ids are in the chunk at hand (kept to reuse its allocation).
+    marks: Vec<Mark>,
+    /// Per direction (client, compute): a statement id cut by the end of the last chunk,
+    /// held back by the pump and seen again at the start of the next one.
+    held: [Option<Held>; 2],
+}
+
+/// A packet whose statement id was cut by the end of a chunk ([`Reaction::Hold`]).
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    /// Where it begins in the next chunk (its payload, the held bytes' first).
+    mark: Mark,
+    /// Bytes at the next chunk's start that the conversation has already seen.
+    fed: usize,
 }
 
 /// A keepalive query and the compute's whole response to it on this connection.
@@ -91,6 +108,9 @@ impl ConnectionGuard {
             log: session_replay::Log::default(),
             pending: None,
             detached: false,
+            ids: None,
+            marks: Vec::new(),
+            held: [None; 2],
         };
         watch.settle(true);
         watch
@@ -205,6 +225,17 @@ impl CommandWatch<'_> {
         self.log.commands()
     }
 
+    /// The session's open prepared statements, to prepare again on a new compute.
+    pub fn statements(&self) -> Vec<session_replay::Statement<'_>> {
+        self.log.statements().collect()
+    }
+
+    /// The session was reattached and its statements prepared again: `(client id, new
+    /// compute id)` for each. Ids are translated from here on when any differs.
+    pub fn reattached(&mut self, statements: &[(u32, u32)]) {
+        self.ids = StatementIds::after_reattach(statements);
+    }
+
     /// Marks the session detached (its compute stopped under it) or reattached.
     pub fn set_detached(&mut self, detached: bool) {
         self.detached = detached;
@@ -267,13 +298,115 @@ impl CommandWatch<'_> {
             let effect = session_replay::effect_of(payload);
             if self.log.sent(effect) {
                 if one {
-                    self.pending = Some((payload.to_vec(), effect, Vec::with_capacity(5)));
+                    self.pending = Some((payload.to_vec(), effect, Vec::with_capacity(13)));
+                } else if effect == Effect::Prepare {
+                    // Its id is in a reply behind others' replies.
+                    self.log.pin("prepared statement sent with other commands");
                 } else {
                     self.log.accepted(payload, effect);
                 }
             }
         }
         counted
+    }
+
+    /// Follows the compute's reply to the one command awaiting it (`pending`): a setting is
+    /// kept, a statement recorded under its id, once the compute accepted it (an OK or
+    /// `COM_STMT_PREPARE_OK`: the first byte after the reply's 4-byte header). The reply may
+    /// arrive in pieces.
+    fn follow_reply(&mut self, bytes: &[u8]) {
+        let Some((payload, effect, head)) = &mut self.pending else {
+            return;
+        };
+        // A prepared statement's id, column and parameter counts follow the OK byte.
+        let need = if *effect == Effect::Prepare { 13 } else { 5 };
+        let want = need - head.len().min(need);
+        head.extend(bytes.iter().take(want));
+        if head.len() < need {
+            return;
+        }
+        if head.get(4) == Some(&0x00) {
+            match (*effect, head.get(5..13)) {
+                (Effect::Prepare, Some(&[a, b, c, d, c0, c1, p0, p1])) => {
+                    let shape = (u16::from_le_bytes([c0, c1]), u16::from_le_bytes([p0, p1]));
+                    self.log
+                        .prepared(u32::from_le_bytes([a, b, c, d]), shape, payload);
+                }
+                _ => self.log.accepted(payload, *effect),
+            }
+        }
+        self.pending = None;
+    }
+
+    /// Feeds the conversation; after a reattach that changed statement ids, translates them
+    /// in `bytes` (a client chunk when `from_client`). [`Reaction::Hold`] when an id runs past
+    /// the chunk's end (the pump presents those bytes again, first, with the next chunk);
+    /// [`Reaction::End`] when the ids cannot be followed.
+    fn feed(&mut self, bytes: &mut [u8], from_client: bool) -> Reaction {
+        let side = usize::from(!from_client);
+        let held = self.held.get_mut(side).and_then(Option::take);
+        let fed = held.map_or(0, |h| h.fed).min(bytes.len());
+        let Some(ids) = &mut self.ids else {
+            if from_client {
+                self.conversation.client_bytes(bytes);
+            } else {
+                self.conversation.server_bytes(bytes);
+            }
+            return Reaction::Forward;
+        };
+        self.marks.clear();
+        self.marks.extend(held.map(|h| h.mark));
+        let first_new = self.marks.len();
+        let new = bytes.get(fed..).unwrap_or_default();
+        if from_client {
+            self.conversation
+                .client_bytes_marking(new, Some(&mut self.marks));
+        } else {
+            self.conversation
+                .server_bytes_marking(new, Some(&mut self.marks));
+        }
+        for mark in self.marks.iter_mut().skip(first_new) {
+            mark.at += fed;
+        }
+        let mut failed = matches!(
+            self.conversation.phase(),
+            Step::Untracked(why) if why != Untracked::Quit
+        )
+        .then(|| "the conversation is no longer followed".to_owned());
+        for mark in &self.marks {
+            if failed.is_some() {
+                break;
+            }
+            let payload = bytes.get_mut(mark.at..).unwrap_or_default();
+            let translated = if from_client {
+                ids.command(payload, mark.len as usize)
+            } else {
+                ids.prepared(payload)
+            };
+            match translated {
+                Ok(()) => {}
+                Err(Untranslatable::Split) => {
+                    // The id runs past the chunk: its bytes wait for the rest.
+                    let keep = bytes.len().saturating_sub(mark.at);
+                    if let Some(slot) = self.held.get_mut(side) {
+                        *slot = Some(Held {
+                            mark: Mark { at: 0, ..*mark },
+                            fed: keep,
+                        });
+                    }
+                    return Reaction::Hold(keep);
+                }
+                Err(e) => failed = Some(e.to_string()),
+            }
+        }
+        let Some(why) = failed else {
+            return Reaction::Forward;
+        };
+        tracing::warn!(
+            instance = %self.guard.instance.config.name, client = %self.guard.client,
+            %why, "cannot translate the reattached session's statement ids; closing it"
+        );
+        Reaction::End
     }
 
     /// The reply to `bytes` when they are a `COM_PING` on a parked connection: an OK with the
@@ -328,52 +461,51 @@ impl CommandWatch<'_> {
 const PING: &[u8] = &[1, 0, 0, 0, 0x0E];
 
 impl Observer for CommandWatch<'_> {
-    fn client_bytes(&mut self, bytes: &[u8], may_answer: bool) -> Option<Vec<u8>> {
+    fn client_bytes(&mut self, bytes: &mut [u8], may_answer: bool) -> Reaction {
         if may_answer {
             if let Some(reply) = self.answer_ping(bytes) {
                 self.guard
                     .instance
                     .metrics
                     .parked_answer(&self.guard.instance.config.name, "ping");
-                return Some(reply);
+                return Reaction::Answer(reply);
             }
             if let Some(reply) = self.answer_keepalive(bytes) {
                 self.guard
                     .instance
                     .metrics
                     .parked_answer(&self.guard.instance.config.name, "keepalive_query");
-                return Some(reply);
+                return Reaction::Answer(reply);
             }
         }
         let keepalive = self.is_keepalive(bytes);
         self.learning = keepalive.then(|| (bytes.to_vec(), Vec::new()));
         let before = self.conversation.activity();
+        // Classified as the client sent them: the log keeps the client's statement ids.
         let classified = self.classify(bytes);
-        self.conversation.client_bytes(bytes);
+        let reaction = self.feed(bytes, true);
+        if reaction == Reaction::End {
+            return reaction;
+        }
         if self.ticketed && self.conversation.activity() - before > classified {
             // A command that started while another's response was outstanding: not seen
             // whole, so not carried.
             self.log.pin("pipelined command");
         }
         self.settle(!keepalive);
-        None
+        reaction
     }
 
-    fn server_bytes(&mut self, bytes: &[u8]) {
-        if let Some((payload, effect, head)) = &mut self.pending {
-            // A setting is kept once the compute accepted it: an OK (the first byte after its
-            // reply's 4-byte header; these commands answer with one packet). The reply may
-            // arrive in pieces.
-            let want = 5usize.saturating_sub(head.len());
-            head.extend(bytes.iter().take(want));
-            if head.len() == 5 {
-                if head.get(4) == Some(&0x00) {
-                    self.log.accepted(payload, *effect);
-                }
-                self.pending = None;
-            }
-        }
-        self.conversation.server_bytes(bytes);
+    fn server_bytes(&mut self, bytes: &mut [u8]) -> Reaction {
+        // Translated first: the reply to a prepare is followed with the client's id.
+        let reaction = self.feed(bytes, false);
+        let forwarded = match reaction {
+            Reaction::End => return reaction,
+            Reaction::Hold(k) => bytes.len().saturating_sub(k),
+            _ => bytes.len(),
+        };
+        let bytes = bytes.get(..forwarded).unwrap_or_default();
+        self.follow_reply(bytes);
         if let Some((_, response)) = &mut self.learning {
             response.extend_from_slice(bytes);
             if response.len() > MAX_LEARNT_RESPONSE {
@@ -390,6 +522,7 @@ impl Observer for CommandWatch<'_> {
             }
         }
         self.settle(true);
+        reaction
     }
 
     fn owes_nothing(&self) -> bool {

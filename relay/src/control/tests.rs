@@ -801,7 +801,6 @@ const OK: &[u8] = b"\x07\0\0\x01\0\0\0\x02\0\0\0";
 /// running however long it takes; pings do not restart the idle clock.
 #[tokio::test(start_paused = true)]
 async fn sessions_between_commands_are_parked_and_a_command_thaws_them() {
-    use crate::passthrough::Observer as _;
     let (inst, freezer) = parking_instance(true);
     let stop = tokio_util::sync::CancellationToken::new();
     tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
@@ -813,14 +812,14 @@ async fn sessions_between_commands_are_parked_and_a_command_thaws_them() {
     used.mark_session();
     let mut used = used.watch_commands(0, 0, 2);
 
-    assert_eq!(used.client_bytes(QUERY, true), None);
+    assert_eq!(up(&mut used, QUERY, true), None);
     tokio::time::sleep(Duration::from_secs(300)).await;
     assert_eq!(inst.phase(), Phase::Running, "a query in progress");
-    used.server_bytes(OK);
+    down(&mut used, OK);
     tokio::time::sleep(Duration::from_secs(40)).await;
     // A ping 40 s in is answered, and is not use.
-    assert_eq!(used.client_bytes(PING, true), None, "not parked: forwarded");
-    used.server_bytes(OK);
+    assert_eq!(up(&mut used, PING, true), None, "not parked: forwarded");
+    down(&mut used, OK);
     tokio::time::sleep(Duration::from_secs(22)).await;
     assert_eq!(inst.phase(), Phase::Frozen, "parked 60 s after the query");
     assert_eq!(inst.status().parked_connections, 2);
@@ -830,7 +829,7 @@ async fn sessions_between_commands_are_parked_and_a_command_thaws_them() {
     // A ping is answered by the relay with the session's status flags: still frozen.
     for _ in 0..3 {
         assert_eq!(
-            used.client_bytes(PING, true).as_deref(),
+            up(&mut used, PING, true).as_deref(),
             Some(OK),
             "answered while parked"
         );
@@ -840,12 +839,12 @@ async fn sessions_between_commands_are_parked_and_a_command_thaws_them() {
     assert_eq!(freezer.thaws.load(Ordering::SeqCst), 0);
 
     // A command thaws the same compute.
-    assert_eq!(used.client_bytes(QUERY, true), None);
+    assert_eq!(up(&mut used, QUERY, true), None);
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(inst.phase(), Phase::Running);
     assert_eq!(freezer.thaws.load(Ordering::SeqCst), 1);
     assert_eq!(inst.status().parked_connections, 0);
-    used.server_bytes(OK);
+    down(&mut used, OK);
     tokio::time::sleep(Duration::from_secs(62)).await;
     assert_eq!(inst.phase(), Phase::Frozen, "parked again");
     stop.cancel();
@@ -884,7 +883,6 @@ async fn without_park_or_a_watch_open_sessions_keep_the_instance_running() {
 /// freezer not done yet) is answered: the compute is thawed as soon as the freeze completes.
 #[tokio::test(start_paused = true)]
 async fn a_command_sent_during_the_freeze_thaws_the_compute_right_after() {
-    use crate::passthrough::Observer as _;
     let (inst, freezer) = parking_instance(true);
     *freezer.freeze_takes.lock().unwrap() = Duration::from_secs(1);
     inst.ensure_running().await.unwrap();
@@ -897,20 +895,19 @@ async fn a_command_sent_during_the_freeze_thaws_the_compute_right_after() {
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(inst.phase(), Phase::Pausing, "the freeze is under way");
-    assert_eq!(session.client_bytes(QUERY, true), None, "forwarded");
+    assert_eq!(up(&mut session, QUERY, true), None, "forwarded");
     pause.await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(inst.phase(), Phase::Running, "thawed for the command");
     assert_eq!(freezer.freezes.load(Ordering::SeqCst), 1);
     assert_eq!(freezer.thaws.load(Ordering::SeqCst), 1);
-    session.server_bytes(OK);
+    down(&mut session, OK);
 }
 
 /// A keepalive query is not use, and once the compute has answered it on a connection, the
 /// relay answers it there while parked with that same answer (the session's flags unchanged).
 #[tokio::test(start_paused = true)]
 async fn a_keepalive_query_is_not_use_and_is_answered_while_parked() {
-    use crate::passthrough::Observer as _;
     let (inst, freezer) = parking_instance(true);
     let stop = tokio_util::sync::CancellationToken::new();
     tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
@@ -918,21 +915,122 @@ async fn a_keepalive_query_is_not_use_and_is_answered_while_parked() {
     let mut session = inst.hold(Route::Perceptron);
     session.mark_session();
     let mut session = session.watch_commands(0, 0, 2);
-    assert_eq!(session.client_bytes(QUERY, true), None);
-    session.server_bytes(OK);
+    assert_eq!(up(&mut session, QUERY, true), None);
+    down(&mut session, OK);
     tokio::time::sleep(Duration::from_secs(40)).await;
     // Forwarded while running, and learnt; it does not restart the idle clock.
-    assert_eq!(session.client_bytes(KEEPALIVE, true), None);
-    session.server_bytes(OK);
+    assert_eq!(up(&mut session, KEEPALIVE, true), None);
+    down(&mut session, OK);
     tokio::time::sleep(Duration::from_secs(22)).await;
     assert_eq!(inst.phase(), Phase::Frozen);
     // Parked: answered with the compute's own answer, the compute left frozen.
-    assert_eq!(session.client_bytes(KEEPALIVE, true).as_deref(), Some(OK));
+    assert_eq!(up(&mut session, KEEPALIVE, true).as_deref(), Some(OK));
     // Not when something is on its way to the client: then it goes to the compute.
-    assert_eq!(session.client_bytes(KEEPALIVE, false), None);
+    assert_eq!(up(&mut session, KEEPALIVE, false), None);
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(inst.phase(), Phase::Running, "a forwarded keepalive thaws");
-    session.server_bytes(OK);
+    down(&mut session, OK);
     assert_eq!(freezer.thaws.load(Ordering::SeqCst), 1);
     stop.cancel();
+}
+
+/// A ticketed session's prepared statements are kept with the ids the client was given; after
+/// a reattach that gave them other ids, the client's commands reach the compute's statements
+/// and a new statement never takes an id the client holds.
+#[tokio::test(start_paused = true)]
+async fn prepared_statements_are_kept_and_translated_after_a_reattach() {
+    use crate::passthrough::{Observer as _, Reaction};
+    fn framed(seq: u8, payload: &[u8]) -> Vec<u8> {
+        let mut p = Vec::new();
+        authplugin::packet::write_packet(&mut p, seq, payload);
+        p
+    }
+    // COM_STMT_PREPARE_OK for `id`, 0 columns, 0 parameters (no definitions follow).
+    fn prepare_ok(id: u32) -> Vec<u8> {
+        let mut p = vec![0x00];
+        p.extend_from_slice(&id.to_le_bytes());
+        p.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0]);
+        framed(1, &p)
+    }
+    fn execute(id: u32) -> Vec<u8> {
+        let mut p = vec![0x17];
+        p.extend_from_slice(&id.to_le_bytes());
+        p.extend_from_slice(&[0, 1, 0, 0, 0]);
+        framed(0, &p)
+    }
+    let (inst, _) = parking_instance(true);
+    inst.ensure_running().await.unwrap();
+    let mut session = inst.hold(Route::Perceptron);
+    session.mark_session();
+    let mut session = session.watch_commands(0, 0, 2);
+    session.ticketed();
+    let prepare = framed(0, b"\x16DELETE FROM t");
+    for id in [4, 5] {
+        assert_eq!(up(&mut session, &prepare, true), None);
+        down(&mut session, &prepare_ok(id));
+    }
+    let ids: Vec<u32> = session.statements().iter().map(|s| s.id).collect();
+    assert_eq!(ids, [4, 5]);
+    assert_eq!(session.statements()[0].payload, b"\x16DELETE FROM t");
+    // Before any reattach the bytes go on as they are.
+    let mut bytes = execute(5);
+    assert_eq!(session.client_bytes(&mut bytes, true), Reaction::Forward);
+    assert_eq!(bytes, execute(5));
+    down(&mut session, &framed(1, &[0, 0, 0, 2, 0, 0, 0]));
+    // The new compute prepared them as 1 and 2.
+    session.reattached(&[(4, 1), (5, 2)]);
+    let mut bytes = execute(5);
+    assert_eq!(session.client_bytes(&mut bytes, true), Reaction::Forward);
+    assert_eq!(bytes, execute(2));
+    down(&mut session, &framed(1, &[0, 0, 0, 2, 0, 0, 0]));
+    // The compute numbers the next one 3; 4 is the client's, so the client gets 6.
+    assert_eq!(up(&mut session, &prepare, true), None);
+    let mut reply = prepare_ok(4);
+    assert_eq!(session.server_bytes(&mut reply), Reaction::Forward);
+    assert_eq!(reply, prepare_ok(6));
+    let ids: Vec<u32> = session.statements().iter().map(|s| s.id).collect();
+    assert_eq!(ids, [4, 5, 6], "kept under the client's id");
+    let mut bytes = execute(6);
+    assert_eq!(session.client_bytes(&mut bytes, true), Reaction::Forward);
+    assert_eq!(bytes, execute(4));
+    down(&mut session, &framed(1, &[0, 0, 0, 2, 0, 0, 0]));
+    // An id cut by the end of a read is held back (the pump presents it again, first, with
+    // the next read) and translated whole.
+    let whole = execute(5);
+    let mut first = whole[..7].to_vec();
+    assert_eq!(session.client_bytes(&mut first, true), Reaction::Hold(3));
+    let mut next = whole[4..].to_vec();
+    assert_eq!(session.client_bytes(&mut next, true), Reaction::Forward);
+    assert_eq!([&first[..4], &next[..]].concat(), execute(2));
+    down(&mut session, &framed(1, &[0, 0, 0, 2, 0, 0, 0]));
+    // The same for a COM_STMT_PREPARE_OK whose header ends a read.
+    assert_eq!(up(&mut session, &prepare, true), None);
+    let reply = prepare_ok(5);
+    let mut head = reply[..4].to_vec();
+    assert_eq!(session.server_bytes(&mut head), Reaction::Hold(0));
+    let mut rest = reply[4..].to_vec();
+    assert_eq!(session.server_bytes(&mut rest), Reaction::Forward);
+    assert_eq!([&head[..], &rest[..]].concat(), prepare_ok(7));
+    let ids: Vec<u32> = session.statements().iter().map(|s| s.id).collect();
+    assert_eq!(ids, [4, 5, 6, 7]);
+    // A reply to COM_STMT_PREPARE that is neither OK nor ERR cannot be followed.
+    assert_eq!(up(&mut session, &prepare, true), None);
+    let mut odd = framed(1, &[0xFE, 0, 0, 0, 0]);
+    assert_eq!(session.server_bytes(&mut odd), Reaction::End);
+}
+
+/// What the pump would do with the client's `bytes`: `Some(reply)` when the watch answers.
+fn up(watch: &mut super::CommandWatch<'_>, bytes: &[u8], may_answer: bool) -> Option<Vec<u8>> {
+    use crate::passthrough::{Observer as _, Reaction};
+    match watch.client_bytes(&mut bytes.to_vec(), may_answer) {
+        Reaction::Answer(reply) => Some(reply),
+        Reaction::Forward => None,
+        Reaction::End | Reaction::Hold(_) => panic!("the watch ended or held the chunk"),
+    }
+}
+
+/// Feeds the compute's `bytes`.
+fn down(watch: &mut super::CommandWatch<'_>, bytes: &[u8]) {
+    use crate::passthrough::{Observer as _, Reaction};
+    assert_eq!(watch.server_bytes(&mut bytes.to_vec()), Reaction::Forward);
 }

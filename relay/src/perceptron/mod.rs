@@ -29,7 +29,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use authplugin::Scramble;
-use authplugin::packet::capabilities::{CLIENT_SSL, SERVER_STATUS_AUTOCOMMIT};
+use authplugin::packet::capabilities::{
+    CLIENT_DEPRECATE_EOF, CLIENT_SSL, SERVER_STATUS_AUTOCOMMIT,
+};
 use authplugin::packet::err::codes;
 use authplugin::packet::{ErrPacket, OkPacket};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -145,6 +147,7 @@ pub async fn handle(
                 .held
                 .watch_commands(session.capabilities, 0, status_flags);
             let mut resumption = session.resumption;
+            let deprecate_eof = session.capabilities & CLIENT_DEPRECATE_EOF != 0;
             if resumption.is_some() {
                 commands.ticketed();
             }
@@ -171,22 +174,26 @@ pub async fn handle(
                     break bytes;
                 };
                 let t = Instant::now();
-                let resumed = Box::pin(resume_session(
-                    &rt,
-                    &connector,
-                    resumption,
-                    commands.replay(),
-                ));
-                match resumed.await {
-                    Ok((stream, wake_ms)) => {
+                let statements = commands.statements();
+                let state = reattach::SessionState {
+                    commands: commands.replay(),
+                    statements: &statements,
+                    deprecate_eof,
+                };
+                let resumed = Box::pin(resume_session(&rt, &connector, resumption, &state)).await;
+                let (replayed, prepared) = (state.commands.len(), statements.len());
+                drop(statements);
+                match resumed {
+                    Ok((reattached, wake_ms)) => {
                         commands.set_detached(false);
+                        commands.reattached(&reattached.statement_ids);
                         rt.metrics.inc(Counter::Connections, &name, "reattached");
                         tracing::info!(
-                            instance = %name, client = %addr, replayed = commands.replay().len(),
+                            instance = %name, client = %addr, replayed, prepared,
                             wake_ms, total_ms = t.elapsed().as_millis(), "session reattached"
                         );
                         client_rest = first;
-                        compute = stream.into_parts();
+                        compute = reattached.stream.into_parts();
                     }
                     Err(e) => {
                         tracing::warn!(instance = %name, client = %addr, error = %e, "session could not be reattached; closing it");
@@ -300,8 +307,8 @@ async fn resume_session<C: ComputeConnector>(
     rt: &InstanceRuntime,
     connector: &C,
     resumption: &mut reattach::Resumption,
-    replay: &[Vec<u8>],
-) -> Result<(PacketStream<C::Stream>, u128), String> {
+    state: &reattach::SessionState<'_>,
+) -> Result<(reattach::Reattached<C::Stream>, u128), String> {
     let t = Instant::now();
     rt.instance
         .ensure_running()
@@ -323,14 +330,14 @@ async fn resume_session<C: ComputeConnector>(
         connector,
         resumption,
         &signer,
-        replay,
+        state,
         rt.instance.config.compute_timeout,
     )
     .await;
-    let (stream, in_greeting) = result.map_err(|e| e.to_string())?;
+    let reattached = result.map_err(|e| e.to_string())?;
     // The reattach proved the new compute holds the key, as a relayed login does.
-    rt.instance.mark_proven(in_greeting).await;
-    Ok((stream, wake_ms))
+    rt.instance.mark_proven(reattached.proven_in_greeting).await;
+    Ok((reattached, wake_ms))
 }
 
 /// Runs P1–P8 for one client. On failure the client has been sent the one ERR packet the

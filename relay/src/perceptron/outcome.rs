@@ -143,6 +143,10 @@ pub enum ComputeProtocolError {
     /// sent it nothing of the client's: an impostor on the compute's address, a compute with
     /// another key ring, or one that predates the proof.
     Unproven(ProofError),
+    /// On a reattach, the new compute prepared one of the session's statements with other
+    /// parameter or column counts than the client was given (the schema changed): the
+    /// client's statement would not mean what it did. The client's id.
+    StatementChanged(u32),
 }
 
 impl ComputeError {
@@ -246,6 +250,11 @@ impl std::fmt::Display for ComputeProtocolError {
             Self::UnanswerableAuthSwitch => f.write_str(
                 "server switched to a plugin other than a mysql_native_password challenge; \
                  is the account IDENTIFIED VIA perceptron_dual?",
+            ),
+            Self::StatementChanged(id) => write!(
+                f,
+                "prepared statement {id} has other parameters or columns on the new compute \
+                 (did the schema change?)"
             ),
             Self::Unproven(e) => write!(
                 f,

@@ -15,6 +15,7 @@ use super::login::ClientLogin;
 use super::outcome::{ComputeError, ComputeProtocolError, ComputeStep};
 use crate::compute_conn::ComputeConnector;
 use crate::packet_io::PacketStream;
+use crate::session_replay::Statement;
 
 /// What a held session needs to be reattached: its login as the compute saw it (without any
 /// answer) and the compute's latest ticket. Kept in memory for this connection only.
@@ -71,22 +72,45 @@ impl Resumption {
     }
 }
 
-/// Logs in to a new compute with the resume payload and replays `commands`; on success the
-/// connection is in the command phase with the session's state, and `resumption` holds the
-/// compute's next ticket. The compute proves the key first, as for any login (in its
-/// greeting, or in a challenge round on MariaDB); the flag says whether in its greeting.
+/// What a reattach restores: the commands that set the session's state, in order, and its
+/// open prepared statements.
+pub struct SessionState<'a> {
+    /// Commands to send again, each answered with one OK.
+    pub commands: &'a [Vec<u8>],
+    /// Each statement: the client's id, the `COM_STMT_PREPARE` payload, and its parameter and
+    /// column counts as first prepared.
+    pub statements: &'a [Statement<'a>],
+    /// `CLIENT_DEPRECATE_EOF` was negotiated: no EOF after definitions.
+    pub deprecate_eof: bool,
+}
+
+/// A reattached connection: in the command phase with the session's state.
+pub struct Reattached<S> {
+    /// The connection to the new compute.
+    pub stream: PacketStream<S>,
+    /// The compute proved the key in its greeting.
+    pub proven_in_greeting: bool,
+    /// Each statement's client id and the new compute's id for it.
+    pub statement_ids: Vec<(u32, u32)>,
+}
+
+/// Logs in to a new compute with the resume payload and restores `state`: the commands sent
+/// again, the statements prepared again; on success `resumption` holds the compute's next
+/// ticket. The compute proves the key first, as for any login (in its greeting, or in a
+/// challenge round on MariaDB).
 ///
 /// # Errors
 /// [`ComputeError`]: the compute could not be reached, did not prove the key, refused the
-/// reattach (its ERR, as [`ComputeProtocolError::Unexpected`]), sent no next ticket, or
-/// refused a replayed command.
+/// reattach (its ERR, as [`ComputeProtocolError::Unexpected`]), sent no next ticket, refused
+/// a replayed command or a statement, or prepared a statement with another shape
+/// ([`ComputeProtocolError::StatementChanged`]).
 pub async fn reattach<C: ComputeConnector>(
     connector: &C,
     resumption: &mut Resumption,
     signer: &Signer<'_>,
-    commands: &[Vec<u8>],
+    state: &SessionState<'_>,
     timeout: Duration,
-) -> Result<(PacketStream<C::Stream>, bool), ComputeError> {
+) -> Result<Reattached<C::Stream>, ComputeError> {
     let (stream, _) = compute_leg::connect(connector, timeout).await?;
     let mut compute = compute_leg::read_greeting(stream, timeout).await?;
     compute_leg::check_capabilities(&resumption.login, &compute.greeting)?;
@@ -115,14 +139,72 @@ pub async fn reattach<C: ComputeConnector>(
         .ticket
         .ok_or(ComputeProtocolError::Unexpected(0x00))?;
     let mut stream = compute.stream;
-    for command in commands {
+    for command in state.commands {
         compute_leg::write(&mut stream, 0, command).await?;
         let reply = compute_leg::read(&mut stream, timeout, ComputeStep::Login).await?;
         if reply.payload.first() != Some(&0x00) {
             return Err(refused(&reply.payload));
         }
     }
-    Ok((stream, in_greeting))
+    let mut statement_ids = Vec::with_capacity(state.statements.len());
+    for statement in state.statements {
+        let id = prepare(&mut stream, statement, state.deprecate_eof, timeout).await?;
+        statement_ids.push((statement.id, id));
+    }
+    Ok(Reattached {
+        stream,
+        proven_in_greeting: in_greeting,
+        statement_ids,
+    })
+}
+
+/// Prepares `statement` again; returns the compute's id for it.
+async fn prepare<S>(
+    stream: &mut PacketStream<S>,
+    statement: &Statement<'_>,
+    deprecate_eof: bool,
+    timeout: Duration,
+) -> Result<u32, ComputeError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    compute_leg::write(stream, 0, statement.payload).await?;
+    let reply = compute_leg::read(stream, timeout, ComputeStep::Login).await?;
+    let Some((id, shape)) = prepare_ok(&reply.payload) else {
+        return Err(refused(&reply.payload));
+    };
+    if shape != statement.shape {
+        return Err(ComputeProtocolError::StatementChanged(statement.id).into());
+    }
+    // The definitions the client already has: parameters, then columns, each run followed
+    // by an EOF unless CLIENT_DEPRECATE_EOF.
+    let (columns, params) = shape;
+    let runs = [params, columns];
+    let definitions: usize = runs
+        .iter()
+        .map(|&n| usize::from(n) + usize::from(n > 0 && !deprecate_eof))
+        .sum();
+    for _ in 0..definitions {
+        let packet = compute_leg::read(stream, timeout, ComputeStep::Login).await?;
+        if packet.payload.first() == Some(&0xFF) {
+            return Err(refused(&packet.payload));
+        }
+    }
+    Ok(id)
+}
+
+/// `COM_STMT_PREPARE_OK`'s statement id and (columns, parameters); `None` for anything else.
+fn prepare_ok(payload: &[u8]) -> Option<(u32, (u16, u16))> {
+    match payload {
+        [0x00, a, b, c, d, c0, c1, p0, p1, ..] => Some((
+            u32::from_le_bytes([*a, *b, *c, *d]),
+            (
+                u16::from_le_bytes([*c0, *c1]),
+                u16::from_le_bytes([*p0, *p1]),
+            ),
+        )),
+        _ => None,
+    }
 }
 
 /// The compute's refusal (an ERR, or anything else where an OK belonged).
