@@ -181,8 +181,8 @@ pub fn login_watch(client: &[u8], compute: &[u8]) {
 /// compression (bit 1).
 ///
 /// # Panics
-/// If feeding the same chunks one byte at a time ends in another phase or other status flags:
-/// where a chunk ends must not matter.
+/// If feeding the same chunks one byte at a time ends in another phase, other status flags,
+/// or finds commands or prepare replies elsewhere: where a chunk ends must not matter.
 pub fn conversation(capabilities: u8, client: &[u8], server: &[u8]) {
     use crate::conversation::Conversation;
     use authplugin::packet::capabilities::{
@@ -198,17 +198,47 @@ pub fn conversation(capabilities: u8, client: &[u8], server: &[u8]) {
     let (ups, downs) = (chunks(client), chunks(server));
     let mut whole = Conversation::new(caps, 0, 2);
     let mut bytewise = Conversation::new(caps, 0, 2);
-    for i in 0..ups.len().max(downs.len()) {
-        if let Some(chunk) = ups.get(i) {
-            whole.client_bytes(chunk);
-            chunk.iter().for_each(|b| bytewise.client_bytes(&[*b]));
+    // Where commands and prepare replies begin, as absolute offsets in each direction: the
+    // same whichever way the bytes were cut (`statement_ids` rewrites there).
+    #[derive(Default)]
+    struct Direction {
+        whole: Vec<(usize, u32)>,
+        bytewise: Vec<(usize, u32)>,
+        offset: usize,
+    }
+    fn feed(c: &mut Conversation, from_client: bool, bytes: &[u8]) -> Vec<(usize, u32)> {
+        let mut found = Vec::new();
+        if from_client {
+            c.client_bytes_marking(bytes, Some(&mut found));
+        } else {
+            c.server_bytes_marking(bytes, Some(&mut found));
         }
-        if let Some(chunk) = downs.get(i) {
-            whole.server_bytes(chunk);
-            chunk.iter().for_each(|b| bytewise.server_bytes(&[*b]));
+        found.iter().map(|m| (m.at, m.len)).collect()
+    }
+    let (mut up, mut down) = (Direction::default(), Direction::default());
+    for i in 0..ups.len().max(downs.len()) {
+        for (from_client, chunk, d) in [
+            (true, ups.get(i), &mut up),
+            (false, downs.get(i), &mut down),
+        ] {
+            let Some(chunk) = chunk else { continue };
+            let base = d.offset;
+            d.whole.extend(
+                feed(&mut whole, from_client, chunk)
+                    .into_iter()
+                    .map(|(at, len)| (base + at, len)),
+            );
+            for (j, b) in chunk.iter().enumerate() {
+                let found = feed(&mut bytewise, from_client, &[*b]);
+                d.bytewise
+                    .extend(found.into_iter().map(|(at, len)| (base + j + at, len)));
+            }
+            d.offset += chunk.len();
         }
         assert_eq!(whole.phase(), bytewise.phase());
         assert_eq!(whole.status_flags(), bytewise.status_flags());
+        assert_eq!(up.whole, up.bytewise, "commands");
+        assert_eq!(down.whole, down.bytewise, "prepare replies");
     }
 }
 
@@ -255,6 +285,43 @@ fn instance(auth: AuthMode) -> InstanceRuntime {
         KeySecret::from_bytes([7; 32]),
     );
     crate::in_memory::runtime(auth, KeyRing::new(vec![key]).expect("one key"), TIMEOUT)
+}
+
+/// Statement-id translation after a reattach: `pairs` (8 bytes each: client id, compute id)
+/// make the translation, then each chunk of `rest` (1–16 bytes) goes through as a client
+/// command or, when `server` bit i is set, as the compute's reply to a prepare.
+///
+/// # Panics
+/// If a translation changes anything but the 4 id bytes after the first byte, or changes a
+/// chunk it refused.
+pub fn statement_ids(pairs: &[u8], server: u64, rest: &[u8]) {
+    use crate::statement_ids::StatementIds;
+    let ids: Vec<(u32, u32)> = pairs
+        .chunks_exact(8)
+        .map(|p| {
+            let (a, b) = p.split_at(4);
+            let word = |w: &[u8]| u32::from_le_bytes(w.try_into().unwrap_or_default());
+            (word(a), word(b))
+        })
+        .collect();
+    let Some(mut ids) = StatementIds::after_reattach(&ids) else {
+        return;
+    };
+    for (i, chunk) in chunks(rest).into_iter().enumerate() {
+        let mut bytes = chunk.to_vec();
+        let len = chunk.len() + usize::from(chunk.first().copied().unwrap_or(0) & 3);
+        let result = if server >> (i % 64) & 1 == 1 {
+            ids.prepared(&mut bytes)
+        } else {
+            ids.command(&mut bytes, len)
+        };
+        assert_eq!(bytes.len(), chunk.len());
+        if result.is_err() {
+            assert_eq!(bytes, chunk, "a refused chunk is left as it was");
+        }
+        let unchanged = |r: std::ops::Range<usize>| bytes.get(r.clone()) == chunk.get(r);
+        assert!(unchanged(0..1.min(chunk.len())) && unchanged(5.min(chunk.len())..chunk.len()));
+    }
 }
 
 #[cfg(test)]

@@ -526,7 +526,8 @@ fn a_relayed_dual_session_is_parked_and_keeps_its_state() {
 /// Resumable sessions on MariaDB (docs/parking.md, "Sessions across a stop"): with a ticket key
 /// of its own, `perceptron_dual` gives each relayed session a ticket; a parked session then
 /// outlives the stop of `mariadbd` and is reattached at its next command, with its database
-/// and session variable, after the server proved the key in a challenge round. A password
+/// and session variable, after the server proved the key in a challenge round; a pool's open
+/// prepared statements are prepared again and keep working under their old ids. A password
 /// changed while the session was away refuses the reattach: the client gets ERR 1927.
 #[test]
 fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_state() {
@@ -600,6 +601,28 @@ fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_stat
         "{}",
         d.error_log()
     );
+
+    // A pool whose prepared statements stay open across a stop (the new server numbers them
+    // otherwise): opened while paused, so that its login is relayed and ticketed.
+    d.root(&format!(
+        "SET PASSWORD FOR {USER}@'%' = PASSWORD('{PASSWORD}')"
+    ));
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || d.relay.state() == "paused"),
+        "{}",
+        d.relay.log()
+    );
+    let pool = tests::pools::Pool::start(label, tests::pools::mysql2_prepared(), d.relay.port);
+    let pid = d.relay.compute_pid().unwrap();
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || d.relay.state() == "paused"),
+        "{}",
+        d.relay.log()
+    );
+    assert!(!pid_alive(pid), "mariadbd is gone");
+    let second = pool.finish();
+    assert!(second.parse::<u32>().is_ok(), "{second}");
+    assert!(d.relay.logged("prepared=2"), "{}", d.relay.log());
     let _ = std::fs::remove_file(&ticket_key);
     let _ = std::fs::remove_file(ticket_key.with_extension("key.used"));
 }

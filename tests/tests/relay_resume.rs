@@ -23,6 +23,11 @@ use tests::{TempDir, raw};
 /// A relay whose shim issues tickets (its own key, which the relay never reads), parking
 /// after 1 s idle and stopping a frozen compute after 1 s.
 fn start(dir: &TempDir) -> Relay {
+    start_with(dir, &[])
+}
+
+/// [`start`], with more arguments for the shim.
+fn start_with(dir: &TempDir, shim_args: &[&str]) -> Relay {
     let ticket_key = dir.path().join("ticket.key");
     tests::relay::keygen(&ticket_key, "tickets-1");
     std::fs::set_permissions(&ticket_key, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -31,20 +36,25 @@ fn start(dir: &TempDir) -> Relay {
         d,
         RelayOptions {
             idle_pause_after: "1s",
-            command: Some(vec![
-                bin_path("server-shim").display().to_string(),
-                "run".into(),
-                "--listen".into(),
-                "127.0.0.1:{COMPUTE_PORT}".into(),
-                "--data".into(),
-                d.join("data").display().to_string(),
-                "--key-file".into(),
-                d.join("perceptron.key").display().to_string(),
-                "--ticket-key-file".into(),
-                ticket_key.display().to_string(),
-                "--instance".into(),
-                "demo".into(),
-            ]),
+            command: Some(
+                vec![
+                    bin_path("server-shim").display().to_string(),
+                    "run".into(),
+                    "--listen".into(),
+                    "127.0.0.1:{COMPUTE_PORT}".into(),
+                    "--data".into(),
+                    d.join("data").display().to_string(),
+                    "--key-file".into(),
+                    d.join("perceptron.key").display().to_string(),
+                    "--ticket-key-file".into(),
+                    ticket_key.display().to_string(),
+                    "--instance".into(),
+                    "demo".into(),
+                ]
+                .into_iter()
+                .chain(shim_args.iter().map(|a| (*a).to_owned()))
+                .collect(),
+            ),
             instance_toml: "stop_after = \"1s\"\nresumable_sessions = true\n".into(),
             ..RelayOptions::default()
         },
@@ -149,6 +159,34 @@ fn a_session_in_a_transaction_keeps_the_compute_frozen() {
     );
     exec(&mut a, "COMMIT");
     assert_eq!(relay.compute_pid(), Some(pid));
+}
+
+/// A reattach the new compute refuses (here: the session's ticket expired while it was away)
+/// answers the session's next command with ERR 1927 and closes it; the compute says why.
+#[test]
+fn an_expired_ticket_refuses_the_reattach_with_err_1927() {
+    let dir = TempDir::new("resume-expired");
+    let relay = start_with(&dir, &["--ticket-ttl", "2s"]);
+    let mut a = connect(&relay);
+    let issued = std::time::Instant::now();
+    exec(&mut a, "SET @@SESSION.sql_mode = 'ANSI_QUOTES'");
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || relay.state() == "paused"),
+        "{}",
+        relay.log()
+    );
+    // The ticket's lifetime passing is the condition itself, not a readiness wait.
+    std::thread::sleep(Duration::from_secs(3).saturating_sub(issued.elapsed()));
+    match raw::query(&mut a, "SELECT 1") {
+        Ok(Err((code, message))) => {
+            assert_eq!(code, 1927, "{message}\n{}", relay.log());
+        }
+        other => panic!("{other:?}\n{}", relay.log()),
+    }
+    assert!(relay.logged("ticket_expired"), "{}", relay.log());
+    assert!(relay.logged("session could not be reattached"));
+    // Refused, not carried: the connection is closed.
+    assert!(raw::query(&mut a, "SELECT 1").is_err());
 }
 
 /// A real pool ([`tests::pools`]) across a stop: the instance parks it and stops the compute

@@ -49,8 +49,15 @@ pub struct CommandWatch<'a> {
     pending: Option<(Vec<u8>, Effect, Vec<u8>)>,
     /// The compute was stopped under this session; it waits for its next command.
     detached: bool,
-    /// After a reattach that gave the session's statements other ids: their translation.
-    ids: Option<StatementIds>,
+    /// After a reattach that gave the session's statements other ids: their translation
+    /// (boxed: most sessions never need one, and a parked session's size is its cost).
+    translation: Option<Box<Translation>>,
+}
+
+/// Statement ids being translated on a reattached session.
+#[derive(Debug, Default)]
+struct Translation {
+    ids: StatementIds,
     /// Where statement ids are in the chunk at hand (kept to reuse its allocation).
     marks: Vec<Mark>,
     /// Per direction (client, compute): a statement id cut by the end of the last chunk,
@@ -108,9 +115,7 @@ impl ConnectionGuard {
             log: session_replay::Log::default(),
             pending: None,
             detached: false,
-            ids: None,
-            marks: Vec::new(),
-            held: [None; 2],
+            translation: None,
         };
         watch.settle(true);
         watch
@@ -233,7 +238,12 @@ impl CommandWatch<'_> {
     /// The session was reattached and its statements prepared again: `(client id, new
     /// compute id)` for each. Ids are translated from here on when any differs.
     pub fn reattached(&mut self, statements: &[(u32, u32)]) {
-        self.ids = StatementIds::after_reattach(statements);
+        self.translation = StatementIds::after_reattach(statements).map(|ids| {
+            Box::new(Translation {
+                ids,
+                ..Translation::default()
+            })
+        });
     }
 
     /// Marks the session detached (its compute stopped under it) or reattached.
@@ -343,10 +353,7 @@ impl CommandWatch<'_> {
     /// the chunk's end (the pump presents those bytes again, first, with the next chunk);
     /// [`Reaction::End`] when the ids cannot be followed.
     fn feed(&mut self, bytes: &mut [u8], from_client: bool) -> Reaction {
-        let side = usize::from(!from_client);
-        let held = self.held.get_mut(side).and_then(Option::take);
-        let fed = held.map_or(0, |h| h.fed).min(bytes.len());
-        let Some(ids) = &mut self.ids else {
+        let Some(t) = self.translation.as_deref_mut() else {
             if from_client {
                 self.conversation.client_bytes(bytes);
             } else {
@@ -354,18 +361,21 @@ impl CommandWatch<'_> {
             }
             return Reaction::Forward;
         };
-        self.marks.clear();
-        self.marks.extend(held.map(|h| h.mark));
-        let first_new = self.marks.len();
+        let side = usize::from(!from_client);
+        let held = t.held.get_mut(side).and_then(Option::take);
+        let fed = held.map_or(0, |h| h.fed).min(bytes.len());
+        t.marks.clear();
+        t.marks.extend(held.map(|h| h.mark));
+        let first_new = t.marks.len();
         let new = bytes.get(fed..).unwrap_or_default();
         if from_client {
             self.conversation
-                .client_bytes_marking(new, Some(&mut self.marks));
+                .client_bytes_marking(new, Some(&mut t.marks));
         } else {
             self.conversation
-                .server_bytes_marking(new, Some(&mut self.marks));
+                .server_bytes_marking(new, Some(&mut t.marks));
         }
-        for mark in self.marks.iter_mut().skip(first_new) {
+        for mark in t.marks.iter_mut().skip(first_new) {
             mark.at += fed;
         }
         let mut failed = matches!(
@@ -373,26 +383,24 @@ impl CommandWatch<'_> {
             Step::Untracked(why) if why != Untracked::Quit
         )
         .then(|| "the conversation is no longer followed".to_owned());
-        for mark in &self.marks {
+        for mark in &t.marks {
             if failed.is_some() {
                 break;
             }
             let payload = bytes.get_mut(mark.at..).unwrap_or_default();
             let translated = if from_client {
-                ids.command(payload, mark.len as usize)
+                t.ids.command(payload, mark.len as usize)
             } else {
-                ids.prepared(payload)
+                t.ids.prepared(payload)
             };
             match translated {
                 Ok(()) => {}
                 Err(Untranslatable::Split) => {
                     // The id runs past the chunk: its bytes wait for the rest.
                     let keep = bytes.len().saturating_sub(mark.at);
-                    if let Some(slot) = self.held.get_mut(side) {
-                        *slot = Some(Held {
-                            mark: Mark { at: 0, ..*mark },
-                            fed: keep,
-                        });
+                    let mark = Mark { at: 0, ..*mark };
+                    if let Some(slot) = t.held.get_mut(side) {
+                        *slot = Some(Held { mark, fed: keep });
                     }
                     return Reaction::Hold(keep);
                 }
