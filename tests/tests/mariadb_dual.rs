@@ -75,6 +75,15 @@ impl Dual {
         );
     }
 
+    /// Waits until the instance pauses on its own (idle, then `stop_after`).
+    fn wait_paused(&self) {
+        assert!(
+            Relay::wait_until(Duration::from_secs(60), || self.relay.state() == "paused"),
+            "{}",
+            self.relay.log()
+        );
+    }
+
     fn pause(&self) {
         self.relay.pause();
         assert_eq!(self.relay.state(), "paused");
@@ -551,11 +560,7 @@ fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_stat
         },
     );
     // Idle, the instance pauses on its own (frozen, then stopped after stop_after).
-    assert!(
-        Relay::wait_until(Duration::from_secs(60), || d.relay.state() == "paused"),
-        "{}",
-        d.relay.log()
-    );
+    d.wait_paused();
     let mut s = raw::login(d.relay.port, USER, PASSWORD, Some("shop"))
         .unwrap()
         .unwrap();
@@ -565,11 +570,7 @@ fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_stat
         Ok(Ok(_))
     ));
     let pid = d.relay.compute_pid().unwrap();
-    assert!(
-        Relay::wait_until(Duration::from_secs(60), || d.relay.state() == "paused"),
-        "{}",
-        d.relay.log()
-    );
+    d.wait_paused();
     assert!(!pid_alive(pid), "mariadbd is gone");
     assert_eq!(
         raw::one_row(&mut s, "SELECT DATABASE()").as_deref(),
@@ -587,11 +588,7 @@ fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_stat
     d.root(&format!(
         "SET PASSWORD FOR {USER}@'%' = PASSWORD('changed')"
     ));
-    assert!(
-        Relay::wait_until(Duration::from_secs(60), || d.relay.state() == "paused"),
-        "{}",
-        d.relay.log()
-    );
+    d.wait_paused();
     match raw::query(&mut s, "SELECT 1") {
         Ok(Err((code, _))) => assert_eq!(code, 1927, "{}", d.relay.log()),
         other => panic!("{other:?}\n{}", d.relay.log()),
@@ -607,18 +604,10 @@ fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_stat
     d.root(&format!(
         "SET PASSWORD FOR {USER}@'%' = PASSWORD('{PASSWORD}')"
     ));
-    assert!(
-        Relay::wait_until(Duration::from_secs(60), || d.relay.state() == "paused"),
-        "{}",
-        d.relay.log()
-    );
+    d.wait_paused();
     let pool = tests::pools::Pool::start(label, tests::pools::mysql2_prepared(), d.relay.port);
     let pid = d.relay.compute_pid().unwrap();
-    assert!(
-        Relay::wait_until(Duration::from_secs(60), || d.relay.state() == "paused"),
-        "{}",
-        d.relay.log()
-    );
+    d.wait_paused();
     assert!(!pid_alive(pid), "mariadbd is gone");
     let second = pool.finish();
     assert!(second.parse::<u32>().is_ok(), "{second}");
