@@ -79,7 +79,8 @@ impl Dual {
     fn wait_paused(&self) {
         assert!(
             Relay::wait_until(Duration::from_secs(60), || self.relay.state() == "paused"),
-            "{}",
+            "{}\n{}",
+            self.relay.admin("GET", "/v1/instances").1,
             self.relay.log()
         );
     }

@@ -301,7 +301,13 @@ impl CommandWatch<'_> {
             self.log.pin("command not read whole");
             return 0;
         }
-        let one = idle && packets.len() == 1;
+        // `COM_STMT_CLOSE` and `COM_STMT_SEND_LONG_DATA` get no reply: a driver sends the
+        // next command right behind them, and that one's reply is still the next.
+        let replied = packets
+            .iter()
+            .filter(|p| !matches!(p.first(), Some(0x18 | 0x19)))
+            .count();
+        let one = idle && replied == 1;
         let mut counted = 0;
         for payload in packets {
             counted += u64::from(payload.first() != Some(&0x0E));

@@ -972,24 +972,34 @@ async fn prepared_statements_are_kept_and_translated_after_a_reattach() {
     let ids: Vec<u32> = session.statements().iter().map(|s| s.id).collect();
     assert_eq!(ids, [4, 5]);
     assert_eq!(session.statements()[0].payload, b"\x16DELETE FROM t");
+    // A close gets no reply: the prepare right behind it in the same read is still followed.
+    let mut close_then_prepare = framed(0, &[0x19, 4, 0, 0, 0]);
+    close_then_prepare.extend_from_slice(&prepare);
+    assert_eq!(up(&mut session, &close_then_prepare, true), None);
+    down(&mut session, &prepare_ok(3));
+    let ids: Vec<u32> = session.statements().iter().map(|s| s.id).collect();
+    assert_eq!(ids, [3, 5]);
+    // The client prepares 4 again, as its driver would after closing it.
+    assert_eq!(up(&mut session, &prepare, true), None);
+    down(&mut session, &prepare_ok(4));
     // Before any reattach the bytes go on as they are.
     let mut bytes = execute(5);
     assert_eq!(session.client_bytes(&mut bytes, true), Reaction::Forward);
     assert_eq!(bytes, execute(5));
     down(&mut session, &framed(1, &[0, 0, 0, 2, 0, 0, 0]));
-    // The new compute prepared them as 1 and 2.
-    session.reattached(&[(4, 1), (5, 2)]);
+    // The new compute prepared them as 1, 2 and 3.
+    session.reattached(&[(3, 3), (4, 1), (5, 2)]);
     let mut bytes = execute(5);
     assert_eq!(session.client_bytes(&mut bytes, true), Reaction::Forward);
     assert_eq!(bytes, execute(2));
     down(&mut session, &framed(1, &[0, 0, 0, 2, 0, 0, 0]));
-    // The compute numbers the next one 3; 4 is the client's, so the client gets 6.
+    // The compute numbers the next one 4; 4 is the client's, so the client gets 6.
     assert_eq!(up(&mut session, &prepare, true), None);
     let mut reply = prepare_ok(4);
     assert_eq!(session.server_bytes(&mut reply), Reaction::Forward);
     assert_eq!(reply, prepare_ok(6));
     let ids: Vec<u32> = session.statements().iter().map(|s| s.id).collect();
-    assert_eq!(ids, [4, 5, 6], "kept under the client's id");
+    assert_eq!(ids, [3, 4, 5, 6], "kept under the client's id");
     let mut bytes = execute(6);
     assert_eq!(session.client_bytes(&mut bytes, true), Reaction::Forward);
     assert_eq!(bytes, execute(4));
@@ -1012,7 +1022,7 @@ async fn prepared_statements_are_kept_and_translated_after_a_reattach() {
     assert_eq!(session.server_bytes(&mut rest), Reaction::Forward);
     assert_eq!([&head[..], &rest[..]].concat(), prepare_ok(7));
     let ids: Vec<u32> = session.statements().iter().map(|s| s.id).collect();
-    assert_eq!(ids, [4, 5, 6, 7]);
+    assert_eq!(ids, [3, 4, 5, 6, 7]);
     // A reply to COM_STMT_PREPARE that is neither OK nor ERR cannot be followed.
     assert_eq!(up(&mut session, &prepare, true), None);
     let mut odd = framed(1, &[0xFE, 0, 0, 0, 0]);
