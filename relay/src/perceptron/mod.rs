@@ -45,7 +45,7 @@ use crate::logsafe::Escaped;
 use crate::metrics::Counter;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
 use crate::runtime::InstanceRuntime;
-use crate::tls::ClientStream;
+use crate::tls::{ClientStream, ComputeStream};
 use dual_auth::Verdict;
 use outcome::{Classification, PerceptronError};
 
@@ -111,116 +111,56 @@ pub async fn handle(
     };
     let mut client = PacketStream::new(ClientStream::Plain(client), MAX_LOGIN_PACKET_LEN)
         .with_write_timeout(cfg.handshake_timeout);
-    // Boxed: the login's state (buffers, the TLS handshake) is freed once it is done, instead
-    // of sizing this connection's task for its whole life.
-    match Box::pin(establish(
-        &rt,
-        &mut client,
-        client_addr,
-        &connector,
-        Some(pending),
-    ))
-    .await
-    {
-        Ok(mut session) if session.verdict.accepted() => {
-            session.held.mark_session();
-            session.held.set_client(addr.clone());
-            rt.metrics.inc(Counter::Connections, &name, "relayed");
-            let t = session.timings;
-            let tls = matches!(client.stream_mut(), ClientStream::Tls(_));
-            tracing::info!(
-                instance = %name, client = %addr, user = %Escaped(&session.user), tls,
-                login_ms = t.login_ms, wake_ms = t.wake_ms,
-                compute_login_ms = t.compute_login_ms, was_running = t.was_running,
-                total_ms = started.elapsed().as_millis(),
-                "relayed login accepted; forwarding"
-            );
-            let (mut client_stream, mut client_rest) = client.into_parts();
-            let mut compute = session.compute.into_parts();
-            // The session's commands are followed from here (parking): its status flags are
-            // the compute's OK's. MariaDB's extended capabilities are never negotiated on a
-            // relayed login.
-            let status_flags =
-                OkPacket::decode(&session.verdict.reply.payload, session.capabilities)
-                    .map_or(0, |ok| ok.status_flags);
-            let mut commands = session
-                .held
-                .watch_commands(session.capabilities, 0, status_flags);
-            let mut resumption = session.resumption;
-            let deprecate_eof = session.capabilities & CLIENT_DEPRECATE_EOF != 0;
-            if resumption.is_some() {
-                commands.ticketed();
-            }
-            let bytes = loop {
-                let (compute_stream, compute_rest) = compute;
-                let bytes = crate::passthrough::pump(
-                    &mut client_stream,
-                    std::mem::take(&mut client_rest),
-                    compute_stream,
-                    compute_rest,
-                    rt.instance.thaw_on_upload(),
-                    Some(&mut commands),
-                )
-                .await;
-                rt.count_pumped(&bytes);
-                let Some(resumption) = resumption.as_mut().filter(|_| bytes.ended_by == "detached")
-                else {
-                    break bytes;
-                };
-                // The compute was stopped under this session: it waits for its next command
-                // (pings answered here), then is reattached to a new compute.
-                commands.set_detached(true);
-                let Some(first) = next_command(&mut client_stream, &mut commands).await else {
-                    break bytes;
-                };
-                let t = Instant::now();
-                let statements = commands.statements();
-                let state = reattach::SessionState {
-                    commands: commands.replay(),
-                    statements: &statements,
-                    deprecate_eof,
-                };
-                let resumed = Box::pin(resume_session(&rt, &connector, resumption, &state)).await;
-                let (replayed, prepared) = (state.commands.len(), statements.len());
-                drop(statements);
-                match resumed {
-                    Ok((reattached, wake_ms)) => {
-                        commands.set_detached(false);
-                        commands.reattached(&reattached.statement_ids);
-                        rt.metrics.inc(Counter::Connections, &name, "reattached");
-                        tracing::info!(
-                            instance = %name, client = %addr, replayed, prepared,
-                            wake_ms, total_ms = t.elapsed().as_millis(), "session reattached"
-                        );
-                        client_rest = first;
-                        compute = reattached.stream.into_parts();
-                    }
-                    Err(e) => {
-                        tracing::warn!(instance = %name, client = %addr, error = %e, "session could not be reattached; closing it");
-                        // ER_CONNECTION_KILLED, as the reply to the command (sequence id 1).
-                        let err = ErrPacket::new(
-                            1927,
-                            b"70100",
-                            "Connection was killed: the session could not be resumed",
-                        );
-                        let mut packet = Vec::new();
-                        authplugin::packet::write_packet(&mut packet, 1, &err.to_bytes());
-                        let _ =
-                            tokio::io::AsyncWriteExt::write_all(&mut client_stream, &packet).await;
-                        break bytes;
-                    }
-                }
-            };
-            drop(commands);
-            drop(session.held);
-            tracing::info!(
-                instance = %name, client = %addr, up = bytes.client_to_compute,
-                down = bytes.compute_to_client, ended_by = bytes.ended_by,
-                duration_ms = started.elapsed().as_millis(), "session closed"
-            );
+    // Boxed, the login and the forwarding: a connection's task is sized for its largest
+    // state, and a held session (parked, or detached for hours) should cost only what
+    // forwarding needs. The login's outcome is matched inside a block that ends before the
+    // forwarding is awaited, so its space is not kept either.
+    let forwarding = {
+        // The login's state (buffers, the TLS handshake) is freed once it is done.
+        let established = Box::pin(establish(
+            &rt,
+            &mut client,
+            client_addr,
+            &connector,
+            Some(pending),
+        ))
+        .await;
+        Box::pin(refused_or_forward(
+            &rt,
+            &connector,
+            client,
+            established,
+            &name,
+            &addr,
+            started,
+        ))
+        .await
+    };
+    if let Some(forwarding) = forwarding {
+        forwarding.await;
+    }
+}
+
+/// The connection's login outcome: an accepted session's forwarding (to be awaited), or the
+/// refusal's lines and metrics (and, for a compute that failed the login, the check of that
+/// compute), then `None`.
+async fn refused_or_forward<'a>(
+    rt: &'a InstanceRuntime,
+    connector: &'a TcpConnector,
+    client: PacketStream<ClientStream<TcpStream>>,
+    established: Result<Established<ComputeStream<TcpStream>>, PerceptronError>,
+    name: &str,
+    addr: &'a str,
+    started: Instant,
+) -> Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>> {
+    match established {
+        Ok(session) if session.verdict.accepted() => {
+            return Some(Box::pin(forward(
+                rt, connector, client, session, addr, started,
+            )));
         }
         Ok(session) => {
-            rt.metrics.inc(Counter::Connections, &name, "denied");
+            rt.metrics.inc(Counter::Connections, name, "denied");
             tracing::info!(
                 instance = %name, client = %addr, user = %Escaped(&session.user),
                 total_ms = started.elapsed().as_millis(), "compute denied the login"
@@ -228,13 +168,13 @@ pub async fn handle(
         }
         Err(e) => {
             let label = e.label();
-            rt.metrics.inc(Counter::Connections, &name, label);
+            rt.metrics.inc(Counter::Connections, name, label);
             match &e {
                 PerceptronError::NotALogin(c) => {
-                    rt.metrics.inc(Counter::Classifications, &name, c.label());
+                    rt.metrics.inc(Counter::Classifications, name, c.label());
                 }
-                PerceptronError::HealthCheck => rt.metrics.health_check(&name),
-                PerceptronError::Budget { .. } => rt.metrics.budget_refused(&name, label),
+                PerceptronError::HealthCheck => rt.metrics.health_check(name),
+                PerceptronError::Budget { .. } => rt.metrics.budget_refused(name, label),
                 _ => {}
             }
             match e {
@@ -270,6 +210,122 @@ pub async fn handle(
                 }
             }
         }
+    }
+    None
+}
+
+/// Forwards an accepted session until it ends: the byte pump, and for a resumable session
+/// each detach and reattach. Logs the session's lines.
+///
+/// Not an `async fn`: its arguments are captured once, where an `async fn` would keep them
+/// twice (as arguments and as locals) for the session's whole life.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn would store the session twice for its whole life"
+)]
+fn forward<'a>(
+    rt: &'a InstanceRuntime,
+    connector: &'a TcpConnector,
+    mut client: PacketStream<ClientStream<TcpStream>>,
+    mut session: Established<ComputeStream<TcpStream>>,
+    addr: &'a str,
+    started: Instant,
+) -> impl std::future::Future<Output = ()> + Send + 'a {
+    async move {
+        let name = &rt.instance.config.name;
+        session.held.mark_session();
+        session.held.set_client(addr.to_owned());
+        rt.metrics.inc(Counter::Connections, name, "relayed");
+        let t = session.timings;
+        let tls = matches!(client.stream_mut(), ClientStream::Tls(_));
+        tracing::info!(
+            instance = %name, client = %addr, user = %Escaped(&session.user), tls,
+            login_ms = t.login_ms, wake_ms = t.wake_ms,
+            compute_login_ms = t.compute_login_ms, was_running = t.was_running,
+            total_ms = started.elapsed().as_millis(),
+            "relayed login accepted; forwarding"
+        );
+        let (mut client_stream, mut client_rest) = client.into_parts();
+        let mut compute = session.compute.into_parts();
+        // The session's commands are followed from here (parking): its status flags are
+        // the compute's OK's. MariaDB's extended capabilities are never negotiated on a
+        // relayed login.
+        let status_flags = OkPacket::decode(&session.verdict.reply.payload, session.capabilities)
+            .map_or(0, |ok| ok.status_flags);
+        let mut commands = session
+            .held
+            .watch_commands(session.capabilities, 0, status_flags);
+        let mut resumption = session.resumption;
+        let deprecate_eof = session.capabilities & CLIENT_DEPRECATE_EOF != 0;
+        if resumption.is_some() {
+            commands.ticketed();
+        }
+        let bytes = loop {
+            let (compute_stream, compute_rest) = compute;
+            let bytes = crate::passthrough::pump(
+                &mut client_stream,
+                std::mem::take(&mut client_rest),
+                compute_stream,
+                compute_rest,
+                rt.instance.thaw_on_upload(),
+                Some(&mut commands),
+            )
+            .await;
+            rt.count_pumped(&bytes);
+            let Some(resumption) = resumption.as_mut().filter(|_| bytes.ended_by == "detached")
+            else {
+                break bytes;
+            };
+            // The compute was stopped under this session: it waits for its next command
+            // (pings answered here), then is reattached to a new compute.
+            commands.set_detached(true);
+            let Some(first) = next_command(&mut client_stream, &mut commands).await else {
+                break bytes;
+            };
+            let t = Instant::now();
+            let statements = commands.statements();
+            let state = reattach::SessionState {
+                commands: commands.replay(),
+                statements: &statements,
+                deprecate_eof,
+            };
+            let resumed = Box::pin(resume_session(rt, connector, resumption, &state)).await;
+            let (replayed, prepared) = (state.commands.len(), statements.len());
+            drop(statements);
+            match resumed {
+                Ok((reattached, wake_ms)) => {
+                    commands.set_detached(false);
+                    commands.reattached(&reattached.statement_ids);
+                    rt.metrics.inc(Counter::Connections, name, "reattached");
+                    tracing::info!(
+                        instance = %name, client = %addr, replayed, prepared,
+                        wake_ms, total_ms = t.elapsed().as_millis(), "session reattached"
+                    );
+                    client_rest = first;
+                    compute = reattached.stream.into_parts();
+                }
+                Err(e) => {
+                    tracing::warn!(instance = %name, client = %addr, error = %e, "session could not be reattached; closing it");
+                    // ER_CONNECTION_KILLED, as the reply to the command (sequence id 1).
+                    let err = ErrPacket::new(
+                        1927,
+                        b"70100",
+                        "Connection was killed: the session could not be resumed",
+                    );
+                    let mut packet = Vec::new();
+                    authplugin::packet::write_packet(&mut packet, 1, &err.to_bytes());
+                    let _ = tokio::io::AsyncWriteExt::write_all(&mut client_stream, &packet).await;
+                    break bytes;
+                }
+            }
+        };
+        drop(commands);
+        drop(session.held);
+        tracing::info!(
+            instance = %name, client = %addr, up = bytes.client_to_compute,
+            down = bytes.compute_to_client, ended_by = bytes.ended_by,
+            duration_ms = started.elapsed().as_millis(), "session closed"
+        );
     }
 }
 
