@@ -230,6 +230,16 @@ impl Instance {
                     self.transition(&mut inner, State::Paused);
                 }
             }
+            // This relay saw the compute exit before it heard of the pause that stopped it
+            // (its watch was on an etcd member that had just gone): the fleet's record says
+            // why, and the instance is paused, not failed.
+            (Phase::Paused, Phase::Failed) => {
+                let mut inner = self.lock();
+                if matches!(inner.state, State::Failed(_)) {
+                    tracing::info!(instance = %self.config.name, relay = %holder, "paused by another relay of the fleet");
+                    self.transition(&mut inner, State::Paused);
+                }
+            }
             (Phase::Running, Phase::Paused | Phase::Failed) if seen.lock.is_none() => {
                 let instance = Arc::clone(self);
                 tokio::spawn(async move {
