@@ -81,6 +81,7 @@ pub fn runtime_with(
         park: false,
         keepalive_queries: Vec::new(),
         resumable_sessions: false,
+        kernel_splice: false,
         route: RouteMode::Pump,
         tls: None,
         require_secure_transport: false,
@@ -131,5 +132,6 @@ pub fn runtime_with(
         budgets: Arc::new(Budgets::new(BudgetSettings::default())),
         tls,
         compute_tls: None,
+        kernel_splice: None,
     }
 }

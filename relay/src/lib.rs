@@ -69,6 +69,7 @@ pub mod fuzzing;
 mod http_client;
 #[cfg(any(test, feature = "fuzzing"))]
 mod in_memory;
+mod kernel_splice;
 mod keygen;
 mod keys;
 mod ledger;

@@ -46,6 +46,9 @@ pub struct InstanceRuntime {
     pub tls: Option<Arc<ServerTls>>,
     /// `compute_tls`: TLS on the compute leg of relayed logins; `None` for plaintext.
     pub compute_tls: Option<ComputeTls>,
+    /// The kernel splice, when this instance's held connections may use it
+    /// ([`crate::perceptron::may_splice`]) and the relay could load it.
+    pub kernel_splice: Option<Arc<crate::kernel_splice::KernelSplice>>,
 }
 impl InstanceRuntime {
     /// The greeting profile the perceptron imitates now.

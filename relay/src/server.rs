@@ -281,6 +281,22 @@ async fn serve(
             .collect(),
     );
     let mut listeners = Vec::new();
+    // Loaded once, only when some instance's held connections may be spliced.
+    let kernel_splice = config
+        .instances
+        .iter()
+        .any(crate::perceptron::may_splice)
+        .then(|| match crate::kernel_splice::KernelSplice::load() {
+            Ok(splice) => {
+                tracing::info!("held connections are spliced in the kernel (eBPF sockhash)");
+                Some(splice)
+            }
+            Err(why) => {
+                tracing::warn!(reason = %why, "held connections stay on the relay's pump: the kernel splice is not available");
+                None
+            }
+        })
+        .flatten();
     for cfg in &config.instances {
         let tls = cfg
             .tls
@@ -361,6 +377,9 @@ async fn serve(
             budgets: Arc::clone(&budgets),
             tls,
             compute_tls,
+            kernel_splice: kernel_splice
+                .clone()
+                .filter(|_| crate::perceptron::may_splice(cfg)),
         });
         tracing::info!(instance = %cfg.name, listen = %cfg.listen, compute = %cfg.compute, route = cfg.route.as_str(), "listening");
         listeners.push((listener, rt));

@@ -209,6 +209,7 @@ impl Config {
                 park: inst.park && matches!(driver, DriverConfig::Process { .. }),
                 keepalive_queries: inst.keepalive_queries,
                 resumable_sessions: inst.resumable_sessions,
+                kernel_splice: inst.kernel_splice,
                 driver,
                 name: inst.name,
                 listen: inst.listen,

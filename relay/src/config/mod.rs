@@ -414,6 +414,12 @@ pub struct InstanceConfig {
     /// reattached at their next command. Dual mode with a compute that issues tickets
     /// (server-shim with `--ticket-key-file`).
     pub resumable_sessions: bool,
+    /// Whether the connections this instance's relayed logins hold are spliced in the kernel
+    /// (docs/kernel-splice.md) when the relay can: their bytes then never wake it. Held
+    /// connections the relay must follow stay on its pump: TLS on either leg, and, until
+    /// parking takes connections back from the kernel, instances with `park` or
+    /// `resumable_sessions`.
+    pub kernel_splice: bool,
     /// Queries pools send to keep a connection open (exact `COM_QUERY` texts): not use of the
     /// instance, and answered while parked with the compute's own last answer to the same
     /// query on the same connection.
@@ -598,6 +604,8 @@ struct InstanceFile {
     keepalive_queries: Vec<String>,
     #[serde(default)]
     resumable_sessions: bool,
+    #[serde(default = "default::kernel_splice")]
+    kernel_splice: bool,
     #[serde(default)]
     route: RouteMode,
     driver: toml::Table,
@@ -681,6 +689,9 @@ mod default {
     };
 
     pub const fn park() -> bool {
+        true
+    }
+    pub const fn kernel_splice() -> bool {
         true
     }
     /// What pools send: HikariCP's and c3p0's usual test query, SQLAlchemy's and Django's

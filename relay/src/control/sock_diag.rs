@@ -174,6 +174,8 @@ const NO_COOKIE: u32 = u32::MAX;
 /// `tcpi_last_data_recv`: milliseconds since the socket last sent, and last received, payload.
 const LAST_DATA_SENT_AT: usize = 44;
 const LAST_DATA_RECV_AT: usize = 52;
+/// `tcpi_bytes_acked` (after the rates `tcpi_pacing_rate` and `tcpi_max_pacing_rate`).
+const BYTES_ACKED_AT: usize = 120;
 /// Offsets in `struct inet_diag_msg` of `idiag_rqueue` (then `idiag_wqueue`) and
 /// `idiag_inode`.
 const RQUEUE_AT: usize = 4 + SOCKID_LEN + 4;
@@ -192,6 +194,9 @@ pub struct Established {
     pub last_sent_ms: u32,
     /// Milliseconds since the socket last received payload.
     pub last_received_ms: u32,
+    /// Payload bytes the peer has acknowledged (`tcpi_bytes_acked`, Linux ≥ 4.1): with
+    /// [`Established::unacked`], every byte ever written to the socket.
+    pub bytes_acked: Option<u64>,
 }
 
 /// The request for the one TCP socket whose local address is `local` and whose peer is
@@ -282,6 +287,7 @@ pub fn parse_lookup_answer(buf: &[u8]) -> Result<Option<Established>, DumpError>
                 unacked,
                 last_sent_ms: info(LAST_DATA_SENT_AT)?,
                 last_received_ms: info(LAST_DATA_RECV_AT)?,
+                bytes_acked: array_at(data, BYTES_ACKED_AT).map(u64::from_ne_bytes),
             }));
         }
         attrs = attrs.get(a_len.div_ceil(4) * 4..).unwrap_or_default();
@@ -545,6 +551,7 @@ mod tests {
         let mut info = vec![0u8; 232];
         info[LAST_DATA_SENT_AT..LAST_DATA_SENT_AT + 4].copy_from_slice(&1500u32.to_ne_bytes());
         info[LAST_DATA_RECV_AT..LAST_DATA_RECV_AT + 4].copy_from_slice(&2500u32.to_ne_bytes());
+        info[BYTES_ACKED_AT..BYTES_ACKED_AT + 8].copy_from_slice(&123_456u64.to_ne_bytes());
         body.extend_from_slice(&(4 + info.len() as u16).to_ne_bytes());
         body.extend_from_slice(&INET_DIAG_INFO.to_ne_bytes());
         body.extend_from_slice(&info);
@@ -591,6 +598,7 @@ mod tests {
                 unacked: 5,
                 last_sent_ms: 1500,
                 last_received_ms: 2500,
+                bytes_acked: Some(123_456),
             }))
         );
         // The kernel's fallback to the listening socket is not the socket asked for.

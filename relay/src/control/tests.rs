@@ -276,6 +276,7 @@ fn build_at(
         park,
         keepalive_queries: vec!["SELECT 1".into()],
         resumable_sessions: false,
+        kernel_splice: false,
         route: crate::config::RouteMode::Pump,
         tls: None,
         require_secure_transport: false,

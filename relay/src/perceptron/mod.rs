@@ -40,6 +40,7 @@ use tokio::net::TcpStream;
 use crate::compute_conn::{ComputeConnector, ComputeTarget, OnBehalfOf, TcpConnector};
 use crate::config::AuthMode;
 use crate::control::{ConnectionGuard, Phase, Route, WakeReport};
+use crate::kernel_splice::{Spliceable, Spliced};
 use crate::limits::PendingPermit;
 use crate::logsafe::Escaped;
 use crate::metrics::Counter;
@@ -67,6 +68,8 @@ pub struct Established<S> {
     pub timings: Timings,
     /// What reattaching the session after a stop needs, when the compute issued a ticket.
     pub resumption: Option<reattach::Resumption>,
+    /// The session's sockets, when the kernel splices them: nothing is left to pump.
+    pub spliced: Option<Spliced>,
 }
 
 /// How long a relayed login's phases took, for the connection's log line.
@@ -240,11 +243,32 @@ fn forward<'a>(
         let tls = matches!(client.stream_mut(), ClientStream::Tls(_));
         tracing::info!(
             instance = %name, client = %addr, user = %Escaped(&session.user), tls,
+            spliced = session.spliced.is_some(),
             login_ms = t.login_ms, wake_ms = t.wake_ms,
             compute_login_ms = t.compute_login_ms, was_running = t.was_running,
             total_ms = started.elapsed().as_millis(),
             "relayed login accepted; forwarding"
         );
+        if let Some(spliced) = session.spliced.take() {
+            let (ClientStream::Plain(mut client), ComputeStream::Plain(mut compute)) =
+                (client.into_parts().0, session.compute.into_parts().0)
+            else {
+                // splice_held takes plain sockets only.
+                return;
+            };
+            let ok_len = 4 + session.verdict.reply.payload.len() as u64;
+            let bytes =
+                crate::kernel_splice::carry(&mut client, &mut compute, &spliced, ok_len).await;
+            drop(spliced);
+            rt.count_pumped(&bytes);
+            drop(session.held);
+            tracing::info!(
+                instance = %name, client = %addr, up = bytes.client_to_compute,
+                down = bytes.compute_to_client, ended_by = bytes.ended_by, spliced = true,
+                duration_ms = started.elapsed().as_millis(), "session closed"
+            );
+            return;
+        }
         let (mut client_stream, mut client_rest) = client.into_parts();
         let mut compute = session.compute.into_parts();
         // The session's commands are followed from here (parking): its status flags are
@@ -411,7 +435,7 @@ pub async fn establish<S, C>(
     pending: Option<PendingPermit>,
 ) -> Result<Established<C::Stream>, PerceptronError>
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + Spliceable,
     C: ComputeConnector,
 {
     let result = run(rt, client, client_addr, connector, pending).await;
@@ -433,7 +457,7 @@ async fn run<S, C>(
     pending: Option<PendingPermit>,
 ) -> Result<Established<C::Stream>, PerceptronError>
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + Spliceable,
     C: ComputeConnector,
 {
     let cfg = &rt.instance.config;
@@ -543,6 +567,7 @@ where
 
     let capabilities = compute_leg::client_flag(&login, &compute.greeting);
     let mut resumption = None;
+    let mut spliced = None;
     let verdict = match cfg.auth {
         AuthMode::Dual => {
             let client_addr = client_addr.to_string();
@@ -577,6 +602,12 @@ where
             } else if verdict.accepted() {
                 charge.accepted();
             }
+            // Spliced before the client has its OK: until then it sends nothing, and the
+            // compute sends nothing after its OK, so no byte is in either socket that the
+            // kernel could overtake.
+            if verdict.accepted() && resumption.is_none() {
+                spliced = splice_held(rt, client, &compute.stream);
+            }
             forward_verdict(client, last_seq, &verdict).await?;
             verdict
         }
@@ -604,6 +635,7 @@ where
         capabilities,
         held,
         resumption,
+        spliced,
         timings: Timings {
             login_ms,
             wake_ms: report.waited.as_millis(),
@@ -686,6 +718,40 @@ pub async fn wake(rt: &InstanceRuntime) -> Result<WakeReport, PerceptronError> {
         biased;
         () = rt.shutdown.cancelled() => Err(PerceptronError::ShuttingDown),
         r = rt.instance.ensure_running() => r.map_err(PerceptronError::Wake),
+    }
+}
+
+/// Whether `cfg`'s held connections may be spliced in the kernel: the relay need not follow
+/// them (no parking, no resumable sessions: both need every command seen, until parking
+/// can take a connection back from the kernel; docs/kernel-splice.md).
+#[must_use]
+pub fn may_splice(cfg: &crate::config::InstanceConfig) -> bool {
+    cfg.kernel_splice && !cfg.park && !cfg.resumable_sessions
+}
+
+/// Puts a held session's two sockets into the kernel splice, when this instance uses it,
+/// both legs are plain TCP and the relay holds no byte of either (read ahead, not yet
+/// forwarded). `None` keeps the session on the pump; a refusal by the kernel is logged.
+fn splice_held<S, T>(
+    rt: &InstanceRuntime,
+    client: &PacketStream<ClientStream<S>>,
+    compute: &PacketStream<T>,
+) -> Option<Spliced>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Spliceable,
+    T: AsyncRead + AsyncWrite + Unpin + Spliceable,
+{
+    let splice = rt.kernel_splice.as_ref()?;
+    if !client.buffered().is_empty() || !compute.buffered().is_empty() {
+        return None;
+    }
+    let (client, compute) = (client.stream().tcp()?, compute.stream().tcp()?);
+    match splice.splice(client, compute) {
+        Ok(spliced) => Some(spliced),
+        Err(e) => {
+            tracing::warn!(instance = %rt.instance.config.name, error = %e, "the kernel would not splice a held connection; it stays on the pump");
+            None
+        }
     }
 }
 

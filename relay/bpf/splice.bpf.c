@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+//
+// The kernel splice for held connections (docs/kernel-splice.md).
+//
+// A held connection's two sockets (the client's and the compute's, both the relay's) are in
+// `sockets`, keyed by their socket cookies. The stream verdict below runs for every chunk of
+// bytes either socket receives and, while the relay lets it, hands the chunk straight to the
+// other socket's send side (bpf_sk_redirect_hash, egress): the relay's process is not woken.
+// Otherwise (SK_PASS) the bytes wait in the socket for the relay to read, as without the
+// splice.
+//
+// Ordering: the relay may have read bytes itself (it forwards them in userspace) before it
+// turns the splice on. A chunk is redirected only when every byte passed to the relay
+// before it has been forwarded by the relay (`passed == taken`), so the kernel never
+// overtakes the relay.
+//
+// Built at build time by relay/build.rs (clang -target bpf); no object file is checked in.
+
+#include <linux/bpf.h>
+
+#define SEC(name) __attribute__((section(name), used))
+#define __uint(name, val) int (*name)[val]
+#define __type(name, val) typeof(val) *name
+
+// The helpers this program calls, by their numbers in the kernel's UAPI (linux/bpf.h).
+static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_lookup_elem;
+static __u64 (*bpf_ktime_get_ns)(void) = (void *)BPF_FUNC_ktime_get_ns;
+static __u64 (*bpf_get_socket_cookie)(void *ctx) = (void *)BPF_FUNC_get_socket_cookie;
+static long (*bpf_sk_redirect_hash)(struct __sk_buff *skb, void *map, void *key, __u64 flags) =
+    (void *)BPF_FUNC_sk_redirect_hash;
+
+// Written by the relay only (relay/src/kernel_splice.rs, `Control`; all u64, as the relay writes them).
+struct control {
+    __u64 peer;   // the other socket's cookie
+    __u64 taken;  // bytes of this socket the relay has read and forwarded itself
+    __u64 splice; // 1: redirect to the peer (when ordering allows); 0: pass to the relay
+};
+
+// Written by this program only (relay/src/kernel_splice.rs, `Stats`).
+struct stats {
+    __u64 passed;     // bytes passed to the relay
+    __u64 redirected; // bytes redirected to the peer
+    __u64 last_ns;    // CLOCK_MONOTONIC of the last bytes received
+};
+
+#define MAX_SOCKETS 65536
+
+struct {
+    __uint(type, BPF_MAP_TYPE_SOCKHASH);
+    __uint(max_entries, MAX_SOCKETS);
+    __type(key, __u64);
+    __type(value, __u32);
+} sockets SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, MAX_SOCKETS);
+    __type(key, __u64);
+    __type(value, struct control);
+} controls SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, MAX_SOCKETS);
+    __type(key, __u64);
+    __type(value, struct stats);
+} stats SEC(".maps");
+
+SEC("sk_skb/stream_verdict")
+int splice_verdict(struct __sk_buff *skb)
+{
+    __u64 cookie = bpf_get_socket_cookie(skb);
+    struct control *control = bpf_map_lookup_elem(&controls, &cookie);
+    struct stats *stats_of = bpf_map_lookup_elem(&stats, &cookie);
+    if (!control || !stats_of)
+        return SK_PASS;
+    // One socket's chunks are verdicted one at a time (under the socket's lock), so the
+    // counters need no atomics; the relay only reads them.
+    stats_of->last_ns = bpf_ktime_get_ns();
+    if (control->splice && stats_of->passed == control->taken) {
+        __u64 peer = control->peer;
+        stats_of->redirected += skb->len;
+        // SK_DROP when the peer has left the map (its socket closed): the relay sees that
+        // close and ends the connection.
+        return bpf_sk_redirect_hash(skb, &sockets, &peer, 0);
+    }
+    stats_of->passed += skb->len;
+    return SK_PASS;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

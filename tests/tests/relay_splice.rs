@@ -1,0 +1,177 @@
+//! Held connections spliced in the kernel (docs/kernel-splice.md): a connection that woke
+//! its instance is carried by the kernel's sockhash once its login is done, byte for byte,
+//! and a compute that dies under it closes the client at once.
+//!
+//! Skipped, with the reason printed, only where the kernel refuses the program (no sockmap,
+//! no CAP_BPF); a relay built without clang fails the test (scripts/test installs clang).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
+)]
+
+use std::io::Read as _;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
+use tests::{TempDir, raw};
+
+/// A relay whose held connections may be spliced (`park = false`); `None` (with the reason
+/// printed) where this kernel cannot splice.
+fn splicing_relay(dir: &std::path::Path) -> Option<Relay> {
+    let relay = Relay::start(
+        dir,
+        RelayOptions {
+            instance_toml: "park = false\n".into(),
+            ..RelayOptions::default()
+        },
+    );
+    if relay.logged("held connections are spliced in the kernel") {
+        return Some(relay);
+    }
+    let log = relay.log();
+    assert!(
+        !log.contains("built without it"),
+        "the relay was built without the kernel splice (is clang installed?)\n{log}"
+    );
+    assert!(
+        log.contains("the kernel splice is not available"),
+        "the relay says nothing of the kernel splice\n{log}"
+    );
+    eprintln!("skipped: this kernel cannot splice held connections\n{log}");
+    None
+}
+
+fn login(relay: &Relay) -> TcpStream {
+    let s = raw::login(relay.port, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", relay.log()));
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s
+}
+
+/// The rows of `SELECT printf('%0200d', x)` over 1..=rows, each checked byte for byte.
+fn read_numbered_rows(s: &mut TcpStream, rows: usize) {
+    let (_, columns) = raw::read_packet(s).unwrap();
+    assert_eq!(columns, [1], "one column");
+    raw::read_packet(s).unwrap(); // the column definition
+    let (_, eof) = raw::read_packet(s).unwrap();
+    assert_eq!(eof.first(), Some(&0xFE));
+    for x in 1..=rows {
+        let (_, row) = raw::read_packet(s).unwrap();
+        let want = format!("{x:0200}");
+        assert_eq!(row.first(), Some(&200), "row {x}");
+        assert_eq!(&row[1..], want.as_bytes(), "row {x}");
+    }
+    let (_, end) = raw::read_packet(s).unwrap();
+    assert!(end.first() == Some(&0xFE) && end.len() < 9, "{end:?}");
+}
+
+#[test]
+fn a_held_connection_is_spliced_and_carries_every_byte() {
+    let tmp = TempDir::new("splice-bytes");
+    let Some(relay) = splicing_relay(tmp.path()) else {
+        return;
+    };
+    let mut s = login(&relay);
+    assert!(
+        relay.logged("spliced=true"),
+        "the login that woke the instance was not spliced\n{}",
+        relay.log()
+    );
+    // 300,000 rows of 200 bytes (61 MB) from the compute, in order.
+    let rows = 300_000;
+    let sql = format!(
+        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < {rows}) \
+         SELECT printf('%0200d', x) FROM n"
+    );
+    let mut payload = vec![0x03];
+    payload.extend_from_slice(sql.as_bytes());
+    raw::write_packet(&mut s, 0, &payload).unwrap();
+    read_numbered_rows(&mut s, rows);
+    // A 15.3 MB value each way: sent in one command, read back in one row.
+    let value = "0123456789abcdef".repeat(1_000_000);
+    assert_eq!(
+        raw::one_row(&mut s, &format!("SELECT length('{value}')")).as_deref(),
+        Some("16000000")
+    );
+    let mut payload = b"\x03SELECT '".to_vec();
+    payload.extend_from_slice(value.as_bytes());
+    payload.push(b'\'');
+    raw::write_packet(&mut s, 0, &payload).unwrap();
+    let (_, columns) = raw::read_packet(&mut s).unwrap();
+    assert_eq!(columns, [1], "one column");
+    raw::read_packet(&mut s).unwrap(); // the column definition
+    raw::read_packet(&mut s).unwrap(); // EOF
+    let (_, row) = raw::read_packet(&mut s).unwrap();
+    // A length-encoded string of 16,000,000 bytes: 0xFD and three bytes of length.
+    assert_eq!(row[..4], [0xFD, 0x00, 0x24, 0xF4]);
+    assert!(row[4..] == *value.as_bytes(), "the value came back changed");
+    let (_, end) = raw::read_packet(&mut s).unwrap();
+    assert_eq!(end.first(), Some(&0xFE));
+    // COM_QUIT and the close: both sides closed, and the relay's line counts the bytes the
+    // kernel carried.
+    raw::write_packet(&mut s, 0, &[0x01]).unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{rest:?}");
+    drop(s);
+    assert!(
+        Relay::wait_until(Duration::from_secs(10), || relay.logged("session closed")),
+        "{}",
+        relay.log()
+    );
+    let log = relay.log();
+    let line = log.lines().find(|l| l.contains("session closed")).unwrap();
+    assert!(
+        line.contains("spliced=true") && line.contains("ended_by=\"eof\""),
+        "{line}"
+    );
+    let down: u64 = line
+        .split("down=")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(down > 60_000_000 + 16_000_000, "{line}");
+}
+
+#[test]
+fn a_compute_killed_under_a_spliced_session_closes_the_client_at_once() {
+    let tmp = TempDir::new("splice-kill");
+    let Some(relay) = splicing_relay(tmp.path()) else {
+        return;
+    };
+    let mut s = login(&relay);
+    assert_eq!(raw::one_row(&mut s, "SELECT 41 + 1").as_deref(), Some("42"));
+    let pid = relay.compute_pid().unwrap();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let t = Instant::now();
+    let mut buf = [0u8; 64];
+    let read = s.read(&mut buf);
+    assert!(
+        matches!(read, Ok(0))
+            || read.as_ref().is_err_and(|e| !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            )),
+        "{read:?} after {:?}",
+        t.elapsed()
+    );
+    drop(s);
+    assert!(
+        Relay::wait_until(Duration::from_secs(10), || relay.logged("session closed")),
+        "{}",
+        relay.log()
+    );
+}
