@@ -34,8 +34,13 @@ cores the load generator and the database share with the proxy, that cost is ste
 Part K (`k`, not in the default run; `bench/kernel-route` runs it alone): the kernel route
 (`route = "nftables"`) next to the pump, HAProxy and MariaDB directly; see part_k().
 
-Usage: forwarding.py [RUNS] [SECONDS] [a,b,k]   (defaults 3, 8, a,b)
-Writes bench/results/forwarding.{txt,json}, or kernel-route.{txt,json} for part k alone.
+Part H (`h`, not in the default run; `bench/held-splice` runs it alone): held connections,
+every one opened against a paused instance, on the relay's pump and spliced in the kernel,
+next to HAProxy and MariaDB directly; see part_h().
+
+Usage: forwarding.py [RUNS] [SECONDS] [a,b,k,h]   (defaults 3, 8, a,b)
+Writes bench/results/forwarding.{txt,json}, or kernel-route.{txt,json} for part k alone,
+held-splice.{txt,json} for part h alone.
 """
 
 import os
@@ -314,6 +319,106 @@ def part_k(out, data):
     h.stop(mdb, 60)
 
 
+def part_h(out, data):
+    """Held connections: every connection opened against a paused instance, so the
+    perceptron relays each login and holds the connection for its life.
+
+    direct        sysbench → mariadbd
+    haproxy       sysbench → HAProxy (mode tcp) → mariadbd
+    held-pump     sysbench → relay, held connections on the relay's pump
+                  (kernel_splice = false) → mariadbd
+    held-splice   sysbench → relay, held connections spliced in the kernel (eBPF sockhash,
+                  docs/kernel-splice.md) → mariadbd
+    Both relays are in auth-switch mode with an exec driver whose start takes 1 s (no
+    connection can slip onto the direct route) and adopts the running mariadbd; each run
+    starts paused. Every run checks that every connection was relayed, and for held-splice
+    that each was spliced (the relay's log).
+    """
+    mdb, mport, mdir = start_mariadb()
+    common = ["--tables=%d" % TABLES, "--table-size=%d" % TABLE_SIZE]
+    prepare_sbtest(mport, common)
+    hport = h.free_port()
+    hap = haproxy(hport, mport)
+    driver = ('[instance.driver]\nkind = "exec"\nstart = ["sleep", "1"]\nstop = ["true"]\n'
+              'status = ["true"]\npoll_interval = "1h"\n')
+    pump = h.Relay("held-pump", compute_port=mport, auth="switch", driver=driver,
+                   instance_toml="kernel_splice = false\n")
+    splice = h.Relay("held-splice", compute_port=mport, auth="switch", driver=driver)
+    for r in (pump, splice):
+        r.wait_state("running")
+    assert any("spliced in the kernel" in l for l in splice.log_lines()), \
+        "the relay cannot splice here:\n" + "\n".join(splice.log_lines()[-5:])
+    m.wait_greeting("127.0.0.1", hport, time.perf_counter() + 10)
+    ports = {"direct": mport, "haproxy": hport, "held-pump": pump.port,
+             "held-splice": splice.port}
+    relays = {"held-pump": pump, "held-splice": splice}
+    pids = {"haproxy": hap.pid, "held-pump": pump.proc.pid, "held-splice": splice.proc.pid}
+
+    def run_one(wl, t):
+        def f(c):
+            extra = common + ["--skip-trx=off"]
+            relay = relays.get(c)
+            if relay is None:
+                return sysbench(wl, ports[c], t, "sbtest", "sbpw", "sbtest", extra, pids.get(c))
+            spliced0 = sum("spliced=true" in l and "login accepted" in l
+                           for l in relay.log_lines())
+            r = held_run(relay, lambda: sysbench(wl, relay.port, t, "sbtest", "sbpw", "sbtest",
+                                                 extra, relay.proc.pid))
+            r["spliced"] = sum("spliced=true" in l and "login accepted" in l
+                               for l in relay.log_lines()) - spliced0
+            assert r["direct"] == 0 and r["relayed"] >= t, r
+            assert r["spliced"] == (r["relayed"] if c == "held-splice" else 0), r
+            return r
+        return f
+
+    version = subprocess.run(["mariadb", "--no-defaults", "-uroot", "--socket=" + mdir + "/sock",
+                              "-Nse", "SELECT VERSION()"], capture_output=True,
+                             text=True).stdout.strip()
+    data["mariadb_version"] = version
+    out.append("## Held connections: MariaDB %s, %d tables x %d rows, %d s per run, %d runs per "
+               "contender; every relay connection held (opened against a paused instance)"
+               % (version, TABLES, TABLE_SIZE, SECS, RUNS))
+    out.append("%-18s %3s  %-12s %11s %9s %9s %7s %9s  %s" % (
+        "workload", "thr", "contender", "QPS median", "QPS min", "QPS max", "p95 ms",
+        "cpu us/q", "QPS / direct (and / haproxy); connections relayed/spliced per run"))
+    ratios = {c: [] for c in ports if c != "direct"}
+    for wl in WORKLOADS:
+        for t in THREADS:
+            res = cell_runs(list(ports), run_one(wl, t))
+            s = summarise(res)
+            data["held"]["%s/%d" % (wl, t)] = {"runs": res, "summary": s}
+            base = s["direct"]["qps"]["median"]
+            for c in ports:
+                q = s[c]["qps"]
+                cpu = s[c]["cpu_us_per_query"]
+                note = ""
+                if c != "direct":
+                    ratios[c].append(q["median"] / base)
+                    note = "%.3f" % (q["median"] / base)
+                    if c != "haproxy":
+                        note += "  (/haproxy %.3f)  %s" % (
+                            q["median"] / s["haproxy"]["qps"]["median"],
+                            ", ".join("%d/%d" % (r["relayed"], r["spliced"]) for r in res[c]))
+                out.append("%-18s %3d  %-12s %11.0f %9.0f %9.0f %7.2f %9s  %s%s" % (
+                    wl, t, c, q["median"], q["min"], q["max"], s[c]["p95_ms"]["median"],
+                    "%.2f" % cpu["median"] if cpu.get("n") else "-", note,
+                    ("  errors %d" % s[c]["errors"]) if s[c]["errors"] else ""))
+            print("\n".join(out[-len(ports):]), flush=True)
+    out.append("")
+    out.append("geometric mean of QPS / direct over the %d cells:" % (len(WORKLOADS) * len(THREADS)))
+    for c, rs in ratios.items():
+        g = 1.0
+        for x in rs:
+            g *= x
+        g **= 1.0 / len(rs)
+        data["held"]["geomean/" + c] = g
+        out.append("  %-12s %.3f  (min %.3f, max %.3f)" % (c, g, min(rs), max(rs)))
+    pump.stop()
+    splice.stop()
+    h.stop(hap)
+    h.stop(mdb, 60)
+
+
 def part_b(out, data):
     # The relay's compute command sleeps 1 s before exec'ing server-shim, so during a wake
     # every sysbench connection is held by the perceptron (none can reach the direct route).
@@ -370,15 +475,19 @@ def main():
     out = ["# forwarding (sysbench %s)" % subprocess.run(
         ["sysbench", "--version"], capture_output=True, text=True).stdout.strip(),
         "machine: %s" % h.machine(), ""]
-    data = {"runs": RUNS, "seconds": SECS, "mariadb": {}, "shim": {}, "kernel": {}}
+    data = {"runs": RUNS, "seconds": SECS, "mariadb": {}, "shim": {}, "kernel": {}, "held": {}}
     if "k" in parts:
         part_k(out, data)
+    if "h" in parts:
+        part_h(out, data)
     if "a" in parts:
         part_a(out, data)
     if "b" in parts:
         part_b(out, data)
     out.append("")
-    h.save("kernel-route" if parts == ["k"] else "forwarding", "\n".join(out), data)
+    alone = {"k": "kernel-route", "h": "held-splice"}
+    h.save(alone.get(parts[0], "forwarding") if len(parts) == 1 else "forwarding",
+           "\n".join(out), data)
 
 
 if __name__ == "__main__":

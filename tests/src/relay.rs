@@ -40,6 +40,9 @@ pub struct RelayOptions {
     /// Start the relay as the leader of a process group of its own, so the test can signal
     /// the whole group as a terminal does (`kill -INT -- -<pid>`).
     pub own_process_group: bool,
+    /// A program, with its arguments, that runs the relay (e.g. `setpriv` dropping
+    /// capabilities); empty runs it directly.
+    pub launcher: Vec<String>,
 }
 
 impl Default for RelayOptions {
@@ -59,6 +62,7 @@ impl Default for RelayOptions {
             relay_toml: String::new(),
             instance_toml: String::new(),
             own_process_group: false,
+            launcher: Vec::new(),
         }
     }
 }
@@ -198,7 +202,14 @@ on_relay_exit = "{}"
         let log = dir.join(format!("relay-{}.log", crate::free_port()));
         let log_file = fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
         let spawned = Instant::now();
-        let mut command = Command::new(bin_path("relay"));
+        let mut command = match options.launcher.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(bin_path("relay"));
+                c
+            }
+            None => Command::new(bin_path("relay")),
+        };
         if options.own_process_group {
             std::os::unix::process::CommandExt::process_group(&mut command, 0);
         }

@@ -175,3 +175,29 @@ fn a_compute_killed_under_a_spliced_session_closes_the_client_at_once() {
         relay.log()
     );
 }
+
+/// Without CAP_BPF (and CAP_SYS_ADMIN, which also allows it) the relay says once why it
+/// cannot splice, and held connections work on its pump.
+#[test]
+fn without_the_capability_held_connections_stay_on_the_pump() {
+    let tmp = TempDir::new("splice-nocap");
+    let relay = Relay::start(
+        tmp.path(),
+        RelayOptions {
+            instance_toml: "park = false\n".into(),
+            launcher: ["setpriv", "--bounding-set=-bpf,-sys_admin,-perfmon", "--"]
+                .map(String::from)
+                .to_vec(),
+            ..RelayOptions::default()
+        },
+    );
+    let log = relay.log();
+    assert_eq!(
+        log.matches("the kernel splice is not available").count(),
+        1,
+        "{log}"
+    );
+    let mut s = login(&relay);
+    assert_eq!(raw::one_row(&mut s, "SELECT 6 * 7").as_deref(), Some("42"));
+    assert!(relay.logged("spliced=false"), "{}", relay.log());
+}

@@ -616,7 +616,12 @@ where
                 compute: cfg.compute_timeout,
                 client: cfg.handshake_timeout,
             };
-            let verdict = switch_auth::relay_login(client, &mut compute, &login, timeouts).await?;
+            // Spliced before the client has the compute's OK, as in dual mode.
+            let verdict =
+                switch_auth::relay_login(client, &mut compute, &login, timeouts, |c, s| {
+                    spliced = splice_held(rt, c, s);
+                })
+                .await?;
             // The compute's verdict, learnt on the way through: what a password guesser
             // spends.
             if access_denied(&verdict.reply.payload) {
@@ -835,7 +840,8 @@ where
         compute: timeout,
         client: timeout,
     };
-    let verdict = switch_auth::relay_login(&mut client, &mut greeted, &login, timeouts).await;
+    let verdict =
+        switch_auth::relay_login(&mut client, &mut greeted, &login, timeouts, |_, _| {}).await;
     verdict.ok().and_then(|v| v.reply.payload.first().copied())
 }
 
