@@ -417,7 +417,11 @@ fn check(config_path: &std::path::Path) -> ExitCode {
     for p in &problems {
         println!("{}: {}: {}", config.path.display(), p.key, p.message);
     }
-    for w in crate::preflight::warnings(&config) {
+    let splice = crate::preflight::kernel_splice_warning(&config);
+    for w in crate::preflight::warnings(&config)
+        .into_iter()
+        .chain(splice)
+    {
         println!(
             "{}: {}: warning: {}",
             config.path.display(),

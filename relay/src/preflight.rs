@@ -274,6 +274,25 @@ pub fn warnings(config: &Config) -> Vec<Problem> {
         .collect()
 }
 
+/// The kernel splice, tried for real when some instance would use it: a warning naming the
+/// first such instance's key when this process cannot load it (held connections then stay on
+/// the pump; the relay starts all the same).
+#[must_use]
+pub fn kernel_splice_warning(config: &Config) -> Option<Problem> {
+    let i = config
+        .instances
+        .iter()
+        .position(crate::perceptron::may_splice)?;
+    let why = crate::kernel_splice::KernelSplice::load().err()?;
+    Some(Problem {
+        key: format!("instance[{i}].kernel_splice"),
+        message: format!(
+            "held connections will stay on the relay's pump: {why} (the splice needs CAP_BPF \
+             and CAP_NET_ADMIN, or root, and a relay built with clang; docs/kernel-splice.md)"
+        ),
+    })
+}
+
 /// What is wrong with the program of `argv` (run in `cwd`), if anything.
 fn argv_problem(argv: &[String], cwd: &Path) -> Option<String> {
     program_problem(argv.first()?, cwd)

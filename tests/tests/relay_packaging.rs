@@ -82,6 +82,7 @@ fn the_systemd_unit_verifies_and_is_hardened() {
         None,
         Some("nftables.conf.example"),
         Some("capacity.conf.example"),
+        Some("kernel-splice.conf.example"),
     ] {
         let dir = TempDir::new("systemd");
         let unit = installed_unit(dir.path(), drop_in);

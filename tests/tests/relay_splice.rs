@@ -200,4 +200,19 @@ fn without_the_capability_held_connections_stay_on_the_pump() {
     let mut s = login(&relay);
     assert_eq!(raw::one_row(&mut s, "SELECT 6 * 7").as_deref(), Some("42"));
     assert!(relay.logged("spliced=false"), "{}", relay.log());
+    // `relay check` says the same, naming the key, and still passes the configuration.
+    let out = std::process::Command::new("setpriv")
+        .args(["--bounding-set=-bpf,-sys_admin,-perfmon", "--"])
+        .arg(tests::bin_path("relay"))
+        .args(["check", "--config"])
+        .arg(relay.dir.join("relay.toml"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && text.contains("instance[0].kernel_splice: warning: held connections will stay"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -67,7 +67,8 @@ pub struct Established<S> {
     /// How long the phases took.
     pub timings: Timings,
     /// What reattaching the session after a stop needs, when the compute issued a ticket.
-    pub resumption: Option<reattach::Resumption>,
+    /// Boxed: a held session's task keeps it for the session's life, and most have none.
+    pub resumption: Option<Box<reattach::Resumption>>,
     /// The session's sockets, when the kernel splices them: nothing is left to pump.
     pub spliced: Option<Spliced>,
 }
@@ -250,16 +251,14 @@ fn forward<'a>(
             "relayed login accepted; forwarding"
         );
         if let Some(spliced) = session.spliced.take() {
-            let (ClientStream::Plain(mut client), ComputeStream::Plain(mut compute)) =
-                (client.into_parts().0, session.compute.into_parts().0)
-            else {
-                // splice_held takes plain sockets only.
-                return;
-            };
-            let ok_len = 4 + session.verdict.reply.payload.len() as u64;
-            let bytes =
-                crate::kernel_splice::carry(&mut client, &mut compute, &spliced, ok_len).await;
-            drop(spliced);
+            // Boxed, so a pumped or detached session's task does not carry its state.
+            let bytes = Box::pin(carry_spliced(
+                client,
+                session.compute,
+                spliced,
+                &session.verdict,
+            ))
+            .await;
             rt.count_pumped(&bytes);
             drop(session.held);
             tracing::info!(
@@ -286,14 +285,16 @@ fn forward<'a>(
         }
         let bytes = loop {
             let (compute_stream, compute_rest) = compute;
-            let bytes = crate::passthrough::pump(
+            // Boxed: a detached session waits for hours outside the pump, and should not
+            // keep the pump's state in its task meanwhile.
+            let bytes = Box::pin(crate::passthrough::pump(
                 &mut client_stream,
                 std::mem::take(&mut client_rest),
                 compute_stream,
                 compute_rest,
                 rt.instance.thaw_on_upload(),
                 Some(&mut commands),
-            )
+            ))
             .await;
             rt.count_pumped(&bytes);
             let Some(resumption) = resumption.as_mut().filter(|_| bytes.ended_by == "detached")
@@ -351,6 +352,23 @@ fn forward<'a>(
             duration_ms = started.elapsed().as_millis(), "session closed"
         );
     }
+}
+
+/// A spliced session until both sides have closed ([`crate::kernel_splice::carry`]).
+async fn carry_spliced(
+    client: PacketStream<ClientStream<TcpStream>>,
+    compute: PacketStream<ComputeStream<TcpStream>>,
+    spliced: Spliced,
+    verdict: &Verdict,
+) -> crate::passthrough::PumpReport {
+    let (ClientStream::Plain(mut client), ComputeStream::Plain(mut compute)) =
+        (client.into_parts().0, compute.into_parts().0)
+    else {
+        // splice_held takes plain sockets only.
+        return crate::passthrough::PumpReport::default();
+    };
+    let ok_len = 4 + verdict.reply.payload.len() as u64;
+    crate::kernel_splice::carry(&mut client, &mut compute, &spliced, ok_len).await
 }
 
 /// While a session is detached: reads the client's bytes, answering pings and learnt
@@ -588,7 +606,7 @@ where
                 dual_auth::log_in(&mut compute, login, &signer, cfg.compute_timeout).await?;
             resumption = template
                 .zip(verdict.ticket.take())
-                .map(|(template, ticket)| reattach::Resumption::new(template, ticket));
+                .map(|(template, ticket)| Box::new(reattach::Resumption::new(template, ticket)));
             if let Some(proven_in) = verdict.proven_in {
                 rt.learn_profile(&compute.greeting);
                 rt.instance
