@@ -235,6 +235,47 @@ def part_a(out, data):
     h.stop(mdb, 60)
 
 
+def against_direct(out, into, ports, run_one, heading, note_of):
+    """Every workload and thread count over `ports` (contender -> port; "direct" and
+    "haproxy" among them): a table row per contender with its QPS / direct (and / HAProxy)
+    and note_of(contender, runs), then each contender's geometric mean over the cells. Runs
+    and summaries go into `into`."""
+    out.append("%-18s %3s  %-13s %11s %9s %9s %7s %9s  %s" % (
+        "workload", "thr", "contender", "QPS median", "QPS min", "QPS max", "p95 ms",
+        "cpu us/q", heading))
+    ratios = {c: [] for c in ports if c != "direct"}
+    for wl in WORKLOADS:
+        for t in THREADS:
+            res = cell_runs(list(ports), run_one(wl, t))
+            s = summarise(res)
+            into["%s/%d" % (wl, t)] = {"runs": res, "summary": s}
+            base = s["direct"]["qps"]["median"]
+            for c in ports:
+                q = s[c]["qps"]
+                cpu = s[c]["cpu_us_per_query"]
+                note = ""
+                if c != "direct":
+                    ratios[c].append(q["median"] / base)
+                    note = "%.3f" % (q["median"] / base)
+                    if c != "haproxy":
+                        note += "  (/haproxy %.3f)" % (q["median"] / s["haproxy"]["qps"]["median"])
+                    note += note_of(c, res[c])
+                out.append("%-18s %3d  %-13s %11.0f %9.0f %9.0f %7.2f %9s  %s%s" % (
+                    wl, t, c, q["median"], q["min"], q["max"], s[c]["p95_ms"]["median"],
+                    "%.2f" % cpu["median"] if cpu.get("n") else "-", note,
+                    ("  errors %d" % s[c]["errors"]) if s[c]["errors"] else ""))
+            print("\n".join(out[-len(ports):]), flush=True)
+    out.append("")
+    out.append("geometric mean of QPS / direct over the %d cells:" % (len(WORKLOADS) * len(THREADS)))
+    for c, rs in ratios.items():
+        g = 1.0
+        for x in rs:
+            g *= x
+        g **= 1.0 / len(rs)
+        into["geomean/" + c] = g
+        out.append("  %-13s %.3f  (min %.3f, max %.3f)" % (c, g, min(rs), max(rs)))
+
+
 def part_k(out, data):
     """The kernel route next to the pump, HAProxy and MariaDB itself, in one run.
 
@@ -278,41 +319,9 @@ def part_k(out, data):
     data["mariadb_version"] = version
     out.append("## Kernel route: MariaDB %s, %d tables x %d rows, %d s per run, %d runs per "
                "contender" % (version, TABLES, TABLE_SIZE, SECS, RUNS))
-    out.append("%-18s %3s  %-13s %11s %9s %9s %7s %9s  %s" % (
-        "workload", "thr", "contender", "QPS median", "QPS min", "QPS max", "p95 ms",
-        "cpu us/q", "QPS / direct (and / haproxy)"))
-    ratios = {c: [] for c in ports if c != "direct"}
-    for wl in WORKLOADS:
-        for t in THREADS:
-            res = cell_runs(list(ports), run_one(wl, t))
-            s = summarise(res)
-            data["kernel"]["%s/%d" % (wl, t)] = {"runs": res, "summary": s}
-            base = s["direct"]["qps"]["median"]
-            for c in ports:
-                q = s[c]["qps"]
-                cpu = s[c]["cpu_us_per_query"]
-                note = ""
-                if c != "direct":
-                    ratios[c].append(q["median"] / base)
-                    note = "%.3f" % (q["median"] / base)
-                    if c != "haproxy":
-                        note += "  (/haproxy %.3f)" % (q["median"] / s["haproxy"]["qps"]["median"])
-                    if c == "relay-kernel":
-                        note += "  pumped %d" % sum(r["pumped"] for r in res[c])
-                out.append("%-18s %3d  %-13s %11.0f %9.0f %9.0f %7.2f %9s  %s%s" % (
-                    wl, t, c, q["median"], q["min"], q["max"], s[c]["p95_ms"]["median"],
-                    "%.1f" % cpu["median"] if cpu.get("n") else "-", note,
-                    ("  errors %d" % s[c]["errors"]) if s[c]["errors"] else ""))
-            print("\n".join(out[-len(ports):]), flush=True)
-    out.append("")
-    out.append("geometric mean of QPS / direct over the %d cells:" % (len(WORKLOADS) * len(THREADS)))
-    for c, rs in ratios.items():
-        g = 1.0
-        for x in rs:
-            g *= x
-        g **= 1.0 / len(rs)
-        data["kernel"]["geomean/" + c] = g
-        out.append("  %-13s %.3f  (min %.3f, max %.3f)" % (c, g, min(rs), max(rs)))
+    against_direct(out, data["kernel"], ports, run_one, "QPS / direct (and / haproxy)",
+                   lambda c, runs: "  pumped %d" % sum(r["pumped"] for r in runs)
+                   if c == "relay-kernel" else "")
     pump.stop()
     kernel.stop()
     h.stop(hap)
@@ -378,41 +387,11 @@ def part_h(out, data):
     out.append("## Held connections: MariaDB %s, %d tables x %d rows, %d s per run, %d runs per "
                "contender; every relay connection held (opened against a paused instance)"
                % (version, TABLES, TABLE_SIZE, SECS, RUNS))
-    out.append("%-18s %3s  %-12s %11s %9s %9s %7s %9s  %s" % (
-        "workload", "thr", "contender", "QPS median", "QPS min", "QPS max", "p95 ms",
-        "cpu us/q", "QPS / direct (and / haproxy); connections relayed/spliced per run"))
-    ratios = {c: [] for c in ports if c != "direct"}
-    for wl in WORKLOADS:
-        for t in THREADS:
-            res = cell_runs(list(ports), run_one(wl, t))
-            s = summarise(res)
-            data["held"]["%s/%d" % (wl, t)] = {"runs": res, "summary": s}
-            base = s["direct"]["qps"]["median"]
-            for c in ports:
-                q = s[c]["qps"]
-                cpu = s[c]["cpu_us_per_query"]
-                note = ""
-                if c != "direct":
-                    ratios[c].append(q["median"] / base)
-                    note = "%.3f" % (q["median"] / base)
-                    if c != "haproxy":
-                        note += "  (/haproxy %.3f)  %s" % (
-                            q["median"] / s["haproxy"]["qps"]["median"],
-                            ", ".join("%d/%d" % (r["relayed"], r["spliced"]) for r in res[c]))
-                out.append("%-18s %3d  %-12s %11.0f %9.0f %9.0f %7.2f %9s  %s%s" % (
-                    wl, t, c, q["median"], q["min"], q["max"], s[c]["p95_ms"]["median"],
-                    "%.2f" % cpu["median"] if cpu.get("n") else "-", note,
-                    ("  errors %d" % s[c]["errors"]) if s[c]["errors"] else ""))
-            print("\n".join(out[-len(ports):]), flush=True)
-    out.append("")
-    out.append("geometric mean of QPS / direct over the %d cells:" % (len(WORKLOADS) * len(THREADS)))
-    for c, rs in ratios.items():
-        g = 1.0
-        for x in rs:
-            g *= x
-        g **= 1.0 / len(rs)
-        data["held"]["geomean/" + c] = g
-        out.append("  %-12s %.3f  (min %.3f, max %.3f)" % (c, g, min(rs), max(rs)))
+    against_direct(out, data["held"], ports, run_one,
+                   "QPS / direct (and / haproxy); connections relayed/spliced per run",
+                   lambda c, runs: "  " + ", ".join("%d/%d" % (r["relayed"], r["spliced"])
+                                                    for r in runs)
+                   if c in relays else "")
     pump.stop()
     splice.stop()
     h.stop(hap)
