@@ -23,9 +23,15 @@ use tests::{TempDir, raw};
 /// A relay whose held connections may be spliced (`park = false`); `None` (with the reason
 /// printed) where this kernel cannot splice.
 fn splicing_relay(dir: &std::path::Path) -> Option<Relay> {
+    splicing_relay_with(dir, None)
+}
+
+/// As [`splicing_relay`], with the compute `command` ([`RelayOptions::command`]).
+fn splicing_relay_with(dir: &std::path::Path, command: Option<Vec<String>>) -> Option<Relay> {
     let relay = Relay::start(
         dir,
         RelayOptions {
+            command,
             instance_toml: "park = false\n".into(),
             ..RelayOptions::default()
         },
@@ -214,5 +220,77 @@ fn without_the_capability_held_connections_stay_on_the_pump() {
             && text.contains("instance[0].kernel_splice: warning: held connections will stay"),
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// sysbench `oltp_read_write` on connections that are all held and spliced: the compute
+/// starts a second after the wake, so every connection sysbench opens is relayed.
+#[test]
+fn sysbench_oltp_read_write_runs_on_spliced_connections() {
+    let tmp = TempDir::new("splice-sysbench");
+    let dir = tmp.path().display().to_string();
+    let shim = tests::bin_path("server-shim").display().to_string();
+    let Some(relay) = splicing_relay_with(
+        tmp.path(),
+        Some(vec![
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "sleep 1; exec {shim} run --listen 127.0.0.1:{{COMPUTE_PORT}} \
+                 --data {dir}/data --key-file {dir}/perceptron.key"
+            ),
+        ]),
+    ) else {
+        return;
+    };
+    let port = relay.port;
+    tests::ok(&tests::mariadb(
+        port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        "CREATE DATABASE sbtest",
+    ));
+    let sysbench = |phase: &str, extra: &[&str]| {
+        let mut cmd = std::process::Command::new("sysbench");
+        cmd.args([
+            "oltp_read_write",
+            "--db-driver=mysql",
+            "--mysql-host=127.0.0.1",
+            &format!("--mysql-port={port}"),
+            &format!("--mysql-user={USER}"),
+            &format!("--mysql-password={PASSWORD}"),
+            "--mysql-db=sbtest",
+            "--mysql-ssl=off",
+            "--tables=2",
+            "--table-size=1000",
+        ])
+        .args(extra)
+        .arg(phase);
+        tests::run_with_input(&mut cmd, b"", Duration::from_secs(120))
+    };
+    tests::ok(&sysbench("prepare", &[]));
+    relay.pause();
+    let spliced = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("login accepted") && l.contains("spliced=true"))
+            .count()
+    };
+    let before = spliced(&relay.log());
+    let run = sysbench("run", &["--threads=4", "--events=400", "--time=0"]);
+    let out = tests::ok(&run);
+    assert!(
+        out.contains("transactions:                        400 "),
+        "{out}"
+    );
+    assert!(
+        out.contains("ignored errors:                      0 "),
+        "{out}"
+    );
+    let log = relay.log();
+    assert_eq!(
+        spliced(&log) - before,
+        4,
+        "every sysbench connection held and spliced\n{log}"
     );
 }
