@@ -16,42 +16,6 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
 use crate::passthrough::PumpReport;
-use crate::tls::{ClientStream, ComputeStream};
-
-/// A stream the kernel splice can take: a plain TCP socket (not TLS, not an in-memory
-/// stream).
-pub trait Spliceable {
-    /// The TCP socket, if the stream is one without a layer of the relay's on it.
-    fn tcp(&self) -> Option<&TcpStream> {
-        None
-    }
-}
-
-impl Spliceable for TcpStream {
-    fn tcp(&self) -> Option<&TcpStream> {
-        Some(self)
-    }
-}
-
-impl Spliceable for tokio::io::DuplexStream {}
-
-impl<S: Spliceable> Spliceable for ClientStream<S> {
-    fn tcp(&self) -> Option<&TcpStream> {
-        match self {
-            Self::Plain(s) => s.tcp(),
-            Self::Tls(_) | Self::Gone => None,
-        }
-    }
-}
-
-impl<S: Spliceable> Spliceable for ComputeStream<S> {
-    fn tcp(&self) -> Option<&TcpStream> {
-        match self {
-            Self::Plain(s) => s.tcp(),
-            Self::Tls(_) => None,
-        }
-    }
-}
 
 /// Why the kernel splice is not available.
 #[derive(Debug, Clone)]

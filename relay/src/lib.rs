@@ -15,6 +15,8 @@
 //! - `perceptron`: the perceptron route, one function per phase (P1–P8), and how its
 //!   connections end (error kinds, metric labels, client-visible ERRs).
 //! - `runtime`: what every connection of one instance shares.
+//! - `kernel_splice`: held connections spliced in the kernel (an eBPF sockhash), and waiting
+//!   for a spliced connection's ends.
 //! - `control`: instance lifecycle, the single-flight wake, the frozen tier, the kernel
 //!   route's installation, scaling, billing rates; drivers (`control::driver`) and readiness.
 //! - `fleet`: several relays sharing instances through a state store (etcd).
@@ -26,6 +28,8 @@
 //! - `limits`: admission for the pre-login phase (caps per relay, instance and source).
 //! - `passthrough`: the byte pump (both routes).
 //! - `login_watch`: reading a direct-route login's verdict off the byte stream.
+//! - `session_replay`: what a relayed session's commands did to its state, for a reattach.
+//! - `statement_ids`: prepared statement ids mapped between a client and a new compute.
 //! - `conversation`: where a logged-in connection is between commands (idle, busy), read
 //!   off both directions' bytes.
 //! - `packet_io`: the only module that reads or writes MySQL packets on a socket.

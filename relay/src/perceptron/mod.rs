@@ -40,13 +40,13 @@ use tokio::net::TcpStream;
 use crate::compute_conn::{ComputeConnector, ComputeTarget, OnBehalfOf, TcpConnector};
 use crate::config::AuthMode;
 use crate::control::{ConnectionGuard, Phase, Route, WakeReport};
-use crate::kernel_splice::{Spliceable, Spliced};
+use crate::kernel_splice::Spliced;
 use crate::limits::PendingPermit;
 use crate::logsafe::Escaped;
 use crate::metrics::Counter;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
 use crate::runtime::InstanceRuntime;
-use crate::tls::{ClientStream, ComputeStream};
+use crate::tls::{ClientStream, ComputeStream, Spliceable};
 use dual_auth::Verdict;
 use outcome::{Classification, PerceptronError};
 
