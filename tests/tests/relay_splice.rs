@@ -294,3 +294,31 @@ fn sysbench_oltp_read_write_runs_on_spliced_connections() {
         "every sysbench connection held and spliced\n{log}"
     );
 }
+
+/// The relay killed with -9 under a spliced session: the kernel closes the relay's sockets
+/// with the process, so the client sees its connection end at once, as with the pump (the
+/// splice leaves nothing behind that would keep it open).
+#[test]
+fn the_relay_killed_under_a_spliced_session_ends_the_clients_connection() {
+    let tmp = TempDir::new("splice-relay-kill");
+    let Some(mut relay) = splicing_relay(tmp.path()) else {
+        return;
+    };
+    let mut s = login(&relay);
+    assert_eq!(raw::one_row(&mut s, "SELECT 1 + 1").as_deref(), Some("2"));
+    // The compute outlives a killed relay; stopped by pid when the test ends.
+    let _compute = tests::relay::KillOnDrop(relay.compute_pid());
+    relay.child.kill9();
+    let t = Instant::now();
+    let mut buf = [0u8; 64];
+    let read = s.read(&mut buf);
+    assert!(
+        matches!(read, Ok(0))
+            || read.as_ref().is_err_and(|e| !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            )),
+        "{read:?} after {:?}",
+        t.elapsed()
+    );
+}
