@@ -83,6 +83,13 @@ def start_mariadb(extra_args=()):
     return p, port, d
 
 
+def mariadb_version(mdir):
+    """The VERSION() of start_mariadb's server in `mdir` (over its socket)."""
+    return subprocess.run(["mariadb", "--no-defaults", "-uroot", "--socket=" + mdir + "/sock",
+                           "-Nse", "SELECT VERSION()"], capture_output=True,
+                          text=True).stdout.strip()
+
+
 def prepare_sbtest(port, common, threads=4):
     """Creates sysbench's oltp tables (the same schema for every oltp_* workload) in the
     sbtest database of the MariaDB on `port`; `common` gives --tables and --table-size."""
@@ -195,9 +202,7 @@ def part_a(out, data):
                                                    extra, held.proc.pid))
         return f
 
-    versions = subprocess.run(["mariadb", "--no-defaults", "-uroot", "--socket=" + mdir + "/sock",
-                               "-Nse", "SELECT VERSION()"], capture_output=True,
-                              text=True).stdout.strip()
+    versions = mariadb_version(mdir)
     data["mariadb_version"] = versions
     out.append("## Part A: MariaDB %s, %d tables x %d rows, %d s per run, %d runs per contender"
                % (versions, TABLES, TABLE_SIZE, SECS, RUNS))
@@ -313,9 +318,7 @@ def part_k(out, data):
             return r
         return f
 
-    version = subprocess.run(["mariadb", "--no-defaults", "-uroot", "--socket=" + mdir + "/sock",
-                              "-Nse", "SELECT VERSION()"], capture_output=True,
-                             text=True).stdout.strip()
+    version = mariadb_version(mdir)
     data["mariadb_version"] = version
     out.append("## Kernel route: MariaDB %s, %d tables x %d rows, %d s per run, %d runs per "
                "contender" % (version, TABLES, TABLE_SIZE, SECS, RUNS))
@@ -326,6 +329,11 @@ def part_k(out, data):
     kernel.stop()
     h.stop(hap)
     h.stop(mdb, 60)
+
+
+def spliced_logins(relay):
+    """How many relayed logins the relay has logged as spliced in the kernel."""
+    return sum("spliced=true" in l and "login accepted" in l for l in relay.log_lines())
 
 
 def part_h(out, data):
@@ -369,20 +377,16 @@ def part_h(out, data):
             relay = relays.get(c)
             if relay is None:
                 return sysbench(wl, ports[c], t, "sbtest", "sbpw", "sbtest", extra, pids.get(c))
-            spliced0 = sum("spliced=true" in l and "login accepted" in l
-                           for l in relay.log_lines())
+            spliced0 = spliced_logins(relay)
             r = held_run(relay, lambda: sysbench(wl, relay.port, t, "sbtest", "sbpw", "sbtest",
                                                  extra, relay.proc.pid))
-            r["spliced"] = sum("spliced=true" in l and "login accepted" in l
-                               for l in relay.log_lines()) - spliced0
+            r["spliced"] = spliced_logins(relay) - spliced0
             assert r["direct"] == 0 and r["relayed"] >= t, r
             assert r["spliced"] == (r["relayed"] if c == "held-splice" else 0), r
             return r
         return f
 
-    version = subprocess.run(["mariadb", "--no-defaults", "-uroot", "--socket=" + mdir + "/sock",
-                              "-Nse", "SELECT VERSION()"], capture_output=True,
-                             text=True).stdout.strip()
+    version = mariadb_version(mdir)
     data["mariadb_version"] = version
     out.append("## Held connections: MariaDB %s, %d tables x %d rows, %d s per run, %d runs per "
                "contender; every relay connection held (opened against a paused instance)"

@@ -60,6 +60,23 @@ fn login(relay: &Relay) -> TcpStream {
     s
 }
 
+/// The client's next read sees its connection end (an end of stream or a reset), not its
+/// read timeout.
+fn assert_connection_ended(s: &mut TcpStream) {
+    let t = Instant::now();
+    let mut buf = [0u8; 64];
+    let read = s.read(&mut buf);
+    assert!(
+        matches!(read, Ok(0))
+            || read.as_ref().is_err_and(|e| !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            )),
+        "{read:?} after {:?}",
+        t.elapsed()
+    );
+}
+
 /// The rows of `SELECT printf('%0200d', x)` over 1..=rows, each checked byte for byte.
 fn read_numbered_rows(s: &mut TcpStream, rows: usize) {
     let (_, columns) = raw::read_packet(s).unwrap();
@@ -162,18 +179,7 @@ fn a_compute_killed_under_a_spliced_session_closes_the_client_at_once() {
             .unwrap()
             .success()
     );
-    let t = Instant::now();
-    let mut buf = [0u8; 64];
-    let read = s.read(&mut buf);
-    assert!(
-        matches!(read, Ok(0))
-            || read.as_ref().is_err_and(|e| !matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            )),
-        "{read:?} after {:?}",
-        t.elapsed()
-    );
+    assert_connection_ended(&mut s);
     drop(s);
     assert!(
         Relay::wait_until(Duration::from_secs(10), || relay.logged("session closed")),
@@ -309,16 +315,5 @@ fn the_relay_killed_under_a_spliced_session_ends_the_clients_connection() {
     // The compute outlives a killed relay; stopped by pid when the test ends.
     let _compute = tests::relay::KillOnDrop(relay.compute_pid());
     relay.child.kill9();
-    let t = Instant::now();
-    let mut buf = [0u8; 64];
-    let read = s.read(&mut buf);
-    assert!(
-        matches!(read, Ok(0))
-            || read.as_ref().is_err_and(|e| !matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            )),
-        "{read:?} after {:?}",
-        t.elapsed()
-    );
+    assert_connection_ended(&mut s);
 }
