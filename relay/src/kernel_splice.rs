@@ -249,11 +249,13 @@ pub async fn carry(
             break "eof";
         }
         let from = tokio::select! {
-            r = client.readable(), if !up.ended => r.map(|()| End::Client),
-            r = compute.readable(), if !down.ended => r.map(|()| End::Compute),
+            r = client.readable(), if !up.ended => r.map(|()| End::Client).map_err(|_| End::Client),
+            r = compute.readable(), if !down.ended => r.map(|()| End::Compute).map_err(|_| End::Compute),
         };
-        let Ok(from) = from else {
-            break "client_error";
+        let from = match from {
+            Ok(from) => from,
+            Err(End::Client) => break "client_error",
+            Err(End::Compute) => break "compute_error",
         };
         // The direction `from` starts, its socket, the other one, and what was written to
         // that one (besides what the kernel redirected) before and since the splice.
