@@ -307,6 +307,9 @@ pub struct Conversation {
     pending: VecDeque<Pending>,
     untracked: Option<Untracked>,
     status_flags: u16,
+    /// `status_flags` are the server's: false after [`Self::forget_status_flags`] until the
+    /// next OK or EOF.
+    status_known: bool,
     /// Commands seen that count as use of the instance (all but `COM_PING`).
     activity: u64,
 }
@@ -333,8 +336,20 @@ impl Conversation {
             pending: VecDeque::new(),
             untracked,
             status_flags,
+            status_known: true,
             activity: 0,
         }
+    }
+
+    /// Forgets the status flags: the conversation is followed from a point the relay did not
+    /// see the last OK or EOF of (a session taken back from the kernel splice).
+    pub fn forget_status_flags(&mut self) {
+        self.status_known = false;
+    }
+
+    fn set_status_flags(&mut self, flags: u16) {
+        self.status_flags = flags;
+        self.status_known = true;
     }
 
     /// Where the conversation is now. A packet that has begun but not ended, in either
@@ -358,6 +373,12 @@ impl Conversation {
     #[must_use]
     pub const fn status_flags(&self) -> u16 {
         self.status_flags
+    }
+
+    /// Whether [`Self::status_flags`] are known ([`Self::forget_status_flags`]).
+    #[must_use]
+    pub const fn status_flags_known(&self) -> bool {
+        self.status_known
     }
 
     /// How many commands the client has sent that count as using the instance: every command
@@ -537,7 +558,7 @@ impl Conversation {
         match (pending.grammar, pending.progress) {
             (Grammar::Single, _) => {
                 if let Some(flags) = ok_status_flags(packet).or_else(|| eof_status_flags(packet)) {
-                    self.status_flags = flags;
+                    self.set_status_flags(flags);
                 }
                 Step::Complete
             }
@@ -548,7 +569,9 @@ impl Conversation {
             },
             (Grammar::ChangeUser, _) => match header {
                 Some(OK_HEADER) => {
-                    self.status_flags = ok_status_flags(packet).unwrap_or(self.status_flags);
+                    if let Some(flags) = ok_status_flags(packet) {
+                        self.set_status_flags(flags);
+                    }
                     Step::Complete
                 }
                 Some(ERR_HEADER) => Step::Complete,
@@ -614,7 +637,7 @@ impl Conversation {
                 let Some(flags) = eof_status_flags(packet) else {
                     return Step::Lost;
                 };
-                self.status_flags = flags;
+                self.set_status_flags(flags);
                 pending.progress = Progress::Definitions {
                     left: 0,
                     eof: false,
@@ -673,7 +696,7 @@ impl Conversation {
         let Some(flags) = flags else {
             return Step::Lost;
         };
-        self.status_flags = flags;
+        self.set_status_flags(flags);
         if flags & SERVER_MORE_RESULTS_EXISTS != 0 {
             pending.progress = Progress::Start;
             Step::Continue

@@ -1,7 +1,9 @@
 //! Held connections spliced in the kernel (docs/kernel-splice.md): the relayed login's two
 //! sockets go into an eBPF sockhash whose stream verdict (`relay/bpf/splice.bpf.c`, compiled
 //! by `build.rs`) hands each side's bytes to the other inside the kernel. Neither direction
-//! wakes the relay; it waits only for either side to close.
+//! wakes the relay; it waits only for either side to close and, on an instance that parks,
+//! looks every so often whether the session has gone quiet between commands, to take it back
+//! into userspace ([`TakeBack`]; docs/kernel-splice.md, *Parking a spliced session*).
 //!
 //! Loaded once at start ([`KernelSplice::load`]); without the capability (CAP_BPF and
 //! CAP_NET_ADMIN, or root), on a kernel without sockmap, or in a relay built without clang,
@@ -150,6 +152,7 @@ impl KernelSplice {
             client: client_cookie,
             compute: compute_cookie,
             written_before: [written_total(client), written_total(compute)],
+            since_ns: monotonic_ns(),
         };
         let mut maps = self.maps();
         for (own, peer) in [
@@ -186,6 +189,8 @@ pub struct Spliced {
     /// Every byte written to the client's socket and to the compute's before the splice
     /// ([`written_total`]), when the kernel said.
     written_before: [Option<u64>; 2],
+    /// `CLOCK_MONOTONIC` at the splice: the session's last use, until either side sends.
+    since_ns: u64,
 }
 
 impl Spliced {
@@ -196,6 +201,154 @@ impl Spliced {
         let of = |cookie| Stats::of(maps.stats.get(&cookie, 0).unwrap_or_default());
         (of(self.client), of(self.compute))
     }
+
+    /// Tells the verdict what the relay has taken itself from each socket (`relayed.read`)
+    /// and whether to redirect (`on`) or pass every later byte to the relay. With `on`, the
+    /// verdict redirects a socket's bytes once the relay has taken all it passed before them.
+    ///
+    /// # Errors
+    /// The kernel's refusal to update the map (it does not fail on a map the relay created
+    /// with room for every socket it holds).
+    pub fn set(&self, relayed: &Relayed, on: bool) -> std::io::Result<()> {
+        let mut maps = self.splice.maps();
+        for (own, peer, taken) in [
+            (self.client, self.compute, relayed.read[0]),
+            (self.compute, self.client, relayed.read[1]),
+        ] {
+            maps.controls
+                .insert(own, [peer, taken, u64::from(on)], 0)
+                .map_err(std::io::Error::other)?;
+        }
+        Ok(())
+    }
+
+    /// Takes the session back from the kernel when it is quiet between commands (see
+    /// [`TakeBack`]): returns how long ago it was last used, or `None` (still spliced).
+    async fn take_back(
+        &self,
+        client: &TcpStream,
+        compute: &TcpStream,
+        relayed: &Relayed,
+        when: &TakeBack<'_>,
+    ) -> Option<Duration> {
+        let (from_client, from_compute) = self.stats();
+        let last_ns = from_client
+            .last_ns
+            .max(from_compute.last_ns)
+            .max(self.since_ns);
+        let quiet_for = Duration::from_nanos(monotonic_ns().saturating_sub(last_ns));
+        let between_commands = from_client.last_ns <= from_compute.last_ns
+            && from_client.passed == relayed.read[0]
+            && from_compute.passed == relayed.read[1]
+            && quiet_for >= when.quiet;
+        if !between_commands {
+            return None;
+        }
+        // Everything the kernel redirected has left for its receiver and been acknowledged:
+        // a command has reached the compute, a response the client.
+        let delivered = |socket: &TcpStream, end: End, redirected: u64| {
+            self.written_before(end).is_some_and(|before| {
+                fully_acknowledged(socket) == Some(before + relayed.written_to(end) + redirected)
+            })
+        };
+        if !delivered(client, End::Client, from_compute.redirected)
+            || !delivered(compute, End::Compute, from_client.redirected)
+            || !(when.compute_idle)()
+        {
+            return None;
+        }
+        self.set(relayed, false).ok()?;
+        // A verdict that read the switch just before it turned ran on (microseconds, with
+        // preemption off); after the grace every later one passes. Redirected bytes since
+        // the look above mean the session was used meanwhile: it stays spliced.
+        tokio::time::sleep(VERDICT_GRACE).await;
+        let (client_now, compute_now) = self.stats();
+        if client_now.redirected != from_client.redirected
+            || compute_now.redirected != from_compute.redirected
+        {
+            let _ = self.set(relayed, true);
+            return None;
+        }
+        Some(quiet_for)
+    }
+
+    /// [`Self::written_before`] for one end.
+    const fn written_before(&self, end: End) -> Option<u64> {
+        match end {
+            End::Client => self.written_before[0],
+            End::Compute => self.written_before[1],
+        }
+    }
+}
+
+/// What the relay itself read from and wrote to a spliced session's sockets since the
+/// splice, `[client, compute]`: the login's OK, bytes the verdict passed to it, and the pump
+/// of a session taken back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Relayed {
+    pub read: [u64; 2],
+    pub written: [u64; 2],
+}
+
+impl Relayed {
+    /// What the relay wrote to `end` itself.
+    const fn written_to(&self, end: End) -> u64 {
+        match end {
+            End::Client => self.written[0],
+            End::Compute => self.written[1],
+        }
+    }
+
+    /// The relay forwarded `n` bytes it read from `from`.
+    const fn forwarded(&mut self, from: End, n: u64) {
+        match from {
+            End::Client => {
+                self.read[0] += n;
+                self.written[1] += n;
+            }
+            End::Compute => {
+                self.read[1] += n;
+                self.written[0] += n;
+            }
+        }
+    }
+
+    /// Adds what a pump between the two sockets read and wrote.
+    pub fn add(&mut self, pumped: &PumpReport) {
+        self.read[0] += pumped.client_read;
+        self.read[1] += pumped.compute_read;
+        self.written[0] += pumped.compute_to_client;
+        self.written[1] += pumped.client_to_compute;
+    }
+}
+
+/// When [`carry`] takes a spliced session back into userspace, for parking: every `quiet`
+/// it looks whether the compute spoke last, at least `quiet` ago, everything either side
+/// sent has been delivered and acknowledged, and `compute_idle` says the compute is not
+/// computing (a multi-statement query's next result), as the kernel route judges its
+/// sessions (docs/parking.md).
+pub struct TakeBack<'a> {
+    pub quiet: Duration,
+    pub compute_idle: &'a (dyn Fn() -> bool + Send + Sync),
+}
+
+/// How [`carry`] returned.
+#[derive(Debug)]
+pub enum Carried {
+    /// Both sides closed, or one failed.
+    Ended(PumpReport),
+    /// The session was taken back between commands ([`TakeBack`]): every later byte of
+    /// either side is passed to the relay, in order. It was last used `quiet_for` ago.
+    TakenBack { quiet_for: Duration },
+}
+
+/// How long after turning the splice off [`Spliced::take_back`] looks again.
+const VERDICT_GRACE: Duration = Duration::from_millis(5);
+
+/// `CLOCK_MONOTONIC` in nanoseconds, the verdict's clock (`bpf_ktime_get_ns`).
+fn monotonic_ns() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    u64::try_from(now.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(now.tv_nsec).unwrap_or(0)
 }
 
 impl Drop for Spliced {
@@ -214,9 +367,20 @@ impl Drop for Spliced {
 /// kernel's `sock_diag`: acknowledged by the peer plus still queued. `None` when the kernel
 /// does not say.
 fn written_total(socket: &TcpStream) -> Option<u64> {
-    let (local, peer) = (socket.local_addr().ok()?, socket.peer_addr().ok()?);
-    let found = crate::control::sock_diag::established_socket(local, peer).ok()??;
+    let found = established(socket)?;
     Some(found.bytes_acked? + u64::from(found.unacked))
+}
+
+/// Every payload byte ever written to `socket`, when all of them have been acknowledged and
+/// it has nothing unread; otherwise (or when the kernel does not say) `None`.
+fn fully_acknowledged(socket: &TcpStream) -> Option<u64> {
+    let found = established(socket)?;
+    (found.unacked == 0 && found.unread == 0).then_some(found.bytes_acked?)
+}
+
+fn established(socket: &TcpStream) -> Option<crate::control::sock_diag::Established> {
+    let (local, peer) = (socket.local_addr().ok()?, socket.peer_addr().ok()?);
+    crate::control::sock_diag::established_socket(local, peer).ok()?
 }
 
 /// Longest wait, once one side has closed, for the bytes the kernel redirected from it to
@@ -230,53 +394,58 @@ enum End {
     Compute,
 }
 
-/// Carries a spliced session until both sides have closed: the kernel moves the bytes, and
-/// the relay wakes only when a side closes (it then closes the other's sending side, as the
-/// pump does, once what was redirected to it has been sent) or when bytes were passed to it
-/// instead (a socket the verdict could not redirect for: they are forwarded here, and the
-/// verdict keeps passing that direction's later bytes, so they stay in order).
-/// `ok_len` is what the relay wrote to the client after the splice (the login's OK).
+/// Carries a spliced session until both sides have closed, or (with `take_back`) until it
+/// is taken back into userspace between commands: the kernel moves the bytes, and the relay
+/// wakes only when a side closes (it then closes the other's sending side, as the pump does,
+/// once what was redirected to it has been sent), when bytes were passed to it instead (after
+/// a splice turned on again, the bytes that arrived before it: they are forwarded here and
+/// the verdict redirects again once the relay has caught up, so they stay in order), or to
+/// look whether the session is quiet. `relayed` is what the relay read and wrote itself since
+/// the splice, kept up to date here.
 pub async fn carry(
     client: &mut TcpStream,
     compute: &mut TcpStream,
     spliced: &Spliced,
-    ok_len: u64,
-) -> PumpReport {
-    let mut up = Direction::default();
-    let mut down = Direction::default();
+    relayed: &mut Relayed,
+    take_back: Option<&TakeBack<'_>>,
+) -> Carried {
+    let mut ended = [false; 2];
+    let look_every = take_back.map_or(Duration::MAX, |t| t.quiet);
     let ended_by = loop {
-        if up.ended && down.ended {
+        if ended == [true; 2] {
             break "eof";
         }
-        let from = tokio::select! {
-            r = client.readable(), if !up.ended => r.map(|()| End::Client).map_err(|_| End::Client),
-            r = compute.readable(), if !down.ended => r.map(|()| End::Compute).map_err(|_| End::Compute),
+        let woke = tokio::select! {
+            r = client.readable(), if !ended[0] => r.map(|()| Some(End::Client)).map_err(|_| End::Client),
+            r = compute.readable(), if !ended[1] => r.map(|()| Some(End::Compute)).map_err(|_| End::Compute),
+            () = tokio::time::sleep(look_every), if take_back.is_some() && ended == [false; 2] => Ok(None),
         };
-        let from = match from {
-            Ok(from) => from,
+        let from = match woke {
+            Ok(Some(from)) => from,
+            Ok(None) => {
+                if let Some(when) = take_back {
+                    if let Some(quiet_for) = spliced.take_back(client, compute, relayed, when).await
+                    {
+                        return Carried::TakenBack { quiet_for };
+                    }
+                }
+                continue;
+            }
             Err(End::Client) => break "client_error",
             Err(End::Compute) => break "compute_error",
         };
-        // The direction `from` starts, its socket, the other one, and what was written to
-        // that one (besides what the kernel redirected) before and since the splice.
-        let (direction, reader, writer, written_before, ok_len) = match from {
-            End::Client => (
-                &mut up,
-                &mut *client,
-                &mut *compute,
-                spliced.written_before[1],
-                0,
-            ),
-            End::Compute => (
-                &mut down,
-                &mut *compute,
-                &mut *client,
-                spliced.written_before[0],
-                ok_len,
-            ),
+        // The side `from`, and the other one.
+        let (reader, writer, to) = match from {
+            End::Client => (&mut *client, &mut *compute, End::Compute),
+            End::Compute => (&mut *compute, &mut *client, End::Client),
         };
         match pass_on(reader, writer, from).await {
-            Ok(Some(n)) => direction.forwarded += n,
+            Ok(Some(0)) => {}
+            Ok(Some(n)) => {
+                relayed.forwarded(from, n);
+                // Caught up: the verdict may redirect this side's next bytes.
+                let _ = spliced.set(relayed, true);
+            }
             Ok(None) => {
                 // Closed: the other side's sending side follows, after the bytes the kernel
                 // redirected to it.
@@ -285,11 +454,14 @@ pub async fn carry(
                     End::Client => client_stats.redirected,
                     End::Compute => compute_stats.redirected,
                 };
-                if let Some(before) = written_before {
-                    drain(writer, before + redirected + direction.forwarded + ok_len).await;
+                if let Some(before) = spliced.written_before(to) {
+                    drain(writer, before + redirected + relayed.written_to(to)).await;
                 }
                 let _ = writer.shutdown().await;
-                direction.ended = true;
+                match from {
+                    End::Client => ended[0] = true,
+                    End::Compute => ended[1] = true,
+                }
             }
             Err(failed) => {
                 break match failed {
@@ -300,20 +472,13 @@ pub async fn carry(
         }
     };
     let (client_stats, compute_stats) = spliced.stats();
-    PumpReport {
-        client_to_compute: client_stats.redirected + up.forwarded,
-        compute_to_client: compute_stats.redirected + down.forwarded,
+    Carried::Ended(PumpReport {
+        client_to_compute: client_stats.redirected + relayed.written[1],
+        compute_to_client: compute_stats.redirected + relayed.written[0],
+        client_read: relayed.read[0],
+        compute_read: relayed.read[1],
         ended_by,
-    }
-}
-
-/// One direction of a spliced session, as the relay sees it.
-#[derive(Debug, Default)]
-struct Direction {
-    /// Bytes the relay forwarded itself (passed to it instead of redirected).
-    forwarded: u64,
-    /// Its sender closed, and the receiver's sending side was closed after it.
-    ended: bool,
+    })
 }
 
 /// Forwards what `reader` has for the relay: `Some(bytes)` (0 when it had nothing after
@@ -388,7 +553,18 @@ mod tests {
         let (mut relay_compute, mut compute) = pair().await;
         let spliced = splice.splice(&relay_client, &relay_compute).unwrap();
         let carried = tokio::spawn(async move {
-            let report = carry(&mut relay_client, &mut relay_compute, &spliced, 0).await;
+            let mut relayed = Relayed::default();
+            let Carried::Ended(report) = carry(
+                &mut relay_client,
+                &mut relay_compute,
+                &spliced,
+                &mut relayed,
+                None,
+            )
+            .await
+            else {
+                panic!("taken back without a TakeBack");
+            };
             (report, spliced.stats())
         });
         let big: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
@@ -424,5 +600,115 @@ mod tests {
         let maps = splice.maps();
         assert_eq!(maps.controls.keys().count(), 0);
         assert_eq!(maps.stats.keys().count(), 0);
+    }
+
+    /// Once the compute has answered and both sides are quiet, the session is taken back:
+    /// later bytes reach the relay, not the peer. Spliced again while a command waits unread
+    /// in the relay's socket, the relay forwards it and what follows it, in order, and the
+    /// verdict redirects again only after that.
+    #[tokio::test]
+    async fn takes_a_quiet_session_back_and_splices_it_again_in_order() {
+        let splice = match KernelSplice::load() {
+            Ok(s) => s,
+            Err(why) => {
+                assert!(!why.0.contains("built without it"), "{why}");
+                eprintln!("skipped: {why}");
+                return;
+            }
+        };
+        let (mut client, mut relay_client) = pair().await;
+        let (mut relay_compute, mut compute) = pair().await;
+        let spliced = splice.splice(&relay_client, &relay_compute).unwrap();
+        let mut relayed = Relayed::default();
+        let idle = || true;
+        let take_back = TakeBack {
+            quiet: Duration::from_millis(50),
+            compute_idle: &idle,
+        };
+        let mut got = [0; 8];
+
+        // A command and its response, carried by the kernel, while the relay waits.
+        let carrying = async {
+            carry(
+                &mut relay_client,
+                &mut relay_compute,
+                &spliced,
+                &mut relayed,
+                Some(&take_back),
+            )
+            .await
+        };
+        let exchange = async {
+            client.write_all(b"command1").await.unwrap();
+            compute.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"command1");
+            compute.write_all(b"answer-1").await.unwrap();
+            client.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"answer-1");
+        };
+        let (carried, ()) = tokio::join!(carrying, exchange);
+        let Carried::TakenBack { quiet_for } = carried else {
+            panic!("not taken back: {carried:?}");
+        };
+        assert!(quiet_for >= Duration::from_millis(50), "{quiet_for:?}");
+        let (from_client, from_compute) = spliced.stats();
+        assert_eq!((from_client.redirected, from_compute.redirected), (8, 8));
+        assert!(from_client.last_ns <= from_compute.last_ns);
+
+        // Taken back: the client's next command waits for the relay.
+        client.write_all(b"command2").await.unwrap();
+        relay_client.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"command2");
+        relay_compute.write_all(&got).await.unwrap();
+        relayed.forwarded(End::Client, 8);
+        compute.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"command2");
+        // Its answer also reaches the relay, and is left unread while the splice turns on.
+        compute.write_all(b"answer-2").await.unwrap();
+        while spliced.stats().1.passed < 8 {
+            relay_compute.readable().await.unwrap();
+        }
+        spliced.set(&relayed, true).unwrap();
+        compute.write_all(b"answer-3").await.unwrap();
+        // The relay forwards what was passed to it; what follows keeps its place.
+        let carrying = async {
+            carry(
+                &mut relay_client,
+                &mut relay_compute,
+                &spliced,
+                &mut relayed,
+                None,
+            )
+            .await
+        };
+        let reading = async {
+            let mut both = [0; 16];
+            client.read_exact(&mut both).await.unwrap();
+            assert_eq!(&both, b"answer-2answer-3");
+            // Caught up: the kernel carries the next bytes.
+            compute.write_all(b"answer-4").await.unwrap();
+            client.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"answer-4");
+            client.shutdown().await.unwrap();
+            assert_eq!(compute.read(&mut got).await.unwrap(), 0);
+            drop(compute);
+        };
+        let (carried, ()) = tokio::join!(carrying, reading);
+        let Carried::Ended(report) = carried else {
+            panic!("taken back without a TakeBack");
+        };
+        assert_eq!(report.ended_by, "eof");
+        let (from_client, from_compute) = spliced.stats();
+        assert!(from_compute.redirected >= 16, "{from_compute:?}");
+        assert_eq!(
+            from_compute.passed + from_compute.redirected,
+            32,
+            "{from_compute:?}"
+        );
+        assert_eq!(
+            (report.client_to_compute, report.compute_to_client),
+            (16, 32)
+        );
+        assert_eq!(from_client.passed, 8);
     }
 }

@@ -91,11 +91,16 @@ pub struct PumpReport {
     pub client_to_compute: u64,
     /// Compute → client bytes.
     pub compute_to_client: u64,
+    /// Bytes the pump read from the client (forwarded, or answered here).
+    pub client_read: u64,
+    /// Bytes the pump read from the compute.
+    pub compute_read: u64,
     /// `"eof"` when both sides closed cleanly; otherwise which socket failed:
     /// `"client_error"` or `"compute_error"`; `"detached"` when the compute went away under a
     /// session the observer keeps for a reattach ([`Observer::detached`]): the client's
     /// socket is then left open, untouched; `"observer"` when the observer ended it
-    /// ([`Reaction::End`]).
+    /// ([`Reaction::End`]); `"kernel"` when it handed the session to the kernel splice
+    /// ([`Observer::hand_back`]), both sockets untouched.
     pub ended_by: &'static str,
 }
 
@@ -111,6 +116,8 @@ struct Half {
     /// The writer was shut down after that.
     shut: bool,
     copied: u64,
+    /// Bytes read from the reader (written on, answered, or still buffered).
+    read: u64,
     /// Called for every read that brought bytes (and was not answered).
     on_read: Option<OnRead>,
     /// A reply the observer made to what was read, for the other direction to write.
@@ -161,6 +168,12 @@ pub trait Observer {
     fn detached(&self) -> bool {
         false
     }
+    /// Whether the session may go back to the kernel splice now (a session taken back from
+    /// it for parking has sent a command that counts as use): the pump then returns, as soon
+    /// as nothing it read is left to write, with `ended_by` `"kernel"`.
+    fn hand_back(&self) -> bool {
+        false
+    }
 }
 
 /// Which side a failure came from.
@@ -172,6 +185,8 @@ enum Side {
     Detached,
     /// The observer ended the session ([`Reaction::End`]).
     Observer,
+    /// Not a failure: the session goes back to the kernel ([`Observer::hand_back`]).
+    Kernel,
 }
 
 impl Half {
@@ -194,6 +209,11 @@ impl Half {
 
     fn done(&self) -> bool {
         self.shut
+    }
+
+    /// Nothing read and not yet written, nothing held, no reply waiting, not at its end.
+    fn quiet(&self) -> bool {
+        self.buf.is_none() && self.held == 0 && self.answered.is_none() && !self.eof
     }
 
     /// Returns the buffer to the pool, so a quiet direction holds no memory.
@@ -269,6 +289,7 @@ impl Half {
                         self.eof = true;
                         self.release();
                     } else {
+                        self.read += n as u64;
                         let n = held + n;
                         self.start = 0;
                         self.end = n;
@@ -396,6 +417,9 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
         if up.done() && down.buf.is_none() && observer.as_ref().is_some_and(|o| o.owes_nothing()) {
             return Poll::Ready(Ok(()));
         }
+        if up.quiet() && down.quiet() && observer.as_ref().is_some_and(|o| o.hand_back()) {
+            return Poll::Ready(Err(Side::Kernel));
+        }
         match (up_state, down_state) {
             // A reset from a compute stopped under a detached session is its going away too.
             (_, Poll::Ready(Err(Side::Compute))) if down.keep_open => {
@@ -410,12 +434,15 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
     PumpReport {
         client_to_compute: up.copied,
         compute_to_client: down.copied,
+        client_read: up.read,
+        compute_read: down.read,
         ended_by: match result {
             Ok(()) => "eof",
             Err(Side::Client) => "client_error",
             Err(Side::Compute) => "compute_error",
             Err(Side::Detached) => "detached",
             Err(Side::Observer) => "observer",
+            Err(Side::Kernel) => "kernel",
         },
     }
 }

@@ -73,6 +73,12 @@ impl Instance {
         })
     }
 
+    /// Whether the running compute is idle ([`Self::compute_working`] says not): a spliced
+    /// session may be taken back for parking.
+    pub fn compute_idle(&self) -> bool {
+        !self.compute_working()
+    }
+
     /// Whether the running compute worked since the last look ([`routed_parking::working`]),
     /// over half a second at least (`/proc` counts CPU time in 10 ms steps); the first look,
     /// or a compute whose CPU time cannot be read, counts as working.

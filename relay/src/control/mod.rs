@@ -320,6 +320,15 @@ impl ConnectionGuard {
         self.session = true;
         self.instance.lock().logins_since_wake.accepted = true;
     }
+
+    /// The connection was last used `ago` (its commands were not followed then: the kernel
+    /// splice carried them). The instance's idle clock runs from then at the earliest.
+    pub fn used_ago(&self, ago: std::time::Duration) {
+        let now = tokio::time::Instant::now();
+        let used = now.checked_sub(ago).unwrap_or(now);
+        let mut inner = self.instance.lock();
+        inner.idle_since = inner.idle_since.max(used);
+    }
 }
 
 impl Instance {

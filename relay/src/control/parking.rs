@@ -52,6 +52,11 @@ pub struct CommandWatch<'a> {
     /// After a reattach that gave the session's statements other ids: their translation
     /// (boxed: most sessions never need one, and a parked session's size is its cost).
     translation: Option<Box<Translation>>,
+    /// Taken back from the kernel splice for parking: it goes back at its next command
+    /// that counts as use ([`Observer::hand_back`]).
+    from_kernel: bool,
+    /// A command that counts as use was sent since this watch began.
+    commanded: bool,
 }
 
 /// Statement ids being translated on a reattached session.
@@ -116,6 +121,8 @@ impl ConnectionGuard {
             pending: None,
             detached: false,
             translation: None,
+            from_kernel: false,
+            commanded: false,
         };
         watch.settle(true);
         watch
@@ -130,6 +137,7 @@ impl CommandWatch<'_> {
         let activity = self.conversation.activity();
         let sent = use_counts && activity != self.activity;
         self.activity = activity;
+        self.commanded |= sent;
         self.used |= sent;
         let ended = idle && self.used;
         let resumable = idle && self.resumable();
@@ -202,6 +210,15 @@ pub(super) fn thaw_for_command(instance: &Arc<Instance>) {
 }
 
 impl CommandWatch<'_> {
+    /// The session was taken back from the kernel splice between commands
+    /// (docs/kernel-splice.md): its status flags are unknown until the compute's next OK or
+    /// EOF (until then a ping while parked thaws the compute), and it goes back to the
+    /// kernel at its next command that counts as use.
+    pub fn taken_back_from_kernel(&mut self) {
+        self.conversation.forget_status_flags();
+        self.from_kernel = true;
+    }
+
     /// The compute issued this session a ticket (`resumable_sessions`).
     pub fn ticketed(&mut self) {
         self.ticketed = true;
@@ -426,7 +443,10 @@ impl CommandWatch<'_> {
     /// The reply to `bytes` when they are a `COM_PING` on a parked connection: an OK with the
     /// session's own status flags, as the compute would send, so the compute stays frozen.
     fn answer_ping(&self, bytes: &[u8]) -> Option<Vec<u8>> {
-        if bytes != PING || self.conversation.phase() != Step::Idle {
+        if bytes != PING
+            || self.conversation.phase() != Step::Idle
+            || !self.conversation.status_flags_known()
+        {
             return None;
         }
         if !self.answering() {
@@ -461,6 +481,7 @@ impl CommandWatch<'_> {
     fn answer_keepalive(&self, bytes: &[u8]) -> Option<Vec<u8>> {
         let learnt = self.learnt.as_ref()?;
         if learnt.query != bytes
+            || !self.conversation.status_flags_known()
             || learnt.status_flags != self.conversation.status_flags()
             || self.conversation.phase() != Step::Idle
             || !self.answering()
@@ -526,7 +547,7 @@ impl Observer for CommandWatch<'_> {
                 self.learning = None;
             }
         }
-        if self.conversation.phase() == Step::Idle {
+        if self.conversation.phase() == Step::Idle && self.conversation.status_flags_known() {
             if let Some((query, response)) = self.learning.take() {
                 self.learnt = Some(Learnt {
                     query,
@@ -550,6 +571,18 @@ impl Observer for CommandWatch<'_> {
         self.guard.resumable
             && self.conversation.phase() == Step::Idle
             && self.guard.instance.detaching()
+    }
+
+    /// A session taken back from the kernel goes back once it is used, or once the
+    /// conversation cannot be followed (it was not between commands after all): the next
+    /// take-back starts afresh. Not after `COM_QUIT`: the pump sees the close.
+    fn hand_back(&self) -> bool {
+        self.from_kernel
+            && match self.conversation.phase() {
+                Step::Untracked(Untracked::Quit) => false,
+                Step::Untracked(_) => true,
+                Step::Idle | Step::Busy => self.commanded,
+            }
     }
 }
 

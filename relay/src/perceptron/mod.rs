@@ -26,7 +26,7 @@ mod switch_auth;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use authplugin::Scramble;
 use authplugin::packet::capabilities::{
@@ -252,11 +252,14 @@ fn forward<'a>(
         );
         if let Some(spliced) = session.spliced.take() {
             // Boxed, so a pumped or detached session's task does not carry its state.
-            let bytes = Box::pin(carry_spliced(
+            let (bytes, taken_back) = Box::pin(carry_spliced(
+                rt,
                 client,
                 session.compute,
                 spliced,
                 &session.verdict,
+                &mut session.held,
+                session.capabilities,
             ))
             .await;
             rt.count_pumped(&bytes);
@@ -264,7 +267,7 @@ fn forward<'a>(
             tracing::info!(
                 instance = %name, client = %addr, up = bytes.client_to_compute,
                 down = bytes.compute_to_client, ended_by = bytes.ended_by, spliced = true,
-                duration_ms = started.elapsed().as_millis(), "session closed"
+                taken_back, duration_ms = started.elapsed().as_millis(), "session closed"
             );
             return;
         }
@@ -354,21 +357,89 @@ fn forward<'a>(
     }
 }
 
-/// A spliced session until both sides have closed ([`crate::kernel_splice::carry`]).
+/// A spliced session until both sides have closed ([`crate::kernel_splice::carry`]). On an
+/// instance that parks, the session is taken back into userspace whenever it is quiet between
+/// commands, followed there as a pumped session is (it counts as idle, may be parked, pings
+/// answered), and handed to the kernel again at its next command that counts as use
+/// (docs/kernel-splice.md). Returns the bytes carried and how many times it was taken back.
 async fn carry_spliced(
+    rt: &InstanceRuntime,
     client: PacketStream<ClientStream<TcpStream>>,
     compute: PacketStream<ComputeStream<TcpStream>>,
     spliced: Spliced,
     verdict: &Verdict,
-) -> crate::passthrough::PumpReport {
+    held: &mut ConnectionGuard,
+    capabilities: u32,
+) -> (crate::passthrough::PumpReport, u32) {
     let (ClientStream::Plain(mut client), ComputeStream::Plain(mut compute)) =
         (client.into_parts().0, compute.into_parts().0)
     else {
         // splice_held takes plain sockets only.
-        return crate::passthrough::PumpReport::default();
+        return (crate::passthrough::PumpReport::default(), 0);
     };
+    let config = &rt.instance.config;
+    // The login's OK, written by the relay after the splice.
     let ok_len = 4 + verdict.reply.payload.len() as u64;
-    crate::kernel_splice::carry(&mut client, &mut compute, &spliced, ok_len).await
+    let mut relayed = crate::kernel_splice::Relayed {
+        written: [ok_len, 0],
+        ..Default::default()
+    };
+    // Taken back only where parking could follow it: a compressed session never can.
+    let followable = config.park
+        && crate::conversation::Conversation::new(capabilities, 0, 0).phase()
+            == crate::conversation::Phase::Idle;
+    let compute_idle = || rt.instance.compute_idle();
+    let take_back = followable.then(|| crate::kernel_splice::TakeBack {
+        // As often as the instance looks whether it is idle.
+        quiet: (config.idle_pause_after / 4)
+            .clamp(Duration::from_millis(50), Duration::from_secs(1)),
+        compute_idle: &compute_idle,
+    });
+    let mut taken_back = 0;
+    let mut report = loop {
+        let carried = crate::kernel_splice::carry(
+            &mut client,
+            &mut compute,
+            &spliced,
+            &mut relayed,
+            take_back.as_ref(),
+        )
+        .await;
+        let quiet_for = match carried {
+            crate::kernel_splice::Carried::Ended(report) => break report,
+            crate::kernel_splice::Carried::TakenBack { quiet_for } => quiet_for,
+        };
+        taken_back += 1;
+        held.used_ago(quiet_for);
+        tracing::debug!(instance = %config.name, quiet_ms = quiet_for.as_millis(), "spliced session taken back between commands");
+        let mut commands = held.watch_commands(capabilities, 0, 0);
+        commands.taken_back_from_kernel();
+        let pumped = crate::passthrough::pump(
+            &mut client,
+            Vec::new(),
+            &mut compute,
+            Vec::new(),
+            rt.instance.thaw_on_upload(),
+            Some(&mut commands),
+        )
+        .await;
+        drop(commands);
+        relayed.add(&pumped);
+        if pumped.ended_by != "kernel" {
+            let (from_client, from_compute) = spliced.stats();
+            break crate::passthrough::PumpReport {
+                client_to_compute: from_client.redirected + relayed.written[1],
+                compute_to_client: from_compute.redirected + relayed.written[0],
+                ..pumped
+            };
+        }
+        if let Err(e) = spliced.set(&relayed, true) {
+            // The verdict keeps passing this session's bytes; the relay carries them.
+            tracing::warn!(instance = %config.name, error = %e, "cannot splice a session again; the relay carries it");
+        }
+    };
+    report.compute_to_client = report.compute_to_client.saturating_sub(ok_len);
+    (report, taken_back)
 }
 
 /// While a session is detached: reads the client's bytes, answering pings and learnt
@@ -744,12 +815,12 @@ pub async fn wake(rt: &InstanceRuntime) -> Result<WakeReport, PerceptronError> {
     }
 }
 
-/// Whether `cfg`'s held connections may be spliced in the kernel: the relay need not follow
-/// them (no parking, no resumable sessions: both need every command seen, until parking
-/// can take a connection back from the kernel; docs/kernel-splice.md).
+/// Whether `cfg`'s held connections may be spliced in the kernel: not with resumable
+/// sessions, which need every command that sets session state seen (parking takes a spliced
+/// session back between commands; docs/kernel-splice.md).
 #[must_use]
 pub fn may_splice(cfg: &crate::config::InstanceConfig) -> bool {
-    cfg.kernel_splice && !cfg.park && !cfg.resumable_sessions
+    cfg.kernel_splice && !cfg.resumable_sessions
 }
 
 /// Puts a held session's two sockets into the kernel splice, when this instance uses it,
