@@ -28,6 +28,8 @@ static __u64 (*bpf_ktime_get_ns)(void) = (void *)BPF_FUNC_ktime_get_ns;
 static __u64 (*bpf_get_socket_cookie)(void *ctx) = (void *)BPF_FUNC_get_socket_cookie;
 static long (*bpf_sk_redirect_hash)(struct __sk_buff *skb, void *map, void *key, __u64 flags) =
     (void *)BPF_FUNC_sk_redirect_hash;
+static long (*bpf_skb_load_bytes)(const void *skb, __u32 offset, void *to, __u32 len) =
+    (void *)BPF_FUNC_skb_load_bytes;
 
 // Written by the relay only (relay/src/kernel_splice.rs, `Control`; all u64, as the relay writes them).
 struct control {
@@ -36,11 +38,16 @@ struct control {
     __u64 splice; // 1: redirect to the peer (when ordering allows); 0: pass to the relay
 };
 
+#define TAIL 32
+
 // Written by this program only (relay/src/kernel_splice.rs, `Stats`).
 struct stats {
     __u64 passed;     // bytes passed to the relay
     __u64 redirected; // bytes redirected to the peer
     __u64 last_ns;    // CLOCK_MONOTONIC of the last bytes received
+    __u64 used_ns;    // ... of the last bytes that were not a COM_PING or the reply to one
+    __u64 pinged;     // 1 when the last bytes received were exactly one COM_PING
+    __u8 tail[TAIL];  // the last TAIL bytes received (the compute's: its last packet)
 };
 
 #define MAX_SOCKETS 65536
@@ -66,6 +73,36 @@ struct {
     __type(value, struct stats);
 } stats SEC(".maps");
 
+// Whether the chunk is exactly one COM_PING packet (sequence id 0), as pools send it: a
+// pool's keepalive is not use of the instance (docs/parking.md).
+static __attribute__((always_inline)) int is_ping(struct __sk_buff *skb)
+{
+    __u8 b[5];
+    if (skb->len != 5 || bpf_skb_load_bytes(skb, 0, b, 5))
+        return 0;
+    return b[0] == 1 && b[1] == 0 && b[2] == 0 && b[3] == 0 && b[4] == 0x0e;
+}
+
+// Keeps the last TAIL bytes of the stream: the relay reads the status flags of the
+// compute's last OK or EOF from them when it takes a quiet session back.
+static __attribute__((always_inline)) void keep_tail(struct __sk_buff *skb, struct stats *s)
+{
+    __u32 len = skb->len;
+    if (len >= TAIL) {
+        bpf_skb_load_bytes(skb, len - TAIL, s->tail, TAIL);
+        return;
+    }
+    if (len == 0)
+        return;
+    __u8 chunk[TAIL] = {};
+    if (bpf_skb_load_bytes(skb, 0, chunk, len))
+        return;
+    for (__u32 i = 0; i < TAIL; i++) {
+        __u32 from = i + len;
+        s->tail[i] = from < TAIL ? s->tail[from & (TAIL - 1)] : chunk[(from - TAIL) & (TAIL - 1)];
+    }
+}
+
 SEC("sk_skb/stream_verdict")
 int splice_verdict(struct __sk_buff *skb)
 {
@@ -76,7 +113,19 @@ int splice_verdict(struct __sk_buff *skb)
         return SK_PASS;
     // One socket's chunks are verdicted one at a time (under the socket's lock), so the
     // counters need no atomics; the relay only reads them.
-    stats_of->last_ns = bpf_ktime_get_ns();
+    __u64 now = bpf_ktime_get_ns();
+    stats_of->last_ns = now;
+    if (is_ping(skb)) {
+        stats_of->pinged = 1;
+    } else {
+        stats_of->pinged = 0;
+        // The compute's bytes right after a ping are its reply.
+        __u64 peer = control->peer;
+        struct stats *peer_stats = bpf_map_lookup_elem(&stats, &peer);
+        if (!peer_stats || !peer_stats->pinged)
+            stats_of->used_ns = now;
+    }
+    keep_tail(skb, stats_of);
     if (control->splice && stats_of->passed == control->taken) {
         __u64 peer = control->peer;
         stats_of->redirected += skb->len;

@@ -729,6 +729,64 @@ fn lenenc_int(bytes: &[u8]) -> Option<(u64, &[u8])> {
     Some((u64::from_le_bytes(le), rest.get(width..)?))
 }
 
+/// What the last bytes a server sent say about its conversation, read where the relay did
+/// not follow it (a session the kernel splice carried): its last packet, found as the one
+/// OK or EOF that ends exactly where the bytes end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LastPacket {
+    /// An OK or EOF that ends a response, with its status flags.
+    Ended(u16),
+    /// An OK or EOF saying another result follows: the response is not over.
+    MoreResults,
+    /// Neither found, or more than one reading (an ERR, an OK with a long message, a
+    /// truncated tail).
+    Unknown,
+}
+
+/// Reads `tail`, the last bytes a server sent, for its last packet ([`LastPacket`]).
+#[must_use]
+pub fn last_packet(tail: &[u8]) -> LastPacket {
+    let mut found = None;
+    for len in 5..=tail.len().saturating_sub(4) {
+        let start = tail.len() - 4 - len;
+        let (Some(header), Some(payload)) = (tail.get(start..start + 3), tail.get(start + 4..))
+        else {
+            continue;
+        };
+        if header
+            != u32::try_from(len)
+                .unwrap_or(0)
+                .to_le_bytes()
+                .get(..3)
+                .unwrap_or_default()
+        {
+            continue;
+        }
+        let flags = match payload {
+            [EOF_HEADER, _, _, lo, hi] => Some(u16::from_le_bytes([*lo, *hi])),
+            [OK_HEADER | EOF_HEADER, rest @ ..] => lenenc_int(rest)
+                .and_then(|(_, rest)| lenenc_int(rest))
+                .and_then(|(_, rest)| match rest {
+                    // Status flags, warnings, then any message.
+                    [lo, hi, _, _, ..] => Some(u16::from_le_bytes([*lo, *hi])),
+                    _ => None,
+                }),
+            _ => None,
+        };
+        if let Some(flags) = flags {
+            if found.is_some() {
+                return LastPacket::Unknown;
+            }
+            found = Some(flags);
+        }
+    }
+    match found {
+        None => LastPacket::Unknown,
+        Some(flags) if flags & SERVER_MORE_RESULTS_EXISTS != 0 => LastPacket::MoreResults,
+        Some(flags) => LastPacket::Ended(flags),
+    }
+}
+
 /// The status flags of an OK packet (header 0x00, or 0xFE as a terminator): after the header,
 /// affected rows and last insert id.
 fn ok_status_flags(packet: &Packet) -> Option<u16> {

@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
+use crate::conversation::LastPacket;
 use crate::passthrough::PumpReport;
 
 /// Why the kernel splice is not available.
@@ -44,15 +45,41 @@ pub struct Stats {
     pub redirected: u64,
     /// `CLOCK_MONOTONIC` of the last bytes received, in nanoseconds.
     pub last_ns: u64,
+    /// ... of the last bytes that were neither one `COM_PING` nor the reply to one.
+    pub used_ns: u64,
+    /// The last `TAIL` bytes received (fewer at first: see [`Stats::tail`]).
+    tail: [u8; TAIL],
 }
 
+/// How many of a socket's last bytes the verdict keeps (`TAIL` in the program).
+const TAIL: usize = 32;
+
+/// `struct stats` as the map holds it: five `u64`s, then the tail's 32 bytes as four.
+type RawStats = [u64; 9];
+
 impl Stats {
-    const fn of([passed, redirected, last_ns]: [u64; 3]) -> Self {
+    fn of(raw: RawStats) -> Self {
+        let [passed, redirected, last_ns, used_ns, _pinged, tail @ ..] = raw;
+        let mut bytes = [0; TAIL];
+        for (chunk, word) in bytes.chunks_exact_mut(8).zip(tail) {
+            chunk.copy_from_slice(&word.to_le_bytes());
+        }
         Self {
             passed,
             redirected,
             last_ns,
+            used_ns,
+            tail: bytes,
         }
+    }
+
+    /// The last bytes received, up to `TAIL` of them.
+    #[must_use]
+    pub fn tail(&self) -> &[u8] {
+        let received = usize::try_from(self.passed + self.redirected).unwrap_or(TAIL);
+        self.tail
+            .get(TAIL.saturating_sub(received)..)
+            .unwrap_or_default()
     }
 }
 
@@ -61,7 +88,7 @@ type MapData = aya::maps::MapData;
 struct Maps {
     sockets: aya::maps::SockHash<MapData, u64>,
     controls: aya::maps::HashMap<MapData, u64, Control>,
-    stats: aya::maps::HashMap<MapData, u64, [u64; 3]>,
+    stats: aya::maps::HashMap<MapData, u64, RawStats>,
 }
 
 /// The loaded program and its maps; one per relay.
@@ -164,7 +191,7 @@ impl KernelSplice {
                 .insert(own, control, 0)
                 .map_err(std::io::Error::other)?;
             maps.stats
-                .insert(own, [0; 3], 0)
+                .insert(own, [0; 9], 0)
                 .map_err(std::io::Error::other)?;
         }
         use std::os::fd::AsRawFd as _;
@@ -223,24 +250,26 @@ impl Spliced {
     }
 
     /// Takes the session back from the kernel when it is quiet between commands (see
-    /// [`TakeBack`]): returns how long ago it was last used, or `None` (still spliced).
+    /// [`TakeBack`]), used at least `quiet` ago; `asked` by a pause, the compute's CPU is not
+    /// judged (the kernel route's pause does not either). `None`: still spliced.
     async fn take_back(
         &self,
         client: &TcpStream,
         compute: &TcpStream,
         relayed: &Relayed,
         when: &TakeBack<'_>,
-    ) -> Option<Duration> {
+        (quiet, asked): (Duration, bool),
+    ) -> Option<Carried> {
         let (from_client, from_compute) = self.stats();
-        let last_ns = from_client
-            .last_ns
-            .max(from_compute.last_ns)
+        let used_ns = from_client
+            .used_ns
+            .max(from_compute.used_ns)
             .max(self.since_ns);
-        let quiet_for = Duration::from_nanos(monotonic_ns().saturating_sub(last_ns));
+        let quiet_for = Duration::from_nanos(monotonic_ns().saturating_sub(used_ns));
         let between_commands = from_client.last_ns <= from_compute.last_ns
             && from_client.passed == relayed.read[0]
             && from_compute.passed == relayed.read[1]
-            && quiet_for >= when.quiet;
+            && quiet_for >= quiet;
         if !between_commands {
             return None;
         }
@@ -253,10 +282,21 @@ impl Spliced {
         };
         if !delivered(client, End::Client, from_compute.redirected)
             || !delivered(compute, End::Compute, from_client.redirected)
-            || !(when.compute_idle)()
+            || !(asked || (when.compute_idle)())
         {
             return None;
         }
+        // The compute's last packet: its status flags, unless it says more results follow
+        // (a multi-statement query computing its next result).
+        let status_flags = if from_compute.passed + from_compute.redirected == 0 {
+            Some(when.login_status_flags)
+        } else {
+            match crate::conversation::last_packet(from_compute.tail()) {
+                LastPacket::Ended(flags) => Some(flags),
+                LastPacket::Unknown => None,
+                LastPacket::MoreResults => return None,
+            }
+        };
         self.set(relayed, false).ok()?;
         // A verdict that read the switch just before it turned ran on (microseconds, with
         // preemption off); after the grace every later one passes. Redirected bytes since
@@ -269,7 +309,10 @@ impl Spliced {
             let _ = self.set(relayed, true);
             return None;
         }
-        Some(quiet_for)
+        Some(Carried::TakenBack {
+            quiet_for,
+            status_flags,
+        })
     }
 
     /// [`Self::written_before`] for one end.
@@ -327,9 +370,14 @@ impl Relayed {
 /// sent has been delivered and acknowledged, and `compute_idle` says the compute is not
 /// computing (a multi-statement query's next result), as the kernel route judges its
 /// sessions (docs/parking.md).
+/// A pause asks for a look at once, without the quiet time, through `look_now`
+/// (`notify_waiters`). `login_status_flags`: the login's OK's, the session's status until
+/// the compute sends anything.
 pub struct TakeBack<'a> {
     pub quiet: Duration,
     pub compute_idle: &'a (dyn Fn() -> bool + Send + Sync),
+    pub look_now: &'a tokio::sync::Notify,
+    pub login_status_flags: u16,
 }
 
 /// How [`carry`] returned.
@@ -338,8 +386,12 @@ pub enum Carried {
     /// Both sides closed, or one failed.
     Ended(PumpReport),
     /// The session was taken back between commands ([`TakeBack`]): every later byte of
-    /// either side is passed to the relay, in order. It was last used `quiet_for` ago.
-    TakenBack { quiet_for: Duration },
+    /// either side is passed to the relay, in order. It was last used `quiet_for` ago (pings
+    /// are not use); its status flags, when the compute's last packet said them.
+    TakenBack {
+        quiet_for: Duration,
+        status_flags: Option<u16>,
+    },
 }
 
 /// How long after turning the splice off [`Spliced::take_back`] looks again.
@@ -387,6 +439,16 @@ fn established(socket: &TcpStream) -> Option<crate::control::sock_diag::Establis
 /// reach the other side's socket before that one is closed behind them.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
+/// What woke [`carry`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    Readable(End),
+    /// Time to look whether the session can be taken back.
+    Tick,
+    /// A pause asked for that look.
+    Asked,
+}
+
 /// Which of a spliced session's sockets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum End {
@@ -415,18 +477,34 @@ pub async fn carry(
         if ended == [true; 2] {
             break "eof";
         }
+        let may_look = take_back.is_some() && ended == [false; 2];
+        let asked = async {
+            match take_back {
+                Some(when) => when.look_now.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         let woke = tokio::select! {
-            r = client.readable(), if !ended[0] => r.map(|()| Some(End::Client)).map_err(|_| End::Client),
-            r = compute.readable(), if !ended[1] => r.map(|()| Some(End::Compute)).map_err(|_| End::Compute),
-            () = tokio::time::sleep(look_every), if take_back.is_some() && ended == [false; 2] => Ok(None),
+            r = client.readable(), if !ended[0] => r.map(|()| Wake::Readable(End::Client)).map_err(|_| End::Client),
+            r = compute.readable(), if !ended[1] => r.map(|()| Wake::Readable(End::Compute)).map_err(|_| End::Compute),
+            () = tokio::time::sleep(look_every), if may_look => Ok(Wake::Tick),
+            () = asked, if may_look => Ok(Wake::Asked),
         };
         let from = match woke {
-            Ok(Some(from)) => from,
-            Ok(None) => {
+            Ok(Wake::Readable(from)) => from,
+            Ok(look) => {
+                // Quiet for a tick at least; for a pause, quiet now.
+                let quiet = if look == Wake::Tick {
+                    (look_every, false)
+                } else {
+                    (Duration::ZERO, true)
+                };
                 if let Some(when) = take_back {
-                    if let Some(quiet_for) = spliced.take_back(client, compute, relayed, when).await
+                    if let Some(taken) = spliced
+                        .take_back(client, compute, relayed, when, quiet)
+                        .await
                     {
-                        return Carried::TakenBack { quiet_for };
+                        return taken;
                     }
                 }
                 continue;
@@ -621,9 +699,12 @@ mod tests {
         let spliced = splice.splice(&relay_client, &relay_compute).unwrap();
         let mut relayed = Relayed::default();
         let idle = || true;
+        let look_now = tokio::sync::Notify::new();
         let take_back = TakeBack {
             quiet: Duration::from_millis(50),
             compute_idle: &idle,
+            look_now: &look_now,
+            login_status_flags: 2,
         };
         let mut got = [0; 8];
 
@@ -647,9 +728,15 @@ mod tests {
             assert_eq!(&got, b"answer-1");
         };
         let (carried, ()) = tokio::join!(carrying, exchange);
-        let Carried::TakenBack { quiet_for } = carried else {
+        let Carried::TakenBack {
+            quiet_for,
+            status_flags,
+        } = carried
+        else {
             panic!("not taken back: {carried:?}");
         };
+        // "answer-1" is no OK or EOF.
+        assert_eq!(status_flags, None);
         assert!(quiet_for >= Duration::from_millis(50), "{quiet_for:?}");
         let (from_client, from_compute) = spliced.stats();
         assert_eq!((from_client.redirected, from_compute.redirected), (8, 8));

@@ -430,6 +430,11 @@ metrics! {
         help: "Open connections the kernel route sent straight to the compute whose client \
                has sent payload (conntrack), at the last count",
     }
+    spliced_sessions: Family<InstanceLabels, Gauge> {
+        name: "relay_spliced_sessions",
+        help: "Held sessions the kernel splice carries now (the others the relay's pump \
+               carries, or holds parked)",
+    }
     key_reloads: Family<KeyReloadLabels, PromCounter> {
         name: "relay_key_reloads",
         help: "Key file changes (or SIGHUPs) by outcome: reloaded, or refused with the key ring \
@@ -594,6 +599,13 @@ impl Metrics {
         self.kernel_connections
             .get_or_create(&InstanceLabels::of(instance))
             .set(gauge_count(open));
+    }
+
+    /// Records how many held sessions of `instance` the kernel splice carries now.
+    pub fn set_spliced_sessions(&self, instance: &str, sessions: usize) {
+        self.spliced_sessions
+            .get_or_create(&InstanceLabels::of(instance))
+            .set(gauge_count(sessions));
     }
 
     /// Records when the certificate `instance` serves expires (Unix seconds; 0 when it could

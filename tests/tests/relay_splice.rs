@@ -28,14 +28,19 @@ fn splicing_relay(dir: &std::path::Path) -> Option<Relay> {
 
 /// As [`splicing_relay`], with the compute `command` ([`RelayOptions::command`]).
 fn splicing_relay_with(dir: &std::path::Path, command: Option<Vec<String>>) -> Option<Relay> {
-    let relay = Relay::start(
+    splicing_relay_of(
         dir,
         RelayOptions {
             command,
             instance_toml: "park = false\n".into(),
             ..RelayOptions::default()
         },
-    );
+    )
+}
+
+/// A relay started with `options`, if it splices held connections (see [`splicing_relay`]).
+fn splicing_relay_of(dir: &std::path::Path, options: RelayOptions) -> Option<Relay> {
+    let relay = Relay::start(dir, options);
     if relay.logged("held connections are spliced in the kernel") {
         return Some(relay);
     }
@@ -161,6 +166,112 @@ fn a_held_connection_is_spliced_and_carries_every_byte() {
         .and_then(|n| n.parse().ok())
         .unwrap();
     assert!(down > 60_000_000 + 16_000_000, "{line}");
+}
+
+/// Parking a spliced session (docs/kernel-splice.md): quiet between commands but for a
+/// keepalive's pings (which the kernel carries, and which are not use), it is taken back
+/// into the relay and parked on the frozen compute. Its next query thaws the compute and the
+/// session goes back to the kernel; quiet again in an open transaction, it is parked again,
+/// and a ping is answered there with the status flags read off the compute's last packet.
+/// The transaction's next query thaws the same compute, back in the kernel a large result
+/// still arrives whole, and the transaction commits.
+#[test]
+fn a_quiet_spliced_session_is_taken_back_parked_and_spliced_again() {
+    let tmp = TempDir::new("splice-park");
+    let Some(relay) = splicing_relay_of(
+        tmp.path(),
+        RelayOptions {
+            idle_pause_after: "1s",
+            ..RelayOptions::default()
+        },
+    ) else {
+        return;
+    };
+    let spliced = "relay_spliced_sessions{instance=\"demo\"}";
+    let answered = "relay_parked_answers_total{instance=\"demo\",kind=\"ping\"}";
+    let ping = |s: &mut TcpStream| {
+        raw::write_packet(s, 0, &[0x0E]).unwrap();
+        let (seq, ok) = raw::read_packet(s).unwrap();
+        assert_eq!((seq, ok.first()), (1, Some(&0x00)), "{ok:?}");
+        ok
+    };
+    let mut s = login(&relay);
+    assert!(relay.logged("spliced=true"), "{}", relay.log());
+    assert_eq!(relay.metric(spliced), 1.0);
+    let pid = relay.compute_pid().unwrap();
+    let parked = Relay::wait_until(Duration::from_secs(60), || {
+        ping(&mut s);
+        relay.state() == "frozen"
+    });
+    assert!(parked, "pings kept the instance running:\n{}", relay.log());
+    assert!(tests::cgroup::frozen(pid));
+    assert_eq!(relay.metric(spliced), 0.0);
+
+    for sql in [
+        "CREATE DATABASE app",
+        "USE app",
+        "CREATE TABLE t (x INTEGER)",
+        "BEGIN",
+        "INSERT INTO t VALUES (1)",
+    ] {
+        let result = raw::query(&mut s, sql);
+        assert!(matches!(result, Ok(Ok(_))), "{sql}: {result:?}");
+    }
+    assert_eq!(relay.compute_pid(), Some(pid));
+    assert_eq!(relay.metric_reaching(spliced, 1.0), 1.0, "{}", relay.log());
+
+    // Quiet in the transaction: parked again, the compute frozen under it.
+    relay.wait_state("frozen", Duration::from_secs(60));
+    assert!(tests::cgroup::frozen(pid));
+    let (_, status) = relay.admin("GET", "/v1/instances");
+    assert!(status.contains("\"parked_connections\": 1"), "{status}");
+    let before = relay.metric(answered);
+    let ok = ping(&mut s);
+    let flags = u16::from_le_bytes([ok[3], ok[4]]);
+    assert_eq!(
+        flags & 0x0001,
+        0x0001,
+        "SERVER_STATUS_IN_TRANS: {flags:#06x}"
+    );
+    assert_eq!(relay.metric(answered), before + 1.0);
+    assert!(tests::cgroup::frozen(pid), "the ping thawed the compute");
+
+    // The next query thaws the same compute, in the same transaction, and the session goes
+    // back to the kernel.
+    assert_eq!(
+        raw::one_row(&mut s, "SELECT count(*) FROM t").as_deref(),
+        Some("1")
+    );
+    assert_eq!(relay.compute_pid(), Some(pid));
+    assert_eq!(relay.metric_reaching(spliced, 1.0), 1.0, "{}", relay.log());
+    let rows = 100_000;
+    let sql = format!(
+        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < {rows}) \
+         SELECT printf('%0200d', x) FROM n"
+    );
+    let mut payload = vec![0x03];
+    payload.extend_from_slice(sql.as_bytes());
+    raw::write_packet(&mut s, 0, &payload).unwrap();
+    read_numbered_rows(&mut s, rows);
+    assert!(matches!(raw::query(&mut s, "COMMIT"), Ok(Ok(_))));
+    raw::write_packet(&mut s, 0, &[0x01]).unwrap();
+    drop(s);
+    assert!(
+        Relay::wait_until(Duration::from_secs(10), || relay.logged("session closed")),
+        "{}",
+        relay.log()
+    );
+    let log = relay.log();
+    let line = log.lines().find(|l| l.contains("session closed")).unwrap();
+    assert!(line.contains("spliced=true"), "{line}");
+    assert!(!line.contains("taken_back=0"), "{line}");
+    let down: u64 = line
+        .split("down=")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(down > 20_000_000, "{line}");
 }
 
 #[test]

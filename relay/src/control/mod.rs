@@ -180,6 +180,10 @@ pub struct Instance {
     handover: Arc<crate::compute_conn::Handover>,
     /// Woken when a relayed login proves the running compute ([`trust`]).
     proven: tokio::sync::Notify,
+    /// Sessions the kernel splice carries now ([`parking::SplicedSession`]).
+    spliced: tokio::sync::watch::Sender<usize>,
+    /// Asks every spliced session to look at once whether it can be taken back (a pause).
+    look_now: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Instance {
@@ -379,6 +383,8 @@ impl Instance {
             proof: std::sync::OnceLock::new(),
             handover: Arc::default(),
             proven: tokio::sync::Notify::new(),
+            spliced: tokio::sync::watch::Sender::new(0),
+            look_now: tokio::sync::Notify::new(),
         })
     }
 
@@ -688,8 +694,12 @@ impl Instance {
             return Ok(());
         }
         if !force && self.phase() == Phase::Running {
-            // A fresh count of the connections the relay does not see.
+            // A fresh count of the connections the relay does not see, and the spliced
+            // sessions taken back if they are between commands.
             self.count_kernel_connections().await;
+            if self.config.park {
+                self.take_back_spliced().await;
+            }
         }
         let (running, tx, park) = {
             let mut inner = self.lock();

@@ -211,11 +211,14 @@ pub(super) fn thaw_for_command(instance: &Arc<Instance>) {
 
 impl CommandWatch<'_> {
     /// The session was taken back from the kernel splice between commands
-    /// (docs/kernel-splice.md): its status flags are unknown until the compute's next OK or
-    /// EOF (until then a ping while parked thaws the compute), and it goes back to the
-    /// kernel at its next command that counts as use.
-    pub fn taken_back_from_kernel(&mut self) {
-        self.conversation.forget_status_flags();
+    /// (docs/kernel-splice.md); it goes back to the kernel at its next command that counts
+    /// as use. Unless `flags_known` (read off the compute's last packet), its status flags
+    /// are unknown until the compute's next OK or EOF: until then a ping while parked thaws
+    /// the compute.
+    pub fn taken_back_from_kernel(&mut self, flags_known: bool) {
+        if !flags_known {
+            self.conversation.forget_status_flags();
+        }
         self.from_kernel = true;
     }
 
@@ -599,6 +602,75 @@ impl Instance {
             && inner.kernel_busy == 0
             && !inner.cannot_park
             && self.fleet.get().is_none()
+    }
+}
+
+/// A session the kernel splice may carry: counted among the instance's spliced sessions
+/// while the kernel carries it ([`Self::set_in_kernel`]).
+#[derive(Debug)]
+pub struct SplicedSession {
+    instance: Arc<Instance>,
+    in_kernel: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for SplicedSession {
+    fn drop(&mut self) {
+        self.set_in_kernel(false);
+    }
+}
+
+impl SplicedSession {
+    /// The kernel carries the session from now (`true`), or the relay does.
+    pub fn set_in_kernel(&self, yes: bool) {
+        if self
+            .in_kernel
+            .swap(yes, std::sync::atomic::Ordering::AcqRel)
+            == yes
+        {
+            return;
+        }
+        let instance = &self.instance;
+        instance.spliced.send_modify(|n| {
+            *n = if yes { *n + 1 } else { n.saturating_sub(1) };
+            instance
+                .metrics
+                .set_spliced_sessions(&instance.config.name, *n);
+        });
+    }
+
+    /// Notified when a pause asks every spliced session to look at once whether it can be
+    /// taken back ([`Instance::take_back_spliced`]).
+    pub fn look_now(&self) -> &tokio::sync::Notify {
+        &self.instance.look_now
+    }
+}
+
+/// How long a pause waits for its spliced sessions to be taken back: each looks once
+/// (a few `sock_diag` lookups and the verdict's grace, milliseconds).
+const TAKE_BACK_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+
+impl Instance {
+    /// A session the kernel splice carries from now, counted until the returned value
+    /// drops or says otherwise.
+    pub fn spliced_session(self: &Arc<Self>) -> SplicedSession {
+        let session = SplicedSession {
+            instance: Arc::clone(self),
+            in_kernel: false.into(),
+        };
+        session.set_in_kernel(true);
+        session
+    }
+
+    /// Before a pause: asks the spliced sessions to be taken back if they are between
+    /// commands, and waits (at most [`TAKE_BACK_WAIT`]) until none is left spliced. Those
+    /// still spliced then are busy, and the pause is refused for them as for any.
+    pub(super) async fn take_back_spliced(&self) {
+        if *self.spliced.borrow() == 0 {
+            return;
+        }
+        let mut left = self.spliced.subscribe();
+        self.look_now.notify_waiters();
+        let _ = tokio::time::timeout(TAKE_BACK_WAIT, left.wait_for(|n| *n == 0)).await;
     }
 }
 

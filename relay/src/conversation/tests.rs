@@ -608,3 +608,38 @@ fn the_client_may_begin_a_command_between_its_packets_only() {
     c.server_bytes(&packet(1, b"\xfbx"));
     assert!(!c.client_may_command(), "the file is due");
 }
+
+/// The last packet of a response is read off the server's last bytes, whatever came before
+/// them: an EOF, an OK (plain, or as a terminator with `CLIENT_DEPRECATE_EOF`, with a
+/// message), and one that says more results follow. An ERR, or too few bytes, is unknown.
+#[test]
+fn reads_the_last_packet_off_the_tail_of_a_response() {
+    let row = packet(4, b"\x011");
+    let eof = packet(5, b"\xfe\x00\x00\x02\x00");
+    let tail = [&row[..], &eof[..]].concat();
+    assert_eq!(last_packet(&tail), LastPacket::Ended(AUTOCOMMIT));
+    let in_trans = packet(1, b"\x00\x01\x00\x03\x00\x00\x00");
+    assert_eq!(last_packet(&in_trans), LastPacket::Ended(0x0003));
+    let with_message = packet(1, b"\x00\x01\x00\x22\x00\x00\x00Rows matched: 1");
+    assert_eq!(
+        last_packet(&[&row[..], &with_message[..]].concat()),
+        LastPacket::Ended(0x0022)
+    );
+    let terminator = packet(7, b"\xfe\x00\x00\x02\x00\x00\x00");
+    assert_eq!(
+        last_packet(&[&b"row bytes"[..], &terminator[..]].concat()),
+        LastPacket::Ended(AUTOCOMMIT)
+    );
+    let more = packet(3, b"\x00\x00\x00\x0a\x00\x00\x00");
+    assert_eq!(last_packet(&more), LastPacket::MoreResults);
+    // The end of a longer tail only: 32 bytes of an OK's message cut its header off.
+    let long = packet(
+        1,
+        b"\x00\x00\x00\x02\x00\x00\x00Rows matched: 1  Changed: 1  Warnings: 0",
+    );
+    assert_eq!(last_packet(&long[long.len() - 32..]), LastPacket::Unknown);
+    let err = packet(1, b"\xff\x7a\x04#42S02Table 't' doesn't exist");
+    assert_eq!(last_packet(&err), LastPacket::Unknown);
+    assert_eq!(last_packet(&eof[1..]), LastPacket::Unknown);
+    assert_eq!(last_packet(b""), LastPacket::Unknown);
+}

@@ -389,11 +389,16 @@ async fn carry_spliced(
         && crate::conversation::Conversation::new(capabilities, 0, 0).phase()
             == crate::conversation::Phase::Idle;
     let compute_idle = || rt.instance.compute_idle();
+    let counted = rt.instance.spliced_session();
+    let login_status_flags =
+        OkPacket::decode(&verdict.reply.payload, capabilities).map_or(0, |ok| ok.status_flags);
     let take_back = followable.then(|| crate::kernel_splice::TakeBack {
         // As often as the instance looks whether it is idle.
         quiet: (config.idle_pause_after / 4)
             .clamp(Duration::from_millis(50), Duration::from_secs(1)),
         compute_idle: &compute_idle,
+        look_now: counted.look_now(),
+        login_status_flags,
     });
     let mut taken_back = 0;
     let mut report = loop {
@@ -405,15 +410,21 @@ async fn carry_spliced(
             take_back.as_ref(),
         )
         .await;
-        let quiet_for = match carried {
+        let (quiet_for, status_flags) = match carried {
             crate::kernel_splice::Carried::Ended(report) => break report,
-            crate::kernel_splice::Carried::TakenBack { quiet_for } => quiet_for,
+            crate::kernel_splice::Carried::TakenBack {
+                quiet_for,
+                status_flags,
+            } => (quiet_for, status_flags),
         };
         taken_back += 1;
         held.used_ago(quiet_for);
-        tracing::debug!(instance = %config.name, quiet_ms = quiet_for.as_millis(), "spliced session taken back between commands");
-        let mut commands = held.watch_commands(capabilities, 0, 0);
-        commands.taken_back_from_kernel();
+        tracing::debug!(instance = %config.name, quiet_ms = quiet_for.as_millis(), ?status_flags, "spliced session taken back between commands");
+        let mut commands = held.watch_commands(capabilities, 0, status_flags.unwrap_or(0));
+        commands.taken_back_from_kernel(status_flags.is_some());
+        // Counted idle before it stops counting as spliced: a pause waiting for that sees
+        // it between commands.
+        counted.set_in_kernel(false);
         let pumped = crate::passthrough::pump(
             &mut client,
             Vec::new(),
@@ -433,6 +444,7 @@ async fn carry_spliced(
                 ..pumped
             };
         }
+        counted.set_in_kernel(true);
         if let Err(e) = spliced.set(&relayed, true) {
             // The verdict keeps passing this session's bytes; the relay carries them.
             tracing::warn!(instance = %config.name, error = %e, "cannot splice a session again; the relay carries it");
