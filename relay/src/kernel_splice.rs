@@ -273,11 +273,13 @@ impl Spliced {
         if !between_commands {
             return None;
         }
-        // Everything the kernel redirected has left for its receiver and been acknowledged:
-        // a command has reached the compute, a response the client.
+        // Everything the kernel redirected has entered the socket it was for (the psock's
+        // backlog is empty, so nothing the kernel still holds can follow what the relay
+        // writes from now on); the sockets' own queues keep their order whatever is sent.
         let delivered = |socket: &TcpStream, end: End, redirected: u64| {
             self.written_before(end).is_some_and(|before| {
-                fully_acknowledged(socket) == Some(before + relayed.written_to(end) + redirected)
+                written_with_nothing_unread(socket)
+                    == Some(before + relayed.written_to(end) + redirected)
             })
         };
         if !delivered(client, End::Client, from_compute.redirected)
@@ -394,6 +396,10 @@ pub enum Carried {
     },
 }
 
+/// How long [`carry`] keeps looking after a pause asked, and how often.
+const ASKED_FOR: Duration = Duration::from_millis(200);
+const ASKED_RETRY: Duration = Duration::from_millis(5);
+
 /// How long after turning the splice off [`Spliced::take_back`] looks again.
 const VERDICT_GRACE: Duration = Duration::from_millis(5);
 
@@ -423,11 +429,11 @@ fn written_total(socket: &TcpStream) -> Option<u64> {
     Some(found.bytes_acked? + u64::from(found.unacked))
 }
 
-/// Every payload byte ever written to `socket`, when all of them have been acknowledged and
-/// it has nothing unread; otherwise (or when the kernel does not say) `None`.
-fn fully_acknowledged(socket: &TcpStream) -> Option<u64> {
+/// [`written_total`], when `socket` has nothing unread; otherwise (or when the kernel does
+/// not say) `None`.
+fn written_with_nothing_unread(socket: &TcpStream) -> Option<u64> {
     let found = established(socket)?;
-    (found.unacked == 0 && found.unread == 0).then_some(found.bytes_acked?)
+    (found.unread == 0).then_some(found.bytes_acked? + u64::from(found.unacked))
 }
 
 fn established(socket: &TcpStream) -> Option<crate::control::sock_diag::Established> {
@@ -473,6 +479,9 @@ pub async fn carry(
 ) -> Carried {
     let mut ended = [false; 2];
     let look_every = take_back.map_or(Duration::MAX, |t| t.quiet);
+    // After a pause asked: looks again every few milliseconds until then (a redirected
+    // response may still be on its way into the client's socket).
+    let mut asked_until = None;
     let ended_by = loop {
         if ended == [true; 2] {
             break "eof";
@@ -484,11 +493,16 @@ pub async fn carry(
                 None => std::future::pending().await,
             }
         };
+        let asking = asked_until.is_some_and(|until| tokio::time::Instant::now() < until);
+        let next_look = if asking { ASKED_RETRY } else { look_every };
         let woke = tokio::select! {
             r = client.readable(), if !ended[0] => r.map(|()| Wake::Readable(End::Client)).map_err(|_| End::Client),
             r = compute.readable(), if !ended[1] => r.map(|()| Wake::Readable(End::Compute)).map_err(|_| End::Compute),
-            () = tokio::time::sleep(look_every), if may_look => Ok(Wake::Tick),
-            () = asked, if may_look => Ok(Wake::Asked),
+            () = tokio::time::sleep(next_look), if may_look => Ok(if asking { Wake::Asked } else { Wake::Tick }),
+            () = asked, if may_look => {
+                asked_until = Some(tokio::time::Instant::now() + ASKED_FOR);
+                Ok(Wake::Asked)
+            }
         };
         let from = match woke {
             Ok(Wake::Readable(from)) => from,
