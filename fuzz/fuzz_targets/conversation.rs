@@ -1,5 +1,6 @@
 //! The command/response conversation tracker, fed arbitrary client and server bytes in
-//! arbitrary chunks: it must never panic, and where a chunk ends must not change what it says.
+//! arbitrary chunks: it must never panic, and where a chunk ends must not change what it says;
+//! the server's last 32 bytes read for its last packet (the kernel splice's take-back).
 //! Input: `[capabilities u8][client length u16 LE][client][server]`.
 #![no_main]
 

@@ -240,6 +240,14 @@ pub fn conversation(capabilities: u8, client: &[u8], server: &[u8]) {
         assert_eq!(up.whole, up.bytewise, "commands");
         assert_eq!(down.whole, down.bytewise, "prepare replies");
     }
+    // The server's last bytes as the kernel splice keeps them (its last 32), read for the
+    // last packet: never a panic, and a reading of flags only from an OK or EOF.
+    let tail = server
+        .get(server.len().saturating_sub(32)..)
+        .unwrap_or_default();
+    if let crate::conversation::LastPacket::Ended(_) = crate::conversation::last_packet(tail) {
+        assert!(tail.len() >= 9, "{tail:?}");
+    }
 }
 
 /// `bytes` cut into chunks of 1–16 bytes, each chunk's length taken from its first byte.

@@ -368,15 +368,15 @@ impl Relayed {
 }
 
 /// When [`carry`] takes a spliced session back into userspace, for parking: every `quiet`
-/// it looks whether the compute spoke last, at least `quiet` ago, everything either side
-/// sent has been delivered and acknowledged, and `compute_idle` says the compute is not
-/// computing (a multi-statement query's next result), as the kernel route judges its
-/// sessions (docs/parking.md).
-/// A pause asks for a look at once, without the quiet time, through `look_now`
-/// (`notify_waiters`). `login_status_flags`: the login's OK's, the session's status until
-/// the compute sends anything.
+/// (when set: the instance parks) it looks whether the compute spoke last, its last use at
+/// least `quiet` ago, everything redirected has entered its socket, the compute's last packet
+/// ends a response, and `compute_idle` says the compute is not computing, as the kernel route
+/// judges its sessions (docs/parking.md). A pause that will freeze the compute asks for a
+/// look at once, without the quiet time, through `look_now` (`notify_waiters`).
+/// `login_status_flags`: the login's OK's, the session's status until the compute sends
+/// anything.
 pub struct TakeBack<'a> {
-    pub quiet: Duration,
+    pub quiet: Option<Duration>,
     pub compute_idle: &'a (dyn Fn() -> bool + Send + Sync),
     pub look_now: &'a tokio::sync::Notify,
     pub login_status_flags: u16,
@@ -478,7 +478,7 @@ pub async fn carry(
     take_back: Option<&TakeBack<'_>>,
 ) -> Carried {
     let mut ended = [false; 2];
-    let look_every = take_back.map_or(Duration::MAX, |t| t.quiet);
+    let look_every = take_back.and_then(|t| t.quiet);
     // After a pause asked: looks again every few milliseconds until then (a redirected
     // response may still be on its way into the client's socket).
     let mut asked_until = None;
@@ -494,11 +494,15 @@ pub async fn carry(
             }
         };
         let asking = asked_until.is_some_and(|until| tokio::time::Instant::now() < until);
-        let next_look = if asking { ASKED_RETRY } else { look_every };
+        let next_look = if asking {
+            Some(ASKED_RETRY)
+        } else {
+            look_every
+        };
         let woke = tokio::select! {
             r = client.readable(), if !ended[0] => r.map(|()| Wake::Readable(End::Client)).map_err(|_| End::Client),
             r = compute.readable(), if !ended[1] => r.map(|()| Wake::Readable(End::Compute)).map_err(|_| End::Compute),
-            () = tokio::time::sleep(next_look), if may_look => Ok(if asking { Wake::Asked } else { Wake::Tick }),
+            () = tokio::time::sleep(next_look.unwrap_or(Duration::MAX)), if may_look && next_look.is_some() => Ok(if asking { Wake::Asked } else { Wake::Tick }),
             () = asked, if may_look => {
                 asked_until = Some(tokio::time::Instant::now() + ASKED_FOR);
                 Ok(Wake::Asked)
@@ -508,10 +512,9 @@ pub async fn carry(
             Ok(Wake::Readable(from)) => from,
             Ok(look) => {
                 // Quiet for a tick at least; for a pause, quiet now.
-                let quiet = if look == Wake::Tick {
-                    (look_every, false)
-                } else {
-                    (Duration::ZERO, true)
+                let quiet = match look_every {
+                    Some(every) if look == Wake::Tick => (every, false),
+                    _ => (Duration::ZERO, true),
                 };
                 if let Some(when) = take_back {
                     if let Some(taken) = spliced
@@ -715,7 +718,7 @@ mod tests {
         let idle = || true;
         let look_now = tokio::sync::Notify::new();
         let take_back = TakeBack {
-            quiet: Duration::from_millis(50),
+            quiet: Some(Duration::from_millis(50)),
             compute_idle: &idle,
             look_now: &look_now,
             login_status_flags: 2,

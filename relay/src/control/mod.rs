@@ -694,12 +694,15 @@ impl Instance {
             return Ok(());
         }
         if !force && self.phase() == Phase::Running {
-            // A fresh count of the connections the relay does not see, and the spliced
-            // sessions taken back if they are between commands.
+            // A fresh count of the connections the relay does not see.
             self.count_kernel_connections().await;
-            if self.config.park {
-                self.take_back_spliced().await;
-            }
+        }
+        if self.phase() == Phase::Running && (self.config.park || self.config.stop_after.is_some())
+        {
+            // The compute may be frozen under the sessions: those the kernel splices are
+            // taken back if they are between commands, so the relay sees their next command
+            // (one it cannot take back is busy, as on the pump).
+            self.take_back_spliced().await;
         }
         let (running, tx, park) = {
             let mut inner = self.lock();

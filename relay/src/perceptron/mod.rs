@@ -384,18 +384,19 @@ async fn carry_spliced(
         written: [ok_len, 0],
         ..Default::default()
     };
-    // Taken back only where parking could follow it: a compressed session never can.
-    let followable = config.park
-        && crate::conversation::Conversation::new(capabilities, 0, 0).phase()
-            == crate::conversation::Phase::Idle;
+    // Taken back only where the relay could follow it (a compressed session never can):
+    // when quiet on an instance that parks, and before any freeze.
+    let followable = crate::conversation::Conversation::new(capabilities, 0, 0).phase()
+        == crate::conversation::Phase::Idle;
     let compute_idle = || rt.instance.compute_idle();
     let counted = rt.instance.spliced_session();
     let login_status_flags =
         OkPacket::decode(&verdict.reply.payload, capabilities).map_or(0, |ok| ok.status_flags);
     let take_back = followable.then(|| crate::kernel_splice::TakeBack {
         // As often as the instance looks whether it is idle.
-        quiet: (config.idle_pause_after / 4)
-            .clamp(Duration::from_millis(50), Duration::from_secs(1)),
+        quiet: config.park.then(|| {
+            (config.idle_pause_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
+        }),
         compute_idle: &compute_idle,
         look_now: counted.look_now(),
         login_status_flags,
