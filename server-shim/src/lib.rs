@@ -86,6 +86,7 @@ mod sqlite;
 mod sqlite_catalog;
 mod state;
 mod stream;
+mod table_rebuild;
 mod tickets;
 mod tls;
 mod variables;

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rusqlite::types::{Value, ValueRef};
-use rusqlite::{Connection, ErrorCode, OpenFlags};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension as _};
 
 use crate::dialect::{self, StatementKind};
 use crate::engine::{Cell, Engine, Executor, IndexColumn, Outcome, SavepointAction, TableMeta};
@@ -104,6 +104,33 @@ struct SqliteExecutor {
     attached: Vec<(String, (u64, u64))>,
     /// Translations of the statements seen lately, by their MySQL text.
     translations: HashMap<String, Arc<Translated>>,
+}
+
+/// A name quoted for SQLite (backticks, inner ones doubled), as the dialect quotes them.
+fn sqlite_name(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+/// `sql` (an index's or trigger's stored `CREATE`, which names no schema) creating its object
+/// in `schema`: SQLite puts an index or trigger in its table's database, named by qualifying
+/// the object's own name.
+fn in_schema(sql: &str, schema: &str) -> String {
+    if schema == "main" {
+        return sql.to_owned();
+    }
+    let upper = sql.to_ascii_uppercase();
+    let mut after = ["CREATE UNIQUE INDEX ", "CREATE INDEX ", "CREATE TRIGGER "]
+        .iter()
+        .find(|head| upper.starts_with(*head))
+        .map_or(0, |head| head.len());
+    if upper
+        .get(after..)
+        .is_some_and(|r| r.starts_with("IF NOT EXISTS "))
+    {
+        after += "IF NOT EXISTS ".len();
+    }
+    let (head, rest) = sql.split_at(after);
+    format!("{head}{schema}.{rest}")
 }
 
 /// A statement's translation and the qualifiers it names.
@@ -211,6 +238,171 @@ impl SqliteExecutor {
         from_sqlite(e, &self.db_name)
     }
 
+    /// Rebuilds a table with `rebuild`'s changes ([`table_rebuild`]), as SQLite documents
+    /// it: foreign keys off (outside any transaction, which DDL has committed), then in one
+    /// transaction: renamed columns renamed in place (SQLite rewrites the indexes, triggers
+    /// and views that name them), the table created again under another name with the
+    /// changes, its rows copied, the old one dropped, the new one renamed, its indexes and
+    /// triggers created again, and its foreign keys checked (a new one the rows break fails
+    /// the statement, which then changes nothing).
+    fn rebuild(&mut self, rebuild: &dialect::Rebuild) -> Result<(), SqlError> {
+        let db = rebuild
+            .schema
+            .clone()
+            .unwrap_or_else(|| self.db_name.clone());
+        let schema = if db == self.db_name {
+            "main".to_owned()
+        } else {
+            sqlite_name(&db)
+        };
+        let table = &rebuild.table;
+        let foreign_keys = self.foreign_keys;
+        if foreign_keys {
+            self.set_foreign_key_checks(false)?;
+        }
+        // Old-style renames: the table's own rename must not rewrite the views and foreign
+        // keys of other tables that name it (they name the rebuilt table once it has its
+        // name back).
+        let result = self
+            .conn
+            .execute_batch("PRAGMA legacy_alter_table = ON; BEGIN")
+            .map_err(|e| self.error(&e))
+            .and_then(|()| self.rebuild_in_transaction(rebuild, &schema, &db));
+        let ended = match &result {
+            Ok(()) => self.conn.execute_batch("COMMIT"),
+            Err(_) => self.conn.execute_batch("ROLLBACK"),
+        };
+        let _ = self.conn.execute_batch("PRAGMA legacy_alter_table = OFF");
+        if foreign_keys {
+            self.set_foreign_key_checks(true)?;
+        }
+        result?;
+        ended.map_err(|e| self.error(&e))?;
+        tracing::debug!(table = %table, changes = rebuild.changes.len(), "table rebuilt");
+        Ok(())
+    }
+
+    fn rebuild_in_transaction(
+        &self,
+        rebuild: &dialect::Rebuild,
+        schema: &str,
+        db: &str,
+    ) -> Result<(), SqlError> {
+        let table = rebuild.table.as_str();
+        let run = |conn: &Connection, sql: &str| conn.execute_batch(sql);
+        let fail = |e: rusqlite::Error| from_sqlite(&e, &self.db_name);
+        for change in &rebuild.changes {
+            if let dialect::Change::Column { old, new, .. } = change
+                && old != new
+            {
+                run(
+                    &self.conn,
+                    &format!(
+                        "ALTER TABLE {schema}.{} RENAME COLUMN {} TO {}",
+                        sqlite_name(table),
+                        sqlite_name(old),
+                        sqlite_name(new)
+                    ),
+                )
+                .map_err(fail)?;
+            }
+        }
+        let stored: Option<String> = self
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT sql FROM {schema}.sqlite_schema WHERE type = 'table' AND name = ?1"
+                ),
+                [table],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(fail)?;
+        let stored = stored.ok_or_else(|| SqlError::unknown_table(db, table))?;
+        let temporary = format!("{table}__rebuild");
+        let rewritten = crate::table_rebuild::rewrite(
+            &stored,
+            &rebuild.changes,
+            &format!("{schema}.{}", sqlite_name(&temporary)),
+        )?;
+        // Its indexes and triggers, to create again; a changed column's ON UPDATE trigger
+        // is made anew below, or not at all.
+        let changed: Vec<(&str, bool)> = rebuild
+            .changes
+            .iter()
+            .filter_map(|c| match c {
+                dialect::Change::Column { new, on_update, .. } => Some((new.as_str(), *on_update)),
+                _ => None,
+            })
+            .collect();
+        let mut others: Vec<(String, String)> = {
+            let mut stmt = self
+                .conn
+                .prepare(&format!(
+                    "SELECT name, sql FROM {schema}.sqlite_schema                      WHERE tbl_name = ?1 AND type IN ('index', 'trigger') AND sql IS NOT NULL"
+                ))
+                .map_err(fail)?;
+            stmt.query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))
+                .and_then(Iterator::collect)
+                .map_err(fail)?
+        };
+        others.retain(|(name, _)| {
+            !changed.iter().any(|(column, _)| {
+                name.eq_ignore_ascii_case(&format!("{table}__{column}__on_update"))
+            })
+        });
+        let columns = rewritten.copied.join(", ");
+        let quoted = sqlite_name(table);
+        for sql in [
+            rewritten.create.clone(),
+            format!(
+                "INSERT INTO {schema}.{} ({columns}) SELECT {columns} FROM {schema}.{quoted}",
+                sqlite_name(&temporary)
+            ),
+            format!("DROP TABLE {schema}.{quoted}"),
+            format!(
+                "ALTER TABLE {schema}.{} RENAME TO {quoted}",
+                sqlite_name(&temporary)
+            ),
+        ] {
+            run(&self.conn, &sql).map_err(fail)?;
+        }
+        for (_, sql) in &others {
+            run(&self.conn, &in_schema(sql, schema)).map_err(fail)?;
+        }
+        let all: Vec<String> = rewritten
+            .copied
+            .iter()
+            .map(|c| c.trim_matches('`').replace("``", "`"))
+            .collect();
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let qualifier = (schema != "main").then_some(db);
+        for (column, on_update) in changed {
+            if on_update {
+                run(
+                    &self.conn,
+                    &dialect::on_update_trigger(qualifier, table, column, &all),
+                )
+                .map_err(fail)?;
+            }
+        }
+        let broken: Option<String> = self
+            .conn
+            .query_row(
+                &format!("PRAGMA {schema}.foreign_key_check({quoted})"),
+                [],
+                |r| r.get(2),
+            )
+            .optional()
+            .map_err(fail)?;
+        if let Some(parent) = broken {
+            return Err(SqlError::foreign_key(&format!(
+                "Cannot add or update a child row: a foreign key constraint fails (`{db}`.`{table}`, referencing `{parent}`)"
+            )));
+        }
+        Ok(())
+    }
+
     /// Runs one SQLite statement; a result set when it has columns.
     fn run(
         &mut self,
@@ -309,6 +501,9 @@ impl Executor for SqliteExecutor {
         if translation.kind.commits_implicitly() && self.in_transaction {
             // MySQL commits the open transaction before any DDL.
             self.commit()?;
+        }
+        if let Some(rebuild) = &translation.rebuild {
+            self.rebuild(rebuild)?;
         }
         let mut outcome = Outcome::Done {
             affected_rows: 0,

@@ -253,6 +253,7 @@ fn one(statement: String, kind: StatementKind) -> Translation {
     Translation {
         statements: vec![statement],
         kind,
+        rebuild: None,
     }
 }
 

@@ -46,7 +46,13 @@ pub struct Translation {
     pub statements: Vec<String>,
     /// What it is, for the OK packet and implicit commits.
     pub kind: StatementKind,
+    /// An `ALTER TABLE` SQLite cannot do in place (`MODIFY`, `CHANGE`, `ALTER COLUMN ..
+    /// DEFAULT`, `ADD FOREIGN KEY|CHECK`): the table rebuilt with the changes, before
+    /// `statements` run. Boxed: almost no statement has one.
+    pub rebuild: Option<Box<Rebuild>>,
 }
+
+pub use ddl::{Change, Rebuild, on_update_trigger};
 
 /// What a statement is: decides the OK packet (affected rows, last insert id) and whether
 /// it commits the open transaction first.
@@ -192,6 +198,20 @@ pub(crate) fn translate_unguarded(
     for statement in &mut translation.statements {
         *statement = literals::restore(statement, &values)?;
     }
+    if let Some(rebuild) = &mut translation.rebuild {
+        for change in &mut rebuild.changes {
+            let text = match change {
+                Change::Column { definition, .. } => definition,
+                Change::Default {
+                    default: Some(text),
+                    ..
+                }
+                | Change::Constraint(text) => text,
+                Change::Default { default: None, .. } => continue,
+            };
+            *text = literals::restore(text, &values)?;
+        }
+    }
     Ok((translation, qualifiers))
 }
 
@@ -200,6 +220,7 @@ fn translate_tokens(tokens: Vec<Token>) -> Result<Translation, SqlError> {
         return Ok(Translation {
             statements: Vec::new(),
             kind: StatementKind::Other,
+            rebuild: None,
         });
     }
     let tokens = placeholders::number(drop_select_modifiers(tokens));
@@ -306,6 +327,7 @@ fn translate_statement(statement: Statement) -> Result<Translation, SqlError> {
         Statement::LockTables { .. } | Statement::UnlockTables => Ok(Translation {
             statements: Vec::new(),
             kind: StatementKind::Other,
+            rebuild: None,
         }),
         other => Err(SqlError::not_supported(statement_name(&other))),
     }

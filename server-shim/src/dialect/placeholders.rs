@@ -108,6 +108,7 @@ mod tests {
         restore(Translation {
             statements: statements.iter().map(|s| (*s).to_owned()).collect(),
             kind: StatementKind::Query,
+            rebuild: None,
         })
         .statements
     }

@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-use super::{StatementKind, expr::ENGINE_FUNCTIONS, strip_comments, translate};
+use super::{Change, StatementKind, expr::ENGINE_FUNCTIONS, strip_comments, translate};
 
 /// The translated statements of `mysql`.
 fn sql(mysql: &str) -> Vec<String> {
@@ -582,11 +582,56 @@ fn rejects_what_is_not_ours_with_1235() {
     }
 }
 
+/// What SQLite's `ALTER TABLE` cannot do is described as a table rebuild for the engine,
+/// with each definition printed as `CREATE TABLE` prints it and a literal restored.
+#[test]
+fn column_changes_and_new_constraints_become_a_table_rebuild() {
+    let t = translate(
+        "ALTER TABLE shop.t CHANGE a b VARCHAR(5) NOT NULL DEFAULT 'x' UNIQUE, \
+         ALTER COLUMN c SET DEFAULT 'it''s', ALTER COLUMN d DROP DEFAULT, \
+         ADD CONSTRAINT fk FOREIGN KEY (b) REFERENCES u (id) ON DELETE CASCADE, \
+         ADD CHECK (e > 0)",
+    )
+    .unwrap();
+    assert_eq!(
+        t.statements,
+        ["CREATE UNIQUE INDEX `shop`.`t__b` ON `t` (`b`)"]
+    );
+    let rebuild = t.rebuild.unwrap();
+    assert_eq!(
+        (rebuild.schema.as_deref(), rebuild.table.as_str()),
+        (Some("shop"), "t")
+    );
+    assert_eq!(
+        rebuild.changes,
+        [
+            Change::Column {
+                old: "a".into(),
+                new: "b".into(),
+                definition: "`b` VARCHAR(5) COLLATE NOCASE NOT NULL DEFAULT 'x'".into(),
+                on_update: false,
+            },
+            Change::Default {
+                column: "c".into(),
+                default: Some("'it''s'".into()),
+            },
+            Change::Default {
+                column: "d".into(),
+                default: None,
+            },
+            Change::Constraint(
+                "CONSTRAINT `fk` FOREIGN KEY (`b`) REFERENCES `u` (`id`) ON DELETE CASCADE".into()
+            ),
+            Change::Constraint("CHECK (e > 0)".into()),
+        ]
+    );
+}
+
 #[test]
 fn rejects_unmappable_constructs_with_1235() {
     for s in [
-        "ALTER TABLE t MODIFY a BIGINT",
-        "ALTER TABLE t CHANGE a b INT",
+        "ALTER TABLE t MODIFY a BIGINT FIRST",
+        "ALTER TABLE t CHANGE a b INT AFTER c",
         "ALTER TABLE t ADD COLUMN c INT AFTER a",
         "ALTER TABLE t ADD PRIMARY KEY (a)",
         "CREATE TABLE t2 LIKE t",

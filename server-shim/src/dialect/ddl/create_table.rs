@@ -288,7 +288,7 @@ fn auto_increment_start(options: &CreateTableOptions) -> Option<u32> {
 
 /// `REFERENCES t (cols) [ON DELETE ..] [ON UPDATE ..]`. SQLite's foreign keys cannot name
 /// another schema, so only the table part is kept.
-fn references(
+pub(super) fn references(
     table: &ObjectName,
     columns: &[Ident],
     on_delete: Option<ReferentialAction>,
@@ -432,7 +432,7 @@ fn is_now(e: &Expr) -> bool {
 
 /// A DEFAULT clause's value: literals and SQLite's date keywords bare, anything else in
 /// parentheses (SQLite's rule for expressions).
-fn default(d: &Expr) -> Result<String, SqlError> {
+pub(super) fn default(d: &Expr) -> Result<String, SqlError> {
     let mut d = d.clone();
     expr::expr(&mut d)?;
     let text = d.to_string();
@@ -568,7 +568,7 @@ pub(super) fn index_statements(
     Ok(out)
 }
 
-fn on_update_trigger(
+pub fn on_update_trigger(
     schema: Option<&str>,
     table: &str,
     column: &str,

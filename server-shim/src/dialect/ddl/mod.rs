@@ -8,15 +8,17 @@
 mod create_table;
 
 use sqlparser::ast::{
-    AlterTable, AlterTableOperation, ColumnOption, CreateIndex, CreateView, Ident, IndexConstraint,
-    ObjectName, ObjectType, OrderBySort, RenameTableNameKind, Statement, TableConstraint, Truncate,
-    UniqueConstraint,
+    AlterColumnOperation, AlterTable, AlterTableOperation, CheckConstraint, ColumnOption,
+    CreateIndex, CreateView, ForeignKeyConstraint, Ident, IndexConstraint, ObjectName, ObjectType,
+    OrderBySort, RenameTableNameKind, Statement, TableConstraint, Truncate, UniqueConstraint,
 };
 use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::Token;
 
+pub use self::create_table::on_update_trigger;
 use self::create_table::{
-    Index, column_definition, create_table, has_auto_increment, index_columns, index_statements,
+    Index, column_definition, create_table, default, has_auto_increment, index_columns,
+    index_statements, references,
 };
 use super::cursor::{self, Significant};
 use super::{StatementKind, Translation, expr, quote};
@@ -79,7 +81,12 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             if if_exists || location.is_some() || on_cluster.is_some() {
                 return Err(SqlError::not_supported("this ALTER TABLE"));
             }
-            alter_table(&name, operations)?
+            let (statements, rebuild) = alter_table(&name, operations)?;
+            return Ok(Translation {
+                statements,
+                kind: StatementKind::Ddl,
+                rebuild,
+            });
         }
         Statement::Drop {
             object_type,
@@ -129,6 +136,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
     Ok(Translation {
         statements,
         kind: StatementKind::Ddl,
+        rebuild: None,
     })
 }
 
@@ -207,13 +215,48 @@ fn create_index(ci: &CreateIndex) -> Result<String, SqlError> {
     ))
 }
 
+/// A table SQLite must rebuild to change (`sqlite.rs` runs it): SQLite's `ALTER TABLE` cannot
+/// change a column or add a constraint, so the table is created again under another name with
+/// the changes made to its stored definition, its rows copied, the old one dropped and the new
+/// one renamed, its indexes and triggers created again, in one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rebuild {
+    pub schema: Option<String>,
+    pub table: String,
+    pub changes: Vec<Change>,
+}
+
+/// One change a [`Rebuild`] makes to the table's definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// `MODIFY`/`CHANGE COLUMN`: column `old` (renamed to `new` first when they differ)
+    /// gets `definition` (SQLite's, as `CREATE TABLE` prints it); `on_update` when the
+    /// column has `ON UPDATE CURRENT_TIMESTAMP` (its trigger is made again, or dropped).
+    Column {
+        old: String,
+        new: String,
+        definition: String,
+        on_update: bool,
+    },
+    /// `ALTER COLUMN c SET DEFAULT x` (`Some`, SQLite's text of `x`) or `DROP DEFAULT`.
+    Default {
+        column: String,
+        default: Option<String>,
+    },
+    /// `ADD [CONSTRAINT] FOREIGN KEY|CHECK`: the table constraint, as SQLite's text.
+    Constraint(String),
+}
+
+/// `ALTER TABLE`: the SQLite statements it takes, and the table rebuild its operations need
+/// (run first).
 fn alter_table(
     name: &ObjectName,
     operations: Vec<AlterTableOperation>,
-) -> Result<Vec<String>, SqlError> {
+) -> Result<(Vec<String>, Option<Box<Rebuild>>), SqlError> {
     let (schema, table) = split(name)?;
     let target = object(name)?;
     let mut out = Vec::new();
+    let mut changes = Vec::new();
     for operation in operations {
         match operation {
             AlterTableOperation::AddColumn {
@@ -334,24 +377,165 @@ fn alter_table(
                     index_name(schema, table, &index.value)
                 ));
             }
-            AlterTableOperation::ChangeColumn { .. } | AlterTableOperation::ModifyColumn { .. } => {
+            AlterTableOperation::ChangeColumn {
+                old_name,
+                new_name,
+                data_type,
+                options,
+                column_position,
+            } => {
+                changes.push(changed_column(
+                    schema,
+                    table,
+                    &old_name,
+                    new_name,
+                    data_type,
+                    options,
+                    column_position.is_some(),
+                    &mut out,
+                )?);
+            }
+            AlterTableOperation::ModifyColumn {
+                col_name,
+                data_type,
+                options,
+                column_position,
+            } => {
+                changes.push(changed_column(
+                    schema,
+                    table,
+                    &col_name,
+                    col_name.clone(),
+                    data_type,
+                    options,
+                    column_position.is_some(),
+                    &mut out,
+                )?);
+            }
+            AlterTableOperation::AlterColumn {
+                column_name,
+                op: AlterColumnOperation::SetDefault { value },
+            } => changes.push(Change::Default {
+                column: column_name.value,
+                default: Some(default(&value)?),
+            }),
+            AlterTableOperation::AlterColumn {
+                column_name,
+                op: AlterColumnOperation::DropDefault,
+            } => changes.push(Change::Default {
+                column: column_name.value,
+                default: None,
+            }),
+            AlterTableOperation::AlterColumn { .. } => {
                 return Err(SqlError::not_supported(
-                    "ALTER TABLE ... MODIFY/CHANGE COLUMN",
+                    "ALTER TABLE ... ALTER COLUMN other than SET/DROP DEFAULT",
                 ));
             }
-            AlterTableOperation::AlterColumn { .. } => {
-                return Err(SqlError::not_supported("ALTER TABLE ... ALTER COLUMN"));
+            AlterTableOperation::AddConstraint {
+                constraint:
+                    TableConstraint::ForeignKey(ForeignKeyConstraint {
+                        name: constraint,
+                        columns,
+                        foreign_table,
+                        referred_columns,
+                        on_delete,
+                        on_update,
+                        ..
+                    }),
+                ..
+            } => {
+                let columns = columns
+                    .iter()
+                    .map(|c| quote(&c.value))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                changes.push(Change::Constraint(format!(
+                    "{}FOREIGN KEY ({columns}) {}",
+                    constraint
+                        .map_or_else(String::new, |n| format!("CONSTRAINT {} ", quote(&n.value))),
+                    references(&foreign_table, &referred_columns, on_delete, on_update)?
+                )));
+            }
+            AlterTableOperation::AddConstraint {
+                constraint:
+                    TableConstraint::Check(CheckConstraint {
+                        name: constraint,
+                        expr: check,
+                        ..
+                    }),
+                ..
+            } => {
+                let mut check = *check;
+                expr::expr(&mut check)?;
+                changes.push(Change::Constraint(format!(
+                    "{}CHECK ({check})",
+                    constraint
+                        .map_or_else(String::new, |n| format!("CONSTRAINT {} ", quote(&n.value))),
+                )));
             }
             AlterTableOperation::AddConstraint { .. }
             | AlterTableOperation::DropPrimaryKey { .. } => {
                 return Err(SqlError::not_supported(
-                    "ALTER TABLE ... ADD/DROP PRIMARY KEY, FOREIGN KEY or CHECK",
+                    "ALTER TABLE ... ADD/DROP PRIMARY KEY, or DROP FOREIGN KEY",
                 ));
             }
             _ => return Err(SqlError::not_supported("this ALTER TABLE operation")),
         }
     }
-    Ok(out)
+    let rebuild = (!changes.is_empty()).then(|| {
+        Box::new(Rebuild {
+            schema: schema.map(str::to_owned),
+            table: table.to_owned(),
+            changes,
+        })
+    });
+    Ok((out, rebuild))
+}
+
+/// `MODIFY`/`CHANGE COLUMN old new <definition>`: the change, and in `out` the indexes an
+/// inline `UNIQUE` asks for.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the parts of one ALTER TABLE operation, as sqlparser gives them"
+)]
+fn changed_column(
+    schema: Option<&str>,
+    table: &str,
+    old: &Ident,
+    new: Ident,
+    data_type: sqlparser::ast::DataType,
+    options: Vec<ColumnOption>,
+    positioned: bool,
+    out: &mut Vec<String>,
+) -> Result<Change, SqlError> {
+    if positioned {
+        return Err(SqlError::not_supported(
+            "MODIFY/CHANGE COLUMN ... FIRST/AFTER",
+        ));
+    }
+    let column = sqlparser::ast::ColumnDef {
+        name: new,
+        data_type,
+        options: options
+            .into_iter()
+            .map(|option| sqlparser::ast::ColumnOptionDef { name: None, option })
+            .collect(),
+    };
+    let mut indexes = Vec::new();
+    let mut on_update = Vec::new();
+    let definition = column_definition(
+        &column,
+        has_auto_increment(&column),
+        &mut indexes,
+        &mut on_update,
+    )?;
+    out.extend(index_statements(schema, table, indexes, false)?);
+    Ok(Change::Column {
+        old: old.value.clone(),
+        new: column.name.value,
+        definition,
+        on_update: !on_update.is_empty(),
+    })
 }
 
 /// `ALTER TABLE a RENAME TO b`; SQLite cannot move a table to another database.
@@ -404,6 +588,7 @@ pub fn from_tokens(tokens: &[Token]) -> Result<Option<Translation>, SqlError> {
             index_name(schema, table, index)
         )],
         kind: StatementKind::Ddl,
+        rebuild: None,
     }))
 }
 
