@@ -31,12 +31,13 @@ pub struct TableRef {
 pub enum Statement {
     /// `USE db`.
     Use(String),
-    /// `SHOW DATABASES` / `SHOW SCHEMAS`.
-    ShowDatabases,
-    /// `SHOW [FULL] TABLES`.
+    /// `SHOW DATABASES` / `SHOW SCHEMAS` `[LIKE 'pattern']`.
+    ShowDatabases { like: Option<String> },
+    /// `SHOW [FULL] TABLES [LIKE 'pattern']`.
     ShowTables {
         /// `FULL`: adds the `Table_type` column.
         full: bool,
+        like: Option<String>,
     },
     /// `SHOW [FULL] COLUMNS FROM t`, `DESCRIBE t`.
     ShowColumns {
@@ -527,6 +528,20 @@ fn user_and_password(c: &mut Cursor, what: &str) -> Result<(String, Zeroizing<St
     Ok((name, password))
 }
 
+/// The optional `LIKE 'pattern'` that ends a `SHOW` (anything else after it, such as a
+/// `WHERE`, is refused rather than ignored).
+fn show_like(c: &mut Cursor, what: &str) -> Result<Option<String>, SqlError> {
+    let like = if c.keyword("like") {
+        Some(c.string().ok_or_else(|| bad("LIKE needs a pattern"))?)
+    } else {
+        None
+    };
+    if !c.at_end() {
+        return Err(SqlError::not_supported(&format!("{what} other than LIKE")));
+    }
+    Ok(like)
+}
+
 fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
     let full = c.keyword("full");
     let _ = c.keyword("session") || c.keyword("global") || c.keyword("local");
@@ -534,8 +549,13 @@ fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
         return Err(bad("SHOW needs a subject"));
     };
     match w.value.to_ascii_lowercase().as_str() {
-        "databases" | "schemas" => Ok(Statement::ShowDatabases),
-        "tables" => Ok(Statement::ShowTables { full }),
+        "databases" | "schemas" => Ok(Statement::ShowDatabases {
+            like: show_like(c, "SHOW DATABASES")?,
+        }),
+        "tables" => Ok(Statement::ShowTables {
+            full,
+            like: show_like(c, "SHOW TABLES")?,
+        }),
         "columns" | "fields" => {
             if !(c.keyword("from") || c.keyword("in")) {
                 return Err(bad("SHOW COLUMNS needs FROM <table>"));
@@ -802,8 +822,24 @@ mod tests {
     #[test]
     fn classifies_database_statements() {
         assert_eq!(ok("USE `shop`;"), Statement::Use("shop".into()));
-        assert_eq!(ok("show databases"), Statement::ShowDatabases);
-        assert_eq!(ok("SHOW FULL TABLES"), Statement::ShowTables { full: true });
+        assert_eq!(
+            ok("show databases"),
+            Statement::ShowDatabases { like: None }
+        );
+        assert_eq!(
+            ok("SHOW DATABASES LIKE 'test\\_site'"),
+            Statement::ShowDatabases {
+                like: Some("test\\_site".into())
+            }
+        );
+        assert_eq!(
+            ok("SHOW FULL TABLES"),
+            Statement::ShowTables {
+                full: true,
+                like: None
+            }
+        );
+        assert_eq!(classify("SHOW TABLES WHERE 1").unwrap_err().code(), 1235);
         assert_eq!(
             ok("CREATE DATABASE IF NOT EXISTS d1 CHARACTER SET utf8mb4"),
             Statement::CreateDatabase {

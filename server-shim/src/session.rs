@@ -250,16 +250,17 @@ impl Session {
                 self.use_database(&name)?;
                 Ok(ok(0))
             }
-            Statement::ShowDatabases => Ok(rows(
+            Statement::ShowDatabases { like } => Ok(rows(
                 &["Database"],
                 self.server
                     .catalog
                     .names()
                     .into_iter()
+                    .filter(|n| like.as_deref().is_none_or(|p| variables::like(p, n)))
                     .map(|n| vec![Cell::Text(n)])
                     .collect(),
             )),
-            Statement::ShowTables { full } => self.show_tables(full).await,
+            Statement::ShowTables { full, like } => self.show_tables(full, like).await,
             Statement::ShowColumns { table, full } => self.show_columns(table, full).await,
             Statement::ShowTableStatus { like } => self.show_table_status(like).await,
             Statement::ShowCreateTable { table } => self.show_create_table(table).await,

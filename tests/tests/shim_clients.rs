@@ -304,3 +304,99 @@ fn sqlalchemy_creates_queries_and_reflects_a_model() {
         out.stderr
     );
 }
+
+/// Runs the test project's `manage.py` (tests/clients/django) with `args` against the database
+/// `db` on `port`; the command's output.
+fn django(port: u16, db: &str, user: &str, password: Option<&str>, args: &[&str]) -> String {
+    let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/django");
+    let mut cmd = Command::new("python3");
+    cmd.arg(project.join("manage.py"))
+        .args(args)
+        .current_dir(&project)
+        .env("DB_PORT", port.to_string())
+        .env("DB_NAME", db)
+        .env("DB_USER", user)
+        .env("DB_PASSWORD", password.unwrap_or(""))
+        .env("DJANGO_SUPERUSER_PASSWORD", "s3cret-admin")
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    let out = tests::run_with_input(&mut cmd, b"", Duration::from_secs(300));
+    assert_eq!(
+        out.code,
+        Some(0),
+        "manage.py {args:?} on port {port}:\n{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    format!("{}{}", out.stdout, out.stderr)
+}
+
+/// Django 5.2 on server-shim as on MariaDB: `migrate` (its `auth` migrations add foreign keys
+/// and change columns with `ALTER TABLE`), `createsuperuser`, and `manage.py test` of a small
+/// app (a test database created and dropped, decimals, many-to-many, savepoints). Needs
+/// Django (`scripts/test` installs it).
+#[test]
+fn django_migrates_creates_a_superuser_and_passes_its_tests_as_on_mariadb() {
+    let tmp = TempDir::new("shim-clients-django");
+    let shim = shim(&tmp);
+    let (_mariadbd, mariadb_port) = start_mariadb(tmp.path());
+    for (port, password) in [(shim.port, Some(PW)), (mariadb_port, None)] {
+        ok(&mariadb(
+            port,
+            "root",
+            password,
+            &[],
+            "CREATE DATABASE site",
+        ));
+        let migrated = django(port, "site", "root", password, &["migrate", "--noinput"]);
+        assert!(
+            migrated.contains("Applying auth.0001_initial... OK")
+                && migrated.contains("Applying notes.0001_initial... OK"),
+            "{migrated}"
+        );
+        let created = django(
+            port,
+            "site",
+            "root",
+            password,
+            &[
+                "createsuperuser",
+                "--noinput",
+                "--username",
+                "admin",
+                "--email",
+                "admin@example.com",
+            ],
+        );
+        assert!(created.contains("Superuser created"), "{created}");
+        let admins = ok(&mariadb(
+            port,
+            "root",
+            password,
+            &["site"],
+            "SELECT username FROM auth_user WHERE is_superuser",
+        ))
+        .to_owned();
+        assert_eq!(admins, "admin\n");
+        let tested = django(
+            port,
+            "site",
+            "root",
+            password,
+            &["test", "notes", "--noinput"],
+        );
+        assert!(
+            tested.contains("Ran 2 tests") && tested.contains("\nOK"),
+            "{tested}"
+        );
+        // The test database is gone again.
+        let left = ok(&mariadb(
+            port,
+            "root",
+            password,
+            &[],
+            "SHOW DATABASES LIKE 'test_site'",
+        ))
+        .to_owned();
+        assert_eq!(left, "", "port {port}");
+    }
+}

@@ -13,10 +13,18 @@ use crate::sql_error::SqlError;
 use crate::variables;
 
 impl Session {
-    pub(super) async fn show_tables(&mut self, full: bool) -> Result<Reply, SqlError> {
+    pub(super) async fn show_tables(
+        &mut self,
+        full: bool,
+        like: Option<String>,
+    ) -> Result<Reply, SqlError> {
         let db = self.current_database()?;
-        let label = format!("Tables_in_{}", db.name());
-        let names = self.with_executor(db, |e| e.table_names()).await?;
+        let mut label = format!("Tables_in_{}", db.name());
+        if let Some(pattern) = &like {
+            label.push_str(&format!(" ({pattern})"));
+        }
+        let mut names = self.with_executor(db, |e| e.table_names()).await?;
+        names.retain(|n| like.as_deref().is_none_or(|p| crate::variables::like(p, n)));
         let mut columns = vec![label];
         if full {
             columns.push("Table_type".into());

@@ -1,0 +1,14 @@
+"""The test app: notes with tags, an author, a price and a creation time."""
+
+from django.db import models
+
+class Tag(models.Model):
+    name = models.CharField(max_length=30, unique=True)
+
+class Note(models.Model):
+    title = models.CharField(max_length=100)
+    body = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    price = models.DecimalField(max_digits=8, decimal_places=2, default=0)
+    tags = models.ManyToManyField(Tag, blank=True)
+    author = models.ForeignKey('auth.User', on_delete=models.CASCADE, null=True)
