@@ -33,10 +33,12 @@ pub enum Statement {
     Use(String),
     /// `SHOW DATABASES` / `SHOW SCHEMAS` `[LIKE 'pattern']`.
     ShowDatabases { like: Option<String> },
-    /// `SHOW [FULL] TABLES [LIKE 'pattern']`.
+    /// `SHOW [FULL] TABLES [FROM|IN db] [LIKE 'pattern']`.
     ShowTables {
         /// `FULL`: adds the `Table_type` column.
         full: bool,
+        /// `FROM db`; the current database without it.
+        database: Option<String>,
         like: Option<String>,
     },
     /// `SHOW [FULL] COLUMNS FROM t`, `DESCRIBE t`.
@@ -552,10 +554,18 @@ fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
         "databases" | "schemas" => Ok(Statement::ShowDatabases {
             like: show_like(c, "SHOW DATABASES")?,
         }),
-        "tables" => Ok(Statement::ShowTables {
-            full,
-            like: show_like(c, "SHOW TABLES")?,
-        }),
+        "tables" => {
+            let database = if c.keyword("from") || c.keyword("in") {
+                Some(c.name().ok_or_else(|| bad("FROM needs a database"))?)
+            } else {
+                None
+            };
+            Ok(Statement::ShowTables {
+                full,
+                database,
+                like: show_like(c, "SHOW TABLES")?,
+            })
+        }
         "columns" | "fields" => {
             if !(c.keyword("from") || c.keyword("in")) {
                 return Err(bad("SHOW COLUMNS needs FROM <table>"));
@@ -836,7 +846,16 @@ mod tests {
             ok("SHOW FULL TABLES"),
             Statement::ShowTables {
                 full: true,
+                database: None,
                 like: None
+            }
+        );
+        assert_eq!(
+            ok("SHOW FULL TABLES FROM `app` LIKE 'b%'"),
+            Statement::ShowTables {
+                full: true,
+                database: Some("app".into()),
+                like: Some("b%".into())
             }
         );
         assert_eq!(classify("SHOW TABLES WHERE 1").unwrap_err().code(), 1235);

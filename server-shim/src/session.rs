@@ -260,7 +260,11 @@ impl Session {
                     .map(|n| vec![Cell::Text(n)])
                     .collect(),
             )),
-            Statement::ShowTables { full, like } => self.show_tables(full, like).await,
+            Statement::ShowTables {
+                full,
+                database,
+                like,
+            } => self.show_tables(full, database, like).await,
             Statement::ShowColumns { table, full } => self.show_columns(table, full).await,
             Statement::ShowTableStatus { like } => self.show_table_status(like).await,
             Statement::ShowCreateTable { table } => self.show_create_table(table).await,

@@ -16,9 +16,13 @@ impl Session {
     pub(super) async fn show_tables(
         &mut self,
         full: bool,
+        database: Option<String>,
         like: Option<String>,
     ) -> Result<Reply, SqlError> {
-        let db = self.current_database()?;
+        let db = match &database {
+            Some(name) => self.server.catalog.get(name)?,
+            None => self.current_database()?,
+        };
         let mut label = format!("Tables_in_{}", db.name());
         if let Some(pattern) = &like {
             label.push_str(&format!(" ({pattern})"));
