@@ -409,6 +409,7 @@ impl SqliteExecutor {
         sql: &str,
         params: &[Cell],
         kind: StatementKind,
+        aggregates: &[Option<dialect::AggregateOf>],
     ) -> Result<Outcome, SqlError> {
         // Cached: clients run the same statements over and over (prepared statements, ORMs);
         // SQLite re-prepares a cached statement itself when the schema changed. Long ones (a
@@ -440,7 +441,14 @@ impl SqliteExecutor {
             let columns: Vec<String> = stmt.column_names().map(str::to_owned).collect();
             let shapes: Vec<Shape> = stmt
                 .columns()
-                .map(|c| c.decl_type().map_or(Shape::Plain, Shape::of))
+                .enumerate()
+                .map(|(i, c)| match (c.decl_type(), aggregates.get(i)) {
+                    (Some(decl), _) => Shape::of(decl),
+                    (None, Some(Some(aggregate))) => {
+                        aggregate_shape(&self.conn, &self.db_name, aggregate)
+                    }
+                    (None, _) => Shape::Plain,
+                })
                 .collect();
             let mut rows = stmt
                 .query(rusqlite::params_from_iter(values))
@@ -513,7 +521,12 @@ impl Executor for SqliteExecutor {
         for (i, statement) in translation.statements.iter().enumerate() {
             // Placeholders belong to the statement the client wrote: the first one.
             let bound = if i == 0 { params } else { &[] };
-            let this = self.run(statement, bound, translation.kind)?;
+            let aggregates = if i == last {
+                translation.aggregates.as_slice()
+            } else {
+                &[]
+            };
+            let this = self.run(statement, bound, translation.kind, aggregates)?;
             if i == last || matches!(this, Outcome::Rows { .. }) {
                 outcome = this;
             }
@@ -669,6 +682,47 @@ impl Shape {
     }
 }
 
+/// How MySQL types an aggregate of a column ([`dialect::AggregateOf`]): `MIN`/`MAX` as the
+/// column; `SUM` of a `DECIMAL(p,s)` with scale `s`; `AVG` of a `DECIMAL(p,s)` with `s + 4`
+/// and of an integer with 4 (`div_precision_increment`). Looked up in SQLite's catalog; a
+/// column it does not find is typed by its values, as before.
+fn aggregate_shape(conn: &Connection, current_db: &str, aggregate: &dialect::AggregateOf) -> Shape {
+    let schema = match &aggregate.schema {
+        Some(db) if db != current_db => db.as_str(),
+        _ => "main",
+    };
+    let decl: Option<String> = conn
+        .query_row(
+            "SELECT type FROM pragma_table_info(?1, ?2) WHERE name = ?3 COLLATE NOCASE",
+            [aggregate.table.as_str(), schema, aggregate.column.as_str()],
+            |r| r.get(0),
+        )
+        .ok();
+    let Some(decl) = decl else {
+        return Shape::Plain;
+    };
+    let integer = {
+        let lower = decl.to_ascii_lowercase();
+        let base = lower
+            .split(['(', ' '])
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        base.ends_with("int") || base == "integer"
+    };
+    match aggregate.function {
+        dialect::AggregateFunction::Min | dialect::AggregateFunction::Max => Shape::of(&decl),
+        dialect::AggregateFunction::Sum => {
+            decimal_scale(&decl).map_or(Shape::Plain, Shape::Decimal)
+        }
+        dialect::AggregateFunction::Avg => match decimal_scale(&decl) {
+            Some(scale) => Shape::Decimal((scale + 4).min(MAX_DECIMAL_SCALE)),
+            None if integer => Shape::Decimal(4),
+            None => Shape::Plain,
+        },
+    }
+}
+
 /// MySQL's largest `DECIMAL` scale.
 const MAX_DECIMAL_SCALE: usize = 30;
 
@@ -724,7 +778,12 @@ fn to_cell(v: ValueRef<'_>, shape: Shape) -> Cell {
         }
         (ValueRef::Text(t), Shape::DateTime) => {
             let text = String::from_utf8_lossy(t);
+            // A date alone (inserted as '2021-01-01') is its midnight, as MySQL stores it.
             chrono::NaiveDateTime::parse_from_str(&text, "%Y-%m-%d %H:%M:%S%.f")
+                .or_else(|_| {
+                    chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d")
+                        .map(|d| d.and_time(chrono::NaiveTime::MIN))
+                })
                 .map_or_else(|_| Cell::Text(text.into_owned()), Cell::DateTime)
         }
         (ValueRef::Integer(i), _) => Cell::Int(i),

@@ -555,3 +555,30 @@ fn alter_table_changes_columns_and_adds_constraints() {
     let refused = run("ALTER TABLE notes MODIFY nope INT");
     assert!(refused.stderr.contains("ERROR 1054"), "{}", refused.stderr);
 }
+
+/// Aggregates of a column are typed after it, as MySQL types them: `SUM` of a
+/// `DECIMAL(10,2)` prints two decimals, `AVG` six, `MIN`/`MAX` of a `DATETIME` are date-times
+/// (Go's driver scans them into a time), and a date stored alone in a `DATETIME` reads as its
+/// midnight.
+#[test]
+fn aggregates_keep_their_columns_types() {
+    let tmp = TempDir::new("shim-sql-aggregates");
+    let shim = shim(&tmp);
+    let port = shim.port;
+    ok(&mariadb(port, "root", Some(PW), &[], "CREATE DATABASE app"));
+    let out = mariadb_script(
+        port,
+        "root",
+        Some(PW),
+        &["-Dapp"],
+        "CREATE TABLE d (x DECIMAL(10,2), n INT, t DATETIME);
+         INSERT INTO d VALUES (5, 1, '2020-01-01 10:00:00'), (8.5, 2, '2021-01-01');
+         SELECT SUM(x), AVG(x), MIN(x), MAX(d.t), MIN(t), AVG(n), SUM(n) AS total FROM d;
+         SELECT t FROM d ORDER BY t DESC LIMIT 1;",
+    );
+    assert_eq!(
+        ok(&out),
+        "13.50\t6.750000\t5.00\t2021-01-01 00:00:00\t2020-01-01 10:00:00\t1.5000\t3\n\
+         2021-01-01 00:00:00\n"
+    );
+}

@@ -35,7 +35,11 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
     match statement {
         Statement::Query(mut q) => {
             expr::query(&mut q)?;
-            Ok(one(Statement::Query(q).to_string(), StatementKind::Query))
+            let aggregates = super::aggregates::of(&q);
+            Ok(Translation {
+                aggregates,
+                ..one(Statement::Query(q).to_string(), StatementKind::Query)
+            })
         }
         Statement::Insert(mut insert) => {
             if insert.partitioned.is_some()
@@ -254,6 +258,7 @@ fn one(statement: String, kind: StatementKind) -> Translation {
         statements: vec![statement],
         kind,
         rebuild: None,
+        aggregates: Vec::new(),
     }
 }
 

@@ -13,6 +13,7 @@
 //! No I/O and no engine state: the same text always gives the same translation.
 //! `?` placeholders keep their order (see [`placeholders`]).
 
+mod aggregates;
 mod comments;
 mod cursor;
 mod ddl;
@@ -50,8 +51,12 @@ pub struct Translation {
     /// DEFAULT`, `ADD FOREIGN KEY|CHECK`): the table rebuilt with the changes, before
     /// `statements` run. Boxed: almost no statement has one.
     pub rebuild: Option<Box<Rebuild>>,
+    /// For a `SELECT`, each result column that aggregates one table column, whose MySQL type
+    /// follows that column's ([`aggregates`]); empty for every other statement.
+    pub aggregates: Vec<Option<AggregateOf>>,
 }
 
+pub use aggregates::{AggregateOf, Function as AggregateFunction};
 pub use ddl::{Change, Rebuild, on_update_trigger};
 
 /// What a statement is: decides the OK packet (affected rows, last insert id) and whether
@@ -221,6 +226,7 @@ fn translate_tokens(tokens: Vec<Token>) -> Result<Translation, SqlError> {
             statements: Vec::new(),
             kind: StatementKind::Other,
             rebuild: None,
+            aggregates: Vec::new(),
         });
     }
     let tokens = placeholders::number(drop_select_modifiers(tokens));
@@ -328,6 +334,7 @@ fn translate_statement(statement: Statement) -> Result<Translation, SqlError> {
             statements: Vec::new(),
             kind: StatementKind::Other,
             rebuild: None,
+            aggregates: Vec::new(),
         }),
         other => Err(SqlError::not_supported(statement_name(&other))),
     }

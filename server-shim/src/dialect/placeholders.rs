@@ -109,6 +109,7 @@ mod tests {
             statements: statements.iter().map(|s| (*s).to_owned()).collect(),
             kind: StatementKind::Query,
             rebuild: None,
+            aggregates: Vec::new(),
         })
         .statements
     }

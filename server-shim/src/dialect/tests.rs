@@ -627,6 +627,42 @@ fn column_changes_and_new_constraints_become_a_table_rebuild() {
     );
 }
 
+/// Which result columns aggregate one table column, for the engine to type them after it.
+#[test]
+fn finds_the_aggregates_of_a_column_among_the_result_columns() {
+    use super::{AggregateFunction, AggregateOf};
+    let of = |sql: &str| translate(sql).unwrap().aggregates;
+    let agg = |function, schema: Option<&str>, table: &str, column: &str| {
+        Some(AggregateOf {
+            function,
+            schema: schema.map(str::to_owned),
+            table: table.into(),
+            column: column.into(),
+        })
+    };
+    assert_eq!(
+        of("SELECT id, SUM(price) AS total, max(o.at) FROM shop.orders o JOIN items i ON 1"),
+        [
+            None,
+            // Unqualified with two tables: which one's is not known here.
+            None,
+            agg(AggregateFunction::Max, Some("shop"), "orders", "at"),
+        ]
+    );
+    assert_eq!(
+        of("SELECT AVG(n), MIN(t.x) FROM t"),
+        [
+            agg(AggregateFunction::Avg, None, "t", "n"),
+            agg(AggregateFunction::Min, None, "t", "x"),
+        ]
+    );
+    // Nothing to line up, or nothing to find.
+    assert!(of("SELECT *, MAX(x) FROM t").is_empty());
+    assert!(of("SELECT MAX(x) FROM t UNION SELECT 1").is_empty());
+    assert!(of("SELECT COUNT(*), MAX(x + 1) FROM t").is_empty());
+    assert!(of("SELECT x FROM t").is_empty());
+}
+
 #[test]
 fn rejects_unmappable_constructs_with_1235() {
     for s in [

@@ -86,6 +86,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
                 statements,
                 kind: StatementKind::Ddl,
                 rebuild,
+                aggregates: Vec::new(),
             });
         }
         Statement::Drop {
@@ -137,6 +138,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
         statements,
         kind: StatementKind::Ddl,
         rebuild: None,
+        aggregates: Vec::new(),
     })
 }
 
@@ -589,6 +591,7 @@ pub fn from_tokens(tokens: &[Token]) -> Result<Option<Translation>, SqlError> {
         )],
         kind: StatementKind::Ddl,
         rebuild: None,
+        aggregates: Vec::new(),
     }))
 }
 
