@@ -176,6 +176,19 @@ impl SqlError {
         )
     }
 
+    /// 1451 `ER_ROW_IS_REFERENCED_2` (23000): a row other rows still refer to (a `DELETE`;
+    /// SQLite's error does not say which side failed, the statement does).
+    #[must_use]
+    pub fn parent_row(detail: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_ROW_IS_REFERENCED_2,
+            format!(
+                "Cannot delete or update a parent row: a foreign key constraint fails ({})",
+                clip(detail)
+            ),
+        )
+    }
+
     /// 1265 `WARN_DATA_TRUNCATED` (01000), as strict mode reports a value a column's type
     /// refuses (an `ENUM` outside its list, which becomes a CHECK constraint here).
     #[must_use]
@@ -285,6 +298,7 @@ mod tests {
             (SqlError::lock_wait_timeout(), 1205, "HY000"),
             (SqlError::foreign_key("x"), 1452, "23000"),
             (SqlError::check_failed("x"), 1265, "01000"),
+            (SqlError::parent_row("x"), 1451, "23000"),
         ];
         for (err, code, state) in cases {
             assert_eq!((err.code(), err.sqlstate()), (code, state), "{err}");

@@ -470,7 +470,13 @@ impl SqliteExecutor {
         }
         let changed = stmt
             .execute(rusqlite::params_from_iter(values))
-            .map_err(|e| from_sqlite(&e, &self.db_name))?;
+            .map_err(|e| match from_sqlite(&e, &self.db_name) {
+                // A DELETE breaks a foreign key only as the parent side.
+                failed if kind == StatementKind::Delete && failed.code() == 1452 => {
+                    SqlError::parent_row(&e.to_string())
+                }
+                failed => failed,
+            })?;
         let last_insert_id = if matches!(kind, StatementKind::Insert | StatementKind::Replace)
             && changed > 0
         {

@@ -522,6 +522,9 @@ fn alter_table_changes_columns_and_adds_constraints() {
     // The new foreign key and check hold.
     let refused = run("INSERT INTO members (group_id, handle) VALUES (9, 'eve')");
     assert!(refused.stderr.contains("ERROR 1452"), "{}", refused.stderr);
+    // ... from the parent's side too: a referenced group cannot go (1451, as in MySQL).
+    let refused = run("DELETE FROM groups_ WHERE id = 1");
+    assert!(refused.stderr.contains("ERROR 1451"), "{}", refused.stderr);
     // MySQL says 3819; opensrv-mysql's error codes end before it (docs/server-shim.md).
     let refused = run("INSERT INTO members (group_id, handle) VALUES (0, 'eve')");
     assert!(
