@@ -456,3 +456,53 @@ fn alembic_autogenerates_and_upgrades_twice_as_on_mariadb() {
     );
     assert_eq!(found[0], found[1], "server-shim, then MariaDB");
 }
+
+/// A Go program on go-sql-driver/mysql (tests/clients/go/types) scans decimals and date-times,
+/// aggregates of them, a NULL, and the same through a prepared statement, into float64,
+/// string and time.Time, on server-shim exactly as on MariaDB. Built by
+/// tests/clients/install.
+#[test]
+fn go_scans_decimals_and_times_as_on_mariadb() {
+    let program = tests::target_dir().join("clients/go/types");
+    assert!(
+        program.exists(),
+        "{} is missing: run tests/clients/install",
+        program.display()
+    );
+    let tmp = TempDir::new("shim-clients-go");
+    let shim = shim(&tmp);
+    let (_mariadbd, mariadb_port) = start_mariadb(tmp.path());
+    let mut printed = Vec::new();
+    for (port, password) in [(shim.port, Some(PW)), (mariadb_port, None)] {
+        ok(&mariadb(
+            port,
+            "root",
+            password,
+            &[],
+            "CREATE DATABASE shop",
+        ));
+        let mut cmd = Command::new(&program);
+        cmd.env("PORT", port.to_string())
+            .env("DB_USER", "root")
+            .env("DB_PASSWORD", password.unwrap_or(""))
+            .env("DB_NAME", "shop");
+        let out = tests::run_with_input(&mut cmd, b"", Duration::from_secs(60));
+        assert_eq!(
+            out.code,
+            Some(0),
+            "port {port}:\n{}\n{}",
+            out.stdout,
+            out.stderr
+        );
+        printed.push(out.stdout);
+    }
+    assert_eq!(
+        printed[0],
+        "sum 13.50 avg 6.750000 float 13.5 count 2\n\
+         min 2020-01-01T10:00:00Z max 2021-03-04T05:06:07Z\n\
+         row 1 5 2020-01-01T10:00:00Z true a\n\
+         row 2 8.5 2021-03-04T05:06:07Z false \n\
+         prepared 2021-03-04T05:06:07Z 13.50\n"
+    );
+    assert_eq!(printed[0], printed[1], "server-shim, then MariaDB");
+}
