@@ -799,6 +799,68 @@ fn to_cell(v: ValueRef<'_>, shape: Shape) -> Cell {
     }
 }
 
+/// The MySQL error for one of SQLite's other messages, by its wording (SQLite gives these
+/// the generic `SQLITE_ERROR`); 1105 with SQLite's text when none fits.
+fn engine_message(message: &str) -> SqlError {
+    use opensrv_mysql::ErrorKind;
+    let after = |prefix: &str| message.strip_prefix(prefix).map(|r| r.trim_matches('`'));
+    if let Some(column) = after("ambiguous column name: ") {
+        return SqlError::new(
+            ErrorKind::ER_NON_UNIQ_ERROR,
+            format!("Column '{column}' in field list is ambiguous"),
+        );
+    }
+    if let Some((_, column)) = message.split_once(" has no column named ") {
+        return SqlError::unknown_column(column);
+    }
+    if let Some(column) = after("duplicate column name: ") {
+        return SqlError::new(
+            ErrorKind::ER_DUP_FIELDNAME,
+            format!("Duplicate column name '{column}'"),
+        );
+    }
+    if let Some(index) = after("index ").and_then(|r| r.strip_suffix(" already exists")) {
+        return SqlError::new(
+            ErrorKind::ER_DUP_KEYNAME,
+            format!("Duplicate key name '{}'", index.trim_matches('`')),
+        );
+    }
+    if let Some(index) = after("no such index: ") {
+        return SqlError::new(
+            ErrorKind::ER_CANT_DROP_FIELD_OR_KEY,
+            format!("Can't DROP INDEX '{index}'; check that it exists"),
+        );
+    }
+    if message.starts_with("sub-select returns") || message == "row value misused" {
+        return SqlError::new(
+            ErrorKind::ER_OPERAND_COLUMNS,
+            "Operand should contain 1 column(s)",
+        );
+    }
+    if message.contains("do not have the same number of result columns") {
+        return SqlError::new(
+            ErrorKind::ER_WRONG_NUMBER_OF_COLUMNS_IN_SELECT,
+            "The used SELECT statements have a different number of columns",
+        );
+    }
+    if message.starts_with("misuse of aggregate") {
+        return SqlError::new(
+            ErrorKind::ER_INVALID_GROUP_FUNC_USE,
+            "Invalid use of group function",
+        );
+    }
+    // "2 values for 3 columns", "table t has 2 columns but 3 values were supplied".
+    if (message.contains(" values for ") && message.ends_with(" columns"))
+        || message.ends_with(" values were supplied")
+    {
+        return SqlError::new(
+            ErrorKind::ER_WRONG_VALUE_COUNT_ON_ROW,
+            "Column count doesn't match value count at row 1",
+        );
+    }
+    SqlError::internal(message)
+}
+
 /// SQLite's message without the ` in <statement> at offset N` it appends to some errors: the
 /// client knows its statement, and the translated text is not what it sent.
 fn without_statement(message: &str) -> &str {
@@ -843,7 +905,7 @@ pub fn from_sqlite(err: &rusqlite::Error, db: &str) -> SqlError {
             } else if let Some(rest) = message.strip_prefix("table ") {
                 match rest.strip_suffix(" already exists") {
                     Some(t) => SqlError::table_exists(t.trim_matches('`')),
-                    None => SqlError::internal(message),
+                    None => engine_message(message),
                 }
             } else if message.contains("syntax error")
                 || message.starts_with("near ")
@@ -853,7 +915,7 @@ pub fn from_sqlite(err: &rusqlite::Error, db: &str) -> SqlError {
             } else if message.starts_with("no such function: ") {
                 SqlError::not_supported(message)
             } else {
-                SqlError::internal(message)
+                engine_message(message)
             }
         }
     }
@@ -1026,8 +1088,22 @@ mod tests {
             ("", 1065),
             ("SELECT 1; SELECT 2", 1064),
             ("SELECT 1 DIV", 1064),
+            ("SELECT id FROM t a JOIN t b ON 1", 1052),
+            ("INSERT INTO t (id, nope) VALUES (2, 'x')", 1054),
+            ("ALTER TABLE t ADD COLUMN s TEXT", 1060),
+            ("CREATE INDEX i ON t (s)", 0),
+            ("CREATE INDEX i ON t (id)", 1061),
+            ("DROP INDEX nope ON t", 1091),
+            ("SELECT 1 FROM t WHERE id = (SELECT 1, 2)", 1241),
+            ("SELECT 1 UNION SELECT 1, 2", 1222),
+            ("SELECT id FROM t WHERE SUM(id) > 0", 1111),
+            ("INSERT INTO t VALUES (3, 'c', 'd')", 1136),
         ];
         for (sql, code) in cases {
+            if code == 0 {
+                exec(e.as_mut(), sql).unwrap();
+                continue;
+            }
             let err = exec(e.as_mut(), sql).unwrap_err();
             assert_eq!(err.code(), code, "{sql}: {err}");
         }
