@@ -104,6 +104,13 @@ pub trait Executor: Send {
     /// (an executor serves every session of its database, one statement at a time).
     fn set_last_insert_id(&mut self, id: u64);
 
+    /// Sets what `ROW_COUNT()` and `FOUND_ROWS()` read in the next statement: the session's
+    /// own ([`crate::mysql_functions::StatementCounts`]).
+    fn set_counts(&mut self, row_count: i64, found_rows: i64);
+
+    /// `ROW_COUNT()` and `FOUND_ROWS()` after the last statement, for its session.
+    fn counts(&self) -> (i64, i64);
+
     /// Starts an explicit transaction.
     ///
     /// # Errors

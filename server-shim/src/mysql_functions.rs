@@ -55,6 +55,25 @@ impl SessionFacts {
     }
 }
 
+/// A session's `ROW_COUNT()` and `FOUND_ROWS()`: the last statement's, per session as in
+/// MySQL, though its statements run on an executor every session of the database shares (set
+/// into the executor before each statement and read back after it).
+#[derive(Debug)]
+pub struct StatementCounts {
+    pub row_count: AtomicI64,
+    pub found_rows: AtomicI64,
+}
+
+impl Default for StatementCounts {
+    fn default() -> Self {
+        // MySQL's values before any statement: -1 and 0.
+        Self {
+            row_count: AtomicI64::new(-1),
+            found_rows: AtomicI64::new(0),
+        }
+    }
+}
+
 /// What one executor's functions read about its connection.
 #[derive(Debug, Default)]
 pub struct ConnectionFacts {

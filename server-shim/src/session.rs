@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use authplugin::Credential;
 use chrono::{NaiveDate, Utc};
@@ -22,7 +23,7 @@ use crate::auth::Login;
 use crate::catalog::{Database, Slot};
 use crate::classify::{SessionFn, SessionItem, Statement, classify};
 use crate::engine::{Cell, Executor, Outcome, SavepointAction, count_placeholders};
-use crate::mysql_functions::SessionFacts;
+use crate::mysql_functions::{SessionFacts, StatementCounts};
 use crate::results::{Reply, status_flags};
 use crate::sql_error::SqlError;
 use crate::state::ServerState;
@@ -91,6 +92,8 @@ pub struct Session {
     /// `autocommit` and the variables ([`Session::refresh_facts`]); shared with the executor
     /// of each statement.
     facts: Arc<SessionFacts>,
+    /// Its `ROW_COUNT()` and `FOUND_ROWS()`, carried between the executors it uses.
+    counts: Arc<StatementCounts>,
     /// Savepoints set in a transaction that has not touched a database yet, oldest first
     /// ([`Session::savepoint`]).
     savepoints: Vec<String>,
@@ -100,7 +103,7 @@ pub struct Session {
 /// storage on first use). Returns the guard (unless the task panicked) and `f`'s result.
 async fn run_blocking<T: Send + 'static>(
     server: &Arc<ServerState>,
-    facts: Arc<SessionFacts>,
+    (facts, counts): (Arc<SessionFacts>, Arc<StatementCounts>),
     mut guard: OwnedMutexGuard<Slot>,
     db: Arc<Database>,
     f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
@@ -113,7 +116,14 @@ async fn run_blocking<T: Send + 'static>(
             // begun without checks keeps none until it ends, and the end turns them on).
             e.set_foreign_key_checks(facts.foreign_key_checks())?;
             e.set_session(facts);
+            e.set_counts(
+                counts.row_count.load(Ordering::Relaxed),
+                counts.found_rows.load(Ordering::Relaxed),
+            );
             let result = f(e);
+            let (row_count, found_rows) = e.counts();
+            counts.row_count.store(row_count, Ordering::Relaxed);
+            counts.found_rows.store(found_rows, Ordering::Relaxed);
             e.set_foreign_key_checks(true)?;
             result
         });
@@ -159,6 +169,7 @@ impl Session {
                 autocommit: true,
                 ..SessionFacts::default()
             }),
+            counts: Arc::default(),
             savepoints: Vec::new(),
         }
     }
@@ -167,6 +178,11 @@ impl Session {
     pub fn set_login(&mut self, login: Login) {
         self.login = Some(login);
         self.refresh_facts();
+    }
+
+    /// What a statement's executor is given about this session.
+    fn statement_facts(&self) -> (Arc<SessionFacts>, Arc<StatementCounts>) {
+        (Arc::clone(&self.facts), Arc::clone(&self.counts))
     }
 
     /// Brings [`Self::facts`] up to date after the login or a `SET`.
@@ -401,13 +417,13 @@ impl Session {
         db: Arc<Database>,
         f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
     ) -> Result<T, SqlError> {
+        let facts = self.statement_facts();
         if let Some(txn) = self.txn.as_mut().filter(|t| t.db.name() == db.name()) {
             let guard = txn
                 .guard
                 .take()
                 .ok_or_else(|| SqlError::internal("transaction lost"))?;
-            let (guard, result) =
-                run_blocking(&self.server, Arc::clone(&self.facts), guard, db, f).await;
+            let (guard, result) = run_blocking(&self.server, facts, guard, db, f).await;
             match guard {
                 Some(g) => txn.guard = Some(g),
                 None => self.txn = None,
@@ -415,9 +431,7 @@ impl Session {
             return result;
         }
         let guard = self.lock(&db).await?;
-        run_blocking(&self.server, Arc::clone(&self.facts), guard, db, f)
-            .await
-            .1
+        run_blocking(&self.server, facts, guard, db, f).await.1
     }
 
     async fn engine(
@@ -444,7 +458,7 @@ impl Session {
             let guard = self.lock(&db).await?;
             let sql = sql.to_owned();
             let last = self.last_insert_id;
-            return run_blocking(&self.server, Arc::clone(&self.facts), guard, db, move |e| {
+            return run_blocking(&self.server, self.statement_facts(), guard, db, move |e| {
                 e.set_last_insert_id(last);
                 e.execute(&sql, &params)
             })
@@ -475,7 +489,7 @@ impl Session {
             let savepoints: Vec<String> = self.savepoints.drain(..).collect();
             let (guard, result) = run_blocking(
                 &self.server,
-                Arc::clone(&self.facts),
+                self.statement_facts(),
                 guard,
                 Arc::clone(&db),
                 move |e| {
@@ -493,7 +507,7 @@ impl Session {
             self.txn = guard.map(|g| Txn { db, guard: Some(g) });
             return statement_result.map(reply);
         }
-        run_blocking(&self.server, Arc::clone(&self.facts), guard, db, move |e| {
+        run_blocking(&self.server, self.statement_facts(), guard, db, move |e| {
             e.set_last_insert_id(last);
             e.execute(&sql, &params)
         })
@@ -580,7 +594,7 @@ impl Session {
             return Ok(());
         };
         let db = Arc::clone(&txn.db);
-        run_blocking(&self.server, Arc::clone(&self.facts), guard, db, move |e| {
+        run_blocking(&self.server, self.statement_facts(), guard, db, move |e| {
             if commit { e.commit() } else { e.rollback() }
         })
         .await

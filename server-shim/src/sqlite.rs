@@ -554,6 +554,18 @@ impl Executor for SqliteExecutor {
             .store(i64::try_from(id).unwrap_or(i64::MAX), Ordering::Relaxed);
     }
 
+    fn set_counts(&mut self, row_count: i64, found_rows: i64) {
+        self.facts.row_count.store(row_count, Ordering::Relaxed);
+        self.facts.found_rows.store(found_rows, Ordering::Relaxed);
+    }
+
+    fn counts(&self) -> (i64, i64) {
+        (
+            self.facts.row_count.load(Ordering::Relaxed),
+            self.facts.found_rows.load(Ordering::Relaxed),
+        )
+    }
+
     fn begin(&mut self) -> Result<(), SqlError> {
         if self.in_transaction {
             return Ok(());

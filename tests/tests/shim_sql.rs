@@ -585,3 +585,42 @@ fn aggregates_keep_their_columns_types() {
          2021-01-01 00:00:00\n"
     );
 }
+
+/// `FOUND_ROWS()` and `ROW_COUNT()` are each session's own, as in MySQL, though every
+/// session of a database runs its statements on one engine connection: two sessions
+/// interleaved each read back their own last statement's.
+#[test]
+fn found_rows_and_row_count_are_per_session() {
+    let tmp = TempDir::new("shim-sql-counts");
+    let shim = shim(&tmp);
+    let port = shim.port;
+    ok(&mariadb_script(
+        port,
+        "root",
+        Some(PW),
+        &[],
+        "CREATE DATABASE app; USE app;
+         CREATE TABLE t (id INT PRIMARY KEY, x INT);
+         INSERT INTO t VALUES (1, 0), (2, 0), (3, 0), (4, 0), (5, 0);",
+    ));
+    let code = format!(
+        r#"
+import os, pymysql
+def connect():
+    return pymysql.connect(host="127.0.0.1", port=int(os.environ["PORT"]), user="root",
+                           password={PW:?}, database="app", autocommit=True)
+a, b = connect().cursor(), connect().cursor()
+a.execute("SELECT * FROM t WHERE id <= 3")
+b.execute("SELECT * FROM t")
+a.execute("SELECT FOUND_ROWS()"); fa = a.fetchone()[0]
+b.execute("SELECT FOUND_ROWS()"); fb = b.fetchone()[0]
+a.execute("UPDATE t SET x = 1 WHERE id <= 2")
+b.execute("DELETE FROM t WHERE id = 5")
+a.execute("SELECT ROW_COUNT()"); ra = a.fetchone()[0]
+b.execute("SELECT ROW_COUNT()"); rb = b.fetchone()[0]
+print(fa, fb, ra, rb)
+"#
+    );
+    let out = tests::python(port, &code, Duration::from_secs(60));
+    assert_eq!(ok(&out), "3 5 2 1\n", "{}", out.stderr);
+}
