@@ -33,6 +33,17 @@ pub struct Database {
     dir: PathBuf,
     /// The lock that serialises statements (and explicit transactions) on this database.
     slot: Arc<tokio::sync::Mutex<Slot>>,
+    /// Connections for plain reads outside any transaction, which need no lock: SQLite's WAL
+    /// gives each a snapshot of what was committed, while the writer goes on
+    /// ([`Database::reader`]). At most [`READERS`] at once; idle ones are kept here.
+    readers: Mutex<Vec<Box<dyn Executor>>>,
+    reader_slots: Arc<tokio::sync::Semaphore>,
+}
+
+/// The most reads a database runs at once, each on its own SQLite connection: one per CPU
+/// the process may use (as the runtime's workers), at least two.
+fn readers_per_database() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
 }
 
 /// The storage behind a database's lock.
@@ -57,6 +68,49 @@ impl Database {
     #[must_use]
     pub fn slot(&self) -> Arc<tokio::sync::Mutex<Slot>> {
         Arc::clone(&self.slot)
+    }
+
+    fn new(name: String, dir: PathBuf, slot: Slot) -> Self {
+        Self {
+            name,
+            dir,
+            slot: Arc::new(tokio::sync::Mutex::new(slot)),
+            readers: Mutex::new(Vec::new()),
+            reader_slots: Arc::new(tokio::sync::Semaphore::new(readers_per_database())),
+        }
+    }
+
+    /// The permit to run one read ([`Self::reader`]); wait for it with a deadline.
+    #[must_use]
+    pub fn reader_slots(&self) -> Arc<tokio::sync::Semaphore> {
+        Arc::clone(&self.reader_slots)
+    }
+
+    /// An idle read connection, or a new one opened with `engine`. Blocks (call it on a
+    /// blocking thread, holding a permit from [`Self::reader_slots`]); give it back with
+    /// [`Self::return_reader`].
+    ///
+    /// # Errors
+    /// [`SqlError`] if the storage cannot be opened (1049 once the database is gone).
+    pub fn reader(&self, engine: &dyn Engine) -> Result<Box<dyn Executor>, SqlError> {
+        if let Some(idle) = self.readers().pop() {
+            return Ok(idle);
+        }
+        if !self.dir.exists() {
+            return Err(SqlError::unknown_database(&self.name));
+        }
+        engine.open(&self.dir)
+    }
+
+    /// Keeps a read connection for the next read, unless the database was dropped meanwhile.
+    pub fn return_reader(&self, reader: Box<dyn Executor>) {
+        if self.dir.exists() {
+            self.readers().push(reader);
+        }
+    }
+
+    fn readers(&self) -> std::sync::MutexGuard<'_, Vec<Box<dyn Executor>>> {
+        self.readers.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -106,11 +160,7 @@ impl Catalog {
             if entry.file_type()?.is_dir() && valid_database_name(&name) {
                 databases.insert(
                     name.clone(),
-                    Arc::new(Database {
-                        dir: entry.path(),
-                        name,
-                        slot: Arc::new(tokio::sync::Mutex::new(Slot::Closed)),
-                    }),
+                    Arc::new(Database::new(name, entry.path(), Slot::Closed)),
                 );
             }
         }
@@ -183,11 +233,11 @@ impl Catalog {
         sync_dir(&self.root);
         map.insert(
             name.to_owned(),
-            Arc::new(Database {
-                name: name.to_owned(),
+            Arc::new(Database::new(
+                name.to_owned(),
                 dir,
-                slot: Arc::new(tokio::sync::Mutex::new(Slot::Open(Mutex::new(executor)))),
-            }),
+                Slot::Open(Mutex::new(executor)),
+            )),
         );
         Ok(true)
     }
@@ -199,6 +249,7 @@ impl Catalog {
     /// [`SqlError`] on I/O failure.
     pub fn drop_locked(&self, db: &Database, slot: &mut Slot) -> Result<(), SqlError> {
         *slot = Slot::Gone;
+        db.readers().clear();
         self.map().remove(&db.name);
         let result = fs::remove_dir_all(&db.dir);
         sync_dir(&self.root);

@@ -97,6 +97,9 @@ pub struct Session {
     /// Savepoints set in a transaction that has not touched a database yet, oldest first
     /// ([`Session::savepoint`]).
     savepoints: Vec<String>,
+    /// The session created a temporary table: those live on the database's locked connection
+    /// only, so its reads stay there too ([`Session::read`]).
+    temporary_tables: bool,
 }
 
 /// Lends `guard` to a blocking thread to run `f` on the database's executor (opening its
@@ -171,6 +174,7 @@ impl Session {
             }),
             counts: Arc::default(),
             savepoints: Vec::new(),
+            temporary_tables: false,
         }
     }
 
@@ -434,6 +438,41 @@ impl Session {
         run_blocking(&self.server, facts, guard, db, f).await.1
     }
 
+    /// Runs `f` on one of `db`'s read connections, without its lock: a plain read outside
+    /// any transaction sees what was committed (SQLite's WAL snapshot) and does not wait for
+    /// another session's statement or open transaction, as InnoDB's consistent reads do not.
+    /// Waits for a free connection with the lock-wait deadline.
+    async fn read<T: Send + 'static>(
+        &self,
+        db: Arc<Database>,
+        f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
+    ) -> Result<T, SqlError> {
+        let permit = tokio::time::timeout(self.server.lock_wait, db.reader_slots().acquire_owned())
+            .await
+            .map_err(|_| SqlError::lock_wait_timeout())?
+            .map_err(|_| SqlError::internal("the database's readers are closed"))?;
+        let (facts, counts) = self.statement_facts();
+        let catalog = Arc::clone(&self.server.catalog);
+        let task = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let mut reader = db.reader(catalog.engine())?;
+            let e = reader.as_mut();
+            e.set_session(facts);
+            e.set_counts(
+                counts.row_count.load(Ordering::Relaxed),
+                counts.found_rows.load(Ordering::Relaxed),
+            );
+            let result = f(e);
+            let (row_count, found_rows) = e.counts();
+            counts.row_count.store(row_count, Ordering::Relaxed);
+            counts.found_rows.store(found_rows, Ordering::Relaxed);
+            db.return_reader(reader);
+            result
+        });
+        task.await
+            .unwrap_or_else(|_| Err(SqlError::internal("the statement failed unexpectedly")))
+    }
+
     async fn engine(
         &mut self,
         sql: &str,
@@ -450,6 +489,9 @@ impl Session {
                 self.end_transaction(true).await?;
             }
             return self.without_database(sql, params, ddl);
+        }
+        if write && names_temporary(sql) {
+            self.temporary_tables = true;
         }
         if commits_implicitly(sql) {
             // MySQL commits the open transaction before DDL and runs the DDL outside any.
@@ -477,6 +519,15 @@ impl Session {
             }
             return self
                 .with_executor(db, move |e| {
+                    e.set_last_insert_id(last);
+                    e.execute(&sql, &params)
+                })
+                .await
+                .map(reply);
+        }
+        if !write && !self.txn_pending && !self.temporary_tables && plain_select(&sql) {
+            return self
+                .read(db, move |e| {
                     e.set_last_insert_id(last);
                     e.execute(&sql, &params)
                 })
@@ -834,6 +885,23 @@ fn rows(columns: &[&str], rows: Vec<Vec<Cell>>) -> Reply {
 }
 
 /// Whether MySQL commits the open transaction before `sql` and runs it outside any: DDL.
+/// A statement that only reads: one that begins with `SELECT` (a session's own `SELECT`s are
+/// answered before the engine). Anything else, a leading comment included, is not known to.
+fn plain_select(sql: &str) -> bool {
+    let mut words = sql
+        .trim_start()
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+    words
+        .next()
+        .is_some_and(|w| w.eq_ignore_ascii_case("select"))
+}
+
+/// Whether `sql` names a temporary table (`CREATE TEMPORARY TABLE`).
+fn names_temporary(sql: &str) -> bool {
+    sql.split(|c: char| !c.is_ascii_alphabetic())
+        .any(|w| w.eq_ignore_ascii_case("temporary"))
+}
+
 fn commits_implicitly(sql: &str) -> bool {
     let first = sql
         .trim_start()

@@ -624,3 +624,39 @@ print(fa, fb, ra, rb)
     let out = tests::python(port, &code, Duration::from_secs(60));
     assert_eq!(ok(&out), "3 5 2 1\n", "{}", out.stderr);
 }
+
+/// A plain read outside a transaction does not wait for another session's open transaction:
+/// it sees what was committed (as InnoDB's consistent read does), and the other session's
+/// rows once it commits. Reads of a session inside its own transaction see its own writes.
+#[test]
+fn reads_do_not_wait_for_another_sessions_transaction() {
+    let tmp = TempDir::new("shim-sql-readers");
+    let shim = shim(&tmp);
+    let port = shim.port;
+    ok(&mariadb_script(
+        port,
+        "root",
+        Some(PW),
+        &[],
+        "CREATE DATABASE app; USE app; CREATE TABLE t (id INT PRIMARY KEY); INSERT INTO t VALUES (1);",
+    ));
+    let code = format!(
+        r#"
+import os, time, pymysql
+def connect():
+    return pymysql.connect(host="127.0.0.1", port=int(os.environ["PORT"]), user="root",
+                           password={PW:?}, database="app", autocommit=True,
+                           read_timeout=20)
+a, b = connect().cursor(), connect().cursor()
+a.execute("BEGIN")
+a.execute("INSERT INTO t VALUES (2)")
+a.execute("SELECT COUNT(*) FROM t"); own = a.fetchone()[0]
+b.execute("SELECT COUNT(*) FROM t"); before = b.fetchone()[0]
+a.execute("COMMIT")
+b.execute("SELECT COUNT(*) FROM t"); after = b.fetchone()[0]
+print(own, before, after)
+"#
+    );
+    let out = tests::python(port, &code, Duration::from_secs(60));
+    assert_eq!(ok(&out), "2 1 2\n", "{}", out.stderr);
+}
