@@ -438,30 +438,42 @@ impl SqliteExecutor {
             )));
         }
         if stmt.column_count() > 0 {
-            let columns: Vec<String> = stmt.column_names().map(str::to_owned).collect();
-            let shapes: Vec<Shape> = stmt
-                .columns()
-                .enumerate()
-                .map(|(i, c)| match (c.decl_type(), aggregates.get(i)) {
-                    (Some(decl), _) => Shape::of(decl),
-                    (None, Some(Some(aggregate))) => {
-                        aggregate_shape(&self.conn, &self.db_name, aggregate)
-                    }
-                    (None, _) => Shape::Plain,
-                })
-                .collect();
-            let mut rows = stmt
-                .query(rusqlite::params_from_iter(values))
-                .map_err(|e| from_sqlite(&e, &self.db_name))?;
+            // The result's columns are read once the statement has stepped: a connection
+            // whose schema changed under it (a read connection, after another's ALTER TABLE)
+            // prepares the statement again at its first step, and `SELECT *` may then have
+            // more columns than the stale schema said.
+            let conn = &self.conn;
+            let db_name = &self.db_name;
+            let describe = |stmt: &rusqlite::Statement<'_>| -> (Vec<String>, Vec<Shape>) {
+                let columns = stmt.column_names().map(str::to_owned).collect();
+                let shapes = stmt
+                    .columns()
+                    .enumerate()
+                    .map(|(i, c)| match (c.decl_type(), aggregates.get(i)) {
+                        (Some(decl), _) => Shape::of(decl),
+                        (None, Some(Some(aggregate))) => aggregate_shape(conn, db_name, aggregate),
+                        (None, _) => Shape::Plain,
+                    })
+                    .collect();
+                (columns, shapes)
+            };
+            let mut described = None;
             let mut out = Vec::new();
-            while let Some(row) = rows.next().map_err(|e| from_sqlite(&e, &self.db_name))? {
-                let mut cells = Vec::with_capacity(columns.len());
-                for (i, shape) in shapes.iter().enumerate() {
-                    let v = row.get_ref(i).map_err(|e| from_sqlite(&e, &self.db_name))?;
-                    cells.push(to_cell(v, *shape));
+            {
+                let mut rows = stmt
+                    .query(rusqlite::params_from_iter(values))
+                    .map_err(|e| from_sqlite(&e, db_name))?;
+                while let Some(row) = rows.next().map_err(|e| from_sqlite(&e, db_name))? {
+                    let (_, shapes) = described.get_or_insert_with(|| describe(row.as_ref()));
+                    let mut cells = Vec::with_capacity(shapes.len());
+                    for (i, shape) in shapes.iter().enumerate() {
+                        let v = row.get_ref(i).map_err(|e| from_sqlite(&e, db_name))?;
+                        cells.push(to_cell(v, *shape));
+                    }
+                    out.push(cells);
                 }
-                out.push(cells);
             }
+            let (columns, _) = described.unwrap_or_else(|| describe(stmt));
             self.facts.found_rows.store(
                 i64::try_from(out.len()).unwrap_or(i64::MAX),
                 Ordering::Relaxed,

@@ -660,3 +660,22 @@ print(own, before, after)
     let out = tests::python(port, &code, Duration::from_secs(60));
     assert_eq!(ok(&out), "2 1 2\n", "{}", out.stderr);
 }
+
+/// A read connection whose schema changed under it (another connection ran `ALTER TABLE`)
+/// answers `SELECT *` with the table's columns as they are now.
+#[test]
+fn a_read_after_alter_table_sees_the_new_columns() {
+    let tmp = TempDir::new("shim-sql-read-after-alter");
+    let shim = shim(&tmp);
+    let run = |sql: &str| mariadb_script(shim.port, "root", Some(PW), &[], sql);
+    ok(&run(
+        "CREATE DATABASE shop; USE shop; CREATE TABLE items (id INT PRIMARY KEY, name TEXT);
+         INSERT INTO items VALUES (1, 'apple');",
+    ));
+    let read = || run("USE shop; SELECT * FROM items");
+    assert_eq!(ok(&read()), "1\tapple\n");
+    ok(&run(
+        "USE shop; ALTER TABLE items ADD COLUMN qty INT NOT NULL DEFAULT 3",
+    ));
+    assert_eq!(ok(&read()), "1\tapple\t3\n");
+}

@@ -714,17 +714,26 @@ fn accepts_dump_key_toggles_with_nothing_to_run() {
 
 #[test]
 fn translates_the_fuzz_corpus_without_a_panic() {
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/shim_sql_translate");
-    let mut seen = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-        if let Ok(sql) = std::str::from_utf8(&bytes) {
-            let _ = super::translate_unguarded(sql, Some("db"));
-            seen += 1;
-        }
-    }
-    assert!(seen >= 7, "corpus missing: {}", dir.display());
+    // On a thread with the stack the server's translating threads get: sqlparser and the
+    // rewrite recurse once per nesting level, and a debug build's frames are large.
+    std::thread::Builder::new()
+        .stack_size(super::THREAD_STACK_BYTES)
+        .spawn(|| {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../fuzz/corpus/shim_sql_translate");
+            let mut seen = 0;
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+                if let Ok(sql) = std::str::from_utf8(&bytes) {
+                    let _ = super::translate_unguarded(sql, Some("db"));
+                    seen += 1;
+                }
+            }
+            assert!(seen >= 7, "corpus missing: {}", dir.display());
+        })
+        .unwrap()
+        .join()
+        .unwrap();
 }
 
 #[test]
