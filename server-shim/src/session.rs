@@ -118,15 +118,7 @@ async fn run_blocking<T: Send + 'static>(
             // wants and leaves them on (SQLite ignores both inside a transaction, so one
             // begun without checks keeps none until it ends, and the end turns them on).
             e.set_foreign_key_checks(facts.foreign_key_checks())?;
-            e.set_session(facts);
-            e.set_counts(
-                counts.row_count.load(Ordering::Relaxed),
-                counts.found_rows.load(Ordering::Relaxed),
-            );
-            let result = f(e);
-            let (row_count, found_rows) = e.counts();
-            counts.row_count.store(row_count, Ordering::Relaxed);
-            counts.found_rows.store(found_rows, Ordering::Relaxed);
+            let result = for_session(e, facts, &counts, f);
             e.set_foreign_key_checks(true)?;
             result
         });
@@ -139,6 +131,26 @@ async fn run_blocking<T: Send + 'static>(
             Err(SqlError::internal("the statement failed unexpectedly")),
         ),
     }
+}
+
+/// Runs `f` on `e` for a session: its facts and its `ROW_COUNT()`/`FOUND_ROWS()` set in
+/// first, the counts read back after.
+fn for_session<T>(
+    e: &mut dyn Executor,
+    facts: Arc<SessionFacts>,
+    counts: &StatementCounts,
+    f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError>,
+) -> Result<T, SqlError> {
+    e.set_session(facts);
+    e.set_counts(
+        counts.row_count.load(Ordering::Relaxed),
+        counts.found_rows.load(Ordering::Relaxed),
+    );
+    let result = f(e);
+    let (row_count, found_rows) = e.counts();
+    counts.row_count.store(row_count, Ordering::Relaxed);
+    counts.found_rows.store(found_rows, Ordering::Relaxed);
+    result
 }
 
 fn parse_flag(value: &str) -> Option<bool> {
@@ -456,16 +468,7 @@ impl Session {
         let task = tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let mut reader = db.reader(catalog.engine())?;
-            let e = reader.as_mut();
-            e.set_session(facts);
-            e.set_counts(
-                counts.row_count.load(Ordering::Relaxed),
-                counts.found_rows.load(Ordering::Relaxed),
-            );
-            let result = f(e);
-            let (row_count, found_rows) = e.counts();
-            counts.row_count.store(row_count, Ordering::Relaxed);
-            counts.found_rows.store(found_rows, Ordering::Relaxed);
+            let result = for_session(reader.as_mut(), facts, &counts, f);
             db.return_reader(reader);
             result
         });
@@ -885,8 +888,9 @@ fn rows(columns: &[&str], rows: Vec<Vec<Cell>>) -> Reply {
 }
 
 /// Whether MySQL commits the open transaction before `sql` and runs it outside any: DDL.
-/// A statement that only reads: one that begins with `SELECT` (a session's own `SELECT`s are
-/// answered before the engine). Anything else, a leading comment included, is not known to.
+/// A statement that only reads: one that begins with `SELECT` (the session answers its own
+/// `SELECT`s before the engine). Anything else, even one behind a leading comment, is taken
+/// as possibly writing.
 fn plain_select(sql: &str) -> bool {
     let mut words = sql
         .trim_start()
