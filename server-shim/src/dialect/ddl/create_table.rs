@@ -169,29 +169,8 @@ pub(super) fn create_table(ct: CreateTable) -> Result<Vec<String>, SqlError> {
                 name: name.as_ref().map(|i| i.value.clone()).unwrap_or_default(),
                 columns: index_columns(columns.clone())?,
             }),
-            TableConstraint::ForeignKey(ForeignKeyConstraint {
-                name,
-                columns,
-                foreign_table,
-                referred_columns,
-                on_delete,
-                on_update: on_upd,
-                ..
-            }) => {
-                definitions.push(format!(
-                    "{}FOREIGN KEY ({}) {}",
-                    constraint_name(name.as_ref()),
-                    idents(columns),
-                    references(foreign_table, referred_columns, *on_delete, *on_upd)?
-                ));
-            }
-            TableConstraint::Check(CheckConstraint {
-                name, expr: check, ..
-            }) => {
-                let mut check = check.as_ref().clone();
-                expr::expr(&mut check)?;
-                definitions.push(format!("{}CHECK ({check})", constraint_name(name.as_ref())));
-            }
+            TableConstraint::ForeignKey(fk) => definitions.push(foreign_key(fk)?),
+            TableConstraint::Check(check) => definitions.push(check_constraint(check)?),
             TableConstraint::FulltextOrSpatial(_) => {}
             TableConstraint::PrimaryKeyUsingIndex(_)
             | TableConstraint::UniqueUsingIndex(_)
@@ -230,6 +209,31 @@ pub(super) fn has_auto_increment(column: &ColumnDef) -> bool {
         ColumnOption::DialectSpecific(tokens) => tokens.iter().any(|t| matches!(t, Token::Word(w) if w.keyword == Keyword::AUTO_INCREMENT || w.value.eq_ignore_ascii_case("AUTOINCREMENT"))),
         _ => false,
     })
+}
+
+/// A `FOREIGN KEY` table constraint, as SQLite's text (`CREATE TABLE`, `ALTER TABLE ... ADD`).
+pub(super) fn foreign_key(fk: &ForeignKeyConstraint) -> Result<String, SqlError> {
+    Ok(format!(
+        "{}FOREIGN KEY ({}) {}",
+        constraint_name(fk.name.as_ref()),
+        idents(&fk.columns),
+        references(
+            &fk.foreign_table,
+            &fk.referred_columns,
+            fk.on_delete,
+            fk.on_update
+        )?
+    ))
+}
+
+/// A `CHECK` table constraint, as SQLite's text.
+pub(super) fn check_constraint(check: &CheckConstraint) -> Result<String, SqlError> {
+    let mut expr = check.expr.as_ref().clone();
+    expr::expr(&mut expr)?;
+    Ok(format!(
+        "{}CHECK ({expr})",
+        constraint_name(check.name.as_ref())
+    ))
 }
 
 fn constraint_name(name: Option<&Ident>) -> String {
@@ -288,7 +292,7 @@ fn auto_increment_start(options: &CreateTableOptions) -> Option<u32> {
 
 /// `REFERENCES t (cols) [ON DELETE ..] [ON UPDATE ..]`. SQLite's foreign keys cannot name
 /// another schema, so only the table part is kept.
-pub(super) fn references(
+fn references(
     table: &ObjectName,
     columns: &[Ident],
     on_delete: Option<ReferentialAction>,

@@ -8,17 +8,17 @@
 mod create_table;
 
 use sqlparser::ast::{
-    AlterColumnOperation, AlterTable, AlterTableOperation, CheckConstraint, ColumnOption,
-    CreateIndex, CreateView, ForeignKeyConstraint, Ident, IndexConstraint, ObjectName, ObjectType,
-    OrderBySort, RenameTableNameKind, Statement, TableConstraint, Truncate, UniqueConstraint,
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, CreateIndex, CreateView,
+    Ident, IndexConstraint, ObjectName, ObjectType, OrderBySort, RenameTableNameKind, Statement,
+    TableConstraint, Truncate, UniqueConstraint,
 };
 use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::Token;
 
 pub use self::create_table::on_update_trigger;
 use self::create_table::{
-    Index, column_definition, create_table, default, has_auto_increment, index_columns,
-    index_statements, references,
+    Index, check_constraint, column_definition, create_table, default, foreign_key,
+    has_auto_increment, index_columns, index_statements,
 };
 use super::cursor::{self, Significant};
 use super::{StatementKind, Translation, expr, quote};
@@ -434,47 +434,13 @@ fn alter_table(
                 ));
             }
             AlterTableOperation::AddConstraint {
-                constraint:
-                    TableConstraint::ForeignKey(ForeignKeyConstraint {
-                        name: constraint,
-                        columns,
-                        foreign_table,
-                        referred_columns,
-                        on_delete,
-                        on_update,
-                        ..
-                    }),
+                constraint: TableConstraint::ForeignKey(fk),
                 ..
-            } => {
-                let columns = columns
-                    .iter()
-                    .map(|c| quote(&c.value))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                changes.push(Change::Constraint(format!(
-                    "{}FOREIGN KEY ({columns}) {}",
-                    constraint
-                        .map_or_else(String::new, |n| format!("CONSTRAINT {} ", quote(&n.value))),
-                    references(&foreign_table, &referred_columns, on_delete, on_update)?
-                )));
-            }
+            } => changes.push(Change::Constraint(foreign_key(&fk)?)),
             AlterTableOperation::AddConstraint {
-                constraint:
-                    TableConstraint::Check(CheckConstraint {
-                        name: constraint,
-                        expr: check,
-                        ..
-                    }),
+                constraint: TableConstraint::Check(check),
                 ..
-            } => {
-                let mut check = *check;
-                expr::expr(&mut check)?;
-                changes.push(Change::Constraint(format!(
-                    "{}CHECK ({check})",
-                    constraint
-                        .map_or_else(String::new, |n| format!("CONSTRAINT {} ", quote(&n.value))),
-                )));
-            }
+            } => changes.push(Change::Constraint(check_constraint(&check)?)),
             AlterTableOperation::AddConstraint { .. }
             | AlterTableOperation::DropPrimaryKey { .. } => {
                 return Err(SqlError::not_supported(
