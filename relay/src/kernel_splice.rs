@@ -622,6 +622,19 @@ mod tests {
 
     use super::*;
 
+    /// The program, or `None` (with the reason printed) where this kernel or this process
+    /// cannot load it; a relay built without clang fails the test.
+    fn loaded() -> Option<Arc<KernelSplice>> {
+        match KernelSplice::load() {
+            Ok(s) => Some(s),
+            Err(why) => {
+                assert!(!why.0.contains("built without it"), "{why}");
+                eprintln!("skipped: {why}");
+                None
+            }
+        }
+    }
+
     /// A loopback connection: (the peer's end, the relay's end).
     async fn pair() -> (TcpStream, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -636,13 +649,8 @@ mod tests {
     /// the closes travel as the pump carries them.
     #[tokio::test]
     async fn splices_two_connections_both_ways() {
-        let splice = match KernelSplice::load() {
-            Ok(s) => s,
-            Err(why) => {
-                assert!(!why.0.contains("built without it"), "{why}");
-                eprintln!("skipped: {why}");
-                return;
-            }
+        let Some(splice) = loaded() else {
+            return;
         };
         let (mut client, mut relay_client) = pair().await;
         let (mut relay_compute, mut compute) = pair().await;
@@ -703,13 +711,8 @@ mod tests {
     /// verdict redirects again only after that.
     #[tokio::test]
     async fn takes_a_quiet_session_back_and_splices_it_again_in_order() {
-        let splice = match KernelSplice::load() {
-            Ok(s) => s,
-            Err(why) => {
-                assert!(!why.0.contains("built without it"), "{why}");
-                eprintln!("skipped: {why}");
-                return;
-            }
+        let Some(splice) = loaded() else {
+            return;
         };
         let (mut client, mut relay_client) = pair().await;
         let (mut relay_compute, mut compute) = pair().await;

@@ -82,8 +82,16 @@ fn assert_connection_ended(s: &mut TcpStream) {
     );
 }
 
-/// The rows of `SELECT printf('%0200d', x)` over 1..=rows, each checked byte for byte.
-fn read_numbered_rows(s: &mut TcpStream, rows: usize) {
+/// Asks for `rows` rows of 200 bytes (`printf('%0200d', x)` over 1..=rows) and checks each
+/// byte for byte.
+fn query_numbered_rows(s: &mut TcpStream, rows: usize) {
+    let sql = format!(
+        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < {rows}) \
+         SELECT printf('%0200d', x) FROM n"
+    );
+    let mut payload = vec![0x03];
+    payload.extend_from_slice(sql.as_bytes());
+    raw::write_packet(s, 0, &payload).unwrap();
     let (_, columns) = raw::read_packet(s).unwrap();
     assert_eq!(columns, [1], "one column");
     raw::read_packet(s).unwrap(); // the column definition
@@ -113,14 +121,7 @@ fn a_held_connection_is_spliced_and_carries_every_byte() {
     );
     // 300,000 rows of 200 bytes (61 MB) from the compute, in order.
     let rows = 300_000;
-    let sql = format!(
-        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < {rows}) \
-         SELECT printf('%0200d', x) FROM n"
-    );
-    let mut payload = vec![0x03];
-    payload.extend_from_slice(sql.as_bytes());
-    raw::write_packet(&mut s, 0, &payload).unwrap();
-    read_numbered_rows(&mut s, rows);
+    query_numbered_rows(&mut s, rows);
     // A 15.3 MB value each way: sent in one command, read back in one row.
     let value = "0123456789abcdef".repeat(1_000_000);
     assert_eq!(
@@ -245,14 +246,7 @@ fn a_quiet_spliced_session_is_taken_back_parked_and_spliced_again() {
     assert_eq!(relay.compute_pid(), Some(pid));
     assert_eq!(relay.metric_reaching(spliced, 1.0), 1.0, "{}", relay.log());
     let rows = 100_000;
-    let sql = format!(
-        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < {rows}) \
-         SELECT printf('%0200d', x) FROM n"
-    );
-    let mut payload = vec![0x03];
-    payload.extend_from_slice(sql.as_bytes());
-    raw::write_packet(&mut s, 0, &payload).unwrap();
-    read_numbered_rows(&mut s, rows);
+    query_numbered_rows(&mut s, rows);
     assert!(matches!(raw::query(&mut s, "COMMIT"), Ok(Ok(_))));
     raw::write_packet(&mut s, 0, &[0x01]).unwrap();
     drop(s);
