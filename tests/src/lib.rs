@@ -415,6 +415,34 @@ pub fn mariadb(port: u16, user: &str, password: Option<&str>, extra: &[&str], sq
     run_with_input(&mut cmd, b"", Duration::from_secs(60))
 }
 
+/// Runs sysbench's `oltp_read_write` `phase` (`prepare`, `run`) with `extra` options against
+/// database `sbtest` on `port` as `user`: two tables of 1,000 rows, a two-minute deadline.
+#[must_use]
+pub fn sysbench_read_write(
+    port: u16,
+    user: &str,
+    password: &str,
+    phase: &str,
+    extra: &[&str],
+) -> Output {
+    let mut cmd = Command::new("sysbench");
+    cmd.args([
+        "oltp_read_write",
+        "--db-driver=mysql",
+        "--mysql-host=127.0.0.1",
+        &format!("--mysql-port={port}"),
+        &format!("--mysql-user={user}"),
+        &format!("--mysql-password={password}"),
+        "--mysql-db=sbtest",
+        "--mysql-ssl=off",
+        "--tables=2",
+        "--table-size=1000",
+    ])
+    .args(extra)
+    .arg(phase);
+    run_with_input(&mut cmd, b"", Duration::from_secs(120))
+}
+
 /// Runs the `mariadb` CLI with `script` on stdin (statements separated by `;`).
 #[must_use]
 pub fn mariadb_script(

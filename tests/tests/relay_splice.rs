@@ -363,22 +363,7 @@ fn sysbench_oltp_read_write_runs_on_spliced_connections() {
         "CREATE DATABASE sbtest",
     ));
     let sysbench = |phase: &str, extra: &[&str]| {
-        let mut cmd = std::process::Command::new("sysbench");
-        cmd.args([
-            "oltp_read_write",
-            "--db-driver=mysql",
-            "--mysql-host=127.0.0.1",
-            &format!("--mysql-port={port}"),
-            &format!("--mysql-user={USER}"),
-            &format!("--mysql-password={PASSWORD}"),
-            "--mysql-db=sbtest",
-            "--mysql-ssl=off",
-            "--tables=2",
-            "--table-size=1000",
-        ])
-        .args(extra)
-        .arg(phase);
-        tests::run_with_input(&mut cmd, b"", Duration::from_secs(120))
+        tests::sysbench_read_write(port, USER, PASSWORD, phase, extra)
     };
     tests::ok(&sysbench("prepare", &[]));
     relay.pause();

@@ -343,24 +343,8 @@ fn sysbench_oltp_read_write_prepares_and_runs_without_errors() {
         &[],
         "CREATE DATABASE sbtest",
     ));
-    let sysbench = |phase: &str, extra: &[&str]| {
-        let mut cmd = Command::new("sysbench");
-        cmd.args([
-            "oltp_read_write",
-            "--db-driver=mysql",
-            "--mysql-host=127.0.0.1",
-            &format!("--mysql-port={port}"),
-            "--mysql-user=root",
-            &format!("--mysql-password={PW}"),
-            "--mysql-db=sbtest",
-            "--mysql-ssl=off",
-            "--tables=2",
-            "--table-size=1000",
-        ])
-        .args(extra)
-        .arg(phase);
-        run_with_input(&mut cmd, b"", Duration::from_secs(120))
-    };
+    let sysbench =
+        |phase: &str, extra: &[&str]| tests::sysbench_read_write(port, "root", PW, phase, extra);
     ok(&sysbench("prepare", &[]));
     // A fixed number of transactions, however fast the machine.
     let run = sysbench("run", &["--threads=2", "--events=200", "--time=0"]);
