@@ -570,6 +570,22 @@ fn aggregates_keep_their_columns_types() {
     );
 }
 
+/// Runs `body` (Python) with `a` and `b`, two cursors of two PyMySQL sessions on database
+/// `app` as root (autocommit, a 20 s read timeout); what it printed.
+fn two_sessions(port: u16, body: &str) -> String {
+    let code = format!(
+        r#"
+import os, pymysql
+def connect():
+    return pymysql.connect(host="127.0.0.1", port=int(os.environ["PORT"]), user="root",
+                           password={PW:?}, database="app", autocommit=True,
+                           read_timeout=20)
+a, b = connect().cursor(), connect().cursor()
+{body}"#
+    );
+    ok(&tests::python(port, &code, Duration::from_secs(60))).to_owned()
+}
+
 /// `FOUND_ROWS()` and `ROW_COUNT()` are each session's own, as in MySQL, though every
 /// session of a database runs its statements on one engine connection: two sessions
 /// interleaved each read back their own last statement's.
@@ -587,14 +603,9 @@ fn found_rows_and_row_count_are_per_session() {
          CREATE TABLE t (id INT PRIMARY KEY, x INT);
          INSERT INTO t VALUES (1, 0), (2, 0), (3, 0), (4, 0), (5, 0);",
     ));
-    let code = format!(
-        r#"
-import os, pymysql
-def connect():
-    return pymysql.connect(host="127.0.0.1", port=int(os.environ["PORT"]), user="root",
-                           password={PW:?}, database="app", autocommit=True)
-a, b = connect().cursor(), connect().cursor()
-a.execute("SELECT * FROM t WHERE id <= 3")
+    let out = two_sessions(
+        port,
+        r#"a.execute("SELECT * FROM t WHERE id <= 3")
 b.execute("SELECT * FROM t")
 a.execute("SELECT FOUND_ROWS()"); fa = a.fetchone()[0]
 b.execute("SELECT FOUND_ROWS()"); fb = b.fetchone()[0]
@@ -603,10 +614,9 @@ b.execute("DELETE FROM t WHERE id = 5")
 a.execute("SELECT ROW_COUNT()"); ra = a.fetchone()[0]
 b.execute("SELECT ROW_COUNT()"); rb = b.fetchone()[0]
 print(fa, fb, ra, rb)
-"#
+"#,
     );
-    let out = tests::python(port, &code, Duration::from_secs(60));
-    assert_eq!(ok(&out), "3 5 2 1\n", "{}", out.stderr);
+    assert_eq!(out, "3 5 2 1\n");
 }
 
 /// A plain read outside a transaction does not wait for another session's open transaction:
@@ -624,25 +634,18 @@ fn reads_do_not_wait_for_another_sessions_transaction() {
         &[],
         "CREATE DATABASE app; USE app; CREATE TABLE t (id INT PRIMARY KEY); INSERT INTO t VALUES (1);",
     ));
-    let code = format!(
-        r#"
-import os, time, pymysql
-def connect():
-    return pymysql.connect(host="127.0.0.1", port=int(os.environ["PORT"]), user="root",
-                           password={PW:?}, database="app", autocommit=True,
-                           read_timeout=20)
-a, b = connect().cursor(), connect().cursor()
-a.execute("BEGIN")
+    let out = two_sessions(
+        port,
+        r#"a.execute("BEGIN")
 a.execute("INSERT INTO t VALUES (2)")
 a.execute("SELECT COUNT(*) FROM t"); own = a.fetchone()[0]
 b.execute("SELECT COUNT(*) FROM t"); before = b.fetchone()[0]
 a.execute("COMMIT")
 b.execute("SELECT COUNT(*) FROM t"); after = b.fetchone()[0]
 print(own, before, after)
-"#
+"#,
     );
-    let out = tests::python(port, &code, Duration::from_secs(60));
-    assert_eq!(ok(&out), "2 1 2\n", "{}", out.stderr);
+    assert_eq!(out, "2 1 2\n");
 }
 
 /// A read connection whose schema changed under it (another connection ran `ALTER TABLE`)
