@@ -305,6 +305,38 @@ fn sqlalchemy_creates_queries_and_reflects_a_model() {
     );
 }
 
+/// Runs `each` first against server-shim, then against a private MariaDB, each with an empty
+/// database `db` (root's password is `Some` on the shim, none on MariaDB) and a directory of
+/// its own; what `each` returned for each.
+fn on_shim_then_mariadb(
+    label: &str,
+    db: &str,
+    mut each: impl FnMut(u16, Option<&str>, &Path) -> String,
+) -> [String; 2] {
+    let tmp = TempDir::new(label);
+    let shim = shim(&tmp);
+    let (_mariadbd, mariadb_port) = start_mariadb(tmp.path());
+    [(shim.port, Some(PW)), (mariadb_port, None)].map(|(port, password)| {
+        ok(&mariadb(
+            port,
+            "root",
+            password,
+            &[],
+            &format!("CREATE DATABASE {db}"),
+        ));
+        let dir = tmp.path().join(format!("work-{port}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        each(port, password, &dir)
+    })
+}
+
+/// Runs `cmd` (given `timeout`), which must succeed (`what` names it in the failure).
+fn succeeded(cmd: &mut Command, timeout: Duration, what: &str) -> tests::Output {
+    let out = tests::run_with_input(cmd, b"", timeout);
+    assert_eq!(out.code, Some(0), "{what}:\n{}\n{}", out.stdout, out.stderr);
+    out
+}
+
 /// Runs the test project's `manage.py` (tests/clients/django) with `args` against the database
 /// `db` on `port`; the command's output.
 fn django(port: u16, db: &str, user: &str, password: Option<&str>, args: &[&str]) -> String {
@@ -319,13 +351,10 @@ fn django(port: u16, db: &str, user: &str, password: Option<&str>, args: &[&str]
         .env("DB_PASSWORD", password.unwrap_or(""))
         .env("DJANGO_SUPERUSER_PASSWORD", "s3cret-admin")
         .env("PYTHONDONTWRITEBYTECODE", "1");
-    let out = tests::run_with_input(&mut cmd, b"", Duration::from_secs(300));
-    assert_eq!(
-        out.code,
-        Some(0),
-        "manage.py {args:?} on port {port}:\n{}\n{}",
-        out.stdout,
-        out.stderr
+    let out = succeeded(
+        &mut cmd,
+        Duration::from_secs(300),
+        &format!("manage.py {args:?} on port {port}"),
     );
     format!("{}{}", out.stdout, out.stderr)
 }
@@ -336,17 +365,7 @@ fn django(port: u16, db: &str, user: &str, password: Option<&str>, args: &[&str]
 /// Django (`scripts/test` installs it).
 #[test]
 fn django_migrates_creates_a_superuser_and_passes_its_tests_as_on_mariadb() {
-    let tmp = TempDir::new("shim-clients-django");
-    let shim = shim(&tmp);
-    let (_mariadbd, mariadb_port) = start_mariadb(tmp.path());
-    for (port, password) in [(shim.port, Some(PW)), (mariadb_port, None)] {
-        ok(&mariadb(
-            port,
-            "root",
-            password,
-            &[],
-            "CREATE DATABASE site",
-        ));
+    on_shim_then_mariadb("shim-clients-django", "site", |port, password, _| {
         let migrated = django(port, "site", "root", password, &["migrate", "--noinput"]);
         assert!(
             migrated.contains("Applying auth.0001_initial... OK")
@@ -398,7 +417,8 @@ fn django_migrates_creates_a_superuser_and_passes_its_tests_as_on_mariadb() {
         ))
         .to_owned();
         assert_eq!(left, "", "port {port}");
-    }
+        String::new()
+    });
 }
 
 /// Alembic on server-shim as on MariaDB (tests/clients/alembic/run.py): a model
@@ -407,44 +427,29 @@ fn django_migrates_creates_a_superuser_and_passes_its_tests_as_on_mariadb() {
 /// more. Needs Alembic (`scripts/test` installs it).
 #[test]
 fn alembic_autogenerates_and_upgrades_twice_as_on_mariadb() {
-    let tmp = TempDir::new("shim-clients-alembic");
-    let shim = shim(&tmp);
-    let (_mariadbd, mariadb_port) = start_mariadb(tmp.path());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/alembic/run.py");
-    let mut found = Vec::new();
-    for (port, password) in [(shim.port, Some(PW)), (mariadb_port, None)] {
-        ok(&mariadb(port, "root", password, &[], "CREATE DATABASE app"));
-        let work = tmp.path().join(format!("alembic-{port}"));
-        std::fs::create_dir_all(&work).unwrap();
+    let found = on_shim_then_mariadb("shim-clients-alembic", "app", |port, password, work| {
         let url = format!(
             "mysql+pymysql://root:{}@127.0.0.1:{port}/app",
             password.unwrap_or("")
         );
         let mut cmd = Command::new("python3");
         cmd.arg(&script)
-            .env("WORK", &work)
+            .env("WORK", work)
             .env("DB_URL", url)
             .env("PYTHONDONTWRITEBYTECODE", "1");
-        let out = tests::run_with_input(&mut cmd, b"", Duration::from_secs(300));
-        assert_eq!(
-            out.code,
-            Some(0),
-            "port {port}:\n{}\n{}",
-            out.stdout,
-            out.stderr
-        );
+        let out = succeeded(&mut cmd, Duration::from_secs(300), &format!("port {port}"));
         // Alembic's own "Generating ..." lines aside.
-        let steps: Vec<&str> = out
-            .stdout
+        out.stdout
             .lines()
             .filter(|l| {
                 ["first ", "again ", "change ", "after ", "title ", "head "]
                     .iter()
                     .any(|p| l.starts_with(p))
             })
-            .collect();
-        found.push(steps.join("\n"));
-    }
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
     assert_eq!(
         found[0],
         "first ['op.create_index', 'op.create_table']\n\
@@ -469,33 +474,14 @@ fn go_scans_decimals_and_times_as_on_mariadb() {
         "{} is missing: run tests/clients/install",
         program.display()
     );
-    let tmp = TempDir::new("shim-clients-go");
-    let shim = shim(&tmp);
-    let (_mariadbd, mariadb_port) = start_mariadb(tmp.path());
-    let mut printed = Vec::new();
-    for (port, password) in [(shim.port, Some(PW)), (mariadb_port, None)] {
-        ok(&mariadb(
-            port,
-            "root",
-            password,
-            &[],
-            "CREATE DATABASE shop",
-        ));
+    let printed = on_shim_then_mariadb("shim-clients-go", "shop", |port, password, _| {
         let mut cmd = Command::new(&program);
         cmd.env("PORT", port.to_string())
             .env("DB_USER", "root")
             .env("DB_PASSWORD", password.unwrap_or(""))
             .env("DB_NAME", "shop");
-        let out = tests::run_with_input(&mut cmd, b"", Duration::from_secs(60));
-        assert_eq!(
-            out.code,
-            Some(0),
-            "port {port}:\n{}\n{}",
-            out.stdout,
-            out.stderr
-        );
-        printed.push(out.stdout);
-    }
+        succeeded(&mut cmd, Duration::from_secs(60), &format!("port {port}")).stdout
+    });
     assert_eq!(
         printed[0],
         "sum 13.50 avg 6.750000 float 13.5 count 2\n\
