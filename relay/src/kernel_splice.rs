@@ -317,6 +317,20 @@ impl Spliced {
         })
     }
 
+    /// The session's bytes each way since the splice, the kernel's and the relay's own
+    /// (`relayed`), for a session that `ended_by` so.
+    #[must_use]
+    pub fn report(&self, relayed: &Relayed, ended_by: &'static str) -> PumpReport {
+        let (from_client, from_compute) = self.stats();
+        PumpReport {
+            client_to_compute: from_client.redirected + relayed.written[1],
+            compute_to_client: from_compute.redirected + relayed.written[0],
+            client_read: relayed.read[0],
+            compute_read: relayed.read[1],
+            ended_by,
+        }
+    }
+
     /// [`Self::written_before`] for one end.
     const fn written_before(&self, end: End) -> Option<u64> {
         match end {
@@ -566,14 +580,7 @@ pub async fn carry(
             }
         }
     };
-    let (client_stats, compute_stats) = spliced.stats();
-    Carried::Ended(PumpReport {
-        client_to_compute: client_stats.redirected + relayed.written[1],
-        compute_to_client: compute_stats.redirected + relayed.written[0],
-        client_read: relayed.read[0],
-        compute_read: relayed.read[1],
-        ended_by,
-    })
+    Carried::Ended(spliced.report(relayed, ended_by))
 }
 
 /// Forwards what `reader` has for the relay: `Some(bytes)` (0 when it had nothing after

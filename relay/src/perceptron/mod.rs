@@ -438,12 +438,7 @@ async fn carry_spliced(
         drop(commands);
         relayed.add(&pumped);
         if pumped.ended_by != "kernel" {
-            let (from_client, from_compute) = spliced.stats();
-            break crate::passthrough::PumpReport {
-                client_to_compute: from_client.redirected + relayed.written[1],
-                compute_to_client: from_compute.redirected + relayed.written[0],
-                ..pumped
-            };
+            break spliced.report(&relayed, pumped.ended_by);
         }
         counted.set_in_kernel(true);
         if let Err(e) = spliced.set(&relayed, true) {
