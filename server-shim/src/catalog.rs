@@ -38,6 +38,9 @@ pub struct Database {
     /// ([`Database::reader`]). At most [`READERS`] at once; idle ones are kept here.
     readers: Mutex<Vec<Box<dyn Executor>>>,
     reader_slots: Arc<tokio::sync::Semaphore>,
+    /// Dropped: no read connection is opened or kept any more (opening one would create the
+    /// database's file again).
+    dropped: std::sync::atomic::AtomicBool,
 }
 
 /// The most reads a database runs at once, each on its own SQLite connection: one per CPU
@@ -77,6 +80,7 @@ impl Database {
             slot: Arc::new(tokio::sync::Mutex::new(slot)),
             readers: Mutex::new(Vec::new()),
             reader_slots: Arc::new(tokio::sync::Semaphore::new(readers_per_database())),
+            dropped: false.into(),
         }
     }
 
@@ -93,20 +97,25 @@ impl Database {
     /// # Errors
     /// [`SqlError`] if the storage cannot be opened (1049 once the database is gone).
     pub fn reader(&self, engine: &dyn Engine) -> Result<Box<dyn Executor>, SqlError> {
+        if self.is_dropped() {
+            return Err(SqlError::unknown_database(&self.name));
+        }
         if let Some(idle) = self.readers().pop() {
             return Ok(idle);
-        }
-        if !self.dir.exists() {
-            return Err(SqlError::unknown_database(&self.name));
         }
         engine.open(&self.dir)
     }
 
     /// Keeps a read connection for the next read, unless the database was dropped meanwhile.
     pub fn return_reader(&self, reader: Box<dyn Executor>) {
-        if self.dir.exists() {
-            self.readers().push(reader);
+        let mut readers = self.readers();
+        if !self.is_dropped() {
+            readers.push(reader);
         }
+    }
+
+    fn is_dropped(&self) -> bool {
+        self.dropped.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn readers(&self) -> std::sync::MutexGuard<'_, Vec<Box<dyn Executor>>> {
@@ -249,7 +258,12 @@ impl Catalog {
     /// [`SqlError`] on I/O failure.
     pub fn drop_locked(&self, db: &Database, slot: &mut Slot) -> Result<(), SqlError> {
         *slot = Slot::Gone;
-        db.readers().clear();
+        {
+            // Under the pool's lock, so no reader is put back after the pool is emptied.
+            let mut readers = db.readers();
+            db.dropped.store(true, std::sync::atomic::Ordering::Release);
+            readers.clear();
+        }
         self.map().remove(&db.name);
         let result = fs::remove_dir_all(&db.dir);
         sync_dir(&self.root);
