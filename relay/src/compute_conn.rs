@@ -96,7 +96,7 @@ impl std::error::Error for ConnectError {
 /// Opens connections to one compute (the seam the perceptron's P4 goes through).
 pub trait ComputeConnector: Send + Sync {
     /// The connection.
-    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static + crate::tls::Spliceable;
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
 
     /// One connect attempt, PROXY header included. Callers bound it with a deadline.
     ///

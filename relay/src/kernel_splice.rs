@@ -162,16 +162,27 @@ impl KernelSplice {
     }
 
     /// Splices `client` and `compute`: from here on, the bytes either receives go to the
-    /// other in the kernel. Call it only when neither socket has unread bytes and nothing the
-    /// relay read is still to be forwarded (the verdict sees only bytes that arrive later).
+    /// other in the kernel. Call it only where neither peer sends: the compute has ended its
+    /// response and the client waits for its last bytes, which the relay holds (the login's
+    /// OK, or the end of a response taken for this: `CommandWatch::splice_after`). Bytes
+    /// in a socket before it joins the splice are not seen by the verdict until more arrive,
+    /// so the relay must have none there: it refuses when either socket has unread bytes (a
+    /// client that sent its next command early).
     ///
     /// # Errors
-    /// The kernel's refusal (map full, a socket it cannot take); nothing is left in the maps.
+    /// Unread bytes, or the kernel's refusal (map full, a socket it cannot take); nothing is
+    /// left in the maps.
     pub fn splice(
         self: &Arc<Self>,
         client: &TcpStream,
         compute: &TcpStream,
     ) -> std::io::Result<Spliced> {
+        if rustix::io::ioctl_fionread(client)? + rustix::io::ioctl_fionread(compute)? > 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "bytes wait unread in a socket",
+            ));
+        }
         let client_cookie = rustix::net::sockopt::socket_cookie(client)?;
         let compute_cookie = rustix::net::sockopt::socket_cookie(compute)?;
         let spliced = Spliced {
@@ -291,7 +302,7 @@ impl Spliced {
         // The compute's last packet: its status flags, unless it says more results follow
         // (a multi-statement query computing its next result).
         let status_flags = if from_compute.passed + from_compute.redirected == 0 {
-            Some(when.login_status_flags)
+            Some(when.status_flags)
         } else {
             match crate::conversation::last_packet(from_compute.tail()) {
                 LastPacket::Ended(flags) => Some(flags),
@@ -387,13 +398,13 @@ impl Relayed {
 /// ends a response, and `compute_idle` says the compute is not computing, as the kernel route
 /// judges its sessions (docs/parking.md). A pause that will freeze the compute asks for a
 /// look at once, without the quiet time, through `look_now` (`notify_waiters`).
-/// `login_status_flags`: the login's OK's, the session's status until the compute sends
+/// `status_flags`: the session's status when it was spliced, until the compute sends
 /// anything.
 pub struct TakeBack<'a> {
     pub quiet: Option<Duration>,
     pub compute_idle: &'a (dyn Fn() -> bool + Send + Sync),
     pub look_now: &'a tokio::sync::Notify,
-    pub login_status_flags: u16,
+    pub status_flags: u16,
 }
 
 /// How [`carry`] returned.
@@ -731,7 +742,7 @@ mod tests {
             quiet: Some(Duration::from_millis(50)),
             compute_idle: &idle,
             look_now: &look_now,
-            login_status_flags: 2,
+            status_flags: 2,
         };
         let mut got = [0; 8];
 

@@ -188,12 +188,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         result
     }
 
-    /// The socket, for a transport change in the middle of the conversation (TLS after an
-    /// SSLRequest).
-    pub const fn stream(&self) -> &S {
-        &self.stream
-    }
-
     /// The stream.
     pub const fn stream_mut(&mut self) -> &mut S {
         &mut self.stream

@@ -100,8 +100,23 @@ pub struct PumpReport {
     /// session the observer keeps for a reattach ([`Observer::detached`]): the client's
     /// socket is then left open, untouched; `"observer"` when the observer ended it
     /// ([`Reaction::End`]); `"kernel"` when it handed the session to the kernel splice
-    /// ([`Observer::hand_back`]), both sockets untouched.
+    /// ([`Observer::hand_back`], [`Reaction::Take`]), both sockets untouched.
     pub ended_by: &'static str,
+}
+
+impl PumpReport {
+    /// This report followed by `later`'s, on the same session: the bytes added, ended as
+    /// `later` ended.
+    #[must_use]
+    pub const fn then(self, later: &Self) -> Self {
+        Self {
+            client_to_compute: self.client_to_compute + later.client_to_compute,
+            compute_to_client: self.compute_to_client + later.compute_to_client,
+            client_read: self.client_read + later.client_read,
+            compute_read: self.compute_read + later.compute_read,
+            ended_by: later.ended_by,
+        }
+    }
 }
 
 /// One direction of the copy.
@@ -144,6 +159,10 @@ pub enum Reaction {
     Hold(usize),
     /// Ends the session: closes both sides without writing the chunk.
     End,
+    /// The observer took the chunk (compute chunks only, when offered: `may_take`): the pump
+    /// returns at once, `"kernel"`, without writing it, both sockets untouched. The caller
+    /// writes it once the session is in the kernel splice, as the login's OK is written.
+    Take,
 }
 
 /// Sees every chunk the pump reads, in the order read, before it is written on: parking
@@ -155,7 +174,9 @@ pub trait Observer {
     /// the client in place of forwarding the bytes (a ping on a parked connection).
     fn client_bytes(&mut self, bytes: &mut [u8], may_answer: bool) -> Reaction;
     /// Bytes the compute sent ([`Reaction::Answer`] is taken as [`Reaction::Forward`]).
-    fn server_bytes(&mut self, bytes: &mut [u8]) -> Reaction;
+    /// With `may_take` (nothing the client sent is waiting to be written), the observer may
+    /// take them ([`Reaction::Take`]).
+    fn server_bytes(&mut self, bytes: &mut [u8], may_take: bool) -> Reaction;
     /// Whether the client is owed nothing more (no command outstanding): once it has hung
     /// up, the pump then ends without waiting for the compute to close (a frozen compute
     /// would not until thawed).
@@ -314,6 +335,11 @@ impl Half {
                                 self.release();
                                 return Poll::Ready(Err(Side::Observer));
                             }
+                            Reaction::Take => {
+                                self.end = 0;
+                                self.release();
+                                return Poll::Ready(Err(Side::Kernel));
+                            }
                         }
                         if let Some(on_read) = &self.on_read {
                             on_read();
@@ -351,7 +377,7 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
     if let Some(o) = observer.as_mut() {
         // The compute's early bytes were sent before it saw any of the client's.
         let early = [
-            o.server_bytes(&mut compute_rest),
+            o.server_bytes(&mut compute_rest, false),
             o.client_bytes(&mut client_rest, false),
         ];
         if early.contains(&Reaction::End) {
@@ -397,6 +423,7 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
             return Poll::Ready(Err(side));
         }
         down.keep_open = observer.as_ref().is_some_and(|o| o.detached());
+        let may_take = up.quiet();
         let down_state = if down.done() {
             Poll::Ready(Ok(()))
         } else {
@@ -406,8 +433,9 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
                 &mut client,
                 Side::Compute,
                 Side::Client,
-                &mut |b| match observer.as_mut().map(|o| o.server_bytes(b)) {
+                &mut |b| match observer.as_mut().map(|o| o.server_bytes(b, may_take)) {
                     Some(Reaction::End) => Reaction::End,
+                    Some(Reaction::Take) if may_take => Reaction::Take,
                     _ => Reaction::Forward,
                 },
             )
@@ -527,10 +555,71 @@ mod tests {
             self.up.extend_from_slice(bytes);
             Reaction::Forward
         }
-        fn server_bytes(&mut self, bytes: &mut [u8]) -> Reaction {
+        fn server_bytes(&mut self, bytes: &mut [u8], _: bool) -> Reaction {
             self.down.extend_from_slice(bytes);
             Reaction::Forward
         }
+    }
+
+    /// Takes the compute's first chunk that ends a response (`;`).
+    #[derive(Default)]
+    struct Taker {
+        taken: Option<Vec<u8>>,
+    }
+
+    impl Observer for Taker {
+        fn client_bytes(&mut self, _: &mut [u8], _: bool) -> Reaction {
+            Reaction::Forward
+        }
+        fn server_bytes(&mut self, bytes: &mut [u8], may_take: bool) -> Reaction {
+            if may_take && bytes.ends_with(b";") {
+                self.taken = Some(bytes.to_vec());
+                return Reaction::Take;
+            }
+            Reaction::Forward
+        }
+    }
+
+    /// A chunk the observer takes is not written: the pump returns at once, `"kernel"`,
+    /// with everything before it delivered and both sockets open.
+    #[tokio::test]
+    async fn a_taken_chunk_ends_the_pump_unwritten_with_both_sockets_open() {
+        let (mut client_app, client) = pair().await;
+        let (compute, mut compute_app) = pair().await;
+        let mut taker = Taker::default();
+        let apps = async {
+            client_app.write_all(b"query").await.unwrap();
+            let mut got = [0; 5];
+            compute_app.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"query");
+            compute_app.write_all(b"rows...").await.unwrap();
+            let mut rows = [0; 7];
+            client_app.read_exact(&mut rows).await.unwrap();
+            assert_eq!(&rows, b"rows...");
+            compute_app.write_all(b"end;").await.unwrap();
+        };
+        let (mut client, mut compute) = (client, compute);
+        let (report, ()) = tokio::join!(
+            pump(
+                &mut client,
+                Vec::new(),
+                &mut compute,
+                Vec::new(),
+                None,
+                Some(&mut taker)
+            ),
+            apps
+        );
+        assert_eq!(report.ended_by, "kernel");
+        assert_eq!(taker.taken.as_deref(), Some(b"end;".as_slice()));
+        assert_eq!((report.compute_read, report.compute_to_client), (11, 7));
+        // Neither socket was closed: both still carry bytes.
+        compute_app.write_all(b"more").await.unwrap();
+        let mut more = [0; 4];
+        compute.read_exact(&mut more).await.unwrap();
+        client.write_all(b"next").await.unwrap();
+        client_app.read_exact(&mut more).await.unwrap();
+        assert_eq!(&more, b"next");
     }
 
     #[tokio::test]
@@ -573,9 +662,9 @@ mod tests {
 
     impl Observer for Rewriter {
         fn client_bytes(&mut self, bytes: &mut [u8], _: bool) -> Reaction {
-            self.server_bytes(bytes)
+            self.server_bytes(bytes, false)
         }
-        fn server_bytes(&mut self, bytes: &mut [u8]) -> Reaction {
+        fn server_bytes(&mut self, bytes: &mut [u8], _: bool) -> Reaction {
             if bytes.ends_with(b"end") {
                 return Reaction::End;
             }
@@ -638,7 +727,7 @@ mod tests {
             let whole = bytes.iter().rposition(|b| *b == b'.').map_or(0, |i| i + 1);
             Reaction::Hold(bytes.len() - whole)
         }
-        fn server_bytes(&mut self, _: &mut [u8]) -> Reaction {
+        fn server_bytes(&mut self, _: &mut [u8], _: bool) -> Reaction {
             Reaction::Forward
         }
     }
@@ -697,7 +786,7 @@ mod tests {
                 Reaction::Forward
             }
         }
-        fn server_bytes(&mut self, _: &mut [u8]) -> Reaction {
+        fn server_bytes(&mut self, _: &mut [u8], _: bool) -> Reaction {
             Reaction::Forward
         }
     }
@@ -757,7 +846,7 @@ mod tests {
         fn client_bytes(&mut self, _: &mut [u8], _: bool) -> Reaction {
             Reaction::Forward
         }
-        fn server_bytes(&mut self, _: &mut [u8]) -> Reaction {
+        fn server_bytes(&mut self, _: &mut [u8], _: bool) -> Reaction {
             Reaction::Forward
         }
         fn owes_nothing(&self) -> bool {

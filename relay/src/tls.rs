@@ -606,36 +606,24 @@ pub fn not_after(der: &[u8]) -> Option<i64> {
     i64::try_from(at.as_secs()).ok()
 }
 
-/// A stream the kernel splice (`crate::kernel_splice`) can take: a plain TCP socket (not
-/// TLS, not an in-memory stream).
-pub trait Spliceable {
-    /// The TCP socket, if the stream is one without a layer of the relay's on it.
-    fn tcp(&self) -> Option<&tokio::net::TcpStream> {
-        None
-    }
-}
-
-impl Spliceable for tokio::net::TcpStream {
-    fn tcp(&self) -> Option<&tokio::net::TcpStream> {
-        Some(self)
-    }
-}
-
-impl Spliceable for tokio::io::DuplexStream {}
-
-impl<S: Spliceable> Spliceable for ClientStream<S> {
-    fn tcp(&self) -> Option<&tokio::net::TcpStream> {
+impl ClientStream<tokio::net::TcpStream> {
+    /// The TCP socket, when the relay adds no layer on it (no TLS): what the kernel splice
+    /// (`crate::kernel_splice`) can take.
+    #[must_use]
+    pub const fn tcp(&self) -> Option<&tokio::net::TcpStream> {
         match self {
-            Self::Plain(s) => s.tcp(),
+            Self::Plain(s) => Some(s),
             Self::Tls(_) | Self::Gone => None,
         }
     }
 }
 
-impl<S: Spliceable> Spliceable for ComputeStream<S> {
-    fn tcp(&self) -> Option<&tokio::net::TcpStream> {
+impl ComputeStream<tokio::net::TcpStream> {
+    /// See [`ClientStream::tcp`].
+    #[must_use]
+    pub const fn tcp(&self) -> Option<&tokio::net::TcpStream> {
         match self {
-            Self::Plain(s) => s.tcp(),
+            Self::Plain(s) => Some(s),
             Self::Tls(_) => None,
         }
     }

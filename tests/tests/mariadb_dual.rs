@@ -663,8 +663,8 @@ fn a_hundred_megabyte_dump_through_a_spliced_connection_matches_the_direct_route
     let log = d.relay.log();
     assert!(
         log.lines()
-            .any(|l| l.contains("relayed login accepted") && l.contains("spliced=true")),
-        "the dump's login was not spliced\n{log}"
+            .any(|l| l.contains("session closed") && l.contains("spliced=true")),
+        "the dump's session was not spliced\n{log}"
     );
     let differs = held
         .lines()

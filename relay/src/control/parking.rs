@@ -57,6 +57,12 @@ pub struct CommandWatch<'a> {
     from_kernel: bool,
     /// A command that counts as use was sent since this watch began.
     commanded: bool,
+    /// Commands still to go before the session goes to the kernel splice at the end of a
+    /// response ([`Self::splice_after`]); `None`: not this way.
+    splice_after: Option<u8>,
+    /// The compute's chunk that ended the response at which the session goes to the kernel
+    /// ([`Reaction::Take`]), for the caller to write once it is spliced.
+    taken: Option<Box<[u8]>>,
 }
 
 /// Statement ids being translated on a reattached session.
@@ -123,6 +129,8 @@ impl ConnectionGuard {
             translation: None,
             from_kernel: false,
             commanded: false,
+            splice_after: None,
+            taken: None,
         };
         watch.settle(true);
         watch
@@ -139,6 +147,9 @@ impl CommandWatch<'_> {
         self.activity = activity;
         self.commanded |= sent;
         self.used |= sent;
+        if sent {
+            self.splice_after = self.splice_after.map(|n| n.saturating_sub(1));
+        }
         let ended = idle && self.used;
         let resumable = idle && self.resumable();
         let holding = (idle && !resumable && self.guard.instance.config.resumable_sessions)
@@ -220,6 +231,33 @@ impl CommandWatch<'_> {
             self.conversation.forget_status_flags();
         }
         self.from_kernel = true;
+    }
+
+    /// The session goes to the kernel splice at the end of a response, once `commands` more
+    /// commands that count as use have been sent: the pump takes the compute's chunk that
+    /// ends it ([`Reaction::Take`]; then the compute has nothing more to send and the client
+    /// waits for that chunk, so neither socket holds a byte the kernel could overtake), and
+    /// the caller splices the session, writes [`Self::take_chunk`] and carries it
+    /// (docs/kernel-splice.md, *When a session is spliced*).
+    pub const fn splice_after(&mut self, commands: u8) {
+        self.splice_after = Some(commands);
+    }
+
+    /// The chunk taken at the end of a response for the kernel splice, with the status flags
+    /// it left the session in.
+    pub fn take_chunk(&mut self) -> Option<(Box<[u8]>, u16)> {
+        let chunk = self.taken.take()?;
+        Some((chunk, self.conversation.status_flags()))
+    }
+
+    /// Whether the chunk just followed ends a response, at which the session may go to the
+    /// kernel splice ([`Self::splice_after`]).
+    fn goes_to_kernel(&self) -> bool {
+        self.splice_after == Some(0)
+            && self.conversation.phase() == Step::Idle
+            && self.conversation.status_flags_known()
+            && self.translation.is_none()
+            && !self.detached
     }
 
     /// The compute issued this session a ticket (`resumable_sessions`).
@@ -534,7 +572,7 @@ impl Observer for CommandWatch<'_> {
         reaction
     }
 
-    fn server_bytes(&mut self, bytes: &mut [u8]) -> Reaction {
+    fn server_bytes(&mut self, bytes: &mut [u8], may_take: bool) -> Reaction {
         // Translated first: the reply to a prepare is followed with the client's id.
         let reaction = self.feed(bytes, false);
         let forwarded = match reaction {
@@ -560,6 +598,11 @@ impl Observer for CommandWatch<'_> {
             }
         }
         self.settle(true);
+        if may_take && reaction == Reaction::Forward && self.goes_to_kernel() {
+            self.splice_after = None;
+            self.taken = Some(bytes.into());
+            return Reaction::Take;
+        }
         reaction
     }
 

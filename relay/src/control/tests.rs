@@ -935,6 +935,53 @@ async fn a_keepalive_query_is_not_use_and_is_answered_while_parked() {
     stop.cancel();
 }
 
+/// A session meant for the kernel splice after two commands: the compute's chunk that ends
+/// the second command's response is taken (not while the client's bytes wait to be written),
+/// with the status flags it leaves, and only once; pings do not count.
+#[tokio::test(start_paused = true)]
+async fn the_response_that_ends_the_chosen_command_is_taken_for_the_kernel() {
+    use crate::passthrough::{Observer as _, Reaction};
+    let (inst, _freezer) = parking_instance(true);
+    inst.ensure_running().await.unwrap();
+    let mut session = inst.hold(Route::Perceptron);
+    session.mark_session();
+    let mut session = session.watch_commands(0, 0, 2);
+    session.splice_after(2);
+    assert_eq!(up(&mut session, QUERY, true), None);
+    down(&mut session, OK);
+    assert_eq!(up(&mut session, PING, true), None);
+    assert_eq!(
+        session.server_bytes(&mut OK.to_vec(), true),
+        Reaction::Forward
+    );
+    assert_eq!(up(&mut session, QUERY, true), None);
+    // The response's first part is forwarded; its end, offered, is taken.
+    let in_trans = [7, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0];
+    let (head, tail) = in_trans.split_at(5);
+    assert_eq!(
+        session.server_bytes(&mut head.to_vec(), true),
+        Reaction::Forward
+    );
+    assert_eq!(session.take_chunk(), None);
+    assert_eq!(
+        session.server_bytes(&mut tail.to_vec(), false),
+        Reaction::Forward
+    );
+    assert_eq!(up(&mut session, QUERY, true), None);
+    assert_eq!(
+        session.server_bytes(&mut in_trans.to_vec(), true),
+        Reaction::Take
+    );
+    let (chunk, flags) = session.take_chunk().unwrap();
+    assert_eq!((&chunk[..], flags), (&in_trans[..], 3));
+    // Once.
+    assert_eq!(up(&mut session, QUERY, true), None);
+    assert_eq!(
+        session.server_bytes(&mut OK.to_vec(), true),
+        Reaction::Forward
+    );
+}
+
 /// A ticketed session's prepared statements are kept with the ids the client was given; after
 /// a reattach that gave them other ids, the client's commands reach the compute's statements
 /// and a new statement never takes an id the client holds.
@@ -997,7 +1044,7 @@ async fn prepared_statements_are_kept_and_translated_after_a_reattach() {
     // The compute numbers the next one 4; 4 is the client's, so the client gets 6.
     assert_eq!(up(&mut session, &prepare, true), None);
     let mut reply = prepare_ok(4);
-    assert_eq!(session.server_bytes(&mut reply), Reaction::Forward);
+    assert_eq!(session.server_bytes(&mut reply, false), Reaction::Forward);
     assert_eq!(reply, prepare_ok(6));
     let ids: Vec<u32> = session.statements().iter().map(|s| s.id).collect();
     assert_eq!(ids, [3, 4, 5, 6], "kept under the client's id");
@@ -1018,16 +1065,16 @@ async fn prepared_statements_are_kept_and_translated_after_a_reattach() {
     assert_eq!(up(&mut session, &prepare, true), None);
     let reply = prepare_ok(5);
     let mut head = reply[..4].to_vec();
-    assert_eq!(session.server_bytes(&mut head), Reaction::Hold(0));
+    assert_eq!(session.server_bytes(&mut head, false), Reaction::Hold(0));
     let mut rest = reply[4..].to_vec();
-    assert_eq!(session.server_bytes(&mut rest), Reaction::Forward);
+    assert_eq!(session.server_bytes(&mut rest, false), Reaction::Forward);
     assert_eq!([&head[..], &rest[..]].concat(), prepare_ok(7));
     let ids: Vec<u32> = session.statements().iter().map(|s| s.id).collect();
     assert_eq!(ids, [3, 4, 5, 6, 7]);
     // A reply to COM_STMT_PREPARE that is neither OK nor ERR cannot be followed.
     assert_eq!(up(&mut session, &prepare, true), None);
     let mut odd = framed(1, &[0xFE, 0, 0, 0, 0]);
-    assert_eq!(session.server_bytes(&mut odd), Reaction::End);
+    assert_eq!(session.server_bytes(&mut odd, false), Reaction::End);
 }
 
 /// What the pump would do with the client's `bytes`: `Some(reply)` when the watch answers.
@@ -1036,12 +1083,17 @@ fn up(watch: &mut super::CommandWatch<'_>, bytes: &[u8], may_answer: bool) -> Op
     match watch.client_bytes(&mut bytes.to_vec(), may_answer) {
         Reaction::Answer(reply) => Some(reply),
         Reaction::Forward => None,
-        Reaction::End | Reaction::Hold(_) => panic!("the watch ended or held the chunk"),
+        Reaction::End | Reaction::Hold(_) | Reaction::Take => {
+            panic!("the watch ended, held or took the chunk")
+        }
     }
 }
 
 /// Feeds the compute's `bytes`.
 fn down(watch: &mut super::CommandWatch<'_>, bytes: &[u8]) {
     use crate::passthrough::{Observer as _, Reaction};
-    assert_eq!(watch.server_bytes(&mut bytes.to_vec()), Reaction::Forward);
+    assert_eq!(
+        watch.server_bytes(&mut bytes.to_vec(), false),
+        Reaction::Forward
+    );
 }

@@ -34,7 +34,7 @@ use authplugin::packet::capabilities::{
 };
 use authplugin::packet::err::codes;
 use authplugin::packet::{ErrPacket, OkPacket};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 use crate::compute_conn::{ComputeConnector, ComputeTarget, OnBehalfOf, TcpConnector};
@@ -46,7 +46,7 @@ use crate::logsafe::Escaped;
 use crate::metrics::Counter;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
 use crate::runtime::InstanceRuntime;
-use crate::tls::{ClientStream, ComputeStream, Spliceable};
+use crate::tls::{ClientStream, ComputeStream};
 use dual_auth::Verdict;
 use outcome::{Classification, PerceptronError};
 
@@ -69,8 +69,6 @@ pub struct Established<S> {
     /// What reattaching the session after a stop needs, when the compute issued a ticket.
     /// Boxed: a held session's task keeps it for the session's life, and most have none.
     pub resumption: Option<Box<reattach::Resumption>>,
-    /// The session's sockets, when the kernel splices them: nothing is left to pump.
-    pub spliced: Option<Spliced>,
 }
 
 /// How long a relayed login's phases took, for the connection's log line.
@@ -244,35 +242,13 @@ fn forward<'a>(
         let tls = matches!(client.stream_mut(), ClientStream::Tls(_));
         tracing::info!(
             instance = %name, client = %addr, user = %Escaped(&session.user), tls,
-            spliced = session.spliced.is_some(),
             login_ms = t.login_ms, wake_ms = t.wake_ms,
             compute_login_ms = t.compute_login_ms, was_running = t.was_running,
             total_ms = started.elapsed().as_millis(),
             "relayed login accepted; forwarding"
         );
-        if let Some(spliced) = session.spliced.take() {
-            // Boxed, so a pumped or detached session's task does not carry its state.
-            let (bytes, taken_back) = Box::pin(carry_spliced(
-                rt,
-                client,
-                session.compute,
-                spliced,
-                &session.verdict,
-                &mut session.held,
-                session.capabilities,
-            ))
-            .await;
-            rt.count_pumped(&bytes);
-            drop(session.held);
-            tracing::info!(
-                instance = %name, client = %addr, up = bytes.client_to_compute,
-                down = bytes.compute_to_client, ended_by = bytes.ended_by, spliced = true,
-                taken_back, duration_ms = started.elapsed().as_millis(), "session closed"
-            );
-            return;
-        }
         let (mut client_stream, mut client_rest) = client.into_parts();
-        let mut compute = session.compute.into_parts();
+        let (mut compute_stream, mut compute_rest) = session.compute.into_parts();
         // The session's commands are followed from here (parking): its status flags are
         // the compute's OK's. MariaDB's extended capabilities are never negotiated on a
         // relayed login.
@@ -285,30 +261,50 @@ fn forward<'a>(
         let deprecate_eof = session.capabilities & CLIENT_DEPRECATE_EOF != 0;
         if resumption.is_some() {
             commands.ticketed();
+        } else if rt.kernel_splice.is_some()
+            && may_splice(&rt.instance.config)
+            && client_stream.tcp().is_some()
+            && compute_stream.tcp().is_some()
+        {
+            commands.splice_after(SPLICE_AFTER_COMMANDS);
         }
-        let bytes = loop {
-            let (compute_stream, compute_rest) = compute;
+        let mut pumped = crate::passthrough::PumpReport::default();
+        let to_kernel = loop {
             // Boxed: a detached session waits for hours outside the pump, and should not
             // keep the pump's state in its task meanwhile.
             let bytes = Box::pin(crate::passthrough::pump(
                 &mut client_stream,
                 std::mem::take(&mut client_rest),
-                compute_stream,
-                compute_rest,
+                &mut compute_stream,
+                std::mem::take(&mut compute_rest),
                 rt.instance.thaw_on_upload(),
                 Some(&mut commands),
             ))
             .await;
             rt.count_pumped(&bytes);
+            pumped = pumped.then(&bytes);
+            if let Some((chunk, status_flags)) = commands.take_chunk() {
+                // The pump stopped at the end of a response for the kernel splice.
+                if let Some(spliced) = splice_at_rest(rt, &client_stream, &compute_stream) {
+                    break Some((spliced, chunk, status_flags));
+                }
+                // Not now: the chunk goes on, and so does the pump.
+                if client_stream.write_all(&chunk).await.is_err() {
+                    pumped.ended_by = "client_error";
+                    break None;
+                }
+                pumped.compute_to_client += chunk.len() as u64;
+                continue;
+            }
             let Some(resumption) = resumption.as_mut().filter(|_| bytes.ended_by == "detached")
             else {
-                break bytes;
+                break None;
             };
             // The compute was stopped under this session: it waits for its next command
             // (pings answered here), then is reattached to a new compute.
             commands.set_detached(true);
             let Some(first) = next_command(&mut client_stream, &mut commands).await else {
-                break bytes;
+                break None;
             };
             let t = Instant::now();
             let statements = commands.statements();
@@ -330,7 +326,7 @@ fn forward<'a>(
                         wake_ms, total_ms = t.elapsed().as_millis(), "session reattached"
                     );
                     client_rest = first;
-                    compute = reattached.stream.into_parts();
+                    (compute_stream, compute_rest) = reattached.stream.into_parts();
                 }
                 Err(e) => {
                     tracing::warn!(instance = %name, client = %addr, error = %e, "session could not be reattached; closing it");
@@ -342,73 +338,93 @@ fn forward<'a>(
                     );
                     let mut packet = Vec::new();
                     authplugin::packet::write_packet(&mut packet, 1, &err.to_bytes());
-                    let _ = tokio::io::AsyncWriteExt::write_all(&mut client_stream, &packet).await;
-                    break bytes;
+                    let _ = client_stream.write_all(&packet).await;
+                    break None;
                 }
             }
         };
         drop(commands);
+        let Some((spliced, chunk, status_flags)) = to_kernel else {
+            drop(session.held);
+            tracing::info!(
+                instance = %name, client = %addr, up = pumped.client_to_compute,
+                down = pumped.compute_to_client, ended_by = pumped.ended_by, spliced = false,
+                duration_ms = started.elapsed().as_millis(), "session closed"
+            );
+            return;
+        };
+        let (ClientStream::Plain(client), ComputeStream::Plain(compute)) =
+            (&mut client_stream, &mut compute_stream)
+        else {
+            // splice_at_rest takes plain sockets only.
+            return;
+        };
+        tracing::debug!(instance = %name, client = %addr, "session spliced in the kernel");
+        // Boxed, so a pumped or detached session's task does not carry its state.
+        let (carried, taken_back) = Box::pin(carry_spliced(
+            rt,
+            (client, compute),
+            spliced,
+            chunk,
+            status_flags,
+            &mut session.held,
+            session.capabilities,
+        ))
+        .await;
+        rt.count_pumped(&carried);
         drop(session.held);
+        let bytes = pumped.then(&carried);
         tracing::info!(
             instance = %name, client = %addr, up = bytes.client_to_compute,
-            down = bytes.compute_to_client, ended_by = bytes.ended_by,
-            duration_ms = started.elapsed().as_millis(), "session closed"
+            down = bytes.compute_to_client, ended_by = bytes.ended_by, spliced = true,
+            taken_back, duration_ms = started.elapsed().as_millis(), "session closed"
         );
     }
 }
 
-/// A spliced session until both sides have closed ([`crate::kernel_splice::carry`]). On an
-/// instance that parks, the session is taken back into userspace whenever it is quiet between
-/// commands, followed there as a pumped session is (it counts as idle, may be parked, pings
-/// answered), and handed to the kernel again at its next command that counts as use
-/// (docs/kernel-splice.md). Returns the bytes carried and how many times it was taken back.
+/// A spliced session until both sides have closed ([`crate::kernel_splice::carry`]), from
+/// the moment the relay holds the `chunk` that ends a response (the session's status
+/// `status_flags` after it), which it writes first. On an instance that parks, the session
+/// is taken back into userspace whenever it is quiet between commands, followed there as a
+/// pumped session is (it counts as idle, may be parked, pings answered), and handed to the
+/// kernel again at its next command that counts as use (docs/kernel-splice.md). Returns the
+/// bytes carried and how many times it was taken back.
 async fn carry_spliced(
     rt: &InstanceRuntime,
-    client: PacketStream<ClientStream<TcpStream>>,
-    compute: PacketStream<ComputeStream<TcpStream>>,
+    (client, compute): (&mut TcpStream, &mut TcpStream),
     spliced: Spliced,
-    verdict: &Verdict,
+    chunk: Box<[u8]>,
+    status_flags: u16,
     held: &mut ConnectionGuard,
     capabilities: u32,
 ) -> (crate::passthrough::PumpReport, u32) {
-    let (ClientStream::Plain(mut client), ComputeStream::Plain(mut compute)) =
-        (client.into_parts().0, compute.into_parts().0)
-    else {
-        // splice_held takes plain sockets only.
-        return (crate::passthrough::PumpReport::default(), 0);
-    };
     let config = &rt.instance.config;
-    // The login's OK, written by the relay after the splice.
-    let ok_len = 4 + verdict.reply.payload.len() as u64;
-    let mut relayed = crate::kernel_splice::Relayed {
-        written: [ok_len, 0],
-        ..Default::default()
-    };
-    // Taken back only where the relay could follow it (a compressed session never can):
-    // when quiet on an instance that parks, and before any freeze.
-    let followable = crate::conversation::Conversation::new(capabilities, 0, 0).phase()
-        == crate::conversation::Phase::Idle;
+    let mut relayed = crate::kernel_splice::Relayed::default();
+    if client.write_all(&chunk).await.is_err() {
+        return (spliced.report(&relayed, "client_error"), 0);
+    }
+    relayed.written[0] = chunk.len() as u64;
+    drop(chunk);
     let compute_idle = || rt.instance.compute_idle();
     let counted = rt.instance.spliced_session();
-    let login_status_flags =
-        OkPacket::decode(&verdict.reply.payload, capabilities).map_or(0, |ok| ok.status_flags);
-    let take_back = followable.then(|| crate::kernel_splice::TakeBack {
+    // Taken back when quiet on an instance that parks, and before any freeze.
+    let take_back = crate::kernel_splice::TakeBack {
         // As often as the instance looks whether it is idle.
         quiet: config.park.then(|| {
             (config.idle_pause_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
         }),
         compute_idle: &compute_idle,
         look_now: counted.look_now(),
-        login_status_flags,
-    });
+        status_flags,
+    };
     let mut taken_back = 0;
-    let mut report = loop {
+    let report = loop {
         let carried = crate::kernel_splice::carry(
-            &mut client,
-            &mut compute,
+            &mut *client,
+            &mut *compute,
             &spliced,
             &mut relayed,
-            take_back.as_ref(),
+            Some(&take_back),
         )
         .await;
         let (quiet_for, status_flags) = match carried {
@@ -427,9 +443,9 @@ async fn carry_spliced(
         // it between commands.
         counted.set_in_kernel(false);
         let pumped = crate::passthrough::pump(
-            &mut client,
+            &mut *client,
             Vec::new(),
-            &mut compute,
+            &mut *compute,
             Vec::new(),
             rt.instance.thaw_on_upload(),
             Some(&mut commands),
@@ -446,7 +462,6 @@ async fn carry_spliced(
             tracing::warn!(instance = %config.name, error = %e, "cannot splice a session again; the relay carries it");
         }
     };
-    report.compute_to_client = report.compute_to_client.saturating_sub(ok_len);
     (report, taken_back)
 }
 
@@ -532,7 +547,7 @@ pub async fn establish<S, C>(
     pending: Option<PendingPermit>,
 ) -> Result<Established<C::Stream>, PerceptronError>
 where
-    S: AsyncRead + AsyncWrite + Unpin + Spliceable,
+    S: AsyncRead + AsyncWrite + Unpin,
     C: ComputeConnector,
 {
     let result = run(rt, client, client_addr, connector, pending).await;
@@ -554,7 +569,7 @@ async fn run<S, C>(
     pending: Option<PendingPermit>,
 ) -> Result<Established<C::Stream>, PerceptronError>
 where
-    S: AsyncRead + AsyncWrite + Unpin + Spliceable,
+    S: AsyncRead + AsyncWrite + Unpin,
     C: ComputeConnector,
 {
     let cfg = &rt.instance.config;
@@ -664,7 +679,6 @@ where
 
     let capabilities = compute_leg::client_flag(&login, &compute.greeting);
     let mut resumption = None;
-    let mut spliced = None;
     let verdict = match cfg.auth {
         AuthMode::Dual => {
             let client_addr = client_addr.to_string();
@@ -699,12 +713,6 @@ where
             } else if verdict.accepted() {
                 charge.accepted();
             }
-            // Spliced before the client has its OK: until then it sends nothing, and the
-            // compute sends nothing after its OK, so no byte is in either socket that the
-            // kernel could overtake.
-            if verdict.accepted() && resumption.is_none() {
-                spliced = splice_held(rt, client, &compute.stream);
-            }
             forward_verdict(client, last_seq, &verdict).await?;
             verdict
         }
@@ -713,12 +721,7 @@ where
                 compute: cfg.compute_timeout,
                 client: cfg.handshake_timeout,
             };
-            // Spliced before the client has the compute's OK, as in dual mode.
-            let verdict =
-                switch_auth::relay_login(client, &mut compute, &login, timeouts, |c, s| {
-                    spliced = splice_held(rt, c, s);
-                })
-                .await?;
+            let verdict = switch_auth::relay_login(client, &mut compute, &login, timeouts).await?;
             // The compute's verdict, learnt on the way through: what a password guesser
             // spends.
             if access_denied(&verdict.reply.payload) {
@@ -737,7 +740,6 @@ where
         capabilities,
         held,
         resumption,
-        spliced,
         timings: Timings {
             login_ms,
             wake_ms: report.waited.as_millis(),
@@ -831,25 +833,30 @@ pub fn may_splice(cfg: &crate::config::InstanceConfig) -> bool {
     cfg.kernel_splice && !cfg.resumable_sessions
 }
 
-/// Puts a held session's two sockets into the kernel splice, when this instance uses it,
-/// both legs are plain TCP and the relay holds no byte of either (read ahead, not yet
-/// forwarded). `None` keeps the session on the pump; a refusal by the kernel is logged.
-fn splice_held<S, T>(
+/// How many commands a held session sends on the pump before it goes to the kernel splice,
+/// at the end of a response. Splicing costs a session about 50 µs of the relay's time, to
+/// set up and to take down (map updates, `sock_diag` lookups, the kernel's socket state),
+/// and forwarding one command on the pump 15–25 µs (BENCHMARKS.md §17): a session that ends
+/// after a login and a few statements, as a storm of short connections does, is cheaper
+/// on the pump, and one that goes on is spliced before it has cost much there.
+const SPLICE_AFTER_COMMANDS: u8 = 8;
+
+/// Puts a held session's two sockets into the kernel splice, at the end of a response the
+/// pump took for it (`CommandWatch::splice_after`). `None` keeps the session on the pump:
+/// the client already sent more (logged at debug) or the kernel refused (logged).
+fn splice_at_rest(
     rt: &InstanceRuntime,
-    client: &PacketStream<ClientStream<S>>,
-    compute: &PacketStream<T>,
-) -> Option<Spliced>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Spliceable,
-    T: AsyncRead + AsyncWrite + Unpin + Spliceable,
-{
+    client: &ClientStream<TcpStream>,
+    compute: &ComputeStream<TcpStream>,
+) -> Option<Spliced> {
     let splice = rt.kernel_splice.as_ref()?;
-    if !client.buffered().is_empty() || !compute.buffered().is_empty() {
-        return None;
-    }
-    let (client, compute) = (client.stream().tcp()?, compute.stream().tcp()?);
+    let (client, compute) = (client.tcp()?, compute.tcp()?);
     match splice.splice(client, compute) {
         Ok(spliced) => Some(spliced),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            tracing::debug!(instance = %rt.instance.config.name, error = %e, "not spliced at this response; tried again later");
+            None
+        }
         Err(e) => {
             tracing::warn!(instance = %rt.instance.config.name, error = %e, "the kernel would not splice a held connection; it stays on the pump");
             None
@@ -937,8 +944,7 @@ where
         compute: timeout,
         client: timeout,
     };
-    let verdict =
-        switch_auth::relay_login(&mut client, &mut greeted, &login, timeouts, |_, _| {}).await;
+    let verdict = switch_auth::relay_login(&mut client, &mut greeted, &login, timeouts).await;
     verdict.ok().and_then(|v| v.reply.payload.first().copied())
 }
 

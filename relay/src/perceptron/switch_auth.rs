@@ -54,17 +54,15 @@ pub struct Timeouts {
 /// [`PerceptronError::Compute`] when the server fails or misbehaves,
 /// [`PerceptronError::ClientGone`] when the client leaves or stalls mid-exchange (the server's
 /// side of the login is then finished with an empty answer).
-pub async fn relay_login<C, S, F>(
+pub async fn relay_login<C, S>(
     client: &mut PacketStream<C>,
     server: &mut GreetedCompute<S>,
     login: &ClientLogin,
     timeouts: Timeouts,
-    before_ok: F,
 ) -> Result<Verdict, PerceptronError>
 where
     C: AsyncRead + AsyncWrite + Unpin,
     S: AsyncRead + AsyncWrite + Unpin,
-    F: FnOnce(&PacketStream<C>, &PacketStream<S>),
 {
     // Without TLS to the compute, the relay carries no answer that is the password itself:
     // whoever sits on that leg (or squats the compute's address) would read it.
@@ -87,10 +85,7 @@ where
         }
         let to_client = packet.sequence_id.wrapping_add(delta);
         let needs_answer = match packet.payload.first() {
-            Some(first @ (0x00 | 0xFF)) => {
-                if *first == 0x00 {
-                    before_ok(client, server);
-                }
+            Some(0x00 | 0xFF) => {
                 client
                     .write_packet(to_client, &packet.payload)
                     .await
