@@ -89,6 +89,13 @@ pub enum Statement {
     },
     /// `SET ...`: the assignments, as (variable name in lower case, value as text).
     Set(Vec<(String, String)>),
+    /// `KILL [HARD | SOFT] [CONNECTION | QUERY] id`.
+    Kill {
+        /// The connection (`CONNECTION_ID()`).
+        id: u64,
+        /// `QUERY`: only its running statement.
+        query: bool,
+    },
     /// `BEGIN`, `START TRANSACTION`.
     Begin,
     /// `COMMIT`.
@@ -466,6 +473,23 @@ pub fn classify(sql: &str) -> Result<Statement, SqlError> {
             done(&c, Statement::ReleaseSavepoint(name))
         }
         "flush" => Ok(Statement::Ignored),
+        "kill" => {
+            // MariaDB's HARD and SOFT differ in what a storage engine may finish first.
+            let _ = c.keyword("hard") || c.keyword("soft");
+            let query = c.keyword("query");
+            if query && c.keyword("id") {
+                return Err(SqlError::not_supported("KILL QUERY ID"));
+            }
+            if !query {
+                c.keyword("connection");
+            }
+            let id = match c.next() {
+                Some(Token::Number(n, _)) => n.parse().ok(),
+                _ => None,
+            };
+            let id = id.ok_or_else(|| bad("KILL needs a connection id"))?;
+            done(&c, Statement::Kill { id, query })
+        }
         "analyze" | "check" | "optimize" | "repair" => {
             // Only the TABLE forms; anything else goes to the engine, which refuses it.
             let _ = c.keyword("no_write_to_binlog") || c.keyword("local");
@@ -1021,6 +1045,36 @@ mod tests {
             Statement::Engine { write: true }
         );
         assert_eq!(ok("FLUSH PRIVILEGES"), Statement::Ignored);
+        assert_eq!(
+            ok("KILL 12"),
+            Statement::Kill {
+                id: 12,
+                query: false
+            }
+        );
+        assert_eq!(
+            ok("kill connection 12"),
+            Statement::Kill {
+                id: 12,
+                query: false
+            }
+        );
+        assert_eq!(
+            ok("KILL HARD QUERY 4294967295"),
+            Statement::Kill {
+                id: 4_294_967_295,
+                query: true
+            }
+        );
+        for bad in [
+            "KILL",
+            "KILL QUERY",
+            "KILL 'x'",
+            "KILL 1 2",
+            "KILL QUERY ID 3",
+        ] {
+            assert!(classify(bad).is_err(), "{bad}");
+        }
         assert_eq!(
             ok("ANALYZE TABLE Country, City, `CountryLanguage`;"),
             Statement::TableMaintenance {

@@ -133,6 +133,9 @@ pub trait Executor: Send {
     /// `USER()`, `@@x`, `@x`).
     fn set_session(&mut self, session: std::sync::Arc<crate::mysql_functions::SessionFacts>);
 
+    /// How another task interrupts the statement this executor runs (`KILL QUERY`).
+    fn interrupter(&self) -> crate::processes::Interrupt;
+
     /// Turns foreign key checks on or off for what runs next outside a transaction
     /// (`@@foreign_key_checks`).
     ///

@@ -78,6 +78,7 @@ mod information_schema;
 mod keys;
 mod mysql_dialect;
 mod mysql_functions;
+mod processes;
 mod results;
 mod server;
 mod session;

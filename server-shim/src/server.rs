@@ -320,14 +320,16 @@ async fn close_databases(catalog: &Catalog, deadline: tokio::time::Instant) {
 async fn connection(socket: TcpStream, peer: SocketAddr, state: Arc<ServerState>) {
     let _ = socket.set_nodelay(true);
     let conn_id = state.conn_id();
+    // In the process list while it lives; `KILL` ends it as shutdown does.
+    let registered = state.processes.register(conn_id, &state.shutdown);
     let shared = Arc::new(ConnShared::default());
     let timeouts = state.timeouts;
-    let shutdown = state.shutdown.clone();
+    let shutdown = registered.process().ended().clone();
     let tls = state.tls.clone();
     let state_require_tls = state.require_secure_transport;
     let connection_shared = Arc::clone(&shared);
     let shim = Shim {
-        session: Session::new(Arc::clone(&state), conn_id),
+        session: Session::new(Arc::clone(&state), Arc::clone(registered.process())),
         server: state,
         shared,
         conn_id,
@@ -351,6 +353,7 @@ async fn connection(socket: TcpStream, peer: SocketAddr, state: Arc<ServerState>
             AsyncMysqlIntermediary::run_on(shim, reader, writer).await
         }
     };
+    drop(registered);
     match ended {
         Ok(()) => debug!(conn_id, "connection closed"),
         // A refused login was logged by `authenticate`.

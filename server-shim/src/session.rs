@@ -24,6 +24,7 @@ use crate::catalog::{Database, Slot};
 use crate::classify::{SessionFn, SessionItem, Statement, classify};
 use crate::engine::{Cell, Executor, Outcome, SavepointAction, count_placeholders};
 use crate::mysql_functions::{SessionFacts, StatementCounts};
+use crate::processes::Process;
 use crate::results::{Reply, status_flags};
 use crate::sql_error::SqlError;
 use crate::state::ServerState;
@@ -71,6 +72,8 @@ pub struct Prepared {
 pub struct Session {
     server: Arc<ServerState>,
     conn_id: u32,
+    /// The connection's place in the process list (`KILL`).
+    process: Arc<Process>,
     login: Option<Login>,
     database: Option<String>,
     autocommit: bool,
@@ -106,7 +109,7 @@ pub struct Session {
 /// storage on first use). Returns the guard (unless the task panicked) and `f`'s result.
 async fn run_blocking<T: Send + 'static>(
     server: &Arc<ServerState>,
-    (facts, counts): (Arc<SessionFacts>, Arc<StatementCounts>),
+    session: ForSession,
     mut guard: OwnedMutexGuard<Slot>,
     db: Arc<Database>,
     f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
@@ -117,8 +120,8 @@ async fn run_blocking<T: Send + 'static>(
             // The database's connection is shared by its sessions: each sets the checks it
             // wants and leaves them on (SQLite ignores both inside a transaction, so one
             // begun without checks keeps none until it ends, and the end turns them on).
-            e.set_foreign_key_checks(facts.foreign_key_checks())?;
-            let result = for_session(e, facts, &counts, f);
+            e.set_foreign_key_checks(session.facts.foreign_key_checks())?;
+            let result = for_session(e, session, f);
             e.set_foreign_key_checks(true)?;
             result
         });
@@ -133,12 +136,24 @@ async fn run_blocking<T: Send + 'static>(
     }
 }
 
+/// What a statement's executor is given about its session.
+struct ForSession {
+    facts: Arc<SessionFacts>,
+    counts: Arc<StatementCounts>,
+    /// The connection, for `KILL QUERY` to interrupt the statement.
+    process: Arc<Process>,
+}
+
 /// Runs `f` on `e` for a session: its facts and its `ROW_COUNT()`/`FOUND_ROWS()` set in
-/// first, the counts read back after.
+/// first, the counts read back after; interruptible by `KILL QUERY` while it runs (and only
+/// then: the executor serves the database's other sessions next).
 fn for_session<T>(
     e: &mut dyn Executor,
-    facts: Arc<SessionFacts>,
-    counts: &StatementCounts,
+    ForSession {
+        facts,
+        counts,
+        process,
+    }: ForSession,
     f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError>,
 ) -> Result<T, SqlError> {
     e.set_session(facts);
@@ -146,7 +161,9 @@ fn for_session<T>(
         counts.row_count.load(Ordering::Relaxed),
         counts.found_rows.load(Ordering::Relaxed),
     );
+    process.running(Some(e.interrupter()));
     let result = f(e);
+    process.running(None);
     let (row_count, found_rows) = e.counts();
     counts.row_count.store(row_count, Ordering::Relaxed);
     counts.found_rows.store(found_rows, Ordering::Relaxed);
@@ -162,12 +179,14 @@ fn parse_flag(value: &str) -> Option<bool> {
 }
 
 impl Session {
-    /// A session for connection `conn_id`.
+    /// A session for connection `process`.
     #[must_use]
-    pub fn new(server: Arc<ServerState>, conn_id: u32) -> Self {
+    pub fn new(server: Arc<ServerState>, process: Arc<Process>) -> Self {
+        let conn_id = process.id;
         Self {
             server,
             conn_id,
+            process,
             login: None,
             database: None,
             autocommit: true,
@@ -192,13 +211,18 @@ impl Session {
 
     /// Records the login (once, right after authentication).
     pub fn set_login(&mut self, login: Login) {
+        self.process.set_user(&login.user);
         self.login = Some(login);
         self.refresh_facts();
     }
 
     /// What a statement's executor is given about this session.
-    fn statement_facts(&self) -> (Arc<SessionFacts>, Arc<StatementCounts>) {
-        (Arc::clone(&self.facts), Arc::clone(&self.counts))
+    fn statement_facts(&self) -> ForSession {
+        ForSession {
+            facts: Arc::clone(&self.facts),
+            counts: Arc::clone(&self.counts),
+            process: Arc::clone(&self.process),
+        }
     }
 
     /// Brings [`Self::facts`] up to date after the login or a `SET`.
@@ -399,9 +423,35 @@ impl Session {
             }
             Statement::SessionSelect(items) => self.session_select(items),
             Statement::Ignored => Ok(ok(0)),
+            Statement::Kill { id, query } => self.kill(id, query),
             Statement::TableMaintenance { op, tables } => self.table_maintenance(&op, tables).await,
             Statement::Engine { write } => self.engine(sql, params, write).await,
         }
+    }
+
+    /// `KILL [QUERY] id`: the connection's own user, or an admin, may. Killing its own
+    /// connection ends it after this ERR 1317, as MySQL does.
+    fn kill(&self, id: u64, query: bool) -> Result<Reply, SqlError> {
+        let target = self
+            .server
+            .processes
+            .get(id)
+            .ok_or_else(|| SqlError::no_such_thread(id))?;
+        let admin = self.login.as_ref().is_some_and(|l| l.role == Role::Admin);
+        let user = self.login.as_ref().map(|l| l.user.as_str());
+        if !admin && !user.is_some_and(|u| target.owned_by(u)) {
+            return Err(SqlError::kill_denied(id));
+        }
+        tracing::info!(conn_id = self.conn_id, target = id, query, "KILL");
+        if query {
+            target.kill_query();
+            return Ok(ok(0));
+        }
+        target.kill();
+        if Arc::ptr_eq(&target, &self.process) {
+            return Err(SqlError::query_interrupted());
+        }
+        Ok(ok(0))
     }
 
     fn require_admin(&self) -> Result<(), SqlError> {
@@ -463,12 +513,12 @@ impl Session {
             .await
             .map_err(|_| SqlError::lock_wait_timeout())?
             .map_err(|_| SqlError::internal("the database's readers are closed"))?;
-        let (facts, counts) = self.statement_facts();
+        let session = self.statement_facts();
         let catalog = Arc::clone(&self.server.catalog);
         let task = tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let mut reader = db.reader(catalog.engine())?;
-            let result = for_session(reader.as_mut(), facts, &counts, f);
+            let result = for_session(reader.as_mut(), session, f);
             db.return_reader(reader);
             result
         });

@@ -238,6 +238,33 @@ impl SqlError {
         )
     }
 
+    /// 1317 `ER_QUERY_INTERRUPTED` (70100): the statement was interrupted by `KILL`.
+    #[must_use]
+    pub fn query_interrupted() -> Self {
+        Self::new(
+            ErrorKind::ER_QUERY_INTERRUPTED,
+            "Query execution was interrupted",
+        )
+    }
+
+    /// 1094 `ER_NO_SUCH_THREAD` (HY000).
+    #[must_use]
+    pub fn no_such_thread(id: u64) -> Self {
+        Self::new(
+            ErrorKind::ER_NO_SUCH_THREAD,
+            format!("Unknown thread id: {id}"),
+        )
+    }
+
+    /// 1095 `ER_KILL_DENIED_ERROR` (HY000): another user's connection, without admin rights.
+    #[must_use]
+    pub fn kill_denied(id: u64) -> Self {
+        Self::new(
+            ErrorKind::ER_KILL_DENIED_ERROR,
+            format!("You are not owner of thread {id}"),
+        )
+    }
+
     /// 1205 `ER_LOCK_WAIT_TIMEOUT` (HY000).
     #[must_use]
     pub fn lock_wait_timeout() -> Self {

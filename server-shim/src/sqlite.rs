@@ -552,6 +552,11 @@ impl Executor for SqliteExecutor {
         Ok(outcome)
     }
 
+    fn interrupter(&self) -> crate::processes::Interrupt {
+        let handle = self.conn.get_interrupt_handle();
+        Box::new(move || handle.interrupt())
+    }
+
     fn set_session(&mut self, session: Arc<mysql_functions::SessionFacts>) {
         *self
             .facts
@@ -920,6 +925,7 @@ pub fn from_sqlite(err: &rusqlite::Error, db: &str) -> SqlError {
             }
         }
         ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => SqlError::lock_wait_timeout(),
+        ErrorCode::OperationInterrupted => SqlError::query_interrupted(),
         _ => {
             if let Some(table) = message.strip_prefix("no such table: ") {
                 let table = table.rsplit('.').next().unwrap_or(table);

@@ -41,6 +41,8 @@ pub struct ServerState {
     /// `--ticket-key-file`: resumption tickets for relayed sessions; `None` issues none and
     /// refuses every reattach.
     pub tickets: Option<crate::tickets::Tickets>,
+    /// The open connections, for `KILL`.
+    pub processes: Arc<crate::processes::Processes>,
     /// The next connection id (the greeting's `connection_id`, `CONNECTION_ID()`).
     next_conn_id: AtomicU32,
 }
@@ -66,16 +68,18 @@ impl ServerState {
             tls: None,
             require_secure_transport: false,
             tickets: None,
+            processes: Arc::default(),
             next_conn_id: AtomicU32::new(1),
         }
     }
 
     /// A fresh connection id.
     pub fn conn_id(&self) -> u32 {
-        // Ids increase per connection; 0 is skipped on wrap-around.
+        // Ids increase per connection; after a wrap-around, 0 and ids still open are
+        // skipped (KILL must name one connection).
         loop {
             let id = self.next_conn_id.fetch_add(1, Ordering::Relaxed);
-            if id != 0 {
+            if id != 0 && !self.processes.contains(id) {
                 return id;
             }
         }

@@ -666,3 +666,102 @@ fn a_read_after_alter_table_sees_the_new_columns() {
     ));
     assert_eq!(ok(&read()), "1\tapple\t3\n");
 }
+
+/// `KILL QUERY id` ends another connection's running statement (it gets ERR 1317 and goes
+/// on); `KILL id` ends the connection. Only the connection's own user or an admin may (1095),
+/// an unknown id is 1094, and a connection that kills itself gets 1317 and is closed.
+#[test]
+fn kill_ends_a_statement_or_a_connection_for_its_owner_or_an_admin() {
+    let tmp = TempDir::new("shim-kill");
+    let data = tmp.path().join("data");
+    tests::add_user(&data, "root", PW, true);
+    tests::add_user(&data, "app", "app-secret-pw", false);
+    tests::add_user(&data, "other", "other-secret-pw", false);
+    let shim = Shim::start(&data, None, &[]);
+    let login = |user: &str, pw: &str| {
+        tests::raw::login(shim.port, user, pw, None)
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{user}: {e:?}"))
+    };
+    let (mut root, mut app, mut other) = (
+        login("root", PW),
+        login("app", "app-secret-pw"),
+        login("other", "other-secret-pw"),
+    );
+    let query = |s: &mut std::net::TcpStream, sql: &str| tests::raw::query(s, sql).unwrap();
+    assert!(query(&mut root, "CREATE DATABASE k").is_ok());
+    assert!(query(&mut app, "USE k").is_ok());
+    let id = tests::raw::one_row(&mut app, "SELECT CONNECTION_ID()").unwrap();
+    assert_eq!(
+        query(&mut root, "KILL QUERY 4000000000"),
+        Err((1094, "Unknown thread id: 4000000000".into()))
+    );
+
+    // A statement that would run for minutes.
+    let payload = b"\x03WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n \
+        WHERE x < 2000000000) SELECT count(*) FROM n";
+    tests::raw::write_packet(&mut app, 0, payload).unwrap();
+    assert_eq!(
+        query(&mut other, &format!("KILL QUERY {id}")),
+        Err((1095, format!("You are not owner of thread {id}")))
+    );
+    // Asked again until the statement has started and the answer comes.
+    app.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        assert_eq!(
+            query(&mut root, &format!("KILL QUERY {id}")),
+            Ok(Vec::new())
+        );
+        if app.peek(&mut [0]).is_ok() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the statement went on"
+        );
+    }
+    app.set_read_timeout(Some(tests::IO_TIMEOUT)).unwrap();
+    let (_, err) = tests::raw::read_packet(&mut app).unwrap();
+    assert_eq!(
+        tests::raw::err_of(&err),
+        (1317, "Query execution was interrupted".into())
+    );
+    // The connection goes on, in its database.
+    assert_eq!(
+        tests::raw::one_row(&mut app, "SELECT DATABASE()").as_deref(),
+        Some("k")
+    );
+
+    // Its own user ends it.
+    let mut app2 = login("app", "app-secret-pw");
+    assert_eq!(query(&mut app2, &format!("KILL {id}")), Ok(Vec::new()));
+    assert_ended(&mut app);
+    // Killing itself: 1317, then the close.
+    let own = tests::raw::one_row(&mut app2, "SELECT CONNECTION_ID()").unwrap();
+    assert_eq!(
+        query(&mut app2, &format!("KILL CONNECTION {own}")),
+        Err((1317, "Query execution was interrupted".into()))
+    );
+    assert_ended(&mut app2);
+    assert_eq!(
+        query(&mut root, &format!("KILL {own}")),
+        Err((1094, format!("Unknown thread id: {own}")))
+    );
+}
+
+/// The server closed `s`: its next read ends (end of stream or a reset), not by timeout.
+fn assert_ended(s: &mut std::net::TcpStream) {
+    use std::io::Read as _;
+    let mut buf = [0; 16];
+    let read = s.read(&mut buf);
+    assert!(
+        matches!(read, Ok(0))
+            || read.as_ref().is_err_and(|e| !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            )),
+        "{read:?}"
+    );
+}

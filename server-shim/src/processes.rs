@@ -1,0 +1,185 @@
+//! The server's connections by id (MySQL's process list), for `KILL [QUERY | CONNECTION] id`.
+//!
+//! Each connection registers itself when it starts ([`Processes::register`]) and is removed
+//! when it ends. A connection running a statement says how to interrupt it
+//! ([`Process::running`]); the statement's executor is shared by the database's sessions, so
+//! the connection clears that before it lets the database's lock go, and a late `KILL QUERY`
+//! never interrupts another session's statement. `KILL` (the connection) interrupts its
+//! statement too and cancels its token: the connection's reader then sees the end of the
+//! stream, as at shutdown, and the connection ends.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio_util::sync::CancellationToken;
+
+/// Interrupts the statement an executor is running (SQLite's `sqlite3_interrupt`); no effect
+/// when none is.
+pub type Interrupt = Box<dyn Fn() + Send + Sync>;
+
+/// One connection.
+pub struct Process {
+    /// `CONNECTION_ID()`.
+    pub id: u32,
+    /// The logged-in user (`None` before the login).
+    user: Mutex<Option<String>>,
+    /// How to interrupt the statement it runs now.
+    running: Mutex<Option<Interrupt>>,
+    /// Cancelled by `KILL` (and at shutdown): the connection ends.
+    ended: CancellationToken,
+}
+
+impl std::fmt::Debug for Process {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Process")
+            .field("id", &self.id)
+            .field("user", &*lock(&self.user))
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Process {
+    /// Records the login's user (who may kill this connection without admin rights).
+    pub fn set_user(&self, user: &str) {
+        *lock(&self.user) = Some(user.to_owned());
+    }
+
+    /// Whether `user` is this connection's.
+    #[must_use]
+    pub fn owned_by(&self, user: &str) -> bool {
+        lock(&self.user).as_deref() == Some(user)
+    }
+
+    /// How to interrupt the statement starting now; `None` once it has ended.
+    pub fn running(&self, interrupt: Option<Interrupt>) {
+        *lock(&self.running) = interrupt;
+    }
+
+    /// `KILL QUERY`: interrupts the running statement, if any (it fails with ERR 1317).
+    pub fn kill_query(&self) {
+        if let Some(interrupt) = lock(&self.running).as_ref() {
+            interrupt();
+        }
+    }
+
+    /// `KILL`: interrupts the running statement and ends the connection.
+    pub fn kill(&self) {
+        self.kill_query();
+        self.ended.cancel();
+    }
+
+    /// Cancelled when the connection is to end (`KILL`, or the server's shutdown).
+    #[must_use]
+    pub fn ended(&self) -> &CancellationToken {
+        &self.ended
+    }
+}
+
+/// Every open connection, by id.
+#[derive(Debug, Default)]
+pub struct Processes {
+    by_id: Mutex<HashMap<u32, Arc<Process>>>,
+}
+
+impl Processes {
+    /// Registers connection `id`, ended with `shutdown` too. It is removed when the returned
+    /// [`Registered`] drops.
+    pub fn register(self: &Arc<Self>, id: u32, shutdown: &CancellationToken) -> Registered {
+        let process = Arc::new(Process {
+            id,
+            user: Mutex::new(None),
+            running: Mutex::new(None),
+            ended: shutdown.child_token(),
+        });
+        lock(&self.by_id).insert(id, Arc::clone(&process));
+        Registered {
+            processes: Arc::clone(self),
+            process,
+        }
+    }
+
+    /// Connection `id`, if open.
+    #[must_use]
+    pub fn get(&self, id: u64) -> Option<Arc<Process>> {
+        let id = u32::try_from(id).ok()?;
+        lock(&self.by_id).get(&id).cloned()
+    }
+
+    /// Whether connection `id` is open.
+    #[must_use]
+    pub fn contains(&self, id: u32) -> bool {
+        lock(&self.by_id).contains_key(&id)
+    }
+}
+
+/// A connection's place in [`Processes`], for as long as it lives.
+#[derive(Debug)]
+pub struct Registered {
+    processes: Arc<Processes>,
+    process: Arc<Process>,
+}
+
+impl Registered {
+    /// The connection.
+    #[must_use]
+    pub fn process(&self) -> &Arc<Process> {
+        &self.process
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut by_id = lock(&self.processes.by_id);
+        if by_id
+            .get(&self.process.id)
+            .is_some_and(|p| Arc::ptr_eq(p, &self.process))
+        {
+            by_id.remove(&self.process.id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn kills_reach_the_running_statement_and_the_connection_and_end_with_it() {
+        let processes = Arc::new(Processes::default());
+        let shutdown = CancellationToken::new();
+        let registered = processes.register(7, &shutdown);
+        let process = processes.get(7).unwrap();
+        process.set_user("app");
+        assert!(process.owned_by("app") && !process.owned_by("root"));
+        let interrupts = Arc::new(AtomicUsize::new(0));
+        // Idle: nothing to interrupt.
+        process.kill_query();
+        let counted = Arc::clone(&interrupts);
+        process.running(Some(Box::new(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        })));
+        process.kill_query();
+        assert_eq!(interrupts.load(Ordering::SeqCst), 1);
+        assert!(!process.ended().is_cancelled());
+        process.kill();
+        assert_eq!(interrupts.load(Ordering::SeqCst), 2);
+        assert!(process.ended().is_cancelled());
+        // A statement that ended is not interrupted by a late KILL QUERY.
+        process.running(None);
+        process.kill_query();
+        assert_eq!(interrupts.load(Ordering::SeqCst), 2);
+        drop(registered);
+        assert!(processes.get(7).is_none());
+        assert!(processes.get(u64::from(u32::MAX) + 1).is_none());
+        // Shutdown ends every connection.
+        let other = processes.register(8, &shutdown);
+        shutdown.cancel();
+        assert!(other.process().ended().is_cancelled());
+    }
+}
