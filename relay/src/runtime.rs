@@ -60,9 +60,14 @@ impl InstanceRuntime {
             .clone()
     }
 
-    /// A connection id for the next greeting.
+    /// A connection id for the next greeting: in the upper half of the id space, which
+    /// server-shim leaves to relays (its own connections count in the lower half), so the
+    /// compute can take it as the session's id without meeting one of its own
+    /// (`compute_leg::CONNECTION_ID_ATTR`). The counter starts at a random point
+    /// ([`first_connection_id`]), so a restarted relay or another relay of a fleet rarely
+    /// hands out an id a compute still has.
     pub fn next_connection_id(&self) -> u32 {
-        self.connection_ids.fetch_add(1, Ordering::Relaxed)
+        RELAY_CONNECTION_IDS | self.connection_ids.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Learns the compute's profile from its greeting: when it differs from the one in use,
@@ -118,4 +123,13 @@ impl InstanceRuntime {
             report.compute_to_client,
         );
     }
+}
+
+/// The bit set in every connection id a relay greets with ([`InstanceRuntime::next_connection_id`]).
+pub const RELAY_CONNECTION_IDS: u32 = 0x8000_0000;
+
+/// Where an instance's greeting ids start: anywhere in the relay's half.
+#[must_use]
+pub fn first_connection_id() -> u32 {
+    rand::random::<u32>() & !RELAY_CONNECTION_IDS
 }

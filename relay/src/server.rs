@@ -372,7 +372,7 @@ async fn serve(
             ring: Arc::clone(&ring),
             greetings: Arc::clone(&greetings),
             metrics: Arc::clone(&metrics),
-            connection_ids: AtomicU32::new(1),
+            connection_ids: AtomicU32::new(crate::runtime::first_connection_id()),
             shutdown: shutdown.clone(),
             budgets: Arc::clone(&budgets),
             tls,

@@ -69,6 +69,9 @@ pub struct Login {
     /// This login reattached a session with a ticket (the client's answer was checked at
     /// its first login).
     pub resumed: bool,
+    /// A relayed login: the connection id the relay greeted its client with (the relay's
+    /// `_perceptron_connection_id` attribute), for the session to take as its own.
+    pub client_connection_id: Option<u32>,
 }
 
 /// A refused login: what to log, and what the client is told.
@@ -377,7 +380,25 @@ fn finish(
             .map(|d| String::from_utf8_lossy(d).into_owned()),
         ticket: None,
         resumed: false,
+        client_connection_id: (route == Route::Relayed)
+            .then(|| relay_connection_id(handshake))
+            .flatten(),
     })
+}
+
+/// The connect attribute a relay names its client's connection id with.
+pub const CONNECTION_ID_ATTR: &[u8] = b"_perceptron_connection_id";
+
+/// The id in `handshake`'s [`CONNECTION_ID_ATTR`] (decimal, in the relay's half of the id
+/// space), if it carries one.
+fn relay_connection_id(handshake: &HandshakeResponse41) -> Option<u32> {
+    let (_, value) = handshake
+        .connect_attrs
+        .iter()
+        .flatten()
+        .find(|(key, _)| key.as_slice() == CONNECTION_ID_ATTR)?;
+    let id: u32 = std::str::from_utf8(value).ok()?.parse().ok()?;
+    (id & crate::processes::RELAY_IDS != 0).then_some(id)
 }
 
 /// A new session's first ticket, if this compute issues tickets (a relay that asks one of a

@@ -9,6 +9,7 @@
 //! stream, as at shutdown, and the connection ends.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio_util::sync::CancellationToken;
@@ -17,10 +18,15 @@ use tokio_util::sync::CancellationToken;
 /// when none is.
 pub type Interrupt = Box<dyn Fn() + Send + Sync>;
 
+/// The bit set in every id a relay greets its clients with; the shim numbers its own
+/// connections below it, so a relayed session can take the id its client was greeted with
+/// ([`Processes::adopt`]).
+pub const RELAY_IDS: u32 = 0x8000_0000;
+
 /// One connection.
 pub struct Process {
     /// `CONNECTION_ID()`.
-    pub id: u32,
+    id: AtomicU32,
     /// The logged-in user (`None` before the login).
     user: Mutex<Option<String>>,
     /// How to interrupt the statement it runs now.
@@ -32,7 +38,7 @@ pub struct Process {
 impl std::fmt::Debug for Process {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Process")
-            .field("id", &self.id)
+            .field("id", &self.id())
             .field("user", &*lock(&self.user))
             .finish_non_exhaustive()
     }
@@ -43,6 +49,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Process {
+    /// `CONNECTION_ID()`.
+    #[must_use]
+    pub fn id(&self) -> u32 {
+        self.id.load(Ordering::Relaxed)
+    }
+
     /// Records the login's user (who may kill this connection without admin rights).
     pub fn set_user(&self, user: &str) {
         *lock(&self.user) = Some(user.to_owned());
@@ -90,7 +102,7 @@ impl Processes {
     /// [`Registered`] drops.
     pub fn register(self: &Arc<Self>, id: u32, shutdown: &CancellationToken) -> Registered {
         let process = Arc::new(Process {
-            id,
+            id: AtomicU32::new(id),
             user: Mutex::new(None),
             running: Mutex::new(None),
             ended: shutdown.child_token(),
@@ -107,6 +119,20 @@ impl Processes {
     pub fn get(&self, id: u64) -> Option<Arc<Process>> {
         let id = u32::try_from(id).ok()?;
         lock(&self.by_id).get(&id).cloned()
+    }
+
+    /// A relayed session takes the id `id` its client was greeted with by the relay (in
+    /// [`RELAY_IDS`]' half), unless a connection has it already: `false` then, and it keeps
+    /// its own.
+    pub fn adopt(&self, process: &Arc<Process>, id: u32) -> bool {
+        let mut by_id = lock(&self.by_id);
+        if id & RELAY_IDS == 0 || by_id.contains_key(&id) {
+            return false;
+        }
+        by_id.remove(&process.id());
+        process.id.store(id, Ordering::Relaxed);
+        by_id.insert(id, Arc::clone(process));
+        true
     }
 
     /// Whether connection `id` is open.
@@ -134,11 +160,12 @@ impl Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         let mut by_id = lock(&self.processes.by_id);
+        let id = self.process.id();
         if by_id
-            .get(&self.process.id)
+            .get(&id)
             .is_some_and(|p| Arc::ptr_eq(p, &self.process))
         {
-            by_id.remove(&self.process.id);
+            by_id.remove(&id);
         }
     }
 }
@@ -177,6 +204,19 @@ mod tests {
         drop(registered);
         assert!(processes.get(7).is_none());
         assert!(processes.get(u64::from(u32::MAX) + 1).is_none());
+        // A relayed session takes its client's id, once free and in the relay's half.
+        let relayed = processes.register(9, &shutdown);
+        let other = processes.register(10, &shutdown);
+        assert!(!processes.adopt(relayed.process(), 11), "not a relay's id");
+        assert!(processes.adopt(relayed.process(), RELAY_IDS | 5));
+        assert_eq!(relayed.process().id(), RELAY_IDS | 5);
+        assert!(processes.get(9).is_none());
+        assert!(processes.get(u64::from(RELAY_IDS | 5)).is_some());
+        assert!(!processes.adopt(other.process(), RELAY_IDS | 5), "taken");
+        assert_eq!(other.process().id(), 10);
+        drop(relayed);
+        assert!(processes.get(u64::from(RELAY_IDS | 5)).is_none());
+        drop(other);
         // Shutdown ends every connection.
         let other = processes.register(8, &shutdown);
         shutdown.cancel();

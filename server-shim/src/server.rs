@@ -59,6 +59,7 @@ impl Shim {
                 .take()
         {
             self.session.set_login(login);
+            self.conn_id = self.session.process().id();
         }
     }
 }
@@ -133,8 +134,22 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         }
         match decided {
             Ok(mut login) => {
+                // The id the relay greeted this session's client with, if it is free: the
+                // client's KILL and CONNECTION_ID() then name this connection.
+                let adopted = login.client_connection_id.filter(|&id| {
+                    let taken = self.server.processes.adopt(self.session.process(), id);
+                    if !taken {
+                        warn!(
+                            conn_id = self.conn_id,
+                            client_connection_id = id,
+                            "the client's connection id is in use here; the session keeps its own"
+                        );
+                    }
+                    taken
+                });
                 info!(
                     conn_id = self.conn_id,
+                    client_connection_id = adopted,
                     user = %login.user,
                     route = login.route.as_str(),
                     plugin = %login.plugin,

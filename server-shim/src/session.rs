@@ -182,7 +182,7 @@ impl Session {
     /// A session for connection `process`.
     #[must_use]
     pub fn new(server: Arc<ServerState>, process: Arc<Process>) -> Self {
-        let conn_id = process.id;
+        let conn_id = process.id();
         Self {
             server,
             conn_id,
@@ -212,6 +212,8 @@ impl Session {
     /// Records the login (once, right after authentication).
     pub fn set_login(&mut self, login: Login) {
         self.process.set_user(&login.user);
+        // A relayed session may have taken its client's id (`Processes::adopt`).
+        self.conn_id = self.process.id();
         self.login = Some(login);
         self.refresh_facts();
     }
@@ -237,6 +239,12 @@ impl Session {
             variables: self.variables.clone(),
             user_variables: self.user_variables.clone(),
         });
+    }
+
+    /// The connection's place in the process list.
+    #[must_use]
+    pub const fn process(&self) -> &Arc<Process> {
+        &self.process
     }
 
     /// Whether the login is known.

@@ -75,10 +75,12 @@ impl ServerState {
 
     /// A fresh connection id.
     pub fn conn_id(&self) -> u32 {
-        // Ids increase per connection; after a wrap-around, 0 and ids still open are
-        // skipped (KILL must name one connection).
+        // Ids increase per connection, in the lower half (the upper is the relays',
+        // `processes::RELAY_IDS`); after a wrap-around, 0 and ids still open are skipped
+        // (KILL must name one connection).
         loop {
-            let id = self.next_conn_id.fetch_add(1, Ordering::Relaxed);
+            let id =
+                self.next_conn_id.fetch_add(1, Ordering::Relaxed) & !crate::processes::RELAY_IDS;
             if id != 0 && !self.processes.contains(id) {
                 return id;
             }

@@ -559,16 +559,39 @@ pub mod raw {
         login_on(connect_from(source, port)?, user, password, database)
     }
 
+    /// [`login`], with the connection id the server's greeting gave.
+    ///
+    /// # Errors
+    /// As [`login`].
+    pub fn login_greeted(
+        port: u16,
+        user: &str,
+        password: &str,
+        database: Option<&str>,
+    ) -> io::Result<Result<(TcpStream, u32), (u16, String)>> {
+        greeted_login_on(connect(port)?, user, password, database)
+    }
+
     /// [`login`] on a stream already connected.
     ///
     /// # Errors
     /// As [`login`].
     fn login_on(
-        mut s: TcpStream,
+        s: TcpStream,
         user: &str,
         password: &str,
         database: Option<&str>,
     ) -> io::Result<Result<TcpStream, (u16, String)>> {
+        Ok(greeted_login_on(s, user, password, database)?.map(|(s, _)| s))
+    }
+
+    /// [`login_on`], with the greeting's connection id.
+    fn greeted_login_on(
+        mut s: TcpStream,
+        user: &str,
+        password: &str,
+        database: Option<&str>,
+    ) -> io::Result<Result<(TcpStream, u32), (u16, String)>> {
         use authplugin::packet::capabilities::{
             CLIENT_CONNECT_WITH_DB, CLIENT_PLUGIN_AUTH, CLIENT_PROTOCOL_41,
             CLIENT_SECURE_CONNECTION,
@@ -608,7 +631,7 @@ pub mod raw {
         }
         let _ = seq;
         match reply.first() {
-            Some(0x00) => Ok(Ok(s)),
+            Some(0x00) => Ok(Ok((s, g.connection_id))),
             Some(0xFF) => Ok(Err(err_of(&reply))),
             _ => Err(bad("login reply")),
         }

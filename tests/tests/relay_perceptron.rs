@@ -69,6 +69,57 @@ fn login_to_a_paused_instance_wakes_it_and_runs_queries_on_one_connection() {
     );
 }
 
+/// A held session's connection id is the one the relay greeted its client with:
+/// `CONNECTION_ID()` says so, and `KILL` from another connection (the direct route, once the
+/// instance runs) reaches that session, as a driver's query timeout or a client's Ctrl-C
+/// sends it.
+#[test]
+fn a_held_sessions_connection_id_is_its_greetings_and_kill_reaches_it() {
+    use std::io::Read as _;
+    use tests::raw;
+    let dir = TempDir::new("relay-conn-id");
+    let relay = Relay::start(dir.path(), RelayOptions::default());
+    let (mut held, id) = raw::login_greeted(relay.port, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        raw::one_row(&mut held, "SELECT CONNECTION_ID()"),
+        Some(id.to_string()),
+        "{}",
+        relay.log()
+    );
+    let (mut other, other_id) = raw::login_greeted(relay.port, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap();
+    assert_ne!(other_id, id);
+    assert_eq!(
+        raw::one_row(&mut other, "SELECT CONNECTION_ID()"),
+        Some(other_id.to_string())
+    );
+    assert_eq!(
+        raw::query(&mut other, &format!("KILL QUERY {id}")).unwrap(),
+        Ok(Vec::new())
+    );
+    assert_eq!(
+        raw::one_row(&mut held, "SELECT 1 + 1").as_deref(),
+        Some("2")
+    );
+    assert_eq!(
+        raw::query(&mut other, &format!("KILL {id}")).unwrap(),
+        Ok(Vec::new())
+    );
+    let mut buf = [0; 8];
+    let read = held.read(&mut buf);
+    assert!(
+        matches!(read, Ok(0))
+            || read.as_ref().is_err_and(|e| !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            )),
+        "{read:?}"
+    );
+}
+
 #[test]
 fn wrong_password_through_the_relay_gets_1045() {
     let dir = TempDir::new("relay-1045");

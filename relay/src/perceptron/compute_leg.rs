@@ -217,8 +217,21 @@ pub fn response_for<S>(
 ) -> HandshakeResponse41 {
     // Inside TLS the login repeats the SSLRequest's CLIENT_SSL, as a MySQL client's does.
     let tls = if compute.tls { CLIENT_SSL } else { 0 };
-    let client_flag = client_flag(login, &compute.greeting) | tls;
+    // Connect attributes always: they carry the client's connection id (server-shim reads
+    // them whether it offered them or not; MariaDB offers them).
+    let client_flag = client_flag(login, &compute.greeting) | tls | CLIENT_CONNECT_ATTRS;
     let client = &login.response;
+    let mut connect_attrs: Vec<(Vec<u8>, Vec<u8>)> = client
+        .connect_attrs
+        .iter()
+        .flatten()
+        .filter(|(key, _)| key.as_slice() != CONNECTION_ID_ATTR.as_bytes())
+        .cloned()
+        .collect();
+    connect_attrs.push((
+        CONNECTION_ID_ATTR.as_bytes().to_vec(),
+        login.connection_id.to_string().into_bytes(),
+    ));
     HandshakeResponse41 {
         client_flag,
         max_packet_size: client.max_packet_size,
@@ -229,11 +242,16 @@ pub fn response_for<S>(
         database: (client_flag & CLIENT_CONNECT_WITH_DB != 0)
             .then(|| client.database.clone().unwrap_or_default()),
         client_plugin_name: Some(plugin.as_bytes().to_vec()),
-        connect_attrs: (client_flag & CLIENT_CONNECT_ATTRS != 0)
-            .then(|| client.connect_attrs.clone().unwrap_or_default()),
+        connect_attrs: Some(connect_attrs),
         zstd_compression_level: None,
     }
 }
+
+/// The connect attribute that tells the compute which connection id the relay greeted the
+/// client with: a compute that can (server-shim) takes it as the session's, so
+/// `CONNECTION_ID()` and `KILL` agree with the greeting (docs/protocol.md). The client's own
+/// attribute of that name is dropped.
+pub const CONNECTION_ID_ATTR: &str = "_perceptron_connection_id";
 
 /// The capability flags of the relay's login to the compute: the session's flags the compute
 /// also has, minus those the relay never negotiates, plus what every relayed login needs.

@@ -36,6 +36,9 @@ pub struct ClientLogin {
     pub effective_flag: u32,
     /// The login came inside TLS the relay terminated.
     pub tls: bool,
+    /// The connection id the relay greeted the client with, which the compute is asked to
+    /// take as the session's (`CONNECTION_ID()`, `KILL`; `compute_leg::response_for`).
+    pub connection_id: u32,
 }
 
 /// Sends the greeting (P1) and reads the login (P2) within `timeout` (one deadline for the
@@ -173,6 +176,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
             effective_flag,
             response,
             tls: in_tls,
+            connection_id: greeting.connection_id,
         });
     }
     if let Some(plugin) =
@@ -186,6 +190,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
             last_sequence_id: packet.last_sequence_id,
             effective_flag,
             tls: in_tls,
+            connection_id: greeting.connection_id,
         });
     }
     // The client answered for a plugin the compute cannot check against scramble A
@@ -217,6 +222,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         last_sequence_id: again.last_sequence_id,
         effective_flag,
         tls: in_tls,
+        connection_id: greeting.connection_id,
     })
 }
 

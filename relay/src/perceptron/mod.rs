@@ -924,6 +924,7 @@ where
         last_sequence_id: 1,
         effective_flag: flags,
         tls: true,
+        connection_id: 7,
     };
     let mut greeted = compute_leg::GreetedCompute {
         stream: PacketStream::new(compute, MAX_LOGIN_PACKET_LEN),

@@ -56,6 +56,7 @@ impl Resumption {
                 last_sequence_id: 0,
                 effective_flag: login.effective_flag,
                 tls: login.tls,
+                connection_id: login.connection_id,
             },
             client_addr: client_addr.to_owned(),
         }

@@ -352,6 +352,15 @@ async fn dual_login_reaches_the_client_as_the_computes_ok() {
                 Some(payload::PLUGIN_NAME.as_bytes())
             );
             assert!(c.verify(&p6, &ring), "the compute must accept the payload");
+            // The id the client was greeted with, from the relay's half of the id space.
+            let id = p6
+                .connect_attrs
+                .iter()
+                .flatten()
+                .find(|(k, _)| k.as_slice() == compute_leg::CONNECTION_ID_ATTR.as_bytes())
+                .and_then(|(_, v)| std::str::from_utf8(v).ok()?.parse::<u32>().ok())
+                .unwrap();
+            assert_ne!(id & crate::runtime::RELAY_CONNECTION_IDS, 0, "{id}");
             c.send(2, &ok_packet()).await;
         },
     )
@@ -1701,4 +1710,57 @@ mod tls {
         ));
         assert_eq!(r.connects_left, 1);
     }
+}
+
+/// The login the relay sends the compute always carries the client's connection id as a
+/// connect attribute, in place of any the client sent under that name, and keeps the
+/// client's other attributes.
+#[test]
+fn the_computes_login_carries_the_clients_connection_id_and_not_a_forged_one() {
+    let scramble_b = Scramble::from_bytes([0x42; 20]);
+    let (compute, _) = tokio::io::duplex(64);
+    let flags = CLIENT_PROTOCOL_41 | CLIENT_SECURE_CONNECTION | CLIENT_PLUGIN_AUTH;
+    let greeted = compute_leg::GreetedCompute {
+        stream: PacketStream::new(compute, MAX_LOGIN_PACKET_LEN),
+        greeting: HandshakeV10::new(
+            b"8.0.40".to_vec(),
+            7,
+            &scramble_b,
+            flags,
+            45,
+            0,
+            "mysql_native_password",
+        ),
+        scramble_b,
+        tls: false,
+    };
+    let mut response = login_response(&Scramble::from_bytes([0x41; 20]), CLIENT_CONNECT_ATTRS);
+    response.connect_attrs = Some(vec![
+        (b"_client_name".to_vec(), b"libmariadb".to_vec()),
+        (
+            compute_leg::CONNECTION_ID_ATTR.as_bytes().to_vec(),
+            b"1".to_vec(),
+        ),
+    ]);
+    let login = login::ClientLogin {
+        effective_flag: response.client_flag,
+        response,
+        plugin: AuthPlugin::MysqlNativePassword,
+        answer: Zeroizing::new(Vec::new()),
+        last_sequence_id: 1,
+        tls: false,
+        connection_id: 0x8000_0007,
+    };
+    let sent = compute_leg::response_for(&login, &greeted, "x", Zeroizing::new(Vec::new()));
+    assert_ne!(sent.client_flag & CLIENT_CONNECT_ATTRS, 0);
+    assert_eq!(
+        sent.connect_attrs,
+        Some(vec![
+            (b"_client_name".to_vec(), b"libmariadb".to_vec()),
+            (
+                compute_leg::CONNECTION_ID_ATTR.as_bytes().to_vec(),
+                b"2147483655".to_vec()
+            ),
+        ])
+    );
 }
