@@ -2,10 +2,14 @@
 //! anything secret of the client's (scramble A, the client's answer, queries).
 //!
 //! Without it, whatever greets on the compute's address receives a relayed login: enough for
-//! an offline dictionary attack on the client's password. Two forms, because the two computes
+//! an offline dictionary attack on the client's password. Three forms, because the computes
 //! control different parts of the exchange:
 //!
-//! - **In the greeting** (server-shim, which writes its own greeting): scramble B is *timed*
+//! - **In the auth switch** (server-shim): the relay logs in with a [`Hello`] (below) as its
+//!   answer; the compute switches to `mysql_native_password` with its scramble B, a NUL, and
+//!   the proof (as in a challenge round) after them ([`switch_proof`]). Clients that send no
+//!   Hello never see a proof, and the greeting's version is the plain one.
+//! - **In the greeting** (server-shim before the auth switch form): scramble B is *timed*
 //!   ([`Scramble::generate_timed`]) and the server version ends with
 //!   ` pcpt2:<key id>=<tag>[,<key id>=<tag>…]`, one tag per key of the compute's ring (newest
 //!   first, at most [`MAX_GREETING_PROOFS`]), so a relay holding any of them can check it.
@@ -343,6 +347,16 @@ impl Hello {
     }
 }
 
+/// The scramble and the proof in an AuthSwitchRequest's plugin data that carries one
+/// (server-shim answering a [`Hello`]): 20 bytes, a NUL, then the proof; `None` for plugin data
+/// without a proof (a plain native challenge: 20 bytes and a NUL).
+#[must_use]
+pub fn switch_proof(plugin_data: &[u8]) -> Option<(Scramble, &[u8])> {
+    let (scramble, rest) = plugin_data.split_first_chunk::<20>()?;
+    let proof = rest.strip_prefix(&[0])?;
+    (!proof.is_empty()).then(|| (Scramble::from_bytes(*scramble), proof))
+}
+
 fn expect_head(r: &mut Reader<'_>, kind: u8) -> Result<(), DecodeError> {
     if r.array::<4>("magic")? != MAGIC {
         return Err(DecodeError::InvalidValue("magic"));
@@ -519,5 +533,21 @@ mod tests {
             hello.verify_proof(&hello.encode(), &b, &relay),
             Err(ProofError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn a_proof_rides_after_the_switchs_scramble_and_nothing_else_is_one() {
+        let b = Scramble::from_bytes([7; 20]);
+        let ring = KeyRing::new(vec![key("k1", 1)]).unwrap();
+        let hello = Hello::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);
+        let proof = hello.prove(&b, &ring);
+        let data = [&[7u8; 20][..], &[0], &proof].concat();
+        let (scramble, found) = switch_proof(&data).unwrap();
+        assert_eq!(scramble, b);
+        assert!(hello.verify_proof(found, &scramble, &ring).is_ok());
+        // A plain native challenge, a short one, one without the NUL: no proof.
+        assert_eq!(switch_proof(&[[7u8; 20].as_slice(), &[0]].concat()), None);
+        assert_eq!(switch_proof(&[7u8; 12]), None);
+        assert_eq!(switch_proof(&[7u8; 40]), None);
     }
 }

@@ -197,7 +197,9 @@ pub fn sanitize_user(raw: &[u8]) -> String {
 /// # Errors
 /// [`Denial`] with the precise reason.
 pub fn decide(v: &Verifier<'_>, a: &Attempt<'_>) -> Result<Login, Denial> {
-    let relayed = a.plugin == PLUGIN_NAME;
+    // A relay that asked for the proof answers the auth switch (to `mysql_native_password`)
+    // with its payload: its login still names the relayed plugin.
+    let relayed = a.plugin == PLUGIN_NAME || plugin_for_client(a.handshake) == PLUGIN_NAME;
     let route = if relayed {
         Route::Relayed
     } else {

@@ -69,12 +69,9 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
     type Error = io::Error;
 
     fn version(&self) -> String {
-        // With a key ring, the greeting proves that this compute holds the perceptron key
-        // before a relay sends it anyone's login (authplugin::compute_proof).
-        self.server.key_ring.as_ref().map_or_else(
-            || SERVER_VERSION.to_owned(),
-            |keys| compute_proof::greeting_version(SERVER_VERSION, &keys.current(), &self.scramble),
-        )
+        // The same on every route: the proof of the key goes to a relay that asks for it, in
+        // the auth switch (stream::hello_round), not in what every client reads.
+        SERVER_VERSION.to_owned()
     }
 
     fn connect_id(&self) -> u32 {
@@ -86,6 +83,15 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
     }
 
     async fn auth_plugin_for_username(&self, _user: &[u8]) -> &str {
+        // A relay asking for the proof of the key (a Hello): the switch to
+        // mysql_native_password carries it, bound to this connection's scramble.
+        if let (Some(hello), Some(keys)) = (self.shared.hello(), &self.server.key_ring)
+            && let Ok(hello) = compute_proof::Hello::decode(&hello)
+        {
+            self.shared
+                .prove_in_switch(hello.prove(&self.scramble, &keys.current()));
+            return authplugin::AuthPlugin::MysqlNativePassword.name();
+        }
         auth::plugin_for_client(self.shared.first_packet().as_deref())
     }
 

@@ -114,11 +114,13 @@ fn greeting_reports_version_fresh_scramble_and_increasing_connection_ids() {
     assert!(seen.windows(2).all(|w| w[0].1 != w[1].1), "scramble reused");
 }
 
-/// With a key file, the greeting proves that the shim holds the key: a tag over its timed
-/// scramble B in the server version, which a relay with the same key accepts once.
+/// With a key file, the greeting is the plain one every client reads, and the shim proves
+/// the key to a login that asks for it with a Hello: in the auth switch, after its scramble,
+/// bound to the Hello's nonce (a relay with another key refuses it). The relay's payload,
+/// signed for that scramble, then logs in.
 #[test]
-fn greeting_proves_the_key_with_a_key_file() {
-    let tmp = TempDir::new("greeting-proof");
+fn the_key_is_proven_in_the_auth_switch_to_a_login_that_asks() {
+    let tmp = TempDir::new("switch-proof");
     let key_file = tmp.path().join("perceptron.key");
     let key = PerceptronKey::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);
     authplugin::key_file::append(&key_file, &key).unwrap();
@@ -126,18 +128,36 @@ fn greeting_proves_the_key_with_a_key_file() {
     let mut s = raw::connect(shim.port).unwrap();
     let (_, payload) = raw::read_packet(&mut s).unwrap();
     let g = HandshakeV10::decode(&payload).unwrap();
-    assert_eq!(
-        compute_proof::version_without_proof(&g.server_version),
-        b"8.0.36-perceptron-shim"
-    );
+    assert_eq!(g.server_version, b"8.0.36-perceptron-shim");
     let b = g.scramble().unwrap();
-    let ring = KeyRing::new(vec![key]).unwrap();
-    let mut guard = compute_proof::greeting_guard();
-    let proven = compute_proof::verify_greeting(&g.server_version, &b, &ring, now_ms(), &mut guard);
-    assert_eq!(proven, Ok(KeyId::new("k1").unwrap()));
+    let hello = compute_proof::Hello::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);
+    let login = HandshakeResponse41 {
+        client_flag: CLIENT_PROTOCOL_41
+            | CLIENT_SECURE_CONNECTION
+            | CLIENT_PLUGIN_AUTH
+            | CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+            | CLIENT_CONNECT_WITH_DB,
+        max_packet_size: 1 << 24,
+        character_set: 45,
+        reserved: [0; 23],
+        username: b"app".to_vec(),
+        auth_response: Zeroizing::new(hello.encode()),
+        database: Some(b"".to_vec()),
+        client_plugin_name: Some(PLUGIN_NAME.as_bytes().to_vec()),
+        connect_attrs: None,
+        zstd_compression_level: None,
+    };
+    raw::write_packet(&mut s, 1, &login.to_bytes()).unwrap();
+    let (seq, switch) = raw::read_packet(&mut s).unwrap();
+    assert_eq!(seq, 2);
+    let switch = authplugin::packet::AuthSwitchRequest::decode(&switch).unwrap();
+    assert_eq!(switch.plugin_name, b"mysql_native_password");
+    let (scramble, proof) = compute_proof::switch_proof(&switch.plugin_data).unwrap();
+    assert_eq!(scramble, b);
+    let ring = KeyRing::new(vec![key.clone()]).unwrap();
     assert_eq!(
-        compute_proof::verify_greeting(&g.server_version, &b, &ring, now_ms(), &mut guard),
-        Err(compute_proof::ProofError::Replayed)
+        hello.verify_proof(proof, &scramble, &ring),
+        Ok(KeyId::new("k1").unwrap())
     );
     let other = KeyRing::new(vec![PerceptronKey::generate(
         KeyId::new("k1").unwrap(),
@@ -145,14 +165,22 @@ fn greeting_proves_the_key_with_a_key_file() {
     )])
     .unwrap();
     assert_eq!(
-        compute_proof::verify_greeting(
-            &g.server_version,
-            &b,
-            &other,
-            now_ms(),
-            &mut compute_proof::greeting_guard()
-        ),
+        hello.verify_proof(proof, &scramble, &other),
         Err(compute_proof::ProofError::BadTag)
+    );
+    let scramble_a = Scramble::generate_timed(&mut rand::rngs::OsRng, now_ms());
+    let answer = sign(&key, &claim(APP_PW, &scramble_a), now_ms(), &b, "app", "");
+    raw::write_packet(&mut s, 3, &answer).unwrap();
+    let (seq, ok) = raw::read_packet(&mut s).unwrap();
+    assert_eq!(
+        (seq, ok.first()),
+        (4, Some(&0x00)),
+        "{:?}",
+        raw::err_of(&ok)
+    );
+    assert_eq!(
+        raw::one_row(&mut s, "SELECT USER()").as_deref(),
+        Some("app@10.9.8.7")
     );
 }
 

@@ -357,8 +357,9 @@ pub enum ComputeTlsMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ComputeProofMode {
-    /// In every greeting (server-shim): a compute is routed to directly, and adopted as
-    /// trusted, only once a greeting (or a relayed login) has proven the key.
+    /// To any connection that asks (server-shim: in its auth switch, or in its greeting
+    /// before that form): a compute is routed to directly, and adopted as trusted, only once
+    /// a probe (or a relayed login) has proven the key.
     #[default]
     Greeting,
     /// Only in a relayed login's challenge round (MariaDB with `perceptron_dual`, whose

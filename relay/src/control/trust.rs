@@ -8,20 +8,22 @@
 //!
 //! - a compute starts *unproven*: every connection takes the perceptron route, whose relayed
 //!   login checks the proof before it sends anything of the client's (server-shim proves the
-//!   key in its greeting; MariaDB with `perceptron_dual` in a challenge round, answering a
-//!   Hello). The first proven relayed login makes the compute proven; so does a probe of the
-//!   woken compute whose greeting proves the key ([`Instance::check_woken`]: beside the
+//!   key in the auth switch that answers the login's Hello, older ones in their greeting;
+//!   MariaDB with `perceptron_dual` in a challenge round, answering a Hello). The first proven
+//!   relayed login makes the compute proven; so does a probe of the woken compute that
+//!   proves the key ([`probe_proof`]; [`Instance::check_woken`]: beside the
 //!   waking client's login, so the cold start does not wait for it, or before the kernel
 //!   route goes in). With `compute_proof = "login"` (MariaDB) a greeting is trusted for the
 //!   direct route: the relay cannot ask for more without a login;
 //! - at adoption (relay start), where no login follows, a probe reads a greeting and checks
-//!   its proof: a proof that fails is not adopted (the driver's compute is stopped); a
-//!   greeting without one is adopted unproven;
+//!   its proof, asking for it with a Hello when the greeting has none (`compute_proof =
+//!   "greeting"`, server-shim): a proof that fails is not adopted (the driver's compute is
+//!   stopped); a compute that gives none is adopted unproven;
 //! - a compute that fails the proof in a relayed login (it offered a session without proving
 //!   the key, or its proof did not verify) is stopped and the instance marked failed;
-//! - while it runs, a compute proven by its greeting is probed again every
-//!   [`PROOF_RECHECK`]: a greeting without a valid proof makes it unproven again (the direct
-//!   and kernel routes close) until a relayed login proves it.
+//! - while it runs, a compute proven where a probe can ask again (greeting or auth switch) is
+//!   probed again every [`PROOF_RECHECK`]: one without a valid proof makes it unproven again
+//!   (the direct and kernel routes close) until a relayed login proves it.
 //!
 //! In switch mode no compute can prove anything (a stock server has no key): nothing here
 //! applies, and `compute_tls = "verify"` is what authenticates the compute.
@@ -29,9 +31,13 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use authplugin::ReplayGuard;
-use authplugin::compute_proof::{self, ProofError};
+use authplugin::compute_proof::{self, Hello, ProofError};
 use authplugin::key_file::LiveKeyRing;
+use authplugin::packet::capabilities::{
+    CLIENT_PLUGIN_AUTH, CLIENT_PROTOCOL_41, CLIENT_SECURE_CONNECTION,
+};
+use authplugin::packet::{AuthSwitchRequest, HandshakeResponse41, HandshakeV10};
+use authplugin::{AuthPlugin, ReplayGuard};
 
 use super::driver::RunningCompute;
 use super::readiness::{self, ProbeError};
@@ -100,7 +106,9 @@ impl std::error::Error for TrustError {
     }
 }
 
-/// Reads one greeting on `target` and checks its proof of the key.
+/// Reads one greeting on `target` and checks its proof of the key; with `ask`, a greeting
+/// without one is answered with a login that asks for it (a Hello), whose auth switch must
+/// carry it (server-shim; docs/protocol.md). The login goes no further: the probe closes.
 ///
 /// # Errors
 /// [`TrustError`]: no greeting, or one whose proof fails.
@@ -108,30 +116,82 @@ pub async fn probe_proof(
     target: ComputeTarget,
     check: &ProofCheck,
     timeout: Duration,
+    ask: bool,
 ) -> Result<Greeted, TrustError> {
-    let greeting = readiness::probe_within(target, timeout)
+    let stream = readiness::connect(target, timeout)
         .await
         .map_err(TrustError::Probe)?;
+    let mut ps =
+        crate::packet_io::PacketStream::new(stream, crate::packet_io::MAX_LOGIN_PACKET_LEN);
+    let packet = ps
+        .read_packet_within(timeout)
+        .await
+        .map_err(|e| TrustError::Probe(ProbeError::Read(e)))?;
+    let greeting = HandshakeV10::decode(&packet.payload)
+        .map_err(|e| TrustError::Probe(ProbeError::NotAGreeting(e)))?;
     let Some(scramble_b) = greeting.scramble() else {
         return Ok(Greeted::WithoutProof);
     };
     let ring = check.ring.current();
-    let mut guard = check
-        .greetings
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    match compute_proof::verify_greeting(
-        &greeting.server_version,
-        &scramble_b,
-        &ring,
-        crate::clock::now_ms(),
-        &mut guard,
-    ) {
-        Ok(_) => Ok(Greeted::Proven),
-        Err(ProofError::Missing) => Ok(Greeted::WithoutProof),
-        Err(e) => Err(TrustError::Refused(e)),
+    let in_greeting = {
+        let mut guard = check
+            .greetings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        compute_proof::verify_greeting(
+            &greeting.server_version,
+            &scramble_b,
+            &ring,
+            crate::clock::now_ms(),
+            &mut guard,
+        )
+    };
+    match in_greeting {
+        Ok(_) => return Ok(Greeted::Proven),
+        Err(ProofError::Missing) if ask => {}
+        Err(ProofError::Missing) => return Ok(Greeted::WithoutProof),
+        Err(e) => return Err(TrustError::Refused(e)),
     }
+    let hello = Hello::generate(ring.signing_key().id().clone(), &mut rand::rngs::OsRng);
+    let login = HandshakeResponse41 {
+        client_flag: CLIENT_PROTOCOL_41 | CLIENT_SECURE_CONNECTION | CLIENT_PLUGIN_AUTH,
+        max_packet_size: 1 << 24,
+        character_set: greeting.character_set,
+        reserved: [0; 23],
+        username: PROBE_USER.as_bytes().to_vec(),
+        auth_response: zeroize::Zeroizing::new(hello.encode()),
+        database: None,
+        client_plugin_name: Some(authplugin::payload::PLUGIN_NAME.as_bytes().to_vec()),
+        connect_attrs: None,
+        zstd_compression_level: None,
+    };
+    // A compute that greets but does not answer the Hello with a proof (a squatter, or one
+    // that left) proves nothing.
+    if ps
+        .write_packet(packet.sequence_id.wrapping_add(1), &login.to_bytes())
+        .await
+        .is_err()
+    {
+        return Ok(Greeted::WithoutProof);
+    }
+    let Ok(reply) = ps.read_packet_within(timeout).await else {
+        return Ok(Greeted::WithoutProof);
+    };
+    let Some((scramble, proof)) = AuthSwitchRequest::decode(&reply.payload)
+        .ok()
+        .filter(|s| s.plugin_name == AuthPlugin::MysqlNativePassword.name().as_bytes())
+        .and_then(|s| compute_proof::switch_proof(&s.plugin_data).map(|(b, p)| (b, p.to_vec())))
+    else {
+        return Ok(Greeted::WithoutProof);
+    };
+    hello
+        .verify_proof(&proof, &scramble, &ring)
+        .map(|_| Greeted::Proven)
+        .map_err(TrustError::Refused)
 }
+
+/// The user a proof probe's login names (it never gets as far as a password check).
+const PROBE_USER: &str = "perceptron_proof_probe";
 
 /// How far the running compute has proven it holds the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -139,7 +199,8 @@ pub(super) enum Trust {
     /// Not proven (or no compute): only the perceptron route reaches it.
     #[default]
     Unproven,
-    /// Proven in a greeting: re-checked every [`PROOF_RECHECK`].
+    /// Proven where a probe can ask again (a greeting, or the auth switch answering a
+    /// Hello: server-shim): re-checked every [`PROOF_RECHECK`].
     ByGreeting,
     /// Proven in a relayed login's challenge round (MariaDB), which a probe cannot repeat.
     ByLogin,
@@ -170,7 +231,8 @@ impl Instance {
             return Ok(Greeted::Proven);
         };
         let target = ComputeTarget::of(&self.config);
-        let greeted = probe_proof(target, check, PROOF_PROBE_TIMEOUT).await?;
+        let ask = self.config.compute_proof == ComputeProofMode::Greeting;
+        let greeted = probe_proof(target, check, PROOF_PROBE_TIMEOUT, ask).await?;
         if greeted == Greeted::Proven {
             let mut inner = self.lock();
             if inner.trust == Trust::Unproven {
@@ -252,17 +314,17 @@ impl Instance {
         }
     }
 
-    /// A relayed login's compute proved the key (in its greeting or a challenge round): the
-    /// running compute is trusted from now on, and the kernel route, if any, goes in (before
-    /// the login's client gets its OK, as a wake installs it before the instance counts as
-    /// running).
-    pub async fn mark_proven(self: &Arc<Self>, in_greeting: bool) {
+    /// A relayed login's compute proved the key (`repeatable`: where a probe can ask again,
+    /// its greeting or auth switch; else a challenge round): the running compute is trusted
+    /// from now on, and the kernel route, if any, goes in (before the login's client gets
+    /// its OK, as a wake installs it before the instance counts as running).
+    pub async fn mark_proven(self: &Arc<Self>, repeatable: bool) {
         {
             let mut inner = self.lock();
             if !matches!(inner.state, State::Running(_)) || inner.trust != Trust::Unproven {
                 return;
             }
-            inner.trust = if in_greeting {
+            inner.trust = if repeatable {
                 Trust::ByGreeting
             } else {
                 Trust::ByLogin
@@ -332,7 +394,7 @@ impl Instance {
                     continue;
                 }
             }
-            let why = match probe_proof(target, &check, PROOF_PROBE_TIMEOUT).await {
+            let why = match probe_proof(target, &check, PROOF_PROBE_TIMEOUT, true).await {
                 Ok(Greeted::Proven) | Err(TrustError::Probe(_)) => continue,
                 Ok(Greeted::WithoutProof) => "a greeting without a proof of the key".to_owned(),
                 Err(e @ TrustError::Refused(_)) => e.to_string(),

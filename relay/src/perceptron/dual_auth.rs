@@ -59,6 +59,18 @@ pub enum ProvenIn {
     Greeting,
     /// In a challenge round, answering the relay's Hello (MariaDB with `perceptron_dual`).
     ChallengeRound,
+    /// In the auth switch that answers the Hello of the relay's login (server-shim).
+    AuthSwitch,
+}
+
+impl ProvenIn {
+    /// Whether a probe of the compute's address can ask for the proof again (a greeting or
+    /// an auth switch answers any connection; a challenge round needs an account's login):
+    /// the relay then re-checks it while the compute runs.
+    #[must_use]
+    pub const fn repeatable(self) -> bool {
+        matches!(self, Self::Greeting | Self::AuthSwitch)
+    }
 }
 
 /// The compute's answer to a relayed login: its OK or ERR packet.
@@ -164,12 +176,26 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     }
     let switch =
         AuthSwitchRequest::decode(&reply.payload).map_err(ComputeProtocolError::BadAuthSwitch)?;
-    let scramble_b = (switch.plugin_name == AuthPlugin::MysqlNativePassword.name().as_bytes())
-        .then(|| switch.scramble())
-        .flatten()
-        .ok_or(ComputeProtocolError::UnanswerableAuthSwitch)?;
+    let native = switch.plugin_name == AuthPlugin::MysqlNativePassword.name().as_bytes();
+    // server-shim answers the Hello in the switch itself: its scramble, then its proof.
+    let switch_proof = native
+        .then(|| compute_proof::switch_proof(&switch.plugin_data))
+        .flatten();
+    let scramble_b = match switch_proof {
+        Some((ref scramble, _)) => Some(scramble.clone()),
+        None => native.then(|| switch.scramble()).flatten(),
+    }
+    .ok_or(ComputeProtocolError::UnanswerableAuthSwitch)?;
     let mut seq = 3;
-    let answer = if scramble_b == compute.scramble_b {
+    let answer = if let Some((_, proof)) = switch_proof {
+        if proven.is_none() {
+            hello
+                .verify_proof(proof, &scramble_b, signer.ring)
+                .map_err(ComputeProtocolError::Unproven)?;
+            proven = Some(ProvenIn::AuthSwitch);
+        }
+        signed.sign_for(&scramble_b, signer)?
+    } else if scramble_b == compute.scramble_b {
         // The greeting's own scramble again: MariaDB's stock mysql_native_password asking
         // for a native answer, because the account does not use perceptron_dual (or does not
         // exist). Nothing the relay holds can answer it; a random token finishes the login as

@@ -702,9 +702,7 @@ where
                 .map(|(template, ticket)| Box::new(reattach::Resumption::new(template, ticket)));
             if let Some(proven_in) = verdict.proven_in {
                 rt.learn_profile(&compute.greeting);
-                rt.instance
-                    .mark_proven(proven_in == dual_auth::ProvenIn::Greeting)
-                    .await;
+                rt.instance.mark_proven(proven_in.repeatable()).await;
             }
             if access_denied(&verdict.reply.payload) {
                 // Counted before the client sees it, so its next attempt meets the budget.

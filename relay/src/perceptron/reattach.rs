@@ -135,7 +135,9 @@ pub async fn reattach<C: ComputeConnector>(
     if !verdict.accepted() {
         return Err(refused(&verdict.reply.payload));
     }
-    let in_greeting = verdict.proven_in == Some(dual_auth::ProvenIn::Greeting);
+    let in_greeting = verdict
+        .proven_in
+        .is_some_and(dual_auth::ProvenIn::repeatable);
     resumption.ticket = verdict
         .ticket
         .ok_or(ComputeProtocolError::Unexpected(0x00))?;

@@ -83,7 +83,7 @@ impl LoginTee {
 /// Appends `bytes` to `buf` without leaving an unwiped copy behind: a buffer that must grow
 /// is copied into a bigger one here, and the old one is wiped as it is dropped (a plain
 /// `extend` would leave the old allocation to the allocator as it is).
-fn extend_wiping(buf: &mut Zeroizing<Vec<u8>>, bytes: &[u8]) {
+pub(super) fn extend_wiping(buf: &mut Zeroizing<Vec<u8>>, bytes: &[u8]) {
     let needed = buf.len() + bytes.len();
     if needed > buf.capacity() {
         let capacity = needed
@@ -114,17 +114,20 @@ mod tests {
         let mut reader = AuthReader::new(server, shared.clone(), T, CancellationToken::new());
         let mut bytes = packet(1, b"handshake");
         bytes.extend(packet(0, b"\x03SELECT 1"));
-        // Arrives in two pieces, split inside the first packet.
+        // Arrives in two pieces, split inside the first packet: handed on once whole.
         client.write_all(&bytes[..5]).await.unwrap();
-        let mut got = vec![0u8; 5];
-        reader.read_exact(&mut got).await.unwrap();
+        let mut got = vec![0u8; 13];
+        let early =
+            tokio::time::timeout(std::time::Duration::from_millis(50), reader.read(&mut got)).await;
+        assert!(early.is_err(), "handed on before it was whole");
         assert_eq!(shared.first_packet(), None);
         client.write_all(&bytes[5..]).await.unwrap();
-        let mut rest = vec![0u8; bytes.len() - 5];
+        reader.read_exact(&mut got).await.unwrap();
+        assert_eq!(shared.first_packet().as_deref(), Some(&b"handshake"[..]));
+        let mut rest = vec![0u8; bytes.len() - 13];
         reader.read_exact(&mut rest).await.unwrap();
         got.extend(rest);
         assert_eq!(got, bytes);
-        assert_eq!(shared.first_packet().as_deref(), Some(&b"handshake"[..]));
     }
 
     #[tokio::test]

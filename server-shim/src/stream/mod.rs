@@ -17,7 +17,9 @@
 //!   1047 instead;
 //! - [`status_flags`]: opensrv's greeting and login OK say autocommit is off, so the writer
 //!   sets it;
-//! - [`deadlines`]: opensrv waits for the client forever, so both halves have deadlines.
+//! - [`deadlines`]: opensrv waits for the client forever, so both halves have deadlines;
+//! - [`hello_round`]: opensrv authenticates in one round, so a relay's request for the
+//!   compute's proof is turned into an auth switch that carries it.
 //!
 //! When the server shuts down, a read that waits for the next command sees end-of-stream, so
 //! the connection ends after its running statement.
@@ -27,6 +29,7 @@
 
 mod deadlines;
 mod field_list;
+mod hello_round;
 mod login_err;
 mod login_tee;
 mod one_packet_per_read;
@@ -38,9 +41,10 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, ready};
 
-use authplugin::packet::framing::parse_packet;
+use authplugin::packet::framing::{HEADER_LEN, parse_packet};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use zeroize::Zeroizing;
 
 pub use self::deadlines::Timeouts;
 use self::deadlines::{ReadDeadline, WriteStall};
@@ -76,6 +80,11 @@ struct SharedState {
     login_ok_pending: bool,
     /// The session's resumption ticket, sent to the relay right before the login's OK.
     login_ticket: Option<Vec<u8>>,
+    /// The Hello a relay answered the greeting with (see [`hello_round`]).
+    hello: Option<Vec<u8>>,
+    /// The proof to append to the AuthSwitchRequest opensrv writes next (see
+    /// [`hello_round`]).
+    switch_proof: Option<Vec<u8>>,
 }
 
 impl ConnShared {
@@ -92,6 +101,17 @@ impl ConnShared {
             return None;
         }
         state.first_packet.clone()
+    }
+
+    /// The Hello a relay's login carried in place of its answer (see [`hello_round`]).
+    #[must_use]
+    pub fn hello(&self) -> Option<Vec<u8>> {
+        self.state().hello.clone()
+    }
+
+    /// Makes the writer append `proof` to the AuthSwitchRequest opensrv writes next.
+    pub fn prove_in_switch(&self, proof: Vec<u8>) {
+        self.state().switch_proof = Some(proof);
     }
 
     /// Makes the writer send `err_payload` (an ERR packet payload) in place of the next
@@ -139,6 +159,9 @@ impl ConnShared {
         if std::mem::take(&mut state.field_list_pending) {
             return Some(ReplyRewrite::FieldList);
         }
+        if let Some(proof) = state.switch_proof.take() {
+            return Some(ReplyRewrite::SwitchProof(proof));
+        }
         if std::mem::take(&mut state.login_ok_pending) {
             return Some(ReplyRewrite::LoginOk {
                 status: autocommit,
@@ -161,6 +184,11 @@ pub struct AuthReader<R> {
     deadline: ReadDeadline,
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     packets: ClientPackets,
+    /// The client's first packet while it arrives: opensrv gets it only whole (see
+    /// [`hello_round`]); `None` once handed on.
+    first: Option<Zeroizing<Vec<u8>>>,
+    /// The first packet, whole, as opensrv gets it, until it has all of it.
+    first_out: Zeroizing<Vec<u8>>,
 }
 
 impl<R> AuthReader<R> {
@@ -178,6 +206,8 @@ impl<R> AuthReader<R> {
             deadline: ReadDeadline::new(timeouts),
             shutdown: Box::pin(shutdown.cancelled_owned()),
             packets: ClientPackets::default(),
+            first: Some(Zeroizing::new(Vec::new())),
+            first_out: Zeroizing::new(Vec::new()),
         }
     }
 
@@ -206,6 +236,69 @@ impl<R> AuthReader<R> {
     }
 }
 
+impl<R: AsyncRead + Unpin> AuthReader<R> {
+    /// Reads the client's first packet whole, then hands it to opensrv: as it came, or for
+    /// a relay's login that asks for the compute's proof, without the Hello
+    /// ([`hello_round::without_hello`]). Bytes after it are held for the next reads. A
+    /// packet too long or badly framed goes on as it came (the tee refuses it).
+    fn poll_first(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        loop {
+            if !self.first_out.is_empty() {
+                let n = self.first_out.len().min(buf.remaining());
+                let handed = Zeroizing::new(self.first_out.drain(..n).collect::<Vec<u8>>());
+                buf.put_slice(&handed);
+                self.client_bytes(&handed);
+                return Poll::Ready(Ok(()));
+            }
+            let Some(collecting) = self.first.as_mut() else {
+                return Poll::Ready(Ok(()));
+            };
+            match parse_packet(collecting, login_tee::MAX_HANDSHAKE_PACKET) {
+                Ok(Some((packet, used))) => {
+                    self.packets
+                        .hold(collecting.get(used..).unwrap_or_default());
+                    self.first_out = match hello_round::without_hello(&packet.payload) {
+                        Some((login, hello)) => {
+                            self.shared.state().hello = Some(hello);
+                            let mut out = Zeroizing::new(Vec::with_capacity(login.len() + 4));
+                            authplugin::packet::write_packet(&mut out, packet.sequence_id, &login);
+                            out
+                        }
+                        None => Zeroizing::new(collecting.get(..used).unwrap_or_default().to_vec()),
+                    };
+                    self.first = None;
+                }
+                Ok(None) if collecting.len() <= login_tee::MAX_HANDSHAKE_PACKET + HEADER_LEN => {
+                    let mut chunk = Zeroizing::new([0u8; 4096]);
+                    let mut read = ReadBuf::new(&mut chunk[..]);
+                    match Pin::new(&mut self.inner).poll_read(cx, &mut read) {
+                        Poll::Ready(Ok(())) if read.filled().is_empty() => {
+                            // The client left mid-login: opensrv sees what came, then the end.
+                            self.first_out = std::mem::take(collecting);
+                            self.first = None;
+                            if self.first_out.is_empty() {
+                                return Poll::Ready(Ok(()));
+                            }
+                        }
+                        Poll::Ready(Ok(())) => login_tee::extend_wiping(collecting, read.filled()),
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Pending => {
+                            return match self.deadline.expired(cx) {
+                                Some(timed_out) => Poll::Ready(Err(timed_out)),
+                                None => Poll::Pending,
+                            };
+                        }
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    self.first_out = std::mem::take(collecting);
+                    self.first = None;
+                }
+            }
+        }
+    }
+}
+
 impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -220,6 +313,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
         // opensrv then ends the connection cleanly, after the statement that was running.
         if this.shutdown.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Ok(()));
+        }
+        if this.first.is_some() || !this.first_out.is_empty() {
+            return this.poll_first(cx, buf);
         }
         let before = buf.filled().len();
         if let Some(bytes) = this.packets.take_held(buf.remaining()) {
@@ -259,6 +355,8 @@ enum ReplyRewrite {
     Unsupported(Vec<u8>),
     /// The greeting, with these status flags (see [`status_flags`]).
     GreetingStatus(u16),
+    /// The AuthSwitchRequest, with this proof after it (see [`hello_round`]).
+    SwitchProof(Vec<u8>),
     /// The login's OK, with these status flags (see [`status_flags`]), after the session's
     /// resumption ticket if it has one.
     LoginOk {
@@ -274,6 +372,7 @@ impl ReplyRewrite {
             Self::FieldList => field_list::fixed_reply(payload).map(<[u8]>::to_vec),
             Self::Unsupported(err) => Some(err.clone()),
             Self::GreetingStatus(status) => status_flags::greeting_with_status(payload, *status),
+            Self::SwitchProof(proof) => hello_round::switch_with_proof(payload, proof),
             Self::LoginOk { status, .. } => status_flags::ok_with_status(payload, *status),
         }
     }

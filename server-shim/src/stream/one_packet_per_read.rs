@@ -35,6 +35,12 @@ impl ClientPackets {
         Some(self.held.drain(..n).collect())
     }
 
+    /// Holds `bytes` (read from the client past the end of its first packet) for the next
+    /// reads.
+    pub(super) fn hold(&mut self, bytes: &[u8]) {
+        self.held.extend_from_slice(bytes);
+    }
+
     /// Splits `new` (just read from the client) at the end of the packet now arriving: keeps
     /// the bytes after it for the next read and returns how many to hand out now.
     pub(super) fn hold_back(&mut self, new: &[u8]) -> usize {
