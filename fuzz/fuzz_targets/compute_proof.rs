@@ -33,4 +33,10 @@ fuzz_target!(|data: &[u8]| {
         hello.verify_proof(data, &b, &ring).is_err(),
         "a challenge proof verified without the key"
     );
+    if let Some((scramble, proof)) = compute_proof::switch_proof(data) {
+        assert!(
+            hello.verify_proof(proof, &scramble, &ring).is_err(),
+            "a proof in an auth switch verified without the key"
+        );
+    }
 });

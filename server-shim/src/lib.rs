@@ -71,6 +71,19 @@ pub mod fuzzing {
     pub fn translate(sql: &str) {
         let _ = crate::dialect::translate_unguarded(sql, Some("db"));
     }
+
+    /// A client's first packet as the reader hands it to opensrv: a relay's login that asks
+    /// for the proof goes on without its Hello, and must decode, with an empty answer.
+    ///
+    /// # Panics
+    /// When it does not: what the fuzzer looks for.
+    pub fn login_without_hello(payload: &[u8]) {
+        if let Some((login, hello)) = crate::stream::without_hello(payload) {
+            assert!(authplugin::compute_proof::Hello::is_hello(&hello));
+            let again = crate::auth::decode_handshake(&login);
+            assert!(again.is_ok_and(|l| l.auth_response.is_empty()), "{login:?}");
+        }
+    }
 }
 mod dialect;
 mod engine;

@@ -17,7 +17,7 @@ use crate::auth::{SERVER_CAPABILITIES, decode_handshake};
 
 /// For a first packet that is a relayed login answered with a Hello: the login without its
 /// answer (for opensrv) and the Hello. `None` for any other packet, which goes on as it is.
-pub(super) fn without_hello(payload: &[u8]) -> Option<(Zeroizing<Vec<u8>>, Vec<u8>)> {
+pub fn without_hello(payload: &[u8]) -> Option<(Zeroizing<Vec<u8>>, Vec<u8>)> {
     let mut login = decode_handshake(payload).ok()?;
     if login.client_plugin_name.as_deref() != Some(PLUGIN_NAME.as_bytes())
         || !Hello::is_hello(&login.auth_response)
@@ -87,6 +87,35 @@ mod tests {
         assert!(without_hello(&login(PLUGIN_NAME, b"PCPT\x02\x02rest".to_vec())).is_none());
         assert!(without_hello(&login("mysql_native_password", hello)).is_none());
         assert!(without_hello(b"\x01\x02").is_none());
+    }
+
+    /// The reader hands opensrv the relay's login without its Hello, keeps the Hello, and
+    /// hands on what followed the login untouched.
+    #[tokio::test]
+    async fn the_reader_hands_opensrv_the_login_without_the_hello() {
+        use std::sync::Arc;
+
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        use tokio_util::sync::CancellationToken;
+
+        use crate::stream::test_support::{T, packet};
+        use crate::stream::{AuthReader, ConnShared};
+
+        let hello = Hello::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng).encode();
+        let (mut relay, server) = tokio::io::duplex(4096);
+        let shared = Arc::new(ConnShared::default());
+        let mut reader = AuthReader::new(server, shared.clone(), T, CancellationToken::new());
+        let mut sent = packet(1, &login(PLUGIN_NAME, hello.clone()));
+        sent.extend(packet(3, b"next"));
+        relay.write_all(&sent).await.unwrap();
+        let (stripped, _) = without_hello(&login(PLUGIN_NAME, hello.clone())).unwrap();
+        let mut want = packet(1, &stripped);
+        want.extend(packet(3, b"next"));
+        let mut got = vec![0; want.len()];
+        reader.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, want);
+        assert_eq!(shared.hello(), Some(hello));
+        assert_eq!(shared.first_packet().as_deref(), Some(&stripped[..]));
     }
 
     #[test]

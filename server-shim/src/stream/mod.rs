@@ -30,6 +30,8 @@
 mod deadlines;
 mod field_list;
 mod hello_round;
+#[cfg(feature = "fuzzing")]
+pub use self::hello_round::without_hello;
 mod login_err;
 mod login_tee;
 mod one_packet_per_read;
