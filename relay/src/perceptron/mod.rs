@@ -272,17 +272,22 @@ fn forward<'a>(
         let to_kernel = loop {
             // Boxed: a detached session waits for hours outside the pump, and should not
             // keep the pump's state in its task meanwhile.
-            let bytes = Box::pin(crate::passthrough::pump(
-                &mut client_stream,
-                std::mem::take(&mut client_rest),
-                &mut compute_stream,
-                std::mem::take(&mut compute_rest),
-                rt.instance.thaw_on_upload(),
-                Some(&mut commands),
-            ))
-            .await;
-            rt.count_pumped(&bytes);
-            pumped = pumped.then(&bytes);
+            // Only the total is kept past this block: a detached session's task holds what
+            // lives across its waits for hours.
+            let ended_by = {
+                let bytes = Box::pin(crate::passthrough::pump(
+                    &mut client_stream,
+                    std::mem::take(&mut client_rest),
+                    &mut compute_stream,
+                    std::mem::take(&mut compute_rest),
+                    rt.instance.thaw_on_upload(),
+                    Some(&mut commands),
+                ))
+                .await;
+                rt.count_pumped(&bytes);
+                pumped = pumped.then(&bytes);
+                bytes.ended_by
+            };
             if let Some((chunk, status_flags)) = commands.take_chunk() {
                 // The pump stopped at the end of a response for the kernel splice.
                 if let Some(spliced) = splice_at_rest(rt, &client_stream, &compute_stream) {
@@ -296,8 +301,7 @@ fn forward<'a>(
                 pumped.compute_to_client += chunk.len() as u64;
                 continue;
             }
-            let Some(resumption) = resumption.as_mut().filter(|_| bytes.ended_by == "detached")
-            else {
+            let Some(resumption) = resumption.as_mut().filter(|_| ended_by == "detached") else {
                 break None;
             };
             // The compute was stopped under this session: it waits for its next command
