@@ -220,45 +220,51 @@ async fn refused_or_forward<'a>(
 /// each detach and reattach. Logs the session's lines.
 ///
 /// Not an `async fn`: its arguments are captured once, where an `async fn` would keep them
-/// twice (as arguments and as locals) for the session's whole life.
-#[expect(
-    clippy::manual_async_fn,
-    reason = "an async fn would store the session twice for its whole life"
-)]
+/// twice (as arguments and as locals) for the session's whole life, and what only the first
+/// log line needs is used before the task's state is made.
 fn forward<'a>(
     rt: &'a InstanceRuntime,
     connector: &'a TcpConnector,
     mut client: PacketStream<ClientStream<TcpStream>>,
-    mut session: Established<ComputeStream<TcpStream>>,
+    session: Established<ComputeStream<TcpStream>>,
     addr: &'a str,
     started: Instant,
 ) -> impl std::future::Future<Output = ()> + Send + 'a {
+    // What only the first line needs is used here, before the task's state is made: the
+    // task keeps what it captures for the session's whole life.
+    let Established {
+        user,
+        compute,
+        verdict,
+        capabilities,
+        mut held,
+        timings: t,
+        resumption,
+    } = session;
+    let name = &rt.instance.config.name;
+    held.mark_session();
+    held.set_client(addr.to_owned());
+    rt.metrics.inc(Counter::Connections, name, "relayed");
+    let tls = matches!(client.stream_mut(), ClientStream::Tls(_));
+    tracing::info!(
+        instance = %name, client = %addr, user = %Escaped(&user), tls,
+        login_ms = t.login_ms, wake_ms = t.wake_ms,
+        compute_login_ms = t.compute_login_ms, was_running = t.was_running,
+        total_ms = started.elapsed().as_millis(),
+        "relayed login accepted; forwarding"
+    );
+    drop(user);
+    // The session's commands are followed from here (parking): its status flags are the
+    // compute's OK's. MariaDB's extended capabilities are never negotiated on a relayed login.
+    let status_flags =
+        OkPacket::decode(&verdict.reply.payload, capabilities).map_or(0, |ok| ok.status_flags);
+    drop(verdict);
     async move {
-        let name = &rt.instance.config.name;
-        session.held.mark_session();
-        session.held.set_client(addr.to_owned());
-        rt.metrics.inc(Counter::Connections, name, "relayed");
-        let t = session.timings;
-        let tls = matches!(client.stream_mut(), ClientStream::Tls(_));
-        tracing::info!(
-            instance = %name, client = %addr, user = %Escaped(&session.user), tls,
-            login_ms = t.login_ms, wake_ms = t.wake_ms,
-            compute_login_ms = t.compute_login_ms, was_running = t.was_running,
-            total_ms = started.elapsed().as_millis(),
-            "relayed login accepted; forwarding"
-        );
         let (mut client_stream, mut client_rest) = client.into_parts();
-        let (mut compute_stream, mut compute_rest) = session.compute.into_parts();
-        // The session's commands are followed from here (parking): its status flags are
-        // the compute's OK's. MariaDB's extended capabilities are never negotiated on a
-        // relayed login.
-        let status_flags = OkPacket::decode(&session.verdict.reply.payload, session.capabilities)
-            .map_or(0, |ok| ok.status_flags);
-        let mut commands = session
-            .held
-            .watch_commands(session.capabilities, 0, status_flags);
-        let mut resumption = session.resumption;
-        let deprecate_eof = session.capabilities & CLIENT_DEPRECATE_EOF != 0;
+        let (mut compute_stream, mut compute_rest) = compute.into_parts();
+        let mut commands = held.watch_commands(capabilities, 0, status_flags);
+        let mut resumption = resumption;
+        let deprecate_eof = capabilities & CLIENT_DEPRECATE_EOF != 0;
         if resumption.is_some() {
             commands.ticketed();
         } else if rt.kernel_splice.is_some()
@@ -349,7 +355,7 @@ fn forward<'a>(
         };
         drop(commands);
         let Some((spliced, chunk, status_flags)) = to_kernel else {
-            drop(session.held);
+            drop(held);
             tracing::info!(
                 instance = %name, client = %addr, up = pumped.client_to_compute,
                 down = pumped.compute_to_client, ended_by = pumped.ended_by, spliced = false,
@@ -371,12 +377,12 @@ fn forward<'a>(
             spliced,
             chunk,
             status_flags,
-            &mut session.held,
-            session.capabilities,
+            &mut held,
+            capabilities,
         ))
         .await;
         rt.count_pumped(&carried);
-        drop(session.held);
+        drop(held);
         let bytes = pumped.then(&carried);
         tracing::info!(
             instance = %name, client = %addr, up = bytes.client_to_compute,
