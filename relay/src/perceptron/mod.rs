@@ -296,8 +296,11 @@ fn forward<'a>(
             };
             if let Some((chunk, status_flags)) = commands.take_chunk() {
                 // The pump stopped at the end of a response for the kernel splice.
-                if let Some(spliced) = splice_at_rest(rt, &client_stream, &compute_stream) {
-                    break Some((spliced, chunk, status_flags));
+                match splice_at_rest(rt, &client_stream, &compute_stream) {
+                    Ok(spliced) => break Some((spliced, chunk, status_flags)),
+                    // The client sent ahead: the end of a later response, then.
+                    Err(Retry::Later) => commands.splice_after(0),
+                    Err(Retry::Never) => {}
                 }
                 // Not now: the chunk goes on, and so does the pump.
                 if client_stream.write_all(&chunk).await.is_err() {
@@ -849,27 +852,35 @@ pub fn may_splice(cfg: &crate::config::InstanceConfig) -> bool {
 /// on the pump, and one that goes on is spliced before it has cost much there.
 const SPLICE_AFTER_COMMANDS: u8 = 8;
 
+/// Whether a session that could not be spliced is tried again.
+enum Retry {
+    /// At the end of a later response: the client had sent its next bytes already.
+    Later,
+    /// No: the kernel refused (logged), or the session cannot be spliced.
+    Never,
+}
+
 /// Puts a held session's two sockets into the kernel splice, at the end of a response the
-/// pump took for it (`CommandWatch::splice_after`). `None` keeps the session on the pump:
-/// the client already sent more (logged at debug) or the kernel refused (logged).
+/// pump took for it (`CommandWatch::splice_after`); otherwise the session stays on the pump.
 fn splice_at_rest(
     rt: &InstanceRuntime,
     client: &ClientStream<TcpStream>,
     compute: &ComputeStream<TcpStream>,
-) -> Option<Spliced> {
-    let splice = rt.kernel_splice.as_ref()?;
-    let (client, compute) = (client.tcp()?, compute.tcp()?);
-    match splice.splice(client, compute) {
-        Ok(spliced) => Some(spliced),
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-            tracing::debug!(instance = %rt.instance.config.name, error = %e, "not spliced at this response; tried again later");
-            None
-        }
-        Err(e) => {
+) -> Result<Spliced, Retry> {
+    let (Some(splice), Some(client), Some(compute)) =
+        (rt.kernel_splice.as_ref(), client.tcp(), compute.tcp())
+    else {
+        return Err(Retry::Never);
+    };
+    splice.splice(client, compute).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            tracing::debug!(instance = %rt.instance.config.name, error = %e, "not spliced at this response; tried again at a later one");
+            Retry::Later
+        } else {
             tracing::warn!(instance = %rt.instance.config.name, error = %e, "the kernel would not splice a held connection; it stays on the pump");
-            None
+            Retry::Never
         }
-    }
+    })
 }
 
 /// P8 (dual mode): the compute's OK or ERR, renumbered for the client's side of the
