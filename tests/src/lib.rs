@@ -739,6 +739,26 @@ pub mod raw {
         }
     }
 
+    /// Asserts that the next read on `s` sees its connection end (an end of stream or a
+    /// reset), not its read timeout.
+    ///
+    /// # Panics
+    /// When it does not.
+    pub fn assert_connection_ended(s: &mut TcpStream) {
+        let t = std::time::Instant::now();
+        let mut buf = [0u8; 64];
+        let read = s.read(&mut buf);
+        assert!(
+            matches!(read, Ok(0))
+                || read.as_ref().is_err_and(|e| !matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                )),
+            "{read:?} after {:?}",
+            t.elapsed()
+        );
+    }
+
     /// `(error_code, message)` of an ERR packet payload.
     #[must_use]
     pub fn err_of(payload: &[u8]) -> (u16, String) {

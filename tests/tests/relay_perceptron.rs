@@ -75,7 +75,6 @@ fn login_to_a_paused_instance_wakes_it_and_runs_queries_on_one_connection() {
 /// sends it.
 #[test]
 fn a_held_sessions_connection_id_is_its_greetings_and_kill_reaches_it() {
-    use std::io::Read as _;
     use tests::raw;
     let dir = TempDir::new("relay-conn-id");
     let relay = Relay::start(dir.path(), RelayOptions::default());
@@ -108,16 +107,7 @@ fn a_held_sessions_connection_id_is_its_greetings_and_kill_reaches_it() {
         raw::query(&mut other, &format!("KILL {id}")).unwrap(),
         Ok(Vec::new())
     );
-    let mut buf = [0; 8];
-    let read = held.read(&mut buf);
-    assert!(
-        matches!(read, Ok(0))
-            || read.as_ref().is_err_and(|e| !matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            )),
-        "{read:?}"
-    );
+    raw::assert_connection_ended(&mut held);
 }
 
 #[test]

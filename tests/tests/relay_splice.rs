@@ -15,7 +15,7 @@
 
 use std::io::Read as _;
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
 use tests::{TempDir, raw};
@@ -78,23 +78,6 @@ fn login(relay: &Relay) -> TcpStream {
         .unwrap_or_else(|e| panic!("{e:?}\n{}", relay.log()));
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     s
-}
-
-/// The client's next read sees its connection end (an end of stream or a reset), not its
-/// read timeout.
-fn assert_connection_ended(s: &mut TcpStream) {
-    let t = Instant::now();
-    let mut buf = [0u8; 64];
-    let read = s.read(&mut buf);
-    assert!(
-        matches!(read, Ok(0))
-            || read.as_ref().is_err_and(|e| !matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            )),
-        "{read:?} after {:?}",
-        t.elapsed()
-    );
 }
 
 /// Asks for `rows` rows of 200 bytes (`printf('%0200d', x)` over 1..=rows) and checks each
@@ -301,7 +284,7 @@ fn a_compute_killed_under_a_spliced_session_closes_the_client_at_once() {
             .unwrap()
             .success()
     );
-    assert_connection_ended(&mut s);
+    raw::assert_connection_ended(&mut s);
     drop(s);
     assert!(
         Relay::wait_until(Duration::from_secs(10), || relay.logged("session closed")),
@@ -424,5 +407,5 @@ fn the_relay_killed_under_a_spliced_session_ends_the_clients_connection() {
     // The compute outlives a killed relay; stopped by pid when the test ends.
     let _compute = tests::relay::KillOnDrop(relay.compute_pid());
     relay.child.kill9();
-    assert_connection_ended(&mut s);
+    raw::assert_connection_ended(&mut s);
 }

@@ -737,14 +737,14 @@ fn kill_ends_a_statement_or_a_connection_for_its_owner_or_an_admin() {
     // Its own user ends it.
     let mut app2 = login("app", "app-secret-pw");
     assert_eq!(query(&mut app2, &format!("KILL {id}")), Ok(Vec::new()));
-    assert_ended(&mut app);
+    tests::raw::assert_connection_ended(&mut app);
     // Killing itself: 1317, then the close.
     let own = tests::raw::one_row(&mut app2, "SELECT CONNECTION_ID()").unwrap();
     assert_eq!(
         query(&mut app2, &format!("KILL CONNECTION {own}")),
         Err((1317, "Query execution was interrupted".into()))
     );
-    assert_ended(&mut app2);
+    tests::raw::assert_connection_ended(&mut app2);
     // Gone from the process list once its task has ended (a moment after the close).
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let gone = Err((1094, format!("Unknown thread id: {own}")));
@@ -752,19 +752,4 @@ fn kill_ends_a_statement_or_a_connection_for_its_owner_or_an_admin() {
         assert!(std::time::Instant::now() < deadline, "{own} still listed");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// The server closed `s`: its next read ends (end of stream or a reset), not by timeout.
-fn assert_ended(s: &mut std::net::TcpStream) {
-    use std::io::Read as _;
-    let mut buf = [0; 16];
-    let read = s.read(&mut buf);
-    assert!(
-        matches!(read, Ok(0))
-            || read.as_ref().is_err_and(|e| !matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            )),
-        "{read:?}"
-    );
 }
