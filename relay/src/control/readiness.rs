@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use authplugin::DecodeError;
-use authplugin::packet::{HandshakeV10, write_packet};
+use authplugin::packet::{HandshakeV10, Packet, write_packet};
 use tokio::net::TcpStream;
 
 use crate::compute_conn::{self, ComputeTarget, OnBehalfOf, OpenedConnection};
@@ -93,16 +93,28 @@ pub async fn read_greeting(
     timeout: Duration,
 ) -> Result<(HandshakeV10, OpenedConnection), ProbeError> {
     let mut ps = PacketStream::new(stream, MAX_LOGIN_PACKET_LEN);
-    let packet = ps
-        .read_packet_within(timeout)
-        .await
-        .map_err(ProbeError::Read)?;
-    let greeting = HandshakeV10::decode(&packet.payload).map_err(ProbeError::NotAGreeting)?;
+    let (packet, greeting) = greeting_packet(&mut ps, timeout).await?;
     let (stream, rest) = ps.into_parts();
     let mut read_ahead = Vec::with_capacity(4 + packet.payload.len() + rest.len());
     write_packet(&mut read_ahead, packet.sequence_id, &packet.payload);
     read_ahead.extend_from_slice(&rest);
     Ok((greeting, OpenedConnection { stream, read_ahead }))
+}
+
+/// The greeting on `ps`, within `timeout`: the packet as it came, and what it says.
+///
+/// # Errors
+/// [`ProbeError::Read`], [`ProbeError::NotAGreeting`].
+pub async fn greeting_packet(
+    ps: &mut PacketStream<TcpStream>,
+    timeout: Duration,
+) -> Result<(Packet, HandshakeV10), ProbeError> {
+    let packet = ps
+        .read_packet_within(timeout)
+        .await
+        .map_err(ProbeError::Read)?;
+    let greeting = HandshakeV10::decode(&packet.payload).map_err(ProbeError::NotAGreeting)?;
+    Ok((packet, greeting))
 }
 
 /// Probes spaced 1 ms apart for this many attempts: a server-shim greets about 1.5 ms after

@@ -36,7 +36,7 @@ use authplugin::key_file::LiveKeyRing;
 use authplugin::packet::capabilities::{
     CLIENT_PLUGIN_AUTH, CLIENT_PROTOCOL_41, CLIENT_SECURE_CONNECTION,
 };
-use authplugin::packet::{AuthSwitchRequest, HandshakeResponse41, HandshakeV10};
+use authplugin::packet::{AuthSwitchRequest, HandshakeResponse41};
 use authplugin::{AuthPlugin, ReplayGuard};
 
 use super::driver::RunningCompute;
@@ -48,7 +48,8 @@ use crate::config::ComputeProofMode;
 /// How often a compute proven by its greeting is probed again while it runs.
 pub const PROOF_RECHECK: Duration = Duration::from_secs(10);
 
-/// How long a proof probe may take (connect, then the greeting).
+/// How long each step of a proof probe may take: the connect, the greeting, and (asked with a
+/// Hello) the auth switch that carries the proof.
 const PROOF_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How long a wake's proof probe waits for the waking client's login to prove the compute
@@ -123,12 +124,9 @@ pub async fn probe_proof(
         .map_err(TrustError::Probe)?;
     let mut ps =
         crate::packet_io::PacketStream::new(stream, crate::packet_io::MAX_LOGIN_PACKET_LEN);
-    let packet = ps
-        .read_packet_within(timeout)
+    let (packet, greeting) = readiness::greeting_packet(&mut ps, timeout)
         .await
-        .map_err(|e| TrustError::Probe(ProbeError::Read(e)))?;
-    let greeting = HandshakeV10::decode(&packet.payload)
-        .map_err(|e| TrustError::Probe(ProbeError::NotAGreeting(e)))?;
+        .map_err(TrustError::Probe)?;
     let Some(scramble_b) = greeting.scramble() else {
         return Ok(Greeted::WithoutProof);
     };

@@ -181,8 +181,8 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     let switch_proof = native
         .then(|| compute_proof::switch_proof(&switch.plugin_data))
         .flatten();
-    let scramble_b = match switch_proof {
-        Some((ref scramble, _)) => Some(scramble.clone()),
+    let scramble_b = match &switch_proof {
+        Some((scramble, _)) => Some(scramble.clone()),
         None => native.then(|| switch.scramble()).flatten(),
     }
     .ok_or(ComputeProtocolError::UnanswerableAuthSwitch)?;
