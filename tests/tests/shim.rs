@@ -125,31 +125,19 @@ fn the_key_is_proven_in_the_auth_switch_to_a_login_that_asks() {
     let key = PerceptronKey::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);
     authplugin::key_file::append(&key_file, &key).unwrap();
     let shim = Shim::start(&data_dir(&tmp), Some(&key_file), &[]);
-    let mut s = raw::connect(shim.port).unwrap();
-    let (_, payload) = raw::read_packet(&mut s).unwrap();
-    let g = HandshakeV10::decode(&payload).unwrap();
-    assert_eq!(g.server_version, b"8.0.36-perceptron-shim");
-    let b = g.scramble().unwrap();
+    let mut greeting = raw::connect(shim.port).unwrap();
+    let (_, payload) = raw::read_packet(&mut greeting).unwrap();
+    assert_eq!(
+        HandshakeV10::decode(&payload).unwrap().server_version,
+        b"8.0.36-perceptron-shim"
+    );
     let hello = compute_proof::Hello::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);
-    let login = HandshakeResponse41 {
-        client_flag: CLIENT_PROTOCOL_41
-            | CLIENT_SECURE_CONNECTION
-            | CLIENT_PLUGIN_AUTH
-            | CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
-            | CLIENT_CONNECT_WITH_DB,
-        max_packet_size: 1 << 24,
-        character_set: 45,
-        reserved: [0; 23],
-        username: b"app".to_vec(),
-        auth_response: Zeroizing::new(hello.encode()),
-        database: Some(b"".to_vec()),
-        client_plugin_name: Some(PLUGIN_NAME.as_bytes().to_vec()),
-        connect_attrs: None,
-        zstd_compression_level: None,
-    };
-    raw::write_packet(&mut s, 1, &login.to_bytes()).unwrap();
-    let (seq, switch) = raw::read_packet(&mut s).unwrap();
-    assert_eq!(seq, 2);
+    let mut greeted = None;
+    let (mut s, switch, _) = relayed_login(shim.port, "app", "", |b| {
+        greeted = Some(b.clone());
+        hello.encode()
+    });
+    let b = greeted.unwrap();
     let switch = authplugin::packet::AuthSwitchRequest::decode(&switch).unwrap();
     assert_eq!(switch.plugin_name, b"mysql_native_password");
     let (scramble, proof) = compute_proof::switch_proof(&switch.plugin_data).unwrap();
