@@ -106,6 +106,15 @@ impl Database {
         engine.open(&self.dir)
     }
 
+    /// An idle read connection, if one is open: never blocks (see [`Self::reader`]).
+    #[must_use]
+    pub fn idle_reader(&self) -> Option<Box<dyn Executor>> {
+        if self.is_dropped() {
+            return None;
+        }
+        self.readers().pop()
+    }
+
     /// Keeps a read connection for the next read, unless the database was dropped meanwhile.
     pub fn return_reader(&self, reader: Box<dyn Executor>) {
         let mut readers = self.readers();
@@ -124,6 +133,14 @@ impl Database {
 }
 
 impl Slot {
+    /// The executor if the storage is open already: never blocks (see [`Self::executor`]).
+    pub fn opened(&mut self) -> Option<&mut dyn Executor> {
+        match self {
+            Self::Open(e) => Some(e.get_mut().unwrap_or_else(PoisonError::into_inner).as_mut()),
+            Self::Closed | Self::Gone => None,
+        }
+    }
+
     /// The executor, opening the storage with `engine` on first use. Blocks (call it on a
     /// blocking thread).
     ///

@@ -133,6 +133,15 @@ pub trait Executor: Send {
     /// `USER()`, `@@x`, `@x`).
     fn set_session(&mut self, session: std::sync::Arc<crate::mysql_functions::SessionFacts>);
 
+    /// Limits the work of the statements run next to about `steps` VM instructions (`None`:
+    /// no limit). A statement over the limit stops with an error, as if interrupted, and
+    /// [`Executor::over_budget`] says so. Under a limit only a single query runs: anything
+    /// else is refused the same way before it starts, so a stopped statement changed nothing.
+    fn set_step_budget(&mut self, steps: Option<u32>);
+
+    /// Whether the limit of [`Executor::set_step_budget`] stopped a statement since it was set.
+    fn over_budget(&self) -> bool;
+
     /// How another task interrupts the statement this executor runs (`KILL QUERY`).
     fn interrupter(&self) -> crate::processes::Interrupt;
 

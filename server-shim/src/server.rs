@@ -213,7 +213,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         results: QueryResultWriter<'a, W>,
     ) -> io::Result<()> {
         self.take_login();
-        let Some(prepared) = self.session.prepared(id).cloned() else {
+        let Some(prepared) = self.session.prepared(id) else {
             return results
                 .error(
                     ErrorKind::ER_UNKNOWN_STMT_HANDLER,
@@ -231,7 +231,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         }));
         let result = match cells {
             Ok(cells) if cells.len() == prepared.params => {
-                self.session.run(&prepared.sql, cells).await
+                self.session.execute(&prepared, cells).await
             }
             Ok(_) | Err(_) => Err(crate::sql_error::SqlError::new(
                 ErrorKind::ER_WRONG_ARGUMENTS,

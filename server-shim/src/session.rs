@@ -66,6 +66,20 @@ pub struct Prepared {
     pub sql: String,
     /// Its number of `?` placeholders.
     pub params: usize,
+    /// How the engine runs it, if it does: found once at the prepare, so each execution
+    /// skips stripping and classifying the text again.
+    engine: Option<EnginePlan>,
+}
+
+/// A statement the engine runs, as classified.
+#[derive(Debug, Clone)]
+struct EnginePlan {
+    /// The text without its comments.
+    sql: String,
+    /// It may write.
+    write: bool,
+    /// It names `information_schema`.
+    information_schema: bool,
 }
 
 /// One connection's session state.
@@ -85,7 +99,7 @@ pub struct Session {
     /// Where a session without a current database evaluates expressions (`SELECT 41+1`
     /// before `USE`): an in-memory SQLite, opened on first use.
     scratch: Option<std::sync::Mutex<Box<dyn Executor>>>,
-    prepared: HashMap<u32, Prepared>,
+    prepared: HashMap<u32, Arc<Prepared>>,
     next_statement_id: u32,
     /// System variables the session set to a plain value ([`variables::assigned`]).
     variables: BTreeMap<String, Cell>,
@@ -134,6 +148,42 @@ async fn run_blocking<T: Send + 'static>(
             Err(SqlError::internal("the statement failed unexpectedly")),
         ),
     }
+}
+
+/// The most SQLite VM instructions a read may run on the async runtime's own thread (about a
+/// tenth of a millisecond of work here; a point select takes a few dozen).
+const INLINE_READ_STEPS: u32 = 20_000;
+
+/// The longest statement text read here rather than on a blocking thread: a new statement is
+/// parsed and rewritten before it runs, and that work has no step limit.
+const INLINE_READ_TEXT_BYTES: usize = 4096;
+
+/// Runs the read `f` on `e` on the calling thread, the async runtime's, under a limit of
+/// [`INLINE_READ_STEPS`]. A statement handed to a blocking thread costs two thread switches
+/// (there and back), more than a point select costs itself: server-shim spent twice the CPU
+/// per point select that way. Returns `None` when the read went over the limit (or was not a
+/// single query): it stopped having changed nothing and the session's counts are restored,
+/// so it can run again, unlimited, on a blocking thread.
+fn read_inline<T>(
+    e: &mut dyn Executor,
+    session: ForSession,
+    f: &impl Fn(&mut dyn Executor) -> Result<T, SqlError>,
+) -> Option<Result<T, SqlError>> {
+    let counts = Arc::clone(&session.counts);
+    let before = (
+        counts.row_count.load(Ordering::Relaxed),
+        counts.found_rows.load(Ordering::Relaxed),
+    );
+    e.set_step_budget(Some(INLINE_READ_STEPS));
+    let result = for_session(e, session, f);
+    let over = result.is_err() && e.over_budget();
+    e.set_step_budget(None);
+    if over {
+        counts.row_count.store(before.0, Ordering::Relaxed);
+        counts.found_rows.store(before.1, Ordering::Relaxed);
+        return None;
+    }
+    Some(result)
 }
 
 /// What a statement's executor is given about its session.
@@ -293,12 +343,36 @@ impl Session {
     /// The statement's [`SqlError`]; the session stays usable.
     pub async fn run(&mut self, sql: &str, params: Vec<Cell>) -> Result<Reply, SqlError> {
         let reply = self.run_statement(sql, params).await;
-        if let Ok(Reply::Ok { last_insert_id, .. }) = &reply
+        self.note_last_insert_id(&reply);
+        reply
+    }
+
+    /// Runs the prepared statement `prepared` with `params`.
+    ///
+    /// # Errors
+    /// The statement's [`SqlError`]; the session stays usable.
+    pub async fn execute(
+        &mut self,
+        prepared: &Prepared,
+        params: Vec<Cell>,
+    ) -> Result<Reply, SqlError> {
+        let reply = match &prepared.engine {
+            Some(plan) => {
+                self.engine(&plan.sql, params, plan.write, plan.information_schema)
+                    .await
+            }
+            None => self.run_statement(&prepared.sql, params).await,
+        };
+        self.note_last_insert_id(&reply);
+        reply
+    }
+
+    fn note_last_insert_id(&mut self, reply: &Result<Reply, SqlError>) {
+        if let Ok(Reply::Ok { last_insert_id, .. }) = reply
             && *last_insert_id != 0
         {
             self.last_insert_id = *last_insert_id;
         }
-        reply
     }
 
     async fn run_statement(&mut self, sql: &str, params: Vec<Cell>) -> Result<Reply, SqlError> {
@@ -433,7 +507,10 @@ impl Session {
             Statement::Ignored => Ok(ok(0)),
             Statement::Kill { id, query } => self.kill(id, query),
             Statement::TableMaintenance { op, tables } => self.table_maintenance(&op, tables).await,
-            Statement::Engine { write } => self.engine(sql, params, write).await,
+            Statement::Engine { write } => {
+                let information_schema = crate::dialect::names_schema(sql, "information_schema");
+                self.engine(sql, params, write, information_schema).await
+            }
         }
     }
 
@@ -511,21 +588,51 @@ impl Session {
     /// Runs `f` on one of `db`'s read connections, without its lock: a plain read outside
     /// any transaction sees what was committed (SQLite's WAL snapshot) and does not wait for
     /// another session's statement or open transaction, as InnoDB's consistent reads do not.
-    /// Waits for a free connection with the lock-wait deadline.
+    /// A free connection already open runs it here first ([`read_inline`]); otherwise, or if
+    /// it is too long for that, it runs on a blocking thread. Waits for a free connection
+    /// with the lock-wait deadline.
     async fn read<T: Send + 'static>(
         &self,
         db: Arc<Database>,
-        f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
+        inline: bool,
+        f: impl Fn(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
     ) -> Result<T, SqlError> {
-        let permit = tokio::time::timeout(self.server.lock_wait, db.reader_slots().acquire_owned())
+        let slots = db.reader_slots();
+        if inline && let Ok(permit) = Arc::clone(&slots).try_acquire_owned() {
+            let mut reader = db.idle_reader();
+            if let Some(r) = reader.as_mut()
+                && let Some(result) = read_inline(r.as_mut(), self.statement_facts(), &f)
+            {
+                if let Some(r) = reader {
+                    db.return_reader(r);
+                }
+                return result;
+            }
+            return self.read_blocking(permit, db, reader, f).await;
+        }
+        let permit = tokio::time::timeout(self.server.lock_wait, slots.acquire_owned())
             .await
             .map_err(|_| SqlError::lock_wait_timeout())?
             .map_err(|_| SqlError::internal("the database's readers are closed"))?;
+        self.read_blocking(permit, db, None, f).await
+    }
+
+    /// [`Self::read`] on a blocking thread, with `reader` or a connection of `db`'s.
+    async fn read_blocking<T: Send + 'static>(
+        &self,
+        permit: tokio::sync::OwnedSemaphorePermit,
+        db: Arc<Database>,
+        reader: Option<Box<dyn Executor>>,
+        f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
+    ) -> Result<T, SqlError> {
         let session = self.statement_facts();
         let catalog = Arc::clone(&self.server.catalog);
         let task = tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            let mut reader = db.reader(catalog.engine())?;
+            let mut reader = match reader {
+                Some(r) => r,
+                None => db.reader(catalog.engine())?,
+            };
             let result = for_session(reader.as_mut(), session, f);
             db.return_reader(reader);
             result
@@ -534,13 +641,27 @@ impl Session {
             .unwrap_or_else(|_| Err(SqlError::internal("the statement failed unexpectedly")))
     }
 
+    /// Runs the read `f` here inside the session's open transaction on `db`, if its storage
+    /// is open ([`read_inline`]); `None` when it must run on a blocking thread.
+    fn read_in_transaction<T>(
+        &mut self,
+        db: &Database,
+        f: &impl Fn(&mut dyn Executor) -> Result<T, SqlError>,
+    ) -> Option<Result<T, SqlError>> {
+        let session = self.statement_facts();
+        let txn = self.txn.as_mut().filter(|t| t.db.name() == db.name())?;
+        let executor = txn.guard.as_mut()?.opened()?;
+        read_inline(executor, session, f)
+    }
+
     async fn engine(
         &mut self,
         sql: &str,
         params: Vec<Cell>,
         write: bool,
+        information_schema: bool,
     ) -> Result<Reply, SqlError> {
-        if crate::dialect::names_schema(sql, "information_schema") {
+        if information_schema {
             return self.information_schema(sql, params).await;
         }
         if self.database.is_none() {
@@ -570,6 +691,8 @@ impl Session {
             .map(reply);
         }
         let db = self.current_database()?;
+        let read = !write && plain_select(sql);
+        let inline_read = read && sql.len() <= INLINE_READ_TEXT_BYTES;
         let sql = sql.to_owned();
         let last = self.last_insert_id;
         if let Some(txn) = &self.txn {
@@ -578,17 +701,18 @@ impl Session {
                     "a statement on another database; COMMIT or ROLLBACK first",
                 ));
             }
-            return self
-                .with_executor(db, move |e| {
-                    e.set_last_insert_id(last);
-                    e.execute(&sql, &params)
-                })
-                .await
-                .map(reply);
+            let statement = move |e: &mut dyn Executor| {
+                e.set_last_insert_id(last);
+                e.execute(&sql, &params)
+            };
+            if inline_read && let Some(result) = self.read_in_transaction(&db, &statement) {
+                return result.map(reply);
+            }
+            return self.with_executor(db, statement).await.map(reply);
         }
-        if !write && !self.txn_pending && !self.temporary_tables && plain_select(&sql) {
+        if read && !self.txn_pending && !self.temporary_tables {
             return self
-                .read(db, move |e| {
+                .read(db, inline_read, move |e| {
                     e.set_last_insert_id(last);
                     e.execute(&sql, &params)
                 })
@@ -874,11 +998,20 @@ impl Session {
     /// # Errors
     /// 1064 if the text does not tokenize or classify.
     pub async fn prepare(&mut self, sql: &str) -> Result<(u32, usize, Vec<String>), SqlError> {
-        let statement = classify(&crate::dialect::strip_comments(sql)?)?;
+        let stripped = crate::dialect::strip_comments(sql)?;
+        let statement = classify(&stripped)?;
         let params = count_placeholders(sql)?;
+        let engine = match statement {
+            Statement::Engine { write } => Some(EnginePlan {
+                information_schema: crate::dialect::names_schema(&stripped, "information_schema"),
+                sql: stripped,
+                write,
+            }),
+            _ => None,
+        };
         // Clients (libmariadb) take a statement's result columns from its prepare reply and
         // treat a statement that announced none as returning no rows.
-        let columns = if matches!(statement, Statement::Engine { .. }) {
+        let columns = if engine.is_some() {
             self.result_columns(sql).await?
         } else {
             Vec::new()
@@ -887,10 +1020,11 @@ impl Session {
         self.next_statement_id = self.next_statement_id.wrapping_add(1).max(1);
         self.prepared.insert(
             id,
-            Prepared {
+            Arc::new(Prepared {
                 sql: sql.to_owned(),
                 params,
-            },
+                engine,
+            }),
         );
         Ok((id, params, columns))
     }
@@ -910,8 +1044,8 @@ impl Session {
 
     /// The prepared statement `id`.
     #[must_use]
-    pub fn prepared(&self, id: u32) -> Option<&Prepared> {
-        self.prepared.get(&id)
+    pub fn prepared(&self, id: u32) -> Option<Arc<Prepared>> {
+        self.prepared.get(&id).cloned()
     }
 
     /// Forgets prepared statement `id`.

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use rusqlite::types::{Value, ValueRef};
@@ -104,6 +104,49 @@ struct SqliteExecutor {
     attached: Vec<(String, (u64, u64))>,
     /// Translations of the statements seen lately, by their MySQL text.
     translations: HashMap<String, Arc<Translated>>,
+    /// The limit on the next statements' work, checked by SQLite's progress handler.
+    budget: Arc<StepBudget>,
+}
+
+/// How many SQLite VM instructions run between two calls of the progress handler.
+const PROGRESS_OPS: i32 = 1000;
+
+/// A limit on the VM instructions of the statements an executor runs next (see
+/// [`Executor::set_step_budget`]), shared with the connection's progress handler.
+#[derive(Debug, Default)]
+struct StepBudget {
+    /// Progress-handler calls allowed ([`PROGRESS_OPS`] instructions each); 0: no limit.
+    calls: AtomicU32,
+    /// Calls so far under the current limit.
+    used: AtomicU32,
+    /// The limit stopped a statement.
+    over: AtomicBool,
+}
+
+impl StepBudget {
+    /// The progress handler: `true` stops the running statement (SQLITE_INTERRUPT).
+    fn tick(&self) -> bool {
+        let calls = self.calls.load(Ordering::Relaxed);
+        if calls == 0 {
+            return false;
+        }
+        if self.used.fetch_add(1, Ordering::Relaxed) < calls {
+            return false;
+        }
+        self.over.store(true, Ordering::Relaxed);
+        true
+    }
+
+    fn limited(&self) -> bool {
+        self.calls.load(Ordering::Relaxed) != 0
+    }
+
+    fn set(&self, steps: Option<u32>) {
+        let calls = steps.map_or(0, |s| s.div_ceil(PROGRESS_OPS.unsigned_abs()).max(1));
+        self.calls.store(calls, Ordering::Relaxed);
+        self.used.store(0, Ordering::Relaxed);
+        self.over.store(false, Ordering::Relaxed);
+    }
 }
 
 /// A name quoted for SQLite (backticks, inner ones doubled), as the dialect quotes them.
@@ -145,7 +188,7 @@ const TRANSLATION_CACHE_ENTRIES: usize = 512;
 const MAX_CACHED_STATEMENT_BYTES: usize = 4096;
 
 impl SqliteExecutor {
-    fn new(conn: Connection, db_name: String) -> Result<Self, SqlError> {
+    fn new(mut conn: Connection, db_name: String) -> Result<Self, SqlError> {
         let internal =
             |e: rusqlite::Error| SqlError::internal(&format!("cannot open storage: {e}"));
         // WAL: readers never block the writer; FULL: every commit is fsynced before the OK.
@@ -159,6 +202,10 @@ impl SqliteExecutor {
         conn.set_prepared_statement_cache_capacity(TRANSLATION_CACHE_ENTRIES);
         let facts = Arc::new(ConnectionFacts::default());
         mysql_functions::register(&conn, &db_name, &facts).map_err(internal)?;
+        let budget = Arc::new(StepBudget::default());
+        let ticks = Arc::clone(&budget);
+        conn.progress_handler(PROGRESS_OPS, Some(move || ticks.tick()))
+            .map_err(internal)?;
         Ok(Self {
             conn,
             db_name,
@@ -168,6 +215,7 @@ impl SqliteExecutor {
             databases: None,
             attached: Vec::new(),
             translations: HashMap::new(),
+            budget,
         })
     }
 
@@ -523,6 +571,15 @@ impl Executor for SqliteExecutor {
     fn execute(&mut self, sql: &str, params: &[Cell]) -> Result<Outcome, SqlError> {
         let translated = self.translate(sql)?;
         let (translation, qualifiers) = &*translated;
+        if self.budget.limited()
+            && !(translation.kind == StatementKind::Query
+                && translation.statements.len() == 1
+                && translation.rebuild.is_none())
+        {
+            // Under a limit only what a limit can stop without a trace may run: one query.
+            self.budget.over.store(true, Ordering::Relaxed);
+            return Err(SqlError::internal("not a single query"));
+        }
         self.attach(qualifiers)?;
         if translation.kind.commits_implicitly() && self.in_transaction {
             // MySQL commits the open transaction before any DDL.
@@ -550,6 +607,14 @@ impl Executor for SqliteExecutor {
             }
         }
         Ok(outcome)
+    }
+
+    fn set_step_budget(&mut self, steps: Option<u32>) {
+        self.budget.set(steps);
+    }
+
+    fn over_budget(&self) -> bool {
+        self.budget.over.load(Ordering::Relaxed)
     }
 
     fn interrupter(&self) -> crate::processes::Interrupt {
@@ -1193,5 +1258,39 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(out, Outcome::Rows { rows, .. } if rows == vec![vec![Cell::Int(0)]]));
+    }
+
+    #[test]
+    fn a_step_budget_stops_a_long_read_and_refuses_writes_leaving_the_transaction_as_it_was() {
+        let dir = temp_dir("budget");
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        exec(e.as_mut(), "CREATE TABLE t (id INT PRIMARY KEY, v INT)").unwrap();
+        e.begin().unwrap();
+        exec(
+            e.as_mut(),
+            "INSERT INTO t WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n \
+             WHERE i < 5000) SELECT i, i FROM n",
+        )
+        .unwrap();
+        e.set_step_budget(Some(2000));
+        // A point read fits.
+        let point = exec(e.as_mut(), "SELECT v FROM t WHERE id = 42").unwrap();
+        assert!(matches!(point, Outcome::Rows { rows, .. } if rows == vec![vec![Cell::Int(42)]]));
+        assert!(!e.over_budget());
+        // A scan of 5,000 rows does not.
+        assert!(exec(e.as_mut(), "SELECT MAX(v + 0) FROM t").is_err());
+        assert!(e.over_budget());
+        // Nor does a write, however small: refused before it runs.
+        e.set_step_budget(Some(2000));
+        assert!(exec(e.as_mut(), "UPDATE t SET v = 0 WHERE id = 1").is_err());
+        assert!(e.over_budget());
+        // Unlimited again, the transaction is intact and the stopped scan runs.
+        e.set_step_budget(None);
+        let max = exec(e.as_mut(), "SELECT MAX(v + 0) FROM t").unwrap();
+        assert!(matches!(max, Outcome::Rows { rows, .. } if rows == vec![vec![Cell::Int(5000)]]));
+        e.commit().unwrap();
+        let count = exec(e.as_mut(), "SELECT COUNT(*) FROM t").unwrap();
+        assert!(matches!(count, Outcome::Rows { rows, .. } if rows == vec![vec![Cell::Int(5000)]]));
+        fs::remove_dir_all(dir).unwrap();
     }
 }
