@@ -286,6 +286,24 @@ impl SqliteExecutor {
         from_sqlite(e, &self.db_name)
     }
 
+    /// Runs `count` (a [`dialect::Translation::found_rows`] query) with the leading `params`
+    /// its placeholders take, for `FOUND_ROWS()`.
+    fn count_found_rows(&mut self, count: &str, params: &[Cell]) -> Result<(), SqlError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(count)
+            .map_err(|e| from_sqlite(&e, &self.db_name))?;
+        let bound = params.get(..stmt.parameter_count()).unwrap_or(params);
+        let found: i64 = stmt
+            .query_row(
+                rusqlite::params_from_iter(bound.iter().map(to_sqlite)),
+                |row| row.get(0),
+            )
+            .map_err(|e| from_sqlite(&e, &self.db_name))?;
+        self.facts.found_rows.store(found, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Rebuilds a table with `rebuild`'s changes ([`table_rebuild`]), as SQLite documents
     /// it: foreign keys off (outside any transaction, which DDL has committed), then in one
     /// transaction: renamed columns renamed in place (SQLite rewrites the indexes, triggers
@@ -605,6 +623,9 @@ impl Executor for SqliteExecutor {
             if i == last || matches!(this, Outcome::Rows { .. }) {
                 outcome = this;
             }
+        }
+        if let Some(count) = &translation.found_rows {
+            self.count_found_rows(count, params)?;
         }
         Ok(outcome)
     }
@@ -1291,6 +1312,38 @@ mod tests {
         e.commit().unwrap();
         let count = exec(e.as_mut(), "SELECT COUNT(*) FROM t").unwrap();
         assert!(matches!(count, Outcome::Rows { rows, .. } if rows == vec![vec![Cell::Int(5000)]]));
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn found_rows_after_sql_calc_found_rows_counts_past_the_limit() {
+        let dir = temp_dir("found-rows");
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        exec(
+            e.as_mut(),
+            "CREATE TABLE t (id INT PRIMARY KEY, tag VARCHAR(10))",
+        )
+        .unwrap();
+        exec(
+            e.as_mut(),
+            "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'a'), (4, 'a'), (5, 'a')",
+        )
+        .unwrap();
+        let page = e
+            .execute(
+                "SELECT SQL_CALC_FOUND_ROWS id FROM t WHERE tag = ? ORDER BY id LIMIT ?, ?",
+                &[Cell::Text("a".into()), Cell::Int(1), Cell::Int(2)],
+            )
+            .unwrap();
+        assert!(
+            matches!(page, Outcome::Rows { rows, .. } if rows == vec![vec![Cell::Int(3)], vec![Cell::Int(4)]])
+        );
+        let found = exec(e.as_mut(), "SELECT FOUND_ROWS()").unwrap();
+        assert!(matches!(found, Outcome::Rows { rows, .. } if rows == vec![vec![Cell::Int(4)]]));
+        // Without the modifier, FOUND_ROWS() is the rows sent.
+        exec(e.as_mut(), "SELECT id FROM t LIMIT 2").unwrap();
+        let found = exec(e.as_mut(), "SELECT FOUND_ROWS()").unwrap();
+        assert!(matches!(found, Outcome::Rows { rows, .. } if rows == vec![vec![Cell::Int(2)]]));
         fs::remove_dir_all(dir).unwrap();
     }
 }

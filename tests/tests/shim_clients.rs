@@ -462,6 +462,49 @@ fn alembic_autogenerates_and_upgrades_twice_as_on_mariadb() {
     assert_eq!(found[0], found[1], "server-shim, then MariaDB");
 }
 
+/// WordPress 6.1 (Debian's package, extracted by tests/clients/install) installs on
+/// server-shim from php-cli as `wp-admin/install.php` would, then writes, tags, searches
+/// (`SQL_CALC_FOUND_ROWS` with `FOUND_ROWS()`) and trashes a post and purges expired
+/// transients (a self-join `DELETE`), printing the same as on MariaDB, down to every statement
+/// WordPress saw fail (its installer describes tables before creating them).
+#[test]
+fn wordpress_installs_and_publishes_a_post_as_on_mariadb() {
+    let root = tests::target_dir().join("clients/wordpress/usr/share/wordpress");
+    assert!(
+        root.join("wp-settings.php").exists(),
+        "{} is missing: run tests/clients/install",
+        root.display()
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/wordpress/install.php");
+    let printed = on_shim_then_mariadb("shim-clients-wordpress", "blog", |port, password, _| {
+        let mut cmd = Command::new("php");
+        cmd.arg(&script)
+            .env("WP_ROOT", &root)
+            .env("PORT", port.to_string())
+            .env("DB_NAME", "blog")
+            .env("DB_USER", "root")
+            .env("DB_PASSWORD", password.unwrap_or(""));
+        succeeded(&mut cmd, Duration::from_secs(120), &format!("port {port}")).stdout
+    });
+    assert!(
+        printed[0].starts_with(
+            "installed user 1\n\
+             blogname Perceptron blog\n\
+             tables 12\n\
+             admin admin@example.com password ok\n\
+             post Paused databases cost nothing\n\
+             tags mysql,serverless\n\
+             published 2\n\
+             search 1\n\
+             transients gone=false kept=y rows=2\n\
+             after trash published 1\n"
+        ),
+        "{}",
+        printed[0]
+    );
+    assert_eq!(printed[0], printed[1], "server-shim, then MariaDB");
+}
+
 /// A Go program on go-sql-driver/mysql (tests/clients/go/types) scans decimals and date-times,
 /// aggregates of them, a NULL, and the same through a prepared statement, into float64,
 /// string and time.Time, on server-shim exactly as on MariaDB. Built by

@@ -110,15 +110,16 @@ mod tests {
     #[test]
     fn drops_select_modifiers_only_right_after_select() {
         assert_eq!(
-            text(drop_select_modifiers(tokens(
-                "SELECT SQL_NO_CACHE  HIGH_PRIORITY a, SQL_CACHE FROM t"
-            ))),
+            text(
+                drop_select_modifiers(tokens(
+                    "SELECT SQL_NO_CACHE  HIGH_PRIORITY a, SQL_CACHE FROM t"
+                ))
+                .0
+            ),
             "SELECT    a, SQL_CACHE FROM t"
         );
         assert_eq!(
-            text(drop_select_modifiers(tokens(
-                "SELECT `SQL_NO_CACHE` FROM t"
-            ))),
+            text(drop_select_modifiers(tokens("SELECT `SQL_NO_CACHE` FROM t")).0),
             "SELECT `SQL_NO_CACHE` FROM t"
         );
     }

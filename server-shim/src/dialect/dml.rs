@@ -259,6 +259,7 @@ fn one(statement: String, kind: StatementKind) -> Translation {
         kind,
         rebuild: None,
         aggregates: Vec::new(),
+        found_rows: None,
     }
 }
 

@@ -54,6 +54,10 @@ pub struct Translation {
     /// For a `SELECT`, each result column that aggregates one table column, whose MySQL type
     /// follows that column's ([`aggregates`]); empty for every other statement.
     pub aggregates: Vec<Option<AggregateOf>>,
+    /// For `SELECT SQL_CALC_FOUND_ROWS … LIMIT`: a query counting its rows without the
+    /// `LIMIT`, for `FOUND_ROWS()` to answer afterwards (MySQL's pagination idiom, which
+    /// WordPress's post lists use).
+    pub found_rows: Option<String>,
 }
 
 pub use aggregates::{AggregateOf, Function as AggregateFunction};
@@ -200,7 +204,11 @@ pub(crate) fn translate_unguarded(
     let (tokens, qualifiers) = schemas::qualify(tokens, current_db);
     let (tokens, values) = literals::protect(tokens)?;
     let mut translation = translate_tokens(tokens)?;
-    for statement in &mut translation.statements {
+    for statement in translation
+        .statements
+        .iter_mut()
+        .chain(translation.found_rows.as_mut())
+    {
         *statement = literals::restore(statement, &values)?;
     }
     if let Some(rebuild) = &mut translation.rebuild {
@@ -227,15 +235,43 @@ fn translate_tokens(tokens: Vec<Token>) -> Result<Translation, SqlError> {
             kind: StatementKind::Other,
             rebuild: None,
             aggregates: Vec::new(),
+            found_rows: None,
         });
     }
-    let tokens = placeholders::number(drop_select_modifiers(tokens));
+    let (tokens, calc_found_rows) = drop_select_modifiers(tokens);
+    let tokens = placeholders::number(tokens);
     if let Some(translation) = ddl::from_tokens(&tokens)? {
         return Ok(translation);
     }
     let tokens = ddl::strip_mysql_only_tokens(tokens);
     let statement = parse_one(tokens)?;
-    translate_statement(statement).map(placeholders::restore)
+    let found_rows = if calc_found_rows {
+        count_without_limit(&statement)?
+    } else {
+        None
+    };
+    let mut translation = translate_statement(statement)?;
+    translation.found_rows = found_rows;
+    Ok(placeholders::restore(translation))
+}
+
+/// For a query with a `LIMIT`: the SQLite query counting its rows without it (nor its
+/// `ORDER BY`, which changes no count).
+fn count_without_limit(statement: &Statement) -> Result<Option<String>, SqlError> {
+    let Statement::Query(query) = statement else {
+        return Ok(None);
+    };
+    if query.limit_clause.is_none() {
+        return Ok(None);
+    }
+    let mut all = query.clone();
+    all.limit_clause = None;
+    all.order_by = None;
+    let inner = dml::translate(Statement::Query(all))?;
+    Ok(inner
+        .statements
+        .first()
+        .map(|rows| format!("SELECT COUNT(*) FROM ({rows})")))
 }
 
 /// The statement MySQL would execute for `mysql`: versioned comments inlined, other
@@ -278,20 +314,25 @@ const SELECT_MODIFIERS: &[&str] = &[
     "STRAIGHT_JOIN",
 ];
 
-/// Drops [`SELECT_MODIFIERS`] right after each `SELECT`.
-fn drop_select_modifiers(tokens: Vec<Token>) -> Vec<Token> {
+/// Drops [`SELECT_MODIFIERS`] and `SQL_CALC_FOUND_ROWS` right after each `SELECT`; says
+/// whether the first `SELECT` (the only one where MySQL allows it) had `SQL_CALC_FOUND_ROWS`.
+fn drop_select_modifiers(tokens: Vec<Token>) -> (Vec<Token>, bool) {
     let mut cut = vec![false; tokens.len()];
+    let mut calc_found_rows = false;
     let s = Significant::new(&tokens);
-    for select in (0..s.len()).filter(|&i| s.is_keyword(i, Keyword::SELECT)) {
-        let modifiers =
-            (select + 1..s.len()).take_while(|&i| SELECT_MODIFIERS.iter().any(|m| s.is_word(i, m)));
+    let selects = (0..s.len()).filter(|&i| s.is_keyword(i, Keyword::SELECT));
+    for (nth, select) in selects.enumerate() {
+        let modifiers = (select + 1..s.len()).take_while(|&i| {
+            SELECT_MODIFIERS.iter().any(|m| s.is_word(i, m)) || s.is_word(i, "SQL_CALC_FOUND_ROWS")
+        });
         for i in modifiers {
+            calc_found_rows |= nth == 0 && s.is_word(i, "SQL_CALC_FOUND_ROWS");
             if let Some(at) = s.position(i) {
                 cursor::mark(&mut cut, at, at);
             }
         }
     }
-    cursor::without(tokens, &cut)
+    (cursor::without(tokens, &cut), calc_found_rows)
 }
 
 /// Parses exactly one statement from `tokens`.
@@ -335,6 +376,7 @@ fn translate_statement(statement: Statement) -> Result<Translation, SqlError> {
             kind: StatementKind::Other,
             rebuild: None,
             aggregates: Vec::new(),
+            found_rows: None,
         }),
         other => Err(SqlError::not_supported(statement_name(&other))),
     }

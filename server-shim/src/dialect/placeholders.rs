@@ -43,6 +43,10 @@ pub fn restore(mut translation: Translation) -> Translation {
         for statement in &mut translation.statements {
             *statement = strip_numbers(statement);
         }
+        // Its placeholders are the first statement's, less those of the `LIMIT`.
+        if let Some(count) = &mut translation.found_rows {
+            *count = strip_numbers(count);
+        }
     }
     translation
 }
@@ -110,6 +114,7 @@ mod tests {
             kind: StatementKind::Query,
             rebuild: None,
             aggregates: Vec::new(),
+            found_rows: None,
         })
         .statements
     }

@@ -698,6 +698,37 @@ fn drops_select_modifiers_that_only_tune_execution() {
 }
 
 #[test]
+fn sql_calc_found_rows_with_a_limit_adds_a_count_without_it() {
+    let t = translate(
+        "SELECT SQL_CALC_FOUND_ROWS p.ID FROM wp_posts p WHERE p.title LIKE '%a%' \
+         ORDER BY p.title LIKE '%a%' DESC LIMIT ?, ?",
+    )
+    .unwrap();
+    assert_eq!(
+        t.statements,
+        [
+            "SELECT p.ID FROM wp_posts p WHERE p.title LIKE '%a%' ESCAPE '\\' \
+          ORDER BY p.title LIKE '%a%' ESCAPE '\\' DESC LIMIT ?2 OFFSET ?1"
+        ]
+    );
+    assert_eq!(
+        t.found_rows.as_deref(),
+        Some(
+            "SELECT COUNT(*) FROM (SELECT p.ID FROM wp_posts p WHERE p.title LIKE '%a%' ESCAPE '\\')"
+        )
+    );
+    // Without a LIMIT the rows sent are the rows found; in a subquery it is not MySQL's.
+    assert_eq!(
+        translate("SELECT SQL_CALC_FOUND_ROWS a FROM t")
+            .unwrap()
+            .found_rows,
+        None
+    );
+    let inner = translate("SELECT a FROM (SELECT SQL_CALC_FOUND_ROWS a FROM t LIMIT 1) x LIMIT 1");
+    assert_eq!(inner.unwrap().found_rows, None);
+}
+
+#[test]
 fn accepts_dump_key_toggles_with_nothing_to_run() {
     for s in [
         "/*!40000 ALTER TABLE `items` DISABLE KEYS */",

@@ -87,6 +87,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
                 kind: StatementKind::Ddl,
                 rebuild,
                 aggregates: Vec::new(),
+                found_rows: None,
             });
         }
         Statement::Drop {
@@ -139,6 +140,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
         kind: StatementKind::Ddl,
         rebuild: None,
         aggregates: Vec::new(),
+        found_rows: None,
     })
 }
 
@@ -558,6 +560,7 @@ pub fn from_tokens(tokens: &[Token]) -> Result<Option<Translation>, SqlError> {
         kind: StatementKind::Ddl,
         rebuild: None,
         aggregates: Vec::new(),
+        found_rows: None,
     }))
 }
 
