@@ -10,9 +10,10 @@ use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
+use rusqlite::hooks::PreUpdateCase;
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension as _};
 
@@ -106,6 +107,65 @@ struct SqliteExecutor {
     translations: HashMap<String, Arc<Translated>>,
     /// The limit on the next statements' work, checked by SQLite's progress handler.
     budget: Arc<StepBudget>,
+    /// The rows the running statement changed, for its affected-row count.
+    changes: Arc<RowChanges>,
+}
+
+/// The rows the running statement inserted, deleted and updated, tallied by SQLite's
+/// pre-update hook: its own changes only (depth 0), not a trigger's or a foreign key action's,
+/// as MySQL counts affected rows. SQLite's own count leaves out the rows `REPLACE` deleted and
+/// cannot tell an upsert's update from an insert.
+#[derive(Debug, Default)]
+struct RowChanges {
+    inserted: AtomicU64,
+    deleted: AtomicU64,
+    /// Updated to other values.
+    changed: AtomicU64,
+    /// Updated to the values they had.
+    unchanged: AtomicU64,
+}
+
+/// [`RowChanges`] of one statement.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Tally {
+    inserted: u64,
+    deleted: u64,
+    changed: u64,
+    unchanged: u64,
+}
+
+impl RowChanges {
+    /// The pre-update hook.
+    fn note(&self, case: &PreUpdateCase) {
+        let counter = match case {
+            PreUpdateCase::Insert(new) if new.get_query_depth() == 0 => &self.inserted,
+            PreUpdateCase::Delete(old) if old.get_query_depth() == 0 => &self.deleted,
+            PreUpdateCase::Update {
+                old_value_accessor: old,
+                new_value_accessor: new,
+            } if old.get_query_depth() == 0 => {
+                let same = (0..old.get_column_count()).all(|i| {
+                    matches!(
+                        (old.get_old_column_value(i), new.get_new_column_value(i)),
+                        (Ok(a), Ok(b)) if a == b
+                    )
+                });
+                if same { &self.unchanged } else { &self.changed }
+            }
+            _ => return,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The tally since the last call, which starts the next.
+    fn take(&self) -> Tally {
+        Tally {
+            inserted: self.inserted.swap(0, Ordering::Relaxed),
+            deleted: self.deleted.swap(0, Ordering::Relaxed),
+            changed: self.changed.swap(0, Ordering::Relaxed),
+            unchanged: self.unchanged.swap(0, Ordering::Relaxed),
+        }
+    }
 }
 
 /// How many SQLite VM instructions run between two calls of the progress handler.
@@ -206,6 +266,12 @@ impl SqliteExecutor {
         let ticks = Arc::clone(&budget);
         conn.progress_handler(PROGRESS_OPS, Some(move || ticks.tick()))
             .map_err(internal)?;
+        let changes = Arc::new(RowChanges::default());
+        let tally = Arc::clone(&changes);
+        conn.preupdate_hook(Some(move |_, _: &str, _: &str, case: &PreUpdateCase| {
+            tally.note(case);
+        }))
+        .map_err(internal)?;
         Ok(Self {
             conn,
             db_name,
@@ -216,6 +282,7 @@ impl SqliteExecutor {
             attached: Vec::new(),
             translations: HashMap::new(),
             budget,
+            changes,
         })
     }
 
@@ -546,6 +613,7 @@ impl SqliteExecutor {
             );
             return Ok(Outcome::Rows { columns, rows: out });
         }
+        self.changes.take();
         let changed = stmt
             .execute(rusqlite::params_from_iter(values))
             .map_err(|e| match from_sqlite(&e, &self.db_name) {
@@ -555,23 +623,28 @@ impl SqliteExecutor {
                 }
                 failed => failed,
             })?;
+        let tally = self.changes.take();
         let last_insert_id = if matches!(kind, StatementKind::Insert | StatementKind::Replace)
-            && changed > 0
+            && tally.inserted > 0
         {
             // MySQL reports the first id a multi-row INSERT generated; SQLite gives the last,
             // and one statement's AUTOINCREMENT ids are consecutive.
             let last = self.conn.last_insert_rowid();
-            let first = last.saturating_sub(i64::try_from(changed).unwrap_or(0).saturating_sub(1));
+            let inserted = i64::try_from(tally.inserted).unwrap_or(0);
+            let first = last.saturating_sub(inserted.saturating_sub(1));
             self.facts.last_insert_id.store(first, Ordering::Relaxed);
             u64::try_from(first).unwrap_or(0)
         } else {
             0
         };
         let affected_rows = match kind {
-            StatementKind::Insert
-            | StatementKind::Replace
-            | StatementKind::Update
-            | StatementKind::Delete => changed as u64,
+            // An upsert's update counts 2 and its update to the same values 1, as MySQL
+            // counts them for a client with CLIENT_FOUND_ROWS (an UPDATE here counts the rows
+            // it matched, too).
+            StatementKind::Insert => tally.inserted + 2 * tally.changed + tally.unchanged,
+            // Each row REPLACE deleted to make room counts beside the row it inserted.
+            StatementKind::Replace => tally.inserted + tally.deleted,
+            StatementKind::Update | StatementKind::Delete => changed as u64,
             _ => 0,
         };
         self.facts.row_count.store(
@@ -1344,6 +1417,82 @@ mod tests {
         exec(e.as_mut(), "SELECT id FROM t LIMIT 2").unwrap();
         let found = exec(e.as_mut(), "SELECT FOUND_ROWS()").unwrap();
         assert!(matches!(found, Outcome::Rows { rows, .. } if rows == vec![vec![Cell::Int(2)]]));
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The affected rows (and insert id) of the OK packet after `sql`.
+    fn done(e: &mut dyn Executor, sql: &str) -> (u64, u64) {
+        match exec(e, sql).unwrap() {
+            Outcome::Done {
+                affected_rows,
+                last_insert_id,
+            } => (affected_rows, last_insert_id),
+            rows @ Outcome::Rows { .. } => panic!("{sql}: {rows:?}"),
+        }
+    }
+
+    #[test]
+    fn replace_and_upserts_count_affected_rows_as_mysql_does() {
+        let dir = temp_dir("affected");
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        exec(
+            e.as_mut(),
+            "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, code VARCHAR(5) UNIQUE, n INT)",
+        )
+        .unwrap();
+        assert_eq!(
+            done(
+                e.as_mut(),
+                "INSERT INTO t (code, n) VALUES ('a', 1), ('b', 2)"
+            ),
+            (2, 1)
+        );
+        // REPLACE: 1 for a new row, 2 for a row replaced, 3 when it replaced two rows (one by
+        // each unique key).
+        assert_eq!(
+            done(
+                e.as_mut(),
+                "REPLACE INTO t (id, code, n) VALUES (3, 'c', 3)"
+            ),
+            (1, 3)
+        );
+        assert_eq!(
+            done(
+                e.as_mut(),
+                "REPLACE INTO t (id, code, n) VALUES (3, 'c', 4)"
+            )
+            .0,
+            2
+        );
+        assert_eq!(
+            done(
+                e.as_mut(),
+                "REPLACE INTO t (id, code, n) VALUES (1, 'b', 5)"
+            )
+            .0,
+            3
+        );
+        // ON DUPLICATE KEY UPDATE: 1 per row inserted, 2 per row changed, 1 per row left as
+        // it was (CLIENT_FOUND_ROWS); an update inserts nothing, so reports no insert id.
+        let upsert =
+            "INSERT INTO t (code, n) VALUES ('x', 9) ON DUPLICATE KEY UPDATE n = VALUES(n)";
+        assert_eq!(done(e.as_mut(), upsert), (1, 4));
+        let changed =
+            "INSERT INTO t (code, n) VALUES ('x', 10) ON DUPLICATE KEY UPDATE n = VALUES(n)";
+        assert_eq!(done(e.as_mut(), changed), (2, 0));
+        assert_eq!(done(e.as_mut(), changed), (1, 0));
+        let two = "INSERT INTO t (code, n) VALUES ('x', 11), ('y', 1) ON DUPLICATE KEY UPDATE n = VALUES(n)";
+        assert_eq!(done(e.as_mut(), two).0, 3);
+        // The ON UPDATE trigger's own write is not the statement's.
+        exec(
+            e.as_mut(),
+            "CREATE TABLE s (k INT PRIMARY KEY, n INT, \
+             at TIMESTAMP DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP)",
+        )
+        .unwrap();
+        let touch = "INSERT INTO s (k, n) VALUES (1, 1) ON DUPLICATE KEY UPDATE n = n + 1";
+        assert_eq!(done(e.as_mut(), touch).0, 1);
+        assert_eq!(done(e.as_mut(), touch).0, 2);
         fs::remove_dir_all(dir).unwrap();
     }
 }
