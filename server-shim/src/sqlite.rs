@@ -700,6 +700,9 @@ impl Executor for SqliteExecutor {
         if let Some(count) = &translation.found_rows {
             self.count_found_rows(count, params)?;
         }
+        if let Outcome::Rows { columns, .. } = &mut outcome {
+            mysql_names(columns, &translation.column_names);
+        }
         Ok(outcome)
     }
 
@@ -838,11 +841,26 @@ impl Executor for SqliteExecutor {
             return Ok(Vec::new());
         };
         let stmt = self.conn.prepare(query).map_err(|e| self.error(&e))?;
-        Ok(stmt.column_names().map(str::to_owned).collect())
+        let mut columns: Vec<String> = stmt.column_names().map(str::to_owned).collect();
+        mysql_names(&mut columns, &translation.column_names);
+        Ok(columns)
     }
 
     fn describe(&mut self) -> Result<Vec<TableMeta>, SqlError> {
         sqlite_catalog::describe(&self.conn).map_err(|e| self.error(&e))
+    }
+}
+
+/// Renames `columns` (SQLite's names) with MySQL's `names` where a translation has them
+/// ([`dialect::Translation::column_names`]).
+fn mysql_names(columns: &mut [String], names: &[Option<String>]) {
+    if columns.len() != names.len() {
+        return;
+    }
+    for (column, name) in columns.iter_mut().zip(names) {
+        if let Some(name) = name {
+            column.clone_from(name);
+        }
     }
 }
 
@@ -1493,6 +1511,20 @@ mod tests {
         let touch = "INSERT INTO s (k, n) VALUES (1, 1) ON DUPLICATE KEY UPDATE n = n + 1";
         assert_eq!(done(e.as_mut(), touch).0, 1);
         assert_eq!(done(e.as_mut(), touch).0, 2);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn results_and_prepared_columns_carry_mysqls_names() {
+        let dir = temp_dir("names");
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        exec(e.as_mut(), "CREATE TABLE t (id INT PRIMARY KEY)").unwrap();
+        let sql = "SELECT id, 41+1, 'abc', NOW() + INTERVAL 1 DAY > '2000-01-01' FROM t";
+        let names = ["id", "41+1", "abc", "NOW() + INTERVAL 1 DAY > '2000-01-01'"];
+        assert!(
+            matches!(exec(e.as_mut(), sql).unwrap(), Outcome::Rows { columns, .. } if columns == names)
+        );
+        assert_eq!(e.result_columns(sql).unwrap(), names);
         fs::remove_dir_all(dir).unwrap();
     }
 }

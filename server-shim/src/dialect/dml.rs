@@ -260,6 +260,7 @@ fn one(statement: String, kind: StatementKind) -> Translation {
         rebuild: None,
         aggregates: Vec::new(),
         found_rows: None,
+        column_names: Vec::new(),
     }
 }
 

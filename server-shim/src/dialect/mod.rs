@@ -14,6 +14,7 @@
 //! `?` placeholders keep their order (see [`placeholders`]).
 
 mod aggregates;
+mod column_names;
 mod comments;
 mod cursor;
 mod ddl;
@@ -58,6 +59,10 @@ pub struct Translation {
     /// `LIMIT`, for `FOUND_ROWS()` to answer afterwards (MySQL's pagination idiom, which
     /// WordPress's post lists use).
     pub found_rows: Option<String>,
+    /// For a `SELECT`: MySQL's name for each result column whose SQLite name differs (an
+    /// unaliased expression: the text the client wrote), `None` for the others; empty when
+    /// every name is SQLite's ([`column_names`]).
+    pub column_names: Vec<Option<String>>,
 }
 
 pub use aggregates::{AggregateOf, Function as AggregateFunction};
@@ -201,9 +206,10 @@ pub(crate) fn translate_unguarded(
         .tokenize()
         .map_err(|e| SqlError::syntax(&e.to_string()))?;
     check_operator_chains(&tokens)?;
+    let items = column_names::select_list(&tokens);
     let (tokens, qualifiers) = schemas::qualify(tokens, current_db);
     let (tokens, values) = literals::protect(tokens)?;
-    let mut translation = translate_tokens(tokens)?;
+    let mut translation = translate_tokens(tokens, items)?;
     for statement in translation
         .statements
         .iter_mut()
@@ -228,7 +234,10 @@ pub(crate) fn translate_unguarded(
     Ok((translation, qualifiers))
 }
 
-fn translate_tokens(tokens: Vec<Token>) -> Result<Translation, SqlError> {
+fn translate_tokens(
+    tokens: Vec<Token>,
+    items: Option<Vec<String>>,
+) -> Result<Translation, SqlError> {
     if toggles_keys(&tokens) {
         return Ok(Translation {
             statements: Vec::new(),
@@ -236,6 +245,7 @@ fn translate_tokens(tokens: Vec<Token>) -> Result<Translation, SqlError> {
             rebuild: None,
             aggregates: Vec::new(),
             found_rows: None,
+            column_names: Vec::new(),
         });
     }
     let (tokens, calc_found_rows) = drop_select_modifiers(tokens);
@@ -250,8 +260,12 @@ fn translate_tokens(tokens: Vec<Token>) -> Result<Translation, SqlError> {
     } else {
         None
     };
+    let column_names = column_names::of(&statement, items);
     let mut translation = translate_statement(statement)?;
     translation.found_rows = found_rows;
+    if translation.kind == StatementKind::Query {
+        translation.column_names = column_names;
+    }
     Ok(placeholders::restore(translation))
 }
 
@@ -377,6 +391,7 @@ fn translate_statement(statement: Statement) -> Result<Translation, SqlError> {
             rebuild: None,
             aggregates: Vec::new(),
             found_rows: None,
+            column_names: Vec::new(),
         }),
         other => Err(SqlError::not_supported(statement_name(&other))),
     }

@@ -115,6 +115,7 @@ mod tests {
             rebuild: None,
             aggregates: Vec::new(),
             found_rows: None,
+            column_names: Vec::new(),
         })
         .statements
     }

@@ -729,6 +729,42 @@ fn sql_calc_found_rows_with_a_limit_adds_a_count_without_it() {
 }
 
 #[test]
+fn unaliased_expressions_keep_the_text_the_client_wrote_as_their_names() {
+    let names = |sql: &str| translate(sql).unwrap().column_names;
+    let text = |n: &str| Some(n.to_owned());
+    assert_eq!(
+        names("SELECT id, t.v, id+1, 'abc', COUNT( * ), @@sql_mode, x AS y FROM t GROUP BY id"),
+        [
+            None,
+            None,
+            text("id+1"),
+            text("abc"),
+            text("COUNT( * )"),
+            text("@@sql_mode"),
+            None
+        ]
+    );
+    // From the first SELECT of a UNION; subqueries and parentheses stay inside their item.
+    assert_eq!(
+        names("SELECT IF(a, (SELECT 1, 2), 'n'), a FROM t UNION SELECT 1, 2"),
+        [text("IF(a, (SELECT 1, 2), 'n')"), None]
+    );
+    assert_eq!(
+        names("SELECT SQL_CALC_FOUND_ROWS DISTINCT a*2 FROM t LIMIT 1"),
+        [text("a*2")]
+    );
+    // Nothing to rename, or nothing that can be matched item for item.
+    for sql in [
+        "SELECT a, b FROM t",
+        "SELECT *, a+1 FROM t",
+        "WITH c AS (SELECT 1) SELECT 1+1 FROM c",
+        "INSERT INTO t SELECT 1+1",
+    ] {
+        assert!(names(sql).is_empty(), "{sql}");
+    }
+}
+
+#[test]
 fn accepts_dump_key_toggles_with_nothing_to_run() {
     for s in [
         "/*!40000 ALTER TABLE `items` DISABLE KEYS */",

@@ -88,6 +88,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
                 rebuild,
                 aggregates: Vec::new(),
                 found_rows: None,
+                column_names: Vec::new(),
             });
         }
         Statement::Drop {
@@ -141,6 +142,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
         rebuild: None,
         aggregates: Vec::new(),
         found_rows: None,
+        column_names: Vec::new(),
     })
 }
 
@@ -561,6 +563,7 @@ pub fn from_tokens(tokens: &[Token]) -> Result<Option<Translation>, SqlError> {
         rebuild: None,
         aggregates: Vec::new(),
         found_rows: None,
+        column_names: Vec::new(),
     }))
 }
 

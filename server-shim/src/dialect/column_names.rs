@@ -1,0 +1,148 @@
+//! The names MySQL gives the result columns of a query that have no alias: the expression's
+//! text as the client wrote it (`41+1`, `count(*)`, `@@sql_mode`), a string literal's value.
+//! SQLite names such a column by the translated text (`41 + 1`,
+//! `mysql_system_variable('sql_mode')`), so a translation carries MySQL's names for the
+//! executor to put on the result ([`super::Translation::column_names`]). Applications that read
+//! a row by column name (`$row['COUNT(*)']`, a dict cursor) see what MySQL would send.
+
+use sqlparser::ast::{Expr, Query, SelectItem, SetExpr, Statement};
+use sqlparser::keywords::Keyword;
+use sqlparser::tokenizer::Token;
+
+use super::cursor::Significant;
+
+/// Words that may follow `SELECT` before its first item.
+const MODIFIERS: &[&str] = &[
+    "ALL",
+    "DISTINCT",
+    "DISTINCTROW",
+    "HIGH_PRIORITY",
+    "STRAIGHT_JOIN",
+    "SQL_SMALL_RESULT",
+    "SQL_BIG_RESULT",
+    "SQL_BUFFER_RESULT",
+    "SQL_CACHE",
+    "SQL_NO_CACHE",
+    "SQL_CALC_FOUND_ROWS",
+];
+
+/// Keywords that end a select list at its own nesting level.
+const AFTER_ITEMS: &[Keyword] = &[
+    Keyword::FROM,
+    Keyword::INTO,
+    Keyword::WHERE,
+    Keyword::GROUP,
+    Keyword::HAVING,
+    Keyword::ORDER,
+    Keyword::LIMIT,
+    Keyword::WINDOW,
+    Keyword::UNION,
+    Keyword::EXCEPT,
+    Keyword::INTERSECT,
+    Keyword::FOR,
+    Keyword::LOCK,
+];
+
+/// The text of each item of the first `SELECT`'s list in `tokens` (the statement as the client
+/// wrote it, comments removed), trimmed; a string literal standing alone as its value. `None`
+/// when the statement is not a `SELECT` (a `WITH` puts another `SELECT` first).
+pub(super) fn select_list(tokens: &[Token]) -> Option<Vec<String>> {
+    let s = Significant::new(tokens);
+    let select = (0..s.len()).find(|&i| !matches!(s.get(i), Some(Token::LParen)))?;
+    if !s.is_keyword(select, Keyword::SELECT) {
+        return None;
+    }
+    let mut first = select + 1;
+    while MODIFIERS.iter().any(|m| s.is_word(first, m)) {
+        first += 1;
+    }
+    let mut items = Vec::new();
+    let mut item: Vec<&Token> = Vec::new();
+    let mut depth = 0_usize;
+    for token in tokens.get(s.position(first)?..)? {
+        match token {
+            Token::LParen => depth += 1,
+            Token::RParen if depth == 0 => break,
+            Token::RParen => depth -= 1,
+            Token::SemiColon | Token::EOF if depth == 0 => break,
+            Token::Comma if depth == 0 => {
+                items.push(name_of(&item));
+                item.clear();
+                continue;
+            }
+            Token::Word(w)
+                if depth == 0 && w.quote_style.is_none() && AFTER_ITEMS.contains(&w.keyword) =>
+            {
+                break;
+            }
+            _ => {}
+        }
+        item.push(token);
+    }
+    items.push(name_of(&item));
+    Some(items)
+}
+
+/// An item's name from its tokens.
+fn name_of(item: &[&Token]) -> String {
+    let significant: Vec<&&Token> = item
+        .iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect();
+    if let [Token::SingleQuotedString(value) | Token::DoubleQuotedString(value)] = significant[..] {
+        return value.clone();
+    }
+    item.iter()
+        .map(ToString::to_string)
+        .collect::<String>()
+        .trim()
+        .to_owned()
+}
+
+/// MySQL's name for each result column of `statement` where SQLite's differs (an unaliased
+/// expression that is not a column), from `items` ([`select_list`]); empty when the query's
+/// columns cannot be matched to the items one to one (a `*`, a `WITH`, a count that differs).
+pub(super) fn of(statement: &Statement, items: Option<Vec<String>>) -> Vec<Option<String>> {
+    let (Statement::Query(query), Some(items)) = (statement, items) else {
+        return Vec::new();
+    };
+    let Some(projection) = first_select(query) else {
+        return Vec::new();
+    };
+    if projection.len() != items.len() {
+        return Vec::new();
+    }
+    let mut names = Vec::with_capacity(items.len());
+    for (item, text) in projection.iter().zip(items) {
+        names.push(match item {
+            // sqlparser reads `@@sql_mode` and `@x` as names; they are variables.
+            SelectItem::UnnamedExpr(Expr::Identifier(id)) if !id.value.starts_with('@') => None,
+            SelectItem::UnnamedExpr(Expr::CompoundIdentifier(_))
+            | SelectItem::ExprWithAlias { .. }
+            | SelectItem::ExprWithAliases { .. } => None,
+            SelectItem::UnnamedExpr(_) => Some(text),
+            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => return Vec::new(),
+        });
+    }
+    if names.iter().all(Option::is_none) {
+        return Vec::new();
+    }
+    names
+}
+
+/// The select list of the query's first `SELECT` (the one a `UNION` takes its names from);
+/// none under a `WITH`.
+fn first_select(query: &Query) -> Option<&[SelectItem]> {
+    if query.with.is_some() {
+        return None;
+    }
+    let mut body = query.body.as_ref();
+    loop {
+        match body {
+            SetExpr::Select(select) => return Some(&select.projection),
+            SetExpr::SetOperation { left, .. } => body = left,
+            SetExpr::Query(inner) if inner.with.is_none() => body = inner.body.as_ref(),
+            _ => return None,
+        }
+    }
+}
