@@ -236,6 +236,10 @@ fn in_schema(sql: &str, schema: &str) -> String {
     format!("{head}{schema}.{rest}")
 }
 
+/// The most databases SQLite attaches to one connection (its `SQLITE_MAX_ATTACHED` default):
+/// beyond it the one used least recently is detached.
+const MAX_ATTACHED: usize = 10;
+
 /// A statement's translation and the qualifiers it names.
 type Translated = (dialect::Translation, Vec<String>);
 
@@ -306,7 +310,12 @@ impl SqliteExecutor {
                 .map(|m| (m.dev(), m.ino()));
             let known = self.attached.iter().position(|(n, _)| n == name);
             match (known, current) {
-                (Some(i), Some(id)) if self.attached.get(i).map(|a| a.1) == Some(id) => continue,
+                (Some(i), Some(id)) if self.attached.get(i).map(|a| a.1) == Some(id) => {
+                    // The most recently used last: the first is the one to detach for room.
+                    let used = self.attached.remove(i);
+                    self.attached.push(used);
+                    continue;
+                }
                 (Some(i), _) => {
                     self.conn
                         .execute_batch(&format!("DETACH DATABASE \"{name}\""))
@@ -318,6 +327,9 @@ impl SqliteExecutor {
             let Some(id) = current else {
                 continue;
             };
+            if self.attached.len() >= MAX_ATTACHED {
+                self.detach_least_recent(qualifiers)?;
+            }
             self.conn
                 .execute(
                     &format!("ATTACH DATABASE ?1 AS \"{name}\""),
@@ -326,6 +338,31 @@ impl SqliteExecutor {
                 .map_err(|e| from_sqlite(&e, &self.db_name))?;
             self.attached.push((name.clone(), id));
         }
+        Ok(())
+    }
+
+    /// Detaches the attached database used least recently that `keep` (the statement's
+    /// qualifiers) does not name, to make room for another ([`MAX_ATTACHED`]).
+    fn detach_least_recent(&mut self, keep: &[String]) -> Result<(), SqlError> {
+        let Some(i) = self.attached.iter().position(|(n, _)| !keep.contains(n)) else {
+            return Err(SqlError::not_supported(&format!(
+                "more than {MAX_ATTACHED} other databases in one statement"
+            )));
+        };
+        let name = self
+            .attached
+            .get(i)
+            .map(|(n, _)| n.clone())
+            .unwrap_or_default();
+        // Refused (SQLITE_ERROR "database is locked") for one the open transaction used.
+        self.conn
+            .execute_batch(&format!("DETACH DATABASE \"{name}\""))
+            .map_err(|_| {
+                SqlError::not_supported(&format!(
+                    "more than {MAX_ATTACHED} other databases in one transaction"
+                ))
+            })?;
+        self.attached.remove(i);
         Ok(())
     }
 
@@ -1526,5 +1563,43 @@ mod tests {
         );
         assert_eq!(e.result_columns(sql).unwrap(), names);
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn any_number_of_other_databases_is_reached_ten_at_a_time() {
+        let root = temp_dir("attach");
+        for i in 0..14 {
+            let dir = root.join(format!("m{i}"));
+            fs::create_dir(&dir).unwrap();
+            let mut db = SqliteEngine.open(&dir).unwrap();
+            exec(db.as_mut(), "CREATE TABLE t (i INT)").unwrap();
+            exec(db.as_mut(), &format!("INSERT INTO t VALUES ({i})")).unwrap();
+        }
+        fs::create_dir(root.join("here")).unwrap();
+        let mut e = SqliteEngine.open(&root.join("here")).unwrap();
+        let one = |e: &mut dyn Executor, sql: &str| match exec(e, sql) {
+            Ok(Outcome::Rows { rows, .. }) => {
+                rows.into_iter().next().and_then(|r| r.into_iter().next())
+            }
+            other => panic!("{sql}: {other:?}"),
+        };
+        // Fourteen other databases, one after another: the least recently used is detached.
+        for i in 0..14 {
+            assert_eq!(
+                one(e.as_mut(), &format!("SELECT i FROM m{i}.t")),
+                Some(Cell::Int(i))
+            );
+        }
+        assert_eq!(one(e.as_mut(), "SELECT i FROM m0.t"), Some(Cell::Int(0)));
+        // Inside a transaction, the ones it used stay attached: an eleventh is refused.
+        e.begin().unwrap();
+        for i in 0..10 {
+            one(e.as_mut(), &format!("SELECT i FROM m{i}.t"));
+        }
+        let err = exec(e.as_mut(), "SELECT i FROM m12.t").unwrap_err();
+        assert_eq!(err.code(), 1235, "{err}");
+        e.rollback().unwrap();
+        assert_eq!(one(e.as_mut(), "SELECT i FROM m12.t"), Some(Cell::Int(12)));
+        fs::remove_dir_all(root).unwrap();
     }
 }
