@@ -245,6 +245,9 @@ struct InstanceJson {
     /// stopped, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     held_frozen_by: Vec<HeldJson>,
+    /// With `[instance.offload]`: where the data is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    storage: Option<&'static str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -661,6 +664,7 @@ fn instance_json(rt: &InstanceRuntime) -> InstanceJson {
             .into_iter()
             .map(|(client, reason)| HeldJson { client, reason })
             .collect(),
+        storage: s.storage,
     }
 }
 

@@ -293,6 +293,9 @@ pub fn status(t: &Target, json: bool) -> Result<String, AdminError> {
         if let Some(f) = i.get("failure").and_then(|v| v.as_str()) {
             out.push_str(&format!("  failure: {f}\n"));
         }
+        if let Some(storage) = i.get("storage").and_then(|v| v.as_str()) {
+            out.push_str(&format!("  data: {storage}\n"));
+        }
     }
     Ok(out)
 }

@@ -77,6 +77,7 @@ pub fn runtime_with(
         max_pending_connections: 16,
         health_check_users: vec!["haproxy".into()],
         capacity: None,
+        offload: None,
         stop_after: None,
         park: false,
         keepalive_queries: Vec::new(),

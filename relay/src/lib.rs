@@ -33,6 +33,7 @@
 //! - `conversation`: where a logged-in connection is between commands (idle, busy), read
 //!   off both directions' bytes.
 //! - `packet_io`: the only module that reads or writes MySQL packets on a socket.
+//! - `offload`: a paused instance's data moved to object storage and back (chunks, manifest).
 //! - `ledger`: the usage ledger and billing.
 //! - `http_client`: one HTTP/1.1 request with a deadline (the http driver and the CLI).
 //! - `keys`: the key ring following its key file (polled, and on SIGHUP).
@@ -83,6 +84,7 @@ mod listener;
 mod login_watch;
 mod logsafe;
 mod metrics;
+mod offload;
 mod packet_io;
 mod passthrough;
 mod perceptron;

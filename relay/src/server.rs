@@ -76,6 +76,13 @@ pub enum StartError {
     },
     /// Another relay holds the state directory's lock.
     Locked(crate::preflight::LockError),
+    /// `[instance.offload]`'s store cannot be opened.
+    Offload {
+        /// The instance.
+        instance: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl std::fmt::Display for StartError {
@@ -120,6 +127,9 @@ impl std::fmt::Display for StartError {
                 )
             }
             Self::Locked(e) => write!(f, "relay.state_dir: {e}"),
+            Self::Offload { instance, message } => {
+                write!(f, "instance '{instance}': offload.store: {message}")
+            }
         }
     }
 }
@@ -134,6 +144,7 @@ impl std::error::Error for StartError {
             Self::Tls { source, .. } => Some(source),
             Self::ComputeTls { source, .. } => Some(source),
             Self::Locked(e) => Some(e),
+            Self::Offload { .. } => None,
         }
     }
 }
@@ -334,9 +345,16 @@ async fn serve(
             }
             _ => None,
         };
+        let driver =
+            control::driver::driver_for(cfg, &config.relay.state_dir).map_err(|message| {
+                StartError::Offload {
+                    instance: cfg.name.clone(),
+                    message,
+                }
+            })?;
         let instance = Instance::new(
             cfg.clone(),
-            control::driver::driver_for(cfg, &config.relay.state_dir),
+            driver,
             kernel,
             Arc::clone(&metrics),
             // A fleet's ledger is in its store, each transition written once.

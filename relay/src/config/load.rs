@@ -192,6 +192,29 @@ impl Config {
                     message,
                 ));
             }
+            let offload = inst
+                .offload
+                .map(|o| {
+                    let url_ok = o.store.strip_prefix("file:///").is_some();
+                    if !url_ok {
+                        let message = format!(
+                            "{:?}: only file:///path stores are built in this version",
+                            o.store
+                        );
+                        return Err(ConfigError::invalid(path, key("offload.store"), message));
+                    }
+                    if !matches!(driver, DriverConfig::Process { .. }) {
+                        let message = "needs the process driver: the relay moves the data \
+                                       directory of a compute that runs on its host";
+                        return Err(ConfigError::invalid(path, key("offload"), message));
+                    }
+                    Ok(crate::config::OffloadConfig {
+                        store: o.store,
+                        after: o.after,
+                        data_dir: rebase(base, &o.data_dir),
+                    })
+                })
+                .transpose()?;
             if inst.compute_proof != ComputeProofMode::Greeting && inst.auth != AuthMode::Dual {
                 let message = "only used with auth = \"dual\" (no other compute holds the key)";
                 return Err(ConfigError::invalid(path, key("compute_proof"), message));
@@ -204,6 +227,7 @@ impl Config {
                 compute_ca,
                 compute_tls_name: inst.compute_tls_name,
                 capacity,
+                offload,
                 stop_after: inst.stop_after,
                 // Parking freezes the compute's cgroup, which only the process driver has.
                 park: inst.park && matches!(driver, DriverConfig::Process { .. }),

@@ -402,6 +402,8 @@ pub struct InstanceConfig {
     /// `[instance.capacity]`: live CPU and memory limits scaled with the load, billed in
     /// CCU-seconds; `None` runs the compute without limits (billed as one CCU).
     pub capacity: Option<CapacityConfig>,
+    /// `[instance.offload]`: the data moved to an object store while paused.
+    pub offload: Option<OffloadConfig>,
     /// With it, a pause freezes the compute (its memory and sockets kept, thawed in
     /// milliseconds by the next login) and stops it once it has stayed frozen this long.
     pub stop_after: Option<Duration>,
@@ -619,6 +621,30 @@ struct InstanceFile {
     compute_tls_name: Option<String>,
     #[serde(default)]
     compute_proof: ComputeProofMode,
+    offload: Option<OffloadFile>,
+}
+
+/// `[instance.offload]`: after `after` paused, the compute's data directory goes to the store
+/// (`file:///dir`); a wake restores it before the compute starts (docs/offload.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffloadConfig {
+    /// The store's URL.
+    pub store: String,
+    /// How long the instance stays paused before its data is offloaded.
+    pub after: Duration,
+    /// The compute's data directory (the path its command is given), relative to the
+    /// configuration file's directory unless absolute.
+    pub data_dir: PathBuf,
+}
+
+/// `[instance.offload]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OffloadFile {
+    store: String,
+    #[serde(deserialize_with = "duration::at_least_1s")]
+    after: Duration,
+    data_dir: PathBuf,
 }
 
 /// `[instance.capacity]` as written, in CCUs.

@@ -410,7 +410,7 @@ fn error_messages_name_the_file_and_the_key() {
              `compute`, `auth`, `proxy_protocol`, `resume_timeout`, `handshake_timeout`, \
              `compute_timeout`, `idle_pause_after`, `failed_wake_pause_after`, `on_relay_exit`, \
              `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `park`, `keepalive_queries`, `resumable_sessions`, `kernel_splice`, `route`, `driver`, `tls`, \
-             `require_secure_transport`, `compute_tls`, `compute_ca`, `compute_tls_name`, `compute_proof`",
+             `require_secure_transport`, `compute_tls`, `compute_ca`, `compute_tls_name`, `compute_proof`, `offload`",
         ),
         (
             error_after("[relay]", "[relay]\ncolour = \"blue\""),
@@ -549,6 +549,29 @@ fn error_messages_name_the_file_and_the_key() {
     for (got, want) in cases {
         assert_eq!(got, format!("{file}: {want}"));
     }
+}
+
+#[test]
+fn offload_takes_a_file_store_and_a_data_directory_relative_to_the_file() {
+    let offload = "idle_pause_after = \"5m\"\n[instance.offload]\nstore = \"file:///var/lib/objects\"\n\
+                   after = \"1h\"\ndata_dir = \"data/demo\"";
+    let c = parse(&GOOD.replacen("idle_pause_after = \"5m\"", offload, 1)).unwrap();
+    let o = c.instances[0].offload.clone().unwrap();
+    assert_eq!(o.store, "file:///var/lib/objects");
+    assert_eq!(o.after, std::time::Duration::from_secs(3600));
+    assert_eq!(o.data_dir, Path::new("/etc/perceptron/data/demo"));
+    let s3 = offload.replace("file:///var/lib/objects", "s3://bucket/prefix");
+    assert_eq!(
+        parse(&GOOD.replacen("idle_pause_after = \"5m\"", &s3, 1)).unwrap_err(),
+        "/etc/perceptron/relay.toml: instance[0].offload.store: \"s3://bucket/prefix\": only \
+         file:///path stores are built in this version"
+    );
+    let missing = offload.replace("data_dir = \"data/demo\"", "");
+    let err = parse(&GOOD.replacen("idle_pause_after = \"5m\"", &missing, 1)).unwrap_err();
+    assert_eq!(
+        err,
+        "/etc/perceptron/relay.toml: instance[0].offload.data_dir: required, but missing"
+    );
 }
 
 #[test]

@@ -233,6 +233,9 @@ pub struct InstanceStatus {
     /// With `resumable_sessions`: the connections between commands that keep the compute
     /// frozen rather than stopped, with why (their client, the reason).
     pub held_frozen_by: Vec<(String, &'static str)>,
+    /// With `[instance.offload]`: where the data is (`local`, `offloading`, `offloaded`,
+    /// `restoring`).
+    pub storage: Option<&'static str>,
 }
 
 /// Why a pause was not carried out.
@@ -442,6 +445,10 @@ impl Instance {
             } else {
                 Vec::new()
             },
+            storage: self
+                .driver
+                .storage()
+                .map(driver::offloading::Storage::as_str),
         }
     }
 
@@ -927,6 +934,9 @@ impl Instance {
                 } else {
                     self.metrics.set_phase(&self.config.name, Phase::Paused);
                 }
+                drop(inner);
+                // Nothing runs until the next wake (the offload's cue).
+                self.driver.idle();
             }
         }
     }

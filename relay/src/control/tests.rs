@@ -272,6 +272,7 @@ fn build_at(
         max_pending_connections: 16,
         health_check_users: Vec::new(),
         capacity: None,
+        offload: None,
         stop_after,
         park,
         keepalive_queries: vec!["SELECT 1".into()],

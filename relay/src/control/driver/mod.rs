@@ -4,6 +4,7 @@
 pub mod cgroup;
 pub mod exec;
 pub mod http;
+pub mod offloading;
 pub mod process;
 
 use std::future::Future;
@@ -130,6 +131,14 @@ pub trait Driver: Send + Sync {
     /// frozen (it cannot greet until thawed). Drivers that cannot freeze find none.
     fn adopt_frozen(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
         Box::pin(async { None })
+    }
+
+    /// At relay start, no compute was found to adopt: none exists until the next start.
+    fn idle(&self) {}
+
+    /// Where the instance's data is, with `[instance.offload]`.
+    fn storage(&self) -> Option<offloading::Storage> {
+        None
     }
 }
 
@@ -328,9 +337,25 @@ impl<D: ExternalControl> RunningCompute for Watched<D> {
     }
 }
 
-/// Builds the driver for an instance's configuration.
-#[must_use]
-pub fn driver_for(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box<dyn Driver> {
+/// Builds the driver for an instance's configuration, wrapped for `[instance.offload]`.
+///
+/// # Errors
+/// The offload store cannot be opened.
+pub fn driver_for(
+    cfg: &crate::config::InstanceConfig,
+    state_dir: &Path,
+) -> Result<Box<dyn Driver>, String> {
+    let driver = base_driver_for(cfg, state_dir);
+    match &cfg.offload {
+        None => Ok(driver),
+        Some(offload) => Ok(Box::new(offloading::OffloadingDriver {
+            inner: driver,
+            plan: offloading::OffloadPlan::new(&cfg.name, offload)?,
+        })),
+    }
+}
+
+fn base_driver_for(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box<dyn Driver> {
     match &cfg.driver {
         crate::config::DriverConfig::Process {
             command,

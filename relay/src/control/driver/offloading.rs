@@ -1,0 +1,323 @@
+//! `[instance.offload]`: a driver wrapped so that a compute's data directory goes to the object
+//! store once the instance has been paused for `after`, and comes back before the next start
+//! (docs/offload.md). The data moves only while no compute exists: every start, adoption and
+//! exit is seen here, and the wrapped driver's computes are numbered so the late exit of an
+//! old one cannot release the data of the next.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use object_store::ObjectStore;
+use tokio_util::sync::CancellationToken;
+
+use super::{CapacityError, Driver, RunningCompute, WakeError};
+use crate::capacity::Ccu;
+use crate::future::BoxFuture;
+use crate::offload::archive::{self, ArchiveError};
+
+/// Where an instance's data is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Storage {
+    /// On the local disk.
+    Local,
+    /// Being copied to the store (the local copy is still the data).
+    Offloading,
+    /// In the store only.
+    Offloaded,
+    /// Being copied back before the compute starts.
+    Restoring,
+}
+
+impl Storage {
+    /// Its name in status output and metrics.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::Offloading => "offloading",
+            Self::Offloaded => "offloaded",
+            Self::Restoring => "restoring",
+        }
+    }
+}
+
+/// What the wrapper and its computes share about one instance's data.
+pub struct OffloadPlan {
+    instance: String,
+    dir: PathBuf,
+    store: Arc<dyn ObjectStore>,
+    after: Duration,
+    storage: Mutex<Storage>,
+    /// Held while data moves, so a start waits for an offload to stop (or finish).
+    moving: tokio::sync::Mutex<()>,
+    /// Cancels the scheduled (or running) offload.
+    pending: Mutex<Option<CancellationToken>>,
+    /// A compute may exist: started, adopted, or not yet known at relay start.
+    computing: AtomicBool,
+    /// The number of the latest compute: a compute's exit counts only if it is the latest.
+    generation: AtomicU64,
+}
+
+impl OffloadPlan {
+    /// The plan for `instance`'s data in `dir`; opens the store (`store`, a URL).
+    ///
+    /// # Errors
+    /// The store cannot be opened.
+    pub fn new(instance: &str, cfg: &crate::config::OffloadConfig) -> Result<Arc<Self>, String> {
+        let store = crate::offload::open_store(&cfg.store)?;
+        let storage = if archive::is_offloaded(&cfg.data_dir) {
+            Storage::Offloaded
+        } else {
+            Storage::Local
+        };
+        Ok(Arc::new(Self {
+            instance: instance.to_owned(),
+            dir: cfg.data_dir.clone(),
+            store,
+            after: cfg.after,
+            storage: Mutex::new(storage),
+            moving: tokio::sync::Mutex::new(()),
+            pending: Mutex::new(None),
+            computing: AtomicBool::new(true),
+            generation: AtomicU64::new(0),
+        }))
+    }
+
+    /// Where the data is now.
+    #[must_use]
+    pub fn storage(&self) -> Storage {
+        *self.storage.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set(&self, storage: Storage) {
+        *self.storage.lock().unwrap_or_else(PoisonError::into_inner) = storage;
+    }
+
+    /// A compute is about to exist: any offload stops; returns its number.
+    fn computing(&self) -> u64 {
+        self.computing.store(true, Ordering::SeqCst);
+        if let Some(token) = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            token.cancel();
+        }
+        self.generation.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Compute `generation` is gone (or, `None`, none exists at relay start): the data may
+    /// be offloaded after `after`.
+    fn gone(self: &Arc<Self>, generation: Option<u64>) {
+        if generation.is_some_and(|g| g != self.generation.load(Ordering::SeqCst)) {
+            return;
+        }
+        self.computing.store(false, Ordering::SeqCst);
+        let token = CancellationToken::new();
+        if let Some(old) = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(token.clone())
+        {
+            old.cancel();
+        }
+        tokio::spawn(Arc::clone(self).offload_later(token));
+    }
+
+    async fn offload_later(self: Arc<Self>, token: CancellationToken) {
+        tokio::select! {
+            () = token.cancelled() => return,
+            () = tokio::time::sleep(self.after) => {}
+        }
+        let _moving = self.moving.lock().await;
+        if token.is_cancelled() || self.computing.load(Ordering::SeqCst) || !self.dir.exists() {
+            return;
+        }
+        self.set(Storage::Offloading);
+        let started = Instant::now();
+        tracing::info!(instance = %self.instance, "offloading the paused instance's data");
+        let result = archive::offload(
+            self.store.as_ref(),
+            &self.instance,
+            &self.dir,
+            crate::clock::now_ms(),
+            &token,
+        )
+        .await;
+        // What the disk says, whatever happened.
+        self.set(if archive::is_offloaded(&self.dir) {
+            Storage::Offloaded
+        } else {
+            Storage::Local
+        });
+        let ms = started.elapsed().as_millis() as u64;
+        match result {
+            Ok(r) => tracing::info!(
+                instance = %self.instance, files = r.files, bytes = r.bytes, chunks = r.chunks,
+                uploaded = r.transferred, ms, "offloaded: the data is in the store only"
+            ),
+            Err(ArchiveError::Cancelled) => {
+                tracing::info!(instance = %self.instance, ms, "offload stopped by a wake; the data stays local");
+            }
+            Err(e) => tracing::warn!(
+                instance = %self.instance, error = %e, ms,
+                "offload failed; the data stays local (tried again after the next pause)"
+            ),
+        }
+    }
+
+    /// Before a start: stops any offload and brings offloaded data back.
+    async fn prepare_start(&self) -> Result<u64, WakeError> {
+        let generation = self.computing();
+        let _moving = self.moving.lock().await;
+        let offloaded = archive::is_offloaded(&self.dir);
+        if offloaded {
+            self.set(Storage::Restoring);
+            tracing::info!(instance = %self.instance, "restoring the offloaded data before the start");
+        }
+        let started = Instant::now();
+        match archive::restore(self.store.as_ref(), &self.instance, &self.dir).await {
+            Ok(restored) => {
+                self.set(Storage::Local);
+                if let Some(r) = restored {
+                    tracing::info!(
+                        instance = %self.instance, files = r.files, bytes = r.bytes,
+                        chunks = r.chunks, ms = started.elapsed().as_millis() as u64,
+                        "restored"
+                    );
+                }
+                Ok(generation)
+            }
+            Err(e) => {
+                self.set(if offloaded {
+                    Storage::Offloaded
+                } else {
+                    Storage::Local
+                });
+                tracing::error!(
+                    instance = %self.instance, error = %e,
+                    "cannot restore the offloaded data; the compute is not started (it would find no data)"
+                );
+                Err(WakeError::Driver(format!(
+                    "restoring the offloaded data: {e}"
+                )))
+            }
+        }
+    }
+}
+
+/// A driver whose computes' data is offloaded while none runs.
+pub struct OffloadingDriver {
+    /// The wrapped driver.
+    pub inner: Box<dyn Driver>,
+    /// The instance's data.
+    pub plan: Arc<OffloadPlan>,
+}
+
+impl OffloadingDriver {
+    fn watched(
+        &self,
+        compute: Box<dyn RunningCompute>,
+        generation: u64,
+    ) -> Box<dyn RunningCompute> {
+        Box::new(Watched {
+            inner: compute,
+            plan: Arc::clone(&self.plan),
+            generation,
+        })
+    }
+}
+
+impl Driver for OffloadingDriver {
+    fn start(
+        &self,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
+        Box::pin(async move {
+            let generation = self.plan.prepare_start().await?;
+            match self.inner.start(timeout).await {
+                Ok(compute) => Ok(self.watched(compute, generation)),
+                Err(e) => {
+                    self.plan.gone(Some(generation));
+                    Err(e)
+                }
+            }
+        })
+    }
+
+    fn adopt(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
+        Box::pin(async move {
+            let compute = self.inner.adopt().await?;
+            let generation = self.plan.computing();
+            Some(self.watched(compute, generation))
+        })
+    }
+
+    fn adopt_frozen(&self) -> BoxFuture<'_, Option<Box<dyn RunningCompute>>> {
+        Box::pin(async move {
+            let compute = self.inner.adopt_frozen().await?;
+            let generation = self.plan.computing();
+            Some(self.watched(compute, generation))
+        })
+    }
+
+    fn idle(&self) {
+        self.plan.gone(None);
+    }
+
+    fn storage(&self) -> Option<Storage> {
+        Some(self.plan.storage())
+    }
+}
+
+/// A compute of an [`OffloadingDriver`]: its stop or exit lets the data go.
+struct Watched {
+    inner: Box<dyn RunningCompute>,
+    plan: Arc<OffloadPlan>,
+    generation: u64,
+}
+
+impl RunningCompute for Watched {
+    fn wait_exit(&self) -> BoxFuture<'_, String> {
+        Box::pin(async move {
+            let reason = self.inner.wait_exit().await;
+            self.plan.gone(Some(self.generation));
+            reason
+        })
+    }
+
+    fn stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.inner.stop().await;
+            self.plan.gone(Some(self.generation));
+        })
+    }
+
+    fn resize(&self, ccu: Ccu) -> BoxFuture<'_, Result<(), CapacityError>> {
+        self.inner.resize(ccu)
+    }
+
+    fn cpu_usage(&self) -> BoxFuture<'_, Option<Duration>> {
+        self.inner.cpu_usage()
+    }
+
+    fn freeze(&self) -> BoxFuture<'_, Result<(), CapacityError>> {
+        self.inner.freeze()
+    }
+
+    fn thaw(&self) -> BoxFuture<'_, Result<(), CapacityError>> {
+        self.inner.thaw()
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.inner.pid()
+    }
+
+    fn take_opened(&self) -> Option<crate::compute_conn::OpenedConnection> {
+        self.inner.take_opened()
+    }
+}

@@ -1,0 +1,581 @@
+//! Offloading a data directory no compute uses to an object store, and restoring it.
+//!
+//! Nothing is lost at any step (docs/offload.md, "Crash safety"):
+//! - offload: every chunk is put (atomically, durably), then the manifest; both are read back
+//!   and every chunk's SHA-256 checked; then the manifest's digest is written beside the data
+//!   directory (the *marker*); only then is the directory renamed aside and removed. Until the
+//!   marker exists the local directory is the data; once it does, the store is.
+//! - restore: into `<dir>.restoring`, every chunk checked against its id as it is written,
+//!   files and directories fsynced, then renamed into place, and the marker removed.
+//!
+//! A data directory missing with no marker is a new instance (its compute creates it); missing
+//! with a marker must be restored, and a restore that cannot finish fails the wake, so a
+//! compute never starts on an empty directory in place of offloaded data.
+
+use std::path::{Path, PathBuf};
+
+use object_store::path::Path as Key;
+use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio_util::sync::CancellationToken;
+
+use super::manifest::{self, CHUNK_BYTES, FileEntry, Manifest};
+
+/// What an offload or a restore moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Files in the data directory.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Their chunks.
+    pub chunks: usize,
+    /// Chunks sent to (offload) or read from (restore) the store; an offload skips the ones
+    /// the store holds already.
+    pub transferred: usize,
+}
+
+/// Why an offload or a restore stopped. Each names what it was working on.
+#[derive(Debug)]
+pub enum ArchiveError {
+    /// A local file or directory.
+    Local(PathBuf, std::io::Error),
+    /// An object in the store.
+    Store(String, object_store::Error),
+    /// A chunk whose bytes are not its id's.
+    Corrupt(String),
+    /// The manifest.
+    Manifest(String, manifest::ManifestError),
+    /// Something in the data directory that is neither a file nor a directory.
+    Special(PathBuf),
+    /// A wake asked for the compute: the offload stopped, the local copy is untouched.
+    Cancelled,
+}
+
+impl std::fmt::Display for ArchiveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Local(p, e) => write!(f, "{}: {e}", p.display()),
+            Self::Store(key, e) => write!(f, "store object {key}: {e}"),
+            Self::Corrupt(key) => write!(f, "store object {key}: its bytes do not match its id"),
+            Self::Manifest(key, e) => write!(f, "store object {key}: {e}"),
+            Self::Special(p) => write!(
+                f,
+                "{}: not a regular file or directory (cannot offload it)",
+                p.display()
+            ),
+            Self::Cancelled => f.write_str("cancelled by a wake"),
+        }
+    }
+}
+
+impl std::error::Error for ArchiveError {}
+
+/// The file beside `dir` that holds the SHA-256 of its offloaded manifest: while it exists
+/// and `dir` does not, the data is in the store.
+#[must_use]
+pub fn marker(dir: &Path) -> PathBuf {
+    sibling(dir, "offloaded")
+}
+
+fn sibling(dir: &Path, suffix: &str) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{suffix}"));
+    dir.with_file_name(name)
+}
+
+/// Whether `dir`'s data is in the store (not on the local disk).
+#[must_use]
+pub fn is_offloaded(dir: &Path) -> bool {
+    !dir.exists() && marker(dir).exists()
+}
+
+fn local(path: &Path) -> impl FnOnce(std::io::Error) -> ArchiveError + '_ {
+    move |e| ArchiveError::Local(path.to_path_buf(), e)
+}
+
+/// Offloads `dir`, which no compute may use, as `instance`'s data; removes it once the store
+/// holds a verified copy. Checks `cancel` between chunks.
+///
+/// # Errors
+/// [`ArchiveError`]; `dir` is then as it was.
+pub async fn offload(
+    store: &dyn ObjectStore,
+    instance: &str,
+    dir: &Path,
+    now_ms: u64,
+    cancel: &CancellationToken,
+) -> Result<Report, ArchiveError> {
+    let (dirs, files) = list(dir).await?;
+    let mut report = Report::default();
+    let mut entries = Vec::with_capacity(files.len());
+    for (rel, mode) in files {
+        let path = dir.join(&rel);
+        let mut file = tokio::fs::File::open(&path).await.map_err(local(&path))?;
+        let mut entry = FileEntry {
+            path: rel,
+            mode,
+            size: 0,
+            chunks: Vec::new(),
+        };
+        loop {
+            if cancel.is_cancelled() {
+                return Err(ArchiveError::Cancelled);
+            }
+            let chunk = read_chunk(&mut file).await.map_err(local(&path))?;
+            if chunk.is_empty() {
+                break;
+            }
+            let id = manifest::chunk_id(&chunk);
+            let key = manifest::chunk_key(&id);
+            let location = Key::from(key.as_str());
+            let len = chunk.len() as u64;
+            let held = match store.head(&location).await {
+                Ok(meta) => meta.size == len,
+                Err(object_store::Error::NotFound { .. }) => false,
+                Err(e) => return Err(ArchiveError::Store(key, e)),
+            };
+            if !held {
+                store
+                    .put(&location, PutPayload::from(chunk))
+                    .await
+                    .map_err(|e| ArchiveError::Store(key.clone(), e))?;
+                report.transferred += 1;
+            }
+            entry.size += len;
+            entry.chunks.push(id);
+            report.chunks += 1;
+        }
+        report.bytes += entry.size;
+        entries.push(entry);
+    }
+    report.files = entries.len();
+    let m = Manifest {
+        format: manifest::FORMAT,
+        instance: instance.to_owned(),
+        created_ms: now_ms,
+        dirs,
+        files: entries,
+    };
+    let bytes = m.encode();
+    let digest = manifest::hex_sha256(&bytes);
+    let key = manifest::manifest_key(instance);
+    store
+        .put(&Key::from(key.as_str()), PutPayload::from(bytes))
+        .await
+        .map_err(|e| ArchiveError::Store(key.clone(), e))?;
+    // Verified as a restore would read it: the manifest, then every chunk's bytes.
+    let stored = read_manifest(store, instance, &digest).await?;
+    for id in stored.files.iter().flat_map(|f| &f.chunks) {
+        if cancel.is_cancelled() {
+            return Err(ArchiveError::Cancelled);
+        }
+        read_chunk_from(store, id).await?;
+    }
+    let marker = marker(dir);
+    write_durably(&marker, digest.as_bytes()).await?;
+    // The store holds the data now; the local copy goes, renamed aside first so a crash
+    // never leaves a half-removed directory where the data was.
+    let aside = sibling(dir, "removing");
+    tokio::fs::rename(dir, &aside).await.map_err(local(dir))?;
+    sync_parent(dir).await?;
+    tokio::fs::remove_dir_all(&aside)
+        .await
+        .map_err(local(&aside))?;
+    Ok(report)
+}
+
+/// Restores `instance`'s data into `dir` if it is offloaded ([`is_offloaded`]); does nothing
+/// (and clears what an earlier offload or restore left) when `dir` is there or was never
+/// offloaded.
+///
+/// # Errors
+/// [`ArchiveError`]; `dir` then still does not exist, and the store is untouched.
+pub async fn restore(
+    store: &dyn ObjectStore,
+    instance: &str,
+    dir: &Path,
+) -> Result<Option<Report>, ArchiveError> {
+    let marker = marker(dir);
+    let restoring = sibling(dir, "restoring");
+    remove_if_present(&sibling(dir, "removing")).await?;
+    remove_if_present(&restoring).await?;
+    if dir.exists() {
+        // The local directory is the data (an offload that stopped before its end).
+        remove_if_present(&marker).await?;
+        return Ok(None);
+    }
+    let digest = match tokio::fs::read_to_string(&marker).await {
+        Ok(d) => d.trim().to_owned(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ArchiveError::Local(marker, e)),
+    };
+    let m = read_manifest(store, instance, &digest).await?;
+    let result = write_tree(store, &m, &restoring).await;
+    if let Err(e) = result {
+        let _ = tokio::fs::remove_dir_all(&restoring).await;
+        return Err(e);
+    }
+    tokio::fs::rename(&restoring, dir)
+        .await
+        .map_err(local(dir))?;
+    sync_parent(dir).await?;
+    tokio::fs::remove_file(&marker)
+        .await
+        .map_err(local(&marker))?;
+    sync_parent(dir).await?;
+    let chunks = m.files.iter().map(|f| f.chunks.len()).sum();
+    Ok(Some(Report {
+        files: m.files.len(),
+        bytes: m.bytes(),
+        chunks,
+        transferred: chunks,
+    }))
+}
+
+/// Writes `m`'s directories and files under `root` (created, mode 0700), each chunk checked.
+async fn write_tree(
+    store: &dyn ObjectStore,
+    m: &Manifest,
+    root: &Path,
+) -> Result<(), ArchiveError> {
+    create_private_dir(root).await?;
+    for d in &m.dirs {
+        let path = root.join(d);
+        create_private_dir(&path).await?;
+    }
+    for f in &m.files {
+        let path = root.join(&f.path);
+        let mut out = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(f.mode & 0o777)
+            .open(&path)
+            .await
+            .map_err(local(&path))?;
+        for id in &f.chunks {
+            let bytes = read_chunk_from(store, id).await?;
+            out.write_all(&bytes).await.map_err(local(&path))?;
+        }
+        out.sync_all().await.map_err(local(&path))?;
+    }
+    for d in m.dirs.iter().rev() {
+        sync_dir(&root.join(d)).await?;
+    }
+    sync_dir(root).await
+}
+
+async fn read_manifest(
+    store: &dyn ObjectStore,
+    instance: &str,
+    digest: &str,
+) -> Result<Manifest, ArchiveError> {
+    let key = manifest::manifest_key(instance);
+    let bytes = get(store, &key).await?;
+    Manifest::decode(&bytes, instance, digest).map_err(|e| ArchiveError::Manifest(key, e))
+}
+
+/// Chunk `id`'s bytes, checked against it.
+async fn read_chunk_from(store: &dyn ObjectStore, id: &str) -> Result<bytes::Bytes, ArchiveError> {
+    let key = manifest::chunk_key(id);
+    let bytes = get(store, &key).await?;
+    if manifest::chunk_id(&bytes) != id {
+        return Err(ArchiveError::Corrupt(key));
+    }
+    Ok(bytes)
+}
+
+async fn get(store: &dyn ObjectStore, key: &str) -> Result<bytes::Bytes, ArchiveError> {
+    let fail = |e| ArchiveError::Store(key.to_owned(), e);
+    store
+        .get(&Key::from(key))
+        .await
+        .map_err(fail)?
+        .bytes()
+        .await
+        .map_err(fail)
+}
+
+/// Up to [`CHUNK_BYTES`] from `file`; empty at its end.
+async fn read_chunk(file: &mut tokio::fs::File) -> std::io::Result<Vec<u8>> {
+    let mut chunk = Vec::with_capacity(CHUNK_BYTES);
+    (&mut *file)
+        .take(CHUNK_BYTES as u64)
+        .read_to_end(&mut chunk)
+        .await?;
+    Ok(chunk)
+}
+
+/// Every directory (parents first) and regular file (with its mode) below `dir`, relative.
+async fn list(dir: &Path) -> Result<(Vec<String>, Vec<(String, u32)>), ArchiveError> {
+    let root = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mut dirs = Vec::new();
+        let mut files = Vec::new();
+        let mut pending = vec![root.clone()];
+        while let Some(d) = pending.pop() {
+            let mut entries: Vec<_> = std::fs::read_dir(&d)
+                .map_err(local(&d))?
+                .collect::<Result<_, _>>()
+                .map_err(local(&d))?;
+            entries.sort_by_key(std::fs::DirEntry::file_name);
+            for entry in entries {
+                let path = entry.path();
+                let meta = std::fs::symlink_metadata(&path).map_err(local(&path))?;
+                let rel = path
+                    .strip_prefix(&root)
+                    .ok()
+                    .and_then(Path::to_str)
+                    .filter(|r| manifest::safe_relative(r))
+                    .ok_or_else(|| ArchiveError::Special(path.clone()))?
+                    .to_owned();
+                if meta.is_dir() {
+                    dirs.push(rel);
+                    pending.push(path);
+                } else if meta.is_file() {
+                    files.push((rel, meta.permissions().mode() & 0o777));
+                } else {
+                    return Err(ArchiveError::Special(path));
+                }
+            }
+        }
+        dirs.sort();
+        files.sort();
+        Ok((dirs, files))
+    })
+    .await
+    .unwrap_or_else(|_| Err(ArchiveError::Special(dir.to_path_buf())))
+}
+
+async fn create_private_dir(path: &Path) -> Result<(), ArchiveError> {
+    tokio::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(path)
+        .await
+        .map_err(local(path))
+}
+
+async fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), ArchiveError> {
+    let mut f = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .await
+        .map_err(local(path))?;
+    f.write_all(bytes).await.map_err(local(path))?;
+    f.sync_all().await.map_err(local(path))?;
+    sync_parent(path).await
+}
+
+async fn remove_if_present(path: &Path) -> Result<(), ArchiveError> {
+    let removed = if path.is_dir() {
+        tokio::fs::remove_dir_all(path).await
+    } else {
+        tokio::fs::remove_file(path).await
+    };
+    match removed {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(ArchiveError::Local(path.into(), e))
+        }
+        _ => Ok(()),
+    }
+}
+
+async fn sync_parent(path: &Path) -> Result<(), ArchiveError> {
+    match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => sync_dir(parent).await,
+        None => sync_dir(Path::new(".")).await,
+    }
+}
+
+async fn sync_dir(path: &Path) -> Result<(), ArchiveError> {
+    tokio::fs::File::open(path)
+        .await
+        .map_err(local(path))?
+        .sync_all()
+        .await
+        .map_err(local(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    struct Dirs {
+        root: PathBuf,
+    }
+
+    impl Drop for Dirs {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+
+    /// A store and a data directory with nested files, one of three chunks.
+    fn setup(name: &str) -> (Dirs, Arc<dyn ObjectStore>, PathBuf) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let root =
+            std::env::temp_dir().join(format!("relay-offload-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let data = root.join("data").join("shop");
+        std::fs::create_dir_all(data.join("db/shop")).unwrap();
+        std::fs::create_dir_all(data.join("empty")).unwrap();
+        std::fs::write(data.join("accounts"), b"app admin x").unwrap();
+        std::fs::set_permissions(
+            data.join("accounts"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        let big: Vec<u8> = (0..2 * CHUNK_BYTES + 123)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        std::fs::write(data.join("db/shop/data.sqlite"), &big).unwrap();
+        std::fs::write(data.join("db/shop/empty-file"), b"").unwrap();
+        let store =
+            super::super::open_store(&format!("file://{}", root.join("store").display())).unwrap();
+        (Dirs { root }, store, data)
+    }
+
+    fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32)> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mut out = Vec::new();
+        let mut pending = vec![dir.to_path_buf()];
+        while let Some(d) = pending.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                let rel = p.strip_prefix(dir).unwrap().display().to_string();
+                let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+                if p.is_dir() {
+                    out.push((rel, Vec::new(), 0));
+                    pending.push(p);
+                } else {
+                    out.push((rel, std::fs::read(&p).unwrap(), mode));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[tokio::test]
+    async fn an_offloaded_directory_comes_back_byte_for_byte_and_unchanged_chunks_stay_put() {
+        let (_dirs, store, data) = setup("round-trip");
+        let before = snapshot(&data);
+        let cancel = CancellationToken::new();
+        let sent = offload(store.as_ref(), "shop", &data, 1, &cancel)
+            .await
+            .unwrap();
+        assert_eq!((sent.files, sent.chunks, sent.transferred), (3, 4, 4));
+        assert!(
+            is_offloaded(&data),
+            "the local copy is gone, the marker is there"
+        );
+        let back = restore(store.as_ref(), "shop", &data)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(back.bytes, sent.bytes);
+        assert_eq!(snapshot(&data), before);
+        assert!(!marker(&data).exists());
+        // Again, with one file changed: only its chunk travels.
+        std::fs::write(data.join("accounts"), b"app admin y").unwrap();
+        let again = offload(store.as_ref(), "shop", &data, 2, &cancel)
+            .await
+            .unwrap();
+        assert_eq!(again.transferred, 1);
+        restore(store.as_ref(), "shop", &data)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            std::fs::read(data.join("accounts")).unwrap(),
+            b"app admin y"
+        );
+        // Nothing to restore when the directory is there.
+        assert_eq!(restore(store.as_ref(), "shop", &data).await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_or_missing_object_fails_the_restore_naming_it_and_restores_nothing() {
+        let (dirs, store, data) = setup("corrupt");
+        offload(store.as_ref(), "shop", &data, 1, &CancellationToken::new())
+            .await
+            .unwrap();
+        let accounts = manifest::chunk_key(&manifest::chunk_id(b"app admin x"));
+        let on_disk = dirs.root.join("store").join(&accounts);
+        std::fs::write(&on_disk, b"app admin z").unwrap();
+        let err = restore(store.as_ref(), "shop", &data).await.unwrap_err();
+        assert!(
+            matches!(&err, ArchiveError::Corrupt(k) if *k == accounts),
+            "{err}"
+        );
+        assert!(err.to_string().contains(&accounts), "{err}");
+        assert!(!data.exists() && !sibling(&data, "restoring").exists());
+        std::fs::remove_file(&on_disk).unwrap();
+        let err = restore(store.as_ref(), "shop", &data).await.unwrap_err();
+        assert!(err.to_string().contains(&accounts), "{err}");
+        assert!(
+            !data.exists(),
+            "never an empty directory in place of the data"
+        );
+        // A manifest changed in the store is not trusted either.
+        let m = dirs.root.join("store").join(manifest::manifest_key("shop"));
+        let mut bytes = std::fs::read(&m).unwrap();
+        bytes.push(b' ');
+        std::fs::write(&m, bytes).unwrap();
+        let err = restore(store.as_ref(), "shop", &data).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ArchiveError::Manifest(_, manifest::ManifestError::Digest)
+            ),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_offload_leaves_the_local_copy_and_a_new_instance_has_nothing_to_restore() {
+        let (_dirs, store, data) = setup("cancel");
+        let before = snapshot(&data);
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let err = offload(store.as_ref(), "shop", &data, 1, &cancel)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ArchiveError::Cancelled));
+        assert_eq!(snapshot(&data), before);
+        assert!(!marker(&data).exists());
+        let fresh = data.with_file_name("never-offloaded");
+        assert_eq!(restore(store.as_ref(), "new", &fresh).await.unwrap(), None);
+        assert!(!fresh.exists());
+    }
+
+    #[tokio::test]
+    async fn what_a_crash_left_is_cleared_and_the_right_copy_wins() {
+        let (_dirs, store, data) = setup("crash");
+        let before = snapshot(&data);
+        offload(store.as_ref(), "shop", &data, 1, &CancellationToken::new())
+            .await
+            .unwrap();
+        // A restore that died half way, and a removal that died half way.
+        std::fs::create_dir_all(sibling(&data, "restoring").join("db")).unwrap();
+        std::fs::create_dir_all(sibling(&data, "removing").join("db")).unwrap();
+        restore(store.as_ref(), "shop", &data)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(snapshot(&data), before);
+        assert!(!sibling(&data, "restoring").exists() && !sibling(&data, "removing").exists());
+        // An offload that died after its marker, before the local copy went: the local copy
+        // is the data, the stale marker is cleared.
+        std::fs::write(marker(&data), b"stale").unwrap();
+        assert_eq!(restore(store.as_ref(), "shop", &data).await.unwrap(), None);
+        assert!(!marker(&data).exists());
+        assert_eq!(snapshot(&data), before);
+    }
+}

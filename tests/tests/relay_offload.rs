@@ -1,0 +1,128 @@
+//! `[instance.offload]`: a paused instance's data goes to the object store (a local directory
+//! store here) and comes back before the next compute starts; a store that cannot give it
+//! back fails the wake with 1053 and never starts a compute on an empty directory.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
+)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
+use tests::{TempDir, mariadb, ok};
+
+const WITHIN: Duration = Duration::from_secs(60);
+
+/// Where the admin API says the instance's data is.
+fn storage(relay: &Relay) -> String {
+    let (_, body) = relay.admin("GET", "/v1/instances");
+    body.split("\"storage\": \"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap_or("?")
+        .to_owned()
+}
+
+/// Waits for the idle pause and then the offload.
+fn wait_offloaded(relay: &Relay) {
+    relay.wait_state("paused", WITHIN);
+    assert!(
+        Relay::wait_until(WITHIN, || storage(relay) == "offloaded"),
+        "storage {}:\n{}",
+        storage(relay),
+        relay.log()
+    );
+}
+
+fn chunk_files(store: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for fan in std::fs::read_dir(store.join("chunks")).unwrap() {
+        for chunk in std::fs::read_dir(fan.unwrap().path()).unwrap() {
+            files.push(chunk.unwrap().path());
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn paused_data_goes_to_the_store_and_a_wake_brings_it_back_or_refuses() {
+    let tmp = TempDir::new("relay-offload");
+    let store = tmp.path().join("objects");
+    let data = tmp.path().join("data");
+    let relay = Relay::start(
+        tmp.path(),
+        RelayOptions {
+            idle_pause_after: "1s",
+            instance_toml: format!(
+                "[instance.offload]\nstore = \"file://{}\"\nafter = \"1s\"\ndata_dir = \"data\"\n",
+                store.display()
+            ),
+            ..RelayOptions::default()
+        },
+    );
+    assert_eq!(storage(&relay), "local");
+    ok(&mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        "CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, name VARCHAR(40)); \
+         INSERT INTO shop.t VALUES (1, 'kept across the store')",
+    ));
+
+    // Paused, then offloaded: the local copy is gone, the store has the manifest.
+    wait_offloaded(&relay);
+    assert!(!data.exists(), "the local copy is removed");
+    assert!(store.join("instances/demo/manifest.json").is_file());
+    assert!(relay.logged("offloaded: the data is in the store only"));
+
+    // A login wakes it: the data is restored before the compute starts.
+    let out = mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &["-N"],
+        "SELECT name FROM shop.t WHERE id = 1",
+    );
+    assert_eq!(ok(&out).trim(), "kept across the store");
+    assert_eq!(storage(&relay), "local");
+    assert!(data.is_dir(), "the data directory is back");
+    assert!(relay.logged("restored"), "{}", relay.log());
+
+    // Offloaded again; then a chunk corrupted in the store: the wake fails with 1053, the
+    // log names the object, and no compute starts on an empty directory.
+    wait_offloaded(&relay);
+    let chunks = chunk_files(&store);
+    let bad = chunks.first().expect("the store holds chunks");
+    std::fs::write(bad, b"not what was offloaded").unwrap();
+    let out = mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        "SELECT name FROM shop.t WHERE id = 1",
+    );
+    assert_ne!(out.code, Some(0), "{}", out.stdout);
+    assert!(out.stderr.contains("1053"), "{}", out.stderr);
+    let name = bad.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        relay
+            .log()
+            .lines()
+            .any(|l| l.contains("cannot restore the offloaded data") && l.contains(&name)),
+        "{}",
+        relay.log()
+    );
+    assert!(
+        !data.exists(),
+        "never an empty directory in place of the data"
+    );
+    assert!(!relay.compute_listening());
+    assert_eq!(storage(&relay), "offloaded");
+}
