@@ -713,6 +713,13 @@ fn render_metrics(state: &AdminState, format: metrics::Format) -> String {
             .metrics
             .set_active(&s.name, Route::Perceptron, s.perceptron_connections);
         state.metrics.set_parked(&s.name, s.parked_connections);
+        if let Some(place) = s.storage {
+            state.metrics.set_data(
+                &s.name,
+                place,
+                &crate::control::driver::offloading::Storage::NAMES,
+            );
+        }
     }
     let (blocks, untracked) = state.budgets.gauge(std::time::Instant::now());
     let blocks: Vec<_> = blocks

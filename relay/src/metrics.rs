@@ -217,6 +217,12 @@ struct KindLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct DataLabels {
+    instance: String,
+    place: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct BlockLabels {
     scope: &'static str,
     budget: &'static str,
@@ -395,6 +401,10 @@ metrics! {
     parked: Family<InstanceLabels, Gauge> {
         name: "relay_parked_connections",
         help: "Open connections kept on a frozen compute, all between commands",
+    }
+    data: Family<DataLabels, Gauge> {
+        name: "relay_instance_data",
+        help: "With [instance.offload]: 1 for where the instance's data is now (local, offloading, offloaded, restoring), 0 for the other places",
     }
     parked_answers: Family<KindLabels, PromCounter> {
         name: "relay_parked_answers",
@@ -649,6 +659,18 @@ impl Metrics {
         self.parked
             .get_or_create(&InstanceLabels::of(instance))
             .set(gauge_count(parked));
+    }
+
+    /// Records where `instance`'s data is, one of `places` (set when scraped).
+    pub fn set_data(&self, instance: &str, place: &'static str, places: &[&'static str]) {
+        for p in places {
+            self.data
+                .get_or_create(&DataLabels {
+                    instance: instance.to_owned(),
+                    place: p,
+                })
+                .set(i64::from(*p == place));
+        }
     }
 
     /// Counts a command answered on a parked connection: `kind` is `ping` or

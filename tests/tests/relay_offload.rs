@@ -50,22 +50,27 @@ fn chunk_files(store: &Path) -> Vec<std::path::PathBuf> {
     files
 }
 
-#[test]
-fn paused_data_goes_to_the_store_and_a_wake_brings_it_back_or_refuses() {
-    let tmp = TempDir::new("relay-offload");
-    let store = tmp.path().join("objects");
-    let data = tmp.path().join("data");
-    let relay = Relay::start(
+/// A relay whose instance pauses after 1 s idle and offloads 1 s later into `<tmp>/objects`.
+fn offloading_relay(tmp: &TempDir) -> Relay {
+    Relay::start(
         tmp.path(),
         RelayOptions {
             idle_pause_after: "1s",
             instance_toml: format!(
                 "[instance.offload]\nstore = \"file://{}\"\nafter = \"1s\"\ndata_dir = \"data\"\n",
-                store.display()
+                tmp.path().join("objects").display()
             ),
             ..RelayOptions::default()
         },
-    );
+    )
+}
+
+#[test]
+fn paused_data_goes_to_the_store_and_a_wake_brings_it_back_or_refuses() {
+    let tmp = TempDir::new("relay-offload");
+    let store = tmp.path().join("objects");
+    let data = tmp.path().join("data");
+    let relay = offloading_relay(&tmp);
     assert_eq!(storage(&relay), "local");
     ok(&mariadb(
         relay.port,
@@ -80,6 +85,14 @@ fn paused_data_goes_to_the_store_and_a_wake_brings_it_back_or_refuses() {
     wait_offloaded(&relay);
     assert!(!data.exists(), "the local copy is removed");
     assert!(store.join("instances/demo/manifest.json").is_file());
+    assert_eq!(
+        relay.metric("relay_instance_data{instance=\"demo\",place=\"offloaded\"}"),
+        1.0
+    );
+    assert_eq!(
+        relay.metric("relay_instance_data{instance=\"demo\",place=\"local\"}"),
+        0.0
+    );
     assert!(relay.logged("offloaded: the data is in the store only"));
 
     // A login wakes it: the data is restored before the compute starts.
@@ -125,4 +138,71 @@ fn paused_data_goes_to_the_store_and_a_wake_brings_it_back_or_refuses() {
     );
     assert!(!relay.compute_listening());
     assert_eq!(storage(&relay), "offloaded");
+}
+
+/// Waits for `storage` to be `want`, polling every few milliseconds (the step may be short).
+fn wait_storage(relay: &Relay, want: &str) {
+    assert!(
+        Relay::wait_until(WITHIN, || storage(relay) == want),
+        "storage {} (wanted {want}):\n{}",
+        storage(relay),
+        relay.log()
+    );
+}
+
+/// `kill -9` of the relay in the middle of an offload, then of a restore: each time the data
+/// survives, whole, and the next wake serves it.
+#[test]
+fn a_relay_killed_while_the_data_moves_loses_nothing() {
+    let tmp = TempDir::new("relay-offload-kill");
+    let data = tmp.path().join("data");
+    let mut relay = offloading_relay(&tmp);
+    ok(&mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        "CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, name VARCHAR(40)); \
+         INSERT INTO shop.t VALUES (1, 'survives kill -9')",
+    ));
+    // Enough bytes (50 chunks) that the data takes a while to move.
+    let ballast: Vec<u8> = (0..200_u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    std::fs::write(data.join("ballast"), &ballast).unwrap();
+    let query = |relay: &Relay| {
+        let out = mariadb(
+            relay.port,
+            USER,
+            Some(PASSWORD),
+            &["-N"],
+            "SELECT name FROM shop.t WHERE id = 1",
+        );
+        assert_eq!(ok(&out).trim(), "survives kill -9", "{}", relay.log());
+    };
+
+    // Killed while offloading: the local copy is still the data.
+    relay.wait_state("paused", WITHIN);
+    wait_storage(&relay, "offloading");
+    relay.child.kill9();
+    let mut relay = relay.restart();
+    assert_eq!(storage(&relay), "local");
+    assert_eq!(std::fs::read(data.join("ballast")).unwrap(), ballast);
+    query(&relay);
+
+    // Offloaded, then killed while restoring: the store is still the data.
+    wait_storage(&relay, "offloaded");
+    let waking = std::thread::spawn({
+        let port = relay.port;
+        move || mariadb(port, USER, Some(PASSWORD), &[], "SELECT 1")
+    });
+    wait_storage(&relay, "restoring");
+    relay.child.kill9();
+    let _ = waking.join();
+    assert!(!data.exists(), "a half restore is not the data directory");
+    let relay = relay.restart();
+    assert_eq!(storage(&relay), "offloaded");
+    query(&relay);
+    assert_eq!(std::fs::read(data.join("ballast")).unwrap(), ballast);
+    assert!(!tmp.path().join("data.restoring").exists());
 }

@@ -31,6 +31,9 @@ pub enum Storage {
 }
 
 impl Storage {
+    /// Every place, for the metric's series.
+    pub const NAMES: [&'static str; 4] = ["local", "offloading", "offloaded", "restoring"];
+
     /// Its name in status output and metrics.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
