@@ -135,7 +135,7 @@ async fn run_blocking<T: Send + 'static>(
             // wants and leaves them on (SQLite ignores both inside a transaction, so one
             // begun without checks keeps none until it ends, and the end turns them on).
             e.set_foreign_key_checks(session.facts.foreign_key_checks())?;
-            let result = for_session(e, session, f);
+            let result = for_session(e, session, None, f);
             e.set_foreign_key_checks(true)?;
             result
         });
@@ -174,8 +174,7 @@ fn read_inline<T>(
         counts.row_count.load(Ordering::Relaxed),
         counts.found_rows.load(Ordering::Relaxed),
     );
-    e.set_step_budget(Some(INLINE_READ_STEPS));
-    let result = for_session(e, session, f);
+    let result = for_session(e, session, Some(INLINE_READ_STEPS), f);
     let over = result.is_err() && e.over_budget();
     e.set_step_budget(None);
     if over {
@@ -196,7 +195,9 @@ struct ForSession {
 
 /// Runs `f` on `e` for a session: its facts and its `ROW_COUNT()`/`FOUND_ROWS()` set in
 /// first, the counts read back after; interruptible by `KILL QUERY` while it runs (and only
-/// then: the executor serves the database's other sessions next).
+/// then: the executor serves the database's other sessions next). `steps` limits its work
+/// ([`Executor::set_step_budget`]); set for every statement, so no limit outlives the one it
+/// was for (not even past a panic).
 fn for_session<T>(
     e: &mut dyn Executor,
     ForSession {
@@ -204,8 +205,10 @@ fn for_session<T>(
         counts,
         process,
     }: ForSession,
+    steps: Option<u32>,
     f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError>,
 ) -> Result<T, SqlError> {
+    e.set_step_budget(steps);
     e.set_session(facts);
     e.set_counts(
         counts.row_count.load(Ordering::Relaxed),
@@ -633,7 +636,7 @@ impl Session {
                 Some(r) => r,
                 None => db.reader(catalog.engine())?,
             };
-            let result = for_session(reader.as_mut(), session, f);
+            let result = for_session(reader.as_mut(), session, None, f);
             db.return_reader(reader);
             result
         });

@@ -695,8 +695,9 @@ impl SqliteExecutor {
     }
 }
 
-impl Executor for SqliteExecutor {
-    fn execute(&mut self, sql: &str, params: &[Cell]) -> Result<Outcome, SqlError> {
+impl SqliteExecutor {
+    /// [`Executor::execute`]'s work: `sql` translated (from the cache), then run.
+    fn execute_translated(&mut self, sql: &str, params: &[Cell]) -> Result<Outcome, SqlError> {
         let translated = self.translate(sql)?;
         let (translation, qualifiers) = &*translated;
         if self.budget.limited()
@@ -742,8 +743,31 @@ impl Executor for SqliteExecutor {
         }
         Ok(outcome)
     }
+}
+
+impl Executor for SqliteExecutor {
+    fn execute(&mut self, sql: &str, params: &[Cell]) -> Result<Outcome, SqlError> {
+        let result = self.execute_translated(sql, params);
+        if self.budget.limited()
+            && matches!(&result, Err(e) if e.code() == SqlError::lock_wait_timeout().code())
+        {
+            // Busy, not waited for under the limit (see `set_step_budget`).
+            self.budget.over.store(true, Ordering::Relaxed);
+        }
+        result
+    }
 
     fn set_step_budget(&mut self, steps: Option<u32>) {
+        if self.budget.limited() != steps.is_some() {
+            // Under a limit a busy database is not waited for: the read runs again where it
+            // may wait (a blocking thread), not on the async runtime's thread.
+            let wait = if steps.is_some() {
+                Duration::ZERO
+            } else {
+                BUSY_TIMEOUT
+            };
+            let _ = self.conn.busy_timeout(wait);
+        }
         self.budget.set(steps);
     }
 

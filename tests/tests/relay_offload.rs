@@ -84,7 +84,10 @@ fn paused_data_goes_to_the_store_and_a_wake_brings_it_back_or_refuses() {
     // Paused, then offloaded: the local copy is gone, the store has the manifest.
     wait_offloaded(&relay);
     assert!(!data.exists(), "the local copy is removed");
-    assert!(store.join("instances/demo/manifest.json").is_file());
+    let manifests = std::fs::read_dir(store.join("instances/demo"))
+        .unwrap()
+        .count();
+    assert_eq!(manifests, 1, "one manifest, named by its digest");
     assert_eq!(
         relay.metric("relay_instance_data{instance=\"demo\",place=\"offloaded\"}"),
         1.0

@@ -50,6 +50,8 @@ pub enum ArchiveError {
     Special(PathBuf),
     /// A wake asked for the compute: the offload stopped, the local copy is untouched.
     Cancelled,
+    /// The data directory exists beside a marker, and is not the offloaded data.
+    Conflict(PathBuf, PathBuf),
 }
 
 impl std::fmt::Display for ArchiveError {
@@ -65,6 +67,13 @@ impl std::fmt::Display for ArchiveError {
                 p.display()
             ),
             Self::Cancelled => f.write_str("cancelled by a wake"),
+            Self::Conflict(dir, marker) => write!(
+                f,
+                "{} exists but is not the data {} says is offloaded (created since?); \
+                 move it away to restore the offloaded data",
+                dir.display(),
+                marker.display()
+            ),
         }
     }
 }
@@ -126,7 +135,7 @@ pub async fn offload(
             if chunk.is_empty() {
                 break;
             }
-            let id = manifest::chunk_id(&chunk);
+            let (id, chunk) = hashed(chunk).await?;
             let key = manifest::chunk_key(&id);
             let location = Key::from(key.as_str());
             let len = chunk.len() as u64;
@@ -159,7 +168,7 @@ pub async fn offload(
     };
     let bytes = m.encode();
     let digest = manifest::hex_sha256(&bytes);
-    let key = manifest::manifest_key(instance);
+    let key = manifest::manifest_key(instance, &digest);
     store
         .put(&Key::from(key.as_str()), PutPayload::from(bytes))
         .await
@@ -200,17 +209,22 @@ pub async fn restore(
     let restoring = sibling(dir, "restoring");
     remove_if_present(&sibling(dir, "removing")).await?;
     remove_if_present(&restoring).await?;
-    if dir.exists() {
-        // The local directory is the data (an offload that stopped before its end).
-        remove_if_present(&marker).await?;
-        return Ok(None);
-    }
     let digest = match tokio::fs::read_to_string(&marker).await {
         Ok(d) => d.trim().to_owned(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(ArchiveError::Local(marker, e)),
     };
     let m = read_manifest(store, instance, &digest).await?;
+    if dir.exists() {
+        // Both: an offload stopped between its marker and the removal, or a restore between
+        // its rename and the marker's removal; then the directory is what the manifest lists.
+        // Anything else (an empty directory a compute or an operator created) is not the data.
+        if !matches_manifest(dir, &m).await? {
+            return Err(ArchiveError::Conflict(dir.to_path_buf(), marker));
+        }
+        remove_if_present(&marker).await?;
+        return Ok(None);
+    }
     let result = write_tree(store, &m, &restoring).await;
     if let Err(e) = result {
         let _ = tokio::fs::remove_dir_all(&restoring).await;
@@ -231,6 +245,24 @@ pub async fn restore(
         chunks,
         transferred: chunks,
     }))
+}
+
+/// Whether `dir` holds exactly `m`'s directories and files, each of its size.
+async fn matches_manifest(dir: &Path, m: &Manifest) -> Result<bool, ArchiveError> {
+    let (dirs, files) = list(dir).await?;
+    let mut sizes = Vec::with_capacity(files.len());
+    for (rel, _) in &files {
+        let path = dir.join(rel);
+        sizes.push((
+            rel.clone(),
+            tokio::fs::metadata(&path)
+                .await
+                .map_err(local(&path))?
+                .len(),
+        ));
+    }
+    let listed: Vec<(String, u64)> = m.files.iter().map(|f| (f.path.clone(), f.size)).collect();
+    Ok(dirs == m.dirs && sizes == listed)
 }
 
 /// Writes `m`'s directories and files under `root` (created, mode 0700), each chunk checked.
@@ -270,7 +302,7 @@ async fn read_manifest(
     instance: &str,
     digest: &str,
 ) -> Result<Manifest, ArchiveError> {
-    let key = manifest::manifest_key(instance);
+    let key = manifest::manifest_key(instance, digest);
     let bytes = get(store, &key).await?;
     Manifest::decode(&bytes, instance, digest).map_err(|e| ArchiveError::Manifest(key, e))
 }
@@ -278,11 +310,18 @@ async fn read_manifest(
 /// Chunk `id`'s bytes, checked against it.
 async fn read_chunk_from(store: &dyn ObjectStore, id: &str) -> Result<bytes::Bytes, ArchiveError> {
     let key = manifest::chunk_key(id);
-    let bytes = get(store, &key).await?;
-    if manifest::chunk_id(&bytes) != id {
+    let (got, bytes) = hashed(get(store, &key).await?).await?;
+    if got != id {
         return Err(ArchiveError::Corrupt(key));
     }
     Ok(bytes)
+}
+
+/// `bytes` with their chunk id, hashed on a blocking thread (4 MiB take milliseconds).
+async fn hashed<B: AsRef<[u8]> + Send + 'static>(bytes: B) -> Result<(String, B), ArchiveError> {
+    tokio::task::spawn_blocking(move || (manifest::chunk_id(bytes.as_ref()), bytes))
+        .await
+        .map_err(|e| ArchiveError::Local(PathBuf::from("(hashing)"), std::io::Error::other(e)))
 }
 
 async fn get(store: &dyn ObjectStore, key: &str) -> Result<bytes::Bytes, ArchiveError> {
@@ -524,7 +563,11 @@ mod tests {
             "never an empty directory in place of the data"
         );
         // A manifest changed in the store is not trusted either.
-        let m = dirs.root.join("store").join(manifest::manifest_key("shop"));
+        let digest = std::fs::read_to_string(marker(&data)).unwrap();
+        let m = dirs
+            .root
+            .join("store")
+            .join(manifest::manifest_key("shop", digest.trim()));
         let mut bytes = std::fs::read(&m).unwrap();
         bytes.push(b' ');
         std::fs::write(&m, bytes).unwrap();
@@ -572,10 +615,33 @@ mod tests {
         assert_eq!(snapshot(&data), before);
         assert!(!sibling(&data, "restoring").exists() && !sibling(&data, "removing").exists());
         // An offload that died after its marker, before the local copy went: the local copy
-        // is the data, the stale marker is cleared.
-        std::fs::write(marker(&data), b"stale").unwrap();
+        // is the data, the marker is cleared.
+        offload(store.as_ref(), "shop", &data, 2, &CancellationToken::new())
+            .await
+            .unwrap();
+        let digest = std::fs::read(marker(&data)).unwrap();
+        restore(store.as_ref(), "shop", &data)
+            .await
+            .unwrap()
+            .unwrap();
+        std::fs::write(marker(&data), &digest).unwrap();
         assert_eq!(restore(store.as_ref(), "shop", &data).await.unwrap(), None);
         assert!(!marker(&data).exists());
+        assert_eq!(snapshot(&data), before);
+        // An empty directory made while the data was offloaded (a compute started by hand):
+        // not the data; the marker stays, and the restore says what to do.
+        offload(store.as_ref(), "shop", &data, 3, &CancellationToken::new())
+            .await
+            .unwrap();
+        std::fs::create_dir(&data).unwrap();
+        let err = restore(store.as_ref(), "shop", &data).await.unwrap_err();
+        assert!(matches!(err, ArchiveError::Conflict(..)), "{err}");
+        assert!(marker(&data).exists());
+        std::fs::remove_dir(&data).unwrap();
+        restore(store.as_ref(), "shop", &data)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(snapshot(&data), before);
     }
 }

@@ -148,10 +148,12 @@ pub fn chunk_key(id: &str) -> String {
     format!("chunks/{}/{id}", id.get(..2).unwrap_or("00"))
 }
 
-/// Where `instance`'s manifest lives in the store.
+/// Where `instance`'s manifest whose SHA-256 is `digest` lives in the store: named by its
+/// content, so no later offload (another relay's, a copy of this configuration's) can replace
+/// the manifest a data directory's marker names.
 #[must_use]
-pub fn manifest_key(instance: &str) -> String {
-    format!("instances/{instance}/manifest.json")
+pub fn manifest_key(instance: &str, digest: &str) -> String {
+    format!("instances/{instance}/{digest}.json")
 }
 
 /// Whether `path` stays inside the directory it is relative to: not empty, not absolute, no
@@ -237,6 +239,6 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert_eq!(chunk_key(&id), format!("chunks/ba/{id}"));
-        assert_eq!(manifest_key("shop"), "instances/shop/manifest.json");
+        assert_eq!(manifest_key("shop", "ab12"), "instances/shop/ab12.json");
     }
 }

@@ -59,7 +59,14 @@ pub(super) fn select_list(tokens: &[Token]) -> Option<Vec<String>> {
     let mut items = Vec::new();
     let mut item: Vec<&Token> = Vec::new();
     let mut depth = 0_usize;
+    let mut after_period = false;
     for token in tokens.get(s.position(first)?..)? {
+        let qualified = after_period;
+        after_period = match token {
+            Token::Period => true,
+            Token::Whitespace(_) => after_period,
+            _ => false,
+        };
         match token {
             Token::LParen => depth += 1,
             Token::RParen if depth == 0 => break,
@@ -70,8 +77,12 @@ pub(super) fn select_list(tokens: &[Token]) -> Option<Vec<String>> {
                 item.clear();
                 continue;
             }
+            // `t.limit` is a column named like a keyword.
             Token::Word(w)
-                if depth == 0 && w.quote_style.is_none() && AFTER_ITEMS.contains(&w.keyword) =>
+                if depth == 0
+                    && !qualified
+                    && w.quote_style.is_none()
+                    && AFTER_ITEMS.contains(&w.keyword) =>
             {
                 break;
             }
@@ -115,11 +126,8 @@ pub(super) fn of(statement: &Statement, items: Option<Vec<String>>) -> Vec<Optio
     let mut names = Vec::with_capacity(items.len());
     for (item, text) in projection.iter().zip(items) {
         names.push(match item {
-            // sqlparser reads `@@sql_mode` and `@x` as names; they are variables.
-            SelectItem::UnnamedExpr(Expr::Identifier(id)) if !id.value.starts_with('@') => None,
-            SelectItem::UnnamedExpr(Expr::CompoundIdentifier(_))
-            | SelectItem::ExprWithAlias { .. }
-            | SelectItem::ExprWithAliases { .. } => None,
+            SelectItem::UnnamedExpr(e) if is_column(e) => None,
+            SelectItem::ExprWithAlias { .. } | SelectItem::ExprWithAliases { .. } => None,
             SelectItem::UnnamedExpr(_) => Some(text),
             SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => return Vec::new(),
         });
@@ -128,6 +136,17 @@ pub(super) fn of(statement: &Statement, items: Option<Vec<String>>) -> Vec<Optio
         return Vec::new();
     }
     names
+}
+
+/// Whether `e` is a column (`a`, `t.a`, `(a)`, `DISTINCT(a)`): named by the column, as
+/// SQLite names it. sqlparser reads `@@sql_mode` and `@x` as names; they are variables.
+fn is_column(e: &Expr) -> bool {
+    match e {
+        Expr::Identifier(id) => !id.value.starts_with('@'),
+        Expr::CompoundIdentifier(_) => true,
+        Expr::Nested(inner) => is_column(inner),
+        _ => false,
+    }
 }
 
 /// The select list of the query's first `SELECT` (the one a `UNION` takes its names from);

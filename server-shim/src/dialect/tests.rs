@@ -753,6 +753,11 @@ fn unaliased_expressions_keep_the_text_the_client_wrote_as_their_names() {
         names("SELECT SQL_CALC_FOUND_ROWS DISTINCT a*2 FROM t LIMIT 1"),
         [text("a*2")]
     );
+    // A parenthesised column is the column; a column named like a keyword stays in its item.
+    assert_eq!(
+        names("SELECT DISTINCT(a), (t.b), t.limit+1 FROM t"),
+        [None, None, text("t.limit+1")]
+    );
     // Nothing to rename, or nothing that can be matched item for item.
     for sql in [
         "SELECT a, b FROM t",

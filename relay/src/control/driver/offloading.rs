@@ -5,7 +5,6 @@
 //! old one cannot release the data of the next.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -55,12 +54,18 @@ pub struct OffloadPlan {
     storage: Mutex<Storage>,
     /// Held while data moves, so a start waits for an offload to stop (or finish).
     moving: tokio::sync::Mutex<()>,
-    /// Cancels the scheduled (or running) offload.
-    pending: Mutex<Option<CancellationToken>>,
+    /// Whether a compute may exist, changed under one lock with the scheduled offload.
+    computes: Mutex<Computes>,
+}
+
+/// What [`OffloadPlan`] knows of its computes.
+struct Computes {
     /// A compute may exist: started, adopted, or not yet known at relay start.
-    computing: AtomicBool,
+    computing: bool,
     /// The number of the latest compute: a compute's exit counts only if it is the latest.
-    generation: AtomicU64,
+    generation: u64,
+    /// Cancels the scheduled (or running) offload.
+    pending: Option<CancellationToken>,
 }
 
 impl OffloadPlan {
@@ -82,9 +87,11 @@ impl OffloadPlan {
             after: cfg.after,
             storage: Mutex::new(storage),
             moving: tokio::sync::Mutex::new(()),
-            pending: Mutex::new(None),
-            computing: AtomicBool::new(true),
-            generation: AtomicU64::new(0),
+            computes: Mutex::new(Computes {
+                computing: true,
+                generation: 0,
+                pending: None,
+            }),
         }))
     }
 
@@ -98,46 +105,54 @@ impl OffloadPlan {
         *self.storage.lock().unwrap_or_else(PoisonError::into_inner) = storage;
     }
 
+    fn computes(&self) -> std::sync::MutexGuard<'_, Computes> {
+        self.computes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// A compute is about to exist: any offload stops; returns its number.
     fn computing(&self) -> u64 {
-        self.computing.store(true, Ordering::SeqCst);
-        if let Some(token) = self
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
+        let mut c = self.computes();
+        c.computing = true;
+        if let Some(token) = c.pending.take() {
             token.cancel();
         }
-        self.generation.fetch_add(1, Ordering::SeqCst) + 1
+        c.generation += 1;
+        c.generation
     }
 
     /// Compute `generation` is gone (or, `None`, none exists at relay start): the data may
-    /// be offloaded after `after`.
+    /// be offloaded after `after`, unless another compute starts first.
     fn gone(self: &Arc<Self>, generation: Option<u64>) {
-        if generation.is_some_and(|g| g != self.generation.load(Ordering::SeqCst)) {
+        let mut c = self.computes();
+        if generation.is_some_and(|g| g != c.generation) {
             return;
         }
-        self.computing.store(false, Ordering::SeqCst);
+        c.computing = false;
         let token = CancellationToken::new();
-        if let Some(old) = self
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .replace(token.clone())
-        {
+        if let Some(old) = c.pending.replace(token.clone()) {
             old.cancel();
         }
-        tokio::spawn(Arc::clone(self).offload_later(token));
+        let scheduled = c.generation;
+        drop(c);
+        tokio::spawn(Arc::clone(self).offload_later(token, scheduled));
     }
 
-    async fn offload_later(self: Arc<Self>, token: CancellationToken) {
+    /// Whether the offload scheduled after compute `scheduled` may still run: nothing
+    /// started since.
+    fn still_idle(&self, token: &CancellationToken, scheduled: u64) -> bool {
+        let c = self.computes();
+        !token.is_cancelled() && !c.computing && c.generation == scheduled
+    }
+
+    async fn offload_later(self: Arc<Self>, token: CancellationToken, scheduled: u64) {
         tokio::select! {
             () = token.cancelled() => return,
             () = tokio::time::sleep(self.after) => {}
         }
+        // A start waits for this lock before it restores and starts its compute, so a check
+        // made under it holds until the offload ends.
         let _moving = self.moving.lock().await;
-        if token.is_cancelled() || self.computing.load(Ordering::SeqCst) || !self.dir.exists() {
+        if !self.still_idle(&token, scheduled) || !self.dir.exists() {
             return;
         }
         self.set(Storage::Offloading);
