@@ -350,9 +350,19 @@ pub fn driver_for(
         None => Ok(driver),
         Some(offload) => Ok(Box::new(offloading::OffloadingDriver {
             inner: driver,
-            plan: offloading::OffloadPlan::new(&cfg.name, offload)?,
+            plan: offloading::OffloadPlan::new(
+                &cfg.name,
+                offload,
+                matches!(cfg.driver, crate::config::DriverConfig::Process { .. })
+                    .then(|| process_pid_file(cfg, state_dir)),
+            )?,
         })),
     }
+}
+
+/// Where the process driver records its compute.
+fn process_pid_file(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> std::path::PathBuf {
+    state_dir.join("pids").join(format!("{}.pid", cfg.name))
 }
 
 fn base_driver_for(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box<dyn Driver> {
@@ -367,7 +377,7 @@ fn base_driver_for(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box
             cwd: cwd.clone(),
             compute: ComputeTarget::of(cfg),
             stop_grace: *stop_grace,
-            pid_file: state_dir.join("pids").join(format!("{}.pid", cfg.name)),
+            pid_file: process_pid_file(cfg, state_dir),
             cgroup: (cfg.capacity.is_some() || cfg.stop_after.is_some() || cfg.park).then(|| {
                 process::CgroupPlan {
                     root: cgroup::ROOT.into(),

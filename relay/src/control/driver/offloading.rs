@@ -52,6 +52,9 @@ pub struct OffloadPlan {
     store: Arc<dyn ObjectStore>,
     after: Duration,
     storage: Mutex<Storage>,
+    /// The process driver's pid file: a compute recorded there and still alive (one a stop
+    /// failed to end) keeps the data where it is.
+    pid_file: Option<PathBuf>,
     /// Held while data moves, so a start waits for an offload to stop (or finish).
     moving: tokio::sync::Mutex<()>,
     /// Whether a compute may exist, changed under one lock with the scheduled offload.
@@ -73,7 +76,11 @@ impl OffloadPlan {
     ///
     /// # Errors
     /// The store cannot be opened.
-    pub fn new(instance: &str, cfg: &crate::config::OffloadConfig) -> Result<Arc<Self>, String> {
+    pub fn new(
+        instance: &str,
+        cfg: &crate::config::OffloadConfig,
+        pid_file: Option<PathBuf>,
+    ) -> Result<Arc<Self>, String> {
         let store = crate::offload::open_store(&cfg.store)?;
         let storage = if archive::is_offloaded(&cfg.data_dir) {
             Storage::Offloaded
@@ -85,6 +92,7 @@ impl OffloadPlan {
             dir: cfg.data_dir.clone(),
             store,
             after: cfg.after,
+            pid_file,
             storage: Mutex::new(storage),
             moving: tokio::sync::Mutex::new(()),
             computes: Mutex::new(Computes {
@@ -153,6 +161,14 @@ impl OffloadPlan {
         // made under it holds until the offload ends.
         let _moving = self.moving.lock().await;
         if !self.still_idle(&token, scheduled) || !self.dir.exists() {
+            return;
+        }
+        if self
+            .pid_file
+            .as_deref()
+            .is_some_and(super::process::recorded_compute_alive)
+        {
+            tracing::warn!(instance = %self.instance, "a compute process recorded for this instance is still alive; its data is not offloaded");
             return;
         }
         self.set(Storage::Offloading);

@@ -580,6 +580,12 @@ fn write_identity(path: &Path, id: &ProcessIdentity) -> std::io::Result<()> {
 }
 
 /// Reads a pid file; `None` when missing or incomplete (an older relay's bare pid included).
+/// Whether the compute process recorded in `pid_file` (this pid, started at that time) is
+/// alive: one a relay failed to stop, or one adoption left alone.
+pub(super) fn recorded_compute_alive(pid_file: &Path) -> bool {
+    read_identity(pid_file).is_some_and(|recorded| recorded.is_alive())
+}
+
 fn read_identity(path: &Path) -> Option<ProcessIdentity> {
     let text = std::fs::read_to_string(path).ok()?;
     let field = |key: &str| {
