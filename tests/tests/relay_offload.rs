@@ -39,6 +39,31 @@ fn wait_offloaded(relay: &Relay) {
     );
 }
 
+/// Creates `shop.t` with one row named `name`, through the relay (waking the instance).
+fn put_row(relay: &Relay, name: &str) {
+    ok(&mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        &format!(
+            "CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, name VARCHAR(40)); \
+             INSERT INTO shop.t VALUES (1, '{name}')"
+        ),
+    ));
+}
+
+/// Reads the row back through the relay (waking the instance).
+fn get_row(relay: &Relay) -> tests::Output {
+    mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &["-N"],
+        "SELECT name FROM shop.t WHERE id = 1",
+    )
+}
+
 fn chunk_files(store: &Path) -> Vec<std::path::PathBuf> {
     let mut files = Vec::new();
     for fan in std::fs::read_dir(store.join("chunks")).unwrap() {
@@ -72,14 +97,7 @@ fn paused_data_goes_to_the_store_and_a_wake_brings_it_back_or_refuses() {
     let data = tmp.path().join("data");
     let relay = offloading_relay(&tmp);
     assert_eq!(storage(&relay), "local");
-    ok(&mariadb(
-        relay.port,
-        USER,
-        Some(PASSWORD),
-        &[],
-        "CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, name VARCHAR(40)); \
-         INSERT INTO shop.t VALUES (1, 'kept across the store')",
-    ));
+    put_row(&relay, "kept across the store");
 
     // Paused, then offloaded: the local copy is gone, the store has the manifest.
     wait_offloaded(&relay);
@@ -99,14 +117,7 @@ fn paused_data_goes_to_the_store_and_a_wake_brings_it_back_or_refuses() {
     assert!(relay.logged("offloaded: the data is in the store only"));
 
     // A login wakes it: the data is restored before the compute starts.
-    let out = mariadb(
-        relay.port,
-        USER,
-        Some(PASSWORD),
-        &["-N"],
-        "SELECT name FROM shop.t WHERE id = 1",
-    );
-    assert_eq!(ok(&out).trim(), "kept across the store");
+    assert_eq!(ok(&get_row(&relay)).trim(), "kept across the store");
     assert_eq!(storage(&relay), "local");
     assert!(data.is_dir(), "the data directory is back");
     assert!(relay.logged("restored"), "{}", relay.log());
@@ -117,13 +128,7 @@ fn paused_data_goes_to_the_store_and_a_wake_brings_it_back_or_refuses() {
     let chunks = chunk_files(&store);
     let bad = chunks.first().expect("the store holds chunks");
     std::fs::write(bad, b"not what was offloaded").unwrap();
-    let out = mariadb(
-        relay.port,
-        USER,
-        Some(PASSWORD),
-        &[],
-        "SELECT name FROM shop.t WHERE id = 1",
-    );
+    let out = get_row(&relay);
     assert_ne!(out.code, Some(0), "{}", out.stdout);
     assert!(out.stderr.contains("1053"), "{}", out.stderr);
     let name = bad.file_name().unwrap().to_string_lossy().into_owned();
@@ -160,28 +165,19 @@ fn a_relay_killed_while_the_data_moves_loses_nothing() {
     let tmp = TempDir::new("relay-offload-kill");
     let data = tmp.path().join("data");
     let mut relay = offloading_relay(&tmp);
-    ok(&mariadb(
-        relay.port,
-        USER,
-        Some(PASSWORD),
-        &[],
-        "CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, name VARCHAR(40)); \
-         INSERT INTO shop.t VALUES (1, 'survives kill -9')",
-    ));
+    put_row(&relay, "survives kill -9");
     // Enough bytes (50 chunks) that the data takes a while to move.
     let ballast: Vec<u8> = (0..200_u32 << 20)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
         .collect();
     std::fs::write(data.join("ballast"), &ballast).unwrap();
     let query = |relay: &Relay| {
-        let out = mariadb(
-            relay.port,
-            USER,
-            Some(PASSWORD),
-            &["-N"],
-            "SELECT name FROM shop.t WHERE id = 1",
+        assert_eq!(
+            ok(&get_row(relay)).trim(),
+            "survives kill -9",
+            "{}",
+            relay.log()
         );
-        assert_eq!(ok(&out).trim(), "survives kill -9", "{}", relay.log());
     };
 
     // Killed while offloading: the local copy is still the data.

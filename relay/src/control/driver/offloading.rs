@@ -157,8 +157,8 @@ impl OffloadPlan {
             () = token.cancelled() => return,
             () = tokio::time::sleep(self.after) => {}
         }
-        // A start waits for this lock before it restores and starts its compute, so a check
-        // made under it holds until the offload ends.
+        // A start cancels the token, then waits for this lock before it restores and starts
+        // its compute: no compute runs while an offload holds it.
         let _moving = self.moving.lock().await;
         if !self.still_idle(&token, scheduled) || !self.dir.exists() {
             return;
@@ -204,9 +204,9 @@ impl OffloadPlan {
         }
     }
 
-    /// Before a start: stops any offload and brings offloaded data back.
-    async fn prepare_start(&self) -> Result<u64, WakeError> {
-        let generation = self.computing();
+    /// Before a start (after [`Self::computing`]): waits for any offload to stop and brings
+    /// offloaded data back.
+    async fn prepare_start(&self) -> Result<(), WakeError> {
         let _moving = self.moving.lock().await;
         let offloaded = archive::is_offloaded(&self.dir);
         if offloaded {
@@ -224,7 +224,7 @@ impl OffloadPlan {
                         "restored"
                     );
                 }
-                Ok(generation)
+                Ok(())
             }
             Err(e) => {
                 self.set(if offloaded {
@@ -272,7 +272,11 @@ impl Driver for OffloadingDriver {
         timeout: Duration,
     ) -> BoxFuture<'_, Result<Box<dyn RunningCompute>, WakeError>> {
         Box::pin(async move {
-            let generation = self.plan.prepare_start().await?;
+            let generation = self.plan.computing();
+            if let Err(e) = self.plan.prepare_start().await {
+                self.plan.gone(Some(generation));
+                return Err(e);
+            }
             match self.inner.start(timeout).await {
                 Ok(compute) => Ok(self.watched(compute, generation)),
                 Err(e) => {
