@@ -164,13 +164,18 @@ fn wait_storage(relay: &Relay, want: &str) {
 fn a_relay_killed_while_the_data_moves_loses_nothing() {
     let tmp = TempDir::new("relay-offload-kill");
     let data = tmp.path().join("data");
-    let mut relay = offloading_relay(&tmp);
-    put_row(&relay, "survives kill -9");
     // Enough bytes (50 chunks) that the data takes a while to move.
     let ballast: Vec<u8> = (0..200_u32 << 20)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
         .collect();
+    let mut relay = offloading_relay(&tmp);
+    put_row(&relay, "survives kill -9");
+    // Written while a session is open: the compute exists, so nothing moves the directory.
+    let session = tests::raw::login(relay.port, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap();
     std::fs::write(data.join("ballast"), &ballast).unwrap();
+    drop(session);
     let query = |relay: &Relay| {
         assert_eq!(
             ok(&get_row(relay)).trim(),
