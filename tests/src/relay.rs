@@ -402,8 +402,14 @@ log:
     /// The instance's state as the admin API reports it.
     #[must_use]
     pub fn state(&self) -> String {
+        self.instance_field("state")
+    }
+
+    /// The instance's string field `key` as the admin API reports it (`?` if absent).
+    #[must_use]
+    pub fn instance_field(&self, key: &str) -> String {
         let (_, body) = self.admin("GET", "/v1/instances");
-        body.split("\"state\": \"")
+        body.split(&format!("\"{key}\": \""))
             .nth(1)
             .and_then(|s| s.split('"').next())
             .unwrap_or("?")

@@ -20,12 +20,7 @@ const WITHIN: Duration = Duration::from_secs(60);
 
 /// Where the admin API says the instance's data is.
 fn storage(relay: &Relay) -> String {
-    let (_, body) = relay.admin("GET", "/v1/instances");
-    body.split("\"storage\": \"")
-        .nth(1)
-        .and_then(|s| s.split('"').next())
-        .unwrap_or("?")
-        .to_owned()
+    relay.instance_field("storage")
 }
 
 /// Waits for the idle pause and then the offload.

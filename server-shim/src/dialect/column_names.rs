@@ -9,22 +9,11 @@ use sqlparser::ast::{Expr, Query, SelectItem, SetExpr, Statement};
 use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::Token;
 
+use super::SELECT_MODIFIERS;
 use super::cursor::Significant;
 
-/// Words that may follow `SELECT` before its first item.
-const MODIFIERS: &[&str] = &[
-    "ALL",
-    "DISTINCT",
-    "DISTINCTROW",
-    "HIGH_PRIORITY",
-    "STRAIGHT_JOIN",
-    "SQL_SMALL_RESULT",
-    "SQL_BIG_RESULT",
-    "SQL_BUFFER_RESULT",
-    "SQL_CACHE",
-    "SQL_NO_CACHE",
-    "SQL_CALC_FOUND_ROWS",
-];
+/// Words that may follow `SELECT` before its first item, besides [`SELECT_MODIFIERS`].
+const QUANTIFIERS: &[&str] = &["ALL", "DISTINCT", "DISTINCTROW", "SQL_CALC_FOUND_ROWS"];
 
 /// Keywords that end a select list at its own nesting level.
 const AFTER_ITEMS: &[Keyword] = &[
@@ -47,13 +36,25 @@ const AFTER_ITEMS: &[Keyword] = &[
 /// wrote it, comments removed), trimmed; a string literal standing alone as its value. `None`
 /// when the statement is not a `SELECT` (a `WITH` puts another `SELECT` first).
 pub(super) fn select_list(tokens: &[Token]) -> Option<Vec<String>> {
+    // Most statements are not queries (a dump's INSERTs run to megabytes): told at once.
+    let starts_a_query = tokens
+        .iter()
+        .find(|t| !matches!(t, Token::Whitespace(_) | Token::LParen))
+        .is_some_and(|t| matches!(t, Token::Word(w) if w.keyword == Keyword::SELECT));
+    if !starts_a_query {
+        return None;
+    }
     let s = Significant::new(tokens);
     let select = (0..s.len()).find(|&i| !matches!(s.get(i), Some(Token::LParen)))?;
     if !s.is_keyword(select, Keyword::SELECT) {
         return None;
     }
     let mut first = select + 1;
-    while MODIFIERS.iter().any(|m| s.is_word(first, m)) {
+    while SELECT_MODIFIERS
+        .iter()
+        .chain(QUANTIFIERS)
+        .any(|m| s.is_word(first, m))
+    {
         first += 1;
     }
     let mut items = Vec::new();

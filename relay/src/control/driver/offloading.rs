@@ -30,6 +30,15 @@ pub enum Storage {
 }
 
 impl Storage {
+    /// Where the data of `dir` is at rest, as the disk says (offloaded, or local).
+    fn on_disk(dir: &std::path::Path) -> Self {
+        if archive::is_offloaded(dir) {
+            Self::Offloaded
+        } else {
+            Self::Local
+        }
+    }
+
     /// Every place, for the metric's series.
     pub const NAMES: [&'static str; 4] = ["local", "offloading", "offloaded", "restoring"];
 
@@ -82,11 +91,7 @@ impl OffloadPlan {
         pid_file: Option<PathBuf>,
     ) -> Result<Arc<Self>, String> {
         let store = crate::offload::open_store(&cfg.store)?;
-        let storage = if archive::is_offloaded(&cfg.data_dir) {
-            Storage::Offloaded
-        } else {
-            Storage::Local
-        };
+        let storage = Storage::on_disk(&cfg.data_dir);
         Ok(Arc::new(Self {
             instance: instance.to_owned(),
             dir: cfg.data_dir.clone(),
@@ -183,11 +188,7 @@ impl OffloadPlan {
         )
         .await;
         // What the disk says, whatever happened.
-        self.set(if archive::is_offloaded(&self.dir) {
-            Storage::Offloaded
-        } else {
-            Storage::Local
-        });
+        self.set(Storage::on_disk(&self.dir));
         let ms = started.elapsed().as_millis() as u64;
         match result {
             Ok(r) => tracing::info!(
@@ -227,11 +228,7 @@ impl OffloadPlan {
                 Ok(())
             }
             Err(e) => {
-                self.set(if offloaded {
-                    Storage::Offloaded
-                } else {
-                    Storage::Local
-                });
+                self.set(Storage::on_disk(&self.dir));
                 tracing::error!(
                     instance = %self.instance, error = %e,
                     "cannot restore the offloaded data; the compute is not started (it would find no data)"
