@@ -1,0 +1,505 @@
+//! One lazily restored file, shared by every handle open on it: which chunks are local, and
+//! filling the missing ones in from the store — on demand before a read or write touches
+//! them, and in the background at a limited rate until the file is whole.
+//!
+//! Safety of the data (docs/offload.md, "Lazy restore"):
+//! - a chunk is fetched whole, checked against its id, and written where it belongs; a chunk
+//!   that fails the check is never written;
+//! - a chunk is marked local on disk (`<file>.lazy-have`) only after its bytes are durable, and
+//!   always before the first write into it: a crash can lose the mark of a chunk that was only
+//!   read (it is fetched again, the same bytes), never a write;
+//! - chunks wholly beyond the file's end (it was truncated) count as local, so a file that
+//!   grows again is never filled with stale bytes;
+//! - once every chunk is local, the sidecars are removed: an ordinary file again.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::sidecar::{self, Sidecar};
+
+/// Why a chunk could not be made local; each names the object or the file.
+#[derive(Debug)]
+pub enum HydrateError {
+    /// The sidecars cannot be read.
+    Sidecar(PathBuf, String),
+    /// A chunk missing from the store, or unreadable.
+    Fetch(PathBuf, std::io::Error),
+    /// A chunk whose bytes are not its id's.
+    Corrupt(PathBuf),
+    /// The local file.
+    Local(PathBuf, std::io::Error),
+}
+
+impl std::fmt::Display for HydrateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sidecar(p, e) => write!(f, "{}: {e}", p.display()),
+            Self::Fetch(p, e) => write!(f, "store object {}: {e}", p.display()),
+            Self::Corrupt(p) => write!(
+                f,
+                "store object {}: its bytes do not match its id",
+                p.display()
+            ),
+            Self::Local(p, e) => write!(f, "{}: {e}", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for HydrateError {}
+
+/// Where a chunk's bytes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Have {
+    /// Only in the store: the local range is a hole.
+    Missing,
+    /// Written locally, maybe not yet durable, and not yet marked on disk.
+    Fetched,
+    /// Durable and marked on disk: writes may go into it.
+    Marked,
+}
+
+/// A lazily restored file.
+#[derive(Debug)]
+pub struct LazyFile {
+    path: PathBuf,
+    sidecar: Sidecar,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    /// The file, for writing fetched chunks (SQLite has its own handles).
+    file: File,
+    have_file: File,
+    have: Vec<Have>,
+    /// How many are [`Have::Missing`].
+    missing: usize,
+    /// The sidecars are gone: every chunk is local.
+    whole: bool,
+}
+
+/// Counts of a file's chunks, for logs and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Chunks in the sidecar.
+    pub chunks: usize,
+    /// Still only in the store.
+    pub missing: usize,
+    /// The sidecars are removed.
+    pub whole: bool,
+}
+
+/// The files open lazily in this process, by path: every handle on one file shares its state.
+fn registry() -> MutexGuard<'static, HashMap<PathBuf, Arc<LazyFile>>> {
+    static FILES: OnceLock<Mutex<HashMap<PathBuf, Arc<LazyFile>>>> = OnceLock::new();
+    FILES
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
+impl LazyFile {
+    /// The shared state of `path` if it is restored lazily (its sidecar exists), loading it on
+    /// first use; `Ok(None)` for an ordinary file. `started` is told of a file newly loaded, to
+    /// start its background fill.
+    ///
+    /// # Errors
+    /// [`HydrateError::Sidecar`] if the sidecars exist but cannot be used.
+    pub fn open(
+        path: &Path,
+        started: impl FnOnce(&Arc<Self>),
+    ) -> Result<Option<Arc<Self>>, HydrateError> {
+        let mut files = registry();
+        if let Some(f) = files.get(path) {
+            return Ok(Some(Arc::clone(f)));
+        }
+        let chunks_path = sidecar::chunks_path(path);
+        let bytes = match std::fs::read(&chunks_path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(HydrateError::Sidecar(chunks_path, e.to_string())),
+        };
+        let sidecar =
+            Sidecar::decode(&bytes).map_err(|e| HydrateError::Sidecar(chunks_path, e.0))?;
+        let lazy = Arc::new(Self::load(path, sidecar)?);
+        files.insert(path.to_path_buf(), Arc::clone(&lazy));
+        drop(files);
+        started(&lazy);
+        Ok(Some(lazy))
+    }
+
+    fn load(path: &Path, sidecar: Sidecar) -> Result<Self, HydrateError> {
+        let have_path = sidecar::have_path(path);
+        let sidecar_err =
+            |e: std::io::Error| HydrateError::Sidecar(have_path.clone(), e.to_string());
+        let have_file = File::options()
+            .read(true)
+            .write(true)
+            .open(&have_path)
+            .map_err(sidecar_err)?;
+        let mut marks = vec![0u8; sidecar.chunks.len()];
+        have_file
+            .read_exact_at(&mut marks, 0)
+            .map_err(sidecar_err)?;
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| HydrateError::Local(path.to_path_buf(), e))?;
+        let have: Vec<Have> = marks
+            .iter()
+            .map(|&m| if m == 0 { Have::Missing } else { Have::Marked })
+            .collect();
+        let missing = have.iter().filter(|h| **h == Have::Missing).count();
+        let lazy = Self {
+            path: path.to_path_buf(),
+            sidecar,
+            state: Mutex::new(State {
+                file,
+                have_file,
+                have,
+                missing,
+                whole: false,
+            }),
+        };
+        // A truncation the process did not live to mark (see `truncated`).
+        let len = lazy
+            .lock()
+            .file
+            .metadata()
+            .map_err(|e| HydrateError::Local(path.to_path_buf(), e))?
+            .len();
+        lazy.truncated(len)?;
+        Ok(lazy)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The file's path.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How far the file is.
+    #[must_use]
+    pub fn progress(&self) -> Progress {
+        let s = self.lock();
+        Progress {
+            chunks: s.have.len(),
+            missing: s.missing,
+            whole: s.whole,
+        }
+    }
+
+    fn chunks_of(&self, offset: u64, len: u64) -> std::ops::Range<usize> {
+        let count = self.sidecar.chunks.len();
+        if len == 0 {
+            return 0..0;
+        }
+        let first = usize::try_from(offset / self.sidecar.chunk_bytes).unwrap_or(usize::MAX);
+        let last = usize::try_from((offset.saturating_add(len) - 1) / self.sidecar.chunk_bytes)
+            .unwrap_or(usize::MAX);
+        first.min(count)..last.saturating_add(1).min(count)
+    }
+
+    /// Makes `len` bytes at `offset` local before a read; before a write (`write`), also marks
+    /// their chunks on disk.
+    ///
+    /// # Errors
+    /// [`HydrateError`]; nothing was written for the chunk that failed.
+    pub fn ensure(&self, offset: u64, len: u64, write: bool) -> Result<(), HydrateError> {
+        let range = self.chunks_of(offset, len);
+        let mut s = self.lock();
+        if s.whole {
+            return Ok(());
+        }
+        for index in range.clone() {
+            if s.have.get(index) == Some(&Have::Missing) {
+                self.fetch(&mut s, index)?;
+            }
+        }
+        if write && range.clone().any(|i| s.have.get(i) == Some(&Have::Fetched)) {
+            self.mark(&mut s)?;
+        }
+        Ok(())
+    }
+
+    /// Fetches chunk `index` into the file.
+    fn fetch(&self, s: &mut State, index: usize) -> Result<(), HydrateError> {
+        let Some(id) = self.sidecar.chunks.get(index) else {
+            return Ok(());
+        };
+        let object = sidecar::chunk_file(&self.sidecar.store, id);
+        let bytes = std::fs::read(&object).map_err(|e| HydrateError::Fetch(object.clone(), e))?;
+        if bytes.len() as u64 != self.sidecar.chunk_len(index) || sidecar::chunk_id(&bytes) != *id {
+            return Err(HydrateError::Corrupt(object));
+        }
+        let at = (index as u64) * self.sidecar.chunk_bytes;
+        s.file
+            .write_all_at(&bytes, at)
+            .map_err(|e| HydrateError::Local(self.path.clone(), e))?;
+        if let Some(h) = s.have.get_mut(index) {
+            *h = Have::Fetched;
+        }
+        s.missing = s.missing.saturating_sub(1);
+        Ok(())
+    }
+
+    /// Makes every fetched chunk durable, then marks them on disk.
+    fn mark(&self, s: &mut State) -> Result<(), HydrateError> {
+        let local = |e| HydrateError::Local(self.path.clone(), e);
+        s.file.sync_data().map_err(local)?;
+        let have_path = sidecar::have_path(&self.path);
+        for index in 0..s.have.len() {
+            if s.have.get(index) == Some(&Have::Fetched) {
+                s.have_file
+                    .write_all_at(&[1], index as u64)
+                    .map_err(|e| HydrateError::Local(have_path.clone(), e))?;
+                if let Some(h) = s.have.get_mut(index) {
+                    *h = Have::Marked;
+                }
+            }
+        }
+        s.have_file
+            .sync_data()
+            .map_err(|e| HydrateError::Local(have_path, e))
+    }
+
+    /// Before the file is truncated to `len`: the chunk the new end falls in is made local
+    /// and marked, so what remains of it is the real data.
+    ///
+    /// # Errors
+    /// [`HydrateError`]; the truncation must not happen then.
+    pub fn truncating(&self, len: u64) -> Result<(), HydrateError> {
+        if len % self.sidecar.chunk_bytes == 0 {
+            return Ok(());
+        }
+        self.ensure(len, 1, true)
+    }
+
+    /// The file is now `len` long: chunks wholly beyond it hold nothing of the store's any
+    /// more, and count as local (marked), so that when the file grows again no stale chunk is
+    /// fetched over what is written there.
+    ///
+    /// # Errors
+    /// [`HydrateError`] if the marks cannot be written.
+    pub fn truncated(&self, len: u64) -> Result<(), HydrateError> {
+        let first_beyond =
+            usize::try_from(len.div_ceil(self.sidecar.chunk_bytes)).unwrap_or(usize::MAX);
+        let mut s = self.lock();
+        let mut changed = false;
+        for index in first_beyond..s.have.len() {
+            if s.have.get(index) == Some(&Have::Missing) {
+                if let Some(h) = s.have.get_mut(index) {
+                    *h = Have::Fetched;
+                }
+                s.missing = s.missing.saturating_sub(1);
+                changed = true;
+            }
+        }
+        if changed {
+            self.mark(&mut s)?;
+        }
+        Ok(())
+    }
+
+    /// Fills in the next missing chunk, if any; returns its bytes (0 once none is missing, and
+    /// then the file is made ordinary: everything durable, the sidecars removed).
+    ///
+    /// # Errors
+    /// [`HydrateError`].
+    pub fn fill_next(&self) -> Result<u64, HydrateError> {
+        let mut s = self.lock();
+        if s.whole {
+            return Ok(0);
+        }
+        if let Some(index) = s.have.iter().position(|h| *h == Have::Missing) {
+            self.fetch(&mut s, index)?;
+            return Ok(self.sidecar.chunk_len(index).max(1));
+        }
+        self.mark(&mut s)?;
+        drop(s);
+        self.make_whole()?;
+        Ok(0)
+    }
+
+    /// Removes the sidecars of a file whose chunks are all marked; from then on it is opened
+    /// as an ordinary file.
+    fn make_whole(&self) -> Result<(), HydrateError> {
+        let mut files = registry();
+        let mut s = self.lock();
+        let chunks = sidecar::chunks_path(&self.path);
+        let local = |p: &Path| {
+            let p = p.to_path_buf();
+            move |e| HydrateError::Local(p, e)
+        };
+        // The chunk list first: without it the file is ordinary, whatever the marks say.
+        std::fs::remove_file(&chunks).map_err(local(&chunks))?;
+        if let Some(dir) = self.path.parent() {
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(local(dir))?;
+        }
+        let have = sidecar::have_path(&self.path);
+        std::fs::remove_file(&have).map_err(local(&have))?;
+        s.whole = true;
+        files.remove(&self.path);
+        Ok(())
+    }
+
+    /// Fills the whole file in, at most `bytes_per_second`, until it is whole; a failure is
+    /// logged through `failed` and retried (backing off to 30 s), since the foreground keeps
+    /// fetching what it needs anyway.
+    pub fn fill_all(&self, bytes_per_second: u64, mut failed: impl FnMut(&HydrateError)) {
+        let started = Instant::now();
+        let mut done: u64 = 0;
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match self.fill_next() {
+                Ok(0) => return,
+                Ok(bytes) => {
+                    done += bytes;
+                    backoff = Duration::from_millis(100);
+                    let due = Duration::from_secs_f64(done as f64 / bytes_per_second.max(1) as f64);
+                    if let Some(wait) = due.checked_sub(started.elapsed()) {
+                        std::thread::sleep(wait);
+                    }
+                }
+                Err(e) => {
+                    failed(&e);
+                    if !self.path.exists() {
+                        // The database was dropped.
+                        return;
+                    }
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sidecar::{chunk_file, chunk_id, chunks_path, have_path};
+
+    /// Stores `data` as chunks of 4 bytes in `store`, and leaves `file` lazily restored.
+    fn lazily_restored(dir: &Path, data: &[u8]) -> PathBuf {
+        let store = dir.join("store");
+        let file = dir.join("data");
+        let mut chunks = Vec::new();
+        for c in data.chunks(4) {
+            let id = chunk_id(c);
+            let at = chunk_file(&store, &id);
+            std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+            std::fs::write(at, c).unwrap();
+            chunks.push(id);
+        }
+        let s = Sidecar {
+            store,
+            size: data.len() as u64,
+            chunk_bytes: 4,
+            chunks,
+        };
+        File::create(&file).unwrap().set_len(s.size).unwrap();
+        std::fs::write(have_path(&file), vec![0u8; s.chunks.len()]).unwrap();
+        std::fs::write(chunks_path(&file), s.encode()).unwrap();
+        file
+    }
+
+    fn tempdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("lazy-vfs-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn reads_fetch_only_their_chunks_and_the_fill_makes_an_ordinary_file() {
+        let dir = tempdir("fill");
+        let file = lazily_restored(&dir, b"abcdefghij");
+        let lazy = LazyFile::open(&file, |_| {}).unwrap().unwrap();
+        lazy.ensure(5, 2, false).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"\0\0\0\0efgh\0\0");
+        assert_eq!(lazy.progress().missing, 2);
+        // Only read: nothing marked on disk yet.
+        assert_eq!(std::fs::read(have_path(&file)).unwrap(), [0, 0, 0]);
+        lazy.ensure(0, 1, true).unwrap();
+        assert_eq!(std::fs::read(have_path(&file)).unwrap(), [1, 1, 0]);
+        lazy.fill_all(1 << 30, |e| panic!("{e}"));
+        assert_eq!(std::fs::read(&file).unwrap(), b"abcdefghij");
+        assert!(!chunks_path(&file).exists() && !have_path(&file).exists());
+        assert!(lazy.progress().whole);
+        assert!(LazyFile::open(&file, |_| {}).unwrap().is_none());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_corrupt_or_missing_chunk_is_an_error_naming_it_and_writes_nothing() {
+        let dir = tempdir("corrupt");
+        let file = lazily_restored(&dir, b"abcdefghij");
+        let s = Sidecar::decode(&std::fs::read(chunks_path(&file)).unwrap()).unwrap();
+        let second = chunk_file(&s.store, &s.chunks[1]);
+        std::fs::write(&second, b"efgX").unwrap();
+        let lazy = LazyFile::open(&file, |_| {}).unwrap().unwrap();
+        let err = lazy.ensure(4, 1, false).unwrap_err();
+        assert!(
+            matches!(&err, HydrateError::Corrupt(p) if *p == second),
+            "{err}"
+        );
+        std::fs::remove_file(&second).unwrap();
+        assert!(matches!(
+            lazy.ensure(4, 1, false),
+            Err(HydrateError::Fetch(..))
+        ));
+        assert_eq!(std::fs::read(&file).unwrap(), [0; 10]);
+        registry().remove(&file);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn after_a_truncation_chunks_beyond_the_end_are_never_fetched() {
+        let dir = tempdir("truncate");
+        let file = lazily_restored(&dir, b"abcdefghij");
+        let lazy = LazyFile::open(&file, |_| {}).unwrap().unwrap();
+        lazy.truncating(5).unwrap();
+        File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_len(5)
+            .unwrap();
+        lazy.truncated(5).unwrap();
+        assert_eq!(std::fs::read(have_path(&file)).unwrap(), [0, 1, 1]);
+        // The file grows again with new bytes; filling in must not bring "ij" back.
+        File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .write_all_at(b"XY", 8)
+            .unwrap();
+        lazy.fill_all(1 << 30, |e| panic!("{e}"));
+        assert_eq!(std::fs::read(&file).unwrap(), b"abcde\0\0\0XY");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_sidecar_that_cannot_be_read_is_an_error_not_an_ordinary_file() {
+        let dir = tempdir("badsidecar");
+        let file = lazily_restored(&dir, b"abcd");
+        std::fs::write(chunks_path(&file), b"perceptron-lazy 9\n").unwrap();
+        assert!(matches!(
+            LazyFile::open(&file, |_| {}),
+            Err(HydrateError::Sidecar(..))
+        ));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
