@@ -635,13 +635,16 @@ impl Observer for CommandWatch<'_> {
 impl Instance {
     /// Whether pausing may park the open connections: the instance parks (`park`), every
     /// connection is between commands (the kernel route's too, [`super::routed_parking`]),
-    /// this compute could be frozen when last tried, and the relay decides alone (in a fleet
-    /// another relay's connections are not followed from here, so a fleet never parks).
+    /// none is carried by the kernel splice (a spliced session's commands are not seen: it
+    /// counts as between commands only once taken back, which it is when quiet), this compute
+    /// could be frozen when last tried, and the relay decides alone (in a fleet another
+    /// relay's connections are not followed from here, so a fleet never parks).
     pub(super) fn parkable(&self, inner: &Inner) -> bool {
         let pumped = inner.active.total();
         self.config.park
             && (pumped > 0 || inner.kernel_open > 0)
             && pumped == inner.idle_conns
+            && *self.spliced.borrow() == 0
             && inner.kernel_busy == 0
             && !inner.cannot_park
             && self.fleet.get().is_none()

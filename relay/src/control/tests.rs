@@ -798,6 +798,35 @@ const KEEPALIVE: &[u8] = b"\x09\0\0\0\x03SELECT 1";
 const PING: &[u8] = b"\x01\0\0\0\x0e";
 const OK: &[u8] = b"\x07\0\0\x01\0\0\0\x02\0\0\0";
 
+/// A session the kernel splice carries was between commands when it was spliced, and the
+/// relay sees none of its commands since: it keeps the compute running (a statement may be in
+/// progress there) until it is taken back, as a quiet one is.
+#[tokio::test(start_paused = true)]
+async fn a_session_still_in_the_kernel_splice_is_never_parked() {
+    let (inst, freezer) = parking_instance(true);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    inst.ensure_running().await.unwrap();
+    let mut held = inst.hold(Route::Perceptron);
+    held.mark_session();
+    let commands = held.watch_commands(0, 0, 2);
+    drop(commands);
+    let spliced = inst.spliced_session();
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(
+        inst.phase(),
+        Phase::Running,
+        "busy, as far as the relay knows"
+    );
+    assert_eq!(freezer.freezes.load(Ordering::SeqCst), 0);
+    // Taken back between commands: parked at the next look.
+    spliced.set_in_kernel(false);
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(inst.phase(), Phase::Frozen);
+    drop(held);
+    stop.cancel();
+}
+
 /// Open sessions between commands are parked on a frozen compute after `idle_pause_after`
 /// (60 s here); a command on one thaws the same compute; a command in progress keeps it
 /// running however long it takes; pings do not restart the idle clock.
