@@ -66,6 +66,9 @@ enum Have {
 #[derive(Debug)]
 pub struct LazyFile {
     path: PathBuf,
+    /// The file's (device, inode): a database dropped and created again under the same path
+    /// is another file.
+    identity: (u64, u64),
     sidecar: Sidecar,
     state: Mutex<State>,
 }
@@ -115,7 +118,10 @@ impl LazyFile {
     ) -> Result<Option<Arc<Self>>, HydrateError> {
         let mut files = registry();
         if let Some(f) = files.get(path) {
-            return Ok(Some(Arc::clone(f)));
+            if identity(path).ok() == Some(f.identity) {
+                return Ok(Some(Arc::clone(f)));
+            }
+            files.remove(path);
         }
         let chunks_path = sidecar::chunks_path(path);
         let bytes = match std::fs::read(&chunks_path) {
@@ -150,6 +156,7 @@ impl LazyFile {
             .write(true)
             .open(path)
             .map_err(|e| HydrateError::Local(path.to_path_buf(), e))?;
+        let identity = identity(path).map_err(|e| HydrateError::Local(path.to_path_buf(), e))?;
         let have: Vec<Have> = marks
             .iter()
             .map(|&m| if m == 0 { Have::Missing } else { Have::Marked })
@@ -157,6 +164,7 @@ impl LazyFile {
         let missing = have.iter().filter(|h| **h == Have::Missing).count();
         let lazy = Self {
             path: path.to_path_buf(),
+            identity,
             sidecar,
             state: Mutex::new(State {
                 file,
@@ -386,6 +394,11 @@ impl LazyFile {
     }
 }
 
+fn identity(path: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(path).map(|m| (m.dev(), m.ino()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -488,6 +501,20 @@ mod tests {
             .unwrap();
         lazy.fill_all(1 << 30, |e| panic!("{e}"));
         assert_eq!(std::fs::read(&file).unwrap(), b"abcde\0\0\0XY");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_created_again_at_the_path_is_not_the_lazy_one() {
+        let dir = tempdir("again");
+        let file = lazily_restored(&dir, b"abcdefgh");
+        let first = LazyFile::open(&file, |_| {}).unwrap().unwrap();
+        // Dropped (sidecars and all) and created again, as DROP and CREATE DATABASE do.
+        std::fs::remove_file(&file).unwrap();
+        std::fs::remove_file(chunks_path(&file)).unwrap();
+        std::fs::write(&file, b"new").unwrap();
+        assert!(LazyFile::open(&file, |_| {}).unwrap().is_none());
+        drop(first);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -104,6 +104,10 @@ struct RunArgs {
     /// Oldest TLS version accepted: 1.2 or 1.3.
     #[arg(long, default_value = "1.2", value_parser = ["1.2", "1.3"])]
     tls_min_version: String,
+    /// A database the relay restored lazily (docs/offload.md) is read from the store as
+    /// queries need it, and filled in behind them at most this fast, in MiB/s per database.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    lazy_fill_mib_per_sec: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -423,6 +427,12 @@ fn run(args: RunArgs, started: Instant) -> ExitCode {
     };
     if let Ok(local) = listener.local_addr() {
         info!(listen = %local, "server-shim listening; starting");
+    }
+    // Before any database opens: a lazily restored one read through SQLite's plain VFS would
+    // be holes.
+    if let Err(e) = lazy_vfs::register(args.lazy_fill_mib_per_sec << 20) {
+        error!(error = %e, "cannot register the VFS for lazily restored databases");
+        return ExitCode::FAILURE;
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -217,7 +217,10 @@ on_relay_exit = "{}"
             command
                 .args(["run", "--config"])
                 .arg(&config_path)
-                .env("RUST_LOG", "info")
+                .env(
+                    "RUST_LOG",
+                    std::env::var("TEST_RELAY_LOG").unwrap_or_else(|_| "info".into()),
+                )
                 .env("NO_COLOR", "1")
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())

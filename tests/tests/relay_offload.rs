@@ -111,9 +111,10 @@ fn paused_data_goes_to_the_store_and_a_wake_brings_it_back_or_refuses() {
     );
     assert!(relay.logged("offloaded: the data is in the store only"));
 
-    // A login wakes it: the data is restored before the compute starts.
+    // A login wakes it: the data is restored before the compute starts (the database lazily:
+    // filled in behind the compute, a few pages here).
     assert_eq!(ok(&get_row(&relay)).trim(), "kept across the store");
-    assert_eq!(storage(&relay), "local");
+    wait_storage(&relay, "local");
     assert!(data.is_dir(), "the data directory is back");
     assert!(relay.logged("restored"), "{}", relay.log());
 
@@ -204,4 +205,160 @@ fn a_relay_killed_while_the_data_moves_loses_nothing() {
     query(&relay);
     assert_eq!(std::fs::read(data.join("ballast")).unwrap(), ballast);
     assert!(!tmp.path().join("data.restoring").exists());
+}
+
+/// `mariadb` reading its statements from stdin (more than one argument may hold).
+fn mariadb_stdin(port: u16, sql: &str) -> tests::Output {
+    let mut cmd = std::process::Command::new("mariadb");
+    cmd.args([
+        "-h127.0.0.1",
+        "--skip-ssl",
+        "-N",
+        "-B",
+        "--connect-timeout=10",
+    ])
+    .arg(format!("-P{port}"))
+    .arg(format!("-u{USER}"))
+    .arg(format!("-p{PASSWORD}"));
+    tests::run_with_input(&mut cmd, sql.as_bytes(), Duration::from_secs(120))
+}
+
+/// The number of chunks the latest offload uploaded, from its log line.
+fn last_uploaded(relay: &Relay) -> usize {
+    let log = relay.log();
+    let line = log
+        .lines()
+        .rfind(|l| l.contains("offloaded: the data is in the store only"))
+        .expect("an offload");
+    let at = line.find("uploaded=").expect("uploaded=") + "uploaded=".len();
+    line[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// server-shim's databases are restored lazily (the default): the compute starts with the
+/// database still in the store, reads what queries need, and fills the rest in behind; paused
+/// again before that finishes, the offload sends only what changed.
+#[test]
+fn a_lazily_restored_database_answers_at_once_and_is_filled_in_behind() {
+    let tmp = TempDir::new("relay-offload-lazy");
+    let data = tmp.path().join("data");
+    let db = data.join("db/shop/data.sqlite");
+    let sidecar = data.join("db/shop/data.sqlite.lazy");
+    let relay = Relay::start(
+        tmp.path(),
+        RelayOptions {
+            idle_pause_after: "1s",
+            instance_toml: format!(
+                "[instance.offload]\nstore = \"file://{}\"\nafter = \"1s\"\ndata_dir = \"data\"\n",
+                tmp.path().join("objects").display()
+            ),
+            // Slow, so the fill is still running when the instance pauses again.
+            command: Some(
+                [
+                    tests::bin_path("server-shim")
+                        .display()
+                        .to_string()
+                        .as_str(),
+                    "run",
+                    "--listen",
+                    "127.0.0.1:{COMPUTE_PORT}",
+                    "--data",
+                    data.to_str().unwrap(),
+                    "--key-file",
+                    tmp.path().join("perceptron.key").to_str().unwrap(),
+                    "--lazy-fill-mib-per-sec",
+                    "2",
+                ]
+                .map(String::from)
+                .to_vec(),
+            ),
+            ..RelayOptions::default()
+        },
+    );
+    // 24 MB: six chunks.
+    let mut sql =
+        String::from("CREATE DATABASE shop; CREATE TABLE shop.big (id INT PRIMARY KEY, v TEXT);\n");
+    for batch in 0..30 {
+        let rows: Vec<String> = (0..100)
+            .map(|i| {
+                let id = batch * 100 + i;
+                format!("({id}, '{id:08}{}')", "x".repeat(7992))
+            })
+            .collect();
+        sql.push_str(&format!(
+            "INSERT INTO shop.big VALUES {};\n",
+            rows.join(",")
+        ));
+    }
+    ok(&mariadb_stdin(relay.port, &sql));
+    let total = "3000\t24000000";
+    let count = |relay: &Relay| {
+        ok(&mariadb(
+            relay.port,
+            USER,
+            Some(PASSWORD),
+            &[],
+            "SELECT COUNT(*), SUM(LENGTH(v)) FROM shop.big",
+        ))
+        .trim()
+        .to_owned()
+    };
+    assert_eq!(count(&relay), total);
+    wait_offloaded(&relay);
+
+    // The wake answers from a database that is still holes on the local disk.
+    let one = mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        "SELECT LEFT(v, 8), LENGTH(v) FROM shop.big WHERE id = 1500",
+    );
+    assert_eq!(ok(&one).trim(), "00001500\t8000");
+    assert_eq!(storage(&relay), "hydrating", "{}", relay.log());
+    assert!(sidecar.exists());
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        let m = std::fs::metadata(&db).unwrap();
+        assert!(m.blocks() * 512 < m.len(), "the file still has holes");
+    }
+    assert_eq!(
+        relay.metric("relay_instance_data{instance=\"demo\",place=\"hydrating\"}"),
+        1.0
+    );
+    ok(&mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        "UPDATE shop.big SET v = 'short' WHERE id = 2000",
+    ));
+    let changed = "3000\t23992005";
+
+    // Paused and offloaded again mid-fill: the chunks still in the store are not sent again.
+    wait_offloaded(&relay);
+    assert!(
+        last_uploaded(&relay) <= 3,
+        "uploaded {} chunks:\n{}",
+        last_uploaded(&relay),
+        relay.log()
+    );
+    assert_eq!(count(&relay), changed);
+    // Filled in while queries keep the compute running (an idle one would be paused, and
+    // its fill with it): an ordinary file, the data local.
+    assert!(
+        Relay::wait_until(WITHIN, || {
+            ok(&mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1"));
+            storage(&relay) == "local"
+        }),
+        "storage {}:\n{}",
+        storage(&relay),
+        relay.log()
+    );
+    assert!(!sidecar.exists() && !data.join("db/shop/data.sqlite.lazy-have").exists());
+    assert_eq!(count(&relay), changed);
 }

@@ -212,6 +212,7 @@ impl Config {
                         store: o.store,
                         after: o.after,
                         data_dir: rebase(base, &o.data_dir),
+                        restore: o.restore,
                     })
                 })
                 .transpose()?;

@@ -635,6 +635,21 @@ pub struct OffloadConfig {
     /// The compute's data directory (the path its command is given), relative to the
     /// configuration file's directory unless absolute.
     pub data_dir: PathBuf,
+    /// How a wake brings the data back.
+    pub restore: RestoreMode,
+}
+
+/// `[instance.offload] restore`: how a wake brings offloaded data back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RestoreMode {
+    /// server-shim's databases (`data.sqlite`) are left in the store and read as queries need
+    /// them, filled in behind them; every other file is restored before the start. A
+    /// directory without such files (MariaDB's) is restored in full.
+    #[default]
+    Lazy,
+    /// Every file is restored before the compute starts.
+    Full,
 }
 
 /// `[instance.offload]` as written.
@@ -645,6 +660,8 @@ struct OffloadFile {
     #[serde(deserialize_with = "duration::at_least_1s")]
     after: Duration,
     data_dir: PathBuf,
+    #[serde(default)]
+    restore: RestoreMode,
 }
 
 /// `[instance.capacity]` as written, in CCUs.

@@ -560,6 +560,17 @@ fn offload_takes_a_file_store_and_a_data_directory_relative_to_the_file() {
     assert_eq!(o.store, "file:///var/lib/objects");
     assert_eq!(o.after, std::time::Duration::from_secs(3600));
     assert_eq!(o.data_dir, Path::new("/etc/perceptron/data/demo"));
+    assert_eq!(o.restore, crate::config::RestoreMode::Lazy);
+    let full = format!("{offload}\nrestore = \"full\"");
+    let c = parse(&GOOD.replacen("idle_pause_after = \"5m\"", &full, 1)).unwrap();
+    let o = c.instances[0].offload.clone().unwrap();
+    assert_eq!(o.restore, crate::config::RestoreMode::Full);
+    let other = format!("{offload}\nrestore = \"eager\"");
+    let err = parse(&GOOD.replacen("idle_pause_after = \"5m\"", &other, 1)).unwrap_err();
+    assert!(
+        err.contains("instance[0].offload.restore") && err.contains("lazy"),
+        "{err}"
+    );
     let s3 = offload.replace("file:///var/lib/objects", "s3://bucket/prefix");
     assert_eq!(
         parse(&GOOD.replacen("idle_pause_after = \"5m\"", &s3, 1)).unwrap_err(),

@@ -33,7 +33,14 @@ pub struct Report {
     /// Chunks sent to (offload) or read from (restore) the store; an offload skips the ones
     /// the store holds already.
     pub transferred: usize,
+    /// Files a restore left in the store, to be read as needed (a lazy restore).
+    pub lazy_files: usize,
 }
+
+/// The files a lazy restore leaves in the store: server-shim's databases
+/// (`db/<name>/data.sqlite`), which it reads through its VFS (lazy_vfs). Every other file —
+/// and every file of a compute that is not server-shim — is restored before the start.
+pub const LAZY_FILE_NAME: &str = "data.sqlite";
 
 /// Why an offload or a restore stopped. Each names what it was working on.
 #[derive(Debug)]
@@ -121,15 +128,34 @@ pub async fn offload(
     for (rel, mode) in files {
         let path = dir.join(&rel);
         let mut file = tokio::fs::File::open(&path).await.map_err(local(&path))?;
+        // A file still being filled in after a lazy restore: its missing chunks are the
+        // store's already (and locally only holes).
+        let in_store = still_in_store(&path).await?;
         let mut entry = FileEntry {
             path: rel,
             mode,
             size: 0,
             chunks: Vec::new(),
         };
-        loop {
+        for index in 0.. {
             if cancel.is_cancelled() {
                 return Err(ArchiveError::Cancelled);
+            }
+            if let Some((id, len)) = in_store.get(index).cloned().flatten() {
+                let key = manifest::chunk_key(&id);
+                match store.head(&Key::from(key.as_str())).await {
+                    Ok(meta) if meta.size == len => {}
+                    Ok(_) => return Err(ArchiveError::Corrupt(key)),
+                    Err(e) => return Err(ArchiveError::Store(key, e)),
+                }
+                use tokio::io::AsyncSeekExt as _;
+                file.seek(std::io::SeekFrom::Current(len as i64))
+                    .await
+                    .map_err(local(&path))?;
+                entry.size += len;
+                entry.chunks.push(id);
+                report.chunks += 1;
+                continue;
             }
             let chunk = read_chunk(&mut file).await.map_err(local(&path))?;
             if chunk.is_empty() {
@@ -218,7 +244,9 @@ pub async fn offload(
 
 /// Restores `instance`'s data into `dir` if it is offloaded ([`is_offloaded`]); does nothing
 /// (and clears what an earlier offload or restore left) when `dir` is there or was never
-/// offloaded.
+/// offloaded. With `lazy` (the store's directory, which the compute reads), the files named
+/// [`LAZY_FILE_NAME`] are left in the store: each is created at its size with nothing in it,
+/// beside sidecars naming its chunks (every chunk checked to be in the store first).
 ///
 /// # Errors
 /// [`ArchiveError`]; `dir` then still does not exist, and the store is untouched.
@@ -226,6 +254,7 @@ pub async fn restore(
     store: &dyn ObjectStore,
     instance: &str,
     dir: &Path,
+    lazy: Option<&Path>,
 ) -> Result<Option<Report>, ArchiveError> {
     let marker = marker(dir);
     let restoring = sibling(dir, "restoring");
@@ -247,11 +276,14 @@ pub async fn restore(
         remove_if_present(&marker).await?;
         return Ok(None);
     }
-    let result = write_tree(store, &m, &restoring).await;
-    if let Err(e) = result {
-        let _ = tokio::fs::remove_dir_all(&restoring).await;
-        return Err(e);
-    }
+    let result = write_tree(store, &m, &restoring, lazy).await;
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = tokio::fs::remove_dir_all(&restoring).await;
+            return Err(e);
+        }
+    };
     tokio::fs::rename(&restoring, dir)
         .await
         .map_err(local(dir))?;
@@ -260,13 +292,7 @@ pub async fn restore(
         .await
         .map_err(local(&marker))?;
     sync_parent(dir).await?;
-    let chunks = m.files.iter().map(|f| f.chunks.len()).sum();
-    Ok(Some(Report {
-        files: m.files.len(),
-        bytes: m.bytes(),
-        chunks,
-        transferred: chunks,
-    }))
+    Ok(Some(report))
 }
 
 /// Whether `dir` holds exactly `m`'s directories and files, each of its size.
@@ -287,17 +313,24 @@ async fn matches_manifest(dir: &Path, m: &Manifest) -> Result<bool, ArchiveError
     Ok(dirs == m.dirs && sizes == listed)
 }
 
-/// Writes `m`'s directories and files under `root` (created, mode 0700), each chunk checked.
+/// Writes `m`'s directories and files under `root` (created, mode 0700), each chunk checked;
+/// with `lazy`, [`LAZY_FILE_NAME`] files are left in that store ([`write_lazily`]).
 async fn write_tree(
     store: &dyn ObjectStore,
     m: &Manifest,
     root: &Path,
-) -> Result<(), ArchiveError> {
+    lazy: Option<&Path>,
+) -> Result<Report, ArchiveError> {
     create_private_dir(root).await?;
     for d in &m.dirs {
         let path = root.join(d);
         create_private_dir(&path).await?;
     }
+    let mut report = Report {
+        files: m.files.len(),
+        bytes: m.bytes(),
+        ..Report::default()
+    };
     for f in &m.files {
         let path = root.join(&f.path);
         let mut out = tokio::fs::OpenOptions::new()
@@ -307,16 +340,113 @@ async fn write_tree(
             .open(&path)
             .await
             .map_err(local(&path))?;
-        for id in &f.chunks {
-            let bytes = read_chunk_from(store, id).await?;
-            out.write_all(&bytes).await.map_err(local(&path))?;
+        report.chunks += f.chunks.len();
+        let name = Path::new(&f.path).file_name();
+        match lazy {
+            Some(objects) if f.size > 0 && name == Some(LAZY_FILE_NAME.as_ref()) => {
+                write_lazily(store, objects, f, &path, &out).await?;
+                report.lazy_files += 1;
+            }
+            _ => {
+                for id in &f.chunks {
+                    let bytes = read_chunk_from(store, id).await?;
+                    out.write_all(&bytes).await.map_err(local(&path))?;
+                    report.transferred += 1;
+                }
+            }
         }
         out.sync_all().await.map_err(local(&path))?;
     }
     for d in m.dirs.iter().rev() {
         sync_dir(&root.join(d)).await?;
     }
-    sync_dir(root).await
+    sync_dir(root).await?;
+    Ok(report)
+}
+
+/// Makes `out` (empty, at `path`) a lazily restored copy of `f`: its size in holes, and the
+/// sidecars naming its chunks in the `objects` directory, none of them local yet. Every chunk
+/// must be in the store at its size, so a missing one fails the wake now, naming it.
+async fn write_lazily(
+    store: &dyn ObjectStore,
+    objects: &Path,
+    f: &FileEntry,
+    path: &Path,
+    out: &tokio::fs::File,
+) -> Result<(), ArchiveError> {
+    let sidecar = lazy_vfs::sidecar::Sidecar {
+        store: objects.to_path_buf(),
+        size: f.size,
+        chunk_bytes: CHUNK_BYTES as u64,
+        chunks: f.chunks.clone(),
+    };
+    for (index, id) in f.chunks.iter().enumerate() {
+        let key = manifest::chunk_key(id);
+        match store.head(&Key::from(key.as_str())).await {
+            Ok(meta) if meta.size == sidecar.chunk_len(index) => {}
+            Ok(_) => return Err(ArchiveError::Corrupt(key)),
+            Err(e) => return Err(ArchiveError::Store(key, e)),
+        }
+    }
+    out.set_len(f.size).await.map_err(local(path))?;
+    let have = lazy_vfs::sidecar::have_path(path);
+    write_durably(&have, &vec![0u8; f.chunks.len()]).await?;
+    let chunks = lazy_vfs::sidecar::chunks_path(path);
+    write_durably(&chunks, &sidecar.encode()).await
+}
+
+/// For a file a lazy restore left partly in the store, chunk by chunk: `Some((id, len))` for a
+/// chunk that is still only there (the local bytes are a hole), `None` for one that is local.
+/// Empty for an ordinary file.
+async fn still_in_store(path: &Path) -> Result<Vec<Option<(String, u64)>>, ArchiveError> {
+    use lazy_vfs::sidecar::{self, Sidecar};
+    let chunks_path = sidecar::chunks_path(path);
+    let bytes = match tokio::fs::read(&chunks_path).await {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(ArchiveError::Local(chunks_path, e)),
+    };
+    let bad = |what: String| ArchiveError::Local(chunks_path.clone(), std::io::Error::other(what));
+    let s = Sidecar::decode(&bytes).map_err(|e| bad(e.to_string()))?;
+    if s.chunk_bytes != CHUNK_BYTES as u64 {
+        return Err(bad(format!(
+            "chunks of {} bytes, not {CHUNK_BYTES}",
+            s.chunk_bytes
+        )));
+    }
+    let have_path = sidecar::have_path(path);
+    let have = tokio::fs::read(&have_path)
+        .await
+        .map_err(local(&have_path))?;
+    Ok(s.chunks
+        .iter()
+        .enumerate()
+        .map(|(index, id)| (have.get(index) == Some(&0)).then(|| (id.clone(), s.chunk_len(index))))
+        .collect())
+}
+
+/// The sidecars of files under `dir` a lazy restore left partly in the store (none once the
+/// compute has filled them in).
+#[must_use]
+pub fn lazy_sidecars(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => pending.push(path),
+                Ok(t) if t.is_file() && path.extension() == Some("lazy".as_ref()) => {
+                    found.push(path);
+                }
+                _ => {}
+            }
+        }
+    }
+    found
 }
 
 async fn read_manifest(
@@ -405,7 +535,10 @@ async fn list(dir: &Path) -> Result<(Vec<String>, Vec<(String, u32)>), ArchiveEr
                     dirs.push(rel);
                     pending.push(path);
                 } else if meta.is_file() {
-                    files.push((rel, meta.permissions().mode() & 0o777));
+                    // A lazy restore's sidecars are not data (see `still_in_store`).
+                    if !lazy_vfs::sidecar::is_sidecar(&rel) {
+                        files.push((rel, meta.permissions().mode() & 0o777));
+                    }
                 } else {
                     return Err(ArchiveError::Special(path));
                 }
@@ -546,7 +679,7 @@ mod tests {
             is_offloaded(&data),
             "the local copy is gone, the marker is there"
         );
-        let back = restore(store.as_ref(), "shop", &data)
+        let back = restore(store.as_ref(), "shop", &data, None)
             .await
             .unwrap()
             .unwrap();
@@ -559,7 +692,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(again.transferred, 1);
-        restore(store.as_ref(), "shop", &data)
+        restore(store.as_ref(), "shop", &data, None)
             .await
             .unwrap()
             .unwrap();
@@ -568,7 +701,78 @@ mod tests {
             b"app admin y"
         );
         // Nothing to restore when the directory is there.
-        assert_eq!(restore(store.as_ref(), "shop", &data).await.unwrap(), None);
+        assert_eq!(
+            restore(store.as_ref(), "shop", &data, None).await.unwrap(),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lazy_restore_leaves_databases_in_the_store_and_offloads_again_without_reading_them()
+    {
+        use lazy_vfs::hydrate::LazyFile;
+        use lazy_vfs::sidecar;
+        let (dirs, store, data) = setup("lazy");
+        let before = snapshot(&data);
+        let cancel = CancellationToken::new();
+        offload(store.as_ref(), "shop", &data, 1, &cancel)
+            .await
+            .unwrap();
+        let objects = dirs.root.join("store");
+        let back = restore(store.as_ref(), "shop", &data, Some(&objects))
+            .await
+            .unwrap()
+            .unwrap();
+        // The accounts file came back; the database's three chunks stayed in the store.
+        assert_eq!((back.lazy_files, back.transferred, back.chunks), (1, 1, 4));
+        let db = data.join("db/shop/data.sqlite");
+        let size = 2 * CHUNK_BYTES + 123;
+        assert_eq!(std::fs::read(&db).unwrap(), vec![0u8; size]);
+        assert_eq!(
+            std::fs::read(data.join("accounts")).unwrap(),
+            b"app admin x"
+        );
+        assert_eq!(lazy_sidecars(&data), vec![sidecar::chunks_path(&db)]);
+        // What the compute does: the middle chunk is read, then written.
+        let lazy = LazyFile::open(&db, |_| {}).unwrap().unwrap();
+        lazy.ensure(CHUNK_BYTES as u64 + 10, 1, true).unwrap();
+        {
+            use std::os::unix::fs::FileExt as _;
+            let f = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
+            f.write_all_at(b"changed", CHUNK_BYTES as u64 + 10).unwrap();
+        }
+        // Paused again before the fill finished: only the changed chunk travels, and the
+        // chunks still in the store are not read from the holes.
+        let again = offload(store.as_ref(), "shop", &data, 2, &cancel)
+            .await
+            .unwrap();
+        assert_eq!((again.chunks, again.transferred), (4, 1));
+        restore(store.as_ref(), "shop", &data, None)
+            .await
+            .unwrap()
+            .unwrap();
+        let mut expected: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        expected[CHUNK_BYTES + 10..CHUNK_BYTES + 17].copy_from_slice(b"changed");
+        assert_eq!(std::fs::read(&db).unwrap(), expected);
+        assert!(lazy_sidecars(&data).is_empty());
+        assert_eq!(snapshot(&data).len(), before.len());
+    }
+
+    #[tokio::test]
+    async fn a_lazy_restore_with_a_chunk_missing_fails_the_wake_naming_it() {
+        let (dirs, store, data) = setup("lazy-missing");
+        offload(store.as_ref(), "shop", &data, 1, &CancellationToken::new())
+            .await
+            .unwrap();
+        let big: Vec<u8> = (0..CHUNK_BYTES).map(|i| (i % 251) as u8).collect();
+        let key = manifest::chunk_key(&manifest::chunk_id(&big));
+        std::fs::remove_file(dirs.root.join("store").join(&key)).unwrap();
+        let objects = dirs.root.join("store");
+        let err = restore(store.as_ref(), "shop", &data, Some(&objects))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(&key), "{err}");
+        assert!(!data.exists() && is_offloaded(&data));
     }
 
     #[tokio::test]
@@ -580,7 +784,9 @@ mod tests {
         let accounts = manifest::chunk_key(&manifest::chunk_id(b"app admin x"));
         let on_disk = dirs.root.join("store").join(&accounts);
         std::fs::write(&on_disk, b"app admin z").unwrap();
-        let err = restore(store.as_ref(), "shop", &data).await.unwrap_err();
+        let err = restore(store.as_ref(), "shop", &data, None)
+            .await
+            .unwrap_err();
         assert!(
             matches!(&err, ArchiveError::Corrupt(k) if *k == accounts),
             "{err}"
@@ -588,7 +794,9 @@ mod tests {
         assert!(err.to_string().contains(&accounts), "{err}");
         assert!(!data.exists() && !sibling(&data, "restoring").exists());
         std::fs::remove_file(&on_disk).unwrap();
-        let err = restore(store.as_ref(), "shop", &data).await.unwrap_err();
+        let err = restore(store.as_ref(), "shop", &data, None)
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains(&accounts), "{err}");
         assert!(
             !data.exists(),
@@ -603,7 +811,9 @@ mod tests {
         let mut bytes = std::fs::read(&m).unwrap();
         bytes.push(b' ');
         std::fs::write(&m, bytes).unwrap();
-        let err = restore(store.as_ref(), "shop", &data).await.unwrap_err();
+        let err = restore(store.as_ref(), "shop", &data, None)
+            .await
+            .unwrap_err();
         assert!(
             matches!(
                 err,
@@ -620,7 +830,7 @@ mod tests {
         offload(store.as_ref(), "shop", &data, 1, &CancellationToken::new())
             .await
             .unwrap();
-        restore(store.as_ref(), "shop", &data)
+        restore(store.as_ref(), "shop", &data, None)
             .await
             .unwrap()
             .unwrap();
@@ -631,7 +841,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(again.transferred, 1, "only the corrupt chunk travels");
-        restore(store.as_ref(), "shop", &data)
+        restore(store.as_ref(), "shop", &data, None)
             .await
             .unwrap()
             .unwrap();
@@ -651,7 +861,10 @@ mod tests {
         assert_eq!(snapshot(&data), before);
         assert!(!marker(&data).exists());
         let fresh = data.with_file_name("never-offloaded");
-        assert_eq!(restore(store.as_ref(), "new", &fresh).await.unwrap(), None);
+        assert_eq!(
+            restore(store.as_ref(), "new", &fresh, None).await.unwrap(),
+            None
+        );
         assert!(!fresh.exists());
     }
 
@@ -665,7 +878,7 @@ mod tests {
         // A restore that died half way, and a removal that died half way.
         std::fs::create_dir_all(sibling(&data, "restoring").join("db")).unwrap();
         std::fs::create_dir_all(sibling(&data, "removing").join("db")).unwrap();
-        restore(store.as_ref(), "shop", &data)
+        restore(store.as_ref(), "shop", &data, None)
             .await
             .unwrap()
             .unwrap();
@@ -677,12 +890,15 @@ mod tests {
             .await
             .unwrap();
         let digest = std::fs::read(marker(&data)).unwrap();
-        restore(store.as_ref(), "shop", &data)
+        restore(store.as_ref(), "shop", &data, None)
             .await
             .unwrap()
             .unwrap();
         std::fs::write(marker(&data), &digest).unwrap();
-        assert_eq!(restore(store.as_ref(), "shop", &data).await.unwrap(), None);
+        assert_eq!(
+            restore(store.as_ref(), "shop", &data, None).await.unwrap(),
+            None
+        );
         assert!(!marker(&data).exists());
         assert_eq!(snapshot(&data), before);
         // An empty directory made while the data was offloaded (a compute started by hand):
@@ -691,11 +907,13 @@ mod tests {
             .await
             .unwrap();
         std::fs::create_dir(&data).unwrap();
-        let err = restore(store.as_ref(), "shop", &data).await.unwrap_err();
+        let err = restore(store.as_ref(), "shop", &data, None)
+            .await
+            .unwrap_err();
         assert!(matches!(err, ArchiveError::Conflict(..)), "{err}");
         assert!(marker(&data).exists());
         std::fs::remove_dir(&data).unwrap();
-        restore(store.as_ref(), "shop", &data)
+        restore(store.as_ref(), "shop", &data, None)
             .await
             .unwrap()
             .unwrap();

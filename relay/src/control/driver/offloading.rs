@@ -27,20 +27,27 @@ pub enum Storage {
     Offloaded,
     /// Being copied back before the compute starts.
     Restoring,
+    /// Restored lazily: the compute runs and reads what it needs from the store while the rest
+    /// is filled in behind it.
+    Hydrating,
 }
 
 impl Storage {
-    /// Where the data of `dir` is at rest, as the disk says (offloaded, or local).
+    /// Where the data of `dir` is at rest, as the disk says (offloaded, local, or local with
+    /// files still being filled in).
     fn on_disk(dir: &std::path::Path) -> Self {
         if archive::is_offloaded(dir) {
             Self::Offloaded
-        } else {
+        } else if archive::lazy_sidecars(dir).is_empty() {
             Self::Local
+        } else {
+            Self::Hydrating
         }
     }
 
     /// Every place, for the metric's series.
-    pub const NAMES: [&'static str; 4] = ["local", "offloading", "offloaded", "restoring"];
+    pub const NAMES: [&'static str; 5] =
+        ["local", "offloading", "offloaded", "restoring", "hydrating"];
 
     /// Its name in status output and metrics.
     #[must_use]
@@ -50,6 +57,7 @@ impl Storage {
             Self::Offloading => "offloading",
             Self::Offloaded => "offloaded",
             Self::Restoring => "restoring",
+            Self::Hydrating => "hydrating",
         }
     }
 }
@@ -59,6 +67,9 @@ pub struct OffloadPlan {
     instance: String,
     dir: PathBuf,
     store: Arc<dyn ObjectStore>,
+    /// The store's directory, which the compute reads a lazily restored database from; none
+    /// when every file is restored before the start (`restore = "full"`).
+    lazy_objects: Option<PathBuf>,
     after: Duration,
     storage: Mutex<Storage>,
     /// The process driver's pid file: a compute recorded there and still alive (one a stop
@@ -92,10 +103,17 @@ impl OffloadPlan {
     ) -> Result<Arc<Self>, String> {
         let store = crate::offload::open_store(&cfg.store)?;
         let storage = Storage::on_disk(&cfg.data_dir);
+        let lazy_objects = match cfg.restore {
+            crate::config::RestoreMode::Lazy => {
+                cfg.store.strip_prefix("file://").map(PathBuf::from)
+            }
+            crate::config::RestoreMode::Full => None,
+        };
         Ok(Arc::new(Self {
             instance: instance.to_owned(),
             dir: cfg.data_dir.clone(),
             store,
+            lazy_objects,
             after: cfg.after,
             pid_file,
             storage: Mutex::new(storage),
@@ -108,10 +126,15 @@ impl OffloadPlan {
         }))
     }
 
-    /// Where the data is now.
+    /// Where the data is now (a lazily restored directory is local once the compute has
+    /// filled every file in).
     #[must_use]
     pub fn storage(&self) -> Storage {
-        *self.storage.lock().unwrap_or_else(PoisonError::into_inner)
+        let mut storage = self.storage.lock().unwrap_or_else(PoisonError::into_inner);
+        if *storage == Storage::Hydrating && archive::lazy_sidecars(&self.dir).is_empty() {
+            *storage = Storage::Local;
+        }
+        *storage
     }
 
     fn set(&self, storage: Storage) {
@@ -215,14 +238,17 @@ impl OffloadPlan {
             tracing::info!(instance = %self.instance, "restoring the offloaded data before the start");
         }
         let started = Instant::now();
-        match archive::restore(self.store.as_ref(), &self.instance, &self.dir).await {
+        let lazy = self.lazy_objects.as_deref();
+        match archive::restore(self.store.as_ref(), &self.instance, &self.dir, lazy).await {
             Ok(restored) => {
-                self.set(Storage::Local);
+                self.set(Storage::on_disk(&self.dir));
                 if let Some(r) = restored {
                     tracing::info!(
                         instance = %self.instance, files = r.files, bytes = r.bytes,
-                        chunks = r.chunks, ms = started.elapsed().as_millis() as u64,
-                        "restored"
+                        chunks = r.chunks, read = r.transferred, lazy_files = r.lazy_files,
+                        ms = started.elapsed().as_millis() as u64,
+                        "restored{}",
+                        if r.lazy_files > 0 { " (databases are read from the store as needed and filled in behind)" } else { "" }
                     );
                 }
                 Ok(())
