@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -51,15 +52,16 @@ impl std::fmt::Display for HydrateError {
 
 impl std::error::Error for HydrateError {}
 
-/// Where a chunk's bytes are.
+/// Where a chunk's bytes are (an `AtomicU8` each: read without the lock, changed under it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 enum Have {
     /// Only in the store: the local range is a hole.
-    Missing,
+    Missing = 0,
     /// Written locally, maybe not yet durable, and not yet marked on disk.
-    Fetched,
+    Fetched = 1,
     /// Durable and marked on disk: writes may go into it.
-    Marked,
+    Marked = 2,
 }
 
 /// A lazily restored file.
@@ -70,6 +72,14 @@ pub struct LazyFile {
     /// is another file.
     identity: (u64, u64),
     sidecar: Sidecar,
+    /// Each chunk's [`Have`]: a read of local chunks takes no lock, so the background fill
+    /// (or another connection's fetch) never holds it up.
+    have: Vec<AtomicU8>,
+    /// How many are [`Have::Missing`].
+    missing: AtomicUsize,
+    /// The sidecars are gone: every chunk is local.
+    whole: AtomicBool,
+    /// Held to change `have` and to write into the file; never while reading the store.
     state: Mutex<State>,
 }
 
@@ -78,11 +88,6 @@ struct State {
     /// The file, for writing fetched chunks (SQLite has its own handles).
     file: File,
     have_file: File,
-    have: Vec<Have>,
-    /// How many are [`Have::Missing`].
-    missing: usize,
-    /// The sidecars are gone: every chunk is local.
-    whole: bool,
 }
 
 /// Counts of a file's chunks, for logs and tests.
@@ -157,22 +162,19 @@ impl LazyFile {
             .open(path)
             .map_err(|e| HydrateError::Local(path.to_path_buf(), e))?;
         let identity = identity(path).map_err(|e| HydrateError::Local(path.to_path_buf(), e))?;
-        let have: Vec<Have> = marks
+        let have: Vec<AtomicU8> = marks
             .iter()
-            .map(|&m| if m == 0 { Have::Missing } else { Have::Marked })
+            .map(|&m| AtomicU8::new(if m == 0 { Have::Missing } else { Have::Marked } as u8))
             .collect();
-        let missing = have.iter().filter(|h| **h == Have::Missing).count();
+        let missing = marks.iter().filter(|m| **m == 0).count();
         let lazy = Self {
             path: path.to_path_buf(),
             identity,
             sidecar,
-            state: Mutex::new(State {
-                file,
-                have_file,
-                have,
-                missing,
-                whole: false,
-            }),
+            have,
+            missing: missing.into(),
+            whole: false.into(),
+            state: Mutex::new(State { file, have_file }),
         };
         // A truncation the process did not live to mark (see `truncated`).
         let len = lazy
@@ -189,6 +191,25 @@ impl LazyFile {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn have(&self, index: usize) -> Option<Have> {
+        let v = self.have.get(index)?.load(Ordering::Acquire);
+        Some(match v {
+            0 => Have::Missing,
+            1 => Have::Fetched,
+            _ => Have::Marked,
+        })
+    }
+
+    /// Sets chunk `index`'s state; the caller holds the lock (`_s`).
+    fn set_have(&self, _s: &State, index: usize, to: Have) {
+        if let Some(h) = self.have.get(index) {
+            let was = h.swap(to as u8, Ordering::AcqRel);
+            if was == Have::Missing as u8 && to != Have::Missing {
+                self.missing.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
     /// The file's path.
     #[must_use]
     pub fn path(&self) -> &Path {
@@ -198,11 +219,10 @@ impl LazyFile {
     /// How far the file is.
     #[must_use]
     pub fn progress(&self) -> Progress {
-        let s = self.lock();
         Progress {
-            chunks: s.have.len(),
-            missing: s.missing,
-            whole: s.whole,
+            chunks: self.have.len(),
+            missing: self.missing.load(Ordering::Acquire),
+            whole: self.whole.load(Ordering::Acquire),
         }
     }
 
@@ -218,29 +238,30 @@ impl LazyFile {
     }
 
     /// Makes `len` bytes at `offset` local before a read; before a write (`write`), also marks
-    /// their chunks on disk.
+    /// their chunks on disk. Chunks already local cost an atomic load each, no lock.
     ///
     /// # Errors
     /// [`HydrateError`]; nothing was written for the chunk that failed.
     pub fn ensure(&self, offset: u64, len: u64, write: bool) -> Result<(), HydrateError> {
-        let range = self.chunks_of(offset, len);
-        let mut s = self.lock();
-        if s.whole {
+        if self.whole.load(Ordering::Acquire) {
             return Ok(());
         }
+        let range = self.chunks_of(offset, len);
         for index in range.clone() {
-            if s.have.get(index) == Some(&Have::Missing) {
-                self.fetch(&mut s, index)?;
+            if self.have(index) == Some(Have::Missing) {
+                self.fetch(index)?;
             }
         }
-        if write && range.clone().any(|i| s.have.get(i) == Some(&Have::Fetched)) {
-            self.mark(&mut s)?;
+        if write && range.clone().any(|i| self.have(i) == Some(Have::Fetched)) {
+            self.mark(&self.lock())?;
         }
         Ok(())
     }
 
-    /// Fetches chunk `index` into the file.
-    fn fetch(&self, s: &mut State, index: usize) -> Result<(), HydrateError> {
+    /// Fetches chunk `index` into the file: the store is read and the bytes checked without
+    /// the lock; they are written under it, unless another fetch (or a truncation) got there
+    /// first.
+    fn fetch(&self, index: usize) -> Result<(), HydrateError> {
         let Some(id) = self.sidecar.chunks.get(index) else {
             return Ok(());
         };
@@ -249,35 +270,41 @@ impl LazyFile {
         if bytes.len() as u64 != self.sidecar.chunk_len(index) || sidecar::chunk_id(&bytes) != *id {
             return Err(HydrateError::Corrupt(object));
         }
+        let s = self.lock();
+        if self.have(index) != Some(Have::Missing) {
+            return Ok(());
+        }
         let at = (index as u64) * self.sidecar.chunk_bytes;
         s.file
             .write_all_at(&bytes, at)
             .map_err(|e| HydrateError::Local(self.path.clone(), e))?;
-        if let Some(h) = s.have.get_mut(index) {
-            *h = Have::Fetched;
-        }
-        s.missing = s.missing.saturating_sub(1);
+        self.set_have(&s, index, Have::Fetched);
         Ok(())
     }
 
-    /// Makes every fetched chunk durable, then marks them on disk.
-    fn mark(&self, s: &mut State) -> Result<(), HydrateError> {
+    /// Makes every fetched chunk durable, then marks them on disk; under the lock (`s`).
+    fn mark(&self, s: &State) -> Result<(), HydrateError> {
+        let fetched: Vec<usize> = (0..self.have.len())
+            .filter(|&i| self.have(i) == Some(Have::Fetched))
+            .collect();
+        if fetched.is_empty() {
+            return Ok(());
+        }
         let local = |e| HydrateError::Local(self.path.clone(), e);
         s.file.sync_data().map_err(local)?;
         let have_path = sidecar::have_path(&self.path);
-        for index in 0..s.have.len() {
-            if s.have.get(index) == Some(&Have::Fetched) {
-                s.have_file
-                    .write_all_at(&[1], index as u64)
-                    .map_err(|e| HydrateError::Local(have_path.clone(), e))?;
-                if let Some(h) = s.have.get_mut(index) {
-                    *h = Have::Marked;
-                }
-            }
+        for &index in &fetched {
+            s.have_file
+                .write_all_at(&[1], index as u64)
+                .map_err(|e| HydrateError::Local(have_path.clone(), e))?;
         }
         s.have_file
             .sync_data()
-            .map_err(|e| HydrateError::Local(have_path, e))
+            .map_err(|e| HydrateError::Local(have_path, e))?;
+        for index in fetched {
+            self.set_have(s, index, Have::Marked);
+        }
+        Ok(())
     }
 
     /// Before the file is truncated to `len`: the chunk the new end falls in is made local
@@ -301,21 +328,13 @@ impl LazyFile {
     pub fn truncated(&self, len: u64) -> Result<(), HydrateError> {
         let first_beyond =
             usize::try_from(len.div_ceil(self.sidecar.chunk_bytes)).unwrap_or(usize::MAX);
-        let mut s = self.lock();
-        let mut changed = false;
-        for index in first_beyond..s.have.len() {
-            if s.have.get(index) == Some(&Have::Missing) {
-                if let Some(h) = s.have.get_mut(index) {
-                    *h = Have::Fetched;
-                }
-                s.missing = s.missing.saturating_sub(1);
-                changed = true;
+        let s = self.lock();
+        for index in first_beyond..self.have.len() {
+            if self.have(index) == Some(Have::Missing) {
+                self.set_have(&s, index, Have::Fetched);
             }
         }
-        if changed {
-            self.mark(&mut s)?;
-        }
-        Ok(())
+        self.mark(&s)
     }
 
     /// Fills in the next missing chunk, if any; returns its bytes (0 once none is missing, and
@@ -324,16 +343,14 @@ impl LazyFile {
     /// # Errors
     /// [`HydrateError`].
     pub fn fill_next(&self) -> Result<u64, HydrateError> {
-        let mut s = self.lock();
-        if s.whole {
+        if self.whole.load(Ordering::Acquire) {
             return Ok(0);
         }
-        if let Some(index) = s.have.iter().position(|h| *h == Have::Missing) {
-            self.fetch(&mut s, index)?;
+        if let Some(index) = (0..self.have.len()).find(|&i| self.have(i) == Some(Have::Missing)) {
+            self.fetch(index)?;
             return Ok(self.sidecar.chunk_len(index).max(1));
         }
-        self.mark(&mut s)?;
-        drop(s);
+        self.mark(&self.lock())?;
         self.make_whole()?;
         Ok(0)
     }
@@ -342,7 +359,7 @@ impl LazyFile {
     /// as an ordinary file.
     fn make_whole(&self) -> Result<(), HydrateError> {
         let mut files = registry();
-        let mut s = self.lock();
+        let _s = self.lock();
         let chunks = sidecar::chunks_path(&self.path);
         let local = |p: &Path| {
             let p = p.to_path_buf();
@@ -357,7 +374,7 @@ impl LazyFile {
         }
         let have = sidecar::have_path(&self.path);
         std::fs::remove_file(&have).map_err(local(&have))?;
-        s.whole = true;
+        self.whole.store(true, Ordering::Release);
         files.remove(&self.path);
         Ok(())
     }
