@@ -1,16 +1,18 @@
-//! One lazily restored file, shared by every handle open on it: which chunks are local, and
+//! One lazily restored file, shared by every handle open on it: which blocks are local, and
 //! filling the missing ones in from the store — on demand before a read or write touches
-//! them, and in the background at a limited rate until the file is whole.
+//! them (a range of a chunk's object), and in the background, a chunk at a time at a limited
+//! rate, until the file is whole.
 //!
 //! Safety of the data (docs/offload.md, "Lazy restore"):
-//! - a chunk is fetched whole, checked against its id, and written where it belongs; a chunk
-//!   that fails the check is never written;
-//! - a chunk is marked local on disk (`<file>.lazy-have`) only after its bytes are durable, and
-//!   always before the first write into it: a crash can lose the mark of a chunk that was only
+//! - a block is checked against its SHA-256 in the block list (itself checked against its id
+//!   when the file is opened) and written where it belongs; a block that fails the check is
+//!   never written;
+//! - a block is marked local on disk (`<file>.lazy-have`) only after its bytes are durable, and
+//!   always before the first write into it: a crash can lose the mark of a block that was only
 //!   read (it is fetched again, the same bytes), never a write;
-//! - chunks wholly beyond the file's end (it was truncated) count as local, so a file that
+//! - blocks wholly beyond the file's end (it was truncated) count as local, so a file that
 //!   grows again is never filled with stale bytes;
-//! - once every chunk is local, the sidecars are removed: an ordinary file again.
+//! - once every block is local, the sidecars are removed: an ordinary file again.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -27,9 +29,9 @@ use crate::sidecar::{self, Sidecar};
 pub enum HydrateError {
     /// The sidecars cannot be read.
     Sidecar(PathBuf, String),
-    /// A chunk missing from the store, or unreadable.
+    /// An object missing from the store, or unreadable.
     Fetch(PathBuf, std::io::Error),
-    /// A chunk whose bytes are not its id's.
+    /// An object (or a block of it) whose bytes are not the ones its id or the block list says.
     Corrupt(PathBuf),
     /// The local file.
     Local(PathBuf, std::io::Error),
@@ -52,7 +54,7 @@ impl std::fmt::Display for HydrateError {
 
 impl std::error::Error for HydrateError {}
 
-/// Where a chunk's bytes are (an `AtomicU8` each: read without the lock, changed under it).
+/// Where a block's bytes are (an `AtomicU8` each: read without the lock, changed under it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 enum Have {
@@ -72,7 +74,9 @@ pub struct LazyFile {
     /// is another file.
     identity: (u64, u64),
     sidecar: Sidecar,
-    /// Each chunk's [`Have`]: a read of local chunks takes no lock, so the background fill
+    /// The SHA-256 of every block.
+    block_hashes: Vec<[u8; 32]>,
+    /// Each block's [`Have`]: a read of local blocks takes no lock, so the background fill
     /// (or another connection's fetch) never holds it up.
     have: Vec<AtomicU8>,
     /// How many are [`Have::Missing`].
@@ -93,8 +97,8 @@ struct State {
 /// Counts of a file's chunks, for logs and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Progress {
-    /// Chunks in the sidecar.
-    pub chunks: usize,
+    /// Blocks in the file.
+    pub blocks: usize,
     /// Still only in the store.
     pub missing: usize,
     /// The sidecars are removed.
@@ -152,7 +156,8 @@ impl LazyFile {
             .write(true)
             .open(&have_path)
             .map_err(sidecar_err)?;
-        let mut marks = vec![0u8; sidecar.chunks.len()];
+        let block_hashes = block_list(&sidecar)?;
+        let mut marks = vec![0u8; sidecar.block_count()];
         have_file
             .read_exact_at(&mut marks, 0)
             .map_err(sidecar_err)?;
@@ -171,6 +176,7 @@ impl LazyFile {
             path: path.to_path_buf(),
             identity,
             sidecar,
+            block_hashes,
             have,
             missing: missing.into(),
             whole: false.into(),
@@ -220,25 +226,25 @@ impl LazyFile {
     #[must_use]
     pub fn progress(&self) -> Progress {
         Progress {
-            chunks: self.have.len(),
+            blocks: self.have.len(),
             missing: self.missing.load(Ordering::Acquire),
             whole: self.whole.load(Ordering::Acquire),
         }
     }
 
-    fn chunks_of(&self, offset: u64, len: u64) -> std::ops::Range<usize> {
-        let count = self.sidecar.chunks.len();
+    fn blocks_of(&self, offset: u64, len: u64) -> std::ops::Range<usize> {
+        let count = self.have.len();
         if len == 0 {
             return 0..0;
         }
-        let first = usize::try_from(offset / self.sidecar.chunk_bytes).unwrap_or(usize::MAX);
-        let last = usize::try_from((offset.saturating_add(len) - 1) / self.sidecar.chunk_bytes)
+        let first = usize::try_from(offset / self.sidecar.block_bytes).unwrap_or(usize::MAX);
+        let last = usize::try_from((offset.saturating_add(len) - 1) / self.sidecar.block_bytes)
             .unwrap_or(usize::MAX);
         first.min(count)..last.saturating_add(1).min(count)
     }
 
     /// Makes `len` bytes at `offset` local before a read; before a write (`write`), also marks
-    /// their chunks on disk. Chunks already local cost an atomic load each, no lock.
+    /// their blocks on disk. Blocks already local cost an atomic load each, no lock.
     ///
     /// # Errors
     /// [`HydrateError`]; nothing was written for the chunk that failed.
@@ -246,7 +252,7 @@ impl LazyFile {
         if self.whole.load(Ordering::Acquire) {
             return Ok(());
         }
-        let range = self.chunks_of(offset, len);
+        let range = self.blocks_of(offset, len);
         for index in range.clone() {
             if self.have(index) == Some(Have::Missing) {
                 self.fetch(index)?;
@@ -258,31 +264,42 @@ impl LazyFile {
         Ok(())
     }
 
-    /// Fetches chunk `index` into the file: the store is read and the bytes checked without
-    /// the lock; they are written under it, unless another fetch (or a truncation) got there
-    /// first.
+    /// Fetches block `index` into the file: its range of the chunk's object is read and
+    /// checked without the lock; it is written under it, unless another fetch (or a
+    /// truncation) got there first.
     fn fetch(&self, index: usize) -> Result<(), HydrateError> {
-        let Some(id) = self.sidecar.chunks.get(index) else {
+        let (chunk, offset) = self.sidecar.block_place(index);
+        let Some(id) = self.sidecar.chunks.get(chunk) else {
             return Ok(());
         };
         let object = sidecar::chunk_file(&self.sidecar.store, id);
-        let bytes = std::fs::read(&object).map_err(|e| HydrateError::Fetch(object.clone(), e))?;
-        if bytes.len() as u64 != self.sidecar.chunk_len(index) || sidecar::chunk_id(&bytes) != *id {
-            return Err(HydrateError::Corrupt(object));
+        let len = usize::try_from(self.sidecar.block_len(index)).unwrap_or(0);
+        let mut bytes = vec![0u8; len];
+        File::open(&object)
+            .and_then(|f| f.read_exact_at(&mut bytes, offset))
+            .map_err(|e| HydrateError::Fetch(object.clone(), e))?;
+        self.install(index, &bytes, &object)
+    }
+
+    /// Writes block `index`'s `bytes` (from `object`) if they are the block's and it is still
+    /// missing.
+    fn install(&self, index: usize, bytes: &[u8], object: &Path) -> Result<(), HydrateError> {
+        if self.block_hashes.get(index) != Some(&sidecar::block_hash(bytes)) {
+            return Err(HydrateError::Corrupt(object.to_path_buf()));
         }
         let s = self.lock();
         if self.have(index) != Some(Have::Missing) {
             return Ok(());
         }
-        let at = (index as u64) * self.sidecar.chunk_bytes;
+        let at = (index as u64) * self.sidecar.block_bytes;
         s.file
-            .write_all_at(&bytes, at)
+            .write_all_at(bytes, at)
             .map_err(|e| HydrateError::Local(self.path.clone(), e))?;
         self.set_have(&s, index, Have::Fetched);
         Ok(())
     }
 
-    /// Makes every fetched chunk durable, then marks them on disk; under the lock (`s`).
+    /// Makes every fetched block durable, then marks them on disk; under the lock (`s`).
     fn mark(&self, s: &State) -> Result<(), HydrateError> {
         let fetched: Vec<usize> = (0..self.have.len())
             .filter(|&i| self.have(i) == Some(Have::Fetched))
@@ -307,27 +324,27 @@ impl LazyFile {
         Ok(())
     }
 
-    /// Before the file is truncated to `len`: the chunk the new end falls in is made local
+    /// Before the file is truncated to `len`: the block the new end falls in is made local
     /// and marked, so what remains of it is the real data.
     ///
     /// # Errors
     /// [`HydrateError`]; the truncation must not happen then.
     pub fn truncating(&self, len: u64) -> Result<(), HydrateError> {
-        if len % self.sidecar.chunk_bytes == 0 {
+        if len % self.sidecar.block_bytes == 0 {
             return Ok(());
         }
         self.ensure(len, 1, true)
     }
 
-    /// The file is now `len` long: chunks wholly beyond it hold nothing of the store's any
-    /// more, and count as local (marked), so that when the file grows again no stale chunk is
+    /// The file is now `len` long: blocks wholly beyond it hold nothing of the store's any
+    /// more, and count as local (marked), so that when the file grows again no stale block is
     /// fetched over what is written there.
     ///
     /// # Errors
     /// [`HydrateError`] if the marks cannot be written.
     pub fn truncated(&self, len: u64) -> Result<(), HydrateError> {
         let first_beyond =
-            usize::try_from(len.div_ceil(self.sidecar.chunk_bytes)).unwrap_or(usize::MAX);
+            usize::try_from(len.div_ceil(self.sidecar.block_bytes)).unwrap_or(usize::MAX);
         let s = self.lock();
         for index in first_beyond..self.have.len() {
             if self.have(index) == Some(Have::Missing) {
@@ -337,8 +354,9 @@ impl LazyFile {
         self.mark(&s)
     }
 
-    /// Fills in the next missing chunk, if any; returns its bytes (0 once none is missing, and
-    /// then the file is made ordinary: everything durable, the sidecars removed).
+    /// Fills in the missing blocks of the next chunk that has some, reading its object once;
+    /// returns the bytes written (0 once none is missing, and then the file is made ordinary:
+    /// everything durable, the sidecars removed).
     ///
     /// # Errors
     /// [`HydrateError`].
@@ -346,16 +364,33 @@ impl LazyFile {
         if self.whole.load(Ordering::Acquire) {
             return Ok(0);
         }
-        if let Some(index) = (0..self.have.len()).find(|&i| self.have(i) == Some(Have::Missing)) {
-            self.fetch(index)?;
-            return Ok(self.sidecar.chunk_len(index).max(1));
+        let Some(first) = (0..self.have.len()).find(|&i| self.have(i) == Some(Have::Missing))
+        else {
+            self.mark(&self.lock())?;
+            self.make_whole()?;
+            return Ok(0);
+        };
+        let (chunk, _) = self.sidecar.block_place(first);
+        let Some(id) = self.sidecar.chunks.get(chunk) else {
+            return Ok(0);
+        };
+        let object = sidecar::chunk_file(&self.sidecar.store, id);
+        let bytes = std::fs::read(&object).map_err(|e| HydrateError::Fetch(object.clone(), e))?;
+        let per_chunk =
+            usize::try_from(self.sidecar.chunk_bytes / self.sidecar.block_bytes).unwrap_or(1);
+        let block_bytes = usize::try_from(self.sidecar.block_bytes).unwrap_or(1);
+        let mut written = 0;
+        for (n, block) in bytes.chunks(block_bytes).enumerate() {
+            let index = chunk * per_chunk + n;
+            if self.have(index) == Some(Have::Missing) {
+                self.install(index, block, &object)?;
+                written += block.len() as u64;
+            }
         }
-        self.mark(&self.lock())?;
-        self.make_whole()?;
-        Ok(0)
+        Ok(written.max(1))
     }
 
-    /// Removes the sidecars of a file whose chunks are all marked; from then on it is opened
+    /// Removes the sidecars of a file whose blocks are all marked; from then on it is opened
     /// as an ordinary file.
     fn make_whole(&self) -> Result<(), HydrateError> {
         let mut files = registry();
@@ -411,6 +446,23 @@ impl LazyFile {
     }
 }
 
+/// The block list the sidecar names, checked against its id and the file's block count.
+fn block_list(s: &Sidecar) -> Result<Vec<[u8; 32]>, HydrateError> {
+    let object = sidecar::chunk_file(&s.store, &s.blocks);
+    let bytes = std::fs::read(&object).map_err(|e| HydrateError::Fetch(object.clone(), e))?;
+    if sidecar::chunk_id(&bytes) != s.blocks || bytes.len() != s.block_count() * 32 {
+        return Err(HydrateError::Corrupt(object));
+    }
+    Ok(bytes
+        .chunks_exact(32)
+        .map(|h| {
+            let mut hash = [0u8; 32];
+            hash.copy_from_slice(h);
+            hash
+        })
+        .collect())
+}
+
 fn identity(path: &Path) -> std::io::Result<(u64, u64)> {
     use std::os::unix::fs::MetadataExt as _;
     std::fs::metadata(path).map(|m| (m.dev(), m.ino()))
@@ -421,26 +473,32 @@ mod tests {
     use super::*;
     use crate::sidecar::{chunk_file, chunk_id, chunks_path, have_path};
 
-    /// Stores `data` as chunks of 4 bytes in `store`, and leaves `file` lazily restored.
+    fn put(store: &Path, bytes: &[u8]) -> String {
+        let id = chunk_id(bytes);
+        let at = chunk_file(store, &id);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, bytes).unwrap();
+        id
+    }
+
+    /// Stores `data` as chunks of 4 bytes (blocks of 2) in `store`, and leaves `file` lazily
+    /// restored.
     fn lazily_restored(dir: &Path, data: &[u8]) -> PathBuf {
         let store = dir.join("store");
         let file = dir.join("data");
-        let mut chunks = Vec::new();
-        for c in data.chunks(4) {
-            let id = chunk_id(c);
-            let at = chunk_file(&store, &id);
-            std::fs::create_dir_all(at.parent().unwrap()).unwrap();
-            std::fs::write(at, c).unwrap();
-            chunks.push(id);
-        }
+        let chunks = data.chunks(4).map(|c| put(&store, c)).collect();
+        let mut list = Vec::new();
+        crate::sidecar::push_block_hashes(&mut list, data, 2);
         let s = Sidecar {
+            blocks: put(&store, &list),
             store,
             size: data.len() as u64,
             chunk_bytes: 4,
+            block_bytes: 2,
             chunks,
         };
         File::create(&file).unwrap().set_len(s.size).unwrap();
-        std::fs::write(have_path(&file), vec![0u8; s.chunks.len()]).unwrap();
+        std::fs::write(have_path(&file), vec![0u8; s.block_count()]).unwrap();
         std::fs::write(chunks_path(&file), s.encode()).unwrap();
         file
     }
@@ -459,11 +517,11 @@ mod tests {
         let lazy = LazyFile::open(&file, |_| {}).unwrap().unwrap();
         lazy.ensure(5, 2, false).unwrap();
         assert_eq!(std::fs::read(&file).unwrap(), b"\0\0\0\0efgh\0\0");
-        assert_eq!(lazy.progress().missing, 2);
+        assert_eq!(lazy.progress().missing, 3);
         // Only read: nothing marked on disk yet.
-        assert_eq!(std::fs::read(have_path(&file)).unwrap(), [0, 0, 0]);
+        assert_eq!(std::fs::read(have_path(&file)).unwrap(), [0, 0, 0, 0, 0]);
         lazy.ensure(0, 1, true).unwrap();
-        assert_eq!(std::fs::read(have_path(&file)).unwrap(), [1, 1, 0]);
+        assert_eq!(std::fs::read(have_path(&file)).unwrap(), [1, 0, 1, 1, 0]);
         lazy.fill_all(1 << 30, |e| panic!("{e}"));
         assert_eq!(std::fs::read(&file).unwrap(), b"abcdefghij");
         assert!(!chunks_path(&file).exists() && !have_path(&file).exists());
@@ -478,7 +536,7 @@ mod tests {
         let file = lazily_restored(&dir, b"abcdefghij");
         let s = Sidecar::decode(&std::fs::read(chunks_path(&file)).unwrap()).unwrap();
         let second = chunk_file(&s.store, &s.chunks[1]);
-        std::fs::write(&second, b"efgX").unwrap();
+        std::fs::write(&second, b"eXgh").unwrap();
         let lazy = LazyFile::open(&file, |_| {}).unwrap().unwrap();
         let err = lazy.ensure(4, 1, false).unwrap_err();
         assert!(
@@ -508,7 +566,7 @@ mod tests {
             .set_len(5)
             .unwrap();
         lazy.truncated(5).unwrap();
-        assert_eq!(std::fs::read(have_path(&file)).unwrap(), [0, 1, 1]);
+        assert_eq!(std::fs::read(have_path(&file)).unwrap(), [0, 0, 1, 1, 1]);
         // The file grows again with new bytes; filling in must not bring "ij" back.
         File::options()
             .write(true)

@@ -3,15 +3,20 @@
 //!
 //! A lazy restore (the relay, docs/offload.md) creates the file at its full size with nothing
 //! written (a sparse file), `<file>.lazy` naming its chunks, and `<file>.lazy-have` with one
-//! zero byte per chunk. Whoever fills a chunk in writes its byte to 1 once the chunk's bytes
-//! are durable; when every chunk is there both sidecars are removed and the file is an
-//! ordinary file again.
+//! zero byte per *block*. The store holds the file as content-addressed chunks (4 MiB), and
+//! beside them a block list: the SHA-256 of every block (64 KiB) of the file, 32 bytes each,
+//! itself stored under its own SHA-256 (`blocks`). A read fetches and checks only the blocks it
+//! touches, a range of a chunk's object. Whoever fills a block in writes its byte to 1 once
+//! its bytes are durable; when every block is there both sidecars are removed and the file is
+//! an ordinary file again.
 //!
 //! ```text
-//! perceptron-lazy 1
+//! perceptron-lazy 2
 //! store /var/lib/perceptron/objects
 //! size 1073741824
 //! chunk-bytes 4194304
+//! block-bytes 65536
+//! blocks 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 //! 6b86b273ff34fce19d6b804eff5a3f5747ada4eaa22f1d49c01e52ddb7875b4b
 //! …
 //! ```
@@ -19,7 +24,7 @@
 use std::path::{Path, PathBuf};
 
 /// The first line of every sidecar this version writes and reads.
-pub const HEADER: &str = "perceptron-lazy 1";
+pub const HEADER: &str = "perceptron-lazy 2";
 
 /// Suffix of the sidecar naming the chunks.
 pub const CHUNKS_SUFFIX: &str = ".lazy";
@@ -36,6 +41,10 @@ pub struct Sidecar {
     pub size: u64,
     /// The size of every chunk but the last.
     pub chunk_bytes: u64,
+    /// The size of every block but the last; divides `chunk_bytes`.
+    pub block_bytes: u64,
+    /// The id of the block list object: the 32-byte SHA-256 of every block, in order.
+    pub blocks: String,
     /// The chunks' ids (hex SHA-256 of their bytes), in order.
     pub chunks: Vec<String>,
 }
@@ -94,10 +103,12 @@ impl Sidecar {
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut text = format!(
-            "{HEADER}\nstore {}\nsize {}\nchunk-bytes {}\n",
+            "{HEADER}\nstore {}\nsize {}\nchunk-bytes {}\nblock-bytes {}\nblocks {}\n",
             self.store.display(),
             self.size,
-            self.chunk_bytes
+            self.chunk_bytes,
+            self.block_bytes,
+            self.blocks
         );
         for id in &self.chunks {
             text.push_str(id);
@@ -129,11 +140,21 @@ impl Sidecar {
         let chunk_bytes: u64 = field("chunk-bytes")?
             .parse()
             .map_err(|_| bad("chunk-bytes"))?;
+        let block_bytes: u64 = field("block-bytes")?
+            .parse()
+            .map_err(|_| bad("block-bytes"))?;
+        let blocks = field("blocks")?.to_owned();
         if !store.is_absolute() {
             return Err(bad("the store is not an absolute path"));
         }
         if chunk_bytes == 0 || chunk_bytes > 1 << 30 {
             return Err(bad("chunk-bytes out of range"));
+        }
+        if block_bytes == 0 || chunk_bytes % block_bytes != 0 {
+            return Err(bad("block-bytes must divide chunk-bytes"));
+        }
+        if !is_chunk_id(&blocks) {
+            return Err(bad("the block list id is not a SHA-256"));
         }
         let chunks: Vec<String> = lines.map(str::to_owned).collect();
         if chunks.iter().any(|c| !is_chunk_id(c)) {
@@ -146,8 +167,33 @@ impl Sidecar {
             store,
             size,
             chunk_bytes,
+            block_bytes,
+            blocks,
             chunks,
         })
+    }
+
+    /// How many blocks the file has.
+    #[must_use]
+    pub fn block_count(&self) -> usize {
+        usize::try_from(self.size.div_ceil(self.block_bytes)).unwrap_or(usize::MAX)
+    }
+
+    /// The length of block `index`'s bytes (the last one may be shorter).
+    #[must_use]
+    pub fn block_len(&self, index: usize) -> u64 {
+        let start = (index as u64).saturating_mul(self.block_bytes);
+        self.size.saturating_sub(start).min(self.block_bytes)
+    }
+
+    /// Where block `index` is: its chunk, and its offset in the chunk.
+    #[must_use]
+    pub fn block_place(&self, index: usize) -> (usize, u64) {
+        let at = (index as u64).saturating_mul(self.block_bytes);
+        (
+            usize::try_from(at / self.chunk_bytes).unwrap_or(usize::MAX),
+            at % self.chunk_bytes,
+        )
     }
 
     /// The length of chunk `index`'s bytes (the last one may be shorter).
@@ -161,11 +207,30 @@ impl Sidecar {
 /// The hex SHA-256 of `bytes`, a chunk's id.
 #[must_use]
 pub fn chunk_id(bytes: &[u8]) -> String {
+    hex(&block_hash(bytes))
+}
+
+/// The SHA-256 of `bytes`, as a block list holds it.
+#[must_use]
+pub fn block_hash(bytes: &[u8]) -> [u8; 32] {
     use sha2::Digest as _;
+    sha2::Sha256::digest(bytes).into()
+}
+
+/// The block list of `bytes`, cut in blocks of `block_bytes`: appended to `list`.
+pub fn push_block_hashes(list: &mut Vec<u8>, bytes: &[u8], block_bytes: usize) {
+    for block in bytes.chunks(block_bytes.max(1)) {
+        list.extend_from_slice(&block_hash(block));
+    }
+}
+
+/// Lower-case hex.
+#[must_use]
+pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
-    sha2::Sha256::digest(bytes)
+    bytes
         .iter()
-        .fold(String::with_capacity(64), |mut s, b| {
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
             let _ = write!(s, "{b:02x}");
             s
         })
@@ -180,6 +245,8 @@ mod tests {
             store: "/srv/objects".into(),
             size: 10,
             chunk_bytes: 4,
+            block_bytes: 2,
+            blocks: chunk_id(b"list"),
             chunks: vec![chunk_id(b"abcd"), chunk_id(b"efgh"), chunk_id(b"ij")],
         }
     }
@@ -189,13 +256,18 @@ mod tests {
         let s = sample();
         assert_eq!(Sidecar::decode(&s.encode()).unwrap(), s);
         assert_eq!((s.chunk_len(0), s.chunk_len(2), s.chunk_len(3)), (4, 2, 0));
+        assert_eq!(
+            (s.block_count(), s.block_len(4), s.block_place(3)),
+            (5, 2, (1, 2))
+        );
     }
 
     #[test]
     fn bad_sidecars_are_refused_by_what_is_wrong() {
         let text = String::from_utf8(sample().encode()).unwrap();
         for (from, to, why) in [
-            ("perceptron-lazy 1", "perceptron-lazy 2", "first line"),
+            ("perceptron-lazy 2", "perceptron-lazy 1", "first line"),
+            ("block-bytes 2", "block-bytes 3", "divide"),
             ("size 10", "size 13", "cover"),
             ("size 10", "size x", "size"),
             ("/srv/objects", "srv", "absolute"),

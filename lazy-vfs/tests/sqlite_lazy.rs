@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use lazy_vfs::sidecar::{self, Sidecar};
 use rusqlite::Connection;
 
-/// Chunks smaller than a page and not a multiple of one: reads straddle chunk boundaries.
-const CHUNK: u64 = 4096 * 2 + 512;
+/// Chunks and blocks that are not multiples of a page: reads straddle their boundaries.
+const CHUNK: u64 = 3 * BLOCK;
+const BLOCK: u64 = 3072;
 
 fn tempdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("lazy-vfs-sqlite-{name}-{}", std::process::id()));
@@ -22,21 +23,26 @@ fn tempdir(name: &str) -> PathBuf {
     d
 }
 
-/// Moves `file` to the store in chunks and leaves it lazily restored: a hole of its size.
+/// Moves `file` to the store in chunks (and its block list) and leaves it lazily restored: a
+/// hole of its size.
 fn offload_and_restore_lazily(file: &Path, store: &Path) -> Sidecar {
-    let data = std::fs::read(file).unwrap();
-    let mut chunks = Vec::new();
-    for c in data.chunks(CHUNK as usize) {
-        let id = sidecar::chunk_id(c);
+    let put = |bytes: &[u8]| {
+        let id = sidecar::chunk_id(bytes);
         let at = sidecar::chunk_file(store, &id);
         std::fs::create_dir_all(at.parent().unwrap()).unwrap();
-        std::fs::write(at, c).unwrap();
-        chunks.push(id);
-    }
+        std::fs::write(at, bytes).unwrap();
+        id
+    };
+    let data = std::fs::read(file).unwrap();
+    let chunks = data.chunks(CHUNK as usize).map(put).collect();
+    let mut list = Vec::new();
+    sidecar::push_block_hashes(&mut list, &data, BLOCK as usize);
     let s = Sidecar {
         store: store.to_path_buf(),
         size: data.len() as u64,
         chunk_bytes: CHUNK,
+        block_bytes: BLOCK,
+        blocks: put(&list),
         chunks,
     };
     std::fs::remove_file(file).unwrap();
@@ -44,7 +50,7 @@ fn offload_and_restore_lazily(file: &Path, store: &Path) -> Sidecar {
         .unwrap()
         .set_len(s.size)
         .unwrap();
-    std::fs::write(sidecar::have_path(file), vec![0u8; s.chunks.len()]).unwrap();
+    std::fs::write(sidecar::have_path(file), vec![0u8; s.block_count()]).unwrap();
     std::fs::write(sidecar::chunks_path(file), s.encode()).unwrap();
     s
 }
@@ -157,9 +163,19 @@ fn a_missing_chunk_fails_the_query_and_the_data_is_still_there_once_it_is_back()
     let file = dir.join("data.sqlite");
     let rows = build(&file);
     let s = offload_and_restore_lazily(&file, &store);
-    // Hide every chunk: the first page cannot be read.
-    let aside = dir.join("aside");
-    std::fs::rename(&store, &aside).unwrap();
+    // Hide every chunk (not the block list): the first page cannot be read.
+    let hide = |to_aside: bool| {
+        for id in &s.chunks {
+            let at = sidecar::chunk_file(&store, id);
+            let away = at.with_extension("aside");
+            let _ = if to_aside {
+                std::fs::rename(&at, &away)
+            } else {
+                std::fs::rename(&away, &at)
+            };
+        }
+    };
+    hide(true);
     let err = Connection::open(&file)
         .and_then(|c| c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0)))
         .unwrap_err();
@@ -173,7 +189,7 @@ fn a_missing_chunk_fails_the_query_and_the_data_is_still_there_once_it_is_back()
         vec![0; s.size as usize],
         "nothing written"
     );
-    std::fs::rename(&aside, &store).unwrap();
+    hide(false);
     let c = Connection::open(&file).unwrap();
     assert_eq!(all(&c), rows);
     drop(c);

@@ -19,7 +19,7 @@ use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
 
-use super::manifest::{self, CHUNK_BYTES, FileEntry, Manifest};
+use super::manifest::{self, BLOCK_BYTES, CHUNK_BYTES, FileEntry, Manifest};
 
 /// What an offload or a restore moved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -128,20 +128,26 @@ pub async fn offload(
     for (rel, mode) in files {
         let path = dir.join(&rel);
         let mut file = tokio::fs::File::open(&path).await.map_err(local(&path))?;
-        // A file still being filled in after a lazy restore: its missing chunks are the
+        // A file still being filled in after a lazy restore: its missing blocks are the
         // store's already (and locally only holes).
-        let in_store = still_in_store(&path).await?;
+        let lazy = LazyState::load(store, &path).await?;
+        let with_blocks = Path::new(&rel).file_name() == Some(LAZY_FILE_NAME.as_ref());
+        let mut block_list = Vec::new();
         let mut entry = FileEntry {
             path: rel,
             mode,
             size: 0,
             chunks: Vec::new(),
+            blocks: None,
         };
         for index in 0.. {
             if cancel.is_cancelled() {
                 return Err(ArchiveError::Cancelled);
             }
-            if let Some((id, len)) = in_store.get(index).cloned().flatten() {
+            let missing = lazy.as_ref().map(|l| l.missing(index));
+            if let (Some(l), Some(Missing::All)) = (&lazy, &missing) {
+                // Wholly in the store still: taken by its id, not read from the holes.
+                let (id, len, hashes) = l.stored_chunk(index);
                 let key = manifest::chunk_key(&id);
                 match store.head(&Key::from(key.as_str())).await {
                     Ok(meta) if meta.size == len => {}
@@ -152,34 +158,46 @@ pub async fn offload(
                 file.seek(std::io::SeekFrom::Current(len as i64))
                     .await
                     .map_err(local(&path))?;
+                block_list.extend_from_slice(hashes);
                 entry.size += len;
                 entry.chunks.push(id);
                 report.chunks += 1;
                 continue;
             }
-            let chunk = read_chunk(&mut file).await.map_err(local(&path))?;
+            let mut chunk = read_chunk(&mut file).await.map_err(local(&path))?;
             if chunk.is_empty() {
                 break;
             }
-            let (id, chunk) = hashed(chunk).await?;
-            let key = manifest::chunk_key(&id);
-            let location = Key::from(key.as_str());
-            let len = chunk.len() as u64;
-            let held = match store.head(&location).await {
-                Ok(meta) => meta.size == len,
-                Err(object_store::Error::NotFound { .. }) => false,
-                Err(e) => return Err(ArchiveError::Store(key, e)),
-            };
-            if !held {
-                store
-                    .put(&location, PutPayload::from(chunk))
-                    .await
-                    .map_err(|e| ArchiveError::Store(key.clone(), e))?;
-                report.transferred += 1;
+            if let (Some(l), Some(Missing::Some(blocks))) = (&lazy, missing) {
+                // Partly local: the missing blocks' bytes come from the store's chunk.
+                let stored = read_chunk_from(store, &l.stored_chunk(index).0).await?;
+                for (at, len) in blocks {
+                    if let (Some(to), Some(from)) =
+                        (chunk.get_mut(at..at + len), stored.get(at..at + len))
+                    {
+                        to.copy_from_slice(from);
+                    }
+                }
             }
+            let (id, hashes, chunk) = hashed_with_blocks(chunk, with_blocks).await?;
+            block_list.extend_from_slice(&hashes);
+            let len = chunk.len() as u64;
+            report.transferred += put_unless_held(store, &id, chunk).await?;
             entry.size += len;
             entry.chunks.push(id);
             report.chunks += 1;
+        }
+        if with_blocks && entry.size > 0 {
+            // Always put (it is small: 32 bytes a block), so a corrupt copy in the store is
+            // replaced rather than trusted.
+            let (id, _, list) = hashed_with_blocks(block_list, false).await?;
+            let key = manifest::chunk_key(&id);
+            store
+                .put(&Key::from(key.as_str()), PutPayload::from(list))
+                .await
+                .map_err(|e| ArchiveError::Store(key, e))?;
+            report.transferred += 1;
+            entry.blocks = Some(id);
         }
         report.bytes += entry.size;
         entries.push(entry);
@@ -202,6 +220,9 @@ pub async fn offload(
     // Verified as a restore would read it: the manifest, then every chunk's bytes.
     let stored = read_manifest(store, instance, &digest).await?;
     for file in &stored.files {
+        if let Some(blocks) = &file.blocks {
+            read_chunk_from(store, blocks).await?;
+        }
         for (index, id) in file.chunks.iter().enumerate() {
             if cancel.is_cancelled() {
                 return Err(ArchiveError::Cancelled);
@@ -240,6 +261,29 @@ pub async fn offload(
         .await
         .map_err(local(&aside))?;
     Ok(report)
+}
+
+/// Puts `bytes` as object `id` unless the store holds it at its size; 1 if it was put.
+async fn put_unless_held(
+    store: &dyn ObjectStore,
+    id: &str,
+    bytes: Vec<u8>,
+) -> Result<usize, ArchiveError> {
+    let key = manifest::chunk_key(id);
+    let location = Key::from(key.as_str());
+    let held = match store.head(&location).await {
+        Ok(meta) => meta.size == bytes.len() as u64,
+        Err(object_store::Error::NotFound { .. }) => false,
+        Err(e) => return Err(ArchiveError::Store(key, e)),
+    };
+    if held {
+        return Ok(0);
+    }
+    store
+        .put(&location, PutPayload::from(bytes))
+        .await
+        .map_err(|e| ArchiveError::Store(key, e))?;
+    Ok(1)
 }
 
 /// Restores `instance`'s data into `dir` if it is offloaded ([`is_offloaded`]); does nothing
@@ -342,9 +386,11 @@ async fn write_tree(
             .map_err(local(&path))?;
         report.chunks += f.chunks.len();
         let name = Path::new(&f.path).file_name();
-        match lazy {
-            Some(objects) if f.size > 0 && name == Some(LAZY_FILE_NAME.as_ref()) => {
-                write_lazily(store, objects, f, &path, &out).await?;
+        match (lazy, &f.blocks) {
+            (Some(objects), Some(blocks))
+                if f.size > 0 && name == Some(LAZY_FILE_NAME.as_ref()) =>
+            {
+                write_lazily(store, objects, f, blocks, &path, &out).await?;
                 report.lazy_files += 1;
             }
             _ => {
@@ -371,6 +417,7 @@ async fn write_lazily(
     store: &dyn ObjectStore,
     objects: &Path,
     f: &FileEntry,
+    blocks: &str,
     path: &Path,
     out: &tokio::fs::File,
 ) -> Result<(), ArchiveError> {
@@ -378,51 +425,123 @@ async fn write_lazily(
         store: objects.to_path_buf(),
         size: f.size,
         chunk_bytes: CHUNK_BYTES as u64,
+        block_bytes: BLOCK_BYTES as u64,
+        blocks: blocks.to_owned(),
         chunks: f.chunks.clone(),
     };
-    for (index, id) in f.chunks.iter().enumerate() {
+    let list_len = sidecar.block_count() as u64 * 32;
+    let sized = f
+        .chunks
+        .iter()
+        .enumerate()
+        .map(|(index, id)| (id.as_str(), sidecar.chunk_len(index)))
+        .chain([(blocks, list_len)]);
+    for (id, len) in sized {
         let key = manifest::chunk_key(id);
         match store.head(&Key::from(key.as_str())).await {
-            Ok(meta) if meta.size == sidecar.chunk_len(index) => {}
+            Ok(meta) if meta.size == len => {}
             Ok(_) => return Err(ArchiveError::Corrupt(key)),
             Err(e) => return Err(ArchiveError::Store(key, e)),
         }
     }
     out.set_len(f.size).await.map_err(local(path))?;
     let have = lazy_vfs::sidecar::have_path(path);
-    write_durably(&have, &vec![0u8; f.chunks.len()]).await?;
+    write_durably(&have, &vec![0u8; sidecar.block_count()]).await?;
     let chunks = lazy_vfs::sidecar::chunks_path(path);
     write_durably(&chunks, &sidecar.encode()).await
 }
 
-/// For a file a lazy restore left partly in the store, chunk by chunk: `Some((id, len))` for a
-/// chunk that is still only there (the local bytes are a hole), `None` for one that is local.
-/// Empty for an ordinary file.
-async fn still_in_store(path: &Path) -> Result<Vec<Option<(String, u64)>>, ArchiveError> {
-    use lazy_vfs::sidecar::{self, Sidecar};
-    let chunks_path = sidecar::chunks_path(path);
-    let bytes = match tokio::fs::read(&chunks_path).await {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(ArchiveError::Local(chunks_path, e)),
-    };
-    let bad = |what: String| ArchiveError::Local(chunks_path.clone(), std::io::Error::other(what));
-    let s = Sidecar::decode(&bytes).map_err(|e| bad(e.to_string()))?;
-    if s.chunk_bytes != CHUNK_BYTES as u64 {
-        return Err(bad(format!(
-            "chunks of {} bytes, not {CHUNK_BYTES}",
-            s.chunk_bytes
-        )));
+/// A file a lazy restore left partly in the store: its sidecar, which blocks are local, and
+/// its block list.
+struct LazyState {
+    sidecar: lazy_vfs::sidecar::Sidecar,
+    have: Vec<u8>,
+    list: bytes::Bytes,
+}
+
+/// Which blocks of a chunk are still only in the store.
+enum Missing {
+    None,
+    /// Every one: the chunk is the store's.
+    All,
+    /// These (offset in the chunk, length).
+    Some(Vec<(usize, usize)>),
+}
+
+impl LazyState {
+    /// The state of the file at `path` if it has a sidecar.
+    async fn load(store: &dyn ObjectStore, path: &Path) -> Result<Option<Self>, ArchiveError> {
+        use lazy_vfs::sidecar::{self, Sidecar};
+        let chunks_path = sidecar::chunks_path(path);
+        let bytes = match tokio::fs::read(&chunks_path).await {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(ArchiveError::Local(chunks_path, e)),
+        };
+        let bad =
+            |what: String| ArchiveError::Local(chunks_path.clone(), std::io::Error::other(what));
+        let s = Sidecar::decode(&bytes).map_err(|e| bad(e.to_string()))?;
+        if s.chunk_bytes != CHUNK_BYTES as u64 {
+            return Err(bad(format!(
+                "chunks of {} bytes, not {CHUNK_BYTES}",
+                s.chunk_bytes
+            )));
+        }
+        let have_path = sidecar::have_path(path);
+        let have = tokio::fs::read(&have_path)
+            .await
+            .map_err(local(&have_path))?;
+        let list = read_chunk_from(store, &s.blocks).await?;
+        if have.len() != s.block_count() || list.len() != s.block_count() * 32 {
+            return Err(bad("the sidecars do not match the block list".into()));
+        }
+        Ok(Some(Self {
+            sidecar: s,
+            have,
+            list,
+        }))
     }
-    let have_path = sidecar::have_path(path);
-    let have = tokio::fs::read(&have_path)
-        .await
-        .map_err(local(&have_path))?;
-    Ok(s.chunks
-        .iter()
-        .enumerate()
-        .map(|(index, id)| (have.get(index) == Some(&0)).then(|| (id.clone(), s.chunk_len(index))))
-        .collect())
+
+    fn blocks_per_chunk(&self) -> usize {
+        usize::try_from(self.sidecar.chunk_bytes / self.sidecar.block_bytes).unwrap_or(1)
+    }
+
+    /// Which blocks of chunk `index` are missing locally.
+    fn missing(&self, index: usize) -> Missing {
+        let per = self.blocks_per_chunk();
+        let first = index * per;
+        let last = (first + per).min(self.have.len());
+        if first >= last {
+            return Missing::None;
+        }
+        let block = usize::try_from(self.sidecar.block_bytes).unwrap_or(1);
+        let missing: Vec<(usize, usize)> = (first..last)
+            .filter(|&b| self.have.get(b) == Some(&0))
+            .map(|b| {
+                let len = usize::try_from(self.sidecar.block_len(b)).unwrap_or(0);
+                ((b - first) * block, len)
+            })
+            .collect();
+        if missing.is_empty() {
+            Missing::None
+        } else if missing.len() == last - first {
+            Missing::All
+        } else {
+            Missing::Some(missing)
+        }
+    }
+
+    /// Chunk `index` as the store holds it: id, length, and its blocks' hashes.
+    fn stored_chunk(&self, index: usize) -> (String, u64, &[u8]) {
+        let per = self.blocks_per_chunk();
+        let first = index * per;
+        let last = (first + per).min(self.have.len());
+        (
+            self.sidecar.chunks.get(index).cloned().unwrap_or_default(),
+            self.sidecar.chunk_len(index),
+            self.list.get(first * 32..last * 32).unwrap_or_default(),
+        )
+    }
 }
 
 /// The sidecars of files under `dir` a lazy restore left partly in the store (none once the
@@ -467,6 +586,23 @@ async fn read_chunk_from(store: &dyn ObjectStore, id: &str) -> Result<bytes::Byt
         return Err(ArchiveError::Corrupt(key));
     }
     Ok(bytes)
+}
+
+/// `bytes` with their chunk id and (`blocks`) the SHA-256 of each of their [`BLOCK_BYTES`]
+/// blocks, hashed on a blocking thread.
+async fn hashed_with_blocks(
+    bytes: Vec<u8>,
+    blocks: bool,
+) -> Result<(String, Vec<u8>, Vec<u8>), ArchiveError> {
+    tokio::task::spawn_blocking(move || {
+        let mut list = Vec::new();
+        if blocks {
+            lazy_vfs::sidecar::push_block_hashes(&mut list, &bytes, BLOCK_BYTES);
+        }
+        (manifest::chunk_id(&bytes), list, bytes)
+    })
+    .await
+    .map_err(|e| ArchiveError::Local(PathBuf::from("(hashing)"), std::io::Error::other(e)))
 }
 
 /// `bytes` with their chunk id, hashed on a blocking thread (4 MiB take milliseconds).
@@ -674,7 +810,8 @@ mod tests {
         let sent = offload(store.as_ref(), "shop", &data, 1, &cancel)
             .await
             .unwrap();
-        assert_eq!((sent.files, sent.chunks, sent.transferred), (3, 4, 4));
+        // Four chunks, and the database's block list.
+        assert_eq!((sent.files, sent.chunks, sent.transferred), (3, 4, 5));
         assert!(
             is_offloaded(&data),
             "the local copy is gone, the marker is there"
@@ -691,7 +828,10 @@ mod tests {
         let again = offload(store.as_ref(), "shop", &data, 2, &cancel)
             .await
             .unwrap();
-        assert_eq!(again.transferred, 1);
+        assert_eq!(
+            again.transferred, 2,
+            "the changed chunk, and the block list"
+        );
         restore(store.as_ref(), "shop", &data, None)
             .await
             .unwrap()
@@ -741,12 +881,13 @@ mod tests {
             let f = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
             f.write_all_at(b"changed", CHUNK_BYTES as u64 + 10).unwrap();
         }
-        // Paused again before the fill finished: only the changed chunk travels, and the
-        // chunks still in the store are not read from the holes.
+        // Paused again before the fill finished: only the changed chunk travels (its other
+        // blocks taken from the store's copy), with the block list; the chunks still wholly
+        // in the store are not read from the holes.
         let again = offload(store.as_ref(), "shop", &data, 2, &cancel)
             .await
             .unwrap();
-        assert_eq!((again.chunks, again.transferred), (4, 1));
+        assert_eq!((again.chunks, again.transferred), (4, 2));
         restore(store.as_ref(), "shop", &data, None)
             .await
             .unwrap()
@@ -840,7 +981,10 @@ mod tests {
         let again = offload(store.as_ref(), "shop", &data, 2, &CancellationToken::new())
             .await
             .unwrap();
-        assert_eq!(again.transferred, 1, "only the corrupt chunk travels");
+        assert_eq!(
+            again.transferred, 2,
+            "only the corrupt chunk travels, and the block list (always put)"
+        );
         restore(store.as_ref(), "shop", &data, None)
             .await
             .unwrap()

@@ -11,6 +11,10 @@ pub const FORMAT: u32 = 1;
 /// uploaded twice, and a restore holds one chunk in memory at a time.
 pub const CHUNK_BYTES: usize = 4 << 20;
 
+/// A file restored lazily is fetched in blocks of this size (a range of a chunk's object),
+/// each checked against its SHA-256 in the file's block list.
+pub const BLOCK_BYTES: usize = 64 << 10;
+
 /// An offloaded data directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,6 +43,10 @@ pub struct FileEntry {
     pub size: u64,
     /// Its chunks' ids ([`chunk_id`]), in order.
     pub chunks: Vec<String>,
+    /// For a file that may be restored lazily (server-shim's databases): the id of its block
+    /// list object, the 32-byte SHA-256 of every [`BLOCK_BYTES`] block, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<String>,
 }
 
 /// Why a manifest cannot be used.
@@ -111,7 +119,8 @@ impl Manifest {
         }
         for f in &m.files {
             let needed = f.size.div_ceil(CHUNK_BYTES as u64);
-            let ids_ok = f.chunks.iter().all(|c| is_chunk_id(c));
+            let ids_ok =
+                f.chunks.iter().all(|c| is_chunk_id(c)) && f.blocks.iter().all(|b| is_chunk_id(b));
             if u64::try_from(f.chunks.len()).ok() != Some(needed) || !ids_ok {
                 return Err(ManifestError::Chunks(f.path.clone()));
             }
@@ -182,6 +191,7 @@ mod tests {
                 mode: 0o600,
                 size: 5,
                 chunks: vec![chunk_id(b"hello")],
+                blocks: None,
             }],
         }
     }
