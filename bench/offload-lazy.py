@@ -12,7 +12,7 @@ point-selectable rows, built with SQLite directly), offloaded to a local directo
   disk        bytes left under the data directory (and its marker) while offloaded
   re-offload  chunks uploaded after one row changed, of the database's chunks
 
-Usage: offload-lazy.py [SIZE_MIB] [RUNS]   (defaults 1024 and 3)
+Usage: offload-lazy.py [SIZE_MIB] [RUNS] [FILL_MIB_PER_SEC]   (defaults 1024, 3, the shim's 64)
 Writes bench/results/offload-lazy.{txt,json}.
 """
 
@@ -32,6 +32,7 @@ import mysqlproto as m  # noqa: E402
 
 MIB = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
 RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+FILL = int(sys.argv[3]) if len(sys.argv) > 3 else None
 ROW_BYTES = 215  # a row with its b-tree overhead, measured
 
 
@@ -80,6 +81,7 @@ def main():
     for run in range(1, RUNS + 1):
         store = h.tmpdir("lazy-store")
         relay = h.Relay("lazy", idle_pause_after="1h",
+                        shim_args=["--lazy-fill-mib-per-sec", str(FILL)] if FILL else (),
                         instance_toml='[instance.offload]\nstore = "file://%s"\n'
                         'after = "1s"\ndata_dir = "data"\n' % store)
         conn = m.Conn("127.0.0.1", relay.port, h.USER, h.PASSWORD)
@@ -143,7 +145,8 @@ def main():
                   sent, chunks), flush=True)
 
     med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
-    lines = ["# offload with a lazy restore: a %d MiB server-shim database" % MIB,
+    lines = ["# offload with a lazy restore: a %d MiB server-shim database, filled in at %s MiB/s"
+             % (MIB, FILL or "64 (the default)"),
              "machine: %s" % h.machine(), "",
              "run  db MiB  disk left while offloaded  paused->login OK ms  first point "
              "select ms  hydrating: queries p50 p99 ms  warm p50 p99 ms  p99 ratio  "

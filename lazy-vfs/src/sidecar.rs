@@ -4,7 +4,7 @@
 //! A lazy restore (the relay, docs/offload.md) creates the file at its full size with nothing
 //! written (a sparse file), `<file>.lazy` naming its chunks, and `<file>.lazy-have` with one
 //! zero byte per *block*. The store holds the file as content-addressed chunks (4 MiB), and
-//! beside them a block list: the SHA-256 of every block (64 KiB) of the file, 32 bytes each,
+//! beside them a block list: the SHA-256 of every block (16 KiB) of the file, 32 bytes each,
 //! itself stored under its own SHA-256 (`blocks`). A read fetches and checks only the blocks it
 //! touches, a range of a chunk's object. Whoever fills a block in writes its byte to 1 once
 //! its bytes are durable; when every block is there both sidecars are removed and the file is
@@ -15,7 +15,7 @@
 //! store /var/lib/perceptron/objects
 //! size 1073741824
 //! chunk-bytes 4194304
-//! block-bytes 65536
+//! block-bytes 16384
 //! blocks 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 //! 6b86b273ff34fce19d6b804eff5a3f5747ada4eaa22f1d49c01e52ddb7875b4b
 //! …

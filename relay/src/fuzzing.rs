@@ -332,6 +332,24 @@ pub fn statement_ids(pairs: &[u8], server: u64, rest: &[u8]) {
     }
 }
 
+/// `offload_metadata`: what an offload keeps in the store and beside the data, read back: a
+/// manifest (`bytes` with their own digest, so the fuzzer reaches past the digest check) and a
+/// lazy restore's sidecar. Whatever decodes must encode to something that decodes the same.
+pub fn offload_metadata(bytes: &[u8]) {
+    use crate::offload::manifest::{Manifest, hex_sha256};
+    use lazy_vfs::sidecar::Sidecar;
+    if let Ok(m) = Manifest::decode(bytes, "fuzz", &hex_sha256(bytes)) {
+        let again = m.encode();
+        assert_eq!(
+            Manifest::decode(&again, "fuzz", &hex_sha256(&again)).ok(),
+            Some(m)
+        );
+    }
+    if let Ok(s) = Sidecar::decode(bytes) {
+        assert_eq!(Sidecar::decode(&s.encode()).ok(), Some(s));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -390,7 +390,7 @@ async fn write_tree(
             (Some(objects), Some(blocks))
                 if f.size > 0 && name == Some(LAZY_FILE_NAME.as_ref()) =>
             {
-                write_lazily(store, objects, f, blocks, &path, &out).await?;
+                write_lazily(objects, f, blocks, &path, &out).await?;
                 report.lazy_files += 1;
             }
             _ => {
@@ -411,10 +411,10 @@ async fn write_tree(
 }
 
 /// Makes `out` (empty, at `path`) a lazily restored copy of `f`: its size in holes, and the
-/// sidecars naming its chunks in the `objects` directory, none of them local yet. Every chunk
-/// must be in the store at its size, so a missing one fails the wake now, naming it.
+/// sidecars naming its chunks and block list in the `objects` directory (the store's), none
+/// of them local yet. Every one must be in the store at its size, so a missing one fails the
+/// wake now, naming it.
 async fn write_lazily(
-    store: &dyn ObjectStore,
     objects: &Path,
     f: &FileEntry,
     blocks: &str,
@@ -429,26 +429,43 @@ async fn write_lazily(
         blocks: blocks.to_owned(),
         chunks: f.chunks.clone(),
     };
+    // The objects as the compute will read them: files in the store's directory, each
+    // checked for its size, in one blocking task (a thousand chunks take a millisecond).
     let list_len = sidecar.block_count() as u64 * 32;
-    let sized = f
+    let sized: Vec<(String, u64)> = f
         .chunks
         .iter()
         .enumerate()
-        .map(|(index, id)| (id.as_str(), sidecar.chunk_len(index)))
-        .chain([(blocks, list_len)]);
-    for (id, len) in sized {
-        let key = manifest::chunk_key(id);
-        match store.head(&Key::from(key.as_str())).await {
-            Ok(meta) if meta.size == len => {}
-            Ok(_) => return Err(ArchiveError::Corrupt(key)),
-            Err(e) => return Err(ArchiveError::Store(key, e)),
+        .map(|(index, id)| (id.clone(), sidecar.chunk_len(index)))
+        .chain([(blocks.to_owned(), list_len)])
+        .collect();
+    let objects_dir = objects.to_path_buf();
+    let absent = tokio::task::spawn_blocking(move || {
+        sized.into_iter().find_map(|(id, len)| {
+            let object = lazy_vfs::sidecar::chunk_file(&objects_dir, &id);
+            match std::fs::metadata(&object) {
+                Ok(m) if m.len() == len => None,
+                Ok(_) => Some((id, None)),
+                Err(e) => Some((id, Some(e))),
+            }
+        })
+    })
+    .await
+    .map_err(|e| ArchiveError::Local(objects.to_path_buf(), std::io::Error::other(e)))?;
+    match absent {
+        None => {}
+        Some((id, None)) => return Err(ArchiveError::Corrupt(manifest::chunk_key(&id))),
+        Some((id, Some(e))) => {
+            let object = lazy_vfs::sidecar::chunk_file(objects, &id);
+            return Err(ArchiveError::Local(object, e));
         }
     }
     out.set_len(f.size).await.map_err(local(path))?;
+    // Inside the restore's tree, whose directories are synced before it is renamed in.
     let have = lazy_vfs::sidecar::have_path(path);
-    write_durably(&have, &vec![0u8; sidecar.block_count()]).await?;
+    write_synced(&have, &vec![0u8; sidecar.block_count()]).await?;
     let chunks = lazy_vfs::sidecar::chunks_path(path);
-    write_durably(&chunks, &sidecar.encode()).await
+    write_synced(&chunks, &sidecar.encode()).await
 }
 
 /// A file a lazy restore left partly in the store: its sidecar, which blocks are local, and
@@ -697,6 +714,12 @@ async fn create_private_dir(path: &Path) -> Result<(), ArchiveError> {
 }
 
 async fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), ArchiveError> {
+    write_synced(path, bytes).await?;
+    sync_parent(path).await
+}
+
+/// Writes `path` and fsyncs it, not its directory (one inside a tree synced as a whole).
+async fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), ArchiveError> {
     let mut f = tokio::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -706,8 +729,7 @@ async fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), ArchiveError> {
         .await
         .map_err(local(path))?;
     f.write_all(bytes).await.map_err(local(path))?;
-    f.sync_all().await.map_err(local(path))?;
-    sync_parent(path).await
+    f.sync_all().await.map_err(local(path))
 }
 
 async fn remove_if_present(path: &Path) -> Result<(), ArchiveError> {

@@ -13,7 +13,7 @@ pub const CHUNK_BYTES: usize = 4 << 20;
 
 /// A file restored lazily is fetched in blocks of this size (a range of a chunk's object),
 /// each checked against its SHA-256 in the file's block list.
-pub const BLOCK_BYTES: usize = 64 << 10;
+pub const BLOCK_BYTES: usize = 16 << 10;
 
 /// An offloaded data directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
