@@ -347,6 +347,25 @@ fn a_lazily_restored_database_answers_at_once_and_is_filled_in_behind() {
         last_uploaded(&relay),
         relay.log()
     );
+    // Woken again, and the compute killed (-9) while it fills the database in: what it had
+    // fetched but not marked is fetched again, nothing is lost.
+    let short = mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        "SELECT v FROM shop.big WHERE id = 2000",
+    );
+    assert_eq!(ok(&short).trim(), "short");
+    assert_eq!(storage(&relay), "hydrating", "{}", relay.log());
+    let pid = relay.compute_pid().expect("a compute runs");
+    let _ = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status();
+    assert!(
+        Relay::wait_until(WITHIN, || !tests::relay::pid_alive(pid)),
+        "the compute is gone"
+    );
     assert_eq!(count(&relay), changed);
     // Filled in while queries keep the compute running (an idle one would be paused, and
     // its fill with it): an ordinary file, the data local.
