@@ -10,6 +10,8 @@ directory store (`after = "1s"`):
   restore   its measure ("restored ... ms="): get, hash, write, fsync, rename
   wake      paused -> login OK from the client, with the data offloaded, next to the same
             instance with its data local (the same relay, offload disabled), RUNS times each
+  copy      the reference for the restore: `cp -a` of the same data directory on the same
+            disk, then `sync` (what restoring it by hand would take)
 
 Usage: offload.py [SIZES_MIB] [RUNS]   (defaults 256,1024 and 3)
 Writes bench/results/offload.{txt,json}.
@@ -17,6 +19,8 @@ Writes bench/results/offload.{txt,json}.
 
 import os
 import re
+import shutil
+import subprocess
 import sys
 import time
 
@@ -58,10 +62,10 @@ def main():
     results = {}
     lines = ["# offload: a paused instance's data to a local directory store and back",
              "machine: %s" % h.machine(), "",
-             "size MiB  offload ms  MiB/s  restore ms  MiB/s  wake offloaded ms (median)  "
-             "wake local ms (median)"]
+             "size MiB  offload ms  MiB/s  restore ms  MiB/s  cp -a + sync ms  MiB/s  "
+             "wake offloaded ms (median)  wake local ms (median)"]
     for mib in SIZES:
-        offloads, restores, woken = [], [], []
+        offloads, restores, woken, copies = [], [], [], []
         local = []
         for run in range(1, RUNS + 1):
             store = h.tmpdir("offload-store-%d" % mib)
@@ -71,6 +75,13 @@ def main():
             # Stopped before its offload is due, the data made big, then run again.
             relay.stop()
             ballast(os.path.join(relay.data, "ballast"), mib)
+            subprocess.run(["sync"], check=True)
+            copy = relay.data + ".copy"
+            t = time.time()
+            subprocess.run(["cp", "-a", relay.data, copy], check=True)
+            subprocess.run(["sync"], check=True)
+            copies.append((time.time() - t) * 1e3)
+            shutil.rmtree(copy)
             relay.proc = h.start([os.path.join(relay.bin, "relay"), "run", "--config",
                                   relay.config], stdout=h.subprocess.DEVNULL,
                                  stderr=open(relay.log, "a"),
@@ -83,11 +94,12 @@ def main():
             local.append(wake_ms(relay))
             relay.stop()
         med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
-        results[mib] = {"offload_ms": offloads, "restore_ms": restores,
+        results[mib] = {"offload_ms": offloads, "restore_ms": restores, "copy_ms": copies,
                         "wake_offloaded_ms": woken, "wake_local_ms": local}
-        lines.append("%8d  %10d  %5.0f  %10d  %5.0f  %26.1f  %22.1f" % (
+        lines.append("%8d  %10d  %5.0f  %10d  %5.0f  %15d  %5.0f  %26.1f  %22.1f" % (
             mib, med(offloads), mib / (med(offloads) / 1e3), med(restores),
-            mib / (med(restores) / 1e3), med(woken), med(local)))
+            mib / (med(restores) / 1e3), med(copies), mib / (med(copies) / 1e3),
+            med(woken), med(local)))
     h.save("offload", "\n".join(lines) + "\n", results)
 
 
