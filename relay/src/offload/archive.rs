@@ -131,6 +131,7 @@ pub async fn offload(
         // A file still being filled in after a lazy restore: its missing blocks are the
         // store's already (and locally only holes).
         let lazy = LazyState::load(store, &path).await?;
+        let local_len = file.metadata().await.map_err(local(&path))?.len();
         let with_blocks = Path::new(&rel).file_name() == Some(LAZY_FILE_NAME.as_ref());
         let mut block_list = Vec::new();
         let mut entry = FileEntry {
@@ -144,7 +145,7 @@ pub async fn offload(
             if cancel.is_cancelled() {
                 return Err(ArchiveError::Cancelled);
             }
-            let missing = lazy.as_ref().map(|l| l.missing(index));
+            let missing = lazy.as_ref().map(|l| l.missing(index, local_len));
             if let (Some(l), Some(Missing::All)) = (&lazy, &missing) {
                 // Wholly in the store still: taken by its id, not read from the holes.
                 let (id, len, hashes) = l.stored_chunk(index);
@@ -523,8 +524,10 @@ impl LazyState {
         usize::try_from(self.sidecar.chunk_bytes / self.sidecar.block_bytes).unwrap_or(1)
     }
 
-    /// Which blocks of chunk `index` are missing locally.
-    fn missing(&self, index: usize) -> Missing {
+    /// Which blocks of chunk `index` are missing locally, in a file now `len` long. A chunk
+    /// the file has grown into since (its last one, short in the store) is never taken whole
+    /// from the store: its new bytes are local.
+    fn missing(&self, index: usize, len: u64) -> Missing {
         let per = self.blocks_per_chunk();
         let first = index * per;
         let last = (first + per).min(self.have.len());
@@ -539,9 +542,13 @@ impl LazyState {
                 ((b - first) * block, len)
             })
             .collect();
+        let start = (index as u64).saturating_mul(self.sidecar.chunk_bytes);
+        let local_extent = len
+            .min(start.saturating_add(self.sidecar.chunk_bytes))
+            .saturating_sub(start);
         if missing.is_empty() {
             Missing::None
-        } else if missing.len() == last - first {
+        } else if missing.len() == last - first && local_extent == self.sidecar.chunk_len(index) {
             Missing::All
         } else {
             Missing::Some(missing)
@@ -903,19 +910,28 @@ mod tests {
             let f = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
             f.write_all_at(b"changed", CHUNK_BYTES as u64 + 10).unwrap();
         }
-        // Paused again before the fill finished: only the changed chunk travels (its other
-        // blocks taken from the store's copy), with the block list; the chunks still wholly
-        // in the store are not read from the holes.
+        // The file grew past its stored end without a write into its last block (one SQLite
+        // would track): the last chunk is still wholly in the store, but has new bytes.
+        {
+            use std::os::unix::fs::FileExt as _;
+            let f = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
+            f.write_all_at(b"grown", size as u64 + 20_000).unwrap();
+        }
+        // Paused again before the fill finished: only the changed chunks travel (their other
+        // blocks taken from the store's copy), with the block list; the chunk still wholly
+        // in the store is not read from the holes.
         let again = offload(store.as_ref(), "shop", &data, 2, &cancel)
             .await
             .unwrap();
-        assert_eq!((again.chunks, again.transferred), (4, 2));
+        assert_eq!((again.chunks, again.transferred), (4, 3));
         restore(store.as_ref(), "shop", &data, None)
             .await
             .unwrap()
             .unwrap();
         let mut expected: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
         expected[CHUNK_BYTES + 10..CHUNK_BYTES + 17].copy_from_slice(b"changed");
+        expected.resize(size + 20_000, 0);
+        expected.extend_from_slice(b"grown");
         assert_eq!(std::fs::read(&db).unwrap(), expected);
         assert!(lazy_sidecars(&data).is_empty());
         assert_eq!(snapshot(&data).len(), before.len());
