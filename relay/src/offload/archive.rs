@@ -395,10 +395,23 @@ async fn write_tree(
                 report.lazy_files += 1;
             }
             _ => {
-                for id in &f.chunks {
-                    let bytes = read_chunk_from(store, id).await?;
-                    out.write_all(&bytes).await.map_err(local(&path))?;
+                // The next chunk is fetched and checked while this one is written.
+                let mut ids = f.chunks.iter();
+                let mut pending = match ids.next() {
+                    Some(id) => Some(read_chunk_from(store, id).await?),
+                    None => None,
+                };
+                while let Some(bytes) = pending.take() {
+                    let next = ids.next();
+                    let (written, fetched) = tokio::join!(out.write_all(&bytes), async {
+                        match next {
+                            Some(id) => read_chunk_from(store, id).await.map(Some),
+                            None => Ok(None),
+                        }
+                    });
+                    written.map_err(local(&path))?;
                     report.transferred += 1;
+                    pending = fetched?;
                 }
             }
         }
