@@ -82,7 +82,7 @@ pub struct LoadedTls {
 }
 
 /// The crypto provider: rustls's `ring` (the design names ring; no aws-lc).
-fn provider() -> Arc<CryptoProvider> {
+pub(crate) fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 

@@ -776,4 +776,5 @@ pub mod cgroup;
 pub mod mariadb;
 pub mod pools;
 pub mod relay;
+pub mod s3;
 pub mod tls;

@@ -11,7 +11,8 @@ use super::fields::is_private_or_loopback;
 use super::{
     AuthMode, ComputeProofMode, ComputeTlsMode, Config, ConfigError, ConfigFile, ConfigProblem,
     DriverConfig, DriverKind, EtcdSettings, ExecSpec, HttpFile, HttpSpec, InstanceConfig,
-    InstanceFile, ProcessFile, RouteMode, StoreSettings, TlsSettings,
+    InstanceFile, OffloadConfig, OffloadFile, ProcessFile, RestoreMode, RouteMode, S3Settings,
+    StoreSettings, TlsSettings,
 };
 use crate::capacity::CapacityConfig;
 
@@ -194,27 +195,7 @@ impl Config {
             }
             let offload = inst
                 .offload
-                .map(|o| {
-                    let url_ok = o.store.strip_prefix("file:///").is_some();
-                    if !url_ok {
-                        let message = format!(
-                            "{:?}: only file:///path stores are built in this version",
-                            o.store
-                        );
-                        return Err(ConfigError::invalid(path, key("offload.store"), message));
-                    }
-                    if !matches!(driver, DriverConfig::Process { .. }) {
-                        let message = "needs the process driver: the relay moves the data \
-                                       directory of a compute that runs on its host";
-                        return Err(ConfigError::invalid(path, key("offload"), message));
-                    }
-                    Ok(crate::config::OffloadConfig {
-                        store: o.store,
-                        after: o.after,
-                        data_dir: rebase(base, &o.data_dir),
-                        restore: o.restore,
-                    })
-                })
+                .map(|o| offload(path, base, &key, &driver, o))
                 .transpose()?;
             if inst.compute_proof != ComputeProofMode::Greeting && inst.auth != AuthMode::Dual {
                 let message = "only used with auth = \"dual\" (no other compute holds the key)";
@@ -530,6 +511,70 @@ pub(super) fn syntax(text: &str, e: &toml::de::Error) -> ConfigProblem {
         column: before.get(line_start..).map_or(0, |l| l.chars().count()) + 1,
         message: e.message().trim().replace('\n', "; "),
     }
+}
+
+/// `[instance.offload]`: the store URL parsed, the S3 keys only with an S3 store, and the
+/// restore mode that store allows.
+fn offload(
+    path: &Path,
+    base: &Path,
+    key: &dyn Fn(&str) -> String,
+    driver: &DriverConfig,
+    o: OffloadFile,
+) -> Result<OffloadConfig, ConfigError> {
+    use crate::offload::StoreUrl;
+    let url = StoreUrl::parse(&o.store)
+        .map_err(|message| ConfigError::invalid(path, key("offload.store"), message))?;
+    if !matches!(driver, DriverConfig::Process { .. }) {
+        let message = "needs the process driver: the relay moves the data directory of a \
+                       compute that runs on its host";
+        return Err(ConfigError::invalid(path, key("offload"), message));
+    }
+    let s3 = S3Settings {
+        endpoint: o.endpoint,
+        region: o.region,
+        credentials_file: o.credentials_file.map(|p| rebase(base, &p)),
+    };
+    let restore = match url {
+        StoreUrl::File(_) => {
+            let named = [
+                ("endpoint", s3.endpoint.is_some()),
+                ("region", s3.region.is_some()),
+                ("credentials_file", s3.credentials_file.is_some()),
+            ];
+            if let Some((name, _)) = named.iter().find(|(_, set)| *set) {
+                let message = "only used with an s3:// store";
+                return Err(ConfigError::invalid(
+                    path,
+                    key(&format!("offload.{name}")),
+                    message,
+                ));
+            }
+            o.restore.unwrap_or(RestoreMode::Lazy)
+        }
+        StoreUrl::S3(_) => {
+            if o.restore == Some(RestoreMode::Lazy) {
+                let message = "\"lazy\" needs a file:/// store: the compute reads a lazily \
+                               restored database's blocks from the store's directory. An \
+                               s3:// store restores in full (restore = \"full\", the default)";
+                return Err(ConfigError::invalid(path, key("offload.restore"), message));
+            }
+            if let Some(endpoint) = &s3.endpoint
+                && !(endpoint.starts_with("https://") || endpoint.starts_with("http://"))
+            {
+                let message = format!("{endpoint:?}: not an http:// or https:// URL");
+                return Err(ConfigError::invalid(path, key("offload.endpoint"), message));
+            }
+            RestoreMode::Full
+        }
+    };
+    Ok(OffloadConfig {
+        store: o.store,
+        after: o.after,
+        data_dir: rebase(base, &o.data_dir),
+        restore,
+        s3,
+    })
 }
 
 /// A path from the file, resolved against the configuration's directory; an empty one (a

@@ -637,16 +637,33 @@ pub struct OffloadConfig {
     pub data_dir: PathBuf,
     /// How a wake brings the data back.
     pub restore: RestoreMode,
+    /// How an `s3://` store is reached (empty for a `file://` one).
+    pub s3: S3Settings,
 }
 
-/// `[instance.offload] restore`: how a wake brings offloaded data back.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+/// `[instance.offload]`'s S3 keys. Credentials are never among them: they come from
+/// `credentials_file` or the environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct S3Settings {
+    /// An S3-compatible server's URL (`https://host:port`, or `http://` on a trusted network);
+    /// none is AWS itself.
+    pub endpoint: Option<String>,
+    /// The bucket's region; none takes `AWS_REGION` or `us-east-1`.
+    pub region: Option<String>,
+    /// A TOML file (owner-only) with `access_key_id`, `secret_access_key` and optionally
+    /// `session_token`; none takes the environment's (`AWS_ACCESS_KEY_ID`, ...).
+    pub credentials_file: Option<PathBuf>,
+}
+
+/// `[instance.offload] restore`: how a wake brings offloaded data back. The default is
+/// `lazy` for a `file://` store and `full` for an `s3://` one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RestoreMode {
     /// server-shim's databases (`data.sqlite`) are left in the store and read as queries need
     /// them, filled in behind them; every other file is restored before the start. A
-    /// directory without such files (MariaDB's) is restored in full.
-    #[default]
+    /// directory without such files (MariaDB's) is restored in full. Needs a `file://` store
+    /// the compute can read.
     Lazy,
     /// Every file is restored before the compute starts.
     Full,
@@ -660,8 +677,10 @@ struct OffloadFile {
     #[serde(deserialize_with = "duration::at_least_1s")]
     after: Duration,
     data_dir: PathBuf,
-    #[serde(default)]
-    restore: RestoreMode,
+    restore: Option<RestoreMode>,
+    endpoint: Option<String>,
+    region: Option<String>,
+    credentials_file: Option<PathBuf>,
 }
 
 /// `[instance.capacity]` as written, in CCUs.

@@ -571,17 +571,61 @@ fn offload_takes_a_file_store_and_a_data_directory_relative_to_the_file() {
         err.contains("instance[0].offload.restore") && err.contains("lazy"),
         "{err}"
     );
-    let s3 = offload.replace("file:///var/lib/objects", "s3://bucket/prefix");
+    let region = format!("{offload}\nregion = \"eu-west-1\"");
     assert_eq!(
-        parse(&GOOD.replacen("idle_pause_after = \"5m\"", &s3, 1)).unwrap_err(),
-        "/etc/perceptron/relay.toml: instance[0].offload.store: \"s3://bucket/prefix\": only \
-         file:///path stores are built in this version"
+        parse(&GOOD.replacen("idle_pause_after = \"5m\"", &region, 1)).unwrap_err(),
+        "/etc/perceptron/relay.toml: instance[0].offload.region: only used with an s3:// store"
+    );
+    let relative = offload.replace("file:///var/lib/objects", "file://objects");
+    let err = parse(&GOOD.replacen("idle_pause_after = \"5m\"", &relative, 1)).unwrap_err();
+    assert!(
+        err.starts_with("/etc/perceptron/relay.toml: instance[0].offload.store: ")
+            && err.contains("absolute path"),
+        "{err}"
     );
     let missing = offload.replace("data_dir = \"data/demo\"", "");
     let err = parse(&GOOD.replacen("idle_pause_after = \"5m\"", &missing, 1)).unwrap_err();
     assert_eq!(
         err,
         "/etc/perceptron/relay.toml: instance[0].offload.data_dir: required, but missing"
+    );
+}
+
+#[test]
+fn an_s3_store_restores_in_full_with_its_endpoint_and_credentials_file() {
+    let offload = "idle_pause_after = \"5m\"\n[instance.offload]\nstore = \"s3://bucket/pre/fix\"\n\
+                   after = \"1h\"\ndata_dir = \"data/demo\"\nendpoint = \"http://127.0.0.1:9000\"\n\
+                   region = \"eu-west-1\"\ncredentials_file = \"s3.toml\"";
+    let c = parse(&GOOD.replacen("idle_pause_after = \"5m\"", offload, 1)).unwrap();
+    let o = c.instances[0].offload.clone().unwrap();
+    assert_eq!(o.restore, crate::config::RestoreMode::Full);
+    assert_eq!(
+        o.s3,
+        crate::config::S3Settings {
+            endpoint: Some("http://127.0.0.1:9000".into()),
+            region: Some("eu-west-1".into()),
+            credentials_file: Some("/etc/perceptron/s3.toml".into()),
+        }
+    );
+    let lazy = format!("{offload}\nrestore = \"lazy\"");
+    let err = parse(&GOOD.replacen("idle_pause_after = \"5m\"", &lazy, 1)).unwrap_err();
+    assert!(
+        err.starts_with("/etc/perceptron/relay.toml: instance[0].offload.restore: \"lazy\" needs a file:/// store"),
+        "{err}"
+    );
+    let endpoint = offload.replace("http://127.0.0.1:9000", "127.0.0.1:9000");
+    let err = parse(&GOOD.replacen("idle_pause_after = \"5m\"", &endpoint, 1)).unwrap_err();
+    assert_eq!(
+        err,
+        "/etc/perceptron/relay.toml: instance[0].offload.endpoint: \"127.0.0.1:9000\": not an \
+         http:// or https:// URL"
+    );
+    let bucket = offload.replace("s3://bucket", "s3://Bucket");
+    let err = parse(&GOOD.replacen("idle_pause_after = \"5m\"", &bucket, 1)).unwrap_err();
+    assert!(
+        err.starts_with("/etc/perceptron/relay.toml: instance[0].offload.store: ")
+            && err.contains("not an S3 bucket name"),
+        "{err}"
     );
 }
 

@@ -819,7 +819,7 @@ mod tests {
         std::fs::write(data.join("db/shop/data.sqlite"), &big).unwrap();
         std::fs::write(data.join("db/shop/empty-file"), b"").unwrap();
         let store =
-            super::super::open_store(&format!("file://{}", root.join("store").display())).unwrap();
+            super::super::open_directory(&root.join("store").display().to_string()).unwrap();
         (Dirs { root }, store, data)
     }
 

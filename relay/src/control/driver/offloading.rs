@@ -101,13 +101,13 @@ impl OffloadPlan {
         cfg: &crate::config::OffloadConfig,
         pid_file: Option<PathBuf>,
     ) -> Result<Arc<Self>, String> {
-        let store = crate::offload::open_store(&cfg.store)?;
+        let store = crate::offload::open_store(cfg)?;
         let storage = Storage::on_disk(&cfg.data_dir);
-        let lazy_objects = match cfg.restore {
-            crate::config::RestoreMode::Lazy => {
-                cfg.store.strip_prefix("file://").map(PathBuf::from)
+        let lazy_objects = match (cfg.restore, crate::offload::StoreUrl::parse(&cfg.store)) {
+            (crate::config::RestoreMode::Lazy, Ok(crate::offload::StoreUrl::File(dir))) => {
+                Some(PathBuf::from(dir))
             }
-            crate::config::RestoreMode::Full => None,
+            _ => None,
         };
         Ok(Arc::new(Self {
             instance: instance.to_owned(),
