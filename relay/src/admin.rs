@@ -278,6 +278,13 @@ pub struct UsageJson {
     /// Capacity × time in that hour (plus the frozen rate × frozen time), in CCU-seconds
     /// with three decimals.
     pub ccu_seconds: f64,
+    /// The data on the local disk in that hour, in GiB-hours with six decimals (instances
+    /// with `[instance.offload]`, whose data directory the relay knows).
+    #[serde(default)]
+    pub local_gib_hours: f64,
+    /// The offloaded copy in the object store in that hour, in GiB-hours.
+    #[serde(default)]
+    pub stored_gib_hours: f64,
 }
 
 /// Answers one request (its body is never read) that arrived on `local`, the address of
@@ -412,15 +419,15 @@ pub async fn respond<B>(
                 Some(store) => store
                     .ledger_text()
                     .await
-                    .map(|text| ledger::parse(&text).0)
+                    .map(|text| (ledger::parse(&text).0, ledger::parse_storage(&text)))
                     .map_err(|e| e.to_string()),
                 None => state
                     .ledger
                     .read()
-                    .map(|(events, _skipped)| events)
+                    .and_then(|(events, _skipped)| Ok((events, state.ledger.read_storage()?)))
                     .map_err(|e| e.to_string()),
             };
-            let events = match read {
+            let (events, storage) = match read {
                 Ok(events) => events,
                 Err(e) => {
                     return Response::error(
@@ -431,6 +438,7 @@ pub async fn respond<B>(
             };
             match usage(
                 &events,
+                &storage,
                 range,
                 crate::clock::now_ms(),
                 ledger::MAX_BILL_ROWS,
@@ -608,16 +616,22 @@ impl std::error::Error for RangeError {}
 
 /// The billing report for `range`, clamped to what the ledger can hold: nothing before its
 /// first record, nothing after `now_ms` (the future is not billed yet), at most `max_rows`.
+/// Compute (`events`) and storage (`storage`) are settled on the same rows.
 ///
 /// # Errors
 /// [`ledger::TooManyRows`] when the clamped range still needs more than `max_rows` rows.
 pub fn usage(
     events: &[ledger::Event],
+    storage: &[ledger::StorageEvent],
     range: UsageRange,
     now_ms: u64,
     max_rows: usize,
 ) -> Result<Vec<UsageJson>, ledger::TooManyRows> {
-    let Some(first) = ledger::first_event_ms(events) else {
+    let first = ledger::first_event_ms(events)
+        .into_iter()
+        .chain(storage.iter().map(|r| r.at_ms).min())
+        .min();
+    let Some(first) = first else {
         return Ok(Vec::new());
     };
     let from_ms = range.from_ms.unwrap_or(0).max(first);
@@ -625,17 +639,49 @@ pub fn usage(
     if from_ms >= to_ms {
         return Ok(Vec::new());
     }
-    Ok(ledger::bill(events, from_ms, to_ms, max_rows)?
+    let compute = ledger::bill(events, from_ms, to_ms, max_rows)?;
+    let stored = ledger::storage_hours(storage, from_ms, to_ms, max_rows)?;
+    let mut rows: std::collections::BTreeMap<(String, u64), UsageJson> = compute
         .into_iter()
-        .map(|((instance, hour_start_ms), used)| UsageJson {
-            instance,
-            hour: timefmt::format_utc(hour_start_ms),
-            hour_start_ms,
-            billed_seconds: used.seconds,
-            // Thousandths: exact in an f64 far beyond any report's size.
-            ccu_seconds: used.milli_ccu_seconds as f64 / 1000.0,
+        .map(|((instance, hour_start_ms), used)| {
+            let row = UsageJson {
+                instance: instance.clone(),
+                hour: timefmt::format_utc(hour_start_ms),
+                hour_start_ms,
+                billed_seconds: used.seconds,
+                // Thousandths: exact in an f64 far beyond any report's size.
+                ccu_seconds: used.milli_ccu_seconds as f64 / 1000.0,
+                local_gib_hours: 0.0,
+                stored_gib_hours: 0.0,
+            };
+            ((instance, hour_start_ms), row)
         })
-        .collect())
+        .collect();
+    for ((instance, hour_start_ms), used) in stored {
+        if rows.len() >= max_rows && !rows.contains_key(&(instance.clone(), hour_start_ms)) {
+            return Err(ledger::TooManyRows { max_rows });
+        }
+        let row = rows
+            .entry((instance.clone(), hour_start_ms))
+            .or_insert_with(|| UsageJson {
+                instance,
+                hour: timefmt::format_utc(hour_start_ms),
+                hour_start_ms,
+                billed_seconds: 0,
+                ccu_seconds: 0.0,
+                local_gib_hours: 0.0,
+                stored_gib_hours: 0.0,
+            });
+        row.local_gib_hours = round6(ledger::StorageUsage::gib_hours(used.local_byte_ms));
+        row.stored_gib_hours = round6(ledger::StorageUsage::gib_hours(used.stored_byte_ms));
+    }
+    Ok(rows.into_values().collect())
+}
+
+/// Rounded up to millionths (a GiB-hour's millionth is 3.9 KiB for an hour): a row with any
+/// storage shows it.
+fn round6(x: f64) -> f64 {
+    (x * 1e6).ceil() / 1e6
 }
 
 fn instance_json(rt: &InstanceRuntime) -> InstanceJson {
@@ -1040,11 +1086,11 @@ mod tests {
             to_ms: None,
         };
         // Ten hours of running, now = 20 h: ten rows, none before the first record.
-        let rows = usage(&events, all, 20 * hour, 10).unwrap();
+        let rows = usage(&events, &[], all, 20 * hour, 10).unwrap();
         assert_eq!(rows.len(), 10);
         assert_eq!(rows.first().unwrap().hour_start_ms, 10 * hour);
         assert_eq!(
-            usage(&events, all, 21 * hour, 10),
+            usage(&events, &[], all, 21 * hour, 10),
             Err(ledger::TooManyRows { max_rows: 10 })
         );
         // A range wholly before the ledger or after now is empty, not an error.
@@ -1052,13 +1098,45 @@ mod tests {
             from_ms: Some(0),
             to_ms: Some(hour),
         };
-        assert_eq!(usage(&events, before, 20 * hour, 10), Ok(Vec::new()));
+        assert_eq!(usage(&events, &[], before, 20 * hour, 10), Ok(Vec::new()));
         let after = UsageRange {
             from_ms: Some(30 * hour),
             to_ms: Some(u64::MAX),
         };
-        assert_eq!(usage(&events, after, 20 * hour, 10), Ok(Vec::new()));
-        assert_eq!(usage(&[], all, 20 * hour, 10), Ok(Vec::new()));
+        assert_eq!(usage(&events, &[], after, 20 * hour, 10), Ok(Vec::new()));
+        assert_eq!(usage(&[], &[], all, 20 * hour, 10), Ok(Vec::new()));
+
+        // Storage shares the compute's rows and adds its own: an offloaded instance with no
+        // compute time still has a row for each hour its data is held.
+        let gib = 1u64 << 30;
+        let storage = [ledger::StorageEvent {
+            at_ms: 10 * hour,
+            instance: "offloaded".into(),
+            local_bytes: 0,
+            stored_bytes: gib,
+        }];
+        let rows = usage(&events, &storage, all, 12 * hour, 10).unwrap();
+        let rows: Vec<(&str, u64, u64, f64)> = rows
+            .iter()
+            .map(|r| {
+                let hour = r.hour_start_ms / hour;
+                (
+                    r.instance.as_str(),
+                    hour,
+                    r.billed_seconds,
+                    r.stored_gib_hours,
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("demo", 10, 3600, 0.0),
+                ("demo", 11, 3600, 0.0),
+                ("offloaded", 10, 0, 1.0),
+                ("offloaded", 11, 0, 1.0)
+            ]
+        );
     }
 
     #[test]

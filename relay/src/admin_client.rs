@@ -486,6 +486,7 @@ fn usage_from_ledger(
     let (events, _torn) = crate::ledger::parse(&text);
     crate::admin::usage(
         &events,
+        &crate::ledger::parse_storage(&text),
         range,
         crate::clock::now_ms(),
         crate::ledger::MAX_BILL_ROWS,
@@ -543,31 +544,50 @@ pub fn usage(
             serde_json::to_string_pretty(&rows).map_err(AdminError::BadAnswer)? + "\n"
         }
         UsageFormat::Csv => {
-            let mut out = "instance,hour,billed_seconds,ccu_seconds\n".to_owned();
+            let mut out =
+                "instance,hour,billed_seconds,ccu_seconds,local_gib_hours,stored_gib_hours\n"
+                    .to_owned();
             for r in &rows {
                 out.push_str(&format!(
-                    "{},{},{},{:.3}\n",
-                    r.instance, r.hour, r.billed_seconds, r.ccu_seconds
+                    "{},{},{},{:.3},{:.6},{:.6}\n",
+                    r.instance,
+                    r.hour,
+                    r.billed_seconds,
+                    r.ccu_seconds,
+                    r.local_gib_hours,
+                    r.stored_gib_hours
                 ));
             }
             out
         }
         UsageFormat::Table => {
             let mut out = format!(
-                "{:<16} {:<21} {:>14} {:>14}\n",
-                "INSTANCE", "HOUR (UTC)", "SECONDS UP", "CCU-SECONDS"
+                "{:<16} {:<21} {:>14} {:>14} {:>14} {:>14}\n",
+                "INSTANCE",
+                "HOUR (UTC)",
+                "SECONDS UP",
+                "CCU-SECONDS",
+                "LOCAL GiB-h",
+                "STORED GiB-h"
             );
-            let (mut seconds, mut ccu_seconds) = (0, 0.0);
+            let (mut seconds, mut ccu_seconds, mut local, mut stored) = (0, 0.0, 0.0, 0.0);
             for r in &rows {
                 seconds += r.billed_seconds;
                 ccu_seconds += r.ccu_seconds;
+                local += r.local_gib_hours;
+                stored += r.stored_gib_hours;
                 out.push_str(&format!(
-                    "{:<16} {:<21} {:>14} {:>14.3}\n",
-                    r.instance, r.hour, r.billed_seconds, r.ccu_seconds
+                    "{:<16} {:<21} {:>14} {:>14.3} {:>14.6} {:>14.6}\n",
+                    r.instance,
+                    r.hour,
+                    r.billed_seconds,
+                    r.ccu_seconds,
+                    r.local_gib_hours,
+                    r.stored_gib_hours
                 ));
             }
             out.push_str(&format!(
-                "{:<16} {:<21} {seconds:>14} {ccu_seconds:>14.3}\n",
+                "{:<16} {:<21} {seconds:>14} {ccu_seconds:>14.3} {local:>14.6} {stored:>14.6}\n",
                 "total", ""
             ));
             out.push_str(&format!(
@@ -578,8 +598,9 @@ pub fn usage(
                 ccu_seconds / 3600.0
             ));
             out.push_str(
-                "charged: CCU-SECONDS (capacity x time, frozen at its own rate); SECONDS UP is \
-                 the time resuming or running, whatever the capacity\n",
+                "charged: CCU-SECONDS (capacity x time, frozen at its own rate) and the \
+                 storage GiB-hours of each tier; SECONDS UP is the time resuming or running, \
+                 whatever the capacity\n",
             );
             out
         }

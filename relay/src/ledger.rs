@@ -10,7 +10,13 @@
 //! while it is frozen, 0 otherwise. Lines written before capacities existed have no rate; they
 //! bill 1 CCU while resuming or running. Settled per hour: each hour's billed seconds are the
 //! milliseconds of resuming or running time inside it, its CCU-seconds the rate-weighted
-//! milliseconds, both rounded up (to whole seconds, to thousandths). A crash can tear the last line;
+//! milliseconds, both rounded up (to whole seconds, to thousandths).
+//!
+//! Storage has lines of its own, `<unix ms> <instance> storage <local bytes> <stored bytes>`:
+//! what the instance's data takes on the local disk (allocated blocks) and in the object store
+//! (the offloaded copy it depends on), from then until its next storage line; settled per
+//! hour as byte-hours of each tier ([`storage_hours`]). A relay that predates them skips them
+//! as garbled lines and bills the rest alike. A crash can tear the last line;
 //! [`parse`] skips a torn or garbled line (and says so) and keeps every earlier record, and
 //! [`Ledger::open`] starts a fresh line after a torn one so later records stay readable.
 
@@ -68,6 +74,54 @@ impl Event {
             instance,
             state,
             rate_milli,
+        })
+    }
+}
+
+/// Where an instance's data is and how much of it, from `at_ms` on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageEvent {
+    /// Unix time in milliseconds.
+    pub at_ms: u64,
+    /// The instance.
+    pub instance: String,
+    /// Bytes allocated on the relay host's disk for the data directory (a sparse, lazily
+    /// restored file counts only what has been filled in).
+    pub local_bytes: u64,
+    /// Bytes of the offloaded copy the instance depends on (its manifest's files): while
+    /// offloaded, and while a lazily restored database still reads from it.
+    pub stored_bytes: u64,
+}
+
+/// The word in a storage line where an event line has its state.
+const STORAGE: &str = "storage";
+
+impl StorageEvent {
+    /// The record's ledger line, newline included.
+    #[must_use]
+    pub fn to_line(&self) -> String {
+        format!(
+            "{} {} {STORAGE} {} {}\n",
+            self.at_ms, self.instance, self.local_bytes, self.stored_bytes
+        )
+    }
+
+    /// Parses one storage line without its newline; `None` for any other line.
+    #[must_use]
+    pub fn from_line(line: &str) -> Option<Self> {
+        let mut parts = line.split(' ');
+        let at_ms = parts.next()?.parse().ok()?;
+        let instance = parts.next()?.to_owned();
+        if parts.next()? != STORAGE {
+            return None;
+        }
+        let local_bytes = parts.next()?.parse().ok()?;
+        let stored_bytes = parts.next()?.parse().ok()?;
+        parts.next().is_none().then_some(Self {
+            at_ms,
+            instance,
+            local_bytes,
+            stored_bytes,
         })
     }
 }
@@ -282,6 +336,39 @@ impl Ledger {
         Ok(event)
     }
 
+    /// Appends where `instance`'s data is and how much of it; synced before it returns
+    /// (storage lines are rare: one per offload, restore and pause).
+    ///
+    /// # Errors
+    /// The file system's error, as for [`Self::record`].
+    pub fn record_storage(
+        &self,
+        instance: &str,
+        local_bytes: u64,
+        stored_bytes: u64,
+    ) -> io::Result<StorageEvent> {
+        let event = StorageEvent {
+            at_ms: crate::clock::now_ms(),
+            instance: instance.to_owned(),
+            local_bytes,
+            stored_bytes,
+        };
+        let mut appender = self
+            .file
+            .lock()
+            .map_err(|_| io::Error::other("ledger lock poisoned"))?;
+        appender.append(Some(event.to_line()), Flush::Now)?;
+        Ok(event)
+    }
+
+    /// Reads every intact storage record.
+    ///
+    /// # Errors
+    /// The file system's error.
+    pub fn read_storage(&self) -> io::Result<Vec<StorageEvent>> {
+        Ok(parse_storage(&std::fs::read_to_string(&self.path)?))
+    }
+
     /// Reads every intact event, first writing any the file system refused before (so a
     /// report made once space is back is complete).
     ///
@@ -314,10 +401,83 @@ pub fn parse(text: &str) -> (Vec<Event>, usize) {
         }
         match Event::from_line(line) {
             Some(e) => events.push(e),
+            None if StorageEvent::from_line(line).is_some() => {}
             None => skipped += 1,
         }
     }
     (events, skipped)
+}
+
+/// The intact storage records of ledger text, in order (torn and other lines are left to
+/// [`parse`]).
+#[must_use]
+pub fn parse_storage(text: &str) -> Vec<StorageEvent> {
+    text.split_inclusive('\n')
+        .filter_map(|line| StorageEvent::from_line(line.strip_suffix('\n')?))
+        .collect()
+}
+
+/// Byte-milliseconds of one instance's data in one hour, per tier.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StorageUsage {
+    /// On the local disk.
+    pub local_byte_ms: u128,
+    /// In the object store.
+    pub stored_byte_ms: u128,
+}
+
+impl StorageUsage {
+    /// Byte-milliseconds as GiB-hours.
+    #[must_use]
+    pub fn gib_hours(byte_ms: u128) -> f64 {
+        // Exact enough: a report rounds to millionths of a GiB-hour.
+        byte_ms as f64 / (1024.0 * 1024.0 * 1024.0 * HOUR_MS as f64)
+    }
+}
+
+/// Storage per (instance, hour start in Unix ms) over `[from_ms, to_ms)`: each record counts
+/// until the instance's next one, the last until `to_ms`.
+///
+/// # Errors
+/// [`TooManyRows`] as soon as the report would need more than `max_rows` rows.
+pub fn storage_hours(
+    records: &[StorageEvent],
+    from_ms: u64,
+    to_ms: u64,
+    max_rows: usize,
+) -> Result<BTreeMap<(String, u64), StorageUsage>, TooManyRows> {
+    let mut rows: BTreeMap<(String, u64), StorageUsage> = BTreeMap::new();
+    let mut add = |record: &StorageEvent, end: u64| -> Result<(), TooManyRows> {
+        if record.local_bytes == 0 && record.stored_bytes == 0 {
+            return Ok(());
+        }
+        let (start, end) = (record.at_ms.max(from_ms), end.min(to_ms));
+        let mut t = start;
+        while t < end {
+            let hour = t - t % HOUR_MS;
+            let upto = hour.saturating_add(HOUR_MS).min(end);
+            let key = (record.instance.clone(), hour);
+            if rows.len() >= max_rows && !rows.contains_key(&key) {
+                return Err(TooManyRows { max_rows });
+            }
+            let row = rows.entry(key).or_default();
+            let ms = u128::from(upto - t);
+            row.local_byte_ms += ms * u128::from(record.local_bytes);
+            row.stored_byte_ms += ms * u128::from(record.stored_bytes);
+            t = upto;
+        }
+        Ok(())
+    };
+    let mut open: BTreeMap<&str, &StorageEvent> = BTreeMap::new();
+    for r in records {
+        if let Some(previous) = open.insert(r.instance.as_str(), r) {
+            add(previous, r.at_ms)?;
+        }
+    }
+    for last in open.values() {
+        add(last, to_ms)?;
+    }
+    Ok(rows)
 }
 
 /// One hour in milliseconds: billing is settled per hour.
@@ -447,6 +607,52 @@ mod tests {
 
     fn seconds(b: &BTreeMap<(String, u64), HourUsage>, hour: u64) -> Option<u64> {
         b.get(&("demo".to_owned(), hour)).map(|u| u.seconds)
+    }
+
+    /// Storage lines round-trip, are not garbled lines to the event parser, and settle
+    /// per hour per tier: 2 GiB local for half an hour, then offloaded (a few bytes local,
+    /// 2 GiB stored) across the hour boundary until the report's end.
+    #[test]
+    fn storage_lines_settle_byte_hours_per_tier() {
+        let gib = 1u64 << 30;
+        let h = HOUR_MS;
+        let record = |at_ms, local_bytes, stored_bytes| StorageEvent {
+            at_ms,
+            instance: "demo".into(),
+            local_bytes,
+            stored_bytes,
+        };
+        let records = [record(h / 2, 2 * gib, 0), record(h, 4096, 2 * gib)];
+        let text: String = records
+            .iter()
+            .map(StorageEvent::to_line)
+            .collect::<String>()
+            + &ev(h, Phase::Paused).to_line();
+        assert_eq!(parse_storage(&text), records);
+        let (events, skipped) = parse(&text);
+        assert_eq!((events.len(), skipped), (1, 0));
+        assert_eq!(StorageEvent::from_line("1 demo paused 0"), None);
+        assert_eq!(StorageEvent::from_line("1 demo storage 5"), None);
+        assert_eq!(StorageEvent::from_line("1 demo storage 5 6 7"), None);
+
+        let rows = storage_hours(&records, 0, 2 * h + h / 4, MAX_BILL_ROWS).unwrap();
+        let row = |hour: u64| rows[&("demo".to_owned(), hour)];
+        assert_eq!(StorageUsage::gib_hours(row(0).local_byte_ms), 1.0);
+        assert_eq!(row(0).stored_byte_ms, 0);
+        assert_eq!(StorageUsage::gib_hours(row(h).stored_byte_ms), 2.0);
+        assert_eq!(row(h).local_byte_ms, 4096 * u128::from(h));
+        assert_eq!(StorageUsage::gib_hours(row(2 * h).stored_byte_ms), 0.5);
+        assert_eq!(rows.len(), 3);
+        // Nothing before the first record; the row cap holds.
+        assert!(
+            storage_hours(&records, 0, h / 2, MAX_BILL_ROWS)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            storage_hours(&records, 0, 3 * h, 2),
+            Err(TooManyRows { max_rows: 2 })
+        );
     }
 
     /// A hand-computed ledger: 0.5 CCU while resuming, scaled 0.5 → 2 → 1, frozen at

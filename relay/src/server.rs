@@ -346,12 +346,11 @@ async fn serve(
             _ => None,
         };
         let driver =
-            control::driver::driver_for(cfg, &config.relay.state_dir).map_err(|message| {
-                StartError::Offload {
+            control::driver::driver_for(cfg, &config.relay.state_dir, Some(Arc::clone(&ledger)))
+                .map_err(|message| StartError::Offload {
                     instance: cfg.name.clone(),
                     message,
-                }
-            })?;
+                })?;
         let instance = Instance::new(
             cfg.clone(),
             driver,

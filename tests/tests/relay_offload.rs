@@ -112,6 +112,34 @@ fn paused_data_goes_to_the_store_and_a_wake_brings_it_back_or_refuses() {
         0.0
     );
     assert!(relay.logged("offloaded: the data is in the store only"));
+    // The ledger meters the data: local while paused, then the stored copy (a few bytes are
+    // left local at most: the marker is beside the directory, not in it).
+    let storage_lines = || -> Vec<(u64, u64)> {
+        std::fs::read_to_string(tmp.path().join("state/usage.ledger"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                (f.len() == 5 && f[2] == "storage")
+                    .then(|| (f[3].parse().unwrap(), f[4].parse().unwrap()))
+            })
+            .collect()
+    };
+    let lines = storage_lines();
+    let (local_paused, _) = lines[0];
+    assert!(local_paused > 0, "{lines:?}");
+    let (local, stored) = *lines.last().unwrap();
+    assert_eq!(local, 0, "{lines:?}");
+    assert!(stored > 0, "{lines:?}");
+    let (code, usage) = relay.admin("GET", "/v1/usage");
+    assert_eq!(code, 200, "{usage}");
+    let stored_gib_hours: f64 = usage
+        .split("\"stored_gib_hours\": ")
+        .nth(1)
+        .and_then(|rest| rest.split(['\n', ',']).next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap();
+    assert!(stored_gib_hours > 0.0, "{usage}");
 
     // A login wakes it: the data is restored before the compute starts (the database lazily:
     // filled in behind the compute, a few pages here).

@@ -9,6 +9,7 @@ pub mod process;
 
 use std::future::Future;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::capacity::Ccu;
@@ -344,6 +345,7 @@ impl<D: ExternalControl> RunningCompute for Watched<D> {
 pub fn driver_for(
     cfg: &crate::config::InstanceConfig,
     state_dir: &Path,
+    ledger: Option<Arc<crate::ledger::Ledger>>,
 ) -> Result<Box<dyn Driver>, String> {
     let driver = base_driver_for(cfg, state_dir);
     match &cfg.offload {
@@ -355,6 +357,7 @@ pub fn driver_for(
                 offload,
                 matches!(cfg.driver, crate::config::DriverConfig::Process { .. })
                     .then(|| process_pid_file(cfg, state_dir)),
+                ledger,
             )?,
         })),
     }

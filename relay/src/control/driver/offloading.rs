@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::{CapacityError, Driver, RunningCompute, WakeError};
 use crate::capacity::Ccu;
 use crate::future::BoxFuture;
+use crate::ledger::Ledger;
 use crate::offload::archive::{self, ArchiveError};
 
 /// Where an instance's data is.
@@ -79,6 +80,11 @@ pub struct OffloadPlan {
     moving: tokio::sync::Mutex<()>,
     /// Whether a compute may exist, changed under one lock with the scheduled offload.
     computes: Mutex<Computes>,
+    /// Where storage is metered (`None` in tests that meter nothing).
+    ledger: Option<Arc<Ledger>>,
+    /// The last storage record written, (local, stored) bytes: an unchanged one is not
+    /// written again.
+    metered: Mutex<Option<(u64, u64)>>,
 }
 
 /// What [`OffloadPlan`] knows of its computes.
@@ -100,6 +106,7 @@ impl OffloadPlan {
         instance: &str,
         cfg: &crate::config::OffloadConfig,
         pid_file: Option<PathBuf>,
+        ledger: Option<Arc<Ledger>>,
     ) -> Result<Arc<Self>, String> {
         let store = crate::offload::open_store(cfg)?;
         let storage = Storage::on_disk(&cfg.data_dir);
@@ -123,7 +130,44 @@ impl OffloadPlan {
                 generation: 0,
                 pending: None,
             }),
+            ledger,
+            metered: Mutex::new(None),
         }))
+    }
+
+    /// Records in the ledger what the data takes now: the data directory's allocated bytes
+    /// on the local disk, and `stored` bytes of an offloaded copy it depends on.
+    async fn meter(&self, stored: u64) {
+        let Some(ledger) = &self.ledger else {
+            return;
+        };
+        let dir = self.dir.clone();
+        let local = tokio::task::spawn_blocking(move || archive::allocated_bytes(&dir))
+            .await
+            .unwrap_or(0);
+        {
+            let mut metered = self.metered.lock().unwrap_or_else(PoisonError::into_inner);
+            if *metered == Some((local, stored)) {
+                return;
+            }
+            *metered = Some((local, stored));
+        }
+        if let Err(e) = ledger.record_storage(&self.instance, local, stored) {
+            tracing::error!(instance = %self.instance, error = %e, ledger = %ledger.path().display(), "cannot append to the usage ledger");
+        }
+    }
+
+    /// The stored bytes the data depends on while it is local: the offloaded copy while a
+    /// lazily restored database still reads from it, else none.
+    fn stored_while_local(&self) -> u64 {
+        if self.storage() == Storage::Hydrating {
+            self.metered
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .map_or(0, |(_, stored)| stored)
+        } else {
+            0
+        }
     }
 
     /// Where the data is now (a lazily restored directory is local once the compute has
@@ -181,6 +225,10 @@ impl OffloadPlan {
     }
 
     async fn offload_later(self: Arc<Self>, token: CancellationToken, scheduled: u64) {
+        // The compute is gone: what it left on disk is what is held until the next change.
+        if !archive::is_offloaded(&self.dir) {
+            self.meter(self.stored_while_local()).await;
+        }
         tokio::select! {
             () = token.cancelled() => return,
             () = tokio::time::sleep(self.after) => {}
@@ -214,10 +262,13 @@ impl OffloadPlan {
         self.set(Storage::on_disk(&self.dir));
         let ms = started.elapsed().as_millis() as u64;
         match result {
-            Ok(r) => tracing::info!(
-                instance = %self.instance, files = r.files, bytes = r.bytes, chunks = r.chunks,
-                uploaded = r.transferred, ms, "offloaded: the data is in the store only"
-            ),
+            Ok(r) => {
+                tracing::info!(
+                    instance = %self.instance, files = r.files, bytes = r.bytes, chunks = r.chunks,
+                    uploaded = r.transferred, ms, "offloaded: the data is in the store only"
+                );
+                self.meter(r.bytes).await;
+            }
             Err(ArchiveError::Cancelled) => {
                 tracing::info!(instance = %self.instance, ms, "offload stopped by a wake; the data stays local");
             }
@@ -250,6 +301,7 @@ impl OffloadPlan {
                         "restored{}",
                         if r.lazy_files > 0 { " (databases are read from the store as needed and filled in behind)" } else { "" }
                     );
+                    self.meter(if r.lazy_files > 0 { r.bytes } else { 0 }).await;
                 }
                 Ok(())
             }
