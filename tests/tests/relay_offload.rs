@@ -291,6 +291,67 @@ fn a_store_that_refuses_the_relays_key_leaves_the_data_local() {
     assert_eq!(ok(&get_row(&relay)).trim(), "never left");
 }
 
+/// MariaDB under the process driver: its stopped data directory (InnoDB's files, the system
+/// tables, the redo log) goes to the store whole and comes back whole before `mariadbd`
+/// starts, committed rows and all.
+#[test]
+fn a_mariadb_data_directory_is_offloaded_and_restored_before_mariadbd_starts() {
+    let tmp = TempDir::new("relay-offload-mariadb");
+    let datadir = tmp.path().join("mariadb");
+    let relay = tests::mariadb::switch_relay(
+        tmp.path(),
+        &[],
+        RelayOptions {
+            idle_pause_after: "1s",
+            instance_toml: format!(
+                "[instance.offload]\nstore = \"file://{}\"\nafter = \"1s\"\ndata_dir = \"mariadb\"\n",
+                tmp.path().join("objects").display()
+            ),
+            ..RelayOptions::default()
+        },
+    );
+    let sql = |sql: &str| mariadb(relay.port, "root", None, &["-N"], sql);
+    ok(&sql(
+        "CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, name VARCHAR(40)) \
+         ENGINE=InnoDB; USE shop; INSERT INTO t SELECT seq, CONCAT('row ', seq) FROM seq_1_to_5000",
+    ));
+    wait_offloaded(&relay);
+    assert!(!datadir.exists(), "the local copy is removed");
+    assert!(relay.logged("offloaded: the data is in the store only"));
+
+    // The wake restores every file (no lazy databases here) before mariadbd starts.
+    assert_eq!(
+        ok(&sql("SELECT COUNT(*), MAX(name) FROM shop.t")).trim(),
+        "5000\trow 999",
+        "{}",
+        relay.log()
+    );
+    assert!(
+        relay
+            .log()
+            .lines()
+            .any(|l| l.contains("restored") && l.contains("lazy_files=0")),
+        "{}",
+        relay.log()
+    );
+    assert_eq!(storage(&relay), "local");
+    ok(&sql(
+        "INSERT INTO shop.t VALUES (5001, 'after the restore')",
+    ));
+
+    // Twice: the second offload sends only the chunks that changed (the system tables and
+    // most of the redo log did not).
+    wait_offloaded(&relay);
+    let (first, second) = (uploaded(&relay, 1), uploaded(&relay, 2));
+    assert!(second < first, "uploaded {first}, then {second}");
+    assert_eq!(
+        ok(&sql("SELECT name FROM shop.t WHERE id = 5001")).trim(),
+        "after the restore"
+    );
+    let check = ok(&sql("CHECK TABLE shop.t")).to_owned();
+    assert!(check.trim_end().ends_with("OK"), "{check}");
+}
+
 /// Waits for `storage` to be `want`, polling every few milliseconds (the step may be short).
 fn wait_storage(relay: &Relay, want: &str) {
     assert!(
