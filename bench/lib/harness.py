@@ -349,7 +349,8 @@ def ledger_events(relay):
     with open(os.path.join(relay.dir, "state", "usage.ledger")) as f:
         for line in f:
             parts = line.split()
-            if len(parts) >= 3 and parts[0].isdigit():
+            # Storage lines (`<ms> <instance> storage <local> <stored>`) are not states.
+            if len(parts) >= 3 and parts[0].isdigit() and parts[2] != "storage":
                 events.append((int(parts[0]) / 1000.0, parts[2]))
     return events
 

@@ -124,6 +124,8 @@ pub fn check(config: &Config) -> Vec<Problem> {
                     ("status", spec.status.as_ref()),
                     ("scale", spec.scale.as_ref()),
                     ("cpu_usage", spec.cpu_usage.as_ref()),
+                    ("offload", spec.offload.as_ref()),
+                    ("restore", spec.restore.as_ref()),
                 ];
                 for (name, argv) in commands {
                     if let Some(message) = argv.and_then(|a| argv_problem(a, &spec.cwd)) {

@@ -352,6 +352,110 @@ fn a_mariadb_data_directory_is_offloaded_and_restored_before_mariadbd_starts() {
     assert!(check.trim_end().ends_with("OK"), "{check}");
 }
 
+/// The exec driver's own `offload` and `restore` commands move the data (here: a move into a
+/// "bucket" directory and back); the relay keeps the marker that makes every start restore
+/// first, and a restore command that fails fails the wake with 1053.
+#[test]
+fn the_exec_drivers_commands_offload_and_restore_the_data() {
+    let tmp = TempDir::new("relay-offload-exec");
+    let d = tmp.path().display().to_string();
+    let shim = tests::bin_path("server-shim").display().to_string();
+    let scripts = [
+        (
+            "start.sh",
+            format!(
+                "set -e\nD={d}\nsetsid {shim} run --listen 127.0.0.1:$1 --data $D/data \
+                 --key-file $D/perceptron.key >> $D/shim.log 2>&1 < /dev/null &\n\
+                 echo $! > $D/shim.pid\n"
+            ),
+        ),
+        (
+            "stop.sh",
+            format!(
+                "D={d}\n[ -f $D/shim.pid ] || exit 0\npid=$(cat $D/shim.pid)\n\
+                 kill $pid 2>/dev/null || true\n\
+                 for i in $(seq 200); do kill -0 $pid 2>/dev/null || break; sleep 0.05; done\n\
+                 rm -f $D/shim.pid\n"
+            ),
+        ),
+        (
+            "offload.sh",
+            format!(
+                "set -e\nD={d}\necho \"offload $PERCEPTRON_INSTANCE $PERCEPTRON_OFFLOAD_STORE\" \
+                 >> $D/hooks.log\nmkdir -p $D/bucket\nmv $D/data $D/bucket/data\n"
+            ),
+        ),
+        (
+            "restore.sh",
+            format!(
+                "set -e\nD={d}\necho \"restore $PERCEPTRON_INSTANCE\" >> $D/hooks.log\n\
+                 [ -f $D/restore-fails ] && exit 3\n\
+                 if [ -d $D/bucket/data ]; then mv $D/bucket/data $D/data; fi\n"
+            ),
+        ),
+    ];
+    for (name, text) in &scripts {
+        std::fs::write(tmp.path().join(name), text).unwrap();
+    }
+    let relay = Relay::start(
+        tmp.path(),
+        RelayOptions {
+            idle_pause_after: "1s",
+            instance_toml: "[instance.offload]\nafter = \"1s\"\nstore = \"s3://bucket/db\"\n"
+                .into(),
+            driver_toml: Some(
+                "[instance.driver]\nkind = \"exec\"\n\
+                 start = [\"sh\", \"{DIR}/start.sh\", \"{COMPUTE_PORT}\"]\n\
+                 stop = [\"sh\", \"{DIR}/stop.sh\"]\n\
+                 offload = [\"sh\", \"{DIR}/offload.sh\"]\n\
+                 restore = [\"sh\", \"{DIR}/restore.sh\"]\n"
+                    .into(),
+            ),
+            ..RelayOptions::default()
+        },
+    );
+    let marker = tmp.path().join("state/offloaded/demo");
+    let data = tmp.path().join("data");
+    put_row(&relay, "moved by the commands");
+
+    wait_offloaded(&relay);
+    assert!(!data.exists() && tmp.path().join("bucket/data").is_dir());
+    assert!(
+        marker.exists(),
+        "the marker says: restore before the next start"
+    );
+    let hooks = std::fs::read_to_string(tmp.path().join("hooks.log")).unwrap();
+    assert_eq!(hooks, "offload demo s3://bucket/db\n");
+
+    assert_eq!(ok(&get_row(&relay)).trim(), "moved by the commands");
+    assert!(!marker.exists());
+    assert_eq!(storage(&relay), "local");
+
+    // A restore command that fails: 1053, nothing started, the marker kept; then it works.
+    wait_offloaded(&relay);
+    std::fs::write(tmp.path().join("restore-fails"), b"").unwrap();
+    let out = get_row(&relay);
+    assert!(out.stderr.contains("1053"), "{}", out.stderr);
+    assert!(
+        relay.logged("restore command exited with exit status: 3"),
+        "{}",
+        relay.log()
+    );
+    assert!(marker.exists());
+    assert_eq!(storage(&relay), "offloaded");
+    std::fs::remove_file(tmp.path().join("restore-fails")).unwrap();
+    assert_eq!(ok(&get_row(&relay)).trim(), "moved by the commands");
+
+    drop(relay);
+    // The compute is the script's child, not the test's: stopped by its recorded pid.
+    if let Ok(pid) = std::fs::read_to_string(tmp.path().join("shim.pid")) {
+        let _ = std::process::Command::new("kill")
+            .arg("-KILL")
+            .arg(pid.trim())
+            .status();
+    }
+}
+
 /// Waits for `storage` to be `want`, polling every few milliseconds (the step may be short).
 fn wait_storage(relay: &Relay, want: &str) {
     assert!(

@@ -9,10 +9,10 @@ use serde::de::DeserializeOwned;
 
 use super::fields::is_private_or_loopback;
 use super::{
-    AuthMode, ComputeProofMode, ComputeTlsMode, Config, ConfigError, ConfigFile, ConfigProblem,
-    DriverConfig, DriverKind, EtcdSettings, ExecSpec, HttpFile, HttpSpec, InstanceConfig,
-    InstanceFile, OffloadConfig, OffloadFile, ProcessFile, RestoreMode, RouteMode, S3Settings,
-    StoreSettings, TlsSettings,
+    ArchiveConfig, AuthMode, ComputeProofMode, ComputeTlsMode, Config, ConfigError, ConfigFile,
+    ConfigProblem, DriverConfig, DriverKind, EtcdSettings, ExecSpec, HttpFile, HttpSpec,
+    InstanceConfig, InstanceFile, OffloadConfig, OffloadFile, OffloadMover, ProcessFile,
+    RestoreMode, RouteMode, S3Settings, StoreSettings, TlsSettings,
 };
 use crate::capacity::CapacityConfig;
 
@@ -197,6 +197,22 @@ impl Config {
                 .offload
                 .map(|o| offload(path, base, &key, &driver, o))
                 .transpose()?;
+            if let DriverConfig::Exec(spec) = &driver
+                && offload.is_none()
+                && (spec.offload.is_some() || spec.restore.is_some())
+            {
+                let message = "only used with [instance.offload], whose `after` says when";
+                let name = if spec.offload.is_some() {
+                    "offload"
+                } else {
+                    "restore"
+                };
+                return Err(ConfigError::invalid(
+                    path,
+                    key(&format!("driver.{name}")),
+                    message,
+                ));
+            }
             if inst.compute_proof != ComputeProofMode::Greeting && inst.auth != AuthMode::Dual {
                 let message = "only used with auth = \"dual\" (no other compute holds the key)";
                 return Err(ConfigError::invalid(path, key("compute_proof"), message));
@@ -513,7 +529,8 @@ pub(super) fn syntax(text: &str, e: &toml::de::Error) -> ConfigProblem {
     }
 }
 
-/// `[instance.offload]`: the store URL parsed, the S3 keys only with an S3 store, and the
+/// `[instance.offload]`: who moves the data (the relay under the process driver, the exec
+/// driver's commands), the store URL parsed, the S3 keys only with an S3 store, and the
 /// restore mode that store allows.
 fn offload(
     path: &Path,
@@ -523,13 +540,46 @@ fn offload(
     o: OffloadFile,
 ) -> Result<OffloadConfig, ConfigError> {
     use crate::offload::StoreUrl;
-    let url = StoreUrl::parse(&o.store)
-        .map_err(|message| ConfigError::invalid(path, key("offload.store"), message))?;
+    let invalid = |name: &str, message: &str| {
+        ConfigError::invalid(path, key(&format!("offload.{name}")), message)
+    };
+    if let DriverConfig::Exec(spec) = driver {
+        if spec.offload.is_none() || spec.restore.is_none() {
+            let message = "with the exec driver, the driver's `offload` and `restore` commands \
+                           move the data: set both";
+            return Err(ConfigError::invalid(path, key("driver"), message));
+        }
+        let relay_only = [
+            ("data_dir", o.data_dir.is_some()),
+            ("restore", o.restore.is_some()),
+            ("endpoint", o.endpoint.is_some()),
+            ("region", o.region.is_some()),
+            ("credentials_file", o.credentials_file.is_some()),
+        ];
+        if let Some((name, _)) = relay_only.iter().find(|(_, set)| *set) {
+            return Err(invalid(
+                name,
+                "only with the process driver (the relay moves the data); the exec driver's \
+                 offload and restore commands do here",
+            ));
+        }
+        return Ok(OffloadConfig {
+            after: o.after,
+            mover: OffloadMover::Commands { store: o.store },
+        });
+    }
     if !matches!(driver, DriverConfig::Process { .. }) {
-        let message = "needs the process driver: the relay moves the data directory of a \
-                       compute that runs on its host";
+        let message = "needs the process driver (the relay moves the data directory of a \
+                       compute on its host) or the exec driver's offload and restore commands";
         return Err(ConfigError::invalid(path, key("offload"), message));
     }
+    let store = o
+        .store
+        .ok_or_else(|| invalid("store", "required, but missing"))?;
+    let data_dir = o
+        .data_dir
+        .ok_or_else(|| invalid("data_dir", "required, but missing"))?;
+    let url = StoreUrl::parse(&store).map_err(|message| invalid("store", &message))?;
     let s3 = S3Settings {
         endpoint: o.endpoint,
         region: o.region,
@@ -543,37 +593,36 @@ fn offload(
                 ("credentials_file", s3.credentials_file.is_some()),
             ];
             if let Some((name, _)) = named.iter().find(|(_, set)| *set) {
-                let message = "only used with an s3:// store";
-                return Err(ConfigError::invalid(
-                    path,
-                    key(&format!("offload.{name}")),
-                    message,
-                ));
+                return Err(invalid(name, "only used with an s3:// store"));
             }
             o.restore.unwrap_or(RestoreMode::Lazy)
         }
         StoreUrl::S3(_) => {
             if o.restore == Some(RestoreMode::Lazy) {
-                let message = "\"lazy\" needs a file:/// store: the compute reads a lazily \
-                               restored database's blocks from the store's directory. An \
-                               s3:// store restores in full (restore = \"full\", the default)";
-                return Err(ConfigError::invalid(path, key("offload.restore"), message));
+                return Err(invalid(
+                    "restore",
+                    "\"lazy\" needs a file:/// store: the compute reads a lazily restored \
+                     database's blocks from the store's directory. An s3:// store restores in \
+                     full (restore = \"full\", the default)",
+                ));
             }
             if let Some(endpoint) = &s3.endpoint
                 && !(endpoint.starts_with("https://") || endpoint.starts_with("http://"))
             {
                 let message = format!("{endpoint:?}: not an http:// or https:// URL");
-                return Err(ConfigError::invalid(path, key("offload.endpoint"), message));
+                return Err(invalid("endpoint", &message));
             }
             RestoreMode::Full
         }
     };
     Ok(OffloadConfig {
-        store: o.store,
         after: o.after,
-        data_dir: rebase(base, &o.data_dir),
-        restore,
-        s3,
+        mover: OffloadMover::Relay(ArchiveConfig {
+            store,
+            data_dir: rebase(base, &data_dir),
+            restore,
+            s3,
+        }),
     })
 }
 

@@ -536,6 +536,15 @@ pub struct ExecSpec {
     /// Prints the CPU time the compute has used in all, in seconds (the autoscaler's input).
     #[serde(default, deserialize_with = "some_argv")]
     pub cpu_usage: Option<Vec<String>>,
+    /// With `[instance.offload]`: moves the stopped compute's data to the store; exit 0 only
+    /// once it is there and the compute cannot start without `restore`, non-zero with the
+    /// data left where it was.
+    #[serde(default, deserialize_with = "some_argv")]
+    pub offload: Option<Vec<String>>,
+    /// With `[instance.offload]`: brings the data back before a start; must also succeed
+    /// (doing nothing) when the data is already back.
+    #[serde(default, deserialize_with = "some_argv")]
+    pub restore: Option<Vec<String>>,
 }
 
 /// The file as written: `[relay]` and the `[[instance]]` tables.
@@ -624,14 +633,35 @@ struct InstanceFile {
     offload: Option<OffloadFile>,
 }
 
-/// `[instance.offload]`: after `after` paused, the compute's data directory goes to the store
-/// (`file:///dir`); a wake restores it before the compute starts (docs/offload.md).
+/// `[instance.offload]`: after `after` paused, the compute's data goes to the store; a wake
+/// restores it before the compute starts (docs/offload.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OffloadConfig {
-    /// The store's URL.
-    pub store: String,
     /// How long the instance stays paused before its data is offloaded.
     pub after: Duration,
+    /// Who moves the data.
+    pub mover: OffloadMover,
+}
+
+/// Who moves an instance's data to the store and back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OffloadMover {
+    /// The relay itself: the process driver's compute keeps its data in a directory on the
+    /// relay's host.
+    Relay(ArchiveConfig),
+    /// The exec driver's `offload` and `restore` commands (the data is wherever the compute
+    /// is); `store`, if given, is passed to them.
+    Commands {
+        /// `[instance.offload] store`, as written.
+        store: Option<String>,
+    },
+}
+
+/// What the relay needs to move a data directory itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchiveConfig {
+    /// The store's URL.
+    pub store: String,
     /// The compute's data directory (the path its command is given), relative to the
     /// configuration file's directory unless absolute.
     pub data_dir: PathBuf,
@@ -673,10 +703,10 @@ pub enum RestoreMode {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OffloadFile {
-    store: String,
+    store: Option<String>,
     #[serde(deserialize_with = "duration::at_least_1s")]
     after: Duration,
-    data_dir: PathBuf,
+    data_dir: Option<PathBuf>,
     restore: Option<RestoreMode>,
     endpoint: Option<String>,
     region: Option<String>,

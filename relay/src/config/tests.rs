@@ -551,20 +551,29 @@ fn error_messages_name_the_file_and_the_key() {
     }
 }
 
+/// What the relay moves itself, for an offload that the relay moves.
+fn archive(o: &crate::config::OffloadConfig) -> crate::config::ArchiveConfig {
+    match &o.mover {
+        crate::config::OffloadMover::Relay(a) => a.clone(),
+        other @ crate::config::OffloadMover::Commands { .. } => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn offload_takes_a_file_store_and_a_data_directory_relative_to_the_file() {
     let offload = "idle_pause_after = \"5m\"\n[instance.offload]\nstore = \"file:///var/lib/objects\"\n\
                    after = \"1h\"\ndata_dir = \"data/demo\"";
     let c = parse(&GOOD.replacen("idle_pause_after = \"5m\"", offload, 1)).unwrap();
     let o = c.instances[0].offload.clone().unwrap();
-    assert_eq!(o.store, "file:///var/lib/objects");
     assert_eq!(o.after, std::time::Duration::from_secs(3600));
-    assert_eq!(o.data_dir, Path::new("/etc/perceptron/data/demo"));
-    assert_eq!(o.restore, crate::config::RestoreMode::Lazy);
+    let a = archive(&o);
+    assert_eq!(a.store, "file:///var/lib/objects");
+    assert_eq!(a.data_dir, Path::new("/etc/perceptron/data/demo"));
+    assert_eq!(a.restore, crate::config::RestoreMode::Lazy);
     let full = format!("{offload}\nrestore = \"full\"");
     let c = parse(&GOOD.replacen("idle_pause_after = \"5m\"", &full, 1)).unwrap();
     let o = c.instances[0].offload.clone().unwrap();
-    assert_eq!(o.restore, crate::config::RestoreMode::Full);
+    assert_eq!(archive(&o).restore, crate::config::RestoreMode::Full);
     let other = format!("{offload}\nrestore = \"eager\"");
     let err = parse(&GOOD.replacen("idle_pause_after = \"5m\"", &other, 1)).unwrap_err();
     assert!(
@@ -598,9 +607,9 @@ fn an_s3_store_restores_in_full_with_its_endpoint_and_credentials_file() {
                    region = \"eu-west-1\"\ncredentials_file = \"s3.toml\"";
     let c = parse(&GOOD.replacen("idle_pause_after = \"5m\"", offload, 1)).unwrap();
     let o = c.instances[0].offload.clone().unwrap();
-    assert_eq!(o.restore, crate::config::RestoreMode::Full);
+    assert_eq!(archive(&o).restore, crate::config::RestoreMode::Full);
     assert_eq!(
-        o.s3,
+        archive(&o).s3,
         crate::config::S3Settings {
             endpoint: Some("http://127.0.0.1:9000".into()),
             region: Some("eu-west-1".into()),
@@ -626,6 +635,54 @@ fn an_s3_store_restores_in_full_with_its_endpoint_and_credentials_file() {
         err.starts_with("/etc/perceptron/relay.toml: instance[0].offload.store: ")
             && err.contains("not an S3 bucket name"),
         "{err}"
+    );
+}
+
+#[test]
+fn the_exec_driver_offloads_through_its_own_commands() {
+    let exec = |driver: &str, offload: &str| {
+        GOOD.replacen(
+            "idle_pause_after = \"5m\"\n[instance.driver]\nkind = \"process\"\ncommand = [\"server-shim\", \"run\"]",
+            &format!(
+                "idle_pause_after = \"5m\"\n{offload}\n[instance.driver]\nkind = \"exec\"\n\
+                 start = [\"up\"]\nstop = [\"down\"]\n{driver}"
+            ),
+            1,
+        )
+    };
+    let hooks = "offload = [\"db-offload\"]\nrestore = [\"db-restore\"]";
+    let table = "[instance.offload]\nafter = \"1h\"\nstore = \"s3://bucket/db\"";
+    let c = parse(&exec(hooks, table)).unwrap();
+    let o = c.instances[0].offload.clone().unwrap();
+    assert_eq!(
+        o.mover,
+        crate::config::OffloadMover::Commands {
+            store: Some("s3://bucket/db".into())
+        }
+    );
+    assert_eq!(
+        parse(&exec("offload = [\"db-offload\"]", table)).unwrap_err(),
+        "/etc/perceptron/relay.toml: instance[0].driver: with the exec driver, the driver's \
+         `offload` and `restore` commands move the data: set both"
+    );
+    assert_eq!(
+        parse(&exec(hooks, "")).unwrap_err(),
+        "/etc/perceptron/relay.toml: instance[0].driver.offload: only used with \
+         [instance.offload], whose `after` says when"
+    );
+    let err = parse(&exec(hooks, &format!("{table}\ndata_dir = \"data\""))).unwrap_err();
+    assert!(
+        err.starts_with(
+            "/etc/perceptron/relay.toml: instance[0].offload.data_dir: only with the process driver"
+        ),
+        "{err}"
+    );
+    // The process driver still needs its store and directory.
+    let no_store =
+        "idle_pause_after = \"5m\"\n[instance.offload]\nafter = \"1h\"\ndata_dir = \"d\"";
+    assert_eq!(
+        parse(&GOOD.replacen("idle_pause_after = \"5m\"", no_store, 1)).unwrap_err(),
+        "/etc/perceptron/relay.toml: instance[0].offload.store: required, but missing"
     );
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
 
-use crate::config::OffloadConfig;
+use crate::config::ArchiveConfig;
 
 /// Where a `store` URL points.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +92,7 @@ fn is_bucket_name(name: &str) -> bool {
 ///
 /// # Errors
 /// A message naming what is wrong with the URL, the directory or the S3 settings.
-pub fn open_store(cfg: &OffloadConfig) -> Result<Arc<dyn ObjectStore>, String> {
+pub fn open_store(cfg: &ArchiveConfig) -> Result<Arc<dyn ObjectStore>, String> {
     match StoreUrl::parse(&cfg.store)? {
         StoreUrl::File(path) => open_directory(&path),
         #[cfg(feature = "s3")]

@@ -96,7 +96,21 @@ impl std::error::Error for CommandError {
 impl ExecDriver {
     /// Runs one configured command under the command timeout.
     async fn run(&self, what: &'static str, argv: &[String]) -> Result<(), CommandError> {
-        self.run_capturing(what, argv).await.map(|_| ())
+        self.run_capturing(what, argv, &[]).await.map(|_| ())
+    }
+
+    /// Runs one configured command under the command timeout, with `env` added to its
+    /// environment (the offload commands: `PERCEPTRON_INSTANCE`, ...).
+    ///
+    /// # Errors
+    /// [`CommandError`]: it could not run, timed out, or exited unsuccessfully.
+    pub async fn run_with_env(
+        &self,
+        what: &'static str,
+        argv: &[String],
+        env: &[(&'static str, String)],
+    ) -> Result<(), CommandError> {
+        self.run_capturing(what, argv, env).await.map(|_| ())
     }
 
     /// Runs one configured command under the command timeout; its standard output.
@@ -104,10 +118,12 @@ impl ExecDriver {
         &self,
         what: &'static str,
         argv: &[String],
+        env: &[(&'static str, String)],
     ) -> Result<Vec<u8>, CommandError> {
         let (program, args) = argv.split_first().ok_or(CommandError::Empty { what })?;
         let mut child = Command::new(program)
             .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .current_dir(&self.spec.cwd)
             // Its own process group, as the process driver's computes: a terminal's Ctrl-C
             // must not reach a `start` command or the daemon it leaves running.
@@ -229,7 +245,7 @@ impl ExternalControl for ExecDriver {
 
     async fn cpu_used(&self) -> Option<Duration> {
         let argv = self.spec.cpu_usage.as_ref()?;
-        let out = self.run_capturing("cpu_usage", argv).await.ok()?;
+        let out = self.run_capturing("cpu_usage", argv, &[]).await.ok()?;
         let seconds: f64 = String::from_utf8_lossy(&out).trim().parse().ok()?;
         Duration::try_from_secs_f64(seconds).ok()
     }
@@ -272,6 +288,8 @@ mod tests {
                 poll_interval: Duration::from_secs(1),
                 scale: Some(vec!["sh".into(), "-c".into(), "echo {CCU} > scaled".into()]),
                 cpu_usage: Some(vec!["echo".into(), "12.5".into()]),
+                offload: None,
+                restore: None,
             },
         }
     }

@@ -348,19 +348,41 @@ pub fn driver_for(
     ledger: Option<Arc<crate::ledger::Ledger>>,
 ) -> Result<Box<dyn Driver>, String> {
     let driver = base_driver_for(cfg, state_dir);
-    match &cfg.offload {
-        None => Ok(driver),
-        Some(offload) => Ok(Box::new(offloading::OffloadingDriver {
-            inner: driver,
-            plan: offloading::OffloadPlan::new(
-                &cfg.name,
-                offload,
-                matches!(cfg.driver, crate::config::DriverConfig::Process { .. })
-                    .then(|| process_pid_file(cfg, state_dir)),
-                ledger,
-            )?,
-        })),
-    }
+    let Some(offload) = &cfg.offload else {
+        return Ok(driver);
+    };
+    let mover = match (&offload.mover, &cfg.driver) {
+        (crate::config::OffloadMover::Relay(archive), _) => offloading::Mover::archive(archive)?,
+        (
+            crate::config::OffloadMover::Commands { store },
+            crate::config::DriverConfig::Exec(spec),
+        ) => offloading::Mover::Commands {
+            exec: Box::new(exec::ExecDriver {
+                instance: cfg.name.clone(),
+                compute: ComputeTarget::of(cfg),
+                spec: spec.clone(),
+            }),
+            // Checked at load: the exec driver with [instance.offload] has both.
+            offload: spec.offload.clone().unwrap_or_default(),
+            restore: spec.restore.clone().unwrap_or_default(),
+            store: store.clone(),
+            marker: state_dir.join("offloaded").join(&cfg.name),
+        },
+        (crate::config::OffloadMover::Commands { .. }, _) => {
+            return Err("the offload and restore commands need the exec driver".into());
+        }
+    };
+    Ok(Box::new(offloading::OffloadingDriver {
+        inner: driver,
+        plan: offloading::OffloadPlan::new(
+            &cfg.name,
+            offload.after,
+            mover,
+            matches!(cfg.driver, crate::config::DriverConfig::Process { .. })
+                .then(|| process_pid_file(cfg, state_dir)),
+            ledger,
+        ),
+    }))
 }
 
 /// Where the process driver records its compute.

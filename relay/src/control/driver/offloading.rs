@@ -4,7 +4,7 @@
 //! exit is seen here, and the wrapped driver's computes are numbered so the late exit of an
 //! old one cannot release the data of the next.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -36,7 +36,7 @@ pub enum Storage {
 impl Storage {
     /// Where the data of `dir` is at rest, as the disk says (offloaded, local, or local with
     /// files still being filled in).
-    fn on_disk(dir: &std::path::Path) -> Self {
+    fn on_disk(dir: &Path) -> Self {
         if archive::is_offloaded(dir) {
             Self::Offloaded
         } else if archive::lazy_sidecars(dir).is_empty() {
@@ -63,14 +63,79 @@ impl Storage {
     }
 }
 
+/// Who moves the data, and how.
+pub enum Mover {
+    /// The relay: a data directory on its host, archived into a store (the process driver).
+    Archive {
+        /// The compute's data directory.
+        dir: PathBuf,
+        /// The store.
+        store: Arc<dyn ObjectStore>,
+        /// The store's directory, which the compute reads a lazily restored database from;
+        /// none when every file is restored before the start (`restore = "full"`).
+        lazy_objects: Option<PathBuf>,
+    },
+    /// The exec driver's `offload` and `restore` commands, wherever the data is. The relay
+    /// keeps one file, `marker`: written (and synced) before `offload` runs, removed after a
+    /// `restore` succeeds. While it exists every start runs `restore` first, so a relay that
+    /// died while `offload` ran never starts a compute without its data.
+    Commands {
+        /// Runs the commands (its `command_timeout` and `cwd`).
+        exec: Box<super::exec::ExecDriver>,
+        /// `[instance.driver] offload`.
+        offload: Vec<String>,
+        /// `[instance.driver] restore`.
+        restore: Vec<String>,
+        /// `[instance.offload] store`, passed to both as `PERCEPTRON_OFFLOAD_STORE`.
+        store: Option<String>,
+        /// `<state_dir>/offloaded/<instance>`.
+        marker: PathBuf,
+    },
+}
+
+impl Mover {
+    /// The relay's own mover for `cfg`; opens the store.
+    ///
+    /// # Errors
+    /// The store cannot be opened.
+    pub fn archive(cfg: &crate::config::ArchiveConfig) -> Result<Self, String> {
+        let store = crate::offload::open_store(cfg)?;
+        let lazy_objects = match (cfg.restore, crate::offload::StoreUrl::parse(&cfg.store)) {
+            (crate::config::RestoreMode::Lazy, Ok(crate::offload::StoreUrl::File(dir))) => {
+                Some(PathBuf::from(dir))
+            }
+            _ => None,
+        };
+        Ok(Self::Archive {
+            dir: cfg.data_dir.clone(),
+            store,
+            lazy_objects,
+        })
+    }
+
+    /// Where the data is at rest, as the disk says.
+    fn on_disk(&self) -> Storage {
+        match self {
+            Self::Archive { dir, .. } => Storage::on_disk(dir),
+            Self::Commands { marker, .. } if marker.exists() => Storage::Offloaded,
+            Self::Commands { .. } => Storage::Local,
+        }
+    }
+
+    /// The commands' environment: the instance, and the store if one was named.
+    fn env(instance: &str, store: Option<&String>) -> Vec<(&'static str, String)> {
+        let mut env = vec![("PERCEPTRON_INSTANCE", instance.to_owned())];
+        if let Some(store) = store {
+            env.push(("PERCEPTRON_OFFLOAD_STORE", store.clone()));
+        }
+        env
+    }
+}
+
 /// What the wrapper and its computes share about one instance's data.
 pub struct OffloadPlan {
     instance: String,
-    dir: PathBuf,
-    store: Arc<dyn ObjectStore>,
-    /// The store's directory, which the compute reads a lazily restored database from; none
-    /// when every file is restored before the start (`restore = "full"`).
-    lazy_objects: Option<PathBuf>,
+    mover: Mover,
     after: Duration,
     storage: Mutex<Storage>,
     /// The process driver's pid file: a compute recorded there and still alive (one a stop
@@ -98,30 +163,20 @@ struct Computes {
 }
 
 impl OffloadPlan {
-    /// The plan for `instance`'s data in `dir`; opens the store (`store`, a URL).
-    ///
-    /// # Errors
-    /// The store cannot be opened.
+    /// The plan for `instance`'s data, moved by `mover` once paused for `after`.
+    #[must_use]
     pub fn new(
         instance: &str,
-        cfg: &crate::config::OffloadConfig,
+        after: Duration,
+        mover: Mover,
         pid_file: Option<PathBuf>,
         ledger: Option<Arc<Ledger>>,
-    ) -> Result<Arc<Self>, String> {
-        let store = crate::offload::open_store(cfg)?;
-        let storage = Storage::on_disk(&cfg.data_dir);
-        let lazy_objects = match (cfg.restore, crate::offload::StoreUrl::parse(&cfg.store)) {
-            (crate::config::RestoreMode::Lazy, Ok(crate::offload::StoreUrl::File(dir))) => {
-                Some(PathBuf::from(dir))
-            }
-            _ => None,
-        };
-        Ok(Arc::new(Self {
+    ) -> Arc<Self> {
+        let storage = mover.on_disk();
+        Arc::new(Self {
             instance: instance.to_owned(),
-            dir: cfg.data_dir.clone(),
-            store,
-            lazy_objects,
-            after: cfg.after,
+            mover,
+            after,
             pid_file,
             storage: Mutex::new(storage),
             moving: tokio::sync::Mutex::new(()),
@@ -132,16 +187,17 @@ impl OffloadPlan {
             }),
             ledger,
             metered: Mutex::new(None),
-        }))
+        })
     }
 
     /// Records in the ledger what the data takes now: the data directory's allocated bytes
     /// on the local disk, and `stored` bytes of an offloaded copy it depends on.
     async fn meter(&self, stored: u64) {
-        let Some(ledger) = &self.ledger else {
+        // The exec driver's data is out of the relay's sight: not metered.
+        let (Some(ledger), Mover::Archive { dir, .. }) = (&self.ledger, &self.mover) else {
             return;
         };
-        let dir = self.dir.clone();
+        let dir = dir.clone();
         let local = tokio::task::spawn_blocking(move || archive::allocated_bytes(&dir))
             .await
             .unwrap_or(0);
@@ -175,7 +231,10 @@ impl OffloadPlan {
     #[must_use]
     pub fn storage(&self) -> Storage {
         let mut storage = self.storage.lock().unwrap_or_else(PoisonError::into_inner);
-        if *storage == Storage::Hydrating && archive::lazy_sidecars(&self.dir).is_empty() {
+        if *storage == Storage::Hydrating
+            && let Mover::Archive { dir, .. } = &self.mover
+            && archive::lazy_sidecars(dir).is_empty()
+        {
             *storage = Storage::Local;
         }
         *storage
@@ -226,7 +285,7 @@ impl OffloadPlan {
 
     async fn offload_later(self: Arc<Self>, token: CancellationToken, scheduled: u64) {
         // The compute is gone: what it left on disk is what is held until the next change.
-        if !archive::is_offloaded(&self.dir) {
+        if self.mover.on_disk() != Storage::Offloaded {
             self.meter(self.stored_while_local()).await;
         }
         tokio::select! {
@@ -236,30 +295,49 @@ impl OffloadPlan {
         // A start cancels the token, then waits for this lock before it restores and starts
         // its compute: no compute runs while an offload holds it.
         let _moving = self.moving.lock().await;
-        if !self.still_idle(&token, scheduled) || !self.dir.exists() {
+        if !self.still_idle(&token, scheduled) {
             return;
         }
-        if self
-            .pid_file
-            .as_deref()
-            .is_some_and(super::process::recorded_compute_alive)
-        {
-            tracing::warn!(instance = %self.instance, "a compute process recorded for this instance is still alive; its data is not offloaded");
-            return;
+        match &self.mover {
+            Mover::Archive { dir, store, .. } => {
+                if !dir.exists() {
+                    return;
+                }
+                if self
+                    .pid_file
+                    .as_deref()
+                    .is_some_and(super::process::recorded_compute_alive)
+                {
+                    tracing::warn!(instance = %self.instance, "a compute process recorded for this instance is still alive; its data is not offloaded");
+                    return;
+                }
+                self.archive(store.as_ref(), dir, &token).await;
+            }
+            Mover::Commands {
+                exec,
+                offload,
+                store,
+                marker,
+                ..
+            } => {
+                if marker.exists() {
+                    return;
+                }
+                self.run_offload(exec, offload, store.as_ref(), marker)
+                    .await;
+            }
         }
+    }
+
+    /// The relay's offload of `dir` into `store`.
+    async fn archive(&self, store: &dyn ObjectStore, dir: &Path, token: &CancellationToken) {
         self.set(Storage::Offloading);
         let started = Instant::now();
         tracing::info!(instance = %self.instance, "offloading the paused instance's data");
-        let result = archive::offload(
-            self.store.as_ref(),
-            &self.instance,
-            &self.dir,
-            crate::clock::now_ms(),
-            &token,
-        )
-        .await;
+        let result =
+            archive::offload(store, &self.instance, dir, crate::clock::now_ms(), token).await;
         // What the disk says, whatever happened.
-        self.set(Storage::on_disk(&self.dir));
+        self.set(self.mover.on_disk());
         let ms = started.elapsed().as_millis() as u64;
         match result {
             Ok(r) => {
@@ -279,44 +357,168 @@ impl OffloadPlan {
         }
     }
 
+    /// The exec driver's `offload` command, with the marker written first. A wake that
+    /// arrives meanwhile waits for it (the command is bounded by `command_timeout`), then
+    /// runs `restore`.
+    async fn run_offload(
+        &self,
+        exec: &super::exec::ExecDriver,
+        offload: &[String],
+        store: Option<&String>,
+        marker: &Path,
+    ) {
+        if let Err(e) = write_marker(marker).await {
+            tracing::warn!(instance = %self.instance, error = %e, marker = %marker.display(), "cannot write the offload marker; the data is not offloaded");
+            return;
+        }
+        self.set(Storage::Offloading);
+        let started = Instant::now();
+        tracing::info!(instance = %self.instance, "offloading the paused instance's data (the offload command)");
+        let result = exec
+            .run_with_env("offload", offload, &Mover::env(&self.instance, store))
+            .await;
+        let ms = started.elapsed().as_millis() as u64;
+        match result {
+            Ok(()) => {
+                self.set(Storage::Offloaded);
+                tracing::info!(instance = %self.instance, ms, "offloaded: the offload command succeeded; the restore command runs before the next start");
+            }
+            Err(e) => {
+                // The command's contract: a failure leaves the data where it was.
+                if let Err(remove) = remove_marker(marker).await {
+                    tracing::warn!(instance = %self.instance, error = %remove, "cannot remove the offload marker; the restore command runs before the next start");
+                }
+                self.set(self.mover.on_disk());
+                tracing::warn!(
+                    instance = %self.instance, error = %e, ms,
+                    "offload failed; the data stays local (tried again after the next pause)"
+                );
+            }
+        }
+    }
+
     /// Before a start (after [`Self::computing`]): waits for any offload to stop and brings
     /// offloaded data back.
     async fn prepare_start(&self) -> Result<(), WakeError> {
         let _moving = self.moving.lock().await;
-        let offloaded = archive::is_offloaded(&self.dir);
-        if offloaded {
+        let restored = match &self.mover {
+            Mover::Archive {
+                dir,
+                store,
+                lazy_objects,
+            } => {
+                self.restore_archive(store.as_ref(), dir, lazy_objects.as_deref())
+                    .await
+            }
+            Mover::Commands {
+                exec,
+                restore,
+                store,
+                marker,
+                ..
+            } => {
+                self.run_restore(exec, restore, store.as_ref(), marker)
+                    .await
+            }
+        };
+        restored.map_err(|e| {
+            self.set(self.mover.on_disk());
+            tracing::error!(
+                instance = %self.instance, error = %e,
+                "cannot restore the offloaded data; the compute is not started (it would find no data)"
+            );
+            WakeError::Driver(format!("restoring the offloaded data: {e}"))
+        })
+    }
+
+    /// The relay's restore of `dir` (also what clears a crash's leftovers when not
+    /// offloaded).
+    async fn restore_archive(
+        &self,
+        store: &dyn ObjectStore,
+        dir: &Path,
+        lazy: Option<&Path>,
+    ) -> Result<(), String> {
+        if archive::is_offloaded(dir) {
             self.set(Storage::Restoring);
             tracing::info!(instance = %self.instance, "restoring the offloaded data before the start");
         }
         let started = Instant::now();
-        let lazy = self.lazy_objects.as_deref();
-        match archive::restore(self.store.as_ref(), &self.instance, &self.dir, lazy).await {
-            Ok(restored) => {
-                self.set(Storage::on_disk(&self.dir));
-                if let Some(r) = restored {
-                    tracing::info!(
-                        instance = %self.instance, files = r.files, bytes = r.bytes,
-                        chunks = r.chunks, read = r.transferred, lazy_files = r.lazy_files,
-                        ms = started.elapsed().as_millis() as u64,
-                        "restored{}",
-                        if r.lazy_files > 0 { " (databases are read from the store as needed and filled in behind)" } else { "" }
-                    );
-                    self.meter(if r.lazy_files > 0 { r.bytes } else { 0 }).await;
-                }
-                Ok(())
-            }
-            Err(e) => {
-                self.set(Storage::on_disk(&self.dir));
-                tracing::error!(
-                    instance = %self.instance, error = %e,
-                    "cannot restore the offloaded data; the compute is not started (it would find no data)"
-                );
-                Err(WakeError::Driver(format!(
-                    "restoring the offloaded data: {e}"
-                )))
-            }
+        let restored = archive::restore(store, &self.instance, dir, lazy)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.set(self.mover.on_disk());
+        if let Some(r) = restored {
+            tracing::info!(
+                instance = %self.instance, files = r.files, bytes = r.bytes,
+                chunks = r.chunks, read = r.transferred, lazy_files = r.lazy_files,
+                ms = started.elapsed().as_millis() as u64,
+                "restored{}",
+                if r.lazy_files > 0 { " (databases are read from the store as needed and filled in behind)" } else { "" }
+            );
+            self.meter(if r.lazy_files > 0 { r.bytes } else { 0 }).await;
         }
+        Ok(())
     }
+
+    /// The exec driver's `restore` command, when the marker says the data may be away; the
+    /// marker is removed only after it succeeds.
+    async fn run_restore(
+        &self,
+        exec: &super::exec::ExecDriver,
+        restore: &[String],
+        store: Option<&String>,
+        marker: &Path,
+    ) -> Result<(), String> {
+        if !marker.exists() {
+            return Ok(());
+        }
+        self.set(Storage::Restoring);
+        tracing::info!(instance = %self.instance, "restoring the offloaded data before the start (the restore command)");
+        let started = Instant::now();
+        exec.run_with_env("restore", restore, &Mover::env(&self.instance, store))
+            .await
+            .map_err(|e| e.to_string())?;
+        remove_marker(marker)
+            .await
+            .map_err(|e| format!("{}: {e}", marker.display()))?;
+        self.set(Storage::Local);
+        tracing::info!(
+            instance = %self.instance, ms = started.elapsed().as_millis() as u64,
+            "restored (the restore command succeeded)"
+        );
+        Ok(())
+    }
+}
+
+/// Writes the exec driver's offload marker durably (file and directory synced): once the
+/// `offload` command may have moved anything, a crash must not forget it.
+async fn write_marker(marker: &Path) -> std::io::Result<()> {
+    let marker = marker.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let dir = marker.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let file = std::fs::File::create(&marker)?;
+        file.sync_all()?;
+        std::fs::File::open(dir)?.sync_all()
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
+/// Removes the marker durably.
+async fn remove_marker(marker: &Path) -> std::io::Result<()> {
+    let marker = marker.to_owned();
+    tokio::task::spawn_blocking(move || {
+        match std::fs::remove_file(&marker) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        std::fs::File::open(marker.parent().unwrap_or(Path::new(".")))?.sync_all()
+    })
+    .await
+    .map_err(std::io::Error::other)?
 }
 
 /// A driver whose computes' data is offloaded while none runs.
