@@ -772,6 +772,77 @@ pub mod raw {
     }
 }
 
+/// A tmpfs mounted for one test, unmounted on drop.
+#[derive(Debug)]
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` on `dir`; `None` (with a loud line) when not root. As root,
+    /// a mount that fails fails the test.
+    ///
+    /// # Panics
+    /// As root, if the mount fails.
+    #[must_use]
+    pub fn mount(dir: &Path, size: &str) -> Option<Self> {
+        std::fs::create_dir_all(dir).unwrap();
+        let uid = Command::new("id").arg("-u").output().unwrap();
+        if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+            eprintln!(
+                "SKIPPED: mounting a tmpfs needs root (CI runs as root); this test did not run"
+            );
+            return None;
+        }
+        let out = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mount -t tmpfs on {} failed as root: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(Self(dir.to_owned()))
+    }
+
+    /// Remounts it with `options` (e.g. `size=64m`).
+    ///
+    /// # Panics
+    /// If the remount fails.
+    pub fn remount(&self, options: &str) {
+        let out = Command::new("mount")
+            .args(["-o", &format!("remount,{options}")])
+            .arg(&self.0)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let unmounted = Command::new("umount")
+            .arg(&self.0)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !unmounted {
+            // Still busy (a process of a failed test): detach it, so nothing stays mounted.
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+}
+
 pub mod cgroup;
 pub mod mariadb;
 pub mod pools;

@@ -22,7 +22,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tests::relay::{KillOnDrop, PASSWORD, Relay, RelayOptions, USER, pid_alive};
-use tests::{TempDir, bin_path, mariadb, raw};
+use tests::{TempDir, Tmpfs, bin_path, mariadb, raw};
 
 /// A compute that misbehaves on purpose. Arguments: port, mode, a file holding the framed
 /// greeting in hex, a file to write its pid to. Modes:
@@ -266,68 +266,6 @@ fn a_compute_that_accepts_but_never_greets_gives_1053_after_compute_timeout_and_
     );
     assert_eq!(relay.state(), "failed");
     select_1(&relay);
-}
-
-/// A tmpfs mounted for one test, unmounted on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    /// Mounts a tmpfs of `size` on `dir`; `None` (with a loud line) when not root. As root,
-    /// a mount that fails fails the test.
-    fn mount(dir: &Path, size: &str) -> Option<Self> {
-        fs::create_dir_all(dir).unwrap();
-        let uid = Command::new("id").arg("-u").output().unwrap();
-        if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-            eprintln!(
-                "SKIPPED: mounting a tmpfs needs root (CI runs as root); this test did not run"
-            );
-            return None;
-        }
-        let out = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "mount -t tmpfs on {} failed as root: {}",
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Some(Self(dir.to_owned()))
-    }
-
-    fn remount(&self, options: &str) {
-        let out = Command::new("mount")
-            .args(["-o", &format!("remount,{options}")])
-            .arg(&self.0)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let unmounted = Command::new("umount")
-            .arg(&self.0)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !unmounted {
-            // Still busy (a process of a failed test): detach it, so nothing stays mounted.
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
 }
 
 /// Fills the file system holding `dir` with `dir/filler` until a write fails.

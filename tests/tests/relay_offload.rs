@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
 use tests::s3::{ACCESS_KEY, S3Server, SECRET_KEY};
-use tests::{TempDir, mariadb, ok};
+use tests::{TempDir, Tmpfs, mariadb, ok};
 
 const WITHIN: Duration = Duration::from_secs(60);
 
@@ -454,6 +454,94 @@ fn the_exec_drivers_commands_offload_and_restore_the_data() {
             .arg(pid.trim())
             .status();
     }
+}
+
+/// A full disk on either side: the store's disk full during an offload keeps the local copy
+/// (and the instance served); the data's disk full during a restore fails the wake with 1053
+/// and keeps the store's copy; with room again, each goes through. Needs root (tmpfs mounts).
+#[test]
+fn a_full_disk_on_either_side_loses_nothing() {
+    let tmp = TempDir::new("relay-offload-full");
+    let Some(store_disk) = Tmpfs::mount(&tmp.path().join("objects"), "2m") else {
+        return;
+    };
+    let Some(_data_disk) = Tmpfs::mount(&tmp.path().join("disk"), "16m") else {
+        return;
+    };
+    let data = tmp.path().join("disk/data");
+    tests::add_user(&data, USER, PASSWORD, true);
+    let relay = Relay::start(
+        tmp.path(),
+        RelayOptions {
+            idle_pause_after: "1s",
+            command: Some(vec![
+                tests::bin_path("server-shim").display().to_string(),
+                "run".into(),
+                "--listen".into(),
+                "127.0.0.1:{COMPUTE_PORT}".into(),
+                "--data".into(),
+                data.display().to_string(),
+                "--key-file".into(),
+                tmp.path().join("perceptron.key").display().to_string(),
+            ]),
+            instance_toml: format!(
+                "[instance.offload]\nstore = \"file://{}/objects/store\"\nafter = \"1s\"\n\
+                 data_dir = \"disk/data\"\n",
+                tmp.path().display()
+            ),
+            ..RelayOptions::default()
+        },
+    );
+    put_row(&relay, "kept on a full disk");
+    // 4 MiB that cannot fit in the 2 MiB store, written while a session holds the compute.
+    let ballast: Vec<u8> = (0..4_u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let session = tests::raw::login(relay.port, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap();
+    std::fs::write(data.join("ballast"), &ballast).unwrap();
+    drop(session);
+
+    // The store's disk is full: the offload fails, the local copy is still the data.
+    relay.wait_state("paused", WITHIN);
+    assert!(
+        Relay::wait_until(WITHIN, || relay
+            .logged("offload failed; the data stays local")),
+        "{}",
+        relay.log()
+    );
+    assert_eq!(storage(&relay), "local");
+    assert_eq!(std::fs::read(data.join("ballast")).unwrap(), ballast);
+    assert_eq!(ok(&get_row(&relay)).trim(), "kept on a full disk");
+
+    // Room in the store: the next pause offloads.
+    store_disk.remount("size=64m");
+    wait_offloaded(&relay);
+    assert!(!data.exists());
+
+    // The data's disk is full: the restore fails the wake with 1053, and the store's copy is
+    // still the data.
+    let filler = tmp.path().join("disk/filler");
+    std::fs::write(&filler, vec![1_u8; 14 << 20]).unwrap();
+    let out = get_row(&relay);
+    assert!(out.stderr.contains("1053"), "{}", out.stderr);
+    assert!(
+        relay.logged("cannot restore the offloaded data"),
+        "{}",
+        relay.log()
+    );
+    assert!(
+        !data.exists(),
+        "never a partial directory in place of the data"
+    );
+    assert_eq!(storage(&relay), "offloaded");
+
+    // Room again: the wake restores everything.
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(ok(&get_row(&relay)).trim(), "kept on a full disk");
+    assert_eq!(std::fs::read(data.join("ballast")).unwrap(), ballast);
+    drop(relay);
 }
 
 /// Waits for `storage` to be `want`, polling every few milliseconds (the step may be short).
