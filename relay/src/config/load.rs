@@ -539,7 +539,7 @@ fn offload(
     driver: &DriverConfig,
     o: OffloadFile,
 ) -> Result<OffloadConfig, ConfigError> {
-    use crate::offload::StoreUrl;
+    use super::StoreUrl;
     let invalid = |name: &str, message: &str| {
         ConfigError::invalid(path, key(&format!("offload.{name}")), message)
     };

@@ -25,6 +25,7 @@
 mod error;
 mod fields;
 mod load;
+pub mod store_url;
 #[cfg(test)]
 mod tests;
 
@@ -42,6 +43,7 @@ use fields::{
     HttpUrl, addr, argv, at_least_one, ccu, frozen_rate, health_check_users, instance_name,
     some_addr, some_argv, some_ccu, some_positive_duration, worker_threads,
 };
+pub use store_url::StoreUrl;
 
 /// Default wait for a paused instance to become ready.
 pub const DEFAULT_RESUME_TIMEOUT: Duration = Duration::from_secs(15);

@@ -28,7 +28,7 @@ use object_store::prefix::PrefixStore;
 use object_store::{BackoffConfig, ObjectStore, RetryConfig};
 use serde::Deserialize;
 
-use super::S3Location;
+use crate::config::store_url::S3Location;
 use crate::config::S3Settings;
 
 /// Bound on connecting to the store.

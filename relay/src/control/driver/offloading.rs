@@ -100,8 +100,8 @@ impl Mover {
     /// The store cannot be opened.
     pub fn archive(cfg: &crate::config::ArchiveConfig) -> Result<Self, String> {
         let store = crate::offload::open_store(cfg)?;
-        let lazy_objects = match (cfg.restore, crate::offload::StoreUrl::parse(&cfg.store)) {
-            (crate::config::RestoreMode::Lazy, Ok(crate::offload::StoreUrl::File(dir))) => {
+        let lazy_objects = match (cfg.restore, crate::config::StoreUrl::parse(&cfg.store)) {
+            (crate::config::RestoreMode::Lazy, Ok(crate::config::StoreUrl::File(dir))) => {
                 Some(PathBuf::from(dir))
             }
             _ => None,
