@@ -135,6 +135,12 @@ pub enum Command {
     /// --prefix (refused if in use) and deletes it at the end. See docs/fleet.md.
     #[cfg(feature = "etcd")]
     FleetSimulation(crate::fleet::simulation::Args),
+    /// Housekeeping of the object stores of `[instance.offload]`.
+    Offload {
+        /// What to do.
+        #[command(subcommand)]
+        action: OffloadAction,
+    },
     /// List or clear the sources and users blocked by a failed-login or wake budget
     /// (`[relay.budgets]`).
     Blocks {
@@ -156,6 +162,27 @@ pub enum Command {
         /// (the computes' file first, then the relays').
         #[arg(long, value_name = "FILE", required = true)]
         out: Vec<PathBuf>,
+    },
+}
+
+/// `relay offload`.
+#[derive(Debug, Subcommand)]
+pub enum OffloadAction {
+    /// Delete what no offloaded data needs any more from each store the configuration names:
+    /// every manifest but each instance's newest (and those younger than --keep), then every
+    /// chunk no kept manifest names and older than --keep. Runs beside live relays: it holds
+    /// the store's gc/lock meanwhile (an offload that starts then waits for the next pause)
+    /// and deletes nothing while an offload is in progress. See docs/offload.md.
+    Gc {
+        /// The relay's configuration file.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Keep manifests and chunks younger than this (e.g. 7d, 12h).
+        #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+        keep: std::time::Duration,
+        /// Report what would be deleted; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -234,6 +261,14 @@ pub fn main() -> ExitCode {
         }
         Command::Man { out } => man(out.as_deref()),
         Command::Check { config } => check(&config),
+        Command::Offload {
+            action:
+                OffloadAction::Gc {
+                    config,
+                    keep,
+                    dry_run,
+                },
+        } => offload_gc(&config, keep, dry_run),
         Command::Status {
             json,
             watch: None,
@@ -405,6 +440,83 @@ fn man(out: Option<&std::path::Path>) -> ExitCode {
 }
 
 /// `relay check`.
+/// `relay offload gc`: each distinct store of the configuration's instances, once.
+fn offload_gc(config_path: &std::path::Path, keep: std::time::Duration, dry_run: bool) -> ExitCode {
+    let config = match crate::config::Config::load(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("relay offload gc: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut stores: Vec<&crate::config::ArchiveConfig> = Vec::new();
+    for archive in config.instances.iter().filter_map(|i| match &i.offload {
+        Some(crate::config::OffloadConfig {
+            mover: crate::config::OffloadMover::Relay(a),
+            ..
+        }) => Some(a),
+        _ => None,
+    }) {
+        if !stores.iter().any(|s| s.store == archive.store) {
+            stores.push(archive);
+        }
+    }
+    if stores.is_empty() {
+        eprintln!(
+            "relay offload gc: {}: no instance offloads through the relay (no \
+             [instance.offload] store with the process driver)",
+            config_path.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("relay offload gc: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut failed = false;
+    for archive in stores {
+        let result = runtime.block_on(async {
+            let store = crate::offload::open_store(archive)?;
+            crate::offload::gc::collect(store.as_ref(), crate::clock::now_ms(), keep, dry_run)
+                .await
+                .map_err(|e| e.to_string())
+        });
+        match result {
+            Ok(r) => {
+                let verb = if dry_run { "would delete" } else { "deleted" };
+                match &r.skipped {
+                    Some(why) => println!("{}: {why}", archive.store),
+                    None => println!(
+                        "{}: {verb} {} manifest(s) and {} chunk(s) ({} bytes); kept {} \
+                         manifest(s) and {} chunk(s)",
+                        archive.store,
+                        r.manifests_deleted,
+                        r.chunks_deleted,
+                        r.bytes_deleted,
+                        r.manifests_kept,
+                        r.chunks_kept
+                    ),
+                }
+            }
+            Err(e) => {
+                eprintln!("relay offload gc: {}: {e}", archive.store);
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 fn check(config_path: &std::path::Path) -> ExitCode {
     let config = match crate::config::Config::load(config_path) {
         Ok(c) => c,

@@ -19,6 +19,7 @@ use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
 
+use super::gc;
 use super::manifest::{self, BLOCK_BYTES, CHUNK_BYTES, FileEntry, Manifest};
 
 /// What an offload or a restore moved.
@@ -59,6 +60,9 @@ pub enum ArchiveError {
     Cancelled,
     /// The data directory exists beside a marker, and is not the offloaded data.
     Conflict(PathBuf, PathBuf),
+    /// A garbage collection runs on the store (`relay offload gc`): the offload waits for the
+    /// next pause.
+    Collecting,
 }
 
 impl std::fmt::Display for ArchiveError {
@@ -74,6 +78,9 @@ impl std::fmt::Display for ArchiveError {
                 p.display()
             ),
             Self::Cancelled => f.write_str("cancelled by a wake"),
+            Self::Collecting => {
+                f.write_str("a garbage collection is running on the store (relay offload gc)")
+            }
             Self::Conflict(dir, marker) => write!(
                 f,
                 "{} exists but is not the data {} says is offloaded (created since?); \
@@ -116,6 +123,26 @@ fn local(path: &Path) -> impl FnOnce(std::io::Error) -> ArchiveError + '_ {
 /// # Errors
 /// [`ArchiveError`]; `dir` is then as it was.
 pub async fn offload(
+    store: &dyn ObjectStore,
+    instance: &str,
+    dir: &Path,
+    now_ms: u64,
+    cancel: &CancellationToken,
+) -> Result<Report, ArchiveError> {
+    // Announced before the first chunk is looked for, left after the manifest is verified:
+    // a collection never deletes a chunk this offload is about to name (see `gc`).
+    let fence = gc::Fence::enter(store, instance, now_ms)
+        .await
+        .map_err(|e| match e {
+            gc::GcError::Store(key, e) => ArchiveError::Store(key, e),
+            gc::GcError::Locked | gc::GcError::Unreadable(_) => ArchiveError::Collecting,
+        })?;
+    let result = offload_fenced(store, instance, dir, now_ms, cancel).await;
+    fence.leave(store).await;
+    result
+}
+
+async fn offload_fenced(
     store: &dyn ObjectStore,
     instance: &str,
     dir: &Path,

@@ -28,8 +28,8 @@ use object_store::prefix::PrefixStore;
 use object_store::{BackoffConfig, ObjectStore, RetryConfig};
 use serde::Deserialize;
 
-use crate::config::store_url::S3Location;
 use crate::config::S3Settings;
+use crate::config::store_url::S3Location;
 
 /// Bound on connecting to the store.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
