@@ -544,6 +544,56 @@ fn a_full_disk_on_either_side_loses_nothing() {
     drop(relay);
 }
 
+/// `relay offload gc` beside a live relay: the manifest an update superseded and the chunks
+/// only it named are deleted; the data the newest names still comes back.
+#[test]
+fn offload_gc_deletes_what_a_newer_offload_superseded() {
+    let tmp = TempDir::new("relay-offload-gc");
+    let store = tmp.path().join("objects");
+    let relay = offloading_relay(&tmp);
+    put_row(&relay, "first");
+    wait_offloaded(&relay);
+    ok(&mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        "UPDATE shop.t SET name = 'second' WHERE id = 1",
+    ));
+    wait_storage(&relay, "local");
+    wait_offloaded(&relay);
+    let manifests = || {
+        std::fs::read_dir(store.join("instances/demo"))
+            .unwrap()
+            .count()
+    };
+    assert_eq!(manifests(), 2);
+    let gc = |extra: &[&str]| {
+        let out = std::process::Command::new(tests::bin_path("relay"))
+            .args(["offload", "gc", "--config"])
+            .arg(tmp.path().join("relay.toml"))
+            .args(["--keep", "0s"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let dry = gc(&["--dry-run"]);
+    assert!(dry.contains("would delete 1 manifest(s)"), "{dry}");
+    assert_eq!(manifests(), 2);
+    let chunks_before = chunk_files(&store).len();
+    let done = gc(&[]);
+    assert!(done.contains("deleted 1 manifest(s)"), "{done}");
+    assert_eq!(manifests(), 1);
+    assert!(chunk_files(&store).len() < chunks_before, "{done}");
+    assert_eq!(ok(&get_row(&relay)).trim(), "second");
+}
+
 /// Waits for `storage` to be `want`, polling every few milliseconds (the step may be short).
 fn wait_storage(relay: &Relay, want: &str) {
     assert!(
