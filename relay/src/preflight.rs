@@ -90,6 +90,17 @@ pub fn check(config: &Config) -> Vec<Problem> {
                 problem(&key(&format!("tls.{}", e.file.key())), e.to_string());
             }
         }
+        // The S3 credentials file: owner-only, and readable by the relay's user (its contents
+        // are checked when the store is opened at start).
+        if let Some(crate::config::OffloadConfig {
+            mover: crate::config::OffloadMover::Relay(archive),
+            ..
+        }) = &inst.offload
+            && let Some(path) = &archive.s3.credentials_file
+            && let Err(e) = authplugin::read_secret_file(path)
+        {
+            problem(&key("offload.credentials_file"), e.to_string());
+        }
         let compute_name = inst
             .compute_tls_name
             .clone()
@@ -512,6 +523,36 @@ mod tests {
         let name = format!("{ca}\ncompute_tls_name = \"not a name\"");
         let found = problems_at(&with(&name), &config_path, "instance[0].compute_tls_name");
         assert_eq!(found, ["'not a name' is not a DNS name or an IP address"]);
+    }
+
+    #[test]
+    fn an_s3_credentials_file_must_be_owner_only() {
+        let dir = std::env::temp_dir().join(format!("relay-preflight-s3-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config_path = dir.join("relay.toml");
+        std::fs::write(dir.join("s3.toml"), "access_key_id = \"a\"\n").unwrap();
+        let text = MINIMAL
+            .replace(
+                "[instance.driver]\nkind = \"exec\"\nstart = [\"true\"]\nstop = [\"true\"]\n",
+                "[instance.driver]\nkind = \"process\"\ncommand = [\"true\"]\n",
+            )
+            .replace(
+                "[instance.driver]",
+                "[instance.offload]\nstore = \"s3://bucket/p\"\nafter = \"1h\"\n\
+                 data_dir = \"data\"\ncredentials_file = \"s3.toml\"\n[instance.driver]",
+            );
+        let key = "instance[0].offload.credentials_file";
+        std::fs::set_permissions(dir.join("s3.toml"), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+        let found = problems_at(&text, &config_path, key);
+        assert!(
+            found.len() == 1 && found[0].contains("mode 0644"),
+            "{found:?}"
+        );
+        std::fs::set_permissions(dir.join("s3.toml"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        assert!(problems_at(&text, &config_path, key).is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
