@@ -560,8 +560,11 @@ fn offload_gc_deletes_what_a_newer_offload_superseded() {
         &[],
         "UPDATE shop.t SET name = 'second' WHERE id = 1",
     ));
+    // The lazy restore pinned the manifest its database reads; the next offload unpins it.
+    assert!(store.join("pins/demo").is_file());
     wait_storage(&relay, "local");
     wait_offloaded(&relay);
+    assert!(!store.join("pins/demo").exists());
     let manifests = || {
         std::fs::read_dir(store.join("instances/demo"))
             .unwrap()

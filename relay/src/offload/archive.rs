@@ -288,6 +288,8 @@ async fn offload_fenced(
     tokio::fs::remove_dir_all(&aside)
         .await
         .map_err(local(&aside))?;
+    // No lazily restored copy reads an older manifest any more.
+    gc::unpin(store, instance).await;
     Ok(report)
 }
 
@@ -349,6 +351,19 @@ pub async fn restore(
         return Ok(None);
     }
     let result = write_tree(store, &m, &restoring, lazy).await;
+    // A lazily restored database reads this manifest's chunks until it is filled in: pinned
+    // before the compute can start, so no collection deletes them meanwhile.
+    let result =
+        match result {
+            Ok(r) if r.lazy_files > 0 => gc::pin(store, instance, &digest)
+                .await
+                .map(|()| r)
+                .map_err(|e| match e {
+                    gc::GcError::Store(key, e) => ArchiveError::Store(key, e),
+                    gc::GcError::Locked | gc::GcError::Unreadable(_) => ArchiveError::Collecting,
+                }),
+            other => other,
+        };
     let report = match result {
         Ok(r) => r,
         Err(e) => {

@@ -3,10 +3,12 @@
 //! yet, whichever instance put them. So a chunk can be deleted only when no manifest that may
 //! still be restored names it, and no offload in progress is about to name it.
 //!
-//! Which manifests may still be restored: each instance's newest (the one its relay's marker
-//! names while it is offloaded, and the one a lazily restored database still reads from), and
-//! every manifest younger than `keep`. The others are deleted, then every chunk none of the
-//! kept ones names and older than `keep`.
+//! Which manifests may still be needed: each instance's newest (the one its relay's marker
+//! names while it is offloaded), the one its last lazy restore reads from (`pins/<instance>`,
+//! written by that restore: a later offload that failed after its manifest was put would
+//! otherwise be the newest while the database still reads the older one's chunks), and every
+//! manifest younger than `keep`. The others are deleted, then every chunk none of the kept
+//! ones names and older than `keep`.
 //!
 //! The fence between a collection and offloads, both through the store alone (it is strongly
 //! consistent: a local directory, S3):
@@ -31,6 +33,8 @@ use super::manifest::{self, Manifest};
 const LOCK: &str = "gc/lock";
 /// Where offloads in progress announce themselves.
 const INFLIGHT: &str = "inflight";
+/// `pins/<instance>`: the digest of the manifest its last lazy restore reads from.
+const PINS: &str = "pins";
 /// A lock or an inflight object this old was left by a process that died: an offload or a
 /// collection takes minutes, not hours.
 pub const STALE: Duration = Duration::from_secs(6 * 3600);
@@ -114,6 +118,33 @@ impl Fence {
         if let Err(e) = store.delete(&self.key).await {
             tracing::warn!(key = %self.key, error = %e, "cannot remove an offload's inflight object; it counts until it is stale");
         }
+    }
+}
+
+/// Records that a lazily restored copy of `instance` reads from manifest `digest`, before the
+/// compute may read it: a collection keeps that manifest and its chunks.
+///
+/// # Errors
+/// The store's error (the restore then fails: nothing has started reading).
+pub async fn pin(store: &dyn ObjectStore, instance: &str, digest: &str) -> Result<(), GcError> {
+    let key = format!("{PINS}/{instance}");
+    store
+        .put(
+            &Key::from(key.as_str()),
+            PutPayload::from(digest.as_bytes().to_vec()),
+        )
+        .await
+        .map(|_| ())
+        .map_err(store_error(&key))
+}
+
+/// Removes `instance`'s pin once its data is offloaded again (the new manifest is the one
+/// needed). Best effort: a pin left behind only keeps one manifest's chunks longer.
+pub async fn unpin(store: &dyn ObjectStore, instance: &str) {
+    let key = Key::from(format!("{PINS}/{instance}"));
+    match store.delete(&key).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+        Err(e) => tracing::warn!(%key, error = %e, "cannot remove a lazy restore's pin"),
     }
 }
 
@@ -208,6 +239,20 @@ async fn sweep(
     let keep_ms = keep.as_millis() as u64;
     let young = |created_ms: u64| now_ms.saturating_sub(created_ms) < keep_ms;
 
+    let mut pinned: BTreeSet<String> = BTreeSet::new();
+    for meta in list_all(store, PINS).await? {
+        let key = meta.location.to_string();
+        let instance = meta.location.filename().unwrap_or_default().to_owned();
+        let digest = store
+            .get(&meta.location)
+            .await
+            .map_err(store_error(&key))?
+            .bytes()
+            .await
+            .map_err(store_error(&key))?;
+        let digest = String::from_utf8_lossy(&digest).trim().to_owned();
+        pinned.insert(manifest::manifest_key(&instance, &digest));
+    }
     // Every manifest, by instance: (created, key, what it names).
     let mut by_instance: BTreeMap<String, Vec<(u64, Key, Vec<String>)>> = BTreeMap::new();
     for meta in list_all(store, "instances").await? {
@@ -238,7 +283,7 @@ async fn sweep(
         manifests.sort_by_key(|(created, key, _)| (*created, key.to_string()));
         let newest = manifests.len().saturating_sub(1);
         for (i, (created, key, names)) in manifests.iter().enumerate() {
-            if i == newest || young(*created) {
+            if i == newest || young(*created) || pinned.contains(key.as_ref()) {
                 report.manifests_kept += 1;
                 named.extend(names.iter().cloned());
             } else {
@@ -399,6 +444,36 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(std::fs::read(data.join("big")).unwrap(), big);
+    }
+
+    /// A manifest a lazy restore pinned is kept, newest or not, with its chunks.
+    #[tokio::test]
+    async fn a_pinned_manifest_is_kept_though_a_newer_one_exists() {
+        let (_root, store, data) = setup("pin");
+        let now = crate::clock::now_ms();
+        let cancel = CancellationToken::new();
+        archive::offload(store.as_ref(), "a", &data, now, &cancel)
+            .await
+            .unwrap();
+        let digest = std::fs::read_to_string(archive::marker(&data)).unwrap();
+        archive::restore(store.as_ref(), "a", &data, None)
+            .await
+            .unwrap();
+        std::fs::write(data.join("big"), b"now small").unwrap();
+        archive::offload(store.as_ref(), "a", &data, now + 1, &cancel)
+            .await
+            .unwrap();
+        // As a lazy restore of the first leaves it when the second offload fails after its
+        // manifest (a successful offload removes the pin).
+        pin(store.as_ref(), "a", digest.trim()).await.unwrap();
+        let r = collect(store.as_ref(), now + 8 * DAY_MS, KEEP, false)
+            .await
+            .unwrap();
+        assert_eq!(
+            (r.manifests_kept, r.manifests_deleted, r.chunks_deleted),
+            (2, 0, 0),
+            "{r:?}"
+        );
     }
 
     /// The fence, both ways: a collection deletes nothing while an offload is announced, and
