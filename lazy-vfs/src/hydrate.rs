@@ -22,17 +22,18 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::sidecar::{self, Sidecar};
+use crate::object;
+use crate::sidecar::{self, Sidecar, Source};
 
 /// Why a chunk could not be made local; each names the object or the file.
 #[derive(Debug)]
 pub enum HydrateError {
     /// The sidecars cannot be read.
     Sidecar(PathBuf, String),
-    /// An object missing from the store, or unreadable.
-    Fetch(PathBuf, std::io::Error),
+    /// An object missing from the store, or unreadable (named as logs should name it).
+    Fetch(String, std::io::Error),
     /// An object (or a block of it) whose bytes are not the ones its id or the block list says.
-    Corrupt(PathBuf),
+    Corrupt(String),
     /// The local file.
     Local(PathBuf, std::io::Error),
 }
@@ -41,12 +42,10 @@ impl std::fmt::Display for HydrateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Sidecar(p, e) => write!(f, "{}: {e}", p.display()),
-            Self::Fetch(p, e) => write!(f, "store object {}: {e}", p.display()),
-            Self::Corrupt(p) => write!(
-                f,
-                "store object {}: its bytes do not match its id",
-                p.display()
-            ),
+            Self::Fetch(object, e) => write!(f, "store object {object}: {e}"),
+            Self::Corrupt(object) => {
+                write!(f, "store object {object}: its bytes do not match its id")
+            }
             Self::Local(p, e) => write!(f, "{}: {e}", p.display()),
         }
     }
@@ -272,20 +271,16 @@ impl LazyFile {
         let Some(id) = self.sidecar.chunks.get(chunk) else {
             return Ok(());
         };
-        let object = sidecar::chunk_file(&self.sidecar.store, id);
         let len = usize::try_from(self.sidecar.block_len(index)).unwrap_or(0);
-        let mut bytes = vec![0u8; len];
-        File::open(&object)
-            .and_then(|f| f.read_exact_at(&mut bytes, offset))
-            .map_err(|e| HydrateError::Fetch(object.clone(), e))?;
-        self.install(index, &bytes, &object)
+        let bytes = read_object(&self.sidecar.store, id, offset, len)?;
+        self.install(index, &bytes, id)
     }
 
-    /// Writes block `index`'s `bytes` (from `object`) if they are the block's and it is still
-    /// missing.
-    fn install(&self, index: usize, bytes: &[u8], object: &Path) -> Result<(), HydrateError> {
+    /// Writes block `index`'s `bytes` (from object `id`) if they are the block's and it is
+    /// still missing.
+    fn install(&self, index: usize, bytes: &[u8], id: &str) -> Result<(), HydrateError> {
         if self.block_hashes.get(index) != Some(&sidecar::block_hash(bytes)) {
-            return Err(HydrateError::Corrupt(object.to_path_buf()));
+            return Err(HydrateError::Corrupt(object::name(&self.sidecar.store, id)));
         }
         let s = self.lock();
         if self.have(index) != Some(Have::Missing) {
@@ -374,8 +369,8 @@ impl LazyFile {
         let Some(id) = self.sidecar.chunks.get(chunk) else {
             return Ok(0);
         };
-        let object = sidecar::chunk_file(&self.sidecar.store, id);
-        let bytes = std::fs::read(&object).map_err(|e| HydrateError::Fetch(object.clone(), e))?;
+        let len = usize::try_from(self.sidecar.chunk_len(chunk)).unwrap_or(0);
+        let bytes = read_object(&self.sidecar.store, id, 0, len)?;
         let per_chunk =
             usize::try_from(self.sidecar.chunk_bytes / self.sidecar.block_bytes).unwrap_or(1);
         let block_bytes = usize::try_from(self.sidecar.block_bytes).unwrap_or(1);
@@ -383,7 +378,7 @@ impl LazyFile {
         for (n, block) in bytes.chunks(block_bytes).enumerate() {
             let index = chunk * per_chunk + n;
             if self.have(index) == Some(Have::Missing) {
-                self.install(index, block, &object)?;
+                self.install(index, block, id)?;
                 written += block.len() as u64;
             }
         }
@@ -448,10 +443,9 @@ impl LazyFile {
 
 /// The block list the sidecar names, checked against its id and the file's block count.
 fn block_list(s: &Sidecar) -> Result<Vec<[u8; 32]>, HydrateError> {
-    let object = sidecar::chunk_file(&s.store, &s.blocks);
-    let bytes = std::fs::read(&object).map_err(|e| HydrateError::Fetch(object.clone(), e))?;
-    if sidecar::chunk_id(&bytes) != s.blocks || bytes.len() != s.block_count() * 32 {
-        return Err(HydrateError::Corrupt(object));
+    let bytes = read_object(&s.store, &s.blocks, 0, s.block_count() * 32)?;
+    if sidecar::chunk_id(&bytes) != s.blocks {
+        return Err(HydrateError::Corrupt(object::name(&s.store, &s.blocks)));
     }
     Ok(bytes
         .chunks_exact(32)
@@ -461,6 +455,15 @@ fn block_list(s: &Sidecar) -> Result<Vec<[u8; 32]>, HydrateError> {
             hash
         })
         .collect())
+}
+
+fn read_object(
+    source: &Source,
+    id: &str,
+    offset: u64,
+    len: usize,
+) -> Result<Vec<u8>, HydrateError> {
+    object::read(source, id, offset, len).map_err(|e| HydrateError::Fetch(e.object, e.error))
 }
 
 fn identity(path: &Path) -> std::io::Result<(u64, u64)> {
@@ -491,7 +494,7 @@ mod tests {
         crate::sidecar::push_block_hashes(&mut list, data, 2);
         let s = Sidecar {
             blocks: put(&store, &list),
-            store,
+            store: Source::Directory(store),
             size: data.len() as u64,
             chunk_bytes: 4,
             block_bytes: 2,
@@ -535,12 +538,15 @@ mod tests {
         let dir = tempdir("corrupt");
         let file = lazily_restored(&dir, b"abcdefghij");
         let s = Sidecar::decode(&std::fs::read(chunks_path(&file)).unwrap()).unwrap();
-        let second = chunk_file(&s.store, &s.chunks[1]);
+        let Source::Directory(store) = &s.store else {
+            unreachable!()
+        };
+        let second = chunk_file(store, &s.chunks[1]);
         std::fs::write(&second, b"eXgh").unwrap();
         let lazy = LazyFile::open(&file, |_| {}).unwrap().unwrap();
         let err = lazy.ensure(4, 1, false).unwrap_err();
         assert!(
-            matches!(&err, HydrateError::Corrupt(p) if *p == second),
+            matches!(&err, HydrateError::Corrupt(p) if *p == second.display().to_string()),
             "{err}"
         );
         std::fs::remove_file(&second).unwrap();

@@ -20,6 +20,11 @@
 //! 6b86b273ff34fce19d6b804eff5a3f5747ada4eaa22f1d49c01e52ddb7875b4b
 //! …
 //! ```
+//!
+//! The `store` line names where the chunks are read: a local directory store (an absolute
+//! path: `chunks/ab/<id>` files in it), or `unix:<path>`, the relay's socket serving ranges
+//! of a remote store's objects ([`crate::range`]), for a store the compute cannot read itself
+//! (S3, whose credentials only the relay holds).
 
 use std::path::{Path, PathBuf};
 
@@ -32,11 +37,44 @@ pub const CHUNKS_SUFFIX: &str = ".lazy";
 /// Suffix of the sidecar saying which chunks are local.
 pub const HAVE_SUFFIX: &str = ".lazy-have";
 
+/// Where a lazily restored file's chunks are read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A local directory store holding the chunks (`chunks/ab/<id>`).
+    Directory(PathBuf),
+    /// The relay's unix socket, which reads ranges of the store's objects for the compute.
+    Socket(PathBuf),
+}
+
+/// The `store` value of a [`Source::Socket`].
+const SOCKET_PREFIX: &str = "unix:";
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Directory(dir) => write!(f, "{}", dir.display()),
+            Self::Socket(socket) => write!(f, "{SOCKET_PREFIX}{}", socket.display()),
+        }
+    }
+}
+
+impl Source {
+    /// Reads a `store` value; both kinds name an absolute path.
+    fn parse(value: &str) -> Option<Self> {
+        let source = match value.strip_prefix(SOCKET_PREFIX) {
+            Some(socket) => Self::Socket(PathBuf::from(socket)),
+            None => Self::Directory(PathBuf::from(value)),
+        };
+        let (Self::Directory(path) | Self::Socket(path)) = &source;
+        path.is_absolute().then_some(source)
+    }
+}
+
 /// What `<file>.lazy` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sidecar {
-    /// The local directory store holding the chunks (`chunks/ab/<id>`).
-    pub store: PathBuf,
+    /// Where the chunks are read.
+    pub store: Source,
     /// The file's size when it was offloaded.
     pub size: u64,
     /// The size of every chunk but the last.
@@ -104,11 +142,7 @@ impl Sidecar {
     pub fn encode(&self) -> Vec<u8> {
         let mut text = format!(
             "{HEADER}\nstore {}\nsize {}\nchunk-bytes {}\nblock-bytes {}\nblocks {}\n",
-            self.store.display(),
-            self.size,
-            self.chunk_bytes,
-            self.block_bytes,
-            self.blocks
+            self.store, self.size, self.chunk_bytes, self.block_bytes, self.blocks
         );
         for id in &self.chunks {
             text.push_str(id);
@@ -135,7 +169,7 @@ impl Sidecar {
                 .and_then(|l| l.strip_prefix(' '))
                 .ok_or_else(|| SidecarError(format!("missing {name:?}")))
         };
-        let store = PathBuf::from(field("store")?);
+        let store = field("store")?;
         let size: u64 = field("size")?.parse().map_err(|_| bad("size"))?;
         let chunk_bytes: u64 = field("chunk-bytes")?
             .parse()
@@ -144,9 +178,7 @@ impl Sidecar {
             .parse()
             .map_err(|_| bad("block-bytes"))?;
         let blocks = field("blocks")?.to_owned();
-        if !store.is_absolute() {
-            return Err(bad("the store is not an absolute path"));
-        }
+        let store = Source::parse(store).ok_or_else(|| bad("the store is not an absolute path"))?;
         if chunk_bytes == 0 || chunk_bytes > 1 << 30 {
             return Err(bad("chunk-bytes out of range"));
         }
@@ -242,7 +274,7 @@ mod tests {
 
     fn sample() -> Sidecar {
         Sidecar {
-            store: "/srv/objects".into(),
+            store: Source::Directory("/srv/objects".into()),
             size: 10,
             chunk_bytes: 4,
             block_bytes: 2,
@@ -255,6 +287,15 @@ mod tests {
     fn a_sidecar_reads_back() {
         let s = sample();
         assert_eq!(Sidecar::decode(&s.encode()).unwrap(), s);
+        let remote = Sidecar {
+            store: Source::Socket("/var/lib/perceptron/lazy/shop.sock".into()),
+            ..s.clone()
+        };
+        let text = remote.encode();
+        assert!(
+            text.starts_with(b"perceptron-lazy 2\nstore unix:/var/lib/perceptron/lazy/shop.sock\n")
+        );
+        assert_eq!(Sidecar::decode(&text).unwrap(), remote);
         assert_eq!((s.chunk_len(0), s.chunk_len(2), s.chunk_len(3)), (4, 2, 0));
         assert_eq!(
             (s.block_count(), s.block_len(4), s.block_place(3)),
@@ -271,6 +312,7 @@ mod tests {
             ("size 10", "size 13", "cover"),
             ("size 10", "size x", "size"),
             ("/srv/objects", "srv", "absolute"),
+            ("/srv/objects", "unix:srv.sock", "absolute"),
             ("chunk-bytes 4", "chunk-bytes 0", "range"),
         ] {
             let bad = text.replacen(from, to, 1);

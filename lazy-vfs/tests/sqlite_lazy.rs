@@ -38,7 +38,7 @@ fn offload_and_restore_lazily(file: &Path, store: &Path) -> Sidecar {
     let mut list = Vec::new();
     sidecar::push_block_hashes(&mut list, &data, BLOCK as usize);
     let s = Sidecar {
-        store: store.to_path_buf(),
+        store: sidecar::Source::Directory(store.to_path_buf()),
         size: data.len() as u64,
         chunk_bytes: CHUNK,
         block_bytes: BLOCK,

@@ -350,9 +350,45 @@ pub fn offload_metadata(bytes: &[u8]) {
     }
 }
 
+/// `range_request`: what the relay's range socket reads from a compute, and what a compute
+/// reads back from the relay (`lazy_vfs::range`). Whatever decodes must encode to the same
+/// bytes; an answer's head is taken only at the length asked.
+pub fn range_request(bytes: &[u8]) {
+    use lazy_vfs::range::{HEAD_LEN, Head, Request};
+    if let Ok(r) = Request::decode(bytes) {
+        let again = r.encode().ok();
+        assert_eq!(again.as_ref().map(|a| a.as_slice()), Some(bytes));
+    }
+    let asked = Request {
+        id: "0".repeat(64),
+        offset: 0,
+        len: 16384,
+    };
+    if let Some(head) = bytes
+        .get(..HEAD_LEN)
+        .and_then(|h| <[u8; HEAD_LEN]>::try_from(h).ok())
+        && let Ok(decoded) = Head::decode(head, &asked)
+    {
+        assert_eq!(decoded.encode(), head);
+        if let Head::Bytes(n) = decoded {
+            assert_eq!(n, asked.len);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_range_protocol_takes_any_bytes() {
+        range_request(b"");
+        range_request(&[0; 5]);
+        let mut request = b"PLR1".to_vec();
+        request.extend_from_slice(&[b'a'; 64]);
+        request.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0x40, 0]);
+        range_request(&request);
+    }
 
     #[test]
     fn the_login_watch_takes_any_bytes() {

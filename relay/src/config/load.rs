@@ -598,21 +598,13 @@ fn offload(
             o.restore.unwrap_or(RestoreMode::Lazy)
         }
         StoreUrl::S3(_) => {
-            if o.restore == Some(RestoreMode::Lazy) {
-                return Err(invalid(
-                    "restore",
-                    "\"lazy\" needs a file:/// store: the compute reads a lazily restored \
-                     database's blocks from the store's directory. An s3:// store restores in \
-                     full (restore = \"full\", the default)",
-                ));
-            }
             if let Some(endpoint) = &s3.endpoint
                 && !(endpoint.starts_with("https://") || endpoint.starts_with("http://"))
             {
                 let message = format!("{endpoint:?}: not an http:// or https:// URL");
                 return Err(invalid("endpoint", &message));
             }
-            RestoreMode::Full
+            o.restore.unwrap_or(RestoreMode::Lazy)
         }
     };
     Ok(OffloadConfig {

@@ -687,15 +687,14 @@ pub struct S3Settings {
     pub credentials_file: Option<PathBuf>,
 }
 
-/// `[instance.offload] restore`: how a wake brings offloaded data back. The default is
-/// `lazy` for a `file://` store and `full` for an `s3://` one.
+/// `[instance.offload] restore`: how a wake brings offloaded data back (default `lazy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RestoreMode {
     /// server-shim's databases (`data.sqlite`) are left in the store and read as queries need
     /// them, filled in behind them; every other file is restored before the start. A
-    /// directory without such files (MariaDB's) is restored in full. Needs a `file://` store
-    /// the compute can read.
+    /// directory without such files (MariaDB's) is restored in full. The compute reads a
+    /// `file://` store's directory itself, and an `s3://` store through the relay's socket.
     Lazy,
     /// Every file is restored before the compute starts.
     Full,

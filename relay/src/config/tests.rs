@@ -601,13 +601,13 @@ fn offload_takes_a_file_store_and_a_data_directory_relative_to_the_file() {
 }
 
 #[test]
-fn an_s3_store_restores_in_full_with_its_endpoint_and_credentials_file() {
+fn an_s3_store_restores_lazily_with_its_endpoint_and_credentials_file() {
     let offload = "idle_pause_after = \"5m\"\n[instance.offload]\nstore = \"s3://bucket/pre/fix\"\n\
                    after = \"1h\"\ndata_dir = \"data/demo\"\nendpoint = \"http://127.0.0.1:9000\"\n\
                    region = \"eu-west-1\"\ncredentials_file = \"s3.toml\"";
     let c = parse(&GOOD.replacen("idle_pause_after = \"5m\"", offload, 1)).unwrap();
     let o = c.instances[0].offload.clone().unwrap();
-    assert_eq!(archive(&o).restore, crate::config::RestoreMode::Full);
+    assert_eq!(archive(&o).restore, crate::config::RestoreMode::Lazy);
     assert_eq!(
         archive(&o).s3,
         crate::config::S3Settings {
@@ -616,12 +616,10 @@ fn an_s3_store_restores_in_full_with_its_endpoint_and_credentials_file() {
             credentials_file: Some("/etc/perceptron/s3.toml".into()),
         }
     );
-    let lazy = format!("{offload}\nrestore = \"lazy\"");
-    let err = parse(&GOOD.replacen("idle_pause_after = \"5m\"", &lazy, 1)).unwrap_err();
-    assert!(
-        err.starts_with("/etc/perceptron/relay.toml: instance[0].offload.restore: \"lazy\" needs a file:/// store"),
-        "{err}"
-    );
+    let full = format!("{offload}\nrestore = \"full\"");
+    let c = parse(&GOOD.replacen("idle_pause_after = \"5m\"", &full, 1)).unwrap();
+    let o = c.instances[0].offload.clone().unwrap();
+    assert_eq!(archive(&o).restore, crate::config::RestoreMode::Full);
     let endpoint = offload.replace("http://127.0.0.1:9000", "127.0.0.1:9000");
     let err = parse(&GOOD.replacen("idle_pause_after = \"5m\"", &endpoint, 1)).unwrap_err();
     assert_eq!(

@@ -14,6 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
+use lazy_vfs::sidecar::Source;
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -318,9 +319,10 @@ async fn put_unless_held(
 
 /// Restores `instance`'s data into `dir` if it is offloaded ([`is_offloaded`]); does nothing
 /// (and clears what an earlier offload or restore left) when `dir` is there or was never
-/// offloaded. With `lazy` (the store's directory, which the compute reads), the files named
-/// [`LAZY_FILE_NAME`] are left in the store: each is created at its size with nothing in it,
-/// beside sidecars naming its chunks (every chunk checked to be in the store first).
+/// offloaded. With `lazy` (where the compute reads the store: its directory, or the relay's
+/// socket), the files named [`LAZY_FILE_NAME`] are left in the store: each is created at its
+/// size with nothing in it, beside sidecars naming its chunks (every chunk checked to be in
+/// the store first).
 ///
 /// # Errors
 /// [`ArchiveError`]; `dir` then still does not exist, and the store is untouched.
@@ -328,7 +330,7 @@ pub async fn restore(
     store: &dyn ObjectStore,
     instance: &str,
     dir: &Path,
-    lazy: Option<&Path>,
+    lazy: Option<&Source>,
 ) -> Result<Option<Report>, ArchiveError> {
     let marker = marker(dir);
     let restoring = sibling(dir, "restoring");
@@ -406,7 +408,7 @@ async fn write_tree(
     store: &dyn ObjectStore,
     m: &Manifest,
     root: &Path,
-    lazy: Option<&Path>,
+    lazy: Option<&Source>,
 ) -> Result<Report, ArchiveError> {
     create_private_dir(root).await?;
     for d in &m.dirs {
@@ -430,10 +432,8 @@ async fn write_tree(
         report.chunks += f.chunks.len();
         let name = Path::new(&f.path).file_name();
         match (lazy, &f.blocks) {
-            (Some(objects), Some(blocks))
-                if f.size > 0 && name == Some(LAZY_FILE_NAME.as_ref()) =>
-            {
-                write_lazily(objects, f, blocks, &path, &out).await?;
+            (Some(source), Some(blocks)) if f.size > 0 && name == Some(LAZY_FILE_NAME.as_ref()) => {
+                write_lazily(store, source, f, blocks, &path, &out).await?;
                 report.lazy_files += 1;
             }
             _ => {
@@ -467,26 +467,24 @@ async fn write_tree(
 }
 
 /// Makes `out` (empty, at `path`) a lazily restored copy of `f`: its size in holes, and the
-/// sidecars naming its chunks and block list in the `objects` directory (the store's), none
-/// of them local yet. Every one must be in the store at its size, so a missing one fails the
-/// wake now, naming it.
+/// sidecars naming its chunks and block list, read from `source`, none of them local yet.
+/// Every one must be in the store at its size, so a missing one fails the wake now, naming it.
 async fn write_lazily(
-    objects: &Path,
+    store: &dyn ObjectStore,
+    source: &Source,
     f: &FileEntry,
     blocks: &str,
     path: &Path,
     out: &tokio::fs::File,
 ) -> Result<(), ArchiveError> {
     let sidecar = lazy_vfs::sidecar::Sidecar {
-        store: objects.to_path_buf(),
+        store: source.clone(),
         size: f.size,
         chunk_bytes: CHUNK_BYTES as u64,
         block_bytes: BLOCK_BYTES as u64,
         blocks: blocks.to_owned(),
         chunks: f.chunks.clone(),
     };
-    // The objects as the compute will read them: files in the store's directory, each
-    // checked for its size, in one blocking task (a thousand chunks take a millisecond).
     let list_len = sidecar.block_count() as u64 * 32;
     let sized: Vec<(String, u64)> = f
         .chunks
@@ -495,6 +493,21 @@ async fn write_lazily(
         .map(|(index, id)| (id.clone(), sidecar.chunk_len(index)))
         .chain([(blocks.to_owned(), list_len)])
         .collect();
+    match source {
+        Source::Directory(objects) => check_files(objects, sized).await?,
+        Source::Socket(_) => check_objects(store, sized).await?,
+    }
+    out.set_len(f.size).await.map_err(local(path))?;
+    // Inside the restore's tree, whose directories are synced before it is renamed in.
+    let have = lazy_vfs::sidecar::have_path(path);
+    write_synced(&have, &vec![0u8; sidecar.block_count()]).await?;
+    let chunks = lazy_vfs::sidecar::chunks_path(path);
+    write_synced(&chunks, &sidecar.encode()).await
+}
+
+/// Checks that each object is a file of its size in the directory store `objects`, as the
+/// compute will read it, in one blocking task (a thousand chunks take a millisecond).
+async fn check_files(objects: &Path, sized: Vec<(String, u64)>) -> Result<(), ArchiveError> {
     let objects_dir = objects.to_path_buf();
     let absent = tokio::task::spawn_blocking(move || {
         sized.into_iter().find_map(|(id, len)| {
@@ -509,19 +522,39 @@ async fn write_lazily(
     .await
     .map_err(|e| ArchiveError::Local(objects.to_path_buf(), std::io::Error::other(e)))?;
     match absent {
-        None => {}
-        Some((id, None)) => return Err(ArchiveError::Corrupt(manifest::chunk_key(&id))),
+        None => Ok(()),
+        Some((id, None)) => Err(ArchiveError::Corrupt(manifest::chunk_key(&id))),
         Some((id, Some(e))) => {
             let object = lazy_vfs::sidecar::chunk_file(objects, &id);
-            return Err(ArchiveError::Local(object, e));
+            Err(ArchiveError::Local(object, e))
         }
     }
-    out.set_len(f.size).await.map_err(local(path))?;
-    // Inside the restore's tree, whose directories are synced before it is renamed in.
-    let have = lazy_vfs::sidecar::have_path(path);
-    write_synced(&have, &vec![0u8; sidecar.block_count()]).await?;
-    let chunks = lazy_vfs::sidecar::chunks_path(path);
-    write_synced(&chunks, &sidecar.encode()).await
+}
+
+/// How many of a lazy restore's objects are looked up in the store at once.
+const HEADS_IN_FLIGHT: usize = 32;
+
+/// Checks that each object is in `store` at its size (the relay will read it for the
+/// compute), [`HEADS_IN_FLIGHT`] lookups at a time.
+async fn check_objects(
+    store: &dyn ObjectStore,
+    sized: Vec<(String, u64)>,
+) -> Result<(), ArchiveError> {
+    use futures_util::StreamExt as _;
+    let mut heads = futures_util::stream::iter(sized)
+        .map(|(id, len)| async move {
+            let key = manifest::chunk_key(&id);
+            match store.head(&Key::from(key.as_str())).await {
+                Ok(meta) if meta.size == len => Ok(()),
+                Ok(_) => Err(ArchiveError::Corrupt(key)),
+                Err(e) => Err(ArchiveError::Store(key, e)),
+            }
+        })
+        .buffer_unordered(HEADS_IN_FLIGHT);
+    while let Some(checked) = heads.next().await {
+        checked?;
+    }
+    Ok(())
 }
 
 /// A file a lazy restore left partly in the store: its sidecar, which blocks are local, and
@@ -971,7 +1004,7 @@ mod tests {
         offload(store.as_ref(), "shop", &data, 1, &cancel)
             .await
             .unwrap();
-        let objects = dirs.root.join("store");
+        let objects = Source::Directory(dirs.root.join("store"));
         let back = restore(store.as_ref(), "shop", &data, Some(&objects))
             .await
             .unwrap()
@@ -1030,12 +1063,17 @@ mod tests {
         let big: Vec<u8> = (0..CHUNK_BYTES).map(|i| (i % 251) as u8).collect();
         let key = manifest::chunk_key(&manifest::chunk_id(&big));
         std::fs::remove_file(dirs.root.join("store").join(&key)).unwrap();
-        let objects = dirs.root.join("store");
-        let err = restore(store.as_ref(), "shop", &data, Some(&objects))
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains(&key), "{err}");
-        assert!(!data.exists() && is_offloaded(&data));
+        // Checked in the directory the compute reads, or in the store the relay reads for it.
+        for objects in [
+            Source::Directory(dirs.root.join("store")),
+            Source::Socket("/run/relay.sock".into()),
+        ] {
+            let err = restore(store.as_ref(), "shop", &data, Some(&objects))
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains(&key), "{objects}: {err}");
+            assert!(!data.exists() && is_offloaded(&data));
+        }
     }
 
     #[tokio::test]

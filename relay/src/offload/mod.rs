@@ -1,11 +1,13 @@
 //! Offloading a paused instance's data to object storage (`[instance.offload]`), and
 //! restoring it before its compute starts again: [`archive`] moves a data directory,
-//! [`manifest`] is what the store holds, [`gc`] deletes what no manifest needs, `s3` opens an
-//! S3 store. The control plane decides when (`control::driver::offloading`).
+//! [`manifest`] is what the store holds, [`gc`] deletes what no manifest needs,
+//! [`range_server`] reads the store for a compute filling a database in, `s3` opens an S3
+//! store. The control plane decides when (`control::driver::offloading`).
 
 pub mod archive;
 pub mod gc;
 pub mod manifest;
+pub mod range_server;
 #[cfg(feature = "s3")]
 mod s3;
 

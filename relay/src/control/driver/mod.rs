@@ -352,7 +352,9 @@ pub fn driver_for(
         return Ok(driver);
     };
     let mover = match (&offload.mover, &cfg.driver) {
-        (crate::config::OffloadMover::Relay(archive), _) => offloading::Mover::archive(archive)?,
+        (crate::config::OffloadMover::Relay(archive), _) => {
+            offloading::Mover::archive(&cfg.name, archive, state_dir)?
+        }
         (
             crate::config::OffloadMover::Commands { store },
             crate::config::DriverConfig::Exec(spec),

@@ -16,6 +16,8 @@ use crate::capacity::Ccu;
 use crate::future::BoxFuture;
 use crate::ledger::Ledger;
 use crate::offload::archive::{self, ArchiveError};
+use crate::offload::range_server::RangeServer;
+use lazy_vfs::sidecar::Source;
 
 /// Where an instance's data is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,9 +73,12 @@ pub enum Mover {
         dir: PathBuf,
         /// The store.
         store: Arc<dyn ObjectStore>,
-        /// The store's directory, which the compute reads a lazily restored database from;
-        /// none when every file is restored before the start (`restore = "full"`).
-        lazy_objects: Option<PathBuf>,
+        /// Where the compute reads a lazily restored database's chunks: the store's
+        /// directory, or the relay's socket ([`Self::Archive::range_server`]); none when
+        /// every file is restored before the start (`restore = "full"`).
+        lazy: Option<Source>,
+        /// Serves the socket, for a store the compute cannot read itself (S3).
+        range_server: Option<RangeServer>,
     },
     /// The exec driver's `offload` and `restore` commands, wherever the data is. The relay
     /// keeps one file, `marker`: written (and synced) before `offload` runs, removed after a
@@ -94,23 +99,54 @@ pub enum Mover {
 }
 
 impl Mover {
-    /// The relay's own mover for `cfg`; opens the store.
+    /// The relay's own mover for `instance`'s `cfg`; opens the store. A lazy restore from a
+    /// store other than a directory is read through `<state_dir>/lazy/<instance>.sock`.
     ///
     /// # Errors
-    /// The store cannot be opened.
-    pub fn archive(cfg: &crate::config::ArchiveConfig) -> Result<Self, String> {
+    /// The store cannot be opened, or the socket's path is too long.
+    pub fn archive(
+        instance: &str,
+        cfg: &crate::config::ArchiveConfig,
+        state_dir: &Path,
+    ) -> Result<Self, String> {
+        use crate::config::{RestoreMode, StoreUrl};
         let store = crate::offload::open_store(cfg)?;
-        let lazy_objects = match (cfg.restore, crate::config::StoreUrl::parse(&cfg.store)) {
-            (crate::config::RestoreMode::Lazy, Ok(crate::config::StoreUrl::File(dir))) => {
-                Some(PathBuf::from(dir))
+        let (lazy, range_server) = match (cfg.restore, StoreUrl::parse(&cfg.store)?) {
+            (RestoreMode::Full, _) => (None, None),
+            (RestoreMode::Lazy, StoreUrl::File(dir)) => {
+                (Some(Source::Directory(PathBuf::from(dir))), None)
             }
-            _ => None,
+            (RestoreMode::Lazy, StoreUrl::S3(_)) => {
+                let socket = state_dir.join("lazy").join(format!("{instance}.sock"));
+                let server = RangeServer::new(
+                    instance,
+                    socket.clone(),
+                    cfg.data_dir.clone(),
+                    Arc::clone(&store),
+                )?;
+                (Some(Source::Socket(socket)), Some(server))
+            }
         };
         Ok(Self::Archive {
             dir: cfg.data_dir.clone(),
             store,
-            lazy_objects,
+            lazy,
+            range_server,
         })
+    }
+
+    /// Makes sure the compute can read what a lazy restore left in the store: the relay's
+    /// socket is served while any database is still being filled in (after a restore, and
+    /// when a relay starts or adopts a compute mid-fill).
+    fn serve_lazy_reads(&self, instance: &str) {
+        if let Self::Archive {
+            range_server: Some(server),
+            ..
+        } = self
+            && let Err(e) = server.ensure()
+        {
+            tracing::error!(instance, error = %e, "cannot serve the store to the compute; its reads of blocks not yet filled in fail");
+        }
     }
 
     /// Where the data is at rest, as the disk says.
@@ -403,12 +439,13 @@ impl OffloadPlan {
         let _moving = self.moving.lock().await;
         let restored = match &self.mover {
             Mover::Archive {
-                dir,
-                store,
-                lazy_objects,
+                dir, store, lazy, ..
             } => {
-                self.restore_archive(store.as_ref(), dir, lazy_objects.as_deref())
-                    .await
+                let restored = self
+                    .restore_archive(store.as_ref(), dir, lazy.as_ref())
+                    .await;
+                self.mover.serve_lazy_reads(&self.instance);
+                restored
             }
             Mover::Commands {
                 exec,
@@ -437,7 +474,7 @@ impl OffloadPlan {
         &self,
         store: &dyn ObjectStore,
         dir: &Path,
-        lazy: Option<&Path>,
+        lazy: Option<&Source>,
     ) -> Result<(), String> {
         if archive::is_offloaded(dir) {
             self.set(Storage::Restoring);
@@ -568,6 +605,7 @@ impl Driver for OffloadingDriver {
         Box::pin(async move {
             let compute = self.inner.adopt().await?;
             let generation = self.plan.computing();
+            self.plan.mover.serve_lazy_reads(&self.plan.instance);
             Some(self.watched(compute, generation))
         })
     }
@@ -576,6 +614,7 @@ impl Driver for OffloadingDriver {
         Box::pin(async move {
             let compute = self.inner.adopt_frozen().await?;
             let generation = self.plan.computing();
+            self.plan.mover.serve_lazy_reads(&self.plan.instance);
             Some(self.watched(compute, generation))
         })
     }
