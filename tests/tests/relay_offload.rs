@@ -177,6 +177,11 @@ fn paused_data_goes_to_the_store_and_a_wake_brings_it_back_or_refuses() {
 /// A relay offloading to `server`'s bucket `perceptron` under `objects/eu`, signing with the
 /// key pair in an owner-only credentials file holding `secret`.
 fn s3_relay(tmp: &TempDir, server: &S3Server, secret: &str) -> Relay {
+    s3_relay_with(tmp, server, secret, RelayOptions::default())
+}
+
+/// [`s3_relay`] with `options` (its `instance_toml` is replaced).
+fn s3_relay_with(tmp: &TempDir, server: &S3Server, secret: &str, options: RelayOptions) -> Relay {
     use std::os::unix::fs::OpenOptionsExt as _;
     let credentials = tmp.path().join("s3-credentials.toml");
     let mut file = std::fs::OpenOptions::new()
@@ -201,14 +206,14 @@ fn s3_relay(tmp: &TempDir, server: &S3Server, secret: &str) -> Relay {
                 server.endpoint(),
                 credentials.display()
             ),
-            ..RelayOptions::default()
+            ..options
         },
     )
 }
 
 /// The same cycle against a real S3-compatible server (every request signed and checked):
-/// offloaded, restored in full, and a store that goes away or holds a corrupt chunk fails the
-/// wake with 1053 and loses nothing.
+/// offloaded, restored, and a store that goes away or holds a corrupt chunk fails the wake
+/// with 1053 and loses nothing.
 #[test]
 fn paused_data_goes_to_an_s3_server_and_comes_back() {
     let tmp = TempDir::new("relay-offload-s3");
@@ -226,9 +231,9 @@ fn paused_data_goes_to_an_s3_server_and_comes_back() {
     assert_eq!(manifests, 1, "{}", relay.log());
     assert!(!chunk_files(&objects).is_empty());
 
-    // An S3 store restores in full, before the compute starts.
+    // Restored (the database lazily, read through the relay: a few pages here).
     assert_eq!(ok(&get_row(&relay)).trim(), "kept in the bucket");
-    assert_eq!(storage(&relay), "local");
+    wait_storage(&relay, "local");
     assert!(data.join("db").is_dir());
 
     // The store down while offloaded: the wake fails with 1053, nothing starts; back up, the
@@ -269,6 +274,89 @@ fn paused_data_goes_to_an_s3_server_and_comes_back() {
         relay.log()
     );
     assert!(!data.exists());
+}
+
+/// A database restored lazily from S3: the compute, which holds no S3 credential, reads
+/// what its queries need through the relay's socket while the rest is filled in. The store
+/// down fails those reads (never the data); a relay killed -9 mid-fill and started again
+/// serves them again.
+#[test]
+fn a_database_restored_lazily_from_s3_is_read_through_the_relay() {
+    let tmp = TempDir::new("relay-offload-s3-lazy");
+    let db = tmp.path().join("data/db/shop/data.sqlite");
+    let socket = tmp.path().join("state/lazy/demo.sock");
+    let mut server = S3Server::start(&tmp.path().join("s3"), "perceptron");
+    let options = RelayOptions {
+        command: Some(slow_fill_shim(&tmp, 2)),
+        ..RelayOptions::default()
+    };
+    let mut relay = s3_relay_with(&tmp, &server, SECRET_KEY, options);
+    create_big_table(&relay);
+    let total = "3000\t24000000";
+    assert_eq!(count_big(&relay), total);
+    wait_offloaded(&relay);
+
+    // The wake answers from a database that is still holes, through the socket.
+    assert_eq!(ok(&big_row(&relay, 1500)).trim(), "00001500\t8000");
+    assert_eq!(storage(&relay), "hydrating", "{}", relay.log());
+    {
+        use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+        let m = std::fs::metadata(&db).unwrap();
+        assert!(m.blocks() * 512 < m.len(), "the file still has holes");
+        let s = std::fs::metadata(&socket).unwrap();
+        assert!(s.file_type().is_socket() && s.mode() & 0o777 == 0o600);
+        let sidecar = std::fs::read_to_string(db.with_extension("sqlite.lazy")).unwrap();
+        assert!(
+            sidecar.contains(&format!("store unix:{}", socket.display())),
+            "{sidecar}"
+        );
+    }
+    let pid = relay.compute_pid().expect("a compute runs");
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    for seen in [environ, cmdline] {
+        let seen = String::from_utf8_lossy(&seen);
+        assert!(
+            !seen.contains(SECRET_KEY) && !seen.contains("AWS_SECRET_ACCESS_KEY"),
+            "the compute is given no S3 credential: {seen}"
+        );
+    }
+
+    // The store down: a read of a block not yet filled in fails, and the relay's log names
+    // the object; back up, the same read answers.
+    server.stop();
+    let out = big_row(&relay, 2999);
+    assert_ne!(out.code, Some(0), "{}", out.stdout);
+    assert!(out.stderr.contains("disk I/O error"), "{}", out.stderr);
+    assert!(
+        relay.logged("cannot read a range of the store for the compute"),
+        "{}",
+        relay.log()
+    );
+    server.restart();
+    assert_eq!(ok(&big_row(&relay, 2999)).trim(), "00002999\t8000");
+
+    // The relay killed -9 mid-fill: started again, it adopts the compute and serves the
+    // socket again.
+    relay.child.kill9();
+    let relay = relay.restart();
+    assert_eq!(ok(&big_row(&relay, 2000)).trim(), "00002000\t8000");
+    // Filled in while queries keep the compute running: an ordinary file, the socket closed.
+    assert!(
+        Relay::wait_until(WITHIN, || {
+            ok(&mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1"));
+            storage(&relay) == "local"
+        }),
+        "storage {}:\n{}",
+        storage(&relay),
+        relay.log()
+    );
+    assert_eq!(count_big(&relay), total);
+    assert!(
+        Relay::wait_until(WITHIN, || !socket.exists()),
+        "the socket is closed once nothing is left to fill in:\n{}",
+        relay.log()
+    );
 }
 
 /// A store that refuses the relay's signature: the offload fails, and the data stays local
@@ -700,6 +788,66 @@ fn uploaded(relay: &Relay, nth: usize) -> usize {
         .unwrap()
 }
 
+/// The command of a server-shim on `<tmp>/data` that fills a lazily restored database in at
+/// `mib_per_sec` (slow, so a test sees it still being filled in).
+fn slow_fill_shim(tmp: &TempDir, mib_per_sec: u32) -> Vec<String> {
+    vec![
+        tests::bin_path("server-shim").display().to_string(),
+        "run".into(),
+        "--listen".into(),
+        "127.0.0.1:{COMPUTE_PORT}".into(),
+        "--data".into(),
+        tmp.path().join("data").display().to_string(),
+        "--key-file".into(),
+        tmp.path().join("perceptron.key").display().to_string(),
+        "--lazy-fill-mib-per-sec".into(),
+        mib_per_sec.to_string(),
+    ]
+}
+
+/// `shop.big`: 3,000 rows of 8,000 bytes (24 MB, six chunks), through the relay.
+fn create_big_table(relay: &Relay) {
+    let mut sql =
+        String::from("CREATE DATABASE shop; CREATE TABLE shop.big (id INT PRIMARY KEY, v TEXT);\n");
+    for batch in 0..30 {
+        let rows: Vec<String> = (0..100)
+            .map(|i| {
+                let id = batch * 100 + i;
+                format!("({id}, '{id:08}{}')", "x".repeat(7992))
+            })
+            .collect();
+        sql.push_str(&format!(
+            "INSERT INTO shop.big VALUES {};\n",
+            rows.join(",")
+        ));
+    }
+    ok(&mariadb_stdin(relay.port, &sql));
+}
+
+/// `shop.big`'s row count and bytes, as `rows\tbytes`.
+fn count_big(relay: &Relay) -> String {
+    ok(&mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        "SELECT COUNT(*), SUM(LENGTH(v)) FROM shop.big",
+    ))
+    .trim()
+    .to_owned()
+}
+
+/// One row of `shop.big`: its first 8 characters and its length.
+fn big_row(relay: &Relay, id: u32) -> tests::Output {
+    mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        &format!("SELECT LEFT(v, 8), LENGTH(v) FROM shop.big WHERE id = {id}"),
+    )
+}
+
 /// server-shim's databases are restored lazily (the default): the compute starts with the
 /// database still in the store, reads what queries need, and fills the rest in behind; paused
 /// again before that finishes, the offload sends only what changed.
@@ -718,68 +866,17 @@ fn a_lazily_restored_database_answers_at_once_and_is_filled_in_behind() {
                 tmp.path().join("objects").display()
             ),
             // Slow, so the fill is still running when the instance pauses again.
-            command: Some(
-                [
-                    tests::bin_path("server-shim")
-                        .display()
-                        .to_string()
-                        .as_str(),
-                    "run",
-                    "--listen",
-                    "127.0.0.1:{COMPUTE_PORT}",
-                    "--data",
-                    data.to_str().unwrap(),
-                    "--key-file",
-                    tmp.path().join("perceptron.key").to_str().unwrap(),
-                    "--lazy-fill-mib-per-sec",
-                    "2",
-                ]
-                .map(String::from)
-                .to_vec(),
-            ),
+            command: Some(slow_fill_shim(&tmp, 2)),
             ..RelayOptions::default()
         },
     );
-    // 24 MB: six chunks.
-    let mut sql =
-        String::from("CREATE DATABASE shop; CREATE TABLE shop.big (id INT PRIMARY KEY, v TEXT);\n");
-    for batch in 0..30 {
-        let rows: Vec<String> = (0..100)
-            .map(|i| {
-                let id = batch * 100 + i;
-                format!("({id}, '{id:08}{}')", "x".repeat(7992))
-            })
-            .collect();
-        sql.push_str(&format!(
-            "INSERT INTO shop.big VALUES {};\n",
-            rows.join(",")
-        ));
-    }
-    ok(&mariadb_stdin(relay.port, &sql));
+    create_big_table(&relay);
     let total = "3000\t24000000";
-    let count = |relay: &Relay| {
-        ok(&mariadb(
-            relay.port,
-            USER,
-            Some(PASSWORD),
-            &[],
-            "SELECT COUNT(*), SUM(LENGTH(v)) FROM shop.big",
-        ))
-        .trim()
-        .to_owned()
-    };
-    assert_eq!(count(&relay), total);
+    assert_eq!(count_big(&relay), total);
     wait_offloaded(&relay);
 
     // The wake answers from a database that is still holes on the local disk.
-    let one = mariadb(
-        relay.port,
-        USER,
-        Some(PASSWORD),
-        &[],
-        "SELECT LEFT(v, 8), LENGTH(v) FROM shop.big WHERE id = 1500",
-    );
-    assert_eq!(ok(&one).trim(), "00001500\t8000");
+    assert_eq!(ok(&big_row(&relay, 1500)).trim(), "00001500\t8000");
     assert_eq!(storage(&relay), "hydrating", "{}", relay.log());
     assert!(sidecar.exists());
     {
@@ -824,7 +921,7 @@ fn a_lazily_restored_database_answers_at_once_and_is_filled_in_behind() {
         Relay::wait_until(WITHIN, || !tests::relay::pid_alive(pid)),
         "the compute is gone"
     );
-    assert_eq!(count(&relay), changed);
+    assert_eq!(count_big(&relay), changed);
     // Filled in while queries keep the compute running (an idle one would be paused, and
     // its fill with it): an ordinary file, the data local.
     assert!(
@@ -837,5 +934,5 @@ fn a_lazily_restored_database_answers_at_once_and_is_filled_in_behind() {
         relay.log()
     );
     assert!(!sidecar.exists() && !data.join("db/shop/data.sqlite.lazy-have").exists());
-    assert_eq!(count(&relay), changed);
+    assert_eq!(count_big(&relay), changed);
 }
