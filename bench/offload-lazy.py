@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Offload with a lazy restore (issue 29): a server-shim database of SIZE MiB (one table of
-point-selectable rows, built with SQLite directly), offloaded to a local directory store, then:
+point-selectable rows, built with SQLite directly), offloaded to a local directory store (or,
+with BENCH_STORE=s3, to s3s-fs on loopback, read back through the relay's socket), then:
 
   wake        paused -> login OK from the client, the database still in the store
   first       the first point select on that connection (fetches the chunks it touches)
@@ -12,8 +13,12 @@ point-selectable rows, built with SQLite directly), offloaded to a local directo
   disk        bytes left under the data directory (and its marker) while offloaded
   re-offload  chunks uploaded after one row changed, of the database's chunks
 
-Usage: offload-lazy.py [SIZE_MIB] [RUNS] [FILL_MIB_PER_SEC]   (defaults 1024, 3, the shim's 64)
-Writes bench/results/offload-lazy.{txt,json}.
+Usage: [BENCH_STORE=s3 [BENCH_S3_QUICKACK=1]] offload-lazy.py [SIZE_MIB] [RUNS] [FILL_MIB_PER_SEC]
+       (defaults 1024, 3, the shim's 64; BENCH_S3_QUICKACK=1 puts lib/quickack_proxy.py in
+       front of s3s-fs, which does not set TCP_NODELAY)
+Writes bench/results/offload-lazy.{txt,json} (offload-lazy-s3.* with BENCH_STORE=s3,
+offload-lazy-s3-quickack.* behind the proxy; s3s-fs from target/tools/bin, as scripts/test
+installs it).
 """
 
 import json
@@ -34,6 +39,39 @@ MIB = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
 RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 FILL = int(sys.argv[3]) if len(sys.argv) > 3 else None
 ROW_BYTES = 215  # a row with its b-tree overhead, measured
+S3 = os.environ.get("BENCH_STORE") == "s3"
+S3_KEY, S3_SECRET = "bench", "bench-secret-not-for-production"
+
+
+def offload_toml():
+    """The [instance.offload] table: a fresh directory store, or a fresh bucket on s3s-fs."""
+    if not S3:
+        return '[instance.offload]\nstore = "file://%s"\nafter = "1s"\ndata_dir = "data"\n' \
+            % h.tmpdir("lazy-store")
+    root = h.tmpdir("lazy-s3")
+    os.mkdir(os.path.join(root, "bench"))
+    port = h.free_port()
+    h.start([os.path.join(h.ROOT, "target", "tools", "bin", "s3s-fs"), "--host", "127.0.0.1",
+             "--port", str(port), "--access-key", S3_KEY, "--secret-key", S3_SECRET, root],
+            stdout=h.subprocess.DEVNULL, stderr=h.subprocess.DEVNULL)
+    creds = os.path.join(h.tmpdir("lazy-s3-creds"), "s3.toml")
+    fd = os.open(creds, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, ('access_key_id = "%s"\nsecret_access_key = "%s"\n'
+                  % (S3_KEY, S3_SECRET)).encode())
+    os.close(fd)
+    def listening():
+        with h.socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0
+    wait_for(listening, "s3s-fs")
+    if os.environ.get("BENCH_S3_QUICKACK") == "1":
+        # s3s-fs does not set TCP_NODELAY: see lib/quickack_proxy.py.
+        target, port = port, h.free_port()
+        h.start([sys.executable, os.path.join(HERE, "lib", "quickack_proxy.py"), str(port),
+                 str(target)])
+        wait_for(listening, "the proxy")
+    return ('[instance.offload]\nstore = "s3://bench/objects"\nafter = "1s"\n'
+            'data_dir = "data"\nendpoint = "http://127.0.0.1:%d"\nregion = "us-east-1"\n'
+            'credentials_file = "%s"\n' % (port, creds))
 
 
 def storage(relay):
@@ -79,11 +117,9 @@ def main():
     template = None
     runs = []
     for run in range(1, RUNS + 1):
-        store = h.tmpdir("lazy-store")
         relay = h.Relay("lazy", idle_pause_after="1h",
                         shim_args=["--lazy-fill-mib-per-sec", str(FILL)] if FILL else (),
-                        instance_toml='[instance.offload]\nstore = "file://%s"\n'
-                        'after = "1s"\ndata_dir = "data"\n' % store)
+                        instance_toml=offload_toml())
         conn = m.Conn("127.0.0.1", relay.port, h.USER, h.PASSWORD)
         conn.query(b"CREATE DATABASE sb")
         conn.query(b"CREATE TABLE sb.t (id INT PRIMARY KEY, k INT, c VARCHAR(120), "
@@ -146,7 +182,12 @@ def main():
 
     med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
     lines = ["# offload with a lazy restore: a %d MiB server-shim database, filled in at %s MiB/s"
-             % (MIB, FILL or "64 (the default)"),
+             ", store: %s" % (MIB, FILL or "64 (the default)",
+                              ("s3s-fs on loopback%s, through the relay's socket" % (
+                                  " (behind lib/quickack_proxy.py)"
+                                  if os.environ.get("BENCH_S3_QUICKACK") == "1" else ""))
+                              if S3
+                              else "a local directory"),
              "machine: %s" % h.machine(), "",
              "run  db MiB  disk left while offloaded  paused->login OK ms  first point "
              "select ms  hydrating: queries p50 p99 ms  warm p50 p99 ms  p99 ratio  "
@@ -169,7 +210,10 @@ def main():
                          "p99_ms": pct(v, 0.99), "max_ms": max(v)}
     for r in runs:
         r["hydrating_ms"], r["warm_ms"] = summary(r["hydrating_ms"]), summary(r["warm_ms"])
-    h.save("offload-lazy", "\n".join(lines) + "\n", runs)
+    name = "offload-lazy"
+    if S3:
+        name += "-s3-quickack" if os.environ.get("BENCH_S3_QUICKACK") == "1" else "-s3"
+    h.save(name, "\n".join(lines) + "\n", runs)
 
 
 if __name__ == "__main__":

@@ -241,11 +241,13 @@ async fn answer(mut conn: UnixStream, served: &Served) {
             continue;
         }
         let end = request.offset + u64::from(request.len);
-        let written = match served
+        let started = std::time::Instant::now();
+        let got = served
             .store
             .get_range(&Key::from(key.as_str()), request.offset..end)
-            .await
-        {
+            .await;
+        tracing::debug!(instance = %served.instance, object = %key, offset = request.offset, len = request.len, us = started.elapsed().as_micros() as u64, "read a range of the store for the compute");
+        let written = match got {
             Ok(bytes) if bytes.len() == request.len as usize => {
                 let head = Head::Bytes(request.len).encode();
                 match conn.write_all(&head).await {
