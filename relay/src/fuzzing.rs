@@ -55,7 +55,7 @@ pub fn perceptron_login(client: &[u8], compute: &[u8], switch_mode: bool) -> boo
         );
         let peer: SocketAddr = SocketAddr::from(([10, 0, 0, 7], 5000));
         let result =
-            crate::perceptron::establish(&runtime, &mut stream, peer, &connector, None).await;
+            crate::perceptron::establish(&runtime, &mut stream, peer, &connector, None, None).await;
         drop(stream);
         // A compute stream the login never took must close too, or the compute side waits.
         drop(connector);

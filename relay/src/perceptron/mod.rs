@@ -45,6 +45,7 @@ use crate::limits::PendingPermit;
 use crate::logsafe::Escaped;
 use crate::metrics::Counter;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
+use crate::profile::ComputeProfile;
 use crate::runtime::InstanceRuntime;
 use crate::tls::{ClientStream, ComputeStream};
 use dual_auth::Verdict;
@@ -97,22 +98,37 @@ pub async fn handle(
     client_addr: SocketAddr,
     pending: PendingPermit,
 ) {
+    let _ = client.set_nodelay(true);
+    let local = client.local_addr().unwrap_or(rt.instance.config.listen);
+    let client = PacketStream::new(ClientStream::Plain(client), MAX_LOGIN_PACKET_LEN)
+        .with_write_timeout(rt.instance.config.handshake_timeout);
+    serve(rt, client, client_addr, local, pending, None).await;
+}
+
+/// [`handle`] from the login on for a connection an endpoint greeted and routed here
+/// (`greeted`: its scramble and login, the user name without its routing part), or from the
+/// greeting on (`None`). `local` is the address the client connected to.
+pub async fn serve(
+    rt: Arc<InstanceRuntime>,
+    mut client: PacketStream<ClientStream<TcpStream>>,
+    client_addr: SocketAddr,
+    local: SocketAddr,
+    pending: PendingPermit,
+    greeted: Option<Greeted>,
+) {
     let cfg = &rt.instance.config;
     let name = cfg.name.clone();
     let addr = client_addr.to_string();
     let started = Instant::now();
-    let _ = client.set_nodelay(true);
     let connector = TcpConnector {
         target: ComputeTarget::of(cfg),
         on_behalf_of: OnBehalfOf::Client {
             client: client_addr,
-            listen: client.local_addr().unwrap_or(cfg.listen),
+            listen: local,
         },
         tls: rt.compute_tls.clone(),
         handover: rt.instance.handover(),
     };
-    let mut client = PacketStream::new(ClientStream::Plain(client), MAX_LOGIN_PACKET_LEN)
-        .with_write_timeout(cfg.handshake_timeout);
     // Boxed, the login and the forwarding: a connection's task is sized for its largest
     // state, and a held session (parked, or detached for hours) should cost only what
     // forwarding needs. The login's outcome is matched inside a block that ends before the
@@ -125,6 +141,7 @@ pub async fn handle(
             client_addr,
             &connector,
             Some(pending),
+            greeted,
         ))
         .await;
         Box::pin(refused_or_forward(
@@ -548,7 +565,8 @@ async fn resume_session<C: ComputeConnector>(
 /// Runs P1–P8 for one client. On failure the client has been sent the one ERR packet the
 /// failure calls for (if the protocol allows one), and the error is returned for the log line
 /// and metrics. `pending` (the connection's pre-login slot) is released once the login has
-/// been admitted by the budgets, or when the connection ends before that.
+/// been admitted by the budgets, or when the connection ends before that. `greeted` is
+/// P1–P2 when an endpoint did them (the login's user name without its routing part).
 ///
 /// # Errors
 /// [`PerceptronError`]: how the connection ended instead.
@@ -558,12 +576,38 @@ pub async fn establish<S, C>(
     client_addr: SocketAddr,
     connector: &C,
     pending: Option<PendingPermit>,
+    greeted: Option<Greeted>,
 ) -> Result<Established<C::Stream>, PerceptronError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
     C: ComputeConnector,
 {
-    let result = run(rt, client, client_addr, connector, pending).await;
+    let greeted = match greeted {
+        Some(g) => Ok(g),
+        None => {
+            let cfg = &rt.instance.config;
+            // TLS is offered exactly when this instance has a certificate to serve.
+            let tls = rt.tls.as_ref().map(|t| Arc::clone(&t.current().config));
+            let answers = match cfg.auth {
+                AuthMode::Dual => login::Answers::CheckableAgainstA,
+                AuthMode::Switch => login::Answers::Discarded,
+            };
+            let id = rt.next_connection_id();
+            greet(
+                client,
+                &rt.profile(),
+                id,
+                tls,
+                cfg.handshake_timeout,
+                answers,
+            )
+            .await
+        }
+    };
+    let result = match greeted {
+        Ok(greeted) => run(rt, client, client_addr, connector, pending, greeted).await,
+        Err(e) => Err(e),
+    };
     if let Err(e) = &result {
         if let Some(err) = e.client_error(&rt.instance.config.name, &client_addr.to_string()) {
             // Best effort: the client may already be gone.
@@ -574,43 +618,68 @@ where
     result
 }
 
+/// P1 and P2: the greeting the client got, and its login.
+#[derive(Debug)]
+pub struct Greeted {
+    /// The scramble the greeting carried, which the client answered.
+    pub scramble_a: Scramble,
+    /// The client's login.
+    pub login: login::ClientLogin,
+    /// How long the client took (greeting to login).
+    pub login_ms: u128,
+}
+
+/// P1, P2: greets the client with `profile`'s greeting (connection `id`, a fresh timed
+/// scramble A, TLS offered with `tls`) and reads its login within `timeout`.
+///
+/// # Errors
+/// [`PerceptronError::NotALogin`] with what the peer did instead.
+pub async fn greet<S>(
+    client: &mut PacketStream<ClientStream<S>>,
+    profile: &ComputeProfile,
+    id: u32,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    timeout: std::time::Duration,
+    answers: login::Answers,
+) -> Result<Greeted, PerceptronError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    // Timed (payload v2): the compute refuses the pair once it is older than a login can be held.
+    let scramble_a = Scramble::generate_timed(&mut rand::rngs::OsRng, crate::clock::now_ms());
+    let mut greeting = profile.greeting(id, &scramble_a);
+    if tls.is_some() {
+        greeting.capability_flags |= CLIENT_SSL;
+    }
+    let t0 = Instant::now();
+    let login = login::greet_and_read_login(client, &greeting, &scramble_a, timeout, answers, tls)
+        .await
+        .map_err(PerceptronError::NotALogin)?;
+    Ok(Greeted {
+        scramble_a,
+        login,
+        login_ms: t0.elapsed().as_millis(),
+    })
+}
+
 async fn run<S, C>(
     rt: &InstanceRuntime,
     client: &mut PacketStream<ClientStream<S>>,
     client_addr: SocketAddr,
     connector: &C,
     pending: Option<PendingPermit>,
+    greeted: Greeted,
 ) -> Result<Established<C::Stream>, PerceptronError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
     C: ComputeConnector,
 {
     let cfg = &rt.instance.config;
-    // P1, P2.
-    // Timed (payload v2): the compute refuses the pair once it is older than a login can be held.
-    let scramble_a = Scramble::generate_timed(&mut rand::rngs::OsRng, crate::clock::now_ms());
-    let mut greeting = rt.profile().greeting(rt.next_connection_id(), &scramble_a);
-    // TLS is offered exactly when this instance has a certificate to serve.
-    let tls = rt.tls.as_ref().map(|t| Arc::clone(&t.current().config));
-    if tls.is_some() {
-        greeting.capability_flags |= CLIENT_SSL;
-    }
-    let t0 = Instant::now();
-    let answers = match cfg.auth {
-        AuthMode::Dual => login::Answers::CheckableAgainstA,
-        AuthMode::Switch => login::Answers::Discarded,
-    };
-    let login = login::greet_and_read_login(
-        client,
-        &greeting,
-        &scramble_a,
-        cfg.handshake_timeout,
-        answers,
-        tls,
-    )
-    .await
-    .map_err(PerceptronError::NotALogin)?;
-    let login_ms = t0.elapsed().as_millis();
+    let Greeted {
+        scramble_a,
+        login,
+        login_ms,
+    } = greeted;
     let user = login.response.username.clone();
     let last_seq = login.last_sequence_id;
     if is_health_check(&cfg.health_check_users, &login) {

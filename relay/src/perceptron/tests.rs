@@ -290,7 +290,7 @@ where
     let client_task = tokio::spawn(client(client_end, flags, client_script));
     let mut stream = PacketStream::new(ClientStream::Plain(relay_end), MAX_LOGIN_PACKET_LEN);
     let peer: SocketAddr = "10.0.0.7:5000".parse().unwrap();
-    let result = establish(rt, &mut stream, peer, &connector, None).await;
+    let result = establish(rt, &mut stream, peer, &connector, None, None).await;
     drop(stream);
     // The relay's end of the compute goes too, so the scripted compute sees the close.
     let result = result.map(|e| {
@@ -1429,7 +1429,7 @@ async fn a_haproxy_mysql_check_is_answered_ok_without_a_wake() {
     });
     let mut stream = PacketStream::new(ClientStream::Plain(relay_end), MAX_LOGIN_PACKET_LEN);
     let peer: SocketAddr = "10.0.0.9:5000".parse().unwrap();
-    let result = establish(&rt, &mut stream, peer, &connector, None).await;
+    let result = establish(&rt, &mut stream, peer, &connector, None, None).await;
     drop(stream);
     assert_eq!(result.unwrap_err().label(), "health_check");
     let rest = checker.await.unwrap();
@@ -1467,7 +1467,7 @@ async fn a_health_check_user_with_a_password_or_another_user_is_a_login() {
         });
         let mut stream = PacketStream::new(ClientStream::Plain(relay_end), MAX_LOGIN_PACKET_LEN);
         let peer: SocketAddr = "10.0.0.9:5000".parse().unwrap();
-        let result = establish(&rt, &mut stream, peer, &connector, None).await;
+        let result = establish(&rt, &mut stream, peer, &connector, None, None).await;
         assert!(!result.unwrap().verdict.accepted());
         assert_eq!(rt.instance.status().wakes, 1);
         compute.await.unwrap();
@@ -1596,7 +1596,7 @@ mod tls {
         let client = tokio::spawn(tls_client(client_end, how));
         let mut stream = PacketStream::new(ClientStream::Plain(relay_client), MAX_LOGIN_PACKET_LEN);
         let peer: SocketAddr = "10.0.0.7:5000".parse().unwrap();
-        let result = establish(rt, &mut stream, peer, &connector, None).await;
+        let result = establish(rt, &mut stream, peer, &connector, None, None).await;
         drop(stream);
         let connects_left = connector.left();
         drop(connector);
