@@ -11,6 +11,8 @@
 //! - `preflight`: what `relay check` and `run` verify before listening (files, programs,
 //!   addresses, the admin token), and the state directory's lock.
 //! - `admin`: the admin HTTP API (status, pause, resume, usage, metrics).
+//! - `endpoint`: a listener shared by instances (`[[endpoint]]`), routing each login by its
+//!   user name onto the perceptron route.
 //! - `direct`: the direct route to a running compute.
 //! - `perceptron`: the perceptron route, one function per phase (P1–P8), and how its
 //!   connections end (error kinds, metric labels, client-visible ERRs).
@@ -65,6 +67,7 @@ mod control;
 mod conversation;
 mod direct;
 mod duration;
+mod endpoint;
 // Without etcd the store types are only the seam.
 #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
 mod fleet;

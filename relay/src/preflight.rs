@@ -214,6 +214,9 @@ fn address_clashes(config: &Config) -> Vec<(String, String)> {
     for (i, inst) in config.instances.iter().enumerate() {
         used.push((format!("instance[{i}].listen"), inst.listen));
     }
+    for (i, ep) in config.endpoints.iter().enumerate() {
+        used.push((format!("endpoint[{i}].listen"), ep.listen));
+    }
     let mut clashes = Vec::new();
     for (i, inst) in config.instances.iter().enumerate() {
         for (other, addr) in &used {
@@ -282,7 +285,17 @@ pub fn warnings(config: &Config) -> Vec<Problem> {
                           \"nftables\" kernel route is refused with it)"
                     .to_owned(),
             });
-            plaintext_switch.into_iter().chain(no_direct_route)
+            let not_behind_endpoints =
+                (!config.endpoints.is_empty() && inst.auth == AuthMode::Switch).then(|| Problem {
+                    key: format!("instance[{i}].auth"),
+                    message: "switch mode: logins through an [[endpoint]] that name this \
+                              instance are refused (ERR 1045); its own listen address serves it"
+                        .to_owned(),
+                });
+            plaintext_switch
+                .into_iter()
+                .chain(no_direct_route)
+                .chain(not_behind_endpoints)
         })
         .collect()
 }

@@ -14,6 +14,7 @@ use crate::admin::{self, AdminState};
 use crate::budgets::Budgets;
 use crate::config::{Config, InstanceConfig, OnRelayExit, RouteMode};
 use crate::control::{self, Instance};
+use crate::endpoint::{self, Endpoint};
 use crate::ledger::Ledger;
 use crate::limits::{self, Admission, PendingCaps};
 use crate::listener;
@@ -285,10 +286,18 @@ async fn serve(
             per_relay: config.relay.max_pending_connections,
             per_source: config.relay.max_pending_per_source,
         },
+        // Each instance's cap, then each endpoint's (the relay-wide one: an endpoint's
+        // connections are counted against their instance only once routed).
         config
             .instances
             .iter()
             .map(|i| i.max_pending_connections)
+            .chain(
+                config
+                    .endpoints
+                    .iter()
+                    .map(|_| config.relay.max_pending_connections),
+            )
             .collect(),
     );
     let mut listeners = Vec::new();
@@ -431,6 +440,32 @@ async fn serve(
         tracker.spawn(admin::serve(
             listener,
             state,
+            shutdown.clone(),
+            tracker.clone(),
+        ));
+    }
+    let mut endpoints = Vec::with_capacity(config.endpoints.len());
+    for ep in &config.endpoints {
+        let listener = listener::listen(ep.listen).map_err(|source| StartError::Bind {
+            instance: format!("(endpoint {})", ep.listen),
+            addr: ep.listen,
+            source,
+        })?;
+        tracing::info!(listen = %ep.listen, route_by = ?ep.route_by, instances = runtimes.len(), "endpoint listening");
+        endpoints.push((listener, Arc::new(Endpoint::new(ep.clone(), &runtimes))));
+    }
+    let instance_count = listeners.len();
+    for (i, (listener, endpoint)) in endpoints.into_iter().enumerate() {
+        let admit = Admit {
+            admission: Arc::clone(&admission),
+            index: instance_count + i,
+        };
+        tracker.spawn(endpoint_accept_loop(
+            listener,
+            endpoint,
+            Arc::clone(&budgets),
+            Arc::clone(&metrics),
+            admit,
             shutdown.clone(),
             tracker.clone(),
         ));
@@ -660,6 +695,44 @@ async fn accept_loop(
         } else {
             tracker.spawn(evicted.run_until_cancelled_owned(Box::pin(perceptron::handle(rt, stream, peer, pending))));
         }
+    })
+    .await;
+}
+
+/// [`accept_loop`] for an endpoint: the same admission, then every connection goes to
+/// [`endpoint::handle`], which greets it and routes its login.
+async fn endpoint_accept_loop(
+    listener: TcpListener,
+    endpoint: Arc<Endpoint>,
+    budgets: Arc<Budgets>,
+    metrics: Arc<Metrics>,
+    admit: Admit,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+) {
+    let label = endpoint.label().to_owned();
+    listener::accept_until(listener, shutdown, &label, &Arc::clone(&metrics), |stream, peer| {
+        if let Some(refusal) = budgets.source_refusal(peer.ip(), std::time::Instant::now()) {
+            metrics.budget_refused(&label, refusal.label());
+            let _ = stream.try_write(&refusal.pre_greeting(&peer.ip().to_string()));
+            tracing::debug!(endpoint = %label, client = %peer, reason = refusal.label(), "source blocked; refused");
+            return;
+        }
+        let pending = match admit.admission.try_admit(admit.index, peer.ip()) {
+            Ok(p) => p,
+            Err(refusal) => {
+                metrics.refused(&label, refusal.label());
+                let _ = stream.try_write(&limits::too_many_connections());
+                tracing::debug!(endpoint = %label, client = %peer, reason = refusal.label(), "too many pending connections; refused");
+                return;
+            }
+        };
+        if pending.made_room() {
+            metrics.refused(&label, "evicted");
+        }
+        let evicted = pending.eviction();
+        let endpoint = Arc::clone(&endpoint);
+        tracker.spawn(evicted.run_until_cancelled_owned(Box::pin(endpoint::handle(endpoint, stream, peer, pending))));
     })
     .await;
 }

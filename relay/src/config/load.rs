@@ -249,10 +249,21 @@ impl Config {
                 route: inst.route,
             });
         }
+        for (i, endpoint) in file.endpoint.iter().enumerate() {
+            if !listens.insert(endpoint.listen) {
+                let message = format!("{} is used twice", endpoint.listen);
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("endpoint[{i}].listen"),
+                    message,
+                ));
+            }
+        }
         Ok(Self {
             path: path.to_owned(),
             relay,
             instances,
+            endpoints: file.endpoint,
         })
     }
 }

@@ -121,6 +121,50 @@ pub struct Config {
     pub relay: RelaySettings,
     /// The instances this relay fronts.
     pub instances: Vec<InstanceConfig>,
+    /// Listeners shared by the instances (`[[endpoint]]`).
+    pub endpoints: Vec<EndpointConfig>,
+}
+
+/// `[[endpoint]]`: one listener for many instances. The relay greets the client itself and
+/// picks the instance from the login's user name (docs/endpoints.md).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointConfig {
+    /// Where it listens.
+    #[serde(deserialize_with = "addr")]
+    pub listen: SocketAddr,
+    /// How the login names the instance.
+    pub route_by: RouteBy,
+    /// How long a client may take from the greeting to its login.
+    #[serde(
+        default = "default::handshake_timeout",
+        deserialize_with = "duration::positive"
+    )]
+    pub handshake_timeout: Duration,
+}
+
+/// `[[endpoint]] route_by`: where in the login the instance's name is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum RouteBy {
+    /// `user@instance` (as Azure's `user@server`): the part after the last `@`.
+    #[serde(rename = "user@instance")]
+    UserAtInstance,
+    /// `instance.user` (as TiDB Cloud's `<prefix>.user`): the part before the first `.`.
+    #[serde(rename = "instance.user")]
+    InstanceDotUser,
+}
+
+impl RouteBy {
+    /// Splits a login's user name into the instance's name and the user name the compute
+    /// sees; `None` when it names no instance (or leaves no user). Pure.
+    #[must_use]
+    pub fn split(self, login_user: &str) -> Option<(&str, &str)> {
+        let (instance, user) = match self {
+            Self::UserAtInstance => login_user.rsplit_once('@').map(|(u, i)| (i, u))?,
+            Self::InstanceDotUser => login_user.split_once('.')?,
+        };
+        (!instance.is_empty() && !user.is_empty()).then_some((instance, user))
+    }
 }
 
 /// `[relay]`.
@@ -556,6 +600,8 @@ struct ConfigFile {
     relay: RelaySettings,
     #[serde(default)]
     instance: Vec<InstanceFile>,
+    #[serde(default)]
+    endpoint: Vec<EndpointConfig>,
 }
 
 /// One `[[instance]]` as written: final types but for the driver (see the module docs).

@@ -19,7 +19,7 @@
 
 mod compute_leg;
 mod dual_auth;
-mod login;
+pub mod login;
 mod outcome;
 mod reattach;
 mod switch_auth;

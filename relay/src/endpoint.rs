@@ -1,0 +1,196 @@
+//! `[[endpoint]]`: one listener for many instances (docs/endpoints.md). The relay greets the
+//! client itself, reads its login, and takes the instance's name from the user name
+//! (`user@instance` or `instance.user`); the login then goes on as on that instance's own
+//! listener, with the user name the compute knows. A login that names no instance gets the
+//! ERR 1045 a wrong password gets, and wakes nothing, so the endpoint does not tell which
+//! instances exist.
+//!
+//! Every connection of an endpoint takes the perceptron route, whatever the instance's state:
+//! the relay has answered the handshake before it knows the instance, so it cannot hand the
+//! connection to a running compute's own listener as the direct route does.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use authplugin::packet::ErrPacket;
+use authplugin::packet::err::codes;
+use tokio::net::TcpStream;
+
+use crate::config::{AuthMode, EndpointConfig};
+use crate::limits::PendingPermit;
+use crate::logsafe::Escaped;
+use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
+use crate::perceptron::{self, login::Answers};
+use crate::profile::{ComputeProfile, FORMAT_CHANGING};
+use crate::runtime::{self, InstanceRuntime, RELAY_CONNECTION_IDS};
+use crate::tls::ClientStream;
+
+/// One endpoint and the instances it routes to.
+pub struct Endpoint {
+    /// Its configuration.
+    pub config: EndpointConfig,
+    /// The instances, by name.
+    instances: HashMap<String, Arc<InstanceRuntime>>,
+    /// Connection ids for its greetings (the relay's half of the id space).
+    connection_ids: AtomicU32,
+    /// Its name in logs and metrics: `endpoint <listen>`.
+    label: String,
+}
+
+impl Endpoint {
+    /// `config` routing to `instances`.
+    #[must_use]
+    pub fn new(config: EndpointConfig, instances: &[Arc<InstanceRuntime>]) -> Self {
+        Self {
+            label: format!("endpoint {}", config.listen),
+            config,
+            instances: instances
+                .iter()
+                .map(|rt| (rt.instance.config.name.clone(), Arc::clone(rt)))
+                .collect(),
+            connection_ids: AtomicU32::new(runtime::first_connection_id()),
+        }
+    }
+
+    /// Its name in logs and metrics.
+    #[must_use]
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The greeting every client of the endpoint gets: the first instance's (by name), with
+    /// only the format-changing capabilities every instance's compute has, so no session
+    /// negotiates one its compute lacks.
+    fn profile(&self) -> ComputeProfile {
+        let mut names: Vec<&String> = self.instances.keys().collect();
+        names.sort();
+        let mut profiles = names
+            .iter()
+            .filter_map(|n| self.instances.get(*n))
+            .map(|rt| rt.profile());
+        let mut greeting = profiles
+            .next()
+            .unwrap_or_else(ComputeProfile::server_shim_default);
+        for other in profiles {
+            greeting.capability_flags &= other.capability_flags | !FORMAT_CHANGING;
+        }
+        greeting
+    }
+
+    /// The instance a login's user name routes to, and the user name its compute knows.
+    fn route(&self, login_user: &str) -> Option<(&Arc<InstanceRuntime>, String)> {
+        let (instance, user) = self.config.route_by.split(login_user)?;
+        Some((self.instances.get(instance)?, user.to_owned()))
+    }
+}
+
+/// Serves one connection accepted on `endpoint`.
+pub async fn handle(
+    endpoint: Arc<Endpoint>,
+    stream: TcpStream,
+    client_addr: SocketAddr,
+    pending: PendingPermit,
+) {
+    let _ = stream.set_nodelay(true);
+    let local = stream.local_addr().unwrap_or(endpoint.config.listen);
+    let timeout = endpoint.config.handshake_timeout;
+    let mut client = PacketStream::new(ClientStream::Plain(stream), MAX_LOGIN_PACKET_LEN)
+        .with_write_timeout(timeout);
+    let id = RELAY_CONNECTION_IDS | endpoint.connection_ids.fetch_add(1, Ordering::Relaxed);
+    let addr = client_addr.to_string();
+    let greeted = perceptron::greet(
+        &mut client,
+        &endpoint.profile(),
+        id,
+        None,
+        timeout,
+        Answers::CheckableAgainstA,
+    )
+    .await;
+    let mut greeted = match greeted {
+        Ok(g) => g,
+        Err(e) => {
+            if let Some(err) = e.client_error(endpoint.label(), &addr) {
+                let seq = client.next_sequence_id();
+                let _ = client.write_packet(seq, &err.to_bytes()).await;
+            }
+            tracing::info!(endpoint = %endpoint.config.listen, client = %addr, error = %e, "not a login; closed");
+            return;
+        }
+    };
+    let typed = String::from_utf8_lossy(&greeted.login.response.username).into_owned();
+    match endpoint.route(&typed) {
+        Some((rt, user)) if rt.instance.config.auth == AuthMode::Dual => {
+            greeted.login.response.username = user.into_bytes();
+            let rt = Arc::clone(rt);
+            perceptron::serve(rt, client, client_addr, local, pending, Some(greeted)).await;
+        }
+        routed => {
+            let reason = if routed.is_some() {
+                // Switch mode reads the client's answer to the server's own scramble, after
+                // one auth switch; the endpoint's greeting may have used that switch already.
+                "the instance is in switch mode, which an endpoint cannot route to"
+            } else {
+                "the login names no instance of this endpoint"
+            };
+            let user = endpoint
+                .config
+                .route_by
+                .split(&typed)
+                .map_or(typed.as_str(), |(_, user)| user);
+            let err = access_denied(user, &addr, !greeted.login.answer.is_empty());
+            let seq = greeted.login.last_sequence_id.wrapping_add(1);
+            let _ = client.write_packet(seq, &err.to_bytes()).await;
+            tracing::info!(endpoint = %endpoint.config.listen, client = %addr, user = %Escaped(typed.as_bytes()), reason, "login refused with 1045; nothing woken");
+        }
+    }
+}
+
+/// The ERR 1045 a compute sends for a wrong password, word for word (server-shim's and
+/// MySQL's), so a refusal here says nothing a wrong password would not.
+fn access_denied(user: &str, client_addr: &str, with_password: bool) -> ErrPacket {
+    let host = client_addr.rsplit_once(':').map_or(client_addr, |(h, _)| h);
+    let (code, state) = codes::ER_ACCESS_DENIED_ERROR;
+    ErrPacket::new(
+        code,
+        state,
+        &format!(
+            "Access denied for user '{user}'@'{host}' (using password: {})",
+            if with_password { "YES" } else { "NO" }
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RouteBy;
+
+    #[test]
+    fn the_user_name_names_the_instance() {
+        let at = RouteBy::UserAtInstance;
+        assert_eq!(at.split("app@shop"), Some(("shop", "app")));
+        assert_eq!(at.split("a@b@shop"), Some(("shop", "a@b")));
+        assert_eq!(at.split("app"), None);
+        assert_eq!(at.split("app@"), None);
+        assert_eq!(at.split("@shop"), None);
+        let dot = RouteBy::InstanceDotUser;
+        assert_eq!(dot.split("shop.app"), Some(("shop", "app")));
+        assert_eq!(dot.split("shop.app.v2"), Some(("shop", "app.v2")));
+        assert_eq!(dot.split("app"), None);
+        assert_eq!(dot.split(".app"), None);
+    }
+
+    #[test]
+    fn an_unknown_instance_is_refused_as_a_wrong_password_is() {
+        let err = access_denied("app", "10.0.0.7:51000", true);
+        assert_eq!(err.error_code, 1045);
+        assert_eq!(err.sql_state, Some(*b"28000"));
+        assert_eq!(
+            err.error_message,
+            b"Access denied for user 'app'@'10.0.0.7' (using password: YES)".as_slice()
+        );
+    }
+}

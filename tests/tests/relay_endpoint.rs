@@ -1,0 +1,160 @@
+//! `[[endpoint]]`: two instances behind one listener, each login routed to its instance by its
+//! user name (`user@instance` on one endpoint, `instance.user` on another), with real clients;
+//! a login that names no instance is refused as a wrong password is, and wakes nothing.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
+)]
+
+use std::time::Duration;
+
+use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
+use tests::{TempDir, add_user, bin_path, free_port, mariadb, ok};
+
+/// A relay with the usual instance `demo` and a second one, `beta` (each its own server-shim
+/// and data), and two endpoints in front of both.
+struct Endpoints {
+    relay: Relay,
+    /// `route_by = "user@instance"`.
+    at: u16,
+    /// `route_by = "instance.user"`.
+    dot: u16,
+}
+
+fn shim(dir: &std::path::Path, data: &str, port: &str) -> String {
+    [
+        bin_path("server-shim").display().to_string(),
+        "run".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--data".into(),
+        dir.join(data).display().to_string(),
+        "--key-file".into(),
+        dir.join("perceptron.key").display().to_string(),
+    ]
+    .iter()
+    .map(|a| format!("{a:?}"))
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
+fn start(tmp: &TempDir) -> Endpoints {
+    let dir = tmp.path();
+    add_user(&dir.join("beta-data"), USER, PASSWORD, true);
+    let (at, dot) = (free_port(), free_port());
+    let (beta_listen, beta_compute) = (free_port(), free_port());
+    let driver_toml = format!(
+        "[instance.driver]\nkind = \"process\"\ncommand = [{}]\nstop_grace = \"5s\"\n\n\
+         [[instance]]\nname = \"beta\"\nlisten = \"127.0.0.1:{beta_listen}\"\n\
+         compute = \"127.0.0.1:{beta_compute}\"\nidle_pause_after = \"1h\"\n\
+         [instance.driver]\nkind = \"process\"\ncommand = [{}]\nstop_grace = \"5s\"\n\n\
+         [[endpoint]]\nlisten = \"127.0.0.1:{at}\"\nroute_by = \"user@instance\"\n\n\
+         [[endpoint]]\nlisten = \"127.0.0.1:{dot}\"\nroute_by = \"instance.user\"\n",
+        shim(dir, "data", "{COMPUTE_PORT}"),
+        shim(dir, "beta-data", &beta_compute.to_string()),
+    );
+    let relay = Relay::start(
+        dir,
+        RelayOptions {
+            idle_pause_after: "1h",
+            driver_toml: Some(driver_toml),
+            ..RelayOptions::default()
+        },
+    );
+    Endpoints { relay, at, dot }
+}
+
+/// Each instance's state, from the admin API, as `name=state` in its order.
+fn states(relay: &Relay) -> Vec<String> {
+    let (code, body) = relay.admin("GET", "/v1/instances");
+    assert_eq!(code, 200, "{body}");
+    let field = |chunk: &str, key: &str| {
+        let at = chunk.find(&format!("\"{key}\": \"")).unwrap() + key.len() + 5;
+        chunk[at..].split('"').next().unwrap().to_owned()
+    };
+    body.split("\"name\"")
+        .skip(1)
+        .map(|chunk| {
+            let chunk = format!("\"name\"{chunk}");
+            format!("{}={}", field(&chunk, "name"), field(&chunk, "state"))
+        })
+        .collect()
+}
+
+fn sql(port: u16, user: &str, sql: &str) -> String {
+    ok(&mariadb(port, user, Some(PASSWORD), &["-N"], sql))
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn two_instances_behind_one_endpoint_are_routed_by_the_user_name() {
+    let tmp = TempDir::new("relay-endpoint");
+    let e = start(&tmp);
+    assert_eq!(states(&e.relay), ["demo=paused", "beta=paused"]);
+    // Each login wakes its own instance only, and its compute sees the plain user name.
+    let user_of = |port: u16, user: &str| sql(port, user, "SELECT USER()");
+    assert_eq!(user_of(e.at, "app@beta"), "app@127.0.0.1");
+    assert_eq!(states(&e.relay), ["demo=paused", "beta=running"]);
+    sql(
+        e.at,
+        "app@beta",
+        "CREATE DATABASE which; CREATE TABLE which.t (name VARCHAR(10)); \
+         INSERT INTO which.t VALUES ('beta')",
+    );
+    sql(
+        e.dot,
+        "demo.app",
+        "CREATE DATABASE which; CREATE TABLE which.t (name VARCHAR(10)); \
+         INSERT INTO which.t VALUES ('demo')",
+    );
+    assert_eq!(states(&e.relay), ["demo=running", "beta=running"]);
+    let which = "SELECT name FROM which.t";
+    assert_eq!(sql(e.at, "app@demo", which), "demo");
+    assert_eq!(sql(e.dot, "beta.app", which), "beta");
+    // The instance's own listener still serves it.
+    assert_eq!(sql(e.relay.port, USER, which), "demo");
+    // PyMySQL through the endpoint.
+    let out = tests::python(
+        e.at,
+        &format!(
+            "import os, pymysql\n\
+             c = pymysql.connect(host='127.0.0.1', port=int(os.environ['PORT']), user='app@beta', password='{PASSWORD}')\n\
+             cur = c.cursor(); cur.execute('{which}'); print(cur.fetchone()[0])\n"
+        ),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.stdout, "beta\n", "{}\n{}", out.stderr, e.relay.log());
+}
+
+#[test]
+fn a_login_that_names_no_instance_is_refused_as_a_wrong_password_and_wakes_nothing() {
+    let tmp = TempDir::new("relay-endpoint-unknown");
+    let e = start(&tmp);
+    let refusal = |port: u16, user: &str, password: &str| {
+        let out = mariadb(port, user, Some(password), &[], "SELECT 1");
+        assert_ne!(out.code, Some(0), "{}", out.stdout);
+        out.stderr.trim().to_owned()
+    };
+    let unknown = refusal(e.at, "app@gamma", PASSWORD);
+    assert_eq!(
+        unknown,
+        "ERROR 1045 (28000): Access denied for user 'app'@'127.0.0.1' (using password: YES)"
+    );
+    assert_eq!(refusal(e.dot, "gamma.app", PASSWORD), unknown);
+    assert!(refusal(e.at, "app", PASSWORD).starts_with("ERROR 1045 (28000)"));
+    assert!(refusal(e.dot, "app", PASSWORD).starts_with("ERROR 1045 (28000)"));
+    assert_eq!(states(&e.relay), ["demo=paused", "beta=paused"]);
+    assert!(
+        e.relay
+            .logged("the login names no instance of this endpoint"),
+        "{}",
+        e.relay.log()
+    );
+    // What a wrong password for an instance that exists gets: the same line.
+    assert_eq!(refusal(e.at, "app@beta", "wrong-password"), unknown);
+}
