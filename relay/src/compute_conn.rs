@@ -38,6 +38,13 @@ impl ComputeTarget {
     }
 }
 
+/// The local address a connection reports when its socket cannot say (an open TCP socket
+/// always can): the PROXY header's destination is then the unspecified address.
+pub const UNKNOWN_LOCAL: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::UNSPECIFIED,
+    0,
+));
+
 /// On whose behalf a compute connection is made.
 #[derive(Debug, Clone, Copy)]
 pub enum OnBehalfOf {

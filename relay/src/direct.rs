@@ -44,7 +44,7 @@ pub async fn handle(
     let started = Instant::now();
     let who = OnBehalfOf::Client {
         client: peer,
-        listen: client.local_addr().unwrap_or(rt.instance.config.listen),
+        listen: client.local_addr().unwrap_or(compute_conn::UNKNOWN_LOCAL),
     };
     let connect = tokio::time::timeout(
         rt.instance.config.compute_timeout,

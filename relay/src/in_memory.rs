@@ -64,7 +64,7 @@ pub fn runtime_with(
     let addr = SocketAddr::from(([127, 0, 0, 1], 1));
     let config = InstanceConfig {
         name: "t".into(),
-        listen: addr,
+        listen: Some(addr),
         compute: addr,
         auth,
         proxy_protocol: false,

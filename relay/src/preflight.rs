@@ -212,7 +212,9 @@ fn clash(a: SocketAddr, b: SocketAddr) -> bool {
 fn address_clashes(config: &Config) -> Vec<(String, String)> {
     let mut used: Vec<(String, SocketAddr)> = Vec::new();
     for (i, inst) in config.instances.iter().enumerate() {
-        used.push((format!("instance[{i}].listen"), inst.listen));
+        if let Some(listen) = inst.listen {
+            used.push((format!("instance[{i}].listen"), listen));
+        }
     }
     for (i, ep) in config.endpoints.iter().enumerate() {
         used.push((format!("endpoint[{i}].listen"), ep.listen));

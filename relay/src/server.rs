@@ -199,7 +199,7 @@ async fn prepare_kernel_route(config: &Config) -> Result<Option<Arc<NftTable>>, 
             .unwrap_or_else(|_| config.relay.state_dir.clone());
         nft::default_table_name(&dir)
     });
-    let dnats: Vec<Dnat> = routed.iter().map(|i| dnat_of(i)).collect();
+    let dnats: Vec<Dnat> = routed.iter().filter_map(|i| dnat_of(i)).collect();
     let table =
         NftTable::prepare(&name, &dnats)
             .await
@@ -215,18 +215,23 @@ async fn prepare_kernel_route(config: &Config) -> Result<Option<Arc<NftTable>>, 
     Ok(Some(table))
 }
 
-const fn dnat_of(cfg: &InstanceConfig) -> Dnat {
-    Dnat {
-        listen: cfg.listen,
+/// The kernel route's rule for `cfg`: none without a listen address of its own (checked at
+/// load: `route = "nftables"` needs one).
+fn dnat_of(cfg: &InstanceConfig) -> Option<Dnat> {
+    Some(Dnat {
+        listen: cfg.listen?,
         compute: cfg.compute,
-    }
+    })
 }
 
 /// Warns about kernel settings a kernel route to or from another host needs: forwarding for
 /// a compute elsewhere, `route_localnet` for clients elsewhere reaching a loopback compute.
 fn warn_about_sysctls(cfg: &InstanceConfig) {
     let on = |path: &str| std::fs::read_to_string(path).is_ok_and(|v| v.trim() == "1");
-    if dnat_of(cfg).compute_is_remote() {
+    let Some(dnat) = dnat_of(cfg) else {
+        return;
+    };
+    if dnat.compute_is_remote() {
         let forwarding = if cfg.compute.is_ipv4() {
             "/proc/sys/net/ipv4/ip_forward"
         } else {
@@ -237,11 +242,11 @@ fn warn_about_sysctls(cfg: &InstanceConfig) {
         }
     }
     if cfg.compute.ip().is_loopback()
-        && !cfg.listen.ip().is_loopback()
-        && cfg.listen.is_ipv4()
+        && !dnat.listen.ip().is_loopback()
+        && dnat.listen.is_ipv4()
         && !on("/proc/sys/net/ipv4/conf/all/route_localnet")
     {
-        tracing::warn!(instance = %cfg.name, listen = %cfg.listen, compute = %cfg.compute, "clients on other hosts reach a loopback compute through the kernel route only with net.ipv4.conf.all.route_localnet = 1; bind the compute to a routable address, or they are refused while the instance runs");
+        tracing::warn!(instance = %cfg.name, listen = %dnat.listen, compute = %cfg.compute, "clients on other hosts reach a loopback compute through the kernel route only with net.ipv4.conf.all.route_localnet = 1; bind the compute to a routable address, or they are refused while the instance runs");
     }
 }
 
@@ -341,16 +346,20 @@ async fn serve(
             instance: cfg.name.clone(),
             source,
         })?;
-        let listener = listener::listen(cfg.listen).map_err(|source| StartError::Bind {
-            instance: cfg.name.clone(),
-            addr: cfg.listen,
-            source,
-        })?;
+        let listener = cfg
+            .listen
+            .map(|addr| {
+                listener::listen(addr).map_err(|source| StartError::Bind {
+                    instance: cfg.name.clone(),
+                    addr,
+                    source,
+                })
+            })
+            .transpose()?;
         let learnt = profile::load(&config.relay.state_dir, &cfg.name);
-        let kernel = match (table, cfg.route) {
-            (Some(table), RouteMode::Nftables) => {
-                Some(Arc::new(NftRoute::new(Arc::clone(table), dnat_of(cfg)))
-                    as Arc<dyn KernelRoute>)
+        let kernel = match (table, cfg.route, dnat_of(cfg)) {
+            (Some(table), RouteMode::Nftables, Some(dnat)) => {
+                Some(Arc::new(NftRoute::new(Arc::clone(table), dnat)) as Arc<dyn KernelRoute>)
             }
             _ => None,
         };
@@ -407,7 +416,14 @@ async fn serve(
                 .clone()
                 .filter(|_| crate::perceptron::may_splice(cfg)),
         });
-        tracing::info!(instance = %cfg.name, listen = %cfg.listen, compute = %cfg.compute, route = cfg.route.as_str(), "listening");
+        match cfg.listen {
+            Some(listen) => {
+                tracing::info!(instance = %cfg.name, %listen, compute = %cfg.compute, route = cfg.route.as_str(), "listening")
+            }
+            None => {
+                tracing::debug!(instance = %cfg.name, compute = %cfg.compute, "reached through endpoints only")
+            }
+        }
         listeners.push((listener, rt));
     }
     let runtimes: Vec<_> = listeners.iter().map(|(_, rt)| Arc::clone(rt)).collect();
@@ -471,6 +487,9 @@ async fn serve(
         ));
     }
     for (index, (listener, rt)) in listeners.into_iter().enumerate() {
+        let Some(listener) = listener else {
+            continue;
+        };
         let admit = Admit {
             admission: Arc::clone(&admission),
             index,

@@ -16,7 +16,7 @@ use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
 use tests::{TempDir, add_user, bin_path, free_port, mariadb, ok};
 
 /// A relay with the usual instance `demo` and a second one, `beta` (each its own server-shim
-/// and data), and two endpoints in front of both.
+/// and data; `beta` has no listen address of its own), and two endpoints in front of both.
 struct Endpoints {
     relay: Relay,
     /// `route_by = "user@instance"`.
@@ -46,11 +46,11 @@ fn start(tmp: &TempDir) -> Endpoints {
     let dir = tmp.path();
     add_user(&dir.join("beta-data"), USER, PASSWORD, true);
     let (at, dot) = (free_port(), free_port());
-    let (beta_listen, beta_compute) = (free_port(), free_port());
+    let beta_compute = free_port();
     let driver_toml = format!(
         "[instance.driver]\nkind = \"process\"\ncommand = [{}]\nstop_grace = \"5s\"\n\n\
-         [[instance]]\nname = \"beta\"\nlisten = \"127.0.0.1:{beta_listen}\"\n\
-         compute = \"127.0.0.1:{beta_compute}\"\nidle_pause_after = \"1h\"\n\
+         [[instance]]\nname = \"beta\"\ncompute = \"127.0.0.1:{beta_compute}\"\n\
+         idle_pause_after = \"1h\"\n\
          [instance.driver]\nkind = \"process\"\ncommand = [{}]\nstop_grace = \"5s\"\n\n\
          [[endpoint]]\nlisten = \"127.0.0.1:{at}\"\nroute_by = \"user@instance\"\n\n\
          [[endpoint]]\nlisten = \"127.0.0.1:{dot}\"\nroute_by = \"instance.user\"\n",

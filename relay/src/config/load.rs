@@ -90,9 +90,16 @@ impl Config {
                 let message = format!("'{}' is used twice", inst.name);
                 return Err(ConfigError::invalid(path, key("name"), message));
             }
-            if !listens.insert(inst.listen) {
-                let message = format!("{} is used twice", inst.listen);
-                return Err(ConfigError::invalid(path, key("listen"), message));
+            match inst.listen {
+                Some(listen) if !listens.insert(listen) => {
+                    let message = format!("{listen} is used twice");
+                    return Err(ConfigError::invalid(path, key("listen"), message));
+                }
+                None if file.endpoint.is_empty() => {
+                    let message = "required unless an [[endpoint]] routes to the instance";
+                    return Err(ConfigError::invalid(path, key("listen"), message));
+                }
+                _ => {}
             }
             // Payload v2: a compute refuses a relayed login whose scramble A is older than
             // MAX_LOGIN_AGE_MS when signed, so the longest hold must fit in it.
@@ -356,14 +363,21 @@ pub(super) fn kernel_route_fits(
             ),
         ));
     }
-    if inst.listen.is_ipv4() != inst.compute.is_ipv4() {
+    let Some(listen) = inst.listen else {
+        return Err(ConfigError::invalid(
+            path,
+            key("route"),
+            "\"nftables\" needs the instance's own listen address (the kernel routes it)",
+        ));
+    };
+    if listen.is_ipv4() != inst.compute.is_ipv4() {
         return Err(ConfigError::invalid(
             path,
             key("route"),
             format!(
-                "\"nftables\" needs listen ({}) and compute ({}) in the same address family \
-                 (both IPv4 or both IPv6)",
-                inst.listen, inst.compute
+                "\"nftables\" needs listen ({listen}) and compute ({}) in the same address \
+                 family (both IPv4 or both IPv6)",
+                inst.compute
             ),
         ));
     }

@@ -419,8 +419,8 @@ pub enum ComputeProofMode {
 pub struct InstanceConfig {
     /// Unique name, used in logs and metrics.
     pub name: String,
-    /// Where clients connect.
-    pub listen: SocketAddr,
+    /// Where clients connect; none for an instance reached only through endpoints.
+    pub listen: Option<SocketAddr>,
     /// Where the compute listens once running.
     pub compute: SocketAddr,
     /// How logins are completed.
@@ -610,8 +610,8 @@ struct ConfigFile {
 struct InstanceFile {
     #[serde(deserialize_with = "instance_name")]
     name: String,
-    #[serde(deserialize_with = "addr")]
-    listen: SocketAddr,
+    #[serde(default, deserialize_with = "some_addr")]
+    listen: Option<SocketAddr>,
     #[serde(deserialize_with = "addr")]
     compute: SocketAddr,
     #[serde(default)]

@@ -470,7 +470,7 @@ fn error_messages_name_the_file_and_the_key() {
         // missing required key
         (
             error_after("listen = \"127.0.0.1:3306\"\n", ""),
-            "instance[0].listen: required, but missing",
+            "instance[0].listen: required unless an [[endpoint]] routes to the instance",
         ),
         (
             error_after("key_file = \"perceptron.key\"\n", ""),
@@ -850,4 +850,49 @@ fn compute_proof_defaults_to_the_greeting_and_is_refused_outside_dual_mode() {
     ))
     .unwrap_err();
     assert!(e.contains("instance[0].compute_proof"), "{e}");
+}
+
+#[test]
+fn an_endpoint_fronts_instances_with_or_without_a_listen_address_of_their_own() {
+    let endpoint = "\n[[endpoint]]\nlisten = \"127.0.0.1:3307\"\nroute_by = \"user@instance\"\n";
+    let c = parse(&format!("{GOOD}{endpoint}")).unwrap();
+    assert_eq!(
+        c.endpoints,
+        [crate::config::EndpointConfig {
+            listen: "127.0.0.1:3307".parse().unwrap(),
+            route_by: crate::config::RouteBy::UserAtInstance,
+            handshake_timeout: std::time::Duration::from_secs(10),
+        }]
+    );
+    let unlisted = GOOD.replacen("listen = \"127.0.0.1:3306\"\n", "", 1);
+    assert_eq!(
+        parse(&format!("{unlisted}{endpoint}")).unwrap().instances[0].listen,
+        None
+    );
+    assert_eq!(
+        parse(&unlisted).unwrap_err(),
+        "/etc/perceptron/relay.toml: instance[0].listen: required unless an [[endpoint]] routes \
+         to the instance"
+    );
+    let clash = endpoint.replace("3307", "3306");
+    assert_eq!(
+        parse(&format!("{GOOD}{clash}")).unwrap_err(),
+        "/etc/perceptron/relay.toml: endpoint[0].listen: 127.0.0.1:3306 is used twice"
+    );
+    let other = endpoint.replace("user@instance", "user%instance");
+    let err = parse(&format!("{GOOD}{other}")).unwrap_err();
+    assert!(
+        err.contains("endpoint") && err.contains("route_by"),
+        "{err}"
+    );
+    let kernel = unlisted.replacen(
+        "auth = \"dual\"",
+        "auth = \"dual\"\nroute = \"nftables\"",
+        1,
+    );
+    let err = parse(&format!("{kernel}{endpoint}")).unwrap_err();
+    assert!(
+        err.contains("instance[0].route") && err.contains("own listen address"),
+        "{err}"
+    );
 }

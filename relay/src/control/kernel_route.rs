@@ -169,7 +169,7 @@ impl Instance {
                 self.lock().kernel_installed = true;
                 self.metrics
                     .kernel_route(name, KernelRouteAction::install, None);
-                tracing::info!(instance = %name, listen = %self.config.listen, compute = %self.config.compute, "kernel route installed: new connections go straight to the compute");
+                tracing::info!(instance = %name, listen = ?self.config.listen, compute = %self.config.compute, "kernel route installed: new connections go straight to the compute");
             }
             Err(e) => {
                 self.metrics

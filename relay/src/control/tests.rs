@@ -259,7 +259,7 @@ fn build_at(
     let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
     let config = InstanceConfig {
         name: "t".into(),
-        listen: addr,
+        listen: Some(addr),
         compute,
         auth: AuthMode::Dual,
         proxy_protocol: false,

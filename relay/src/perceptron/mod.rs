@@ -99,7 +99,9 @@ pub async fn handle(
     pending: PendingPermit,
 ) {
     let _ = client.set_nodelay(true);
-    let local = client.local_addr().unwrap_or(rt.instance.config.listen);
+    let local = client
+        .local_addr()
+        .unwrap_or(crate::compute_conn::UNKNOWN_LOCAL);
     let client = PacketStream::new(ClientStream::Plain(client), MAX_LOGIN_PACKET_LEN)
         .with_write_timeout(rt.instance.config.handshake_timeout);
     serve(rt, client, client_addr, local, pending, None).await;
