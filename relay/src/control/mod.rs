@@ -184,6 +184,9 @@ pub struct Instance {
     spliced: tokio::sync::watch::Sender<usize>,
     /// Asks every spliced session to look at once whether it can be taken back (a pause).
     look_now: tokio::sync::Notify,
+    /// Woken on every change of state, for [`Instance::pause_when_idle`], which waits on it
+    /// while there is no compute (so a paused instance costs no timer).
+    state_changed: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Instance {
@@ -388,6 +391,7 @@ impl Instance {
             proven: tokio::sync::Notify::new(),
             spliced: tokio::sync::watch::Sender::new(0),
             look_now: tokio::sync::Notify::new(),
+            state_changed: tokio::sync::Notify::new(),
         })
     }
 
@@ -813,13 +817,21 @@ impl Instance {
 
     /// Pauses the instance after `idle_pause_after` without any connection, until `stop`
     /// fires. Checks a few times per idle period, so a pause comes at most a quarter period
-    /// (capped at 1 s) late.
+    /// (capped at 1 s) late; while paused (or failed) it waits for a change of state instead.
     pub async fn pause_when_idle(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
         let idle_pause_after = self.config.idle_pause_after;
         let failed_wake_pause_after = self.config.failed_wake_pause_after.min(idle_pause_after);
         let tick =
             (failed_wake_pause_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         loop {
+            // Without a compute there is nothing to watch: wait for the next change of state
+            // (a permit is kept for a change made before this waits) rather than tick.
+            if matches!(self.phase(), Phase::Paused | Phase::Failed) {
+                tokio::select! {
+                    () = self.state_changed.notified() => {}
+                    () = stop.cancelled() => return,
+                }
+            }
             tokio::select! {
                 () = tokio::time::sleep(tick) => {}
                 () = stop.cancelled() => return,
@@ -914,6 +926,7 @@ impl Instance {
                     || (phase == Phase::Running && last == Some(Phase::Resuming));
                 if continues && self.config.capacity.is_none() {
                     inner.state = state;
+                    self.state_changed.notify_one();
                     self.metrics.set_phase(&self.config.name, phase);
                 } else {
                     // A new phase, or a capacity the ledger must know: one record.
@@ -1035,6 +1048,7 @@ impl Instance {
             inner.kernel_parked = 0;
         }
         inner.state = to;
+        self.state_changed.notify_one();
         if phase == Phase::Running {
             self.detaching
                 .store(false, std::sync::atomic::Ordering::Release);
