@@ -11,8 +11,8 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use authplugin::packet::ErrPacket;
 use authplugin::packet::err::codes;
@@ -37,6 +37,8 @@ pub struct Endpoint {
     connection_ids: AtomicU32,
     /// Its name in logs and metrics: `endpoint <listen>`.
     label: String,
+    /// The greeting last made ([`Endpoint::profile`]) and the profile change it is from.
+    greeting: Mutex<Option<(u64, ComputeProfile)>>,
 }
 
 impl Endpoint {
@@ -51,6 +53,7 @@ impl Endpoint {
                 .map(|rt| (rt.instance.config.name.clone(), Arc::clone(rt)))
                 .collect(),
             connection_ids: AtomicU32::new(runtime::first_connection_id()),
+            greeting: Mutex::new(None),
         }
     }
 
@@ -62,8 +65,22 @@ impl Endpoint {
 
     /// The greeting every client of the endpoint gets: the first instance's (by name), with
     /// only the format-changing capabilities every instance's compute has, so no session
-    /// negotiates one its compute lacks.
+    /// negotiates one its compute lacks. Made again only after a profile changed: with
+    /// 10,000 instances, making it takes milliseconds.
     fn profile(&self) -> ComputeProfile {
+        let changes = runtime::profile_changes();
+        let mut cached = self.greeting.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*cached {
+            Some((made_at, greeting)) if *made_at == changes => greeting.clone(),
+            _ => {
+                let greeting = self.make_profile();
+                *cached = Some((changes, greeting.clone()));
+                greeting
+            }
+        }
+    }
+
+    fn make_profile(&self) -> ComputeProfile {
         let mut names: Vec<&String> = self.instances.keys().collect();
         names.sort();
         let mut profiles = names
@@ -181,6 +198,47 @@ mod tests {
         assert_eq!(dot.split("shop.app.v2"), Some(("shop", "app.v2")));
         assert_eq!(dot.split("app"), None);
         assert_eq!(dot.split(".app"), None);
+    }
+
+    #[test]
+    fn the_greeting_offers_only_what_every_compute_has_and_follows_a_learnt_profile() {
+        use authplugin::packet::capabilities::{CLIENT_DEPRECATE_EOF, CLIENT_SESSION_TRACK};
+        use authplugin::{KeyId, KeyRing, PerceptronKey};
+        let runtime = |name: &str| {
+            let key = PerceptronKey::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);
+            let ring = KeyRing::new(vec![key]).unwrap();
+            Arc::new(crate::in_memory::runtime_with(
+                AuthMode::Dual,
+                ring,
+                std::time::Duration::from_secs(1),
+                |c| c.name = name.into(),
+            ))
+        };
+        let (a, b) = (runtime("a"), runtime("b"));
+        let config = EndpointConfig {
+            listen: "127.0.0.1:3306".parse().unwrap(),
+            route_by: RouteBy::UserAtInstance,
+            handshake_timeout: std::time::Duration::from_secs(1),
+        };
+        let endpoint = Endpoint::new(config, &[Arc::clone(&a), Arc::clone(&b)]);
+        let shim = ComputeProfile::server_shim_default();
+        assert_eq!(endpoint.profile(), shim);
+        assert_eq!(
+            endpoint
+                .route("app@b")
+                .map(|(rt, u)| (rt.instance.config.name.clone(), u)),
+            Some(("b".into(), "app".into()))
+        );
+        assert!(endpoint.route("app@c").is_none());
+        // b's compute turns out to lack CLIENT_DEPRECATE_EOF: nobody is offered it any more.
+        b.forget_capabilities(CLIENT_DEPRECATE_EOF);
+        let greeting = endpoint.profile();
+        assert_eq!(greeting.capability_flags & CLIENT_DEPRECATE_EOF, 0);
+        assert_eq!(
+            greeting.capability_flags | CLIENT_DEPRECATE_EOF,
+            shim.capability_flags
+        );
+        assert_eq!(greeting.capability_flags & CLIENT_SESSION_TRACK, 0);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! both routes and the admin API all read it, so it sits below all of them.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use authplugin::ReplayGuard;
@@ -95,6 +95,7 @@ impl InstanceRuntime {
             );
         }
         *self.profile.write().unwrap_or_else(PoisonError::into_inner) = learnt;
+        PROFILE_CHANGES.fetch_add(1, Ordering::Release);
     }
 
     /// Stops offering `missing`, capabilities a compute that has not proven the key says it
@@ -113,6 +114,7 @@ impl InstanceRuntime {
         }
         tracing::info!(instance = %name, missing = format_args!("{missing:#x}"), "no longer offering capabilities the (not yet proven) compute lacks");
         *self.profile.write().unwrap_or_else(PoisonError::into_inner) = learnt;
+        PROFILE_CHANGES.fetch_add(1, Ordering::Release);
     }
 
     /// Counts the bytes a byte pump copied for this instance.
@@ -123,6 +125,17 @@ impl InstanceRuntime {
             report.compute_to_client,
         );
     }
+}
+
+/// Bumped (after the new profile is stored) whenever any instance's greeting profile
+/// changes, which is rare: an endpoint's greeting, made from every instance's, is made again
+/// only then. Process-wide, so another relay in the same process (tests) only costs a remake.
+static PROFILE_CHANGES: AtomicU64 = AtomicU64::new(0);
+
+/// How many times any instance's greeting profile has changed ([`PROFILE_CHANGES`]).
+#[must_use]
+pub fn profile_changes() -> u64 {
+    PROFILE_CHANGES.load(Ordering::Acquire)
 }
 
 /// The bit set in every connection id a relay greets with ([`InstanceRuntime::next_connection_id`]).
