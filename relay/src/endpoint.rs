@@ -18,14 +18,15 @@ use authplugin::packet::ErrPacket;
 use authplugin::packet::err::codes;
 use tokio::net::TcpStream;
 
-use crate::config::{AuthMode, EndpointConfig};
+use crate::config::{AuthMode, EndpointConfig, RouteBy};
 use crate::limits::PendingPermit;
 use crate::logsafe::Escaped;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
+use crate::perceptron::outcome::Classification;
 use crate::perceptron::{self, login::Answers};
 use crate::profile::{ComputeProfile, FORMAT_CHANGING};
 use crate::runtime::{self, InstanceRuntime, RELAY_CONNECTION_IDS};
-use crate::tls::ClientStream;
+use crate::tls::{ClientStream, ServerTls};
 
 /// One endpoint and the instances it routes to.
 pub struct Endpoint {
@@ -39,12 +40,18 @@ pub struct Endpoint {
     label: String,
     /// The greeting last made ([`Endpoint::profile`]) and the profile change it is from.
     greeting: Mutex<Option<(u64, ComputeProfile)>>,
+    /// `[endpoint.tls]`: the certificate it serves; `None` offers no TLS.
+    pub tls: Option<Arc<ServerTls>>,
 }
 
 impl Endpoint {
-    /// `config` routing to `instances`.
+    /// `config` routing to `instances`, serving `tls`.
     #[must_use]
-    pub fn new(config: EndpointConfig, instances: &[Arc<InstanceRuntime>]) -> Self {
+    pub fn new(
+        config: EndpointConfig,
+        instances: &[Arc<InstanceRuntime>],
+        tls: Option<Arc<ServerTls>>,
+    ) -> Self {
         Self {
             label: format!("endpoint {}", config.listen),
             config,
@@ -54,6 +61,7 @@ impl Endpoint {
                 .collect(),
             connection_ids: AtomicU32::new(runtime::first_connection_id()),
             greeting: Mutex::new(None),
+            tls,
         }
     }
 
@@ -96,9 +104,14 @@ impl Endpoint {
         greeting
     }
 
-    /// The instance a login's user name routes to, and the user name its compute knows.
-    fn route(&self, login_user: &str) -> Option<(&Arc<InstanceRuntime>, String)> {
-        let (instance, user) = self.config.route_by.split(login_user)?;
+    /// The instance a login routes to (by its user name, or the TLS server name it came
+    /// with), and the user name its compute knows.
+    fn route(
+        &self,
+        login_user: &str,
+        server_name: Option<&str>,
+    ) -> Option<(&Arc<InstanceRuntime>, String)> {
+        let (instance, user) = self.config.route_by.split(login_user, server_name)?;
         Some((self.instances.get(instance)?, user.to_owned()))
     }
 }
@@ -117,11 +130,15 @@ pub async fn handle(
         .with_write_timeout(timeout);
     let id = RELAY_CONNECTION_IDS | endpoint.connection_ids.fetch_add(1, Ordering::Relaxed);
     let addr = client_addr.to_string();
+    let tls = endpoint
+        .tls
+        .as_ref()
+        .map(|t| Arc::clone(&t.current().config));
     let greeted = perceptron::greet(
         &mut client,
         &endpoint.profile(),
         id,
-        None,
+        tls,
         timeout,
         Answers::CheckableAgainstA,
     )
@@ -138,7 +155,17 @@ pub async fn handle(
         }
     };
     let typed = String::from_utf8_lossy(&greeted.login.response.username).into_owned();
-    match endpoint.route(&typed) {
+    let server_name = client.stream_mut().server_name().map(str::to_owned);
+    if endpoint.config.route_by == RouteBy::ServerName && !greeted.login.tls {
+        // No TLS, no server name: what MySQL says to a plaintext login it requires TLS of.
+        if let Some(err) = Classification::InsecureTransport.client_error(&addr) {
+            let seq = greeted.login.last_sequence_id.wrapping_add(1);
+            let _ = client.write_packet(seq, &err.to_bytes()).await;
+        }
+        tracing::info!(endpoint = %endpoint.config.listen, client = %addr, "a plaintext login on an endpoint that routes by TLS server name; refused with 3159, nothing woken");
+        return;
+    }
+    match endpoint.route(&typed, server_name.as_deref()) {
         Some((rt, user)) if rt.instance.config.auth == AuthMode::Dual => {
             greeted.login.response.username = user.into_bytes();
             let rt = Arc::clone(rt);
@@ -155,12 +182,13 @@ pub async fn handle(
             let user = endpoint
                 .config
                 .route_by
-                .split(&typed)
+                .split(&typed, server_name.as_deref())
                 .map_or(typed.as_str(), |(_, user)| user);
             let err = access_denied(user, &addr, !greeted.login.answer.is_empty());
             let seq = greeted.login.last_sequence_id.wrapping_add(1);
             let _ = client.write_packet(seq, &err.to_bytes()).await;
-            tracing::info!(endpoint = %endpoint.config.listen, client = %addr, user = %Escaped(typed.as_bytes()), reason, "login refused with 1045; nothing woken");
+            let server_name = server_name.as_deref().unwrap_or_default();
+            tracing::info!(endpoint = %endpoint.config.listen, client = %addr, user = %Escaped(typed.as_bytes()), server_name = %Escaped(server_name.as_bytes()), reason, "login refused with 1045; nothing woken");
         }
     }
 }
@@ -188,16 +216,27 @@ mod tests {
     #[test]
     fn the_user_name_names_the_instance() {
         let at = RouteBy::UserAtInstance;
-        assert_eq!(at.split("app@shop"), Some(("shop", "app")));
-        assert_eq!(at.split("a@b@shop"), Some(("shop", "a@b")));
-        assert_eq!(at.split("app"), None);
-        assert_eq!(at.split("app@"), None);
-        assert_eq!(at.split("@shop"), None);
+        assert_eq!(at.split("app@shop", None), Some(("shop", "app")));
+        assert_eq!(
+            at.split("a@b@shop", Some("x.example")),
+            Some(("shop", "a@b"))
+        );
+        assert_eq!(at.split("app", None), None);
+        assert_eq!(at.split("app@", None), None);
+        assert_eq!(at.split("@shop", None), None);
         let dot = RouteBy::InstanceDotUser;
-        assert_eq!(dot.split("shop.app"), Some(("shop", "app")));
-        assert_eq!(dot.split("shop.app.v2"), Some(("shop", "app.v2")));
-        assert_eq!(dot.split("app"), None);
-        assert_eq!(dot.split(".app"), None);
+        assert_eq!(dot.split("shop.app", None), Some(("shop", "app")));
+        assert_eq!(dot.split("shop.app.v2", None), Some(("shop", "app.v2")));
+        assert_eq!(dot.split("app", None), None);
+        assert_eq!(dot.split(".app", None), None);
+        let sni = RouteBy::ServerName;
+        assert_eq!(
+            sni.split("app", Some("shop.db.example.com")),
+            Some(("shop", "app"))
+        );
+        assert_eq!(sni.split("app@x", Some("shop")), Some(("shop", "app@x")));
+        assert_eq!(sni.split("app", None), None);
+        assert_eq!(sni.split("app", Some(".example.com")), None);
     }
 
     #[test]
@@ -219,17 +258,18 @@ mod tests {
             listen: "127.0.0.1:3306".parse().unwrap(),
             route_by: RouteBy::UserAtInstance,
             handshake_timeout: std::time::Duration::from_secs(1),
+            tls: None,
         };
-        let endpoint = Endpoint::new(config, &[Arc::clone(&a), Arc::clone(&b)]);
+        let endpoint = Endpoint::new(config, &[Arc::clone(&a), Arc::clone(&b)], None);
         let shim = ComputeProfile::server_shim_default();
         assert_eq!(endpoint.profile(), shim);
         assert_eq!(
             endpoint
-                .route("app@b")
+                .route("app@b", None)
                 .map(|(rt, u)| (rt.instance.config.name.clone(), u)),
             Some(("b".into(), "app".into()))
         );
-        assert!(endpoint.route("app@c").is_none());
+        assert!(endpoint.route("app@c", None).is_none());
         // b's compute turns out to lack CLIENT_DEPRECATE_EOF: nobody is offered it any more.
         b.forget_capabilities(CLIENT_DEPRECATE_EOF);
         let greeting = endpoint.profile();

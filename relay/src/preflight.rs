@@ -81,6 +81,13 @@ pub fn check(config: &Config) -> Vec<Problem> {
             );
         }
     }
+    for (i, ep) in config.endpoints.iter().enumerate() {
+        if let Some(tls) = &ep.tls
+            && let Err(e) = crate::tls::load(tls)
+        {
+            problem(&format!("endpoint[{i}].tls.{}", e.file.key()), e.to_string());
+        }
+    }
     for (i, inst) in config.instances.iter().enumerate() {
         let key = |field: &str| format!("instance[{i}].{field}");
         // TLS files are loaded here, once, to prove they work; the relay loads them again when

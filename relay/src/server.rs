@@ -427,9 +427,6 @@ async fn serve(
         listeners.push((listener, rt));
     }
     let runtimes: Vec<_> = listeners.iter().map(|(_, rt)| Arc::clone(rt)).collect();
-    if runtimes.iter().any(|rt| rt.tls.is_some()) {
-        tracker.spawn(reload_certificates(runtimes.clone(), shutdown.clone()));
-    }
     if let Some(addr) = config.relay.admin_listen {
         let token = match &config.relay.admin_token_file {
             Some(path) => Some(read_token(path).map_err(StartError::AdminToken)?),
@@ -467,8 +464,46 @@ async fn serve(
             addr: ep.listen,
             source,
         })?;
-        tracing::info!(listen = %ep.listen, route_by = ?ep.route_by, instances = runtimes.len(), "endpoint listening");
-        endpoints.push((listener, Arc::new(Endpoint::new(ep.clone(), &runtimes))));
+        let label = format!("endpoint {}", ep.listen);
+        let tls = ep
+            .tls
+            .clone()
+            .map(|settings| {
+                let tls = ServerTls::new(settings).map_err(|source| StartError::Tls {
+                    instance: label.clone(),
+                    source,
+                })?;
+                metrics.set_tls_expiry(&label, tls.current().not_after);
+                Ok(Arc::new(tls))
+            })
+            .transpose()?;
+        tracing::info!(listen = %ep.listen, route_by = ?ep.route_by, tls = tls.is_some(), instances = runtimes.len(), "endpoint listening");
+        endpoints.push((
+            listener,
+            Arc::new(Endpoint::new(ep.clone(), &runtimes, tls)),
+        ));
+    }
+    // Every certificate the relay serves, followed (file changes, SIGHUP).
+    let certificates: Vec<(String, Arc<ServerTls>)> = runtimes
+        .iter()
+        .filter_map(|rt| {
+            Some((
+                rt.instance.config.name.clone(),
+                Arc::clone(rt.tls.as_ref()?),
+            ))
+        })
+        .chain(
+            endpoints
+                .iter()
+                .filter_map(|(_, ep)| Some((ep.label().to_owned(), Arc::clone(ep.tls.as_ref()?)))),
+        )
+        .collect();
+    if !certificates.is_empty() {
+        tracker.spawn(reload_certificates(
+            certificates,
+            Arc::clone(&metrics),
+            shutdown.clone(),
+        ));
     }
     let instance_count = listeners.len();
     for (i, (listener, endpoint)) in endpoints.into_iter().enumerate() {
@@ -554,7 +589,11 @@ const CERT_POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// (size or modification time, checked every [`CERT_POLL_INTERVAL`]). A reload that fails
 /// keeps the previous certificate and is logged and counted; handshakes in flight and
 /// connections already in TLS are not touched.
-async fn reload_certificates(runtimes: Vec<Arc<InstanceRuntime>>, shutdown: CancellationToken) {
+async fn reload_certificates(
+    certificates: Vec<(String, Arc<ServerTls>)>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hangup = match signal(SignalKind::hangup()) {
         Ok(s) => Some(s),
@@ -563,8 +602,10 @@ async fn reload_certificates(runtimes: Vec<Arc<InstanceRuntime>>, shutdown: Canc
             None
         }
     };
-    let stamps = |rt: &InstanceRuntime| rt.tls.as_ref().map(|t| file_stamps(&t.settings));
-    let mut seen: Vec<_> = runtimes.iter().map(|rt| stamps(rt)).collect();
+    let mut seen: Vec<_> = certificates
+        .iter()
+        .map(|(_, tls)| file_stamps(&tls.settings))
+        .collect();
     let mut poll = tokio::time::interval(CERT_POLL_INTERVAL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -578,22 +619,20 @@ async fn reload_certificates(runtimes: Vec<Arc<InstanceRuntime>>, shutdown: Canc
             } => true,
             _ = poll.tick() => false,
         };
-        for (rt, last) in runtimes.iter().zip(seen.iter_mut()) {
-            let Some(tls) = &rt.tls else { continue };
-            let now = stamps(rt);
+        for ((name, tls), last) in certificates.iter().zip(seen.iter_mut()) {
+            let now = file_stamps(&tls.settings);
             if !forced && now == *last {
                 continue;
             }
             *last = now;
-            let name = &rt.instance.config.name;
             match tls.reload() {
                 Ok(loaded) => {
-                    rt.metrics.set_tls_expiry(name, loaded.not_after);
-                    rt.metrics.tls_reload(name, "ok");
+                    metrics.set_tls_expiry(name, loaded.not_after);
+                    metrics.tls_reload(name, "ok");
                     tracing::info!(instance = %name, not_after = loaded.not_after, "TLS certificate reloaded");
                 }
                 Err(e) => {
-                    rt.metrics.tls_reload(name, "failed");
+                    metrics.tls_reload(name, "failed");
                     tracing::error!(instance = %name, key = %format!("tls.{}", e.file.key()), error = %e, "TLS certificate reload failed; still serving the previous one");
                 }
             }

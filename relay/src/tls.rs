@@ -311,6 +311,17 @@ fn gone() -> io::Error {
     )
 }
 
+impl<S> ClientStream<S> {
+    /// The server name (SNI) the client asked for in its TLS handshake, if any.
+    #[must_use]
+    pub fn server_name(&self) -> Option<&str> {
+        match self {
+            Self::Tls(tls) => tls.get_ref().1.server_name(),
+            Self::Plain(_) | Self::Gone => None,
+        }
+    }
+}
+
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for ClientStream<S> {
     fn poll_read(
         self: Pin<&mut Self>,

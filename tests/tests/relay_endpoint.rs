@@ -23,6 +23,8 @@ struct Endpoints {
     at: u16,
     /// `route_by = "instance.user"`.
     dot: u16,
+    /// `route_by = "sni"`, serving a certificate for `*.db.test` signed by `<dir>/certs/sni-ca.pem`.
+    sni: u16,
 }
 
 fn shim(dir: &std::path::Path, data: &str, port: &str) -> String {
@@ -45,7 +47,17 @@ fn shim(dir: &std::path::Path, data: &str, port: &str) -> String {
 fn start(tmp: &TempDir) -> Endpoints {
     let dir = tmp.path();
     add_user(&dir.join("beta-data"), USER, PASSWORD, true);
-    let (at, dot) = (free_port(), free_port());
+    let (at, dot, sni) = (free_port(), free_port(), free_port());
+    let certs = dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    tests::tls::pki(
+        &certs,
+        "sni",
+        &[(
+            "server",
+            "subjectAltName=DNS:*.db.test\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        )],
+    );
     let beta_compute = free_port();
     let driver_toml = format!(
         "[instance.driver]\nkind = \"process\"\ncommand = [{}]\nstop_grace = \"5s\"\n\n\
@@ -53,9 +65,13 @@ fn start(tmp: &TempDir) -> Endpoints {
          idle_pause_after = \"1h\"\n\
          [instance.driver]\nkind = \"process\"\ncommand = [{}]\nstop_grace = \"5s\"\n\n\
          [[endpoint]]\nlisten = \"127.0.0.1:{at}\"\nroute_by = \"user@instance\"\n\n\
-         [[endpoint]]\nlisten = \"127.0.0.1:{dot}\"\nroute_by = \"instance.user\"\n",
+         [[endpoint]]\nlisten = \"127.0.0.1:{dot}\"\nroute_by = \"instance.user\"\n\n\
+         [[endpoint]]\nlisten = \"127.0.0.1:{sni}\"\nroute_by = \"sni\"\n\
+         [endpoint.tls]\ncert = \"{}\"\nkey = \"{}\"\n",
         shim(dir, "data", "{COMPUTE_PORT}"),
         shim(dir, "beta-data", &beta_compute.to_string()),
+        certs.join("sni-server.pem").display(),
+        certs.join("sni-server.key").display(),
     );
     let relay = Relay::start(
         dir,
@@ -65,7 +81,12 @@ fn start(tmp: &TempDir) -> Endpoints {
             ..RelayOptions::default()
         },
     );
-    Endpoints { relay, at, dot }
+    Endpoints {
+        relay,
+        at,
+        dot,
+        sni,
+    }
 }
 
 /// Each instance's state, from the admin API, as `name=state` in its order.
@@ -157,4 +178,44 @@ fn a_login_that_names_no_instance_is_refused_as_a_wrong_password_and_wakes_nothi
     );
     // What a wrong password for an instance that exists gets: the same line.
     assert_eq!(refusal(e.at, "app@beta", "wrong-password"), unknown);
+}
+
+/// `route_by = "sni"`: the instance is the first label of the TLS server name. PyMySQL
+/// connects to 127.0.0.1 but names `beta.db.test` (and checks the endpoint's certificate for
+/// it); a name that is no instance gets 1045, a plaintext login 3159, and neither wakes.
+#[test]
+fn an_endpoint_routes_by_the_tls_server_name() {
+    let tmp = TempDir::new("relay-endpoint-sni");
+    let e = start(&tmp);
+    let ca = tmp.path().join("certs/sni-ca.pem");
+    let out = tests::python(
+        e.sni,
+        &format!(
+            "import os, socket, ssl, pymysql\n\
+             real = socket.create_connection\n\
+             socket.create_connection = lambda addr, *a, **k: real(('127.0.0.1', addr[1]), *a, **k)\n\
+             ctx = ssl.create_default_context(cafile='{}')\n\
+             def user(host):\n\
+             \x20   c = pymysql.connect(host=host, port=int(os.environ['PORT']), user='app', password='{PASSWORD}', ssl=ctx)\n\
+             \x20   cur = c.cursor(); cur.execute('SELECT USER()'); return cur.fetchone()[0]\n\
+             print(user('beta.db.test'))\n\
+             try:\n\
+             \x20   user('gamma.db.test')\n\
+             except pymysql.err.OperationalError as e:\n\
+             \x20   print(e.args[0], e.args[1])\n",
+            ca.display()
+        ),
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        out.stdout,
+        "app@127.0.0.1\n1045 Access denied for user 'app'@'127.0.0.1' (using password: YES)\n",
+        "{}\n{}",
+        out.stderr,
+        e.relay.log()
+    );
+    assert_eq!(states(&e.relay), ["demo=paused", "beta=running"]);
+    let plain = mariadb(e.sni, "app", Some(PASSWORD), &["--skip-ssl"], "SELECT 1");
+    assert!(plain.stderr.contains("ERROR 3159"), "{}", plain.stderr);
+    assert_eq!(states(&e.relay), ["demo=paused", "beta=running"]);
 }

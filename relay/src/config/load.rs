@@ -12,7 +12,7 @@ use super::{
     ArchiveConfig, AuthMode, ComputeProofMode, ComputeTlsMode, Config, ConfigError, ConfigFile,
     ConfigProblem, DriverConfig, DriverKind, EtcdSettings, ExecSpec, HttpFile, HttpSpec,
     InstanceConfig, InstanceFile, OffloadConfig, OffloadFile, OffloadMover, ProcessFile,
-    RestoreMode, RouteMode, S3Settings, StoreSettings, TlsSettings,
+    RestoreMode, RouteBy, RouteMode, S3Settings, StoreSettings, TlsSettings,
 };
 use crate::capacity::CapacityConfig;
 
@@ -256,7 +256,17 @@ impl Config {
                 route: inst.route,
             });
         }
-        for (i, endpoint) in file.endpoint.iter().enumerate() {
+        let mut endpoints = file.endpoint;
+        for (i, endpoint) in endpoints.iter_mut().enumerate() {
+            endpoint.tls = endpoint.tls.take().map(|t| tls_paths(t, base));
+            if endpoint.route_by == RouteBy::ServerName && endpoint.tls.is_none() {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("endpoint[{i}].tls"),
+                    "route_by = \"sni\" needs [endpoint.tls]: the server name comes in the TLS \
+                     handshake",
+                ));
+            }
             if !listens.insert(endpoint.listen) {
                 let message = format!("{} is used twice", endpoint.listen);
                 return Err(ConfigError::invalid(
@@ -270,7 +280,7 @@ impl Config {
             path: path.to_owned(),
             relay,
             instances,
-            endpoints: file.endpoint,
+            endpoints,
         })
     }
 }

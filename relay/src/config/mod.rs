@@ -141,6 +141,9 @@ pub struct EndpointConfig {
         deserialize_with = "duration::positive"
     )]
     pub handshake_timeout: Duration,
+    /// `[endpoint.tls]`: the certificate the endpoint serves (needed by `route_by = "sni"`).
+    #[serde(default)]
+    pub tls: Option<TlsSettings>,
 }
 
 /// `[[endpoint]] route_by`: where in the login the instance's name is.
@@ -152,16 +155,26 @@ pub enum RouteBy {
     /// `instance.user` (as TiDB Cloud's `<prefix>.user`): the part before the first `.`.
     #[serde(rename = "instance.user")]
     InstanceDotUser,
+    /// The TLS server name's first label (`instance.db.example.com`, as Neon routes
+    /// `ep-xxx.region.neon.tech`); the user name is the compute's as it is.
+    #[serde(rename = "sni")]
+    ServerName,
 }
 
 impl RouteBy {
-    /// Splits a login's user name into the instance's name and the user name the compute
-    /// sees; `None` when it names no instance (or leaves no user). Pure.
+    /// The instance's name and the user name the compute sees, from a login's user name and
+    /// the TLS server name it came with; `None` when they name no instance (or leave no
+    /// user). Pure.
     #[must_use]
-    pub fn split(self, login_user: &str) -> Option<(&str, &str)> {
+    pub fn split<'a>(
+        self,
+        login_user: &'a str,
+        server_name: Option<&'a str>,
+    ) -> Option<(&'a str, &'a str)> {
         let (instance, user) = match self {
             Self::UserAtInstance => login_user.rsplit_once('@').map(|(u, i)| (i, u))?,
             Self::InstanceDotUser => login_user.split_once('.')?,
+            Self::ServerName => (server_name?.split('.').next()?, login_user),
         };
         (!instance.is_empty() && !user.is_empty()).then_some((instance, user))
     }

@@ -862,6 +862,7 @@ fn an_endpoint_fronts_instances_with_or_without_a_listen_address_of_their_own() 
             listen: "127.0.0.1:3307".parse().unwrap(),
             route_by: crate::config::RouteBy::UserAtInstance,
             handshake_timeout: std::time::Duration::from_secs(10),
+            tls: None,
         }]
     );
     let unlisted = GOOD.replacen("listen = \"127.0.0.1:3306\"\n", "", 1);
@@ -885,6 +886,18 @@ fn an_endpoint_fronts_instances_with_or_without_a_listen_address_of_their_own() 
         err.contains("endpoint") && err.contains("route_by"),
         "{err}"
     );
+    let sni = endpoint.replace("user@instance", "sni");
+    assert_eq!(
+        parse(&format!("{GOOD}{sni}")).unwrap_err(),
+        "/etc/perceptron/relay.toml: endpoint[0].tls: route_by = \"sni\" needs [endpoint.tls]: \
+         the server name comes in the TLS handshake"
+    );
+    let with_tls = format!("{sni}[endpoint.tls]\ncert = \"tls/cert.pem\"\nkey = \"tls/key.pem\"\n");
+    let tls = parse(&format!("{GOOD}{with_tls}")).unwrap().endpoints[0]
+        .tls
+        .clone()
+        .unwrap();
+    assert_eq!(tls.cert, Path::new("/etc/perceptron/tls/cert.pem"));
     let kernel = unlisted.replacen(
         "auth = \"dual\"",
         "auth = \"dual\"\nroute = \"nftables\"",

@@ -20,7 +20,7 @@
 mod compute_leg;
 mod dual_auth;
 pub mod login;
-mod outcome;
+pub mod outcome;
 mod reattach;
 mod switch_auth;
 
