@@ -85,7 +85,10 @@ pub fn check(config: &Config) -> Vec<Problem> {
         if let Some(tls) = &ep.tls
             && let Err(e) = crate::tls::load(tls)
         {
-            problem(&format!("endpoint[{i}].tls.{}", e.file.key()), e.to_string());
+            problem(
+                &format!("endpoint[{i}].tls.{}", e.file.key()),
+                e.to_string(),
+            );
         }
     }
     for (i, inst) in config.instances.iter().enumerate() {

@@ -219,3 +219,39 @@ fn an_endpoint_routes_by_the_tls_server_name() {
     assert!(plain.stderr.contains("ERROR 3159"), "{}", plain.stderr);
     assert_eq!(states(&e.relay), ["demo=paused", "beta=running"]);
 }
+
+/// MariaDB Connector/J (Debian's, through the client matrix's runner) through the endpoint:
+/// its login is routed by its user name, and one naming no instance gets 1045.
+#[test]
+fn connector_j_logs_in_through_the_endpoint() {
+    let tmp = TempDir::new("relay-endpoint-java");
+    let e = start(&tmp);
+    let runner = |user: &str| {
+        let mut java = std::process::Command::new("java");
+        java.args(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp"])
+            .arg(format!(
+                "/usr/share/java/mariadb-java-client.jar:{}",
+                tests::target_dir().join("clients/java").display()
+            ))
+            .arg("Runner")
+            .args(["--host", "127.0.0.1", "--port", &e.at.to_string()])
+            .args(["--user", user, "--password", PASSWORD, "--mode", "query"]);
+        tests::run_with_input(&mut java, b"", Duration::from_secs(60))
+    };
+    let out = runner("app@beta");
+    assert!(
+        out.stdout.contains("\"ok\":true") && out.stdout.contains("app@127.0.0.1"),
+        "{}\n{}\n{}",
+        out.stdout,
+        out.stderr,
+        e.relay.log()
+    );
+    assert_eq!(states(&e.relay), ["demo=paused", "beta=running"]);
+    let out = runner("app@gamma");
+    assert!(
+        out.stdout.contains("\"error_code\":1045"),
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+}
