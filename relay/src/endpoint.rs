@@ -21,6 +21,7 @@ use tokio::net::TcpStream;
 use crate::config::{AuthMode, EndpointConfig, RouteBy};
 use crate::limits::PendingPermit;
 use crate::logsafe::Escaped;
+use crate::metrics::Metrics;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
 use crate::perceptron::outcome::Classification;
 use crate::perceptron::{self, login::Answers};
@@ -42,15 +43,18 @@ pub struct Endpoint {
     greeting: Mutex<Option<(u64, ComputeProfile)>>,
     /// `[endpoint.tls]`: the certificate it serves; `None` offers no TLS.
     pub tls: Option<Arc<ServerTls>>,
+    /// Where its logins are counted (`relay_endpoint_logins_total`).
+    metrics: Arc<Metrics>,
 }
 
 impl Endpoint {
-    /// `config` routing to `instances`, serving `tls`.
+    /// `config` routing to `instances`, serving `tls`, counting in `metrics`.
     #[must_use]
     pub fn new(
         config: EndpointConfig,
         instances: &[Arc<InstanceRuntime>],
         tls: Option<Arc<ServerTls>>,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             label: format!("endpoint {}", config.listen),
@@ -62,6 +66,7 @@ impl Endpoint {
             connection_ids: AtomicU32::new(runtime::first_connection_id()),
             greeting: Mutex::new(None),
             tls,
+            metrics,
         }
     }
 
@@ -150,6 +155,9 @@ pub async fn handle(
                 let seq = client.next_sequence_id();
                 let _ = client.write_packet(seq, &err.to_bytes()).await;
             }
+            endpoint
+                .metrics
+                .endpoint_login(endpoint.label(), "not_a_login");
             tracing::info!(endpoint = %endpoint.config.listen, client = %addr, error = %e, "not a login; closed");
             return;
         }
@@ -162,23 +170,34 @@ pub async fn handle(
             let seq = greeted.login.last_sequence_id.wrapping_add(1);
             let _ = client.write_packet(seq, &err.to_bytes()).await;
         }
+        endpoint
+            .metrics
+            .endpoint_login(endpoint.label(), "insecure");
         tracing::info!(endpoint = %endpoint.config.listen, client = %addr, "a plaintext login on an endpoint that routes by TLS server name; refused with 3159, nothing woken");
         return;
     }
     match endpoint.route(&typed, server_name.as_deref()) {
         Some((rt, user)) if rt.instance.config.auth == AuthMode::Dual => {
             greeted.login.response.username = user.into_bytes();
+            endpoint.metrics.endpoint_login(endpoint.label(), "routed");
             let rt = Arc::clone(rt);
             perceptron::serve(rt, client, client_addr, local, pending, Some(greeted)).await;
         }
         routed => {
-            let reason = if routed.is_some() {
+            let (reason, outcome) = if routed.is_some() {
                 // Switch mode reads the client's answer to the server's own scramble, after
                 // one auth switch; the endpoint's greeting may have used that switch already.
-                "the instance is in switch mode, which an endpoint cannot route to"
+                (
+                    "the instance is in switch mode, which an endpoint cannot route to",
+                    "switch_mode",
+                )
             } else {
-                "the login names no instance of this endpoint"
+                (
+                    "the login names no instance of this endpoint",
+                    "unknown_instance",
+                )
             };
+            endpoint.metrics.endpoint_login(endpoint.label(), outcome);
             let user = endpoint
                 .config
                 .route_by
@@ -260,7 +279,12 @@ mod tests {
             handshake_timeout: std::time::Duration::from_secs(1),
             tls: None,
         };
-        let endpoint = Endpoint::new(config, &[Arc::clone(&a), Arc::clone(&b)], None);
+        let endpoint = Endpoint::new(
+            config,
+            &[Arc::clone(&a), Arc::clone(&b)],
+            None,
+            Arc::new(Metrics::default()),
+        );
         let shim = ComputeProfile::server_shim_default();
         assert_eq!(endpoint.profile(), shim);
         assert_eq!(

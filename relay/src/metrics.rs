@@ -211,6 +211,12 @@ struct ReasonLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct EndpointLabels {
+    endpoint: String,
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct KindLabels {
     instance: String,
     kind: &'static str,
@@ -390,6 +396,12 @@ metrics! {
         name: "relay_connections_refused",
         help: "Connections refused before a greeting (ERR 1040), by the cap that was full; evicted: pending connections closed for a smaller source's when a cap was full",
     }
+    endpoint_logins: Family<EndpointLabels, PromCounter> {
+        name: "relay_endpoint_logins",
+        help: "Logins read on an [[endpoint]], by outcome: routed (to its instance), \
+               unknown_instance and switch_mode (ERR 1045, nothing woken), insecure (ERR 3159 \
+               on an sni endpoint), not_a_login",
+    }
     accept_errors: Family<ListenerLabels, PromCounter> {
         name: "relay_accept_errors",
         help: "Failed accepts (descriptor exhaustion and the like), each followed by a back-off",
@@ -550,6 +562,16 @@ impl Metrics {
             .get_or_create(&ReasonLabels {
                 instance: instance.to_owned(),
                 reason,
+            })
+            .inc();
+    }
+
+    /// Counts a login read on `endpoint` (its label), by `outcome`.
+    pub fn endpoint_login(&self, endpoint: &str, outcome: &'static str) {
+        self.endpoint_logins
+            .get_or_create(&EndpointLabels {
+                endpoint: endpoint.to_owned(),
+                outcome,
             })
             .inc();
     }
@@ -822,6 +844,7 @@ mod tests {
         m.set_active("demo", Route::Perceptron, 3);
         m.admin_refused(AdminRefusal::origin);
         m.refused("demo", "source_pending_limit");
+        m.endpoint_login("endpoint 127.0.0.1:3306", "unknown_instance");
         m.accept_error("demo");
         m.set_pending("demo", 7);
         m.budget_refused("demo", "source_failed_logins");

@@ -480,7 +480,12 @@ async fn serve(
         tracing::info!(listen = %ep.listen, route_by = ?ep.route_by, tls = tls.is_some(), instances = runtimes.len(), "endpoint listening");
         endpoints.push((
             listener,
-            Arc::new(Endpoint::new(ep.clone(), &runtimes, tls)),
+            Arc::new(Endpoint::new(
+                ep.clone(),
+                &runtimes,
+                tls,
+                Arc::clone(&metrics),
+            )),
         ));
     }
     // Every certificate the relay serves, followed (file changes, SIGHUP).

@@ -176,6 +176,13 @@ fn a_login_that_names_no_instance_is_refused_as_a_wrong_password_and_wakes_nothi
         "{}",
         e.relay.log()
     );
+    let at = format!("endpoint=\"endpoint 127.0.0.1:{}\"", e.at);
+    assert_eq!(
+        e.relay.metric(&format!(
+            "relay_endpoint_logins_total{{{at},outcome=\"unknown_instance\"}}"
+        )),
+        2.0
+    );
     // What a wrong password for an instance that exists gets: the same line.
     assert_eq!(refusal(e.at, "app@beta", "wrong-password"), unknown);
 }
