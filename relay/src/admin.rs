@@ -10,7 +10,10 @@
 //! | method | path | answer |
 //! |---|---|---|
 //! | GET | `/v1/relay` | the relay: pid, version, signing key id, key ids |
-//! | GET | `/v1/instances` | JSON array of instance status |
+//! | GET | `/v1/instances` | JSON array of instance status (live, then draining) |
+//! | PUT | `/v1/instances/{name}` (body: the instance file, TOML; token required) | 201 running, 202 waiting for the old definition to drain, 400, 409, 422 |
+//! | DELETE | `/v1/instances/{name}` (`?force=true` cuts its connections; token required) | 202 draining, 404, 409 |
+//! | GET | `/v1/instance-files` | the watched directory and why files in it are not used |
 //! | POST | `/v1/instances/{name}/pause` (`?force=true` cuts open connections) | 200, 404, 409 |
 //! | POST | `/v1/instances/{name}/resume` | 200 once running, 404, 503 |
 //! | GET | `/v1/usage?from=T&to=T` | JSON array of billed seconds per instance and hour |
@@ -23,7 +26,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::Full;
+use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::server::conn::http1;
@@ -42,16 +45,20 @@ use authplugin::key_file::LiveKeyRing;
 use crate::budgets::{Budgets, ClearFilter, Subject};
 use crate::capacity::Ccu;
 use crate::control::PauseError;
+use crate::hosting::RemoveError;
+use crate::instance_dir::{FileState, InstanceDir};
 use crate::ledger::{self, Ledger};
 use crate::limits::Admission;
 use crate::metrics::{self, AdminRefusal, Metrics};
+use crate::registry::{Origin, Registered, Registry};
 use crate::route::Route;
-use crate::runtime::InstanceRuntime;
 use crate::timefmt;
 
-/// Longest request head accepted (hyper answers 431 past it). Requests carry no body that
-/// the API reads.
+/// Longest request head accepted (hyper answers 431 past it).
 const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// Longest body accepted: an instance file (`PUT /v1/instances/{name}`); no other request
+/// has a body the API reads.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// Deadline for receiving a request head.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Backstop for a whole exchange, answer included, on top of the longest `resume_timeout`
@@ -59,18 +66,24 @@ const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// otherwise stay open for ever (a client that never reads its answer).
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// A request's body, read before [`respond`] (only `PUT` has one the API reads).
+#[derive(Debug, Clone)]
+pub struct RequestBody(pub Bytes);
+
 /// What the admin API serves.
 #[derive(Debug)]
 pub struct AdminState {
     /// Every instance.
-    pub runtimes: Vec<Arc<InstanceRuntime>>,
+    pub registry: Arc<Registry>,
+    /// `relay.instances_dir`, where instances are added and removed.
+    pub instance_dir: Option<Arc<InstanceDir>>,
     /// Relay metrics.
     pub metrics: Arc<Metrics>,
     /// The usage ledger.
     pub ledger: Arc<Ledger>,
     /// The bearer token requests must carry, if one is configured.
     pub token: Option<Zeroizing<String>>,
-    /// Pre-login admission; instance `i` of `runtimes` is its index `i`.
+    /// Pre-login admission (each instance's slot is in the registry).
     pub admission: Arc<Admission>,
     /// Wake-cost budgets and their blocks.
     pub budgets: Arc<Budgets>,
@@ -134,11 +147,11 @@ pub struct FleetInstanceJson {
 
 async fn fleet_json(
     store: &dyn crate::fleet::FleetStore,
-    runtimes: &[Arc<InstanceRuntime>],
+    registered: &[Arc<Registered>],
 ) -> Result<FleetJson, crate::fleet::StoreError> {
-    let mut instances = Vec::with_capacity(runtimes.len());
-    for rt in runtimes {
-        let name = &rt.instance.config.name;
+    let mut instances = Vec::with_capacity(registered.len());
+    for r in registered {
+        let name = &r.rt.instance.config.name;
         let seen = store.observe(name).await?;
         let conns = store.connections(name).await?;
         instances.push(FleetInstanceJson {
@@ -225,6 +238,11 @@ impl Response {
 struct InstanceJson {
     name: String,
     state: &'static str,
+    /// `configuration file`, or the instance file that defines it.
+    defined_in: String,
+    /// Removed, and waiting for this many connections to end before its compute stops.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    draining: Option<usize>,
     since: String,
     since_ms: u64,
     /// `pump` or `nftables`.
@@ -351,6 +369,10 @@ pub async fn respond<B>(
             .into_owned()
             .collect();
     let param = |k: &str| query.iter().find(|(q, _)| q == k).map(|(_, v)| v.as_str());
+    let body = req
+        .extensions()
+        .get::<RequestBody>()
+        .map_or(&[][..], |b| &b.0[..]);
     let segments: Vec<&str> = req.uri().path().trim_matches('/').split('/').collect();
     match (req.method(), segments.as_slice()) {
         (&Method::GET, ["metrics"]) => {
@@ -368,32 +390,56 @@ pub async fn respond<B>(
                     "this relay is not one of a fleet ([relay.store] kind = \"local\")",
                 );
             };
-            match fleet_json(store.as_ref(), &state.runtimes).await {
+            match fleet_json(store.as_ref(), &state.registry.live()).await {
                 Ok(fleet) => Response::json(StatusCode::OK, &fleet),
                 Err(e) => Response::error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
             }
         }
         (&Method::GET, ["v1", "relay"]) => Response::json(StatusCode::OK, &relay_json(&state.keys)),
         (&Method::GET, ["v1", "instances"]) => {
-            let list: Vec<InstanceJson> =
-                state.runtimes.iter().map(|rt| instance_json(rt)).collect();
+            let live = state.registry.live().into_iter().map(|r| (r, false));
+            let draining = state.registry.all().into_iter().skip(state.registry.len());
+            let list: Vec<InstanceJson> = live
+                .chain(draining.map(|r| (r, true)))
+                .map(|(r, draining)| registered_json(&r, draining))
+                .collect();
             Response::json(StatusCode::OK, &list)
         }
+        (&Method::GET, ["v1", "instance-files"]) => {
+            let Some(dir) = &state.instance_dir else {
+                return Response::error(StatusCode::NOT_FOUND, NO_INSTANCES_DIR);
+            };
+            let problems = dir.problems().await;
+            Response::json(
+                StatusCode::OK,
+                &serde_json::json!({ "dir": dir.dir(), "problems": problems }),
+            )
+        }
+        (&Method::PUT, ["v1", "instances", name]) => {
+            if let Some(refusal) = changes_instances(state) {
+                return refusal;
+            }
+            put_instance(state, name, body).await
+        }
+        (&Method::DELETE, ["v1", "instances", name]) => {
+            if let Some(refusal) = changes_instances(state) {
+                return refusal;
+            }
+            let force = matches!(param("force"), Some("true" | "1"));
+            delete_instance(state, name, force).await
+        }
         (&Method::POST, ["v1", "instances", name, action @ ("pause" | "resume")]) => {
-            let Some(rt) = state
-                .runtimes
-                .iter()
-                .find(|rt| rt.instance.config.name == *name)
-            else {
+            let Some(r) = state.registry.get(name) else {
                 return Response::error(
                     StatusCode::NOT_FOUND,
                     &format!("no instance named '{name}'"),
                 );
             };
+            let rt = &r.rt;
             if *action == "pause" {
                 let force = matches!(param("force"), Some("true" | "1"));
                 match rt.instance.pause(force, "admin request").await {
-                    Ok(()) => Response::json(StatusCode::OK, &instance_json(rt)),
+                    Ok(()) => Response::json(StatusCode::OK, &registered_json(&r, false)),
                     Err(e @ (PauseError::Busy(_) | PauseError::NotRunning(_))) => {
                         Response::error(StatusCode::CONFLICT, &e.to_string())
                     }
@@ -403,7 +449,7 @@ pub async fn respond<B>(
                 }
             } else {
                 match rt.instance.ensure_running().await {
-                    Ok(_) => Response::json(StatusCode::OK, &instance_json(rt)),
+                    Ok(_) => Response::json(StatusCode::OK, &registered_json(&r, false)),
                     Err(e) => Response::error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
                 }
             }
@@ -485,12 +531,121 @@ pub async fn respond<B>(
             _,
             ["metrics"]
             | ["v1", "instances"]
+            | ["v1", "instance-files"]
+            | ["v1", "instances", _]
             | ["v1", "relay"]
             | ["v1", "usage"]
             | ["v1", "blocks"]
             | ["v1", "instances", _, "pause" | "resume"],
         ) => Response::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
         _ => Response::error(StatusCode::NOT_FOUND, "no such endpoint"),
+    }
+}
+
+/// What `/v1/instance-files` and the instance changes answer on a relay without one.
+const NO_INSTANCES_DIR: &str =
+    "this relay has no relay.instances_dir: instances are added and removed there";
+
+/// The refusal of a request that adds or removes instances, if it must be refused: such a
+/// request needs a token even on loopback (any local process could otherwise point an
+/// instance's driver at a program of its choice), and the instances directory.
+fn changes_instances(state: &AdminState) -> Option<Response> {
+    if state.token.is_none() {
+        state.metrics.admin_refused(AdminRefusal::token);
+        return Some(Response::error(
+            StatusCode::FORBIDDEN,
+            "adding or removing instances needs relay.admin_token_file (a bearer token)",
+        ));
+    }
+    if state.instance_dir.is_none() {
+        return Some(Response::error(StatusCode::NOT_FOUND, NO_INSTANCES_DIR));
+    }
+    None
+}
+
+/// `PUT /v1/instances/{name}`: checks `body` as instance `name`'s file, writes it, and
+/// answers once the scan that follows has started it (201), or when the previous definition
+/// must drain first (202). A file the relay could not start (its listen address in use) is
+/// taken back: what was there before is restored.
+async fn put_instance(state: &AdminState, name: &str, body: &[u8]) -> Response {
+    let Some(dir) = &state.instance_dir else {
+        return Response::error(StatusCode::NOT_FOUND, NO_INSTANCES_DIR);
+    };
+    if state
+        .registry
+        .get(name)
+        .is_some_and(|r| r.origin == Origin::ConfigFile)
+    {
+        return Response::error(
+            StatusCode::CONFLICT,
+            &format!(
+                "instance '{name}' is an [[instance]] of the configuration file: change it there \
+                 and restart the relay"
+            ),
+        );
+    }
+    let Ok(text) = std::str::from_utf8(body) else {
+        return Response::error(StatusCode::BAD_REQUEST, "the body is not UTF-8 text");
+    };
+    if let Err(problem) = dir.check(name, text) {
+        return Response::error(StatusCode::BAD_REQUEST, &problem);
+    }
+    let before = match dir.write(name, text) {
+        Ok(before) => before,
+        Err(e) => {
+            return Response::error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("cannot write {}: {e}", dir.path_of(name).display()),
+            );
+        }
+    };
+    match dir.scan_for(name).await {
+        FileState::Running => match state.registry.get(name) {
+            Some(r) => Response::json(StatusCode::CREATED, &registered_json(&r, false)),
+            None => Response::error(StatusCode::CONFLICT, "removed again meanwhile"),
+        },
+        FileState::WaitingForDrain => Response::json(
+            StatusCode::ACCEPTED,
+            &serde_json::json!({
+                "name": name,
+                "waiting_for": "the previous definition's connections to end",
+                "open": state.registry.draining(name).map_or(0, |r| r.open_connections()),
+            }),
+        ),
+        FileState::Absent => {
+            Response::error(StatusCode::CONFLICT, "the file was removed meanwhile")
+        }
+        FileState::Problem(problem) => {
+            if let Err(e) = dir.restore(name, before.as_deref()) {
+                tracing::error!(instance = name, error = %e, "cannot take back an instance file the relay could not use");
+            }
+            dir.scan().await;
+            Response::error(StatusCode::UNPROCESSABLE_ENTITY, &problem)
+        }
+    }
+}
+
+/// `DELETE /v1/instances/{name}`: removes its file and drains it (or cuts its connections).
+async fn delete_instance(state: &AdminState, name: &str, force: bool) -> Response {
+    let Some(dir) = &state.instance_dir else {
+        return Response::error(StatusCode::NOT_FOUND, NO_INSTANCES_DIR);
+    };
+    match dir.remove(name, force).await {
+        Ok(removal) => Response::json(
+            StatusCode::ACCEPTED,
+            &serde_json::json!({
+                "name": name,
+                "open": removal.open,
+                "forced": removal.forced,
+            }),
+        ),
+        Err(e @ RemoveError::NotFound(_)) => Response::error(StatusCode::NOT_FOUND, &e.to_string()),
+        Err(e @ RemoveError::ConfigFile(_)) => {
+            Response::error(StatusCode::CONFLICT, &e.to_string())
+        }
+        Err(e @ RemoveError::File(..)) => {
+            Response::error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())
+        }
     }
 }
 
@@ -684,9 +839,12 @@ fn round6(x: f64) -> f64 {
     (x * 1e6).ceil() / 1e6
 }
 
-fn instance_json(rt: &InstanceRuntime) -> InstanceJson {
+fn registered_json(r: &Registered, draining: bool) -> InstanceJson {
+    let rt = &r.rt;
     let s = rt.instance.status();
     InstanceJson {
+        defined_in: r.origin.describe(),
+        draining: draining.then(|| r.open_connections()),
         name: s.name,
         state: s.phase.as_str(),
         since: timefmt::format_utc(s.since_ms),
@@ -747,11 +905,11 @@ fn blocks_json(budgets: &Budgets) -> Vec<BlockJson> {
 }
 
 fn render_metrics(state: &AdminState, format: metrics::Format) -> String {
-    for (index, rt) in state.runtimes.iter().enumerate() {
-        let s = rt.instance.status();
+    for r in state.registry.all() {
+        let s = r.rt.instance.status();
         state
             .metrics
-            .set_pending(&s.name, state.admission.pending(index));
+            .set_pending(&s.name, state.admission.pending(r.slot));
         state
             .metrics
             .set_active(&s.name, Route::Direct, s.direct_connections);
@@ -805,9 +963,10 @@ async fn handle(
     shutdown: CancellationToken,
 ) {
     let longest_resume = state
-        .runtimes
+        .registry
+        .live()
         .iter()
-        .map(|rt| rt.instance.config.resume_timeout)
+        .map(|r| r.rt.instance.config.resume_timeout)
         .max()
         .unwrap_or_default();
     let backstop = EXCHANGE_TIMEOUT.saturating_add(longest_resume);
@@ -817,6 +976,27 @@ async fn handle(
     let service = service_fn(move |req: hyper::Request<Incoming>| {
         let state = Arc::clone(&state);
         async move {
+            let (parts, incoming) = req.into_parts();
+            let mut req = hyper::Request::from_parts(parts, ());
+            if req.method() == Method::PUT {
+                // Bounded in size and time: the token is checked only after.
+                let read = Limited::new(incoming, MAX_BODY_BYTES).collect();
+                match tokio::time::timeout(READ_TIMEOUT, read).await {
+                    Ok(Ok(body)) => {
+                        req.extensions_mut().insert(RequestBody(body.to_bytes()));
+                    }
+                    Ok(Err(_)) | Err(_) => {
+                        let refusal = Response::error(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            &format!(
+                                "the body must arrive within {}s and hold at most {MAX_BODY_BYTES} bytes",
+                                READ_TIMEOUT.as_secs()
+                            ),
+                        );
+                        return Ok::<_, Infallible>(refusal.into_http());
+                    }
+                }
+            }
             let response = respond(&state, &req, local).await;
             let path = crate::logsafe::Escaped(req.uri().path().as_bytes());
             let status = response.status.as_u16();
@@ -876,7 +1056,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         AdminState {
-            runtimes: Vec::new(),
+            registry: Arc::default(),
+            instance_dir: None,
             metrics: Arc::new(Metrics::default()),
             ledger: Arc::new(Ledger::open(&dir).unwrap()),
             token: token.map(|t| Zeroizing::new(t.to_owned())),

@@ -9,7 +9,6 @@
 //! the relay has answered the handshake before it knows the instance, so it cannot hand the
 //! connection to a running compute's own listener as the direct route does.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,6 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use authplugin::packet::ErrPacket;
 use authplugin::packet::err::codes;
 use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{AuthMode, EndpointConfig, RouteBy};
 use crate::limits::PendingPermit;
@@ -26,21 +26,23 @@ use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
 use crate::perceptron::outcome::Classification;
 use crate::perceptron::{self, login::Answers};
 use crate::profile::{ComputeProfile, FORMAT_CHANGING};
-use crate::runtime::{self, InstanceRuntime, RELAY_CONNECTION_IDS};
+use crate::registry::{Registered, Registry};
+use crate::runtime::{self, RELAY_CONNECTION_IDS};
 use crate::tls::{ClientStream, ServerTls};
 
 /// One endpoint and the instances it routes to.
 pub struct Endpoint {
     /// Its configuration.
     pub config: EndpointConfig,
-    /// The instances, by name.
-    instances: HashMap<String, Arc<InstanceRuntime>>,
+    /// The instances it routes to: every live instance of the relay.
+    instances: Arc<Registry>,
     /// Connection ids for its greetings (the relay's half of the id space).
     connection_ids: AtomicU32,
     /// Its name in logs and metrics: `endpoint <listen>`.
     label: String,
-    /// The greeting last made ([`Endpoint::profile`]) and the profile change it is from.
-    greeting: Mutex<Option<(u64, ComputeProfile)>>,
+    /// The greeting last made ([`Endpoint::profile`]), and the profile change and the
+    /// change of the instance set it is from.
+    greeting: Mutex<Option<((u64, u64), ComputeProfile)>>,
     /// `[endpoint.tls]`: the certificate it serves; `None` offers no TLS.
     pub tls: Option<Arc<ServerTls>>,
     /// Where its logins are counted (`relay_endpoint_logins_total`).
@@ -48,21 +50,19 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// `config` routing to `instances`, serving `tls`, counting in `metrics`.
+    /// `config` routing to the live instances of `instances`, serving `tls`, counting in
+    /// `metrics`.
     #[must_use]
     pub fn new(
         config: EndpointConfig,
-        instances: &[Arc<InstanceRuntime>],
+        instances: Arc<Registry>,
         tls: Option<Arc<ServerTls>>,
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             label: format!("endpoint {}", config.listen),
             config,
-            instances: instances
-                .iter()
-                .map(|rt| (rt.instance.config.name.clone(), Arc::clone(rt)))
-                .collect(),
+            instances,
             connection_ids: AtomicU32::new(runtime::first_connection_id()),
             greeting: Mutex::new(None),
             tls,
@@ -78,10 +78,10 @@ impl Endpoint {
 
     /// The greeting every client of the endpoint gets: the first instance's (by name), with
     /// only the format-changing capabilities every instance's compute has, so no session
-    /// negotiates one its compute lacks. Made again only after a profile changed: with
-    /// 10,000 instances, making it takes milliseconds.
+    /// negotiates one its compute lacks. Made again only after a profile or the set of
+    /// instances changed: with 10,000 instances, making it takes milliseconds.
     fn profile(&self) -> ComputeProfile {
-        let changes = runtime::profile_changes();
+        let changes = (runtime::profile_changes(), self.instances.changes());
         let mut cached = self.greeting.lock().unwrap_or_else(PoisonError::into_inner);
         match &*cached {
             Some((made_at, greeting)) if *made_at == changes => greeting.clone(),
@@ -94,12 +94,8 @@ impl Endpoint {
     }
 
     fn make_profile(&self) -> ComputeProfile {
-        let mut names: Vec<&String> = self.instances.keys().collect();
-        names.sort();
-        let mut profiles = names
-            .iter()
-            .filter_map(|n| self.instances.get(*n))
-            .map(|rt| rt.profile());
+        // By name, so the first instance is the same on every relay and after every restart.
+        let mut profiles = self.instances.live().into_iter().map(|r| r.rt.profile());
         let mut greeting = profiles
             .next()
             .unwrap_or_else(ComputeProfile::server_shim_default);
@@ -115,7 +111,7 @@ impl Endpoint {
         &self,
         login_user: &str,
         server_name: Option<&str>,
-    ) -> Option<(&Arc<InstanceRuntime>, String)> {
+    ) -> Option<(Arc<Registered>, String)> {
         let (instance, user) = self.config.route_by.split(login_user, server_name)?;
         Some((self.instances.get(instance)?, user.to_owned()))
     }
@@ -177,11 +173,16 @@ pub async fn handle(
         return;
     }
     match endpoint.route(&typed, server_name.as_deref()) {
-        Some((rt, user)) if rt.instance.config.auth == AuthMode::Dual => {
+        Some((instance, user)) if instance.rt.instance.config.auth == AuthMode::Dual => {
             greeted.login.response.username = user.into_bytes();
             endpoint.metrics.endpoint_login(endpoint.label(), "routed");
-            let rt = Arc::clone(rt);
-            perceptron::serve(rt, client, client_addr, local, pending, Some(greeted)).await;
+            let rt = Arc::clone(&instance.rt);
+            // From here the connection is the instance's: its removal waits for it, or cuts
+            // it.
+            let session = perceptron::serve(rt, client, client_addr, local, pending, Some(greeted));
+            instance
+                .serve(CancellationToken::new(), Box::pin(session))
+                .await;
         }
         routed => {
             let (reason, outcome) = if routed.is_some() {
@@ -279,18 +280,21 @@ mod tests {
             handshake_timeout: std::time::Duration::from_secs(1),
             tls: None,
         };
-        let endpoint = Endpoint::new(
-            config,
-            &[Arc::clone(&a), Arc::clone(&b)],
-            None,
-            Arc::new(Metrics::default()),
-        );
+        let registry = Arc::new(Registry::default());
+        for rt in [&a, &b] {
+            let origin = crate::registry::Origin::ConfigFile;
+            let tasks = CancellationToken::new();
+            registry
+                .insert(Arc::new(Registered::new(Arc::clone(rt), origin, 0, tasks)))
+                .unwrap();
+        }
+        let endpoint = Endpoint::new(config, registry, None, Arc::new(Metrics::default()));
         let shim = ComputeProfile::server_shim_default();
         assert_eq!(endpoint.profile(), shim);
         assert_eq!(
             endpoint
                 .route("app@b", None)
-                .map(|(rt, u)| (rt.instance.config.name.clone(), u)),
+                .map(|(r, u)| (r.name().to_owned(), u)),
             Some(("b".into(), "app".into()))
         );
         assert!(endpoint.route("app@c", None).is_none());

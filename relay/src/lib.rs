@@ -8,14 +8,20 @@
 //! - `admin_client`: `relay status | pause | resume | usage`, which call the admin API.
 //! - `server`: the relay process: per-instance listeners, the router between the two
 //!   routes, graceful shutdown.
+//! - `admin`: the admin HTTP API (status, pause, resume, usage, metrics, instances added and
+//!   removed).
+//! - `instance_dir`: `relay.instances_dir`, instance files watched and followed.
+//! - `hosting`: starting an instance in the running relay (listener, runtime, tasks) and
+//!   removing it (drain or cut, then its compute stopped).
 //! - `preflight`: what `relay check` and `run` verify before listening (files, programs,
 //!   addresses, the admin token), and the state directory's lock.
-//! - `admin`: the admin HTTP API (status, pause, resume, usage, metrics).
 //! - `endpoint`: a listener shared by instances (`[[endpoint]]`), routing each login by its
 //!   user name onto the perceptron route.
 //! - `direct`: the direct route to a running compute.
 //! - `perceptron`: the perceptron route, one function per phase (P1–P8), and how its
 //!   connections end (error kinds, metric labels, client-visible ERRs).
+//! - `registry`: the live and draining instances, by name (what endpoints, the admin API and
+//!   shutdown read).
 //! - `runtime`: what every connection of one instance shares.
 //! - `kernel_splice`: held connections spliced in the kernel (an eBPF sockhash), and waiting
 //!   for a spliced connection's ends.
@@ -74,9 +80,11 @@ mod fleet;
 mod future;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+mod hosting;
 mod http_client;
 #[cfg(any(test, feature = "fuzzing"))]
 mod in_memory;
+mod instance_dir;
 mod kernel_splice;
 mod keygen;
 mod keys;
@@ -94,6 +102,7 @@ mod perceptron;
 mod preflight;
 mod profile;
 mod proxy_protocol;
+mod registry;
 mod route;
 mod router;
 mod runtime;

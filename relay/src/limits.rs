@@ -71,10 +71,21 @@ struct Holder {
     evict: CancellationToken,
 }
 
+/// One slot's cap and its pending connections now.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    cap: usize,
+    pending: usize,
+}
+
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
-    per_instance: Vec<usize>,
+    /// Each open slot (an instance or an endpoint), by its id.
+    slots: HashMap<usize, Slot>,
+    /// The id the next slot gets (ids are not reused, so a slot closed and a new one opened
+    /// never share a pending connection's count).
+    next_slot: usize,
     per_source: HashMap<IpAddr, usize>,
     /// Each source's pending connections, oldest first (what eviction picks from).
     holders: HashMap<IpAddr, VecDeque<Holder>>,
@@ -98,8 +109,8 @@ impl Counts {
             self.holders.remove(&source);
         }
         self.total = self.total.saturating_sub(1);
-        if let Some(n) = self.per_instance.get_mut(holder.instance) {
-            *n = n.saturating_sub(1);
+        if let Some(slot) = self.slots.get_mut(&holder.instance) {
+            slot.pending = slot.pending.saturating_sub(1);
         }
         if let Some(n) = self.per_source.get_mut(&source) {
             *n = n.saturating_sub(1);
@@ -146,30 +157,42 @@ impl Counts {
 }
 
 /// The relay's pre-login admission: one per relay, shared by every instance's accept loop.
+/// Each instance (and each endpoint) holds a slot, opened when it starts and closed when it
+/// is removed.
 #[derive(Debug)]
 pub struct Admission {
     caps: PendingCaps,
-    /// Each instance's cap, by the index the accept loop passes.
-    per_instance_caps: Vec<usize>,
     counts: Mutex<Counts>,
 }
 
 impl Admission {
-    /// An admission with `caps` and one cap per instance (in the order of their indexes).
+    /// An admission with `caps` and one slot per entry of `per_instance_caps`, with ids
+    /// 0, 1, … in that order.
     #[must_use]
     pub fn new(caps: PendingCaps, per_instance_caps: Vec<usize>) -> Arc<Self> {
-        let instances = per_instance_caps.len();
-        Arc::new(Self {
+        let admission = Arc::new(Self {
             caps,
-            per_instance_caps,
-            counts: Mutex::new(Counts {
-                total: 0,
-                per_instance: vec![0; instances],
-                per_source: HashMap::new(),
-                holders: HashMap::new(),
-                next_id: 0,
-            }),
-        })
+            counts: Mutex::new(Counts::default()),
+        });
+        for cap in per_instance_caps {
+            admission.open_slot(cap);
+        }
+        admission
+    }
+
+    /// Opens a slot with its own cap (an instance added while the relay runs); returns its id.
+    pub fn open_slot(&self, cap: usize) -> usize {
+        let mut counts = self.lock();
+        let id = counts.next_slot;
+        counts.next_slot += 1;
+        counts.slots.insert(id, Slot { cap, pending: 0 });
+        id
+    }
+
+    /// Closes slot `id`: later connections for it are refused. Connections pending on it
+    /// still free their place in the relay's and their source's counts when they end.
+    pub fn close_slot(&self, id: usize) {
+        self.lock().slots.remove(&id);
     }
 
     /// Admits one pre-login connection of instance `instance` from `source`, or says which
@@ -185,7 +208,7 @@ impl Admission {
     ) -> Result<PendingPermit, Refusal> {
         let source = source_key(source);
         let mut counts = self.lock();
-        if instance >= counts.per_instance.len() {
+        if !counts.slots.contains_key(&instance) {
             return Err(Refusal::Instance);
         }
         if counts.per_source.get(&source).copied().unwrap_or(0) >= self.caps.per_source {
@@ -198,11 +221,10 @@ impl Admission {
             }
             evicted = true;
         }
-        let instance_cap = self.per_instance_caps.get(instance).copied().unwrap_or(0);
-        let Some(&of_instance) = counts.per_instance.get(instance) else {
+        let Some(slot) = counts.slots.get(&instance).copied() else {
             return Err(Refusal::Instance);
         };
-        if of_instance >= instance_cap {
+        if slot.pending >= slot.cap {
             if !counts.evict_for(source, Some(instance)) {
                 return Err(Refusal::Instance);
             }
@@ -212,8 +234,8 @@ impl Admission {
         counts.next_id += 1;
         let evict = CancellationToken::new();
         counts.total += 1;
-        if let Some(n) = counts.per_instance.get_mut(instance) {
-            *n += 1;
+        if let Some(slot) = counts.slots.get_mut(&instance) {
+            slot.pending += 1;
         }
         *counts.per_source.entry(source).or_insert(0) += 1;
         counts.holders.entry(source).or_default().push_back(Holder {
@@ -233,7 +255,7 @@ impl Admission {
     /// Pre-login connections of `instance` now.
     #[must_use]
     pub fn pending(&self, instance: usize) -> usize {
-        self.lock().per_instance.get(instance).copied().unwrap_or(0)
+        self.lock().slots.get(&instance).map_or(0, |s| s.pending)
     }
 
     fn release(&self, source: IpAddr, id: u64) {

@@ -1,8 +1,7 @@
 //! The relay process: one listener per instance, the accept loops, and graceful shutdown
 //! (CONTRIBUTING.md, *Graceful shutdown*: stop accepting, drain with a deadline, then stop the computes).
 
-use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use authplugin::key_file::LiveKeyRing;
@@ -13,142 +12,23 @@ use tokio_util::task::TaskTracker;
 use crate::admin::{self, AdminState};
 use crate::budgets::Budgets;
 use crate::config::{Config, InstanceConfig, OnRelayExit, RouteMode};
-use crate::control::{self, Instance};
 use crate::endpoint::{self, Endpoint};
+use crate::hosting::{InstanceHost, Shared, dnat_of};
+use crate::instance_dir::InstanceDir;
 use crate::ledger::Ledger;
 use crate::limits::{self, Admission, PendingCaps};
 use crate::listener;
 use crate::metrics::Metrics;
-use crate::perceptron;
-use crate::preflight::{TokenFileError, read_token};
-use crate::profile::{self, ComputeProfile};
-use crate::router::kernel::{NftRoute, NftTable};
+use crate::preflight::read_token;
+use crate::registry::Origin;
+use crate::router::kernel::NftTable;
 use crate::router::nft::{self, Dnat};
-use crate::router::{KernelRoute, KernelRouteError};
-use crate::runtime::InstanceRuntime;
-use crate::tls::{ServerTls, TlsLoadError};
+use crate::tls::ServerTls;
 
 /// How long open connections may take to finish after a shutdown signal.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Why the relay could not start.
-#[derive(Debug)]
-pub enum StartError {
-    /// A listener could not be bound.
-    Bind {
-        /// The instance.
-        instance: String,
-        /// The address.
-        addr: std::net::SocketAddr,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The state directory could not be created, or its ledger opened for writing (a
-    /// read-only or inaccessible directory).
-    StateDir(std::path::PathBuf, std::io::Error),
-    /// The admin token file is unusable.
-    AdminToken(TokenFileError),
-    /// The kernel route (`route = "nftables"`) cannot be set up.
-    KernelRoute {
-        /// The first instance that asks for it.
-        instance: String,
-        /// The relay's table.
-        table: String,
-        /// What is missing or what `nft` answered.
-        source: KernelRouteError,
-    },
-    /// `[relay.store]` names a fleet this relay cannot join.
-    Fleet(crate::fleet::JoinError),
-    /// An instance's `[instance.tls]` cannot be loaded (changed since the configuration was
-    /// checked).
-    Tls {
-        /// The instance.
-        instance: String,
-        /// Which file and why.
-        source: TlsLoadError,
-    },
-    /// An instance's `compute_ca` cannot be loaded (changed since the configuration was
-    /// checked).
-    ComputeTls {
-        /// The instance.
-        instance: String,
-        /// What is wrong.
-        source: crate::tls::ComputeTlsError,
-    },
-    /// Another relay holds the state directory's lock.
-    Locked(crate::preflight::LockError),
-    /// `[instance.offload]`'s store cannot be opened.
-    Offload {
-        /// The instance.
-        instance: String,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-impl std::fmt::Display for StartError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Bind {
-                instance,
-                addr,
-                source,
-            } => {
-                write!(
-                    f,
-                    "instance '{instance}': cannot listen on {addr}: {source}"
-                )
-            }
-            // The path is what an operator has to fix; the OS error alone ("Read-only file
-            // system") does not say which of the relay's paths it is about.
-            Self::StateDir(dir, e) => write!(
-                f,
-                "state directory {}: cannot create it or write its usage ledger: {e}",
-                dir.display()
-            ),
-            Self::AdminToken(e) => write!(f, "relay.admin_token_file: {e}"),
-            Self::KernelRoute {
-                instance,
-                table,
-                source,
-            } => write!(
-                f,
-                "instance '{instance}': route = \"nftables\" {source} (nftables table inet \
-                 {table}; or set route = \"pump\")"
-            ),
-            Self::Fleet(e) => write!(f, "relay.store: cannot join the fleet: {e}"),
-            Self::ComputeTls { instance, source } => {
-                write!(f, "instance '{instance}': {}: {source}", source.key())
-            }
-            Self::Tls { instance, source } => {
-                write!(
-                    f,
-                    "instance '{instance}': tls.{}: {source}",
-                    source.file.key()
-                )
-            }
-            Self::Locked(e) => write!(f, "relay.state_dir: {e}"),
-            Self::Offload { instance, message } => {
-                write!(f, "instance '{instance}': offload.store: {message}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for StartError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Bind { source, .. } | Self::StateDir(_, source) => Some(source),
-            Self::AdminToken(e) => Some(e),
-            Self::KernelRoute { source, .. } => Some(source),
-            Self::Fleet(e) => Some(e),
-            Self::Tls { source, .. } => Some(source),
-            Self::ComputeTls { source, .. } => Some(source),
-            Self::Locked(e) => Some(e),
-            Self::Offload { .. } => None,
-        }
-    }
-}
+pub use crate::hosting::StartError;
 
 /// Runs the relay until `shutdown` fires, then drains (until the open connections close,
 /// [`DRAIN_TIMEOUT`] passes or `cut` fires) and stops the computes. With an instance on the
@@ -213,15 +93,6 @@ async fn prepare_kernel_route(config: &Config) -> Result<Option<Arc<NftTable>>, 
         warn_about_sysctls(inst);
     }
     Ok(Some(table))
-}
-
-/// The kernel route's rule for `cfg`: none without a listen address of its own (checked at
-/// load: `route = "nftables"` needs one).
-fn dnat_of(cfg: &InstanceConfig) -> Option<Dnat> {
-    Some(Dnat {
-        listen: cfg.listen?,
-        compute: cfg.compute,
-    })
 }
 
 /// Warns about kernel settings a kernel route to or from another host needs: forwarding for
@@ -291,172 +162,42 @@ async fn serve(
             per_relay: config.relay.max_pending_connections,
             per_source: config.relay.max_pending_per_source,
         },
-        // Each instance's cap, then each endpoint's (the relay-wide one: an endpoint's
-        // connections are counted against their instance only once routed).
-        config
-            .instances
-            .iter()
-            .map(|i| i.max_pending_connections)
-            .chain(
-                config
-                    .endpoints
-                    .iter()
-                    .map(|_| config.relay.max_pending_connections),
-            )
-            .collect(),
+        // Each instance opens its own slot when it starts.
+        Vec::new(),
     );
-    let mut listeners = Vec::new();
-    // Loaded once, only when some instance's held connections may be spliced.
-    let kernel_splice = config
-        .instances
-        .iter()
-        .any(crate::perceptron::may_splice)
-        .then(|| match crate::kernel_splice::KernelSplice::load() {
-            Ok(splice) => {
-                tracing::info!("held connections are spliced in the kernel (eBPF sockhash)");
-                Some(splice)
-            }
-            Err(why) => {
-                tracing::warn!(reason = %why, "held connections stay on the relay's pump: the kernel splice is not available");
-                None
-            }
-        })
-        .flatten();
-    for cfg in &config.instances {
-        let tls = cfg
-            .tls
-            .clone()
-            .map(|settings| {
-                let tls = ServerTls::new(settings).map_err(|source| StartError::Tls {
-                    instance: cfg.name.clone(),
-                    source,
-                })?;
-                metrics.set_tls_expiry(&cfg.name, tls.current().not_after);
-                Ok(Arc::new(tls))
-            })
-            .transpose()?;
-        let compute_tls = crate::tls::compute_client(
-            cfg.compute_tls,
-            cfg.compute_ca.as_deref(),
-            &cfg.compute_tls_name
-                .clone()
-                .unwrap_or_else(|| cfg.compute.ip().to_string()),
-        )
-        .map_err(|source| StartError::ComputeTls {
-            instance: cfg.name.clone(),
-            source,
-        })?;
-        let listener = cfg
-            .listen
-            .map(|addr| {
-                listener::listen(addr).map_err(|source| StartError::Bind {
-                    instance: cfg.name.clone(),
+    let host = InstanceHost::new(Shared {
+        state_dir: config.relay.state_dir.clone(),
+        ring: Arc::clone(&ring),
+        greetings,
+        metrics: Arc::clone(&metrics),
+        ledger: Arc::clone(&ledger),
+        fleet: fleet.clone(),
+        budgets: Arc::clone(&budgets),
+        admission: Arc::clone(&admission),
+        table: table.cloned(),
+        shutdown: shutdown.clone(),
+        tracker: tracker.clone(),
+    });
+    // Every listener is bound before any instance serves: a client that reached an instance
+    // finds the admin API and the endpoints there too (their connections wait in the backlog
+    // until served).
+    let admin = match config.relay.admin_listen {
+        Some(addr) => {
+            let token = match &config.relay.admin_token_file {
+                Some(path) => Some(read_token(path).map_err(StartError::AdminToken)?),
+                None => None,
+            };
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Bind {
+                    instance: "(admin API)".into(),
                     addr,
                     source,
-                })
-            })
-            .transpose()?;
-        let learnt = profile::load(&config.relay.state_dir, &cfg.name);
-        let kernel = match (table, cfg.route, dnat_of(cfg)) {
-            (Some(table), RouteMode::Nftables, Some(dnat)) => {
-                Some(Arc::new(NftRoute::new(Arc::clone(table), dnat)) as Arc<dyn KernelRoute>)
-            }
-            _ => None,
-        };
-        let driver =
-            control::driver::driver_for(cfg, &config.relay.state_dir, Some(Arc::clone(&ledger)))
-                .map_err(|message| StartError::Offload {
-                    instance: cfg.name.clone(),
-                    message,
                 })?;
-        let instance = Instance::new(
-            cfg.clone(),
-            driver,
-            kernel,
-            Arc::clone(&metrics),
-            // A fleet's ledger is in its store, each transition written once.
-            fleet.is_none().then(|| Arc::clone(&ledger)),
-        );
-        if cfg.auth == crate::config::AuthMode::Dual {
-            // Before adoption: a compute found running is trusted only as far as it proves
-            // the key.
-            instance.check_proofs_with(control::trust::ProofCheck {
-                ring: Arc::clone(&ring),
-                greetings: Arc::clone(&greetings),
-            });
+            Some((listener, addr, token))
         }
-        if let Some(store) = &fleet {
-            // The fleet's state decides; following it adopts a running compute.
-            instance.join_fleet(Arc::clone(store));
-            tracker.spawn(Arc::clone(&instance).take_part_in_fleet(shutdown.clone()));
-        } else {
-            let last = last_states
-                .iter()
-                .rev()
-                .find(|e| e.instance == cfg.name)
-                .map(|e| e.state);
-            instance.adopt_or_reconcile(last).await;
-        }
-        tracing::info!(instance = %cfg.name, state = instance.state_name(), "instance registered");
-        tracker.spawn(Arc::clone(&instance).pause_when_idle(shutdown.clone()));
-        tracker.spawn(Arc::clone(&instance).scale_with_load(shutdown.clone()));
-        let rt = Arc::new(InstanceRuntime {
-            instance,
-            profile: RwLock::new(learnt.unwrap_or_else(ComputeProfile::server_shim_default)),
-            state_dir: config.relay.state_dir.clone(),
-            ring: Arc::clone(&ring),
-            greetings: Arc::clone(&greetings),
-            metrics: Arc::clone(&metrics),
-            connection_ids: AtomicU32::new(crate::runtime::first_connection_id()),
-            shutdown: shutdown.clone(),
-            budgets: Arc::clone(&budgets),
-            tls,
-            compute_tls,
-            kernel_splice: kernel_splice
-                .clone()
-                .filter(|_| crate::perceptron::may_splice(cfg)),
-        });
-        match cfg.listen {
-            Some(listen) => {
-                tracing::info!(instance = %cfg.name, %listen, compute = %cfg.compute, route = cfg.route.as_str(), "listening")
-            }
-            None => {
-                tracing::debug!(instance = %cfg.name, compute = %cfg.compute, "reached through endpoints only")
-            }
-        }
-        listeners.push((listener, rt));
-    }
-    let runtimes: Vec<_> = listeners.iter().map(|(_, rt)| Arc::clone(rt)).collect();
-    if let Some(addr) = config.relay.admin_listen {
-        let token = match &config.relay.admin_token_file {
-            Some(path) => Some(read_token(path).map_err(StartError::AdminToken)?),
-            None => None,
-        };
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| StartError::Bind {
-                instance: "(admin API)".into(),
-                addr,
-                source,
-            })?;
-        tracing::info!(listen = %addr, token = token.is_some(), "admin API listening");
-        let state = Arc::new(AdminState {
-            runtimes: runtimes.clone(),
-            metrics: Arc::clone(&metrics),
-            ledger: Arc::clone(&ledger),
-            token,
-            admission: Arc::clone(&admission),
-            budgets: Arc::clone(&budgets),
-            fleet: fleet.clone(),
-            keys: Arc::clone(&ring),
-        });
-        tracker.spawn(admin::serve(
-            listener,
-            state,
-            shutdown.clone(),
-            tracker.clone(),
-        ));
-    }
+        None => None,
+    };
     let mut endpoints = Vec::with_capacity(config.endpoints.len());
     for ep in &config.endpoints {
         let listener = listener::listen(ep.listen).map_err(|source| StartError::Bind {
@@ -477,26 +218,62 @@ async fn serve(
                 Ok(Arc::new(tls))
             })
             .transpose()?;
-        tracing::info!(listen = %ep.listen, route_by = ?ep.route_by, tls = tls.is_some(), instances = runtimes.len(), "endpoint listening");
         endpoints.push((
             listener,
             Arc::new(Endpoint::new(
                 ep.clone(),
-                &runtimes,
+                Arc::clone(&host.registry),
                 tls,
                 Arc::clone(&metrics),
             )),
         ));
     }
-    // Every certificate the relay serves, followed (file changes, SIGHUP).
-    let certificates: Vec<(String, Arc<ServerTls>)> = runtimes
+    for cfg in &config.instances {
+        let last = last_states
+            .iter()
+            .rev()
+            .find(|e| e.instance == cfg.name)
+            .map(|e| e.state);
+        host.start(cfg.clone(), Origin::ConfigFile, Some(last))
+            .await?;
+    }
+    drop(last_states);
+    let registry = Arc::clone(&host.registry);
+    let instance_dir = config
+        .relay
+        .instances_dir
+        .as_ref()
+        .map(|dir| InstanceDir::new(dir.clone(), Arc::new(config.clone()), Arc::clone(&host)));
+    if let Some(files) = &instance_dir {
+        files.scan().await;
+        tracker.spawn(Arc::clone(files).watch(shutdown.clone()));
+    }
+    if let Some((listener, addr, token)) = admin {
+        tracing::info!(listen = %addr, token = token.is_some(), "admin API listening");
+        let state = Arc::new(AdminState {
+            registry: Arc::clone(&registry),
+            instance_dir: instance_dir.clone(),
+            metrics: Arc::clone(&metrics),
+            ledger: Arc::clone(&ledger),
+            token,
+            admission: Arc::clone(&admission),
+            budgets: Arc::clone(&budgets),
+            fleet: fleet.clone(),
+            keys: Arc::clone(&ring),
+        });
+        tracker.spawn(admin::serve(
+            listener,
+            state,
+            shutdown.clone(),
+            tracker.clone(),
+        ));
+    }
+    // Every certificate the relay serves, followed (file changes, SIGHUP). An instance added
+    // later has its certificate read when it starts, and again at each change of its file.
+    let certificates: Vec<(String, Arc<ServerTls>)> = registry
+        .live()
         .iter()
-        .filter_map(|rt| {
-            Some((
-                rt.instance.config.name.clone(),
-                Arc::clone(rt.tls.as_ref()?),
-            ))
-        })
+        .filter_map(|r| Some((r.name().to_owned(), Arc::clone(r.rt.tls.as_ref()?))))
         .chain(
             endpoints
                 .iter()
@@ -510,11 +287,13 @@ async fn serve(
             shutdown.clone(),
         ));
     }
-    let instance_count = listeners.len();
-    for (i, (listener, endpoint)) in endpoints.into_iter().enumerate() {
+    for (listener, endpoint) in endpoints {
+        tracing::info!(listen = %endpoint.config.listen, route_by = ?endpoint.config.route_by, tls = endpoint.tls.is_some(), instances = registry.len(), "endpoint listening");
+        // The relay-wide cap: an endpoint's connections are counted against their instance
+        // only once routed.
         let admit = Admit {
             admission: Arc::clone(&admission),
-            index: instance_count + i,
+            slot: admission.open_slot(config.relay.max_pending_connections),
         };
         tracker.spawn(endpoint_accept_loop(
             listener,
@@ -526,29 +305,14 @@ async fn serve(
             tracker.clone(),
         ));
     }
-    for (index, (listener, rt)) in listeners.into_iter().enumerate() {
-        let Some(listener) = listener else {
-            continue;
-        };
-        let admit = Admit {
-            admission: Arc::clone(&admission),
-            index,
-        };
-        tracker.spawn(accept_loop(
-            listener,
-            rt,
-            admit,
-            shutdown.clone(),
-            tracker.clone(),
-        ));
-    }
     tracing::info!(signing_key = %ring.current().signing_key().id(), "relay ready");
     shutdown.cancelled().await;
     let open = || -> usize {
-        runtimes
+        registry
+            .all()
             .iter()
-            .map(|rt| {
-                let s = rt.instance.status();
+            .map(|r| {
+                let s = r.rt.instance.status();
                 s.direct_connections + s.perceptron_connections
             })
             .sum()
@@ -572,7 +336,7 @@ async fn serve(
             tracing::warn!(open = open(), "second signal; closing the remaining connections now");
         }
     }
-    for rt in runtimes {
+    for rt in registry.all().iter().map(|r| &r.rt) {
         match rt.instance.config.on_relay_exit {
             OnRelayExit::Pause => rt.instance.shut_down().await,
             OnRelayExit::Leave => {
@@ -699,70 +463,14 @@ fn raise_descriptor_limit(max_pending: usize) {
     }
 }
 
-/// An instance's place in the relay's pre-login admission.
+/// An endpoint's place in the relay's pre-login admission.
 struct Admit {
     admission: Arc<Admission>,
-    /// The instance's index in the admission.
-    index: usize,
+    /// Its slot.
+    slot: usize,
 }
 
-/// Admits each accepted connection (or refuses it with ERR 1040 and closes it, without a
-/// task, a greeting or a wake; or with ERR 1129 when its source is blocked for failed logins),
-/// then routes it: the direct route while the instance runs (unless its logins must meet the
-/// relay's TLS), else the perceptron.
-async fn accept_loop(
-    listener: TcpListener,
-    rt: Arc<InstanceRuntime>,
-    admit: Admit,
-    shutdown: CancellationToken,
-    tracker: TaskTracker,
-) {
-    let name = rt.instance.config.name.clone();
-    let metrics = Arc::clone(&rt.metrics);
-    listener::accept_until(listener, shutdown, &name, &metrics, |stream, peer| {
-        if let Some(refusal) = rt.budgets.source_refusal(peer.ip(), std::time::Instant::now()) {
-            rt.metrics.budget_refused(&name, refusal.label());
-            // As for ERR 1040: a fresh socket takes the ERR without waiting, and a close says
-            // the same if it does not.
-            let _ = stream.try_write(&refusal.pre_greeting(&peer.ip().to_string()));
-            tracing::debug!(instance = %name, client = %peer, reason = refusal.label(), "source blocked; refused");
-            return;
-        }
-        let pending = match admit.admission.try_admit(admit.index, peer.ip()) {
-            Ok(p) => p,
-            Err(refusal) => {
-                rt.metrics.refused(&name, refusal.label());
-                // Fresh socket, empty send buffer: the ERR fits without waiting. If it does not,
-                // the close alone says the same.
-                let _ = stream.try_write(&limits::too_many_connections());
-                tracing::debug!(instance = %name, client = %peer, reason = refusal.label(), "too many pending connections; refused");
-                return;
-            }
-        };
-        if pending.made_room() {
-            rt.metrics.refused(&name, "evicted");
-            tracing::debug!(instance = %name, client = %peer, "pre-login cap full; the largest holder's oldest pending connection closed for this one");
-        }
-        let rt = Arc::clone(&rt);
-        // Cancelled only while the connection is pending (before its login): the handler is
-        // dropped there, which closes the socket, and holds nothing else yet.
-        let evicted = pending.eviction();
-        // An instance whose logins must meet the relay's TLS (require_secure_transport,
-        // client_ca) keeps every login on the perceptron route, which enforces them; the
-        // direct route hands the connection to the compute, which would not.
-        // Boxed: `run_until_cancelled_owned` keeps its future twice over in its own state,
-        // and a connection's task lives for hours (bench/memory: 18.7 KB per idle direct
-        // connection unboxed, 7.2 KB boxed).
-        if !rt.instance.config.relay_terminates_every_login() && rt.instance.routes_direct() {
-            tracker.spawn(evicted.run_until_cancelled_owned(Box::pin(crate::direct::handle(rt, stream, peer, pending))));
-        } else {
-            tracker.spawn(evicted.run_until_cancelled_owned(Box::pin(perceptron::handle(rt, stream, peer, pending))));
-        }
-    })
-    .await;
-}
-
-/// [`accept_loop`] for an endpoint: the same admission, then every connection goes to
+/// The accept loop of an endpoint: the admission of an instance's own (`hosting`), then every connection goes to
 /// [`endpoint::handle`], which greets it and routes its login.
 async fn endpoint_accept_loop(
     listener: TcpListener,
@@ -781,7 +489,7 @@ async fn endpoint_accept_loop(
             tracing::debug!(endpoint = %label, client = %peer, reason = refusal.label(), "source blocked; refused");
             return;
         }
-        let pending = match admit.admission.try_admit(admit.index, peer.ip()) {
+        let pending = match admit.admission.try_admit(admit.slot, peer.ip()) {
             Ok(p) => p,
             Err(refusal) => {
                 metrics.refused(&label, refusal.label());

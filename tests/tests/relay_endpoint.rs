@@ -116,11 +116,11 @@ fn sql(port: u16, user: &str, sql: &str) -> String {
 fn two_instances_behind_one_endpoint_are_routed_by_the_user_name() {
     let tmp = TempDir::new("relay-endpoint");
     let e = start(&tmp);
-    assert_eq!(states(&e.relay), ["demo=paused", "beta=paused"]);
+    assert_eq!(states(&e.relay), ["beta=paused", "demo=paused"]);
     // Each login wakes its own instance only, and its compute sees the plain user name.
     let user_of = |port: u16, user: &str| sql(port, user, "SELECT USER()");
     assert_eq!(user_of(e.at, "app@beta"), "app@127.0.0.1");
-    assert_eq!(states(&e.relay), ["demo=paused", "beta=running"]);
+    assert_eq!(states(&e.relay), ["beta=running", "demo=paused"]);
     sql(
         e.at,
         "app@beta",
@@ -133,7 +133,7 @@ fn two_instances_behind_one_endpoint_are_routed_by_the_user_name() {
         "CREATE DATABASE which; CREATE TABLE which.t (name VARCHAR(10)); \
          INSERT INTO which.t VALUES ('demo')",
     );
-    assert_eq!(states(&e.relay), ["demo=running", "beta=running"]);
+    assert_eq!(states(&e.relay), ["beta=running", "demo=running"]);
     let which = "SELECT name FROM which.t";
     assert_eq!(sql(e.at, "app@demo", which), "demo");
     assert_eq!(sql(e.dot, "beta.app", which), "beta");
@@ -169,7 +169,7 @@ fn a_login_that_names_no_instance_is_refused_as_a_wrong_password_and_wakes_nothi
     assert_eq!(refusal(e.dot, "gamma.app", PASSWORD), unknown);
     assert!(refusal(e.at, "app", PASSWORD).starts_with("ERROR 1045 (28000)"));
     assert!(refusal(e.dot, "app", PASSWORD).starts_with("ERROR 1045 (28000)"));
-    assert_eq!(states(&e.relay), ["demo=paused", "beta=paused"]);
+    assert_eq!(states(&e.relay), ["beta=paused", "demo=paused"]);
     assert!(
         e.relay
             .logged("the login names no instance of this endpoint"),
@@ -221,10 +221,10 @@ fn an_endpoint_routes_by_the_tls_server_name() {
         out.stderr,
         e.relay.log()
     );
-    assert_eq!(states(&e.relay), ["demo=paused", "beta=running"]);
+    assert_eq!(states(&e.relay), ["beta=running", "demo=paused"]);
     let plain = mariadb(e.sni, "app", Some(PASSWORD), &["--skip-ssl"], "SELECT 1");
     assert!(plain.stderr.contains("ERROR 3159"), "{}", plain.stderr);
-    assert_eq!(states(&e.relay), ["demo=paused", "beta=running"]);
+    assert_eq!(states(&e.relay), ["beta=running", "demo=paused"]);
 }
 
 /// MariaDB Connector/J (Debian's, through the client matrix's runner) through the endpoint:
@@ -253,7 +253,7 @@ fn connector_j_logs_in_through_the_endpoint() {
         out.stderr,
         e.relay.log()
     );
-    assert_eq!(states(&e.relay), ["demo=paused", "beta=running"]);
+    assert_eq!(states(&e.relay), ["beta=running", "demo=paused"]);
     let out = runner("app@gamma");
     assert!(
         out.stdout.contains("\"error_code\":1045"),

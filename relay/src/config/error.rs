@@ -61,7 +61,9 @@ impl fmt::Display for ConfigError {
                 message,
             } => write!(f, "line {line}, column {column}: {message}"),
             ConfigProblem::Invalid(message) => f.write_str(message),
-            ConfigProblem::NoInstance => f.write_str("no [[instance]] configured"),
+            ConfigProblem::NoInstance => {
+                f.write_str("no [[instance]] configured, and no relay.instances_dir")
+            }
             ConfigProblem::Secret(e) => e.fmt(f),
         }
     }

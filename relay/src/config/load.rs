@@ -52,6 +52,7 @@ impl Config {
         relay.state_dir = rebase(base, &relay.state_dir);
         relay.key_file = rebase(base, &relay.key_file);
         relay.admin_token_file = relay.admin_token_file.map(|p| rebase(base, &p));
+        relay.instances_dir = relay.instances_dir.map(|p| rebase(base, &p));
         if let Some(addr) = relay.admin_listen {
             // Off loopback, anyone who can route to the port could pause instances or read
             // usage: a token is the only thing between them and the API.
@@ -74,7 +75,7 @@ impl Config {
             etcd_fits(etcd, path)?;
         }
         let fleet = relay.store != StoreSettings::Local;
-        if file.instance.is_empty() {
+        if file.instance.is_empty() && relay.instances_dir.is_none() {
             return Err(ConfigError {
                 path: path.to_owned(),
                 key: None,
@@ -101,160 +102,7 @@ impl Config {
                 }
                 _ => {}
             }
-            // Payload v2: a compute refuses a relayed login whose scramble A is older than
-            // MAX_LOGIN_AGE_MS when signed, so the longest hold must fit in it.
-            let longest_hold =
-                inst.handshake_timeout + inst.resume_timeout + 2 * inst.compute_timeout;
-            let max_hold = Duration::from_millis(authplugin::payload::MAX_LOGIN_AGE_MS);
-            if inst.auth == AuthMode::Dual && longest_hold > max_hold {
-                let message = format!(
-                    "handshake_timeout + resume_timeout + 2 × compute_timeout is {}, longer than \
-                     a relayed login may be held ({}): the compute would refuse it",
-                    humantime::format_duration(longest_hold),
-                    humantime::format_duration(max_hold)
-                );
-                return Err(ConfigError::invalid(path, key("resume_timeout"), message));
-            }
-            if inst.route == RouteMode::Nftables {
-                kernel_route_fits(&inst, path, &key)?;
-            }
-            let capacity = inst
-                .capacity
-                .map(|c| {
-                    if c.min_ccu > c.max_ccu {
-                        let message =
-                            format!("min_ccu {} is above max_ccu {}", c.min_ccu, c.max_ccu);
-                        return Err(ConfigError::invalid(path, key("capacity.min_ccu"), message));
-                    }
-                    let resume = c.resume_ccu.unwrap_or(c.max_ccu);
-                    if resume < c.min_ccu || resume > c.max_ccu {
-                        let message = format!(
-                            "{resume} is outside min_ccu..max_ccu ({}..{})",
-                            c.min_ccu, c.max_ccu
-                        );
-                        return Err(ConfigError::invalid(
-                            path,
-                            key("capacity.resume_ccu"),
-                            message,
-                        ));
-                    }
-                    Ok(CapacityConfig {
-                        min: c.min_ccu,
-                        max: c.max_ccu,
-                        resume,
-                        scale_down_after: c.scale_down_after,
-                        frozen_milli_ccu: c.frozen_rate_ccu,
-                    })
-                })
-                .transpose()?;
-            let driver = driver(inst.driver, &key("driver"), base, path)?;
-            if fleet && matches!(driver, DriverConfig::Process { .. }) {
-                let message = "a fleet ([relay.store] kind = \"etcd\") needs a driver every \
-                               relay can use, \"exec\" or \"http\": the process driver's compute \
-                               is a child of one relay";
-                return Err(ConfigError::invalid(path, key("driver.kind"), message));
-            }
-            if fleet && inst.route == RouteMode::Nftables {
-                let message = "the kernel route is not available in a fleet yet (each relay's \
-                               table would route on its own machine only); use route = \"pump\"";
-                return Err(ConfigError::invalid(path, key("route"), message));
-            }
-            if inst.stop_after.is_some() && !matches!(driver, DriverConfig::Process { .. }) {
-                let message = "the frozen tier needs the process driver (it freezes the \
-                               compute's cgroup); other drivers pause by stopping";
-                return Err(ConfigError::invalid(path, key("stop_after"), message));
-            }
-            let tls = inst.tls.map(|t| tls_paths(t, base));
-            if inst.require_secure_transport && tls.is_none() {
-                let message = "needs [instance.tls]: without a certificate no client could log in";
-                return Err(ConfigError::invalid(
-                    path,
-                    key("require_secure_transport"),
-                    message,
-                ));
-            }
-            let compute_ca = inst.compute_ca.map(|p| rebase(base, &p));
-            if compute_ca.is_some() && inst.compute_tls != ComputeTlsMode::Verify {
-                let message = "only used with compute_tls = \"verify\"";
-                return Err(ConfigError::invalid(path, key("compute_ca"), message));
-            }
-            if inst.compute_tls == ComputeTlsMode::Verify && compute_ca.is_none() {
-                let message = "compute_tls = \"verify\" needs compute_ca";
-                return Err(ConfigError::invalid(path, key("compute_tls"), message));
-            }
-            if inst.resumable_sessions && inst.auth != AuthMode::Dual {
-                let message = "only with auth = \"dual\": in switch mode the compute issues no \
-                               ticket, so parked sessions stay on a frozen compute";
-                return Err(ConfigError::invalid(
-                    path,
-                    key("resumable_sessions"),
-                    message,
-                ));
-            }
-            if inst.resumable_sessions && inst.stop_after.is_none() {
-                let message = "needs stop_after: sessions are resumed after the frozen \
-                               compute is stopped";
-                return Err(ConfigError::invalid(
-                    path,
-                    key("resumable_sessions"),
-                    message,
-                ));
-            }
-            let offload = inst
-                .offload
-                .map(|o| offload(path, base, &key, &driver, o))
-                .transpose()?;
-            if let DriverConfig::Exec(spec) = &driver
-                && offload.is_none()
-                && (spec.offload.is_some() || spec.restore.is_some())
-            {
-                let message = "only used with [instance.offload], whose `after` says when";
-                let name = if spec.offload.is_some() {
-                    "offload"
-                } else {
-                    "restore"
-                };
-                return Err(ConfigError::invalid(
-                    path,
-                    key(&format!("driver.{name}")),
-                    message,
-                ));
-            }
-            if inst.compute_proof != ComputeProofMode::Greeting && inst.auth != AuthMode::Dual {
-                let message = "only used with auth = \"dual\" (no other compute holds the key)";
-                return Err(ConfigError::invalid(path, key("compute_proof"), message));
-            }
-            instances.push(InstanceConfig {
-                compute_proof: inst.compute_proof,
-                tls,
-                require_secure_transport: inst.require_secure_transport,
-                compute_tls: inst.compute_tls,
-                compute_ca,
-                compute_tls_name: inst.compute_tls_name,
-                capacity,
-                offload,
-                stop_after: inst.stop_after,
-                // Parking freezes the compute's cgroup, which only the process driver has.
-                park: inst.park && matches!(driver, DriverConfig::Process { .. }),
-                keepalive_queries: inst.keepalive_queries,
-                resumable_sessions: inst.resumable_sessions,
-                kernel_splice: inst.kernel_splice,
-                driver,
-                name: inst.name,
-                listen: inst.listen,
-                compute: inst.compute,
-                auth: inst.auth,
-                proxy_protocol: inst.proxy_protocol,
-                resume_timeout: inst.resume_timeout,
-                handshake_timeout: inst.handshake_timeout,
-                compute_timeout: inst.compute_timeout,
-                idle_pause_after: inst.idle_pause_after,
-                failed_wake_pause_after: inst.failed_wake_pause_after,
-                on_relay_exit: inst.on_relay_exit,
-                max_pending_connections: inst.max_pending_connections,
-                health_check_users: inst.health_check_users,
-                route: inst.route,
-            });
+            instances.push(instance(inst, &key, base, path, fleet)?);
         }
         let mut endpoints = file.endpoint;
         for (i, endpoint) in endpoints.iter_mut().enumerate() {
@@ -283,6 +131,169 @@ impl Config {
             endpoints,
         })
     }
+}
+
+/// One instance's values, checked (everything but what needs the other instances: names and
+/// addresses used twice). `key` names a field where `path` says it is.
+pub(super) fn instance(
+    inst: InstanceFile,
+    key: &dyn Fn(&str) -> String,
+    base: &Path,
+    path: &Path,
+    fleet: bool,
+) -> Result<InstanceConfig, ConfigError> {
+    // Payload v2: a compute refuses a relayed login whose scramble A is older than
+    // MAX_LOGIN_AGE_MS when signed, so the longest hold must fit in it.
+    let longest_hold = inst.handshake_timeout + inst.resume_timeout + 2 * inst.compute_timeout;
+    let max_hold = Duration::from_millis(authplugin::payload::MAX_LOGIN_AGE_MS);
+    if inst.auth == AuthMode::Dual && longest_hold > max_hold {
+        let message = format!(
+            "handshake_timeout + resume_timeout + 2 × compute_timeout is {}, longer than \
+             a relayed login may be held ({}): the compute would refuse it",
+            humantime::format_duration(longest_hold),
+            humantime::format_duration(max_hold)
+        );
+        return Err(ConfigError::invalid(path, key("resume_timeout"), message));
+    }
+    if inst.route == RouteMode::Nftables {
+        kernel_route_fits(&inst, path, &key)?;
+    }
+    let capacity = inst
+        .capacity
+        .map(|c| {
+            if c.min_ccu > c.max_ccu {
+                let message = format!("min_ccu {} is above max_ccu {}", c.min_ccu, c.max_ccu);
+                return Err(ConfigError::invalid(path, key("capacity.min_ccu"), message));
+            }
+            let resume = c.resume_ccu.unwrap_or(c.max_ccu);
+            if resume < c.min_ccu || resume > c.max_ccu {
+                let message = format!(
+                    "{resume} is outside min_ccu..max_ccu ({}..{})",
+                    c.min_ccu, c.max_ccu
+                );
+                return Err(ConfigError::invalid(
+                    path,
+                    key("capacity.resume_ccu"),
+                    message,
+                ));
+            }
+            Ok(CapacityConfig {
+                min: c.min_ccu,
+                max: c.max_ccu,
+                resume,
+                scale_down_after: c.scale_down_after,
+                frozen_milli_ccu: c.frozen_rate_ccu,
+            })
+        })
+        .transpose()?;
+    let driver = driver(inst.driver, &key("driver"), base, path)?;
+    if fleet && matches!(driver, DriverConfig::Process { .. }) {
+        let message = "a fleet ([relay.store] kind = \"etcd\") needs a driver every \
+                       relay can use, \"exec\" or \"http\": the process driver's compute \
+                       is a child of one relay";
+        return Err(ConfigError::invalid(path, key("driver.kind"), message));
+    }
+    if fleet && inst.route == RouteMode::Nftables {
+        let message = "the kernel route is not available in a fleet yet (each relay's \
+                       table would route on its own machine only); use route = \"pump\"";
+        return Err(ConfigError::invalid(path, key("route"), message));
+    }
+    if inst.stop_after.is_some() && !matches!(driver, DriverConfig::Process { .. }) {
+        let message = "the frozen tier needs the process driver (it freezes the \
+                       compute's cgroup); other drivers pause by stopping";
+        return Err(ConfigError::invalid(path, key("stop_after"), message));
+    }
+    let tls = inst.tls.map(|t| tls_paths(t, base));
+    if inst.require_secure_transport && tls.is_none() {
+        let message = "needs [instance.tls]: without a certificate no client could log in";
+        return Err(ConfigError::invalid(
+            path,
+            key("require_secure_transport"),
+            message,
+        ));
+    }
+    let compute_ca = inst.compute_ca.map(|p| rebase(base, &p));
+    if compute_ca.is_some() && inst.compute_tls != ComputeTlsMode::Verify {
+        let message = "only used with compute_tls = \"verify\"";
+        return Err(ConfigError::invalid(path, key("compute_ca"), message));
+    }
+    if inst.compute_tls == ComputeTlsMode::Verify && compute_ca.is_none() {
+        let message = "compute_tls = \"verify\" needs compute_ca";
+        return Err(ConfigError::invalid(path, key("compute_tls"), message));
+    }
+    if inst.resumable_sessions && inst.auth != AuthMode::Dual {
+        let message = "only with auth = \"dual\": in switch mode the compute issues no \
+                       ticket, so parked sessions stay on a frozen compute";
+        return Err(ConfigError::invalid(
+            path,
+            key("resumable_sessions"),
+            message,
+        ));
+    }
+    if inst.resumable_sessions && inst.stop_after.is_none() {
+        let message = "needs stop_after: sessions are resumed after the frozen \
+                       compute is stopped";
+        return Err(ConfigError::invalid(
+            path,
+            key("resumable_sessions"),
+            message,
+        ));
+    }
+    let offload = inst
+        .offload
+        .map(|o| offload(path, base, &key, &driver, o))
+        .transpose()?;
+    if let DriverConfig::Exec(spec) = &driver
+        && offload.is_none()
+        && (spec.offload.is_some() || spec.restore.is_some())
+    {
+        let message = "only used with [instance.offload], whose `after` says when";
+        let name = if spec.offload.is_some() {
+            "offload"
+        } else {
+            "restore"
+        };
+        return Err(ConfigError::invalid(
+            path,
+            key(&format!("driver.{name}")),
+            message,
+        ));
+    }
+    if inst.compute_proof != ComputeProofMode::Greeting && inst.auth != AuthMode::Dual {
+        let message = "only used with auth = \"dual\" (no other compute holds the key)";
+        return Err(ConfigError::invalid(path, key("compute_proof"), message));
+    }
+    Ok(InstanceConfig {
+        compute_proof: inst.compute_proof,
+        tls,
+        require_secure_transport: inst.require_secure_transport,
+        compute_tls: inst.compute_tls,
+        compute_ca,
+        compute_tls_name: inst.compute_tls_name,
+        capacity,
+        offload,
+        stop_after: inst.stop_after,
+        // Parking freezes the compute's cgroup, which only the process driver has.
+        park: inst.park && matches!(driver, DriverConfig::Process { .. }),
+        keepalive_queries: inst.keepalive_queries,
+        resumable_sessions: inst.resumable_sessions,
+        kernel_splice: inst.kernel_splice,
+        driver,
+        name: inst.name,
+        listen: inst.listen,
+        compute: inst.compute,
+        auth: inst.auth,
+        proxy_protocol: inst.proxy_protocol,
+        resume_timeout: inst.resume_timeout,
+        handshake_timeout: inst.handshake_timeout,
+        compute_timeout: inst.compute_timeout,
+        idle_pause_after: inst.idle_pause_after,
+        failed_wake_pause_after: inst.failed_wake_pause_after,
+        on_relay_exit: inst.on_relay_exit,
+        max_pending_connections: inst.max_pending_connections,
+        health_check_users: inst.health_check_users,
+        route: inst.route,
+    })
 }
 
 /// What `[relay.store] kind = "etcd"` needs: endpoints, a relay id that can be a key segment,

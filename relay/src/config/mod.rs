@@ -24,6 +24,7 @@
 
 mod error;
 mod fields;
+pub mod instance_file;
 mod load;
 pub mod store_url;
 #[cfg(test)]
@@ -221,6 +222,10 @@ pub struct RelaySettings {
     /// the relay is one of a fleet.
     #[serde(default)]
     pub store: StoreSettings,
+    /// A directory of instance files (`<name>.toml`, one instance each) the relay watches:
+    /// instances added, changed and removed there while it runs (docs/instances.md).
+    #[serde(default)]
+    pub instances_dir: Option<PathBuf>,
 }
 
 /// `[relay.store]`: the instance-state store (see `crate::fleet`).

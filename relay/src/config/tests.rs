@@ -416,7 +416,7 @@ fn error_messages_name_the_file_and_the_key() {
             error_after("[relay]", "[relay]\ncolour = \"blue\""),
             "relay.colour: unknown key; expected one of `state_dir`, `key_file`, \
              `admin_listen`, `admin_token_file`, `worker_threads`, \
-             `max_pending_connections`, `max_pending_per_source`, `budgets`, `nftables_table`, `store`",
+             `max_pending_connections`, `max_pending_per_source`, `budgets`, `nftables_table`, `store`, `instances_dir`",
         ),
         // a key of another driver kind
         (
@@ -692,7 +692,7 @@ fn errors_without_a_key_say_where_or_what() {
     );
     assert_eq!(
         parse(&GOOD[..GOOD.find("[[instance]]").unwrap()]).unwrap_err(),
-        "/etc/perceptron/relay.toml: no [[instance]] configured"
+        "/etc/perceptron/relay.toml: no [[instance]] configured, and no relay.instances_dir"
     );
     let missing = Path::new("/nonexistent/relay.toml");
     let e = Config::load(missing).unwrap_err();

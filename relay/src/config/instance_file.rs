@@ -1,0 +1,83 @@
+//! Instance files: one instance per file in `relay.instances_dir` (docs/instances.md). A file
+//! holds what an `[[instance]]` block holds, at its top level (`[tls]`, `[driver]` … for the
+//! sub-tables); its name is the instance's name with `.toml` after it, and a `name` key, when
+//! given, must say the same. The values are checked exactly as an `[[instance]]` block's are,
+//! with the relay's settings of the configuration file that names the directory.
+
+use std::path::Path;
+
+use super::load::{instance, syntax, typed};
+use super::{Config, ConfigError, InstanceConfig, InstanceFile, RouteMode};
+
+/// The suffix of an instance file.
+pub const SUFFIX: &str = ".toml";
+
+/// The instance a file in the instances directory is for: its name without [`SUFFIX`], or
+/// `None` for a file the relay does not read (another suffix, or a hidden file such as an
+/// editor's or the admin API's temporary copy).
+#[must_use]
+pub fn instance_name(file_name: &str) -> Option<&str> {
+    if file_name.starts_with('.') {
+        return None;
+    }
+    file_name.strip_suffix(SUFFIX).filter(|n| !n.is_empty())
+}
+
+impl Config {
+    /// Reads the instance defined by `text`, which came from instance file `path` (or is to be
+    /// written there), checked as an `[[instance]]` of this configuration.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming `path` and the key.
+    pub fn parse_instance_file(
+        &self,
+        text: &str,
+        path: &Path,
+    ) -> Result<InstanceConfig, ConfigError> {
+        let file_name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let Some(stem) = instance_name(file_name) else {
+            let message = format!("an instance file's name is the instance's name and {SUFFIX}");
+            return Err(ConfigError::invalid(path, "name".into(), message));
+        };
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| ConfigError {
+            path: path.to_owned(),
+            key: None,
+            problem: syntax(text, &e),
+        })?;
+        match table.get("name") {
+            None => {
+                table.insert("name".into(), toml::Value::String(stem.to_owned()));
+            }
+            Some(toml::Value::String(name)) if name == stem => {}
+            Some(other) => {
+                let message = format!(
+                    "{other:?} differs from the file's name ('{stem}'): rename the file or \
+                     remove the key"
+                );
+                return Err(ConfigError::invalid(path, "name".into(), message));
+            }
+        }
+        let inst: InstanceFile = typed(toml::Value::Table(table), "", path)?;
+        let key = |field: &str| field.to_owned();
+        if inst.listen.is_none() && self.endpoints.is_empty() {
+            let message = "required unless an [[endpoint]] routes to the instance";
+            return Err(ConfigError::invalid(path, key("listen"), message));
+        }
+        if inst.route == RouteMode::Nftables {
+            // The kernel route's table is made at start from the configuration file's
+            // instances; rules for instances that come and go are not written yet.
+            let message = "\"nftables\" is for instances of the configuration file only; an \
+                           instance file takes route = \"pump\"";
+            return Err(ConfigError::invalid(path, key("route"), message));
+        }
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let fleet = self.relay.store != super::StoreSettings::Local;
+        instance(inst, &key, base, path, fleet)
+    }
+}

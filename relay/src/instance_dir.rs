@@ -1,0 +1,392 @@
+//! `relay.instances_dir`: instances defined one per file (`<name>.toml`), added, changed and
+//! removed while the relay runs (docs/instances.md). The directory is the one place these
+//! definitions live: the admin API writes and deletes files in it, and a scan (every
+//! [`SCAN_EVERY`], on SIGHUP, and at once after an admin request) makes the running set
+//! follow it:
+//! - a new file starts its instance;
+//! - a file gone removes its instance: no new login reaches it, its open connections end on
+//!   their own (`relay instances remove --force` cuts them), then its compute is stopped;
+//! - a changed file is a removal of the old definition, then the new one starts once the old
+//!   one has drained (two definitions never drive one compute).
+//!
+//! A file that cannot be used (bad TOML, a value out of range, a listen address in use) is
+//! logged once per change and shown by `GET /v1/instances`; the instance it defined before,
+//! if any, runs on unchanged.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::config::instance_file::{SUFFIX, instance_name};
+use crate::hosting::{InstanceHost, Removal, RemoveError, StartError};
+use crate::registry::Origin;
+
+/// How often the directory is read for changes.
+pub const SCAN_EVERY: Duration = Duration::from_secs(2);
+
+/// What a file looked like when last read: size, modification time, inode. A file whose
+/// stamp is unchanged is not read again.
+type Stamp = (u64, Option<SystemTime>, u64);
+
+/// The watched directory and what the last scan found.
+pub struct InstanceDir {
+    dir: PathBuf,
+    /// The configuration an instance file is checked against (its relay settings and
+    /// endpoints).
+    config: Arc<Config>,
+    host: Arc<InstanceHost>,
+    scan: tokio::sync::Mutex<Scanned>,
+}
+
+impl std::fmt::Debug for InstanceDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InstanceDir")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Scanned {
+    /// Each file read, by instance name: its stamp and text.
+    files: HashMap<String, (Stamp, String)>,
+    /// Why an instance file is not running as written, by instance name.
+    problems: BTreeMap<String, String>,
+}
+
+/// Where an instance file's definition stands after a scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileState {
+    /// Running as written.
+    Running,
+    /// Waiting for the previous definition under that name to drain.
+    WaitingForDrain,
+    /// Not running as written, and why (the previous definition, if any, still runs).
+    Problem(String),
+    /// No such file.
+    Absent,
+}
+
+impl InstanceDir {
+    /// Watches `dir`, starting and removing instances through `host`.
+    #[must_use]
+    pub fn new(dir: PathBuf, config: Arc<Config>, host: Arc<InstanceHost>) -> Arc<Self> {
+        Arc::new(Self {
+            dir,
+            config,
+            host,
+            scan: tokio::sync::Mutex::new(Scanned::default()),
+        })
+    }
+
+    /// The directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file that defines instance `name`.
+    #[must_use]
+    pub fn path_of(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}{SUFFIX}"))
+    }
+
+    /// Checks `text` as the definition of instance `name` (before the admin API writes it).
+    ///
+    /// # Errors
+    /// What is wrong, naming the file and the key.
+    pub fn check(&self, name: &str, text: &str) -> Result<(), String> {
+        self.config
+            .parse_instance_file(text, &self.path_of(name))
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Writes `text` as instance `name`'s file, whole or not at all (a temporary file renamed
+    /// over it, then the directory synced); returns the text it replaced.
+    ///
+    /// # Errors
+    /// The I/O error; the file is as it was then.
+    pub fn write(&self, name: &str, text: &str) -> std::io::Result<Option<String>> {
+        let path = self.path_of(name);
+        let before = match std::fs::read_to_string(&path) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        self.replace(name, Some(text))?;
+        Ok(before)
+    }
+
+    /// Puts back what [`InstanceDir::write`] replaced: `before`, or no file.
+    ///
+    /// # Errors
+    /// The I/O error.
+    pub fn restore(&self, name: &str, before: Option<&str>) -> std::io::Result<()> {
+        self.replace(name, before)
+    }
+
+    fn replace(&self, name: &str, text: Option<&str>) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let path = self.path_of(name);
+        match text {
+            Some(text) => {
+                // Hidden, so a scan in between does not read it as an instance.
+                let temporary = self.dir.join(format!(".{name}{SUFFIX}.tmp"));
+                let mut file = std::fs::File::create(&temporary)?;
+                file.write_all(text.as_bytes())?;
+                file.sync_all()?;
+                std::fs::rename(&temporary, &path)?;
+            }
+            None => match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            },
+        }
+        std::fs::File::open(&self.dir)?.sync_all()
+    }
+
+    /// Removes instance `name`: its file, then the instance (drained, or its connections cut
+    /// when `force`). A draining instance takes `force` to cut what is left.
+    ///
+    /// # Errors
+    /// [`RemoveError`]: no such instance or file, an instance of the configuration file, or a
+    /// file that cannot be removed.
+    pub async fn remove(&self, name: &str, force: bool) -> Result<Removal, RemoveError> {
+        // Under the scan's lock: a scan in between would see the file gone and drain the
+        // instance itself, without `force`.
+        let mut scanned = self.scan.lock().await;
+        let live = self.host.registry.get(name);
+        if live
+            .as_ref()
+            .is_some_and(|r| r.origin == Origin::ConfigFile)
+        {
+            return Err(RemoveError::ConfigFile(name.to_owned()));
+        }
+        let had_file = scanned.files.remove(name).is_some();
+        if let Err(e) = self.replace(name, None) {
+            return Err(RemoveError::File(format!(
+                "cannot remove {}: {e}",
+                self.path_of(name).display()
+            )));
+        }
+        scanned.problems.remove(name);
+        match self.host.remove(name, force) {
+            Err(RemoveError::NotFound(_)) if had_file => Ok(Removal {
+                open: 0,
+                forced: force,
+            }),
+            other => other,
+        }
+    }
+
+    /// Why instance files do not run as written, by instance name.
+    pub async fn problems(&self) -> BTreeMap<String, String> {
+        self.scan.lock().await.problems.clone()
+    }
+
+    /// Scans until `stop`, every [`SCAN_EVERY`] and on SIGHUP.
+    pub async fn watch(self: Arc<Self>, stop: CancellationToken) {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangup = signal(SignalKind::hangup()).ok();
+        let mut every = tokio::time::interval(SCAN_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                Some(()) = async {
+                    match hangup.as_mut() {
+                        Some(h) => h.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
+                _ = every.tick() => {}
+            }
+            self.scan().await;
+        }
+    }
+
+    /// Reads the directory and makes the running set follow it; returns where instance
+    /// `name`'s file stands then (for the admin API).
+    pub async fn scan_for(&self, name: &str) -> FileState {
+        self.scan().await;
+        let scanned = self.scan.lock().await;
+        if let Some(problem) = scanned.problems.get(name) {
+            return FileState::Problem(problem.clone());
+        }
+        let Some((_, text)) = scanned.files.get(name) else {
+            return FileState::Absent;
+        };
+        match self.host.registry.get(name).map(|r| r.origin.clone()) {
+            Some(Origin::InstanceFile { text: running, .. }) if running == *text => {
+                FileState::Running
+            }
+            _ if self.host.registry.draining(name).is_some() => FileState::WaitingForDrain,
+            _ => FileState::Problem("not started yet".into()),
+        }
+    }
+
+    /// Reads the directory and makes the running set follow it.
+    pub async fn scan(&self) {
+        let mut scanned = self.scan.lock().await;
+        let listing = match self.list() {
+            Ok(listing) => listing,
+            Err(e) => {
+                // Nothing is removed for a directory that cannot be read: a mount that went
+                // away for a moment must not drain every instance.
+                let problem = format!("cannot read {}: {e}", self.dir.display());
+                if scanned.problems.get("") != Some(&problem) {
+                    tracing::error!(dir = %self.dir.display(), error = %e, "relay.instances_dir: cannot read the directory; the instances run on as they are");
+                    scanned.problems.insert(String::new(), problem);
+                }
+                return;
+            }
+        };
+        scanned.problems.remove("");
+        let mut seen: HashMap<String, (Stamp, String)> = HashMap::with_capacity(listing.len());
+        let mut listed = HashSet::with_capacity(listing.len());
+        for (name, stamp) in listing {
+            let known = scanned
+                .files
+                .get(&name)
+                .filter(|(s, _)| *s == stamp)
+                .map(|(_, text)| text.clone());
+            let text = match known {
+                Some(text) => text,
+                None => match std::fs::read_to_string(self.path_of(&name)) {
+                    Ok(text) => text,
+                    // Unreadable (or gone between the listing and the read): what it
+                    // defined before runs on; a file never read is skipped.
+                    Err(e) => {
+                        note(
+                            &mut scanned.problems,
+                            &name,
+                            format!("cannot read {}: {e}", self.path_of(&name).display()),
+                        );
+                        if let Some(before) = scanned.files.get(&name).cloned() {
+                            seen.insert(name.clone(), before);
+                        }
+                        listed.insert(name);
+                        continue;
+                    }
+                },
+            };
+            listed.insert(name.clone());
+            seen.insert(name, (stamp, text));
+        }
+        for (name, (_, text)) in &seen {
+            if scanned
+                .problems
+                .get(name)
+                .is_some_and(|p| p.starts_with("cannot read "))
+            {
+                continue;
+            }
+            self.follow(name, text, &mut scanned.problems).await;
+        }
+        // Files gone: their instances are removed (drained).
+        for live in self.host.registry.live() {
+            if matches!(live.origin, Origin::InstanceFile { .. }) && !seen.contains_key(live.name())
+            {
+                let name = live.name().to_owned();
+                tracing::info!(instance = %name, "instance file removed; removing the instance");
+                if let Err(e) = self.host.remove(&name, false) {
+                    tracing::warn!(instance = %name, error = %e, "cannot remove the instance");
+                }
+            }
+        }
+        scanned
+            .problems
+            .retain(|name, _| name.is_empty() || listed.contains(name));
+        scanned.files = seen;
+    }
+
+    /// Makes instance `name` follow its file's `text`.
+    async fn follow(&self, name: &str, text: &str, problems: &mut BTreeMap<String, String>) {
+        let path = self.path_of(name);
+        match self.host.registry.get(name).map(|r| r.origin.clone()) {
+            Some(Origin::InstanceFile { text: running, .. }) if running == text => {
+                problems.remove(name);
+                return;
+            }
+            Some(Origin::ConfigFile) => {
+                let problem = format!(
+                    "{}: an [[instance]] of the configuration file has this name; the file is \
+                     not used",
+                    path.display()
+                );
+                note(problems, name, problem);
+                return;
+            }
+            _ => {}
+        }
+        let cfg = match self.config.parse_instance_file(text, &path) {
+            Ok(cfg) => cfg,
+            Err(e) => {
+                note(problems, name, e.to_string());
+                return;
+            }
+        };
+        if self.host.registry.get(name).is_some() {
+            // Changed: the old definition drains first.
+            tracing::info!(instance = name, file = %path.display(), "instance file changed; the old definition drains, then the new one starts");
+            if let Err(e) = self.host.remove(name, false) {
+                note(problems, name, e.to_string());
+            }
+            problems.remove(name);
+            return;
+        }
+        if self.host.registry.draining(name).is_some() {
+            return;
+        }
+        let origin = Origin::InstanceFile {
+            path: path.clone(),
+            text: text.to_owned(),
+        };
+        match self.host.start(cfg, origin, None).await {
+            Ok(_) => {
+                problems.remove(name);
+            }
+            Err(StartError::Exists(_)) => {}
+            Err(e) => note(problems, name, e.to_string()),
+        }
+    }
+
+    /// The instance files in the directory, with their stamps.
+    fn list(&self) -> std::io::Result<Vec<(String, Stamp)>> {
+        use std::os::unix::fs::MetadataExt;
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let Some(name) = entry
+                .file_name()
+                .to_str()
+                .and_then(instance_name)
+                .map(str::to_owned)
+            else {
+                continue;
+            };
+            // Followed through a symlink, as the relay would read it.
+            let Ok(meta) = std::fs::metadata(entry.path()) else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            files.push((name, (meta.len(), meta.modified().ok(), meta.ino())));
+        }
+        Ok(files)
+    }
+}
+
+/// Records `problem` for `name`, logging it when it is new.
+fn note(problems: &mut BTreeMap<String, String>, name: &str, problem: String) {
+    if problems.get(name) != Some(&problem) {
+        tracing::error!(instance = name, problem = %problem, "instance file not used as written");
+        problems.insert(name.to_owned(), problem);
+    }
+}
