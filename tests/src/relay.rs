@@ -328,6 +328,21 @@ on_relay_exit = "{}"
     /// If the API cannot be reached.
     #[must_use]
     pub fn admin_with(&self, method: &str, path: &str, headers: &str) -> (u16, String) {
+        self.admin_request(method, path, headers, "")
+    }
+
+    /// [`Relay::admin_with`], sending `body` (with its `Content-Length`).
+    ///
+    /// # Panics
+    /// If the API cannot be reached.
+    #[must_use]
+    pub fn admin_request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &str,
+        body: &str,
+    ) -> (u16, String) {
         let host = if headers.to_ascii_lowercase().contains("host:") {
             String::new()
         } else {
@@ -338,7 +353,12 @@ on_relay_exit = "{}"
         s.set_read_timeout(Some(Duration::from_secs(60))).ok();
         write!(
             s,
-            "{method} {path} HTTP/1.1\r\n{host}{headers}Connection: close\r\n\r\n"
+            "{method} {path} HTTP/1.1\r\n{host}{headers}{}Connection: close\r\n\r\n{body}",
+            if body.is_empty() {
+                String::new()
+            } else {
+                format!("Content-Length: {}\r\n", body.len())
+            }
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let mut resp = String::new();
