@@ -495,6 +495,10 @@ impl InstanceHost {
             removed.rt.instance.shut_down().await;
             removed.tasks.cancel();
             host.registry.drained(removed.name());
+            host.metrics.forget_instance(
+                removed.name(),
+                &crate::control::driver::offloading::Storage::NAMES,
+            );
             tracing::info!(
                 instance = removed.name(),
                 state = removed.rt.instance.state_name(),

@@ -453,6 +453,30 @@ mod tests {
     }
 
     #[test]
+    fn a_closed_slot_refuses_and_its_pending_connections_still_free_the_relay() {
+        let a = admission(2, 10, &[]);
+        let first = a.open_slot(5);
+        let held = a.try_admit(first, ip("10.0.0.1")).unwrap();
+        let _other = a.try_admit(first, ip("10.0.0.2")).unwrap();
+        a.close_slot(first);
+        assert_eq!(
+            a.try_admit(first, ip("10.0.0.3")).unwrap_err(),
+            Refusal::Instance
+        );
+        assert_eq!(a.pending(first), 0);
+        // A slot opened after gets a new id: the closed one's connections are not its own.
+        let second = a.open_slot(5);
+        assert_ne!(second, first);
+        assert_eq!(
+            a.try_admit(second, ip("10.0.0.3")).unwrap_err(),
+            Refusal::Relay
+        );
+        drop(held);
+        let _in = a.try_admit(second, ip("10.0.0.3")).unwrap();
+        assert_eq!(a.pending(second), 1);
+    }
+
+    #[test]
     fn too_many_connections_is_err_1040_at_sequence_zero() {
         let bytes = too_many_connections();
         let (len, rest) = bytes.split_at(4);

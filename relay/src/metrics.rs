@@ -743,6 +743,41 @@ impl Metrics {
             .set(gauge_count(open));
     }
 
+    /// Drops the gauges of an instance that was removed (`places`: its data's places), so a
+    /// gone instance neither shows as paused nor costs a series per gauge for ever. Its
+    /// counters stay: a scrape still sees their last totals, as `rate()` expects.
+    pub fn forget_instance(&self, instance: &str, places: &[&'static str]) {
+        let labels = InstanceLabels::of(instance);
+        for family in [
+            &self.pending,
+            &self.parked,
+            &self.kernel_connections,
+            &self.spliced_sessions,
+            &self.tls_expiry,
+        ] {
+            family.remove(&labels);
+        }
+        self.ccu.remove(&labels);
+        for state in Phase::ALL {
+            self.state.remove(&StateLabels {
+                instance: instance.to_owned(),
+                state,
+            });
+        }
+        for route in [Route::Direct, Route::Perceptron] {
+            self.active.remove(&RouteLabels {
+                instance: instance.to_owned(),
+                route,
+            });
+        }
+        for place in places {
+            self.data.remove(&DataLabels {
+                instance: instance.to_owned(),
+                place,
+            });
+        }
+    }
+
     /// The exposition in `format`.
     #[must_use]
     pub fn render(&self, format: Format) -> String {
@@ -860,6 +895,21 @@ mod tests {
         m.key_reload(KeyReload::refused);
         m.fleet_store_available("relay-1", true);
         m
+    }
+
+    #[test]
+    fn a_removed_instance_leaves_no_gauge_behind() {
+        let m = sample();
+        m.set_phase("gone", Phase::Paused);
+        m.set_active("gone", Route::Direct, 1);
+        m.set_pending("gone", 0);
+        m.set_data("gone", "local", &["local", "stored"]);
+        let rendered = m.render(Format::Prometheus);
+        assert!(rendered.contains("instance=\"gone\""));
+        m.forget_instance("gone", &["local", "stored"]);
+        let rendered = m.render(Format::Prometheus);
+        assert!(!rendered.contains("instance=\"gone\""), "{rendered}");
+        assert!(rendered.contains("instance=\"demo\""));
     }
 
     #[test]

@@ -53,9 +53,12 @@ impl Config {
             }
             Some(toml::Value::String(name)) if name == stem => {}
             Some(other) => {
+                let given = other
+                    .as_str()
+                    .map_or_else(|| format!("a {}", other.type_str()), |s| format!("'{s}'"));
                 let message = format!(
-                    "{other:?} differs from the file's name ('{stem}'): rename the file or \
-                     remove the key"
+                    "{given} differs from the file's name ('{stem}'): rename the file or remove \
+                     the key"
                 );
                 return Err(ConfigError::invalid(path, "name".into(), message));
             }

@@ -909,3 +909,91 @@ fn an_endpoint_fronts_instances_with_or_without_a_listen_address_of_their_own() 
         "{err}"
     );
 }
+
+/// A configuration whose instances are all in instance files, with `[[endpoint]]`s when
+/// `endpoint` is set.
+fn with_instances_dir(endpoint: bool) -> Config {
+    let mut text =
+        "[relay]\nstate_dir = \"state\"\nkey_file = \"k\"\ninstances_dir = \"instances.d\"\n"
+            .to_owned();
+    if endpoint {
+        text.push_str("[[endpoint]]\nlisten = \"127.0.0.1:3306\"\nroute_by = \"user@instance\"\n");
+    }
+    Config::parse(&text, Path::new("/etc/perceptron/relay.toml")).unwrap()
+}
+
+const INSTANCE_FILE: &str = r#"
+listen = "127.0.0.1:3307"
+compute = "127.0.0.1:13307"
+[driver]
+kind = "process"
+command = ["server-shim", "run"]
+"#;
+
+#[test]
+fn an_instance_file_is_an_instance_named_by_its_file() {
+    let config = with_instances_dir(false);
+    assert_eq!(
+        config.relay.instances_dir.as_deref(),
+        Some(Path::new("/etc/perceptron/instances.d"))
+    );
+    let dir = Path::new("/etc/perceptron/instances.d");
+    let inst = config
+        .parse_instance_file(INSTANCE_FILE, &dir.join("shop.toml"))
+        .unwrap();
+    assert_eq!(inst.name, "shop");
+    assert_eq!(inst.listen, Some("127.0.0.1:3307".parse().unwrap()));
+    let named = format!("name = \"shop\"\n{INSTANCE_FILE}");
+    assert!(
+        config
+            .parse_instance_file(&named, &dir.join("shop.toml"))
+            .is_ok()
+    );
+    let err = config
+        .parse_instance_file(&named, &dir.join("other.toml"))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "/etc/perceptron/instances.d/other.toml: name: 'shop' differs from the file's name ('other'): rename the file or remove the key"
+    );
+    // Checked as an [[instance]] is, keys named at the file's top level.
+    let bad = INSTANCE_FILE.replace("13307\"", "13307\"\nidle_pause_after = \"soon\"");
+    let err = config
+        .parse_instance_file(&bad, &dir.join("shop.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("/etc/perceptron/instances.d/shop.toml: idle_pause_after: "),
+        "{err}"
+    );
+    let nft = format!("route = \"nftables\"\n{INSTANCE_FILE}");
+    let err = config
+        .parse_instance_file(&nft, &dir.join("shop.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("shop.toml: route: "), "{err}");
+    // Without an endpoint, an instance needs its own listen address.
+    let unlisted = INSTANCE_FILE.replace("listen = \"127.0.0.1:3307\"\n", "");
+    let err = config
+        .parse_instance_file(&unlisted, &dir.join("shop.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("shop.toml: listen: required unless"), "{err}");
+    assert!(
+        with_instances_dir(true)
+            .parse_instance_file(&unlisted, &dir.join("shop.toml"))
+            .is_ok()
+    );
+}
+
+#[test]
+fn only_visible_toml_files_are_instance_files() {
+    use super::instance_file::instance_name;
+    assert_eq!(instance_name("shop.toml"), Some("shop"));
+    assert_eq!(instance_name(".shop.toml.tmp"), None);
+    assert_eq!(instance_name(".shop.toml"), None);
+    assert_eq!(instance_name("shop.toml~"), None);
+    assert_eq!(instance_name("shop.toml.swp"), None);
+    assert_eq!(instance_name(".toml"), None);
+    assert_eq!(instance_name("README"), None);
+}
