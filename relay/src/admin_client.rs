@@ -190,6 +190,22 @@ impl Target {
         target: &str,
         timeout: Duration,
     ) -> Result<String, AdminError> {
+        self.request_with(method, target, None, timeout)
+            .map(|(_, body)| body)
+    }
+
+    /// [`Target::request`] with a body (content type, text); any 2xx answer is a success,
+    /// returned with its status.
+    ///
+    /// # Errors
+    /// As [`Target::request`].
+    pub fn request_with(
+        &self,
+        method: Method,
+        target: &str,
+        body: Option<(&'static str, String)>,
+        timeout: Duration,
+    ) -> Result<(StatusCode, String), AdminError> {
         let host = self.addr.to_string();
         let request = http_client::Request {
             method,
@@ -197,7 +213,7 @@ impl Target {
             host: &host,
             target,
             token: self.token.as_ref().map(|t| t.as_str()),
-            json: None,
+            body,
             timeout,
         };
         let reply =
@@ -207,8 +223,8 @@ impl Target {
                     addr: self.addr,
                     source,
                 })?;
-        if reply.status == StatusCode::OK {
-            Ok(reply.body)
+        if reply.status.is_success() {
+            Ok((reply.status, reply.body))
         } else {
             Err(AdminError::Refused {
                 status: reply.status,
@@ -272,6 +288,13 @@ pub fn status(t: &Target, json: bool) -> Result<String, AdminError> {
             n(i.get("wakes")).unwrap_or(0),
             n(i.get("last_resume_ms")).map_or("-".into(), |ms| format!("{ms} ms")),
         ));
+        if let Some(open) = n(i.get("draining")) {
+            out.push_str(&format!(
+                "  removed: draining, {open} connection(s) left; then its compute stops \
+                 (`relay instances remove {} --force` cuts them)\n",
+                s("name")
+            ));
+        }
         if let Some(parked) = n(i.get("parked_connections")).filter(|&p| p > 0) {
             out.push_str(&format!(
                 "  parked: {parked} connection(s) kept on the frozen compute\n"
@@ -384,6 +407,61 @@ pub fn action(t: &Target, name: &str, action: &str, force: bool) -> Result<Strin
         "{name}: {}\n",
         v.get("state").and_then(|s| s.as_str()).unwrap_or("?")
     ))
+}
+
+/// `relay instances put`: sends `text` as instance `name`'s file.
+///
+/// # Errors
+/// [`AdminError`], whose `Display` is the message for the user.
+pub fn instance_put(t: &Target, name: &str, text: String) -> Result<String, AdminError> {
+    let (status, body) = t.request_with(
+        Method::PUT,
+        &format!("/v1/instances/{name}"),
+        Some(("application/toml", text)),
+        Duration::from_secs(120),
+    )?;
+    let v: serde_json::Value = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    Ok(if status == StatusCode::ACCEPTED {
+        format!(
+            "{name}: written; its previous definition drains first ({} connection(s) left), \
+             then it starts\n",
+            v.get("open")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0)
+        )
+    } else {
+        format!(
+            "{name}: {}\n",
+            v.get("state").and_then(|s| s.as_str()).unwrap_or("?")
+        )
+    })
+}
+
+/// `relay instances remove`.
+///
+/// # Errors
+/// [`AdminError`], whose `Display` is the message for the user.
+pub fn instance_remove(t: &Target, name: &str, force: bool) -> Result<String, AdminError> {
+    let q = if force { "?force=true" } else { "" };
+    let (_, body) = t.request_with(
+        Method::DELETE,
+        &format!("/v1/instances/{name}{q}"),
+        None,
+        Duration::from_secs(30),
+    )?;
+    let v: serde_json::Value = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    let open = v
+        .get("open")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    Ok(match (open, force) {
+        (0, _) => format!("{name}: removed; its compute stops\n"),
+        (n, true) => format!("{name}: removed; {n} connection(s) cut; its compute stops\n"),
+        (n, false) => format!(
+            "{name}: removed; draining {n} connection(s), then its compute stops (--force cuts \
+             them)\n"
+        ),
+    })
 }
 
 /// The state of instance `name` as the admin API reports it.

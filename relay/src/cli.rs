@@ -141,6 +141,13 @@ pub enum Command {
         #[command(subcommand)]
         action: OffloadAction,
     },
+    /// Add, change or remove an instance of `relay.instances_dir` while the relay runs
+    /// (docs/instances.md). Needs the admin token.
+    Instances {
+        /// What to do.
+        #[command(subcommand)]
+        action: InstancesAction,
+    },
     /// List or clear the sources and users blocked by a failed-login or wake budget
     /// (`[relay.budgets]`).
     Blocks {
@@ -183,6 +190,37 @@ pub enum OffloadAction {
         /// Report what would be deleted; delete nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+}
+
+/// `relay instances`.
+#[derive(Debug, Subcommand)]
+pub enum InstancesAction {
+    /// Add instance NAME, or change it, from an instance file (an `[[instance]]` block's keys
+    /// at the top level). Returns once it serves; a changed instance's old definition drains
+    /// first, and the new one starts when its last connection has ended.
+    Put {
+        /// The instance.
+        name: String,
+        /// The instance file to send (`-` for standard input).
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+        /// How to reach the admin API.
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Remove instance NAME: no new login reaches it; its open connections end on their own
+    /// (or at once with --force); then its compute stops. Again with --force on an instance
+    /// still draining cuts what is left.
+    Remove {
+        /// The instance.
+        name: String,
+        /// Cut its open connections now.
+        #[arg(long)]
+        force: bool,
+        /// How to reach the admin API.
+        #[command(flatten)]
+        admin: AdminArgs,
     },
 }
 
@@ -288,6 +326,27 @@ pub fn main() -> ExitCode {
         Command::Resume { name, admin } => {
             admin_command(&admin, |t| admin_client::action(t, &name, "resume", false))
         }
+        Command::Instances {
+            action: InstancesAction::Put { name, file, admin },
+        } => {
+            let read = if file.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())
+            } else {
+                std::fs::read_to_string(&file)
+            };
+            match read {
+                Ok(text) => admin_command(&admin, |t| {
+                    admin_client::instance_put(t, &name, text.clone())
+                }),
+                Err(e) => {
+                    eprintln!("relay instances put: {}: {e}", file.display());
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Instances {
+            action: InstancesAction::Remove { name, force, admin },
+        } => admin_command(&admin, |t| admin_client::instance_remove(t, &name, force)),
         Command::Blocks {
             action: BlocksAction::List { json, admin },
         } => admin_command(&admin, |t| admin_client::blocks_list(t, json)),

@@ -31,8 +31,8 @@ pub struct Request<'a> {
     pub target: &'a str,
     /// Sent as `Authorization: Bearer ...` when present.
     pub token: Option<&'a str>,
-    /// A JSON body, if any.
-    pub json: Option<String>,
+    /// A body, if any, and its content type.
+    pub body: Option<(&'static str, String)>,
     /// Bound on the whole exchange: connect, request, answer.
     pub timeout: Duration,
 }
@@ -101,10 +101,10 @@ impl Request<'_> {
             value.set_sensitive(true);
             builder = builder.header(header::AUTHORIZATION, value);
         }
-        let body = match &self.json {
-            Some(json) => {
-                builder = builder.header(header::CONTENT_TYPE, "application/json");
-                Bytes::from(json.clone())
+        let body = match &self.body {
+            Some((content_type, body)) => {
+                builder = builder.header(header::CONTENT_TYPE, *content_type);
+                Bytes::from(body.clone())
             }
             None => Bytes::new(),
         };
@@ -205,7 +205,7 @@ pub(crate) mod tests {
             host: "cp.test",
             target: "/status?instance=demo",
             token: Some("s3cret"),
-            json: None,
+            body: None,
             timeout: Duration::from_secs(5),
         }
     }

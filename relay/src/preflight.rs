@@ -23,6 +23,47 @@ pub struct Problem {
     pub message: String,
 }
 
+/// What is wrong with the files of `relay.instances_dir` (each checked as the relay would
+/// read it), or with the directory itself. The relay starts regardless: a file it cannot use
+/// is logged and skipped, and the others run.
+fn instance_file_problems(config: &Config) -> Vec<String> {
+    let Some(dir) = &config.relay.instances_dir else {
+        return Vec::new();
+    };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => return vec![format!("{}: cannot read the directory: {e}", dir.display())],
+    };
+    let mut names: Vec<(String, std::path::PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name =
+                crate::config::instance_file::instance_name(e.file_name().to_str()?)?.to_owned();
+            Some((name, e.path()))
+        })
+        .collect();
+    names.sort();
+    let mut problems = Vec::new();
+    for (name, path) in names {
+        if config.instances.iter().any(|i| i.name == name) {
+            problems.push(format!(
+                "{}: an [[instance]] of the configuration file has this name; the file is not used",
+                path.display()
+            ));
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                if let Err(e) = config.parse_instance_file(&text, &path) {
+                    problems.push(e.to_string());
+                }
+            }
+            Err(e) => problems.push(format!("{}: cannot read: {e}", path.display())),
+        }
+    }
+    problems
+}
+
 /// Every problem of `config` that parsing it does not find: the key file (readable, mode 0600
 /// or stricter, a valid key ring), the admin token file, a writable `state_dir`, addresses
 /// used twice (an instance's `listen`, its `compute`, the admin API), and driver programs
@@ -58,6 +99,9 @@ pub fn check(config: &Config) -> Vec<Problem> {
     }
     for (key, message) in address_clashes(config) {
         problem(&key, message);
+    }
+    for message in instance_file_problems(config) {
+        problem("relay.instances_dir", message);
     }
     if let Some(table) = &config.relay.nftables_table {
         if !crate::router::nft::valid_table_name(table) {

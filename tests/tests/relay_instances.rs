@@ -223,9 +223,24 @@ fn the_admin_api_adds_and_removes_instances_with_its_token() {
     assert!(body.contains("cannot listen"), "{body}");
     assert!(!dir.join("instances.d/beta.toml").exists());
 
+    // `relay instances put` sends a file the same way; a bad one is refused with the reason.
+    std::fs::write(dir.join("bad.toml"), "compute = 5\n").unwrap();
+    let out = std::process::Command::new(bin_path("relay"))
+        .args(["instances", "put", "beta", "--file"])
+        .arg(dir.join("bad.toml"))
+        .arg("--config")
+        .arg(dir.join("relay.toml"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("beta.toml: compute"), "{err}");
+
     // Added: 201 once it serves; the file is where the relay reads it after a restart.
     let (code, body) = authorised(&relay, "PUT", "/v1/instances/beta", &text);
     assert_eq!(code, 201, "{body}");
+    let listed = authorised(&relay, "GET", "/v1/instances", "").1;
+    assert!(listed.contains("instances.d/beta.toml"), "{listed}");
     assert_eq!(
         std::fs::read_to_string(dir.join("instances.d/beta.toml")).unwrap(),
         text

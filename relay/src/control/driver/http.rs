@@ -101,7 +101,7 @@ impl HttpDriver {
             host: &self.spec.host,
             target: &target,
             token: self.spec.token.as_deref(),
-            json,
+            body: json.map(|j| ("application/json", j)),
             timeout: self.spec.request_timeout,
         };
         request
