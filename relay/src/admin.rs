@@ -398,7 +398,7 @@ pub async fn respond<B>(
         (&Method::GET, ["v1", "relay"]) => Response::json(StatusCode::OK, &relay_json(&state.keys)),
         (&Method::GET, ["v1", "instances"]) => {
             let live = state.registry.live().into_iter().map(|r| (r, false));
-            let draining = state.registry.all().into_iter().skip(state.registry.len());
+            let draining = state.registry.removed().into_iter();
             let list: Vec<InstanceJson> = live
                 .chain(draining.map(|r| (r, true)))
                 .map(|(r, draining)| registered_json(&r, draining))

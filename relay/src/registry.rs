@@ -142,12 +142,18 @@ impl Registry {
         read(&self.live).values().cloned().collect()
     }
 
+    /// Every removed instance still draining, by name.
+    #[must_use]
+    pub fn removed(&self) -> Vec<Arc<Registered>> {
+        read(&self.draining).values().cloned().collect()
+    }
+
     /// Every instance the relay still runs something for: the live ones, then the draining
     /// ones, each by name.
     #[must_use]
     pub fn all(&self) -> Vec<Arc<Registered>> {
         let mut all = self.live();
-        all.extend(read(&self.draining).values().cloned());
+        all.extend(self.removed());
         all
     }
 
@@ -200,4 +206,54 @@ fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::AuthMode;
+
+    fn registered(name: &str) -> Arc<Registered> {
+        use authplugin::{KeyId, KeyRing, PerceptronKey};
+        let key = PerceptronKey::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);
+        let rt = crate::in_memory::runtime_with(
+            AuthMode::Dual,
+            KeyRing::new(vec![key]).unwrap(),
+            std::time::Duration::from_secs(1),
+            |c| c.name = name.into(),
+        );
+        Arc::new(Registered::new(
+            Arc::new(rt),
+            Origin::ConfigFile,
+            0,
+            CancellationToken::new(),
+        ))
+    }
+
+    #[test]
+    fn a_name_is_taken_until_its_instance_has_drained() {
+        let registry = Registry::default();
+        registry.insert(registered("b")).unwrap();
+        registry.insert(registered("a")).unwrap();
+        assert!(registry.insert(registered("a")).is_err());
+        let names = |list: Vec<Arc<Registered>>| {
+            list.iter().map(|r| r.name().to_owned()).collect::<Vec<_>>()
+        };
+        assert_eq!(names(registry.live()), ["a", "b"]);
+        let before = registry.changes();
+        let removed = registry.start_draining("a").unwrap();
+        assert!(
+            registry.changes() > before,
+            "an endpoint's cached greeting must be made again"
+        );
+        assert!(registry.get("a").is_none());
+        assert_eq!(registry.draining("a").unwrap().name(), removed.name());
+        assert_eq!(names(registry.all()), ["b", "a"]);
+        // A new definition waits for the old one's drain.
+        assert!(registry.insert(registered("a")).is_err());
+        registry.drained("a");
+        assert!(registry.removed().is_empty());
+        registry.insert(registered("a")).unwrap();
+        assert_eq!(registry.len(), 2);
+    }
 }
