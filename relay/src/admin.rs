@@ -44,6 +44,7 @@ use authplugin::key_file::LiveKeyRing;
 
 use crate::budgets::{Budgets, ClearFilter, Subject};
 use crate::capacity::Ccu;
+use crate::config::instance_file::is_instance_name;
 use crate::control::PauseError;
 use crate::hosting::RemoveError;
 use crate::instance_dir::{FileState, InstanceDir};
@@ -418,6 +419,12 @@ pub async fn respond<B>(
         (&Method::PUT, ["v1", "instances", name]) => {
             if let Some(refusal) = changes_instances(state) {
                 return refusal;
+            }
+            if !is_instance_name(name) {
+                return Response::error(
+                    StatusCode::BAD_REQUEST,
+                    "an instance name is non-empty A-Z a-z 0-9 - _",
+                );
             }
             put_instance(state, name, body).await
         }

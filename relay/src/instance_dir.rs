@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::config::instance_file::{SUFFIX, instance_name};
+use crate::config::instance_file::{SUFFIX, instance_name, is_instance_name};
 use crate::hosting::{InstanceHost, Removal, RemoveError, StartError};
 use crate::registry::Origin;
 
@@ -112,6 +112,12 @@ impl InstanceDir {
     /// # Errors
     /// The I/O error; the file is as it was then.
     pub fn write(&self, name: &str, text: &str) -> std::io::Result<Option<String>> {
+        if !is_instance_name(name) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("'{name}' cannot name an instance"),
+            ));
+        }
         let path = self.path_of(name);
         let before = match std::fs::read_to_string(&path) {
             Ok(text) => Some(text),
@@ -159,6 +165,9 @@ impl InstanceDir {
     pub async fn remove(&self, name: &str, force: bool) -> Result<Removal, RemoveError> {
         // Under the scan's lock: a scan in between would see the file gone and drain the
         // instance itself, without `force`.
+        if !is_instance_name(name) {
+            return Err(RemoveError::NotFound(name.to_owned()));
+        }
         let mut scanned = self.scan.lock().await;
         let live = self.host.registry.get(name);
         if live

@@ -216,6 +216,9 @@ fn the_admin_api_adds_and_removes_instances_with_its_token() {
     assert_eq!(code, 400, "{body}");
     assert!(body.contains("idle_pause_after"), "{body}");
     assert!(!dir.join("instances.d/beta.toml").exists());
+    // A name that is no instance name (nor a safe file name): 400.
+    let (code, body) = authorised(&relay, "PUT", "/v1/instances/..", &text);
+    assert_eq!(code, 400, "{body}");
     // A listen address in use: 422, and the file taken back.
     let taken = text.replace(&format!(":{listen}\""), &format!(":{}\"", relay.port));
     let (code, body) = authorised(&relay, "PUT", "/v1/instances/beta", &taken);

@@ -151,11 +151,7 @@ pub(super) fn instance_name<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<String, D::Error> {
     let name = String::deserialize(deserializer)?;
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
+    if !super::instance_file::is_instance_name(&name) {
         return Err(D::Error::custom(format!(
             "'{name}' must be non-empty A-Z a-z 0-9 - _"
         )));
