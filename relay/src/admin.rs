@@ -413,7 +413,7 @@ pub async fn respond<B>(
             let problems = dir.problems().await;
             Response::json(
                 StatusCode::OK,
-                &serde_json::json!({ "dir": dir.dir(), "problems": problems }),
+                &serde_json::json!({ "at": dir.describe(), "problems": problems }),
             )
         }
         (&Method::PUT, ["v1", "instances", name]) => {
@@ -597,14 +597,9 @@ async fn put_instance(state: &AdminState, name: &str, body: &[u8]) -> Response {
     if let Err(problem) = dir.check(name, text) {
         return Response::error(StatusCode::BAD_REQUEST, &problem);
     }
-    let before = match dir.write(name, text) {
+    let before = match dir.write(name, text).await {
         Ok(before) => before,
-        Err(e) => {
-            return Response::error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("cannot write {}: {e}", dir.path_of(name).display()),
-            );
-        }
+        Err(e) => return Response::error(StatusCode::SERVICE_UNAVAILABLE, &e),
     };
     match dir.scan_for(name).await {
         FileState::Running => match state.registry.get(name) {
@@ -623,7 +618,7 @@ async fn put_instance(state: &AdminState, name: &str, body: &[u8]) -> Response {
             Response::error(StatusCode::CONFLICT, "the file was removed meanwhile")
         }
         FileState::Problem(problem) => {
-            if let Err(e) = dir.restore(name, before.as_deref()) {
+            if let Err(e) = dir.restore(name, before.as_deref()).await {
                 tracing::error!(instance = name, error = %e, "cannot take back an instance file the relay could not use");
             }
             dir.scan().await;

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
 
 use authplugin::ReplayGuard;
 use authplugin::key_file::LiveKeyRing;
@@ -492,7 +493,11 @@ impl InstanceHost {
                 // The relay's own shutdown stops every compute, this one included.
                 () = host.shutdown.cancelled() => return,
             }
-            removed.rt.instance.shut_down().await;
+            if host.fleet.is_some() {
+                host.pause_in_fleet(&removed).await;
+            } else {
+                removed.rt.instance.shut_down().await;
+            }
             removed.tasks.cancel();
             host.registry.drained(removed.name());
             host.metrics.forget_instance(
@@ -509,6 +514,26 @@ impl InstanceHost {
             open,
             forced: force,
         })
+    }
+}
+
+impl InstanceHost {
+    /// Pauses a removed instance of a fleet whose connections on this relay have ended. Its
+    /// compute is the fleet's: it is paused at once if no other relay holds a connection to
+    /// it, else its idle pause (which goes on, with the fleet's protocol) pauses it once the
+    /// last relay's connections have ended. Returns once it is paused, or at shutdown.
+    async fn pause_in_fleet(&self, removed: &Registered) {
+        let instance = &removed.rt.instance;
+        if let Err(e) = instance.pause(false, "instance removed").await {
+            tracing::info!(instance = removed.name(), reason = %e, "removed instance not paused yet; its idle pause will, once no relay of the fleet holds a connection to it");
+        }
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        while !matches!(instance.phase(), Phase::Paused | Phase::Failed) {
+            tokio::select! {
+                _ = every.tick() => {}
+                () = self.shutdown.cancelled() => return,
+            }
+        }
     }
 }
 

@@ -1,6 +1,7 @@
-//! `relay.instances_dir`: instances defined one per file (`<name>.toml`), added, changed and
-//! removed while the relay runs (docs/instances.md). The directory is the one place these
-//! definitions live: the admin API writes and deletes files in it, and a scan (every
+//! Instances defined one per instance file (`<name>.toml`), added, changed and removed while
+//! the relay runs (docs/instances.md): in `relay.instances_dir`, or for a fleet in its store
+//! (`<prefix>/definitions/<name>.toml`, the same for every relay). That place is the one where
+//! these definitions live: the admin API writes and deletes them there, and a scan (every
 //! [`SCAN_EVERY`], on SIGHUP, and at once after an admin request) makes the running set
 //! follow it:
 //! - a new file starts its instance;
@@ -20,8 +21,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
 use crate::config::instance_file::{SUFFIX, instance_name, is_instance_name};
+use crate::config::{Config, ConfigError, InstanceConfig};
+use crate::fleet::FleetStore;
 use crate::hosting::{InstanceHost, Removal, RemoveError, StartError};
 use crate::registry::Origin;
 
@@ -32,9 +34,25 @@ pub const SCAN_EVERY: Duration = Duration::from_secs(2);
 /// stamp is unchanged is not read again.
 type Stamp = (u64, Option<SystemTime>, u64);
 
-/// The watched directory and what the last scan found.
+/// Where the definitions are.
+pub enum Place {
+    /// `relay.instances_dir`.
+    Directory(PathBuf),
+    /// A fleet's store.
+    Store {
+        /// The store.
+        store: Arc<dyn FleetStore>,
+        /// Where definitions are, as error messages name them (`<prefix>/definitions`).
+        at: PathBuf,
+        /// What relative paths in a definition are relative to (the configuration file's
+        /// directory).
+        base: PathBuf,
+    },
+}
+
+/// The watched place and what the last scan found.
 pub struct InstanceDir {
-    dir: PathBuf,
+    place: Place,
     /// The configuration an instance file is checked against (its relay settings and
     /// endpoints).
     config: Arc<Config>,
@@ -45,7 +63,7 @@ pub struct InstanceDir {
 impl std::fmt::Debug for InstanceDir {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InstanceDir")
-            .field("dir", &self.dir)
+            .field("at", &self.describe())
             .finish_non_exhaustive()
     }
 }
@@ -54,6 +72,8 @@ impl std::fmt::Debug for InstanceDir {
 struct Scanned {
     /// Each file read, by instance name: its stamp and text.
     files: HashMap<String, (Stamp, String)>,
+    /// The store's definitions stamp when they were last read.
+    store_stamp: Option<(u64, i64)>,
     /// Why an instance file is not running as written, by instance name.
     problems: BTreeMap<String, String>,
 }
@@ -72,27 +92,43 @@ pub enum FileState {
 }
 
 impl InstanceDir {
-    /// Watches `dir`, starting and removing instances through `host`.
+    /// Watches `place`, starting and removing instances through `host`.
     #[must_use]
-    pub fn new(dir: PathBuf, config: Arc<Config>, host: Arc<InstanceHost>) -> Arc<Self> {
+    pub fn new(place: Place, config: Arc<Config>, host: Arc<InstanceHost>) -> Arc<Self> {
         Arc::new(Self {
-            dir,
+            place,
             config,
             host,
             scan: tokio::sync::Mutex::new(Scanned::default()),
         })
     }
 
-    /// The directory.
+    /// Where the definitions are, for people.
     #[must_use]
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    pub fn describe(&self) -> String {
+        match &self.place {
+            Place::Directory(dir) => dir.display().to_string(),
+            Place::Store { at, .. } => format!("the fleet's store, {}", at.display()),
+        }
     }
 
-    /// The file that defines instance `name`.
+    /// The file (or store key) that defines instance `name`.
     #[must_use]
     pub fn path_of(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("{name}{SUFFIX}"))
+        match &self.place {
+            Place::Directory(dir) => dir.join(format!("{name}{SUFFIX}")),
+            Place::Store { at, .. } => at.join(format!("{name}{SUFFIX}")),
+        }
+    }
+
+    /// `text` checked as instance `name`'s definition.
+    fn parse(&self, name: &str, text: &str) -> Result<InstanceConfig, ConfigError> {
+        let path = self.path_of(name);
+        let base = match &self.place {
+            Place::Directory(dir) => dir.clone(),
+            Place::Store { base, .. } => base.clone(),
+        };
+        self.config.parse_instance_file(text, &path, &base)
     }
 
     /// Checks `text` as the definition of instance `name` (before the admin API writes it).
@@ -100,60 +136,37 @@ impl InstanceDir {
     /// # Errors
     /// What is wrong, naming the file and the key.
     pub fn check(&self, name: &str, text: &str) -> Result<(), String> {
-        self.config
-            .parse_instance_file(text, &self.path_of(name))
-            .map(drop)
-            .map_err(|e| e.to_string())
+        self.parse(name, text).map(drop).map_err(|e| e.to_string())
     }
 
-    /// Writes `text` as instance `name`'s file, whole or not at all (a temporary file renamed
-    /// over it, then the directory synced); returns the text it replaced.
+    /// Writes `text` as instance `name`'s definition, whole or not at all (a file: a
+    /// temporary file renamed over it, then the directory synced); returns the text it
+    /// replaced.
     ///
     /// # Errors
-    /// The I/O error; the file is as it was then.
-    pub fn write(&self, name: &str, text: &str) -> std::io::Result<Option<String>> {
+    /// What failed; the definition is as it was then.
+    pub async fn write(&self, name: &str, text: &str) -> Result<Option<String>, String> {
         if !is_instance_name(name) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("'{name}' cannot name an instance"),
-            ));
+            return Err(format!("'{name}' cannot name an instance"));
         }
-        let path = self.path_of(name);
-        let before = match std::fs::read_to_string(&path) {
-            Ok(text) => Some(text),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
-        };
-        self.replace(name, Some(text))?;
-        Ok(before)
+        self.replace(name, Some(text)).await
     }
 
-    /// Puts back what [`InstanceDir::write`] replaced: `before`, or no file.
+    /// Puts back what [`InstanceDir::write`] replaced: `before`, or no definition.
     ///
     /// # Errors
-    /// The I/O error.
-    pub fn restore(&self, name: &str, before: Option<&str>) -> std::io::Result<()> {
-        self.replace(name, before)
+    /// What failed.
+    pub async fn restore(&self, name: &str, before: Option<&str>) -> Result<(), String> {
+        self.replace(name, before).await.map(drop)
     }
 
-    fn replace(&self, name: &str, text: Option<&str>) -> std::io::Result<()> {
-        use std::io::Write as _;
+    async fn replace(&self, name: &str, text: Option<&str>) -> Result<Option<String>, String> {
         let path = self.path_of(name);
-        match text {
-            Some(text) => {
-                // Hidden, so a scan in between does not read it as an instance.
-                let temporary = self.dir.join(format!(".{name}{SUFFIX}.tmp"));
-                let mut file = std::fs::File::create(&temporary)?;
-                file.write_all(text.as_bytes())?;
-                file.sync_all()?;
-                std::fs::rename(&temporary, &path)?;
-            }
-            None => match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            },
+        let failed = |e: &dyn std::fmt::Display| format!("cannot write {}: {e}", path.display());
+        match &self.place {
+            Place::Store { store, .. } => store.define(name, text).await.map_err(|e| failed(&e)),
+            Place::Directory(dir) => replace_file(dir, name, text).map_err(|e| failed(&e)),
         }
-        std::fs::File::open(&self.dir)?.sync_all()
     }
 
     /// Removes instance `name`: its file, then the instance (drained, or its connections cut
@@ -177,11 +190,8 @@ impl InstanceDir {
             return Err(RemoveError::ConfigFile(name.to_owned()));
         }
         let had_file = scanned.files.remove(name).is_some();
-        if let Err(e) = self.replace(name, None) {
-            return Err(RemoveError::File(format!(
-                "cannot remove {}: {e}",
-                self.path_of(name).display()
-            )));
+        if let Err(e) = self.replace(name, None).await {
+            return Err(RemoveError::File(e));
         }
         scanned.problems.remove(name);
         match self.host.remove(name, force) {
@@ -231,76 +241,46 @@ impl InstanceDir {
             return FileState::Absent;
         };
         match self.host.registry.get(name).map(|r| r.origin.clone()) {
-            Some(Origin::InstanceFile { text: running, .. }) if running == *text => {
-                FileState::Running
-            }
+            Some(Origin::Defined { text: running, .. }) if running == *text => FileState::Running,
             _ if self.host.registry.draining(name).is_some() => FileState::WaitingForDrain,
             _ => FileState::Problem("not started yet".into()),
         }
     }
 
-    /// Reads the directory and makes the running set follow it.
+    /// Reads the definitions and makes the running set follow them.
     pub async fn scan(&self) {
         let mut scanned = self.scan.lock().await;
-        let listing = match self.list() {
-            Ok(listing) => listing,
-            Err(e) => {
-                // Nothing is removed for a directory that cannot be read: a mount that went
-                // away for a moment must not drain every instance.
-                let problem = format!("cannot read {}: {e}", self.dir.display());
+        let read = match &self.place {
+            Place::Directory(dir) => self.read_directory(dir, &mut scanned),
+            Place::Store { store, .. } => read_store(store.as_ref(), &mut scanned).await,
+        };
+        let (seen, listed) = match read {
+            Ok(read) => read,
+            Err(problem) => {
+                // Nothing is removed for a place that cannot be read: a mount that went away
+                // for a moment, or a store out of reach, must not drain every instance.
                 if scanned.problems.get("") != Some(&problem) {
-                    tracing::error!(dir = %self.dir.display(), error = %e, "relay.instances_dir: cannot read the directory; the instances run on as they are");
+                    tracing::error!(at = %self.describe(), problem = %problem, "cannot read the instance definitions; the instances run on as they are");
                     scanned.problems.insert(String::new(), problem);
                 }
                 return;
             }
         };
         scanned.problems.remove("");
-        let mut seen: HashMap<String, (Stamp, String)> = HashMap::with_capacity(listing.len());
-        let mut listed = HashSet::with_capacity(listing.len());
-        for (name, stamp) in listing {
-            let known = scanned
-                .files
-                .get(&name)
-                .filter(|(s, _)| *s == stamp)
-                .map(|(_, text)| text.clone());
-            let text = match known {
-                Some(text) => text,
-                None => match std::fs::read_to_string(self.path_of(&name)) {
-                    Ok(text) => text,
-                    // Unreadable (or gone between the listing and the read): what it
-                    // defined before runs on; a file never read is skipped.
-                    Err(e) => {
-                        note(
-                            &mut scanned.problems,
-                            &name,
-                            format!("cannot read {}: {e}", self.path_of(&name).display()),
-                        );
-                        if let Some(before) = scanned.files.get(&name).cloned() {
-                            seen.insert(name.clone(), before);
-                        }
-                        listed.insert(name);
-                        continue;
-                    }
-                },
-            };
-            listed.insert(name.clone());
-            seen.insert(name, (stamp, text));
-        }
         for (name, (_, text)) in &seen {
             if scanned
                 .problems
                 .get(name)
                 .is_some_and(|p| p.starts_with("cannot read "))
             {
+                // What it defined before runs on.
                 continue;
             }
             self.follow(name, text, &mut scanned.problems).await;
         }
         // Files gone: their instances are removed (drained).
         for live in self.host.registry.live() {
-            if matches!(live.origin, Origin::InstanceFile { .. }) && !seen.contains_key(live.name())
-            {
+            if matches!(live.origin, Origin::Defined { .. }) && !seen.contains_key(live.name()) {
                 let name = live.name().to_owned();
                 tracing::info!(instance = %name, "instance file removed; removing the instance");
                 if let Err(e) = self.host.remove(&name, false) {
@@ -318,7 +298,7 @@ impl InstanceDir {
     async fn follow(&self, name: &str, text: &str, problems: &mut BTreeMap<String, String>) {
         let path = self.path_of(name);
         match self.host.registry.get(name).map(|r| r.origin.clone()) {
-            Some(Origin::InstanceFile { text: running, .. }) if running == text => {
+            Some(Origin::Defined { text: running, .. }) if running == text => {
                 problems.remove(name);
                 return;
             }
@@ -333,7 +313,7 @@ impl InstanceDir {
             }
             _ => {}
         }
-        let cfg = match self.config.parse_instance_file(text, &path) {
+        let cfg = match self.parse(name, text) {
             Ok(cfg) => cfg,
             Err(e) => {
                 note(problems, name, e.to_string());
@@ -352,8 +332,8 @@ impl InstanceDir {
         if self.host.registry.draining(name).is_some() {
             return;
         }
-        let origin = Origin::InstanceFile {
-            path: path.clone(),
+        let origin = Origin::Defined {
+            at: path.display().to_string(),
             text: text.to_owned(),
         };
         match self.host.start(cfg, origin, None).await {
@@ -365,31 +345,127 @@ impl InstanceDir {
         }
     }
 
-    /// The instance files in the directory, with their stamps.
-    fn list(&self) -> std::io::Result<Vec<(String, Stamp)>> {
-        use std::os::unix::fs::MetadataExt;
-        let mut files = Vec::new();
-        for entry in std::fs::read_dir(&self.dir)? {
-            let entry = entry?;
-            let Some(name) = entry
-                .file_name()
-                .to_str()
-                .and_then(instance_name)
-                .map(str::to_owned)
-            else {
-                continue;
+    /// The definitions in directory `dir`, by instance name, and every name listed there
+    /// (a file that cannot be read is listed; what it defined before runs on). A file whose
+    /// stamp is unchanged is not read again.
+    fn read_directory(&self, dir: &Path, scanned: &mut Scanned) -> Result<Read, String> {
+        let listing = list(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        let mut seen: HashMap<String, (Stamp, String)> = HashMap::with_capacity(listing.len());
+        let mut listed = HashSet::with_capacity(listing.len());
+        for (name, stamp) in listing {
+            listed.insert(name.clone());
+            let known = scanned
+                .files
+                .get(&name)
+                .filter(|(s, _)| *s == stamp)
+                .map(|(_, text)| text.clone());
+            let text = match known {
+                Some(text) => text,
+                None => match std::fs::read_to_string(self.path_of(&name)) {
+                    Ok(text) => {
+                        if scanned
+                            .problems
+                            .get(&name)
+                            .is_some_and(|p| p.starts_with("cannot read "))
+                        {
+                            scanned.problems.remove(&name);
+                        }
+                        text
+                    }
+                    Err(e) => {
+                        note(
+                            &mut scanned.problems,
+                            &name,
+                            format!("cannot read {}: {e}", self.path_of(&name).display()),
+                        );
+                        if let Some(before) = scanned.files.get(&name).cloned() {
+                            seen.insert(name, before);
+                        }
+                        continue;
+                    }
+                },
             };
-            // Followed through a symlink, as the relay would read it.
-            let Ok(meta) = std::fs::metadata(entry.path()) else {
-                continue;
-            };
-            if !meta.is_file() {
-                continue;
-            }
-            files.push((name, (meta.len(), meta.modified().ok(), meta.ino())));
+            seen.insert(name, (stamp, text));
         }
-        Ok(files)
+        Ok((seen, listed))
     }
+}
+
+/// What a read of the definitions found: each by instance name (with its file's stamp), and
+/// every name listed.
+type Read = (HashMap<String, (Stamp, String)>, HashSet<String>);
+
+/// The definitions in `store`: those read last time while its stamp is unchanged, else all
+/// of them again.
+async fn read_store(store: &dyn FleetStore, scanned: &mut Scanned) -> Result<Read, String> {
+    let stamp = store.definitions_stamp().await.map_err(|e| e.to_string())?;
+    let seen = if scanned.store_stamp == Some(stamp) {
+        scanned.files.clone()
+    } else {
+        let definitions = store.definitions().await.map_err(|e| e.to_string())?;
+        scanned.store_stamp = Some(stamp);
+        definitions
+            .into_iter()
+            .filter(|(name, _)| is_instance_name(name))
+            .map(|(name, text)| (name, ((0, None, 0), text)))
+            .collect()
+    };
+    let listed = seen.keys().cloned().collect();
+    Ok((seen, listed))
+}
+
+/// The instance files in `dir`, with their stamps.
+fn list(dir: &Path) -> std::io::Result<Vec<(String, Stamp)>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let Some(name) = entry
+            .file_name()
+            .to_str()
+            .and_then(instance_name)
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        // Followed through a symlink, as the relay would read it.
+        let Ok(meta) = std::fs::metadata(entry.path()) else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        files.push((name, (meta.len(), meta.modified().ok(), meta.ino())));
+    }
+    Ok(files)
+}
+
+/// Writes `text` as instance `name`'s file in `dir` (none: removes it), whole or not at all;
+/// returns the text it replaced.
+fn replace_file(dir: &Path, name: &str, text: Option<&str>) -> std::io::Result<Option<String>> {
+    use std::io::Write as _;
+    let path = dir.join(format!("{name}{SUFFIX}"));
+    let before = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    match text {
+        Some(text) => {
+            // Hidden, so a scan in between does not read it as an instance.
+            let temporary = dir.join(format!(".{name}{SUFFIX}.tmp"));
+            let mut file = std::fs::File::create(&temporary)?;
+            file.write_all(text.as_bytes())?;
+            file.sync_all()?;
+            std::fs::rename(&temporary, &path)?;
+        }
+        None => match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        },
+    }
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(before)
 }
 
 /// Records `problem` for `name`, logging it when it is new.

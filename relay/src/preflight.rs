@@ -54,7 +54,7 @@ fn instance_file_problems(config: &Config) -> Vec<String> {
         }
         match std::fs::read_to_string(&path) {
             Ok(text) => {
-                if let Err(e) = config.parse_instance_file(&text, &path) {
+                if let Err(e) = config.parse_instance_file(&text, &path, dir) {
                     problems.push(e.to_string());
                 }
             }

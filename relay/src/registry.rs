@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -25,11 +24,12 @@ use crate::runtime::InstanceRuntime;
 pub enum Origin {
     /// An `[[instance]]` of the configuration file: removed only by a restart.
     ConfigFile,
-    /// A file of `relay.instances_dir`, holding this text when the instance started.
-    InstanceFile {
-        /// The file.
-        path: PathBuf,
-        /// Its text then (a file whose text changes is a new definition).
+    /// An instance file of `relay.instances_dir` or of the fleet's store, holding this text
+    /// when the instance started.
+    Defined {
+        /// The file, or the store's key.
+        at: String,
+        /// Its text then (a definition whose text changes is a new definition).
         text: String,
     },
 }
@@ -40,7 +40,7 @@ impl Origin {
     pub fn describe(&self) -> String {
         match self {
             Self::ConfigFile => "configuration file".into(),
-            Self::InstanceFile { path, .. } => path.display().to_string(),
+            Self::Defined { at, .. } => at.clone(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The relay process: one listener per instance, the accept loops, and graceful shutdown
 //! (CONTRIBUTING.md, *Graceful shutdown*: stop accepting, drain with a deadline, then stop the computes).
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,10 +12,10 @@ use tokio_util::task::TaskTracker;
 
 use crate::admin::{self, AdminState};
 use crate::budgets::Budgets;
-use crate::config::{Config, InstanceConfig, OnRelayExit, RouteMode};
+use crate::config::{Config, InstanceConfig, OnRelayExit, RouteMode, StoreSettings};
 use crate::endpoint::{self, Endpoint};
 use crate::hosting::{InstanceHost, Shared, dnat_of};
-use crate::instance_dir::InstanceDir;
+use crate::instance_dir::{InstanceDir, Place};
 use crate::ledger::Ledger;
 use crate::limits::{self, Admission, PendingCaps};
 use crate::listener;
@@ -239,11 +240,24 @@ async fn serve(
     }
     drop(last_states);
     let registry = Arc::clone(&host.registry);
-    let instance_dir = config
-        .relay
-        .instances_dir
-        .as_ref()
-        .map(|dir| InstanceDir::new(dir.clone(), Arc::new(config.clone()), Arc::clone(&host)));
+    // Instances defined while the relay runs: in its directory, or in a fleet's store (which
+    // every relay of the fleet follows).
+    let place = match (&config.relay.instances_dir, &fleet, &config.relay.store) {
+        (Some(dir), _, _) => Some(Place::Directory(dir.clone())),
+        (None, Some(store), StoreSettings::Etcd(etcd)) => Some(Place::Store {
+            store: Arc::clone(store),
+            at: PathBuf::from(format!("{}/definitions", etcd.prefix.trim_end_matches('/'))),
+            base: config
+                .path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."))
+                .to_owned(),
+        }),
+        _ => None,
+    };
+    let instance_dir =
+        place.map(|place| InstanceDir::new(place, Arc::new(config.clone()), Arc::clone(&host)));
     if let Some(files) = &instance_dir {
         files.scan().await;
         tracker.spawn(Arc::clone(files).watch(shutdown.clone()));

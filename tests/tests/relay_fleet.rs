@@ -344,6 +344,18 @@ impl Fleet {
     }
 
     fn add_relay(&mut self, i: usize, idle_pause_after: &'static str) {
+        self.add_relay_with(i, idle_pause_after, "", "");
+    }
+
+    /// [`Fleet::add_relay`], with `relay` added to the relay's `[relay]` table and `after`
+    /// to the end of its configuration.
+    fn add_relay_with(
+        &mut self,
+        i: usize,
+        idle_pause_after: &'static str,
+        relay: &str,
+        after: &str,
+    ) {
         let dir = self.dir.path().join(format!("relay{i}"));
         fs::create_dir_all(&dir).unwrap();
         fs::copy(
@@ -356,7 +368,7 @@ impl Fleet {
             idle_pause_after,
             resume_timeout: "15s",
             relay_toml: format!(
-                "\n[relay.store]\nkind = \"etcd\"\nendpoints = [{}]\nrelay_id = \"relay{i}\"\n\
+                "{relay}\n[relay.store]\nkind = \"etcd\"\nendpoints = [{}]\nrelay_id = \"relay{i}\"\n\
                  lease_ttl = {:?}\nrequest_timeout = {:?}\n{}",
                 self.members
                     .iter()
@@ -378,7 +390,7 @@ impl Fleet {
             driver_toml: Some(format!(
                 "[instance.driver]\nkind = \"exec\"\nstart = [\"sh\", \"{shared}/start.sh\"]\n\
                  stop = [\"sh\", \"{shared}/stop.sh\"]\nstatus = [\"sh\", \"{shared}/status.sh\"]\n\
-                 poll_interval = \"200ms\"\n"
+                 poll_interval = \"200ms\"\n{after}"
             )),
             ..RelayOptions::default()
         };
@@ -783,5 +795,139 @@ fn a_lock_whose_answer_was_lost_is_completed_by_the_relay_that_holds_it() {
         fleet.logs().contains("outcome was lost"),
         "{}",
         fleet.logs()
+    );
+}
+
+/// An instance defined in the fleet's store: put through one relay, served by every relay (on
+/// its endpoint), removed through one relay while another holds a session: that relay drains
+/// it, and the compute is paused once the fleet's last connection to it has ended.
+#[test]
+fn an_instance_defined_in_the_store_comes_and_goes_on_every_relay() {
+    const TOKEN: &str = "fleet-instances-token-0123";
+    let mut fleet = Fleet::start("fleet-defined", 0, "1h");
+    let endpoints = [free_port(), free_port()];
+    for (i, endpoint) in endpoints.iter().enumerate() {
+        let dir = fleet.dir.path().join(format!("relay{i}"));
+        fs::create_dir_all(&dir).unwrap();
+        let token = dir.join("admin.token");
+        fs::write(&token, format!("{TOKEN}\n")).unwrap();
+        fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        fleet.add_relay_with(
+            i,
+            "1h",
+            "admin_token_file = \"admin.token\"\n",
+            &format!(
+                "\n[[endpoint]]\nlisten = \"127.0.0.1:{endpoint}\"\nroute_by = \"user@instance\"\n"
+            ),
+        );
+    }
+    // The instance's own compute, started and stopped by the same kind of scripts.
+    let shop = fleet.dir.path().join("shop");
+    fs::create_dir_all(&shop).unwrap();
+    fs::copy(
+        fleet.shared().join("perceptron.key"),
+        shop.join("perceptron.key"),
+    )
+    .unwrap();
+    add_user(&shop.join("data"), USER, PASSWORD, true);
+    let shop_port = free_port();
+    write_scripts(&shop, shop_port);
+    let d = shop.display();
+    let definition = format!(
+        "compute = \"127.0.0.1:{shop_port}\"\nidle_pause_after = \"1h\"\nresume_timeout = \"15s\"\n\
+         [driver]\nkind = \"exec\"\nstart = [\"sh\", \"{d}/start.sh\"]\n\
+         stop = [\"sh\", \"{d}/stop.sh\"]\nstatus = [\"sh\", \"{d}/status.sh\"]\n\
+         poll_interval = \"200ms\"\n"
+    );
+    let auth = format!("Authorization: Bearer {TOKEN}\r\n");
+    let (code, body) =
+        fleet.relays[0].admin_request("PUT", "/v1/instances/shop", &auth, &definition);
+    assert_eq!(code, 201, "{body}\n{}", fleet.logs());
+    assert_eq!(
+        fleet.members[0]
+            .ctl(&[
+                "get",
+                "/perceptron/definitions/shop.toml",
+                "--print-value-only"
+            ])
+            .unwrap()
+            .trim(),
+        definition.trim()
+    );
+    let lists_shop = |relay: &Relay| {
+        relay
+            .admin_with("GET", "/v1/instances", &auth)
+            .1
+            .contains("\"shop\"")
+    };
+    // The other relay follows the store, and routes to it.
+    assert!(
+        Relay::wait_until(Duration::from_secs(30), || lists_shop(&fleet.relays[1])),
+        "{}",
+        fleet.logs()
+    );
+    let mut held = raw::login(endpoints[1], "app@shop", PASSWORD, None)
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", fleet.logs()));
+    assert_eq!(raw::one_row(&mut held, "SELECT 1").as_deref(), Some("1"));
+    assert_eq!(count_lines(&shop.join("starts.log")), 1);
+
+    // Removed through relay0 while relay1 holds a session: relay1 drains it; no new login
+    // reaches it anywhere; the session goes on.
+    let (code, body) = fleet.relays[0].admin_request("DELETE", "/v1/instances/shop", &auth, "");
+    assert_eq!(code, 202, "{body}");
+    assert!(
+        Relay::wait_until(Duration::from_secs(30), || {
+            fleet.relays[1]
+                .admin_with("GET", "/v1/instances", &auth)
+                .1
+                .contains("\"draining\": 1")
+        }),
+        "{}",
+        fleet.logs()
+    );
+    for endpoint in endpoints {
+        match raw::login(endpoint, "app@shop", PASSWORD, None).unwrap() {
+            Err((code, _)) => assert_eq!(code, 1045),
+            Ok(_) => panic!("a login reached a removed instance"),
+        }
+    }
+    assert_eq!(
+        raw::one_row(&mut held, "SELECT 6 * 7").as_deref(),
+        Some("42")
+    );
+    assert_eq!(
+        count_lines(&shop.join("stops.log")),
+        0,
+        "paused under a live session"
+    );
+    // The fleet's last connection ends: the compute is paused, once, and both relays forget
+    // the instance.
+    drop(held);
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || {
+            !lists_shop(&fleet.relays[0]) && !lists_shop(&fleet.relays[1])
+        }),
+        "{}",
+        fleet.logs()
+    );
+    assert_eq!(count_lines(&shop.join("stops.log")), 1, "{}", fleet.logs());
+    let ledger = fleet.members[0]
+        .ctl(&[
+            "get",
+            "--prefix",
+            "/perceptron/ledger/",
+            "--print-value-only",
+        ])
+        .unwrap();
+    let shop_states: Vec<&str> = ledger
+        .lines()
+        .filter(|l| l.split(' ').nth(1) == Some("shop"))
+        .filter_map(|l| l.split(' ').nth(2))
+        .collect();
+    assert_eq!(
+        shop_states,
+        ["resuming", "running", "pausing", "paused"],
+        "{ledger}"
     );
 }

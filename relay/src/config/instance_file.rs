@@ -35,7 +35,8 @@ pub fn instance_name(file_name: &str) -> Option<&str> {
 
 impl Config {
     /// Reads the instance defined by `text`, which came from instance file `path` (or is to be
-    /// written there), checked as an `[[instance]]` of this configuration.
+    /// written there), checked as an `[[instance]]` of this configuration; relative paths in
+    /// it are relative to `base`.
     ///
     /// # Errors
     /// [`ConfigError`] naming `path` and the key.
@@ -43,6 +44,7 @@ impl Config {
         &self,
         text: &str,
         path: &Path,
+        base: &Path,
     ) -> Result<InstanceConfig, ConfigError> {
         let file_name = path
             .file_name()
@@ -86,10 +88,6 @@ impl Config {
                            instance file takes route = \"pump\"";
             return Err(ConfigError::invalid(path, key("route"), message));
         }
-        let base = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
         let fleet = self.relay.store != super::StoreSettings::Local;
         instance(inst, &key, base, path, fleet)
     }

@@ -75,7 +75,17 @@ impl Config {
             etcd_fits(etcd, path)?;
         }
         let fleet = relay.store != StoreSettings::Local;
-        if file.instance.is_empty() && relay.instances_dir.is_none() {
+        if fleet && relay.instances_dir.is_some() {
+            let message = "a fleet keeps the instances defined while it runs in its store, the \
+                           same for every relay (`relay instances put`); remove this key";
+            return Err(ConfigError::invalid(
+                path,
+                "relay.instances_dir".into(),
+                message,
+            ));
+        }
+        // A fleet's store may define every instance.
+        if file.instance.is_empty() && relay.instances_dir.is_none() && !fleet {
             return Err(ConfigError {
                 path: path.to_owned(),
                 key: None,

@@ -939,18 +939,18 @@ fn an_instance_file_is_an_instance_named_by_its_file() {
     );
     let dir = Path::new("/etc/perceptron/instances.d");
     let inst = config
-        .parse_instance_file(INSTANCE_FILE, &dir.join("shop.toml"))
+        .parse_instance_file(INSTANCE_FILE, &dir.join("shop.toml"), dir)
         .unwrap();
     assert_eq!(inst.name, "shop");
     assert_eq!(inst.listen, Some("127.0.0.1:3307".parse().unwrap()));
     let named = format!("name = \"shop\"\n{INSTANCE_FILE}");
     assert!(
         config
-            .parse_instance_file(&named, &dir.join("shop.toml"))
+            .parse_instance_file(&named, &dir.join("shop.toml"), dir)
             .is_ok()
     );
     let err = config
-        .parse_instance_file(&named, &dir.join("other.toml"))
+        .parse_instance_file(&named, &dir.join("other.toml"), dir)
         .unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -959,7 +959,7 @@ fn an_instance_file_is_an_instance_named_by_its_file() {
     // Checked as an [[instance]] is, keys named at the file's top level.
     let bad = INSTANCE_FILE.replace("13307\"", "13307\"\nidle_pause_after = \"soon\"");
     let err = config
-        .parse_instance_file(&bad, &dir.join("shop.toml"))
+        .parse_instance_file(&bad, &dir.join("shop.toml"), dir)
         .unwrap_err()
         .to_string();
     assert!(
@@ -968,20 +968,20 @@ fn an_instance_file_is_an_instance_named_by_its_file() {
     );
     let nft = format!("route = \"nftables\"\n{INSTANCE_FILE}");
     let err = config
-        .parse_instance_file(&nft, &dir.join("shop.toml"))
+        .parse_instance_file(&nft, &dir.join("shop.toml"), dir)
         .unwrap_err()
         .to_string();
     assert!(err.contains("shop.toml: route: "), "{err}");
     // Without an endpoint, an instance needs its own listen address.
     let unlisted = INSTANCE_FILE.replace("listen = \"127.0.0.1:3307\"\n", "");
     let err = config
-        .parse_instance_file(&unlisted, &dir.join("shop.toml"))
+        .parse_instance_file(&unlisted, &dir.join("shop.toml"), dir)
         .unwrap_err()
         .to_string();
     assert!(err.contains("shop.toml: listen: required unless"), "{err}");
     assert!(
         with_instances_dir(true)
-            .parse_instance_file(&unlisted, &dir.join("shop.toml"))
+            .parse_instance_file(&unlisted, &dir.join("shop.toml"), dir)
             .is_ok()
     );
 }

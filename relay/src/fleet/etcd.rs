@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use etcd_client::{
-    Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Identity,
-    PutOptions, TlsOptions, Txn, TxnOp, WatchOptions,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions,
+    Identity, PutOptions, SortOrder, SortTarget, TlsOptions, Txn, TxnOp, WatchOptions,
 };
 use tokio::sync::watch;
 
@@ -689,6 +689,91 @@ impl FleetStore for EtcdStore {
                 );
             }
             Ok(text)
+        })
+    }
+
+    fn definitions_stamp(&self) -> BoxFuture<'_, Result<(u64, i64), StoreError>> {
+        Box::pin(async move {
+            let prefix = self.keys.definitions();
+            let got = self
+                .idempotent(|mut c| {
+                    let prefix = prefix.clone();
+                    let options = GetOptions::new()
+                        .with_prefix()
+                        .with_keys_only()
+                        .with_sort(SortTarget::Mod, SortOrder::Descend)
+                        .with_limit(1);
+                    async move { c.get(prefix, Some(options)).await }
+                })
+                .await?;
+            let newest = got
+                .kvs()
+                .first()
+                .map_or(0, etcd_client::KeyValue::mod_revision);
+            Ok((u64::try_from(got.count()).unwrap_or(0), newest))
+        })
+    }
+
+    fn definitions(&self) -> BoxFuture<'_, Result<Vec<(String, String)>, StoreError>> {
+        Box::pin(async move {
+            let prefix = self.keys.definitions();
+            let got = self
+                .idempotent(|mut c| {
+                    let prefix = prefix.clone();
+                    async move { c.get(prefix, Some(GetOptions::new().with_prefix())).await }
+                })
+                .await?;
+            let mut definitions = Vec::with_capacity(got.kvs().len());
+            for kv in got.kvs() {
+                let key = String::from_utf8_lossy(kv.key());
+                let name = key
+                    .strip_prefix(prefix.as_str())
+                    .and_then(|k| k.strip_suffix(".toml"));
+                match (name, std::str::from_utf8(kv.value())) {
+                    (Some(name), Ok(text)) => definitions.push((name.to_owned(), text.to_owned())),
+                    _ => {
+                        tracing::warn!(key = %key, "a key under the store's definitions that is no instance definition (<name>.toml, UTF-8 text); left out");
+                    }
+                }
+            }
+            Ok(definitions)
+        })
+    }
+
+    fn define<'a>(
+        &'a self,
+        name: &'a str,
+        text: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        Box::pin(async move {
+            let key = self.keys.definition(name);
+            let previous = match text {
+                Some(text) => {
+                    self.idempotent(|mut c| {
+                        let (key, text) = (key.clone(), text.to_owned());
+                        async move {
+                            let put = c
+                                .put(key, text, Some(PutOptions::new().with_prev_key()))
+                                .await?;
+                            Ok(put.prev_key().map(|kv| kv.value().to_vec()))
+                        }
+                    })
+                    .await?
+                }
+                None => {
+                    self.idempotent(|mut c| {
+                        let key = key.clone();
+                        async move {
+                            let deleted = c
+                                .delete(key, Some(DeleteOptions::new().with_prev_key()))
+                                .await?;
+                            Ok(deleted.prev_kvs().first().map(|kv| kv.value().to_vec()))
+                        }
+                    })
+                    .await?
+                }
+            };
+            Ok(previous.map(|v| String::from_utf8_lossy(&v).into_owned()))
         })
     }
 

@@ -145,6 +145,21 @@ pub trait FleetStore: Send + Sync + std::fmt::Debug {
     /// request; `None` when it cannot tell (then [`FleetStore::connections`] reads them).
     fn open_hint(&self, instance: &str) -> Option<FleetOpen>;
 
+    /// What says whether the instances defined in the store changed: how many there are and
+    /// the newest revision of any (a put raises it, a delete lowers the count), in one
+    /// request that carries no definition.
+    fn definitions_stamp(&self) -> BoxFuture<'_, Result<(u64, i64), StoreError>>;
+
+    /// Every instance defined in the store: name and instance file text, by name.
+    fn definitions(&self) -> BoxFuture<'_, Result<Vec<(String, String)>, StoreError>>;
+
+    /// Writes instance `name`'s definition (`None` deletes it); returns the one it replaced.
+    fn define<'a>(
+        &'a self,
+        name: &'a str,
+        text: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
+
     /// The fleet's usage ledger, in the ledger's text format, in time order.
     fn ledger_text(&self) -> BoxFuture<'_, Result<String, StoreError>>;
 

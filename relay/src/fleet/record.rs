@@ -95,6 +95,19 @@ impl Keys {
         format!("{}{relay}", self.relays())
     }
 
+    /// Every instance defined in the store (`relay instances put`), each as
+    /// `<prefix>/definitions/<name>.toml` holding its instance file.
+    #[must_use]
+    pub fn definitions(&self) -> String {
+        format!("{}/definitions/", self.prefix)
+    }
+
+    /// Instance `name`'s definition.
+    #[must_use]
+    pub fn definition(&self, name: &str) -> String {
+        format!("{}{name}.toml", self.definitions())
+    }
+
     /// The whole fleet's usage ledger.
     #[must_use]
     pub fn ledger(&self) -> String {

@@ -78,6 +78,22 @@ impl Counted {
 /// The protocol runs on the counted store: every request it makes is counted by kind; the
 /// requests it does not make (hints, the ledger) go straight through.
 impl FleetStore for Counted {
+    fn definitions_stamp(&self) -> BoxFuture<'_, Result<(u64, i64), StoreError>> {
+        self.inner.definitions_stamp()
+    }
+
+    fn definitions(&self) -> BoxFuture<'_, Result<Vec<(String, String)>, StoreError>> {
+        self.inner.definitions()
+    }
+
+    fn define<'a>(
+        &'a self,
+        name: &'a str,
+        text: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        self.inner.define(name, text)
+    }
+
     fn relay_id(&self) -> &str {
         self.inner.relay_id()
     }
