@@ -400,11 +400,11 @@ impl InstanceHost {
         });
         let slot = self.admission.open_slot(cfg.max_pending_connections);
         let registered = Arc::new(Registered::new(rt, origin, slot, tasks));
-        if let Err(twin) = self.registry.insert(Arc::clone(&registered)) {
-            // Started twice at once under one name: the second goes as it came.
-            self.admission.close_slot(twin.slot);
-            twin.tasks.cancel();
-            twin.rt.instance.shut_down().await;
+        if let Err(ours) = self.registry.insert(Arc::clone(&registered)) {
+            // Started twice at once under one name: the second goes as it came. Its compute is
+            // not stopped: it may be the one the first definition adopted.
+            self.admission.close_slot(ours.slot);
+            ours.tasks.cancel();
             return Err(StartError::Exists(cfg.name));
         }
         match (listener, cfg.listen) {
