@@ -6,9 +6,10 @@ once, then idle for one compressed "hour" with its keepalive running (a COM_PING
 connection every 30 s, scaled), next to the same pool on a relay with `park = false` (the
 behaviour before parking: an open connection holds the instance running). Time is compressed
 SCALE times: the hour lasts 3600/SCALE s, pings come every 30/SCALE s, idle_pause_after is
-300/SCALE s (the 5 min default). Reported per relay, from its own ledger and metrics: seconds
-running and frozen, CCU-seconds billed (frozen_rate_ccu = 0, the default), thaws, pings the
-relay answered, and the first query's latency after the hour.
+300/SCALE s (the 5 min default) and park_after 10/SCALE s (the 10 s default). Reported per
+relay, from its own ledger and metrics: seconds running and frozen, CCU-seconds billed
+(frozen_rate_ccu = 0, the default), thaws, pings the relay answered, and the first query's
+latency after the hour.
 
 Part B, the thaw on a command: a query on a parked connection (frozen compute) → its answer,
 next to the same query on a running instance, alternated run by run (n each): on server-shim
@@ -31,6 +32,8 @@ import mysqlproto as m  # noqa: E402
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 30
 SCALE = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
 POOL = 10
+# The default park_after (10 s), scaled like the rest.
+PARK_AFTER_MS = 10_000
 PING = b"\x01\x00\x00\x00\x0e"
 
 
@@ -50,7 +53,8 @@ def idle_hour(park):
     hour, every = 3600.0 / SCALE, 30.0 / SCALE
     relay = h.Relay("parking-" + ("on" if park else "off"),
                     idle_pause_after="%dms" % int(300_000 / SCALE),
-                    instance_toml="park = %s\n" % ("true" if park else "false"))
+                    instance_toml="park = %s\npark_after = \"%dms\"\n" % (
+                        "true" if park else "false", int(PARK_AFTER_MS / SCALE)))
     try:
         pool = [m.Conn("127.0.0.1", relay.port, h.USER, h.PASSWORD) for _ in range(POOL)]
         for c in pool:
@@ -128,7 +132,7 @@ def main():
         "machine: %s" % h.machine(),
         "",
         "## Part A: %d connections idle for one hour compressed %gx (%.0f s), a ping per "
-        "connection every 30 s (scaled), idle_pause_after 5 min (scaled)" % (
+        "connection every 30 s (scaled), idle_pause_after 5 min, park_after 10 s (scaled)" % (
             POOL, SCALE, 3600 / SCALE),
         "%-12s %10s %10s %12s %6s %15s %15s" % ("relay", "running s", "frozen s",
                                                  "CCU-seconds", "thaws", "pings answered",

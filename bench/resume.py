@@ -12,7 +12,8 @@ Part B, the relay's memory per detached session: S sessions opened against a pau
 divided by S. Every session is checked to answer afterwards.
 
 Part C, the bill: a pool of P relayed sessions, idle for one compressed hour with a ping per
-connection every 30 s (scaled), idle_pause_after 5 min and stop_after 5 min (scaled), next to
+connection every 30 s (scaled), idle_pause_after 5 min, park_after 10 s and stop_after 5 min
+(scaled), next to
 the bill of the same hour always on (1 CCU for the hour: what an instance held running by
 its pool costs). CCU-seconds from the relay's own usage API (frozen_rate_ccu = 0).
 
@@ -47,12 +48,14 @@ def ticket_key(dir_):
     return path
 
 
-def shim_relay(name, idle, stop_after):
+def shim_relay(name, idle, stop_after, park_after=None):
     """A relay whose server-shim issues tickets (a ticket key of its own)."""
     key = ticket_key(h.tmpdir(name + "-tickets"))
+    extra = 'park_after = "%s"\n' % park_after if park_after else ""
     return h.Relay(name, idle_pause_after=idle,
                    shim_args=["--ticket-key-file", key, "--instance", "demo"],
-                   instance_toml='stop_after = "%s"\nresumable_sessions = true\n' % stop_after)
+                   instance_toml='stop_after = "%s"\nresumable_sessions = true\n%s' % (
+                       stop_after, extra))
 
 
 def maria_relay(name, idle, stop_after):
@@ -171,7 +174,8 @@ def memory_per_session(relay):
 def idle_hour():
     hour, every = 3600.0 / SCALE, 30.0 / SCALE
     five_min = "%dms" % int(300_000 / SCALE)
-    relay = shim_relay("resume-bill", five_min, five_min)
+    # The default park_after (10 s), scaled.
+    relay = shim_relay("resume-bill", five_min, five_min, "%dms" % int(10_000 / SCALE))
     try:
         pool = relayed_sessions(relay, POOL)
         for c in pool:
@@ -246,7 +250,7 @@ def main():
             memory["bytes_per_session"]),
         "",
         "## Part C: %d sessions idle for one hour compressed %gx (%.0f s), a ping per connection "
-        "every 30 s (scaled), idle_pause_after and stop_after 5 min (scaled)" % (
+        "every 30 s (scaled), idle_pause_after and stop_after 5 min, park_after 10 s (scaled)" % (
             POOL, SCALE, 3600 / SCALE),
         "  CCU-seconds: %.3f; always on: %.1f; ratio %.4f; stops under the sessions: %d; "
         "first query after the hour: %.2f ms" % (

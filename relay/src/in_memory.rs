@@ -80,6 +80,7 @@ pub fn runtime_with(
         offload: None,
         stop_after: None,
         park: false,
+        park_after: Duration::from_secs(60),
         keepalive_queries: Vec::new(),
         resumable_sessions: false,
         kernel_splice: false,

@@ -285,6 +285,7 @@ pub(super) fn instance(
         stop_after: inst.stop_after,
         // Parking freezes the compute's cgroup, which only the process driver has.
         park: inst.park && matches!(driver, DriverConfig::Process { .. }),
+        park_after: inst.park_after.min(inst.idle_pause_after),
         keepalive_queries: inst.keepalive_queries,
         resumable_sessions: inst.resumable_sessions,
         kernel_splice: inst.kernel_splice,

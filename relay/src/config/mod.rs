@@ -55,6 +55,11 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default idle period before an instance pauses itself.
 pub const DEFAULT_IDLE_PAUSE_AFTER: Duration = Duration::from_secs(300);
 
+/// Default quiet time before an instance whose open connections are all between commands
+/// parks them (freezes its compute): long enough that a pool in use is not frozen between its
+/// requests, short because each second running is billed and a thaw costs half a millisecond.
+pub const DEFAULT_PARK_AFTER: Duration = Duration::from_secs(10);
+
 /// Default idle time before pausing a compute whose wake served only refused logins: long
 /// enough for a client to retry with the right password, short against `idle_pause_after`.
 pub const DEFAULT_FAILED_WAKE_PAUSE_AFTER: Duration = Duration::from_secs(10);
@@ -475,6 +480,11 @@ pub struct InstanceConfig {
     /// is frozen with their sessions intact when every one is between commands. Process
     /// driver only; the relay must be able to create the compute's cgroup.
     pub park: bool,
+    /// How long every open connection must have been between commands before a `park`
+    /// instance freezes under them (at most `idle_pause_after`, which still governs an
+    /// instance with no connection). Short because a parked pool costs a thaw of about half
+    /// a millisecond on its next command, and every second running is billed.
+    pub park_after: Duration,
     /// Whether held sessions are resumable (docs/parking.md, "Sessions across a stop"): the
     /// relay asks the compute for a ticket at each relayed login, and a frozen compute whose
     /// open connections are all resumable is stopped after `stop_after`, the sessions
@@ -678,6 +688,11 @@ struct InstanceFile {
     stop_after: Option<Duration>,
     #[serde(default = "default::park")]
     park: bool,
+    #[serde(
+        default = "default::park_after",
+        deserialize_with = "duration::positive"
+    )]
+    park_after: Duration,
     #[serde(default = "default::keepalive_queries")]
     keepalive_queries: Vec<String>,
     #[serde(default)]
@@ -848,6 +863,9 @@ mod default {
 
     pub const fn park() -> bool {
         true
+    }
+    pub const fn park_after() -> Duration {
+        super::DEFAULT_PARK_AFTER
     }
     pub const fn kernel_splice() -> bool {
         true

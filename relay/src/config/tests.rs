@@ -37,6 +37,11 @@ fn parses_the_documented_example() {
     assert_eq!(i.name, "demo");
     assert_eq!(i.resume_timeout, Duration::from_secs(15));
     assert_eq!(i.idle_pause_after, Duration::from_secs(300));
+    assert_eq!(i.park_after, Duration::from_secs(10));
+    // Never longer than the idle pause it shortens.
+    let short =
+        parse(&GOOD.replace("idle_pause_after = \"5m\"", "idle_pause_after = \"2s\"")).unwrap();
+    assert_eq!(short.instances[0].park_after, Duration::from_secs(2));
     let DriverConfig::Process { command, cwd, .. } = &i.driver else {
         panic!("process driver expected");
     };
@@ -409,7 +414,7 @@ fn error_messages_name_the_file_and_the_key() {
             "instance[0].handshake_timout: unknown key; expected one of `name`, `listen`, \
              `compute`, `auth`, `proxy_protocol`, `resume_timeout`, `handshake_timeout`, \
              `compute_timeout`, `idle_pause_after`, `failed_wake_pause_after`, `on_relay_exit`, \
-             `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `park`, `keepalive_queries`, `resumable_sessions`, `kernel_splice`, `route`, `driver`, `tls`, \
+             `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `park`, `park_after`, `keepalive_queries`, `resumable_sessions`, `kernel_splice`, `route`, `driver`, `tls`, \
              `require_secure_transport`, `compute_tls`, `compute_ca`, `compute_tls_name`, `compute_proof`, `offload`",
         ),
         (
@@ -539,6 +544,13 @@ fn error_messages_name_the_file_and_the_key() {
                 "idle_pause_after = \"5m\"\nstop_after = \"0s\"",
             ),
             "instance[0].stop_after: must be greater than zero",
+        ),
+        (
+            error_after(
+                "idle_pause_after = \"5m\"",
+                "idle_pause_after = \"5m\"\npark_after = \"0s\"",
+            ),
+            "instance[0].park_after: must be greater than zero",
         ),
         (
             error_after("[\"server-shim\", \"run\"]", "[]"),

@@ -815,14 +815,20 @@ impl Instance {
         tracing::info!(instance = %self.config.name, "paused");
     }
 
-    /// Pauses the instance after `idle_pause_after` without any connection, until `stop`
-    /// fires. Checks a few times per idle period, so a pause comes at most a quarter period
+    /// Pauses the instance after `idle_pause_after` without any connection, or parks its
+    /// connections after `park_after` with every one between commands, until `stop` fires.
+    /// Checks a few times per shortest period, so a pause comes at most a quarter period
     /// (capped at 1 s) late; while paused (or failed) it waits for a change of state instead.
     pub async fn pause_when_idle(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
         let idle_pause_after = self.config.idle_pause_after;
         let failed_wake_pause_after = self.config.failed_wake_pause_after.min(idle_pause_after);
-        let tick =
-            (failed_wake_pause_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let park_after = self.config.park_after.min(idle_pause_after);
+        let shortest = if self.config.park {
+            failed_wake_pause_after.min(park_after)
+        } else {
+            failed_wake_pause_after
+        };
+        let tick = (shortest / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         loop {
             // Without a compute there is nothing to watch: wait for the next change of state
             // (a permit is kept for a change made before this waits) rather than tick.
@@ -842,17 +848,21 @@ impl Instance {
             let due = {
                 let inner = self.lock();
                 // In a fleet other relays' logins are not known here: the full period.
-                let idle_after =
-                    if inner.logins_since_wake.only_refused() && self.fleet.get().is_none() {
-                        failed_wake_pause_after
-                    } else {
-                        idle_pause_after
-                    };
-                let quiet =
-                    (inner.active.total() == 0 && inner.kernel_open == 0) || self.parkable(&inner);
+                let unused = inner.active.total() == 0 && inner.kernel_open == 0;
+                let idle_after = if unused
+                    && inner.logins_since_wake.only_refused()
+                    && self.fleet.get().is_none()
+                {
+                    Some(failed_wake_pause_after)
+                } else if unused {
+                    Some(idle_pause_after)
+                } else if self.parkable(&inner) {
+                    Some(park_after)
+                } else {
+                    None
+                };
                 matches!(inner.state, State::Running(_))
-                    && quiet
-                    && inner.idle_since.elapsed() >= idle_after
+                    && idle_after.is_some_and(|after| inner.idle_since.elapsed() >= after)
             };
             let due = due && self.fleet_idle().await;
             if due {

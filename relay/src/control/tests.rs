@@ -237,11 +237,11 @@ fn build(
     Freezer,
 ) {
     let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-    build_at(script, stop_after, kernel, log, addr, false, false)
+    build_at(script, stop_after, kernel, log, addr, false, None)
 }
 
 /// [`build`] with the compute at `compute`; `adoptable`: the driver finds a compute running;
-/// `park`: idle pauses park open connections.
+/// `park_after`: idle pauses park open connections after this long (`idle_pause_after` is 60 s).
 fn build_at(
     script: Vec<Step>,
     stop_after: Option<Duration>,
@@ -249,7 +249,7 @@ fn build_at(
     log: Log,
     compute: SocketAddr,
     adoptable: bool,
-    park: bool,
+    park_after: Option<Duration>,
 ) -> (
     Arc<Instance>,
     Arc<AtomicUsize>,
@@ -274,7 +274,8 @@ fn build_at(
         capacity: None,
         offload: None,
         stop_after,
-        park,
+        park: park_after.is_some(),
+        park_after: park_after.unwrap_or(Duration::from_secs(60)),
         keepalive_queries: vec!["SELECT 1".into()],
         resumable_sessions: false,
         kernel_splice: false,
@@ -749,7 +750,7 @@ async fn adoption_trusts_a_compute_only_as_far_as_its_greeting_proves_the_key() 
         let addr = greeting_server(greets_with).await;
         let log = Log::default();
         let (inst, _starts, _exit, freezer) =
-            build_at(Vec::new(), None, None, Arc::clone(&log), addr, true, false);
+            build_at(Vec::new(), None, None, Arc::clone(&log), addr, true, None);
         inst.check_proofs_with(check.clone());
         inst.adopt_or_reconcile(None).await;
         assert_eq!(inst.phase(), phase, "proof: {proves}");
@@ -777,8 +778,14 @@ async fn a_refused_direct_login_does_not_restart_the_idle_clock() {
     stop.cancel();
 }
 
-/// An instance that parks (`park = true`, no `stop_after`), with its freezer counts.
+/// An instance that parks (`park = true`, no `stop_after`) after 60 s, as long as its
+/// `idle_pause_after`, with its freezer counts.
 fn parking_instance(park: bool) -> (Arc<Instance>, Freezer) {
+    parking_instance_after(park.then_some(Duration::from_secs(60)))
+}
+
+/// An instance that parks after `park_after`, if any (its `idle_pause_after` is 60 s).
+fn parking_instance_after(park_after: Option<Duration>) -> (Arc<Instance>, Freezer) {
     let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
     let (inst, _starts, _exit, freezer) = build_at(
         vec![Step::Ready(Duration::ZERO)],
@@ -787,7 +794,7 @@ fn parking_instance(park: bool) -> (Arc<Instance>, Freezer) {
         Log::default(),
         addr,
         false,
-        park,
+        park_after,
     );
     (inst, freezer)
 }
@@ -878,6 +885,43 @@ async fn sessions_between_commands_are_parked_and_a_command_thaws_them() {
     down(&mut used, OK);
     tokio::time::sleep(Duration::from_secs(62)).await;
     assert_eq!(inst.phase(), Phase::Frozen, "parked again");
+    stop.cancel();
+}
+
+/// `park_after` shorter than `idle_pause_after`: a quiet pool is parked after `park_after`
+/// (10 s here) counted from its last command, while an instance with no connection at all
+/// still pauses only after `idle_pause_after` (60 s).
+#[tokio::test(start_paused = true)]
+async fn a_quiet_pool_is_parked_after_park_after_and_no_pool_waits_idle_pause_after() {
+    let (inst, freezer) = parking_instance_after(Some(Duration::from_secs(10)));
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    inst.ensure_running().await.unwrap();
+    let mut held = inst.hold(Route::Perceptron);
+    held.mark_session();
+    let mut pool = held.watch_commands(0, 0, 2);
+    assert_eq!(up(&mut pool, QUERY, true), None);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(inst.phase(), Phase::Running, "a query in progress");
+    down(&mut pool, OK);
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(inst.phase(), Phase::Running, "8 s after the query");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(inst.phase(), Phase::Frozen, "13 s after the query");
+    assert_eq!(freezer.freezes.load(Ordering::SeqCst), 1);
+
+    // The pool's command thaws it; the pool closes: no connection now, so the instance
+    // waits the full idle period before it pauses.
+    assert_eq!(up(&mut pool, QUERY, true), None);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(inst.phase(), Phase::Running);
+    down(&mut pool, OK);
+    drop(pool);
+    drop(held);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(inst.phase(), Phase::Running, "no connection, 30 s");
+    tokio::time::sleep(Duration::from_secs(35)).await;
+    assert_ne!(inst.phase(), Phase::Running, "no connection, 65 s");
     stop.cancel();
 }
 

@@ -441,9 +441,9 @@ async fn carry_spliced(
     let counted = rt.instance.spliced_session();
     // Taken back when quiet on an instance that parks, and before any freeze.
     let take_back = crate::kernel_splice::TakeBack {
-        // As often as the instance looks whether it is idle.
+        // A few times per `park_after`, as the instance looks whether it may park.
         quiet: config.park.then(|| {
-            (config.idle_pause_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
+            (config.park_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
         }),
         compute_idle: &compute_idle,
         look_now: counted.look_now(),
