@@ -597,6 +597,7 @@ async fn put_instance(state: &AdminState, name: &str, body: &[u8]) -> Response {
     if let Err(problem) = dir.check(name, text) {
         return Response::error(StatusCode::BAD_REQUEST, &problem);
     }
+    let _one_at_a_time = dir.one_change().await;
     let before = match dir.write(name, text).await {
         Ok(before) => before,
         Err(e) => return Response::error(StatusCode::SERVICE_UNAVAILABLE, &e),
@@ -632,6 +633,7 @@ async fn delete_instance(state: &AdminState, name: &str, force: bool) -> Respons
     let Some(dir) = &state.instance_dir else {
         return Response::error(StatusCode::NOT_FOUND, NO_INSTANCES_DIR);
     };
+    let _one_at_a_time = dir.one_change().await;
     match dir.remove(name, force).await {
         Ok(removal) => Response::json(
             StatusCode::ACCEPTED,
@@ -987,13 +989,17 @@ async fn handle(
                     Ok(Ok(body)) => {
                         req.extensions_mut().insert(RequestBody(body.to_bytes()));
                     }
-                    Ok(Err(_)) | Err(_) => {
+                    Ok(Err(_)) => {
                         let refusal = Response::error(
                             StatusCode::PAYLOAD_TOO_LARGE,
-                            &format!(
-                                "the body must arrive within {}s and hold at most {MAX_BODY_BYTES} bytes",
-                                READ_TIMEOUT.as_secs()
-                            ),
+                            &format!("the body must hold at most {MAX_BODY_BYTES} bytes"),
+                        );
+                        return Ok::<_, Infallible>(refusal.into_http());
+                    }
+                    Err(_) => {
+                        let refusal = Response::error(
+                            StatusCode::REQUEST_TIMEOUT,
+                            &format!("the body must arrive within {}s", READ_TIMEOUT.as_secs()),
                         );
                         return Ok::<_, Infallible>(refusal.into_http());
                     }

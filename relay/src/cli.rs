@@ -193,6 +193,15 @@ pub enum OffloadAction {
     },
 }
 
+/// A NAME for `relay instances`: checked here, since it becomes part of the request's path.
+fn instance_name(name: &str) -> Result<String, String> {
+    if crate::config::instance_file::is_instance_name(name) {
+        Ok(name.to_owned())
+    } else {
+        Err("an instance name is letters, digits, '-' and '_' (A-Z a-z 0-9 - _)".into())
+    }
+}
+
 /// `relay instances`.
 #[derive(Debug, Subcommand)]
 pub enum InstancesAction {
@@ -201,6 +210,7 @@ pub enum InstancesAction {
     /// first, and the new one starts when its last connection has ended.
     Put {
         /// The instance.
+        #[arg(value_parser = instance_name)]
         name: String,
         /// The instance file to send (`-` for standard input).
         #[arg(long, value_name = "FILE")]
@@ -214,6 +224,7 @@ pub enum InstancesAction {
     /// still draining cuts what is left.
     Remove {
         /// The instance.
+        #[arg(value_parser = instance_name)]
         name: String,
         /// Cut its open connections now.
         #[arg(long)]

@@ -499,11 +499,13 @@ impl InstanceHost {
                 removed.rt.instance.shut_down().await;
             }
             removed.tasks.cancel();
-            host.registry.drained(removed.name());
+            // Before `drained`: a new definition under the name may start right after it and
+            // set gauges of its own.
             host.metrics.forget_instance(
                 removed.name(),
                 &crate::control::driver::offloading::Storage::NAMES,
             );
+            host.registry.drained(removed.name());
             tracing::info!(
                 instance = removed.name(),
                 state = removed.rt.instance.state_name(),

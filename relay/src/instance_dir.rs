@@ -58,6 +58,9 @@ pub struct InstanceDir {
     config: Arc<Config>,
     host: Arc<InstanceHost>,
     scan: tokio::sync::Mutex<Scanned>,
+    /// Held by each change through the API from its write to its answer, so one change's
+    /// undo cannot overwrite another's file.
+    changes: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for InstanceDir {
@@ -100,7 +103,13 @@ impl InstanceDir {
             config,
             host,
             scan: tokio::sync::Mutex::new(Scanned::default()),
+            changes: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// One change through the API at a time: hold this from the write to the answer.
+    pub async fn one_change(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.changes.lock().await
     }
 
     /// Where the definitions are, for people.
@@ -189,10 +198,11 @@ impl InstanceDir {
         {
             return Err(RemoveError::ConfigFile(name.to_owned()));
         }
-        let had_file = scanned.files.remove(name).is_some();
         if let Err(e) = self.replace(name, None).await {
             return Err(RemoveError::File(e));
         }
+        // Forgotten only once it is gone: a failed removal leaves what the next scan reads.
+        let had_file = scanned.files.remove(name).is_some();
         scanned.problems.remove(name);
         match self.host.remove(name, force) {
             Err(RemoveError::NotFound(_)) if had_file => Ok(Removal {
@@ -232,19 +242,28 @@ impl InstanceDir {
     /// Reads the directory and makes the running set follow it; returns where instance
     /// `name`'s file stands then (for the admin API).
     pub async fn scan_for(&self, name: &str) -> FileState {
-        self.scan().await;
-        let scanned = self.scan.lock().await;
-        if let Some(problem) = scanned.problems.get(name) {
-            return FileState::Problem(problem.clone());
+        // A changed definition's scan only begins the old one's drain; one with nothing open
+        // is drained at once, and the next scan starts the new one.
+        for _ in 0..2 {
+            self.scan().await;
+            let scanned = self.scan.lock().await;
+            if let Some(problem) = scanned.problems.get(name) {
+                return FileState::Problem(problem.clone());
+            }
+            let Some((_, text)) = scanned.files.get(name) else {
+                return FileState::Absent;
+            };
+            match self.host.registry.get(name).map(|r| r.origin.clone()) {
+                Some(Origin::Defined { text: running, .. }) if running == *text => {
+                    return FileState::Running;
+                }
+                _ if self.host.registry.draining(name).is_some() => {
+                    return FileState::WaitingForDrain;
+                }
+                _ => {}
+            }
         }
-        let Some((_, text)) = scanned.files.get(name) else {
-            return FileState::Absent;
-        };
-        match self.host.registry.get(name).map(|r| r.origin.clone()) {
-            Some(Origin::Defined { text: running, .. }) if running == *text => FileState::Running,
-            _ if self.host.registry.draining(name).is_some() => FileState::WaitingForDrain,
-            _ => FileState::Problem("not started yet".into()),
-        }
+        FileState::Problem("not started yet".into())
     }
 
     /// Reads the definitions and makes the running set follow them.
@@ -453,7 +472,8 @@ fn replace_file(dir: &Path, name: &str, text: Option<&str>) -> std::io::Result<O
     match text {
         Some(text) => {
             // Hidden, so a scan in between does not read it as an instance.
-            let temporary = dir.join(format!(".{name}{SUFFIX}.tmp"));
+            // Named by the process too: another relay may share the directory.
+            let temporary = dir.join(format!(".{name}{SUFFIX}.{}.tmp", std::process::id()));
             let mut file = std::fs::File::create(&temporary)?;
             file.write_all(text.as_bytes())?;
             file.sync_all()?;

@@ -146,7 +146,8 @@ fn an_instance_file_added_changed_and_removed_while_a_session_is_held() {
     wait_for(&relay, "the old definition draining", || {
         instances(&relay) == ["demo=paused", "alpha=running (draining 1)"]
     });
-    assert!(!listening(listen), "the old listener still accepts");
+    // Its listener closes as its accept loop ends, just after the drain began.
+    wait_for(&relay, "the old listener closing", || !listening(listen));
     assert!(
         !listening(moved),
         "the new definition started before the old one drained"
@@ -169,7 +170,9 @@ fn an_instance_file_added_changed_and_removed_while_a_session_is_held() {
     wait_for(&relay, "the removal", || {
         instances(&relay) == ["demo=paused", "alpha=running (draining 1)"]
     });
-    assert!(!listening(moved));
+    wait_for(&relay, "the removed instance's listener closing", || {
+        !listening(moved)
+    });
     assert_eq!(one_row(&mut held, "SELECT 6 * 7").as_deref(), Some("42"));
     drop(held);
     wait_for(&relay, "the drain", || instances(&relay) == ["demo=paused"]);
@@ -249,6 +252,33 @@ fn the_admin_api_adds_and_removes_instances_with_its_token() {
         text
     );
     assert_eq!(select_one(listen), "1");
+
+    // Changed with nothing open: the old definition drains at once and the new one starts
+    // (201), or is about to (202); never refused.
+    let changed = text.replace("idle_pause_after = \"1h\"", "idle_pause_after = \"2h\"");
+    assert_ne!(changed, text);
+    let (code, body) = authorised(&relay, "PUT", "/v1/instances/beta", &changed);
+    assert!(code == 201 || code == 202, "{code} {body}");
+    wait_for(&relay, "the changed definition serving", || {
+        instances(&relay) == ["beta=paused", "demo=paused"]
+    });
+    assert_eq!(
+        std::fs::read_to_string(dir.join("instances.d/beta.toml")).unwrap(),
+        changed
+    );
+    assert_eq!(select_one(listen), "1");
+
+    // Removing takes the token too; a name that is no instance name never reaches the API.
+    let (code, _) = relay.admin_request("DELETE", "/v1/instances/beta", "", "");
+    assert_eq!(code, 401);
+    let out = std::process::Command::new(bin_path("relay"))
+        .args(["instances", "remove", "beta?force=true", "--config"])
+        .arg(dir.join("relay.toml"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("instance name"), "{err}");
 
     // The configuration file's instance is not the API's to remove.
     let (code, body) = authorised(&relay, "DELETE", "/v1/instances/demo", "");

@@ -324,11 +324,14 @@ impl ConnectionGuard {
         self.client = client;
     }
 
-    /// Marks the connection as a real session (its login was accepted): its close restarts
-    /// the idle clock.
+    /// Marks the connection as a real session (its login was accepted): the login is use,
+    /// so it restarts the idle clock (a session is not parked before `park_after` has passed
+    /// since its login), and so does its close.
     pub fn mark_session(&mut self) {
         self.session = true;
-        self.instance.lock().logins_since_wake.accepted = true;
+        let mut inner = self.instance.lock();
+        inner.logins_since_wake.accepted = true;
+        inner.idle_since = tokio::time::Instant::now();
     }
 
     /// The connection was last used `ago` (its commands were not followed then: the kernel
