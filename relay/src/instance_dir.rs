@@ -339,8 +339,24 @@ impl InstanceDir {
                 return;
             }
         };
-        if self.host.registry.get(name).is_some() {
-            // Changed: the old definition drains first.
+        if let Some(old) = self.host.registry.get(name) {
+            // Changed: the old definition drains first, unless the new one could not even
+            // listen (checked by binding and letting go; its own address it frees by draining).
+            if let Some(listen) = cfg
+                .listen
+                .filter(|l| Some(*l) != old.rt.instance.config.listen)
+                && let Err(e) = std::net::TcpListener::bind(listen)
+            {
+                note(
+                    problems,
+                    name,
+                    format!(
+                        "{}: listen: cannot listen on {listen}: {e}; the old definition runs on",
+                        path.display()
+                    ),
+                );
+                return;
+            }
             tracing::info!(instance = name, file = %path.display(), "instance file changed; the old definition drains, then the new one starts");
             if let Err(e) = self.host.remove(name, false) {
                 note(problems, name, e.to_string());

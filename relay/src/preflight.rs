@@ -255,12 +255,6 @@ fn writable_dir(dir: &Path) -> std::io::Result<()> {
     })
 }
 
-/// Whether two socket addresses would be the same listener: the same port and the same
-/// address, or either is the unspecified address (which takes the port on every address).
-fn clash(a: SocketAddr, b: SocketAddr) -> bool {
-    a.port() == b.port() && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
-}
-
 /// Every pair of configured addresses that would be the same socket: a compute on a relay
 /// listener (the relay would log in to itself), the admin API on either.
 fn address_clashes(config: &Config) -> Vec<(String, String)> {
@@ -276,7 +270,7 @@ fn address_clashes(config: &Config) -> Vec<(String, String)> {
     let mut clashes = Vec::new();
     for (i, inst) in config.instances.iter().enumerate() {
         for (other, addr) in &used {
-            if clash(inst.compute, *addr) {
+            if crate::config::same_listener(inst.compute, *addr) {
                 clashes.push((
                     format!("instance[{i}].compute"),
                     format!(
@@ -293,7 +287,7 @@ fn address_clashes(config: &Config) -> Vec<(String, String)> {
     }
     if let Some(admin) = config.relay.admin_listen {
         for (other, addr) in &used {
-            if clash(admin, *addr) {
+            if crate::config::same_listener(admin, *addr) {
                 clashes.push((
                     "relay.admin_listen".to_owned(),
                     format!("{admin} is also {other} ({addr})"),
@@ -694,11 +688,26 @@ mod tests {
 
     #[test]
     fn addresses_clash_on_the_same_port_of_the_same_or_every_address() {
-        assert!(clash(addr("127.0.0.1:3306"), addr("127.0.0.1:3306")));
-        assert!(clash(addr("0.0.0.0:3306"), addr("127.0.0.1:3306")));
-        assert!(clash(addr("127.0.0.1:3306"), addr("[::]:3306")));
-        assert!(!clash(addr("127.0.0.1:3306"), addr("127.0.0.2:3306")));
-        assert!(!clash(addr("127.0.0.1:3306"), addr("127.0.0.1:13306")));
+        assert!(crate::config::same_listener(
+            addr("127.0.0.1:3306"),
+            addr("127.0.0.1:3306")
+        ));
+        assert!(crate::config::same_listener(
+            addr("0.0.0.0:3306"),
+            addr("127.0.0.1:3306")
+        ));
+        assert!(crate::config::same_listener(
+            addr("127.0.0.1:3306"),
+            addr("[::]:3306")
+        ));
+        assert!(!crate::config::same_listener(
+            addr("127.0.0.1:3306"),
+            addr("127.0.0.2:3306")
+        ));
+        assert!(!crate::config::same_listener(
+            addr("127.0.0.1:3306"),
+            addr("127.0.0.1:13306")
+        ));
     }
 
     #[test]

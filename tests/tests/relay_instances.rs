@@ -268,6 +268,21 @@ fn the_admin_api_adds_and_removes_instances_with_its_token() {
     );
     assert_eq!(select_one(listen), "1");
 
+    // Changed to a listen address in use, while a session is held: refused before anything
+    // drains (422); the old definition and its session go on.
+    let mut held = login(listen, USER, PASSWORD, None).unwrap().unwrap();
+    let in_use = changed.replace(&format!(":{listen}\""), &format!(":{}\"", relay.port));
+    let (code, body) = authorised(&relay, "PUT", "/v1/instances/beta", &in_use);
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("cannot listen"), "{body}");
+    assert_eq!(instances(&relay), ["beta=running", "demo=paused"]);
+    assert_eq!(one_row(&mut held, "SELECT 2 + 2").as_deref(), Some("4"));
+    drop(held);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("instances.d/beta.toml")).unwrap(),
+        changed
+    );
+
     // Removing takes the token too; a name that is no instance name never reaches the API.
     let (code, _) = relay.admin_request("DELETE", "/v1/instances/beta", "", "");
     assert_eq!(code, 401);

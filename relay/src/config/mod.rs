@@ -852,6 +852,13 @@ struct HttpFile {
     allow_public: bool,
 }
 
+/// Whether two socket addresses would be the same listener: the same port and the same
+/// address, or either is the unspecified address (which takes the port on every address).
+#[must_use]
+pub fn same_listener(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() == b.port() && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+}
+
 /// `#[serde(default = "...")]` takes functions, not constants.
 mod default {
     use super::{

@@ -996,6 +996,25 @@ fn an_instance_file_is_an_instance_named_by_its_file() {
             .parse_instance_file(&unlisted, &dir.join("shop.toml"), dir)
             .is_ok()
     );
+    // A compute on one of the relay's own listeners would have the relay log in to itself.
+    let looped = INSTANCE_FILE.replace("127.0.0.1:13307", "0.0.0.0:3306");
+    let err = with_instances_dir(true)
+        .parse_instance_file(&looped, &dir.join("shop.toml"), dir)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("shop.toml: compute: 0.0.0.0:3306 is also endpoint[0].listen"),
+        "{err}"
+    );
+    let own = INSTANCE_FILE.replace("127.0.0.1:13307", "127.0.0.1:3307");
+    let err = config
+        .parse_instance_file(&own, &dir.join("shop.toml"), dir)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("compute: 127.0.0.1:3307 is also listen"),
+        "{err}"
+    );
 }
 
 #[test]
