@@ -350,13 +350,19 @@ async fn serve(
             tracing::warn!(open = open(), "second signal; closing the remaining connections now");
         }
     }
-    for rt in registry.all().iter().map(|r| &r.rt) {
+    for rt in registry.live().iter().map(|r| &r.rt) {
         match rt.instance.config.on_relay_exit {
             OnRelayExit::Pause => rt.instance.shut_down().await,
             OnRelayExit::Leave => {
                 tracing::info!(instance = %rt.instance.config.name, state = rt.instance.state_name(), "leaving the compute as it is (on_relay_exit = \"leave\")");
             }
         }
+    }
+    // A removed instance still draining is stopped whatever its `on_relay_exit`: no
+    // definition is left to adopt its compute after a restart, which would then run (and be
+    // billed) with nobody to pause it.
+    for rt in registry.removed().iter().map(|r| &r.rt) {
+        rt.instance.shut_down().await;
     }
     if let Some(store) = &fleet {
         store.leave().await;
