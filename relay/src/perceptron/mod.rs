@@ -92,32 +92,59 @@ const EARLY_CONNECT: std::time::Duration = std::time::Duration::from_millis(10);
 /// Handles one client connection on the perceptron route, from greeting to the end of the
 /// byte pump. Logs exactly one line when it ends and counts the outcome. `pending` holds the
 /// connection's pre-login slot until its login has been admitted by the budgets.
-pub async fn handle(
+///
+/// Not an `async fn`, nor is [`serve`]: an `async fn` keeps its arguments in its state for
+/// its whole life, and a held session's task should keep only what forwarding needs.
+pub fn handle(
     rt: Arc<InstanceRuntime>,
     client: TcpStream,
     client_addr: SocketAddr,
     pending: PendingPermit,
-) {
+) -> impl std::future::Future<Output = ()> + Send + 'static {
     let _ = client.set_nodelay(true);
     let local = client
         .local_addr()
         .unwrap_or(crate::compute_conn::UNKNOWN_LOCAL);
     let client = PacketStream::new(ClientStream::Plain(client), MAX_LOGIN_PACKET_LEN)
         .with_write_timeout(rt.instance.config.handshake_timeout);
-    serve(rt, client, client_addr, local, pending, None).await;
+    serve(rt, client, client_addr, local, pending, None)
 }
 
 /// [`handle`] from the login on for a connection an endpoint greeted and routed here
 /// (`greeted`: its scramble and login, the user name without its routing part), or from the
 /// greeting on (`None`). `local` is the address the client connected to.
-pub async fn serve(
+///
+/// The login runs in a future of its own, freed once it is done; what the task keeps for a
+/// held session's life (parked, or detached for hours) is the forwarding's state alone.
+pub fn serve(
+    rt: Arc<InstanceRuntime>,
+    client: PacketStream<ClientStream<TcpStream>>,
+    client_addr: SocketAddr,
+    local: SocketAddr,
+    pending: PendingPermit,
+    greeted: Option<Greeted>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let login = Box::pin(log_in(rt, client, client_addr, local, pending, greeted));
+    async move {
+        if let Some(forwarding) = login.await {
+            forwarding.await;
+        }
+    }
+}
+
+/// A boxed session's forwarding.
+type Forwarding = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>>;
+
+/// [`serve`]'s login: the accepted session's forwarding, or `None` once a refusal is
+/// answered and logged.
+async fn log_in(
     rt: Arc<InstanceRuntime>,
     mut client: PacketStream<ClientStream<TcpStream>>,
     client_addr: SocketAddr,
     local: SocketAddr,
     pending: PendingPermit,
     greeted: Option<Greeted>,
-) {
+) -> Option<Forwarding> {
     let cfg = &rt.instance.config;
     let name = cfg.name.clone();
     let addr = client_addr.to_string();
@@ -131,49 +158,42 @@ pub async fn serve(
         tls: rt.compute_tls.clone(),
         handover: rt.instance.handover(),
     };
-    // Boxed, the login and the forwarding: a connection's task is sized for its largest
-    // state, and a held session (parked, or detached for hours) should cost only what
-    // forwarding needs. The login's outcome is matched inside a block that ends before the
-    // forwarding is awaited, so its space is not kept either.
-    let forwarding = {
-        // The login's state (buffers, the TLS handshake) is freed once it is done.
-        let established = Box::pin(establish(
-            &rt,
-            &mut client,
-            client_addr,
-            &connector,
-            Some(pending),
-            greeted,
-        ))
-        .await;
-        Box::pin(refused_or_forward(
-            &rt,
-            &connector,
-            client,
-            established,
-            &name,
-            &addr,
-            started,
-        ))
-        .await
-    };
-    if let Some(forwarding) = forwarding {
-        forwarding.await;
-    }
+    // Boxed: the login's state (buffers, the TLS handshake) is freed once it is done, and a
+    // refusal's is not kept beside it.
+    let established = Box::pin(establish(
+        &rt,
+        &mut client,
+        client_addr,
+        &connector,
+        Some(pending),
+        greeted,
+    ))
+    .await;
+    Box::pin(refused_or_forward(
+        rt,
+        connector,
+        client,
+        established,
+        name,
+        addr,
+        started,
+    ))
+    .await
 }
 
 /// The connection's login outcome: an accepted session's forwarding (to be awaited), or the
 /// refusal's lines and metrics (and, for a compute that failed the login, the check of that
 /// compute), then `None`.
-async fn refused_or_forward<'a>(
-    rt: &'a InstanceRuntime,
-    connector: &'a TcpConnector,
+async fn refused_or_forward(
+    rt: Arc<InstanceRuntime>,
+    connector: TcpConnector,
     client: PacketStream<ClientStream<TcpStream>>,
     established: Result<Established<ComputeStream<TcpStream>>, PerceptronError>,
-    name: &str,
-    addr: &'a str,
+    name: String,
+    addr: String,
     started: Instant,
-) -> Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>> {
+) -> Option<Forwarding> {
+    let name = name.as_str();
     match established {
         Ok(session) if session.verdict.accepted() => {
             return Some(Box::pin(forward(
@@ -241,14 +261,14 @@ async fn refused_or_forward<'a>(
 /// Not an `async fn`: its arguments are captured once, where an `async fn` would keep them
 /// twice (as arguments and as locals) for the session's whole life, and what only the first
 /// log line needs is used before the task's state is made.
-fn forward<'a>(
-    rt: &'a InstanceRuntime,
-    connector: &'a TcpConnector,
+fn forward(
+    rt: Arc<InstanceRuntime>,
+    connector: TcpConnector,
     mut client: PacketStream<ClientStream<TcpStream>>,
     session: Established<ComputeStream<TcpStream>>,
-    addr: &'a str,
+    addr: String,
     started: Instant,
-) -> impl std::future::Future<Output = ()> + Send + 'a {
+) -> impl std::future::Future<Output = ()> + Send + 'static {
     // What only the first line needs is used here, before the task's state is made: the
     // task keeps what it captures for the session's whole life.
     let Established {
@@ -262,7 +282,7 @@ fn forward<'a>(
     } = session;
     let name = &rt.instance.config.name;
     held.mark_session();
-    held.set_client(addr.to_owned());
+    held.set_client(addr.clone());
     rt.metrics.inc(Counter::Connections, name, "relayed");
     let tls = matches!(client.stream_mut(), ClientStream::Tls(_));
     tracing::info!(
@@ -279,8 +299,12 @@ fn forward<'a>(
         OkPacket::decode(&verdict.reply.payload, capabilities).map_or(0, |ok| ok.status_flags);
     drop(verdict);
     async move {
+        let (rt, connector, addr) = (&*rt, &connector, addr.as_str());
+        let name = &rt.instance.config.name;
         let (mut client_stream, mut client_rest) = client.into_parts();
-        let (mut compute_stream, mut compute_rest) = compute.into_parts();
+        // None while detached: the stopped compute's socket is closed then, not kept (with
+        // its descriptor) until the session's next command.
+        let mut compute_leg = Some(compute.into_parts());
         let mut commands = held.watch_commands(capabilities, 0, status_flags);
         let mut resumption = resumption;
         let deprecate_eof = capabilities & CLIENT_DEPRECATE_EOF != 0;
@@ -289,12 +313,15 @@ fn forward<'a>(
         } else if rt.kernel_splice.is_some()
             && may_splice(&rt.instance.config)
             && client_stream.tcp().is_some()
-            && compute_stream.tcp().is_some()
+            && compute_leg.as_ref().is_some_and(|(c, _)| c.tcp().is_some())
         {
             commands.splice_after(SPLICE_AFTER_COMMANDS);
         }
         let mut pumped = crate::passthrough::PumpReport::default();
         let to_kernel = loop {
+            let Some((compute_stream, compute_rest)) = compute_leg.as_mut() else {
+                break None;
+            };
             // Boxed: a detached session waits for hours outside the pump, and should not
             // keep the pump's state in its task meanwhile.
             // Only the total is kept past this block: a detached session's task holds what
@@ -303,8 +330,8 @@ fn forward<'a>(
                 let bytes = Box::pin(crate::passthrough::pump(
                     &mut client_stream,
                     std::mem::take(&mut client_rest),
-                    &mut compute_stream,
-                    std::mem::take(&mut compute_rest),
+                    &mut *compute_stream,
+                    std::mem::take(compute_rest),
                     rt.instance.thaw_on_upload(),
                     Some(&mut commands),
                 ))
@@ -315,7 +342,7 @@ fn forward<'a>(
             };
             if let Some((chunk, status_flags)) = commands.take_chunk() {
                 // The pump stopped at the end of a response for the kernel splice.
-                match splice_at_rest(rt, &client_stream, &compute_stream) {
+                match splice_at_rest(rt, &client_stream, compute_stream) {
                     Ok(spliced) => break Some((spliced, chunk, status_flags)),
                     // The client sent ahead: the end of a later response, then.
                     Err(Retry::Later) => commands.splice_after(0),
@@ -334,6 +361,7 @@ fn forward<'a>(
             };
             // The compute was stopped under this session: it waits for its next command
             // (pings answered here), then is reattached to a new compute.
+            compute_leg = None;
             commands.set_detached(true);
             let Some(first) = next_command(&mut client_stream, &mut commands).await else {
                 break None;
@@ -358,7 +386,7 @@ fn forward<'a>(
                         wake_ms, total_ms = t.elapsed().as_millis(), "session reattached"
                     );
                     client_rest = first;
-                    (compute_stream, compute_rest) = reattached.stream.into_parts();
+                    compute_leg = Some(reattached.stream.into_parts());
                 }
                 Err(e) => {
                     tracing::warn!(instance = %name, client = %addr, error = %e, "session could not be reattached; closing it");
@@ -385,8 +413,8 @@ fn forward<'a>(
             );
             return;
         };
-        let (ClientStream::Plain(client), ComputeStream::Plain(compute)) =
-            (&mut client_stream, &mut compute_stream)
+        let (ClientStream::Plain(client), Some((ComputeStream::Plain(compute), _))) =
+            (&mut client_stream, compute_leg.as_mut())
         else {
             // splice_at_rest takes plain sockets only.
             return;
