@@ -5,7 +5,6 @@
 //! (docs/instances.md).
 
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
@@ -595,7 +594,7 @@ async fn accept_loop(
         // direct route hands the connection to the compute, which would not.
         // Boxed: a connection's task lives for hours, and its future is large
         // (bench/memory: 18.7 KB per idle direct connection unboxed, 7.2 KB boxed).
-        let session: Pin<Box<dyn Future<Output = ()> + Send>> =
+        let session: crate::registry::Session =
             if !rt.instance.config.relay_terminates_every_login() && rt.instance.routes_direct() {
                 Box::pin(crate::direct::handle(rt, stream, peer, pending))
             } else {

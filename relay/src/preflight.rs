@@ -258,27 +258,14 @@ fn writable_dir(dir: &Path) -> std::io::Result<()> {
 /// Every pair of configured addresses that would be the same socket: a compute on a relay
 /// listener (the relay would log in to itself), the admin API on either.
 fn address_clashes(config: &Config) -> Vec<(String, String)> {
-    let mut used: Vec<(String, SocketAddr)> = Vec::new();
-    for (i, inst) in config.instances.iter().enumerate() {
-        if let Some(listen) = inst.listen {
-            used.push((format!("instance[{i}].listen"), listen));
-        }
-    }
-    for (i, ep) in config.endpoints.iter().enumerate() {
-        used.push((format!("endpoint[{i}].listen"), ep.listen));
-    }
+    let mut used: Vec<(String, SocketAddr)> = config.listen_addresses().collect();
     let mut clashes = Vec::new();
     for (i, inst) in config.instances.iter().enumerate() {
         for (other, addr) in &used {
-            if crate::config::same_listener(inst.compute, *addr) {
-                clashes.push((
-                    format!("instance[{i}].compute"),
-                    format!(
-                        "{} is also {other} ({addr}): the relay would answer its own logins; \
-                         the compute needs an address of its own",
-                        inst.compute
-                    ),
-                ));
+            if let Some(message) =
+                crate::config::compute_on_relay_listener(inst.compute, other, *addr)
+            {
+                clashes.push((format!("instance[{i}].compute"), message));
             }
         }
     }

@@ -19,6 +19,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::runtime::InstanceRuntime;
 
+/// One connection's future, boxed: a connection's task lives for hours, and is sized by it.
+pub type Session = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// Where an instance's definition came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
@@ -95,7 +98,7 @@ impl Registered {
     pub fn serve(
         &self,
         evicted: CancellationToken,
-        session: Pin<Box<dyn Future<Output = ()> + Send>>,
+        session: Session,
     ) -> impl Future<Output = ()> + Send + 'static {
         let cut = self.cut.clone();
         self.connections.track_future(async move {

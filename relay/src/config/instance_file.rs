@@ -4,7 +4,6 @@
 //! given, must say the same. The values are checked exactly as an `[[instance]]` block's are,
 //! with the relay's settings of the configuration file that names the directory.
 
-use std::net::SocketAddr;
 use std::path::Path;
 
 use super::load::{instance, syntax, typed};
@@ -91,37 +90,19 @@ impl Config {
         }
         let fleet = self.relay.store != super::StoreSettings::Local;
         let cfg = instance(inst, &key, base, path, fleet)?;
-        if let Some((what, addr)) = self
-            .relay_listeners()
-            .chain(cfg.listen.map(|l| ("listen".to_owned(), l)))
-            .find(|(_, addr)| super::same_listener(cfg.compute, *addr))
-        {
-            let message = format!(
-                "{} is also {what} ({addr}): the relay would answer its own logins; the \
-                 compute needs an address of its own",
-                cfg.compute
-            );
-            return Err(ConfigError::invalid(path, key("compute"), message));
-        }
-        Ok(cfg)
-    }
-
-    /// The addresses the configuration file has the relay listen on, each with its key.
-    fn relay_listeners(&self) -> impl Iterator<Item = (String, SocketAddr)> + '_ {
-        let instances = self
-            .instances
-            .iter()
-            .enumerate()
-            .filter_map(|(i, inst)| Some((format!("instance[{i}].listen"), inst.listen?)));
-        let endpoints = self
-            .endpoints
-            .iter()
-            .enumerate()
-            .map(|(i, ep)| (format!("endpoint[{i}].listen"), ep.listen));
         let admin = self
             .relay
             .admin_listen
             .map(|a| ("relay.admin_listen".to_owned(), a));
-        instances.chain(endpoints).chain(admin)
+        let own = cfg.listen.map(|l| ("listen".to_owned(), l));
+        if let Some(message) = self
+            .listen_addresses()
+            .chain(admin)
+            .chain(own)
+            .find_map(|(other, addr)| super::compute_on_relay_listener(cfg.compute, &other, addr))
+        {
+            return Err(ConfigError::invalid(path, key("compute"), message));
+        }
+        Ok(cfg)
     }
 }

@@ -859,6 +859,40 @@ pub fn same_listener(a: SocketAddr, b: SocketAddr) -> bool {
     a.port() == b.port() && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }
 
+/// Why an instance's `compute` cannot be `addr`, where `key` has the relay listen: the relay
+/// would log in to itself. `None` when they are different sockets.
+#[must_use]
+pub fn compute_on_relay_listener(
+    compute: SocketAddr,
+    key: &str,
+    addr: SocketAddr,
+) -> Option<String> {
+    same_listener(compute, addr).then(|| {
+        format!(
+            "{compute} is also {key} ({addr}): the relay would answer its own logins; the \
+             compute needs an address of its own"
+        )
+    })
+}
+
+impl Config {
+    /// Where the configuration file's instances and endpoints have the relay listen, each
+    /// with its key.
+    pub fn listen_addresses(&self) -> impl Iterator<Item = (String, SocketAddr)> + '_ {
+        let instances = self
+            .instances
+            .iter()
+            .enumerate()
+            .filter_map(|(i, inst)| Some((format!("instance[{i}].listen"), inst.listen?)));
+        let endpoints = self
+            .endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, ep)| (format!("endpoint[{i}].listen"), ep.listen));
+        instances.chain(endpoints)
+    }
+}
+
 /// `#[serde(default = "...")]` takes functions, not constants.
 mod default {
     use super::{

@@ -825,7 +825,8 @@ impl Instance {
     pub async fn pause_when_idle(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
         let idle_pause_after = self.config.idle_pause_after;
         let failed_wake_pause_after = self.config.failed_wake_pause_after.min(idle_pause_after);
-        let park_after = self.config.park_after.min(idle_pause_after);
+        // At most `idle_pause_after`, as the configuration reads it.
+        let park_after = self.config.park_after;
         let shortest = if self.config.park {
             failed_wake_pause_after.min(park_after)
         } else {

@@ -46,6 +46,7 @@ use crate::logsafe::Escaped;
 use crate::metrics::Counter;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
 use crate::profile::ComputeProfile;
+use crate::registry::Session;
 use crate::runtime::InstanceRuntime;
 use crate::tls::{ClientStream, ComputeStream};
 use dual_auth::Verdict;
@@ -132,9 +133,6 @@ pub fn serve(
     }
 }
 
-/// A boxed session's forwarding.
-type Forwarding = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>>;
-
 /// [`serve`]'s login: the accepted session's forwarding, or `None` once a refusal is
 /// answered and logged.
 async fn log_in(
@@ -144,7 +142,7 @@ async fn log_in(
     local: SocketAddr,
     pending: PendingPermit,
     greeted: Option<Greeted>,
-) -> Option<Forwarding> {
+) -> Option<Session> {
     let cfg = &rt.instance.config;
     let name = cfg.name.clone();
     let addr = client_addr.to_string();
@@ -192,7 +190,7 @@ async fn refused_or_forward(
     name: String,
     addr: String,
     started: Instant,
-) -> Option<Forwarding> {
+) -> Option<Session> {
     let name = name.as_str();
     match established {
         Ok(session) if session.verdict.accepted() => {
