@@ -1,5 +1,5 @@
-//! Compiles the kernel splice's BPF program (`bpf/splice.bpf.c`, docs/kernel-splice.md)
-//! with clang, for the relay to load at start. Without clang (or on a target other than
+//! Compiles the kernel splice's BPF programs (`bpf/splice.bpf.c` and `bpf/tcp_splice.bpf.c`,
+//! docs/kernel-splice.md) with clang, for the relay to load at start. Without clang (or on a target other than
 //! Linux) the relay is built without it, says so at start, and keeps held connections on
 //! its userspace pump. `CLANG` names another clang; after installing clang, touch the source
 //! file for the next build to pick it up.
@@ -7,11 +7,13 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCE: &str = "bpf/splice.bpf.c";
+const SOURCES: [&str; 2] = ["bpf/splice.bpf.c", "bpf/tcp_splice.bpf.c"];
 
 fn main() {
     println!("cargo:rustc-check-cfg=cfg(splice_bpf)");
-    println!("cargo:rerun-if-changed={SOURCE}");
+    for source in SOURCES {
+        println!("cargo:rerun-if-changed={source}");
+    }
     println!("cargo:rerun-if-env-changed=CLANG");
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux") {
         return;
@@ -19,7 +21,6 @@ fn main() {
     let Some(out_dir) = std::env::var_os("OUT_DIR") else {
         return;
     };
-    let object = PathBuf::from(out_dir).join("splice.bpf.o");
     // linux/bpf.h includes asm/types.h, which Debian keeps under the target's multiarch
     // directory.
     let multiarch = match std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
@@ -32,20 +33,31 @@ fn main() {
         Err(_) => return,
     };
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".to_owned());
-    let compiled = Command::new(&clang)
-        .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf"])
-        .arg(format!("-I/usr/include/{multiarch}"))
-        .args(["-c", SOURCE, "-o"])
-        .arg(&object)
-        .status();
-    match compiled {
-        Ok(status) if status.success() => println!("cargo:rustc-cfg=splice_bpf"),
-        Ok(status) => println!(
-            "cargo:warning=built without the kernel splice: {clang} failed on {SOURCE} ({status})"
-        ),
-        Err(e) => println!(
-            "cargo:warning=built without the kernel splice: cannot run {clang} ({e}); \
-             apt-get install clang, then touch relay/{SOURCE}"
-        ),
+    for source in SOURCES {
+        let name = source.trim_start_matches("bpf/").replace(".c", ".o");
+        let object = PathBuf::from(&out_dir).join(name);
+        let compiled = Command::new(&clang)
+            .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf"])
+            .arg(format!("-I/usr/include/{multiarch}"))
+            .args(["-c", source, "-o"])
+            .arg(&object)
+            .status();
+        match compiled {
+            Ok(status) if status.success() => {}
+            Ok(status) => {
+                println!(
+                    "cargo:warning=built without the kernel splice: {clang} failed on {source} ({status})"
+                );
+                return;
+            }
+            Err(e) => {
+                println!(
+                    "cargo:warning=built without the kernel splice: cannot run {clang} ({e}); \
+                     apt-get install clang, then touch relay/{source}"
+                );
+                return;
+            }
+        }
     }
+    println!("cargo:rustc-cfg=splice_bpf");
 }

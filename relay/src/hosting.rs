@@ -268,7 +268,10 @@ impl InstanceHost {
         self.kernel_splice
             .get_or_init(|| match KernelSplice::load() {
                 Ok(splice) => {
-                    tracing::info!("held connections are spliced in the kernel (eBPF sockhash)");
+                    match &splice.below_tcp {
+                        Ok(_) => tracing::info!("held connections are spliced in the kernel: below TCP on loopback (TC), through their sockets elsewhere (eBPF sockhash)"),
+                        Err(why) => tracing::warn!(reason = %why, "held connections are spliced in the kernel through their sockets (eBPF sockhash); the splice below TCP is not available"),
+                    }
                     Some(splice)
                 }
                 Err(why) => {

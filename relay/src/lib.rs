@@ -109,5 +109,6 @@ mod runtime;
 mod server;
 mod session_replay;
 mod statement_ids;
+mod tcp_splice;
 mod timefmt;
 mod tls;

@@ -161,6 +161,12 @@ fn a_held_connection_is_spliced_and_carries_every_byte() {
         line.contains("spliced=true") && line.contains("ended_by=\"eof\""),
         "{line}"
     );
+    // On loopback, below TCP where the relay could load that program.
+    assert_eq!(
+        line.contains("below_tcp=true"),
+        relay.logged("below TCP on loopback"),
+        "{line}"
+    );
     let down: u64 = line
         .split("down=")
         .nth(1)
@@ -259,6 +265,11 @@ fn a_quiet_spliced_session_is_taken_back_parked_and_spliced_again() {
     let line = log.lines().find(|l| l.contains("session closed")).unwrap();
     assert!(line.contains("spliced=true"), "{line}");
     assert!(!line.contains("taken_back=0"), "{line}");
+    assert_eq!(
+        line.contains("below_tcp=true"),
+        relay.logged("below TCP on loopback"),
+        "{line}"
+    );
     let down: u64 = line
         .split("down=")
         .nth(1)

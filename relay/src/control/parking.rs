@@ -233,6 +233,16 @@ impl CommandWatch<'_> {
         self.from_kernel = true;
     }
 
+    /// The session was taken back from the splice below TCP (docs/kernel-splice.md): it goes
+    /// back at the end of the response to its next command that counts as use. Its status
+    /// flags as [`Self::taken_back_from_kernel`].
+    pub fn taken_back_below_tcp(&mut self, flags_known: bool) {
+        if !flags_known {
+            self.conversation.forget_status_flags();
+        }
+        self.splice_after = Some(1);
+    }
+
     /// The session goes to the kernel splice at the end of a response, once `commands` more
     /// commands that count as use have been sent: the pump takes the compute's chunk that
     /// ends it ([`Reaction::Take`]; then the compute has nothing more to send and the client

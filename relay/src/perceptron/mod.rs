@@ -48,6 +48,7 @@ use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
 use crate::profile::ComputeProfile;
 use crate::registry::Session;
 use crate::runtime::InstanceRuntime;
+use crate::tcp_splice::{TcpSplice, TcpSpliced};
 use crate::tls::{ClientStream, ComputeStream};
 use dual_auth::Verdict;
 use outcome::{Classification, PerceptronError};
@@ -340,14 +341,31 @@ fn forward(
             };
             if let Some((chunk, status_flags)) = commands.take_chunk() {
                 // The pump stopped at the end of a response for the kernel splice.
-                match splice_at_rest(rt, &client_stream, compute_stream) {
-                    Ok(spliced) => break Some((spliced, chunk, status_flags)),
-                    // The client sent ahead: the end of a later response, then.
-                    Err(Retry::Later) => commands.splice_after(0),
-                    Err(Retry::Never) => {}
+                let mut chunk: &[u8] = &chunk;
+                if let Some(below) = below_tcp(rt, &client_stream, compute_stream) {
+                    match splice_below_tcp(rt, &below, &client_stream, compute_stream, chunk) {
+                        Ok(spliced) => {
+                            break Some(ToKernel::BelowTcp(below, spliced, status_flags));
+                        }
+                        Err((written, retry)) => {
+                            chunk = chunk.get(written..).unwrap_or_default();
+                            if retry {
+                                commands.splice_after(0);
+                            }
+                        }
+                    }
+                } else {
+                    match splice_at_rest(rt, &client_stream, compute_stream) {
+                        Ok(spliced) => {
+                            break Some(ToKernel::Sockets(spliced, chunk.into(), status_flags));
+                        }
+                        // The client sent ahead: the end of a later response, then.
+                        Err(Retry::Later) => commands.splice_after(0),
+                        Err(Retry::Never) => {}
+                    }
                 }
                 // Not now: the chunk goes on, and so does the pump.
-                if client_stream.write_all(&chunk).await.is_err() {
+                if client_stream.write_all(chunk).await.is_err() {
                     pumped.ended_by = "client_error";
                     break None;
                 }
@@ -402,7 +420,7 @@ fn forward(
             }
         };
         drop(commands);
-        let Some((spliced, chunk, status_flags)) = to_kernel else {
+        let Some(to_kernel) = to_kernel else {
             drop(held);
             tracing::info!(
                 instance = %name, client = %addr, up = pumped.client_to_compute,
@@ -419,25 +437,134 @@ fn forward(
         };
         tracing::debug!(instance = %name, client = %addr, "session spliced in the kernel");
         // Boxed, so a pumped or detached session's task does not carry its state.
-        let (carried, taken_back) = Box::pin(carry_spliced(
-            rt,
-            (client, compute),
-            spliced,
-            chunk,
-            status_flags,
-            &mut held,
-            capabilities,
-        ))
-        .await;
+        let below_tcp = matches!(to_kernel, ToKernel::BelowTcp(..));
+        let (carried, taken_back) = match to_kernel {
+            ToKernel::Sockets(spliced, chunk, status_flags) => {
+                Box::pin(carry_spliced(
+                    rt,
+                    (client, compute),
+                    spliced,
+                    chunk,
+                    status_flags,
+                    &mut held,
+                    capabilities,
+                ))
+                .await
+            }
+            ToKernel::BelowTcp(below, spliced, status_flags) => {
+                Box::pin(carry_below_tcp(
+                    rt,
+                    (client, compute),
+                    (&below, spliced),
+                    status_flags,
+                    &mut held,
+                    capabilities,
+                ))
+                .await
+            }
+        };
         rt.count_pumped(&carried);
         drop(held);
         let bytes = pumped.then(&carried);
         tracing::info!(
             instance = %name, client = %addr, up = bytes.client_to_compute,
             down = bytes.compute_to_client, ended_by = bytes.ended_by, spliced = true,
-            taken_back, duration_ms = started.elapsed().as_millis(), "session closed"
+            below_tcp, taken_back, duration_ms = started.elapsed().as_millis(), "session closed"
         );
     }
+}
+
+/// How a held session went to the kernel: through its sockets (with the chunk that ends the
+/// response, still to write) or below TCP (the chunk written).
+enum ToKernel {
+    Sockets(Spliced, Box<[u8]>, u16),
+    BelowTcp(Arc<TcpSplice>, TcpSpliced, u16),
+}
+
+/// A session spliced below TCP until it ends ([`crate::tcp_splice::carry`]). On an instance
+/// that parks, it is taken back onto new sockets whenever it is quiet between commands,
+/// followed on the pump as any session (idle, parked, pings answered), and spliced again at
+/// the end of the response to its next command that counts as use. Returns the bytes
+/// carried and how many times it was taken back.
+async fn carry_below_tcp(
+    rt: &InstanceRuntime,
+    (client, compute): (&mut TcpStream, &mut TcpStream),
+    (below, spliced): (&Arc<TcpSplice>, TcpSpliced),
+    status_flags: u16,
+    held: &mut ConnectionGuard,
+    capabilities: u32,
+) -> (crate::passthrough::PumpReport, u32) {
+    use tokio::io::AsyncWriteExt as _;
+    let config = &rt.instance.config;
+    let compute_idle = || rt.instance.compute_idle();
+    let counted = rt.instance.spliced_session();
+    let (mut spliced, mut status_flags) = (spliced, status_flags);
+    let mut total = crate::passthrough::PumpReport::default();
+    let mut taken_back = 0;
+    'session: loop {
+        let take_back = crate::kernel_splice::TakeBack {
+            quiet: config.park.then(|| {
+                (config.park_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
+            }),
+            compute_idle: &compute_idle,
+            look_now: counted.look_now(),
+            status_flags,
+        };
+        let carried =
+            crate::tcp_splice::carry(&mut *client, &mut *compute, &spliced, Some(&take_back)).await;
+        let (quiet_for, flags) = match carried {
+            crate::kernel_splice::Carried::Ended(report) => {
+                total = total.then(&report);
+                break 'session;
+            }
+            crate::kernel_splice::Carried::TakenBack {
+                quiet_for,
+                status_flags,
+            } => (quiet_for, status_flags),
+        };
+        total = total.then(&spliced.report("kernel"));
+        drop(spliced);
+        taken_back += 1;
+        held.used_ago(quiet_for);
+        tracing::debug!(instance = %config.name, quiet_ms = quiet_for.as_millis(), status_flags = ?flags, "session taken back from the splice below TCP between commands");
+        let mut commands = held.watch_commands(capabilities, 0, flags.unwrap_or(0));
+        commands.taken_back_below_tcp(flags.is_some());
+        counted.set_in_kernel(false);
+        spliced = loop {
+            let pumped = crate::passthrough::pump(
+                &mut *client,
+                Vec::new(),
+                &mut *compute,
+                Vec::new(),
+                rt.instance.thaw_on_upload(),
+                Some(&mut commands),
+            )
+            .await;
+            total = total.then(&pumped);
+            let Some((chunk, flags)) = commands.take_chunk() else {
+                break 'session;
+            };
+            match below.splice(client, compute, &chunk) {
+                Ok(spliced) => {
+                    status_flags = flags;
+                    break spliced;
+                }
+                Err(unspliced) => {
+                    let rest = chunk.get(unspliced.written..).unwrap_or_default();
+                    if client.write_all(rest).await.is_err() {
+                        total.ended_by = "client_error";
+                        break 'session;
+                    }
+                    total.compute_to_client += chunk.len() as u64;
+                    if unspliced.error.kind() == std::io::ErrorKind::WouldBlock {
+                        commands.splice_after(0);
+                    }
+                }
+            }
+        };
+        counted.set_in_kernel(true);
+    }
+    (total, taken_back)
 }
 
 /// A spliced session until both sides have closed ([`crate::kernel_splice::carry`]), from
@@ -955,6 +1082,40 @@ enum Retry {
     Later,
     /// No: the kernel refused (logged), or the session cannot be spliced.
     Never,
+}
+
+/// The splice below TCP, when this relay has it and the session is on loopback.
+fn below_tcp(
+    rt: &InstanceRuntime,
+    client: &ClientStream<TcpStream>,
+    compute: &ComputeStream<TcpStream>,
+) -> Option<Arc<TcpSplice>> {
+    let below = rt.kernel_splice.as_ref()?.below_tcp.as_ref().ok()?;
+    TcpSplice::applies(client.tcp()?, compute.tcp()?).then(|| Arc::clone(below))
+}
+
+/// Splices a held session below TCP at the end of a response, writing `chunk` (the
+/// response's end) once the rewriting is on. Otherwise: how much of the chunk was written,
+/// and whether to try again at a later response.
+fn splice_below_tcp(
+    rt: &InstanceRuntime,
+    below: &Arc<TcpSplice>,
+    client: &ClientStream<TcpStream>,
+    compute: &ComputeStream<TcpStream>,
+    chunk: &[u8],
+) -> Result<TcpSpliced, (usize, bool)> {
+    let (Some(client), Some(compute)) = (client.tcp(), compute.tcp()) else {
+        return Err((0, false));
+    };
+    below.splice(client, compute, chunk).map_err(|unspliced| {
+        let later = unspliced.error.kind() == std::io::ErrorKind::WouldBlock;
+        if later {
+            tracing::debug!(instance = %rt.instance.config.name, error = %unspliced.error, "not spliced below TCP at this response; tried again at a later one");
+        } else {
+            tracing::warn!(instance = %rt.instance.config.name, error = %unspliced.error, "the kernel would not splice a held connection below TCP; it stays on the pump");
+        }
+        (unspliced.written, later)
+    })
 }
 
 /// Puts a held session's two sockets into the kernel splice, at the end of a response the

@@ -1,0 +1,949 @@
+//! Held connections spliced below TCP, on loopback (docs/kernel-splice.md, *Below TCP*).
+//!
+//! A held connection is two TCP connections through the relay. The kernel splice
+//! ([`crate::kernel_splice`]) hands bytes from one socket to the other, but each byte still
+//! goes up one connection's TCP stack and down the other's, through a workqueue: 0.65 × a
+//! client straight to the compute. Here the relay's two sockets leave the path altogether: a
+//! TC program on the loopback interface's ingress (`relay/bpf/tcp_splice.bpf.c`) rewrites each
+//! segment the client sends the relay into the one the relay would have sent the compute
+//! (addresses, ports, sequence and acknowledgement numbers, timestamps, window), and the
+//! compute's segments the other way, before any socket sees them. The relay reads the
+//! sequence numbers it needs from its sockets in TCP repair mode ([`tcp_repair`]), which
+//! also keeps them silent while spliced, and takes a quiet session back by making two new
+//! sockets established at the connections' current sequence numbers.
+//!
+//! Only where every segment of both connections crosses the loopback interface: the client
+//! and the compute on the relay's host, IPv4. Elsewhere [`crate::kernel_splice`] carries the
+//! session. Needs CAP_BPF and CAP_NET_ADMIN (repair mode); without them [`TcpSplice::load`]
+//! or the first splice says why.
+
+use std::net::{SocketAddr, SocketAddrV4};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+
+use crate::conversation::LastPacket;
+use crate::kernel_splice::{Carried, TakeBack, Unavailable};
+use crate::passthrough::PumpReport;
+
+/// A direction's key in the program's maps (`struct flow_key`): the segment's source and
+/// destination addresses, then its ports, as they are on the wire.
+type Key = [u32; 3];
+
+/// `struct control`: what the relay tells the program about one direction.
+type Control = [u64; 13];
+
+/// `struct stats`: fourteen counters, then the two tails' 32 bytes as four words each.
+type RawStats = [u64; 22];
+
+/// How many of a direction's last payload bytes the program keeps (`TAIL`).
+const TAIL: usize = 32;
+
+/// What the program counted for one direction (`struct stats`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Stats {
+    /// The highest sequence number sent, plus one, in the sender's numbering.
+    seq_end: u32,
+    /// The highest acknowledgement, in the numbering of the connection it arrived on.
+    ack_max: u32,
+    /// The last window field, unscaled.
+    window: u16,
+    /// The delta added to the timestamp value, once `ts_set`.
+    ts_set: bool,
+    /// The last timestamp value sent on.
+    tsval_out: u32,
+    /// 1: a FIN went through; 2: a reset.
+    ended: u64,
+    /// Payload bytes.
+    bytes: u64,
+    last_ns: u64,
+    used_ns: u64,
+    /// The last payload bytes: of the segment before the last, then of the last.
+    tail: Vec<u8>,
+    /// The last segment's last payload bytes (up to `TAIL`), and the sequence number after
+    /// them.
+    last_segment: Vec<u8>,
+    tail_end: u32,
+}
+
+impl Stats {
+    fn of(raw: RawStats) -> Self {
+        let [
+            seq_end,
+            ack_max,
+            window,
+            _ts_delta,
+            ts_set,
+            tsval_out,
+            ended,
+            bytes,
+            last_ns,
+            used_ns,
+            _pinged,
+            tail_len,
+            tail_prev_len,
+            tail_end,
+            tail_and_prev @ ..,
+        ] = raw;
+        let bytes_of = |words: &[u64], len: u64| {
+            let all: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let len = usize::try_from(len).unwrap_or(TAIL).min(TAIL);
+            // A segment shorter than TAIL fills the start of its slot.
+            all.get(..len).unwrap_or_default().to_vec()
+        };
+        let (last, before) = tail_and_prev.split_at(4);
+        let last_segment = bytes_of(last, tail_len);
+        let mut tail_bytes = bytes_of(before, tail_prev_len);
+        tail_bytes.extend(&last_segment);
+        // The program stores 32- and 16-bit values in 64-bit words.
+        #[allow(clippy::cast_possible_truncation)]
+        Self {
+            seq_end: seq_end as u32,
+            ack_max: ack_max as u32,
+            window: window as u16,
+            ts_set: ts_set != 0,
+            tsval_out: tsval_out as u32,
+            ended,
+            bytes,
+            last_ns,
+            used_ns,
+            tail: tail_bytes,
+            last_segment,
+            tail_end: tail_end as u32,
+        }
+    }
+
+    /// The last payload bytes the program kept (up to two segments' last `TAIL`).
+    fn tail(&self) -> &[u8] {
+        &self.tail
+    }
+}
+
+type MapData = aya::maps::MapData;
+
+struct Maps {
+    controls: aya::maps::HashMap<MapData, Key, Control>,
+    stats: aya::maps::HashMap<MapData, Key, RawStats>,
+}
+
+/// The loaded program, attached to the loopback interface's ingress, and its maps; one per
+/// relay. The attachment is a link the relay's process holds: it goes with the process.
+pub struct TcpSplice {
+    maps: Mutex<Maps>,
+    _program: Mutex<aya::Ebpf>,
+}
+
+impl std::fmt::Debug for TcpSplice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TcpSplice")
+    }
+}
+
+#[cfg(splice_bpf)]
+const OBJECT: Option<&[u8]> = Some(aya::include_bytes_aligned!(concat!(
+    env!("OUT_DIR"),
+    "/tcp_splice.bpf.o"
+)));
+#[cfg(not(splice_bpf))]
+const OBJECT: Option<&[u8]> = None;
+
+/// The loopback interface, whose ingress every loopback segment crosses.
+const LOOPBACK: &str = "lo";
+
+impl TcpSplice {
+    /// Loads the program and attaches it to the loopback interface's ingress.
+    ///
+    /// # Errors
+    /// [`Unavailable`], saying why: built without clang, no permission, no TC programs.
+    pub fn load() -> Result<Arc<Self>, Unavailable> {
+        let object = OBJECT.ok_or_else(|| {
+            Unavailable(
+                "this relay was built without it (clang was not found at build time)".into(),
+            )
+        })?;
+        let fail = |what: &str, e: &dyn std::fmt::Display| Unavailable(format!("{what}: {e}"));
+        let mut ebpf = aya::Ebpf::load(object).map_err(|e| fail("cannot load the program", &e))?;
+        let mut take = |name: &str| {
+            ebpf.take_map(name)
+                .ok_or_else(|| Unavailable(format!("the program has no map {name}")))
+        };
+        let controls =
+            aya::maps::HashMap::try_from(take("controls")?).map_err(|e| fail("controls", &e))?;
+        let stats = aya::maps::HashMap::try_from(take("stats")?).map_err(|e| fail("stats", &e))?;
+        let program: &mut aya::programs::SchedClassifier = ebpf
+            .program_mut("tcp_splice")
+            .ok_or_else(|| Unavailable("the program has no classifier".into()))?
+            .try_into()
+            .map_err(|e| fail("the classifier", &e))?;
+        program
+            .load()
+            .map_err(|e| fail("the kernel refused the classifier", &e))?;
+        program
+            .attach(LOOPBACK, aya::programs::TcAttachType::Ingress)
+            .map_err(|e| fail("cannot attach the classifier to lo's ingress", &e))?;
+        Ok(Arc::new(Self {
+            maps: Mutex::new(Maps { controls, stats }),
+            _program: Mutex::new(ebpf),
+        }))
+    }
+
+    fn maps(&self) -> MutexGuard<'_, Maps> {
+        self.maps.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a session between these sockets can be spliced here: both connections IPv4
+    /// on loopback, so that every segment of both crosses the loopback interface.
+    #[must_use]
+    pub fn applies(client: &TcpStream, compute: &TcpStream) -> bool {
+        legs(client, compute).is_some()
+    }
+
+    /// Splices the session at rest: the compute has ended its response and the client waits
+    /// for `chunk`, its last bytes, which the relay holds and writes here once the rewriting
+    /// is on. The relay's sockets stay open, silent, in repair mode: the caller keeps them
+    /// until [`carry`] ends, and dropping them then sends nothing.
+    ///
+    /// # Errors
+    /// [`Unspliced`] with how much of `chunk` was written (the caller writes the rest and
+    /// goes on pumping): `WouldBlock` when either socket has unread bytes or bytes in flight
+    /// (a later response, then), the kernel's refusal otherwise.
+    pub fn splice(
+        self: &Arc<Self>,
+        client: &TcpStream,
+        compute: &TcpStream,
+        chunk: &[u8],
+    ) -> Result<TcpSpliced, Unspliced> {
+        let unspliced = |error: std::io::Error| Unspliced { error, written: 0 };
+        let (client_leg, compute_leg) = legs(client, compute)
+            .ok_or_else(|| unspliced(std::io::Error::other("not a loopback session")))?;
+        let busy = || std::io::Error::new(std::io::ErrorKind::WouldBlock, "bytes in flight");
+        if rustix::io::ioctl_fionread(client).map_err(|e| unspliced(e.into()))?
+            + rustix::io::ioctl_fionread(compute).map_err(|e| unspliced(e.into()))?
+            > 0
+        {
+            return Err(unspliced(busy()));
+        }
+        let client_agreed = tcp_repair::agreed(client).map_err(unspliced)?;
+        let compute_agreed = tcp_repair::agreed(compute).map_err(unspliced)?;
+        if client_agreed.unacked + client_agreed.notsent + compute_agreed.unacked > 0 {
+            return Err(unspliced(busy()));
+        }
+        let read = |socket: &TcpStream| -> std::io::Result<(u32, u32, u32)> {
+            tcp_repair::enter(socket)?;
+            Ok((
+                tcp_repair::sequence(socket, tcp_repair::Queue::Send)?,
+                tcp_repair::sequence(socket, tcp_repair::Queue::Receive)?,
+                tcp_repair::timestamp(socket)?,
+            ))
+        };
+        let undo = |error: std::io::Error| {
+            let _ = tcp_repair::leave(client);
+            let _ = tcp_repair::leave(compute);
+            unspliced(error)
+        };
+        let (client_snd, client_rcv, client_ts) = read(client).map_err(undo)?;
+        let (compute_snd, compute_rcv, compute_ts) = read(compute).map_err(undo)?;
+        tcp_repair::leave(client).map_err(undo)?;
+        let chunk_len = u32::try_from(chunk.len()).map_err(|e| undo(std::io::Error::other(e)))?;
+        let client_snd_after = client_snd.wrapping_add(chunk_len);
+        let since_ns = monotonic_ns();
+        let scales = |agreed: &tcp_repair::Agreed| agreed.options.window_scale.unwrap_or((0, 0));
+        let (client_peer_scale, client_own_scale) = scales(&client_agreed);
+        let (compute_peer_scale, compute_own_scale) = scales(&compute_agreed);
+        let from_client = Direction {
+            key: client_leg.peer_sends(),
+            out: compute_leg.relay_sends(),
+            seq_delta: compute_snd.wrapping_sub(client_rcv),
+            ack_delta: compute_rcv.wrapping_sub(client_snd_after),
+            scales: (client_peer_scale, compute_own_scale),
+            ts_base: compute_ts,
+        };
+        let from_compute = Direction {
+            key: compute_leg.peer_sends(),
+            out: client_leg.relay_sends(),
+            seq_delta: client_snd_after.wrapping_sub(compute_rcv),
+            ack_delta: client_rcv.wrapping_sub(compute_snd),
+            scales: (compute_peer_scale, client_own_scale),
+            ts_base: client_ts,
+        };
+        let spliced = TcpSpliced {
+            splice: Arc::clone(self),
+            directions: [from_client, from_compute],
+            legs: [
+                (client_leg, client_agreed.options, client_ts),
+                (compute_leg, compute_agreed.options, compute_ts),
+            ],
+            since_ns,
+            chunk_len: u64::from(chunk_len),
+            compute_rcv,
+        };
+        {
+            let mut maps = self.maps();
+            for (direction, reverse, seq_end, ack_max) in [
+                (&from_client, &from_compute, client_rcv, client_snd),
+                (&from_compute, &from_client, compute_rcv, compute_snd),
+            ] {
+                let mut stats = [0; 22];
+                stats[0] = u64::from(seq_end);
+                stats[1] = u64::from(ack_max);
+                maps.stats
+                    .insert(direction.key, stats, 0)
+                    .map_err(|e| undo(std::io::Error::other(e)))?;
+                maps.controls
+                    .insert(direction.key, direction.control(reverse, since_ns, true), 0)
+                    .map_err(|e| undo(std::io::Error::other(e)))?;
+            }
+        }
+        // The client waits for this chunk: it sends nothing before it has it all, and what it
+        // sends then is rewritten for the compute.
+        let written = match client.try_write(chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(e) => {
+                drop(spliced);
+                return Err(undo(e));
+            }
+        };
+        let sent = tcp_repair::agreed(client).is_ok_and(|a| a.notsent == 0);
+        if written < chunk.len() || !sent {
+            // The rest needs the client's acknowledgements, which now go to the compute:
+            // not spliced. Acknowledgements rewritten meanwhile are sent again by the client.
+            drop(spliced);
+            let _ = tcp_repair::leave(compute);
+            return Err(Unspliced {
+                error: busy(),
+                written,
+            });
+        }
+        // Silent from here: the relay's sockets send nothing while the session is spliced.
+        if let Err(e) = tcp_repair::enter(client) {
+            drop(spliced);
+            let _ = tcp_repair::leave(compute);
+            return Err(Unspliced { error: e, written });
+        }
+        Ok(spliced)
+    }
+}
+
+/// A session that could not be spliced: why, and how much of the chunk was written.
+#[derive(Debug)]
+pub struct Unspliced {
+    pub error: std::io::Error,
+    pub written: usize,
+}
+
+/// The two connections of a session, from the relay's side: its own address and the peer's.
+#[derive(Debug, Clone, Copy)]
+struct Leg {
+    own: SocketAddrV4,
+    peer: SocketAddrV4,
+}
+
+impl Leg {
+    /// The key of the segments the peer sends the relay.
+    fn peer_sends(&self) -> Key {
+        key(self.peer, self.own)
+    }
+
+    /// The addresses and ports of the segments the relay sends the peer.
+    const fn relay_sends(&self) -> (SocketAddrV4, SocketAddrV4) {
+        (self.own, self.peer)
+    }
+}
+
+/// The wire layout of `struct flow_key` for a segment from `from` to `to`.
+fn key(from: SocketAddrV4, to: SocketAddrV4) -> Key {
+    let [a, b] = from.port().to_be_bytes();
+    let [c, d] = to.port().to_be_bytes();
+    [
+        u32::from_ne_bytes(from.ip().octets()),
+        u32::from_ne_bytes(to.ip().octets()),
+        u32::from_ne_bytes([a, b, c, d]),
+    ]
+}
+
+/// Both legs of a loopback IPv4 session.
+fn legs(client: &TcpStream, compute: &TcpStream) -> Option<(Leg, Leg)> {
+    let v4 = |a: SocketAddr| match a {
+        SocketAddr::V4(a) if a.ip().is_loopback() => Some(a),
+        _ => None,
+    };
+    let leg = |s: &TcpStream| {
+        Some(Leg {
+            own: v4(s.local_addr().ok()?)?,
+            peer: v4(s.peer_addr().ok()?)?,
+        })
+    };
+    Some((leg(client)?, leg(compute)?))
+}
+
+/// One direction's rewriting.
+#[derive(Debug, Clone, Copy)]
+struct Direction {
+    key: Key,
+    /// The segment's new source and destination.
+    out: (SocketAddrV4, SocketAddrV4),
+    seq_delta: u32,
+    ack_delta: u32,
+    /// The sender's window scale and the one the receiver applies.
+    scales: (u8, u8),
+    /// The relay's timestamp clock on the outgoing connection at the splice.
+    ts_base: u32,
+}
+
+impl Direction {
+    fn control(&self, reverse: &Self, setup_ns: u64, rewrite: bool) -> Control {
+        let [saddr, daddr, ports] = key(self.out.0, self.out.1);
+        let [sport_a, sport_b, dport_a, dport_b] = ports.to_ne_bytes();
+        let [r0, r1, r2] = reverse.key;
+        [
+            u64::from(saddr),
+            u64::from(daddr),
+            u64::from(u16::from_ne_bytes([sport_a, sport_b])),
+            u64::from(u16::from_ne_bytes([dport_a, dport_b])),
+            u64::from(self.seq_delta),
+            u64::from(self.ack_delta),
+            u64::from(rewrite),
+            u64::from(self.scales.0),
+            u64::from(self.scales.1),
+            u64::from(self.ts_base),
+            setup_ns,
+            u64::from(r0) | (u64::from(r1) << 32),
+            u64::from(r2),
+        ]
+    }
+
+    /// The window the receiver last saw offered, in bytes, for a window field `window` from
+    /// the sender (as the program rewrites it).
+    fn window_out(&self, window: u16) -> u32 {
+        let bytes = (u32::from(window) << self.scales.0) >> self.scales.1;
+        bytes.min(0xffff) << self.scales.1
+    }
+}
+
+/// One session spliced below TCP. Dropping it takes its directions out of the program's
+/// maps: from then on the segments reach the relay's sockets as they are.
+#[derive(Debug)]
+pub struct TcpSpliced {
+    splice: Arc<TcpSplice>,
+    /// `[from the client, from the compute]`.
+    directions: [Direction; 2],
+    /// `[client, compute]`: the connection, its options, the relay's timestamp clock then.
+    legs: [(Leg, tcp_repair::Options, u32); 2],
+    since_ns: u64,
+    chunk_len: u64,
+    /// The relay's receive sequence number on the compute's connection at the splice.
+    compute_rcv: u32,
+}
+
+impl TcpSpliced {
+    fn stats(&self) -> (Stats, Stats) {
+        let maps = self.splice.maps();
+        let of = |d: &Direction| Stats::of(maps.stats.get(&d.key, 0).unwrap_or([0; 22]));
+        let [from_client, from_compute] = &self.directions;
+        (of(from_client), of(from_compute))
+    }
+
+    fn set_rewrite(&self, on: bool) -> std::io::Result<()> {
+        let mut maps = self.splice.maps();
+        let [a, b] = &self.directions;
+        for (d, r) in [(a, b), (b, a)] {
+            maps.controls
+                .insert(d.key, d.control(r, self.since_ns, on), 0)
+                .map_err(std::io::Error::other)?;
+        }
+        Ok(())
+    }
+
+    /// Once the client has acknowledged the chunk the relay wrote at the splice, closes the
+    /// relay's socket on its side (in repair mode: without a packet), so that it never sends
+    /// the chunk again; until then it would, were the chunk lost. Whether it is closed.
+    fn release_client(&self, client: &TcpStream) -> bool {
+        let (from_client, _) = self.stats();
+        let [_, m] = &self.directions;
+        // The chunk ends where the compute's bytes start in the client's numbering.
+        let chunk_end = m.seq_delta.wrapping_add(self.compute_rcv);
+        if from_client.ack_max.wrapping_sub(chunk_end) >= 1 << 31 {
+            return false;
+        }
+        rustix::net::connect_unspec(client).is_ok()
+    }
+
+    /// Every byte each way went through and was acknowledged: nothing for a peer to send
+    /// again that a new socket would not know.
+    fn settled(&self, from_client: &Stats, from_compute: &Stats) -> bool {
+        let [c, m] = &self.directions;
+        from_client.ack_max == from_compute.seq_end.wrapping_add(m.seq_delta)
+            && from_compute.ack_max == from_client.seq_end.wrapping_add(c.seq_delta)
+    }
+
+    /// The compute's bytes the client has not acknowledged yet, once the compute has
+    /// acknowledged all the client sent: what the relay's new socket on the client's side
+    /// must hold, to send again should they be lost. Known only when they are the end of the
+    /// compute's last segment, as the program kept it (a pool's ping reply, whose
+    /// acknowledgement the client delays until its next ping); `None` otherwise.
+    fn in_flight_to_client(&self, from_client: &Stats, from_compute: &Stats) -> Option<Vec<u8>> {
+        let [c, m] = &self.directions;
+        if from_compute.ack_max != from_client.seq_end.wrapping_add(c.seq_delta) {
+            return None;
+        }
+        let in_flight = from_compute
+            .seq_end
+            .wrapping_add(m.seq_delta)
+            .wrapping_sub(from_client.ack_max);
+        if in_flight == 0 {
+            return Some(Vec::new());
+        }
+        let n = usize::try_from(in_flight).ok()?;
+        let last = &from_compute.last_segment;
+        if from_compute.tail_end != from_compute.seq_end || n > last.len() {
+            return None;
+        }
+        last.get(last.len() - n..).map(<[u8]>::to_vec)
+    }
+
+    /// How the session ended, once it has: both sides' FINs through and acknowledged, or a
+    /// reset.
+    fn ended(&self) -> Option<&'static str> {
+        let (from_client, from_compute) = self.stats();
+        if from_client.ended == 2 || from_compute.ended == 2 {
+            return Some("reset");
+        }
+        (from_client.ended == 1
+            && from_compute.ended == 1
+            && self.settled(&from_client, &from_compute))
+        .then_some("eof")
+    }
+
+    /// The session's bytes each way since the splice, the chunk the relay wrote included.
+    #[must_use]
+    pub fn report(&self, ended_by: &'static str) -> PumpReport {
+        let (from_client, from_compute) = self.stats();
+        PumpReport {
+            client_to_compute: from_client.bytes,
+            compute_to_client: from_compute.bytes + self.chunk_len,
+            client_read: 0,
+            compute_read: 0,
+            ended_by,
+        }
+    }
+
+    /// Takes the session back when quiet between commands (the conditions of
+    /// [`crate::kernel_splice`]'s take-back), by making two new sockets established where
+    /// the connections are now; `asked` by a pause, the compute's CPU is not judged.
+    /// `None`: still spliced.
+    async fn take_back(
+        &self,
+        client: &mut TcpStream,
+        compute: &mut TcpStream,
+        when: &TakeBack<'_>,
+        (quiet, asked): (Duration, bool),
+    ) -> Option<Result<(Duration, Option<u16>), ()>> {
+        let (from_client, from_compute) = self.stats();
+        let used_ns = from_client
+            .used_ns
+            .max(from_compute.used_ns)
+            .max(self.since_ns);
+        let quiet_for = Duration::from_nanos(monotonic_ns().saturating_sub(used_ns));
+        if from_client.last_ns > from_compute.last_ns
+            || quiet_for < quiet
+            || from_client.ended != 0
+            || from_compute.ended != 0
+            || !(asked || (when.compute_idle)())
+        {
+            return None;
+        }
+        let in_flight = self.in_flight_to_client(&from_client, &from_compute)?;
+        let status_flags = if from_compute.bytes == 0 {
+            Some(when.status_flags)
+        } else {
+            match crate::conversation::last_packet(from_compute.tail()) {
+                LastPacket::Ended(flags) => Some(flags),
+                LastPacket::Unknown => None,
+                LastPacket::MoreResults => return None,
+            }
+        };
+        // Segments from here are dropped (their senders send them again, to the new sockets).
+        self.set_rewrite(false).ok()?;
+        // A segment the program took before the switch is rewritten within microseconds.
+        tokio::time::sleep(GRACE).await;
+        let (client_now, compute_now) = self.stats();
+        if (
+            client_now.seq_end,
+            client_now.ack_max,
+            compute_now.seq_end,
+            compute_now.ack_max,
+        ) != (
+            from_client.seq_end,
+            from_client.ack_max,
+            from_compute.seq_end,
+            from_compute.ack_max,
+        ) {
+            let _ = self.set_rewrite(true);
+            return None;
+        }
+        let [c, m] = &self.directions;
+        let elapsed_ms = u32::try_from((monotonic_ns() - self.since_ns) / 1_000_000).unwrap_or(0);
+        let clock = |(_, _, base): &(Leg, tcp_repair::Options, u32), out: &Stats| {
+            let continued = base.wrapping_add(elapsed_ms);
+            // Never behind what the peer last saw (PAWS), even with the lowest bit cleared.
+            if out.ts_set && out.tsval_out.wrapping_sub(continued) < 1 << 31 {
+                out.tsval_out.wrapping_add(2)
+            } else {
+                continued.wrapping_add(2)
+            }
+        };
+        let [client_leg, compute_leg] = &self.legs;
+        // The client's connection: the relay sends from where the compute's bytes reached
+        // and expects the client's next byte.
+        let client_state = Restored {
+            leg: client_leg.0,
+            options: client_leg.1,
+            snd: from_compute.seq_end.wrapping_add(m.seq_delta),
+            in_flight,
+            rcv: from_client.seq_end,
+            snd_wnd: u32::from(from_client.window) << c.scales.0,
+            rcv_wnd: m.window_out(from_compute.window),
+            timestamp: clock(client_leg, &from_compute),
+        };
+        let compute_state = Restored {
+            leg: compute_leg.0,
+            options: compute_leg.1,
+            snd: from_client.seq_end.wrapping_add(c.seq_delta),
+            in_flight: Vec::new(),
+            rcv: from_compute.seq_end,
+            snd_wnd: u32::from(from_compute.window) << m.scales.0,
+            rcv_wnd: c.window_out(from_client.window),
+            timestamp: clock(compute_leg, &from_client),
+        };
+        if let Err(e) =
+            restore(&client_state, client).and_then(|()| restore(&compute_state, compute))
+        {
+            // The old sockets are gone: the session cannot be carried on either way.
+            tracing::warn!(error = %e, "could not take a session back from the TCP splice; it is cut");
+            return Some(Err(()));
+        }
+        let mut maps = self.splice.maps();
+        for d in &self.directions {
+            let _ = maps.controls.remove(&d.key);
+        }
+        drop(maps);
+        Some(Ok((quiet_for, status_flags)))
+    }
+}
+
+impl Drop for TcpSpliced {
+    fn drop(&mut self) {
+        let mut maps = self.splice.maps();
+        for d in &self.directions {
+            let _ = maps.controls.remove(&d.key);
+            let _ = maps.stats.remove(&d.key);
+        }
+    }
+}
+
+/// A connection's state for a socket made established in repair mode.
+struct Restored {
+    leg: Leg,
+    options: tcp_repair::Options,
+    /// The next byte to send.
+    snd: u32,
+    /// The bytes before `snd` sent and not acknowledged yet.
+    in_flight: Vec<u8>,
+    rcv: u32,
+    snd_wnd: u32,
+    rcv_wnd: u32,
+    timestamp: u32,
+}
+
+/// Replaces `socket` (in repair mode, so its connection goes without a packet) by a new one
+/// established at `state`, without a handshake.
+fn restore(state: &Restored, socket: &mut TcpStream) -> std::io::Result<()> {
+    use rustix::net::{AddressFamily, SocketType, ipproto};
+    let fd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, Some(ipproto::TCP))?;
+    // Repair mode lets it bind beside the relay's listener (the kernel's SK_FORCE_REUSE;
+    // setting SO_REUSEADDR after it would undo that).
+    tcp_repair::enter(&fd)?;
+    let in_flight = u32::try_from(state.in_flight.len()).map_err(std::io::Error::other)?;
+    tcp_repair::set_sequence(
+        &fd,
+        tcp_repair::Queue::Send,
+        state.snd.wrapping_sub(in_flight),
+    )?;
+    tcp_repair::set_sequence(&fd, tcp_repair::Queue::Receive, state.rcv)?;
+    // The old connection goes first, freeing its addresses (its descriptor stays open until
+    // replaced below).
+    rustix::net::connect_unspec(&*socket)?;
+    rustix::net::bind(&fd, &state.leg.own)?;
+    rustix::net::connect(&fd, &state.leg.peer)?;
+    tcp_repair::set_options(&fd, &state.options)?;
+    tcp_repair::set_window(
+        &fd,
+        &tcp_repair::Window {
+            snd_wl1: state.rcv,
+            snd_wnd: state.snd_wnd,
+            max_window: state.snd_wnd,
+            rcv_wnd: state.rcv_wnd,
+            rcv_wup: state.rcv,
+        },
+    )?;
+    if state.options.timestamps {
+        tcp_repair::set_timestamp(&fd, state.timestamp)?;
+    }
+    let mut new = std::net::TcpStream::from(fd);
+    if !state.in_flight.is_empty() {
+        // Written in repair mode to the send queue: counted as sent, not acknowledged.
+        tcp_repair::select_queue(&new, tcp_repair::Queue::Send)?;
+        std::io::Write::write_all(&mut new, &state.in_flight)?;
+    }
+    tcp_repair::leave(&new)?;
+    new.set_nonblocking(true)?;
+    *socket = TcpStream::from_std(new)?;
+    Ok(())
+}
+
+/// How long after turning the rewriting off [`TcpSpliced::take_back`] looks again.
+const GRACE: Duration = Duration::from_millis(1);
+
+/// How often [`carry`] looks whether the session has ended, when it does not look more often
+/// for a take-back.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+/// `CLOCK_MONOTONIC` in nanoseconds, the program's clock (`bpf_ktime_get_ns`).
+fn monotonic_ns() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    u64::try_from(now.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(now.tv_nsec).unwrap_or(0)
+}
+
+/// Carries a session spliced below TCP until it ends (both FINs through, or a reset) or, with
+/// `take_back`, until it is taken back between commands: then `client` and `compute` are new
+/// sockets, established where the connections stood, for the pump.
+pub async fn carry(
+    client: &mut TcpStream,
+    compute: &mut TcpStream,
+    spliced: &TcpSpliced,
+    take_back: Option<&TakeBack<'_>>,
+) -> Carried {
+    let look_every = take_back
+        .and_then(|t| t.quiet)
+        .map_or(LOOK_EVERY, |q| q.min(LOOK_EVERY));
+    // After a pause asked: looks again every few milliseconds until then (the client's
+    // acknowledgement of the last response may still be on its way).
+    let mut asked_until: Option<tokio::time::Instant> = None;
+    let mut client_released = false;
+    let mut last_look = tokio::time::Instant::now();
+    loop {
+        let asking = asked_until.is_some_and(|until| tokio::time::Instant::now() < until);
+        let wait = if asking || !client_released {
+            ASKED_RETRY
+        } else {
+            look_every
+        };
+        let ask = async {
+            match take_back {
+                Some(when) => when.look_now.notified().await,
+                None => std::future::pending().await,
+            }
+        };
+        let asked = tokio::select! {
+            () = tokio::time::sleep(wait) => asking,
+            () = ask => {
+                asked_until = Some(tokio::time::Instant::now() + ASKED_FOR);
+                true
+            }
+        };
+        if !client_released {
+            client_released = spliced.release_client(client);
+        }
+        if let Some(ended_by) = spliced.ended() {
+            return Carried::Ended(spliced.report(ended_by));
+        }
+        let Some(when) = take_back else {
+            continue;
+        };
+        let quiet = match when.quiet {
+            _ if asked => (Duration::ZERO, true),
+            Some(every) if last_look.elapsed() >= look_every => (every, false),
+            _ => continue,
+        };
+        last_look = tokio::time::Instant::now();
+        match spliced.take_back(client, compute, when, quiet).await {
+            None => {}
+            Some(Ok((quiet_for, status_flags))) => {
+                return Carried::TakenBack {
+                    quiet_for,
+                    status_flags,
+                };
+            }
+            Some(Err(())) => return Carried::Ended(spliced.report("take_back_failed")),
+        }
+    }
+}
+
+/// How long [`carry`] keeps looking after a pause asked, and how often.
+const ASKED_FOR: Duration = Duration::from_millis(200);
+const ASKED_RETRY: Duration = Duration::from_millis(5);
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// The program, or `None` (with the reason printed) where this kernel or this process
+    /// cannot load it; a relay built without clang fails the test.
+    fn loaded() -> Option<Arc<TcpSplice>> {
+        match TcpSplice::load() {
+            Ok(s) => Some(s),
+            Err(why) => {
+                assert!(!why.0.contains("built without it"), "{why}");
+                eprintln!("skipped: {why}");
+                None
+            }
+        }
+    }
+
+    /// A loopback connection: (the peer's end, the relay's end).
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let peer = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (relays, _) = listener.accept().await.unwrap();
+        (peer, relays)
+    }
+
+    /// A session with a first exchange through the relay's own sockets, as the pump carries
+    /// it before the splice: (client, relay's client side, relay's compute side, compute).
+    async fn session() -> (TcpStream, TcpStream, TcpStream, TcpStream) {
+        let (mut client, mut relay_client) = pair().await;
+        let (mut relay_compute, mut compute) = pair().await;
+        let mut got = [0; 5];
+        client.write_all(b"hello").await.unwrap();
+        relay_client.read_exact(&mut got).await.unwrap();
+        relay_compute.write_all(&got).await.unwrap();
+        compute.read_exact(&mut got).await.unwrap();
+        compute.write_all(b"world").await.unwrap();
+        relay_compute.read_exact(&mut got).await.unwrap();
+        // The compute's acknowledgement of "hello" came with "world"; the client's of the
+        // relay's bytes comes with its next segment.
+        (client, relay_client, relay_compute, compute)
+    }
+
+    #[tokio::test]
+    async fn segments_go_end_to_end_and_the_closes_with_them() {
+        let Some(splice) = loaded() else {
+            return;
+        };
+        let (mut client, mut relay_client, mut relay_compute, mut compute) = session().await;
+        let spliced = splice
+            .splice(&relay_client, &relay_compute, b"world")
+            .unwrap();
+        let mut got = [0; 5];
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"world");
+        let big: Vec<u8> = (0..8_000_000u32).map(|i| (i % 251) as u8).collect();
+        let sent = big.clone();
+        let writer = tokio::spawn(async move {
+            client.write_all(&sent).await.unwrap();
+            client
+        });
+        let mut received = vec![0; big.len()];
+        compute.read_exact(&mut received).await.unwrap();
+        assert!(received == big, "the bytes arrived changed");
+        let mut client = writer.await.unwrap();
+        let back = big.clone();
+        let writer = tokio::spawn(async move {
+            compute.write_all(&back).await.unwrap();
+            compute
+        });
+        client.read_exact(&mut received).await.unwrap();
+        assert!(received == big, "the bytes back arrived changed");
+        let mut compute = writer.await.unwrap();
+        // The relay's sockets saw none of it.
+        assert_eq!(rustix::io::ioctl_fionread(&relay_client).unwrap(), 0);
+        assert_eq!(rustix::io::ioctl_fionread(&relay_compute).unwrap(), 0);
+        client.shutdown().await.unwrap();
+        assert_eq!(compute.read(&mut got).await.unwrap(), 0);
+        drop(compute);
+        assert_eq!(client.read(&mut got).await.unwrap(), 0);
+        let carried = carry(&mut relay_client, &mut relay_compute, &spliced, None).await;
+        let Carried::Ended(report) = carried else {
+            panic!("taken back without a TakeBack");
+        };
+        assert_eq!(report.ended_by, "eof");
+        assert_eq!(
+            (report.client_to_compute, report.compute_to_client),
+            (8_000_000, 8_000_005)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_quiet_session_is_taken_back_onto_new_sockets_and_spliced_again() {
+        let Some(splice) = loaded() else {
+            return;
+        };
+        let (mut client, mut relay_client, mut relay_compute, mut compute) = session().await;
+        let spliced = splice
+            .splice(&relay_client, &relay_compute, b"world")
+            .unwrap();
+        let mut got = [0; 8];
+        client.read_exact(&mut got[..5]).await.unwrap();
+        client.write_all(b"command1").await.unwrap();
+        compute.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"command1");
+        compute.write_all(b"answer-1").await.unwrap();
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"answer-1");
+        let idle = || true;
+        let look_now = tokio::sync::Notify::new();
+        let take_back = TakeBack {
+            quiet: Some(Duration::from_millis(50)),
+            compute_idle: &idle,
+            look_now: &look_now,
+            status_flags: 2,
+        };
+        let carried = carry(
+            &mut relay_client,
+            &mut relay_compute,
+            &spliced,
+            Some(&take_back),
+        )
+        .await;
+        let Carried::TakenBack { quiet_for, .. } = carried else {
+            panic!("not taken back: {carried:?}");
+        };
+        assert!(quiet_for >= Duration::from_millis(50), "{quiet_for:?}");
+        drop(spliced);
+        // Taken back: the relay's new sockets carry the session.
+        client.write_all(b"command2").await.unwrap();
+        relay_client.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"command2");
+        relay_compute.write_all(&got).await.unwrap();
+        compute.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"command2");
+        compute.write_all(b"answer-2").await.unwrap();
+        relay_compute.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"answer-2");
+        // Spliced again at the end of that response.
+        let spliced = splice
+            .splice(&relay_client, &relay_compute, b"answer-2")
+            .unwrap();
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"answer-2");
+        client.write_all(b"command3").await.unwrap();
+        compute.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"command3");
+        compute.write_all(b"answer-3").await.unwrap();
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"answer-3");
+        // The compute dies: the client sees the close at once.
+        drop(compute);
+        assert_eq!(client.read(&mut got).await.unwrap(), 0);
+        drop(client);
+        let carried = carry(&mut relay_client, &mut relay_compute, &spliced, None).await;
+        assert!(matches!(carried, Carried::Ended(_)), "{carried:?}");
+    }
+}
