@@ -32,6 +32,10 @@ use crate::router::kernel::{NftRoute, NftTable};
 use crate::router::nft::Dnat;
 use crate::router::{KernelRoute, KernelRouteError};
 use crate::runtime::InstanceRuntime;
+use crate::tcp_splice::TcpSplice;
+
+/// The kernel splices the relay could load: through sockets, and below TCP on loopback.
+type Splices = (Option<Arc<KernelSplice>>, Option<Arc<TcpSplice>>);
 use crate::tls::{ServerTls, TlsLoadError};
 
 /// Why the relay could not start.
@@ -172,7 +176,7 @@ pub struct InstanceHost {
     budgets: Arc<Budgets>,
     admission: Arc<Admission>,
     /// Loaded when the first instance whose held connections may be spliced starts.
-    kernel_splice: OnceLock<Option<Arc<KernelSplice>>>,
+    kernel_splice: OnceLock<Splices>,
     /// The kernel route's table, when the configuration file's instances use it.
     table: Option<Arc<NftTable>>,
     shutdown: CancellationToken,
@@ -262,22 +266,26 @@ impl InstanceHost {
         })
     }
 
-    /// The kernel splice, loaded at the first call (`None` where the kernel or the relay's
-    /// capabilities do not allow it, said once in the log).
-    fn kernel_splice(&self) -> Option<Arc<KernelSplice>> {
+    /// The kernel splices (through sockets, and below TCP on loopback), loaded at the first
+    /// call (`None` where the kernel or the relay's capabilities do not allow one, said once
+    /// in the log).
+    fn kernel_splice(&self) -> Splices {
         self.kernel_splice
-            .get_or_init(|| match KernelSplice::load() {
-                Ok(splice) => {
-                    match &splice.below_tcp {
-                        Ok(_) => tracing::info!("held connections are spliced in the kernel: below TCP on loopback (TC), through their sockets elsewhere (eBPF sockhash)"),
-                        Err(why) => tracing::warn!(reason = %why, "held connections are spliced in the kernel through their sockets (eBPF sockhash); the splice below TCP is not available"),
-                    }
-                    Some(splice)
+            .get_or_init(|| {
+                let sockets = KernelSplice::load()
+                    .inspect_err(|why| tracing::warn!(reason = %why, "held connections stay on the relay's pump: the kernel splice is not available"))
+                    .ok();
+                let below_tcp = sockets.as_ref().and_then(|_| {
+                    TcpSplice::load()
+                        .inspect_err(|why| tracing::warn!(reason = %why, "held connections on loopback are spliced through their sockets: the splice below TCP is not available"))
+                        .ok()
+                });
+                match (&sockets, &below_tcp) {
+                    (Some(_), Some(_)) => tracing::info!("held connections are spliced in the kernel: below TCP on loopback (TC), through their sockets elsewhere (eBPF sockhash)"),
+                    (Some(_), None) => tracing::info!("held connections are spliced in the kernel through their sockets (eBPF sockhash)"),
+                    _ => {}
                 }
-                Err(why) => {
-                    tracing::warn!(reason = %why, "held connections stay on the relay's pump: the kernel splice is not available");
-                    None
-                }
+                (sockets, below_tcp)
             })
             .clone()
     }
@@ -380,10 +388,10 @@ impl InstanceHost {
             .spawn(Arc::clone(&instance).pause_when_idle(tasks.clone()));
         self.tracker
             .spawn(Arc::clone(&instance).scale_with_load(tasks.clone()));
-        let kernel_splice = if crate::perceptron::may_splice(&cfg) {
+        let (kernel_splice, tcp_splice) = if crate::perceptron::may_splice(&cfg) {
             self.kernel_splice()
         } else {
-            None
+            (None, None)
         };
         let rt = Arc::new(InstanceRuntime {
             instance,
@@ -399,6 +407,7 @@ impl InstanceHost {
             tls,
             compute_tls,
             kernel_splice,
+            tcp_splice,
         });
         let slot = self.admission.open_slot(cfg.max_pending_connections);
         let registered = Arc::new(Registered::new(rt, origin, slot, tasks));

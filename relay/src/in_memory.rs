@@ -135,5 +135,6 @@ pub fn runtime_with(
         tls,
         compute_tls: None,
         kernel_splice: None,
+        tcp_splice: None,
     }
 }

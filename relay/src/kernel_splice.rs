@@ -93,9 +93,6 @@ struct Maps {
 
 /// The loaded program and its maps; one per relay.
 pub struct KernelSplice {
-    /// The splice below TCP, for sessions on loopback ([`crate::tcp_splice`]), when it
-    /// loaded too: why not otherwise.
-    pub below_tcp: Result<Arc<crate::tcp_splice::TcpSplice>, Unavailable>,
     maps: Mutex<Maps>,
     /// Holds the program (and its attachment to the sockhash) for the relay's life.
     _program: Mutex<aya::Ebpf>,
@@ -151,7 +148,6 @@ impl KernelSplice {
             .attach(sockets.fd())
             .map_err(|e| fail("cannot attach the verdict to the sockhash", &e))?;
         Ok(Arc::new(Self {
-            below_tcp: crate::tcp_splice::TcpSplice::load(),
             maps: Mutex::new(Maps {
                 sockets,
                 controls,

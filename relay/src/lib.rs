@@ -23,10 +23,10 @@
 //! - `registry`: the live and draining instances, by name (what endpoints, the admin API and
 //!   shutdown read).
 //! - `runtime`: what every connection of one instance shares.
-//! - `kernel_splice`: held connections spliced in the kernel (an eBPF sockhash), and waiting
-//!   for a spliced connection's ends.
 //! - `tcp_splice`: held connections on loopback spliced below TCP (a TC program rewrites each
 //!   segment from one connection into the other), and taken back through TCP repair mode.
+//! - `kernel_splice`: held connections spliced in the kernel (an eBPF sockhash), and waiting
+//!   for a spliced connection's ends.
 //! - `control`: instance lifecycle, the single-flight wake, the frozen tier, the kernel
 //!   route's installation, scaling, billing rates; drivers (`control::driver`) and readiness.
 //! - `fleet`: several relays sharing instances through a state store (etcd).

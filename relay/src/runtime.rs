@@ -49,6 +49,8 @@ pub struct InstanceRuntime {
     /// The kernel splice, when this instance's held connections may use it
     /// ([`crate::perceptron::may_splice`]) and the relay could load it.
     pub kernel_splice: Option<Arc<crate::kernel_splice::KernelSplice>>,
+    /// The splice below TCP, for held sessions on loopback (`None`: not available).
+    pub tcp_splice: Option<Arc<crate::tcp_splice::TcpSplice>>,
 }
 impl InstanceRuntime {
     /// The greeting profile the perceptron imitates now.

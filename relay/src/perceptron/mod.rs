@@ -1090,7 +1090,7 @@ fn below_tcp(
     client: &ClientStream<TcpStream>,
     compute: &ComputeStream<TcpStream>,
 ) -> Option<Arc<TcpSplice>> {
-    let below = rt.kernel_splice.as_ref()?.below_tcp.as_ref().ok()?;
+    let below = rt.tcp_splice.as_ref()?;
     TcpSplice::applies(client.tcp()?, compute.tcp()?).then(|| Arc::clone(below))
 }
 
