@@ -331,10 +331,12 @@ def part_k(out, data):
     h.stop(mdb, 60)
 
 
-def spliced_sessions(relay):
+def spliced_sessions(relay, how=None):
     """How many closed sessions the relay has logged as spliced in the kernel (a held
-    session is spliced once it has sent a few commands, docs/kernel-splice.md)."""
-    return sum("spliced=true" in l and "session closed" in l for l in relay.log_lines())
+    session is spliced once it has sent a few commands, docs/kernel-splice.md); with `how`,
+    only those whose line also says it ("below_tcp=true")."""
+    return sum("spliced=true" in l and "session closed" in l and (how is None or how in l)
+               for l in relay.log_lines())
 
 
 def spliced_since(relay, before, want):
@@ -354,12 +356,15 @@ def part_h(out, data):
     haproxy       sysbench → HAProxy (mode tcp) → mariadbd
     held-pump     sysbench → relay, held connections on the relay's pump
                   (kernel_splice = false) → mariadbd
-    held-splice   sysbench → relay, held connections spliced in the kernel (eBPF sockhash,
-                  docs/kernel-splice.md) → mariadbd
+    held-sockets  sysbench → relay, held connections spliced in the kernel through their
+                  sockets (eBPF sockhash; splice_below_tcp = false) → mariadbd
+    held-splice   sysbench → relay, held connections spliced below TCP (the default on
+                  loopback: a TC program rewrites each segment, docs/kernel-splice.md)
+                  → mariadbd
     Both relays are in auth-switch mode with an exec driver whose start takes 1 s (no
     connection can slip onto the direct route) and adopts the running mariadbd; each run
-    starts paused. Every run checks that every connection was relayed, and for held-splice
-    that each was spliced (the relay's log).
+    starts paused. Every run checks that every connection was relayed, and for the splices
+    that each was spliced, and how (the relay's log).
     """
     mdb, mport, mdir = start_mariadb()
     common = ["--tables=%d" % TABLES, "--table-size=%d" % TABLE_SIZE]
@@ -370,16 +375,20 @@ def part_h(out, data):
               'status = ["true"]\npoll_interval = "1h"\n')
     pump = h.Relay("held-pump", compute_port=mport, auth="switch", driver=driver,
                    instance_toml="kernel_splice = false\n")
+    sockets = h.Relay("held-sockets", compute_port=mport, auth="switch", driver=driver,
+                      instance_toml="splice_below_tcp = false\n")
     splice = h.Relay("held-splice", compute_port=mport, auth="switch", driver=driver)
-    for r in (pump, splice):
+    for r in (pump, sockets, splice):
         r.wait_state("running")
-    assert any("spliced in the kernel" in l for l in splice.log_lines()), \
-        "the relay cannot splice here:\n" + "\n".join(splice.log_lines()[-5:])
+    assert any("spliced in the kernel: below TCP" in l for l in splice.log_lines()), \
+        "the relay cannot splice below TCP here:\n" + "\n".join(splice.log_lines()[-5:])
     m.wait_greeting("127.0.0.1", hport, time.perf_counter() + 10)
     ports = {"direct": mport, "haproxy": hport, "held-pump": pump.port,
-             "held-splice": splice.port}
-    relays = {"held-pump": pump, "held-splice": splice}
-    pids = {"haproxy": hap.pid, "held-pump": pump.proc.pid, "held-splice": splice.proc.pid}
+             "held-sockets": sockets.port, "held-splice": splice.port}
+    relays = {"held-pump": pump, "held-sockets": sockets, "held-splice": splice}
+    pids = {"haproxy": hap.pid, "held-pump": pump.proc.pid, "held-sockets": sockets.proc.pid,
+            "held-splice": splice.proc.pid}
+    below = {"held-pump": None, "held-sockets": "below_tcp=false", "held-splice": "below_tcp=true"}
 
     def run_one(wl, t):
         def f(c):
@@ -388,12 +397,14 @@ def part_h(out, data):
             if relay is None:
                 return sysbench(wl, ports[c], t, "sbtest", "sbpw", "sbtest", extra, pids.get(c))
             spliced0 = spliced_sessions(relay)
+            how0 = spliced_sessions(relay, below[c])
             r = held_run(relay, lambda: sysbench(wl, relay.port, t, "sbtest", "sbpw", "sbtest",
                                                  extra, relay.proc.pid))
-            r["spliced"] = spliced_since(relay, spliced0,
-                                         r["relayed"] if c == "held-splice" else 0)
+            want = r["relayed"] if below[c] else 0
+            r["spliced"] = spliced_since(relay, spliced0, want)
             assert r["direct"] == 0 and r["relayed"] >= t, r
-            assert r["spliced"] == (r["relayed"] if c == "held-splice" else 0), r
+            assert r["spliced"] == want, r
+            assert spliced_sessions(relay, below[c]) - how0 == want, (c, r)
             return r
         return f
 
@@ -408,6 +419,7 @@ def part_h(out, data):
                                                     for r in runs)
                    if c in relays else "")
     pump.stop()
+    sockets.stop()
     splice.stop()
     h.stop(hap)
     h.stop(mdb, 60)

@@ -389,7 +389,8 @@ impl InstanceHost {
         self.tracker
             .spawn(Arc::clone(&instance).scale_with_load(tasks.clone()));
         let (kernel_splice, tcp_splice) = if crate::perceptron::may_splice(&cfg) {
-            self.kernel_splice()
+            let (sockets, below_tcp) = self.kernel_splice();
+            (sockets, below_tcp.filter(|_| cfg.splice_below_tcp))
         } else {
             (None, None)
         };

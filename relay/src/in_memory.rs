@@ -84,6 +84,7 @@ pub fn runtime_with(
         keepalive_queries: Vec::new(),
         resumable_sessions: false,
         kernel_splice: false,
+        splice_below_tcp: false,
         route: RouteMode::Pump,
         tls: None,
         require_secure_transport: false,

@@ -337,21 +337,35 @@ pub fn warnings(config: &Config) -> Vec<Problem> {
         .collect()
 }
 
-/// The kernel splice, tried for real when some instance would use it: a warning naming the
-/// first such instance's key when this process cannot load it (held connections then stay on
-/// the pump; the relay starts all the same).
+/// The kernel splices, tried for real when some instance would use them: a warning naming
+/// the first such instance's key when this process cannot load one (held connections then
+/// stay on the pump, or on the sockhash; the relay starts all the same).
 #[must_use]
 pub fn kernel_splice_warning(config: &Config) -> Option<Problem> {
     let i = config
         .instances
         .iter()
         .position(crate::perceptron::may_splice)?;
-    let why = crate::kernel_splice::KernelSplice::load().err()?;
+    if let Err(why) = crate::kernel_splice::KernelSplice::load() {
+        return Some(Problem {
+            key: format!("instance[{i}].kernel_splice"),
+            message: format!(
+                "held connections will stay on the relay's pump: {why} (the splice needs \
+                 CAP_BPF and CAP_NET_ADMIN, or root, and a relay built with clang; \
+                 docs/kernel-splice.md)"
+            ),
+        });
+    }
+    let i = config
+        .instances
+        .iter()
+        .position(|c| crate::perceptron::may_splice(c) && c.splice_below_tcp)?;
+    let why = crate::tcp_splice::TcpSplice::load().err()?;
     Some(Problem {
-        key: format!("instance[{i}].kernel_splice"),
+        key: format!("instance[{i}].splice_below_tcp"),
         message: format!(
-            "held connections will stay on the relay's pump: {why} (the splice needs CAP_BPF \
-             and CAP_NET_ADMIN, or root, and a relay built with clang; docs/kernel-splice.md)"
+            "held connections on loopback will be spliced through their sockets, not below \
+             TCP: {why} (docs/kernel-splice.md, Below TCP)"
         ),
     })
 }

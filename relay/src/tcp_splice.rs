@@ -478,31 +478,6 @@ impl TcpSpliced {
             && from_compute.ack_max == from_client.seq_end.wrapping_add(c.seq_delta)
     }
 
-    /// The compute's bytes the client has not acknowledged yet, once the compute has
-    /// acknowledged all the client sent: what the relay's new socket on the client's side
-    /// must hold, to send again should they be lost. Known only when they are the end of the
-    /// compute's last segment, as the program kept it (a pool's ping reply, whose
-    /// acknowledgement the client delays until its next ping); `None` otherwise.
-    fn in_flight_to_client(&self, from_client: &Stats, from_compute: &Stats) -> Option<Vec<u8>> {
-        let [c, m] = &self.directions;
-        if from_compute.ack_max != from_client.seq_end.wrapping_add(c.seq_delta) {
-            return None;
-        }
-        let in_flight = from_compute
-            .seq_end
-            .wrapping_add(m.seq_delta)
-            .wrapping_sub(from_client.ack_max);
-        if in_flight == 0 {
-            return Some(Vec::new());
-        }
-        let n = usize::try_from(in_flight).ok()?;
-        let last = &from_compute.last_segment;
-        if from_compute.tail_end != from_compute.seq_end || n > last.len() {
-            return None;
-        }
-        last.get(last.len() - n..).map(<[u8]>::to_vec)
-    }
-
     /// How the session ended, once it has: both sides' FINs through and acknowledged, or a
     /// reset.
     fn ended(&self) -> Option<&'static str> {
@@ -554,7 +529,7 @@ impl TcpSpliced {
         {
             return None;
         }
-        let in_flight = self.in_flight_to_client(&from_client, &from_compute)?;
+        let in_flight = in_flight_to_client(&self.directions, &from_client, &from_compute)?;
         let status_flags = if from_compute.bytes == 0 {
             Some(when.status_flags)
         } else {
@@ -631,6 +606,34 @@ impl TcpSpliced {
         drop(maps);
         Some(Ok((quiet_for, status_flags)))
     }
+}
+
+/// The compute's bytes the client has not acknowledged yet, once the compute has acknowledged
+/// all the client sent: what the relay's new socket on the client's side must hold, to send
+/// again should they be lost. Known only when they are the end of the compute's last
+/// segment, as the program kept it (a pool's ping reply, whose acknowledgement the client
+/// delays until its next ping); `None` otherwise.
+fn in_flight_to_client(
+    [c, m]: &[Direction; 2],
+    from_client: &Stats,
+    from_compute: &Stats,
+) -> Option<Vec<u8>> {
+    if from_compute.ack_max != from_client.seq_end.wrapping_add(c.seq_delta) {
+        return None;
+    }
+    let in_flight = from_compute
+        .seq_end
+        .wrapping_add(m.seq_delta)
+        .wrapping_sub(from_client.ack_max);
+    if in_flight == 0 {
+        return Some(Vec::new());
+    }
+    let n = usize::try_from(in_flight).ok()?;
+    let last = &from_compute.last_segment;
+    if from_compute.tail_end != from_compute.seq_end || n > last.len() {
+        return None;
+    }
+    last.get(last.len() - n..).map(<[u8]>::to_vec)
 }
 
 impl Drop for TcpSpliced {
@@ -792,13 +795,15 @@ mod tests {
 
     use super::*;
 
-    /// The program, or `None` (with the reason printed) where this kernel or this process
-    /// cannot load it; a relay built without clang fails the test.
+    /// The program, or `None` (with the reason printed) where this process lacks the
+    /// capabilities; as root (CI), a program the kernel refuses fails the test, as does a
+    /// relay built without clang.
     fn loaded() -> Option<Arc<TcpSplice>> {
         match TcpSplice::load() {
             Ok(s) => Some(s),
             Err(why) => {
                 assert!(!why.0.contains("built without it"), "{why}");
+                assert!(!rustix::process::geteuid().is_root(), "{why}");
                 eprintln!("skipped: {why}");
                 None
             }
@@ -830,6 +835,99 @@ mod tests {
         // The compute's acknowledgement of "hello" came with "world"; the client's of the
         // relay's bytes comes with its next segment.
         (client, relay_client, relay_compute, compute)
+    }
+
+    #[test]
+    fn a_key_is_the_segments_addresses_and_ports_as_on_the_wire() {
+        let from: SocketAddrV4 = "127.0.0.1:5000".parse().unwrap();
+        let to: SocketAddrV4 = "127.0.0.2:3306".parse().unwrap();
+        let bytes: Vec<u8> = key(from, to).iter().flat_map(|w| w.to_ne_bytes()).collect();
+        assert_eq!(bytes, [127, 0, 0, 1, 127, 0, 0, 2, 0x13, 0x88, 0x0c, 0xea]);
+    }
+
+    fn direction(seq_delta: u32, scales: (u8, u8)) -> Direction {
+        let any: SocketAddrV4 = "127.0.0.1:1".parse().unwrap();
+        Direction {
+            key: [0; 3],
+            out: (any, any),
+            seq_delta,
+            ack_delta: 0,
+            scales,
+            ts_base: 0,
+        }
+    }
+
+    #[test]
+    fn a_window_keeps_its_bytes_across_scales_up_to_the_field_s_limit() {
+        // 512 << 7 = 65,536 bytes, 64 in a scale of 10.
+        assert_eq!(direction(0, (7, 10)).window_out(512), 65_536);
+        // 65,535 << 10 does not fit a field without scale: the most it can say.
+        assert_eq!(direction(0, (10, 0)).window_out(0xffff), 0xffff);
+    }
+
+    /// `struct stats` as the map holds it: counters, then the last segment's tail and the
+    /// one's before it.
+    fn raw(seq_end: u32, ack_max: u32, last: &[u8], before: &[u8], tail_end: u32) -> RawStats {
+        let words = |b: &[u8]| {
+            let mut padded = [0_u8; TAIL];
+            padded[..b.len()].copy_from_slice(b);
+            let mut w = [0_u64; 4];
+            for (word, chunk) in w.iter_mut().zip(padded.chunks_exact(8)) {
+                *word = u64::from_le_bytes(chunk.try_into().unwrap());
+            }
+            w
+        };
+        let mut r = [0_u64; 22];
+        r[0] = u64::from(seq_end);
+        r[1] = u64::from(ack_max);
+        r[11] = last.len() as u64;
+        r[12] = before.len() as u64;
+        r[13] = u64::from(tail_end);
+        r[14..18].copy_from_slice(&words(last));
+        r[18..22].copy_from_slice(&words(before));
+        r
+    }
+
+    #[test]
+    fn the_tail_joins_the_last_two_segments() {
+        let s = Stats::of(raw(0, 0, b"\x07\x00\x00\x01", b"abc", 0));
+        assert_eq!(s.tail(), b"abc\x07\x00\x00\x01");
+        assert_eq!(s.last_segment, b"\x07\x00\x00\x01");
+    }
+
+    #[test]
+    fn only_the_compute_s_last_segment_may_be_in_flight_at_a_take_back() {
+        // The compute's next byte is 1,000 in its numbering, 5,000 in the client's.
+        let directions = [direction(100, (0, 0)), direction(4_000, (0, 0))];
+        let reply = b"\x07\x00\x00\x01\x00\x00\x00\x02\x00\x00\x00";
+        let from_compute = Stats::of(raw(1_000, 600, reply, b"", 1_000));
+        // The client acknowledged everything; the compute all the client sent (500 + 100).
+        let acked = Stats::of(raw(500, 5_000, b"", b"", 0));
+        assert_eq!(
+            in_flight_to_client(&directions, &acked, &from_compute),
+            Some(Vec::new())
+        );
+        // The ping reply not yet acknowledged: the new socket holds it.
+        let delayed = Stats::of(raw(500, 4_989, b"", b"", 0));
+        assert_eq!(
+            in_flight_to_client(&directions, &delayed, &from_compute).as_deref(),
+            Some(&reply[..])
+        );
+        // More than the program kept: not now.
+        let behind = Stats::of(raw(500, 4_900, b"", b"", 0));
+        assert_eq!(
+            in_flight_to_client(&directions, &behind, &from_compute),
+            None
+        );
+        // The compute has not acknowledged the client's last bytes: not now.
+        let unanswered = Stats::of(raw(510, 5_000, b"", b"", 0));
+        assert_eq!(
+            in_flight_to_client(&directions, &unanswered, &from_compute),
+            None
+        );
+        // The kept segment was a retransmission, not the stream's end: not now.
+        let resent = Stats::of(raw(1_000, 600, reply, b"", 990));
+        assert_eq!(in_flight_to_client(&directions, &delayed, &resent), None);
     }
 
     #[tokio::test]

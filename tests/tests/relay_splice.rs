@@ -1,6 +1,8 @@
 //! Held connections spliced in the kernel (docs/kernel-splice.md): a connection that woke
-//! its instance is carried by the kernel's sockhash once it has sent a few commands, byte
-//! for byte, and a compute that dies under it closes the client at once.
+//! its instance is carried by the kernel once it has sent a few commands, byte for byte, and
+//! a compute that dies under it closes the client at once. These sessions are on loopback,
+//! so spliced below TCP by default (a TC program rewrites their segments), and through their
+//! sockets (the sockhash) with `splice_below_tcp = false`.
 //!
 //! Skipped, with the reason printed, only where the kernel refuses the program (no sockmap,
 //! no CAP_BPF); a relay built without clang fails the test (scripts/test installs clang).
@@ -107,8 +109,26 @@ fn query_numbered_rows(s: &mut TcpStream, rows: usize) {
 
 #[test]
 fn a_held_connection_is_spliced_and_carries_every_byte() {
+    carries_every_byte("park = false\n");
+}
+
+#[test]
+fn a_held_connection_spliced_through_its_sockets_carries_every_byte() {
+    carries_every_byte("park = false\nsplice_below_tcp = false\n");
+}
+
+/// A held session spliced on an instance defined with `instance_toml` carries 61 MB of rows
+/// and a 16 MB value each way, in order, and its close; the relay's line says how it was
+/// spliced.
+fn carries_every_byte(instance_toml: &str) {
     let tmp = TempDir::new("splice-bytes");
-    let Some(relay) = splicing_relay(tmp.path()) else {
+    let Some(relay) = splicing_relay_of(
+        tmp.path(),
+        RelayOptions {
+            instance_toml: instance_toml.into(),
+            ..RelayOptions::default()
+        },
+    ) else {
         return;
     };
     let mut s = login(&relay);
@@ -161,10 +181,10 @@ fn a_held_connection_is_spliced_and_carries_every_byte() {
         line.contains("spliced=true") && line.contains("ended_by=\"eof\""),
         "{line}"
     );
-    // On loopback, below TCP where the relay could load that program.
+    // On loopback, below TCP where the relay could load that program, unless told not to.
     assert_eq!(
         line.contains("below_tcp=true"),
-        relay.logged("below TCP on loopback"),
+        relay.logged("below TCP on loopback") && !instance_toml.contains("splice_below_tcp"),
         "{line}"
     );
     let down: u64 = line

@@ -289,6 +289,7 @@ pub(super) fn instance(
         keepalive_queries: inst.keepalive_queries,
         resumable_sessions: inst.resumable_sessions,
         kernel_splice: inst.kernel_splice,
+        splice_below_tcp: inst.splice_below_tcp,
         driver,
         name: inst.name,
         listen: inst.listen,

@@ -497,6 +497,10 @@ pub struct InstanceConfig {
     /// parking takes connections back from the kernel, instances with `park` or
     /// `resumable_sessions`.
     pub kernel_splice: bool,
+    /// With `kernel_splice`: whether held connections whose client and compute are both on
+    /// the relay's host (loopback) are spliced below TCP (docs/kernel-splice.md, *Below
+    /// TCP*) rather than through their sockets.
+    pub splice_below_tcp: bool,
     /// Queries pools send to keep a connection open (exact `COM_QUERY` texts): not use of the
     /// instance, and answered while parked with the compute's own last answer to the same
     /// query on the same connection.
@@ -699,6 +703,8 @@ struct InstanceFile {
     resumable_sessions: bool,
     #[serde(default = "default::kernel_splice")]
     kernel_splice: bool,
+    #[serde(default = "default::kernel_splice")]
+    splice_below_tcp: bool,
     #[serde(default)]
     route: RouteMode,
     driver: toml::Table,

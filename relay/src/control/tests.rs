@@ -279,6 +279,7 @@ fn build_at(
         keepalive_queries: vec!["SELECT 1".into()],
         resumable_sessions: false,
         kernel_splice: false,
+        splice_below_tcp: false,
         route: crate::config::RouteMode::Pump,
         tls: None,
         require_secure_transport: false,
