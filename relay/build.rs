@@ -37,7 +37,9 @@ fn main() {
         let name = source.trim_start_matches("bpf/").replace(".c", ".o");
         let object = PathBuf::from(&out_dir).join(name);
         let compiled = Command::new(&clang)
-            .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf"])
+            .args([
+                "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-mcpu=v3",
+            ])
             .arg(format!("-I/usr/include/{multiarch}"))
             .args(["-c", source, "-o"])
             .arg(&object)

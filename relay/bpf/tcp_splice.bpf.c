@@ -78,15 +78,20 @@ struct stats {
     __u64 tail_len;   // how many bytes of tail hold the last segment's end
     __u64 tail_prev_len;
     __u64 tail_end;   // the sequence number after the last segment's payload (ends tail)
+    __u64 tail_prev_end; // ... after the one's before it (ends tail_prev)
     __u8 tail[TAIL];  // the last segment's last TAIL payload bytes (the compute's: its last packet)
     __u8 tail_prev[TAIL]; // the segment's before it
 };
 
 #define MAX_FLOWS 131072
 
+// Not preallocated: an element the relay replaces or deletes is freed only once every
+// program that may still read it has finished (RCU), so a segment never sees another
+// session's values; and a relay whose instances do not splice below TCP pays no memory.
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, MAX_FLOWS);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __type(key, struct flow_key);
     __type(value, struct control);
 } controls SEC(".maps");
@@ -94,6 +99,7 @@ struct {
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, MAX_FLOWS);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __type(key, struct flow_key);
     __type(value, struct stats);
 } stats SEC(".maps");
@@ -126,6 +132,21 @@ static __attribute__((always_inline)) void put16(struct __sk_buff *skb, __u32 tc
 static __attribute__((always_inline)) int after(__u32 a, __u32 b)
 {
     return (__s32)(a - b) > 0;
+}
+
+// Raises *p to v (sequence order). Segments of one direction are usually seen one at a time,
+// but two CPUs may handle two of them at once: compare-and-swap, so that the highest stays.
+// Returns how far it was raised (0: not).
+static __attribute__((always_inline)) __u32 raise(__u64 *p, __u32 v)
+{
+    for (int i = 0; i < 4; i++) {
+        __u64 old = *p;
+        if (!after(v, (__u32)old))
+            return 0;
+        if (__sync_val_compare_and_swap(p, old, (__u64)v) == old)
+            return v - (__u32)old;
+    }
+    return 0;
 }
 
 // Whether the payload is exactly one COM_PING packet (sequence id 0), as pools send it.
@@ -188,20 +209,22 @@ int tcp_splice(struct __sk_buff *skb)
 
     // What the relay reads when it takes the session back.
     __u32 seq = bswap32(tcp.seq);
-    __u32 end = seq + len + (tcp.syn ? 1 : 0) + (tcp.fin ? 1 : 0);
-    if (after(end, (__u32)s->seq_end))
-        s->seq_end = end;
+    // Payload bytes counted once, however often they are sent again.
+    __u32 fresh = raise(&s->seq_end, seq + len);
+    if (tcp.fin)
+        raise(&s->seq_end, seq + len + 1);
     __u32 ack = bswap32(tcp.ack_seq);
-    if (tcp.ack && after(ack, (__u32)s->ack_max))
-        s->ack_max = ack;
+    if (tcp.ack)
+        raise(&s->ack_max, ack);
     s->window = bswap16(tcp.window);
     if (tcp.rst)
         s->ended = 2;
     else if (tcp.fin && !s->ended)
         s->ended = 1;
     struct stats *peer = bpf_map_lookup_elem(&stats, c->reverse);
+    if (fresh)
+        __sync_fetch_and_add(&s->bytes, fresh);
     if (len) {
-        __sync_fetch_and_add(&s->bytes, len);
         s->last_ns = now;
         if (is_ping(skb, payload_off, len)) {
             s->pinged = 1;
@@ -211,6 +234,7 @@ int tcp_splice(struct __sk_buff *skb)
             if (!peer || !peer->pinged)
                 s->used_ns = now;
         }
+        s->tail_prev_end = s->tail_end;
         keep_tail(skb, payload_off, len, s);
         s->tail_end = seq + len;
     }
@@ -267,8 +291,10 @@ int tcp_splice(struct __sk_buff *skb)
     }
 
     // The window: the same number of bytes, in the outgoing leg's scale.
+    // Rounded up, as the kernel rounds a window it scales (a small one never becomes 0).
+    __u32 out_shift = c->win_out & 15;
     __u32 bytes_open = (__u32)bswap16(tcp.window) << (c->win_in & 15);
-    bytes_open >>= (c->win_out & 15);
+    bytes_open = (bytes_open + (1U << out_shift) - 1) >> out_shift;
     __u16 window = bswap16(bytes_open > 0xffff ? 0xffff : bytes_open);
     put16(skb, tcp_off, tcp_off + 14, tcp.window, window);
 

@@ -8,9 +8,10 @@
 //! segment the client sends the relay into the one the relay would have sent the compute
 //! (addresses, ports, sequence and acknowledgement numbers, timestamps, window), and the
 //! compute's segments the other way, before any socket sees them. The relay reads the
-//! sequence numbers it needs from its sockets in TCP repair mode ([`tcp_repair`]), which
-//! also keeps them silent while spliced, and takes a quiet session back by making two new
-//! sockets established at the connections' current sequence numbers.
+//! sequence numbers it needs from its sockets in TCP repair mode ([`tcp_repair`]), in which
+//! they write nothing from their queues and close without a packet, and takes a quiet
+//! session back by making two new sockets established at the connections' current sequence
+//! numbers.
 //!
 //! Only where every segment of both connections crosses the loopback interface: the client
 //! and the compute on the relay's host, IPv4. Elsewhere [`crate::kernel_splice`] carries the
@@ -34,8 +35,8 @@ type Key = [u32; 3];
 /// `struct control`: what the relay tells the program about one direction.
 type Control = [u64; 13];
 
-/// `struct stats`: fourteen counters, then the two tails' 32 bytes as four words each.
-type RawStats = [u64; 22];
+/// `struct stats`: fifteen counters, then the two tails' 32 bytes as four words each.
+type RawStats = [u64; 23];
 
 /// How many of a direction's last payload bytes the program keeps (`TAIL`).
 const TAIL: usize = 32;
@@ -84,6 +85,7 @@ impl Stats {
             tail_len,
             tail_prev_len,
             tail_end,
+            tail_prev_end,
             tail_and_prev @ ..,
         ] = raw;
         let bytes_of = |words: &[u64], len: u64| {
@@ -94,7 +96,15 @@ impl Stats {
         };
         let (last, before) = tail_and_prev.split_at(4);
         let last_segment = bytes_of(last, tail_len);
-        let mut tail_bytes = bytes_of(before, tail_prev_len);
+        // The segment before joins only where it ends where the last began (not after a
+        // retransmission, nor before a last segment longer than the tail).
+        let len = last_segment.len() as u64;
+        let joins = len < TAIL as u64 && tail_prev_end == tail_end.wrapping_sub(len) & 0xffff_ffff;
+        let mut tail_bytes = if joins {
+            bytes_of(before, tail_prev_len)
+        } else {
+            Vec::new()
+        };
         tail_bytes.extend(&last_segment);
         // The program stores 32- and 16-bit values in 64-bit words.
         #[allow(clippy::cast_possible_truncation)]
@@ -201,7 +211,7 @@ impl TcpSplice {
 
     /// Splices the session at rest: the compute has ended its response and the client waits
     /// for `chunk`, its last bytes, which the relay holds and writes here once the rewriting
-    /// is on. The relay's sockets stay open, silent, in repair mode: the caller keeps them
+    /// is on. The relay's sockets stay open in repair mode: the caller keeps them
     /// until [`carry`] ends, and dropping them then sends nothing.
     ///
     /// # Errors
@@ -217,6 +227,22 @@ impl TcpSplice {
         let unspliced = |error: std::io::Error| Unspliced { error, written: 0 };
         let (client_leg, compute_leg) = legs(client, compute)
             .ok_or_else(|| unspliced(std::io::Error::other("not a loopback session")))?;
+        // The peers' own sockets must be here, at the addresses the relay's sockets name:
+        // behind a NAT (a container's published port on 127.0.0.1), the segments would be
+        // rewritten for an address nothing listens on.
+        for leg in [&client_leg, &compute_leg] {
+            let here = crate::control::sock_diag::established_socket(
+                SocketAddr::V4(leg.peer),
+                SocketAddr::V4(leg.own),
+            );
+            if !matches!(here, Ok(Some(_))) {
+                return Err(unspliced(std::io::Error::other(format!(
+                    "no socket on this host at {} connected to {}: not the peer's own \
+                     address (NAT?)",
+                    leg.peer, leg.own
+                ))));
+            }
+        }
         let busy = || std::io::Error::new(std::io::ErrorKind::WouldBlock, "bytes in flight");
         if rustix::io::ioctl_fionread(client).map_err(|e| unspliced(e.into()))?
             + rustix::io::ioctl_fionread(compute).map_err(|e| unspliced(e.into()))?
@@ -226,7 +252,12 @@ impl TcpSplice {
         }
         let client_agreed = tcp_repair::agreed(client).map_err(unspliced)?;
         let compute_agreed = tcp_repair::agreed(compute).map_err(unspliced)?;
-        if client_agreed.unacked + client_agreed.notsent + compute_agreed.unacked > 0 {
+        if client_agreed.unacked
+            + client_agreed.notsent
+            + compute_agreed.unacked
+            + compute_agreed.notsent
+            > 0
+        {
             return Err(unspliced(busy()));
         }
         let read = |socket: &TcpStream| -> std::io::Result<(u32, u32, u32)> {
@@ -244,6 +275,9 @@ impl TcpSplice {
         };
         let (client_snd, client_rcv, client_ts) = read(client).map_err(undo)?;
         let (compute_snd, compute_rcv, compute_ts) = read(compute).map_err(undo)?;
+        // The program continues each clock from here in whole milliseconds counted from a
+        // moment read just after: 2 ms ahead, it is never behind what a peer saw (PAWS).
+        let (client_ts, compute_ts) = (client_ts.wrapping_add(2), compute_ts.wrapping_add(2));
         tcp_repair::leave(client).map_err(undo)?;
         let chunk_len = u32::try_from(chunk.len()).map_err(|e| undo(std::io::Error::other(e)))?;
         let client_snd_after = client_snd.wrapping_add(chunk_len);
@@ -284,7 +318,7 @@ impl TcpSplice {
                 (&from_client, &from_compute, client_rcv, client_snd),
                 (&from_compute, &from_client, compute_rcv, compute_snd),
             ] {
-                let mut stats = [0; 22];
+                let mut stats = [0; 23];
                 stats[0] = u64::from(seq_end);
                 stats[1] = u64::from(ack_max);
                 maps.stats
@@ -294,6 +328,17 @@ impl TcpSplice {
                     .insert(direction.key, direction.control(reverse, since_ns, true), 0)
                     .map_err(|e| undo(std::io::Error::other(e)))?;
             }
+        }
+        // Bytes (or a close) that reached either socket while the rewriting was being set up
+        // are the relay's to forward: not spliced, then.
+        let still = |socket: &TcpStream| {
+            rustix::io::ioctl_fionread(socket).is_ok_and(|n| n == 0)
+                && tcp_repair::agreed(socket).is_ok_and(|a| a.established)
+        };
+        if !still(client) || !still(compute) {
+            drop(spliced);
+            let _ = tcp_repair::leave(compute);
+            return Err(unspliced(busy()));
         }
         // The client waits for this chunk: it sends nothing before it has it all, and what it
         // sends then is rewritten for the compute.
@@ -316,7 +361,9 @@ impl TcpSplice {
                 written,
             });
         }
-        // Silent from here: the relay's sockets send nothing while the session is spliced.
+        // Repair mode from here: the socket writes nothing from its queue, and closes without
+        // a packet; only its timers could send (the chunk again, until the client's
+        // acknowledgement is seen: `release_client`).
         if let Err(e) = tcp_repair::enter(client) {
             drop(spliced);
             let _ = tcp_repair::leave(compute);
@@ -440,7 +487,7 @@ pub struct TcpSpliced {
 impl TcpSpliced {
     fn stats(&self) -> (Stats, Stats) {
         let maps = self.splice.maps();
-        let of = |d: &Direction| Stats::of(maps.stats.get(&d.key, 0).unwrap_or([0; 22]));
+        let of = |d: &Direction| Stats::of(maps.stats.get(&d.key, 0).unwrap_or([0; 23]));
         let [from_client, from_compute] = &self.directions;
         (of(from_client), of(from_compute))
     }
@@ -532,6 +579,9 @@ impl TcpSpliced {
         let in_flight = in_flight_to_client(&self.directions, &from_client, &from_compute)?;
         let status_flags = if from_compute.bytes == 0 {
             Some(when.status_flags)
+        } else if from_compute.tail_end != from_compute.seq_end {
+            // The kept bytes are a segment sent again, not the stream's end.
+            None
         } else {
             match crate::conversation::last_packet(from_compute.tail()) {
                 LastPacket::Ended(flags) => Some(flags),
@@ -540,23 +590,18 @@ impl TcpSpliced {
             }
         };
         // Segments from here are dropped (their senders send them again, to the new sockets).
-        self.set_rewrite(false).ok()?;
+        if self.set_rewrite(false).is_err() {
+            // One direction may be off: on again, or the session cannot go on.
+            return self.set_rewrite(true).is_err().then_some(Err(()));
+        }
         // A segment the program took before the switch is rewritten within microseconds.
         tokio::time::sleep(GRACE).await;
         let (client_now, compute_now) = self.stats();
-        if (
-            client_now.seq_end,
-            client_now.ack_max,
-            compute_now.seq_end,
-            compute_now.ack_max,
-        ) != (
-            from_client.seq_end,
-            from_client.ack_max,
-            from_compute.seq_end,
-            from_compute.ack_max,
-        ) {
-            let _ = self.set_rewrite(true);
-            return None;
+        let moved = |a: &Stats, b: &Stats| {
+            (a.seq_end, a.ack_max, a.window, a.ended) != (b.seq_end, b.ack_max, b.window, b.ended)
+        };
+        if moved(&client_now, &from_client) || moved(&compute_now, &from_compute) {
+            return self.set_rewrite(true).is_err().then_some(Err(()));
         }
         let [c, m] = &self.directions;
         let elapsed_ms = u32::try_from((monotonic_ns() - self.since_ns) / 1_000_000).unwrap_or(0);
@@ -701,6 +746,9 @@ fn restore(state: &Restored, socket: &mut TcpStream) -> std::io::Result<()> {
         std::io::Write::write_all(&mut new, &state.in_flight)?;
     }
     tcp_repair::leave(&new)?;
+    // As the relay's sockets are made (perceptron, compute_conn): the pump writes small
+    // responses that must not wait for the peer's delayed acknowledgement.
+    new.set_nodelay(true)?;
     new.set_nonblocking(true)?;
     *socket = TcpStream::from_std(new)?;
     Ok(())
@@ -736,9 +784,13 @@ pub async fn carry(
     let mut asked_until: Option<tokio::time::Instant> = None;
     let mut client_released = false;
     let mut last_look = tokio::time::Instant::now();
+    // The client acknowledges the splice's chunk within its delayed-ACK time; looked for
+    // often that long, then at each look.
+    let release_by = last_look + Duration::from_secs(1);
     loop {
-        let asking = asked_until.is_some_and(|until| tokio::time::Instant::now() < until);
-        let wait = if asking || !client_released {
+        let now = tokio::time::Instant::now();
+        let asking = asked_until.is_some_and(|until| now < until);
+        let wait = if asking || (!client_released && now < release_by) {
             ASKED_RETRY
         } else {
             look_every
@@ -868,6 +920,20 @@ mod tests {
     /// `struct stats` as the map holds it: counters, then the last segment's tail and the
     /// one's before it.
     fn raw(seq_end: u32, ack_max: u32, last: &[u8], before: &[u8], tail_end: u32) -> RawStats {
+        raw_joined(
+            seq_end,
+            ack_max,
+            (last, before),
+            (tail_end, tail_end - last.len() as u32),
+        )
+    }
+
+    fn raw_joined(
+        seq_end: u32,
+        ack_max: u32,
+        (last, before): (&[u8], &[u8]),
+        (tail_end, tail_prev_end): (u32, u32),
+    ) -> RawStats {
         let words = |b: &[u8]| {
             let mut padded = [0_u8; TAIL];
             padded[..b.len()].copy_from_slice(b);
@@ -877,22 +943,30 @@ mod tests {
             }
             w
         };
-        let mut r = [0_u64; 22];
+        let mut r = [0_u64; 23];
         r[0] = u64::from(seq_end);
         r[1] = u64::from(ack_max);
         r[11] = last.len() as u64;
         r[12] = before.len() as u64;
         r[13] = u64::from(tail_end);
-        r[14..18].copy_from_slice(&words(last));
-        r[18..22].copy_from_slice(&words(before));
+        r[14] = u64::from(tail_prev_end);
+        r[15..19].copy_from_slice(&words(last));
+        r[19..23].copy_from_slice(&words(before));
         r
     }
 
     #[test]
-    fn the_tail_joins_the_last_two_segments() {
-        let s = Stats::of(raw(0, 0, b"\x07\x00\x00\x01", b"abc", 0));
+    fn the_tail_joins_the_last_two_segments_where_they_meet() {
+        let s = Stats::of(raw(0, 0, b"\x07\x00\x00\x01", b"abc", 100));
         assert_eq!(s.tail(), b"abc\x07\x00\x00\x01");
         assert_eq!(s.last_segment, b"\x07\x00\x00\x01");
+        // The one before ended elsewhere (the last was sent again): the last alone.
+        let resent = Stats::of(raw_joined(0, 0, (b"\x07\x00", b"abc"), (100, 90)));
+        assert_eq!(resent.tail(), b"\x07\x00");
+        // A last segment as long as the tail: it is the whole tail.
+        let long = [9_u8; TAIL];
+        let whole = Stats::of(raw_joined(0, 0, (&long, b"abc"), (100, 68)));
+        assert_eq!(whole.tail(), long);
     }
 
     #[test]

@@ -193,13 +193,19 @@ pub fn set_options(socket: impl AsFd, options: &Options) -> io::Result<()> {
 }
 
 /// The socket's timestamp clock now (the value its next segment would carry), in ms.
-/// Since Linux 6.7 the option's lowest bit says whether the clock counts microseconds; the
-/// relay's sockets count milliseconds, and the bit is cleared here.
+/// Since Linux 6.7 the option's lowest bit says whether the clock counts microseconds
+/// (a route's `tcp_usec_ts` feature).
 ///
 /// # Errors
-/// The kernel's refusal.
+/// The kernel's refusal, or a clock counting microseconds.
 pub fn timestamp(socket: impl AsFd) -> io::Result<u32> {
-    get::<u32>(socket.as_fd(), libc::TCP_TIMESTAMP).map(|v| v & !1)
+    let value = get::<u32>(socket.as_fd(), libc::TCP_TIMESTAMP)?;
+    if value & 1 == 1 {
+        return Err(io::Error::other(
+            "the connection's timestamps count microseconds (tcp_usec_ts)",
+        ));
+    }
+    Ok(value)
 }
 
 /// Sets the socket's timestamp clock to read `now_ms` now, counting milliseconds (the
@@ -252,6 +258,8 @@ pub struct Agreed {
     pub unacked: u32,
     /// Bytes written by the application and not sent yet.
     pub notsent: u32,
+    /// The connection is established (not closing).
+    pub established: bool,
 }
 
 /// The options the connection agreed and what it has in flight (`TCP_INFO`).
@@ -259,9 +267,10 @@ pub struct Agreed {
 /// # Errors
 /// The kernel's refusal.
 pub fn agreed(socket: impl AsFd) -> io::Result<Agreed> {
-    // struct tcp_info (include/uapi/linux/tcp.h) read as u32 words: word 1 holds
-    // tcpi_options (its byte 1) and the window scales (byte 2, the peer's in the low nibble);
-    // word 4 is tcpi_snd_mss, 6 tcpi_unacked, 36 tcpi_notsent_bytes.
+    // struct tcp_info (include/uapi/linux/tcp.h) read as u32 words: word 0 holds tcpi_state
+    // (its byte 0), word 1 tcpi_options (its byte 1) and the window scales (byte 2, the
+    // peer's in the low nibble); word 4 is tcpi_snd_mss, 6 tcpi_unacked, 36
+    // tcpi_notsent_bytes.
     let info = get_info(socket.as_fd())?;
     let second = info.get(1).map_or([0; 4], |w| w.to_ne_bytes());
     // Byte 5 (tcpi_options), byte 6 (tcpi_snd_wscale:4, tcpi_rcv_wscale:4).
@@ -276,6 +285,8 @@ pub fn agreed(socket: impl AsFd) -> io::Result<Agreed> {
             timestamps: options_bits & 1 != 0,
         },
         unacked: info.get(6).copied().unwrap_or(0),
+        // tcpi_state, byte 0: TCP_ESTABLISHED is 1.
+        established: info.first().is_some_and(|w| w.to_ne_bytes()[0] == 1),
         notsent: info.get(36).copied().unwrap_or(0),
     })
 }

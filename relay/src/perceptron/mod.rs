@@ -342,6 +342,10 @@ fn forward(
             if let Some((chunk, status_flags)) = commands.take_chunk() {
                 // The pump stopped at the end of a response for the kernel splice.
                 let mut chunk: &[u8] = &chunk;
+                // Below TCP on loopback; through the sockets otherwise, or where the splice
+                // below TCP will not take this session (not when it only must wait).
+                let full = chunk.len() as u64;
+                let mut through_sockets = true;
                 if let Some(below) = below_tcp(rt, &client_stream, compute_stream) {
                     match splice_below_tcp(rt, &below, &client_stream, compute_stream, chunk) {
                         Ok(spliced) => {
@@ -352,9 +356,11 @@ fn forward(
                             if retry {
                                 commands.splice_after(0);
                             }
+                            through_sockets = !retry && written == 0;
                         }
                     }
-                } else {
+                }
+                if through_sockets {
                     match splice_at_rest(rt, &client_stream, compute_stream) {
                         Ok(spliced) => {
                             break Some(ToKernel::Sockets(spliced, chunk.into(), status_flags));
@@ -369,7 +375,7 @@ fn forward(
                     pumped.ended_by = "client_error";
                     break None;
                 }
-                pumped.compute_to_client += chunk.len() as u64;
+                pumped.compute_to_client += full;
                 continue;
             }
             let Some(resumption) = resumption.as_mut().filter(|_| ended_by == "detached") else {
@@ -1112,7 +1118,7 @@ fn splice_below_tcp(
         if later {
             tracing::debug!(instance = %rt.instance.config.name, error = %unspliced.error, "not spliced below TCP at this response; tried again at a later one");
         } else {
-            tracing::warn!(instance = %rt.instance.config.name, error = %unspliced.error, "the kernel would not splice a held connection below TCP; it stays on the pump");
+            tracing::info!(instance = %rt.instance.config.name, error = %unspliced.error, "a held connection is not spliced below TCP; through its sockets instead");
         }
         (unspliced.written, later)
     })
