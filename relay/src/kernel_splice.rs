@@ -428,8 +428,8 @@ const ASKED_RETRY: Duration = Duration::from_millis(5);
 /// How long after turning the splice off [`Spliced::take_back`] looks again.
 const VERDICT_GRACE: Duration = Duration::from_millis(5);
 
-/// `CLOCK_MONOTONIC` in nanoseconds, the verdict's clock (`bpf_ktime_get_ns`).
-fn monotonic_ns() -> u64 {
+/// `CLOCK_MONOTONIC` in nanoseconds, the BPF programs' clock (`bpf_ktime_get_ns`).
+pub(crate) fn monotonic_ns() -> u64 {
     let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     u64::try_from(now.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(now.tv_nsec).unwrap_or(0)
 }

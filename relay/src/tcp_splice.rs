@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 
 use crate::conversation::LastPacket;
-use crate::kernel_splice::{Carried, TakeBack, Unavailable};
+use crate::kernel_splice::{Carried, TakeBack, Unavailable, monotonic_ns};
 use crate::passthrough::PumpReport;
 
 /// A direction's key in the program's maps (`struct flow_key`): the segment's source and
@@ -122,11 +122,6 @@ impl Stats {
             last_segment,
             tail_end: tail_end as u32,
         }
-    }
-
-    /// The last payload bytes the program kept (up to two segments' last `TAIL`).
-    fn tail(&self) -> &[u8] {
-        &self.tail
     }
 }
 
@@ -506,8 +501,7 @@ impl TcpSpliced {
     /// Once the client has acknowledged the chunk the relay wrote at the splice, closes the
     /// relay's socket on its side (in repair mode: without a packet), so that it never sends
     /// the chunk again; until then it would, were the chunk lost. Whether it is closed.
-    fn release_client(&self, client: &TcpStream) -> bool {
-        let (from_client, _) = self.stats();
+    fn release_client(&self, client: &TcpStream, from_client: &Stats) -> bool {
         let [_, m] = &self.directions;
         // The chunk ends where the compute's bytes start in the client's numbering.
         let chunk_end = m.seq_delta.wrapping_add(self.compute_rcv);
@@ -527,14 +521,13 @@ impl TcpSpliced {
 
     /// How the session ended, once it has: both sides' FINs through and acknowledged, or a
     /// reset.
-    fn ended(&self) -> Option<&'static str> {
-        let (from_client, from_compute) = self.stats();
+    fn ended(&self, from_client: &Stats, from_compute: &Stats) -> Option<&'static str> {
         if from_client.ended == 2 || from_compute.ended == 2 {
             return Some("reset");
         }
         (from_client.ended == 1
             && from_compute.ended == 1
-            && self.settled(&from_client, &from_compute))
+            && self.settled(from_client, from_compute))
         .then_some("eof")
     }
 
@@ -583,7 +576,7 @@ impl TcpSpliced {
             // The kept bytes are a segment sent again, not the stream's end.
             None
         } else {
-            match crate::conversation::last_packet(from_compute.tail()) {
+            match crate::conversation::last_packet(&from_compute.tail) {
                 LastPacket::Ended(flags) => Some(flags),
                 LastPacket::Unknown => None,
                 LastPacket::MoreResults => return None,
@@ -761,12 +754,6 @@ const GRACE: Duration = Duration::from_millis(1);
 /// for a take-back.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
 
-/// `CLOCK_MONOTONIC` in nanoseconds, the program's clock (`bpf_ktime_get_ns`).
-fn monotonic_ns() -> u64 {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    u64::try_from(now.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(now.tv_nsec).unwrap_or(0)
-}
-
 /// Carries a session spliced below TCP until it ends (both FINs through, or a reset) or, with
 /// `take_back`, until it is taken back between commands: then `client` and `compute` are new
 /// sockets, established where the connections stood, for the pump.
@@ -808,10 +795,11 @@ pub async fn carry(
                 true
             }
         };
+        let (from_client, from_compute) = spliced.stats();
         if !client_released {
-            client_released = spliced.release_client(client);
+            client_released = spliced.release_client(client, &from_client);
         }
-        if let Some(ended_by) = spliced.ended() {
+        if let Some(ended_by) = spliced.ended(&from_client, &from_compute) {
             return Carried::Ended(spliced.report(ended_by));
         }
         let Some(when) = take_back else {
@@ -958,15 +946,15 @@ mod tests {
     #[test]
     fn the_tail_joins_the_last_two_segments_where_they_meet() {
         let s = Stats::of(raw(0, 0, b"\x07\x00\x00\x01", b"abc", 100));
-        assert_eq!(s.tail(), b"abc\x07\x00\x00\x01");
+        assert_eq!(s.tail, b"abc\x07\x00\x00\x01");
         assert_eq!(s.last_segment, b"\x07\x00\x00\x01");
         // The one before ended elsewhere (the last was sent again): the last alone.
         let resent = Stats::of(raw_joined(0, 0, (b"\x07\x00", b"abc"), (100, 90)));
-        assert_eq!(resent.tail(), b"\x07\x00");
+        assert_eq!(resent.tail, b"\x07\x00");
         // A last segment as long as the tail: it is the whole tail.
         let long = [9_u8; TAIL];
         let whole = Stats::of(raw_joined(0, 0, (&long, b"abc"), (100, 68)));
-        assert_eq!(whole.tail(), long);
+        assert_eq!(whole.tail, long);
     }
 
     #[test]

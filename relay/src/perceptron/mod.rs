@@ -480,6 +480,14 @@ fn forward(
     }
 }
 
+/// How often a spliced session looks whether it can be taken back for parking: a few times
+/// per `park_after`, as the instance looks whether it may park; `None` where it does not park.
+fn take_back_pace(config: &crate::config::InstanceConfig) -> Option<Duration> {
+    config
+        .park
+        .then(|| (config.park_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1)))
+}
+
 /// How a held session went to the kernel: through its sockets (with the chunk that ends the
 /// response, still to write) or below TCP (the chunk written).
 enum ToKernel {
@@ -509,9 +517,7 @@ async fn carry_below_tcp(
     let mut taken_back = 0;
     'session: loop {
         let take_back = crate::kernel_splice::TakeBack {
-            quiet: config.park.then(|| {
-                (config.park_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
-            }),
+            quiet: take_back_pace(config),
             compute_idle: &compute_idle,
             look_now: counted.look_now(),
             status_flags,
@@ -600,10 +606,7 @@ async fn carry_spliced(
     let counted = rt.instance.spliced_session();
     // Taken back when quiet on an instance that parks, and before any freeze.
     let take_back = crate::kernel_splice::TakeBack {
-        // A few times per `park_after`, as the instance looks whether it may park.
-        quiet: config.park.then(|| {
-            (config.park_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
-        }),
+        quiet: take_back_pace(config),
         compute_idle: &compute_idle,
         look_now: counted.look_now(),
         status_flags,
