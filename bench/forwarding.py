@@ -380,7 +380,7 @@ def part_h(out, data):
     splice = h.Relay("held-splice", compute_port=mport, auth="switch", driver=driver)
     for r in (pump, sockets, splice):
         r.wait_state("running")
-    assert any("spliced in the kernel: below TCP" in l for l in splice.log_lines()), \
+    assert any("spliced in the kernel below TCP" in l for l in splice.log_lines()), \
         "the relay cannot splice below TCP here:\n" + "\n".join(splice.log_lines()[-5:])
     m.wait_greeting("127.0.0.1", hport, time.perf_counter() + 10)
     ports = {"direct": mport, "haproxy": hport, "held-pump": pump.port,

@@ -176,7 +176,10 @@ pub struct InstanceHost {
     budgets: Arc<Budgets>,
     admission: Arc<Admission>,
     /// Loaded when the first instance whose held connections may be spliced starts.
-    kernel_splice: OnceLock<Splices>,
+    kernel_splice: OnceLock<Option<Arc<KernelSplice>>>,
+    /// The splice below TCP, loaded only once an instance wants it: attached, the program
+    /// looks up every loopback segment.
+    tcp_splice: OnceLock<Option<Arc<TcpSplice>>>,
     /// The kernel route's table, when the configuration file's instances use it.
     table: Option<Arc<NftTable>>,
     shutdown: CancellationToken,
@@ -260,34 +263,39 @@ impl InstanceHost {
             budgets: shared.budgets,
             admission: shared.admission,
             kernel_splice: OnceLock::new(),
+            tcp_splice: OnceLock::new(),
             table: shared.table,
             shutdown: shared.shutdown,
             tracker: shared.tracker,
         })
     }
 
-    /// The kernel splices (through sockets, and below TCP on loopback), loaded at the first
-    /// call (`None` where the kernel or the relay's capabilities do not allow one, said once
-    /// in the log).
-    fn kernel_splice(&self) -> Splices {
-        self.kernel_splice
+    /// The kernel splices: through sockets, loaded at the first call, and below TCP on
+    /// loopback, loaded at the first call that wants it (`None` where the kernel or the
+    /// relay's capabilities do not allow one, said once in the log).
+    fn kernel_splice(&self, below_tcp_wanted: bool) -> Splices {
+        let sockets = self
+            .kernel_splice
             .get_or_init(|| {
-                let sockets = KernelSplice::load()
+                KernelSplice::load()
+                    .inspect(|_| tracing::info!("held connections are spliced in the kernel through their sockets (eBPF sockhash)"))
                     .inspect_err(|why| tracing::warn!(reason = %why, "held connections stay on the relay's pump: the kernel splice is not available"))
-                    .ok();
-                let below_tcp = sockets.as_ref().and_then(|_| {
+                    .ok()
+            })
+            .clone();
+        let below_tcp = if below_tcp_wanted && sockets.is_some() {
+            self.tcp_splice
+                .get_or_init(|| {
                     TcpSplice::load()
+                        .inspect(|_| tracing::info!("held connections on loopback are spliced in the kernel below TCP (TC)"))
                         .inspect_err(|why| tracing::warn!(reason = %why, "held connections on loopback are spliced through their sockets: the splice below TCP is not available"))
                         .ok()
-                });
-                match (&sockets, &below_tcp) {
-                    (Some(_), Some(_)) => tracing::info!("held connections are spliced in the kernel: below TCP on loopback (TC), through their sockets elsewhere (eBPF sockhash)"),
-                    (Some(_), None) => tracing::info!("held connections are spliced in the kernel through their sockets (eBPF sockhash)"),
-                    _ => {}
-                }
-                (sockets, below_tcp)
-            })
-            .clone()
+                })
+                .clone()
+        } else {
+            None
+        };
+        (sockets, below_tcp)
     }
 
     /// Starts `cfg`: binds its listener, builds its runtime, adopts or reconciles its compute
@@ -389,8 +397,7 @@ impl InstanceHost {
         self.tracker
             .spawn(Arc::clone(&instance).scale_with_load(tasks.clone()));
         let (kernel_splice, tcp_splice) = if crate::perceptron::may_splice(&cfg) {
-            let (sockets, below_tcp) = self.kernel_splice();
-            (sockets, below_tcp.filter(|_| cfg.splice_below_tcp))
+            self.kernel_splice(cfg.splice_below_tcp)
         } else {
             (None, None)
         };

@@ -184,7 +184,8 @@ fn carries_every_byte(instance_toml: &str) {
     // On loopback, below TCP where the relay could load that program, unless told not to.
     assert_eq!(
         line.contains("below_tcp=true"),
-        relay.logged("below TCP on loopback") && !instance_toml.contains("splice_below_tcp"),
+        relay.logged("spliced in the kernel below TCP")
+            && !instance_toml.contains("splice_below_tcp"),
         "{line}"
     );
     let down: u64 = line
@@ -287,7 +288,7 @@ fn a_quiet_spliced_session_is_taken_back_parked_and_spliced_again() {
     assert!(!line.contains("taken_back=0"), "{line}");
     assert_eq!(
         line.contains("below_tcp=true"),
-        relay.logged("below TCP on loopback"),
+        relay.logged("spliced in the kernel below TCP"),
         "{line}"
     );
     let down: u64 = line
