@@ -16,6 +16,7 @@
 //! | GET | `/v1/instance-files` | the watched directory and why files in it are not used |
 //! | POST | `/v1/instances/{name}/pause` (`?force=true` cuts open connections) | 200, 404, 409 |
 //! | POST | `/v1/instances/{name}/resume` | 200 once running, 404, 503 |
+//! | POST | `/v1/instances/{name}/offload` (a paused instance's data to the store now) | 202, 404, 409 |
 //! | GET | `/v1/usage?from=T&to=T` | JSON array of billed seconds per instance and hour |
 //! | GET | `/v1/blocks` | JSON array of the sources and users blocked by a budget |
 //! | DELETE | `/v1/blocks` (`?source=IP`, or `?user=NAME[&instance=NAME]`; none: all) | `{"cleared": n}` |
@@ -461,6 +462,21 @@ pub async fn respond<B>(
                 }
             }
         }
+        (&Method::POST, ["v1", "instances", name, "offload"]) => {
+            let Some(r) = state.registry.get(name) else {
+                return Response::error(
+                    StatusCode::NOT_FOUND,
+                    &format!("no instance named '{name}'"),
+                );
+            };
+            match r.rt.instance.offload_now() {
+                Ok(what) => Response::json(
+                    StatusCode::ACCEPTED,
+                    &serde_json::json!({ "offload": what.as_str() }),
+                ),
+                Err(e) => Response::error(StatusCode::CONFLICT, &e.to_string()),
+            }
+        }
         (&Method::GET, ["v1", "usage"]) => {
             let range = match UsageRange::parse(param("from"), param("to")) {
                 Ok(r) => r,
@@ -543,7 +559,7 @@ pub async fn respond<B>(
             | ["v1", "relay"]
             | ["v1", "usage"]
             | ["v1", "blocks"]
-            | ["v1", "instances", _, "pause" | "resume"],
+            | ["v1", "instances", _, "pause" | "resume" | "offload"],
         ) => Response::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
         _ => Response::error(StatusCode::NOT_FOUND, "no such endpoint"),
     }

@@ -4,12 +4,14 @@
 //! If the compute does not accept, the connection falls back to the perceptron route, which
 //! wakes the instance.
 //!
-//! Until the client sends its first byte the connection is pre-login: it holds a pending slot
-//! (see [`crate::limits`]) and is not counted as open, so a bare TCP connection that never
-//! speaks neither holds the instance awake nor restarts its idle clock, and it is closed after
-//! `handshake_timeout`. The compute's greeting is copied to the client meanwhile (the client
-//! cannot speak before it has it). Once the client speaks, the connection is counted, under
-//! the same lock that decides an idle pause.
+//! The connection is counted from its accept, in the same step (and under the same lock) that
+//! chose this route and that decides an idle pause, a freeze or a stop: none of them can cut a
+//! connection the compute has greeted and whose client has not answered yet. Until the client
+//! sends its first byte the connection is pre-login: it also holds a pending slot (see
+//! [`crate::limits`]) and is closed after `handshake_timeout`, so a bare TCP connection that
+//! never speaks holds off a pause at most that long and never restarts the idle clock. The
+//! compute's greeting is copied to the client meanwhile (the client cannot speak before it
+//! has it).
 //!
 //! The login that follows is copied unchanged but watched ([`crate::login_watch`]): a user
 //! whose failed-login budget is spent is refused (ERR 1226) before its login reaches the
@@ -33,12 +35,14 @@ use crate::metrics::DirectOutcome;
 use crate::perceptron;
 use crate::runtime::InstanceRuntime;
 
-/// Forwards one connection to the running compute, or hands it to the perceptron.
+/// Forwards one connection to the running compute, or hands it to the perceptron; `guard`
+/// counts it ([`crate::control::Instance::hold_direct`]).
 pub async fn handle(
     rt: Arc<InstanceRuntime>,
     mut client: TcpStream,
     peer: SocketAddr,
     pending: PendingPermit,
+    mut guard: crate::control::ConnectionGuard,
 ) {
     let name = rt.instance.config.name.clone();
     let started = Instant::now();
@@ -54,9 +58,11 @@ pub async fn handle(
     let mut compute = match connect {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
+            drop(guard);
             return Box::pin(fall_back(rt, client, peer, pending, &e.to_string())).await;
         }
         Err(_) => {
+            drop(guard);
             return Box::pin(fall_back(rt, client, peer, pending, "connect timed out")).await;
         }
     };
@@ -69,24 +75,19 @@ pub async fn handle(
         &mut greeting,
     )
     .await;
-    let guard = match first {
-        FirstBytes::Spoke => rt.instance.hold_if_running(),
-        _ => None,
+    let outcome = match first {
+        FirstBytes::Spoke => None,
+        FirstBytes::ClientClosed => Some(DirectOutcome::closed_silently),
+        FirstBytes::ComputeClosed => Some(DirectOutcome::compute_closed),
+        FirstBytes::TimedOut => Some(DirectOutcome::handshake_timeout),
     };
-    let Some(mut guard) = guard.map(|mut g| {
-        g.set_client(peer.to_string());
-        g
-    }) else {
-        let outcome = match first {
-            FirstBytes::Spoke => DirectOutcome::paused_before_login,
-            FirstBytes::ClientClosed => DirectOutcome::closed_silently,
-            FirstBytes::ComputeClosed => DirectOutcome::compute_closed,
-            FirstBytes::TimedOut => DirectOutcome::handshake_timeout,
-        };
+    if let Some(outcome) = outcome {
+        // Never a session: the guard's drop leaves the idle clock alone.
         rt.metrics.direct(&name, outcome);
         tracing::debug!(instance = %name, client = %peer, outcome = ?outcome, "direct connection closed before the client spoke");
         return;
-    };
+    }
+    guard.set_client(peer.to_string());
     rt.metrics.direct(&name, DirectOutcome::forwarded);
     let (up, down, accepted) = match watch_login(&rt, &mut client, &mut compute, peer).await {
         LoginPhase::Watched {

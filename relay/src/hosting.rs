@@ -614,12 +614,17 @@ async fn accept_loop(
         // direct route hands the connection to the compute, which would not.
         // Boxed: a connection's task lives for hours, and its future is large
         // (bench/memory: 18.7 KB per idle direct connection unboxed, 7.2 KB boxed).
-        let session: crate::registry::Session =
-            if !rt.instance.config.relay_terminates_every_login() && rt.instance.routes_direct() {
-                Box::pin(crate::direct::handle(rt, stream, peer, pending))
-            } else {
-                Box::pin(crate::perceptron::handle(rt, stream, peer, pending))
-            };
+        // The direct route's connection counts from here, decided under the lock an idle
+        // pause takes: no pause can stop the compute under it before its client speaks.
+        let direct = if rt.instance.config.relay_terminates_every_login() {
+            None
+        } else {
+            rt.instance.hold_direct()
+        };
+        let session: crate::registry::Session = match direct {
+            Some(guard) => Box::pin(crate::direct::handle(rt, stream, peer, pending, guard)),
+            None => Box::pin(crate::perceptron::handle(rt, stream, peer, pending)),
+        };
         tracker.spawn(instance.serve(evicted, session));
     })
     .await;

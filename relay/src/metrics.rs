@@ -70,8 +70,6 @@ pub enum DirectOutcome {
     handshake_timeout,
     /// The compute closed before the client spoke.
     compute_closed,
-    /// The client spoke, but an idle pause had begun meanwhile.
-    paused_before_login,
 }
 
 /// Why the admin API refused a request (`relay_admin_refused_total{reason}`).

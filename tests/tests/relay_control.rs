@@ -70,7 +70,7 @@ fn after_a_resume_new_connections_take_the_direct_route() {
         "the perceptron saw none of these"
     );
     // The two logins were forwarded; the connection that only read a greeting never spoke,
-    // so it was never counted as open (and could not hold the instance awake).
+    // so it was never a session (its close did not restart the idle clock).
     assert_eq!(
         relay.metric("relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}"),
         2.0
@@ -78,6 +78,57 @@ fn after_a_resume_new_connections_take_the_direct_route() {
     assert!(Relay::wait_until(Duration::from_secs(60), || relay.metric(
         "relay_direct_connections_total{instance=\"demo\",outcome=\"closed_silently\"}"
     ) == 1.0));
+}
+
+/// A client that connects to a running instance just before its idle pause is due, and
+/// answers the compute's greeting only after (a client far away, or a slow one), still logs in
+/// on the same compute: the connection counts from its accept, so the pause waits for it.
+/// Before, it counted only from its first byte, and the pause stopped the compute under it.
+#[test]
+fn a_client_greeted_just_before_the_idle_pause_still_logs_in() {
+    let dir = TempDir::new("ctl-idle-greeted");
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            idle_pause_after: "1s",
+            ..RelayOptions::default()
+        },
+    );
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let pid = relay.compute_pid().expect("compute pid");
+    let _cleanup = KillOnDrop(Some(pid));
+    // The instance may have paused since (a loaded machine): wake it until a connection finds
+    // it running and is greeted by the compute itself.
+    let s = loop {
+        let s = raw::connect(relay.port).unwrap();
+        let mut first = [0u8; 4];
+        s.peek(&mut first).unwrap();
+        // Greeted while running: the compute's greeting (a paused instance's is the relay's,
+        // and nothing but a login wakes it).
+        if relay.state() == "running" {
+            break s;
+        }
+        drop(s);
+        assert_eq!(
+            mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1").code,
+            Some(0)
+        );
+    };
+    let pid = relay.compute_pid().expect("compute pid");
+    // Three idle periods pass while the client holds the greeting unanswered: the time
+    // passing is the condition itself.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(relay.state(), "running", "{}", relay.log());
+    s.set_read_timeout(Some(tests::scaled(Duration::from_secs(30))))
+        .unwrap();
+    let mut s = raw::login_on(s, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", relay.log()));
+    assert_eq!(raw::one_row(&mut s, "SELECT 7").as_deref(), Some("7"));
+    assert_eq!(relay.compute_pid(), Some(pid), "the same compute");
+    drop(s);
+    relay.wait_state("paused", Duration::from_secs(60));
 }
 
 #[test]

@@ -143,6 +143,8 @@ fn silent_direct_connections_do_not_hold_a_running_instance_awake() {
             // Not shorter: the instance must still be running when the connections below
             // arrive, on a loaded machine too.
             idle_pause_after: "5s",
+            // How long a connection that never speaks holds off a pause.
+            handshake_timeout: "3s",
             ..RelayOptions::default()
         },
     );
@@ -156,8 +158,10 @@ fn silent_direct_connections_do_not_hold_a_running_instance_awake() {
     assert!(Relay::wait_until(Duration::from_secs(60), || pending(
         &relay
     ) == 20.0));
-    // Before: each counted as an open connection for as long as it lived (and restarted the
-    // idle clock when it closed), so the instance never paused.
+    // Each counts from its accept (so no pause cuts a client that is about to speak) until
+    // `handshake_timeout` closes it; it never restarts the idle clock. Before: each counted
+    // for as long as it lived and restarted the idle clock when it closed, so the instance
+    // never paused.
     assert!(
         Relay::wait_until(Duration::from_secs(60), || relay.state() == "paused"),
         "state: {}\n{}",

@@ -459,10 +459,24 @@ impl Instance {
         }
     }
 
-    /// Whether a new connection takes the direct route: the instance runs, and its compute
-    /// has proven it holds the key where the instance checks proofs ([`trust`]). The
-    /// connection is not counted yet: one that never sends a byte must not hold the instance
-    /// awake; it is counted by [`Instance::hold_if_running`] once the client speaks.
+    /// Moves a paused instance's data to the store now, rather than `after` its compute
+    /// stopped (docs/offload.md).
+    ///
+    /// # Errors
+    /// Without `[instance.offload]`, or while a compute runs or is frozen.
+    pub fn offload_now(
+        &self,
+    ) -> Result<driver::offloading::OffloadNow, driver::offloading::OffloadNowError> {
+        let now = self.driver.offload_now();
+        if let Ok(what) = now {
+            tracing::info!(instance = %self.config.name, outcome = what.as_str(), "offload requested by an admin request");
+        }
+        now
+    }
+
+    /// Whether a new connection would take the direct route: the instance runs, and its
+    /// compute has proven it holds the key where the instance checks proofs ([`trust`]).
+    /// [`Instance::hold_direct`] decides it for a connection and counts it in one step.
     #[must_use]
     pub fn routes_direct(&self) -> bool {
         let inner = self.lock();
@@ -475,15 +489,19 @@ impl Instance {
         self.routes_direct()
     }
 
-    /// Counts a direct connection whose client has spoken, atomically with respect to
-    /// pausing: counted, it holds the instance running. `None` if the instance is no longer
-    /// running (an idle pause won the race; the compute is going away). Like [`Instance::hold`],
-    /// its close restarts the idle clock only once [`ConnectionGuard::mark_session`] says the
-    /// login was not refused: wrong guesses alone must not keep an instance billed.
+    /// Routes a new connection: `Some` (counted) if it takes the direct route (see
+    /// [`Instance::routes_direct`]), `None` for the perceptron's. The decision and the count
+    /// are one step under the lock an idle pause, a freeze and a stop decide under, so none of
+    /// them can stop the compute under a connection it has accepted and not yet refused: the
+    /// connection counts from its accept, before its client has spoken (the compute greets
+    /// first). A connection that never speaks is closed after `handshake_timeout`, so it holds
+    /// off a pause at most that long; and like [`Instance::hold`], a close restarts the idle
+    /// clock only once [`ConnectionGuard::mark_session`] says a login was not refused: neither
+    /// silent sockets nor wrong guesses keep an instance billed beyond that.
     #[must_use]
-    pub fn hold_if_running(self: &Arc<Self>) -> Option<ConnectionGuard> {
+    pub fn hold_direct(self: &Arc<Self>) -> Option<ConnectionGuard> {
         let mut inner = self.lock();
-        matches!(inner.state, State::Running(_)).then(|| {
+        (matches!(inner.state, State::Running(_)) && self.trusted(inner.trust)).then(|| {
             inner.active.direct += 1;
             self.connections_changed.notify_one();
             ConnectionGuard {
@@ -769,7 +787,18 @@ impl Instance {
                 .shutting_down
                 .load(std::sync::atomic::Ordering::Acquire);
         if freeze {
-            match running.freeze().await {
+            let frozen = running.freeze().await;
+            if let Err(e) = &frozen {
+                // A freeze that failed half-way (the kernel did not report the cgroup frozen
+                // in time) may have frozen some of the compute or all of it a moment later:
+                // it is thawed before anything routes to it again, and before a stop (a
+                // frozen process does not act on SIGTERM).
+                tracing::warn!(instance = %self.config.name, error = %e, "the freeze failed; thawing the compute");
+                if let Err(thaw) = running.thaw().await {
+                    tracing::error!(instance = %self.config.name, error = %thaw, "cannot thaw the compute after a failed freeze");
+                }
+            }
+            match frozen {
                 Ok(()) => {
                     let parked = {
                         let mut inner = self.lock();

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -45,6 +45,8 @@ struct Freezer {
     stops: Arc<AtomicUsize>,
     /// How long a freeze takes.
     freeze_takes: Arc<Mutex<Duration>>,
+    /// Freezes fail (as one the kernel does not report done in time).
+    freeze_fails: Arc<AtomicBool>,
 }
 
 /// Events of a test, in order: `start`, `stop`, `install`, `remove`.
@@ -139,6 +141,13 @@ impl RunningCompute for ScriptedCompute {
         Box::pin(async move {
             let takes = *self.freezer.freeze_takes.lock().unwrap();
             tokio::time::sleep(takes).await;
+            if self.freezer.freeze_fails.load(Ordering::SeqCst) {
+                self.log.lock().unwrap().push("freeze failed");
+                return Err(super::driver::CapacityError::Cgroup(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the kernel did not report the cgroup frozen",
+                )));
+            }
             self.freezer.freezes.fetch_add(1, Ordering::SeqCst);
             Ok(())
         })
@@ -146,6 +155,7 @@ impl RunningCompute for ScriptedCompute {
 
     fn thaw(&self) -> BoxFuture<'_, Result<(), super::driver::CapacityError>> {
         Box::pin(async move {
+            self.log.lock().unwrap().push("thaw");
             self.freezer.thaws.fetch_add(1, Ordering::SeqCst);
             Ok(())
         })
@@ -354,6 +364,47 @@ async fn a_pause_freezes_a_wake_thaws_and_stop_after_stops() {
     assert_eq!(starts.load(Ordering::SeqCst), 2);
 }
 
+/// A freeze that fails (the kernel did not report the cgroup frozen in time) may have frozen
+/// the compute all the same: it is thawed before the stop that replaces it.
+#[tokio::test(start_paused = true)]
+async fn a_failed_freeze_thaws_the_compute_before_stopping_it() {
+    let log = Log::default();
+    let (inst, _starts, _exit, freezer) = build(
+        vec![Step::Ready(Duration::ZERO)],
+        Some(Duration::from_secs(600)),
+        None,
+        Arc::clone(&log),
+    );
+    freezer.freeze_fails.store(true, Ordering::SeqCst);
+    inst.ensure_running().await.unwrap();
+    inst.pause(false, "test").await.unwrap();
+    assert_eq!(inst.phase(), Phase::Paused);
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["start", "freeze failed", "thaw", "stop"]
+    );
+}
+
+/// A failed freeze under parked sessions: the compute is thawed before the instance is
+/// running again and new connections route to it.
+#[tokio::test(start_paused = true)]
+async fn a_failed_freeze_under_parked_sessions_thaws_before_routing_to_the_compute() {
+    let (inst, freezer) = parking_instance(true);
+    freezer.freeze_fails.store(true, Ordering::SeqCst);
+    inst.ensure_running().await.unwrap();
+    let mut quiet = inst.hold(Route::Perceptron);
+    quiet.mark_session();
+    let _quiet = quiet.watch_commands(0, 0, 2);
+    assert!(matches!(
+        inst.pause(false, "test").await,
+        Err(PauseError::Busy(1))
+    ));
+    assert_eq!(inst.phase(), Phase::Running);
+    assert!(inst.routes_direct());
+    assert_eq!(freezer.thaws.load(Ordering::SeqCst), 1);
+    assert_eq!(freezer.freezes.load(Ordering::SeqCst), 0);
+}
+
 /// The relay's shutdown stops a frozen compute too.
 #[tokio::test(start_paused = true)]
 async fn shutdown_stops_a_frozen_compute() {
@@ -449,14 +500,41 @@ async fn pause_is_refused_while_connections_are_open_unless_forced() {
     let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::ZERO)]);
     inst.ensure_running().await.unwrap();
     assert!(inst.routes_direct());
-    let guard = inst.hold_if_running().expect("running: direct route");
+    let guard = inst.hold_direct().expect("running: direct route");
     assert_eq!(inst.pause(false, "test").await, Err(PauseError::Busy(1)));
     assert_eq!(inst.phase(), Phase::Running);
     inst.pause(true, "test").await.unwrap();
     assert_eq!(inst.phase(), Phase::Paused);
     drop(guard);
     assert!(!inst.routes_direct(), "paused: perceptron route");
-    assert!(inst.hold_if_running().is_none());
+    assert!(inst.hold_direct().is_none());
+}
+
+/// A direct connection counts from its accept (routing and counting are one step): an idle
+/// pause that falls due while its client has not yet answered the compute's greeting waits
+/// for it; closed without a session, it leaves the idle clock where it was.
+#[tokio::test(start_paused = true)]
+async fn a_direct_connection_holds_off_an_idle_pause_from_its_accept() {
+    let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::ZERO)]);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    inst.ensure_running().await.unwrap();
+    let not_yet_spoken = inst.hold_direct().expect("running: direct route");
+    // Twice `idle_pause_after` (60 s).
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(
+        inst.phase(),
+        Phase::Running,
+        "no pause under a connection not yet logged in"
+    );
+    drop(not_yet_spoken);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        inst.phase(),
+        Phase::Paused,
+        "the idle clock was not restarted"
+    );
+    stop.cancel();
 }
 
 #[tokio::test(start_paused = true)]
@@ -489,7 +567,7 @@ async fn connection_arriving_while_pausing_waits_then_wakes_again() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(inst.phase(), Phase::Pausing);
     assert!(!inst.routes_direct(), "pausing: no direct route");
-    assert!(inst.hold_if_running().is_none());
+    assert!(inst.hold_direct().is_none());
     let report = inst.ensure_running().await.unwrap();
     assert!(!report.was_running);
     pauser.await.unwrap().unwrap();
@@ -769,7 +847,7 @@ async fn a_refused_direct_login_does_not_restart_the_idle_clock() {
     inst.ensure_running().await.unwrap();
     tokio::time::sleep(Duration::from_secs(50)).await;
     // A direct connection whose login the compute refuses (never `mark_session`).
-    let refused = inst.hold_if_running().expect("running: direct route");
+    let refused = inst.hold_direct().expect("running: direct route");
     tokio::time::sleep(Duration::from_secs(20)).await;
     assert_eq!(inst.phase(), Phase::Running, "held while it logs in");
     drop(refused);

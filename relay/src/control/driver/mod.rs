@@ -141,6 +141,14 @@ pub trait Driver: Send + Sync {
     fn storage(&self) -> Option<offloading::Storage> {
         None
     }
+
+    /// Offloads the data now rather than `after` the last compute's end.
+    ///
+    /// # Errors
+    /// Without `[instance.offload]`, or while a compute exists.
+    fn offload_now(&self) -> Result<offloading::OffloadNow, offloading::OffloadNowError> {
+        Err(offloading::OffloadNowError::NotConfigured)
+    }
 }
 
 /// A compute that was started and became ready.

@@ -168,6 +168,52 @@ impl Mover {
     }
 }
 
+/// What an "offload now" did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffloadNow {
+    /// The offload started.
+    Started,
+    /// An offload was already under way.
+    UnderWay,
+    /// The data was already in the store only.
+    AlreadyOffloaded,
+}
+
+impl OffloadNow {
+    /// Its name in the admin API's answer.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Started => "started",
+            Self::UnderWay => "under_way",
+            Self::AlreadyOffloaded => "already_offloaded",
+        }
+    }
+}
+
+/// Why an "offload now" was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffloadNowError {
+    /// The instance has no `[instance.offload]`.
+    NotConfigured,
+    /// A compute runs or is frozen: its data is in use.
+    ComputeExists,
+}
+
+impl std::fmt::Display for OffloadNowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::NotConfigured => "the instance has no [instance.offload]",
+            Self::ComputeExists => {
+                "a compute runs or is frozen; its data moves only once it has stopped \
+                 (pause with stop, or wait for stop_after)"
+            }
+        })
+    }
+}
+
+impl std::error::Error for OffloadNowError {}
+
 /// What the wrapper and its computes share about one instance's data.
 pub struct OffloadPlan {
     instance: String,
@@ -302,14 +348,47 @@ impl OffloadPlan {
         if generation.is_some_and(|g| g != c.generation) {
             return;
         }
+        if !c.computing && c.pending.is_some() {
+            // Already gone (a stop and the exit it causes both say so): its offload is
+            // scheduled, perhaps sooner than `after` by an operator's request.
+            return;
+        }
         c.computing = false;
+        self.schedule(c, self.after);
+    }
+
+    /// Schedules the offload `delay` from now in place of any scheduled before; `c` is the
+    /// lock [`Self::computes`] held by the caller.
+    fn schedule(self: &Arc<Self>, mut c: std::sync::MutexGuard<'_, Computes>, delay: Duration) {
         let token = CancellationToken::new();
         if let Some(old) = c.pending.replace(token.clone()) {
             old.cancel();
         }
         let scheduled = c.generation;
         drop(c);
-        tokio::spawn(Arc::clone(self).offload_later(token, scheduled));
+        tokio::spawn(Arc::clone(self).offload_later(token, scheduled, delay));
+    }
+
+    /// An operator's "offload now" (`POST /v1/instances/<name>/offload`): the offload that
+    /// would run `after` the last compute's end runs at once.
+    ///
+    /// # Errors
+    /// [`OffloadNowError::ComputeExists`] while a compute runs or is frozen: its data is in
+    /// use (pause it with `stop`, or wait for `stop_after`).
+    pub fn offload_now(self: &Arc<Self>) -> Result<OffloadNow, OffloadNowError> {
+        let c = self.computes();
+        if c.computing {
+            return Err(OffloadNowError::ComputeExists);
+        }
+        match self.storage() {
+            // An offload under way is left to finish: starting it again would throw away
+            // what it has sent.
+            Storage::Offloading => return Ok(OffloadNow::UnderWay),
+            Storage::Offloaded => return Ok(OffloadNow::AlreadyOffloaded),
+            Storage::Local | Storage::Restoring | Storage::Hydrating => {}
+        }
+        self.schedule(c, Duration::ZERO);
+        Ok(OffloadNow::Started)
     }
 
     /// Whether the offload scheduled after compute `scheduled` may still run: nothing
@@ -319,14 +398,19 @@ impl OffloadPlan {
         !token.is_cancelled() && !c.computing && c.generation == scheduled
     }
 
-    async fn offload_later(self: Arc<Self>, token: CancellationToken, scheduled: u64) {
+    async fn offload_later(
+        self: Arc<Self>,
+        token: CancellationToken,
+        scheduled: u64,
+        delay: Duration,
+    ) {
         // The compute is gone: what it left on disk is what is held until the next change.
         if self.mover.on_disk() != Storage::Offloaded {
             self.meter(self.stored_while_local()).await;
         }
         tokio::select! {
             () = token.cancelled() => return,
-            () = tokio::time::sleep(self.after) => {}
+            () = tokio::time::sleep(delay) => {}
         }
         // A start cancels the token, then waits for this lock before it restores and starts
         // its compute: no compute runs while an offload holds it.
@@ -625,6 +709,10 @@ impl Driver for OffloadingDriver {
 
     fn storage(&self) -> Option<Storage> {
         Some(self.plan.storage())
+    }
+
+    fn offload_now(&self) -> Result<OffloadNow, OffloadNowError> {
+        self.plan.offload_now()
     }
 }
 
