@@ -23,13 +23,74 @@ use std::io::{self, Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long a child may take to greet on its port.
+/// How long a child may take to greet on its port (before [`scaled`]).
 pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
-/// Read and write timeout for raw sockets in tests.
+/// Read and write timeout for raw sockets in tests (before [`scaled`]).
 pub const IO_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The environment variable that says how much slower than an idle machine this run may be.
+pub const SLOWDOWN_VAR: &str = "PERCEPTRON_TEST_SLOWDOWN";
+
+/// How many times slower than an idle two-core machine this run may be: `$PERCEPTRON_TEST_SLOWDOWN`
+/// (a number, 1 or more; 1 when unset). `scripts/test --under-load` raises it. Every deadline
+/// the harness waits for goes through [`scaled`], so a loaded machine makes a test slower,
+/// never failed (CONTRIBUTING.md, *A busy machine*).
+///
+/// # Panics
+/// If the variable is set to anything but a number of at least 1.
+#[must_use]
+pub fn slowdown() -> f64 {
+    static FACTOR: OnceLock<f64> = OnceLock::new();
+    *FACTOR.get_or_init(|| match std::env::var(SLOWDOWN_VAR) {
+        Err(_) => 1.0,
+        Ok(text) => text
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite() && *f >= 1.0)
+            .unwrap_or_else(|| panic!("{SLOWDOWN_VAR}={text:?}: give a number, 1 or more")),
+    })
+}
+
+/// `within` stretched by [`slowdown`]: how long a test waits for something that takes
+/// `within` on an idle machine.
+#[must_use]
+pub fn scaled(within: Duration) -> Duration {
+    within.mul_f64(slowdown())
+}
+
+/// The `mariadb` CLI's `--connect-timeout` (also its limit on reading the login's answer,
+/// which includes a wake): `secs` seconds, [`scaled`].
+#[must_use]
+pub fn connect_timeout_arg(secs: u64) -> String {
+    format!(
+        "--connect-timeout={}",
+        scaled(Duration::from_secs(secs)).as_secs()
+    )
+}
+
+/// A duration setting for a test's relay or compute (`"45000ms"`): `secs` seconds,
+/// [`scaled`]. For the generous limits the harness sets by default; a test of a timeout sets
+/// its own value, unscaled.
+#[must_use]
+pub fn scaled_setting(secs: u64) -> &'static str {
+    static SETTINGS: std::sync::Mutex<Vec<(u64, &'static str)>> = std::sync::Mutex::new(Vec::new());
+    let mut settings = SETTINGS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, text)) = settings.iter().find(|(s, _)| *s == secs) {
+        return text;
+    }
+    // One string per distinct value, kept for the process's life.
+    let text: &'static str =
+        Box::leak(format!("{}ms", scaled(Duration::from_secs(secs)).as_millis()).into_boxed_str());
+    settings.push((secs, text));
+    text
+}
 
 /// The workspace's target directory: `$CARGO_TARGET_DIR` if set, else `<workspace>/target`.
 #[must_use]
@@ -136,11 +197,12 @@ impl Drop for TempDir {
 }
 
 /// Polls `127.0.0.1:port` until a MySQL greeting (a packet with sequence id 0) arrives, or
-/// `deadline` passes. Returns the greeting's payload.
+/// `within` ([`scaled`]) has passed since `since`. Returns the greeting's payload.
 ///
 /// # Errors
 /// The last failure, once the deadline has passed.
-pub fn wait_for_greeting(port: u16, deadline: Instant) -> Result<Vec<u8>, String> {
+pub fn wait_for_greeting(port: u16, since: Instant, within: Duration) -> Result<Vec<u8>, String> {
+    let deadline = since + scaled(within);
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut last = String::from("never tried");
     while Instant::now() < deadline {
@@ -187,11 +249,11 @@ impl ChildGuard {
         }
     }
 
-    /// Waits up to `timeout` for the child to exit on its own: its status and what it wrote
-    /// to a piped stderr; `None` if it is still running (it is then killed).
+    /// Waits up to `timeout` ([`scaled`]) for the child to exit on its own: its status and
+    /// what it wrote to a piped stderr; `None` if it is still running (it is then killed).
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<(ExitStatus, String)> {
         let mut c = self.child.take()?;
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now() + scaled(timeout);
         while Instant::now() < deadline {
             if let Ok(Some(status)) = c.try_wait() {
                 let mut err = String::new();
@@ -207,15 +269,15 @@ impl ChildGuard {
         None
     }
 
-    /// Sends `signal` (a `kill` signal name, e.g. `TERM`) and waits up to `timeout` for the
-    /// exit; `None` if it did not exit (the child is then killed).
+    /// Sends `signal` (a `kill` signal name, e.g. `TERM`) and waits up to `timeout`
+    /// ([`scaled`]) for the exit; `None` if it did not exit (the child is then killed).
     pub fn signal_and_wait(&mut self, signal: &str, timeout: Duration) -> Option<ExitStatus> {
         let mut c = self.child.take()?;
         let _ = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(c.id().to_string())
             .status();
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now() + scaled(timeout);
         while Instant::now() < deadline {
             if let Ok(Some(status)) = c.try_wait() {
                 return Some(status);
@@ -278,7 +340,7 @@ impl Shim {
         }
         let spawned = Instant::now();
         let child = ChildGuard::new(cmd.spawn().unwrap_or_else(|e| panic!("spawn: {e}")));
-        let ready = wait_for_greeting(port, spawned + READY_TIMEOUT);
+        let ready = wait_for_greeting(port, spawned, READY_TIMEOUT);
         let ready_after = spawned.elapsed();
         let shim = Self {
             port,
@@ -350,7 +412,7 @@ pub fn shim_with_admin(tmp: &TempDir, user: &str, password: &str) -> Shim {
     Shim::start(&data, None, &[])
 }
 
-/// Runs `cmd` with `input` on stdin, killing it after `timeout`.
+/// Runs `cmd` with `input` on stdin, killing it after `timeout` ([`scaled`]).
 ///
 /// # Panics
 /// If it cannot be spawned.
@@ -380,7 +442,7 @@ pub fn run_with_input(cmd: &mut Command, input: &[u8], timeout: Duration) -> Out
         }
         s
     });
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now() + scaled(timeout);
     let code = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status.code(),
@@ -407,7 +469,8 @@ pub fn mariadb(port: u16, user: &str, password: Option<&str>, extra: &[&str], sq
     cmd.arg("-h127.0.0.1")
         .arg(format!("-P{port}"))
         .arg(format!("-u{user}"))
-        .args(["--skip-ssl", "-N", "-B", "--connect-timeout=10"]);
+        .args(["--skip-ssl", "-N", "-B"])
+        .arg(connect_timeout_arg(10));
     if let Some(p) = password {
         cmd.arg(format!("-p{p}"));
     }
@@ -456,7 +519,8 @@ pub fn mariadb_script(
     cmd.arg("-h127.0.0.1")
         .arg(format!("-P{port}"))
         .arg(format!("-u{user}"))
-        .args(["--skip-ssl", "-N", "-B", "--connect-timeout=10"]);
+        .args(["--skip-ssl", "-N", "-B"])
+        .arg(connect_timeout_arg(10));
     if let Some(p) = password {
         cmd.arg(format!("-p{p}"));
     }
@@ -484,8 +548,8 @@ pub mod raw {
     /// The connect error.
     pub fn connect(port: u16) -> io::Result<TcpStream> {
         let s = TcpStream::connect(("127.0.0.1", port))?;
-        s.set_read_timeout(Some(IO_TIMEOUT))?;
-        s.set_write_timeout(Some(IO_TIMEOUT))?;
+        s.set_read_timeout(Some(super::scaled(IO_TIMEOUT)))?;
+        s.set_write_timeout(Some(super::scaled(IO_TIMEOUT)))?;
         Ok(s)
     }
 
@@ -500,8 +564,8 @@ pub mod raw {
         socket.bind(&std::net::SocketAddr::new(source, 0).into())?;
         socket.connect(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into())?;
         let s: TcpStream = socket.into();
-        s.set_read_timeout(Some(IO_TIMEOUT))?;
-        s.set_write_timeout(Some(IO_TIMEOUT))?;
+        s.set_read_timeout(Some(super::scaled(IO_TIMEOUT)))?;
+        s.set_write_timeout(Some(super::scaled(IO_TIMEOUT)))?;
         Ok(s)
     }
 
@@ -572,11 +636,11 @@ pub mod raw {
         greeted_login_on(connect(port)?, user, password, database)
     }
 
-    /// [`login`] on a stream already connected.
+    /// [`login`] on a stream already connected (the greeting may already have arrived).
     ///
     /// # Errors
     /// As [`login`].
-    fn login_on(
+    pub fn login_on(
         s: TcpStream,
         user: &str,
         password: &str,

@@ -121,7 +121,7 @@ pub fn switch_relay(
         crate::relay::RelayOptions {
             command: Some(command(&datadir, extra)),
             auth: "switch",
-            resume_timeout: "30s",
+            resume_timeout: crate::scaled_setting(30),
             ..options
         },
     )
@@ -190,7 +190,7 @@ pub fn dual_relay_using(
         crate::relay::RelayOptions {
             command: Some(command(&datadir, &args)),
             auth: "dual",
-            resume_timeout: "30s",
+            resume_timeout: crate::scaled_setting(30),
             // MariaDB proves the key only in a login's challenge round.
             instance_toml: format!("compute_proof = \"login\"\n{}", options.instance_toml),
             ..options

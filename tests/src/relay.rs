@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{ChildGuard, READY_TIMEOUT, add_user, bin_path, free_port, wait_for_greeting};
+use crate::{
+    ChildGuard, READY_TIMEOUT, add_user, bin_path, free_port, scaled, scaled_setting,
+    wait_for_greeting,
+};
 
 /// How a test relay is configured.
 #[derive(Debug, Clone)]
@@ -49,12 +52,12 @@ impl Default for RelayOptions {
     fn default() -> Self {
         Self {
             command: None,
-            resume_timeout: "15s",
+            resume_timeout: scaled_setting(15),
             idle_pause_after: "5m",
             // Generous by default: a loaded 2-core machine (a build, another test binary,
             // an etcd election) can stall a process for seconds. Tests of a timeout set it.
-            handshake_timeout: "30s",
-            compute_timeout: "30s",
+            handshake_timeout: scaled_setting(30),
+            compute_timeout: scaled_setting(30),
             on_relay_exit: "pause",
             driver_toml: None,
             auth: "dual",
@@ -237,7 +240,7 @@ on_relay_exit = "{}"
             log,
             options,
         };
-        if let Err(e) = wait_for_greeting(port, spawned + READY_TIMEOUT) {
+        if let Err(e) = wait_for_greeting(port, spawned, READY_TIMEOUT) {
             panic!("{e}\nrelay log:\n{}", relay.log());
         }
         relay
@@ -249,7 +252,7 @@ on_relay_exit = "{}"
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// Whether a log line contains `needle`, waiting up to 10 s for it: the relay logs a
+    /// Whether a log line contains `needle`, waiting up to 10 s ([`scaled`]) for it: the relay logs a
     /// connection's outcome when the connection ends, which may be after its client has read
     /// the ERR or OK that the test saw.
     #[must_use]
@@ -257,7 +260,7 @@ on_relay_exit = "{}"
         Self::wait_until(Duration::from_secs(10), || self.log().contains(needle))
     }
 
-    /// Waits up to `within` for the instance to be in `state`.
+    /// Waits up to `within` ([`scaled`]) for the instance to be in `state`.
     ///
     /// # Panics
     /// If it is not by then, with the state it is in and the relay's log.
@@ -286,7 +289,7 @@ on_relay_exit = "{}"
     /// If any of that does not hold.
     pub fn assert_parks_keeping_the_session(&self, session: &mut TcpStream) {
         session
-            .set_read_timeout(Some(Duration::from_secs(30)))
+            .set_read_timeout(Some(scaled(Duration::from_secs(30))))
             .unwrap_or_else(|e| panic!("{e}"));
         let set = crate::raw::query(session, "SET SESSION sql_mode = 'ANSI_QUOTES'");
         assert!(matches!(set, Ok(Ok(_))), "{set:?}");
@@ -350,7 +353,8 @@ on_relay_exit = "{}"
         };
         let mut s = TcpStream::connect(("127.0.0.1", self.admin_port))
             .unwrap_or_else(|e| panic!("admin API: {e}"));
-        s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+        s.set_read_timeout(Some(scaled(Duration::from_secs(60))))
+            .ok();
         write!(
             s,
             "{method} {path} HTTP/1.1\r\n{host}{headers}{}Connection: close\r\n\r\n{body}",
@@ -373,7 +377,7 @@ on_relay_exit = "{}"
         (status, body.to_owned())
     }
 
-    /// Pauses the instance without forcing, waiting (up to 60 s) for connections that have
+    /// Pauses the instance without forcing, waiting (up to 60 s, [`scaled`]) for connections that have
     /// just closed on the client's side to be closed on the relay's too: a pause is refused
     /// (409) while any is open.
     ///
@@ -409,7 +413,7 @@ log:
             .unwrap_or(0.0)
     }
 
-    /// The value of `series` once it is `want`, or as it is after 30 s. The relay counts a
+    /// The value of `series` once it is `want`, or as it is after 30 s ([`scaled`]). The relay counts a
     /// connection when its task ends, which on a loaded machine can come after the client
     /// has read its answer and exited; a test that reads the count at once races with that.
     #[must_use]
@@ -457,9 +461,9 @@ log:
             .ok()
     }
 
-    /// Polls `cond` every 20 ms until it holds or `timeout` passes.
+    /// Polls `cond` every 20 ms until it holds or `timeout` ([`scaled`]) passes.
     pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now() + scaled(timeout);
         while Instant::now() < deadline {
             if cond() {
                 return true;

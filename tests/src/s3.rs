@@ -74,7 +74,7 @@ impl S3Server {
             .spawn()
             .unwrap();
         self.guard = Some(ChildGuard::new(child));
-        let deadline = Instant::now() + READY_TIMEOUT;
+        let deadline = Instant::now() + crate::scaled(READY_TIMEOUT);
         while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             assert!(
                 Instant::now() < deadline,

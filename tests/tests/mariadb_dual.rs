@@ -565,7 +565,8 @@ fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_stat
     let mut s = raw::login(d.relay.port, USER, PASSWORD, Some("shop"))
         .unwrap()
         .unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.set_read_timeout(Some(tests::scaled(Duration::from_secs(60))))
+        .unwrap();
     assert!(matches!(
         raw::query(&mut s, "SET SESSION sql_mode = 'ANSI_QUOTES'"),
         Ok(Ok(_))

@@ -149,7 +149,8 @@ fn failed_logins_from_one_source_wake_at_most_the_budget_then_are_refused() {
 /// HAProxy's `show stat` line for the relay server: `(status, check_status)`.
 fn haproxy_check(socket: &std::path::Path) -> Option<(String, String)> {
     let mut s = std::os::unix::net::UnixStream::connect(socket).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    s.set_read_timeout(Some(tests::scaled(Duration::from_secs(10))))
+        .ok()?;
     s.write_all(b"show stat\n").ok()?;
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;

@@ -160,7 +160,7 @@ fn a_pause_freezes_and_a_login_or_a_query_thaws_the_same_compute() {
     let (code, body) = relay.admin("POST", "/v1/instances/demo/pause?force=true");
     assert_eq!(code, 200, "{body}");
     relay.wait_state("frozen", Duration::from_secs(60));
-    idle.set_read_timeout(Some(Duration::from_secs(20)))
+    idle.set_read_timeout(Some(tests::scaled(Duration::from_secs(20))))
         .unwrap();
     assert_eq!(raw::one_row(&mut idle, "SELECT 5").as_deref(), Some("5"));
     // The thawed compute can answer before the relay has recorded the thaw (the route is

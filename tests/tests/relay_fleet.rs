@@ -366,7 +366,7 @@ impl Fleet {
         let shared = self.shared().display().to_string();
         let options = RelayOptions {
             idle_pause_after,
-            resume_timeout: "15s",
+            resume_timeout: tests::scaled_setting(15),
             relay_toml: format!(
                 "{relay}\n[relay.store]\nkind = \"etcd\"\nendpoints = [{}]\nrelay_id = \"relay{i}\"\n\
                  lease_ttl = {:?}\nrequest_timeout = {:?}\n{}",
@@ -607,7 +607,10 @@ fn a_relay_killed_while_it_wakes_the_instance_is_replaced_by_another() {
     select_1(fleet.relays[1].port).unwrap_or_else(|e| panic!("{e}\n{}", fleet.logs()));
     let took = killed.elapsed();
     eprintln!("relay 1 completed the wake {took:?} after relay 0 was killed");
-    assert!(took < Duration::from_secs(15), "within resume_timeout");
+    assert!(
+        took < tests::scaled(Duration::from_secs(15)),
+        "within resume_timeout"
+    );
     assert_eq!(fleet.starts(), 2, "relay 1 ran the start again");
     assert_eq!(fleet.relays[1].state(), "running");
     let ledger = fleet.members[0].ledger();

@@ -282,7 +282,8 @@ impl Impostor {
                 };
                 a.fetch_add(1, Ordering::Relaxed);
                 s.set_nonblocking(false).unwrap();
-                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                s.set_read_timeout(Some(tests::scaled(Duration::from_secs(5))))
+                    .unwrap();
                 let mut framed = Vec::new();
                 authplugin::packet::write_packet(&mut framed, 0, &greeting);
                 let _ = s.write_all(&framed);

@@ -461,7 +461,8 @@ fn an_idle_routed_session_is_parked_and_its_next_command_thaws_the_compute() {
     let mut s = raw::login(relay.port, USER, PASSWORD, None)
         .unwrap()
         .unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.set_read_timeout(Some(tests::scaled(Duration::from_secs(30))))
+        .unwrap();
     let id = raw::one_row(&mut s, "SELECT CONNECTION_ID()");
     let pid = relay.compute_pid().unwrap();
 
@@ -545,7 +546,8 @@ fn a_routed_mariadb_session_in_a_sleep_is_never_frozen_and_parks_after_it() {
     let mut s = raw::login(relay.port, "nat", "nat-pw", None)
         .unwrap()
         .unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.set_read_timeout(Some(tests::scaled(Duration::from_secs(30))))
+        .unwrap();
     let id = raw::one_row(&mut s, "SELECT CONNECTION_ID()");
     let pid = relay.compute_pid().unwrap();
 

@@ -25,15 +25,25 @@ fn storage(relay: &Relay) -> String {
     relay.instance_field("storage")
 }
 
-/// Waits for the idle pause and then the offload.
-fn wait_offloaded(relay: &Relay) {
+/// Pauses the instance as its idle pause would (the tests' instances pause only when told, so
+/// that no timer races the test's own steps) and waits until its compute has stopped.
+fn pause(relay: &Relay) {
+    relay.pause();
     relay.wait_state("paused", WITHIN);
-    assert!(
-        Relay::wait_until(WITHIN, || storage(relay) == "offloaded"),
-        "storage {}:\n{}",
-        storage(relay),
-        relay.log()
-    );
+}
+
+/// Pauses the instance and asks for its data to be offloaded now (the tests' `after` is an
+/// hour), without waiting for the offload to end.
+fn offload_now(relay: &Relay) {
+    pause(relay);
+    let (code, body) = relay.admin("POST", "/v1/instances/demo/offload");
+    assert_eq!(code, 202, "{body}\n{}", relay.log());
+}
+
+/// Pauses the instance, offloads its data now, and waits until it is in the store only.
+fn wait_offloaded(relay: &Relay) {
+    offload_now(relay);
+    wait_storage(relay, "offloaded");
 }
 
 /// Creates `shop.t` with one row named `name`, through the relay (waking the instance).
@@ -72,14 +82,13 @@ fn chunk_files(store: &Path) -> Vec<std::path::PathBuf> {
     files
 }
 
-/// A relay whose instance pauses after 1 s idle and offloads 1 s later into `<tmp>/objects`.
-fn offloading_relay(tmp: &TempDir) -> Relay {
+/// A relay whose instance offloads into `<tmp>/objects` once paused for `after`.
+fn offloading_relay(tmp: &TempDir, after: &str) -> Relay {
     Relay::start(
         tmp.path(),
         RelayOptions {
-            idle_pause_after: "1s",
             instance_toml: format!(
-                "[instance.offload]\nstore = \"file://{}\"\nafter = \"1s\"\ndata_dir = \"data\"\n",
+                "[instance.offload]\nstore = \"file://{}\"\nafter = \"{after}\"\ndata_dir = \"data\"\n",
                 tmp.path().join("objects").display()
             ),
             ..RelayOptions::default()
@@ -92,12 +101,14 @@ fn paused_data_goes_to_the_store_and_a_wake_brings_it_back_or_refuses() {
     let tmp = TempDir::new("relay-offload");
     let store = tmp.path().join("objects");
     let data = tmp.path().join("data");
-    let relay = offloading_relay(&tmp);
+    let relay = offloading_relay(&tmp, "1s");
     assert_eq!(storage(&relay), "local");
     put_row(&relay, "kept across the store");
 
-    // Paused, then offloaded: the local copy is gone, the store has the manifest.
-    wait_offloaded(&relay);
+    // Paused, then offloaded once `after` has passed: the local copy is gone, the store has
+    // the manifest.
+    pause(&relay);
+    wait_storage(&relay, "offloaded");
     assert!(!data.exists(), "the local copy is removed");
     let manifests = std::fs::read_dir(store.join("instances/demo"))
         .unwrap()
@@ -198,9 +209,8 @@ fn s3_relay_with(tmp: &TempDir, server: &S3Server, secret: &str, options: RelayO
     Relay::start(
         tmp.path(),
         RelayOptions {
-            idle_pause_after: "1s",
             instance_toml: format!(
-                "[instance.offload]\nstore = \"s3://perceptron/objects/eu\"\nafter = \"1s\"\n\
+                "[instance.offload]\nstore = \"s3://perceptron/objects/eu\"\nafter = \"1h\"\n\
                  data_dir = \"data\"\nendpoint = \"{}\"\nregion = \"us-east-1\"\n\
                  credentials_file = \"{}\"\n",
                 server.endpoint(),
@@ -367,7 +377,7 @@ fn a_store_that_refuses_the_relays_key_leaves_the_data_local() {
     let server = S3Server::start(&tmp.path().join("s3"), "perceptron");
     let relay = s3_relay(&tmp, &server, "not-the-secret");
     put_row(&relay, "never left");
-    relay.wait_state("paused", WITHIN);
+    offload_now(&relay);
     assert!(
         Relay::wait_until(WITHIN, || relay
             .logged("offload failed; the data stays local")),
@@ -390,9 +400,8 @@ fn a_mariadb_data_directory_is_offloaded_and_restored_before_mariadbd_starts() {
         tmp.path(),
         &[],
         RelayOptions {
-            idle_pause_after: "1s",
             instance_toml: format!(
-                "[instance.offload]\nstore = \"file://{}\"\nafter = \"1s\"\ndata_dir = \"mariadb\"\n",
+                "[instance.offload]\nstore = \"file://{}\"\nafter = \"1h\"\ndata_dir = \"mariadb\"\n",
                 tmp.path().join("objects").display()
             ),
             ..RelayOptions::default()
@@ -488,8 +497,7 @@ fn the_exec_drivers_commands_offload_and_restore_the_data() {
     let relay = Relay::start(
         tmp.path(),
         RelayOptions {
-            idle_pause_after: "1s",
-            instance_toml: "[instance.offload]\nafter = \"1s\"\nstore = \"s3://bucket/db\"\n"
+            instance_toml: "[instance.offload]\nafter = \"1h\"\nstore = \"s3://bucket/db\"\n"
                 .into(),
             driver_toml: Some(
                 "[instance.driver]\nkind = \"exec\"\n\
@@ -561,7 +569,6 @@ fn a_full_disk_on_either_side_loses_nothing() {
     let relay = Relay::start(
         tmp.path(),
         RelayOptions {
-            idle_pause_after: "1s",
             command: Some(vec![
                 tests::bin_path("server-shim").display().to_string(),
                 "run".into(),
@@ -573,7 +580,7 @@ fn a_full_disk_on_either_side_loses_nothing() {
                 tmp.path().join("perceptron.key").display().to_string(),
             ]),
             instance_toml: format!(
-                "[instance.offload]\nstore = \"file://{}/objects/store\"\nafter = \"1s\"\n\
+                "[instance.offload]\nstore = \"file://{}/objects/store\"\nafter = \"1h\"\n\
                  data_dir = \"disk/data\"\n",
                 tmp.path().display()
             ),
@@ -592,7 +599,7 @@ fn a_full_disk_on_either_side_loses_nothing() {
     drop(session);
 
     // The store's disk is full: the offload fails, the local copy is still the data.
-    relay.wait_state("paused", WITHIN);
+    offload_now(&relay);
     assert!(
         Relay::wait_until(WITHIN, || relay
             .logged("offload failed; the data stays local")),
@@ -638,7 +645,7 @@ fn a_full_disk_on_either_side_loses_nothing() {
 fn offload_gc_deletes_what_a_newer_offload_superseded() {
     let tmp = TempDir::new("relay-offload-gc");
     let store = tmp.path().join("objects");
-    let relay = offloading_relay(&tmp);
+    let relay = offloading_relay(&tmp, "1h");
     put_row(&relay, "first");
     wait_offloaded(&relay);
     ok(&mariadb(
@@ -705,7 +712,7 @@ fn a_relay_killed_while_the_data_moves_loses_nothing() {
     let ballast: Vec<u8> = (0..200_u32 << 20)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
         .collect();
-    let mut relay = offloading_relay(&tmp);
+    let mut relay = offloading_relay(&tmp, "1h");
     put_row(&relay, "survives kill -9");
     // Written while a session is open: the compute exists, so nothing moves the directory.
     let session = tests::raw::login(relay.port, USER, PASSWORD, None)
@@ -723,7 +730,7 @@ fn a_relay_killed_while_the_data_moves_loses_nothing() {
     };
 
     // Killed while offloading: the local copy is still the data.
-    relay.wait_state("paused", WITHIN);
+    offload_now(&relay);
     wait_storage(&relay, "offloading");
     relay.child.kill9();
     let mut relay = relay.restart();
@@ -732,7 +739,7 @@ fn a_relay_killed_while_the_data_moves_loses_nothing() {
     query(&relay);
 
     // Offloaded, then killed while restoring: the store is still the data.
-    wait_storage(&relay, "offloaded");
+    wait_offloaded(&relay);
     let waking = std::thread::spawn({
         let port = relay.port;
         move || mariadb(port, USER, Some(PASSWORD), &[], "SELECT 1")
@@ -751,16 +758,11 @@ fn a_relay_killed_while_the_data_moves_loses_nothing() {
 /// `mariadb` reading its statements from stdin (more than one argument may hold).
 fn mariadb_stdin(port: u16, sql: &str) -> tests::Output {
     let mut cmd = std::process::Command::new("mariadb");
-    cmd.args([
-        "-h127.0.0.1",
-        "--skip-ssl",
-        "-N",
-        "-B",
-        "--connect-timeout=10",
-    ])
-    .arg(format!("-P{port}"))
-    .arg(format!("-u{USER}"))
-    .arg(format!("-p{PASSWORD}"));
+    cmd.args(["-h127.0.0.1", "--skip-ssl", "-N", "-B"])
+        .arg(tests::connect_timeout_arg(10))
+        .arg(format!("-P{port}"))
+        .arg(format!("-u{USER}"))
+        .arg(format!("-p{PASSWORD}"));
     tests::run_with_input(&mut cmd, sql.as_bytes(), Duration::from_secs(120))
 }
 
@@ -860,9 +862,8 @@ fn a_lazily_restored_database_answers_at_once_and_is_filled_in_behind() {
     let relay = Relay::start(
         tmp.path(),
         RelayOptions {
-            idle_pause_after: "1s",
             instance_toml: format!(
-                "[instance.offload]\nstore = \"file://{}\"\nafter = \"1s\"\ndata_dir = \"data\"\n",
+                "[instance.offload]\nstore = \"file://{}\"\nafter = \"1h\"\ndata_dir = \"data\"\n",
                 tmp.path().join("objects").display()
             ),
             // Slow, so the fill is still running when the instance pauses again.

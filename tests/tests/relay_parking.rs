@@ -76,7 +76,8 @@ fn an_idle_pool_is_parked_on_a_frozen_compute_and_its_next_query_thaws_it() {
 
     // A query on a parked connection thaws the same compute and is answered.
     for c in &mut pool {
-        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        c.set_read_timeout(Some(tests::scaled(Duration::from_secs(30))))
+            .unwrap();
     }
     assert_eq!(raw::one_row(&mut pool[1], "SELECT 7").as_deref(), Some("7"));
     assert_eq!(relay.compute_pid(), Some(pid));
@@ -145,7 +146,8 @@ fn a_connection_whose_result_is_still_streaming_keeps_the_instance_running() {
     assert!(!paused, "paused mid-result:\n{}", relay.log());
 
     // The client reads the whole result: the connection is between commands, and parks.
-    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.set_read_timeout(Some(tests::scaled(Duration::from_secs(30))))
+        .unwrap();
     assert_eq!(raw::read_large_result(&mut c), raw::LARGE_RESULT_ROWS);
     relay.wait_state("frozen", Duration::from_secs(60));
     assert_eq!(raw::one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
@@ -161,7 +163,8 @@ fn pings_and_keepalive_queries_neither_keep_the_instance_running_nor_thaw_it() {
         .unwrap()
         .unwrap();
     assert_eq!(raw::one_row(&mut c, "SELECT 1").as_deref(), Some("1"));
-    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.set_read_timeout(Some(tests::scaled(Duration::from_secs(30))))
+        .unwrap();
     // A pool's keepalive, well inside `idle_pause_after`: each ping is answered, and the
     // instance parks all the same.
     let parked = Relay::wait_until(Duration::from_secs(60), || {

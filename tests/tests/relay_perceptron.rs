@@ -185,7 +185,11 @@ fn assert_all_get_1053_within(relay: &Relay, clients: usize, limit: Duration) {
             relay.log()
         );
     }
-    assert!(t0.elapsed() < limit, "took {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < tests::scaled(limit),
+        "took {:?}",
+        t0.elapsed()
+    );
 }
 
 #[test]
@@ -236,7 +240,7 @@ fn a_compute_that_never_listens_gives_every_waiting_client_1053_within_resume_ti
         "sleeper {pid} still alive"
     );
     // And the relay keeps greeting new clients.
-    assert!(tests::wait_for_greeting(relay.port, Instant::now() + tests::READY_TIMEOUT).is_ok());
+    assert!(tests::wait_for_greeting(relay.port, Instant::now(), tests::READY_TIMEOUT).is_ok());
 }
 
 #[test]

@@ -65,7 +65,8 @@ fn connect(relay: &Relay) -> TcpStream {
     let s = raw::login(relay.port, USER, PASSWORD, None)
         .unwrap()
         .unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.set_read_timeout(Some(tests::scaled(Duration::from_secs(60))))
+        .unwrap();
     s
 }
 

@@ -227,7 +227,8 @@ fn admin_post(admin_port: u16, path: &str) -> String {
     let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", admin_port)) else {
         return "admin API unreachable".into();
     };
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    s.set_read_timeout(Some(tests::scaled(Duration::from_secs(30))))
+        .ok();
     let _ = write!(
         s,
         "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{admin_port}\r\nConnection: close\r\n\r\n"

@@ -78,7 +78,8 @@ fn login(relay: &Relay) -> TcpStream {
     let s = raw::login(relay.port, USER, PASSWORD, None)
         .unwrap()
         .unwrap_or_else(|e| panic!("{e:?}\n{}", relay.log()));
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.set_read_timeout(Some(tests::scaled(Duration::from_secs(60))))
+        .unwrap();
     s
 }
 

@@ -38,7 +38,8 @@ fn mariadb(port: u16, tls: &[String], sql: &str) -> Output {
         .arg(format!("-P{port}"))
         .arg(format!("-u{USER}"))
         .arg(format!("-p{PASSWORD}"))
-        .args(["-N", "-B", "--connect-timeout=10"]);
+        .args(["-N", "-B"])
+        .arg(tests::connect_timeout_arg(10));
     if tls.is_empty() {
         cmd.arg("--skip-ssl");
     }
@@ -200,7 +201,7 @@ fn require_secure_transport_and_client_ca_hold_once_the_instance_runs() {
 /// The capability flags of the greeting on `port` (relay's while paused, the compute's on the
 /// direct route).
 fn greeting_flags(port: u16) -> u32 {
-    let payload = wait_for_greeting(port, Instant::now() + tests::READY_TIMEOUT).unwrap();
+    let payload = wait_for_greeting(port, Instant::now(), tests::READY_TIMEOUT).unwrap();
     HandshakeV10::decode(&payload).unwrap().capability_flags
 }
 
@@ -470,7 +471,8 @@ fn switch_mode_on_mariadb_uses_tls_on_every_leg_of_both_routes() {
             .arg(format!("-P{}", relay.port))
             .arg(format!("-u{user}"))
             .arg(format!("--password={password}"))
-            .args(["-N", "-B", "--connect-timeout=30"])
+            .args(["-N", "-B"])
+            .arg(tests::connect_timeout_arg(30))
             .args(verified(&certs, "good-ca.pem"))
             .arg("-e")
             .arg(sql);
@@ -552,7 +554,8 @@ fn dual_mode_on_mariadb_with_perceptron_dual_over_tls_on_both_legs() {
             .arg(format!("-P{}", relay.port))
             .arg(format!("-u{user}"))
             .arg(format!("--password={password}"))
-            .args(["-N", "-B", "--connect-timeout=30"])
+            .args(["-N", "-B"])
+            .arg(tests::connect_timeout_arg(30))
             .args(verified(&certs, "good-ca.pem"))
             .arg("-e")
             .arg(sql);

@@ -104,7 +104,7 @@ fn start_mariadb(dir: &Path) -> (ChildGuard, u16) {
         .spawn()
         .unwrap_or_else(|e| panic!("{}: {e}", argv[0]));
     let guard = ChildGuard::new(child);
-    if let Err(e) = wait_for_greeting(port, Instant::now() + Duration::from_secs(60)) {
+    if let Err(e) = wait_for_greeting(port, Instant::now(), Duration::from_secs(60)) {
         panic!(
             "{e}\nmariadbd log:\n{}",
             std::fs::read_to_string(dir.join("mariadbd.log")).unwrap_or_default()

@@ -708,7 +708,7 @@ fn kill_ends_a_statement_or_a_connection_for_its_owner_or_an_admin() {
     // Asked again until the statement has started and the answer comes.
     app.set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + tests::scaled(Duration::from_secs(30));
     loop {
         assert_eq!(
             query(&mut root, &format!("KILL QUERY {id}")),
@@ -722,7 +722,8 @@ fn kill_ends_a_statement_or_a_connection_for_its_owner_or_an_admin() {
             "the statement went on"
         );
     }
-    app.set_read_timeout(Some(tests::IO_TIMEOUT)).unwrap();
+    app.set_read_timeout(Some(tests::scaled(tests::IO_TIMEOUT)))
+        .unwrap();
     let (_, err) = tests::raw::read_packet(&mut app).unwrap();
     assert_eq!(
         tests::raw::err_of(&err),
@@ -746,7 +747,7 @@ fn kill_ends_a_statement_or_a_connection_for_its_owner_or_an_admin() {
     );
     tests::raw::assert_connection_ended(&mut app2);
     // Gone from the process list once its task has ended (a moment after the close).
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + tests::scaled(Duration::from_secs(10));
     let gone = Err((1094, format!("Unknown thread id: {own}")));
     while query(&mut root, &format!("KILL {own}")) != gone {
         assert!(std::time::Instant::now() < deadline, "{own} still listed");
