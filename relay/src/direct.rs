@@ -87,6 +87,7 @@ pub async fn handle(
         tracing::debug!(instance = %name, client = %peer, outcome = ?outcome, "direct connection closed before the client spoke");
         return;
     }
+    guard.client_spoke();
     guard.set_client(peer.to_string());
     rt.metrics.direct(&name, DirectOutcome::forwarded);
     let (up, down, accepted) = match watch_login(&rt, &mut client, &mut compute, peer).await {

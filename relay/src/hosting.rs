@@ -607,7 +607,7 @@ async fn accept_loop(
         }
         let rt = Arc::clone(&rt);
         // Cancelled only while the connection is pending (before its login): the handler is
-        // dropped there, which closes the socket, and holds nothing else yet.
+        // dropped there, which closes the socket and releases its count (a direct route's).
         let evicted = pending.eviction();
         // An instance whose logins must meet the relay's TLS (require_secure_transport,
         // client_ca) keeps every login on the perceptron route, which enforces them; the

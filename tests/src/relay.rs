@@ -461,6 +461,21 @@ log:
             .ok()
     }
 
+    /// Whether `cond` holds at every look (every 20 ms) for `window`, which is not scaled:
+    /// the window passing is the condition itself (a negative observation, e.g. no pause
+    /// while a result is still streaming), and a longer window on a loaded machine could
+    /// outlast what it observes.
+    pub fn holds_for(window: Duration, mut cond: impl FnMut() -> bool) -> bool {
+        let deadline = Instant::now() + window;
+        while Instant::now() < deadline {
+            if !cond() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        cond()
+    }
+
     /// Polls `cond` every 20 ms until it holds or `timeout` ([`scaled`]) passes.
     pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         let deadline = Instant::now() + scaled(timeout);

@@ -172,7 +172,7 @@ fn a_compute_exiting_during_the_relayed_login_gives_1053_and_the_next_login_work
 }
 
 /// A session held by the perceptron (the connection that woke the instance) whose compute is
-/// killed -9: the client's next read ends at once (EOF or reset, not its 10 s timeout), and
+/// killed -9: the client's next read ends at once (EOF or reset, not its read timeout), and
 /// the instance is marked failed, which closes the billed interval.
 #[test]
 fn a_compute_killed_mid_session_ends_the_session_and_marks_the_instance_failed() {

@@ -135,14 +135,14 @@ fn a_source_past_its_cap_gets_err_1040_without_a_wake() {
 }
 
 #[test]
-fn silent_direct_connections_do_not_hold_a_running_instance_awake() {
+fn silent_direct_connections_hold_off_a_pause_only_until_their_handshake_timeout() {
     let dir = TempDir::new("limits-direct-idle");
     let relay = start(
         &dir,
         RelayOptions {
             // Not shorter: the instance must still be running when the connections below
             // arrive, on a loaded machine too.
-            idle_pause_after: "5s",
+            idle_pause_after: tests::scaled_setting(5),
             // How long a connection that never speaks holds off a pause.
             handshake_timeout: "3s",
             ..RelayOptions::default()
@@ -166,6 +166,16 @@ fn silent_direct_connections_do_not_hold_a_running_instance_awake() {
         Relay::wait_until(Duration::from_secs(60), || relay.state() == "paused"),
         "state: {}\n{}",
         relay.state(),
+        relay.log()
+    );
+    // They were counted on the direct route (not handed to a perceptron after a pause).
+    assert_eq!(
+        relay.metric_reaching(
+            "relay_direct_connections_total{instance=\"demo\",outcome=\"handshake_timeout\"}",
+            20.0
+        ),
+        20.0,
+        "{}",
         relay.log()
     );
     drop(silent);

@@ -76,9 +76,11 @@ fn ctrl_c_with_nothing_open_stops_the_compute_and_exits_at_once_without_a_warnin
     let took = started.elapsed();
     assert!(status.success(), "{status:?}\n{}", relay.log());
     eprintln!("SIGINT to exit with nothing open: {took:?}");
-    // "At once": well inside the 10 s the relay would wait for open sessions.
-    assert!(
-        took < tests::scaled(Duration::from_secs(5)),
+    // "At once": the relay did not wait for the drain deadline (a time bound would not tell
+    // on a loaded machine; the relay's own line does).
+    assert_eq!(
+        relay.log_count("drain deadline passed"),
+        0,
         "{took:?}\n{}",
         relay.log()
     );
@@ -125,8 +127,9 @@ fn ctrl_c_with_a_session_open_lets_it_finish_then_stops() {
     let took = closed.elapsed();
     assert!(status.success(), "{status:?}\n{}", relay.log());
     eprintln!("session close to exit: {took:?}");
-    assert!(
-        took < tests::scaled(Duration::from_secs(5)),
+    assert_eq!(
+        relay.log_count("drain deadline passed"),
+        0,
         "{took:?}\n{}",
         relay.log()
     );

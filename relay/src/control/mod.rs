@@ -106,6 +106,13 @@ struct Inner {
     /// carried to a new compute, so keep it frozen (not stopped), by connection: its client
     /// and why ([`parking::CommandWatch`]).
     held_frozen: std::collections::BTreeMap<u64, (String, &'static str)>,
+    /// Of the open connections, those routed direct whose client has not yet spoken
+    /// ([`Instance::hold_direct`]): counted so no pause cuts them, but never a session.
+    pre_login: usize,
+    /// An idle pause is due and waits only for [`Inner::pre_login`] connections: new ones take
+    /// the perceptron's route meanwhile (which counts them from their login), so a stream of
+    /// silent sockets cannot hold the pause off for longer than one `handshake_timeout`.
+    pause_waits_for_pre_login: bool,
     /// The running compute could not be frozen to park its connections: not tried again
     /// until the next wake.
     cannot_park: bool,
@@ -286,6 +293,8 @@ pub struct ConnectionGuard {
     client: String,
     /// Why it keeps the compute frozen, when it is listed in [`Inner::held_frozen`].
     holding: Option<&'static str>,
+    /// Whether it is counted in [`Inner::pre_login`].
+    pre_login: bool,
 }
 
 impl std::fmt::Debug for ConnectionGuard {
@@ -310,7 +319,11 @@ impl Drop for ConnectionGuard {
         if self.holding.is_some() {
             inner.held_frozen.remove(&self.id);
         }
-        if inner.active.total() == 0 && self.session {
+        if self.pre_login {
+            inner.pre_login = inner.pre_login.saturating_sub(1);
+        }
+        // The last session closed: connections whose clients have not spoken do not count.
+        if self.session && inner.active.total() == inner.pre_login {
             inner.idle_since = tokio::time::Instant::now();
         }
         drop(inner);
@@ -322,6 +335,15 @@ impl ConnectionGuard {
     /// Names the connection's client, for status output.
     pub fn set_client(&mut self, client: String) {
         self.client = client;
+    }
+
+    /// The client of a direct connection has spoken: it is no longer pre-login
+    /// ([`Instance::hold_direct`]), so a pause waits for it as for any open connection.
+    pub fn client_spoke(&mut self) {
+        if std::mem::take(&mut self.pre_login) {
+            let mut inner = self.instance.lock();
+            inner.pre_login = inner.pre_login.saturating_sub(1);
+        }
     }
 
     /// Marks the connection as a real session (its login was accepted): the login is use,
@@ -368,6 +390,8 @@ impl Instance {
                 idle_conns: 0,
                 resumable_conns: 0,
                 held_frozen: std::collections::BTreeMap::new(),
+                pre_login: 0,
+                pause_waits_for_pre_login: false,
                 cannot_park: false,
                 idle_since: tokio::time::Instant::now(),
                 logins_since_wake: LoginsSinceWake::default(),
@@ -494,15 +518,21 @@ impl Instance {
     /// are one step under the lock an idle pause, a freeze and a stop decide under, so none of
     /// them can stop the compute under a connection it has accepted and not yet refused: the
     /// connection counts from its accept, before its client has spoken (the compute greets
-    /// first). A connection that never speaks is closed after `handshake_timeout`, so it holds
-    /// off a pause at most that long; and like [`Instance::hold`], a close restarts the idle
-    /// clock only once [`ConnectionGuard::mark_session`] says a login was not refused: neither
-    /// silent sockets nor wrong guesses keep an instance billed beyond that.
+    /// first), as pre-login until [`ConnectionGuard::client_spoke`]. An idle pause that is due
+    /// waits for pre-login connections (at most `compute_timeout` + `handshake_timeout`: then
+    /// they are closed) and sends new ones to the perceptron meanwhile, so silent sockets, one
+    /// after another, never hold it off for longer. They never restart the idle clock: like
+    /// [`Instance::hold`], a close does so only once [`ConnectionGuard::mark_session`] says a
+    /// login was not refused.
     #[must_use]
     pub fn hold_direct(self: &Arc<Self>) -> Option<ConnectionGuard> {
         let mut inner = self.lock();
-        (matches!(inner.state, State::Running(_)) && self.trusted(inner.trust)).then(|| {
+        let direct = matches!(inner.state, State::Running(_))
+            && self.trusted(inner.trust)
+            && !inner.pause_waits_for_pre_login;
+        direct.then(|| {
             inner.active.direct += 1;
+            inner.pre_login += 1;
             self.connections_changed.notify_one();
             ConnectionGuard {
                 instance: Arc::clone(self),
@@ -513,6 +543,7 @@ impl Instance {
                 id: self.next_guard_id(),
                 client: String::new(),
                 holding: None,
+                pre_login: true,
             }
         })
     }
@@ -533,6 +564,7 @@ impl Instance {
             id: self.next_guard_id(),
             client: String::new(),
             holding: None,
+            pre_login: false,
         }
     }
 
@@ -736,7 +768,7 @@ impl Instance {
             // (one it cannot take back is busy, as on the pump).
             self.take_back_spliced().await;
         }
-        let (running, tx, park) = {
+        let (running, tx, mut park) = {
             let mut inner = self.lock();
             let open = inner.active.total() + inner.kernel_open;
             let running = match &inner.state {
@@ -787,15 +819,21 @@ impl Instance {
                 .shutting_down
                 .load(std::sync::atomic::Ordering::Acquire);
         if freeze {
-            let frozen = running.freeze().await;
-            if let Err(e) = &frozen {
+            let mut frozen = running.freeze().await;
+            if let Err(
+                e @ (driver::CapacityError::Cgroup(_) | driver::CapacityError::External(_)),
+            ) = &frozen
+            {
                 // A freeze that failed half-way (the kernel did not report the cgroup frozen
-                // in time) may have frozen some of the compute or all of it a moment later:
-                // it is thawed before anything routes to it again, and before a stop (a
-                // frozen process does not act on SIGTERM).
+                // in time, a control plane that timed out) may have frozen some of the compute,
+                // or all of it a moment later: it is thawed before anything routes to it
+                // again, and before a stop (a frozen process does not act on SIGTERM). A
+                // compute that cannot be thawed is stopped, never routed to.
                 tracing::warn!(instance = %self.config.name, error = %e, "the freeze failed; thawing the compute");
                 if let Err(thaw) = running.thaw().await {
-                    tracing::error!(instance = %self.config.name, error = %thaw, "cannot thaw the compute after a failed freeze");
+                    tracing::error!(instance = %self.config.name, error = %thaw, "cannot thaw the compute after a failed freeze; stopping it");
+                    frozen = Err(thaw);
+                    park = false;
                 }
             }
             match frozen {
@@ -879,9 +917,12 @@ impl Instance {
                 self.count_kernel_connections().await;
             }
             let due = {
-                let inner = self.lock();
+                let mut inner = self.lock();
+                // Direct connections whose clients have not spoken are not use; the pause
+                // waits for them (below).
+                let pre_login = inner.pre_login;
                 // In a fleet other relays' logins are not known here: the full period.
-                let unused = inner.active.total() == 0 && inner.kernel_open == 0;
+                let unused = inner.active.total() == pre_login && inner.kernel_open == 0;
                 let idle_after = if unused
                     && inner.logins_since_wake.only_refused()
                     && self.fleet.get().is_none()
@@ -889,13 +930,17 @@ impl Instance {
                     Some(failed_wake_pause_after)
                 } else if unused {
                     Some(idle_pause_after)
-                } else if self.parkable(&inner) {
+                } else if self.parkable_but_for_pre_login(&inner) {
                     Some(park_after)
                 } else {
                     None
                 };
-                matches!(inner.state, State::Running(_))
-                    && idle_after.is_some_and(|after| inner.idle_since.elapsed() >= after)
+                let due = matches!(inner.state, State::Running(_))
+                    && idle_after.is_some_and(|after| inner.idle_since.elapsed() >= after);
+                // Due, but a client was greeted and may still answer: no pause cuts it, and no
+                // new connection joins it on the direct route until the pause has been decided.
+                inner.pause_waits_for_pre_login = due && pre_login > 0;
+                due && !inner.pause_waits_for_pre_login
             };
             let due = due && self.fleet_idle().await;
             if due {
@@ -1083,6 +1128,8 @@ impl Instance {
         if phase != Phase::Running {
             inner.cpu_sample = None;
         }
+        // A pause that waited for pre-login connections has been decided, one way or another.
+        inner.pause_waits_for_pre_login = false;
         if phase != Phase::Frozen {
             // Parked routed sessions are the compute's again: stop watching their sockets.
             if let Some(watch) = inner.routed_watch.take() {

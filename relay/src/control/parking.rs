@@ -650,7 +650,13 @@ impl Instance {
     /// could be frozen when last tried, and the relay decides alone (in a fleet another
     /// relay's connections are not followed from here, so a fleet never parks).
     pub(super) fn parkable(&self, inner: &Inner) -> bool {
-        let pumped = inner.active.total();
+        inner.pre_login == 0 && self.parkable_but_for_pre_login(inner)
+    }
+
+    /// [`Self::parkable`] but for direct connections whose clients have not spoken yet (a
+    /// frozen compute would leave them greeted and unanswered: the pause waits for them).
+    pub(super) fn parkable_but_for_pre_login(&self, inner: &Inner) -> bool {
+        let pumped = inner.active.total().saturating_sub(inner.pre_login);
         self.config.park
             && (pumped > 0 || inner.kernel_open > 0)
             && pumped == inner.idle_conns

@@ -537,6 +537,45 @@ async fn a_direct_connection_holds_off_an_idle_pause_from_its_accept() {
     stop.cancel();
 }
 
+/// Silent sockets one after another cannot hold off a due idle pause: once it is due, it
+/// waits only for the connections already greeted, and new ones go to the perceptron.
+#[tokio::test(start_paused = true)]
+async fn a_due_idle_pause_waits_for_greeted_connections_and_routes_new_ones_elsewhere() {
+    let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::ZERO)]);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    inst.ensure_running().await.unwrap();
+    let first = inst.hold_direct().expect("running: direct route");
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(inst.phase(), Phase::Running);
+    assert!(
+        inst.hold_direct().is_none(),
+        "the due pause sends new connections elsewhere"
+    );
+    drop(first);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(inst.phase(), Phase::Paused);
+    stop.cancel();
+}
+
+/// A direct connection whose client has spoken is an open connection like any other.
+#[tokio::test(start_paused = true)]
+async fn a_direct_connection_whose_client_spoke_keeps_the_instance_running() {
+    let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::ZERO)]);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&inst).pause_when_idle(stop.clone()));
+    inst.ensure_running().await.unwrap();
+    let mut spoke = inst.hold_direct().expect("running: direct route");
+    spoke.client_spoke();
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(inst.phase(), Phase::Running);
+    assert!(
+        inst.hold_direct().is_some(),
+        "no pause waits: new connections go direct"
+    );
+    stop.cancel();
+}
+
 #[tokio::test(start_paused = true)]
 async fn pause_while_resuming_is_refused() {
     let (inst, _starts, _exit) = instance(vec![Step::Ready(Duration::from_millis(500))]);

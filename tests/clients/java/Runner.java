@@ -47,6 +47,12 @@ public class Runner {
         rs.close();
     }
 
+    /** {@code millis} stretched by $PERCEPTRON_TEST_SLOWDOWN, as the harness's deadlines are. */
+    static long scaledMillis(long millis) {
+        String slowdown = System.getenv("PERCEPTRON_TEST_SLOWDOWN");
+        return Math.round(millis * (slowdown == null ? 1.0 : Double.parseDouble(slowdown)));
+    }
+
     public static void main(String[] argv) {
         Map<String, String> a = new HashMap<>();
         a.put("host", "127.0.0.1");
@@ -63,7 +69,7 @@ public class Runner {
                 ? "useSsl=true&sslMode=verify-full&serverSslCert=" + a.get("ssl-ca")
                 : "useSsl=false&sslMode=disable";
         String url = "jdbc:mariadb://" + a.get("host") + ":" + a.get("port") + "/" + a.get("database")
-                + "?" + tls + "&useServerPrepStmts=true&connectTimeout=60000";
+                + "?" + tls + "&useServerPrepStmts=true&connectTimeout=" + scaledMillis(60_000);
         List<List<String>> rows = new ArrayList<>();
         String out;
         try (Connection c = DriverManager.getConnection(url, a.get("user"), a.get("password"))) {

@@ -11,9 +11,15 @@ The CLI has no client-side prepared-statement API: `prepared` reports `na`.
 """
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
+
+
+def scaled(seconds):
+    """`seconds` stretched by $PERCEPTRON_TEST_SLOWDOWN, as the harness's deadlines are."""
+    return int(seconds * float(os.environ.get("PERCEPTRON_TEST_SLOWDOWN", "1")))
 
 
 def main():
@@ -37,13 +43,13 @@ def main():
     tls = (["--ssl", "--ssl-verify-server-cert", f"--ssl-ca={a.ssl_ca}"] if a.ssl_ca
            else ["--skip-ssl"])
     cmd = ["mariadb", f"-h{a.host}", f"-P{a.port}", f"-u{a.user}", f"--password={a.password}",
-           *tls, "-N", "-B", "--connect-timeout=20"]
+           *tls, "-N", "-B", f"--connect-timeout={scaled(20)}"]
     if a.database:
         cmd.append(f"-D{a.database}")
     cmd += ["-e", sql]
     try:
         r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           timeout=60)
+                           timeout=scaled(60))
     except (OSError, subprocess.TimeoutExpired) as e:
         out["error"] = f"{type(e).__name__}: {e}"
     else:

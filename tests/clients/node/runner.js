@@ -27,7 +27,8 @@ async function run(a) {
     user: a.user,
     password: a.password,
     database: a.database || undefined,
-    connectTimeout: 60000,
+    // Stretched by $PERCEPTRON_TEST_SLOWDOWN, as the harness's deadlines are.
+    connectTimeout: Math.round(60000 * Number(process.env.PERCEPTRON_TEST_SLOWDOWN || 1)),
     ssl: a['ssl-ca'] ? { ca: require('fs').readFileSync(a['ssl-ca']) } : undefined,
   });
   const rows = [];

@@ -12,6 +12,7 @@ options; mysql-connector-python gets `ssl_disabled=True`, and runs its pure-Pyth
 """
 import argparse
 import json
+import os
 import sys
 
 
@@ -23,6 +24,11 @@ def cell(v):
     return str(v)
 
 
+def scaled(seconds):
+    """`seconds` stretched by $PERCEPTRON_TEST_SLOWDOWN, as the harness's deadlines are."""
+    return int(seconds * float(os.environ.get("PERCEPTRON_TEST_SLOWDOWN", "1")))
+
+
 def connect(a):
     if a.driver == "pymysql":
         import pymysql
@@ -30,7 +36,7 @@ def connect(a):
         # With a CA PyMySQL verifies the chain and the host name.
         return pymysql.connect(
             host=a.host, port=a.port, user=a.user, password=a.password,
-            database=a.database or None, connect_timeout=60,
+            database=a.database or None, connect_timeout=scaled(60),
             ssl={"ca": a.ssl_ca} if a.ssl_ca else None,
         )
     import mysql.connector
@@ -39,7 +45,7 @@ def connect(a):
            if a.ssl_ca else dict(ssl_disabled=True))
     return mysql.connector.connect(
         host=a.host, port=a.port, user=a.user, password=a.password,
-        database=a.database or None, use_pure=True, connection_timeout=20, **tls,
+        database=a.database or None, use_pure=True, connection_timeout=scaled(20), **tls,
     )
 
 

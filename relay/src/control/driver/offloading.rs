@@ -376,16 +376,19 @@ impl OffloadPlan {
     /// [`OffloadNowError::ComputeExists`] while a compute runs or is frozen: its data is in
     /// use (pause it with `stop`, or wait for `stop_after`).
     pub fn offload_now(self: &Arc<Self>) -> Result<OffloadNow, OffloadNowError> {
+        // Read before the lock below: it may look at the disk.
+        let storage = self.storage();
         let c = self.computes();
         if c.computing {
             return Err(OffloadNowError::ComputeExists);
         }
-        match self.storage() {
-            // An offload under way is left to finish: starting it again would throw away
-            // what it has sent.
-            Storage::Offloading => return Ok(OffloadNow::UnderWay),
-            Storage::Offloaded => return Ok(OffloadNow::AlreadyOffloaded),
-            Storage::Local | Storage::Restoring | Storage::Hydrating => {}
+        // An offload under way (it holds `moving` from before it checks that nothing started)
+        // is left to finish: starting it again would throw away what it has sent.
+        if storage == Storage::Offloading || self.moving.try_lock().is_err() {
+            return Ok(OffloadNow::UnderWay);
+        }
+        if storage == Storage::Offloaded {
+            return Ok(OffloadNow::AlreadyOffloaded);
         }
         self.schedule(c, Duration::ZERO);
         Ok(OffloadNow::Started)
