@@ -21,6 +21,7 @@ use std::collections::VecDeque;
 
 use authplugin::packet::capabilities::{
     CLIENT_COMPRESS, CLIENT_DEPRECATE_EOF, CLIENT_OPTIONAL_RESULTSET_METADATA,
+    MARIADB_CLIENT_CACHE_METADATA,
 };
 
 /// The bytes kept of each packet: enough for an OK packet's status flags behind two
@@ -31,10 +32,6 @@ pub const MAX_PENDING: usize = 64;
 /// A packet of this length continues in the next one (a payload of 16 MiB or more).
 const MAX_PACKET_LEN: u32 = 0x00FF_FFFF;
 
-/// MariaDB's `MARIADB_CLIENT_CACHE_METADATA` (in the extended capabilities, the last four
-/// bytes of the greeting's and the login's filler): result sets of prepared statements may
-/// come without their column definitions.
-pub const MARIADB_CLIENT_CACHE_METADATA: u32 = 1 << 4;
 /// The error code of MariaDB's progress reports (`MARIADB_CLIENT_PROGRESS`): an ERR packet
 /// that is not an error and ends nothing.
 const PROGRESS_REPORT_CODE: u16 = 0xFFFF;

@@ -298,7 +298,7 @@ fn without_cached_metadata(bytes: &mut [u8]) {
     // 6 reserved bytes, then the four bytes of extended capabilities.
     let ext = caps_low + 2 + 1 + 2 + 2 + 1 + 6;
     // The flag lives in the first (least significant) byte.
-    let [flag, ..] = crate::conversation::MARIADB_CLIENT_CACHE_METADATA.to_le_bytes();
+    let [flag, ..] = authplugin::packet::capabilities::MARIADB_CLIENT_CACHE_METADATA.to_le_bytes();
     if let Some(byte) = bytes.get_mut(ext) {
         *byte &= !flag;
     }

@@ -299,7 +299,7 @@ mod tests {
         );
         assert!(endpoint.route("app@c", None).is_none());
         // b's compute turns out to lack CLIENT_DEPRECATE_EOF: nobody is offered it any more.
-        b.forget_capabilities(CLIENT_DEPRECATE_EOF);
+        b.forget_capabilities(CLIENT_DEPRECATE_EOF, 0);
         let greeting = endpoint.profile();
         assert_eq!(greeting.capability_flags & CLIENT_DEPRECATE_EOF, 0);
         assert_eq!(

@@ -26,6 +26,15 @@ pub const FORMAT_CHANGING: u32 = CLIENT_DEPRECATE_EOF
     | CLIENT_ZSTD_COMPRESSION_ALGORITHM
     | MULTI_FACTOR_AUTHENTICATION;
 
+/// MariaDB's extended capabilities the relay offers on the perceptron route where the compute
+/// offers them, and carries into its own login to the compute, so a client gets the same types
+/// whatever route it took (docs/clients.md): the command watch follows each
+/// ([`crate::conversation`]). Cached metadata is never offered (result sets without column
+/// definitions cannot be followed), nor a capability newer than the relay.
+pub const RELAYED_MARIADB_CAPABILITIES: u32 = MARIADB_CLIENT_PROGRESS
+    | MARIADB_CLIENT_STMT_BULK_OPERATIONS
+    | MARIADB_CLIENT_EXTENDED_METADATA;
+
 /// The parts of a greeting the relay copies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ComputeProfile {
@@ -89,12 +98,34 @@ impl ComputeProfile {
             self.status_flags,
             "mysql_native_password",
         );
-        // MariaDB's extended capabilities live in these bytes (bulk operations, extended and
-        // cached metadata change the wire format). They are not offered: the relay cannot
-        // forward a client's choice of them to the server in every mode, and a client that
-        // negotiated one the server does not use would misread every result.
+        // MariaDB's extended capabilities live in the last four of these bytes; only those the
+        // relay carries into its login to the compute are offered (a client that negotiated
+        // one the compute's session does not use would misread its results).
         g.reserved = [0; 10];
+        if let Some(slot) = g.reserved.get_mut(6..) {
+            slot.copy_from_slice(
+                &(self.mariadb_capabilities() & RELAYED_MARIADB_CAPABILITIES).to_le_bytes(),
+            );
+        }
         g
+    }
+
+    /// Stops offering `missing` of MariaDB's extended capabilities.
+    pub fn forget_mariadb_capabilities(&mut self, missing: u32) {
+        let kept = self.mariadb_capabilities() & !missing;
+        if let Some(slot) = self.reserved.get_mut(6..) {
+            slot.copy_from_slice(&kept.to_le_bytes());
+        }
+    }
+
+    /// The compute's MariaDB extended capabilities (0 for a MySQL compute).
+    #[must_use]
+    pub fn mariadb_capabilities(&self) -> u32 {
+        if self.capability_flags & CLIENT_MYSQL_MARIADB != 0 {
+            return 0;
+        }
+        let [.., a, b, c, d] = self.reserved;
+        u32::from_le_bytes([a, b, c, d])
     }
 
     /// Text form for the state directory.
@@ -202,5 +233,42 @@ mod tests {
             Some(&b"mysql_native_password"[..])
         );
         assert_eq!(g.scramble(), Some(Scramble::from_bytes([b'x'; 20])));
+    }
+
+    /// A MariaDB compute's extended capabilities are offered where the relay carries them
+    /// (progress, bulk operations, extended metadata), never cached metadata or one newer than
+    /// the relay; a MySQL compute's filler stays zeros.
+    #[test]
+    fn greeting_offers_the_mariadb_capabilities_the_relay_carries() {
+        let mut p = ComputeProfile::server_shim_default();
+        p.capability_flags &= !CLIENT_MYSQL_MARIADB;
+        let compute = MARIADB_CLIENT_PROGRESS
+            | MARIADB_CLIENT_STMT_BULK_OPERATIONS
+            | MARIADB_CLIENT_EXTENDED_METADATA
+            | MARIADB_CLIENT_CACHE_METADATA
+            | 1 << 6;
+        p.reserved[6..].copy_from_slice(&compute.to_le_bytes());
+        let g = p.greeting(1, &Scramble::from_bytes([b'x'; 20]));
+        assert_eq!(
+            g.mariadb_extended_capabilities(),
+            Some(
+                MARIADB_CLIENT_PROGRESS
+                    | MARIADB_CLIENT_STMT_BULK_OPERATIONS
+                    | MARIADB_CLIENT_EXTENDED_METADATA
+            )
+        );
+        assert_eq!(g.reserved[..6], [0; 6]);
+        p.forget_mariadb_capabilities(MARIADB_CLIENT_EXTENDED_METADATA);
+        let g = p.greeting(1, &Scramble::from_bytes([b'x'; 20]));
+        assert_eq!(
+            g.mariadb_extended_capabilities(),
+            Some(MARIADB_CLIENT_PROGRESS | MARIADB_CLIENT_STMT_BULK_OPERATIONS)
+        );
+
+        let mut mysql = ComputeProfile::server_shim_default();
+        mysql.capability_flags |= CLIENT_MYSQL_MARIADB;
+        mysql.reserved[6..].copy_from_slice(&compute.to_le_bytes());
+        let g = mysql.greeting(1, &Scramble::from_bytes([b'x'; 20]));
+        assert_eq!(g.reserved, [0; 10]);
     }
 }

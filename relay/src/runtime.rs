@@ -104,12 +104,15 @@ impl InstanceRuntime {
     /// lacks: all such a compute can teach (a squatter can only make the relay offer less,
     /// until a proven compute's greeting is learnt), and enough for the next client's login
     /// to reach the compute's proof.
-    pub fn forget_capabilities(&self, missing: u32) {
+    pub fn forget_capabilities(&self, missing: u32, missing_mariadb: u32) {
         let mut learnt = self.profile();
-        if learnt.capability_flags & missing == 0 {
+        if learnt.capability_flags & missing == 0
+            && learnt.mariadb_capabilities() & missing_mariadb == 0
+        {
             return;
         }
         learnt.capability_flags &= !missing;
+        learnt.forget_mariadb_capabilities(missing_mariadb);
         let name = &self.instance.config.name;
         if let Err(e) = profile::save(&self.state_dir, name, &learnt) {
             tracing::warn!(instance = %name, error = %e, "cannot save the compute profile");

@@ -412,6 +412,16 @@ pub fn shim_with_admin(tmp: &TempDir, user: &str, password: &str) -> Shim {
     Shim::start(&data, None, &[])
 }
 
+/// `node -e script`, run where `tests/clients/install` put `mysql2`.
+#[must_use]
+pub fn node(script: &str) -> Command {
+    let mut node = Command::new("node");
+    node.arg("-e")
+        .arg(script)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/clients/node"));
+    node
+}
+
 /// Runs `cmd` with `input` on stdin, killing it after `timeout` ([`scaled`]).
 ///
 /// # Panics

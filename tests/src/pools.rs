@@ -49,7 +49,7 @@ const readline = require('readline');
 }})().catch((e) => {{ console.error(e); process.exit(1); }});
 "#
     );
-    node(&script)
+    crate::node(&script)
 }
 
 /// Node's `mysql2` pool of one connection running server-side prepared statements, which
@@ -88,16 +88,7 @@ const readline = require('readline');
 }})().catch((e) => {{ console.error(e); process.exit(1); }});
 "#
     );
-    node(&script)
-}
-
-/// `node -e script`, where `tests/clients/install` put `mysql2`.
-fn node(script: &str) -> Command {
-    let mut node = Command::new("node");
-    node.arg("-e")
-        .arg(script)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/clients/node"));
-    node
+    crate::node(&script)
 }
 
 /// HikariCP (Debian's 2.7) on MariaDB Connector/J (`tests/clients/java/HikariPool.java`).

@@ -519,6 +519,57 @@ fn a_thousand_logins_at_once_through_the_relay_wake_mariadb_once_and_all_succeed
     d.root("SELECT 1");
 }
 
+/// A client gets the same types whatever route its connection took (docs/clients.md): the
+/// relay's greeting offers MariaDB's extended metadata where the compute does and carries the
+/// client's choice into its login, so node-mysql2 reads a `JSON` column as an object on the
+/// connection that woke the instance as on the next, direct one (before: a string on the first).
+#[test]
+fn a_json_column_has_the_same_type_on_the_perceptron_route_as_on_the_direct_one() {
+    let d = Dual::start("maria-dual-json", &[]);
+    d.root("CREATE TABLE shop.docs (j JSON); INSERT INTO shop.docs VALUES ('{\"a\": 1}')");
+    // The relay learns the compute's greeting from a compute that proved the key (MariaDB
+    // proves it in a relayed login's challenge round): the first relayed login ever is greeted
+    // with the default profile, every later one with MariaDB's.
+    d.pause();
+    drop(
+        raw::login(d.relay.port, USER, PASSWORD, None)
+            .unwrap()
+            .unwrap(),
+    );
+    d.pause();
+    let script = format!(
+        r#"const mysql = require('mysql2/promise');
+(async () => {{
+  const options = {{ host: '127.0.0.1', port: {port}, user: '{USER}', password: '{PASSWORD}',
+    database: 'shop' }};
+  for (const route of ['woke the instance', 'direct']) {{
+    const c = await mysql.createConnection(options);
+    const [rows] = await c.query('SELECT j FROM docs');
+    console.log(route + ': ' + typeof rows[0].j + ' ' + JSON.stringify(rows[0].j));
+    await c.end();
+  }}
+}})().catch((e) => {{ console.error(e); process.exit(1); }});
+"#,
+        port = d.relay.port
+    );
+    let forwarded = "relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}";
+    let direct_before = d.relay.metric(forwarded);
+    let out = tests::run_with_input(&mut tests::node(&script), b"", Duration::from_secs(60));
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stderr, d.relay.log());
+    assert_eq!(
+        out.stdout,
+        "woke the instance: object {\"a\":1}\ndirect: object {\"a\":1}\n",
+        "{}",
+        d.relay.log()
+    );
+    // One login was relayed (the wake), the other went direct.
+    assert!(d.relay.logged("relayed login accepted"));
+    assert_eq!(
+        d.relay.metric_reaching(forwarded, direct_before + 1.0),
+        direct_before + 1.0
+    );
+}
+
 /// Parking in dual mode on MariaDB with the plugin (freezing needs no credential): a session
 /// that logged in through the relay's dual verification is parked by an unforced pause, and
 /// its next query runs on the same session with its state (connection id, current database, a

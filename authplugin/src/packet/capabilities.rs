@@ -70,6 +70,20 @@ pub const CLIENT_SSL_VERIFY_SERVER_CERT: u32 = 0x4000_0000;
 /// `CLIENT_REMEMBER_OPTIONS`.
 pub const CLIENT_REMEMBER_OPTIONS: u32 = 0x8000_0000;
 
+/// MariaDB's extended capabilities (`mariadb_capabilities`) are the last four bytes of the
+/// greeting's filler and of the login's, meaningful where bit 0 ([`CLIENT_MYSQL_MARIADB`]) is
+/// clear. `MARIADB_CLIENT_PROGRESS`: progress reports (ERR packets with code 0xFFFF that end
+/// nothing) during long statements.
+pub const MARIADB_CLIENT_PROGRESS: u32 = 1 << 0;
+/// `MARIADB_CLIENT_STMT_BULK_OPERATIONS`: `COM_STMT_BULK_EXECUTE`.
+pub const MARIADB_CLIENT_STMT_BULK_OPERATIONS: u32 = 1 << 2;
+/// `MARIADB_CLIENT_EXTENDED_METADATA`: column definitions name a type's format (`json`, a
+/// geometry's subtype), which drivers use to type a column.
+pub const MARIADB_CLIENT_EXTENDED_METADATA: u32 = 1 << 3;
+/// `MARIADB_CLIENT_CACHE_METADATA`: result sets of prepared statements may come without their
+/// column definitions.
+pub const MARIADB_CLIENT_CACHE_METADATA: u32 = 1 << 4;
+
 /// `SERVER_STATUS_AUTOCOMMIT`, a status flag of greetings and OK packets.
 pub const SERVER_STATUS_AUTOCOMMIT: u16 = 0x0002;
 /// `SERVER_SESSION_STATE_CHANGED`: an OK packet carries session state changes.

@@ -20,7 +20,7 @@ use super::outcome::{ComputeError, ComputeProtocolError, ComputeStep};
 use crate::compute_conn::ComputeConnector;
 use crate::control::readiness;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream, ReadError};
-use crate::profile::{FORMAT_CHANGING, NEVER_ADVERTISED};
+use crate::profile::{FORMAT_CHANGING, NEVER_ADVERTISED, RELAYED_MARIADB_CAPABILITIES};
 
 /// A compute connection that has greeted (P5 done).
 #[derive(Debug)]
@@ -64,7 +64,7 @@ pub async fn start_tls<C: ComputeConnector>(
         client_flag: client_flag(login, &greeting) | CLIENT_SSL,
         max_packet_size: login.response.max_packet_size,
         character_set: login.response.character_set,
-        reserved: [0; 23],
+        reserved: filler(login, &greeting),
     };
     let mut payload = Vec::with_capacity(32);
     request.encode(&mut payload);
@@ -198,11 +198,40 @@ pub fn check_capabilities(
     greeting: &HandshakeV10,
 ) -> Result<(), ComputeError> {
     let missing = login.effective_flag & FORMAT_CHANGING & !greeting.capability_flags;
-    if missing == 0 {
+    let asked = requested_mariadb_capabilities(login);
+    let missing_mariadb = asked & !greeting.mariadb_extended_capabilities().unwrap_or(0);
+    if missing == 0 && missing_mariadb == 0 {
         Ok(())
     } else {
-        Err(ComputeError::CapabilityMismatch(missing))
+        Err(ComputeError::CapabilityMismatch {
+            flags: missing,
+            mariadb: missing_mariadb,
+        })
     }
+}
+
+/// The MariaDB extended capabilities the client asked the relay for, of those the relay
+/// offers and carries ([`RELAYED_MARIADB_CAPABILITIES`]).
+fn requested_mariadb_capabilities(login: &ClientLogin) -> u32 {
+    login.response.mariadb_extended_capabilities().unwrap_or(0) & RELAYED_MARIADB_CAPABILITIES
+}
+
+/// The MariaDB extended capabilities of the relay's login to the compute, and so of the
+/// session: what the client asked for that the compute offers (after [`check_capabilities`],
+/// all it asked for).
+#[must_use]
+pub fn mariadb_capabilities(login: &ClientLogin, greeting: &HandshakeV10) -> u32 {
+    requested_mariadb_capabilities(login) & greeting.mariadb_extended_capabilities().unwrap_or(0)
+}
+
+/// The filler of the relay's login to the compute: zeros, and MariaDB's extended capabilities
+/// in the last four bytes.
+fn filler(login: &ClientLogin, greeting: &HandshakeV10) -> [u8; 23] {
+    let mut reserved = [0; 23];
+    if let Some(slot) = reserved.get_mut(19..) {
+        slot.copy_from_slice(&mariadb_capabilities(login, greeting).to_le_bytes());
+    }
+    reserved
 }
 
 /// The HandshakeResponse41 the relay sends the compute for `login`: the client's identity and
@@ -236,7 +265,7 @@ pub fn response_for<S>(
         client_flag,
         max_packet_size: client.max_packet_size,
         character_set: client.character_set,
-        reserved: [0; 23],
+        reserved: filler(login, &compute.greeting),
         username: client.username.clone(),
         auth_response,
         database: (client_flag & CLIENT_CONNECT_WITH_DB != 0)

@@ -64,7 +64,7 @@ pub struct Established<S> {
     pub verdict: Verdict,
     /// The capabilities the compute's session was opened with (what its responses' format
     /// depends on).
-    pub capabilities: u32,
+    pub capabilities: SessionCapabilities,
     /// Holds the instance running while the connection lives.
     pub held: ConnectionGuard,
     /// How long the phases took.
@@ -72,6 +72,15 @@ pub struct Established<S> {
     /// What reattaching the session after a stop needs, when the compute issued a ticket.
     /// Boxed: a held session's task keeps it for the session's life, and most have none.
     pub resumption: Option<Box<reattach::Resumption>>,
+}
+
+/// What a relayed session was opened with, on both legs: its packets' format depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionCapabilities {
+    /// The capability flags.
+    pub flags: u32,
+    /// MariaDB's extended capabilities (0 for MySQL; [`crate::profile::RELAYED_MARIADB_CAPABILITIES`]).
+    pub mariadb: u32,
 }
 
 /// How long a relayed login's phases took, for the connection's log line.
@@ -293,9 +302,9 @@ fn forward(
     );
     drop(user);
     // The session's commands are followed from here (parking): its status flags are the
-    // compute's OK's. MariaDB's extended capabilities are never negotiated on a relayed login.
-    let status_flags =
-        OkPacket::decode(&verdict.reply.payload, capabilities).map_or(0, |ok| ok.status_flags);
+    // compute's OK's.
+    let status_flags = OkPacket::decode(&verdict.reply.payload, capabilities.flags)
+        .map_or(0, |ok| ok.status_flags);
     drop(verdict);
     async move {
         let (rt, connector, addr) = (&*rt, &connector, addr.as_str());
@@ -304,9 +313,10 @@ fn forward(
         // None while detached: the stopped compute's socket is closed then, not kept (with
         // its descriptor) until the session's next command.
         let mut compute_leg = Some(compute.into_parts());
-        let mut commands = held.watch_commands(capabilities, 0, status_flags);
+        let mut commands =
+            held.watch_commands(capabilities.flags, capabilities.mariadb, status_flags);
         let mut resumption = resumption;
-        let deprecate_eof = capabilities & CLIENT_DEPRECATE_EOF != 0;
+        let deprecate_eof = capabilities.flags & CLIENT_DEPRECATE_EOF != 0;
         if resumption.is_some() {
             commands.ticketed();
         } else if rt.kernel_splice.is_some()
@@ -506,7 +516,7 @@ async fn carry_below_tcp(
     (below, spliced): (&Arc<TcpSplice>, TcpSpliced),
     status_flags: u16,
     held: &mut ConnectionGuard,
-    capabilities: u32,
+    capabilities: SessionCapabilities,
 ) -> (crate::passthrough::PumpReport, u32) {
     use tokio::io::AsyncWriteExt as _;
     let config = &rt.instance.config;
@@ -539,7 +549,8 @@ async fn carry_below_tcp(
         taken_back += 1;
         held.used_ago(quiet_for);
         tracing::debug!(instance = %config.name, quiet_ms = quiet_for.as_millis(), status_flags = ?flags, "session taken back from the splice below TCP between commands");
-        let mut commands = held.watch_commands(capabilities, 0, flags.unwrap_or(0));
+        let mut commands =
+            held.watch_commands(capabilities.flags, capabilities.mariadb, flags.unwrap_or(0));
         commands.taken_back_below_tcp(flags.is_some());
         counted.set_in_kernel(false);
         spliced = loop {
@@ -593,7 +604,7 @@ async fn carry_spliced(
     chunk: Box<[u8]>,
     status_flags: u16,
     held: &mut ConnectionGuard,
-    capabilities: u32,
+    capabilities: SessionCapabilities,
 ) -> (crate::passthrough::PumpReport, u32) {
     let config = &rt.instance.config;
     let mut relayed = crate::kernel_splice::Relayed::default();
@@ -631,7 +642,11 @@ async fn carry_spliced(
         taken_back += 1;
         held.used_ago(quiet_for);
         tracing::debug!(instance = %config.name, quiet_ms = quiet_for.as_millis(), ?status_flags, "spliced session taken back between commands");
-        let mut commands = held.watch_commands(capabilities, 0, status_flags.unwrap_or(0));
+        let mut commands = held.watch_commands(
+            capabilities.flags,
+            capabilities.mariadb,
+            status_flags.unwrap_or(0),
+        );
         commands.taken_back_from_kernel(status_flags.is_some());
         // Counted idle before it stops counting as spliced: a pause waiting for that sees
         // it between commands.
@@ -913,8 +928,8 @@ where
         if dual {
             if rt.instance.compute_trusted() || greeting_proves_key(rt, &compute) {
                 rt.learn_profile(&compute.greeting);
-            } else if let outcome::ComputeError::CapabilityMismatch(missing) = &e {
-                rt.forget_capabilities(*missing);
+            } else if let outcome::ComputeError::CapabilityMismatch { flags, mariadb } = &e {
+                rt.forget_capabilities(*flags, *mariadb);
             }
         }
         return Err(e.into());
@@ -923,7 +938,10 @@ where
         compute = compute_leg::start_tls(connector, compute, &login, cfg.compute_timeout).await?;
     }
 
-    let capabilities = compute_leg::client_flag(&login, &compute.greeting);
+    let capabilities = SessionCapabilities {
+        flags: compute_leg::client_flag(&login, &compute.greeting),
+        mariadb: compute_leg::mariadb_capabilities(&login, &compute.greeting),
+    };
     let mut resumption = None;
     let verdict = match cfg.auth {
         AuthMode::Dual => {

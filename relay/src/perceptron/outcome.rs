@@ -82,8 +82,14 @@ pub enum ComputeError {
     Lost(std::io::Error),
     /// The compute sent something that is not the next step of the login.
     Protocol(ComputeProtocolError),
-    /// The client negotiated capabilities the compute lacks (stale profile); relearnt now.
-    CapabilityMismatch(u32),
+    /// The client negotiated capabilities the compute lacks (stale profile); relearnt now:
+    /// capability flags, and MariaDB's extended capabilities.
+    CapabilityMismatch {
+        /// Missing capability flags.
+        flags: u32,
+        /// Missing MariaDB extended capabilities.
+        mariadb: u32,
+    },
     /// `compute_tls`: the compute offers no TLS, or the TLS handshake with it failed (its
     /// certificate did not verify, no common version); the relay never falls back to
     /// plaintext.
@@ -184,7 +190,7 @@ impl ComputeError {
                 "compute_cleartext_refused"
             }
             Self::Protocol(_) => "compute_protocol",
-            Self::CapabilityMismatch(_) => "capability_mismatch",
+            Self::CapabilityMismatch { .. } => "capability_mismatch",
             Self::Tls(_) => "compute_tls_failed",
         }
     }
@@ -197,9 +203,10 @@ impl std::fmt::Display for ComputeError {
             Self::Timeout(step) => write!(f, "compute did not answer in time ({step:?})"),
             Self::Lost(e) => write!(f, "compute connection lost: {e}"),
             Self::Protocol(e) => write!(f, "compute protocol error: {e}"),
-            Self::CapabilityMismatch(bits) => write!(
+            Self::CapabilityMismatch { flags, mariadb } => write!(
                 f,
-                "client negotiated capabilities {bits:#x} the compute lacks (profile relearnt)"
+                "client negotiated capabilities {flags:#x} (MariaDB's extended {mariadb:#x}) \
+                 the compute lacks (profile relearnt)"
             ),
             Self::Tls(e) => write!(f, "TLS to the compute (compute_tls) failed: {e}"),
         }
@@ -212,7 +219,7 @@ impl std::error::Error for ComputeError {
             Self::Connect(e) => Some(e),
             Self::Lost(e) | Self::Tls(e) => Some(e),
             Self::Protocol(e) => Some(e),
-            Self::Timeout(_) | Self::CapabilityMismatch(_) => None,
+            Self::Timeout(_) | Self::CapabilityMismatch { .. } => None,
         }
     }
 }
@@ -421,7 +428,7 @@ impl PerceptronError {
                     ),
                 ))
             }
-            Self::Compute(ComputeError::CapabilityMismatch(_)) => unavailable(format!(
+            Self::Compute(ComputeError::CapabilityMismatch { .. }) => unavailable(format!(
                 "Instance '{instance}' changed its capabilities; reconnect"
             )),
             Self::Compute(_) => {

@@ -954,7 +954,7 @@ async fn capability_mismatch_from_an_unproven_greeting_forgets_only_the_missing_
     .await;
     assert!(matches!(
         compute_error(&r),
-        ComputeError::CapabilityMismatch(_)
+        ComputeError::CapabilityMismatch { .. }
     ));
     let mut expected = stale;
     expected.capability_flags &= !CLIENT_DEPRECATE_EOF;
@@ -983,7 +983,7 @@ async fn capability_mismatch_is_refused_and_the_profile_relearnt() {
     .await;
     assert!(matches!(
         compute_error(&r),
-        ComputeError::CapabilityMismatch(bits) if *bits & FORMAT_CHANGING == CLIENT_DEPRECATE_EOF
+        ComputeError::CapabilityMismatch { flags: bits, .. } if *bits & FORMAT_CHANGING == CLIENT_DEPRECATE_EOF
     ));
     assert_eq!(rt.profile(), current, "the compute's profile is learnt");
     let e = err_of(&r.client_got[0]);
@@ -1305,7 +1305,10 @@ fn only_a_compute_that_is_not_listening_is_retried() {
     for e in [
         ComputeError::Timeout(ComputeStep::Login),
         ComputeError::Protocol(ComputeProtocolError::Empty),
-        ComputeError::CapabilityMismatch(CLIENT_DEPRECATE_EOF),
+        ComputeError::CapabilityMismatch {
+            flags: CLIENT_DEPRECATE_EOF,
+            mariadb: 0,
+        },
         ComputeError::Connect(ConnectError(io::ErrorKind::PermissionDenied.into())),
     ] {
         assert!(!e.retryable(), "{e}");
@@ -1710,6 +1713,71 @@ mod tls {
         ));
         assert_eq!(r.connects_left, 1);
     }
+}
+
+/// MariaDB's extended capabilities: the relay's login to the compute asks for what the client
+/// asked for of those the relay carries, and a compute that lacks one the client negotiated
+/// (a stale profile) refuses the login rather than send results the client would misread.
+#[test]
+fn the_computes_login_carries_the_mariadb_capabilities_the_client_negotiated() {
+    use authplugin::packet::capabilities::{
+        CLIENT_MYSQL_MARIADB, MARIADB_CLIENT_CACHE_METADATA, MARIADB_CLIENT_EXTENDED_METADATA,
+        MARIADB_CLIENT_PROGRESS, MARIADB_CLIENT_STMT_BULK_OPERATIONS,
+    };
+    let scramble_b = Scramble::from_bytes([0x42; 20]);
+    let greeted = |offered: u32| {
+        let (compute, _) = tokio::io::duplex(64);
+        let mut greeting = HandshakeV10::new(
+            b"10.11.6-MariaDB".to_vec(),
+            7,
+            &scramble_b,
+            CLIENT_PROTOCOL_41 | CLIENT_SECURE_CONNECTION | CLIENT_PLUGIN_AUTH,
+            45,
+            2,
+            "mysql_native_password",
+        );
+        greeting.reserved[6..].copy_from_slice(&offered.to_le_bytes());
+        compute_leg::GreetedCompute {
+            stream: PacketStream::new(compute, MAX_LOGIN_PACKET_LEN),
+            greeting,
+            scramble_b: scramble_b.clone(),
+            tls: false,
+        }
+    };
+    let mut response = login_response(&Scramble::from_bytes([0x41; 20]), 0);
+    response.client_flag &= !CLIENT_MYSQL_MARIADB;
+    let asked = MARIADB_CLIENT_EXTENDED_METADATA | MARIADB_CLIENT_CACHE_METADATA;
+    response.reserved[19..].copy_from_slice(&asked.to_le_bytes());
+    let login = login::ClientLogin {
+        effective_flag: response.client_flag,
+        response,
+        plugin: AuthPlugin::MysqlNativePassword,
+        answer: Zeroizing::new(Vec::new()),
+        last_sequence_id: 1,
+        tls: false,
+        connection_id: 7,
+    };
+    let all = MARIADB_CLIENT_PROGRESS
+        | MARIADB_CLIENT_STMT_BULK_OPERATIONS
+        | MARIADB_CLIENT_EXTENDED_METADATA
+        | MARIADB_CLIENT_CACHE_METADATA;
+    let compute = greeted(all);
+    compute_leg::check_capabilities(&login, &compute.greeting).unwrap();
+    let sent = compute_leg::response_for(&login, &compute, "x", Zeroizing::new(Vec::new()));
+    assert_eq!(sent.client_flag & CLIENT_MYSQL_MARIADB, 0);
+    assert_eq!(
+        sent.mariadb_extended_capabilities(),
+        Some(MARIADB_CLIENT_EXTENDED_METADATA),
+        "never cached metadata, and nothing the client did not ask for"
+    );
+    let stale = greeted(MARIADB_CLIENT_PROGRESS);
+    assert!(matches!(
+        compute_leg::check_capabilities(&login, &stale.greeting),
+        Err(ComputeError::CapabilityMismatch {
+            flags: 0,
+            mariadb: MARIADB_CLIENT_EXTENDED_METADATA
+        })
+    ));
 }
 
 /// The login the relay sends the compute always carries the client's connection id as a
