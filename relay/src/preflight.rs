@@ -301,10 +301,11 @@ pub fn warnings(config: &Config) -> Vec<Problem> {
                 .then(|| Problem {
                     key: format!("instance[{i}].compute_tls"),
                     message: "switch mode without TLS to the compute: a login for which the \
-                              compute asks for the password in clear (mysql_clear_password, or \
-                              caching_sha2_password's full authentication, as MySQL 8 asks on \
-                              each account's first login after a restart) is refused with ERR \
-                              1251; set compute_tls = \"verify\" and compute_ca"
+                              compute asks for anything but a challenge-response answer \
+                              (mysql_clear_password, sha256_password, or caching_sha2_password's \
+                              full authentication, as MySQL 8 asks on each account's first login \
+                              after a restart) is refused with ERR 1251; set compute_tls = \
+                              \"verify\" and compute_ca"
                         .to_owned(),
                 });
             let no_direct_route = inst.relay_terminates_every_login().then(|| Problem {

@@ -107,6 +107,31 @@ pub enum ComputeStep {
     Login,
 }
 
+/// What a compute asked for on a plaintext leg that the relay refuses to relay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlaintextAsk {
+    /// A switch to a plugin that is not a known challenge-response (its name, as sent, at
+    /// most 64 bytes).
+    Plugin(Vec<u8>),
+    /// caching_sha2_password's full authentication (AuthMoreData `01 04`).
+    CachingSha2FullAuthentication,
+}
+
+impl std::fmt::Display for PlaintextAsk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Plugin(name) => write!(
+                f,
+                "a switch to plugin '{}'",
+                String::from_utf8_lossy(name).escape_debug()
+            ),
+            Self::CachingSha2FullAuthentication => {
+                f.write_str("caching_sha2_password full authentication")
+            }
+        }
+    }
+}
+
 /// What the compute sent that a MySQL server in the connection phase must not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ComputeProtocolError {
@@ -140,11 +165,12 @@ pub enum ComputeProtocolError {
     /// In dual mode, an AuthSwitchRequest that is not a `mysql_native_password` challenge
     /// (20 bytes and a NUL), the only one a relayed-auth payload can be bound to.
     UnanswerableAuthSwitch,
-    /// In switch mode over a compute leg without TLS, the compute asked for the client's
-    /// password itself (`mysql_clear_password`, or caching_sha2_password's full
-    /// authentication, which a TLS client answers in clear): refused, so a password never
-    /// crosses the relay's plaintext leg. What was asked for.
-    PasswordOnPlaintextLeg(&'static str),
+    /// In switch mode over a compute leg without TLS, the compute asked for something other
+    /// than a challenge-response answer (a switch to a plugin not on the allow-list, such as
+    /// `mysql_clear_password` or `sha256_password`, which a TLS client answers with its
+    /// password in clear; or caching_sha2_password's full authentication): refused, so a
+    /// password never crosses the relay's plaintext leg. What was asked for.
+    PasswordOnPlaintextLeg(PlaintextAsk),
     /// In dual mode, the compute did not prove that it holds the perceptron key, so the relay
     /// sent it nothing of the client's: an impostor on the compute's address, a compute with
     /// another key ring, or one that predates the proof.
@@ -251,8 +277,8 @@ impl std::fmt::Display for ComputeProtocolError {
             Self::SecondAuthSwitch => f.write_str("server asked for a second auth switch"),
             Self::PasswordOnPlaintextLeg(what) => write!(
                 f,
-                "the compute asked for the password in clear ({what}) on a leg without TLS; \
-                 refused (set compute_tls = \"verify\" for this instance)"
+                "the compute asked for {what} on a leg without TLS, which may carry the \
+                 password in clear; refused (set compute_tls = \"verify\" for this instance)"
             ),
             Self::UnanswerableAuthSwitch => f.write_str(
                 "server switched to a plugin other than a mysql_native_password challenge; \

@@ -24,7 +24,7 @@ use zeroize::Zeroizing;
 use super::compute_leg::{self, GreetedCompute};
 use super::dual_auth::Verdict;
 use super::login::ClientLogin;
-use super::outcome::{ComputeProtocolError, ComputeStep, PerceptronError};
+use super::outcome::{ComputeProtocolError, ComputeStep, PerceptronError, PlaintextAsk};
 use crate::packet_io::PacketStream;
 
 /// The plugin the relay names to make the server choose the account's plugin itself.
@@ -33,9 +33,19 @@ pub const PROBE_PLUGIN: &str = "perceptron_auth_switch";
 /// How long the relay spends finishing a login it abandons (see [`abandon`]).
 const ABANDON_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Plugins whose answer is the password itself, in clear: MySQL's and MariaDB's clear-text
-/// plugin, and the PAM/dialog plugin, whose prompts ask for it.
-const CLEARTEXT_PLUGINS: [&str; 2] = ["mysql_clear_password", "dialog"];
+/// Plugins whose answer proves the password without revealing it (challenge-response): the
+/// only ones a switch may name on a compute leg without TLS. An allow-list, so a plugin whose
+/// answer is the password (clear text, PAM's dialog, `sha256_password` to a client on TLS) or
+/// one the relay does not know is refused there; caching_sha2_password's full authentication,
+/// which asks for the password, is refused separately.
+const CHALLENGE_RESPONSE_PLUGINS: [&str; 3] = [
+    "mysql_native_password",
+    "client_ed25519",
+    "caching_sha2_password",
+];
+
+/// The longest plugin name a refusal keeps (for its log line).
+const MAX_PLUGIN_NAME_KEPT: usize = 64;
 
 /// The deadlines of a switch-mode login.
 #[derive(Debug, Clone, Copy)]
@@ -107,10 +117,14 @@ where
                 };
                 let refused = refused.or_else(|| {
                     let switch = AuthSwitchRequest::decode(&packet.payload).ok()?;
-                    let plugin = CLEARTEXT_PLUGINS
+                    let listed = CHALLENGE_RESPONSE_PLUGINS
                         .into_iter()
-                        .find(|p| switch.plugin_name.as_slice() == p.as_bytes())?;
-                    plaintext_leg.then_some(ComputeProtocolError::PasswordOnPlaintextLeg(plugin))
+                        .any(|p| switch.plugin_name.as_slice() == p.as_bytes());
+                    let mut name = switch.plugin_name;
+                    name.truncate(MAX_PLUGIN_NAME_KEPT);
+                    (plaintext_leg && !listed).then_some(
+                        ComputeProtocolError::PasswordOnPlaintextLeg(PlaintextAsk::Plugin(name)),
+                    )
                 });
                 if let Some(e) = refused {
                     abandon(server, packet.last_sequence_id).await;
@@ -124,7 +138,7 @@ where
             Some(0x01) if plaintext_leg && packet.payload.get(1..) == Some(&[0x04][..]) => {
                 abandon(server, packet.last_sequence_id).await;
                 return Err(ComputeProtocolError::PasswordOnPlaintextLeg(
-                    "caching_sha2_password full authentication",
+                    PlaintextAsk::CachingSha2FullAuthentication,
                 )
                 .into());
             }

@@ -1173,6 +1173,46 @@ async fn a_clear_text_plugin_switch_is_refused_on_a_compute_leg_without_tls() {
     assert_refused_for_cleartext(&r, 2);
 }
 
+/// On a compute leg without TLS, only a challenge-response plugin may be switched to (an
+/// allow-list): `sha256_password`, which a client on TLS answers with its password in clear,
+/// a PAM dialog, and a plugin the relay has never heard of are refused alike, the client seeing
+/// only the relay's ERR and the server only an empty answer.
+#[tokio::test]
+async fn only_challenge_response_plugins_are_relayed_on_a_compute_leg_without_tls() {
+    for plugin in [
+        &b"sha256_password"[..],
+        b"dialog",
+        b"auth_gssapi_client",
+        b"x\0y",
+    ] {
+        let rt = runtime(AuthMode::Switch);
+        let r = run(
+            &rt,
+            0,
+            ClientScript::ReadAll,
+            vec![None],
+            |mut c| async move {
+                c.greet().await;
+                let _ = c.read_login().await;
+                let mut out = Vec::new();
+                AuthSwitchRequest {
+                    plugin_name: plugin.to_vec(),
+                    plugin_data: b"01234567890123456789".to_vec(),
+                }
+                .encode(&mut out);
+                c.send(2, &out).await;
+                let finish = c.stream.read_packet().await.unwrap();
+                assert_eq!((finish.sequence_id, finish.payload.len()), (3, 0));
+                c.send(4, &denied()).await;
+                assert!(c.got_nothing_more().await);
+            },
+        )
+        .await;
+        assert_eq!(r.client_got.len(), 1, "{plugin:?}");
+        assert_refused_for_cleartext(&r, 2);
+    }
+}
+
 #[tokio::test]
 async fn switch_login_forwards_the_servers_err() {
     let rt = runtime(AuthMode::Switch);
