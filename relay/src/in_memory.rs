@@ -96,6 +96,7 @@ pub fn runtime_with(
             command: vec!["unused".into()],
             cwd: ".".into(),
             stop_grace: Duration::from_secs(1),
+            env: Vec::new(),
         },
     };
     let mut config = config;

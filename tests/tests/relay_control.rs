@@ -287,6 +287,66 @@ fn a_killed_relay_restarted_adopts_the_running_compute() {
     )));
 }
 
+/// A compute started by the process driver gets none of the relay's environment but what a
+/// program needs to run (PATH, the locale, the log filter) and the instance's `env`: the
+/// relay's store credentials never reach a compute that runs tenants' SQL.
+#[test]
+fn the_process_driver_gives_its_compute_a_cleared_environment() {
+    let dir = TempDir::new("ctl-env");
+    let d = dir.path().display().to_string();
+    let shim = tests::bin_path("server-shim").display().to_string();
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            launcher: vec![
+                "env".into(),
+                "AWS_SECRET_ACCESS_KEY=relay-only-secret".into(),
+                "PERCEPTRON_ADMIN_TOKEN=relay-only-token".into(),
+            ],
+            driver_toml: Some(format!(
+                "[instance.driver]\nkind = \"process\"\n\
+                 command = [\"{shim}\", \"run\", \"--listen\", \"127.0.0.1:{{COMPUTE_PORT}}\", \
+                 \"--data\", \"{d}/data\", \"--key-file\", \"{d}/perceptron.key\"]\n\
+                 env = {{ TENANT_SETTING = \"given\" }}\n"
+            )),
+            ..RelayOptions::default()
+        },
+    );
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let pid = relay.compute_pid().expect("compute pid");
+    let _cleanup = KillOnDrop(Some(pid));
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let vars: Vec<String> = environ
+        .split(|b| *b == 0)
+        .filter(|v| !v.is_empty())
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    assert!(vars.iter().any(|v| v == "TENANT_SETTING=given"), "{vars:?}");
+    assert!(vars.iter().any(|v| v.starts_with("PATH=")), "{vars:?}");
+    for v in &vars {
+        let name = v.split('=').next().unwrap_or_default();
+        assert!(
+            [
+                "PATH",
+                "HOME",
+                "LANG",
+                "LANGUAGE",
+                "TZ",
+                "TMPDIR",
+                "USER",
+                "LOGNAME",
+                "RUST_LOG",
+                "RUST_BACKTRACE",
+                "TENANT_SETTING"
+            ]
+            .contains(&name)
+                || name.starts_with("LC_"),
+            "the compute inherited {name}: {vars:?}"
+        );
+    }
+}
+
 #[test]
 fn exec_driver_starts_and_stops_a_shim_with_shell_commands() {
     let dir = TempDir::new("ctl-exec");

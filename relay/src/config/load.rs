@@ -465,10 +465,25 @@ pub(super) fn driver(
     Ok(match kind {
         DriverKind::Process => {
             let process: ProcessFile = typed(rest, key, path)?;
+            if let Some(name) = process
+                .env
+                .keys()
+                .find(|k| k.is_empty() || k.contains(['=', '\0']))
+            {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("{key}.env"),
+                    format!(
+                        "'{}' is not an environment variable name",
+                        name.escape_debug()
+                    ),
+                ));
+            }
             DriverConfig::Process {
                 command: process.command,
                 cwd: rebase(base, &process.cwd),
                 stop_grace: process.stop_grace,
+                env: process.env.into_iter().collect(),
             }
         }
         DriverKind::Exec => {

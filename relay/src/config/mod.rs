@@ -558,6 +558,10 @@ pub enum DriverConfig {
         cwd: PathBuf,
         /// SIGTERM → SIGKILL grace.
         stop_grace: Duration,
+        /// `env`: variables the child gets beyond the few it inherits (see
+        /// `control::driver::process::INHERITED_ENV`); nothing else of the relay's
+        /// environment reaches it.
+        env: Vec<(String, String)>,
     },
     /// `kind = "exec"`: user commands start, stop and (optionally) report on the compute.
     Exec(ExecSpec),
@@ -837,6 +841,8 @@ struct ProcessFile {
     cwd: PathBuf,
     #[serde(default = "default::stop_grace", deserialize_with = "duration::any")]
     stop_grace: Duration,
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
 }
 
 /// The other keys of `kind = "http"`.

@@ -133,6 +133,36 @@ fn errors_name_the_file_and_key() {
     }
 }
 
+/// The process driver's `env`: what its compute gets beyond the few variables it inherits;
+/// a name that cannot be a variable's is refused, naming the key.
+#[test]
+fn parses_the_process_drivers_env() {
+    let with_env = GOOD.replace(
+        "command = [\"server-shim\", \"run\"]",
+        "command = [\"server-shim\", \"run\"]\nenv = { MYSQL_HOME = \"/etc/db\", TZ = \"UTC\" }",
+    );
+    let c = parse(&with_env).unwrap();
+    let DriverConfig::Process { env, .. } = &c.instances[0].driver else {
+        panic!("process driver expected");
+    };
+    assert_eq!(
+        env,
+        &[
+            ("MYSQL_HOME".to_owned(), "/etc/db".to_owned()),
+            ("TZ".to_owned(), "UTC".to_owned())
+        ]
+    );
+    let bad = GOOD.replace(
+        "command = [\"server-shim\", \"run\"]",
+        "command = [\"server-shim\", \"run\"]\nenv = { \"A=B\" = \"x\" }",
+    );
+    let e = parse(&bad).unwrap_err();
+    assert!(
+        e.contains("instance[0].driver.env") && e.contains("not an environment variable name"),
+        "{e}"
+    );
+}
+
 #[test]
 fn parses_exec_and_http_drivers() {
     let exec = GOOD.replace(

@@ -301,6 +301,7 @@ fn build_at(
             command: vec!["x".into()],
             cwd: ".".into(),
             stop_grace: Duration::from_secs(1),
+            env: Vec::new(),
         },
     };
     let starts = Arc::new(AtomicUsize::new(0));

@@ -406,10 +406,12 @@ fn base_driver_for(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box
             command,
             cwd,
             stop_grace,
+            env,
         } => Box::new(process::ProcessDriver {
             instance: cfg.name.clone(),
             command: command.clone(),
             cwd: cwd.clone(),
+            env: env.clone(),
             compute: ComputeTarget::of(cfg),
             stop_grace: *stop_grace,
             pid_file: process_pid_file(cfg, state_dir),

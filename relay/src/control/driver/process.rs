@@ -43,6 +43,25 @@ const ADOPTED_POLL: Duration = Duration::from_millis(200);
 /// How often a previous relay's compute being stopped is checked for exit.
 const LEFTOVER_POLL: Duration = Duration::from_millis(20);
 
+/// The variables of the relay's environment a compute inherits (with the locale's `LC_*`):
+/// what a program needs to find its files, speak the locale and log. Anything else it needs is
+/// the instance driver's `env`.
+pub const INHERITED_ENV: [&str; 10] = [
+    "PATH",
+    "HOME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "USER",
+    "LOGNAME",
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+];
+
+/// `PATH` for a compute when the relay has none.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 /// Starts the compute as a child process.
 #[derive(Debug, Clone)]
 pub struct ProcessDriver {
@@ -52,6 +71,8 @@ pub struct ProcessDriver {
     pub command: Vec<String>,
     /// Working directory of the child.
     pub cwd: PathBuf,
+    /// `env`: what the child gets beyond [`INHERITED_ENV`].
+    pub env: Vec<(String, String)>,
     /// Where the compute listens.
     pub compute: crate::compute_conn::ComputeTarget,
     /// SIGTERM → SIGKILL grace.
@@ -291,6 +312,22 @@ impl ProcessDriver {
         }
     }
 
+    /// The child's environment: [`INHERITED_ENV`] (and the locale's `LC_*`) from the relay's,
+    /// then the instance's `env`.
+    fn child_env(&self) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os()
+            .filter(|(name, _)| {
+                let name = name.to_string_lossy();
+                INHERITED_ENV.contains(&name.as_ref()) || name.starts_with("LC_")
+            })
+            .collect();
+        if !env.iter().any(|(name, _)| name == "PATH") {
+            env.push(("PATH".into(), DEFAULT_PATH.into()));
+        }
+        env.extend(self.env.iter().map(|(k, v)| (k.into(), v.into())));
+        env
+    }
+
     /// Spawns the command; `spoke` is notified for every line the child prints.
     fn spawn(&self, spoke: &Arc<Notify>) -> Result<ProcessCompute, WakeError> {
         let (program, args) = self
@@ -300,6 +337,11 @@ impl ProcessDriver {
         let mut child = Command::new(program)
             .args(args)
             .current_dir(&self.cwd)
+            // Nothing of the relay's environment but the few variables a program needs to
+            // run: the relay's may hold its store's credentials (AWS_SECRET_ACCESS_KEY), and a
+            // compute runs tenants' SQL (LOAD_FILE('/proc/self/environ') on MariaDB).
+            .env_clear()
+            .envs(self.child_env())
             // A process group of its own: a terminal's Ctrl-C (SIGINT to the foreground
             // group) reaches the relay only, which then stops the compute itself, after the
             // drain. In the relay's group the compute used to exit first, cutting the sessions
