@@ -582,9 +582,7 @@ pub fn scan_memory(pid: u32, needles: &[(String, Vec<u8>)]) -> Vec<String> {
         }
         scanned += buf.len();
         for (needle_name, needle) in needles {
-            if !found.contains(needle_name)
-                && buf.windows(needle.len()).any(|w| w == needle.as_slice())
-            {
+            if !found.contains(needle_name) && memchr::memmem::find(&buf, needle).is_some() {
                 found.push(needle_name.clone());
             }
         }
@@ -608,7 +606,7 @@ pub fn scan_files(dir: &Path, needles: &[(String, Vec<u8>)]) -> Vec<(PathBuf, St
                 stack.push(p);
             } else if let Ok(bytes) = fs::read(&p) {
                 for (name, needle) in needles {
-                    if bytes.windows(needle.len()).any(|w| w == needle.as_slice()) {
+                    if memchr::memmem::find(&bytes, needle).is_some() {
                         hits.push((p.clone(), name.clone()));
                     }
                 }
