@@ -101,6 +101,9 @@ impl Endpoint {
             .unwrap_or_else(ComputeProfile::server_shim_default);
         for other in profiles {
             greeting.capability_flags &= other.capability_flags | !FORMAT_CHANGING;
+            // MariaDB's extended capabilities: only those every instance offers (none if one
+            // is a MySQL), or a login routed to the others would be refused for ever.
+            greeting.forget_mariadb_capabilities(!other.mariadb_capabilities());
         }
         greeting
     }
@@ -307,6 +310,22 @@ mod tests {
             shim.capability_flags
         );
         assert_eq!(greeting.capability_flags & CLIENT_SESSION_TRACK, 0);
+        // a's compute is a MariaDB offering extended metadata, b's (server-shim) offers none:
+        // the endpoint offers none, or a login routed to b would be refused for ever.
+        let mut mariadb = authplugin::packet::HandshakeV10::new(
+            b"10.11.6-MariaDB".to_vec(),
+            1,
+            &authplugin::Scramble::from_bytes([1; 20]),
+            shim.capability_flags,
+            45,
+            2,
+            "mysql_native_password",
+        );
+        let extended = authplugin::packet::capabilities::MARIADB_CLIENT_EXTENDED_METADATA;
+        mariadb.reserved[6..].copy_from_slice(&extended.to_le_bytes());
+        a.learn_profile(&mariadb);
+        assert_eq!(a.profile().mariadb_capabilities(), extended);
+        assert_eq!(endpoint.profile().mariadb_capabilities(), 0);
     }
 
     #[test]

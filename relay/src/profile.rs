@@ -29,11 +29,12 @@ pub const FORMAT_CHANGING: u32 = CLIENT_DEPRECATE_EOF
 /// MariaDB's extended capabilities the relay offers on the perceptron route where the compute
 /// offers them, and carries into its own login to the compute, so a client gets the same types
 /// whatever route it took (docs/clients.md): the command watch follows each
-/// ([`crate::conversation`]). Cached metadata is never offered (result sets without column
-/// definitions cannot be followed), nor a capability newer than the relay.
-pub const RELAYED_MARIADB_CAPABILITIES: u32 = MARIADB_CLIENT_PROGRESS
-    | MARIADB_CLIENT_STMT_BULK_OPERATIONS
-    | MARIADB_CLIENT_EXTENDED_METADATA;
+/// ([`crate::conversation`]). Not offered: cached metadata (result sets without column
+/// definitions cannot be followed); progress reports (a statement whose last packet so far is
+/// a progress report looks answered to the kernel splice's take-back, which could then park
+/// the session mid-statement); anything newer than the relay.
+pub const RELAYED_MARIADB_CAPABILITIES: u32 =
+    MARIADB_CLIENT_STMT_BULK_OPERATIONS | MARIADB_CLIENT_EXTENDED_METADATA;
 
 /// The parts of a greeting the relay copies.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,8 +237,8 @@ mod tests {
     }
 
     /// A MariaDB compute's extended capabilities are offered where the relay carries them
-    /// (progress, bulk operations, extended metadata), never cached metadata or one newer than
-    /// the relay; a MySQL compute's filler stays zeros.
+    /// (bulk operations, extended metadata), never progress reports, cached metadata or one
+    /// newer than the relay; a MySQL compute's filler stays zeros.
     #[test]
     fn greeting_offers_the_mariadb_capabilities_the_relay_carries() {
         let mut p = ComputeProfile::server_shim_default();
@@ -251,18 +252,14 @@ mod tests {
         let g = p.greeting(1, &Scramble::from_bytes([b'x'; 20]));
         assert_eq!(
             g.mariadb_extended_capabilities(),
-            Some(
-                MARIADB_CLIENT_PROGRESS
-                    | MARIADB_CLIENT_STMT_BULK_OPERATIONS
-                    | MARIADB_CLIENT_EXTENDED_METADATA
-            )
+            Some(MARIADB_CLIENT_STMT_BULK_OPERATIONS | MARIADB_CLIENT_EXTENDED_METADATA)
         );
         assert_eq!(g.reserved[..6], [0; 6]);
         p.forget_mariadb_capabilities(MARIADB_CLIENT_EXTENDED_METADATA);
         let g = p.greeting(1, &Scramble::from_bytes([b'x'; 20]));
         assert_eq!(
             g.mariadb_extended_capabilities(),
-            Some(MARIADB_CLIENT_PROGRESS | MARIADB_CLIENT_STMT_BULK_OPERATIONS)
+            Some(MARIADB_CLIENT_STMT_BULK_OPERATIONS)
         );
 
         let mut mysql = ComputeProfile::server_shim_default();

@@ -479,6 +479,13 @@ pub(super) fn driver(
                     ),
                 ));
             }
+            if let Some((name, _)) = process.env.iter().find(|(_, v)| v.contains('\0')) {
+                return Err(ConfigError::invalid(
+                    path,
+                    format!("{key}.env.{name}"),
+                    "a value cannot hold a NUL byte",
+                ));
+            }
             DriverConfig::Process {
                 command: process.command,
                 cwd: rebase(base, &process.cwd),

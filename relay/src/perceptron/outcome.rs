@@ -113,8 +113,9 @@ pub enum PlaintextAsk {
     /// A switch to a plugin that is not a known challenge-response (its name, as sent, at
     /// most 64 bytes).
     Plugin(Vec<u8>),
-    /// caching_sha2_password's full authentication (AuthMoreData `01 04`).
-    CachingSha2FullAuthentication,
+    /// AuthMoreData other than caching_sha2_password's fast-path success (`01 03`): its full
+    /// authentication (`01 04`), a public key.
+    AuthMoreData,
 }
 
 impl std::fmt::Display for PlaintextAsk {
@@ -125,9 +126,10 @@ impl std::fmt::Display for PlaintextAsk {
                 "a switch to plugin '{}'",
                 String::from_utf8_lossy(name).escape_debug()
             ),
-            Self::CachingSha2FullAuthentication => {
-                f.write_str("caching_sha2_password full authentication")
-            }
+            Self::AuthMoreData => f.write_str(
+                "more authentication data than caching_sha2_password's fast-path success \
+                 (its full authentication, or a key exchange)",
+            ),
         }
     }
 }

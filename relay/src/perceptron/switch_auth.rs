@@ -133,12 +133,15 @@ where
                 switched = true;
                 true
             }
-            // AuthMoreData `01 04`: caching_sha2_password's full authentication, which a
-            // client on TLS answers with its password in clear.
-            Some(0x01) if plaintext_leg && packet.payload.get(1..) == Some(&[0x04][..]) => {
+            // On a leg without TLS, AuthMoreData is relayed only as caching_sha2_password's
+            // fast-path success (`01 03`, exactly). Its full authentication (`01 04`, which a
+            // client on TLS answers with its password in clear, and which clients recognise by
+            // the second byte alone, `01 04 00` too) and a public key exchange (a key an
+            // attacker on this leg could replace) are refused.
+            Some(0x01) if plaintext_leg && packet.payload.get(1..) != Some(&[0x03][..]) => {
                 abandon(server, packet.last_sequence_id).await;
                 return Err(ComputeProtocolError::PasswordOnPlaintextLeg(
-                    PlaintextAsk::CachingSha2FullAuthentication,
+                    PlaintextAsk::AuthMoreData,
                 )
                 .into());
             }

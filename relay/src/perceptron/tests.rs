@@ -1067,7 +1067,7 @@ async fn switch_login_relays_the_servers_challenge_and_verdict() {
 }
 
 #[tokio::test]
-async fn switch_login_relays_auth_more_data_rounds() {
+async fn switch_login_relays_caching_sha2_fast_path_success() {
     let rt = runtime(AuthMode::Switch);
     let answer: &'static [u8] = b"more";
     let r = run(
@@ -1080,18 +1080,50 @@ async fn switch_login_relays_auth_more_data_rounds() {
             let _ = c.read_login().await;
             c.switch_to(AuthPlugin::CachingSha2Password).await;
             assert_eq!(c.stream.read_packet().await.unwrap().sequence_id, 3);
-            // A server's own round (here: its public key), the client answers again.
-            c.send(4, b"\x01-----BEGIN PUBLIC KEY-----").await;
-            assert_eq!(c.stream.read_packet().await.unwrap().sequence_id, 5);
             // Fast-path success needs no answer; the OK follows at once.
-            c.send(6, &[0x01, 0x03]).await;
-            c.send(7, &ok_packet()).await;
+            c.send(4, &[0x01, 0x03]).await;
+            c.send(5, &ok_packet()).await;
         },
     )
     .await;
     assert!(r.result.unwrap().1.accepted());
     let seqs: Vec<_> = r.client_got.iter().map(|p| p.sequence_id).collect();
-    assert_eq!(seqs, [2, 4, 6, 7]);
+    assert_eq!(seqs, [2, 4, 5]);
+}
+
+/// On a compute leg without TLS, AuthMoreData other than the fast path's `01 03` is refused:
+/// a full authentication padded past its second byte (clients read only that byte, and a TLS
+/// client would send its password), and a public key (which an attacker on the leg could
+/// replace with one of its own).
+#[tokio::test]
+async fn more_auth_data_than_the_fast_path_is_refused_on_a_compute_leg_without_tls() {
+    for more in [
+        &b"\x01\x04\x00"[..],
+        b"\x01\x04\xff\xff",
+        b"\x01-----BEGIN PUBLIC KEY-----",
+    ] {
+        let rt = runtime(AuthMode::Switch);
+        let r = run(
+            &rt,
+            0,
+            ClientScript::AnswerEach(b"my-password\0"),
+            vec![None],
+            |mut c| async move {
+                c.greet().await;
+                let _ = c.read_login().await;
+                c.switch_to(AuthPlugin::CachingSha2Password).await;
+                assert_eq!(c.stream.read_packet().await.unwrap().sequence_id, 3);
+                c.send(4, more).await;
+                let finish = c.stream.read_packet().await.unwrap();
+                assert_eq!((finish.sequence_id, finish.payload.len()), (5, 0));
+                c.send(6, &denied()).await;
+                assert!(c.got_nothing_more().await);
+            },
+        )
+        .await;
+        assert_eq!(r.client_got.len(), 2, "{more:?}");
+        assert_refused_for_cleartext(&r, 4);
+    }
 }
 
 /// The refusal a compute leg without TLS gets when the server asks for the password itself.
