@@ -26,6 +26,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 import harness as h  # noqa: E402
 import mysqlproto as m  # noqa: E402
+from quickack_proxy import pump  # noqa: E402
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 DELAY_MS = float(sys.argv[2]) if len(sys.argv) > 2 else 100.0
@@ -53,25 +54,11 @@ class DelayProxy:
             server = socket.create_connection(("127.0.0.1", self.target))
             for s in (client, server):
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
+            for src, dst in ((client, server), (server, client)):
+                threading.Thread(target=pump, args=(src, dst, False, self.delay),
+                                 daemon=True).start()
 
-    def _pump(self, src, dst):
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                time.sleep(self.delay)
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+
 
 
 def rounds(label, binary=None, env=None):

@@ -11,9 +11,12 @@ body goes at once; what remains is s3s-fs's own time and one more loopback hop.
 import socket
 import sys
 import threading
+import time
 
 
-def pump(src, dst, quickack):
+def pump(src, dst, quickack, delay=0.0):
+    """Copies src to dst until either ends; `delay` seconds before each chunk (a distant peer,
+    bench/idle-boundary.py)."""
     try:
         while True:
             if quickack:
@@ -21,6 +24,8 @@ def pump(src, dst, quickack):
             data = src.recv(1 << 20)
             if not data:
                 break
+            if delay:
+                time.sleep(delay)
             dst.sendall(data)
     except OSError:
         pass
