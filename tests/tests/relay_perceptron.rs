@@ -363,3 +363,71 @@ fn pymysql_and_sqlalchemy_rollbacks_are_kept_on_both_routes() {
         "the first connection was relayed"
     );
 }
+
+/// Statements of many packets arrive whole on both routes: PyMySQL's `executemany` of ten
+/// 80 kB rows (one 800 kB multi-row `INSERT`, as PyMySQL's own `test_BLOB` sends) and one
+/// 17 MB `INSERT`, longer than a packet's 16 MB, so the client splits it; every value is
+/// read back and compared. First on the perceptron route (the instance is paused, the
+/// connection wakes it and is held), then on the direct route (it runs).
+#[test]
+fn statements_longer_than_a_packet_arrive_whole_on_both_routes() {
+    let dir = TempDir::new("relay-large-statements");
+    let relay = Relay::start(dir.path(), RelayOptions::default());
+    let code = format!(
+        r#"
+import os, pymysql, sys
+c = pymysql.connect(host="127.0.0.1", port=int(os.environ["PORT"]), user="{USER}",
+                    password="{PASSWORD}", autocommit=True)
+cur = c.cursor()
+table = sys.argv[1]
+cur.execute("CREATE DATABASE IF NOT EXISTS big")
+cur.execute(f"CREATE TABLE big.{{table}} (i INT, v LONGTEXT)")
+# Every printable character but none the same in a row, quotes and backslashes included.
+row = lambda i: "".join(chr(32 + (i + k) % 95) for k in range(80_000))
+cur.executemany(f"INSERT INTO big.{{table}} VALUES (%s, %s)", [(i, row(i)) for i in range(10)])
+large = "'\\" + "x" * (17 << 20)
+cur.execute(f"INSERT INTO big.{{table}} VALUES (%s, %s)", (10, large))
+cur.execute(f"SELECT i, v FROM big.{{table}} ORDER BY i")
+got = cur.fetchall()
+want = [(i, row(i)) for i in range(10)] + [(10, large)]
+assert len(got) == len(want), len(got)
+for (gi, gv), (wi, wv) in zip(got, want):
+    assert gi == wi and gv == wv, (gi, len(gv), len(wv))
+print("whole", len(got))
+"#
+    );
+    let relayed = |table: &str| {
+        let mut cmd = std::process::Command::new("python3");
+        cmd.args(["-c", &code, table])
+            .env("PORT", relay.port.to_string());
+        tests::run_with_input(&mut cmd, b"", Duration::from_secs(180))
+    };
+    assert_eq!(relay.state(), "paused");
+    let held = relayed("held");
+    assert_eq!(
+        held.stdout.trim(),
+        "whole 11",
+        "{}\nlog:\n{}",
+        held.stderr,
+        relay.log()
+    );
+    assert!(relay.logged("relayed login accepted"), "{}", relay.log());
+    assert_eq!(relay.state(), "running");
+    let direct = relayed("direct");
+    assert_eq!(
+        direct.stdout.trim(),
+        "whole 11",
+        "{}\nlog:\n{}",
+        direct.stderr,
+        relay.log()
+    );
+    assert_eq!(
+        relay.metric_reaching(
+            "relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}",
+            1.0
+        ),
+        1.0,
+        "the second connection took the direct route\nlog:\n{}",
+        relay.log()
+    );
+}
