@@ -93,7 +93,8 @@ fn column_def(name: &str, kind: Kind) -> Column {
 }
 
 /// Writes `result` as the statement's reply. `status` goes into OK packets (autocommit,
-/// in-transaction).
+/// in-transaction). Before a result set, `binary_columns` learns which of its columns are
+/// binary (opensrv cannot say so: `stream::column_charset`).
 ///
 /// # Errors
 /// An I/O error writing to the client (the connection is then over).
@@ -101,6 +102,7 @@ pub async fn write_reply<W: AsyncWrite + Unpin + Send>(
     w: QueryResultWriter<'_, W>,
     result: Result<Reply, SqlError>,
     status: StatusFlags,
+    binary_columns: impl FnOnce(Vec<bool>) + Send,
 ) -> io::Result<()> {
     match result {
         Err(e) => w.error(e.kind, e.message.as_bytes()).await,
@@ -123,6 +125,7 @@ pub async fn write_reply<W: AsyncWrite + Unpin + Send>(
                 .zip(&kinds)
                 .map(|(n, k)| column_def(n, *k))
                 .collect();
+            binary_columns(kinds.iter().map(|k| *k == Kind::Bytes).collect());
             let mut rw = w.start(&defs).await?;
             for row in rows {
                 for (i, kind) in kinds.iter().enumerate() {

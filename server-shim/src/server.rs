@@ -239,7 +239,11 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             )),
         };
         let status = self.session.status();
-        write_reply(results, result, status).await
+        let shared = &self.shared;
+        write_reply(results, result, status, |binary| {
+            shared.binary_columns_next(binary);
+        })
+        .await
     }
 
     async fn on_close<'a>(&'a mut self, stmt: u32)
@@ -261,7 +265,11 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             debug!(conn_id = self.conn_id, code = e.code(), "statement failed");
         }
         let status = self.session.status();
-        write_reply(results, result, status).await
+        let shared = &self.shared;
+        write_reply(results, result, status, |binary| {
+            shared.binary_columns_next(binary);
+        })
+        .await
     }
 
     async fn on_init<'a>(&'a mut self, db: &'a str, w: InitWriter<'a, W>) -> io::Result<()> {

@@ -19,7 +19,9 @@
 //!   sets it;
 //! - [`deadlines`]: opensrv waits for the client forever, so both halves have deadlines;
 //! - [`hello_round`]: opensrv authenticates in one round, so a relay's request for the
-//!   compute's proof is turned into an auth switch that carries it.
+//!   compute's proof is turned into an auth switch that carries it;
+//! - [`column_charset`]: every column opensrv defines is utf8, so the writer gives binary
+//!   columns the character set `binary`.
 //!
 //! When the server shuts down, a read that waits for the next command sees end-of-stream, so
 //! the connection ends after its running statement.
@@ -27,6 +29,7 @@
 //! Both halves are generic over `AsyncRead`/`AsyncWrite`, so tests drive them with
 //! `tokio::io::duplex`.
 
+mod column_charset;
 mod deadlines;
 mod field_list;
 mod hello_round;
@@ -48,6 +51,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use zeroize::Zeroizing;
 
+use self::column_charset::ColumnCharsets;
 pub use self::deadlines::Timeouts;
 use self::deadlines::{ReadDeadline, WriteStall};
 use self::login_err::ErrReplacement;
@@ -87,6 +91,9 @@ struct SharedState {
     /// The proof to append to the AuthSwitchRequest opensrv writes next (see
     /// [`hello_round`]).
     switch_proof: Option<Vec<u8>>,
+    /// Which columns of the result set opensrv writes next are binary (see
+    /// [`column_charset`]).
+    binary_columns: Option<Vec<bool>>,
 }
 
 impl ConnShared {
@@ -114,6 +121,14 @@ impl ConnShared {
     /// Makes the writer append `proof` to the AuthSwitchRequest opensrv writes next.
     pub fn prove_in_switch(&self, proof: Vec<u8>) {
         self.state().switch_proof = Some(proof);
+    }
+
+    /// Says which columns of the result set opensrv writes next are binary: the writer gives
+    /// their definitions the character set `binary` (see [`column_charset`]).
+    pub fn binary_columns_next(&self, binary: Vec<bool>) {
+        if binary.contains(&true) {
+            self.state().binary_columns = Some(binary);
+        }
     }
 
     /// Makes the writer send `err_payload` (an ERR packet payload) in place of the next
@@ -415,6 +430,8 @@ enum WriteMode {
         packet: Vec<u8>,
         rewrite: ReplyRewrite,
     },
+    /// A result set starts: mark its binary columns (see [`column_charset`]).
+    Columns(ColumnCharsets),
 }
 
 /// The write half: replaces the replies opensrv gets wrong, enforces the write-stall
@@ -462,6 +479,11 @@ impl<W> AuthWriter<W> {
             WriteMode::DenyLogin(replacement) => {
                 if replacement.feed(buf, &mut self.out) {
                     self.mode = WriteMode::Discard;
+                }
+            }
+            WriteMode::Columns(columns) => {
+                if columns.feed(buf, &mut self.out) {
+                    self.mode = WriteMode::Pass;
                 }
             }
             WriteMode::Rewrite { packet, rewrite } => {
@@ -545,6 +567,8 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for AuthWriter<W> {
                     packet: Vec::new(),
                     rewrite,
                 };
+            } else if let Some(binary) = this.shared.state().binary_columns.take() {
+                this.mode = WriteMode::Columns(ColumnCharsets::new(binary));
             }
         }
         if !matches!(this.mode, WriteMode::Pass) {
