@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Endpoints (issue 30): one `[[endpoint]]` (route_by = "user@instance") in front of N
+"""Endpoints: one `[[endpoint]]` (route_by = "user@instance") in front of N
 instances, for each N of COUNTS, one relay per N:
 
   start-up      relay spawned -> the endpoint greets (the whole configuration read, every

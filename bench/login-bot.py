@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 24's bot: what a password guesser costs the instance's owner.
+"""The password-guessing bot: what a password guesser costs the instance's owner.
 
 A bot guesses one wrong password at a time from one source for one compressed hour (SCALE 60:
 the hour lasts 60 s, every duration in the relay's configuration is divided by 60: the
@@ -94,7 +94,7 @@ def run(bot, fixed):
 def main():
     rows = [run(bot, fixed) for bot in ("every 4.8 s", "after each pause")
             for fixed in (False, True)]
-    lines = ["# issue 24's password-guessing bot, one compressed hour (SCALE %g: %g s)" % (SCALE, HOUR),
+    lines = ["# password-guessing bot, one compressed hour (SCALE %g: %g s)" % (SCALE, HOUR),
              "machine: %s" % h.machine(), "",
              "%-18s %-28s %8s %7s  %s" % ("bot", "relay", "billed", "wakes", "codes seen")]
     for r in rows:

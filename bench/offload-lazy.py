@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Offload with a lazy restore (issue 29): a server-shim database of SIZE MiB (one table of
+"""Offload with a lazy restore: a server-shim database of SIZE MiB (one table of
 point-selectable rows, built with SQLite directly), offloaded to a local directory store (or,
 with BENCH_STORE=s3, to s3s-fs on loopback, read back through the relay's socket), then:
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Offload of a MariaDB data directory (issue 29): what moving a stopped mariadbd's data
+"""Offload of a MariaDB data directory: what moving a stopped mariadbd's data
 directory to the store and back costs, per GiB, next to a plain copy of it.
 
 One relay in switch mode runs a stock mariadbd (process driver) with `[instance.offload]` into

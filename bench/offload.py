@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Offload (issue 29): what moving a paused instance's data to the store and back costs.
+"""Offload: what moving a paused instance's data to the store and back costs.
 
 For each size, a relay whose instance has SIZE MiB of data (server-shim's data directory with
 an incompressible file of that size beside its accounts) and `[instance.offload]` into a local

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 24, item 8: descriptors a one-byte flood holds on the direct route.
+"""Descriptors a one-byte flood holds on the direct route.
 
 A running instance (one session open), then connections that each send one byte and stay:
 3,000 from one source, then 10,000 from two sources (127.0.0.1 and 127.0.0.2). Reported: how
@@ -78,7 +78,7 @@ def main():
         session.close()
     finally:
         relay.stop()
-    lines = ["# one-byte flood on the direct route (issue 24, item 8)",
+    lines = ["# one-byte flood on the direct route",
              "machine: %s" % h.machine(),
              "relay descriptors with one session open: %d (limit 20,000)" % base, "",
              "%-8s %-11s %8s %12s %7s %10s  %s" % ("sources", "connections", "greeted",

@@ -30,6 +30,10 @@ use crate::scramble::{SCRAMBLE_LEN, Scramble};
 
 /// The auth plugin name under which the relay sends the payload (P6).
 pub const PLUGIN_NAME: &str = "perceptron_dual_auth";
+/// The connect attribute that tells the compute which connection id the relay greeted the
+/// client with: a compute that can (server-shim) takes it as the session's, so
+/// `CONNECTION_ID()` and `KILL` agree with the greeting (docs/protocol.md).
+pub const CONNECTION_ID_ATTR: &str = "_perceptron_connection_id";
 /// The payload's first four bytes.
 pub const MAGIC: [u8; 4] = *b"PCPT";
 /// The version without flags, which every compute reads (the MariaDB plugin only this one).

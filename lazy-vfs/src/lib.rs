@@ -17,4 +17,4 @@ pub mod sidecar;
 mod vfs;
 
 #[cfg(feature = "sqlite")]
-pub use vfs::register;
+pub use vfs::{RegisterError, register};

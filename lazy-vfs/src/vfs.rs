@@ -79,26 +79,49 @@ static METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
 /// background fill.
 ///
 /// # Errors
-/// SQLite has no default VFS, or refuses the registration.
-pub fn register(fill_bytes_per_second: u64) -> Result<(), String> {
-    static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
+/// [`RegisterError`]: SQLite has no default VFS, or refuses the registration.
+pub fn register(fill_bytes_per_second: u64) -> Result<(), RegisterError> {
+    static REGISTERED: OnceLock<Result<(), RegisterError>> = OnceLock::new();
     FILL_RATE.store(fill_bytes_per_second.max(1), Ordering::Relaxed);
-    REGISTERED.get_or_init(register_once).clone()
+    *REGISTERED.get_or_init(register_once)
 }
 
-fn register_once() -> Result<(), String> {
+/// Why the VFS could not be registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegisterError {
+    /// SQLite has no default VFS to wrap.
+    NoDefault,
+    /// The default VFS's `szOsFile` leaves no room for ours.
+    FileSize(c_int),
+    /// `sqlite3_vfs_register` returned this code.
+    Refused(c_int),
+}
+
+impl std::fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoDefault => f.write_str("SQLite has no default VFS"),
+            Self::FileSize(size) => write!(f, "the default VFS's szOsFile is {size}"),
+            Self::Refused(rc) => write!(f, "sqlite3_vfs_register: {rc}"),
+        }
+    }
+}
+
+impl std::error::Error for RegisterError {}
+
+fn register_once() -> Result<(), RegisterError> {
     // SAFETY: sqlite3_vfs_find may be called at any time (it initialises SQLite if needed);
     // a null name asks for the default VFS.
     let real = unsafe { ffi::sqlite3_vfs_find(null()) };
     if real.is_null() {
-        return Err("SQLite has no default VFS".into());
+        return Err(RegisterError::NoDefault);
     }
     // SAFETY: a registered VFS lives as long as the process (SQLite never frees it), and we
     // only copy its fields.
     let mut vfs = unsafe { *real };
-    let real_size = usize::try_from(vfs.szOsFile).map_err(|_| "bad szOsFile")?;
-    vfs.szOsFile =
-        c_int::try_from(offset_of!(Handle, real) + real_size).map_err(|_| "bad szOsFile")?;
+    let bad_size = RegisterError::FileSize(vfs.szOsFile);
+    let real_size = usize::try_from(vfs.szOsFile).map_err(|_| bad_size)?;
+    vfs.szOsFile = c_int::try_from(offset_of!(Handle, real) + real_size).map_err(|_| bad_size)?;
     vfs.zName = NAME.as_ptr();
     vfs.pNext = std::ptr::null_mut();
     vfs.xOpen = Some(x_open);
@@ -111,7 +134,7 @@ fn register_once() -> Result<(), String> {
     if rc == ffi::SQLITE_OK {
         Ok(())
     } else {
-        Err(format!("sqlite3_vfs_register: {rc}"))
+        Err(RegisterError::Refused(rc))
     }
 }
 

@@ -243,25 +243,43 @@ fn string_var(var: &AtomicPtr<c_char>) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// Why the ticket store cannot be used (the plugin is then not loaded).
+#[derive(Debug)]
+enum TicketsError {
+    /// One of the two ticket variables is set without the other.
+    HalfSet,
+    /// The ticket key file.
+    KeyFile(authplugin::key_file::KeyFileError),
+    /// The file of redeemed tickets.
+    Used(String, std::io::Error),
+}
+
+impl std::fmt::Display for TicketsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::HalfSet => f.write_str(
+                "perceptron_dual_ticket_key_file and perceptron_dual_instance go together",
+            ),
+            Self::KeyFile(e) => write!(f, "cannot use perceptron_dual_ticket_key_file: {e}"),
+            Self::Used(path, e) => write!(f, "cannot use {path} for redeemed tickets: {e}"),
+        }
+    }
+}
+
 /// The ticket store, when both ticket variables are set; an error-log line says why not.
-fn open_tickets() -> Result<Option<Tickets>, String> {
+fn open_tickets() -> Result<Option<Tickets>, TicketsError> {
     let (key_file, instance) = (string_var(&TICKET_KEY_FILE), string_var(&INSTANCE));
     let (key_file, instance) = match (key_file, instance) {
         (None, None) => return Ok(None),
         (Some(k), Some(i)) => (k, i),
-        _ => {
-            return Err(
-                "perceptron_dual_ticket_key_file and perceptron_dual_instance go together".into(),
-            );
-        }
+        _ => return Err(TicketsError::HalfSet),
     };
-    let ring = authplugin::key_file::load(Path::new(&key_file))
-        .map_err(|e| format!("cannot use perceptron_dual_ticket_key_file: {e}"))?;
+    let ring = authplugin::key_file::load(Path::new(&key_file)).map_err(TicketsError::KeyFile)?;
     let used = format!("{key_file}.used");
     let now_ms = now_ms();
     Tickets::open(ring, instance, DEFAULT_TTL_MS, Path::new(&used), now_ms)
         .map(Some)
-        .map_err(|e| format!("cannot use {used} for redeemed tickets: {e}"))
+        .map_err(|e| TicketsError::Used(used, e))
 }
 
 fn now_ms() -> u64 {

@@ -611,12 +611,12 @@ async fn put_instance(state: &AdminState, name: &str, body: &[u8]) -> Response {
         return Response::error(StatusCode::BAD_REQUEST, "the body is not UTF-8 text");
     };
     if let Err(problem) = dir.check(name, text) {
-        return Response::error(StatusCode::BAD_REQUEST, &problem);
+        return Response::error(StatusCode::BAD_REQUEST, &problem.to_string());
     }
     let _one_at_a_time = dir.one_change().await;
     let before = match dir.write(name, text).await {
         Ok(before) => before,
-        Err(e) => return Response::error(StatusCode::SERVICE_UNAVAILABLE, &e),
+        Err(e) => return Response::error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
     };
     match dir.scan_for(name).await {
         FileState::Running => match state.registry.get(name) {

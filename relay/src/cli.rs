@@ -194,11 +194,11 @@ pub enum OffloadAction {
 }
 
 /// A NAME for `relay instances`: checked here, since it becomes part of the request's path.
-fn instance_name(name: &str) -> Result<String, String> {
+fn instance_name(name: &str) -> Result<String, &'static str> {
     if crate::config::instance_file::is_instance_name(name) {
         Ok(name.to_owned())
     } else {
-        Err("an instance name is letters, digits, '-' and '_' (A-Z a-z 0-9 - _)".into())
+        Err("an instance name is letters, digits, '-' and '_' (A-Z a-z 0-9 - _)")
     }
 }
 
@@ -552,7 +552,7 @@ fn offload_gc(config_path: &std::path::Path, keep: std::time::Duration, dry_run:
     let mut failed = false;
     for archive in stores {
         let result = runtime.block_on(async {
-            let store = crate::offload::open_store(archive)?;
+            let store = crate::offload::open_store(archive).map_err(|e| e.to_string())?;
             crate::offload::gc::collect(store.as_ref(), crate::clock::now_ms(), keep, dry_run)
                 .await
                 .map_err(|e| e.to_string())

@@ -19,10 +19,18 @@
 
 use std::collections::VecDeque;
 
+use authplugin::packet::auth_switch::AUTH_MORE_DATA_HEADER;
 use authplugin::packet::capabilities::{
     CLIENT_COMPRESS, CLIENT_DEPRECATE_EOF, CLIENT_OPTIONAL_RESULTSET_METADATA,
-    MARIADB_CLIENT_CACHE_METADATA,
+    MARIADB_CLIENT_CACHE_METADATA, SERVER_MORE_RESULTS_EXISTS, SERVER_STATUS_CURSOR_EXISTS,
 };
+use authplugin::packet::command::{
+    COM_BINLOG_DUMP, COM_BINLOG_DUMP_GTID, COM_CHANGE_USER, COM_FIELD_LIST, COM_PING,
+    COM_PROCESS_INFO, COM_QUERY, COM_QUIT, COM_STMT_BULK_EXECUTE, COM_STMT_CLOSE, COM_STMT_EXECUTE,
+    COM_STMT_FETCH, COM_STMT_PREPARE, COM_STMT_SEND_LONG_DATA,
+};
+use authplugin::packet::err::ERR_HEADER;
+use authplugin::packet::ok::{EOF_HEADER, LOCAL_INFILE_HEADER, OK_HEADER};
 
 /// The bytes kept of each packet: enough for an OK packet's status flags behind two
 /// length-encoded integers (1 + 9 + 9 + 2) and for `COM_STMT_PREPARE_OK` (12).
@@ -35,43 +43,6 @@ const MAX_PACKET_LEN: u32 = 0x00FF_FFFF;
 /// The error code of MariaDB's progress reports (`MARIADB_CLIENT_PROGRESS`): an ERR packet
 /// that is not an error and ends nothing.
 const PROGRESS_REPORT_CODE: u16 = 0xFFFF;
-
-/// `SERVER_STATUS_IN_TRANS`: a transaction is open.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "for a relay-made OK (pings answered while parked), not built yet"
-    )
-)]
-pub const SERVER_STATUS_IN_TRANS: u16 = 0x0001;
-/// `SERVER_MORE_RESULTS_EXISTS`: another result follows this one.
-const SERVER_MORE_RESULTS_EXISTS: u16 = 0x0008;
-/// `SERVER_STATUS_CURSOR_EXISTS`: the rows wait behind a cursor (`COM_STMT_FETCH`).
-const SERVER_STATUS_CURSOR_EXISTS: u16 = 0x0040;
-
-const OK_HEADER: u8 = 0x00;
-const ERR_HEADER: u8 = 0xFF;
-const EOF_HEADER: u8 = 0xFE;
-const LOCAL_INFILE_HEADER: u8 = 0xFB;
-const AUTH_MORE_DATA_HEADER: u8 = 0x01;
-
-// Command bytes (MySQL's `enum_server_command`).
-const COM_QUIT: u8 = 0x01;
-const COM_PING: u8 = 0x0E;
-const COM_QUERY: u8 = 0x03;
-const COM_FIELD_LIST: u8 = 0x04;
-const COM_PROCESS_INFO: u8 = 0x0A;
-const COM_CHANGE_USER: u8 = 0x11;
-const COM_BINLOG_DUMP: u8 = 0x12;
-const COM_STMT_PREPARE: u8 = 0x16;
-const COM_STMT_EXECUTE: u8 = 0x17;
-const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
-const COM_STMT_CLOSE: u8 = 0x19;
-const COM_STMT_FETCH: u8 = 0x1C;
-const COM_BINLOG_DUMP_GTID: u8 = 0x1E;
-/// MariaDB's bulk execute: answered like `COM_STMT_EXECUTE`.
-const COM_STMT_BULK_EXECUTE: u8 = 0xFA;
 
 /// Where the conversation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

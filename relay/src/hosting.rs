@@ -91,7 +91,7 @@ pub enum StartError {
         /// The instance.
         instance: String,
         /// What is wrong.
-        message: String,
+        error: Box<crate::control::driver::offloading::MoverError>,
     },
 }
 
@@ -141,8 +141,8 @@ impl std::fmt::Display for StartError {
                 f,
                 "instance '{instance}' exists (or its previous definition is still draining)"
             ),
-            Self::Offload { instance, message } => {
-                write!(f, "instance '{instance}': offload.store: {message}")
+            Self::Offload { instance, error } => {
+                write!(f, "instance '{instance}': offload.store: {error}")
             }
         }
     }
@@ -351,9 +351,9 @@ impl InstanceHost {
             .transpose()?;
         let driver =
             control::driver::driver_for(&cfg, &self.state_dir, Some(Arc::clone(&self.ledger)))
-                .map_err(|message| StartError::Offload {
+                .map_err(|error| StartError::Offload {
                     instance: cfg.name.clone(),
-                    message,
+                    error: Box::new(error),
                 })?;
         let kernel = match (&self.table, cfg.route, dnat_of(&cfg)) {
             (Some(table), RouteMode::Nftables, Some(dnat)) => {

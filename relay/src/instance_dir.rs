@@ -143,9 +143,9 @@ impl InstanceDir {
     /// Checks `text` as the definition of instance `name` (before the admin API writes it).
     ///
     /// # Errors
-    /// What is wrong, naming the file and the key.
-    pub fn check(&self, name: &str, text: &str) -> Result<(), String> {
-        self.parse(name, text).map(drop).map_err(|e| e.to_string())
+    /// [`ConfigError`]: what is wrong, naming the file and the key.
+    pub fn check(&self, name: &str, text: &str) -> Result<(), ConfigError> {
+        self.parse(name, text).map(drop)
     }
 
     /// Writes `text` as instance `name`'s definition, whole or not at all (a file: a
@@ -153,10 +153,10 @@ impl InstanceDir {
     /// replaced.
     ///
     /// # Errors
-    /// What failed; the definition is as it was then.
-    pub async fn write(&self, name: &str, text: &str) -> Result<Option<String>, String> {
+    /// [`DefinitionError`]: what failed; the definition is as it was then.
+    pub async fn write(&self, name: &str, text: &str) -> Result<Option<String>, DefinitionError> {
         if !is_instance_name(name) {
-            return Err(format!("'{name}' cannot name an instance"));
+            return Err(DefinitionError::Name(name.to_owned()));
         }
         self.replace(name, Some(text)).await
     }
@@ -164,17 +164,25 @@ impl InstanceDir {
     /// Puts back what [`InstanceDir::write`] replaced: `before`, or no definition.
     ///
     /// # Errors
-    /// What failed.
-    pub async fn restore(&self, name: &str, before: Option<&str>) -> Result<(), String> {
+    /// [`DefinitionError`]: what failed.
+    pub async fn restore(&self, name: &str, before: Option<&str>) -> Result<(), DefinitionError> {
         self.replace(name, before).await.map(drop)
     }
 
-    async fn replace(&self, name: &str, text: Option<&str>) -> Result<Option<String>, String> {
+    async fn replace(
+        &self,
+        name: &str,
+        text: Option<&str>,
+    ) -> Result<Option<String>, DefinitionError> {
         let path = self.path_of(name);
-        let failed = |e: &dyn std::fmt::Display| format!("cannot write {}: {e}", path.display());
         match &self.place {
-            Place::Store { store, .. } => store.define(name, text).await.map_err(|e| failed(&e)),
-            Place::Directory(dir) => replace_file(dir, name, text).map_err(|e| failed(&e)),
+            Place::Store { store, .. } => store
+                .define(name, text)
+                .await
+                .map_err(|e| DefinitionError::StoreWrite(path, e)),
+            Place::Directory(dir) => {
+                replace_file(dir, name, text).map_err(|e| DefinitionError::Write(path, e))
+            }
         }
     }
 
@@ -199,7 +207,7 @@ impl InstanceDir {
             return Err(RemoveError::ConfigFile(name.to_owned()));
         }
         if let Err(e) = self.replace(name, None).await {
-            return Err(RemoveError::File(e));
+            return Err(RemoveError::File(e.to_string()));
         }
         // Forgotten only once it is gone: a failed removal leaves what the next scan reads.
         let had_file = scanned.files.remove(name).is_some();
@@ -275,7 +283,8 @@ impl InstanceDir {
         };
         let (seen, listed) = match read {
             Ok(read) => read,
-            Err(problem) => {
+            Err(e) => {
+                let problem = e.to_string();
                 // Nothing is removed for a place that cannot be read: a mount that went away
                 // for a moment, or a store out of reach, must not drain every instance.
                 if scanned.problems.get("") != Some(&problem) {
@@ -383,8 +392,8 @@ impl InstanceDir {
     /// The definitions in directory `dir`, by instance name, and every name listed there
     /// (a file that cannot be read is listed; what it defined before runs on). A file whose
     /// stamp is unchanged is not read again.
-    fn read_directory(&self, dir: &Path, scanned: &mut Scanned) -> Result<Read, String> {
-        let listing = list(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    fn read_directory(&self, dir: &Path, scanned: &mut Scanned) -> Result<Read, DefinitionError> {
+        let listing = list(dir).map_err(|e| DefinitionError::Read(dir.to_owned(), e))?;
         let mut seen: HashMap<String, (Stamp, String)> = HashMap::with_capacity(listing.len());
         let mut listed = HashSet::with_capacity(listing.len());
         for (name, stamp) in listing {
@@ -426,18 +435,56 @@ impl InstanceDir {
     }
 }
 
+/// Why instance definitions could not be read or written.
+#[derive(Debug)]
+pub enum DefinitionError {
+    /// Not an instance name.
+    Name(String),
+    /// The directory of instance files cannot be read.
+    Read(PathBuf, std::io::Error),
+    /// An instance file cannot be written.
+    Write(PathBuf, std::io::Error),
+    /// The fleet's store cannot be read.
+    StoreRead(crate::fleet::StoreError),
+    /// The fleet's store refused a definition (at this path, as the relay names it).
+    StoreWrite(PathBuf, crate::fleet::StoreError),
+}
+
+impl std::fmt::Display for DefinitionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Name(name) => write!(f, "'{name}' cannot name an instance"),
+            Self::Read(path, e) => write!(f, "cannot read {}: {e}", path.display()),
+            Self::Write(path, e) => write!(f, "cannot write {}: {e}", path.display()),
+            Self::StoreRead(e) => write!(f, "{e}"),
+            Self::StoreWrite(path, e) => write!(f, "cannot write {}: {e}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for DefinitionError {}
+
 /// What a read of the definitions found: each by instance name (with its file's stamp), and
 /// every name listed.
 type Read = (HashMap<String, (Stamp, String)>, HashSet<String>);
 
 /// The definitions in `store`: those read last time while its stamp is unchanged, else all
 /// of them again.
-async fn read_store(store: &dyn FleetStore, scanned: &mut Scanned) -> Result<Read, String> {
-    let stamp = store.definitions_stamp().await.map_err(|e| e.to_string())?;
+async fn read_store(
+    store: &dyn FleetStore,
+    scanned: &mut Scanned,
+) -> Result<Read, DefinitionError> {
+    let stamp = store
+        .definitions_stamp()
+        .await
+        .map_err(DefinitionError::StoreRead)?;
     let seen = if scanned.store_stamp == Some(stamp) {
         scanned.files.clone()
     } else {
-        let definitions = store.definitions().await.map_err(|e| e.to_string())?;
+        let definitions = store
+            .definitions()
+            .await
+            .map_err(DefinitionError::StoreRead)?;
         scanned.store_stamp = Some(stamp);
         definitions
             .into_iter()

@@ -59,17 +59,10 @@ pub enum Effect {
     CloseStatement(u32),
 }
 
-const COM_INIT_DB: u8 = 0x02;
-const COM_QUERY: u8 = 0x03;
-const COM_SET_OPTION: u8 = 0x1B;
-const COM_RESET_CONNECTION: u8 = 0x1F;
-const COM_STMT_PREPARE: u8 = 0x16;
-const COM_STMT_EXECUTE: u8 = 0x17;
-const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
-const COM_STMT_CLOSE: u8 = 0x19;
-const COM_STMT_RESET: u8 = 0x1A;
-/// MariaDB's bulk execute: never opens a cursor.
-const COM_STMT_BULK_EXECUTE: u8 = 0xFA;
+use authplugin::packet::command::{
+    COM_INIT_DB, COM_QUERY, COM_RESET_CONNECTION, COM_SET_OPTION, COM_STMT_BULK_EXECUTE,
+    COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE, COM_STMT_RESET, COM_STMT_SEND_LONG_DATA,
+};
 
 /// The effect of one command packet's payload (its first byte is the command).
 #[must_use]

@@ -16,15 +16,10 @@
 
 use std::collections::HashMap;
 
-const COM_CHANGE_USER: u8 = 0x11;
-const COM_STMT_EXECUTE: u8 = 0x17;
-const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
-const COM_STMT_CLOSE: u8 = 0x19;
-const COM_STMT_RESET: u8 = 0x1A;
-const COM_STMT_FETCH: u8 = 0x1C;
-const COM_RESET_CONNECTION: u8 = 0x1F;
-/// MariaDB's bulk execute.
-const COM_STMT_BULK_EXECUTE: u8 = 0xFA;
+use authplugin::packet::command::{
+    COM_CHANGE_USER, COM_RESET_CONNECTION, COM_STMT_BULK_EXECUTE, COM_STMT_CLOSE, COM_STMT_EXECUTE,
+    COM_STMT_FETCH, COM_STMT_RESET, COM_STMT_SEND_LONG_DATA,
+};
 
 /// MariaDB's "the statement prepared last" (`mariadb_stmt_execute_direct`): passed on as is.
 const LAST_PREPARED: u32 = u32::MAX;

@@ -388,8 +388,7 @@ fn finish(
     })
 }
 
-/// The connect attribute a relay names its client's connection id with.
-pub const CONNECTION_ID_ATTR: &[u8] = b"_perceptron_connection_id";
+use authplugin::payload::CONNECTION_ID_ATTR;
 
 /// The id in `handshake`'s [`CONNECTION_ID_ATTR`] (decimal, in the relay's half of the id
 /// space), if it carries one.
@@ -398,7 +397,7 @@ fn relay_connection_id(handshake: &HandshakeResponse41) -> Option<u32> {
         .connect_attrs
         .iter()
         .flatten()
-        .find(|(key, _)| key.as_slice() == CONNECTION_ID_ATTR)?;
+        .find(|(key, _)| key.as_slice() == CONNECTION_ID_ATTR.as_bytes())?;
     let id: u32 = std::str::from_utf8(value).ok()?.parse().ok()?;
     (id & crate::processes::RELAY_IDS != 0).then_some(id)
 }

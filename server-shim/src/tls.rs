@@ -34,8 +34,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-/// `CLIENT_SSL` in the first byte pair of `capability_flags` (bit 11: byte 1, 0x08).
-const CLIENT_SSL_BYTE1: u8 = 0x08;
+/// `CLIENT_SSL` in byte 1 of `capability_flags` (bit 11: 0x08).
+const CLIENT_SSL_BYTE1: u8 = (authplugin::packet::capabilities::CLIENT_SSL >> 8) as u8;
 /// Largest login-phase packet buffered while renumbering.
 const MAX_LOGIN_PACKET: usize = 64 * 1024;
 

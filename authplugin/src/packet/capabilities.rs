@@ -84,7 +84,13 @@ pub const MARIADB_CLIENT_EXTENDED_METADATA: u32 = 1 << 3;
 /// column definitions.
 pub const MARIADB_CLIENT_CACHE_METADATA: u32 = 1 << 4;
 
+/// `SERVER_STATUS_IN_TRANS`: a transaction is open.
+pub const SERVER_STATUS_IN_TRANS: u16 = 0x0001;
 /// `SERVER_STATUS_AUTOCOMMIT`, a status flag of greetings and OK packets.
 pub const SERVER_STATUS_AUTOCOMMIT: u16 = 0x0002;
+/// `SERVER_MORE_RESULTS_EXISTS`: another result follows this one.
+pub const SERVER_MORE_RESULTS_EXISTS: u16 = 0x0008;
+/// `SERVER_STATUS_CURSOR_EXISTS`: the rows wait behind a cursor (`COM_STMT_FETCH`).
+pub const SERVER_STATUS_CURSOR_EXISTS: u16 = 0x0040;
 /// `SERVER_SESSION_STATE_CHANGED`: an OK packet carries session state changes.
 pub const SERVER_SESSION_STATE_CHANGED: u16 = 0x4000;

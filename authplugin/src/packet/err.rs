@@ -102,4 +102,8 @@ pub mod codes {
     pub const ER_SECURE_TRANSPORT_REQUIRED: (u16, &[u8; 5]) = (3159, b"HY000");
     /// `ER_QUERY_INTERRUPTED` (used by MySQL when a wait is cut short).
     pub const ER_QUERY_INTERRUPTED: (u16, &[u8; 5]) = (1317, b"70100");
+    /// `ER_UNKNOWN_COM_ERROR` "Unknown command".
+    pub const ER_UNKNOWN_COM_ERROR: (u16, &[u8; 5]) = (1047, b"08S01");
+    /// `ER_CONNECTION_KILLED` "Connection was killed".
+    pub const ER_CONNECTION_KILLED: (u16, &[u8; 5]) = (1927, b"70100");
 }

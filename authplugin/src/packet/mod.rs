@@ -8,6 +8,7 @@
 
 pub mod auth_switch;
 pub mod capabilities;
+pub mod command;
 pub mod err;
 pub mod framing;
 pub mod handshake_response41;

@@ -5,6 +5,11 @@ use crate::reader::{DecodeError, Reader, put_lenenc_bytes, put_lenenc_int};
 
 /// First byte of an OK packet.
 pub const OK_HEADER: u8 = 0x00;
+/// First byte of an EOF packet (and of the OK that ends a result set under
+/// `CLIENT_DEPRECATE_EOF`).
+pub const EOF_HEADER: u8 = 0xFE;
+/// First byte of a `LOCAL INFILE` request: the server asks the client for a file.
+pub const LOCAL_INFILE_HEADER: u8 = 0xFB;
 
 /// A successful result (protocol 4.1 layout).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

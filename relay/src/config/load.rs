@@ -659,7 +659,7 @@ fn offload(
     let data_dir = o
         .data_dir
         .ok_or_else(|| invalid("data_dir", "required, but missing"))?;
-    let url = StoreUrl::parse(&store).map_err(|message| invalid("store", &message))?;
+    let url = StoreUrl::parse(&store).map_err(|e| invalid("store", &e.to_string()))?;
     let s3 = S3Settings {
         endpoint: o.endpoint,
         region: o.region,

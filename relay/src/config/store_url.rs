@@ -19,45 +19,95 @@ pub struct S3Location {
     pub prefix: String,
 }
 
+/// Why a `store` value is not a store URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreUrlError {
+    /// The value as written.
+    pub url: String,
+    /// What is wrong with it.
+    pub problem: UrlProblem,
+}
+
+/// What is wrong with a `store` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UrlProblem {
+    /// `file://` with a relative path.
+    RelativePath,
+    /// `s3://` with this, which is not a bucket name.
+    BucketName(String),
+    /// An S3 prefix with an empty, `.` or `..` part.
+    PrefixPart,
+    /// Neither `file://` nor `s3://`.
+    Scheme,
+}
+
+impl std::fmt::Display for StoreUrlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let url = &self.url;
+        match &self.problem {
+            UrlProblem::RelativePath => {
+                write!(
+                    f,
+                    "{url:?}: a file store needs an absolute path (file:///dir)"
+                )
+            }
+            UrlProblem::BucketName(bucket) => write!(
+                f,
+                "{url:?}: {bucket:?} is not an S3 bucket name (3 to 63 lowercase letters, \
+                 digits, '.' and '-', starting and ending with a letter or digit)"
+            ),
+            UrlProblem::PrefixPart => {
+                write!(
+                    f,
+                    "{url:?}: the prefix may not hold empty, '.' or '..' parts"
+                )
+            }
+            UrlProblem::Scheme => {
+                write!(
+                    f,
+                    "{url:?}: not a store URL (file:///dir or s3://bucket/prefix)"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for StoreUrlError {}
+
 impl StoreUrl {
     /// Parses a `store` value.
     ///
     /// # Errors
-    /// A message saying what is wrong with it.
-    pub fn parse(url: &str) -> Result<Self, String> {
+    /// [`StoreUrlError`]: what is wrong with it.
+    pub fn parse(url: &str) -> Result<Self, StoreUrlError> {
+        let refuse = |problem| StoreUrlError {
+            url: url.to_owned(),
+            problem,
+        };
         if let Some(path) = url.strip_prefix("file://") {
             if !path.starts_with('/') {
-                return Err(format!(
-                    "{url:?}: a file store needs an absolute path (file:///dir)"
-                ));
+                return Err(refuse(UrlProblem::RelativePath));
             }
             return Ok(Self::File(path.to_owned()));
         }
         if let Some(rest) = url.strip_prefix("s3://") {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
             if !is_bucket_name(bucket) {
-                return Err(format!(
-                    "{url:?}: {bucket:?} is not an S3 bucket name (3 to 63 lowercase letters, \
-                     digits, '.' and '-', starting and ending with a letter or digit)"
-                ));
+                return Err(refuse(UrlProblem::BucketName(bucket.to_owned())));
             }
             let prefix = prefix.trim_matches('/');
             if prefix
                 .split('/')
                 .any(|part| part == "." || part == ".." || (part.is_empty() && !prefix.is_empty()))
             {
-                return Err(format!(
-                    "{url:?}: the prefix may not hold empty, '.' or '..' parts"
-                ));
+                return Err(refuse(UrlProblem::PrefixPart));
             }
             return Ok(Self::S3(S3Location {
                 bucket: bucket.to_owned(),
                 prefix: prefix.to_owned(),
             }));
         }
-        Err(format!(
-            "{url:?}: not a store URL (file:///dir or s3://bucket/prefix)"
-        ))
+        Err(refuse(UrlProblem::Scheme))
     }
 }
 

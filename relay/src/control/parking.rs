@@ -22,8 +22,7 @@ use crate::passthrough::{Observer, Reaction};
 use crate::session_replay::{self, Effect};
 use crate::statement_ids::{StatementIds, Untranslatable};
 
-/// `SERVER_STATUS_IN_TRANS`: a transaction is open.
-const SERVER_STATUS_IN_TRANS: u16 = 0x0001;
+use authplugin::packet::capabilities::SERVER_STATUS_IN_TRANS;
 
 /// Follows one connection's commands for its instance (see the module doc).
 pub struct CommandWatch<'a> {

@@ -2,7 +2,7 @@
 //! busy at every byte before a response's last one and idle after it.
 
 use super::*;
-use authplugin::packet::capabilities::CLIENT_PROTOCOL_41;
+use authplugin::packet::capabilities::{CLIENT_PROTOCOL_41, SERVER_STATUS_IN_TRANS};
 
 const CLASSIC: u32 = CLIENT_PROTOCOL_41;
 const DEPRECATE_EOF: u32 = CLIENT_PROTOCOL_41 | CLIENT_DEPRECATE_EOF;

@@ -52,23 +52,44 @@ pub struct RangeServer {
     check_every: Duration,
 }
 
+/// Why the server's socket cannot be used.
+#[derive(Debug)]
+pub enum SocketError {
+    /// Its path is longer than a unix socket's may be.
+    TooLong(PathBuf),
+    /// It cannot be created.
+    Bind(PathBuf, std::io::Error),
+}
+
+impl std::fmt::Display for SocketError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::TooLong(path) => write!(
+                f,
+                "{}: longer than a unix socket's path may be ({MAX_SOCKET_PATH} bytes); use a \
+                 shorter state_dir",
+                path.display()
+            ),
+            Self::Bind(path, e) => write!(f, "{}: {e}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for SocketError {}
+
 impl RangeServer {
     /// The server for `instance`'s data directory `dir`, on `socket`; nothing runs yet.
     ///
     /// # Errors
-    /// The socket's path is too long for a unix socket.
+    /// [`SocketError::TooLong`]: the socket's path is too long for a unix socket.
     pub fn new(
         instance: &str,
         socket: PathBuf,
         dir: PathBuf,
         store: Arc<dyn ObjectStore>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SocketError> {
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
-            return Err(format!(
-                "{}: longer than a unix socket's path may be ({MAX_SOCKET_PATH} bytes); use a \
-                 shorter state_dir",
-                socket.display()
-            ));
+            return Err(SocketError::TooLong(socket));
         }
         Ok(Self {
             instance: instance.to_owned(),
@@ -83,13 +104,13 @@ impl RangeServer {
     /// Starts serving unless a server runs already, or no sidecar needs one.
     ///
     /// # Errors
-    /// The socket cannot be created.
-    pub fn ensure(&self) -> Result<(), String> {
+    /// [`SocketError::Bind`]: the socket cannot be created.
+    pub fn ensure(&self) -> Result<(), SocketError> {
         let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
         if *running || archive::lazy_sidecars(&self.dir).is_empty() {
             return Ok(());
         }
-        let listener = bind(&self.socket).map_err(|e| format!("{}: {e}", self.socket.display()))?;
+        let listener = bind(&self.socket).map_err(|e| SocketError::Bind(self.socket.clone(), e))?;
         *running = true;
         let served = Served {
             instance: self.instance.clone(),

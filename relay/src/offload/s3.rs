@@ -53,11 +53,56 @@ struct CredentialsFile {
     session_token: Option<String>,
 }
 
+/// Why an S3 store could not be opened.
+#[derive(Debug)]
+pub enum S3OpenError {
+    /// The credentials file cannot be read (missing, or readable by others).
+    Credentials(authplugin::SecretFileError),
+    /// The credentials file is not TOML with the expected keys; the line, where known (the
+    /// parser's own message is not kept: it quotes the line, which may hold a key).
+    CredentialsSyntax {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The offending line.
+        line: Option<usize>,
+    },
+    /// object_store refused the settings.
+    Build {
+        /// The bucket.
+        bucket: String,
+        /// Its refusal.
+        source: object_store::Error,
+    },
+}
+
+impl std::fmt::Display for S3OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const EXPECTED: &str = "not a credentials file (access_key_id, secret_access_key, and \
+                                optionally session_token, as TOML strings)";
+        match self {
+            Self::Credentials(e) => write!(f, "{e}"),
+            Self::CredentialsSyntax {
+                path,
+                line: Some(line),
+            } => write!(f, "{}: line {line}: {EXPECTED}", path.display()),
+            Self::CredentialsSyntax { path, line: None } => {
+                write!(f, "{}: {EXPECTED}", path.display())
+            }
+            Self::Build { bucket, source } => write!(f, "s3://{bucket}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for S3OpenError {}
+
 /// Opens the S3 store at `location` with `settings`.
 ///
 /// # Errors
-/// A message naming what is wrong: the credentials file, or what object_store refused.
-pub fn open(location: &S3Location, settings: &S3Settings) -> Result<Arc<dyn ObjectStore>, String> {
+/// [`S3OpenError`]: the credentials file, or what object_store refused.
+pub fn open(
+    location: &S3Location,
+    settings: &S3Settings,
+) -> Result<Arc<dyn ObjectStore>, S3OpenError> {
     // The environment's AWS settings first (credentials, region, endpoint), so a deployment
     // that provides them the usual way needs no keys here; the configuration's win.
     let mut builder = AmazonS3Builder::from_env()
@@ -87,9 +132,10 @@ pub fn open(location: &S3Location, settings: &S3Settings) -> Result<Arc<dyn Obje
             builder = builder.with_token(token);
         }
     }
-    let store = builder
-        .build()
-        .map_err(|e| format!("s3://{}: {e}", location.bucket))?;
+    let store = builder.build().map_err(|source| S3OpenError::Build {
+        bucket: location.bucket.clone(),
+        source,
+    })?;
     Ok(if location.prefix.is_empty() {
         Arc::new(store)
     } else {
@@ -97,26 +143,13 @@ pub fn open(location: &S3Location, settings: &S3Settings) -> Result<Arc<dyn Obje
     })
 }
 
-fn read_credentials(path: &Path) -> Result<CredentialsFile, String> {
-    let text = authplugin::read_secret_file(path).map_err(|e| e.to_string())?;
-    // The parser's message quotes the offending line, which may hold a key: name the file
-    // and the line only.
-    toml::from_str(&text).map_err(|e| {
-        let line = e
+fn read_credentials(path: &Path) -> Result<CredentialsFile, S3OpenError> {
+    let text = authplugin::read_secret_file(path).map_err(S3OpenError::Credentials)?;
+    toml::from_str(&text).map_err(|e| S3OpenError::CredentialsSyntax {
+        path: path.to_owned(),
+        line: e
             .span()
-            .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
-        match line {
-            Some(line) => format!(
-                "{}: line {line}: not a credentials file (access_key_id, secret_access_key, \
-                 and optionally session_token, as TOML strings)",
-                path.display()
-            ),
-            None => format!(
-                "{}: not a credentials file (access_key_id, secret_access_key, and optionally \
-                 session_token, as TOML strings)",
-                path.display()
-            ),
-        }
+            .map(|s| text[..s.start.min(text.len())].lines().count().max(1)),
     })
 }
 
@@ -252,7 +285,7 @@ mod tests {
             "access_key_id = \"AKIAEXAMPLE\"\nsecret_access_key = \"s3cr3t\"\n",
             0o644,
         );
-        let err = read_credentials(&open).err().unwrap();
+        let err = read_credentials(&open).err().unwrap().to_string();
         assert!(err.contains("group or others"), "{err}");
 
         // A secret on a line that does not parse, and a key misspelled: the file and the line
@@ -262,7 +295,7 @@ mod tests {
             "access_key_id = \"AKIAEXAMPLE\"\nsecret_access_key = s3cr3t-unquoted\n",
             0o600,
         );
-        let err = read_credentials(&bad).err().unwrap();
+        let err = read_credentials(&bad).err().unwrap().to_string();
         assert!(
             err.contains(&format!("{}: line 2:", bad.display())),
             "{err}"
@@ -272,7 +305,7 @@ mod tests {
             "access_key = \"AKIAEXAMPLE\"\nsecret_access_key = \"s3cr3t\"\n",
             0o600,
         );
-        let err2 = read_credentials(&misspelled).err().unwrap();
+        let err2 = read_credentials(&misspelled).err().unwrap().to_string();
         assert!(err2.contains("line 1:"), "{err2}");
         for e in [&err, &err2] {
             assert!(!e.contains("s3cr3t") && !e.contains("AKIA"), "{e}");

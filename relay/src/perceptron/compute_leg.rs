@@ -276,11 +276,8 @@ pub fn response_for<S>(
     }
 }
 
-/// The connect attribute that tells the compute which connection id the relay greeted the
-/// client with: a compute that can (server-shim) takes it as the session's, so
-/// `CONNECTION_ID()` and `KILL` agree with the greeting (docs/protocol.md). The client's own
-/// attribute of that name is dropped.
-pub const CONNECTION_ID_ATTR: &str = "_perceptron_connection_id";
+/// The client's own attribute of this name is dropped.
+pub use authplugin::payload::CONNECTION_ID_ATTR;
 
 /// The capability flags of the relay's login to the compute: the session's flags the compute
 /// also has, minus those the relay never negotiates, plus what every relayed login needs.

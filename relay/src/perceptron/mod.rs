@@ -422,10 +422,11 @@ fn forward(
                 }
                 Err(e) => {
                     tracing::warn!(instance = %name, client = %addr, error = %e, "session could not be reattached; closing it");
-                    // ER_CONNECTION_KILLED, as the reply to the command (sequence id 1).
+                    // The reply to the command (sequence id 1).
+                    let (code, state) = authplugin::packet::err::codes::ER_CONNECTION_KILLED;
                     let err = ErrPacket::new(
-                        1927,
-                        b"70100",
+                        code,
+                        state,
                         "Connection was killed: the session could not be resumed",
                     );
                     let mut packet = Vec::new();
@@ -702,6 +703,24 @@ async fn next_command(
     }
 }
 
+/// Why a detached session could not be resumed.
+#[derive(Debug)]
+enum ResumeError {
+    /// The instance did not wake.
+    Wake(crate::control::WakeError),
+    /// The compute refused the reattach, or it failed.
+    Reattach(outcome::ComputeError),
+}
+
+impl std::fmt::Display for ResumeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Wake(e) => write!(f, "the wake failed: {e}"),
+            Self::Reattach(e) => write!(f, "{e}"),
+        }
+    }
+}
+
 /// Wakes the instance (one wake for every detached session: concurrent callers share it) and
 /// reattaches the session; also returns how long the wake took.
 async fn resume_session<C: ComputeConnector>(
@@ -709,12 +728,12 @@ async fn resume_session<C: ComputeConnector>(
     connector: &C,
     resumption: &mut reattach::Resumption,
     state: &reattach::SessionState<'_>,
-) -> Result<(reattach::Reattached<C::Stream>, u128), String> {
+) -> Result<(reattach::Reattached<C::Stream>, u128), ResumeError> {
     let t = Instant::now();
     rt.instance
         .ensure_running()
         .await
-        .map_err(|e| format!("the wake failed: {e}"))?;
+        .map_err(ResumeError::Wake)?;
     let wake_ms = t.elapsed().as_millis();
     let ring = rt.ring.current();
     // A reattach carries no client answer: scramble A is not used.
@@ -735,7 +754,7 @@ async fn resume_session<C: ComputeConnector>(
         rt.instance.config.compute_timeout,
     )
     .await;
-    let reattached = result.map_err(|e| e.to_string())?;
+    let reattached = result.map_err(ResumeError::Reattach)?;
     // The reattach proved the new compute holds the key, as a relayed login does.
     rt.instance.mark_proven(reattached.proven_in_greeting).await;
     Ok((reattached, wake_ms))

@@ -6,8 +6,7 @@
 //! command byte (see [`super::one_packet_per_read`]) and the writer replaces that one reply
 //! with [`FIELD_LIST_EOF`], keeping its sequence id.
 
-/// The MySQL command byte of COM_FIELD_LIST.
-pub(super) const COM_FIELD_LIST: u8 = 0x04;
+pub(super) use authplugin::packet::command::COM_FIELD_LIST;
 
 /// The EOF packet payload that ends a COM_FIELD_LIST reply: no warnings, autocommit.
 pub(super) const FIELD_LIST_EOF: [u8; 5] = [0xFE, 0, 0, 0x02, 0];

@@ -10,10 +10,8 @@
 //! shim's statements carry the session's flags. The relay's parking compares a keepalive's
 //! flags with the session's last ones, so those packets must keep agreeing with each other.
 
+pub(super) use authplugin::packet::capabilities::SERVER_STATUS_AUTOCOMMIT;
 use authplugin::packet::{HandshakeV10, OkPacket};
-
-/// `SERVER_STATUS_AUTOCOMMIT`: a session starts in autocommit mode.
-pub(super) const SERVER_STATUS_AUTOCOMMIT: u16 = 0x0002;
 
 /// opensrv's greeting with `status`; `None` if `payload` is not a greeting.
 pub(super) fn greeting_with_status(payload: &[u8], status: u16) -> Option<Vec<u8>> {

@@ -22,7 +22,8 @@ pub(super) fn unsupported_command_err(command: u8) -> Vec<u8> {
         other => format!("Unknown command {other:#04x}"),
     };
     // ER_UNKNOWN_COM_ERROR
-    authplugin::packet::ErrPacket::new(1047, b"08S01", &message).to_bytes()
+    let (code, state) = authplugin::packet::err::codes::ER_UNKNOWN_COM_ERROR;
+    authplugin::packet::ErrPacket::new(code, state, &message).to_bytes()
 }
 
 #[cfg(test)]

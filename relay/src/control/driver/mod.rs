@@ -4,6 +4,7 @@
 pub mod cgroup;
 pub mod exec;
 pub mod http;
+mod mover;
 pub mod offloading;
 pub mod process;
 
@@ -349,12 +350,12 @@ impl<D: ExternalControl> RunningCompute for Watched<D> {
 /// Builds the driver for an instance's configuration, wrapped for `[instance.offload]`.
 ///
 /// # Errors
-/// The offload store cannot be opened.
+/// [`offloading::MoverError`]: the offload store cannot be opened.
 pub fn driver_for(
     cfg: &crate::config::InstanceConfig,
     state_dir: &Path,
     ledger: Option<Arc<crate::ledger::Ledger>>,
-) -> Result<Box<dyn Driver>, String> {
+) -> Result<Box<dyn Driver>, offloading::MoverError> {
     let driver = base_driver_for(cfg, state_dir);
     let Some(offload) = &cfg.offload else {
         return Ok(driver);
@@ -379,7 +380,7 @@ pub fn driver_for(
             marker: state_dir.join("offloaded").join(&cfg.name),
         },
         (crate::config::OffloadMover::Commands { .. }, _) => {
-            return Err("the offload and restore commands need the exec driver".into());
+            return Err(offloading::MoverError::CommandsWithoutExec);
         }
     };
     Ok(Box::new(offloading::OffloadingDriver {
