@@ -396,7 +396,7 @@ impl InstanceHost {
             .spawn(Arc::clone(&instance).pause_when_idle(tasks.clone()));
         self.tracker
             .spawn(Arc::clone(&instance).scale_with_load(tasks.clone()));
-        let (kernel_splice, tcp_splice) = if crate::perceptron::may_splice(&cfg) {
+        let (kernel_splice, tcp_splice) = if cfg.splices_held() {
             self.kernel_splice(cfg.splice_below_tcp)
         } else {
             (None, None)

@@ -346,7 +346,7 @@ pub fn kernel_splice_warning(config: &Config) -> Option<Problem> {
     let i = config
         .instances
         .iter()
-        .position(crate::perceptron::may_splice)?;
+        .position(crate::config::InstanceConfig::splices_held)?;
     if let Err(why) = crate::kernel_splice::KernelSplice::load() {
         return Some(Problem {
             key: format!("instance[{i}].kernel_splice"),
@@ -360,7 +360,7 @@ pub fn kernel_splice_warning(config: &Config) -> Option<Problem> {
     let i = config
         .instances
         .iter()
-        .position(|c| crate::perceptron::may_splice(c) && c.splice_below_tcp)?;
+        .position(|c| c.splices_held() && c.splice_below_tcp)?;
     let why = crate::tcp_splice::TcpSplice::load().err()?;
     Some(Problem {
         key: format!("instance[{i}].splice_below_tcp"),

@@ -47,7 +47,7 @@ pub struct InstanceRuntime {
     /// `compute_tls`: TLS on the compute leg of relayed logins; `None` for plaintext.
     pub compute_tls: Option<ComputeTls>,
     /// The kernel splice, when this instance's held connections may use it
-    /// ([`crate::perceptron::may_splice`]) and the relay could load it.
+    /// ([`crate::config::InstanceConfig::splices_held`]) and the relay could load it.
     pub kernel_splice: Option<Arc<crate::kernel_splice::KernelSplice>>,
     /// The splice below TCP, for held sessions on loopback (`None`: not available).
     pub tcp_splice: Option<Arc<crate::tcp_splice::TcpSplice>>,

@@ -534,6 +534,14 @@ impl InstanceConfig {
     pub fn relay_terminates_every_login(&self) -> bool {
         self.require_secure_transport || self.tls.as_ref().is_some_and(|t| t.client_ca.is_some())
     }
+
+    /// Whether held connections may be spliced in the kernel: not with resumable sessions,
+    /// which need every command that sets session state seen (parking takes a spliced
+    /// session back between commands; docs/kernel-splice.md).
+    #[must_use]
+    pub fn splices_held(&self) -> bool {
+        self.kernel_splice && !self.resumable_sessions
+    }
 }
 
 /// `instance.on_relay_exit`.

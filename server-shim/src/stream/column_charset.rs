@@ -16,9 +16,10 @@ use authplugin::reader::Reader;
 /// The character set (and collation) id of `binary`.
 pub(super) const BINARY: u16 = 63;
 
-/// The longest packet the writer collects while it looks for column definitions: a column
-/// count or a column definition is short; anything longer is not one and passes untouched.
-const MAX_HEADER_PACKET: usize = 64 * 1024;
+/// The longest packet the writer collects while it looks for column definitions: the shim's
+/// `max_allowed_packet`. A definition is usually short, but the shim names an unaliased
+/// column by its expression's text, which can be as long as the statement.
+const MAX_HEADER_PACKET: usize = crate::variables::MAX_ALLOWED_PACKET as usize;
 
 /// The start of a result set on its way out: the column count, then one definition per
 /// column, of which those marked binary are rewritten.
@@ -41,6 +42,13 @@ impl ColumnCharsets {
         }
     }
 
+    /// Whether `payload` is a column count equal to the number of columns announced.
+    fn counts_columns(&self, payload: &[u8]) -> bool {
+        let mut r = Reader::new(payload);
+        r.lenenc_int("column count").ok() == u64::try_from(self.binary.len()).ok()
+            && r.remaining() == 0
+    }
+
     /// Takes the next bytes opensrv writes (all of `buf`) and appends what to send to `out`.
     /// Returns `true` once every column definition has passed: the writer then passes bytes on
     /// as they come.
@@ -52,6 +60,11 @@ impl ColumnCharsets {
                 return true;
             }
             match parse_packet(&self.packet, MAX_HEADER_PACKET) {
+                Ok(Some((p, _))) if self.seen == 0 && !self.counts_columns(&p.payload) => {
+                    // Not the result set the shim announced: pass everything on untouched.
+                    out.append(&mut self.packet);
+                    return true;
+                }
                 Ok(Some((p, used))) => {
                     let column = self.seen.checked_sub(1);
                     let binary = column.and_then(|i| self.binary.get(i)).copied() == Some(true);
@@ -130,7 +143,8 @@ mod tests {
         let count = packet(1, &[2]);
         let text = packet(2, &definition("t", 0xfd, 0));
         let blob = packet(3, &definition("b", 0xfc, 0x80));
-        let row = packet(4, b"\x01a\x02\x00\xff");
+        // A row that happens to read as a definition of a binary column stays as it is.
+        let row = packet(4, &definition("r", 0xfc, 0x80));
         let opensrv = [count.clone(), text.clone(), blob, row.clone()].concat();
         let mut sent = Vec::new();
         let mut c = ColumnCharsets::new(vec![false, true]);
@@ -153,15 +167,30 @@ mod tests {
     }
 
     #[test]
-    fn a_result_set_without_binary_columns_passes_byte_for_byte() {
+    fn a_definition_longer_than_64_kib_is_marked_too() {
+        // The shim names an unaliased column by its expression's text.
+        let name = "x".repeat(70_000);
+        let count = packet(1, &[1]);
+        let long = definition(&name, 0xfc, 0x80);
+        let mut sent = Vec::new();
+        let done = ColumnCharsets::new(vec![true])
+            .feed(&[count.clone(), packet(2, &long)].concat(), &mut sent);
+        assert!(done);
+        let marked = &sent[count.len() + 4..];
+        assert_eq!(charset(marked), BINARY);
+        assert_eq!(marked.len(), long.len());
+    }
+
+    #[test]
+    fn a_column_count_other_than_announced_passes_byte_for_byte() {
         let opensrv = [
-            packet(1, &[1]),
-            packet(2, &definition("t", 0xfd, 0)),
-            packet(3, b"\x01a"),
+            packet(1, &[2]),
+            packet(2, &definition("a", 0xfc, 0x80)),
+            packet(3, &definition("b", 0xfc, 0x80)),
         ]
         .concat();
         let mut sent = Vec::new();
-        assert!(ColumnCharsets::new(vec![false]).feed(&opensrv, &mut sent));
+        assert!(ColumnCharsets::new(vec![true]).feed(&opensrv, &mut sent));
         assert_eq!(sent, opensrv);
     }
 

@@ -126,9 +126,8 @@ impl ConnShared {
     /// Says which columns of the result set opensrv writes next are binary: the writer gives
     /// their definitions the character set `binary` (see [`column_charset`]).
     pub fn binary_columns_next(&self, binary: Vec<bool>) {
-        if binary.contains(&true) {
-            self.state().binary_columns = Some(binary);
-        }
+        // Replaced at every result set, so an announcement never outlives its own.
+        self.state().binary_columns = binary.contains(&true).then_some(binary);
     }
 
     /// Makes the writer send `err_payload` (an ERR packet payload) in place of the next

@@ -1,0 +1,596 @@
+//! A held session: one that woke the instance (or was resumed after a stop) and stays on the
+//! relay, forwarded until it ends (docs/kernel-splice.md, docs/resumable-sessions.md). Its bytes
+//! go through the userspace pump at first; after a few commands, at the end of a response, the
+//! session moves to a kernel splice (below TCP on loopback, else the sockhash) and comes back
+//! to the pump when parking needs to see its commands. A resumable session is detached at a
+//! stop and reattached to the next compute ([`resume_session`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use authplugin::Scramble;
+use authplugin::packet::capabilities::CLIENT_DEPRECATE_EOF;
+use authplugin::packet::{ErrPacket, OkPacket};
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::TcpStream;
+
+use super::{Established, SessionCapabilities, dual_auth, outcome, reattach};
+use crate::compute_conn::{ComputeConnector, TcpConnector};
+use crate::control::ConnectionGuard;
+use crate::kernel_splice::Spliced;
+use crate::logsafe::Escaped;
+use crate::metrics::Counter;
+use crate::packet_io::PacketStream;
+use crate::runtime::InstanceRuntime;
+use crate::tcp_splice::{TcpSplice, TcpSpliced};
+use crate::tls::{ClientStream, ComputeStream};
+
+/// Forwards an accepted session until it ends: the byte pump, and for a resumable session
+/// each detach and reattach. Logs the session's lines.
+///
+/// Not an `async fn`: its arguments are captured once, where an `async fn` would keep them
+/// twice (as arguments and as locals) for the session's whole life, and what only the first
+/// log line needs is used before the task's state is made.
+pub(super) fn forward(
+    rt: Arc<InstanceRuntime>,
+    connector: TcpConnector,
+    mut client: PacketStream<ClientStream<TcpStream>>,
+    session: Established<ComputeStream<TcpStream>>,
+    addr: String,
+    started: Instant,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    // What only the first line needs is used here, before the task's state is made: the
+    // task keeps what it captures for the session's whole life.
+    let Established {
+        user,
+        compute,
+        verdict,
+        capabilities,
+        mut held,
+        timings: t,
+        resumption,
+    } = session;
+    let name = &rt.instance.config.name;
+    held.mark_session();
+    held.set_client(addr.clone());
+    rt.metrics.inc(Counter::Connections, name, "relayed");
+    let tls = matches!(client.stream_mut(), ClientStream::Tls(_));
+    tracing::info!(
+        instance = %name, client = %addr, user = %Escaped(&user), tls,
+        login_ms = t.login_ms, wake_ms = t.wake_ms,
+        compute_login_ms = t.compute_login_ms, was_running = t.was_running,
+        total_ms = started.elapsed().as_millis(),
+        "relayed login accepted; forwarding"
+    );
+    drop(user);
+    // The session's commands are followed from here (parking): its status flags are the
+    // compute's OK's.
+    let status_flags = OkPacket::decode(&verdict.reply.payload, capabilities.flags)
+        .map_or(0, |ok| ok.status_flags);
+    drop(verdict);
+    async move {
+        let (rt, connector, addr) = (&*rt, &connector, addr.as_str());
+        let name = &rt.instance.config.name;
+        let (mut client_stream, mut client_rest) = client.into_parts();
+        // None while detached: the stopped compute's socket is closed then, not kept (with
+        // its descriptor) until the session's next command.
+        let mut compute_leg = Some(compute.into_parts());
+        let mut commands =
+            held.watch_commands(capabilities.flags, capabilities.mariadb, status_flags);
+        let mut resumption = resumption;
+        let deprecate_eof = capabilities.flags & CLIENT_DEPRECATE_EOF != 0;
+        if resumption.is_some() {
+            commands.ticketed();
+        } else if rt.kernel_splice.is_some()
+            && rt.instance.config.splices_held()
+            && client_stream.tcp().is_some()
+            && compute_leg.as_ref().is_some_and(|(c, _)| c.tcp().is_some())
+        {
+            commands.splice_after(SPLICE_AFTER_COMMANDS);
+        }
+        let mut pumped = crate::passthrough::PumpReport::default();
+        let to_kernel = loop {
+            let Some((compute_stream, compute_rest)) = compute_leg.as_mut() else {
+                break None;
+            };
+            // Boxed: a detached session waits for hours outside the pump, and should not
+            // keep the pump's state in its task meanwhile.
+            // Only the total is kept past this block: a detached session's task holds what
+            // lives across its waits for hours.
+            let ended_by = {
+                let bytes = Box::pin(crate::passthrough::pump(
+                    &mut client_stream,
+                    std::mem::take(&mut client_rest),
+                    &mut *compute_stream,
+                    std::mem::take(compute_rest),
+                    rt.instance.thaw_on_upload(),
+                    Some(&mut commands),
+                ))
+                .await;
+                rt.count_pumped(&bytes);
+                pumped = pumped.then(&bytes);
+                bytes.ended_by
+            };
+            if let Some((chunk, status_flags)) = commands.take_chunk() {
+                // The pump stopped at the end of a response for the kernel splice.
+                let mut chunk: &[u8] = &chunk;
+                // Below TCP on loopback; through the sockets otherwise, or where the splice
+                // below TCP will not take this session (not when it only must wait).
+                let full = chunk.len() as u64;
+                let mut through_sockets = true;
+                if let Some(below) = below_tcp(rt, &client_stream, compute_stream) {
+                    match splice_below_tcp(rt, &below, &client_stream, compute_stream, chunk) {
+                        Ok(spliced) => {
+                            break Some(ToKernel::BelowTcp(below, spliced, status_flags));
+                        }
+                        Err((written, retry)) => {
+                            chunk = chunk.get(written..).unwrap_or_default();
+                            if retry {
+                                commands.splice_after(0);
+                            }
+                            through_sockets = !retry && written == 0;
+                        }
+                    }
+                }
+                if through_sockets {
+                    match splice_at_rest(rt, &client_stream, compute_stream) {
+                        Ok(spliced) => {
+                            break Some(ToKernel::Sockets(spliced, chunk.into(), status_flags));
+                        }
+                        // The client sent ahead: the end of a later response, then.
+                        Err(Retry::Later) => commands.splice_after(0),
+                        Err(Retry::Never) => {}
+                    }
+                }
+                // Not now: the chunk goes on, and so does the pump.
+                if client_stream.write_all(chunk).await.is_err() {
+                    pumped.ended_by = "client_error";
+                    break None;
+                }
+                pumped.compute_to_client += full;
+                continue;
+            }
+            let Some(resumption) = resumption.as_mut().filter(|_| ended_by == "detached") else {
+                break None;
+            };
+            // The compute was stopped under this session: it waits for its next command
+            // (pings answered here), then is reattached to a new compute.
+            compute_leg = None;
+            commands.set_detached(true);
+            let Some(first) = next_command(&mut client_stream, &mut commands).await else {
+                break None;
+            };
+            let t = Instant::now();
+            let statements = commands.statements();
+            let state = reattach::SessionState {
+                commands: commands.replay(),
+                statements: &statements,
+                deprecate_eof,
+            };
+            let resumed = Box::pin(resume_session(rt, connector, resumption, &state)).await;
+            let (replayed, prepared) = (state.commands.len(), statements.len());
+            drop(statements);
+            match resumed {
+                Ok((reattached, wake_ms)) => {
+                    commands.set_detached(false);
+                    commands.reattached(&reattached.statement_ids);
+                    rt.metrics.inc(Counter::Connections, name, "reattached");
+                    tracing::info!(
+                        instance = %name, client = %addr, replayed, prepared,
+                        wake_ms, total_ms = t.elapsed().as_millis(), "session reattached"
+                    );
+                    client_rest = first;
+                    compute_leg = Some(reattached.stream.into_parts());
+                }
+                Err(e) => {
+                    tracing::warn!(instance = %name, client = %addr, error = %e, "session could not be reattached; closing it");
+                    // The reply to the command (sequence id 1).
+                    let (code, state) = authplugin::packet::err::codes::ER_CONNECTION_KILLED;
+                    let err = ErrPacket::new(
+                        code,
+                        state,
+                        "Connection was killed: the session could not be resumed",
+                    );
+                    let mut packet = Vec::new();
+                    authplugin::packet::write_packet(&mut packet, 1, &err.to_bytes());
+                    let _ = client_stream.write_all(&packet).await;
+                    break None;
+                }
+            }
+        };
+        drop(commands);
+        let Some(to_kernel) = to_kernel else {
+            drop(held);
+            tracing::info!(
+                instance = %name, client = %addr, up = pumped.client_to_compute,
+                down = pumped.compute_to_client, ended_by = pumped.ended_by, spliced = false,
+                duration_ms = started.elapsed().as_millis(), "session closed"
+            );
+            return;
+        };
+        let (ClientStream::Plain(client), Some((ComputeStream::Plain(compute), _))) =
+            (&mut client_stream, compute_leg.as_mut())
+        else {
+            // splice_at_rest takes plain sockets only.
+            return;
+        };
+        tracing::debug!(instance = %name, client = %addr, "session spliced in the kernel");
+        // Boxed, so a pumped or detached session's task does not carry its state.
+        let below_tcp = matches!(to_kernel, ToKernel::BelowTcp(..));
+        let (carried, taken_back) = match to_kernel {
+            ToKernel::Sockets(spliced, chunk, status_flags) => {
+                Box::pin(carry_spliced(
+                    rt,
+                    (client, compute),
+                    spliced,
+                    chunk,
+                    status_flags,
+                    &mut held,
+                    capabilities,
+                ))
+                .await
+            }
+            ToKernel::BelowTcp(below, spliced, status_flags) => {
+                Box::pin(carry_below_tcp(
+                    rt,
+                    (client, compute),
+                    (&below, spliced),
+                    status_flags,
+                    &mut held,
+                    capabilities,
+                ))
+                .await
+            }
+        };
+        rt.count_pumped(&carried);
+        drop(held);
+        let bytes = pumped.then(&carried);
+        tracing::info!(
+            instance = %name, client = %addr, up = bytes.client_to_compute,
+            down = bytes.compute_to_client, ended_by = bytes.ended_by, spliced = true,
+            below_tcp, taken_back, duration_ms = started.elapsed().as_millis(), "session closed"
+        );
+    }
+}
+
+/// How often a spliced session looks whether it can be taken back for parking: a few times
+/// per `park_after`, as the instance looks whether it may park; `None` where it does not park.
+fn take_back_pace(config: &crate::config::InstanceConfig) -> Option<Duration> {
+    config
+        .park
+        .then(|| (config.park_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1)))
+}
+
+/// How a held session went to the kernel: through its sockets (with the chunk that ends the
+/// response, still to write) or below TCP (the chunk written).
+enum ToKernel {
+    Sockets(Spliced, Box<[u8]>, u16),
+    BelowTcp(Arc<TcpSplice>, TcpSpliced, u16),
+}
+
+/// A session spliced below TCP until it ends ([`crate::tcp_splice::carry`]). On an instance
+/// that parks, it is taken back onto new sockets whenever it is quiet between commands,
+/// followed on the pump as any session (idle, parked, pings answered), and spliced again at
+/// the end of the response to its next command that counts as use. Returns the bytes
+/// carried and how many times it was taken back.
+async fn carry_below_tcp(
+    rt: &InstanceRuntime,
+    (client, compute): (&mut TcpStream, &mut TcpStream),
+    (below, spliced): (&Arc<TcpSplice>, TcpSpliced),
+    status_flags: u16,
+    held: &mut ConnectionGuard,
+    capabilities: SessionCapabilities,
+) -> (crate::passthrough::PumpReport, u32) {
+    use tokio::io::AsyncWriteExt as _;
+    let config = &rt.instance.config;
+    let compute_idle = || rt.instance.compute_idle();
+    let counted = rt.instance.spliced_session();
+    let (mut spliced, mut status_flags) = (spliced, status_flags);
+    let mut total = crate::passthrough::PumpReport::default();
+    let mut taken_back = 0;
+    'session: loop {
+        let take_back = crate::kernel_splice::TakeBack {
+            quiet: take_back_pace(config),
+            compute_idle: &compute_idle,
+            look_now: counted.look_now(),
+            status_flags,
+        };
+        let carried =
+            crate::tcp_splice::carry(&mut *client, &mut *compute, &spliced, Some(&take_back)).await;
+        let (quiet_for, flags) = match carried {
+            crate::kernel_splice::Carried::Ended(report) => {
+                total = total.then(&report);
+                break 'session;
+            }
+            crate::kernel_splice::Carried::TakenBack {
+                quiet_for,
+                status_flags,
+            } => (quiet_for, status_flags),
+        };
+        total = total.then(&spliced.report("kernel"));
+        drop(spliced);
+        taken_back += 1;
+        held.used_ago(quiet_for);
+        tracing::debug!(instance = %config.name, quiet_ms = quiet_for.as_millis(), status_flags = ?flags, "session taken back from the splice below TCP between commands");
+        let mut commands =
+            held.watch_commands(capabilities.flags, capabilities.mariadb, flags.unwrap_or(0));
+        commands.taken_back_below_tcp(flags.is_some());
+        counted.set_in_kernel(false);
+        spliced = loop {
+            let pumped = crate::passthrough::pump(
+                &mut *client,
+                Vec::new(),
+                &mut *compute,
+                Vec::new(),
+                rt.instance.thaw_on_upload(),
+                Some(&mut commands),
+            )
+            .await;
+            total = total.then(&pumped);
+            let Some((chunk, flags)) = commands.take_chunk() else {
+                break 'session;
+            };
+            match below.splice(client, compute, &chunk) {
+                Ok(spliced) => {
+                    status_flags = flags;
+                    break spliced;
+                }
+                Err(unspliced) => {
+                    let rest = chunk.get(unspliced.written..).unwrap_or_default();
+                    if client.write_all(rest).await.is_err() {
+                        total.ended_by = "client_error";
+                        break 'session;
+                    }
+                    total.compute_to_client += chunk.len() as u64;
+                    if unspliced.error.kind() == std::io::ErrorKind::WouldBlock {
+                        commands.splice_after(0);
+                    }
+                }
+            }
+        };
+        counted.set_in_kernel(true);
+    }
+    (total, taken_back)
+}
+
+/// A spliced session until both sides have closed ([`crate::kernel_splice::carry`]), from
+/// the moment the relay holds the `chunk` that ends a response (the session's status
+/// `status_flags` after it), which it writes first. On an instance that parks, the session
+/// is taken back into userspace whenever it is quiet between commands, followed there as a
+/// pumped session is (it counts as idle, may be parked, pings answered), and handed to the
+/// kernel again at its next command that counts as use (docs/kernel-splice.md). Returns the
+/// bytes carried and how many times it was taken back.
+async fn carry_spliced(
+    rt: &InstanceRuntime,
+    (client, compute): (&mut TcpStream, &mut TcpStream),
+    spliced: Spliced,
+    chunk: Box<[u8]>,
+    status_flags: u16,
+    held: &mut ConnectionGuard,
+    capabilities: SessionCapabilities,
+) -> (crate::passthrough::PumpReport, u32) {
+    let config = &rt.instance.config;
+    let mut relayed = crate::kernel_splice::Relayed::default();
+    if client.write_all(&chunk).await.is_err() {
+        return (spliced.report(&relayed, "client_error"), 0);
+    }
+    relayed.written[0] = chunk.len() as u64;
+    drop(chunk);
+    let compute_idle = || rt.instance.compute_idle();
+    let counted = rt.instance.spliced_session();
+    // Taken back when quiet on an instance that parks, and before any freeze.
+    let take_back = crate::kernel_splice::TakeBack {
+        quiet: take_back_pace(config),
+        compute_idle: &compute_idle,
+        look_now: counted.look_now(),
+        status_flags,
+    };
+    let mut taken_back = 0;
+    let report = loop {
+        let carried = crate::kernel_splice::carry(
+            &mut *client,
+            &mut *compute,
+            &spliced,
+            &mut relayed,
+            Some(&take_back),
+        )
+        .await;
+        let (quiet_for, status_flags) = match carried {
+            crate::kernel_splice::Carried::Ended(report) => break report,
+            crate::kernel_splice::Carried::TakenBack {
+                quiet_for,
+                status_flags,
+            } => (quiet_for, status_flags),
+        };
+        taken_back += 1;
+        held.used_ago(quiet_for);
+        tracing::debug!(instance = %config.name, quiet_ms = quiet_for.as_millis(), ?status_flags, "spliced session taken back between commands");
+        let mut commands = held.watch_commands(
+            capabilities.flags,
+            capabilities.mariadb,
+            status_flags.unwrap_or(0),
+        );
+        commands.taken_back_from_kernel(status_flags.is_some());
+        // Counted idle before it stops counting as spliced: a pause waiting for that sees
+        // it between commands.
+        counted.set_in_kernel(false);
+        let pumped = crate::passthrough::pump(
+            &mut *client,
+            Vec::new(),
+            &mut *compute,
+            Vec::new(),
+            rt.instance.thaw_on_upload(),
+            Some(&mut commands),
+        )
+        .await;
+        drop(commands);
+        relayed.add(&pumped);
+        if pumped.ended_by != "kernel" {
+            break spliced.report(&relayed, pumped.ended_by);
+        }
+        counted.set_in_kernel(true);
+        if let Err(e) = spliced.set(&relayed, true) {
+            // The verdict keeps passing this session's bytes; the relay carries them.
+            tracing::warn!(instance = %config.name, error = %e, "cannot splice a session again; the relay carries it");
+        }
+    };
+    (report, taken_back)
+}
+
+/// While a session is detached: reads the client's bytes, answering pings and learnt
+/// keepalive queries itself, until a command for the compute arrives (returned) or the
+/// client quits or hangs up (`None`).
+async fn next_command(
+    client: &mut ClientStream<TcpStream>,
+    commands: &mut crate::control::CommandWatch<'_>,
+) -> Option<Vec<u8>> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    loop {
+        // A detached session may wait for hours: no buffer is held until the client speaks.
+        std::future::poll_fn(|cx| crate::passthrough::PumpIo::poll_read_ready(&*client, cx))
+            .await
+            .ok()?;
+        let mut buf = vec![0; 16 * 1024];
+        let n = client.read(&mut buf).await.ok()?;
+        let bytes = buf.get(..n).filter(|b| !b.is_empty())?;
+        if let Some(reply) = commands.answer_detached(bytes) {
+            client.write_all(&reply).await.ok()?;
+            continue;
+        }
+        // COM_QUIT: nothing to reattach for.
+        if bytes == [1, 0, 0, 0, 0x01] {
+            return None;
+        }
+        return Some(bytes.to_vec());
+    }
+}
+
+/// Why a detached session could not be resumed.
+#[derive(Debug)]
+enum ResumeError {
+    /// The instance did not wake.
+    Wake(crate::control::WakeError),
+    /// The compute refused the reattach, or it failed.
+    Reattach(outcome::ComputeError),
+}
+
+impl std::fmt::Display for ResumeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Wake(e) => write!(f, "the wake failed: {e}"),
+            Self::Reattach(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Wakes the instance (one wake for every detached session: concurrent callers share it) and
+/// reattaches the session; also returns how long the wake took.
+async fn resume_session<C: ComputeConnector>(
+    rt: &InstanceRuntime,
+    connector: &C,
+    resumption: &mut reattach::Resumption,
+    state: &reattach::SessionState<'_>,
+) -> Result<(reattach::Reattached<C::Stream>, u128), ResumeError> {
+    let t = Instant::now();
+    rt.instance
+        .ensure_running()
+        .await
+        .map_err(ResumeError::Wake)?;
+    let wake_ms = t.elapsed().as_millis();
+    let ring = rt.ring.current();
+    // A reattach carries no client answer: scramble A is not used.
+    let unused = Scramble::from_bytes([0; authplugin::SCRAMBLE_LEN]);
+    let signer = dual_auth::Signer {
+        ring: &ring,
+        scramble_a: &unused,
+        client_addr: "",
+        now_ms: crate::clock::now_ms(),
+        greetings: &rt.greetings,
+        wants_ticket: true,
+    };
+    let result = reattach::reattach(
+        connector,
+        resumption,
+        &signer,
+        state,
+        rt.instance.config.compute_timeout,
+    )
+    .await;
+    let reattached = result.map_err(ResumeError::Reattach)?;
+    // The reattach proved the new compute holds the key, as a relayed login does.
+    rt.instance.mark_proven(reattached.proven_in_greeting).await;
+    Ok((reattached, wake_ms))
+}
+
+/// How many commands a held session sends on the pump before it goes to the kernel splice,
+/// at the end of a response. Splicing costs a session about 50 µs of the relay's time, to
+/// set up and to take down (map updates, `sock_diag` lookups, the kernel's socket state),
+/// and forwarding one command on the pump 15–25 µs (BENCHMARKS.md §17): a session that ends
+/// after a login and a few statements, as a storm of short connections does, is cheaper
+/// on the pump, and one that goes on is spliced before it has cost much there.
+const SPLICE_AFTER_COMMANDS: u8 = 8;
+
+/// Whether a session that could not be spliced is tried again.
+enum Retry {
+    /// At the end of a later response: the client had sent its next bytes already.
+    Later,
+    /// No: the kernel refused (logged), or the session cannot be spliced.
+    Never,
+}
+
+/// The splice below TCP, when this relay has it and the session is on loopback.
+fn below_tcp(
+    rt: &InstanceRuntime,
+    client: &ClientStream<TcpStream>,
+    compute: &ComputeStream<TcpStream>,
+) -> Option<Arc<TcpSplice>> {
+    let below = rt.tcp_splice.as_ref()?;
+    TcpSplice::applies(client.tcp()?, compute.tcp()?).then(|| Arc::clone(below))
+}
+
+/// Splices a held session below TCP at the end of a response, writing `chunk` (the
+/// response's end) once the rewriting is on. Otherwise: how much of the chunk was written,
+/// and whether to try again at a later response.
+fn splice_below_tcp(
+    rt: &InstanceRuntime,
+    below: &Arc<TcpSplice>,
+    client: &ClientStream<TcpStream>,
+    compute: &ComputeStream<TcpStream>,
+    chunk: &[u8],
+) -> Result<TcpSpliced, (usize, bool)> {
+    let (Some(client), Some(compute)) = (client.tcp(), compute.tcp()) else {
+        return Err((0, false));
+    };
+    below.splice(client, compute, chunk).map_err(|unspliced| {
+        let later = unspliced.error.kind() == std::io::ErrorKind::WouldBlock;
+        if later {
+            tracing::debug!(instance = %rt.instance.config.name, error = %unspliced.error, "not spliced below TCP at this response; tried again at a later one");
+        } else {
+            tracing::info!(instance = %rt.instance.config.name, error = %unspliced.error, "a held connection is not spliced below TCP; through its sockets instead");
+        }
+        (unspliced.written, later)
+    })
+}
+
+/// Puts a held session's two sockets into the kernel splice, at the end of a response the
+/// pump took for it (`CommandWatch::splice_after`); otherwise the session stays on the pump.
+fn splice_at_rest(
+    rt: &InstanceRuntime,
+    client: &ClientStream<TcpStream>,
+    compute: &ComputeStream<TcpStream>,
+) -> Result<Spliced, Retry> {
+    let (Some(splice), Some(client), Some(compute)) =
+        (rt.kernel_splice.as_ref(), client.tcp(), compute.tcp())
+    else {
+        return Err(Retry::Never);
+    };
+    splice.splice(client, compute).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            tracing::debug!(instance = %rt.instance.config.name, error = %e, "not spliced at this response; tried again at a later one");
+            Retry::Later
+        } else {
+            tracing::warn!(instance = %rt.instance.config.name, error = %e, "the kernel would not splice a held connection; it stays on the pump");
+            Retry::Never
+        }
+    })
+}
