@@ -9,8 +9,10 @@
 //! ([`crate::mysql_dialect`]), and parameters are bound as typed values, never spliced into
 //! the text.
 
+use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
+use std::sync::atomic::AtomicI64;
 
 use chrono::{NaiveDate, NaiveDateTime};
 use sqlparser::ast::Statement as SqlStatement;
@@ -105,7 +107,7 @@ pub trait Executor: Send {
     fn set_last_insert_id(&mut self, id: u64);
 
     /// Sets what `ROW_COUNT()` and `FOUND_ROWS()` read in the next statement: the session's
-    /// own ([`crate::mysql_functions::StatementCounts`]).
+    /// own ([`StatementCounts`]).
     fn set_counts(&mut self, row_count: i64, found_rows: i64);
 
     /// `ROW_COUNT()` and `FOUND_ROWS()` after the last statement, for its session.
@@ -131,7 +133,7 @@ pub trait Executor: Send {
 
     /// What the functions of the next statements read about their session (`CONNECTION_ID()`,
     /// `USER()`, `@@x`, `@x`).
-    fn set_session(&mut self, session: std::sync::Arc<crate::mysql_functions::SessionFacts>);
+    fn set_session(&mut self, session: std::sync::Arc<SessionFacts>);
 
     /// Limits the work of the statements run next to about `steps` VM instructions (`None`:
     /// no limit). A statement over the limit stops with an error, as if interrupted, and
@@ -305,4 +307,47 @@ pub fn count_placeholders(sql: &str) -> Result<usize, SqlError> {
         .iter()
         .filter(|t| matches!(t, Token::Placeholder(p) if p == "?"))
         .count())
+}
+
+/// What the session running the next statement tells its executor's functions.
+#[derive(Debug, Clone, Default)]
+pub struct SessionFacts {
+    /// `CONNECTION_ID()`.
+    pub connection_id: u32,
+    /// `user@host` (`USER()`), none before the login.
+    pub user: Option<(String, String)>,
+    /// `@@autocommit`.
+    pub autocommit: bool,
+    /// The system variables the session set ([`crate::variables::SessionVars::set`]).
+    pub variables: BTreeMap<String, Cell>,
+    /// Its user variables.
+    pub user_variables: BTreeMap<String, Cell>,
+}
+
+impl SessionFacts {
+    /// `@@foreign_key_checks`: off while a dump is restored (it creates tables in name order,
+    /// children before parents).
+    #[must_use]
+    pub fn foreign_key_checks(&self) -> bool {
+        !matches!(self.variables.get("foreign_key_checks"), Some(Cell::Int(0)))
+    }
+}
+
+/// A session's `ROW_COUNT()` and `FOUND_ROWS()`: the last statement's, per session as in
+/// MySQL, though its statements run on an executor every session of the database shares (set
+/// into the executor before each statement and read back after it).
+#[derive(Debug)]
+pub struct StatementCounts {
+    pub row_count: AtomicI64,
+    pub found_rows: AtomicI64,
+}
+
+impl Default for StatementCounts {
+    fn default() -> Self {
+        // MySQL's values before any statement: -1 and 0.
+        Self {
+            row_count: AtomicI64::new(-1),
+            found_rows: AtomicI64::new(0),
+        }
+    }
 }

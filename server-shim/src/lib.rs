@@ -5,26 +5,32 @@
 //! MySQL's dialect*), with a user-management CLI.
 //!
 //! # Layout
-//! Modules in layers; each uses only modules of lower layers, so the graph has no cycles:
+//! Modules in layers; each uses only modules of lower layers, so the graph has no circle
+//! (`scripts/module-graph` checks that, here and in every submodule tree):
 //!
 //! ```text
 //! layer  module                                 uses
-//!   7    cli                                    server state catalog sqlite accounts stream
-//!   6    server                                 session state auth catalog results variables
-//!                                               stream sql_error keys
-//!   5    session                                state auth classify results variables catalog
-//!                                               engine sqlite dialect accounts sql_error
-//!   4    sqlite                                 catalog dialect engine mysql_functions
-//!                                               sqlite_catalog information_schema sql_error
-//!   3    state                                  catalog accounts stream
-//!        mysql_functions                        variables
-//!   2    catalog, classify, results, variables  engine sql_error (classify: mysql_dialect)
-//!        sqlite_catalog, information_schema     engine
-//!   1    engine, dialect                        sql_error mysql_dialect
-//!        auth                                   accounts
-//!        keys                                   (authplugin only)
-//!   0    sql_error, accounts, stream, tls       (stream: only its own submodules, all leaves)
-//!        mysql_dialect                          (sqlparser only)
+//!   7    cli                                    server sqlite state stream catalog dialect
+//!                                               accounts keys tickets tls
+//!   6    server                                 session state stream catalog results
+//!                                               variables auth keys sql_error tls
+//!   5    session                                sqlite state catalog classify results
+//!                                               variables auth dialect engine accounts
+//!                                               processes sql_error
+//!   4    sqlite                                 mysql_functions catalog information_schema
+//!                                               sqlite_catalog sqlite_value table_rebuild
+//!                                               dialect engine processes sql_error
+//!        state                                  stream catalog accounts processes tickets
+//!   3    mysql_functions                        sqlite_value variables dialect engine
+//!        stream                                 variables auth
+//!   2    catalog, classify, results             engine sql_error (classify: mysql_dialect)
+//!        information_schema, sqlite_catalog,    engine
+//!        sqlite_value, variables
+//!        table_rebuild                          dialect sql_error
+//!   1    auth                                   accounts processes tickets
+//!        dialect, engine                        mysql_dialect sql_error (engine: processes)
+//!   0    accounts, keys, mysql_dialect,         (authplugin, sqlparser, rusqlite only)
+//!        processes, sql_error, tickets, tls
 //! ```
 //!
 //! - [`cli`]: the command line (`run`, `user add|remove|list`); `main.rs` only calls it. The
@@ -48,15 +54,21 @@
 //! - `catalog`: the databases of a data directory, a lock per database, lazily opened storage.
 //! - `dialect`: MySQL statement text in, SQLite statement text out (types, keys,
 //!   `AUTO_INCREMENT`, `ON DUPLICATE KEY UPDATE`, versioned comments, functions).
-//! - `engine`: the `Engine`/`Executor` traits (the seam between sessions and storage).
+//! - `engine`: the `Engine`/`Executor` traits (the seam between sessions and storage), the
+//!   `Cell` values they exchange, and what a session tells its executor (`SessionFacts`).
 //! - `sqlite`: the SQLite engine: one file per database, WAL, `synchronous=FULL`, attached
 //!   databases for qualified names, `information_schema` built on demand.
 //! - `information_schema`: MySQL's `information_schema` tables, built in SQLite per query.
 //! - `sqlite_catalog`: `SHOW CREATE TABLE`, `SHOW INDEX` and table descriptions from
 //!   SQLite's catalog, in MySQL's terms.
-//! - `mysql_functions`: MySQL functions registered with SQLite (`DATE_FORMAT`, `MD5`, ...).
+//! - `mysql_functions`: MySQL functions registered with SQLite (`DATE_FORMAT`, `MD5`, ...);
+//!   the names of those the dialect calls are the dialect's (`dialect::SYSTEM_VARIABLE_FN`).
+//! - `sqlite_value`: how a `Cell` is bound to SQLite (the executor's and the functions').
 //! - `mysql_dialect`: the one sqlparser dialect every tokenizer and parser here uses.
 //! - `sql_error`: MySQL error codes for every failure (one place).
+//! - `processes`: the server's connections by id (the process list, `KILL`).
+//! - `tickets`: resumption tickets (the store is `authplugin::ticket_store`).
+//! - `table_rebuild`: a table rebuilt with changes SQLite's `ALTER TABLE` cannot make.
 
 mod accounts;
 mod auth;
@@ -98,6 +110,7 @@ mod session;
 mod sql_error;
 mod sqlite;
 mod sqlite_catalog;
+mod sqlite_value;
 mod state;
 mod stream;
 mod table_rebuild;

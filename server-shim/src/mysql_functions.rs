@@ -3,13 +3,12 @@
 //! what has a SQLite equivalent (`NOW()` → `CURRENT_TIMESTAMP`, `CONCAT` → `||`, ...) and
 //! leaves the rest, listed in `dialect::expr::ENGINE_FUNCTIONS`, to be registered here; a
 //! test checks the two lists agree. What depends on the session (its connection id, its user,
-//! its variables, `@@x` and `@x` inside any statement) is read from the [`SessionFacts`] the
+//! its variables, `@@x` and `@x` inside any statement) is read from the [`crate::engine::SessionFacts`] the
 //! session gives the executor before each statement.
 //!
 //! Times are UTC, as SQLite's `CURRENT_TIMESTAMP` (a column default) is: the shim's
 //! `time_zone` is `+00:00`.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -20,59 +19,12 @@ use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::{Value, ValueRef};
 
-use crate::engine::Cell;
+use crate::dialect::{SYSTEM_VARIABLE_FN, USER_VARIABLE_FN};
+use crate::engine::SessionFacts;
+use crate::sqlite_value::to_sqlite;
 
 /// MySQL's text form of a DATETIME.
 const DATETIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
-
-/// The function the dialect calls for `@@name` inside a statement.
-pub const SYSTEM_VARIABLE_FN: &str = "mysql_system_variable";
-
-/// The function the dialect calls for `@name` inside a statement.
-pub const USER_VARIABLE_FN: &str = "mysql_user_variable";
-
-/// What the session running the next statement tells its executor's functions.
-#[derive(Debug, Clone, Default)]
-pub struct SessionFacts {
-    /// `CONNECTION_ID()`.
-    pub connection_id: u32,
-    /// `user@host` (`USER()`), none before the login.
-    pub user: Option<(String, String)>,
-    /// `@@autocommit`.
-    pub autocommit: bool,
-    /// The system variables the session set ([`crate::variables::SessionVars::set`]).
-    pub variables: BTreeMap<String, Cell>,
-    /// Its user variables.
-    pub user_variables: BTreeMap<String, Cell>,
-}
-
-impl SessionFacts {
-    /// `@@foreign_key_checks`: off while a dump is restored (it creates tables in name order,
-    /// children before parents).
-    #[must_use]
-    pub fn foreign_key_checks(&self) -> bool {
-        !matches!(self.variables.get("foreign_key_checks"), Some(Cell::Int(0)))
-    }
-}
-
-/// A session's `ROW_COUNT()` and `FOUND_ROWS()`: the last statement's, per session as in
-/// MySQL, though its statements run on an executor every session of the database shares (set
-/// into the executor before each statement and read back after it).
-#[derive(Debug)]
-pub struct StatementCounts {
-    pub row_count: AtomicI64,
-    pub found_rows: AtomicI64,
-}
-
-impl Default for StatementCounts {
-    fn default() -> Self {
-        // MySQL's values before any statement: -1 and 0.
-        Self {
-            row_count: AtomicI64::new(-1),
-            found_rows: AtomicI64::new(0),
-        }
-    }
-}
 
 /// What one executor's functions read about its connection.
 #[derive(Debug, Default)]
@@ -182,7 +134,7 @@ pub fn register(
             set: &facts.variables,
         };
         crate::variables::lookup(&name, vars)
-            .map(|cell| crate::sqlite::to_sqlite(&cell))
+            .map(|cell| to_sqlite(&cell))
             .ok_or_else(|| {
                 rusqlite::Error::UserFunctionError(
                     format!("Unknown system variable '{name}'").into(),
@@ -195,7 +147,7 @@ pub fn register(
         Ok(read()
             .user_variables
             .get(&name.to_ascii_lowercase())
-            .map_or(Value::Null, crate::sqlite::to_sqlite))
+            .map_or(Value::Null, to_sqlite))
     })?;
     // Time is UTC here and no time zone tables exist: a conversion between two names of UTC
     // keeps the time; any other gives NULL, as MySQL's does without its zone tables (Django

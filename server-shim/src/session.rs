@@ -23,7 +23,7 @@ use crate::auth::Login;
 use crate::catalog::{Database, Slot};
 use crate::classify::{SessionFn, SessionItem, Statement, classify};
 use crate::engine::{Cell, Executor, Outcome, SavepointAction, count_placeholders};
-use crate::mysql_functions::{SessionFacts, StatementCounts};
+use crate::engine::{SessionFacts, StatementCounts};
 use crate::processes::Process;
 use crate::results::{Reply, status_flags};
 use crate::sql_error::SqlError;

@@ -23,6 +23,7 @@ use crate::information_schema;
 use crate::mysql_functions::{self, ConnectionFacts};
 use crate::sql_error::SqlError;
 use crate::sqlite_catalog;
+use crate::sqlite_value::to_sqlite;
 
 /// The SQLite file inside a database directory.
 pub const SQLITE_FILE: &str = "data.sqlite";
@@ -780,7 +781,7 @@ impl Executor for SqliteExecutor {
         Box::new(move || handle.interrupt())
     }
 
-    fn set_session(&mut self, session: Arc<mysql_functions::SessionFacts>) {
+    fn set_session(&mut self, session: Arc<crate::engine::SessionFacts>) {
         *self
             .facts
             .session
@@ -1014,24 +1015,6 @@ fn decimal_scale(decl: &str) -> Option<usize> {
             .ok()
             .filter(|s| *s <= MAX_DECIMAL_SCALE),
         None => Some(0),
-    }
-}
-
-/// A cell as the SQLite value it is bound as.
-pub(crate) fn to_sqlite(cell: &Cell) -> Value {
-    match cell {
-        Cell::Null => Value::Null,
-        Cell::Int(v) => Value::Integer(*v),
-        Cell::UInt(v) => {
-            i64::try_from(*v).map_or_else(|_| Value::Text(v.to_string()), Value::Integer)
-        }
-        Cell::Float(v) => Value::Real(*v),
-        Cell::Decimal(v) | Cell::Text(v) => Value::Text(v.clone()),
-        Cell::Bytes(v) => match std::str::from_utf8(v) {
-            Ok(s) => Value::Text(s.to_owned()),
-            Err(_) => Value::Blob(v.clone()),
-        },
-        Cell::Date(_) | Cell::DateTime(_) => cell.to_text().map_or(Value::Null, Value::Text),
     }
 }
 

@@ -12,6 +12,16 @@ use super::MAX_WORKER_THREADS;
 use crate::capacity::Ccu;
 use crate::duration;
 
+/// Whether `name` can name an instance: non-empty, A-Z a-z 0-9 - _ only (so it is also a
+/// safe file name, a metric label and an etcd key segment).
+#[must_use]
+pub fn is_instance_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 pub(super) fn ccu<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Ccu, D::Error> {
     Ccu::parse(f64::deserialize(deserializer)?).map_err(D::Error::custom)
 }
@@ -151,7 +161,7 @@ pub(super) fn instance_name<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<String, D::Error> {
     let name = String::deserialize(deserializer)?;
-    if !super::instance_file::is_instance_name(&name) {
+    if !is_instance_name(&name) {
         return Err(D::Error::custom(format!(
             "'{name}' must be non-empty A-Z a-z 0-9 - _"
         )));

@@ -12,15 +12,7 @@ use super::{Config, ConfigError, InstanceConfig, InstanceFile, RouteMode};
 /// The suffix of an instance file.
 pub const SUFFIX: &str = ".toml";
 
-/// Whether `name` can name an instance: non-empty, A-Z a-z 0-9 - _ only (so it is also a
-/// safe file name, a metric label and an etcd key segment).
-#[must_use]
-pub fn is_instance_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
+pub use super::fields::is_instance_name;
 
 /// The instance a file in the instances directory is for: its name without [`SUFFIX`], or
 /// `None` for a file the relay does not read (another suffix, or a hidden file such as an

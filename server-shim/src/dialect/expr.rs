@@ -609,15 +609,12 @@ pub fn collation_for(mysql: &ObjectName) -> &'static str {
 
 /// `@@x` (`@@session.x`, `@@global.x`) and `@x` inside a statement: a call of the function
 /// the engine registers to read the session's variable
-/// ([`crate::mysql_functions::SYSTEM_VARIABLE_FN`], [`crate::mysql_functions::USER_VARIABLE_FN`]).
+/// ([`SYSTEM_VARIABLE_FN`], [`USER_VARIABLE_FN`]).
 fn variable(e: &Expr) -> Option<Expr> {
     let (function, name) = match e {
         Expr::Identifier(id) if id.quote_style.is_none() => match id.value.strip_prefix("@@") {
-            Some(name) => (crate::mysql_functions::SYSTEM_VARIABLE_FN, name),
-            None => (
-                crate::mysql_functions::USER_VARIABLE_FN,
-                id.value.strip_prefix('@')?,
-            ),
+            Some(name) => (SYSTEM_VARIABLE_FN, name),
+            None => (USER_VARIABLE_FN, id.value.strip_prefix('@')?),
         },
         Expr::CompoundIdentifier(parts) => match parts.as_slice() {
             [scope, name]
@@ -626,10 +623,7 @@ fn variable(e: &Expr) -> Option<Expr> {
                         .iter()
                         .any(|s| scope.value.eq_ignore_ascii_case(s)) =>
             {
-                (
-                    crate::mysql_functions::SYSTEM_VARIABLE_FN,
-                    name.value.as_str(),
-                )
+                (SYSTEM_VARIABLE_FN, name.value.as_str())
             }
             _ => return None,
         },
@@ -832,6 +826,12 @@ fn date_add(time: Expr, interval: &mut Interval, subtract: bool) -> Result<Expr,
 
 /// The engine's function behind `+ INTERVAL` and `DATE_ADD` ([`date_add`]).
 pub const DATE_ADD_FN: &str = "mysql_date_add";
+
+/// The function the dialect calls for `@@name` inside a statement.
+pub const SYSTEM_VARIABLE_FN: &str = "mysql_system_variable";
+
+/// The function the dialect calls for `@name` inside a statement.
+pub const USER_VARIABLE_FN: &str = "mysql_user_variable";
 
 /// `GROUP_CONCAT(x SEPARATOR s)` → `GROUP_CONCAT(x, s)`; both default to `,`.
 fn group_concat(f: &mut Function) -> Result<(), SqlError> {

@@ -31,9 +31,9 @@ use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Token, Tokenizer};
 
-pub use expr::DATE_ADD_FN;
 #[cfg(test)]
 pub use expr::ENGINE_FUNCTIONS;
+pub use expr::{DATE_ADD_FN, SYSTEM_VARIABLE_FN, USER_VARIABLE_FN};
 
 use self::cursor::Significant;
 use crate::mysql_dialect::Mysql;
