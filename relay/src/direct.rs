@@ -130,7 +130,7 @@ pub async fn handle(
     drop(guard);
     tracing::debug!(
         instance = %name, client = %peer, up = bytes.client_to_compute, down = bytes.compute_to_client,
-        ended_by = bytes.ended_by, duration_ms = started.elapsed().as_millis(), "direct connection closed"
+        ended_by = bytes.ended_by.label(), duration_ms = started.elapsed().as_millis(), "direct connection closed"
     );
 }
 

@@ -18,7 +18,7 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
 use crate::conversation::LastPacket;
-use crate::passthrough::PumpReport;
+use crate::passthrough::{PumpEnd, PumpReport};
 
 /// Why the kernel splice is not available.
 #[derive(Debug, Clone)]
@@ -331,7 +331,7 @@ impl Spliced {
     /// The session's bytes each way since the splice, the kernel's and the relay's own
     /// (`relayed`), for a session that `ended_by` so.
     #[must_use]
-    pub fn report(&self, relayed: &Relayed, ended_by: &'static str) -> PumpReport {
+    pub fn report(&self, relayed: &Relayed, ended_by: PumpEnd) -> PumpReport {
         let (from_client, from_compute) = self.stats();
         PumpReport {
             client_to_compute: from_client.redirected + relayed.written[1],
@@ -509,7 +509,7 @@ pub async fn carry(
     let mut asked_until = None;
     let ended_by = loop {
         if ended == [true; 2] {
-            break "eof";
+            break PumpEnd::Eof;
         }
         let may_look = take_back.is_some() && ended == [false; 2];
         let asked = async {
@@ -551,8 +551,8 @@ pub async fn carry(
                 }
                 continue;
             }
-            Err(End::Client) => break "client_error",
-            Err(End::Compute) => break "compute_error",
+            Err(End::Client) => break PumpEnd::ClientError,
+            Err(End::Compute) => break PumpEnd::ComputeError,
         };
         // The side `from`, and the other one.
         let (reader, writer, to) = match from {
@@ -585,8 +585,8 @@ pub async fn carry(
             }
             Err(failed) => {
                 break match failed {
-                    End::Client => "client_error",
-                    End::Compute => "compute_error",
+                    End::Client => PumpEnd::ClientError,
+                    End::Compute => PumpEnd::ComputeError,
                 };
             }
         }
@@ -709,7 +709,7 @@ mod tests {
         drop(compute);
         assert_eq!(client.read(&mut back).await.unwrap(), 0);
         let (report, (client_stats, compute_stats)) = carried.await.unwrap();
-        assert_eq!(report.ended_by, "eof");
+        assert_eq!(report.ended_by, PumpEnd::Eof);
         assert_eq!(
             (report.client_to_compute, report.compute_to_client),
             (4_000_000, 8)
@@ -822,7 +822,7 @@ mod tests {
         let Carried::Ended(report) = carried else {
             panic!("taken back without a TakeBack");
         };
-        assert_eq!(report.ended_by, "eof");
+        assert_eq!(report.ended_by, PumpEnd::Eof);
         let (from_client, from_compute) = spliced.stats();
         assert!(from_compute.redirected >= 16, "{from_compute:?}");
         assert_eq!(

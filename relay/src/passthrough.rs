@@ -95,13 +95,49 @@ pub struct PumpReport {
     pub client_read: u64,
     /// Bytes the pump read from the compute.
     pub compute_read: u64,
-    /// `"eof"` when both sides closed cleanly; otherwise which socket failed:
-    /// `"client_error"` or `"compute_error"`; `"detached"` when the compute went away under a
-    /// session the observer keeps for a reattach ([`Observer::detached`]): the client's
-    /// socket is then left open, untouched; `"observer"` when the observer ended it
-    /// ([`Reaction::End`]); `"kernel"` when it handed the session to the kernel splice
-    /// ([`Observer::hand_back`], [`Reaction::Take`]), both sockets untouched.
-    pub ended_by: &'static str,
+    /// How it ended.
+    pub ended_by: PumpEnd,
+}
+
+/// How a forwarded session's copy ended (its `label()` is the `ended_by` of its log line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PumpEnd {
+    /// Both sides closed cleanly.
+    #[default]
+    Eof,
+    /// The client's socket failed.
+    ClientError,
+    /// The compute's socket failed.
+    ComputeError,
+    /// A reset ended a session spliced below TCP.
+    Reset,
+    /// The compute went away under a session the observer keeps for a reattach
+    /// ([`Observer::detached`]): the client's socket is left open, untouched.
+    Detached,
+    /// The observer ended it ([`Reaction::End`]).
+    Observer,
+    /// The observer handed the session to the kernel splice ([`Observer::hand_back`],
+    /// [`Reaction::Take`]): both sockets untouched.
+    Kernel,
+    /// A session spliced below TCP could not be taken back to the relay.
+    TakeBackFailed,
+}
+
+impl PumpEnd {
+    /// The log field's value.
+    #[must_use]
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::Eof => "eof",
+            Self::ClientError => "client_error",
+            Self::ComputeError => "compute_error",
+            Self::Reset => "reset",
+            Self::Detached => "detached",
+            Self::Observer => "observer",
+            Self::Kernel => "kernel",
+            Self::TakeBackFailed => "take_back_failed",
+        }
+    }
 }
 
 impl PumpReport {
@@ -191,7 +227,7 @@ pub trait Observer {
     }
     /// Whether the session may go back to the kernel splice now (a session taken back from
     /// it for parking has sent a command that counts as use): the pump then returns, as soon
-    /// as nothing it read is left to write, with `ended_by` `"kernel"`.
+    /// as nothing it read is left to write, with `ended_by` [`PumpEnd::Kernel`].
     fn hand_back(&self) -> bool {
         false
     }
@@ -382,7 +418,7 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
         ];
         if early.contains(&Reaction::End) {
             return PumpReport {
-                ended_by: "observer",
+                ended_by: PumpEnd::Observer,
                 ..PumpReport::default()
             };
         }
@@ -465,12 +501,12 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
         client_read: up.read,
         compute_read: down.read,
         ended_by: match result {
-            Ok(()) => "eof",
-            Err(Side::Client) => "client_error",
-            Err(Side::Compute) => "compute_error",
-            Err(Side::Detached) => "detached",
-            Err(Side::Observer) => "observer",
-            Err(Side::Kernel) => "kernel",
+            Ok(()) => PumpEnd::Eof,
+            Err(Side::Client) => PumpEnd::ClientError,
+            Err(Side::Compute) => PumpEnd::ComputeError,
+            Err(Side::Detached) => PumpEnd::Detached,
+            Err(Side::Observer) => PumpEnd::Observer,
+            Err(Side::Kernel) => PumpEnd::Kernel,
         },
     }
 }
@@ -520,7 +556,7 @@ mod tests {
         client_app.read_to_end(&mut back).await.unwrap();
         assert_eq!(back, b"early-downreply");
         let report = pump.await.unwrap();
-        assert_eq!(report.ended_by, "eof");
+        assert_eq!(report.ended_by, PumpEnd::Eof);
         assert_eq!(report.client_to_compute, 8 + 200_000);
         assert_eq!(report.compute_to_client, 15);
         // Every read of the client's bytes was reported (the early bytes were not read).
@@ -541,7 +577,7 @@ mod tests {
             }
         }
         let report = pump.await.unwrap();
-        assert_eq!(report.ended_by, "compute_error");
+        assert_eq!(report.ended_by, PumpEnd::ComputeError);
     }
 
     #[derive(Default)]
@@ -610,7 +646,7 @@ mod tests {
             ),
             apps
         );
-        assert_eq!(report.ended_by, "kernel");
+        assert_eq!(report.ended_by, PumpEnd::Kernel);
         assert_eq!(taker.taken.as_deref(), Some(b"end;".as_slice()));
         assert_eq!((report.compute_read, report.compute_to_client), (11, 7));
         // Neither socket was closed: both still carry bytes.
@@ -650,7 +686,7 @@ mod tests {
         )
         .await;
         let (got, back) = apps.await.unwrap();
-        assert_eq!(report.ended_by, "eof");
+        assert_eq!(report.ended_by, PumpEnd::Eof);
         assert_eq!(recorder.up, [b"up:".as_slice(), &big].concat());
         assert_eq!(recorder.up, got);
         assert_eq!(recorder.down, b"down:answer");
@@ -704,7 +740,7 @@ mod tests {
             Some(&mut Rewriter),
         )
         .await;
-        assert_eq!(report.ended_by, "observer");
+        assert_eq!(report.ended_by, PumpEnd::Observer);
         let (got, back, rest, closed) =
             tokio::time::timeout(std::time::Duration::from_secs(10), apps)
                 .await
@@ -768,7 +804,7 @@ mod tests {
         .await;
         let got = apps.await.unwrap();
         assert_eq!(&got, b"xcde.");
-        assert_eq!(report.ended_by, "eof");
+        assert_eq!(report.ended_by, PumpEnd::Eof);
         assert_eq!(
             holder.seen[..3],
             [b"ab.x".to_vec(), b"xcd".to_vec(), b"xcde.".to_vec()]
@@ -874,7 +910,7 @@ mod tests {
         )
         .await
         .expect("the pump waited for the compute");
-        assert_eq!(report.ended_by, "eof");
+        assert_eq!(report.ended_by, PumpEnd::Eof);
         // The compute got the bytes, then its connection's end.
         let mut got = Vec::new();
         compute_app.read_to_end(&mut got).await.unwrap();

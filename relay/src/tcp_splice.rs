@@ -26,7 +26,7 @@ use tokio::net::TcpStream;
 
 use crate::conversation::LastPacket;
 use crate::kernel_splice::{Carried, TakeBack, Unavailable, monotonic_ns};
-use crate::passthrough::PumpReport;
+use crate::passthrough::{PumpEnd, PumpReport};
 
 /// A direction's key in the program's maps (`struct flow_key`): the segment's source and
 /// destination addresses, then its ports, as they are on the wire.
@@ -521,19 +521,19 @@ impl TcpSpliced {
 
     /// How the session ended, once it has: both sides' FINs through and acknowledged, or a
     /// reset.
-    fn ended(&self, from_client: &Stats, from_compute: &Stats) -> Option<&'static str> {
+    fn ended(&self, from_client: &Stats, from_compute: &Stats) -> Option<PumpEnd> {
         if from_client.ended == 2 || from_compute.ended == 2 {
-            return Some("reset");
+            return Some(PumpEnd::Reset);
         }
         (from_client.ended == 1
             && from_compute.ended == 1
             && self.settled(from_client, from_compute))
-        .then_some("eof")
+        .then_some(PumpEnd::Eof)
     }
 
     /// The session's bytes each way since the splice, the chunk the relay wrote included.
     #[must_use]
-    pub fn report(&self, ended_by: &'static str) -> PumpReport {
+    pub fn report(&self, ended_by: PumpEnd) -> PumpReport {
         let (from_client, from_compute) = self.stats();
         PumpReport {
             client_to_compute: from_client.bytes,
@@ -819,7 +819,7 @@ pub async fn carry(
                     status_flags,
                 };
             }
-            Some(Err(())) => return Carried::Ended(spliced.report("take_back_failed")),
+            Some(Err(())) => return Carried::Ended(spliced.report(PumpEnd::TakeBackFailed)),
         }
     }
 }
@@ -1033,7 +1033,7 @@ mod tests {
         let Carried::Ended(report) = carried else {
             panic!("taken back without a TakeBack");
         };
-        assert_eq!(report.ended_by, "eof");
+        assert_eq!(report.ended_by, PumpEnd::Eof);
         assert_eq!(
             (report.client_to_compute, report.compute_to_client),
             (8_000_000, 8_000_005)

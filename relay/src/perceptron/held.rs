@@ -21,6 +21,7 @@ use crate::kernel_splice::Spliced;
 use crate::logsafe::Escaped;
 use crate::metrics::Counter;
 use crate::packet_io::PacketStream;
+use crate::passthrough::PumpEnd;
 use crate::runtime::InstanceRuntime;
 use crate::tcp_splice::{TcpSplice, TcpSpliced};
 use crate::tls::{ClientStream, ComputeStream};
@@ -144,13 +145,16 @@ pub(super) fn forward(
                 }
                 // Not now: the chunk goes on, and so does the pump.
                 if client_stream.write_all(chunk).await.is_err() {
-                    pumped.ended_by = "client_error";
+                    pumped.ended_by = PumpEnd::ClientError;
                     break None;
                 }
                 pumped.compute_to_client += full;
                 continue;
             }
-            let Some(resumption) = resumption.as_mut().filter(|_| ended_by == "detached") else {
+            let Some(resumption) = resumption
+                .as_mut()
+                .filter(|_| ended_by == PumpEnd::Detached)
+            else {
                 break None;
             };
             // The compute was stopped under this session: it waits for its next command
@@ -203,7 +207,7 @@ pub(super) fn forward(
             drop(held);
             tracing::info!(
                 instance = %name, client = %addr, up = pumped.client_to_compute,
-                down = pumped.compute_to_client, ended_by = pumped.ended_by, spliced = false,
+                down = pumped.compute_to_client, ended_by = pumped.ended_by.label(), spliced = false,
                 duration_ms = started.elapsed().as_millis(), "session closed"
             );
             return;
@@ -247,7 +251,7 @@ pub(super) fn forward(
         let bytes = pumped.then(&carried);
         tracing::info!(
             instance = %name, client = %addr, up = bytes.client_to_compute,
-            down = bytes.compute_to_client, ended_by = bytes.ended_by, spliced = true,
+            down = bytes.compute_to_client, ended_by = bytes.ended_by.label(), spliced = true,
             below_tcp, taken_back, duration_ms = started.elapsed().as_millis(), "session closed"
         );
     }
@@ -307,7 +311,7 @@ async fn carry_below_tcp(
                 status_flags,
             } => (quiet_for, status_flags),
         };
-        total = total.then(&spliced.report("kernel"));
+        total = total.then(&spliced.report(PumpEnd::Kernel));
         drop(spliced);
         taken_back += 1;
         held.used_ago(quiet_for);
@@ -338,7 +342,7 @@ async fn carry_below_tcp(
                 Err(unspliced) => {
                     let rest = chunk.get(unspliced.written..).unwrap_or_default();
                     if client.write_all(rest).await.is_err() {
-                        total.ended_by = "client_error";
+                        total.ended_by = PumpEnd::ClientError;
                         break 'session;
                     }
                     total.compute_to_client += chunk.len() as u64;
@@ -372,7 +376,7 @@ async fn carry_spliced(
     let config = &rt.instance.config;
     let mut relayed = crate::kernel_splice::Relayed::default();
     if client.write_all(&chunk).await.is_err() {
-        return (spliced.report(&relayed, "client_error"), 0);
+        return (spliced.report(&relayed, PumpEnd::ClientError), 0);
     }
     relayed.written[0] = chunk.len() as u64;
     drop(chunk);
@@ -425,7 +429,7 @@ async fn carry_spliced(
         .await;
         drop(commands);
         relayed.add(&pumped);
-        if pumped.ended_by != "kernel" {
+        if pumped.ended_by != PumpEnd::Kernel {
             break spliced.report(&relayed, pumped.ended_by);
         }
         counted.set_in_kernel(true);
