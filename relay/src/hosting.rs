@@ -19,7 +19,6 @@ use crate::budgets::Budgets;
 use crate::config::{InstanceConfig, RouteMode};
 use crate::control::{self, Instance};
 use crate::fleet::FleetStore;
-use crate::kernel_splice::KernelSplice;
 use crate::ledger::Ledger;
 use crate::lifecycle::Phase;
 use crate::limits::{self, Admission};
@@ -32,7 +31,8 @@ use crate::router::kernel::{NftRoute, NftTable};
 use crate::router::nft::Dnat;
 use crate::router::{KernelRoute, KernelRouteError};
 use crate::runtime::InstanceRuntime;
-use crate::tcp_splice::TcpSplice;
+use crate::splice::below_tcp::TcpSplice;
+use crate::splice::sockhash::KernelSplice;
 
 /// The kernel splices the relay could load: through sockets, and below TCP on loopback.
 type Splices = (Option<Arc<KernelSplice>>, Option<Arc<TcpSplice>>);

@@ -23,10 +23,6 @@
 //! - `registry`: the live and draining instances, by name (what endpoints, the admin API and
 //!   shutdown read).
 //! - `runtime`: what every connection of one instance shares.
-//! - `tcp_splice`: held connections on loopback spliced below TCP (a TC program rewrites each
-//!   segment from one connection into the other), and taken back through TCP repair mode.
-//! - `kernel_splice`: held connections spliced in the kernel (an eBPF sockhash), and waiting
-//!   for a spliced connection's ends.
 //! - `control`: instance lifecycle, the single-flight wake, the frozen tier, the kernel
 //!   route's installation, scaling, billing rates; drivers (`control::driver`) and readiness.
 //! - `fleet`: several relays sharing instances through a state store (etcd).
@@ -36,6 +32,9 @@
 //! - `listener`: listening sockets and the shared accept loop.
 //! - `budgets`: wake-cost budgets: failed logins and wakes per source and per user, blocks.
 //! - `limits`: admission for the pre-login phase (caps per relay, instance and source).
+//! - `splice`: held connections spliced in the kernel: an eBPF sockhash on any host
+//!   (`splice::sockhash`), and below TCP on loopback, a TC program rewriting each segment from
+//!   one connection into the other, taken back through TCP repair mode (`splice::below_tcp`).
 //! - `passthrough`: the byte pump (both routes).
 //! - `login_watch`: reading a direct-route login's verdict off the byte stream.
 //! - `session_replay`: what a relayed session's commands did to its state, for a reattach.
@@ -59,6 +58,7 @@
 //! - `keygen`: `relay keygen`, creating or extending the key file relays and computes share.
 //! - `timefmt`: UTC timestamps for usage reports.
 //! - `logsafe`: client-supplied text escaped for log lines.
+//! - `sys`: what the relay asks Linux about sockets (`sock_diag`) and listeners' owners.
 //!
 //! Only `cli` is public (`main.rs` calls [`cli::main`]), so the compiler reports dead code
 //! everywhere else.
@@ -87,7 +87,6 @@ mod http_client;
 #[cfg(any(test, feature = "fuzzing"))]
 mod in_memory;
 mod instance_dir;
-mod kernel_splice;
 mod keygen;
 mod keys;
 mod ledger;
@@ -110,7 +109,8 @@ mod router;
 mod runtime;
 mod server;
 mod session_replay;
+mod splice;
 mod statement_ids;
-mod tcp_splice;
+mod sys;
 mod timefmt;
 mod tls;

@@ -347,7 +347,7 @@ pub fn kernel_splice_warning(config: &Config) -> Option<Problem> {
         .instances
         .iter()
         .position(crate::config::InstanceConfig::splices_held)?;
-    if let Err(why) = crate::kernel_splice::KernelSplice::load() {
+    if let Err(why) = crate::splice::sockhash::KernelSplice::load() {
         return Some(Problem {
             key: format!("instance[{i}].kernel_splice"),
             message: format!(
@@ -361,7 +361,7 @@ pub fn kernel_splice_warning(config: &Config) -> Option<Problem> {
         .instances
         .iter()
         .position(|c| c.splices_held() && c.splice_below_tcp)?;
-    let why = crate::tcp_splice::TcpSplice::load().err()?;
+    let why = crate::splice::below_tcp::TcpSplice::load().err()?;
     Some(Problem {
         key: format!("instance[{i}].splice_below_tcp"),
         message: format!(

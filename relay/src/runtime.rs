@@ -48,9 +48,9 @@ pub struct InstanceRuntime {
     pub compute_tls: Option<ComputeTls>,
     /// The kernel splice, when this instance's held connections may use it
     /// ([`crate::config::InstanceConfig::splices_held`]) and the relay could load it.
-    pub kernel_splice: Option<Arc<crate::kernel_splice::KernelSplice>>,
+    pub kernel_splice: Option<Arc<crate::splice::sockhash::KernelSplice>>,
     /// The splice below TCP, for held sessions on loopback (`None`: not available).
-    pub tcp_splice: Option<Arc<crate::tcp_splice::TcpSplice>>,
+    pub tcp_splice: Option<Arc<crate::splice::below_tcp::TcpSplice>>,
 }
 impl InstanceRuntime {
     /// The greeting profile the perceptron imitates now.

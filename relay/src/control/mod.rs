@@ -13,13 +13,11 @@ pub mod driver;
 mod fleet;
 mod frozen;
 mod kernel_route;
-pub mod listener_owner;
 mod parking;
 pub mod readiness;
 pub mod routed_parking;
 pub mod scaler;
 mod scaling;
-pub mod sock_diag;
 pub mod trust;
 
 use std::sync::{Arc, Mutex, PoisonError};

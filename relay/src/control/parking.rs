@@ -707,7 +707,7 @@ impl SplicedSession {
 }
 
 /// How long a pause waits for its spliced sessions to be taken back: each looks for up to
-/// 200 ms (`kernel_splice::carry`), a few `sock_diag` lookups and the verdict's grace each.
+/// 200 ms (`splice::sockhash::carry`), a few `sock_diag` lookups and the verdict's grace each.
 const TAKE_BACK_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl Instance {

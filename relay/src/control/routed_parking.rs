@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 
-use super::sock_diag;
 use crate::router::conntrack::RoutedSession;
+use crate::sys::sock_diag;
 
 /// What the routed sessions say about the instance's idleness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,13 +17,13 @@ use tokio::net::TcpStream;
 use super::{Established, SessionCapabilities, dual_auth, outcome, reattach};
 use crate::compute_conn::{ComputeConnector, TcpConnector};
 use crate::control::ConnectionGuard;
-use crate::kernel_splice::Spliced;
 use crate::logsafe::Escaped;
 use crate::metrics::Counter;
 use crate::packet_io::PacketStream;
 use crate::passthrough::PumpEnd;
 use crate::runtime::InstanceRuntime;
-use crate::tcp_splice::{TcpSplice, TcpSpliced};
+use crate::splice::below_tcp::{TcpSplice, TcpSpliced};
+use crate::splice::sockhash::Spliced;
 use crate::tls::{ClientStream, ComputeStream};
 
 /// Forwards an accepted session until it ends: the byte pump, and for a resumable session
@@ -272,7 +272,7 @@ enum ToKernel {
     BelowTcp(Arc<TcpSplice>, TcpSpliced, u16),
 }
 
-/// A session spliced below TCP until it ends ([`crate::tcp_splice::carry`]). On an instance
+/// A session spliced below TCP until it ends ([`crate::splice::below_tcp::carry`]). On an instance
 /// that parks, it is taken back onto new sockets whenever it is quiet between commands,
 /// followed on the pump as any session (idle, parked, pings answered), and spliced again at
 /// the end of the response to its next command that counts as use. Returns the bytes
@@ -293,20 +293,25 @@ async fn carry_below_tcp(
     let mut total = crate::passthrough::PumpReport::default();
     let mut taken_back = 0;
     'session: loop {
-        let take_back = crate::kernel_splice::TakeBack {
+        let take_back = crate::splice::sockhash::TakeBack {
             quiet: take_back_pace(config),
             compute_idle: &compute_idle,
             look_now: counted.look_now(),
             status_flags,
         };
-        let carried =
-            crate::tcp_splice::carry(&mut *client, &mut *compute, &spliced, Some(&take_back)).await;
+        let carried = crate::splice::below_tcp::carry(
+            &mut *client,
+            &mut *compute,
+            &spliced,
+            Some(&take_back),
+        )
+        .await;
         let (quiet_for, flags) = match carried {
-            crate::kernel_splice::Carried::Ended(report) => {
+            crate::splice::sockhash::Carried::Ended(report) => {
                 total = total.then(&report);
                 break 'session;
             }
-            crate::kernel_splice::Carried::TakenBack {
+            crate::splice::sockhash::Carried::TakenBack {
                 quiet_for,
                 status_flags,
             } => (quiet_for, status_flags),
@@ -357,7 +362,7 @@ async fn carry_below_tcp(
     (total, taken_back)
 }
 
-/// A spliced session until both sides have closed ([`crate::kernel_splice::carry`]), from
+/// A spliced session until both sides have closed ([`crate::splice::sockhash::carry`]), from
 /// the moment the relay holds the `chunk` that ends a response (the session's status
 /// `status_flags` after it), which it writes first. On an instance that parks, the session
 /// is taken back into userspace whenever it is quiet between commands, followed there as a
@@ -374,7 +379,7 @@ async fn carry_spliced(
     capabilities: SessionCapabilities,
 ) -> (crate::passthrough::PumpReport, u32) {
     let config = &rt.instance.config;
-    let mut relayed = crate::kernel_splice::Relayed::default();
+    let mut relayed = crate::splice::sockhash::Relayed::default();
     if client.write_all(&chunk).await.is_err() {
         return (spliced.report(&relayed, PumpEnd::ClientError), 0);
     }
@@ -383,7 +388,7 @@ async fn carry_spliced(
     let compute_idle = || rt.instance.compute_idle();
     let counted = rt.instance.spliced_session();
     // Taken back when quiet on an instance that parks, and before any freeze.
-    let take_back = crate::kernel_splice::TakeBack {
+    let take_back = crate::splice::sockhash::TakeBack {
         quiet: take_back_pace(config),
         compute_idle: &compute_idle,
         look_now: counted.look_now(),
@@ -391,7 +396,7 @@ async fn carry_spliced(
     };
     let mut taken_back = 0;
     let report = loop {
-        let carried = crate::kernel_splice::carry(
+        let carried = crate::splice::sockhash::carry(
             &mut *client,
             &mut *compute,
             &spliced,
@@ -400,8 +405,8 @@ async fn carry_spliced(
         )
         .await;
         let (quiet_for, status_flags) = match carried {
-            crate::kernel_splice::Carried::Ended(report) => break report,
-            crate::kernel_splice::Carried::TakenBack {
+            crate::splice::sockhash::Carried::Ended(report) => break report,
+            crate::splice::sockhash::Carried::TakenBack {
                 quiet_for,
                 status_flags,
             } => (quiet_for, status_flags),

@@ -34,8 +34,9 @@ use tokio::sync::{Notify, watch};
 use super::cgroup::Cgroup;
 use super::{CapacityError, Driver, RunningCompute, WakeError};
 use crate::capacity::Ccu;
-use crate::control::{listener_owner, readiness};
+use crate::control::readiness;
 use crate::future::BoxFuture;
+use crate::sys::listener_owner;
 
 /// How often an adopted (non-child) compute is checked for exit.
 const ADOPTED_POLL: Duration = Duration::from_millis(200);

@@ -17,18 +17,9 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
+use super::{SpliceUnavailable, load_object, take_map};
 use crate::conversation::LastPacket;
 use crate::passthrough::{PumpEnd, PumpReport};
-
-/// Why the kernel splice is not available.
-#[derive(Debug, Clone)]
-pub struct Unavailable(pub String);
-
-impl std::fmt::Display for Unavailable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// What the relay tells the verdict about one socket (`struct control` in the program):
 /// the other socket's cookie, the bytes of this socket the relay has read and forwarded
@@ -117,36 +108,26 @@ impl KernelSplice {
     /// Loads the program, creates its maps and attaches the verdict.
     ///
     /// # Errors
-    /// [`Unavailable`], saying why: built without clang, no permission, no sockmap.
-    pub fn load() -> Result<Arc<Self>, Unavailable> {
-        let object = OBJECT.ok_or_else(|| {
-            Unavailable(
-                "this relay was built without it (clang was not found at build time)".into(),
-            )
-        })?;
-        let fail = |what: &str, e: &dyn std::fmt::Display| Unavailable(format!("{what}: {e}"));
-        let mut ebpf = aya::Ebpf::load(object).map_err(|e| fail("cannot load the program", &e))?;
-        let take = |ebpf: &mut aya::Ebpf, name: &str| {
-            ebpf.take_map(name)
-                .ok_or_else(|| Unavailable(format!("the program has no map {name}")))
-        };
-        let sockets = aya::maps::SockHash::try_from(take(&mut ebpf, "sockets")?)
-            .map_err(|e| fail("sockets", &e))?;
-        let controls = aya::maps::HashMap::try_from(take(&mut ebpf, "controls")?)
-            .map_err(|e| fail("controls", &e))?;
-        let stats = aya::maps::HashMap::try_from(take(&mut ebpf, "stats")?)
-            .map_err(|e| fail("stats", &e))?;
+    /// [`SpliceUnavailable`], saying why: built without clang, no permission, no sockmap.
+    pub fn load() -> Result<Arc<Self>, SpliceUnavailable> {
+        let mut ebpf = load_object(OBJECT)?;
+        let sockets = aya::maps::SockHash::try_from(take_map(&mut ebpf, "sockets")?)
+            .map_err(|e| SpliceUnavailable::Map("sockets", e))?;
+        let controls = aya::maps::HashMap::try_from(take_map(&mut ebpf, "controls")?)
+            .map_err(|e| SpliceUnavailable::Map("controls", e))?;
+        let stats = aya::maps::HashMap::try_from(take_map(&mut ebpf, "stats")?)
+            .map_err(|e| SpliceUnavailable::Map("stats", e))?;
         let program: &mut aya::programs::SkSkb = ebpf
             .program_mut("splice_verdict")
-            .ok_or_else(|| Unavailable("the program has no verdict".into()))?
+            .ok_or(SpliceUnavailable::Missing("verdict"))?
             .try_into()
-            .map_err(|e| fail("the verdict", &e))?;
+            .map_err(|e| SpliceUnavailable::Program("the verdict", e))?;
         program
             .load()
-            .map_err(|e| fail("the kernel refused the verdict", &e))?;
-        program
-            .attach(sockets.fd())
-            .map_err(|e| fail("cannot attach the verdict to the sockhash", &e))?;
+            .map_err(|e| SpliceUnavailable::Program("the kernel refused the verdict", e))?;
+        program.attach(sockets.fd()).map_err(|e| {
+            SpliceUnavailable::Program("cannot attach the verdict to the sockhash", e)
+        })?;
         Ok(Arc::new(Self {
             maps: Mutex::new(Maps {
                 sockets,
@@ -461,9 +442,9 @@ fn written_with_nothing_unread(socket: &TcpStream) -> Option<u64> {
     (found.unread == 0).then_some(found.bytes_acked? + u64::from(found.unacked))
 }
 
-fn established(socket: &TcpStream) -> Option<crate::control::sock_diag::Established> {
+fn established(socket: &TcpStream) -> Option<crate::sys::sock_diag::Established> {
     let (local, peer) = (socket.local_addr().ok()?, socket.peer_addr().ok()?);
-    crate::control::sock_diag::established_socket(local, peer).ok()?
+    crate::sys::sock_diag::established_socket(local, peer).ok()?
 }
 
 /// Longest wait, once one side has closed, for the bytes the kernel redirected from it to
@@ -646,7 +627,7 @@ mod tests {
         match KernelSplice::load() {
             Ok(s) => Some(s),
             Err(why) => {
-                assert!(!why.0.contains("built without it"), "{why}");
+                assert!(!matches!(why, SpliceUnavailable::NotBuilt), "{why}");
                 eprintln!("skipped: {why}");
                 None
             }

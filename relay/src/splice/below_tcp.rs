@@ -24,8 +24,9 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 
+use super::sockhash::{Carried, TakeBack, monotonic_ns};
+use super::{SpliceUnavailable, load_object, take_map};
 use crate::conversation::LastPacket;
-use crate::kernel_splice::{Carried, TakeBack, Unavailable, monotonic_ns};
 use crate::passthrough::{PumpEnd, PumpReport};
 
 /// A direction's key in the program's maps (`struct flow_key`): the segment's source and
@@ -160,33 +161,26 @@ impl TcpSplice {
     /// Loads the program and attaches it to the loopback interface's ingress.
     ///
     /// # Errors
-    /// [`Unavailable`], saying why: built without clang, no permission, no TC programs.
-    pub fn load() -> Result<Arc<Self>, Unavailable> {
-        let object = OBJECT.ok_or_else(|| {
-            Unavailable(
-                "this relay was built without it (clang was not found at build time)".into(),
-            )
-        })?;
-        let fail = |what: &str, e: &dyn std::fmt::Display| Unavailable(format!("{what}: {e}"));
-        let mut ebpf = aya::Ebpf::load(object).map_err(|e| fail("cannot load the program", &e))?;
-        let mut take = |name: &str| {
-            ebpf.take_map(name)
-                .ok_or_else(|| Unavailable(format!("the program has no map {name}")))
-        };
-        let controls =
-            aya::maps::HashMap::try_from(take("controls")?).map_err(|e| fail("controls", &e))?;
-        let stats = aya::maps::HashMap::try_from(take("stats")?).map_err(|e| fail("stats", &e))?;
+    /// [`SpliceUnavailable`], saying why: built without clang, no permission, no TC programs.
+    pub fn load() -> Result<Arc<Self>, SpliceUnavailable> {
+        let mut ebpf = load_object(OBJECT)?;
+        let controls = aya::maps::HashMap::try_from(take_map(&mut ebpf, "controls")?)
+            .map_err(|e| SpliceUnavailable::Map("controls", e))?;
+        let stats = aya::maps::HashMap::try_from(take_map(&mut ebpf, "stats")?)
+            .map_err(|e| SpliceUnavailable::Map("stats", e))?;
         let program: &mut aya::programs::SchedClassifier = ebpf
             .program_mut("tcp_splice")
-            .ok_or_else(|| Unavailable("the program has no classifier".into()))?
+            .ok_or(SpliceUnavailable::Missing("classifier"))?
             .try_into()
-            .map_err(|e| fail("the classifier", &e))?;
+            .map_err(|e| SpliceUnavailable::Program("the classifier", e))?;
         program
             .load()
-            .map_err(|e| fail("the kernel refused the classifier", &e))?;
+            .map_err(|e| SpliceUnavailable::Program("the kernel refused the classifier", e))?;
         program
             .attach(LOOPBACK, aya::programs::TcAttachType::Ingress)
-            .map_err(|e| fail("cannot attach the classifier to lo's ingress", &e))?;
+            .map_err(|e| {
+                SpliceUnavailable::Program("cannot attach the classifier to lo's ingress", e)
+            })?;
         Ok(Arc::new(Self {
             maps: Mutex::new(Maps { controls, stats }),
             _program: Mutex::new(ebpf),
@@ -226,7 +220,7 @@ impl TcpSplice {
         // behind a NAT (a container's published port on 127.0.0.1), the segments would be
         // rewritten for an address nothing listens on.
         for leg in [&client_leg, &compute_leg] {
-            let here = crate::control::sock_diag::established_socket(
+            let here = crate::sys::sock_diag::established_socket(
                 SocketAddr::V4(leg.peer),
                 SocketAddr::V4(leg.own),
             );
@@ -842,7 +836,7 @@ mod tests {
         match TcpSplice::load() {
             Ok(s) => Some(s),
             Err(why) => {
-                assert!(!why.0.contains("built without it"), "{why}");
+                assert!(!matches!(why, SpliceUnavailable::NotBuilt), "{why}");
                 assert!(!rustix::process::geteuid().is_root(), "{why}");
                 eprintln!("skipped: {why}");
                 None
