@@ -621,7 +621,7 @@ async fn accept_loop(
         } else {
             rt.instance.hold_direct()
         };
-        let session: crate::registry::Session = match direct {
+        let session: crate::future::Session = match direct {
             Some(guard) => Box::pin(crate::direct::handle(rt, stream, peer, pending, guard)),
             None => Box::pin(crate::perceptron::handle(rt, stream, peer, pending)),
         };

@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -19,8 +18,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::runtime::InstanceRuntime;
 
-/// One connection's future, boxed: a connection's task lives for hours, and is sized by it.
-pub type Session = Pin<Box<dyn Future<Output = ()> + Send>>;
+use crate::future::Session;
 
 /// Where an instance's definition came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
