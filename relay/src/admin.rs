@@ -35,6 +35,11 @@ use hyper::service::service_fn;
 use hyper::{Method, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
+
+use crate::admin_api::{
+    BlockJson, ClearedJson, ConnectionsJson, ErrorJson, FleetInstanceJson, FleetJson, HeldJson,
+    InstanceJson, RelayJson, RemovedJson, UsageJson, WaitingJson,
+};
 use subtle::ConstantTimeEq as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -96,19 +101,6 @@ pub struct AdminState {
     pub keys: Arc<LiveKeyRing>,
 }
 
-/// The relay itself, for `GET /v1/relay` (and the first line of `relay status`).
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct RelayJson {
-    /// The relay's process id.
-    pub pid: u32,
-    /// The relay's version.
-    pub version: String,
-    /// The id of the key that signs relayed logins now (the newest of the key file).
-    pub signing_key: String,
-    /// Every key id of the ring in use, oldest first.
-    pub key_ids: Vec<String>,
-}
-
 fn relay_json(keys: &LiveKeyRing) -> RelayJson {
     let ring = keys.current();
     RelayJson {
@@ -117,34 +109,6 @@ fn relay_json(keys: &LiveKeyRing) -> RelayJson {
         signing_key: ring.signing_key().id().as_str().to_owned(),
         key_ids: ring.ids().map(|id| id.as_str().to_owned()).collect(),
     }
-}
-
-/// The fleet as one relay sees it, for `GET /v1/fleet`.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct FleetJson {
-    /// This relay.
-    pub relay_id: String,
-    /// Whether this relay's lease is live (it can wake and pause).
-    pub store_available: bool,
-    /// Every live relay.
-    pub relays: Vec<String>,
-    /// Each instance.
-    pub instances: Vec<FleetInstanceJson>,
-}
-
-/// One instance in the fleet.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct FleetInstanceJson {
-    /// The instance.
-    pub name: String,
-    /// The fleet's recorded state.
-    pub state: String,
-    /// The relay that made the last transition.
-    pub state_by: Option<String>,
-    /// The relay holding the wake/pause lock, if any.
-    pub lock_holder: Option<String>,
-    /// Open connections per relay.
-    pub connections: std::collections::BTreeMap<String, u64>,
 }
 
 async fn fleet_json(
@@ -176,27 +140,6 @@ async fn fleet_json(
     })
 }
 
-/// One block, as `GET /v1/blocks` lists it.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct BlockJson {
-    /// `source` or `user`.
-    pub scope: String,
-    /// The source address (an IPv4 address, or an IPv6 /64 as its first address).
-    pub source: Option<String>,
-    /// The user name.
-    pub user: Option<String>,
-    /// The user's instance.
-    pub instance: Option<String>,
-    /// `failed_logins` or `wakes`.
-    pub budget: String,
-    /// The count that reached the limit.
-    pub count: u32,
-    /// When the block ends, UTC.
-    pub until: String,
-    /// When the block ends, Unix ms.
-    pub until_ms: u64,
-}
-
 /// An answer, before it becomes an HTTP response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
@@ -218,7 +161,12 @@ impl Response {
     }
 
     fn error(status: StatusCode, message: &str) -> Self {
-        Self::json(status, &serde_json::json!({ "error": message }))
+        Self::json(
+            status,
+            &ErrorJson {
+                error: message.to_owned(),
+            },
+        )
     }
 
     fn into_http(self) -> hyper::Response<Full<Bytes>> {
@@ -234,77 +182,6 @@ impl Response {
         }
         response
     }
-}
-
-#[derive(Debug, Serialize)]
-struct InstanceJson {
-    name: String,
-    state: &'static str,
-    /// `configuration file`, or the instance file that defines it.
-    defined_in: String,
-    /// Removed, and waiting for this many connections to end before its compute stops.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    draining: Option<usize>,
-    since: String,
-    since_ms: u64,
-    /// `pump` or `nftables`.
-    route: &'static str,
-    /// With `route = "nftables"`: whether the kernel route is installed now.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kernel_route_installed: Option<bool>,
-    connections: ConnectionsJson,
-    /// Open connections kept on the frozen compute (docs/parking.md).
-    parked_connections: usize,
-    wakes: u64,
-    last_resume_ms: Option<u64>,
-    failure: Option<String>,
-    /// The running compute's capacity in CCUs, with `[instance.capacity]`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ccu: Option<f64>,
-    /// With `resumable_sessions`: the connections that keep the compute frozen rather than
-    /// stopped, and why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    held_frozen_by: Vec<HeldJson>,
-    /// With `[instance.offload]`: where the data is.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    storage: Option<&'static str>,
-}
-
-#[derive(Debug, Serialize)]
-struct HeldJson {
-    client: String,
-    reason: &'static str,
-}
-
-#[derive(Debug, Serialize)]
-struct ConnectionsJson {
-    direct: usize,
-    /// Of `direct`, the connections the kernel route sent (conntrack's last count).
-    kernel: usize,
-    perceptron: usize,
-}
-
-/// One line of the usage report.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
-pub struct UsageJson {
-    /// The instance.
-    pub instance: String,
-    /// The hour's start, UTC.
-    pub hour: String,
-    /// The hour's start in Unix ms.
-    pub hour_start_ms: u64,
-    /// Seconds resuming or running in that hour.
-    pub billed_seconds: u64,
-    /// Capacity × time in that hour (plus the frozen rate × frozen time), in CCU-seconds
-    /// with three decimals.
-    pub ccu_seconds: f64,
-    /// The data on the local disk in that hour, in GiB-hours with six decimals (instances
-    /// with `[instance.offload]`, whose data directory the relay knows).
-    #[serde(default)]
-    pub local_gib_hours: f64,
-    /// The offloaded copy in the object store in that hour, in GiB-hours.
-    #[serde(default)]
-    pub stored_gib_hours: f64,
 }
 
 /// Answers one request (its body is never read) that arrived on `local`, the address of
@@ -548,7 +425,7 @@ pub async fn respond<B>(
                 cleared,
                 "budget blocks cleared by an admin request"
             );
-            Response::json(StatusCode::OK, &serde_json::json!({ "cleared": cleared }))
+            Response::json(StatusCode::OK, &ClearedJson { cleared })
         }
         (
             _,
@@ -625,11 +502,14 @@ async fn put_instance(state: &AdminState, name: &str, body: &[u8]) -> Response {
         },
         FileState::WaitingForDrain => Response::json(
             StatusCode::ACCEPTED,
-            &serde_json::json!({
-                "name": name,
-                "waiting_for": "the previous definition's connections to end",
-                "open": state.registry.draining(name).map_or(0, |r| r.open_connections()),
-            }),
+            &WaitingJson {
+                name: name.to_owned(),
+                waiting_for: "the previous definition's connections to end".to_owned(),
+                open: state
+                    .registry
+                    .draining(name)
+                    .map_or(0, |r| r.open_connections()),
+            },
         ),
         FileState::Absent => {
             Response::error(StatusCode::CONFLICT, "the file was removed meanwhile")
@@ -653,11 +533,11 @@ async fn delete_instance(state: &AdminState, name: &str, force: bool) -> Respons
     match dir.remove(name, force).await {
         Ok(removal) => Response::json(
             StatusCode::ACCEPTED,
-            &serde_json::json!({
-                "name": name,
-                "open": removal.open,
-                "forced": removal.forced,
-            }),
+            &RemovedJson {
+                name: name.to_owned(),
+                open: removal.open,
+                forced: removal.forced,
+            },
         ),
         Err(e @ RemoveError::NotFound(_)) => Response::error(StatusCode::NOT_FOUND, &e.to_string()),
         Err(e @ RemoveError::ConfigFile(_)) => {
@@ -866,10 +746,10 @@ fn registered_json(r: &Registered, draining: bool) -> InstanceJson {
         defined_in: r.origin.describe(),
         draining: draining.then(|| r.open_connections()),
         name: s.name,
-        state: s.phase.as_str(),
+        state: s.phase.as_str().to_owned(),
         since: timefmt::format_utc(s.since_ms),
         since_ms: s.since_ms,
-        route: rt.instance.config.route.as_str(),
+        route: rt.instance.config.route.as_str().to_owned(),
         kernel_route_installed: s.kernel_route_installed,
         connections: ConnectionsJson {
             direct: s.direct_connections,
@@ -886,9 +766,12 @@ fn registered_json(r: &Registered, draining: bool) -> InstanceJson {
         held_frozen_by: s
             .held_frozen_by
             .into_iter()
-            .map(|(client, reason)| HeldJson { client, reason })
+            .map(|(client, reason)| HeldJson {
+                client,
+                reason: reason.to_owned(),
+            })
             .collect(),
-        storage: s.storage,
+        storage: s.storage.map(str::to_owned),
     }
 }
 

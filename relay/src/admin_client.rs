@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use hyper::{Method, StatusCode};
 
-use crate::admin::{BlockJson, RelayJson, UsageJson};
+use crate::admin_api::{
+    BlockJson, ClearedJson, ErrorJson, FleetJson, InstanceJson, RelayJson, RemovedJson, UsageJson,
+    WaitingJson,
+};
 use crate::http_client::{self, HttpError};
 
 /// Default admin address.
@@ -236,10 +239,7 @@ impl Target {
 
 /// The `error` field of an error body, else the body.
 fn error_message(body: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-        .unwrap_or_else(|| body.trim().to_owned())
+    serde_json::from_str::<ErrorJson>(body).map_or_else(|_| body.trim().to_owned(), |e| e.error)
 }
 
 /// `relay status`.
@@ -248,8 +248,7 @@ fn error_message(body: &str) -> String {
 /// [`AdminError`], whose `Display` is the message for the user.
 pub fn status(t: &Target, json: bool) -> Result<String, AdminError> {
     let body = t.request(Method::GET, "/v1/instances", Duration::from_secs(10))?;
-    let list: Vec<serde_json::Value> =
-        serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    let list: Vec<InstanceJson> = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
     // A relay older than `GET /v1/relay` answers 404: its instances are still worth showing.
     let relay: Option<RelayJson> =
         match t.request(Method::GET, "/v1/relay", Duration::from_secs(10)) {
@@ -275,48 +274,39 @@ pub fn status(t: &Target, json: bool) -> Result<String, AdminError> {
         "INSTANCE", "STATE", "SINCE", "DIRECT", "PERCEPTRON", "WAKES", "LAST WAKE"
     ));
     for i in list {
-        let s = |k: &str| i.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_owned();
-        let n = |v: Option<&serde_json::Value>| v.and_then(serde_json::Value::as_u64);
-        let conns = i.get("connections");
         out.push_str(&format!(
             "{:<16} {:<9} {:<21} {:>7} {:>10} {:>6} {:>10}\n",
-            s("name"),
-            s("state"),
-            s("since"),
-            n(conns.and_then(|c| c.get("direct"))).unwrap_or(0),
-            n(conns.and_then(|c| c.get("perceptron"))).unwrap_or(0),
-            n(i.get("wakes")).unwrap_or(0),
-            n(i.get("last_resume_ms")).map_or("-".into(), |ms| format!("{ms} ms")),
+            i.name,
+            i.state,
+            i.since,
+            i.connections.direct,
+            i.connections.perceptron,
+            i.wakes,
+            i.last_resume_ms.map_or("-".into(), |ms| format!("{ms} ms")),
         ));
-        if let Some(open) = n(i.get("draining")) {
+        if let Some(open) = i.draining {
             out.push_str(&format!(
                 "  removed: draining, {open} connection(s) left; then its compute stops \
                  (`relay instances remove {} --force` cuts them)\n",
-                s("name")
+                i.name
             ));
         }
-        if let Some(parked) = n(i.get("parked_connections")).filter(|&p| p > 0) {
+        if i.parked_connections > 0 {
             out.push_str(&format!(
-                "  parked: {parked} connection(s) kept on the frozen compute\n"
+                "  parked: {} connection(s) kept on the frozen compute\n",
+                i.parked_connections
             ));
         }
-        for held in i
-            .get("held_frozen_by")
-            .and_then(|v| v.as_array())
-            .into_iter()
-            .flatten()
-        {
-            let field = |k| held.get(k).and_then(|v| v.as_str()).unwrap_or("?");
+        for held in &i.held_frozen_by {
             out.push_str(&format!(
                 "  kept frozen, not stopped, by {}: {}\n",
-                field("client"),
-                field("reason")
+                held.client, held.reason
             ));
         }
-        if let Some(f) = i.get("failure").and_then(|v| v.as_str()) {
+        if let Some(f) = &i.failure {
             out.push_str(&format!("  failure: {f}\n"));
         }
-        if let Some(storage) = i.get("storage").and_then(|v| v.as_str()) {
+        if let Some(storage) = &i.storage {
             out.push_str(&format!("  data: {storage}\n"));
         }
     }
@@ -332,8 +322,7 @@ pub fn fleet(t: &Target, json: bool) -> Result<String, AdminError> {
     if json {
         return Ok(format!("{body}\n"));
     }
-    let fleet: crate::admin::FleetJson =
-        serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    let fleet: FleetJson = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
     let mut out = format!(
         "relay {} ({}); live relays: {}\n{:<16} {:<9} {:<16} {:<16} CONNECTIONS BY RELAY\n",
         fleet.relay_id,
@@ -402,11 +391,8 @@ pub fn action(t: &Target, name: &str, action: &str, force: bool) -> Result<Strin
         }
         Err(e) => return Err(e),
     };
-    let v: serde_json::Value = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
-    Ok(format!(
-        "{name}: {}\n",
-        v.get("state").and_then(|s| s.as_str()).unwrap_or("?")
-    ))
+    let instance: InstanceJson = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    Ok(format!("{name}: {}\n", instance.state))
 }
 
 /// `relay instances put`: sends `text` as instance `name`'s file.
@@ -420,20 +406,16 @@ pub fn instance_put(t: &Target, name: &str, text: String) -> Result<String, Admi
         Some(("application/toml", text)),
         Duration::from_secs(120),
     )?;
-    let v: serde_json::Value = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
     Ok(if status == StatusCode::ACCEPTED {
+        let waiting: WaitingJson = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
         format!(
             "{name}: written; its previous definition drains first ({} connection(s) left), \
              then it starts\n",
-            v.get("open")
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(0)
+            waiting.open
         )
     } else {
-        format!(
-            "{name}: {}\n",
-            v.get("state").and_then(|s| s.as_str()).unwrap_or("?")
-        )
+        let instance: InstanceJson = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+        format!("{name}: {}\n", instance.state)
     })
 }
 
@@ -449,12 +431,8 @@ pub fn instance_remove(t: &Target, name: &str, force: bool) -> Result<String, Ad
         None,
         Duration::from_secs(30),
     )?;
-    let v: serde_json::Value = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
-    let open = v
-        .get("open")
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0);
-    Ok(match (open, force) {
+    let removed: RemovedJson = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    Ok(match (removed.open, force) {
         (0, _) => format!("{name}: removed; its compute stops\n"),
         (n, true) => format!("{name}: removed; {n} connection(s) cut; its compute stops\n"),
         (n, false) => format!(
@@ -467,12 +445,10 @@ pub fn instance_remove(t: &Target, name: &str, force: bool) -> Result<String, Ad
 /// The state of instance `name` as the admin API reports it.
 fn instance_state(t: &Target, name: &str) -> Result<String, AdminError> {
     let body = t.request(Method::GET, "/v1/instances", Duration::from_secs(10))?;
-    let list: Vec<serde_json::Value> =
-        serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
-    list.iter()
-        .find(|i| i.get("name").and_then(|n| n.as_str()) == Some(name))
-        .and_then(|i| i.get("state").and_then(|s| s.as_str()))
-        .map(str::to_owned)
+    let list: Vec<InstanceJson> = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    list.into_iter()
+        .find(|i| i.name == name)
+        .map(|i| i.state)
         .ok_or_else(|| AdminError::NoSuchInstance(name.to_owned()))
 }
 
@@ -532,12 +508,8 @@ pub fn blocks_clear(
         format!("/v1/blocks?{}", q.join("&"))
     };
     let body = t.request(Method::DELETE, &path, Duration::from_secs(10))?;
-    let v: serde_json::Value = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
-    let n = v
-        .get("cleared")
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0);
-    Ok(format!("cleared {n} block(s)\n"))
+    let cleared: ClearedJson = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    Ok(format!("cleared {} block(s)\n", cleared.cleared))
 }
 
 /// Every byte but unreserved ones as `%XX`, for a query value.

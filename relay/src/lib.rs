@@ -56,6 +56,7 @@
 //!   once for control, ledger, metrics and the admin API.
 //! - `clock`, `future`: the wall clock in Unix ms and the boxed future of `dyn` seams.
 //! - `keygen`: `relay keygen`, creating or extending the key file relays and computes share.
+//! - `admin_api`: the admin API's bodies as types, written by `admin`, read by `admin_client`.
 //! - `timefmt`: UTC timestamps for usage reports.
 //! - `logsafe`: client-supplied text escaped for log lines.
 //! - `sys`: what the relay asks Linux about sockets (`sock_diag`) and listeners' owners.
@@ -64,6 +65,7 @@
 //! everywhere else.
 
 mod admin;
+mod admin_api;
 mod admin_client;
 mod budgets;
 mod capacity;
