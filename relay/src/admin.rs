@@ -768,7 +768,7 @@ fn registered_json(r: &Registered, draining: bool) -> InstanceJson {
             .into_iter()
             .map(|(client, reason)| HeldJson {
                 client,
-                reason: reason.to_owned(),
+                reason: reason.as_str().to_owned(),
             })
             .collect(),
         storage: s.storage.map(str::to_owned),

@@ -34,6 +34,7 @@ use crate::login_watch::{Accepted, Event, LoginWatch, Verdict};
 use crate::metrics::DirectOutcome;
 use crate::perceptron;
 use crate::runtime::InstanceRuntime;
+use crate::watch::CommandWatch;
 
 /// Forwards one connection to the running compute, or hands it to the perceptron; `guard`
 /// counts it ([`crate::control::Instance::hold_direct`]).
@@ -117,7 +118,7 @@ pub async fn handle(
     // (TLS, a watch that gave up) stays busy for its whole life, as every connection was.
     let session = accepted.and_then(|a| session_capabilities(&greeting, a));
     let mut commands =
-        session.map(|(caps, mariadb, status)| guard.watch_commands(caps, mariadb, status));
+        session.map(|(caps, mariadb, status)| CommandWatch::new(&mut guard, caps, mariadb, status));
     let observer = commands
         .as_mut()
         .map(|c| c as &mut (dyn crate::passthrough::Observer + Send));

@@ -20,6 +20,9 @@
 //! - `direct`: the direct route to a running compute.
 //! - `perceptron`: the perceptron route, one function per phase (P1–P8), and how its
 //!   connections end (error kinds, metric labels, client-visible ERRs).
+//! - `watch`: the command watch of a pumped connection, on either route: what its commands
+//!   tell the instance (between commands, resumable or why not), answers for a frozen or
+//!   stopped compute, what a reattach needs.
 //! - `registry`: the live and draining instances, by name (what endpoints, the admin API and
 //!   shutdown read).
 //! - `runtime`: what every connection of one instance shares.
@@ -116,3 +119,4 @@ mod statement_ids;
 mod sys;
 mod timefmt;
 mod tls;
+mod watch;

@@ -35,7 +35,7 @@ pub use crate::route::Route;
 use crate::router::KernelRoute;
 pub use driver::WakeError;
 use driver::{Driver, RunningCompute};
-pub use parking::CommandWatch;
+pub use parking::{NotResumable, SessionLook};
 
 type WakeOutcome = Option<Result<(), WakeError>>;
 
@@ -93,17 +93,17 @@ struct Inner {
     since: tokio::time::Instant,
     /// Open connections by route.
     active: OpenConnections,
-    /// Of those, the connections between commands ([`parking::CommandWatch`]); when they
+    /// Of those, the connections between commands ([`ConnectionGuard::report`]); when they
     /// are all, the instance may park.
     idle_conns: usize,
     /// Of those, the relayed sessions the compute issued a ticket for whose state the relay
-    /// can carry to a new compute ([`parking::CommandWatch`]): when every open connection is
+    /// can carry to a new compute ([`ConnectionGuard::report`]): when every open connection is
     /// one, a frozen compute may be stopped under them (`resumable_sessions`).
     resumable_conns: usize,
     /// With `resumable_sessions`: the open connections between commands that could not be
     /// carried to a new compute, so keep it frozen (not stopped), by connection: its client
-    /// and why ([`parking::CommandWatch`]).
-    held_frozen: std::collections::BTreeMap<u64, (String, &'static str)>,
+    /// and why ([`ConnectionGuard::report`]).
+    held_frozen: std::collections::BTreeMap<u64, (String, NotResumable)>,
     /// Of the open connections, those routed direct whose client has not yet spoken
     /// ([`Instance::hold_direct`]): counted so no pause cuts them, but never a session.
     pre_login: usize,
@@ -115,7 +115,7 @@ struct Inner {
     /// until the next wake.
     cannot_park: bool,
     /// When the instance was last used: the last connection closed, a command that counts
-    /// was sent or answered ([`parking::CommandWatch`]), or the compute became ready.
+    /// was sent or answered ([`ConnectionGuard::report`]), or the compute became ready.
     idle_since: tokio::time::Instant,
     /// Since the compute last started: whether a login was accepted (or a connection of
     /// unknown outcome used it), and whether one was refused. Refused logins alone shorten
@@ -240,7 +240,7 @@ pub struct InstanceStatus {
     pub ccu: Option<Ccu>,
     /// With `resumable_sessions`: the connections between commands that keep the compute
     /// frozen rather than stopped, with why (their client, the reason).
-    pub held_frozen_by: Vec<(String, &'static str)>,
+    pub held_frozen_by: Vec<(String, NotResumable)>,
     /// With `[instance.offload]`: where the data is (`local`, `offloading`, `offloaded`,
     /// `restoring`).
     pub storage: Option<&'static str>,
@@ -290,7 +290,7 @@ pub struct ConnectionGuard {
     /// The client's address, for status output.
     client: String,
     /// Why it keeps the compute frozen, when it is listed in [`Inner::held_frozen`].
-    holding: Option<&'static str>,
+    holding: Option<NotResumable>,
     /// Whether it is counted in [`Inner::pre_login`].
     pre_login: bool,
 }

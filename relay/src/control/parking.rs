@@ -1,8 +1,9 @@
 //! Parking (docs/parking.md): an instance whose open connections are all between commands is
 //! idle, and pausing it freezes the compute with every session intact instead of cutting them.
 //!
-//! A [`CommandWatch`] follows one pumped connection's commands ([`Conversation`]) and keeps two
-//! facts of its instance current: how many open connections are between commands (a
+//! A held connection's command watch (`perceptron::watch`) reports each look at its
+//! conversation ([`SessionLook`], [`ConnectionGuard::report`]), which keeps two facts of its
+//! instance current: how many open connections are between commands (a
 //! connection nobody follows never is, so it holds the instance running exactly as before),
 //! and the idle clock, which a command restarts when it is sent and again when its response
 //! is complete. `COM_PING` does neither: a pool's keepalive is not use.
@@ -17,181 +18,100 @@
 use std::sync::Arc;
 
 use super::{ConnectionGuard, Inner, Instance, State};
-use crate::conversation::{Conversation, Mark, Phase as Step, Untracked};
-use crate::passthrough::{Observer, Reaction};
-use crate::session_replay::{self, Effect};
-use crate::statement_ids::{StatementIds, Untranslatable};
 
-use authplugin::packet::capabilities::SERVER_STATUS_IN_TRANS;
-
-/// Follows one connection's commands for its instance (see the module doc).
-pub struct CommandWatch<'a> {
-    guard: &'a mut ConnectionGuard,
-    conversation: Conversation,
-    /// [`Conversation::activity`] at the last look.
-    activity: u64,
-    /// A command that counts was sent since the connection was last idle.
-    used: bool,
-    /// A keepalive query's response being recorded: the query's packet and the response so
-    /// far.
-    learning: Option<(Vec<u8>, Vec<u8>)>,
-    /// The last keepalive query answered by the compute on this connection, to answer it
-    /// again while parked.
-    learnt: Option<Learnt>,
-    /// The compute issued this session a ticket: it may be stopped under it and reattached
-    /// (`resumable_sessions`). Only then are its commands classified.
-    ticketed: bool,
-    /// What the session's commands set, to send again on a reattach.
-    log: session_replay::Log,
-    /// The command awaiting its response, when what it sets is kept once accepted, and the
-    /// response's first bytes so far.
-    pending: Option<(Vec<u8>, Effect, Vec<u8>)>,
-    /// The compute was stopped under this session; it waits for its next command.
-    detached: bool,
-    /// After a reattach that gave the session's statements other ids: their translation
-    /// (boxed: most sessions never need one, and a parked session's size is its cost).
-    translation: Option<Box<Translation>>,
-    /// Taken back from the kernel splice for parking: it goes back at its next command
-    /// that counts as use ([`Observer::hand_back`]).
-    from_kernel: bool,
-    /// A command that counts as use was sent since this watch began.
-    commanded: bool,
-    /// Commands still to go before the session goes to the kernel splice at the end of a
-    /// response ([`Self::splice_after`]); `None`: not this way.
-    splice_after: Option<u8>,
-    /// The compute's chunk that ended the response at which the session goes to the kernel
-    /// ([`Reaction::Take`]), for the caller to write once it is spliced.
-    taken: Option<Box<[u8]>>,
+/// What a connection's command watch saw at one look, for its instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLook {
+    /// The connection is between commands.
+    pub idle: bool,
+    /// A command that counts as use was sent since the last look.
+    pub sent: bool,
+    /// The response to a command that counted ended: the connection is idle after use.
+    pub ended: bool,
+    /// The session could be carried to a new compute now (`resumable_sessions`).
+    pub resumable: bool,
+    /// Why it could not, when the instance keeps sessions across a stop and this one is
+    /// between commands: it then keeps the compute frozen rather than stopped.
+    pub holding: Option<NotResumable>,
+    /// The client said goodbye (`COM_QUIT`): it needs no compute.
+    pub quitting: bool,
 }
 
-/// Statement ids being translated on a reattached session.
-#[derive(Debug, Default)]
-struct Translation {
-    ids: StatementIds,
-    /// Where statement ids are in the chunk at hand (kept to reuse its allocation).
-    marks: Vec<Mark>,
-    /// Per direction (client, compute): a statement id cut by the end of the last chunk,
-    /// held back by the pump and seen again at the start of the next one.
-    held: [Option<Held>; 2],
+/// Why a session between commands could not be carried to a new compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotResumable {
+    /// It has no resumption ticket (a direct-route or switch-mode connection, or a compute
+    /// without a ticket key).
+    NoTicket,
+    /// A command pinned it to its compute (the reason names it).
+    Pinned(&'static str),
+    /// A transaction is open.
+    Transaction,
 }
 
-/// A packet whose statement id was cut by the end of a chunk ([`Reaction::Hold`]).
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    /// Where it begins in the next chunk (its payload, the held bytes' first).
-    mark: Mark,
-    /// Bytes at the next chunk's start that the conversation has already seen.
-    fed: usize,
-}
-
-/// A keepalive query and the compute's whole response to it on this connection.
-#[derive(Debug)]
-struct Learnt {
-    query: Vec<u8>,
-    response: Vec<u8>,
-    /// The session's status flags after it: the answer is replayed only while they hold.
-    status_flags: u16,
-}
-
-/// The largest keepalive response recorded (a one-row result is about 60 bytes).
-const MAX_LEARNT_RESPONSE: usize = 4096;
-
-impl std::fmt::Debug for CommandWatch<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CommandWatch")
-            .field("phase", &self.conversation.phase())
-            .finish_non_exhaustive()
+impl NotResumable {
+    /// The reason, as `relay status` and the admin API give it.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::NoTicket => {
+                "no resumption ticket (a direct-route or switch-mode connection, or a compute \
+                 without a ticket key)"
+            }
+            Self::Pinned(why) => why,
+            Self::Transaction => "open transaction",
+        }
     }
 }
 
 impl ConnectionGuard {
-    /// Follows this connection's commands from here on; it has just logged in, with
-    /// `capabilities` and MariaDB's `mariadb_capabilities` negotiated and `status_flags` in
-    /// the login's OK. Until this is called the connection counts as busy.
-    pub fn watch_commands(
-        &mut self,
-        capabilities: u32,
-        mariadb_capabilities: u32,
-        status_flags: u16,
-    ) -> CommandWatch<'_> {
-        let mut watch = CommandWatch {
-            guard: self,
-            conversation: Conversation::new(capabilities, mariadb_capabilities, status_flags),
-            activity: 0,
-            used: false,
-            learning: None,
-            learnt: None,
-            ticketed: false,
-            log: session_replay::Log::default(),
-            pending: None,
-            detached: false,
-            translation: None,
-            from_kernel: false,
-            commanded: false,
-            splice_after: None,
-            taken: None,
-        };
-        watch.settle(true);
-        watch
-    }
-}
-
-impl CommandWatch<'_> {
-    /// Brings the instance's facts up to date with the conversation. `use_counts`: whether
-    /// the bytes just fed may count as use (not a keepalive query).
-    fn settle(&mut self, use_counts: bool) {
-        let idle = self.conversation.phase() == Step::Idle;
-        let activity = self.conversation.activity();
-        let sent = use_counts && activity != self.activity;
-        self.activity = activity;
-        self.commanded |= sent;
-        self.used |= sent;
-        if sent {
-            self.splice_after = self.splice_after.map(|n| n.saturating_sub(1));
-        }
-        let ended = idle && self.used;
-        let resumable = idle && self.resumable();
-        let holding = (idle && !resumable && self.guard.instance.config.resumable_sessions)
-            .then(|| self.why_not_resumable());
-        if idle == self.guard.idle
+    /// Brings the instance's facts up to date with `look`. The instance's lock is taken only
+    /// when something it counts changed.
+    pub fn report(&mut self, look: SessionLook) {
+        let SessionLook {
+            idle,
+            sent,
+            ended,
+            resumable,
+            holding,
+            quitting,
+        } = look;
+        if idle == self.idle
             && !sent
             && !ended
-            && resumable == self.guard.resumable
-            && holding == self.guard.holding
+            && resumable == self.resumable
+            && holding == self.holding
         {
             return;
         }
-        if ended {
-            self.used = false;
-        }
-        let instance = &self.guard.instance;
+        let instance = Arc::clone(&self.instance);
         let mut inner = instance.lock();
         if sent || ended {
             inner.idle_since = tokio::time::Instant::now();
         }
-        if holding != self.guard.holding {
-            self.guard.holding = holding;
+        if holding != self.holding {
+            self.holding = holding;
             match holding {
                 Some(why) => {
                     inner
                         .held_frozen
-                        .insert(self.guard.id, (self.guard.client.clone(), why));
+                        .insert(self.id, (self.client.clone(), why));
                 }
                 None => {
-                    inner.held_frozen.remove(&self.guard.id);
+                    inner.held_frozen.remove(&self.id);
                 }
             }
         }
-        if resumable != self.guard.resumable {
-            self.guard.resumable = resumable;
+        if resumable != self.resumable {
+            self.resumable = resumable;
             if resumable {
                 inner.resumable_conns += 1;
             } else {
                 inner.resumable_conns = inner.resumable_conns.saturating_sub(1);
             }
         }
-        if idle != self.guard.idle {
-            self.guard.idle = idle;
+        if idle != self.idle {
+            self.idle = idle;
             if idle {
                 inner.idle_conns += 1;
             } else {
@@ -199,13 +119,65 @@ impl CommandWatch<'_> {
                 // A command for a parked session: thaw the compute (single-flight, as every
                 // wake). One sent while the freeze is under way is seen by `pause`, which
                 // thaws right after it. A client saying goodbye needs no compute.
-                let quit = self.conversation.phase() == Step::Untracked(Untracked::Quit);
-                if matches!(inner.state, State::Frozen(_)) && !quit {
+                if matches!(inner.state, State::Frozen(_)) && !quitting {
                     drop(inner);
-                    thaw_for_command(instance);
+                    thaw_for_command(&instance);
                 }
             }
         }
+    }
+
+    /// Whether the compute is frozen now (the relay answers pings for it).
+    #[must_use]
+    pub fn compute_frozen(&self) -> bool {
+        matches!(self.instance.lock().state, State::Frozen(_))
+    }
+
+    /// Whether the compute is being stopped under the instance's resumable sessions.
+    #[must_use]
+    pub fn detaching(&self) -> bool {
+        self.instance.detaching()
+    }
+
+    /// Whether this connection is counted among the instance's resumable sessions.
+    #[must_use]
+    pub const fn counted_resumable(&self) -> bool {
+        self.resumable
+    }
+
+    /// Whether the instance keeps sessions across a stop (`resumable_sessions`).
+    #[must_use]
+    pub fn keeps_sessions_resumable(&self) -> bool {
+        self.instance.config.resumable_sessions
+    }
+
+    /// Counts an answer the relay gave for the compute (`kind`: `ping`, `keepalive_query`).
+    pub fn answered_for_compute(&self, kind: &'static str) {
+        self.instance
+            .metrics
+            .parked_answer(&self.instance.config.name, kind);
+    }
+
+    /// Whether `text` is one of the instance's `keepalive_queries`.
+    #[must_use]
+    pub fn is_keepalive_query(&self, text: &[u8]) -> bool {
+        self.instance
+            .config
+            .keepalive_queries
+            .iter()
+            .any(|q| q.as_bytes() == text)
+    }
+
+    /// The instance's name.
+    #[must_use]
+    pub fn instance_name(&self) -> &str {
+        &self.instance.config.name
+    }
+
+    /// The client's address.
+    #[must_use]
+    pub fn client(&self) -> &str {
+        &self.client
     }
 }
 
@@ -217,428 +189,6 @@ pub(super) fn thaw_for_command(instance: &Arc<Instance>) {
             tracing::warn!(instance = %instance.config.name, error = %e, "thaw for a parked connection failed");
         }
     });
-}
-
-impl CommandWatch<'_> {
-    /// The session was taken back from the kernel splice between commands
-    /// (docs/kernel-splice.md); it goes back to the kernel at its next command that counts
-    /// as use. Unless `flags_known` (read off the compute's last packet), its status flags
-    /// are unknown until the compute's next OK or EOF: until then a ping while parked thaws
-    /// the compute.
-    pub fn taken_back_from_kernel(&mut self, flags_known: bool) {
-        if !flags_known {
-            self.conversation.forget_status_flags();
-        }
-        self.from_kernel = true;
-    }
-
-    /// The session was taken back from the splice below TCP (docs/kernel-splice.md): it goes
-    /// back at the end of the response to its next command that counts as use. Its status
-    /// flags as [`Self::taken_back_from_kernel`].
-    pub fn taken_back_below_tcp(&mut self, flags_known: bool) {
-        if !flags_known {
-            self.conversation.forget_status_flags();
-        }
-        self.splice_after = Some(1);
-    }
-
-    /// The session goes to the kernel splice at the end of a response, once `commands` more
-    /// commands that count as use have been sent: the pump takes the compute's chunk that
-    /// ends it ([`Reaction::Take`]; then the compute has nothing more to send and the client
-    /// waits for that chunk, so neither socket holds a byte the kernel could overtake), and
-    /// the caller splices the session, writes [`Self::take_chunk`] and carries it
-    /// (docs/kernel-splice.md, *When a session is spliced*).
-    pub const fn splice_after(&mut self, commands: u8) {
-        self.splice_after = Some(commands);
-    }
-
-    /// The chunk taken at the end of a response for the kernel splice, with the status flags
-    /// it left the session in.
-    pub fn take_chunk(&mut self) -> Option<(Box<[u8]>, u16)> {
-        let chunk = self.taken.take()?;
-        Some((chunk, self.conversation.status_flags()))
-    }
-
-    /// Whether the chunk just followed ends a response, at which the session may go to the
-    /// kernel splice ([`Self::splice_after`]).
-    fn goes_to_kernel(&self) -> bool {
-        self.splice_after == Some(0)
-            && self.conversation.phase() == Step::Idle
-            && self.conversation.status_flags_known()
-            && self.translation.is_none()
-            && !self.detached
-    }
-
-    /// The compute issued this session a ticket (`resumable_sessions`).
-    pub fn ticketed(&mut self) {
-        self.ticketed = true;
-        self.settle(false);
-    }
-
-    /// Whether the session could be carried to a new compute now: ticketed, nothing pinned
-    /// it, no transaction open.
-    fn resumable(&self) -> bool {
-        self.ticketed
-            && self.log.pinned().is_none()
-            && self.conversation.status_flags() & SERVER_STATUS_IN_TRANS == 0
-    }
-
-    /// Why the session could not be carried to a new compute now (it is not
-    /// [`Self::resumable`]).
-    fn why_not_resumable(&self) -> &'static str {
-        if !self.ticketed {
-            return "no resumption ticket (a direct-route or switch-mode connection, or a compute without a ticket key)";
-        }
-        self.log.pinned().unwrap_or("open transaction")
-    }
-
-    /// The commands that restore the session's state on a new compute, in order.
-    pub fn replay(&self) -> &[Vec<u8>] {
-        self.log.commands()
-    }
-
-    /// The session's open prepared statements, to prepare again on a new compute.
-    pub fn statements(&self) -> Vec<session_replay::Statement<'_>> {
-        self.log.statements().collect()
-    }
-
-    /// The session was reattached and its statements prepared again: `(client id, new
-    /// compute id)` for each. Ids are translated from here on when any differs.
-    pub fn reattached(&mut self, statements: &[(u32, u32)]) {
-        self.translation = StatementIds::after_reattach(statements).map(|ids| {
-            Box::new(Translation {
-                ids,
-                ..Translation::default()
-            })
-        });
-    }
-
-    /// Marks the session detached (its compute stopped under it) or reattached.
-    pub fn set_detached(&mut self, detached: bool) {
-        self.detached = detached;
-    }
-
-    /// While detached: the relay's own answer to `bytes` (a ping, a learnt keepalive query),
-    /// or `None` when they are a command for the compute.
-    pub fn answer_detached(&mut self, bytes: &[u8]) -> Option<Vec<u8>> {
-        let (reply, kind) = if let Some(r) = self.answer_ping(bytes) {
-            (r, "ping")
-        } else {
-            (self.answer_keepalive(bytes)?, "keepalive_query")
-        };
-        self.guard
-            .instance
-            .metrics
-            .parked_answer(&self.guard.instance.config.name, kind);
-        Some(reply)
-    }
-
-    /// Whether the relay answers for the compute now: it is frozen, or stopped under this
-    /// detached session.
-    fn answering(&self) -> bool {
-        self.detached || matches!(self.guard.instance.lock().state, State::Frozen(_))
-    }
-
-    /// Classifies the commands `bytes` start, for a ticketed session; returns how many (not
-    /// counting pings) it classified. A chunk of one whole command sent between commands
-    /// waits for the compute's OK before a setting is kept; pipelined commands (several in
-    /// one chunk, or sent while replies are outstanding, as Connector/J does at connect) are
-    /// kept as sent: a setting the compute refused then fails its replay, and the reattach
-    /// closes that session with an ERR rather than lose state.
-    fn classify(&mut self, bytes: &[u8]) -> u64 {
-        if !self.ticketed || !self.conversation.client_may_command() || bytes.is_empty() {
-            return 0;
-        }
-        // Only a command sent between commands can wait for its own reply: behind others,
-        // the next reply is theirs.
-        let idle = self.conversation.phase() == Step::Idle;
-        let mut packets = Vec::new();
-        let mut rest = bytes;
-        while let [a, b, c, 0, tail @ ..] = rest {
-            let len = u32::from_le_bytes([*a, *b, *c, 0]) as usize;
-            if len >= 0xFF_FFFF || tail.len() < len {
-                break;
-            }
-            let (payload, after) = tail.split_at(len);
-            packets.push(payload);
-            rest = after;
-        }
-        if packets.is_empty() || !rest.is_empty() {
-            // Split across reads: not followed closely enough to carry.
-            self.log.pin("command not read whole");
-            return 0;
-        }
-        // `COM_STMT_CLOSE` and `COM_STMT_SEND_LONG_DATA` get no reply: a driver sends the
-        // next command right behind them, and that one's reply is still the next.
-        let replied = packets
-            .iter()
-            .filter(|p| !matches!(p.first(), Some(0x18 | 0x19)))
-            .count();
-        let one = idle && replied == 1;
-        let mut counted = 0;
-        for payload in packets {
-            counted += u64::from(payload.first() != Some(&0x0E));
-            let effect = session_replay::effect_of(payload);
-            if self.log.sent(effect) {
-                if one {
-                    self.pending = Some((payload.to_vec(), effect, Vec::with_capacity(13)));
-                } else if effect == Effect::Prepare {
-                    // Its id is in a reply behind others' replies.
-                    self.log.pin("prepared statement sent with other commands");
-                } else {
-                    self.log.accepted(payload, effect);
-                }
-            }
-        }
-        counted
-    }
-
-    /// Follows the compute's reply to the one command awaiting it (`pending`): a setting is
-    /// kept, a statement recorded under its id, once the compute accepted it (an OK or
-    /// `COM_STMT_PREPARE_OK`: the first byte after the reply's 4-byte header). The reply may
-    /// arrive in pieces.
-    fn follow_reply(&mut self, bytes: &[u8]) {
-        let Some((payload, effect, head)) = &mut self.pending else {
-            return;
-        };
-        // A prepared statement's id, column and parameter counts follow the OK byte.
-        let need = if *effect == Effect::Prepare { 13 } else { 5 };
-        let want = need - head.len().min(need);
-        head.extend(bytes.iter().take(want));
-        if head.len() < need {
-            return;
-        }
-        if head.get(4) == Some(&0x00) {
-            match (*effect, head.get(5..13)) {
-                (Effect::Prepare, Some(&[a, b, c, d, c0, c1, p0, p1])) => {
-                    let shape = (u16::from_le_bytes([c0, c1]), u16::from_le_bytes([p0, p1]));
-                    self.log
-                        .prepared(u32::from_le_bytes([a, b, c, d]), shape, payload);
-                }
-                _ => self.log.accepted(payload, *effect),
-            }
-        }
-        self.pending = None;
-    }
-
-    /// Feeds the conversation; after a reattach that changed statement ids, translates them
-    /// in `bytes` (a client chunk when `from_client`). [`Reaction::Hold`] when an id runs past
-    /// the chunk's end (the pump presents those bytes again, first, with the next chunk);
-    /// [`Reaction::End`] when the ids cannot be followed.
-    fn feed(&mut self, bytes: &mut [u8], from_client: bool) -> Reaction {
-        let Some(t) = self.translation.as_deref_mut() else {
-            if from_client {
-                self.conversation.client_bytes(bytes);
-            } else {
-                self.conversation.server_bytes(bytes);
-            }
-            return Reaction::Forward;
-        };
-        let side = usize::from(!from_client);
-        let held = t.held.get_mut(side).and_then(Option::take);
-        let fed = held.map_or(0, |h| h.fed).min(bytes.len());
-        t.marks.clear();
-        t.marks.extend(held.map(|h| h.mark));
-        let first_new = t.marks.len();
-        let new = bytes.get(fed..).unwrap_or_default();
-        if from_client {
-            self.conversation
-                .client_bytes_marking(new, Some(&mut t.marks));
-        } else {
-            self.conversation
-                .server_bytes_marking(new, Some(&mut t.marks));
-        }
-        for mark in t.marks.iter_mut().skip(first_new) {
-            mark.at += fed;
-        }
-        let mut failed = matches!(
-            self.conversation.phase(),
-            Step::Untracked(why) if why != Untracked::Quit
-        )
-        .then(|| "the conversation is no longer followed".to_owned());
-        for mark in &t.marks {
-            if failed.is_some() {
-                break;
-            }
-            let payload = bytes.get_mut(mark.at..).unwrap_or_default();
-            let translated = if from_client {
-                t.ids.command(payload, mark.len as usize)
-            } else {
-                t.ids.prepared(payload)
-            };
-            match translated {
-                Ok(()) => {}
-                Err(Untranslatable::Split) => {
-                    // The id runs past the chunk: its bytes wait for the rest.
-                    let keep = bytes.len().saturating_sub(mark.at);
-                    let mark = Mark { at: 0, ..*mark };
-                    if let Some(slot) = t.held.get_mut(side) {
-                        *slot = Some(Held { mark, fed: keep });
-                    }
-                    return Reaction::Hold(keep);
-                }
-                Err(e) => failed = Some(e.to_string()),
-            }
-        }
-        let Some(why) = failed else {
-            return Reaction::Forward;
-        };
-        tracing::warn!(
-            instance = %self.guard.instance.config.name, client = %self.guard.client,
-            %why, "cannot translate the reattached session's statement ids; closing it"
-        );
-        Reaction::End
-    }
-
-    /// The reply to `bytes` when they are a `COM_PING` on a parked connection: an OK with the
-    /// session's own status flags, as the compute would send, so the compute stays frozen.
-    fn answer_ping(&self, bytes: &[u8]) -> Option<Vec<u8>> {
-        if bytes != PING
-            || self.conversation.phase() != Step::Idle
-            || !self.conversation.status_flags_known()
-        {
-            return None;
-        }
-        if !self.answering() {
-            return None;
-        }
-        let [lo, hi] = self.conversation.status_flags().to_le_bytes();
-        // OK: no rows affected, no insert id, the status flags, no warnings; sequence id 1.
-        Some(vec![7, 0, 0, 1, 0x00, 0, 0, lo, hi, 0, 0])
-    }
-
-    /// Whether `bytes` are exactly one configured keepalive query (`COM_QUERY`, sequence id
-    /// 0), sent between commands.
-    fn is_keepalive(&self, bytes: &[u8]) -> bool {
-        let [a, b, c, 0, 0x03, text @ ..] = bytes else {
-            return false;
-        };
-        let len = u32::from_le_bytes([*a, *b, *c, 0]);
-        self.conversation.phase() == Step::Idle
-            && usize::try_from(len).is_ok_and(|len| len == text.len() + 1)
-            && self
-                .guard
-                .instance
-                .config
-                .keepalive_queries
-                .iter()
-                .any(|q| q.as_bytes() == text)
-    }
-
-    /// The compute's own response to `bytes` when they repeat the keepalive query it last
-    /// answered on this connection, the session's status flags unchanged since; only on a
-    /// parked connection.
-    fn answer_keepalive(&self, bytes: &[u8]) -> Option<Vec<u8>> {
-        let learnt = self.learnt.as_ref()?;
-        if learnt.query != bytes
-            || !self.conversation.status_flags_known()
-            || learnt.status_flags != self.conversation.status_flags()
-            || self.conversation.phase() != Step::Idle
-            || !self.answering()
-        {
-            return None;
-        }
-        Some(learnt.response.clone())
-    }
-}
-
-/// A whole `COM_PING` packet (sequence id 0), as pools send it.
-const PING: &[u8] = &[1, 0, 0, 0, 0x0E];
-
-impl Observer for CommandWatch<'_> {
-    fn client_bytes(&mut self, bytes: &mut [u8], may_answer: bool) -> Reaction {
-        if may_answer {
-            if let Some(reply) = self.answer_ping(bytes) {
-                self.guard
-                    .instance
-                    .metrics
-                    .parked_answer(&self.guard.instance.config.name, "ping");
-                return Reaction::Answer(reply);
-            }
-            if let Some(reply) = self.answer_keepalive(bytes) {
-                self.guard
-                    .instance
-                    .metrics
-                    .parked_answer(&self.guard.instance.config.name, "keepalive_query");
-                return Reaction::Answer(reply);
-            }
-        }
-        let keepalive = self.is_keepalive(bytes);
-        self.learning = keepalive.then(|| (bytes.to_vec(), Vec::new()));
-        let before = self.conversation.activity();
-        // Classified as the client sent them: the log keeps the client's statement ids.
-        let classified = self.classify(bytes);
-        let reaction = self.feed(bytes, true);
-        if reaction == Reaction::End {
-            return reaction;
-        }
-        if self.ticketed && self.conversation.activity() - before > classified {
-            // A command that started while another's response was outstanding: not seen
-            // whole, so not carried.
-            self.log.pin("pipelined command");
-        }
-        self.settle(!keepalive);
-        reaction
-    }
-
-    fn server_bytes(&mut self, bytes: &mut [u8], may_take: bool) -> Reaction {
-        // Translated first: the reply to a prepare is followed with the client's id.
-        let reaction = self.feed(bytes, false);
-        let forwarded = match reaction {
-            Reaction::End => return reaction,
-            Reaction::Hold(k) => bytes.len().saturating_sub(k),
-            _ => bytes.len(),
-        };
-        let bytes = bytes.get(..forwarded).unwrap_or_default();
-        self.follow_reply(bytes);
-        if let Some((_, response)) = &mut self.learning {
-            response.extend_from_slice(bytes);
-            if response.len() > MAX_LEARNT_RESPONSE {
-                self.learning = None;
-            }
-        }
-        if self.conversation.phase() == Step::Idle && self.conversation.status_flags_known() {
-            if let Some((query, response)) = self.learning.take() {
-                self.learnt = Some(Learnt {
-                    query,
-                    response,
-                    status_flags: self.conversation.status_flags(),
-                });
-            }
-        }
-        self.settle(true);
-        if may_take && reaction == Reaction::Forward && self.goes_to_kernel() {
-            self.splice_after = None;
-            self.taken = Some(bytes.into());
-            return Reaction::Take;
-        }
-        reaction
-    }
-
-    fn owes_nothing(&self) -> bool {
-        matches!(
-            self.conversation.phase(),
-            Step::Idle | Step::Untracked(Untracked::Quit)
-        )
-    }
-
-    fn detached(&self) -> bool {
-        self.guard.resumable
-            && self.conversation.phase() == Step::Idle
-            && self.guard.instance.detaching()
-    }
-
-    /// A session taken back from the kernel goes back once it is used, or once the
-    /// conversation cannot be followed (it was not between commands after all): the next
-    /// take-back starts afresh. Not after `COM_QUIT`: the pump sees the close.
-    fn hand_back(&self) -> bool {
-        self.from_kernel
-            && match self.conversation.phase() {
-                Step::Untracked(Untracked::Quit) => false,
-                Step::Untracked(_) => true,
-                Step::Idle | Step::Busy => self.commanded,
-            }
-    }
 }
 
 impl Instance {

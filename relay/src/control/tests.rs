@@ -395,7 +395,7 @@ async fn a_failed_freeze_under_parked_sessions_thaws_before_routing_to_the_compu
     inst.ensure_running().await.unwrap();
     let mut quiet = inst.hold(Route::Perceptron);
     quiet.mark_session();
-    let _quiet = quiet.watch_commands(0, 0, 2);
+    let _quiet = crate::watch::CommandWatch::new(&mut quiet, 0, 0, 2);
     assert!(matches!(
         inst.pause(false, "test").await,
         Err(PauseError::Busy(1))
@@ -935,7 +935,7 @@ async fn a_session_still_in_the_kernel_splice_is_never_parked() {
     inst.ensure_running().await.unwrap();
     let mut held = inst.hold(Route::Perceptron);
     held.mark_session();
-    let commands = held.watch_commands(0, 0, 2);
+    let commands = crate::watch::CommandWatch::new(&mut held, 0, 0, 2);
     drop(commands);
     let spliced = inst.spliced_session();
     tokio::time::sleep(Duration::from_secs(300)).await;
@@ -964,10 +964,10 @@ async fn sessions_between_commands_are_parked_and_a_command_thaws_them() {
     inst.ensure_running().await.unwrap();
     let mut quiet = inst.hold(Route::Perceptron);
     quiet.mark_session();
-    let _quiet = quiet.watch_commands(0, 0, 2);
+    let _quiet = crate::watch::CommandWatch::new(&mut quiet, 0, 0, 2);
     let mut used = inst.hold(Route::Direct);
     used.mark_session();
-    let mut used = used.watch_commands(0, 0, 2);
+    let mut used = crate::watch::CommandWatch::new(&mut used, 0, 0, 2);
 
     assert_eq!(up(&mut used, QUERY, true), None);
     tokio::time::sleep(Duration::from_secs(300)).await;
@@ -1018,7 +1018,7 @@ async fn a_quiet_pool_is_parked_after_park_after_and_no_pool_waits_idle_pause_af
     inst.ensure_running().await.unwrap();
     let mut held = inst.hold(Route::Perceptron);
     held.mark_session();
-    let mut pool = held.watch_commands(0, 0, 2);
+    let mut pool = crate::watch::CommandWatch::new(&mut held, 0, 0, 2);
     assert_eq!(up(&mut pool, QUERY, true), None);
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(inst.phase(), Phase::Running, "a query in progress");
@@ -1054,7 +1054,7 @@ async fn without_park_or_a_watch_open_sessions_keep_the_instance_running() {
     inst.ensure_running().await.unwrap();
     let mut session = inst.hold(Route::Perceptron);
     session.mark_session();
-    let watch = session.watch_commands(0, 0, 2);
+    let watch = crate::watch::CommandWatch::new(&mut session, 0, 0, 2);
     tokio::time::sleep(Duration::from_secs(300)).await;
     assert_eq!(inst.phase(), Phase::Running);
     drop(watch);
@@ -1082,7 +1082,7 @@ async fn a_command_sent_during_the_freeze_thaws_the_compute_right_after() {
     inst.ensure_running().await.unwrap();
     let mut session = inst.hold(Route::Perceptron);
     session.mark_session();
-    let mut session = session.watch_commands(0, 0, 2);
+    let mut session = crate::watch::CommandWatch::new(&mut session, 0, 0, 2);
     let pause = tokio::spawn({
         let inst = Arc::clone(&inst);
         async move { inst.pause(false, "test").await }
@@ -1108,7 +1108,7 @@ async fn a_keepalive_query_is_not_use_and_is_answered_while_parked() {
     inst.ensure_running().await.unwrap();
     let mut session = inst.hold(Route::Perceptron);
     session.mark_session();
-    let mut session = session.watch_commands(0, 0, 2);
+    let mut session = crate::watch::CommandWatch::new(&mut session, 0, 0, 2);
     assert_eq!(up(&mut session, QUERY, true), None);
     down(&mut session, OK);
     tokio::time::sleep(Duration::from_secs(40)).await;
@@ -1138,7 +1138,7 @@ async fn the_response_that_ends_the_chosen_command_is_taken_for_the_kernel() {
     inst.ensure_running().await.unwrap();
     let mut session = inst.hold(Route::Perceptron);
     session.mark_session();
-    let mut session = session.watch_commands(0, 0, 2);
+    let mut session = crate::watch::CommandWatch::new(&mut session, 0, 0, 2);
     session.splice_after(2);
     assert_eq!(up(&mut session, QUERY, true), None);
     down(&mut session, OK);
@@ -1203,7 +1203,7 @@ async fn prepared_statements_are_kept_and_translated_after_a_reattach() {
     inst.ensure_running().await.unwrap();
     let mut session = inst.hold(Route::Perceptron);
     session.mark_session();
-    let mut session = session.watch_commands(0, 0, 2);
+    let mut session = crate::watch::CommandWatch::new(&mut session, 0, 0, 2);
     session.ticketed();
     let prepare = framed(0, b"\x16DELETE FROM t");
     for id in [4, 5] {
@@ -1271,7 +1271,11 @@ async fn prepared_statements_are_kept_and_translated_after_a_reattach() {
 }
 
 /// What the pump would do with the client's `bytes`: `Some(reply)` when the watch answers.
-fn up(watch: &mut super::CommandWatch<'_>, bytes: &[u8], may_answer: bool) -> Option<Vec<u8>> {
+fn up(
+    watch: &mut crate::watch::CommandWatch<'_>,
+    bytes: &[u8],
+    may_answer: bool,
+) -> Option<Vec<u8>> {
     use crate::passthrough::{Observer as _, Reaction};
     match watch.client_bytes(&mut bytes.to_vec(), may_answer) {
         Reaction::Answer(reply) => Some(reply),
@@ -1283,7 +1287,7 @@ fn up(watch: &mut super::CommandWatch<'_>, bytes: &[u8], may_answer: bool) -> Op
 }
 
 /// Feeds the compute's `bytes`.
-fn down(watch: &mut super::CommandWatch<'_>, bytes: &[u8]) {
+fn down(watch: &mut crate::watch::CommandWatch<'_>, bytes: &[u8]) {
     use crate::passthrough::{Observer as _, Reaction};
     assert_eq!(
         watch.server_bytes(&mut bytes.to_vec(), false),

@@ -25,6 +25,7 @@ use crate::runtime::InstanceRuntime;
 use crate::splice::below_tcp::{TcpSplice, TcpSpliced};
 use crate::splice::sockhash::Spliced;
 use crate::tls::{ClientStream, ComputeStream};
+use crate::watch::CommandWatch;
 
 /// Forwards an accepted session until it ends: the byte pump, and for a resumable session
 /// each detach and reattach. Logs the session's lines.
@@ -76,8 +77,12 @@ pub(super) fn forward(
         // None while detached: the stopped compute's socket is closed then, not kept (with
         // its descriptor) until the session's next command.
         let mut compute_leg = Some(compute.into_parts());
-        let mut commands =
-            held.watch_commands(capabilities.flags, capabilities.mariadb, status_flags);
+        let mut commands = CommandWatch::new(
+            &mut held,
+            capabilities.flags,
+            capabilities.mariadb,
+            status_flags,
+        );
         let mut resumption = resumption;
         let deprecate_eof = capabilities.flags & CLIENT_DEPRECATE_EOF != 0;
         if resumption.is_some() {
@@ -321,8 +326,12 @@ async fn carry_below_tcp(
         taken_back += 1;
         held.used_ago(quiet_for);
         tracing::debug!(instance = %config.name, quiet_ms = quiet_for.as_millis(), status_flags = ?flags, "session taken back from the splice below TCP between commands");
-        let mut commands =
-            held.watch_commands(capabilities.flags, capabilities.mariadb, flags.unwrap_or(0));
+        let mut commands = CommandWatch::new(
+            held,
+            capabilities.flags,
+            capabilities.mariadb,
+            flags.unwrap_or(0),
+        );
         commands.taken_back_below_tcp(flags.is_some());
         counted.set_in_kernel(false);
         spliced = loop {
@@ -414,7 +423,8 @@ async fn carry_spliced(
         taken_back += 1;
         held.used_ago(quiet_for);
         tracing::debug!(instance = %config.name, quiet_ms = quiet_for.as_millis(), ?status_flags, "spliced session taken back between commands");
-        let mut commands = held.watch_commands(
+        let mut commands = CommandWatch::new(
+            held,
             capabilities.flags,
             capabilities.mariadb,
             status_flags.unwrap_or(0),
@@ -451,7 +461,7 @@ async fn carry_spliced(
 /// client quits or hangs up (`None`).
 async fn next_command(
     client: &mut ClientStream<TcpStream>,
-    commands: &mut crate::control::CommandWatch<'_>,
+    commands: &mut CommandWatch<'_>,
 ) -> Option<Vec<u8>> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     loop {
