@@ -53,6 +53,20 @@ pub enum Counter {
     ComputeConnections,
 }
 
+/// The values a [`Counter`] takes that are not an error type's `label()`, each named once.
+pub mod outcome {
+    /// `relay_connections_total`: a perceptron-route login the compute accepted.
+    pub const RELAYED: &str = "relayed";
+    /// `relay_connections_total`: a resumable session reattached to a new compute.
+    pub const REATTACHED: &str = "reattached";
+    /// `relay_connections_total`: a perceptron-route login the compute refused.
+    pub const DENIED: &str = "denied";
+    /// `relay_wakes_total`: the compute started (or thawed).
+    pub const WOKE: &str = "ok";
+    /// `relay_wakes_total`: another relay of the fleet had woken it.
+    pub const FLEET_RUNNING: &str = "fleet_running";
+}
+
 /// How a connection on the direct route went (`relay_direct_connections_total{outcome}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
 #[expect(

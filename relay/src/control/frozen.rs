@@ -55,14 +55,15 @@ impl Instance {
                     self.transition(&mut inner, State::Running(frozen));
                     inner.last_resume = Some(started.elapsed());
                     inner.idle_since = tokio::time::Instant::now();
-                    self.metrics.inc(Counter::Wakes, &name, "ok");
+                    self.metrics
+                        .inc(Counter::Wakes, &name, crate::metrics::outcome::WOKE);
                     self.metrics.observe_resume(&name, started.elapsed());
                     tracing::info!(instance = %name, resume_ms = started.elapsed().as_millis() as u64, "running (thawed)");
                     Ok(())
                 }
                 Err(e) => {
                     let e = WakeError::Driver(format!("cannot thaw the compute: {e}"));
-                    self.transition(&mut inner, State::Failed(e.to_string()));
+                    self.transition(&mut inner, State::Failed(super::Failure::Wake(e.clone())));
                     self.metrics.inc(Counter::Wakes, &name, e.label());
                     Err(e)
                 }

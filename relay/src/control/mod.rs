@@ -30,7 +30,7 @@ use crate::compute_conn::ComputeTarget;
 use crate::config::InstanceConfig;
 use crate::ledger::Ledger;
 pub use crate::lifecycle::Phase;
-use crate::metrics::{Counter, Metrics};
+use crate::metrics::{Counter, Metrics, outcome};
 pub use crate::route::Route;
 use crate::router::KernelRoute;
 pub use driver::WakeError;
@@ -39,10 +39,34 @@ pub use parking::{NotResumable, SessionLook};
 
 type WakeOutcome = Option<Result<(), WakeError>>;
 
+/// Why an instance failed: its `failure` in the admin API until the next wake.
+#[derive(Debug, Clone)]
+enum Failure {
+    /// The wake did not bring a compute up.
+    Wake(WakeError),
+    /// The running compute exited on its own (how).
+    Exited(String),
+    /// The running compute stopped answering (why it was judged so).
+    Unreachable(String),
+    /// The compute did not prove it holds the key (how it failed to).
+    Unproven(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Wake(e) => write!(f, "{e}"),
+            Self::Exited(how) => write!(f, "compute exited: {how}"),
+            Self::Unreachable(why) => write!(f, "compute unreachable: {why}"),
+            Self::Unproven(why) => write!(f, "the compute did not prove it holds the key: {why}"),
+        }
+    }
+}
+
 /// Where an instance is in its lifecycle, with what each phase needs.
 enum State {
     Paused,
-    Failed(String),
+    Failed(Failure),
     /// The wake's outcome arrives on the channel.
     Resuming(watch::Receiver<WakeOutcome>),
     Running(Arc<dyn RunningCompute>),
@@ -465,7 +489,7 @@ impl Instance {
             wakes: inner.wakes,
             last_resume: inner.last_resume,
             failure: match &inner.state {
-                State::Failed(why) => Some(why.clone()),
+                State::Failed(why) => Some(why.to_string()),
                 _ => None,
             },
             ccu: inner.ccu,
@@ -702,17 +726,18 @@ impl Instance {
                 tokio::spawn(Arc::clone(self).recheck_proof(running));
                 let resume_ms = started.elapsed().as_millis() as u64;
                 if adopted {
-                    self.metrics.inc(Counter::Wakes, name, "fleet_running");
+                    self.metrics
+                        .inc(Counter::Wakes, name, outcome::FLEET_RUNNING);
                     tracing::info!(instance = %name, resume_ms, "running (woken by another relay of the fleet)");
                 } else {
-                    self.metrics.inc(Counter::Wakes, name, "ok");
+                    self.metrics.inc(Counter::Wakes, name, outcome::WOKE);
                     self.metrics.observe_resume(name, started.elapsed());
                     tracing::info!(instance = %name, resume_ms, "running");
                 }
                 Ok(())
             }
             Err(e) => {
-                self.transition(&mut inner, State::Failed(e.to_string()));
+                self.transition(&mut inner, State::Failed(Failure::Wake(e.clone())));
                 self.metrics.inc(Counter::Wakes, name, e.label());
                 tracing::warn!(instance = %name, error = %e, "resume failed");
                 Err(e)
@@ -737,7 +762,7 @@ impl Instance {
                 tracing::warn!(instance = %self.config.name, %reason, "compute exited on its own");
                 self.transition(
                     &mut inner,
-                    State::Failed(format!("compute exited: {reason}")),
+                    State::Failed(Failure::Exited(reason.to_string())),
                 );
             }
         }
@@ -1092,7 +1117,7 @@ impl Instance {
             let mut inner = self.lock();
             self.transition(
                 &mut inner,
-                State::Failed(format!("compute unreachable: {why}")),
+                State::Failed(Failure::Unreachable(why.to_string())),
             );
         }
         let _ = tx.send(true);

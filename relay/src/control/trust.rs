@@ -364,7 +364,7 @@ impl Instance {
             let mut inner = self.lock();
             self.transition(
                 &mut inner,
-                State::Failed(format!("the compute did not prove it holds the key: {why}")),
+                State::Failed(super::Failure::Unproven(why.to_string())),
             );
         }
         let _ = tx.send(true);

@@ -18,7 +18,7 @@ use super::{Established, SessionCapabilities, dual_auth, outcome, reattach};
 use crate::compute_conn::{ComputeConnector, TcpConnector};
 use crate::control::ConnectionGuard;
 use crate::logsafe::Escaped;
-use crate::metrics::Counter;
+use crate::metrics::{self, Counter};
 use crate::packet_io::PacketStream;
 use crate::passthrough::PumpEnd;
 use crate::runtime::InstanceRuntime;
@@ -55,7 +55,8 @@ pub(super) fn forward(
     let name = &rt.instance.config.name;
     held.mark_session();
     held.set_client(addr.clone());
-    rt.metrics.inc(Counter::Connections, name, "relayed");
+    rt.metrics
+        .inc(Counter::Connections, name, metrics::outcome::RELAYED);
     let tls = matches!(client.stream_mut(), ClientStream::Tls(_));
     tracing::info!(
         instance = %name, client = %addr, user = %Escaped(&user), tls,
@@ -183,7 +184,8 @@ pub(super) fn forward(
                 Ok((reattached, wake_ms)) => {
                     commands.set_detached(false);
                     commands.reattached(&reattached.statement_ids);
-                    rt.metrics.inc(Counter::Connections, name, "reattached");
+                    rt.metrics
+                        .inc(Counter::Connections, name, metrics::outcome::REATTACHED);
                     tracing::info!(
                         instance = %name, client = %addr, replayed, prepared,
                         wake_ms, total_ms = t.elapsed().as_millis(), "session reattached"

@@ -206,7 +206,8 @@ async fn refused_or_forward(
             )));
         }
         Ok(session) => {
-            rt.metrics.inc(Counter::Connections, name, "denied");
+            rt.metrics
+                .inc(Counter::Connections, name, crate::metrics::outcome::DENIED);
             tracing::info!(
                 instance = %name, client = %addr, user = %Escaped(&session.user),
                 total_ms = started.elapsed().as_millis(), "compute denied the login"
