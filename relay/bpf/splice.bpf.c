@@ -31,7 +31,7 @@ static long (*bpf_sk_redirect_hash)(struct __sk_buff *skb, void *map, void *key,
 static long (*bpf_skb_load_bytes)(const void *skb, __u32 offset, void *to, __u32 len) =
     (void *)BPF_FUNC_skb_load_bytes;
 
-// Written by the relay only (relay/src/kernel_splice.rs, `Control`; all u64, as the relay writes them).
+// Written by the relay only (relay/src/splice/sockhash.rs, `Control`; all u64, as the relay writes them).
 struct control {
     __u64 peer;   // the other socket's cookie
     __u64 taken;  // bytes of this socket the relay has read and forwarded itself
@@ -40,7 +40,7 @@ struct control {
 
 #define TAIL 32
 
-// Written by this program only (relay/src/kernel_splice.rs, `Stats`).
+// Written by this program only (relay/src/splice/sockhash.rs, `Stats`).
 struct stats {
     __u64 passed;     // bytes passed to the relay
     __u64 redirected; // bytes redirected to the peer

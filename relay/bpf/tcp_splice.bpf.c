@@ -10,7 +10,7 @@
 // acknowledgement moved into the compute's, the timestamps and the window carried across.
 // The compute's segments go the other way. Each end then talks to the other through one
 // TCP connection's worth of kernel work, as if the relay were not there; the relay's own
-// sockets see nothing until it takes the session back (relay/src/tcp_splice.rs).
+// sockets see nothing until it takes the session back (relay/src/splice/below_tcp.rs).
 //
 // Built at build time by relay/build.rs (clang -target bpf); no object file is checked in.
 
@@ -48,7 +48,7 @@ struct flow_key {
     __u16 dport;
 };
 
-// Written by the relay only (relay/src/tcp_splice.rs, `Control`; all u64, as it writes them).
+// Written by the relay only (relay/src/splice/below_tcp.rs, `Control`; all u64, as it writes them).
 struct control {
     __u64 saddr, daddr, sport, dport; // the segment's new addresses and ports (wire order)
     __u64 seq_delta;                  // added to the sequence number
@@ -62,7 +62,7 @@ struct control {
 
 #define TAIL 32
 
-// Written by this program only (relay/src/tcp_splice.rs, `Stats`).
+// Written by this program only (relay/src/splice/below_tcp.rs, `Stats`).
 struct stats {
     __u64 seq_end;    // the highest sequence number sent, plus one (a FIN counts), as received
     __u64 ack_max;    // the highest acknowledgement, as received

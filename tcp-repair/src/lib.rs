@@ -1,6 +1,6 @@
 //! Linux's TCP repair mode behind a safe API: read a connected socket's sequence numbers,
 //! close it without a packet, and make a socket that is established at given sequence
-//! numbers without a handshake. The relay's TCP splice (relay/src/tcp_splice.rs) uses it to
+//! numbers without a handshake. The relay's TCP splice (relay/src/splice/below_tcp.rs) uses it to
 //! hand a held connection's segments to the other connection in the kernel and to take the
 //! connection back. These are `setsockopt`/`getsockopt` calls the `libc` crate declares but
 //! no safe wrapper covers; the relay forbids `unsafe`, so they live here, each with why it is
