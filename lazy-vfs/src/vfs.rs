@@ -101,7 +101,7 @@ impl std::fmt::Display for RegisterError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::NoDefault => f.write_str("SQLite has no default VFS"),
-            Self::FileSize(size) => write!(f, "the default VFS's szOsFile is {size}"),
+            Self::FileSize(size) => write!(f, "bad szOsFile ({size})"),
             Self::Refused(rc) => write!(f, "sqlite3_vfs_register: {rc}"),
         }
     }

@@ -1,8 +1,21 @@
 //! The admin API's bodies, as types: the server (`admin`) writes them and the CLI
 //! (`admin_client`) reads them, so a field renamed on one side fails to compile on the other
 //! instead of printing `0`. Field docs are the API's documentation (docs/operations.md).
+//!
+//! The CLI may talk to a relay of another version, so the bodies it reads take a missing (or
+//! `null`) field as its default (`#[serde(default)]` on the type): an older relay's answer
+//! still prints, with what it has.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// A `null` read as the type's default (serde's `default` covers only a missing field).
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
 
 /// The relay itself, for `GET /v1/relay` (and the first line of `relay status`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -68,7 +81,8 @@ pub struct BlockJson {
 
 /// One instance, as `GET /v1/instances` lists it (and as a pause, a resume or a `PUT`
 /// answers with it).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct InstanceJson {
     /// The instance.
     pub name: String,
@@ -89,6 +103,7 @@ pub struct InstanceJson {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_route_installed: Option<bool>,
     /// Open connections, by route.
+    #[serde(deserialize_with = "null_as_default")]
     pub connections: ConnectionsJson,
     /// Open connections kept on the frozen compute (docs/parking.md).
     pub parked_connections: usize,
@@ -103,7 +118,10 @@ pub struct InstanceJson {
     pub ccu: Option<f64>,
     /// With `resumable_sessions`: the connections that keep the compute frozen rather than
     /// stopped, and why.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_as_default"
+    )]
     pub held_frozen_by: Vec<HeldJson>,
     /// With `[instance.offload]`: where the data is.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -111,7 +129,8 @@ pub struct InstanceJson {
 }
 
 /// A connection that keeps a compute frozen rather than stopped.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct HeldJson {
     /// The client's address.
     pub client: String,
@@ -120,7 +139,8 @@ pub struct HeldJson {
 }
 
 /// An instance's open connections, by route.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct ConnectionsJson {
     /// On the direct route.
     pub direct: usize,
@@ -161,7 +181,8 @@ pub struct ErrorJson {
 }
 
 /// `PUT /v1/instances/{name}` when the previous definition still drains (202).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct WaitingJson {
     /// The instance.
     pub name: String,
@@ -172,7 +193,8 @@ pub struct WaitingJson {
 }
 
 /// `DELETE /v1/instances/{name}` (202).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct RemovedJson {
     /// The instance.
     pub name: String,
@@ -183,8 +205,47 @@ pub struct RemovedJson {
 }
 
 /// `DELETE /v1/blocks` (200).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct ClearedJson {
     /// How many blocks were lifted.
     pub cleared: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_older_relays_instance_reads_with_defaults_for_what_it_lacks() {
+        // An answer from before `defined_in`, `parked_connections` and `held_frozen_by`
+        // existed, and one with `held_frozen_by: null`.
+        let old = r#"{"name": "shop", "state": "paused", "since": "2026-12-01 10:00:00",
+            "since_ms": 1, "connections": {"direct": 2, "perceptron": 1}, "wakes": 3,
+            "last_resume_ms": null, "failure": null, "held_frozen_by": null}"#;
+        let i: InstanceJson = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            (i.name.as_str(), i.state.as_str(), i.wakes),
+            ("shop", "paused", 3)
+        );
+        assert_eq!((i.connections.direct, i.connections.kernel), (2, 0));
+        assert!(i.defined_in.is_empty() && i.held_frozen_by.is_empty());
+        assert_eq!(i.parked_connections, 0);
+    }
+
+    #[test]
+    fn an_instance_round_trips() {
+        let i = InstanceJson {
+            name: "shop".into(),
+            state: "running".into(),
+            held_frozen_by: vec![HeldJson {
+                client: "10.0.0.1:5000".into(),
+                reason: "open transaction".into(),
+            }],
+            storage: Some("local".into()),
+            ..InstanceJson::default()
+        };
+        let text = serde_json::to_string(&i).unwrap();
+        assert_eq!(serde_json::from_str::<InstanceJson>(&text).unwrap(), i);
+    }
 }

@@ -248,7 +248,8 @@ fn error_message(body: &str) -> String {
 /// [`AdminError`], whose `Display` is the message for the user.
 pub fn status(t: &Target, json: bool) -> Result<String, AdminError> {
     let body = t.request(Method::GET, "/v1/instances", Duration::from_secs(10))?;
-    let list: Vec<InstanceJson> = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
+    // `--json` passes the relay's answer on as it is (with fields this CLI does not know).
+    let raw: serde_json::Value = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
     // A relay older than `GET /v1/relay` answers 404: its instances are still worth showing.
     let relay: Option<RelayJson> =
         match t.request(Method::GET, "/v1/relay", Duration::from_secs(10)) {
@@ -257,7 +258,7 @@ pub fn status(t: &Target, json: bool) -> Result<String, AdminError> {
             Err(e) => return Err(e),
         };
     if json {
-        let all = serde_json::json!({ "relay": relay, "instances": list });
+        let all = serde_json::json!({ "relay": relay, "instances": raw });
         return Ok(serde_json::to_string_pretty(&all).map_err(AdminError::BadAnswer)? + "\n");
     }
     let mut out = relay.map_or_else(String::new, |relay| {
@@ -269,6 +270,7 @@ pub fn status(t: &Target, json: bool) -> Result<String, AdminError> {
             relay.key_ids.join(", ")
         )
     });
+    let list: Vec<InstanceJson> = serde_json::from_value(raw).map_err(AdminError::BadAnswer)?;
     out.push_str(&format!(
         "{:<16} {:<9} {:<21} {:>7} {:>10} {:>6} {:>10}\n",
         "INSTANCE", "STATE", "SINCE", "DIRECT", "PERCEPTRON", "WAKES", "LAST WAKE"
@@ -392,7 +394,12 @@ pub fn action(t: &Target, name: &str, action: &str, force: bool) -> Result<Strin
         Err(e) => return Err(e),
     };
     let instance: InstanceJson = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
-    Ok(format!("{name}: {}\n", instance.state))
+    Ok(format!("{name}: {}\n", shown(&instance.state)))
+}
+
+/// A state as printed: `?` when the relay gave none.
+fn shown(state: &str) -> &str {
+    if state.is_empty() { "?" } else { state }
 }
 
 /// `relay instances put`: sends `text` as instance `name`'s file.
@@ -415,7 +422,7 @@ pub fn instance_put(t: &Target, name: &str, text: String) -> Result<String, Admi
         )
     } else {
         let instance: InstanceJson = serde_json::from_str(&body).map_err(AdminError::BadAnswer)?;
-        format!("{name}: {}\n", instance.state)
+        format!("{name}: {}\n", shown(&instance.state))
     })
 }
 

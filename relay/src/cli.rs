@@ -194,13 +194,25 @@ pub enum OffloadAction {
 }
 
 /// A NAME for `relay instances`: checked here, since it becomes part of the request's path.
-fn instance_name(name: &str) -> Result<String, &'static str> {
+fn instance_name(name: &str) -> Result<String, NotAnInstanceName> {
     if crate::config::instance_file::is_instance_name(name) {
         Ok(name.to_owned())
     } else {
-        Err("an instance name is letters, digits, '-' and '_' (A-Z a-z 0-9 - _)")
+        Err(NotAnInstanceName)
     }
 }
+
+/// A NAME that cannot name an instance.
+#[derive(Debug, Clone, Copy)]
+struct NotAnInstanceName;
+
+impl std::fmt::Display for NotAnInstanceName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an instance name is letters, digits, '-' and '_' (A-Z a-z 0-9 - _)")
+    }
+}
+
+impl std::error::Error for NotAnInstanceName {}
 
 /// `relay instances`.
 #[derive(Debug, Subcommand)]
@@ -551,11 +563,12 @@ fn offload_gc(config_path: &std::path::Path, keep: std::time::Duration, dry_run:
     };
     let mut failed = false;
     for archive in stores {
-        let result = runtime.block_on(async {
-            let store = crate::offload::open_store(archive).map_err(|e| e.to_string())?;
-            crate::offload::gc::collect(store.as_ref(), crate::clock::now_ms(), keep, dry_run)
-                .await
-                .map_err(|e| e.to_string())
+        let result: Result<_, Box<dyn std::error::Error>> = runtime.block_on(async {
+            let store = crate::offload::open_store(archive)?;
+            Ok(
+                crate::offload::gc::collect(store.as_ref(), crate::clock::now_ms(), keep, dry_run)
+                    .await?,
+            )
         });
         match result {
             Ok(r) => {

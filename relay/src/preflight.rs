@@ -392,13 +392,31 @@ fn program_problem(program: &str, cwd: &Path) -> Option<String> {
     Some(format!("{program}: not found on PATH"))
 }
 
-fn executable(path: &Path) -> Result<(), &'static str> {
-    let meta = std::fs::metadata(path).map_err(|_| "no such file")?;
+/// Why a program cannot be run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NotExecutable {
+    Missing,
+    NotAFile,
+    NoExecuteBit,
+}
+
+impl std::fmt::Display for NotExecutable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Missing => "no such file",
+            Self::NotAFile => "not a file",
+            Self::NoExecuteBit => "not executable (chmod +x)",
+        })
+    }
+}
+
+fn executable(path: &Path) -> Result<(), NotExecutable> {
+    let meta = std::fs::metadata(path).map_err(|_| NotExecutable::Missing)?;
     if !meta.is_file() {
-        return Err("not a file");
+        return Err(NotExecutable::NotAFile);
     }
     if meta.permissions().mode() & 0o111 == 0 {
-        return Err("not executable (chmod +x)");
+        return Err(NotExecutable::NoExecuteBit);
     }
     Ok(())
 }

@@ -11,6 +11,7 @@
 //! parked compute.
 
 use authplugin::packet::capabilities::SERVER_STATUS_IN_TRANS;
+use authplugin::packet::command::{COM_PING, COM_STMT_CLOSE, COM_STMT_SEND_LONG_DATA};
 
 use crate::control::{ConnectionGuard, NotResumable, SessionLook};
 use crate::conversation::{Conversation, Mark, Phase as Step, Untracked};
@@ -313,7 +314,7 @@ impl CommandWatch<'_> {
         // next command right behind them, and that one's reply is still the next.
         let replied = packets
             .iter()
-            .filter(|p| !matches!(p.first(), Some(0x18 | 0x19)))
+            .filter(|p| !matches!(p.first(), Some(&(COM_STMT_SEND_LONG_DATA | COM_STMT_CLOSE))))
             .count();
         let one = idle && replied == 1;
         let mut counted = 0;
@@ -478,7 +479,7 @@ impl CommandWatch<'_> {
 }
 
 /// A whole `COM_PING` packet (sequence id 0), as pools send it.
-const PING: &[u8] = &[1, 0, 0, 0, 0x0E];
+const PING: &[u8] = &[1, 0, 0, 0, COM_PING];
 
 impl Observer for CommandWatch<'_> {
     fn client_bytes(&mut self, bytes: &mut [u8], may_answer: bool) -> Reaction {

@@ -20,7 +20,9 @@ pub enum SpliceUnavailable {
     NotBuilt,
     /// The kernel would not load the object (no permission, no BPF).
     Load(aya::EbpfError),
-    /// The object lacks this map or program (a build that does not match the code).
+    /// The object lacks this map (a build that does not match the code).
+    MissingMap(&'static str),
+    /// The object lacks this program.
     Missing(&'static str),
     /// This map is not of the kind the code expects.
     Map(&'static str, aya::maps::MapError),
@@ -35,6 +37,7 @@ impl std::fmt::Display for SpliceUnavailable {
                 f.write_str("this relay was built without it (clang was not found at build time)")
             }
             Self::Load(e) => write!(f, "cannot load the program: {e}"),
+            Self::MissingMap(name) => write!(f, "the program has no map {name}"),
             Self::Missing(name) => write!(f, "the program has no {name}"),
             Self::Map(name, e) => write!(f, "{name}: {e}"),
             Self::Program(what, e) => write!(f, "{what}: {e}"),
@@ -61,5 +64,6 @@ pub fn take_map(
     ebpf: &mut aya::Ebpf,
     name: &'static str,
 ) -> Result<aya::maps::Map, SpliceUnavailable> {
-    ebpf.take_map(name).ok_or(SpliceUnavailable::Missing(name))
+    ebpf.take_map(name)
+        .ok_or(SpliceUnavailable::MissingMap(name))
 }

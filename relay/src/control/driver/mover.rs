@@ -105,7 +105,7 @@ impl std::fmt::Display for MoverError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Store(e) => write!(f, "{e}"),
-            Self::LazyReads(e) => write!(f, "lazy restore: {e}"),
+            Self::LazyReads(e) => write!(f, "{e}"),
             Self::CommandsWithoutExec => {
                 f.write_str("the offload and restore commands need the exec driver")
             }
