@@ -376,9 +376,46 @@ pub fn range_request(bytes: &[u8]) {
     }
 }
 
+/// `fleet_seal`: an instance definition read from a fleet's store (anyone who reaches the
+/// store can write one). Nothing panics; whatever unseals is a prefix of what was stored, and
+/// sealing it again under the same name unseals to it.
+pub fn fleet_seal(bytes: &[u8]) {
+    use crate::fleet::seal::{seal, unseal};
+    let (Ok(ring), Ok(stored)) = (
+        authplugin::identity::KeyRing::parse(&format!("fuzz-1 {}", "ab".repeat(32))),
+        std::str::from_utf8(bytes),
+    ) else {
+        return;
+    };
+    let _ = unseal(None, "shop", stored);
+    if let Ok(text) = unseal(Some(&ring), "shop", stored) {
+        assert!(stored.starts_with(text));
+    }
+    let text = stored.split('\n').next().unwrap_or_default();
+    let sealed = seal(&ring, "shop", text);
+    assert_eq!(
+        unseal(Some(&ring), "shop", &sealed).map(str::trim_end),
+        Ok(text.trim_end())
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fleet_definition_takes_any_text() {
+        for stored in [
+            "",
+            "a = 1\n",
+            "a = 1\n# perceptron-seal v1 fuzz-1 00\n",
+            "# perceptron-seal v1 \n\n\r",
+            "\n\n# perceptron-seal v1 x y z\n",
+        ] {
+            fleet_seal(stored.as_bytes());
+        }
+        fleet_seal(&[0xff, 0xfe]);
+    }
 
     #[test]
     fn the_range_protocol_takes_any_bytes() {

@@ -66,6 +66,8 @@ pub enum StartError {
     },
     /// `[relay.store]` names a fleet this relay cannot join.
     Fleet(crate::fleet::JoinError),
+    /// `[relay.store] definitions_key_file` cannot be used.
+    DefinitionsKey(authplugin::key_file::KeyFileError),
     /// An instance's `[instance.tls]` cannot be loaded (changed since the configuration was
     /// checked).
     Tls {
@@ -126,6 +128,7 @@ impl std::fmt::Display for StartError {
                  {table}; or set route = \"pump\")"
             ),
             Self::Fleet(e) => write!(f, "relay.store: cannot join the fleet: {e}"),
+            Self::DefinitionsKey(e) => write!(f, "relay.store.definitions_key_file: {e}"),
             Self::ComputeTls { instance, source } => {
                 write!(f, "instance '{instance}': {}: {source}", source.key())
             }
@@ -155,6 +158,7 @@ impl std::error::Error for StartError {
             Self::AdminToken(e) => Some(e),
             Self::KernelRoute { source, .. } => Some(source),
             Self::Fleet(e) => Some(e),
+            Self::DefinitionsKey(e) => Some(e),
             Self::Tls { source, .. } => Some(source),
             Self::ComputeTls { source, .. } => Some(source),
             Self::Locked(e) => Some(e),

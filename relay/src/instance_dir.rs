@@ -23,9 +23,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::instance_file::{SUFFIX, instance_name, is_instance_name};
 use crate::config::{Config, ConfigError, InstanceConfig};
-use crate::fleet::FleetStore;
+use crate::fleet::{FleetStore, seal};
 use crate::hosting::{InstanceHost, Removal, RemoveError, StartError};
 use crate::registry::Origin;
+use authplugin::key_file::LiveKeyRing;
 
 /// How often the directory is read for changes.
 pub const SCAN_EVERY: Duration = Duration::from_secs(2);
@@ -42,6 +43,9 @@ pub enum Place {
     Store {
         /// The store.
         store: Arc<dyn FleetStore>,
+        /// `[relay.store] definitions_key_file`: what seals the definitions this relay writes
+        /// and verifies those it reads (`crate::fleet::seal`); none runs without it.
+        seal_keys: Option<Arc<LiveKeyRing>>,
         /// Where definitions are, as error messages name them (`<prefix>/definitions`).
         at: PathBuf,
         /// What relative paths in a definition are relative to (the configuration file's
@@ -77,6 +81,8 @@ struct Scanned {
     files: HashMap<String, (Stamp, String)>,
     /// The store's definitions stamp when they were last read.
     store_stamp: Option<(u64, i64)>,
+    /// Every name the store listed then (sealed or not).
+    listed: HashSet<String>,
     /// Why an instance file is not running as written, by instance name.
     problems: BTreeMap<String, String>,
 }
@@ -176,10 +182,24 @@ impl InstanceDir {
     ) -> Result<Option<String>, DefinitionError> {
         let path = self.path_of(name);
         match &self.place {
-            Place::Store { store, .. } => store
-                .define(name, text)
-                .await
-                .map_err(|e| DefinitionError::StoreWrite(path, e)),
+            Place::Store {
+                store, seal_keys, ..
+            } => {
+                let sealed = match (text, seal_keys) {
+                    (None, _) => None,
+                    (Some(text), Some(keys)) => Some(seal::seal(&keys.current(), name, text)),
+                    (Some(_), None) => return Err(DefinitionError::Unsealable),
+                };
+                let before = store
+                    .define(name, sealed.as_deref())
+                    .await
+                    .map_err(|e| DefinitionError::StoreWrite(path, e))?;
+                // What it replaced, as it was written (a restore seals it again).
+                let keys = seal_keys.as_ref().map(|k| k.current());
+                Ok(before.map(|b| {
+                    seal::unseal(keys.as_deref(), name, &b).map_or(b.clone(), str::to_owned)
+                }))
+            }
             Place::Directory(dir) => {
                 replace_file(dir, name, text).map_err(|e| DefinitionError::Write(path, e))
             }
@@ -279,7 +299,12 @@ impl InstanceDir {
         let mut scanned = self.scan.lock().await;
         let read = match &self.place {
             Place::Directory(dir) => self.read_directory(dir, &mut scanned),
-            Place::Store { store, .. } => read_store(store.as_ref(), &mut scanned).await,
+            Place::Store {
+                store,
+                seal_keys,
+                at,
+                ..
+            } => read_store(store.as_ref(), seal_keys.as_deref(), at, &mut scanned).await,
         };
         let (seen, listed) = match read {
             Ok(read) => read,
@@ -448,6 +473,8 @@ pub enum DefinitionError {
     StoreRead(crate::fleet::StoreError),
     /// The fleet's store refused a definition (at this path, as the relay names it).
     StoreWrite(PathBuf, crate::fleet::StoreError),
+    /// This relay has no `[relay.store] definitions_key_file` to seal a definition with.
+    Unsealable,
 }
 
 impl std::fmt::Display for DefinitionError {
@@ -458,6 +485,10 @@ impl std::fmt::Display for DefinitionError {
             Self::Write(path, e) => write!(f, "cannot write {}: {e}", path.display()),
             Self::StoreRead(e) => write!(f, "{e}"),
             Self::StoreWrite(path, e) => write!(f, "cannot write {}: {e}", path.display()),
+            Self::Unsealable => f.write_str(
+                "this relay has no [relay.store] definitions_key_file to seal the definition \
+                 with (relays run only sealed definitions from the store)",
+            ),
         }
     }
 }
@@ -468,31 +499,62 @@ impl std::error::Error for DefinitionError {}
 /// every name listed.
 type Read = (HashMap<String, (Stamp, String)>, HashSet<String>);
 
-/// The definitions in `store`: those read last time while its stamp is unchanged, else all
-/// of them again.
+/// The definitions in `store` (under `at`), each once its seal verifies with `keys`
+/// (`crate::fleet::seal`): those read last time while its stamp is unchanged, else all of
+/// them again. A definition that does not verify is listed, with why as its problem; what
+/// it defined before runs on.
 async fn read_store(
     store: &dyn FleetStore,
+    keys: Option<&LiveKeyRing>,
+    at: &Path,
     scanned: &mut Scanned,
 ) -> Result<Read, DefinitionError> {
     let stamp = store
         .definitions_stamp()
         .await
         .map_err(DefinitionError::StoreRead)?;
-    let seen = if scanned.store_stamp == Some(stamp) {
-        scanned.files.clone()
-    } else {
-        let definitions = store
-            .definitions()
-            .await
-            .map_err(DefinitionError::StoreRead)?;
-        scanned.store_stamp = Some(stamp);
-        definitions
-            .into_iter()
-            .filter(|(name, _)| is_instance_name(name))
-            .map(|(name, text)| (name, ((0, None, 0), text)))
-            .collect()
-    };
-    let listed = seen.keys().cloned().collect();
+    if scanned.store_stamp == Some(stamp) {
+        let listed = scanned.listed.clone();
+        return Ok((scanned.files.clone(), listed));
+    }
+    let definitions = store
+        .definitions()
+        .await
+        .map_err(DefinitionError::StoreRead)?;
+    scanned.store_stamp = Some(stamp);
+    let ring = keys.map(LiveKeyRing::current);
+    let mut seen = HashMap::with_capacity(definitions.len());
+    let mut listed = HashSet::with_capacity(definitions.len());
+    for (name, stored) in definitions {
+        if !is_instance_name(&name) {
+            continue;
+        }
+        listed.insert(name.clone());
+        match seal::unseal(ring.as_deref(), &name, &stored) {
+            Ok(text) => {
+                if scanned
+                    .problems
+                    .get(&name)
+                    .is_some_and(|p| p.starts_with("cannot read "))
+                {
+                    scanned.problems.remove(&name);
+                }
+                seen.insert(name, ((0, None, 0), text.to_owned()));
+            }
+            Err(e) => {
+                let path = at.join(format!("{name}{SUFFIX}"));
+                note(
+                    &mut scanned.problems,
+                    &name,
+                    format!("cannot read {}: {e}", path.display()),
+                );
+                if let Some(before) = scanned.files.get(&name).cloned() {
+                    seen.insert(name, before);
+                }
+            }
+        }
+    }
+    scanned.listed = listed.clone();
     Ok((seen, listed))
 }
 

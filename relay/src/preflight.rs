@@ -286,11 +286,48 @@ fn address_clashes(config: &Config) -> Vec<(String, String)> {
 }
 
 /// What `config` allows but an operator should know, as `relay check` prints it (it does not
-/// stop the relay): an instance in switch mode without TLS to its compute, where a compute
+/// stop the relay; `relay run` logs it): a fleet's store anyone who reaches it can write, or
+/// whose instance definitions this relay cannot verify; an instance in switch mode without TLS to its compute, where a compute
 /// that asks for a password in clear is refused (ERR 1251) rather than sent one; an instance
 /// whose logins must meet the relay's TLS, which therefore has no direct route.
 #[must_use]
 pub fn warnings(config: &Config) -> Vec<Problem> {
+    store_warnings(config)
+        .into_iter()
+        .chain(instance_warnings(config))
+        .collect()
+}
+
+/// A fleet's store that anyone who reaches it can write (etcd without client certificates),
+/// and one whose instance definitions this relay cannot verify.
+fn store_warnings(config: &Config) -> Vec<Problem> {
+    let crate::config::StoreSettings::Etcd(etcd) = &config.relay.store else {
+        return Vec::new();
+    };
+    let open_store = etcd.cert_file.is_none().then(|| Problem {
+        key: "relay.store.cert_file".to_owned(),
+        message: format!(
+            "etcd {} without a client certificate: whoever can reach etcd can change the \
+             fleet's state (wake, pause, block every relay); run etcd with \
+             --client-cert-auth and set ca_file, cert_file and key_file",
+            if etcd.tls() {
+                "over TLS but"
+            } else {
+                "over plain http,"
+            }
+        ),
+    });
+    let unverified = etcd.definitions_key_file.is_none().then(|| Problem {
+        key: "relay.store.definitions_key_file".to_owned(),
+        message: "not set: instance definitions in the fleet's store are not run (they name \
+                  programs every relay would run), and the admin API cannot write one; set it \
+                  to a key file of the relays' own (relay keygen), the same on every relay"
+            .to_owned(),
+    });
+    open_store.into_iter().chain(unverified).collect()
+}
+
+fn instance_warnings(config: &Config) -> Vec<Problem> {
     config
         .instances
         .iter()
@@ -658,6 +695,32 @@ mod tests {
         assert_eq!(
             problems_at(&fleet, path, "relay.store.relay_id"),
             ["'relay/a' cannot name a relay: use 1-64 characters of A-Z a-z 0-9 . _ -"]
+        );
+    }
+
+    #[test]
+    fn a_fleet_store_anyone_can_write_and_unverified_definitions_are_warned_about() {
+        let path = Path::new("/etc/perceptron/relay.toml");
+        let keys = |store: &str| -> Vec<String> {
+            let text = MINIMAL.replacen("[[instance]]", &format!("{store}\n[[instance]]"), 1);
+            warnings(&Config::parse(&text, path).unwrap())
+                .into_iter()
+                .map(|w| w.key)
+                .collect()
+        };
+        let etcd = "[relay.store]\nkind = \"etcd\"\nendpoints = [\"http://10.0.0.5:2379\"]\n\
+                    relay_id = \"r1\"";
+        assert_eq!(
+            keys(etcd),
+            ["relay.store.cert_file", "relay.store.definitions_key_file"]
+        );
+        assert_eq!(
+            keys(&format!("{etcd}\ndefinitions_key_file = \"defs.key\"")),
+            ["relay.store.cert_file"]
+        );
+        assert!(
+            keys("").is_empty(),
+            "a relay alone has no store to warn about"
         );
     }
 

@@ -246,6 +246,20 @@ async fn serve(
         (Some(dir), _, _) => Some(Place::Directory(dir.clone())),
         (None, Some(store), StoreSettings::Etcd(etcd)) => Some(Place::Store {
             store: Arc::clone(store),
+            seal_keys: match &etcd.definitions_key_file {
+                Some(path) => {
+                    let keys =
+                        Arc::new(LiveKeyRing::open(path).map_err(StartError::DefinitionsKey)?);
+                    tracker.spawn(crate::keys::follow(
+                        Arc::clone(&keys),
+                        Arc::clone(&metrics),
+                        shutdown.clone(),
+                    ));
+                    Some(keys)
+                }
+                // `relay run` has logged why (preflight::warnings).
+                None => None,
+            },
             at: PathBuf::from(format!("{}/definitions", etcd.prefix.trim_end_matches('/'))),
             base: config
                 .path

@@ -307,6 +307,8 @@ impl Fleet {
         fs::create_dir_all(&shared).unwrap();
         let key = shared.join("perceptron.key");
         tests::relay::keygen(&key, "fleet-1");
+        // The relays' own key for the instance definitions they write to the store.
+        tests::relay::keygen(&shared.join("definitions.key"), "defs-1");
         add_user(&shared.join("data"), USER, PASSWORD, true);
         let compute_port = free_port();
         write_scripts(&shared, compute_port);
@@ -369,7 +371,7 @@ impl Fleet {
             resume_timeout: tests::scaled_setting(15),
             relay_toml: format!(
                 "{relay}\n[relay.store]\nkind = \"etcd\"\nendpoints = [{}]\nrelay_id = \"relay{i}\"\n\
-                 lease_ttl = {:?}\nrequest_timeout = {:?}\n{}",
+                 lease_ttl = {:?}\nrequest_timeout = {:?}\ndefinitions_key_file = {:?}\n{}",
                 self.members
                     .iter()
                     .map(|m| format!("{:?}", m.endpoint))
@@ -377,6 +379,7 @@ impl Fleet {
                     .join(", "),
                 self.timing.0,
                 self.timing.1,
+                self.shared().join("definitions.key").display().to_string(),
                 self.members[0].pki.as_ref().map_or(String::new(), |pki| {
                     let file = |f: &str| pki.join(f).display().to_string();
                     format!(
@@ -846,17 +849,17 @@ fn an_instance_defined_in_the_store_comes_and_goes_on_every_relay() {
     let (code, body) =
         fleet.relays[0].admin_request("PUT", "/v1/instances/shop", &auth, &definition);
     assert_eq!(code, 201, "{body}\n{}", fleet.logs());
-    assert_eq!(
-        fleet.members[0]
-            .ctl(&[
-                "get",
-                "/perceptron/definitions/shop.toml",
-                "--print-value-only"
-            ])
-            .unwrap()
-            .trim(),
-        definition.trim()
-    );
+    // Stored as sent, with the relay's seal (fleet::seal) as its last line.
+    let stored = fleet.members[0]
+        .ctl(&[
+            "get",
+            "/perceptron/definitions/shop.toml",
+            "--print-value-only",
+        ])
+        .unwrap();
+    let (text, seal) = stored.trim().rsplit_once('\n').unwrap();
+    assert_eq!(text, definition.trim());
+    assert!(seal.starts_with("# perceptron-seal v1 defs-1 "), "{stored}");
     let lists_shop = |relay: &Relay| {
         relay
             .admin_with("GET", "/v1/instances", &auth)
@@ -933,4 +936,97 @@ fn an_instance_defined_in_the_store_comes_and_goes_on_every_relay() {
         ["resuming", "running", "pausing", "paused"],
         "{ledger}"
     );
+}
+
+/// Whoever can write the fleet's store cannot make a relay run a program: a definition put
+/// into etcd directly (no relay's seal) whose `start` would leave a marker file is not run.
+/// The relay says why (`GET /v1/instance-files`), the instance does not exist, and a login
+/// naming it through the endpoint is refused without running anything. A sealed definition
+/// changed in the store afterwards is refused the same way, and what it defined before runs
+/// on.
+#[test]
+fn a_definition_written_to_the_store_by_anyone_else_runs_nothing() {
+    const TOKEN: &str = "fleet-unsealed-token-0123";
+    let mut fleet = Fleet::start("fleet-unsealed", 0, "1h");
+    let endpoint = free_port();
+    let dir = fleet.dir.path().join("relay0");
+    fs::create_dir_all(&dir).unwrap();
+    let token = dir.join("admin.token");
+    fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    fleet.add_relay_with(
+        0,
+        "1h",
+        "admin_token_file = \"admin.token\"\n",
+        &format!(
+            "\n[[endpoint]]\nlisten = \"127.0.0.1:{endpoint}\"\nroute_by = \"user@instance\"\n"
+        ),
+    );
+    let relay = &fleet.relays[0];
+    let auth = format!("Authorization: Bearer {TOKEN}\r\n");
+    let marker = fleet.dir.path().join("started-by-the-store");
+    let definition = |program: &str| {
+        format!(
+            "compute = \"127.0.0.1:{}\"\n[driver]\nkind = \"exec\"\n\
+             start = [\"sh\", \"-c\", \"{program} {}\"]\nstop = [\"true\"]\n",
+            free_port(),
+            marker.display()
+        )
+    };
+    fleet.members[0]
+        .ctl(&[
+            "put",
+            "/perceptron/definitions/evil.toml",
+            &definition("touch"),
+        ])
+        .unwrap();
+    let refused = |name: &str, why: &str| {
+        Relay::wait_until(Duration::from_secs(30), || {
+            let (_, body) = relay.admin_with("GET", "/v1/instance-files", &auth);
+            body.contains(&format!("\"{name}\"")) && body.contains(why)
+        })
+    };
+    assert!(refused("evil", "not sealed by a relay"), "{}", fleet.logs());
+    assert!(
+        !relay
+            .admin_with("GET", "/v1/instances", &auth)
+            .1
+            .contains("\"evil\"")
+    );
+    match raw::login(endpoint, "app@evil", PASSWORD, None).unwrap() {
+        Err((code, _)) => assert_eq!(code, 1045),
+        Ok(_) => panic!("a login reached an instance nobody sealed"),
+    }
+    assert!(
+        !marker.exists(),
+        "the store's definition ran its start command"
+    );
+
+    // Sealed through the admin API, then changed in the store: refused, the sealed one runs on.
+    let (code, body) = relay.admin_request("PUT", "/v1/instances/shop", &auth, &definition("true"));
+    assert_eq!(code, 201, "{body}\n{}", fleet.logs());
+    let stored = fleet.members[0]
+        .ctl(&[
+            "get",
+            "/perceptron/definitions/shop.toml",
+            "--print-value-only",
+        ])
+        .unwrap();
+    let tampered = stored.replace("\"true ", "\"touch ");
+    assert_ne!(tampered, stored);
+    fleet.members[0]
+        .ctl(&["put", "/perceptron/definitions/shop.toml", &tampered])
+        .unwrap();
+    assert!(
+        refused("shop", "does not match its text"),
+        "{}",
+        fleet.logs()
+    );
+    assert!(
+        relay
+            .admin_with("GET", "/v1/instances", &auth)
+            .1
+            .contains("\"shop\"")
+    );
+    assert!(!marker.exists());
 }

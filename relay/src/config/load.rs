@@ -69,7 +69,12 @@ impl Config {
             }
         }
         if let StoreSettings::Etcd(etcd) = &mut relay.store {
-            for file in [&mut etcd.ca_file, &mut etcd.cert_file, &mut etcd.key_file] {
+            for file in [
+                &mut etcd.ca_file,
+                &mut etcd.cert_file,
+                &mut etcd.key_file,
+                &mut etcd.definitions_key_file,
+            ] {
                 *file = file.as_deref().map(|p| rebase(base, p));
             }
             etcd_fits(etcd, path)?;

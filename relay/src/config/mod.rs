@@ -236,6 +236,10 @@ pub struct RelaySettings {
 /// `[relay.store]`: the instance-state store (see `crate::fleet`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one value per relay, read at start: its size does not matter"
+)]
 pub enum StoreSettings {
     /// This relay alone: state in `state_dir`.
     #[default]
@@ -281,6 +285,12 @@ pub struct EtcdSettings {
     /// The client certificate's private key (PEM, mode 0600).
     #[serde(default)]
     pub key_file: Option<PathBuf>,
+    /// The relays' key for instance definitions in the store (a key file, as `relay keygen`
+    /// writes, mode 0600; the relays' own, never the computes'): a relay seals what it
+    /// writes there and runs only what a key of this file sealed (`fleet::seal`). Without
+    /// it, no definition from the store runs and the admin API cannot write one.
+    #[serde(default)]
+    pub definitions_key_file: Option<PathBuf>,
 }
 
 impl EtcdSettings {

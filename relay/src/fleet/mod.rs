@@ -21,6 +21,7 @@ pub mod etcd;
 pub mod feed;
 pub mod protocol;
 pub mod record;
+pub mod seal;
 #[cfg(feature = "etcd")]
 pub mod simulation;
 

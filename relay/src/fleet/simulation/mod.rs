@@ -272,6 +272,7 @@ async fn simulate(args: Args) -> Result<String, SimulationError> {
         ca_file: args.ca_file.clone(),
         cert_file: args.cert_file.clone(),
         key_file: args.key_file.clone(),
+        definitions_key_file: None,
     };
     let mut options = etcd_client::ConnectOptions::new();
     if let Some(tls) =
