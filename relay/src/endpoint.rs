@@ -108,6 +108,22 @@ impl Endpoint {
         greeting
     }
 
+    /// Whether a login this endpoint accepted meets `instance`'s TLS policy: its client
+    /// certificate checked against the instance's own `client_ca`, a version no older than
+    /// its `min_version`. (`require_secure_transport` and a plaintext login are the
+    /// perceptron route's to refuse, on every route.)
+    fn meets_tls_of(&self, instance: &crate::config::InstanceConfig) -> bool {
+        let Some(wanted) = &instance.tls else {
+            return true;
+        };
+        let ours = self.tls.as_ref().map(|t| &t.settings);
+        let client_ca = wanted.client_ca.is_none()
+            || ours.and_then(|t| t.client_ca.as_ref()) == wanted.client_ca.as_ref();
+        let version = wanted.min_version == crate::config::TlsVersion::Tls12
+            || ours.is_some_and(|t| t.min_version == wanted.min_version);
+        client_ca && version
+    }
+
     /// The instance a login routes to (by its user name, or the TLS server name it came
     /// with), and the user name its compute knows.
     fn route(
@@ -176,7 +192,10 @@ pub async fn handle(
         return;
     }
     match endpoint.route(&typed, server_name.as_deref()) {
-        Some((instance, user)) if instance.rt.instance.config.auth == AuthMode::Dual => {
+        Some((instance, user))
+            if instance.rt.instance.config.auth == AuthMode::Dual
+                && endpoint.meets_tls_of(&instance.rt.instance.config) =>
+        {
             greeted.login.response.username = user.into_bytes();
             endpoint.metrics.endpoint_login(endpoint.label(), "routed");
             let rt = Arc::clone(&instance.rt);
@@ -188,7 +207,16 @@ pub async fn handle(
                 .await;
         }
         routed => {
-            let (reason, outcome) = if routed.is_some() {
+            let (reason, outcome) = if routed
+                .as_ref()
+                .is_some_and(|(i, _)| !endpoint.meets_tls_of(&i.rt.instance.config))
+            {
+                (
+                    "the instance's TLS policy (client_ca, min_version) is stricter than this \
+                     endpoint's: it is reached on its own listen address",
+                    "tls_policy",
+                )
+            } else if routed.is_some() {
                 // Switch mode reads the client's answer to the server's own scramble, after
                 // one auth switch; the endpoint's greeting may have used that switch already.
                 (

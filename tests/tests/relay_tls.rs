@@ -600,3 +600,38 @@ fn dual_mode_on_mariadb_with_perceptron_dual_over_tls_on_both_legs() {
     assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
     assert!(out.stdout.starts_with("Ssl_version\tTLSv1."), "{out:?}");
 }
+
+/// `client_ca` alone (without `require_secure_transport`) holds on every route into the
+/// instance: a plaintext login on its own listener is refused with 3159, and a login through
+/// an endpoint that does not check client certificates against the instance's CA is refused
+/// with 1045; neither wakes the instance.
+#[test]
+fn client_ca_alone_holds_on_the_instances_listener_and_through_an_endpoint() {
+    let dir = TempDir::new("relay-tls-client-ca-routes");
+    let certs = Certs::new(dir.path());
+    let endpoint = tests::free_port();
+    let instance_toml = certs
+        .instance_toml(true)
+        .replace("require_secure_transport = true\n", "")
+        + &format!(
+            "\n[[endpoint]]\nlisten = \"127.0.0.1:{endpoint}\"\nroute_by = \"user@instance\"\n"
+        );
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            instance_toml,
+            ..RelayOptions::default()
+        },
+    );
+    match tests::raw::login(relay.port, USER, PASSWORD, None).unwrap() {
+        Err((code, _)) => assert_eq!(code, 3159, "{}", relay.log()),
+        Ok(_) => panic!("a plaintext login reached an instance with client_ca"),
+    }
+    match tests::raw::login(endpoint, &format!("{USER}@demo"), PASSWORD, None).unwrap() {
+        Err((code, _)) => assert_eq!(code, 1045, "{}", relay.log()),
+        Ok(_) => panic!("an endpoint without client certificates reached it"),
+    }
+    assert!(relay.logged("TLS policy"), "{}", relay.log());
+    assert_eq!(relay.state(), "paused");
+    assert!(!relay.compute_listening());
+}

@@ -385,9 +385,10 @@ where
         answer_health_check(client, &login, cfg.handshake_timeout).await;
         return Err(PerceptronError::HealthCheck);
     }
-    // MySQL's require_secure_transport, before anything costs money. (Health checks, answered
-    // by the relay alone with no password, are exempt: load balancers check in plaintext.)
-    if cfg.require_secure_transport && !login.tls {
+    // MySQL's require_secure_transport, and `client_ca` (a client certificate on every
+    // login), before anything costs money. (Health checks, answered by the relay alone with
+    // no password, are exempt: load balancers check in plaintext.)
+    if cfg.relay_terminates_every_login() && !login.tls {
         return Err(PerceptronError::NotALogin(
             Classification::InsecureTransport,
         ));
