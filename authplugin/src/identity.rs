@@ -114,6 +114,12 @@ impl PerceptronKey {
         &self.id
     }
 
+    /// Whether `other` holds the same secret (whatever its id), compared in constant time.
+    #[must_use]
+    pub fn same_secret(&self, other: &Self) -> bool {
+        subtle::ConstantTimeEq::ct_eq(&self.secret.0[..], &other.secret.0[..]).into()
+    }
+
     /// HMAC-SHA256 over the concatenation of `parts`.
     #[must_use]
     pub fn sign(&self, parts: &[&[u8]]) -> [u8; KEY_LEN] {

@@ -83,6 +83,9 @@ struct Scanned {
     store_stamp: Option<(u64, i64)>,
     /// Every name the store listed then (sealed or not).
     listed: HashSet<String>,
+    /// The key ring the definitions were verified with then: a changed ring (a key added or
+    /// revoked) verifies every definition again, and vouches for none of the old ones.
+    ring: Option<Arc<authplugin::identity::KeyRing>>,
     /// Why an instance file is not running as written, by instance name.
     problems: BTreeMap<String, String>,
 }
@@ -164,7 +167,7 @@ impl InstanceDir {
         if !is_instance_name(name) {
             return Err(DefinitionError::Name(name.to_owned()));
         }
-        self.replace(name, Some(text)).await
+        self.replace(name, Some(text), Seal::New).await
     }
 
     /// Puts back what [`InstanceDir::write`] replaced: `before`, or no definition.
@@ -172,33 +175,36 @@ impl InstanceDir {
     /// # Errors
     /// [`DefinitionError`]: what failed.
     pub async fn restore(&self, name: &str, before: Option<&str>) -> Result<(), DefinitionError> {
-        self.replace(name, before).await.map(drop)
+        self.replace(name, before, Seal::AsItWas).await.map(drop)
     }
 
+    /// Writes `text` as `name`'s definition (none: removes it); returns what it replaced, as
+    /// it was stored. In a fleet's store a new text is sealed ([`Seal::New`]); what a restore
+    /// puts back is written as it was ([`Seal::AsItWas`]): sealing it would make a relay vouch
+    /// for a text it never verified (one written to the store directly).
     async fn replace(
         &self,
         name: &str,
         text: Option<&str>,
+        seal: Seal,
     ) -> Result<Option<String>, DefinitionError> {
         let path = self.path_of(name);
         match &self.place {
             Place::Store {
                 store, seal_keys, ..
             } => {
-                let sealed = match (text, seal_keys) {
-                    (None, _) => None,
-                    (Some(text), Some(keys)) => Some(seal::seal(&keys.current(), name, text)),
-                    (Some(_), None) => return Err(DefinitionError::Unsealable),
+                let stored = match (text, seal, seal_keys) {
+                    (None, _, _) => None,
+                    (Some(text), Seal::AsItWas, _) => Some(text.to_owned()),
+                    (Some(text), Seal::New, Some(keys)) => {
+                        Some(seal::seal(&keys.current(), name, text))
+                    }
+                    (Some(_), Seal::New, None) => return Err(DefinitionError::Unsealable),
                 };
-                let before = store
-                    .define(name, sealed.as_deref())
+                store
+                    .define(name, stored.as_deref())
                     .await
-                    .map_err(|e| DefinitionError::StoreWrite(path, e))?;
-                // What it replaced, as it was written (a restore seals it again).
-                let keys = seal_keys.as_ref().map(|k| k.current());
-                Ok(before.map(|b| {
-                    seal::unseal(keys.as_deref(), name, &b).map_or(b.clone(), str::to_owned)
-                }))
+                    .map_err(|e| DefinitionError::StoreWrite(path, e))
             }
             Place::Directory(dir) => {
                 replace_file(dir, name, text).map_err(|e| DefinitionError::Write(path, e))
@@ -226,7 +232,7 @@ impl InstanceDir {
         {
             return Err(RemoveError::ConfigFile(name.to_owned()));
         }
-        if let Err(e) = self.replace(name, None).await {
+        if let Err(e) = self.replace(name, None, Seal::AsItWas).await {
             return Err(RemoveError::File(e.to_string()));
         }
         // Forgotten only once it is gone: a failed removal leaves what the next scan reads.
@@ -460,6 +466,15 @@ impl InstanceDir {
     }
 }
 
+/// Whether [`InstanceDir::replace`] seals what it writes to a fleet's store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seal {
+    /// A new definition, from the admin API: sealed with the newest key.
+    New,
+    /// What a definition replaced, put back byte for byte.
+    AsItWas,
+}
+
 /// Why instance definitions could not be read or written.
 #[derive(Debug)]
 pub enum DefinitionError {
@@ -513,16 +528,26 @@ async fn read_store(
         .definitions_stamp()
         .await
         .map_err(DefinitionError::StoreRead)?;
-    if scanned.store_stamp == Some(stamp) {
+    let ring = keys.map(LiveKeyRing::current);
+    let same_ring = match (&ring, &scanned.ring) {
+        (Some(now), Some(then)) => Arc::ptr_eq(now, then),
+        (None, None) => true,
+        _ => false,
+    };
+    if scanned.store_stamp == Some(stamp) && same_ring {
         let listed = scanned.listed.clone();
         return Ok((scanned.files.clone(), listed));
+    }
+    if !same_ring {
+        // What the old ring verified is no longer vouched for: nothing falls back to it.
+        scanned.files.clear();
+        scanned.ring.clone_from(&ring);
     }
     let definitions = store
         .definitions()
         .await
         .map_err(DefinitionError::StoreRead)?;
     scanned.store_stamp = Some(stamp);
-    let ring = keys.map(LiveKeyRing::current);
     let mut seen = HashMap::with_capacity(definitions.len());
     let mut listed = HashSet::with_capacity(definitions.len());
     for (name, stored) in definitions {

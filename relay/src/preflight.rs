@@ -88,6 +88,37 @@ pub fn check(config: &Config) -> Vec<Problem> {
             problem("relay.admin_token_file", e.to_string());
         }
     }
+    if let crate::config::StoreSettings::Etcd(etcd) = &config.relay.store
+        && let Some(path) = &etcd.definitions_key_file
+    {
+        let login_keys = authplugin::key_file::load(&config.relay.key_file).ok();
+        match authplugin::key_file::load(path) {
+            Err(e) => problem(
+                "relay.store.definitions_key_file",
+                format!("{e} (create one with `relay keygen`)"),
+            ),
+            // The login keys are the computes' too: a compute could seal definitions.
+            Ok(ring)
+                if path == &config.relay.key_file
+                    || login_keys.is_some_and(|l| {
+                        l.ids().filter_map(|id| l.get(id)).any(|k| {
+                            ring.ids()
+                                .filter_map(|id| ring.get(id))
+                                .any(|d| d.same_secret(k))
+                        })
+                    }) =>
+            {
+                problem(
+                    "relay.store.definitions_key_file",
+                    "holds a key of relay.key_file, which the computes hold too: a compute \
+                     could seal definitions every relay runs; use a key of the relays' own \
+                     (relay keygen)"
+                        .to_owned(),
+                );
+            }
+            Ok(_) => {}
+        }
+    }
     if let Err(e) = writable_dir(&config.relay.state_dir) {
         problem(
             "relay.state_dir",
@@ -696,6 +727,48 @@ mod tests {
             problems_at(&fleet, path, "relay.store.relay_id"),
             ["'relay/a' cannot name a relay: use 1-64 characters of A-Z a-z 0-9 . _ -"]
         );
+    }
+
+    #[test]
+    fn a_definitions_key_that_the_computes_hold_too_is_refused() {
+        let dir = std::env::temp_dir().join(format!("preflight-defs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, line: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, format!("{line}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        };
+        let (login, other) = (
+            format!("login-1 {}", "11".repeat(32)),
+            format!("defs-1 {}", "22".repeat(32)),
+        );
+        write("login.key", &login);
+        write("copy.key", &login.replace("login-1", "defs-1"));
+        write("own.key", &other);
+        let problems = |defs: &str| -> Vec<String> {
+            let text = format!(
+                "[relay]\nstate_dir = \"state\"\nkey_file = \"login.key\"\n\
+                 admin_listen = \"127.0.0.1:9100\"\n[relay.store]\nkind = \"etcd\"\n\
+                 endpoints = [\"http://10.0.0.5:2379\"]\nrelay_id = \"r1\"\n\
+                 definitions_key_file = \"{defs}\"\n[[instance]]\nname = \"demo\"\n\
+                 listen = \"127.0.0.1:3306\"\ncompute = \"127.0.0.1:13306\"\n\
+                 [instance.driver]\nkind = \"exec\"\nstart = [\"true\"]\nstop = [\"true\"]\n"
+            );
+            check(&Config::parse(&text, &dir.join("relay.toml")).unwrap())
+                .into_iter()
+                .filter(|p| p.key == "relay.store.definitions_key_file")
+                .map(|p| p.message)
+                .collect()
+        };
+        assert_eq!(problems("login.key").len(), 1, "the login key file itself");
+        assert_eq!(
+            problems("copy.key").len(),
+            1,
+            "the login key under another id"
+        );
+        assert!(problems("missing.key")[0].contains("relay keygen"));
+        assert!(problems("own.key").is_empty(), "{:?}", problems("own.key"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

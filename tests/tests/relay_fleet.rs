@@ -1002,6 +1002,34 @@ fn a_definition_written_to_the_store_by_anyone_else_runs_nothing() {
         "the store's definition ran its start command"
     );
 
+    // A definition of that name put through the admin API that cannot start (its listen
+    // address is taken): the relay puts back what was there byte for byte, without sealing
+    // it, so the store's text is still not run.
+    let busy = format!(
+        "listen = \"127.0.0.1:{}\"\n{}",
+        relay.port,
+        definition("true")
+    );
+    let (code, body) = relay.admin_request("PUT", "/v1/instances/evil", &auth, &busy);
+    assert_eq!(code, 422, "{body}\n{}", fleet.logs());
+    let stored = fleet.members[0]
+        .ctl(&[
+            "get",
+            "/perceptron/definitions/evil.toml",
+            "--print-value-only",
+        ])
+        .unwrap();
+    assert!(!stored.contains("perceptron-seal"), "{stored}");
+    assert!(refused("evil", "not sealed by a relay"), "{}", fleet.logs());
+    match raw::login(endpoint, "app@evil", PASSWORD, None).unwrap() {
+        Err((code, _)) => assert_eq!(code, 1045),
+        Ok(_) => panic!("a login reached an instance nobody sealed"),
+    }
+    assert!(
+        !marker.exists(),
+        "the restored definition ran its start command"
+    );
+
     // Sealed through the admin API, then changed in the store: refused, the sealed one runs on.
     let (code, body) = relay.admin_request("PUT", "/v1/instances/shop", &auth, &definition("true"));
     assert_eq!(code, 201, "{body}\n{}", fleet.logs());
@@ -1022,6 +1050,9 @@ fn a_definition_written_to_the_store_by_anyone_else_runs_nothing() {
         "{}",
         fleet.logs()
     );
+    // A login wakes the sealed definition, whose start runs `true` (no compute comes up, so
+    // the login fails): not the changed one, which would leave the marker.
+    let _ = raw::login(endpoint, "app@shop", PASSWORD, None);
     assert!(
         relay
             .admin_with("GET", "/v1/instances", &auth)
