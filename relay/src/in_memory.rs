@@ -83,6 +83,7 @@ pub fn runtime_with(
         park_after: Duration::from_secs(60),
         keepalive_queries: Vec::new(),
         resumable_sessions: false,
+        max_detached_sessions: 1024,
         kernel_splice: false,
         splice_below_tcp: false,
         route: RouteMode::Pump,

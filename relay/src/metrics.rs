@@ -61,6 +61,12 @@ pub mod outcome {
     pub const REATTACHED: &str = "reattached";
     /// `relay_connections_total`: a perceptron-route login the compute refused.
     pub const DENIED: &str = "denied";
+    /// `relay_connections_total`: a detached session's next command came after its ticket
+    /// expired (ERR 1927, no wake).
+    pub const DETACHED_EXPIRED: &str = "detached_expired";
+    /// `relay_connections_total`: a session detached beyond `max_detached_sessions` (ERR
+    /// 1927 at its next command, no wake).
+    pub const DETACHED_OVER_CAP: &str = "detached_over_cap";
     /// `relay_wakes_total`: the compute started (or thawed).
     pub const WOKE: &str = "ok";
     /// `relay_wakes_total`: another relay of the fleet had woken it.

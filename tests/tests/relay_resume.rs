@@ -28,6 +28,11 @@ fn start(dir: &TempDir) -> Relay {
 
 /// [`start`], with more arguments for the shim.
 fn start_with(dir: &TempDir, shim_args: &[&str]) -> Relay {
+    start_with_instance(dir, shim_args, "")
+}
+
+/// [`start_with`], with more lines for the relay's `[[instance]]` table.
+fn start_with_instance(dir: &TempDir, shim_args: &[&str], instance_toml: &str) -> Relay {
     let ticket_key = dir.path().join("ticket.key");
     tests::relay::keygen(&ticket_key, "tickets-1");
     std::fs::set_permissions(&ticket_key, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -55,7 +60,9 @@ fn start_with(dir: &TempDir, shim_args: &[&str]) -> Relay {
                 .chain(shim_args.iter().map(|a| (*a).to_owned()))
                 .collect(),
             ),
-            instance_toml: "stop_after = \"1s\"\nresumable_sessions = true\n".into(),
+            instance_toml: format!(
+                "stop_after = \"1s\"\nresumable_sessions = true\n{instance_toml}"
+            ),
             ..RelayOptions::default()
         },
     )
@@ -162,34 +169,6 @@ fn a_session_in_a_transaction_keeps_the_compute_frozen() {
     assert_eq!(relay.compute_pid(), Some(pid));
 }
 
-/// A reattach the new compute refuses (here: the session's ticket expired while it was away)
-/// answers the session's next command with ERR 1927 and closes it; the compute says why.
-#[test]
-fn an_expired_ticket_refuses_the_reattach_with_err_1927() {
-    let dir = TempDir::new("resume-expired");
-    let relay = start_with(&dir, &["--ticket-ttl", "2s"]);
-    let mut a = connect(&relay);
-    let issued = std::time::Instant::now();
-    exec(&mut a, "SET @@SESSION.sql_mode = 'ANSI_QUOTES'");
-    assert!(
-        Relay::wait_until(Duration::from_secs(60), || relay.state() == "paused"),
-        "{}",
-        relay.log()
-    );
-    // The ticket's lifetime passing is the condition itself, not a readiness wait.
-    std::thread::sleep(Duration::from_secs(3).saturating_sub(issued.elapsed()));
-    match raw::query(&mut a, "SELECT 1") {
-        Ok(Err((code, message))) => {
-            assert_eq!(code, 1927, "{message}\n{}", relay.log());
-        }
-        other => panic!("{other:?}\n{}", relay.log()),
-    }
-    assert!(relay.logged("ticket_expired"), "{}", relay.log());
-    assert!(relay.logged("session could not be reattached"));
-    // Refused, not carried: the connection is closed.
-    assert!(raw::query(&mut a, "SELECT 1").is_err());
-}
-
 /// A real pool ([`tests::pools`]) across a stop: the instance parks it and stops the compute
 /// under it; the pool's next checkout and query run on its old connection, reattached to a
 /// new compute by the relay (no new login reaches the relay), with one wake.
@@ -247,4 +226,70 @@ fn a_hikaricp_pool_survives_a_stop() {
 #[test]
 fn a_go_pool_with_a_running_keepalive_survives_a_stop() {
     a_pool_survives_a_stop("resume-go", tests::pools::go());
+}
+
+/// A detached session whose ticket has expired gets ERR 1927 at its next command, and the
+/// command wakes nothing (it used to wake the instance for a reattach the compute refuses).
+#[test]
+fn a_detached_session_past_its_tickets_lifetime_ends_with_1927_and_wakes_nothing() {
+    let dir = TempDir::new("resume-expired");
+    let relay = start_with(&dir, &["--ticket-ttl", "1ms"]);
+    let mut a = connect(&relay);
+    exec(&mut a, "SET @x = 1");
+    relay.wait_state("paused", Duration::from_secs(60));
+    assert!(relay.logged("stopping the frozen compute under resumable sessions"));
+    let spawned = relay.log_count("compute spawned");
+    match raw::query(&mut a, "SELECT 1").unwrap() {
+        Err((code, message)) => assert_eq!(code, 1927, "{message}"),
+        Ok(_) => panic!("an expired session was reattached\n{}", relay.log()),
+    }
+    assert_eq!(relay.state(), "paused");
+    assert_eq!(
+        relay.log_count("compute spawned"),
+        spawned,
+        "{}",
+        relay.log()
+    );
+    assert_eq!(
+        relay.metric_reaching(
+            "relay_connections_total{instance=\"demo\",outcome=\"detached_expired\"}",
+            1.0
+        ),
+        1.0
+    );
+}
+
+/// With `max_detached_sessions = 1`, a session detached while another waits detached gets
+/// ERR 1927 at its next command, with no wake; the first is reattached.
+#[test]
+fn sessions_detached_beyond_the_cap_end_with_1927() {
+    let dir = TempDir::new("resume-cap");
+    let relay = start_with_instance(&dir, &[], "max_detached_sessions = 1\n");
+    // Each logs in while the instance is paused, so its login is relayed and gets a ticket.
+    let mut a = connect(&relay);
+    exec(&mut a, "SET @x = 1");
+    relay.wait_state("paused", Duration::from_secs(60));
+    let mut b = connect(&relay);
+    exec(&mut b, "SET @x = 2");
+    relay.wait_state("paused", Duration::from_secs(60));
+    // `a` waits detached since the first stop; `b`, detached by the second, is over the cap.
+    assert_eq!(
+        raw::one_row(&mut a, "SELECT @x").as_deref(),
+        Some("1"),
+        "{}",
+        relay.log()
+    );
+    let spawned = relay.log_count("compute spawned");
+    match raw::query(&mut b, "SELECT @x").unwrap() {
+        Err((code, message)) => assert_eq!(code, 1927, "{message}"),
+        Ok(_) => panic!("a session over the cap was reattached\n{}", relay.log()),
+    }
+    assert_eq!(relay.log_count("compute spawned"), spawned);
+    assert_eq!(
+        relay.metric_reaching(
+            "relay_connections_total{instance=\"demo\",outcome=\"detached_over_cap\"}",
+            1.0
+        ),
+        1.0
+    );
 }

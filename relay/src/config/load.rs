@@ -293,6 +293,7 @@ pub(super) fn instance(
         park_after: inst.park_after.min(inst.idle_pause_after),
         keepalive_queries: inst.keepalive_queries,
         resumable_sessions: inst.resumable_sessions,
+        max_detached_sessions: inst.max_detached_sessions,
         kernel_splice: inst.kernel_splice,
         splice_below_tcp: inst.splice_below_tcp,
         driver,

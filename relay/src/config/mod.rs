@@ -501,6 +501,9 @@ pub struct InstanceConfig {
     /// reattached at their next command. Dual mode with a compute that issues tickets
     /// (server-shim with `--ticket-key-file`).
     pub resumable_sessions: bool,
+    /// With `resumable_sessions`: how many sessions may wait detached from a stopped compute
+    /// at once; the ones detached beyond it get ERR 1927 at their next command, with no wake.
+    pub max_detached_sessions: usize,
     /// Whether the connections this instance's relayed logins hold are spliced in the kernel
     /// (docs/kernel-splice.md) when the relay can: their bytes then never wake it. Held
     /// connections the relay must follow stay on its pump: TLS on either leg, and, until
@@ -723,6 +726,8 @@ struct InstanceFile {
     keepalive_queries: Vec<String>,
     #[serde(default)]
     resumable_sessions: bool,
+    #[serde(default = "default::max_detached_sessions")]
+    max_detached_sessions: usize,
     #[serde(default = "default::kernel_splice")]
     kernel_splice: bool,
     #[serde(default = "default::kernel_splice")]
@@ -956,6 +961,10 @@ mod default {
     pub fn etcd_prefix() -> String {
         "/perceptron".into()
     }
+    pub const fn max_detached_sessions() -> usize {
+        1024
+    }
+
     pub const fn lease_ttl() -> Duration {
         Duration::from_secs(10)
     }

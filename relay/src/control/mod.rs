@@ -216,6 +216,47 @@ pub struct Instance {
     /// Woken on every change of state, for [`Instance::pause_when_idle`], which waits on it
     /// while there is no compute (so a paused instance costs no timer).
     state_changed: tokio::sync::Notify,
+    /// Sessions detached from a stopped compute now ([`DetachedSlot`]).
+    detached: std::sync::atomic::AtomicUsize,
+}
+
+/// A session detached from its stopped compute, counted among the instance's while it waits
+/// (at most `max_detached_sessions` are kept for a reattach).
+#[derive(Debug)]
+pub struct DetachedSlot {
+    instance: Arc<Instance>,
+    kept: bool,
+}
+
+impl DetachedSlot {
+    /// Whether the session is within `max_detached_sessions` (the first ones detached are).
+    #[must_use]
+    pub const fn kept(&self) -> bool {
+        self.kept
+    }
+}
+
+impl Drop for DetachedSlot {
+    fn drop(&mut self) {
+        self.instance
+            .detached
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+impl Instance {
+    /// Counts a session detached from its stopped compute until the slot drops (it is
+    /// reattached, or ends).
+    #[must_use]
+    pub fn detach_session(self: &Arc<Self>) -> DetachedSlot {
+        let before = self
+            .detached
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        DetachedSlot {
+            instance: Arc::clone(self),
+            kept: before < self.config.max_detached_sessions,
+        }
+    }
 }
 
 impl std::fmt::Debug for Instance {
@@ -441,6 +482,7 @@ impl Instance {
             spliced: tokio::sync::watch::Sender::new(0),
             look_now: tokio::sync::Notify::new(),
             state_changed: tokio::sync::Notify::new(),
+            detached: 0.into(),
         })
     }
 

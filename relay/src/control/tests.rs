@@ -288,6 +288,7 @@ fn build_at(
         park_after: park_after.unwrap_or(Duration::from_secs(60)),
         keepalive_queries: vec!["SELECT 1".into()],
         resumable_sessions: false,
+        max_detached_sessions: 1024,
         kernel_splice: false,
         splice_below_tcp: false,
         route: crate::config::RouteMode::Pump,

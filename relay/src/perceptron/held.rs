@@ -167,9 +167,37 @@ pub(super) fn forward(
             // (pings answered here), then is reattached to a new compute.
             compute_leg = None;
             commands.set_detached(true);
+            let slot = rt.instance.detach_session();
             let Some(first) = next_command(&mut client_stream, &mut commands).await else {
                 break None;
             };
+            // Past its ticket's lifetime, or detached beyond the instance's cap: the session
+            // ends here, and its command wakes nothing.
+            let expired = resumption
+                .expires_ms()
+                .is_none_or(|at| crate::clock::now_ms() >= at);
+            if expired || !slot.kept() {
+                let (why, outcome) = if expired {
+                    (
+                        "the session waited detached longer than its ticket allows",
+                        metrics::outcome::DETACHED_EXPIRED,
+                    )
+                } else {
+                    (
+                        "more sessions were detached than max_detached_sessions allows",
+                        metrics::outcome::DETACHED_OVER_CAP,
+                    )
+                };
+                rt.metrics.inc(Counter::Connections, name, outcome);
+                tracing::info!(instance = %name, client = %addr, why, "detached session not resumed; ended with 1927, nothing woken");
+                let (code, state) = authplugin::packet::err::codes::ER_CONNECTION_KILLED;
+                let err = ErrPacket::new(code, state, &format!("Connection was killed: {why}"));
+                let mut packet = Vec::new();
+                authplugin::packet::write_packet(&mut packet, 1, &err.to_bytes());
+                let _ = client_stream.write_all(&packet).await;
+                break None;
+            }
+            drop(slot);
             let t = Instant::now();
             let statements = commands.statements();
             let state = reattach::SessionState {

@@ -71,6 +71,16 @@ impl Resumption {
             ticket,
         }
     }
+
+    /// When the ticket expires (Unix ms), read from its claims (the relay cannot verify a
+    /// ticket, but its expiry is in clear: a compute refuses it after that anyway); `None`
+    /// for a ticket that does not decode.
+    #[must_use]
+    pub fn expires_ms(&self) -> Option<u64> {
+        authplugin::ticket::decode(&self.ticket)
+            .ok()
+            .map(|(_, claims)| claims.expires_ms)
+    }
 }
 
 /// What a reattach restores: the commands that set the session's state, in order, and its
