@@ -186,23 +186,56 @@ pub fn load(state_dir: &Path, instance: &str) -> Option<ComputeProfile> {
     ComputeProfile::parse_text(&text)
 }
 
-/// Keeps a profile (atomically: write a temporary file, then rename).
+/// Keeps a profile (atomically: write a temporary file, then rename). Saves may run at once
+/// (several logins learn the same compute): each writes a temporary file of its own, and the
+/// last rename wins.
 ///
 /// # Errors
 /// The file system's error.
 pub fn save(state_dir: &Path, instance: &str, profile: &ComputeProfile) -> std::io::Result<()> {
+    static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let target = path(state_dir, instance);
     if let Some(dir) = target.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let tmp = target.with_extension("profile.tmp");
-    std::fs::write(&tmp, profile.to_text())?;
-    std::fs::rename(&tmp, &target)
+    let n = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = target.with_extension(format!("profile.{}.{n}.tmp", std::process::id()));
+    let written =
+        std::fs::write(&tmp, profile.to_text()).and_then(|()| std::fs::rename(&tmp, &target));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn saves_at_once_never_fail_and_leave_one_whole_profile() {
+        // One temporary name for every save let one save rename another's file away
+        // ("No such file or directory").
+        let dir = std::env::temp_dir().join(format!("profile-saves-{}", std::process::id()));
+        let p = ComputeProfile::server_shim_default();
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    for _ in 0..50 {
+                        save(&dir, "demo", &p).unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(load(&dir, "demo"), Some(p));
+        let left: Vec<_> = std::fs::read_dir(path(&dir, "demo").parent().unwrap())
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn round_trips_text_form() {
