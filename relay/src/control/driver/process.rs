@@ -145,7 +145,12 @@ impl Driver for ProcessDriver {
                         // Someone else greets on the compute's address: never hand it a login.
                         tracing::warn!(instance = %self.instance, pid = child.pid, addr = %self.compute.addr, "another process listens on the compute address; waiting for the compute's own listener");
                     }
-                    Ok(Ok((opened, _))) => {
+                    Ok(Ok((opened, owner))) => {
+                        if owner.is_none() {
+                            // Not in this network namespace's socket table, or /proc cannot
+                            // say: whoever greets is taken for the compute, and the log says so.
+                            tracing::warn!(instance = %self.instance, pid = child.pid, addr = %self.compute.addr, "cannot tell whether the listener on the compute address is the compute's own (another network namespace or host?); taking the greeting as the compute's");
+                        }
                         tracing::info!(instance = %self.instance, pid = child.pid, "compute ready");
                         if !self.compute.proxy_protocol {
                             *child.opened.lock().unwrap_or_else(PoisonError::into_inner) =
