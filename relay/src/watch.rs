@@ -1,11 +1,11 @@
-//! The command watch of a pumped connection, on either route (docs/parking.md,
-//! docs/resumable-sessions.md): a [`CommandWatch`] follows its commands ([`Conversation`]) and tells its
-//! instance, through the connection's [`ConnectionGuard`], only what the instance needs: whether
-//! the connection is between commands, whether a command was sent or its response ended (the
-//! idle clock), and whether the session could be carried to a new compute, or why not. It
-//! also answers for a frozen or stopped compute (`COM_PING`, a learnt keepalive query), keeps
-//! what the session's commands set for a reattach, translates statement ids after one, and
-//! takes the response at which the session goes to the kernel splice.
+//! The command watch of a pumped connection, on either route (docs/parking.md, *Sessions across a
+//! stop*): a [`CommandWatch`] follows its commands ([`Conversation`]) and tells its instance,
+//! through the connection's [`ConnectionGuard`], only what the instance needs: whether the
+//! connection is between commands, whether a command was sent or its response ended (the idle
+//! clock), and whether the session could be carried to a new compute, or why not. It also answers
+//! for a frozen or stopped compute (`COM_PING`, a learnt keepalive query), keeps what the session's
+//! commands set for a reattach, translates statement ids after one, and takes the response at which
+//! the session goes to the kernel splice.
 //!
 //! `COM_PING` is no use: a pool's keepalive neither restarts the idle clock nor thaws a
 //! parked compute.

@@ -1,9 +1,9 @@
-//! A held session: one that woke the instance (or was resumed after a stop) and stays on the
-//! relay, forwarded until it ends (docs/kernel-splice.md, docs/resumable-sessions.md). Its bytes
-//! go through the userspace pump at first; after a few commands, at the end of a response, the
-//! session moves to a kernel splice (below TCP on loopback, else the sockhash) and comes back
-//! to the pump when parking needs to see its commands. A resumable session is detached at a
-//! stop and reattached to the next compute ([`resume_session`]).
+//! A held session: one that woke the instance (or was resumed after a stop) and stays on the relay,
+//! forwarded until it ends (docs/kernel-splice.md; docs/parking.md, *Sessions across a stop*). Its
+//! bytes go through the userspace pump at first; after a few commands, at the end of a response,
+//! the session moves to a kernel splice (below TCP on loopback, else the sockhash) and comes back
+//! to the pump when parking needs to see its commands. A resumable session is detached at a stop
+//! and reattached to the next compute ([`resume_session`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
