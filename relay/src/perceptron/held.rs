@@ -190,11 +190,7 @@ pub(super) fn forward(
                 };
                 rt.metrics.inc(Counter::Connections, name, outcome);
                 tracing::info!(instance = %name, client = %addr, why, "detached session not resumed; ended with 1927, nothing woken");
-                let (code, state) = authplugin::packet::err::codes::ER_CONNECTION_KILLED;
-                let err = ErrPacket::new(code, state, &format!("Connection was killed: {why}"));
-                let mut packet = Vec::new();
-                authplugin::packet::write_packet(&mut packet, 1, &err.to_bytes());
-                let _ = client_stream.write_all(&packet).await;
+                connection_killed(&mut client_stream, why).await;
                 break None;
             }
             drop(slot);
@@ -223,16 +219,7 @@ pub(super) fn forward(
                 }
                 Err(e) => {
                     tracing::warn!(instance = %name, client = %addr, error = %e, "session could not be reattached; closing it");
-                    // The reply to the command (sequence id 1).
-                    let (code, state) = authplugin::packet::err::codes::ER_CONNECTION_KILLED;
-                    let err = ErrPacket::new(
-                        code,
-                        state,
-                        "Connection was killed: the session could not be resumed",
-                    );
-                    let mut packet = Vec::new();
-                    authplugin::packet::write_packet(&mut packet, 1, &err.to_bytes());
-                    let _ = client_stream.write_all(&packet).await;
+                    connection_killed(&mut client_stream, "the session could not be resumed").await;
                     break None;
                 }
             }
@@ -484,6 +471,16 @@ async fn carry_spliced(
         }
     };
     (report, taken_back)
+}
+
+/// Ends a detached session's next command with ERR 1927 ("Connection was killed: `why`"), as
+/// the reply to that command (sequence id 1).
+async fn connection_killed(client: &mut ClientStream<TcpStream>, why: &str) {
+    let (code, state) = authplugin::packet::err::codes::ER_CONNECTION_KILLED;
+    let err = ErrPacket::new(code, state, &format!("Connection was killed: {why}"));
+    let mut packet = Vec::new();
+    authplugin::packet::write_packet(&mut packet, 1, &err.to_bytes());
+    let _ = client.write_all(&packet).await;
 }
 
 /// While a session is detached: reads the client's bytes, answering pings and learnt
