@@ -114,12 +114,6 @@ impl PerceptronKey {
         &self.id
     }
 
-    /// Whether `other` holds the same secret (whatever its id), compared in constant time.
-    #[must_use]
-    pub fn same_secret(&self, other: &Self) -> bool {
-        subtle::ConstantTimeEq::ct_eq(&self.secret.0[..], &other.secret.0[..]).into()
-    }
-
     /// HMAC-SHA256 over the concatenation of `parts`.
     #[must_use]
     pub fn sign(&self, parts: &[&[u8]]) -> [u8; KEY_LEN] {
@@ -233,6 +227,21 @@ impl KeyRing {
         self.keys
             .last()
             .unwrap_or_else(|| unreachable!("a KeyRing is never empty"))
+    }
+
+    /// Whether any key of `other` has the secret of a key of this ring (whatever their ids),
+    /// compared in constant time: two rings that must stay apart (the relays' own, and the
+    /// one the computes hold too) share none.
+    #[must_use]
+    pub fn shares_a_secret_with(&self, other: &Self) -> bool {
+        self.keys.iter().any(|a| {
+            other.keys.iter().any(|b| {
+                bool::from(subtle::ConstantTimeEq::ct_eq(
+                    &a.secret.0[..],
+                    &b.secret.0[..],
+                ))
+            })
+        })
     }
 
     /// The key with `id`, if this ring holds it.

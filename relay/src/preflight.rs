@@ -100,13 +100,7 @@ pub fn check(config: &Config) -> Vec<Problem> {
             // The login keys are the computes' too: a compute could seal definitions.
             Ok(ring)
                 if path == &config.relay.key_file
-                    || login_keys.is_some_and(|l| {
-                        l.ids().filter_map(|id| l.get(id)).any(|k| {
-                            ring.ids()
-                                .filter_map(|id| ring.get(id))
-                                .any(|d| d.same_secret(k))
-                        })
-                    }) =>
+                    || login_keys.is_some_and(|l| l.shares_a_secret_with(&ring)) =>
             {
                 problem(
                     "relay.store.definitions_key_file",
