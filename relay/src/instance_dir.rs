@@ -90,6 +90,44 @@ struct Scanned {
     problems: BTreeMap<String, String>,
 }
 
+/// How a problem reading a definition starts (what it defined before runs on).
+const UNREADABLE: &str = "cannot read ";
+
+impl Scanned {
+    /// Whether `name`'s definition could not be read at the last scan.
+    fn unreadable(&self, name: &str) -> bool {
+        self.problems
+            .get(name)
+            .is_some_and(|p| p.starts_with(UNREADABLE))
+    }
+
+    /// `name`'s definition was read: a problem reading it before is gone.
+    fn read_again(&mut self, name: &str) {
+        if self.unreadable(name) {
+            self.problems.remove(name);
+        }
+    }
+
+    /// `name`'s definition at `path` cannot be read (`why`): noted, and what it defined
+    /// before stays in `seen`, to run on.
+    fn not_read(
+        &mut self,
+        name: String,
+        path: &Path,
+        why: &dyn std::fmt::Display,
+        seen: &mut HashMap<String, (Stamp, String)>,
+    ) {
+        note(
+            &mut self.problems,
+            &name,
+            format!("{UNREADABLE}{}: {why}", path.display()),
+        );
+        if let Some(before) = self.files.get(&name).cloned() {
+            seen.insert(name, before);
+        }
+    }
+}
+
 /// Where an instance file's definition stands after a scan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileState {
@@ -327,11 +365,7 @@ impl InstanceDir {
         };
         scanned.problems.remove("");
         for (name, (_, text)) in &seen {
-            if scanned
-                .problems
-                .get(name)
-                .is_some_and(|p| p.starts_with("cannot read "))
-            {
+            if scanned.unreadable(name) {
                 // What it defined before runs on.
                 continue;
             }
@@ -438,24 +472,12 @@ impl InstanceDir {
                 Some(text) => text,
                 None => match std::fs::read_to_string(self.path_of(&name)) {
                     Ok(text) => {
-                        if scanned
-                            .problems
-                            .get(&name)
-                            .is_some_and(|p| p.starts_with("cannot read "))
-                        {
-                            scanned.problems.remove(&name);
-                        }
+                        scanned.read_again(&name);
                         text
                     }
                     Err(e) => {
-                        note(
-                            &mut scanned.problems,
-                            &name,
-                            format!("cannot read {}: {e}", self.path_of(&name).display()),
-                        );
-                        if let Some(before) = scanned.files.get(&name).cloned() {
-                            seen.insert(name, before);
-                        }
+                        let path = self.path_of(&name);
+                        scanned.not_read(name, &path, &e, &mut seen);
                         continue;
                     }
                 },
@@ -557,25 +579,12 @@ async fn read_store(
         listed.insert(name.clone());
         match seal::unseal(ring.as_deref(), &name, &stored) {
             Ok(text) => {
-                if scanned
-                    .problems
-                    .get(&name)
-                    .is_some_and(|p| p.starts_with("cannot read "))
-                {
-                    scanned.problems.remove(&name);
-                }
+                scanned.read_again(&name);
                 seen.insert(name, ((0, None, 0), text.to_owned()));
             }
             Err(e) => {
                 let path = at.join(format!("{name}{SUFFIX}"));
-                note(
-                    &mut scanned.problems,
-                    &name,
-                    format!("cannot read {}: {e}", path.display()),
-                );
-                if let Some(before) = scanned.files.get(&name).cloned() {
-                    seen.insert(name, before);
-                }
+                scanned.not_read(name, &path, &e, &mut seen);
             }
         }
     }
