@@ -351,6 +351,24 @@ impl Fleet {
 
     /// [`Fleet::add_relay`], with `relay` added to the relay's `[relay]` table and `after`
     /// to the end of its configuration.
+    /// Relay `i` (idle pause 1 h) with an admin token (which instances put and remove
+    /// need) and an endpoint on `endpoint` routing `user@instance`.
+    fn add_relay_with_endpoint(&mut self, i: usize, token: &str, endpoint: u16) {
+        let dir = self.dir.path().join(format!("relay{i}"));
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("admin.token");
+        fs::write(&file, format!("{token}\n")).unwrap();
+        fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        self.add_relay_with(
+            i,
+            "1h",
+            "admin_token_file = \"admin.token\"\n",
+            &format!(
+                "\n[[endpoint]]\nlisten = \"127.0.0.1:{endpoint}\"\nroute_by = \"user@instance\"\n"
+            ),
+        );
+    }
+
     fn add_relay_with(
         &mut self,
         i: usize,
@@ -813,19 +831,7 @@ fn an_instance_defined_in_the_store_comes_and_goes_on_every_relay() {
     let mut fleet = Fleet::start("fleet-defined", 0, "1h");
     let endpoints = [free_port(), free_port()];
     for (i, endpoint) in endpoints.iter().enumerate() {
-        let dir = fleet.dir.path().join(format!("relay{i}"));
-        fs::create_dir_all(&dir).unwrap();
-        let token = dir.join("admin.token");
-        fs::write(&token, format!("{TOKEN}\n")).unwrap();
-        fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-        fleet.add_relay_with(
-            i,
-            "1h",
-            "admin_token_file = \"admin.token\"\n",
-            &format!(
-                "\n[[endpoint]]\nlisten = \"127.0.0.1:{endpoint}\"\nroute_by = \"user@instance\"\n"
-            ),
-        );
+        fleet.add_relay_with_endpoint(i, TOKEN, *endpoint);
     }
     // The instance's own compute, started and stopped by the same kind of scripts.
     let shop = fleet.dir.path().join("shop");
@@ -949,19 +955,7 @@ fn a_definition_written_to_the_store_by_anyone_else_runs_nothing() {
     const TOKEN: &str = "fleet-unsealed-token-0123";
     let mut fleet = Fleet::start("fleet-unsealed", 0, "1h");
     let endpoint = free_port();
-    let dir = fleet.dir.path().join("relay0");
-    fs::create_dir_all(&dir).unwrap();
-    let token = dir.join("admin.token");
-    fs::write(&token, format!("{TOKEN}\n")).unwrap();
-    fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    fleet.add_relay_with(
-        0,
-        "1h",
-        "admin_token_file = \"admin.token\"\n",
-        &format!(
-            "\n[[endpoint]]\nlisten = \"127.0.0.1:{endpoint}\"\nroute_by = \"user@instance\"\n"
-        ),
-    );
+    fleet.add_relay_with_endpoint(0, TOKEN, endpoint);
     let relay = &fleet.relays[0];
     let auth = format!("Authorization: Bearer {TOKEN}\r\n");
     let marker = fleet.dir.path().join("started-by-the-store");
