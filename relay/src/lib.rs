@@ -40,7 +40,10 @@
 //!   one connection into the other, taken back through TCP repair mode (`splice::below_tcp`).
 //! - `passthrough`: the byte pump (both routes).
 //! - `login_watch`: reading a direct-route login's verdict off the byte stream.
-//! - `session_replay`: what a relayed session's commands did to its state, for a reattach.
+//! - `session_replay`: what a relayed session's commands did to its state (pins, transactions,
+//!   prepared statements).
+//! - `session_state`: a session's state read by value from its compute, and the statements that
+//!   restore it on another.
 //! - `statement_ids`: prepared statement ids mapped between a client and a new compute.
 //! - `conversation`: where a logged-in connection is between commands (idle, busy), read
 //!   off both directions' bytes.
@@ -114,6 +117,7 @@ mod router;
 mod runtime;
 mod server;
 mod session_replay;
+mod session_state;
 mod splice;
 mod statement_ids;
 mod sys;

@@ -121,6 +121,9 @@ pub enum PumpEnd {
     Kernel,
     /// A session spliced below TCP could not be taken back to the relay.
     TakeBackFailed,
+    /// The observer asked for the compute leg, both directions quiet
+    /// ([`Observer::step_aside_at`]): both sockets untouched; the caller pumps again after.
+    Aside,
 }
 
 impl PumpEnd {
@@ -136,6 +139,7 @@ impl PumpEnd {
             Self::Observer => "observer",
             Self::Kernel => "kernel",
             Self::TakeBackFailed => "take_back_failed",
+            Self::Aside => "aside",
         }
     }
 }
@@ -225,6 +229,12 @@ pub trait Observer {
     fn detached(&self) -> bool {
         false
     }
+    /// When the relay wants the session's compute leg for itself (to read the session's
+    /// state), if it does: once both directions are quiet at that time, the pump returns with
+    /// `ended_by` [`PumpEnd::Aside`], both sockets untouched.
+    fn step_aside_at(&self) -> Option<tokio::time::Instant> {
+        None
+    }
     /// Whether the session may go back to the kernel splice now (a session taken back from
     /// it for parking has sent a command that counts as use): the pump then returns, as soon
     /// as nothing it read is left to write, with `ended_by` [`PumpEnd::Kernel`].
@@ -244,6 +254,9 @@ enum Side {
     Observer,
     /// Not a failure: the session goes back to the kernel ([`Observer::hand_back`]).
     Kernel,
+    /// Not a failure: the relay takes the compute leg for a moment
+    /// ([`Observer::step_aside_at`]).
+    Aside,
 }
 
 impl Half {
@@ -431,6 +444,8 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
     let mut up = Half::with(client_rest, up_early_held);
     up.on_read = on_upload;
     let mut down = Half::with(compute_rest, down_early_held);
+    // Armed while the observer wants the compute leg at some time and both sides are quiet.
+    let mut aside: Option<Pin<Box<tokio::time::Sleep>>> = None;
     let result = poll_fn(|cx| {
         // Only a direction with nothing in flight takes a reply made by the observer.
         let may_answer = down.buf.is_none() && !down.eof;
@@ -484,6 +499,19 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
         if up.quiet() && down.quiet() && observer.as_ref().is_some_and(|o| o.hand_back()) {
             return Poll::Ready(Err(Side::Kernel));
         }
+        let step_aside_at = observer.as_ref().and_then(|o| o.step_aside_at());
+        match step_aside_at {
+            Some(at) if up.quiet() && down.quiet() => {
+                let sleep = aside.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+                if sleep.deadline() != at {
+                    sleep.as_mut().reset(at);
+                }
+                if sleep.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Err(Side::Aside));
+                }
+            }
+            _ => aside = None,
+        }
         match (up_state, down_state) {
             // A reset from a compute stopped under a detached session is its going away too.
             (_, Poll::Ready(Err(Side::Compute))) if down.keep_open => {
@@ -507,6 +535,7 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
             Err(Side::Detached) => PumpEnd::Detached,
             Err(Side::Observer) => PumpEnd::Observer,
             Err(Side::Kernel) => PumpEnd::Kernel,
+            Err(Side::Aside) => PumpEnd::Aside,
         },
     }
 }

@@ -1,23 +1,22 @@
 //! What a relayed session's commands did to its state, for carrying it to a new compute
 //! (docs/parking.md, "Sessions across a stop").
 //!
-//! The relay does not interpret session state. It keeps, in order, the commands that set it —
-//! `SET …` (system and user variables, `NAMES`, `autocommit`), `USE`, `COM_INIT_DB`,
-//! `COM_SET_OPTION` — exactly as the client sent them and only once the compute accepted
-//! them, and sends them again, in order, on a reattach: the new compute applies them as the
-//! old one did. Commands that leave no session state (plain reads and writes, DDL on ordinary
-//! tables, pings) are not kept. Anything whose effect cannot be replayed pins the session
-//! (it then keeps its compute frozen, never stopped): temporary tables, named and table
-//! locks, user variables read or set outside a `SET`, stored procedure calls, SQL-level
-//! `PREPARE`, `COM_CHANGE_USER`, multi-statement text, executable comments, and any statement
-//! the relay does not recognise. An open transaction pins it for as long as it is open:
-//! from `BEGIN` (or, with autocommit off, from any statement) to `COMMIT` or `ROLLBACK`, and
-//! whenever the status flags say so. `COM_RESET_CONNECTION` clears it all.
+//! The relay never keeps or sends a client's text again: what a session holds is read by value
+//! from its compute ([`crate::session_state`]). Following the commands tells three things: a
+//! command may have changed the session's state ([`Effect::changes_state`]: it is read again
+//! before the session may be carried), a transaction is open, or the session holds something
+//! no value can carry and is *pinned* to its compute: temporary tables, named and table locks,
+//! stored procedure calls, SQL-level `PREPARE`, `SET GLOBAL`, `SET TRANSACTION`,
+//! multi-statement text, executable comments, a prepared statement with a cursor or unconsumed
+//! long data, and any statement the relay does not recognise. An open transaction pins it for
+//! as long as it is open: from `BEGIN` (or, with autocommit off, from any statement) to
+//! `COMMIT` or `ROLLBACK`, and whenever the status flags say so. `COM_RESET_CONNECTION`
+//! clears pins and statements; a session that ran `COM_CHANGE_USER` stays pinned (its state
+//! read names its user too).
 //!
 //! Prepared statements (`COM_STMT_PREPARE`) are kept until closed, with the id the client was
-//! given, and prepared again on a reattach ([`crate::statement_ids`] then translates ids). A
-//! statement executed with a cursor, or with long data sent and not yet consumed, pins the
-//! session: neither the cursor's rows nor the data can be carried.
+//! given, and prepared again on a reattach ([`crate::statement_ids`] then translates ids):
+//! preparing runs nothing. `COM_SET_OPTION` (multi-statements on or off) is kept as its value.
 //!
 //! Pure: bytes in, a verdict out.
 
@@ -31,10 +30,12 @@ pub enum Effect {
     /// A statement that leaves no session state behind; with autocommit off it opens a
     /// transaction.
     Statement,
-    /// State that sending the same command again restores.
-    Replay,
-    /// As [`Effect::Replay`], and it turns autocommit off (`true`) or on (`false`).
-    ReplayAutocommit(bool),
+    /// A statement that sets session state (`SET`, `USE`, `COM_INIT_DB`): read back by value.
+    Sets,
+    /// As [`Effect::Sets`], and it turns autocommit off (`true`) or on (`false`).
+    SetsAutocommit(bool),
+    /// `COM_SET_OPTION` with this option: multi-statements on (0) or off (1).
+    SetOption(u16),
     /// State that cannot be carried: the session stays on its compute.
     Pins(&'static str),
     /// `COM_RESET_CONNECTION`: the session is as after its login.
@@ -57,11 +58,31 @@ pub enum Effect {
     ResetStatement(u32),
     /// `COM_STMT_CLOSE` of this statement.
     CloseStatement(u32),
+    /// `COM_CHANGE_USER`: the session is another user's; it stays on its compute.
+    ChangeUser,
+}
+
+impl Effect {
+    /// Whether the command may have changed what the session holds: anything that runs a
+    /// statement (a `SELECT` may call a function that sets a user variable), sets a variable,
+    /// or resets the session. Pings, and statements prepared, closed or fed data, do not.
+    #[must_use]
+    pub const fn changes_state(self) -> bool {
+        !matches!(
+            self,
+            Self::None
+                | Self::Prepare
+                | Self::LongData(_)
+                | Self::ResetStatement(_)
+                | Self::CloseStatement(_)
+        )
+    }
 }
 
 use authplugin::packet::command::{
-    COM_INIT_DB, COM_QUERY, COM_RESET_CONNECTION, COM_SET_OPTION, COM_STMT_BULK_EXECUTE,
-    COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE, COM_STMT_RESET, COM_STMT_SEND_LONG_DATA,
+    COM_CHANGE_USER, COM_INIT_DB, COM_QUERY, COM_RESET_CONNECTION, COM_SET_OPTION,
+    COM_STMT_BULK_EXECUTE, COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE, COM_STMT_RESET,
+    COM_STMT_SEND_LONG_DATA,
 };
 
 /// The effect of one command packet's payload (its first byte is the command).
@@ -69,7 +90,8 @@ use authplugin::packet::command::{
 pub fn effect_of(payload: &[u8]) -> Effect {
     match payload.split_first() {
         Some((&COM_QUERY, text)) => query_effect(text),
-        Some((&(COM_INIT_DB | COM_SET_OPTION), _)) => Effect::Replay,
+        Some((&COM_INIT_DB, _)) => Effect::Sets,
+        Some((&COM_SET_OPTION, [a, b])) => Effect::SetOption(u16::from_le_bytes([*a, *b])),
         Some((&COM_RESET_CONNECTION, _)) => Effect::Reset,
         // COM_QUIT, COM_FIELD_LIST, COM_STATISTICS, COM_PROCESS_INFO, COM_PING, COM_DEBUG.
         Some((&(0x01 | 0x04 | 0x09 | 0x0A | 0x0E | 0x0D), _)) => Effect::None,
@@ -94,7 +116,7 @@ pub fn effect_of(payload: &[u8]) -> Effect {
         Some((&COM_STMT_CLOSE, [a, b, c, d, ..])) => {
             Effect::CloseStatement(u32::from_le_bytes([*a, *b, *c, *d]))
         }
-        Some((&0x11, _)) => Effect::Pins("COM_CHANGE_USER"),
+        Some((&COM_CHANGE_USER, _)) => Effect::ChangeUser,
         _ => Effect::Pins("command"),
     }
 }
@@ -148,17 +170,16 @@ fn query_effect(text: &[u8]) -> Effect {
                 // With autocommit off every statement opens a transaction, which the relay
                 // then follows itself: not every compute reports it in every reply's status
                 // flags.
-                Effect::ReplayAutocommit(has("0") || has("OFF") || has("FALSE"))
+                Effect::SetsAutocommit(has("0") || has("OFF") || has("FALSE"))
             } else {
-                Effect::Replay
+                Effect::Sets
             }
         }
-        "USE" => Effect::Replay,
+        "USE" => Effect::Sets,
         "BEGIN" | "START" => Effect::Begin,
         "COMMIT" | "ROLLBACK" if has("CHAIN") && !has("NO") => Effect::Begin,
         "ROLLBACK" if has("TO") => Effect::Statement,
         "COMMIT" | "ROLLBACK" => Effect::End,
-        _ if scan.user_variable => Effect::Pins("user variable"),
         _ if has("TEMPORARY") => Effect::Pins("temporary table"),
         _ if has("GET_LOCK") || has("LOCK") => Effect::Pins("lock"),
         w if STATELESS.contains(&w) => Effect::Statement,
@@ -171,8 +192,6 @@ fn query_effect(text: &[u8]) -> Effect {
 struct Scan {
     /// Upper-cased words (letters, digits, `_`, `$`), in order.
     words: Vec<String>,
-    /// A single `@` (a user variable), not `@@`.
-    user_variable: bool,
     /// Non-empty statements separated by `;`.
     statements: usize,
     /// A `/*!` or `/*M!` comment, which MySQL runs.
@@ -212,12 +231,8 @@ impl Scan {
                     continue;
                 }
                 b'@' => {
-                    if text.get(i + 1) == Some(&b'@') {
-                        i += 2;
-                    } else {
-                        scan.user_variable = true;
-                        i += 1;
-                    }
+                    // `@x` and `@@x`: not words of the statement.
+                    i += if text.get(i + 1) == Some(&b'@') { 2 } else { 1 };
                     in_statement = true;
                     continue;
                 }
@@ -292,27 +307,29 @@ pub struct Statement<'a> {
     pub shape: (u16, u16),
 }
 
-/// A session's replayable commands, in order, and its open prepared statements, within a
-/// budget.
+/// What a session's commands left that the relay follows: pins, an open transaction, open
+/// prepared statements (within a budget), the multi-statements option.
 #[derive(Debug, Default)]
 pub struct Log {
-    commands: Vec<Vec<u8>>,
     /// Open prepared statements: the client's id → the `COM_STMT_PREPARE` payload and the
     /// statement's (columns, parameters).
     statements: BTreeMap<u32, (Vec<u8>, (u16, u16))>,
     /// Statements with long data sent and not yet consumed.
     long_data: BTreeSet<u32>,
-    /// Bytes of `commands` and `statements`.
+    /// Bytes of `statements`.
     bytes: usize,
     pinned: Option<&'static str>,
+    /// `COM_CHANGE_USER` was accepted: not cleared by `COM_RESET_CONNECTION`.
+    changed_user: bool,
+    /// The last `COM_SET_OPTION` the compute accepted.
+    set_option: Option<u16>,
     /// A transaction is (or may be) open.
     transaction: bool,
     /// The session turned autocommit off: every statement opens a transaction.
     autocommit_off: bool,
 }
 
-/// The most bytes of commands and prepared statements kept per session; past it the session
-/// is pinned.
+/// The most bytes of prepared statements kept per session; past it the session is pinned.
 pub const MAX_LOG_BYTES: usize = 16 * 1024;
 
 impl Log {
@@ -355,8 +372,14 @@ impl Log {
                 }
                 false
             }
-            Effect::Replay
-            | Effect::ReplayAutocommit(_)
+            Effect::ChangeUser => {
+                // Pinned from the moment it is sent, whatever the compute answers.
+                self.changed_user = true;
+                false
+            }
+            Effect::Sets
+            | Effect::SetsAutocommit(_)
+            | Effect::SetOption(_)
             | Effect::End
             | Effect::Reset
             | Effect::Prepare => true,
@@ -376,42 +399,32 @@ impl Log {
         }
     }
 
-    /// Records a command the compute accepted (`payload`, its [`Effect`] already known).
-    pub fn accepted(&mut self, payload: &[u8], effect: Effect) {
+    /// Records a command the compute accepted (its [`Effect`] already known).
+    pub fn accepted(&mut self, effect: Effect) {
         match effect {
             Effect::None
             | Effect::Statement
+            | Effect::Sets
             | Effect::Prepare
             | Effect::Execute(_)
             | Effect::LongData(_)
             | Effect::ResetStatement(_)
             | Effect::CloseStatement(_) => {}
+            Effect::ChangeUser => self.changed_user = true,
             Effect::Pins(why) => {
                 self.pinned.get_or_insert(why);
             }
-            Effect::Reset => *self = Self::default(),
+            Effect::Reset => {
+                *self = Self {
+                    changed_user: self.changed_user,
+                    set_option: self.set_option,
+                    ..Self::default()
+                };
+            }
             Effect::Begin => self.transaction = true,
             Effect::End => self.transaction = false,
-            Effect::ReplayAutocommit(off) => {
-                self.autocommit_off = off;
-                self.accepted(payload, Effect::Replay);
-            }
-            Effect::Replay => {
-                // The same statement again (a pool's `SET autocommit=1` at each checkout)
-                // is kept once, where it last ran, unless it reads a user variable.
-                if !payload.contains(&b'@') {
-                    if let Some(at) = self.commands.iter().position(|c| c == payload) {
-                        let old = self.commands.remove(at);
-                        self.bytes -= old.len();
-                    }
-                }
-                if self.bytes + payload.len() > MAX_LOG_BYTES {
-                    self.pinned.get_or_insert("session statements over 16 KiB");
-                    return;
-                }
-                self.bytes += payload.len();
-                self.commands.push(payload.to_vec());
-            }
+            Effect::SetsAutocommit(off) => self.autocommit_off = off,
+            Effect::SetOption(option) => self.set_option = Some(option),
         }
     }
 
@@ -424,16 +437,19 @@ impl Log {
     #[must_use]
     pub fn pinned(&self) -> Option<&'static str> {
         match self.pinned {
+            None if self.changed_user => Some("COM_CHANGE_USER"),
             None if self.transaction => Some("open transaction"),
             None if !self.long_data.is_empty() => Some("prepared statement long data"),
             pinned => pinned,
         }
     }
 
-    /// The commands to send again, in order.
+    /// The `COM_SET_OPTION` payload that sets the multi-statements option as the session
+    /// last set it, if it did.
     #[must_use]
-    pub fn commands(&self) -> &[Vec<u8>] {
-        &self.commands
+    pub fn set_option(&self) -> Option<[u8; 3]> {
+        let [lo, hi] = self.set_option?.to_le_bytes();
+        Some([COM_SET_OPTION, lo, hi])
     }
 
     /// The open prepared statements to prepare again, by id.
@@ -477,7 +493,7 @@ mod tests {
     }
 
     #[test]
-    fn session_settings_are_replayed() {
+    fn session_settings_are_read_back_by_value() {
         for sql in [
             "SET NAMES utf8mb4",
             "set session sql_mode = 'ANSI_QUOTES'",
@@ -485,11 +501,27 @@ mod tests {
             "SET @x = 1",
             "SET character_set_results = NULL",
             "USE shop",
+            // Runs a statement: read back by value like any SET, never sent again.
+            "SET STATEMENT max_statement_time=10 FOR INSERT INTO t VALUES (1)",
         ] {
-            assert_eq!(q(sql), Effect::Replay, "{sql}");
+            assert_eq!(q(sql), Effect::Sets, "{sql}");
         }
-        assert_eq!(effect_of(&[COM_INIT_DB, b's']), Effect::Replay);
-        assert_eq!(effect_of(&[COM_SET_OPTION, 0, 0]), Effect::Replay);
+        assert_eq!(effect_of(&[COM_INIT_DB, b's']), Effect::Sets);
+        assert_eq!(effect_of(&[COM_SET_OPTION, 1, 0]), Effect::SetOption(1));
+        // User variables anywhere are read back by value too.
+        assert_eq!(q("SELECT @x := 1"), Effect::Statement);
+        assert_eq!(q("SELECT a INTO @x FROM t"), Effect::Statement);
+        for effect in [
+            Effect::Sets,
+            Effect::Statement,
+            Effect::Reset,
+            Effect::Execute(1),
+        ] {
+            assert!(effect.changes_state(), "{effect:?}");
+        }
+        for effect in [Effect::None, Effect::Prepare, Effect::CloseStatement(1)] {
+            assert!(!effect.changes_state(), "{effect:?}");
+        }
     }
 
     #[test]
@@ -498,8 +530,6 @@ mod tests {
             ("CREATE TEMPORARY TABLE t (a INT)", "temporary table"),
             ("LOCK TABLES t WRITE", "lock"),
             ("SELECT GET_LOCK('a', 1)", "lock"),
-            ("SELECT @x := 1", "user variable"),
-            ("SELECT a INTO @x FROM t", "user variable"),
             ("SELECT 1; SET @x = 1", "multi-statement query"),
             ("/*!40101 SET NAMES utf8 */", "executable comment"),
             (
@@ -519,7 +549,7 @@ mod tests {
             effect_of(&[COM_STMT_EXECUTE, 1, 0, 0, 0, 1, 1, 0, 0, 0]),
             Effect::Pins("cursor")
         );
-        assert_eq!(effect_of(&[0x11]), Effect::Pins("COM_CHANGE_USER"));
+        assert_eq!(effect_of(&[COM_CHANGE_USER]), Effect::ChangeUser);
         assert_eq!(effect_of(&[0xEE]), Effect::Pins("command"));
         assert_eq!(effect_of(&[]), Effect::Pins("command"));
         assert_eq!(effect_of(&[COM_RESET_CONNECTION]), Effect::Reset);
@@ -567,11 +597,11 @@ mod tests {
         // transaction.
         log.sent(effect_of(&[COM_STMT_CLOSE, 7, 0, 0, 0]));
         assert_eq!(log.statements().map(|s| s.id).collect::<Vec<_>>(), [9]);
-        log.accepted(b"\x03SET autocommit=0", q("SET autocommit=0"));
+        log.accepted(q("SET autocommit=0"));
         log.sent(effect_of(&[COM_STMT_BULK_EXECUTE, 9, 0, 0, 0, 0, 0]));
         assert_eq!(log.pinned(), Some("open transaction"));
         // A reset connection has no statements left; statements count in the budget.
-        log.accepted(&[COM_RESET_CONNECTION], Effect::Reset);
+        log.accepted(Effect::Reset);
         assert_eq!(log.statements().count(), 0);
         log.prepared(1, (0, 0), &vec![COM_STMT_PREPARE; MAX_LOG_BYTES + 1]);
         assert_eq!(log.pinned(), Some("session statements over 16 KiB"));
@@ -590,46 +620,47 @@ mod tests {
     }
 
     #[test]
-    fn the_log_keeps_accepted_settings_in_order_once() {
+    fn the_log_follows_pins_transactions_and_options() {
         let mut log = Log::default();
-        log.accepted(b"\x03SET NAMES utf8mb4", Effect::Replay);
-        log.accepted(b"\x03SET autocommit=1", Effect::Replay);
-        log.accepted(b"\x03SELECT 1", Effect::None);
-        log.accepted(b"\x03SET NAMES utf8mb4", Effect::Replay);
-        assert_eq!(
-            log.commands(),
-            [
-                b"\x03SET autocommit=1".to_vec(),
-                b"\x03SET NAMES utf8mb4".to_vec()
-            ]
-        );
+        log.accepted(Effect::Sets);
+        log.accepted(Effect::None);
         assert_eq!(log.pinned(), None);
-        log.accepted(b"\x03LOCK TABLES t READ", Effect::Pins("lock"));
+        log.accepted(Effect::Pins("lock"));
         assert_eq!(log.pinned(), Some("lock"));
-        log.accepted(&[COM_RESET_CONNECTION], Effect::Reset);
-        log.accepted(b"\x03BEGIN", q("BEGIN"));
+        log.accepted(Effect::Reset);
+        log.accepted(q("BEGIN"));
         assert_eq!(log.pinned(), Some("open transaction"));
-        log.accepted(b"\x03COMMIT", q("COMMIT"));
+        log.accepted(q("COMMIT"));
         assert_eq!(log.pinned(), None);
         assert_eq!(q("START TRANSACTION"), Effect::Begin);
-        assert_eq!(q("SET autocommit = 0"), Effect::ReplayAutocommit(true));
-        assert_eq!(q("SET AUTOCOMMIT = ON"), Effect::ReplayAutocommit(false));
+        assert_eq!(q("SET autocommit = 0"), Effect::SetsAutocommit(true));
+        assert_eq!(q("SET AUTOCOMMIT = ON"), Effect::SetsAutocommit(false));
         // With autocommit off, any statement may open a transaction; COMMIT ends it.
         let mut log = Log::default();
-        log.accepted(b"\x03SET autocommit=0", q("SET autocommit=0"));
+        log.accepted(q("SET autocommit=0"));
         assert!(!log.sent(q("SELECT 1")));
         assert_eq!(log.pinned(), Some("open transaction"));
         assert!(log.sent(q("COMMIT")));
-        log.accepted(b"\x03COMMIT", q("COMMIT"));
+        log.accepted(q("COMMIT"));
         assert_eq!(log.pinned(), None);
-        assert_eq!(log.commands(), [b"\x03SET autocommit=0".to_vec()]);
+        // COM_SET_OPTION is kept as its value, across a reset.
         let mut log = Log::default();
-        log.accepted(b"\x03LOCK TABLES t READ", Effect::Pins("lock"));
-        log.accepted(&[COM_RESET_CONNECTION], Effect::Reset);
+        assert_eq!(log.set_option(), None);
+        log.accepted(Effect::SetOption(1));
+        log.accepted(Effect::Pins("lock"));
+        log.accepted(Effect::Reset);
         assert_eq!(log.pinned(), None);
-        assert!(log.commands().is_empty());
-        let big = vec![b'a'; MAX_LOG_BYTES + 1];
-        log.accepted(&big, Effect::Replay);
-        assert!(log.pinned().is_some());
+        assert_eq!(log.set_option(), Some([COM_SET_OPTION, 1, 0]));
+    }
+
+    #[test]
+    fn a_changed_user_stays_pinned_through_a_reset() {
+        // A pool's check-in resets the session; the user it changed to stays (MySQL keeps
+        // it), so the session must not be carried as the user that logged in.
+        let mut log = Log::default();
+        assert!(!log.sent(effect_of(&[COM_CHANGE_USER, b'r', b'o', 0])));
+        assert_eq!(log.pinned(), Some("COM_CHANGE_USER"));
+        log.accepted(Effect::Reset);
+        assert_eq!(log.pinned(), Some("COM_CHANGE_USER"));
     }
 }

@@ -3,9 +3,10 @@
 //! through the connection's [`ConnectionGuard`], only what the instance needs: whether the
 //! connection is between commands, whether a command was sent or its response ended (the idle
 //! clock), and whether the session could be carried to a new compute, or why not. It also answers
-//! for a frozen or stopped compute (`COM_PING`, a learnt keepalive query), keeps what the session's
-//! commands set for a reattach, translates statement ids after one, and takes the response at which
-//! the session goes to the kernel splice.
+//! for a frozen or stopped compute (`COM_PING`, a learnt keepalive query), asks for the session's
+//! state to be read by value once it has been between commands for a while after a change
+//! ([`Observer::step_aside_at`], [`crate::session_state`]), keeps it for a reattach, translates
+//! statement ids after one, and takes the response at which the session goes to the kernel splice.
 //!
 //! `COM_PING` is no use: a pool's keepalive neither restarts the idle clock nor thaws a
 //! parked compute.
@@ -17,6 +18,7 @@ use crate::control::{ConnectionGuard, NotResumable, SessionLook};
 use crate::conversation::{Conversation, Mark, Phase as Step, Untracked};
 use crate::passthrough::{Observer, Reaction};
 use crate::session_replay::{self, Effect};
+use crate::session_state::{SessionState, Unreadable};
 use crate::statement_ids::{StatementIds, Untranslatable};
 
 /// Follows one connection's commands for its instance (see the module doc).
@@ -36,8 +38,21 @@ pub struct CommandWatch<'a> {
     /// The compute issued this session a ticket: it may be stopped under it and reattached
     /// (`resumable_sessions`). Only then are its commands classified.
     ticketed: bool,
-    /// What the session's commands set, to send again on a reattach.
+    /// What the session's commands left that the relay follows (pins, transactions,
+    /// statements).
     log: session_replay::Log,
+    /// The session's state as last read from its compute (a fresh login's at first).
+    state: SessionState,
+    /// A command that may have changed the session's state was sent since it was last read:
+    /// the session is not carried until it is read again.
+    unread: bool,
+    /// Why the state last read cannot be carried, if it cannot.
+    unreadable: Option<Unreadable>,
+    /// A read was due while the compute was not running: not tried again before the next
+    /// command (a read never thaws a compute).
+    read_skipped: bool,
+    /// Since when the session is between commands that count as use (pings do not).
+    idle_since: Option<tokio::time::Instant>,
     /// The command awaiting its response, when what it sets is kept once accepted, and the
     /// response's first bytes so far.
     pending: Option<(Vec<u8>, Effect, Vec<u8>)>,
@@ -118,6 +133,11 @@ impl<'a> CommandWatch<'a> {
             learnt: None,
             ticketed: false,
             log: session_replay::Log::default(),
+            state: SessionState::default(),
+            unread: false,
+            unreadable: None,
+            read_skipped: false,
+            idle_since: None,
             pending: None,
             detached: false,
             translation: None,
@@ -147,6 +167,12 @@ impl CommandWatch<'_> {
         let ended = idle && self.used;
         if ended {
             self.used = false;
+        }
+        // Pings neither start nor end the wait before a state read: they are no use.
+        if sent {
+            self.idle_since = None;
+        } else if ended || (idle && self.idle_since.is_none()) {
+            self.idle_since = Some(tokio::time::Instant::now());
         }
         let resumable = idle && self.resumable();
         let holding = (idle && !resumable && self.guard.keeps_sessions_resumable())
@@ -219,11 +245,13 @@ impl CommandWatch<'_> {
     }
 
     /// Whether the session could be carried to a new compute now: ticketed, nothing pinned
-    /// it, no transaction open.
+    /// it, no transaction open, its state read since its last change and fit to carry.
     fn resumable(&self) -> bool {
         self.ticketed
             && self.log.pinned().is_none()
             && self.conversation.status_flags() & SERVER_STATUS_IN_TRANS == 0
+            && !self.unread
+            && self.unreadable.is_none()
     }
 
     /// Why the session could not be carried to a new compute now (it is not
@@ -232,14 +260,48 @@ impl CommandWatch<'_> {
         if !self.ticketed {
             return NotResumable::NoTicket;
         }
-        self.log
-            .pinned()
-            .map_or(NotResumable::Transaction, NotResumable::Pinned)
+        if let Some(why) = self.log.pinned() {
+            return NotResumable::Pinned(why);
+        }
+        if self.conversation.status_flags() & SERVER_STATUS_IN_TRANS != 0 {
+            return NotResumable::Transaction;
+        }
+        match self.unreadable {
+            Some(why) => NotResumable::Pinned(why.as_str()),
+            None => NotResumable::Unread,
+        }
     }
 
-    /// The commands that restore the session's state on a new compute, in order.
-    pub fn replay(&self) -> &[Vec<u8>] {
-        self.log.commands()
+    /// The commands that restore the session's state on a new compute, in order: generated
+    /// from values ([`SessionState::restore`]), each answered with an OK (or, for
+    /// `COM_SET_OPTION`, an EOF).
+    pub fn restore(&self) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = self.log.set_option().map(Vec::from).into_iter().collect();
+        out.extend(self.state.restore());
+        out
+    }
+
+    /// Before reading the session's state: takes the compute's leg for the relay (the
+    /// connection counts as busy, so no pause freezes the compute under the read). `false`
+    /// when the compute is not running: the read waits for the next command.
+    pub fn begin_state_read(&mut self) -> bool {
+        let running = self.guard.step_aside();
+        self.read_skipped = !running;
+        running
+    }
+
+    /// The session's state as read from its compute, or why it cannot be carried; the
+    /// connection is between commands again.
+    pub fn state_read(&mut self, read: Result<SessionState, Unreadable>) {
+        self.unread = false;
+        match read {
+            Ok(state) => {
+                self.state = state;
+                self.unreadable = None;
+            }
+            Err(why) => self.unreadable = Some(why),
+        }
+        self.settle(false);
     }
 
     /// The session's open prepared statements, to prepare again on a new compute.
@@ -321,6 +383,10 @@ impl CommandWatch<'_> {
         for payload in packets {
             counted += u64::from(payload.first() != Some(&0x0E));
             let effect = session_replay::effect_of(payload);
+            if effect.changes_state() {
+                self.unread = true;
+                self.read_skipped = false;
+            }
             if self.log.sent(effect) {
                 if one {
                     self.pending = Some((payload.to_vec(), effect, Vec::with_capacity(13)));
@@ -328,7 +394,7 @@ impl CommandWatch<'_> {
                     // Its id is in a reply behind others' replies.
                     self.log.pin("prepared statement sent with other commands");
                 } else {
-                    self.log.accepted(payload, effect);
+                    self.log.accepted(effect);
                 }
             }
         }
@@ -357,7 +423,7 @@ impl CommandWatch<'_> {
                     self.log
                         .prepared(u32::from_le_bytes([a, b, c, d]), shape, payload);
                 }
-                _ => self.log.accepted(payload, *effect),
+                _ => self.log.accepted(*effect),
             }
         }
         self.pending = None;
@@ -561,6 +627,19 @@ impl Observer for CommandWatch<'_> {
     /// A session taken back from the kernel goes back once it is used, or once the
     /// conversation cannot be followed (it was not between commands after all): the next
     /// take-back starts afresh. Not after `COM_QUIT`: the pump sees the close.
+    fn step_aside_at(&self) -> Option<tokio::time::Instant> {
+        let due = self.ticketed
+            && self.unread
+            && self.conversation.phase() == Step::Idle
+            && !self.read_skipped
+            && !self.detached
+            && self.log.pinned().is_none()
+            && self.conversation.status_flags_known()
+            && self.conversation.status_flags() & SERVER_STATUS_IN_TRANS == 0;
+        let since = self.idle_since.filter(|_| due)?;
+        Some(since + self.guard.state_read_after())
+    }
+
     fn hand_back(&self) -> bool {
         self.from_kernel
             && match self.conversation.phase() {

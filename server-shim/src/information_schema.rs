@@ -2,16 +2,28 @@
 //! tools read, created in an in-memory SQLite attached as `information_schema` and filled from
 //! a snapshot of every database's catalog (tables, columns, indexes). Tables MySQL has that
 //! describe what the shim does not have (files, routines, triggers, partitions) exist, empty,
-//! so dump tools that probe them carry on.
+//! so dump tools that probe them carry on. MariaDB's `SYSTEM_VARIABLES` and `USER_VARIABLES`
+//! describe the session that asks: the relay reads a session's state from them by value
+//! before it carries the session to another compute.
 
 use rusqlite::Connection;
 
-use crate::engine::TableMeta;
+use crate::engine::{Cell, SessionFacts, TableMeta};
+use crate::variables::{self, SessionVars};
 
 /// The `information_schema` tables the shim answers, with their columns (MySQL's names and
 /// order, the subset tools read). Tables MySQL has that are not here are answered as empty
 /// (`FILES`, `ROUTINES`, `TRIGGERS`, ...), so dump tools that probe them carry on.
 const TABLES: &[(&str, &str)] = &[
+    (
+        "SYSTEM_VARIABLES",
+        "VARIABLE_NAME, SESSION_VALUE, GLOBAL_VALUE, DEFAULT_VALUE, VARIABLE_SCOPE, \
+         VARIABLE_TYPE, READ_ONLY",
+    ),
+    (
+        "USER_VARIABLES",
+        "VARIABLE_NAME, VARIABLE_VALUE, VARIABLE_TYPE, CHARACTER_SET_NAME",
+    ),
     (
         "SCHEMATA",
         "CATALOG_NAME, SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME, \
@@ -94,7 +106,8 @@ const TABLES: &[(&str, &str)] = &[
 ];
 
 /// Creates the tables in `conn` (attached as `information_schema`) and fills them from
-/// `snapshot` (database name, its tables); `DATABASE()` answers `current_db`.
+/// `snapshot` (database name, its tables) and `session` (the asking session's variables);
+/// `DATABASE()` answers `current_db`.
 ///
 /// # Errors
 /// SQLite's, if a table cannot be created or filled.
@@ -102,6 +115,7 @@ pub fn fill(
     conn: &Connection,
     snapshot: &[(String, Vec<TableMeta>)],
     current_db: Option<String>,
+    session: &SessionFacts,
 ) -> rusqlite::Result<()> {
     conn.create_scalar_function(
         "database",
@@ -116,6 +130,7 @@ pub fn fill(
         ))?;
     }
     let tx = conn.unchecked_transaction()?;
+    fill_variables(&tx, session)?;
     for (db, tables) in snapshot {
         tx.execute(
             "INSERT INTO information_schema.SCHEMATA VALUES ('def', ?1, 'utf8mb4', 'utf8mb4_general_ci', NULL)",
@@ -191,6 +206,52 @@ pub fn fill(
         }
     }
     tx.commit()
+}
+
+/// The session's system variables (each as it reads now, its default as the global value)
+/// and its user variables, typed as MariaDB names them.
+fn fill_variables(conn: &Connection, session: &SessionFacts) -> rusqlite::Result<()> {
+    let none = std::collections::BTreeMap::new();
+    let now = variables::all(SessionVars {
+        autocommit: session.autocommit,
+        set: &session.variables,
+    });
+    let defaults = variables::all(SessionVars {
+        autocommit: true,
+        set: &none,
+    });
+    for ((name, value), (_, default)) in now.iter().zip(&defaults) {
+        let kind = match variables::lookup(
+            name,
+            SessionVars {
+                autocommit: true,
+                set: &none,
+            },
+        ) {
+            _ if name == "autocommit" => "BOOLEAN",
+            Some(Cell::Int(_)) => "BIGINT",
+            _ => "VARCHAR",
+        };
+        conn.execute(
+            "INSERT INTO information_schema.SYSTEM_VARIABLES VALUES (?1, ?2, ?3, ?3, 'SESSION', \
+             ?4, 'NO')",
+            rusqlite::params![name.to_ascii_uppercase(), value, default, kind],
+        )?;
+    }
+    for (name, value) in &session.user_variables {
+        let (kind, charset) = match value {
+            Cell::Int(_) | Cell::UInt(_) => ("INT", "binary"),
+            Cell::Float(_) => ("DOUBLE", "binary"),
+            Cell::Decimal(_) => ("DECIMAL", "binary"),
+            Cell::Null | Cell::Bytes(_) => ("VARCHAR", "binary"),
+            Cell::Text(_) | Cell::Date(_) | Cell::DateTime(_) => ("VARCHAR", "utf8mb4"),
+        };
+        conn.execute(
+            "INSERT INTO information_schema.USER_VARIABLES VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![name, value.to_text(), kind, charset],
+        )?;
+    }
+    Ok(())
 }
 
 /// `varchar(40)` → (`varchar`, length 40, -, -); `decimal(10,2)` → (`decimal`, -, 10, 2);

@@ -223,6 +223,25 @@ fn for_session<T>(
     result
 }
 
+/// The text of a hexadecimal string literal (`X'6869'`), when `value` is one of valid UTF-8.
+fn hex_string(value: &str) -> Option<String> {
+    let hex = value
+        .strip_prefix(['X', 'x'])?
+        .strip_prefix('\'')?
+        .strip_suffix('\'')?;
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|b| u8::from_str_radix(b, 16).ok())
+        })
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
 fn parse_flag(value: &str) -> Option<bool> {
     match value.to_ascii_lowercase().as_str() {
         "1" | "on" | "true" => Some(true),
@@ -768,7 +787,8 @@ impl Session {
             let tables = self.with_executor(db, |e| e.describe()).await?;
             snapshot.push((name, tables));
         }
-        let mut schema = crate::sqlite::information_schema(&snapshot, self.database.clone())?;
+        let mut schema =
+            crate::sqlite::information_schema(&snapshot, self.database.clone(), &self.facts)?;
         schema.execute(sql, &params).map(reply)
     }
 
@@ -900,7 +920,8 @@ impl Session {
             let read = self.read_variable(&value);
             let value = match &read {
                 Some(cell) => cell.to_text().unwrap_or_default(),
-                None => value,
+                // `X'2B30303A3030'`, as the relay restores a carried session's variables.
+                None => hex_string(&value).unwrap_or(value),
             };
             if let Some(user) = name.strip_prefix('@') {
                 let cell = match read {

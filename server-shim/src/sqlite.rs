@@ -18,7 +18,9 @@ use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension as _};
 
 use crate::dialect::{self, StatementKind};
-use crate::engine::{Cell, Engine, Executor, IndexColumn, Outcome, SavepointAction, TableMeta};
+use crate::engine::{
+    Cell, Engine, Executor, IndexColumn, Outcome, SavepointAction, SessionFacts, TableMeta,
+};
 use crate::information_schema;
 use crate::mysql_functions::{self, ConnectionFacts};
 use crate::sql_error::SqlError;
@@ -70,21 +72,23 @@ pub fn in_memory(databases: &Path) -> Result<Box<dyn Executor>, SqlError> {
     Ok(Box::new(executor))
 }
 
-/// An executor whose `information_schema` holds `snapshot` (every database's tables), for
-/// one query; `DATABASE()` answers `current_db`.
+/// An executor whose `information_schema` holds `snapshot` (every database's tables) and
+/// `session`'s variables, for one query; `DATABASE()` answers `current_db`.
 ///
 /// # Errors
 /// [`SqlError`] if SQLite cannot build it.
 pub fn information_schema(
     snapshot: &[(String, Vec<TableMeta>)],
     current_db: Option<String>,
+    session: &SessionFacts,
 ) -> Result<Box<dyn Executor>, SqlError> {
     let conn = Connection::open_in_memory()
         .map_err(|e| SqlError::internal(&format!("cannot open storage: {e}")))?;
     // No database name: `information_schema.t` must stay qualified (the current database's
     // qualifier would become `main`).
     let exec = SqliteExecutor::new(conn, String::new())?;
-    information_schema::fill(&exec.conn, snapshot, current_db).map_err(|e| exec.error(&e))?;
+    information_schema::fill(&exec.conn, snapshot, current_db, session)
+        .map_err(|e| exec.error(&e))?;
     Ok(Box::new(exec))
 }
 
@@ -1370,7 +1374,8 @@ mod tests {
         )
         .unwrap();
         let snapshot = vec![("shop".to_owned(), e.describe().unwrap())];
-        let mut schema = information_schema(&snapshot, Some("shop".into())).unwrap();
+        let mut schema =
+            information_schema(&snapshot, Some("shop".into()), &SessionFacts::default()).unwrap();
         let out = exec(
             schema.as_mut(),
             "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, COLUMN_KEY, IS_NULLABLE, EXTRA \

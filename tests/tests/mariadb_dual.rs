@@ -669,6 +669,107 @@ fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_stat
     let _ = std::fs::remove_file(ticket_key.with_extension("key.used"));
 }
 
+/// A session carried across a stop by value (docs/parking.md, *Sessions across a stop*): the
+/// relay sends the new MariaDB only statements it generates from what the old one reported,
+/// never the client's text. A `SET STATEMENT … FOR INSERT` inserts once; a database chosen
+/// before `COM_RESET_CONNECTION` (which keeps it) is the one after the stop; user variables
+/// come back with their types, bytes and collations, system variables with their values.
+#[test]
+fn a_session_carried_by_value_runs_nothing_twice_and_keeps_its_database_and_variables() {
+    let label = "maria-dual-by-value";
+    let ticket_key = std::env::temp_dir().join(format!("{label}-{}.key", std::process::id()));
+    let _ = std::fs::remove_file(&ticket_key);
+    tests::relay::keygen(&ticket_key, "tickets-1");
+    let d = Dual::start_using(
+        label,
+        &[
+            &format!(
+                "--loose-perceptron-dual-ticket-key-file={}",
+                ticket_key.display()
+            ),
+            "--loose-perceptron-dual-instance=demo",
+        ],
+        tests::relay::RelayOptions {
+            idle_pause_after: "2s",
+            instance_toml: "stop_after = \"1s\"\nresumable_sessions = true\n".into(),
+            ..tests::relay::RelayOptions::default()
+        },
+    );
+    d.root(
+        "CREATE TABLE shop.orders (id INT AUTO_INCREMENT PRIMARY KEY); CREATE DATABASE tenant_b;",
+    );
+    d.wait_paused();
+    // Logged in while paused: relayed, and ticketed.
+    let mut s = raw::login(d.relay.port, USER, PASSWORD, Some("shop"))
+        .unwrap()
+        .unwrap();
+    s.set_read_timeout(Some(tests::scaled(Duration::from_secs(60))))
+        .unwrap();
+    let run = |s: &mut std::net::TcpStream, sql: &str| {
+        assert!(matches!(raw::query(s, sql), Ok(Ok(_))), "{sql}");
+    };
+    run(&mut s, "USE tenant_b");
+    raw::write_packet(
+        &mut s,
+        0,
+        &[authplugin::packet::command::COM_RESET_CONNECTION],
+    )
+    .unwrap();
+    let (_, ok) = raw::read_packet(&mut s).unwrap();
+    assert_eq!(ok.first(), Some(&0x00), "{ok:?}");
+    run(
+        &mut s,
+        "SET STATEMENT max_statement_time=10 FOR INSERT INTO shop.orders VALUES ()",
+    );
+    run(
+        &mut s,
+        "SET @n = 42, @big = 18446744073709551615, @dec = 1.50, @d = 0.1e0 + 0.2e0, \
+         @s = _utf8mb4 X'68C3A96C6C6FF09F9880' COLLATE utf8mb4_bin, @b = X'00FF', @z = NULL",
+    );
+    run(
+        &mut s,
+        "SET SESSION sql_mode = 'NO_BACKSLASH_ESCAPES,ANSI_QUOTES', time_zone = '+02:00', \
+         autocommit = 0",
+    );
+    run(&mut s, "COMMIT");
+    let pid = d.relay.compute_pid().unwrap();
+    d.wait_paused();
+    assert!(!pid_alive(pid), "mariadbd is gone");
+    assert_eq!(
+        raw::one_row(&mut s, "SELECT COUNT(*) FROM shop.orders").as_deref(),
+        Some("1"),
+        "the INSERT ran once\n{}",
+        d.relay.log()
+    );
+    assert!(d.relay.logged("session reattached"), "{}", d.relay.log());
+    for (sql, want) in [
+        ("SELECT DATABASE()", "tenant_b"),
+        ("SELECT @n + 1", "43"),
+        ("SELECT @big", "18446744073709551615"),
+        ("SELECT @dec", "1.50"),
+        ("SELECT @dec = 1.5", "1"),
+        ("SELECT @d = 0.1e0 + 0.2e0", "1"),
+        (
+            "SELECT CONCAT(HEX(@s), ' ', COLLATION(@s))",
+            "68C3A96C6C6FF09F9880 utf8mb4_bin",
+        ),
+        ("SELECT CONCAT(HEX(@b), ' ', COLLATION(@b))", "00FF binary"),
+        ("SELECT @z IS NULL", "1"),
+        ("SELECT @@sql_mode", "ANSI_QUOTES,NO_BACKSLASH_ESCAPES"),
+        ("SELECT @@time_zone", "+02:00"),
+        ("SELECT @@autocommit", "0"),
+    ] {
+        assert_eq!(
+            raw::one_row(&mut s, sql).as_deref(),
+            Some(want),
+            "{sql}\n{}",
+            d.relay.log()
+        );
+    }
+    let _ = std::fs::remove_file(&ticket_key);
+    let _ = std::fs::remove_file(ticket_key.with_extension("key.used"));
+}
+
 /// `mariadb-dump` of `shop` through `relay` as `user`, without its comments (they name the
 /// server's version string, which the relay's greeting imitates for a held login); panics if
 /// it fails.

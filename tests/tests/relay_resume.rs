@@ -93,7 +93,6 @@ fn a_parked_pool_outlives_the_computes_stop_and_resumes_with_its_state_on_one_wa
     exec(&mut a, "CREATE DATABASE shop");
     exec(&mut a, "USE shop");
     exec(&mut a, "SET SESSION sql_mode = 'ANSI_QUOTES'");
-    exec(&mut a, "SET @answer = 42");
     let pid = relay.compute_pid().unwrap();
 
     // Parked, then stopped under the session: the process is gone, the client is not.
@@ -235,7 +234,7 @@ fn a_detached_session_past_its_tickets_lifetime_ends_with_1927_and_wakes_nothing
     let dir = TempDir::new("resume-expired");
     let relay = start_with(&dir, &["--ticket-ttl", "1ms"]);
     let mut a = connect(&relay);
-    exec(&mut a, "SET @x = 1");
+    exec(&mut a, "SET SESSION time_zone = '+01:00'");
     relay.wait_state("paused", Duration::from_secs(60));
     assert!(relay.logged("stopping the frozen compute under resumable sessions"));
     let spawned = relay.log_count("compute spawned");
@@ -267,20 +266,20 @@ fn sessions_detached_beyond_the_cap_end_with_1927() {
     let relay = start_with_instance(&dir, &[], "max_detached_sessions = 1\n");
     // Each logs in while the instance is paused, so its login is relayed and gets a ticket.
     let mut a = connect(&relay);
-    exec(&mut a, "SET @x = 1");
+    exec(&mut a, "SET SESSION time_zone = '+01:00'");
     relay.wait_state("paused", Duration::from_secs(60));
     let mut b = connect(&relay);
-    exec(&mut b, "SET @x = 2");
+    exec(&mut b, "SET SESSION time_zone = '+02:00'");
     relay.wait_state("paused", Duration::from_secs(60));
     // `a` waits detached since the first stop; `b`, detached by the second, is over the cap.
     assert_eq!(
-        raw::one_row(&mut a, "SELECT @x").as_deref(),
-        Some("1"),
+        raw::one_row(&mut a, "SELECT @@time_zone").as_deref(),
+        Some("+01:00"),
         "{}",
         relay.log()
     );
     let spawned = relay.log_count("compute spawned");
-    match raw::query(&mut b, "SELECT @x").unwrap() {
+    match raw::query(&mut b, "SELECT @@time_zone").unwrap() {
         Err((code, message)) => assert_eq!(code, 1927, "{message}"),
         Ok(_) => panic!("a session over the cap was reattached\n{}", relay.log()),
     }

@@ -15,6 +15,7 @@ pub mod handshake_response41;
 pub mod handshake_v10;
 pub mod ok;
 pub mod ssl_request;
+pub mod text_result;
 
 pub use auth_switch::{AuthMoreData, AuthSwitchRequest};
 pub use err::ErrPacket;

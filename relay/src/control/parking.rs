@@ -47,6 +47,9 @@ pub enum NotResumable {
     Pinned(&'static str),
     /// A transaction is open.
     Transaction,
+    /// Its state changed and was not read back yet (it is, once the session has been
+    /// between commands for half of `park_after`).
+    Unread,
 }
 
 impl NotResumable {
@@ -60,6 +63,7 @@ impl NotResumable {
             }
             Self::Pinned(why) => why,
             Self::Transaction => "open transaction",
+            Self::Unread => "session state not read yet",
         }
     }
 }
@@ -125,6 +129,34 @@ impl ConnectionGuard {
                 }
             }
         }
+    }
+
+    /// Takes the connection's compute leg for the relay's own use (reading the session's
+    /// state): it counts as busy from here, without counting as use, so no pause freezes the
+    /// compute under the read; the next look ([`Self::report`]) counts it between commands
+    /// again. `false`, and nothing changes, when the compute is not running: a read never
+    /// thaws it.
+    pub fn step_aside(&mut self) -> bool {
+        let instance = Arc::clone(&self.instance);
+        let mut inner = instance.lock();
+        if !matches!(inner.state, State::Running(_)) {
+            return false;
+        }
+        if self.idle {
+            self.idle = false;
+            inner.idle_conns = inner.idle_conns.saturating_sub(1);
+        }
+        true
+    }
+
+    /// How long a resumable session is between commands after a change before its state is
+    /// read: half of `park_after`, so that it is read before the instance may park.
+    #[must_use]
+    pub fn state_read_after(&self) -> std::time::Duration {
+        (self.instance.config.park_after / 2).clamp(
+            std::time::Duration::from_millis(10),
+            std::time::Duration::from_secs(5),
+        )
     }
 
     /// Whether the compute is frozen now (the relay answers pings for it).

@@ -118,6 +118,40 @@ pub(super) fn forward(
                 pumped = pumped.then(&bytes);
                 bytes.ended_by
             };
+            if ended_by == PumpEnd::Aside {
+                // Between commands for a while after a change: the session's state is read
+                // from its compute, by value, before any pause could freeze it.
+                let Some(resumption) = resumption.as_ref() else {
+                    continue;
+                };
+                if !commands.begin_state_read() {
+                    continue;
+                }
+                let mut leg = PacketStream::new(&mut *compute_stream, STATE_READ_MAX_PACKET)
+                    .with_write_timeout(rt.instance.config.compute_timeout);
+                let read = Box::pin(super::state_read::read(
+                    &mut leg,
+                    deprecate_eof,
+                    &resumption.login(),
+                    rt.instance.config.compute_timeout,
+                ))
+                .await;
+                *compute_rest = leg.take_buffered();
+                match read {
+                    Ok(read) => {
+                        if let Err(why) = &read {
+                            tracing::info!(instance = %name, client = %addr, why = why.as_str(), "the session's state cannot be carried; it keeps its compute");
+                        }
+                        commands.state_read(read);
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(instance = %name, client = %addr, error = %e, "reading the session's state failed; closing it");
+                        pumped.ended_by = PumpEnd::ComputeError;
+                        break None;
+                    }
+                }
+            }
             if let Some((chunk, status_flags)) = commands.take_chunk() {
                 // The pump stopped at the end of a response for the kernel splice.
                 let mut chunk: &[u8] = &chunk;
@@ -196,14 +230,16 @@ pub(super) fn forward(
             drop(slot);
             let t = Instant::now();
             let statements = commands.statements();
+            let restore = commands.restore();
             let state = reattach::SessionState {
-                commands: commands.replay(),
+                commands: &restore,
                 statements: &statements,
                 deprecate_eof,
             };
             let resumed = Box::pin(resume_session(rt, connector, resumption, &state)).await;
-            let (replayed, prepared) = (state.commands.len(), statements.len());
+            let (restored, prepared) = (restore.len(), statements.len());
             drop(statements);
+            drop(restore);
             match resumed {
                 Ok((reattached, wake_ms)) => {
                     commands.set_detached(false);
@@ -211,7 +247,7 @@ pub(super) fn forward(
                     rt.metrics
                         .inc(Counter::Connections, name, metrics::outcome::REATTACHED);
                     tracing::info!(
-                        instance = %name, client = %addr, replayed, prepared,
+                        instance = %name, client = %addr, restored, prepared,
                         wake_ms, total_ms = t.elapsed().as_millis(), "session reattached"
                     );
                     client_rest = first;
@@ -278,6 +314,12 @@ pub(super) fn forward(
         );
     }
 }
+
+/// The largest packet of a session state's read: a row of every user variable's string in
+/// hexadecimal, at most ([`crate::session_state::MAX_USER_VARIABLES`] strings).
+const STATE_READ_MAX_PACKET: usize = 2
+    * crate::session_state::MAX_USER_VARIABLES
+    * (2 * crate::session_state::MAX_STRING_BYTES + 64);
 
 /// How often a spliced session looks whether it can be taken back for parking: a few times
 /// per `park_after`, as the instance looks whether it may park; `None` where it does not park.

@@ -23,6 +23,7 @@ mod held;
 pub mod login;
 pub mod outcome;
 mod reattach;
+mod state_read;
 mod switch_auth;
 
 use std::net::SocketAddr;

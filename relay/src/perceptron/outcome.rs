@@ -181,6 +181,9 @@ pub enum ComputeProtocolError {
     /// parameter or column counts than the client was given (the schema changed): the
     /// client's statement would not mean what it did. The client's id.
     StatementChanged(u32),
+    /// Reading a session's state, the compute's answer was not the one result set asked
+    /// for: the connection is out of step.
+    StateRead(authplugin::packet::text_result::TextResultError),
 }
 
 impl ComputeError {
@@ -286,6 +289,7 @@ impl std::fmt::Display for ComputeProtocolError {
                 "server switched to a plugin other than a mysql_native_password challenge; \
                  is the account IDENTIFIED VIA perceptron_dual?",
             ),
+            Self::StateRead(e) => write!(f, "reading the session's state: {e}"),
             Self::StatementChanged(id) => write!(
                 f,
                 "prepared statement {id} has other parameters or columns on the new compute \

@@ -2,11 +2,13 @@
 //! the compute that issued the session's ticket was stopped under it; at the session's next
 //! command the relay wakes the instance, logs in to the new compute with the resume payload
 //! (its own HMAC identity over the fresh scramble, plus the ticket), keeps the next ticket,
-//! and sends again the commands that set the session's state, in order.
+//! and restores the session's state with statements generated from its values
+//! ([`crate::session_state`]), then prepares its statements again.
 
 use std::time::Duration;
 
 use authplugin::AuthPlugin;
+use authplugin::packet::ok::{EOF_HEADER, OK_HEADER};
 use zeroize::Zeroizing;
 
 use super::compute_leg;
@@ -72,6 +74,15 @@ impl Resumption {
         }
     }
 
+    /// The login a session's state is checked against (its user and database).
+    #[must_use]
+    pub fn login(&self) -> super::state_read::Login<'_> {
+        super::state_read::Login {
+            user: &self.login.response.username,
+            database: self.login.response.database.as_deref(),
+        }
+    }
+
     /// When the ticket expires (Unix ms), read from its claims (the relay cannot verify a
     /// ticket, but its expiry is in clear: a compute refuses it after that anyway); `None`
     /// for a ticket that does not decode.
@@ -83,10 +94,10 @@ impl Resumption {
     }
 }
 
-/// What a reattach restores: the commands that set the session's state, in order, and its
-/// open prepared statements.
+/// What a reattach restores: the session's state, and its open prepared statements.
 pub struct SessionState<'a> {
-    /// Commands to send again, each answered with one OK.
+    /// The commands that restore its state, generated from values, each answered with one
+    /// OK (or an EOF, for `COM_SET_OPTION`).
     pub commands: &'a [Vec<u8>],
     /// Each statement: the client's id, the `COM_STMT_PREPARE` payload, and its parameter and
     /// column counts as first prepared.
@@ -113,7 +124,7 @@ pub struct Reattached<S> {
 /// # Errors
 /// [`ComputeError`]: the compute could not be reached, did not prove the key, refused the
 /// reattach (its ERR, as [`ComputeProtocolError::Unexpected`]), sent no next ticket, refused
-/// a replayed command or a statement, or prepared a statement with another shape
+/// a restoring command or a statement, or prepared a statement with another shape
 /// ([`ComputeProtocolError::StatementChanged`]).
 pub async fn reattach<C: ComputeConnector>(
     connector: &C,
@@ -155,7 +166,7 @@ pub async fn reattach<C: ComputeConnector>(
     for command in state.commands {
         compute_leg::write(&mut stream, 0, command).await?;
         let reply = compute_leg::read(&mut stream, timeout, ComputeStep::Login).await?;
-        if reply.payload.first() != Some(&0x00) {
+        if !matches!(reply.payload.first(), Some(&(OK_HEADER | EOF_HEADER))) {
             return Err(refused(&reply.payload));
         }
     }

@@ -1,0 +1,471 @@
+//! A session's state read by value from its compute, and the statements that restore it on
+//! another (docs/parking.md, *Sessions across a stop*).
+//!
+//! The relay never sends a client's text again. When a resumable session has been between
+//! commands for a while after changing anything, the relay asks its compute, on the session's
+//! own connection, for what the session holds ([`READ_SESSION`], [`READ_SYSTEM_VARIABLES`],
+//! [`READ_USER_VARIABLES`], then [`UserVariables::exact_query`]), and keeps the answer as
+//! values. A reattach sends only statements generated here from those values
+//! ([`SessionState::restore`]): `USE`, one `SET SESSION`, one `SET @…` — literals written as
+//! hexadecimal strings or checked numbers, so no value is ever parsed as SQL, under any
+//! `sql_mode`. A value that cannot be written back exactly (a user variable whose literal does
+//! not compare equal on the compute) makes the state [`Unreadable`], and the session stays on
+//! its compute.
+//!
+//! What is not carried, by design: system variables with no global value that hold per-statement
+//! facts ([`PER_STATEMENT`]), and the database's character set and collation variables, which
+//! `USE` sets. Pure: rows in, values and statements out.
+
+use authplugin::hex::encode as hex;
+use authplugin::packet::command::COM_QUERY;
+use authplugin::packet::text_result::Row;
+
+/// The session's database and user (`USER()`: the name it logged in or changed to, `@` the
+/// client's host).
+pub const READ_SESSION: &str = "SELECT DATABASE(), USER()";
+
+/// The system variables whose session value differs from what a new session starts with:
+/// the global value, or for a variable with no global value its default.
+pub const READ_SYSTEM_VARIABLES: &str = "SELECT VARIABLE_NAME, VARIABLE_SCOPE, VARIABLE_TYPE, \
+     SESSION_VALUE, DEFAULT_VALUE FROM information_schema.SYSTEM_VARIABLES \
+     WHERE VARIABLE_SCOPE <> 'GLOBAL' AND READ_ONLY = 'NO' \
+     AND NOT (SESSION_VALUE <=> GLOBAL_VALUE)";
+
+/// The session's user variables with their types (the values of strings are read exactly by
+/// [`UserVariables::exact_query`]).
+/// Only numbers are read from the listing (a decimal has at most 67 characters), so no value
+/// makes its rows large.
+pub const READ_USER_VARIABLES: &str = "SELECT VARIABLE_NAME, VARIABLE_TYPE, \
+     LEFT(VARIABLE_VALUE, 100) FROM information_schema.USER_VARIABLES";
+
+/// Session-only variables that hold per-statement facts or the connection's identity, which a
+/// new session has afresh (as `CONNECTION_ID()` and `LAST_INSERT_ID()` differ after a
+/// reattach); and the database's character set and collation, which `USE` sets.
+pub const PER_STATEMENT: &[&str] = &[
+    "character_set_database",
+    "collation_database",
+    "error_count",
+    "gtid_seq_no",
+    "identity",
+    "in_transaction",
+    "insert_id",
+    "last_gtid",
+    "last_insert_id",
+    "pseudo_thread_id",
+    "rand_seed1",
+    "rand_seed2",
+    "timestamp",
+    "warning_count",
+    "wsrep_gtid_seq_no",
+];
+
+/// The most system variables a session may carry, the most user variables, the longest string
+/// a user variable may hold, and the most bytes of all their literals: past any, its state is
+/// [`Unreadable::TooLarge`]. They bound the relay's reads too: the longest row it reads is
+/// [`MAX_USER_VARIABLES`] strings of [`MAX_STRING_BYTES`], in hexadecimal.
+pub const MAX_VARIABLES: usize = 512;
+/// See [`MAX_VARIABLES`].
+pub const MAX_USER_VARIABLES: usize = 64;
+/// See [`MAX_VARIABLES`].
+pub const MAX_STRING_BYTES: usize = 8 * 1024;
+/// See [`MAX_VARIABLES`].
+pub const MAX_STATE_BYTES: usize = 256 * 1024;
+
+/// Why a session's state cannot be carried by value (the session then stays on its compute).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unreadable {
+    /// The compute refused a read, or answered with something else (a compute without
+    /// `information_schema.SYSTEM_VARIABLES` or `USER_VARIABLES`).
+    NotAnswered,
+    /// More variables or bytes than [`MAX_VARIABLES`] and its kin allow.
+    TooLarge,
+    /// A variable's name or value that no literal written here reproduces exactly.
+    Inexact,
+    /// The session is another user than the one that logged in (`COM_CHANGE_USER`).
+    OtherUser,
+    /// No database is selected, though the login named one (`DROP DATABASE`): a new login
+    /// would select it again.
+    NoDatabase,
+}
+
+impl Unreadable {
+    /// The reason, as `relay status` gives it for a session that keeps its compute.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::NotAnswered => "session state not readable from the compute",
+            Self::TooLarge => "session state too large to carry",
+            Self::Inexact => "a variable whose value cannot be restored exactly",
+            Self::OtherUser => "the session changed user",
+            Self::NoDatabase => "no database selected after a login that named one",
+        }
+    }
+}
+
+/// A session's state by value: what a new session needs to be the same.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionState {
+    database: Option<Vec<u8>>,
+    /// System variables: lower-case name and literal.
+    system: Vec<(String, String)>,
+    /// User variables: name and literal.
+    user: Vec<(Vec<u8>, String)>,
+}
+
+/// The one row of [`READ_SESSION`]: the database, if any, and the user name (`USER()` without
+/// its host).
+///
+/// # Errors
+/// [`Unreadable::NotAnswered`] for any other shape.
+pub fn session(rows: &[Row]) -> Result<(Option<Vec<u8>>, Vec<u8>), Unreadable> {
+    let [row] = rows else {
+        return Err(Unreadable::NotAnswered);
+    };
+    let [database, Some(user)] = row.as_slice() else {
+        return Err(Unreadable::NotAnswered);
+    };
+    let name = match user.iter().rposition(|&b| b == b'@') {
+        Some(at) => user.get(..at).unwrap_or_default(),
+        None => user.as_slice(),
+    };
+    Ok((database.clone(), name.to_vec()))
+}
+
+/// The system variables to set, from [`READ_SYSTEM_VARIABLES`]' rows: lower-case name and
+/// literal.
+///
+/// # Errors
+/// [`Unreadable`]: a row of another shape, a name that is not a plain identifier, a number
+/// that is not one, or too many.
+pub fn system_variables(rows: &[Row]) -> Result<Vec<(String, String)>, Unreadable> {
+    let mut out = Vec::new();
+    for row in rows {
+        let [Some(name), Some(scope), Some(kind), value, default] = row.as_slice() else {
+            return Err(Unreadable::NotAnswered);
+        };
+        let name = String::from_utf8(name.to_ascii_lowercase()).map_err(|_| Unreadable::Inexact)?;
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(Unreadable::Inexact);
+        }
+        if PER_STATEMENT.contains(&name.as_str())
+            || (scope.eq_ignore_ascii_case(b"SESSION ONLY") && value == default)
+        {
+            continue;
+        }
+        let literal = match value {
+            None => "NULL".to_owned(),
+            Some(v) if is_numeric_type(kind) => number(v).ok_or(Unreadable::Inexact)?,
+            Some(v) => format!("X'{}'", hex(v)),
+        };
+        out.push((name, literal));
+    }
+    // A character set before its collation: setting one resets the other.
+    out.sort_by_key(|(name, _)| {
+        if name.starts_with("character_set_") {
+            0
+        } else if name.starts_with("collation_") {
+            1
+        } else {
+            2
+        }
+    });
+    Ok(out)
+}
+
+fn is_numeric_type(kind: &[u8]) -> bool {
+    let kind = kind.to_ascii_uppercase();
+    matches!(
+        kind.as_slice(),
+        b"INT" | b"BIGINT" | b"INT UNSIGNED" | b"BIGINT UNSIGNED" | b"DOUBLE" | b"DECIMAL"
+    )
+}
+
+/// `text` as a numeric literal, when it is one: digits with at most a sign, a point and an
+/// exponent.
+fn number(text: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(text).ok()?;
+    let (mantissa, exponent) = match s.find(['e', 'E']) {
+        Some(at) => (s.get(..at)?, Some(s.get(at + 1..)?)),
+        None => (s, None),
+    };
+    let unsigned = mantissa.strip_prefix('-').unwrap_or(mantissa);
+    let (whole, fraction) = unsigned.split_once('.').unwrap_or((unsigned, ""));
+    let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+    let exponent_ok = exponent.is_none_or(|e| {
+        let e = e.strip_prefix(['-', '+']).unwrap_or(e);
+        !e.is_empty() && digits(e)
+    });
+    (!whole.is_empty() && digits(whole) && digits(fraction) && exponent_ok).then(|| s.to_owned())
+}
+
+/// A session's user variables as [`READ_USER_VARIABLES`] listed them, before their exact
+/// values are read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserVariables {
+    /// Name and, when known from the listing alone, the literal; `None`: a string, read by
+    /// [`Self::exact_query`].
+    listed: Vec<(Vec<u8>, Option<String>)>,
+}
+
+impl UserVariables {
+    /// Reads [`READ_USER_VARIABLES`]' rows.
+    ///
+    /// # Errors
+    /// [`Unreadable`]: another shape, a number that is not one, too many.
+    pub fn listed(rows: &[Row]) -> Result<Self, Unreadable> {
+        if rows.len() > MAX_USER_VARIABLES {
+            return Err(Unreadable::TooLarge);
+        }
+        let mut listed = Vec::with_capacity(rows.len());
+        for row in rows {
+            let [Some(name), Some(kind), value] = row.as_slice() else {
+                return Err(Unreadable::NotAnswered);
+            };
+            let literal = match (kind.to_ascii_uppercase().as_slice(), value) {
+                (_, None) => Some("NULL".to_owned()),
+                (b"INT" | b"DECIMAL", Some(v)) => Some(number(v).ok_or(Unreadable::Inexact)?),
+                // MariaDB writes doubles so that they read back the same; the exactness check
+                // confirms it.
+                (b"DOUBLE" | b"REAL", Some(v)) => {
+                    let n = number(v).ok_or(Unreadable::Inexact)?;
+                    Some(if n.contains(['e', 'E']) {
+                        n
+                    } else {
+                        format!("{n}E0")
+                    })
+                }
+                _ => None,
+            };
+            listed.push((name.clone(), literal));
+        }
+        Ok(Self { listed })
+    }
+
+    /// The query that reads each string's length, bytes (none past [`MAX_STRING_BYTES`]) and
+    /// collation, and checks that every other literal compares equal (`<=>`) to its variable:
+    /// one row. `None` without variables.
+    #[must_use]
+    pub fn exact_query(&self) -> Option<Vec<u8>> {
+        if self.listed.is_empty() {
+            return None;
+        }
+        let mut q = b"SELECT ".to_vec();
+        for (i, (name, literal)) in self.listed.iter().enumerate() {
+            if i > 0 {
+                q.extend_from_slice(b", ");
+            }
+            let var = variable(name);
+            match literal {
+                None => {
+                    let limit = MAX_STRING_BYTES.to_string();
+                    for part in [
+                        b"LENGTH(".as_slice(),
+                        &var,
+                        b"), HEX(IF(LENGTH(",
+                        &var,
+                        b") > ",
+                        limit.as_bytes(),
+                        b", '', ",
+                        &var,
+                        b")), COLLATION(",
+                        &var,
+                        b")",
+                    ] {
+                        q.extend_from_slice(part);
+                    }
+                }
+                Some(literal) => {
+                    q.push(b'(');
+                    q.extend_from_slice(&var);
+                    q.extend_from_slice(b" <=> ");
+                    q.extend_from_slice(literal.as_bytes());
+                    q.push(b')');
+                }
+            }
+        }
+        Some(q)
+    }
+
+    /// The variables and their literals, from [`Self::exact_query`]'s row (none without
+    /// variables).
+    ///
+    /// # Errors
+    /// [`Unreadable`]: another shape, a literal that does not compare equal, a collation that
+    /// is not a plain name.
+    pub fn exact(self, rows: &[Row]) -> Result<Vec<(Vec<u8>, String)>, Unreadable> {
+        if self.listed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let [row] = rows else {
+            return Err(Unreadable::NotAnswered);
+        };
+        let mut cells = row.iter();
+        let mut out = Vec::with_capacity(self.listed.len());
+        for (name, literal) in self.listed {
+            let literal = match literal {
+                Some(literal) => {
+                    if cells.next().ok_or(Unreadable::NotAnswered)?.as_deref() != Some(b"1") {
+                        return Err(Unreadable::Inexact);
+                    }
+                    literal
+                }
+                None => {
+                    let (Some(length), Some(bytes), Some(collation)) = (
+                        cells.next().ok_or(Unreadable::NotAnswered)?,
+                        cells.next().ok_or(Unreadable::NotAnswered)?,
+                        cells.next().ok_or(Unreadable::NotAnswered)?,
+                    ) else {
+                        // NULL listed as a string, or a value gone since the listing.
+                        return Err(Unreadable::Inexact);
+                    };
+                    let length = std::str::from_utf8(length)
+                        .ok()
+                        .and_then(|l| l.parse::<usize>().ok())
+                        .ok_or(Unreadable::NotAnswered)?;
+                    if length > MAX_STRING_BYTES {
+                        return Err(Unreadable::TooLarge);
+                    }
+                    if bytes.len() != 2 * length {
+                        return Err(Unreadable::Inexact);
+                    }
+                    string_literal(bytes, collation)?
+                }
+            };
+            out.push((name, literal));
+        }
+        if cells.next().is_some() {
+            return Err(Unreadable::NotAnswered);
+        }
+        Ok(out)
+    }
+}
+
+/// A string of the hexadecimal `bytes` (as `HEX()` gives them) in `collation`.
+fn string_literal(hex_bytes: &[u8], collation: &[u8]) -> Result<String, Unreadable> {
+    if hex_bytes.len() % 2 != 0 || !hex_bytes.iter().all(u8::is_ascii_hexdigit) {
+        return Err(Unreadable::Inexact);
+    }
+    let hex_bytes = std::str::from_utf8(hex_bytes).map_err(|_| Unreadable::Inexact)?;
+    let collation = std::str::from_utf8(collation).map_err(|_| Unreadable::Inexact)?;
+    if collation.is_empty()
+        || !collation
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return Err(Unreadable::Inexact);
+    }
+    if collation.eq_ignore_ascii_case("binary") {
+        return Ok(format!("X'{hex_bytes}'"));
+    }
+    let charset = collation.split('_').next().unwrap_or(collation);
+    Ok(format!(
+        "CONVERT(X'{hex_bytes}' USING {charset}) COLLATE {collation}"
+    ))
+}
+
+/// `@name` when the name is a plain identifier, else `@`name`` with a backtick inside doubled.
+fn variable(name: &[u8]) -> Vec<u8> {
+    if !name.is_empty() && name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_') {
+        return [b"@".as_slice(), name].concat();
+    }
+    quoted_variable(name)
+}
+
+/// `@`name``, a backtick inside doubled.
+fn quoted_variable(name: &[u8]) -> Vec<u8> {
+    let mut out = b"@`".to_vec();
+    for &b in name {
+        out.push(b);
+        if b == b'`' {
+            out.push(b'`');
+        }
+    }
+    out.push(b'`');
+    out
+}
+
+/// `` `name` ``, a backtick inside doubled.
+fn identifier(name: &[u8]) -> Vec<u8> {
+    let mut out = quoted_variable(name);
+    out.remove(0);
+    out
+}
+
+impl SessionState {
+    /// The state read from a compute: `session` ([`session`]) checked against the login's
+    /// user and database, the system and user variables.
+    ///
+    /// # Errors
+    /// [`Unreadable::OtherUser`], [`Unreadable::NoDatabase`], [`Unreadable::TooLarge`].
+    pub fn new(
+        session: (Option<Vec<u8>>, Vec<u8>),
+        login: (&[u8], Option<&[u8]>),
+        system: Vec<(String, String)>,
+        user: Vec<(Vec<u8>, String)>,
+    ) -> Result<Self, Unreadable> {
+        let (database, user_name) = session;
+        let (login_user, login_database) = login;
+        if user_name != login_user {
+            return Err(Unreadable::OtherUser);
+        }
+        if database.is_none() && login_database.is_some_and(|d| !d.is_empty()) {
+            return Err(Unreadable::NoDatabase);
+        }
+        let bytes: usize = system
+            .iter()
+            .map(|(n, l)| n.len() + l.len())
+            .chain(user.iter().map(|(n, l)| n.len() + l.len()))
+            .sum();
+        if system.len() + user.len() > MAX_VARIABLES || bytes > MAX_STATE_BYTES {
+            return Err(Unreadable::TooLarge);
+        }
+        Ok(Self {
+            database,
+            system,
+            user,
+        })
+    }
+
+    /// The `COM_QUERY` payloads that make a new session of the same login the same as this
+    /// one, in order; each is answered with an OK.
+    #[must_use]
+    pub fn restore(&self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        if let Some(database) = &self.database {
+            let mut q = vec![COM_QUERY];
+            q.extend_from_slice(b"USE ");
+            q.extend_from_slice(&identifier(database));
+            out.push(q);
+        }
+        if !self.system.is_empty() {
+            let mut q = vec![COM_QUERY];
+            q.extend_from_slice(b"SET SESSION ");
+            for (i, (name, literal)) in self.system.iter().enumerate() {
+                if i > 0 {
+                    q.extend_from_slice(b", ");
+                }
+                q.extend_from_slice(&identifier(name.as_bytes()));
+                q.extend_from_slice(b" = ");
+                q.extend_from_slice(literal.as_bytes());
+            }
+            out.push(q);
+        }
+        if !self.user.is_empty() {
+            let mut q = vec![COM_QUERY];
+            q.extend_from_slice(b"SET ");
+            for (i, (name, literal)) in self.user.iter().enumerate() {
+                if i > 0 {
+                    q.extend_from_slice(b", ");
+                }
+                q.extend_from_slice(&variable(name));
+                q.extend_from_slice(b" = ");
+                q.extend_from_slice(literal.as_bytes());
+            }
+            out.push(q);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;
