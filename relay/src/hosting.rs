@@ -614,13 +614,14 @@ async fn accept_loop(
         // dropped there, which closes the socket and releases its count (a direct route's).
         let evicted = pending.eviction();
         // An instance whose logins must meet the relay's TLS (require_secure_transport,
-        // client_ca) keeps every login on the perceptron route, which enforces them; the
-        // direct route hands the connection to the compute, which would not.
+        // client_ca) keeps every login on the perceptron route, which enforces them (the
+        // direct route hands the connection to the compute, which would not); so does one
+        // with resumable sessions, whose every connection needs the relay's login and ticket.
         // Boxed: a connection's task lives for hours, and its future is large
         // (bench/memory: 18.7 KB per idle direct connection unboxed, 7.2 KB boxed).
         // The direct route's connection counts from here, decided under the lock an idle
         // pause takes: no pause can stop the compute under it before its client speaks.
-        let direct = if rt.instance.config.relay_terminates_every_login() {
+        let direct = if rt.instance.config.relays_every_login() {
             None
         } else {
             rt.instance.hold_direct()

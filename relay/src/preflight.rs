@@ -385,6 +385,16 @@ fn instance_warnings(config: &Config) -> Vec<Problem> {
                           \"nftables\" kernel route is refused with it)"
                     .to_owned(),
             });
+            let every_login_relayed = (inst.resumable_sessions
+                && !inst.relay_terminates_every_login())
+            .then(|| Problem {
+                key: format!("instance[{i}].resumable_sessions"),
+                message: "every login is relayed, also while the instance runs (each connection \
+                          needs the relay's login and ticket to survive a stop): accounts not \
+                          IDENTIFIED VIA perceptron_dual cannot log in through the relay; \
+                          administer the compute on its own address"
+                    .to_owned(),
+            });
             let not_behind_endpoints =
                 (!config.endpoints.is_empty() && inst.auth == AuthMode::Switch).then(|| Problem {
                     key: format!("instance[{i}].auth"),
@@ -395,6 +405,7 @@ fn instance_warnings(config: &Config) -> Vec<Problem> {
             plaintext_switch
                 .into_iter()
                 .chain(no_direct_route)
+                .chain(every_login_relayed)
                 .chain(not_behind_endpoints)
         })
         .collect()

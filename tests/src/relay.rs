@@ -377,6 +377,21 @@ on_relay_exit = "{}"
         (status, body.to_owned())
     }
 
+    /// Resumes the instance (the admin API's resume) and waits (up to 60 s, [`scaled`]) until
+    /// it runs.
+    ///
+    /// # Panics
+    /// If the resume is refused or the instance does not run within the wait.
+    pub fn resume(&self) {
+        let (status, body) = self.admin("POST", "/v1/instances/demo/resume");
+        assert_eq!(status, 200, "resume: {body}\n{}", self.log());
+        assert!(
+            Self::wait_until(Duration::from_secs(60), || self.state() == "running"),
+            "{}",
+            self.log()
+        );
+    }
+
     /// Pauses the instance without forcing, waiting (up to 60 s, [`scaled`]) for connections that have
     /// just closed on the client's side to be closed on the relay's too: a pause is refused
     /// (409) while any is open.

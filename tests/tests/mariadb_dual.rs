@@ -35,6 +35,9 @@ use zeroize::Zeroizing;
 struct Dual {
     relay: Relay,
     error_log: PathBuf,
+    /// Where root logs in: the relay's port (its direct route), or, where every login is the
+    /// relay's (`resumable_sessions`), the compute's own.
+    root_port: u16,
     _dir: TempDir,
 }
 
@@ -45,15 +48,23 @@ impl Dual {
 
     fn start_using(label: &str, extra: &[&str], options: tests::relay::RelayOptions) -> Self {
         let dir = TempDir::new(label);
+        let relays_every_login = options.instance_toml.contains("resumable_sessions = true");
         let relay = tests::mariadb::dual_relay_using(dir.path(), extra, options);
         let error_log = tests::mariadb::dual_error_log(dir.path());
+        let root_port = if relays_every_login {
+            relay.compute_port
+        } else {
+            relay.port
+        };
         let dual = Self {
             relay,
             error_log,
+            root_port,
             _dir: dir,
         };
         // root (mysql_native_password, empty password) cannot log in through a dual relay: it
-        // sets the accounts up on the direct route.
+        // sets the accounts up on the direct route, or on the compute itself where the relay
+        // has no direct route.
         dual.resume();
         dual.root(&format!(
             "CREATE USER {USER}@'%' IDENTIFIED VIA perceptron_dual USING PASSWORD('{PASSWORD}');\
@@ -90,9 +101,10 @@ impl Dual {
         assert_eq!(self.relay.state(), "paused");
     }
 
-    /// Runs SQL as root on the direct route (the instance must be running).
+    /// Runs SQL as root on the direct route, or on the compute itself (the instance must be
+    /// running).
     fn root(&self, sql: &str) -> String {
-        let out = mariadb(self.relay.port, "root", None, &[], sql);
+        let out = mariadb(self.root_port, "root", None, &[], sql);
         assert_eq!(
             out.code,
             Some(0),

@@ -129,6 +129,34 @@ fn a_parked_pool_outlives_the_computes_stop_and_resumes_with_its_state_on_one_wa
     );
 }
 
+/// A pool opened while the instance runs survives a stop too: with resumable sessions every
+/// login is the relay's, so every connection has a ticket (before, such a connection took the
+/// direct route, got none, and kept the compute frozen for as long as it stayed open).
+#[test]
+fn connections_opened_while_the_instance_runs_survive_a_stop() {
+    let dir = TempDir::new("resume-running");
+    let relay = start(&dir);
+    relay.resume();
+    assert_eq!(relay.state(), "running");
+    let mut pool: Vec<TcpStream> = (0..3).map(|_| connect(&relay)).collect();
+    for (i, s) in pool.iter_mut().enumerate() {
+        exec(s, &format!("SET SESSION time_zone = '+0{i}:00'"));
+    }
+    let pid = relay.compute_pid().unwrap();
+    relay.wait_state("paused", Duration::from_secs(60));
+    assert!(!tests::relay::pid_alive(pid), "the compute is gone");
+    for (i, s) in pool.iter_mut().enumerate() {
+        assert_eq!(
+            raw::one_row(s, "SELECT @@time_zone").as_deref(),
+            Some(format!("+0{i}:00").as_str()),
+            "{}",
+            relay.log()
+        );
+    }
+    assert_eq!(relay.log_count("session reattached"), 3, "{}", relay.log());
+    assert_eq!(relay.log_count("compute spawned"), 2, "one wake");
+}
+
 #[track_caller]
 fn assert_state(relay: &Relay, a: &mut TcpStream) {
     assert_eq!(

@@ -443,6 +443,15 @@ pub(super) fn kernel_route_fits(
              certificates on the compute itself",
         ));
     }
+    if inst.resumable_sessions {
+        return Err(ConfigError::invalid(
+            path,
+            key("resumable_sessions"),
+            "cannot be used with route = \"nftables\": a session survives a stop only if the \
+             relay logged it in (for its ticket) and follows its commands, and the kernel \
+             forwards a running instance's connections without the relay; use route = \"pump\"",
+        ));
+    }
     if inst.proxy_protocol {
         return Err(ConfigError::invalid(
             path,

@@ -548,9 +548,21 @@ impl InstanceConfig {
         self.require_secure_transport || self.tls.as_ref().is_some_and(|t| t.client_ca.is_some())
     }
 
+    /// Whether every login takes the perceptron route, also while the instance runs: where the
+    /// relay terminates every login ([`Self::relay_terminates_every_login`]), and with
+    /// `resumable_sessions`, so that every connection is logged in by the relay and gets a
+    /// resumption ticket, whenever it was opened (a pool opened while the instance runs
+    /// survives a stop too). Both routes forward through the same pump, so this costs a
+    /// connection its login's round trips through the relay, not throughput.
+    #[must_use]
+    pub fn relays_every_login(&self) -> bool {
+        self.relay_terminates_every_login() || self.resumable_sessions
+    }
+
     /// Whether held connections may be spliced in the kernel: not with resumable sessions,
-    /// which need every command that sets session state seen (parking takes a spliced
-    /// session back between commands; docs/kernel-splice.md).
+    /// whose every command must be seen, for what pins them and when their state must be
+    /// read again (parking takes a spliced session back between commands;
+    /// docs/kernel-splice.md).
     #[must_use]
     pub fn splices_held(&self) -> bool {
         self.kernel_splice && !self.resumable_sessions

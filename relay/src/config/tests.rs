@@ -299,6 +299,16 @@ fn rejects_kernel_routes_it_cannot_install() {
              compute on another host)",
         ),
         (
+            routed.replace(
+                "auth = \"dual\"",
+                "auth = \"dual\"\nresumable_sessions = true\nstop_after = \"1m\"",
+            ),
+            "instance[0].resumable_sessions: cannot be used with route = \"nftables\": a \
+             session survives a stop only if the relay logged it in (for its ticket) and \
+             follows its commands, and the kernel forwards a running instance's connections \
+             without the relay; use route = \"pump\"",
+        ),
+        (
             GOOD.replace("auth = \"dual\"", "auth = \"dual\"\nroute = \"iptables\""),
             "instance[0].route: unknown variant `iptables`, expected `pump` or `nftables`",
         ),
@@ -341,6 +351,14 @@ fn refuses_the_relays_tls_requirements_on_the_kernel_route() {
     );
     assert!(parse(&pump).unwrap().instances[0].relay_terminates_every_login());
     assert!(!parse(GOOD).unwrap().instances[0].relay_terminates_every_login());
+    // Resumable sessions need the relay's login on every connection, without TLS too.
+    let resumable = GOOD.replace(
+        "auth = \"dual\"",
+        "auth = \"dual\"\nresumable_sessions = true\nstop_after = \"1m\"",
+    );
+    let resumable = &parse(&resumable).unwrap().instances[0];
+    assert!(resumable.relays_every_login() && !resumable.relay_terminates_every_login());
+    assert!(!parse(GOOD).unwrap().instances[0].relays_every_login());
 }
 
 #[test]
