@@ -332,6 +332,103 @@ pub fn statement_ids(pairs: &[u8], server: u64, rest: &[u8]) {
     }
 }
 
+/// `session_state`: a session's state as the relay reads it from a compute (four responses,
+/// one after another, as MySQL packets: 3-byte length, sequence id, payload; the first byte
+/// picks `CLIENT_DEPRECATE_EOF`). Whatever the compute sends, nothing panics, and every
+/// statement a reattach would send is one the relay wrote: outside hexadecimal strings and
+/// backquoted names, nothing but names, numbers and the statement's own punctuation — no
+/// quote, comment, semicolon or backslash a value could have brought in.
+pub fn session_state(bytes: &[u8]) {
+    use crate::session_state::{self as state, SessionState, UserVariables};
+    use authplugin::packet::text_result::{Progress, TextResult};
+    let Some((&mode, mut rest)) = bytes.split_first() else {
+        return;
+    };
+    let mut payloads = std::iter::from_fn(|| {
+        let (&[a, b, c, _], tail) = rest.split_first_chunk::<4>()?;
+        let len = usize::from(a) | usize::from(b) << 8 | usize::from(c) << 16;
+        let (payload, tail) = tail.split_at(len.min(tail.len()));
+        rest = tail;
+        Some(payload)
+    });
+    let mut results = Vec::new();
+    for _ in 0..4 {
+        let mut result = TextResult::new(mode & 1 == 1, state::MAX_STATE_BYTES);
+        let rows = loop {
+            let Some(payload) = payloads.next() else {
+                break None;
+            };
+            match result.feed(payload) {
+                Ok(Progress::More) => {}
+                Ok(Progress::Done) => break result.finish().ok(),
+                Err(_) => break None,
+            }
+        };
+        results.push(rows.unwrap_or_default());
+    }
+    let [session, system, listed, exact] = results.as_slice() else {
+        return;
+    };
+    let (Ok(session), Ok(system), Ok(listed)) = (
+        state::session(session),
+        state::system_variables(system),
+        UserVariables::listed(listed),
+    ) else {
+        return;
+    };
+    if let Some(query) = listed.exact_query() {
+        assert_generated(&query);
+    }
+    let Ok(user) = listed.exact(exact) else {
+        return;
+    };
+    if let Ok(state) = SessionState::new(session, (b"app", None), system, user) {
+        for statement in state.restore() {
+            assert_generated(statement.get(1..).unwrap_or_default());
+        }
+    }
+}
+
+/// Panics unless `sql`, hexadecimal strings and backquoted names left out, is made of names,
+/// numbers and `@ , . = ( ) + - < >` only.
+fn assert_generated(sql: &[u8]) {
+    assert_eq!(foreign_byte(sql), None, "in a generated statement: {sql:?}");
+}
+
+/// Where `sql` has a byte [`assert_generated`] does not allow, if anywhere.
+fn foreign_byte(sql: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while let Some(&c) = sql.get(i) {
+        match c {
+            b'`' => loop {
+                i += 1;
+                // An unterminated name is foreign too.
+                let Some(b) = sql.get(i) else {
+                    return Some(i);
+                };
+                match (b, sql.get(i + 1)) {
+                    (b'`', Some(b'`')) => i += 1,
+                    (b'`', _) => break,
+                    _ => {}
+                }
+            },
+            b'X' if sql.get(i + 1) == Some(&b'\'') => {
+                i += 2;
+                while sql.get(i).is_some_and(u8::is_ascii_hexdigit) {
+                    i += 1;
+                }
+                if sql.get(i) != Some(&b'\'') {
+                    return Some(i);
+                }
+            }
+            c if c.is_ascii_alphanumeric() || b" _@,.=()+-<>".contains(&c) => {}
+            _ => return Some(i),
+        }
+        i += 1;
+    }
+    None
+}
+
 /// `offload_metadata`: what an offload keeps in the store and beside the data, read back: a
 /// manifest (`bytes` with their own digest, so the fuzzer reaches past the digest check) and a
 /// lazy restore's sidecar. Whatever decodes must encode to something that decodes the same.
@@ -494,6 +591,59 @@ mod tests {
         switch_auth(&client, &compute, false);
         switch_auth(&client, &compute, true);
         switch_auth(b"", b"", false);
+    }
+
+    #[test]
+    fn a_session_state_from_any_compute_restores_only_what_the_relay_wrote() {
+        fn packet(payload: &[u8]) -> Vec<u8> {
+            let mut out = vec![payload.len() as u8, 0, 0, 0];
+            out.extend_from_slice(payload);
+            out
+        }
+        fn result(rows: &[&[&[u8]]]) -> Vec<u8> {
+            let columns = rows.first().map_or(1, |r| r.len());
+            let mut out = packet(&[columns as u8]);
+            for _ in 0..columns {
+                out.extend(packet(b"\x03def\x00\x00\x00\x01a\x00\x0c\x21\x00\x00\x00\x00\x00\xfd\x00\x00\x00\x00\x00"));
+            }
+            out.extend(packet(b"\xfe\x00\x00\x02\x00"));
+            for row in rows {
+                let mut payload = Vec::new();
+                for cell in *row {
+                    payload.push(cell.len() as u8);
+                    payload.extend_from_slice(cell);
+                }
+                out.extend(packet(&payload));
+            }
+            out.extend(packet(b"\xfe\x00\x00\x02\x00"));
+            out
+        }
+        // A hostile compute: names and values full of quotes, comments and semicolons.
+        let mut input = vec![0];
+        input.extend(result(&[&[b"db`; DROP TABLE t; --", b"app@%"]]));
+        input.extend(result(&[&[
+            b"SQL_MODE",
+            b"SESSION",
+            b"SET",
+            b"'; DROP TABLE t; -- \\",
+            b"",
+        ]]));
+        input.extend(result(&[
+            &[b"x`y; --", b"INT", b"1"],
+            &[b"s", b"VARCHAR", b"'"],
+        ]));
+        input.extend(result(&[&[b"1", b"2", b"2727", b"latin1_bin"]]));
+        session_state(&input);
+        session_state(&[]);
+        session_state(&[1, 200, 0, 0, 0]);
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/session_state");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            session_state(&std::fs::read(entry.unwrap().path()).unwrap());
+            n += 1;
+        }
+        assert!(n >= 3, "corpus at {}", dir.display());
     }
 
     #[test]

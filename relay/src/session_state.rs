@@ -265,7 +265,7 @@ impl UserVariables {
                         &var,
                         b") > ",
                         limit.as_bytes(),
-                        b", '', ",
+                        b", X'', ",
                         &var,
                         b")), COLLATION(",
                         &var,

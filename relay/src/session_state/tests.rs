@@ -162,8 +162,8 @@ fn user_variables_are_read_exactly_then_checked() {
     assert_eq!(
         text(&query),
         "SELECT (@a <=> 1), (@b <=> 1.50), (@c <=> 0.30000000000000004E0), \
-         LENGTH(@d), HEX(IF(LENGTH(@d) > 8192, '', @d)), COLLATION(@d), \
-         LENGTH(@`e``x`), HEX(IF(LENGTH(@`e``x`) > 8192, '', @`e``x`)), COLLATION(@`e``x`), \
+         LENGTH(@d), HEX(IF(LENGTH(@d) > 8192, X'', @d)), COLLATION(@d), \
+         LENGTH(@`e``x`), HEX(IF(LENGTH(@`e``x`) > 8192, X'', @`e``x`)), COLLATION(@`e``x`), \
          (@f <=> NULL)"
     );
     let answer = [row(&[
