@@ -3,14 +3,18 @@
 //!
 //! ```text
 //! # comment
-//! <name> <role> <credential>
-//! app    user   native=*6BB4837EB74329105EE4568DDA7DC67ED2CA2AD9,caching_sha2=<64 hex>
-//! guest  user   empty
+//! <name> <role> <credential> [generation=<16 hex>]
+//! app    user   native=*6BB4837EB74329105EE4568DDA7DC67ED2CA2AD9,caching_sha2=<64 hex> generation=9f2c...
+//! guest  user   empty generation=07d1...
 //! root   admin  native=*...,caching_sha2=...
 //! ```
 //! `role` is `admin` (may run `CREATE/ALTER/DROP USER`) or `user`. `native` is
 //! SHA1(SHA1(password)) in MySQL's `*HEX` form, `caching_sha2` is SHA256(SHA256(password)) in
 //! hex; `empty` is an account with an empty password. A password is never written.
+//! `generation` is random, drawn afresh whenever the account is created or its password set:
+//! resumption tickets are bound to it, so an account dropped and created again, even with the
+//! same password, opens none of the old one's sessions (a line without it, from an older
+//! shim, gets one at its next password change).
 //!
 //! The file is mode `0600` and must stay so (a wider file is refused at load, as key files
 //! are): a stage-2 hash plus one captured login is enough to impersonate a user. Every change
@@ -64,6 +68,24 @@ pub struct Account {
     pub role: Role,
     /// The stored hashes.
     pub credential: Credential,
+    /// Drawn afresh when the account is created or its password set ([`Self::new`]); `None`
+    /// for an account written by an older shim.
+    pub generation: Option<[u8; GENERATION_LEN]>,
+}
+
+/// Bytes of an account's generation.
+pub const GENERATION_LEN: usize = 8;
+
+impl Account {
+    /// A new account (or a new password for one): a fresh random generation.
+    #[must_use]
+    pub fn new(role: Role, credential: Credential) -> Self {
+        Self {
+            role,
+            credential,
+            generation: Some(rand::random()),
+        }
+    }
 }
 
 /// Why the account store failed.
@@ -170,7 +192,14 @@ pub fn encode(accounts: &Accounts) -> String {
                 parts.join(",")
             }
         };
-        out.push_str(&format!("{name} {} {credential}\n", account.role.as_str()));
+        let generation = account
+            .generation
+            .map(|g| format!(" generation={}", authplugin::hex::encode(&g)))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "{name} {} {credential}{generation}\n",
+            account.role.as_str()
+        ));
     }
     out
 }
@@ -192,10 +221,23 @@ pub fn decode(text: &str, path: &Path) -> Result<Accounts, AccountError> {
             what,
         };
         let mut fields = line.split_ascii_whitespace();
-        let (Some(name), Some(role), Some(cred), None) =
-            (fields.next(), fields.next(), fields.next(), fields.next())
-        else {
-            return Err(invalid("expected <name> <role> <credential>"));
+        let (Some(name), Some(role), Some(cred), generation, None) = (
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+        ) else {
+            return Err(invalid(
+                "expected <name> <role> <credential> [generation=<16 hex>]",
+            ));
+        };
+        let generation = match generation.map(|g| g.strip_prefix("generation=")) {
+            None => None,
+            Some(hex) => Some(
+                hex.and_then(authplugin::hex::decode_array)
+                    .ok_or_else(|| invalid("bad generation"))?,
+            ),
         };
         if !valid_name(name) {
             return Err(invalid("bad account name"));
@@ -233,7 +275,14 @@ pub fn decode(text: &str, path: &Path) -> Result<Accounts, AccountError> {
             }
         };
         if accounts
-            .insert(name.to_owned(), Account { role, credential })
+            .insert(
+                name.to_owned(),
+                Account {
+                    role,
+                    credential,
+                    generation,
+                },
+            )
             .is_some()
         {
             return Err(invalid("duplicate account name"));
@@ -243,7 +292,7 @@ pub fn decode(text: &str, path: &Path) -> Result<Accounts, AccountError> {
 }
 
 const HEADER: &str = "\
-# Perceptron server-shim accounts: <name> <role> <credential>. Only hashes, never passwords.
+# Perceptron server-shim accounts: <name> <role> <credential> generation=<hex>. Only hashes.
 # native = SHA1(SHA1(pw)) as *HEX; caching_sha2 = SHA256(SHA256(pw)) as hex. Keep mode 0600.
 ";
 
@@ -398,7 +447,7 @@ impl AccountStore {
             let account = accounts
                 .get_mut(name)
                 .ok_or_else(|| AccountError::NotFound(name.to_owned()))?;
-            account.credential = credential;
+            *account = Account::new(account.role, credential);
             Ok(())
         })
     }
@@ -468,6 +517,7 @@ mod tests {
         Account {
             role: Role::User,
             credential: Credential::from_password(pw),
+            generation: Some([7; GENERATION_LEN]),
         }
     }
 
@@ -480,10 +530,7 @@ mod tests {
         store
             .add(
                 "root",
-                Account {
-                    role: Role::Admin,
-                    credential: Credential::from_password(b"rootpw"),
-                },
+                Account::new(Role::Admin, Credential::from_password(b"rootpw")),
             )
             .unwrap();
         let reopened = AccountStore::open(&dir).unwrap();
@@ -496,6 +543,22 @@ mod tests {
         assert_eq!(reopened.get("root").unwrap().unwrap().role, Role::Admin);
         let text = encode(&store.list().unwrap());
         assert_eq!(decode(&text, &dir).unwrap(), store.list().unwrap());
+        // A line from an older shim has no generation; a new password draws one, and every
+        // new account or password a different one.
+        let old = decode("old user empty\n", &dir).unwrap();
+        assert_eq!(old["old"].generation, None);
+        store
+            .set_credential("app", Credential::from_password(b"s3cret-pw"))
+            .unwrap();
+        let again = store.get("app").unwrap().unwrap();
+        assert_eq!(again.credential, user(b"s3cret-pw").credential);
+        assert_ne!(again.generation, user(b"s3cret-pw").generation);
+        assert!(again.generation.is_some());
+        let a = Account::new(Role::User, Credential::EmptyPassword);
+        let b = Account::new(Role::User, Credential::EmptyPassword);
+        assert_ne!(a.generation, b.generation);
+        assert!(decode("x user empty generation=zz\n", &dir).is_err());
+        assert!(decode("x user empty nope=00\n", &dir).is_err());
     }
 
     #[test]

@@ -270,7 +270,10 @@ pub fn decide(v: &Verifier<'_>, a: &Attempt<'_>) -> Result<Login, Denial> {
                     ring,
                     v.replay,
                     user_name,
-                    credential.map(crate::tickets::credential_bytes).as_deref(),
+                    account
+                        .as_ref()
+                        .map(crate::tickets::credential_bytes)
+                        .as_deref(),
                     a.now_ms,
                 )
                 .map_err(|r| deny(r.kind, r.detail))?;
@@ -326,7 +329,7 @@ pub fn decide(v: &Verifier<'_>, a: &Attempt<'_>) -> Result<Login, Denial> {
                 &login.user,
                 &verified.claim.client_addr,
                 a.now_ms,
-                credential,
+                account.as_ref(),
             );
         }
         return Ok(login);
@@ -409,9 +412,9 @@ fn issue(
     user: &str,
     client_addr: &str,
     now_ms: u64,
-    credential: Option<&Credential>,
+    account: Option<&crate::accounts::Account>,
 ) -> Option<Vec<u8>> {
-    let credential = crate::tickets::credential_bytes(credential?);
+    let credential = crate::tickets::credential_bytes(account?);
     v.tickets?
         .issue(user, client_addr, now_ms, now_ms, &credential)
 }
@@ -454,10 +457,7 @@ mod tests {
         accounts
             .add(
                 "app",
-                Account {
-                    role: Role::User,
-                    credential: Credential::from_password(b"pw"),
-                },
+                Account::new(Role::User, Credential::from_password(b"pw")),
             )
             .unwrap();
         let key = PerceptronKey::generate(KeyId::new("k1").unwrap(), &mut rand::rngs::OsRng);

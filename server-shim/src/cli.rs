@@ -610,10 +610,10 @@ fn user(cmd: UserCommand) -> Result<(), CliError> {
             ensure_data_dir(&data).map_err(CliError::data_dir(&data))?;
             let store = AccountStore::open(&data)?;
             let password = read_password(password_stdin)?;
-            let account = Account {
-                role: if admin { Role::Admin } else { Role::User },
-                credential: Credential::from_password(password.as_bytes()),
-            };
+            let account = Account::new(
+                if admin { Role::Admin } else { Role::User },
+                Credential::from_password(password.as_bytes()),
+            );
             store.add(&name, account)?;
             eprintln!("server-shim: account '{name}' added");
             Ok(())

@@ -482,15 +482,7 @@ impl Session {
                 self.require_admin()?;
                 let credential = Credential::from_password(password.as_bytes());
                 let result = self
-                    .accounts(move |store| {
-                        store.add(
-                            &name,
-                            Account {
-                                role: Role::User,
-                                credential,
-                            },
-                        )
-                    })
+                    .accounts(move |store| store.add(&name, Account::new(Role::User, credential)))
                     .await;
                 match result {
                     Ok(()) => Ok(ok(0)),

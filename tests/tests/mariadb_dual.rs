@@ -685,7 +685,8 @@ fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_stat
 /// relay sends the new MariaDB only statements it generates from what the old one reported,
 /// never the client's text. A `SET STATEMENT … FOR INSERT` inserts once; a database chosen
 /// before `COM_RESET_CONNECTION` (which keeps it) is the one after the stop; user variables
-/// come back with their types, bytes and collations, system variables with their values.
+/// come back with their types, bytes and collations, system variables with their values. An
+/// account dropped and created again with the same password reattaches none of its sessions.
 #[test]
 fn a_session_carried_by_value_runs_nothing_twice_and_keeps_its_database_and_variables() {
     let label = "maria-dual-by-value";
@@ -778,6 +779,29 @@ fn a_session_carried_by_value_runs_nothing_twice_and_keeps_its_database_and_vari
             d.relay.log()
         );
     }
+    // With autocommit off, those reads opened a transaction, which would keep the compute.
+    run(&mut s, "COMMIT");
+    // The account dropped and created again with the same password: a new account, whose
+    // generation (drawn by the plugin's hash_password) no old ticket carries.
+    d.root(&format!(
+        "DROP USER {USER}@'%'; CREATE USER {USER}@'%' IDENTIFIED VIA perceptron_dual \
+         USING PASSWORD('{PASSWORD}'); GRANT ALL ON *.* TO {USER}@'%';"
+    ));
+    d.wait_paused();
+    match raw::query(&mut s, "SELECT 1") {
+        Ok(Err((code, _))) => assert_eq!(code, 1927, "{}", d.relay.log()),
+        other => panic!("{other:?}\n{}", d.relay.log()),
+    }
+    assert!(
+        d.error_log().contains("ticket_credential_changed"),
+        "{}",
+        d.error_log()
+    );
+    // The new account logs in as any would.
+    let mut again = raw::login(d.relay.port, USER, PASSWORD, Some("shop"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(raw::one_row(&mut again, "SELECT 1").as_deref(), Some("1"));
     let _ = std::fs::remove_file(&ticket_key);
     let _ = std::fs::remove_file(ticket_key.with_extension("key.used"));
 }

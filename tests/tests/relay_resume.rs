@@ -320,3 +320,33 @@ fn sessions_detached_beyond_the_cap_end_with_1927() {
         1.0
     );
 }
+
+/// An account removed and added again with the same password (server-shim's own CLI, while the
+/// compute is stopped) is a new account: a detached session of the old one is not reattached
+/// (ERR 1927: its ticket carries the old account's generation), and the new one logs in.
+#[test]
+fn an_account_created_again_with_the_same_password_reattaches_none_of_the_old_sessions() {
+    let dir = TempDir::new("resume-recreated");
+    let relay = start(&dir);
+    let mut a = connect(&relay);
+    exec(&mut a, "SET SESSION time_zone = '+01:00'");
+    relay.wait_state("paused", Duration::from_secs(60));
+    let data = dir.path().join("data");
+    let shim = |args: &[&str], input: &[u8]| {
+        let mut cmd = std::process::Command::new(bin_path("server-shim"));
+        cmd.arg("user").args(args).arg("--data").arg(&data);
+        let out = tests::run_with_input(&mut cmd, input, Duration::from_secs(60));
+        assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
+    };
+    shim(&["remove", USER], b"");
+    shim(
+        &["add", USER, "--password-stdin"],
+        format!("{PASSWORD}\n").as_bytes(),
+    );
+    match raw::query(&mut a, "SELECT 1").unwrap() {
+        Err((code, message)) => assert_eq!(code, 1927, "{message}"),
+        Ok(_) => panic!("the old account's session was reattached\n{}", relay.log()),
+    }
+    let mut b = connect(&relay);
+    assert_eq!(raw::one_row(&mut b, "SELECT 1").as_deref(), Some("1"));
+}
