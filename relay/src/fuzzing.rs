@@ -382,9 +382,14 @@ pub fn session_state(bytes: &[u8]) {
     let Ok(user) = listed.exact(exact) else {
         return;
     };
-    if let Ok(state) = SessionState::new(session, (b"app", None), system, user) {
-        for statement in state.restore() {
-            assert_generated(statement.get(1..).unwrap_or_default());
+    let fresh = system.clone();
+    if let Ok(state) = SessionState::new(session, None, (b"app", None), system, user) {
+        for restore in state
+            .restore(None, &[])
+            .into_iter()
+            .chain(state.restore(Some(b"r"), &fresh))
+        {
+            assert_generated(restore.payload.get(1..).unwrap_or_default());
         }
     }
 }

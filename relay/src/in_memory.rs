@@ -84,6 +84,7 @@ pub fn runtime_with(
         keepalive_queries: Vec::new(),
         resumable_sessions: false,
         max_detached_sessions: 1024,
+        force_reattach_every: None,
         kernel_splice: false,
         splice_below_tcp: false,
         route: RouteMode::Pump,

@@ -121,6 +121,19 @@ pub fn effect_of(payload: &[u8]) -> Effect {
     }
 }
 
+/// The settable per-statement variables (`crate::session_state::PER_STATEMENT`), upper case:
+/// a `SET` that names one pins the session.
+const PER_STATEMENT_SETTINGS: &[&str] = &[
+    "TIMESTAMP",
+    "INSERT_ID",
+    "LAST_INSERT_ID",
+    "IDENTITY",
+    "RAND_SEED1",
+    "RAND_SEED2",
+    "PSEUDO_THREAD_ID",
+    "GTID_SEQ_NO",
+];
+
 /// Statements that leave no session state behind (when they name no user variable).
 const STATELESS: &[&str] = &[
     "SELECT",
@@ -166,6 +179,10 @@ fn query_effect(text: &[u8]) -> Effect {
                 Effect::Pins("SET of more than the session")
             } else if words.get(1).is_some_and(|w| w == "TRANSACTION") {
                 Effect::Pins("SET TRANSACTION")
+            } else if PER_STATEMENT_SETTINGS.iter().any(|w| has(w)) {
+                // Session-only values a new session has afresh (session_state::PER_STATEMENT):
+                // one the client set would be lost.
+                Effect::Pins("SET of a per-statement variable")
             } else if has("AUTOCOMMIT") {
                 // With autocommit off every statement opens a transaction, which the relay
                 // then follows itself: not every compute reports it in every reply's status
@@ -539,6 +556,11 @@ mod tests {
             (
                 "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
                 "SET TRANSACTION",
+            ),
+            ("SET timestamp = 1000", "SET of a per-statement variable"),
+            (
+                "SET SESSION insert_id = 7",
+                "SET of a per-statement variable",
             ),
             ("PREPARE s FROM 'SELECT 1'", "statement"),
             ("CALL p()", "statement"),

@@ -6,37 +6,55 @@
 //! own connection, for what the session holds ([`READ_SESSION`], [`READ_SYSTEM_VARIABLES`],
 //! [`READ_USER_VARIABLES`], then [`UserVariables::exact_query`]), and keeps the answer as
 //! values. A reattach sends only statements generated here from those values
-//! ([`SessionState::restore`]): `USE`, one `SET SESSION`, one `SET @…` — literals written as
-//! hexadecimal strings or checked numbers, so no value is ever parsed as SQL, under any
-//! `sql_mode`. A value that cannot be written back exactly (a user variable whose literal does
-//! not compare equal on the compute) makes the state [`Unreadable`], and the session stays on
-//! its compute.
+//! ([`SessionState::restore`]): `USE`, `SET ROLE`, one `SET SESSION` per system variable that
+//! the new login left otherwise, one `SET @…` — literals written as hexadecimal strings or
+//! checked numbers, names in ASCII, so no value is ever parsed as SQL, under any `sql_mode` or
+//! character set. A value that cannot be written back exactly (a user variable whose literal
+//! does not compare equal on the compute, a name outside ASCII) makes the state [`Unreadable`],
+//! and the session stays on its compute.
+//!
+//! The new login is compared with the state, not the old global values: what it sets itself
+//! (the handshake's character set, `init_connect`, an account's limits) is put back where the
+//! session had changed it, and a variable the session left at the global value is set back to
+//! `DEFAULT` where the new login differs. A `SET SESSION` refused for want of a privilege, or
+//! for a variable read-only in a session, is one the client could not have made itself (the
+//! difference comes from a `SET GLOBAL` since its login): the new session keeps the new value.
 //!
 //! What is not carried, by design: system variables with no global value that hold per-statement
-//! facts ([`PER_STATEMENT`]), and the database's character set and collation variables, which
-//! `USE` sets. Pure: rows in, values and statements out.
+//! facts ([`PER_STATEMENT`]; a session that sets one is pinned instead), and the database's
+//! character set and collation variables, which `USE` sets. Pure: rows in, values and
+//! statements out.
 
 use authplugin::hex::encode as hex;
 use authplugin::packet::command::COM_QUERY;
 use authplugin::packet::text_result::Row;
 
 /// The session's database and user (`USER()`: the name it logged in or changed to, `@` the
-/// client's host).
-pub const READ_SESSION: &str = "SELECT DATABASE(), USER()";
+/// client's host). Every read names its limit: a session's `sql_select_limit` would cut it
+/// short otherwise.
+pub const READ_SESSION: &str = "SELECT DATABASE(), USER() LIMIT 1";
 
-/// The system variables whose session value differs from what a new session starts with:
-/// the global value, or for a variable with no global value its default.
+/// The session's active role, read apart: a compute without roles refuses it (none, then).
+pub const READ_ROLE: &str = "SELECT CURRENT_ROLE() LIMIT 1";
+
+/// The system variables whose session value differs from the global value, or for a variable
+/// with no global value from its default.
 pub const READ_SYSTEM_VARIABLES: &str = "SELECT VARIABLE_NAME, VARIABLE_SCOPE, VARIABLE_TYPE, \
      SESSION_VALUE, DEFAULT_VALUE FROM information_schema.SYSTEM_VARIABLES \
      WHERE VARIABLE_SCOPE <> 'GLOBAL' AND READ_ONLY = 'NO' \
-     AND NOT (SESSION_VALUE <=> GLOBAL_VALUE)";
+     AND NOT (SESSION_VALUE <=> GLOBAL_VALUE) LIMIT 100000";
 
 /// The session's user variables with their types (the values of strings are read exactly by
 /// [`UserVariables::exact_query`]).
 /// Only numbers are read from the listing (a decimal has at most 67 characters), so no value
 /// makes its rows large.
 pub const READ_USER_VARIABLES: &str = "SELECT VARIABLE_NAME, VARIABLE_TYPE, \
-     LEFT(VARIABLE_VALUE, 100) FROM information_schema.USER_VARIABLES";
+     LEFT(VARIABLE_VALUE, 100) FROM information_schema.USER_VARIABLES LIMIT 100000";
+
+/// What a compute answers to a `SET SESSION` the client could not have made itself: a
+/// privilege it lacks (1227), a variable read-only in a session (1621) or global only (1228,
+/// 1238). The restore skips such a variable: the difference comes from a `SET GLOBAL`.
+pub const NOT_THE_CLIENTS: &[u16] = &[1227, 1228, 1238, 1621];
 
 /// Session-only variables that hold per-statement facts or the connection's identity, which a
 /// new session has afresh (as `CONNECTION_ID()` and `LAST_INSERT_ID()` differ after a
@@ -106,17 +124,38 @@ impl Unreadable {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionState {
     database: Option<Vec<u8>>,
-    /// System variables: lower-case name and literal.
-    system: Vec<(String, String)>,
+    /// The active role, if any.
+    role: Option<Vec<u8>>,
+    /// System variables that differ from their global values.
+    system: Vec<SystemVariable>,
     /// User variables: name and literal.
     user: Vec<(Vec<u8>, String)>,
+}
+
+/// A system variable of a session, by value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemVariable {
+    /// Lower case.
+    pub name: String,
+    /// The value as the compute reported it.
+    pub value: Option<Vec<u8>>,
+    /// The literal that sets it.
+    pub literal: String,
+}
+
+/// Whether a name can be written into a statement whatever the connection's character set:
+/// printable ASCII only.
+fn ascii_name(name: &[u8]) -> bool {
+    !name.is_empty() && name.iter().all(|b| (0x20..0x7F).contains(b))
 }
 
 /// The one row of [`READ_SESSION`]: the database, if any, and the user name (`USER()` without
 /// its host).
 ///
 /// # Errors
-/// [`Unreadable::NotAnswered`] for any other shape.
+/// [`Unreadable::NotAnswered`] for any other shape; [`Unreadable::Inexact`] for a database
+/// name outside ASCII (its bytes are in the session's result character set, the new
+/// session's `USE` would read them in another).
 pub fn session(rows: &[Row]) -> Result<(Option<Vec<u8>>, Vec<u8>), Unreadable> {
     let [row] = rows else {
         return Err(Unreadable::NotAnswered);
@@ -124,6 +163,9 @@ pub fn session(rows: &[Row]) -> Result<(Option<Vec<u8>>, Vec<u8>), Unreadable> {
     let [database, Some(user)] = row.as_slice() else {
         return Err(Unreadable::NotAnswered);
     };
+    if database.as_deref().is_some_and(|d| !ascii_name(d)) {
+        return Err(Unreadable::Inexact);
+    }
     let name = match user.iter().rposition(|&b| b == b'@') {
         Some(at) => user.get(..at).unwrap_or_default(),
         None => user.as_slice(),
@@ -131,13 +173,31 @@ pub fn session(rows: &[Row]) -> Result<(Option<Vec<u8>>, Vec<u8>), Unreadable> {
     Ok((database.clone(), name.to_vec()))
 }
 
-/// The system variables to set, from [`READ_SYSTEM_VARIABLES`]' rows: lower-case name and
-/// literal.
+/// The role in [`READ_ROLE`]'s rows.
+///
+/// # Errors
+/// [`Unreadable::NotAnswered`] for another shape, [`Unreadable::Inexact`] for a name outside
+/// ASCII.
+pub fn role(rows: &[Row]) -> Result<Option<Vec<u8>>, Unreadable> {
+    let [row] = rows else {
+        return Err(Unreadable::NotAnswered);
+    };
+    let [role] = row.as_slice() else {
+        return Err(Unreadable::NotAnswered);
+    };
+    match role {
+        Some(r) if !ascii_name(r) => Err(Unreadable::Inexact),
+        r => Ok(r.clone()),
+    }
+}
+
+/// The system variables that differ from their global values, from
+/// [`READ_SYSTEM_VARIABLES`]' rows, in the order they are set in.
 ///
 /// # Errors
 /// [`Unreadable`]: a row of another shape, a name that is not a plain identifier, a number
 /// that is not one, or too many.
-pub fn system_variables(rows: &[Row]) -> Result<Vec<(String, String)>, Unreadable> {
+pub fn system_variables(rows: &[Row]) -> Result<Vec<SystemVariable>, Unreadable> {
     let mut out = Vec::new();
     for row in rows {
         let [Some(name), Some(scope), Some(kind), value, default] = row.as_slice() else {
@@ -157,19 +217,29 @@ pub fn system_variables(rows: &[Row]) -> Result<Vec<(String, String)>, Unreadabl
             Some(v) if is_numeric_type(kind) => number(v).ok_or(Unreadable::Inexact)?,
             Some(v) => format!("X'{}'", hex(v)),
         };
-        out.push((name, literal));
+        out.push(SystemVariable {
+            name,
+            value: value.clone(),
+            literal,
+        });
     }
-    // A character set before its collation: setting one resets the other.
-    out.sort_by_key(|(name, _)| {
-        if name.starts_with("character_set_") {
-            0
-        } else if name.starts_with("collation_") {
-            1
-        } else {
-            2
-        }
-    });
+    out.sort_by_key(|v| setting_order(&v.name));
     Ok(out)
+}
+
+/// Where a variable goes among the `SET`s: a character set before its collation (setting one
+/// resets the other), and `sql_big_selects` after `max_join_size` (setting the limit turns it
+/// off).
+fn setting_order(name: &str) -> u8 {
+    if name.starts_with("character_set_") {
+        0
+    } else if name.starts_with("collation_") {
+        1
+    } else if name == "sql_big_selects" {
+        3
+    } else {
+        2
+    }
 }
 
 fn is_numeric_type(kind: &[u8]) -> bool {
@@ -221,12 +291,24 @@ impl UserVariables {
             let [Some(name), Some(kind), value] = row.as_slice() else {
                 return Err(Unreadable::NotAnswered);
             };
+            if !ascii_name(name) || name.contains(&b'`') {
+                return Err(Unreadable::Inexact);
+            }
             let literal = match (kind.to_ascii_uppercase().as_slice(), value) {
                 (_, None) => Some("NULL".to_owned()),
-                (b"INT" | b"DECIMAL", Some(v)) => Some(number(v).ok_or(Unreadable::Inexact)?),
+                (b"INT", Some(v)) => Some(number(v).ok_or(Unreadable::Inexact)?),
+                (b"INT UNSIGNED", Some(v)) => Some(format!(
+                    "CAST({} AS UNSIGNED)",
+                    number(v).ok_or(Unreadable::Inexact)?
+                )),
+                // An unsigned decimal or double comes back signed: the exactness check
+                // still holds (their values are not negative).
+                (b"DECIMAL" | b"DECIMAL UNSIGNED", Some(v)) => {
+                    Some(number(v).ok_or(Unreadable::Inexact)?)
+                }
                 // MariaDB writes doubles so that they read back the same; the exactness check
                 // confirms it.
-                (b"DOUBLE" | b"REAL", Some(v)) => {
+                (b"DOUBLE" | b"REAL" | b"DOUBLE UNSIGNED", Some(v)) => {
                     let n = number(v).ok_or(Unreadable::Inexact)?;
                     Some(if n.contains(['e', 'E']) {
                         n
@@ -391,16 +473,37 @@ fn identifier(name: &[u8]) -> Vec<u8> {
     out
 }
 
+/// One statement of a restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restore {
+    /// The `COM_QUERY` payload.
+    pub payload: Vec<u8>,
+    /// A refusal with one of [`NOT_THE_CLIENTS`] codes is skipped rather than failing the
+    /// reattach (a system variable's `SET SESSION`).
+    pub skippable: bool,
+}
+
+impl Restore {
+    fn query(parts: &[&[u8]], skippable: bool) -> Self {
+        let mut payload = vec![COM_QUERY];
+        for part in parts {
+            payload.extend_from_slice(part);
+        }
+        Self { payload, skippable }
+    }
+}
+
 impl SessionState {
     /// The state read from a compute: `session` ([`session`]) checked against the login's
-    /// user and database, the system and user variables.
+    /// user and database, the role ([`role`]), the system and user variables.
     ///
     /// # Errors
     /// [`Unreadable::OtherUser`], [`Unreadable::NoDatabase`], [`Unreadable::TooLarge`].
     pub fn new(
         session: (Option<Vec<u8>>, Vec<u8>),
+        role: Option<Vec<u8>>,
         login: (&[u8], Option<&[u8]>),
-        system: Vec<(String, String)>,
+        system: Vec<SystemVariable>,
         user: Vec<(Vec<u8>, String)>,
     ) -> Result<Self, Unreadable> {
         let (database, user_name) = session;
@@ -413,7 +516,7 @@ impl SessionState {
         }
         let bytes: usize = system
             .iter()
-            .map(|(n, l)| n.len() + l.len())
+            .map(|v| v.name.len() + 2 * v.literal.len())
             .chain(user.iter().map(|(n, l)| n.len() + l.len()))
             .sum();
         if system.len() + user.len() > MAX_VARIABLES || bytes > MAX_STATE_BYTES {
@@ -421,38 +524,32 @@ impl SessionState {
         }
         Ok(Self {
             database,
+            role,
             system,
             user,
         })
     }
 
-    /// The `COM_QUERY` payloads that make a new session of the same login the same as this
-    /// one, in order; each is answered with an OK.
+    /// The statements that make a new session of the same login, whose role is `fresh_role`
+    /// and whose system variables differing from their global values are `fresh`, the same as
+    /// this one, in order; each is answered with an OK. Setting one variable may change
+    /// another (`max_join_size` turns `sql_big_selects` off): after them, the caller reads
+    /// the system variables again and sends [`Self::restore_system`] once more.
     #[must_use]
-    pub fn restore(&self) -> Vec<Vec<u8>> {
+    pub fn restore(&self, fresh_role: Option<&[u8]>, fresh: &[SystemVariable]) -> Vec<Restore> {
         let mut out = Vec::new();
+        if self.role.as_deref() != fresh_role {
+            out.push(match &self.role {
+                Some(role) => Restore::query(&[b"SET ROLE ", &identifier(role)], false),
+                None => Restore::query(&[b"SET ROLE NONE"], false),
+            });
+        }
         if let Some(database) = &self.database {
-            let mut q = vec![COM_QUERY];
-            q.extend_from_slice(b"USE ");
-            q.extend_from_slice(&identifier(database));
-            out.push(q);
+            out.push(Restore::query(&[b"USE ", &identifier(database)], false));
         }
-        if !self.system.is_empty() {
-            let mut q = vec![COM_QUERY];
-            q.extend_from_slice(b"SET SESSION ");
-            for (i, (name, literal)) in self.system.iter().enumerate() {
-                if i > 0 {
-                    q.extend_from_slice(b", ");
-                }
-                q.extend_from_slice(&identifier(name.as_bytes()));
-                q.extend_from_slice(b" = ");
-                q.extend_from_slice(literal.as_bytes());
-            }
-            out.push(q);
-        }
+        out.extend(self.restore_system(fresh));
         if !self.user.is_empty() {
-            let mut q = vec![COM_QUERY];
-            q.extend_from_slice(b"SET ");
+            let mut q = b"SET ".to_vec();
             for (i, (name, literal)) in self.user.iter().enumerate() {
                 if i > 0 {
                     q.extend_from_slice(b", ");
@@ -461,9 +558,42 @@ impl SessionState {
                 q.extend_from_slice(b" = ");
                 q.extend_from_slice(literal.as_bytes());
             }
-            out.push(q);
+            out.push(Restore::query(&[&q], false));
         }
         out
+    }
+
+    /// The `SET SESSION`s that make a session whose system variables differing from their
+    /// global values are `fresh` hold this one's: this session's value where the other
+    /// differs, the global value (`DEFAULT`) where this one had it and the other does not.
+    #[must_use]
+    pub fn restore_system(&self, fresh: &[SystemVariable]) -> Vec<Restore> {
+        let mut sets: Vec<(&str, &str)> = self
+            .system
+            .iter()
+            .filter(|v| !fresh.iter().any(|f| f.name == v.name && f.value == v.value))
+            .map(|v| (v.name.as_str(), v.literal.as_str()))
+            .chain(
+                fresh
+                    .iter()
+                    .filter(|f| !self.system.iter().any(|v| v.name == f.name))
+                    .map(|f| (f.name.as_str(), "DEFAULT")),
+            )
+            .collect();
+        sets.sort_by_key(|(name, _)| setting_order(name));
+        sets.into_iter()
+            .map(|(name, literal)| {
+                Restore::query(
+                    &[
+                        b"SET SESSION ",
+                        &identifier(name.as_bytes()),
+                        b" = ",
+                        literal.as_bytes(),
+                    ],
+                    true,
+                )
+            })
+            .collect()
     }
 }
 

@@ -53,6 +53,9 @@ pub struct CommandWatch<'a> {
     read_skipped: bool,
     /// Since when the session is between commands that count as use (pings do not).
     idle_since: Option<tokio::time::Instant>,
+    /// `force_reattach_every`: commands that count since the last forced reattach, and
+    /// whether one is due now.
+    forced: (u32, bool),
     /// The command awaiting its response, when what it sets is kept once accepted, and the
     /// response's first bytes so far.
     pending: Option<(Vec<u8>, Effect, Vec<u8>)>,
@@ -138,6 +141,7 @@ impl<'a> CommandWatch<'a> {
             unreadable: None,
             read_skipped: false,
             idle_since: None,
+            forced: (0, false),
             pending: None,
             detached: false,
             translation: None,
@@ -167,6 +171,9 @@ impl CommandWatch<'_> {
         let ended = idle && self.used;
         if ended {
             self.used = false;
+        }
+        if ended {
+            self.count_forced_boundary();
         }
         // Pings neither start nor end the wait before a state read: they are no use.
         if sent {
@@ -272,20 +279,75 @@ impl CommandWatch<'_> {
         }
     }
 
-    /// The commands that restore the session's state on a new compute, in order: generated
-    /// from values ([`SessionState::restore`]), each answered with an OK (or, for
-    /// `COM_SET_OPTION`, an EOF).
-    pub fn restore(&self) -> Vec<Vec<u8>> {
-        let mut out: Vec<Vec<u8>> = self.log.set_option().map(Vec::from).into_iter().collect();
-        out.extend(self.state.restore());
-        out
+    /// The session's state as last read, to restore on a new compute.
+    pub const fn state(&self) -> &SessionState {
+        &self.state
+    }
+
+    /// The `COM_SET_OPTION` that restores the session's multi-statements option, if it set
+    /// one.
+    pub fn set_option(&self) -> Option<[u8; 3]> {
+        self.log.set_option()
+    }
+
+    /// With `force_reattach_every`: one more command ended; at every Nth, a reattach is due,
+    /// or, for a session that could not be carried now, the boundary is logged as pinned.
+    fn count_forced_boundary(&mut self) {
+        let Some(every) = self.guard.force_reattach_every().filter(|_| self.ticketed) else {
+            return;
+        };
+        self.forced.0 += 1;
+        if self.forced.0 < every.get() {
+            return;
+        }
+        self.forced.0 = 0;
+        match self.log.pinned().or_else(|| {
+            (self.conversation.status_flags() & SERVER_STATUS_IN_TRANS != 0)
+                .then_some("open transaction")
+        }) {
+            None => self.forced.1 = true,
+            Some(why) => tracing::info!(
+                instance = %self.guard.instance_name(), client = %self.guard.client(), why,
+                "forced reattach skipped: the session is pinned"
+            ),
+        }
+    }
+
+    /// Whether a forced reattach is due (`force_reattach_every`); it is no longer after this.
+    pub fn take_forced_reattach(&mut self) -> bool {
+        std::mem::take(&mut self.forced.1)
+    }
+
+    /// Whether the session could be carried to a new compute now, and if not, why.
+    pub fn carriable(&self) -> Result<(), NotResumable> {
+        if self.resumable() {
+            Ok(())
+        } else {
+            Err(self.why_not_resumable())
+        }
+    }
+
+    /// Whether the session's state changed since it was last read, and a read may be tried.
+    pub const fn state_unread(&self) -> bool {
+        self.unread && !self.read_skipped
+    }
+
+    /// Takes the compute's leg for the relay's own use ([`ConnectionGuard::step_aside`]):
+    /// `false` when the compute is not running. [`Self::step_back`] ends it.
+    pub fn step_aside(&mut self) -> bool {
+        self.guard.step_aside()
+    }
+
+    /// The relay is done with the compute's leg: the connection is between commands again.
+    pub fn step_back(&mut self) {
+        self.settle(false);
     }
 
     /// Before reading the session's state: takes the compute's leg for the relay (the
     /// connection counts as busy, so no pause freezes the compute under the read). `false`
     /// when the compute is not running: the read waits for the next command.
     pub fn begin_state_read(&mut self) -> bool {
-        let running = self.guard.step_aside();
+        let running = self.step_aside();
         self.read_skipped = !running;
         running
     }
@@ -349,7 +411,7 @@ impl CommandWatch<'_> {
     /// one chunk, or sent while replies are outstanding, as Connector/J does at connect) are
     /// kept as sent: a setting the compute refused then fails its replay, and the reattach
     /// closes that session with an ERR rather than lose state.
-    fn classify(&mut self, bytes: &[u8]) -> u64 {
+    fn classify(&mut self, bytes: &[u8], keepalive: bool) -> u64 {
         if !self.ticketed || !self.conversation.client_may_command() || bytes.is_empty() {
             return 0;
         }
@@ -383,7 +445,8 @@ impl CommandWatch<'_> {
         for payload in packets {
             counted += u64::from(payload.first() != Some(&0x0E));
             let effect = session_replay::effect_of(payload);
-            if effect.changes_state() {
+            // A configured keepalive query is taken to leave the session as it was.
+            if effect.changes_state() && !keepalive {
                 self.unread = true;
                 self.read_skipped = false;
             }
@@ -563,7 +626,7 @@ impl Observer for CommandWatch<'_> {
         self.learning = keepalive.then(|| (bytes.to_vec(), Vec::new()));
         let before = self.conversation.activity();
         // Classified as the client sent them: the log keeps the client's statement ids.
-        let classified = self.classify(bytes);
+        let classified = self.classify(bytes, keepalive);
         let reaction = self.feed(bytes, true);
         if reaction == Reaction::End {
             return reaction;
@@ -628,6 +691,9 @@ impl Observer for CommandWatch<'_> {
     /// conversation cannot be followed (it was not between commands after all): the next
     /// take-back starts afresh. Not after `COM_QUIT`: the pump sees the close.
     fn step_aside_at(&self) -> Option<tokio::time::Instant> {
+        if self.forced.1 && !self.detached && self.conversation.phase() == Step::Idle {
+            return Some(tokio::time::Instant::now());
+        }
         let due = self.ticketed
             && self.unread
             && self.conversation.phase() == Step::Idle

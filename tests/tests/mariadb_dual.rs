@@ -708,9 +708,10 @@ fn a_session_carried_by_value_runs_nothing_twice_and_keeps_its_database_and_vari
             ..tests::relay::RelayOptions::default()
         },
     );
-    d.root(
-        "CREATE TABLE shop.orders (id INT AUTO_INCREMENT PRIMARY KEY); CREATE DATABASE tenant_b;",
-    );
+    d.root(&format!(
+        "CREATE TABLE shop.orders (id INT AUTO_INCREMENT PRIMARY KEY); CREATE DATABASE tenant_b; \
+         CREATE ROLE writer; GRANT writer TO {USER}@'%'; SET DEFAULT ROLE writer FOR {USER}@'%';"
+    ));
     d.wait_paused();
     // Logged in while paused: relayed, and ticketed.
     let mut s = raw::login(d.relay.port, USER, PASSWORD, Some("shop"))
@@ -742,8 +743,14 @@ fn a_session_carried_by_value_runs_nothing_twice_and_keeps_its_database_and_vari
     run(
         &mut s,
         "SET SESSION sql_mode = 'NO_BACKSLASH_ESCAPES,ANSI_QUOTES', time_zone = '+02:00', \
-         autocommit = 0",
+         autocommit = 0, sql_select_limit = 1, max_join_size = 1000000, sql_big_selects = 1",
     );
+    // What a new login would set otherwise: its default role, the handshake's character set.
+    run(&mut s, "SET ROLE NONE");
+    run(&mut s, "SET NAMES latin1");
+    // A global change since the login: the session's value (read-only in a session) differs
+    // from the global one, and from nothing a new session has.
+    d.root("SET GLOBAL max_allowed_packet = 67108864");
     run(&mut s, "COMMIT");
     let pid = d.relay.compute_pid().unwrap();
     d.wait_paused();
@@ -758,7 +765,7 @@ fn a_session_carried_by_value_runs_nothing_twice_and_keeps_its_database_and_vari
     for (sql, want) in [
         ("SELECT DATABASE()", "tenant_b"),
         ("SELECT @n + 1", "43"),
-        ("SELECT @big", "18446744073709551615"),
+        ("SELECT @big + 0", "18446744073709551615"),
         ("SELECT @dec", "1.50"),
         ("SELECT @dec = 1.5", "1"),
         ("SELECT @d = 0.1e0 + 0.2e0", "1"),
@@ -771,6 +778,11 @@ fn a_session_carried_by_value_runs_nothing_twice_and_keeps_its_database_and_vari
         ("SELECT @@sql_mode", "ANSI_QUOTES,NO_BACKSLASH_ESCAPES"),
         ("SELECT @@time_zone", "+02:00"),
         ("SELECT @@autocommit", "0"),
+        ("SELECT @@sql_select_limit", "1"),
+        ("SELECT @@max_join_size", "1000000"),
+        ("SELECT @@sql_big_selects", "1"),
+        ("SELECT CURRENT_ROLE() IS NULL", "1"),
+        ("SELECT @@character_set_client", "latin1"),
     ] {
         assert_eq!(
             raw::one_row(&mut s, sql).as_deref(),

@@ -245,6 +245,14 @@ pub(super) fn instance(
             message,
         ));
     }
+    if inst.force_reattach_every.is_some() && !inst.resumable_sessions {
+        let message = "only with resumable_sessions = true: it reattaches resumable sessions";
+        return Err(ConfigError::invalid(
+            path,
+            key("force_reattach_every"),
+            message,
+        ));
+    }
     if inst.resumable_sessions && inst.stop_after.is_none() {
         let message = "needs stop_after: sessions are resumed after the frozen \
                        compute is stopped";
@@ -294,6 +302,7 @@ pub(super) fn instance(
         keepalive_queries: inst.keepalive_queries,
         resumable_sessions: inst.resumable_sessions,
         max_detached_sessions: inst.max_detached_sessions,
+        force_reattach_every: inst.force_reattach_every,
         kernel_splice: inst.kernel_splice,
         splice_below_tcp: inst.splice_below_tcp,
         driver,

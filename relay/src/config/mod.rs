@@ -504,6 +504,11 @@ pub struct InstanceConfig {
     /// With `resumable_sessions`: how many sessions may wait detached from a stopped compute
     /// at once; the ones detached beyond it get ERR 1927 at their next command, with no wake.
     pub max_detached_sessions: usize,
+    /// With `resumable_sessions`, for testing that a carried session is the same session: after
+    /// every this-many commands, a session between commands is read and reattached to the
+    /// running compute (a new login with its ticket, its state restored), as after a stop but
+    /// without one. `None`: never (the default).
+    pub force_reattach_every: Option<std::num::NonZeroU32>,
     /// Whether the connections this instance's relayed logins hold are spliced in the kernel
     /// (docs/kernel-splice.md) when the relay can: their bytes then never wake it. Held
     /// connections the relay must follow stay on its pump: TLS on either leg, and, until
@@ -740,6 +745,8 @@ struct InstanceFile {
     resumable_sessions: bool,
     #[serde(default = "default::max_detached_sessions")]
     max_detached_sessions: usize,
+    #[serde(default)]
+    force_reattach_every: Option<std::num::NonZeroU32>,
     #[serde(default = "default::kernel_splice")]
     kernel_splice: bool,
     #[serde(default = "default::kernel_splice")]

@@ -462,7 +462,7 @@ fn error_messages_name_the_file_and_the_key() {
             "instance[0].handshake_timout: unknown key; expected one of `name`, `listen`, \
              `compute`, `auth`, `proxy_protocol`, `resume_timeout`, `handshake_timeout`, \
              `compute_timeout`, `idle_pause_after`, `failed_wake_pause_after`, `on_relay_exit`, \
-             `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `park`, `park_after`, `keepalive_queries`, `resumable_sessions`, `max_detached_sessions`, `kernel_splice`, `splice_below_tcp`, `route`, `driver`, `tls`, \
+             `max_pending_connections`, `health_check_users`, `capacity`, `stop_after`, `park`, `park_after`, `keepalive_queries`, `resumable_sessions`, `max_detached_sessions`, `force_reattach_every`, `kernel_splice`, `splice_below_tcp`, `route`, `driver`, `tls`, \
              `require_secure_transport`, `compute_tls`, `compute_ca`, `compute_tls_name`, `compute_proof`, `offload`",
         ),
         (

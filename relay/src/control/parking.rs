@@ -48,7 +48,7 @@ pub enum NotResumable {
     /// A transaction is open.
     Transaction,
     /// Its state changed and was not read back yet (it is, once the session has been
-    /// between commands for half of `park_after`).
+    /// between commands for three quarters of `park_after`).
     Unread,
 }
 
@@ -149,11 +149,18 @@ impl ConnectionGuard {
         true
     }
 
+    /// `force_reattach_every` of the instance.
+    #[must_use]
+    pub fn force_reattach_every(&self) -> Option<std::num::NonZeroU32> {
+        self.instance.config.force_reattach_every
+    }
+
     /// How long a resumable session is between commands after a change before its state is
-    /// read: half of `park_after`, so that it is read before the instance may park.
+    /// read: three quarters of `park_after`, so that it is read before the instance may park
+    /// and not after every pause a busy application makes.
     #[must_use]
     pub fn state_read_after(&self) -> std::time::Duration {
-        (self.instance.config.park_after / 2).clamp(
+        (self.instance.config.park_after * 3 / 4).clamp(
             std::time::Duration::from_millis(10),
             std::time::Duration::from_secs(5),
         )

@@ -289,6 +289,7 @@ fn build_at(
         keepalive_queries: vec!["SELECT 1".into()],
         resumable_sessions: false,
         max_detached_sessions: 1024,
+        force_reattach_every: None,
         kernel_splice: false,
         splice_below_tcp: false,
         route: crate::config::RouteMode::Pump,

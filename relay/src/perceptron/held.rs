@@ -119,35 +119,69 @@ pub(super) fn forward(
                 bytes.ended_by
             };
             if ended_by == PumpEnd::Aside {
-                // Between commands for a while after a change: the session's state is read
-                // from its compute, by value, before any pause could freeze it.
-                let Some(resumption) = resumption.as_ref() else {
+                let Some(resumption) = resumption.as_mut() else {
                     continue;
                 };
-                if !commands.begin_state_read() {
+                let forced = commands.take_forced_reattach();
+                // Between commands for a while after a change: the session's state is read
+                // from its compute, by value, before any pause could freeze it.
+                if commands.state_unread() && commands.begin_state_read() {
+                    let mut leg = PacketStream::new(&mut *compute_stream, STATE_READ_MAX_PACKET)
+                        .with_write_timeout(rt.instance.config.compute_timeout);
+                    let read = Box::pin(super::state_read::read(
+                        &mut leg,
+                        deprecate_eof,
+                        &resumption.login(),
+                        rt.instance.config.compute_timeout,
+                    ))
+                    .await;
+                    *compute_rest = leg.take_buffered();
+                    match read {
+                        Ok(read) => {
+                            if let Err(why) = &read {
+                                tracing::info!(instance = %name, client = %addr, why = why.as_str(), "the session's state cannot be carried; it keeps its compute");
+                            }
+                            commands.state_read(read);
+                        }
+                        Err(e) => {
+                            tracing::warn!(instance = %name, client = %addr, error = %e, "reading the session's state failed; closing it");
+                            pumped.ended_by = PumpEnd::ComputeError;
+                            break None;
+                        }
+                    }
+                }
+                if !forced {
                     continue;
                 }
-                let mut leg = PacketStream::new(&mut *compute_stream, STATE_READ_MAX_PACKET)
-                    .with_write_timeout(rt.instance.config.compute_timeout);
-                let read = Box::pin(super::state_read::read(
-                    &mut leg,
+                // force_reattach_every: the session is carried to a new login on the running
+                // compute, as after a stop (its old connection closed first).
+                if let Err(why) = commands.carriable() {
+                    tracing::info!(instance = %name, client = %addr, why = why.as_str(), "forced reattach skipped: the session is pinned");
+                    continue;
+                }
+                if !commands.step_aside() {
+                    continue;
+                }
+                compute_leg = None;
+                let reattached = Box::pin(reattach_session(
+                    rt,
+                    connector,
+                    resumption,
+                    &mut commands,
                     deprecate_eof,
-                    &resumption.login(),
-                    rt.instance.config.compute_timeout,
                 ))
                 .await;
-                *compute_rest = leg.take_buffered();
-                match read {
-                    Ok(read) => {
-                        if let Err(why) = &read {
-                            tracing::info!(instance = %name, client = %addr, why = why.as_str(), "the session's state cannot be carried; it keeps its compute");
-                        }
-                        commands.state_read(read);
+                commands.step_back();
+                match reattached {
+                    Ok((leg, _)) => {
+                        tracing::info!(instance = %name, client = %addr, "forced reattach");
+                        compute_leg = Some(leg);
                         continue;
                     }
                     Err(e) => {
-                        tracing::warn!(instance = %name, client = %addr, error = %e, "reading the session's state failed; closing it");
-                        pumped.ended_by = PumpEnd::ComputeError;
+                        tracing::warn!(instance = %name, client = %addr, error = %e, "forced reattach failed; closing the session");
+                        connection_killed(&mut client_stream, "the session could not be resumed")
+                            .await;
                         break None;
                     }
                 }
@@ -229,29 +263,25 @@ pub(super) fn forward(
             }
             drop(slot);
             let t = Instant::now();
-            let statements = commands.statements();
-            let restore = commands.restore();
-            let state = reattach::SessionState {
-                commands: &restore,
-                statements: &statements,
+            let reattached = Box::pin(reattach_session(
+                rt,
+                connector,
+                resumption,
+                &mut commands,
                 deprecate_eof,
-            };
-            let resumed = Box::pin(resume_session(rt, connector, resumption, &state)).await;
-            let (restored, prepared) = (restore.len(), statements.len());
-            drop(statements);
-            drop(restore);
-            match resumed {
-                Ok((reattached, wake_ms)) => {
+            ))
+            .await;
+            match reattached {
+                Ok((leg, (wake_ms, prepared))) => {
                     commands.set_detached(false);
-                    commands.reattached(&reattached.statement_ids);
                     rt.metrics
                         .inc(Counter::Connections, name, metrics::outcome::REATTACHED);
                     tracing::info!(
-                        instance = %name, client = %addr, restored, prepared,
+                        instance = %name, client = %addr, prepared,
                         wake_ms, total_ms = t.elapsed().as_millis(), "session reattached"
                     );
                     client_rest = first;
-                    compute_leg = Some(reattached.stream.into_parts());
+                    compute_leg = Some(leg);
                 }
                 Err(e) => {
                     tracing::warn!(instance = %name, client = %addr, error = %e, "session could not be reattached; closing it");
@@ -523,6 +553,31 @@ async fn connection_killed(client: &mut ClientStream<TcpStream>, why: &str) {
     let mut packet = Vec::new();
     authplugin::packet::write_packet(&mut packet, 1, &err.to_bytes());
     let _ = client.write_all(&packet).await;
+}
+
+/// Wakes the instance if it must, then reattaches the session to its compute with its ticket:
+/// its state restored from values, its statements prepared again (their ids translated from
+/// then on where they differ). Returns the new compute leg, how long the wake took and how
+/// many statements were prepared.
+async fn reattach_session(
+    rt: &InstanceRuntime,
+    connector: &TcpConnector,
+    resumption: &mut reattach::Resumption,
+    commands: &mut CommandWatch<'_>,
+    deprecate_eof: bool,
+) -> Result<((ComputeStream<TcpStream>, Vec<u8>), (u128, usize)), ResumeError> {
+    let statements = commands.statements();
+    let prepared = statements.len();
+    let state = reattach::SessionState {
+        state: commands.state(),
+        set_option: commands.set_option(),
+        statements: &statements,
+        deprecate_eof,
+    };
+    let (reattached, wake_ms) = resume_session(rt, connector, resumption, &state).await?;
+    drop(statements);
+    commands.reattached(&reattached.statement_ids);
+    Ok((reattached.stream.into_parts(), (wake_ms, prepared)))
 }
 
 /// While a session is detached: reads the client's bytes, answering pings and learnt

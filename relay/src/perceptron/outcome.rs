@@ -184,6 +184,8 @@ pub enum ComputeProtocolError {
     /// Reading a session's state, the compute's answer was not the one result set asked
     /// for: the connection is out of step.
     StateRead(authplugin::packet::text_result::TextResultError),
+    /// On a reattach, the new session's state could not be read to compare with the old one.
+    FreshStateUnreadable(crate::session_state::Unreadable),
 }
 
 impl ComputeError {
@@ -290,6 +292,9 @@ impl std::fmt::Display for ComputeProtocolError {
                  is the account IDENTIFIED VIA perceptron_dual?",
             ),
             Self::StateRead(e) => write!(f, "reading the session's state: {e}"),
+            Self::FreshStateUnreadable(why) => {
+                write!(f, "reading the new session's state: {}", why.as_str())
+            }
             Self::StatementChanged(id) => write!(
                 f,
                 "prepared statement {id} has other parameters or columns on the new compute \

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use authplugin::AuthPlugin;
+use authplugin::packet::ErrPacket;
 use authplugin::packet::ok::{EOF_HEADER, OK_HEADER};
 use zeroize::Zeroizing;
 
@@ -18,6 +19,7 @@ use super::outcome::{ComputeError, ComputeProtocolError, ComputeStep};
 use crate::compute_conn::ComputeConnector;
 use crate::packet_io::PacketStream;
 use crate::session_replay::Statement;
+use crate::session_state::{NOT_THE_CLIENTS, Restore};
 
 /// What a held session needs to be reattached: its login as the compute saw it (without any
 /// answer) and the compute's latest ticket. Kept in memory for this connection only.
@@ -96,9 +98,10 @@ impl Resumption {
 
 /// What a reattach restores: the session's state, and its open prepared statements.
 pub struct SessionState<'a> {
-    /// The commands that restore its state, generated from values, each answered with one
-    /// OK (or an EOF, for `COM_SET_OPTION`).
-    pub commands: &'a [Vec<u8>],
+    /// The state read by value from the old compute.
+    pub state: &'a crate::session_state::SessionState,
+    /// The `COM_SET_OPTION` the session last sent, if any.
+    pub set_option: Option<[u8; 3]>,
     /// Each statement: the client's id, the `COM_STMT_PREPARE` payload, and its parameter and
     /// column counts as first prepared.
     pub statements: &'a [Statement<'a>],
@@ -163,13 +166,28 @@ pub async fn reattach<C: ComputeConnector>(
         .ticket
         .ok_or(ComputeProtocolError::Unexpected(0x00))?;
     let mut stream = compute.stream;
-    for command in state.commands {
-        compute_leg::write(&mut stream, 0, command).await?;
+    if let Some(option) = state.set_option {
+        compute_leg::write(&mut stream, 0, &option).await?;
         let reply = compute_leg::read(&mut stream, timeout, ComputeStep::Login).await?;
         if !matches!(reply.payload.first(), Some(&(OK_HEADER | EOF_HEADER))) {
             return Err(refused(&reply.payload));
         }
     }
+    // The new session as its login left it, compared with the state.
+    let (role, fresh) = super::state_read::fresh(&mut stream, state.deprecate_eof, timeout)
+        .await?
+        .map_err(ComputeProtocolError::FreshStateUnreadable)?;
+    send_restores(
+        &mut stream,
+        &state.state.restore(role.as_deref(), &fresh),
+        timeout,
+    )
+    .await?;
+    // Once more for the variables that setting others changed.
+    let (_, now) = super::state_read::fresh(&mut stream, state.deprecate_eof, timeout)
+        .await?
+        .map_err(ComputeProtocolError::FreshStateUnreadable)?;
+    send_restores(&mut stream, &state.state.restore_system(&now), timeout).await?;
     let mut statement_ids = Vec::with_capacity(state.statements.len());
     for statement in state.statements {
         let id = prepare(&mut stream, statement, state.deprecate_eof, timeout).await?;
@@ -180,6 +198,35 @@ pub async fn reattach<C: ComputeConnector>(
         proven_in_greeting: in_greeting,
         statement_ids,
     })
+}
+
+/// Sends each statement of a restore; a variable's `SET` the compute refuses as one the
+/// client could not have made ([`NOT_THE_CLIENTS`]) is left as the new session has it.
+async fn send_restores<S>(
+    stream: &mut PacketStream<S>,
+    restores: &[Restore],
+    timeout: Duration,
+) -> Result<(), ComputeError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    for restore in restores {
+        compute_leg::write(stream, 0, &restore.payload).await?;
+        let reply = compute_leg::read(stream, timeout, ComputeStep::Login).await?;
+        if reply.payload.first() == Some(&OK_HEADER) {
+            continue;
+        }
+        let not_the_clients = ErrPacket::decode(&reply.payload)
+            .is_ok_and(|e| NOT_THE_CLIENTS.contains(&e.error_code));
+        if !(restore.skippable && not_the_clients) {
+            return Err(refused(&reply.payload));
+        }
+        tracing::debug!(
+            statement = %String::from_utf8_lossy(restore.payload.get(1..).unwrap_or_default()),
+            "a setting the client could not have made itself is left as the new session has it"
+        );
+    }
+    Ok(())
 }
 
 /// Prepares `statement` again; returns the compute's id for it.

@@ -9,7 +9,9 @@ use authplugin::packet::text_result::{Progress, Row, TextResult, TextResultError
 use super::compute_leg;
 use super::outcome::{ComputeError, ComputeProtocolError, ComputeStep};
 use crate::packet_io::PacketStream;
-use crate::session_state::{self, MAX_STATE_BYTES, SessionState, Unreadable, UserVariables};
+use crate::session_state::{
+    self, MAX_STATE_BYTES, SessionState, SystemVariable, Unreadable, UserVariables,
+};
 
 /// The login a session's state is checked against: its user name and database.
 pub struct Login<'a> {
@@ -39,16 +41,9 @@ where
         Ok(rows) => session_state::session(&rows),
         Err(why) => Err(why),
     };
-    let system = match query(
-        compute,
-        session_state::READ_SYSTEM_VARIABLES,
-        deprecate_eof,
-        timeout,
-    )
-    .await?
-    {
-        Ok(rows) => session_state::system_variables(&rows),
-        Err(why) => Err(why),
+    let (role, system) = match fresh(compute, deprecate_eof, timeout).await? {
+        Ok((role, system)) => (Ok(role), Ok(system)),
+        Err(why) => (Err(why), Err(why)),
     };
     let listed = match query(
         compute,
@@ -61,9 +56,11 @@ where
         Ok(rows) => UserVariables::listed(&rows),
         Err(why) => Err(why),
     };
-    let (session, system, listed) = match (session, system, listed) {
-        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-        (Err(why), _, _) | (_, Err(why), _) | (_, _, Err(why)) => return Ok(Err(why)),
+    let (session, role, system, listed) = match (session, role, system, listed) {
+        (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
+        (Err(why), ..) | (_, Err(why), ..) | (.., Err(why), _) | (.., Err(why)) => {
+            return Ok(Err(why));
+        }
     };
     let user = match listed.exact_query() {
         None => Vec::new(),
@@ -77,10 +74,44 @@ where
     };
     Ok(SessionState::new(
         session,
+        role,
         (login.user, login.database),
         system,
         user,
     ))
+}
+
+/// The role and the system variables of a session, as [`read`] reads them: what a new
+/// session is compared with at a reattach ([`SessionState::restore`]). A compute that refuses
+/// the role's query has no roles.
+///
+/// # Errors
+/// As [`read`].
+pub async fn fresh<S>(
+    compute: &mut PacketStream<S>,
+    deprecate_eof: bool,
+    timeout: Duration,
+) -> Result<Result<(Option<Vec<u8>>, Vec<SystemVariable>), Unreadable>, ComputeError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let role = match query(compute, session_state::READ_ROLE, deprecate_eof, timeout).await? {
+        Ok(rows) => session_state::role(&rows),
+        Err(Unreadable::NotAnswered) => Ok(None),
+        Err(why) => Err(why),
+    };
+    let system = match query(
+        compute,
+        session_state::READ_SYSTEM_VARIABLES,
+        deprecate_eof,
+        timeout,
+    )
+    .await?
+    {
+        Ok(rows) => session_state::system_variables(&rows),
+        Err(why) => Err(why),
+    };
+    Ok(role.and_then(|role| Ok((role, system?))))
 }
 
 /// Runs one query; its rows, or [`Unreadable`] when the compute refused it (its ERR ends the

@@ -87,7 +87,7 @@ fn system_variables_become_checked_literals_character_sets_first() {
         ]),
     ];
     let vars = system_variables(&rows).unwrap();
-    let names: Vec<&str> = vars.iter().map(|(n, _)| n.as_str()).collect();
+    let names: Vec<&str> = vars.iter().map(|v| v.name.as_str()).collect();
     assert_eq!(
         names,
         [
@@ -99,7 +99,7 @@ fn system_variables_become_checked_literals_character_sets_first() {
             "skip_replication"
         ]
     );
-    let literal = |n: &str| vars.iter().find(|(v, _)| v == n).unwrap().1.clone();
+    let literal = |n: &str| vars.iter().find(|v| v.name == n).unwrap().literal.clone();
     assert_eq!(
         literal("sql_mode"),
         format!("X'{}'", hex(b"ANSI_QUOTES,NO_BACKSLASH_ESCAPES"))
@@ -154,7 +154,7 @@ fn user_variables_are_read_exactly_then_checked() {
         row(&[Some("b"), Some("DECIMAL"), Some("1.50")]),
         row(&[Some("c"), Some("DOUBLE"), Some("0.30000000000000004")]),
         row(&[Some("d"), Some("VARCHAR"), Some("h\u{e9}llo")]),
-        row(&[Some("e`x"), Some("VARCHAR"), Some("\0?")]),
+        row(&[Some("e.x"), Some("VARCHAR"), Some("\0?")]),
         row(&[Some("f"), Some("VARCHAR"), None]),
     ];
     let listed = UserVariables::listed(&rows).unwrap();
@@ -163,7 +163,7 @@ fn user_variables_are_read_exactly_then_checked() {
         text(&query),
         "SELECT (@a <=> 1), (@b <=> 1.50), (@c <=> 0.30000000000000004E0), \
          LENGTH(@d), HEX(IF(LENGTH(@d) > 8192, X'', @d)), COLLATION(@d), \
-         LENGTH(@`e``x`), HEX(IF(LENGTH(@`e``x`) > 8192, X'', @`e``x`)), COLLATION(@`e``x`), \
+         LENGTH(@`e.x`), HEX(IF(LENGTH(@`e.x`) > 8192, X'', @`e.x`)), COLLATION(@`e.x`), \
          (@f <=> NULL)"
     );
     let answer = [row(&[
@@ -189,7 +189,7 @@ fn user_variables_are_read_exactly_then_checked() {
                 b"d".to_vec(),
                 "CONVERT(X'68C3A96C6C6F' USING latin1) COLLATE latin1_bin".to_owned()
             ),
-            (b"e`x".to_vec(), "X'00FF'".to_owned()),
+            (b"e.x".to_vec(), "X'00FF'".to_owned()),
             (b"f".to_vec(), "NULL".to_owned()),
         ]
     );
@@ -220,45 +220,70 @@ fn user_variables_are_read_exactly_then_checked() {
     assert_eq!(none.exact(&[]), Ok(Vec::new()));
 }
 
+fn var(name: &str, value: Option<&str>, literal: &str) -> SystemVariable {
+    SystemVariable {
+        name: name.into(),
+        value: value.map(|v| v.as_bytes().to_vec()),
+        literal: literal.into(),
+    }
+}
+
+fn restore_text(
+    state: &SessionState,
+    role: Option<&[u8]>,
+    fresh: &[SystemVariable],
+) -> Vec<(String, bool)> {
+    state
+        .restore(role, fresh)
+        .iter()
+        .map(|r| {
+            assert_eq!(r.payload[0], COM_QUERY);
+            (text(&r.payload[1..]).to_owned(), r.skippable)
+        })
+        .collect()
+}
+
 #[test]
 fn the_restore_is_generated_from_values_only() {
     let state = SessionState::new(
         (Some(b"tenant`b".to_vec()), b"app".to_vec()),
+        None,
         (b"app", Some(b"tenant_a")),
         vec![
-            ("sql_mode".into(), "X'414e5349'".into()),
-            ("autocommit".into(), "X'4f4646'".into()),
+            var("sql_mode", Some("ANSI"), "X'414e5349'"),
+            var("autocommit", Some("OFF"), "X'4f4646'"),
         ],
         vec![(b"id".to_vec(), "42".into())],
     )
     .unwrap();
-    let restore: Vec<String> = state
-        .restore()
-        .iter()
-        .map(|q| {
-            assert_eq!(q[0], COM_QUERY);
-            text(&q[1..]).to_owned()
-        })
-        .collect();
     assert_eq!(
-        restore,
+        restore_text(&state, None, &[]),
         [
-            "USE `tenant``b`",
-            "SET SESSION `sql_mode` = X'414e5349', `autocommit` = X'4f4646'",
-            "SET @id = 42",
+            ("USE `tenant``b`".to_owned(), false),
+            ("SET SESSION `sql_mode` = X'414e5349'".to_owned(), true),
+            ("SET SESSION `autocommit` = X'4f4646'".to_owned(), true),
+            ("SET @id = 42".to_owned(), false),
         ]
     );
     // A fresh session restores nothing.
-    let fresh = SessionState::new((None, b"app".to_vec()), (b"app", None), vec![], vec![]).unwrap();
-    assert!(fresh.restore().is_empty());
+    let fresh = SessionState::new(
+        (None, b"app".to_vec()),
+        None,
+        (b"app", None),
+        vec![],
+        vec![],
+    )
+    .unwrap();
+    assert!(fresh.restore(None, &[]).is_empty());
     // Another user, or no database after a login that named one: not carried.
     assert_eq!(
-        SessionState::new((None, b"ro".to_vec()), (b"app", None), vec![], vec![]),
+        SessionState::new((None, b"ro".to_vec()), None, (b"app", None), vec![], vec![]),
         Err(Unreadable::OtherUser)
     );
     assert_eq!(
         SessionState::new(
             (None, b"app".to_vec()),
+            None,
             (b"app", Some(b"shop")),
             vec![],
             vec![]
@@ -269,10 +294,82 @@ fn the_restore_is_generated_from_values_only() {
     assert_eq!(
         SessionState::new(
             (None, b"app".to_vec()),
+            None,
             (b"app", None),
             vec![],
             many.collect()
         ),
         Err(Unreadable::TooLarge)
+    );
+}
+
+#[test]
+fn the_restore_is_compared_with_what_the_new_login_left() {
+    // The session set latin1 (the global value); the new login's handshake set utf8mb4: it
+    // is set back to the global value. What the new login already has is not set again.
+    let state = SessionState::new(
+        (None, b"app".to_vec()),
+        Some(b"reader".to_vec()),
+        (b"app", None),
+        vec![
+            var("time_zone", Some("+02:00"), "X'2b30323a3030'"),
+            var("sql_big_selects", Some("ON"), "X'4f4e'"),
+            var("max_join_size", Some("1000"), "1000"),
+        ],
+        vec![],
+    )
+    .unwrap();
+    let fresh = [
+        var("character_set_client", Some("utf8mb4"), "X''"),
+        var("time_zone", Some("+02:00"), "X'2b30323a3030'"),
+    ];
+    assert_eq!(
+        restore_text(&state, Some(b"writer"), &fresh),
+        [
+            ("SET ROLE `reader`".to_owned(), false),
+            (
+                "SET SESSION `character_set_client` = DEFAULT".to_owned(),
+                true
+            ),
+            ("SET SESSION `max_join_size` = 1000".to_owned(), true),
+            ("SET SESSION `sql_big_selects` = X'4f4e'".to_owned(), true),
+        ]
+    );
+    // A role the new login has and the session dropped.
+    let none = SessionState::new(
+        (None, b"app".to_vec()),
+        None,
+        (b"app", None),
+        vec![],
+        vec![],
+    )
+    .unwrap();
+    assert_eq!(
+        restore_text(&none, Some(b"writer"), &[]),
+        [("SET ROLE NONE".to_owned(), false)]
+    );
+}
+
+#[test]
+fn names_outside_ascii_and_unsigned_numbers() {
+    assert_eq!(
+        session(&[row(&[Some("caf\u{e9}"), Some("app@%")])]),
+        Err(Unreadable::Inexact)
+    );
+    assert_eq!(role(&[row(&[Some("r\u{f4}le")])]), Err(Unreadable::Inexact));
+    assert_eq!(role(&[row(&[None])]), Ok(None));
+    assert_eq!(
+        UserVariables::listed(&[row(&[Some("\u{e9}"), Some("INT"), Some("1")])]),
+        Err(Unreadable::Inexact)
+    );
+    let listed = UserVariables::listed(&[row(&[
+        Some("big"),
+        Some("INT UNSIGNED"),
+        Some("18446744073709551615"),
+    ])])
+    .unwrap();
+    assert_eq!(
+        text(&listed.exact_query().unwrap()),
+        "SELECT (@big <=> CAST(18446744073709551615 AS UNSIGNED))"
     );
 }
