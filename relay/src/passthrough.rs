@@ -502,6 +502,9 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
         let step_aside_at = observer.as_ref().and_then(|o| o.step_aside_at());
         match step_aside_at {
             Some(at) if up.quiet() && down.quiet() => {
+                if at <= tokio::time::Instant::now() {
+                    return Poll::Ready(Err(Side::Aside));
+                }
                 let sleep = aside.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
                 if sleep.deadline() != at {
                     sleep.as_mut().reset(at);

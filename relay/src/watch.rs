@@ -692,7 +692,10 @@ impl Observer for CommandWatch<'_> {
     /// take-back starts afresh. Not after `COM_QUIT`: the pump sees the close.
     fn step_aside_at(&self) -> Option<tokio::time::Instant> {
         if self.forced.1 && !self.detached && self.conversation.phase() == Step::Idle {
-            return Some(tokio::time::Instant::now());
+            // Due since the command ended (a fixed time: the pump steps aside at once).
+            return self
+                .idle_since
+                .or_else(|| Some(tokio::time::Instant::now()));
         }
         let due = self.ticketed
             && self.unread

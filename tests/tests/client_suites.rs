@@ -5,9 +5,12 @@
 //! The suite runs once straight against a stock MariaDB, and then through a relay whose
 //! instance pauses after one idle second, so it pauses and wakes many times during the run
 //! and the suite's connections take both routes: in switch mode (stock MariaDB) and in dual
-//! mode (MariaDB with `perceptron_dual`). Each relayed run must give every test the outcome the
-//! straight run gave it, except the differences listed in [`EXPECTED_DIFFERENCES`], each with
-//! its reason. Our own tests walk the paths we thought of; this suite walks the driver's.
+//! mode (MariaDB with `perceptron_dual`). A third run, in dual mode with resumable sessions and
+//! `force_reattach_every = 1`, carries every session to a new login after every command, its
+//! state read and restored by value, as after a stop. Each relayed run must give every test the
+//! outcome the straight run gave it, except the differences listed in [`EXPECTED_DIFFERENCES`],
+//! each with its reason. Our own tests walk the paths we thought of; this suite walks the
+//! driver's.
 
 #![allow(
     clippy::unwrap_used,
@@ -231,8 +234,14 @@ static ONE_RUN_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Creates the suite's account and database through `relay` (logged in as `root`, whose
 /// password is empty).
 fn create_account(relay: &Relay, plugin: &str) {
+    create_account_on(relay, relay.port, plugin);
+}
+
+/// [`create_account`] on `port`: the relay's, or the compute's own where the relay has no
+/// direct route (`resumable_sessions`).
+fn create_account_on(relay: &Relay, port: u16, plugin: &str) {
     let out = mariadb(
-        relay.port,
+        port,
         "root",
         None,
         &[],
@@ -280,15 +289,25 @@ fn straight_outcomes() -> &'static Outcomes {
 /// Runs the suite through `relay` (its instance pausing after an idle second), waiting before
 /// each chunk until the instance has paused, and compares it with the straight run.
 fn relayed_run(what: &str, relay: &Relay, dir: &std::path::Path) {
+    let before = wakes(relay);
+    let chunks = compared_run(what, relay, dir, || wait_for_pause(relay));
+    let woke = wakes(relay) - before;
+    // Every chunk starts on a paused instance.
+    let chunks = f64::from(u32::try_from(chunks).unwrap());
+    assert!(
+        woke >= chunks,
+        "{what}: the instance woke {woke} times, fewer than the suite's {chunks} chunks"
+    );
+}
+
+/// Runs the suite through `relay`, calling `between` before each chunk, and compares it with
+/// the straight run; returns how many chunks ran.
+fn compared_run(what: &str, relay: &Relay, dir: &std::path::Path, between: impl FnMut()) -> usize {
     let straight = straight_outcomes();
     let _one = ONE_RUN_AT_A_TIME
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    let before = wakes(relay);
-    let (relayed, text, chunks) = run_suite(dir, relay.port, USER, PASSWORD, || {
-        wait_for_pause(relay);
-    });
-    let woke = wakes(relay) - before;
+    let (relayed, text, chunks) = run_suite(dir, relay.port, USER, PASSWORD, between);
     let mut table = String::new();
     let mut unexplained = Vec::new();
     let names: BTreeSet<&String> = straight.keys().chain(relayed.keys()).collect();
@@ -310,7 +329,7 @@ fn relayed_run(what: &str, relay: &Relay, dir: &std::path::Path) {
     eprintln!(
         "go-sql-driver/mysql suite, {what}: {} outcomes; straight {} passed, {} failed, {} \
          skipped; relayed {} passed, {} failed, {} skipped; {chunks} runs of the suite's \
-         binary, the instance woke {woke} times\ndifferences:\n{table}",
+         binary\ndifferences:\n{table}",
         relayed.len(),
         count(straight, Outcome::Pass),
         count(straight, Outcome::Fail),
@@ -325,12 +344,7 @@ fn relayed_run(what: &str, relay: &Relay, dir: &std::path::Path) {
          relayed output:\n{text}\nrelay log:\n{}",
         relay.log()
     );
-    // Every chunk starts on a paused instance.
-    let chunks = f64::from(u32::try_from(chunks).unwrap());
-    assert!(
-        woke >= chunks,
-        "{what}: the instance woke {woke} times, fewer than the suite's {chunks} chunks"
-    );
+    chunks
 }
 
 /// The relay options of a relayed run: the instance pauses after one idle second.
@@ -382,6 +396,76 @@ fn go_sql_driver_suite_gives_the_same_outcomes_through_the_relay_in_dual_mode() 
     );
     create_account(&relay, "perceptron_dual");
     relayed_run("dual mode", &relay, dir.path());
+}
+
+/// Transparency of sessions carried by value (docs/parking.md, *Sessions across a stop*):
+/// with `force_reattach_every = 1`, after every command each session between commands has
+/// its state read from MariaDB and is logged in again with its ticket, its state restored
+/// from those values, as after a stop. The suite must give every test the straight run's
+/// outcome; the boundaries carried and those pinned (a transaction, a lock) are counted.
+#[test]
+fn go_sql_driver_suite_gives_the_same_outcomes_with_sessions_reattached_after_every_command() {
+    let dir = TempDir::new("suite-forced");
+    let ticket_key = dir.path().join("tickets.key");
+    tests::relay::keygen(&ticket_key, "tickets-1");
+    let relay = tests::mariadb::dual_relay_using(
+        dir.path(),
+        &[
+            &format!(
+                "--loose-perceptron-dual-ticket-key-file={}",
+                ticket_key.display()
+            ),
+            "--loose-perceptron-dual-instance=demo",
+        ],
+        RelayOptions {
+            instance_toml: "stop_after = \"1h\"\nresumable_sessions = true\n\
+                            force_reattach_every = 1\n"
+                .into(),
+            ..RelayOptions::default()
+        },
+    );
+    let (status, body) = relay.admin("POST", "/v1/instances/demo/resume");
+    assert_eq!(status, 200, "resume: {body}\nlog:\n{}", relay.log());
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || relay.state() == "running"),
+        "log:\n{}",
+        relay.log()
+    );
+    // Every login of a resumable instance is the relay's: root sets up on the compute itself.
+    create_account_on(&relay, relay.compute_port, "perceptron_dual");
+    compared_run(
+        "dual mode, reattached after every command",
+        &relay,
+        dir.path(),
+        || {},
+    );
+    let carried = relay.log_count("session reattached by force");
+    let log = relay.log();
+    let mut reasons: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for line in log
+        .lines()
+        .filter(|l| l.contains("forced reattach skipped"))
+    {
+        let why = line
+            .split("why=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or("?");
+        *reasons.entry(why).or_default() += 1;
+    }
+    let pinned: usize = reasons.values().sum();
+    eprintln!(
+        "command boundaries: {carried} carried to a new login, {pinned} pinned ({:.1} % \
+         carried); pinned by: {reasons:?}",
+        100.0 * carried as f64 / (carried + pinned).max(1) as f64
+    );
+    assert_eq!(
+        relay.log_count("forced reattach failed"),
+        0,
+        "{}",
+        relay.log()
+    );
+    assert!(carried > 100, "only {carried} boundaries were carried");
 }
 
 #[test]

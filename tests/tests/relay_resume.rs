@@ -350,3 +350,23 @@ fn an_account_created_again_with_the_same_password_reattaches_none_of_the_old_se
     let mut b = connect(&relay);
     assert_eq!(raw::one_row(&mut b, "SELECT 1").as_deref(), Some("1"));
 }
+
+/// `force_reattach_every = 1` (for testing): after every command the session is carried to a
+/// new login on the running compute, its state restored from values, as after a stop.
+#[test]
+fn a_session_reattached_after_every_command_keeps_its_state() {
+    let dir = TempDir::new("resume-forced");
+    let relay = start_with_instance(&dir, &[], "force_reattach_every = 1\n");
+    let mut a = connect(&relay);
+    exec(&mut a, "CREATE DATABASE shop");
+    exec(&mut a, "USE shop");
+    exec(&mut a, "SET SESSION sql_mode = 'ANSI_QUOTES'");
+    for _ in 0..3 {
+        assert_state(&relay, &mut a);
+    }
+    assert!(
+        relay.log_count("session reattached by force") >= 5,
+        "{}",
+        relay.log()
+    );
+}

@@ -174,7 +174,7 @@ pub(super) fn forward(
                 commands.step_back();
                 match reattached {
                     Ok((leg, _)) => {
-                        tracing::info!(instance = %name, client = %addr, "forced reattach");
+                        tracing::info!(instance = %name, client = %addr, "session reattached by force");
                         compute_leg = Some(leg);
                         continue;
                     }
