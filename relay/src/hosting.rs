@@ -545,19 +545,26 @@ impl InstanceHost {
 impl InstanceHost {
     /// Pauses a removed instance of a fleet whose connections on this relay have ended. Its
     /// compute is the fleet's: it is paused at once if no other relay holds a connection to
-    /// it, else its idle pause (which goes on, with the fleet's protocol) pauses it once the
-    /// last relay's connections have ended. Returns once it is paused, or at shutdown.
+    /// it, else the pause is tried again (after 1 s, then less often, up to every 30 s; the
+    /// idle pause goes on too, with the fleet's protocol) until the last relay's connections
+    /// have ended: a pause the fleet refused because a record changed meanwhile (another
+    /// relay's last connection closing) is not left to an idle pause that may be hours away.
+    /// Returns once it is paused, or at shutdown.
     async fn pause_in_fleet(&self, removed: &Registered) {
         let instance = &removed.rt.instance;
-        if let Err(e) = instance.pause(false, "instance removed").await {
-            tracing::info!(instance = removed.name(), reason = %e, "removed instance not paused yet; its idle pause will, once no relay of the fleet holds a connection to it");
-        }
-        let mut every = tokio::time::interval(Duration::from_secs(1));
+        let mut wait = Duration::from_secs(1);
+        let mut said = false;
         while !matches!(instance.phase(), Phase::Paused | Phase::Failed) {
+            if let Err(e) = instance.pause(false, "instance removed").await {
+                if !std::mem::replace(&mut said, true) {
+                    tracing::info!(instance = removed.name(), reason = %e, "removed instance not paused yet; tried again until no relay of the fleet holds a connection to it");
+                }
+            }
             tokio::select! {
-                _ = every.tick() => {}
+                () = tokio::time::sleep(wait) => {}
                 () = self.shutdown.cancelled() => return,
             }
+            wait = (wait * 2).min(Duration::from_secs(30));
         }
     }
 }
