@@ -11,8 +11,9 @@ Part B, the relay's memory per detached session: S sessions opened against a pau
 (relayed, each holding a ticket) and detached by a stop; the relay's RSS before and after,
 divided by S. Every session is checked to answer afterwards.
 
-Part C, the bill: a pool of P relayed sessions, idle for one compressed hour with a ping per
-connection every 30 s (scaled), idle_pause_after 5 min, park_after 10 s and stop_after 5 min
+Part C, the bill: a pool of P sessions opened while the instance runs (as applications open
+their pools; with resumable_sessions every login is the relay's), each with a setting of its
+own, idle for one compressed hour with a ping per connection every 30 s (scaled), idle_pause_after 5 min, park_after 10 s and stop_after 5 min
 (scaled), next to
 the bill of the same hour always on (1 CCU for the hour: what an instance held running by
 its pool costs). CCU-seconds from the relay's own usage API (frozen_rate_ccu = 0).
@@ -153,6 +154,19 @@ def relayed_sessions(relay, count):
     return sessions
 
 
+def pool_opened_while_running(relay, count):
+    """`count` sessions opened on the running instance, each checked to be relayed."""
+    if relay.state() != "running":
+        status, body = relay.admin("POST", "/v1/instances/demo/resume")
+        assert status == 200, body
+    relay.wait_state("running", timeout=120)
+    before = relay.metric('relay_connections_total{instance="demo",outcome="relayed"}')
+    pool = [m.Conn("127.0.0.1", relay.port, h.USER, h.PASSWORD) for _ in range(count)]
+    relayed = relay.metric('relay_connections_total{instance="demo",outcome="relayed"}') - before
+    assert relayed == count, "every login of a resumable instance is relayed (%d)" % relayed
+    return pool
+
+
 def memory_per_session(relay):
     """The marginal cost: RSS with S detached sessions, then with 2S (the first S warm the
     allocator and the relay's buffer pools, which RSS never gives back)."""
@@ -177,9 +191,9 @@ def idle_hour():
     # The default park_after (10 s), scaled.
     relay = shim_relay("resume-bill", five_min, five_min, "%dms" % int(10_000 / SCALE))
     try:
-        pool = relayed_sessions(relay, POOL)
-        for c in pool:
-            c.query(b"SELECT 2")
+        pool = pool_opened_while_running(relay, POOL)
+        for i, c in enumerate(pool):
+            c.query(b"SET SESSION time_zone = '+%02d:00'" % i)
         _, body = relay.admin("GET", "/v1/usage")
         start_ccu = sum(r.get("ccu_seconds", 0.0) for r in json.loads(body))
         t_start = time.time()
@@ -198,6 +212,10 @@ def idle_hour():
         three = pool[0].value(b"SELECT 3")
         first_ms = (time.perf_counter() - t0) * 1000
         assert three == b"3", three
+        # Every connection answers afterwards, on its own session.
+        for i, c in enumerate(pool):
+            zone = c.value(b"SELECT @@time_zone")
+            assert zone == b"+%02d:00" % i, (i, zone)
         with open(relay.log, errors="replace") as f:
             stopped = f.read().count("stopping the frozen compute under resumable sessions")
         for c in pool:

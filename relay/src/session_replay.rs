@@ -168,7 +168,7 @@ fn query_effect(text: &[u8]) -> Effect {
     if scan.statements > 1 {
         return Effect::Pins("multi-statement query");
     }
-    let words = scan.words;
+    let words = &scan.words;
     let Some(first) = words.first() else {
         return Effect::None;
     };
@@ -179,7 +179,10 @@ fn query_effect(text: &[u8]) -> Effect {
                 Effect::Pins("SET of more than the session")
             } else if words.get(1).is_some_and(|w| w == "TRANSACTION") {
                 Effect::Pins("SET TRANSACTION")
-            } else if PER_STATEMENT_SETTINGS.iter().any(|w| has(w)) {
+            } else if PER_STATEMENT_SETTINGS
+                .iter()
+                .any(|name| scan.names_variable(name))
+            {
                 // Session-only values a new session has afresh (session_state::PER_STATEMENT):
                 // one the client set would be lost.
                 Effect::Pins("SET of a per-statement variable")
@@ -209,6 +212,8 @@ fn query_effect(text: &[u8]) -> Effect {
 struct Scan {
     /// Upper-cased words (letters, digits, `_`, `$`), in order.
     words: Vec<String>,
+    /// For each word: whether it is a plain name (not `@name`, not a function's `name(`).
+    plain: Vec<bool>,
     /// Non-empty statements separated by `;`.
     statements: usize,
     /// A `/*!` or `/*M!` comment, which MySQL runs.
@@ -223,6 +228,8 @@ impl Scan {
         let mut scan = Self::default();
         let mut i = 0;
         let mut in_statement = false;
+        // The last character was a single `@`: the next word is a user variable's name.
+        let mut after_at = false;
         while let Some(&c) = text.get(i) {
             match c {
                 b'\'' | b'"' | b'`' => {
@@ -248,8 +255,13 @@ impl Scan {
                     continue;
                 }
                 b'@' => {
-                    // `@x` and `@@x`: not words of the statement.
-                    i += if text.get(i + 1) == Some(&b'@') { 2 } else { 1 };
+                    // `@x` is a user variable; `@@x` a system variable, named as such.
+                    if text.get(i + 1) == Some(&b'@') {
+                        i += 2;
+                    } else {
+                        i += 1;
+                        after_at = true;
+                    }
                     in_statement = true;
                     continue;
                 }
@@ -271,7 +283,13 @@ impl Scan {
                         let word = text.get(start..i).unwrap_or_default();
                         scan.words
                             .push(String::from_utf8_lossy(word).to_ascii_uppercase());
+                        let called = text
+                            .get(i..)
+                            .and_then(|rest| rest.iter().find(|c| !c.is_ascii_whitespace()))
+                            == Some(&b'(');
+                        scan.plain.push(!after_at && !called);
                     }
+                    after_at = false;
                     in_statement = true;
                     continue;
                 }
@@ -284,6 +302,17 @@ impl Scan {
             scan.statements += 1;
         }
         scan
+    }
+}
+
+impl Scan {
+    /// Whether `name` (upper case) appears as a variable's name: not a user variable's, not a
+    /// function called.
+    fn names_variable(&self, name: &str) -> bool {
+        self.words
+            .iter()
+            .zip(&self.plain)
+            .any(|(w, plain)| *plain && w == name)
     }
 }
 
@@ -525,6 +554,12 @@ mod tests {
         }
         assert_eq!(effect_of(&[COM_INIT_DB, b's']), Effect::Sets);
         assert_eq!(effect_of(&[COM_SET_OPTION, 1, 0]), Effect::SetOption(1));
+        // Functions and user variables named like per-statement variables do not pin.
+        assert_eq!(q("SET @id = LAST_INSERT_ID()"), Effect::Sets);
+        assert_eq!(
+            q("SET @timestamp = NOW(), @t = TIMESTAMP ('2020-01-01')"),
+            Effect::Sets
+        );
         // User variables anywhere are read back by value too.
         assert_eq!(q("SELECT @x := 1"), Effect::Statement);
         assert_eq!(q("SELECT a INTO @x FROM t"), Effect::Statement);
@@ -560,6 +595,10 @@ mod tests {
             ("SET timestamp = 1000", "SET of a per-statement variable"),
             (
                 "SET SESSION insert_id = 7",
+                "SET of a per-statement variable",
+            ),
+            (
+                "SET @@session.rand_seed1 = 7",
                 "SET of a per-statement variable",
             ),
             ("PREPARE s FROM 'SELECT 1'", "statement"),

@@ -51,10 +51,16 @@ pub const READ_SYSTEM_VARIABLES: &str = "SELECT VARIABLE_NAME, VARIABLE_SCOPE, V
 pub const READ_USER_VARIABLES: &str = "SELECT VARIABLE_NAME, VARIABLE_TYPE, \
      LEFT(VARIABLE_VALUE, 100) FROM information_schema.USER_VARIABLES LIMIT 100000";
 
-/// What a compute answers to a `SET SESSION` the client could not have made itself: a
-/// privilege it lacks (1227), a variable read-only in a session (1621) or global only (1228,
-/// 1238). The restore skips such a variable: the difference comes from a `SET GLOBAL`.
-pub const NOT_THE_CLIENTS: &[u16] = &[1227, 1228, 1238, 1621];
+/// What a compute answers to a `SET SESSION` of a variable no session can set: read-only in a
+/// session (1621) or global only (1229, 1238). Its session value differs from the global one
+/// only because of a `SET GLOBAL` since the login: it is not carried.
+pub const READ_ONLY_IN_SESSION: &[u16] = &[1229, 1238, 1621];
+
+/// What a compute answers, at a reattach, to a `SET SESSION` the client could not have made
+/// itself: [`READ_ONLY_IN_SESSION`], or a privilege it lacks (1227). The state read tried
+/// every `SET` on the old session first (a refused one pins the session there), so the
+/// difference comes from a `SET GLOBAL` or a revoked privilege since: the reattach skips it.
+pub const NOT_THE_CLIENTS: &[u16] = &[1227, 1229, 1238, 1621];
 
 /// Session-only variables that hold per-statement facts or the connection's identity, which a
 /// new session has afresh (as `CONNECTION_ID()` and `LAST_INSERT_ID()` differ after a
@@ -481,6 +487,11 @@ pub struct Restore {
     /// A refusal with one of [`NOT_THE_CLIENTS`] codes is skipped rather than failing the
     /// reattach (a system variable's `SET SESSION`).
     pub skippable: bool,
+    /// A refusal is not final: the statement is sent once more after the next one (`USE`
+    /// under the login's default role, and again under the session's role).
+    pub again_after_next: bool,
+    /// The system variable it sets, if it sets one.
+    pub variable: Option<String>,
 }
 
 impl Restore {
@@ -489,7 +500,12 @@ impl Restore {
         for part in parts {
             payload.extend_from_slice(part);
         }
-        Self { payload, skippable }
+        Self {
+            payload,
+            skippable,
+            again_after_next: false,
+            variable: None,
+        }
     }
 }
 
@@ -538,15 +554,18 @@ impl SessionState {
     #[must_use]
     pub fn restore(&self, fresh_role: Option<&[u8]>, fresh: &[SystemVariable]) -> Vec<Restore> {
         let mut out = Vec::new();
-        if self.role.as_deref() != fresh_role {
-            out.push(match &self.role {
-                Some(role) => Restore::query(&[b"SET ROLE ", &identifier(role)], false),
-                None => Restore::query(&[b"SET ROLE NONE"], false),
-            });
-        }
+        // The database first, under the login's role (the session may have dropped the role
+        // that let it in), and again under the session's role if that one is needed.
+        let role = (self.role.as_deref() != fresh_role).then(|| match &self.role {
+            Some(role) => Restore::query(&[b"SET ROLE ", &identifier(role)], false),
+            None => Restore::query(&[b"SET ROLE NONE"], false),
+        });
         if let Some(database) = &self.database {
-            out.push(Restore::query(&[b"USE ", &identifier(database)], false));
+            let mut use_database = Restore::query(&[b"USE ", &identifier(database)], false);
+            use_database.again_after_next = role.is_some();
+            out.push(use_database);
         }
+        out.extend(role);
         out.extend(self.restore_system(fresh));
         if !self.user.is_empty() {
             let mut q = b"SET ".to_vec();
@@ -582,8 +601,9 @@ impl SessionState {
             .collect();
         sets.sort_by_key(|(name, _)| setting_order(name));
         sets.into_iter()
-            .map(|(name, literal)| {
-                Restore::query(
+            .map(|(name, literal)| Restore {
+                variable: Some(name.to_owned()),
+                ..Restore::query(
                     &[
                         b"SET SESSION ",
                         &identifier(name.as_bytes()),
@@ -594,6 +614,11 @@ impl SessionState {
                 )
             })
             .collect()
+    }
+
+    /// Leaves the system variable `name` out of the state (one no session can set).
+    pub fn forget_system_variable(&mut self, name: &str) {
+        self.system.retain(|v| v.name != name);
     }
 }
 

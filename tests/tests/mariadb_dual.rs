@@ -814,6 +814,48 @@ fn a_session_carried_by_value_runs_nothing_twice_and_keeps_its_database_and_vari
         .unwrap()
         .unwrap();
     assert_eq!(raw::one_row(&mut again, "SELECT 1").as_deref(), Some("1"));
+
+    // A role the session set lets it into its database, and the new login's (none) does not:
+    // the database is chosen again once the session's role is.
+    d.root(
+        "CREATE DATABASE tenant_c; CREATE ROLE r_c; GRANT ALL ON tenant_c.* TO r_c; \
+         CREATE USER lim@'%' IDENTIFIED VIA perceptron_dual USING PASSWORD('lim-pw'); \
+         GRANT r_c TO lim@'%'; GRANT SELECT ON shop.* TO lim@'%';",
+    );
+    drop(again);
+    d.wait_paused();
+    let mut l = raw::login(d.relay.port, "lim", "lim-pw", Some("shop"))
+        .unwrap()
+        .unwrap();
+    l.set_read_timeout(Some(tests::scaled(Duration::from_secs(60))))
+        .unwrap();
+    run(&mut l, "SET ROLE r_c");
+    run(&mut l, "USE tenant_c");
+    let pid = d.relay.compute_pid().unwrap();
+    d.wait_paused();
+    assert!(!pid_alive(pid), "mariadbd is gone");
+    assert_eq!(
+        raw::one_row(&mut l, "SELECT CONCAT(DATABASE(), ' ', CURRENT_ROLE())").as_deref(),
+        Some("tenant_c r_c"),
+        "{}",
+        d.relay.log()
+    );
+
+    // A value the compute would no longer take (a SET GLOBAL made the session's empty
+    // enforce_storage_engine one a SET refuses): every SET is tried on the session itself when
+    // its state is read, so it keeps its compute, frozen rather than stopped, and is never
+    // closed at a reattach.
+    d.root("SET GLOBAL enforce_storage_engine = 'InnoDB'");
+    run(&mut l, "SELECT 1");
+    let reason = "a variable whose value cannot be restored exactly";
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || {
+            d.relay.admin("GET", "/v1/instances").1.contains(reason)
+        }),
+        "{}",
+        d.relay.log()
+    );
+    assert_eq!(raw::one_row(&mut l, "SELECT 2").as_deref(), Some("2"));
     let _ = std::fs::remove_file(&ticket_key);
     let _ = std::fs::remove_file(ticket_key.with_extension("key.used"));
 }

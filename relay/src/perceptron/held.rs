@@ -159,9 +159,19 @@ pub(super) fn forward(
                     tracing::info!(instance = %name, client = %addr, why = why.as_str(), "forced reattach skipped: the session is pinned");
                     continue;
                 }
+                if resumption
+                    .expires_ms()
+                    .is_none_or(|at| crate::clock::now_ms() >= at)
+                {
+                    tracing::info!(instance = %name, client = %addr, why = "the ticket has expired", "forced reattach skipped: the session is pinned");
+                    continue;
+                }
                 if !commands.step_aside() {
                     continue;
                 }
+                // The old session says goodbye, so the compute ends it now (not counted as
+                // aborted, and not held against the account's connection limit).
+                let _ = compute_stream.write_all(QUIT).await;
                 compute_leg = None;
                 let reattached = Box::pin(reattach_session(
                     rt,
@@ -180,6 +190,7 @@ pub(super) fn forward(
                     }
                     Err(e) => {
                         tracing::warn!(instance = %name, client = %addr, error = %e, "forced reattach failed; closing the session");
+                        pumped.ended_by = PumpEnd::ComputeError;
                         connection_killed(&mut client_stream, "the session could not be resumed")
                             .await;
                         break None;
@@ -344,6 +355,9 @@ pub(super) fn forward(
         );
     }
 }
+
+/// A whole `COM_QUIT` packet.
+const QUIT: &[u8] = &[1, 0, 0, 0, authplugin::packet::command::COM_QUIT];
 
 /// The largest packet of a session state's read: a row of every user variable's string in
 /// hexadecimal, at most ([`crate::session_state::MAX_USER_VARIABLES`] strings).

@@ -210,10 +210,23 @@ async fn send_restores<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
+    // A statement refused that may succeed after the next one, sent again then.
+    let mut again: Option<&Restore> = None;
     for restore in restores {
         compute_leg::write(stream, 0, &restore.payload).await?;
         let reply = compute_leg::read(stream, timeout, ComputeStep::Login).await?;
         if reply.payload.first() == Some(&OK_HEADER) {
+            if let Some(earlier) = again.take() {
+                compute_leg::write(stream, 0, &earlier.payload).await?;
+                let reply = compute_leg::read(stream, timeout, ComputeStep::Login).await?;
+                if reply.payload.first() != Some(&OK_HEADER) {
+                    return Err(refused(&reply.payload));
+                }
+            }
+            continue;
+        }
+        if restore.again_after_next && again.is_none() {
+            again = Some(restore);
             continue;
         }
         let not_the_clients = ErrPacket::decode(&reply.payload)
@@ -226,7 +239,11 @@ where
             "a setting the client could not have made itself is left as the new session has it"
         );
     }
-    Ok(())
+    match again {
+        // Refused, and the statement after it did not help.
+        Some(_) => Err(ComputeProtocolError::Unexpected(0xFF).into()),
+        None => Ok(()),
+    }
 }
 
 /// Prepares `statement` again; returns the compute's id for it.

@@ -4,13 +4,16 @@
 use std::time::Duration;
 
 use authplugin::packet::command::COM_QUERY;
+use authplugin::packet::err::{ERR_HEADER, ErrPacket};
+use authplugin::packet::ok::OK_HEADER;
 use authplugin::packet::text_result::{Progress, Row, TextResult, TextResultError};
 
 use super::compute_leg;
 use super::outcome::{ComputeError, ComputeProtocolError, ComputeStep};
 use crate::packet_io::PacketStream;
 use crate::session_state::{
-    self, MAX_STATE_BYTES, SessionState, SystemVariable, Unreadable, UserVariables,
+    self, MAX_STATE_BYTES, READ_ONLY_IN_SESSION, SessionState, SystemVariable, Unreadable,
+    UserVariables,
 };
 
 /// The login a session's state is checked against: its user name and database.
@@ -72,13 +75,76 @@ where
             Err(why) => return Ok(Err(why)),
         },
     };
-    Ok(SessionState::new(
-        session,
-        role,
-        (login.user, login.database),
-        system,
-        user,
-    ))
+    let mut state =
+        match SessionState::new(session, role, (login.user, login.database), system, user) {
+            Ok(state) => state,
+            Err(why) => return Ok(Err(why)),
+        };
+    // Every SET a reattach would send is tried on this session first, where it changes
+    // nothing: one the compute refuses here (a value it no longer takes, a privilege revoked
+    // since the client used it) keeps the session on its compute rather than failing its
+    // reattach later, or being skipped there as one the client could not have made.
+    if !sets_hold(compute, &mut state, deprecate_eof, timeout).await? {
+        return Ok(Err(Unreadable::Inexact));
+    }
+    Ok(Ok(state))
+}
+
+/// Sends `state`'s `SET SESSION`s to the session they were read from, then, where setting
+/// one changed another (`max_join_size` turns `sql_big_selects` off), sets that back: whether
+/// the compute took them all. A variable no session can set is left out of the state.
+async fn sets_hold<S>(
+    compute: &mut PacketStream<S>,
+    state: &mut SessionState,
+    deprecate_eof: bool,
+    timeout: Duration,
+) -> Result<bool, ComputeError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    for restore in state.restore_system(&[]) {
+        match refusal(compute, &restore.payload, timeout).await? {
+            None => {}
+            Some(code) if READ_ONLY_IN_SESSION.contains(&code) => {
+                if let Some(name) = &restore.variable {
+                    state.forget_system_variable(name);
+                }
+            }
+            Some(_) => return Ok(false),
+        }
+    }
+    let Ok((_, now)) = fresh(compute, deprecate_eof, timeout).await? else {
+        return Ok(false);
+    };
+    for restore in state.restore_system(&now) {
+        match refusal(compute, &restore.payload, timeout).await? {
+            None => {}
+            Some(code) if READ_ONLY_IN_SESSION.contains(&code) => {}
+            Some(_) => return Ok(false),
+        }
+    }
+    Ok(true)
+}
+
+/// Sends a statement that is answered with an OK or an ERR: `None` for an OK, else the
+/// ERR's code.
+async fn refusal<S>(
+    compute: &mut PacketStream<S>,
+    payload: &[u8],
+    timeout: Duration,
+) -> Result<Option<u16>, ComputeError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    compute_leg::write(compute, 0, payload).await?;
+    let reply = compute_leg::read(compute, timeout, ComputeStep::Login).await?;
+    match reply.payload.first() {
+        Some(&OK_HEADER) => Ok(None),
+        Some(&ERR_HEADER) => Ok(Some(
+            ErrPacket::decode(&reply.payload).map_or(0, |e| e.error_code),
+        )),
+        other => Err(ComputeProtocolError::Unexpected(other.copied().unwrap_or(0)).into()),
+    }
 }
 
 /// The role and the system variables of a session, as [`read`] reads them: what a new
