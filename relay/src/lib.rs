@@ -40,7 +40,7 @@
 //!   one connection into the other, taken back through TCP repair mode (`splice::below_tcp`).
 //! - `passthrough`: the byte pump (both routes).
 //! - `login_watch`: reading a direct-route login's verdict off the byte stream.
-//! - `session_replay`: what a relayed session's commands did to its state (pins, transactions,
+//! - `session_effects`: what a relayed session's commands did to its state (pins, transactions,
 //!   prepared statements).
 //! - `session_state`: a session's state read by value from its compute, and the statements that
 //!   restore it on another.
@@ -116,7 +116,7 @@ mod route;
 mod router;
 mod runtime;
 mod server;
-mod session_replay;
+mod session_effects;
 mod session_state;
 mod splice;
 mod statement_ids;

@@ -17,7 +17,7 @@ use authplugin::packet::command::{COM_PING, COM_STMT_CLOSE, COM_STMT_SEND_LONG_D
 use crate::control::{ConnectionGuard, NotResumable, SessionLook};
 use crate::conversation::{Conversation, Mark, Phase as Step, Untracked};
 use crate::passthrough::{Observer, Reaction};
-use crate::session_replay::{self, Effect};
+use crate::session_effects::{self, Effect};
 use crate::session_state::{SessionState, Unreadable};
 use crate::statement_ids::{StatementIds, Untranslatable};
 
@@ -40,7 +40,7 @@ pub struct CommandWatch<'a> {
     ticketed: bool,
     /// What the session's commands left that the relay follows (pins, transactions,
     /// statements).
-    log: session_replay::Log,
+    log: session_effects::Log,
     /// The session's state as last read from its compute (a fresh login's at first).
     state: SessionState,
     /// A command that may have changed the session's state was sent since it was last read:
@@ -135,7 +135,7 @@ impl<'a> CommandWatch<'a> {
             learning: None,
             learnt: None,
             ticketed: false,
-            log: session_replay::Log::default(),
+            log: session_effects::Log::default(),
             state: SessionState::default(),
             unread: false,
             unreadable: None,
@@ -367,7 +367,7 @@ impl CommandWatch<'_> {
     }
 
     /// The session's open prepared statements, to prepare again on a new compute.
-    pub fn statements(&self) -> Vec<session_replay::Statement<'_>> {
+    pub fn statements(&self) -> Vec<session_effects::Statement<'_>> {
         self.log.statements().collect()
     }
 
@@ -444,7 +444,7 @@ impl CommandWatch<'_> {
         let mut counted = 0;
         for payload in packets {
             counted += u64::from(payload.first() != Some(&0x0E));
-            let effect = session_replay::effect_of(payload);
+            let effect = session_effects::effect_of(payload);
             // A configured keepalive query is taken to leave the session as it was.
             if effect.changes_state() && !keepalive {
                 self.unread = true;

@@ -18,7 +18,7 @@ use super::login::ClientLogin;
 use super::outcome::{ComputeError, ComputeProtocolError, ComputeStep};
 use crate::compute_conn::ComputeConnector;
 use crate::packet_io::PacketStream;
-use crate::session_replay::Statement;
+use crate::session_effects::Statement;
 use crate::session_state::{NOT_THE_CLIENTS, Restore};
 
 /// What a held session needs to be reattached: its login as the compute saw it (without any
