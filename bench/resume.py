@@ -4,7 +4,7 @@
 Part A, stopped → first answer: one relayed session with a setting (`SET SESSION sql_mode`);
 the instance parks it and stops the compute under it (idle_pause_after and stop_after short);
 then `SELECT 2` on the detached session: the relay wakes the instance, reattaches the session
-with its ticket, replays the setting, and forwards the query. Next to it, the same query on
+with its ticket, restores the setting (read from the compute by value), and forwards the query. Next to it, the same query on
 the running instance right after. On server-shim and on MariaDB with perceptron_dual.
 
 Part B, the relay's memory per detached session: S sessions opened against a paused instance
@@ -84,7 +84,8 @@ def maria_relay(name, idle, stop_after):
                                   'resumable_sessions = true\n' % stop_after)
     relay.admin("POST", "/v1/instances/demo/resume")
     relay.wait_state("running", timeout=60)
-    _, c = m.login("127.0.0.1", relay.port, b"root", b"")
+    # Every login of a resumable instance is the relay's: root sets up on the compute itself.
+    _, c = m.login("127.0.0.1", port, b"root", b"")
     c.query(("CREATE USER bench@'%%' IDENTIFIED VIA perceptron_dual USING PASSWORD('%s')"
              % MARIA_PASSWORD.decode()).encode())
     c.close()
@@ -247,17 +248,17 @@ def main():
         "machine: %s" % h.machine(),
         "",
         "## Part A: SELECT 2 on a session whose compute was stopped (wake, reattach with the "
-        "ticket, replay of one SET, answer), then on the running instance; n=%d each" % N,
+        "ticket, restore of one setting by value, answer), then on the running instance; n=%d each" % N,
         "server-shim",
         "  stopped → answer: %s" % h.fmt(s_stopped),
         "  running:          %s" % h.fmt(s_running),
-        "  the relay's log: wake %s; wake + reattach + replay %s" % (
+        "  the relay's log: wake %s; wake + reattach + restore %s" % (
             h.fmt(h.summary(shim_times["relay_wake"])),
             h.fmt(h.summary(shim_times["relay_total"]))),
         "MariaDB %s with perceptron_dual" % h.mariadbd_version(),
         "  stopped → answer: %s" % h.fmt(m_stopped),
         "  running:          %s" % h.fmt(m_running),
-        "  the relay's log: wake %s; wake + reattach + replay %s" % (
+        "  the relay's log: wake %s; wake + reattach + restore %s" % (
             h.fmt(h.summary(maria_times["relay_wake"])),
             h.fmt(h.summary(maria_times["relay_total"]))),
         "",
