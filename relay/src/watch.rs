@@ -171,8 +171,6 @@ impl CommandWatch<'_> {
         let ended = idle && self.used;
         if ended {
             self.used = false;
-        }
-        if ended {
             self.count_forced_boundary();
         }
         // Pings neither start nor end the wait before a state read: they are no use.
