@@ -385,15 +385,7 @@ fn go_sql_driver_suite_gives_the_same_outcomes_through_the_relay_in_dual_mode() 
     let relay = tests::mariadb::dual_relay_using(dir.path(), &[], pausing());
     // root keeps mysql_native_password, which a dual relay cannot complete on the perceptron
     // route: it sets up on the direct route.
-    if relay.state() != "running" {
-        let (status, body) = relay.admin("POST", "/v1/instances/demo/resume");
-        assert_eq!(status, 200, "resume: {body}\nlog:\n{}", relay.log());
-    }
-    assert!(
-        Relay::wait_until(Duration::from_secs(60), || relay.state() == "running"),
-        "log:\n{}",
-        relay.log()
-    );
+    relay.resume();
     create_account(&relay, "perceptron_dual");
     relayed_run("dual mode", &relay, dir.path());
 }
@@ -424,13 +416,7 @@ fn go_sql_driver_suite_gives_the_same_outcomes_with_sessions_reattached_after_ev
             ..RelayOptions::default()
         },
     );
-    let (status, body) = relay.admin("POST", "/v1/instances/demo/resume");
-    assert_eq!(status, 200, "resume: {body}\nlog:\n{}", relay.log());
-    assert!(
-        Relay::wait_until(Duration::from_secs(60), || relay.state() == "running"),
-        "log:\n{}",
-        relay.log()
-    );
+    relay.resume();
     // Every login of a resumable instance is the relay's: root sets up on the compute itself.
     create_account_on(&relay, relay.compute_port, "perceptron_dual");
     compared_run(

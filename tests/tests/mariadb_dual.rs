@@ -65,7 +65,7 @@ impl Dual {
         // root (mysql_native_password, empty password) cannot log in through a dual relay: it
         // sets the accounts up on the direct route, or on the compute itself where the relay
         // has no direct route.
-        dual.resume();
+        dual.relay.resume();
         dual.root(&format!(
             "CREATE USER {USER}@'%' IDENTIFIED VIA perceptron_dual USING PASSWORD('{PASSWORD}');\
              CREATE USER nat@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('nat-pw');\
@@ -74,16 +74,29 @@ impl Dual {
         dual
     }
 
-    fn resume(&self) {
-        if self.relay.state() != "running" {
-            let (status, body) = self.relay.admin("POST", "/v1/instances/demo/resume");
-            assert_eq!(status, 200, "resume: {body}\n{}", self.relay.log());
-        }
-        assert!(
-            Relay::wait_until(Duration::from_secs(60), || self.relay.state() == "running"),
-            "{}",
-            self.relay.log()
+    /// A dual relay whose instance keeps sessions across a stop (it pauses after 2 idle
+    /// seconds and stops a frozen compute after 1), with MariaDB issuing tickets under a key
+    /// of its own: that key's path, for [`remove_ticket_key`].
+    fn start_resumable(label: &str) -> (Self, PathBuf) {
+        let ticket_key = std::env::temp_dir().join(format!("{label}-{}.key", std::process::id()));
+        let _ = std::fs::remove_file(&ticket_key);
+        tests::relay::keygen(&ticket_key, "tickets-1");
+        let dual = Self::start_using(
+            label,
+            &[
+                &format!(
+                    "--loose-perceptron-dual-ticket-key-file={}",
+                    ticket_key.display()
+                ),
+                "--loose-perceptron-dual-instance=demo",
+            ],
+            tests::relay::RelayOptions {
+                idle_pause_after: "2s",
+                instance_toml: "stop_after = \"1s\"\nresumable_sessions = true\n".into(),
+                ..tests::relay::RelayOptions::default()
+            },
         );
+        (dual, ticket_key)
     }
 
     /// Waits until the instance pauses on its own (idle, then `stop_after`).
@@ -253,7 +266,7 @@ fn mariadb_with_the_plugin_verifies_relayed_logins_and_refuses_each_kind_of_forg
     )));
 
     // Direct route: a stock client answers the plugin's challenge natively.
-    d.resume();
+    d.relay.resume();
     let out = mariadb(r.port, USER, Some(PASSWORD), &[], "SELECT CURRENT_USER()");
     assert_eq!(out.code, Some(0), "{}", out.stderr);
 
@@ -461,7 +474,7 @@ fn mariadb_with_the_plugin_verifies_relayed_logins_and_refuses_each_kind_of_forg
     );
 
     // Moving an existing native account over is one ALTER USER with its stored hash.
-    d.resume();
+    d.relay.resume();
     let hash = d.root("SELECT PASSWORD('nat-pw')");
     d.root(&format!(
         "ALTER USER nat@'%' IDENTIFIED VIA perceptron_dual USING '{}'",
@@ -605,24 +618,7 @@ fn a_relayed_dual_session_is_parked_and_keeps_its_state() {
 #[test]
 fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_state() {
     let label = "maria-dual-resume";
-    let ticket_key = std::env::temp_dir().join(format!("{label}-{}.key", std::process::id()));
-    let _ = std::fs::remove_file(&ticket_key);
-    tests::relay::keygen(&ticket_key, "tickets-1");
-    let d = Dual::start_using(
-        label,
-        &[
-            &format!(
-                "--loose-perceptron-dual-ticket-key-file={}",
-                ticket_key.display()
-            ),
-            "--loose-perceptron-dual-instance=demo",
-        ],
-        tests::relay::RelayOptions {
-            idle_pause_after: "2s",
-            instance_toml: "stop_after = \"1s\"\nresumable_sessions = true\n".into(),
-            ..tests::relay::RelayOptions::default()
-        },
-    );
+    let (d, ticket_key) = Dual::start_resumable(label);
     // Idle, the instance pauses on its own (frozen, then stopped after stop_after).
     d.wait_paused();
     let mut s = raw::login(d.relay.port, USER, PASSWORD, Some("shop"))
@@ -677,8 +673,7 @@ fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_stat
     let second = pool.finish();
     assert!(second.parse::<u32>().is_ok(), "{second}");
     assert!(d.relay.logged("prepared=2"), "{}", d.relay.log());
-    let _ = std::fs::remove_file(&ticket_key);
-    let _ = std::fs::remove_file(ticket_key.with_extension("key.used"));
+    remove_ticket_key(&ticket_key);
 }
 
 /// A session carried across a stop by value (docs/parking.md, *Sessions across a stop*): the
@@ -689,25 +684,7 @@ fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_stat
 /// account dropped and created again with the same password reattaches none of its sessions.
 #[test]
 fn a_session_carried_by_value_runs_nothing_twice_and_keeps_its_database_and_variables() {
-    let label = "maria-dual-by-value";
-    let ticket_key = std::env::temp_dir().join(format!("{label}-{}.key", std::process::id()));
-    let _ = std::fs::remove_file(&ticket_key);
-    tests::relay::keygen(&ticket_key, "tickets-1");
-    let d = Dual::start_using(
-        label,
-        &[
-            &format!(
-                "--loose-perceptron-dual-ticket-key-file={}",
-                ticket_key.display()
-            ),
-            "--loose-perceptron-dual-instance=demo",
-        ],
-        tests::relay::RelayOptions {
-            idle_pause_after: "2s",
-            instance_toml: "stop_after = \"1s\"\nresumable_sessions = true\n".into(),
-            ..tests::relay::RelayOptions::default()
-        },
-    );
+    let (d, ticket_key) = Dual::start_resumable("maria-dual-by-value");
     d.root(&format!(
         "CREATE TABLE shop.orders (id INT AUTO_INCREMENT PRIMARY KEY); CREATE DATABASE tenant_b; \
          CREATE ROLE writer; GRANT writer TO {USER}@'%'; SET DEFAULT ROLE writer FOR {USER}@'%';"
@@ -856,7 +833,12 @@ fn a_session_carried_by_value_runs_nothing_twice_and_keeps_its_database_and_vari
         d.relay.log()
     );
     assert_eq!(raw::one_row(&mut l, "SELECT 2").as_deref(), Some("2"));
-    let _ = std::fs::remove_file(&ticket_key);
+    remove_ticket_key(&ticket_key);
+}
+
+/// Removes a ticket key of [`Dual::start_resumable`] and its file of redeemed tickets.
+fn remove_ticket_key(ticket_key: &std::path::Path) {
+    let _ = std::fs::remove_file(ticket_key);
     let _ = std::fs::remove_file(ticket_key.with_extension("key.used"));
 }
 

@@ -40,25 +40,21 @@ pub async fn read<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let session = match query(compute, session_state::READ_SESSION, deprecate_eof, timeout).await? {
-        Ok(rows) => session_state::session(&rows),
-        Err(why) => Err(why),
-    };
+    let session = query(compute, session_state::READ_SESSION, deprecate_eof, timeout)
+        .await?
+        .and_then(|rows| session_state::session(&rows));
     let (role, system) = match fresh(compute, deprecate_eof, timeout).await? {
         Ok((role, system)) => (Ok(role), Ok(system)),
         Err(why) => (Err(why), Err(why)),
     };
-    let listed = match query(
+    let listed = query(
         compute,
         session_state::READ_USER_VARIABLES,
         deprecate_eof,
         timeout,
     )
     .await?
-    {
-        Ok(rows) => UserVariables::listed(&rows),
-        Err(why) => Err(why),
-    };
+    .and_then(|rows| UserVariables::listed(&rows));
     let (session, role, system, listed) = match (session, role, system, listed) {
         (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
         (Err(why), ..) | (_, Err(why), ..) | (.., Err(why), _) | (.., Err(why)) => {
@@ -166,17 +162,14 @@ where
         Err(Unreadable::NotAnswered) => Ok(None),
         Err(why) => Err(why),
     };
-    let system = match query(
+    let system = query(
         compute,
         session_state::READ_SYSTEM_VARIABLES,
         deprecate_eof,
         timeout,
     )
     .await?
-    {
-        Ok(rows) => session_state::system_variables(&rows),
-        Err(why) => Err(why),
-    };
+    .and_then(|rows| session_state::system_variables(&rows));
     Ok(role.and_then(|role| Ok((role, system?))))
 }
 
