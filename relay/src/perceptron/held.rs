@@ -159,10 +159,7 @@ pub(super) fn forward(
                     tracing::info!(instance = %name, client = %addr, why = why.as_str(), "forced reattach skipped: the session is pinned");
                     continue;
                 }
-                if resumption
-                    .expires_ms()
-                    .is_none_or(|at| crate::clock::now_ms() >= at)
-                {
+                if resumption.expired() {
                     tracing::info!(instance = %name, client = %addr, why = "the ticket has expired", "forced reattach skipped: the session is pinned");
                     continue;
                 }
@@ -252,9 +249,7 @@ pub(super) fn forward(
             };
             // Past its ticket's lifetime, or detached beyond the instance's cap: the session
             // ends here, and its command wakes nothing.
-            let expired = resumption
-                .expires_ms()
-                .is_none_or(|at| crate::clock::now_ms() >= at);
+            let expired = resumption.expired();
             if expired || !slot.kept() {
                 let (why, outcome) = if expired {
                     (

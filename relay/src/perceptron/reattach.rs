@@ -85,14 +85,14 @@ impl Resumption {
         }
     }
 
-    /// When the ticket expires (Unix ms), read from its claims (the relay cannot verify a
-    /// ticket, but its expiry is in clear: a compute refuses it after that anyway); `None`
-    /// for a ticket that does not decode.
+    /// Whether the ticket has expired now, read from its claims (the relay cannot verify a
+    /// ticket, but its expiry is in clear: a compute refuses it after that anyway); a ticket
+    /// that does not decode counts as expired.
     #[must_use]
-    pub fn expires_ms(&self) -> Option<u64> {
+    pub fn expired(&self) -> bool {
         authplugin::ticket::decode(&self.ticket)
             .ok()
-            .map(|(_, claims)| claims.expires_ms)
+            .is_none_or(|(_, claims)| crate::clock::now_ms() >= claims.expires_ms)
     }
 }
 
