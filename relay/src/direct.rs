@@ -206,6 +206,11 @@ async fn watch_login(
                             }
                         }
                     }
+                    Some(Event::TlsUpgrade) => {
+                        // An instance without [instance.tls] whose compute offers its own (the
+                        // profile's warning says so once): the login is ciphertext from here.
+                        tracing::debug!(instance = %name, client = %peer, "direct-route login inside the compute's TLS: not charged to the budgets");
+                    }
                     Some(_) => {}
                     None => continue,
                 }

@@ -169,7 +169,7 @@ pub fn login_watch(client: &[u8], compute: &[u8]) {
             match event {
                 Event::Login { .. } => logins += 1,
                 Event::Verdict(_) => verdicts += 1,
-                Event::GaveUp => {}
+                Event::GaveUp | Event::TlsUpgrade => {}
             }
         }
     }

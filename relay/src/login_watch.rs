@@ -36,9 +36,12 @@ pub enum Event {
     },
     /// The compute's verdict.
     Verdict(Verdict),
-    /// The login cannot be followed (TLS, or bytes that are not a plain login); nothing more
-    /// will be reported.
+    /// The login cannot be followed (bytes that are not a plain login, or a compute packet
+    /// too large); nothing more will be reported.
     GaveUp,
+    /// The client asked for TLS (an SSLRequest): the login goes on inside the compute's TLS,
+    /// where it cannot be followed; nothing more will be reported.
+    TlsUpgrade,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +137,10 @@ impl LoginWatch {
             },
             Packet::Complete(payload, seq) => (payload, seq),
         };
+        if is_ssl_request(payload) {
+            self.give_up();
+            return Some(Event::TlsUpgrade);
+        }
         let event = match login_user(payload) {
             Some(user) => {
                 self.state = State::Verdict(0);
@@ -284,11 +291,16 @@ fn oversized_login_user(prefix: &[u8]) -> Prefix {
 
 /// The user name of a HandshakeResponse41, or `None` for an SSLRequest (TLS follows) or
 /// anything else.
+/// Whether a client's first packet is an SSLRequest: the fixed part alone, `CLIENT_SSL` set.
+fn is_ssl_request(payload: &[u8]) -> bool {
+    payload.len() == LOGIN_FIXED_LEN
+        && payload
+            .get(..4)
+            .and_then(|f| f.try_into().ok())
+            .is_some_and(|f| u32::from_le_bytes(f) & CLIENT_SSL != 0)
+}
+
 fn login_user(payload: &[u8]) -> Option<&[u8]> {
-    let flags = u32::from_le_bytes(payload.get(..4)?.try_into().ok()?);
-    if flags & CLIENT_SSL != 0 && payload.len() == LOGIN_FIXED_LEN {
-        return None;
-    }
     let rest = payload.get(LOGIN_FIXED_LEN..)?;
     let end = rest.iter().position(|&b| b == 0)?;
     rest.get(..end)
@@ -391,7 +403,7 @@ mod tests {
         let mut w = LoginWatch::new();
         let mut ssl = (CLIENT_SSL | 0x0200).to_le_bytes().to_vec();
         ssl.extend_from_slice(&[0; 28]);
-        assert_eq!(w.client_bytes(&framed(1, &ssl)), Some(Event::GaveUp));
+        assert_eq!(w.client_bytes(&framed(1, &ssl)), Some(Event::TlsUpgrade));
         assert_eq!(w.client_bytes(&login(b"u", 0)), None);
 
         // An oversized packet without a user name where a login has one.

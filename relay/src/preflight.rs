@@ -385,6 +385,19 @@ fn instance_warnings(config: &Config) -> Vec<Problem> {
                           \"nftables\" kernel route is refused with it)"
                     .to_owned(),
             });
+            let tls_logins_relayed = (inst.tls.is_some()
+                && !inst.relay_terminates_every_login()
+                && !inst.resumable_sessions
+                && inst.route == RouteMode::Pump)
+                .then(|| Problem {
+                    key: format!("instance[{i}].tls"),
+                    message: "every login is relayed, also while the instance runs: the relay \
+                              terminates its TLS and charges its failures to the failed-login \
+                              budgets (inside the compute's own TLS it could not); accounts \
+                              not IDENTIFIED VIA perceptron_dual cannot log in through a \
+                              dual-mode relay"
+                        .to_owned(),
+                });
             let every_login_relayed = (inst.resumable_sessions
                 && !inst.relay_terminates_every_login())
             .then(|| Problem {
@@ -405,6 +418,7 @@ fn instance_warnings(config: &Config) -> Vec<Problem> {
             plaintext_switch
                 .into_iter()
                 .chain(no_direct_route)
+                .chain(tls_logins_relayed)
                 .chain(every_login_relayed)
                 .chain(not_behind_endpoints)
         })
@@ -840,7 +854,11 @@ mod tests {
                 .map(|w| (w.key, w.message))
                 .collect()
         };
-        assert!(said(&with("")).is_empty(), "TLS offered, not required");
+        // TLS offered: every login is read by the relay, to charge TLS guesses.
+        let offered = said(&with(""));
+        assert_eq!(offered.len(), 1, "{offered:?}");
+        assert_eq!(offered[0].0, "instance[0].tls");
+        assert!(offered[0].1.contains("every login is relayed"), "{offered:?}");
         let found = said(&with("require_secure_transport = true"));
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].0, "instance[0].require_secure_transport");

@@ -89,11 +89,19 @@ impl InstanceRuntime {
         // Both routes should make the same TLS offer: a client that requires TLS would be
         // refused on the route that lacks it.
         let compute_tls = learnt.capability_flags & CLIENT_SSL != 0;
-        if compute_tls != self.tls.is_some() {
+        if compute_tls && self.tls.is_none() {
             tracing::warn!(
-                instance = %name, compute_offers_tls = compute_tls, relay_offers_tls = self.tls.is_some(),
-                "the compute and the relay differ in offering TLS: clients see TLS on one route \
-                 only (give both the same certificate: [instance.tls] and the compute's own)"
+                instance = %name, compute_offers_tls = true, relay_offers_tls = false,
+                "the compute offers TLS and the relay does not: clients see TLS on the direct \
+                 route only, and a login inside the compute's TLS is not charged to the \
+                 failed-login budgets, which cannot read it (give the instance [instance.tls]: \
+                 the relay then terminates every login's TLS)"
+            );
+        } else if !compute_tls && self.tls.is_some() {
+            tracing::warn!(
+                instance = %name, compute_offers_tls = false, relay_offers_tls = true,
+                "the relay offers TLS and the compute does not: the relay terminates every \
+                 login's TLS, and the compute leg is TLS only with compute_tls"
             );
         }
         *self.profile.write().unwrap_or_else(PoisonError::into_inner) = learnt;

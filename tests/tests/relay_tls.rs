@@ -205,53 +205,73 @@ fn greeting_flags(port: u16) -> u32 {
     HandshakeV10::decode(&payload).unwrap().capability_flags
 }
 
+/// PyMySQL logging in over verified TLS from `source` with `password`: 0, or the code of the
+/// ERR it got (the compute's, or the relay's after the login or in place of the greeting).
+fn tls_login_code(port: u16, certs: &Certs, source: &str, password: &str) -> u16 {
+    let code = format!(
+        "import os, pymysql\n\
+         try:\n\
+         \x20   pymysql.connect(host='127.0.0.1', port=int(os.environ['PORT']), user='{USER}',\n\
+         \x20       password='{password}', bind_address='{source}', connect_timeout=10,\n\
+         \x20       ssl={{'ca': '{}'}}).close()\n\
+         \x20   print(0)\n\
+         except pymysql.err.MySQLError as e:\n\
+         \x20   print(e.args[0])\n",
+        certs.path("good-ca.pem")
+    );
+    let out = tests::python(port, &code, Duration::from_secs(30));
+    out.stdout
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no outcome: {out:?}"))
+}
+
+/// With `[instance.tls]` the relay reads every login, also while the instance runs: a TLS
+/// login never goes into the compute's own TLS, where the relay saw only ciphertext and
+/// charged nothing (60 wrong TLS guesses against a blocked user all reached the compute,
+/// then the right password logged in). Now TLS guesses spend the source's budget (ERR 1129
+/// past it), and a blocked user is refused over TLS too (ERR 1226).
 #[test]
-fn the_direct_route_offers_the_same_tls_and_the_shim_terminates_it() {
-    let dir = TempDir::new("relay-tls-direct");
+fn tls_logins_to_a_running_instance_are_read_by_the_relay_and_charged_to_the_budgets() {
+    let dir = TempDir::new("relay-tls-charged");
     let certs = Certs::new(dir.path());
-    // The managed server-shim serves the relay's certificate and requires TLS too.
-    let command = tls_shim_command(dir.path(), &certs, true);
-    // TLS offered, not required by the relay: with require_secure_transport or client_ca
-    // every login stays on the perceptron route, which enforces them.
+    // The compute offers TLS of its own, as a direct route would have used.
+    let command = tls_shim_command(dir.path(), &certs, false);
     let relay = Relay::start(
         dir.path(),
         RelayOptions {
             command: Some(command),
             instance_toml: certs.offer_toml(),
+            relay_toml: "budgets = { failed_logins_per_source = 3, failed_logins_per_user = 3 }\n"
+                .into(),
             ..RelayOptions::default()
         },
     );
-    let paused = greeting_flags(relay.port);
-    assert_ne!(paused & CLIENT_SSL, 0, "the relay offers TLS");
-
-    // The perceptron route wakes the instance over TLS; the relayed login to the shim is
-    // plaintext and accepted (its require_secure_transport is for clients).
-    let out = mariadb(relay.port, &verified(&certs, "good-ca.pem"), "SELECT 1");
-    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+    assert_eq!(tls_login_code(relay.port, &certs, "127.0.0.1", PASSWORD), 0);
     assert_eq!(relay.state(), "running");
-
-    // Running: new connections take the direct route, where the shim greets and terminates
-    // TLS itself, with the same offer.
-    let running = greeting_flags(relay.port);
-    assert_ne!(running & CLIENT_SSL, 0, "the compute offers TLS too");
-    let out = mariadb(
-        relay.port,
-        &verified(&certs, "good-ca.pem"),
-        "SELECT 7 * 6; SELECT USER()",
+    // Running, the greeting is still the relay's, offering TLS.
+    assert_ne!(greeting_flags(relay.port) & CLIENT_SSL, 0);
+    let codes: Vec<u16> = (0..5)
+        .map(|i| tls_login_code(relay.port, &certs, "127.0.0.2", &format!("guess-{i}")))
+        .collect();
+    assert_eq!(codes, [1045, 1045, 1045, 1129, 1129], "{}", relay.log());
+    // A failure from a second source blocks the user (failures from several sources), over
+    // TLS as in plaintext: even the right password from a third is refused.
+    assert_eq!(
+        tls_login_code(relay.port, &certs, "127.0.0.3", "guess-x"),
+        1045
     );
-    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
-    assert_eq!(out.stdout, "42\napp@127.0.0.1\n");
-    assert!(
-        relay.log_count("route=\"direct\"") >= 1,
-        "the shim saw a direct login:\n{}",
+    assert_eq!(
+        tls_login_code(relay.port, &certs, "127.0.0.4", PASSWORD),
+        1226
+    );
+    assert_eq!(
+        relay.log_count("route=\"direct\""),
+        0,
+        "every login was the relay's:\n{}",
         relay.log()
     );
-    // Without TLS on the direct route: the shim's own ERR 3159.
-    let out = mariadb(relay.port, &[], "SELECT 1");
-    assert!(out.stderr.contains("ERROR 3159 (HY000)"), "{out:?}");
-    // A client that trusts another CA refuses the shim's certificate as it refused the relay's.
-    let out = mariadb(relay.port, &verified(&certs, "other-ca.pem"), "SELECT 1");
-    assert!(out.stderr.contains("ERROR 2026"), "{out:?}");
+    assert!(relay.logged("tls=true"), "{}", relay.log());
 }
 
 #[test]
@@ -465,10 +485,10 @@ fn switch_mode_on_mariadb_uses_tls_on_every_leg_of_both_routes() {
             ..RelayOptions::default()
         },
     );
-    let as_user = |user: &str, password: &str, sql: &str| {
+    let on = |port: u16, user: &str, password: &str, sql: &str| {
         let mut cmd = Command::new("mariadb");
         cmd.arg("-h127.0.0.1")
-            .arg(format!("-P{}", relay.port))
+            .arg(format!("-P{port}"))
             .arg(format!("-u{user}"))
             .arg(format!("--password={password}"))
             .args(["-N", "-B"])
@@ -478,6 +498,7 @@ fn switch_mode_on_mariadb_uses_tls_on_every_leg_of_both_routes() {
             .arg(sql);
         run_with_input(&mut cmd, b"", Duration::from_secs(90))
     };
+    let as_user = |user: &str, password: &str, sql: &str| on(relay.port, user, password, sql);
     // The wake: root (empty password) over TLS to the relay, TLS from the relay to MariaDB.
     let out = as_user(
         "root",
@@ -494,7 +515,8 @@ fn switch_mode_on_mariadb_uses_tls_on_every_leg_of_both_routes() {
     // Paused again: the perceptron route, switch mode, both legs in TLS.
     let (status, body) = relay.admin("POST", "/v1/instances/demo/pause?force=true");
     assert_eq!(status, 200, "{body}");
-    let relayed = relay.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}");
+    let relayed = || relay.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}");
+    let before = relayed();
     let out = as_user(
         "nat",
         "nat-pw",
@@ -505,25 +527,28 @@ fn switch_mode_on_mariadb_uses_tls_on_every_leg_of_both_routes() {
         out.stdout.starts_with("nat@%\nSsl_version\tTLSv1."),
         "{out:?}"
     );
-    assert_eq!(
-        relay.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}"),
-        relayed + 1.0
-    );
+    assert_eq!(relayed(), before + 1.0);
     let wrong = as_user("nat", "wrong", "SELECT 1");
     assert!(wrong.stderr.contains("ERROR 1045 (28000)"), "{wrong:?}");
 
-    // Running: the direct route, MariaDB terminates the client's TLS itself.
-    let forwarded = "relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}";
-    let before = relay.metric(forwarded);
+    // Running: the relay still reads every login (it terminates the client's TLS and can
+    // charge a wrong password), TLS on both legs.
     let out = as_user("nat", "nat-pw", "SHOW STATUS LIKE 'Ssl_version'");
     assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
     assert!(out.stdout.starts_with("Ssl_version\tTLSv1."), "{out:?}");
-    assert_eq!(relay.metric(forwarded), before + 1.0);
-    // And refuses a plaintext login, as the relay does on the perceptron route (MariaDB
-    // 10.11 answers it with its ERR 1045, where MySQL and the relay send 3159).
+    assert_eq!(relayed(), before + 2.0, "{}", relay.log());
+    // MariaDB on its own address terminates a client's TLS itself and refuses plaintext
+    // (10.11 answers it with its ERR 1045, where MySQL and the relay send 3159).
+    let out = on(
+        relay.compute_port,
+        "nat",
+        "nat-pw",
+        "SHOW STATUS LIKE 'Ssl_version'",
+    );
+    assert!(out.stdout.starts_with("Ssl_version\tTLSv1."), "{out:?}");
     let mut cmd = Command::new("mariadb");
     cmd.arg("-h127.0.0.1")
-        .arg(format!("-P{}", relay.port))
+        .arg(format!("-P{}", relay.compute_port))
         .args(["-unat", "--password=nat-pw", "--skip-ssl", "-e", "SELECT 1"]);
     let out = run_with_input(&mut cmd, b"", Duration::from_secs(30));
     assert_ne!(out.code, Some(0), "{out:?}");
@@ -548,10 +573,10 @@ fn dual_mode_on_mariadb_with_perceptron_dual_over_tls_on_both_legs() {
             certs.offer_toml()
         ),
     );
-    let run = |user: &str, password: &str, sql: &str| {
+    let on = |port: u16, user: &str, password: &str, sql: &str| {
         let mut cmd = Command::new("mariadb");
         cmd.arg("-h127.0.0.1")
-            .arg(format!("-P{}", relay.port))
+            .arg(format!("-P{port}"))
             .arg(format!("-u{user}"))
             .arg(format!("--password={password}"))
             .args(["-N", "-B"])
@@ -561,12 +586,14 @@ fn dual_mode_on_mariadb_with_perceptron_dual_over_tls_on_both_legs() {
             .arg(sql);
         run_with_input(&mut cmd, b"", Duration::from_secs(90))
     };
-    // root keeps mysql_native_password, which a dual relay cannot complete: it sets up on the
-    // direct route, over MariaDB's own TLS.
+    let run = |user: &str, password: &str, sql: &str| on(relay.port, user, password, sql);
+    // root keeps mysql_native_password, which a dual relay cannot complete: it sets up on
+    // MariaDB's own address, over MariaDB's own TLS.
     let (status, body) = relay.admin("POST", "/v1/instances/demo/resume");
     assert_eq!(status, 200, "{body}\n{}", relay.log());
     assert!(Relay::wait_until(Duration::from_secs(60), || relay.state() == "running"));
-    let out = run(
+    let out = on(
+        relay.compute_port,
         "root",
         "",
         &format!(
@@ -594,9 +621,21 @@ fn dual_mode_on_mariadb_with_perceptron_dual_over_tls_on_both_legs() {
         relay.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}"),
         1.0
     );
-    // Running: the direct route; the plugin checks the client's native answer inside
-    // MariaDB's TLS.
+    // Running: the relay still relays the login, inside TLS on both legs; on MariaDB's own
+    // address the plugin checks the client's native answer inside MariaDB's TLS.
     let out = run(USER, PASSWORD, "SHOW STATUS LIKE 'Ssl_version'");
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+    assert!(out.stdout.starts_with("Ssl_version\tTLSv1."), "{out:?}");
+    assert_eq!(
+        relay.metric("relay_connections_total{instance=\"demo\",outcome=\"relayed\"}"),
+        2.0
+    );
+    let out = on(
+        relay.compute_port,
+        USER,
+        PASSWORD,
+        "SHOW STATUS LIKE 'Ssl_version'",
+    );
     assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
     assert!(out.stdout.starts_with("Ssl_version\tTLSv1."), "{out:?}");
 }

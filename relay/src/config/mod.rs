@@ -554,14 +554,17 @@ impl InstanceConfig {
     }
 
     /// Whether every login takes the perceptron route, also while the instance runs: where the
-    /// relay terminates every login ([`Self::relay_terminates_every_login`]), and with
-    /// `resumable_sessions`, so that every connection is logged in by the relay and gets a
-    /// resumption ticket, whenever it was opened (a pool opened while the instance runs
-    /// survives a stop too). Both routes forward through the same pump, so this costs a
-    /// connection its login's round trips through the relay, not throughput.
+    /// relay terminates every login ([`Self::relay_terminates_every_login`]); with
+    /// `[instance.tls]`, so that a TLS login is read by the relay and charged to the
+    /// failed-login budgets (on the direct route it would be ciphertext the relay cannot
+    /// read, and a guesser on TLS would have no limit); and with `resumable_sessions`, so
+    /// that every connection is logged in by the relay and gets a resumption ticket, whenever
+    /// it was opened (a pool opened while the instance runs survives a stop too). Both routes
+    /// forward through the same pump, so this costs a connection its login's round trips
+    /// through the relay, not throughput.
     #[must_use]
     pub fn relays_every_login(&self) -> bool {
-        self.relay_terminates_every_login() || self.resumable_sessions
+        self.relay_terminates_every_login() || self.tls.is_some() || self.resumable_sessions
     }
 
     /// Whether held connections may be spliced in the kernel: not with resumable sessions,

@@ -359,6 +359,10 @@ fn refuses_the_relays_tls_requirements_on_the_kernel_route() {
     let resumable = &parse(&resumable).unwrap().instances[0];
     assert!(resumable.relays_every_login() && !resumable.relay_terminates_every_login());
     assert!(!parse(GOOD).unwrap().instances[0].relays_every_login());
+    // A certificate to serve: the relay reads every TLS login, to charge its failures.
+    let with_tls = GOOD.replace("[instance.driver]", &format!("{tls}\n[instance.driver]"));
+    let with_tls = &parse(&with_tls).unwrap().instances[0];
+    assert!(with_tls.relays_every_login() && !with_tls.relay_terminates_every_login());
 }
 
 #[test]
