@@ -786,7 +786,7 @@ fn blocks_json(budgets: &Budgets) -> Vec<BlockJson> {
             let until_ms =
                 now_ms.saturating_add(u64::try_from(b.remaining.as_millis()).unwrap_or(u64::MAX));
             let (source, user, instance) = match &b.subject {
-                Subject::Source(ip) => (Some(ip.to_string()), None, None),
+                Subject::Source { ip, instance } => (Some(ip.to_string()), None, instance.clone()),
                 Subject::User { instance, user } => (
                     None,
                     Some(String::from_utf8_lossy(user).into_owned()),

@@ -3,9 +3,12 @@
 //! A wake costs the instance's owner money and a failed login is what a password-guessing bot
 //! produces, so both are bounded before anything is spent.
 //!
-//! Each subject (a source address, counted per IPv4 address and IPv6 /64 as in
-//! [`crate::limits`]; or a user name of one instance) has two counters in a fixed window that
-//! starts at its first event. A counter that reaches its limit blocks the subject for
+//! Each subject (a source address on one instance, counted per IPv4 address and IPv6 /64 as in
+//! [`crate::limits`]; the same address on every instance, a ceiling at [`SOURCE_CEILING_FACTOR`]
+//! times each limit; or a user name of one instance) has its counters in a fixed window that
+//! starts at its first event. A source is kept per instance so that one tenant's failures, or
+//! a guesser's, behind a shared address (a NAT, a proxy) do not block that address for the
+//! other tenants of the relay. A counter that reaches its limit blocks the subject for
 //! `block_for`:
 //! - a **failed-login** block refuses the subject's logins: a source is refused at accept, on
 //!   both routes, with ERR 1129 in place of the greeting (what MySQL sends a host past
@@ -27,7 +30,10 @@
 //!
 //! **One source cannot lock a user out.** A user's failed-login block needs failures from at
 //! least two sources (unless the per-source budget is off): a single source is stopped by its
-//! own budget, and a burst from it must not refuse the real user everywhere.
+//! own budget, and a burst from it must not refuse the real user everywhere. Nor does a user's
+//! block refuse a source that logged in as that user within `block_for` (the real user's own
+//! address; [`GOOD_SOURCES`] of them are remembered per user): a few addresses guessing the
+//! password lock out the addresses the account is not used from.
 //!
 //! Nothing here does I/O; only [`Budgets::admit_login`] reads the clock, to wait. The table is
 //! bounded ([`MAX_SUBJECTS`]); when it is full of live subjects, new ones are not tracked (fail
@@ -49,12 +55,23 @@ pub const MAX_SUBJECTS: usize = 65_536;
 pub const MAX_USER_KEY_BYTES: usize = 320;
 /// Least time between two full scans for expired subjects when the table is full.
 const PRUNE_BACKOFF: Duration = Duration::from_secs(1);
+/// A source's relay-wide ceiling, as a multiple of each per-instance source limit: an address
+/// may spend its budget on a few instances, not on every instance of the relay.
+pub const SOURCE_CEILING_FACTOR: u32 = 5;
+/// Sources a user remembers having logged in from (the most recent).
+pub const GOOD_SOURCES: usize = 4;
 
 /// Who a budget is kept for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Subject {
-    /// A source address (IPv4, or an IPv6 /64).
-    Source(IpAddr),
+    /// A source address (IPv4, or an IPv6 /64), on one instance, or on every instance
+    /// (`None`: the relay-wide ceiling).
+    Source {
+        /// The address.
+        ip: IpAddr,
+        /// The instance, or every instance.
+        instance: Option<String>,
+    },
     /// A user name of one instance.
     User {
         /// The instance.
@@ -65,10 +82,33 @@ pub enum Subject {
 }
 
 impl Subject {
-    /// The subject for a client address.
+    /// The subject for a client address on `instance`.
     #[must_use]
-    pub fn source(ip: IpAddr) -> Self {
-        Self::Source(crate::limits::source_key(ip))
+    pub fn source(ip: IpAddr, instance: &str) -> Self {
+        Self::Source {
+            ip: crate::limits::source_key(ip),
+            instance: Some(instance.to_owned()),
+        }
+    }
+
+    /// The subject for a client address on every instance: the ceiling.
+    #[must_use]
+    pub fn source_anywhere(ip: IpAddr) -> Self {
+        Self::Source {
+            ip: crate::limits::source_key(ip),
+            instance: None,
+        }
+    }
+
+    /// A source limit for this subject: `per_instance` itself, or the ceiling's multiple of it
+    /// for a source on every instance (0 stays off).
+    const fn source_limit(&self, per_instance: u32) -> u32 {
+        match self {
+            Self::Source { instance: None, .. } => {
+                per_instance.saturating_mul(SOURCE_CEILING_FACTOR)
+            }
+            _ => per_instance,
+        }
     }
 
     /// The subject for a user of `instance`.
@@ -84,7 +124,7 @@ impl Subject {
     #[must_use]
     pub const fn scope(&self) -> Scope {
         match self {
-            Self::Source(_) => Scope::Source,
+            Self::Source { .. } => Scope::Source,
             Self::User { .. } => Scope::User,
         }
     }
@@ -272,7 +312,7 @@ pub struct BlockInfo {
 pub enum ClearFilter {
     /// Every subject.
     All,
-    /// One source address (its IPv4 address or IPv6 /64).
+    /// One source address (its IPv4 address or IPv6 /64), on every instance.
     Source(IpAddr),
     /// A user name, of one instance or of every instance.
     User {
@@ -309,6 +349,8 @@ struct Entry {
     pending: u32,
     /// For a user: where its failed logins came from in this window.
     failure_sources: FailureSources,
+    /// For a user: the sources it logged in from lately, and when; kept across windows.
+    good_sources: [Option<(IpAddr, Instant)>; GOOD_SOURCES],
 }
 
 impl Entry {
@@ -321,6 +363,7 @@ impl Entry {
             block: None,
             pending: 0,
             failure_sources: FailureSources::None,
+            good_sources: [None; GOOD_SOURCES],
         }
     }
 
@@ -334,17 +377,47 @@ impl Entry {
         if due {
             *self = Self {
                 pending: self.pending,
+                good_sources: self.good_sources,
                 ..Self::new(now)
             };
         }
     }
 
-    fn live(&self, now: Instant, window: Duration) -> bool {
+    fn live(&self, now: Instant, window: Duration, remember: Duration) -> bool {
         self.pending > 0
+            || self.logged_in_lately(None, now, remember)
             || match self.block {
                 Some(b) => now < b.until,
                 None => now.saturating_duration_since(self.window_start) < window,
             }
+    }
+
+    /// Whether the user logged in from `from` (any source: `None`) within `remember` of `now`.
+    fn logged_in_lately(&self, from: Option<IpAddr>, now: Instant, remember: Duration) -> bool {
+        self.good_sources.iter().flatten().any(|(ip, at)| {
+            from.is_none_or(|f| f == *ip) && now.saturating_duration_since(*at) < remember
+        })
+    }
+
+    /// Remembers a login of the user's from `from` at `now`, in place of its oldest.
+    fn logged_in_from(&mut self, from: IpAddr, now: Instant) {
+        let slot = self
+            .good_sources
+            .iter()
+            .position(|g| g.is_some_and(|(ip, _)| ip == from))
+            .or_else(|| self.good_sources.iter().position(Option::is_none))
+            .or_else(|| {
+                (0..GOOD_SOURCES).min_by_key(|&i| {
+                    self.good_sources
+                        .get(i)
+                        .copied()
+                        .flatten()
+                        .map(|(_, at)| at)
+                })
+            });
+        if let Some(g) = slot.and_then(|i| self.good_sources.get_mut(i)) {
+            *g = Some((from, now));
+        }
     }
 
     /// The block that refuses a login needing `budget`: a failed-login block refuses every
@@ -429,9 +502,8 @@ impl Drop for LoginCharge {
         let failure = self
             .refused_at
             .map(|at| (at, self.ip, &self.user, self.wake));
-        let good_source = self.accepted.then(|| Subject::source(self.ip));
-        self.budgets
-            .settle(&self.pending_on, failure, good_source.as_ref());
+        let good = self.accepted.then_some((self.ip, &self.user));
+        self.budgets.settle(&self.pending_on, failure, good);
     }
 }
 
@@ -450,14 +522,33 @@ impl Budgets {
         }
     }
 
-    /// At accept: the failed-login block of the connection's source, if any.
+    /// At accept: the failed-login block of the connection's source on every instance, and
+    /// on `instance` when the listener is an instance's own, if any.
     #[must_use]
-    pub fn source_refusal(&self, ip: IpAddr, now: Instant) -> Option<Refusal> {
+    pub fn source_refusal(
+        &self,
+        ip: IpAddr,
+        instance: Option<&str>,
+        now: Instant,
+    ) -> Option<Refusal> {
         let table = self.lock();
-        table
+        let on_instance = instance.map(|i| Subject::source(ip, i));
+        [Some(Subject::source_anywhere(ip)), on_instance]
+            .iter()
+            .flatten()
+            .find_map(|s| table.entries.get(s)?.refusal(Scope::Source, false, now))
+    }
+
+    /// Whether `ip` has anything counted on `instance` in the current window: an endpoint
+    /// charges its first refusal of a name it cannot route as a wake (a paused instance's
+    /// first wrong password wakes it), later ones as for a running instance.
+    #[must_use]
+    pub fn knows(&self, ip: IpAddr, instance: &str, now: Instant) -> bool {
+        let c = self.config;
+        self.lock()
             .entries
-            .get(&Subject::source(ip))
-            .and_then(|e| e.refusal(Scope::Source, false, now))
+            .get(&Subject::source(ip, instance))
+            .is_some_and(|e| e.live(now, c.window, c.block_for))
     }
 
     /// After the login is read: [`Budgets::try_admit`], waiting (until `deadline` at most)
@@ -506,22 +597,39 @@ impl Budgets {
         now: Instant,
     ) -> Result<Admission, Refusal> {
         let c = self.config;
-        let source = Subject::source(ip);
+        let here = Subject::source(ip, instance);
+        let anywhere = Subject::source_anywhere(ip);
         let user = Subject::user(instance, user);
         let mut table = self.lock();
-        for subject in [&source, &user] {
+        // A source the user logged in from lately is not held to the user's failed-login
+        // block: that is the real user's address. (Its wake budget still holds.)
+        let from = crate::limits::source_key(ip);
+        let trusted = table
+            .entries
+            .get(&user)
+            .is_some_and(|e| e.logged_in_lately(Some(from), now, c.block_for));
+        for subject in [&here, &anywhere, &user] {
             if let Some(entry) = table.entries.get_mut(subject) {
                 entry.roll(now, c.window);
-                if let Some(r) = entry.refusal(subject.scope(), wake, now) {
+                if let Some(r) = entry.refusal(subject.scope(), wake, now)
+                    && !(trusted && r.scope == Scope::User && r.budget == Budget::FailedLogins)
+                {
                     return Err(r);
                 }
             }
         }
-        let failure_limits = [
-            (&source, c.failed_logins_per_source),
-            (&user, c.failed_logins_per_user),
-        ];
-        for (subject, limit) in failure_limits {
+        // The subjects the login is pending against until its verdict.
+        let subjects: Vec<&Subject> = if trusted {
+            vec![&here, &anywhere]
+        } else {
+            vec![&here, &anywhere, &user]
+        };
+        let limit_of = |subject: &Subject| match subject {
+            Subject::Source { .. } => subject.source_limit(c.failed_logins_per_source),
+            Subject::User { .. } => c.failed_logins_per_user,
+        };
+        for subject in &subjects {
+            let limit = limit_of(subject);
             // A user's failures from one source alone never block it (see `fail`), so they
             // do not hold its logins back either.
             let blockable = |e: &Entry| {
@@ -529,7 +637,7 @@ impl Budgets {
                     || c.failed_logins_per_source == 0
                     || e.failure_sources == FailureSources::Several
             };
-            if let Some(e) = table.entries.get(subject)
+            if let Some(e) = table.entries.get(*subject)
                 && limit > 0
                 && blockable(e)
                 && e.failed_logins.saturating_add(e.pending) >= limit
@@ -544,13 +652,10 @@ impl Budgets {
             }
         }
         if wake {
-            self.count(
-                &mut table,
-                source.clone(),
-                c.wakes_per_source,
-                Budget::Wakes,
-                now,
-            );
+            for subject in [&here, &anywhere] {
+                let limit = subject.source_limit(c.wakes_per_source);
+                self.count(&mut table, subject.clone(), limit, Budget::Wakes, now);
+            }
             self.count(
                 &mut table,
                 user.clone(),
@@ -559,9 +664,9 @@ impl Budgets {
                 now,
             );
         }
-        let mut pending_on = Vec::with_capacity(2);
-        for (subject, limit) in failure_limits {
-            if limit == 0 {
+        let mut pending_on = Vec::with_capacity(3);
+        for subject in subjects {
+            if limit_of(subject) == 0 {
                 continue;
             }
             if !table.entries.contains_key(subject) && !self.make_room(&mut table, now) {
@@ -588,13 +693,14 @@ impl Budgets {
 
     /// Settles an admitted login: its pending places are freed; if the compute refused it
     /// (`failure`: when, the source, the user and whether it woke the instance), the failure is
-    /// counted; if it accepted it, its source (`good_source`) has its failed wakes forgotten.
-    /// Logins waiting for room re-check.
+    /// counted; if it accepted it (`good`: the source and the user), the source has its failed
+    /// wakes forgotten and the user remembers it as one it logged in from. Logins waiting for
+    /// room re-check.
     fn settle(
         &self,
         pending_on: &[Subject],
         failure: Option<(Instant, IpAddr, &Subject, bool)>,
-        good_source: Option<&Subject>,
+        good: Option<(IpAddr, &Subject)>,
     ) {
         let mut table = self.lock();
         for subject in pending_on {
@@ -602,8 +708,20 @@ impl Budgets {
                 e.pending = e.pending.saturating_sub(1);
             }
         }
-        if let Some(e) = good_source.and_then(|s| table.entries.get_mut(s)) {
-            e.failed_wakes = 0;
+        if let Some((ip, user @ Subject::User { instance, .. })) = good {
+            for source in [Subject::source(ip, instance), Subject::source_anywhere(ip)] {
+                if let Some(e) = table.entries.get_mut(&source) {
+                    e.failed_wakes = 0;
+                }
+            }
+            let now = Instant::now();
+            if table.entries.contains_key(user) || self.make_room(&mut table, now) {
+                table
+                    .entries
+                    .entry(user.clone())
+                    .or_insert_with(|| Entry::new(now))
+                    .logged_in_from(crate::limits::source_key(ip), now);
+            }
         }
         if let Some((now, ip, user, wake)) = failure {
             self.fail(&mut table, ip, user.clone(), wake, now);
@@ -622,23 +740,20 @@ impl Budgets {
 
     fn fail(&self, table: &mut Table, ip: IpAddr, user: Subject, wake: bool, now: Instant) {
         let c = self.config;
-        let source = Subject::source(ip);
-        if wake {
-            let limit = c.failed_wakes_per_source;
-            self.count(table, source.clone(), limit, Budget::FailedWakes, now);
-        }
-        self.count(
-            table,
-            source.clone(),
-            c.failed_logins_per_source,
-            Budget::FailedLogins,
-            now,
-        );
-        // A user's block needs failures from several sources: one source is stopped by its
-        // own budget and must not lock the user out everywhere (unless that budget is off).
-        let Subject::Source(from) = source else {
+        let Subject::User { instance, .. } = &user else {
             return;
         };
+        for source in [Subject::source(ip, instance), Subject::source_anywhere(ip)] {
+            if wake {
+                let limit = source.source_limit(c.failed_wakes_per_source);
+                self.count(table, source.clone(), limit, Budget::FailedWakes, now);
+            }
+            let limit = source.source_limit(c.failed_logins_per_source);
+            self.count(table, source, limit, Budget::FailedLogins, now);
+        }
+        // A user's block needs failures from several sources: one source is stopped by its
+        // own budget and must not lock the user out everywhere (unless that budget is off).
+        let from = crate::limits::source_key(ip);
         if let Some(e) = table.entries.get_mut(&user) {
             e.roll(now, c.window);
         }
@@ -693,7 +808,7 @@ impl Budgets {
         table.entries.retain(|subject, e| {
             let hit = match (filter, subject) {
                 (ClearFilter::All, _) => true,
-                (ClearFilter::Source(ip), Subject::Source(s)) => {
+                (ClearFilter::Source(ip), Subject::Source { ip: s, .. }) => {
                     *s == crate::limits::source_key(*ip)
                 }
                 (
@@ -791,8 +906,8 @@ impl Budgets {
         if table.next_prune.is_some_and(|t| now < t) {
             return false;
         }
-        let window = self.config.window;
-        table.entries.retain(|_, e| e.live(now, window));
+        let (window, remember) = (self.config.window, self.config.block_for);
+        table.entries.retain(|_, e| e.live(now, window, remember));
         table.next_prune = Some(now + PRUNE_BACKOFF);
         table.entries.len() < MAX_SUBJECTS
     }
@@ -843,12 +958,16 @@ mod tests {
         let t0 = Instant::now();
         let src = ip("10.0.0.1");
         for i in 0..3 {
-            assert_eq!(b.source_refusal(src, t0), None, "after {i} failures");
+            assert_eq!(
+                b.source_refusal(src, Some("demo"), t0),
+                None,
+                "after {i} failures"
+            );
             admit(&b, src, "demo", b"root", false, t0)
                 .unwrap()
                 .refused(t0);
         }
-        let r = b.source_refusal(src, t0).unwrap();
+        let r = b.source_refusal(src, Some("demo"), t0).unwrap();
         assert_eq!(
             (r.scope, r.budget, r.count),
             (Scope::Source, Budget::FailedLogins, 3)
@@ -856,17 +975,17 @@ mod tests {
         assert_eq!(r.label(), "source_failed_logins");
         // Another source and another user are not affected; the blocked source is, whatever
         // user it names, and even for logins that wake nothing.
-        assert_eq!(b.source_refusal(ip("10.0.0.2"), t0), None);
+        assert_eq!(b.source_refusal(ip("10.0.0.2"), Some("demo"), t0), None);
         admit(&b, ip("10.0.0.2"), "demo", b"root", true, t0).unwrap();
         assert_eq!(admit(&b, src, "demo", b"other", false, t0).unwrap_err(), r);
         let later = t0 + Duration::from_secs(299);
-        assert!(b.source_refusal(src, later).is_some());
+        assert!(b.source_refusal(src, Some("demo"), later).is_some());
         let after = t0 + Duration::from_secs(300);
-        assert_eq!(b.source_refusal(src, after), None);
+        assert_eq!(b.source_refusal(src, Some("demo"), after), None);
         admit(&b, src, "demo", b"root", true, after).unwrap();
         // The counts went with the block.
         b.record_failed_login(src, "demo", b"root", after);
-        assert_eq!(b.source_refusal(src, after), None);
+        assert_eq!(b.source_refusal(src, Some("demo"), after), None);
     }
 
     #[test]
@@ -877,7 +996,11 @@ mod tests {
         for i in 0..10u64 {
             let now = t0 + Duration::from_secs(40 * i);
             b.record_failed_login(src, "demo", b"app", now);
-            assert_eq!(b.source_refusal(src, now), None, "at failure {i}");
+            assert_eq!(
+                b.source_refusal(src, Some("demo"), now),
+                None,
+                "at failure {i}"
+            );
         }
     }
 
@@ -915,7 +1038,7 @@ mod tests {
         assert_eq!(err.sql_state, Some(*b"HY000"));
         // A running instance stays reachable, and accept does not refuse the source.
         admit(&b, src, "demo", b"app", false, t0).unwrap();
-        assert_eq!(b.source_refusal(src, t0), None);
+        assert_eq!(b.source_refusal(src, Some("demo"), t0), None);
     }
 
     #[test]
@@ -973,8 +1096,8 @@ mod tests {
         }
         let blocks = b.blocks(t0);
         assert_eq!(blocks.len(), 4, "{blocks:?}");
-        assert_eq!(blocks[0].subject, Subject::Source(ip("10.0.0.1")));
-        assert_eq!(blocks[1].subject, Subject::Source(ip("2001:db8::")));
+        assert_eq!(blocks[0].subject, Subject::source(ip("10.0.0.1"), "demo"));
+        assert_eq!(blocks[1].subject, Subject::source(ip("2001:db8::"), "demo"));
         assert_eq!(blocks[0].remaining, Duration::from_secs(300));
         assert_eq!(b.gauge(t0).0[0], ((Scope::Source, Budget::FailedLogins), 2));
         assert_eq!(b.clear(&ClearFilter::Source(ip("2001:db8::7")), t0), 1);
@@ -988,7 +1111,10 @@ mod tests {
             ),
             1
         );
-        assert!(b.source_refusal(ip("2001:db8::1"), t0).is_none());
+        assert!(
+            b.source_refusal(ip("2001:db8::1"), Some("demo"), t0)
+                .is_none()
+        );
         assert_eq!(b.blocks(t0).len(), 2);
         assert_eq!(b.clear(&ClearFilter::All, t0), 2);
         assert!(b.blocks(t0).is_empty());
@@ -1010,14 +1136,84 @@ mod tests {
         for _ in 0..10 {
             b.record_failed_login(ip("10.0.0.1"), "x", b"new", t0);
         }
-        assert_eq!(b.source_refusal(ip("10.0.0.1"), t0), None);
-        assert_eq!(b.gauge(t0).1, 20);
+        assert_eq!(b.source_refusal(ip("10.0.0.1"), Some("x"), t0), None);
+        // Each failure missed its source on the instance, on every instance, and its user.
+        assert_eq!(b.gauge(t0).1, 30);
         // Once the window has passed, the old subjects make room.
         let later = t0 + Duration::from_secs(61);
         for _ in 0..3 {
             b.record_failed_login(ip("10.0.0.1"), "x", b"new", later);
         }
-        assert!(b.source_refusal(ip("10.0.0.1"), later).is_some());
+        assert!(b.source_refusal(ip("10.0.0.1"), Some("x"), later).is_some());
+    }
+
+    #[test]
+    fn a_source_is_blocked_per_instance_under_a_relay_wide_ceiling() {
+        let b = Arc::new(Budgets::new(CONFIG));
+        let t0 = Instant::now();
+        let nat = ip("10.0.0.1");
+        // Three failures on tenant a's instance: the address is blocked there only.
+        for _ in 0..3 {
+            admit(&b, nat, "a", b"app", false, t0).unwrap().refused(t0);
+        }
+        assert!(b.source_refusal(nat, Some("a"), t0).is_some());
+        assert_eq!(
+            admit(&b, nat, "a", b"other", false, t0)
+                .unwrap_err()
+                .label(),
+            "source_failed_logins"
+        );
+        assert_eq!(b.source_refusal(nat, Some("b"), t0), None);
+        assert_eq!(b.source_refusal(nat, None, t0), None);
+        admit(&b, nat, "b", b"app", false, t0).unwrap().accepted();
+        // Spread over instances, the ceiling (5 × 3) blocks it on every instance.
+        for instance in ["b", "c", "d", "e"] {
+            for _ in 0..3 {
+                admit(&b, nat, instance, b"app", false, t0)
+                    .unwrap()
+                    .refused(t0);
+            }
+        }
+        let r = b.source_refusal(nat, None, t0).unwrap();
+        assert_eq!(r.count, 15);
+        assert!(b.source_refusal(nat, Some("f"), t0).is_some());
+        assert!(admit(&b, nat, "f", b"app", false, t0).is_err());
+        assert_eq!(b.clear(&ClearFilter::Source(nat), t0), 6);
+        assert!(b.blocks(t0).is_empty());
+    }
+
+    #[test]
+    fn a_users_block_spares_the_sources_it_logged_in_from_lately() {
+        let b = Arc::new(Budgets::new(CONFIG));
+        let t0 = Instant::now();
+        let home = ip("192.0.2.10");
+        admit(&b, home, "demo", b"app", false, t0)
+            .unwrap()
+            .accepted();
+        // Five guessers, one failure each: the user is blocked (5, from several sources).
+        for i in 1..=5u8 {
+            let guesser = IpAddr::from([203, 0, 113, i]);
+            admit(&b, guesser, "demo", b"app", false, t0)
+                .unwrap()
+                .refused(t0);
+        }
+        let stranger = ip("198.51.100.1");
+        let r = admit(&b, stranger, "demo", b"app", false, t0).unwrap_err();
+        assert_eq!(r.label(), "user_failed_logins");
+        // The user's own address still logs in, and is still held to its own budgets.
+        admit(&b, home, "demo", b"app", false, t0)
+            .unwrap()
+            .accepted();
+        // Not for ever: blocked again once block_for has passed since its last login, it is
+        // a stranger too.
+        let later = t0 + Duration::from_secs(301);
+        for i in 1..=5u8 {
+            let guesser = IpAddr::from([203, 0, 113, 10 + i]);
+            admit(&b, guesser, "demo", b"app", false, later)
+                .unwrap()
+                .refused(later);
+        }
+        assert!(admit(&b, home, "demo", b"app", false, later).is_err());
     }
 
     #[test]
@@ -1122,7 +1318,7 @@ mod tests {
         admit(&b, src, "demo", b"app", false, t0)
             .unwrap()
             .refused(t0);
-        assert_eq!(b.source_refusal(src, t0), None);
+        assert_eq!(b.source_refusal(src, Some("demo"), t0), None);
     }
 
     #[test]

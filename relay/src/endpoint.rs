@@ -1,9 +1,16 @@
 //! `[[endpoint]]`: one listener for many instances (docs/endpoints.md). The relay greets the
 //! client itself, reads its login, and takes the instance's name from the user name
 //! (`user@instance` or `instance.user`); the login then goes on as on that instance's own
-//! listener, with the user name the compute knows. A login that names no instance gets the
-//! ERR 1045 a wrong password gets, and wakes nothing, so the endpoint does not tell which
-//! instances exist.
+//! listener, with the user name the compute knows.
+//!
+//! The endpoint does not tell which instances exist. A login that names no instance (or one
+//! the endpoint cannot route to) gets the ERR 1045 a wrong password gets, word for word
+//! ([`crate::perceptron::outcome::wrong_password`], which replaces the compute's own), wakes
+//! nothing, and is charged to the budgets as a wrong password for a paused instance of that
+//! name would be (so a budget's block comes after as many probes either way). Health checks
+//! are the endpoint's own: a health-check user without an instance part is answered OK, one
+//! with an instance part is refused as a wrong password is. What still differs is time: a
+//! paused instance's refusal comes after its wake.
 //!
 //! Every connection of an endpoint takes the perceptron route, whatever the instance's state:
 //! the relay has answered the handshake before it knows the instance, so it cannot hand the
@@ -13,17 +20,16 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use authplugin::packet::ErrPacket;
-use authplugin::packet::err::codes;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
+use crate::budgets::{Admission, Budgets};
 use crate::config::{AuthMode, EndpointConfig, RouteBy};
 use crate::limits::PendingPermit;
 use crate::logsafe::Escaped;
 use crate::metrics::Metrics;
 use crate::packet_io::{MAX_LOGIN_PACKET_LEN, PacketStream};
-use crate::perceptron::outcome::Classification;
+use crate::perceptron::outcome::{self, Classification};
 use crate::perceptron::{self, login::Answers};
 use crate::profile::{ComputeProfile, FORMAT_CHANGING};
 use crate::registry::{Registered, Registry};
@@ -45,18 +51,21 @@ pub struct Endpoint {
     greeting: Mutex<Option<((u64, u64), ComputeProfile)>>,
     /// `[endpoint.tls]`: the certificate it serves; `None` offers no TLS.
     pub tls: Option<Arc<ServerTls>>,
+    /// The relay's budgets, charged with the logins it refuses itself.
+    budgets: Arc<Budgets>,
     /// Where its logins are counted (`relay_endpoint_logins_total`).
     metrics: Arc<Metrics>,
 }
 
 impl Endpoint {
-    /// `config` routing to the live instances of `instances`, serving `tls`, counting in
-    /// `metrics`.
+    /// `config` routing to the live instances of `instances`, serving `tls`, charging
+    /// `budgets`, counting in `metrics`.
     #[must_use]
     pub fn new(
         config: EndpointConfig,
         instances: Arc<Registry>,
         tls: Option<Arc<ServerTls>>,
+        budgets: Arc<Budgets>,
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
@@ -66,6 +75,7 @@ impl Endpoint {
             connection_ids: AtomicU32::new(runtime::first_connection_id()),
             greeting: Mutex::new(None),
             tls,
+            budgets,
             metrics,
         }
     }
@@ -177,6 +187,14 @@ pub async fn handle(
             return;
         }
     };
+    if perceptron::is_health_check(&endpoint.config.health_check_users, &greeted.login) {
+        perceptron::answer_health_check(&mut client, &greeted.login, timeout).await;
+        endpoint
+            .metrics
+            .endpoint_login(endpoint.label(), "health_check");
+        tracing::debug!(endpoint = %endpoint.config.listen, client = %addr, "health check answered by the endpoint");
+        return;
+    }
     let typed = String::from_utf8_lossy(&greeted.login.response.username).into_owned();
     let server_name = client.stream_mut().server_name().map(str::to_owned);
     if endpoint.config.route_by == RouteBy::ServerName && !greeted.login.tls {
@@ -191,10 +209,18 @@ pub async fn handle(
         tracing::info!(endpoint = %endpoint.config.listen, client = %addr, "a plaintext login on an endpoint that routes by TLS server name; refused with 3159, nothing woken");
         return;
     }
+    let no_password = greeted.login.answer.is_empty();
     match endpoint.route(&typed, server_name.as_deref()) {
         Some((instance, user))
             if instance.rt.instance.config.auth == AuthMode::Dual
-                && endpoint.meets_tls_of(&instance.rt.instance.config) =>
+                && endpoint.meets_tls_of(&instance.rt.instance.config)
+                && !(no_password
+                    && instance
+                        .rt
+                        .instance
+                        .config
+                        .health_check_users
+                        .contains(&user)) =>
         {
             greeted.login.response.username = user.into_bytes();
             endpoint.metrics.endpoint_login(endpoint.label(), "routed");
@@ -207,7 +233,15 @@ pub async fn handle(
                 .await;
         }
         routed => {
-            let (reason, outcome) = if routed
+            let (reason, outcome) = if routed.as_ref().is_some_and(|(i, user)| {
+                no_password && i.rt.instance.config.health_check_users.contains(user)
+            }) {
+                (
+                    "a health check names an instance: an endpoint answers health checks \
+                     only for itself, a user name without an instance part",
+                    "health_check_for_an_instance",
+                )
+            } else if routed
                 .as_ref()
                 .is_some_and(|(i, _)| !endpoint.meets_tls_of(&i.rt.instance.config))
             {
@@ -230,33 +264,38 @@ pub async fn handle(
                 )
             };
             endpoint.metrics.endpoint_login(endpoint.label(), outcome);
-            let user = endpoint
+            let (named, user) = endpoint
                 .config
                 .route_by
                 .split(&typed, server_name.as_deref())
-                .map_or(typed.as_str(), |(_, user)| user);
-            let err = access_denied(user, &addr, !greeted.login.answer.is_empty());
+                .unwrap_or(("", typed.as_str()));
+            // Charged as a wrong password for an idle instance of that name would be: its
+            // first wakes it, the next find it running (the budgets' blocks then come after
+            // as many probes whether it exists or not).
+            let now = std::time::Instant::now();
+            let ip = client_addr.ip();
+            let wake = !endpoint.budgets.knows(ip, named, now);
+            let err = match endpoint
+                .budgets
+                .try_admit(ip, named, user.as_bytes(), wake, now)
+            {
+                Ok(Admission::Admitted(charge)) => {
+                    charge.refused(now);
+                    outcome::wrong_password(user, client_addr.ip(), !no_password)
+                }
+                Ok(Admission::Wait(refusal)) | Err(refusal) => {
+                    endpoint
+                        .metrics
+                        .budget_refused(endpoint.label(), refusal.label());
+                    refusal.client_error(&client_addr.ip().to_string(), user.as_bytes())
+                }
+            };
             let seq = greeted.login.last_sequence_id.wrapping_add(1);
             let _ = client.write_packet(seq, &err.to_bytes()).await;
             let server_name = server_name.as_deref().unwrap_or_default();
-            tracing::info!(endpoint = %endpoint.config.listen, client = %addr, user = %Escaped(typed.as_bytes()), server_name = %Escaped(server_name.as_bytes()), reason, "login refused with 1045; nothing woken");
+            tracing::info!(endpoint = %endpoint.config.listen, client = %addr, user = %Escaped(typed.as_bytes()), server_name = %Escaped(server_name.as_bytes()), reason, code = err.error_code, "login refused; nothing woken");
         }
     }
-}
-
-/// The ERR 1045 a compute sends for a wrong password, word for word (server-shim's and
-/// MySQL's), so a refusal here says nothing a wrong password would not.
-fn access_denied(user: &str, client_addr: &str, with_password: bool) -> ErrPacket {
-    let host = client_addr.rsplit_once(':').map_or(client_addr, |(h, _)| h);
-    let (code, state) = codes::ER_ACCESS_DENIED_ERROR;
-    ErrPacket::new(
-        code,
-        state,
-        &format!(
-            "Access denied for user '{user}'@'{host}' (using password: {})",
-            if with_password { "YES" } else { "NO" }
-        ),
-    )
 }
 
 #[cfg(test)]
@@ -310,6 +349,7 @@ mod tests {
             route_by: RouteBy::UserAtInstance,
             handshake_timeout: std::time::Duration::from_secs(1),
             tls: None,
+            health_check_users: Vec::new(),
         };
         let registry = Arc::new(Registry::default());
         for rt in [&a, &b] {
@@ -319,7 +359,14 @@ mod tests {
                 .insert(Arc::new(Registered::new(Arc::clone(rt), origin, 0, tasks)))
                 .unwrap();
         }
-        let endpoint = Endpoint::new(config, registry, None, Arc::new(Metrics::default()));
+        let budgets = Arc::new(Budgets::new(crate::config::BudgetSettings::default()));
+        let endpoint = Endpoint::new(
+            config,
+            registry,
+            None,
+            budgets,
+            Arc::new(Metrics::default()),
+        );
         let shim = ComputeProfile::server_shim_default();
         assert_eq!(endpoint.profile(), shim);
         assert_eq!(
@@ -354,16 +401,5 @@ mod tests {
         a.learn_profile(&mariadb);
         assert_eq!(a.profile().mariadb_capabilities(), extended);
         assert_eq!(endpoint.profile().mariadb_capabilities(), 0);
-    }
-
-    #[test]
-    fn an_unknown_instance_is_refused_as_a_wrong_password_is() {
-        let err = access_denied("app", "10.0.0.7:51000", true);
-        assert_eq!(err.error_code, 1045);
-        assert_eq!(err.sql_state, Some(*b"28000"));
-        assert_eq!(
-            err.error_message,
-            b"Access denied for user 'app'@'10.0.0.7' (using password: YES)".as_slice()
-        );
     }
 }

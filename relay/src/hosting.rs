@@ -593,7 +593,7 @@ async fn accept_loop(
     let name = rt.instance.config.name.clone();
     let metrics = Arc::clone(&rt.metrics);
     listener::accept_until(listener, rt.shutdown.clone(), &name, &metrics, |stream, peer| {
-        if let Some(refusal) = rt.budgets.source_refusal(peer.ip(), std::time::Instant::now()) {
+        if let Some(refusal) = rt.budgets.source_refusal(peer.ip(), Some(&name), std::time::Instant::now()) {
             rt.metrics.budget_refused(&name, refusal.label());
             // As for ERR 1040: a fresh socket takes the ERR without waiting, and a close says
             // the same if it does not.

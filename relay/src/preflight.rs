@@ -858,7 +858,10 @@ mod tests {
         let offered = said(&with(""));
         assert_eq!(offered.len(), 1, "{offered:?}");
         assert_eq!(offered[0].0, "instance[0].tls");
-        assert!(offered[0].1.contains("every login is relayed"), "{offered:?}");
+        assert!(
+            offered[0].1.contains("every login is relayed"),
+            "{offered:?}"
+        );
         let found = said(&with("require_secure_transport = true"));
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].0, "instance[0].require_secure_transport");

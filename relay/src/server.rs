@@ -225,6 +225,7 @@ async fn serve(
                 ep.clone(),
                 Arc::clone(&host.registry),
                 tls,
+                Arc::clone(&budgets),
                 Arc::clone(&metrics),
             )),
         ));
@@ -517,7 +518,7 @@ async fn endpoint_accept_loop(
 ) {
     let label = endpoint.label().to_owned();
     listener::accept_until(listener, shutdown, &label, &Arc::clone(&metrics), |stream, peer| {
-        if let Some(refusal) = budgets.source_refusal(peer.ip(), std::time::Instant::now()) {
+        if let Some(refusal) = budgets.source_refusal(peer.ip(), None, std::time::Instant::now()) {
             metrics.budget_refused(&label, refusal.label());
             let _ = stream.try_write(&refusal.pre_greeting(&peer.ip().to_string()));
             tracing::debug!(endpoint = %label, client = %peer, reason = refusal.label(), "source blocked; refused");

@@ -45,6 +45,11 @@ fn shim(dir: &std::path::Path, data: &str, port: &str) -> String {
 }
 
 fn start(tmp: &TempDir) -> Endpoints {
+    start_with(tmp, "")
+}
+
+/// [`start`], with `relay_toml` in the relay's `[relay]` table.
+fn start_with(tmp: &TempDir, relay_toml: &str) -> Endpoints {
     let dir = tmp.path();
     add_user(&dir.join("beta-data"), USER, PASSWORD, true);
     let (at, dot, sni) = (free_port(), free_port(), free_port());
@@ -78,6 +83,7 @@ fn start(tmp: &TempDir) -> Endpoints {
         RelayOptions {
             idle_pause_after: "1h",
             driver_toml: Some(driver_toml),
+            relay_toml: relay_toml.into(),
             ..RelayOptions::default()
         },
     );
@@ -185,6 +191,107 @@ fn a_login_that_names_no_instance_is_refused_as_a_wrong_password_and_wakes_nothi
     );
     // What a wrong password for an instance that exists gets: the same line.
     assert_eq!(refusal(e.at, "app@beta", "wrong-password"), unknown);
+}
+
+/// A login's outcome from `source`: `OK`, or the ERR's code and message with the source's
+/// address written `SRC` (each probe comes from its own address).
+fn answer(port: u16, source: &str, user: &str, password: &str) -> String {
+    match tests::raw::login_from(source.parse().unwrap(), port, user, password, None) {
+        Ok(Ok(_)) => "OK".into(),
+        Ok(Err((code, message))) => format!("{code} {}", message.replace(source, "SRC")),
+        Err(e) => panic!("{user} from {source}: {e}"),
+    }
+}
+
+/// The enumeration oracle. Two probes per name, each from an address of its own so that no
+/// budget is spent: a health-check user with an empty password (`haproxy@<name>`), and a
+/// wrong password. For 2 instances that exist (paused) and 98 that do not, the answers are the
+/// same, word for word. Before: `haproxy@<name>` got OK for an instance that exists and 1045
+/// otherwise, and a wrong password for one that exists got the compute's 1045, naming the
+/// relay's address instead of the client's: both instances told apart by each probe.
+/// The endpoint's own health check (`haproxy`, no instance part) is answered OK.
+#[test]
+fn an_endpoint_answers_a_probe_for_an_instance_as_for_no_instance() {
+    let tmp = TempDir::new("relay-endpoint-oracle");
+    let e = start(&tmp);
+    assert_eq!(answer(e.at, "127.0.0.1", "haproxy", ""), "OK");
+    let names: Vec<String> = ["demo", "beta"]
+        .into_iter()
+        .map(str::to_owned)
+        .chain((0..98).map(|i| format!("ghost{i}")))
+        .collect();
+    let mut told_apart = Vec::new();
+    let mut reference: Vec<String> = Vec::new();
+    for (i, name) in names.iter().rev().enumerate() {
+        let source =
+            |k: usize| format!("127.0.{}.{}", 1 + (2 * i + k) / 200, 2 + (2 * i + k) % 200);
+        let answers = [
+            answer(e.at, &source(0), &format!("haproxy@{name}"), ""),
+            answer(e.at, &source(1), &format!("app@{name}"), "wrong-password"),
+        ];
+        if reference.is_empty() {
+            // The last ghost's: a name that exists nowhere.
+            reference = answers.to_vec();
+        }
+        if answers.as_slice() != reference.as_slice() {
+            told_apart.push(format!("{name}: {answers:?}"));
+        }
+    }
+    eprintln!(
+        "names told apart: {} of {} (200 probes); a name that exists nowhere gets {reference:?}",
+        told_apart.len(),
+        names.len()
+    );
+    assert_eq!(
+        reference,
+        [
+            "1045 Access denied for user 'haproxy'@'SRC' (using password: NO)",
+            "1045 Access denied for user 'app'@'SRC' (using password: YES)"
+        ]
+    );
+    assert!(told_apart.is_empty(), "{told_apart:#?}\n{}", e.relay.log());
+    // The wrong passwords woke both instances that exist (what a wrong password costs).
+    assert_eq!(states(&e.relay), ["beta=running", "demo=running"]);
+}
+
+/// Budgets are kept per (source, instance): one tenant's failures behind an address do not
+/// block the address for another tenant's instance (before, 3 failures on `beta` refused the
+/// right password for `demo` from the same address with ERR 1129). And a user's block spares
+/// the addresses it logged in from lately: five addresses guessing `app@demo` block it (ERR
+/// 1226 from an address it never used) but not from the address it logs in from (before: 1226
+/// there too).
+#[test]
+fn one_tenants_failures_neither_block_another_tenant_nor_lock_out_a_users_own_address() {
+    let tmp = TempDir::new("relay-endpoint-tenants");
+    let e = start_with(
+        &tmp,
+        "budgets = { failed_logins_per_source = 3, failed_logins_per_user = 5 }\n",
+    );
+    let nat = "127.0.0.5";
+    let codes: Vec<String> = (0..4)
+        .map(|_| answer(e.at, nat, "app@beta", "wrong-password"))
+        .map(|a| a[..4].to_owned())
+        .collect();
+    assert_eq!(codes, ["1045", "1045", "1045", "1129"], "{}", e.relay.log());
+    assert_eq!(answer(e.at, nat, "app@demo", PASSWORD), "OK");
+    // The account's own address logs in; then five others guess its password.
+    let home = "127.0.0.6";
+    assert_eq!(answer(e.at, home, "app@demo", PASSWORD), "OK");
+    for i in 0..5 {
+        let guesser = format!("127.0.1.{}", 10 + i);
+        assert!(answer(e.at, &guesser, "app@demo", "guess").starts_with("1045"));
+    }
+    assert!(answer(e.at, "127.0.0.7", "app@demo", PASSWORD).starts_with("1226"));
+    assert_eq!(
+        answer(e.at, home, "app@demo", PASSWORD),
+        "OK",
+        "{}",
+        e.relay.log()
+    );
+    // The block lists the source per instance.
+    let (code, body) = e.relay.admin("GET", "/v1/blocks");
+    assert_eq!(code, 200);
+    assert!(body.contains("\"instance\": \"beta\""), "{body}");
 }
 
 /// `route_by = "sni"`: the instance is the first label of the TLS server name. PyMySQL

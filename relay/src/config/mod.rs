@@ -150,6 +150,15 @@ pub struct EndpointConfig {
     /// `[endpoint.tls]`: the certificate the endpoint serves (needed by `route_by = "sni"`).
     #[serde(default)]
     pub tls: Option<TlsSettings>,
+    /// User names whose login with an empty password is a load balancer's health check of the
+    /// endpoint itself: the whole user name, without an instance part. Answered OK by the
+    /// endpoint, whatever instances exist; a health-check user *with* an instance part is
+    /// refused as a wrong password is, so that no login tells an instance exists.
+    #[serde(
+        default = "default::health_check_users",
+        deserialize_with = "health_check_users"
+    )]
+    pub health_check_users: Vec<String>,
 }
 
 /// `[[endpoint]] route_by`: where in the login the instance's name is.

@@ -927,6 +927,7 @@ fn an_endpoint_fronts_instances_with_or_without_a_listen_address_of_their_own() 
             route_by: crate::config::RouteBy::UserAtInstance,
             handshake_timeout: std::time::Duration::from_secs(10),
             tls: None,
+            health_check_users: vec!["haproxy".into()],
         }]
     );
     let unlisted = GOOD.replacen("listen = \"127.0.0.1:3306\"\n", "", 1);

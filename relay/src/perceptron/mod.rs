@@ -467,6 +467,7 @@ where
     let mut resumption = None;
     let verdict = match cfg.auth {
         AuthMode::Dual => {
+            let client_ip = client_addr.ip();
             let client_addr = client_addr.to_string();
             let template = cfg
                 .resumable_sessions
@@ -481,6 +482,7 @@ where
                 greetings: &rt.greetings,
                 wants_ticket: cfg.resumable_sessions,
             };
+            let with_password = !login.answer.is_empty();
             let mut verdict =
                 dual_auth::log_in(&mut compute, login, &signer, cfg.compute_timeout).await?;
             resumption = template
@@ -494,6 +496,11 @@ where
                 // Counted before the client sees it, so its next attempt meets the budget.
                 charge.refused(Instant::now());
                 rt.instance.note_refused_login();
+                // In the relay's words, as for a login an endpoint cannot route: the compute's
+                // would name the relay's address.
+                let user = String::from_utf8_lossy(&user);
+                verdict.reply.payload =
+                    outcome::wrong_password(&user, client_ip, with_password).to_bytes();
             } else if verdict.accepted() {
                 charge.accepted();
             }
@@ -562,7 +569,7 @@ fn access_denied(reply: &[u8]) -> bool {
 /// Whether a login is a load balancer's health check: a configured health-check user with an
 /// empty password (HAProxy's `option mysql-check user <name>` sends exactly that, then
 /// COM_QUIT).
-fn is_health_check(users: &[String], login: &login::ClientLogin) -> bool {
+pub(crate) fn is_health_check(users: &[String], login: &login::ClientLogin) -> bool {
     login.answer.is_empty()
         && login.response.auth_response.is_empty()
         && users

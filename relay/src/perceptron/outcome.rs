@@ -530,6 +530,24 @@ fn host_of(addr: &str) -> &str {
     addr.rsplit_once(':').map_or(addr, |(h, _)| h)
 }
 
+/// The ERR 1045 a wrong password gets, the same whoever refused: MySQL's and server-shim's
+/// words, naming the client's own address (`ip`), which a compute behind the relay would not
+/// know (it names the relay's). The perceptron route sends it in place of the compute's 1045,
+/// and an endpoint for a login it cannot route, so no refusal says more than a wrong password
+/// would.
+#[must_use]
+pub fn wrong_password(user: &str, ip: std::net::IpAddr, with_password: bool) -> ErrPacket {
+    let (code, state) = codes::ER_ACCESS_DENIED_ERROR;
+    ErrPacket::new(
+        code,
+        state,
+        &format!(
+            "Access denied for user '{user}'@'{ip}' (using password: {})",
+            if with_password { "YES" } else { "NO" }
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,5 +597,16 @@ mod tests {
         assert_eq!(e.error_code, 1045);
         assert_eq!(e.sql_state, Some(*b"28000"));
         assert_eq!(e.error_message, b"Access denied for user ''@'10.0.0.1'");
+    }
+
+    #[test]
+    fn a_wrong_password_is_refused_in_mysqls_words_naming_the_client() {
+        let err = wrong_password("app", "10.0.0.7".parse().unwrap(), true);
+        assert_eq!(err.error_code, 1045);
+        assert_eq!(err.sql_state, Some(*b"28000"));
+        assert_eq!(
+            err.error_message,
+            b"Access denied for user 'app'@'10.0.0.7' (using password: YES)".as_slice()
+        );
     }
 }
