@@ -649,6 +649,10 @@ fn run(config_path: &std::path::Path) -> ExitCode {
         // report each failed write with eprintln, which panics.
         .log_internal_errors(false)
         .init();
+    // Before any key is read: nothing the relay holds may end in a core dump.
+    if let Err(e) = crate::sys::dumps::keep_out_of_dumps() {
+        tracing::warn!(error = %e, "cannot turn core dumps off: keys and tickets could end in one");
+    }
     let config = match crate::config::Config::load(config_path) {
         Ok(c) => c,
         Err(e) => {

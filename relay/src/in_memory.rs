@@ -99,6 +99,7 @@ pub fn runtime_with(
             cwd: ".".into(),
             stop_grace: Duration::from_secs(1),
             env: Vec::new(),
+            run_as: None,
         },
     };
     let mut config = config;

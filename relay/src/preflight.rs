@@ -415,14 +415,43 @@ fn instance_warnings(config: &Config) -> Vec<Problem> {
                               instance are refused (ERR 1045); its own listen address serves it"
                         .to_owned(),
                 });
+            let compute_user =
+                compute_user_warning(i, &inst.driver, nix::unistd::geteuid().as_raw());
             plaintext_switch
                 .into_iter()
+                .chain(compute_user)
                 .chain(no_direct_route)
                 .chain(tls_logins_relayed)
                 .chain(every_login_relayed)
                 .chain(not_behind_endpoints)
         })
         .collect()
+}
+
+/// A process driver's compute that runs as the relay's own user (it could read the relay's
+/// key file, credentials and admin token, and every instance's data: tenants' SQL reaches
+/// files, `LOAD_FILE` on MariaDB), or one to start as another user by a relay that is not
+/// root (`relay_uid`), which needs CAP_SETUID and CAP_SETGID.
+fn compute_user_warning(i: usize, driver: &DriverConfig, relay_uid: u32) -> Option<Problem> {
+    let DriverConfig::Process { run_as, .. } = driver else {
+        return None;
+    };
+    let message = match run_as {
+        None => format!(
+            "the compute runs as the relay's own user (uid {relay_uid}): tenants' SQL can read \
+             what the relay can (its key file, credentials, admin token, other instances' \
+             data; LOAD_FILE on MariaDB); set user (and group) to an unprivileged user that \
+             owns the compute's data directory"
+        ),
+        Some(_) if relay_uid != 0 => "the relay does not run as root: starting the compute \
+                                      as another user needs CAP_SETUID and CAP_SETGID"
+            .to_owned(),
+        Some(_) => return None,
+    };
+    Some(Problem {
+        key: format!("instance[{i}].driver.user"),
+        message,
+    })
 }
 
 /// The kernel splices, tried for real when some instance would use them: a warning naming
@@ -813,6 +842,39 @@ mod tests {
         assert!(
             keys("").is_empty(),
             "a relay alone has no store to warn about"
+        );
+    }
+
+    #[test]
+    fn a_compute_that_runs_as_the_relays_user_is_warned_about() {
+        use crate::config::RunAs;
+        let process = |run_as| DriverConfig::Process {
+            command: vec!["server-shim".into()],
+            cwd: ".".into(),
+            stop_grace: std::time::Duration::from_secs(1),
+            env: Vec::new(),
+            run_as,
+        };
+        let said = |driver: &DriverConfig, uid| compute_user_warning(0, driver, uid);
+        let own = said(&process(None), 0).unwrap();
+        assert_eq!(own.key, "instance[0].driver.user");
+        assert!(own.message.contains("uid 0"), "{}", own.message);
+        assert!(said(&process(None), 1000).is_some());
+        let nobody = Some(RunAs {
+            uid: 65534,
+            gid: 65534,
+        });
+        assert!(said(&process(nobody), 0).is_none());
+        assert!(
+            said(&process(nobody), 1000)
+                .unwrap()
+                .message
+                .contains("CAP_SETUID")
+        );
+        let exec = Config::parse(MINIMAL, Path::new("/r.toml")).unwrap();
+        assert!(
+            said(&exec.instances[0].driver, 0).is_none(),
+            "the exec driver's commands decide"
         );
     }
 

@@ -347,6 +347,68 @@ fn the_process_driver_gives_its_compute_a_cleared_environment() {
     }
 }
 
+/// `[instance.driver] user`: the compute runs as an unprivileged user of its own (Debian's
+/// `nobody`), without the relay's supplementary groups, so tenants' SQL cannot read what the
+/// relay can (its key file is root's, mode 0600). Before, the key `user` did not exist and the
+/// compute ran as the relay's user.
+#[test]
+fn the_process_driver_runs_its_compute_as_its_own_user() {
+    use std::os::unix::fs::{PermissionsExt as _, chown};
+    fn chown_tree(path: &std::path::Path, id: u32) {
+        chown(path, Some(id), Some(id)).unwrap();
+        if path.is_dir() {
+            for entry in std::fs::read_dir(path).unwrap() {
+                chown_tree(&entry.unwrap().path(), id);
+            }
+        }
+    }
+    const NOBODY: u32 = 65534;
+    let dir = TempDir::new("ctl-user");
+    let d = dir.path().display().to_string();
+    let shim = tests::bin_path("server-shim").display().to_string();
+    let relay = Relay::start(
+        dir.path(),
+        RelayOptions {
+            driver_toml: Some(format!(
+                "[instance.driver]\nkind = \"process\"\nuser = \"nobody\"\n\
+                 command = [\"{shim}\", \"run\", \"--listen\", \"127.0.0.1:{{COMPUTE_PORT}}\", \
+                 \"--data\", \"{d}/data\", \"--key-file\", \"{d}/compute.key\"]\n"
+            )),
+            ..RelayOptions::default()
+        },
+    );
+    // What the compute's user owns: its data and its own copy of the key.
+    let key = dir.path().join("compute.key");
+    std::fs::copy(dir.path().join("perceptron.key"), &key).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    chown_tree(&key, NOBODY);
+    chown_tree(&dir.path().join("data"), NOBODY);
+    let out = mariadb(relay.port, USER, Some(PASSWORD), &[], "SELECT 1");
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stderr, relay.log());
+    let pid = relay.compute_pid().expect("compute pid");
+    let _cleanup = KillOnDrop(Some(pid));
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
+    assert_eq!(field("Uid:"), "65534 65534 65534 65534", "{status}");
+    assert_eq!(field("Gid:"), "65534 65534 65534 65534", "{status}");
+    assert_eq!(field("Groups:"), "", "{status}");
+    // The relay's key is out of its reach.
+    let relay_key = std::fs::metadata(dir.path().join("perceptron.key")).unwrap();
+    assert_eq!(
+        (
+            std::os::unix::fs::MetadataExt::uid(&relay_key),
+            relay_key.permissions().mode() & 0o777
+        ),
+        (0, 0o600)
+    );
+}
+
 #[test]
 fn exec_driver_starts_and_stops_a_shim_with_shell_commands() {
     let dir = TempDir::new("ctl-exec");

@@ -612,11 +612,22 @@ pub enum DriverConfig {
         /// `control::driver::process::INHERITED_ENV`); nothing else of the relay's
         /// environment reaches it.
         env: Vec<(String, String)>,
+        /// `user` and `group`: whom the compute runs as (`None`: the relay's own user).
+        run_as: Option<RunAs>,
     },
     /// `kind = "exec"`: user commands start, stop and (optionally) report on the compute.
     Exec(ExecSpec),
     /// `kind = "http"`: an external control plane, over HTTP.
     Http(HttpSpec),
+}
+
+/// `[instance.driver] user` and `group`, resolved when the file is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunAs {
+    /// The user id.
+    pub uid: u32,
+    /// The group id (the user's primary group unless `group` names another).
+    pub gid: u32,
 }
 
 /// `kind = "http"`.
@@ -897,6 +908,10 @@ struct ProcessFile {
     stop_grace: Duration,
     #[serde(default)]
     env: std::collections::BTreeMap<String, String>,
+    /// A user name or numeric id.
+    user: Option<String>,
+    /// A group name or numeric id.
+    group: Option<String>,
 }
 
 /// The other keys of `kind = "http"`.

@@ -1081,3 +1081,63 @@ fn only_visible_toml_files_are_instance_files() {
     assert_eq!(instance_name(".toml"), None);
     assert_eq!(instance_name("README"), None);
 }
+
+/// The process driver's `user` and `group`: looked up when the file is read, so a typo names
+/// its key; root, a group without a user, and a user with `[instance.offload]` are refused.
+#[test]
+fn parses_the_process_drivers_user_and_group() {
+    let with = |extra: &str| {
+        GOOD.replace(
+            "command = [\"server-shim\", \"run\"]",
+            &format!("command = [\"server-shim\", \"run\"]\n{extra}"),
+        )
+    };
+    let run_as = |extra: &str| match &parse(&with(extra)).unwrap().instances[0].driver {
+        DriverConfig::Process { run_as, .. } => *run_as,
+        other => panic!("process driver expected: {other:?}"),
+    };
+    assert_eq!(run_as(""), None);
+    // Debian's nobody: uid 65534, its primary group nogroup (65534).
+    let nobody = Some(crate::config::RunAs {
+        uid: 65534,
+        gid: 65534,
+    });
+    assert_eq!(run_as("user = \"nobody\""), nobody);
+    assert_eq!(run_as("user = \"65534\""), nobody);
+    assert_eq!(
+        run_as("user = \"nobody\"\ngroup = \"0\""),
+        Some(crate::config::RunAs { uid: 65534, gid: 0 })
+    );
+    let file = "/etc/perceptron/relay.toml";
+    let cases = [
+        (
+            "user = \"no-such-user-here\"",
+            "instance[0].driver.user: no user 'no-such-user-here' on this host",
+        ),
+        (
+            "user = \"nobody\"\ngroup = \"no-such-group-here\"",
+            "instance[0].driver.group: no group 'no-such-group-here' on this host",
+        ),
+        (
+            "group = \"nogroup\"",
+            "instance[0].driver.group: needs user: the compute would keep the relay's own user",
+        ),
+        ("user = \"root\"", "instance[0].driver.user: is root"),
+    ];
+    for (extra, want) in cases {
+        let e = parse(&with(extra)).unwrap_err();
+        assert!(e.starts_with(&format!("{file}: {want}")), "{e}");
+    }
+    let offloaded = with("user = \"nobody\"").replace(
+        "[instance.driver]",
+        "[instance.offload]\nstore = \"file:///srv/store\"\ndata_dir = \"data\"\nafter = \"1h\"\n\
+         [instance.driver]",
+    );
+    let e = parse(&offloaded).unwrap_err();
+    assert!(
+        e.starts_with(&format!(
+            "{file}: instance[0].driver.user: not yet with [instance.offload]"
+        )),
+        "{e}"
+    );
+}

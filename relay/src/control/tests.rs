@@ -304,6 +304,7 @@ fn build_at(
             cwd: ".".into(),
             stop_grace: Duration::from_secs(1),
             env: Vec::new(),
+            run_as: None,
         },
     };
     let starts = Arc::new(AtomicUsize::new(0));

@@ -408,11 +408,13 @@ fn base_driver_for(cfg: &crate::config::InstanceConfig, state_dir: &Path) -> Box
             cwd,
             stop_grace,
             env,
+            run_as,
         } => Box::new(process::ProcessDriver {
             instance: cfg.name.clone(),
             command: command.clone(),
             cwd: cwd.clone(),
             env: env.clone(),
+            run_as: *run_as,
             compute: ComputeTarget::of(cfg),
             stop_grace: *stop_grace,
             pid_file: process_pid_file(cfg, state_dir),

@@ -74,6 +74,8 @@ pub struct ProcessDriver {
     pub cwd: PathBuf,
     /// `env`: what the child gets beyond [`INHERITED_ENV`].
     pub env: Vec<(String, String)>,
+    /// `user` and `group`: whom the child runs as (`None`: the relay's user).
+    pub run_as: Option<crate::config::RunAs>,
     /// Where the compute listens.
     pub compute: crate::compute_conn::ComputeTarget,
     /// SIGTERM → SIGKILL grace.
@@ -340,7 +342,14 @@ impl ProcessDriver {
             .command
             .split_first()
             .ok_or_else(|| WakeError::Driver("empty command".into()))?;
-        let mut child = Command::new(program)
+        let mut command = Command::new(program);
+        if let Some(run_as) = self.run_as {
+            // Its own user and group (the relay's supplementary groups are dropped with
+            // them): a compute runs tenants' SQL and must not read the relay's keys, its
+            // credentials or other instances' data.
+            command.uid(run_as.uid).gid(run_as.gid);
+        }
+        let mut child = command
             .args(args)
             .current_dir(&self.cwd)
             // Nothing of the relay's environment but the few variables a program needs to
