@@ -26,6 +26,7 @@ mod error;
 mod fields;
 pub mod instance_file;
 mod load;
+mod run_as;
 pub mod store_url;
 #[cfg(test)]
 mod tests;
