@@ -482,7 +482,7 @@ fn error_messages_name_the_file_and_the_key() {
                 "kind = \"process\"\nurl = \"http://1.2.3.4:1\"",
             ),
             "instance[0].driver.url: unknown key; expected one of `command`, `cwd`, \
-             `stop_grace`, `env`",
+             `stop_grace`, `env`, `user`, `group`",
         ),
         // wrong type
         (
