@@ -21,7 +21,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::instance_file::{SUFFIX, instance_name, is_instance_name};
+use crate::config::instance_file::{
+    SUFFIX, check_directory, instance_name, is_instance_name, read_trusted,
+};
 use crate::config::{Config, ConfigError, InstanceConfig};
 use crate::fleet::{FleetStore, seal};
 use crate::hosting::{InstanceHost, Removal, RemoveError, StartError};
@@ -458,6 +460,7 @@ impl InstanceDir {
     /// (a file that cannot be read is listed; what it defined before runs on). A file whose
     /// stamp is unchanged is not read again.
     fn read_directory(&self, dir: &Path, scanned: &mut Scanned) -> Result<Read, DefinitionError> {
+        check_directory(dir).map_err(|e| DefinitionError::Read(dir.to_owned(), e))?;
         let listing = list(dir).map_err(|e| DefinitionError::Read(dir.to_owned(), e))?;
         let mut seen: HashMap<String, (Stamp, String)> = HashMap::with_capacity(listing.len());
         let mut listed = HashSet::with_capacity(listing.len());
@@ -470,7 +473,7 @@ impl InstanceDir {
                 .map(|(_, text)| text.clone());
             let text = match known {
                 Some(text) => text,
-                None => match std::fs::read_to_string(self.path_of(&name)) {
+                None => match read_trusted(&self.path_of(&name)) {
                     Ok(text) => {
                         scanned.read_again(&name);
                         text

@@ -30,6 +30,9 @@ fn instance_file_problems(config: &Config) -> Vec<String> {
     let Some(dir) = &config.relay.instances_dir else {
         return Vec::new();
     };
+    if let Err(e) = crate::config::instance_file::check_directory(dir) {
+        return vec![format!("{}: {e}", dir.display())];
+    }
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) => return vec![format!("{}: cannot read the directory: {e}", dir.display())],
@@ -52,7 +55,7 @@ fn instance_file_problems(config: &Config) -> Vec<String> {
             ));
             continue;
         }
-        match std::fs::read_to_string(&path) {
+        match crate::config::instance_file::read_trusted(&path) {
             Ok(text) => {
                 if let Err(e) = config.parse_instance_file(&text, &path, dir) {
                     problems.push(e.to_string());
@@ -123,6 +126,9 @@ pub fn check(config: &Config) -> Vec<Problem> {
         );
     }
     for (key, message) in address_clashes(config) {
+        problem(&key, message);
+    }
+    for (key, message) in data_dir_clashes(config) {
         problem(&key, message);
     }
     for message in instance_file_problems(config) {
@@ -280,6 +286,67 @@ fn writable_dir(dir: &Path) -> std::io::Result<()> {
     })
 }
 
+/// Every offloaded data directory that overlaps (is, holds, or is inside) another instance's,
+/// the relay's `state_dir`, or a `file://` store: an offload moves the data directory to the
+/// store and deletes the local copy, so an overlap would move or delete another's data.
+fn data_dir_clashes(config: &Config) -> Vec<(String, String)> {
+    use crate::config::{OffloadMover, StoreUrl};
+    let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
+    let archives: Vec<(usize, &Path, Option<std::path::PathBuf>)> = config
+        .instances
+        .iter()
+        .enumerate()
+        .filter_map(|(i, inst)| match &inst.offload.as_ref()?.mover {
+            OffloadMover::Relay(a) => {
+                let store = match StoreUrl::parse(&a.store) {
+                    Ok(StoreUrl::File(dir)) => Some(std::path::PathBuf::from(dir)),
+                    _ => None,
+                };
+                Some((i, a.data_dir.as_path(), store))
+            }
+            OffloadMover::Commands { .. } => None,
+        })
+        .collect();
+    let mut clashes = Vec::new();
+    for (i, data_dir, store) in &archives {
+        let key = format!("instance[{i}].offload.data_dir");
+        let mut others: Vec<(String, &Path)> =
+            vec![("relay.state_dir".into(), config.relay.state_dir.as_path())];
+        for (j, other, other_store) in &archives {
+            if j != i {
+                others.push((format!("instance[{j}].offload.data_dir"), other));
+            }
+            if let Some(s) = other_store {
+                others.push((format!("instance[{j}].offload.store"), s.as_path()));
+            }
+        }
+        if let Some((what, at)) = others.iter().find(|(_, p)| overlaps(data_dir, p)) {
+            clashes.push((
+                key,
+                format!(
+                    "{} overlaps {what} ({}): an offload moves the data directory to the store \
+                     and deletes it, and would take the other's files with it",
+                    data_dir.display(),
+                    at.display()
+                ),
+            ));
+        }
+        if let Some(s) = store
+            && overlaps(s, &config.relay.state_dir)
+        {
+            clashes.push((
+                format!("instance[{i}].offload.store"),
+                format!(
+                    "{} overlaps relay.state_dir ({})",
+                    s.display(),
+                    config.relay.state_dir.display()
+                ),
+            ));
+        }
+    }
+    clashes
+}
+
 /// Every pair of configured addresses that would be the same socket: a compute on a relay
 /// listener (the relay would log in to itself), the admin API on either.
 fn address_clashes(config: &Config) -> Vec<(String, String)> {
@@ -319,8 +386,22 @@ fn address_clashes(config: &Config) -> Vec<(String, String)> {
 pub fn warnings(config: &Config) -> Vec<Problem> {
     store_warnings(config)
         .into_iter()
+        .chain(admin_warning(config))
         .chain(instance_warnings(config))
         .collect()
+}
+
+/// An admin API off loopback: it has no TLS, so its token crosses the network in clear.
+fn admin_warning(config: &Config) -> Option<Problem> {
+    let addr = config.relay.admin_listen?;
+    (!addr.ip().is_loopback()).then(|| Problem {
+        key: "relay.admin_listen".into(),
+        message: format!(
+            "{addr} is not a loopback address and the admin API speaks plain HTTP: its bearer \
+             token crosses the network in clear; keep it on loopback (or a private network you \
+             trust), or put a TLS-terminating proxy in front and listen on loopback"
+        ),
+    })
 }
 
 /// A fleet's store that anyone who reaches it can write (etcd without client certificates),
@@ -842,6 +923,73 @@ mod tests {
         assert!(
             keys("").is_empty(),
             "a relay alone has no store to warn about"
+        );
+    }
+
+    #[test]
+    fn an_admin_api_off_loopback_is_warned_about() {
+        let at = |addr: &str| {
+            let text = MINIMAL
+                .replace("127.0.0.1:9100", addr)
+                .replace("[[instance]]", "admin_token_file = \"t\"\n[[instance]]");
+            admin_warning(&Config::parse(&text, Path::new("/r.toml")).unwrap())
+        };
+        assert!(at("127.0.0.1:9100").is_none());
+        let w = at("10.0.0.5:9100").unwrap();
+        assert_eq!(w.key, "relay.admin_listen");
+        assert!(w.message.contains("in clear"), "{}", w.message);
+    }
+
+    #[test]
+    fn offloaded_data_directories_may_not_overlap_each_other_the_state_or_a_store() {
+        let instance = |name: &str, port: u16, data: &str, store: &str| {
+            format!(
+                "[[instance]]\nname = \"{name}\"\nlisten = \"127.0.0.1:{port}\"\n\
+                 compute = \"127.0.0.1:{}\"\n[instance.offload]\nstore = \"{store}\"\n\
+                 data_dir = \"{data}\"\nafter = \"1h\"\n[instance.driver]\n\
+                 kind = \"process\"\ncommand = [\"true\"]\n",
+                port + 1000
+            )
+        };
+        let clashes = |a: (&str, &str), b: (&str, &str)| -> Vec<(String, String)> {
+            let text = format!(
+                "[relay]\nstate_dir = \"/srv/relay/state\"\nkey_file = \"k\"\n{}{}",
+                instance("a", 3306, a.0, a.1),
+                instance("b", 3307, b.0, b.1)
+            );
+            data_dir_clashes(
+                &Config::parse(&text, Path::new("/etc/perceptron/relay.toml")).unwrap(),
+            )
+        };
+        let store = "file:///srv/store";
+        assert!(clashes(("/srv/a", store), ("/srv/b", store)).is_empty());
+        let keys = |c: Vec<(String, String)>| c.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        let same = clashes(("/srv/a", store), ("/srv/a/sub", store));
+        assert_eq!(
+            keys(same.clone()),
+            [
+                "instance[0].offload.data_dir",
+                "instance[1].offload.data_dir"
+            ]
+        );
+        assert!(
+            same[0].1.contains("overlaps instance[1].offload.data_dir"),
+            "{same:?}"
+        );
+        assert_eq!(
+            keys(clashes(("/srv/relay", store), ("/srv/b", store))),
+            ["instance[0].offload.data_dir"]
+        );
+        assert_eq!(
+            keys(clashes(("/srv/store/a", store), ("/srv/b", store))),
+            ["instance[0].offload.data_dir"]
+        );
+        assert_eq!(
+            keys(clashes(
+                ("/srv/a", "file:///srv/relay/state/s"),
+                ("/srv/b", store)
+            )),
+            ["instance[0].offload.store"]
         );
     }
 

@@ -25,6 +25,64 @@ pub fn instance_name(file_name: &str) -> Option<&str> {
     file_name.strip_suffix(SUFFIX).filter(|n| !n.is_empty())
 }
 
+/// Why the relay would not read a file or directory of instance files: an instance file names
+/// programs the relay runs (as root, often), so only root and the relay's own user may be able
+/// to write one, or the directory (which holds what to run). `None`: trusted.
+#[must_use]
+pub fn untrusted(meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let relay = nix::unistd::geteuid().as_raw();
+    let mode = meta.permissions().mode();
+    if meta.uid() != 0 && meta.uid() != relay {
+        Some(format!(
+            "owned by uid {}, neither root nor the relay's user: an instance file names \
+             programs the relay runs",
+            meta.uid()
+        ))
+    } else if mode & 0o022 != 0 {
+        Some(format!(
+            "mode {:04o}: writable by group or others, and an instance file names programs \
+             the relay runs (run: chmod go-w …)",
+            mode & 0o7777
+        ))
+    } else {
+        None
+    }
+}
+
+/// Reads the instance file at `path` if [`untrusted`] finds nothing against it (checked on
+/// the open file, so nothing is swapped in between).
+///
+/// # Errors
+/// The read's error, or `PermissionDenied` with why the file is not trusted.
+pub fn read_trusted(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path)?;
+    if let Some(why) = untrusted(&file.metadata()?) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            why,
+        ));
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// [`untrusted`] for the directory of instance files.
+///
+/// # Errors
+/// The `stat`'s error, or `PermissionDenied` with why the directory is not trusted.
+pub fn check_directory(dir: &Path) -> std::io::Result<()> {
+    match untrusted(&std::fs::metadata(dir)?) {
+        Some(why) => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            why,
+        )),
+        None => Ok(()),
+    }
+}
+
 impl Config {
     /// Reads the instance defined by `text`, which came from instance file `path` (or is to be
     /// written there), checked as an `[[instance]]` of this configuration; relative paths in
@@ -96,5 +154,43 @@ impl Config {
             return Err(ConfigError::invalid(path, key("compute"), message));
         }
         Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn only_files_root_or_the_relay_alone_can_write_are_read() {
+        let dir = std::env::temp_dir().join(format!("perceptron-trust-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("shop.toml");
+        std::fs::write(&file, "compute = \"127.0.0.1:1\"\n").unwrap();
+        let mode = |path: &std::path::Path, m: u32| {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(m)).unwrap();
+        };
+        mode(&file, 0o644);
+        mode(&dir, 0o755);
+        assert!(super::read_trusted(&file).unwrap().starts_with("compute"));
+        super::check_directory(&dir).unwrap();
+        mode(&file, 0o664);
+        let e = super::read_trusted(&file).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(
+            e.to_string()
+                .starts_with("mode 0664: writable by group or others"),
+            "{e}"
+        );
+        mode(&dir, 0o777);
+        assert!(super::check_directory(&dir).is_err());
+        mode(&dir, 0o755);
+        mode(&file, 0o644);
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::chown(&file, Some(65534), None).unwrap();
+            let e = super::read_trusted(&file).unwrap_err();
+            assert!(e.to_string().starts_with("owned by uid 65534"), "{e}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
