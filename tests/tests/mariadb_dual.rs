@@ -836,6 +836,80 @@ fn a_session_carried_by_value_runs_nothing_twice_and_keeps_its_database_and_vari
     remove_ticket_key(&ticket_key);
 }
 
+/// A session that changed user (`COM_CHANGE_USER` to a read-only account, then
+/// `COM_RESET_CONNECTION`, as a pool does at check-in) is never carried back to the account it
+/// logged in as: it stays pinned to its compute (frozen, not stopped, the reason in
+/// `GET /v1/instances`), and after the pause it is still the read-only account, whose INSERT is
+/// refused. Before, the reattach logged it in again as the first, privileged account, and the
+/// INSERT was accepted. mysql-connector-python (pure) changes the user and resets.
+#[test]
+fn a_session_that_changed_user_is_never_carried_back_as_the_first_one() {
+    use std::io::{BufRead as _, Write as _};
+    let (d, ticket_key) = Dual::start_resumable("maria-dual-change-user");
+    d.root(
+        "CREATE TABLE shop.orders (id INT AUTO_INCREMENT PRIMARY KEY); \
+         CREATE USER ro@'%' IDENTIFIED VIA perceptron_dual USING PASSWORD('ro-pw'); \
+         GRANT SELECT ON shop.* TO ro@'%';",
+    );
+    d.wait_paused();
+    let script = format!(
+        "import os, sys, mysql.connector\n\
+         c = mysql.connector.connect(host='127.0.0.1', port=int(os.environ['PORT']), \
+         user='{USER}', password='{PASSWORD}', database='shop', ssl_disabled=True, use_pure=True, \
+         charset='utf8mb4', collation='utf8mb4_general_ci')\n\
+         c.cmd_change_user(username='ro', password='ro-pw', database='shop')\n\
+         c.cmd_reset_connection()\n\
+         print('ready', flush=True)\n\
+         sys.stdin.readline()\n\
+         cur = c.cursor()\n\
+         cur.execute('SELECT CURRENT_USER()')\n\
+         print(cur.fetchone()[0], flush=True)\n\
+         try:\n\
+         \x20   cur.execute('INSERT INTO shop.orders VALUES ()')\n\
+         \x20   c.commit()\n\
+         \x20   print('inserted', flush=True)\n\
+         except mysql.connector.Error as e:\n\
+         \x20   print(e.errno, flush=True)\n"
+    );
+    let mut child = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(&script)
+        .env("PORT", d.relay.port.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    let mut child = tests::ChildGuard::new(child);
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let first = lines.next().map(Result::unwrap);
+    if first.as_deref() != Some("ready") {
+        let err = child.wait_exit(Duration::from_secs(10)).map(|(_, e)| e);
+        panic!("{first:?}: {err:?}\n{}", d.relay.log());
+    }
+    let pid = d.relay.compute_pid().unwrap();
+    // Idle: the instance pauses, and the pinned session keeps its compute frozen.
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || d.relay.state() == "frozen"),
+        "{}",
+        d.relay.log()
+    );
+    let instances = d.relay.admin("GET", "/v1/instances").1;
+    assert!(
+        instances.contains("COM_CHANGE_USER"),
+        "{instances}\n{}",
+        d.relay.log()
+    );
+    assert!(pid_alive(pid), "the session keeps its compute (frozen)");
+    stdin.write_all(b"go\n").unwrap();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let err = child.wait_exit(Duration::from_secs(60)).map(|(_, e)| e);
+    assert_eq!(rest, ["ro@%", "1142"], "{err:?}\n{}", d.relay.log());
+    assert_eq!(d.root("SELECT COUNT(*) FROM shop.orders").trim(), "0");
+    remove_ticket_key(&ticket_key);
+}
+
 /// Removes a ticket key of [`Dual::start_resumable`] and its file of redeemed tickets.
 fn remove_ticket_key(ticket_key: &std::path::Path) {
     let _ = std::fs::remove_file(ticket_key);
