@@ -49,10 +49,22 @@ use authplugin::packet::err::codes;
 
 use crate::config::BudgetSettings;
 
-/// Most subjects tracked at once (~100 bytes each).
+/// Most subjects tracked at once (~200 bytes each, and their names).
 pub const MAX_SUBJECTS: usize = 65_536;
 /// Longest user name kept as a key; longer ones are cut (MySQL's own limit is 80 characters).
 pub const MAX_USER_KEY_BYTES: usize = 320;
+/// Longest instance name kept as a key; longer ones are cut. An endpoint charges a name that
+/// is no instance under the name the client sent, which may be as long as a login.
+pub const MAX_INSTANCE_KEY_BYTES: usize = 64;
+
+/// `instance` cut to [`MAX_INSTANCE_KEY_BYTES`] (at a character's boundary).
+fn instance_key(instance: &str) -> String {
+    let mut end = instance.len().min(MAX_INSTANCE_KEY_BYTES);
+    while !instance.is_char_boundary(end) {
+        end -= 1;
+    }
+    instance.get(..end).unwrap_or_default().to_owned()
+}
 /// Least time between two full scans for expired subjects when the table is full.
 const PRUNE_BACKOFF: Duration = Duration::from_secs(1);
 /// A source's relay-wide ceiling, as a multiple of each per-instance source limit: an address
@@ -87,7 +99,7 @@ impl Subject {
     pub fn source(ip: IpAddr, instance: &str) -> Self {
         Self::Source {
             ip: crate::limits::source_key(ip),
-            instance: Some(instance.to_owned()),
+            instance: Some(instance_key(instance)),
         }
     }
 
@@ -115,7 +127,7 @@ impl Subject {
     #[must_use]
     pub fn user(instance: &str, user: &[u8]) -> Self {
         Self::User {
-            instance: instance.to_owned(),
+            instance: instance_key(instance),
             user: user.get(..MAX_USER_KEY_BYTES).unwrap_or(user).to_vec(),
         }
     }
@@ -537,18 +549,6 @@ impl Budgets {
             .iter()
             .flatten()
             .find_map(|s| table.entries.get(s)?.refusal(Scope::Source, false, now))
-    }
-
-    /// Whether `ip` has anything counted on `instance` in the current window: an endpoint
-    /// charges its first refusal of a name it cannot route as a wake (a paused instance's
-    /// first wrong password wakes it), later ones as for a running instance.
-    #[must_use]
-    pub fn knows(&self, ip: IpAddr, instance: &str, now: Instant) -> bool {
-        let c = self.config;
-        self.lock()
-            .entries
-            .get(&Subject::source(ip, instance))
-            .is_some_and(|e| e.live(now, c.window, c.block_for))
     }
 
     /// After the login is read: [`Budgets::try_admit`], waiting (until `deadline` at most)

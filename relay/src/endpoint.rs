@@ -210,18 +210,55 @@ pub async fn handle(
         return;
     }
     let no_password = greeted.login.answer.is_empty();
-    match endpoint.route(&typed, server_name.as_deref()) {
-        Some((instance, user))
-            if instance.rt.instance.config.auth == AuthMode::Dual
-                && endpoint.meets_tls_of(&instance.rt.instance.config)
-                && !(no_password
-                    && instance
-                        .rt
-                        .instance
-                        .config
-                        .health_check_users
-                        .contains(&user)) =>
+    let (named, user) = endpoint
+        .config
+        .route_by
+        .split(&typed, server_name.as_deref())
+        .unwrap_or(("", typed.as_str()));
+    let health_check = no_password
+        && endpoint
+            .config
+            .health_check_users
+            .iter()
+            .any(|u| u.as_str() == user);
+    let routed = endpoint.route(&typed, server_name.as_deref());
+    // Why the endpoint refuses the login itself, if it does. Every refusal gets the same
+    // answer, whether the instance exists or not.
+    let refusal = match &routed {
+        _ if health_check => Some((
+            "a health check names an instance: an endpoint answers health checks only for \
+             itself, a user name without an instance part",
+            "health_check_for_an_instance",
+        )),
+        None => Some((
+            "the login names no instance of this endpoint",
+            "unknown_instance",
+        )),
+        // Switch mode reads the client's answer to the server's own scramble, after one auth
+        // switch; the endpoint's greeting may have used that switch already.
+        Some((i, _)) if i.rt.instance.config.auth != AuthMode::Dual => Some((
+            "the instance is in switch mode, which an endpoint cannot route to",
+            "switch_mode",
+        )),
+        Some((i, _)) if !endpoint.meets_tls_of(&i.rt.instance.config) => Some((
+            "the instance's TLS policy (client_ca, min_version) is stricter than this \
+             endpoint's: it is reached on its own listen address",
+            "tls_policy",
+        )),
+        // Its 3159 would tell the instance exists.
+        Some((i, _))
+            if i.rt.instance.config.relay_terminates_every_login() && !greeted.login.tls =>
         {
+            Some((
+                "the instance requires TLS (require_secure_transport or client_ca) and the \
+                 login came without",
+                "insecure",
+            ))
+        }
+        Some(_) => None,
+    };
+    match (routed, refusal) {
+        (Some((instance, user)), None) => {
             greeted.login.response.username = user.into_bytes();
             endpoint.metrics.endpoint_login(endpoint.label(), "routed");
             let rt = Arc::clone(&instance.rt);
@@ -232,62 +269,33 @@ pub async fn handle(
                 .serve(CancellationToken::new(), Box::pin(session))
                 .await;
         }
-        routed => {
-            let (reason, outcome) = if routed.as_ref().is_some_and(|(i, user)| {
-                no_password && i.rt.instance.config.health_check_users.contains(user)
-            }) {
-                (
-                    "a health check names an instance: an endpoint answers health checks \
-                     only for itself, a user name without an instance part",
-                    "health_check_for_an_instance",
-                )
-            } else if routed
-                .as_ref()
-                .is_some_and(|(i, _)| !endpoint.meets_tls_of(&i.rt.instance.config))
-            {
-                (
-                    "the instance's TLS policy (client_ca, min_version) is stricter than this \
-                     endpoint's: it is reached on its own listen address",
-                    "tls_policy",
-                )
-            } else if routed.is_some() {
-                // Switch mode reads the client's answer to the server's own scramble, after
-                // one auth switch; the endpoint's greeting may have used that switch already.
-                (
-                    "the instance is in switch mode, which an endpoint cannot route to",
-                    "switch_mode",
-                )
-            } else {
-                (
-                    "the login names no instance of this endpoint",
-                    "unknown_instance",
-                )
-            };
+        (_, refusal) => {
+            let (reason, outcome) = refusal.unwrap_or(("", "unknown_instance"));
             endpoint.metrics.endpoint_login(endpoint.label(), outcome);
-            let (named, user) = endpoint
-                .config
-                .route_by
-                .split(&typed, server_name.as_deref())
-                .unwrap_or(("", typed.as_str()));
-            // Charged as a wrong password for an idle instance of that name would be: its
-            // first wakes it, the next find it running (the budgets' blocks then come after
-            // as many probes whether it exists or not).
-            let now = std::time::Instant::now();
             let ip = client_addr.ip();
-            let wake = !endpoint.budgets.knows(ip, named, now);
-            let err = match endpoint
-                .budgets
-                .try_admit(ip, named, user.as_bytes(), wake, now)
-            {
-                Ok(Admission::Admitted(charge)) => {
-                    charge.refused(now);
-                    outcome::wrong_password(user, client_addr.ip(), !no_password)
-                }
-                Ok(Admission::Wait(refusal)) | Err(refusal) => {
-                    endpoint
-                        .metrics
-                        .budget_refused(endpoint.label(), refusal.label());
-                    refusal.client_error(&client_addr.ip().to_string(), user.as_bytes())
+            let wrong_password = outcome::wrong_password(user, ip, !no_password);
+            // Charged as a wrong password for an instance of that name is (through an
+            // endpoint no wake is charged), so the budgets' blocks come after as many probes
+            // whether it exists or not. A health check is not charged, whichever the name: a
+            // load balancer checking `haproxy@<instance>` must not block its own address.
+            let now = std::time::Instant::now();
+            let err = if health_check {
+                wrong_password
+            } else {
+                match endpoint
+                    .budgets
+                    .try_admit(ip, named, user.as_bytes(), false, now)
+                {
+                    Ok(Admission::Admitted(charge)) => {
+                        charge.refused(now);
+                        wrong_password
+                    }
+                    Ok(Admission::Wait(refusal)) | Err(refusal) => {
+                        endpoint
+                            .metrics
+                            .budget_refused(endpoint.label(), refusal.label());
+                        refusal.client_error(&ip.to_string(), user.as_bytes())
+                    }
                 }
             };
             let seq = greeted.login.last_sequence_id.wrapping_add(1);

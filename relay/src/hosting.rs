@@ -88,6 +88,14 @@ pub enum StartError {
     Locked(crate::preflight::LockError),
     /// An instance of that name is live, or still draining after its removal.
     Exists(String),
+    /// Its offloaded data directory overlaps another instance's, the state directory or a
+    /// `file://` store ([`crate::config::data_dirs`]).
+    DataDir {
+        /// The instance.
+        instance: String,
+        /// Which overlap.
+        message: String,
+    },
     /// `[instance.offload]`'s store cannot be opened.
     Offload {
         /// The instance.
@@ -140,6 +148,9 @@ impl std::fmt::Display for StartError {
                 )
             }
             Self::Locked(e) => write!(f, "relay.state_dir: {e}"),
+            Self::DataDir { instance, message } => {
+                write!(f, "instance '{instance}': offload.data_dir: {message}")
+            }
             Self::Exists(instance) => write!(
                 f,
                 "instance '{instance}' exists (or its previous definition is still draining)"
@@ -162,7 +173,7 @@ impl std::error::Error for StartError {
             Self::Tls { source, .. } => Some(source),
             Self::ComputeTls { source, .. } => Some(source),
             Self::Locked(e) => Some(e),
-            Self::Offload { .. } | Self::Exists(_) => None,
+            Self::Offload { .. } | Self::Exists(_) | Self::DataDir { .. } => None,
         }
     }
 }
@@ -318,6 +329,15 @@ impl InstanceHost {
     ) -> Result<Arc<Registered>, StartError> {
         if self.registry.get(&cfg.name).is_some() || self.registry.draining(&cfg.name).is_some() {
             return Err(StartError::Exists(cfg.name));
+        }
+        let others: Vec<Arc<Registered>> = self.registry.live();
+        let others: Vec<&InstanceConfig> = others.iter().map(|r| &r.rt.instance.config).collect();
+        let state = [("relay.state_dir", self.state_dir.as_path())];
+        if let Some(message) = crate::config::data_dirs::overlap(&cfg, &others, &state) {
+            return Err(StartError::DataDir {
+                instance: cfg.name,
+                message,
+            });
         }
         let tls = cfg
             .tls

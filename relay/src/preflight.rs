@@ -287,61 +287,27 @@ fn writable_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Every offloaded data directory that overlaps (is, holds, or is inside) another instance's,
-/// the relay's `state_dir`, or a `file://` store: an offload moves the data directory to the
-/// store and deletes the local copy, so an overlap would move or delete another's data.
+/// the relay's `state_dir`, or a `file://` store ([`crate::config::data_dirs`]), and every
+/// `file://` store inside the `state_dir`. (Instances started later, from instance files, the
+/// admin API or a fleet's store, are checked when they start.)
 fn data_dir_clashes(config: &Config) -> Vec<(String, String)> {
-    use crate::config::{OffloadMover, StoreUrl};
-    let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
-    let archives: Vec<(usize, &Path, Option<std::path::PathBuf>)> = config
-        .instances
-        .iter()
-        .enumerate()
-        .filter_map(|(i, inst)| match &inst.offload.as_ref()?.mover {
-            OffloadMover::Relay(a) => {
-                let store = match StoreUrl::parse(&a.store) {
-                    Ok(StoreUrl::File(dir)) => Some(std::path::PathBuf::from(dir)),
-                    _ => None,
-                };
-                Some((i, a.data_dir.as_path(), store))
-            }
-            OffloadMover::Commands { .. } => None,
-        })
-        .collect();
+    use crate::config::data_dirs;
+    let all: Vec<&crate::config::InstanceConfig> = config.instances.iter().collect();
+    let state = config.relay.state_dir.as_path();
     let mut clashes = Vec::new();
-    for (i, data_dir, store) in &archives {
-        let key = format!("instance[{i}].offload.data_dir");
-        let mut others: Vec<(String, &Path)> =
-            vec![("relay.state_dir".into(), config.relay.state_dir.as_path())];
-        for (j, other, other_store) in &archives {
-            if j != i {
-                others.push((format!("instance[{j}].offload.data_dir"), other));
-            }
-            if let Some(s) = other_store {
-                others.push((format!("instance[{j}].offload.store"), s.as_path()));
-            }
+    for (i, inst) in config.instances.iter().enumerate() {
+        if let Some(message) = data_dirs::overlap(inst, &all, &[("relay.state_dir", state)]) {
+            clashes.push((format!("instance[{i}].offload.data_dir"), message));
         }
-        if let Some((what, at)) = others.iter().find(|(_, p)| overlaps(data_dir, p)) {
-            clashes.push((
-                key,
-                format!(
-                    "{} overlaps {what} ({}): an offload moves the data directory to the store \
-                     and deletes it, and would take the other's files with it",
-                    data_dir.display(),
-                    at.display()
-                ),
-            ));
-        }
-        if let Some(s) = store
-            && overlaps(s, &config.relay.state_dir)
-        {
-            clashes.push((
-                format!("instance[{i}].offload.store"),
-                format!(
+        for (key, at) in data_dirs::places(inst).into_iter().skip(1) {
+            if at.starts_with(state) || state.starts_with(&at) {
+                let message = format!(
                     "{} overlaps relay.state_dir ({})",
-                    s.display(),
-                    config.relay.state_dir.display()
-                ),
-            ));
+                    at.display(),
+                    state.display()
+                );
+                clashes.push((format!("instance[{i}].{key}"), message));
+            }
         }
     }
     clashes
@@ -468,16 +434,25 @@ fn instance_warnings(config: &Config) -> Vec<Problem> {
             });
             let tls_logins_relayed = (inst.tls.is_some()
                 && !inst.relay_terminates_every_login()
-                && !inst.resumable_sessions
-                && inst.route == RouteMode::Pump)
+                && !inst.resumable_sessions)
                 .then(|| Problem {
                     key: format!("instance[{i}].tls"),
-                    message: "every login is relayed, also while the instance runs: the relay \
-                              terminates its TLS and charges its failures to the failed-login \
-                              budgets (inside the compute's own TLS it could not); accounts \
-                              not IDENTIFIED VIA perceptron_dual cannot log in through a \
-                              dual-mode relay"
-                        .to_owned(),
+                    message: if inst.route == RouteMode::Nftables {
+                        "with route = \"nftables\" a running instance's logins go to the \
+                         compute unseen: TLS logins there are not charged to the failed-login \
+                         budgets (use the compute's own limits, max_password_errors)"
+                    } else if inst.reads_tls_logins() {
+                        "every login is relayed, also while the instance runs: the relay \
+                         terminates its TLS and charges its failures to the failed-login \
+                         budgets (inside the compute's own TLS it could not); accounts not \
+                         IDENTIFIED VIA perceptron_dual cannot log in through a dual-mode relay"
+                    } else {
+                        "switch mode with compute_tls = \"off\" keeps the direct route, where \
+                         the compute terminates TLS: TLS logins to the running instance are not \
+                         charged to the failed-login budgets; set compute_tls = \"verify\" for \
+                         the relay to read every login"
+                    }
+                    .to_owned(),
                 });
             let every_login_relayed = (inst.resumable_sessions
                 && !inst.relay_terminates_every_login())
@@ -973,7 +948,7 @@ mod tests {
             ]
         );
         assert!(
-            same[0].1.contains("overlaps instance[1].offload.data_dir"),
+            same[0].1.contains("overlaps instance 'b' offload.data_dir"),
             "{same:?}"
         );
         assert_eq!(

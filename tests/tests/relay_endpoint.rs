@@ -45,11 +45,13 @@ fn shim(dir: &std::path::Path, data: &str, port: &str) -> String {
 }
 
 fn start(tmp: &TempDir) -> Endpoints {
-    start_with(tmp, "")
+    start_with(tmp, "", "")
 }
 
-/// [`start`], with `relay_toml` in the relay's `[relay]` table.
-fn start_with(tmp: &TempDir, relay_toml: &str) -> Endpoints {
+/// [`start`], with `relay_toml` in the relay's `[relay]` table and `more` (`[[instance]]`
+/// blocks) after the endpoints; `{CERTS}` in it is the directory of the endpoint's
+/// certificates.
+fn start_with(tmp: &TempDir, relay_toml: &str, more: &str) -> Endpoints {
     let dir = tmp.path();
     add_user(&dir.join("beta-data"), USER, PASSWORD, true);
     let (at, dot, sni) = (free_port(), free_port(), free_port());
@@ -72,11 +74,12 @@ fn start_with(tmp: &TempDir, relay_toml: &str) -> Endpoints {
          [[endpoint]]\nlisten = \"127.0.0.1:{at}\"\nroute_by = \"user@instance\"\n\n\
          [[endpoint]]\nlisten = \"127.0.0.1:{dot}\"\nroute_by = \"instance.user\"\n\n\
          [[endpoint]]\nlisten = \"127.0.0.1:{sni}\"\nroute_by = \"sni\"\n\
-         [endpoint.tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+         [endpoint.tls]\ncert = \"{}\"\nkey = \"{}\"\n{}",
         shim(dir, "data", "{COMPUTE_PORT}"),
         shim(dir, "beta-data", &beta_compute.to_string()),
         certs.join("sni-server.pem").display(),
         certs.join("sni-server.key").display(),
+        more.replace("{CERTS}", &certs.display().to_string()),
     );
     let relay = Relay::start(
         dir,
@@ -203,31 +206,79 @@ fn answer(port: u16, source: &str, user: &str, password: &str) -> String {
     }
 }
 
-/// The enumeration oracle. Two probes per name, each from an address of its own so that no
-/// budget is spent: a health-check user with an empty password (`haproxy@<name>`), and a
-/// wrong password. For 2 instances that exist (paused) and 98 that do not, the answers are the
-/// same, word for word. Before: `haproxy@<name>` got OK for an instance that exists and 1045
-/// otherwise, and a wrong password for one that exists got the compute's 1045, naming the
-/// relay's address instead of the client's: both instances told apart by each probe.
-/// The endpoint's own health check (`haproxy`, no instance part) is answered OK.
+/// A login from `source` that claims MariaDB's extended capabilities (bits the endpoint's
+/// greeting never offered) with a wrong password, in the form of [`answer`].
+fn answer_claiming_capabilities(port: u16, source: &str, user: &str) -> String {
+    use authplugin::packet::capabilities::{
+        CLIENT_PLUGIN_AUTH, CLIENT_PROTOCOL_41, CLIENT_SECURE_CONNECTION,
+    };
+    use authplugin::packet::{HandshakeResponse41, HandshakeV10};
+    let mut s = tests::raw::connect_from(source.parse().unwrap(), port).unwrap();
+    let (_, greeting) = tests::raw::read_packet(&mut s).unwrap();
+    let scramble = HandshakeV10::decode(&greeting).unwrap().scramble().unwrap();
+    let mut reserved = [0; 23];
+    reserved[19..].copy_from_slice(&0x0000_000cu32.to_le_bytes());
+    let login = HandshakeResponse41 {
+        // CLIENT_MYSQL (bit 0) clear: the last filler bytes are MariaDB's capabilities.
+        client_flag: CLIENT_PROTOCOL_41 | CLIENT_SECURE_CONNECTION | CLIENT_PLUGIN_AUTH,
+        max_packet_size: 1 << 24,
+        character_set: 45,
+        reserved,
+        username: user.as_bytes().to_vec(),
+        auth_response: zeroize::Zeroizing::new(authplugin::native_password::token(
+            b"wrong-password",
+            &scramble,
+        )),
+        database: None,
+        client_plugin_name: Some(b"mysql_native_password".to_vec()),
+        connect_attrs: None,
+        zstd_compression_level: None,
+    };
+    tests::raw::write_packet(&mut s, 1, &login.to_bytes()).unwrap();
+    let (_, reply) = tests::raw::read_packet(&mut s).unwrap();
+    let (code, message) = tests::raw::err_of(&reply);
+    format!("{code} {}", message.replace(source, "SRC"))
+}
+
+/// The enumeration oracle. Four probes per name, each from an address of its own so that no
+/// budget is spent: a health-check user with an empty password (`haproxy@<name>`), a wrong
+/// password, a wrong password in plaintext, and one from a client that claims MariaDB
+/// capabilities the greeting never offered. For 3 instances that exist (paused; `sec`
+/// requires TLS) and 97 that do not, the answers are the same, word for word. Before:
+/// `haproxy@<name>` got OK for an instance that exists and 1045 otherwise, a wrong password for
+/// one that exists got the compute's 1045 naming the relay's address instead of the client's,
+/// a plaintext login to `sec` got 3159, and the capability claim got ERR 1053 naming the
+/// instance: every instance told apart. The endpoint's own health check (`haproxy`, no
+/// instance part) is answered OK.
 #[test]
 fn an_endpoint_answers_a_probe_for_an_instance_as_for_no_instance() {
     let tmp = TempDir::new("relay-endpoint-oracle");
-    let e = start(&tmp);
+    let sec_compute = free_port();
+    let sec = format!(
+        "\n[[instance]]\nname = \"sec\"\ncompute = \"127.0.0.1:{sec_compute}\"\n\
+         require_secure_transport = true\n\
+         [instance.tls]\ncert = \"{{CERTS}}/sni-server.pem\"\nkey = \"{{CERTS}}/sni-server.key\"\n\
+         [instance.driver]\nkind = \"process\"\ncommand = [\"true\"]\n"
+    );
+    let e = start_with(&tmp, "", &sec);
     assert_eq!(answer(e.at, "127.0.0.1", "haproxy", ""), "OK");
-    let names: Vec<String> = ["demo", "beta"]
+    let names: Vec<String> = ["demo", "beta", "sec"]
         .into_iter()
         .map(str::to_owned)
-        .chain((0..98).map(|i| format!("ghost{i}")))
+        .chain((0..97).map(|i| format!("ghost{i}")))
         .collect();
     let mut told_apart = Vec::new();
     let mut reference: Vec<String> = Vec::new();
     for (i, name) in names.iter().rev().enumerate() {
-        let source =
-            |k: usize| format!("127.0.{}.{}", 1 + (2 * i + k) / 200, 2 + (2 * i + k) % 200);
+        let source = |k: usize| {
+            let n = 4 * i + k;
+            format!("127.0.{}.{}", 1 + n / 200, 2 + n % 200)
+        };
         let answers = [
             answer(e.at, &source(0), &format!("haproxy@{name}"), ""),
             answer(e.at, &source(1), &format!("app@{name}"), "wrong-password"),
+            answer(e.dot, &source(2), &format!("{name}.app"), "wrong-password"),
+            answer_claiming_capabilities(e.at, &source(3), &format!("app@{name}")),
         ];
         if reference.is_empty() {
             // The last ghost's: a name that exists nowhere.
@@ -238,20 +289,27 @@ fn an_endpoint_answers_a_probe_for_an_instance_as_for_no_instance() {
         }
     }
     eprintln!(
-        "names told apart: {} of {} (200 probes); a name that exists nowhere gets {reference:?}",
+        "names told apart: {} of {} ({} probes); a name that exists nowhere gets {reference:?}",
         told_apart.len(),
-        names.len()
+        names.len(),
+        4 * names.len()
     );
+    let wrong = "1045 Access denied for user 'app'@'SRC' (using password: YES)";
     assert_eq!(
         reference,
         [
             "1045 Access denied for user 'haproxy'@'SRC' (using password: NO)",
-            "1045 Access denied for user 'app'@'SRC' (using password: YES)"
+            wrong,
+            wrong,
+            wrong
         ]
     );
     assert!(told_apart.is_empty(), "{told_apart:#?}\n{}", e.relay.log());
-    // The wrong passwords woke both instances that exist (what a wrong password costs).
-    assert_eq!(states(&e.relay), ["beta=running", "demo=running"]);
+    // The wrong passwords woke the two instances that exist and take plaintext.
+    assert_eq!(
+        states(&e.relay),
+        ["beta=running", "demo=running", "sec=paused"]
+    );
 }
 
 /// Budgets are kept per (source, instance): one tenant's failures behind an address do not
@@ -265,7 +323,9 @@ fn one_tenants_failures_neither_block_another_tenant_nor_lock_out_a_users_own_ad
     let tmp = TempDir::new("relay-endpoint-tenants");
     let e = start_with(
         &tmp,
-        "budgets = { failed_logins_per_source = 3, failed_logins_per_user = 5 }\n",
+        "budgets = { failed_logins_per_source = 3, failed_logins_per_user = 5, \
+         failed_wakes_per_source = 1 }\n",
+        "",
     );
     let nat = "127.0.0.5";
     let codes: Vec<String> = (0..4)
@@ -274,6 +334,17 @@ fn one_tenants_failures_neither_block_another_tenant_nor_lock_out_a_users_own_ad
         .collect();
     assert_eq!(codes, ["1045", "1045", "1045", "1129"], "{}", e.relay.log());
     assert_eq!(answer(e.at, nat, "app@demo", PASSWORD), "OK");
+    // Through an endpoint no wake is charged (a name that is no instance could not be): a
+    // wrong password that wakes `beta` twice is not a spent failed-wake budget of 1.
+    for _ in 0..2 {
+        let (code, body) = e.relay.admin("POST", "/v1/instances/beta/pause?force=true");
+        assert_eq!(code, 200, "{body}");
+        assert!(Relay::wait_until(Duration::from_secs(30), || {
+            states(&e.relay).contains(&"beta=paused".to_owned())
+        }));
+        let got = answer(e.at, "127.0.3.1", "app@beta", "wrong-password");
+        assert!(got.starts_with("1045"), "{got}\n{}", e.relay.log());
+    }
     // The account's own address logs in; then five others guess its password.
     let home = "127.0.0.6";
     assert_eq!(answer(e.at, home, "app@demo", PASSWORD), "OK");

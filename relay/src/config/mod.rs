@@ -22,6 +22,7 @@
 //! table's name) is checked by `preflight`, which `relay check` and `relay run` call: this
 //! module uses nothing of the crate but the value types below it (`duration`, `capacity`).
 
+pub mod data_dirs;
 mod error;
 mod fields;
 pub mod instance_file;
@@ -574,7 +575,18 @@ impl InstanceConfig {
     /// through the relay, not throughput.
     #[must_use]
     pub fn relays_every_login(&self) -> bool {
-        self.relay_terminates_every_login() || self.tls.is_some() || self.resumable_sessions
+        self.relay_terminates_every_login() || self.reads_tls_logins() || self.resumable_sessions
+    }
+
+    /// Whether `[instance.tls]` takes the direct route away, so that the relay reads (and
+    /// charges) every TLS login: not in switch mode with a plaintext compute leg, where a
+    /// relayed login cannot carry the answers that are the password itself (a MySQL 8
+    /// account's caching_sha2 full authentication, which fills its cache, could then never
+    /// happen), so the compute's own TLS serves the direct route there.
+    #[must_use]
+    pub fn reads_tls_logins(&self) -> bool {
+        self.tls.is_some()
+            && !(self.auth == AuthMode::Switch && self.compute_tls == ComputeTlsMode::Off)
     }
 
     /// Whether held connections may be spliced in the kernel: not with resumable sessions,

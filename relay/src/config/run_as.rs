@@ -90,5 +90,13 @@ pub(super) fn resolve(
             },
         },
     };
+    if gid == 0 {
+        return Err(ConfigError::invalid(
+            path,
+            group_key,
+            "is root's group: name an unprivileged group (the point is that the compute \
+             cannot read what root's group can)",
+        ));
+    }
     Ok(Some(RunAs { uid, gid }))
 }

@@ -363,6 +363,16 @@ fn refuses_the_relays_tls_requirements_on_the_kernel_route() {
     let with_tls = GOOD.replace("[instance.driver]", &format!("{tls}\n[instance.driver]"));
     let with_tls = &parse(&with_tls).unwrap().instances[0];
     assert!(with_tls.relays_every_login() && !with_tls.relay_terminates_every_login());
+    // Not in switch mode over a plaintext compute leg, which cannot carry every login.
+    let switch = GOOD
+        .replace("auth = \"dual\"", "auth = \"switch\"")
+        .replace("[instance.driver]", &format!("{tls}\n[instance.driver]"));
+    assert!(!parse(&switch).unwrap().instances[0].relays_every_login());
+    let verified = switch.replace(
+        "auth = \"switch\"",
+        "auth = \"switch\"\ncompute_tls = \"on\"",
+    );
+    assert!(parse(&verified).unwrap().instances[0].relays_every_login());
 }
 
 #[test]
@@ -1105,8 +1115,11 @@ fn parses_the_process_drivers_user_and_group() {
     assert_eq!(run_as("user = \"nobody\""), nobody);
     assert_eq!(run_as("user = \"65534\""), nobody);
     assert_eq!(
-        run_as("user = \"nobody\"\ngroup = \"0\""),
-        Some(crate::config::RunAs { uid: 65534, gid: 0 })
+        run_as("user = \"nobody\"\ngroup = \"65533\""),
+        Some(crate::config::RunAs {
+            uid: 65534,
+            gid: 65533
+        })
     );
     let file = "/etc/perceptron/relay.toml";
     let cases = [
@@ -1123,6 +1136,11 @@ fn parses_the_process_drivers_user_and_group() {
             "instance[0].driver.group: needs user: the compute would keep the relay's own user",
         ),
         ("user = \"root\"", "instance[0].driver.user: is root"),
+        ("user = \"0\"", "instance[0].driver.user: is root"),
+        (
+            "user = \"nobody\"\ngroup = \"root\"",
+            "instance[0].driver.group: is root's group",
+        ),
     ];
     for (extra, want) in cases {
         let e = parse(&with(extra)).unwrap_err();

@@ -158,7 +158,11 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         HandshakeResponse41::decode_for_server(&packet.payload, greeting.capability_flags);
     // The raw login holds the client's answer; only the decoded (zeroizing) copy may live on.
     packet.payload.zeroize();
-    let response = decoded.map_err(|_| Classification::Malformed)?;
+    let mut response = decoded.map_err(|_| Classification::Malformed)?;
+    offered_only(
+        &mut response,
+        greeting.mariadb_extended_capabilities().unwrap_or(0),
+    );
     if response.username.is_empty() {
         return Err(Classification::EmptyUser);
     }
@@ -224,6 +228,18 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         tls: in_tls,
         connection_id: greeting.connection_id,
     })
+}
+
+/// Clears the MariaDB extended capabilities the client asks for that the greeting did not
+/// offer (`offered`), as [`ClientLogin::effective_flag`] keeps only the offered standard ones: a
+/// client may set any bits, and one the compute lacks would end its login in an ERR naming the
+/// instance (through an endpoint, a way to tell an instance from a name that is none).
+fn offered_only(response: &mut HandshakeResponse41, offered: u32) {
+    if let Some(asked) = response.mariadb_extended_capabilities()
+        && let Some(slot) = response.reserved.get_mut(19..23)
+    {
+        slot.copy_from_slice(&(asked & offered).to_le_bytes());
+    }
 }
 
 /// Swaps the client's socket for TLS after its SSLRequest (bytes buffered past it are the

@@ -282,6 +282,9 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
     C: ComputeConnector,
 {
+    // An endpoint greeted the client: it does not answer health checks of the instance, nor
+    // charge wakes (a name that is no instance could not tell them; docs/endpoints.md).
+    let via_endpoint = greeted.is_some();
     let greeted = match greeted {
         Some(g) => Ok(g),
         None => {
@@ -305,7 +308,18 @@ where
         }
     };
     let result = match greeted {
-        Ok(greeted) => run(rt, client, client_addr, connector, pending, greeted).await,
+        Ok(greeted) => {
+            run(
+                rt,
+                client,
+                client_addr,
+                connector,
+                pending,
+                greeted,
+                via_endpoint,
+            )
+            .await
+        }
         Err(e) => Err(e),
     };
     if let Err(e) = &result {
@@ -369,6 +383,7 @@ async fn run<S, C>(
     connector: &C,
     pending: Option<PendingPermit>,
     greeted: Greeted,
+    via_endpoint: bool,
 ) -> Result<Established<C::Stream>, PerceptronError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -382,7 +397,7 @@ where
     } = greeted;
     let user = login.response.username.clone();
     let last_seq = login.last_sequence_id;
-    if is_health_check(&cfg.health_check_users, &login) {
+    if !via_endpoint && is_health_check(&cfg.health_check_users, &login) {
         answer_health_check(client, &login, cfg.handshake_timeout).await;
         return Err(PerceptronError::HealthCheck);
     }
@@ -396,10 +411,11 @@ where
     }
     // Budgets before anything costs money: a blocked source or user, or one that has woken
     // the instance too often, is refused here, without a wake.
-    let wakes = matches!(
-        rt.instance.phase(),
-        Phase::Paused | Phase::Failed | Phase::Pausing
-    );
+    let wakes = !via_endpoint
+        && matches!(
+            rt.instance.phase(),
+            Phase::Paused | Phase::Failed | Phase::Pausing
+        );
     // Charged at admission: pending against its source and user until the verdict below, so
     // logins held during a wake cannot outrun the failed-login budget. One that finds its
     // budget's remaining failures all in flight waits for their verdicts (a wake and a login).

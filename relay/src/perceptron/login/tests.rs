@@ -116,6 +116,27 @@ async fn accepts_native_login_without_switch() {
     assert_eq!(login.last_sequence_id, 1);
 }
 
+/// A client that claims MariaDB extended capabilities the greeting did not offer (server-shim's
+/// offers none) keeps none of them: its login then cannot fail on them at the compute.
+#[tokio::test]
+async fn keeps_only_the_mariadb_capabilities_the_greeting_offered() {
+    let (r, _) = run(|mut s| async move {
+        let g = read_greeting(&mut s).await;
+        let mut login = response(
+            "mysql_native_password",
+            native_password::token(b"pw", &g.scramble().unwrap()),
+            "app",
+        );
+        login.client_flag &= !CLIENT_MYSQL_MARIADB;
+        login.reserved[19..].copy_from_slice(&0x0000_000cu32.to_le_bytes());
+        send(&mut s, 1, &login.to_bytes()).await;
+        s
+    })
+    .await;
+    let login = r.unwrap();
+    assert_eq!(login.response.mariadb_extended_capabilities(), Some(0));
+}
+
 #[tokio::test]
 async fn switches_once_to_native_for_other_plugins() {
     let (r, _) = run(|mut s| async move {
