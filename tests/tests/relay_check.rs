@@ -55,6 +55,7 @@ listen = "127.0.0.1:{listen}"
 compute = "127.0.0.1:{compute}"
 [instance.driver]
 kind = "process"
+user = "nobody"
 command = [{command}]
 "#,
             admin = free_port(),
@@ -131,6 +132,17 @@ fn check_accepts_a_good_configuration_and_names_a_parse_error() {
     let (code, out, err) = relay(&["check", "--config", &config]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert_eq!(out, format!("{config}: OK (1 instance)\n"));
+    // A compute that would run as the relay's own user: a warning, not an error.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("user = \"nobody\"\n", "")).unwrap();
+    let (code, out, err) = relay(&["check", "--config", &config]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.starts_with(&format!(
+            "{config}: instance[0].driver.user: warning: the compute runs as the relay's own user"
+        )),
+        "{out}"
+    );
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(
         &config,
