@@ -1,6 +1,6 @@
 # The differential corpus (tests/tests/shim_differential.rs): one statement per line, run on
 # MariaDB 10.11 and on server-shim. server-shim must give MariaDB's answer or an error.
-# Grown from issue 54's list (functions a tutorial or an ORM uses, types that came back
+# Grown from what ORMs and tutorials use (functions, types that came back
 # wrong) and from the MySQL reference manual's examples.
 
 # Literals and arithmetic
