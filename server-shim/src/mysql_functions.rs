@@ -256,8 +256,17 @@ pub fn register(
         ("second", |t| t.second()),
     ];
     for (name, part) in parts {
+        // A time of day alone ('10:11:12') has an hour, a minute and a second too.
+        let time_too = matches!(name, "hour" | "minute" | "second");
         conn.create_scalar_function(name, 1, pure, move |ctx| {
-            Ok(datetime_arg(ctx, 0).map(|t| part(&t)))
+            let t = datetime_arg(ctx, 0).or_else(|| {
+                let text: String = ctx.get(0).ok()?;
+                time_too
+                    .then(|| chrono::NaiveTime::parse_from_str(&text, "%H:%M:%S%.f").ok())
+                    .flatten()
+                    .map(|t| NaiveDate::default().and_time(t))
+            });
+            Ok(t.map(|t| part(&t)))
         })?;
     }
     conn.create_scalar_function("regexp", 2, pure, |ctx| {
@@ -272,7 +281,7 @@ pub fn register(
             .map_err(|e| rusqlite::Error::UserFunctionError(Box::new(e)))?;
         Ok(Some(re.is_match(&text)))
     })?;
-    Ok(())
+    crate::mysql_text_functions::register(conn)
 }
 
 /// Argument `i` as text (numbers in their text form), `None` for NULL.

@@ -61,6 +61,7 @@ pub const ENGINE_FUNCTIONS: &[&str] = &[
     "MINUTE",
     "SECOND",
     "REGEXP",
+    "CHAR_LENGTH",
 ];
 
 /// Rewrites a query in place.
@@ -782,7 +783,8 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
         ("IF", 3) => rename(f, "IIF"),
         ("LCASE", 1) => rename(f, "LOWER"),
         ("UCASE", 1) => rename(f, "UPPER"),
-        ("CHAR_LENGTH" | "CHARACTER_LENGTH", 1) => rename(f, "LENGTH"),
+        // The engine's LENGTH counts bytes, as MySQL's does; CHAR_LENGTH counts characters.
+        ("CHARACTER_LENGTH", 1) => rename(f, "CHAR_LENGTH"),
         ("MID" | "SUBSTRING", 2 | 3) => rename(f, "SUBSTR"),
         // Multi-argument max()/min() are SQLite's scalar GREATEST/LEAST (NULL if any is).
         ("GREATEST", 2..) => rename(f, "MAX"),

@@ -1,0 +1,251 @@
+//! MySQL's string functions whose SQLite namesakes answer differently, registered over them on
+//! every connection, so that a statement gets MySQL's answer, never SQLite's under MySQL's
+//! name (`tests/tests/shim_differential.rs` compares both with MariaDB):
+//! - `LENGTH`: bytes (SQLite counts characters), and `CHAR_LENGTH` for characters;
+//! - `HEX`: a number's value in hexadecimal (SQLite writes its text's bytes);
+//! - `QUOTE`: backslash escapes (SQLite doubles quotes);
+//! - `FORMAT(X, D)`: thousands separators and `D` decimals, half away from zero (SQLite's is
+//!   `printf`);
+//! - `JSON_TYPE`: MySQL's upper-case names (SQLite's are lower case, and say `real`, `text`).
+
+use rusqlite::Connection;
+use rusqlite::functions::{Context, FunctionFlags};
+use rusqlite::types::ValueRef;
+
+/// Most decimals `FORMAT` writes (MySQL's limit).
+const FORMAT_MAX_DECIMALS: i64 = 30;
+
+/// Registers the functions on `conn`.
+///
+/// # Errors
+/// SQLite's, if a function cannot be registered.
+pub fn register(conn: &Connection) -> rusqlite::Result<()> {
+    let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
+    conn.create_scalar_function("length", 1, pure, |ctx| {
+        Ok(match ctx.get_raw(0) {
+            ValueRef::Null => None,
+            ValueRef::Text(b) | ValueRef::Blob(b) => i64::try_from(b.len()).ok(),
+            ValueRef::Integer(i) => i64::try_from(i.to_string().len()).ok(),
+            ValueRef::Real(r) => i64::try_from(r.to_string().len()).ok(),
+        })
+    })?;
+    conn.create_scalar_function("char_length", 1, pure, |ctx| {
+        Ok(match ctx.get_raw(0) {
+            ValueRef::Null => None,
+            ValueRef::Text(b) | ValueRef::Blob(b) => {
+                i64::try_from(String::from_utf8_lossy(b).chars().count()).ok()
+            }
+            ValueRef::Integer(i) => i64::try_from(i.to_string().len()).ok(),
+            ValueRef::Real(r) => i64::try_from(r.to_string().len()).ok(),
+        })
+    })?;
+    conn.create_scalar_function("hex", 1, pure, |ctx| {
+        Ok(match ctx.get_raw(0) {
+            ValueRef::Null => None,
+            // Two's complement, as MySQL's BIGINT UNSIGNED view of a negative number.
+            ValueRef::Integer(i) => Some(format!("{:X}", i.cast_unsigned())),
+            ValueRef::Real(r) => Some(format!("{:X}", (r.round() as i64).cast_unsigned())),
+            ValueRef::Text(b) | ValueRef::Blob(b) => {
+                Some(authplugin::hex::encode(b).to_uppercase())
+            }
+        })
+    })?;
+    conn.create_scalar_function("quote", 1, pure, |ctx| {
+        let text = match ctx.get_raw(0) {
+            ValueRef::Null => return Ok("NULL".to_owned()),
+            ValueRef::Integer(i) => i.to_string(),
+            ValueRef::Real(r) => r.to_string(),
+            ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8_lossy(b).into_owned(),
+        };
+        Ok(quoted(&text))
+    })?;
+    conn.create_scalar_function("format", 2, pure, |ctx| {
+        let Some(number) = decimal_text(ctx) else {
+            return Ok(None);
+        };
+        let decimals: i64 = ctx.get::<Option<i64>>(1)?.unwrap_or(0);
+        let decimals = usize::try_from(decimals.clamp(0, FORMAT_MAX_DECIMALS)).unwrap_or(0);
+        Ok(Some(grouped(&rounded(&number, decimals))))
+    })?;
+    conn.create_scalar_function("json_type", 1, pure, |ctx| {
+        let Some(text) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        json_type(&text)
+            .map(Some)
+            .ok_or_else(|| rusqlite::Error::UserFunctionError("Syntax error in JSON text".into()))
+    })?;
+    Ok(())
+}
+
+/// MySQL's `QUOTE`: single quotes around `text`, with backslash, quote, NUL and Ctrl-Z
+/// escaped.
+fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('\'');
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '\0' => out.push_str("\\0"),
+            '\u{1a}' => out.push_str("\\Z"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// The first argument as decimal digits (`-123.45`): an integer's, a real's shortest form, or
+/// a text's leading number (`None` for NULL, and for a text that is no number: MySQL's 0
+/// with a warning is not given here).
+fn decimal_text(ctx: &Context<'_>) -> Option<String> {
+    let text = match ctx.get_raw(0) {
+        ValueRef::Null => return None,
+        ValueRef::Integer(i) => return Some(i.to_string()),
+        ValueRef::Real(r) if r.is_finite() => format!("{r}"),
+        ValueRef::Real(_) => return None,
+        ValueRef::Text(b) => String::from_utf8_lossy(b).trim().to_owned(),
+        ValueRef::Blob(_) => return None,
+    };
+    let number: f64 = text.parse().ok()?;
+    // Rust writes large and small reals without exponents only through `{}` of a value
+    // in range; keep the text when it already is plain digits.
+    let plain = text
+        .trim_start_matches(['-', '+'])
+        .chars()
+        .all(|c| c.is_ascii_digit() || c == '.');
+    Some(if plain {
+        text.trim_start_matches('+').to_owned()
+    } else {
+        format!("{number}")
+    })
+}
+
+/// `number` (plain decimal digits, maybe signed) rounded half away from zero to `decimals`.
+fn rounded(number: &str, decimals: usize) -> String {
+    let (negative, digits) = match number.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, number),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let int = if int.is_empty() { "0" } else { int };
+    let mut all: Vec<u8> = int.bytes().chain(frac.bytes()).map(|b| b - b'0').collect();
+    let keep = int.len() + decimals;
+    all.resize(all.len().max(keep + 1), 0);
+    let round_up = all.get(keep).is_some_and(|d| *d >= 5);
+    all.truncate(keep);
+    if round_up {
+        let mut i = all.len();
+        loop {
+            if i == 0 {
+                all.insert(0, 1);
+                break;
+            }
+            i -= 1;
+            if let Some(d) = all.get_mut(i) {
+                if *d == 9 {
+                    *d = 0;
+                } else {
+                    *d += 1;
+                    break;
+                }
+            }
+        }
+    }
+    let int_len = all.len() - decimals;
+    let text: String = all.iter().map(|d| char::from(b'0' + d)).collect();
+    let (i, f) = text.split_at(int_len);
+    let i = i.trim_start_matches('0');
+    let i = if i.is_empty() { "0" } else { i };
+    let zero = i == "0" && f.bytes().all(|b| b == b'0');
+    let sign = if negative && !zero { "-" } else { "" };
+    if decimals == 0 {
+        format!("{sign}{i}")
+    } else {
+        format!("{sign}{i}.{f}")
+    }
+}
+
+/// `number` with a comma between each three digits of its integer part.
+fn grouped(number: &str) -> String {
+    let (sign, rest) = match number.strip_prefix('-') {
+        Some(r) => ("-", r),
+        None => ("", number),
+    };
+    let (int, frac) = match rest.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (rest, None),
+    };
+    let mut out = String::with_capacity(number.len() + int.len() / 3);
+    out.push_str(sign);
+    for (k, c) in int.chars().enumerate() {
+        if k > 0 && (int.len() - k) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if let Some(f) = frac {
+        out.push('.');
+        out.push_str(f);
+    }
+    out
+}
+
+/// MySQL's name of the type of the JSON document `text`, `None` when it is no JSON.
+fn json_type(text: &str) -> Option<String> {
+    let t = text.trim();
+    let name = match t.as_bytes().first()? {
+        b'{' if t.ends_with('}') => "OBJECT",
+        b'[' if t.ends_with(']') => "ARRAY",
+        b'"' if t.len() >= 2 && t.ends_with('"') => "STRING",
+        _ if t == "true" || t == "false" => "BOOLEAN",
+        _ if t == "null" => "NULL",
+        _ => {
+            let number: f64 = t.parse().ok()?;
+            if !number.is_finite() {
+                return None;
+            }
+            if t.contains(['.', 'e', 'E']) {
+                "DOUBLE"
+            } else {
+                "INTEGER"
+            }
+        }
+    };
+    Some(name.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_rounds_half_away_from_zero_and_groups_thousands() {
+        let f = |n: &str, d: usize| grouped(&rounded(n, d));
+        assert_eq!(f("1234.5", 2), "1,234.50");
+        assert_eq!(f("1234567.891", 0), "1,234,568");
+        assert_eq!(f("2.5", 0), "3");
+        assert_eq!(f("-2.5", 0), "-3");
+        assert_eq!(f("999.995", 2), "1,000.00");
+        assert_eq!(f("-0.001", 2), "0.00");
+        assert_eq!(f("0.5", 0), "1");
+        assert_eq!(f("123", 0), "123");
+    }
+
+    #[test]
+    fn quote_escapes_as_mysql_does() {
+        assert_eq!(quoted("it's"), "'it\\'s'");
+        assert_eq!(quoted("a\\b\0\u{1a}"), "'a\\\\b\\0\\Z'");
+    }
+
+    #[test]
+    fn json_types_have_mysqls_names() {
+        assert_eq!(json_type("[1]").as_deref(), Some("ARRAY"));
+        assert_eq!(json_type(" {} ").as_deref(), Some("OBJECT"));
+        assert_eq!(json_type("1.5").as_deref(), Some("DOUBLE"));
+        assert_eq!(json_type("7").as_deref(), Some("INTEGER"));
+        assert_eq!(json_type("\"x\"").as_deref(), Some("STRING"));
+        assert_eq!(json_type("nope"), None);
+    }
+}
