@@ -57,6 +57,13 @@ pub fn register(
             Ok(Utc::now().format(DATETIME_FORMAT).to_string())
         })?;
     }
+    conn.create_scalar_function(crate::dialect::NOW_FN, 1, volatile, |ctx| {
+        let precision: i64 = ctx.get(0)?;
+        let now = Utc::now().format("%Y-%m-%d %H:%M:%S%.6f").to_string();
+        // "…:SS.ffffff" cut to the precision (1 to 6 decimals).
+        let keep = now.len() - 6 + usize::try_from(precision.clamp(1, 6)).unwrap_or(6);
+        Ok(now.get(..keep).unwrap_or(&now).to_owned())
+    })?;
     for name in ["curdate", "current_date"] {
         conn.create_scalar_function(name, 0, volatile, |_| {
             Ok(Utc::now().format("%Y-%m-%d").to_string())

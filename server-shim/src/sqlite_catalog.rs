@@ -220,6 +220,15 @@ pub fn show_create_table(conn: &Connection, table: &str) -> rusqlite::Result<Opt
             Some(d) if d.eq_ignore_ascii_case("current_timestamp") => {
                 line.push_str(" DEFAULT current_timestamp()");
             }
+            // `(mysql_now(6))`: MySQL's `current_timestamp(6)`.
+            Some(d)
+                if d.strip_prefix(&format!("({}(", crate::dialect::NOW_FN))
+                    .and_then(|rest| rest.strip_suffix("))"))
+                    .is_some_and(|p| p.len() == 1 && p.bytes().all(|b| b.is_ascii_digit())) =>
+            {
+                let precision = &d[d.len() - 3..d.len() - 2];
+                line.push_str(&format!(" DEFAULT current_timestamp({precision})"));
+            }
             Some(d) => {
                 line.push_str(" DEFAULT ");
                 line.push_str(d);

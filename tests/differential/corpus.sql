@@ -127,7 +127,9 @@ SELECT GROUP_CONCAT(x ORDER BY x) FROM (SELECT 1 AS x UNION ALL SELECT 2) t
 # Tables and types (created on both; each statement compared)
 CREATE TABLE t_types (id INT AUTO_INCREMENT PRIMARY KEY, n INT DEFAULT 5, s VARCHAR(10) DEFAULT 'd', b BLOB, j JSON, d DECIMAL(10,2), e ENUM('free', 'pro') DEFAULT 'free', t DATETIME, f DOUBLE)
 INSERT INTO t_types (n, s, b, j, d, e, t, f) VALUES (1, 'x', X'00FF80', '{"k": "v"}', 12.5, 'pro', '2024-03-01 10:11:12', 1.25)
-INSERT INTO t_types VALUES (DEFAULT, DEFAULT, DEFAULT, NULL, NULL, NULL, DEFAULT, NULL, NULL)
+INSERT INTO t_types (id, n, s, b, j, d, e, t, f) VALUES (DEFAULT, DEFAULT, DEFAULT, NULL, NULL, NULL, DEFAULT, NULL, NULL)
+INSERT INTO t_types VALUES (DEFAULT, 3, DEFAULT, NULL, NULL, NULL, DEFAULT, NULL, NULL)
+DELETE FROM t_types WHERE id > 2
 INSERT INTO t_types (e) VALUES ('platinum')
 SELECT id, n, s FROM t_types ORDER BY id
 SELECT b FROM t_types WHERE id = 1

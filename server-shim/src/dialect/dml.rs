@@ -63,6 +63,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             // LOW_PRIORITY / DELAYED / HIGH_PRIORITY: scheduling hints with no meaning here.
             insert.priority = None;
             let row_alias = insert.insert_alias.take().map(|a| a.row_alias.to_string());
+            without_default_values(&mut insert)?;
             if let Some(source) = &mut insert.source {
                 expr::query(source)?;
             }
@@ -251,6 +252,72 @@ fn multi_table_delete(delete: &Delete) -> Result<Translation, SqlError> {
         .tokenize()
         .map_err(|e| SqlError::syntax(&e.to_string()))?;
     translate(parse_one(tokens)?)
+}
+
+/// Whether `e` is the keyword `DEFAULT` (a column's default, in a `VALUES` row).
+fn is_default(e: &Expr) -> bool {
+    matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DEFAULT"))
+}
+
+/// `INSERT INTO t (a, b, c) VALUES (DEFAULT, 1, DEFAULT)` → `INSERT INTO t (b) VALUES (1)`:
+/// SQLite has no `DEFAULT` in a `VALUES` row, and a column left out gets its default, as
+/// MySQL's `DEFAULT` does (an `AUTO_INCREMENT` column its next id). TypeORM's `save()` and
+/// Drizzle's `insert()` write every row so. Every row must have `DEFAULT` in the same columns
+/// (the columns are dropped for the whole statement, so its placeholders keep their order);
+/// otherwise, or without a column list, or with every column `DEFAULT` in several rows: 1235.
+fn without_default_values(insert: &mut sqlparser::ast::Insert) -> Result<(), SqlError> {
+    let Some(SetExpr::Values(values)) = insert.source.as_deref_mut().map(|q| q.body.as_mut())
+    else {
+        return Ok(());
+    };
+    let pattern = |row: &Vec<Expr>| row.iter().map(is_default).collect::<Vec<bool>>();
+    let Some(first) = values.rows.first().map(|r| pattern(&r.content)) else {
+        return Ok(());
+    };
+    if !first.contains(&true)
+        && values
+            .rows
+            .iter()
+            .all(|r| !r.content.iter().any(is_default))
+    {
+        return Ok(());
+    }
+    if insert.columns.is_empty() {
+        return Err(SqlError::not_supported(
+            "DEFAULT in a VALUES row without a column list",
+        ));
+    }
+    if values.rows.iter().any(|r| pattern(&r.content) != first)
+        || first.len() != insert.columns.len()
+    {
+        return Err(SqlError::not_supported(
+            "DEFAULT in different columns of the rows of one INSERT",
+        ));
+    }
+    if first.iter().all(|d| *d) {
+        if values.rows.len() > 1 {
+            return Err(SqlError::not_supported(
+                "several rows of nothing but DEFAULT in one INSERT",
+            ));
+        }
+        insert.columns.clear();
+        insert.source = None;
+        return Ok(());
+    }
+    let keep = |i: usize| first.get(i).is_some_and(|d| !d);
+    insert.columns = core::mem::take(&mut insert.columns)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, c)| keep(i).then_some(c))
+        .collect();
+    for row in &mut values.rows {
+        row.content = core::mem::take(&mut row.content)
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, e)| keep(i).then_some(e))
+            .collect();
+    }
+    Ok(())
 }
 
 fn one(statement: String, kind: StatementKind) -> Translation {

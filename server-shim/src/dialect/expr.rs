@@ -745,6 +745,27 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
         ("NOW" | "SYSDATE" | "LOCALTIME" | "LOCALTIMESTAMP" | "CURRENT_TIMESTAMP", 0) => {
             Ok(Some(keyword("CURRENT_TIMESTAMP")))
         }
+        // With a precision: its fraction of a second, from the engine's clock (TypeORM's
+        // `@CreateDateColumn` declares `DEFAULT CURRENT_TIMESTAMP(6)`).
+        ("NOW" | "SYSDATE" | "LOCALTIME" | "LOCALTIMESTAMP" | "CURRENT_TIMESTAMP", 1) => {
+            let precision = match args.first() {
+                Some(Expr::Value(v)) => match &v.value {
+                    Value::Number(n, _) => n.parse::<u8>().ok().filter(|p| *p <= 6),
+                    _ => None,
+                },
+                _ => None,
+            };
+            match precision {
+                Some(0) => Ok(Some(keyword("CURRENT_TIMESTAMP"))),
+                Some(p) => Ok(Some(Expr::Function(call(
+                    NOW_FN,
+                    vec![Expr::Value(Value::Number(p.to_string(), false).into())],
+                )))),
+                None => Err(SqlError::not_supported(
+                    "a precision of CURRENT_TIMESTAMP other than 0 to 6",
+                )),
+            }
+        }
         ("CURDATE" | "CURRENT_DATE", 0) => Ok(Some(keyword("CURRENT_DATE"))),
         ("CURTIME" | "CURRENT_TIME", 0) => Ok(Some(keyword("CURRENT_TIME"))),
         // CONCAT is NULL when any argument is NULL, exactly like `||` (SQLite's own
@@ -828,6 +849,10 @@ fn date_add(time: Expr, interval: &mut Interval, subtract: bool) -> Result<Expr,
 
 /// The engine's function behind `+ INTERVAL` and `DATE_ADD` ([`date_add`]).
 pub const DATE_ADD_FN: &str = "mysql_date_add";
+
+/// The engine's function behind `NOW(p)` and `CURRENT_TIMESTAMP(p)`: the time with `p`
+/// decimals of a second.
+pub const NOW_FN: &str = "mysql_now";
 
 /// The function the dialect calls for `@@name` inside a statement.
 pub const SYSTEM_VARIABLE_FN: &str = "mysql_system_variable";

@@ -991,3 +991,62 @@ fn like_escapes_with_a_backslash_as_in_mysql() {
         assert_eq!(rows(&db, mysql), [want], "{mysql}");
     }
 }
+
+/// `DEFAULT` in a `VALUES` row (TypeORM's `save()`, Drizzle's `insert()`): the column is left
+/// out, so it gets its default (an `AUTO_INCREMENT` column its next id).
+#[test]
+fn default_in_values_leaves_the_column_out() {
+    let db = db();
+    run(
+        &db,
+        "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, n INT DEFAULT 5, s VARCHAR(9) DEFAULT 'd')",
+    );
+    assert_eq!(
+        sql("INSERT INTO t (id, n, s) VALUES (DEFAULT, ?, DEFAULT), (default, ?, DEFAULT)"),
+        ["INSERT INTO t (n) VALUES (?), (?)"]
+    );
+    run(&db, "INSERT INTO t (id, n, s) VALUES (DEFAULT, 1, DEFAULT)");
+    run(
+        &db,
+        "INSERT INTO t (id, n, s) VALUES (DEFAULT, DEFAULT, DEFAULT)",
+    );
+    run(
+        &db,
+        "INSERT INTO t (id, n, s) VALUES (DEFAULT, 7, 'x'), (DEFAULT, 8, 'y')",
+    );
+    assert_eq!(
+        rows(&db, "SELECT CONCAT(id, ':', n, ':', s) FROM t ORDER BY id"),
+        ["1:1:d", "2:5:d", "3:7:x", "4:8:y"]
+    );
+    // A quoted `DEFAULT` is a column name, not the keyword.
+    assert_eq!(
+        sql("INSERT INTO t (id, n) VALUES (`DEFAULT`, 1)"),
+        ["INSERT INTO t (id, n) VALUES (`DEFAULT`, 1)"]
+    );
+    for refused in [
+        "INSERT INTO t VALUES (DEFAULT, 1, 'x')",
+        "INSERT INTO t (id, n) VALUES (DEFAULT, 1), (2, DEFAULT)",
+        "INSERT INTO t (id) VALUES (DEFAULT), (DEFAULT)",
+    ] {
+        assert_eq!(code(refused), 1235, "{refused}");
+    }
+}
+
+/// `CURRENT_TIMESTAMP(p)` (TypeORM's `@CreateDateColumn` and `@UpdateDateColumn`): the
+/// engine's clock with `p` decimals, in queries and as a column's default; `ON UPDATE` too.
+#[test]
+fn current_timestamp_takes_a_precision() {
+    assert_eq!(
+        sql("SELECT CURRENT_TIMESTAMP(6), NOW(3), NOW(0)"),
+        ["SELECT mysql_now(6), mysql_now(3), CURRENT_TIMESTAMP"]
+    );
+    assert_eq!(code("SELECT NOW(7)"), 1235);
+    let created = sql("CREATE TABLE t (id INT PRIMARY KEY, \
+         created DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), \
+         updated DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6))");
+    assert!(created[0].contains("DEFAULT (mysql_now(6))"), "{created:?}");
+    assert!(
+        created.iter().any(|s| s.contains("updated__on_update")),
+        "{created:?}"
+    );
+}

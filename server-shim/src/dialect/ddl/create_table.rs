@@ -428,10 +428,15 @@ fn is_integer(t: &DataType) -> bool {
     )
 }
 
-/// `NOW()`, `CURRENT_TIMESTAMP[()]`, `LOCALTIMESTAMP[()]`, ...
+/// `NOW()`, `CURRENT_TIMESTAMP[(p)]`, `LOCALTIMESTAMP[()]`, ... (the trigger that sets such a
+/// column on update writes whole seconds).
 fn is_now(e: &Expr) -> bool {
     let mut e = e.clone();
-    expr::expr(&mut e).is_ok() && e.to_string().eq_ignore_ascii_case("CURRENT_TIMESTAMP")
+    expr::expr(&mut e).is_ok() && {
+        let text = e.to_string();
+        text.eq_ignore_ascii_case("CURRENT_TIMESTAMP")
+            || text.starts_with(&format!("{}(", expr::NOW_FN))
+    }
 }
 
 /// A DEFAULT clause's value: literals and SQLite's date keywords bare, anything else in
