@@ -1,5 +1,7 @@
 //! MySQL functions SQLite lacks (or has with other semantics), registered on every SQLite
-//! connection under their MySQL names, so everyday SQL runs unchanged. The dialect rewrites
+//! connection under their MySQL names, so everyday SQL runs unchanged: dates and times
+//! (`DATE_FORMAT`, `DATEDIFF`, `TIMESTAMPDIFF`, `WEEKDAY`, `UTC_TIMESTAMP`, ...), hashes, the
+//! session's facts; the string functions are [`crate::mysql_text_functions`]'s. The dialect rewrites
 //! what has a SQLite equivalent (`NOW()` → `CURRENT_TIMESTAMP`, `CONCAT` → `||`, ...) and
 //! leaves the rest, listed in `dialect::expr::ENGINE_FUNCTIONS`, to be registered here; a
 //! test checks the two lists agree. What depends on the session (its connection id, its user,
@@ -63,6 +65,26 @@ pub fn register(
         // "…:SS.ffffff" cut to the precision (1 to 6 decimals).
         let keep = now.len() - 6 + usize::try_from(precision.clamp(1, 6)).unwrap_or(6);
         Ok(now.get(..keep).unwrap_or(&now).to_owned())
+    })?;
+    conn.create_scalar_function("utc_timestamp", 0, volatile, |_| {
+        Ok(Utc::now().format(DATETIME_FORMAT).to_string())
+    })?;
+    conn.create_scalar_function("utc_date", 0, volatile, |_| {
+        Ok(Utc::now().format("%Y-%m-%d").to_string())
+    })?;
+    conn.create_scalar_function("datediff", 2, pure, |ctx| {
+        Ok(datetime_arg(ctx, 0)
+            .zip(datetime_arg(ctx, 1))
+            .map(|(a, b)| (a.date() - b.date()).num_days()))
+    })?;
+    conn.create_scalar_function(crate::dialect::TIMESTAMPDIFF_FN, 3, pure, |ctx| {
+        let unit: String = ctx.get(0)?;
+        Ok(datetime_arg(ctx, 1)
+            .zip(datetime_arg(ctx, 2))
+            .and_then(|(a, b)| timestampdiff(&unit, a, b)))
+    })?;
+    conn.create_scalar_function("weekday", 1, pure, |ctx| {
+        Ok(datetime_arg(ctx, 0).map(|t| t.weekday().num_days_from_monday()))
     })?;
     for name in ["curdate", "current_date"] {
         conn.create_scalar_function(name, 0, volatile, |_| {
@@ -331,6 +353,36 @@ fn datetime_arg(ctx: &Context<'_>, i: usize) -> Option<NaiveDateTime> {
         })
 }
 
+/// MySQL's `TIMESTAMPDIFF(unit, a, b)`: whole `unit`s from `a` to `b`, truncated toward zero;
+/// a month counts only once its day and time of day are reached.
+fn timestampdiff(unit: &str, a: NaiveDateTime, b: NaiveDateTime) -> Option<i64> {
+    let months = || {
+        let whole =
+            i64::from(b.year() - a.year()) * 12 + i64::from(b.month()) - i64::from(a.month());
+        let within = |t: &NaiveDateTime| (t.day(), t.time());
+        if whole > 0 && within(&b) < within(&a) {
+            whole - 1
+        } else if whole < 0 && within(&b) > within(&a) {
+            whole + 1
+        } else {
+            whole
+        }
+    };
+    let micros = (b - a).num_microseconds()?;
+    Some(match unit {
+        "microsecond" => micros,
+        "second" => micros / 1_000_000,
+        "minute" => micros / 60_000_000,
+        "hour" => micros / 3_600_000_000,
+        "day" => micros / 86_400_000_000,
+        "week" => micros / 604_800_000_000,
+        "month" => months(),
+        "quarter" => months() / 3,
+        "year" => months() / 12,
+        _ => return None,
+    })
+}
+
 /// `t` plus `n` of `unit` as MySQL computes it: months (and quarters, years) keep the day,
 /// clamped to the month's last (`2020-01-31 + 1 MONTH` is `2020-02-29`), a fractional count of
 /// them is rounded, the others are exact. `None` past the calendar's range.
@@ -473,6 +525,38 @@ mod tests {
 
     fn one(c: &Connection, sql: &str) -> Value {
         c.query_row(sql, [], |r| r.get::<_, Value>(0)).unwrap()
+    }
+
+    #[test]
+    fn dates_differ_in_days_and_weekdays_count_from_monday() {
+        let c = conn();
+        assert_eq!(
+            one(&c, "SELECT datediff('2024-03-01', '2024-02-01 23:59:59')"),
+            Value::Integer(29)
+        );
+        assert_eq!(one(&c, "SELECT weekday('2024-03-01')"), Value::Integer(4));
+        let diff = |unit: &str, a: &str, b: &str| {
+            one(
+                &c,
+                &format!("SELECT mysql_timestampdiff('{unit}', '{a}', '{b}')"),
+            )
+        };
+        assert_eq!(diff("day", "2024-02-01", "2024-03-01"), Value::Integer(29));
+        assert_eq!(
+            diff("second", "2024-02-01 00:00:00", "2024-02-01 00:01:00"),
+            Value::Integer(60)
+        );
+        assert_eq!(diff("month", "2024-01-31", "2024-02-29"), Value::Integer(0));
+        assert_eq!(diff("month", "2024-01-31", "2024-03-31"), Value::Integer(2));
+        assert_eq!(
+            diff("month", "2024-03-31", "2024-01-31"),
+            Value::Integer(-2)
+        );
+        assert_eq!(diff("year", "2020-02-29", "2024-02-28"), Value::Integer(3));
+        assert_eq!(
+            one(&c, "SELECT datediff('nope', '2024-02-01')"),
+            Value::Null
+        );
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! - `FORMAT(X, D)`: thousands separators and `D` decimals, half away from zero (SQLite's is
 //!   `printf`);
 //! - `JSON_TYPE`: MySQL's upper-case names (SQLite's are lower case, and say `real`, `text`).
+//!
+//! And those SQLite lacks: `REPEAT`, `LPAD`, `RPAD`, `FIND_IN_SET`, `JSON_UNQUOTE`.
 
 use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
@@ -14,6 +16,9 @@ use rusqlite::types::ValueRef;
 
 /// Most decimals `FORMAT` writes (MySQL's limit).
 const FORMAT_MAX_DECIMALS: i64 = 30;
+/// The longest string `REPEAT`, `LPAD` and `RPAD` make; longer is NULL, as MySQL's past
+/// `max_allowed_packet`.
+const MAX_MADE_BYTES: usize = 16 << 20;
 
 /// Registers the functions on `conn`.
 ///
@@ -67,6 +72,41 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         let decimals = usize::try_from(decimals.clamp(0, FORMAT_MAX_DECIMALS)).unwrap_or(0);
         Ok(Some(grouped(&rounded(&number, decimals))))
     })?;
+    conn.create_scalar_function("repeat", 2, pure, |ctx| {
+        let (Some(s), Some(n)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<i64>>(1)?) else {
+            return Ok(None);
+        };
+        let n = usize::try_from(n).unwrap_or(0);
+        Ok((s.len().saturating_mul(n) <= MAX_MADE_BYTES).then(|| s.repeat(n)))
+    })?;
+    for (name, left) in [("lpad", true), ("rpad", false)] {
+        conn.create_scalar_function(name, 3, pure, move |ctx| {
+            let (Some(s), Some(len), Some(pad)) = (
+                ctx.get::<Option<String>>(0)?,
+                ctx.get::<Option<i64>>(1)?,
+                ctx.get::<Option<String>>(2)?,
+            ) else {
+                return Ok(None);
+            };
+            Ok(padded(&s, len, &pad, left))
+        })?;
+    }
+    conn.create_scalar_function("find_in_set", 2, pure, |ctx| {
+        let (Some(needle), Some(list)) =
+            (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(find_in_set(&needle, &list)))
+    })?;
+    conn.create_scalar_function("json_unquote", 1, pure, |ctx| {
+        let Some(text) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        unquoted(&text)
+            .map(Some)
+            .ok_or_else(|| rusqlite::Error::UserFunctionError("Syntax error in JSON text".into()))
+    })?;
     conn.create_scalar_function("json_type", 1, pure, |ctx| {
         let Some(text) = ctx.get::<Option<String>>(0)? else {
             return Ok(None);
@@ -76,6 +116,76 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             .ok_or_else(|| rusqlite::Error::UserFunctionError("Syntax error in JSON text".into()))
     })?;
     Ok(())
+}
+
+/// MySQL's `LPAD` (`left`) or `RPAD`: `s` padded with `pad` to `len` characters, or cut to
+/// them; NULL for a negative length, or an empty pad with padding to do.
+fn padded(s: &str, len: i64, pad: &str, left: bool) -> Option<String> {
+    let len = usize::try_from(len).ok()?;
+    let have = s.chars().count();
+    if len <= have {
+        return Some(s.chars().take(len).collect());
+    }
+    if pad.is_empty() || len.saturating_mul(4) > MAX_MADE_BYTES {
+        return None;
+    }
+    let fill: String = pad.chars().cycle().take(len - have).collect();
+    Some(if left {
+        format!("{fill}{s}")
+    } else {
+        format!("{s}{fill}")
+    })
+}
+
+/// MySQL's `FIND_IN_SET`: the 1-based place of `needle` among the comma-separated `list`
+/// (compared without case, as the default collation does), 0 when absent or when the needle
+/// holds a comma.
+fn find_in_set(needle: &str, list: &str) -> i64 {
+    if needle.contains(',') {
+        return 0;
+    }
+    let needle = needle.to_lowercase();
+    list.split(',')
+        .position(|item| item.to_lowercase() == needle)
+        .and_then(|i| i64::try_from(i + 1).ok())
+        .unwrap_or(0)
+}
+
+/// MySQL's `JSON_UNQUOTE`: a JSON string's text with its escapes undone; anything else as it
+/// is. `None` for a quoted string whose escapes are not JSON's.
+fn unquoted(text: &str) -> Option<String> {
+    let Some(inner) = text
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .filter(|_| text.len() >= 2)
+    else {
+        return Some(text.to_owned());
+    };
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next()? {
+            '"' => out.push('"'),
+            '\\' => out.push('\\'),
+            '/' => out.push('/'),
+            'b' => out.push('\u{8}'),
+            'f' => out.push('\u{c}'),
+            'n' => out.push('\n'),
+            'r' => out.push('\r'),
+            't' => out.push('\t'),
+            'u' => {
+                let hex: String = chars.by_ref().take(4).collect();
+                let unit = u32::from_str_radix(&hex, 16).ok()?;
+                out.push(char::from_u32(unit)?);
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
 }
 
 /// MySQL's `QUOTE`: single quotes around `text`, with backslash, quote, NUL and Ctrl-Z
@@ -231,6 +341,23 @@ mod tests {
         assert_eq!(f("-0.001", 2), "0.00");
         assert_eq!(f("0.5", 0), "1");
         assert_eq!(f("123", 0), "123");
+    }
+
+    #[test]
+    fn pads_finds_and_unquotes_as_mysql_does() {
+        assert_eq!(padded("5", 3, "0", true).as_deref(), Some("005"));
+        assert_eq!(padded("5", 3, "ab", false).as_deref(), Some("5ab"));
+        assert_eq!(padded("hello", 2, "x", true).as_deref(), Some("he"));
+        assert_eq!(padded("5", 3, "", true), None);
+        assert_eq!(padded("5", -1, "0", true), None);
+        assert_eq!(find_in_set("b", "a,b,c"), 2);
+        assert_eq!(find_in_set("B", "a,b,c"), 2);
+        assert_eq!(find_in_set("d", "a,b,c"), 0);
+        assert_eq!(find_in_set("a,b", "a,b,c"), 0);
+        assert_eq!(unquoted("\"a\\\"b\"").as_deref(), Some("a\"b"));
+        assert_eq!(unquoted("\"\\u00e9\"").as_deref(), Some("é"));
+        assert_eq!(unquoted("[1]").as_deref(), Some("[1]"));
+        assert_eq!(unquoted("\"\\q\""), None);
     }
 
     #[test]

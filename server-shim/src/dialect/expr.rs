@@ -732,6 +732,24 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
         let subtract = name.ends_with("SUB") || name == "SUBDATE";
         return date_add(time, &mut interval, subtract).map(Some);
     }
+    if let ("TIMESTAMPDIFF", [Expr::Identifier(unit), _, _]) = (name.as_str(), args.as_slice()) {
+        // The unit is a keyword, not a column: passed as text to the engine's function.
+        let unit = unit.value.to_ascii_lowercase();
+        if !TIMESTAMPDIFF_UNITS.contains(&unit.as_str()) {
+            return Err(SqlError::not_supported(&format!(
+                "TIMESTAMPDIFF({unit}, ...)"
+            )));
+        }
+        let mut it = args.into_iter().skip(1);
+        let (Some(from), Some(to)) = (it.next(), it.next()) else {
+            return Ok(None);
+        };
+        let unit = Expr::Value(Value::SingleQuotedString(unit).into());
+        return Ok(Some(Expr::Function(call(
+            TIMESTAMPDIFF_FN,
+            vec![unit, from, to],
+        ))));
+    }
     if args.iter().any(|a| matches!(a, Expr::Interval(_))) {
         return Err(SqlError::not_supported("INTERVAL"));
     }
@@ -849,6 +867,22 @@ fn date_add(time: Expr, interval: &mut Interval, subtract: bool) -> Result<Expr,
 
 /// The engine's function behind `+ INTERVAL` and `DATE_ADD` ([`date_add`]).
 pub const DATE_ADD_FN: &str = "mysql_date_add";
+
+/// The engine's function behind `TIMESTAMPDIFF(unit, a, b)`: `('unit', a, b)`.
+pub const TIMESTAMPDIFF_FN: &str = "mysql_timestampdiff";
+
+/// The units `TIMESTAMPDIFF` counts in, as [`TIMESTAMPDIFF_FN`] takes them.
+pub const TIMESTAMPDIFF_UNITS: &[&str] = &[
+    "microsecond",
+    "second",
+    "minute",
+    "hour",
+    "day",
+    "week",
+    "month",
+    "quarter",
+    "year",
+];
 
 /// The engine's function behind `NOW(p)` and `CURRENT_TIMESTAMP(p)`: the time with `p`
 /// decimals of a second.
