@@ -547,6 +547,18 @@ fn binary(
                 format: None,
             })
         }
+        // MySQL's `/` never truncates (`7 / 2` is 3.5000); SQLite's does between integers.
+        // Divided as reals: the value MySQL's decimal has, written as a float (3.5).
+        BinaryOperator::Divide => {
+            let l = core::mem::replace(left.as_mut(), Expr::Value(Value::Null.into()));
+            **left = Expr::Cast {
+                kind: CastKind::Cast,
+                expr: nested(l),
+                data_type: DataType::Real,
+                format: None,
+            };
+            None
+        }
         // MySQL's `||` is OR (without the PIPES_AS_CONCAT mode, which MariaDB and MySQL
         // leave off by default); SQLite's is concatenation.
         BinaryOperator::StringConcat => {

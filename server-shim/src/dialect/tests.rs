@@ -1050,3 +1050,13 @@ fn current_timestamp_takes_a_precision() {
         "{created:?}"
     );
 }
+
+/// `/` never truncates, as MySQL's; `DIV` does.
+#[test]
+fn division_is_exact_and_div_truncates() {
+    let db = db();
+    assert_eq!(rows(&db, "SELECT 7 / 2"), ["3.5"]);
+    assert_eq!(rows(&db, "SELECT -7 DIV 2"), ["-3"]);
+    assert_eq!(rows(&db, "SELECT 1 / 0"), ["NULL"]);
+    assert_eq!(rows(&db, "SELECT 6 / 3"), ["2"]);
+}
