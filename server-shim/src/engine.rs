@@ -223,6 +223,23 @@ pub struct IndexMeta {
     pub columns: Vec<String>,
 }
 
+/// One foreign key of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignKeyMeta {
+    /// Its constraint name (`CONSTRAINT name`, or MySQL's `<table>_ibfk_<n>`).
+    pub name: String,
+    /// The referencing columns, in order.
+    pub columns: Vec<String>,
+    /// The referenced table (of the same database).
+    pub referenced_table: String,
+    /// The referenced columns, in order.
+    pub referenced_columns: Vec<String>,
+    /// `ON UPDATE`, in MySQL's words (`RESTRICT`, `CASCADE`, `SET NULL`, ...).
+    pub update_rule: String,
+    /// `ON DELETE`, in MySQL's words.
+    pub delete_rule: String,
+}
+
 /// A table or view and what tools ask about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableMeta {
@@ -234,6 +251,8 @@ pub struct TableMeta {
     pub columns: Vec<ColumnMeta>,
     /// Its indexes, the primary key first.
     pub indexes: Vec<IndexMeta>,
+    /// Its foreign keys.
+    pub foreign_keys: Vec<ForeignKeyMeta>,
 }
 
 /// One column of one index, as `SHOW INDEX` lists it.

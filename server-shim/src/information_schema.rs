@@ -58,6 +58,17 @@ const TABLES: &[(&str, &str)] = &[
          REFERENCED_COLUMN_NAME",
     ),
     (
+        "TABLE_CONSTRAINTS",
+        "CONSTRAINT_CATALOG, CONSTRAINT_SCHEMA, CONSTRAINT_NAME, TABLE_SCHEMA, TABLE_NAME, \
+         CONSTRAINT_TYPE",
+    ),
+    (
+        "REFERENTIAL_CONSTRAINTS",
+        "CONSTRAINT_CATALOG, CONSTRAINT_SCHEMA, CONSTRAINT_NAME, UNIQUE_CONSTRAINT_CATALOG, \
+         UNIQUE_CONSTRAINT_SCHEMA, UNIQUE_CONSTRAINT_NAME, MATCH_OPTION, UPDATE_RULE, \
+         DELETE_RULE, TABLE_NAME, REFERENCED_TABLE_NAME",
+    ),
+    (
         "VIEWS",
         "TABLE_CATALOG, TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION, CHECK_OPTION, \
          IS_UPDATABLE, DEFINER, SECURITY_TYPE, CHARACTER_SET_CLIENT, COLLATION_CONNECTION, \
@@ -125,6 +136,12 @@ pub fn fill(
     )?;
     conn.execute_batch("ATTACH DATABASE ':memory:' AS information_schema")?;
     for (table, columns) in TABLES {
+        // Names compare and sort without case, as MySQL's `utf8mb3_general_ci` columns do.
+        let columns = columns
+            .split(',')
+            .map(|c| format!("{} COLLATE NOCASE", c.trim()))
+            .collect::<Vec<_>>()
+            .join(", ");
         conn.execute_batch(&format!(
             "CREATE TABLE information_schema.{table} ({columns})"
         ))?;
@@ -180,6 +197,23 @@ pub fn fill(
                     ],
                 )?;
             }
+            for index in t.indexes.iter().filter(|i| i.unique) {
+                tx.execute(
+                    "INSERT INTO information_schema.TABLE_CONSTRAINTS VALUES ('def', ?1, ?2, ?1, \
+                     ?3, ?4)",
+                    rusqlite::params![
+                        db,
+                        index.name,
+                        t.name,
+                        if index.name == "PRIMARY" {
+                            "PRIMARY KEY"
+                        } else {
+                            "UNIQUE"
+                        }
+                    ],
+                )?;
+            }
+            fill_foreign_keys(&tx, db, t)?;
             for index in &t.indexes {
                 for (seq, column) in (1_i64..).zip(&index.columns) {
                     tx.execute(
@@ -206,6 +240,50 @@ pub fn fill(
         }
     }
     tx.commit()
+}
+
+/// `t`'s foreign keys in `TABLE_CONSTRAINTS`, `REFERENTIAL_CONSTRAINTS` and
+/// `KEY_COLUMN_USAGE` (with the referenced columns), as ORMs read them to compare a schema
+/// with their models (TypeORM's `synchronize`, `drizzle-kit push`, Django's introspection).
+fn fill_foreign_keys(conn: &Connection, db: &str, t: &TableMeta) -> rusqlite::Result<()> {
+    for fk in &t.foreign_keys {
+        conn.execute(
+            "INSERT INTO information_schema.TABLE_CONSTRAINTS VALUES ('def', ?1, ?2, ?1, ?3, \
+             'FOREIGN KEY')",
+            rusqlite::params![db, fk.name, t.name],
+        )?;
+        conn.execute(
+            "INSERT INTO information_schema.REFERENTIAL_CONSTRAINTS VALUES ('def', ?1, ?2, \
+             'def', ?1, ?3, 'NONE', ?4, ?5, ?6, ?7)",
+            rusqlite::params![
+                db,
+                fk.name,
+                "PRIMARY",
+                fk.update_rule,
+                fk.delete_rule,
+                t.name,
+                fk.referenced_table
+            ],
+        )?;
+        for (position, (column, referenced)) in
+            (1_i64..).zip(fk.columns.iter().zip(&fk.referenced_columns))
+        {
+            conn.execute(
+                "INSERT INTO information_schema.KEY_COLUMN_USAGE VALUES ('def', ?1, ?2, 'def', \
+                 ?1, ?3, ?4, ?5, ?5, ?1, ?6, ?7)",
+                rusqlite::params![
+                    db,
+                    fk.name,
+                    t.name,
+                    column,
+                    position,
+                    fk.referenced_table,
+                    referenced
+                ],
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// The session's system variables (each as it reads now, its default as the global value)

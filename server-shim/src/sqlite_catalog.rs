@@ -8,7 +8,7 @@
 
 use rusqlite::Connection;
 
-use crate::engine::{ColumnMeta, IndexColumn, IndexMeta, TableMeta};
+use crate::engine::{ColumnMeta, ForeignKeyMeta, IndexColumn, IndexMeta, TableMeta};
 
 /// One column as SQLite's catalog has it.
 struct Column {
@@ -72,6 +72,9 @@ fn indexes(conn: &Connection, table: &str) -> rusqlite::Result<Vec<Index>> {
 
 /// One `FOREIGN KEY` of a table.
 struct ForeignKey {
+    /// As declared (`CONSTRAINT name FOREIGN KEY`), or as MySQL names an unnamed one
+    /// (`<table>_ibfk_<n>`, counting the unnamed ones in declaration order).
+    name: String,
     columns: Vec<String>,
     parent: String,
     /// Empty when the key names no parent columns (SQLite then means the parent's primary key).
@@ -104,6 +107,7 @@ fn foreign_keys(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ForeignK
             keys.push((
                 id,
                 ForeignKey {
+                    name: String::new(),
                     columns: Vec::new(),
                     parent,
                     parent_columns: Vec::new(),
@@ -118,6 +122,26 @@ fn foreign_keys(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ForeignK
         }
     }
     let mut keys: Vec<ForeignKey> = keys.into_iter().map(|(_, k)| k).collect();
+    let sql: String = conn
+        .query_row(
+            "SELECT coalesce(sql, '') FROM sqlite_schema WHERE name = ?1",
+            [table],
+            |r| r.get(0),
+        )
+        .unwrap_or_default();
+    let declared = declared_foreign_key_names(&sql);
+    // InnoDB numbers the unnamed keys only.
+    let mut unnamed = 0;
+    for key in &mut keys {
+        let columns = key.columns.join(",");
+        key.name = match declared.iter().find(|(c, _)| c.eq_ignore_ascii_case(&columns)) {
+            Some((_, name)) => name.clone(),
+            None => {
+                unnamed += 1;
+                format!("{table}_ibfk_{unnamed}")
+            }
+        };
+    }
     for key in &mut keys {
         if key.parent_columns.is_empty() {
             key.parent_columns = primary_key(&columns(conn, &key.parent)?)
@@ -132,10 +156,10 @@ fn foreign_keys(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ForeignK
 /// A foreign key's line in `SHOW CREATE TABLE`. SQLite keeps no constraint names, so the
 /// key gets the name InnoDB generates, `<table>_ibfk_<n>`; the referential actions are
 /// printed unless they are the default (`NO ACTION`, which MySQL treats as `RESTRICT`).
-fn foreign_key_line(table: &str, n: usize, key: &ForeignKey) -> String {
+fn foreign_key_line(key: &ForeignKey) -> String {
     let mut line = format!(
         "  CONSTRAINT {} FOREIGN KEY ({}) REFERENCES {} ({})",
-        quote(&format!("{table}_ibfk_{n}")),
+        quote(&key.name),
         quoted_list(&key.columns),
         quote(&key.parent),
         quoted_list(&key.parent_columns)
@@ -252,8 +276,8 @@ pub fn show_create_table(conn: &Connection, table: &str) -> rusqlite::Result<Opt
             quoted_list(&index.columns)
         ));
     }
-    for (key, n) in foreign_keys(conn, table)?.iter().zip(1..) {
-        lines.push(foreign_key_line(table, n, key));
+    for key in &foreign_keys(conn, table)? {
+        lines.push(foreign_key_line(key));
     }
     Ok(Some(format!(
         "CREATE TABLE {} (\n{}\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
@@ -291,6 +315,64 @@ pub fn index_columns(conn: &Connection, table: &str) -> rusqlite::Result<Option<
         }));
     }
     Ok(Some(out))
+}
+
+/// `table`'s foreign keys for `information_schema`, in MySQL's words.
+fn foreign_key_metas(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ForeignKeyMeta>> {
+    Ok(foreign_keys(conn, table)?
+        .into_iter()
+        .map(|key| ForeignKeyMeta {
+            name: key.name,
+            columns: key.columns,
+            referenced_table: key.parent,
+            referenced_columns: key.parent_columns,
+            update_rule: mysql_rule(&key.on_update),
+            delete_rule: mysql_rule(&key.on_delete),
+        })
+        .collect())
+}
+
+/// `(columns joined by ',', name)` of each `CONSTRAINT name FOREIGN KEY (columns)` in a
+/// `CREATE TABLE` text (names and columns unquoted).
+fn declared_foreign_key_names(sql: &str) -> Vec<(String, String)> {
+    let unquote = |s: &str| s.trim().trim_matches(['`', '"', '[', ']']).to_owned();
+    let upper = sql.to_ascii_uppercase();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = upper.get(from..).and_then(|u| u.find("CONSTRAINT ")) {
+        let start = from + at + "CONSTRAINT ".len();
+        from = start;
+        let Some(rest) = sql.get(start..) else { break };
+        let Some(fk) = rest.to_ascii_uppercase().find(" FOREIGN KEY") else {
+            continue;
+        };
+        let name = unquote(rest.get(..fk).unwrap_or_default());
+        let after = rest.get(fk + " FOREIGN KEY".len()..).unwrap_or_default();
+        let (Some(open), Some(close)) = (after.find('('), after.find(')')) else {
+            continue;
+        };
+        if name.contains(char::is_whitespace) || open > 2 {
+            continue;
+        }
+        let columns = after
+            .get(open + 1..close)
+            .unwrap_or_default()
+            .split(',')
+            .map(unquote)
+            .collect::<Vec<_>>()
+            .join(",");
+        out.push((columns, name));
+    }
+    out
+}
+
+/// SQLite's name of a referential action in MySQL's words: `NO ACTION`, SQLite's default, is
+/// MySQL's `RESTRICT` (what MariaDB lists for a key declared without one).
+fn mysql_rule(sqlite: &str) -> String {
+    match sqlite {
+        "NO ACTION" | "" => "RESTRICT".to_owned(),
+        other => other.to_owned(),
+    }
 }
 
 /// Every table and view of the database `conn` holds, for `information_schema`.
@@ -373,11 +455,13 @@ pub fn describe(conn: &Connection) -> rusqlite::Result<Vec<TableMeta>> {
                     }
                 })
                 .collect();
+            let foreign_keys = foreign_key_metas(conn, &name)?;
             Ok(TableMeta {
                 name,
                 view,
                 columns,
                 indexes,
+                foreign_keys,
             })
         })
         .collect()
@@ -445,6 +529,48 @@ mod tests {
                 "  CONSTRAINT `orders_ibfk_3` FOREIGN KEY (`a`,`b`) REFERENCES `pairs` (`x`,`y`) \
                  ON UPDATE SET NULL",
             ]
+        );
+    }
+
+    /// A key declared with a name keeps it (TypeORM and Drizzle compare their names with
+    /// the schema's), in `SHOW CREATE TABLE` and for `information_schema`.
+    #[test]
+    fn a_named_foreign_key_keeps_its_name() {
+        let c = conn();
+        c.execute_batch(
+            "CREATE TABLE lines (
+                id INTEGER PRIMARY KEY,
+                item INT, other INT,
+                CONSTRAINT `FK_3f1e` FOREIGN KEY (`item`) REFERENCES `items` (`id`) ON DELETE CASCADE,
+                FOREIGN KEY (other) REFERENCES items (id)
+            );",
+        )
+        .unwrap();
+        let tables = describe(&c).unwrap();
+        let lines = tables.iter().find(|t| t.name == "lines").unwrap();
+        let keys: Vec<(&str, &str, &str, &str)> = lines
+            .foreign_keys
+            .iter()
+            .map(|k| {
+                (
+                    k.name.as_str(),
+                    k.columns[0].as_str(),
+                    k.delete_rule.as_str(),
+                    k.update_rule.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("FK_3f1e", "item", "CASCADE", "RESTRICT"),
+                ("lines_ibfk_1", "other", "RESTRICT", "RESTRICT")
+            ]
+        );
+        let sql = show_create_table(&c, "lines").unwrap().unwrap();
+        assert!(
+            sql.contains("CONSTRAINT `FK_3f1e` FOREIGN KEY (`item`)"),
+            "{sql}"
         );
     }
 
