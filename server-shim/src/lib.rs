@@ -22,12 +22,12 @@
 //!                                               dialect engine processes sql_error
 //!        state                                  stream catalog accounts processes tickets
 //!   3    mysql_functions                        sqlite_value variables dialect engine
-//!                                               mysql_text_functions
+//!                                               mysql_text_functions mysql_json
 //!        stream                                 variables auth
 //!   2    catalog, classify, results             engine sql_error (classify: mysql_dialect)
 //!        information_schema, sqlite_catalog,    engine
 //!        sqlite_value, variables
-//!        mysql_text_functions                   (rusqlite only)
+//!        mysql_text_functions, mysql_json       (rusqlite only)
 //!        table_rebuild                          dialect sql_error
 //!   1    auth                                   accounts processes tickets
 //!        dialect, engine                        mysql_dialect sql_error (engine: processes)
@@ -66,7 +66,9 @@
 //! - `mysql_functions`: MySQL functions registered with SQLite (`DATE_FORMAT`, `MD5`, ...);
 //!   the names of those the dialect calls are the dialect's (`dialect::SYSTEM_VARIABLE_FN`).
 //! - `mysql_text_functions`: MySQL's string functions whose SQLite namesakes answer otherwise
-//!   (`LENGTH`, `HEX`, `QUOTE`, `FORMAT`, `JSON_TYPE`), registered over them.
+//!   (`LENGTH`, `HEX`, `QUOTE`, `FORMAT`), registered over them, and those SQLite lacks.
+//! - `mysql_json`: MariaDB's JSON functions (`JSON_EXTRACT` as MariaDB writes JSON,
+//!   `JSON_LENGTH`, `JSON_TYPE`, `JSON_UNQUOTE`).
 //! - `sqlite_value`: how a `Cell` is bound to SQLite (the executor's and the functions').
 //! - `mysql_dialect`: the one sqlparser dialect every tokenizer and parser here uses.
 //! - `sql_error`: MySQL error codes for every failure (one place).
@@ -107,6 +109,7 @@ mod information_schema;
 mod keys;
 mod mysql_dialect;
 mod mysql_functions;
+mod mysql_json;
 mod mysql_text_functions;
 mod processes;
 mod results;

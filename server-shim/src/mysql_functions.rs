@@ -310,7 +310,8 @@ pub fn register(
             .map_err(|e| rusqlite::Error::UserFunctionError(Box::new(e)))?;
         Ok(Some(re.is_match(&text)))
     })?;
-    crate::mysql_text_functions::register(conn)
+    crate::mysql_text_functions::register(conn)?;
+    crate::mysql_json::register(conn)
 }
 
 /// Argument `i` as text (numbers in their text form), `None` for NULL.

@@ -5,10 +5,10 @@
 //! - `HEX`: a number's value in hexadecimal (SQLite writes its text's bytes);
 //! - `QUOTE`: backslash escapes (SQLite doubles quotes);
 //! - `FORMAT(X, D)`: thousands separators and `D` decimals, half away from zero (SQLite's is
-//!   `printf`);
-//! - `JSON_TYPE`: MySQL's upper-case names (SQLite's are lower case, and say `real`, `text`).
+//!   `printf`).
 //!
-//! And those SQLite lacks: `REPEAT`, `LPAD`, `RPAD`, `FIND_IN_SET`, `JSON_UNQUOTE`.
+//! And those SQLite lacks: `REPEAT`, `LPAD`, `RPAD`, `FIND_IN_SET`. The JSON functions are
+//! [`crate::mysql_json`]'s.
 
 use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
@@ -99,22 +99,6 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         };
         Ok(Some(find_in_set(&needle, &list)))
     })?;
-    conn.create_scalar_function("json_unquote", 1, pure, |ctx| {
-        let Some(text) = ctx.get::<Option<String>>(0)? else {
-            return Ok(None);
-        };
-        unquoted(&text)
-            .map(Some)
-            .ok_or_else(|| rusqlite::Error::UserFunctionError("Syntax error in JSON text".into()))
-    })?;
-    conn.create_scalar_function("json_type", 1, pure, |ctx| {
-        let Some(text) = ctx.get::<Option<String>>(0)? else {
-            return Ok(None);
-        };
-        json_type(&text)
-            .map(Some)
-            .ok_or_else(|| rusqlite::Error::UserFunctionError("Syntax error in JSON text".into()))
-    })?;
     Ok(())
 }
 
@@ -149,43 +133,6 @@ fn find_in_set(needle: &str, list: &str) -> i64 {
         .position(|item| item.to_lowercase() == needle)
         .and_then(|i| i64::try_from(i + 1).ok())
         .unwrap_or(0)
-}
-
-/// MySQL's `JSON_UNQUOTE`: a JSON string's text with its escapes undone; anything else as it
-/// is. `None` for a quoted string whose escapes are not JSON's.
-fn unquoted(text: &str) -> Option<String> {
-    let Some(inner) = text
-        .strip_prefix('"')
-        .and_then(|t| t.strip_suffix('"'))
-        .filter(|_| text.len() >= 2)
-    else {
-        return Some(text.to_owned());
-    };
-    let mut out = String::with_capacity(inner.len());
-    let mut chars = inner.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next()? {
-            '"' => out.push('"'),
-            '\\' => out.push('\\'),
-            '/' => out.push('/'),
-            'b' => out.push('\u{8}'),
-            'f' => out.push('\u{c}'),
-            'n' => out.push('\n'),
-            'r' => out.push('\r'),
-            't' => out.push('\t'),
-            'u' => {
-                let hex: String = chars.by_ref().take(4).collect();
-                let unit = u32::from_str_radix(&hex, 16).ok()?;
-                out.push(char::from_u32(unit)?);
-            }
-            _ => return None,
-        }
-    }
-    Some(out)
 }
 
 /// MySQL's `QUOTE`: single quotes around `text`, with backslash, quote, NUL and Ctrl-Z
@@ -302,30 +249,6 @@ fn grouped(number: &str) -> String {
     out
 }
 
-/// MySQL's name of the type of the JSON document `text`, `None` when it is no JSON.
-fn json_type(text: &str) -> Option<String> {
-    let t = text.trim();
-    let name = match t.as_bytes().first()? {
-        b'{' if t.ends_with('}') => "OBJECT",
-        b'[' if t.ends_with(']') => "ARRAY",
-        b'"' if t.len() >= 2 && t.ends_with('"') => "STRING",
-        _ if t == "true" || t == "false" => "BOOLEAN",
-        _ if t == "null" => "NULL",
-        _ => {
-            let number: f64 = t.parse().ok()?;
-            if !number.is_finite() {
-                return None;
-            }
-            if t.contains(['.', 'e', 'E']) {
-                "DOUBLE"
-            } else {
-                "INTEGER"
-            }
-        }
-    };
-    Some(name.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,25 +277,11 @@ mod tests {
         assert_eq!(find_in_set("B", "a,b,c"), 2);
         assert_eq!(find_in_set("d", "a,b,c"), 0);
         assert_eq!(find_in_set("a,b", "a,b,c"), 0);
-        assert_eq!(unquoted("\"a\\\"b\"").as_deref(), Some("a\"b"));
-        assert_eq!(unquoted("\"\\u00e9\"").as_deref(), Some("é"));
-        assert_eq!(unquoted("[1]").as_deref(), Some("[1]"));
-        assert_eq!(unquoted("\"\\q\""), None);
     }
 
     #[test]
     fn quote_escapes_as_mysql_does() {
         assert_eq!(quoted("it's"), "'it\\'s'");
         assert_eq!(quoted("a\\b\0\u{1a}"), "'a\\\\b\\0\\Z'");
-    }
-
-    #[test]
-    fn json_types_have_mysqls_names() {
-        assert_eq!(json_type("[1]").as_deref(), Some("ARRAY"));
-        assert_eq!(json_type(" {} ").as_deref(), Some("OBJECT"));
-        assert_eq!(json_type("1.5").as_deref(), Some("DOUBLE"));
-        assert_eq!(json_type("7").as_deref(), Some("INTEGER"));
-        assert_eq!(json_type("\"x\"").as_deref(), Some("STRING"));
-        assert_eq!(json_type("nope"), None);
     }
 }

@@ -134,7 +134,10 @@ fn foreign_keys(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ForeignK
     let mut unnamed = 0;
     for key in &mut keys {
         let columns = key.columns.join(",");
-        key.name = match declared.iter().find(|(c, _)| c.eq_ignore_ascii_case(&columns)) {
+        key.name = match declared
+            .iter()
+            .find(|(c, _)| c.eq_ignore_ascii_case(&columns))
+        {
             Some((_, name)) => name.clone(),
             None => {
                 unnamed += 1;

@@ -113,6 +113,11 @@ SELECT JSON_EXTRACT('{"a": 1}', '$.a')
 SELECT JSON_UNQUOTE(JSON_EXTRACT('{"a": "x"}', '$.a'))
 SELECT JSON_UNQUOTE('"a\\"b"'), JSON_UNQUOTE('[1, 2]')
 SELECT JSON_LENGTH('[1, 2]')
+SELECT JSON_EXTRACT('{"a":{"b":1,  "c":[1,2]}}', '$.a'), JSON_EXTRACT('[1, 2,3]', '$[1]'), JSON_EXTRACT('{"a": 1}', '$.b')
+SELECT JSON_EXTRACT('{"a": 1, "b": 2}', '$.a', '$.b'), JSON_EXTRACT('{"a": 1}', '$."a"'), JSON_EXTRACT('{x}', '$.a')
+SELECT JSON_EXTRACT('{"a": true, "n": null}', '$.a'), JSON_EXTRACT('[1, [2, 3]]', '$[1][0]'), JSON_EXTRACT(' [ ] ', '$')
+SELECT JSON_LENGTH('{"a": 1, "b": 2}'), JSON_LENGTH('5'), JSON_LENGTH('{"a": [1, 2]}', '$.a'), JSON_LENGTH('{"a": 1}', '$.b')
+SELECT JSON_TYPE('{}'), JSON_TYPE('1.5'), JSON_TYPE('"s"'), JSON_TYPE('true'), JSON_TYPE('null')
 SELECT JSON_CONTAINS('[1, 2]', '1')
 SELECT JSON_OBJECT('a', 1)
 SELECT JSON_ARRAY(1, 2)
@@ -144,6 +149,7 @@ INSERT INTO t_types (e) VALUES ('platinum')
 SELECT id, n, s FROM t_types ORDER BY id
 SELECT b FROM t_types WHERE id = 1
 SELECT j FROM t_types WHERE id = 1
+SELECT JSON_EXTRACT(j, '$.k') FROM t_types WHERE id = 1
 SELECT d, d * 2, d + 1 FROM t_types WHERE id = 1
 SELECT e FROM t_types ORDER BY id
 SELECT t FROM t_types WHERE id = 1

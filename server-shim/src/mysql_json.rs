@@ -1,0 +1,511 @@
+//! MariaDB's JSON functions whose SQLite namesakes answer otherwise, or that SQLite lacks:
+//! `JSON_EXTRACT` (SQLite's answers a string's text without its quotes, and writes JSON
+//! without MariaDB's spaces), `JSON_LENGTH`, `JSON_TYPE` (MySQL's upper-case names), and
+//! `JSON_UNQUOTE`.
+//! A document is parsed into its values, each kept as its source text; what is extracted is
+//! written as MariaDB writes it: `", "` between elements, `": "` after a key, no other space,
+//! strings and numbers as written. A path is `$` followed by `.key`, `."key"` and `[n]` steps;
+//! wildcards (`*`, `**`) are refused with an error. A document that is not JSON, or a path
+//! that is not one, gives NULL, as MariaDB gives (with a warning).
+
+use rusqlite::Connection;
+use rusqlite::functions::FunctionFlags;
+
+/// Deepest nesting parsed; deeper documents are treated as not JSON (MariaDB's limit is 32).
+const MAX_DEPTH: usize = 32;
+/// Most paths one `JSON_EXTRACT` takes.
+const MAX_PATHS: i32 = 8;
+
+/// A JSON value and its parts, each scalar as its source text.
+#[derive(Debug, PartialEq)]
+enum Node<'a> {
+    /// Each member's key (its escapes undone, to compare), the key as written, its value.
+    Object(Vec<(String, &'a str, Node<'a>)>),
+    Array(Vec<Node<'a>>),
+    Scalar(&'a str),
+}
+
+/// One step of a path.
+#[derive(Debug, PartialEq)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// Why a path cannot be followed.
+#[derive(Debug, PartialEq)]
+enum PathError {
+    /// Not a path: NULL, as MariaDB answers.
+    Invalid,
+    /// A wildcard: refused.
+    Wildcard,
+}
+
+/// Registers the functions on `conn`.
+///
+/// # Errors
+/// SQLite's, if a function cannot be registered.
+pub fn register(conn: &Connection) -> rusqlite::Result<()> {
+    let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
+    for n_args in 2..=MAX_PATHS + 1 {
+        conn.create_scalar_function("json_extract", n_args, pure, |ctx| {
+            let Some(doc) = ctx.get::<Option<String>>(0)? else {
+                return Ok(None);
+            };
+            let mut paths = Vec::with_capacity(ctx.len().saturating_sub(1));
+            for i in 1..ctx.len() {
+                let Some(path) = ctx.get::<Option<String>>(i)? else {
+                    return Ok(None);
+                };
+                paths.push(path);
+            }
+            extract(&doc, &paths).map_err(|e| {
+                rusqlite::Error::UserFunctionError(format!("JSON path with {e}").into())
+            })
+        })?;
+    }
+    conn.create_scalar_function("json_unquote", 1, pure, |ctx| {
+        let Some(text) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        unquoted(&text)
+            .map(Some)
+            .ok_or_else(|| rusqlite::Error::UserFunctionError("Syntax error in JSON text".into()))
+    })?;
+    conn.create_scalar_function("json_type", 1, pure, |ctx| {
+        let Some(text) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        json_type(&text)
+            .map(Some)
+            .ok_or_else(|| rusqlite::Error::UserFunctionError("Syntax error in JSON text".into()))
+    })?;
+    for n_args in [1, 2] {
+        conn.create_scalar_function("json_length", n_args, pure, |ctx| {
+            let Some(doc) = ctx.get::<Option<String>>(0)? else {
+                return Ok(None);
+            };
+            let path = if ctx.len() > 1 {
+                match ctx.get::<Option<String>>(1)? {
+                    Some(p) => p,
+                    None => return Ok(None),
+                }
+            } else {
+                "$".to_owned()
+            };
+            let Some(root) = parse(&doc) else {
+                return Ok(None);
+            };
+            let steps = match steps(&path) {
+                Ok(s) => s,
+                Err(PathError::Invalid) => return Ok(None),
+                Err(PathError::Wildcard) => {
+                    return Err(rusqlite::Error::UserFunctionError(
+                        "JSON path with a wildcard".into(),
+                    ));
+                }
+            };
+            Ok(find(&root, &steps).map(|n| match n {
+                Node::Object(members) => members.len() as i64,
+                Node::Array(items) => items.len() as i64,
+                Node::Scalar(_) => 1,
+            }))
+        })?;
+    }
+    Ok(())
+}
+
+/// MySQL's `JSON_UNQUOTE` (and a key's text): a JSON string's text with its escapes undone; anything else as it
+/// is. `None` for a quoted string whose escapes are not JSON's.
+fn unquoted(text: &str) -> Option<String> {
+    let Some(inner) = text
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .filter(|_| text.len() >= 2)
+    else {
+        return Some(text.to_owned());
+    };
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next()? {
+            '"' => out.push('"'),
+            '\\' => out.push('\\'),
+            '/' => out.push('/'),
+            'b' => out.push('\u{8}'),
+            'f' => out.push('\u{c}'),
+            'n' => out.push('\n'),
+            'r' => out.push('\r'),
+            't' => out.push('\t'),
+            'u' => {
+                let hex: String = chars.by_ref().take(4).collect();
+                let unit = u32::from_str_radix(&hex, 16).ok()?;
+                out.push(char::from_u32(unit)?);
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// MySQL's name of the type of the JSON document `text`, `None` when it is no JSON.
+fn json_type(text: &str) -> Option<String> {
+    let t = text.trim();
+    let name = match t.as_bytes().first()? {
+        b'{' if t.ends_with('}') => "OBJECT",
+        b'[' if t.ends_with(']') => "ARRAY",
+        b'"' if t.len() >= 2 && t.ends_with('"') => "STRING",
+        _ if t == "true" || t == "false" => "BOOLEAN",
+        _ if t == "null" => "NULL",
+        _ => {
+            let number: f64 = t.parse().ok()?;
+            if !number.is_finite() {
+                return None;
+            }
+            if t.contains(['.', 'e', 'E']) {
+                "DOUBLE"
+            } else {
+                "INTEGER"
+            }
+        }
+    };
+    Some(name.to_owned())
+}
+
+/// `JSON_EXTRACT(doc, paths...)`: one path, the value found (or NULL); several, an array of
+/// those found (NULL if none).
+fn extract(doc: &str, paths: &[String]) -> Result<Option<String>, &'static str> {
+    let Some(root) = parse(doc) else {
+        return Ok(None);
+    };
+    let mut found = Vec::new();
+    for path in paths {
+        match steps(path) {
+            Ok(steps) => found.extend(find(&root, &steps)),
+            Err(PathError::Invalid) => return Ok(None),
+            Err(PathError::Wildcard) => return Err("a wildcard"),
+        }
+    }
+    let mut out = String::new();
+    match (paths.len(), found.as_slice()) {
+        (_, []) => return Ok(None),
+        (1, [one]) => write(one, &mut out),
+        (_, many) => {
+            out.push('[');
+            for (i, n) in many.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write(n, &mut out);
+            }
+            out.push(']');
+        }
+    }
+    Ok(Some(out))
+}
+
+fn find<'n, 'a>(root: &'n Node<'a>, steps: &[Step]) -> Option<&'n Node<'a>> {
+    steps
+        .iter()
+        .try_fold(root, |node, step| match (node, step) {
+            (Node::Object(members), Step::Key(k)) => {
+                members.iter().find(|(m, _, _)| m == k).map(|(_, _, v)| v)
+            }
+            (Node::Array(items), Step::Index(i)) => items.get(*i),
+            _ => None,
+        })
+}
+
+/// A path's steps.
+fn steps(path: &str) -> Result<Vec<Step>, PathError> {
+    let rest = path.trim().strip_prefix('$').ok_or(PathError::Invalid)?;
+    let mut out = Vec::new();
+    let mut chars = rest.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '.' => match chars.peek() {
+                Some('*') => return Err(PathError::Wildcard),
+                Some('"') => {
+                    chars.next();
+                    let mut key = String::new();
+                    loop {
+                        match chars.next().ok_or(PathError::Invalid)? {
+                            '"' => break,
+                            '\\' => key.push(chars.next().ok_or(PathError::Invalid)?),
+                            c => key.push(c),
+                        }
+                    }
+                    out.push(Step::Key(key));
+                }
+                _ => {
+                    let mut key = String::new();
+                    while let Some(&c) = chars.peek() {
+                        if c.is_alphanumeric() || c == '_' || c == '$' {
+                            key.push(c);
+                            chars.next();
+                        } else {
+                            break;
+                        }
+                    }
+                    if key.is_empty() {
+                        return Err(PathError::Invalid);
+                    }
+                    out.push(Step::Key(key));
+                }
+            },
+            '[' => {
+                let mut index = String::new();
+                loop {
+                    match chars.next().ok_or(PathError::Invalid)? {
+                        ']' => break,
+                        '*' => return Err(PathError::Wildcard),
+                        c => index.push(c),
+                    }
+                }
+                out.push(Step::Index(
+                    index.trim().parse().map_err(|_| PathError::Invalid)?,
+                ));
+            }
+            '*' => return Err(PathError::Wildcard),
+            c if c.is_whitespace() => {}
+            _ => return Err(PathError::Invalid),
+        }
+    }
+    Ok(out)
+}
+
+/// `text` as one JSON value (surrounded by nothing but spaces), or `None`.
+fn parse(text: &str) -> Option<Node<'_>> {
+    let mut p = Parser { text, at: 0 };
+    let node = p.value(0)?;
+    p.space();
+    (p.at == text.len()).then_some(node)
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn space(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, b: u8) -> Option<()> {
+        self.space();
+        (self.peek()? == b).then(|| self.at += 1)
+    }
+
+    fn value(&mut self, depth: usize) -> Option<Node<'a>> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.space();
+        match self.peek()? {
+            b'{' => {
+                self.at += 1;
+                let mut members = Vec::new();
+                self.space();
+                if self.peek()? == b'}' {
+                    self.at += 1;
+                    return Some(Node::Object(members));
+                }
+                loop {
+                    self.space();
+                    let key = self.string()?;
+                    self.eat(b':')?;
+                    let value = self.value(depth + 1)?;
+                    members.push((unquoted(key)?, key, value));
+                    self.space();
+                    match self.peek()? {
+                        b',' => self.at += 1,
+                        b'}' => {
+                            self.at += 1;
+                            return Some(Node::Object(members));
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b'[' => {
+                self.at += 1;
+                let mut items = Vec::new();
+                self.space();
+                if self.peek()? == b']' {
+                    self.at += 1;
+                    return Some(Node::Array(items));
+                }
+                loop {
+                    items.push(self.value(depth + 1)?);
+                    self.space();
+                    match self.peek()? {
+                        b',' => self.at += 1,
+                        b']' => {
+                            self.at += 1;
+                            return Some(Node::Array(items));
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b'"' => self.string().map(Node::Scalar),
+            _ => self.atom().map(Node::Scalar),
+        }
+    }
+
+    /// A string token, quotes included, its escapes checked.
+    fn string(&mut self) -> Option<&'a str> {
+        let start = self.at;
+        if self.peek()? != b'"' {
+            return None;
+        }
+        self.at += 1;
+        loop {
+            match self.peek()? {
+                b'"' => {
+                    self.at += 1;
+                    return self.text.get(start..self.at);
+                }
+                b'\\' => {
+                    self.at += 1;
+                    match self.peek()? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.at += 1,
+                        b'u' => {
+                            let hex = self.text.get(self.at + 1..self.at + 5)?;
+                            u16::from_str_radix(hex, 16).ok()?;
+                            self.at += 5;
+                        }
+                        _ => return None,
+                    }
+                }
+                0..=0x1f => return None,
+                _ => self.at += 1,
+            }
+        }
+    }
+
+    /// A number or `true`, `false`, `null`.
+    fn atom(&mut self) -> Option<&'a str> {
+        let start = self.at;
+        while matches!(self.peek(), Some(b) if b.is_ascii_alphanumeric() || b"+-.".contains(&b)) {
+            self.at += 1;
+        }
+        let token = self.text.get(start..self.at)?;
+        let number = || {
+            let digits = token.strip_prefix('-').unwrap_or(token);
+            let (mantissa, exponent) = match digits.find(['e', 'E']) {
+                Some(e) => (&digits[..e], Some(&digits[e + 1..])),
+                None => (digits, None),
+            };
+            let (int, frac) = match mantissa.split_once('.') {
+                Some((i, f)) => (i, Some(f)),
+                None => (mantissa, None),
+            };
+            let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+            all_digits(int)
+                && (int == "0" || !int.starts_with('0'))
+                && frac.is_none_or(all_digits)
+                && exponent.is_none_or(|e| all_digits(e.strip_prefix(['+', '-']).unwrap_or(e)))
+        };
+        (matches!(token, "true" | "false" | "null") || number()).then_some(token)
+    }
+}
+
+/// `node` as MariaDB writes JSON.
+fn write(node: &Node<'_>, out: &mut String) {
+    match node {
+        Node::Scalar(s) => out.push_str(s),
+        Node::Array(items) => {
+            out.push('[');
+            for (i, n) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write(n, out);
+            }
+            out.push(']');
+        }
+        Node::Object(members) => {
+            out.push('{');
+            for (i, (_, k, v)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(k);
+                out.push_str(": ");
+                write(v, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(doc: &str, path: &str) -> Option<String> {
+        extract(doc, &[path.to_owned()]).unwrap()
+    }
+
+    #[test]
+    fn json_types_have_mysqls_names() {
+        assert_eq!(json_type("[1]").as_deref(), Some("ARRAY"));
+        assert_eq!(json_type(" {} ").as_deref(), Some("OBJECT"));
+        assert_eq!(json_type("1.5").as_deref(), Some("DOUBLE"));
+        assert_eq!(json_type("7").as_deref(), Some("INTEGER"));
+        assert_eq!(json_type("\"x\"").as_deref(), Some("STRING"));
+        assert_eq!(json_type("nope"), None);
+    }
+
+    #[test]
+    fn unquotes_as_mysql_does() {
+        assert_eq!(unquoted("\"a\\\"b\"").as_deref(), Some("a\"b"));
+        assert_eq!(unquoted("\"\\u00e9\"").as_deref(), Some("é"));
+        assert_eq!(unquoted("[1]").as_deref(), Some("[1]"));
+        assert_eq!(unquoted("\"\\q\""), None);
+    }
+
+    #[test]
+    fn extracts_as_mariadb_writes_it() {
+        assert_eq!(
+            one(r#"{"a":{"b":1,  "c":[1,2]}}"#, "$.a").as_deref(),
+            Some(r#"{"b": 1, "c": [1, 2]}"#)
+        );
+        assert_eq!(one(r#"{"a": "x"}"#, "$.a").as_deref(), Some(r#""x""#));
+        assert_eq!(one("[1, 2,3]", "$[1]").as_deref(), Some("2"));
+        assert_eq!(one(r#"{"a":1}"#, "$.b"), None);
+        assert_eq!(one(r#"{"a" :  1e3 }"#, "$.a").as_deref(), Some("1e3"));
+        assert_eq!(one(" [ ] ", "$").as_deref(), Some("[]"));
+        assert_eq!(one(r#"{"a":1}"#, r#"$."a""#).as_deref(), Some("1"));
+        assert_eq!(one(r#"{"a":1,"a":2}"#, "$.a").as_deref(), Some("1"));
+        assert_eq!(one("{x}", "$.a"), None);
+        assert_eq!(one("[1,[2,3]]", "$[1][0]").as_deref(), Some("2"));
+        assert_eq!(
+            one(r#"{"a": "\u00e9"}"#, "$.a").as_deref(),
+            Some(r#""\u00e9""#)
+        );
+        assert_eq!(one(r#"{"a":1}"#, "a"), None);
+        assert_eq!(
+            extract(r#"{"a":1,"b":2}"#, &["$.a".into(), "$.b".into()])
+                .unwrap()
+                .as_deref(),
+            Some("[1, 2]")
+        );
+        assert_eq!(extract("[1]", &["$[*]".into()]), Err("a wildcard"));
+        assert_eq!(one("01", "$"), None);
+        assert_eq!(one("[1,]", "$"), None);
+        assert_eq!(one(&"[".repeat(40), "$"), None);
+    }
+}
