@@ -83,6 +83,22 @@ pub fn register(
             .zip(datetime_arg(ctx, 2))
             .and_then(|(a, b)| timestampdiff(&unit, a, b)))
     })?;
+    conn.create_scalar_function(crate::dialect::CAST_SIGNED_FN, 1, pure, |ctx| {
+        Ok(as_signed(ctx.get_raw(0)))
+    })?;
+    conn.create_scalar_function(
+        crate::dialect::CAST_UNSIGNED_FN,
+        1,
+        pure,
+        |ctx| match as_signed(ctx.get_raw(0)) {
+            Some(n) if n < 0 => Err(rusqlite::Error::UserFunctionError(
+                "CAST of a negative number AS UNSIGNED (MySQL's wraps it past 2^63, which \
+                 this engine cannot hold)"
+                    .into(),
+            )),
+            n => Ok(n),
+        },
+    )?;
     conn.create_scalar_function("weekday", 1, pure, |ctx| {
         Ok(datetime_arg(ctx, 0).map(|t| t.weekday().num_days_from_monday()))
     })?;
@@ -354,6 +370,29 @@ fn datetime_arg(ctx: &Context<'_>, i: usize) -> Option<NaiveDateTime> {
         })
 }
 
+/// MySQL's `CAST(v AS SIGNED)`: a number rounded half away from zero (and held to BIGINT's
+/// range), a text's leading integer (`'12abc'` is 12, `'1.5'` is 1), NULL as NULL.
+fn as_signed(v: ValueRef<'_>) -> Option<i64> {
+    match v {
+        ValueRef::Null => None,
+        ValueRef::Integer(i) => Some(i),
+        // Rounded, then held to the range (`as` saturates).
+        ValueRef::Real(r) => Some(r.round() as i64),
+        ValueRef::Text(b) | ValueRef::Blob(b) => {
+            let text = String::from_utf8_lossy(b);
+            let t = text.trim_start();
+            let (negative, digits) = match t.strip_prefix('-') {
+                Some(rest) => (true, rest),
+                None => (false, t.strip_prefix('+').unwrap_or(t)),
+            };
+            let digits: String = digits.chars().take_while(char::is_ascii_digit).collect();
+            let magnitude: i128 = digits.parse().unwrap_or(0);
+            let n = if negative { -magnitude } else { magnitude };
+            Some(i64::try_from(n).unwrap_or(if negative { i64::MIN } else { i64::MAX }))
+        }
+    }
+}
+
 /// MySQL's `TIMESTAMPDIFF(unit, a, b)`: whole `unit`s from `a` to `b`, truncated toward zero;
 /// a month counts only once its day and time of day are reached.
 fn timestampdiff(unit: &str, a: NaiveDateTime, b: NaiveDateTime) -> Option<i64> {
@@ -554,6 +593,20 @@ mod tests {
             Value::Integer(-2)
         );
         assert_eq!(diff("year", "2020-02-29", "2024-02-28"), Value::Integer(3));
+        for (sql, want) in [
+            ("SELECT mysql_cast_signed(1.5)", Value::Integer(2)),
+            ("SELECT mysql_cast_signed(-1.5)", Value::Integer(-2)),
+            ("SELECT mysql_cast_signed('12abc')", Value::Integer(12)),
+            ("SELECT mysql_cast_signed(' -1.5')", Value::Integer(-1)),
+            ("SELECT mysql_cast_signed('x')", Value::Integer(0)),
+            ("SELECT mysql_cast_unsigned(7)", Value::Integer(7)),
+        ] {
+            assert_eq!(one(&c, sql), want, "{sql}");
+        }
+        assert!(
+            c.query_row("SELECT mysql_cast_unsigned(-1)", [], |r| r.get::<_, i64>(0))
+                .is_err()
+        );
         assert_eq!(
             one(&c, "SELECT datediff('nope', '2024-02-01')"),
             Value::Null

@@ -259,6 +259,16 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
         | Expr::Wildcard(_)
         | Expr::QualifiedWildcard(..) => {}
         Expr::Value(v) => {
+            // An integer SQLite would hold as a float, losing digits (MySQL's BIGINT
+            // UNSIGNED holds it exactly).
+            if let Value::Number(n, _) = &v.value
+                && n.bytes().all(|b| b.is_ascii_digit())
+                && n.parse::<i64>().is_err()
+            {
+                return Err(SqlError::not_supported(
+                    "an integer above 9223372036854775807",
+                ));
+            }
             if let Some(rewritten) = value(&mut v.value) {
                 *e = rewritten;
             }
@@ -584,7 +594,12 @@ fn cast(inner: Expr, to: &DataType) -> Result<Expr, SqlError> {
     let name = to.to_string().to_ascii_uppercase();
     let base = name.split(['(', ' ']).next().unwrap_or_default();
     let sqlite = match base {
-        "SIGNED" | "UNSIGNED" | "INT" | "INTEGER" | "BIGINT" => DataType::Integer(None),
+        // MySQL rounds a number (`CAST(1.5 AS SIGNED)` is 2) where SQLite truncates, and
+        // wraps a negative one to UNSIGNED: the engine's functions.
+        "SIGNED" | "INT" | "INTEGER" | "BIGINT" => {
+            return Ok(Expr::Function(call(CAST_SIGNED_FN, vec![inner])));
+        }
+        "UNSIGNED" => return Ok(Expr::Function(call(CAST_UNSIGNED_FN, vec![inner]))),
         "CHAR" | "VARCHAR" | "NCHAR" | "TEXT" | "JSON" => DataType::Text,
         "BINARY" | "VARBINARY" | "BLOB" => DataType::Blob(None),
         "DECIMAL" | "NUMERIC" | "DEC" | "FIXED" => {
@@ -879,6 +894,12 @@ fn date_add(time: Expr, interval: &mut Interval, subtract: bool) -> Result<Expr,
 
 /// The engine's function behind `+ INTERVAL` and `DATE_ADD` ([`date_add`]).
 pub const DATE_ADD_FN: &str = "mysql_date_add";
+
+/// The engine's function behind `CAST(x AS SIGNED)`.
+pub const CAST_SIGNED_FN: &str = "mysql_cast_signed";
+
+/// The engine's function behind `CAST(x AS UNSIGNED)`.
+pub const CAST_UNSIGNED_FN: &str = "mysql_cast_unsigned";
 
 /// The engine's function behind `TIMESTAMPDIFF(unit, a, b)`: `('unit', a, b)`.
 pub const TIMESTAMPDIFF_FN: &str = "mysql_timestampdiff";

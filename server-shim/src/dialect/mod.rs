@@ -33,7 +33,10 @@ use sqlparser::tokenizer::{Token, Tokenizer};
 
 #[cfg(test)]
 pub use expr::ENGINE_FUNCTIONS;
-pub use expr::{DATE_ADD_FN, NOW_FN, SYSTEM_VARIABLE_FN, TIMESTAMPDIFF_FN, USER_VARIABLE_FN};
+pub use expr::{
+    CAST_SIGNED_FN, CAST_UNSIGNED_FN, DATE_ADD_FN, NOW_FN, SYSTEM_VARIABLE_FN, TIMESTAMPDIFF_FN,
+    USER_VARIABLE_FN,
+};
 
 use self::cursor::Significant;
 use crate::mysql_dialect::Mysql;
