@@ -816,10 +816,16 @@ fn session_item(expr: &Expr) -> Option<SessionItem> {
         Expr::Value(v) => Some(SessionItem::Literal(match &v.value {
             SqlValue::Number(n, _) => {
                 let n = n.to_string();
-                n.parse::<i64>()
-                    .map(Cell::Int)
-                    .or_else(|_| n.parse::<f64>().map(Cell::Float))
-                    .ok()?
+                // Up to BIGINT UNSIGNED's range exactly (MySQL's type for it), as a float only
+                // what has a point or an exponent; anything longer goes to the engine (1235).
+                if n.bytes().all(|b| b.is_ascii_digit()) {
+                    n.parse::<i64>()
+                        .map(Cell::Int)
+                        .or_else(|_| n.parse::<u64>().map(Cell::UInt))
+                        .ok()?
+                } else {
+                    n.parse::<f64>().map(Cell::Float).ok()?
+                }
             }
             SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) => {
                 Cell::Text(s.clone())
