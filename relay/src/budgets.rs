@@ -36,8 +36,10 @@
 //! password lock out the addresses the account is not used from.
 //!
 //! Nothing here does I/O; only [`Budgets::admit_login`] reads the clock, to wait. The table is
-//! bounded ([`MAX_SUBJECTS`]); when it is full of live subjects, new ones are not tracked (fail
-//! open, counted) rather than refused, so filling it cannot lock everyone out.
+//! bounded ([`MAX_SUBJECTS`]); a full one drops its least charged subjects that hold nothing
+//! (no block, no login in flight), so probes that fill it do not hide a guesser; when every
+//! subject holds a block or a login, new ones are not tracked (fail open, counted) rather than
+//! refused, so filling it cannot lock everyone out.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -897,8 +899,12 @@ impl Budgets {
         }
     }
 
-    /// Whether a new subject fits, dropping expired ones if the table is full (at most one
-    /// scan per [`PRUNE_BACKOFF`], so a full table of live subjects costs no scan per event).
+    /// Whether a new subject fits. A full table drops its expired subjects, then, if still
+    /// full, the least charged eighth of those that hold nothing that matters (no block in
+    /// force, no login in flight, no recent good login): filled with probes (names that are
+    /// no instance cost nothing), it must still track a guesser, whose own subjects count
+    /// more failures than each probe's. One scan makes room for many subjects; when nothing
+    /// can go, none is tried again for [`PRUNE_BACKOFF`].
     fn make_room(&self, table: &mut Table, now: Instant) -> bool {
         if table.entries.len() < MAX_SUBJECTS {
             return true;
@@ -908,8 +914,36 @@ impl Budgets {
         }
         let (window, remember) = (self.config.window, self.config.block_for);
         table.entries.retain(|_, e| e.live(now, window, remember));
-        table.next_prune = Some(now + PRUNE_BACKOFF);
-        table.entries.len() < MAX_SUBJECTS
+        if table.entries.len() >= MAX_SUBJECTS {
+            let mut weak: Vec<(u32, Instant, Subject)> = table
+                .entries
+                .iter()
+                .filter(|(_, e)| {
+                    e.pending == 0
+                        && e.block.is_none_or(|b| now >= b.until)
+                        && !e.logged_in_lately(None, now, remember)
+                })
+                .map(|(s, e)| {
+                    let weight = e
+                        .failed_logins
+                        .saturating_add(e.wakes)
+                        .saturating_add(e.failed_wakes);
+                    (weight, e.window_start, s.clone())
+                })
+                .collect();
+            let evict = (MAX_SUBJECTS / 8).min(weak.len());
+            if evict > 0 && evict < weak.len() {
+                weak.select_nth_unstable_by_key(evict, |(w, at, _)| (*w, *at));
+            }
+            for (_, _, subject) in weak.into_iter().take(evict) {
+                table.entries.remove(&subject);
+            }
+        }
+        let room = table.entries.len() < MAX_SUBJECTS;
+        if !room {
+            table.next_prune = Some(now + PRUNE_BACKOFF);
+        }
+        room
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
@@ -1121,16 +1155,42 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_fails_open_and_counts_what_it_missed() {
+    fn a_table_full_of_probes_still_tracks_a_guesser() {
+        let b = Arc::new(Budgets::new(CONFIG));
+        let t0 = Instant::now();
+        {
+            // Filled by probes of names that are no instance: one failure each.
+            let mut table = b.lock();
+            for i in 0..MAX_SUBJECTS {
+                let user = i.to_le_bytes().to_vec();
+                let mut e = Entry::new(t0);
+                e.failed_logins = 1;
+                table.entries.insert(Subject::user("ghost", &user), e);
+            }
+        }
+        for _ in 0..3 {
+            b.record_failed_login(ip("10.0.0.1"), "x", b"new", t0);
+        }
+        assert!(b.source_refusal(ip("10.0.0.1"), Some("x"), t0).is_some());
+        assert_eq!(b.gauge(t0).1, 0, "nothing went untracked");
+        assert!(b.lock().entries.len() <= MAX_SUBJECTS);
+    }
+
+    #[test]
+    fn a_table_full_of_blocks_fails_open_and_counts_what_it_missed() {
         let b = Arc::new(Budgets::new(CONFIG));
         let t0 = Instant::now();
         {
             let mut table = b.lock();
             for i in 0..MAX_SUBJECTS {
                 let user = i.to_le_bytes().to_vec();
-                table
-                    .entries
-                    .insert(Subject::user("demo", &user), Entry::new(t0));
+                let mut e = Entry::new(t0);
+                e.block = Some(Block {
+                    budget: Budget::FailedLogins,
+                    count: 5,
+                    until: t0 + Duration::from_secs(300),
+                });
+                table.entries.insert(Subject::user("demo", &user), e);
             }
         }
         for _ in 0..10 {
@@ -1139,8 +1199,8 @@ mod tests {
         assert_eq!(b.source_refusal(ip("10.0.0.1"), Some("x"), t0), None);
         // Each failure missed its source on the instance, on every instance, and its user.
         assert_eq!(b.gauge(t0).1, 30);
-        // Once the window has passed, the old subjects make room.
-        let later = t0 + Duration::from_secs(61);
+        // Once the blocks have passed, they make room.
+        let later = t0 + Duration::from_secs(301);
         for _ in 0..3 {
             b.record_failed_login(ip("10.0.0.1"), "x", b"new", later);
         }

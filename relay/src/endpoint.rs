@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::budgets::{Admission, Budgets};
+use crate::budgets::Budgets;
 use crate::config::{AuthMode, EndpointConfig, RouteBy};
 use crate::limits::PendingPermit;
 use crate::logsafe::Escaped;
@@ -35,6 +35,9 @@ use crate::profile::{ComputeProfile, FORMAT_CHANGING};
 use crate::registry::{Registered, Registry};
 use crate::runtime::{self, RELAY_CONNECTION_IDS};
 use crate::tls::{ClientStream, ServerTls};
+
+/// The most of a refused login's user name the log keeps (bytes).
+const MAX_LOGGED_NAME: usize = 256;
 
 /// One endpoint and the instances it routes to.
 pub struct Endpoint {
@@ -278,19 +281,24 @@ pub async fn handle(
             // endpoint no wake is charged), so the budgets' blocks come after as many probes
             // whether it exists or not. A health check is not charged, whichever the name: a
             // load balancer checking `haproxy@<instance>` must not block its own address.
-            let now = std::time::Instant::now();
+            // Admitted as an instance's login is, waiting as long as one would for the
+            // verdicts of logins in flight (an instance with the default timeouts).
             let err = if health_check {
                 wrong_password
             } else {
+                let deadline = tokio::time::Instant::now()
+                    + crate::config::DEFAULT_RESUME_TIMEOUT
+                    + crate::config::DEFAULT_COMPUTE_TIMEOUT;
                 match endpoint
                     .budgets
-                    .try_admit(ip, named, user.as_bytes(), false, now)
+                    .admit_login(ip, named, user.as_bytes(), false, deadline)
+                    .await
                 {
-                    Ok(Admission::Admitted(charge)) => {
-                        charge.refused(now);
+                    Ok(charge) => {
+                        charge.refused(std::time::Instant::now());
                         wrong_password
                     }
-                    Ok(Admission::Wait(refusal)) | Err(refusal) => {
+                    Err(refusal) => {
                         endpoint
                             .metrics
                             .budget_refused(endpoint.label(), refusal.label());
@@ -301,7 +309,10 @@ pub async fn handle(
             let seq = greeted.login.last_sequence_id.wrapping_add(1);
             let _ = client.write_packet(seq, &err.to_bytes()).await;
             let server_name = server_name.as_deref().unwrap_or_default();
-            tracing::info!(endpoint = %endpoint.config.listen, client = %addr, user = %Escaped(typed.as_bytes()), server_name = %Escaped(server_name.as_bytes()), reason, code = err.error_code, "login refused; nothing woken");
+            // A client's name may be as long as a login: the log keeps its start.
+            let logged = typed.as_bytes();
+            let logged = logged.get(..MAX_LOGGED_NAME).unwrap_or(logged);
+            tracing::info!(endpoint = %endpoint.config.listen, client = %addr, user = %Escaped(logged), server_name = %Escaped(server_name.as_bytes()), reason, code = err.error_code, "login refused; nothing woken");
         }
     }
 }

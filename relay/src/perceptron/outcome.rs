@@ -474,7 +474,7 @@ impl PerceptronError {
             Self::ClientGone | Self::HealthCheck => None,
             Self::ShuttingDown => unavailable("Relay is shutting down. Retry".into()),
             Self::Budget { refusal, user } => {
-                Some(refusal.client_error(host_of(client_addr), user))
+                Some(refusal.client_error(&host_of(client_addr), user))
             }
         }
     }
@@ -526,8 +526,13 @@ impl From<ComputeProtocolError> for PerceptronError {
     }
 }
 
-fn host_of(addr: &str) -> &str {
-    addr.rsplit_once(':').map_or(addr, |(h, _)| h)
+/// The host part of a client's `ip:port` as MySQL writes it in an ERR: the address alone,
+/// an IPv6 one without brackets (`::1`), the same text the endpoint's refusals use.
+fn host_of(addr: &str) -> String {
+    addr.parse::<std::net::SocketAddr>().map_or_else(
+        |_| addr.rsplit_once(':').map_or(addr, |(h, _)| h).to_owned(),
+        |a| a.ip().to_string(),
+    )
 }
 
 /// The ERR 1045 a wrong password gets, the same whoever refused: MySQL's and server-shim's

@@ -1069,5 +1069,8 @@ fn division_is_exact_and_div_truncates() {
 #[test]
 fn integers_beyond_bigint_are_refused_not_rounded() {
     assert_eq!(code("SELECT 18446744073709551615"), 1235);
-    assert_eq!(sql("SELECT 9223372036854775807"), ["SELECT 9223372036854775807"]);
+    assert_eq!(
+        sql("SELECT 9223372036854775807"),
+        ["SELECT 9223372036854775807"]
+    );
 }
