@@ -71,6 +71,8 @@ pub enum Outcome {
         columns: Vec<String>,
         /// Rows, each as long as `columns`.
         rows: Vec<Vec<Cell>>,
+        /// Each column's integer width, where its declared type says (empty: none known).
+        int_widths: Vec<Option<IntWidth>>,
     },
     /// A statement without a result set, with the number of rows it changed.
     Done {
@@ -80,6 +82,52 @@ pub enum Outcome {
         /// packet.
         last_insert_id: u64,
     },
+}
+
+/// The width MySQL gives an integer column, from its declared type: a `TINYINT` is sent as
+/// `TINY`, an `INT` as `LONG`, a `BIGINT` as `LONGLONG` (drivers such as mysql2 with
+/// `bigNumberStrings`, TypeORM's default, read a `LONGLONG` as a string: a `TINYINT`
+/// boolean sent as one reads back as `"0"`, which is true).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntWidth {
+    /// `TINYINT`, `BOOL`.
+    Tiny,
+    /// `SMALLINT`.
+    Short,
+    /// `MEDIUMINT`.
+    Medium,
+    /// `INT`, `INTEGER`.
+    Long,
+    /// `BIGINT`.
+    LongLong,
+}
+
+impl IntWidth {
+    /// The width of declared type `decl` (`int(11)`, `TINYINT UNSIGNED`), if an integer's.
+    #[must_use]
+    pub fn of_declared(decl: &str) -> Option<Self> {
+        let lower = decl.trim().to_ascii_lowercase();
+        Some(match lower.split(['(', ' ']).next().unwrap_or_default() {
+            "tinyint" | "bool" | "boolean" => Self::Tiny,
+            "smallint" => Self::Short,
+            "mediumint" => Self::Medium,
+            "int" | "integer" => Self::Long,
+            "bigint" => Self::LongLong,
+            _ => return None,
+        })
+    }
+
+    /// Whether `v` fits (SQLite's typing lets a column hold a larger one).
+    #[must_use]
+    pub fn holds(self, v: i64) -> bool {
+        match self {
+            Self::Tiny => i8::try_from(v).is_ok(),
+            Self::Short => i16::try_from(v).is_ok(),
+            Self::Medium => (-(1 << 23)..(1 << 23)).contains(&v),
+            Self::Long => i32::try_from(v).is_ok(),
+            Self::LongLong => true,
+        }
+    }
 }
 
 /// What a savepoint statement does ([`Executor::savepoint`]).

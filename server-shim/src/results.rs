@@ -3,15 +3,17 @@
 //!
 //! A column's MySQL type is chosen from its values: a column whose non-NULL values are all of
 //! one kind gets that kind's type (`LONGLONG`, `DOUBLE`, `DATE`, ...); a mixed column is sent
-//! as `VAR_STRING` text. The binary protocol (prepared statements) encodes every value in
-//! its column's type, so the two always agree.
+//! as `VAR_STRING` text. An integer column whose declared type gives its width (`TINYINT`,
+//! `INT`, ...) is sent as that width (`TINY`, `LONG`, ...) when every value fits, else as
+//! `LONGLONG`. The binary protocol (prepared statements) encodes every value in its column's
+//! type, so the two always agree.
 
 use std::io;
 
 use opensrv_mysql::{Column, ColumnFlags, ColumnType, OkResponse, QueryResultWriter, StatusFlags};
 use tokio::io::AsyncWrite;
 
-use crate::engine::Cell;
+use crate::engine::{Cell, IntWidth};
 use crate::sql_error::SqlError;
 
 /// A statement's reply.
@@ -23,6 +25,8 @@ pub enum Reply {
         columns: Vec<String>,
         /// Rows.
         rows: Vec<Vec<Cell>>,
+        /// Each column's integer width, where its declared type says (empty: none known).
+        int_widths: Vec<Option<IntWidth>>,
     },
     /// An OK packet.
     Ok {
@@ -73,9 +77,30 @@ fn column_kind(rows: &[Vec<Cell>], i: usize) -> Kind {
     kind.unwrap_or(Kind::Text)
 }
 
-fn column_def(name: &str, kind: Kind) -> Column {
+/// The width column `i` is sent with: its declared one, when it is an integer column all of
+/// whose values fit.
+fn column_width(rows: &[Vec<Cell>], i: usize, kind: Kind, declared: Option<IntWidth>) -> Option<IntWidth> {
+    let width = declared.filter(|_| kind == Kind::Int)?;
+    rows.iter()
+        .all(|row| match row.get(i) {
+            Some(Cell::Int(v)) => width.holds(*v),
+            _ => true,
+        })
+        .then_some(width)
+}
+
+fn column_def(name: &str, kind: Kind, width: Option<IntWidth>) -> Column {
     let (coltype, colflags) = match kind {
-        Kind::Int => (ColumnType::MYSQL_TYPE_LONGLONG, ColumnFlags::empty()),
+        Kind::Int => (
+            match width {
+                Some(IntWidth::Tiny) => ColumnType::MYSQL_TYPE_TINY,
+                Some(IntWidth::Short) => ColumnType::MYSQL_TYPE_SHORT,
+                Some(IntWidth::Medium) => ColumnType::MYSQL_TYPE_INT24,
+                Some(IntWidth::Long) => ColumnType::MYSQL_TYPE_LONG,
+                Some(IntWidth::LongLong) | None => ColumnType::MYSQL_TYPE_LONGLONG,
+            },
+            ColumnFlags::empty(),
+        ),
         Kind::UInt => (ColumnType::MYSQL_TYPE_LONGLONG, ColumnFlags::UNSIGNED_FLAG),
         Kind::Float => (ColumnType::MYSQL_TYPE_DOUBLE, ColumnFlags::empty()),
         Kind::Decimal => (ColumnType::MYSQL_TYPE_NEWDECIMAL, ColumnFlags::empty()),
@@ -118,18 +143,27 @@ pub async fn write_reply<W: AsyncWrite + Unpin + Send>(
             })
             .await
         }
-        Ok(Reply::Rows { columns, rows }) => {
+        Ok(Reply::Rows {
+            columns,
+            rows,
+            int_widths,
+        }) => {
             let kinds: Vec<Kind> = (0..columns.len()).map(|i| column_kind(&rows, i)).collect();
+            let widths: Vec<Option<IntWidth>> = kinds
+                .iter()
+                .enumerate()
+                .map(|(i, k)| column_width(&rows, i, *k, int_widths.get(i).copied().flatten()))
+                .collect();
             let defs: Vec<Column> = columns
                 .iter()
-                .zip(&kinds)
-                .map(|(n, k)| column_def(n, *k))
+                .zip(kinds.iter().zip(&widths))
+                .map(|(n, (k, w))| column_def(n, *k, *w))
                 .collect();
             binary_columns(kinds.iter().map(|k| *k == Kind::Bytes).collect());
             let mut rw = w.start(&defs).await?;
             for row in rows {
-                for (i, kind) in kinds.iter().enumerate() {
-                    write_cell(&mut rw, row.get(i).unwrap_or(&Cell::Null), *kind)?;
+                for (i, (kind, width)) in kinds.iter().zip(&widths).enumerate() {
+                    write_cell(&mut rw, row.get(i).unwrap_or(&Cell::Null), *kind, *width)?;
                 }
                 rw.end_row().await?;
             }
@@ -142,10 +176,23 @@ fn write_cell<W: AsyncWrite + Unpin>(
     rw: &mut opensrv_mysql::RowWriter<'_, W>,
     cell: &Cell,
     kind: Kind,
+    width: Option<IntWidth>,
 ) -> io::Result<()> {
+    // In the width the column was announced with ([`column_width`]: every value fits).
+    let mut narrow = |v: i64| -> io::Result<()> {
+        let too_wide = || io::Error::other(format!("{v} does not fit its column"));
+        match width {
+            Some(IntWidth::Tiny) => rw.write_col(i8::try_from(v).map_err(|_| too_wide())?),
+            Some(IntWidth::Short) => rw.write_col(i16::try_from(v).map_err(|_| too_wide())?),
+            Some(IntWidth::Medium | IntWidth::Long) => {
+                rw.write_col(i32::try_from(v).map_err(|_| too_wide())?)
+            }
+            Some(IntWidth::LongLong) | None => rw.write_col(v),
+        }
+    };
     match (cell, kind) {
         (Cell::Null, _) => rw.write_col(None::<i64>),
-        (Cell::Int(v), Kind::Int) => rw.write_col(*v),
+        (Cell::Int(v), Kind::Int) => narrow(*v),
         (Cell::UInt(v), Kind::UInt) => rw.write_col(*v),
         (Cell::Float(v), Kind::Float) => rw.write_col(*v),
         (Cell::Date(v), Kind::Date) => rw.write_col(*v),
@@ -188,8 +235,26 @@ mod tests {
         assert_eq!(column_kind(&rows, 2), Kind::Text);
         assert_eq!(column_kind(&rows, 3), Kind::Float);
         assert_eq!(
-            column_def("u", Kind::UInt).colflags,
+            column_def("u", Kind::UInt, None).colflags,
             ColumnFlags::UNSIGNED_FLAG
+        );
+    }
+
+    #[test]
+    fn an_integer_column_has_its_declared_width_while_its_values_fit() {
+        let rows = vec![vec![Cell::Int(0)], vec![Cell::Null], vec![Cell::Int(1)]];
+        let tiny = Some(IntWidth::Tiny);
+        assert_eq!(column_width(&rows, 0, Kind::Int, tiny), tiny);
+        assert_eq!(
+            column_def("vip", Kind::Int, tiny).coltype,
+            ColumnType::MYSQL_TYPE_TINY
+        );
+        let wide = vec![vec![Cell::Int(300)]];
+        assert_eq!(column_width(&wide, 0, Kind::Int, tiny), None);
+        assert_eq!(column_width(&rows, 0, Kind::Int, None), None);
+        assert_eq!(
+            column_def("n", Kind::Int, Some(IntWidth::Long)).coltype,
+            ColumnType::MYSQL_TYPE_LONG
         );
     }
 }

@@ -988,6 +988,7 @@ impl Session {
         Ok(Reply::Rows {
             columns,
             rows: vec![row],
+            int_widths: Vec::new(),
         })
     }
 
@@ -1092,6 +1093,7 @@ fn rows(columns: &[&str], rows: Vec<Vec<Cell>>) -> Reply {
     Reply::Rows {
         columns: columns.iter().map(|c| (*c).to_owned()).collect(),
         rows,
+        int_widths: Vec::new(),
     }
 }
 
@@ -1127,7 +1129,15 @@ fn commits_implicitly(sql: &str) -> bool {
 
 fn reply(outcome: Outcome) -> Reply {
     match outcome {
-        Outcome::Rows { columns, rows } => Reply::Rows { columns, rows },
+        Outcome::Rows {
+            columns,
+            rows,
+            int_widths,
+        } => Reply::Rows {
+            columns,
+            rows,
+            int_widths,
+        },
         Outcome::Done {
             affected_rows,
             last_insert_id,

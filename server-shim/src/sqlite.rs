@@ -19,7 +19,8 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension as _};
 
 use crate::dialect::{self, StatementKind};
 use crate::engine::{
-    Cell, Engine, Executor, IndexColumn, Outcome, SavepointAction, SessionFacts, TableMeta,
+    Cell, Engine, Executor, IndexColumn, IntWidth, Outcome, SavepointAction, SessionFacts,
+    TableMeta,
 };
 use crate::information_schema;
 use crate::mysql_functions::{self, ConnectionFacts};
@@ -648,12 +649,17 @@ impl SqliteExecutor {
                     out.push(cells);
                 }
             }
-            let (columns, _) = described.unwrap_or_else(|| describe(stmt));
+            let (columns, shapes) = described.unwrap_or_else(|| describe(stmt));
             self.facts.found_rows.store(
                 i64::try_from(out.len()).unwrap_or(i64::MAX),
                 Ordering::Relaxed,
             );
-            return Ok(Outcome::Rows { columns, rows: out });
+            let int_widths = shapes.iter().map(Shape::int_width).collect();
+            return Ok(Outcome::Rows {
+                columns,
+                rows: out,
+                int_widths,
+            });
         }
         self.changes.take();
         let changed = stmt
@@ -941,6 +947,8 @@ enum Shape {
     /// `DATETIME`/`TIMESTAMP`: stored as text, sent as MySQL's DATETIME type, so drivers
     /// (PyMySQL, and SQLAlchemy on it) return date-time objects, not strings.
     DateTime,
+    /// An integer type: the storage class decides the value, the width its MySQL type.
+    Int(IntWidth),
     /// Anything else: the storage class decides.
     Plain,
 }
@@ -950,12 +958,23 @@ impl Shape {
         if let Some(scale) = decimal_scale(decl) {
             return Self::Decimal(scale);
         }
+        if let Some(width) = IntWidth::of_declared(decl) {
+            return Self::Int(width);
+        }
         let lower = decl.trim().to_ascii_lowercase();
         let base = lower.split(['(', ' ']).next().unwrap_or_default();
         match base {
             "date" => Self::Date,
             "datetime" | "timestamp" => Self::DateTime,
             _ => Self::Plain,
+        }
+    }
+
+    /// The integer width a column of this shape has, if it is an integer's.
+    const fn int_width(&self) -> Option<IntWidth> {
+        match self {
+            Self::Int(w) => Some(*w),
+            _ => None,
         }
     }
 }
@@ -1267,6 +1286,7 @@ mod tests {
                     vec![Cell::Int(1), Cell::Text("a".into())],
                     vec![Cell::Int(2), Cell::Text("b".into())],
                 ],
+                int_widths: vec![Some(IntWidth::Long), None],
             }
         );
         assert_eq!(e.table_names().unwrap(), vec!["t".to_owned()]);
@@ -1405,6 +1425,7 @@ mod tests {
                         .map(text)
                         .to_vec(),
                 ],
+                int_widths: vec![None; 6],
             }
         );
         let out = exec(

@@ -34,6 +34,7 @@ impl Session {
             columns.push("Table_type".into());
         }
         Ok(Reply::Rows {
+            int_widths: Vec::new(),
             columns,
             rows: names
                 .into_iter()
