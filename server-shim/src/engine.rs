@@ -256,8 +256,8 @@ pub struct ColumnMeta {
     pub default: Option<String>,
     /// `PRI`, `UNI`, `MUL` or empty.
     pub key: &'static str,
-    /// `auto_increment` or empty.
-    pub extra: &'static str,
+    /// `auto_increment`, `on update current_timestamp(p)`, or empty.
+    pub extra: String,
 }
 
 /// An index, as `information_schema.STATISTICS` describes it.

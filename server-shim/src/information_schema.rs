@@ -168,15 +168,25 @@ pub fn fill(
             )?;
             for (position, c) in (1_i64..).zip(&t.columns) {
                 let (data_type, length, precision, scale) = split_type(&c.column_type);
-                let text = length.is_some();
+                let text = length.is_some() && data_type != "blob";
+                // Fractional seconds of a DATETIME(p), TIMESTAMP(p), TIME(p): p, else 0.
+                let datetime_precision =
+                    matches!(data_type.as_str(), "datetime" | "timestamp" | "time").then(|| {
+                        c.column_type
+                            .split_once('(')
+                            .and_then(|(_, p)| p.strip_suffix(')'))
+                            .and_then(|p| p.trim().parse::<i64>().ok())
+                            .unwrap_or(0)
+                    });
                 tx.execute(
                     "INSERT INTO information_schema.COLUMNS (TABLE_CATALOG, TABLE_SCHEMA, \
                      TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, COLUMN_DEFAULT, IS_NULLABLE, \
                      DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, CHARACTER_OCTET_LENGTH, \
                      NUMERIC_PRECISION, NUMERIC_SCALE, CHARACTER_SET_NAME, COLLATION_NAME, \
-                     COLUMN_TYPE, COLUMN_KEY, EXTRA, PRIVILEGES, COLUMN_COMMENT, IS_GENERATED) \
+                     COLUMN_TYPE, COLUMN_KEY, EXTRA, PRIVILEGES, COLUMN_COMMENT, IS_GENERATED, \
+                     DATETIME_PRECISION) \
                      VALUES ('def', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
-                     ?15, ?16, 'select,insert,update,references', '', 'NEVER')",
+                     ?15, ?16, 'select,insert,update,references', '', 'NEVER', ?17)",
                     rusqlite::params![
                         db,
                         t.name,
@@ -194,6 +204,7 @@ pub fn fill(
                         c.column_type,
                         c.key,
                         c.extra,
+                        datetime_precision,
                     ],
                 )?;
             }
@@ -351,6 +362,17 @@ fn split_type(column_type: &str) -> (String, Option<i64>, Option<i64>, Option<i6
         .unwrap_or_default();
     let first = args.first().copied();
     match base.as_str() {
+        // The longest value's length, as MySQL gives it.
+        "enum" => {
+            let longest = column_type
+                .split('\'')
+                .skip(1)
+                .step_by(2)
+                .map(|v| v.chars().count())
+                .max()
+                .unwrap_or(0);
+            (base, i64::try_from(longest).ok(), None, None)
+        }
         "char" | "varchar" | "binary" | "varbinary" => (base, first.or(Some(255)), None, None),
         "text" | "mediumtext" | "longtext" | "tinytext" | "blob" => {
             (base, Some(65_535), None, None)

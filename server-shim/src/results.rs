@@ -79,7 +79,12 @@ fn column_kind(rows: &[Vec<Cell>], i: usize) -> Kind {
 
 /// The width column `i` is sent with: its declared one, when it is an integer column all of
 /// whose values fit.
-fn column_width(rows: &[Vec<Cell>], i: usize, kind: Kind, declared: Option<IntWidth>) -> Option<IntWidth> {
+fn column_width(
+    rows: &[Vec<Cell>],
+    i: usize,
+    kind: Kind,
+    declared: Option<IntWidth>,
+) -> Option<IntWidth> {
     let width = declared.filter(|_| kind == Kind::Int)?;
     rows.iter()
         .all(|row| match row.get(i) {

@@ -129,21 +129,23 @@ fn foreign_keys(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ForeignK
             |r| r.get(0),
         )
         .unwrap_or_default();
-    let declared = declared_foreign_key_names(&sql);
+    let declared = declared_foreign_keys(&sql);
     // InnoDB numbers the unnamed keys only.
     let mut unnamed = 0;
     for key in &mut keys {
         let columns = key.columns.join(",");
-        key.name = match declared
+        let found = declared
             .iter()
-            .find(|(c, _)| c.eq_ignore_ascii_case(&columns))
-        {
-            Some((_, name)) => name.clone(),
+            .find(|d| d.columns.eq_ignore_ascii_case(&columns));
+        key.name = match found.and_then(|d| d.name.clone()) {
+            Some(name) => name,
             None => {
                 unnamed += 1;
                 format!("{table}_ibfk_{unnamed}")
             }
         };
+        key.on_update = mysql_rule(&key.on_update, found.is_some_and(|d| d.update_no_action));
+        key.on_delete = mysql_rule(&key.on_delete, found.is_some_and(|d| d.delete_no_action));
     }
     for key in &mut keys {
         if key.parent_columns.is_empty() {
@@ -168,7 +170,7 @@ fn foreign_key_line(key: &ForeignKey) -> String {
         quoted_list(&key.parent_columns)
     );
     for (what, action) in [("DELETE", &key.on_delete), ("UPDATE", &key.on_update)] {
-        if !action.eq_ignore_ascii_case("NO ACTION") && !action.eq_ignore_ascii_case("RESTRICT") {
+        if !action.eq_ignore_ascii_case("RESTRICT") {
             line.push_str(&format!(" ON {what} {}", action.to_ascii_uppercase()));
         }
     }
@@ -228,11 +230,14 @@ pub fn show_create_table(conn: &Connection, table: &str) -> rusqlite::Result<Opt
     };
     let autoincrement = sql.to_ascii_uppercase().contains("AUTOINCREMENT");
     let columns = columns(conn, table)?;
+    let enums = enum_types(&sql);
     let pk = primary_key(&columns);
     let mut lines = Vec::new();
     for c in &columns {
         let rowid_alias = autoincrement && pk.len() == 1 && c.pk == 1;
-        let decl = if c.decl_type.is_empty() {
+        let decl = if let Some((_, t)) = enums.iter().find(|(n, _)| *n == c.name) {
+            t.clone()
+        } else if c.decl_type.is_empty() {
             "text".to_owned()
         } else if rowid_alias && c.decl_type.eq_ignore_ascii_case("integer") {
             "int(11)".to_owned()
@@ -244,21 +249,9 @@ pub fn show_create_table(conn: &Connection, table: &str) -> rusqlite::Result<Opt
             line.push_str(" NOT NULL");
         }
         match &c.default {
-            Some(d) if d.eq_ignore_ascii_case("current_timestamp") => {
-                line.push_str(" DEFAULT current_timestamp()");
-            }
-            // `(mysql_now(6))`: MySQL's `current_timestamp(6)`.
-            Some(d)
-                if d.strip_prefix(&format!("({}(", crate::dialect::NOW_FN))
-                    .and_then(|rest| rest.strip_suffix("))"))
-                    .is_some_and(|p| p.len() == 1 && p.bytes().all(|b| b.is_ascii_digit())) =>
-            {
-                let precision = &d[d.len() - 3..d.len() - 2];
-                line.push_str(&format!(" DEFAULT current_timestamp({precision})"));
-            }
             Some(d) => {
                 line.push_str(" DEFAULT ");
-                line.push_str(d);
+                line.push_str(&mysql_default(d));
             }
             None if !c.not_null && c.pk == 0 => line.push_str(" DEFAULT NULL"),
             None => {}
@@ -329,50 +322,163 @@ fn foreign_key_metas(conn: &Connection, table: &str) -> rusqlite::Result<Vec<For
             columns: key.columns,
             referenced_table: key.parent,
             referenced_columns: key.parent_columns,
-            update_rule: mysql_rule(&key.on_update),
-            delete_rule: mysql_rule(&key.on_delete),
+            update_rule: key.on_update,
+            delete_rule: key.on_delete,
         })
         .collect())
 }
 
-/// `(columns joined by ',', name)` of each `CONSTRAINT name FOREIGN KEY (columns)` in a
-/// `CREATE TABLE` text (names and columns unquoted).
-fn declared_foreign_key_names(sql: &str) -> Vec<(String, String)> {
+/// The columns of `table` an `ON UPDATE CURRENT_TIMESTAMP` trigger sets (the dialect names
+/// each `<table>__<column>__on_update`).
+fn on_update_columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
+    let prefix = format!("{table}__");
+    let mut stmt =
+        conn.prepare("SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = ?1")?;
+    let names: Vec<String> = stmt
+        .query_map([table], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(names
+        .iter()
+        .filter_map(|n| n.strip_prefix(&prefix)?.strip_suffix("__on_update"))
+        .map(str::to_owned)
+        .collect())
+}
+
+/// A column default as SQLite keeps it, in MySQL's words: `CURRENT_TIMESTAMP` is
+/// `current_timestamp()`, the dialect's `(mysql_now(6))` is `current_timestamp(6)`; the rest
+/// as it is.
+fn mysql_default(d: &str) -> String {
+    if d.eq_ignore_ascii_case("current_timestamp") {
+        return "current_timestamp()".to_owned();
+    }
+    // SQLite gives the expression with or without its parentheses.
+    let inner = d
+        .strip_prefix('(')
+        .and_then(|e| e.strip_suffix(')'))
+        .unwrap_or(d);
+    let precision = inner
+        .strip_prefix(&format!("{}(", crate::dialect::NOW_FN))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .filter(|p| p.len() == 1 && p.bytes().all(|b| b.is_ascii_digit()));
+    match precision {
+        Some(p) => format!("current_timestamp({p})"),
+        None => d.to_owned(),
+    }
+}
+
+/// Each `ENUM` column's MySQL type (`enum('free','pro')`), by column name, from the checks the
+/// dialect writes for them in a `CREATE TABLE` text (`CONSTRAINT \`enum\` CHECK (\`tier\` IN
+/// ('free', 'pro'))`).
+fn enum_types(sql: &str) -> Vec<(String, String)> {
+    const MARK: &str = "CONSTRAINT `enum` CHECK (";
+    let mut out = Vec::new();
+    for (at, _) in sql.match_indices(MARK) {
+        let Some(rest) = sql.get(at + MARK.len()..) else {
+            continue;
+        };
+        let Some(in_at) = rest.find(" IN (") else {
+            continue;
+        };
+        let column = rest
+            .get(..in_at)
+            .unwrap_or_default()
+            .trim()
+            .trim_matches(['`', '"'])
+            .to_owned();
+        let mut values = Vec::new();
+        let mut chars = rest
+            .get(in_at + " IN (".len()..)
+            .unwrap_or_default()
+            .chars();
+        let mut value: Option<String> = None;
+        while let Some(c) = chars.next() {
+            match (&mut value, c) {
+                (None, '\'') => value = Some(String::new()),
+                (None, ')') => break,
+                (None, _) => {}
+                (Some(v), '\'') => {
+                    // A doubled quote is one quote; a single one ends the value.
+                    let mut peek = chars.clone();
+                    if peek.next() == Some('\'') {
+                        v.push('\'');
+                        chars.next();
+                    } else {
+                        values.push(core::mem::take(v));
+                        value = None;
+                    }
+                }
+                (Some(v), c) => v.push(c),
+            }
+        }
+        let list: Vec<String> = values
+            .iter()
+            .map(|v| format!("'{}'", v.replace('\'', "''")))
+            .collect();
+        out.push((column, format!("enum({})", list.join(","))));
+    }
+    out
+}
+
+/// A table-level `FOREIGN KEY` as its `CREATE TABLE` text declares it.
+struct DeclaredKey {
+    /// Its columns, unquoted, joined by `,`.
+    columns: String,
+    /// `CONSTRAINT name`, if given.
+    name: Option<String>,
+    /// Whether it says `ON UPDATE NO ACTION` (SQLite lists a key without one the same).
+    update_no_action: bool,
+    /// Whether it says `ON DELETE NO ACTION`.
+    delete_no_action: bool,
+}
+
+/// Each table-level `[CONSTRAINT name] FOREIGN KEY (columns) REFERENCES ...` of a `CREATE
+/// TABLE` text, in order.
+fn declared_foreign_keys(sql: &str) -> Vec<DeclaredKey> {
     let unquote = |s: &str| s.trim().trim_matches(['`', '"', '[', ']']).to_owned();
     let upper = sql.to_ascii_uppercase();
+    let starts: Vec<usize> = upper
+        .match_indices("FOREIGN KEY")
+        .map(|(at, _)| at)
+        .collect();
     let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(at) = upper.get(from..).and_then(|u| u.find("CONSTRAINT ")) {
-        let start = from + at + "CONSTRAINT ".len();
-        from = start;
-        let Some(rest) = sql.get(start..) else { break };
-        let Some(fk) = rest.to_ascii_uppercase().find(" FOREIGN KEY") else {
+    for (n, &at) in starts.iter().enumerate() {
+        let clause_end = starts.get(n + 1).copied().unwrap_or(sql.len());
+        let (Some(clause), Some(clause_upper)) =
+            (sql.get(at..clause_end), upper.get(at..clause_end))
+        else {
             continue;
         };
-        let name = unquote(rest.get(..fk).unwrap_or_default());
-        let after = rest.get(fk + " FOREIGN KEY".len()..).unwrap_or_default();
-        let (Some(open), Some(close)) = (after.find('('), after.find(')')) else {
+        let (Some(open), Some(close)) = (clause.find('('), clause.find(')')) else {
             continue;
         };
-        if name.contains(char::is_whitespace) || open > 2 {
-            continue;
-        }
-        let columns = after
+        let columns = clause
             .get(open + 1..close)
             .unwrap_or_default()
             .split(',')
             .map(unquote)
             .collect::<Vec<_>>()
             .join(",");
-        out.push((columns, name));
+        // `CONSTRAINT name ` right before it.
+        let before = upper.get(..at).unwrap_or_default().trim_end();
+        let name = before.rfind("CONSTRAINT ").and_then(|c| {
+            let name = unquote(sql.get(c + "CONSTRAINT ".len()..at).unwrap_or_default());
+            (!name.is_empty() && !name.contains(char::is_whitespace)).then_some(name)
+        });
+        out.push(DeclaredKey {
+            columns,
+            name,
+            update_no_action: clause_upper.contains("ON UPDATE NO ACTION"),
+            delete_no_action: clause_upper.contains("ON DELETE NO ACTION"),
+        });
     }
     out
 }
 
-/// SQLite's name of a referential action in MySQL's words: `NO ACTION`, SQLite's default, is
-/// MySQL's `RESTRICT` (what MariaDB lists for a key declared without one).
-fn mysql_rule(sqlite: &str) -> String {
+/// A referential action SQLite lists in MySQL's words: `NO ACTION` is what SQLite lists for a
+/// key declared without one, which MySQL calls `RESTRICT`, unless `NO ACTION` was declared.
+fn mysql_rule(sqlite: &str, declared_no_action: bool) -> String {
     match sqlite {
+        "NO ACTION" if declared_no_action => "NO ACTION".to_owned(),
         "NO ACTION" | "" => "RESTRICT".to_owned(),
         other => other.to_owned(),
     }
@@ -394,6 +500,8 @@ pub fn describe(conn: &Connection) -> rusqlite::Result<Vec<TableMeta>> {
         .into_iter()
         .map(|(name, view, sql)| {
             let autoincrement = sql.to_ascii_uppercase().contains("AUTOINCREMENT");
+            let enums = enum_types(&sql);
+            let on_update = on_update_columns(conn, &name)?;
             let cols = columns(conn, &name)?;
             let pk = primary_key(&cols)
                 .into_iter()
@@ -436,7 +544,10 @@ pub fn describe(conn: &Connection) -> rusqlite::Result<Vec<TableMeta>> {
                     let (primary, unique, indexed) = first_of(&c.name);
                     ColumnMeta {
                         name: c.name.clone(),
-                        column_type: if rowid_alias && c.decl_type.eq_ignore_ascii_case("integer") {
+                        column_type: if let Some((_, t)) = enums.iter().find(|(n, _)| *n == c.name)
+                        {
+                            t.clone()
+                        } else if rowid_alias && c.decl_type.eq_ignore_ascii_case("integer") {
                             "int(11)".into()
                         } else if c.decl_type.is_empty() {
                             "text".into()
@@ -444,7 +555,7 @@ pub fn describe(conn: &Connection) -> rusqlite::Result<Vec<TableMeta>> {
                             c.decl_type.to_lowercase()
                         },
                         not_null: c.not_null || c.pk > 0,
-                        default: c.default.clone(),
+                        default: c.default.as_deref().map(mysql_default),
                         key: if primary {
                             "PRI"
                         } else if unique {
@@ -454,7 +565,19 @@ pub fn describe(conn: &Connection) -> rusqlite::Result<Vec<TableMeta>> {
                         } else {
                             ""
                         },
-                        extra: if rowid_alias { "auto_increment" } else { "" },
+                        extra: if rowid_alias {
+                            "auto_increment".to_owned()
+                        } else if on_update.iter().any(|n| *n == c.name) {
+                            // The trigger's precision is the column's (`datetime(6)`).
+                            let p = c
+                                .decl_type
+                                .split_once('(')
+                                .and_then(|(_, p)| p.strip_suffix(')'))
+                                .unwrap_or_default();
+                            format!("on update current_timestamp({p})")
+                        } else {
+                            String::new()
+                        },
                     }
                 })
                 .collect();
@@ -535,6 +658,35 @@ mod tests {
         );
     }
 
+    #[test]
+    fn defaults_are_shown_in_mysqls_words() {
+        assert_eq!(mysql_default("CURRENT_TIMESTAMP"), "current_timestamp()");
+        assert_eq!(mysql_default("mysql_now(6)"), "current_timestamp(6)");
+        assert_eq!(mysql_default("(mysql_now(3))"), "current_timestamp(3)");
+        assert_eq!(mysql_default("'free'"), "'free'");
+    }
+
+    /// An `ENUM` column is shown as one (SQLite stores it as text with a check): `SHOW CREATE
+    /// TABLE` and `information_schema` give its values, so a dump restores the check and an
+    /// ORM that compares types finds no change.
+    #[test]
+    fn an_enum_column_is_shown_with_its_values() {
+        let c = conn();
+        c.execute_batch(
+            "CREATE TABLE plans (id INTEGER PRIMARY KEY, \
+             tier TEXT COLLATE NOCASE CONSTRAINT `enum` CHECK (`tier` IN ('free', 'pro''s')) NOT NULL DEFAULT 'free')",
+        )
+        .unwrap();
+        let sql = show_create_table(&c, "plans").unwrap().unwrap();
+        assert!(
+            sql.contains("`tier` enum('free','pro''s') NOT NULL DEFAULT 'free'"),
+            "{sql}"
+        );
+        let tables = describe(&c).unwrap();
+        let plans = tables.iter().find(|t| t.name == "plans").unwrap();
+        assert_eq!(plans.columns[1].column_type, "enum('free','pro''s')");
+    }
+
     /// A key declared with a name keeps it (TypeORM and Drizzle compare their names with
     /// the schema's), in `SHOW CREATE TABLE` and for `information_schema`.
     #[test]
@@ -544,7 +696,7 @@ mod tests {
             "CREATE TABLE lines (
                 id INTEGER PRIMARY KEY,
                 item INT, other INT,
-                CONSTRAINT `FK_3f1e` FOREIGN KEY (`item`) REFERENCES `items` (`id`) ON DELETE CASCADE,
+                CONSTRAINT `FK_3f1e` FOREIGN KEY (`item`) REFERENCES `items` (`id`) ON DELETE CASCADE ON UPDATE NO ACTION,
                 FOREIGN KEY (other) REFERENCES items (id)
             );",
         )
@@ -566,7 +718,7 @@ mod tests {
         assert_eq!(
             keys,
             [
-                ("FK_3f1e", "item", "CASCADE", "RESTRICT"),
+                ("FK_3f1e", "item", "CASCADE", "NO ACTION"),
                 ("lines_ibfk_1", "other", "RESTRICT", "RESTRICT")
             ]
         );

@@ -109,7 +109,7 @@ impl Session {
                         text(c.key),
                         c.default
                             .map_or(Cell::Null, |d| Cell::Text(d.trim_matches('\'').to_owned())),
-                        text(c.extra),
+                        text(&c.extra),
                     ]);
                     if full {
                         row.extend([text("select,insert,update,references"), text("")]);
