@@ -15,7 +15,7 @@ use authplugin::Credential;
 use authplugin::key_file::KeyFileError;
 use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 use zeroize::Zeroizing;
 
 use crate::accounts::{Account, AccountError, AccountStore, Role};
@@ -108,6 +108,11 @@ struct RunArgs {
     /// queries need it, and filled in behind them at most this fast, in MiB/s per database.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=65536))]
     lazy_fill_mib_per_sec: u64,
+    /// Log each statement that fails: its error and its first N characters (0, the default:
+    /// the error code only). Statement text can hold passwords and personal data: turn it on
+    /// to find which statement a tool's failure came from, and off again.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    log_failed_statements: usize,
 }
 
 #[derive(Debug, Subcommand)]
@@ -500,6 +505,14 @@ async fn run_async(
     );
     state.tls = tls;
     state.require_secure_transport = args.require_secure_transport;
+    state.failed_statement_chars = args.log_failed_statements;
+    if args.log_failed_statements > 0 {
+        warn!(
+            chars = args.log_failed_statements,
+            "failed statements are logged with their text, which may hold passwords and \
+             personal data (--log-failed-statements)"
+        );
+    }
     if let (Some(path), Some(instance)) = (&args.ticket_key_file, &args.instance) {
         let ring = authplugin::key_file::load(path)?;
         let ttl_ms = u64::try_from(args.ticket_ttl.as_millis()).unwrap_or(u64::MAX);

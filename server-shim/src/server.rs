@@ -50,6 +50,27 @@ pub struct Shim {
 }
 
 impl Shim {
+    /// Logs a statement that failed: its code, and with `--log-failed-statements` its error
+    /// and the start of its text (off by default: the text could hold a password).
+    fn failed(&self, query: &str, e: &crate::sql_error::SqlError) {
+        let keep = self.server.failed_statement_chars;
+        if keep == 0 {
+            debug!(conn_id = self.conn_id, code = e.code(), "statement failed");
+            return;
+        }
+        let end = query
+            .char_indices()
+            .nth(keep)
+            .map_or(query.len(), |(at, _)| at);
+        warn!(
+            conn_id = self.conn_id,
+            code = e.code(),
+            error = %String::from_utf8_lossy(e.message.as_bytes()),
+            statement = %query.get(..end).unwrap_or_default().escape_debug(),
+            "statement failed"
+        );
+    }
+
     fn take_login(&mut self) {
         if !self.session.has_login()
             && let Some(login) = self
@@ -202,7 +223,10 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
                 let result: Vec<Column> = result.into_iter().map(column).collect();
                 info.reply(id, &params, &result).await
             }
-            Err(e) => info.error(e.kind, e.message.as_bytes()).await,
+            Err(e) => {
+                self.failed(query, &e);
+                info.error(e.kind, e.message.as_bytes()).await
+            }
         }
     }
 
@@ -261,8 +285,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         self.take_login();
         let result = self.session.run(query, Vec::new()).await;
         if let Err(e) = &result {
-            // The code only: the statement text could hold anything (even a password).
-            debug!(conn_id = self.conn_id, code = e.code(), "statement failed");
+            self.failed(query, e);
         }
         let status = self.session.status();
         let shared = &self.shared;

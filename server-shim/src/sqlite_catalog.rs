@@ -567,7 +567,7 @@ pub fn describe(conn: &Connection) -> rusqlite::Result<Vec<TableMeta>> {
                         },
                         extra: if rowid_alias {
                             "auto_increment".to_owned()
-                        } else if on_update.iter().any(|n| *n == c.name) {
+                        } else if on_update.contains(&c.name) {
                             // The trigger's precision is the column's (`datetime(6)`).
                             let p = c
                                 .decl_type

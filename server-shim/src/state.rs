@@ -43,6 +43,9 @@ pub struct ServerState {
     pub tickets: Option<crate::tickets::Tickets>,
     /// The open connections, for `KILL`.
     pub processes: Arc<crate::processes::Processes>,
+    /// `--log-failed-statements`: how many characters of a failed statement's text the log
+    /// keeps beside its error (0: none, only the error code).
+    pub failed_statement_chars: usize,
     /// The next connection id (the greeting's `connection_id`, `CONNECTION_ID()`).
     next_conn_id: AtomicU32,
 }
@@ -69,6 +72,7 @@ impl ServerState {
             require_secure_transport: false,
             tickets: None,
             processes: Arc::default(),
+            failed_statement_chars: 0,
             next_conn_id: AtomicU32::new(1),
         }
     }

@@ -754,3 +754,40 @@ fn kill_ends_a_statement_or_a_connection_for_its_owner_or_an_admin() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `--log-failed-statements N`: a failed statement is logged with its error and its first N
+/// characters, so a tool that swallows the error (drizzle-kit) leaves something to go on;
+/// without it, the log has the code only (statement text can hold a password).
+#[test]
+fn failed_statements_are_logged_with_their_text_only_when_asked() {
+    let tmp = TempDir::new("shim-sql-failed-log");
+    let data = tmp.path().join("data");
+    tests::add_user(&data, "root", PW, true);
+    let failing = "SELECT secret_column FROM no_such_table";
+    for (extra, logged) in [
+        (&[][..], false),
+        (&["--log-failed-statements", "20"][..], true),
+    ] {
+        let shim = Shim::start(&data, None, extra);
+        let out = mariadb(
+            shim.port,
+            "root",
+            Some(PW),
+            &[],
+            &format!("CREATE DATABASE IF NOT EXISTS d; USE d; {failing}"),
+        );
+        assert_ne!(out.code, Some(0));
+        let log = shim.log();
+        assert_eq!(log.contains("SELECT secret_column"), logged, "{log}");
+        if logged {
+            assert!(
+                log.contains("statement=SELECT secret_column") && !log.contains(failing),
+                "{log}"
+            );
+            assert!(
+                log.contains("no_such_table"),
+                "the error names the table: {log}"
+            );
+        }
+    }
+}
