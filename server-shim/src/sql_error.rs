@@ -149,6 +149,18 @@ impl SqlError {
         )
     }
 
+    /// 1091 `ER_CANT_DROP_FIELD_OR_KEY` (42000): a key to drop that the table does not have.
+    #[must_use]
+    pub fn cant_drop_key(key: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_CANT_DROP_FIELD_OR_KEY,
+            format!(
+                "Can't DROP FOREIGN KEY `{}`; check that it exists",
+                clip(key)
+            ),
+        )
+    }
+
     /// 1062 `ER_DUP_ENTRY` (23000).
     #[must_use]
     pub fn duplicate_entry(detail: &str) -> Self {

@@ -50,6 +50,11 @@ pub fn rewrite(create: &str, changes: &[Change], new_name: &str) -> Result<Rewri
                 *item = with_default(item, default.as_deref())?;
             }
             Change::Constraint(constraint) => items.push(constraint.clone()),
+            Change::DropForeignKey { table, name } => {
+                let at = foreign_key_item(&items, table, name)
+                    .ok_or_else(|| SqlError::cant_drop_key(name))?;
+                items.remove(at);
+            }
         }
     }
     let copied = items
@@ -61,6 +66,29 @@ pub fn rewrite(create: &str, changes: &[Change], new_name: &str) -> Result<Rewri
     Ok(Rewritten {
         create: format!("CREATE TABLE {new_name} ({}){tail}", items.join(", ")),
         copied,
+    })
+}
+
+/// The place among `items` of the table-level foreign key named `name`: declared so
+/// (`CONSTRAINT name FOREIGN KEY`), or the unnamed one InnoDB numbers so
+/// (`<table>_ibfk_<n>`, the n-th unnamed table-level key).
+fn foreign_key_item(items: &[String], table: &str, name: &str) -> Option<usize> {
+    let mut unnamed = 0;
+    items.iter().position(|item| {
+        let item = item.trim_start();
+        let upper = item.to_ascii_uppercase();
+        if let Some(rest) = item
+            .get("CONSTRAINT ".len()..)
+            .filter(|_| upper.starts_with("CONSTRAINT "))
+        {
+            let declared = item_column(rest).unwrap_or_default();
+            upper.contains(" FOREIGN KEY") && declared.eq_ignore_ascii_case(name)
+        } else if upper.starts_with("FOREIGN KEY") {
+            unnamed += 1;
+            format!("{table}_ibfk_{unnamed}").eq_ignore_ascii_case(name)
+        } else {
+            false
+        }
     })
 }
 

@@ -791,3 +791,40 @@ fn failed_statements_are_logged_with_their_text_only_when_asked() {
         }
     }
 }
+
+/// `ALTER TABLE ... DROP FOREIGN KEY`, by its declared name or the name InnoDB gives an
+/// unnamed one (`<table>_ibfk_<n>`, what `SHOW CREATE TABLE` and `information_schema` show):
+/// the table is rebuilt without it (a migration that changes a foreign key drops it first:
+/// Django's, TypeORM's). A key the table does not have: ERR 1091.
+#[test]
+fn a_foreign_key_is_dropped_by_its_name() {
+    let tmp = TempDir::new("shim-sql-drop-fk");
+    let shim = shim(&tmp);
+    let sql = |s: &str| mariadb(shim.port, "root", Some(PW), &["-N"], s);
+    ok(&sql(
+        "CREATE DATABASE d; USE d; CREATE TABLE p (id INT PRIMARY KEY); \
+         CREATE TABLE c (id INT PRIMARY KEY, a INT, b INT, \
+         CONSTRAINT fk_a FOREIGN KEY (a) REFERENCES p (id), FOREIGN KEY (b) REFERENCES p (id)); \
+         INSERT INTO p VALUES (1)",
+    ));
+    ok(&sql(
+        "USE d; ALTER TABLE c DROP FOREIGN KEY fk_a; INSERT INTO c VALUES (1, 99, 1)",
+    ));
+    let orphan = sql("USE d; INSERT INTO c VALUES (2, 1, 99)");
+    assert!(
+        orphan.stderr.contains("ERROR 1452"),
+        "the other key holds: {orphan:?}"
+    );
+    ok(&sql(
+        "USE d; ALTER TABLE c DROP FOREIGN KEY c_ibfk_1; INSERT INTO c VALUES (2, 1, 99)",
+    ));
+    let create = ok(&sql("USE d; SHOW CREATE TABLE c")).to_owned();
+    assert!(!create.contains("FOREIGN KEY"), "{create}");
+    let gone = sql("USE d; ALTER TABLE c DROP FOREIGN KEY fk_a");
+    assert!(
+        gone.stderr.contains(
+            "ERROR 1091 (42000) at line 1: Can't DROP FOREIGN KEY `fk_a`; check that it exists"
+        ),
+        "{gone:?}"
+    );
+}

@@ -229,7 +229,7 @@ pub(crate) fn translate_unguarded(
                     ..
                 }
                 | Change::Constraint(text) => text,
-                Change::Default { default: None, .. } => continue,
+                Change::Default { default: None, .. } | Change::DropForeignKey { .. } => continue,
             };
             *text = literals::restore(text, &values)?;
         }

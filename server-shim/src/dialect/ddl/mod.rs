@@ -251,6 +251,14 @@ pub enum Change {
     },
     /// `ADD [CONSTRAINT] FOREIGN KEY|CHECK`: the table constraint, as SQLite's text.
     Constraint(String),
+    /// `DROP FOREIGN KEY name`: a table-level key declared with that name, or the unnamed one
+    /// InnoDB would call so (`<table>_ibfk_<n>`).
+    DropForeignKey {
+        /// The table (for the names of its unnamed keys).
+        table: String,
+        /// The key's name.
+        name: String,
+    },
 }
 
 /// `ALTER TABLE`: the SQLite statements it takes, and the table rebuild its operations need
@@ -445,10 +453,16 @@ fn alter_table(
                 constraint: TableConstraint::Check(check),
                 ..
             } => changes.push(Change::Constraint(check_constraint(&check)?)),
+            AlterTableOperation::DropForeignKey { name, .. } => {
+                changes.push(Change::DropForeignKey {
+                    table: table.to_owned(),
+                    name: name.value,
+                });
+            }
             AlterTableOperation::AddConstraint { .. }
             | AlterTableOperation::DropPrimaryKey { .. } => {
                 return Err(SqlError::not_supported(
-                    "ALTER TABLE ... ADD/DROP PRIMARY KEY, or DROP FOREIGN KEY",
+                    "ALTER TABLE ... ADD/DROP PRIMARY KEY",
                 ));
             }
             _ => return Err(SqlError::not_supported("this ALTER TABLE operation")),
