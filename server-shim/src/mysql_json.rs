@@ -59,9 +59,8 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
                 };
                 paths.push(path);
             }
-            extract(&doc, &paths).map_err(|e| {
-                rusqlite::Error::UserFunctionError(format!("JSON path with {e}").into())
-            })
+            extract(&doc, &paths)
+                .map_err(|_| rusqlite::Error::UserFunctionError("JSON path with a wildcard".into()))
         })?;
     }
     conn.create_scalar_function("json_unquote", 1, pure, |ctx| {
@@ -178,7 +177,9 @@ fn json_type(text: &str) -> Option<String> {
 
 /// `JSON_EXTRACT(doc, paths...)`: one path, the value found (or NULL); several, an array of
 /// those found (NULL if none).
-fn extract(doc: &str, paths: &[String]) -> Result<Option<String>, &'static str> {
+/// # Errors
+/// [`PathError::Wildcard`] for a path with a wildcard.
+fn extract(doc: &str, paths: &[String]) -> Result<Option<String>, PathError> {
     let Some(root) = parse(doc) else {
         return Ok(None);
     };
@@ -187,7 +188,7 @@ fn extract(doc: &str, paths: &[String]) -> Result<Option<String>, &'static str> 
         match steps(path) {
             Ok(steps) => found.extend(find(&root, &steps)),
             Err(PathError::Invalid) => return Ok(None),
-            Err(PathError::Wildcard) => return Err("a wildcard"),
+            Err(PathError::Wildcard) => return Err(PathError::Wildcard),
         }
     }
     let mut out = String::new();
@@ -503,7 +504,7 @@ mod tests {
                 .as_deref(),
             Some("[1, 2]")
         );
-        assert_eq!(extract("[1]", &["$[*]".into()]), Err("a wildcard"));
+        assert_eq!(extract("[1]", &["$[*]".into()]), Err(PathError::Wildcard));
         assert_eq!(one("01", "$"), None);
         assert_eq!(one("[1,]", "$"), None);
         assert_eq!(one(&"[".repeat(40), "$"), None);

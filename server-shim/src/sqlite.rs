@@ -741,7 +741,14 @@ impl SqliteExecutor {
             } else {
                 &[]
             };
-            let this = self.run(statement, bound, translation.kind, aggregates)?;
+            let this = match self.run(statement, bound, translation.kind, aggregates) {
+                // SQLite refuses to drop a column an `ON UPDATE CURRENT_TIMESTAMP` trigger
+                // names (each names every column): made again without it.
+                Err(e) if e.message.contains("after drop column") => {
+                    self.without_on_update_triggers(statement, &e)?
+                }
+                result => result?,
+            };
             if i == last || matches!(this, Outcome::Rows { .. }) {
                 outcome = this;
             }
@@ -751,6 +758,77 @@ impl SqliteExecutor {
         }
         if let Outcome::Rows { columns, .. } = &mut outcome {
             mysql_names(columns, &translation.column_names);
+        }
+        Ok(outcome)
+    }
+}
+
+impl SqliteExecutor {
+    /// Runs `statement` (an `ALTER TABLE ... DROP COLUMN` that `refused` because of a
+    /// trigger) with the table's `ON UPDATE` triggers dropped, then makes them again over the
+    /// columns left (the dropped column's own, not at all). One table of the current
+    /// database; anything else stays refused.
+    fn without_on_update_triggers(
+        &mut self,
+        statement: &str,
+        refused: &SqlError,
+    ) -> Result<Outcome, SqlError> {
+        let db_name = self.db_name.clone();
+        let fail = |e: rusqlite::Error| from_sqlite(&e, &db_name);
+        let triggers: Vec<(String, String)> = {
+            let mut stmt = self
+                .conn
+                .prepare(
+                    "SELECT name, tbl_name FROM main.sqlite_schema \
+                     WHERE type = 'trigger' AND name LIKE '%\\_\\_on\\_update' ESCAPE '\\'",
+                )
+                .map_err(fail)?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(fail)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(fail)?
+        };
+        // The table whose trigger refused: named in SQLite's message.
+        let Some(table) = triggers
+            .iter()
+            .find(|(name, _)| refused.message.contains(name.as_str()))
+            .map(|(_, table)| table.clone())
+        else {
+            return Err(refused.clone());
+        };
+        let prefix = format!("{table}__");
+        let ours: Vec<(String, String)> = triggers
+            .into_iter()
+            .filter(|(_, t)| *t == table)
+            .filter_map(|(name, _)| {
+                let column = name
+                    .strip_prefix(&prefix)?
+                    .strip_suffix("__on_update")?
+                    .to_owned();
+                Some((name, column))
+            })
+            .collect();
+        for (name, _) in &ours {
+            self.conn
+                .execute_batch(&format!("DROP TRIGGER main.{}", sqlite_name(name)))
+                .map_err(fail)?;
+        }
+        let outcome = self.run(statement, &[], StatementKind::Ddl, &[])?;
+        let all: Vec<String> = {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")
+                .map_err(fail)?;
+            let rows = stmt.query_map([&table], |r| r.get(0)).map_err(fail)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(fail)?
+        };
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        for (_, column) in &ours {
+            if all.contains(&column.as_str()) {
+                self.conn
+                    .execute_batch(&dialect::on_update_trigger(None, &table, column, &all))
+                    .map_err(fail)?;
+            }
         }
         Ok(outcome)
     }

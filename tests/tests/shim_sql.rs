@@ -828,3 +828,26 @@ fn a_foreign_key_is_dropped_by_its_name() {
         "{gone:?}"
     );
 }
+
+/// A column dropped from a table with `ON UPDATE CURRENT_TIMESTAMP` columns (TypeORM's
+/// `@UpdateDateColumn`, Django's `auto_now`): the triggers behind them are made again over
+/// the columns left, and still set the time on update. Before: SQLite refused the drop
+/// ("error in trigger ... no such column").
+#[test]
+fn a_column_is_dropped_beside_an_on_update_timestamp() {
+    let tmp = TempDir::new("shim-sql-drop-column");
+    let shim = shim(&tmp);
+    let sql = |s: &str| mariadb(shim.port, "root", Some(PW), &["-N"], s);
+    ok(&sql(
+        "CREATE DATABASE d; USE d; CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT, \
+         u DATETIME NOT NULL DEFAULT '2000-01-01 00:00:00' ON UPDATE CURRENT_TIMESTAMP); \
+         INSERT INTO t (id, a, b) VALUES (1, 1, 1)",
+    ));
+    ok(&sql("USE d; ALTER TABLE t DROP COLUMN a"));
+    ok(&sql("USE d; UPDATE t SET b = 2 WHERE id = 1"));
+    let out = ok(&sql("USE d; SELECT b, u > '2001-01-01' FROM t")).to_owned();
+    assert_eq!(out.trim(), "2\t1", "the trigger still sets the time");
+    ok(&sql(
+        "USE d; ALTER TABLE t DROP COLUMN u; UPDATE t SET b = 3",
+    ));
+}
