@@ -1,7 +1,7 @@
 //! `information_schema` for one query: MySQL's tables, with the columns
 //! tools read, created in an in-memory SQLite attached as `information_schema` and filled from
 //! a snapshot of every database's catalog (tables, columns, indexes). Tables MySQL has that
-//! describe what the shim does not have (files, routines, triggers, partitions) exist, empty,
+//! describe what the shim does not have (files, routines, triggers, partitions, checks) exist, empty,
 //! so dump tools that probe them carry on. MariaDB's `SYSTEM_VARIABLES` and `USER_VARIABLES`
 //! describe the session that asks: the relay reads a session's state from them by value
 //! before it carries the session to another compute.
@@ -67,6 +67,11 @@ const TABLES: &[(&str, &str)] = &[
         "CONSTRAINT_CATALOG, CONSTRAINT_SCHEMA, CONSTRAINT_NAME, UNIQUE_CONSTRAINT_CATALOG, \
          UNIQUE_CONSTRAINT_SCHEMA, UNIQUE_CONSTRAINT_NAME, MATCH_OPTION, UPDATE_RULE, \
          DELETE_RULE, TABLE_NAME, REFERENCED_TABLE_NAME",
+    ),
+    (
+        "CHECK_CONSTRAINTS",
+        "CONSTRAINT_CATALOG, CONSTRAINT_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, LEVEL, \
+         CHECK_CLAUSE",
     ),
     (
         "VIEWS",

@@ -1250,8 +1250,15 @@ pub fn from_sqlite(err: &rusqlite::Error, db: &str) -> SqlError {
         ErrorCode::OperationInterrupted => SqlError::query_interrupted(),
         _ => {
             if let Some(table) = message.strip_prefix("no such table: ") {
-                let table = table.rsplit('.').next().unwrap_or(table);
-                SqlError::unknown_table(db, table)
+                // `information_schema.x`, or another database's `d.x` (attached under its
+                // name): the schema the statement named, else the current database.
+                match table.split_once('.') {
+                    Some((schema, table)) if schema != "main" => {
+                        SqlError::unknown_table(schema, table)
+                    }
+                    Some((_, table)) => SqlError::unknown_table(db, table),
+                    None => SqlError::unknown_table(db, table),
+                }
             } else if let Some(column) = message.strip_prefix("no such column: ") {
                 SqlError::unknown_column(column)
             } else if let Some(rest) = message.strip_prefix("table ") {

@@ -365,7 +365,7 @@ fn django(port: u16, db: &str, user: &str, password: Option<&str>, args: &[&str]
 /// Django (`scripts/test` installs it).
 #[test]
 fn django_migrates_creates_a_superuser_and_passes_its_tests_as_on_mariadb() {
-    on_shim_then_mariadb("shim-clients-django", "site", |port, password, _| {
+    on_shim_then_mariadb("shim-clients-django", "site", |port, password, dir| {
         let migrated = django(port, "site", "root", password, &["migrate", "--noinput"]);
         assert!(
             migrated.contains("Applying auth.0001_initial... OK")
@@ -396,6 +396,45 @@ fn django_migrates_creates_a_superuser_and_passes_its_tests_as_on_mariadb() {
         ))
         .to_owned();
         assert_eq!(admins, "admin\n");
+        // A fixture dumped, the database flushed, the fixture loaded again: loaddata checks
+        // the foreign keys it loaded through information_schema (before: ERR 1146 on
+        // `TABLE_CONSTRAINTS`, then on `CHECK_CONSTRAINTS`).
+        django(
+            port,
+            "site",
+            "root",
+            password,
+            &[
+                "shell",
+                "-c",
+                "from notes.models import Note, Tag\n\
+                 from django.contrib.auth.models import User\n\
+                 t = Tag.objects.create(name='x')\n\
+                 n = Note.objects.create(title='hi', author=User.objects.get(username='admin'))\n\
+                 n.tags.add(t)",
+            ],
+        );
+        let fixture = dir.join("fixture.json").display().to_string();
+        django(
+            port,
+            "site",
+            "root",
+            password,
+            &["dumpdata", "auth.user", "notes", "--output", &fixture],
+        );
+        django(port, "site", "root", password, &["flush", "--noinput"]);
+        let loaded = django(port, "site", "root", password, &["loaddata", &fixture]);
+        assert!(loaded.contains("Installed 3 object(s)"), "{loaded}");
+        let counts = ok(&mariadb(
+            port,
+            "root",
+            password,
+            &["site", "-N"],
+            "SELECT (SELECT COUNT(*) FROM notes_note), (SELECT COUNT(*) FROM notes_note_tags), \
+             (SELECT COUNT(*) FROM auth_user)",
+        ))
+        .to_owned();
+        assert_eq!(counts, "1\t1\t1\n", "port {port}");
         let tested = django(
             port,
             "site",
