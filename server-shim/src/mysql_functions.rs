@@ -83,22 +83,19 @@ pub fn register(
             .zip(datetime_arg(ctx, 2))
             .and_then(|(a, b)| timestampdiff(&unit, a, b)))
     })?;
-    conn.create_scalar_function(crate::dialect::CAST_SIGNED_FN, 1, pure, |ctx| {
-        Ok(as_signed(ctx.get_raw(0)))
+    let refused = |why: &str| rusqlite::Error::UserFunctionError(why.to_owned().into());
+    conn.create_scalar_function(crate::dialect::CAST_SIGNED_FN, 1, pure, move |ctx| {
+        as_signed(ctx.get_raw(0)).map_err(refused)
     })?;
-    conn.create_scalar_function(
-        crate::dialect::CAST_UNSIGNED_FN,
-        1,
-        pure,
-        |ctx| match as_signed(ctx.get_raw(0)) {
-            Some(n) if n < 0 => Err(rusqlite::Error::UserFunctionError(
+    conn.create_scalar_function(crate::dialect::CAST_UNSIGNED_FN, 1, pure, move |ctx| {
+        match as_signed(ctx.get_raw(0)).map_err(refused)? {
+            Some(n) if n < 0 => Err(refused(
                 "CAST of a negative number AS UNSIGNED (MySQL's wraps it past 2^63, which \
-                 this engine cannot hold)"
-                    .into(),
+                 this engine cannot hold)",
             )),
             n => Ok(n),
-        },
-    )?;
+        }
+    })?;
     conn.create_scalar_function("weekday", 1, pure, |ctx| {
         Ok(datetime_arg(ctx, 0).map(|t| t.weekday().num_days_from_monday()))
     })?;
@@ -370,14 +367,32 @@ fn datetime_arg(ctx: &Context<'_>, i: usize) -> Option<NaiveDateTime> {
         })
 }
 
-/// MySQL's `CAST(v AS SIGNED)`: a number rounded half away from zero (and held to BIGINT's
-/// range), a text's leading integer (`'12abc'` is 12, `'1.5'` is 1), NULL as NULL.
-fn as_signed(v: ValueRef<'_>) -> Option<i64> {
+/// MySQL's `CAST(v AS SIGNED)`: a number rounded half away from zero, a text's leading
+/// integer (`'12abc'` is 12, `'1.5'` is 1), NULL as NULL. Refused where MySQL's answer cannot
+/// be told: a number beyond BIGINT (MySQL wraps or saturates by type), and a real exactly
+/// halfway (a DECIMAL rounds away from zero, a DOUBLE to even; here both are reals).
+fn as_signed(v: ValueRef<'_>) -> Result<Option<i64>, &'static str> {
+    const BEYOND: &str = "CAST of a number beyond BIGINT";
     match v {
-        ValueRef::Null => None,
-        ValueRef::Integer(i) => Some(i),
-        // Rounded, then held to the range (`as` saturates).
-        ValueRef::Real(r) => Some(r.round() as i64),
+        ValueRef::Null => Ok(None),
+        ValueRef::Integer(i) => Ok(Some(i)),
+        ValueRef::Real(r) => {
+            if (r - r.trunc()).abs() == 0.5 {
+                return Err(
+                    "CAST of a number halfway between two integers (MySQL rounds a \
+                            DECIMAL and a DOUBLE differently)",
+                );
+            }
+            let rounded = r.round();
+            // Inside i64's range `as` is exact.
+            if rounded.is_finite()
+                && (-9.223_372_036_854_775e18..9.223_372_036_854_775e18).contains(&rounded)
+            {
+                Ok(Some(rounded as i64))
+            } else {
+                Err(BEYOND)
+            }
+        }
         ValueRef::Text(b) | ValueRef::Blob(b) => {
             let text = String::from_utf8_lossy(b);
             let t = text.trim_start();
@@ -386,9 +401,12 @@ fn as_signed(v: ValueRef<'_>) -> Option<i64> {
                 None => (false, t.strip_prefix('+').unwrap_or(t)),
             };
             let digits: String = digits.chars().take_while(char::is_ascii_digit).collect();
-            let magnitude: i128 = digits.parse().unwrap_or(0);
+            if digits.is_empty() {
+                return Ok(Some(0));
+            }
+            let magnitude: i128 = digits.parse().map_err(|_| BEYOND)?;
             let n = if negative { -magnitude } else { magnitude };
-            Some(i64::try_from(n).unwrap_or(if negative { i64::MIN } else { i64::MAX }))
+            i64::try_from(n).map(Some).map_err(|_| BEYOND)
         }
     }
 }
@@ -594,8 +612,8 @@ mod tests {
         );
         assert_eq!(diff("year", "2020-02-29", "2024-02-28"), Value::Integer(3));
         for (sql, want) in [
-            ("SELECT mysql_cast_signed(1.5)", Value::Integer(2)),
-            ("SELECT mysql_cast_signed(-1.5)", Value::Integer(-2)),
+            ("SELECT mysql_cast_signed(1.6)", Value::Integer(2)),
+            ("SELECT mysql_cast_signed(-1.6)", Value::Integer(-2)),
             ("SELECT mysql_cast_signed('12abc')", Value::Integer(12)),
             ("SELECT mysql_cast_signed(' -1.5')", Value::Integer(-1)),
             ("SELECT mysql_cast_signed('x')", Value::Integer(0)),
@@ -603,10 +621,18 @@ mod tests {
         ] {
             assert_eq!(one(&c, sql), want, "{sql}");
         }
-        assert!(
-            c.query_row("SELECT mysql_cast_unsigned(-1)", [], |r| r.get::<_, i64>(0))
-                .is_err()
-        );
+        for refused in [
+            "SELECT mysql_cast_unsigned(-1)",
+            "SELECT mysql_cast_signed(2.5)",
+            "SELECT mysql_cast_signed(1e19)",
+            "SELECT mysql_cast_signed('9223372036854775808')",
+            "SELECT mysql_cast_unsigned('18446744073709551615')",
+        ] {
+            assert!(
+                c.query_row(refused, [], |r| r.get::<_, i64>(0)).is_err(),
+                "{refused}"
+            );
+        }
         assert_eq!(
             one(&c, "SELECT datediff('nope', '2024-02-01')"),
             Value::Null

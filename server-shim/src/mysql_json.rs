@@ -1,12 +1,16 @@
-//! MariaDB's JSON functions whose SQLite namesakes answer otherwise, or that SQLite lacks:
-//! `JSON_EXTRACT` (SQLite's answers a string's text without its quotes, and writes JSON
-//! without MariaDB's spaces), `JSON_LENGTH`, `JSON_TYPE` (MySQL's upper-case names), and
-//! `JSON_UNQUOTE`.
-//! A document is parsed into its values, each kept as its source text; what is extracted is
-//! written as MariaDB writes it: `", "` between elements, `": "` after a key, no other space,
-//! strings and numbers as written. A path is `$` followed by `.key`, `."key"` and `[n]` steps;
-//! wildcards (`*`, `**`) are refused with an error. A document that is not JSON, or a path
-//! that is not one, gives NULL, as MariaDB gives (with a warning).
+//! MariaDB's JSON functions SQLite lacks, or has with other answers, under names of their
+//! own where SQLite has a namesake:
+//! - `JSON_EXTRACT` as a result column (`mysql_json_extract`; the dialect calls it for a
+//!   select-list item that is a `JSON_EXTRACT` call): the value as MariaDB writes it, a string
+//!   with its quotes, `", "` between elements and `": "` after a key, strings and numbers as
+//!   written. Anywhere else (a `WHERE`, an argument) SQLite's `json_extract` stays: its typed
+//!   values compare as MariaDB's do;
+//! - `JSON_TYPE` (`mysql_json_type`): MySQL's upper-case names;
+//! - `JSON_LENGTH`, `JSON_UNQUOTE`.
+//!
+//! A path is `$` followed by `.key`, `."key"` and `[n]` steps; wildcards (`*`, `**`) are
+//! refused with an error. A document that is not JSON, or a path that is not one, gives NULL,
+//! as MariaDB gives (with a warning).
 
 use rusqlite::Connection;
 use rusqlite::functions::FunctionFlags;
@@ -48,7 +52,7 @@ enum PathError {
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     for n_args in 2..=MAX_PATHS + 1 {
-        conn.create_scalar_function("json_extract", n_args, pure, |ctx| {
+        conn.create_scalar_function("mysql_json_extract", n_args, pure, |ctx| {
             let Some(doc) = ctx.get::<Option<String>>(0)? else {
                 return Ok(None);
             };
@@ -71,7 +75,7 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             .map(Some)
             .ok_or_else(|| rusqlite::Error::UserFunctionError("Syntax error in JSON text".into()))
     })?;
-    conn.create_scalar_function("json_type", 1, pure, |ctx| {
+    conn.create_scalar_function("mysql_json_type", 1, pure, |ctx| {
         let Some(text) = ctx.get::<Option<String>>(0)? else {
             return Ok(None);
         };

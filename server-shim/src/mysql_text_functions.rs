@@ -1,11 +1,13 @@
-//! MySQL's string functions whose SQLite namesakes answer differently, registered over them on
-//! every connection, so that a statement gets MySQL's answer, never SQLite's under MySQL's
-//! name (`tests/tests/shim_differential.rs` compares both with MariaDB):
-//! - `LENGTH`: bytes (SQLite counts characters), and `CHAR_LENGTH` for characters;
-//! - `HEX`: a number's value in hexadecimal (SQLite writes its text's bytes);
-//! - `QUOTE`: backslash escapes (SQLite doubles quotes);
-//! - `FORMAT(X, D)`: thousands separators and `D` decimals, half away from zero (SQLite's is
-//!   `printf`).
+//! MySQL's string functions whose SQLite namesakes answer differently, registered under names
+//! of their own (`mysql_length`, ...) that the dialect calls for the MySQL ones, so that a
+//! statement gets MySQL's answer, never SQLite's under MySQL's name
+//! (`tests/tests/shim_differential.rs` compares both with MariaDB). SQLite's own are left as
+//! they are: SQL stored before (a `CHECK`, a view) keeps its meaning.
+//! - `LENGTH` (`mysql_length`): bytes (SQLite counts characters, which `CHAR_LENGTH` is);
+//! - `HEX` (`mysql_hex`): a number's value in hexadecimal (SQLite writes its text's bytes);
+//! - `QUOTE` (`mysql_quote`): backslash escapes (SQLite doubles quotes);
+//! - `FORMAT(X, D)` (`mysql_format`): thousands separators and `D` decimals, half away from
+//!   zero (SQLite's is `printf`).
 //!
 //! And those SQLite lacks: `REPEAT`, `LPAD`, `RPAD`, `FIND_IN_SET`. The JSON functions are
 //! [`crate::mysql_json`]'s.
@@ -26,7 +28,7 @@ const MAX_MADE_BYTES: usize = 16 << 20;
 /// SQLite's, if a function cannot be registered.
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
-    conn.create_scalar_function("length", 1, pure, |ctx| {
+    conn.create_scalar_function("mysql_length", 1, pure, |ctx| {
         Ok(match ctx.get_raw(0) {
             ValueRef::Null => None,
             ValueRef::Text(b) | ValueRef::Blob(b) => i64::try_from(b.len()).ok(),
@@ -34,17 +36,7 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             ValueRef::Real(r) => i64::try_from(r.to_string().len()).ok(),
         })
     })?;
-    conn.create_scalar_function("char_length", 1, pure, |ctx| {
-        Ok(match ctx.get_raw(0) {
-            ValueRef::Null => None,
-            ValueRef::Text(b) | ValueRef::Blob(b) => {
-                i64::try_from(String::from_utf8_lossy(b).chars().count()).ok()
-            }
-            ValueRef::Integer(i) => i64::try_from(i.to_string().len()).ok(),
-            ValueRef::Real(r) => i64::try_from(r.to_string().len()).ok(),
-        })
-    })?;
-    conn.create_scalar_function("hex", 1, pure, |ctx| {
+    conn.create_scalar_function("mysql_hex", 1, pure, |ctx| {
         Ok(match ctx.get_raw(0) {
             ValueRef::Null => None,
             // Two's complement, as MySQL's BIGINT UNSIGNED view of a negative number.
@@ -55,7 +47,7 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             }
         })
     })?;
-    conn.create_scalar_function("quote", 1, pure, |ctx| {
+    conn.create_scalar_function("mysql_quote", 1, pure, |ctx| {
         let text = match ctx.get_raw(0) {
             ValueRef::Null => return Ok("NULL".to_owned()),
             ValueRef::Integer(i) => i.to_string(),
@@ -64,7 +56,7 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         };
         Ok(quoted(&text))
     })?;
-    conn.create_scalar_function("format", 2, pure, |ctx| {
+    conn.create_scalar_function("mysql_format", 2, pure, |ctx| {
         let Some(number) = decimal_text(ctx) else {
             return Ok(None);
         };

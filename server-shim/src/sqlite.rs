@@ -744,7 +744,10 @@ impl SqliteExecutor {
             let this = match self.run(statement, bound, translation.kind, aggregates) {
                 // SQLite refuses to drop a column an `ON UPDATE CURRENT_TIMESTAMP` trigger
                 // names (each names every column): made again without it.
-                Err(e) if e.message.contains("after drop column") => {
+                Err(e)
+                    if translation.kind == StatementKind::Ddl
+                        && e.message.contains(" after drop column") =>
+                {
                     self.without_on_update_triggers(statement, &e)?
                 }
                 result => result?,
@@ -773,42 +776,74 @@ impl SqliteExecutor {
         statement: &str,
         refused: &SqlError,
     ) -> Result<Outcome, SqlError> {
-        let db_name = self.db_name.clone();
-        let fail = |e: rusqlite::Error| from_sqlite(&e, &db_name);
-        let triggers: Vec<(String, String)> = {
-            let mut stmt = self
-                .conn
-                .prepare(
-                    "SELECT name, tbl_name FROM main.sqlite_schema \
-                     WHERE type = 'trigger' AND name LIKE '%\\_\\_on\\_update' ESCAPE '\\'",
-                )
-                .map_err(fail)?;
-            let rows = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-                .map_err(fail)?;
-            rows.collect::<rusqlite::Result<_>>().map_err(fail)?
-        };
-        // The table whose trigger refused: named in SQLite's message.
-        let Some(table) = triggers
-            .iter()
-            .find(|(name, _)| refused.message.contains(name.as_str()))
-            .map(|(_, table)| table.clone())
-        else {
+        // `ALTER TABLE `t` DROP COLUMN ...` of a table of the current database, refused by
+        // the trigger SQLite names: `error in trigger <name> after drop column`.
+        let table = statement
+            .strip_prefix("ALTER TABLE `")
+            .and_then(|rest| rest.split_once("` DROP COLUMN "))
+            .map(|(t, _)| t.replace("``", "`"))
+            .filter(|t| !t.contains('`'));
+        let trigger = refused
+            .message
+            .split_once("error in trigger ")
+            .and_then(|(_, rest)| rest.split_once(" after drop column"))
+            .map(|(name, _)| name.to_owned());
+        let (Some(table), Some(trigger)) = (table, trigger) else {
             return Err(refused.clone());
         };
         let prefix = format!("{table}__");
-        let ours: Vec<(String, String)> = triggers
-            .into_iter()
-            .filter(|(_, t)| *t == table)
-            .filter_map(|(name, _)| {
-                let column = name
-                    .strip_prefix(&prefix)?
-                    .strip_suffix("__on_update")?
-                    .to_owned();
-                Some((name, column))
-            })
-            .collect();
-        for (name, _) in &ours {
+        if !trigger.starts_with(&prefix) || !trigger.ends_with("__on_update") {
+            return Err(refused.clone());
+        }
+        let db_name = self.db_name.clone();
+        let fail = |e: rusqlite::Error| from_sqlite(&e, &db_name);
+        let ours: Vec<(String, String)> = {
+            let mut stmt = self
+                .conn
+                .prepare(
+                    "SELECT name FROM main.sqlite_schema WHERE type = 'trigger' AND tbl_name = ?1",
+                )
+                .map_err(fail)?;
+            let names = stmt
+                .query_map([&table], |r| r.get::<_, String>(0))
+                .map_err(fail)?;
+            names
+                .collect::<rusqlite::Result<Vec<String>>>()
+                .map_err(fail)?
+                .into_iter()
+                .filter_map(|name| {
+                    let column = name
+                        .strip_prefix(&prefix)?
+                        .strip_suffix("__on_update")?
+                        .to_owned();
+                    Some((name, column))
+                })
+                .collect()
+        };
+        // All or nothing: the triggers come back if the drop still fails.
+        self.conn
+            .execute_batch("SAVEPOINT drop_column")
+            .map_err(fail)?;
+        let result = self.drop_column_between_triggers(statement, &table, &ours);
+        let end = if result.is_ok() {
+            "RELEASE drop_column"
+        } else {
+            "ROLLBACK TO drop_column; RELEASE drop_column"
+        };
+        self.conn.execute_batch(end).map_err(fail)?;
+        result
+    }
+
+    /// [`Self::without_on_update_triggers`]'s work, inside its savepoint.
+    fn drop_column_between_triggers(
+        &mut self,
+        statement: &str,
+        table: &str,
+        ours: &[(String, String)],
+    ) -> Result<Outcome, SqlError> {
+        let db_name = self.db_name.clone();
+        let fail = |e: rusqlite::Error| from_sqlite(&e, &db_name);
+        for (name, _) in ours {
             self.conn
                 .execute_batch(&format!("DROP TRIGGER main.{}", sqlite_name(name)))
                 .map_err(fail)?;
@@ -819,14 +854,14 @@ impl SqliteExecutor {
                 .conn
                 .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")
                 .map_err(fail)?;
-            let rows = stmt.query_map([&table], |r| r.get(0)).map_err(fail)?;
+            let rows = stmt.query_map([table], |r| r.get(0)).map_err(fail)?;
             rows.collect::<rusqlite::Result<_>>().map_err(fail)?
         };
         let all: Vec<&str> = all.iter().map(String::as_str).collect();
-        for (_, column) in &ours {
+        for (_, column) in ours {
             if all.contains(&column.as_str()) {
                 self.conn
-                    .execute_batch(&dialect::on_update_trigger(None, &table, column, &all))
+                    .execute_batch(&dialect::on_update_trigger(None, table, column, &all))
                     .map_err(fail)?;
             }
         }

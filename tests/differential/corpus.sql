@@ -150,6 +150,8 @@ SELECT id, n, s FROM t_types ORDER BY id
 SELECT b FROM t_types WHERE id = 1
 SELECT j FROM t_types WHERE id = 1
 SELECT JSON_EXTRACT(j, '$.k') FROM t_types WHERE id = 1
+SELECT id FROM t_types WHERE JSON_EXTRACT(j, '$.k') = 'v'
+SELECT CAST(2.5 AS SIGNED), CAST(1.6 AS SIGNED)
 SELECT d, d * 2, d + 1 FROM t_types WHERE id = 1
 SELECT e FROM t_types ORDER BY id
 SELECT t FROM t_types WHERE id = 1

@@ -850,4 +850,13 @@ fn a_column_is_dropped_beside_an_on_update_timestamp() {
     ok(&sql(
         "USE d; ALTER TABLE t DROP COLUMN u; UPDATE t SET b = 3",
     ));
+    // A table whose name holds another's: only its own triggers are made again.
+    ok(&sql("USE d; CREATE TABLE p (id INT PRIMARY KEY, a INT, \
+         u DATETIME NOT NULL DEFAULT '2000-01-01 00:00:00' ON UPDATE CURRENT_TIMESTAMP); \
+         CREATE TABLE xp (id INT PRIMARY KEY, a INT, \
+         u DATETIME NOT NULL DEFAULT '2000-01-01 00:00:00' ON UPDATE CURRENT_TIMESTAMP); \
+         INSERT INTO p (id, a) VALUES (1, 1); ALTER TABLE xp DROP COLUMN a; \
+         UPDATE p SET a = 2"));
+    let out = ok(&sql("USE d; SELECT u > '2001-01-01' FROM p")).to_owned();
+    assert_eq!(out.trim(), "1", "p's trigger is untouched");
 }

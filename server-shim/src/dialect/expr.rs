@@ -61,7 +61,6 @@ pub const ENGINE_FUNCTIONS: &[&str] = &[
     "MINUTE",
     "SECOND",
     "REGEXP",
-    "CHAR_LENGTH",
 ];
 
 /// Rewrites a query in place.
@@ -154,7 +153,10 @@ fn select(s: &mut Select) -> Result<(), SqlError> {
     }
     for item in &mut s.projection {
         match item {
-            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => expr(e)?,
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                expr(e)?;
+                json_extract_as_written(e);
+            }
             SelectItem::QualifiedWildcard(..) | SelectItem::Wildcard(_) => {}
             SelectItem::ExprWithAliases { .. } => {
                 return Err(SqlError::not_supported("AS (alias, ...)"));
@@ -849,8 +851,17 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
         ("IF", 3) => rename(f, "IIF"),
         ("LCASE", 1) => rename(f, "LOWER"),
         ("UCASE", 1) => rename(f, "UPPER"),
-        // The engine's LENGTH counts bytes, as MySQL's does; CHAR_LENGTH counts characters.
-        ("CHARACTER_LENGTH", 1) => rename(f, "CHAR_LENGTH"),
+        // SQLite's LENGTH counts characters: MySQL's CHAR_LENGTH. MySQL's LENGTH counts bytes,
+        // and its HEX, QUOTE, FORMAT and JSON_TYPE answer otherwise than SQLite's namesakes:
+        // the engine's own (`mysql_text_functions`, `mysql_json`).
+        ("CHAR_LENGTH" | "CHARACTER_LENGTH", 1) => rename(f, "LENGTH"),
+        ("LENGTH" | "OCTET_LENGTH", 1) => rename(f, "mysql_length"),
+        ("HEX", 1) => rename(f, "mysql_hex"),
+        ("QUOTE", 1) => rename(f, "mysql_quote"),
+        ("FORMAT", 2) => rename(f, "mysql_format"),
+        ("FORMAT", _) => Err(SqlError::not_supported("FORMAT with a locale")),
+        ("JSON_TYPE", 1) => rename(f, "mysql_json_type"),
+        ("JSON_TYPE", _) => Err(SqlError::not_supported("JSON_TYPE of a path")),
         ("MID" | "SUBSTRING", 2 | 3) => rename(f, "SUBSTR"),
         // Multi-argument max()/min() are SQLite's scalar GREATEST/LEAST (NULL if any is).
         ("GREATEST", 2..) => rename(f, "MAX"),
@@ -894,6 +905,22 @@ fn date_add(time: Expr, interval: &mut Interval, subtract: bool) -> Result<Expr,
 
 /// The engine's function behind `+ INTERVAL` and `DATE_ADD` ([`date_add`]).
 pub const DATE_ADD_FN: &str = "mysql_date_add";
+
+/// A result column that is a `JSON_EXTRACT` call: the engine's [`JSON_EXTRACT_FN`], which
+/// writes the value as MariaDB does (a string with its quotes). Elsewhere SQLite's
+/// `json_extract` stays, whose typed values compare as MariaDB's do.
+fn json_extract_as_written(e: &mut Expr) {
+    if let Expr::Function(f) = e
+        && let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice()
+        && name.quote_style.is_none()
+        && name.value.eq_ignore_ascii_case("JSON_EXTRACT")
+    {
+        f.name = ObjectName::from(vec![Ident::new(JSON_EXTRACT_FN)]);
+    }
+}
+
+/// The engine's function behind a result column's `JSON_EXTRACT` ([`json_extract_as_written`]).
+pub const JSON_EXTRACT_FN: &str = "mysql_json_extract";
 
 /// The engine's function behind `CAST(x AS SIGNED)`.
 pub const CAST_SIGNED_FN: &str = "mysql_cast_signed";
