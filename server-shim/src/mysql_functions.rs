@@ -85,10 +85,10 @@ pub fn register(
     })?;
     let refused = |why: &str| rusqlite::Error::UserFunctionError(why.to_owned().into());
     conn.create_scalar_function(crate::dialect::CAST_SIGNED_FN, 1, pure, move |ctx| {
-        as_signed(ctx.get_raw(0)).map_err(refused)
+        as_signed(ctx.get_raw(0)).map_err(|r| refused(r.message()))
     })?;
     conn.create_scalar_function(crate::dialect::CAST_UNSIGNED_FN, 1, pure, move |ctx| {
-        match as_signed(ctx.get_raw(0)).map_err(refused)? {
+        match as_signed(ctx.get_raw(0)).map_err(|r| refused(r.message()))? {
             Some(n) if n < 0 => Err(refused(
                 "CAST of a negative number AS UNSIGNED (MySQL's wraps it past 2^63, which \
                  this engine cannot hold)",
@@ -367,21 +367,39 @@ fn datetime_arg(ctx: &Context<'_>, i: usize) -> Option<NaiveDateTime> {
         })
 }
 
+/// Why a `CAST` to an integer is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CastRefusal {
+    /// Beyond BIGINT's range.
+    BeyondBigint,
+    /// Exactly halfway between two integers.
+    Halfway,
+}
+
+impl CastRefusal {
+    const fn message(self) -> &'static str {
+        match self {
+            Self::BeyondBigint => "CAST of a number beyond BIGINT",
+            Self::Halfway => {
+                "CAST of a number halfway between two integers (MySQL rounds a DECIMAL and a \
+                 DOUBLE differently)"
+            }
+        }
+    }
+}
+
 /// MySQL's `CAST(v AS SIGNED)`: a number rounded half away from zero, a text's leading
 /// integer (`'12abc'` is 12, `'1.5'` is 1), NULL as NULL. Refused where MySQL's answer cannot
 /// be told: a number beyond BIGINT (MySQL wraps or saturates by type), and a real exactly
 /// halfway (a DECIMAL rounds away from zero, a DOUBLE to even; here both are reals).
-fn as_signed(v: ValueRef<'_>) -> Result<Option<i64>, &'static str> {
-    const BEYOND: &str = "CAST of a number beyond BIGINT";
+fn as_signed(v: ValueRef<'_>) -> Result<Option<i64>, CastRefusal> {
+    const BEYOND: CastRefusal = CastRefusal::BeyondBigint;
     match v {
         ValueRef::Null => Ok(None),
         ValueRef::Integer(i) => Ok(Some(i)),
         ValueRef::Real(r) => {
             if (r - r.trunc()).abs() == 0.5 {
-                return Err(
-                    "CAST of a number halfway between two integers (MySQL rounds a \
-                            DECIMAL and a DOUBLE differently)",
-                );
+                return Err(CastRefusal::Halfway);
             }
             let rounded = r.round();
             // Inside i64's range `as` is exact.
