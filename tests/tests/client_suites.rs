@@ -7,7 +7,8 @@
 //! and the suite's connections take both routes: in switch mode (stock MariaDB) and in dual
 //! mode (MariaDB with `perceptron_dual`). A third run, in dual mode with resumable sessions and
 //! `force_reattach_every = 1`, carries every session to a new login after every command, its
-//! state read and restored by value, as after a stop. Each relayed run must give every test the
+//! state read and restored by value, as after a stop; a fourth does the same on server-shim,
+//! compared with the suite straight to the shim. Each relayed run must give every test the
 //! outcome the straight run gave it, except the differences listed in [`EXPECTED_DIFFERENCES`],
 //! each with its reason. Our own tests walk the paths we thought of; this suite walks the
 //! driver's.
@@ -141,10 +142,25 @@ fn parse_outcomes(text: &str) -> Outcomes {
             messages
                 .entry(name.clone())
                 .or_default()
-                .push(trimmed.to_owned());
+                .push(without_temp_names(trimmed));
         }
     }
     outcomes
+}
+
+/// `message` with the random part of the suite's temporary files' names (`gotest` and digits,
+/// Go's `os.CreateTemp`) left out: two runs name them differently.
+fn without_temp_names(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find("gotest") {
+        let (before, from) = rest.split_at(at + "gotest".len());
+        out.push_str(before);
+        out.push('…');
+        rest = from.trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The compiled suite.
@@ -290,7 +306,9 @@ fn straight_outcomes() -> &'static Outcomes {
 /// each chunk until the instance has paused, and compares it with the straight run.
 fn relayed_run(what: &str, relay: &Relay, dir: &std::path::Path) {
     let before = wakes(relay);
-    let chunks = compared_run(what, relay, dir, || wait_for_pause(relay));
+    let chunks = compared_run(what, straight_outcomes(), relay, dir, || {
+        wait_for_pause(relay)
+    });
     let woke = wakes(relay) - before;
     // Every chunk starts on a paused instance.
     let chunks = f64::from(u32::try_from(chunks).unwrap());
@@ -301,9 +319,14 @@ fn relayed_run(what: &str, relay: &Relay, dir: &std::path::Path) {
 }
 
 /// Runs the suite through `relay`, calling `between` before each chunk, and compares it with
-/// the straight run; returns how many chunks ran.
-fn compared_run(what: &str, relay: &Relay, dir: &std::path::Path, between: impl FnMut()) -> usize {
-    let straight = straight_outcomes();
+/// `straight` (the same suite straight to the compute); returns how many chunks ran.
+fn compared_run(
+    what: &str,
+    straight: &Outcomes,
+    relay: &Relay,
+    dir: &std::path::Path,
+    between: impl FnMut(),
+) -> usize {
     let _one = ONE_RUN_AT_A_TIME
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
@@ -421,10 +444,90 @@ fn go_sql_driver_suite_gives_the_same_outcomes_with_sessions_reattached_after_ev
     create_account_on(&relay, relay.compute_port, "perceptron_dual");
     compared_run(
         "dual mode, reattached after every command",
+        straight_outcomes(),
         &relay,
         dir.path(),
         || {},
     );
+    count_boundaries(&relay);
+}
+
+/// The same on server-shim, a compute we wrote: its straight run (to the shim's own port) has
+/// failures of its own (functions it refuses, `KILL QUERY`, multi-statement text), and the run
+/// with every session reattached after every command must end every test the same way.
+#[test]
+fn go_sql_driver_suite_gives_server_shims_outcomes_with_sessions_reattached_after_every_command() {
+    let dir = TempDir::new("suite-shim-forced");
+    let d = dir.path();
+    let ticket_key = d.join("tickets.key");
+    tests::relay::keygen(&ticket_key, "tickets-1");
+    let shim = |flag: &str, value: &std::path::Path| [flag.to_owned(), value.display().to_string()];
+    let relay = Relay::start(
+        d,
+        RelayOptions {
+            command: Some(
+                [
+                    vec![
+                        tests::bin_path("server-shim").display().to_string(),
+                        "run".into(),
+                        "--listen".into(),
+                        "127.0.0.1:{COMPUTE_PORT}".into(),
+                        // The suite's transaction-isolation test waits for a lock it never
+                        // gets: both runs fail it, sooner.
+                        "--lock-wait-timeout".into(),
+                        "5s".into(),
+                        "--instance".into(),
+                        "demo".into(),
+                    ],
+                    shim("--data", &d.join("data")).into(),
+                    shim("--key-file", &d.join("perceptron.key")).into(),
+                    shim("--ticket-key-file", &ticket_key).into(),
+                ]
+                .concat(),
+            ),
+            instance_toml: "stop_after = \"1h\"\nresumable_sessions = true\n\
+                            force_reattach_every = 1\n"
+                .into(),
+            ..RelayOptions::default()
+        },
+    );
+    relay.resume();
+    let out = mariadb(
+        relay.compute_port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        &format!("CREATE DATABASE {DATABASE}"),
+    );
+    assert_eq!(out.code, Some(0), "{}\nlog:\n{}", out.stderr, relay.log());
+    let straight = {
+        let _one = ONE_RUN_AT_A_TIME
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        run_suite(d, relay.compute_port, USER, PASSWORD, || {}).0
+    };
+    let passed = straight
+        .values()
+        .filter(|e| e.outcome == Outcome::Pass)
+        .count();
+    assert!(
+        passed > 100,
+        "only {passed} tests pass straight to server-shim"
+    );
+    compared_run(
+        "server-shim, reattached after every command",
+        &straight,
+        &relay,
+        d,
+        || {},
+    );
+    count_boundaries(&relay);
+}
+
+/// Counts, from `relay`'s log, the command boundaries at which a session was carried to a new
+/// login and those at which it was pinned (by reason); there must be no failed reattach, and
+/// more than a hundred carried.
+fn count_boundaries(relay: &Relay) {
     let carried = relay.log_count("session reattached by force");
     let log = relay.log();
     let mut reasons: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
@@ -463,7 +566,7 @@ fn parses_go_test_verbose_output() {
         "=== RUN   TestB",
         "=== RUN   TestB/sub",
         "    --- SKIP: TestB/sub (0.00s)",
-        "    b_test.go:3: boom",
+        "    b_test.go:3: boom in /tmp/gotest2910508073/x",
         "--- FAIL: TestB (1.20s)",
         "not a message: x",
         "FAIL",
@@ -482,7 +585,7 @@ fn parses_go_test_verbose_output() {
         ),
         (
             "TestB".to_owned(),
-            ended(Outcome::Fail, &["b_test.go:3: boom"]),
+            ended(Outcome::Fail, &["b_test.go:3: boom in /tmp/gotest…/x"]),
         ),
         ("TestB/sub".to_owned(), ended(Outcome::Skip, &[])),
     ]
