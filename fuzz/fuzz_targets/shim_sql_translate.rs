@@ -1,5 +1,6 @@
 //! server-shim's MySQL-to-SQLite translation over arbitrary statement text (what any logged-in
-//! client can send), and its reader's handling of a first packet: never a panic.
+//! client can send), and its reader's handling of a first packet and of executions that leave
+//! out their parameters' types: never a panic.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -7,6 +8,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     // The first packet, as server-shim's reader reads it.
     server_shim::fuzzing::login_without_hello(data);
+    server_shim::fuzzing::execute_with_bound_types(data);
     if let Ok(sql) = std::str::from_utf8(data) {
         server_shim::fuzzing::translate(sql);
     }

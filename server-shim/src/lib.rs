@@ -102,6 +102,14 @@ pub mod fuzzing {
             assert!(again.is_ok_and(|l| l.auth_response.is_empty()), "{login:?}");
         }
     }
+
+    /// Client bytes as executions the reader completes with their statement's types.
+    ///
+    /// # Panics
+    /// When a completed execution is badly framed: what the fuzzer looks for.
+    pub fn execute_with_bound_types(data: &[u8]) {
+        crate::stream::fuzz_bound_types(data);
+    }
 }
 mod dialect;
 mod engine;

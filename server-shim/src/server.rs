@@ -219,6 +219,8 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
                     coltype: ColumnType::MYSQL_TYPE_VAR_STRING,
                     colflags: ColumnFlags::empty(),
                 };
+                self.shared
+                    .statement_prepared(id, u16::try_from(params).unwrap_or(u16::MAX));
                 let params: Vec<Column> = (0..params).map(|i| column(format!("?{i}"))).collect();
                 let result: Vec<Column> = result.into_iter().map(column).collect();
                 info.reply(id, &params, &result).await
@@ -275,6 +277,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         W: 'async_trait,
     {
         self.session.close_statement(stmt);
+        self.shared.statement_closed(stmt);
     }
 
     async fn on_query<'a>(

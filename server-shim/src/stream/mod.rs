@@ -21,7 +21,9 @@
 //! - [`hello_round`]: opensrv authenticates in one round, so a relay's request for the
 //!   compute's proof is turned into an auth switch that carries it;
 //! - [`column_charset`]: every column opensrv defines is utf8, so the writer gives binary
-//!   columns the character set `binary`.
+//!   columns the character set `binary`;
+//! - [`execute_types`]: opensrv reads an execution that does not send its parameters' types
+//!   one byte early, so the reader gives it the types its statement was last sent.
 //!
 //! When the server shuts down, a read that waits for the next command sees end-of-stream, so
 //! the connection ends after its running statement.
@@ -31,6 +33,9 @@
 
 mod column_charset;
 mod deadlines;
+mod execute_types;
+#[cfg(feature = "fuzzing")]
+pub use self::execute_types::fuzz_bound_types;
 mod field_list;
 mod hello_round;
 #[cfg(feature = "fuzzing")]
@@ -94,6 +99,8 @@ struct SharedState {
     /// Which columns of the result set opensrv writes next are binary (see
     /// [`column_charset`]).
     binary_columns: Option<Vec<bool>>,
+    /// The prepared statements' parameter types (see [`execute_types`]).
+    bound_types: execute_types::BoundTypes,
 }
 
 impl ConnShared {
@@ -128,6 +135,16 @@ impl ConnShared {
     pub fn binary_columns_next(&self, binary: Vec<bool>) {
         // Replaced at every result set, so an announcement never outlives its own.
         self.state().binary_columns = binary.contains(&true).then_some(binary);
+    }
+
+    /// Statement `id` was prepared with `params` parameters (see [`execute_types`]).
+    pub fn statement_prepared(&self, id: u32, params: u16) {
+        self.state().bound_types.prepared(id, params);
+    }
+
+    /// Statement `id` was closed.
+    pub fn statement_closed(&self, id: u32) {
+        self.state().bound_types.closed(id);
     }
 
     /// Makes the writer send `err_payload` (an ERR packet payload) in place of the next
@@ -315,6 +332,41 @@ impl<R: AsyncRead + Unpin> AuthReader<R> {
     }
 }
 
+impl<R: AsyncRead + Unpin> AuthReader<R> {
+    /// With the start of a `COM_STMT_EXECUTE` held, reads until it is whole, then gives it
+    /// the types of its statement's last execution where it left them out
+    /// ([`execute_types`]). Ready when the held bytes can be handed out.
+    fn poll_whole_execute(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !self.packets.at_boundary() {
+            return Poll::Ready(Ok(()));
+        }
+        let Some(len) = execute_types::execute_len(self.packets.held()) else {
+            return Poll::Ready(Ok(()));
+        };
+        while self.packets.held().len() < len {
+            let mut chunk = [0u8; 8192];
+            let mut read = ReadBuf::new(&mut chunk);
+            match Pin::new(&mut self.inner).poll_read(cx, &mut read) {
+                // The client left mid-packet: opensrv sees what came, then the end.
+                Poll::Ready(Ok(())) if read.filled().is_empty() => return Poll::Ready(Ok(())),
+                Poll::Ready(Ok(())) => self.packets.hold(read.filled()),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {
+                    return match self.deadline.expired(cx) {
+                        Some(timed_out) => Poll::Ready(Err(timed_out)),
+                        None => Poll::Pending,
+                    };
+                }
+            }
+        }
+        let packet = self.packets.held().get(..len).unwrap_or_default();
+        if let Some(rewritten) = self.shared.state().bound_types.with_bound_types(packet) {
+            self.packets.replace_held(len, &rewritten);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
 impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -334,6 +386,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
             return this.poll_first(cx, buf);
         }
         let before = buf.filled().len();
+        if this.deadline.command_phase() {
+            ready!(this.poll_whole_execute(cx))?;
+        }
         if let Some(bytes) = this.packets.take_held(buf.remaining()) {
             buf.put_slice(&bytes);
             this.client_bytes(&bytes);
@@ -341,9 +396,18 @@ impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
         }
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                let keep = this
-                    .packets
-                    .hold_back(buf.filled().get(before..).unwrap_or_default());
+                let new = buf.filled().get(before..).unwrap_or_default();
+                if this.deadline.command_phase()
+                    && this.packets.at_boundary()
+                    && execute_types::execute_len(new).is_some()
+                {
+                    // An execution: collected whole before opensrv gets it.
+                    this.packets.hold(new);
+                    buf.set_filled(before);
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                let keep = this.packets.hold_back(new);
                 buf.set_filled(before + keep);
                 this.client_bytes(buf.filled().get(before..).unwrap_or_default());
                 Poll::Ready(Ok(()))

@@ -12,7 +12,7 @@
 //! COM_FIELD_LIST fix ([`super::field_list`]) and the unsupported-command ERR
 //! ([`super::unsupported`]) need; payloads are never buffered for that.
 
-use authplugin::packet::framing::HEADER_LEN;
+use authplugin::packet::framing::{HEADER_LEN, MAX_FRAME_PAYLOAD};
 
 /// The client side of the stream, packet by packet: the boundaries and command bytes, and the
 /// bytes read past the end of the packet the last read ended.
@@ -50,15 +50,28 @@ impl ClientPackets {
         keep
     }
 
+    /// The bytes held for the next reads.
+    pub(super) fn held(&self) -> &[u8] {
+        &self.held
+    }
+
+    /// Replaces the first `len` held bytes (one whole packet) with `packet`.
+    pub(super) fn replace_held(&mut self, len: usize, packet: &[u8]) {
+        self.held
+            .splice(..len.min(self.held.len()), packet.iter().copied());
+    }
+
+    /// Whether the next byte from the client starts a packet (none is partly handed out).
+    pub(super) fn at_boundary(&self) -> bool {
+        self.commands.at_boundary()
+    }
+
     /// Takes note of `bytes`, handed to opensrv; returns the command bytes of the packets
     /// that started in them.
     pub(super) fn handed_out(&mut self, bytes: &[u8]) -> Vec<u8> {
         self.commands.feed(bytes)
     }
 }
-
-/// A frame this long is continued by the next one (payloads of 16 MiB or more).
-const MAX_FRAME_PAYLOAD: usize = 0xFF_FFFF;
 
 /// Follows client packet boundaries in the command phase to see each command byte, without
 /// buffering payloads.
@@ -105,6 +118,11 @@ impl CommandTracker {
             }
         }
         started
+    }
+
+    /// Whether no packet is partly handed out.
+    const fn at_boundary(&self) -> bool {
+        self.remaining == 0 && self.header.is_empty() && !self.continues
     }
 
     /// How many of `bytes` (the next bytes from the client) belong to the packet now
