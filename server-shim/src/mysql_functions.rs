@@ -11,7 +11,7 @@
 //! Times are UTC, as SQLite's `CURRENT_TIMESTAMP` (a column default) is: the shim's
 //! `time_zone` is `+00:00`.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use sha1::Digest as _;
@@ -39,6 +39,48 @@ pub struct ConnectionFacts {
     pub row_count: AtomicI64,
     /// Rows the last SELECT returned (`FOUND_ROWS()`).
     pub found_rows: AtomicI64,
+    /// `KILL QUERY` asked the running statement to stop: `SLEEP` ends early. Cleared when a
+    /// statement starts.
+    pub interrupted: AtomicBool,
+}
+
+/// How often a `SLEEP` looks whether its statement was killed.
+const SLEEP_SLICE: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// MySQL's `SLEEP(seconds)`: 0 after that long (a fraction, NULL or a negative number as
+/// MariaDB reads them), 1 when `KILL QUERY` ended it sooner (the statement then fails with
+/// 1317, as SQLite's interrupt ends it; MySQL ends a lone `SLEEP` without an error).
+///
+/// A read may run on one of the async runtime's own threads (`session::read_inline`, and
+/// statements without a database): there the wait first hands that thread's other tasks to
+/// the others (`block_in_place`), so no other connection waits behind it. (A read under a
+/// step budget never sleeps: the executor runs it again on a blocking thread.)
+pub fn sleep(seconds: Option<f64>, interrupted: &AtomicBool) -> i64 {
+    let wait = || wait_unless_killed(seconds, interrupted);
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::CurrentThread) => wait(),
+        _ => tokio::task::block_in_place(wait),
+    }
+}
+
+fn wait_unless_killed(seconds: Option<f64>, interrupted: &AtomicBool) -> i64 {
+    let seconds = seconds.filter(|s| s.is_finite() && *s > 0.0).unwrap_or(0.0);
+    let Some(deadline) = std::time::Duration::try_from_secs_f64(seconds)
+        .ok()
+        .and_then(|d| std::time::Instant::now().checked_add(d))
+    else {
+        return 0;
+    };
+    loop {
+        if interrupted.load(Ordering::Relaxed) {
+            return 1;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return 0;
+        }
+        std::thread::sleep(left.min(SLEEP_SLICE));
+    }
 }
 
 /// Registers the functions on `conn`, the connection of database `database` (empty for

@@ -10,7 +10,9 @@
 
 use std::io;
 
-use opensrv_mysql::{Column, ColumnFlags, ColumnType, OkResponse, QueryResultWriter, StatusFlags};
+use opensrv_mysql::{
+    Column, ColumnFlags, ColumnType, OkResponse, QueryResultWriter, StatusFlags, ToMysqlValue,
+};
 use tokio::io::AsyncWrite;
 
 use crate::engine::{Cell, IntWidth};
@@ -199,11 +201,25 @@ fn write_cell<W: AsyncWrite + Unpin>(
         (Cell::Null, _) => rw.write_col(None::<i64>),
         (Cell::Int(v), Kind::Int) => narrow(*v),
         (Cell::UInt(v), Kind::UInt) => rw.write_col(*v),
-        (Cell::Float(v), Kind::Float) => rw.write_col(*v),
+        (Cell::Float(v), Kind::Float) => rw.write_col(MysqlDouble(*v)),
         (Cell::Date(v), Kind::Date) => rw.write_col(*v),
         (Cell::DateTime(v), Kind::DateTime) => rw.write_col(*v),
         (Cell::Bytes(v), Kind::Bytes) => rw.write_col(v.as_slice()),
         (other, _) => rw.write_col(other.to_text().unwrap_or_default()),
+    }
+}
+
+/// A `DOUBLE` value: in text as MariaDB writes it ([`crate::engine::double_text`]; opensrv
+/// would use Rust's text), in binary as the eight bytes.
+struct MysqlDouble(f64);
+
+impl ToMysqlValue for MysqlDouble {
+    fn to_mysql_text<W: io::Write>(&self, w: &mut W) -> io::Result<()> {
+        crate::engine::double_text(self.0).as_str().to_mysql_text(w)
+    }
+
+    fn to_mysql_bin<W: io::Write>(&self, w: &mut W, c: &Column) -> io::Result<()> {
+        self.0.to_mysql_bin(w, c)
     }
 }
 

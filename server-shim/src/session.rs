@@ -824,9 +824,14 @@ impl Session {
             return Err(SqlError::no_database());
         }
         let facts = Arc::clone(&self.facts);
+        let process = Arc::clone(&self.process);
         let scratch = self.scratch()?;
         scratch.set_session(facts);
-        match scratch.execute(sql, &params) {
+        // Interruptible by KILL QUERY (a `SELECT SLEEP(60)`) while it runs.
+        process.running(Some(scratch.interrupter()));
+        let executed = scratch.execute(sql, &params);
+        process.running(None);
+        match executed {
             Ok(outcome) => Ok(reply(outcome)),
             // A table without its database: MySQL's answer.
             Err(e) if e.code() == 1146 && qualifiers.is_empty() => Err(SqlError::no_database()),

@@ -211,6 +211,34 @@ impl SqlError {
         )
     }
 
+    /// 1366 `ER_TRUNCATED_WRONG_VALUE_FOR_FIELD` (MySQL's HY000; MariaDB says 22007): a value a column of this type
+    /// (`integer`, `decimal`, ...) cannot hold, refused as strict mode does.
+    #[must_use]
+    pub fn incorrect_value(type_name: &str, column: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_TRUNCATED_WRONG_VALUE_FOR_FIELD,
+            format!("Incorrect {type_name} value for column '{}'", clip(column)),
+        )
+    }
+
+    /// 1264 `ER_WARN_DATA_OUT_OF_RANGE` (22003): a number outside its column's range.
+    #[must_use]
+    pub fn out_of_range(column: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_WARN_DATA_OUT_OF_RANGE,
+            format!("Out of range value for column '{}'", clip(column)),
+        )
+    }
+
+    /// 1406 `ER_DATA_TOO_LONG` (22001): a string longer than its column allows.
+    #[must_use]
+    pub fn data_too_long(column: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_DATA_TOO_LONG,
+            format!("Data too long for column '{}'", clip(column)),
+        )
+    }
+
     /// 1235 `ER_NOT_SUPPORTED_YET` (42000).
     #[must_use]
     pub fn not_supported(what: &str) -> Self {
@@ -337,6 +365,9 @@ mod tests {
             (SqlError::lock_wait_timeout(), 1205, "HY000"),
             (SqlError::foreign_key("x"), 1452, "23000"),
             (SqlError::check_failed("x"), 1265, "01000"),
+            (SqlError::incorrect_value("integer", "x"), 1366, "HY000"),
+            (SqlError::out_of_range("x"), 1264, "22003"),
+            (SqlError::data_too_long("x"), 1406, "22001"),
             (SqlError::parent_row("x"), 1451, "23000"),
         ];
         for (err, code, state) in cases {

@@ -273,6 +273,28 @@ impl SqliteExecutor {
         let facts = Arc::new(ConnectionFacts::default());
         mysql_functions::register(&conn, &db_name, &facts).map_err(internal)?;
         let budget = Arc::new(StepBudget::default());
+        let (sleep_budget, killed) = (Arc::clone(&budget), Arc::clone(&facts));
+        conn.create_scalar_function(
+            "sleep",
+            1,
+            rusqlite::functions::FunctionFlags::SQLITE_UTF8,
+            move |ctx| {
+                if sleep_budget.limited() {
+                    // A read on the async runtime's thread, holding the database's shared
+                    // connection: stopped as over its budget, it runs again on a blocking thread
+                    // with a reader of its own, so other sessions' reads do not wait behind it.
+                    sleep_budget.over.store(true, Ordering::Relaxed);
+                    return Err(rusqlite::Error::UserFunctionError(
+                        "SLEEP runs on a blocking thread".into(),
+                    ));
+                }
+                Ok(mysql_functions::sleep(
+                    ctx.get::<Option<f64>>(0).ok().flatten(),
+                    &killed.interrupted,
+                ))
+            },
+        )
+        .map_err(internal)?;
         let ticks = Arc::clone(&budget);
         conn.progress_handler(PROGRESS_OPS, Some(move || ticks.tick()))
             .map_err(internal)?;
@@ -901,7 +923,12 @@ impl Executor for SqliteExecutor {
 
     fn interrupter(&self) -> crate::processes::Interrupt {
         let handle = self.conn.get_interrupt_handle();
-        Box::new(move || handle.interrupt())
+        let facts = Arc::clone(&self.facts);
+        facts.interrupted.store(false, Ordering::Relaxed);
+        Box::new(move || {
+            facts.interrupted.store(true, Ordering::Relaxed);
+            handle.interrupt();
+        })
     }
 
     fn set_session(&mut self, session: Arc<crate::engine::SessionFacts>) {
@@ -1062,6 +1089,9 @@ enum Shape {
     DateTime,
     /// An integer type: the storage class decides the value, the width its MySQL type.
     Int(IntWidth),
+    /// `BINARY`, `VARBINARY` and the `BLOB`s: bytes, whatever SQLite stored (a string
+    /// literal is stored as text), sent with the character set `binary` as MariaDB sends them.
+    Binary,
     /// Anything else: the storage class decides.
     Plain,
 }
@@ -1079,6 +1109,9 @@ impl Shape {
         match base {
             "date" => Self::Date,
             "datetime" | "timestamp" => Self::DateTime,
+            "binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob" => {
+                Self::Binary
+            }
             _ => Self::Plain,
         }
     }
@@ -1177,6 +1210,11 @@ fn to_cell(v: ValueRef<'_>, shape: Shape) -> Cell {
                         .map(|d| d.and_time(chrono::NaiveTime::MIN))
                 })
                 .map_or_else(|_| Cell::Text(text.into_owned()), Cell::DateTime)
+        }
+        (ValueRef::Text(t) | ValueRef::Blob(t), Shape::Binary) => Cell::Bytes(t.to_vec()),
+        (ValueRef::Integer(i), Shape::Binary) => Cell::Bytes(i.to_string().into_bytes()),
+        (ValueRef::Real(f), Shape::Binary) => {
+            Cell::Bytes(crate::engine::double_text(f).into_bytes())
         }
         (ValueRef::Integer(i), _) => Cell::Int(i),
         (ValueRef::Real(f), _) => Cell::Float(f),
@@ -1278,7 +1316,8 @@ pub fn from_sqlite(err: &rusqlite::Error, db: &str) -> SqlError {
                 }
                 ffi::SQLITE_CONSTRAINT_NOTNULL => SqlError::null_in_not_null(message),
                 ffi::SQLITE_CONSTRAINT_FOREIGNKEY => SqlError::foreign_key(message),
-                _ => SqlError::check_failed(message),
+                _ => crate::dialect::value_violated(message)
+                    .unwrap_or_else(|| SqlError::check_failed(message)),
             }
         }
         ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => SqlError::lock_wait_timeout(),

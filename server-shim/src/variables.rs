@@ -40,7 +40,9 @@ const FIXED: &[(&str, Fixed)] = &[
     ("query_cache_size", Fixed::Int(0)),
     ("query_cache_type", Fixed::Text("OFF")),
     ("sql_auto_is_null", Fixed::Int(0)),
-    ("sql_mode", Fixed::Text("")),
+    // Strict, as MariaDB's default: a column refuses what its type cannot hold
+    // (dialect::ddl::value_checks), whatever a session sets.
+    ("sql_mode", Fixed::Text("STRICT_TRANS_TABLES")),
     ("system_time_zone", Fixed::Text("UTC")),
     ("time_zone", Fixed::Text("+00:00")),
     ("transaction_isolation", Fixed::Text("REPEATABLE-READ")),

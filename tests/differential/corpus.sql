@@ -167,3 +167,23 @@ SELECT CONSTRAINT_NAME, UNIQUE_CONSTRAINT_NAME, UPDATE_RULE, DELETE_RULE, TABLE_
 SELECT CONSTRAINT_NAME, COLUMN_NAME, ORDINAL_POSITION, POSITION_IN_UNIQUE_CONSTRAINT, REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME, REFERENCED_COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = 'diff' AND TABLE_NAME = 'fk_child' AND REFERENCED_TABLE_NAME IS NOT NULL ORDER BY CONSTRAINT_NAME
 DROP TABLE fk_child
 DROP TABLE fk_parent
+
+# Strict mode: what a column's type cannot hold is refused (MariaDB's default sql_mode)
+CREATE TABLE t_strict (id INT PRIMARY KEY, a INT, t TINYINT, u INT UNSIGNED, s SMALLINT, b VARCHAR(3), c DECIMAL(5,2), f DOUBLE, bi VARBINARY(2), j JSON)
+INSERT INTO t_strict (id, a) VALUES (1, 'abc')
+INSERT INTO t_strict (id, a) VALUES (1, '')
+INSERT INTO t_strict (id, t) VALUES (1, 200)
+INSERT INTO t_strict (id, t) VALUES (1, -129)
+INSERT INTO t_strict (id, u) VALUES (1, -1)
+INSERT INTO t_strict (id, s) VALUES (1, 40000)
+INSERT INTO t_strict (id, b) VALUES (1, 'toolong')
+INSERT INTO t_strict (id, c) VALUES (1, 12345)
+INSERT INTO t_strict (id, c) VALUES (1, 'x')
+INSERT INTO t_strict (id, f) VALUES (1, 'x')
+INSERT INTO t_strict (id, bi) VALUES (1, 'abc')
+INSERT INTO t_strict (id, a, t, u, s, b, c, f, bi) VALUES (1, '12', -128, 4294967295, -32768, 'héé', -999.99, 1e300, 'ab')
+INSERT INTO t_strict (id, a) VALUES (2, ' 7')
+UPDATE t_strict SET b = 'four' WHERE id = 1
+UPDATE t_strict SET a = 'x' WHERE id = 1
+SELECT id, a, t, u, s, b, c, f, bi FROM t_strict ORDER BY id
+DROP TABLE t_strict

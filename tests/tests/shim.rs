@@ -651,7 +651,7 @@ print(cur.fetchall())
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(
         out.stdout,
-        "[(2, \"Robert'); DROP TABLE people; --\"), (3, 'Zoë')]\n[('sql_mode', '')]\n"
+        "[(2, \"Robert'); DROP TABLE people; --\"), (3, 'Zoë')]\n[('sql_mode', 'STRICT_TRANS_TABLES')]\n"
     );
 }
 

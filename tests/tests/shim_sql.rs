@@ -158,7 +158,7 @@ fn a_session_reads_back_the_variables_it_set() {
         &[],
         "SELECT @@sql_mode, @@wait_timeout",
     );
-    assert_eq!(ok(&fresh), "\t28800\n");
+    assert_eq!(ok(&fresh), "STRICT_TRANS_TABLES\t28800\n");
 
     // Variables and the session's functions inside any statement: Django's first query
     // (1105 `unrecognized token: "@"` before), CONNECTION_ID() and USER() beside a table,
@@ -171,7 +171,10 @@ fn a_session_reads_back_the_variables_it_set() {
         "SELECT VERSION(), @@sql_mode, @@default_storage_engine, @@sql_auto_is_null, \
          @@lower_case_table_names, CONVERT_TZ('2001-01-01 01:00:00', 'UTC', 'UTC') IS NOT NULL",
     );
-    assert_eq!(ok(&django), "8.0.36-perceptron-shim\t\tSQLite\t0\t0\t1\n");
+    assert_eq!(
+        ok(&django),
+        "8.0.36-perceptron-shim\tSTRICT_TRANS_TABLES\tSQLite\t0\t0\t1\n"
+    );
     ok(&mariadb_script(shim.port, "root", Some(PW), &[], SHOP));
     let session = mariadb_script(
         shim.port,
@@ -878,4 +881,55 @@ fn a_column_is_dropped_beside_an_on_update_timestamp() {
          UPDATE p SET a = 2"));
     let out = ok(&sql("USE d; SELECT u > '2001-01-01' FROM p")).to_owned();
     assert_eq!(out.trim(), "1", "p's trigger is untouched");
+}
+
+/// `SLEEP` waits, as `docs/parking.md`'s example needs, without holding up other sessions, and
+/// `KILL QUERY` ends it with 1317, with a database chosen (a read the shim would run on its
+/// async runtime's thread) and without (the session's scratch database). Before: 1235, no
+/// such function.
+#[test]
+fn sleep_waits_and_kill_query_ends_it() {
+    use tests::raw;
+    let tmp = TempDir::new("shim-sql-sleep");
+    let shim = shim(&tmp);
+    let port = shim.port;
+    ok(&mariadb(port, "root", Some(PW), &[], "CREATE DATABASE nap"));
+    assert_eq!(
+        ok(&mariadb(
+            port,
+            "root",
+            Some(PW),
+            &[],
+            "SELECT SLEEP(0.05), SLEEP(NULL), SLEEP(-1)"
+        )),
+        "0\t0\t0\n"
+    );
+    for database in [Some("nap"), None] {
+        let mut sleeper = raw::login(port, "root", PW, database).unwrap().unwrap();
+        let id = raw::one_row(&mut sleeper, "SELECT CONNECTION_ID()").unwrap();
+        let asleep = std::thread::spawn(move || raw::query(&mut sleeper, "SELECT SLEEP(600)"));
+        // Another session's read is answered while the sleep goes on.
+        let mut other = raw::login(port, "root", PW, Some("nap")).unwrap().unwrap();
+        assert_eq!(
+            raw::query(&mut other, "SELECT 41 + 1").unwrap(),
+            Ok(vec![Some("42".to_owned())])
+        );
+        assert!(!asleep.is_finished());
+        // KILL QUERY before the statement starts kills nothing: again until it ends.
+        let ended = tests::relay::Relay::wait_until(Duration::from_secs(60), || {
+            if asleep.is_finished() {
+                return true;
+            }
+            // Unknown (1094) once the killed statement's connection has gone.
+            let killed = raw::query(&mut other, &format!("KILL QUERY {id}")).unwrap();
+            assert!(
+                matches!(killed, Ok(_) | Err((1094, _))),
+                "{database:?}: {killed:?}"
+            );
+            false
+        });
+        assert!(ended, "{database:?}: KILL QUERY did not end the SLEEP");
+        let (code, message) = asleep.join().unwrap().unwrap().unwrap_err();
+        assert_eq!(code, 1317, "{database:?}: {message}");
+    }
 }

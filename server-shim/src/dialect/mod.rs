@@ -31,6 +31,7 @@ use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Token, Tokenizer};
 
+pub use ddl::violated as value_violated;
 #[cfg(test)]
 pub use expr::ENGINE_FUNCTIONS;
 pub use expr::{

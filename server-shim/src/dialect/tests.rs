@@ -5,16 +5,52 @@ use rusqlite::Connection;
 
 use super::{Change, StatementKind, expr::ENGINE_FUNCTIONS, strip_comments, translate};
 
-/// The translated statements of `mysql`.
+/// The translated statements of `mysql`, without the strict-mode checks on each column's
+/// values (`ddl::value_checks`, whose own tests show them).
 fn sql(mysql: &str) -> Vec<String> {
+    checked_sql(mysql)
+        .iter()
+        .map(|s| without_value_checks(s))
+        .collect()
+}
+
+/// The translated statements of `mysql`, as the shim runs them.
+fn checked_sql(mysql: &str) -> Vec<String> {
     translate(mysql)
         .unwrap_or_else(|e| panic!("{mysql}: {e}"))
         .statements
 }
 
+/// `s` without its `` CONSTRAINT `mysql_... ` CHECK (...)`` clauses.
+fn without_value_checks(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(at) = rest.find(" CONSTRAINT `mysql_") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at..];
+        let open = after.find(" CHECK (").unwrap() + " CHECK ".len();
+        let mut depth = 0;
+        let mut end = open;
+        for (i, c) in after[open..].char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 {
+                end = open + i + 1;
+                break;
+            }
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Translates and runs each statement in `db`.
 fn run(db: &Connection, mysql: &str) {
-    for s in sql(mysql) {
+    for s in checked_sql(mysql) {
         db.execute_batch(&s)
             .unwrap_or_else(|e| panic!("{mysql}\n  -> {s}\n  {e}"));
     }
@@ -619,7 +655,9 @@ fn column_changes_and_new_constraints_become_a_table_rebuild() {
             Change::Column {
                 old: "a".into(),
                 new: "b".into(),
-                definition: "`b` VARCHAR(5) COLLATE NOCASE NOT NULL DEFAULT 'x'".into(),
+                definition: "`b` VARCHAR(5) COLLATE NOCASE CONSTRAINT `mysql_length b` \
+                             CHECK (length(`b`) <= 5) NOT NULL DEFAULT 'x'"
+                    .into(),
                 on_update: false,
             },
             Change::Default {
@@ -1079,5 +1117,64 @@ fn integers_beyond_bigint_are_refused_not_rounded() {
     assert_eq!(
         sql("SELECT 9223372036854775807"),
         ["SELECT 9223372036854775807"]
+    );
+}
+
+/// Strict mode, as MariaDB's default `sql_mode` has it: what SQLite would store and MariaDB
+/// refuses is an error (`ddl::value_checks`), with MariaDB's code; what MariaDB converts
+/// exactly is kept.
+#[test]
+fn columns_refuse_values_their_mysql_type_cannot_hold() {
+    let db = db();
+    run(
+        &db,
+        "CREATE TABLE t (a INT, t TINYINT, u INT UNSIGNED, b VARCHAR(3), c DECIMAL(5,2), \
+         f DOUBLE, bi VARBINARY(2), j JSON)",
+    );
+    let refused = |set: &str| {
+        let (column, value) = set.split_once(" = ").unwrap();
+        let statements = checked_sql(&format!("INSERT INTO t ({column}) VALUES ({value})"));
+        let err = db
+            .execute_batch(&statements.join(";"))
+            .map(|()| panic!("{set} was stored"))
+            .unwrap_err();
+        crate::sqlite::from_sqlite(&err, "shop").code()
+    };
+    for (set, code) in [
+        ("a = 'abc'", 1366),
+        ("a = ''", 1366),
+        ("a = '12abc'", 1366),
+        ("a = 1.5", 1366),
+        ("t = 200", 1264),
+        ("u = -1", 1264),
+        ("b = 'toolong'", 1406),
+        ("c = 12345", 1264),
+        ("c = 'x'", 1366),
+        ("f = 'x'", 1366),
+        ("bi = 'héé'", 1406),
+        ("j = 'not json'", 1366),
+    ] {
+        assert_eq!(refused(set), code, "{set}");
+    }
+    for set in [
+        "a = '12'",
+        "a = ' 7'",
+        "a = true",
+        "a = NULL",
+        "t = -128",
+        "u = 4294967295",
+        "b = 'héé'",
+        "c = 999.99",
+        "c = '-12.5'",
+        "f = 1e300",
+        "bi = 'ab'",
+        "j = '{\"a\": [1]}'",
+    ] {
+        let (column, value) = set.split_once(" = ").unwrap();
+        run(&db, &format!("INSERT INTO t ({column}) VALUES ({value})"));
+    }
+    assert_eq!(
+        rows(&db, "SELECT a FROM t WHERE a IS NOT NULL ORDER BY a"),
+        ["1", "7", "12"]
     );
 }

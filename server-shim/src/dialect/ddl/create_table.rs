@@ -356,6 +356,9 @@ pub(super) fn column_definition(
     if let Some(check) = check {
         out.push_str(&format!(" {check}"));
     }
+    for check in super::value_checks::column_checks(&declared, &column.name.value) {
+        out.push_str(&format!(" {check}"));
+    }
     for option in &column.options {
         match &option.option {
             ColumnOption::Null

@@ -6,6 +6,7 @@
 //! that change one thing: indexes, views, `ALTER TABLE`, drops and renames.
 
 mod create_table;
+mod value_checks;
 
 use sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, CreateIndex, CreateView,
@@ -20,6 +21,7 @@ use self::create_table::{
     Index, check_constraint, column_definition, create_table, default, foreign_key,
     has_auto_increment, index_columns, index_statements,
 };
+pub use self::value_checks::violated;
 use super::cursor::{self, Significant};
 use super::{StatementKind, Translation, expr, quote};
 use crate::sql_error::SqlError;
