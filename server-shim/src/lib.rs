@@ -81,6 +81,7 @@ mod auth;
 mod catalog;
 mod classify;
 pub mod cli;
+mod column_shape;
 /// The network-facing SQL translation, for the fuzz targets only.
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing {
@@ -118,6 +119,7 @@ mod keys;
 mod mysql_dialect;
 mod mysql_functions;
 mod mysql_json;
+mod mysql_numeric_functions;
 mod mysql_text_functions;
 mod processes;
 mod results;

@@ -366,6 +366,7 @@ pub fn register(
         Ok(Some(re.is_match(&text)))
     })?;
     crate::mysql_text_functions::register(conn)?;
+    crate::mysql_numeric_functions::register(conn)?;
     crate::mysql_json::register(conn)
 }
 

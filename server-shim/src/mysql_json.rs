@@ -5,6 +5,7 @@
 //!   with its quotes, `", "` between elements and `": "` after a key, strings and numbers as
 //!   written. Anywhere else (a `WHERE`, an argument) SQLite's `json_extract` stays: its typed
 //!   values compare as MariaDB's do;
+//! - `JSON_OBJECT` and `JSON_ARRAY` (`mysql_json_text` around SQLite's): MariaDB's spacing;
 //! - `JSON_TYPE` (`mysql_json_type`): MySQL's upper-case names;
 //! - `JSON_LENGTH`, `JSON_UNQUOTE`.
 //!
@@ -67,6 +68,12 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
                 .map_err(|_| rusqlite::Error::UserFunctionError("JSON path with a wildcard".into()))
         })?;
     }
+    conn.create_scalar_function("mysql_json_text", 1, pure, |ctx| {
+        let Some(doc) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        Ok(Some(as_mariadb_writes(&doc)))
+    })?;
     conn.create_scalar_function("json_unquote", 1, pure, |ctx| {
         let Some(text) = ctx.get::<Option<String>>(0)? else {
             return Ok(None);
@@ -425,6 +432,18 @@ impl<'a> Parser<'a> {
         };
         (matches!(token, "true" | "false" | "null") || number()).then_some(token)
     }
+}
+
+/// The JSON document `doc` as MariaDB writes it; `doc` itself when it is not JSON.
+fn as_mariadb_writes(doc: &str) -> String {
+    parse(doc).map_or_else(
+        || doc.to_owned(),
+        |node| {
+            let mut out = String::with_capacity(doc.len() + doc.len() / 4);
+            write(&node, &mut out);
+            out
+        },
+    )
 }
 
 /// `node` as MariaDB writes JSON.

@@ -6,6 +6,8 @@
 //! - `LENGTH` (`mysql_length`): bytes (SQLite counts characters, which `CHAR_LENGTH` is);
 //! - `HEX` (`mysql_hex`): a number's value in hexadecimal (SQLite writes its text's bytes);
 //! - `QUOTE` (`mysql_quote`): backslash escapes (SQLite doubles quotes);
+//! - two string literals compared (`mysql_compare_ci`): MariaDB's case-insensitive collation
+//!   for ASCII text, an error for other text (SQLite compares bytes);
 //! - `FORMAT(X, D)` (`mysql_format`): thousands separators and `D` decimals, half away from
 //!   zero (SQLite's is `printf`).
 //!
@@ -15,6 +17,21 @@
 use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::ValueRef;
+
+/// Two strings compared as MariaDB's default collation (`utf8mb4_general_ci`) compares
+/// ASCII text: case ignored, trailing spaces ignored (`PAD SPACE`); -1, 0 or 1. `None` for
+/// text outside ASCII, whose folding SQLite does not know.
+fn compare_ci(a: &str, b: &str) -> Option<i64> {
+    if !a.is_ascii() || !b.is_ascii() {
+        return None;
+    }
+    let fold = |s: &str| s.trim_end_matches(' ').to_ascii_lowercase();
+    Some(match fold(a).cmp(&fold(b)) {
+        core::cmp::Ordering::Less => -1,
+        core::cmp::Ordering::Equal => 0,
+        core::cmp::Ordering::Greater => 1,
+    })
+}
 
 /// Most decimals `FORMAT` writes (MySQL's limit).
 const FORMAT_MAX_DECIMALS: i64 = 30;
@@ -34,6 +51,17 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             ValueRef::Text(b) | ValueRef::Blob(b) => i64::try_from(b.len()).ok(),
             ValueRef::Integer(i) => i64::try_from(i.to_string().len()).ok(),
             ValueRef::Real(r) => i64::try_from(r.to_string().len()).ok(),
+        })
+    })?;
+    conn.create_scalar_function("mysql_compare_ci", 2, pure, |ctx| {
+        let (Some(a), Some(b)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?)
+        else {
+            return Ok(None);
+        };
+        compare_ci(&a, &b).map(Some).ok_or_else(|| {
+            rusqlite::Error::UserFunctionError(
+                "comparing string literals outside ASCII (MariaDB's collation folds them)".into(),
+            )
         })
     })?;
     conn.create_scalar_function("mysql_hex", 1, pure, |ctx| {

@@ -14,13 +14,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use rusqlite::hooks::PreUpdateCase;
-use rusqlite::types::{Value, ValueRef};
+use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension as _};
 
+use crate::column_shape::{self, Shape, to_cell};
 use crate::dialect::{self, StatementKind};
 use crate::engine::{
-    Cell, Engine, Executor, IndexColumn, IntWidth, Outcome, SavepointAction, SessionFacts,
-    TableMeta,
+    Cell, Engine, Executor, IndexColumn, Outcome, SavepointAction, SessionFacts, TableMeta,
 };
 use crate::information_schema;
 use crate::mysql_functions::{self, ConnectionFacts};
@@ -607,7 +607,7 @@ impl SqliteExecutor {
         sql: &str,
         params: &[Cell],
         kind: StatementKind,
-        aggregates: &[Option<dialect::AggregateOf>],
+        result_types: &[Option<dialect::ResultType>],
     ) -> Result<Outcome, SqlError> {
         // Cached: clients run the same statements over and over (prepared statements, ORMs);
         // SQLite re-prepares a cached statement itself when the schema changed. Long ones (a
@@ -647,9 +647,9 @@ impl SqliteExecutor {
                 let shapes = stmt
                     .columns()
                     .enumerate()
-                    .map(|(i, c)| match (c.decl_type(), aggregates.get(i)) {
+                    .map(|(i, c)| match (c.decl_type(), result_types.get(i)) {
                         (Some(decl), _) => Shape::of(decl),
-                        (None, Some(Some(aggregate))) => aggregate_shape(conn, db_name, aggregate),
+                        (None, Some(Some(t))) => column_shape::shape_of(conn, db_name, t),
                         (None, _) => Shape::Plain,
                     })
                     .collect();
@@ -758,12 +758,12 @@ impl SqliteExecutor {
         for (i, statement) in translation.statements.iter().enumerate() {
             // Placeholders belong to the statement the client wrote: the first one.
             let bound = if i == 0 { params } else { &[] };
-            let aggregates = if i == last {
-                translation.aggregates.as_slice()
+            let result_types = if i == last {
+                translation.result_types.as_slice()
             } else {
                 &[]
             };
-            let this = match self.run(statement, bound, translation.kind, aggregates) {
+            let this = match self.run(statement, bound, translation.kind, result_types) {
                 // SQLite refuses to drop a column an `ON UPDATE CURRENT_TIMESTAMP` trigger
                 // names (each names every column): made again without it.
                 Err(e)
@@ -1076,153 +1076,6 @@ fn mysql_names(columns: &mut [String], names: &[Option<String>]) {
     }
 }
 
-/// What a column's declared type says about its values beyond SQLite's storage class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Shape {
-    /// `DECIMAL(p,s)`/`NUMERIC(p,s)`: values print with `s` decimals as MySQL's do (`1.50`,
-    /// not `1.5`).
-    Decimal(usize),
-    /// `DATE`: stored as text, sent as MySQL's DATE type.
-    Date,
-    /// `DATETIME`/`TIMESTAMP`: stored as text, sent as MySQL's DATETIME type, so drivers
-    /// (PyMySQL, and SQLAlchemy on it) return date-time objects, not strings.
-    DateTime,
-    /// An integer type: the storage class decides the value, the width its MySQL type.
-    Int(IntWidth),
-    /// `BINARY`, `VARBINARY` and the `BLOB`s: bytes, whatever SQLite stored (a string
-    /// literal is stored as text), sent with the character set `binary` as MariaDB sends them.
-    Binary,
-    /// Anything else: the storage class decides.
-    Plain,
-}
-
-impl Shape {
-    fn of(decl: &str) -> Self {
-        if let Some(scale) = decimal_scale(decl) {
-            return Self::Decimal(scale);
-        }
-        if let Some(width) = IntWidth::of_declared(decl) {
-            return Self::Int(width);
-        }
-        let lower = decl.trim().to_ascii_lowercase();
-        let base = lower.split(['(', ' ']).next().unwrap_or_default();
-        match base {
-            "date" => Self::Date,
-            "datetime" | "timestamp" => Self::DateTime,
-            "binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob" => {
-                Self::Binary
-            }
-            _ => Self::Plain,
-        }
-    }
-
-    /// The integer width a column of this shape has, if it is an integer's.
-    const fn int_width(&self) -> Option<IntWidth> {
-        match self {
-            Self::Int(w) => Some(*w),
-            _ => None,
-        }
-    }
-}
-
-/// How MySQL types an aggregate of a column ([`dialect::AggregateOf`]): `MIN`/`MAX` as the
-/// column; `SUM` of a `DECIMAL(p,s)` with scale `s`; `AVG` of a `DECIMAL(p,s)` with `s + 4`
-/// and of an integer with 4 (`div_precision_increment`). Looked up in SQLite's catalog; a
-/// column it does not find is typed by its values, as before.
-fn aggregate_shape(conn: &Connection, current_db: &str, aggregate: &dialect::AggregateOf) -> Shape {
-    let schema = match &aggregate.schema {
-        Some(db) if db != current_db => db.as_str(),
-        _ => "main",
-    };
-    let decl: Option<String> = conn
-        .query_row(
-            "SELECT type FROM pragma_table_info(?1, ?2) WHERE name = ?3 COLLATE NOCASE",
-            [aggregate.table.as_str(), schema, aggregate.column.as_str()],
-            |r| r.get(0),
-        )
-        .ok();
-    let Some(decl) = decl else {
-        return Shape::Plain;
-    };
-    let integer = {
-        let lower = decl.to_ascii_lowercase();
-        let base = lower
-            .split(['(', ' '])
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        base.ends_with("int") || base == "integer"
-    };
-    match aggregate.function {
-        dialect::AggregateFunction::Min | dialect::AggregateFunction::Max => Shape::of(&decl),
-        dialect::AggregateFunction::Sum => {
-            decimal_scale(&decl).map_or(Shape::Plain, Shape::Decimal)
-        }
-        dialect::AggregateFunction::Avg => match decimal_scale(&decl) {
-            Some(scale) => Shape::Decimal((scale + 4).min(MAX_DECIMAL_SCALE)),
-            None if integer => Shape::Decimal(4),
-            None => Shape::Plain,
-        },
-    }
-}
-
-/// MySQL's largest `DECIMAL` scale.
-const MAX_DECIMAL_SCALE: usize = 30;
-
-/// The scale of a `DECIMAL(p,s)`/`NUMERIC(p,s)` declared type.
-fn decimal_scale(decl: &str) -> Option<usize> {
-    let lower = decl.to_ascii_lowercase();
-    let rest = lower
-        .strip_prefix("decimal")
-        .or_else(|| lower.strip_prefix("numeric"))?;
-    let inner = rest.trim().strip_prefix('(')?.split(')').next()?;
-    match inner.split_once(',') {
-        // MySQL's largest scale is 30; a larger one (SQLite takes any) is printed as stored.
-        Some((_, scale)) => scale
-            .trim()
-            .parse()
-            .ok()
-            .filter(|s| *s <= MAX_DECIMAL_SCALE),
-        None => Some(0),
-    }
-}
-
-/// A SQLite value as a cell of a column of `shape`. A date or date-time column's text that is
-/// not a valid date (MySQL's zero date `0000-00-00`, say) stays text.
-fn to_cell(v: ValueRef<'_>, shape: Shape) -> Cell {
-    match (v, shape) {
-        (ValueRef::Null, _) => Cell::Null,
-        (ValueRef::Integer(i), Shape::Decimal(scale)) if scale > 0 => {
-            Cell::Decimal(format!("{i}.{}", "0".repeat(scale)))
-        }
-        (ValueRef::Real(f), Shape::Decimal(scale)) => Cell::Decimal(format!("{f:.scale$}")),
-        (ValueRef::Text(t), Shape::Date) => {
-            let text = String::from_utf8_lossy(t);
-            chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d")
-                .map_or_else(|_| Cell::Text(text.into_owned()), Cell::Date)
-        }
-        (ValueRef::Text(t), Shape::DateTime) => {
-            let text = String::from_utf8_lossy(t);
-            // A date alone (inserted as '2021-01-01') is its midnight, as MySQL stores it.
-            chrono::NaiveDateTime::parse_from_str(&text, "%Y-%m-%d %H:%M:%S%.f")
-                .or_else(|_| {
-                    chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d")
-                        .map(|d| d.and_time(chrono::NaiveTime::MIN))
-                })
-                .map_or_else(|_| Cell::Text(text.into_owned()), Cell::DateTime)
-        }
-        (ValueRef::Text(t) | ValueRef::Blob(t), Shape::Binary) => Cell::Bytes(t.to_vec()),
-        (ValueRef::Integer(i), Shape::Binary) => Cell::Bytes(i.to_string().into_bytes()),
-        (ValueRef::Real(f), Shape::Binary) => {
-            Cell::Bytes(crate::engine::double_text(f).into_bytes())
-        }
-        (ValueRef::Integer(i), _) => Cell::Int(i),
-        (ValueRef::Real(f), _) => Cell::Float(f),
-        (ValueRef::Text(t), _) => Cell::Text(String::from_utf8_lossy(t).into_owned()),
-        (ValueRef::Blob(b), _) => Cell::Bytes(b.to_vec()),
-    }
-}
-
 /// The MySQL error for one of SQLite's other messages, by its wording (SQLite gives these
 /// the generic `SQLITE_ERROR`); 1105 with SQLite's text when none fits.
 fn engine_message(message: &str) -> SqlError {
@@ -1360,7 +1213,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::engine::count_placeholders;
+    use crate::engine::{IntWidth, count_placeholders};
 
     fn temp_dir(name: &str) -> PathBuf {
         let dir =

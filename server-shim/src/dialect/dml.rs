@@ -34,10 +34,11 @@ use crate::sql_error::SqlError;
 pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
     match statement {
         Statement::Query(mut q) => {
+            // Typed as the client wrote it: the translation changes the operators.
+            let result_types = super::result_types::of(&q);
             expr::query(&mut q)?;
-            let aggregates = super::aggregates::of(&q);
             Ok(Translation {
-                aggregates,
+                result_types,
                 ..one(Statement::Query(q).to_string(), StatementKind::Query)
             })
         }
@@ -325,7 +326,7 @@ fn one(statement: String, kind: StatementKind) -> Translation {
         statements: vec![statement],
         kind,
         rebuild: None,
-        aggregates: Vec::new(),
+        result_types: Vec::new(),
         found_rows: None,
         column_names: Vec::new(),
     }

@@ -583,11 +583,48 @@ fn binary(
             let r = core::mem::replace(right.as_mut(), Expr::Value(Value::Null.into()));
             Some(Expr::IsNotDistinctFrom(nested(l), nested(r)))
         }
+        // Two string literals compare in the connection's collation, which ignores case
+        // (`'a' = 'A'` is 1) and trailing spaces; SQLite's default compares bytes. A column
+        // has a collation of its own, which SQLite applies.
+        BinaryOperator::Eq
+        | BinaryOperator::NotEq
+        | BinaryOperator::Lt
+        | BinaryOperator::LtEq
+        | BinaryOperator::Gt
+        | BinaryOperator::GtEq
+            if is_string_literal(left) && is_string_literal(right) =>
+        {
+            let l = core::mem::replace(left.as_mut(), Expr::Value(Value::Null.into()));
+            let r = core::mem::replace(right.as_mut(), Expr::Value(Value::Null.into()));
+            **left = Expr::Function(call(COMPARE_CI_FN, vec![l, r]));
+            **right = Expr::Value(Value::Number("0".to_owned(), false).into());
+            None
+        }
+        // `%` of numbers with a fraction: SQLite's takes integers first.
+        BinaryOperator::Modulo => {
+            let l = core::mem::replace(left.as_mut(), Expr::Value(Value::Null.into()));
+            let r = core::mem::replace(right.as_mut(), Expr::Value(Value::Null.into()));
+            Some(Expr::Function(call(MOD_FN, vec![l, r])))
+        }
         BinaryOperator::Xor => return Err(SqlError::not_supported("XOR")),
         BinaryOperator::BitwiseXor => return Err(SqlError::not_supported("^ (bitwise XOR)")),
         _ => None,
     })
 }
+
+/// Whether `e` is a string literal (its text is a marker until printed: `literals`).
+fn is_string_literal(e: &Expr) -> bool {
+    matches!(e, Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_)))
+}
+
+/// The engine's function comparing two string literals as MariaDB's collation does: -1, 0, 1.
+pub const COMPARE_CI_FN: &str = "mysql_compare_ci";
+
+/// The engine's `%` and `MOD`.
+pub const MOD_FN: &str = "mysql_mod";
+
+/// The engine's `ROUND`.
+pub const ROUND_FN: &str = "mysql_round";
 
 /// `CAST(x AS <MySQL type>)` as SQLite: the integer and text casts by affinity, the
 /// temporal ones through SQLite's date functions (a plain CAST to DATE would give the
@@ -749,6 +786,15 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
         group_concat(f)?;
         return Ok(None);
     }
+    if name.starts_with("JSON_") {
+        json_arguments_as_json(f);
+        if matches!(name.as_str(), "JSON_OBJECT" | "JSON_ARRAY") {
+            return Ok(Some(Expr::Function(call(
+                JSON_TEXT_FN,
+                vec![Expr::Function(f.clone())],
+            ))));
+        }
+    }
     let Some(mut args) = plain_args else {
         return Ok(None);
     };
@@ -827,17 +873,8 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
                 it.fold(first, |acc, a| concat(acc, *nested(a))),
             ))))
         }
-        ("MOD", 2) => {
-            let mut it = args.into_iter();
-            match (it.next(), it.next()) {
-                (Some(a), Some(b)) => Ok(Some(Expr::Nested(Box::new(Expr::BinaryOp {
-                    left: nested(a),
-                    op: BinaryOperator::Modulo,
-                    right: nested(b),
-                })))),
-                _ => Ok(None),
-            }
-        }
+        ("MOD", 2) => rename(f, MOD_FN),
+        ("ROUND", 1 | 2) => rename(f, ROUND_FN),
         // LOCATE(needle, haystack) is INSTR(haystack, needle).
         ("LOCATE" | "POSITION", 2) => {
             let mut it = args.into_iter();
@@ -921,6 +958,32 @@ fn json_extract_as_written(e: &mut Expr) {
 
 /// The engine's function behind a result column's `JSON_EXTRACT` ([`json_extract_as_written`]).
 pub const JSON_EXTRACT_FN: &str = "mysql_json_extract";
+
+/// The engine's function that writes a JSON document as MariaDB does (`", "` between
+/// elements, `": "` after a key): around each `JSON_OBJECT` and `JSON_ARRAY`, whose SQLite
+/// namesakes write it without spaces, except as an argument of another JSON function
+/// ([`json_arguments_as_json`]), which then takes it as JSON rather than as a string.
+pub const JSON_TEXT_FN: &str = "mysql_json_text";
+
+/// Takes [`JSON_TEXT_FN`] off the arguments of the JSON function `f`: SQLite's
+/// `json_object('a', json_object(...))` nests the inner object only while it is the inner
+/// function's own result.
+fn json_arguments_as_json(f: &mut Function) {
+    let FunctionArguments::List(list) = &mut f.args else {
+        return;
+    };
+    for arg in &mut list.args {
+        if let FunctionArg::Unnamed(FunctionArgExpr::Expr(a)) = arg
+            && let Expr::Function(text) = a
+            && let [ObjectNamePart::Identifier(n)] = text.name.0.as_slice()
+            && n.value == JSON_TEXT_FN
+            && let FunctionArguments::List(inner) = &mut text.args
+            && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(json))] = inner.args.as_mut_slice()
+        {
+            *a = core::mem::replace(json, Expr::Value(Value::Null.into()));
+        }
+    }
+}
 
 /// The engine's function behind `CAST(x AS SIGNED)`.
 pub const CAST_SIGNED_FN: &str = "mysql_cast_signed";

@@ -13,7 +13,6 @@
 //! No I/O and no engine state: the same text always gives the same translation.
 //! `?` placeholders keep their order (see [`placeholders`]).
 
-mod aggregates;
 mod column_names;
 mod comments;
 mod cursor;
@@ -22,6 +21,7 @@ mod dml;
 mod expr;
 mod literals;
 mod placeholders;
+mod result_types;
 mod schemas;
 #[cfg(test)]
 mod tests;
@@ -56,9 +56,9 @@ pub struct Translation {
     /// DEFAULT`, `ADD FOREIGN KEY|CHECK`): the table rebuilt with the changes, before
     /// `statements` run. Boxed: almost no statement has one.
     pub rebuild: Option<Box<Rebuild>>,
-    /// For a `SELECT`, each result column that aggregates one table column, whose MySQL type
-    /// follows that column's ([`aggregates`]); empty for every other statement.
-    pub aggregates: Vec<Option<AggregateOf>>,
+    /// For a `SELECT`, the MySQL type of each result column SQLite cannot type
+    /// ([`result_types`]); empty when there is none, and for every other statement.
+    pub result_types: Vec<Option<ResultType>>,
     /// For `SELECT SQL_CALC_FOUND_ROWS … LIMIT`: a query counting its rows without the
     /// `LIMIT`, for `FOUND_ROWS()` to answer afterwards (MySQL's pagination idiom, which
     /// WordPress's post lists use).
@@ -69,8 +69,8 @@ pub struct Translation {
     pub column_names: Vec<Option<String>>,
 }
 
-pub use aggregates::{AggregateOf, Function as AggregateFunction};
 pub use ddl::{Change, Rebuild, on_update_trigger};
+pub use result_types::{Aggregate as ResultAggregate, Operator as ResultOperator, ResultType};
 
 /// What a statement is: decides the OK packet (affected rows, last insert id) and whether
 /// it commits the open transaction first.
@@ -247,7 +247,7 @@ fn translate_tokens(
             statements: Vec::new(),
             kind: StatementKind::Other,
             rebuild: None,
-            aggregates: Vec::new(),
+            result_types: Vec::new(),
             found_rows: None,
             column_names: Vec::new(),
         });
@@ -393,7 +393,7 @@ fn translate_statement(statement: Statement) -> Result<Translation, SqlError> {
             statements: Vec::new(),
             kind: StatementKind::Other,
             rebuild: None,
-            aggregates: Vec::new(),
+            result_types: Vec::new(),
             found_rows: None,
             column_names: Vec::new(),
         }),

@@ -113,7 +113,7 @@ mod tests {
             statements: statements.iter().map(|s| (*s).to_owned()).collect(),
             kind: StatementKind::Query,
             rebuild: None,
-            aggregates: Vec::new(),
+            result_types: Vec::new(),
             found_rows: None,
             column_names: Vec::new(),
         })

@@ -528,7 +528,16 @@ fn functions_and_operators() {
     assert_eq!(rows(&db, "SELECT IF(1 > 2, 'y', 'n')"), ["n"]);
     assert_eq!(rows(&db, "SELECT 7 DIV 2"), ["3"]);
     assert_eq!(rows(&db, "SELECT 1 + 7 DIV 2 * 2"), ["7"]);
-    assert_eq!(rows(&db, "SELECT 7 MOD 3 + MOD(8, 3)"), ["3"]);
+    // The engine's function (a fraction kept, as MySQL's): its own tests run it.
+    assert_eq!(
+        sql("SELECT 7 MOD 3 + MOD(8, 3), 1.5 % 1, ROUND(x, 2)"),
+        ["SELECT mysql_mod(7, 3) + mysql_mod(8, 3), mysql_mod(1.5, 1), mysql_round(x, 2)"]
+    );
+    // Two string literals: MariaDB's case-insensitive comparison, not SQLite's bytes.
+    assert_eq!(
+        sql("SELECT 'a' = 'A', x = 'A'"),
+        ["SELECT mysql_compare_ci('a', 'A') = 0, x = 'A'"]
+    );
     // The engine's function (rounding as MySQL does): mysql_functions' tests run it.
     assert_eq!(
         sql("SELECT CAST('12abc' AS SIGNED)"),
@@ -676,40 +685,69 @@ fn column_changes_and_new_constraints_become_a_table_rebuild() {
     );
 }
 
-/// Which result columns aggregate one table column, for the engine to type them after it.
+/// The MySQL type of each result column SQLite cannot type, for the engine to resolve.
 #[test]
-fn finds_the_aggregates_of_a_column_among_the_result_columns() {
-    use super::{AggregateFunction, AggregateOf};
-    let of = |sql: &str| translate(sql).unwrap().aggregates;
-    let agg = |function, schema: Option<&str>, table: &str, column: &str| {
-        Some(AggregateOf {
-            function,
-            schema: schema.map(str::to_owned),
-            table: table.into(),
-            column: column.into(),
-        })
+fn types_the_result_columns_sqlite_cannot() {
+    use super::{ResultAggregate, ResultOperator, ResultType};
+    let of = |sql: &str| translate(sql).unwrap().result_types;
+    let column = |schema: Option<&str>, table: &str, column: &str| ResultType::Column {
+        schema: schema.map(str::to_owned),
+        table: table.into(),
+        column: column.into(),
     };
+    let agg = |kind, t| Some(ResultType::Aggregate(kind, Box::new(t)));
     assert_eq!(
         of("SELECT id, SUM(price) AS total, max(o.at) FROM shop.orders o JOIN items i ON 1"),
         [
             None,
             // Unqualified with two tables: which one's is not known here.
             None,
-            agg(AggregateFunction::Max, Some("shop"), "orders", "at"),
+            agg(
+                ResultAggregate::MinOrMax,
+                column(Some("shop"), "orders", "at")
+            ),
         ]
     );
     assert_eq!(
         of("SELECT AVG(n), MIN(t.x) FROM t"),
         [
-            agg(AggregateFunction::Avg, None, "t", "n"),
-            agg(AggregateFunction::Min, None, "t", "x"),
+            agg(ResultAggregate::Avg, column(None, "t", "n")),
+            agg(ResultAggregate::MinOrMax, column(None, "t", "x")),
         ]
+    );
+    // Operators as written (the translation divides as reals), literals by their text.
+    let arithmetic = |op, l, r| Some(ResultType::Arithmetic(op, Box::new(l), Box::new(r)));
+    assert_eq!(
+        of("SELECT 7 / 2, 2.50 * d, 1e0 + 1, DATE(at), CAST(x AS DATETIME) FROM t"),
+        [
+            arithmetic(
+                ResultOperator::Divide,
+                ResultType::Integer,
+                ResultType::Integer
+            ),
+            arithmetic(
+                ResultOperator::Multiply,
+                ResultType::Decimal(2),
+                column(None, "t", "d")
+            ),
+            arithmetic(
+                ResultOperator::AddOrSubtract,
+                ResultType::Double,
+                ResultType::Integer
+            ),
+            Some(ResultType::Date),
+            Some(ResultType::DateTime),
+        ]
+    );
+    // A derived table's columns are its select list's.
+    assert_eq!(
+        of("SELECT SUM(x) FROM (SELECT 1 AS x UNION ALL SELECT 2) t"),
+        [agg(ResultAggregate::Sum, ResultType::Integer)]
     );
     // Nothing to line up, or nothing to find.
     assert!(of("SELECT *, MAX(x) FROM t").is_empty());
     assert!(of("SELECT MAX(x) FROM t UNION SELECT 1").is_empty());
-    assert!(of("SELECT COUNT(*), MAX(x + 1) FROM t").is_empty());
-    assert!(of("SELECT x FROM t").is_empty());
+    assert!(of("SELECT x, 'a', COALESCE(x, 1) FROM t").is_empty());
 }
 
 #[test]
@@ -915,7 +953,7 @@ fn reads_what_sqlparser_0_64_changed() {
     );
     assert_eq!(
         sql("SELECT 7 MOD 2, 7 DIV 2"),
-        ["SELECT 7 % 2, CAST(7 / 2 AS INTEGER)"]
+        ["SELECT mysql_mod(7, 2), CAST(7 / 2 AS INTEGER)"]
     );
 }
 

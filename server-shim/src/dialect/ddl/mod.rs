@@ -88,7 +88,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
                 statements,
                 kind: StatementKind::Ddl,
                 rebuild,
-                aggregates: Vec::new(),
+                result_types: Vec::new(),
                 found_rows: None,
                 column_names: Vec::new(),
             });
@@ -142,7 +142,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
         statements,
         kind: StatementKind::Ddl,
         rebuild: None,
-        aggregates: Vec::new(),
+        result_types: Vec::new(),
         found_rows: None,
         column_names: Vec::new(),
     })
@@ -577,7 +577,7 @@ pub fn from_tokens(tokens: &[Token]) -> Result<Option<Translation>, SqlError> {
         )],
         kind: StatementKind::Ddl,
         rebuild: None,
-        aggregates: Vec::new(),
+        result_types: Vec::new(),
         found_rows: None,
         column_names: Vec::new(),
     }))

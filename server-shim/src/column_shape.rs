@@ -1,0 +1,296 @@
+//! A result column's shape: what its declared type, or the type MySQL gives its expression
+//! ([`ResultType`]), says about its values beyond SQLite's storage class, and each
+//! value as a [`Cell`] of that shape.
+
+use rusqlite::Connection;
+use rusqlite::types::ValueRef;
+
+use crate::dialect::{ResultAggregate, ResultOperator, ResultType};
+use crate::engine::{Cell, IntWidth};
+
+/// What a column's declared type says about its values beyond SQLite's storage class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// `DECIMAL(p,s)`/`NUMERIC(p,s)`: values print with `s` decimals as MySQL's do (`1.50`,
+    /// not `1.5`).
+    Decimal(usize),
+    /// `DATE`: stored as text, sent as MySQL's DATE type.
+    Date,
+    /// `DATETIME`/`TIMESTAMP`: stored as text, sent as MySQL's DATETIME type, so drivers
+    /// (PyMySQL, and SQLAlchemy on it) return date-time objects, not strings.
+    DateTime,
+    /// An integer type: the storage class decides the value, the width its MySQL type.
+    Int(IntWidth),
+    /// `BINARY`, `VARBINARY` and the `BLOB`s: bytes, whatever SQLite stored (a string
+    /// literal is stored as text), sent with the character set `binary` as MariaDB sends them.
+    Binary,
+    /// Anything else: the storage class decides.
+    Plain,
+}
+
+impl Shape {
+    pub(crate) fn of(decl: &str) -> Self {
+        if let Some(scale) = decimal_scale(decl) {
+            return Self::Decimal(scale);
+        }
+        if let Some(width) = IntWidth::of_declared(decl) {
+            return Self::Int(width);
+        }
+        let lower = decl.trim().to_ascii_lowercase();
+        let base = lower.split(['(', ' ']).next().unwrap_or_default();
+        match base {
+            "date" => Self::Date,
+            "datetime" | "timestamp" => Self::DateTime,
+            "binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob" => {
+                Self::Binary
+            }
+            _ => Self::Plain,
+        }
+    }
+
+    /// The integer width a column of this shape has, if it is an integer's.
+    pub(crate) const fn int_width(&self) -> Option<IntWidth> {
+        match self {
+            Self::Int(w) => Some(*w),
+            _ => None,
+        }
+    }
+}
+
+/// MySQL's largest `DECIMAL` scale.
+const MAX_DECIMAL_SCALE: usize = 30;
+
+/// The scale of a `DECIMAL(p,s)`/`NUMERIC(p,s)` declared type.
+fn decimal_scale(decl: &str) -> Option<usize> {
+    let lower = decl.to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("decimal")
+        .or_else(|| lower.strip_prefix("numeric"))?;
+    let inner = rest.trim().strip_prefix('(')?.split(')').next()?;
+    match inner.split_once(',') {
+        // MySQL's largest scale is 30; a larger one (SQLite takes any) is printed as stored.
+        Some((_, scale)) => scale
+            .trim()
+            .parse()
+            .ok()
+            .filter(|s| *s <= MAX_DECIMAL_SCALE),
+        None => Some(0),
+    }
+}
+
+/// A SQLite value as a cell of a column of `shape`. A date or date-time column's text that is
+/// not a valid date (MySQL's zero date `0000-00-00`, say) stays text.
+pub(crate) fn to_cell(v: ValueRef<'_>, shape: Shape) -> Cell {
+    match (v, shape) {
+        (ValueRef::Null, _) => Cell::Null,
+        (ValueRef::Integer(i), Shape::Decimal(0)) => Cell::Decimal(i.to_string()),
+        (ValueRef::Integer(i), Shape::Decimal(scale)) => {
+            Cell::Decimal(format!("{i}.{}", "0".repeat(scale)))
+        }
+        (ValueRef::Real(f), Shape::Decimal(scale)) if f.is_finite() => {
+            Cell::Decimal(decimal_text(f, scale))
+        }
+        (ValueRef::Text(t), Shape::Date) => {
+            let text = String::from_utf8_lossy(t);
+            chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d")
+                .map_or_else(|_| Cell::Text(text.into_owned()), Cell::Date)
+        }
+        (ValueRef::Text(t), Shape::DateTime) => {
+            let text = String::from_utf8_lossy(t);
+            // A date alone (inserted as '2021-01-01') is its midnight, as MySQL stores it.
+            chrono::NaiveDateTime::parse_from_str(&text, "%Y-%m-%d %H:%M:%S%.f")
+                .or_else(|_| {
+                    chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d")
+                        .map(|d| d.and_time(chrono::NaiveTime::MIN))
+                })
+                .map_or_else(|_| Cell::Text(text.into_owned()), Cell::DateTime)
+        }
+        (ValueRef::Text(t) | ValueRef::Blob(t), Shape::Binary) => Cell::Bytes(t.to_vec()),
+        (ValueRef::Integer(i), Shape::Binary) => Cell::Bytes(i.to_string().into_bytes()),
+        (ValueRef::Real(f), Shape::Binary) => {
+            Cell::Bytes(crate::engine::double_text(f).into_bytes())
+        }
+        (ValueRef::Integer(i), _) => Cell::Int(i),
+        (ValueRef::Real(f), _) => Cell::Float(f),
+        (ValueRef::Text(t), _) => Cell::Text(String::from_utf8_lossy(t).into_owned()),
+        (ValueRef::Blob(b), _) => Cell::Bytes(b.to_vec()),
+    }
+}
+
+/// `f` written with `scale` decimals as MySQL's `DECIMAL` writes a value: rounded half away
+/// from zero, from the shortest text that reads back as `f` (SQLite computed it in doubles:
+/// `0.1 + 0.2` is 0.30000000000000004, and `1.125`, exact in binary, rounds up to 1.13 as
+/// MySQL's does, not to even). No negative zero (`-0.001` is `0.00`).
+pub(crate) fn decimal_text(f: f64, scale: usize) -> String {
+    let shortest = format!("{}", f.abs());
+    let (whole, fraction) = shortest.split_once('.').unwrap_or((&shortest, ""));
+    let mut digits: Vec<u8> = whole.bytes().chain(fraction.bytes()).collect();
+    let point = whole.len();
+    let keep = point + scale;
+    let round_up = digits.get(keep).is_some_and(|d| *d >= b'5');
+    digits.resize(keep, b'0');
+    if round_up {
+        let mut i = keep;
+        loop {
+            if i == 0 {
+                digits.insert(0, b'1');
+                break;
+            }
+            i -= 1;
+            let Some(d) = digits.get_mut(i) else { break };
+            if *d == b'9' {
+                *d = b'0';
+            } else {
+                *d += 1;
+                break;
+            }
+        }
+    }
+    let point = digits.len() - scale;
+    let (w, fr) = digits.split_at(point);
+    let mut out = String::with_capacity(digits.len() + 2);
+    if f.is_sign_negative() && digits.iter().any(|d| *d != b'0') {
+        out.push('-');
+    }
+    out.push_str(std::str::from_utf8(w).unwrap_or("0"));
+    if scale > 0 {
+        out.push('.');
+        out.push_str(std::str::from_utf8(fr).unwrap_or_default());
+    }
+    out
+}
+
+/// What a result column's [`ResultType`] resolves to, where it has one: the declared types of
+/// the table columns it names looked up in SQLite's catalog; `None` where it stays unknown
+/// (its values type it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resolved {
+    Integer,
+    Decimal(usize),
+    Double,
+    /// A table column's own shape (a `MIN`/`MAX` keeps it).
+    Column(Shape),
+}
+
+/// The shape of a result column of type `t`: MySQL's rules for arithmetic (`+ - %` keep the
+/// larger scale, `*` adds scales, `/` adds 4, `div_precision_increment`; a double makes a
+/// double), `SUM` (a `DECIMAL`), `AVG` (4 more decimals), `ROUND` and `MIN`/`MAX` (the
+/// column's).
+pub(crate) fn shape_of(conn: &Connection, current_db: &str, t: &ResultType) -> Shape {
+    match resolve(conn, current_db, t) {
+        Some(Resolved::Decimal(scale)) => Shape::Decimal(scale.min(MAX_DECIMAL_SCALE)),
+        Some(Resolved::Column(shape)) => shape,
+        _ if *t == ResultType::Date => Shape::Date,
+        _ if *t == ResultType::DateTime => Shape::DateTime,
+        _ => Shape::Plain,
+    }
+}
+
+fn resolve(conn: &Connection, current_db: &str, t: &ResultType) -> Option<Resolved> {
+    let numeric = |r: Option<Resolved>| match r? {
+        Resolved::Column(Shape::Decimal(s)) => Some(Resolved::Decimal(s)),
+        Resolved::Column(Shape::Int(_)) => Some(Resolved::Integer),
+        Resolved::Column(Shape::Plain) => None,
+        Resolved::Column(_) => None,
+        other => Some(other),
+    };
+    Some(match t {
+        ResultType::Integer => Resolved::Integer,
+        ResultType::Decimal(s) => Resolved::Decimal(usize::try_from(*s).ok()?),
+        ResultType::Double => Resolved::Double,
+        ResultType::Date | ResultType::DateTime | ResultType::Unknown => return None,
+        ResultType::Column {
+            schema,
+            table,
+            column,
+        } => {
+            let schema = match schema {
+                Some(db) if db != current_db => db.as_str(),
+                _ => "main",
+            };
+            let decl: String = conn
+                .query_row(
+                    "SELECT type FROM pragma_table_info(?1, ?2) WHERE name = ?3 COLLATE NOCASE",
+                    [table.as_str(), schema, column.as_str()],
+                    |r| r.get(0),
+                )
+                .ok()?;
+            let lower = decl.to_ascii_lowercase();
+            let base = lower.split(['(', ' ']).next().unwrap_or_default();
+            if matches!(base, "double" | "float" | "real") {
+                Resolved::Double
+            } else {
+                Resolved::Column(Shape::of(&decl))
+            }
+        }
+        ResultType::Arithmetic(op, left, right) => {
+            let l = numeric(resolve(conn, current_db, left))?;
+            let r = numeric(resolve(conn, current_db, right))?;
+            let scale = |x: Resolved| match x {
+                Resolved::Decimal(s) => s,
+                _ => 0,
+            };
+            match (l, r) {
+                (Resolved::Double, _) | (_, Resolved::Double) => Resolved::Double,
+                (Resolved::Integer, Resolved::Integer) => match op {
+                    ResultOperator::Divide => Resolved::Decimal(DIV_PRECISION_INCREMENT),
+                    _ => Resolved::Integer,
+                },
+                (l, r) => Resolved::Decimal(match op {
+                    ResultOperator::AddOrSubtract | ResultOperator::Modulo => {
+                        scale(l).max(scale(r))
+                    }
+                    ResultOperator::Multiply => scale(l) + scale(r),
+                    ResultOperator::Divide => scale(l) + DIV_PRECISION_INCREMENT,
+                }),
+            }
+        }
+        ResultType::Aggregate(kind, arg) => {
+            let arg = resolve(conn, current_db, arg)?;
+            match kind {
+                ResultAggregate::MinOrMax => arg,
+                ResultAggregate::Sum => match numeric(Some(arg))? {
+                    Resolved::Integer => Resolved::Decimal(0),
+                    other => other,
+                },
+                ResultAggregate::Avg => match numeric(Some(arg))? {
+                    Resolved::Integer => Resolved::Decimal(DIV_PRECISION_INCREMENT),
+                    Resolved::Decimal(s) => Resolved::Decimal(s + DIV_PRECISION_INCREMENT),
+                    other => other,
+                },
+            }
+        }
+        ResultType::Round(arg, digits) => match numeric(resolve(conn, current_db, arg))? {
+            Resolved::Decimal(_) => Resolved::Decimal(usize::try_from(*digits).unwrap_or(0)),
+            other => other,
+        },
+    })
+}
+
+/// MySQL's `div_precision_increment`: the decimals a division adds.
+const DIV_PRECISION_INCREMENT: usize = 4;
+
+#[cfg(test)]
+mod tests {
+    use super::decimal_text;
+
+    /// As MariaDB 10.11 writes these `DECIMAL`s (`SELECT CAST(x AS DECIMAL(20, scale))`).
+    #[test]
+    fn decimals_round_half_away_from_zero_from_the_shortest_text() {
+        for (f, scale, mariadb) in [
+            (3.5, 4, "3.5000"),
+            (0.1 + 0.2, 1, "0.3"),
+            (1.125, 2, "1.13"),
+            (-1.125, 2, "-1.13"),
+            (2.675, 2, "2.68"),
+            (9.999, 2, "10.00"),
+            (-0.001, 2, "0.00"),
+            (2.5, 0, "3"),
+            (12.5, 2, "12.50"),
+            (1e20, 1, "100000000000000000000.0"),
+            (0.000_001_5, 6, "0.000002"),
+        ] {
+            assert_eq!(decimal_text(f, scale), mariadb, "{f} with {scale} decimals");
+        }
+    }
+}

@@ -1,0 +1,398 @@
+//! The MySQL type of each result column of a `SELECT` that SQLite cannot type: SQLite declares
+//! no type for an expression, so its value alone would type the column. MySQL types it by
+//! its operands: `7 / 2` is a `DECIMAL` with 4 decimals (`3.5000`, not the double 3.5),
+//! `2.5 * 2` one with 1 (`5.0`), `SUM` of integers a `DECIMAL` (a Python client reads a
+//! `Decimal`), `MAX` of a `DATETIME` a `DATETIME`, `DATE(x)` a `DATE`.
+//!
+//! Read from the query as the client wrote it, before it is translated. A table column is
+//! named here and its declared type looked up by the engine, which resolves the rest
+//! ([`ResultType`]); a column nothing here types is typed by its values, as SQLite's are.
+
+use sqlparser::ast::{
+    BinaryOperator, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName,
+    Query, SelectItem, SetExpr, TableFactor, UnaryOperator, Value,
+};
+
+/// What decides a result column's type, for the engine to resolve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResultType {
+    /// An integer (`BIGINT`).
+    Integer,
+    /// A `DECIMAL` with this many decimals.
+    Decimal(u32),
+    /// A `DOUBLE`.
+    Double,
+    /// A `DATE`.
+    Date,
+    /// A `DATETIME`.
+    DateTime,
+    /// A table column: its declared type. `schema` when the query qualified the table.
+    Column {
+        schema: Option<String>,
+        table: String,
+        column: String,
+    },
+    /// `left <op> right`, an arithmetic operator.
+    Arithmetic(Operator, Box<Self>, Box<Self>),
+    /// An aggregate of a value of this type.
+    Aggregate(Aggregate, Box<Self>),
+    /// `ROUND(x, digits)`.
+    Round(Box<Self>, i64),
+    /// Not known here: its values type the column.
+    Unknown,
+}
+
+impl ResultType {
+    /// Whether nothing in it is [`ResultType::Unknown`].
+    fn is_known(&self) -> bool {
+        match self {
+            Self::Unknown => false,
+            Self::Arithmetic(_, l, r) => l.is_known() && r.is_known(),
+            Self::Aggregate(_, a) | Self::Round(a, _) => a.is_known(),
+            _ => true,
+        }
+    }
+}
+
+/// MySQL's arithmetic operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operator {
+    AddOrSubtract,
+    Multiply,
+    Divide,
+    Modulo,
+}
+
+/// The aggregates whose type follows their argument's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aggregate {
+    MinOrMax,
+    Sum,
+    Avg,
+}
+
+/// A table of FROM, by the name its columns are qualified with.
+enum Source {
+    Table {
+        called: String,
+        schema: Option<String>,
+        table: String,
+    },
+    /// A derived table: each of its columns' names and types.
+    Derived {
+        called: String,
+        columns: Vec<(String, ResultType)>,
+    },
+    /// A table function or anything else whose columns are not known.
+    Opaque,
+}
+
+/// For each result column of `query` (in order), its type where SQLite would not know it;
+/// empty when none needs one, or when the columns cannot be lined up with the select list
+/// (`*`, a `UNION` whose branches type a column differently).
+#[must_use]
+pub fn of(query: &Query) -> Vec<Option<ResultType>> {
+    let types: Vec<Option<ResultType>> = columns(query)
+        .map(|cols| {
+            cols.into_iter()
+                .map(|(_, t, plain)| (!plain && t.is_known()).then_some(t))
+                .collect()
+        })
+        .unwrap_or_default();
+    if types.iter().all(Option::is_none) {
+        return Vec::new();
+    }
+    types
+}
+
+/// Each result column of `query`: its name (an alias or a column's), its type, and whether it
+/// is a plain table column (which SQLite types itself).
+fn columns(query: &Query) -> Option<Vec<(String, ResultType, bool)>> {
+    if query.with.is_some() {
+        return None;
+    }
+    set_columns(&query.body)
+}
+
+fn set_columns(body: &SetExpr) -> Option<Vec<(String, ResultType, bool)>> {
+    match body {
+        SetExpr::Select(select) => {
+            let sources: Vec<Source> = select
+                .from
+                .iter()
+                .flat_map(|from| {
+                    std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation))
+                })
+                .map(source)
+                .collect();
+            let mut out = Vec::with_capacity(select.projection.len());
+            for item in &select.projection {
+                let (e, alias) = match item {
+                    SelectItem::UnnamedExpr(e) => (e, None),
+                    SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias.value.clone())),
+                    // `*` covers several columns.
+                    _ => return None,
+                };
+                let name = alias.unwrap_or_else(|| match e {
+                    Expr::Identifier(i) => i.value.clone(),
+                    Expr::CompoundIdentifier(parts) => {
+                        parts.last().map(|i| i.value.clone()).unwrap_or_default()
+                    }
+                    _ => String::new(),
+                });
+                let plain = matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
+                out.push((name, type_of(e, &sources), plain));
+            }
+            Some(out)
+        }
+        SetExpr::Query(q) => columns(q),
+        SetExpr::SetOperation { left, right, .. } => {
+            let (l, r) = (set_columns(left)?, set_columns(right)?);
+            if l.len() != r.len() {
+                return None;
+            }
+            // The first branch names the columns; a column is typed where the branches' types
+            // have a common one (a plain column is typed by SQLite in neither).
+            Some(
+                l.into_iter()
+                    .zip(r)
+                    .map(|((name, a, pa), (_, b, pb))| {
+                        let t = if pa || pb {
+                            ResultType::Unknown
+                        } else {
+                            union_type(a, b)
+                        };
+                        (name, t, false)
+                    })
+                    .collect(),
+            )
+        }
+        _ => None,
+    }
+}
+
+fn source(factor: &TableFactor) -> Source {
+    match factor {
+        TableFactor::Table { name, alias, .. } => {
+            let parts = idents(name);
+            let (schema, table) = match parts.as_slice() {
+                [table] => (None, table.clone()),
+                [schema, table] => (Some(schema.clone()), table.clone()),
+                _ => return Source::Opaque,
+            };
+            let called = alias
+                .as_ref()
+                .map_or_else(|| table.clone(), |a| a.name.value.clone());
+            Source::Table {
+                called,
+                schema,
+                table,
+            }
+        }
+        TableFactor::Derived {
+            subquery,
+            alias: Some(alias),
+            ..
+        } if alias.columns.is_empty() => match columns(subquery) {
+            Some(cols) => Source::Derived {
+                called: alias.name.value.clone(),
+                columns: cols.into_iter().map(|(n, t, _)| (n, t)).collect(),
+            },
+            None => Source::Opaque,
+        },
+        _ => Source::Opaque,
+    }
+}
+
+fn idents(name: &ObjectName) -> Vec<String> {
+    name.0
+        .iter()
+        .filter_map(|p| p.as_ident().map(|i| i.value.clone()))
+        .collect()
+}
+
+/// The type of the column `column` of the source called `qualifier`, or of the only source.
+fn column_type(qualifier: Option<&str>, column: &str, sources: &[Source]) -> ResultType {
+    let called = |s: &Source| match s {
+        Source::Table { called, .. } | Source::Derived { called, .. } => Some(called.clone()),
+        Source::Opaque => None,
+    };
+    let found = match qualifier {
+        Some(q) => sources
+            .iter()
+            .find(|s| called(s).is_some_and(|c| c.eq_ignore_ascii_case(q))),
+        None => match sources {
+            [only] => Some(only),
+            _ => None,
+        },
+    };
+    match found {
+        Some(Source::Table { schema, table, .. }) => ResultType::Column {
+            schema: schema.clone(),
+            table: table.clone(),
+            column: column.to_owned(),
+        },
+        Some(Source::Derived { columns, .. }) => columns
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(column))
+            .map_or(ResultType::Unknown, |(_, t)| t.clone()),
+        _ => ResultType::Unknown,
+    }
+}
+
+/// The type of expression `e`, read from the MySQL text.
+fn type_of(e: &Expr, sources: &[Source]) -> ResultType {
+    match e {
+        Expr::Identifier(c) => column_type(None, &c.value, sources),
+        Expr::CompoundIdentifier(parts) => match parts.as_slice() {
+            [q, c] => column_type(Some(&q.value), &c.value, sources),
+            _ => ResultType::Unknown,
+        },
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => number_type(n),
+            _ => ResultType::Unknown,
+        },
+        Expr::Nested(inner) => type_of(inner, sources),
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus | UnaryOperator::Plus,
+            expr,
+        } => type_of(expr, sources),
+        Expr::BinaryOp { left, op, right } => {
+            let operator = match op {
+                BinaryOperator::Plus | BinaryOperator::Minus => Operator::AddOrSubtract,
+                BinaryOperator::Multiply => Operator::Multiply,
+                BinaryOperator::Divide => Operator::Divide,
+                BinaryOperator::Modulo => Operator::Modulo,
+                BinaryOperator::MyIntegerDivide
+                | BinaryOperator::Eq
+                | BinaryOperator::NotEq
+                | BinaryOperator::Lt
+                | BinaryOperator::LtEq
+                | BinaryOperator::Gt
+                | BinaryOperator::GtEq => return ResultType::Integer,
+                _ => return ResultType::Unknown,
+            };
+            ResultType::Arithmetic(
+                operator,
+                Box::new(type_of(left, sources)),
+                Box::new(type_of(right, sources)),
+            )
+        }
+        Expr::Cast { data_type, .. } => cast_type(data_type),
+        Expr::Function(f) => {
+            let [name] = f.name.0.as_slice() else {
+                return ResultType::Unknown;
+            };
+            let Some(name) = name.as_ident() else {
+                return ResultType::Unknown;
+            };
+            if f.over.is_some() || f.filter.is_some() {
+                return ResultType::Unknown;
+            }
+            let args: Vec<&Expr> = match &f.args {
+                FunctionArguments::List(list) if list.duplicate_treatment.is_none() => list
+                    .args
+                    .iter()
+                    .filter_map(|a| match a {
+                        FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e),
+                        _ => None,
+                    })
+                    .collect(),
+                FunctionArguments::None => Vec::new(),
+                _ => return ResultType::Unknown,
+            };
+            function_type(&name.value.to_ascii_uppercase(), &args, sources)
+        }
+        _ => ResultType::Unknown,
+    }
+}
+
+fn function_type(name: &str, args: &[&Expr], sources: &[Source]) -> ResultType {
+    let arg = |i: usize| {
+        args.get(i)
+            .map_or(ResultType::Unknown, |a| type_of(a, sources))
+    };
+    let aggregate = |kind| ResultType::Aggregate(kind, Box::new(arg(0)));
+    match (name, args.len()) {
+        ("MIN" | "MAX", 1) => aggregate(Aggregate::MinOrMax),
+        ("SUM", 1) => aggregate(Aggregate::Sum),
+        ("AVG", 1) => aggregate(Aggregate::Avg),
+        ("COUNT", _) => ResultType::Integer,
+        ("ABS", 1) => arg(0),
+        ("ROUND", 1) => ResultType::Round(Box::new(arg(0)), 0),
+        ("ROUND", 2) => args
+            .get(1)
+            .and_then(|d| integer_literal(d))
+            .map_or(ResultType::Unknown, |digits| {
+                ResultType::Round(Box::new(arg(0)), digits)
+            }),
+        ("MOD", 2) => ResultType::Arithmetic(Operator::Modulo, Box::new(arg(0)), Box::new(arg(1))),
+        ("DATE" | "LAST_DAY", 1) | ("CURDATE" | "CURRENT_DATE" | "UTC_DATE", 0) => ResultType::Date,
+        // An integer number of seconds: whole seconds (a fraction gives its digits too).
+        ("FROM_UNIXTIME", 1) if arg(0) == ResultType::Integer => ResultType::DateTime,
+        ("NOW" | "CURRENT_TIMESTAMP" | "LOCALTIME" | "LOCALTIMESTAMP" | "UTC_TIMESTAMP", 0) => {
+            ResultType::DateTime
+        }
+        _ => ResultType::Unknown,
+    }
+}
+
+/// The value of an integer literal, signed or not.
+fn integer_literal(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => n.parse().ok(),
+            _ => None,
+        },
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => integer_literal(expr).and_then(i64::checked_neg),
+        Expr::Nested(inner) => integer_literal(inner),
+        _ => None,
+    }
+}
+
+/// The type of a column that two branches of a `UNION` type `a` and `b`: MySQL's common type
+/// of two numbers (an integer and a `DECIMAL` make a `DECIMAL`, with the larger scale), or
+/// their type where both are alike.
+fn union_type(a: ResultType, b: ResultType) -> ResultType {
+    match (a, b) {
+        (ResultType::Decimal(x), ResultType::Decimal(y)) => ResultType::Decimal(x.max(y)),
+        (ResultType::Decimal(x), ResultType::Integer)
+        | (ResultType::Integer, ResultType::Decimal(x)) => ResultType::Decimal(x),
+        (a, b) if a == b => a,
+        _ => ResultType::Unknown,
+    }
+}
+
+/// A number literal's type: `12` an integer, `1.50` a `DECIMAL` with 2 decimals, `1e3` a double.
+fn number_type(n: &str) -> ResultType {
+    if n.contains(['e', 'E']) {
+        return ResultType::Double;
+    }
+    match n.split_once('.') {
+        Some((_, decimals)) => {
+            ResultType::Decimal(u32::try_from(decimals.len()).unwrap_or(u32::MAX))
+        }
+        None => ResultType::Integer,
+    }
+}
+
+fn cast_type(to: &DataType) -> ResultType {
+    let name = to.to_string().to_ascii_uppercase();
+    match name.split(['(', ' ']).next().unwrap_or_default() {
+        "SIGNED" | "UNSIGNED" | "INT" | "INTEGER" | "BIGINT" => ResultType::Integer,
+        "DATE" => ResultType::Date,
+        "DATETIME" if !name.contains('(') => ResultType::DateTime,
+        "DECIMAL" | "NUMERIC" | "DEC" | "FIXED" => {
+            let scale = name
+                .split_once(',')
+                .and_then(|(_, s)| s.trim_end_matches(')').trim().parse().ok())
+                .unwrap_or(0);
+            ResultType::Decimal(scale)
+        }
+        "DOUBLE" | "FLOAT" | "REAL" => ResultType::Double,
+        _ => ResultType::Unknown,
+    }
+}

@@ -1,0 +1,159 @@
+//! MySQL's numeric functions whose SQLite namesakes answer differently, under names of their
+//! own that the dialect calls (as [`crate::mysql_text_functions`]'s):
+//! - `ROUND(X, D)` (`mysql_round`): a number SQLite holds as a double rounded as MySQL rounds
+//!   the `DECIMAL` it was written as, half away from zero from its shortest text
+//!   (`ROUND(1.005, 2)` is 1.01, `ROUND(2.675, 2)` 2.68; SQLite's rounds the binary value,
+//!   1.00 and 2.67), and to tens, hundreds, ... for a negative `D` (`ROUND(15, -1)` is 20;
+//!   SQLite's ignores the sign);
+//! - `%` and `MOD` (`mysql_mod`): the remainder of numbers with a fraction (`1.5 % 1` is 0.5;
+//!   SQLite's takes integers first, 0).
+
+use rusqlite::Connection;
+use rusqlite::functions::{Context, FunctionFlags};
+use rusqlite::types::ValueRef;
+
+use crate::column_shape::decimal_text;
+
+/// Most decimals `ROUND` keeps (MySQL's `DECIMAL` scale limit).
+const MAX_DECIMALS: i64 = 30;
+
+/// A number argument: an integer, a double, NULL (`None`); text is read as MySQL reads it in
+/// a numeric context, as a double (an integer's text too, as here its digits are kept).
+enum Number {
+    Integer(i64),
+    Double(f64),
+}
+
+fn number(ctx: &Context<'_>, i: usize) -> Option<Number> {
+    match ctx.get_raw(i) {
+        ValueRef::Null => None,
+        ValueRef::Integer(n) => Some(Number::Integer(n)),
+        ValueRef::Real(f) => Some(Number::Double(f)),
+        ValueRef::Text(t) | ValueRef::Blob(t) => {
+            let text = String::from_utf8_lossy(t);
+            let text = text.trim();
+            Some(
+                text.parse::<i64>()
+                    .map(Number::Integer)
+                    .unwrap_or_else(|_| Number::Double(text.parse().unwrap_or(0.0))),
+            )
+        }
+    }
+}
+
+/// Registers the functions on `conn`.
+///
+/// # Errors
+/// SQLite's, if a function cannot be registered.
+pub fn register(conn: &Connection) -> rusqlite::Result<()> {
+    let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
+    for n_args in [1, 2] {
+        conn.create_scalar_function("mysql_round", n_args, pure, |ctx| {
+            let Some(x) = number(ctx, 0) else {
+                return Ok(None);
+            };
+            let digits = if ctx.len() > 1 {
+                match number(ctx, 1) {
+                    None => return Ok(None),
+                    Some(Number::Integer(d)) => d,
+                    // MySQL takes the digits as an integer, rounded.
+                    #[expect(clippy::cast_possible_truncation, reason = "clamped below")]
+                    Some(Number::Double(d)) => d.round() as i64,
+                }
+            } else {
+                0
+            };
+            Ok(Some(round(x, digits.clamp(-MAX_DECIMALS, MAX_DECIMALS))))
+        })?;
+    }
+    conn.create_scalar_function("mysql_mod", 2, pure, |ctx| {
+        Ok(match (number(ctx, 0), number(ctx, 1)) {
+            (Some(Number::Integer(a)), Some(Number::Integer(b))) => {
+                // MySQL's sign is the dividend's, as Rust's; NULL for a zero divisor.
+                a.checked_rem(b).map(rusqlite::types::Value::Integer)
+            }
+            (Some(a), Some(b)) => {
+                let (a, b) = (as_double(&a), as_double(&b));
+                (b != 0.0).then(|| rusqlite::types::Value::Real(a % b))
+            }
+            _ => None,
+        })
+    })?;
+    Ok(())
+}
+
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "MySQL computes it as a double too"
+)]
+const fn as_double(n: &Number) -> f64 {
+    match n {
+        Number::Integer(i) => *i as f64,
+        Number::Double(f) => *f,
+    }
+}
+
+/// `x` rounded to `digits` decimals (tens, hundreds, ... when negative), half away from zero.
+fn round(x: Number, digits: i64) -> rusqlite::types::Value {
+    use rusqlite::types::Value;
+    match x {
+        Number::Integer(i) if digits >= 0 => Value::Integer(i),
+        Number::Integer(i) => {
+            let unit = 10_i64.checked_pow(u32::try_from(-digits).unwrap_or(u32::MAX));
+            match unit {
+                Some(unit) => {
+                    let half = unit / 2;
+                    let rounded = if i >= 0 {
+                        i.checked_add(half).map(|v| v - v % unit)
+                    } else {
+                        i.checked_sub(half).map(|v| v - v % unit)
+                    };
+                    rounded.map_or(Value::Null, Value::Integer)
+                }
+                None => Value::Integer(0),
+            }
+        }
+        Number::Double(f) if !f.is_finite() => Value::Real(f),
+        Number::Double(f) => {
+            let scale = usize::try_from(digits.max(0)).unwrap_or(0);
+            let text = decimal_text(f, scale);
+            let mut value: f64 = text.parse().unwrap_or(f);
+            if digits < 0 {
+                let unit = 10_f64.powi(i32::try_from(-digits).unwrap_or(i32::MAX));
+                let whole: f64 = decimal_text(f / unit, 0).parse().unwrap_or(0.0);
+                value = whole * unit;
+            }
+            Value::Real(value)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::types::Value;
+
+    use super::{Number, round};
+
+    /// As MariaDB 10.11 answers `ROUND` of these (DECIMAL literals and integers).
+    #[test]
+    fn rounds_as_mysql_rounds_a_decimal() {
+        for (x, digits, mariadb) in [
+            (1.005, 2, 1.01),
+            (2.675, 2, 2.68),
+            (2.5, 0, 3.0),
+            (-2.5, 0, -3.0),
+            (1.2345, 2, 1.23),
+            (15.5, -1, 20.0),
+            (-0.001, 2, 0.0),
+        ] {
+            assert_eq!(
+                round(Number::Double(x), digits),
+                Value::Real(mariadb),
+                "ROUND({x}, {digits})"
+            );
+        }
+        for (x, digits, mariadb) in [(15, -1, 20), (-15, -1, -20), (14, -1, 10), (7, 2, 7)] {
+            assert_eq!(round(Number::Integer(x), digits), Value::Integer(mariadb));
+        }
+    }
+}
