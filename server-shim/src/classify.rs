@@ -73,6 +73,8 @@ pub enum Statement {
     /// What the shim has none of: `SHOW EVENTS`, `SHOW FUNCTION STATUS`, `SHOW PROCEDURE
     /// STATUS` (`mariadb-dump --routines --events` asks). An empty result with MySQL's columns.
     ShowNone(&'static [&'static str]),
+    /// `SHOW PLUGINS`: the authentication plugins and the storage engine the shim has.
+    ShowPlugins,
     /// `CREATE DATABASE [IF NOT EXISTS] db`.
     CreateDatabase {
         /// The name.
@@ -646,6 +648,7 @@ fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
             Ok(Statement::ShowVariables { like })
         }
         "warnings" | "errors" => Ok(Statement::ShowWarnings),
+        "plugins" => Ok(Statement::ShowPlugins),
         // No events, stored functions or procedures here; the filters (`FROM db`, `LIKE`,
         // `WHERE Db = ...`) can only narrow nothing down further.
         "events" => Ok(Statement::ShowNone(&[
@@ -968,6 +971,8 @@ mod tests {
             }
         );
         assert_eq!(ok("SHOW WARNINGS"), Statement::ShowWarnings);
+        // PyMySQL's own tests list the authentication plugins.
+        assert_eq!(ok("SHOW PLUGINS"), Statement::ShowPlugins);
         assert_eq!(
             ok("select @@version_comment limit 1"),
             Statement::SessionSelect(vec![(

@@ -24,6 +24,12 @@ pub(crate) enum Shape {
     /// `BINARY`, `VARBINARY` and the `BLOB`s: bytes, whatever SQLite stored (a string
     /// literal is stored as text), sent with the character set `binary` as MariaDB sends them.
     Binary,
+    /// `JSON`: its text, sent as MySQL 8's JSON type.
+    Json,
+    /// `TIME(p)`: stored as the text written, sent as MySQL's TIME with `p` decimals.
+    Time(u8),
+    /// `BIT(n)`: stored as an integer, sent as MySQL's BIT, `n` bits in whole bytes.
+    Bit(u8),
     /// Anything else: the storage class decides.
     Plain,
 }
@@ -41,6 +47,19 @@ impl Shape {
         match base {
             "date" => Self::Date,
             "datetime" | "timestamp" => Self::DateTime,
+            "json" => Self::Json,
+            "time" => Self::Time(
+                lower
+                    .split_once('(')
+                    .and_then(|(_, p)| p.split(')').next()?.trim().parse().ok())
+                    .unwrap_or(0),
+            ),
+            "bit" => Self::Bit(
+                lower
+                    .split_once('(')
+                    .and_then(|(_, n)| n.split(')').next()?.trim().parse().ok())
+                    .unwrap_or(1),
+            ),
             "binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob" => {
                 Self::Binary
             }
@@ -56,6 +75,9 @@ impl Shape {
         }
     }
 }
+
+/// [`Shape::Time`]'s decimals for a value that keeps those it was written with.
+const TIME_AS_WRITTEN: u8 = u8::MAX;
 
 /// MySQL's largest `DECIMAL` scale.
 const MAX_DECIMAL_SCALE: usize = 30;
@@ -106,6 +128,29 @@ pub(crate) fn to_cell(v: ValueRef<'_>, shape: Shape) -> Cell {
                 .map_or_else(|_| Cell::Text(text.into_owned()), Cell::DateTime)
         }
         (ValueRef::Text(t) | ValueRef::Blob(t), Shape::Binary) => Cell::Bytes(t.to_vec()),
+        (ValueRef::Text(t), Shape::Json) => Cell::Json(String::from_utf8_lossy(t).into_owned()),
+        (ValueRef::Text(t), Shape::Time(decimals)) => {
+            let text = String::from_utf8_lossy(t);
+            crate::mysql_time::MysqlTime::parse(&text).map_or_else(
+                || Cell::Text(text.into_owned()),
+                |time| {
+                    Cell::Time(if decimals == TIME_AS_WRITTEN {
+                        time
+                    } else {
+                        time.with_decimals(decimals)
+                    })
+                },
+            )
+        }
+        (ValueRef::Integer(i), Shape::Bit(bits)) => {
+            let bytes = usize::from(bits).div_ceil(8).clamp(1, 8);
+            Cell::Bit(
+                i.to_be_bytes()
+                    .get(8 - bytes..)
+                    .unwrap_or_default()
+                    .to_vec(),
+            )
+        }
         (ValueRef::Integer(i), Shape::Binary) => Cell::Bytes(i.to_string().into_bytes()),
         (ValueRef::Real(f), Shape::Binary) => {
             Cell::Bytes(crate::engine::double_text(f).into_bytes())
@@ -182,6 +227,8 @@ pub(crate) fn shape_of(conn: &Connection, current_db: &str, t: &ResultType) -> S
         Some(Resolved::Column(shape)) => shape,
         _ if *t == ResultType::Date => Shape::Date,
         _ if *t == ResultType::DateTime => Shape::DateTime,
+        // As many decimals as the value has (`TIME('23:12:59.05100')` has 5).
+        _ if *t == ResultType::Time => Shape::Time(TIME_AS_WRITTEN),
         _ => Shape::Plain,
     }
 }
@@ -198,7 +245,9 @@ fn resolve(conn: &Connection, current_db: &str, t: &ResultType) -> Option<Resolv
         ResultType::Integer => Resolved::Integer,
         ResultType::Decimal(s) => Resolved::Decimal(usize::try_from(*s).ok()?),
         ResultType::Double => Resolved::Double,
-        ResultType::Date | ResultType::DateTime | ResultType::Unknown => return None,
+        ResultType::Date | ResultType::DateTime | ResultType::Time | ResultType::Unknown => {
+            return None;
+        }
         ResultType::Column {
             schema,
             table,

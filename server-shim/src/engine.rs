@@ -39,6 +39,13 @@ pub enum Cell {
     Text(String),
     /// Bytes that are not text.
     Bytes(Vec<u8>),
+    /// A JSON column's document, as its text: sent as MySQL 8 sends JSON (type 245), which
+    /// clients such as mysql2 read as a document.
+    Json(String),
+    /// A `TIME`: a signed duration (PyMySQL reads a `timedelta`).
+    Time(crate::mysql_time::MysqlTime),
+    /// A `BIT(n)` value: its bits in big-endian bytes, as MySQL sends them.
+    Bit(Vec<u8>),
     /// A date.
     Date(NaiveDate),
     /// A date and time.
@@ -87,8 +94,9 @@ impl Cell {
             Self::Int(v) => v.to_string(),
             Self::UInt(v) => v.to_string(),
             Self::Float(v) => double_text(*v),
-            Self::Decimal(v) | Self::Text(v) => v.clone(),
-            Self::Bytes(v) => String::from_utf8_lossy(v).into_owned(),
+            Self::Decimal(v) | Self::Text(v) | Self::Json(v) => v.clone(),
+            Self::Bytes(v) | Self::Bit(v) => String::from_utf8_lossy(v).into_owned(),
+            Self::Time(v) => v.to_string(),
             Self::Date(v) => v.format("%Y-%m-%d").to_string(),
             Self::DateTime(v) => v.format("%Y-%m-%d %H:%M:%S%.f").to_string(),
         })

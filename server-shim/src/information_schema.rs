@@ -173,6 +173,7 @@ pub fn fill(
             )?;
             for (position, c) in (1_i64..).zip(&t.columns) {
                 let (data_type, length, precision, scale) = split_type(&c.column_type);
+                let (default, extra) = as_mysql8_shows(c.default.as_deref(), &c.extra);
                 let text = length.is_some() && data_type != "blob";
                 // Fractional seconds of a DATETIME(p), TIMESTAMP(p), TIME(p): p, else 0.
                 let datetime_precision =
@@ -197,7 +198,7 @@ pub fn fill(
                         t.name,
                         c.name,
                         position,
-                        c.default,
+                        default,
                         if c.not_null { "NO" } else { "YES" },
                         data_type,
                         length,
@@ -206,9 +207,9 @@ pub fn fill(
                         scale,
                         text.then_some("utf8mb4"),
                         text.then_some("utf8mb4_general_ci"),
-                        c.column_type,
+                        without_display_width(&c.column_type),
                         c.key,
-                        c.extra,
+                        extra,
                         datetime_precision,
                     ],
                 )?;
@@ -337,8 +338,10 @@ fn fill_variables(conn: &Connection, session: &SessionFacts) -> rusqlite::Result
             Cell::Int(_) | Cell::UInt(_) => ("INT", "binary"),
             Cell::Float(_) => ("DOUBLE", "binary"),
             Cell::Decimal(_) => ("DECIMAL", "binary"),
-            Cell::Null | Cell::Bytes(_) => ("VARCHAR", "binary"),
-            Cell::Text(_) | Cell::Date(_) | Cell::DateTime(_) => ("VARCHAR", "utf8mb4"),
+            Cell::Null | Cell::Bytes(_) | Cell::Bit(_) => ("VARCHAR", "binary"),
+            Cell::Text(_) | Cell::Json(_) | Cell::Date(_) | Cell::DateTime(_) | Cell::Time(_) => {
+                ("VARCHAR", "utf8mb4")
+            }
         };
         conn.execute(
             "INSERT INTO information_schema.USER_VARIABLES VALUES (?1, ?2, ?3, ?4)",
@@ -393,5 +396,167 @@ fn split_type(column_type: &str) -> (String, Option<i64>, Option<i64>, Option<i6
         "smallint" => (base, None, Some(5), Some(0)),
         "tinyint" => (base, None, Some(3), Some(0)),
         _ => (base, None, None, None),
+    }
+}
+
+/// A column's default and `EXTRA` as MySQL 8's `information_schema.COLUMNS` shows them, from
+/// the default as `SHOW CREATE TABLE` writes it (`'free'`, `0.00`, `current_timestamp(6)`): a
+/// string without its quotes, `true` as `1`, an expression (`CURRENT_TIMESTAMP(6)`, `uuid()`)
+/// without its parentheses and marked `DEFAULT_GENERATED` in `EXTRA`, `NULL` as no default.
+/// ORMs built for MySQL (TypeORM, drizzle-kit) compare these with their schema.
+fn as_mysql8_shows(default: Option<&str>, extra: &str) -> (Option<String>, String) {
+    let extra = match extra.split_once("on update ") {
+        Some((before, timestamp)) => format!("{before}on update {}", current_timestamp(timestamp)),
+        None => extra.to_owned(),
+    };
+    let Some(d) = default.map(str::trim) else {
+        return (None, extra);
+    };
+    if d.eq_ignore_ascii_case("null") {
+        return (None, extra);
+    }
+    if let Some(inner) = d.strip_prefix('\'').and_then(|r| r.strip_suffix('\''))
+        && !inner.replace("''", "").contains('\'')
+    {
+        return (Some(inner.replace("''", "'")), extra);
+    }
+    if d.eq_ignore_ascii_case("true") || d.eq_ignore_ascii_case("false") {
+        return (
+            Some(
+                if d.eq_ignore_ascii_case("true") {
+                    "1"
+                } else {
+                    "0"
+                }
+                .into(),
+            ),
+            extra,
+        );
+    }
+    let number = d
+        .strip_prefix('-')
+        .unwrap_or(d)
+        .split_once('.')
+        .map_or_else(
+            || {
+                d.strip_prefix('-')
+                    .unwrap_or(d)
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+            },
+            |(w, f)| (w.bytes().chain(f.bytes())).all(|b| b.is_ascii_digit()),
+        );
+    if number && !d.is_empty() {
+        return (Some(d.to_owned()), extra);
+    }
+    let parenthesized = d.strip_prefix('(').and_then(|e| e.strip_suffix(')'));
+    let expression = match parenthesized {
+        // `DEFAULT (now())` or `DEFAULT (CURRENT_TIMESTAMP)`, an expression default (stored as
+        // SQLite's keyword): MySQL 8 prints the expression's function, `now()`.
+        Some(e) if e.eq_ignore_ascii_case("current_timestamp") => "now()",
+        Some(e) => e,
+        None => d,
+    };
+    let extra = if extra.is_empty() {
+        "DEFAULT_GENERATED".to_owned()
+    } else {
+        format!("DEFAULT_GENERATED {extra}")
+    };
+    (Some(current_timestamp(expression)), extra)
+}
+
+/// A column type as MySQL 8 shows it: integers without a display width (`int`, not
+/// `int(11)`), but for `tinyint(1)`, which it keeps as the mark of a boolean.
+fn without_display_width(column_type: &str) -> String {
+    let Some((base, rest)) = column_type.split_once('(') else {
+        return column_type.to_owned();
+    };
+    let integer = matches!(
+        base,
+        "tinyint" | "smallint" | "mediumint" | "int" | "integer" | "bigint"
+    );
+    match rest.split_once(')') {
+        Some((width, after)) if integer && !(base == "tinyint" && width == "1") => {
+            format!("{base}{after}")
+        }
+        _ => column_type.to_owned(),
+    }
+}
+
+/// `current_timestamp()` as MySQL 8 writes it, `CURRENT_TIMESTAMP` (with its precision when it
+/// has one); any other text as it is.
+fn current_timestamp(text: &str) -> String {
+    let Some(rest) = text
+        .get(..17)
+        .filter(|p| p.eq_ignore_ascii_case("current_timestamp"))
+        .and_then(|_| text.get(17..))
+    else {
+        return text.to_owned();
+    };
+    if rest == "()" || rest.is_empty() {
+        "CURRENT_TIMESTAMP".to_owned()
+    } else {
+        format!("CURRENT_TIMESTAMP{rest}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::as_mysql8_shows;
+
+    #[test]
+    fn integer_types_are_shown_without_their_display_width() {
+        use super::without_display_width as shown;
+        assert_eq!(shown("int(11)"), "int");
+        assert_eq!(shown("int(10) unsigned"), "int unsigned");
+        assert_eq!(shown("bigint(20)"), "bigint");
+        assert_eq!(shown("tinyint(1)"), "tinyint(1)");
+        assert_eq!(shown("tinyint(4)"), "tinyint");
+        assert_eq!(shown("varchar(40)"), "varchar(40)");
+        assert_eq!(shown("decimal(10,2)"), "decimal(10,2)");
+    }
+
+    /// As MySQL 8.0 shows these defaults in `information_schema.COLUMNS`.
+    #[test]
+    fn defaults_are_shown_as_mysql_8_shows_them() {
+        let shown = |d: Option<&str>, extra: &str| {
+            let (d, e) = as_mysql8_shows(d, extra);
+            (d.unwrap_or_else(|| "<null>".into()), e)
+        };
+        let plain = |d: &str| (d.to_owned(), String::new());
+        assert_eq!(shown(Some("'free'"), ""), plain("free"));
+        assert_eq!(shown(Some("'it''s'"), ""), plain("it's"));
+        assert_eq!(shown(Some("'0.00'"), ""), plain("0.00"));
+        assert_eq!(shown(Some("0.00"), ""), plain("0.00"));
+        assert_eq!(shown(Some("-1"), ""), plain("-1"));
+        assert_eq!(shown(Some("true"), ""), plain("1"));
+        assert_eq!(shown(Some("NULL"), ""), plain("<null>"));
+        assert_eq!(shown(None, ""), plain("<null>"));
+        assert_eq!(
+            shown(Some("current_timestamp()"), ""),
+            ("CURRENT_TIMESTAMP".into(), "DEFAULT_GENERATED".into())
+        );
+        assert_eq!(
+            shown(
+                Some("current_timestamp(6)"),
+                "on update current_timestamp(6)"
+            ),
+            (
+                "CURRENT_TIMESTAMP(6)".into(),
+                "DEFAULT_GENERATED on update CURRENT_TIMESTAMP(6)".into()
+            )
+        );
+        assert_eq!(
+            shown(Some("(uuid())"), ""),
+            ("uuid()".into(), "DEFAULT_GENERATED".into())
+        );
+        assert_eq!(
+            shown(Some("(CURRENT_TIMESTAMP)"), ""),
+            ("now()".into(), "DEFAULT_GENERATED".into())
+        );
+        assert_eq!(
+            shown(None, "auto_increment"),
+            ("<null>".into(), "auto_increment".into())
+        );
     }
 }

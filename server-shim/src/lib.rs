@@ -111,6 +111,15 @@ pub mod fuzzing {
     pub fn execute_with_bound_types(data: &[u8]) {
         crate::stream::fuzz_bound_types(data);
     }
+
+    /// Client bytes as a statement whose literals the reader writes in hexadecimal where
+    /// they are not UTF-8.
+    ///
+    /// # Panics
+    /// When a rewritten statement is badly framed or not UTF-8: what the fuzzer looks for.
+    pub fn query_with_binary_literals(data: &[u8]) {
+        crate::stream::fuzz_binary_literals(data);
+    }
 }
 mod dialect;
 mod engine;
@@ -121,6 +130,7 @@ mod mysql_functions;
 mod mysql_json;
 mod mysql_numeric_functions;
 mod mysql_text_functions;
+mod mysql_time;
 mod processes;
 mod results;
 mod server;

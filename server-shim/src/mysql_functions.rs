@@ -114,6 +114,27 @@ pub fn register(
     conn.create_scalar_function("utc_date", 0, volatile, |_| {
         Ok(Utc::now().format("%Y-%m-%d").to_string())
     })?;
+    // `TIME(x)`, and `CAST(x AS TIME(p))` as `(x, p)`: MySQL's signed durations
+    // (`crate::mysql_time`).
+    for n_args in [1, 2] {
+        conn.create_scalar_function(crate::dialect::TIME_FN, n_args, pure, |ctx| {
+            let text = match ctx.get_raw(0) {
+                rusqlite::types::ValueRef::Null => return Ok(None),
+                rusqlite::types::ValueRef::Integer(i) => i.to_string(),
+                rusqlite::types::ValueRef::Real(f) => crate::engine::double_text(f),
+                rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => {
+                    String::from_utf8_lossy(t).into_owned()
+                }
+            };
+            let decimals = if ctx.len() > 1 {
+                Some(u8::try_from(ctx.get::<i64>(1)?.clamp(0, 6)).unwrap_or(0))
+            } else {
+                None
+            };
+            Ok(crate::mysql_time::MysqlTime::parse(&text)
+                .map(|t| decimals.map_or(t, |d| t.with_decimals(d)).to_string()))
+        })?;
+    }
     conn.create_scalar_function("datediff", 2, pure, |ctx| {
         Ok(datetime_arg(ctx, 0)
             .zip(datetime_arg(ctx, 1))

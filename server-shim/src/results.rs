@@ -48,6 +48,9 @@ enum Kind {
     Date,
     DateTime,
     Bytes,
+    Json,
+    Time,
+    Bit,
     Text,
 }
 
@@ -61,6 +64,9 @@ fn kind_of(cell: &Cell) -> Option<Kind> {
         Cell::Date(_) => Kind::Date,
         Cell::DateTime(_) => Kind::DateTime,
         Cell::Bytes(_) => Kind::Bytes,
+        Cell::Json(_) => Kind::Json,
+        Cell::Time(_) => Kind::Time,
+        Cell::Bit(_) => Kind::Bit,
         Cell::Text(_) => Kind::Text,
     })
 }
@@ -114,6 +120,12 @@ fn column_def(name: &str, kind: Kind, width: Option<IntWidth>) -> Column {
         Kind::Date => (ColumnType::MYSQL_TYPE_DATE, ColumnFlags::empty()),
         Kind::DateTime => (ColumnType::MYSQL_TYPE_DATETIME, ColumnFlags::empty()),
         Kind::Bytes => (ColumnType::MYSQL_TYPE_BLOB, ColumnFlags::BINARY_FLAG),
+        Kind::Json => (ColumnType::MYSQL_TYPE_JSON, ColumnFlags::BLOB_FLAG),
+        Kind::Time => (ColumnType::MYSQL_TYPE_TIME, ColumnFlags::BINARY_FLAG),
+        Kind::Bit => (
+            ColumnType::MYSQL_TYPE_BIT,
+            ColumnFlags::UNSIGNED_FLAG.union(ColumnFlags::BINARY_FLAG),
+        ),
         Kind::Text => (ColumnType::MYSQL_TYPE_VAR_STRING, ColumnFlags::empty()),
     };
     Column {
@@ -166,7 +178,12 @@ pub async fn write_reply<W: AsyncWrite + Unpin + Send>(
                 .zip(kinds.iter().zip(&widths))
                 .map(|(n, (k, w))| column_def(n, *k, *w))
                 .collect();
-            binary_columns(kinds.iter().map(|k| *k == Kind::Bytes).collect());
+            binary_columns(
+                kinds
+                    .iter()
+                    .map(|k| matches!(k, Kind::Bytes | Kind::Bit))
+                    .collect(),
+            );
             let mut rw = w.start(&defs).await?;
             for row in rows {
                 for (i, (kind, width)) in kinds.iter().zip(&widths).enumerate() {
@@ -204,7 +221,8 @@ fn write_cell<W: AsyncWrite + Unpin>(
         (Cell::Float(v), Kind::Float) => rw.write_col(MysqlDouble(*v)),
         (Cell::Date(v), Kind::Date) => rw.write_col(*v),
         (Cell::DateTime(v), Kind::DateTime) => rw.write_col(*v),
-        (Cell::Bytes(v), Kind::Bytes) => rw.write_col(v.as_slice()),
+        (Cell::Bytes(v), Kind::Bytes) | (Cell::Bit(v), Kind::Bit) => rw.write_col(v.as_slice()),
+        (Cell::Time(v), Kind::Time) => rw.write_col(MysqlTimeValue(*v)),
         (other, _) => rw.write_col(other.to_text().unwrap_or_default()),
     }
 }
@@ -220,6 +238,23 @@ impl ToMysqlValue for MysqlDouble {
 
     fn to_mysql_bin<W: io::Write>(&self, w: &mut W, c: &Column) -> io::Result<()> {
         self.0.to_mysql_bin(w, c)
+    }
+}
+
+/// A `TIME` value: in text as MySQL writes it, in binary as its days, hours, ... (opensrv's
+/// own `Duration` holds no sign and refuses more than 34 days).
+struct MysqlTimeValue(crate::mysql_time::MysqlTime);
+
+impl ToMysqlValue for MysqlTimeValue {
+    fn to_mysql_text<W: io::Write>(&self, w: &mut W) -> io::Result<()> {
+        self.0.to_string().as_str().to_mysql_text(w)
+    }
+
+    fn to_mysql_bin<W: io::Write>(&self, w: &mut W, c: &Column) -> io::Result<()> {
+        if c.coltype != ColumnType::MYSQL_TYPE_TIME {
+            return Err(io::Error::other("a TIME value in a column of another type"));
+        }
+        w.write_all(&self.0.to_binary())
     }
 }
 

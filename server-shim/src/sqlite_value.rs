@@ -14,11 +14,17 @@ pub fn to_sqlite(cell: &Cell) -> Value {
             i64::try_from(*v).map_or_else(|_| Value::Text(v.to_string()), Value::Integer)
         }
         Cell::Float(v) => Value::Real(*v),
-        Cell::Decimal(v) | Cell::Text(v) => Value::Text(v.clone()),
+        Cell::Decimal(v) | Cell::Text(v) | Cell::Json(v) => Value::Text(v.clone()),
         Cell::Bytes(v) => match std::str::from_utf8(v) {
             Ok(s) => Value::Text(s.to_owned()),
             Err(_) => Value::Blob(v.clone()),
         },
-        Cell::Date(_) | Cell::DateTime(_) => cell.to_text().map_or(Value::Null, Value::Text),
+        Cell::Date(_) | Cell::DateTime(_) | Cell::Time(_) => {
+            cell.to_text().map_or(Value::Null, Value::Text)
+        }
+        Cell::Bit(v) => Value::Integer(
+            v.iter()
+                .fold(0_i64, |n, byte| n.wrapping_shl(8) | i64::from(*byte)),
+        ),
     }
 }

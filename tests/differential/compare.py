@@ -36,7 +36,8 @@ def connect(port, user, password):
 
 # What a client decodes each MySQL column type to (protocol type codes).
 CLASSES = {
-    "integer": {1, 2, 3, 8, 9, 13, 16},
+    "integer": {1, 2, 3, 8, 9, 13},
+    "bit": {16},
     "decimal": {0, 246},
     "float": {4, 5},
     "string": {15, 247, 248, 249, 250, 251, 252, 253, 254, 245},

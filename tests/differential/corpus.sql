@@ -201,3 +201,12 @@ UPDATE t_strict SET b = 'four' WHERE id = 1
 UPDATE t_strict SET a = 'x' WHERE id = 1
 SELECT id, a, t, u, s, b, c, f, bi FROM t_strict ORDER BY id
 DROP TABLE t_strict
+
+# TIME is a signed duration, BIT a string of bits (PyMySQL reads a timedelta and bytes)
+SELECT TIME('12:30'), TIME('23:12:59.05100'), TIME('-12:30'), TIME('-23:12:59.05100'), TIME('-00:30')
+SELECT TIME('120:00:06'), TIME('5 06:00:00'), TIME('1230'), TIME('123000'), TIME('2024-03-01 10:11:12.5')
+SELECT TIME('900:00:00'), TIME('12:30:00.1234567'), TIME('abc'), TIME('12:60'), TIME(NULL)
+SELECT CAST('-00:30' AS TIME), CAST('10:11:12.5' AS TIME)
+CREATE TABLE t_time (id INT PRIMARY KEY, t TIME, t3 TIME(3), b BIT(1), b9 BIT(9))
+INSERT INTO t_time VALUES (1, '120:00:06', '-01:02:03.4567', 1, 300), (2, '-00:00:01', '00:00:00', 0, 0), (3, NULL, NULL, NULL, NULL)
+SELECT id, t, t3, b, b9 FROM t_time ORDER BY id

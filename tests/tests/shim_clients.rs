@@ -681,3 +681,67 @@ fn typeorm_synchronizes_twice_and_saves_rows_with_defaults_as_on_mariadb() {
         "server-shim, then MariaDB"
     );
 }
+
+/// Drizzle (`tests/clients/node/drizzle.js`): `drizzle-kit push` creates the schema (a
+/// boolean, a `DECIMAL` and `(now())` defaults, a unique key, a foreign key, a JSON column),
+/// and a second push reads it back through `information_schema` and finds nothing to change;
+/// rows inserted in one batch that leave different columns to their defaults, and a JSON
+/// document, read back as on MariaDB. On server-shim through the relay, from a paused
+/// instance. Before: the push exited 1 without a word (`information_schema` had no
+/// `TABLE_CONSTRAINTS`); once it had, every push altered five columns again (defaults shown
+/// with their quotes, `true` for 1, lower-case names from `information_schema`), the batch
+/// insert got 1235 and the JSON column came back as a string. On MariaDB 10.11 the second
+/// push itself exits 1, so MariaDB gives only the rows.
+#[test]
+fn drizzle_pushes_twice_and_inserts_rows_with_defaults_and_json_as_on_mariadb() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/node/drizzle.js");
+    let run = |step: &str, port: u16, user: &str, password: &str| {
+        let mut cmd = Command::new("node");
+        cmd.arg(&script)
+            .arg(step)
+            .current_dir(script.parent().unwrap())
+            .env("PORT", port.to_string())
+            .env("DB_USER", user)
+            .env("DB_PASSWORD", password)
+            .env("DB_NAME", "orm");
+        succeeded(
+            &mut cmd,
+            Duration::from_secs(120),
+            &format!("Drizzle {step} on port {port}"),
+        )
+        .stdout
+    };
+    let tmp = TempDir::new("shim-clients-drizzle");
+    let relay = Relay::start(tmp.path(), RelayOptions::default());
+    ok(&mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        "CREATE DATABASE orm",
+    ));
+    relay.pause();
+    assert_eq!(run("push", relay.port, USER, PASSWORD), "push: applied\n");
+    assert!(relay.logged("resuming"), "{}", relay.log());
+    assert_eq!(
+        run("push", relay.port, USER, PASSWORD),
+        "push: no changes\n"
+    );
+    let on_shim = run("rows", relay.port, USER, PASSWORD);
+    let (_mariadbd, mariadb_port) = start_mariadb(tmp.path());
+    ok(&mariadb(
+        mariadb_port,
+        "root",
+        None,
+        &[],
+        "CREATE DATABASE orm",
+    ));
+    assert_eq!(run("push", mariadb_port, "root", ""), "push: applied\n");
+    let on_mariadb = run("rows", mariadb_port, "root", "");
+    assert_eq!(
+        on_shim,
+        "{\"users\":[[\"ada\",\"ada@example.com\",true,true],[\"bob\",\"bob@example.com\",false,true]],\
+         \"posts\":[[\"first\",{\"tags\":[\"a\",\"b\"],\"n\":1.5,\"ok\":true},\"0.00\"],[\"second\",null,\"12.50\"]]}\n"
+    );
+    assert_eq!(on_shim, on_mariadb, "server-shim, then MariaDB");
+}

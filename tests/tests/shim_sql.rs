@@ -933,3 +933,89 @@ fn sleep_waits_and_kill_query_ends_it() {
         assert_eq!(code, 1317, "{database:?}: {message}");
     }
 }
+
+/// An `INSERT` whose rows leave different columns to their defaults (Drizzle's batch
+/// insert, where one row sets a column another leaves out) runs as MySQL runs it: one
+/// statement, its placeholders in order, all rows or none, all counted, the first id as its
+/// insert id. Before: 1235.
+#[test]
+fn an_insert_whose_rows_default_different_columns_is_one_statement() {
+    let tmp = TempDir::new("shim-sql-default-rows");
+    let shim = shim(&tmp);
+    let script = r#"
+import sys, mysql.connector
+c = mysql.connector.connect(host="127.0.0.1", port=int(sys.argv[1]), user="root",
+                            password=sys.argv[2], autocommit=True)
+cur = c.cursor()
+cur.execute("CREATE DATABASE d")
+cur.execute("USE d")
+cur.execute("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, n INT DEFAULT 5, "
+            "s VARCHAR(9) DEFAULT 'd' UNIQUE)")
+prepared = c.cursor(prepared=True)
+prepared.execute("INSERT INTO t (id, n, s) VALUES (DEFAULT, %s, DEFAULT), (DEFAULT, %s, %s), "
+                 "(DEFAULT, DEFAULT, %s)", (1, 2, "x", "y"))
+print("prepared", prepared.rowcount, prepared.lastrowid)
+cur.execute("SELECT LAST_INSERT_ID()")
+print("last_insert_id", cur.fetchone()[0])
+try:
+    # The second part repeats 'x': the first part's row goes too.
+    cur.execute("INSERT INTO t (id, n, s) VALUES (DEFAULT, 3, 'z'), (DEFAULT, DEFAULT, 'x')")
+    print("duplicate accepted")
+except mysql.connector.Error as e:
+    print("duplicate", e.errno)
+cur.execute("SELECT id, n, s FROM t ORDER BY id")
+print("rows", cur.fetchall())
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script, &shim.port.to_string(), PW]);
+    let out = run_with_input(&mut cmd, b"", Duration::from_secs(60));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "prepared 3 1\nlast_insert_id 1\nduplicate 1062\n\
+         rows [(1, 1, 'd'), (2, 2, 'x'), (3, 5, 'y')]\n"
+    );
+}
+
+/// A statement whose string literals carry bytes that are not UTF-8 (PyMySQL's own
+/// `_binary'...'` quoting of the bytes 0x00-0xFF, as its repository's version sends them, and
+/// C's `mysql_real_escape_string`): stored and read back as MySQL does. Before: opensrv read
+/// the text as UTF-8 and the connection was lost (2013).
+#[test]
+fn string_literals_that_are_not_utf8_are_stored_as_their_bytes() {
+    let tmp = TempDir::new("shim-sql-binary-literals");
+    let shim = shim(&tmp);
+    let script = r#"
+import sys, pymysql
+from pymysql.constants import COMMAND
+c = pymysql.connect(host="127.0.0.1", port=int(sys.argv[1]), user="root", password=sys.argv[2],
+                    autocommit=True)
+cur = c.cursor()
+cur.execute("CREATE DATABASE d")
+cur.execute("USE d")
+cur.execute("CREATE TABLE t (b VARBINARY(300))")
+data = bytes(range(256))
+escaped = data.replace(b"\\", b"\\\\").replace(b"'", b"\\'").replace(b"\0", b"\\0")
+# The statement's own bytes, as a client that quotes binary data itself sends them.
+c._execute_command(COMMAND.COM_QUERY, b"INSERT INTO t VALUES (_binary'" + escaped + b"')")
+c._read_query_result()
+cur.execute("SELECT b FROM t")
+print("same bytes", cur.fetchone()[0] == data)
+# Not UTF-8 in a name: an error, and the connection goes on.
+try:
+    c._execute_command(COMMAND.COM_QUERY, b"SELECT * FROM `\xff`")
+    c._read_query_result()
+except pymysql.MySQLError as e:
+    print("name", e.args[0])
+cur.execute("SELECT 1")
+print("still connected", cur.fetchone()[0])
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script, &shim.port.to_string(), PW]);
+    let out = run_with_input(&mut cmd, b"", Duration::from_secs(60));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "same bytes True\nname 1146\nstill connected 1\n"
+    );
+}

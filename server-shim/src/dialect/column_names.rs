@@ -5,7 +5,7 @@
 //! executor to put on the result ([`super::Translation::column_names`]). Applications that read
 //! a row by column name (`$row['COUNT(*)']`, a dict cursor) see what MySQL would send.
 
-use sqlparser::ast::{Expr, Query, SelectItem, SetExpr, Statement};
+use sqlparser::ast::{Expr, Query, Select, SelectItem, SetExpr, Statement, TableFactor};
 use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::Token;
 
@@ -118,15 +118,23 @@ pub(super) fn of(statement: &Statement, items: Option<Vec<String>>) -> Vec<Optio
     let (Statement::Query(query), Some(items)) = (statement, items) else {
         return Vec::new();
     };
-    let Some(projection) = first_select(query) else {
+    let Some(select) = first_select(query) else {
         return Vec::new();
     };
+    let projection = &select.projection;
     if projection.len() != items.len() {
         return Vec::new();
     }
+    let catalog = reads_information_schema_only(select);
     let mut names = Vec::with_capacity(items.len());
     for (item, text) in projection.iter().zip(items) {
         names.push(match item {
+            // MySQL 8 names a column of its data dictionary's views as the view does, in
+            // upper case, however the query spells it (`SELECT table_name` gives
+            // `TABLE_NAME`); drizzle-kit reads the rows by those names.
+            SelectItem::UnnamedExpr(e) if catalog && is_column(e) => column_name(e)
+                .map(str::to_ascii_uppercase)
+                .filter(|upper| column_name(e).is_some_and(|name| name != upper)),
             SelectItem::UnnamedExpr(e) if is_column(e) => None,
             SelectItem::ExprWithAlias { .. } | SelectItem::ExprWithAliases { .. } => None,
             SelectItem::UnnamedExpr(_) => Some(text),
@@ -150,16 +158,40 @@ fn is_column(e: &Expr) -> bool {
     }
 }
 
-/// The select list of the query's first `SELECT` (the one a `UNION` takes its names from);
-/// none under a `WITH`.
-fn first_select(query: &Query) -> Option<&[SelectItem]> {
+/// The name of the column `e` (`a`, `t.a`, `(a)`).
+fn column_name(e: &Expr) -> Option<&str> {
+    match e {
+        Expr::Identifier(id) => Some(&id.value),
+        Expr::CompoundIdentifier(parts) => parts.last().map(|p| p.value.as_str()),
+        Expr::Nested(inner) => column_name(inner),
+        _ => None,
+    }
+}
+
+/// Whether every table `select` reads is one of `information_schema`'s, named with it.
+fn reads_information_schema_only(select: &Select) -> bool {
+    let in_catalog = |factor: &TableFactor| {
+        matches!(factor, TableFactor::Table { name, .. }
+        if name.0.len() == 2
+            && name.0.first().and_then(|p| p.as_ident()).is_some_and(|schema| {
+                schema.value.eq_ignore_ascii_case("information_schema")
+            }))
+    };
+    !select.from.is_empty()
+        && select.from.iter().all(|from| {
+            in_catalog(&from.relation) && from.joins.iter().all(|j| in_catalog(&j.relation))
+        })
+}
+
+/// The query's first `SELECT` (the one a `UNION` takes its names from); none under a `WITH`.
+fn first_select(query: &Query) -> Option<&Select> {
     if query.with.is_some() {
         return None;
     }
     let mut body = query.body.as_ref();
     loop {
         match body {
-            SetExpr::Select(select) => return Some(&select.projection),
+            SetExpr::Select(select) => return Some(select),
             SetExpr::SetOperation { left, .. } => body = left,
             SetExpr::Query(inner) if inner.with.is_none() => body = inner.body.as_ref(),
             _ => return None,

@@ -64,30 +64,36 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             // LOW_PRIORITY / DELAYED / HIGH_PRIORITY: scheduling hints with no meaning here.
             insert.priority = None;
             let row_alias = insert.insert_alias.take().map(|a| a.row_alias.to_string());
-            without_default_values(&mut insert)?;
-            if let Some(source) = &mut insert.source {
-                expr::query(source)?;
-            }
-            if let Some(OnInsert::DuplicateKeyUpdate(assignments)) = insert.on.take() {
-                let assignments = assignments
-                    .into_iter()
-                    .map(|a| excluded_assignment(a, row_alias.as_deref()))
-                    .collect::<Result<Vec<_>, _>>()?;
-                if let Some(source) = &mut insert.source
-                    && let sqlparser::ast::SetExpr::Select(select) = source.body.as_mut()
-                    && select.selection.is_none()
-                {
-                    select.selection = Some(Expr::Value(Value::Boolean(true).into()));
+            let mut statements = Vec::new();
+            for mut insert in without_default_values(insert)? {
+                if let Some(source) = &mut insert.source {
+                    expr::query(source)?;
                 }
-                insert.on = Some(OnInsert::OnConflict(OnConflict {
-                    conflict_target: None,
-                    action: OnConflictAction::DoUpdate(DoUpdate {
-                        assignments,
-                        selection: None,
-                    }),
-                }));
+                if let Some(OnInsert::DuplicateKeyUpdate(assignments)) = insert.on.take() {
+                    let assignments = assignments
+                        .into_iter()
+                        .map(|a| excluded_assignment(a, row_alias.as_deref()))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    if let Some(source) = &mut insert.source
+                        && let sqlparser::ast::SetExpr::Select(select) = source.body.as_mut()
+                        && select.selection.is_none()
+                    {
+                        select.selection = Some(Expr::Value(Value::Boolean(true).into()));
+                    }
+                    insert.on = Some(OnInsert::OnConflict(OnConflict {
+                        conflict_target: None,
+                        action: OnConflictAction::DoUpdate(DoUpdate {
+                            assignments,
+                            selection: None,
+                        }),
+                    }));
+                }
+                statements.push(Statement::Insert(insert).to_string());
             }
-            Ok(one(Statement::Insert(insert).to_string(), kind))
+            Ok(Translation {
+                statements,
+                ..one(String::new(), kind)
+            })
         }
         Statement::Update(mut update) => {
             let limited = !update.order_by.is_empty() || update.limit.is_some();
@@ -263,62 +269,98 @@ fn is_default(e: &Expr) -> bool {
 /// `INSERT INTO t (a, b, c) VALUES (DEFAULT, 1, DEFAULT)` → `INSERT INTO t (b) VALUES (1)`:
 /// SQLite has no `DEFAULT` in a `VALUES` row, and a column left out gets its default, as
 /// MySQL's `DEFAULT` does (an `AUTO_INCREMENT` column its next id). TypeORM's `save()` and
-/// Drizzle's `insert()` write every row so. Every row must have `DEFAULT` in the same columns
-/// (the columns are dropped for the whole statement, so its placeholders keep their order);
-/// otherwise, or without a column list, or with every column `DEFAULT` in several rows: 1235.
-fn without_default_values(insert: &mut sqlparser::ast::Insert) -> Result<(), SqlError> {
+/// Drizzle's `insert()` write every row so. Rows with `DEFAULT` in other columns than the rows
+/// before them (Drizzle's batch insert where one row sets a column and another leaves it)
+/// start another `INSERT`, in order, so the placeholders keep their order across them; the
+/// engine runs them as one statement (all or none, one count, the first id). Without a column
+/// list: 1235; with `ON DUPLICATE KEY UPDATE`, rows that need several `INSERT`s: 1235 (its
+/// assignments would be repeated with their placeholders).
+fn without_default_values(
+    mut insert: sqlparser::ast::Insert,
+) -> Result<Vec<sqlparser::ast::Insert>, SqlError> {
     let Some(SetExpr::Values(values)) = insert.source.as_deref_mut().map(|q| q.body.as_mut())
     else {
-        return Ok(());
+        return Ok(vec![insert]);
     };
-    let pattern = |row: &Vec<Expr>| row.iter().map(is_default).collect::<Vec<bool>>();
-    let Some(first) = values.rows.first().map(|r| pattern(&r.content)) else {
-        return Ok(());
-    };
-    if !first.contains(&true)
-        && values
-            .rows
-            .iter()
-            .all(|r| !r.content.iter().any(is_default))
-    {
-        return Ok(());
+    if !values.rows.iter().any(|r| r.content.iter().any(is_default)) {
+        return Ok(vec![insert]);
     }
     if insert.columns.is_empty() {
         return Err(SqlError::not_supported(
             "DEFAULT in a VALUES row without a column list",
         ));
     }
-    if values.rows.iter().any(|r| pattern(&r.content) != first)
-        || first.len() != insert.columns.len()
+    if values
+        .rows
+        .iter()
+        .any(|r| r.content.len() != insert.columns.len())
     {
+        return Err(SqlError::syntax("Column count doesn't match value count"));
+    }
+    let pattern = |row: &[Expr]| row.iter().map(is_default).collect::<Vec<bool>>();
+    // Consecutive rows with `DEFAULT` in the same columns, in order; every row of nothing but
+    // `DEFAULT` alone (SQLite's `DEFAULT VALUES` is one row).
+    let mut groups: Vec<Vec<sqlparser::ast::Values>> = Vec::new();
+    let mut last: Option<Vec<bool>> = None;
+    for row in core::mem::take(&mut values.rows) {
+        let p = pattern(&row.content);
+        let alone = p.iter().all(|d| *d);
+        match groups.last_mut() {
+            Some(group) if !alone && last.as_ref() == Some(&p) => {
+                if let Some(v) = group.last_mut() {
+                    v.rows.push(row);
+                }
+            }
+            _ => groups.push(vec![sqlparser::ast::Values {
+                explicit_row: values.explicit_row,
+                value_keyword: values.value_keyword,
+                rows: vec![row],
+            }]),
+        }
+        last = Some(p);
+    }
+    if groups.len() > 1 && insert.on.is_some() {
         return Err(SqlError::not_supported(
-            "DEFAULT in different columns of the rows of one INSERT",
+            "DEFAULT in different columns of the rows of an INSERT ... ON DUPLICATE KEY UPDATE",
         ));
     }
-    if first.iter().all(|d| *d) {
-        if values.rows.len() > 1 {
-            return Err(SqlError::not_supported(
-                "several rows of nothing but DEFAULT in one INSERT",
-            ));
+    let mut inserts = Vec::with_capacity(groups.len());
+    for group in groups {
+        let Some(rows) = group.into_iter().next() else {
+            continue;
+        };
+        let first = rows
+            .rows
+            .first()
+            .map(|r| pattern(&r.content))
+            .unwrap_or_default();
+        let mut one = insert.clone();
+        if first.iter().all(|d| *d) {
+            one.columns.clear();
+            one.source = None;
+            inserts.push(one);
+            continue;
         }
-        insert.columns.clear();
-        insert.source = None;
-        return Ok(());
-    }
-    let keep = |i: usize| first.get(i).is_some_and(|d| !d);
-    insert.columns = core::mem::take(&mut insert.columns)
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, c)| keep(i).then_some(c))
-        .collect();
-    for row in &mut values.rows {
-        row.content = core::mem::take(&mut row.content)
+        let keep = |i: usize| first.get(i).is_some_and(|d| !d);
+        one.columns = core::mem::take(&mut one.columns)
             .into_iter()
             .enumerate()
-            .filter_map(|(i, e)| keep(i).then_some(e))
+            .filter_map(|(i, c)| keep(i).then_some(c))
             .collect();
+        let mut rows = rows;
+        for row in &mut rows.rows {
+            row.content = core::mem::take(&mut row.content)
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, e)| keep(i).then_some(e))
+                .collect();
+        }
+        if let Some(source) = one.source.as_deref_mut() {
+            *source.body = SetExpr::Values(rows);
+        }
+        inserts.push(one);
     }
-    Ok(())
+    Ok(inserts)
 }
 
 fn one(statement: String, kind: StatementKind) -> Translation {

@@ -626,6 +626,10 @@ pub const MOD_FN: &str = "mysql_mod";
 /// The engine's `ROUND`.
 pub const ROUND_FN: &str = "mysql_round";
 
+/// The engine's `TIME(x)` and `CAST(x AS TIME)`: MySQL's signed durations, where SQLite's
+/// `time()` takes a time of day (NULL for `-12:30`) and drops the fraction.
+pub const TIME_FN: &str = "mysql_time";
+
 /// `CAST(x AS <MySQL type>)` as SQLite: the integer and text casts by affinity, the
 /// temporal ones through SQLite's date functions (a plain CAST to DATE would give the
 /// year as a number).
@@ -645,10 +649,18 @@ fn cast(inner: Expr, to: &DataType) -> Result<Expr, SqlError> {
             DataType::Numeric(sqlparser::ast::ExactNumberInfo::None)
         }
         "DOUBLE" | "FLOAT" | "REAL" => DataType::Real,
-        "DATE" | "DATETIME" | "TIME" | "TIMESTAMP" => {
+        "TIME" => {
+            // `TIME(p)`'s decimals, else none.
+            let decimals = name
+                .split_once('(')
+                .and_then(|(_, p)| p.trim_end_matches(')').trim().parse::<u8>().ok())
+                .unwrap_or(0);
+            let decimals = Expr::Value(Value::Number(decimals.to_string(), false).into());
+            return Ok(Expr::Function(call(TIME_FN, vec![inner, decimals])));
+        }
+        "DATE" | "DATETIME" | "TIMESTAMP" => {
             let f = match base {
                 "DATE" => "date",
-                "TIME" => "time",
                 _ => "datetime",
             };
             return Ok(Expr::Function(call(f, vec![inner])));
@@ -875,6 +887,7 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
         }
         ("MOD", 2) => rename(f, MOD_FN),
         ("ROUND", 1 | 2) => rename(f, ROUND_FN),
+        ("TIME", 1) => rename(f, TIME_FN),
         // LOCATE(needle, haystack) is INSTR(haystack, needle).
         ("LOCATE" | "POSITION", 2) => {
             let mut it = args.into_iter();

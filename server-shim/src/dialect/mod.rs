@@ -35,8 +35,8 @@ pub use ddl::violated as value_violated;
 #[cfg(test)]
 pub use expr::ENGINE_FUNCTIONS;
 pub use expr::{
-    CAST_SIGNED_FN, CAST_UNSIGNED_FN, DATE_ADD_FN, NOW_FN, SYSTEM_VARIABLE_FN, TIMESTAMPDIFF_FN,
-    USER_VARIABLE_FN,
+    CAST_SIGNED_FN, CAST_UNSIGNED_FN, DATE_ADD_FN, NOW_FN, SYSTEM_VARIABLE_FN, TIME_FN,
+    TIMESTAMPDIFF_FN, USER_VARIABLE_FN,
 };
 
 use self::cursor::Significant;

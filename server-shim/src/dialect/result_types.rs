@@ -26,6 +26,8 @@ pub enum ResultType {
     Date,
     /// A `DATETIME`.
     DateTime,
+    /// A `TIME`.
+    Time,
     /// A table column: its declared type. `schema` when the query qualified the table.
     Column {
         schema: Option<String>,
@@ -333,6 +335,7 @@ fn function_type(name: &str, args: &[&Expr], sources: &[Source]) -> ResultType {
         ("NOW" | "CURRENT_TIMESTAMP" | "LOCALTIME" | "LOCALTIMESTAMP" | "UTC_TIMESTAMP", 0) => {
             ResultType::DateTime
         }
+        ("TIME", 1) | ("CURTIME" | "CURRENT_TIME" | "UTC_TIME", 0) => ResultType::Time,
         _ => ResultType::Unknown,
     }
 }
@@ -384,6 +387,7 @@ fn cast_type(to: &DataType) -> ResultType {
     match name.split(['(', ' ']).next().unwrap_or_default() {
         "SIGNED" | "UNSIGNED" | "INT" | "INTEGER" | "BIGINT" => ResultType::Integer,
         "DATE" => ResultType::Date,
+        "TIME" => ResultType::Time,
         "DATETIME" if !name.contains('(') => ResultType::DateTime,
         "DECIMAL" | "NUMERIC" | "DEC" | "FIXED" => {
             let scale = name

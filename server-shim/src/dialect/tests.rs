@@ -1110,10 +1110,23 @@ fn default_in_values_leaves_the_column_out() {
         sql("INSERT INTO t (id, n) VALUES (`DEFAULT`, 1)"),
         ["INSERT INTO t (id, n) VALUES (`DEFAULT`, 1)"]
     );
+    // Rows that leave other columns to their defaults (Drizzle's batch insert): one INSERT
+    // per run of rows alike, in order, which the engine runs as one statement.
+    assert_eq!(
+        sql(
+            "INSERT INTO t (id, n, s) VALUES (DEFAULT, ?, DEFAULT), (DEFAULT, ?, DEFAULT), \
+             (DEFAULT, ?, ?), (DEFAULT, DEFAULT, DEFAULT), (DEFAULT, DEFAULT, DEFAULT)"
+        ),
+        [
+            "INSERT INTO t (n) VALUES (?), (?)",
+            "INSERT INTO t (n, s) VALUES (?, ?)",
+            "INSERT INTO t DEFAULT VALUES",
+            "INSERT INTO t DEFAULT VALUES"
+        ]
+    );
     for refused in [
         "INSERT INTO t VALUES (DEFAULT, 1, 'x')",
-        "INSERT INTO t (id, n) VALUES (DEFAULT, 1), (2, DEFAULT)",
-        "INSERT INTO t (id) VALUES (DEFAULT), (DEFAULT)",
+        "INSERT INTO t (id, n) VALUES (DEFAULT, 1), (2, DEFAULT) ON DUPLICATE KEY UPDATE n = 1",
     ] {
         assert_eq!(code(refused), 1235, "{refused}");
     }

@@ -23,7 +23,9 @@
 //! - [`column_charset`]: every column opensrv defines is utf8, so the writer gives binary
 //!   columns the character set `binary`;
 //! - [`execute_types`]: opensrv reads an execution that does not send its parameters' types
-//!   one byte early, so the reader gives it the types its statement was last sent.
+//!   one byte early, so the reader gives it the types its statement was last sent;
+//! - [`binary_literals`]: opensrv ends the connection on a statement that is not UTF-8, so
+//!   the reader writes its string literals that are not in hexadecimal.
 //!
 //! When the server shuts down, a read that waits for the next command sees end-of-stream, so
 //! the connection ends after its running statement.
@@ -31,9 +33,12 @@
 //! Both halves are generic over `AsyncRead`/`AsyncWrite`, so tests drive them with
 //! `tokio::io::duplex`.
 
+mod binary_literals;
 mod column_charset;
 mod deadlines;
 mod execute_types;
+#[cfg(feature = "fuzzing")]
+pub use self::binary_literals::fuzz_binary_literals;
 #[cfg(feature = "fuzzing")]
 pub use self::execute_types::fuzz_bound_types;
 mod field_list;
@@ -333,14 +338,15 @@ impl<R: AsyncRead + Unpin> AuthReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> AuthReader<R> {
-    /// With the start of a `COM_STMT_EXECUTE` held, reads until it is whole, then gives it
-    /// the types of its statement's last execution where it left them out
-    /// ([`execute_types`]). Ready when the held bytes can be handed out.
-    fn poll_whole_execute(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    /// With the start of a `COM_STMT_EXECUTE` or a `COM_QUERY` held, reads until it is
+    /// whole, then gives an execution the types of its statement's last execution where it
+    /// left them out ([`execute_types`]) and a statement that is not UTF-8 its literals in
+    /// hexadecimal ([`binary_literals`]). Ready when the held bytes can be handed out.
+    fn poll_whole_packet(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if !self.packets.at_boundary() {
             return Poll::Ready(Ok(()));
         }
-        let Some(len) = execute_types::execute_len(self.packets.held()) else {
+        let Some(len) = whole_packet_len(self.packets.held()) else {
             return Poll::Ready(Ok(()));
         };
         while self.packets.held().len() < len {
@@ -360,11 +366,21 @@ impl<R: AsyncRead + Unpin> AuthReader<R> {
             }
         }
         let packet = self.packets.held().get(..len).unwrap_or_default();
-        if let Some(rewritten) = self.shared.state().bound_types.with_bound_types(packet) {
+        let rewritten = match execute_types::execute_len(packet) {
+            Some(_) => self.shared.state().bound_types.with_bound_types(packet),
+            None => binary_literals::as_utf8(packet),
+        };
+        if let Some(rewritten) = rewritten {
             self.packets.replace_held(len, &rewritten);
         }
         Poll::Ready(Ok(()))
     }
+}
+
+/// The length of the packet `bytes` start (at a packet boundary) when the reader takes it
+/// whole before opensrv reads it: a `COM_STMT_EXECUTE` or a `COM_QUERY` in one frame.
+fn whole_packet_len(bytes: &[u8]) -> Option<usize> {
+    execute_types::execute_len(bytes).or_else(|| binary_literals::query_len(bytes))
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
@@ -387,7 +403,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
         }
         let before = buf.filled().len();
         if this.deadline.command_phase() {
-            ready!(this.poll_whole_execute(cx))?;
+            ready!(this.poll_whole_packet(cx))?;
         }
         if let Some(bytes) = this.packets.take_held(buf.remaining()) {
             buf.put_slice(&bytes);
@@ -399,9 +415,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
                 let new = buf.filled().get(before..).unwrap_or_default();
                 if this.deadline.command_phase()
                     && this.packets.at_boundary()
-                    && execute_types::execute_len(new).is_some()
+                    && whole_packet_len(new).is_some()
                 {
-                    // An execution: collected whole before opensrv gets it.
+                    // An execution or a statement: collected whole before opensrv gets it.
                     this.packets.hold(new);
                     buf.set_filled(before);
                     cx.waker().wake_by_ref();
