@@ -688,10 +688,37 @@ fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
     }
 }
 
+/// The milliseconds of a `SELECT /*+ MAX_EXECUTION_TIME(n) */ ...` hint (MySQL 8's optimizer
+/// hint, right after the `SELECT` that begins the statement); `None` without one.
+#[must_use]
+pub fn max_execution_time_hint(sql: &str) -> Option<u64> {
+    let rest = sql.trim_start();
+    let rest = rest
+        .get(..6)
+        .filter(|w| w.eq_ignore_ascii_case("select"))
+        .and_then(|_| rest.get(6..))?;
+    let hints = rest.trim_start().strip_prefix("/*+")?;
+    let hints = hints.split("*/").next()?.to_ascii_uppercase();
+    let (_, after) = hints.split_once("MAX_EXECUTION_TIME")?;
+    let digits = after
+        .trim_start()
+        .strip_prefix('(')?
+        .split(')')
+        .next()?
+        .trim();
+    digits.parse().ok()
+}
+
 fn classify_set(c: &mut Cursor) -> Result<Statement, SqlError> {
     if c.keyword("names") || c.keywords(&["character", "set"]) || c.keyword("charset") {
-        // The shim always speaks UTF-8.
-        return Ok(Statement::Set(Vec::new()));
+        // The shim always speaks UTF-8: the session refuses another character set
+        // ([`crate::variables::refused`]). `COLLATE ...` after it changes nothing here.
+        let charset = match c.next() {
+            Some(Token::Word(w)) => w.value,
+            Some(Token::SingleQuotedString(s) | Token::DoubleQuotedString(s)) => s,
+            _ => return Err(bad("SET NAMES: expected a character set")),
+        };
+        return Ok(Statement::Set(vec![("names".to_owned(), charset)]));
     }
     if c.keyword("password") {
         return Err(SqlError::not_supported("SET PASSWORD (use ALTER USER)"));
@@ -948,7 +975,11 @@ mod tests {
 
     #[test]
     fn classifies_driver_connect_statements() {
-        assert_eq!(ok("SET NAMES utf8mb4"), Statement::Set(vec![]));
+        // The character set is kept for the session to check (it speaks UTF-8 only).
+        assert_eq!(
+            ok("SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci"),
+            Statement::Set(vec![("names".into(), "utf8mb4".into())])
+        );
         assert_eq!(
             ok("SET autocommit=0"),
             Statement::Set(vec![("autocommit".into(), "0".into())])
@@ -971,6 +1002,22 @@ mod tests {
             }
         );
         assert_eq!(ok("SHOW WARNINGS"), Statement::ShowWarnings);
+        assert_eq!(
+            max_execution_time_hint("SELECT /*+ MAX_EXECUTION_TIME(2000) */ data FROM t"),
+            Some(2000)
+        );
+        assert_eq!(
+            max_execution_time_hint("select /*+ BKA(t) max_execution_time ( 1 ) */ 1"),
+            Some(1)
+        );
+        assert_eq!(
+            max_execution_time_hint("SELECT 1 /*+ MAX_EXECUTION_TIME(1) */"),
+            None
+        );
+        assert_eq!(
+            max_execution_time_hint("UPDATE /*+ MAX_EXECUTION_TIME(1) */ t SET a = 1"),
+            None
+        );
         // PyMySQL's own tests list the authentication plugins.
         assert_eq!(ok("SHOW PLUGINS"), Statement::ShowPlugins);
         assert_eq!(

@@ -136,6 +136,7 @@ mod results;
 mod server;
 mod session;
 mod sql_error;
+mod sql_mode;
 mod sqlite;
 mod sqlite_catalog;
 mod sqlite_value;

@@ -290,6 +290,9 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         if let Err(e) = &result {
             self.failed(query, e);
         }
+        if let Some(idle) = self.session.wait_timeout() {
+            self.shared.wait_timeout(idle);
+        }
         let status = self.session.status();
         let shared = &self.shared;
         write_reply(results, result, status, |binary| {

@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use authplugin::Credential;
 use chrono::{NaiveDate, Utc};
@@ -328,7 +329,19 @@ impl Session {
     /// The status flags for OK packets.
     #[must_use]
     pub fn status(&self) -> StatusFlags {
-        status_flags(self.autocommit, self.txn.is_some() || self.txn_pending)
+        let mut flags = status_flags(self.autocommit, self.txn.is_some() || self.txn_pending);
+        if self.sql_mode().no_backslash_escapes {
+            flags |= StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES;
+        }
+        flags
+    }
+
+    /// The flags of the session's `sql_mode` that change how its statements read.
+    fn sql_mode(&self) -> crate::sql_mode::SqlMode {
+        match self.variables.get("sql_mode") {
+            Some(Cell::Text(mode)) => crate::sql_mode::SqlMode::of(mode),
+            _ => crate::sql_mode::SqlMode::default(),
+        }
     }
 
     fn vars(&self) -> SessionVars<'_> {
@@ -364,9 +377,77 @@ impl Session {
     /// # Errors
     /// The statement's [`SqlError`]; the session stays usable.
     pub async fn run(&mut self, sql: &str, params: Vec<Cell>) -> Result<Reply, SqlError> {
-        let reply = self.run_statement(sql, params).await;
+        self.sql_mode().check(sql)?;
+        let limit = self.time_limit(sql);
+        let reply = self.within(limit, |s| s.run_statement(sql, params)).await;
         self.note_last_insert_id(&reply);
         reply
+    }
+
+    /// How long `sql` may run: a `SELECT`'s `/*+ MAX_EXECUTION_TIME(ms) */` hint, else the
+    /// session's `max_execution_time` (MySQL 8 limits nothing else).
+    fn time_limit(&self, sql: &str) -> Option<Duration> {
+        let ms = crate::classify::max_execution_time_hint(sql).or_else(|| {
+            let is_select = sql
+                .trim_start()
+                .get(..6)
+                .is_some_and(|w| w.eq_ignore_ascii_case("select"));
+            match self.variables.get("max_execution_time") {
+                Some(Cell::Int(ms)) if is_select && *ms > 0 => u64::try_from(*ms).ok(),
+                _ => None,
+            }
+        })?;
+        Some(Duration::from_millis(ms))
+    }
+
+    /// Runs `statement` on the session, interrupted past `limit` as `KILL QUERY` interrupts
+    /// it: then MySQL's "maximum statement execution time exceeded" (with the code 1317, as
+    /// opensrv knows no 3024).
+    async fn within<'s, F>(
+        &'s mut self,
+        limit: Option<Duration>,
+        statement: impl FnOnce(&'s mut Self) -> F,
+    ) -> Result<Reply, SqlError>
+    where
+        F: std::future::Future<Output = Result<Reply, SqlError>> + 's,
+    {
+        let Some(limit) = limit else {
+            return statement(self).await;
+        };
+        let process = Arc::clone(&self.process);
+        let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let timer = tokio::spawn({
+            let fired = Arc::clone(&fired);
+            async move {
+                tokio::time::sleep(limit).await;
+                fired.store(true, Ordering::Relaxed);
+                process.kill_query();
+            }
+        });
+        let reply = statement(self).await;
+        timer.abort();
+        match reply {
+            Err(e)
+                if fired.load(Ordering::Relaxed)
+                    && e.code() == SqlError::query_interrupted().code() =>
+            {
+                Err(SqlError::new(
+                    ErrorKind::ER_QUERY_INTERRUPTED,
+                    "Query execution was interrupted, maximum statement execution time exceeded",
+                ))
+            }
+            other => other,
+        }
+    }
+
+    /// The session's `wait_timeout`, when it set one: how long its connection may wait for
+    /// its next command.
+    #[must_use]
+    pub fn wait_timeout(&self) -> Option<Duration> {
+        match self.variables.get("wait_timeout") {
+            Some(Cell::Int(s)) if *s > 0 => Some(Duration::from_secs(u64::try_from(*s).ok()?)),
+            _ => None,
+        }
     }
 
     /// Runs the prepared statement `prepared` with `params`.
@@ -935,6 +1016,17 @@ impl Session {
                 // `X'2B30303A3030'`, as the relay restores a carried session's variables.
                 None => hex_string(&value).unwrap_or(value),
             };
+            if let Some(why) = variables::refused(&name, &value) {
+                let shown = if name == "names" {
+                    "character_set_client"
+                } else {
+                    name.as_str()
+                };
+                return Err(SqlError::new(
+                    ErrorKind::ER_WRONG_VALUE_FOR_VAR,
+                    format!("Variable '{shown}' can't be set to the value of '{value}' ({why})"),
+                ));
+            }
             if let Some(user) = name.strip_prefix('@') {
                 let cell = match read {
                     Some(cell) => cell,
@@ -955,10 +1047,11 @@ impl Session {
                 }
                 self.autocommit = on;
             }
-            // Everything else (character sets, sql_mode, time zone) is accepted and has no
-            // effect: the shim has one behaviour for each. A known variable set to a plain
-            // value reads back as set (ORMs check `sql_mode`); set to NULL or to what the
-            // shim does not evaluate, it is the default again. `foreign_key_checks` acts.
+            // Everything else the shim can take ([`variables::refused`]: not a character set,
+            // sql_mode or time zone it would not follow) is accepted: a known variable set to
+            // a plain value reads back as set (ORMs check `sql_mode`); set to NULL or to what
+            // the shim does not evaluate, it is the default again. `foreign_key_checks`,
+            // `wait_timeout` and `max_execution_time` act.
             else if let Some(value) = variables::assigned(&name, &value) {
                 self.variables.insert(name, value);
             } else if variables::is_known(&name) && (read.is_some() || !value.contains('(')) {
@@ -1035,6 +1128,7 @@ impl Session {
     /// # Errors
     /// 1064 if the text does not tokenize or classify.
     pub async fn prepare(&mut self, sql: &str) -> Result<(u32, usize, Vec<String>), SqlError> {
+        self.sql_mode().check(sql)?;
         let stripped = crate::dialect::strip_comments(sql)?;
         let statement = classify(&stripped)?;
         let params = count_placeholders(sql)?;

@@ -32,6 +32,8 @@ const FIXED: &[(&str, Fixed)] = &[
     ("init_connect", Fixed::Text("")),
     ("interactive_timeout", Fixed::Int(28_800)),
     ("license", Fixed::Text("Apache-2.0")),
+    // Milliseconds a SELECT may run (0: no limit), as MySQL 8's; the session enforces it.
+    ("max_execution_time", Fixed::Int(0)),
     ("lower_case_table_names", Fixed::Int(0)),
     ("max_allowed_packet", Fixed::Int(MAX_ALLOWED_PACKET as i64)),
     ("net_buffer_length", Fixed::Int(16_384)),
@@ -115,6 +117,48 @@ pub fn assigned(name: &str, value: &str) -> Option<Cell> {
         Fixed::Text(_) if value.eq_ignore_ascii_case("default") => return None,
         Fixed::Text(_) => Cell::Text(value.to_owned()),
     })
+}
+
+/// The character sets the shim speaks: UTF-8 (and ASCII, a part of it), or bytes as they are.
+const CHARSETS: &[&str] = &["utf8mb4", "utf8mb3", "utf8", "ascii", "binary", "default"];
+
+/// Time zones that are the shim's own, UTC.
+const UTC_ZONES: &[&str] = &[
+    "+00:00",
+    "+0:00",
+    "-00:00",
+    "utc",
+    "gmt",
+    "etc/utc",
+    "universal",
+    "zulu",
+    "system",
+    "default",
+];
+
+/// Why `SET name = value` is refused: a value that would make MySQL answer otherwise than
+/// the shim does (a `sql_mode` flag it does not follow, [`crate::sql_mode`]; another time
+/// zone for `NOW()`; another character set for the bytes). `None` when the shim can take it.
+#[must_use]
+pub fn refused(name: &str, value: &str) -> Option<&'static str> {
+    let value = value.trim().to_ascii_lowercase();
+    match name {
+        "sql_mode" => crate::sql_mode::not_followed(&value)
+            .map(|_| "server-shim computes as MySQL's default sql_mode does"),
+        "time_zone" => {
+            (!UTC_ZONES.contains(&value.as_str())).then_some("server-shim keeps its time in UTC")
+        }
+        "names" | "character_set_client" | "character_set_connection" => {
+            (!CHARSETS.contains(&value.as_str())).then_some("server-shim speaks UTF-8 only")
+        }
+        "character_set_results" => (!CHARSETS.contains(&value.as_str()) && value != "null")
+            .then_some("server-shim speaks UTF-8 only"),
+        "collation_connection" => (!CHARSETS
+            .iter()
+            .any(|c| value == *c || value.starts_with(&format!("{c}_"))))
+        .then_some("server-shim speaks UTF-8 only"),
+        _ => None,
+    }
 }
 
 /// Every variable as `(name, value as text)`, sorted by name, for `SHOW VARIABLES`.
@@ -204,12 +248,48 @@ mod tests {
         assert_eq!(lookup("no_such_thing", S), None);
     }
 
+    /// What would make MySQL answer otherwise than the shim is refused; what changes nothing
+    /// the shim answers (dumps set `NO_AUTO_VALUE_ON_ZERO` and `+00:00`) is taken.
+    #[test]
+    fn refuses_the_settings_it_would_not_follow() {
+        for (name, value) in [
+            ("sql_mode", "HIGH_NOT_PRECEDENCE"),
+            ("sql_mode", "STRICT_TRANS_TABLES,oracle"),
+            ("time_zone", "+08:00"),
+            ("time_zone", "Europe/Paris"),
+            ("names", "latin1"),
+            ("character_set_client", "cp1251"),
+            ("collation_connection", "latin1_swedish_ci"),
+        ] {
+            assert!(refused(name, value).is_some(), "{name} = {value}");
+        }
+        for (name, value) in [
+            ("sql_mode", ""),
+            ("sql_mode", "NO_AUTO_VALUE_ON_ZERO"),
+            // Followed statement by statement (`crate::sql_mode`).
+            ("sql_mode", "ANSI,NO_BACKSLASH_ESCAPES"),
+            (
+                "sql_mode",
+                "TRADITIONAL,ONLY_FULL_GROUP_BY,NO_ENGINE_SUBSTITUTION",
+            ),
+            ("time_zone", "+00:00"),
+            ("time_zone", "UTC"),
+            ("names", "utf8mb4"),
+            ("names", "UTF8"),
+            ("character_set_results", "NULL"),
+            ("collation_connection", "utf8mb4_unicode_ci"),
+            ("wait_timeout", "1"),
+        ] {
+            assert_eq!(refused(name, value), None, "{name} = {value}");
+        }
+    }
+
     /// Django and Rails set `sql_mode` and read it back; Django asks for `sql_auto_is_null`.
     #[test]
     fn a_session_reads_back_what_it_set_to_a_plain_value() {
         let mut set = BTreeMap::new();
         for (name, value) in [
-            ("sql_mode", "ANSI_QUOTES,STRICT_TRANS_TABLES"),
+            ("sql_mode", "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES"),
             ("sql_auto_is_null", "OFF"),
             ("wait_timeout", "600"),
             ("time_zone", "CONCAT(@@time_zone, '')"),
@@ -227,7 +307,7 @@ mod tests {
         };
         assert_eq!(
             lookup("SQL_MODE", session),
-            Some(Cell::Text("ANSI_QUOTES,STRICT_TRANS_TABLES".into()))
+            Some(Cell::Text("ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES".into()))
         );
         assert_eq!(lookup("sql_auto_is_null", session), Some(Cell::Int(0)));
         assert_eq!(lookup("wait_timeout", session), Some(Cell::Int(600)));
@@ -240,7 +320,7 @@ mod tests {
         assert!(
             all(session)
                 .iter()
-                .any(|(n, v)| n == "sql_mode" && v == "ANSI_QUOTES,STRICT_TRANS_TABLES")
+                .any(|(n, v)| n == "sql_mode" && v == "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES")
         );
         assert_eq!(assigned("autocommit", "0"), None, "the session's own");
     }

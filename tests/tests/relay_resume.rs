@@ -140,15 +140,15 @@ fn connections_opened_while_the_instance_runs_survive_a_stop() {
     assert_eq!(relay.state(), "running");
     let mut pool: Vec<TcpStream> = (0..3).map(|_| connect(&relay)).collect();
     for (i, s) in pool.iter_mut().enumerate() {
-        exec(s, &format!("SET SESSION time_zone = '+0{i}:00'"));
+        exec(s, &format!("SET SESSION interactive_timeout = 1000{i}"));
     }
     let pid = relay.compute_pid().unwrap();
     relay.wait_state("paused", Duration::from_secs(60));
     assert!(!tests::relay::pid_alive(pid), "the compute is gone");
     for (i, s) in pool.iter_mut().enumerate() {
         assert_eq!(
-            raw::one_row(s, "SELECT @@time_zone").as_deref(),
-            Some(format!("+0{i}:00").as_str()),
+            raw::one_row(s, "SELECT @@interactive_timeout").as_deref(),
+            Some(format!("1000{i}").as_str()),
             "{}",
             relay.log()
         );
@@ -262,7 +262,7 @@ fn a_detached_session_past_its_tickets_lifetime_ends_with_1927_and_wakes_nothing
     let dir = TempDir::new("resume-expired");
     let relay = start_with(&dir, &["--ticket-ttl", "1ms"]);
     let mut a = connect(&relay);
-    exec(&mut a, "SET SESSION time_zone = '+01:00'");
+    exec(&mut a, "SET SESSION interactive_timeout = 10001");
     relay.wait_state("paused", Duration::from_secs(60));
     assert!(relay.logged("stopping the frozen compute under resumable sessions"));
     let spawned = relay.log_count("compute spawned");
@@ -294,20 +294,20 @@ fn sessions_detached_beyond_the_cap_end_with_1927() {
     let relay = start_with_instance(&dir, &[], "max_detached_sessions = 1\n");
     // Each logs in while the instance is paused, so its login is relayed and gets a ticket.
     let mut a = connect(&relay);
-    exec(&mut a, "SET SESSION time_zone = '+01:00'");
+    exec(&mut a, "SET SESSION interactive_timeout = 10001");
     relay.wait_state("paused", Duration::from_secs(60));
     let mut b = connect(&relay);
-    exec(&mut b, "SET SESSION time_zone = '+02:00'");
+    exec(&mut b, "SET SESSION interactive_timeout = 10002");
     relay.wait_state("paused", Duration::from_secs(60));
     // `a` waits detached since the first stop; `b`, detached by the second, is over the cap.
     assert_eq!(
-        raw::one_row(&mut a, "SELECT @@time_zone").as_deref(),
-        Some("+01:00"),
+        raw::one_row(&mut a, "SELECT @@interactive_timeout").as_deref(),
+        Some("10001"),
         "{}",
         relay.log()
     );
     let spawned = relay.log_count("compute spawned");
-    match raw::query(&mut b, "SELECT @@time_zone").unwrap() {
+    match raw::query(&mut b, "SELECT @@interactive_timeout").unwrap() {
         Err((code, message)) => assert_eq!(code, 1927, "{message}"),
         Ok(_) => panic!("a session over the cap was reattached\n{}", relay.log()),
     }
@@ -329,7 +329,7 @@ fn an_account_created_again_with_the_same_password_reattaches_none_of_the_old_se
     let dir = TempDir::new("resume-recreated");
     let relay = start(&dir);
     let mut a = connect(&relay);
-    exec(&mut a, "SET SESSION time_zone = '+01:00'");
+    exec(&mut a, "SET SESSION interactive_timeout = 10001");
     relay.wait_state("paused", Duration::from_secs(60));
     let data = dir.path().join("data");
     let shim = |args: &[&str], input: &[u8]| {

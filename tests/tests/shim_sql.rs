@@ -1019,3 +1019,55 @@ print("still connected", cur.fetchone()[0])
         "same bytes True\nname 1146\nstill connected 1\n"
     );
 }
+
+/// What a session sets is followed or refused, never accepted and answered otherwise: a time
+/// zone, a character set or a `sql_mode` flag the shim does not follow gets 1231; under
+/// `ANSI`, a statement that reads otherwise (a double-quoted name, `||`) gets 1235 and the
+/// rest runs; under `NO_BACKSLASH_ESCAPES` the OK packets say so, PyMySQL quotes by doubling
+/// and a backslash gets 1235; `max_execution_time` and the `MAX_EXECUTION_TIME` hint
+/// interrupt a `SELECT`; `wait_timeout` closes an idle connection. Before: each was accepted
+/// and changed nothing (PyMySQL's own `test_escape_string`, `test_execution_time_limit` and
+/// `test_connection_gone_away` failed).
+#[test]
+fn session_settings_are_followed_or_refused() {
+    let tmp = TempDir::new("shim-sql-settings");
+    let shim = shim(&tmp);
+    let script = r#"
+import sys, pymysql
+def connect(**kw):
+    return pymysql.connect(host="127.0.0.1", port=int(sys.argv[1]), user="root",
+                           password=sys.argv[2], autocommit=True, **kw)
+def outcome(cur, sql):
+    try:
+        cur.execute(sql)
+        return "ok"
+    except pymysql.MySQLError as e:
+        return str(e.args[0])
+c = connect()
+cur = c.cursor()
+print("time_zone", outcome(cur, "SET time_zone = '+08:00'"), outcome(cur, "SET time_zone = 'UTC'"))
+print("names", outcome(cur, "SET NAMES latin1"), outcome(cur, "SET NAMES utf8mb4"))
+print("mode", outcome(cur, "SET sql_mode = 'HIGH_NOT_PRECEDENCE'"))
+print("ansi", outcome(cur, "SET sql_mode = 'ANSI,STRICT_TRANS_TABLES'"),
+      outcome(cur, 'SELECT "x"'), outcome(cur, "SELECT 'a' || 'b'"), outcome(cur, "SELECT 'x'"))
+cur.execute("SET sql_mode = 'NO_BACKSLASH_ESCAPES'")
+print("escaped", c.escape("it's"), outcome(cur, "SELECT " + c.escape("a\\b")))
+cur.execute("SET sql_mode = DEFAULT")
+print("hint", outcome(cur, "SELECT /*+ MAX_EXECUTION_TIME(100) */ SLEEP(600)"))
+cur.execute("SET max_execution_time = 100")
+print("variable", outcome(cur, "SELECT SLEEP(600)"), outcome(cur, "SELECT 1"))
+cur.execute("SET wait_timeout = 1")
+# The server ends the idle connection: its socket reads the end of the stream.
+c._sock.settimeout(120)
+print("closed", c._sock.recv(1) == b"")
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script, &shim.port.to_string(), PW]);
+    let out = run_with_input(&mut cmd, b"", Duration::from_secs(180));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "time_zone 1231 ok\nnames 1231 ok\nmode 1231\nansi ok 1235 1235 ok\n\
+         escaped 'it''s' 1235\nhint 1317\nvariable 1317 ok\nclosed True\n"
+    );
+}

@@ -60,6 +60,14 @@ impl ReadDeadline {
         }
     }
 
+    /// The idle deadline becomes `idle` (a session's `wait_timeout`), starting now.
+    pub(super) fn set_idle(&mut self, idle: Duration) {
+        self.timeouts.idle = idle;
+        if self.command_phase {
+            self.restart_idle();
+        }
+    }
+
     /// The client sent something: the idle deadline starts again.
     pub(super) fn restart_idle(&mut self) {
         self.sleep

@@ -106,6 +106,8 @@ struct SharedState {
     binary_columns: Option<Vec<bool>>,
     /// The prepared statements' parameter types (see [`execute_types`]).
     bound_types: execute_types::BoundTypes,
+    /// An idle timeout the session set (`wait_timeout`), for the reader to take.
+    idle: Option<std::time::Duration>,
 }
 
 impl ConnShared {
@@ -150,6 +152,12 @@ impl ConnShared {
     /// Statement `id` was closed.
     pub fn statement_closed(&self, id: u32) {
         self.state().bound_types.closed(id);
+    }
+
+    /// The session set `wait_timeout`: the wait for its next command ends after `idle`,
+    /// counted from now.
+    pub fn wait_timeout(&self, idle: std::time::Duration) {
+        self.state().idle = Some(idle);
     }
 
     /// Makes the writer send `err_payload` (an ERR packet payload) in place of the next
@@ -392,6 +400,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
         let this = &mut *self;
         if !this.deadline.command_phase() && this.shared.authenticated() {
             this.deadline.enter_command_phase();
+        }
+        if let Some(idle) = this.shared.state().idle.take() {
+            this.deadline.set_idle(idle);
         }
         // A shutdown turns the wait for the next command (or for a login) into end-of-stream:
         // opensrv then ends the connection cleanly, after the statement that was running.
