@@ -330,6 +330,45 @@ fn on_shim_then_mariadb(
     })
 }
 
+/// Runs `each` (port, user, password, a work directory) on server-shim through the relay,
+/// from a paused instance (its first connection wakes it), then on MariaDB 10.11 with a
+/// database `db` created on each; returns what each run returned.
+fn through_relay_then_mariadb(
+    label: &str,
+    db: &str,
+    mut each: impl FnMut(u16, &str, Option<&str>, &Path) -> String,
+) -> [String; 2] {
+    let tmp = TempDir::new(label);
+    let relay = Relay::start(tmp.path(), RelayOptions::default());
+    ok(&mariadb(
+        relay.port,
+        USER,
+        Some(PASSWORD),
+        &[],
+        &format!("CREATE DATABASE {db}"),
+    ));
+    relay.pause();
+    let (_mariadbd, mariadb_port) = start_mariadb(tmp.path());
+    ok(&mariadb(
+        mariadb_port,
+        "root",
+        None,
+        &[],
+        &format!("CREATE DATABASE {db}"),
+    ));
+    let runs = [
+        (relay.port, USER, Some(PASSWORD)),
+        (mariadb_port, "root", None),
+    ];
+    let out = runs.map(|(port, user, password)| {
+        let dir = tmp.path().join(format!("work-{port}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        each(port, user, password, &dir)
+    });
+    assert!(relay.logged("resuming"), "{}", relay.log());
+    out
+}
+
 /// Runs `cmd` (given `timeout`), which must succeed (`what` names it in the failure).
 fn succeeded(cmd: &mut Command, timeout: Duration, what: &str) -> tests::Output {
     let out = tests::run_with_input(cmd, b"", timeout);
@@ -359,105 +398,153 @@ fn django(port: u16, db: &str, user: &str, password: Option<&str>, args: &[&str]
     format!("{}{}", out.stdout, out.stderr)
 }
 
-/// Django 5.2 on server-shim as on MariaDB: `migrate` (its `auth` migrations add foreign keys
-/// and change columns with `ALTER TABLE`), `createsuperuser`, and `manage.py test` of a small
-/// app (a test database created and dropped, decimals, many-to-many, savepoints). Needs
-/// Django (`scripts/test` installs it).
+/// Django 5.2 on server-shim (through the relay, from a paused instance) as on MariaDB:
+/// `migrate` (its `auth` migrations add foreign keys
+/// and change columns with `ALTER TABLE`; the app's own drop a unique constraint and point a
+/// foreign key at another table), `createsuperuser`, and `manage.py test` of a small app (a
+/// test database created and dropped, decimals, many-to-many, savepoints). Needs Django
+/// (`scripts/test` installs it).
 #[test]
 fn django_migrates_creates_a_superuser_and_passes_its_tests_as_on_mariadb() {
-    on_shim_then_mariadb("shim-clients-django", "site", |port, password, dir| {
-        let migrated = django(port, "site", "root", password, &["migrate", "--noinput"]);
-        assert!(
-            migrated.contains("Applying auth.0001_initial... OK")
-                && migrated.contains("Applying notes.0001_initial... OK"),
-            "{migrated}"
-        );
-        let created = django(
-            port,
-            "site",
-            "root",
-            password,
-            &[
-                "createsuperuser",
-                "--noinput",
-                "--username",
-                "admin",
-                "--email",
-                "admin@example.com",
-            ],
-        );
-        assert!(created.contains("Superuser created"), "{created}");
-        let admins = ok(&mariadb(
-            port,
-            "root",
-            password,
-            &["site"],
-            "SELECT username FROM auth_user WHERE is_superuser",
-        ))
-        .to_owned();
-        assert_eq!(admins, "admin\n");
-        // A fixture dumped, the database flushed, the fixture loaded again: loaddata checks
-        // the foreign keys it loaded through information_schema (before: ERR 1146 on
-        // `TABLE_CONSTRAINTS`, then on `CHECK_CONSTRAINTS`).
-        django(
-            port,
-            "site",
-            "root",
-            password,
-            &[
-                "shell",
-                "-c",
-                "from notes.models import Note, Tag\n\
+    through_relay_then_mariadb(
+        "shim-clients-django",
+        "site",
+        |port, user, password, dir| {
+            let migrated = django(port, "site", user, password, &["migrate", "--noinput"]);
+            assert!(
+                migrated.contains("Applying auth.0001_initial... OK")
+                    && migrated.contains("Applying notes.0001_initial... OK")
+                    && migrated.contains("Applying notes.0003_alter_label... OK"),
+                "{migrated}"
+            );
+            let created = django(
+                port,
+                "site",
+                user,
+                password,
+                &[
+                    "createsuperuser",
+                    "--noinput",
+                    "--username",
+                    "admin",
+                    "--email",
+                    "admin@example.com",
+                ],
+            );
+            assert!(created.contains("Superuser created"), "{created}");
+            let admins = ok(&mariadb(
+                port,
+                user,
+                password,
+                &["site"],
+                "SELECT username FROM auth_user WHERE is_superuser",
+            ))
+            .to_owned();
+            assert_eq!(admins, "admin\n");
+            // A fixture dumped, the database flushed, the fixture loaded again: loaddata checks
+            // the foreign keys it loaded through information_schema (before: ERR 1146 on
+            // `TABLE_CONSTRAINTS`, then on `CHECK_CONSTRAINTS`).
+            django(
+                port,
+                "site",
+                user,
+                password,
+                &[
+                    "shell",
+                    "-c",
+                    "from notes.models import Note, Tag\n\
                  from django.contrib.auth.models import User\n\
                  t = Tag.objects.create(name='x')\n\
                  n = Note.objects.create(title='hi', author=User.objects.get(username='admin'))\n\
                  n.tags.add(t)",
-            ],
-        );
-        let fixture = dir.join("fixture.json").display().to_string();
-        django(
-            port,
-            "site",
-            "root",
-            password,
-            &["dumpdata", "auth.user", "notes", "--output", &fixture],
-        );
-        django(port, "site", "root", password, &["flush", "--noinput"]);
-        let loaded = django(port, "site", "root", password, &["loaddata", &fixture]);
-        assert!(loaded.contains("Installed 3 object(s)"), "{loaded}");
-        let counts = ok(&mariadb(
-            port,
-            "root",
-            password,
-            &["site", "-N"],
-            "SELECT (SELECT COUNT(*) FROM notes_note), (SELECT COUNT(*) FROM notes_note_tags), \
+                ],
+            );
+            let fixture = dir.join("fixture.json").display().to_string();
+            django(
+                port,
+                "site",
+                user,
+                password,
+                &["dumpdata", "auth.user", "notes", "--output", &fixture],
+            );
+            django(port, "site", user, password, &["flush", "--noinput"]);
+            let loaded = django(port, "site", user, password, &["loaddata", &fixture]);
+            assert!(loaded.contains("Installed 3 object(s)"), "{loaded}");
+            let counts = ok(&mariadb(
+                port,
+                user,
+                password,
+                &["site", "-N"],
+                "SELECT (SELECT COUNT(*) FROM notes_note), (SELECT COUNT(*) FROM notes_note_tags), \
              (SELECT COUNT(*) FROM auth_user)",
-        ))
-        .to_owned();
-        assert_eq!(counts, "1\t1\t1\n", "port {port}");
-        let tested = django(
-            port,
-            "site",
-            "root",
-            password,
-            &["test", "notes", "--noinput"],
-        );
-        assert!(
-            tested.contains("Ran 2 tests") && tested.contains("\nOK"),
-            "{tested}"
-        );
-        // The test database is gone again.
-        let left = ok(&mariadb(
-            port,
-            "root",
-            password,
-            &[],
-            "SHOW DATABASES LIKE 'test_site'",
-        ))
-        .to_owned();
-        assert_eq!(left, "", "port {port}");
-        String::new()
-    });
+            ))
+            .to_owned();
+            assert_eq!(counts, "1\t1\t1\n", "port {port}");
+            // Migrations 0002 and 0003: a unique constraint dropped (two labels with one code),
+            // a foreign key pointed at another table (a dangling owner refused by the new one).
+            let labelled = django(
+                port,
+                "site",
+                user,
+                password,
+                &[
+                    "shell",
+                    "-c",
+                    "from django.db import IntegrityError, transaction\n\
+                 from notes.models import Label, Note\n\
+                 n = Note.objects.create(title='labelled')\n\
+                 Label.objects.create(code='a', owner=n)\n\
+                 Label.objects.create(code='a')\n\
+                 try:\n\
+                 \x20   with transaction.atomic():\n\
+                 \x20       Label.objects.create(code='b', owner_id=n.pk + 1000)\n\
+                 \x20   print('dangling owner accepted')\n\
+                 except IntegrityError:\n\
+                 \x20   print('dangling owner refused')\n\
+                 print(sorted(Label.objects.values_list('code', flat=True)))",
+                ],
+            );
+            assert!(
+                labelled.ends_with("dangling owner refused\n['a', 'a']\n"),
+                "port {port}: {labelled}"
+            );
+            let catalog = ok(&mariadb(
+                port,
+                user,
+                password,
+                &["-N"],
+                "SELECT (SELECT GROUP_CONCAT(REFERENCED_TABLE_NAME) FROM \
+             information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = 'site' AND \
+             TABLE_NAME = 'notes_label' AND REFERENCED_TABLE_NAME IS NOT NULL), \
+             (SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = 'site' \
+             AND TABLE_NAME = 'notes_label' AND NON_UNIQUE = 0)",
+            ))
+            .to_owned();
+            assert_eq!(catalog, "notes_note\t1\n", "port {port}");
+            let tested = django(
+                port,
+                "site",
+                user,
+                password,
+                &["test", "notes", "--noinput"],
+            );
+            assert!(
+                tested.contains("Ran 2 tests") && tested.contains("\nOK"),
+                "{tested}"
+            );
+            // The test database is gone again.
+            let left = ok(&mariadb(
+                port,
+                user,
+                password,
+                &[],
+                "SHOW DATABASES LIKE 'test_site'",
+            ))
+            .to_owned();
+            assert_eq!(left, "", "port {port}");
+            String::new()
+        },
+    );
 }
 
 /// Alembic on server-shim as on MariaDB (tests/clients/alembic/run.py): a model
