@@ -688,6 +688,36 @@ fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
     }
 }
 
+/// Whether `sql` uses a table, so that it starts a new list of notes: MySQL keeps the last
+/// statement's notes (`SHOW WARNINGS`) across statements that use none (`SELECT 1`, `SET`,
+/// `USE`, `DO`), as MariaDB 10.11 does. Read from its words: `FROM`, `INTO`, `TABLE`,
+/// `JOIN`, and the verbs that write or change a schema.
+#[must_use]
+pub fn uses_a_table(sql: &str) -> bool {
+    use sqlparser::keywords::Keyword;
+    let Ok(tokens) = Tokenizer::new(&Mysql, sql).tokenize() else {
+        return true;
+    };
+    tokens.iter().any(|t| {
+        matches!(t, Token::Word(w) if matches!(
+            w.keyword,
+            Keyword::FROM
+                | Keyword::INTO
+                | Keyword::TABLE
+                | Keyword::JOIN
+                | Keyword::UPDATE
+                | Keyword::DELETE
+                | Keyword::INSERT
+                | Keyword::REPLACE
+                | Keyword::CREATE
+                | Keyword::DROP
+                | Keyword::ALTER
+                | Keyword::TRUNCATE
+                | Keyword::RENAME
+        ))
+    })
+}
+
 /// The milliseconds of a `SELECT /*+ MAX_EXECUTION_TIME(n) */ ...` hint (MySQL 8's optimizer
 /// hint, right after the `SELECT` that begins the statement); `None` without one.
 #[must_use]
@@ -1018,6 +1048,24 @@ mod tests {
             max_execution_time_hint("UPDATE /*+ MAX_EXECUTION_TIME(1) */ t SET a = 1"),
             None
         );
+        // Notes outlive statements that use no table, as in MariaDB.
+        for keeps in [
+            "SELECT 1",
+            "SET @a = 1",
+            "SELECT @@version",
+            "DO 1",
+            "USE w",
+            "SHOW WARNINGS",
+        ] {
+            assert!(!uses_a_table(keeps), "{keeps}");
+        }
+        for clears in [
+            "SELECT * FROM t",
+            "CREATE TABLE t (a INT)",
+            "INSERT INTO t VALUES (1)",
+        ] {
+            assert!(uses_a_table(clears), "{clears}");
+        }
         // PyMySQL's own tests list the authentication plugins.
         assert_eq!(ok("SHOW PLUGINS"), Statement::ShowPlugins);
         assert_eq!(

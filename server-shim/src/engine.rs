@@ -202,6 +202,11 @@ pub trait Executor: Send {
     /// `ROW_COUNT()` and `FOUND_ROWS()` after the last statement, for its session.
     fn counts(&self) -> (i64, i64);
 
+    /// The notes the last statement left (`SHOW WARNINGS`), taken.
+    fn take_warnings(&mut self) -> Vec<Warning> {
+        Vec::new()
+    }
+
     /// Starts an explicit transaction.
     ///
     /// # Errors
@@ -448,6 +453,19 @@ impl SessionFacts {
 pub struct StatementCounts {
     pub row_count: AtomicI64,
     pub found_rows: AtomicI64,
+    /// The last statement's notes.
+    pub warnings: std::sync::Mutex<Vec<Warning>>,
+}
+
+/// A note a statement leaves for `SHOW WARNINGS` (its count is in the OK packet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// `Note`, `Warning` or `Error`.
+    pub level: &'static str,
+    /// The MySQL error code.
+    pub code: u16,
+    /// The message.
+    pub message: String,
 }
 
 impl Default for StatementCounts {
@@ -456,6 +474,7 @@ impl Default for StatementCounts {
         Self {
             row_count: AtomicI64::new(-1),
             found_rows: AtomicI64::new(0),
+            warnings: std::sync::Mutex::default(),
         }
     }
 }

@@ -36,6 +36,8 @@ pub enum Reply {
         affected_rows: u64,
         /// The id an INSERT gave an `AUTO_INCREMENT` column (0 if none).
         last_insert_id: u64,
+        /// How many notes the statement left (`SHOW WARNINGS`).
+        warnings: u16,
     },
 }
 
@@ -138,7 +140,8 @@ fn column_def(name: &str, kind: Kind, width: Option<IntWidth>) -> Column {
 
 /// Writes `result` as the statement's reply. `status` goes into OK packets (autocommit,
 /// in-transaction). Before a result set, `binary_columns` learns which of its columns are
-/// binary (opensrv cannot say so: `stream::column_charset`).
+/// binary (opensrv cannot say so: `stream::column_charset`). An OK's count of notes is
+/// written by the stream (`ConnShared::ok_warnings_next`): opensrv writes none.
 ///
 /// # Errors
 /// An I/O error writing to the client (the connection is then over).
@@ -153,10 +156,12 @@ pub async fn write_reply<W: AsyncWrite + Unpin + Send>(
         Ok(Reply::Ok {
             affected_rows,
             last_insert_id,
+            warnings,
         }) => {
             w.completed(OkResponse {
                 affected_rows,
                 last_insert_id,
+                warnings,
                 status_flags: status,
                 ..OkResponse::default()
             })

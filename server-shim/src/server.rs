@@ -29,7 +29,7 @@ use tracing::{debug, info, warn};
 
 use crate::auth::{self, Attempt, Login, Verifier};
 use crate::catalog::{Catalog, Slot};
-use crate::results::write_reply;
+use crate::results::{Reply, write_reply};
 use crate::session::{Session, param_cell};
 use crate::state::ServerState;
 use crate::stream::{AuthReader, AuthWriter, ConnShared};
@@ -265,6 +265,9 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             )),
         };
         let status = self.session.status();
+        if let Ok(Reply::Ok { warnings, .. }) = &result {
+            self.shared.ok_warnings_next(*warnings);
+        }
         let shared = &self.shared;
         write_reply(results, result, status, |binary| {
             shared.binary_columns_next(binary);
@@ -294,6 +297,9 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             self.shared.wait_timeout(idle);
         }
         let status = self.session.status();
+        if let Ok(Reply::Ok { warnings, .. }) = &result {
+            self.shared.ok_warnings_next(*warnings);
+        }
         let shared = &self.shared;
         write_reply(results, result, status, |binary| {
             shared.binary_columns_next(binary);

@@ -215,12 +215,21 @@ fn for_session<T>(
         counts.row_count.load(Ordering::Relaxed),
         counts.found_rows.load(Ordering::Relaxed),
     );
+    // Another session's statement may have left notes on this shared executor.
+    let _ = e.take_warnings();
     process.running(Some(e.interrupter()));
     let result = f(e);
     process.running(None);
     let (row_count, found_rows) = e.counts();
     counts.row_count.store(row_count, Ordering::Relaxed);
     counts.found_rows.store(found_rows, Ordering::Relaxed);
+    let warnings = e.take_warnings();
+    if !warnings.is_empty() {
+        *counts
+            .warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = warnings;
+    }
     result
 }
 
@@ -377,11 +386,39 @@ impl Session {
     /// # Errors
     /// The statement's [`SqlError`]; the session stays usable.
     pub async fn run(&mut self, sql: &str, params: Vec<Cell>) -> Result<Reply, SqlError> {
+        // Only a statement that uses a table starts a new list (read only when there is one).
+        if !self.warnings().is_empty() && crate::classify::uses_a_table(sql) {
+            self.warnings().clear();
+        }
         self.sql_mode().check(sql)?;
         let limit = self.time_limit(sql);
         let reply = self.within(limit, |s| s.run_statement(sql, params)).await;
         self.note_last_insert_id(&reply);
-        reply
+        self.with_warning_count(reply)
+    }
+
+    /// The notes of the session's last statement.
+    fn warnings(&self) -> std::sync::MutexGuard<'_, Vec<crate::engine::Warning>> {
+        self.counts
+            .warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `reply` with the count of the statement's notes in its OK packet.
+    fn with_warning_count(&self, reply: Result<Reply, SqlError>) -> Result<Reply, SqlError> {
+        match reply {
+            Ok(Reply::Ok {
+                affected_rows,
+                last_insert_id,
+                ..
+            }) => Ok(Reply::Ok {
+                affected_rows,
+                last_insert_id,
+                warnings: u16::try_from(self.warnings().len()).unwrap_or(u16::MAX),
+            }),
+            other => other,
+        }
     }
 
     /// How long `sql` may run: a `SELECT`'s `/*+ MAX_EXECUTION_TIME(ms) */` hint, else the
@@ -459,6 +496,7 @@ impl Session {
         prepared: &Prepared,
         params: Vec<Cell>,
     ) -> Result<Reply, SqlError> {
+        self.warnings().clear();
         let reply = match &prepared.engine {
             Some(plan) => {
                 self.engine(&plan.sql, params, plan.write, plan.information_schema)
@@ -467,7 +505,7 @@ impl Session {
             None => self.run_statement(&prepared.sql, params).await,
         };
         self.note_last_insert_id(&reply);
-        reply
+        self.with_warning_count(reply)
     }
 
     fn note_last_insert_id(&mut self, reply: &Result<Reply, SqlError>) {
@@ -518,7 +556,19 @@ impl Session {
                     .map(|(n, v)| vec![Cell::Text(n), Cell::Text(v)])
                     .collect(),
             )),
-            Statement::ShowWarnings => Ok(rows(&["Level", "Code", "Message"], Vec::new())),
+            Statement::ShowWarnings => Ok(rows(
+                &["Level", "Code", "Message"],
+                self.warnings()
+                    .iter()
+                    .map(|w| {
+                        vec![
+                            Cell::Text(w.level.to_owned()),
+                            Cell::Int(i64::from(w.code)),
+                            Cell::Text(w.message.clone()),
+                        ]
+                    })
+                    .collect(),
+            )),
             Statement::ShowNone(columns) => Ok(rows(columns, Vec::new())),
             Statement::ShowPlugins => Ok(rows(
                 &["Name", "Status", "Type", "Library", "License"],
@@ -1200,6 +1250,7 @@ fn ok(affected_rows: u64) -> Reply {
     Reply::Ok {
         affected_rows,
         last_insert_id: 0,
+        warnings: 0,
     }
 }
 
@@ -1266,6 +1317,7 @@ fn reply(outcome: Outcome) -> Reply {
         } => Reply::Ok {
             affected_rows,
             last_insert_id,
+            warnings: 0,
         },
     }
 }

@@ -115,6 +115,8 @@ struct SqliteExecutor {
     budget: Arc<StepBudget>,
     /// The rows the running statement changed, for its affected-row count.
     changes: Arc<RowChanges>,
+    /// The notes the last statement left ([`Executor::take_warnings`]).
+    warnings: Vec<crate::engine::Warning>,
 }
 
 /// The rows the running statement inserted, deleted and updated, tallied by SQLite's
@@ -215,6 +217,42 @@ impl StepBudget {
     }
 }
 
+/// The names of `text`, a dotted list of backquoted names (`` `db`.`t` ``), unquoted; empty
+/// when it is not one.
+fn backquoted_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text.trim();
+    while let Some(after) = rest.strip_prefix('`') {
+        let mut name = String::new();
+        let mut chars = after.char_indices().peekable();
+        let mut end = None;
+        while let Some((i, c)) = chars.next() {
+            if c == '`' {
+                if chars.peek().is_some_and(|(_, n)| *n == '`') {
+                    name.push('`');
+                    chars.next();
+                } else {
+                    end = Some(i + 1);
+                    break;
+                }
+            } else {
+                name.push(c);
+            }
+        }
+        let Some(end) = end else {
+            return Vec::new();
+        };
+        names.push(name);
+        rest = after.get(end..).unwrap_or_default();
+        match rest.strip_prefix('.') {
+            Some(r) => rest = r,
+            None if rest.trim().is_empty() => return names,
+            None => return Vec::new(),
+        }
+    }
+    Vec::new()
+}
+
 /// A name quoted for SQLite (backticks, inner ones doubled), as the dialect quotes them.
 fn sqlite_name(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
@@ -313,6 +351,7 @@ impl SqliteExecutor {
             databases: None,
             attached: Vec::new(),
             translations: HashMap::new(),
+            warnings: Vec::new(),
             budget,
             changes,
         })
@@ -771,6 +810,9 @@ impl SqliteExecutor {
             } else {
                 &[]
             };
+            if translation.kind == StatementKind::Ddl {
+                self.note_missing_drop(statement);
+            }
             let this = match self.run(statement, bound, translation.kind, result_types) {
                 // SQLite refuses to drop a column an `ON UPDATE CURRENT_TIMESTAMP` trigger
                 // names (each names every column): made again without it.
@@ -797,6 +839,45 @@ impl SqliteExecutor {
 }
 
 impl SqliteExecutor {
+    /// Notes a `DROP TABLE|VIEW IF EXISTS` (as the dialect writes it: one name, quoted) of a
+    /// table that is not there, as MySQL notes it: 1051 `Unknown table 'db.t'`.
+    fn note_missing_drop(&mut self, statement: &str) {
+        let Some(name) = statement
+            .strip_prefix("DROP TABLE IF EXISTS ")
+            .or_else(|| statement.strip_prefix("DROP VIEW IF EXISTS "))
+        else {
+            return;
+        };
+        let parts = backquoted_names(name);
+        let (schema, table) = match parts.as_slice() {
+            [table] => (None, table.as_str()),
+            [schema, table] => (Some(schema.as_str()), table.as_str()),
+            _ => return,
+        };
+        let sqlite_schema = match schema {
+            Some(db) if db != self.db_name => format!("{}.sqlite_schema", sqlite_name(db)),
+            _ => "main.sqlite_schema".to_owned(),
+        };
+        let exists = self
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT 1 FROM {sqlite_schema} WHERE type IN ('table', 'view') AND name = ?1"
+                ),
+                [table],
+                |_| Ok(()),
+            )
+            .optional();
+        if matches!(exists, Ok(None)) {
+            let db = schema.unwrap_or(&self.db_name);
+            self.warnings.push(crate::engine::Warning {
+                level: "Note",
+                code: 1051,
+                message: format!("Unknown table '{db}.{table}'"),
+            });
+        }
+    }
+
     /// Runs an `INSERT` the dialect wrote as several (its rows leave different columns to
     /// their defaults) as MySQL runs the one the client sent: all rows or none, the rows of
     /// all counted, and the first id any of them generated as its insert id. The client's
@@ -1029,6 +1110,10 @@ impl Executor for SqliteExecutor {
     fn set_counts(&mut self, row_count: i64, found_rows: i64) {
         self.facts.row_count.store(row_count, Ordering::Relaxed);
         self.facts.found_rows.store(found_rows, Ordering::Relaxed);
+    }
+
+    fn take_warnings(&mut self) -> Vec<crate::engine::Warning> {
+        std::mem::take(&mut self.warnings)
     }
 
     fn counts(&self) -> (i64, i64) {

@@ -210,3 +210,9 @@ SELECT CAST('-00:30' AS TIME), CAST('10:11:12.5' AS TIME)
 CREATE TABLE t_time (id INT PRIMARY KEY, t TIME, t3 TIME(3), b BIT(1), b9 BIT(9))
 INSERT INTO t_time VALUES (1, '120:00:06', '-01:02:03.4567', 1, 300), (2, '-00:00:01', '00:00:00', 0, 0), (3, NULL, NULL, NULL, NULL)
 SELECT id, t, t3, b, b9 FROM t_time ORDER BY id
+
+# Notes: a DROP ... IF EXISTS of a missing table leaves one, the next statement clears it
+DROP TABLE IF EXISTS no_such_table
+SHOW WARNINGS
+SELECT 1
+SHOW WARNINGS

@@ -1071,3 +1071,38 @@ print("closed", c._sock.recv(1) == b"")
          escaped 'it''s' 1235\nhint 1317\nvariable 1317 ok\nclosed True\n"
     );
 }
+
+/// A `DROP TABLE IF EXISTS` of a missing table leaves MySQL's note (1051, counted in the OK
+/// packet, listed by `SHOW WARNINGS`), which outlives statements that use no table and goes
+/// with the next one that does, as in MariaDB. Before: no note, and `SHOW WARNINGS` was
+/// always empty (PyMySQL's own `test_warnings` failed).
+#[test]
+fn a_missing_tables_drop_leaves_a_note() {
+    let tmp = TempDir::new("shim-sql-warnings");
+    let shim = shim(&tmp);
+    let script = r#"
+import sys, pymysql
+c = pymysql.connect(host="127.0.0.1", port=int(sys.argv[1]), user="root", password=sys.argv[2],
+                    autocommit=True)
+cur = c.cursor()
+cur.execute("CREATE DATABASE d")
+cur.execute("USE d")
+cur.execute("DROP TABLE IF EXISTS `no_such_table`")
+print("count", cur.warning_count)
+cur.execute("SELECT 1")
+cur.execute("SHOW WARNINGS")
+print("kept", cur.fetchall())
+cur.execute("CREATE TABLE t (a INT)")
+print("count", cur.warning_count)
+cur.execute("SHOW WARNINGS")
+print("cleared", cur.fetchall())
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script, &shim.port.to_string(), PW]);
+    let out = run_with_input(&mut cmd, b"", Duration::from_secs(60));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "count 1\nkept (('Note', 1051, \"Unknown table 'd.no_such_table'\"),)\ncount 0\ncleared ()\n"
+    );
+}

@@ -108,6 +108,8 @@ struct SharedState {
     bound_types: execute_types::BoundTypes,
     /// An idle timeout the session set (`wait_timeout`), for the reader to take.
     idle: Option<std::time::Duration>,
+    /// How many notes the statement whose OK opensrv writes next left (opensrv writes 0).
+    ok_warnings: Option<u16>,
 }
 
 impl ConnShared {
@@ -152,6 +154,11 @@ impl ConnShared {
     /// Statement `id` was closed.
     pub fn statement_closed(&self, id: u32) {
         self.state().bound_types.closed(id);
+    }
+
+    /// The OK opensrv writes next counts `warnings` notes (`SHOW WARNINGS`).
+    pub fn ok_warnings_next(&self, warnings: u16) {
+        self.state().ok_warnings = (warnings > 0).then_some(warnings);
     }
 
     /// The session set `wait_timeout`: the wait for its next command ends after `idle`,
@@ -213,6 +220,9 @@ impl ConnShared {
                 status: autocommit,
                 ticket: state.login_ticket.take(),
             });
+        }
+        if let Some(warnings) = state.ok_warnings.take() {
+            return Some(ReplyRewrite::OkWarnings(warnings));
         }
         let command = state.unsupported_pending.take()?;
         Some(ReplyRewrite::Unsupported(
@@ -470,6 +480,8 @@ enum ReplyRewrite {
         status: u16,
         ticket: Option<Vec<u8>>,
     },
+    /// A statement's OK, with the count of the notes it left.
+    OkWarnings(u16),
 }
 
 impl ReplyRewrite {
@@ -481,6 +493,7 @@ impl ReplyRewrite {
             Self::GreetingStatus(status) => status_flags::greeting_with_status(payload, *status),
             Self::SwitchProof(proof) => hello_round::switch_with_proof(payload, proof),
             Self::LoginOk { status, .. } => status_flags::ok_with_status(payload, *status),
+            Self::OkWarnings(warnings) => status_flags::ok_with_warnings(payload, *warnings),
         }
     }
 

@@ -42,6 +42,16 @@ pub(super) fn ok_with_status(payload: &[u8], status: u16) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// An OK of opensrv's with `warnings` notes (opensrv writes 0 whatever it is told); `None`
+/// for anything else.
+pub(super) fn ok_with_warnings(payload: &[u8], warnings: u16) -> Option<Vec<u8>> {
+    let mut ok = OkPacket::decode(payload, 0).ok()?;
+    ok.warnings = warnings;
+    let mut out = Vec::with_capacity(payload.len());
+    ok.encode(&mut out, 0);
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -143,5 +153,9 @@ mod tests {
             None
         );
         assert_eq!(ok_with_status(&[0x00, 0x00], 2), None, "truncated");
+        assert_eq!(
+            ok_with_warnings(&ok, 1).unwrap(),
+            [0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00]
+        );
     }
 }
