@@ -438,11 +438,16 @@ impl<R: AsyncRead + Unpin> AsyncRead for AuthReader<R> {
                     && this.packets.at_boundary()
                     && whole_packet_len(new).is_some()
                 {
-                    // An execution or a statement: collected whole before opensrv gets it.
+                    // An execution or a statement: collected whole before opensrv gets it
+                    // (in this poll when it came whole, as it usually does).
                     this.packets.hold(new);
                     buf.set_filled(before);
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
+                    ready!(this.poll_whole_packet(cx))?;
+                    if let Some(bytes) = this.packets.take_held(buf.remaining()) {
+                        buf.put_slice(&bytes);
+                        this.client_bytes(&bytes);
+                    }
+                    return Poll::Ready(Ok(()));
                 }
                 let keep = this.packets.hold_back(new);
                 buf.set_filled(before + keep);
