@@ -44,20 +44,25 @@
 //!   `SHOW` result sets from the catalog.
 //! - `stream`: the socket adapter between the client and opensrv-mysql, one submodule per
 //!   opensrv shortcoming it works around (the login tee, the ERR 1045, one packet per read,
-//!   COM_FIELD_LIST, unsupported commands, deadlines).
+//!   COM_FIELD_LIST, unsupported commands, deadlines, executions without their types,
+//!   statements that are not UTF-8, the OK's count of notes).
 //! - `tls`: TLS for clients (`--tls-cert`), terminated under the stream adapters so they
 //!   keep seeing plaintext packets.
 //! - `auth`: the login decision, relayed (payload verification) and direct.
 //! - `keys`: the key ring following `--key-file` (polled, on SIGHUP, on an unknown key id).
 //! - `accounts`: the account file (hashes only, mode 0600, atomic writes).
 //! - `classify`: which statements the session answers and which go to the engine.
-//! - `variables`: the system variables clients ask for.
+//! - `variables`: the system variables clients ask for, and the values a session may not set.
+//! - `sql_mode`: the `sql_mode` flags that change how a statement reads, followed by refusing
+//!   what they would change.
 //! - `results`: writing result sets, OK and ERR packets.
 //! - `catalog`: the databases of a data directory, a lock per database, lazily opened storage.
 //! - `dialect`: MySQL statement text in, SQLite statement text out (types, keys,
 //!   `AUTO_INCREMENT`, `ON DUPLICATE KEY UPDATE`, versioned comments, functions).
 //! - `engine`: the `Engine`/`Executor` traits (the seam between sessions and storage), the
 //!   `Cell` values they exchange, and what a session tells its executor (`SessionFacts`).
+//! - `column_shape`: a result column's MySQL type from its declared type or its expression's
+//!   (`dialect::ResultType`), and each value as a `Cell` of it.
 //! - `sqlite`: the SQLite engine: one file per database, WAL, `synchronous=FULL`, attached
 //!   databases for qualified names, `information_schema` built on demand.
 //! - `information_schema`: MySQL's `information_schema` tables, built in SQLite per query.
@@ -67,6 +72,9 @@
 //!   the names of those the dialect calls are the dialect's (`dialect::SYSTEM_VARIABLE_FN`).
 //! - `mysql_text_functions`: MySQL's string functions whose SQLite namesakes answer otherwise
 //!   (`LENGTH`, `HEX`, `QUOTE`, `FORMAT`), registered over them, and those SQLite lacks.
+//! - `mysql_numeric_functions`: MySQL's `ROUND` and `%` (SQLite's round the binary value and
+//!   take integers).
+//! - `mysql_time`: MySQL's `TIME`, a signed duration, read and written as MySQL does.
 //! - `mysql_json`: MariaDB's JSON functions (`JSON_EXTRACT` as MariaDB writes JSON,
 //!   `JSON_LENGTH`, `JSON_TYPE`, `JSON_UNQUOTE`).
 //! - `sqlite_value`: how a `Cell` is bound to SQLite (the executor's and the functions').
