@@ -162,6 +162,27 @@ pub fn register(
     conn.create_scalar_function("weekday", 1, pure, |ctx| {
         Ok(datetime_arg(ctx, 0).map(|t| t.weekday().num_days_from_monday()))
     })?;
+    conn.create_scalar_function("dayofweek", 1, pure, |ctx| {
+        Ok(datetime_arg(ctx, 0).map(|t| t.weekday().number_from_sunday()))
+    })?;
+    conn.create_scalar_function("dayname", 1, pure, |ctx| {
+        Ok(datetime_arg(ctx, 0).map(|t| t.format("%A").to_string()))
+    })?;
+    conn.create_scalar_function("monthname", 1, pure, |ctx| {
+        Ok(datetime_arg(ctx, 0).map(|t| t.format("%B").to_string()))
+    })?;
+    conn.create_scalar_function("last_day", 1, pure, |ctx| {
+        Ok(datetime_arg(ctx, 0).and_then(|t| {
+            let first_of_next = if t.month() == 12 {
+                NaiveDate::from_ymd_opt(t.year() + 1, 1, 1)
+            } else {
+                NaiveDate::from_ymd_opt(t.year(), t.month() + 1, 1)
+            }?;
+            first_of_next
+                .pred_opt()
+                .map(|d| d.format("%Y-%m-%d").to_string())
+        }))
+    })?;
     for name in ["curdate", "current_date"] {
         conn.create_scalar_function(name, 0, volatile, |_| {
             Ok(Utc::now().format("%Y-%m-%d").to_string())

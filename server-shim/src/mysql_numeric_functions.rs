@@ -66,6 +66,25 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             Ok(Some(round(x, digits.clamp(-MAX_DECIMALS, MAX_DECIMALS))))
         })?;
     }
+    conn.create_scalar_function("mysql_pow", 2, pure, |ctx| {
+        Ok(match (number(ctx, 0), number(ctx, 1)) {
+            (Some(a), Some(b)) => Some(as_double(&a).powf(as_double(&b))).filter(|v| v.is_finite()),
+            _ => None,
+        })
+    })?;
+    conn.create_scalar_function("mysql_sqrt", 1, pure, |ctx| {
+        // NULL for a negative number, as MySQL answers.
+        Ok(number(ctx, 0)
+            .map(|x| as_double(&x))
+            .filter(|x| *x >= 0.0)
+            .map(f64::sqrt))
+    })?;
+    conn.create_scalar_function("mysql_truncate", 2, pure, |ctx| {
+        let (Some(x), Some(Number::Integer(digits))) = (number(ctx, 0), number(ctx, 1)) else {
+            return Ok(None);
+        };
+        Ok(Some(truncate(x, digits.clamp(-MAX_DECIMALS, MAX_DECIMALS))))
+    })?;
     conn.create_scalar_function("mysql_mod", 2, pure, |ctx| {
         Ok(match (number(ctx, 0), number(ctx, 1)) {
             (Some(Number::Integer(a)), Some(Number::Integer(b))) => {
@@ -90,6 +109,34 @@ const fn as_double(n: &Number) -> f64 {
     match n {
         Number::Integer(i) => *i as f64,
         Number::Double(f) => *f,
+    }
+}
+
+/// `x` cut to `digits` decimals (tens, hundreds, ... when negative), toward zero, from a
+/// double's shortest digits as [`round`] reads them.
+fn truncate(x: Number, digits: i64) -> rusqlite::types::Value {
+    use rusqlite::types::Value;
+    match x {
+        Number::Integer(i) if digits >= 0 => Value::Integer(i),
+        Number::Integer(i) => {
+            let unit = 10_i64.checked_pow(u32::try_from(-digits).unwrap_or(u32::MAX));
+            Value::Integer(unit.map_or(0, |u| i / u * u))
+        }
+        Number::Double(f) if !f.is_finite() => Value::Real(f),
+        Number::Double(f) => {
+            let shortest = format!("{}", f.abs());
+            let (whole, fraction) = shortest.split_once('.').unwrap_or((&shortest, ""));
+            let kept = usize::try_from(digits.max(0))
+                .unwrap_or(0)
+                .min(fraction.len());
+            let text = format!("{whole}.{}", fraction.get(..kept).unwrap_or_default());
+            let mut value: f64 = text.parse().unwrap_or(0.0);
+            if digits < 0 {
+                let unit = 10_f64.powi(i32::try_from(-digits).unwrap_or(i32::MAX));
+                value = (value / unit).trunc() * unit;
+            }
+            Value::Real(if f.is_sign_negative() { -value } else { value })
+        }
     }
 }
 
@@ -132,7 +179,25 @@ fn round(x: Number, digits: i64) -> rusqlite::types::Value {
 mod tests {
     use rusqlite::types::Value;
 
-    use super::{Number, round};
+    use super::{Number, round, truncate};
+
+    /// As MariaDB 10.11 answers `TRUNCATE` of these.
+    #[test]
+    fn truncates_toward_zero_from_the_shortest_digits() {
+        for (x, digits, mariadb) in [
+            (1.999, 2, 1.99),
+            (-1.999, 2, -1.99),
+            (1234.5, -2, 1200.0),
+            (0.29, 1, 0.2),
+        ] {
+            assert_eq!(
+                truncate(Number::Double(x), digits),
+                Value::Real(mariadb),
+                "TRUNCATE({x}, {digits})"
+            );
+        }
+        assert_eq!(truncate(Number::Integer(-1234), -2), Value::Integer(-1200));
+    }
 
     /// As MariaDB 10.11 answers `ROUND` of these (DECIMAL literals and integers).
     #[test]

@@ -11,7 +11,9 @@
 //! - `FORMAT(X, D)` (`mysql_format`): thousands separators and `D` decimals, half away from
 //!   zero (SQLite's is `printf`).
 //!
-//! And those SQLite lacks: `REPEAT`, `LPAD`, `RPAD`, `FIND_IN_SET`. The JSON functions are
+//! And those SQLite lacks: `REPEAT`, `LPAD`, `RPAD`, `FIND_IN_SET`, `REVERSE`, `ASCII`,
+//! `SPACE`, `STRCMP` (the literal comparison's, below), `LOCATE` from a position
+//! (`mysql_locate`). The JSON functions are
 //! [`crate::mysql_json`]'s.
 
 use rusqlite::Connection;
@@ -52,6 +54,49 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             ValueRef::Integer(i) => i64::try_from(i.to_string().len()).ok(),
             ValueRef::Real(r) => i64::try_from(r.to_string().len()).ok(),
         })
+    })?;
+    conn.create_scalar_function("reverse", 1, pure, |ctx| {
+        Ok(ctx
+            .get::<Option<String>>(0)?
+            .map(|s| s.chars().rev().collect::<String>()))
+    })?;
+    conn.create_scalar_function("ascii", 1, pure, |ctx| {
+        Ok(match ctx.get_raw(0) {
+            ValueRef::Null => None,
+            ValueRef::Text(b) | ValueRef::Blob(b) => {
+                Some(i64::from(b.first().copied().unwrap_or(0)))
+            }
+            ValueRef::Integer(i) => i.to_string().bytes().next().map(i64::from),
+            ValueRef::Real(r) => r.to_string().bytes().next().map(i64::from),
+        })
+    })?;
+    conn.create_scalar_function("space", 1, pure, |ctx| {
+        Ok(ctx
+            .get::<Option<i64>>(0)?
+            .and_then(|n| usize::try_from(n.max(0)).ok())
+            .filter(|n| *n <= MAX_MADE_BYTES)
+            .map(|n| " ".repeat(n)))
+    })?;
+    // `LOCATE(needle, haystack, from)`: characters, 1-based; 0 when not found.
+    conn.create_scalar_function("mysql_locate", 3, pure, |ctx| {
+        let (Some(needle), Some(hay), Some(from)) = (
+            ctx.get::<Option<String>>(0)?,
+            ctx.get::<Option<String>>(1)?,
+            ctx.get::<Option<i64>>(2)?,
+        ) else {
+            return Ok(None);
+        };
+        let Some(skip) = usize::try_from(from).ok().and_then(|f| f.checked_sub(1)) else {
+            return Ok(Some(0));
+        };
+        let chars: Vec<char> = hay.chars().collect();
+        let wanted: Vec<char> = needle.chars().collect();
+        if skip > chars.len() {
+            return Ok(Some(0));
+        }
+        let found = (skip..=chars.len().saturating_sub(wanted.len()))
+            .find(|&i| chars.get(i..i + wanted.len()) == Some(wanted.as_slice()));
+        Ok(Some(found.map_or(0, |i| i64::try_from(i + 1).unwrap_or(0))))
     })?;
     conn.create_scalar_function("mysql_compare_ci", 2, pure, |ctx| {
         let (Some(a), Some(b)) = (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?)

@@ -898,6 +898,11 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
                 _ => Ok(None),
             }
         }
+        ("LOCATE", 3) => rename(f, "mysql_locate"),
+        ("STRCMP", 2) => rename(f, COMPARE_CI_FN),
+        ("POW" | "POWER", 2) => rename(f, "mysql_pow"),
+        ("SQRT", 1) => rename(f, "mysql_sqrt"),
+        ("TRUNCATE", 2) => rename(f, "mysql_truncate"),
         ("IF", 3) => rename(f, "IIF"),
         ("LCASE", 1) => rename(f, "LOWER"),
         ("UCASE", 1) => rename(f, "UPPER"),

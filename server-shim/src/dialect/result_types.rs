@@ -319,10 +319,13 @@ fn function_type(name: &str, args: &[&Expr], sources: &[Source]) -> ResultType {
         ("MIN" | "MAX", 1) => aggregate(Aggregate::MinOrMax),
         ("SUM", 1) => aggregate(Aggregate::Sum),
         ("AVG", 1) => aggregate(Aggregate::Avg),
-        ("COUNT", _) => ResultType::Integer,
+        ("COUNT" | "DAYOFWEEK" | "WEEKDAY" | "ASCII" | "STRCMP" | "LOCATE", _) => {
+            ResultType::Integer
+        }
+        ("POW" | "POWER" | "SQRT", _) => ResultType::Double,
         ("ABS", 1) => arg(0),
         ("ROUND", 1) => ResultType::Round(Box::new(arg(0)), 0),
-        ("ROUND", 2) => args
+        ("ROUND" | "TRUNCATE", 2) => args
             .get(1)
             .and_then(|d| integer_literal(d))
             .map_or(ResultType::Unknown, |digits| {
