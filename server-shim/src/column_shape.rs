@@ -167,42 +167,7 @@ pub(crate) fn to_cell(v: ValueRef<'_>, shape: Shape) -> Cell {
 /// `0.1 + 0.2` is 0.30000000000000004, and `1.125`, exact in binary, rounds up to 1.13 as
 /// MySQL's does, not to even). No negative zero (`-0.001` is `0.00`).
 pub(crate) fn decimal_text(f: f64, scale: usize) -> String {
-    let shortest = format!("{}", f.abs());
-    let (whole, fraction) = shortest.split_once('.').unwrap_or((&shortest, ""));
-    let mut digits: Vec<u8> = whole.bytes().chain(fraction.bytes()).collect();
-    let point = whole.len();
-    let keep = point + scale;
-    let round_up = digits.get(keep).is_some_and(|d| *d >= b'5');
-    digits.resize(keep, b'0');
-    if round_up {
-        let mut i = keep;
-        loop {
-            if i == 0 {
-                digits.insert(0, b'1');
-                break;
-            }
-            i -= 1;
-            let Some(d) = digits.get_mut(i) else { break };
-            if *d == b'9' {
-                *d = b'0';
-            } else {
-                *d += 1;
-                break;
-            }
-        }
-    }
-    let point = digits.len() - scale;
-    let (w, fr) = digits.split_at(point);
-    let mut out = String::with_capacity(digits.len() + 2);
-    if f.is_sign_negative() && digits.iter().any(|d| *d != b'0') {
-        out.push('-');
-    }
-    out.push_str(std::str::from_utf8(w).unwrap_or("0"));
-    if scale > 0 {
-        out.push('.');
-        out.push_str(std::str::from_utf8(fr).unwrap_or_default());
-    }
-    out
+    crate::mysql_text_functions::rounded(&format!("{f}"), scale)
 }
 
 /// What a result column's [`ResultType`] resolves to, where it has one: the declared types of

@@ -244,8 +244,9 @@ fn decimal_text(ctx: &Context<'_>) -> Option<String> {
     })
 }
 
-/// `number` (plain decimal digits, maybe signed) rounded half away from zero to `decimals`.
-fn rounded(number: &str, decimals: usize) -> String {
+/// `number` (plain decimal digits, maybe signed) rounded half away from zero to `decimals`
+/// (`FORMAT`'s, and a `DECIMAL` written from a double: `column_shape::decimal_text`).
+pub(crate) fn rounded(number: &str, decimals: usize) -> String {
     let (negative, digits) = match number.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, number),

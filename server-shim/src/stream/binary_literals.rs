@@ -22,13 +22,7 @@ use authplugin::packet::framing::{HEADER_LEN, MAX_FRAME_PAYLOAD};
 /// Whether `bytes`, read at a packet boundary, start a `COM_QUERY` in one frame, and if so
 /// the length of that whole packet.
 pub(super) fn query_len(bytes: &[u8]) -> Option<usize> {
-    match bytes {
-        [a, b, c, _seq, COM_QUERY, ..] => {
-            let len = usize::from(*a) | usize::from(*b) << 8 | usize::from(*c) << 16;
-            (len < MAX_FRAME_PAYLOAD).then_some(HEADER_LEN + len)
-        }
-        _ => None,
-    }
+    super::one_frame_len(bytes, COM_QUERY)
 }
 
 /// `packet` (one whole `COM_QUERY` frame, header included) with its literals that are not

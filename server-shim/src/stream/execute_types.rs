@@ -94,13 +94,7 @@ impl BoundTypes {
 /// Whether `bytes`, read at a packet boundary, start a `COM_STMT_EXECUTE` in one frame, and if
 /// so the length of that whole packet.
 pub(super) fn execute_len(bytes: &[u8]) -> Option<usize> {
-    match bytes {
-        [a, b, c, _seq, COM_STMT_EXECUTE, ..] => {
-            let len = usize::from(*a) | usize::from(*b) << 8 | usize::from(*c) << 16;
-            (len < MAX_FRAME_PAYLOAD).then_some(HEADER_LEN + len)
-        }
-        _ => None,
-    }
+    super::one_frame_len(bytes, COM_STMT_EXECUTE)
 }
 
 /// Any client bytes as two executions of statement 1 (its parameter count from the first

@@ -395,6 +395,18 @@ impl<R: AsyncRead + Unpin> AuthReader<R> {
     }
 }
 
+/// Whether `bytes`, read at a packet boundary, start a packet of `command` in one frame, and
+/// if so the length of that whole packet.
+fn one_frame_len(bytes: &[u8], command: u8) -> Option<usize> {
+    match bytes {
+        [a, b, c, _seq, first, ..] if *first == command => {
+            let len = usize::from(*a) | usize::from(*b) << 8 | usize::from(*c) << 16;
+            (len < authplugin::packet::framing::MAX_FRAME_PAYLOAD).then_some(HEADER_LEN + len)
+        }
+        _ => None,
+    }
+}
+
 /// The length of the packet `bytes` start (at a packet boundary) when the reader takes it
 /// whole before opensrv reads it: a `COM_STMT_EXECUTE` or a `COM_QUERY` in one frame.
 fn whole_packet_len(bytes: &[u8]) -> Option<usize> {

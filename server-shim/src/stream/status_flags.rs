@@ -35,18 +35,19 @@ fn status_offset(payload: &[u8]) -> Option<usize> {
 /// opensrv never negotiates `CLIENT_SESSION_TRACK`, so the OK decodes and re-encodes without
 /// it byte for byte.
 pub(super) fn ok_with_status(payload: &[u8], status: u16) -> Option<Vec<u8>> {
-    let mut ok = OkPacket::decode(payload, 0).ok()?;
-    ok.status_flags = status;
-    let mut out = Vec::with_capacity(payload.len());
-    ok.encode(&mut out, 0);
-    Some(out)
+    ok_changed(payload, |ok| ok.status_flags = status)
 }
 
 /// An OK of opensrv's with `warnings` notes (opensrv writes 0 whatever it is told); `None`
 /// for anything else.
 pub(super) fn ok_with_warnings(payload: &[u8], warnings: u16) -> Option<Vec<u8>> {
+    ok_changed(payload, |ok| ok.warnings = warnings)
+}
+
+/// An OK of opensrv's with `change` made to it, re-encoded; `None` for anything else.
+fn ok_changed(payload: &[u8], change: impl FnOnce(&mut OkPacket)) -> Option<Vec<u8>> {
     let mut ok = OkPacket::decode(payload, 0).ok()?;
-    ok.warnings = warnings;
+    change(&mut ok);
     let mut out = Vec::with_capacity(payload.len());
     ok.encode(&mut out, 0);
     Some(out)
