@@ -155,12 +155,20 @@ pub(crate) fn to_cell(v: ValueRef<'_>, shape: Shape) -> Cell {
         (ValueRef::Real(f), Shape::Binary) => {
             Cell::Bytes(crate::engine::double_text(f).into_bytes())
         }
+        (ValueRef::Real(f), Shape::Int(_)) if f.fract() == 0.0 && f.abs() < I64_BOUND =>
+        {
+            #[expect(clippy::cast_possible_truncation, reason = "whole and within i64")]
+            Cell::Int(f as i64)
+        }
         (ValueRef::Integer(i), _) => Cell::Int(i),
         (ValueRef::Real(f), _) => Cell::Float(f),
         (ValueRef::Text(t), _) => Cell::Text(String::from_utf8_lossy(t).into_owned()),
         (ValueRef::Blob(b), _) => Cell::Bytes(b.to_vec()),
     }
 }
+
+/// 2^63: every whole double below it in magnitude is an `i64`.
+const I64_BOUND: f64 = 9_223_372_036_854_775_808.0;
 
 /// `f` written with `scale` decimals as MySQL's `DECIMAL` writes a value: rounded half away
 /// from zero, from the shortest text that reads back as `f` (SQLite computed it in doubles:
@@ -190,6 +198,8 @@ pub(crate) fn shape_of(conn: &Connection, current_db: &str, t: &ResultType) -> S
     match resolve(conn, current_db, t) {
         Some(Resolved::Decimal(scale)) => Shape::Decimal(scale.min(MAX_DECIMAL_SCALE)),
         Some(Resolved::Column(shape)) => shape,
+        // A whole double (`CEIL(1.5)`) is sent as the integer MySQL gives.
+        Some(Resolved::Integer) => Shape::Int(IntWidth::LongLong),
         _ if *t == ResultType::Date => Shape::Date,
         _ if *t == ResultType::DateTime => Shape::DateTime,
         // As many decimals as the value has (`TIME('23:12:59.05100')` has 5).
@@ -210,7 +220,11 @@ fn resolve(conn: &Connection, current_db: &str, t: &ResultType) -> Option<Resolv
         ResultType::Integer => Resolved::Integer,
         ResultType::Decimal(s) => Resolved::Decimal(usize::try_from(*s).ok()?),
         ResultType::Double => Resolved::Double,
-        ResultType::Date | ResultType::DateTime | ResultType::Time | ResultType::Unknown => {
+        ResultType::Date
+        | ResultType::DateTime
+        | ResultType::Time
+        | ResultType::StrToDate(_)
+        | ResultType::Unknown => {
             return None;
         }
         ResultType::Column {
@@ -276,6 +290,10 @@ fn resolve(conn: &Connection, current_db: &str, t: &ResultType) -> Option<Resolv
         }
         ResultType::Round(arg, digits) => match numeric(resolve(conn, current_db, arg))? {
             Resolved::Decimal(_) => Resolved::Decimal(usize::try_from(*digits).unwrap_or(0)),
+            other => other,
+        },
+        ResultType::Whole(arg) => match numeric(resolve(conn, current_db, arg))? {
+            Resolved::Decimal(_) => Resolved::Integer,
             other => other,
         },
     })

@@ -72,9 +72,10 @@
 //!   the names of those the dialect calls are the dialect's (`dialect::SYSTEM_VARIABLE_FN`).
 //! - `mysql_text_functions`: MySQL's string functions whose SQLite namesakes answer otherwise
 //!   (`LENGTH`, `HEX`, `QUOTE`, `FORMAT`), registered over them, and those SQLite lacks.
-//! - `mysql_numeric_functions`: MySQL's `ROUND` and `%` (SQLite's round the binary value and
-//!   take integers).
+//! - `mysql_numeric_functions`: MySQL's `ROUND`, `%`, `CEIL` and `FLOOR` (SQLite's round the
+//!   binary value, take integers, and give doubles).
 //! - `mysql_time`: MySQL's `TIME`, a signed duration, read and written as MySQL does.
+//! - `mysql_date_parsing`: MySQL's `STR_TO_DATE`, text read by a format as MariaDB reads it.
 //! - `mysql_json`: MariaDB's JSON functions (`JSON_EXTRACT` as MariaDB writes JSON,
 //!   `JSON_LENGTH`, `JSON_TYPE`, `JSON_UNQUOTE`).
 //! - `sqlite_value`: how a `Cell` is bound to SQLite (the executor's and the functions').
@@ -133,6 +134,7 @@ mod dialect;
 mod engine;
 mod information_schema;
 mod keys;
+mod mysql_date_parsing;
 mod mysql_dialect;
 mod mysql_functions;
 mod mysql_json;

@@ -409,6 +409,7 @@ pub fn register(
     })?;
     crate::mysql_text_functions::register(conn)?;
     crate::mysql_numeric_functions::register(conn)?;
+    crate::mysql_date_parsing::register(conn)?;
     crate::mysql_json::register(conn)
 }
 

@@ -7,7 +7,8 @@
 //!   values compare as MariaDB's do;
 //! - `JSON_OBJECT` and `JSON_ARRAY` (`mysql_json_text` around SQLite's): MariaDB's spacing;
 //! - `JSON_TYPE` (`mysql_json_type`): MySQL's upper-case names;
-//! - `JSON_LENGTH`, `JSON_UNQUOTE`.
+//! - `JSON_LENGTH`, `JSON_UNQUOTE`;
+//! - `JSON_CONTAINS` ([`contains`]), which SQLite lacks.
 //!
 //! A path is `$` followed by `.key`, `."key"` and `[n]` steps; wildcards (`*`, `**`) are
 //! refused with an error. A document that is not JSON, or a path that is not one, gives NULL,
@@ -90,6 +91,37 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             .map(Some)
             .ok_or_else(|| rusqlite::Error::UserFunctionError("Syntax error in JSON text".into()))
     })?;
+    for n_args in [2, 3] {
+        conn.create_scalar_function("json_contains", n_args, pure, |ctx| {
+            let mut args = Vec::with_capacity(3);
+            for i in 0..ctx.len() {
+                let Some(text) = ctx.get::<Option<String>>(i)? else {
+                    return Ok(None);
+                };
+                args.push(text);
+            }
+            let path = args.get(2).map_or("$", String::as_str);
+            let (Some(target), Some(candidate)) = (
+                args.first().and_then(|t| parse(t)),
+                args.get(1).and_then(|c| parse(c)),
+            ) else {
+                return Ok(None);
+            };
+            let steps = match steps(path) {
+                Ok(s) => s,
+                Err(PathError::Invalid) => return Ok(None),
+                Err(PathError::Wildcard) => {
+                    return Err(rusqlite::Error::UserFunctionError(
+                        "JSON path with a wildcard".into(),
+                    ));
+                }
+            };
+            // A path that leads nowhere contains nothing (MariaDB's 0; MySQL says NULL).
+            Ok(Some(
+                find(&target, &steps).is_some_and(|t| contains(t, &candidate)),
+            ))
+        })?;
+    }
     for n_args in [1, 2] {
         conn.create_scalar_function("json_length", n_args, pure, |ctx| {
             let Some(doc) = ctx.get::<Option<String>>(0)? else {
@@ -123,6 +155,41 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// MySQL's `JSON_CONTAINS(target, candidate)`: scalars equal as JSON values (numbers by value,
+/// the rest as written), an object containing each of the candidate object's members, an
+/// array containing a value one of its elements contains, or each element of a candidate
+/// array.
+fn contains(target: &Node<'_>, candidate: &Node<'_>) -> bool {
+    match (target, candidate) {
+        (Node::Array(items), Node::Array(wanted)) => wanted
+            .iter()
+            .all(|w| items.iter().any(|item| contains(item, w))),
+        (Node::Array(items), _) => items.iter().any(|item| contains(item, candidate)),
+        (Node::Object(members), Node::Object(wanted)) => wanted.iter().all(|(key, _, w)| {
+            members
+                .iter()
+                .any(|(k, _, value)| k == key && contains(value, w))
+        }),
+        (Node::Scalar(a), Node::Scalar(b)) => same_scalar(a, b),
+        _ => false,
+    }
+}
+
+/// Whether two JSON scalars, as written, are the same value.
+fn same_scalar(a: &str, b: &str) -> bool {
+    let number = |s: &str| {
+        s.starts_with(|c: char| c == '-' || c.is_ascii_digit())
+            .then(|| s.parse::<f64>().ok())
+            .flatten()
+    };
+    match (number(a), number(b)) {
+        (Some(x), Some(y)) => x == y,
+        // Strings as written: MariaDB finds no `"\u0061"` in `"a"`.
+        (None, None) => a == b,
+        _ => false,
+    }
 }
 
 /// MySQL's `JSON_UNQUOTE` (and a key's text): a JSON string's text with its escapes undone; anything else as it
@@ -481,6 +548,37 @@ mod tests {
 
     fn one(doc: &str, path: &str) -> Option<String> {
         extract(doc, &[path.to_owned()]).unwrap()
+    }
+
+    /// MariaDB 10.11's answers (`SELECT JSON_CONTAINS(target, candidate)`).
+    #[test]
+    fn contains_as_mariadb_answers() {
+        for (target, candidate, mariadb) in [
+            ("[1, 2]", "1", true),
+            ("[1,[2,3]]", "[3]", true),
+            (r#"{"a":1,"b":{"c":2}}"#, r#"{"b":{}}"#, true),
+            ("1", "1.0", true),
+            (r#""a""#, r#""A""#, false),
+            (r#""a""#, r#""\u0061""#, false),
+            ("[1,2]", "[]", true),
+            (r#"{"a":[1,2]}"#, r#"{"a":1}"#, true),
+            (r#"[{"a":1,"b":2}]"#, r#"{"a":1}"#, true),
+            ("[1,2]", "[1,1]", true),
+            ("1", "[1]", false),
+            ("{}", "{}", true),
+            (r#"["1"]"#, "1", false),
+            ("true", "1", false),
+            (r#"{"a":1}"#, r#"{"a":2}"#, false),
+        ] {
+            let (Some(t), Some(c)) = (parse(target), parse(candidate)) else {
+                panic!("{target} or {candidate} is JSON");
+            };
+            assert_eq!(
+                contains(&t, &c),
+                mariadb,
+                "JSON_CONTAINS({target}, {candidate})"
+            );
+        }
     }
 
     #[test]

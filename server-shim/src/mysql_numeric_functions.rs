@@ -6,7 +6,10 @@
 //!   1.00 and 2.67), and to tens, hundreds, ... for a negative `D` (`ROUND(15, -1)` is 20;
 //!   SQLite's ignores the sign);
 //! - `%` and `MOD` (`mysql_mod`): the remainder of numbers with a fraction (`1.5 % 1` is 0.5;
-//!   SQLite's takes integers first, 0).
+//!   SQLite's takes integers first, 0);
+//! - `CEIL`/`CEILING` and `FLOOR` (`mysql_ceil`, `mysql_floor`): an integer stays one, a
+//!   number with a fraction gives a whole double (its column is typed as MySQL types it,
+//!   [`crate::dialect::result_types`]), text is read as a double first.
 
 use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
@@ -85,6 +88,18 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         };
         Ok(Some(truncate(x, digits.clamp(-MAX_DECIMALS, MAX_DECIMALS))))
     })?;
+    for (name, whole) in [
+        (crate::dialect::CEIL_FN, f64::ceil as fn(f64) -> f64),
+        (crate::dialect::FLOOR_FN, f64::floor as fn(f64) -> f64),
+    ] {
+        conn.create_scalar_function(name, 1, pure, move |ctx| {
+            use rusqlite::types::Value;
+            Ok(number(ctx, 0).map(|x| match x {
+                Number::Integer(i) => Value::Integer(i),
+                Number::Double(f) => Value::Real(whole(f)),
+            }))
+        })?;
+    }
     conn.create_scalar_function("mysql_mod", 2, pure, |ctx| {
         Ok(match (number(ctx, 0), number(ctx, 1)) {
             (Some(Number::Integer(a)), Some(Number::Integer(b))) => {

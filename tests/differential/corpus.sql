@@ -73,6 +73,7 @@ SELECT HEX(-1), HEX('')
 # Numbers
 SELECT ABS(-3)
 SELECT CEIL(1.2), CEILING(1.2), FLOOR(-1.2)
+SELECT CEIL(1.5e0), FLOOR('2.5'), CEIL(-0.5), FLOOR(NULL), CEIL(7)
 SELECT ROUND(2.5), ROUND(-2.5), ROUND(1.2345, 2)
 SELECT ROUND(1.005, 2), ROUND(2.675, 2), ROUND(1.2, 4), ROUND(15, -1), ROUND(-0.001, 2)
 SELECT ROUND(15.5, -1), ROUND(-15, -1), ROUND(7, 2)
@@ -109,6 +110,9 @@ SELECT YEAR('2024-03-01'), MONTH('2024-03-01'), DAY('2024-03-01')
 SELECT HOUR('10:11:12'), MINUTE('10:11:12'), SECOND('10:11:12')
 SELECT DATE_FORMAT('2024-03-01 13:14:15', '%Y/%m/%d %H:%i:%s')
 SELECT STR_TO_DATE('01,5,2013', '%d,%m,%Y')
+SELECT STR_TO_DATE('May 1, 2013', '%M %d,%Y'), STR_TO_DATE('09:30:17 PM', '%h:%i:%s %p'), STR_TO_DATE('2013-05-01 14:03:04.5', '%Y-%m-%d %H:%i:%s.%f')
+SELECT STR_TO_DATE('2013/05/01', '%Y-%m-%d'), STR_TO_DATE('13-5-1 x', '%y-%c-%e')
+SELECT STR_TO_DATE('9', '%m')
 SELECT LAST_DAY('2024-02-10')
 SELECT LAST_DAY('2023-12-05'), LAST_DAY('2023-02-28 10:00:00'), LAST_DAY('nope'), DAYNAME(NULL), DAYOFWEEK('2024-03-03')
 SELECT FROM_UNIXTIME(0)
@@ -131,6 +135,8 @@ SELECT JSON_EXTRACT('{"a": true, "n": null}', '$.a'), JSON_EXTRACT('[1, [2, 3]]'
 SELECT JSON_LENGTH('{"a": 1, "b": 2}'), JSON_LENGTH('5'), JSON_LENGTH('{"a": [1, 2]}', '$.a'), JSON_LENGTH('{"a": 1}', '$.b')
 SELECT JSON_TYPE('{}'), JSON_TYPE('1.5'), JSON_TYPE('"s"'), JSON_TYPE('true'), JSON_TYPE('null')
 SELECT JSON_CONTAINS('[1, 2]', '1')
+SELECT JSON_CONTAINS('[1, [2, 3]]', '[3]'), JSON_CONTAINS('{"a": 1, "b": {"c": 2}}', '{"b": {}}'), JSON_CONTAINS('1', '1.0'), JSON_CONTAINS('["1"]', '1')
+SELECT JSON_CONTAINS('{"a": [1, 2]}', '2', '$.a'), JSON_CONTAINS('{"a": 1}', '1', '$.x'), JSON_CONTAINS('[1]', 'x'), JSON_CONTAINS(NULL, '1')
 SELECT JSON_OBJECT('a', 1)
 SELECT JSON_ARRAY(1, 2)
 SELECT JSON_VALID('{}'), JSON_VALID('{')
@@ -172,6 +178,8 @@ SELECT d, d * 2, d + 1 FROM t_types WHERE id = 1
 SELECT SUM(d), AVG(d), MIN(d), d / 3, SUM(n), AVG(n), n % 2, f * 2 FROM t_types WHERE id = 1
 SELECT MAX(t), DATE(t), ROUND(d, 1) FROM t_types WHERE id = 1
 SELECT ROUND(f, 1) FROM t_types WHERE id = 1
+SELECT JSON_ARRAY(d), JSON_OBJECT('j', j) FROM t_types WHERE id = 1
+SELECT CEIL(d), FLOOR(d), CEILING(f), FLOOR(-f), CEIL(n), FLOOR(s) FROM t_types WHERE id = 1
 SELECT e FROM t_types ORDER BY id
 SELECT t FROM t_types WHERE id = 1
 SELECT f FROM t_types WHERE id = 1

@@ -15,11 +15,11 @@
 //! under their MySQL names ([`ENGINE_FUNCTIONS`]).
 
 use sqlparser::ast::{
-    BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg, FunctionArgExpr,
-    FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, InTarget, Interval,
-    JoinConstraint, JoinOperator, LimitClause, ObjectName, ObjectNamePart, Offset, OffsetRows,
-    OrderByExpr, OrderByKind, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins,
-    UnaryOperator, Value,
+    BinaryOperator, CastKind, CeilFloorKind, DataType, DateTimeField, Expr, Function, FunctionArg,
+    FunctionArgExpr, FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, InTarget,
+    Interval, JoinConstraint, JoinOperator, LimitClause, ObjectName, ObjectNamePart, Offset,
+    OffsetRows, OrderByExpr, OrderByKind, Query, Select, SelectItem, SetExpr, TableFactor,
+    TableWithJoins, UnaryOperator, Value,
 };
 
 use crate::sql_error::SqlError;
@@ -473,6 +473,22 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
             trim_what: None,
             trim_characters: None,
         } => expr(a)?,
+        Expr::Ceil {
+            expr: inner,
+            field: CeilFloorKind::DateTimeField(DateTimeField::NoDateTime),
+        } => {
+            expr(inner)?;
+            let x = core::mem::replace(inner.as_mut(), Expr::Value(Value::Null.into()));
+            *e = Expr::Function(call(CEIL_FN, vec![x]));
+        }
+        Expr::Floor {
+            expr: inner,
+            field: CeilFloorKind::DateTimeField(DateTimeField::NoDateTime),
+        } => {
+            expr(inner)?;
+            let x = core::mem::replace(inner.as_mut(), Expr::Value(Value::Null.into()));
+            *e = Expr::Function(call(FLOOR_FN, vec![x]));
+        }
         Expr::Interval(_) => return Err(SqlError::not_supported("INTERVAL")),
         Expr::Extract { .. } => return Err(SqlError::not_supported("EXTRACT")),
         Expr::MatchAgainst { .. } => return Err(SqlError::not_supported("MATCH ... AGAINST")),
@@ -625,6 +641,12 @@ pub const MOD_FN: &str = "mysql_mod";
 
 /// The engine's `ROUND`.
 pub const ROUND_FN: &str = "mysql_round";
+
+/// The engine's `CEIL` and `CEILING` (SQLite's `ceil` gives a double for an integer).
+pub const CEIL_FN: &str = "mysql_ceil";
+
+/// The engine's `FLOOR`.
+pub const FLOOR_FN: &str = "mysql_floor";
 
 /// The engine's `TIME(x)` and `CAST(x AS TIME)`: MySQL's signed durations, where SQLite's
 /// `time()` takes a time of day (NULL for `-12:30`) and drops the fraction.
@@ -887,6 +909,8 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
         }
         ("MOD", 2) => rename(f, MOD_FN),
         ("ROUND", 1 | 2) => rename(f, ROUND_FN),
+        ("CEIL" | "CEILING", 1) => rename(f, CEIL_FN),
+        ("FLOOR", 1) => rename(f, FLOOR_FN),
         ("TIME", 1) => rename(f, TIME_FN),
         // LOCATE(needle, haystack) is INSTR(haystack, needle).
         ("LOCATE" | "POSITION", 2) => {

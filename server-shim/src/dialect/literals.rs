@@ -41,6 +41,12 @@ pub fn protect(tokens: Vec<Token>) -> Result<(Vec<Token>, Vec<String>), SqlError
     Ok((tokens, values))
 }
 
+/// The value a marker stands for, when `marker` is one of `values`'.
+pub fn value_of<'v>(marker: &str, values: &'v [String]) -> Option<&'v str> {
+    let index = marker.strip_prefix(MARK)?.strip_suffix(MARK)?;
+    values.get(index.parse::<usize>().ok()?).map(String::as_str)
+}
+
 /// Writes the values back into a printed statement, each as a SQLite string literal (a NUL
 /// character, which would end SQLite's statement text, goes in as hex). A marker inside a
 /// longer literal (one the rewrite composed from a value, e.g. `',a,'` for a SET column's

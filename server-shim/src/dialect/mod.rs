@@ -35,8 +35,8 @@ pub use ddl::violated as value_violated;
 #[cfg(test)]
 pub use expr::ENGINE_FUNCTIONS;
 pub use expr::{
-    CAST_SIGNED_FN, CAST_UNSIGNED_FN, DATE_ADD_FN, NOW_FN, SYSTEM_VARIABLE_FN, TIME_FN,
-    TIMESTAMPDIFF_FN, USER_VARIABLE_FN,
+    CAST_SIGNED_FN, CAST_UNSIGNED_FN, CEIL_FN, DATE_ADD_FN, FLOOR_FN, NOW_FN, SYSTEM_VARIABLE_FN,
+    TIME_FN, TIMESTAMPDIFF_FN, USER_VARIABLE_FN,
 };
 
 use self::cursor::Significant;
@@ -220,6 +220,9 @@ pub(crate) fn translate_unguarded(
         .chain(translation.found_rows.as_mut())
     {
         *statement = literals::restore(statement, &values)?;
+    }
+    for t in translation.result_types.iter_mut().flatten() {
+        result_types::with_literals(t, &|marker| literals::value_of(marker, &values));
     }
     if let Some(rebuild) = &mut translation.rebuild {
         for change in &mut rebuild.changes {

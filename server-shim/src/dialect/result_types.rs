@@ -40,6 +40,11 @@ pub enum ResultType {
     Aggregate(Aggregate, Box<Self>),
     /// `ROUND(x, digits)`.
     Round(Box<Self>, i64),
+    /// `CEIL(x)` or `FLOOR(x)`: an integer of an exact number, a double of a double.
+    Whole(Box<Self>),
+    /// `STR_TO_DATE(x, format)` with a literal format, as the marker the statement was parsed
+    /// with ([`super::literals`]); [`with_literals`] makes it a date, a time or both.
+    StrToDate(String),
     /// Not known here: its values type the column.
     Unknown,
 }
@@ -50,7 +55,7 @@ impl ResultType {
         match self {
             Self::Unknown => false,
             Self::Arithmetic(_, l, r) => l.is_known() && r.is_known(),
-            Self::Aggregate(_, a) | Self::Round(a, _) => a.is_known(),
+            Self::Aggregate(_, a) | Self::Round(a, _) | Self::Whole(a) => a.is_known(),
             _ => true,
         }
     }
@@ -281,6 +286,9 @@ fn type_of(e: &Expr, sources: &[Source]) -> ResultType {
             )
         }
         Expr::Cast { data_type, .. } => cast_type(data_type),
+        Expr::Ceil { expr, .. } | Expr::Floor { expr, .. } => {
+            ResultType::Whole(Box::new(type_of(expr, sources)))
+        }
         Expr::Function(f) => {
             let [name] = f.name.0.as_slice() else {
                 return ResultType::Unknown;
@@ -325,6 +333,14 @@ fn function_type(name: &str, args: &[&Expr], sources: &[Source]) -> ResultType {
         ("POW" | "POWER" | "SQRT", _) => ResultType::Double,
         ("ABS", 1) => arg(0),
         ("ROUND", 1) => ResultType::Round(Box::new(arg(0)), 0),
+        ("STR_TO_DATE", 2) => match args.get(1) {
+            Some(Expr::Value(v)) => match &v.value {
+                Value::SingleQuotedString(format) => ResultType::StrToDate(format.clone()),
+                _ => ResultType::Unknown,
+            },
+            _ => ResultType::Unknown,
+        },
+        ("CEIL" | "CEILING" | "FLOOR", 1) => ResultType::Whole(Box::new(arg(0))),
         ("ROUND" | "TRUNCATE", 2) => args
             .get(1)
             .and_then(|d| integer_literal(d))
@@ -340,6 +356,30 @@ fn function_type(name: &str, args: &[&Expr], sources: &[Source]) -> ResultType {
         }
         ("TIME", 1) | ("CURTIME" | "CURRENT_TIME" | "UTC_TIME", 0) => ResultType::Time,
         _ => ResultType::Unknown,
+    }
+}
+
+/// `t` with each [`ResultType::StrToDate`] typed by its format, the literal `value` gives
+/// for its marker.
+pub fn with_literals<'v>(t: &mut ResultType, value: &impl Fn(&str) -> Option<&'v str>) {
+    use crate::mysql_date_parsing::Kind;
+    match t {
+        ResultType::StrToDate(marker) => {
+            *t = match value(marker).and_then(Kind::of_format) {
+                Some(Kind::Date) => ResultType::Date,
+                Some(Kind::Time { .. }) => ResultType::Time,
+                Some(Kind::DateTime { .. }) => ResultType::DateTime,
+                None => ResultType::Unknown,
+            };
+        }
+        ResultType::Arithmetic(_, l, r) => {
+            with_literals(l, value);
+            with_literals(r, value);
+        }
+        ResultType::Aggregate(_, a) | ResultType::Round(a, _) | ResultType::Whole(a) => {
+            with_literals(a, value);
+        }
+        _ => {}
     }
 }
 
