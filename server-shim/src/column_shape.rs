@@ -232,17 +232,15 @@ fn resolve(conn: &Connection, current_db: &str, t: &ResultType) -> Option<Resolv
             table,
             column,
         } => {
-            let schema = match schema {
-                Some(db) if db != current_db => db.as_str(),
-                _ => "main",
-            };
-            let decl: String = conn
-                .query_row(
-                    "SELECT type FROM pragma_table_info(?1, ?2) WHERE name = ?3 COLLATE NOCASE",
-                    [table.as_str(), schema, column.as_str()],
-                    |r| r.get(0),
-                )
-                .ok()?;
+            let decl = declared_type(
+                conn,
+                current_db,
+                &crate::dialect::TypedColumn {
+                    schema: schema.clone(),
+                    table: table.clone(),
+                    column: column.clone(),
+                },
+            )?;
             let lower = decl.to_ascii_lowercase();
             let base = lower.split(['(', ' ']).next().unwrap_or_default();
             if matches!(base, "double" | "float" | "real") {
@@ -297,6 +295,25 @@ fn resolve(conn: &Connection, current_db: &str, t: &ResultType) -> Option<Resolv
             other => other,
         },
     })
+}
+
+/// The declared type of `column` in SQLite's catalog (its schema attached, or the current
+/// database's).
+pub(crate) fn declared_type(
+    conn: &Connection,
+    current_db: &str,
+    column: &crate::dialect::TypedColumn,
+) -> Option<String> {
+    let schema = match &column.schema {
+        Some(db) if db != current_db => db.as_str(),
+        _ => "main",
+    };
+    conn.query_row(
+        "SELECT type FROM pragma_table_info(?1, ?2) WHERE name = ?3 COLLATE NOCASE",
+        [column.table.as_str(), schema, column.column.as_str()],
+        |r| r.get(0),
+    )
+    .ok()
 }
 
 /// MySQL's `div_precision_increment`: the decimals a division adds.

@@ -78,6 +78,8 @@
 //! - `mysql_date_parsing`: MySQL's `STR_TO_DATE`, text read by a format as MariaDB reads it.
 //! - `mysql_json`: MariaDB's JSON functions (`JSON_EXTRACT` as MariaDB writes JSON,
 //!   `JSON_LENGTH`, `JSON_TYPE`, `JSON_UNQUOTE`).
+//! - `typed_values`: the functions that give a value as its column's declared type asks
+//!   (`JSON_ARRAY` of a `DECIMAL`, `ROUND` of a `DOUBLE`; `dialect::TypedColumn`).
 //! - `sqlite_value`: how a `Cell` is bound to SQLite (the executor's and the functions').
 //! - `mysql_dialect`: the one sqlparser dialect every tokenizer and parser here uses.
 //! - `sql_error`: MySQL error codes for every failure (one place).
@@ -155,4 +157,5 @@ mod stream;
 mod table_rebuild;
 mod tickets;
 mod tls;
+mod typed_values;
 mod variables;

@@ -13,7 +13,7 @@
 
 use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
-use rusqlite::types::ValueRef;
+use rusqlite::types::{Value, ValueRef};
 
 use crate::column_shape::decimal_text;
 
@@ -28,7 +28,11 @@ enum Number {
 }
 
 fn number(ctx: &Context<'_>, i: usize) -> Option<Number> {
-    match ctx.get_raw(i) {
+    number_of(ctx.get_raw(i))
+}
+
+fn number_of(value: ValueRef<'_>) -> Option<Number> {
+    match value {
         ValueRef::Null => None,
         ValueRef::Integer(n) => Some(Number::Integer(n)),
         ValueRef::Real(f) => Some(Number::Double(f)),
@@ -52,21 +56,10 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     for n_args in [1, 2] {
         conn.create_scalar_function("mysql_round", n_args, pure, |ctx| {
-            let Some(x) = number(ctx, 0) else {
-                return Ok(None);
-            };
-            let digits = if ctx.len() > 1 {
-                match number(ctx, 1) {
-                    None => return Ok(None),
-                    Some(Number::Integer(d)) => d,
-                    // MySQL takes the digits as an integer, rounded.
-                    #[expect(clippy::cast_possible_truncation, reason = "clamped below")]
-                    Some(Number::Double(d)) => d.round() as i64,
-                }
-            } else {
-                0
-            };
-            Ok(Some(round(x, digits.clamp(-MAX_DECIMALS, MAX_DECIMALS))))
+            Ok(round_value(
+                ctx.get_raw(0),
+                (ctx.len() > 1).then(|| ctx.get_raw(1)),
+            ))
         })?;
     }
     conn.create_scalar_function("mysql_pow", 2, pure, |ctx| {
@@ -114,6 +107,39 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         })
     })?;
     Ok(())
+}
+
+/// MySQL's `ROUND(x, digits)` of a number written as a `DECIMAL` ([`round`]); `digits`
+/// `None` is 0. NULL when either is.
+pub(crate) fn round_value(x: ValueRef<'_>, digits: Option<ValueRef<'_>>) -> Option<Value> {
+    let x = number_of(x)?;
+    let digits = match digits.map(number_of) {
+        None => 0,
+        Some(None) => return None,
+        Some(Some(Number::Integer(d))) => d,
+        // MySQL takes the digits as an integer, rounded.
+        #[expect(clippy::cast_possible_truncation, reason = "clamped below")]
+        Some(Some(Number::Double(d))) => d.round() as i64,
+    };
+    Some(round(x, digits.clamp(-MAX_DECIMALS, MAX_DECIMALS)))
+}
+
+/// MariaDB's `ROUND(x, digits)` of a `DOUBLE`: from its shortest digits as [`round`], a tie to
+/// the even digit (1.25 to one decimal is 1.2, 2.675 to two 2.68, 25 to tens 20).
+pub(crate) fn round_double(x: f64, digits: i64) -> f64 {
+    let digits = digits.clamp(-MAX_DECIMALS, MAX_DECIMALS);
+    if !x.is_finite() {
+        return x;
+    }
+    let even = crate::mysql_text_functions::rounded_half_even;
+    if digits >= 0 {
+        even(&format!("{x}"), usize::try_from(digits).unwrap_or(0))
+            .parse()
+            .unwrap_or(x)
+    } else {
+        let unit = 10_f64.powi(i32::try_from(-digits).unwrap_or(i32::MAX));
+        even(&format!("{}", x / unit), 0).parse().unwrap_or(0.0) * unit
+    }
 }
 
 #[expect(

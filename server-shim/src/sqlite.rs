@@ -27,6 +27,7 @@ use crate::mysql_functions::{self, ConnectionFacts};
 use crate::sql_error::SqlError;
 use crate::sqlite_catalog;
 use crate::sqlite_value::to_sqlite;
+use crate::typed_values::{ColumnKinds, DeclaredKind};
 
 /// The SQLite file inside a database directory.
 pub const SQLITE_FILE: &str = "data.sqlite";
@@ -104,6 +105,8 @@ struct SqliteExecutor {
     foreign_keys: bool,
     /// What `LAST_INSERT_ID()`, `ROW_COUNT()` and `FOUND_ROWS()` read.
     facts: Arc<ConnectionFacts>,
+    /// The declared types the running statement's typed arguments read.
+    column_kinds: Arc<ColumnKinds>,
     /// The directory holding every database's directory, to attach the ones a statement
     /// names (`crm.customers`); none for in-memory databases.
     databases: Option<std::path::PathBuf>,
@@ -310,6 +313,8 @@ impl SqliteExecutor {
         conn.set_prepared_statement_cache_capacity(TRANSLATION_CACHE_ENTRIES);
         let facts = Arc::new(ConnectionFacts::default());
         mysql_functions::register(&conn, &db_name, &facts).map_err(internal)?;
+        let column_kinds = Arc::new(ColumnKinds::default());
+        crate::typed_values::register(&conn, &column_kinds).map_err(internal)?;
         let budget = Arc::new(StepBudget::default());
         let (sleep_budget, killed) = (Arc::clone(&budget), Arc::clone(&facts));
         conn.create_scalar_function(
@@ -348,6 +353,7 @@ impl SqliteExecutor {
             in_transaction: false,
             foreign_keys: true,
             facts,
+            column_kinds,
             databases: None,
             attached: Vec::new(),
             translations: HashMap::new(),
@@ -451,6 +457,24 @@ impl SqliteExecutor {
         self.translations
             .insert(sql.to_owned(), Arc::clone(&translated));
         Ok(translated)
+    }
+
+    /// The declared types of `columns`, for the functions of their arguments to read
+    /// ([`crate::typed_values`]): looked up each time, so an `ALTER TABLE` since the statement
+    /// was translated is seen.
+    fn look_up_typed_columns(&self, columns: &[dialect::TypedColumn]) {
+        if columns.is_empty() {
+            return;
+        }
+        self.column_kinds.set(
+            columns
+                .iter()
+                .map(|c| {
+                    column_shape::declared_type(&self.conn, &self.db_name, c)
+                        .map_or(DeclaredKind::Other, |decl| DeclaredKind::of(&decl))
+                })
+                .collect(),
+        );
     }
 
     fn error(&self, e: &rusqlite::Error) -> SqlError {
@@ -797,6 +821,7 @@ impl SqliteExecutor {
         {
             return self.insert_in_parts(translation, params);
         }
+        self.look_up_typed_columns(&translation.typed_columns);
         let mut outcome = Outcome::Done {
             affected_rows: 0,
             last_insert_id: 0,

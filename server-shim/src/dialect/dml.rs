@@ -36,9 +36,11 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
         Statement::Query(mut q) => {
             // Typed as the client wrote it: the translation changes the operators.
             let result_types = super::result_types::of(&q);
+            let typed_columns = super::typed_arguments::mark(&mut q);
             expr::query(&mut q)?;
             Ok(Translation {
                 result_types,
+                typed_columns,
                 ..one(Statement::Query(q).to_string(), StatementKind::Query)
             })
         }
@@ -371,6 +373,7 @@ fn one(statement: String, kind: StatementKind) -> Translation {
         result_types: Vec::new(),
         found_rows: None,
         column_names: Vec::new(),
+        typed_columns: Vec::new(),
     }
 }
 

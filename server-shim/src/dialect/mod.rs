@@ -25,6 +25,7 @@ mod result_types;
 mod schemas;
 #[cfg(test)]
 mod tests;
+mod typed_arguments;
 
 use sqlparser::ast::Statement;
 use sqlparser::keywords::Keyword;
@@ -67,10 +68,14 @@ pub struct Translation {
     /// unaliased expression: the text the client wrote), `None` for the others; empty when
     /// every name is SQLite's ([`column_names`]).
     pub column_names: Vec<Option<String>>,
+    /// For a `SELECT`: the columns whose declared type the engine looks up before it runs,
+    /// for the arguments that name them ([`typed_arguments`]); empty for most statements.
+    pub typed_columns: Vec<TypedColumn>,
 }
 
 pub use ddl::{Change, Rebuild, on_update_trigger};
 pub use result_types::{Aggregate as ResultAggregate, Operator as ResultOperator, ResultType};
+pub use typed_arguments::{JSON_TYPED_FN, ROUND_TYPED_FN, TypedColumn};
 
 /// What a statement is: decides the OK packet (affected rows, last insert id) and whether
 /// it commits the open transaction first.
@@ -253,6 +258,7 @@ fn translate_tokens(
             result_types: Vec::new(),
             found_rows: None,
             column_names: Vec::new(),
+            typed_columns: Vec::new(),
         });
     }
     let (tokens, calc_found_rows) = drop_select_modifiers(tokens);
@@ -399,6 +405,7 @@ fn translate_statement(statement: Statement) -> Result<Translation, SqlError> {
             result_types: Vec::new(),
             found_rows: None,
             column_names: Vec::new(),
+            typed_columns: Vec::new(),
         }),
         other => Err(SqlError::not_supported(statement_name(&other))),
     }

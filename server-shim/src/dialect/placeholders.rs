@@ -116,6 +116,7 @@ mod tests {
             result_types: Vec::new(),
             found_rows: None,
             column_names: Vec::new(),
+            typed_columns: Vec::new(),
         })
         .statements
     }

@@ -10,7 +10,7 @@
 
 use sqlparser::ast::{
     BinaryOperator, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName,
-    Query, SelectItem, SetExpr, TableFactor, UnaryOperator, Value,
+    Query, Select, SelectItem, SetExpr, TableFactor, UnaryOperator, Value,
 };
 
 /// What decides a result column's type, for the engine to resolve.
@@ -79,7 +79,7 @@ pub enum Aggregate {
 }
 
 /// A table of FROM, by the name its columns are qualified with.
-enum Source {
+pub(super) enum Source {
     Table {
         called: String,
         schema: Option<String>,
@@ -124,14 +124,7 @@ fn columns(query: &Query) -> Option<Vec<(String, ResultType, bool)>> {
 fn set_columns(body: &SetExpr) -> Option<Vec<(String, ResultType, bool)>> {
     match body {
         SetExpr::Select(select) => {
-            let sources: Vec<Source> = select
-                .from
-                .iter()
-                .flat_map(|from| {
-                    std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation))
-                })
-                .map(source)
-                .collect();
+            let sources = sources_of(select);
             let mut out = Vec::with_capacity(select.projection.len());
             for item in &select.projection {
                 let (e, alias) = match item {
@@ -175,6 +168,30 @@ fn set_columns(body: &SetExpr) -> Option<Vec<(String, ResultType, bool)>> {
             )
         }
         _ => None,
+    }
+}
+
+/// The tables of `select`'s FROM and joins.
+pub(super) fn sources_of(select: &Select) -> Vec<Source> {
+    select
+        .from
+        .iter()
+        .flat_map(|from| {
+            std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation))
+        })
+        .map(source)
+        .collect()
+}
+
+/// The column `e` names, when it is a column reference: its table's where `sources` tell.
+pub(super) fn column_of(e: &Expr, sources: &[Source]) -> ResultType {
+    match e {
+        Expr::Identifier(c) => column_type(None, &c.value, sources),
+        Expr::CompoundIdentifier(parts) => match parts.as_slice() {
+            [q, c] => column_type(Some(&q.value), &c.value, sources),
+            _ => ResultType::Unknown,
+        },
+        _ => ResultType::Unknown,
     }
 }
 
@@ -250,11 +267,7 @@ fn column_type(qualifier: Option<&str>, column: &str, sources: &[Source]) -> Res
 /// The type of expression `e`, read from the MySQL text.
 fn type_of(e: &Expr, sources: &[Source]) -> ResultType {
     match e {
-        Expr::Identifier(c) => column_type(None, &c.value, sources),
-        Expr::CompoundIdentifier(parts) => match parts.as_slice() {
-            [q, c] => column_type(Some(&q.value), &c.value, sources),
-            _ => ResultType::Unknown,
-        },
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => column_of(e, sources),
         Expr::Value(v) => match &v.value {
             Value::Number(n, _) => number_type(n),
             _ => ResultType::Unknown,

@@ -685,6 +685,46 @@ fn column_changes_and_new_constraints_become_a_table_rebuild() {
     );
 }
 
+/// The arguments whose answer depends on their column's declared type name the column, for
+/// the engine to look up; a subquery's and a JSON key's do not.
+#[test]
+fn marks_the_arguments_a_declared_type_decides() {
+    use super::TypedColumn;
+    let t = translate(
+        "SELECT JSON_ARRAY(d, 1), JSON_OBJECT(k, o.j), ROUND(f, 1), ROUND(2.5), \
+         (SELECT JSON_ARRAY(x) FROM other) FROM shop.orders o",
+    )
+    .unwrap();
+    let column = |c: &str| TypedColumn {
+        schema: Some("shop".into()),
+        table: "orders".into(),
+        column: c.into(),
+    };
+    assert_eq!(t.typed_columns, vec![column("d"), column("j"), column("f")]);
+    let statement = &t.statements[0];
+    assert!(statement.contains("mysql_json_typed(d, 0)"), "{statement}");
+    assert!(
+        statement.contains("mysql_json_typed(o.j, 1)"),
+        "{statement}"
+    );
+    assert!(
+        statement.contains("mysql_round_typed(f, 1, 2)"),
+        "{statement}"
+    );
+    assert!(statement.contains("mysql_round(2.5)"), "{statement}");
+    assert!(
+        statement.contains("json_array(x)") || statement.contains("JSON_ARRAY(x)"),
+        "{statement}"
+    );
+    // Two tables and an unqualified name: which table's is not known, nothing is marked.
+    assert!(
+        translate("SELECT JSON_ARRAY(d) FROM a JOIN b ON 1")
+            .unwrap()
+            .typed_columns
+            .is_empty()
+    );
+}
+
 /// The MySQL type of each result column SQLite cannot type, for the engine to resolve.
 #[test]
 fn types_the_result_columns_sqlite_cannot() {

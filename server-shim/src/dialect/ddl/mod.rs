@@ -91,6 +91,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
                 result_types: Vec::new(),
                 found_rows: None,
                 column_names: Vec::new(),
+                typed_columns: Vec::new(),
             });
         }
         Statement::Drop {
@@ -145,6 +146,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
         result_types: Vec::new(),
         found_rows: None,
         column_names: Vec::new(),
+        typed_columns: Vec::new(),
     })
 }
 
@@ -580,6 +582,7 @@ pub fn from_tokens(tokens: &[Token]) -> Result<Option<Translation>, SqlError> {
         result_types: Vec::new(),
         found_rows: None,
         column_names: Vec::new(),
+        typed_columns: Vec::new(),
     }))
 }
 
