@@ -48,8 +48,9 @@ pub struct ConnectionFacts {
 const SLEEP_SLICE: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// MySQL's `SLEEP(seconds)`: 0 after that long (a fraction, NULL or a negative number as
-/// MariaDB reads them), 1 when `KILL QUERY` ended it sooner (the statement then fails with
-/// 1317, as SQLite's interrupt ends it; MySQL ends a lone `SLEEP` without an error).
+/// MariaDB reads them), 1 when `KILL QUERY` ended it sooner (the engine's `sleep` then fails
+/// its statement with 1317, as SQLite's interrupt would: SQLite may not look at its interrupt
+/// again before the row is out; MySQL ends a lone `SLEEP` without an error).
 ///
 /// A read may run on one of the async runtime's own threads (`session::read_inline`, and
 /// statements without a database): there the wait first hands that thread's other tasks to

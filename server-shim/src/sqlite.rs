@@ -331,10 +331,18 @@ impl SqliteExecutor {
                         "SLEEP runs on a blocking thread".into(),
                     ));
                 }
-                Ok(mysql_functions::sleep(
+                match mysql_functions::sleep(
                     ctx.get::<Option<f64>>(0).ok().flatten(),
                     &killed.interrupted,
-                ))
+                ) {
+                    // Killed: the statement fails as SQLite's interrupt fails it (1317).
+                    // SQLite itself may not look at its interrupt again before the row is out.
+                    1 => Err(rusqlite::Error::SqliteFailure(
+                        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_INTERRUPT),
+                        None,
+                    )),
+                    slept => Ok(slept),
+                }
             },
         )
         .map_err(internal)?;
