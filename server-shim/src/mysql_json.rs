@@ -6,6 +6,8 @@
 //!   written. Anywhere else (a `WHERE`, an argument) SQLite's `json_extract` stays: its typed
 //!   values compare as MariaDB's do;
 //! - `JSON_OBJECT` and `JSON_ARRAY` (`mysql_json_text` around SQLite's): MariaDB's spacing;
+//! - `JSON_ARRAYAGG` (`mysql_json_arrayagg_text` around SQLite's `json_group_array`): `,`
+//!   between its elements, each written with MariaDB's spacing;
 //! - `JSON_TYPE` (`mysql_json_type`): MySQL's upper-case names;
 //! - `JSON_LENGTH`, `JSON_UNQUOTE`;
 //! - `JSON_CONTAINS` ([`contains`]), which SQLite lacks.
@@ -74,6 +76,26 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             return Ok(None);
         };
         Ok(Some(as_mariadb_writes(&doc)))
+    })?;
+    conn.create_scalar_function(crate::dialect::JSON_ARRAYAGG_TEXT_FN, 1, pure, |ctx| {
+        let Some(doc) = ctx.get::<Option<String>>(0)? else {
+            return Ok(None);
+        };
+        Ok(Some(match parse(&doc) {
+            Some(Node::Array(items)) => {
+                let mut out = String::with_capacity(doc.len() + doc.len() / 4);
+                out.push('[');
+                for (i, n) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(n, &mut out);
+                }
+                out.push(']');
+                out
+            }
+            _ => doc,
+        }))
     })?;
     conn.create_scalar_function("json_unquote", 1, pure, |ctx| {
         let Some(text) = ctx.get::<Option<String>>(0)? else {

@@ -828,6 +828,9 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
                 vec![Expr::Function(f.clone())],
             ))));
         }
+        if name == "JSON_ARRAYAGG" {
+            return json_arrayagg(f).map(Some);
+        }
     }
     let Some(mut args) = plain_args else {
         return Ok(None);
@@ -997,6 +1000,38 @@ fn json_extract_as_written(e: &mut Expr) {
         f.name = ObjectName::from(vec![Ident::new(JSON_EXTRACT_FN)]);
     }
 }
+
+/// `JSON_ARRAYAGG(x [ORDER BY ...])` as SQLite's `json_group_array`, written as MariaDB writes
+/// it ([`JSON_ARRAYAGG_TEXT_FN`]), and NULL over no rows (SQLite's gives `[]`).
+fn json_arrayagg(f: &mut Function) -> Result<Expr, SqlError> {
+    let one_argument = matches!(&f.args, FunctionArguments::List(l) if l.args.len() == 1);
+    if f.over.is_some() || f.filter.is_some() || !one_argument {
+        return Err(SqlError::not_supported("this JSON_ARRAYAGG"));
+    }
+    f.name = ObjectName::from(vec![Ident::new("json_group_array")]);
+    let count = Expr::Function(Function {
+        args: FunctionArguments::List(sqlparser::ast::FunctionArgumentList {
+            duplicate_treatment: None,
+            args: vec![FunctionArg::Unnamed(FunctionArgExpr::Wildcard)],
+            clauses: Vec::new(),
+        }),
+        ..call("COUNT", Vec::new())
+    });
+    let none = Expr::BinaryOp {
+        left: Box::new(count),
+        op: BinaryOperator::Eq,
+        right: Box::new(Expr::Value(Value::Number("0".to_owned(), false).into())),
+    };
+    let written = Expr::Function(call(JSON_ARRAYAGG_TEXT_FN, vec![Expr::Function(f.clone())]));
+    Ok(Expr::Function(call(
+        "IIF",
+        vec![none, Expr::Value(Value::Null.into()), written],
+    )))
+}
+
+/// The engine's function that writes `JSON_ARRAYAGG`'s array as MariaDB does: `,` between its
+/// elements, each element written as [`JSON_TEXT_FN`] writes a document.
+pub const JSON_ARRAYAGG_TEXT_FN: &str = "mysql_json_arrayagg_text";
 
 /// The engine's function behind a result column's `JSON_EXTRACT` ([`json_extract_as_written`]).
 pub const JSON_EXTRACT_FN: &str = "mysql_json_extract";

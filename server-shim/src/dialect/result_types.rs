@@ -90,6 +90,14 @@ pub(super) enum Source {
         called: String,
         columns: Vec<(String, ResultType)>,
     },
+    /// A derived table of every column of one table and some more (`SELECT *, row_number()
+    /// OVER (...) FROM posts`, as Drizzle's relational queries write): a column not among
+    /// `others` (the names of the more) is `inner`'s.
+    AllOf {
+        called: String,
+        inner: Box<Source>,
+        others: Vec<String>,
+    },
     /// A table function or anything else whose columns are not known.
     Opaque,
 }
@@ -222,10 +230,45 @@ fn source(factor: &TableFactor) -> Source {
                 called: alias.name.value.clone(),
                 columns: cols.into_iter().map(|(n, t, _)| (n, t)).collect(),
             },
-            None => Source::Opaque,
+            None => all_of(subquery).map_or(Source::Opaque, |(inner, others)| Source::AllOf {
+                called: alias.name.value.clone(),
+                inner: Box::new(inner),
+                others,
+            }),
         },
         _ => Source::Opaque,
     }
+}
+
+/// For `SELECT *[, more] FROM one_table ...`: that table, and the names the more may have
+/// (an alias, a column's name; a name unknown here is every name, so nothing passes).
+fn all_of(query: &Query) -> Option<(Source, Vec<String>)> {
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return None;
+    };
+    let [from] = select.from.as_slice() else {
+        return None;
+    };
+    if !from.joins.is_empty() || query.with.is_some() {
+        return None;
+    }
+    let mut wildcard = false;
+    let mut others = Vec::new();
+    for item in &select.projection {
+        match item {
+            SelectItem::Wildcard(_) => wildcard = true,
+            SelectItem::ExprWithAlias { alias, .. } => others.push(alias.value.clone()),
+            SelectItem::UnnamedExpr(Expr::Identifier(c)) => others.push(c.value.clone()),
+            SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
+                others.push(parts.last()?.value.clone());
+            }
+            // Named by its text (`row_number() over (...)`): no column is called that.
+            SelectItem::UnnamedExpr(Expr::Function(_)) => {}
+            _ => return None,
+        }
+    }
+    let inner = source(&from.relation);
+    (wildcard && matches!(inner, Source::Table { .. })).then_some((inner, others))
 }
 
 fn idents(name: &ObjectName) -> Vec<String> {
@@ -238,7 +281,9 @@ fn idents(name: &ObjectName) -> Vec<String> {
 /// The type of the column `column` of the source called `qualifier`, or of the only source.
 fn column_type(qualifier: Option<&str>, column: &str, sources: &[Source]) -> ResultType {
     let called = |s: &Source| match s {
-        Source::Table { called, .. } | Source::Derived { called, .. } => Some(called.clone()),
+        Source::Table { called, .. }
+        | Source::Derived { called, .. }
+        | Source::AllOf { called, .. } => Some(called.clone()),
         Source::Opaque => None,
     };
     let found = match qualifier {
@@ -260,6 +305,11 @@ fn column_type(qualifier: Option<&str>, column: &str, sources: &[Source]) -> Res
             .iter()
             .find(|(name, _)| name.eq_ignore_ascii_case(column))
             .map_or(ResultType::Unknown, |(_, t)| t.clone()),
+        Some(Source::AllOf { inner, others, .. })
+            if !others.iter().any(|o| o.eq_ignore_ascii_case(column)) =>
+        {
+            column_type(None, column, std::slice::from_ref(inner))
+        }
         _ => ResultType::Unknown,
     }
 }

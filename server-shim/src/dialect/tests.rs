@@ -686,42 +686,59 @@ fn column_changes_and_new_constraints_become_a_table_rebuild() {
 }
 
 /// The arguments whose answer depends on their column's declared type name the column, for
-/// the engine to look up; a subquery's and a JSON key's do not.
+/// the engine to look up, in the select list and its subqueries; a JSON key does not.
 #[test]
 fn marks_the_arguments_a_declared_type_decides() {
     use super::TypedColumn;
     let t = translate(
         "SELECT JSON_ARRAY(d, 1), JSON_OBJECT(k, o.j), ROUND(f, 1), ROUND(2.5), \
-         (SELECT JSON_ARRAY(x) FROM other) FROM shop.orders o",
+         COALESCE((SELECT JSON_ARRAYAGG(JSON_ARRAY(x, o.d)) FROM other), JSON_ARRAY()) \
+         FROM shop.orders o",
     )
     .unwrap();
-    let column = |c: &str| TypedColumn {
-        schema: Some("shop".into()),
-        table: "orders".into(),
+    let column = |table: &str, c: &str| TypedColumn {
+        schema: (table == "orders").then(|| "shop".into()),
+        table: table.into(),
         column: c.into(),
     };
-    assert_eq!(t.typed_columns, vec![column("d"), column("j"), column("f")]);
+    assert_eq!(
+        t.typed_columns,
+        vec![
+            column("orders", "d"),
+            column("orders", "j"),
+            column("orders", "f"),
+            column("other", "x"),
+            // Qualified by the outer query's table.
+            column("orders", "d"),
+        ]
+    );
     let statement = &t.statements[0];
-    assert!(statement.contains("mysql_json_typed(d, 0)"), "{statement}");
-    assert!(
-        statement.contains("mysql_json_typed(o.j, 1)"),
-        "{statement}"
-    );
-    assert!(
-        statement.contains("mysql_round_typed(f, 1, 2)"),
-        "{statement}"
-    );
-    assert!(statement.contains("mysql_round(2.5)"), "{statement}");
-    assert!(
-        statement.contains("json_array(x)") || statement.contains("JSON_ARRAY(x)"),
-        "{statement}"
-    );
+    for call in [
+        "mysql_json_typed(d, 0)",
+        "mysql_json_typed(o.j, 1)",
+        "mysql_round_typed(f, 1, 2)",
+        "mysql_round(2.5)",
+        "mysql_json_typed(x, 3)",
+        "mysql_json_typed(o.d, 4)",
+    ] {
+        assert!(statement.contains(call), "{call} in {statement}");
+    }
     // Two tables and an unqualified name: which table's is not known, nothing is marked.
     assert!(
         translate("SELECT JSON_ARRAY(d) FROM a JOIN b ON 1")
             .unwrap()
             .typed_columns
             .is_empty()
+    );
+    // Through a derived table of one table's every column (Drizzle's relational queries).
+    assert_eq!(
+        translate(
+            "SELECT JSON_ARRAY(title, price, n) FROM \
+             (SELECT *, row_number() OVER (ORDER BY id) AS n FROM posts p) p"
+        )
+        .unwrap()
+        .typed_columns,
+        vec![column("posts", "title"), column("posts", "price")]
     );
 }
 

@@ -2,7 +2,9 @@
 // `drizzle-kit push` (which reads the schema back through information_schema and applies the
 // difference) and prints `push: applied` or `push: no changes`; `node drizzle.js rows` inserts
 // rows that leave columns to their defaults (`VALUES (default, ...)`) and a JSON value, and
-// prints the rows read back as one JSON line. Environment: PORT, DB_USER, DB_PASSWORD, DB_NAME.
+// prints the rows read back as one JSON line; `node drizzle.js nested` prints each user with
+// its posts (a relational query: one statement that aggregates the posts into JSON).
+// DRIZZLE_LOG=1 prints each statement. Environment: PORT, DB_USER, DB_PASSWORD, DB_NAME.
 const { execFileSync } = require("child_process");
 const path = require("path");
 
@@ -29,11 +31,12 @@ function push() {
   }
 }
 
-async function rows() {
+const { asc } = require("drizzle-orm");
+
+async function connect() {
   const mysql = require("mysql2/promise");
   const { drizzle } = require("drizzle-orm/mysql2");
-  const { asc } = require("drizzle-orm");
-  const { users, posts } = require(path.join(__dirname, "drizzle-schema.js"));
+  const schema = require(path.join(__dirname, "drizzle-schema.js"));
   const conn = await mysql.createConnection({
     host: "127.0.0.1",
     port: Number(process.env.PORT),
@@ -41,7 +44,15 @@ async function rows() {
     password: process.env.DB_PASSWORD,
     database: process.env.DB_NAME,
   });
-  const db = drizzle(conn);
+  // "planetscale": relational queries as correlated subqueries (the default mode's LATERAL
+  // join is MySQL 8's alone).
+  const db = drizzle(conn, { schema, mode: "planetscale", logger: process.env.DRIZZLE_LOG === "1" });
+  return { conn, db };
+}
+
+async function rows() {
+  const { conn, db } = await connect();
+  const { users, posts } = db._.fullSchema;
   const before = Date.now() - 60000;
   await db.insert(users).values([{ name: "ada", email: "ada@example.com" }, { name: "bob", email: "bob@example.com", active: false }]);
   const [ada] = await db.select().from(users).where(require("drizzle-orm").eq(users.email, "ada@example.com"));
@@ -56,15 +67,30 @@ async function rows() {
   await conn.end();
 }
 
+async function nested() {
+  const { conn, db } = await connect();
+  const { users, posts } = db._.fullSchema;
+  // One statement: each user with its posts, aggregated into JSON by the server
+  // (JSON_ARRAYAGG of JSON_ARRAY in a correlated subquery over a derived table, which
+  // MariaDB 10.11 refuses and MySQL 8 answers).
+  const found = await db.query.users.findMany({
+    columns: { name: true },
+    with: { posts: { columns: { title: true, meta: true, price: true }, orderBy: [asc(posts.id)] } },
+    orderBy: [asc(users.id)],
+  });
+  console.log(JSON.stringify(found));
+  await conn.end();
+}
+
 const step = process.argv[2];
 if (step === "push") {
   push();
-} else if (step === "rows") {
-  rows().catch((e) => {
+} else if (step === "rows" || step === "nested") {
+  (step === "rows" ? rows() : nested()).catch((e) => {
     console.error(e);
     process.exit(1);
   });
 } else {
-  console.error("usage: node drizzle.js push|rows");
+  console.error("usage: node drizzle.js push|rows|nested");
   process.exit(2);
 }
