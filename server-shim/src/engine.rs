@@ -114,6 +114,9 @@ pub enum Outcome {
         rows: Vec<Vec<Cell>>,
         /// Each column's integer width, where its declared type says (empty: none known).
         int_widths: Vec<Option<IntWidth>>,
+        /// Each column's table as the statement calls it (its alias), empty for an
+        /// expression's (empty: none known).
+        tables: Vec<String>,
     },
     /// A statement without a result set, with the number of rows it changed.
     Done {

@@ -29,6 +29,9 @@ pub enum Reply {
         rows: Vec<Vec<Cell>>,
         /// Each column's integer width, where its declared type says (empty: none known).
         int_widths: Vec<Option<IntWidth>>,
+        /// Each column's table, as the statement calls it (empty: none known): clients key a
+        /// row's columns of the same name by it (PyMySQL's `DictCursor`: `b.value`).
+        tables: Vec<String>,
     },
     /// An OK packet.
     Ok {
@@ -104,7 +107,7 @@ fn column_width(
         .then_some(width)
 }
 
-fn column_def(name: &str, kind: Kind, width: Option<IntWidth>) -> Column {
+fn column_def(name: &str, kind: Kind, width: Option<IntWidth>, table: &str) -> Column {
     let (coltype, colflags) = match kind {
         Kind::Int => (
             match width {
@@ -131,7 +134,7 @@ fn column_def(name: &str, kind: Kind, width: Option<IntWidth>) -> Column {
         Kind::Text => (ColumnType::MYSQL_TYPE_VAR_STRING, ColumnFlags::empty()),
     };
     Column {
-        table: String::new(),
+        table: table.to_owned(),
         column: name.to_owned(),
         coltype,
         colflags,
@@ -171,6 +174,7 @@ pub async fn write_reply<W: AsyncWrite + Unpin + Send>(
             columns,
             rows,
             int_widths,
+            tables,
         }) => {
             let kinds: Vec<Kind> = (0..columns.len()).map(|i| column_kind(&rows, i)).collect();
             let widths: Vec<Option<IntWidth>> = kinds
@@ -181,7 +185,10 @@ pub async fn write_reply<W: AsyncWrite + Unpin + Send>(
             let defs: Vec<Column> = columns
                 .iter()
                 .zip(kinds.iter().zip(&widths))
-                .map(|(n, (k, w))| column_def(n, *k, *w))
+                .enumerate()
+                .map(|(i, (n, (k, w)))| {
+                    column_def(n, *k, *w, tables.get(i).map_or("", String::as_str))
+                })
                 .collect();
             binary_columns(
                 kinds
@@ -296,7 +303,7 @@ mod tests {
         assert_eq!(column_kind(&rows, 2), Kind::Text);
         assert_eq!(column_kind(&rows, 3), Kind::Float);
         assert_eq!(
-            column_def("u", Kind::UInt, None).colflags,
+            column_def("u", Kind::UInt, None, "").colflags,
             ColumnFlags::UNSIGNED_FLAG
         );
     }
@@ -307,14 +314,14 @@ mod tests {
         let tiny = Some(IntWidth::Tiny);
         assert_eq!(column_width(&rows, 0, Kind::Int, tiny), tiny);
         assert_eq!(
-            column_def("vip", Kind::Int, tiny).coltype,
+            column_def("vip", Kind::Int, tiny, "").coltype,
             ColumnType::MYSQL_TYPE_TINY
         );
         let wide = vec![vec![Cell::Int(300)]];
         assert_eq!(column_width(&wide, 0, Kind::Int, tiny), None);
         assert_eq!(column_width(&rows, 0, Kind::Int, None), None);
         assert_eq!(
-            column_def("n", Kind::Int, Some(IntWidth::Long)).coltype,
+            column_def("n", Kind::Int, Some(IntWidth::Long), "").coltype,
             ColumnType::MYSQL_TYPE_LONG
         );
     }

@@ -71,6 +71,20 @@ impl Shim {
         );
     }
 
+    /// Tells the writer what opensrv cannot write of `result`'s reply: an OK's count of
+    /// notes, an ERR's code when opensrv has no such code (3024).
+    fn announce(&self, result: &Result<Reply, crate::sql_error::SqlError>) {
+        match result {
+            Ok(Reply::Ok { warnings, .. }) => self.shared.ok_warnings_next(*warnings),
+            Err(e) => {
+                if let Some((code, sql_state)) = e.code_beyond_opensrv {
+                    self.shared.err_code_next(code, sql_state);
+                }
+            }
+            Ok(_) => {}
+        }
+    }
+
     fn take_login(&mut self) {
         if !self.session.has_login()
             && let Some(login) = self
@@ -265,9 +279,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             )),
         };
         let status = self.session.status();
-        if let Ok(Reply::Ok { warnings, .. }) = &result {
-            self.shared.ok_warnings_next(*warnings);
-        }
+        self.announce(&result);
         let shared = &self.shared;
         write_reply(results, result, status, |binary| {
             shared.binary_columns_next(binary);
@@ -297,9 +309,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             self.shared.wait_timeout(idle);
         }
         let status = self.session.status();
-        if let Ok(Reply::Ok { warnings, .. }) = &result {
-            self.shared.ok_warnings_next(*warnings);
-        }
+        self.announce(&result);
         let shared = &self.shared;
         write_reply(results, result, status, |binary| {
             shared.binary_columns_next(binary);

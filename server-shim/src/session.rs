@@ -438,8 +438,7 @@ impl Session {
     }
 
     /// Runs `statement` on the session, interrupted past `limit` as `KILL QUERY` interrupts
-    /// it: then MySQL's "maximum statement execution time exceeded" (with the code 1317, as
-    /// opensrv knows no 3024).
+    /// it: then MySQL's 3024, "maximum statement execution time exceeded".
     async fn within<'s, F>(
         &'s mut self,
         limit: Option<Duration>,
@@ -468,10 +467,7 @@ impl Session {
                 if fired.load(Ordering::Relaxed)
                     && e.code() == SqlError::query_interrupted().code() =>
             {
-                Err(SqlError::new(
-                    ErrorKind::ER_QUERY_INTERRUPTED,
-                    "Query execution was interrupted, maximum statement execution time exceeded",
-                ))
+                Err(SqlError::query_timeout())
             }
             other => other,
         }
@@ -1152,6 +1148,7 @@ impl Session {
             columns,
             rows: vec![row],
             int_widths: Vec::new(),
+            tables: Vec::new(),
         })
     }
 
@@ -1267,6 +1264,7 @@ fn rows(columns: &[&str], rows: Vec<Vec<Cell>>) -> Reply {
         columns: columns.iter().map(|c| (*c).to_owned()).collect(),
         rows,
         int_widths: Vec::new(),
+        tables: Vec::new(),
     }
 }
 
@@ -1306,10 +1304,12 @@ fn reply(outcome: Outcome) -> Reply {
             columns,
             rows,
             int_widths,
+            tables,
         } => Reply::Rows {
             columns,
             rows,
             int_widths,
+            tables,
         },
         Outcome::Done {
             affected_rows,

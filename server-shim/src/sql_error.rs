@@ -17,6 +17,9 @@ pub struct SqlError {
     pub kind: ErrorKind,
     /// The human-readable message (client-visible; never holds a secret).
     pub message: String,
+    /// A code opensrv's `ErrorKind` does not have, with its SQLSTATE: the ERR opensrv writes
+    /// with `kind` is given this code on its way out (`stream::ConnShared::err_code_next`).
+    pub code_beyond_opensrv: Option<(u16, [u8; 5])>,
 }
 
 impl fmt::Display for SqlError {
@@ -34,6 +37,20 @@ impl SqlError {
         Self {
             kind,
             message: message.into(),
+            code_beyond_opensrv: None,
+        }
+    }
+
+    /// 3024 `ER_QUERY_TIMEOUT` (HY000): `max_execution_time` or the `MAX_EXECUTION_TIME`
+    /// hint stopped the statement.
+    #[must_use]
+    pub fn query_timeout() -> Self {
+        Self {
+            code_beyond_opensrv: Some((3024, *b"HY000")),
+            ..Self::new(
+                ErrorKind::ER_QUERY_INTERRUPTED,
+                "Query execution was interrupted, maximum statement execution time exceeded",
+            )
         }
     }
 
@@ -49,13 +66,18 @@ impl SqlError {
     /// The numeric MySQL error code.
     #[must_use]
     pub fn code(&self) -> u16 {
-        self.kind as u16
+        self.code_beyond_opensrv
+            .map_or(self.kind as u16, |(code, _)| code)
     }
 
     /// The five-character SQLSTATE.
     #[must_use]
-    pub fn sqlstate(&self) -> &'static str {
-        core::str::from_utf8(self.kind.sqlstate()).unwrap_or("HY000")
+    pub fn sqlstate(&self) -> &str {
+        let state = match &self.code_beyond_opensrv {
+            Some((_, state)) => state.as_slice(),
+            None => self.kind.sqlstate(),
+        };
+        core::str::from_utf8(state).unwrap_or("HY000")
     }
 
     /// 1064 `ER_PARSE_ERROR` (42000).

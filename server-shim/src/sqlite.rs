@@ -169,6 +169,13 @@ impl RowChanges {
     }
 
     /// The tally since the last call, which starts the next.
+    /// The rows the running statement inserted or updated so far.
+    fn rows(&self) -> u64 {
+        self.inserted.load(Ordering::Relaxed)
+            + self.changed.load(Ordering::Relaxed)
+            + self.unchanged.load(Ordering::Relaxed)
+    }
+
     fn take(&self) -> Tally {
         Tally {
             inserted: self.inserted.swap(0, Ordering::Relaxed),
@@ -679,6 +686,7 @@ impl SqliteExecutor {
         params: &[Cell],
         kind: StatementKind,
         result_types: &[Option<dialect::ResultType>],
+        aliases: &[(String, String)],
     ) -> Result<Outcome, SqlError> {
         // Cached: clients run the same statements over and over (prepared statements, ORMs);
         // SQLite re-prepares a cached statement itself when the schema changed. Long ones (a
@@ -713,19 +721,33 @@ impl SqliteExecutor {
             // more columns than the stale schema said.
             let conn = &self.conn;
             let db_name = &self.db_name;
-            let describe = |stmt: &rusqlite::Statement<'_>| -> (Vec<String>, Vec<Shape>) {
-                let columns = stmt.column_names().map(str::to_owned).collect();
-                let shapes = stmt
-                    .columns()
-                    .enumerate()
-                    .map(|(i, c)| match (c.decl_type(), result_types.get(i)) {
-                        (Some(decl), _) => Shape::of(decl),
-                        (None, Some(Some(t))) => column_shape::shape_of(conn, db_name, t),
-                        (None, _) => Shape::Plain,
-                    })
-                    .collect();
-                (columns, shapes)
-            };
+            let describe =
+                |stmt: &rusqlite::Statement<'_>| -> (Vec<String>, Vec<Shape>, Vec<String>) {
+                    let columns = stmt.column_names().map(str::to_owned).collect();
+                    // Each column's table as the statement calls it: its alias where the table
+                    // has one (and only one), else its name.
+                    let tables = stmt
+                        .columns_with_metadata()
+                        .map(|c| {
+                            c.table_name().map_or_else(String::new, |t| {
+                                aliases
+                                    .iter()
+                                    .find(|(table, _)| table.eq_ignore_ascii_case(t))
+                                    .map_or_else(|| t.to_owned(), |(_, alias)| alias.clone())
+                            })
+                        })
+                        .collect();
+                    let shapes = stmt
+                        .columns()
+                        .enumerate()
+                        .map(|(i, c)| match (c.decl_type(), result_types.get(i)) {
+                            (Some(decl), _) => Shape::of(decl),
+                            (None, Some(Some(t))) => column_shape::shape_of(conn, db_name, t),
+                            (None, _) => Shape::Plain,
+                        })
+                        .collect();
+                    (columns, shapes, tables)
+                };
             let mut described = None;
             let mut out = Vec::new();
             {
@@ -733,7 +755,7 @@ impl SqliteExecutor {
                     .query(rusqlite::params_from_iter(values))
                     .map_err(|e| from_sqlite(&e, db_name))?;
                 while let Some(row) = rows.next().map_err(|e| from_sqlite(&e, db_name))? {
-                    let (_, shapes) = described.get_or_insert_with(|| describe(row.as_ref()));
+                    let (_, shapes, _) = described.get_or_insert_with(|| describe(row.as_ref()));
                     let mut cells = Vec::with_capacity(shapes.len());
                     for (i, shape) in shapes.iter().enumerate() {
                         let v = row.get_ref(i).map_err(|e| from_sqlite(&e, db_name))?;
@@ -742,7 +764,7 @@ impl SqliteExecutor {
                     out.push(cells);
                 }
             }
-            let (columns, shapes) = described.unwrap_or_else(|| describe(stmt));
+            let (columns, shapes, tables) = described.unwrap_or_else(|| describe(stmt));
             self.facts.found_rows.store(
                 i64::try_from(out.len()).unwrap_or(i64::MAX),
                 Ordering::Relaxed,
@@ -752,15 +774,23 @@ impl SqliteExecutor {
                 columns,
                 rows: out,
                 int_widths,
+                tables,
             });
         }
         self.changes.take();
+        let changes = Arc::clone(&self.changes);
         let changed = stmt
             .execute(rusqlite::params_from_iter(values))
             .map_err(|e| match from_sqlite(&e, &self.db_name) {
                 // A DELETE breaks a foreign key only as the parent side.
                 failed if kind == StatementKind::Delete && failed.code() == 1452 => {
                     SqlError::parent_row(&e.to_string())
+                }
+                // A value its column refuses: which row, as MySQL says (the rows before it
+                // went through the pre-update hook; its constraints are checked before).
+                mut failed if matches!(failed.code(), 1264 | 1265 | 1366 | 1406) => {
+                    failed.message = format!("{} at row {}", failed.message, changes.rows() + 1);
+                    failed
                 }
                 failed => failed,
             })?;
@@ -846,7 +876,13 @@ impl SqliteExecutor {
             if translation.kind == StatementKind::Ddl {
                 self.note_missing_drop(statement);
             }
-            let this = match self.run(statement, bound, translation.kind, result_types) {
+            let this = match self.run(
+                statement,
+                bound,
+                translation.kind,
+                result_types,
+                &translation.table_aliases,
+            ) {
                 // SQLite refuses to drop a column an `ON UPDATE CURRENT_TIMESTAMP` trigger
                 // names (each names every column): made again without it.
                 Err(e)
@@ -939,7 +975,7 @@ impl SqliteExecutor {
             };
             let (now, rest) = left.split_at(wanted.min(left.len()));
             left = rest;
-            match self.run(statement, now, translation.kind, &[]) {
+            match self.run(statement, now, translation.kind, &[], &[]) {
                 Ok(Outcome::Done {
                     affected_rows,
                     last_insert_id,
@@ -1065,7 +1101,7 @@ impl SqliteExecutor {
                 .execute_batch(&format!("DROP TRIGGER main.{}", sqlite_name(name)))
                 .map_err(fail)?;
         }
-        let outcome = self.run(statement, &[], StatementKind::Ddl, &[])?;
+        let outcome = self.run(statement, &[], StatementKind::Ddl, &[], &[])?;
         let all: Vec<String> = {
             let mut stmt = self
                 .conn
@@ -1498,6 +1534,7 @@ mod tests {
                     vec![Cell::Int(2), Cell::Text("b".into())],
                 ],
                 int_widths: vec![Some(IntWidth::Long), None],
+                tables: vec!["t".into(), "t".into()],
             }
         );
         assert_eq!(e.table_names().unwrap(), vec!["t".to_owned()]);
@@ -1638,6 +1675,7 @@ mod tests {
                         .to_vec(),
                 ],
                 int_widths: vec![None; 6],
+                tables: vec!["COLUMNS".into(); 6],
             }
         );
         let out = exec(

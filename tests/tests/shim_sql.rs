@@ -1068,7 +1068,45 @@ print("closed", c._sock.recv(1) == b"")
     assert_eq!(
         out.stdout,
         "time_zone 1231 ok\nnames 1231 ok\nmode 1231\nansi ok 1235 1235 ok\n\
-         escaped 'it''s' 1235\nhint 1317\nvariable 1317 ok\nclosed True\n"
+         escaped 'it''s' 1235\nhint 3024\nvariable 3024 ok\nclosed True\n"
+    );
+}
+
+/// Each result column names its table as the statement calls it (the alias where the table
+/// has one), so a client tells two columns of the same name apart (PyMySQL's `DictCursor`:
+/// `b.value`; its own suite's `test_issue_79`); a value a column refuses says which row, as
+/// MySQL says. Before: no table (the second `value` overwrote the first), no row.
+#[test]
+fn result_columns_name_their_tables_and_refused_values_their_row() {
+    let tmp = TempDir::new("shim-sql-tables");
+    let shim = shim(&tmp);
+    let script = r#"
+import sys, pymysql, pymysql.cursors
+c = pymysql.connect(host="127.0.0.1", port=int(sys.argv[1]), user="root", password=sys.argv[2],
+                    autocommit=True, cursorclass=pymysql.cursors.DictCursor)
+cur = c.cursor()
+for sql in ["CREATE DATABASE d", "USE d", "CREATE TABLE a (id INT, value INT)",
+            "CREATE TABLE b (id INT, value VARCHAR(2))", "INSERT INTO a VALUES (1, 11)",
+            "INSERT INTO b VALUES (1, 'bb')"]:
+    cur.execute(sql)
+cur.execute("SELECT * FROM a JOIN b ON a.id = b.id")
+print(cur.fetchall())
+cur.execute("SELECT *, 1 + 1 AS two FROM a x JOIN b y ON x.id = y.id")
+print(cur.fetchall(), [f.table_name for f in cur._result.fields])
+try:
+    cur.execute("INSERT INTO b VALUES (2, 'ok'), (3, 'too long')")
+except pymysql.MySQLError as e:
+    print(e.args)
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script, &shim.port.to_string(), PW]);
+    let out = run_with_input(&mut cmd, b"", Duration::from_secs(60));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "[{'id': 1, 'value': 11, 'b.id': 1, 'b.value': 'bb'}]\n\
+         [{'id': 1, 'value': 11, 'y.id': 1, 'y.value': 'bb', 'two': 2}] ['x', 'x', 'y', 'y', '']\n\
+         (1406, \"Data too long for column 'value' at row 2\")\n"
     );
 }
 

@@ -71,6 +71,9 @@ pub struct Translation {
     /// For a `SELECT`: the columns whose declared type the engine looks up before it runs,
     /// for the arguments that name them ([`typed_arguments`]); empty for most statements.
     pub typed_columns: Vec<TypedColumn>,
+    /// For a `SELECT`: each table of its `FROM` named once under an alias, with the alias
+    /// (`users u`: `("users", "u")`), for the tables its result columns are sent with.
+    pub table_aliases: Vec<(String, String)>,
 }
 
 pub use ddl::{Change, Rebuild, on_update_trigger};
@@ -259,6 +262,7 @@ fn translate_tokens(
             found_rows: None,
             column_names: Vec::new(),
             typed_columns: Vec::new(),
+            table_aliases: Vec::new(),
         });
     }
     let (tokens, calc_found_rows) = drop_select_modifiers(tokens);
@@ -406,6 +410,7 @@ fn translate_statement(statement: Statement) -> Result<Translation, SqlError> {
             found_rows: None,
             column_names: Vec::new(),
             typed_columns: Vec::new(),
+            table_aliases: Vec::new(),
         }),
         other => Err(SqlError::not_supported(statement_name(&other))),
     }

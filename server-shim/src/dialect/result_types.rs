@@ -179,6 +179,33 @@ fn set_columns(body: &SetExpr) -> Option<Vec<(String, ResultType, bool)>> {
     }
 }
 
+/// For `query`'s own select: each table its FROM names once, with the name it calls it by,
+/// where that is another (an alias).
+pub(super) fn table_aliases(query: &Query) -> Vec<(String, String)> {
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return Vec::new();
+    };
+    let tables: Vec<(String, String)> = sources_of(select)
+        .into_iter()
+        .filter_map(|s| match s {
+            Source::Table { called, table, .. } => Some((table, called)),
+            _ => None,
+        })
+        .collect();
+    tables
+        .iter()
+        .filter(|(table, called)| {
+            table != called
+                && tables
+                    .iter()
+                    .filter(|(t, _)| t.eq_ignore_ascii_case(table))
+                    .count()
+                    == 1
+        })
+        .cloned()
+        .collect()
+}
+
 /// The tables of `select`'s FROM and joins.
 pub(super) fn sources_of(select: &Select) -> Vec<Source> {
     select
@@ -359,7 +386,11 @@ fn type_of(e: &Expr, sources: &[Source]) -> ResultType {
             let Some(name) = name.as_ident() else {
                 return ResultType::Unknown;
             };
-            if f.over.is_some() || f.filter.is_some() {
+            // A window aggregate (`SUM(price) OVER (...)`) is typed as the aggregate is.
+            let aggregate = ["SUM", "AVG", "MIN", "MAX", "COUNT"]
+                .iter()
+                .any(|a| name.value.eq_ignore_ascii_case(a));
+            if f.filter.is_some() || (f.over.is_some() && !aggregate) {
                 return ResultType::Unknown;
             }
             let args: Vec<&Expr> = match &f.args {

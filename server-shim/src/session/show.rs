@@ -35,6 +35,7 @@ impl Session {
         }
         Ok(Reply::Rows {
             int_widths: Vec::new(),
+            tables: Vec::new(),
             columns,
             rows: names
                 .into_iter()

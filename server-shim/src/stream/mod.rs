@@ -110,6 +110,8 @@ struct SharedState {
     idle: Option<std::time::Duration>,
     /// How many notes the statement whose OK opensrv writes next left (opensrv writes 0).
     ok_warnings: Option<u16>,
+    /// The code and SQLSTATE the ERR opensrv writes next gets, one opensrv does not have.
+    err_code: Option<(u16, [u8; 5])>,
 }
 
 impl ConnShared {
@@ -159,6 +161,12 @@ impl ConnShared {
     /// The OK opensrv writes next counts `warnings` notes (`SHOW WARNINGS`).
     pub fn ok_warnings_next(&self, warnings: u16) {
         self.state().ok_warnings = (warnings > 0).then_some(warnings);
+    }
+
+    /// The ERR opensrv writes next gets `code` and `sql_state` (MySQL codes opensrv's
+    /// `ErrorKind` lacks, such as 3024).
+    pub fn err_code_next(&self, code: u16, sql_state: [u8; 5]) {
+        self.state().err_code = Some((code, sql_state));
     }
 
     /// The session set `wait_timeout`: the wait for its next command ends after `idle`,
@@ -223,6 +231,9 @@ impl ConnShared {
         }
         if let Some(warnings) = state.ok_warnings.take() {
             return Some(ReplyRewrite::OkWarnings(warnings));
+        }
+        if let Some((code, sql_state)) = state.err_code.take() {
+            return Some(ReplyRewrite::ErrCode(code, sql_state));
         }
         let command = state.unsupported_pending.take()?;
         Some(ReplyRewrite::Unsupported(
@@ -499,6 +510,8 @@ enum ReplyRewrite {
     },
     /// A statement's OK, with the count of the notes it left.
     OkWarnings(u16),
+    /// A statement's ERR, with a code and SQLSTATE of MySQL's that opensrv lacks.
+    ErrCode(u16, [u8; 5]),
 }
 
 impl ReplyRewrite {
@@ -511,6 +524,9 @@ impl ReplyRewrite {
             Self::SwitchProof(proof) => hello_round::switch_with_proof(payload, proof),
             Self::LoginOk { status, .. } => status_flags::ok_with_status(payload, *status),
             Self::OkWarnings(warnings) => status_flags::ok_with_warnings(payload, *warnings),
+            Self::ErrCode(code, sql_state) => {
+                status_flags::err_with_code(payload, *code, sql_state)
+            }
         }
     }
 

@@ -11,7 +11,7 @@
 //! flags with the session's last ones, so those packets must keep agreeing with each other.
 
 pub(super) use authplugin::packet::capabilities::SERVER_STATUS_AUTOCOMMIT;
-use authplugin::packet::{HandshakeV10, OkPacket};
+use authplugin::packet::{ErrPacket, HandshakeV10, OkPacket};
 
 /// opensrv's greeting with `status`; `None` if `payload` is not a greeting.
 pub(super) fn greeting_with_status(payload: &[u8], status: u16) -> Option<Vec<u8>> {
@@ -42,6 +42,15 @@ pub(super) fn ok_with_status(payload: &[u8], status: u16) -> Option<Vec<u8>> {
 /// for anything else.
 pub(super) fn ok_with_warnings(payload: &[u8], warnings: u16) -> Option<Vec<u8>> {
     ok_changed(payload, |ok| ok.warnings = warnings)
+}
+
+/// An ERR of opensrv's with `code` and `sql_state` in place of its own; `None` for anything
+/// else (a reply that is not an ERR passes as it is).
+pub(super) fn err_with_code(payload: &[u8], code: u16, sql_state: &[u8; 5]) -> Option<Vec<u8>> {
+    let mut err = ErrPacket::decode(payload).ok()?;
+    err.error_code = code;
+    err.sql_state = Some(*sql_state);
+    Some(err.to_bytes())
 }
 
 /// An OK of opensrv's with `change` made to it, re-encoded; `None` for anything else.
