@@ -19,6 +19,14 @@ use crate::future::BoxFuture;
 /// milliseconds; a command that hangs must not hold a pause or a wake forever.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long before its lease ends a renewal gives up: the kernel must still hold the route
+/// when the renewal's `nft` commits.
+const RENEWAL_MARGIN: Duration = Duration::from_millis(500);
+
+/// A renewal this slow is logged (one takes about 16 ms on an idle host, 80-100 ms under
+/// a CPU or socket storm).
+const SLOW_RENEWAL: Duration = Duration::from_secs(1);
+
 /// `CAP_NET_ADMIN`'s bit in the capability sets of `/proc/self/status`.
 const CAP_NET_ADMIN: u32 = 12;
 
@@ -45,8 +53,8 @@ pub enum KernelRouteError {
         /// Its exit status and standard error, or the spawn error.
         detail: String,
     },
-    /// A command took longer than [`COMMAND_TIMEOUT`].
-    Timeout(&'static str),
+    /// A command took longer than it was given ([`COMMAND_TIMEOUT`], or a lease's time left).
+    Timeout(&'static str, Duration),
 }
 
 impl KernelRouteError {
@@ -58,7 +66,7 @@ impl KernelRouteError {
             Self::NftMissing => "nft_missing",
             Self::ConntrackMissing => "conntrack_missing",
             Self::Command { .. } => "command_failed",
-            Self::Timeout(_) => "timeout",
+            Self::Timeout(..) => "timeout",
         }
     }
 }
@@ -82,10 +90,10 @@ impl fmt::Display for KernelRouteError {
                  apt-get install conntrack)",
             ),
             Self::Command { program, detail } => write!(f, "{program} failed: {detail}"),
-            Self::Timeout(program) => write!(
+            Self::Timeout(program, limit) => write!(
                 f,
-                "{program} did not finish within {}s",
-                COMMAND_TIMEOUT.as_secs()
+                "{program} did not finish within {} ms",
+                limit.as_millis()
             ),
         }
     }
@@ -168,8 +176,13 @@ impl NftTable {
         self.run(&nft::delete_script(&self.name)).await
     }
 
-    /// Runs `script` as one transaction (`nft -f -`).
+    /// Runs `script` as one transaction (`nft -f -`), within [`COMMAND_TIMEOUT`].
     async fn run(&self, script: &str) -> Result<(), KernelRouteError> {
+        self.run_within(script, COMMAND_TIMEOUT).await
+    }
+
+    /// [`Self::run`] within `limit`.
+    async fn run_within(&self, script: &str, limit: Duration) -> Result<(), KernelRouteError> {
         let command = async {
             let mut child = tokio::process::Command::new(&self.nft)
                 .args(["-f", "-"])
@@ -202,9 +215,9 @@ impl NftTable {
                 ))
             }
         };
-        tokio::time::timeout(COMMAND_TIMEOUT, command)
+        tokio::time::timeout(limit, command)
             .await
-            .map_err(|_| KernelRouteError::Timeout("nft"))?
+            .map_err(|_| KernelRouteError::Timeout("nft", limit))?
     }
 
     /// The conntrack table as text.
@@ -238,7 +251,7 @@ impl NftTable {
         };
         tokio::time::timeout(COMMAND_TIMEOUT, read)
             .await
-            .map_err(|_| KernelRouteError::Timeout("conntrack"))?
+            .map_err(|_| KernelRouteError::Timeout("conntrack", COMMAND_TIMEOUT))?
     }
 }
 
@@ -312,12 +325,27 @@ impl KernelRoute for NftRoute {
     fn keep_alive(&self) -> BoxFuture<'_, Result<(), KernelRouteError>> {
         Box::pin(async move {
             let mut leased = self.leased.lock().await;
-            if leased.is_some_and(|at| at.elapsed() >= nft::LEASE_RENEW) {
-                let started = Instant::now();
-                self.table
-                    .run(&nft::install_script(&self.table.name, &self.dnat))
-                    .await?;
-                *leased = Some(started);
+            let Some(age) = leased.map(|at| at.elapsed()) else {
+                return Ok(());
+            };
+            if age < nft::LEASE_RENEW {
+                return Ok(());
+            }
+            // As long as the lease has left: an `nft` slowed by a loaded host still renews
+            // it, where a fixed timeout would end the run and leave the next try too little
+            // time. One that lapsed gets the usual timeout (the route is being put back).
+            let limit = nft::ROUTE_LEASE
+                .saturating_sub(age)
+                .saturating_sub(RENEWAL_MARGIN)
+                .max(COMMAND_TIMEOUT);
+            let started = Instant::now();
+            self.table
+                .run_within(&nft::install_script(&self.table.name, &self.dnat), limit)
+                .await?;
+            *leased = Some(started);
+            let took = started.elapsed();
+            if took >= SLOW_RENEWAL {
+                tracing::warn!(table = %self.table.name, took_ms = took.as_millis(), lease_age_ms = age.as_millis(), "renewing the kernel route's lease took long (nft ran slowly: a loaded host?)");
             }
             Ok(())
         })

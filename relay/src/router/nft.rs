@@ -59,7 +59,7 @@ pub const ROUTE_LEASE: Duration = Duration::from_secs(10);
 
 /// How often a running instance's route is renewed: a few renewals per lease, so one slow or
 /// failed `nft` run does not let a healthy relay's route lapse.
-pub const LEASE_RENEW: Duration = Duration::from_secs(3);
+pub const LEASE_RENEW: Duration = Duration::from_secs(2);
 
 /// The conntrack mark bit of a routed connection whose client has sent payload.
 pub const SPOKE_MARK: u32 = 0x0080_0000;
