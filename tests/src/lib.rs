@@ -202,8 +202,20 @@ impl Drop for TempDir {
 /// # Errors
 /// The last failure, once the deadline has passed.
 pub fn wait_for_greeting(port: u16, since: Instant, within: Duration) -> Result<Vec<u8>, String> {
+    wait_for_greeting_at(SocketAddr::from(([127, 0, 0, 1], port)), since, within)
+}
+
+/// [`wait_for_greeting`] on `addr`.
+///
+/// # Errors
+/// As [`wait_for_greeting`].
+pub fn wait_for_greeting_at(
+    addr: SocketAddr,
+    since: Instant,
+    within: Duration,
+) -> Result<Vec<u8>, String> {
     let deadline = since + scaled(within);
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let port = addr.port();
     let mut last = String::from("never tried");
     while Instant::now() < deadline {
         match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
@@ -918,6 +930,7 @@ impl Drop for Tmpfs {
 }
 
 pub mod cgroup;
+pub mod hosts;
 pub mod mariadb;
 pub mod pools;
 pub mod relay;

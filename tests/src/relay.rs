@@ -3,14 +3,16 @@
 
 use std::fs;
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
-use std::net::TcpStream;
+use std::net::{IpAddr, Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::hosts::ThreeHosts;
 use crate::{
     ChildGuard, READY_TIMEOUT, add_user, bin_path, free_port, scaled, scaled_setting,
-    wait_for_greeting,
+    wait_for_greeting_at,
 };
 
 /// How a test relay is configured.
@@ -46,6 +48,10 @@ pub struct RelayOptions {
     /// A program, with its arguments, that runs the relay (e.g. `setpriv` dropping
     /// capabilities); empty runs it directly.
     pub launcher: Vec<String>,
+    /// Runs the relay and its compute on hosts of their own ([`ThreeHosts`]) instead of
+    /// loopback: the relay listens (clients and the admin API, with a token) on its host's
+    /// client-side address, the compute on its own host.
+    pub hosts: Option<Arc<ThreeHosts>>,
 }
 
 impl Default for RelayOptions {
@@ -66,6 +72,7 @@ impl Default for RelayOptions {
             instance_toml: String::new(),
             own_process_group: false,
             launcher: Vec::new(),
+            hosts: None,
         }
     }
 }
@@ -73,8 +80,12 @@ impl Default for RelayOptions {
 /// A running relay with one instance named `demo`.
 #[derive(Debug)]
 pub struct Relay {
+    /// Where clients connect: the relay's address (loopback, or its host's).
+    pub host: IpAddr,
     /// Where clients connect.
     pub port: u16,
+    /// The compute's address.
+    pub compute_host: IpAddr,
     /// Where the compute listens.
     pub compute_port: u16,
     /// The admin API port.
@@ -85,6 +96,8 @@ pub struct Relay {
     pub child: ChildGuard,
     log: PathBuf,
     options: RelayOptions,
+    /// The admin API's token, where it needs one (on hosts of its own).
+    admin_token: Option<String>,
 }
 
 /// The demo account every test relay's shim has.
@@ -147,17 +160,38 @@ impl Relay {
         compute_port: u16,
         admin_port: u16,
     ) -> Self {
+        let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let (host, compute_host) = options
+            .hosts
+            .as_ref()
+            .map_or((loopback, loopback), |h| (h.relay.into(), h.compute.into()));
+        let admin_token = options.hosts.as_ref().map(|_| {
+            let token = format!("three-hosts-admin-token-{}", free_port());
+            let file = dir.join("admin.token");
+            fs::write(&file, format!("{token}\n")).unwrap_or_else(|e| panic!("{e}"));
+            fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap_or_else(|e| panic!("{e}"));
+            token
+        });
         let command = options.command.clone().unwrap_or_else(|| {
-            vec![
-                bin_path("server-shim").display().to_string(),
-                "run".into(),
-                "--listen".into(),
-                format!("127.0.0.1:{compute_port}"),
-                "--data".into(),
-                dir.join("data").display().to_string(),
-                "--key-file".into(),
-                dir.join("perceptron.key").display().to_string(),
-            ]
+            let on_host = options
+                .hosts
+                .as_ref()
+                .map(|h| h.on_compute())
+                .unwrap_or_default();
+            on_host
+                .into_iter()
+                .chain([
+                    bin_path("server-shim").display().to_string(),
+                    "run".into(),
+                    "--listen".into(),
+                    format!("{compute_host}:{compute_port}"),
+                    "--data".into(),
+                    dir.join("data").display().to_string(),
+                    "--key-file".into(),
+                    dir.join("perceptron.key").display().to_string(),
+                ])
+                .collect()
         });
         let command = command
             .iter()
@@ -169,12 +203,12 @@ impl Relay {
             r#"[relay]
 state_dir = "state"
 key_file = "perceptron.key"
-admin_listen = "127.0.0.1:{admin_port}"
-{}
+admin_listen = "{host}:{admin_port}"
+{}{}
 [[instance]]
 name = "demo"
-listen = "127.0.0.1:{port}"
-compute = "127.0.0.1:{compute_port}"
+listen = "{host}:{port}"
+compute = "{compute_host}:{compute_port}"
 auth = "{}"
 proxy_protocol = {}
 resume_timeout = "{}"
@@ -185,6 +219,7 @@ on_relay_exit = "{}"
 {}
 {}"#,
             relay_toml_with_test_budgets(&options.relay_toml.replace("{DIR}", &dir.display().to_string())),
+            if admin_token.is_some() { "admin_token_file = \"admin.token\"\n" } else { "" },
             options.auth,
             options.proxy_protocol,
             options.resume_timeout,
@@ -205,7 +240,11 @@ on_relay_exit = "{}"
         let log = dir.join(format!("relay-{}.log", crate::free_port()));
         let log_file = fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
         let spawned = Instant::now();
-        let mut command = match options.launcher.split_first() {
+        let launcher = match &options.hosts {
+            Some(h) if options.launcher.is_empty() => h.on_relay(),
+            _ => options.launcher.clone(),
+        };
+        let mut command = match launcher.split_first() {
             Some((program, args)) => {
                 let mut c = Command::new(program);
                 c.args(args).arg(bin_path("relay"));
@@ -232,15 +271,18 @@ on_relay_exit = "{}"
                 .unwrap_or_else(|e| panic!("spawn relay: {e}")),
         );
         let relay = Self {
+            host,
             port,
+            compute_host,
             compute_port,
             admin_port,
             dir: dir.to_owned(),
             child,
             log,
             options,
+            admin_token,
         };
-        if let Err(e) = wait_for_greeting(port, spawned, READY_TIMEOUT) {
+        if let Err(e) = wait_for_greeting_at((host, port).into(), spawned, READY_TIMEOUT) {
             panic!("{e}\nrelay log:\n{}", relay.log());
         }
         relay
@@ -346,12 +388,15 @@ on_relay_exit = "{}"
         headers: &str,
         body: &str,
     ) -> (u16, String) {
-        let host = if headers.to_ascii_lowercase().contains("host:") {
+        let mut host = if headers.to_ascii_lowercase().contains("host:") {
             String::new()
         } else {
-            format!("Host: 127.0.0.1:{}\r\n", self.admin_port)
+            format!("Host: {}:{}\r\n", self.host, self.admin_port)
         };
-        let mut s = TcpStream::connect(("127.0.0.1", self.admin_port))
+        if let Some(token) = &self.admin_token {
+            host.push_str(&format!("Authorization: Bearer {token}\r\n"));
+        }
+        let mut s = TcpStream::connect((self.host, self.admin_port))
             .unwrap_or_else(|e| panic!("admin API: {e}"));
         s.set_read_timeout(Some(scaled(Duration::from_secs(60))))
             .ok();
@@ -469,7 +514,7 @@ log:
     /// Whether something accepts connections on the compute port.
     #[must_use]
     pub fn compute_listening(&self) -> bool {
-        TcpStream::connect(("127.0.0.1", self.compute_port)).is_ok()
+        TcpStream::connect((self.compute_host, self.compute_port)).is_ok()
     }
 
     /// The compute's pid, from the relay's pid file (its `pid <n>` line).

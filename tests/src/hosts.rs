@@ -1,0 +1,207 @@
+//! Three hosts on one machine, for the tests that must not run on loopback alone: the test's
+//! own network namespace is the client's host, and two network namespaces this creates are the
+//! relay's host and the compute's host. A veth pair joins the client to the relay's host and
+//! another joins the relay's host to the compute's; the relay's host routes between them, so
+//! the client also reaches the compute straight, through it, as through a router:
+//!
+//! ```text
+//! client (this namespace)  10.201.K.1 ── 10.201.K.2  relay  10.202.K.1 ── 10.202.K.2  compute
+//! ```
+//!
+//! Everything is created under names this test process owns (`pt<pid>n<k>...`) and removed by
+//! [`ThreeHosts`]'s drop: deleting a namespace deletes its end of each veth pair, and with it
+//! the pair. Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), `ip` (iproute2) and `nsenter`
+//! (util-linux).
+
+use std::net::Ipv4Addr;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Three hosts: see the module's documentation.
+#[derive(Debug)]
+pub struct ThreeHosts {
+    relay_ns: String,
+    compute_ns: String,
+    /// The client's end of the link to the relay's host (in this namespace).
+    client_link: String,
+    /// The route to the compute's link through the relay's host (in this namespace).
+    compute_route: String,
+    /// The client's address.
+    pub client: Ipv4Addr,
+    /// The relay's address on the client's side: where clients and the admin API connect.
+    pub relay: Ipv4Addr,
+    /// The relay's address on the compute's side: where the relay's own connections to the
+    /// compute come from.
+    pub relay_inner: Ipv4Addr,
+    /// The compute's address.
+    pub compute: Ipv4Addr,
+}
+
+/// Runs `ip` with `args`; the error names the command and what it printed.
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// A third byte for the hosts' subnets that no interface of this namespace uses yet.
+fn free_subnet() -> Option<u8> {
+    let out = Command::new("ip")
+        .args(["-o", "-4", "addr"])
+        .output()
+        .ok()?;
+    let used = String::from_utf8_lossy(&out.stdout).into_owned();
+    let start = u8::try_from(std::process::id() % 200).unwrap_or(0);
+    (0..250_u16)
+        .map(|i| u8::try_from((u16::from(start) + i) % 250 + 1).unwrap_or(1))
+        .find(|k| {
+            !used.contains(&format!("10.201.{k}.")) && !used.contains(&format!("10.202.{k}."))
+        })
+}
+
+impl ThreeHosts {
+    /// Creates the relay's and the compute's hosts.
+    ///
+    /// # Panics
+    /// If they cannot be made (not root, no `ip`), with the command that failed; whatever was
+    /// made by then is removed.
+    #[must_use]
+    pub fn create() -> Self {
+        static MADE: AtomicU32 = AtomicU32::new(0);
+        // One at a time in this process: a subnet is free until its hosts are made.
+        static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = MAKING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = MADE.fetch_add(1, Ordering::Relaxed);
+        let tag = format!("pt{}n{n}", std::process::id() % 100_000);
+        let k = free_subnet().expect("no free 10.201.K.0/24 subnet for the three hosts");
+        let hosts = Self {
+            relay_ns: format!("{tag}r"),
+            compute_ns: format!("{tag}c"),
+            client_link: format!("{tag}h"),
+            compute_route: format!("10.202.{k}.0/24"),
+            client: Ipv4Addr::new(10, 201, k, 1),
+            relay: Ipv4Addr::new(10, 201, k, 2),
+            relay_inner: Ipv4Addr::new(10, 202, k, 1),
+            compute: Ipv4Addr::new(10, 202, k, 2),
+        };
+        if let Err(e) = hosts.build() {
+            panic!("cannot make the three hosts (root and iproute2 are needed): {e}");
+        }
+        hosts
+    }
+
+    fn build(&self) -> Result<(), String> {
+        let (r, c, h) = (
+            self.relay_ns.as_str(),
+            self.compute_ns.as_str(),
+            self.client_link.as_str(),
+        );
+        let client = format!("{}/24", self.client);
+        let relay = format!("{}/24", self.relay);
+        let relay_inner = self.relay_inner.to_string();
+        let compute = format!("{}/24", self.compute);
+        ip(&["netns", "add", r])?;
+        ip(&["netns", "add", c])?;
+        ip(&[
+            "link", "add", h, "type", "veth", "peer", "name", "toclient", "netns", r,
+        ])?;
+        ip(&[
+            "-n",
+            r,
+            "link",
+            "add",
+            "tocompute",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "torelay",
+            "netns",
+            c,
+        ])?;
+        ip(&["addr", "add", &client, "dev", h])?;
+        ip(&["link", "set", h, "up"])?;
+        ip(&["-n", r, "addr", "add", &relay, "dev", "toclient"])?;
+        ip(&[
+            "-n",
+            r,
+            "addr",
+            "add",
+            &format!("{relay_inner}/24"),
+            "dev",
+            "tocompute",
+        ])?;
+        ip(&["-n", c, "addr", "add", &compute, "dev", "torelay"])?;
+        for (ns, link) in [
+            (r, "lo"),
+            (r, "toclient"),
+            (r, "tocompute"),
+            (c, "lo"),
+            (c, "torelay"),
+        ] {
+            ip(&["-n", ns, "link", "set", link, "up"])?;
+        }
+        ip(&["-n", c, "route", "add", "default", "via", &relay_inner])?;
+        ip(&[
+            "route",
+            "add",
+            &self.compute_route,
+            "via",
+            &self.relay.to_string(),
+        ])?;
+        // The relay's host routes between its links (a new namespace does not forward).
+        let forward = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{r}"))
+            .args(["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
+            .status()
+            .map_err(|e| format!("sysctl in {r}: {e}"))?;
+        if !forward.success() {
+            return Err(format!("sysctl net.ipv4.ip_forward=1 in {r}: {forward}"));
+        }
+        Ok(())
+    }
+
+    /// The words that run a program on the relay's host: `nsenter` into its network
+    /// namespace only (`ip netns exec` would also mount a `/sys` of its own, without the
+    /// cgroup hierarchy the relay freezes computes with). The program keeps the process id
+    /// `nsenter` started with.
+    #[must_use]
+    pub fn on_relay(&self) -> Vec<String> {
+        vec![
+            "nsenter".into(),
+            format!("--net=/run/netns/{}", self.relay_ns),
+        ]
+    }
+
+    /// The words that run a program on the compute's host.
+    #[must_use]
+    pub fn on_compute(&self) -> Vec<String> {
+        vec![
+            "nsenter".into(),
+            format!("--net=/run/netns/{}", self.compute_ns),
+        ]
+    }
+}
+
+impl Drop for ThreeHosts {
+    fn drop(&mut self) {
+        let _ = ip(&["route", "del", &self.compute_route]);
+        let _ = ip(&["netns", "del", &self.relay_ns]);
+        let _ = ip(&["netns", "del", &self.compute_ns]);
+        // Gone with its peer; removed here should the relay's namespace not have been made.
+        let _ = ip(&["link", "del", &self.client_link]);
+    }
+}

@@ -1,0 +1,159 @@
+//! The relay on a host of its own: client, relay and compute each in a network namespace of
+//! their own (`tests::hosts::ThreeHosts`), the relay's host routing between the client's link
+//! and the compute's, as in production, where every other test has all three on loopback.
+//! A connection that wakes its instance is held and spliced in the kernel across hosts (not
+//! below TCP, which is loopback's: through its sockets), the kernel route sends direct
+//! connections to the compute's host, and an idle session is parked and found again.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a failed step fails the test"
+)]
+
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tests::hosts::ThreeHosts;
+use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
+use tests::{TempDir, raw, scaled};
+
+fn relay_on_its_own_host(dir: &TempDir, hosts: &Arc<ThreeHosts>, options: RelayOptions) -> Relay {
+    Relay::start(
+        dir.path(),
+        RelayOptions {
+            hosts: Some(Arc::clone(hosts)),
+            ..options
+        },
+    )
+}
+
+/// Logs in from the client's host to the relay's.
+fn login(relay: &Relay) -> TcpStream {
+    let s = TcpStream::connect((relay.host, relay.port)).unwrap();
+    s.set_read_timeout(Some(scaled(Duration::from_secs(60))))
+        .unwrap();
+    raw::login_on(s, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", relay.log()))
+}
+
+/// Where the connection came from, as the compute saw it (`USER()`'s host part).
+fn seen_from(s: &mut TcpStream) -> String {
+    let user = raw::one_row(s, "SELECT USER()").unwrap();
+    user.rsplit('@').next().unwrap().to_owned()
+}
+
+/// A paused instance wakes for a client on another host; its held connection is spliced in
+/// the kernel after a few commands (through its sockets: below TCP is loopback's) and carries
+/// a 61 MB result whole.
+#[test]
+fn a_connection_from_another_host_wakes_the_instance_and_is_spliced_across_hosts() {
+    let hosts = Arc::new(ThreeHosts::create());
+    let dir = TempDir::new("three-hosts-held");
+    let relay = relay_on_its_own_host(
+        &dir,
+        &hosts,
+        RelayOptions {
+            instance_toml: "park = false\n".into(),
+            ..RelayOptions::default()
+        },
+    );
+    assert_eq!(relay.state(), "paused");
+    let mut s = login(&relay);
+    assert!(relay.logged("resuming"), "{}", relay.log());
+    assert!(
+        relay.compute_listening(),
+        "the compute listens on its own host"
+    );
+    // The relayed login tells the compute where its client is.
+    assert_eq!(seen_from(&mut s), hosts.client.to_string());
+    let spliced = relay.logged("held connections are spliced in the kernel");
+    for _ in 0..8 {
+        assert_eq!(raw::one_row(&mut s, "SELECT 1 + 1").as_deref(), Some("2"));
+    }
+    if spliced {
+        assert_eq!(
+            relay.metric_reaching("relay_spliced_sessions{instance=\"demo\"}", 1.0),
+            1.0,
+            "{}",
+            relay.log()
+        );
+    } else {
+        eprintln!(
+            "this kernel cannot splice held connections: carried on the pump\n{}",
+            relay.log()
+        );
+    }
+    raw::send_large_result_query(&mut s).unwrap();
+    assert_eq!(raw::read_large_result(&mut s), raw::LARGE_RESULT_ROWS);
+    assert_eq!(raw::one_row(&mut s, "SELECT 40 + 2").as_deref(), Some("42"));
+}
+
+/// With the kernel route, the relay's host sends a direct connection to the compute's host
+/// itself (DNAT in the relay's namespace), and the relay counts the connection from its host's
+/// conntrack table.
+#[test]
+fn the_kernel_route_sends_a_connection_to_the_compute_on_its_host() {
+    let hosts = Arc::new(ThreeHosts::create());
+    let dir = TempDir::new("three-hosts-route");
+    let relay = relay_on_its_own_host(
+        &dir,
+        &hosts,
+        RelayOptions {
+            instance_toml: "route = \"nftables\"\n".into(),
+            ..RelayOptions::default()
+        },
+    );
+    let (code, body) = relay.admin("POST", "/v1/instances/demo/resume");
+    assert_eq!(code, 200, "{body}");
+    assert!(relay.logged("kernel route installed"), "{}", relay.log());
+    let mut s = login(&relay);
+    // Masqueraded on its way out of the relay's host (the compute's replies must come back
+    // through it), so the compute sees the relay's inner address here too; the relay's own
+    // count from its host's conntrack table says the kernel carried it.
+    assert_eq!(seen_from(&mut s), hosts.relay_inner.to_string());
+    assert_eq!(
+        relay.metric_reaching("relay_kernel_route_connections{instance=\"demo\"}", 1.0),
+        1.0,
+        "{}",
+        relay.log()
+    );
+    assert_eq!(raw::one_row(&mut s, "SELECT 40 + 2").as_deref(), Some("42"));
+}
+
+/// An idle session from another host is parked (its compute frozen under it, on its own
+/// host), and its next command thaws the compute and finds its session answering.
+#[test]
+fn an_idle_session_from_another_host_is_parked_and_its_next_command_thaws_the_compute() {
+    let hosts = Arc::new(ThreeHosts::create());
+    let dir = TempDir::new("three-hosts-park");
+    let relay = relay_on_its_own_host(
+        &dir,
+        &hosts,
+        RelayOptions {
+            idle_pause_after: "1s",
+            ..RelayOptions::default()
+        },
+    );
+    let (code, body) = relay.admin("POST", "/v1/instances/demo/resume");
+    assert_eq!(code, 200, "{body}");
+    let mut s = login(&relay);
+    let answer = raw::query(&mut s, "SELECT 40 + 2");
+    assert!(
+        matches!(&answer, Ok(Ok(rows)) if rows == &[Some("42".to_owned())]),
+        "{answer:?}\n{}",
+        relay.log()
+    );
+    relay.wait_state("frozen", Duration::from_secs(60));
+    let answer = raw::query(&mut s, "SELECT 40 + 2");
+    assert!(
+        matches!(&answer, Ok(Ok(rows)) if rows == &[Some("42".to_owned())]),
+        "{answer:?}\n{}",
+        relay.log()
+    );
+    assert_eq!(relay.state(), "running");
+}
