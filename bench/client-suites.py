@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Sessions carried across a stop, proven by a client library's own test suite: PyMySQL's
+suite (a checkout of its repository, given by path) runs straight to server-shim, then through
+a relay that carries every session to a new login after every command
+(`resumable_sessions = true`, `force_reattach_every = 1`: its state read by value and restored,
+as after a stop). Every test must end the same way in both runs.
+
+  straight   pytest -> server-shim (the compute's own port)
+  resumed    pytest -> relay -> server-shim, each session reattached after every command
+
+Reported: each run's pass / fail / skip counts, every test whose outcome differs, and the
+command boundaries the relay carried to a new login against those it pinned (by reason: an
+open transaction, a lock, a statement it does not recognise...), from its log. The suite's
+own `pymysql/tests/databases.json` is replaced for the runs and put back afterwards.
+
+Usage: client-suites.py PYMYSQL_CHECKOUT
+Writes bench/results/client-suites.{txt,json}. Needs pytest and pytest-timeout.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import harness as h  # noqa: E402
+
+ROOT_PW, TEST2_PW = "rootpw", "some password"
+
+
+def account(data, name, password):
+    subprocess.run([os.path.join(h.BIN, "server-shim"), "user", "add", name, "--admin",
+                    "--password-stdin", "--data", data], input=password.encode(), check=True,
+                   capture_output=True)
+
+
+def fresh_databases(port):
+    sql = ("DROP DATABASE IF EXISTS test1; DROP DATABASE IF EXISTS test2; "
+           "CREATE DATABASE test1; CREATE DATABASE test2")
+    subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1", "-P%d" % port, "-uroot",
+                    "-p" + ROOT_PW, "--skip-ssl", "-e", sql], check=True, capture_output=True)
+
+
+def run_suite(checkout, port, xml):
+    """Runs the suite against 127.0.0.1:port: {test id: "pass" | "fail" | "skip"}."""
+    config = os.path.join(checkout, "pymysql", "tests", "databases.json")
+    with open(config, "w") as f:
+        f.write('[{"host": "127.0.0.1", "port": %d, "user": "root", "password": "%s", '
+                '"database": "test1", "use_unicode": true, "local_infile": true},\n'
+                ' {"host": "127.0.0.1", "port": %d, "user": "test2", "password": "%s", '
+                '"database": "test2"}]\n' % (port, ROOT_PW, port, TEST2_PW))
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    "--timeout", "120", "--junitxml", xml, "pymysql/tests"], cwd=checkout,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    outcomes = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        name = "%s::%s" % (case.get("classname"), case.get("name"))
+        kinds = {child.tag for child in case}
+        outcomes[name] = ("fail" if kinds & {"failure", "error"} else
+                          "skip" if "skipped" in kinds else "pass")
+    return outcomes
+
+
+def counts(outcomes):
+    return {k: sum(1 for v in outcomes.values() if v == k) for k in ("pass", "fail", "skip")}
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    checkout = os.path.abspath(sys.argv[1])
+    config = os.path.join(checkout, "pymysql", "tests", "databases.json")
+    saved = config + ".perceptron-saved"
+    if os.path.exists(config) and not os.path.exists(saved):
+        shutil.copyfile(config, saved)
+    tickets = os.path.join(h.tmpdir("client-suites-keys"), "tickets.key")
+    subprocess.run([os.path.join(h.BIN, "relay"), "keygen", "--id", "tickets-1", "--out",
+                    tickets], check=True, capture_output=True)
+    relay = h.Relay("client-suites", instance_toml=(
+        'stop_after = "1h"\nresumable_sessions = true\nforce_reattach_every = 1\n'),
+        shim_args=("--ticket-key-file", tickets, "--instance", "demo"))
+    try:
+        account(relay.data, "root", ROOT_PW)
+        account(relay.data, "test2", TEST2_PW)
+        relay.admin("POST", "/v1/instances/demo/resume")
+        relay.wait_state("running")
+        runs = {}
+        for name, port in (("straight", relay.compute_port), ("resumed", relay.port)):
+            fresh_databases(relay.compute_port)
+            runs[name] = run_suite(checkout, port, os.path.join(relay.dir, name + ".xml"))
+        log = relay.log_lines()
+    finally:
+        relay.stop()
+        if os.path.exists(saved):
+            shutil.move(saved, config)
+    carried = sum(1 for line in log if "session reattached by force" in line)
+    pinned = {}
+    for line in log:
+        if "forced reattach skipped" in line:
+            m = re.search(r'why="([^"]*)"', line)
+            why = m.group(1) if m else "?"
+            pinned[why] = pinned.get(why, 0) + 1
+    failed = sum(1 for line in log if "forced reattach failed" in line)
+    straight, resumed = runs["straight"], runs["resumed"]
+    differ = sorted(t for t in set(straight) | set(resumed)
+                    if straight.get(t) != resumed.get(t))
+    total = carried + sum(pinned.values())
+    out = ["# PyMySQL's own suite, straight to server-shim and with every session reattached "
+           "after every command", "machine: %s" % h.machine(), "checkout: %s" % checkout, "",
+           "%-9s %s" % ("straight", counts(straight)), "%-9s %s" % ("resumed", counts(resumed)),
+           "tests whose outcome differs: %d" % len(differ)]
+    out += ["  %s: straight %s, resumed %s" % (t, straight.get(t), resumed.get(t))
+            for t in differ]
+    out += ["command boundaries: %d carried to a new login, %d pinned (%.1f %% carried), "
+            "%d failed reattaches" % (carried, total - carried,
+                                      100.0 * carried / max(total, 1), failed),
+            "pinned by: %s" % dict(sorted(pinned.items(), key=lambda kv: -kv[1])), ""]
+    h.save("client-suites", "\n".join(out), {
+        "straight": counts(straight), "resumed": counts(resumed), "differ": differ,
+        "carried": carried, "pinned": pinned, "failed_reattaches": failed})
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        h.stop_all()
