@@ -91,7 +91,11 @@ pub async fn handle(
     guard.client_spoke();
     guard.set_client(peer.to_string());
     rt.metrics.direct(&name, DirectOutcome::forwarded);
-    let (up, down, accepted) = match watch_login(&rt, &mut client, &mut compute, peer).await {
+    // Boxed: the login's watch is the largest state of this future (5.3 KB, its buffers and
+    // the budgets' admission), which a connection's task would otherwise keep for hours,
+    // idle behind a pool, after the login is long over (bench/memory).
+    let watched = Box::pin(watch_login(&rt, &mut client, &mut compute, peer)).await;
+    let (up, down, accepted) = match watched {
         LoginPhase::Watched {
             up,
             down,
