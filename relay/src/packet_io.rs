@@ -9,6 +9,9 @@ use authplugin::packet::{FrameError, Packet, parse_packet, write_packet};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use zeroize::Zeroize as _;
 
+/// The least spare room a read is given (and a new stream's buffer): a login's packets fit.
+const MIN_READ: usize = 512;
+
 /// Default bound on writing one packet.
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -76,7 +79,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     pub fn new(stream: S, max_payload: usize) -> Self {
         Self {
             stream,
-            buf: Vec::with_capacity(512),
+            buf: Vec::with_capacity(MIN_READ),
             max_payload,
             next_sequence_id: 0,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
@@ -137,17 +140,35 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
                 self.next_sequence_id = packet.last_sequence_id.wrapping_add(1);
                 return Ok(packet);
             }
-            let mut chunk = [0u8; 4096];
-            let n = self.stream.read(&mut chunk).await.map_err(ReadError::Io)?;
+            // Straight into the buffer's spare room: a chunk on the stack would be part of
+            // every future that awaits a packet (4 KB a login kept for as long as its client
+            // took to answer: bench/memory).
+            self.make_room();
+            let n = self
+                .stream
+                .read_buf(&mut self.buf)
+                .await
+                .map_err(ReadError::Io)?;
             if n == 0 {
                 return Err(ReadError::Closed {
                     partial: !self.buf.is_empty(),
                 });
             }
-            self.buf
-                .extend_from_slice(chunk.get(..n).unwrap_or_default());
-            chunk.zeroize();
         }
+    }
+
+    /// At least [`MIN_READ`] bytes of spare room in the buffer, doubling it when it grows; the
+    /// old allocation is wiped first (login packets carry answers), which a `Vec`'s own
+    /// growth would not do.
+    fn make_room(&mut self) {
+        if self.buf.capacity() - self.buf.len() >= MIN_READ {
+            return;
+        }
+        let wanted = (self.buf.len() + MIN_READ).max(self.buf.capacity() * 2);
+        let mut bigger = Vec::with_capacity(wanted);
+        bigger.extend_from_slice(&self.buf);
+        self.buf.zeroize();
+        self.buf = bigger;
     }
 
     /// Reads one whole packet within `timeout`.
