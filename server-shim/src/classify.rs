@@ -75,6 +75,8 @@ pub enum Statement {
     ShowNone(&'static [&'static str]),
     /// `SHOW PLUGINS`: the authentication plugins and the storage engine the shim has.
     ShowPlugins,
+    /// `SHOW [FULL] PROCESSLIST`.
+    ShowProcessList { full: bool },
     /// `CREATE DATABASE [IF NOT EXISTS] db`.
     CreateDatabase {
         /// The name.
@@ -649,6 +651,7 @@ fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
         }
         "warnings" | "errors" => Ok(Statement::ShowWarnings),
         "plugins" => Ok(Statement::ShowPlugins),
+        "processlist" => Ok(Statement::ShowProcessList { full }),
         // No events, stored functions or procedures here; the filters (`FROM db`, `LIKE`,
         // `WHERE Db = ...`) can only narrow nothing down further.
         "events" => Ok(Statement::ShowNone(&[

@@ -1,4 +1,5 @@
-//! The server's connections by id (MySQL's process list), for `KILL [QUERY | CONNECTION] id`.
+//! The server's connections by id (MySQL's process list), for `KILL [QUERY | CONNECTION] id`
+//! and `SHOW PROCESSLIST`.
 //!
 //! Each connection registers itself when it starts ([`Processes::register`]) and is removed
 //! when it ends. A connection running a statement says how to interrupt it
@@ -11,6 +12,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
@@ -27,8 +29,11 @@ pub const RELAY_IDS: u32 = 0x8000_0000;
 pub struct Process {
     /// `CONNECTION_ID()`.
     id: AtomicU32,
-    /// The logged-in user (`None` before the login).
+    /// The logged-in user (`None` before the login) and the host it logged in from.
     user: Mutex<Option<String>>,
+    host: Mutex<String>,
+    /// What `SHOW PROCESSLIST` says it is doing.
+    activity: Mutex<Activity>,
     /// How to interrupt the statement it runs now.
     running: Mutex<Option<Interrupt>>,
     /// Cancelled by `KILL` (and at shutdown): the connection ends.
@@ -66,6 +71,41 @@ impl Process {
         lock(&self.user).as_deref() == Some(user)
     }
 
+    /// Records the host the login came from (`SHOW PROCESSLIST`'s `Host`).
+    pub fn set_host(&self, host: &str) {
+        host.clone_into(&mut lock(&self.host));
+    }
+
+    /// The connection runs `statement` on `db` from now (`SHOW PROCESSLIST`: `Query`).
+    pub fn begin(&self, statement: &str, db: Option<&str>) {
+        *lock(&self.activity) = Activity {
+            db: db.map(str::to_owned),
+            statement: Some(statement.to_owned()),
+            since: Instant::now(),
+        };
+    }
+
+    /// The connection waits for its next command from now, on `db` (`Sleep`).
+    pub fn idle(&self, db: Option<&str>) {
+        *lock(&self.activity) = Activity {
+            db: db.map(str::to_owned),
+            statement: None,
+            since: Instant::now(),
+        };
+    }
+
+    fn row(&self) -> ProcessRow {
+        let activity = lock(&self.activity).clone();
+        ProcessRow {
+            id: self.id(),
+            user: lock(&self.user).clone(),
+            host: lock(&self.host).clone(),
+            db: activity.db,
+            statement: activity.statement,
+            seconds: activity.since.elapsed().as_secs(),
+        }
+    }
+
     /// How to interrupt the statement starting now; `None` once it has ended.
     pub fn running(&self, interrupt: Option<Interrupt>) {
         *lock(&self.running) = interrupt;
@@ -91,6 +131,31 @@ impl Process {
     }
 }
 
+/// What a connection is doing, as `SHOW PROCESSLIST` shows it.
+#[derive(Debug, Clone)]
+struct Activity {
+    /// Its current database.
+    db: Option<String>,
+    /// The statement it runs; `None` between statements (MySQL's `Sleep`).
+    statement: Option<String>,
+    /// Since when it has been doing that (`Time`).
+    since: Instant,
+}
+
+/// One row of `SHOW PROCESSLIST`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessRow {
+    pub id: u32,
+    /// `None` before its login (MySQL's `unauthenticated user`).
+    pub user: Option<String>,
+    pub host: String,
+    pub db: Option<String>,
+    /// The statement it runs, `None` while it sleeps.
+    pub statement: Option<String>,
+    /// Whole seconds in that state.
+    pub seconds: u64,
+}
+
 /// Every open connection, by id.
 #[derive(Debug, Default)]
 pub struct Processes {
@@ -104,6 +169,12 @@ impl Processes {
         let process = Arc::new(Process {
             id: AtomicU32::new(id),
             user: Mutex::new(None),
+            host: Mutex::new(String::new()),
+            activity: Mutex::new(Activity {
+                db: None,
+                statement: None,
+                since: Instant::now(),
+            }),
             running: Mutex::new(None),
             ended: shutdown.child_token(),
         });
@@ -133,6 +204,19 @@ impl Processes {
         process.id.store(id, Ordering::Relaxed);
         by_id.insert(id, Arc::clone(process));
         true
+    }
+
+    /// Every open connection's row, by id; only `user`'s when given (an account without
+    /// admin rights sees its own connections, as MySQL without the PROCESS privilege).
+    #[must_use]
+    pub fn list(&self, user: Option<&str>) -> Vec<ProcessRow> {
+        let mut rows: Vec<ProcessRow> = lock(&self.by_id)
+            .values()
+            .map(|p| p.row())
+            .filter(|r| user.is_none_or(|u| r.user.as_deref() == Some(u)))
+            .collect();
+        rows.sort_by_key(|r| r.id);
+        rows
     }
 
     /// Whether connection `id` is open.

@@ -294,6 +294,7 @@ impl Session {
     /// Records the login (once, right after authentication).
     pub fn set_login(&mut self, login: Login) {
         self.process.set_user(&login.user);
+        self.process.set_host(&login.host);
         // A relayed session may have taken its client's id (`Processes::adopt`).
         self.conn_id = self.process.id();
         self.login = Some(login);
@@ -367,6 +368,7 @@ impl Session {
     pub fn use_database(&mut self, name: &str) -> Result<(), SqlError> {
         let db = self.server.catalog.get(name)?;
         self.database = Some(db.name().to_owned());
+        self.process.idle(self.database.as_deref());
         Ok(())
     }
 
@@ -392,7 +394,9 @@ impl Session {
         }
         self.sql_mode().check(sql)?;
         let limit = self.time_limit(sql);
+        self.process.begin(sql, self.database.as_deref());
         let reply = self.within(limit, |s| s.run_statement(sql, params)).await;
+        self.process.idle(self.database.as_deref());
         self.note_last_insert_id(&reply);
         self.with_warning_count(reply)
     }
@@ -493,6 +497,7 @@ impl Session {
         params: Vec<Cell>,
     ) -> Result<Reply, SqlError> {
         self.warnings().clear();
+        self.process.begin(&prepared.sql, self.database.as_deref());
         let reply = match &prepared.engine {
             Some(plan) => {
                 self.engine(&plan.sql, params, plan.write, plan.information_schema)
@@ -500,8 +505,49 @@ impl Session {
             }
             None => self.run_statement(&prepared.sql, params).await,
         };
+        self.process.idle(self.database.as_deref());
         self.note_last_insert_id(&reply);
         self.with_warning_count(reply)
+    }
+
+    /// `SHOW [FULL] PROCESSLIST`, as MySQL 8 shows it: every connection to an admin, an
+    /// account's own to the others; a statement's first 100 characters unless `full`.
+    fn show_process_list(&self, full: bool) -> Reply {
+        let login = self.login.as_ref();
+        let own = login
+            .filter(|l| l.role != Role::Admin)
+            .map(|l| l.user.as_str());
+        let text = |v: Option<String>| v.map_or(Cell::Null, Cell::Text);
+        rows(
+            &[
+                "Id", "User", "Host", "db", "Command", "Time", "State", "Info",
+            ],
+            self.server
+                .processes
+                .list(own)
+                .into_iter()
+                .map(|p| {
+                    let info = p.statement.map(|s| {
+                        if full {
+                            s
+                        } else {
+                            s.chars().take(100).collect()
+                        }
+                    });
+                    let running = info.is_some();
+                    vec![
+                        Cell::Int(i64::from(p.id)),
+                        Cell::Text(p.user.unwrap_or_else(|| "unauthenticated user".into())),
+                        Cell::Text(p.host),
+                        text(p.db),
+                        Cell::Text(if running { "Query" } else { "Sleep" }.into()),
+                        Cell::Int(i64::try_from(p.seconds).unwrap_or(i64::MAX)),
+                        Cell::Text(if running { "executing" } else { "" }.into()),
+                        text(info),
+                    ]
+                })
+                .collect(),
+        )
     }
 
     fn note_last_insert_id(&mut self, reply: &Result<Reply, SqlError>) {
@@ -566,6 +612,7 @@ impl Session {
                     .collect(),
             )),
             Statement::ShowNone(columns) => Ok(rows(columns, Vec::new())),
+            Statement::ShowProcessList { full } => Ok(self.show_process_list(full)),
             Statement::ShowPlugins => Ok(rows(
                 &["Name", "Status", "Type", "Library", "License"],
                 PLUGINS

@@ -689,6 +689,64 @@ fn a_read_after_alter_table_sees_the_new_columns() {
     assert_eq!(ok(&read()), "1\tapple\t3\n");
 }
 
+/// `SHOW [FULL] PROCESSLIST` lists the connections as MySQL 8 does: each one's id, user,
+/// host, database, whether it runs a statement and which (its first 100 characters unless
+/// `FULL`); an admin sees all of them, another account its own. Before: 1235.
+#[test]
+fn show_processlist_lists_the_connections_a_user_may_see() {
+    let tmp = TempDir::new("shim-processlist");
+    let data = tmp.path().join("data");
+    tests::add_user(&data, "root", PW, true);
+    tests::add_user(&data, "app", "app-secret-pw", false);
+    let shim = Shim::start(&data, None, &[]);
+    let script = r#"
+import sys, threading, pymysql
+port, pw = int(sys.argv[1]), sys.argv[2]
+def connect(user, password, **kw):
+    return pymysql.connect(host="127.0.0.1", port=port, user=user, password=password,
+                           autocommit=True, **kw)
+root, app = connect("root", pw), connect("app", "app-secret-pw")
+root.cursor().execute("CREATE DATABASE p")
+app.cursor().execute("USE p")
+sleeper = connect("root", pw)
+asleep = threading.Thread(target=lambda: sleeper.cursor().execute(
+    "SELECT SLEEP(600) /* " + "x" * 120 + " */"))
+asleep.start()
+cur = root.cursor()
+# Until the sleep has begun: a process list is a state to wait for, not a time.
+while True:
+    cur.execute("SHOW PROCESSLIST")
+    rows = cur.fetchall()
+    if any(r[7] and r[7].startswith("SELECT SLEEP") for r in rows):
+        break
+print([d[0] for d in cur.description])
+ids = {"root": root.thread_id(), "app": app.thread_id(), "sleeper": sleeper.thread_id()}
+for name, id in sorted(ids.items()):
+    row = [r for r in rows if r[0] == id][0]
+    print(name, row[1:5], len(row[7] or ""))
+cur.execute("SHOW FULL PROCESSLIST")
+print("full", max(len(r[7] or "") for r in cur.fetchall()))
+a = app.cursor()
+a.execute("SHOW PROCESSLIST")
+print("app sees", [r[1] for r in a.fetchall()])
+cur.execute("KILL QUERY %d" % ids["sleeper"])
+asleep.join()
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script, &shim.port.to_string(), PW]);
+    let out = run_with_input(&mut cmd, b"", Duration::from_secs(120));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "['Id', 'User', 'Host', 'db', 'Command', 'Time', 'State', 'Info']\n\
+         app ('app', '127.0.0.1', 'p', 'Sleep') 0\n\
+         root ('root', '127.0.0.1', None, 'Query') 16\n\
+         sleeper ('root', '127.0.0.1', None, 'Query') 100\n\
+         full 144\n\
+         app sees ['app']\n"
+    );
+}
+
 /// `KILL QUERY id` ends another connection's running statement (it gets ERR 1317 and goes
 /// on); `KILL id` ends the connection. Only the connection's own user or an admin may (1095),
 /// an unknown id is 1094, and a connection that kills itself gets 1317 and is closed.
