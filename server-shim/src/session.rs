@@ -782,6 +782,11 @@ impl Session {
                 Some(g) => txn.guard = Some(g),
                 None => self.txn = None,
             }
+            if matches!(&result, Err(e) if e.rolled_back_the_transaction()) {
+                // The engine ended the transaction: so does the session (its lock goes).
+                self.txn = None;
+                self.savepoints.clear();
+            }
             return result;
         }
         let guard = self.lock(&db).await?;
@@ -943,6 +948,9 @@ impl Session {
             .await;
             let statement_result = result?;
             self.txn_pending = false;
+            if matches!(&statement_result, Err(e) if e.rolled_back_the_transaction()) {
+                return statement_result.map(reply);
+            }
             self.txn = guard.map(|g| Txn { db, guard: Some(g) });
             return statement_result.map(reply);
         }

@@ -336,6 +336,23 @@ impl SqlError {
         )
     }
 
+    /// 1213 `ER_LOCK_DEADLOCK` (40001): the engine rolled the statement's whole transaction
+    /// back (an interrupted write); as after InnoDB's deadlock, the client runs it again.
+    #[must_use]
+    pub fn transaction_rolled_back() -> Self {
+        Self::new(
+            ErrorKind::ER_LOCK_DEADLOCK,
+            "The statement was interrupted and its transaction rolled back; try restarting \
+             transaction",
+        )
+    }
+
+    /// Whether this is [`Self::transaction_rolled_back`]: the transaction is over.
+    #[must_use]
+    pub fn rolled_back_the_transaction(&self) -> bool {
+        self.kind == ErrorKind::ER_LOCK_DEADLOCK
+    }
+
     /// 1179 `ER_CANT_DO_THIS_DURING_AN_TRANSACTION` (25000).
     #[must_use]
     pub fn not_in_transaction(what: &str) -> Self {

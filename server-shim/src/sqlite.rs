@@ -1125,6 +1125,14 @@ impl SqliteExecutor {
 impl Executor for SqliteExecutor {
     fn execute(&mut self, sql: &str, params: &[Cell]) -> Result<Outcome, SqlError> {
         let result = self.execute_translated(sql, params);
+        if result.is_err() && self.in_transaction && self.conn.is_autocommit() {
+            // SQLite rolled the whole transaction back (an interrupted write does that, where
+            // InnoDB would undo the statement alone): said so with the code that tells a
+            // client its transaction is gone and must be run again, never left for the
+            // statements after it to run outside the transaction the client thinks is open.
+            self.in_transaction = false;
+            return Err(SqlError::transaction_rolled_back());
+        }
         if self.budget.limited()
             && matches!(&result, Err(e) if e.code() == SqlError::lock_wait_timeout().code())
         {

@@ -992,6 +992,51 @@ fn sleep_waits_and_kill_query_ends_it() {
     }
 }
 
+/// A write killed inside a transaction: SQLite rolls the whole transaction back (InnoDB
+/// would undo the statement alone), so the client is told with 1213, as after InnoDB's
+/// deadlock, and the session's transaction is over. Before: 1317, and the session went on as
+/// if its transaction were open while its next statements committed on their own (a later
+/// ROLLBACK said "no transaction is active").
+#[test]
+fn a_write_killed_in_a_transaction_says_the_transaction_was_rolled_back() {
+    let tmp = TempDir::new("shim-sql-killed-write");
+    let shim = shim(&tmp);
+    let port = shim.port;
+    let mut a = tests::raw::login(port, "root", PW, None).unwrap().unwrap();
+    let mut b = tests::raw::login(port, "root", PW, None).unwrap().unwrap();
+    for sql in [
+        "CREATE DATABASE kt",
+        "USE kt",
+        "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO t VALUES (1, 0)",
+        "BEGIN",
+        "INSERT INTO t VALUES (2, 0)",
+    ] {
+        assert!(matches!(tests::raw::query(&mut a, sql), Ok(Ok(_))), "{sql}");
+    }
+    let id = tests::raw::one_row(&mut a, "SELECT CONNECTION_ID()").unwrap();
+    let writing = std::thread::spawn(move || {
+        let r = tests::raw::query(&mut a, "UPDATE t SET v = SLEEP(600) WHERE id = 1");
+        (a, r)
+    });
+    let ended = tests::relay::Relay::wait_until(Duration::from_secs(60), || {
+        if writing.is_finished() {
+            return true;
+        }
+        let _ = tests::raw::query(&mut b, &format!("KILL QUERY {id}"));
+        false
+    });
+    assert!(ended, "KILL QUERY did not end the UPDATE");
+    let (mut a, killed) = writing.join().unwrap();
+    let (code, message) = killed.unwrap().unwrap_err();
+    assert_eq!(code, 1213, "{message}");
+    assert!(matches!(tests::raw::query(&mut a, "ROLLBACK"), Ok(Ok(_))));
+    assert_eq!(
+        tests::raw::query(&mut a, "SELECT id FROM t ORDER BY id").unwrap(),
+        Ok(vec![Some("1".to_owned())])
+    );
+}
+
 /// An `INSERT` whose rows leave different columns to their defaults (Drizzle's batch
 /// insert, where one row sets a column another leaves out) runs as MySQL runs it: one
 /// statement, its placeholders in order, all rows or none, all counted, the first id as its
