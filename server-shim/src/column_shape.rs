@@ -297,22 +297,27 @@ fn resolve(conn: &Connection, current_db: &str, t: &ResultType) -> Option<Resolv
     })
 }
 
-/// The declared type of `column` in SQLite's catalog (its schema attached, or the current
-/// database's).
+/// The declared type of `column` in SQLite's catalog (its schema attached, or the table the
+/// statement reads: a temporary one first).
 pub(crate) fn declared_type(
     conn: &Connection,
     current_db: &str,
     column: &crate::dialect::TypedColumn,
 ) -> Option<String> {
-    let schema = match &column.schema {
-        Some(db) if db != current_db => db.as_str(),
-        _ => "main",
-    };
-    conn.query_row(
-        "SELECT type FROM pragma_table_info(?1, ?2) WHERE name = ?3 COLLATE NOCASE",
-        [column.table.as_str(), schema, column.column.as_str()],
-        |r| r.get(0),
-    )
+    match &column.schema {
+        Some(db) if db != current_db => conn.query_row(
+            "SELECT type FROM pragma_table_info(?1, ?2) WHERE name = ?3 COLLATE NOCASE",
+            [column.table.as_str(), db.as_str(), column.column.as_str()],
+            |r| r.get(0),
+        ),
+        // Without a schema SQLite looks the table up as the statement does: a temporary
+        // table first, one of the current database's behind it.
+        _ => conn.query_row(
+            "SELECT type FROM pragma_table_info(?1) WHERE name = ?2 COLLATE NOCASE",
+            [column.table.as_str(), column.column.as_str()],
+            |r| r.get(0),
+        ),
+    }
     .ok()
 }
 

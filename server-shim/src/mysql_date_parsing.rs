@@ -10,6 +10,7 @@
 
 use rusqlite::Connection;
 use rusqlite::functions::FunctionFlags;
+use rusqlite::types::ValueRef;
 
 /// What a format gives: a date, a time of day, or both; `fraction` when it reads `%f`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,54 +83,9 @@ const MONTHS: [&str; 12] = [
 pub(crate) fn str_to_date(text: &str, format: &str) -> Option<String> {
     let kind = Kind::of_format(format)?;
     let mut p = Parts::default();
-    let mut rest = text.trim_start();
-    let mut spec = format.chars();
-    while let Some(f) = spec.next() {
-        if f != '%' {
-            if f.is_whitespace() {
-                rest = rest.trim_start();
-                continue;
-            }
-            rest = rest.strip_prefix(f)?;
-            continue;
-        }
-        rest = rest.trim_start();
-        match spec.next()? {
-            'Y' => {
-                let (y, width) = number(&mut rest, 4)?;
-                p.year = if width <= 2 { two_digit_year(y) } else { y };
-            }
-            'y' => p.year = two_digit_year(number(&mut rest, 2)?.0),
-            'm' | 'c' => p.month = number(&mut rest, 2)?.0,
-            'd' | 'e' => p.day = number(&mut rest, 2)?.0,
-            'H' | 'k' => p.hour = number(&mut rest, 2)?.0,
-            'h' | 'I' | 'l' => {
-                p.hour = number(&mut rest, 2)?.0;
-                p.twelve_hour = true;
-            }
-            'i' => p.minute = number(&mut rest, 2)?.0,
-            's' | 'S' => p.second = number(&mut rest, 2)?.0,
-            'f' => {
-                let (digits, width) = number(&mut rest, 6)?;
-                p.micros = digits * 10_u32.pow(6 - width);
-            }
-            'p' => p.pm = Some(meridiem(&mut rest)?),
-            'M' => p.month = month_name(&mut rest, false)?,
-            'b' => p.month = month_name(&mut rest, true)?,
-            'T' => {
-                (p.hour, p.minute, p.second) = clock(&mut rest)?;
-            }
-            'r' => {
-                (p.hour, p.minute, p.second) = clock(&mut rest)?;
-                p.twelve_hour = true;
-                rest = rest.trim_start();
-                p.pm = Some(meridiem(&mut rest)?);
-            }
-            '%' => rest = rest.strip_prefix('%')?,
-            _ => return None,
-        }
-    }
-    if p.twelve_hour || p.pm.is_some() {
+    let mut rest = text;
+    read(&mut p, &mut rest, format)?;
+    if p.twelve_hour {
         if p.hour == 0 || p.hour > 12 {
             return None;
         }
@@ -148,6 +104,55 @@ pub(crate) fn str_to_date(text: &str, format: &str) -> Option<String> {
             format!("{date} {time}") + if fraction { &micros } else { "" }
         }
     })
+}
+
+/// Reads `rest` by `format` into `p`, as MySQL's `extract_date_time` does: spaces before each
+/// part skipped, done when either runs out (the parts left stay zero); `None` where the text
+/// does not fit.
+fn read(p: &mut Parts, rest: &mut &str, format: &str) -> Option<()> {
+    let mut spec = format.chars();
+    while let Some(f) = spec.next() {
+        *rest = rest.trim_start_matches(|c: char| c.is_ascii_whitespace());
+        if rest.is_empty() {
+            break;
+        }
+        if f != '%' {
+            if !f.is_ascii_whitespace() {
+                *rest = rest.strip_prefix(f)?;
+            }
+            continue;
+        }
+        match spec.next()? {
+            'Y' => {
+                let (y, width) = number(rest, 4)?;
+                p.year = if width <= 2 { two_digit_year(y) } else { y };
+            }
+            'y' => p.year = two_digit_year(number(rest, 2)?.0),
+            'm' | 'c' => p.month = number(rest, 2)?.0,
+            'd' | 'e' => p.day = number(rest, 2)?.0,
+            'H' | 'k' => p.hour = number(rest, 2)?.0,
+            'h' | 'I' | 'l' => {
+                p.hour = number(rest, 2)?.0;
+                p.twelve_hour = true;
+            }
+            'i' => p.minute = number(rest, 2)?.0,
+            's' | 'S' => p.second = number(rest, 2)?.0,
+            'f' => {
+                let (digits, width) = number(rest, 6)?;
+                p.micros = digits * 10_u32.pow(6 - width);
+            }
+            // Only after an hour on a 12-hour clock, as MySQL reads it.
+            'p' if p.twelve_hour => p.pm = Some(meridiem(rest)?),
+            'p' => return None,
+            'M' => p.month = month_name(rest, false)?,
+            'b' => p.month = month_name(rest, true)?,
+            'T' => read(p, rest, "%H:%i:%S")?,
+            'r' => read(p, rest, "%I:%i:%S %p")?,
+            '%' => *rest = rest.strip_prefix('%')?,
+            _ => return None,
+        }
+    }
+    Some(())
 }
 
 /// Up to `width` digits (at least one) from the front of `rest`, and how many there were.
@@ -182,27 +187,30 @@ fn meridiem(rest: &mut &str) -> Option<bool> {
     Some(pm)
 }
 
-/// A month's English name, or its first three letters when `short`: its number.
+/// A month's English name (`short`: its first three letters) that the word at the front of
+/// `rest` begins, when it begins only one (`Jan` is January; `Ju` is June or July: none), as
+/// MySQL's `check_word` matches it.
 fn month_name(rest: &mut &str, short: bool) -> Option<u32> {
-    let lower = rest.to_ascii_lowercase();
-    for (i, name) in MONTHS.iter().enumerate() {
-        let name = if short { name.get(..3)? } else { name };
-        if lower.starts_with(name) {
-            *rest = rest.get(name.len()..)?;
-            return u32::try_from(i + 1).ok();
-        }
+    let len = rest
+        .find(|c: char| !c.is_ascii_alphabetic())
+        .unwrap_or(rest.len());
+    let word = rest.get(..len)?.to_ascii_lowercase();
+    if word.is_empty() {
+        return None;
     }
-    None
-}
-
-/// `hh:mm:ss`, each part one or two digits.
-fn clock(rest: &mut &str) -> Option<(u32, u32, u32)> {
-    let h = number(rest, 2)?.0;
-    *rest = rest.strip_prefix(':')?;
-    let m = number(rest, 2)?.0;
-    *rest = rest.strip_prefix(':')?;
-    let s = number(rest, 2)?.0;
-    Some((h, m, s))
+    let mut matches = MONTHS.iter().enumerate().filter(|(_, name)| {
+        let name = if short {
+            name.get(..3).unwrap_or(name)
+        } else {
+            name
+        };
+        name.starts_with(word.as_str())
+    });
+    let (Some((i, _)), None) = (matches.next(), matches.next()) else {
+        return None;
+    };
+    *rest = rest.get(len..)?;
+    u32::try_from(i + 1).ok()
 }
 
 /// Registers `STR_TO_DATE` on `conn`.
@@ -212,9 +220,13 @@ fn clock(rest: &mut &str) -> Option<(u32, u32, u32)> {
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     conn.create_scalar_function("STR_TO_DATE", 2, pure, |ctx| {
-        let (Some(text), Some(format)) =
-            (ctx.get::<Option<String>>(0)?, ctx.get::<Option<String>>(1)?)
-        else {
+        let as_text = |i: usize| match ctx.get_raw(i) {
+            ValueRef::Null => None,
+            ValueRef::Integer(n) => Some(n.to_string()),
+            ValueRef::Real(f) => Some(crate::engine::double_text(f)),
+            ValueRef::Text(t) | ValueRef::Blob(t) => Some(String::from_utf8_lossy(t).into_owned()),
+        };
+        let (Some(text), Some(format)) = (as_text(0), as_text(1)) else {
             return Ok(None);
         };
         if Kind::of_format(&format).is_none() {
@@ -286,7 +298,22 @@ mod tests {
             ),
             ("Jan 5 2020", "%b %e %Y", Some("2020-01-05")),
             ("2013-13-01", "%Y-%m-%d", None),
-            ("", "%Y", None),
+            ("", "%Y", Some("0000-00-00")),
+            (
+                "2013-05-01",
+                "%Y-%m-%d %H:%i:%s",
+                Some("2013-05-01 00:00:00"),
+            ),
+            ("10:00 PM", "%H:%i %p", None),
+            ("2013 -05-01", "%Y-%m-%d", Some("2013-05-01")),
+            ("Jan 5 2020", "%M %e %Y", Some("2020-01-05")),
+            ("Ju 5 2020", "%M %e %Y", None),
+            ("January 5 2020", "%b %e %Y", None),
+            ("2013-", "%Y-%m", Some("2013-00-00")),
+            ("12 AM", "%h %p", Some("00:00:00")),
+            ("13 PM", "%h %p", None),
+            ("10:00", "%T", Some("10:00:00")),
+            ("\u{a0}2013", "%Y", None),
         ] {
             assert_eq!(
                 str_to_date(text, format).as_deref(),

@@ -18,6 +18,7 @@
 
 use rusqlite::Connection;
 use rusqlite::functions::FunctionFlags;
+use rusqlite::types::ValueRef;
 
 /// Deepest nesting parsed; deeper documents are treated as not JSON (MariaDB's limit is 32).
 const MAX_DEPTH: usize = 32;
@@ -117,8 +118,14 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         conn.create_scalar_function("json_contains", n_args, pure, |ctx| {
             let mut args = Vec::with_capacity(3);
             for i in 0..ctx.len() {
-                let Some(text) = ctx.get::<Option<String>>(i)? else {
-                    return Ok(None);
+                // A number is its JSON text (a JSON column's `10` or `1.5` is held as one).
+                let text = match ctx.get_raw(i) {
+                    ValueRef::Null => return Ok(None),
+                    ValueRef::Integer(n) => n.to_string(),
+                    ValueRef::Real(f) => crate::engine::double_text(f),
+                    ValueRef::Text(t) | ValueRef::Blob(t) => {
+                        String::from_utf8_lossy(t).into_owned()
+                    }
                 };
                 args.push(text);
             }
@@ -185,9 +192,9 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
 /// array.
 fn contains(target: &Node<'_>, candidate: &Node<'_>) -> bool {
     match (target, candidate) {
-        (Node::Array(items), Node::Array(wanted)) => wanted
-            .iter()
-            .all(|w| items.iter().any(|item| contains(item, w))),
+        // Each wanted element contained in the target as a whole (`[1, 2]` contains
+        // `[[1, 2]]`, as MariaDB answers).
+        (Node::Array(_), Node::Array(wanted)) => wanted.iter().all(|w| contains(target, w)),
         (Node::Array(items), _) => items.iter().any(|item| contains(item, candidate)),
         (Node::Object(members), Node::Object(wanted)) => wanted.iter().all(|(key, _, w)| {
             members
@@ -590,6 +597,8 @@ mod tests {
             ("{}", "{}", true),
             (r#"["1"]"#, "1", false),
             ("true", "1", false),
+            ("[1,2]", "[[1,2]]", true),
+            ("[1,2]", "[[1,3]]", false),
             (r#"{"a":1}"#, r#"{"a":2}"#, false),
         ] {
             let (Some(t), Some(c)) = (parse(target), parse(candidate)) else {

@@ -124,21 +124,20 @@ pub(crate) fn round_value(x: ValueRef<'_>, digits: Option<ValueRef<'_>>) -> Opti
     Some(round(x, digits.clamp(-MAX_DECIMALS, MAX_DECIMALS)))
 }
 
-/// MariaDB's `ROUND(x, digits)` of a `DOUBLE`: from its shortest digits as [`round`], a tie to
-/// the even digit (1.25 to one decimal is 1.2, 2.675 to two 2.68, 25 to tens 20).
+/// MariaDB's `ROUND(x, digits)` of a `DOUBLE` (`my_double_round`): `x · 10^digits` rounded
+/// to the nearest integer, a tie to even (`rint`), divided back (tens, hundreds, ... for
+/// negative `digits`): 1.25 to one decimal is 1.2, 2.675 to two 2.68 (its product is 267.5).
 pub(crate) fn round_double(x: f64, digits: i64) -> f64 {
     let digits = digits.clamp(-MAX_DECIMALS, MAX_DECIMALS);
-    if !x.is_finite() {
-        return x;
-    }
-    let even = crate::mysql_text_functions::rounded_half_even;
-    if digits >= 0 {
-        even(&format!("{x}"), usize::try_from(digits).unwrap_or(0))
-            .parse()
-            .unwrap_or(x)
+    let unit = 10_f64.powi(i32::try_from(digits.unsigned_abs()).unwrap_or(i32::MAX));
+    if digits < 0 {
+        (x / unit).round_ties_even() * unit
     } else {
-        let unit = 10_f64.powi(i32::try_from(-digits).unwrap_or(i32::MAX));
-        even(&format!("{}", x / unit), 0).parse().unwrap_or(0.0) * unit
+        let scaled = x * unit;
+        if scaled.is_infinite() {
+            return x;
+        }
+        scaled.round_ties_even() / unit
     }
 }
 

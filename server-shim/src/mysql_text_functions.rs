@@ -247,16 +247,6 @@ fn decimal_text(ctx: &Context<'_>) -> Option<String> {
 /// `number` (plain decimal digits, maybe signed) rounded half away from zero to `decimals`
 /// (`FORMAT`'s, and a `DECIMAL` written from a double: `column_shape::decimal_text`).
 pub(crate) fn rounded(number: &str, decimals: usize) -> String {
-    round_digits(number, decimals, false)
-}
-
-/// [`rounded`], a tie to the even digit (`2.5` is `2`, `2.675` to two decimals `2.68`): how
-/// MariaDB rounds a `DOUBLE`, from its shortest digits.
-pub(crate) fn rounded_half_even(number: &str, decimals: usize) -> String {
-    round_digits(number, decimals, true)
-}
-
-fn round_digits(number: &str, decimals: usize, ties_to_even: bool) -> String {
     let (negative, digits) = match number.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, number),
@@ -266,17 +256,7 @@ fn round_digits(number: &str, decimals: usize, ties_to_even: bool) -> String {
     let mut all: Vec<u8> = int.bytes().chain(frac.bytes()).map(|b| b - b'0').collect();
     let keep = int.len() + decimals;
     all.resize(all.len().max(keep + 1), 0);
-    let round_up = match all.get(keep) {
-        Some(5) if ties_to_even => {
-            all.iter().skip(keep + 1).any(|d| *d != 0)
-                || keep
-                    .checked_sub(1)
-                    .and_then(|i| all.get(i))
-                    .is_some_and(|d| d % 2 == 1)
-        }
-        Some(d) => *d >= 5,
-        None => false,
-    };
+    let round_up = all.get(keep).is_some_and(|d| *d >= 5);
     all.truncate(keep);
     if round_up {
         let mut i = all.len();

@@ -156,6 +156,45 @@ pub struct ProcessRow {
     pub seconds: u64,
 }
 
+/// `statement` as `SHOW PROCESSLIST` shows it: one that may carry a password (`IDENTIFIED
+/// BY`, `PASSWORD`) with every quoted string in it shown as `'<secret>'`, as MySQL 8 hides
+/// them; any other as it is.
+#[must_use]
+pub fn without_secrets(statement: &str) -> String {
+    let lower = statement.to_ascii_lowercase();
+    if !(lower.contains("identified") || lower.contains("password")) {
+        return statement.to_owned();
+    }
+    let mut out = String::with_capacity(statement.len());
+    let mut chars = statement.chars();
+    while let Some(c) = chars.next() {
+        if c != '\'' && c != '"' {
+            out.push(c);
+            continue;
+        }
+        // Skipped to its closing quote: a backslash escapes the next character, a doubled
+        // quote stands for one (an unclosed string runs to the end).
+        loop {
+            match chars.next() {
+                None => break,
+                Some('\\') => {
+                    chars.next();
+                }
+                Some(d) if d == c => {
+                    if chars.clone().next() == Some(c) {
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        out.push_str("'<secret>'");
+    }
+    out
+}
+
 /// Every open connection, by id.
 #[derive(Debug, Default)]
 pub struct Processes {
@@ -259,6 +298,23 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
+
+    #[test]
+    fn statements_that_may_carry_a_password_hide_their_strings() {
+        assert_eq!(
+            without_secrets("CREATE USER 'zz1'@'%' IDENTIFIED BY 'S3cret''Pw\\'1'"),
+            "CREATE USER '<secret>'@'<secret>' IDENTIFIED BY '<secret>'"
+        );
+        assert_eq!(
+            without_secrets("SET PASSWORD FOR u = \"pw\""),
+            "SET PASSWORD FOR u = '<secret>'"
+        );
+        assert_eq!(without_secrets("SELECT 'a'"), "SELECT 'a'");
+        assert_eq!(
+            without_secrets("ALTER USER u IDENTIFIED BY 'open"),
+            "ALTER USER u IDENTIFIED BY '<secret>'"
+        );
+    }
 
     #[test]
     fn kills_reach_the_running_statement_and_the_connection_and_end_with_it() {

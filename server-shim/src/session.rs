@@ -513,10 +513,11 @@ impl Session {
     /// `SHOW [FULL] PROCESSLIST`, as MySQL 8 shows it: every connection to an admin, an
     /// account's own to the others; a statement's first 100 characters unless `full`.
     fn show_process_list(&self, full: bool) -> Reply {
-        let login = self.login.as_ref();
-        let own = login
-            .filter(|l| l.role != Role::Admin)
-            .map(|l| l.user.as_str());
+        let own = match self.login.as_ref() {
+            Some(l) if l.role == Role::Admin => None,
+            Some(l) => Some(l.user.as_str()),
+            None => Some(""),
+        };
         let text = |v: Option<String>| v.map_or(Cell::Null, Cell::Text);
         rows(
             &[
@@ -527,13 +528,16 @@ impl Session {
                 .list(own)
                 .into_iter()
                 .map(|p| {
-                    let info = p.statement.map(|s| {
-                        if full {
-                            s
-                        } else {
-                            s.chars().take(100).collect()
-                        }
-                    });
+                    let info = p
+                        .statement
+                        .map(|s| crate::processes::without_secrets(&s))
+                        .map(|s| {
+                            if full {
+                                s
+                            } else {
+                                s.chars().take(100).collect()
+                            }
+                        });
                     let running = info.is_some();
                     vec![
                         Cell::Int(i64::from(p.id)),

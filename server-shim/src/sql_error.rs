@@ -63,6 +63,15 @@ impl SqlError {
         )
     }
 
+    /// ERR 1305: a function that does not exist.
+    #[must_use]
+    pub fn no_such_function(name: &str) -> Self {
+        Self::new(
+            ErrorKind::ER_SP_DOES_NOT_EXIST,
+            format!("FUNCTION {} does not exist", clip(name)),
+        )
+    }
+
     /// The numeric MySQL error code.
     #[must_use]
     pub fn code(&self) -> u16 {

@@ -478,9 +478,6 @@ impl SqliteExecutor {
     /// ([`crate::typed_values`]): looked up each time, so an `ALTER TABLE` since the statement
     /// was translated is seen.
     fn look_up_typed_columns(&self, columns: &[dialect::TypedColumn]) {
-        if columns.is_empty() {
-            return;
-        }
         self.column_kinds.set(
             columns
                 .iter()
@@ -724,19 +721,29 @@ impl SqliteExecutor {
             let describe =
                 |stmt: &rusqlite::Statement<'_>| -> (Vec<String>, Vec<Shape>, Vec<String>) {
                     let columns = stmt.column_names().map(str::to_owned).collect();
-                    // Each column's table as the statement calls it: its alias where the table
-                    // has one (and only one), else its name.
-                    let tables = stmt
-                        .columns_with_metadata()
-                        .map(|c| {
-                            c.table_name().map_or_else(String::new, |t| {
-                                aliases
+                    // Each column's table as the statement calls it: the FROM entry of the
+                    // table SQLite says the column comes from, when there is one (its name
+                    // when the table is there twice: SQLite cannot say which); none when the
+                    // FROM is not plain tables, or the table is not one of them (a view's).
+                    let tables = if aliases.is_empty() {
+                        Vec::new()
+                    } else {
+                        stmt.columns_with_metadata()
+                            .map(|c| {
+                                let Some(t) = c.table_name() else {
+                                    return String::new();
+                                };
+                                let mut entries = aliases
                                     .iter()
-                                    .find(|(table, _)| table.eq_ignore_ascii_case(t))
-                                    .map_or_else(|| t.to_owned(), |(_, alias)| alias.clone())
+                                    .filter(|(table, _)| table.eq_ignore_ascii_case(t));
+                                match (entries.next(), entries.next()) {
+                                    (Some((_, called)), None) => called.clone(),
+                                    (Some(_), Some(_)) => t.to_owned(),
+                                    (None, _) => String::new(),
+                                }
                             })
-                        })
-                        .collect();
+                            .collect()
+                    };
                     let shapes = stmt
                         .columns()
                         .enumerate()
@@ -881,7 +888,7 @@ impl SqliteExecutor {
                 bound,
                 translation.kind,
                 result_types,
-                &translation.table_aliases,
+                &translation.from_tables,
             ) {
                 // SQLite refuses to drop a column an `ON UPDATE CURRENT_TIMESTAMP` trigger
                 // names (each names every column): made again without it.

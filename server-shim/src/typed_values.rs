@@ -4,9 +4,9 @@
 //! - `mysql_json_typed(x, i)`: a `DECIMAL` with its scale and a `JSON` document, each as
 //!   JSON (SQLite's JSON functions embed a value of the JSON subtype as it is); any other
 //!   value unchanged;
-//! - `mysql_round_typed(x, d, i)`: a `DOUBLE` rounded as MariaDB rounds one, from its
-//!   shortest digits with a tie to the even digit (1.25 to one decimal is 1.2); anything else
-//!   as `mysql_round`.
+//! - `mysql_round_typed(x, d, i)`: a `DOUBLE` rounded as MariaDB rounds one, its binary
+//!   value times 10^d to the nearest integer, a tie to even (1.25 to one decimal is 1.2);
+//!   anything else as `mysql_round`.
 
 use std::sync::{Arc, Mutex};
 
@@ -61,8 +61,12 @@ impl ColumnKinds {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = kinds;
     }
 
-    /// The kind of column `i` (a number from the statement's text), `Other` when none.
+    /// The kind of column `i` (a number from the statement's text), `Other` when none;
+    /// [`crate::dialect::DOUBLE_INDEX`] is a double's.
     fn get(&self, i: i64) -> DeclaredKind {
+        if i == crate::dialect::DOUBLE_INDEX {
+            return DeclaredKind::Double;
+        }
         usize::try_from(i).ok().map_or(DeclaredKind::Other, |i| {
             self.0
                 .lock()
@@ -82,8 +86,11 @@ const JSON_SUBTYPE: SubType = Some(74);
 /// # Errors
 /// SQLite's, if a function cannot be registered.
 pub fn register(conn: &Connection, kinds: &Arc<ColumnKinds>) -> rusqlite::Result<()> {
+    // Direct only: never in a schema (a generated column, an index, a view), where what they
+    // read would be some other statement's.
     let flags = FunctionFlags::SQLITE_UTF8
         | FunctionFlags::SQLITE_DETERMINISTIC
+        | FunctionFlags::SQLITE_DIRECTONLY
         | FunctionFlags::SQLITE_RESULT_SUBTYPE;
     let json_kinds = Arc::clone(kinds);
     conn.create_scalar_function(crate::dialect::JSON_TYPED_FN, 2, flags, move |ctx| {
@@ -135,6 +142,9 @@ mod tests {
             (1.25, 1, 1.2),
             (2.675, 1, 2.7),
             (2.675, 2, 2.68),
+            (1.245, 2, 1.25),
+            (0.545, 2, 0.55),
+            (2.305, 2, 2.31),
             (2.5, 0, 2.0),
             (3.5, 0, 4.0),
             (-2.5, 0, -2.0),

@@ -73,6 +73,7 @@ SELECT HEX(-1), HEX('')
 # Numbers
 SELECT ABS(-3)
 SELECT CEIL(1.2), CEILING(1.2), FLOOR(-1.2)
+SELECT ROUND(1.015e0, 2), ROUND(2.675e0, 2), ROUND(SQRT(2), 3), ROUND(ROUND(1.25e0, 2), 1)
 SELECT CEIL(1.5e0), FLOOR('2.5'), CEIL(-0.5), FLOOR(NULL), CEIL(7)
 SELECT ROUND(2.5), ROUND(-2.5), ROUND(1.2345, 2)
 SELECT ROUND(1.005, 2), ROUND(2.675, 2), ROUND(1.2, 4), ROUND(15, -1), ROUND(-0.001, 2)
@@ -135,6 +136,7 @@ SELECT JSON_EXTRACT('{"a": true, "n": null}', '$.a'), JSON_EXTRACT('[1, [2, 3]]'
 SELECT JSON_LENGTH('{"a": 1, "b": 2}'), JSON_LENGTH('5'), JSON_LENGTH('{"a": [1, 2]}', '$.a'), JSON_LENGTH('{"a": 1}', '$.b')
 SELECT JSON_TYPE('{}'), JSON_TYPE('1.5'), JSON_TYPE('"s"'), JSON_TYPE('true'), JSON_TYPE('null')
 SELECT JSON_CONTAINS('[1, 2]', '1')
+SELECT JSON_CONTAINS('[1, 2]', '[[1, 2]]'), JSON_CONTAINS('[1, 2]', 1), STR_TO_DATE(20130501, '%Y%m%d'), STR_TO_DATE('2013-05-01', '%Y-%m-%d %H:%i:%s')
 SELECT JSON_CONTAINS('[1, [2, 3]]', '[3]'), JSON_CONTAINS('{"a": 1, "b": {"c": 2}}', '{"b": {}}'), JSON_CONTAINS('1', '1.0'), JSON_CONTAINS('["1"]', '1')
 SELECT JSON_CONTAINS('{"a": [1, 2]}', '2', '$.a'), JSON_CONTAINS('{"a": 1}', '1', '$.x'), JSON_CONTAINS('[1]', 'x'), JSON_CONTAINS(NULL, '1')
 SELECT JSON_OBJECT('a', 1)
@@ -178,6 +180,8 @@ SELECT d, d * 2, d + 1 FROM t_types WHERE id = 1
 SELECT SUM(d), AVG(d), MIN(d), d / 3, SUM(n), AVG(n), n % 2, f * 2 FROM t_types WHERE id = 1
 SELECT MAX(t), DATE(t), ROUND(d, 1) FROM t_types WHERE id = 1
 SELECT ROUND(f, 1) FROM t_types WHERE id = 1
+SELECT ROUND(f, 1), COUNT(*) FROM t_types GROUP BY ROUND(f, 1) ORDER BY ROUND(f, 1)
+SELECT id FROM t_types WHERE ROUND(f, 1) = 1.2
 SELECT JSON_ARRAY(d), JSON_OBJECT('j', j) FROM t_types WHERE id = 1
 SELECT JSON_ARRAYAGG(n), JSON_ARRAYAGG(s), JSON_ARRAYAGG(d), JSON_ARRAYAGG(j) FROM t_types
 SELECT JSON_ARRAYAGG(JSON_OBJECT('id', id, 'd', d) ORDER BY id DESC) FROM t_types

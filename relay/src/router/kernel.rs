@@ -331,9 +331,10 @@ impl KernelRoute for NftRoute {
             if age < nft::LEASE_RENEW {
                 return Ok(());
             }
-            // As long as the lease has left: an `nft` slowed by a loaded host still renews
-            // it, where a fixed timeout would end the run and leave the next try too little
-            // time. One that lapsed gets the usual timeout (the route is being put back).
+            // As long as the lease has left, and at least the usual timeout: an `nft` slowed
+            // by a loaded host still renews it, where a fixed timeout would end the run and
+            // leave the next try too little time. (A removal waits for the renewal under way,
+            // so a pause may wait up to 7.5 s for it.)
             let limit = nft::ROUTE_LEASE
                 .saturating_sub(age)
                 .saturating_sub(RENEWAL_MARGIN)

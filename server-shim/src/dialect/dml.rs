@@ -37,12 +37,12 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             // Typed as the client wrote it: the translation changes the operators.
             let result_types = super::result_types::of(&q);
             let typed_columns = super::typed_arguments::mark(&mut q);
-            let table_aliases = super::result_types::table_aliases(&q);
+            let from_tables = super::result_types::from_tables(&q);
             expr::query(&mut q)?;
             Ok(Translation {
                 result_types,
                 typed_columns,
-                table_aliases,
+                from_tables,
                 ..one(Statement::Query(q).to_string(), StatementKind::Query)
             })
         }
@@ -376,7 +376,7 @@ fn one(statement: String, kind: StatementKind) -> Translation {
         found_rows: None,
         column_names: Vec::new(),
         typed_columns: Vec::new(),
-        table_aliases: Vec::new(),
+        from_tables: Vec::new(),
     }
 }
 

@@ -71,14 +71,15 @@ pub struct Translation {
     /// For a `SELECT`: the columns whose declared type the engine looks up before it runs,
     /// for the arguments that name them ([`typed_arguments`]); empty for most statements.
     pub typed_columns: Vec<TypedColumn>,
-    /// For a `SELECT`: each table of its `FROM` named once under an alias, with the alias
-    /// (`users u`: `("users", "u")`), for the tables its result columns are sent with.
-    pub table_aliases: Vec<(String, String)>,
+    /// For a `SELECT` whose `FROM` is plain tables: each one with the name the statement
+    /// calls it by (`users u`: `("users", "u")`), for the table its result columns are sent
+    /// with; empty otherwise.
+    pub from_tables: Vec<(String, String)>,
 }
 
 pub use ddl::{Change, Rebuild, on_update_trigger};
 pub use result_types::{Aggregate as ResultAggregate, Operator as ResultOperator, ResultType};
-pub use typed_arguments::{JSON_TYPED_FN, ROUND_TYPED_FN, TypedColumn};
+pub use typed_arguments::{DOUBLE_INDEX, JSON_TYPED_FN, ROUND_TYPED_FN, TypedColumn};
 
 /// What a statement is: decides the OK packet (affected rows, last insert id) and whether
 /// it commits the open transaction first.
@@ -218,6 +219,7 @@ pub(crate) fn translate_unguarded(
         .tokenize()
         .map_err(|e| SqlError::syntax(&e.to_string()))?;
     check_operator_chains(&tokens)?;
+    typed_arguments::refuse_internal_names(&tokens)?;
     let items = column_names::select_list(&tokens);
     let (tokens, qualifiers) = schemas::qualify(tokens, current_db);
     let (tokens, values) = literals::protect(tokens)?;
@@ -262,7 +264,7 @@ fn translate_tokens(
             found_rows: None,
             column_names: Vec::new(),
             typed_columns: Vec::new(),
-            table_aliases: Vec::new(),
+            from_tables: Vec::new(),
         });
     }
     let (tokens, calc_found_rows) = drop_select_modifiers(tokens);
@@ -410,7 +412,7 @@ fn translate_statement(statement: Statement) -> Result<Translation, SqlError> {
             found_rows: None,
             column_names: Vec::new(),
             typed_columns: Vec::new(),
-            table_aliases: Vec::new(),
+            from_tables: Vec::new(),
         }),
         other => Err(SqlError::not_supported(statement_name(&other))),
     }

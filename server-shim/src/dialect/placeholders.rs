@@ -117,7 +117,7 @@ mod tests {
             found_rows: None,
             column_names: Vec::new(),
             typed_columns: Vec::new(),
-            table_aliases: Vec::new(),
+            from_tables: Vec::new(),
         })
         .statements
     }

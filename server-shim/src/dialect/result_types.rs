@@ -179,31 +179,21 @@ fn set_columns(body: &SetExpr) -> Option<Vec<(String, ResultType, bool)>> {
     }
 }
 
-/// For `query`'s own select: each table its FROM names once, with the name it calls it by,
-/// where that is another (an alias).
-pub(super) fn table_aliases(query: &Query) -> Vec<(String, String)> {
+/// For `query`'s own select: each table of its FROM and joins with the name the statement
+/// calls it by (its alias, or its name); empty when they are not all plain tables (a derived
+/// table or a table function hides which table a column comes from).
+pub(super) fn from_tables(query: &Query) -> Vec<(String, String)> {
     let SetExpr::Select(select) = query.body.as_ref() else {
         return Vec::new();
     };
-    let tables: Vec<(String, String)> = sources_of(select)
-        .into_iter()
-        .filter_map(|s| match s {
-            Source::Table { called, table, .. } => Some((table, called)),
-            _ => None,
-        })
-        .collect();
+    let mut tables = Vec::new();
+    for source in sources_of(select) {
+        match source {
+            Source::Table { called, table, .. } => tables.push((table, called)),
+            _ => return Vec::new(),
+        }
+    }
     tables
-        .iter()
-        .filter(|(table, called)| {
-            table != called
-                && tables
-                    .iter()
-                    .filter(|(t, _)| t.eq_ignore_ascii_case(table))
-                    .count()
-                    == 1
-        })
-        .cloned()
-        .collect()
 }
 
 /// The tables of `select`'s FROM and joins.
@@ -342,7 +332,7 @@ fn column_type(qualifier: Option<&str>, column: &str, sources: &[Source]) -> Res
 }
 
 /// The type of expression `e`, read from the MySQL text.
-fn type_of(e: &Expr, sources: &[Source]) -> ResultType {
+pub(super) fn type_of(e: &Expr, sources: &[Source]) -> ResultType {
     match e {
         Expr::Identifier(_) | Expr::CompoundIdentifier(_) => column_of(e, sources),
         Expr::Value(v) => match &v.value {

@@ -723,6 +723,25 @@ fn marks_the_arguments_a_declared_type_decides() {
     ] {
         assert!(statement.contains(call), "{call} in {statement}");
     }
+    // A double as written is rounded as a double, whatever table there is.
+    let rounded = &translate("SELECT ROUND(1.015e0, 2)").unwrap().statements[0];
+    assert!(
+        rounded.contains("mysql_round_typed(1.015e0, 2, -1)"),
+        "{rounded}"
+    );
+    // The same expression in the other clauses, so GROUP BY groups by what is shown.
+    let grouped =
+        &translate("SELECT ROUND(f, 1) FROM t GROUP BY ROUND(f, 1) HAVING ROUND(f, 1) > 1")
+            .unwrap()
+            .statements[0];
+    assert_eq!(
+        grouped.matches("mysql_round_typed(f, 1, ").count(),
+        3,
+        "{grouped}"
+    );
+    // The functions are the translation's own: a client naming them gets 1305.
+    assert_eq!(code("SELECT mysql_round_typed(1.25, 1, 0)"), 1305);
+    assert_eq!(code("SELECT MYSQL_JSON_TYPED('x', 0)"), 1305);
     // Two tables and an unqualified name: which table's is not known, nothing is marked.
     assert!(
         translate("SELECT JSON_ARRAY(d) FROM a JOIN b ON 1")

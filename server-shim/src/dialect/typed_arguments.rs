@@ -13,12 +13,15 @@
 //! `ALTER TABLE` is seen) and its functions read them by that index.
 
 use sqlparser::ast::{
-    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, Query, SelectItem,
-    SetExpr, TableFactor, Value,
+    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, ObjectName,
+    OrderByKind, Query, SelectItem, SetExpr, TableFactor, Value,
 };
 
+use sqlparser::tokenizer::Token;
+
 use super::expr::call;
-use super::result_types::{ResultType, Source, column_of, sources_of};
+use super::result_types::{ResultType, Source, column_of, sources_of, type_of};
+use crate::sql_error::SqlError;
 
 /// A table column an argument names: the table's schema when the statement qualified it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,8 +35,29 @@ pub struct TypedColumn {
 /// writes it in JSON.
 pub const JSON_TYPED_FN: &str = "mysql_json_typed";
 
+/// The index `mysql_round_typed` gets for an argument that is a double as written.
+pub const DOUBLE_INDEX: i64 = -1;
+
 /// The engine's `ROUND` of a column whose declared type it looks up.
 pub const ROUND_TYPED_FN: &str = "mysql_round_typed";
+
+/// Refuses a statement that names [`JSON_TYPED_FN`] or [`ROUND_TYPED_FN`] itself: their
+/// indexes are the translation's own, and what they read is the running statement's.
+///
+/// # Errors
+/// 1305, as for a function that does not exist.
+pub fn refuse_internal_names(tokens: &[Token]) -> Result<(), SqlError> {
+    for token in tokens {
+        if let Token::Word(w) = token
+            && [JSON_TYPED_FN, ROUND_TYPED_FN]
+                .iter()
+                .any(|f| w.value.eq_ignore_ascii_case(f))
+        {
+            return Err(SqlError::no_such_function(&w.value));
+        }
+    }
+    Ok(())
+}
 
 /// Marks the typed arguments of `query`'s select lists (its own, a `UNION`'s branches', a
 /// subquery's and a derived table's, each with its own tables in scope before the outer
@@ -48,8 +72,19 @@ pub fn mark(query: &mut Query) -> Vec<TypedColumn> {
 type Scopes<'s> = [&'s [Source]];
 
 fn mark_query(query: &mut Query, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>) {
-    if query.with.is_none() {
-        mark_set(&mut query.body, scopes, out);
+    if query.with.is_some() {
+        return;
+    }
+    mark_set(&mut query.body, scopes, out);
+    // ORDER BY ROUND(f, 1) sorts by what the select list shows of it.
+    if let (SetExpr::Select(select), Some(order_by)) = (query.body.as_ref(), &mut query.order_by)
+        && let OrderByKind::Expressions(list) = &mut order_by.kind
+    {
+        let sources = sources_of(select);
+        let inner: Vec<&[Source]> = scopes.iter().copied().chain([sources.as_slice()]).collect();
+        for item in list {
+            mark_expr(&mut item.expr, &inner, out);
+        }
     }
 }
 
@@ -74,6 +109,16 @@ fn mark_set(body: &mut SetExpr, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>)
                     mark_expr(e, &inner, out);
                 }
             }
+            // The same expression computes the same value in every clause: a GROUP BY
+            // ROUND(f, 1) groups by what the select list shows.
+            if let GroupByExpr::Expressions(list, _) = &mut select.group_by {
+                for e in list {
+                    mark_expr(e, &inner, out);
+                }
+            }
+            for e in select.selection.iter_mut().chain(select.having.as_mut()) {
+                mark_expr(e, &inner, out);
+            }
         }
         SetExpr::Query(q) => mark_query(q, scopes, out),
         SetExpr::SetOperation { left, right, .. } => {
@@ -87,7 +132,21 @@ fn mark_set(body: &mut SetExpr, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>)
 /// The function calls in `e` and in its subqueries.
 fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>) {
     match e {
-        Expr::Nested(inner) => mark_expr(inner, scopes, out),
+        Expr::Nested(inner)
+        | Expr::UnaryOp { expr: inner, .. }
+        | Expr::IsNull(inner)
+        | Expr::IsNotNull(inner) => mark_expr(inner, scopes, out),
+        Expr::BinaryOp { left, right, .. } => {
+            mark_expr(left, scopes, out);
+            mark_expr(right, scopes, out);
+        }
+        Expr::Between {
+            expr, low, high, ..
+        } => {
+            for e in [expr, low, high] {
+                mark_expr(e, scopes, out);
+            }
+        }
         Expr::Subquery(q) => mark_query(q, scopes, out),
         Expr::Function(f) => {
             let name = match f.name.0.as_slice() {
@@ -105,17 +164,39 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>) {
                     Value::Number(n.to_string(), false).into(),
                 )))
             };
-            if name == "ROUND"
-                && list.args.len() <= 2
-                && let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(a))) = list.args.first()
-                && let Some(column) = column_named(a, scopes)
-            {
-                // `mysql_round_typed(x, digits, index)`.
+            // `mysql_round_typed(x, digits, index)`: a column's index, or [`DOUBLE_INDEX`] for
+            // what is a double as written (`1.005e0`, `SQRT(2)`).
+            let round_index = match list.args.first() {
+                Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(a)))
+                    if name == "ROUND" && list.args.len() <= 2 =>
+                {
+                    match column_named(a, scopes) {
+                        Some(column) => {
+                            out.push(column);
+                            Some(Some(out.len() - 1))
+                        }
+                        None if scopes
+                            .last()
+                            .is_some_and(|sources| is_double(&type_of(a, sources))) =>
+                        {
+                            Some(None)
+                        }
+                        None => None,
+                    }
+                }
+                _ => None,
+            };
+            if let Some(index) = round_index {
                 if list.args.len() == 1 {
                     list.args.push(number(0));
                 }
-                list.args.push(number(out.len()));
-                out.push(column);
+                list.args.push(match index {
+                    Some(i) => number(i),
+                    None => FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::UnaryOp {
+                        op: sqlparser::ast::UnaryOperator::Minus,
+                        expr: Box::new(Expr::Value(Value::Number("1".to_owned(), false).into())),
+                    })),
+                });
                 f.name = ObjectName::from(vec![Ident::new(ROUND_TYPED_FN)]);
                 return;
             }
@@ -141,6 +222,17 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>) {
             }
         }
         _ => {}
+    }
+}
+
+/// Whether a value of type `t` is a double whatever the columns it names (a double makes the
+/// arithmetic it is in a double; `ROUND` and `MIN`/`MAX` keep their argument's type).
+fn is_double(t: &ResultType) -> bool {
+    match t {
+        ResultType::Double => true,
+        ResultType::Round(a, _) | ResultType::Whole(a) => is_double(a),
+        ResultType::Arithmetic(_, l, r) => is_double(l) || is_double(r),
+        _ => false,
     }
 }
 

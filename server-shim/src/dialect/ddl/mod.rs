@@ -92,7 +92,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
                 found_rows: None,
                 column_names: Vec::new(),
                 typed_columns: Vec::new(),
-                table_aliases: Vec::new(),
+                from_tables: Vec::new(),
             });
         }
         Statement::Drop {
@@ -148,7 +148,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
         found_rows: None,
         column_names: Vec::new(),
         typed_columns: Vec::new(),
-        table_aliases: Vec::new(),
+        from_tables: Vec::new(),
     })
 }
 
@@ -585,7 +585,7 @@ pub fn from_tokens(tokens: &[Token]) -> Result<Option<Translation>, SqlError> {
         found_rows: None,
         column_names: Vec::new(),
         typed_columns: Vec::new(),
-        table_aliases: Vec::new(),
+        from_tables: Vec::new(),
     }))
 }
 
