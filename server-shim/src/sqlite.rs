@@ -993,7 +993,14 @@ impl SqliteExecutor {
                     }
                 }
                 Ok(Outcome::Rows { .. }) => {}
-                Err(e) => {
+                Err(mut e) => {
+                    // Its row counted in the statement the client wrote: the parts before it
+                    // inserted `affected` rows (each part a run of the client's rows).
+                    if let Some((head, row)) = e.message.rsplit_once(" at row ")
+                        && let Ok(row) = row.parse::<u64>()
+                    {
+                        e.message = format!("{head} at row {}", row + affected);
+                    }
                     result = Err(e);
                     break;
                 }

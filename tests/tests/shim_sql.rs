@@ -1200,6 +1200,12 @@ try:
     cur.execute("INSERT INTO b VALUES (2, 'ok'), (3, 'too long')")
 except pymysql.MySQLError as e:
     print(e.args)
+# Rows that leave different columns to their defaults run as parts: still the client's row.
+cur.execute("CREATE TABLE c (id INT, s VARCHAR(2), n INT DEFAULT 7)")
+try:
+    cur.execute("INSERT INTO c (id, s, n) VALUES (1, 'a', DEFAULT), (2, 'b', 1), (3, 'long', DEFAULT)")
+except pymysql.MySQLError as e:
+    print(e.args)
 "#;
     let mut cmd = Command::new("python3");
     cmd.args(["-c", script, &shim.port.to_string(), PW]);
@@ -1209,7 +1215,8 @@ except pymysql.MySQLError as e:
         out.stdout,
         "[{'id': 1, 'value': 11, 'b.id': 1, 'b.value': 'bb'}]\n\
          [{'id': 1, 'value': 11, 'y.id': 1, 'y.value': 'bb', 'two': 2}] ['x', 'x', 'y', 'y', '']\n\
-         (1406, \"Data too long for column 'value' at row 2\")\n"
+         (1406, \"Data too long for column 'value' at row 2\")\n\
+         (1406, \"Data too long for column 's' at row 3\")\n"
     );
 }
 
