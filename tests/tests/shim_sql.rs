@@ -23,6 +23,16 @@ fn shim(tmp: &TempDir) -> Shim {
     shim_with_admin(tmp, "root", PW)
 }
 
+/// Runs the PyMySQL `script` (given the shim's port and root's password as `sys.argv[1]`
+/// and `[2]`) within `timeout`; its output, once it has ended well.
+fn pymysql_script(port: u16, script: &str, timeout: Duration) -> String {
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script, &port.to_string(), PW]);
+    let out = run_with_input(&mut cmd, b"", timeout);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    out.stdout
+}
+
 /// The first hour of a new user, as the issue found it failing on GlueSQL.
 const SHOP: &str = "
 CREATE DATABASE shop;
@@ -732,12 +742,8 @@ print("app sees", [r[1] for r in a.fetchall()])
 cur.execute("KILL QUERY %d" % ids["sleeper"])
 asleep.join()
 "#;
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", script, &shim.port.to_string(), PW]);
-    let out = run_with_input(&mut cmd, b"", Duration::from_secs(120));
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(
-        out.stdout,
+        pymysql_script(shim.port, script, Duration::from_secs(120)),
         "['Id', 'User', 'Host', 'db', 'Command', 'Time', 'State', 'Info']\n\
          app ('app', '127.0.0.1', 'p', 'Sleep') 0\n\
          root ('root', '127.0.0.1', None, 'Query') 16\n\
@@ -1069,12 +1075,8 @@ except mysql.connector.Error as e:
 cur.execute("SELECT id, n, s FROM t ORDER BY id")
 print("rows", cur.fetchall())
 "#;
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", script, &shim.port.to_string(), PW]);
-    let out = run_with_input(&mut cmd, b"", Duration::from_secs(60));
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(
-        out.stdout,
+        pymysql_script(shim.port, script, Duration::from_secs(60)),
         "prepared 3 1\nlast_insert_id 1\nduplicate 1062\n\
          rows [(1, 1, 'd'), (2, 2, 'x'), (3, 5, 'y')]\n"
     );
@@ -1113,12 +1115,8 @@ except pymysql.MySQLError as e:
 cur.execute("SELECT 1")
 print("still connected", cur.fetchone()[0])
 "#;
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", script, &shim.port.to_string(), PW]);
-    let out = run_with_input(&mut cmd, b"", Duration::from_secs(60));
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(
-        out.stdout,
+        pymysql_script(shim.port, script, Duration::from_secs(60)),
         "same bytes True\nname 1146\nstill connected 1\n"
     );
 }
@@ -1164,12 +1162,8 @@ cur.execute("SET wait_timeout = 1")
 c._sock.settimeout(120)
 print("closed", c._sock.recv(1) == b"")
 "#;
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", script, &shim.port.to_string(), PW]);
-    let out = run_with_input(&mut cmd, b"", Duration::from_secs(180));
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(
-        out.stdout,
+        pymysql_script(shim.port, script, Duration::from_secs(180)),
         "time_zone 1231 ok\nnames 1231 ok\nmode 1231\nansi ok 1235 1235 ok\n\
          escaped 'it''s' 1235\nhint 3024\nvariable 3024 ok\nclosed True\n"
     );
@@ -1207,12 +1201,8 @@ try:
 except pymysql.MySQLError as e:
     print(e.args)
 "#;
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", script, &shim.port.to_string(), PW]);
-    let out = run_with_input(&mut cmd, b"", Duration::from_secs(60));
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(
-        out.stdout,
+        pymysql_script(shim.port, script, Duration::from_secs(60)),
         "[{'id': 1, 'value': 11, 'b.id': 1, 'b.value': 'bb'}]\n\
          [{'id': 1, 'value': 11, 'y.id': 1, 'y.value': 'bb', 'two': 2}] ['x', 'x', 'y', 'y', '']\n\
          (1406, \"Data too long for column 'value' at row 2\")\n\
@@ -1245,12 +1235,8 @@ print("count", cur.warning_count)
 cur.execute("SHOW WARNINGS")
 print("cleared", cur.fetchall())
 "#;
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", script, &shim.port.to_string(), PW]);
-    let out = run_with_input(&mut cmd, b"", Duration::from_secs(60));
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(
-        out.stdout,
+        pymysql_script(shim.port, script, Duration::from_secs(60)),
         "count 1\nkept (('Note', 1051, \"Unknown table 'd.no_such_table'\"),)\ncount 0\ncleared ()\n"
     );
 }
