@@ -121,6 +121,9 @@ const TABLES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The schema's name, under which its tables are attached.
+pub const SCHEMA: &str = "information_schema";
+
 /// Creates the tables in `conn` (attached as `information_schema`) and fills them from
 /// `snapshot` (database name, its tables) and `session` (the asking session's variables);
 /// `DATABASE()` answers `current_db`.
@@ -139,7 +142,7 @@ pub fn fill(
         rusqlite::functions::FunctionFlags::SQLITE_UTF8,
         move |_| Ok(current_db.clone()),
     )?;
-    conn.execute_batch("ATTACH DATABASE ':memory:' AS information_schema")?;
+    conn.execute_batch(&format!("ATTACH DATABASE ':memory:' AS {SCHEMA}"))?;
     for (table, columns) in TABLES {
         // Names compare and sort without case, as MySQL's `utf8mb3_general_ci` columns do.
         let columns = columns

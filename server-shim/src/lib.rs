@@ -93,6 +93,7 @@ mod catalog;
 mod classify;
 pub mod cli;
 mod column_shape;
+mod database_scope;
 /// The network-facing SQL translation, for the fuzz targets only.
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing {

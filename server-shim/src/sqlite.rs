@@ -18,6 +18,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension as _};
 
 use crate::column_shape::{self, Shape, to_cell};
+use crate::database_scope::DatabaseScope;
 use crate::dialect::{self, StatementKind};
 use crate::engine::{
     Cell, Engine, Executor, IndexColumn, Outcome, SavepointAction, SessionFacts, TableMeta,
@@ -89,6 +90,7 @@ pub fn information_schema(
     // No database name: `information_schema.t` must stay qualified (the current database's
     // qualifier would become `main`).
     let exec = SqliteExecutor::new(conn, String::new())?;
+    exec.scope.begin(&[information_schema::SCHEMA.to_owned()]);
     information_schema::fill(&exec.conn, snapshot, current_db, session)
         .map_err(|e| exec.error(&e))?;
     Ok(Box::new(exec))
@@ -112,6 +114,8 @@ struct SqliteExecutor {
     databases: Option<std::path::PathBuf>,
     /// The databases attached so far, with their file's (device, inode).
     attached: Vec<(String, (u64, u64))>,
+    /// The attached databases the running statement may use: those it names.
+    scope: Arc<DatabaseScope>,
     /// Translations of the statements seen lately, by their MySQL text.
     translations: HashMap<String, Arc<Translated>>,
     /// The limit on the next statements' work, checked by SQLite's progress handler.
@@ -356,6 +360,7 @@ impl SqliteExecutor {
         let ticks = Arc::clone(&budget);
         conn.progress_handler(PROGRESS_OPS, Some(move || ticks.tick()))
             .map_err(internal)?;
+        let scope = DatabaseScope::install(&mut conn).map_err(internal)?;
         let changes = Arc::new(RowChanges::default());
         let tally = Arc::clone(&changes);
         conn.preupdate_hook(Some(move |_, _: &str, _: &str, case: &PreUpdateCase| {
@@ -371,6 +376,7 @@ impl SqliteExecutor {
             column_kinds,
             databases: None,
             attached: Vec::new(),
+            scope,
             translations: HashMap::new(),
             warnings: Vec::new(),
             budget,
@@ -382,6 +388,7 @@ impl SqliteExecutor {
     /// `crm.customers` works from `shop`. Names that are not databases (table aliases in
     /// `t.col`) are skipped.
     fn attach(&mut self, qualifiers: &[String]) -> Result<(), SqlError> {
+        self.scope.begin(qualifiers);
         let Some(root) = self.databases.clone() else {
             return Ok(());
         };
@@ -491,6 +498,15 @@ impl SqliteExecutor {
 
     fn error(&self, e: &rusqlite::Error) -> SqlError {
         from_sqlite(e, &self.db_name)
+    }
+
+    /// `err`, unless the running statement failed because a name without a qualifier led into
+    /// another database ([`DatabaseScope`]): then MySQL's 1146 for the current database.
+    fn refusal_or(&self, err: SqlError) -> SqlError {
+        match self.scope.refused() {
+            Some(table) => SqlError::unknown_table(&self.db_name, &table),
+            None => err,
+        }
     }
 
     /// Runs `count` (a [`dialect::Translation::found_rows`] query) with the leading `params`
@@ -898,6 +914,16 @@ impl SqliteExecutor {
                 {
                     self.without_on_update_triggers(statement, &e)?
                 }
+                // `DROP TABLE IF EXISTS t` of a `t` only another database has: not there, as
+                // `note_missing_drop` noted.
+                Err(_)
+                    if self.scope.refused().is_some() && dropped_if_exists(statement).is_some() =>
+                {
+                    Outcome::Done {
+                        affected_rows: 0,
+                        last_insert_id: 0,
+                    }
+                }
                 result => result?,
             };
             if i == last || matches!(this, Outcome::Rows { .. }) {
@@ -918,10 +944,7 @@ impl SqliteExecutor {
     /// Notes a `DROP TABLE|VIEW IF EXISTS` (as the dialect writes it: one name, quoted) of a
     /// table that is not there, as MySQL notes it: 1051 `Unknown table 'db.t'`.
     fn note_missing_drop(&mut self, statement: &str) {
-        let Some(name) = statement
-            .strip_prefix("DROP TABLE IF EXISTS ")
-            .or_else(|| statement.strip_prefix("DROP VIEW IF EXISTS "))
-        else {
+        let Some(name) = dropped_if_exists(statement) else {
             return;
         };
         let parts = backquoted_names(name);
@@ -1138,7 +1161,9 @@ impl SqliteExecutor {
 
 impl Executor for SqliteExecutor {
     fn execute(&mut self, sql: &str, params: &[Cell]) -> Result<Outcome, SqlError> {
-        let result = self.execute_translated(sql, params);
+        let result = self
+            .execute_translated(sql, params)
+            .map_err(|e| self.refusal_or(e));
         if result.is_err() && self.in_transaction && self.conn.is_autocommit() {
             // SQLite rolled the whole transaction back (an interrupted write does that, where
             // InnoDB would undo the statement alone): said so with the code that tells a
@@ -1309,7 +1334,10 @@ impl Executor for SqliteExecutor {
         let Some(query) = translation.statements.last() else {
             return Ok(Vec::new());
         };
-        let stmt = self.conn.prepare(query).map_err(|e| self.error(&e))?;
+        let stmt = self
+            .conn
+            .prepare(query)
+            .map_err(|e| self.refusal_or(self.error(&e)))?;
         let mut columns: Vec<String> = stmt.column_names().map(str::to_owned).collect();
         mysql_names(&mut columns, &translation.column_names);
         Ok(columns)
@@ -1402,6 +1430,13 @@ fn without_statement(message: &str) -> &str {
         (Some(i), Some(_)) => message.get(..i).unwrap_or(message),
         _ => message,
     }
+}
+
+/// The name a `DROP TABLE|VIEW IF EXISTS` drops (as the dialect writes it).
+fn dropped_if_exists(statement: &str) -> Option<&str> {
+    statement
+        .strip_prefix("DROP TABLE IF EXISTS ")
+        .or_else(|| statement.strip_prefix("DROP VIEW IF EXISTS "))
 }
 
 /// Maps a SQLite error to the MySQL error a MySQL server would send for the same mistake.
@@ -1905,6 +1940,62 @@ mod tests {
         assert_eq!(err.code(), 1235, "{err}");
         e.rollback().unwrap();
         assert_eq!(one(e.as_mut(), "SELECT i FROM m12.t"), Some(Cell::Int(12)));
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_name_without_a_database_never_reaches_another_database_attached_before() {
+        let root = temp_dir("scope");
+        for name in ["crm", "shop"] {
+            fs::create_dir(root.join(name)).unwrap();
+        }
+        let mut crm = SqliteEngine.open(&root.join("crm")).unwrap();
+        exec(crm.as_mut(), "CREATE TABLE t (i INT PRIMARY KEY)").unwrap();
+        exec(crm.as_mut(), "INSERT INTO t VALUES (1)").unwrap();
+        let mut e = SqliteEngine.open(&root.join("shop")).unwrap();
+        // `crm` is attached by a statement that names it, and stays attached.
+        assert!(matches!(
+            exec(e.as_mut(), "SELECT i FROM crm.t").unwrap(),
+            Outcome::Rows { rows, .. } if rows == [[Cell::Int(1)]]
+        ));
+        // `shop` has no `t`: each statement is MySQL's 1146 for `shop.t`, and changes nothing.
+        for sql in [
+            "SELECT i FROM t",
+            "INSERT INTO t VALUES (2)",
+            "UPDATE t SET i = 3",
+            "DELETE FROM t",
+            "DROP TABLE t",
+            "ALTER TABLE t ADD COLUMN j INT",
+            "CREATE INDEX ti ON t (i)",
+        ] {
+            let err = exec(e.as_mut(), sql).unwrap_err();
+            assert_eq!(
+                (err.code(), err.message.as_str()),
+                (1146, "Table 'shop.t' doesn't exist"),
+                "{sql}"
+            );
+        }
+        assert!(matches!(
+            exec(e.as_mut(), "DROP TABLE IF EXISTS t").unwrap(),
+            Outcome::Done {
+                affected_rows: 0,
+                ..
+            }
+        ));
+        assert_eq!(e.take_warnings().len(), 1);
+        assert_eq!(e.indexes("t").unwrap(), None);
+        assert_eq!(e.show_create_table("t").unwrap(), None);
+        assert!(matches!(
+            exec(e.as_mut(), "SELECT * FROM crm.t").unwrap(),
+            Outcome::Rows { columns, rows, .. } if columns == ["i"] && rows == [[Cell::Int(1)]]
+        ));
+        // Its own `t`, once it has one, and `crm.t` by name.
+        exec(e.as_mut(), "CREATE TABLE t (i INT)").unwrap();
+        exec(e.as_mut(), "INSERT INTO t SELECT i + 10 FROM crm.t").unwrap();
+        assert!(matches!(
+            exec(e.as_mut(), "SELECT i FROM t").unwrap(),
+            Outcome::Rows { rows, .. } if rows == [[Cell::Int(11)]]
+        ));
         fs::remove_dir_all(root).unwrap();
     }
 }

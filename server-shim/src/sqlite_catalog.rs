@@ -29,11 +29,12 @@ struct Index {
     columns: Vec<String>,
 }
 
-fn columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<Column>> {
+/// `table`'s columns in `schema` (`main`, or `temp`: never an attached database's).
+fn columns(conn: &Connection, schema: &str, table: &str) -> rusqlite::Result<Vec<Column>> {
     let mut stmt = conn.prepare(
-        "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?1) ORDER BY cid",
+        "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?1, ?2) ORDER BY cid",
     )?;
-    stmt.query_map([table], |r| {
+    stmt.query_map([table, schema], |r| {
         Ok(Column {
             name: r.get(0)?,
             decl_type: r.get(1)?,
@@ -45,20 +46,21 @@ fn columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<Column>> {
     .collect()
 }
 
-fn indexes(conn: &Connection, table: &str) -> rusqlite::Result<Vec<Index>> {
-    let mut list = conn
-        .prepare("SELECT name, \"unique\", origin FROM pragma_index_list(?1) ORDER BY seq DESC")?;
+fn indexes(conn: &Connection, schema: &str, table: &str) -> rusqlite::Result<Vec<Index>> {
+    let mut list = conn.prepare(
+        "SELECT name, \"unique\", origin FROM pragma_index_list(?1, ?2) ORDER BY seq DESC",
+    )?;
     let heads: Vec<(String, bool, String)> = list
-        .query_map([table], |r| {
+        .query_map([table, schema], |r| {
             Ok((r.get(0)?, r.get::<_, i64>(1)? != 0, r.get(2)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
-    let mut info = conn.prepare("SELECT name FROM pragma_index_info(?1) ORDER BY seqno")?;
+    let mut info = conn.prepare("SELECT name FROM pragma_index_info(?1, ?2) ORDER BY seqno")?;
     heads
         .into_iter()
         .map(|(name, unique, origin)| {
             let columns = info
-                .query_map([&name], |r| r.get::<_, String>(0))?
+                .query_map([name.as_str(), schema], |r| r.get::<_, String>(0))?
                 .collect::<rusqlite::Result<_>>()?;
             Ok(Index {
                 name,
@@ -85,12 +87,13 @@ struct ForeignKey {
 
 /// `table`'s foreign keys in declaration order (SQLite numbers them last first).
 fn foreign_keys(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ForeignKey>> {
+    let schema = "main";
     let mut stmt = conn.prepare(
         "SELECT id, \"table\", \"from\", \"to\", on_update, on_delete \
-         FROM pragma_foreign_key_list(?1) ORDER BY id DESC, seq",
+         FROM pragma_foreign_key_list(?1, ?2) ORDER BY id DESC, seq",
     )?;
     let rows: Vec<(i64, String, String, Option<String>, String, String)> = stmt
-        .query_map([table], |r| {
+        .query_map([table, schema], |r| {
             Ok((
                 r.get(0)?,
                 r.get(1)?,
@@ -149,7 +152,7 @@ fn foreign_keys(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ForeignK
     }
     for key in &mut keys {
         if key.parent_columns.is_empty() {
-            key.parent_columns = primary_key(&columns(conn, &key.parent)?)
+            key.parent_columns = primary_key(&columns(conn, schema, &key.parent)?)
                 .into_iter()
                 .map(str::to_owned)
                 .collect();
@@ -229,7 +232,7 @@ pub fn show_create_table(conn: &Connection, table: &str) -> rusqlite::Result<Opt
         return Ok(None);
     };
     let autoincrement = sql.to_ascii_uppercase().contains("AUTOINCREMENT");
-    let columns = columns(conn, table)?;
+    let columns = columns(conn, "main", table)?;
     let enums = enum_types(&sql);
     let pk = primary_key(&columns);
     let mut lines = Vec::new();
@@ -264,7 +267,10 @@ pub fn show_create_table(conn: &Connection, table: &str) -> rusqlite::Result<Opt
     if !pk.is_empty() {
         lines.push(format!("  PRIMARY KEY ({})", quoted_list(&pk)));
     }
-    for index in indexes(conn, table)?.iter().filter(|i| i.origin != "pk") {
+    for index in indexes(conn, "main", table)?
+        .iter()
+        .filter(|i| i.origin != "pk")
+    {
         let kind = if index.unique { "UNIQUE KEY" } else { "KEY" };
         lines.push(format!(
             "  {kind} {} ({})",
@@ -287,7 +293,13 @@ pub fn show_create_table(conn: &Connection, table: &str) -> rusqlite::Result<Opt
 /// # Errors
 /// SQLite's, if the catalog cannot be read.
 pub fn index_columns(conn: &Connection, table: &str) -> rusqlite::Result<Option<Vec<IndexColumn>>> {
-    let columns = columns(conn, table)?;
+    // A temporary table hides the database's own of that name, as in MySQL.
+    let mut schema = "temp";
+    let mut columns = self::columns(conn, schema, table)?;
+    if columns.is_empty() {
+        schema = "main";
+        columns = self::columns(conn, schema, table)?;
+    }
     if columns.is_empty() {
         return Ok(None);
     }
@@ -301,7 +313,10 @@ pub fn index_columns(conn: &Connection, table: &str) -> rusqlite::Result<Option<
             column: c.to_owned(),
         })
         .collect();
-    for index in indexes(conn, table)?.iter().filter(|i| i.origin != "pk") {
+    for index in indexes(conn, schema, table)?
+        .iter()
+        .filter(|i| i.origin != "pk")
+    {
         let name = mysql_index_name(table, index);
         out.extend(index.columns.iter().zip(1..).map(|(c, seq)| IndexColumn {
             key_name: name.clone(),
@@ -502,7 +517,7 @@ pub fn describe(conn: &Connection) -> rusqlite::Result<Vec<TableMeta>> {
             let autoincrement = sql.to_ascii_uppercase().contains("AUTOINCREMENT");
             let enums = enum_types(&sql);
             let on_update = on_update_columns(conn, &name)?;
-            let cols = columns(conn, &name)?;
+            let cols = columns(conn, "main", &name)?;
             let pk = primary_key(&cols)
                 .into_iter()
                 .map(str::to_owned)
@@ -515,7 +530,7 @@ pub fn describe(conn: &Connection) -> rusqlite::Result<Vec<TableMeta>> {
                     columns: pk.clone(),
                 });
             }
-            for index in self::indexes(conn, &name)?
+            for index in self::indexes(conn, "main", &name)?
                 .iter()
                 .filter(|i| i.origin != "pk")
             {
