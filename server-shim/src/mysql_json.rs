@@ -38,7 +38,10 @@ enum Node<'a> {
 #[derive(Debug, PartialEq)]
 enum Step {
     Key(String),
+    /// `[n]`.
     Index(usize),
+    /// `[last]` (0), `[last - n]` (n).
+    FromLast(usize),
 }
 
 /// Why a path cannot be followed.
@@ -324,6 +327,12 @@ fn find<'n, 'a>(root: &'n Node<'a>, steps: &[Step]) -> Option<&'n Node<'a>> {
                 members.iter().find(|(m, _, _)| m == k).map(|(_, _, v)| v)
             }
             (Node::Array(items), Step::Index(i)) => items.get(*i),
+            (Node::Array(items), Step::FromLast(n)) => {
+                items.len().checked_sub(n + 1).and_then(|i| items.get(i))
+            }
+            // A value that is not an array is followed as one of one element, itself, as
+            // MariaDB wraps it for `[0]` (not for `[last]`): `$[0]` of `1` is `1`.
+            (_, Step::Index(0)) => Some(node),
             _ => None,
         })
 }
@@ -374,9 +383,7 @@ fn steps(path: &str) -> Result<Vec<Step>, PathError> {
                         c => index.push(c),
                     }
                 }
-                out.push(Step::Index(
-                    index.trim().parse().map_err(|_| PathError::Invalid)?,
-                ));
+                out.push(position(&index)?);
             }
             '*' => return Err(PathError::Wildcard),
             c if c.is_whitespace() => {}
@@ -384,6 +391,28 @@ fn steps(path: &str) -> Result<Vec<Step>, PathError> {
         }
     }
     Ok(out)
+}
+
+/// An array step's position: `n`, `last` or `last-n` (MariaDB takes no space after the
+/// `-`). A range (`1 to 3`) selects several values, as a wildcard does.
+fn position(inside: &str) -> Result<Step, PathError> {
+    let inside = inside.trim();
+    if inside.split_whitespace().any(|w| w == "to") {
+        return Err(PathError::Wildcard);
+    }
+    let number = |t: &str| {
+        t.parse::<usize>()
+            .ok()
+            .filter(|_| t.starts_with(|c: char| c.is_ascii_digit()))
+            .ok_or(PathError::Invalid)
+    };
+    match inside.strip_prefix("last").map(str::trim_start) {
+        Some("") => Ok(Step::FromLast(0)),
+        Some(rest) => Ok(Step::FromLast(number(
+            rest.strip_prefix('-').ok_or(PathError::Invalid)?,
+        )?)),
+        None => Ok(Step::Index(number(inside)?)),
+    }
 }
 
 /// `text` as one JSON value (surrounded by nothing but spaces), or `None`.
@@ -660,5 +689,31 @@ mod tests {
         assert_eq!(one("01", "$"), None);
         assert_eq!(one("[1,]", "$"), None);
         assert_eq!(one(&"[".repeat(40), "$"), None);
+    }
+
+    /// MariaDB 10.11's answers to `JSON_EXTRACT(doc, path)` with `last` and with an index
+    /// on a value that is not an array.
+    #[test]
+    fn follows_last_and_wraps_a_value_for_index_zero_as_mariadb_does() {
+        for (doc, path, mariadb) in [
+            ("[1,2,3]", "$[last]", Some("3")),
+            ("[1,2,3]", "$[last-1]", Some("2")),
+            ("[1,2,3]", "$[last -1]", Some("2")),
+            ("[1,2,3]", "$[last - 1]", None),
+            ("[1,2,3]", "$[last-3]", None),
+            ("[1,2,3]", "$[ 1 ]", Some("2")),
+            ("[1,2,3]", "$[+1]", None),
+            ("1", "$[0]", Some("1")),
+            ("1", "$[1]", None),
+            ("1", "$[last]", None),
+            (r#""x""#, "$[0][0]", Some(r#""x""#)),
+            (r#"{"a":1}"#, "$[0].a", Some("1")),
+        ] {
+            assert_eq!(one(doc, path).as_deref(), mariadb, "{doc} {path}");
+        }
+        assert_eq!(
+            extract("[1,2]", &["$[0 to 1]".into()]),
+            Err(PathError::Wildcard)
+        );
     }
 }
