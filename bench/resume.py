@@ -24,8 +24,6 @@ Writes bench/results/resume.{txt,json}. Needs root and cgroups (the freezer).
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -42,16 +40,9 @@ PING = b"\x01\x00\x00\x00\x0e"
 MARIA_USER, MARIA_PASSWORD = b"bench", b"bench-pw"
 
 
-def ticket_key(dir_):
-    path = os.path.join(dir_, "tickets.key")
-    subprocess.run([os.path.join(h.BIN, "relay"), "keygen", "--id", "tickets", "--out", path],
-                   check=True, capture_output=True)
-    return path
-
-
 def shim_relay(name, idle, stop_after, park_after=None):
     """A relay whose server-shim issues tickets (a ticket key of its own)."""
-    key = ticket_key(h.tmpdir(name + "-tickets"))
+    key = h.ticket_key(h.tmpdir(name + "-tickets"))
     extra = 'park_after = "%s"\n' % park_after if park_after else ""
     return h.Relay(name, idle_pause_after=idle,
                    shim_args=["--ticket-key-file", key, "--instance", "demo"],
@@ -62,30 +53,10 @@ def shim_relay(name, idle, stop_after, park_after=None):
 def maria_relay(name, idle, stop_after):
     """A dual-mode relay in front of MariaDB with perceptron_dual issuing tickets, and the
     account bench (IDENTIFIED VIA perceptron_dual)."""
-    tmp = h.tmpdir(name + "-maria")
-    plugins = os.path.join(tmp, "plugins")
-    os.makedirs(plugins)
-    shutil.copy(os.path.join(h.BIN, "libperceptron_dual.so"),
-                os.path.join(plugins, "perceptron_dual.so"))
-    datadir = os.path.join(tmp, "data")
-    subprocess.run(["mariadb-install-db", "--no-defaults", "--datadir=" + datadir, "--user=root",
-                    "--auth-root-authentication-method=normal", "--skip-test-db"],
-                   check=True, capture_output=True)
-    port = h.free_port()
-    cmd = h.mariadbd_cmd(datadir, port) + [
-        "--plugin-dir=" + plugins, "--plugin-load-add=perceptron_dual.so",
-        "--loose-perceptron-dual-key-file={DIR}/perceptron.key",
-        "--loose-perceptron-dual-ticket-key-file=" + ticket_key(tmp),
-        "--loose-perceptron-dual-instance=demo"]
-    driver = ('[instance.driver]\nkind = "process"\ncommand = [%s]\nstop_grace = "30s"\n'
-              % ", ".join(json.dumps(a) for a in cmd))
-    relay = h.Relay(name, compute_port=port, driver=driver, auth="dual", idle_pause_after=idle,
-                    instance_toml='compute_proof = "login"\nstop_after = "%s"\n'
-                                  'resumable_sessions = true\n' % stop_after)
-    relay.admin("POST", "/v1/instances/demo/resume")
-    relay.wait_state("running", timeout=60)
+    relay = h.dual_mariadb_relay(name, idle_pause_after=idle,
+                                 instance_toml='stop_after = "%s"\n' % stop_after)
     # Every login of a resumable instance is the relay's: root sets up on the compute itself.
-    _, c = m.login("127.0.0.1", port, b"root", b"")
+    _, c = m.login("127.0.0.1", relay.compute_port, b"root", b"")
     c.query(("CREATE USER bench@'%%' IDENTIFIED VIA perceptron_dual USING PASSWORD('%s')"
              % MARIA_PASSWORD.decode()).encode())
     c.close()

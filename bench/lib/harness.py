@@ -333,6 +333,45 @@ def mariadb_relay(name, **kw):
     return relay, datadir
 
 
+def ticket_key(dir_):
+    """A fresh resumption-ticket key in `dir_`, for a compute that issues tickets."""
+    path = os.path.join(dir_, "tickets.key")
+    subprocess.run([os.path.join(BIN, "relay"), "keygen", "--id", "tickets", "--out", path],
+                   check=True, capture_output=True)
+    return path
+
+
+def dual_mariadb_relay(name, instance_toml="", **kw):
+    """A dual-mode relay in front of MariaDB with perceptron_dual (the process driver, a fresh
+    data directory) that issues resumption tickets, with `resumable_sessions = true` and
+    `instance_toml`; the instance is running, and root (empty password) logs in on the
+    compute's own port only (every login through the relay is the relay's). More keyword
+    arguments go to Relay."""
+    tmp = tmpdir(name + "-maria")
+    plugins = os.path.join(tmp, "plugins")
+    os.makedirs(plugins)
+    shutil.copy(os.path.join(BIN, "libperceptron_dual.so"),
+                os.path.join(plugins, "perceptron_dual.so"))
+    datadir = os.path.join(tmp, "data")
+    subprocess.run(["mariadb-install-db", "--no-defaults", "--datadir=" + datadir, "--user=root",
+                    "--auth-root-authentication-method=normal", "--skip-test-db"],
+                   check=True, capture_output=True)
+    port = free_port()
+    cmd = mariadbd_cmd(datadir, port) + [
+        "--plugin-dir=" + plugins, "--plugin-load-add=perceptron_dual.so",
+        "--loose-perceptron-dual-key-file={DIR}/perceptron.key",
+        "--loose-perceptron-dual-ticket-key-file=" + ticket_key(tmp),
+        "--loose-perceptron-dual-instance=demo"]
+    driver = ('[instance.driver]\nkind = "process"\ncommand = [%s]\nstop_grace = "30s"\n'
+              % ", ".join(json.dumps(a) for a in cmd))
+    relay = Relay(name, compute_port=port, driver=driver, auth="dual",
+                  instance_toml='compute_proof = "login"\nresumable_sessions = true\n'
+                                + instance_toml, **kw)
+    relay.admin("POST", "/v1/instances/demo/resume")
+    relay.wait_state("running", timeout=60)
+    return relay
+
+
 def ledger_seconds(relay, since=0.0):
     """Seconds spent in each state from the relay's ledger lines written at or after `since`
     (Unix seconds), up to now."""

@@ -1,10 +1,9 @@
 //! MariaDB's JSON functions SQLite lacks, or has with other answers, under names of their
 //! own where SQLite has a namesake:
-//! - `JSON_EXTRACT` as a result column (`mysql_json_extract`; the dialect calls it for a
-//!   select-list item that is a `JSON_EXTRACT` call): the value as MariaDB writes it, a string
-//!   with its quotes, `", "` between elements and `": "` after a key, strings and numbers as
-//!   written. Anywhere else (a `WHERE`, an argument) SQLite's `json_extract` stays: its typed
-//!   values compare as MariaDB's do;
+//! - `JSON_EXTRACT` (`mysql_json_extract`): the value as MariaDB writes it, a string with its
+//!   quotes, `", "` between elements and `": "` after a key, strings and numbers as written;
+//!   where the dialect finds it compared or in arithmetic, the value as MariaDB compares it
+//!   (`mysql_json_value` with a string, `mysql_json_number` with a number: [`compared_as`]);
 //! - `JSON_OBJECT` and `JSON_ARRAY` (`mysql_json_text` around SQLite's): MariaDB's spacing;
 //! - `JSON_ARRAYAGG` (`mysql_json_arrayagg_text` around SQLite's `json_group_array`): `,`
 //!   between its elements, each written with MariaDB's spacing;
@@ -12,13 +11,13 @@
 //! - `JSON_LENGTH`, `JSON_UNQUOTE`;
 //! - `JSON_CONTAINS` ([`contains`]), which SQLite lacks.
 //!
-//! A path is `$` followed by `.key`, `."key"` and `[n]` steps; wildcards (`*`, `**`) are
-//! refused with an error. A document that is not JSON, or a path that is not one, gives NULL,
+//! A path is `$` followed by `.key`, `."key"`, `[n]`, `[last]` and `[last-n]` steps; wildcards
+//! (`*`, `**`) and ranges (`[1 to 3]`) are refused with an error. A document that is not JSON, or a path that is not one, gives NULL,
 //! as MariaDB gives (with a warning).
 
 use rusqlite::Connection;
 use rusqlite::functions::FunctionFlags;
-use rusqlite::types::ValueRef;
+use rusqlite::types::{Value, ValueRef};
 
 /// Deepest nesting parsed; deeper documents are treated as not JSON (MariaDB's limit is 32).
 const MAX_DEPTH: usize = 32;
@@ -74,6 +73,29 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             extract(&doc, &paths)
                 .map_err(|_| rusqlite::Error::UserFunctionError("JSON path with a wildcard".into()))
         })?;
+    }
+    for (name, number) in [
+        (crate::dialect::JSON_VALUE_FN, false),
+        (crate::dialect::JSON_NUMBER_FN, true),
+    ] {
+        for n_args in 2..=MAX_PATHS + 1 {
+            conn.create_scalar_function(name, n_args, pure, move |ctx| {
+                let Some(doc) = ctx.get::<Option<String>>(0)? else {
+                    return Ok(Value::Null);
+                };
+                let mut paths = Vec::with_capacity(ctx.len().saturating_sub(1));
+                for i in 1..ctx.len() {
+                    let Some(path) = ctx.get::<Option<String>>(i)? else {
+                        return Ok(Value::Null);
+                    };
+                    paths.push(path);
+                }
+                let written = extract(&doc, &paths).map_err(|_| {
+                    rusqlite::Error::UserFunctionError("JSON path with a wildcard".into())
+                })?;
+                Ok(written.map_or(Value::Null, |w| compared_as(&w, paths.len(), number)))
+            })?;
+        }
     }
     conn.create_scalar_function("mysql_json_text", 1, pure, |ctx| {
         let Some(doc) = ctx.get::<Option<String>>(0)? else {
@@ -222,6 +244,58 @@ fn same_scalar(a: &str, b: &str) -> bool {
         (None, None) => a == b,
         _ => false,
     }
+}
+
+/// The value `JSON_EXTRACT` found (`written` as MariaDB writes it, from `paths` paths) as
+/// MariaDB compares it with a string: one string without its quotes, one number as a number,
+/// anything else as written (`null`, `true`, `[1, 2]`). With a `number`: a number's value, a
+/// string's leading number (`"1.5x"` is 1.5), `true` 1, anything else 0.
+fn compared_as(written: &str, paths: usize, number: bool) -> Value {
+    let one = (paths == 1).then_some(written);
+    let string = one.filter(|w| w.starts_with('"')).and_then(unquoted);
+    let value = one
+        .filter(|w| w.starts_with(|c: char| c == '-' || c.is_ascii_digit()))
+        .and_then(|w| {
+            w.parse::<i64>()
+                .map(Value::Integer)
+                .or_else(|_| w.parse::<f64>().map(Value::Real))
+                .ok()
+        });
+    match (value, string) {
+        // A `DOUBLE`, as MariaDB reads a JSON value as a number (`JSON_EXTRACT(...) + 1` is one).
+        (Some(Value::Integer(i)), _) if number => Value::Real(i as f64),
+        (Some(v), _) => v,
+        (None, Some(s)) if number => Value::Real(leading_number(&s)),
+        (None, Some(s)) => Value::Text(s),
+        (None, None) if number => Value::Real(if one == Some("true") { 1.0 } else { 0.0 }),
+        (None, None) => Value::Text(written.to_owned()),
+    }
+}
+
+/// The number a string starts with, as MySQL reads one (`" 1.5x"` is 1.5, `"x"` 0).
+fn leading_number(s: &str) -> f64 {
+    let t = s.trim_start();
+    let bytes = t.as_bytes();
+    let mut end = usize::from(matches!(bytes.first(), Some(b'-' | b'+')));
+    let digits = |from: usize| {
+        bytes
+            .get(from..)
+            .map_or(0, |b| b.iter().take_while(|c| c.is_ascii_digit()).count())
+    };
+    end += digits(end);
+    if bytes.get(end) == Some(&b'.') {
+        end += 1 + digits(end + 1);
+    }
+    if matches!(bytes.get(end), Some(b'e' | b'E')) {
+        let sign = usize::from(matches!(bytes.get(end + 1), Some(b'-' | b'+')));
+        let exponent = digits(end + 1 + sign);
+        if exponent > 0 {
+            end += 1 + sign + exponent;
+        }
+    }
+    t.get(..end)
+        .and_then(|prefix| prefix.parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// MySQL's `JSON_UNQUOTE` (and a key's text): a JSON string's text with its escapes undone; anything else as it
@@ -689,6 +763,30 @@ mod tests {
         assert_eq!(one("01", "$"), None);
         assert_eq!(one("[1,]", "$"), None);
         assert_eq!(one(&"[".repeat(40), "$"), None);
+    }
+
+    /// What a found value compares as (MariaDB 10.11: `JSON_EXTRACT(j, '$.a') = 5`, `= 'x'`).
+    #[test]
+    fn compares_as_mariadb_reads_a_json_value() {
+        let string = |w: &str| compared_as(w, 1, false);
+        let number = |w: &str| compared_as(w, 1, true);
+        assert_eq!(string(r#""x""#), Value::Text("x".into()));
+        assert_eq!(string("5"), Value::Integer(5));
+        assert_eq!(string("1.50"), Value::Real(1.5));
+        assert_eq!(string("null"), Value::Text("null".into()));
+        assert_eq!(string("[1, 2]"), Value::Text("[1, 2]".into()));
+        assert_eq!(
+            compared_as("[1, 1]", 2, false),
+            Value::Text("[1, 1]".into())
+        );
+        assert_eq!(number("5"), Value::Real(5.0));
+        assert_eq!(number(r#""5""#), Value::Real(5.0));
+        assert_eq!(number(r#"" 1.5x""#), Value::Real(1.5));
+        assert_eq!(number(r#""-2e1z""#), Value::Real(-20.0));
+        assert_eq!(number(r#""x""#), Value::Real(0.0));
+        assert_eq!(number("true"), Value::Real(1.0));
+        assert_eq!(number("null"), Value::Real(0.0));
+        assert_eq!(number("[1]"), Value::Real(0.0));
     }
 
     /// MariaDB 10.11's answers to `JSON_EXTRACT(doc, path)` with `last` and with an index

@@ -240,3 +240,12 @@ DROP TABLE IF EXISTS no_such_table
 SHOW WARNINGS
 SELECT 1
 SHOW WARNINGS
+
+# JSON_EXTRACT as an operand: compared with a number, with a string, and elsewhere
+CREATE TABLE t_json (id INT PRIMARY KEY, j TEXT)
+INSERT INTO t_json VALUES (1, '{"a": 9}'), (2, '{"a": 10}'), (3, '{"a": "b"}'), (4, '{"a": null}'), (5, '{"a": "5"}'), (6, '{"a": "1.5x"}'), (7, '{"a": true}'), (8, '{"a": [1, 2]}'), (9, '{"a": -2}')
+SELECT id, JSON_EXTRACT(j, '$.a') = 5, JSON_EXTRACT(j, '$.a') = 1.5, JSON_EXTRACT(j, '$.a') > 9, JSON_EXTRACT(j, '$.a') < 0, JSON_EXTRACT(j, '$.a') BETWEEN 0 AND 2, JSON_EXTRACT(j, '$.a') <=> 0 FROM t_json ORDER BY id
+SELECT id, JSON_EXTRACT(j, '$.a') = 'b', JSON_EXTRACT(j, '$.a') = 'null', JSON_EXTRACT(j, '$.a') = 'true', JSON_EXTRACT(j, '$.a') = '[1, 2]', JSON_EXTRACT(j, '$.a') IN ('5', '"5"', 'b') FROM t_json ORDER BY id
+SELECT id, JSON_EXTRACT(j, '$.a') IS NULL, CONCAT(JSON_EXTRACT(j, '$.a'), '!'), JSON_EXTRACT(j, '$.a') LIKE 'b%', JSON_EXTRACT(j, '$.a') + 1, LENGTH(JSON_EXTRACT(j, '$.a')) FROM t_json ORDER BY id
+SELECT id, JSON_EXTRACT(j, '$.a') * 2, -JSON_EXTRACT(j, '$.a') FROM t_json ORDER BY id
+DROP TABLE t_json

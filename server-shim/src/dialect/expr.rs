@@ -155,7 +155,6 @@ fn select(s: &mut Select) -> Result<(), SqlError> {
         match item {
             SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
                 expr(e)?;
-                json_extract_as_written(e);
             }
             SelectItem::QualifiedWildcard(..) | SelectItem::Wildcard(_) => {}
             SelectItem::ExprWithAliases { .. } => {
@@ -298,6 +297,12 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
         }
         Expr::UnaryOp { op, expr: inner } => {
             expr(inner)?;
+            if matches!(op, UnaryOperator::Plus | UnaryOperator::Minus) {
+                json_extract_compared(
+                    inner,
+                    &Expr::Value(Value::Number("0".to_owned(), false).into()),
+                );
+            }
             if !matches!(
                 op,
                 UnaryOperator::Plus
@@ -328,6 +333,33 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
         Expr::BinaryOp { left, op, right } => {
             expr(left)?;
             expr(right)?;
+            if matches!(
+                op,
+                BinaryOperator::Eq
+                    | BinaryOperator::NotEq
+                    | BinaryOperator::Lt
+                    | BinaryOperator::LtEq
+                    | BinaryOperator::Gt
+                    | BinaryOperator::GtEq
+                    | BinaryOperator::Spaceship
+            ) {
+                json_extract_compared(left, right);
+                json_extract_compared(right, left);
+            }
+            if matches!(
+                op,
+                BinaryOperator::Plus
+                    | BinaryOperator::Minus
+                    | BinaryOperator::Multiply
+                    | BinaryOperator::Divide
+                    | BinaryOperator::Modulo
+                    | BinaryOperator::MyIntegerDivide
+            ) {
+                // Arithmetic reads a JSON value as a number, as a comparison with one does.
+                let number = Expr::Value(Value::Number("0".to_owned(), false).into());
+                json_extract_compared(left, &number);
+                json_extract_compared(right, &number);
+            }
             if let Some(rewritten) = binary(left, op, right)? {
                 *e = rewritten;
             }
@@ -338,6 +370,11 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
             expr(a)?;
             expr(low)?;
             expr(high)?;
+            if is_number(low) && is_number(high) {
+                json_extract_compared(a, low);
+            } else {
+                json_extract_compared(a, &Expr::Value(Value::Null.into()));
+            }
         }
         Expr::Like {
             expr: a,
@@ -943,6 +980,7 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
         ("FORMAT", 2) => rename(f, "mysql_format"),
         ("FORMAT", _) => Err(SqlError::not_supported("FORMAT with a locale")),
         ("JSON_TYPE", 1) => rename(f, "mysql_json_type"),
+        ("JSON_EXTRACT", 2..) => rename(f, JSON_EXTRACT_FN),
         ("JSON_TYPE", _) => Err(SqlError::not_supported("JSON_TYPE of a path")),
         ("MID" | "SUBSTRING", 2 | 3) => rename(f, "SUBSTR"),
         // Multi-argument max()/min() are SQLite's scalar GREATEST/LEAST (NULL if any is).
@@ -988,16 +1026,37 @@ fn date_add(time: Expr, interval: &mut Interval, subtract: bool) -> Result<Expr,
 /// The engine's function behind `+ INTERVAL` and `DATE_ADD` ([`date_add`]).
 pub const DATE_ADD_FN: &str = "mysql_date_add";
 
-/// A result column that is a `JSON_EXTRACT` call: the engine's [`JSON_EXTRACT_FN`], which
-/// writes the value as MariaDB does (a string with its quotes). Elsewhere SQLite's
-/// `json_extract` stays, whose typed values compare as MariaDB's do.
-fn json_extract_as_written(e: &mut Expr) {
+/// A `JSON_EXTRACT` compared with `other` (`=`, `<`, `BETWEEN`...): the value as MariaDB
+/// compares it, with a number as a number ([`JSON_NUMBER_FN`]: a string's leading number,
+/// `true` 1, anything else 0), else as a string ([`JSON_VALUE_FN`]: a string without its
+/// quotes, a number still a number, `null` and `true` as written); in arithmetic as with a
+/// number. Everywhere else (`IN`, `IS NULL`, `LIKE`, `CONCAT`, `ORDER BY`, the select list)
+/// `JSON_EXTRACT` is
+/// [`JSON_EXTRACT_FN`], the value as MariaDB writes it (a string with its quotes).
+fn json_extract_compared(e: &mut Expr, other: &Expr) {
     if let Expr::Function(f) = e
         && let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice()
-        && name.quote_style.is_none()
-        && name.value.eq_ignore_ascii_case("JSON_EXTRACT")
+        && name.value == JSON_EXTRACT_FN
     {
-        f.name = ObjectName::from(vec![Ident::new(JSON_EXTRACT_FN)]);
+        let to = if is_number(other) {
+            JSON_NUMBER_FN
+        } else {
+            JSON_VALUE_FN
+        };
+        f.name = ObjectName::from(vec![Ident::new(to)]);
+    }
+}
+
+/// Whether `e` is a number as written (`5`, `-1.5`).
+fn is_number(e: &Expr) -> bool {
+    match e {
+        Expr::Value(v) => matches!(v.value, Value::Number(..)),
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus | UnaryOperator::Plus,
+            expr,
+        }
+        | Expr::Nested(expr) => is_number(expr),
+        _ => false,
     }
 }
 
@@ -1033,8 +1092,14 @@ fn json_arrayagg(f: &mut Function) -> Result<Expr, SqlError> {
 /// elements, each element written as [`JSON_TEXT_FN`] writes a document.
 pub const JSON_ARRAYAGG_TEXT_FN: &str = "mysql_json_arrayagg_text";
 
-/// The engine's function behind a result column's `JSON_EXTRACT` ([`json_extract_as_written`]).
+/// The engine's `JSON_EXTRACT`, the value as MariaDB writes it ([`json_extract_compared`]).
 pub const JSON_EXTRACT_FN: &str = "mysql_json_extract";
+
+/// The engine's `JSON_EXTRACT` compared as a string ([`json_extract_compared`]).
+pub const JSON_VALUE_FN: &str = "mysql_json_value";
+
+/// The engine's `JSON_EXTRACT` compared with a number ([`json_extract_compared`]).
+pub const JSON_NUMBER_FN: &str = "mysql_json_number";
 
 /// The engine's function that writes a JSON document as MariaDB does (`", "` between
 /// elements, `": "` after a key): around each `JSON_OBJECT` and `JSON_ARRAY`, whose SQLite

@@ -343,7 +343,7 @@ pub(super) fn type_of(e: &Expr, sources: &[Source]) -> ResultType {
         Expr::UnaryOp {
             op: UnaryOperator::Minus | UnaryOperator::Plus,
             expr,
-        } => type_of(expr, sources),
+        } => operand_type(expr, sources),
         Expr::BinaryOp { left, op, right } => {
             let operator = match op {
                 BinaryOperator::Plus | BinaryOperator::Minus => Operator::AddOrSubtract,
@@ -361,8 +361,8 @@ pub(super) fn type_of(e: &Expr, sources: &[Source]) -> ResultType {
             };
             ResultType::Arithmetic(
                 operator,
-                Box::new(type_of(left, sources)),
-                Box::new(type_of(right, sources)),
+                Box::new(operand_type(left, sources)),
+                Box::new(operand_type(right, sources)),
             )
         }
         Expr::Cast { data_type, .. } => cast_type(data_type),
@@ -398,6 +398,20 @@ pub(super) fn type_of(e: &Expr, sources: &[Source]) -> ResultType {
             function_type(&name.value.to_ascii_uppercase(), &args, sources)
         }
         _ => ResultType::Unknown,
+    }
+}
+
+/// The type of `e` as an arithmetic operand: a `JSON_EXTRACT` is read as a `DOUBLE` there.
+fn operand_type(e: &Expr, sources: &[Source]) -> ResultType {
+    match e {
+        Expr::Function(f)
+            if matches!(f.name.0.as_slice(), [name] if name
+                .as_ident()
+                .is_some_and(|i| i.value.eq_ignore_ascii_case("JSON_EXTRACT"))) =>
+        {
+            ResultType::Double
+        }
+        _ => type_of(e, sources),
     }
 }
 
