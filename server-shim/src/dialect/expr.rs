@@ -333,16 +333,7 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
         Expr::BinaryOp { left, op, right } => {
             expr(left)?;
             expr(right)?;
-            if matches!(
-                op,
-                BinaryOperator::Eq
-                    | BinaryOperator::NotEq
-                    | BinaryOperator::Lt
-                    | BinaryOperator::LtEq
-                    | BinaryOperator::Gt
-                    | BinaryOperator::GtEq
-                    | BinaryOperator::Spaceship
-            ) {
+            if is_comparison(op) || matches!(op, BinaryOperator::Spaceship) {
                 json_extract_compared(left, right);
                 json_extract_compared(right, left);
             }
@@ -639,14 +630,7 @@ fn binary(
         // Two string literals compare in the connection's collation, which ignores case
         // (`'a' = 'A'` is 1) and trailing spaces; SQLite's default compares bytes. A column
         // has a collation of its own, which SQLite applies.
-        BinaryOperator::Eq
-        | BinaryOperator::NotEq
-        | BinaryOperator::Lt
-        | BinaryOperator::LtEq
-        | BinaryOperator::Gt
-        | BinaryOperator::GtEq
-            if is_string_literal(left) && is_string_literal(right) =>
-        {
+        op if is_comparison(op) && is_string_literal(left) && is_string_literal(right) => {
             let l = core::mem::replace(left.as_mut(), Expr::Value(Value::Null.into()));
             let r = core::mem::replace(right.as_mut(), Expr::Value(Value::Null.into()));
             **left = Expr::Function(call(COMPARE_CI_FN, vec![l, r]));
@@ -1045,6 +1029,19 @@ fn json_extract_compared(e: &mut Expr, other: &Expr) {
         };
         f.name = ObjectName::from(vec![Ident::new(to)]);
     }
+}
+
+/// `=`, `<>`, `<`, `<=`, `>`, `>=`.
+const fn is_comparison(op: &BinaryOperator) -> bool {
+    matches!(
+        op,
+        BinaryOperator::Eq
+            | BinaryOperator::NotEq
+            | BinaryOperator::Lt
+            | BinaryOperator::LtEq
+            | BinaryOperator::Gt
+            | BinaryOperator::GtEq
+    )
 }
 
 /// Whether `e` is a number as written (`5`, `-1.5`).
