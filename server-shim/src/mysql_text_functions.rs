@@ -7,7 +7,8 @@
 //! - `HEX` (`mysql_hex`): a number's value in hexadecimal (SQLite writes its text's bytes);
 //! - `QUOTE` (`mysql_quote`): backslash escapes (SQLite doubles quotes);
 //! - two string literals compared (`mysql_compare_ci`): MariaDB's case-insensitive collation
-//!   for ASCII text, an error for other text (SQLite compares bytes);
+//!   for ASCII text, an error for other text (SQLite compares bytes); the same collation for
+//!   text columns (`mysql_general_ci`, [`general_ci`]);
 //! - `FORMAT(X, D)` (`mysql_format`): thousands separators and `D` decimals, half away from
 //!   zero (SQLite's is `printf`).
 //!
@@ -20,15 +21,47 @@ use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::ValueRef;
 
-/// Two strings compared as MariaDB's default collation (`utf8mb4_general_ci`) compares
-/// ASCII text: case ignored, trailing spaces ignored (`PAD SPACE`); -1, 0 or 1. `None` for
-/// text outside ASCII, whose folding SQLite does not know.
+/// The collation text columns get ([`general_ci`]).
+pub const GENERAL_CI: &str = "mysql_general_ci";
+
+/// Two strings ordered as MariaDB's default collation (`utf8mb4_general_ci`) orders ASCII
+/// text: letters as their upper case (`a` before `_`, which MariaDB sorts after `Z`), the
+/// shorter string padded with spaces (`PAD SPACE`: `'a'` equals `'a '`); other bytes as they
+/// are (MariaDB folds accents too, which this does not).
+#[must_use]
+pub fn general_ci(a: &str, b: &str) -> core::cmp::Ordering {
+    use core::cmp::Ordering;
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    for (x, y) in a.iter().zip(b) {
+        match x.to_ascii_uppercase().cmp(&y.to_ascii_uppercase()) {
+            Ordering::Equal => {}
+            other => return other,
+        }
+    }
+    let padded = |rest: &[u8]| {
+        rest.iter()
+            .map(|c| c.cmp(&b' '))
+            .find(|o| o.is_ne())
+            .unwrap_or(Ordering::Equal)
+    };
+    let n = a.len().min(b.len());
+    match (
+        a.get(n..).unwrap_or_default(),
+        b.get(n..).unwrap_or_default(),
+    ) {
+        ([], []) => Ordering::Equal,
+        ([], rest) => padded(rest).reverse(),
+        (rest, _) => padded(rest),
+    }
+}
+
+/// Two strings compared as [`general_ci`]: -1, 0 or 1. `None` for text outside ASCII, whose
+/// folding SQLite does not know.
 fn compare_ci(a: &str, b: &str) -> Option<i64> {
     if !a.is_ascii() || !b.is_ascii() {
         return None;
     }
-    let fold = |s: &str| s.trim_end_matches(' ').to_ascii_lowercase();
-    Some(match fold(a).cmp(&fold(b)) {
+    Some(match general_ci(a, b) {
         core::cmp::Ordering::Less => -1,
         core::cmp::Ordering::Equal => 0,
         core::cmp::Ordering::Greater => 1,
@@ -46,6 +79,7 @@ const MAX_MADE_BYTES: usize = 16 << 20;
 /// # Errors
 /// SQLite's, if a function cannot be registered.
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
+    conn.create_collation(GENERAL_CI, general_ci)?;
     let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     conn.create_scalar_function("mysql_length", 1, pure, |ctx| {
         Ok(match ctx.get_raw(0) {
@@ -318,6 +352,26 @@ fn grouped(number: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// MariaDB 10.11's `utf8mb4_general_ci` (`SELECT 'a' < '_'` and so on).
+    #[test]
+    fn orders_ascii_text_as_mariadbs_default_collation() {
+        use core::cmp::Ordering::{Equal, Greater, Less};
+        for (a, b, mariadb) in [
+            ("a", "_", Less),
+            ("Z", "[", Less),
+            ("_x", "b", Greater),
+            ("abc", "ABC", Equal),
+            ("a", "a  ", Equal),
+            ("a\t", "a", Less),
+            ("a", "a\t", Greater),
+            ("ab", "a", Greater),
+            ("", " ", Equal),
+            ("é", "z", Greater),
+        ] {
+            assert_eq!(general_ci(a, b), mariadb, "{a:?} {b:?}");
+        }
+    }
 
     #[test]
     fn format_rounds_half_away_from_zero_and_groups_thousands() {

@@ -249,3 +249,13 @@ SELECT id, JSON_EXTRACT(j, '$.a') = 'b', JSON_EXTRACT(j, '$.a') = 'null', JSON_E
 SELECT id, JSON_EXTRACT(j, '$.a') IS NULL, CONCAT(JSON_EXTRACT(j, '$.a'), '!'), JSON_EXTRACT(j, '$.a') LIKE 'b%', JSON_EXTRACT(j, '$.a') + 1, LENGTH(JSON_EXTRACT(j, '$.a')) FROM t_json ORDER BY id
 SELECT id, JSON_EXTRACT(j, '$.a') * 2, -JSON_EXTRACT(j, '$.a') FROM t_json ORDER BY id
 DROP TABLE t_json
+
+# Text in MariaDB's default collation: letters as their upper case (`a` before `_`), trailing spaces ignored
+SELECT 'a' < '_', 'Z' < '[', 'a' < '[', STRCMP('a', '_'), '_' < 'b', 'a' = 'a  '
+CREATE TABLE t_order (id INT PRIMARY KEY, s VARCHAR(10))
+INSERT INTO t_order VALUES (1, '_x'), (2, 'a'), (3, 'B'), (4, '[q'), (5, 'a '), (6, '^'), (7, 'A')
+SELECT s FROM t_order ORDER BY s, id
+SELECT id FROM t_order WHERE s = 'a' ORDER BY id
+SELECT id FROM t_order WHERE s > 'Z' ORDER BY id
+SELECT COUNT(DISTINCT s), MIN(s), MAX(s) FROM t_order
+DROP TABLE t_order

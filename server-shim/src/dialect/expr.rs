@@ -718,14 +718,14 @@ fn cast(inner: Expr, to: &DataType) -> Result<Expr, SqlError> {
     })
 }
 
-/// SQLite's collation for a MySQL one: binary collations compare bytes, the rest ignore
-/// case (SQLite's NOCASE folds ASCII only).
+/// SQLite's collation for a MySQL one: binary collations compare bytes, the rest as MariaDB's
+/// `utf8mb4_general_ci` orders ASCII text (`crate::mysql_text_functions::general_ci`).
 pub fn collation_for(mysql: &ObjectName) -> &'static str {
     let name = mysql.to_string().to_ascii_lowercase();
     if name.ends_with("_bin") || name == "binary" {
         "BINARY"
     } else {
-        "NOCASE"
+        crate::mysql_text_functions::GENERAL_CI
     }
 }
 

@@ -85,7 +85,13 @@ fn code(mysql: &str) -> u16 {
 }
 
 fn db() -> Connection {
-    Connection::open_in_memory().unwrap()
+    let db = Connection::open_in_memory().unwrap();
+    db.create_collation(
+        crate::mysql_text_functions::GENERAL_CI,
+        crate::mysql_text_functions::general_ci,
+    )
+    .unwrap();
+    db
 }
 
 const DUMP_TABLE: &str = "CREATE TABLE `items` (
@@ -105,10 +111,10 @@ fn translates_mariadb_dump_table() {
         sql(DUMP_TABLE),
         [
             "CREATE TABLE `items` (`id` INTEGER PRIMARY KEY AUTOINCREMENT, \
-             `name` VARCHAR(40) COLLATE NOCASE NOT NULL DEFAULT '', \
+             `name` VARCHAR(40) COLLATE mysql_general_ci NOT NULL DEFAULT '', \
              `price` DECIMAL(10,2) DEFAULT NULL, \
              `created` DATETIME DEFAULT CURRENT_TIMESTAMP, \
-             `kind` TEXT COLLATE NOCASE CONSTRAINT `enum` CHECK (`kind` IN ('a', 'b')) DEFAULT 'a')",
+             `kind` TEXT COLLATE mysql_general_ci CONSTRAINT `enum` CHECK (`kind` IN ('a', 'b')) DEFAULT 'a')",
             "CREATE UNIQUE INDEX `items__name` ON `items` (`name`)",
             "CREATE INDEX `items__price_idx` ON `items` (`price`)",
             "INSERT INTO sqlite_sequence (name, seq) VALUES ('items', 2)",
@@ -181,7 +187,7 @@ fn keeps_mysql_types_as_declared_types() {
         ),
         [
             "CREATE TABLE `t` (`a` TINYINT(1), `b` BIGINT UNSIGNED, `c` INT UNSIGNED, `d` TIMESTAMP, \
-          `e` TEXT COLLATE BINARY, `f` BLOB, `g` JSON, `h` DOUBLE, `i` CHAR(2) COLLATE NOCASE)"
+          `e` TEXT COLLATE BINARY, `f` BLOB, `g` JSON, `h` DOUBLE, `i` CHAR(2) COLLATE mysql_general_ci)"
         ]
     );
 }
@@ -266,7 +272,7 @@ fn inline_keys_become_uniquely_named_indexes() {
              FULLTEXT KEY ft (b), CONSTRAINT fk FOREIGN KEY (a) REFERENCES s.u (id) ON DELETE CASCADE)"
         ),
         [
-            "CREATE TABLE IF NOT EXISTS `s`.`t` (`a` INT, `b` VARCHAR(200) COLLATE NOCASE, \
+            "CREATE TABLE IF NOT EXISTS `s`.`t` (`a` INT, `b` VARCHAR(200) COLLATE mysql_general_ci, \
              CONSTRAINT `fk` FOREIGN KEY (`a`) REFERENCES `u` (`id`) ON DELETE CASCADE)",
             "CREATE UNIQUE INDEX IF NOT EXISTS `s`.`t__a` ON `t` (`a`)",
             "CREATE INDEX IF NOT EXISTS `s`.`t__b` ON `t` (`b`)",
@@ -351,7 +357,7 @@ fn alter_table_what_sqlite_supports() {
     assert_eq!(
         sql("ALTER TABLE t ADD COLUMN c VARCHAR(5) NOT NULL DEFAULT 'x', DROP COLUMN b"),
         [
-            "ALTER TABLE `t` ADD COLUMN `c` VARCHAR(5) COLLATE NOCASE NOT NULL DEFAULT 'x'",
+            "ALTER TABLE `t` ADD COLUMN `c` VARCHAR(5) COLLATE mysql_general_ci NOT NULL DEFAULT 'x'",
             "ALTER TABLE `t` DROP COLUMN `b`"
         ]
     );
@@ -664,7 +670,7 @@ fn column_changes_and_new_constraints_become_a_table_rebuild() {
             Change::Column {
                 old: "a".into(),
                 new: "b".into(),
-                definition: "`b` VARCHAR(5) COLLATE NOCASE CONSTRAINT `mysql_length b` \
+                definition: "`b` VARCHAR(5) COLLATE mysql_general_ci CONSTRAINT `mysql_length b` \
                              CHECK (length(`b`) <= 5) NOT NULL DEFAULT 'x'"
                     .into(),
                 on_update: false,
