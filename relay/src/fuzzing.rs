@@ -332,6 +332,35 @@ pub fn statement_ids(pairs: &[u8], server: u64, rest: &[u8]) {
     }
 }
 
+/// `kill_ids`: a client's command payload searched for the session a `KILL` names, and
+/// `id` written over it.
+///
+/// # Panics
+/// If a rewrite changes the payload's length or anything but the id's bytes, or leaves other
+/// than `id` there.
+pub fn kill_ids(payload: &[u8], id: u32) {
+    use crate::kill_ids::{killed_id, rewrite};
+    let Some(target) = killed_id(payload) else {
+        return;
+    };
+    let mut bytes = payload.to_vec();
+    if !rewrite(&mut bytes, &target, id) {
+        assert_eq!(
+            bytes, payload,
+            "a rewrite that does not fit changes nothing"
+        );
+        return;
+    }
+    assert_eq!(bytes.len(), payload.len());
+    assert_eq!(bytes.get(..target.at.start), payload.get(..target.at.start));
+    assert_eq!(bytes.get(target.at.end..), payload.get(target.at.end..));
+    assert_eq!(
+        killed_id(&bytes).map(|t| t.id),
+        Some(id),
+        "the id now named"
+    );
+}
+
 /// `session_state`: a session's state as the relay reads it from a compute (four responses,
 /// one after another, as MySQL packets: 3-byte length, sequence id, payload; the first byte
 /// picks `CLIENT_DEPRECATE_EOF`). Whatever the compute sends, nothing panics, and every

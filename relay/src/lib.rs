@@ -45,6 +45,8 @@
 //! - `session_state`: a session's state read by value from its compute, and the statements that
 //!   restore it on another.
 //! - `statement_ids`: prepared statement ids mapped between a client and a new compute.
+//! - `kill_ids`: the session a `KILL` names by the id the relay's greeting gave, rewritten in
+//!   place to the compute's.
 //! - `conversation`: where a logged-in connection is between commands (idle, busy), read
 //!   off both directions' bytes.
 //! - `packet_io`: the only module that reads or writes MySQL packets on a socket.
@@ -97,6 +99,7 @@ mod in_memory;
 mod instance_dir;
 mod keygen;
 mod keys;
+mod kill_ids;
 mod ledger;
 mod lifecycle;
 mod limits;

@@ -16,6 +16,7 @@ use authplugin::packet::command::{COM_PING, COM_STMT_CLOSE, COM_STMT_SEND_LONG_D
 
 use crate::control::{ConnectionGuard, NotResumable, SessionLook};
 use crate::conversation::{Conversation, Mark, Phase as Step, Untracked};
+use crate::kill_ids;
 use crate::passthrough::{Observer, Reaction};
 use crate::session_effects::{self, Effect};
 use crate::session_state::{SessionState, Unreadable};
@@ -369,9 +370,11 @@ impl CommandWatch<'_> {
         self.log.statements().collect()
     }
 
-    /// The session was reattached and its statements prepared again: `(client id, new
-    /// compute id)` for each. Ids are translated from here on when any differs.
-    pub fn reattached(&mut self, statements: &[(u32, u32)]) {
+    /// The session was reattached to a compute that knows it as `compute_id`, and its
+    /// statements prepared again: `(client id, new compute id)` for each. Ids are translated
+    /// from here on when any differs.
+    pub fn reattached(&mut self, statements: &[(u32, u32)], compute_id: u32) {
+        self.guard.session_moved(compute_id);
         self.translation = StatementIds::after_reattach(statements).map(|ids| {
             Box::new(Translation {
                 ids,
@@ -605,6 +608,35 @@ impl CommandWatch<'_> {
     }
 }
 
+impl CommandWatch<'_> {
+    /// A `KILL` of one of the instance's relayed sessions by the id its client knows, in
+    /// `bytes` (one whole packet), is given the compute's id for it (`crate::kill_ids`).
+    fn kill_on_the_compute(&self, bytes: &mut [u8]) {
+        let Some(([a, b, c, _], payload)) = bytes.split_first_chunk_mut::<4>() else {
+            return;
+        };
+        if u32::from_le_bytes([*a, *b, *c, 0]) as usize != payload.len()
+            || !self.conversation.client_may_command()
+        {
+            return;
+        }
+        let Some(target) = kill_ids::killed_id(payload) else {
+            return;
+        };
+        if let Some(id) = self
+            .guard
+            .compute_id_of(target.id)
+            .filter(|id| *id != target.id)
+            && !kill_ids::rewrite(payload, &target, id)
+        {
+            tracing::debug!(
+                session = target.id,
+                "KILL's id left as sent: too short for the compute's"
+            );
+        }
+    }
+}
+
 /// A whole `COM_PING` packet (sequence id 0), as pools send it.
 const PING: &[u8] = &[1, 0, 0, 0, COM_PING];
 
@@ -620,6 +652,7 @@ impl Observer for CommandWatch<'_> {
                 return Reaction::Answer(reply);
             }
         }
+        self.kill_on_the_compute(bytes);
         let keepalive = self.is_keepalive(bytes);
         self.learning = keepalive.then(|| (bytes.to_vec(), Vec::new()));
         let before = self.conversation.activity();

@@ -676,6 +676,71 @@ fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_stat
     remove_ticket_key(&ticket_key);
 }
 
+/// A `KILL QUERY` by the id a relayed session's handshake gave, which is the relay's (MariaDB
+/// knows the session by an id of its own, another after each reattach), reaches that session:
+/// JDBC's query timeout sends one from a second connection. Also after the session was
+/// carried across a stop.
+#[test]
+fn kill_query_by_the_handshakes_id_reaches_the_relayed_session_also_after_a_stop() {
+    let (d, ticket_key) = Dual::start_resumable("maria-dual-kill");
+    let (mut a, greeted_as) = raw::login_greeted(d.relay.port, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap();
+    a.set_read_timeout(Some(tests::scaled(Duration::from_secs(60))))
+        .unwrap();
+    let on_mariadb = raw::one_row(&mut a, "SELECT CONNECTION_ID()").unwrap();
+    assert_ne!(
+        on_mariadb,
+        greeted_as.to_string(),
+        "the relay's greeting gave the id"
+    );
+    let interrupted = |mut a: TcpStream| {
+        let sleeping = std::thread::spawn(move || {
+            let answer = raw::query(&mut a, "SELECT SLEEP(60)");
+            (a, answer)
+        });
+        // Sleeping on MariaDB (which runs while a statement does).
+        assert!(
+            Relay::wait_until(Duration::from_secs(30), || {
+                mariadb(
+                    d.root_port,
+                    "root",
+                    None,
+                    &[],
+                    "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                     WHERE INFO = 'SELECT SLEEP(60)'",
+                )
+                .stdout
+                .trim()
+                    == "1"
+            }),
+            "{}",
+            d.relay.log()
+        );
+        let mut b = raw::login(d.relay.port, USER, PASSWORD, None)
+            .unwrap()
+            .unwrap();
+        let killed = raw::query(&mut b, &format!("KILL QUERY {greeted_as}"));
+        assert!(matches!(killed, Ok(Ok(_))), "{killed:?}\n{}", d.relay.log());
+        let (a, answer) = sleeping.join().unwrap();
+        match answer {
+            Ok(Err((code, _))) => assert_eq!(code, 1317, "{}", d.relay.log()),
+            other => panic!("SLEEP not interrupted: {other:?}\n{}", d.relay.log()),
+        }
+        a
+    };
+    let mut a = interrupted(a);
+    // Carried across a stop: the new MariaDB knows the session by yet another id.
+    let pid = d.relay.compute_pid().unwrap();
+    d.wait_paused();
+    assert!(!pid_alive(pid), "mariadbd is gone");
+    let after = raw::one_row(&mut a, "SELECT CONNECTION_ID()").unwrap();
+    assert!(d.relay.logged("session reattached"), "{}", d.relay.log());
+    assert_ne!(after, greeted_as.to_string());
+    interrupted(a);
+    remove_ticket_key(&ticket_key);
+}
+
 /// A session carried across a stop by value (docs/parking.md, *Sessions across a stop*): the
 /// relay sends the new MariaDB only statements it generates from what the old one reported,
 /// never the client's text. A `SET STATEMENT … FOR INSERT` inserts once; a database chosen

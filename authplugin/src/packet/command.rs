@@ -12,6 +12,8 @@ pub const COM_QUERY: u8 = 0x03;
 pub const COM_FIELD_LIST: u8 = 0x04;
 /// `COM_PROCESS_INFO`: `SHOW PROCESSLIST` as a command.
 pub const COM_PROCESS_INFO: u8 = 0x0A;
+/// `COM_PROCESS_KILL`: `KILL <id>` as a command (four bytes, little-endian).
+pub const COM_PROCESS_KILL: u8 = 0x0C;
 /// `COM_PING`.
 pub const COM_PING: u8 = 0x0E;
 /// `COM_CHANGE_USER`: log in again as another (or the same) user on the same connection.

@@ -128,6 +128,10 @@ struct Inner {
     /// carried to a new compute, so keep it frozen (not stopped), by connection: its client
     /// and why ([`ConnectionGuard::report`]).
     held_frozen: std::collections::BTreeMap<u64, (String, NotResumable)>,
+    /// Relayed sessions by the id the relay's greeting gave them: the compute's id for each,
+    /// from its login or latest reattach (they differ on MariaDB), so a `KILL` by the first
+    /// reaches the second (`crate::kill_ids`).
+    compute_ids: std::collections::HashMap<u32, u32>,
     /// Of the open connections, those routed direct whose client has not yet spoken
     /// ([`Instance::hold_direct`]): counted so no pause cuts them, but never a session.
     pre_login: usize,
@@ -358,6 +362,9 @@ pub struct ConnectionGuard {
     holding: Option<NotResumable>,
     /// Whether it is counted in [`Inner::pre_login`].
     pre_login: bool,
+    /// The id its client knows it by, when listed in [`Inner::compute_ids`] (0: not listed;
+    /// the relay's ids are never 0).
+    greeted_as: u32,
 }
 
 impl std::fmt::Debug for ConnectionGuard {
@@ -385,6 +392,9 @@ impl Drop for ConnectionGuard {
         if self.pre_login {
             inner.pre_login = inner.pre_login.saturating_sub(1);
         }
+        if self.greeted_as != 0 {
+            inner.compute_ids.remove(&self.greeted_as);
+        }
         // The last session closed: connections whose clients have not spoken do not count.
         if self.session && inner.active.total() == inner.pre_login {
             inner.idle_since = tokio::time::Instant::now();
@@ -395,6 +405,33 @@ impl Drop for ConnectionGuard {
 }
 
 impl ConnectionGuard {
+    /// The session is known to its client as `greeted_as` (the relay's greeting) and to the
+    /// compute as `compute_id` (the compute's greeting at its login).
+    pub fn name_session(&mut self, greeted_as: u32, compute_id: u32) {
+        let mut inner = self.instance.lock();
+        if self.greeted_as != 0 {
+            inner.compute_ids.remove(&self.greeted_as);
+        }
+        self.greeted_as = greeted_as;
+        inner.compute_ids.insert(greeted_as, compute_id);
+    }
+
+    /// The session was reattached: the new compute knows it as `compute_id`.
+    pub fn session_moved(&mut self, compute_id: u32) {
+        if self.greeted_as != 0 {
+            self.instance
+                .lock()
+                .compute_ids
+                .insert(self.greeted_as, compute_id);
+        }
+    }
+
+    /// The compute's id of the instance's relayed session its client knows as `greeted_as`.
+    #[must_use]
+    pub fn compute_id_of(&self, greeted_as: u32) -> Option<u32> {
+        self.instance.lock().compute_ids.get(&greeted_as).copied()
+    }
+
     /// Names the connection's client, for status output.
     pub fn set_client(&mut self, client: String) {
         self.client = client;
@@ -453,6 +490,7 @@ impl Instance {
                 idle_conns: 0,
                 resumable_conns: 0,
                 held_frozen: std::collections::BTreeMap::new(),
+                compute_ids: std::collections::HashMap::new(),
                 pre_login: 0,
                 pause_waits_for_pre_login: false,
                 cannot_park: false,
@@ -608,6 +646,7 @@ impl Instance {
                 client: String::new(),
                 holding: None,
                 pre_login: true,
+                greeted_as: 0,
             }
         })
     }
@@ -629,6 +668,7 @@ impl Instance {
             client: String::new(),
             holding: None,
             pre_login: false,
+            greeted_as: 0,
         }
     }
 

@@ -585,7 +585,7 @@ async fn reattach_session(
     };
     let (reattached, wake_ms) = resume_session(rt, connector, resumption, &state).await?;
     drop(statements);
-    commands.reattached(&reattached.statement_ids);
+    commands.reattached(&reattached.statement_ids, reattached.compute_id);
     Ok((reattached.stream.into_parts(), (wake_ms, prepared)))
 }
 

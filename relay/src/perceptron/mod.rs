@@ -433,7 +433,7 @@ where
     drop(pending);
     // Counted as an open connection of the instance from its login on, so scanners and
     // health checks never hold an instance awake.
-    let held = rt.instance.hold(Route::Perceptron);
+    let mut held = rt.instance.hold(Route::Perceptron);
 
     // A frozen compute's kernel completes a connect while the compute is still frozen: the
     // login's connection is opened during the thaw, and the greeting is there once it runs.
@@ -481,6 +481,7 @@ where
         mariadb: compute_leg::mariadb_capabilities(&login, &compute.greeting),
     };
     let mut resumption = None;
+    let greeted_as = login.connection_id;
     let verdict = match cfg.auth {
         AuthMode::Dual => {
             let client_ip = client_addr.ip();
@@ -540,6 +541,9 @@ where
             verdict
         }
     };
+    if verdict.accepted() {
+        held.name_session(greeted_as, compute.greeting.connection_id);
+    }
     Ok(Established {
         user,
         compute: compute.stream,

@@ -117,6 +117,8 @@ pub struct Reattached<S> {
     pub proven_in_greeting: bool,
     /// Each statement's client id and the new compute's id for it.
     pub statement_ids: Vec<(u32, u32)>,
+    /// The id the new compute's greeting gave the session (`crate::kill_ids`).
+    pub compute_id: u32,
 }
 
 /// Logs in to a new compute with the resume payload and restores `state`: the commands sent
@@ -165,6 +167,7 @@ pub async fn reattach<C: ComputeConnector>(
     resumption.ticket = verdict
         .ticket
         .ok_or(ComputeProtocolError::Unexpected(0x00))?;
+    let compute_id = compute.greeting.connection_id;
     let mut stream = compute.stream;
     if let Some(option) = state.set_option {
         compute_leg::write(&mut stream, 0, &option).await?;
@@ -197,6 +200,7 @@ pub async fn reattach<C: ComputeConnector>(
         stream,
         proven_in_greeting: in_greeting,
         statement_ids,
+        compute_id,
     })
 }
 
