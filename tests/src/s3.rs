@@ -42,7 +42,7 @@ impl S3Server {
         let program = target_dir().join("tools/bin/s3s-fs");
         assert!(
             program.is_file(),
-            "{} not found: scripts/test installs it (cargo install --locked --debug s3s-fs@0.14.1 \
+            "{} not found: scripts/test installs it (cargo install --locked s3s-fs@0.14.1 \
              --features binary --root {})",
             program.display(),
             target_dir().join("tools").display()
