@@ -370,10 +370,10 @@ impl CommandWatch<'_> {
         self.log.statements().collect()
     }
 
-    /// The session was reattached to a compute that knows it as `compute_id`, and its
-    /// statements prepared again: `(client id, new compute id)` for each. Ids are translated
-    /// from here on when any differs.
-    pub fn reattached(&mut self, statements: &[(u32, u32)], compute_id: u32) {
+    /// The session was reattached, to a compute that knows it as `compute_id` (none: by the
+    /// id the relay's greeting gave), and its statements prepared again: `(client id, new
+    /// compute id)` for each. Ids are translated from here on when any differs.
+    pub fn reattached(&mut self, statements: &[(u32, u32)], compute_id: Option<u32>) {
         self.guard.session_moved(compute_id);
         self.translation = StatementIds::after_reattach(statements).map(|ids| {
             Box::new(Translation {

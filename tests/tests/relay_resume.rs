@@ -370,3 +370,54 @@ fn a_session_reattached_after_every_command_keeps_its_state() {
         relay.log()
     );
 }
+
+/// A `KILL QUERY` by the id the handshake gave reaches the session: server-shim takes the
+/// relay's id as its session's, so the relay sends the KILL as it is, before and after the
+/// session is carried across a stop (`relay/src/kill_ids.rs` rewrites it only for a compute
+/// that cannot take the id, MariaDB: `tests/tests/mariadb_dual.rs`).
+#[test]
+fn a_kill_by_the_handshakes_id_reaches_the_session_before_and_after_a_stop() {
+    let dir = TempDir::new("resume-kill");
+    let relay = start(&dir);
+    let (a, greeted_as) = raw::login_greeted(relay.port, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap();
+    a.set_read_timeout(Some(tests::scaled(Duration::from_secs(60))))
+        .unwrap();
+    let interrupted = |mut a: TcpStream| {
+        assert_eq!(
+            raw::one_row(&mut a, "SELECT CONNECTION_ID()"),
+            Some(greeted_as.to_string())
+        );
+        let sleeping = std::thread::spawn(move || {
+            let answer = raw::query(&mut a, "SELECT SLEEP(60)");
+            (a, answer)
+        });
+        let mut b = connect(&relay);
+        // Sent until the sleep ends: one that arrives before it starts stops nothing.
+        assert!(
+            Relay::wait_until(Duration::from_secs(30), || {
+                let killed = raw::query(&mut b, &format!("KILL QUERY {greeted_as}"));
+                assert!(matches!(killed, Ok(Ok(_))), "{killed:?}\n{}", relay.log());
+                sleeping.is_finished()
+            }),
+            "{}",
+            relay.log()
+        );
+        let (a, answer) = sleeping.join().unwrap();
+        match answer {
+            Ok(Err((code, _))) => assert_eq!(code, 1317, "{}", relay.log()),
+            other => panic!("SLEEP not interrupted: {other:?}\n{}", relay.log()),
+        }
+        a
+    };
+    let a = interrupted(a);
+    // Carried across a stop.
+    assert!(
+        Relay::wait_until(Duration::from_secs(60), || relay.state() == "paused"),
+        "{}",
+        relay.log()
+    );
+    interrupted(a);
+    assert!(relay.logged("session reattached"), "{}", relay.log());
+}

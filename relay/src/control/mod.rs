@@ -416,14 +416,17 @@ impl ConnectionGuard {
         inner.compute_ids.insert(greeted_as, compute_id);
     }
 
-    /// The session was reattached: the new compute knows it as `compute_id`.
-    pub fn session_moved(&mut self, compute_id: u32) {
-        if self.greeted_as != 0 {
-            self.instance
-                .lock()
-                .compute_ids
-                .insert(self.greeted_as, compute_id);
+    /// The session was reattached: the new compute knows it as `compute_id` (none: by the
+    /// relay's id, [`Self::name_session`] not needed).
+    pub fn session_moved(&mut self, compute_id: Option<u32>) {
+        if self.greeted_as == 0 {
+            return;
         }
+        let mut inner = self.instance.lock();
+        match compute_id {
+            Some(id) => inner.compute_ids.insert(self.greeted_as, id),
+            None => inner.compute_ids.remove(&self.greeted_as),
+        };
     }
 
     /// The compute's id of the instance's relayed session its client knows as `greeted_as`.

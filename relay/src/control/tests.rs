@@ -1232,7 +1232,7 @@ async fn prepared_statements_are_kept_and_translated_after_a_reattach() {
     assert_eq!(bytes, execute(5));
     down(&mut session, &framed(1, &[0, 0, 0, 2, 0, 0, 0]));
     // The new compute prepared them as 1, 2 and 3.
-    session.reattached(&[(3, 3), (4, 1), (5, 2)], 7);
+    session.reattached(&[(3, 3), (4, 1), (5, 2)], Some(7));
     let mut bytes = execute(5);
     assert_eq!(session.client_bytes(&mut bytes, true), Reaction::Forward);
     assert_eq!(bytes, execute(2));

@@ -71,6 +71,15 @@ impl ProvenIn {
     pub const fn repeatable(self) -> bool {
         matches!(self, Self::Greeting | Self::AuthSwitch)
     }
+
+    /// Whether the compute takes the relay's connection id as its session's
+    /// (`compute_leg::response_for`): server-shim, which proves the key in its greeting or an
+    /// auth switch, does; MariaDB, which proves it in a challenge round, cannot
+    /// (`crate::kill_ids`).
+    #[must_use]
+    pub const fn takes_the_relays_id(self) -> bool {
+        matches!(self, Self::Greeting | Self::AuthSwitch)
+    }
 }
 
 /// The compute's answer to a relayed login: its OK or ERR packet.

@@ -541,7 +541,13 @@ where
             verdict
         }
     };
-    if verdict.accepted() {
+    // Where the compute did not take the relay's id as the session's, a KILL by it is given
+    // the compute's own.
+    if verdict.accepted()
+        && !verdict
+            .proven_in
+            .is_some_and(dual_auth::ProvenIn::takes_the_relays_id)
+    {
         held.name_session(greeted_as, compute.greeting.connection_id);
     }
     Ok(Established {

@@ -117,8 +117,9 @@ pub struct Reattached<S> {
     pub proven_in_greeting: bool,
     /// Each statement's client id and the new compute's id for it.
     pub statement_ids: Vec<(u32, u32)>,
-    /// The id the new compute's greeting gave the session (`crate::kill_ids`).
-    pub compute_id: u32,
+    /// The id the new compute knows the session by (`crate::kill_ids`): its greeting's, or
+    /// none where it took the relay's.
+    pub compute_id: Option<u32>,
 }
 
 /// Logs in to a new compute with the resume payload and restores `state`: the commands sent
@@ -167,7 +168,10 @@ pub async fn reattach<C: ComputeConnector>(
     resumption.ticket = verdict
         .ticket
         .ok_or(ComputeProtocolError::Unexpected(0x00))?;
-    let compute_id = compute.greeting.connection_id;
+    let compute_id = (!verdict
+        .proven_in
+        .is_some_and(dual_auth::ProvenIn::takes_the_relays_id))
+    .then_some(compute.greeting.connection_id);
     let mut stream = compute.stream;
     if let Some(option) = state.set_option {
         compute_leg::write(&mut stream, 0, &option).await?;
