@@ -52,7 +52,8 @@ def mariadb_accounts(port):
 
 def fresh_databases(port, user):
     sql = ("DROP DATABASE IF EXISTS test1; DROP DATABASE IF EXISTS test2; "
-           "CREATE DATABASE test1; CREATE DATABASE test2")
+           "CREATE DATABASE test1 DEFAULT CHARACTER SET utf8mb4; "
+           "CREATE DATABASE test2 DEFAULT CHARACTER SET utf8mb4")
     subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1", "-P%d" % port, "-u" + user,
                     "-p" + ROOT_PW, "--skip-ssl", "-e", sql], check=True, capture_output=True)
 
@@ -130,6 +131,8 @@ def compare(checkout, compute):
            "tests whose outcome differs: %d" % len(differ)]
     out += ["  %s: straight %s, resumed %s" % (t, straight.get(t), resumed.get(t))
             for t in differ]
+    failing = sorted(t for t, v in straight.items() if v == "fail")
+    out += ["failing straight: %d" % len(failing)] + ["  %s" % t for t in failing]
     out += ["command boundaries: %d carried to a new login, %d pinned (%.1f %% carried), "
             "%d failed reattaches" % (carried, total - carried,
                                       100.0 * carried / max(total, 1), failed),

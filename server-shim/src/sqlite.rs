@@ -1161,6 +1161,9 @@ impl SqliteExecutor {
 
 impl Executor for SqliteExecutor {
     fn execute(&mut self, sql: &str, params: &[Cell]) -> Result<Outcome, SqlError> {
+        // No refusal of an earlier statement is taken for this one's (it may fail before it
+        // is prepared).
+        self.scope.begin(&[]);
         let result = self
             .execute_translated(sql, params)
             .map_err(|e| self.refusal_or(e));
@@ -1325,6 +1328,7 @@ impl Executor for SqliteExecutor {
     }
 
     fn result_columns(&mut self, sql: &str) -> Result<Vec<String>, SqlError> {
+        self.scope.begin(&[]);
         let translated = self.translate(sql)?;
         let (translation, qualifiers) = &*translated;
         if translation.kind != StatementKind::Query {
@@ -1975,6 +1979,10 @@ mod tests {
                 "{sql}"
             );
         }
+        // The next statement's own error, not the refusal before it (one the translation
+        // refuses, before any database is attached).
+        assert_eq!(exec(e.as_mut(), "DELETE FROM t").unwrap_err().code(), 1146);
+        assert_eq!(exec(e.as_mut(), "SELECT TOP 1 1").unwrap_err().code(), 1235);
         assert!(matches!(
             exec(e.as_mut(), "DROP TABLE IF EXISTS t").unwrap(),
             Outcome::Done {
