@@ -50,6 +50,11 @@ pub fn killed_id(payload: &[u8]) -> Option<KilledId> {
 
 /// The id and where its digits are in `text`, a `KILL` statement's.
 fn killed_in_statement(text: &[u8]) -> Option<(u32, Range<usize>)> {
+    // Every statement of a session comes through here: any other is passed at its first word.
+    let start = text.iter().position(|b| !b.is_ascii_whitespace())?;
+    if !text.get(start..start + 4)?.eq_ignore_ascii_case(b"KILL") {
+        return None;
+    }
     let words = words(text)?;
     let mut rest = words.as_slice();
     match rest {

@@ -147,13 +147,7 @@ pub fn fill(
         // Names compare and sort without case, as MySQL's `utf8mb3_general_ci` columns do.
         let columns = columns
             .split(',')
-            .map(|c| {
-                format!(
-                    "{} COLLATE {}",
-                    c.trim(),
-                    crate::mysql_text_functions::GENERAL_CI
-                )
-            })
+            .map(|c| format!("{} COLLATE {}", c.trim(), crate::dialect::GENERAL_CI))
             .collect::<Vec<_>>()
             .join(", ");
         conn.execute_batch(&format!(

@@ -19,15 +19,17 @@
 //!                                               processes sql_error
 //!   4    sqlite                                 mysql_functions catalog information_schema
 //!                                               sqlite_catalog sqlite_value table_rebuild
-//!                                               dialect engine processes sql_error
+//!                                               database_scope dialect engine processes
+//!                                               sql_error
 //!        state                                  stream catalog accounts processes tickets
 //!   3    mysql_functions                        sqlite_value variables dialect engine
 //!                                               mysql_text_functions mysql_json
+//!        database_scope                         information_schema
 //!        stream                                 variables auth
 //!   2    catalog, classify, results             engine sql_error (classify: mysql_dialect)
-//!        information_schema, sqlite_catalog,    engine
+//!        information_schema, sqlite_catalog,    engine (information_schema: dialect's names)
 //!        sqlite_value, variables
-//!        mysql_text_functions, mysql_json       (rusqlite only)
+//!        mysql_text_functions, mysql_json       dialect (the names of its functions)
 //!        table_rebuild                          dialect sql_error
 //!   1    auth                                   accounts processes tickets
 //!        dialect, engine                        mysql_dialect sql_error (engine: processes)
@@ -65,6 +67,8 @@
 //!   (`dialect::ResultType`), and each value as a `Cell` of it.
 //! - `sqlite`: the SQLite engine: one file per database, WAL, `synchronous=FULL`, attached
 //!   databases for qualified names, `information_schema` built on demand.
+//! - `database_scope`: the attached databases a statement may use (those it names), so a
+//!   table without a qualifier never resolves into another database.
 //! - `information_schema`: MySQL's `information_schema` tables, built in SQLite per query.
 //! - `sqlite_catalog`: `SHOW CREATE TABLE`, `SHOW INDEX` and table descriptions from
 //!   SQLite's catalog, in MySQL's terms.

@@ -718,14 +718,18 @@ fn cast(inner: Expr, to: &DataType) -> Result<Expr, SqlError> {
     })
 }
 
-/// SQLite's collation for a MySQL one: binary collations compare bytes, the rest as MariaDB's
-/// `utf8mb4_general_ci` orders ASCII text (`crate::mysql_text_functions::general_ci`).
+/// The collation the engine registers for text as MariaDB's `utf8mb4_general_ci` orders it
+/// (`crate::mysql_text_functions::general_ci`): every text column's but a binary one's.
+pub const GENERAL_CI: &str = "mysql_general_ci";
+
+/// SQLite's collation for a MySQL one: binary collations compare bytes, the rest
+/// [`GENERAL_CI`].
 pub fn collation_for(mysql: &ObjectName) -> &'static str {
     let name = mysql.to_string().to_ascii_lowercase();
     if name.ends_with("_bin") || name == "binary" {
         "BINARY"
     } else {
-        crate::mysql_text_functions::GENERAL_CI
+        GENERAL_CI
     }
 }
 
@@ -1015,8 +1019,8 @@ pub const DATE_ADD_FN: &str = "mysql_date_add";
 /// `true` 1, anything else 0), else as a string ([`JSON_VALUE_FN`]: a string without its
 /// quotes, a number still a number, `null` and `true` as written); in arithmetic as with a
 /// number. Everywhere else (`IN`, `IS NULL`, `LIKE`, `CONCAT`, `ORDER BY`, the select list)
-/// `JSON_EXTRACT` is
-/// [`JSON_EXTRACT_FN`], the value as MariaDB writes it (a string with its quotes).
+/// `JSON_EXTRACT` is [`JSON_EXTRACT_FN`], the value as MariaDB writes it (a string with its
+/// quotes).
 fn json_extract_compared(e: &mut Expr, other: &Expr) {
     if let Expr::Function(f) = e
         && let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice()

@@ -87,7 +87,7 @@ fn code(mysql: &str) -> u16 {
 fn db() -> Connection {
     let db = Connection::open_in_memory().unwrap();
     db.create_collation(
-        crate::mysql_text_functions::GENERAL_CI,
+        crate::dialect::GENERAL_CI,
         crate::mysql_text_functions::general_ci,
     )
     .unwrap();

@@ -350,7 +350,7 @@ pub(super) fn column_definition(
                 _ => None,
             })
             .next_back()
-            .map_or(crate::mysql_text_functions::GENERAL_CI, expr::collation_for);
+            .map_or(expr::GENERAL_CI, expr::collation_for);
         out.push_str(&format!(" COLLATE {collation}"));
     }
     if let Some(check) = check {
