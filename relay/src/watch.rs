@@ -386,6 +386,10 @@ impl CommandWatch<'_> {
     /// Marks the session detached (its compute stopped under it) or reattached.
     pub fn set_detached(&mut self, detached: bool) {
         self.detached = detached;
+        if detached {
+            // Its compute is gone, and a new one reuses ids: no KILL is sent to the old id.
+            self.guard.session_moved(None);
+        }
     }
 
     /// While detached: the relay's own answer to `bytes` (a ping, a learnt keepalive query),

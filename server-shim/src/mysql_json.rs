@@ -74,9 +74,10 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
                 .map_err(|_| rusqlite::Error::UserFunctionError("JSON path with a wildcard".into()))
         })?;
     }
-    for (name, number) in [
-        (crate::dialect::JSON_VALUE_FN, false),
-        (crate::dialect::JSON_NUMBER_FN, true),
+    for (name, mode) in [
+        (crate::dialect::JSON_SQL_VALUE_FN, Compared::Typed),
+        (crate::dialect::JSON_VALUE_FN, Compared::WithString),
+        (crate::dialect::JSON_NUMBER_FN, Compared::WithNumber),
     ] {
         for n_args in 2..=MAX_PATHS + 1 {
             conn.create_scalar_function(name, n_args, pure, move |ctx| {
@@ -93,7 +94,7 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
                 let written = extract(&doc, &paths).map_err(|_| {
                     rusqlite::Error::UserFunctionError("JSON path with a wildcard".into())
                 })?;
-                Ok(written.map_or(Value::Null, |w| compared_as(&w, paths.len(), number)))
+                Ok(written.map_or(Value::Null, |w| compared_as(&w, paths.len(), mode)))
             })?;
         }
     }
@@ -246,11 +247,33 @@ fn same_scalar(a: &str, b: &str) -> bool {
     }
 }
 
-/// The value `JSON_EXTRACT` found (`written` as MariaDB writes it, from `paths` paths) as
-/// MariaDB compares it with a string: one string without its quotes, one number as a number,
-/// anything else as written (`null`, `true`, `[1, 2]`). With a `number`: a number's value, a
-/// string's leading number (`"1.5x"` is 1.5), `true` 1, anything else 0.
-fn compared_as(written: &str, paths: usize, number: bool) -> Value {
+/// Where a `JSON_EXTRACT`'s value is read (`crate::dialect::JSON_SQL_VALUE_FN` and its
+/// siblings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Compared {
+    /// As SQLite's `json_extract` types it: `true` 1, `false` 0, `null` NULL.
+    Typed,
+    /// Compared with a string: `null`, `true` and `false` as written.
+    WithString,
+    /// Compared with a number, or in arithmetic: a `DOUBLE`.
+    WithNumber,
+}
+
+/// The value `JSON_EXTRACT` found (`written` as MariaDB writes it, from `paths` paths) read
+/// `mode`'s way: one string without its quotes, one number as a number, anything else as
+/// written (`[1, 2]`), and [`Compared`] says what `null`, `true` and `false` are. With a
+/// number: a number's value, a string's leading number (`"1.5x"` is 1.5), `true` 1, anything
+/// else 0, all as doubles.
+fn compared_as(written: &str, paths: usize, mode: Compared) -> Value {
+    let number = mode == Compared::WithNumber;
+    if mode == Compared::Typed && paths == 1 {
+        match written {
+            "true" => return Value::Integer(1),
+            "false" => return Value::Integer(0),
+            "null" => return Value::Null,
+            _ => {}
+        }
+    }
     let one = (paths == 1).then_some(written);
     let string = one.filter(|w| w.starts_with('"')).and_then(unquoted);
     let value = one
@@ -768,15 +791,20 @@ mod tests {
     /// What a found value compares as (MariaDB 10.11: `JSON_EXTRACT(j, '$.a') = 5`, `= 'x'`).
     #[test]
     fn compares_as_mariadb_reads_a_json_value() {
-        let string = |w: &str| compared_as(w, 1, false);
-        let number = |w: &str| compared_as(w, 1, true);
+        let string = |w: &str| compared_as(w, 1, Compared::WithString);
+        let number = |w: &str| compared_as(w, 1, Compared::WithNumber);
+        let typed = |w: &str| compared_as(w, 1, Compared::Typed);
+        assert_eq!(typed("true"), Value::Integer(1));
+        assert_eq!(typed("null"), Value::Null);
+        assert_eq!(typed(r#""12.5""#), Value::Text("12.5".into()));
+        assert_eq!(typed("7"), Value::Integer(7));
         assert_eq!(string(r#""x""#), Value::Text("x".into()));
         assert_eq!(string("5"), Value::Integer(5));
         assert_eq!(string("1.50"), Value::Real(1.5));
         assert_eq!(string("null"), Value::Text("null".into()));
         assert_eq!(string("[1, 2]"), Value::Text("[1, 2]".into()));
         assert_eq!(
-            compared_as("[1, 1]", 2, false),
+            compared_as("[1, 1]", 2, Compared::WithString),
             Value::Text("[1, 1]".into())
         );
         assert_eq!(number("5"), Value::Real(5.0));

@@ -898,6 +898,14 @@ impl SqliteExecutor {
             };
             if translation.kind == StatementKind::Ddl {
                 self.note_missing_drop(statement);
+                // `DROP TABLE t, crm.x` is one statement per table: each may use only the
+                // database it names itself, never `crm` for its `t`.
+                if let Some(name) = dropped(statement) {
+                    match backquoted_names(name).as_slice() {
+                        [db, _] if db != "main" => self.scope.begin(core::slice::from_ref(db)),
+                        _ => self.scope.begin(&[]),
+                    }
+                }
             }
             let this = match self.run(
                 statement,
@@ -1441,6 +1449,15 @@ fn dropped_if_exists(statement: &str) -> Option<&str> {
     statement
         .strip_prefix("DROP TABLE IF EXISTS ")
         .or_else(|| statement.strip_prefix("DROP VIEW IF EXISTS "))
+}
+
+/// The name a `DROP TABLE|VIEW`, with `IF EXISTS` or without, drops.
+fn dropped(statement: &str) -> Option<&str> {
+    dropped_if_exists(statement).or_else(|| {
+        statement
+            .strip_prefix("DROP TABLE ")
+            .or_else(|| statement.strip_prefix("DROP VIEW "))
+    })
 }
 
 /// Maps a SQLite error to the MySQL error a MySQL server would send for the same mistake.
@@ -1997,6 +2014,19 @@ mod tests {
             exec(e.as_mut(), "SELECT * FROM crm.t").unwrap(),
             Outcome::Rows { columns, rows, .. } if columns == ["i"] && rows == [[Cell::Int(1)]]
         ));
+        // One statement that drops `t` and `crm.x`: each table in the database it names.
+        exec(crm.as_mut(), "CREATE TABLE x (i INT)").unwrap();
+        let err = exec(e.as_mut(), "DROP TABLE t, crm.x").unwrap_err();
+        assert_eq!(err.code(), 1146, "{err}");
+        exec(e.as_mut(), "DROP TABLE IF EXISTS t, crm.x").unwrap();
+        assert!(matches!(
+            exec(e.as_mut(), "SELECT i FROM crm.t").unwrap(),
+            Outcome::Rows { rows, .. } if rows == [[Cell::Int(1)]]
+        ));
+        assert_eq!(
+            exec(e.as_mut(), "SELECT * FROM crm.x").unwrap_err().code(),
+            1146
+        );
         // Its own `t`, once it has one, and `crm.t` by name.
         exec(e.as_mut(), "CREATE TABLE t (i INT)").unwrap();
         exec(e.as_mut(), "INSERT INTO t SELECT i + 10 FROM crm.t").unwrap();

@@ -241,12 +241,12 @@ SHOW WARNINGS
 SELECT 1
 SHOW WARNINGS
 
-# JSON_EXTRACT as an operand: compared with a number, with a string, and elsewhere
+# JSON_EXTRACT as an operand: compared with a number, with a string, written (select list, IS NULL, LIKE), and elsewhere
 CREATE TABLE t_json (id INT PRIMARY KEY, j TEXT)
 INSERT INTO t_json VALUES (1, '{"a": 9}'), (2, '{"a": 10}'), (3, '{"a": "b"}'), (4, '{"a": null}'), (5, '{"a": "5"}'), (6, '{"a": "1.5x"}'), (7, '{"a": true}'), (8, '{"a": [1, 2]}'), (9, '{"a": -2}')
 SELECT id, JSON_EXTRACT(j, '$.a') = 5, JSON_EXTRACT(j, '$.a') = 1.5, JSON_EXTRACT(j, '$.a') > 9, JSON_EXTRACT(j, '$.a') < 0, JSON_EXTRACT(j, '$.a') BETWEEN 0 AND 2, JSON_EXTRACT(j, '$.a') <=> 0 FROM t_json ORDER BY id
-SELECT id, JSON_EXTRACT(j, '$.a') = 'b', JSON_EXTRACT(j, '$.a') = 'null', JSON_EXTRACT(j, '$.a') = 'true', JSON_EXTRACT(j, '$.a') = '[1, 2]', JSON_EXTRACT(j, '$.a') IN ('5', '"5"', 'b') FROM t_json ORDER BY id
-SELECT id, JSON_EXTRACT(j, '$.a') IS NULL, CONCAT(JSON_EXTRACT(j, '$.a'), '!'), JSON_EXTRACT(j, '$.a') LIKE 'b%', JSON_EXTRACT(j, '$.a') + 1, LENGTH(JSON_EXTRACT(j, '$.a')) FROM t_json ORDER BY id
+SELECT id, JSON_EXTRACT(j, '$.a') = 'b', JSON_EXTRACT(j, '$.a') = 'null', JSON_EXTRACT(j, '$.a') = 'true', JSON_EXTRACT(j, '$.a') = '[1, 2]' FROM t_json ORDER BY id
+SELECT id, JSON_EXTRACT(j, '$.a') IS NULL, JSON_EXTRACT(j, '$.a') LIKE 'b%', JSON_EXTRACT(j, '$.a') LIKE '"b%', JSON_EXTRACT(j, '$.a') + 1 FROM t_json ORDER BY id
 SELECT id, JSON_EXTRACT(j, '$.a') * 2, -JSON_EXTRACT(j, '$.a') FROM t_json ORDER BY id
 DROP TABLE t_json
 
@@ -259,3 +259,12 @@ SELECT id FROM t_order WHERE s = 'a' ORDER BY id
 SELECT id FROM t_order WHERE s > 'Z' ORDER BY id
 SELECT COUNT(DISTINCT s), MIN(s), MAX(s) FROM t_order
 DROP TABLE t_order
+CREATE TABLE t_json2 (id INT PRIMARY KEY, j TEXT)
+INSERT INTO t_json2 VALUES (1, '{"n": 5, "active": true, "s": "12.5"}'), (2, '{"n": 500, "active": false, "s": "x"}')
+SELECT id FROM t_json2 WHERE IFNULL(JSON_EXTRACT(j, '$.n'), 0) > 100 ORDER BY id
+SELECT id FROM t_json2 WHERE (JSON_EXTRACT(j, '$.n')) > 100 ORDER BY id
+SELECT id FROM t_json2 WHERE JSON_EXTRACT(j, '$.active') ORDER BY id
+SELECT id FROM t_json2 WHERE NOT JSON_EXTRACT(j, '$.active') ORDER BY id
+SELECT id FROM t_json2 WHERE JSON_EXTRACT(j, '$.n') IN (5, 7) ORDER BY id
+SELECT id, CASE JSON_EXTRACT(j, '$.n') WHEN 5 THEN 'five' ELSE 'other' END FROM t_json2 ORDER BY id
+DROP TABLE t_json2

@@ -416,8 +416,9 @@ impl ConnectionGuard {
         inner.compute_ids.insert(greeted_as, compute_id);
     }
 
-    /// The session was reattached: the new compute knows it as `compute_id` (none: by the
-    /// relay's id, [`Self::name_session`] not needed).
+    /// The session was reattached, and the new compute knows it as `compute_id`; none: by
+    /// the relay's id, or it is detached from a stopped compute (no id of the old one is
+    /// kept, which a new compute gives to other sessions).
     pub fn session_moved(&mut self, compute_id: Option<u32>) {
         if self.greeted_as == 0 {
             return;

@@ -542,8 +542,10 @@ where
         }
     };
     // Where the compute did not take the relay's id as the session's, a KILL by it is given
-    // the compute's own.
+    // the compute's own. Not for an endpoint's logins: their ids come from the endpoint's
+    // counter, and two sessions of the instance could share one.
     if verdict.accepted()
+        && !via_endpoint
         && !verdict
             .proven_in
             .is_some_and(dual_auth::ProvenIn::takes_the_relays_id)

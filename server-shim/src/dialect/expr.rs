@@ -155,6 +155,7 @@ fn select(s: &mut Select) -> Result<(), SqlError> {
         match item {
             SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
                 expr(e)?;
+                json_extract_as_written(e);
             }
             SelectItem::QualifiedWildcard(..) | SelectItem::Wildcard(_) => {}
             SelectItem::ExprWithAliases { .. } => {
@@ -242,7 +243,11 @@ pub fn exprs(list: &mut [Expr]) -> Result<(), SqlError> {
 }
 
 fn order_by_exprs(list: &mut [OrderByExpr]) -> Result<(), SqlError> {
-    list.iter_mut().try_for_each(|o| expr(&mut o.expr))
+    list.iter_mut().try_for_each(|o| {
+        expr(&mut o.expr)?;
+        json_extract_as_written(&mut o.expr);
+        Ok(())
+    })
 }
 
 /// Rewrites one expression (and everything inside it) for SQLite.
@@ -284,9 +289,12 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
             }
             *e = v;
         }
+        Expr::IsNull(inner) | Expr::IsNotNull(inner) => {
+            expr(inner)?;
+            // JSON's `null` is a value, not SQL's NULL.
+            json_extract_as_written(inner);
+        }
         Expr::Nested(inner)
-        | Expr::IsNull(inner)
-        | Expr::IsNotNull(inner)
         | Expr::IsTrue(inner)
         | Expr::IsNotTrue(inner)
         | Expr::IsFalse(inner)
@@ -379,6 +387,8 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
             }
             expr(a)?;
             expr(pattern)?;
+            // A string is matched with its quotes, as MariaDB matches it.
+            json_extract_as_written(a);
             match escape_char {
                 Some(escape) => expr(escape)?,
                 // MySQL's LIKE escapes with `\` unless told otherwise (`'\_transient\_%'`, as
@@ -968,7 +978,7 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
         ("FORMAT", 2) => rename(f, "mysql_format"),
         ("FORMAT", _) => Err(SqlError::not_supported("FORMAT with a locale")),
         ("JSON_TYPE", 1) => rename(f, "mysql_json_type"),
-        ("JSON_EXTRACT", 2..) => rename(f, JSON_EXTRACT_FN),
+        ("JSON_EXTRACT", 2..) => rename(f, JSON_SQL_VALUE_FN),
         ("JSON_TYPE", _) => Err(SqlError::not_supported("JSON_TYPE of a path")),
         ("MID" | "SUBSTRING", 2 | 3) => rename(f, "SUBSTR"),
         // Multi-argument max()/min() are SQLite's scalar GREATEST/LEAST (NULL if any is).
@@ -1018,13 +1028,14 @@ pub const DATE_ADD_FN: &str = "mysql_date_add";
 /// compares it, with a number as a number ([`JSON_NUMBER_FN`]: a string's leading number,
 /// `true` 1, anything else 0), else as a string ([`JSON_VALUE_FN`]: a string without its
 /// quotes, a number still a number, `null` and `true` as written); in arithmetic as with a
-/// number. Everywhere else (`IN`, `IS NULL`, `LIKE`, `CONCAT`, `ORDER BY`, the select list)
-/// `JSON_EXTRACT` is [`JSON_EXTRACT_FN`], the value as MariaDB writes it (a string with its
-/// quotes).
+/// number. Where it is written ([`json_extract_as_written`]): [`JSON_EXTRACT_FN`]. Anywhere
+/// else (an argument, `IN`, a condition of its own): [`JSON_SQL_VALUE_FN`], typed as SQLite's
+/// `json_extract` types it (a string without its quotes, `true` 1, `null` NULL), which is
+/// what MariaDB's conversions of it give there for numbers, strings and booleans.
 fn json_extract_compared(e: &mut Expr, other: &Expr) {
     if let Expr::Function(f) = e
         && let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice()
-        && name.value == JSON_EXTRACT_FN
+        && name.value == JSON_SQL_VALUE_FN
     {
         let to = if is_number(other) {
             JSON_NUMBER_FN
@@ -1032,6 +1043,18 @@ fn json_extract_compared(e: &mut Expr, other: &Expr) {
             JSON_VALUE_FN
         };
         f.name = ObjectName::from(vec![Ident::new(to)]);
+    }
+}
+
+/// A `JSON_EXTRACT` that is a result column, an `ORDER BY` term, the operand of `IS [NOT]
+/// NULL` or the text of a `LIKE`: [`JSON_EXTRACT_FN`], the value as MariaDB writes it there
+/// (a string with its quotes, `null` a value).
+fn json_extract_as_written(e: &mut Expr) {
+    if let Expr::Function(f) = e
+        && let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice()
+        && name.value == JSON_SQL_VALUE_FN
+    {
+        f.name = ObjectName::from(vec![Ident::new(JSON_EXTRACT_FN)]);
     }
 }
 
@@ -1101,6 +1124,9 @@ pub const JSON_VALUE_FN: &str = "mysql_json_value";
 
 /// The engine's `JSON_EXTRACT` compared with a number ([`json_extract_compared`]).
 pub const JSON_NUMBER_FN: &str = "mysql_json_number";
+
+/// The engine's `JSON_EXTRACT` anywhere else ([`json_extract_compared`]).
+pub const JSON_SQL_VALUE_FN: &str = "mysql_json_sql_value";
 
 /// The engine's function that writes a JSON document as MariaDB does (`", "` between
 /// elements, `": "` after a key): around each `JSON_OBJECT` and `JSON_ARRAY`, whose SQLite
