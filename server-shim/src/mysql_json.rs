@@ -2,8 +2,8 @@
 //! own where SQLite has a namesake:
 //! - `JSON_EXTRACT` (`mysql_json_extract`): the value as MariaDB writes it, a string with its
 //!   quotes, `", "` between elements and `": "` after a key, strings and numbers as written;
-//!   where the dialect finds it compared or in arithmetic, the value as MariaDB compares it
-//!   (`mysql_json_value` with a string, `mysql_json_number` with a number: [`compared_as`]);
+//!   where the dialect finds it compared, in arithmetic or anywhere else it is read as a
+//!   value, the value typed ([`compared_as`]);
 //! - `JSON_OBJECT` and `JSON_ARRAY` (`mysql_json_text` around SQLite's): MariaDB's spacing;
 //! - `JSON_ARRAYAGG` (`mysql_json_arrayagg_text` around SQLite's `json_group_array`): `,`
 //!   between its elements, each written with MariaDB's spacing;
@@ -12,11 +12,11 @@
 //! - `JSON_CONTAINS` ([`contains`]), which SQLite lacks.
 //!
 //! A path is `$` followed by `.key`, `."key"`, `[n]`, `[last]` and `[last-n]` steps; wildcards
-//! (`*`, `**`) and ranges (`[1 to 3]`) are refused with an error. A document that is not JSON, or a path that is not one, gives NULL,
-//! as MariaDB gives (with a warning).
+//! (`*`, `**`) and ranges (`[1 to 3]`) are refused with an error. A document that is not
+//! JSON, or a path that is not one, gives NULL, as MariaDB gives (with a warning).
 
 use rusqlite::Connection;
-use rusqlite::functions::FunctionFlags;
+use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::{Value, ValueRef};
 
 /// Deepest nesting parsed; deeper documents are treated as not JSON (MariaDB's limit is 32).
@@ -60,18 +60,7 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     for n_args in 2..=MAX_PATHS + 1 {
         conn.create_scalar_function("mysql_json_extract", n_args, pure, |ctx| {
-            let Some(doc) = ctx.get::<Option<String>>(0)? else {
-                return Ok(None);
-            };
-            let mut paths = Vec::with_capacity(ctx.len().saturating_sub(1));
-            for i in 1..ctx.len() {
-                let Some(path) = ctx.get::<Option<String>>(i)? else {
-                    return Ok(None);
-                };
-                paths.push(path);
-            }
-            extract(&doc, &paths)
-                .map_err(|_| rusqlite::Error::UserFunctionError("JSON path with a wildcard".into()))
+            Ok(extracted(ctx)?.map(|(written, _)| written))
         })?;
     }
     for (name, mode) in [
@@ -81,20 +70,9 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     ] {
         for n_args in 2..=MAX_PATHS + 1 {
             conn.create_scalar_function(name, n_args, pure, move |ctx| {
-                let Some(doc) = ctx.get::<Option<String>>(0)? else {
-                    return Ok(Value::Null);
-                };
-                let mut paths = Vec::with_capacity(ctx.len().saturating_sub(1));
-                for i in 1..ctx.len() {
-                    let Some(path) = ctx.get::<Option<String>>(i)? else {
-                        return Ok(Value::Null);
-                    };
-                    paths.push(path);
-                }
-                let written = extract(&doc, &paths).map_err(|_| {
-                    rusqlite::Error::UserFunctionError("JSON path with a wildcard".into())
-                })?;
-                Ok(written.map_or(Value::Null, |w| compared_as(&w, paths.len(), mode)))
+                Ok(extracted(ctx)?.map_or(Value::Null, |(written, paths)| {
+                    compared_as(&written, paths, mode)
+                }))
             })?;
         }
     }
@@ -245,6 +223,24 @@ fn same_scalar(a: &str, b: &str) -> bool {
         (None, None) => a == b,
         _ => false,
     }
+}
+
+/// `JSON_EXTRACT(doc, paths...)` of a call's arguments: what it found, as MariaDB writes it,
+/// and how many paths it took; `None` for NULL (a NULL argument, nothing found).
+fn extracted(ctx: &Context<'_>) -> rusqlite::Result<Option<(String, usize)>> {
+    let Some(doc) = ctx.get::<Option<String>>(0)? else {
+        return Ok(None);
+    };
+    let mut paths = Vec::with_capacity(ctx.len().saturating_sub(1));
+    for i in 1..ctx.len() {
+        let Some(path) = ctx.get::<Option<String>>(i)? else {
+            return Ok(None);
+        };
+        paths.push(path);
+    }
+    let written = extract(&doc, &paths)
+        .map_err(|_| rusqlite::Error::UserFunctionError("JSON path with a wildcard".into()))?;
+    Ok(written.map(|w| (w, paths.len())))
 }
 
 /// Where a `JSON_EXTRACT`'s value is read (`crate::dialect::JSON_SQL_VALUE_FN` and its

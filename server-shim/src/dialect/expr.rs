@@ -306,10 +306,7 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
         Expr::UnaryOp { op, expr: inner } => {
             expr(inner)?;
             if matches!(op, UnaryOperator::Plus | UnaryOperator::Minus) {
-                json_extract_compared(
-                    inner,
-                    &Expr::Value(Value::Number("0".to_owned(), false).into()),
-                );
+                json_extract_read_as(inner, JSON_NUMBER_FN);
             }
             if !matches!(
                 op,
@@ -355,9 +352,8 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
                     | BinaryOperator::MyIntegerDivide
             ) {
                 // Arithmetic reads a JSON value as a number, as a comparison with one does.
-                let number = Expr::Value(Value::Number("0".to_owned(), false).into());
-                json_extract_compared(left, &number);
-                json_extract_compared(right, &number);
+                json_extract_read_as(left, JSON_NUMBER_FN);
+                json_extract_read_as(right, JSON_NUMBER_FN);
             }
             if let Some(rewritten) = binary(left, op, right)? {
                 *e = rewritten;
@@ -369,11 +365,12 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
             expr(a)?;
             expr(low)?;
             expr(high)?;
-            if is_number(low) && is_number(high) {
-                json_extract_compared(a, low);
+            let with = if is_number(low) && is_number(high) {
+                JSON_NUMBER_FN
             } else {
-                json_extract_compared(a, &Expr::Value(Value::Null.into()));
-            }
+                JSON_VALUE_FN
+            };
+            json_extract_read_as(a, with);
         }
         Expr::Like {
             expr: a,
@@ -1033,28 +1030,29 @@ pub const DATE_ADD_FN: &str = "mysql_date_add";
 /// `json_extract` types it (a string without its quotes, `true` 1, `null` NULL), which is
 /// what MariaDB's conversions of it give there for numbers, strings and booleans.
 fn json_extract_compared(e: &mut Expr, other: &Expr) {
-    if let Expr::Function(f) = e
-        && let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice()
-        && name.value == JSON_SQL_VALUE_FN
-    {
-        let to = if is_number(other) {
-            JSON_NUMBER_FN
-        } else {
-            JSON_VALUE_FN
-        };
-        f.name = ObjectName::from(vec![Ident::new(to)]);
-    }
+    let with = if is_number(other) {
+        JSON_NUMBER_FN
+    } else {
+        JSON_VALUE_FN
+    };
+    json_extract_read_as(e, with);
 }
 
 /// A `JSON_EXTRACT` that is a result column, an `ORDER BY` term, the operand of `IS [NOT]
 /// NULL` or the text of a `LIKE`: [`JSON_EXTRACT_FN`], the value as MariaDB writes it there
 /// (a string with its quotes, `null` a value).
 fn json_extract_as_written(e: &mut Expr) {
+    json_extract_read_as(e, JSON_EXTRACT_FN);
+}
+
+/// `e`, if it is a `JSON_EXTRACT` (as [`function`] renamed it: [`JSON_SQL_VALUE_FN`]), calls
+/// `engine_function` instead: the same value read another way.
+fn json_extract_read_as(e: &mut Expr, engine_function: &str) {
     if let Expr::Function(f) = e
         && let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice()
         && name.value == JSON_SQL_VALUE_FN
     {
-        f.name = ObjectName::from(vec![Ident::new(JSON_EXTRACT_FN)]);
+        f.name = ObjectName::from(vec![Ident::new(engine_function)]);
     }
 }
 
@@ -1116,7 +1114,7 @@ fn json_arrayagg(f: &mut Function) -> Result<Expr, SqlError> {
 /// elements, each element written as [`JSON_TEXT_FN`] writes a document.
 pub const JSON_ARRAYAGG_TEXT_FN: &str = "mysql_json_arrayagg_text";
 
-/// The engine's `JSON_EXTRACT`, the value as MariaDB writes it ([`json_extract_compared`]).
+/// The engine's `JSON_EXTRACT`, the value as MariaDB writes it ([`json_extract_as_written`]).
 pub const JSON_EXTRACT_FN: &str = "mysql_json_extract";
 
 /// The engine's `JSON_EXTRACT` compared as a string ([`json_extract_compared`]).
