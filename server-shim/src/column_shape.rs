@@ -82,22 +82,13 @@ const TIME_AS_WRITTEN: u8 = u8::MAX;
 /// MySQL's largest `DECIMAL` scale.
 const MAX_DECIMAL_SCALE: usize = 30;
 
-/// The scale of a `DECIMAL(p,s)`/`NUMERIC(p,s)` declared type.
+/// The scale of a `DECIMAL(p,s)` declared type (`dialect::decimal_scale`: also `NUMERIC`,
+/// `DEC`, `FIXED`, and `DECIMAL` alone, which is `DECIMAL(10,0)`). MySQL's largest scale is
+/// 30; a larger one (SQLite takes any) is printed as stored.
 fn decimal_scale(decl: &str) -> Option<usize> {
-    let lower = decl.to_ascii_lowercase();
-    let rest = lower
-        .strip_prefix("decimal")
-        .or_else(|| lower.strip_prefix("numeric"))?;
-    let inner = rest.trim().strip_prefix('(')?.split(')').next()?;
-    match inner.split_once(',') {
-        // MySQL's largest scale is 30; a larger one (SQLite takes any) is printed as stored.
-        Some((_, scale)) => scale
-            .trim()
-            .parse()
-            .ok()
-            .filter(|s| *s <= MAX_DECIMAL_SCALE),
-        None => Some(0),
-    }
+    crate::dialect::decimal_scale(decl)
+        .and_then(|s| usize::try_from(s).ok())
+        .filter(|s| *s <= MAX_DECIMAL_SCALE)
 }
 
 /// A SQLite value as a cell of a column of `shape`. A date or date-time column's text that is
@@ -174,8 +165,33 @@ const I64_BOUND: f64 = 9_223_372_036_854_775_808.0;
 /// from zero, from the shortest text that reads back as `f` (SQLite computed it in doubles:
 /// `0.1 + 0.2` is 0.30000000000000004, and `1.125`, exact in binary, rounds up to 1.13 as
 /// MySQL's does, not to even). No negative zero (`-0.001` is `0.00`).
+///
+/// A double that misses a tie between two values of `scale` decimals by the last bits of
+/// binary arithmetic (`3.3 + 0.05` is 3.3499999999999996) is written as the tie, which MySQL's
+/// exact `DECIMAL` arithmetic computes (3.35, rounded to one decimal 3.4): [`missed_tie`].
 pub(crate) fn decimal_text(f: f64, scale: usize) -> String {
-    crate::mysql_text_functions::rounded(&format!("{f}"), scale)
+    let shortest = format!("{f}");
+    let text = missed_tie(f, &shortest, scale).unwrap_or(shortest);
+    crate::mysql_text_functions::rounded(&text, scale)
+}
+
+/// How many units in the last place a double may miss a tie by and still stand for it: a few
+/// additions' rounding errors, far less than any digit a double's shortest text shows.
+const TIE_ULPS: f64 = 4.0;
+
+/// The tie between two values of `scale` decimals that `f` (whose shortest text is
+/// `shortest`) falls short of by at most [`TIE_ULPS`], as text; `None` where there is no such
+/// tie, or where a double cannot tell it from its neighbours (its shortest text is not the
+/// tie's: `f` is then as near the tie as its magnitude allows, and read as it is).
+fn missed_tie(f: f64, shortest: &str, scale: usize) -> Option<String> {
+    let (int, frac) = shortest.split_once('.')?;
+    if frac.len() <= scale + 1 {
+        return None;
+    }
+    let tie = format!("{int}.{}5", frac.get(..scale)?);
+    let tf: f64 = tie.parse().ok()?;
+    let near = (tf - f).abs() <= TIE_ULPS * f64::EPSILON * tf.abs();
+    (near && format!("{tf}") == tie).then_some(tie)
 }
 
 /// What a result column's [`ResultType`] resolves to, where it has one: the declared types of
@@ -343,6 +359,15 @@ mod tests {
             (12.5, 2, "12.50"),
             (1e20, 1, "100000000000000000000.0"),
             (0.000_001_5, 6, "0.000002"),
+            // Ties missed by binary arithmetic: MariaDB's exact sums are the ties.
+            (3.3 + 0.05, 1, "3.4"),
+            (-(3.3 + 0.05), 1, "-3.4"),
+            (1.1 + 1.4 - 0.1 + 0.1, 0, "3"),
+            (0.145 * 3.0, 3, "0.435"),
+            (0.145 * 3.0, 2, "0.44"),
+            // Not a tie: the double is as near to it as its magnitude allows.
+            (123_456_789_012_345.67, 2, "123456789012345.67"),
+            (3.349_999_999_99, 1, "3.3"),
         ] {
             assert_eq!(decimal_text(f, scale), mariadb, "{f} with {scale} decimals");
         }

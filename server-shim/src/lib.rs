@@ -19,8 +19,8 @@
 //!                                               processes sql_error
 //!   4    sqlite                                 mysql_functions catalog information_schema
 //!                                               sqlite_catalog sqlite_value table_rebuild
-//!                                               database_scope dialect engine processes
-//!                                               sql_error
+//!                                               column_triggers database_scope dialect
+//!                                               engine processes sql_error
 //!        state                                  stream catalog accounts processes tickets
 //!   3    mysql_functions                        sqlite_value variables dialect engine
 //!                                               mysql_text_functions mysql_json
@@ -31,6 +31,7 @@
 //!        sqlite_value, variables
 //!        mysql_text_functions, mysql_json       dialect (the names of its functions)
 //!        table_rebuild                          dialect sql_error
+//!        column_triggers                        dialect
 //!   1    auth                                   accounts processes tickets
 //!        dialect, engine                        mysql_dialect sql_error (engine: processes)
 //!   0    accounts, keys, mysql_dialect,         (authplugin, sqlparser, rusqlite only)
@@ -90,6 +91,8 @@
 //! - `processes`: the server's connections by id (the process list, `KILL`).
 //! - `tickets`: resumption tickets (the store is `authplugin::ticket_store`).
 //! - `table_rebuild`: a table rebuilt with changes SQLite's `ALTER TABLE` cannot make.
+//! - `column_triggers`: the triggers of a table's columns (`ON UPDATE CURRENT_TIMESTAMP`, a
+//!   `DECIMAL`'s rounding) made again after a rebuild or a dropped column.
 
 mod accounts;
 mod auth;
@@ -97,6 +100,7 @@ mod catalog;
 mod classify;
 pub mod cli;
 mod column_shape;
+mod column_triggers;
 mod database_scope;
 /// The network-facing SQL translation, for the fuzz targets only.
 #[cfg(feature = "fuzzing")]

@@ -18,6 +18,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension as _};
 
 use crate::column_shape::{self, Shape, to_cell};
+use crate::column_triggers;
 use crate::database_scope::DatabaseScope;
 use crate::dialect::{self, StatementKind};
 use crate::engine::{
@@ -614,32 +615,40 @@ impl SqliteExecutor {
             &rebuild.changes,
             &format!("{schema}.{}", sqlite_name(&temporary)),
         )?;
-        // Its indexes and triggers, to create again; a changed column's ON UPDATE trigger
-        // is made anew below, or not at all.
-        let changed: Vec<(&str, bool)> = rebuild
-            .changes
-            .iter()
-            .filter_map(|c| match c {
-                dialect::Change::Column { new, on_update, .. } => Some((new.as_str(), *on_update)),
-                _ => None,
-            })
-            .collect();
+        // Its indexes and triggers, to create again; the column triggers are made anew from
+        // the new columns (an ON UPDATE one where the column had one, unless a change says
+        // otherwise).
         let mut others: Vec<(String, String)> = {
             let mut stmt = self
                 .conn
                 .prepare(&format!(
-                    "SELECT name, sql FROM {schema}.sqlite_schema                      WHERE tbl_name = ?1 AND type IN ('index', 'trigger') AND sql IS NOT NULL"
+                    "SELECT name, sql FROM {schema}.sqlite_schema \
+                     WHERE tbl_name = ?1 AND type IN ('index', 'trigger') AND sql IS NOT NULL"
                 ))
                 .map_err(fail)?;
             stmt.query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))
                 .and_then(Iterator::collect)
                 .map_err(fail)?
         };
-        others.retain(|(name, _)| {
-            !changed.iter().any(|(column, _)| {
-                name.eq_ignore_ascii_case(&format!("{table}__{column}__on_update"))
-            })
-        });
+        let mut on_update: Vec<String> = others
+            .iter()
+            .filter_map(|(name, sql)| column_triggers::ours(table, name, sql)?.on_update)
+            .collect();
+        others.retain(|(name, sql)| column_triggers::ours(table, name, sql).is_none());
+        for change in &rebuild.changes {
+            if let dialect::Change::Column {
+                old,
+                new,
+                on_update: has,
+                ..
+            } = change
+            {
+                on_update.retain(|c| c != old && c != new);
+                if *has {
+                    on_update.push(new.clone());
+                }
+            }
+        }
         let columns = rewritten.copied.join(", ");
         let quoted = sqlite_name(table);
         for sql in [
@@ -659,22 +668,8 @@ impl SqliteExecutor {
         for (_, sql) in &others {
             run(&self.conn, &in_schema(sql, schema)).map_err(fail)?;
         }
-        let all: Vec<String> = rewritten
-            .copied
-            .iter()
-            .map(|c| c.trim_matches('`').replace("``", "`"))
-            .collect();
-        let all: Vec<&str> = all.iter().map(String::as_str).collect();
         let qualifier = (schema != "main").then_some(db);
-        for (column, on_update) in changed {
-            if on_update {
-                run(
-                    &self.conn,
-                    &dialect::on_update_trigger(qualifier, table, column, &all),
-                )
-                .map_err(fail)?;
-            }
-        }
+        column_triggers::make(&self.conn, schema, qualifier, table, &on_update).map_err(fail)?;
         let broken: Option<String> = self
             .conn
             .query_row(
@@ -914,13 +909,13 @@ impl SqliteExecutor {
                 result_types,
                 &translation.from_tables,
             ) {
-                // SQLite refuses to drop a column an `ON UPDATE CURRENT_TIMESTAMP` trigger
-                // names (each names every column): made again without it.
+                // SQLite refuses to drop a column a trigger of ours names (an `ON UPDATE
+                // CURRENT_TIMESTAMP` one names every column): made again without it.
                 Err(e)
                     if translation.kind == StatementKind::Ddl
                         && e.message.contains(" after drop column") =>
                 {
-                    self.without_on_update_triggers(statement, &e)?
+                    self.without_column_triggers(statement, &e)?
                 }
                 // `DROP TABLE IF EXISTS t` of a `t` only another database has: not there, as
                 // `note_missing_drop` noted.
@@ -1066,10 +1061,10 @@ impl SqliteExecutor {
     }
 
     /// Runs `statement` (an `ALTER TABLE ... DROP COLUMN` that `refused` because of a
-    /// trigger) with the table's `ON UPDATE` triggers dropped, then makes them again over the
-    /// columns left (the dropped column's own, not at all). One table of the current
-    /// database; anything else stays refused.
-    fn without_on_update_triggers(
+    /// trigger) with the table's column triggers dropped, then makes them again over the
+    /// columns left (`column_triggers`). One table of the current database; anything else
+    /// stays refused.
+    fn without_column_triggers(
         &mut self,
         statement: &str,
         refused: &SqlError,
@@ -1089,35 +1084,30 @@ impl SqliteExecutor {
         let (Some(table), Some(trigger)) = (table, trigger) else {
             return Err(refused.clone());
         };
-        let prefix = format!("{table}__");
-        if !trigger.starts_with(&prefix) || !trigger.ends_with("__on_update") {
-            return Err(refused.clone());
-        }
         let db_name = self.db_name.clone();
         let fail = |e: rusqlite::Error| from_sqlite(&e, &db_name);
-        let ours: Vec<(String, String)> = {
+        let ours: Vec<column_triggers::Ours> = {
             let mut stmt = self
                 .conn
                 .prepare(
-                    "SELECT name FROM main.sqlite_schema WHERE type = 'trigger' AND tbl_name = ?1",
+                    "SELECT name, sql FROM main.sqlite_schema \
+                     WHERE type = 'trigger' AND tbl_name = ?1",
                 )
                 .map_err(fail)?;
-            let names = stmt
-                .query_map([&table], |r| r.get::<_, String>(0))
-                .map_err(fail)?;
-            names
-                .collect::<rusqlite::Result<Vec<String>>>()
-                .map_err(fail)?
-                .into_iter()
-                .filter_map(|name| {
-                    let column = name
-                        .strip_prefix(&prefix)?
-                        .strip_suffix("__on_update")?
-                        .to_owned();
-                    Some((name, column))
+            let rows = stmt
+                .query_map([&table], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
                 })
+                .map_err(fail)?;
+            rows.collect::<rusqlite::Result<Vec<(String, String)>>>()
+                .map_err(fail)?
+                .iter()
+                .filter_map(|(name, sql)| column_triggers::ours(&table, name, sql))
                 .collect()
         };
+        if !ours.iter().any(|o| o.name == trigger) {
+            return Err(refused.clone());
+        }
         // All or nothing: the triggers come back if the drop still fails.
         self.conn
             .execute_batch("SAVEPOINT drop_column")
@@ -1132,37 +1122,23 @@ impl SqliteExecutor {
         result
     }
 
-    /// [`Self::without_on_update_triggers`]'s work, inside its savepoint.
+    /// [`Self::without_column_triggers`]'s work, inside its savepoint.
     fn drop_column_between_triggers(
         &mut self,
         statement: &str,
         table: &str,
-        ours: &[(String, String)],
+        ours: &[column_triggers::Ours],
     ) -> Result<Outcome, SqlError> {
         let db_name = self.db_name.clone();
         let fail = |e: rusqlite::Error| from_sqlite(&e, &db_name);
-        for (name, _) in ours {
+        for trigger in ours {
             self.conn
-                .execute_batch(&format!("DROP TRIGGER main.{}", sqlite_name(name)))
+                .execute_batch(&format!("DROP TRIGGER main.{}", sqlite_name(&trigger.name)))
                 .map_err(fail)?;
         }
         let outcome = self.run(statement, &[], StatementKind::Ddl, &[], &[])?;
-        let all: Vec<String> = {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")
-                .map_err(fail)?;
-            let rows = stmt.query_map([table], |r| r.get(0)).map_err(fail)?;
-            rows.collect::<rusqlite::Result<_>>().map_err(fail)?
-        };
-        let all: Vec<&str> = all.iter().map(String::as_str).collect();
-        for (_, column) in ours {
-            if all.contains(&column.as_str()) {
-                self.conn
-                    .execute_batch(&dialect::on_update_trigger(None, table, column, &all))
-                    .map_err(fail)?;
-            }
-        }
+        let on_update: Vec<String> = ours.iter().filter_map(|o| o.on_update.clone()).collect();
+        column_triggers::make(&self.conn, "main", None, table, &on_update).map_err(fail)?;
         Ok(outcome)
     }
 }

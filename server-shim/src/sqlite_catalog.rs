@@ -235,6 +235,7 @@ pub fn show_create_table(conn: &Connection, table: &str) -> rusqlite::Result<Opt
     let columns = columns(conn, "main", table)?;
     let enums = enum_types(&sql);
     let pk = primary_key(&columns);
+    let on_update = on_update_columns(conn, table)?;
     let mut lines = Vec::new();
     for c in &columns {
         let rowid_alias = autoincrement && pk.len() == 1 && c.pk == 1;
@@ -258,6 +259,9 @@ pub fn show_create_table(conn: &Connection, table: &str) -> rusqlite::Result<Opt
             }
             None if !c.not_null && c.pk == 0 => line.push_str(" DEFAULT NULL"),
             None => {}
+        }
+        if on_update.contains(&c.name) {
+            line.push_str(&format!(" ON UPDATE {}", on_update_clause(&c.decl_type)));
         }
         if rowid_alias {
             line.push_str(" AUTO_INCREMENT");
@@ -341,6 +345,16 @@ fn foreign_key_metas(conn: &Connection, table: &str) -> rusqlite::Result<Vec<For
             delete_rule: key.on_delete,
         })
         .collect())
+}
+
+/// What an `ON UPDATE` column of declared type `decl_type` is set to, as MariaDB writes it:
+/// the trigger's precision is the column's (`datetime(6)`).
+fn on_update_clause(decl_type: &str) -> String {
+    let p = decl_type
+        .split_once('(')
+        .and_then(|(_, p)| p.strip_suffix(')'))
+        .unwrap_or_default();
+    format!("current_timestamp({p})")
 }
 
 /// The columns of `table` an `ON UPDATE CURRENT_TIMESTAMP` trigger sets (the dialect names
@@ -583,13 +597,7 @@ pub fn describe(conn: &Connection) -> rusqlite::Result<Vec<TableMeta>> {
                         extra: if rowid_alias {
                             "auto_increment".to_owned()
                         } else if on_update.contains(&c.name) {
-                            // The trigger's precision is the column's (`datetime(6)`).
-                            let p = c
-                                .decl_type
-                                .split_once('(')
-                                .and_then(|(_, p)| p.strip_suffix(')'))
-                                .unwrap_or_default();
-                            format!("on update current_timestamp({p})")
+                            format!("on update {}", on_update_clause(&c.decl_type))
                         } else {
                             String::new()
                         },

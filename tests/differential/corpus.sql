@@ -226,6 +226,29 @@ UPDATE t_strict SET a = 'x' WHERE id = 1
 SELECT id, a, t, u, s, b, c, f, bi FROM t_strict ORDER BY id
 DROP TABLE t_strict
 
+# DECIMAL values are stored rounded to their scale (sums, comparisons and products of them too)
+CREATE TABLE t_dec (id INT PRIMARY KEY, d DECIMAL(10,2), z DECIMAL(6,0), ts DATETIME NOT NULL DEFAULT '2000-01-01 00:00:00' ON UPDATE CURRENT_TIMESTAMP)
+INSERT INTO t_dec (id, d, z) VALUES (1, 1.005, 2.5), (2, 1.005, -2.5), (3, 1.005, 0.4)
+SELECT SUM(d), COUNT(*) FROM t_dec WHERE d = 1.01
+SELECT id, d, d * 3, z, ts FROM t_dec ORDER BY id
+UPDATE t_dec SET d = 1.014 WHERE id = 1
+SELECT id, d, ts FROM t_dec WHERE id = 1
+UPDATE t_dec SET d = d + 0.1 + 0.2 WHERE id = 2
+SELECT id, d, d = 1.31 FROM t_dec WHERE id = 2
+INSERT INTO t_dec (id, d, z) SELECT id + 10, d / 3, z / 3 FROM t_dec
+SELECT id, d, z FROM t_dec WHERE id > 10 ORDER BY id
+SELECT SUM(d), SUM(z) FROM t_dec
+INSERT INTO t_dec (id, d) VALUES (1, 9.999) ON DUPLICATE KEY UPDATE d = 7.777
+SELECT d FROM t_dec WHERE id = 1
+ALTER TABLE t_dec ADD COLUMN e DECIMAL(5,1) DEFAULT 1.25
+SELECT id, e FROM t_dec WHERE id < 3 ORDER BY id
+ALTER TABLE t_dec MODIFY d DECIMAL(10,1)
+SELECT id, d, ts FROM t_dec ORDER BY id
+UPDATE t_dec SET d = d + 0.05
+SELECT id, d FROM t_dec ORDER BY id
+DROP TABLE t_dec
+SELECT ROUND(3.3 + 0.05, 1), ROUND(0.145 * 3, 2), ROUND(-3.3 - 0.05, 1)
+
 # TIME is a signed duration, BIT a string of bits (PyMySQL reads a timedelta and bytes)
 SELECT TIME('12:30'), TIME('23:12:59.05100'), TIME('-12:30'), TIME('-23:12:59.05100'), TIME('-00:30')
 SELECT TIME('120:00:06'), TIME('5 06:00:00'), TIME('1230'), TIME('123000'), TIME('2024-03-01 10:11:12.5')

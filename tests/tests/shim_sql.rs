@@ -947,6 +947,57 @@ fn a_column_is_dropped_beside_an_on_update_timestamp() {
     assert_eq!(out.trim(), "1", "p's trigger is untouched");
 }
 
+/// `DECIMAL` values are stored at their scale, as MySQL stores them, whatever writes them and
+/// however the table changes: a sum of three `1.005` in a `DECIMAL(10,2)` is `3.03`, they
+/// equal `1.01`, and an `ON UPDATE` column's time is set only by a change the rounding leaves.
+/// Before: the doubles were kept (`SUM` 3.02, `= 1.01` false).
+#[test]
+fn decimal_values_are_stored_at_their_scale() {
+    let tmp = TempDir::new("shim-sql-decimal");
+    let shim = shim(&tmp);
+    let sql = |s: &str| mariadb(shim.port, "root", Some(PW), &["-N"], s);
+    ok(&sql(
+        "CREATE DATABASE d; USE d; CREATE TABLE t (id INT PRIMARY KEY, p DECIMAL(10,2), n INT, \
+         u DATETIME NOT NULL DEFAULT '2000-01-01 00:00:00' ON UPDATE CURRENT_TIMESTAMP); \
+         INSERT INTO t (id, p, u) VALUES (1, 1.005, '2001-01-01 00:00:00'), (2, 1.005, \
+         '2001-01-01 00:00:00'), (3, 1.005, '2001-01-01 00:00:00')",
+    ));
+    let out = ok(&sql("USE d; SELECT SUM(p), COUNT(*) FROM t WHERE p = 1.01")).to_owned();
+    assert_eq!(out.trim(), "3.03\t3");
+    // The rounding is not a change of the row: the insert's own time stays.
+    let out = ok(&sql(
+        "USE d; SELECT COUNT(*) FROM t WHERE u = '2001-01-01 00:00:00'",
+    ))
+    .to_owned();
+    assert_eq!(out.trim(), "3");
+    // Nor is an update to a value the column already holds once rounded; another is.
+    ok(&sql(
+        "USE d; UPDATE t SET p = 1.012 WHERE id = 1; UPDATE t SET p = 0.1 + 0.2 WHERE id = 2",
+    ));
+    let out = ok(&sql(
+        "USE d; SELECT id, p, p * 3, u > '2002-01-01' FROM t ORDER BY id",
+    ))
+    .to_owned();
+    assert_eq!(
+        out,
+        "1\t1.01\t3.03\t0\n2\t0.30\t0.90\t1\n3\t1.01\t3.03\t0\n"
+    );
+    // A narrower scale rounds what is stored; a dropped column leaves the rounding in place.
+    ok(&sql(
+        "USE d; ALTER TABLE t MODIFY p DECIMAL(10,1); ALTER TABLE t DROP COLUMN n; \
+         INSERT INTO t (id, p) VALUES (4, 2.25)",
+    ));
+    let out = ok(&sql("USE d; SELECT SUM(p), MAX(p) FROM t")).to_owned();
+    assert_eq!(out.trim(), "4.6\t2.3");
+    let out = ok(&sql("USE d; SHOW CREATE TABLE t")).to_owned();
+    assert!(
+        out.contains(
+            "`u` datetime NOT NULL DEFAULT '2000-01-01 00:00:00' ON UPDATE current_timestamp()"
+        ),
+        "{out}"
+    );
+}
+
 /// `SLEEP` waits, as `docs/parking.md`'s example needs, without holding up other sessions, and
 /// `KILL QUERY` ends it with 1317, with a database chosen (a read the shim would run on its
 /// async runtime's thread) and without (the session's scratch database). Before: 1235, no

@@ -78,7 +78,10 @@ pub struct Translation {
     pub from_tables: Vec<(String, String)>,
 }
 
-pub use ddl::{Change, Rebuild, on_update_trigger};
+pub use ddl::{
+    Change, Rebuild, decimal_scale, decimal_triggers, on_update_trigger, round_stored,
+    rounded_column,
+};
 pub use result_types::{Aggregate as ResultAggregate, Operator as ResultOperator, ResultType};
 pub use typed_arguments::{DOUBLE_INDEX, JSON_TYPED_FN, ROUND_TYPED_FN, TypedColumn};
 

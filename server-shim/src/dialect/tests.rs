@@ -91,6 +91,8 @@ fn db() -> Connection {
         crate::mysql_text_functions::general_ci,
     )
     .unwrap();
+    // `mysql_round`, which a DECIMAL column's triggers call.
+    crate::mysql_numeric_functions::register(&db).unwrap();
     db
 }
 
@@ -117,6 +119,12 @@ fn translates_mariadb_dump_table() {
              `kind` TEXT COLLATE mysql_general_ci CONSTRAINT `enum` CHECK (`kind` IN ('a', 'b')) DEFAULT 'a')",
             "CREATE UNIQUE INDEX `items__name` ON `items` (`name`)",
             "CREATE INDEX `items__price_idx` ON `items` (`price`)",
+            "CREATE TRIGGER `items__price__decimal_insert` AFTER INSERT ON `items` FOR EACH ROW \
+             WHEN NEW.`price` IS NOT mysql_round(NEW.`price`, 2) BEGIN UPDATE `items` SET \
+             `price` = mysql_round(NEW.`price`, 2) WHERE rowid = NEW.rowid; END",
+            "CREATE TRIGGER `items__price__decimal_update` AFTER UPDATE OF `price` ON `items` \
+             FOR EACH ROW WHEN NEW.`price` IS NOT mysql_round(NEW.`price`, 2) BEGIN UPDATE \
+             `items` SET `price` = mysql_round(NEW.`price`, 2) WHERE rowid = NEW.rowid; END",
             "INSERT INTO sqlite_sequence (name, seq) VALUES ('items', 2)",
         ]
     );

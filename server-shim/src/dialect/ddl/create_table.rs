@@ -24,6 +24,8 @@
 //!   `<table>__<column>__on_update` that sets the column when the statement did not set
 //!   it and another column changed (MySQL's rule). Recursive triggers are off in SQLite,
 //!   so its own UPDATE does not fire it again.
+//! - **`DECIMAL(p,s)`** columns get two triggers that round a stored value to the scale
+//!   (`super::decimal_rounding`).
 //! - **Keys**: `KEY`/`INDEX`/`UNIQUE KEY` and inline `UNIQUE` become separate `CREATE
 //!   [UNIQUE] INDEX` statements. MySQL index names are per table and SQLite's per
 //!   database, so an index is named `<table>__<name>` (an unnamed key takes its first
@@ -44,7 +46,7 @@ use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::Token;
 
 use super::super::{expr, quote};
-use super::{index_name, object, split};
+use super::{decimal_rounding, index_name, object, split};
 use crate::sql_error::SqlError;
 
 pub(super) struct Index {
@@ -181,9 +183,23 @@ pub(super) fn create_table(ct: CreateTable) -> Result<Vec<String>, SqlError> {
     }
     out.push(format!("{head} ({})", definitions.join(", ")));
     out.extend(index_statements(schema, table, indexes, ct.if_not_exists)?);
-    let other_columns: Vec<&str> = ct.columns.iter().map(|c| c.name.value.as_str()).collect();
+    let all_columns: Vec<(&str, Option<u64>)> = ct
+        .columns
+        .iter()
+        .map(|c| {
+            let scale = decimal_rounding::decimal_scale(&c.data_type.to_string());
+            (c.name.value.as_str(), scale)
+        })
+        .collect();
     for column in on_update {
-        out.push(on_update_trigger(schema, table, &column, &other_columns));
+        out.push(on_update_trigger(schema, table, &column, &all_columns));
+    }
+    for (column, scale) in &all_columns {
+        if let Some(scale) = scale {
+            out.extend(decimal_rounding::decimal_triggers(
+                schema, table, column, *scale,
+            ));
+        }
     }
     if let (Some(_), Some(start), false) = (
         &auto_increment,
@@ -580,17 +596,20 @@ pub(super) fn index_statements(
     Ok(out)
 }
 
+/// The trigger of an `ON UPDATE CURRENT_TIMESTAMP` column `column`: it sets the time when
+/// another of `all_columns` (name, and scale for a `DECIMAL`) changed and the statement did
+/// not set the column itself.
 pub fn on_update_trigger(
     schema: Option<&str>,
     table: &str,
     column: &str,
-    all_columns: &[&str],
+    all_columns: &[(&str, Option<u64>)],
 ) -> String {
     let col = quote(column);
     let changed = all_columns
         .iter()
-        .filter(|c| **c != column)
-        .map(|c| format!("NEW.{q} IS NOT OLD.{q}", q = quote(c)))
+        .filter(|(c, _)| *c != column)
+        .map(|(c, scale)| decimal_rounding::changed(c, *scale))
         .collect::<Vec<_>>();
     let changed = if changed.is_empty() {
         String::new()

@@ -6,6 +6,7 @@
 //! that change one thing: indexes, views, `ALTER TABLE`, drops and renames.
 
 mod create_table;
+mod decimal_rounding;
 mod value_checks;
 
 use sqlparser::ast::{
@@ -21,6 +22,7 @@ use self::create_table::{
     Index, check_constraint, column_definition, create_table, default, foreign_key,
     has_auto_increment, index_columns, index_statements,
 };
+pub use self::decimal_rounding::{decimal_scale, decimal_triggers, round_stored, rounded_column};
 pub use self::value_checks::violated;
 use super::cursor::{self, Significant};
 use super::{StatementKind, Translation, expr, quote};
@@ -310,6 +312,16 @@ fn alter_table(
                 }
                 out.push(format!("ALTER TABLE {target} ADD COLUMN {definition}"));
                 out.extend(index_statements(schema, table, indexes, false)?);
+                if let Some(scale) =
+                    decimal_rounding::decimal_scale(&column_def.data_type.to_string())
+                {
+                    // The rows there already hold the default, rounded as MySQL stores it.
+                    let column = &column_def.name.value;
+                    out.push(decimal_rounding::round_stored(schema, table, column, scale));
+                    out.extend(decimal_rounding::decimal_triggers(
+                        schema, table, column, scale,
+                    ));
+                }
             }
             AlterTableOperation::DropColumn {
                 column_names,
