@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use authplugin::packet::FrameError;
-use authplugin::packet::capabilities::{CLIENT_PLUGIN_AUTH, CLIENT_SSL};
+use authplugin::packet::capabilities::{CLIENT_COMPRESS, CLIENT_PLUGIN_AUTH, CLIENT_SSL};
 use authplugin::packet::{AuthSwitchRequest, HandshakeResponse41, HandshakeV10, SslRequest};
 use authplugin::{AuthPlugin, Scramble};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -159,6 +159,12 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     // The raw login holds the client's answer; only the decoded (zeroizing) copy may live on.
     packet.payload.zeroize();
     let mut response = decoded.map_err(|_| Classification::Malformed)?;
+    // The relay never offers compression (`profile::NEVER_ADVERTISED`). A client that asks
+    // for it anyway goes on to compress (mysql-connector-python and node-mysql2 do), and
+    // neither end could read the other: refused here with its reason, never left to hang.
+    if response.client_flag & CLIENT_COMPRESS & !greeting.capability_flags != 0 {
+        return Err(Classification::CompressionUnoffered);
+    }
     offered_only(
         &mut response,
         greeting.mariadb_extended_capabilities().unwrap_or(0),

@@ -69,6 +69,8 @@ pub enum Classification {
     Tls(TlsFailure),
     /// A login without TLS to an instance with `require_secure_transport`.
     InsecureTransport,
+    /// A login that asks for the compressed protocol, which the relay did not offer.
+    CompressionUnoffered,
 }
 
 /// A failure of the relayed login on the compute side (P4–P8).
@@ -330,12 +332,13 @@ impl Classification {
             Self::UnsupportedAuth => "unsupported_auth",
             Self::Tls(f) => f.label(),
             Self::InsecureTransport => "insecure_transport",
+            Self::CompressionUnoffered => "compression_unoffered",
         }
     }
 
     /// Every classification.
     #[cfg(test)]
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 19] = [
         Self::ClosedSilently,
         Self::ClosedMidPacket,
         Self::HandshakeTimeout,
@@ -354,6 +357,7 @@ impl Classification {
         Self::Tls(TlsFailure::Closed),
         Self::Tls(TlsFailure::TimedOut),
         Self::InsecureTransport,
+        Self::CompressionUnoffered,
     ];
 
     /// The ERR the client gets, where the protocol allows one: nothing for a peer that left,
@@ -392,6 +396,12 @@ impl Classification {
                 "Got packets out of order".into(),
             ),
             Self::Malformed => (codes::ER_HANDSHAKE_ERROR, "Bad handshake".into()),
+            Self::CompressionUnoffered => (
+                codes::ER_HANDSHAKE_ERROR,
+                "Bad handshake: the compressed protocol is not offered here; connect without \
+                 compression"
+                    .into(),
+            ),
             Self::EmptyUser => (
                 codes::ER_ACCESS_DENIED_ERROR,
                 format!("Access denied for user ''@'{}'", host_of(client_addr)),

@@ -243,6 +243,26 @@ async fn refuses_login_without_user() {
     assert_eq!(r.unwrap_err().class, Classification::EmptyUser);
 }
 
+/// mysql-connector-python's `compress=True` sets `CLIENT_COMPRESS` whatever the greeting
+/// offered, then compresses: refused at the login, with its reason. Before: the relay read
+/// its compressed frames as packets and the client waited for an answer forever.
+#[tokio::test]
+async fn refuses_a_login_that_asks_for_compression_it_was_not_offered() {
+    let (r, _) = run(|mut s| async move {
+        let _ = read_greeting(&mut s).await;
+        let mut login = response("mysql_native_password", vec![1; 20], "app");
+        login.client_flag |= CLIENT_COMPRESS;
+        send(&mut s, 1, &login.to_bytes()).await;
+        s
+    })
+    .await;
+    let class = r.unwrap_err().class;
+    assert_eq!(class, Classification::CompressionUnoffered);
+    let err = ErrPacket::decode(&class.client_error("1.1.1.1:1").unwrap().to_bytes()).unwrap();
+    assert_eq!(err.error_code, 1043);
+    assert!(String::from_utf8_lossy(&err.error_message).contains("compress"));
+}
+
 #[tokio::test(start_paused = true)]
 async fn times_out_a_silent_client() {
     let (r, _) = run(|mut s| async move {
