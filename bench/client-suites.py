@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
-"""Sessions carried across a stop, proven by a client library's own test suite: PyMySQL's
-suite (a checkout of its repository, given by path) runs straight to the compute, then through
-a relay that carries every session to a new login after every command
-(`resumable_sessions = true`, `force_reattach_every = 1`: its state read by value and restored,
-as after a stop). Every test must end the same way in both runs. Two computes: server-shim,
-and MariaDB with perceptron_dual (its accounts IDENTIFIED VIA perceptron_dual, which also log
-in directly).
+"""Sessions carried across a stop, proven by client libraries' own test suites: a suite runs
+straight to the compute, then through a relay that carries every session to a new login after
+every command (`resumable_sessions = true`, `force_reattach_every = 1`: its state read by value
+and restored, as after a stop). Every test must end the same way in both runs. Two computes:
+server-shim, and MariaDB with perceptron_dual (its accounts IDENTIFIED VIA perceptron_dual,
+which also log in directly). Two suites, each given by the path of its source:
 
-  straight   pytest -> compute (its own port)
-  resumed    pytest -> relay -> compute, each session reattached after every command
+  PyMySQL                 a clone of its repository (pytest, `pymysql/tests`; its
+                          `databases.json` is replaced for the runs and put back afterwards)
+  mysql-connector-python  its unpacked sdist, which ships its tests (`unittests.py
+                          --use-external-server`, the pure-Python connector): e.g.
+                          `pip download --no-deps --no-binary :all: mysql-connector-python`
+
+  straight   suite -> compute (its own port)
+  resumed    suite -> relay -> compute, each session reattached after every command
 
 Reported: each run's pass / fail / skip counts, every test whose outcome differs, and the
 command boundaries the relay carried to a new login against those it pinned (by reason: an
-open transaction, a lock, a statement it does not recognise...), from its log. The suite's
-own `pymysql/tests/databases.json` is replaced for the runs and put back afterwards.
+open transaction, a lock, a statement it does not recognise...), from its log.
 
-Usage: client-suites.py PYMYSQL_CHECKOUT [shim|mariadb ...]   (default: both)
-Writes bench/results/client-suites.{txt,json}. Needs pytest and pytest-timeout.
+Usage: client-suites.py SUITE_PATH [shim|mariadb ...]   (default: both)
+Writes bench/results/client-suites[-connector].{txt,json}. PyMySQL's needs pytest and
+pytest-timeout.
 """
 
 import os
@@ -50,33 +55,122 @@ def mariadb_accounts(port):
                     "--skip-ssl", "-e", sql], check=True, capture_output=True)
 
 
-def fresh_databases(port, user):
-    sql = ("DROP DATABASE IF EXISTS test1; DROP DATABASE IF EXISTS test2; "
-           "CREATE DATABASE test1 DEFAULT CHARACTER SET utf8mb4; "
-           "CREATE DATABASE test2 DEFAULT CHARACTER SET utf8mb4")
+def sql(port, user, text):
     subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1", "-P%d" % port, "-u" + user,
-                    "-p" + ROOT_PW, "--skip-ssl", "-e", sql], check=True, capture_output=True)
+                    "-p" + ROOT_PW, "--skip-ssl", "-e", text], check=True, capture_output=True)
 
 
-def run_suite(checkout, port, users, xml):
-    """Runs the suite against 127.0.0.1:port as `users` (its first and second account):
-    {test id: "pass" | "fail" | "skip"}."""
-    config = os.path.join(checkout, "pymysql", "tests", "databases.json")
-    with open(config, "w") as f:
-        f.write('[{"host": "127.0.0.1", "port": %d, "user": "%s", "password": "%s", '
-                '"database": "test1", "use_unicode": true, "local_infile": true},\n'
-                ' {"host": "127.0.0.1", "port": %d, "user": "%s", "password": "%s", '
-                '"database": "test2"}]\n' % (port, users[0], ROOT_PW, port, users[1], TEST2_PW))
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                    "--timeout", "120", "--junitxml", xml, "pymysql/tests"], cwd=checkout,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    outcomes = {}
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        name = "%s::%s" % (case.get("classname"), case.get("name"))
-        kinds = {child.tag for child in case}
-        outcomes[name] = ("fail" if kinds & {"failure", "error"} else
-                          "skip" if "skipped" in kinds else "pass")
+class PyMySQL:
+    """PyMySQL's suite, from a clone of its repository."""
+    name, results = "PyMySQL", "client-suites"
+
+    def __init__(self, path):
+        self.path = path
+        self.config = os.path.join(path, "pymysql", "tests", "databases.json")
+
+    @staticmethod
+    def fits(path):
+        return os.path.isdir(os.path.join(path, "pymysql", "tests"))
+
+    def __enter__(self):
+        self.saved = self.config + ".perceptron-saved"
+        if os.path.exists(self.config) and not os.path.exists(self.saved):
+            shutil.copyfile(self.config, self.saved)
+        return self
+
+    def __exit__(self, *_):
+        if os.path.exists(self.saved):
+            shutil.move(self.saved, self.config)
+
+    @staticmethod
+    def fresh(port, user):
+        sql(port, user, "DROP DATABASE IF EXISTS test1; DROP DATABASE IF EXISTS test2; "
+                        "CREATE DATABASE test1 DEFAULT CHARACTER SET utf8mb4; "
+                        "CREATE DATABASE test2 DEFAULT CHARACTER SET utf8mb4")
+
+    def run(self, port, users, out):
+        """Runs the suite against 127.0.0.1:port as `users` (its first and second account):
+        {test id: "pass" | "fail" | "skip"}."""
+        with open(self.config, "w") as f:
+            f.write('[{"host": "127.0.0.1", "port": %d, "user": "%s", "password": "%s", '
+                    '"database": "test1", "use_unicode": true, "local_infile": true},\n'
+                    ' {"host": "127.0.0.1", "port": %d, "user": "%s", "password": "%s", '
+                    '"database": "test2"}]\n'
+                    % (port, users[0], ROOT_PW, port, users[1], TEST2_PW))
+        xml = out + ".xml"
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "--timeout", "120", "--junitxml", xml, "pymysql/tests"], cwd=self.path,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        outcomes = {}
+        for case in ET.parse(xml).getroot().iter("testcase"):
+            name = "%s::%s" % (case.get("classname"), case.get("name"))
+            kinds = {child.tag for child in case}
+            outcomes[name] = ("fail" if kinds & {"failure", "error"} else
+                              "skip" if "skipped" in kinds else "pass")
+        return outcomes
+
+
+# unittest's verbose outcome of a test, at the end of its `name ... ` line or, where the test
+# wrote to standard error first, alone on a later line.
+UNITTEST_OUTCOME = re.compile(r"(ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)$")
+UNITTEST_KIND = {"ok": "pass", "FAIL": "fail", "ERROR": "fail", "skipped": "skip",
+                 "expected failure": "pass", "unexpected success": "fail"}
+
+
+def unittest_outcomes(text):
+    """{test: "pass" | "fail" | "skip"} from `unittest -v` output (a class's or a module's
+    set-up that fails is a test of its own, as unittest counts it)."""
+    outcomes, pending = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^(\S.*?) \.\.\. (.*)$", line)
+        rest = line
+        if m and not line.startswith(" "):
+            pending, rest = m.group(1), m.group(2)
+        o = UNITTEST_OUTCOME.match(rest)
+        if pending is not None and o:
+            kind = o.group(1).split(" '")[0]
+            outcomes[pending] = UNITTEST_KIND["skipped" if kind.startswith("skipped") else kind]
+            pending = None
     return outcomes
+
+
+class ConnectorPython:
+    """mysql-connector-python's suite, from its unpacked sdist."""
+    name, results = "mysql-connector-python", "client-suites-connector"
+
+    def __init__(self, path):
+        self.path = path
+
+    @staticmethod
+    def fits(path):
+        return os.path.isfile(os.path.join(path, "unittests.py"))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        pass
+
+    @staticmethod
+    def fresh(port, user):
+        sql(port, user, "DROP DATABASE IF EXISTS myconnpy")
+
+    def run(self, port, users, out):
+        """Runs the suite against 127.0.0.1:port as `users[0]`: {test: outcome}."""
+        log = out + ".log"
+        with open(log, "w") as f:
+            subprocess.run([sys.executable, "unittests.py", "--use-external-server",
+                            "--skip-install", "--host", "127.0.0.1", "--port", str(port),
+                            "--user", users[0], "--password", ROOT_PW, "--verbosity", "2",
+                            "--log", out + ".suite-log"],
+                           cwd=self.path, stdout=f, stderr=subprocess.STDOUT, timeout=3600)
+        with open(log, errors="replace") as f:
+            text = f.read()
+        outcomes = unittest_outcomes(text)
+        if not outcomes:
+            sys.exit("the suite ran no test against port %d; its output ends:\n%s"
+                     % (port, "\n".join(text.splitlines()[-30:])))
+        return outcomes
 
 
 def counts(outcomes):
@@ -90,6 +184,10 @@ def compute_relay(compute):
     if compute == "mariadb":
         relay = h.dual_mariadb_relay("client-suites-maria", instance_toml=toml)
         mariadb_accounts(relay.compute_port)
+        # The relay greets as MariaDB once a relayed login has proven the compute (before,
+        # as server-shim: docs/clients.md), and mysql-connector-python picks its collation
+        # by the version it is greeted with.
+        sql(relay.port, USERS["mariadb"][0], "SELECT 1")
         return relay
     tickets = h.ticket_key(h.tmpdir("client-suites-keys"))
     relay = h.Relay("client-suites", instance_toml='resumable_sessions = true\n' + toml,
@@ -101,16 +199,15 @@ def compute_relay(compute):
     return relay
 
 
-def compare(checkout, compute):
-    """Both runs on `compute`: (report lines, results)."""
+def compare(suite, compute):
+    """Both runs of `suite` on `compute`: (report lines, results)."""
     relay = compute_relay(compute)
     users = USERS[compute]
     try:
         runs = {}
         for name, port in (("straight", relay.compute_port), ("resumed", relay.port)):
-            fresh_databases(relay.compute_port, users[0])
-            runs[name] = run_suite(checkout, port, users,
-                                   os.path.join(relay.dir, name + ".xml"))
+            suite.fresh(relay.compute_port, users[0])
+            runs[name] = suite.run(port, users, os.path.join(relay.dir, name))
         log = relay.log_lines()
     finally:
         relay.stop()
@@ -121,7 +218,9 @@ def compare(checkout, compute):
             m = re.search(r'why="([^"]*)"', line)
             why = m.group(1) if m else "?"
             pinned[why] = pinned.get(why, 0) + 1
-    failed = sum(1 for line in log if "forced reattach failed" in line)
+    failures = [re.search(r'error=(.*)$', line) for line in log
+                if "forced reattach failed" in line]
+    failed = len(failures)
     straight, resumed = runs["straight"], runs["resumed"]
     differ = sorted(t for t in set(straight) | set(resumed)
                     if straight.get(t) != resumed.get(t))
@@ -136,7 +235,8 @@ def compare(checkout, compute):
     out += ["command boundaries: %d carried to a new login, %d pinned (%.1f %% carried), "
             "%d failed reattaches" % (carried, total - carried,
                                       100.0 * carried / max(total, 1), failed),
-            "pinned by: %s" % dict(sorted(pinned.items(), key=lambda kv: -kv[1])), ""]
+            "pinned by: %s" % dict(sorted(pinned.items(), key=lambda kv: -kv[1]))]
+    out += ["  reattach failed: %s" % (m.group(1) if m else "?") for m in failures] + [""]
     return out, {"straight": counts(straight), "resumed": counts(resumed), "differ": differ,
                  "carried": carried, "pinned": pinned, "failed_reattaches": failed}
 
@@ -144,23 +244,21 @@ def compare(checkout, compute):
 def main():
     if len(sys.argv) < 2 or any(c not in USERS for c in sys.argv[2:]):
         sys.exit(__doc__)
-    checkout = os.path.abspath(sys.argv[1])
+    path = os.path.abspath(sys.argv[1])
+    kinds = [k for k in (PyMySQL, ConnectorPython) if k.fits(path)]
+    if not kinds:
+        sys.exit("%s: neither a PyMySQL checkout nor mysql-connector-python's sdist\n\n%s"
+                 % (path, __doc__))
     computes = sys.argv[2:] or list(USERS)
-    config = os.path.join(checkout, "pymysql", "tests", "databases.json")
-    saved = config + ".perceptron-saved"
-    if os.path.exists(config) and not os.path.exists(saved):
-        shutil.copyfile(config, saved)
-    out = ["# PyMySQL's own suite, straight to the compute and with every session reattached "
-           "after every command", "machine: %s" % h.machine(), "checkout: %s" % checkout, ""]
+    out = ["# %s's own suite, straight to the compute and with every session reattached "
+           "after every command" % kinds[0].name, "machine: %s" % h.machine(),
+           "source: %s" % path, ""]
     data = {}
-    try:
+    with kinds[0](path) as suite:
         for compute in computes:
-            lines, data[compute] = compare(checkout, compute)
+            lines, data[compute] = compare(suite, compute)
             out += lines
-    finally:
-        if os.path.exists(saved):
-            shutil.move(saved, config)
-    h.save("client-suites", "\n".join(out), data)
+    h.save(kinds[0].results, "\n".join(out), data)
 
 
 if __name__ == "__main__":
