@@ -73,6 +73,9 @@ pub enum Classification {
     CompressionUnoffered,
 }
 
+/// The most of a compute's refusal message a [`ComputeProtocolError::Refused`] keeps.
+pub const REFUSAL_MESSAGE_BYTES: usize = 200;
+
 /// A failure of the relayed login on the compute side (P4–P8).
 #[derive(Debug)]
 pub enum ComputeError {
@@ -160,6 +163,15 @@ pub enum ComputeProtocolError {
     /// A packet that is none of OK, ERR, AuthSwitchRequest or AuthMoreData (or, in dual
     /// mode, none of OK and ERR); its first byte.
     Unexpected(u8),
+    /// An ERR where the relay's own command (a reattach's login, a restoring statement, a
+    /// statement prepared again) needed an OK: its code and message (at most
+    /// [`REFUSAL_MESSAGE_BYTES`]), for the log.
+    Refused {
+        /// The error code.
+        code: u16,
+        /// The message, clipped.
+        message: Vec<u8>,
+    },
     /// An empty packet where a reply was due.
     Empty,
     /// An AuthSwitchRequest that does not parse.
@@ -281,6 +293,11 @@ impl std::fmt::Display for ComputeProtocolError {
             Self::Unexpected(first) => {
                 write!(f, "unexpected packet {first:#04x} during authentication")
             }
+            Self::Refused { code, message } => write!(
+                f,
+                "the compute refused: ERROR {code}: {}",
+                crate::logsafe::Escaped(message)
+            ),
             Self::Empty => f.write_str("empty packet during authentication"),
             Self::BadAuthSwitch(e) => write!(f, "bad auth switch: {e}"),
             Self::SecondAuthSwitch => f.write_str("server asked for a second auth switch"),

@@ -15,7 +15,7 @@ use zeroize::Zeroizing;
 use super::compute_leg;
 use super::dual_auth::{self, Signer};
 use super::login::ClientLogin;
-use super::outcome::{ComputeError, ComputeProtocolError, ComputeStep};
+use super::outcome::{ComputeError, ComputeProtocolError, ComputeStep, REFUSAL_MESSAGE_BYTES};
 use crate::compute_conn::ComputeConnector;
 use crate::packet_io::PacketStream;
 use crate::session_effects::Statement;
@@ -129,7 +129,7 @@ pub struct Reattached<S> {
 ///
 /// # Errors
 /// [`ComputeError`]: the compute could not be reached, did not prove the key, refused the
-/// reattach (its ERR, as [`ComputeProtocolError::Unexpected`]), sent no next ticket, refused
+/// reattach ([`ComputeProtocolError::Refused`], with what it said), sent no next ticket, refused
 /// a restoring command or a statement, or prepared a statement with another shape
 /// ([`ComputeProtocolError::StatementChanged`]).
 pub async fn reattach<C: ComputeConnector>(
@@ -303,7 +303,19 @@ fn prepare_ok(payload: &[u8]) -> Option<(u32, (u16, u16))> {
     }
 }
 
-/// The compute's refusal (an ERR, or anything else where an OK belonged).
+/// The compute's refusal: an ERR with what it said, or anything else where an OK belonged.
 fn refused(payload: &[u8]) -> ComputeError {
-    ComputeProtocolError::Unexpected(payload.first().copied().unwrap_or(0)).into()
+    match ErrPacket::decode(payload) {
+        Ok(err) => ComputeProtocolError::Refused {
+            code: err.error_code,
+            message: err
+                .error_message
+                .iter()
+                .copied()
+                .take(REFUSAL_MESSAGE_BYTES)
+                .collect(),
+        },
+        Err(_) => ComputeProtocolError::Unexpected(payload.first().copied().unwrap_or(0)),
+    }
+    .into()
 }
