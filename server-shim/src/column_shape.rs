@@ -19,6 +19,9 @@ pub(crate) enum Shape {
     /// `DATETIME`/`TIMESTAMP`: stored as text, sent as MySQL's DATETIME type, so drivers
     /// (PyMySQL, and SQLAlchemy on it) return date-time objects, not strings.
     DateTime,
+    /// `FLOAT` (a 4-byte float: up to 24 bits of precision), written with 6 significant
+    /// digits, or `FLOAT(m,d)` with `d` decimals.
+    Float(Option<u8>),
     /// An integer type: the storage class decides the value, the width its MySQL type.
     Int(IntWidth),
     /// `BINARY`, `VARBINARY` and the `BLOB`s: bytes, whatever SQLite stored (a string
@@ -41,6 +44,10 @@ impl Shape {
         }
         if let Some(width) = IntWidth::of_declared(decl) {
             return Self::Int(width);
+        }
+        if let Some(crate::dialect::Rounding::Float(decimals)) = crate::dialect::Rounding::of(decl)
+        {
+            return Self::Float(decimals.and_then(|d| u8::try_from(d).ok()));
         }
         let lower = decl.trim().to_ascii_lowercase();
         let base = lower.split(['(', ' ']).next().unwrap_or_default();
@@ -103,6 +110,8 @@ pub(crate) fn to_cell(v: ValueRef<'_>, shape: Shape) -> Cell {
         (ValueRef::Real(f), Shape::Decimal(scale)) if f.is_finite() => {
             Cell::Decimal(decimal_text(f, scale))
         }
+        (ValueRef::Real(f), Shape::Float(decimals)) => float_cell(f, decimals),
+        (ValueRef::Integer(i), Shape::Float(decimals)) => float_cell(i as f64, decimals),
         (ValueRef::Text(t), Shape::Date) => {
             let text = String::from_utf8_lossy(t);
             chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d")
@@ -156,6 +165,15 @@ pub(crate) fn to_cell(v: ValueRef<'_>, shape: Shape) -> Cell {
         (ValueRef::Text(t), _) => Cell::Text(String::from_utf8_lossy(t).into_owned()),
         (ValueRef::Blob(b), _) => Cell::Bytes(b.to_vec()),
     }
+}
+
+/// A `FLOAT` column's value, written with its decimals (`FLOAT(m,d)`) or 6 significant digits.
+fn float_cell(f: f64, decimals: Option<u8>) -> Cell {
+    let text = match decimals {
+        Some(d) if f.is_finite() => decimal_text(f, usize::from(d)),
+        _ => crate::engine::float_text(f),
+    };
+    Cell::Float32(f, text)
 }
 
 /// 2^63: every whole double below it in magnitude is an `i64`.
@@ -228,6 +246,7 @@ fn resolve(conn: &Connection, current_db: &str, t: &ResultType) -> Option<Resolv
     let numeric = |r: Option<Resolved>| match r? {
         Resolved::Column(Shape::Decimal(s)) => Some(Resolved::Decimal(s)),
         Resolved::Column(Shape::Int(_)) => Some(Resolved::Integer),
+        Resolved::Column(Shape::Float(_)) => Some(Resolved::Double),
         Resolved::Column(Shape::Plain) => None,
         Resolved::Column(_) => None,
         other => Some(other),
@@ -259,10 +278,14 @@ fn resolve(conn: &Connection, current_db: &str, t: &ResultType) -> Option<Resolv
             )?;
             let lower = decl.to_ascii_lowercase();
             let base = lower.split(['(', ' ']).next().unwrap_or_default();
-            if matches!(base, "double" | "float" | "real") {
+            let shape = Shape::of(&decl);
+            if matches!(shape, Shape::Float(_)) {
+                // MIN/MAX keep a FLOAT's writing; arithmetic makes it a double.
+                Resolved::Column(shape)
+            } else if matches!(base, "double" | "float" | "real") {
                 Resolved::Double
             } else {
-                Resolved::Column(Shape::of(&decl))
+                Resolved::Column(shape)
             }
         }
         ResultType::Arithmetic(op, left, right) => {

@@ -1,6 +1,7 @@
 //! The triggers the dialect gives a table's columns — `ON UPDATE CURRENT_TIMESTAMP`
-//! (`<table>__<column>__on_update`) and the rounding of `DECIMAL` values to their scale
-//! (`<table>__<column>__decimal_insert|update`) — made again from the table's columns after
+//! (`<table>__<column>__on_update`) and the rounding of `DECIMAL` and `FLOAT` values as MySQL
+//! stores them (`<table>__<column>__rounding_insert|update`) — made again from the table's
+//! columns after
 //! a change SQLite makes around them: a table rebuilt, a column dropped. Each names the
 //! table's other columns or its column's type, so a copy of the old text would be stale.
 
@@ -48,8 +49,8 @@ fn set_column(sql: &str) -> Option<String> {
     Some(inner.replace(&doubled, &quote.to_string()))
 }
 
-/// The columns of `table` (in SQLite's database `schema`), each with its scale if it is a
-/// `DECIMAL`.
+/// The columns of `table` (in SQLite's database `schema`), each with what MySQL stores of
+/// its values where that is not what SQLite keeps.
 ///
 /// # Errors
 /// SQLite's.
@@ -57,11 +58,11 @@ pub fn columns(
     conn: &Connection,
     schema: &str,
     table: &str,
-) -> rusqlite::Result<Vec<(String, Option<u64>)>> {
+) -> rusqlite::Result<Vec<(String, Option<dialect::Rounding>)>> {
     let mut stmt = conn.prepare("SELECT name, type FROM pragma_table_info(?1, ?2) ORDER BY cid")?;
     let rows = stmt.query_map([table, schema], |r| {
         let declared: String = r.get(1)?;
-        Ok((r.get(0)?, dialect::decimal_scale(&declared)))
+        Ok((r.get(0)?, dialect::Rounding::of(&declared)))
     })?;
     rows.collect()
 }
@@ -69,8 +70,8 @@ pub fn columns(
 /// Makes the column triggers of `table` (in SQLite's database `schema`, named for MySQL's
 /// database `qualifier` where it is not `main`) from its columns as they are now: the
 /// `ON UPDATE` trigger of each of `on_update` that is still a column, and the rounding of
-/// each `DECIMAL` column, whose stored values are rounded first (a narrower scale, or rows
-/// stored before the column had its triggers).
+/// each `DECIMAL` and `FLOAT` column, whose stored values are rounded first (a narrower
+/// scale, or rows stored before the column had its triggers).
 ///
 /// # Errors
 /// SQLite's.
@@ -82,11 +83,17 @@ pub fn make(
     on_update: &[String],
 ) -> rusqlite::Result<()> {
     let columns = columns(conn, schema, table)?;
-    let all: Vec<(&str, Option<u64>)> = columns.iter().map(|(c, s)| (c.as_str(), *s)).collect();
-    for (column, scale) in &all {
-        if let Some(scale) = scale {
-            conn.execute_batch(&dialect::round_stored(Some(schema), table, column, *scale))?;
-            for trigger in dialect::decimal_triggers(qualifier, table, column, *scale) {
+    let all: Vec<(&str, Option<dialect::Rounding>)> =
+        columns.iter().map(|(c, r)| (c.as_str(), *r)).collect();
+    for (column, rounding) in &all {
+        if let Some(rounding) = rounding {
+            conn.execute_batch(&dialect::round_stored(
+                Some(schema),
+                table,
+                column,
+                *rounding,
+            ))?;
+            for trigger in dialect::rounding_triggers(qualifier, table, column, *rounding) {
                 conn.execute_batch(&trigger)?;
             }
         }
@@ -114,10 +121,10 @@ mod tests {
         let column = |sql| ours("t", "t__ts__on_update", sql).and_then(|o| o.on_update);
         assert_eq!(column(dialects).as_deref(), Some("ts"));
         assert_eq!(column(renamed).as_deref(), Some("new \"ts"));
-        let rounding = ours("t", "t__d__decimal_insert", "CREATE TRIGGER ...").unwrap();
+        let rounding = ours("t", "t__d__rounding_insert", "CREATE TRIGGER ...").unwrap();
         assert_eq!(
             (rounding.name.as_str(), rounding.on_update),
-            ("t__d__decimal_insert", None)
+            ("t__d__rounding_insert", None)
         );
         assert!(ours("t", "t__d__mine", "CREATE TRIGGER ...").is_none());
         assert!(ours("u", "t__ts__on_update", dialects).is_none());

@@ -33,6 +33,10 @@ pub enum Cell {
     UInt(u64),
     /// A floating-point number.
     Float(f64),
+    /// A `FLOAT` column's value (a 4-byte float, held as the double it converts to) and its
+    /// text as MySQL writes it: 6 significant digits ([`float_text`]), or the column's
+    /// decimals (`FLOAT(m,d)`).
+    Float32(f64, String),
     /// An exact decimal, as text.
     Decimal(String),
     /// Text.
@@ -85,6 +89,17 @@ pub fn double_text(v: f64) -> String {
     }
 }
 
+/// A `FLOAT` as MariaDB writes it in text: 6 significant digits, laid out as
+/// [`double_text`] lays a double out (`14.96`, `1234570`, `1e20`, `0.000123457`).
+#[must_use]
+pub fn float_text(v: f64) -> String {
+    if !v.is_finite() {
+        return v.to_string();
+    }
+    let six = format!("{v:.5e}");
+    double_text(six.parse().unwrap_or(v))
+}
+
 impl Cell {
     /// The value as MySQL's text protocol shows it (`None` for NULL).
     #[must_use]
@@ -94,6 +109,7 @@ impl Cell {
             Self::Int(v) => v.to_string(),
             Self::UInt(v) => v.to_string(),
             Self::Float(v) => double_text(*v),
+            Self::Float32(_, text) => text.clone(),
             Self::Decimal(v) | Self::Text(v) | Self::Json(v) => v.clone(),
             Self::Bytes(v) | Self::Bit(v) => String::from_utf8_lossy(v).into_owned(),
             Self::Time(v) => v.to_string(),

@@ -340,6 +340,7 @@ fn fill_variables(conn: &Connection, session: &SessionFacts) -> rusqlite::Result
         let (kind, charset) = match value {
             Cell::Int(_) | Cell::UInt(_) => ("INT", "binary"),
             Cell::Float(_) => ("DOUBLE", "binary"),
+            Cell::Float32(..) => ("FLOAT", "binary"),
             Cell::Decimal(_) => ("DECIMAL", "binary"),
             Cell::Null | Cell::Bytes(_) | Cell::Bit(_) => ("VARCHAR", "binary"),
             Cell::Text(_) | Cell::Json(_) | Cell::Date(_) | Cell::DateTime(_) | Cell::Time(_) => {

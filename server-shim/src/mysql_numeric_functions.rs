@@ -7,6 +7,8 @@
 //!   SQLite's ignores the sign);
 //! - `%` and `MOD` (`mysql_mod`): the remainder of numbers with a fraction (`1.5 % 1` is 0.5;
 //!   SQLite's takes integers first, 0);
+//! - `mysql_float(X)`: what a `FLOAT` column stores, the nearest 4-byte float (a column's
+//!   rounding trigger calls it, `dialect::Rounding`);
 //! - `CEIL`/`CEILING` and `FLOOR` (`mysql_ceil`, `mysql_floor`): an integer stays one, a
 //!   number with a fraction gives a whole double (its column is typed as MySQL types it,
 //!   [`crate::dialect::result_types`]), text is read as a double first.
@@ -93,6 +95,9 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             }))
         })?;
     }
+    conn.create_scalar_function("mysql_float", 1, pure, |ctx| {
+        Ok(number(ctx, 0).map(|x| float(as_double(&x))))
+    })?;
     conn.create_scalar_function("mysql_mod", 2, pure, |ctx| {
         Ok(match (number(ctx, 0), number(ctx, 1)) {
             (Some(Number::Integer(a)), Some(Number::Integer(b))) => {
@@ -107,6 +112,22 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         })
     })?;
     Ok(())
+}
+
+/// What a `FLOAT` column stores of `x`: the nearest 4-byte float (as a double), which is
+/// what MySQL computes with afterwards (`14.96` is 14.960000038146973). A value beyond the
+/// float's range stays as it is (the column's check refuses it).
+fn float(x: f64) -> f64 {
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the nearest float is the conversion meant"
+    )]
+    let narrow = x as f32;
+    if narrow.is_finite() {
+        f64::from(narrow)
+    } else {
+        x
+    }
 }
 
 /// MySQL's `ROUND(x, digits)` of a number written as a `DECIMAL` ([`round`]); `digits`

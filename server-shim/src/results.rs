@@ -49,6 +49,7 @@ enum Kind {
     Int,
     UInt,
     Float,
+    Float32,
     Decimal,
     Date,
     DateTime,
@@ -65,6 +66,7 @@ fn kind_of(cell: &Cell) -> Option<Kind> {
         Cell::Int(_) => Kind::Int,
         Cell::UInt(_) => Kind::UInt,
         Cell::Float(_) => Kind::Float,
+        Cell::Float32(..) => Kind::Float32,
         Cell::Decimal(_) => Kind::Decimal,
         Cell::Date(_) => Kind::Date,
         Cell::DateTime(_) => Kind::DateTime,
@@ -121,6 +123,7 @@ fn column_def(name: &str, kind: Kind, width: Option<IntWidth>, table: &str) -> C
         ),
         Kind::UInt => (ColumnType::MYSQL_TYPE_LONGLONG, ColumnFlags::UNSIGNED_FLAG),
         Kind::Float => (ColumnType::MYSQL_TYPE_DOUBLE, ColumnFlags::empty()),
+        Kind::Float32 => (ColumnType::MYSQL_TYPE_FLOAT, ColumnFlags::empty()),
         Kind::Decimal => (ColumnType::MYSQL_TYPE_NEWDECIMAL, ColumnFlags::empty()),
         Kind::Date => (ColumnType::MYSQL_TYPE_DATE, ColumnFlags::empty()),
         Kind::DateTime => (ColumnType::MYSQL_TYPE_DATETIME, ColumnFlags::empty()),
@@ -231,6 +234,7 @@ fn write_cell<W: AsyncWrite + Unpin>(
         (Cell::Int(v), Kind::Int) => narrow(*v),
         (Cell::UInt(v), Kind::UInt) => rw.write_col(*v),
         (Cell::Float(v), Kind::Float) => rw.write_col(MysqlDouble(*v)),
+        (Cell::Float32(..), Kind::Float32) => rw.write_col(MysqlFloat(cell.clone())),
         (Cell::Date(v), Kind::Date) => rw.write_col(*v),
         (Cell::DateTime(v), Kind::DateTime) => rw.write_col(*v),
         (Cell::Bytes(v), Kind::Bytes) | (Cell::Bit(v), Kind::Bit) => rw.write_col(v.as_slice()),
@@ -250,6 +254,31 @@ impl ToMysqlValue for MysqlDouble {
 
     fn to_mysql_bin<W: io::Write>(&self, w: &mut W, c: &Column) -> io::Result<()> {
         self.0.to_mysql_bin(w, c)
+    }
+}
+
+/// A `FLOAT` column's value ([`Cell::Float32`]): in text as MariaDB writes it, in binary as
+/// the four bytes.
+struct MysqlFloat(Cell);
+
+impl ToMysqlValue for MysqlFloat {
+    fn to_mysql_text<W: io::Write>(&self, w: &mut W) -> io::Result<()> {
+        self.0
+            .to_text()
+            .unwrap_or_default()
+            .as_str()
+            .to_mysql_text(w)
+    }
+
+    fn to_mysql_bin<W: io::Write>(&self, w: &mut W, c: &Column) -> io::Result<()> {
+        let Cell::Float32(v, _) = self.0 else {
+            return Err(io::Error::other("not a FLOAT"));
+        };
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "a 4-byte float already: its column's trigger stored it so"
+        )]
+        (v as f32).to_mysql_bin(w, c)
     }
 }
 

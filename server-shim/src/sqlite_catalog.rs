@@ -246,7 +246,7 @@ pub fn show_create_table(conn: &Connection, table: &str) -> rusqlite::Result<Opt
         } else if rowid_alias && c.decl_type.eq_ignore_ascii_case("integer") {
             "int(11)".to_owned()
         } else {
-            c.decl_type.to_lowercase()
+            mysql_type(&c.decl_type)
         };
         let mut line = format!("  {} {decl}", quote(&c.name));
         if c.not_null || c.pk > 0 {
@@ -345,6 +345,21 @@ fn foreign_key_metas(conn: &Connection, table: &str) -> rusqlite::Result<Vec<For
             delete_rule: key.on_delete,
         })
         .collect())
+}
+
+/// A declared type as MySQL writes it: lower case, the arguments after the type's name
+/// (`decimal(7,2) unsigned`; SQLite's grammar wants them last, `DECIMAL UNSIGNED(7,2)`).
+fn mysql_type(decl_type: &str) -> String {
+    let lower = decl_type.to_lowercase();
+    match lower.split_once('(') {
+        Some((words, rest)) if words.trim().contains(' ') => {
+            let mut words = words.split_whitespace();
+            let name = words.next().unwrap_or_default();
+            let after: Vec<&str> = words.collect();
+            format!("{name}({rest} {}", after.join(" "))
+        }
+        _ => lower,
+    }
 }
 
 /// What an `ON UPDATE` column of declared type `decl_type` is set to, as MariaDB writes it:
@@ -581,7 +596,7 @@ pub fn describe(conn: &Connection) -> rusqlite::Result<Vec<TableMeta>> {
                         } else if c.decl_type.is_empty() {
                             "text".into()
                         } else {
-                            c.decl_type.to_lowercase()
+                            mysql_type(&c.decl_type)
                         },
                         not_null: c.not_null || c.pk > 0,
                         default: c.default.as_deref().map(mysql_default),
@@ -619,6 +634,14 @@ pub fn describe(conn: &Connection) -> rusqlite::Result<Vec<TableMeta>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn declared_types_are_written_as_mysql_writes_them() {
+        assert_eq!(mysql_type("DECIMAL UNSIGNED(7,2)"), "decimal(7,2) unsigned");
+        assert_eq!(mysql_type("FLOAT UNSIGNED(7,2)"), "float(7,2) unsigned");
+        assert_eq!(mysql_type("VARCHAR(40)"), "varchar(40)");
+        assert_eq!(mysql_type("INT UNSIGNED"), "int unsigned");
+    }
 
     fn conn() -> Connection {
         let c = Connection::open_in_memory().unwrap();

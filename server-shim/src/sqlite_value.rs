@@ -13,7 +13,7 @@ pub fn to_sqlite(cell: &Cell) -> Value {
         Cell::UInt(v) => {
             i64::try_from(*v).map_or_else(|_| Value::Text(v.to_string()), Value::Integer)
         }
-        Cell::Float(v) => Value::Real(*v),
+        Cell::Float(v) | Cell::Float32(v, _) => Value::Real(*v),
         Cell::Decimal(v) | Cell::Text(v) | Cell::Json(v) => Value::Text(v.clone()),
         Cell::Bytes(v) => match std::str::from_utf8(v) {
             Ok(s) => Value::Text(s.to_owned()),

@@ -249,6 +249,26 @@ SELECT id, d FROM t_dec ORDER BY id
 DROP TABLE t_dec
 SELECT ROUND(3.3 + 0.05, 1), ROUND(0.145 * 3, 2), ROUND(-3.3 - 0.05, 1)
 
+# FLOAT is a 4-byte float, written with 6 significant digits; FLOAT(m,d) rounded to d decimals first
+CREATE TABLE t_float (id INT PRIMARY KEY, g FLOAT, h FLOAT(7,2), k FLOAT UNSIGNED)
+INSERT INTO t_float VALUES (1, 14.96, 14.966, 1), (2, 1234567.89, 12345.678, 2), (3, 0.1, 0.1, 3), (4, 1e-7, 1, 4), (5, 123456789012, 2, 5), (6, 3.4e38, 3, 6), (7, -0.000123456789, 4, 7), (8, 1e20, 5, 8), (9, 1e-16, 6, 9), (10, 16777217, 7, 10)
+SELECT id, g, g * 2, g = 14.96, h, g + 0, k FROM t_float ORDER BY id
+SELECT MIN(g), MAX(g), SUM(g), AVG(k), MAX(h) FROM t_float
+SELECT id FROM t_float WHERE g > 14.96 AND g < 14.97
+INSERT INTO t_float (id, k) VALUES (11, -1)
+INSERT INTO t_float (id, g) VALUES (11, 3.5e38)
+UPDATE t_float SET g = g + 1, h = h + 0.004 WHERE id = 1
+SELECT g, h FROM t_float WHERE id = 1
+DROP TABLE t_float
+
+# INSERT IGNORE skips the rows whose key is taken (a value a column cannot hold is refused here, clipped there)
+CREATE TABLE t_ign (id INT PRIMARY KEY, t TINYINT NOT NULL, v VARCHAR(3) UNIQUE)
+INSERT INTO t_ign VALUES (1, 1, 'a')
+INSERT IGNORE INTO t_ign VALUES (1, 2, 'b'), (2, 3, 'c'), (3, 4, 'a'), (4, 5, 'd')
+INSERT IGNORE INTO t_ign SELECT id + 10, t, v FROM t_ign
+SELECT * FROM t_ign ORDER BY id
+DROP TABLE t_ign
+
 # TIME is a signed duration, BIT a string of bits (PyMySQL reads a timedelta and bytes)
 SELECT TIME('12:30'), TIME('23:12:59.05100'), TIME('-12:30'), TIME('-23:12:59.05100'), TIME('-00:30')
 SELECT TIME('120:00:06'), TIME('5 06:00:00'), TIME('1230'), TIME('123000'), TIME('2024-03-01 10:11:12.5')

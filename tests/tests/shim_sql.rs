@@ -998,6 +998,46 @@ fn decimal_values_are_stored_at_their_scale() {
     );
 }
 
+/// A `FLOAT` holds a 4-byte float and is written with 6 significant digits, as MariaDB's:
+/// `g * 2` of `14.96` is `29.920000076293945`, `g = 14.96` false, `1234567.89` shows as
+/// `1234570`, and PyMySQL-style clients get MySQL's FLOAT type. Before: a double (`29.92`,
+/// true, `1234567.89`). And `INSERT IGNORE` skips a row whose key is taken but refuses one
+/// whose value its column cannot hold; before, such a row was dropped without a word.
+#[test]
+fn float_columns_hold_four_byte_floats_and_insert_ignore_loses_no_row() {
+    let tmp = TempDir::new("shim-sql-float");
+    let shim = shim(&tmp);
+    let sql = |s: &str| mariadb(shim.port, "root", Some(PW), &["-N"], s);
+    ok(&sql(
+        "CREATE DATABASE d; USE d; CREATE TABLE t (id INT PRIMARY KEY, g FLOAT, h FLOAT(7,2), \
+         k FLOAT UNSIGNED); INSERT INTO t VALUES (1, 14.96, 14.966, 1), (2, 1234567.89, 2, 2)",
+    ));
+    let out = ok(&sql(
+        "USE d; SELECT id, g, g * 2, g = 14.96, h FROM t ORDER BY id",
+    ))
+    .to_owned();
+    assert_eq!(
+        out,
+        "1\t14.96\t29.920000076293945\t0\t14.97\n2\t1234570\t2469135.75\t0\t2.00\n"
+    );
+    for (insert, code) in [
+        ("INSERT INTO t (id, k) VALUES (3, -1)", "1264"),
+        ("INSERT INTO t (id, g) VALUES (3, 3.5e38)", "1264"),
+        ("INSERT IGNORE INTO t (id, k) VALUES (3, -1)", "1264"),
+    ] {
+        let refused = sql(&format!("USE d; {insert}"));
+        assert!(
+            refused.stderr.contains(&format!("ERROR {code}")),
+            "{insert}: {refused:?}"
+        );
+    }
+    ok(&sql(
+        "USE d; INSERT IGNORE INTO t (id, g) VALUES (1, 5), (3, 6)",
+    ));
+    let out = ok(&sql("USE d; SELECT id, g FROM t ORDER BY id")).to_owned();
+    assert_eq!(out, "1\t14.96\n2\t1234570\n3\t6\n");
+}
+
 /// `SLEEP` waits, as `docs/parking.md`'s example needs, without holding up other sessions, and
 /// `KILL QUERY` ends it with 1317, with a database chosen (a read the shim would run on its
 /// async runtime's thread) and without (the session's scratch database). Before: 1235, no

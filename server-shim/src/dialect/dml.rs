@@ -3,7 +3,7 @@
 //! `UPDATE`/`DELETE ... [ORDER BY ...] LIMIT n`.
 //!
 //! - `REPLACE INTO` → `INSERT OR REPLACE INTO` (both delete the conflicting rows, then
-//!   insert); `INSERT IGNORE` → `INSERT OR IGNORE`.
+//!   insert); `INSERT IGNORE` → `INSERT ... ON CONFLICT DO NOTHING` (keys only).
 //! - `ON DUPLICATE KEY UPDATE c = VALUES(c)` → `ON CONFLICT DO UPDATE SET c = excluded.c`.
 //!   A target-less `ON CONFLICT` (SQLite ≥ 3.35) fires on any unique constraint, as
 //!   MySQL's does. `INSERT ... SELECT` gets `WHERE true` so SQLite does not read the `ON`
@@ -58,12 +58,15 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             } else {
                 StatementKind::Insert
             };
+            // `INSERT IGNORE` skips a row whose key is taken. Not `INSERT OR IGNORE`: that
+            // also skips, silently, a row a CHECK or NOT NULL refuses, which MySQL stores
+            // with its value clipped (and a warning); an upsert's DO NOTHING is for keys
+            // only, so such a row is refused with the column's error instead of lost.
+            let ignore = insert.ignore && !insert.replace_into;
+            insert.ignore = false;
             if insert.replace_into {
                 insert.replace_into = false;
                 insert.or = Some(SqliteOnConflict::Replace);
-            } else if insert.ignore {
-                insert.ignore = false;
-                insert.or = Some(SqliteOnConflict::Ignore);
             }
             // LOW_PRIORITY / DELAYED / HIGH_PRIORITY: scheduling hints with no meaning here.
             insert.priority = None;
@@ -73,23 +76,27 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
                 if let Some(source) = &mut insert.source {
                     expr::query(source)?;
                 }
-                if let Some(OnInsert::DuplicateKeyUpdate(assignments)) = insert.on.take() {
-                    let assignments = assignments
-                        .into_iter()
-                        .map(|a| excluded_assignment(a, row_alias.as_deref()))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    if let Some(source) = &mut insert.source
-                        && let sqlparser::ast::SetExpr::Select(select) = source.body.as_mut()
-                        && select.selection.is_none()
-                    {
-                        select.selection = Some(Expr::Value(Value::Boolean(true).into()));
+                let action = match insert.on.take() {
+                    Some(OnInsert::DuplicateKeyUpdate(assignments)) => {
+                        Some(OnConflictAction::DoUpdate(DoUpdate {
+                            assignments: assignments
+                                .into_iter()
+                                .map(|a| excluded_assignment(a, row_alias.as_deref()))
+                                .collect::<Result<Vec<_>, _>>()?,
+                            selection: None,
+                        }))
                     }
+                    None if ignore => Some(OnConflictAction::DoNothing),
+                    other => {
+                        insert.on = other;
+                        None
+                    }
+                };
+                if let Some(action) = action {
+                    where_true(&mut insert);
                     insert.on = Some(OnInsert::OnConflict(OnConflict {
                         conflict_target: None,
-                        action: OnConflictAction::DoUpdate(DoUpdate {
-                            assignments,
-                            selection: None,
-                        }),
+                        action,
                     }));
                 }
                 statements.push(Statement::Insert(insert).to_string());
@@ -381,6 +388,17 @@ fn one(statement: String, kind: StatementKind) -> Translation {
 }
 
 /// `c = VALUES(c)` (and `c = new.c` with `AS new`) → `c = excluded.c`.
+/// Gives an `INSERT ... SELECT` without a `WHERE` one that is always true: SQLite reads the
+/// `ON` of an upsert after a bare `SELECT ... FROM t` as a join's.
+fn where_true(insert: &mut sqlparser::ast::Insert) {
+    if let Some(source) = &mut insert.source
+        && let sqlparser::ast::SetExpr::Select(select) = source.body.as_mut()
+        && select.selection.is_none()
+    {
+        select.selection = Some(Expr::Value(Value::Boolean(true).into()));
+    }
+}
+
 fn excluded_assignment(mut a: Assignment, row_alias: Option<&str>) -> Result<Assignment, SqlError> {
     excluded(&mut a.value, row_alias);
     expr::expr(&mut a.value)?;

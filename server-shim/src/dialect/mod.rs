@@ -79,8 +79,8 @@ pub struct Translation {
 }
 
 pub use ddl::{
-    Change, Rebuild, decimal_scale, decimal_triggers, on_update_trigger, round_stored,
-    rounded_column,
+    Change, Rebuild, Rounding, decimal_scale, on_update_trigger, round_stored, rounded_column,
+    rounding_triggers,
 };
 pub use result_types::{Aggregate as ResultAggregate, Operator as ResultOperator, ResultType};
 pub use typed_arguments::{DOUBLE_INDEX, JSON_TYPED_FN, ROUND_TYPED_FN, TypedColumn};

@@ -119,10 +119,10 @@ fn translates_mariadb_dump_table() {
              `kind` TEXT COLLATE mysql_general_ci CONSTRAINT `enum` CHECK (`kind` IN ('a', 'b')) DEFAULT 'a')",
             "CREATE UNIQUE INDEX `items__name` ON `items` (`name`)",
             "CREATE INDEX `items__price_idx` ON `items` (`price`)",
-            "CREATE TRIGGER `items__price__decimal_insert` AFTER INSERT ON `items` FOR EACH ROW \
+            "CREATE TRIGGER `items__price__rounding_insert` AFTER INSERT ON `items` FOR EACH ROW \
              WHEN NEW.`price` IS NOT mysql_round(NEW.`price`, 2) BEGIN UPDATE `items` SET \
              `price` = mysql_round(NEW.`price`, 2) WHERE rowid = NEW.rowid; END",
-            "CREATE TRIGGER `items__price__decimal_update` AFTER UPDATE OF `price` ON `items` \
+            "CREATE TRIGGER `items__price__rounding_update` AFTER UPDATE OF `price` ON `items` \
              FOR EACH ROW WHEN NEW.`price` IS NOT mysql_round(NEW.`price`, 2) BEGIN UPDATE \
              `items` SET `price` = mysql_round(NEW.`price`, 2) WHERE rowid = NEW.rowid; END",
             "INSERT INTO sqlite_sequence (name, seq) VALUES ('items', 2)",
@@ -208,14 +208,37 @@ fn declares_bool_as_tinyint_1() {
     );
 }
 
+/// `DOUBLE(M,D)` and `REAL(M,D)` lose their deprecated display width; `FLOAT(M,D)` keeps it,
+/// and its values are stored as MySQL stores them, rounded to `D` decimals and then to a
+/// 4-byte float, as a plain `FLOAT`'s to the float.
 #[test]
-fn drops_float_display_width_and_scale() {
+fn keeps_float_scale_and_drops_double_display_width() {
+    let out = sql(
+        "CREATE TABLE t (a float(10,2) NOT NULL default '0.00', b DOUBLE (8, 3), c REAL(5,1), d FLOAT(7))",
+    );
     assert_eq!(
-        sql(
-            "CREATE TABLE t (a float(10,2) NOT NULL default '0.00', b DOUBLE (8, 3), c REAL(5,1), d FLOAT(7))"
-        ),
+        out.first().map(String::as_str),
+        Some(
+            "CREATE TABLE `t` (`a` FLOAT(10,2) NOT NULL DEFAULT '0.00', `b` DOUBLE, `c` REAL, `d` FLOAT(7))"
+        )
+    );
+    let rounding: Vec<&str> = out
+        .iter()
+        .skip(1)
+        .filter_map(|t| {
+            t.split_once(" WHEN ")?
+                .1
+                .split_once(" BEGIN ")
+                .map(|(w, _)| w)
+        })
+        .collect();
+    assert_eq!(
+        rounding,
         [
-            "CREATE TABLE `t` (`a` FLOAT NOT NULL DEFAULT '0.00', `b` DOUBLE, `c` REAL, `d` FLOAT(7))"
+            "NEW.`a` IS NOT mysql_float(mysql_round(NEW.`a`, 2))",
+            "NEW.`a` IS NOT mysql_float(mysql_round(NEW.`a`, 2))",
+            "NEW.`d` IS NOT mysql_float(NEW.`d`)",
+            "NEW.`d` IS NOT mysql_float(NEW.`d`)",
         ]
     );
 }
@@ -435,12 +458,21 @@ fn replace_and_insert_ignore() {
     );
     run(&db, "REPLACE INTO t VALUES (1, 'a')");
     run(&db, "REPLACE INTO t VALUES (1, 'b')");
+    // A taken key skips the row; a value the column cannot hold is refused, not skipped.
     assert_eq!(
         sql("INSERT IGNORE INTO t VALUES (1, 'c')"),
-        ["INSERT OR IGNORE INTO t VALUES (1, 'c')"]
+        ["INSERT INTO t VALUES (1, 'c') ON CONFLICT DO NOTHING"]
+    );
+    assert_eq!(
+        sql("INSERT IGNORE INTO t SELECT 1, 'c'"),
+        ["INSERT INTO t SELECT 1, 'c' WHERE true ON CONFLICT DO NOTHING"]
     );
     run(&db, "INSERT IGNORE INTO t VALUES (1, 'c')");
     assert_eq!(rows(&db, "SELECT v FROM t"), ["b"]);
+    let refused = db
+        .execute_batch(&checked_sql("INSERT IGNORE INTO t VALUES (2, 'toolong')")[0])
+        .unwrap_err();
+    assert!(refused.to_string().contains("mysql_length v"), "{refused}");
 }
 
 #[test]

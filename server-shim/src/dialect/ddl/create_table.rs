@@ -24,8 +24,8 @@
 //!   `<table>__<column>__on_update` that sets the column when the statement did not set
 //!   it and another column changed (MySQL's rule). Recursive triggers are off in SQLite,
 //!   so its own UPDATE does not fire it again.
-//! - **`DECIMAL(p,s)`** columns get two triggers that round a stored value to the scale
-//!   (`super::decimal_rounding`).
+//! - **`DECIMAL(p,s)`** and **`FLOAT`** columns get two triggers that store a value as MySQL
+//!   stores it (`super::stored_rounding`).
 //! - **Keys**: `KEY`/`INDEX`/`UNIQUE KEY` and inline `UNIQUE` become separate `CREATE
 //!   [UNIQUE] INDEX` statements. MySQL index names are per table and SQLite's per
 //!   database, so an index is named `<table>__<name>` (an unnamed key takes its first
@@ -46,7 +46,7 @@ use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::Token;
 
 use super::super::{expr, quote};
-use super::{decimal_rounding, index_name, object, split};
+use super::{index_name, object, split, stored_rounding};
 use crate::sql_error::SqlError;
 
 pub(super) struct Index {
@@ -183,21 +183,21 @@ pub(super) fn create_table(ct: CreateTable) -> Result<Vec<String>, SqlError> {
     }
     out.push(format!("{head} ({})", definitions.join(", ")));
     out.extend(index_statements(schema, table, indexes, ct.if_not_exists)?);
-    let all_columns: Vec<(&str, Option<u64>)> = ct
+    let all_columns: Vec<(&str, Option<stored_rounding::Rounding>)> = ct
         .columns
         .iter()
         .map(|c| {
-            let scale = decimal_rounding::decimal_scale(&c.data_type.to_string());
-            (c.name.value.as_str(), scale)
+            let rounding = stored_rounding::Rounding::of(&c.data_type.to_string());
+            (c.name.value.as_str(), rounding)
         })
         .collect();
     for column in on_update {
         out.push(on_update_trigger(schema, table, &column, &all_columns));
     }
-    for (column, scale) in &all_columns {
-        if let Some(scale) = scale {
-            out.extend(decimal_rounding::decimal_triggers(
-                schema, table, column, *scale,
+    for (column, rounding) in &all_columns {
+        if let Some(rounding) = rounding {
+            out.extend(stored_rounding::rounding_triggers(
+                schema, table, column, *rounding,
             ));
         }
     }
@@ -545,6 +545,7 @@ fn declared_type(t: &DataType, column: &str) -> Result<(String, bool, Option<Str
     if matches!(words.as_slice(), ["BOOL" | "BOOLEAN"]) {
         return Ok(("TINYINT(1)".to_owned(), false, None));
     }
+    // SQLite's grammar takes the arguments last only: `DECIMAL UNSIGNED(7,2)`.
     let mut declared = words.join(" ");
     if keep_args {
         declared.push_str(&format!("({args})"));
@@ -597,19 +598,19 @@ pub(super) fn index_statements(
 }
 
 /// The trigger of an `ON UPDATE CURRENT_TIMESTAMP` column `column`: it sets the time when
-/// another of `all_columns` (name, and scale for a `DECIMAL`) changed and the statement did
-/// not set the column itself.
+/// another of `all_columns` (name, and what is stored of a rounded one) changed and the
+/// statement did not set the column itself.
 pub fn on_update_trigger(
     schema: Option<&str>,
     table: &str,
     column: &str,
-    all_columns: &[(&str, Option<u64>)],
+    all_columns: &[(&str, Option<stored_rounding::Rounding>)],
 ) -> String {
     let col = quote(column);
     let changed = all_columns
         .iter()
         .filter(|(c, _)| *c != column)
-        .map(|(c, scale)| decimal_rounding::changed(c, *scale))
+        .map(|(c, rounding)| stored_rounding::changed(c, *rounding))
         .collect::<Vec<_>>();
     let changed = if changed.is_empty() {
         String::new()

@@ -6,7 +6,7 @@
 //! that change one thing: indexes, views, `ALTER TABLE`, drops and renames.
 
 mod create_table;
-mod decimal_rounding;
+mod stored_rounding;
 mod value_checks;
 
 use sqlparser::ast::{
@@ -22,7 +22,9 @@ use self::create_table::{
     Index, check_constraint, column_definition, create_table, default, foreign_key,
     has_auto_increment, index_columns, index_statements,
 };
-pub use self::decimal_rounding::{decimal_scale, decimal_triggers, round_stored, rounded_column};
+pub use self::stored_rounding::{
+    Rounding, decimal_scale, round_stored, rounded_column, rounding_triggers,
+};
 pub use self::value_checks::violated;
 use super::cursor::{self, Significant};
 use super::{StatementKind, Translation, expr, quote};
@@ -312,14 +314,16 @@ fn alter_table(
                 }
                 out.push(format!("ALTER TABLE {target} ADD COLUMN {definition}"));
                 out.extend(index_statements(schema, table, indexes, false)?);
-                if let Some(scale) =
-                    decimal_rounding::decimal_scale(&column_def.data_type.to_string())
+                if let Some(rounding) =
+                    stored_rounding::Rounding::of(&column_def.data_type.to_string())
                 {
-                    // The rows there already hold the default, rounded as MySQL stores it.
+                    // The rows there already hold the default, stored as MySQL stores it.
                     let column = &column_def.name.value;
-                    out.push(decimal_rounding::round_stored(schema, table, column, scale));
-                    out.extend(decimal_rounding::decimal_triggers(
-                        schema, table, column, scale,
+                    out.push(stored_rounding::round_stored(
+                        schema, table, column, rounding,
+                    ));
+                    out.extend(stored_rounding::rounding_triggers(
+                        schema, table, column, rounding,
                     ));
                 }
             }
@@ -623,10 +627,11 @@ fn name_of(tokens: &[&Token]) -> Result<ObjectName, SqlError> {
 /// Removes what MySQL allows in table and index definitions and SQLite would not use:
 /// `USING BTREE|HASH`, key prefix lengths (`KEY k (name(10))`, a MySQL storage limit; SQLite
 /// indexes the whole value) and `ZEROFILL` (display padding only), and the `(M,D)` of
-/// `FLOAT`/`DOUBLE`/`REAL` (MySQL's deprecated display width and rounding; the value is
-/// stored as a binary float either way, and the MySQL "world" sample schema declares
-/// `float(10,2)`). sqlparser parses all but `REAL(M,D)`, but keeps them in the tree (a
-/// prefix length as a function call); cut here, `CREATE TABLE`'s printer never sees them.
+/// `DOUBLE`/`REAL` (MySQL's deprecated display width and rounding). sqlparser parses all but
+/// `REAL(M,D)`, but keeps them in the tree (a prefix length as a function call); cut here,
+/// `CREATE TABLE`'s printer never sees them. `FLOAT(M,D)` (the MySQL "world" sample schema's
+/// `float(10,2)`) keeps its `(M,D)`: its values are stored rounded to `D` decimals
+/// (`stored_rounding`).
 pub fn strip_mysql_only_tokens(tokens: Vec<Token>) -> Vec<Token> {
     let mut cut = vec![false; tokens.len()];
     let s = Significant::new(&tokens);
@@ -648,7 +653,7 @@ pub fn strip_mysql_only_tokens(tokens: Vec<Token>) -> Vec<Token> {
             Token::Word(w)
                 if w.quote_style.is_none()
                     && list_depth == 0
-                    && matches!(w.keyword, Keyword::FLOAT | Keyword::DOUBLE | Keyword::REAL) =>
+                    && matches!(w.keyword, Keyword::DOUBLE | Keyword::REAL) =>
             {
                 if let (
                     Some(Token::LParen),

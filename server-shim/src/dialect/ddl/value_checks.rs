@@ -15,16 +15,21 @@
 //! | integers | outside the type's range (`UNSIGNED`: from 0) | 1264 |
 //! | `DECIMAL(p,s)` | not a number; `p - s` digits before the point exceeded | 1366; 1264 |
 //! | `FLOAT`, `DOUBLE` | not a number | 1366 |
+//! | `FLOAT`, `DOUBLE` | beyond a 4-byte float (`FLOAT`), below 0 (`UNSIGNED`) | 1264 |
 //! | `CHAR(n)`, `VARCHAR(n)` | more than `n` characters | 1406 |
 //! | `BINARY(n)`, `VARBINARY(n)`, `TINYTEXT`/`TINYBLOB`, `TEXT`/`BLOB` | more than `n` (255, 65,535) bytes | 1406 |
 //! | `JSON` | not valid JSON | 1366 |
 //!
 //! Each constraint is named `mysql_<kind> <column>`, which SQLite puts in its error message
 //! ([`violated`] reads it back). Not checked: dates and times (stored as text as written),
-//! a `DECIMAL`'s digits after the point (a double, rounded when read), `BIT`, `YEAR`. Tables
+//! the `m - d` digits a `FLOAT(m,d)` allows before its point, `BIT`, `YEAR` (a `DECIMAL`'s and
+//! a `FLOAT`'s digits after the point are rounded when stored: `stored_rounding`). Tables
 //! created by an older shim keep the columns they had, without checks.
 
 use crate::sql_error::SqlError;
+
+/// The largest 4-byte float (C's `FLT_MAX`).
+const FLOAT_MAX: f64 = 3.402_823_466_385_288_6e38;
 
 /// SQLite's message for a failed `CHECK` constraint, before the constraint's name.
 const CHECK_FAILED: &str = "CHECK constraint failed: ";
@@ -84,13 +89,12 @@ pub(super) fn column_checks(declared: &str, column: &str) -> Vec<String> {
             super::super::quote(&format!("{} {column}", kind.name()))
         )
     };
-    let (base, args) = match declared.split_once('(') {
-        Some((base, rest)) => (
-            base.trim(),
-            rest.split_once(')').map_or("", |(args, _)| args),
-        ),
-        None => (declared.split_whitespace().next().unwrap_or_default(), ""),
+    // The arguments come last (`DECIMAL UNSIGNED(7,2)`, as SQLite's grammar wants them).
+    let (words, args) = match declared.split_once('(') {
+        Some((words, rest)) => (words, rest.split_once(')').map_or("", |(args, _)| args)),
+        None => (declared, ""),
     };
+    let base = words.split_whitespace().next().unwrap_or_default();
     let unsigned = declared.contains("UNSIGNED");
     let numbers: Vec<u64> = args
         .split(',')
@@ -147,7 +151,27 @@ pub(super) fn column_checks(declared: &str, column: &str) -> Vec<String> {
                 ),
             ]
         }
-        "FLOAT" | "DOUBLE" | "REAL" => vec![check(Kind::Double, is_number)],
+        "FLOAT" | "DOUBLE" | "REAL" => {
+            let mut limits = Vec::new();
+            // A 4-byte FLOAT (up to 24 bits of precision) holds at most FLT_MAX.
+            if base == "FLOAT" && (numbers.len() != 1 || number(0).is_some_and(|p| p <= 24)) {
+                limits.push(format!("abs({q}) <= {FLOAT_MAX:e}"));
+            }
+            if unsigned {
+                limits.push(format!("{q} >= 0"));
+            }
+            let mut checks = vec![check(Kind::Double, is_number)];
+            if !limits.is_empty() {
+                checks.push(check(
+                    Kind::Range,
+                    format!(
+                        "typeof({q}) NOT IN ('integer', 'real') OR ({})",
+                        limits.join(" AND ")
+                    ),
+                ));
+            }
+            checks
+        }
         "CHAR" | "VARCHAR" | "NCHAR" | "NVARCHAR" | "CHARACTER" => {
             // CHAR without a length is CHAR(1).
             vec![at_most(false, number(0).unwrap_or(1))]
