@@ -168,8 +168,10 @@ class ConnectorPython:
             text = f.read()
         outcomes = unittest_outcomes(text)
         if not outcomes:
-            sys.exit("the suite ran no test against port %d; its output ends:\n%s"
-                     % (port, "\n".join(text.splitlines()[-30:])))
+            with open(out + ".suite-log", errors="replace") as f:
+                text += f.read()
+            raise RuntimeError("the suite ran no test against port %d; its output ends:\n%s"
+                               % (port, "\n".join(text.splitlines()[-30:])))
         return outcomes
 
 
@@ -256,7 +258,10 @@ def main():
     data = {}
     with kinds[0](path) as suite:
         for compute in computes:
-            lines, data[compute] = compare(suite, compute)
+            try:
+                lines, data[compute] = compare(suite, compute)
+            except RuntimeError as e:
+                lines, data[compute] = ["## on %s" % compute, str(e), ""], {"error": str(e)}
             out += lines
     h.save(kinds[0].results, "\n".join(out), data)
 

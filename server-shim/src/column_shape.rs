@@ -167,13 +167,16 @@ pub(crate) fn to_cell(v: ValueRef<'_>, shape: Shape) -> Cell {
     }
 }
 
-/// A `FLOAT` column's value, written with its decimals (`FLOAT(m,d)`) or 6 significant digits.
-fn float_cell(f: f64, decimals: Option<u8>) -> Cell {
-    let text = match decimals {
+/// A `FLOAT` column's value as text: with its decimals (`FLOAT(m,d)`) or 6 significant digits.
+pub(crate) fn float_column_text(f: f64, decimals: Option<u8>) -> String {
+    match decimals {
         Some(d) if f.is_finite() => decimal_text(f, usize::from(d)),
         _ => crate::engine::float_text(f),
-    };
-    Cell::Float32(f, text)
+    }
+}
+
+fn float_cell(f: f64, decimals: Option<u8>) -> Cell {
+    Cell::Float32(f, float_column_text(f, decimals))
 }
 
 /// 2^63: every whole double below it in magnitude is an `i64`.

@@ -6,7 +6,10 @@
 //!   value unchanged;
 //! - `mysql_round_typed(x, d, i)`: a `DOUBLE` rounded as MariaDB rounds one, its binary
 //!   value times 10^d to the nearest integer, a tie to even (1.25 to one decimal is 1.2);
-//!   anything else as `mysql_round`.
+//!   anything else as `mysql_round`;
+//! - `mysql_text_typed(x, i)`: a number as MySQL writes its column's type in text, for a text
+//!   function (`DECIMAL` with its scale, `FLOAT` with 6 significant digits, `DOUBLE` with
+//!   its shortest digits); any other value unchanged.
 
 use std::sync::{Arc, Mutex};
 
@@ -14,15 +17,17 @@ use rusqlite::Connection;
 use rusqlite::functions::{FunctionFlags, SubType};
 use rusqlite::types::{Value, ValueRef};
 
-use crate::column_shape::{Shape, decimal_text};
+use crate::column_shape::{Shape, decimal_text, float_column_text};
 
 /// What a declared type asks of a value here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeclaredKind {
     /// `DECIMAL(p, s)`: `s` decimals.
     Decimal(usize),
-    /// `DOUBLE`, `FLOAT`, `REAL`.
+    /// `DOUBLE`, `REAL`, `FLOAT(p)` of more than 24 bits.
     Double,
+    /// `FLOAT`, a 4-byte float; `FLOAT(m,d)`: `d` decimals.
+    Float(Option<u8>),
     /// `JSON`.
     Json,
     /// Anything else, or a column not found.
@@ -33,6 +38,9 @@ impl DeclaredKind {
     /// The kind of declared type `decl`.
     #[must_use]
     pub fn of(decl: &str) -> Self {
+        if let Shape::Float(decimals) = Shape::of(decl) {
+            return Self::Float(decimals);
+        }
         let lower = decl.trim().to_ascii_lowercase();
         if matches!(
             lower.split(['(', ' ']).next().unwrap_or_default(),
@@ -108,13 +116,38 @@ pub fn register(conn: &Connection, kinds: &Arc<ColumnKinds>) -> rusqlite::Result
                 (Value::Text(decimal_text(i as f64, scale)), JSON_SUBTYPE)
             }
             (DeclaredKind::Json, Value::Text(doc)) => (Value::Text(doc), JSON_SUBTYPE),
+            (DeclaredKind::Float(decimals), Value::Real(f)) => {
+                (Value::Text(float_column_text(f, decimals)), JSON_SUBTYPE)
+            }
             (_, other) => (other, None),
         })
+    })?;
+    let text_kinds = Arc::clone(kinds);
+    conn.create_scalar_function(crate::dialect::TEXT_TYPED_FN, 2, flags, move |ctx| {
+        let kind = text_kinds.get(ctx.get(1)?);
+        let value: Value = ctx.get(0)?;
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "a number SQLite holds as a double"
+        )]
+        let number = match (&value, kind) {
+            (_, DeclaredKind::Json | DeclaredKind::Other) => return Ok(value),
+            (Value::Real(f), _) => *f,
+            (Value::Integer(i), _) => *i as f64,
+            _ => return Ok(value),
+        };
+        Ok(Value::Text(match kind {
+            DeclaredKind::Decimal(scale) => decimal_text(number, scale),
+            DeclaredKind::Float(decimals) => float_column_text(number, decimals),
+            _ => crate::engine::double_text(number),
+        }))
     })?;
     let round_kinds = Arc::clone(kinds);
     conn.create_scalar_function(crate::dialect::ROUND_TYPED_FN, 3, flags, move |ctx| {
         let kind = round_kinds.get(ctx.get(2)?);
-        let (ValueRef::Real(x), DeclaredKind::Double) = (ctx.get_raw(0), kind) else {
+        let (ValueRef::Real(x), DeclaredKind::Double | DeclaredKind::Float(_)) =
+            (ctx.get_raw(0), kind)
+        else {
             return Ok(crate::mysql_numeric_functions::round_value(
                 ctx.get_raw(0),
                 Some(ctx.get_raw(1)),
@@ -161,7 +194,8 @@ mod tests {
     fn reads_declared_types() {
         assert_eq!(DeclaredKind::of("DECIMAL(10,2)"), DeclaredKind::Decimal(2));
         assert_eq!(DeclaredKind::of("double"), DeclaredKind::Double);
-        assert_eq!(DeclaredKind::of("FLOAT"), DeclaredKind::Double);
+        assert_eq!(DeclaredKind::of("FLOAT"), DeclaredKind::Float(None));
+        assert_eq!(DeclaredKind::of("FLOAT(30)"), DeclaredKind::Double);
         assert_eq!(DeclaredKind::of("json"), DeclaredKind::Json);
         assert_eq!(DeclaredKind::of("int"), DeclaredKind::Other);
     }

@@ -41,6 +41,8 @@ const FIXED: &[(&str, Fixed)] = &[
     ("performance_schema", Fixed::Int(0)),
     ("query_cache_size", Fixed::Int(0)),
     ("query_cache_type", Fixed::Text("OFF")),
+    // No Unix socket: the shim listens on TCP only (clients read it to find one).
+    ("socket", Fixed::Text("")),
     ("sql_auto_is_null", Fixed::Int(0)),
     // Strict, as MariaDB's default: a column refuses what its type cannot hold
     // (dialect::ddl::value_checks), whatever a session sets.

@@ -261,6 +261,14 @@ UPDATE t_float SET g = g + 1, h = h + 0.004 WHERE id = 1
 SELECT g, h FROM t_float WHERE id = 1
 DROP TABLE t_float
 
+# A number column given to a text function is written as its type writes it
+CREATE TABLE t_text (d DECIMAL(10,2), g FLOAT, e DOUBLE, n INT)
+INSERT INTO t_text VALUES (12.5, 14.96, 0.1, 7), (-0.5, 1e20, 1e20, -1), (NULL, NULL, NULL, NULL)
+SELECT CONCAT(d, ''), LENGTH(d), LPAD(d, 8, '0'), CONCAT(g, '|', e, '|', n), CONCAT_WS(',', d, g), REPLACE(d, '.', ','), LEFT(e, 3), UPPER(e), INSTR(d, '5'), LOCATE('5', d) FROM t_text
+SELECT CONCAT(t.d, 'x'), LENGTH(t.g) FROM t_text t WHERE t.n = 7
+SELECT GROUP_CONCAT(d ORDER BY n), GROUP_CONCAT(g ORDER BY n SEPARATOR ';') FROM t_text
+DROP TABLE t_text
+
 # INSERT IGNORE skips the rows whose key is taken (a value a column cannot hold is refused here, clipped there)
 CREATE TABLE t_ign (id INT PRIMARY KEY, t TINYINT NOT NULL, v VARCHAR(3) UNIQUE)
 INSERT INTO t_ign VALUES (1, 1, 'a')

@@ -83,7 +83,9 @@ pub use ddl::{
     rounding_triggers,
 };
 pub use result_types::{Aggregate as ResultAggregate, Operator as ResultOperator, ResultType};
-pub use typed_arguments::{DOUBLE_INDEX, JSON_TYPED_FN, ROUND_TYPED_FN, TypedColumn};
+pub use typed_arguments::{
+    DOUBLE_INDEX, JSON_TYPED_FN, ROUND_TYPED_FN, TEXT_TYPED_FN, TypedColumn,
+};
 
 /// What a statement is: decides the OK packet (affected rows, last insert id) and whether
 /// it commits the open transaction first.

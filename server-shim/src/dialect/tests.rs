@@ -91,8 +91,10 @@ fn db() -> Connection {
         crate::mysql_text_functions::general_ci,
     )
     .unwrap();
-    // `mysql_round`, which a DECIMAL column's triggers call.
+    // `mysql_round`, which a DECIMAL column's triggers call; the typed arguments' functions,
+    // which see no declared types here (the engine's tests cover those).
     crate::mysql_numeric_functions::register(&db).unwrap();
+    crate::typed_values::register(&db, &std::sync::Arc::default()).unwrap();
     db
 }
 

@@ -4,7 +4,11 @@
 //! - `JSON_ARRAY(d)`, `JSON_OBJECT('k', d)` and `JSON_ARRAYAGG(d)` write a `DECIMAL` with its scale (`[12.50]`)
 //!   and embed a `JSON` column's document (not a string holding it);
 //! - `ROUND(f, 1)` of a `DOUBLE` rounds its binary value half to even, as MariaDB's
-//!   `rint` does (1.25 is 1.2), where a `DECIMAL`'s rounds half away from zero (1.3).
+//!   `rint` does (1.25 is 1.2), where a `DECIMAL`'s rounds half away from zero (1.3);
+//! - a text function's string argument (`CONCAT(d, '')`, `LENGTH(d)`, `LPAD(d, 8, '0')`) is a
+//!   `DECIMAL` written with its scale (`12.50`), a `FLOAT` with 6 significant digits and a
+//!   `DOUBLE` with its shortest digits, as MariaDB converts them to text (SQLite's own text
+//!   of a double is `12.5`, `14.960000038147`, `1.0e+20`).
 //!
 //! Each such argument that is a plain column of a table in scope gets the index of its
 //! column in [`Translation::typed_columns`](super::Translation): `JSON_ARRAY(d)` becomes
@@ -41,6 +45,23 @@ pub const DOUBLE_INDEX: i64 = -1;
 /// The engine's `ROUND` of a column whose declared type it looks up.
 pub const ROUND_TYPED_FN: &str = "mysql_round_typed";
 
+/// The engine's function that gives a text function's argument as MySQL writes its column's
+/// type as text.
+pub const TEXT_TYPED_FN: &str = "mysql_text_typed";
+
+/// Which of a function's arguments are read as text, for the text functions whose answer
+/// depends on it: all of `CONCAT`'s, `CONCAT_WS`'s, `GROUP_CONCAT`'s, `REPLACE`'s, `INSTR`'s
+/// and `LOCATE`'s, the first of the others.
+fn reads_as_text(function: &str, argument: usize) -> bool {
+    match function {
+        "CONCAT" | "CONCAT_WS" | "GROUP_CONCAT" | "REPLACE" | "INSTR" | "LOCATE" => true,
+        "LENGTH" | "CHAR_LENGTH" | "CHARACTER_LENGTH" | "OCTET_LENGTH" | "UPPER" | "LOWER"
+        | "UCASE" | "LCASE" | "LEFT" | "RIGHT" | "SUBSTRING" | "SUBSTR" | "MID" | "LPAD"
+        | "RPAD" | "REVERSE" | "LTRIM" | "RTRIM" | "REPEAT" => argument == 0,
+        _ => false,
+    }
+}
+
 /// Refuses a statement that names [`JSON_TYPED_FN`] or [`ROUND_TYPED_FN`] itself: their
 /// indexes are the translation's own, and what they read is the running statement's.
 ///
@@ -49,7 +70,7 @@ pub const ROUND_TYPED_FN: &str = "mysql_round_typed";
 pub fn refuse_internal_names(tokens: &[Token]) -> Result<(), SqlError> {
     for token in tokens {
         if let Token::Word(w) = token
-            && [JSON_TYPED_FN, ROUND_TYPED_FN]
+            && [JSON_TYPED_FN, ROUND_TYPED_FN, TEXT_TYPED_FN]
                 .iter()
                 .any(|f| w.value.eq_ignore_ascii_case(f))
         {
@@ -205,17 +226,18 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>) {
                     continue;
                 };
                 let typed = match name.as_str() {
-                    "JSON_ARRAY" | "JSON_ARRAYAGG" => true,
+                    "JSON_ARRAY" | "JSON_ARRAYAGG" => Some(JSON_TYPED_FN),
                     // Its values, not its keys.
-                    "JSON_OBJECT" => i % 2 == 1,
-                    _ => false,
+                    "JSON_OBJECT" if i % 2 == 1 => Some(JSON_TYPED_FN),
+                    other if reads_as_text(other, i) => Some(TEXT_TYPED_FN),
+                    _ => None,
                 };
-                match column_named(a, scopes).filter(|_| typed) {
-                    Some(column) => {
+                match typed.and_then(|f| Some((f, column_named(a, scopes)?))) {
+                    Some((function, column)) => {
                         let index = Expr::Value(Value::Number(out.len().to_string(), false).into());
                         out.push(column);
                         let plain = core::mem::replace(a, Expr::Value(Value::Null.into()));
-                        *a = Expr::Function(call(JSON_TYPED_FN, vec![plain, index]));
+                        *a = Expr::Function(call(function, vec![plain, index]));
                     }
                     None => mark_expr(a, scopes, out),
                 }
