@@ -261,6 +261,17 @@ UPDATE t_float SET g = g + 1, h = h + 0.004 WHERE id = 1
 SELECT g, h FROM t_float WHERE id = 1
 DROP TABLE t_float
 
+# A text function's result compares, sorts and groups in the connection's collation
+CREATE TABLE t_names (id INT PRIMARY KEY, first VARCHAR(20), last VARCHAR(20))
+INSERT INTO t_names VALUES (1, 'John', 'Smith'), (2, 'adam', 'zed'), (3, 'Zoe', 'Able'), (4, '_x', 'y'), (5, 'JOHN', 'SMITH')
+SELECT id FROM t_names WHERE CONCAT(first, ' ', last) = 'john smith' ORDER BY id
+SELECT id FROM t_names WHERE 'JOHN SMITH ' = CONCAT(first, ' ', last) ORDER BY id
+SELECT id FROM t_names WHERE LOWER(first) = UPPER(first) ORDER BY id
+SELECT CONCAT(first, last) FROM t_names ORDER BY CONCAT(first, last), id
+SELECT COUNT(*) FROM t_names GROUP BY CONCAT(first, ' ', last) ORDER BY COUNT(*) DESC, MIN(id)
+SELECT id FROM t_names WHERE SUBSTRING(last, 1, 1) < 'b' ORDER BY id
+DROP TABLE t_names
+
 # A number column given to a text function is written as its type writes it
 CREATE TABLE t_text (d DECIMAL(10,2), g FLOAT, e DOUBLE, n INT)
 INSERT INTO t_text VALUES (12.5, 14.96, 0.1, 7), (-0.5, 1e20, 1e20, -1), (NULL, NULL, NULL, NULL)

@@ -22,6 +22,7 @@ use sqlparser::ast::{
     TableWithJoins, UnaryOperator, Value,
 };
 
+use super::text_collation;
 use crate::sql_error::SqlError;
 
 /// Functions left under their MySQL names for the engine to register with SQLite
@@ -182,7 +183,7 @@ fn select(s: &mut Select) -> Result<(), SqlError> {
             if !modifiers.is_empty() {
                 return Err(SqlError::not_supported("GROUP BY ... WITH ROLLUP"));
             }
-            exprs(list)?;
+            group_by_exprs(list)?;
         }
         GroupByExpr::All(_) => return Err(SqlError::not_supported("GROUP BY ALL")),
     }
@@ -244,8 +245,25 @@ pub fn exprs(list: &mut [Expr]) -> Result<(), SqlError> {
 
 fn order_by_exprs(list: &mut [OrderByExpr]) -> Result<(), SqlError> {
     list.iter_mut().try_for_each(|o| {
+        let text = text_collation::is_text_call(&o.expr);
         expr(&mut o.expr)?;
         json_extract_as_written(&mut o.expr);
+        if text {
+            text_collation::in_collation(&mut o.expr);
+        }
+        Ok(())
+    })
+}
+
+/// Rewrites `GROUP BY`'s terms: a text function's result groups in the connection's
+/// collation.
+fn group_by_exprs(list: &mut [Expr]) -> Result<(), SqlError> {
+    list.iter_mut().try_for_each(|e| {
+        let text = text_collation::is_text_call(e);
+        expr(e)?;
+        if text {
+            text_collation::in_collation(e);
+        }
         Ok(())
     })
 }
@@ -336,8 +354,24 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
             *e = date_add(time, interval, subtract)?;
         }
         Expr::BinaryOp { left, op, right } => {
+            // Read before the rewrite: a text function compared with what is not a column
+            // compares in the connection's collation.
+            let collated = is_comparison(op).then(|| {
+                (
+                    text_collation::is_text_call(left) && !text_collation::is_column(right),
+                    text_collation::is_text_call(right) && !text_collation::is_column(left),
+                )
+            });
             expr(left)?;
             expr(right)?;
+            if let Some((l, r)) = collated {
+                if l {
+                    text_collation::in_collation(left);
+                }
+                if r {
+                    text_collation::in_collation(right);
+                }
+            }
             if is_comparison(op) || matches!(op, BinaryOperator::Spaceship) {
                 json_extract_compared(left, right);
                 json_extract_compared(right, left);
@@ -725,9 +759,7 @@ fn cast(inner: Expr, to: &DataType) -> Result<Expr, SqlError> {
     })
 }
 
-/// The collation the engine registers for text as MariaDB's `utf8mb4_general_ci` orders it
-/// (`crate::mysql_text_functions::general_ci`): every text column's but a binary one's.
-pub const GENERAL_CI: &str = "mysql_general_ci";
+pub use super::text_collation::GENERAL_CI;
 
 /// SQLite's collation for a MySQL one: binary collations compare bytes, the rest
 /// [`GENERAL_CI`].

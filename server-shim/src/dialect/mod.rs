@@ -25,6 +25,7 @@ mod result_types;
 mod schemas;
 #[cfg(test)]
 mod tests;
+mod text_collation;
 mod typed_arguments;
 
 use sqlparser::ast::Statement;
