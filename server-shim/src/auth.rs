@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use authplugin::packet::capabilities::{
-    CLIENT_CONNECT_WITH_DB, CLIENT_DEPRECATE_EOF, CLIENT_PLUGIN_AUTH,
+    CLIENT_COMPRESS, CLIENT_CONNECT_WITH_DB, CLIENT_DEPRECATE_EOF, CLIENT_PLUGIN_AUTH,
     CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA, CLIENT_PROTOCOL_41, CLIENT_SECURE_CONNECTION,
 };
 use authplugin::packet::{ErrPacket, HandshakeResponse41};
@@ -89,10 +89,26 @@ pub struct Denial {
     pub route: Route,
 }
 
+/// [`Denial::kind`] of a login that asks for the compressed protocol, which the shim does not
+/// offer ([`SERVER_CAPABILITIES`]): mysql-connector-python's and node-mysql2's `compress`
+/// compress whatever the greeting offered, and the connection would hang.
+pub const COMPRESSION_UNOFFERED: &str = "compression_unoffered";
+
 impl Denial {
-    /// The ERR 1045 payload the client gets, mimicking MySQL's message.
+    /// The ERR payload the client gets: 1045 mimicking MySQL's message, or 1043 for a login
+    /// that asks for compression.
     #[must_use]
     pub fn err_payload(&self, peer_ip: IpAddr) -> Vec<u8> {
+        if self.kind == COMPRESSION_UNOFFERED {
+            let (code, state) = authplugin::packet::err::codes::ER_HANDSHAKE_ERROR;
+            return ErrPacket::new(
+                code,
+                state,
+                "Bad handshake: the compressed protocol is not offered here; connect without \
+                 compression",
+            )
+            .to_bytes();
+        }
         let (code, state) = authplugin::packet::err::codes::ER_ACCESS_DENIED_ERROR;
         ErrPacket::new(
             code,
@@ -228,6 +244,12 @@ pub fn decide(v: &Verifier<'_>, a: &Attempt<'_>) -> Result<Login, Denial> {
         return Err(deny(
             "malformed_handshake",
             "login packet and parsed user differ".into(),
+        ));
+    }
+    if handshake.client_flag & CLIENT_COMPRESS & !SERVER_CAPABILITIES != 0 {
+        return Err(deny(
+            COMPRESSION_UNOFFERED,
+            "the login asks for compression, which is not offered".into(),
         ));
     }
     let database = handshake.database.clone().unwrap_or_default();
@@ -509,6 +531,30 @@ mod tests {
             peer_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             now_ms: NOW,
         }
+    }
+
+    /// mysql-connector-python's `compress=True` asks for compression the greeting did not
+    /// offer, then compresses: refused with 1043 and the reason. Before: the login succeeded
+    /// and the connection hung at the client's first compressed command.
+    #[test]
+    fn refuses_a_login_that_asks_for_compression() {
+        let f = fixture("compress");
+        let v = Verifier {
+            accounts: &f.accounts,
+            key_ring: None,
+            replay: &f.replay,
+            tickets: None,
+        };
+        let s = Scramble::from_bytes([0x33; 20]);
+        let good = native_password::token(b"pw", &s);
+        let mut hs = handshake("app", "", "mysql_native_password", &good);
+        // client_flag's first byte: CLIENT_COMPRESS is 0x20.
+        hs[0] |= 0x20;
+        let denial =
+            decide(&v, &attempt(&hs, "mysql_native_password", "app", &s, &good)).unwrap_err();
+        assert_eq!(denial.kind, COMPRESSION_UNOFFERED);
+        let err = ErrPacket::decode(&denial.err_payload(IpAddr::V4(Ipv4Addr::LOCALHOST))).unwrap();
+        assert_eq!(err.error_code, 1043);
     }
 
     #[test]
