@@ -1,9 +1,9 @@
 //! The triggers the dialect gives a table's columns — `ON UPDATE CURRENT_TIMESTAMP`
 //! (`<table>__<column>__on_update`) and the rounding of `DECIMAL` and `FLOAT` values as MySQL
 //! stores them (`<table>__<column>__rounding_insert|update`) — made again from the table's
-//! columns after
-//! a change SQLite makes around them: a table rebuilt, a column dropped. Each names the
-//! table's other columns or its column's type, so a copy of the old text would be stale.
+//! columns after a change SQLite makes around them: a table rebuilt, a column dropped. Each
+//! names the table's other columns or its column's type, so a copy of the old text would be
+//! stale.
 
 use rusqlite::Connection;
 

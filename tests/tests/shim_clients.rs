@@ -56,9 +56,8 @@ fn world_script() -> String {
 }
 
 /// Queries whose output the shim must print exactly as MariaDB does: counts, joins with
-/// GROUP BY, ORDER BY with LIMIT (both forms), subqueries, LIKE, float and text functions.
-/// (`SurfaceArea`, a `float(10,2)`, is left out: MariaDB prints it with two decimals, the
-/// shim as a plain float, because SQLite keeps no declared scale.)
+/// GROUP BY, ORDER BY with LIMIT (both forms), subqueries, LIKE, float and text functions,
+/// and `SurfaceArea`, a `float(10,2)`, with its two decimals.
 const WORLD_QUERIES: &str = "
 SELECT COUNT(*) FROM Country;
 SELECT COUNT(*) FROM City;
@@ -85,6 +84,9 @@ SELECT Name FROM Country WHERE Code NOT IN (SELECT DISTINCT Country FROM City)
   ORDER BY Name LIMIT 5;
 SELECT CONCAT(Name, ' (', Code, ')') FROM Country WHERE Name = 'NETHERLANDS';
 SELECT ROUND(AVG(Population)) FROM City WHERE Country = 'NLD';
+SELECT Name, SurfaceArea FROM Country ORDER BY SurfaceArea DESC, Name LIMIT 3;
+SELECT Name, SurfaceArea, Percentage FROM Country JOIN CountryLanguage ON Code = Country
+  WHERE Language = 'Dutch' ORDER BY Name;
 ";
 
 /// A private MariaDB on a free port (killed on drop), for the same queries.
