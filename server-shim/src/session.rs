@@ -977,7 +977,15 @@ impl Session {
         let mut snapshot = Vec::new();
         for name in self.server.catalog.names() {
             let db = self.server.catalog.get(&name)?;
-            let tables = self.with_executor(db, |e| e.describe()).await?;
+            // Read as a plain read is, never waiting for another session's transaction (a
+            // relay's state read of an idle session, an ORM's introspection): only the
+            // session's own transaction's database is read under its lock, which it holds.
+            let own = self.txn.as_ref().is_some_and(|t| t.db.name() == db.name());
+            let tables = if own {
+                self.with_executor(db, |e| e.describe()).await?
+            } else {
+                self.read(db, false, |e| e.describe()).await?
+            };
             snapshot.push((name, tables));
         }
         let mut schema =

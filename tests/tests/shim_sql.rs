@@ -1038,6 +1038,50 @@ fn float_columns_hold_four_byte_floats_and_insert_ignore_loses_no_row() {
     assert_eq!(out, "1\t14.96\n2\t1234570\n3\t6\n");
 }
 
+/// `information_schema` is read as a plain read is: while another session holds a write
+/// transaction, a relay's state read of an idle session (`information_schema.
+/// SYSTEM_VARIABLES`) and an ORM's introspection (`TABLES`) are answered at once. Before: they
+/// waited for the lock (the relay then closed the idle session when its read timed out).
+#[test]
+fn information_schema_does_not_wait_for_another_sessions_transaction() {
+    use tests::raw;
+    let tmp = TempDir::new("shim-sql-is-lock");
+    let shim = shim(&tmp);
+    ok(&mariadb(
+        shim.port,
+        "root",
+        Some(PW),
+        &[],
+        "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY)",
+    ));
+    let mut writer = raw::login(shim.port, "root", PW, Some("d"))
+        .unwrap()
+        .unwrap();
+    raw::query(&mut writer, "BEGIN").unwrap().unwrap();
+    raw::query(&mut writer, "INSERT INTO t VALUES (1)")
+        .unwrap()
+        .unwrap();
+    let mut reader = raw::login(shim.port, "root", PW, Some("d"))
+        .unwrap()
+        .unwrap();
+    for read in [
+        "SELECT COUNT(*) FROM information_schema.SYSTEM_VARIABLES WHERE VARIABLE_NAME = 'autocommit'",
+        "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'd'",
+    ] {
+        assert_eq!(
+            raw::query(&mut reader, read).unwrap(),
+            Ok(vec![Some("1".to_owned())]),
+            "{read}"
+        );
+    }
+    // The writer's transaction was open all along, and is its own to commit.
+    raw::query(&mut writer, "COMMIT").unwrap().unwrap();
+    assert_eq!(
+        raw::query(&mut reader, "SELECT COUNT(*) FROM t").unwrap(),
+        Ok(vec![Some("1".to_owned())])
+    );
+}
+
 /// `SLEEP` waits, as `docs/parking.md`'s example needs, without holding up other sessions, and
 /// `KILL QUERY` ends it with 1317, with a database chosen (a read the shim would run on its
 /// async runtime's thread) and without (the session's scratch database). Before: 1235, no
