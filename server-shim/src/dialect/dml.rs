@@ -387,7 +387,6 @@ fn one(statement: String, kind: StatementKind) -> Translation {
     }
 }
 
-/// `c = VALUES(c)` (and `c = new.c` with `AS new`) → `c = excluded.c`.
 /// Gives an `INSERT ... SELECT` without a `WHERE` one that is always true: SQLite reads the
 /// `ON` of an upsert after a bare `SELECT ... FROM t` as a join's.
 fn where_true(insert: &mut sqlparser::ast::Insert) {
@@ -399,6 +398,7 @@ fn where_true(insert: &mut sqlparser::ast::Insert) {
     }
 }
 
+/// `c = VALUES(c)` (and `c = new.c` with `AS new`) → `c = excluded.c`.
 fn excluded_assignment(mut a: Assignment, row_alias: Option<&str>) -> Result<Assignment, SqlError> {
     excluded(&mut a.value, row_alias);
     expr::expr(&mut a.value)?;

@@ -62,8 +62,9 @@ fn reads_as_text(function: &str, argument: usize) -> bool {
     }
 }
 
-/// Refuses a statement that names [`JSON_TYPED_FN`] or [`ROUND_TYPED_FN`] itself: their
-/// indexes are the translation's own, and what they read is the running statement's.
+/// Refuses a statement that names [`JSON_TYPED_FN`], [`ROUND_TYPED_FN`] or [`TEXT_TYPED_FN`]
+/// itself: their indexes are the translation's own, and what they read is the running
+/// statement's.
 ///
 /// # Errors
 /// 1305, as for a function that does not exist.
