@@ -23,9 +23,10 @@ use authplugin::packet::command::{
 
 /// MariaDB's "the statement prepared last" (`mariadb_stmt_execute_direct`): passed on as is.
 const LAST_PREPARED: u32 = u32::MAX;
-/// No statement has id 0: an id the client was never given (or closed) is sent as 0, so the
-/// compute answers "unknown prepared statement" instead of running another one.
-const NO_STATEMENT: u32 = 0;
+/// No statement has id 0: an id the client was never given (or closed), or one a reattach
+/// could not prepare again, is sent as 0, so the compute answers "unknown prepared
+/// statement" instead of running another one.
+pub const NO_STATEMENT: u32 = 0;
 
 /// Why a chunk could not be translated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

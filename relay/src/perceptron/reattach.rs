@@ -20,6 +20,7 @@ use crate::compute_conn::ComputeConnector;
 use crate::packet_io::PacketStream;
 use crate::session_effects::Statement;
 use crate::session_state::{NOT_THE_CLIENTS, Restore};
+use crate::statement_ids::NO_STATEMENT;
 
 /// What a held session needs to be reattached: its login as the compute saw it (without any
 /// answer) and the compute's latest ticket. Kept in memory for this connection only.
@@ -197,7 +198,20 @@ pub async fn reattach<C: ComputeConnector>(
     send_restores(&mut stream, &state.state.restore_system(&now), timeout).await?;
     let mut statement_ids = Vec::with_capacity(state.statements.len());
     for statement in state.statements {
-        let id = prepare(&mut stream, statement, state.deprecate_eof, timeout).await?;
+        let id = match prepare(&mut stream, statement, state.deprecate_eof, timeout).await? {
+            Some(id) => id,
+            // The new compute cannot prepare it (its table was dropped since): the session
+            // goes on, and a command naming it reaches no statement, so the client gets the
+            // compute's "unknown prepared statement" where the old compute would have
+            // refused to execute it too.
+            None => {
+                tracing::info!(
+                    statement = statement.id,
+                    "a prepared statement could not be prepared again; using it gets an error"
+                );
+                NO_STATEMENT
+            }
+        };
         statement_ids.push((statement.id, id));
     }
     Ok(Reattached {
@@ -254,18 +268,27 @@ where
     }
 }
 
-/// Prepares `statement` again; returns the compute's id for it.
+/// Prepares `statement` again; returns the compute's id for it, or `None` when the compute
+/// refuses to prepare it (an ERR: a table it names was dropped since, say).
+///
+/// # Errors
+/// [`ComputeError`]: the compute went away, answered with something else than
+/// `COM_STMT_PREPARE_OK` or ERR, or prepared the statement with another shape
+/// ([`ComputeProtocolError::StatementChanged`]).
 async fn prepare<S>(
     stream: &mut PacketStream<S>,
     statement: &Statement<'_>,
     deprecate_eof: bool,
     timeout: Duration,
-) -> Result<u32, ComputeError>
+) -> Result<Option<u32>, ComputeError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     compute_leg::write(stream, 0, statement.payload).await?;
     let reply = compute_leg::read(stream, timeout, ComputeStep::Login).await?;
+    if ErrPacket::decode(&reply.payload).is_ok() {
+        return Ok(None);
+    }
     let Some((id, shape)) = prepare_ok(&reply.payload) else {
         return Err(refused(&reply.payload));
     };
@@ -286,7 +309,7 @@ where
             return Err(refused(&packet.payload));
         }
     }
-    Ok(id)
+    Ok(Some(id))
 }
 
 /// `COM_STMT_PREPARE_OK`'s statement id and (columns, parameters); `None` for anything else.
@@ -318,4 +341,64 @@ fn refused(payload: &[u8]) -> ComputeError {
         Err(_) => ComputeProtocolError::Unexpected(payload.first().copied().unwrap_or(0)),
     }
     .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Prepares the client's statement 5 (one column, no parameters, `CLIENT_DEPRECATE_EOF`)
+    /// against a compute that answers with `replies`.
+    async fn prepare_against(replies: Vec<Vec<u8>>) -> Result<Option<u32>, ComputeError> {
+        let (relay_side, compute_side) = tokio::io::duplex(1 << 16);
+        let compute = tokio::spawn(async move {
+            let mut ps = PacketStream::new(compute_side, 1 << 20);
+            let _ = ps.read_packet().await;
+            for (seq, reply) in (1u8..).zip(&replies) {
+                ps.write_packet(seq, reply).await.unwrap();
+            }
+            ps
+        });
+        let mut stream = PacketStream::new(relay_side, 1 << 20);
+        let statement = Statement {
+            id: 5,
+            payload: b"\x16SELECT a FROM t",
+            shape: (1, 0),
+        };
+        let prepared = prepare(&mut stream, &statement, true, Duration::from_secs(5)).await;
+        drop(compute.await);
+        prepared
+    }
+
+    fn prepare_ok(id: u32, columns: u16, params: u16) -> Vec<u8> {
+        let mut p = vec![0x00];
+        p.extend_from_slice(&id.to_le_bytes());
+        p.extend_from_slice(&columns.to_le_bytes());
+        p.extend_from_slice(&params.to_le_bytes());
+        p.extend_from_slice(&[0, 0, 0]);
+        p
+    }
+
+    /// A statement whose table was dropped since cannot be prepared again: the reattach goes
+    /// on without it (a command naming it gets "unknown prepared statement"), where it used
+    /// to end the session with ERR 1927 (mysql-connector-python's suite).
+    #[tokio::test]
+    async fn a_statement_the_compute_cannot_prepare_again_is_left_out_not_fatal() {
+        let gone = ErrPacket::new(1146, b"42S02", "Table 't.t' doesn't exist").to_bytes();
+        assert!(matches!(prepare_against(vec![gone]).await, Ok(None)));
+        let definition =
+            b"\x03def\x01t\x01t\x01t\x01a\x01a\x0c\x3f\x00\x0b\x00\x00\x00\x03\x00\x00\x00\x00\x00"
+                .to_vec();
+        assert!(matches!(
+            prepare_against(vec![prepare_ok(9, 1, 0), definition.clone()]).await,
+            Ok(Some(9))
+        ));
+        // Another shape is still fatal: the client's idea of the statement is wrong.
+        assert!(matches!(
+            prepare_against(vec![prepare_ok(9, 2, 0), definition.clone(), definition]).await,
+            Err(ComputeError::Protocol(
+                ComputeProtocolError::StatementChanged(5)
+            ))
+        ));
+    }
 }
