@@ -471,6 +471,18 @@ mod tests {
         replay: Mutex<ReplayGuard>,
     }
 
+    impl Fixture {
+        /// A verifier of this fixture's accounts, with `key_ring` and without tickets.
+        fn verifier<'a>(&'a self, key_ring: Option<&'a KeyRing>) -> Verifier<'a> {
+            Verifier {
+                accounts: &self.accounts,
+                key_ring,
+                replay: &self.replay,
+                tickets: None,
+            }
+        }
+    }
+
     fn fixture(name: &str) -> Fixture {
         let dir =
             std::env::temp_dir().join(format!("server-shim-auth-{}-{name}", std::process::id()));
@@ -539,12 +551,7 @@ mod tests {
     #[test]
     fn refuses_a_login_that_asks_for_compression() {
         let f = fixture("compress");
-        let v = Verifier {
-            accounts: &f.accounts,
-            key_ring: None,
-            replay: &f.replay,
-            tickets: None,
-        };
+        let v = f.verifier(None);
         let s = Scramble::from_bytes([0x33; 20]);
         let good = native_password::token(b"pw", &s);
         let mut hs = handshake("app", "", "mysql_native_password", &good);
@@ -560,12 +567,7 @@ mod tests {
     #[test]
     fn accepts_direct_native_login_and_refuses_wrong_password() {
         let f = fixture("direct");
-        let v = Verifier {
-            accounts: &f.accounts,
-            key_ring: None,
-            replay: &f.replay,
-            tickets: None,
-        };
+        let v = f.verifier(None);
         let s = Scramble::from_bytes([0x33; 20]);
         let good = native_password::token(b"pw", &s);
         let hs = handshake("app", "", "mysql_native_password", &good);
@@ -606,12 +608,7 @@ mod tests {
     #[test]
     fn verifies_relayed_login_binding_the_database() {
         let f = fixture("relayed");
-        let v = Verifier {
-            accounts: &f.accounts,
-            key_ring: Some(&f.ring),
-            replay: &f.replay,
-            tickets: None,
-        };
+        let v = f.verifier(Some(&f.ring));
         let scramble_a = Scramble::with_clock(NOW - 1_000, [0x41; 14]);
         let scramble_b = Scramble::from_bytes([0x42; 20]);
         let claim = LoginClaim {
@@ -656,12 +653,7 @@ mod tests {
         let mut f = fixture("two-keys");
         let older = PerceptronKey::generate(KeyId::new("k0").unwrap(), &mut rand::rngs::OsRng);
         f.ring = KeyRing::new(vec![older.clone(), f.key.clone()]).unwrap();
-        let v = Verifier {
-            accounts: &f.accounts,
-            key_ring: Some(&f.ring),
-            replay: &f.replay,
-            tickets: None,
-        };
+        let v = f.verifier(Some(&f.ring));
         let scramble_a = Scramble::with_clock(NOW - 1_000, [0x41; 14]);
         let claim = LoginClaim {
             scramble_a: scramble_a.clone(),
@@ -691,12 +683,7 @@ mod tests {
     #[test]
     fn refuses_relayed_login_without_key_ring() {
         let f = fixture("no-ring");
-        let v = Verifier {
-            accounts: &f.accounts,
-            key_ring: None,
-            replay: &f.replay,
-            tickets: None,
-        };
+        let v = f.verifier(None);
         let s = Scramble::from_bytes([0x42; 20]);
         let hs = handshake("app", "", PLUGIN_NAME, b"PCPT");
         let denial = decide(&v, &attempt(&hs, PLUGIN_NAME, "app", &s, b"PCPT")).unwrap_err();
