@@ -271,6 +271,21 @@ pub enum Change {
     },
 }
 
+/// A declared type's name in upper case and its numeric arguments, which SQLite's grammar
+/// takes last (`DECIMAL UNSIGNED(7,2)` is `("DECIMAL", [7, 2])`).
+fn declared_parts(declared: &str) -> (String, Vec<u64>) {
+    let (words, args) = match declared.split_once('(') {
+        Some((words, rest)) => (words, rest.split_once(')').map_or("", |(args, _)| args)),
+        None => (declared, ""),
+    };
+    let base = words.split_whitespace().next().unwrap_or_default();
+    let numbers = args
+        .split(',')
+        .filter_map(|a| a.trim().parse().ok())
+        .collect();
+    (base.to_ascii_uppercase(), numbers)
+}
+
 /// `ALTER TABLE`: the SQLite statements it takes, and the table rebuild its operations need
 /// (run first).
 fn alter_table(

@@ -36,17 +36,8 @@ impl Rounding {
     /// arguments last as SQLite's grammar wants them: `DECIMAL(10,2)`, `NUMERIC(5)`, `FLOAT`,
     /// `FLOAT UNSIGNED(7,2)`), if it has one.
     pub fn of(declared: &str) -> Option<Self> {
-        let upper = declared.to_ascii_uppercase();
-        let (words, args) = match upper.split_once('(') {
-            Some((words, rest)) => (words, rest.split_once(')').map_or("", |(a, _)| a)),
-            None => (upper.as_str(), ""),
-        };
-        let base = words.split_whitespace().next().unwrap_or_default();
-        let numbers: Vec<u64> = args
-            .split(',')
-            .filter_map(|s| s.trim().parse().ok())
-            .collect();
-        match (base, numbers.as_slice()) {
+        let (base, numbers) = super::declared_parts(declared);
+        match (base.as_str(), numbers.as_slice()) {
             ("DECIMAL" | "NUMERIC" | "DEC" | "FIXED", n) => {
                 Some(Self::Decimal(n.get(1).copied().unwrap_or(0)))
             }

@@ -89,17 +89,9 @@ pub(super) fn column_checks(declared: &str, column: &str) -> Vec<String> {
             super::super::quote(&format!("{} {column}", kind.name()))
         )
     };
-    // The arguments come last (`DECIMAL UNSIGNED(7,2)`, as SQLite's grammar wants them).
-    let (words, args) = match declared.split_once('(') {
-        Some((words, rest)) => (words, rest.split_once(')').map_or("", |(args, _)| args)),
-        None => (declared, ""),
-    };
-    let base = words.split_whitespace().next().unwrap_or_default();
+    let (base, numbers) = super::declared_parts(declared);
+    let base = base.as_str();
     let unsigned = declared.contains("UNSIGNED");
-    let numbers: Vec<u64> = args
-        .split(',')
-        .filter_map(|a| a.trim().parse().ok())
-        .collect();
     let number = |i: usize| numbers.get(i).copied();
     let is_integer = format!("typeof({q}) IN ('integer', 'null')");
     let is_number = format!("typeof({q}) IN ('integer', 'real', 'null')");
@@ -178,7 +170,7 @@ pub(super) fn column_checks(declared: &str, column: &str) -> Vec<String> {
         }
         "BINARY" | "VARBINARY" => vec![at_most(true, number(0).unwrap_or(1))],
         "TINYTEXT" | "TINYBLOB" => vec![at_most(true, 255)],
-        "TEXT" | "BLOB" if args.is_empty() => vec![at_most(true, 65_535)],
+        "TEXT" | "BLOB" if numbers.is_empty() => vec![at_most(true, 65_535)],
         "JSON" => vec![check(Kind::Json, format!("{q} IS NULL OR json_valid({q})"))],
         _ => Vec::new(),
     }
