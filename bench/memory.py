@@ -27,7 +27,8 @@ opened and closed), with 1,000 connections, and with N_MAX connections; bytes pe
 N_MAX is 10,000, or less when the hard RLIMIT_NOFILE does not allow a proxy 2·N + slack
 descriptors (this script cannot raise the hard limit without CAP_SYS_RESOURCE).
 
-Usage: memory.py [RUNS]   (default 3)
+Usage: memory.py [RUNS] [CONTENDERS]   (default 3 runs; contenders a comma-separated subset of
+relay,relay-held,haproxy, default all three)
 Writes bench/results/memory.{txt,json}.
 """
 
@@ -201,7 +202,10 @@ def measure(kind, phase, shim_port, key, tickets):
 
 
 PHASES = ["greeting", "login"]
-CONTENDERS = ["relay", "relay-held", "haproxy"]
+ALL_CONTENDERS = ["relay", "relay-held", "haproxy"]
+CONTENDERS = sys.argv[2].split(",") if len(sys.argv) > 2 else ALL_CONTENDERS
+if not CONTENDERS or not set(CONTENDERS) <= set(ALL_CONTENDERS):
+    sys.exit("memory.py: CONTENDERS is a comma-separated subset of %s" % ",".join(ALL_CONTENDERS))
 PHASE_NAMES = {"greeting": "before login (greeting read)", "login": "logged in (idle)"}
 
 
@@ -266,9 +270,9 @@ def main():
                            med[key][1000]["max"], N_MAX, med[key][N_MAX]["median"],
                            med[key][N_MAX]["min"], med[key][N_MAX]["max"], len(rs)))
     out.append("")
-    for phase in PHASES:
+    for phase in PHASES if "haproxy" in CONTENDERS else []:
         hap = med["haproxy/" + phase][N_MAX]
-        for kind in ("relay", "relay-held"):
+        for kind in (k for k in CONTENDERS if k != "haproxy"):
             rel = med["%s/%s" % (kind, phase)][N_MAX]
             if rel.get("n") and hap.get("n"):
                 rb = rel["median"]

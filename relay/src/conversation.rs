@@ -429,7 +429,7 @@ impl Conversation {
         if self.untracked.is_none() {
             self.untracked = Some(why);
         }
-        self.pending.clear();
+        self.pending = VecDeque::new();
     }
 
     fn on_client_packet(&mut self, packet: &Packet) {
@@ -504,6 +504,11 @@ impl Conversation {
             }
             Step::Complete => {
                 self.pending.pop_front();
+                if self.pending.is_empty() {
+                    // Between commands a connection holds no queue: an idle one's memory is
+                    // its whole cost (BENCHMARKS.md §3).
+                    self.pending = VecDeque::new();
+                }
             }
             Step::Lost => self.lose(Untracked::Unexpected),
         }

@@ -32,10 +32,12 @@ pub struct CommandWatch<'a> {
     used: bool,
     /// A keepalive query's response being recorded: the query's packet and the response so
     /// far.
-    learning: Option<(Vec<u8>, Vec<u8>)>,
+    /// Boxed, as `learnt` and `pending`: most of the time there is none, and an idle
+    /// connection's memory is its whole cost.
+    learning: Option<Box<(Vec<u8>, Vec<u8>)>>,
     /// The last keepalive query answered by the compute on this connection, to answer it
     /// again while parked.
-    learnt: Option<Learnt>,
+    learnt: Option<Box<Learnt>>,
     /// The compute issued this session a ticket: it may be stopped under it and reattached
     /// (`resumable_sessions`). Only then are its commands classified.
     ticketed: bool,
@@ -59,7 +61,7 @@ pub struct CommandWatch<'a> {
     forced: (u32, bool),
     /// The command awaiting its response, when what it sets is kept once accepted, and the
     /// response's first bytes so far.
-    pending: Option<(Vec<u8>, Effect, Vec<u8>)>,
+    pending: Option<Box<AwaitingReply>>,
     /// The compute was stopped under this session; it waits for its next command.
     detached: bool,
     /// After a reattach that gave the session's statements other ids: their translation
@@ -76,6 +78,15 @@ pub struct CommandWatch<'a> {
     /// The compute's chunk that ended the response at which the session goes to the kernel
     /// ([`Reaction::Take`]), for the caller to write once it is spliced.
     taken: Option<Box<[u8]>>,
+}
+
+/// A command whose effect is kept once the compute accepts it, and its reply's first bytes so
+/// far.
+#[derive(Debug)]
+struct AwaitingReply {
+    payload: Vec<u8>,
+    effect: Effect,
+    head: Vec<u8>,
 }
 
 /// Statement ids being translated on a reattached session.
@@ -457,7 +468,11 @@ impl CommandWatch<'_> {
             }
             if self.log.sent(effect) {
                 if one {
-                    self.pending = Some((payload.to_vec(), effect, Vec::with_capacity(13)));
+                    self.pending = Some(Box::new(AwaitingReply {
+                        payload: payload.to_vec(),
+                        effect,
+                        head: Vec::with_capacity(13),
+                    }));
                 } else if effect == Effect::Prepare {
                     // Its id is in a reply behind others' replies.
                     self.log.pin("prepared statement sent with other commands");
@@ -474,9 +489,14 @@ impl CommandWatch<'_> {
     /// `COM_STMT_PREPARE_OK`: the first byte after the reply's 4-byte header). The reply may
     /// arrive in pieces.
     fn follow_reply(&mut self, bytes: &[u8]) {
-        let Some((payload, effect, head)) = &mut self.pending else {
+        let Some(pending) = &mut self.pending else {
             return;
         };
+        let AwaitingReply {
+            payload,
+            effect,
+            head,
+        } = &mut **pending;
         // A prepared statement's id, column and parameter counts follow the OK byte.
         let need = if *effect == Effect::Prepare { 13 } else { 5 };
         let want = need - head.len().min(need);
@@ -658,7 +678,7 @@ impl Observer for CommandWatch<'_> {
         }
         self.kill_on_the_compute(bytes);
         let keepalive = self.is_keepalive(bytes);
-        self.learning = keepalive.then(|| (bytes.to_vec(), Vec::new()));
+        self.learning = keepalive.then(|| Box::new((bytes.to_vec(), Vec::new())));
         let before = self.conversation.activity();
         // Classified as the client sent them: the log keeps the client's statement ids.
         let classified = self.classify(bytes, keepalive);
@@ -685,19 +705,20 @@ impl Observer for CommandWatch<'_> {
         };
         let bytes = bytes.get(..forwarded).unwrap_or_default();
         self.follow_reply(bytes);
-        if let Some((_, response)) = &mut self.learning {
-            response.extend_from_slice(bytes);
-            if response.len() > MAX_LEARNT_RESPONSE {
+        if let Some(learning) = &mut self.learning {
+            learning.1.extend_from_slice(bytes);
+            if learning.1.len() > MAX_LEARNT_RESPONSE {
                 self.learning = None;
             }
         }
         if self.conversation.phase() == Step::Idle && self.conversation.status_flags_known() {
-            if let Some((query, response)) = self.learning.take() {
-                self.learnt = Some(Learnt {
+            if let Some(learning) = self.learning.take() {
+                let (query, response) = *learning;
+                self.learnt = Some(Box::new(Learnt {
                     query,
                     response,
                     status_flags: self.conversation.status_flags(),
-                });
+                }));
             }
         }
         self.settle(true);

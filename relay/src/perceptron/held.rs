@@ -3,19 +3,19 @@
 //! bytes go through the userspace pump at first; after a few commands, at the end of a response,
 //! the session moves to a kernel splice (below TCP on loopback, else the sockhash) and comes back
 //! to the pump when parking needs to see its commands. A resumable session is detached at a stop
-//! and reattached to the next compute ([`resume_session`]).
+//! and reattached to the next compute (`detached.rs`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use authplugin::Scramble;
+use authplugin::packet::OkPacket;
 use authplugin::packet::capabilities::CLIENT_DEPRECATE_EOF;
-use authplugin::packet::{ErrPacket, OkPacket};
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
-use super::{Established, SessionCapabilities, dual_auth, outcome, reattach};
-use crate::compute_conn::{ComputeConnector, TcpConnector};
+use super::detached::{Resumable, connection_killed, reattach_by_force, resume_detached};
+use super::{Established, SessionCapabilities};
+use crate::compute_conn::TcpConnector;
 use crate::control::ConnectionGuard;
 use crate::logsafe::Escaped;
 use crate::metrics::{self, Counter};
@@ -71,22 +71,30 @@ pub(super) fn forward(
     let status_flags = OkPacket::decode(&verdict.reply.payload, capabilities.flags)
         .map_or(0, |ok| ok.status_flags);
     drop(verdict);
+    // Taken apart here, not in the task: what the task captures keeps its room in the task's
+    // state for the session's whole life, beside the locals made from it.
+    let (mut client_stream, mut client_rest) = client.into_parts();
+    // None while detached: the stopped compute's socket is closed then, not kept (with
+    // its descriptor) until the session's next command.
+    let mut compute_leg = Some(compute.into_parts());
+    // Only a resumable session connects again; the connector goes with its ticket.
+    let mut resumable = resumption.map(|resumption| {
+        Box::new(Resumable {
+            resumption: *resumption,
+            connector,
+        })
+    });
     async move {
-        let (rt, connector, addr) = (&*rt, &connector, addr.as_str());
+        let rt = &*rt;
         let name = &rt.instance.config.name;
-        let (mut client_stream, mut client_rest) = client.into_parts();
-        // None while detached: the stopped compute's socket is closed then, not kept (with
-        // its descriptor) until the session's next command.
-        let mut compute_leg = Some(compute.into_parts());
         let mut commands = CommandWatch::new(
             &mut held,
             capabilities.flags,
             capabilities.mariadb,
             status_flags,
         );
-        let mut resumption = resumption;
         let deprecate_eof = capabilities.flags & CLIENT_DEPRECATE_EOF != 0;
-        if resumption.is_some() {
+        if resumable.is_some() {
             commands.ticketed();
         } else if rt.kernel_splice.is_some()
             && rt.instance.config.splices_held()
@@ -119,7 +127,11 @@ pub(super) fn forward(
                 bytes.ended_by
             };
             if ended_by == PumpEnd::Aside {
-                let Some(resumption) = resumption.as_mut() else {
+                let Some(Resumable {
+                    resumption,
+                    connector,
+                }) = resumable.as_deref_mut()
+                else {
                     continue;
                 };
                 let forced = commands.take_forced_reattach();
@@ -169,30 +181,27 @@ pub(super) fn forward(
                 // The old session says goodbye, so the compute ends it now (not counted as
                 // aborted, and not held against the account's connection limit).
                 let _ = compute_stream.write_all(QUIT).await;
-                compute_leg = None;
-                let reattached = Box::pin(reattach_session(
+                drop(compute_leg.take());
+                compute_leg = Box::pin(reattach_by_force(
                     rt,
                     connector,
                     resumption,
                     &mut commands,
                     deprecate_eof,
+                    &addr,
                 ))
                 .await;
                 commands.step_back();
-                match reattached {
-                    Ok((leg, _)) => {
-                        tracing::info!(instance = %name, client = %addr, "session reattached by force");
-                        compute_leg = Some(leg);
-                        continue;
-                    }
-                    Err(e) => {
-                        tracing::warn!(instance = %name, client = %addr, error = %e, "forced reattach failed; closing the session");
-                        pumped.ended_by = PumpEnd::ComputeError;
-                        connection_killed(&mut client_stream, "the session could not be resumed")
-                            .await;
-                        break None;
-                    }
+                if compute_leg.is_none() {
+                    pumped.ended_by = PumpEnd::ComputeError;
+                    Box::pin(connection_killed(
+                        &mut client_stream,
+                        "the session could not be resumed",
+                    ))
+                    .await;
+                    break None;
                 }
+                continue;
             }
             if let Some((chunk, status_flags)) = commands.take_chunk() {
                 // The pump stopped at the end of a response for the kernel splice.
@@ -204,7 +213,7 @@ pub(super) fn forward(
                 if let Some(below) = below_tcp(rt, &client_stream, compute_stream) {
                     match splice_below_tcp(rt, &below, &client_stream, compute_stream, chunk) {
                         Ok(spliced) => {
-                            break Some(ToKernel::BelowTcp(below, spliced, status_flags));
+                            break Some(Box::new(ToKernel::BelowTcp(below, spliced, status_flags)));
                         }
                         Err((written, retry)) => {
                             chunk = chunk.get(written..).unwrap_or_default();
@@ -218,7 +227,11 @@ pub(super) fn forward(
                 if through_sockets {
                     match splice_at_rest(rt, &client_stream, compute_stream) {
                         Ok(spliced) => {
-                            break Some(ToKernel::Sockets(spliced, chunk.into(), status_flags));
+                            break Some(Box::new(ToKernel::Sockets(
+                                spliced,
+                                chunk.into(),
+                                status_flags,
+                            )));
                         }
                         // The client sent ahead: the end of a later response, then.
                         Err(Retry::Later) => commands.splice_after(0),
@@ -233,8 +246,8 @@ pub(super) fn forward(
                 pumped.compute_to_client += full;
                 continue;
             }
-            let Some(resumption) = resumption
-                .as_mut()
+            let Some(resumable) = resumable
+                .as_deref_mut()
                 .filter(|_| ended_by == PumpEnd::Detached)
             else {
                 break None;
@@ -242,59 +255,20 @@ pub(super) fn forward(
             // The compute was stopped under this session: it waits for its next command
             // (pings answered here), then is reattached to a new compute.
             compute_leg = None;
-            commands.set_detached(true);
-            let slot = rt.instance.detach_session();
-            let Some(first) = next_command(&mut client_stream, &mut commands).await else {
-                break None;
-            };
-            // Past its ticket's lifetime, or detached beyond the instance's cap: the session
-            // ends here, and its command wakes nothing.
-            let expired = resumption.expired();
-            if expired || !slot.kept() {
-                let (why, outcome) = if expired {
-                    (
-                        "the session waited detached longer than its ticket allows",
-                        metrics::outcome::DETACHED_EXPIRED,
-                    )
-                } else {
-                    (
-                        "more sessions were detached than max_detached_sessions allows",
-                        metrics::outcome::DETACHED_OVER_CAP,
-                    )
-                };
-                rt.metrics.inc(Counter::Connections, name, outcome);
-                tracing::info!(instance = %name, client = %addr, why, "detached session not resumed; ended with 1927, nothing woken");
-                connection_killed(&mut client_stream, why).await;
-                break None;
-            }
-            drop(slot);
-            let t = Instant::now();
-            let reattached = Box::pin(reattach_session(
+            let resumed = Box::pin(resume_detached(
                 rt,
-                connector,
-                resumption,
+                resumable,
+                &mut client_stream,
                 &mut commands,
                 deprecate_eof,
+                &addr,
             ))
             .await;
-            match reattached {
-                Ok((leg, (wake_ms, prepared))) => {
-                    commands.set_detached(false);
-                    rt.metrics
-                        .inc(Counter::Connections, name, metrics::outcome::REATTACHED);
-                    tracing::info!(
-                        instance = %name, client = %addr, prepared,
-                        wake_ms, total_ms = t.elapsed().as_millis(), "session reattached"
-                    );
-                    client_rest = first;
-                    compute_leg = Some(leg);
-                }
-                Err(e) => {
-                    tracing::warn!(instance = %name, client = %addr, error = %e, "session could not be reattached; closing it");
-                    connection_killed(&mut client_stream, "the session could not be resumed").await;
-                    break None;
-                }
-            }
+            let Some((leg, first)) = resumed else {
+                break None;
+            };
+            client_rest = first;
+            compute_leg = Some(leg);
         };
         drop(commands);
         let Some(to_kernel) = to_kernel else {
@@ -314,8 +288,8 @@ pub(super) fn forward(
         };
         tracing::debug!(instance = %name, client = %addr, "session spliced in the kernel");
         // Boxed, so a pumped or detached session's task does not carry its state.
-        let below_tcp = matches!(to_kernel, ToKernel::BelowTcp(..));
-        let (carried, taken_back) = match to_kernel {
+        let below_tcp = matches!(*to_kernel, ToKernel::BelowTcp(..));
+        let (carried, taken_back) = match *to_kernel {
             ToKernel::Sockets(spliced, chunk, status_flags) => {
                 Box::pin(carry_spliced(
                     rt,
@@ -369,7 +343,8 @@ fn take_back_pace(config: &crate::config::InstanceConfig) -> Option<Duration> {
 }
 
 /// How a held session went to the kernel: through its sockets (with the chunk that ends the
-/// response, still to write) or below TCP (the chunk written).
+/// response, still to write) or below TCP (the chunk written). Boxed where it is made: the
+/// task's state has room for every local that lives across a wait, for the session's life.
 enum ToKernel {
     Sockets(Spliced, Box<[u8]>, u16),
     BelowTcp(Arc<TcpSplice>, TcpSpliced, u16),
@@ -552,126 +527,6 @@ async fn carry_spliced(
         }
     };
     (report, taken_back)
-}
-
-/// Ends a detached session's next command with ERR 1927 ("Connection was killed: `why`"), as
-/// the reply to that command (sequence id 1).
-async fn connection_killed(client: &mut ClientStream<TcpStream>, why: &str) {
-    let (code, state) = authplugin::packet::err::codes::ER_CONNECTION_KILLED;
-    let err = ErrPacket::new(code, state, &format!("Connection was killed: {why}"));
-    let mut packet = Vec::new();
-    authplugin::packet::write_packet(&mut packet, 1, &err.to_bytes());
-    let _ = client.write_all(&packet).await;
-}
-
-/// Wakes the instance if it must, then reattaches the session to its compute with its ticket:
-/// its state restored from values, its statements prepared again (their ids translated from
-/// then on where they differ). Returns the new compute leg, how long the wake took and how
-/// many statements were prepared.
-async fn reattach_session(
-    rt: &InstanceRuntime,
-    connector: &TcpConnector,
-    resumption: &mut reattach::Resumption,
-    commands: &mut CommandWatch<'_>,
-    deprecate_eof: bool,
-) -> Result<((ComputeStream<TcpStream>, Vec<u8>), (u128, usize)), ResumeError> {
-    let statements = commands.statements();
-    let prepared = statements.len();
-    let state = reattach::SessionState {
-        state: commands.state(),
-        set_option: commands.set_option(),
-        statements: &statements,
-        deprecate_eof,
-    };
-    let (reattached, wake_ms) = resume_session(rt, connector, resumption, &state).await?;
-    drop(statements);
-    commands.reattached(&reattached.statement_ids, reattached.compute_id);
-    Ok((reattached.stream.into_parts(), (wake_ms, prepared)))
-}
-
-/// While a session is detached: reads the client's bytes, answering pings and learnt
-/// keepalive queries itself, until a command for the compute arrives (returned) or the
-/// client quits or hangs up (`None`).
-async fn next_command(
-    client: &mut ClientStream<TcpStream>,
-    commands: &mut CommandWatch<'_>,
-) -> Option<Vec<u8>> {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    loop {
-        // A detached session may wait for hours: no buffer is held until the client speaks.
-        std::future::poll_fn(|cx| crate::passthrough::PumpIo::poll_read_ready(&*client, cx))
-            .await
-            .ok()?;
-        let mut buf = vec![0; 16 * 1024];
-        let n = client.read(&mut buf).await.ok()?;
-        let bytes = buf.get(..n).filter(|b| !b.is_empty())?;
-        if let Some(reply) = commands.answer_detached(bytes) {
-            client.write_all(&reply).await.ok()?;
-            continue;
-        }
-        // COM_QUIT: nothing to reattach for.
-        if bytes == [1, 0, 0, 0, 0x01] {
-            return None;
-        }
-        return Some(bytes.to_vec());
-    }
-}
-
-/// Why a detached session could not be resumed.
-#[derive(Debug)]
-enum ResumeError {
-    /// The instance did not wake.
-    Wake(crate::control::WakeError),
-    /// The compute refused the reattach, or it failed.
-    Reattach(outcome::ComputeError),
-}
-
-impl std::fmt::Display for ResumeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Wake(e) => write!(f, "the wake failed: {e}"),
-            Self::Reattach(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-/// Wakes the instance (one wake for every detached session: concurrent callers share it) and
-/// reattaches the session; also returns how long the wake took.
-async fn resume_session<C: ComputeConnector>(
-    rt: &InstanceRuntime,
-    connector: &C,
-    resumption: &mut reattach::Resumption,
-    state: &reattach::SessionState<'_>,
-) -> Result<(reattach::Reattached<C::Stream>, u128), ResumeError> {
-    let t = Instant::now();
-    rt.instance
-        .ensure_running()
-        .await
-        .map_err(ResumeError::Wake)?;
-    let wake_ms = t.elapsed().as_millis();
-    let ring = rt.ring.current();
-    // A reattach carries no client answer: scramble A is not used.
-    let unused = Scramble::from_bytes([0; authplugin::SCRAMBLE_LEN]);
-    let signer = dual_auth::Signer {
-        ring: &ring,
-        scramble_a: &unused,
-        client_addr: "",
-        now_ms: crate::clock::now_ms(),
-        greetings: &rt.greetings,
-        wants_ticket: true,
-    };
-    let result = reattach::reattach(
-        connector,
-        resumption,
-        &signer,
-        state,
-        rt.instance.config.compute_timeout,
-    )
-    .await;
-    let reattached = result.map_err(ResumeError::Reattach)?;
-    // The reattach proved the new compute holds the key, as a relayed login does.
-    rt.instance.mark_proven(reattached.proven_in_greeting).await;
-    Ok((reattached, wake_ms))
 }
 
 /// How many commands a held session sends on the pump before it goes to the kernel splice,

@@ -142,7 +142,8 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
             return Err(Classification::SslRequest);
         };
         *stage = Stage::TlsHandshake;
-        start_tls(client, config).await?;
+        // Boxed: a connection that has not answered its greeting yet keeps no room for it.
+        Box::pin(start_tls(client, config)).await?;
         *stage = Stage::InTls;
         // The login follows inside TLS, numbered after the SSLRequest.
         packet = client

@@ -18,6 +18,7 @@
 //! the connection task around it (metrics, the one log line, then the byte pump).
 
 mod compute_leg;
+mod detached;
 mod dual_auth;
 mod held;
 pub mod login;
@@ -164,15 +165,22 @@ async fn log_in(
         tls: rt.compute_tls.clone(),
         handover: rt.instance.handover(),
     };
-    // Boxed: the login's state (buffers, the TLS handshake) is freed once it is done, and a
-    // refusal's is not kept beside it.
-    let established = Box::pin(establish(
+    // Each step boxed: a connection that has not answered its greeting yet holds the
+    // greeting's state alone, and the login's (buffers, the TLS handshake) is freed once it
+    // is done; a refusal's is not kept beside it.
+    let via_endpoint = greeted.is_some();
+    let greeted = match greeted {
+        Some(g) => Ok(g),
+        None => Box::pin(greet_client(&rt, &mut client)).await,
+    };
+    let established = Box::pin(establish_greeted(
         &rt,
         &mut client,
         client_addr,
         &connector,
         Some(pending),
         greeted,
+        via_endpoint,
     ))
     .await;
     Box::pin(refused_or_forward(
@@ -268,8 +276,11 @@ async fn refused_or_forward(
 /// been admitted by the budgets, or when the connection ends before that. `greeted` is
 /// P1–P2 when an endpoint did them (the login's user name without its routing part).
 ///
+/// The connection's task runs these steps itself ([`serve`]), each in a future of its own.
+///
 /// # Errors
 /// [`PerceptronError`]: how the connection ended instead.
+#[cfg(any(test, feature = "fuzzing"))]
 pub async fn establish<S, C>(
     rt: &InstanceRuntime,
     client: &mut PacketStream<ClientStream<S>>,
@@ -282,34 +293,78 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
     C: ComputeConnector,
 {
-    // An endpoint greeted the client: it does not answer health checks of the instance, nor
-    // charge wakes (a name that is no instance could not tell them; docs/endpoints.md).
     let via_endpoint = greeted.is_some();
     let greeted = match greeted {
         Some(g) => Ok(g),
-        None => {
-            let cfg = &rt.instance.config;
-            // TLS is offered exactly when this instance has a certificate to serve.
-            let tls = rt.tls.as_ref().map(|t| Arc::clone(&t.current().config));
-            let answers = match cfg.auth {
-                AuthMode::Dual => login::Answers::CheckableAgainstA,
-                AuthMode::Switch => login::Answers::Discarded,
-            };
-            let id = rt.next_connection_id();
-            greet(
-                client,
-                &rt.profile(),
-                id,
-                tls,
-                cfg.handshake_timeout,
-                answers,
-            )
-            .await
-        }
+        None => Box::pin(greet_client(rt, client)).await,
     };
+    Box::pin(establish_greeted(
+        rt,
+        client,
+        client_addr,
+        connector,
+        pending,
+        greeted,
+        via_endpoint,
+    ))
+    .await
+}
+
+/// P1 and P2 on the instance's own listener: greets the client as the instance's compute
+/// would (a fresh connection id, TLS offered where the instance has a certificate) and reads
+/// its login. (Its own future: a connection that has not answered its greeting yet holds
+/// only this, so nothing more is passed in.)
+///
+/// # Errors
+/// [`PerceptronError::NotALogin`] with what the peer did instead.
+async fn greet_client<S>(
+    rt: &InstanceRuntime,
+    client: &mut PacketStream<ClientStream<S>>,
+) -> Result<Greeted, PerceptronError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let cfg = &rt.instance.config;
+    // TLS is offered exactly when this instance has a certificate to serve.
+    let tls = rt.tls.as_ref().map(|t| Arc::clone(&t.current().config));
+    let answers = match cfg.auth {
+        AuthMode::Dual => login::Answers::CheckableAgainstA,
+        AuthMode::Switch => login::Answers::Discarded,
+    };
+    let id = rt.next_connection_id();
+    greet(
+        client,
+        &rt.profile(),
+        id,
+        tls,
+        cfg.handshake_timeout,
+        answers,
+    )
+    .await
+}
+
+/// [`establish`] from P2 on: `greeted` is the greeting's outcome, by this listener or by an
+/// endpoint (`via_endpoint`: it does not answer health checks of the instance, nor charge
+/// wakes, since a name that is no instance could not tell them; docs/endpoints.md).
+async fn establish_greeted<S, C>(
+    rt: &InstanceRuntime,
+    client: &mut PacketStream<ClientStream<S>>,
+    client_addr: SocketAddr,
+    connector: &C,
+    pending: Option<PendingPermit>,
+    greeted: Result<Greeted, PerceptronError>,
+    via_endpoint: bool,
+) -> Result<Established<C::Stream>, PerceptronError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    C: ComputeConnector,
+{
     let result = match greeted {
+        // Boxed: its state is freed before the ERR's write, across which the error alone
+        // lives. (Measured: inline, an idle held session cost the relay 309 B more, the
+        // login's larger block freed among the session's; BENCHMARKS.md §3.)
         Ok(greeted) => {
-            run(
+            Box::pin(run(
                 rt,
                 client,
                 client_addr,
@@ -317,19 +372,21 @@ where
                 pending,
                 greeted,
                 via_endpoint,
-            )
+            ))
             .await
         }
         Err(e) => Err(e),
     };
-    if let Err(e) = &result {
-        if let Some(err) = e.client_error(&rt.instance.config.name, &client_addr.to_string()) {
-            // Best effort: the client may already be gone.
-            let seq = client.next_sequence_id();
-            let _ = client.write_packet(seq, &err.to_bytes()).await;
-        }
+    let e = match result {
+        Ok(session) => return Ok(session),
+        Err(e) => e,
+    };
+    if let Some(err) = e.client_error(&rt.instance.config.name, &client_addr.to_string()) {
+        // Best effort: the client may already be gone.
+        let seq = client.next_sequence_id();
+        let _ = client.write_packet(seq, &err.to_bytes()).await;
     }
-    result
+    Err(e)
 }
 
 /// P1 and P2: the greeting the client got, and its login.
