@@ -76,6 +76,24 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             })?;
         }
     }
+    for n_args in 2..=MAX_PATHS + 1 {
+        conn.create_scalar_function(
+            crate::dialect::JSON_NEGATED_NUMBER_FN,
+            n_args,
+            pure,
+            |ctx| {
+                Ok(extracted(ctx)?.map_or(Value::Null, |(written, paths)| {
+                    match compared_as(&written, paths, Compared::WithNumber) {
+                        Value::Real(f) => Value::Real(-f),
+                        Value::Integer(i) => i
+                            .checked_neg()
+                            .map_or(Value::Real(-(i as f64)), Value::Integer),
+                        other => other,
+                    }
+                }))
+            },
+        )?;
+    }
     conn.create_scalar_function("mysql_json_text", 1, pure, |ctx| {
         let Some(doc) = ctx.get::<Option<String>>(0)? else {
             return Ok(None);

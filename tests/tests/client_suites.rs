@@ -90,10 +90,25 @@ struct Ended {
 }
 
 impl Ended {
-    /// The same outcome, and for a failure the same messages.
+    /// The same outcome, and for a failure the same messages. A skip the suite marks
+    /// `[WARN]` counts as a pass ([`Self::settled`]).
     fn agrees_with(&self, other: &Self) -> bool {
-        self.outcome == other.outcome
+        self.settled() == other.settled()
             && (self.outcome != Outcome::Fail || self.messages == other.messages)
+    }
+
+    /// The outcome, where a skip the suite marks `[WARN]` is a pass: the suite's own word
+    /// for a timing it could not check (`TestContextCancel*`: "expected val to be 1, got 0",
+    /// an `INSERT … SLEEP(1)` not finished within the second it waits, which a loaded machine
+    /// gives straight to the compute as well as through the relay), not a server's answer.
+    fn settled(&self) -> Outcome {
+        let inconclusive =
+            self.outcome == Outcome::Skip && self.messages.iter().any(|m| m.contains("[WARN]"));
+        if inconclusive {
+            Outcome::Pass
+        } else {
+            self.outcome
+        }
     }
 }
 
@@ -285,7 +300,7 @@ fn straight_outcomes() -> &'static Outcomes {
         let (outcomes, text, _) = run_suite(dir.path(), relay.compute_port, USER, PASSWORD, || {});
         let not_passing: Vec<(&str, Outcome)> = outcomes
             .iter()
-            .filter(|(_, e)| e.outcome != Outcome::Pass)
+            .filter(|(_, e)| e.settled() != Outcome::Pass)
             .map(|(n, e)| (n.as_str(), e.outcome))
             .collect();
         let expected: Vec<(&str, Outcome)> = STRAIGHT_NOT_PASSING
@@ -594,4 +609,11 @@ fn parses_go_test_verbose_output() {
     assert_eq!(got, want);
     assert!(!want["TestB"].agrees_with(&ended(Outcome::Fail, &["other"])));
     assert!(want["TestA"].agrees_with(&ended(Outcome::Pass, &["other"])));
+    // The suite's inconclusive skip agrees with a pass; another skip does not.
+    let warned = ended(
+        Outcome::Skip,
+        &["driver_test.go:2406: [WARN] expected val to be 1, got 0"],
+    );
+    assert!(want["TestA"].agrees_with(&warned) && warned.agrees_with(&want["TestA"]));
+    assert!(!want["TestA"].agrees_with(&want["TestB/sub"]));
 }

@@ -567,7 +567,31 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
         }
         _ => return Err(SqlError::not_supported("this expression")),
     }
+    negate_json_number(e);
     Ok(())
+}
+
+/// `-JSON_EXTRACT(…)` read as a number, negated by the engine's own function
+/// ([`JSON_NEGATED_NUMBER_FN`]): SQLite's minus is `0 - x`, which turns MariaDB's negative
+/// zero (a JSON string, null or array read as the number 0, then negated: `-0`) positive.
+fn negate_json_number(e: &mut Expr) {
+    let Expr::UnaryOp {
+        op: UnaryOperator::Minus,
+        expr: inner,
+    } = e
+    else {
+        return;
+    };
+    let Expr::Function(f) = inner.as_mut() else {
+        return;
+    };
+    if !matches!(f.name.0.as_slice(), [ObjectNamePart::Identifier(name)] if name.value == JSON_NUMBER_FN)
+    {
+        return;
+    }
+    f.name = ObjectName::from(vec![Ident::new(JSON_NEGATED_NUMBER_FN)]);
+    let negated = std::mem::replace(inner.as_mut(), Expr::value(Value::Null));
+    *e = negated;
 }
 
 /// A literal as SQLite must read it, when its printed MySQL form would read differently.
@@ -1154,6 +1178,9 @@ pub const JSON_VALUE_FN: &str = "mysql_json_value";
 
 /// The engine's `JSON_EXTRACT` compared with a number ([`json_extract_compared`]).
 pub const JSON_NUMBER_FN: &str = "mysql_json_number";
+
+/// [`JSON_NUMBER_FN`] negated, keeping a negative zero (`negate_json_number`).
+pub const JSON_NEGATED_NUMBER_FN: &str = "mysql_json_number_negated";
 
 /// The engine's `JSON_EXTRACT` anywhere else ([`json_extract_compared`]).
 pub const JSON_SQL_VALUE_FN: &str = "mysql_json_sql_value";
