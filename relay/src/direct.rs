@@ -89,7 +89,7 @@ pub async fn handle(
         return;
     }
     guard.client_spoke();
-    guard.set_client(peer.to_string());
+    guard.set_client(peer);
     rt.metrics.direct(&name, DirectOutcome::forwarded);
     // Boxed: the login's watch is the largest state of this future (5.3 KB, its buffers and
     // the budgets' admission), which a connection's task would otherwise keep for hours,

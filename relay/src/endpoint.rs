@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::net::TcpStream;
-use tokio_util::sync::CancellationToken;
 
 use crate::budgets::Budgets;
 use crate::config::{AuthMode, EndpointConfig, RouteBy};
@@ -268,9 +267,7 @@ pub async fn handle(
             // From here the connection is the instance's: its removal waits for it, or cuts
             // it.
             let session = perceptron::serve(rt, client, client_addr, local, pending, Some(greeted));
-            instance
-                .serve(CancellationToken::new(), Box::pin(session))
-                .await;
+            instance.serve(Box::pin(session)).await;
         }
         (_, refusal) => {
             let (reason, outcome) = refusal.unwrap_or(("", "unknown_instance"));
@@ -321,6 +318,7 @@ pub async fn handle(
 mod tests {
     use super::*;
     use crate::config::RouteBy;
+    use tokio_util::sync::CancellationToken;
 
     #[test]
     fn the_user_name_names_the_instance() {

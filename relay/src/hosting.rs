@@ -637,9 +637,9 @@ async fn accept_loop(
             tracing::debug!(instance = %name, client = %peer, "pre-login cap full; the largest holder's oldest pending connection closed for this one");
         }
         let rt = Arc::clone(&rt);
-        // Cancelled only while the connection is pending (before its login): the handler is
-        // dropped there, which closes the socket and releases its count (a direct route's).
-        let evicted = pending.eviction();
+        // Aborted if evicted while pending (before its login): the handler is dropped there,
+        // which closes the socket and releases its count (a direct route's).
+        let attach = pending.attacher();
         // An instance whose logins must meet the relay's TLS (require_secure_transport,
         // client_ca) keeps every login on the perceptron route, which enforces them (the
         // direct route hands the connection to the compute, which would not); so does one
@@ -657,7 +657,7 @@ async fn accept_loop(
             Some(guard) => Box::pin(crate::direct::handle(rt, stream, peer, pending, guard)),
             None => Box::pin(crate::perceptron::handle(rt, stream, peer, pending)),
         };
-        tracker.spawn(instance.serve(evicted, session));
+        attach.attach(tracker.spawn(instance.serve(session)).abort_handle());
     })
     .await;
 }

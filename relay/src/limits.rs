@@ -22,11 +22,11 @@
 //! Source addresses are counted per IPv4 address and per IPv6 /64 (one host usually owns a
 //! whole /64), IPv4-mapped IPv6 addresses as IPv4.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio_util::sync::CancellationToken;
+use tokio::task::AbortHandle;
 
 use authplugin::packet::ErrPacket;
 use authplugin::packet::err::codes;
@@ -68,7 +68,10 @@ impl Refusal {
 struct Holder {
     id: u64,
     instance: usize,
-    evict: CancellationToken,
+    /// The connection's task, aborted if it is evicted (from just after its spawn:
+    /// [`Attach`]). Nothing is allocated for eviction: after its login a connection keeps
+    /// nothing of it.
+    task: Option<AbortHandle>,
 }
 
 /// One slot's cap and its pending connections now.
@@ -89,6 +92,9 @@ struct Counts {
     per_source: HashMap<IpAddr, usize>,
     /// Each source's pending connections, oldest first (what eviction picks from).
     holders: HashMap<IpAddr, VecDeque<Holder>>,
+    /// Pending connections evicted between their admission and their task's [`Attach`]:
+    /// aborted there.
+    evicted_unattached: HashSet<u64>,
     next_id: u64,
 }
 
@@ -143,15 +149,20 @@ impl Counts {
         if most <= mine + 1 {
             return false;
         }
-        let Some(oldest) = self.holders.get(&victim).and_then(|list| {
-            list.iter()
+        let Some(oldest) = self.holders.get_mut(&victim).and_then(|list| {
+            list.iter_mut()
                 .find(|h| of_instance.is_none_or(|i| h.instance == i))
-                .map(|h| (h.id, h.evict.clone()))
+                .map(|h| (h.id, h.task.take()))
         }) else {
             return false;
         };
         self.remove(victim, oldest.0);
-        oldest.1.cancel();
+        match oldest.1 {
+            Some(task) => task.abort(),
+            None => {
+                self.evicted_unattached.insert(oldest.0);
+            }
+        }
         true
     }
 }
@@ -232,7 +243,6 @@ impl Admission {
         }
         let id = counts.next_id;
         counts.next_id += 1;
-        let evict = CancellationToken::new();
         counts.total += 1;
         if let Some(slot) = counts.slots.get_mut(&instance) {
             slot.pending += 1;
@@ -241,13 +251,12 @@ impl Admission {
         counts.holders.entry(source).or_default().push_back(Holder {
             id,
             instance,
-            evict: evict.clone(),
+            task: None,
         });
         Ok(PendingPermit {
             admission: Arc::clone(self),
             source,
             id,
-            evict,
             made_room: evicted,
         })
     }
@@ -259,7 +268,11 @@ impl Admission {
     }
 
     fn release(&self, source: IpAddr, id: u64) {
-        self.lock().remove(source, id);
+        let mut counts = self.lock();
+        counts.remove(source, id);
+        // Evicted before its task was named, and gone since (or never named): nothing left
+        // to abort, and the set stays bounded by the connections in between.
+        counts.evicted_unattached.remove(&id);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
@@ -274,16 +287,20 @@ pub struct PendingPermit {
     admission: Arc<Admission>,
     source: IpAddr,
     id: u64,
-    evict: CancellationToken,
     made_room: bool,
 }
 
 impl PendingPermit {
-    /// Cancelled when a newcomer from a smaller source takes this connection's place
-    /// (the slot is already freed): the connection is to be closed at once.
+    /// What names this connection's task to the admission once it is spawned, so that a
+    /// newcomer from a smaller source that takes its place (the slot is already freed)
+    /// closes it at once by aborting the task.
     #[must_use]
-    pub fn eviction(&self) -> CancellationToken {
-        self.evict.clone()
+    pub fn attacher(&self) -> Attach {
+        Attach {
+            admission: Arc::clone(&self.admission),
+            source: self.source,
+            id: self.id,
+        }
     }
 
     /// Whether admitting it evicted another pending connection.
@@ -296,6 +313,35 @@ impl PendingPermit {
 impl Drop for PendingPermit {
     fn drop(&mut self) {
         self.admission.release(self.source, self.id);
+    }
+}
+
+/// A pending connection's place in the admission, to name its task once spawned
+/// ([`PendingPermit::attacher`]).
+#[derive(Debug)]
+pub struct Attach {
+    admission: Arc<Admission>,
+    source: IpAddr,
+    id: u64,
+}
+
+impl Attach {
+    /// Names the connection's task: aborted if the connection is evicted while pending, or
+    /// at once if it was evicted before this. A connection no longer pending (its login
+    /// admitted, or closed) is left alone.
+    pub fn attach(self, task: AbortHandle) {
+        let mut counts = self.admission.lock();
+        if counts.evicted_unattached.remove(&self.id) {
+            task.abort();
+            return;
+        }
+        let holder = counts
+            .holders
+            .get_mut(&self.source)
+            .and_then(|list| list.iter_mut().find(|h| h.id == self.id));
+        if let Some(holder) = holder {
+            holder.task = Some(task);
+        }
     }
 }
 
@@ -380,26 +426,33 @@ mod tests {
         assert!(counts.holders.is_empty());
     }
 
+    /// A pending connection with a task named to the admission, as the accept loops make
+    /// them (the task waits forever unless aborted).
+    fn with_task(permit: PendingPermit) -> (PendingPermit, tokio::task::JoinHandle<()>) {
+        let task = tokio::spawn(std::future::pending::<()>());
+        permit.attacher().attach(task.abort_handle());
+        (permit, task)
+    }
+
     /// Two sources fill an instance's cap; a third source still gets in, by evicting the
-    /// oldest pending connection of the largest holder, and the evicted one is told so.
-    #[test]
-    fn a_full_cap_evicts_the_largest_holders_oldest_for_a_smaller_source() {
+    /// oldest pending connection of the largest holder, whose task is aborted.
+    #[tokio::test]
+    async fn a_full_cap_evicts_the_largest_holders_oldest_for_a_smaller_source() {
         let a = admission(100, 4, &[7, 100]);
-        let mut first: Vec<_> = (0..4)
-            .map(|_| a.try_admit(0, ip("10.0.0.1")).unwrap())
-            .collect();
-        let second: Vec<_> = (0..3)
-            .map(|_| a.try_admit(0, ip("10.0.0.2")).unwrap())
-            .collect();
+        let (mut first, mut tasks): (Vec<_>, Vec<_>) = (0..4)
+            .map(|_| with_task(a.try_admit(0, ip("10.0.0.1")).unwrap()))
+            .unzip();
+        let (second, second_tasks): (Vec<_>, Vec<_>) = (0..3)
+            .map(|_| with_task(a.try_admit(0, ip("10.0.0.2")).unwrap()))
+            .unzip();
+        tasks.extend(second_tasks);
         let newcomer = a.try_admit(0, ip("10.0.0.3")).unwrap();
         assert!(newcomer.made_room());
-        let evicted: Vec<bool> = first
-            .iter()
-            .chain(&second)
-            .map(|p| p.eviction().is_cancelled())
-            .collect();
-        assert_eq!(evicted.iter().filter(|e| **e).count(), 1);
-        assert!(evicted[0], "the oldest of the largest holder: {evicted:?}");
+        // The oldest of the largest holder ends, aborted; no other.
+        let oldest = tasks.remove(0);
+        assert!(oldest.await.unwrap_err().is_cancelled());
+        tokio::task::yield_now().await;
+        assert!(tasks.iter().all(|t| !t.is_finished()));
         assert_eq!(a.pending(0), 7);
         // The evicted permit's drop frees nothing twice.
         drop(first.remove(0));
@@ -428,6 +481,32 @@ mod tests {
         let small = r.try_admit(0, ip("10.1.0.2")).unwrap();
         assert!(small.made_room());
         assert_eq!(r.pending(0), 6);
+    }
+
+    /// A connection evicted before its task is named is aborted when it is; one whose
+    /// login was admitted first is left alone, and nothing of either is kept.
+    #[tokio::test]
+    async fn eviction_before_the_task_is_named_aborts_it_when_it_is() {
+        let a = admission(100, 2, &[2]);
+        let early = a.try_admit(0, ip("10.0.0.1")).unwrap();
+        let _other = a.try_admit(0, ip("10.0.0.1")).unwrap();
+        let attach = early.attacher();
+        assert!(a.try_admit(0, ip("10.0.0.2")).unwrap().made_room());
+        let task = tokio::spawn(std::future::pending::<()>());
+        attach.attach(task.abort_handle());
+        assert!(task.await.unwrap_err().is_cancelled());
+        drop(early);
+        assert!(a.lock().evicted_unattached.is_empty());
+        // Admitted (its permit dropped) before its task is named: not aborted.
+        let b = admission(100, 10, &[5]);
+        let admitted = b.try_admit(0, ip("10.0.0.3")).unwrap();
+        let attach = admitted.attacher();
+        drop(admitted);
+        let task = tokio::spawn(std::future::pending::<()>());
+        attach.attach(task.abort_handle());
+        tokio::task::yield_now().await;
+        assert!(!task.is_finished());
+        task.abort();
     }
 
     #[test]

@@ -412,29 +412,27 @@ impl Half {
 /// Copies until both directions are done or a socket fails. Bytes either side sent before
 /// the pump started (read along with the last login packet) are delivered first.
 /// `on_upload` is called whenever the client sends bytes; `observer` sees every chunk, those
-/// early bytes included.
-pub async fn pump<C: PumpIo, D: PumpIo>(
+/// early bytes included (here, when the pump is made).
+///
+/// Not an `async fn`: an `async fn` keeps its arguments beside what is made of them for the
+/// pump's whole life, and an idle connection's memory is its whole cost (BENCHMARKS.md §3).
+pub fn pump<'a, C: PumpIo + 'a, D: PumpIo + 'a>(
     mut client: C,
-    client_rest: Vec<u8>,
+    mut client_rest: Vec<u8>,
     mut compute: D,
-    compute_rest: Vec<u8>,
+    mut compute_rest: Vec<u8>,
     on_upload: Option<OnRead>,
-    mut observer: Option<&mut (dyn Observer + Send)>,
-) -> PumpReport {
-    let (mut client_rest, mut compute_rest) = (client_rest, compute_rest);
+    mut observer: Option<&'a mut (dyn Observer + Send)>,
+) -> impl Future<Output = PumpReport> + 'a {
     let (mut up_early_held, mut down_early_held) = (0, 0);
+    let mut ended_early = false;
     if let Some(o) = observer.as_mut() {
         // The compute's early bytes were sent before it saw any of the client's.
         let early = [
             o.server_bytes(&mut compute_rest, false),
             o.client_bytes(&mut client_rest, false),
         ];
-        if early.contains(&Reaction::End) {
-            return PumpReport {
-                ended_by: PumpEnd::Observer,
-                ..PumpReport::default()
-            };
-        }
+        ended_early = early.contains(&Reaction::End);
         let [down_held, up_held] = early.map(|r| match r {
             Reaction::Hold(k) => k,
             _ => 0,
@@ -444,102 +442,113 @@ pub async fn pump<C: PumpIo, D: PumpIo>(
     let mut up = Half::with(client_rest, up_early_held);
     up.on_read = on_upload;
     let mut down = Half::with(compute_rest, down_early_held);
-    // Armed while the observer wants the compute leg at some time and both sides are quiet.
-    let mut aside: Option<Pin<Box<tokio::time::Sleep>>> = None;
-    let result = poll_fn(|cx| {
-        // Only a direction with nothing in flight takes a reply made by the observer.
-        let may_answer = down.buf.is_none() && !down.eof;
-        let up_state = if up.done() {
-            Poll::Ready(Ok(()))
-        } else {
-            up.poll_copy(
-                cx,
-                &mut client,
-                &mut compute,
-                Side::Client,
-                Side::Compute,
-                &mut |b| {
-                    observer
-                        .as_mut()
-                        .map_or(Reaction::Forward, |o| o.client_bytes(b, may_answer))
-                },
-            )
-        };
-        if let Some(reply) = up.answered.take() {
-            down.end = reply.len();
-            down.start = 0;
-            down.buf = Some(reply);
+    async move {
+        if ended_early {
+            return PumpReport {
+                ended_by: PumpEnd::Observer,
+                ..PumpReport::default()
+            };
         }
-        if let Poll::Ready(Err(side)) = up_state {
-            return Poll::Ready(Err(side));
-        }
-        down.keep_open = observer.as_ref().is_some_and(|o| o.detached());
-        let may_take = up.quiet();
-        let down_state = if down.done() {
-            Poll::Ready(Ok(()))
-        } else {
-            down.poll_copy(
-                cx,
-                &mut compute,
-                &mut client,
-                Side::Compute,
-                Side::Client,
-                &mut |b| match observer.as_mut().map(|o| o.server_bytes(b, may_take)) {
-                    Some(Reaction::End) => Reaction::End,
-                    Some(Reaction::Take) if may_take => Reaction::Take,
-                    _ => Reaction::Forward,
-                },
-            )
-        };
-        // The client hung up owed nothing: the compute's side is closed with the pump, as the
-        // compute itself would close it.
-        if up.done() && down.buf.is_none() && observer.as_ref().is_some_and(|o| o.owes_nothing()) {
-            return Poll::Ready(Ok(()));
-        }
-        if up.quiet() && down.quiet() && observer.as_ref().is_some_and(|o| o.hand_back()) {
-            return Poll::Ready(Err(Side::Kernel));
-        }
-        let step_aside_at = observer.as_ref().and_then(|o| o.step_aside_at());
-        match step_aside_at {
-            Some(at) if up.quiet() && down.quiet() => {
-                if at <= tokio::time::Instant::now() {
-                    return Poll::Ready(Err(Side::Aside));
-                }
-                let sleep = aside.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
-                if sleep.deadline() != at {
-                    sleep.as_mut().reset(at);
-                }
-                if sleep.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Err(Side::Aside));
-                }
+        // Armed while the observer wants the compute leg at some time and both sides are quiet.
+        let mut aside: Option<Pin<Box<tokio::time::Sleep>>> = None;
+        let result = poll_fn(|cx| {
+            // Only a direction with nothing in flight takes a reply made by the observer.
+            let may_answer = down.buf.is_none() && !down.eof;
+            let up_state = if up.done() {
+                Poll::Ready(Ok(()))
+            } else {
+                up.poll_copy(
+                    cx,
+                    &mut client,
+                    &mut compute,
+                    Side::Client,
+                    Side::Compute,
+                    &mut |b| {
+                        observer
+                            .as_mut()
+                            .map_or(Reaction::Forward, |o| o.client_bytes(b, may_answer))
+                    },
+                )
+            };
+            if let Some(reply) = up.answered.take() {
+                down.end = reply.len();
+                down.start = 0;
+                down.buf = Some(reply);
             }
-            _ => aside = None,
-        }
-        match (up_state, down_state) {
-            // A reset from a compute stopped under a detached session is its going away too.
-            (_, Poll::Ready(Err(Side::Compute))) if down.keep_open => {
-                Poll::Ready(Err(Side::Detached))
+            if let Poll::Ready(Err(side)) = up_state {
+                return Poll::Ready(Err(side));
             }
-            (_, Poll::Ready(Err(side))) => Poll::Ready(Err(side)),
-            (Poll::Ready(Ok(())), Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),
-            _ => Poll::Pending,
+            down.keep_open = observer.as_ref().is_some_and(|o| o.detached());
+            let may_take = up.quiet();
+            let down_state = if down.done() {
+                Poll::Ready(Ok(()))
+            } else {
+                down.poll_copy(
+                    cx,
+                    &mut compute,
+                    &mut client,
+                    Side::Compute,
+                    Side::Client,
+                    &mut |b| match observer.as_mut().map(|o| o.server_bytes(b, may_take)) {
+                        Some(Reaction::End) => Reaction::End,
+                        Some(Reaction::Take) if may_take => Reaction::Take,
+                        _ => Reaction::Forward,
+                    },
+                )
+            };
+            // The client hung up owed nothing: the compute's side is closed with the pump, as the
+            // compute itself would close it.
+            if up.done()
+                && down.buf.is_none()
+                && observer.as_ref().is_some_and(|o| o.owes_nothing())
+            {
+                return Poll::Ready(Ok(()));
+            }
+            if up.quiet() && down.quiet() && observer.as_ref().is_some_and(|o| o.hand_back()) {
+                return Poll::Ready(Err(Side::Kernel));
+            }
+            let step_aside_at = observer.as_ref().and_then(|o| o.step_aside_at());
+            match step_aside_at {
+                Some(at) if up.quiet() && down.quiet() => {
+                    if at <= tokio::time::Instant::now() {
+                        return Poll::Ready(Err(Side::Aside));
+                    }
+                    let sleep = aside.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+                    if sleep.deadline() != at {
+                        sleep.as_mut().reset(at);
+                    }
+                    if sleep.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Err(Side::Aside));
+                    }
+                }
+                _ => aside = None,
+            }
+            match (up_state, down_state) {
+                // A reset from a compute stopped under a detached session is its going away too.
+                (_, Poll::Ready(Err(Side::Compute))) if down.keep_open => {
+                    Poll::Ready(Err(Side::Detached))
+                }
+                (_, Poll::Ready(Err(side))) => Poll::Ready(Err(side)),
+                (Poll::Ready(Ok(())), Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),
+                _ => Poll::Pending,
+            }
+        })
+        .await;
+        PumpReport {
+            client_to_compute: up.copied,
+            compute_to_client: down.copied,
+            client_read: up.read,
+            compute_read: down.read,
+            ended_by: match result {
+                Ok(()) => PumpEnd::Eof,
+                Err(Side::Client) => PumpEnd::ClientError,
+                Err(Side::Compute) => PumpEnd::ComputeError,
+                Err(Side::Detached) => PumpEnd::Detached,
+                Err(Side::Observer) => PumpEnd::Observer,
+                Err(Side::Kernel) => PumpEnd::Kernel,
+                Err(Side::Aside) => PumpEnd::Aside,
+            },
         }
-    })
-    .await;
-    PumpReport {
-        client_to_compute: up.copied,
-        compute_to_client: down.copied,
-        client_read: up.read,
-        compute_read: down.read,
-        ended_by: match result {
-            Ok(()) => PumpEnd::Eof,
-            Err(Side::Client) => PumpEnd::ClientError,
-            Err(Side::Compute) => PumpEnd::ComputeError,
-            Err(Side::Detached) => PumpEnd::Detached,
-            Err(Side::Observer) => PumpEnd::Observer,
-            Err(Side::Kernel) => PumpEnd::Kernel,
-            Err(Side::Aside) => PumpEnd::Aside,
-        },
     }
 }
 

@@ -90,19 +90,14 @@ impl Registered {
         &self.rt.instance.config.name
     }
 
-    /// Serves one connection of the instance: `session` runs until it ends, `evicted` fires
-    /// (a pre-login connection that made room for another) or the instance's removal cuts
-    /// it; the connection counts among the instance's meanwhile.
-    pub fn serve(
-        &self,
-        evicted: CancellationToken,
-        session: Session,
-    ) -> impl Future<Output = ()> + Send + 'static {
+    /// Serves one connection of the instance: `session` runs until it ends or the instance's
+    /// removal cuts it (a pre-login connection that made room for another is aborted:
+    /// [`crate::limits::Attach`]); the connection counts among the instance's meanwhile.
+    pub fn serve(&self, session: Session) -> impl Future<Output = ()> + Send + 'static {
         let cut = self.cut.clone();
         self.connections.track_future(async move {
             tokio::select! {
                 () = session => {}
-                () = evicted.cancelled() => {}
                 () = cut.cancelled() => {}
             }
         })

@@ -536,9 +536,9 @@ async fn endpoint_accept_loop(
         if pending.made_room() {
             metrics.refused(&label, "evicted");
         }
-        let evicted = pending.eviction();
+        let attach = pending.attacher();
         let endpoint = Arc::clone(&endpoint);
-        tracker.spawn(evicted.run_until_cancelled_owned(Box::pin(endpoint::handle(endpoint, stream, peer, pending))));
+        attach.attach(tracker.spawn(Box::pin(endpoint::handle(endpoint, stream, peer, pending))).abort_handle());
     })
     .await;
 }

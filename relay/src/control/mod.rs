@@ -357,7 +357,7 @@ pub struct ConnectionGuard {
     /// This connection's id among the instance's, for [`Inner::held_frozen`].
     id: u64,
     /// The client's address, for status output.
-    client: String,
+    client: Option<std::net::SocketAddr>,
     /// Why it keeps the compute frozen, when it is listed in [`Inner::held_frozen`].
     holding: Option<NotResumable>,
     /// Whether it is counted in [`Inner::pre_login`].
@@ -437,8 +437,8 @@ impl ConnectionGuard {
     }
 
     /// Names the connection's client, for status output.
-    pub fn set_client(&mut self, client: String) {
-        self.client = client;
+    pub const fn set_client(&mut self, client: std::net::SocketAddr) {
+        self.client = Some(client);
     }
 
     /// The client of a direct connection has spoken: it is no longer pre-login
@@ -647,7 +647,7 @@ impl Instance {
                 idle: false,
                 resumable: false,
                 id: self.next_guard_id(),
-                client: String::new(),
+                client: None,
                 holding: None,
                 pre_login: true,
                 greeted_as: 0,
@@ -669,7 +669,7 @@ impl Instance {
             idle: false,
             resumable: false,
             id: self.next_guard_id(),
-            client: String::new(),
+            client: None,
             holding: None,
             pre_login: false,
             greeted_as: 0,

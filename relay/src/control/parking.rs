@@ -97,9 +97,7 @@ impl ConnectionGuard {
             self.holding = holding;
             match holding {
                 Some(why) => {
-                    inner
-                        .held_frozen
-                        .insert(self.id, (self.client.clone(), why));
+                    inner.held_frozen.insert(self.id, (self.client(), why));
                 }
                 None => {
                     inner.held_frozen.remove(&self.id);
@@ -213,10 +211,10 @@ impl ConnectionGuard {
         &self.instance.config.name
     }
 
-    /// The client's address.
+    /// The client's address (empty before it is known).
     #[must_use]
-    pub fn client(&self) -> &str {
-        &self.client
+    pub fn client(&self) -> String {
+        self.client.map(|c| c.to_string()).unwrap_or_default()
     }
 }
 

@@ -32,7 +32,7 @@ pub(super) async fn reattach_by_force(
     resumption: &mut reattach::Resumption,
     commands: &mut CommandWatch<'_>,
     deprecate_eof: bool,
-    addr: &str,
+    addr: std::net::SocketAddr,
 ) -> Option<(ComputeStream<TcpStream>, Vec<u8>)> {
     let name = &rt.instance.config.name;
     match reattach_session(rt, connector, resumption, commands, deprecate_eof).await {
@@ -57,7 +57,7 @@ pub(super) async fn resume_detached(
     client_stream: &mut ClientStream<TcpStream>,
     commands: &mut CommandWatch<'_>,
     deprecate_eof: bool,
-    addr: &str,
+    addr: std::net::SocketAddr,
 ) -> Option<((ComputeStream<TcpStream>, Vec<u8>), Vec<u8>)> {
     let name = &rt.instance.config.name;
     commands.set_detached(true);

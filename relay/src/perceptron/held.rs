@@ -5,6 +5,7 @@
 //! to the pump when parking needs to see its commands. A resumable session is detached at a stop
 //! and reattached to the next compute (`detached.rs`).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,7 +39,7 @@ pub(super) fn forward(
     connector: TcpConnector,
     mut client: PacketStream<ClientStream<TcpStream>>,
     session: Established<ComputeStream<TcpStream>>,
-    addr: String,
+    addr: SocketAddr,
     started: Instant,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     // What only the first line needs is used here, before the task's state is made: the
@@ -54,7 +55,7 @@ pub(super) fn forward(
     } = session;
     let name = &rt.instance.config.name;
     held.mark_session();
-    held.set_client(addr.clone());
+    held.set_client(addr);
     rt.metrics
         .inc(Counter::Connections, name, metrics::outcome::RELAYED);
     let tls = matches!(client.stream_mut(), ClientStream::Tls(_));
@@ -188,7 +189,7 @@ pub(super) fn forward(
                     resumption,
                     &mut commands,
                     deprecate_eof,
-                    &addr,
+                    addr,
                 ))
                 .await;
                 commands.step_back();
@@ -261,7 +262,7 @@ pub(super) fn forward(
                 &mut client_stream,
                 &mut commands,
                 deprecate_eof,
-                &addr,
+                addr,
             ))
             .await;
             let Some((leg, first)) = resumed else {

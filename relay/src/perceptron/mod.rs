@@ -144,55 +144,59 @@ pub fn serve(
 
 /// [`serve`]'s login: the accepted session's forwarding, or `None` once a refusal is
 /// answered and logged.
-async fn log_in(
+///
+/// Not an `async fn`, which would keep a second copy of each argument: what a connection
+/// waiting for its login holds is its memory (BENCHMARKS.md §3).
+fn log_in(
     rt: Arc<InstanceRuntime>,
     mut client: PacketStream<ClientStream<TcpStream>>,
     client_addr: SocketAddr,
     local: SocketAddr,
     pending: PendingPermit,
     greeted: Option<Greeted>,
-) -> Option<Session> {
-    let cfg = &rt.instance.config;
-    let name = cfg.name.clone();
-    let addr = client_addr.to_string();
+) -> impl std::future::Future<Output = Option<Session>> + Send + 'static {
     let started = Instant::now();
-    let connector = TcpConnector {
-        target: ComputeTarget::of(cfg),
-        on_behalf_of: OnBehalfOf::Client {
-            client: client_addr,
-            listen: local,
-        },
-        tls: rt.compute_tls.clone(),
-        handover: rt.instance.handover(),
-    };
-    // Each step boxed: a connection that has not answered its greeting yet holds the
-    // greeting's state alone, and the login's (buffers, the TLS handshake) is freed once it
-    // is done; a refusal's is not kept beside it.
     let via_endpoint = greeted.is_some();
-    let greeted = match greeted {
-        Some(g) => Ok(g),
-        None => Box::pin(greet_client(&rt, &mut client)).await,
-    };
-    let established = Box::pin(establish_greeted(
-        &rt,
-        &mut client,
-        client_addr,
-        &connector,
-        Some(pending),
-        greeted,
-        via_endpoint,
-    ))
-    .await;
-    Box::pin(refused_or_forward(
-        rt,
-        connector,
-        client,
-        established,
-        name,
-        addr,
-        started,
-    ))
-    .await
+    async move {
+        // Each step boxed: a connection that has not answered its greeting yet holds the
+        // greeting's state alone, and the login's (buffers, the TLS handshake) is freed once
+        // it is done; a refusal's is not kept beside it.
+        let greeted = match greeted {
+            Some(g) => Ok(g),
+            None => Box::pin(greet_client(&rt, &mut client)).await,
+        };
+        let cfg = &rt.instance.config;
+        let name = cfg.name.clone();
+        let connector = TcpConnector {
+            target: ComputeTarget::of(cfg),
+            on_behalf_of: OnBehalfOf::Client {
+                client: client_addr,
+                listen: local,
+            },
+            tls: rt.compute_tls.clone(),
+            handover: rt.instance.handover(),
+        };
+        let established = Box::pin(establish_greeted(
+            &rt,
+            &mut client,
+            client_addr,
+            &connector,
+            Some(pending),
+            greeted,
+            via_endpoint,
+        ))
+        .await;
+        Box::pin(refused_or_forward(
+            rt,
+            connector,
+            client,
+            established,
+            name,
+            client_addr,
+            started,
+        ))
+        .await
+    }
 }
 
 /// The connection's login outcome: an accepted session's forwarding (to be awaited), or the
@@ -204,7 +208,7 @@ async fn refused_or_forward(
     client: PacketStream<ClientStream<TcpStream>>,
     established: Result<Established<ComputeStream<TcpStream>>, PerceptronError>,
     name: String,
-    addr: String,
+    addr: SocketAddr,
     started: Instant,
 ) -> Option<Session> {
     let name = name.as_str();
