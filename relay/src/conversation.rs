@@ -506,7 +506,8 @@ impl Conversation {
                 self.pending.pop_front();
                 if self.pending.is_empty() {
                     // Between commands a connection holds no queue: an idle one's memory is
-                    // its whole cost (BENCHMARKS.md §3).
+                    // its whole cost (BENCHMARKS.md §3), worth an allocation per command on
+                    // the pump.
                     self.pending = VecDeque::new();
                 }
             }

@@ -294,7 +294,6 @@ impl PendingPermit {
     /// What names this connection's task to the admission once it is spawned, so that a
     /// newcomer from a smaller source that takes its place (the slot is already freed)
     /// closes it at once by aborting the task.
-    #[must_use]
     pub fn attacher(&self) -> Attach {
         Attach {
             admission: Arc::clone(&self.admission),
@@ -319,6 +318,7 @@ impl Drop for PendingPermit {
 /// A pending connection's place in the admission, to name its task once spawned
 /// ([`PendingPermit::attacher`]).
 #[derive(Debug)]
+#[must_use = "a connection whose task is not attached cannot be evicted"]
 pub struct Attach {
     admission: Arc<Admission>,
     source: IpAddr,

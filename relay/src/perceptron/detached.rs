@@ -113,8 +113,9 @@ pub(super) async fn resume_detached(
     }
 }
 
-/// Ends a detached session's next command with ERR 1927 ("Connection was killed: `why`"), as
-/// the reply to that command (sequence id 1).
+/// Ends a session with ERR 1927 ("Connection was killed: `why`"), numbered as the reply to a
+/// command (sequence id 1): the detached session's command just read, or, after a forced
+/// reattach failed between commands, the one its client sends next.
 pub(super) async fn connection_killed(client: &mut ClientStream<TcpStream>, why: &str) {
     let (code, state) = authplugin::packet::err::codes::ER_CONNECTION_KILLED;
     let err = ErrPacket::new(code, state, &format!("Connection was killed: {why}"));

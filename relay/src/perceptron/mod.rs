@@ -14,8 +14,9 @@
 //! | P8 (dual) | [`forward_verdict`] |
 //! | P6–P8 (switch) | [`switch_auth::relay_login`] |
 //!
-//! [`establish`] runs them in order and writes the one ERR a failure calls for; [`handle`] is
-//! the connection task around it (metrics, the one log line, then the byte pump).
+//! [`handle`] is the connection's task: the greeting (P1, P2) in a future of its own, then the
+//! rest in order, with the one ERR a failure calls for, then the metrics, the one log line
+//! and the byte pump. (`establish`, for tests and fuzzing, runs the same steps.)
 
 mod compute_leg;
 mod detached;
