@@ -24,24 +24,33 @@ pub(super) struct Resumable {
     pub(super) connector: TcpConnector,
 }
 
-/// `force_reattach_every`: the session's new compute leg on a new login, or `None` (logged)
-/// where the reattach failed.
+/// `force_reattach_every`: the session's new compute leg on a new login, or `None` once the
+/// reattach failed (logged) and the session was ended with ERR 1927.
 pub(super) async fn reattach_by_force(
     rt: &InstanceRuntime,
-    connector: &TcpConnector,
-    resumption: &mut reattach::Resumption,
+    resumable: &mut Resumable,
+    client_stream: &mut ClientStream<TcpStream>,
     commands: &mut CommandWatch<'_>,
     deprecate_eof: bool,
     addr: std::net::SocketAddr,
 ) -> Option<(ComputeStream<TcpStream>, Vec<u8>)> {
     let name = &rt.instance.config.name;
-    match reattach_session(rt, connector, resumption, commands, deprecate_eof).await {
+    let reattached = reattach_session(
+        rt,
+        &resumable.connector,
+        &mut resumable.resumption,
+        commands,
+        deprecate_eof,
+    )
+    .await;
+    match reattached {
         Ok((leg, _)) => {
             tracing::info!(instance = %name, client = %addr, "session reattached by force");
             Some(leg)
         }
         Err(e) => {
             tracing::warn!(instance = %name, client = %addr, error = %e, "forced reattach failed; closing the session");
+            connection_killed(client_stream, "the session could not be resumed").await;
             None
         }
     }
@@ -116,7 +125,7 @@ pub(super) async fn resume_detached(
 /// Ends a session with ERR 1927 ("Connection was killed: `why`"), numbered as the reply to a
 /// command (sequence id 1): the detached session's command just read, or, after a forced
 /// reattach failed between commands, the one its client sends next.
-pub(super) async fn connection_killed(client: &mut ClientStream<TcpStream>, why: &str) {
+async fn connection_killed(client: &mut ClientStream<TcpStream>, why: &str) {
     let (code, state) = authplugin::packet::err::codes::ER_CONNECTION_KILLED;
     let err = ErrPacket::new(code, state, &format!("Connection was killed: {why}"));
     let mut packet = Vec::new();

@@ -14,7 +14,7 @@ use authplugin::packet::capabilities::CLIENT_DEPRECATE_EOF;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
-use super::detached::{Resumable, connection_killed, reattach_by_force, resume_detached};
+use super::detached::{Resumable, reattach_by_force, resume_detached};
 use super::{Established, SessionCapabilities};
 use crate::compute_conn::TcpConnector;
 use crate::control::ConnectionGuard;
@@ -128,11 +128,7 @@ pub(super) fn forward(
                 bytes.ended_by
             };
             if ended_by == PumpEnd::Aside {
-                let Some(Resumable {
-                    resumption,
-                    connector,
-                }) = resumable.as_deref_mut()
-                else {
+                let Some(resumable) = resumable.as_deref_mut() else {
                     continue;
                 };
                 let forced = commands.take_forced_reattach();
@@ -144,7 +140,7 @@ pub(super) fn forward(
                     let read = Box::pin(super::state_read::read(
                         &mut leg,
                         deprecate_eof,
-                        &resumption.login(),
+                        &resumable.resumption.login(),
                         rt.instance.config.compute_timeout,
                     ))
                     .await;
@@ -172,7 +168,7 @@ pub(super) fn forward(
                     tracing::info!(instance = %name, client = %addr, why = why.as_str(), "forced reattach skipped: the session is pinned");
                     continue;
                 }
-                if resumption.expired() {
+                if resumable.resumption.expired() {
                     tracing::info!(instance = %name, client = %addr, why = "the ticket has expired", "forced reattach skipped: the session is pinned");
                     continue;
                 }
@@ -185,8 +181,8 @@ pub(super) fn forward(
                 drop(compute_leg.take());
                 compute_leg = Box::pin(reattach_by_force(
                     rt,
-                    connector,
-                    resumption,
+                    resumable,
+                    &mut client_stream,
                     &mut commands,
                     deprecate_eof,
                     addr,
@@ -195,11 +191,6 @@ pub(super) fn forward(
                 commands.step_back();
                 if compute_leg.is_none() {
                     pumped.ended_by = PumpEnd::ComputeError;
-                    Box::pin(connection_killed(
-                        &mut client_stream,
-                        "the session could not be resumed",
-                    ))
-                    .await;
                     break None;
                 }
                 continue;
