@@ -38,9 +38,13 @@ Part H (`h`, not in the default run; `bench/held-splice` runs it alone): held co
 every one opened against a paused instance, on the relay's pump and spliced in the kernel,
 next to HAProxy and MariaDB directly; see part_h().
 
-Usage: forwarding.py [RUNS] [SECONDS] [a,b,k,h]   (defaults 3, 8, a,b)
+Part R (`r`, with `h` in `bench/held-splice`): resumable sessions (`resumable_sessions = true`
+on MariaDB with perceptron_dual), spliced below TCP and read from MariaDB when taken back;
+see part_r().
+
+Usage: forwarding.py [RUNS] [SECONDS] [a,b,k,h,r]   (defaults 3, 8, a,b)
 Writes bench/results/forwarding.{txt,json}, or kernel-route.{txt,json} for part k alone,
-held-splice.{txt,json} for part h alone.
+held-splice.{txt,json} for parts h and r.
 """
 
 import os
@@ -425,6 +429,60 @@ def part_h(out, data):
     h.stop(mdb, 60)
 
 
+def part_r(out, data):
+    """Resumable sessions: MariaDB with perceptron_dual issuing tickets, a dual-mode relay
+    with `resumable_sessions = true` relaying every login (also while the instance runs),
+    each session spliced below TCP once it has sent a few commands, and read from MariaDB
+    whenever it is taken back (docs/kernel-splice.md, *Resumable sessions*).
+
+    direct          sysbench → mariadbd
+    haproxy         sysbench → HAProxy (mode tcp) → mariadbd
+    held-resumable  sysbench → relay → mariadbd
+    sysbench sends text queries (--db-ps-mode=disable): a resumable session that prepares
+    statements stays on the pump, where the relay learns them. Every run checks that every
+    connection was relayed and spliced (the relay's log).
+    """
+    relay = h.dual_mariadb_relay("held-resumable", instance_toml='stop_after = "1h"\n')
+    mport = relay.compute_port
+    subprocess.run(["mariadb", "-h127.0.0.1", "-P%d" % mport, "-uroot", "-e",
+                    "CREATE DATABASE sbtest; CREATE USER 'sbtest'@'127.0.0.1' IDENTIFIED VIA "
+                    "perceptron_dual USING PASSWORD('sbpw'); "
+                    "GRANT ALL ON sbtest.* TO 'sbtest'@'127.0.0.1';"], check=True)
+    common = ["--tables=%d" % TABLES, "--table-size=%d" % TABLE_SIZE, "--db-ps-mode=disable"]
+    prepare_sbtest(mport, common)
+    hport = h.free_port()
+    hap = haproxy(hport, mport)
+    m.wait_greeting("127.0.0.1", hport, time.perf_counter() + 10)
+    ports = {"direct": mport, "haproxy": hport, "held-resumable": relay.port}
+    pids = {"haproxy": hap.pid, "held-resumable": relay.proc.pid}
+
+    def run_one(wl, t):
+        def f(c):
+            extra = common + ["--skip-trx=off"]
+            if c != "held-resumable":
+                return sysbench(wl, ports[c], t, "sbtest", "sbpw", "sbtest", extra, pids.get(c))
+            spliced0 = spliced_sessions(relay)
+            r0 = relay.metric(RELAYED)
+            r = sysbench(wl, relay.port, t, "sbtest", "sbpw", "sbtest", extra, relay.proc.pid)
+            r["relayed"] = relay.metric(RELAYED) - r0
+            r["spliced"] = spliced_since(relay, spliced0, r["relayed"])
+            assert r["relayed"] >= t and r["spliced"] == r["relayed"], r
+            return r
+        return f
+
+    out.append("")
+    out.append("## Resumable sessions: MariaDB %s with perceptron_dual and metadata_lock_info, "
+               "the same tables, text queries; every relay connection relayed, ticketed and "
+               "spliced below TCP" % h.mariadbd_version())
+    against_direct(out, data["resumable"], ports, run_one,
+                   "QPS / direct (and / haproxy); connections relayed/spliced per run",
+                   lambda c, runs: "  " + ", ".join("%d/%d" % (r["relayed"], r["spliced"])
+                                                    for r in runs)
+                   if c == "held-resumable" else "")
+    relay.stop()
+    h.stop(hap)
+
+
 def part_b(out, data):
     # The relay's compute command sleeps 1 s before exec'ing server-shim, so during a wake
     # every sysbench connection is held by the perceptron (none can reach the direct route).
@@ -481,19 +539,22 @@ def main():
     out = ["# forwarding (sysbench %s)" % subprocess.run(
         ["sysbench", "--version"], capture_output=True, text=True).stdout.strip(),
         "machine: %s" % h.machine(), ""]
-    data = {"runs": RUNS, "seconds": SECS, "mariadb": {}, "shim": {}, "kernel": {}, "held": {}}
+    data = {"runs": RUNS, "seconds": SECS, "mariadb": {}, "shim": {}, "kernel": {}, "held": {},
+            "resumable": {}}
     if "k" in parts:
         part_k(out, data)
     if "h" in parts:
         part_h(out, data)
+    if "r" in parts:
+        part_r(out, data)
     if "a" in parts:
         part_a(out, data)
     if "b" in parts:
         part_b(out, data)
     out.append("")
-    alone = {"k": "kernel-route", "h": "held-splice"}
-    h.save(alone.get(parts[0], "forwarding") if len(parts) == 1 else "forwarding",
-           "\n".join(out), data)
+    alone = {"k": "kernel-route", "h": "held-splice", "h,r": "held-splice",
+             "r": "held-splice"}
+    h.save(alone.get(",".join(parts), "forwarding"), "\n".join(out), data)
 
 
 if __name__ == "__main__":

@@ -352,6 +352,9 @@ def dual_mariadb_relay(name, instance_toml="", **kw):
     os.makedirs(plugins)
     shutil.copy(os.path.join(BIN, "libperceptron_dual.so"),
                 os.path.join(plugins, "perceptron_dual.so"))
+    # What a spliced resumable session holds is read from it (docs/kernel-splice.md).
+    os.symlink("/usr/lib/mysql/plugin/metadata_lock_info.so",
+               os.path.join(plugins, "metadata_lock_info.so"))
     datadir = os.path.join(tmp, "data")
     subprocess.run(["mariadb-install-db", "--no-defaults", "--datadir=" + datadir, "--user=root",
                     "--auth-root-authentication-method=normal", "--skip-test-db"],
@@ -359,6 +362,7 @@ def dual_mariadb_relay(name, instance_toml="", **kw):
     port = free_port()
     cmd = mariadbd_cmd(datadir, port) + [
         "--plugin-dir=" + plugins, "--plugin-load-add=perceptron_dual.so",
+        "--plugin-load-add=metadata_lock_info.so",
         "--loose-perceptron-dual-key-file={DIR}/perceptron.key",
         "--loose-perceptron-dual-ticket-key-file=" + ticket_key(tmp),
         "--loose-perceptron-dual-instance=demo"]

@@ -315,7 +315,9 @@ impl Conversation {
         self.status_known = false;
     }
 
-    fn set_status_flags(&mut self, flags: u16) {
+    /// The server's status flags as read elsewhere (the compute's last packet, seen by the
+    /// kernel splice).
+    pub const fn set_status_flags(&mut self, flags: u16) {
         self.status_flags = flags;
         self.status_known = true;
     }

@@ -361,7 +361,8 @@ pub fn kill_ids(payload: &[u8], id: u32) {
     );
 }
 
-/// `session_state`: a session's state as the relay reads it from a compute (four responses,
+/// `session_state`: a session's state as the relay reads it from a compute, and the first two
+/// responses as a spliced session's evidence (`session_state::evidence`) (four responses,
 /// one after another, as MySQL packets: 3-byte length, sequence id, payload; the first byte
 /// picks `CLIENT_DEPRECATE_EOF`). Whatever the compute sends, nothing panics, and every
 /// statement a reattach would send is one the relay wrote: outside hexadecimal strings and
@@ -398,6 +399,17 @@ pub fn session_state(bytes: &[u8]) {
     let [session, system, listed, exact] = results.as_slice() else {
         return;
     };
+    // The first two responses read as a spliced session's evidence, before and after.
+    if let (Ok(before), Ok(after)) = (
+        state::evidence::Evidence::read(session),
+        state::evidence::Evidence::read(system),
+    ) {
+        let _ = (
+            after.left_since(&before),
+            after.holds(),
+            after.in_transaction(),
+        );
+    }
     let (Ok(session), Ok(system), Ok(listed)) = (
         state::session(session),
         state::system_variables(system),

@@ -373,6 +373,9 @@ pub struct Log {
     transaction: bool,
     /// The session turned autocommit off: every statement opens a transaction.
     autocommit_off: bool,
+    /// The session prepared a statement once ([`Self::prepares`]); kept across
+    /// `COM_RESET_CONNECTION`.
+    prepares: bool,
 }
 
 /// The most bytes of prepared statements kept per session; past it the session is pinned.
@@ -435,6 +438,7 @@ impl Log {
     /// Records a statement the compute prepared: `payload` (`COM_STMT_PREPARE`) under the id
     /// the client was given, with the compute's (columns, parameters) for it.
     pub fn prepared(&mut self, id: u32, shape: (u16, u16), payload: &[u8]) {
+        self.prepares = true;
         if self.bytes + payload.len() > MAX_LOG_BYTES {
             self.pinned.get_or_insert("session statements over 16 KiB");
             return;
@@ -464,6 +468,7 @@ impl Log {
                 *self = Self {
                     changed_user: self.changed_user,
                     set_option: self.set_option,
+                    prepares: self.prepares,
                     ..Self::default()
                 };
             }
@@ -477,6 +482,24 @@ impl Log {
     /// Pins the session for `why` (something about a command the relay could not follow).
     pub fn pin(&mut self, why: &'static str) {
         self.pinned.get_or_insert(why);
+    }
+
+    /// What the compute says of the session where its commands were not followed (the
+    /// kernel splice carried them): whether a transaction is open, and why the session is
+    /// pinned for good if it is.
+    pub fn seen_by_compute(&mut self, in_transaction: bool, pinned: Option<&'static str>) {
+        self.transaction = in_transaction;
+        if let Some(why) = pinned {
+            self.pin(why);
+        }
+    }
+
+    /// Whether the session ever prepared a statement: a client that prepares does so again,
+    /// and a statement prepared where the relay does not see it (the kernel splice) pins the
+    /// session for good.
+    #[must_use]
+    pub const fn prepares(&self) -> bool {
+        self.prepares
     }
 
     /// Why the session cannot be carried, if it cannot.
@@ -723,5 +746,27 @@ mod tests {
         assert_eq!(log.pinned(), Some("COM_CHANGE_USER"));
         log.accepted(Effect::Reset);
         assert_eq!(log.pinned(), Some("COM_CHANGE_USER"));
+    }
+
+    #[test]
+    fn what_the_compute_says_replaces_what_was_followed_and_prepares_outlive_a_reset() {
+        let mut log = Log::default();
+        log.sent(Effect::Begin);
+        assert_eq!(log.pinned(), Some("open transaction"));
+        log.seen_by_compute(false, None);
+        assert_eq!(log.pinned(), None);
+        log.seen_by_compute(true, None);
+        assert_eq!(log.pinned(), Some("open transaction"));
+        log.seen_by_compute(false, Some("a lock held"));
+        assert_eq!(log.pinned(), Some("a lock held"));
+        log.seen_by_compute(false, None);
+        assert_eq!(log.pinned(), Some("a lock held"), "pinned for good");
+
+        let mut log = Log::default();
+        assert!(!log.prepares());
+        log.prepared(1, (1, 0), b"\x16SELECT 1");
+        log.sent(Effect::CloseStatement(1));
+        log.accepted(Effect::Reset);
+        assert!(log.prepares());
     }
 }

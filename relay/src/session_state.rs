@@ -25,6 +25,8 @@
 //! character set and collation variables, which `USE` sets. Pure: rows in, values and
 //! statements out.
 
+pub mod evidence;
+
 use authplugin::hex::encode as hex;
 use authplugin::packet::command::COM_QUERY;
 use authplugin::packet::text_result::Row;

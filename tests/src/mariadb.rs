@@ -75,8 +75,9 @@ fn tmpdir_of(datadir: &Path) -> PathBuf {
 pub const SYSTEM_PLUGIN_DIR: &str = "/usr/lib/mysql/plugin";
 
 /// A private plugin directory under `dir` holding this build's `perceptron_dual.so` (copied
-/// from `target/<profile>/libperceptron_dual.so`) and a link to Debian's `auth_ed25519.so`,
-/// which [`command`] loads.
+/// from `target/<profile>/libperceptron_dual.so`) and links to Debian's `auth_ed25519.so`,
+/// which [`command`] loads, and `metadata_lock_info.so`, which a relay that splices resumable
+/// sessions needs (docs/kernel-splice.md).
 ///
 /// # Panics
 /// If the plugin has not been built (`cargo build -p mariadb-plugin`).
@@ -94,10 +95,12 @@ pub fn plugin_dir(dir: &Path) -> PathBuf {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).unwrap_or_else(|e| panic!("{e}"));
     std::fs::copy(&built, plugins.join("perceptron_dual.so")).unwrap_or_else(|e| panic!("{e}"));
-    let ed = plugins.join("auth_ed25519.so");
-    if !ed.exists() {
-        std::os::unix::fs::symlink(Path::new(SYSTEM_PLUGIN_DIR).join("auth_ed25519.so"), &ed)
-            .unwrap_or_else(|e| panic!("{e}"));
+    for linked in ["auth_ed25519.so", "metadata_lock_info.so"] {
+        let link = plugins.join(linked);
+        if !link.exists() {
+            std::os::unix::fs::symlink(Path::new(SYSTEM_PLUGIN_DIR).join(linked), &link)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
     }
     plugins
 }

@@ -89,6 +89,8 @@ impl Dual {
                     ticket_key.display()
                 ),
                 "--loose-perceptron-dual-instance=demo",
+                // What a spliced resumable session holds is read from it.
+                "--plugin-load-add=metadata_lock_info.so",
             ],
             tests::relay::RelayOptions {
                 idle_pause_after: "2s",
@@ -1049,4 +1051,101 @@ fn a_hundred_megabyte_dump_through_a_spliced_connection_matches_the_direct_route
     assert_eq!(differs, None, "held, then direct");
     assert_eq!(held.len(), direct.len());
     assert!(held == direct, "the dumps differ");
+}
+
+/// A resumable session on loopback is spliced below TCP like any held one (docs/kernel-splice.md,
+/// *Resumable sessions*): what it did there is read from MariaDB when it is taken back. One
+/// that only ran statements and changed database is carried across the stop with that
+/// database, its row inserted once; one that took a lock or made a temporary table while
+/// spliced keeps MariaDB frozen, with the reason in `relay status`.
+#[test]
+fn a_spliced_resumable_session_is_read_from_mariadb_when_taken_back() {
+    let (d, ticket_key) = Dual::start_resumable("maria-dual-splice");
+    if !d.relay.logged("spliced in the kernel below TCP") {
+        let log = d.relay.log();
+        assert!(
+            log.contains("is not available"),
+            "the relay says nothing of the splice below TCP\n{log}"
+        );
+        eprintln!("skipped: this kernel cannot splice below TCP\n{log}");
+        remove_ticket_key(&ticket_key);
+        return;
+    }
+    d.root("CREATE TABLE shop.orders (id INT AUTO_INCREMENT PRIMARY KEY); CREATE DATABASE other");
+    let spliced = "relay_spliced_sessions{instance=\"demo\"}";
+    let session = || {
+        let s = raw::login(d.relay.port, USER, PASSWORD, Some("other"))
+            .unwrap()
+            .unwrap();
+        s.set_read_timeout(Some(tests::scaled(Duration::from_secs(60))))
+            .unwrap();
+        s
+    };
+    let run = |s: &mut std::net::TcpStream, sql: &str| {
+        let result = raw::query(s, sql);
+        assert!(
+            matches!(result, Ok(Ok(_))),
+            "{sql}: {result:?}\n{}",
+            d.relay.log()
+        );
+    };
+    // Commands until the relay splices it (its eighth that counts as use; not `SELECT 1`, a
+    // pool's keepalive query), while no other session is spliced.
+    let until_spliced = |s: &mut std::net::TcpStream| {
+        let spliced_now = Relay::wait_until(Duration::from_secs(60), || {
+            assert_eq!(raw::one_row(s, "SELECT 1 + 1").as_deref(), Some("2"));
+            d.relay.metric(spliced) >= 1.0
+        });
+        assert!(spliced_now, "never spliced\n{}", d.relay.log());
+    };
+    let mut s = session();
+    until_spliced(&mut s);
+    run(&mut s, "USE shop");
+    run(&mut s, "INSERT INTO orders VALUES ()");
+    let pid = d.relay.compute_pid().unwrap();
+    d.wait_paused();
+    assert!(!pid_alive(pid), "mariadbd is gone");
+    assert_eq!(
+        raw::one_row(
+            &mut s,
+            "SELECT CONCAT(DATABASE(), ' ', COUNT(*)) FROM orders"
+        )
+        .as_deref(),
+        Some("shop 1"),
+        "{}",
+        d.relay.log()
+    );
+    assert!(d.relay.logged("session reattached"), "{}", d.relay.log());
+
+    // A lock taken on one spliced session, a temporary table made on another: neither is
+    // carried, and MariaDB stays frozen under them. Each is taken back when quiet.
+    let taken_back = || {
+        let none = Relay::wait_until(Duration::from_secs(60), || d.relay.metric(spliced) == 0.0);
+        assert!(none, "never taken back\n{}", d.relay.log());
+    };
+    until_spliced(&mut s);
+    run(&mut s, "SELECT GET_LOCK('held', 0)");
+    taken_back();
+    let mut t = session();
+    until_spliced(&mut t);
+    run(&mut t, "CREATE TEMPORARY TABLE scratch (x INT)");
+    taken_back();
+    let pid = d.relay.compute_pid().unwrap();
+    d.relay.wait_state("frozen", Duration::from_secs(60));
+    let (_, status) = d.relay.admin("GET", "/v1/instances");
+    assert!(status.contains("a lock held"), "{status}");
+    assert!(
+        status.contains("temporary table created while spliced"),
+        "{status}"
+    );
+    assert_eq!(d.relay.state(), "frozen", "{status}");
+    assert!(tests::cgroup::frozen(pid));
+    // Both go on on the same MariaDB, with what they hold.
+    assert_eq!(
+        raw::one_row(&mut s, "SELECT IS_USED_LOCK('held') = CONNECTION_ID()").as_deref(),
+        Some("1")
+    );
+    run(&mut t, "INSERT INTO scratch VALUES (1)");
+    assert_eq!(d.relay.compute_pid(), Some(pid));
+    remove_ticket_key(&ticket_key);
 }

@@ -589,13 +589,13 @@ impl InstanceConfig {
             && !(self.auth == AuthMode::Switch && self.compute_tls == ComputeTlsMode::Off)
     }
 
-    /// Whether held connections may be spliced in the kernel: not with resumable sessions,
-    /// whose every command must be seen, for what pins them and when their state must be
-    /// read again (parking takes a spliced session back between commands;
-    /// docs/kernel-splice.md).
+    /// Whether held connections may be spliced in the kernel. Resumable sessions only below
+    /// TCP, where the splice is faster than the pump (across hosts the sockhash is not):
+    /// what they did while spliced is read from the compute when they are taken back
+    /// (docs/kernel-splice.md, *Resumable sessions*).
     #[must_use]
     pub fn splices_held(&self) -> bool {
-        self.kernel_splice && !self.resumable_sessions
+        self.kernel_splice && (!self.resumable_sessions || self.splice_below_tcp)
     }
 }
 

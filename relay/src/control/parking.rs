@@ -253,6 +253,22 @@ impl Instance {
     }
 }
 
+impl Instance {
+    /// How often a spliced session looks whether it can be taken back for parking: a few
+    /// times per `park_after`, as the instance looks whether it may park; `None` where it
+    /// does not park.
+    #[must_use]
+    pub fn take_back_pace(&self) -> Option<std::time::Duration> {
+        let config = &self.config;
+        config.park.then(|| {
+            (config.park_after / 4).clamp(
+                std::time::Duration::from_millis(50),
+                std::time::Duration::from_secs(1),
+            )
+        })
+    }
+}
+
 /// A session the kernel splice may carry: counted among the instance's spliced sessions
 /// while the kernel carries it ([`Self::set_in_kernel`]).
 #[derive(Debug)]

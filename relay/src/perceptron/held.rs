@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use authplugin::packet::OkPacket;
 use authplugin::packet::capabilities::CLIENT_DEPRECATE_EOF;
@@ -97,6 +97,15 @@ pub(super) fn forward(
         let deprecate_eof = capabilities.flags & CLIENT_DEPRECATE_EOF != 0;
         if resumable.is_some() {
             commands.ticketed();
+            // Below TCP only: across hosts the sockhash is no faster than the pump.
+            if rt.instance.config.splices_held()
+                && rt.instance.config.force_reattach_every.is_none()
+                && compute_leg
+                    .as_ref()
+                    .is_some_and(|(compute, _)| below_tcp(rt, &client_stream, compute).is_some())
+            {
+                commands.splice_after(SPLICE_AFTER_COMMANDS);
+            }
         } else if rt.kernel_splice.is_some()
             && rt.instance.config.splices_held()
             && client_stream.tcp().is_some()
@@ -105,6 +114,8 @@ pub(super) fn forward(
             commands.splice_after(SPLICE_AFTER_COMMANDS);
         }
         let mut pumped = crate::passthrough::PumpReport::default();
+        // A resumable session spliced below TCP at least once (`resumable_splice`).
+        let mut spliced_resumable = false;
         let to_kernel = loop {
             let Some((compute_stream, compute_rest)) = compute_leg.as_mut() else {
                 break None;
@@ -135,8 +146,9 @@ pub(super) fn forward(
                 // Between commands for a while after a change: the session's state is read
                 // from its compute, by value, before any pause could freeze it.
                 if commands.state_unread() && commands.begin_state_read() {
-                    let mut leg = PacketStream::new(&mut *compute_stream, STATE_READ_MAX_PACKET)
-                        .with_write_timeout(rt.instance.config.compute_timeout);
+                    let mut leg =
+                        PacketStream::new(&mut *compute_stream, super::state_read::MAX_PACKET)
+                            .with_write_timeout(rt.instance.config.compute_timeout);
                     let read = Box::pin(super::state_read::read(
                         &mut leg,
                         deprecate_eof,
@@ -197,6 +209,44 @@ pub(super) fn forward(
             }
             if let Some((chunk, status_flags)) = commands.take_chunk() {
                 // The pump stopped at the end of a response for the kernel splice.
+                if let Some(resumable) = resumable.as_deref() {
+                    if let (
+                        Some(below),
+                        ClientStream::Plain(client),
+                        ComputeStream::Plain(compute),
+                    ) = (
+                        below_tcp(rt, &client_stream, compute_stream),
+                        &mut client_stream,
+                        &mut *compute_stream,
+                    ) {
+                        spliced_resumable = true;
+                        let mut carried = crate::passthrough::PumpReport::default();
+                        let next = Box::pin(super::resumable_splice::carry(
+                            rt,
+                            &below,
+                            (client, compute),
+                            &mut commands,
+                            resumable,
+                            (chunk, status_flags),
+                            (deprecate_eof, addr),
+                            &mut carried,
+                        ))
+                        .await;
+                        rt.count_pumped(&carried);
+                        pumped = pumped.then(&carried);
+                        match next {
+                            super::resumable_splice::Next::Pumped => continue,
+                            super::resumable_splice::Next::Ended => break None,
+                        }
+                    }
+                    // Not on loopback after all: the chunk goes on, and so does the pump.
+                    if client_stream.write_all(&chunk).await.is_err() {
+                        pumped.ended_by = PumpEnd::ClientError;
+                        break None;
+                    }
+                    pumped.compute_to_client += chunk.len() as u64;
+                    continue;
+                }
                 let mut chunk: &[u8] = &chunk;
                 // Below TCP on loopback; through the sockets otherwise, or where the splice
                 // below TCP will not take this session (not when it only must wait).
@@ -267,7 +317,7 @@ pub(super) fn forward(
             drop(held);
             tracing::info!(
                 instance = %name, client = %addr, up = pumped.client_to_compute,
-                down = pumped.compute_to_client, ended_by = pumped.ended_by.label(), spliced = false,
+                down = pumped.compute_to_client, ended_by = pumped.ended_by.label(), spliced = spliced_resumable,
                 duration_ms = started.elapsed().as_millis(), "session closed"
             );
             return;
@@ -320,20 +370,6 @@ pub(super) fn forward(
 /// A whole `COM_QUIT` packet.
 const QUIT: &[u8] = &[1, 0, 0, 0, authplugin::packet::command::COM_QUIT];
 
-/// The largest packet of a session state's read: a row of every user variable's string in
-/// hexadecimal, at most ([`crate::session_state::MAX_USER_VARIABLES`] strings).
-const STATE_READ_MAX_PACKET: usize = 2
-    * crate::session_state::MAX_USER_VARIABLES
-    * (2 * crate::session_state::MAX_STRING_BYTES + 64);
-
-/// How often a spliced session looks whether it can be taken back for parking: a few times
-/// per `park_after`, as the instance looks whether it may park; `None` where it does not park.
-fn take_back_pace(config: &crate::config::InstanceConfig) -> Option<Duration> {
-    config
-        .park
-        .then(|| (config.park_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1)))
-}
-
 /// How a held session went to the kernel: through its sockets (with the chunk that ends the
 /// response, still to write) or below TCP (the chunk written). Boxed where it is made: the
 /// task's state has room for every local that lives across a wait, for the session's life.
@@ -364,7 +400,7 @@ async fn carry_below_tcp(
     let mut taken_back = 0;
     'session: loop {
         let take_back = crate::splice::sockhash::TakeBack {
-            quiet: take_back_pace(config),
+            quiet: rt.instance.take_back_pace(),
             compute_idle: &compute_idle,
             look_now: counted.look_now(),
             status_flags,
@@ -463,7 +499,7 @@ async fn carry_spliced(
     let counted = rt.instance.spliced_session();
     // Taken back when quiet on an instance that parks, and before any freeze.
     let take_back = crate::splice::sockhash::TakeBack {
-        quiet: take_back_pace(config),
+        quiet: rt.instance.take_back_pace(),
         compute_idle: &compute_idle,
         look_now: counted.look_now(),
         status_flags,

@@ -25,6 +25,7 @@ mod held;
 pub mod login;
 pub mod outcome;
 mod reattach;
+mod resumable_splice;
 mod state_read;
 mod switch_auth;
 

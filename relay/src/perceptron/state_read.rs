@@ -16,6 +16,12 @@ use crate::session_state::{
     UserVariables,
 };
 
+/// The largest packet of a session state's read: a row of every user variable's string in
+/// hexadecimal, at most ([`crate::session_state::MAX_USER_VARIABLES`] strings).
+pub const MAX_PACKET: usize = 2
+    * crate::session_state::MAX_USER_VARIABLES
+    * (2 * crate::session_state::MAX_STRING_BYTES + 64);
+
 /// The login a session's state is checked against: its user name and database.
 pub struct Login<'a> {
     /// The user the session logged in as.
@@ -175,7 +181,10 @@ where
 
 /// Runs one query; its rows, or [`Unreadable`] when the compute refused it (its ERR ends the
 /// response) or answered with more than a session's state may hold (read to its end).
-async fn query<S>(
+///
+/// # Errors
+/// As [`read`].
+pub(super) async fn query<S>(
     compute: &mut PacketStream<S>,
     text: impl AsRef<[u8]>,
     deprecate_eof: bool,
