@@ -405,7 +405,7 @@ pub fn session_state(bytes: &[u8]) {
         state::evidence::Evidence::read(system),
     ) {
         let _ = (
-            after.left_since(&before),
+            after.left_since(before.mark(), u64::from(mode)),
             after.holds(),
             after.in_transaction(),
         );

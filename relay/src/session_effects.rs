@@ -63,6 +63,14 @@ pub enum Effect {
 }
 
 impl Effect {
+    /// Whether the command leaves the compute's counters of what no read gives back as they
+    /// were (`session_state::evidence::LEAVES_STATE`): a plain statement, a transaction's
+    /// bounds, no statement at all. Anything else may move them.
+    #[must_use]
+    pub const fn leaves_counters(self) -> bool {
+        matches!(self, Self::None | Self::Statement | Self::Begin | Self::End)
+    }
+
     /// Whether the command may have changed what the session holds: anything that runs a
     /// statement (a `SELECT` may call a function that sets a user variable), sets a variable,
     /// or resets the session. Pings, and statements prepared, closed or fed data, do not.

@@ -22,6 +22,8 @@ use crate::session_effects::{self, Effect};
 use crate::session_state::{SessionState, Unreadable};
 use crate::statement_ids::{StatementIds, Untranslatable};
 
+mod resumable;
+
 /// Follows one connection's commands for its instance (see the module doc).
 pub struct CommandWatch<'a> {
     guard: &'a mut ConnectionGuard,
@@ -70,6 +72,9 @@ pub struct CommandWatch<'a> {
     /// Taken back from the kernel splice for parking: it goes back at its next command
     /// that counts as use ([`Observer::hand_back`]).
     from_kernel: bool,
+    /// A resumable session's counters were read from its compute since its last command
+    /// that may move them ([`Self::counters_read`]): it may be spliced.
+    counters_known: bool,
     /// A command that counts as use was sent since this watch began.
     commanded: bool,
     /// Commands still to go before the session goes to the kernel splice at the end of a
@@ -158,6 +163,7 @@ impl<'a> CommandWatch<'a> {
             detached: false,
             translation: None,
             from_kernel: false,
+            counters_known: false,
             commanded: false,
             splice_after: None,
             taken: None,
@@ -228,29 +234,6 @@ impl CommandWatch<'_> {
         self.splice_after = Some(1);
     }
 
-    /// A resumable session taken back from the splice below TCP, last used `quiet_for` ago,
-    /// its commands there unseen: its status flags if the compute's last packet gave them,
-    /// and what the compute says of it (`session_state::evidence`): its transaction, why it
-    /// is pinned for good if it is. Its state is unread until [`Self::state_read`]; it goes
-    /// back at the end of the response to its next command that counts as use.
-    pub fn taken_back_resumable(
-        &mut self,
-        (flags, quiet_for): (Option<u16>, std::time::Duration),
-        (in_transaction, pinned): (bool, Option<&'static str>),
-    ) {
-        self.guard.used_ago(quiet_for);
-        // Unknown flags are forgotten, but for the transaction, which the compute said.
-        let other = flags.unwrap_or_else(|| self.conversation.status_flags());
-        let in_trans = SERVER_STATUS_IN_TRANS * u16::from(in_transaction);
-        self.conversation
-            .set_status_flags(other & !SERVER_STATUS_IN_TRANS | in_trans);
-        if flags.is_none() {
-            self.conversation.forget_status_flags();
-        }
-        (self.splice_after, self.unread) = (Some(1), true);
-        self.log.seen_by_compute(in_transaction, pinned);
-    }
-
     /// The session goes to the kernel splice at the end of a response, once `commands` more
     /// commands that count as use have been sent: the pump takes the compute's chunk that
     /// ends it ([`Reaction::Take`]; then the compute has nothing more to send and the client
@@ -276,7 +259,7 @@ impl CommandWatch<'_> {
             && self.conversation.status_flags_known()
             && self.translation.is_none()
             && !self.detached
-            && !(self.ticketed && self.log.prepares())
+            && !(self.ticketed && (self.log.prepares() || !self.counters_known))
     }
 
     /// The compute issued this session a ticket (`resumable_sessions`).
@@ -410,6 +393,7 @@ impl CommandWatch<'_> {
     /// compute id)` for each. Ids are translated from here on when any differs.
     pub fn reattached(&mut self, statements: &[(u32, u32)], compute_id: Option<u32>) {
         self.guard.session_moved(compute_id);
+        self.counters_known = false;
         self.translation = StatementIds::after_reattach(statements).map(|ids| {
             Box::new(Translation {
                 ids,
@@ -485,6 +469,7 @@ impl CommandWatch<'_> {
         for payload in packets {
             counted += u64::from(payload.first() != Some(&0x0E));
             let effect = session_effects::effect_of(payload);
+            self.counters_known &= effect.leaves_counters();
             // A configured keepalive query is taken to leave the session as it was.
             if effect.changes_state() && !keepalive {
                 self.unread = true;

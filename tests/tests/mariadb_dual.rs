@@ -1071,7 +1071,10 @@ fn a_spliced_resumable_session_is_read_from_mariadb_when_taken_back() {
         remove_ticket_key(&ticket_key);
         return;
     }
-    d.root("CREATE TABLE shop.orders (id INT AUTO_INCREMENT PRIMARY KEY); CREATE DATABASE other");
+    d.root(
+        "CREATE TABLE shop.orders (id INT AUTO_INCREMENT PRIMARY KEY); CREATE DATABASE other; \
+         CREATE TABLE other.five (x INT); INSERT INTO other.five VALUES (1), (2), (3), (4), (5)",
+    );
     let spliced = "relay_spliced_sessions{instance=\"demo\"}";
     let session = || {
         let s = raw::login(d.relay.port, USER, PASSWORD, Some("other"))
@@ -1098,8 +1101,26 @@ fn a_spliced_resumable_session_is_read_from_mariadb_when_taken_back() {
         });
         assert!(spliced_now, "never spliced\n{}", d.relay.log());
     };
+    // Spliced at the end of its eighth command's response: what the client reads next of
+    // that statement (FOUND_ROWS()) is its own, nothing the relay ran in between.
     let mut s = session();
-    until_spliced(&mut s);
+    for _ in 0..7 {
+        assert_eq!(raw::one_row(&mut s, "SELECT 1 + 1").as_deref(), Some("2"));
+    }
+    assert_eq!(
+        raw::one_row(&mut s, "SELECT SQL_CALC_FOUND_ROWS x FROM five LIMIT 1").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        d.relay.metric_reaching(spliced, 1.0),
+        1.0,
+        "{}",
+        d.relay.log()
+    );
+    assert_eq!(
+        raw::one_row(&mut s, "SELECT FOUND_ROWS()").as_deref(),
+        Some("5")
+    );
     run(&mut s, "USE shop");
     run(&mut s, "INSERT INTO orders VALUES ()");
     let pid = d.relay.compute_pid().unwrap();
@@ -1117,8 +1138,9 @@ fn a_spliced_resumable_session_is_read_from_mariadb_when_taken_back() {
     );
     assert!(d.relay.logged("session reattached"), "{}", d.relay.log());
 
-    // A lock taken on one spliced session, a temporary table made on another: neither is
-    // carried, and MariaDB stays frozen under them. Each is taken back when quiet.
+    // A lock taken on one spliced session, a temporary table made on another and its trace
+    // wiped (FLUSH STATUS sets the counters back): neither is carried, and MariaDB stays
+    // frozen under them. Each is taken back when quiet.
     let taken_back = || {
         let none = Relay::wait_until(Duration::from_secs(60), || d.relay.metric(spliced) == 0.0);
         assert!(none, "never taken back\n{}", d.relay.log());
@@ -1129,13 +1151,14 @@ fn a_spliced_resumable_session_is_read_from_mariadb_when_taken_back() {
     let mut t = session();
     until_spliced(&mut t);
     run(&mut t, "CREATE TEMPORARY TABLE scratch (x INT)");
+    run(&mut t, "FLUSH STATUS");
     taken_back();
     let pid = d.relay.compute_pid().unwrap();
     d.relay.wait_state("frozen", Duration::from_secs(60));
     let (_, status) = d.relay.admin("GET", "/v1/instances");
-    assert!(status.contains("a lock held"), "{status}");
+    assert!(status.contains("a user lock held (GET_LOCK)"), "{status}");
     assert!(
-        status.contains("temporary table created while spliced"),
+        status.contains("status counters were reset while spliced"),
         "{status}"
     );
     assert_eq!(d.relay.state(), "frozen", "{status}");

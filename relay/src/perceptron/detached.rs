@@ -10,7 +10,7 @@ use authplugin::packet::ErrPacket;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
-use super::{dual_auth, outcome, reattach};
+use super::{dual_auth, outcome, reattach, resumable_splice};
 use crate::compute_conn::{ComputeConnector, TcpConnector};
 use crate::metrics::{self, Counter};
 use crate::runtime::InstanceRuntime;
@@ -18,10 +18,15 @@ use crate::tls::{ClientStream, ComputeStream};
 use crate::watch::CommandWatch;
 
 /// What reattaching a resumable session needs: its ticket and login, and how to connect to
-/// its compute. One box, kept only by sessions that have a ticket.
+/// its compute; and what splicing it needs. One box, kept only by sessions that have a ticket.
 pub(super) struct Resumable {
     pub(super) resumption: reattach::Resumption,
     pub(super) connector: TcpConnector,
+    /// The session may be spliced below TCP: on loopback, its compute says what it holds
+    /// (`resumable_splice`).
+    pub(super) splices: bool,
+    /// Its compute's counters as last read (`resumable_splice::Baseline`).
+    pub(super) baseline: Option<resumable_splice::Baseline>,
 }
 
 /// `force_reattach_every`: the session's new compute leg on a new login, or `None` once the

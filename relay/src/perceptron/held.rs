@@ -83,6 +83,8 @@ pub(super) fn forward(
         Box::new(Resumable {
             resumption: *resumption,
             connector,
+            splices: false,
+            baseline: None,
         })
     });
     async move {
@@ -95,16 +97,37 @@ pub(super) fn forward(
             status_flags,
         );
         let deprecate_eof = capabilities.flags & CLIENT_DEPRECATE_EOF != 0;
-        if resumable.is_some() {
+        let mut pumped = crate::passthrough::PumpReport::default();
+        if let Some(resumable) = resumable.as_deref_mut() {
             commands.ticketed();
             // Below TCP only: across hosts the sockhash is no faster than the pump.
-            if rt.instance.config.splices_held()
-                && rt.instance.config.force_reattach_every.is_none()
-                && compute_leg
-                    .as_ref()
-                    .is_some_and(|(compute, _)| below_tcp(rt, &client_stream, compute).is_some())
-            {
-                commands.splice_after(SPLICE_AFTER_COMMANDS);
+            if let Some((compute, _)) = compute_leg.as_mut().filter(|(compute, _)| {
+                rt.instance.config.splices_held()
+                    && rt.instance.config.force_reattach_every.is_none()
+                    && below_tcp(rt, &client_stream, compute).is_some()
+            }) {
+                let timeout = rt.instance.config.compute_timeout;
+                let read = Box::pin(super::resumable_splice::first_baseline(
+                    compute,
+                    &mut commands,
+                    deprecate_eof,
+                    timeout,
+                ))
+                .await;
+                match read {
+                    Ok(baseline) => {
+                        resumable.splices = baseline.is_some();
+                        resumable.baseline = baseline;
+                    }
+                    Err(e) => {
+                        tracing::warn!(instance = %name, client = %addr, error = %e, "reading a new session's counters failed; closing it");
+                        pumped.ended_by = PumpEnd::ComputeError;
+                        compute_leg = None;
+                    }
+                }
+                if resumable.splices {
+                    commands.splice_after(SPLICE_AFTER_COMMANDS);
+                }
             }
         } else if rt.kernel_splice.is_some()
             && rt.instance.config.splices_held()
@@ -113,7 +136,6 @@ pub(super) fn forward(
         {
             commands.splice_after(SPLICE_AFTER_COMMANDS);
         }
-        let mut pumped = crate::passthrough::PumpReport::default();
         // A resumable session spliced below TCP at least once (`resumable_splice`).
         let mut spliced_resumable = false;
         let to_kernel = loop {
@@ -136,6 +158,9 @@ pub(super) fn forward(
                 .await;
                 rt.count_pumped(&bytes);
                 pumped = pumped.then(&bytes);
+                if let Some(baseline) = resumable.as_deref_mut().and_then(|r| r.baseline.as_mut()) {
+                    baseline.sent(bytes.client_to_compute);
+                }
                 bytes.ended_by
             };
             if ended_by == PumpEnd::Aside {
@@ -157,12 +182,29 @@ pub(super) fn forward(
                     ))
                     .await;
                     *compute_rest = leg.take_buffered();
+                    // And, for the splice, the counters after it (a session that splices).
+                    let read = match read {
+                        Ok(read) if resumable.splices && compute_rest.is_empty() => {
+                            Box::pin(super::resumable_splice::baseline(
+                                &mut *compute_stream,
+                                deprecate_eof,
+                                rt.instance.config.compute_timeout,
+                            ))
+                            .await
+                            .map(|baseline| (read, baseline))
+                        }
+                        read => read.map(|read| (read, None)),
+                    };
                     match read {
-                        Ok(read) => {
+                        Ok((read, baseline)) => {
                             if let Err(why) = &read {
                                 tracing::info!(instance = %name, client = %addr, why = why.as_str(), "the session's state cannot be carried; it keeps its compute");
                             }
                             commands.state_read(read);
+                            if baseline.is_some() {
+                                commands.counters_read();
+                            }
+                            resumable.baseline = baseline;
                         }
                         Err(e) => {
                             tracing::warn!(instance = %name, client = %addr, error = %e, "reading the session's state failed; closing it");
@@ -209,7 +251,7 @@ pub(super) fn forward(
             }
             if let Some((chunk, status_flags)) = commands.take_chunk() {
                 // The pump stopped at the end of a response for the kernel splice.
-                if let Some(resumable) = resumable.as_deref() {
+                if let Some(resumable) = resumable.as_deref_mut() {
                     if let (
                         Some(below),
                         ClientStream::Plain(client),
@@ -226,7 +268,7 @@ pub(super) fn forward(
                             &below,
                             (client, compute),
                             &mut commands,
-                            resumable,
+                            (&resumable.resumption, &mut resumable.baseline),
                             (chunk, status_flags),
                             (deprecate_eof, addr),
                             &mut carried,
@@ -306,10 +348,26 @@ pub(super) fn forward(
                 addr,
             ))
             .await;
-            let Some((leg, first)) = resumed else {
+            let Some((mut leg, first)) = resumed else {
                 break None;
             };
             client_rest = first;
+            // The new session's counters, read where the restore already ran statements.
+            if resumable.splices && leg.1.is_empty() {
+                let read = Box::pin(super::resumable_splice::first_baseline(
+                    &mut leg.0,
+                    &mut commands,
+                    deprecate_eof,
+                    rt.instance.config.compute_timeout,
+                ))
+                .await;
+                let Ok(baseline) = read else {
+                    tracing::warn!(instance = %name, client = %addr, "reading a reattached session's counters failed; closing it");
+                    pumped.ended_by = PumpEnd::ComputeError;
+                    break None;
+                };
+                resumable.baseline = baseline;
+            }
             compute_leg = Some(leg);
         };
         drop(commands);

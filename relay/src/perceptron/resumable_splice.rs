@@ -1,33 +1,53 @@
 //! A resumable session carried by the splice below TCP (docs/kernel-splice.md, *Resumable
 //! sessions*): what its commands there did is read from the compute instead of followed
-//! ([`crate::session_state::evidence`]), before the splice and when it is taken back.
+//! ([`crate::session_state::evidence`]).
 //!
-//! At the end of a response the pump took for the splice, the relay reads the evidence on
-//! the compute's leg (the client waits for that response's last chunk meanwhile), splices,
-//! and carries the session until it is taken back for parking. Still counted as spliced, so
-//! no pause freezes the compute under it, the relay reads the evidence again and the whole
-//! state by value: the session is then between commands as a pumped one whose state was
-//! just read (pinned for what the evidence showed), and goes back to the kernel at the end
-//! of the response to its next command.
+//! The compute's counters are read where no client can see the read's side effects on its
+//! per-statement values (right after the login, and where the relay reads the session's
+//! state anyway: between commands for a while, and when a spliced session is taken back),
+//! and the session is spliced at the end of a response only while every command since was
+//! one that leaves them as they were. Taken back for parking, still counted as spliced (no
+//! pause freezes the compute under the reads), the session is read again: its counters
+//! against that reading, then its whole state by value, then the counters once more for its
+//! next splice. It is then between commands as a pumped session whose state was just read
+//! (pinned for what the evidence showed), and goes back to the kernel at the end of the
+//! response to its next command.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::io::AsyncWriteExt as _;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-use super::detached::Resumable;
+use super::outcome::{ComputeError, ComputeProtocolError};
+use super::reattach::Resumption;
 use super::state_read;
 use crate::packet_io::PacketStream;
 use crate::passthrough::{PumpEnd, PumpReport};
 use crate::runtime::InstanceRuntime;
-use crate::session_state::evidence::{self, Evidence};
+use crate::session_state::evidence::{self, Evidence, Mark};
 use crate::splice::below_tcp::TcpSplice;
 use crate::splice::sockhash::{Carried, TakeBack};
 use crate::watch::CommandWatch;
 
 /// The largest packet of an evidence read: one row of a name and a number.
 const EVIDENCE_MAX_PACKET: usize = 1024;
+
+/// The compute's counters as last read, and the bytes sent to it since (the reading's own
+/// query not included).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Baseline {
+    mark: Mark,
+    sent: u64,
+}
+
+impl Baseline {
+    /// `bytes` more were sent to the compute (the pump's, or the kernel's).
+    pub(super) const fn sent(&mut self, bytes: u64) {
+        self.sent = self.sent.saturating_add(bytes);
+    }
+}
 
 /// Where the session is after [`carry`].
 pub(super) enum Next {
@@ -37,9 +57,59 @@ pub(super) enum Next {
     Ended,
 }
 
+/// Reads the compute's counters on the session's quiet compute leg, for its next splice:
+/// `None` when the compute does not say (it refuses the query or answers otherwise:
+/// server-shim, or MariaDB without `metadata_lock_info`).
+///
+/// # Errors
+/// [`ComputeError`]: the connection failed, timed out, or sent more than the answer.
+pub(super) async fn baseline<S>(
+    compute: &mut S,
+    deprecate_eof: bool,
+    timeout: Duration,
+) -> Result<Option<Baseline>, ComputeError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let read = read_evidence(compute, deprecate_eof, timeout).await?;
+    Ok(read.map(|read| Baseline {
+        mark: read.mark(),
+        sent: 0,
+    }))
+}
+
+/// [`baseline`] right after the login, with the compute's leg taken for the relay
+/// ([`CommandWatch::step_aside`]: no pause freezes the compute under the read). The client's
+/// first command waits for it; what the read leaves in the session's per-statement values
+/// (`FOUND_ROWS()`) is what a new session's first statement would find anyway but for that
+/// count. `None` when the compute is not running or does not say.
+///
+/// # Errors
+/// As [`baseline`].
+pub(super) async fn first_baseline<S>(
+    compute: &mut S,
+    commands: &mut CommandWatch<'_>,
+    deprecate_eof: bool,
+    timeout: Duration,
+) -> Result<Option<Baseline>, ComputeError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    if !commands.step_aside() {
+        return Ok(None);
+    }
+    let read = baseline(compute, deprecate_eof, timeout).await;
+    commands.step_back();
+    if matches!(read, Ok(Some(_))) {
+        commands.counters_read();
+    }
+    read
+}
+
 /// At the end of a response taken for the splice (`chunk` its last bytes, `status_flags`
 /// the session's after it): splices a resumable session below TCP and carries it until it
-/// is taken back, or writes the chunk and leaves it on the pump. The bytes carried go into
+/// is taken back, or writes the chunk and leaves it on the pump. `baseline` is its counters'
+/// last reading, replaced by the one made when it is taken back. The bytes carried go into
 /// `report` (its `ended_by` set when the session ended).
 #[expect(
     clippy::too_many_arguments,
@@ -50,7 +120,7 @@ pub(super) async fn carry(
     below: &Arc<TcpSplice>,
     (client, compute): (&mut TcpStream, &mut TcpStream),
     commands: &mut CommandWatch<'_>,
-    resumable: &Resumable,
+    (resumption, baseline): (&Resumption, &mut Option<Baseline>),
     (chunk, status_flags): (Box<[u8]>, u16),
     (deprecate_eof, addr): (bool, SocketAddr),
     report: &mut PumpReport,
@@ -58,33 +128,15 @@ pub(super) async fn carry(
     let config = &rt.instance.config;
     let name = &config.name;
     let timeout = config.compute_timeout;
-    // The read takes the compute's leg for the relay: no pause freezes the compute under it.
-    if !commands.step_aside() {
-        commands.splice_after(0);
+    let Some(before) = baseline.take() else {
         return write_chunk(client, &chunk, report).await;
-    }
-    let before = read_evidence(&mut *compute, deprecate_eof, timeout).await;
-    // Counted as spliced before it counts as between commands again: no pause slips between.
-    let counted = rt.instance.spliced_session();
-    commands.step_back();
-    let before = match before {
-        Ok(Some(before)) => before,
-        Ok(None) => {
-            drop(counted);
-            tracing::debug!(instance = %name, client = %addr, "a resumable session stays on the pump: its compute does not say what it holds");
-            return write_chunk(client, &chunk, report).await;
-        }
-        Err(e) => {
-            drop(counted);
-            tracing::warn!(instance = %name, client = %addr, error = %e, "reading a session's evidence before the splice failed; closing it");
-            report.ended_by = PumpEnd::ComputeError;
-            return Next::Ended;
-        }
     };
+    let counted = rt.instance.spliced_session();
     let spliced = match below.splice(client, compute, &chunk) {
         Ok(spliced) => spliced,
         Err(unspliced) => {
             drop(counted);
+            *baseline = Some(before);
             let rest = chunk.get(unspliced.written..).unwrap_or_default();
             if unspliced.error.kind() == std::io::ErrorKind::WouldBlock {
                 commands.splice_after(0);
@@ -116,20 +168,30 @@ pub(super) async fn carry(
             status_flags,
         } => (quiet_for, status_flags),
     };
-    *report = report.then(&spliced.report(PumpEnd::Kernel));
+    let in_kernel = spliced.report(PumpEnd::Kernel);
+    *report = report.then(&in_kernel);
     drop(spliced);
     // Still counted as spliced: no pause freezes the compute under these reads.
+    let ended = |e: ComputeError, report: &mut PumpReport| {
+        tracing::warn!(instance = %name, client = %addr, error = %e, "reading a session taken back from the splice failed; closing it");
+        report.ended_by = PumpEnd::ComputeError;
+        Next::Ended
+    };
     let after = match read_evidence(&mut *compute, deprecate_eof, timeout).await {
         Ok(after) => after,
-        Err(e) => {
-            tracing::warn!(instance = %name, client = %addr, error = %e, "reading a session's evidence after the splice failed; closing it");
-            report.ended_by = PumpEnd::ComputeError;
-            return Next::Ended;
-        }
+        Err(e) => return ended(e, report),
     };
+    // What the compute received since the reading: the kernel's bytes and this query.
+    let mut since = before;
+    since.sent(in_kernel.client_to_compute);
+    since.sent(query_packet_len());
     let pinned = after.as_ref().map_or(
         Some("the compute stopped saying what the session holds"),
-        |after| after.left_since(&before).or_else(|| after.holds()),
+        |after| {
+            after
+                .left_since(since.mark, since.sent)
+                .or_else(|| after.holds())
+        },
     );
     if let Some(why) = pinned {
         tracing::info!(instance = %name, client = %addr, why, "a session taken back from the splice is pinned to its compute");
@@ -139,31 +201,21 @@ pub(super) async fn carry(
     commands.taken_back_resumable((flags, quiet_for), (in_transaction, pinned));
     let mut leg =
         PacketStream::new(&mut *compute, state_read::MAX_PACKET).with_write_timeout(timeout);
-    let read = state_read::read(
-        &mut leg,
-        deprecate_eof,
-        &resumable.resumption.login(),
-        timeout,
-    )
-    .await;
-    let unread = leg.take_buffered();
-    match read {
-        Ok(read) if unread.is_empty() => {
-            if let Err(why) = &read {
-                tracing::info!(instance = %name, client = %addr, why = why.as_str(), "the session's state cannot be carried; it keeps its compute");
-            }
-            commands.state_read(read);
-        }
-        Ok(_) => {
-            tracing::warn!(instance = %name, client = %addr, "the compute sent more than the state read asked for; closing the session");
-            report.ended_by = PumpEnd::ComputeError;
-            return Next::Ended;
-        }
-        Err(e) => {
-            tracing::warn!(instance = %name, client = %addr, error = %e, "reading the session's state failed; closing it");
-            report.ended_by = PumpEnd::ComputeError;
-            return Next::Ended;
-        }
+    let read = match state_read::read(&mut leg, deprecate_eof, &resumption.login(), timeout).await {
+        Ok(read) if leg.take_buffered().is_empty() => read,
+        Ok(_) => return ended(ComputeProtocolError::Unexpected(0).into(), report),
+        Err(e) => return ended(e, report),
+    };
+    if let Err(why) = &read {
+        tracing::info!(instance = %name, client = %addr, why = why.as_str(), "the session's state cannot be carried; it keeps its compute");
+    }
+    *baseline = match self::baseline(&mut *compute, deprecate_eof, timeout).await {
+        Ok(next) => next,
+        Err(e) => return ended(e, report),
+    };
+    commands.state_read(read);
+    if baseline.is_some() {
+        commands.counters_read();
     }
     tracing::debug!(instance = %name, client = %addr, quiet_ms = quiet_for.as_millis(), status_flags = ?flags, "resumable session taken back from the splice below TCP");
     drop(counted);
@@ -180,18 +232,26 @@ async fn write_chunk(client: &mut TcpStream, chunk: &[u8], report: &mut PumpRepo
     Next::Pumped
 }
 
+/// The bytes of the evidence query's packet (its header included), as the compute counts
+/// what it receives.
+fn query_packet_len() -> u64 {
+    (4 + 1 + evidence::query().len()) as u64
+}
+
 /// Reads the session's evidence on its quiet compute leg: `None` when the compute refuses
-/// the query or answers otherwise (it does not say; server-shim, or MariaDB without
-/// `metadata_lock_info`).
-async fn read_evidence(
-    compute: &mut TcpStream,
+/// the query or answers otherwise.
+async fn read_evidence<S>(
+    compute: &mut S,
     deprecate_eof: bool,
-    timeout: std::time::Duration,
-) -> Result<Option<Evidence>, super::outcome::ComputeError> {
+    timeout: Duration,
+) -> Result<Option<Evidence>, ComputeError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let mut leg = PacketStream::new(compute, EVIDENCE_MAX_PACKET).with_write_timeout(timeout);
     let rows = state_read::query(&mut leg, evidence::query(), deprecate_eof, timeout).await?;
     if !leg.take_buffered().is_empty() {
-        return Err(super::outcome::ComputeProtocolError::Unexpected(0).into());
+        return Err(ComputeProtocolError::Unexpected(0).into());
     }
     Ok(rows.ok().and_then(|rows| Evidence::read(&rows).ok()))
 }

@@ -1,17 +1,22 @@
 //! What the compute says a session holds that no value carries, for a resumable session the
 //! kernel splice carries (docs/kernel-splice.md, *Resumable sessions*): its commands are not
 //! seen there, so what following them finds on the pump (`crate::session_effects`) is read
-//! from the compute instead, before the splice and after each take-back.
+//! from the compute instead.
 //!
-//! Two kinds of facts, from one query ([`query`]):
-//! - what the session holds now: an open transaction (`@@in_transaction`) and any metadata
-//!   lock (`information_schema.METADATA_LOCK_INFO`, MariaDB's `metadata_lock_info` plugin:
-//!   `GET_LOCK`, `LOCK TABLES`, `FLUSH TABLES WITH READ LOCK`, `BACKUP LOCK`);
-//! - whether the session ran, while spliced, a statement that may leave what no read gives
-//!   back ([`LEAVES_STATE`]: temporary tables, prepared statements the relay never saw, a
-//!   `SET` that may be `SET TRANSACTION` or the multi-statements option, `CALL`, `XA`,
-//!   `HANDLER … OPEN`): its per-session counter (`information_schema.SESSION_STATUS`) moved.
-//!   Such a session is pinned for good, as on the pump.
+//! From one query ([`query`]):
+//! - what the session holds now: an open transaction (`@@in_transaction`) and user locks
+//!   (`GET_LOCK`, also from inside a function: `information_schema.METADATA_LOCK_INFO`,
+//!   MariaDB's `metadata_lock_info` plugin);
+//! - whether it ran, since a reading taken at a point where the relay saw every command
+//!   after it, a statement that may leave what no read gives back ([`LEAVES_STATE`]: temporary
+//!   tables, prepared statements the relay never saw, a `SET` that may be `SET TRANSACTION` or
+//!   the multi-statements option, `CALL`, `XA`, `HANDLER … OPEN`, `LOCK TABLES`, `FLUSH`,
+//!   `BACKUP`): the session's own counters (`information_schema.SESSION_STATUS`) moved. Such
+//!   a session is pinned for good, as on the pump.
+//! - whether those counters are the ones read before: `BYTES_RECEIVED` must have grown by
+//!   exactly the bytes sent to the compute since. `FLUSH STATUS`, `COM_RESET_CONNECTION` and
+//!   `COM_CHANGE_USER` reset the counters, and with them that count, so a reset cannot bring
+//!   a counter back to its old value unseen.
 //!
 //! A compute without these tables (server-shim, or MariaDB without `metadata_lock_info`)
 //! refuses the query: its resumable sessions are not spliced. Pure: rows in, values out.
@@ -19,41 +24,47 @@
 use authplugin::packet::text_result::Row;
 
 /// The per-session counters of statements that may leave a session holding what no read of
-/// its state gives back, with the reason a session that ran one is pinned for. MariaDB's
-/// names, as `information_schema.SESSION_STATUS` spells them.
-pub const LEAVES_STATE: [(&str, &str); 11] = [
-    (
-        "COM_CREATE_TEMPORARY_TABLE",
-        "temporary table created while spliced",
-    ),
-    ("COM_STMT_PREPARE", "statement prepared while spliced"),
-    ("COM_PREPARE_SQL", "SQL PREPARE while spliced"),
-    ("COM_EXECUTE_IMMEDIATE", "EXECUTE IMMEDIATE while spliced"),
-    (
-        "COM_SET_OPTION",
-        "SET while spliced (SET TRANSACTION is not readable)",
-    ),
-    ("COM_CALL_PROCEDURE", "CALL while spliced"),
-    ("COM_COMPOUND_SQL", "compound statement while spliced"),
-    ("COM_XA_START", "XA while spliced"),
-    ("COM_HA_OPEN", "HANDLER OPEN while spliced"),
-    ("COM_LOCK_TABLES", "LOCK TABLES while spliced"),
-    ("COM_BACKUP_LOCK", "BACKUP LOCK while spliced"),
+/// its state gives back. MariaDB's names, as `information_schema.SESSION_STATUS` spells them.
+pub const LEAVES_STATE: [&str; 13] = [
+    "COM_CREATE_TEMPORARY_TABLE",
+    "COM_STMT_PREPARE",
+    "COM_PREPARE_SQL",
+    "COM_EXECUTE_IMMEDIATE",
+    "COM_SET_OPTION",
+    "COM_CALL_PROCEDURE",
+    "COM_COMPOUND_SQL",
+    "COM_XA_START",
+    "COM_HA_OPEN",
+    "COM_LOCK_TABLES",
+    "COM_BACKUP_LOCK",
+    "COM_BACKUP",
+    "COM_FLUSH",
 ];
 
-/// The query that reads the session's transaction, its metadata locks, and its
-/// [`LEAVES_STATE`] counters, one `(name, value)` row each. Named `LIMIT`: a session's
+/// Why a session whose [`LEAVES_STATE`] counters moved while spliced is pinned.
+pub const LEFT_STATE: &str = "a statement that may leave state no read gives back (a temporary \
+     table, PREPARE, SET, CALL, XA, HANDLER, LOCK, FLUSH or BACKUP) ran while spliced";
+
+/// Why a session whose counters were reset while spliced is pinned.
+pub const RESET: &str = "the session's status counters were reset while spliced";
+
+/// The session's bytes received, as `information_schema.SESSION_STATUS` names it.
+const BYTES_RECEIVED: &str = "BYTES_RECEIVED";
+
+/// The query that reads the session's transaction, its user locks, its [`LEAVES_STATE`]
+/// counters and its bytes received, one `(name, value)` row each. Named `LIMIT`: a session's
 /// `sql_select_limit` would cut it short.
 #[must_use]
 pub fn query() -> String {
     let names: Vec<String> = LEAVES_STATE
         .iter()
-        .map(|(name, _)| format!("'{name}'"))
+        .chain([&BYTES_RECEIVED])
+        .map(|name| format!("'{name}'"))
         .collect();
     format!(
         "SELECT 'IN_TRANSACTION', @@in_transaction \
          UNION ALL SELECT 'LOCKS', COUNT(*) FROM information_schema.METADATA_LOCK_INFO \
-         WHERE THREAD_ID = CONNECTION_ID() \
+         WHERE THREAD_ID = CONNECTION_ID() AND LOCK_TYPE = 'User lock' \
          UNION ALL SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.SESSION_STATUS \
          WHERE VARIABLE_NAME IN ({}) LIMIT 100",
         names.join(", ")
@@ -66,6 +77,15 @@ pub struct Evidence {
     in_transaction: bool,
     locks: u64,
     counters: [u64; LEAVES_STATE.len()],
+    bytes_received: u64,
+}
+
+/// What a reading leaves to compare a later one with: the sum of the [`LEAVES_STATE`]
+/// counters (each only grows, short of a reset) and the bytes received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    counters: u64,
+    bytes_received: u64,
 }
 
 /// The compute's answer to [`query`] is not the rows asked for.
@@ -81,6 +101,7 @@ impl Evidence {
     pub fn read(rows: &[Row]) -> Result<Self, NotEvidence> {
         let mut in_transaction = None;
         let mut locks = None;
+        let mut bytes_received = None;
         let mut counters = [None; LEAVES_STATE.len()];
         for row in rows {
             let [Some(name), Some(value)] = row.as_slice() else {
@@ -90,10 +111,11 @@ impl Evidence {
             let slot = match name.to_ascii_uppercase().as_slice() {
                 b"IN_TRANSACTION" => &mut in_transaction,
                 b"LOCKS" => &mut locks,
+                b"BYTES_RECEIVED" => &mut bytes_received,
                 name => {
                     let at = LEAVES_STATE
                         .iter()
-                        .position(|(counter, _)| counter.as_bytes() == name)
+                        .position(|counter| counter.as_bytes() == name)
                         .ok_or(NotEvidence)?;
                     counters.get_mut(at).ok_or(NotEvidence)?
                 }
@@ -110,7 +132,20 @@ impl Evidence {
             in_transaction: in_transaction.ok_or(NotEvidence)? != 0,
             locks: locks.ok_or(NotEvidence)?,
             counters: read,
+            bytes_received: bytes_received.ok_or(NotEvidence)?,
         })
+    }
+
+    /// What a later reading is compared with ([`Self::left_since`]).
+    #[must_use]
+    pub fn mark(&self) -> Mark {
+        Mark {
+            counters: self
+                .counters
+                .iter()
+                .fold(0, |sum, n| sum.saturating_add(*n)),
+            bytes_received: self.bytes_received,
+        }
     }
 
     /// Whether a transaction is open.
@@ -119,27 +154,31 @@ impl Evidence {
         self.in_transaction
     }
 
-    /// Why the session cannot be carried now, whatever it did before: it holds a lock.
+    /// Why the session cannot be carried: it holds a user lock (pinned for good, as
+    /// `GET_LOCK` on the pump).
     #[must_use]
     pub const fn holds(&self) -> Option<&'static str> {
         if self.locks > 0 {
-            Some("a lock held (GET_LOCK, LOCK TABLES, a backup lock)")
+            Some("a user lock held (GET_LOCK)")
         } else {
             None
         }
     }
 
-    /// Why a session read as `self` after the splice, `before` it, is pinned for good: the
-    /// first [`LEAVES_STATE`] counter that moved. A counter that went down was reset
-    /// (`FLUSH STATUS`): what ran meanwhile is unknown, so that pins as well.
+    /// Why a session read as `self` is pinned for good, given its reading `before` and the
+    /// bytes `sent` to the compute since that reading, this reading's query included: a
+    /// [`LEAVES_STATE`] counter moved ([`LEFT_STATE`]), or the counters are not those read
+    /// before, their bytes received not grown by exactly `sent` ([`RESET`]).
     #[must_use]
-    pub fn left_since(&self, before: &Self) -> Option<&'static str> {
-        self.counters
-            .iter()
-            .zip(&before.counters)
-            .zip(LEAVES_STATE)
-            .find(|((now, then), _)| now != then)
-            .map(|(_, (_, why))| why)
+    pub fn left_since(&self, before: Mark, sent: u64) -> Option<&'static str> {
+        let now = self.mark();
+        if before.bytes_received.checked_add(sent) != Some(now.bytes_received) {
+            Some(RESET)
+        } else if now.counters != before.counters {
+            Some(LEFT_STATE)
+        } else {
+            None
+        }
     }
 }
 
@@ -163,62 +202,63 @@ mod tests {
     }
 
     /// Every name MariaDB answers, as `information_schema.SESSION_STATUS` spells them.
-    fn answer(in_transaction: &str, locks: &str, counters: [&str; 11]) -> Vec<Row> {
-        let mut pairs = vec![("IN_TRANSACTION", in_transaction), ("LOCKS", locks)];
-        pairs.extend(LEAVES_STATE.iter().map(|(n, _)| *n).zip(counters));
+    fn answer(in_transaction: &str, locks: &str, counters: [&str; 13], bytes: &str) -> Vec<Row> {
+        let mut pairs = vec![
+            ("IN_TRANSACTION", in_transaction),
+            ("LOCKS", locks),
+            ("BYTES_RECEIVED", bytes),
+        ];
+        pairs.extend(LEAVES_STATE.iter().copied().zip(counters));
         rows(&pairs)
     }
 
-    const ZEROS: [&str; 11] = ["0"; 11];
+    const ZEROS: [&str; 13] = ["0"; 13];
 
     #[test]
     fn reads_a_quiet_session() {
-        let read = Evidence::read(&answer("0", "0", ZEROS)).unwrap();
+        let read = Evidence::read(&answer("0", "0", ZEROS, "500")).unwrap();
         assert!(!read.in_transaction());
         assert_eq!(read.holds(), None);
-        assert_eq!(read.left_since(&read), None);
+        assert_eq!(read.left_since(read.mark(), 0), None);
     }
 
     #[test]
-    fn a_transaction_and_a_lock_are_what_the_session_holds_now() {
-        let read = Evidence::read(&answer("1", "2", ZEROS)).unwrap();
+    fn a_transaction_and_a_user_lock_are_what_the_session_holds_now() {
+        let read = Evidence::read(&answer("1", "2", ZEROS, "500")).unwrap();
         assert!(read.in_transaction());
         assert!(read.holds().unwrap().contains("GET_LOCK"));
-        assert_eq!(
-            Evidence::read(&answer("0", "0", ZEROS)).unwrap().holds(),
-            None
-        );
+        let quiet = Evidence::read(&answer("0", "0", ZEROS, "500")).unwrap();
+        assert_eq!(quiet.holds(), None);
     }
 
     #[test]
-    fn a_counter_that_moved_names_what_pins() {
-        let before = Evidence::read(&answer("0", "0", ZEROS)).unwrap();
-        let mut moved = ZEROS;
-        moved[0] = "1";
-        let after = Evidence::read(&answer("0", "0", moved)).unwrap();
-        assert_eq!(
-            after.left_since(&before),
-            Some("temporary table created while spliced")
-        );
-        let mut set = ["3"; 11];
-        set[4] = "4";
-        let (before, after) = (
-            Evidence::read(&answer("0", "0", ["3"; 11])).unwrap(),
-            Evidence::read(&answer("0", "0", set)).unwrap(),
-        );
-        assert!(after.left_since(&before).unwrap().starts_with("SET while"));
+    fn a_counter_that_moved_pins() {
+        let before = Evidence::read(&answer("0", "0", ZEROS, "500")).unwrap();
+        for at in 0..13 {
+            let mut moved = ZEROS;
+            moved[at] = "1";
+            let after = Evidence::read(&answer("0", "0", moved, "600")).unwrap();
+            assert_eq!(
+                after.left_since(before.mark(), 100),
+                Some(LEFT_STATE),
+                "{at}"
+            );
+        }
+        let after = Evidence::read(&answer("0", "0", ZEROS, "600")).unwrap();
+        assert_eq!(after.left_since(before.mark(), 100), None);
     }
 
     #[test]
-    fn a_counter_reset_pins_too() {
-        let before = Evidence::read(&answer("0", "0", ["2"; 11])).unwrap();
-        let mut reset = ["2"; 11];
-        reset[1] = "0";
-        let after = Evidence::read(&answer("0", "0", reset)).unwrap();
-        assert_eq!(
-            after.left_since(&before),
-            Some("statement prepared while spliced")
-        );
+    fn counters_reset_meanwhile_pin_whatever_they_read() {
+        // A temporary table made, then FLUSH STATUS: the counter is back at its old value,
+        // but the bytes received are not the old count and what was sent since.
+        let before = Evidence::read(&answer("0", "0", ZEROS, "500")).unwrap();
+        let after = Evidence::read(&answer("0", "0", ZEROS, "120")).unwrap();
+        assert_eq!(after.left_since(before.mark(), 100), Some(RESET));
+        let more = Evidence::read(&answer("0", "0", ZEROS, "601")).unwrap();
+        assert_eq!(more.left_since(before.mark(), 100), Some(RESET));
+        let huge = Evidence::read(&answer("0", "0", ZEROS, "5")).unwrap();
+        assert_eq!(huge.left_since(before.mark(), u64::MAX), Some(RESET));
     }
 
     #[test]
@@ -226,23 +266,31 @@ mod tests {
         let mut pairs: Vec<(String, &str)> = LEAVES_STATE
             .iter()
             .rev()
-            .map(|(n, _)| (n.to_ascii_lowercase(), "7"))
+            .map(|n| (n.to_ascii_lowercase(), "7"))
             .collect();
         pairs.push(("locks".into(), "0"));
+        pairs.push(("Bytes_Received".into(), "9"));
         pairs.push(("In_Transaction".into(), "0"));
         let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(n, v)| (n.as_str(), *v)).collect();
         let read = Evidence::read(&rows(&borrowed)).unwrap();
-        assert_eq!(read.counters, [7; 11]);
+        assert_eq!(read.counters, [7; 13]);
+        assert_eq!(
+            read.mark(),
+            Mark {
+                counters: 91,
+                bytes_received: 9
+            }
+        );
     }
 
     #[test]
     fn anything_else_is_not_evidence() {
-        let full = answer("0", "0", ZEROS);
+        let full = answer("0", "0", ZEROS, "500");
         // A name missing, repeated, unknown; a value that is not a number; a NULL; a third
         // column.
         assert_eq!(Evidence::read(&full[1..]), Err(NotEvidence));
         let mut repeated = full.clone();
-        repeated.push(full[2].clone());
+        repeated.push(full[3].clone());
         assert_eq!(Evidence::read(&repeated), Err(NotEvidence));
         let mut unknown = full.clone();
         unknown.push(rows(&[("COM_SELECT", "1")]).remove(0));

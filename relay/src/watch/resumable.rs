@@ -1,0 +1,36 @@
+//! The watch's side of a resumable session spliced below TCP (docs/kernel-splice.md,
+//! *Resumable sessions*): what the compute said of it stands for the commands it did not see.
+
+use authplugin::packet::capabilities::SERVER_STATUS_IN_TRANS;
+
+use super::CommandWatch;
+
+impl CommandWatch<'_> {
+    /// A resumable session taken back from the splice below TCP, last used `quiet_for` ago,
+    /// its commands there unseen: its status flags if the compute's last packet gave them,
+    /// and what the compute says of it (`session_state::evidence`): its transaction, why it
+    /// is pinned for good if it is. Its state is unread until [`Self::state_read`]; it goes
+    /// back at the end of the response to its next command that counts as use.
+    pub fn taken_back_resumable(
+        &mut self,
+        (flags, quiet_for): (Option<u16>, std::time::Duration),
+        (in_transaction, pinned): (bool, Option<&'static str>),
+    ) {
+        self.guard.used_ago(quiet_for);
+        // Unknown flags are forgotten, but for the transaction, which the compute said.
+        let other = flags.unwrap_or_else(|| self.conversation.status_flags());
+        let in_trans = SERVER_STATUS_IN_TRANS * u16::from(in_transaction);
+        self.conversation
+            .set_status_flags(other & !SERVER_STATUS_IN_TRANS | in_trans);
+        if flags.is_none() {
+            self.conversation.forget_status_flags();
+        }
+        (self.splice_after, self.unread) = (Some(1), true);
+        self.log.seen_by_compute(in_transaction, pinned);
+    }
+
+    /// The compute's counters were read (`session_state::evidence`) with nothing pending.
+    pub const fn counters_read(&mut self) {
+        self.counters_known = true;
+    }
+}
