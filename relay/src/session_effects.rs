@@ -384,6 +384,9 @@ pub struct Log {
     /// The session prepared a statement once ([`Self::prepares`]); kept across
     /// `COM_RESET_CONNECTION`.
     prepares: bool,
+    /// The client sent a command before the last one's response once ([`Self::pipelines`]);
+    /// kept across `COM_RESET_CONNECTION`.
+    pipelines: bool,
 }
 
 /// The most bytes of prepared statements kept per session; past it the session is pinned.
@@ -477,6 +480,7 @@ impl Log {
                     changed_user: self.changed_user,
                     set_option: self.set_option,
                     prepares: self.prepares,
+                    pipelines: self.pipelines,
                     ..Self::default()
                 };
             }
@@ -500,6 +504,19 @@ impl Log {
         if let Some(why) = pinned {
             self.pin(why);
         }
+    }
+
+    /// The client sent a command before the response to its last one.
+    pub const fn pipelined(&mut self) {
+        self.pipelines = true;
+    }
+
+    /// Whether the client ever pipelined its commands: one whose response is still on its
+    /// way when the relay reads from the compute (a spliced session taken back) would take
+    /// the relay's answer, so such a session is not spliced.
+    #[must_use]
+    pub const fn pipelines(&self) -> bool {
+        self.pipelines
     }
 
     /// Whether the session ever prepared a statement: a client that prepares does so again,
@@ -757,7 +774,8 @@ mod tests {
     }
 
     #[test]
-    fn what_the_compute_says_replaces_what_was_followed_and_prepares_outlive_a_reset() {
+    fn what_the_compute_says_replaces_what_was_followed_and_prepares_and_pipelining_outlive_a_reset()
+     {
         let mut log = Log::default();
         log.sent(Effect::Begin);
         assert_eq!(log.pinned(), Some("open transaction"));
@@ -774,7 +792,9 @@ mod tests {
         assert!(!log.prepares());
         log.prepared(1, (1, 0), b"\x16SELECT 1");
         log.sent(Effect::CloseStatement(1));
+        assert!(!log.pipelines());
+        log.pipelined();
         log.accepted(Effect::Reset);
-        assert!(log.prepares());
+        assert!(log.prepares() && log.pipelines());
     }
 }

@@ -75,6 +75,9 @@ pub struct CommandWatch<'a> {
     /// A resumable session's counters were read from its compute since its last command
     /// that may move them ([`Self::counters_read`]): it may be spliced.
     counters_known: bool,
+    /// Taken back from the splice where the compute's last packet could not be read: what
+    /// it did there is to be checked before its next state read ([`Self::unchecked`]).
+    unchecked: bool,
     /// A command that counts as use was sent since this watch began.
     commanded: bool,
     /// Commands still to go before the session goes to the kernel splice at the end of a
@@ -164,6 +167,7 @@ impl<'a> CommandWatch<'a> {
             translation: None,
             from_kernel: false,
             counters_known: false,
+            unchecked: false,
             commanded: false,
             splice_after: None,
             taken: None,
@@ -259,7 +263,8 @@ impl CommandWatch<'_> {
             && self.conversation.status_flags_known()
             && self.translation.is_none()
             && !self.detached
-            && !(self.ticketed && (self.log.prepares() || !self.counters_known))
+            && !(self.ticketed
+                && (self.log.prepares() || self.log.pipelines() || !self.counters_known))
     }
 
     /// The compute issued this session a ticket (`resumable_sessions`).
@@ -275,6 +280,7 @@ impl CommandWatch<'_> {
             && self.log.pinned().is_none()
             && self.conversation.status_flags() & SERVER_STATUS_IN_TRANS == 0
             && !self.unread
+            && !self.unchecked
             && self.unreadable.is_none()
     }
 
@@ -465,6 +471,9 @@ impl CommandWatch<'_> {
             .filter(|p| !matches!(p.first(), Some(&(COM_STMT_SEND_LONG_DATA | COM_STMT_CLOSE))))
             .count();
         let one = idle && replied == 1;
+        if replied > 1 || (!idle && replied > 0) {
+            self.log.pipelined();
+        }
         let mut counted = 0;
         for payload in packets {
             counted += u64::from(payload.first() != Some(&0x0E));
@@ -699,6 +708,7 @@ impl Observer for CommandWatch<'_> {
             // A command that started while another's response was outstanding: not seen
             // whole, so not carried.
             self.log.pin("pipelined command");
+            self.log.pipelined();
         }
         self.settle(!keepalive);
         reaction
@@ -762,14 +772,16 @@ impl Observer for CommandWatch<'_> {
                 .idle_since
                 .or_else(|| Some(tokio::time::Instant::now()));
         }
+        // Taken back from the splice unchecked: due whatever its flags (the check reads them).
         let due = self.ticketed
-            && self.unread
             && self.conversation.phase() == Step::Idle
             && !self.read_skipped
             && !self.detached
-            && self.log.pinned().is_none()
-            && self.conversation.status_flags_known()
-            && self.conversation.status_flags() & SERVER_STATUS_IN_TRANS == 0;
+            && (self.unchecked
+                || self.unread
+                    && self.log.pinned().is_none()
+                    && self.conversation.status_flags_known()
+                    && self.conversation.status_flags() & SERVER_STATUS_IN_TRANS == 0);
         let since = self.idle_since.filter(|_| due)?;
         Some(since + self.guard.state_read_after())
     }

@@ -171,6 +171,21 @@ pub(super) fn forward(
                 // Between commands for a while after a change: the session's state is read
                 // from its compute, by value, before any pause could freeze it.
                 if commands.state_unread() && commands.begin_state_read() {
+                    if commands.unchecked() && compute_rest.is_empty() {
+                        let checked = Box::pin(super::resumable_splice::check(
+                            &mut *compute_stream,
+                            &mut resumable.baseline,
+                            &mut commands,
+                            deprecate_eof,
+                            rt.instance.config.compute_timeout,
+                        ))
+                        .await;
+                        if let Err(e) = checked {
+                            tracing::warn!(instance = %name, client = %addr, error = %e, "reading what a session did while spliced failed; closing it");
+                            pumped.ended_by = PumpEnd::ComputeError;
+                            break None;
+                        }
+                    }
                     let mut leg =
                         PacketStream::new(&mut *compute_stream, super::state_read::MAX_PACKET)
                             .with_write_timeout(rt.instance.config.compute_timeout);
@@ -201,9 +216,7 @@ pub(super) fn forward(
                                 tracing::info!(instance = %name, client = %addr, why = why.as_str(), "the session's state cannot be carried; it keeps its compute");
                             }
                             commands.state_read(read);
-                            if baseline.is_some() {
-                                commands.counters_read();
-                            }
+                            commands.counters_read(baseline.is_some());
                             resumable.baseline = baseline;
                         }
                         Err(e) => {
@@ -458,6 +471,7 @@ async fn carry_below_tcp(
     let mut taken_back = 0;
     'session: loop {
         let take_back = crate::splice::sockhash::TakeBack {
+            ended_only: false,
             quiet: rt.instance.take_back_pace(),
             compute_idle: &compute_idle,
             look_now: counted.look_now(),
@@ -557,6 +571,7 @@ async fn carry_spliced(
     let counted = rt.instance.spliced_session();
     // Taken back when quiet on an instance that parks, and before any freeze.
     let take_back = crate::splice::sockhash::TakeBack {
+        ended_only: false,
         quiet: rt.instance.take_back_pace(),
         compute_idle: &compute_idle,
         look_now: counted.look_now(),

@@ -3,8 +3,9 @@
 //! ([`crate::session_state::evidence`]).
 //!
 //! The compute's counters are read where no client can see the read's side effects on its
-//! per-statement values (right after the login, and where the relay reads the session's
-//! state anyway: between commands for a while, and when a spliced session is taken back),
+//! per-statement values (right after the login, after a reattach's restore, and where the
+//! relay reads the session's state anyway: between commands for a while, and when a spliced
+//! session is taken back, at the end of a response),
 //! and the session is spliced at the end of a response only while every command since was
 //! one that leaves them as they were. Taken back for parking, still counted as spliced (no
 //! pause freezes the compute under the reads), the session is read again: its counters
@@ -96,13 +97,12 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     if !commands.step_aside() {
+        commands.counters_read(false);
         return Ok(None);
     }
     let read = baseline(compute, deprecate_eof, timeout).await;
     commands.step_back();
-    if matches!(read, Ok(Some(_))) {
-        commands.counters_read();
-    }
+    commands.counters_read(matches!(read, Ok(Some(_))));
     read
 }
 
@@ -141,6 +141,9 @@ pub(super) async fn carry(
             if unspliced.error.kind() == std::io::ErrorKind::WouldBlock {
                 commands.splice_after(0);
             } else {
+                // Not on this path again: no more readings for a splice.
+                commands.counters_read(false);
+                *baseline = None;
                 tracing::info!(instance = %name, client = %addr, error = %unspliced.error, "a resumable session is not spliced below TCP; it stays on the pump");
             }
             report.compute_to_client += (chunk.len() - rest.len()) as u64;
@@ -150,6 +153,7 @@ pub(super) async fn carry(
     tracing::debug!(instance = %name, client = %addr, "resumable session spliced below TCP");
     let compute_idle = || rt.instance.compute_idle();
     let take_back = TakeBack {
+        ended_only: false,
         quiet: rt.instance.take_back_pace(),
         compute_idle: &compute_idle,
         look_now: counted.look_now(),
@@ -171,34 +175,42 @@ pub(super) async fn carry(
     let in_kernel = spliced.report(PumpEnd::Kernel);
     *report = report.then(&in_kernel);
     drop(spliced);
+    let mut since = before;
+    since.sent(in_kernel.client_to_compute);
+    let Some(flags) = flags else {
+        // The compute's last packet not read: the session may be mid-response (a client
+        // reading slowly). No read now; the pump follows it, and what it did while spliced
+        // is checked before its next state read, between commands (`check`). Until then a
+        // transaction counts as open.
+        *baseline = Some(since);
+        commands.counters_read(false);
+        commands.taken_back_resumable((None, quiet_for), (true, None));
+        tracing::debug!(instance = %name, client = %addr, quiet_ms = quiet_for.as_millis(), "resumable session taken back from the splice below TCP, to be checked");
+        drop(counted);
+        return Next::Pumped;
+    };
     // Still counted as spliced: no pause freezes the compute under these reads.
     let ended = |e: ComputeError, report: &mut PumpReport| {
         tracing::warn!(instance = %name, client = %addr, error = %e, "reading a session taken back from the splice failed; closing it");
         report.ended_by = PumpEnd::ComputeError;
         Next::Ended
     };
+    // Anything but the answer asked for may be a response the client is still owed (a
+    // command it pipelined while spliced): the session cannot be followed, and ends.
     let after = match read_evidence(&mut *compute, deprecate_eof, timeout).await {
-        Ok(after) => after,
+        Ok(Some(after)) => after,
+        Ok(None) => return ended(ComputeProtocolError::Unexpected(0).into(), report),
         Err(e) => return ended(e, report),
     };
-    // What the compute received since the reading: the kernel's bytes and this query.
-    let mut since = before;
-    since.sent(in_kernel.client_to_compute);
+    // What the compute received since the reading: the pump's, the kernel's, this query.
     since.sent(query_packet_len());
-    let pinned = after.as_ref().map_or(
-        Some("the compute stopped saying what the session holds"),
-        |after| {
-            after
-                .left_since(since.mark, since.sent)
-                .or_else(|| after.holds())
-        },
-    );
+    let pinned = after
+        .left_since(since.mark, since.sent)
+        .or_else(|| after.holds());
     if let Some(why) = pinned {
         tracing::info!(instance = %name, client = %addr, why, "a session taken back from the splice is pinned to its compute");
     }
-    // A compute that stopped answering is taken at its worst: pinned, a transaction open.
-    let in_transaction = after.as_ref().is_none_or(Evidence::in_transaction);
-    commands.taken_back_resumable((flags, quiet_for), (in_transaction, pinned));
+    commands.taken_back_resumable((Some(flags), quiet_for), (after.in_transaction(), pinned));
     let mut leg =
         PacketStream::new(&mut *compute, state_read::MAX_PACKET).with_write_timeout(timeout);
     let read = match state_read::read(&mut leg, deprecate_eof, &resumption.login(), timeout).await {
@@ -214,12 +226,45 @@ pub(super) async fn carry(
         Err(e) => return ended(e, report),
     };
     commands.state_read(read);
-    if baseline.is_some() {
-        commands.counters_read();
-    }
+    commands.counters_read(baseline.is_some());
     tracing::debug!(instance = %name, client = %addr, quiet_ms = quiet_for.as_millis(), status_flags = ?flags, "resumable session taken back from the splice below TCP");
     drop(counted);
     Next::Pumped
+}
+
+/// Before the state read of a session taken back from the splice unchecked (its compute's
+/// last packet not read: [`CommandWatch::unchecked`]), between commands now: reads its
+/// evidence against `baseline` (with the bytes sent since), and tells `commands` what pins
+/// it. The caller reads the state and the next baseline after it.
+///
+/// # Errors
+/// As [`baseline`].
+pub(super) async fn check<S>(
+    compute: &mut S,
+    baseline: &mut Option<Baseline>,
+    commands: &mut CommandWatch<'_>,
+    deprecate_eof: bool,
+    timeout: Duration,
+) -> Result<(), ComputeError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let after = read_evidence(compute, deprecate_eof, timeout).await?;
+    let checked = match (baseline.take(), after) {
+        (Some(mut since), Some(after)) => {
+            since.sent(query_packet_len());
+            let pinned = after
+                .left_since(since.mark, since.sent)
+                .or_else(|| after.holds());
+            (after.in_transaction(), pinned)
+        }
+        _ => (
+            true,
+            Some("what the session did while spliced could not be read"),
+        ),
+    };
+    commands.checked_by_compute(checked);
+    Ok(())
 }
 
 /// Writes what is left of the response's last chunk: the session goes on on the pump.

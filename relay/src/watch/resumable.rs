@@ -25,12 +25,34 @@ impl CommandWatch<'_> {
         if flags.is_none() {
             self.conversation.forget_status_flags();
         }
+        self.unchecked = flags.is_none();
         (self.splice_after, self.unread) = (Some(1), true);
         self.log.seen_by_compute(in_transaction, pinned);
     }
 
-    /// The compute's counters were read (`session_state::evidence`) with nothing pending.
-    pub const fn counters_read(&mut self) {
-        self.counters_known = true;
+    /// The compute's counters were read (`session_state::evidence`) with nothing pending
+    /// (`true`), or are not known from here (`false`: not read, the compute did not say).
+    pub const fn counters_read(&mut self, known: bool) {
+        self.counters_known = known;
+    }
+
+    /// What the compute said of a session taken back unchecked, once between commands
+    /// (`resumable_splice::check`): its transaction, why it is pinned for good if it is.
+    pub fn checked_by_compute(&mut self, (in_transaction, pinned): (bool, Option<&'static str>)) {
+        self.unchecked = false;
+        self.log.seen_by_compute(in_transaction, pinned);
+        let known = self.conversation.status_flags_known();
+        let in_trans = SERVER_STATUS_IN_TRANS * u16::from(in_transaction);
+        let other = self.conversation.status_flags() & !SERVER_STATUS_IN_TRANS;
+        self.conversation.set_status_flags(other | in_trans);
+        if !known {
+            self.conversation.forget_status_flags();
+        }
+    }
+
+    /// Whether the session was taken back from the splice unchecked
+    /// ([`Self::taken_back_resumable`] without its flags) and not checked since.
+    pub const fn unchecked(&self) -> bool {
+        self.unchecked
     }
 }
