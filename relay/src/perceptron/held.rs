@@ -171,53 +171,23 @@ pub(super) fn forward(
                 // Between commands for a while after a change: the session's state is read
                 // from its compute, by value, before any pause could freeze it.
                 if commands.state_unread() && commands.begin_state_read() {
-                    if commands.unchecked() && compute_rest.is_empty() {
-                        let checked = Box::pin(super::resumable_splice::check(
-                            &mut *compute_stream,
+                    // In a box of its own: the task keeps only what lives across its waits.
+                    let read = Box::pin(super::resumable_splice::read_between_commands(
+                        (&mut *compute_stream, compute_rest),
+                        (
+                            &resumable.resumption,
+                            resumable.splices,
                             &mut resumable.baseline,
-                            &mut commands,
-                            deprecate_eof,
-                            rt.instance.config.compute_timeout,
-                        ))
-                        .await;
-                        if let Err(e) = checked {
-                            tracing::warn!(instance = %name, client = %addr, error = %e, "reading what a session did while spliced failed; closing it");
-                            pumped.ended_by = PumpEnd::ComputeError;
-                            break None;
-                        }
-                    }
-                    let mut leg =
-                        PacketStream::new(&mut *compute_stream, super::state_read::MAX_PACKET)
-                            .with_write_timeout(rt.instance.config.compute_timeout);
-                    let read = Box::pin(super::state_read::read(
-                        &mut leg,
+                        ),
+                        &mut commands,
                         deprecate_eof,
-                        &resumable.resumption.login(),
                         rt.instance.config.compute_timeout,
                     ))
                     .await;
-                    *compute_rest = leg.take_buffered();
-                    // And, for the splice, the counters after it (a session that splices).
-                    let read = match read {
-                        Ok(read) if resumable.splices && compute_rest.is_empty() => {
-                            Box::pin(super::resumable_splice::baseline(
-                                &mut *compute_stream,
-                                deprecate_eof,
-                                rt.instance.config.compute_timeout,
-                            ))
-                            .await
-                            .map(|baseline| (read, baseline))
-                        }
-                        read => read.map(|read| (read, None)),
-                    };
                     match read {
-                        Ok((read, baseline)) => {
-                            if let Err(why) = &read {
-                                tracing::info!(instance = %name, client = %addr, why = why.as_str(), "the session's state cannot be carried; it keeps its compute");
-                            }
-                            commands.state_read(read);
-                            commands.counters_read(baseline.is_some());
-                            resumable.baseline = baseline;
+                        Ok(None) => {}
+                        Ok(Some(why)) => {
+                            tracing::info!(instance = %name, client = %addr, why = why.as_str(), "the session's state cannot be carried; it keeps its compute");
                         }
                         Err(e) => {
                             tracing::warn!(instance = %name, client = %addr, error = %e, "reading the session's state failed; closing it");
@@ -265,42 +235,25 @@ pub(super) fn forward(
             if let Some((chunk, status_flags)) = commands.take_chunk() {
                 // The pump stopped at the end of a response for the kernel splice.
                 if let Some(resumable) = resumable.as_deref_mut() {
-                    if let (
-                        Some(below),
-                        ClientStream::Plain(client),
-                        ComputeStream::Plain(compute),
-                    ) = (
-                        below_tcp(rt, &client_stream, compute_stream),
-                        &mut client_stream,
-                        &mut *compute_stream,
-                    ) {
-                        spliced_resumable = true;
-                        let mut carried = crate::passthrough::PumpReport::default();
-                        let next = Box::pin(super::resumable_splice::carry(
-                            rt,
-                            &below,
-                            (client, compute),
-                            &mut commands,
-                            (&resumable.resumption, &mut resumable.baseline),
-                            (chunk, status_flags),
-                            (deprecate_eof, addr),
-                            &mut carried,
-                        ))
-                        .await;
-                        rt.count_pumped(&carried);
-                        pumped = pumped.then(&carried);
-                        match next {
-                            super::resumable_splice::Next::Pumped => continue,
-                            super::resumable_splice::Next::Ended => break None,
+                    // Boxed: what the splice needs lives in its own future, not the task's.
+                    let (next, carried) = Box::pin(super::resumable_splice::carry(
+                        rt,
+                        (&mut client_stream, compute_stream),
+                        &mut commands,
+                        (&resumable.resumption, &mut resumable.baseline),
+                        (chunk, status_flags),
+                        (deprecate_eof, addr),
+                    ))
+                    .await;
+                    rt.count_pumped(&carried);
+                    pumped = pumped.then(&carried);
+                    match next {
+                        super::resumable_splice::Next::Pumped { spliced } => {
+                            spliced_resumable |= spliced;
+                            continue;
                         }
+                        super::resumable_splice::Next::Ended => break None,
                     }
-                    // Not on loopback after all: the chunk goes on, and so does the pump.
-                    if client_stream.write_all(&chunk).await.is_err() {
-                        pumped.ended_by = PumpEnd::ClientError;
-                        break None;
-                    }
-                    pumped.compute_to_client += chunk.len() as u64;
-                    continue;
                 }
                 let mut chunk: &[u8] = &chunk;
                 // Below TCP on loopback; through the sockets otherwise, or where the splice
@@ -361,14 +314,15 @@ pub(super) fn forward(
                 addr,
             ))
             .await;
-            let Some((mut leg, first)) = resumed else {
+            let Some((leg, first)) = resumed else {
                 break None;
             };
             client_rest = first;
+            let (compute, compute_rest) = compute_leg.insert(leg);
             // The new session's counters, read where the restore already ran statements.
-            if resumable.splices && leg.1.is_empty() {
+            if resumable.splices && compute_rest.is_empty() {
                 let read = Box::pin(super::resumable_splice::first_baseline(
-                    &mut leg.0,
+                    compute,
                     &mut commands,
                     deprecate_eof,
                     rt.instance.config.compute_timeout,
@@ -381,7 +335,6 @@ pub(super) fn forward(
                 };
                 resumable.baseline = baseline;
             }
-            compute_leg = Some(leg);
         };
         drop(commands);
         let Some(to_kernel) = to_kernel else {

@@ -27,9 +27,11 @@ use super::state_read;
 use crate::packet_io::PacketStream;
 use crate::passthrough::{PumpEnd, PumpReport};
 use crate::runtime::InstanceRuntime;
+use crate::session_state::Unreadable;
 use crate::session_state::evidence::{self, Evidence, Mark};
 use crate::splice::below_tcp::TcpSplice;
 use crate::splice::sockhash::{Carried, TakeBack};
+use crate::tls::{ClientStream, ComputeStream};
 use crate::watch::CommandWatch;
 
 /// The largest packet of an evidence read: one row of a name and a number.
@@ -52,8 +54,8 @@ impl Baseline {
 
 /// Where the session is after [`carry`].
 pub(super) enum Next {
-    /// On the pump again: not spliced (the chunk written), or taken back.
-    Pumped,
+    /// On the pump again: not spliced (the chunk written), or taken back (`spliced`).
+    Pumped { spliced: bool },
     /// It ended, or cannot go on (the report says how).
     Ended,
 }
@@ -108,14 +110,56 @@ where
 
 /// At the end of a response taken for the splice (`chunk` its last bytes, `status_flags`
 /// the session's after it): splices a resumable session below TCP and carries it until it
-/// is taken back, or writes the chunk and leaves it on the pump. `baseline` is its counters'
-/// last reading, replaced by the one made when it is taken back. The bytes carried go into
-/// `report` (its `ended_by` set when the session ended).
+/// is taken back, or writes the chunk and leaves it on the pump (not on loopback after all).
+/// `baseline` is its counters' last reading, replaced by the one made when it is taken back.
+/// Returns where the session is, and the bytes carried (`ended_by` set when it ended).
+pub(super) async fn carry(
+    rt: &InstanceRuntime,
+    (client, compute): (&mut ClientStream<TcpStream>, &mut ComputeStream<TcpStream>),
+    commands: &mut CommandWatch<'_>,
+    (resumption, baseline): (&Resumption, &mut Option<Baseline>),
+    (chunk, status_flags): (Box<[u8]>, u16),
+    (deprecate_eof, addr): (bool, SocketAddr),
+) -> (Next, PumpReport) {
+    let mut report = PumpReport::default();
+    let below = rt.tcp_splice.as_ref().filter(|_| {
+        client
+            .tcp()
+            .zip(compute.tcp())
+            .is_some_and(|(client, compute)| TcpSplice::applies(client, compute))
+    });
+    let (Some(below), ClientStream::Plain(client), ComputeStream::Plain(compute)) =
+        (below, &mut *client, compute)
+    else {
+        let next = if client.write_all(&chunk).await.is_ok() {
+            report.compute_to_client += chunk.len() as u64;
+            Next::Pumped { spliced: false }
+        } else {
+            report.ended_by = PumpEnd::ClientError;
+            Next::Ended
+        };
+        return (next, report);
+    };
+    let next = carry_below_tcp(
+        rt,
+        below,
+        (client, compute),
+        commands,
+        (resumption, baseline),
+        (chunk, status_flags),
+        (deprecate_eof, addr),
+        &mut report,
+    )
+    .await;
+    (next, report)
+}
+
+/// [`carry`] on loopback.
 #[expect(
     clippy::too_many_arguments,
     reason = "the session's parts, each borrowed once"
 )]
-pub(super) async fn carry(
+async fn carry_below_tcp(
     rt: &InstanceRuntime,
     below: &Arc<TcpSplice>,
     (client, compute): (&mut TcpStream, &mut TcpStream),
@@ -187,7 +231,7 @@ pub(super) async fn carry(
         commands.taken_back_resumable((None, quiet_for), (true, None));
         tracing::debug!(instance = %name, client = %addr, quiet_ms = quiet_for.as_millis(), "resumable session taken back from the splice below TCP, to be checked");
         drop(counted);
-        return Next::Pumped;
+        return Next::Pumped { spliced: true };
     };
     // Still counted as spliced: no pause freezes the compute under these reads.
     let ended = |e: ComputeError, report: &mut PumpReport| {
@@ -229,7 +273,44 @@ pub(super) async fn carry(
     commands.counters_read(baseline.is_some());
     tracing::debug!(instance = %name, client = %addr, quiet_ms = quiet_for.as_millis(), status_flags = ?flags, "resumable session taken back from the splice below TCP");
     drop(counted);
-    Next::Pumped
+    Next::Pumped { spliced: true }
+}
+
+/// The state read of a resumable session that has been between commands for a while
+/// (docs/parking.md, *Sessions across a stop*), on its compute's leg (`rest`: what was read
+/// from it and not yet forwarded, kept so): first, for a session taken back from the splice
+/// unchecked, what it did there ([`check`]); then its state by value; then, for a session
+/// that splices, its counters. Returns why the state cannot be carried, if it cannot.
+///
+/// # Errors
+/// As [`baseline`]; the session cannot go on.
+pub(super) async fn read_between_commands<S>(
+    (compute, rest): (&mut S, &mut Vec<u8>),
+    (resumption, splices, kept): (&Resumption, bool, &mut Option<Baseline>),
+    commands: &mut CommandWatch<'_>,
+    deprecate_eof: bool,
+    timeout: Duration,
+) -> Result<Option<Unreadable>, ComputeError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    if commands.unchecked() && rest.is_empty() {
+        check(&mut *compute, kept, commands, deprecate_eof, timeout).await?;
+    }
+    let mut leg =
+        PacketStream::new(&mut *compute, state_read::MAX_PACKET).with_write_timeout(timeout);
+    let read = state_read::read(&mut leg, deprecate_eof, &resumption.login(), timeout).await?;
+    *rest = leg.take_buffered();
+    let next = if splices && rest.is_empty() {
+        baseline(compute, deprecate_eof, timeout).await?
+    } else {
+        None
+    };
+    let why = read.as_ref().err().copied();
+    commands.state_read(read);
+    commands.counters_read(next.is_some());
+    *kept = next;
+    Ok(why)
 }
 
 /// Before the state read of a session taken back from the splice unchecked (its compute's
@@ -239,7 +320,7 @@ pub(super) async fn carry(
 ///
 /// # Errors
 /// As [`baseline`].
-pub(super) async fn check<S>(
+async fn check<S>(
     compute: &mut S,
     baseline: &mut Option<Baseline>,
     commands: &mut CommandWatch<'_>,
@@ -274,7 +355,7 @@ async fn write_chunk(client: &mut TcpStream, chunk: &[u8], report: &mut PumpRepo
         return Next::Ended;
     }
     report.compute_to_client += chunk.len() as u64;
-    Next::Pumped
+    Next::Pumped { spliced: false }
 }
 
 /// The bytes of the evidence query's packet (its header included), as the compute counts
