@@ -279,8 +279,9 @@ async fn carry_below_tcp(
 /// The state read of a resumable session that has been between commands for a while
 /// (docs/parking.md, *Sessions across a stop*), on its compute's leg (`rest`: what was read
 /// from it and not yet forwarded, kept so): first, for a session taken back from the splice
-/// unchecked, what it did there ([`check`]); then its state by value; then, for a session
-/// that splices, its counters. Returns why the state cannot be carried, if it cannot.
+/// unchecked, what it did there, and for one whose every command since the last reading
+/// left the counters as they were, that they did ([`check`]); then its state by value; then,
+/// for a session that splices, its counters. Returns why the state cannot be carried, if it cannot.
 ///
 /// # Errors
 /// As [`baseline`]; the session cannot go on.
@@ -294,7 +295,7 @@ pub(super) async fn read_between_commands<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    if commands.unchecked() && rest.is_empty() {
+    if commands.to_check() && kept.is_some() && rest.is_empty() {
         check(&mut *compute, kept, commands, deprecate_eof, timeout).await?;
     }
     let mut leg =
@@ -313,10 +314,10 @@ where
     Ok(why)
 }
 
-/// Before the state read of a session taken back from the splice unchecked (its compute's
-/// last packet not read: [`CommandWatch::unchecked`]), between commands now: reads its
-/// evidence against `baseline` (with the bytes sent since), and tells `commands` what pins
-/// it. The caller reads the state and the next baseline after it.
+/// Before the state read of a session whose counters are to be checked
+/// ([`CommandWatch::to_check`]), between commands now: reads its evidence against `baseline`
+/// (with the bytes sent since), and tells `commands` what pins it. The caller reads the state
+/// and the next baseline after it.
 ///
 /// # Errors
 /// As [`baseline`].

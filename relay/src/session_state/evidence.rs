@@ -41,12 +41,14 @@ pub const LEAVES_STATE: [&str; 13] = [
     "COM_FLUSH",
 ];
 
-/// Why a session whose [`LEAVES_STATE`] counters moved while spliced is pinned.
-pub const LEFT_STATE: &str = "a statement that may leave state no read gives back (a temporary \
-     table, PREPARE, SET, CALL, XA, HANDLER, LOCK, FLUSH or BACKUP) ran while spliced";
+/// Why a session whose [`LEAVES_STATE`] counters moved unseen is pinned.
+pub const LEFT_STATE: &str = "the compute counted a statement that may leave what no read \
+     gives back (a temporary table, PREPARE, SET, CALL, XA, HANDLER, LOCK, FLUSH or BACKUP) \
+     that the relay did not see";
 
-/// Why a session whose counters were reset while spliced is pinned.
-pub const RESET: &str = "the session's status counters were reset while spliced";
+/// Why a session whose counters were reset unseen is pinned.
+pub const RESET: &str = "the session's status counters were reset (FLUSH STATUS, a reset \
+     or a change of user) where the relay did not see it";
 
 /// The session's bytes received, as `information_schema.SESSION_STATUS` names it.
 const BYTES_RECEIVED: &str = "BYTES_RECEIVED";

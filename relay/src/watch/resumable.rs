@@ -50,9 +50,12 @@ impl CommandWatch<'_> {
         }
     }
 
-    /// Whether the session was taken back from the splice unchecked
-    /// ([`Self::taken_back_resumable`] without its flags) and not checked since.
-    pub const fn unchecked(&self) -> bool {
-        self.unchecked
+    /// Whether the compute's counters are to be checked against their last reading before
+    /// the state read: the session was taken back from the splice unchecked
+    /// ([`Self::taken_back_resumable`] without its flags), or every command since that
+    /// reading was one that leaves them as they were (so any that moved them anyway, such as
+    /// a function run by a `SELECT` making a temporary table, pins the session).
+    pub const fn to_check(&self) -> bool {
+        self.unchecked || self.counters_known
     }
 }
