@@ -66,8 +66,9 @@ pub fn double_text(v: f64) -> String {
         return v.to_string();
     }
     if v == 0.0 {
-        // Negative zero keeps its sign, as MariaDB 10.11.14 writes it (`SELECT -0e0`).
-        return if v.is_sign_negative() { "-0" } else { "0" }.to_owned();
+        // Negative zero too, as MariaDB 10.11.19 (Debian 12's current package) writes it;
+        // 10.11.14 wrote `-0`.
+        return "0".to_owned();
     }
     let scientific = format!("{:e}", v.abs());
     let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
@@ -527,7 +528,7 @@ mod double_tests {
             (1.25, "1.25"),
             (100.0, "100"),
             (0.0, "0"),
-            (-0.0, "-0"),
+            (-0.0, "0"),
         ] {
             assert_eq!(super::double_text(v), text, "{v:e}");
         }

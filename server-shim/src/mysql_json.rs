@@ -82,15 +82,26 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             n_args,
             pure,
             |ctx| {
-                Ok(extracted(ctx)?.map_or(Value::Null, |(written, paths)| {
-                    match compared_as(&written, paths, Compared::WithNumber) {
-                        Value::Real(f) => Value::Real(-f),
-                        Value::Integer(i) => i
-                            .checked_neg()
-                            .map_or(Value::Real(-(i as f64)), Value::Integer),
-                        other => other,
+                let Some((written, paths)) = extracted(ctx)? else {
+                    return Ok(Value::Null);
+                };
+                Ok(match compared_as(&written, paths, Compared::WithNumber) {
+                    // A negative zero (a string, null or array negated; the pattern takes
+                    // both zeros): MariaDB 10.11's releases write it differently (10.11.14
+                    // `-0`, 10.11.19 `0`).
+                    Value::Real(0.0) => {
+                        return Err(rusqlite::Error::UserFunctionError(
+                            "negating a JSON value that is not a number (MariaDB 10.11 \
+                             releases write the negative zero differently)"
+                                .into(),
+                        ));
                     }
-                }))
+                    Value::Real(f) => Value::Real(-f),
+                    Value::Integer(i) => i
+                        .checked_neg()
+                        .map_or(Value::Real(-(i as f64)), Value::Integer),
+                    other => other,
+                })
             },
         )?;
     }
