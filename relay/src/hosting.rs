@@ -440,6 +440,7 @@ impl InstanceHost {
             compute_tls,
             kernel_splice,
             tcp_splice,
+            evidence_refused: false.into(),
         });
         let slot = self.admission.open_slot(cfg.max_pending_connections);
         let registered = Arc::new(Registered::new(rt, origin, slot, tasks));

@@ -141,5 +141,6 @@ pub fn runtime_with(
         compute_tls: None,
         kernel_splice: None,
         tcp_splice: None,
+        evidence_refused: false.into(),
     }
 }

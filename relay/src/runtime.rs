@@ -51,6 +51,10 @@ pub struct InstanceRuntime {
     pub kernel_splice: Option<Arc<crate::splice::sockhash::KernelSplice>>,
     /// The splice below TCP, for held sessions on loopback (`None`: not available).
     pub tcp_splice: Option<Arc<crate::splice::below_tcp::TcpSplice>>,
+    /// The compute refused the query that says what a resumable session holds
+    /// (`session_state::evidence`: server-shim, MariaDB without `metadata_lock_info`): its
+    /// resumable sessions stay on the pump, and later logins do not ask again.
+    pub evidence_refused: std::sync::atomic::AtomicBool,
 }
 impl InstanceRuntime {
     /// The greeting profile the perceptron imitates now.

@@ -104,6 +104,9 @@ pub(super) fn forward(
             if let Some((compute, _)) = compute_leg.as_mut().filter(|(compute, _)| {
                 rt.instance.config.splices_held()
                     && rt.instance.config.force_reattach_every.is_none()
+                    && !rt
+                        .evidence_refused
+                        .load(std::sync::atomic::Ordering::Relaxed)
                     && below_tcp(rt, &client_stream, compute).is_some()
             }) {
                 let timeout = rt.instance.config.compute_timeout;
@@ -116,8 +119,13 @@ pub(super) fn forward(
                 .await;
                 match read {
                     Ok(baseline) => {
-                        resumable.splices = baseline.is_some();
-                        resumable.baseline = baseline;
+                        resumable.splices = baseline.is_some_and(|read| read.is_some());
+                        resumable.baseline = baseline.flatten();
+                        if baseline.is_some_and(|read| read.is_none()) {
+                            rt.evidence_refused
+                                .store(true, std::sync::atomic::Ordering::Relaxed);
+                            tracing::info!(instance = %name, "the compute does not say what a session holds (information_schema.METADATA_LOCK_INFO: MariaDB's metadata_lock_info plugin): its resumable sessions stay on the relay's pump");
+                        }
                     }
                     Err(e) => {
                         tracing::warn!(instance = %name, client = %addr, error = %e, "reading a new session's counters failed; closing it");
@@ -333,7 +341,7 @@ pub(super) fn forward(
                     pumped.ended_by = PumpEnd::ComputeError;
                     break None;
                 };
-                resumable.baseline = baseline;
+                resumable.baseline = baseline.flatten();
             }
         };
         drop(commands);

@@ -85,7 +85,8 @@ where
 /// ([`CommandWatch::step_aside`]: no pause freezes the compute under the read). The client's
 /// first command waits for it; what the read leaves in the session's per-statement values
 /// (`FOUND_ROWS()`) is what a new session's first statement would find anyway but for that
-/// count. `None` when the compute is not running or does not say.
+/// count. `None` when the compute is not running (no read), `Some(None)` when it does not
+/// say.
 ///
 /// # Errors
 /// As [`baseline`].
@@ -94,7 +95,7 @@ pub(super) async fn first_baseline<S>(
     commands: &mut CommandWatch<'_>,
     deprecate_eof: bool,
     timeout: Duration,
-) -> Result<Option<Baseline>, ComputeError>
+) -> Result<Option<Option<Baseline>>, ComputeError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -105,7 +106,7 @@ where
     let read = baseline(compute, deprecate_eof, timeout).await;
     commands.step_back();
     commands.counters_read(matches!(read, Ok(Some(_))));
-    read
+    read.map(Some)
 }
 
 /// At the end of a response taken for the splice (`chunk` its last bytes, `status_flags`
