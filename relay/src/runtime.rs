@@ -57,6 +57,19 @@ pub struct InstanceRuntime {
     pub evidence_refused: std::sync::atomic::AtomicBool,
 }
 impl InstanceRuntime {
+    /// The splice below TCP for a session whose legs are these, when this relay has it and
+    /// the session is on loopback.
+    #[must_use]
+    pub fn below_tcp(
+        &self,
+        client: &crate::tls::ClientStream<tokio::net::TcpStream>,
+        compute: &crate::tls::ComputeStream<tokio::net::TcpStream>,
+    ) -> Option<Arc<crate::splice::below_tcp::TcpSplice>> {
+        let below = self.tcp_splice.as_ref()?;
+        crate::splice::below_tcp::TcpSplice::applies(client.tcp()?, compute.tcp()?)
+            .then(|| Arc::clone(below))
+    }
+
     /// The greeting profile the perceptron imitates now.
     #[must_use]
     pub fn profile(&self) -> ComputeProfile {

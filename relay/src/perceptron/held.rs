@@ -107,7 +107,7 @@ pub(super) fn forward(
                     && !rt
                         .evidence_refused
                         .load(std::sync::atomic::Ordering::Relaxed)
-                    && below_tcp(rt, &client_stream, compute).is_some()
+                    && rt.below_tcp(&client_stream, compute).is_some()
             }) {
                 let timeout = rt.instance.config.compute_timeout;
                 let read = Box::pin(super::resumable_splice::first_baseline(
@@ -268,7 +268,7 @@ pub(super) fn forward(
                 // below TCP will not take this session (not when it only must wait).
                 let full = chunk.len() as u64;
                 let mut through_sockets = true;
-                if let Some(below) = below_tcp(rt, &client_stream, compute_stream) {
+                if let Some(below) = rt.below_tcp(&client_stream, compute_stream) {
                     match splice_below_tcp(rt, &below, &client_stream, compute_stream, chunk) {
                         Ok(spliced) => {
                             break Some(Box::new(ToKernel::BelowTcp(below, spliced, status_flags)));
@@ -432,7 +432,6 @@ async fn carry_below_tcp(
     let mut taken_back = 0;
     'session: loop {
         let take_back = crate::splice::sockhash::TakeBack {
-            ended_only: false,
             quiet: rt.instance.take_back_pace(),
             compute_idle: &compute_idle,
             look_now: counted.look_now(),
@@ -532,7 +531,6 @@ async fn carry_spliced(
     let counted = rt.instance.spliced_session();
     // Taken back when quiet on an instance that parks, and before any freeze.
     let take_back = crate::splice::sockhash::TakeBack {
-        ended_only: false,
         quiet: rt.instance.take_back_pace(),
         compute_idle: &compute_idle,
         look_now: counted.look_now(),
@@ -605,16 +603,6 @@ enum Retry {
     Later,
     /// No: the kernel refused (logged), or the session cannot be spliced.
     Never,
-}
-
-/// The splice below TCP, when this relay has it and the session is on loopback.
-fn below_tcp(
-    rt: &InstanceRuntime,
-    client: &ClientStream<TcpStream>,
-    compute: &ComputeStream<TcpStream>,
-) -> Option<Arc<TcpSplice>> {
-    let below = rt.tcp_splice.as_ref()?;
-    TcpSplice::applies(client.tcp()?, compute.tcp()?).then(|| Arc::clone(below))
 }
 
 /// Splices a held session below TCP at the end of a response, writing `chunk` (the

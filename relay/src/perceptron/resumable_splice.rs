@@ -123,27 +123,17 @@ pub(super) async fn carry(
     (deprecate_eof, addr): (bool, SocketAddr),
 ) -> (Next, PumpReport) {
     let mut report = PumpReport::default();
-    let below = rt.tcp_splice.as_ref().filter(|_| {
-        client
-            .tcp()
-            .zip(compute.tcp())
-            .is_some_and(|(client, compute)| TcpSplice::applies(client, compute))
-    });
+    let below = rt.below_tcp(client, compute);
     let (Some(below), ClientStream::Plain(client), ComputeStream::Plain(compute)) =
         (below, &mut *client, compute)
     else {
-        let next = if client.write_all(&chunk).await.is_ok() {
-            report.compute_to_client += chunk.len() as u64;
-            Next::Pumped { spliced: false }
-        } else {
-            report.ended_by = PumpEnd::ClientError;
-            Next::Ended
-        };
+        // Not on loopback after all: the chunk goes on, and so does the pump.
+        let next = write_chunk(client, &chunk, &mut report).await;
         return (next, report);
     };
     let next = carry_below_tcp(
         rt,
-        below,
+        &below,
         (client, compute),
         commands,
         (resumption, baseline),
@@ -198,7 +188,6 @@ async fn carry_below_tcp(
     tracing::debug!(instance = %name, client = %addr, "resumable session spliced below TCP");
     let compute_idle = || rt.instance.compute_idle();
     let take_back = TakeBack {
-        ended_only: false,
         quiet: rt.instance.take_back_pace(),
         compute_idle: &compute_idle,
         look_now: counted.look_now(),
@@ -351,7 +340,10 @@ where
 }
 
 /// Writes what is left of the response's last chunk: the session goes on on the pump.
-async fn write_chunk(client: &mut TcpStream, chunk: &[u8], report: &mut PumpReport) -> Next {
+async fn write_chunk<W>(client: &mut W, chunk: &[u8], report: &mut PumpReport) -> Next
+where
+    W: AsyncWrite + Unpin,
+{
     if client.write_all(chunk).await.is_err() {
         report.ended_by = PumpEnd::ClientError;
         return Next::Ended;
@@ -363,7 +355,7 @@ async fn write_chunk(client: &mut TcpStream, chunk: &[u8], report: &mut PumpRepo
 /// The bytes of the evidence query's packet (its header included), as the compute counts
 /// what it receives.
 fn query_packet_len() -> u64 {
-    (4 + 1 + evidence::query().len()) as u64
+    (4 + 1 + evidence::QUERY.len()) as u64
 }
 
 /// Reads the session's evidence on its quiet compute leg: `None` when the compute refuses
@@ -377,7 +369,8 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let mut leg = PacketStream::new(compute, EVIDENCE_MAX_PACKET).with_write_timeout(timeout);
-    let rows = state_read::query(&mut leg, evidence::query(), deprecate_eof, timeout).await?;
+    let rows =
+        state_read::query(&mut leg, evidence::QUERY.as_str(), deprecate_eof, timeout).await?;
     if !leg.take_buffered().is_empty() {
         return Err(ComputeProtocolError::Unexpected(0).into());
     }

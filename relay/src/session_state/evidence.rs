@@ -3,7 +3,7 @@
 //! seen there, so what following them finds on the pump (`crate::session_effects`) is read
 //! from the compute instead.
 //!
-//! From one query ([`query`]):
+//! From one query ([`QUERY`]):
 //! - what the session holds now: an open transaction (`@@in_transaction`) and user locks
 //!   (`GET_LOCK`, also from inside a function: `information_schema.METADATA_LOCK_INFO`,
 //!   MariaDB's `metadata_lock_info` plugin);
@@ -55,9 +55,8 @@ const BYTES_RECEIVED: &str = "BYTES_RECEIVED";
 
 /// The query that reads the session's transaction, its user locks, its [`LEAVES_STATE`]
 /// counters and its bytes received, one `(name, value)` row each. Named `LIMIT`: a session's
-/// `sql_select_limit` would cut it short.
-#[must_use]
-pub fn query() -> String {
+/// `sql_select_limit` would cut it short. Written once, from [`LEAVES_STATE`].
+pub static QUERY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let names: Vec<String> = LEAVES_STATE
         .iter()
         .chain([&BYTES_RECEIVED])
@@ -71,9 +70,9 @@ pub fn query() -> String {
          WHERE VARIABLE_NAME IN ({}) LIMIT 100",
         names.join(", ")
     )
-}
+});
 
-/// One reading of [`query`].
+/// One reading of [`QUERY`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Evidence {
     in_transaction: bool,
@@ -90,12 +89,12 @@ pub struct Mark {
     bytes_received: u64,
 }
 
-/// The compute's answer to [`query`] is not the rows asked for.
+/// The compute's answer to [`QUERY`] is not the rows asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NotEvidence;
 
 impl Evidence {
-    /// Reads [`query`]'s rows: every name once, every value a decimal number.
+    /// Reads [`QUERY`]'s rows: every name once, every value a decimal number.
     ///
     /// # Errors
     /// [`NotEvidence`] for a missing, repeated or unknown name, or a value that is not a

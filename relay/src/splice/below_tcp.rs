@@ -576,9 +576,6 @@ impl TcpSpliced {
                 LastPacket::MoreResults => return None,
             }
         };
-        if status_flags.is_none() && when.ended_only {
-            return None;
-        }
         // Segments from here are dropped (their senders send them again, to the new sockets).
         if self.set_rewrite(false).is_err() {
             // One direction may be off: on again, or the session cannot go on.
@@ -1057,7 +1054,6 @@ mod tests {
         let idle = || true;
         let look_now = tokio::sync::Notify::new();
         let take_back = TakeBack {
-            ended_only: false,
             quiet: Some(Duration::from_millis(50)),
             compute_idle: &idle,
             look_now: &look_now,

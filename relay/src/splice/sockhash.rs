@@ -380,15 +380,12 @@ impl Relayed {
 /// judges its sessions (docs/parking.md). A pause that will freeze the compute asks for a
 /// look at once, without the quiet time, through `look_now` (`notify_waiters`).
 /// `status_flags`: the session's status when it was spliced, until the compute sends
-/// anything. `ended_only`: only where the compute's last packet is known to end a response
-/// (the splice below TCP otherwise also takes back a session whose last packet it cannot
-/// read, and leaves the caller to find out).
+/// anything.
 pub struct TakeBack<'a> {
     pub quiet: Option<Duration>,
     pub compute_idle: &'a (dyn Fn() -> bool + Send + Sync),
     pub look_now: &'a tokio::sync::Notify,
     pub status_flags: u16,
-    pub ended_only: bool,
 }
 
 /// How [`carry`] returned.
@@ -723,7 +720,6 @@ mod tests {
         let idle = || true;
         let look_now = tokio::sync::Notify::new();
         let take_back = TakeBack {
-            ended_only: false,
             quiet: Some(Duration::from_millis(50)),
             compute_idle: &idle,
             look_now: &look_now,

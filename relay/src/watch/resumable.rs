@@ -17,15 +17,9 @@ impl CommandWatch<'_> {
         (in_transaction, pinned): (bool, Option<&'static str>),
     ) {
         self.guard.used_ago(quiet_for);
-        // Unknown flags are forgotten, but for the transaction, which the compute said.
-        let other = flags.unwrap_or_else(|| self.conversation.status_flags());
-        let in_trans = SERVER_STATUS_IN_TRANS * u16::from(in_transaction);
-        self.conversation
-            .set_status_flags(other & !SERVER_STATUS_IN_TRANS | in_trans);
-        if flags.is_none() {
-            self.conversation.forget_status_flags();
-        }
-        self.unchecked = flags.is_none();
+        let flags = flags.ok_or_else(|| self.conversation.status_flags());
+        self.in_transaction_said(flags, in_transaction);
+        self.unchecked = flags.is_err();
         (self.splice_after, self.unread) = (Some(1), true);
         self.log.seen_by_compute(in_transaction, pinned);
     }
@@ -41,11 +35,20 @@ impl CommandWatch<'_> {
     pub fn checked_by_compute(&mut self, (in_transaction, pinned): (bool, Option<&'static str>)) {
         self.unchecked = false;
         self.log.seen_by_compute(in_transaction, pinned);
+        let flags = self.conversation.status_flags();
         let known = self.conversation.status_flags_known();
+        self.in_transaction_said(if known { Ok(flags) } else { Err(flags) }, in_transaction);
+    }
+
+    /// Sets the session's status flags to `flags` (`Err`: as last known, not the server's
+    /// now, so still unknown until its next OK or EOF), their transaction bit as the compute
+    /// said.
+    fn in_transaction_said(&mut self, flags: Result<u16, u16>, in_transaction: bool) {
         let in_trans = SERVER_STATUS_IN_TRANS * u16::from(in_transaction);
-        let other = self.conversation.status_flags() & !SERVER_STATUS_IN_TRANS;
-        self.conversation.set_status_flags(other | in_trans);
-        if !known {
+        let (Ok(other) | Err(other)) = flags;
+        self.conversation
+            .set_status_flags(other & !SERVER_STATUS_IN_TRANS | in_trans);
+        if flags.is_err() {
             self.conversation.forget_status_flags();
         }
     }
