@@ -4,13 +4,15 @@ straight to the compute, then through a relay that carries every session to a ne
 every command (`resumable_sessions = true`, `force_reattach_every = 1`: its state read by value
 and restored, as after a stop). Every test must end the same way in both runs. Two computes:
 server-shim, and MariaDB with perceptron_dual (its accounts IDENTIFIED VIA perceptron_dual,
-which also log in directly). Two suites, each given by the path of its source:
+which also log in directly). Three suites, each given by the path of its source:
 
   PyMySQL                 a clone of its repository (pytest, `pymysql/tests`; its
                           `databases.json` is replaced for the runs and put back afterwards)
   mysql-connector-python  its unpacked sdist, which ships its tests (`unittests.py
                           --use-external-server`, the pure-Python connector): e.g.
                           `pip download --no-deps --no-binary :all: mysql-connector-python`
+  node-mysql2             a clone of its repository with `npm ci` run in it (poku, its
+                          `test/` directory; each test file is one outcome)
 
   straight   suite -> compute (its own port)
   resumed    suite -> relay -> compute, each session reattached after every command
@@ -20,8 +22,8 @@ command boundaries the relay carried to a new login against those it pinned (by 
 open transaction, a lock, a statement it does not recognise...), from its log.
 
 Usage: client-suites.py SUITE_PATH [shim|mariadb ...]   (default: both)
-Writes bench/results/client-suites[-connector].{txt,json}. PyMySQL's needs pytest and
-pytest-timeout.
+Writes bench/results/client-suites[-connector|-node].{txt,json}. PyMySQL's needs pytest and
+pytest-timeout; node-mysql2's, Node.js.
 """
 
 import os
@@ -175,6 +177,51 @@ class ConnectorPython:
         return outcomes
 
 
+class NodeMysql2:
+    """node-mysql2's suite, from a clone of its repository with its dependencies installed."""
+    name, results = "node-mysql2", "client-suites-node"
+    # poku's compact reporter: one line per test file, its outcome first.
+    FILE_OUTCOME = re.compile(r"^ (PASS|FAIL) +(test/\S+)$")
+
+    def __init__(self, path):
+        self.path = path
+
+    @staticmethod
+    def fits(path):
+        return os.path.isfile(os.path.join(path, "test", "common.test.mts"))
+
+    def __enter__(self):
+        if not os.path.isdir(os.path.join(self.path, "node_modules", "poku")):
+            raise SystemExit("%s: run `npm ci` in it first (the suite runs on poku and tsx)"
+                             % self.path)
+        return self
+
+    def __exit__(self, *_):
+        pass
+
+    @staticmethod
+    def fresh(port, user):
+        sql(port, user, "DROP DATABASE IF EXISTS test; CREATE DATABASE test")
+
+    def run(self, port, users, out):
+        """Runs the suite against 127.0.0.1:port as `users[0]`: {test file: outcome}."""
+        env = dict(os.environ, CI="1", MYSQL_HOST="127.0.0.1", MYSQL_PORT=str(port),
+                   MYSQL_USER=users[0], MYSQL_PASSWORD=ROOT_PW, MYSQL_DATABASE="test",
+                   NO_COLOR="1", FORCE_COLOR="0")
+        log = out + ".log"
+        with open(log, "w") as f:
+            subprocess.run([os.path.join("node_modules", ".bin", "poku")], cwd=self.path,
+                           env=env, stdout=f, stderr=subprocess.STDOUT, timeout=3600)
+        with open(log, errors="replace") as f:
+            text = re.sub(r"\x1b\[[0-9;]*m", "", f.read())
+        outcomes = {m.group(2): m.group(1).lower() for m in
+                    (self.FILE_OUTCOME.match(line) for line in text.splitlines()) if m}
+        if not outcomes:
+            raise RuntimeError("the suite ran no test against port %d; its output ends:\n%s"
+                               % (port, "\n".join(text.splitlines()[-30:])))
+        return outcomes
+
+
 def counts(outcomes):
     return {k: sum(1 for v in outcomes.values() if v == k) for k in ("pass", "fail", "skip")}
 
@@ -257,10 +304,10 @@ def main():
     if len(sys.argv) < 2 or any(c not in USERS for c in sys.argv[2:]):
         sys.exit(__doc__)
     path = os.path.abspath(sys.argv[1])
-    kinds = [k for k in (PyMySQL, ConnectorPython) if k.fits(path)]
+    kinds = [k for k in (PyMySQL, ConnectorPython, NodeMysql2) if k.fits(path)]
     if not kinds:
-        sys.exit("%s: neither a PyMySQL checkout nor mysql-connector-python's sdist\n\n%s"
-                 % (path, __doc__))
+        sys.exit("%s: not a PyMySQL or node-mysql2 checkout, nor mysql-connector-python's "
+                 "sdist\n\n%s" % (path, __doc__))
     computes = sys.argv[2:] or list(USERS)
     out = ["# %s's own suite, straight to the compute and with every session reattached "
            "after every command" % kinds[0].name, "machine: %s" % h.machine(),

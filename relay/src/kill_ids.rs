@@ -28,9 +28,10 @@ pub struct KilledId {
 }
 
 /// The session `payload` (one command's whole payload) kills: `COM_PROCESS_KILL`, or a
-/// `COM_QUERY` of `KILL [HARD | SOFT] [CONNECTION | QUERY] <id>` (a trailing `;` and spaces
-/// allowed). `KILL QUERY ID <query id>` names a query, `KILL USER` a user: neither is found,
-/// nor is anything with a comment or another statement.
+/// `COM_QUERY` of `KILL [HARD | SOFT] [CONNECTION | QUERY] <id>` (spaces allowed, and after a
+/// `;` other statements, which are left as they are: node-mysql2's tests send `KILL ?;
+/// SELECT SLEEP(0.05)`). `KILL QUERY ID <query id>` names a query, `KILL USER` a user:
+/// neither is found, nor is a `KILL` with a comment.
 #[must_use]
 pub fn killed_id(payload: &[u8]) -> Option<KilledId> {
     match payload.split_first()? {
@@ -81,15 +82,11 @@ fn killed_in_statement(text: &[u8]) -> Option<(u32, Range<usize>)> {
     Some((id, at.clone()))
 }
 
-/// `text`'s words (ASCII letters and digits only) and where each is, with spaces between them
-/// and an optional `;` at the end; `None` for anything else.
+/// The words (ASCII letters and digits only) of `text`'s first statement, up to its first
+/// `;` (no quote or comment can hide one before it: anything else is `None`), and where each
+/// is.
 fn words(text: &[u8]) -> Option<Vec<(&[u8], Range<usize>)>> {
-    let end = text
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(0, |i| i + 1);
-    let text = text.get(..end)?;
-    let text = text.strip_suffix(b";").unwrap_or(text);
+    let text = text.split(|b| *b == b';').next()?;
     let mut out = Vec::new();
     let mut i = 0;
     while i < text.len() {
@@ -149,6 +146,8 @@ mod tests {
             ("KILL CONNECTION 17;", 17),
             ("  KILL HARD QUERY\t2147483904 ; ", 2_147_483_904),
             ("KILL SOFT 5", 5),
+            ("KILL 5; DROP TABLE t", 5),
+            ("kill 2147483904; select sleep(0.05)", 2_147_483_904),
         ] {
             let p = query(text);
             let found = killed_id(&p).unwrap_or_else(|| panic!("{text}"));
@@ -177,7 +176,8 @@ mod tests {
             "KILL USER app",
             "KILL",
             "KILL 99999999999",
-            "KILL 5; DROP TABLE t",
+            "KILL 5 /* ; */",
+            "SELECT 1; KILL 5",
             "KILL /* x */ 5",
             "KILL -5",
             "SELECT 5",

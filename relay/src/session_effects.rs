@@ -446,6 +446,25 @@ impl Log {
         }
     }
 
+    /// The effect of one command payload in this session: [`effect_of`]'s, and executing a
+    /// prepared statement whose text does more than a plain statement (a prepared `CREATE
+    /// TEMPORARY TABLE`, `SET`, `COMMIT`) has that text's effect, as if sent as a query.
+    #[must_use]
+    pub fn effect(&self, payload: &[u8]) -> Effect {
+        let effect = effect_of(payload);
+        let Effect::Execute(id) = effect else {
+            return effect;
+        };
+        match self
+            .statements
+            .get(&id)
+            .map(|(prepare, _)| query_effect(prepare.get(1..).unwrap_or_default()))
+        {
+            None | Some(Effect::Statement | Effect::None) => effect,
+            Some(text) => text,
+        }
+    }
+
     /// Records a statement the compute prepared: `payload` (`COM_STMT_PREPARE`) under the id
     /// the client was given, with the compute's (columns, parameters) for it.
     pub fn prepared(&mut self, id: u32, shape: (u16, u16), payload: &[u8]) {
@@ -715,6 +734,32 @@ mod tests {
         log.prepared(1, (0, 0), &vec![COM_STMT_PREPARE; MAX_LOG_BYTES + 1]);
         assert_eq!(log.pinned(), Some("session statements over 16 KiB"));
         assert_eq!(log.statements().count(), 0);
+    }
+
+    /// Found by node-mysql2's own suite: its tests create temporary tables with
+    /// `connection.execute()`, which the relay took for a plain statement and carried the
+    /// session to a new login without its table.
+    #[test]
+    fn a_prepared_statement_runs_with_its_texts_effect() {
+        let mut log = Log::default();
+        let texts: [(u32, &[u8]); 4] = [
+            (1, b"\x16CREATE TEMPORARY TABLE t (a INT)"),
+            (2, b"\x16SELECT ?"),
+            (3, b"\x16SET @a = ?"),
+            (4, b"\x16COMMIT"),
+        ];
+        for (id, payload) in texts {
+            log.prepared(id, (0, 0), payload);
+        }
+        let execute = |id: u8| [COM_STMT_EXECUTE, id, 0, 0, 0, 0, 1, 0, 0, 0];
+        assert_eq!(log.effect(&execute(1)), Effect::Pins("temporary table"));
+        assert_eq!(log.effect(&execute(2)), Effect::Execute(2));
+        assert_eq!(log.effect(&execute(3)), Effect::Sets);
+        assert_eq!(log.effect(&execute(4)), Effect::End);
+        assert_eq!(log.effect(&execute(5)), Effect::Execute(5), "not prepared");
+        assert_eq!(log.effect(b"\x03SELECT 1"), Effect::Statement);
+        log.sent(log.effect(&execute(1)));
+        assert_eq!(log.pinned(), Some("temporary table"));
     }
 
     #[test]

@@ -46,8 +46,10 @@ pub struct CommandWatch<'a> {
     /// What the session's commands left that the relay follows (pins, transactions,
     /// statements).
     log: session_effects::Log,
-    /// The session's state as last read from its compute (a fresh login's at first).
-    state: SessionState,
+    /// The session's state as last read from its compute; `None` until then: the session is
+    /// as its login left it, as a new login with the same handshake is (its character set
+    /// is the handshake's, not the server's default).
+    state: Option<SessionState>,
     /// A command that may have changed the session's state was sent since it was last read:
     /// the session is not carried until it is read again.
     unread: bool,
@@ -156,7 +158,7 @@ impl<'a> CommandWatch<'a> {
             learnt: None,
             ticketed: false,
             log: session_effects::Log::default(),
-            state: SessionState::default(),
+            state: None,
             unread: false,
             unreadable: None,
             read_skipped: false,
@@ -302,9 +304,10 @@ impl CommandWatch<'_> {
         }
     }
 
-    /// The session's state as last read, to restore on a new compute.
-    pub const fn state(&self) -> &SessionState {
-        &self.state
+    /// The session's state as last read, to restore on a new compute; `None`: never read,
+    /// as its login left it.
+    pub const fn state(&self) -> Option<&SessionState> {
+        self.state.as_ref()
     }
 
     /// The `COM_SET_OPTION` that restores the session's multi-statements option, if it set
@@ -381,7 +384,7 @@ impl CommandWatch<'_> {
         self.unread = false;
         match read {
             Ok(state) => {
-                self.state = state;
+                self.state = Some(state);
                 self.unreadable = None;
             }
             Err(why) => self.unreadable = Some(why),
@@ -477,7 +480,7 @@ impl CommandWatch<'_> {
         let mut counted = 0;
         for payload in packets {
             counted += u64::from(payload.first() != Some(&0x0E));
-            let effect = session_effects::effect_of(payload);
+            let effect = self.log.effect(payload);
             self.counters_known &= effect.leaves_counters();
             // A configured keepalive query is taken to leave the session as it was.
             if effect.changes_state() && !keepalive {

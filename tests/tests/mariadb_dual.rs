@@ -632,9 +632,33 @@ fn a_relayed_dual_session_outlives_the_stop_of_mariadb_and_resumes_with_its_stat
         raw::query(&mut s, "SET SESSION sql_mode = 'ANSI_QUOTES'"),
         Ok(Ok(_))
     ));
+    // A session that ran no statement: its character set is its handshake's (utf8mb4, where
+    // the server's default is latin1), which it keeps on a new compute (before, a session
+    // never read was restored to the server's defaults).
+    let mut idle = raw::login(d.relay.port, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap();
+    idle.set_read_timeout(Some(tests::scaled(Duration::from_secs(60))))
+        .unwrap();
+    // A database that does not exist: MariaDB's own refusal, after the plugin issued the
+    // ticket (before, ERR 1053 "failed during login. Retry", which a pool retries forever).
+    match raw::login(d.relay.port, USER, PASSWORD, Some("no_such_db")) {
+        Ok(Err((code, message))) => assert_eq!(code, 1049, "{message}"),
+        other => panic!("{other:?}\n{}", d.relay.log()),
+    }
     let pid = d.relay.compute_pid().unwrap();
     d.wait_paused();
     assert!(!pid_alive(pid), "mariadbd is gone");
+    assert_eq!(
+        raw::one_row(
+            &mut idle,
+            "SELECT CONCAT(@@character_set_client, ' ', @@collation_connection)"
+        )
+        .as_deref(),
+        Some("utf8mb4 utf8mb4_general_ci"),
+        "{}",
+        d.relay.log()
+    );
     assert_eq!(
         raw::one_row(&mut s, "SELECT DATABASE()").as_deref(),
         Some("shop"),

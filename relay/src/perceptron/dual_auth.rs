@@ -241,7 +241,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// A compute asked for a ticket sends it as AuthMoreData (`0x01`, then the ticket) right
-/// before its OK: returns the packet after it and the ticket. Anything else is the reply
+/// before its OK: returns the packet after it and the ticket (none when that packet is an ERR). Anything else is the reply
 /// itself. A ticket nobody asked for is a protocol error, as any unexpected packet is.
 async fn ticket_then_reply<S: AsyncRead + AsyncWrite + Unpin>(
     compute: &mut GreetedCompute<S>,
@@ -262,13 +262,14 @@ async fn ticket_then_reply<S: AsyncRead + AsyncWrite + Unpin>(
         reply.sequence_id.wrapping_add(1),
     )
     .await?;
-    if next.payload.first() != Some(&0x00) {
-        // A ticket before anything but an OK: not a session to keep.
-        return Err(
-            ComputeProtocolError::Unexpected(next.payload.first().copied().unwrap_or(0)).into(),
-        );
+    match next.payload.first() {
+        Some(&0x00) => Ok((next, Some(ticket))),
+        // The plugin issues the ticket once the user is verified; the server may still refuse
+        // the login after it (ERR 1049 for a database that does not exist): the client gets
+        // that ERR, and the ticket of no session is dropped.
+        Some(&0xFF) => Ok((next, None)),
+        other => Err(ComputeProtocolError::Unexpected(other.copied().unwrap_or(0)).into()),
     }
-    Ok((next, Some(ticket)))
 }
 
 /// The ticket in an AuthMoreData packet: `0x01` followed by a ticket (server-shim), or the

@@ -99,8 +99,9 @@ impl Resumption {
 
 /// What a reattach restores: the session's state, and its open prepared statements.
 pub struct SessionState<'a> {
-    /// The state read by value from the old compute.
-    pub state: &'a crate::session_state::SessionState,
+    /// The state read by value from the old compute; `None`: never read, the session is as
+    /// its login left it, and so is the new login.
+    pub state: Option<&'a crate::session_state::SessionState>,
     /// The `COM_SET_OPTION` the session last sent, if any.
     pub set_option: Option<[u8; 3]>,
     /// Each statement: the client's id, the `COM_STMT_PREPARE` payload, and its parameter and
@@ -181,21 +182,23 @@ pub async fn reattach<C: ComputeConnector>(
             return Err(refused(&reply.payload));
         }
     }
-    // The new session as its login left it, compared with the state.
-    let (role, fresh) = super::state_read::fresh(&mut stream, state.deprecate_eof, timeout)
-        .await?
-        .map_err(ComputeProtocolError::FreshStateUnreadable)?;
-    send_restores(
-        &mut stream,
-        &state.state.restore(role.as_deref(), &fresh),
-        timeout,
-    )
-    .await?;
-    // Once more for the variables that setting others changed.
-    let (_, now) = super::state_read::fresh(&mut stream, state.deprecate_eof, timeout)
-        .await?
-        .map_err(ComputeProtocolError::FreshStateUnreadable)?;
-    send_restores(&mut stream, &state.state.restore_system(&now), timeout).await?;
+    if let Some(session) = state.state {
+        // The new session as its login left it, compared with the state.
+        let (role, fresh) = super::state_read::fresh(&mut stream, state.deprecate_eof, timeout)
+            .await?
+            .map_err(ComputeProtocolError::FreshStateUnreadable)?;
+        send_restores(
+            &mut stream,
+            &session.restore(role.as_deref(), &fresh),
+            timeout,
+        )
+        .await?;
+        // Once more for the variables that setting others changed.
+        let (_, now) = super::state_read::fresh(&mut stream, state.deprecate_eof, timeout)
+            .await?
+            .map_err(ComputeProtocolError::FreshStateUnreadable)?;
+        send_restores(&mut stream, &session.restore_system(&now), timeout).await?;
+    }
     let mut statement_ids = Vec::with_capacity(state.statements.len());
     for statement in state.statements {
         let id = match prepare(&mut stream, statement, state.deprecate_eof, timeout).await? {
