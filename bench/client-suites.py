@@ -4,7 +4,7 @@ straight to the compute, then through a relay that carries every session to a ne
 every command (`resumable_sessions = true`, `force_reattach_every = 1`: its state read by value
 and restored, as after a stop). Every test must end the same way in both runs. Two computes:
 server-shim, and MariaDB with perceptron_dual (its accounts IDENTIFIED VIA perceptron_dual,
-which also log in directly). Three suites, each given by the path of its source:
+which also log in directly). Four suites, each given by the path of its source:
 
   PyMySQL                 a clone of its repository (pytest, `pymysql/tests`; its
                           `databases.json` is replaced for the runs and put back afterwards)
@@ -13,6 +13,10 @@ which also log in directly). Three suites, each given by the path of its source:
                           `pip download --no-deps --no-binary :all: mysql-connector-python`
   node-mysql2             a clone of its repository with `npm ci` run in it (poku, its
                           `test/` directory; each test file is one outcome)
+  aiomysql                its unpacked sdist, which ships its tests (pytest): it logs in as
+                          `root`, over TLS, which its fixture checks on the compute's side
+                          (`Ssl_version`): the compute and the relay serve a certificate
+                          issued by the suite's own test CA, with `compute_tls = "on"`
 
   straight   suite -> compute (its own port)
   resumed    suite -> relay -> compute, each session reattached after every command
@@ -22,8 +26,8 @@ command boundaries the relay carried to a new login against those it pinned (by 
 open transaction, a lock, a statement it does not recognise...), from its log.
 
 Usage: client-suites.py SUITE_PATH [shim|mariadb ...]   (default: both)
-Writes bench/results/client-suites[-connector|-node].{txt,json}. PyMySQL's needs pytest and
-pytest-timeout; node-mysql2's, Node.js.
+Writes bench/results/client-suites[-connector|-node|-aiomysql].{txt,json}. PyMySQL's and
+aiomysql's need pytest and pytest-timeout; node-mysql2's, Node.js.
 """
 
 import os
@@ -99,17 +103,23 @@ class PyMySQL:
                     ' {"host": "127.0.0.1", "port": %d, "user": "%s", "password": "%s", '
                     '"database": "test2"}]\n'
                     % (port, users[0], ROOT_PW, port, users[1], TEST2_PW))
-        xml = out + ".xml"
+        return pytest_outcomes(self.path, ["pymysql/tests"], out)
+
+
+def pytest_outcomes(path, args, out, env=None):
+    """Runs pytest in `path` with `args`: {test id: "pass" | "fail" | "skip"}."""
+    xml = out + ".xml"
+    with open(out + ".log", "w") as f:
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        "--timeout", "120", "--junitxml", xml, "pymysql/tests"], cwd=self.path,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        outcomes = {}
-        for case in ET.parse(xml).getroot().iter("testcase"):
-            name = "%s::%s" % (case.get("classname"), case.get("name"))
-            kinds = {child.tag for child in case}
-            outcomes[name] = ("fail" if kinds & {"failure", "error"} else
-                              "skip" if "skipped" in kinds else "pass")
-        return outcomes
+                        "--timeout", "120", "--junitxml", xml] + args, cwd=path,
+                       stdout=f, stderr=subprocess.STDOUT, env=env, timeout=3600)
+    outcomes = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        name = "%s::%s" % (case.get("classname"), case.get("name"))
+        kinds = {child.tag for child in case}
+        outcomes[name] = ("fail" if kinds & {"failure", "error"} else
+                          "skip" if "skipped" in kinds else "pass")
+    return outcomes
 
 
 # unittest's verbose outcome of a test, at the end of its `name ... ` line or, where the test
@@ -222,6 +232,40 @@ class NodeMysql2:
         return outcomes
 
 
+class AioMySQL:
+    """aiomysql's suite, from its unpacked sdist."""
+    name, results = "aiomysql", "client-suites-aiomysql"
+
+    def __init__(self, path):
+        self.path = path
+        # Its fixture logs in over TLS and checks the compute's `Ssl_version`: the compute
+        # serves a certificate signed by the suite's own test CA, which the suite trusts.
+        self.tls = os.path.join(path, "tests", "ssl_resources", "ssl")
+        # Its fixture logs in as `root` (MYSQL_ROOT_PASSWORD), nothing else.
+        self.root = True
+
+    @staticmethod
+    def fits(path):
+        return (os.path.isdir(os.path.join(path, "aiomysql"))
+                and os.path.isfile(os.path.join(path, "tests", "conftest.py")))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        pass
+
+    @staticmethod
+    def fresh(port, user):
+        sql(port, user, "DROP DATABASE IF EXISTS test_pymysql; "
+                        "DROP DATABASE IF EXISTS test_pymysql2")
+
+    def run(self, port, users, out):
+        """Runs the suite against 127.0.0.1:port as root: {test id: outcome}."""
+        return pytest_outcomes(self.path, ["--mysql-address", "127.0.0.1:%d" % port, "tests"],
+                               out, env=dict(os.environ, MYSQL_ROOT_PASSWORD=ROOT_PW))
+
+
 def counts(outcomes):
     return {k: sum(1 for v in outcomes.values() if v == k) for k in ("pass", "fail", "skip")}
 
@@ -234,23 +278,64 @@ BUDGETS = ("[relay.budgets]\nwakes_per_source = 0\nwakes_per_user = 0\n"
            "failed_logins_per_source = 0\nfailed_logins_per_user = 0\n")
 
 
-def compute_relay(compute):
+def tls_files(cert_dir):
+    """A certificate for 127.0.0.1 issued by the CA in `cert_dir` (with its key, which the
+    suite ships) and its key, in a directory of our own (mode 0600, as the relay and
+    server-shim require of secrets). The suite's own server certificate is X.509 v1, which
+    rustls refuses; this one is v3, and the suite trusts it as it trusts its own."""
+    out = h.tmpdir("client-suites-tls")
+    key, csr, cert = (os.path.join(out, n) for n in ("server-key.pem", "server.csr",
+                                                     "server-cert.pem"))
+    ext = os.path.join(out, "v3.ext")
+    with open(ext, "w") as f:
+        f.write("basicConstraints = CA:FALSE\nsubjectAltName = IP:127.0.0.1\n"
+                "keyUsage = digitalSignature, keyEncipherment\n"
+                "extendedKeyUsage = serverAuth\n")
+    shutil.copyfile(os.path.join(cert_dir, "server-key.pem"), key)
+    os.chmod(key, 0o600)
+    subprocess.run(["openssl", "req", "-new", "-key", key, "-subj", "/CN=127.0.0.1",
+                    "-out", csr], check=True, capture_output=True)
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA",
+                    os.path.join(cert_dir, "ca.pem"), "-CAkey",
+                    os.path.join(cert_dir, "ca-key.pem"), "-set_serial", "1", "-days", "7",
+                    "-extfile", ext, "-out", cert], check=True, capture_output=True)
+    return cert, key
+
+
+def compute_relay(compute, suite=None):
     """A relay reattaching every session after every command, its instance running on
-    `compute` with the suite's accounts."""
+    `compute` with the suite's accounts (and TLS, and root's password, where `suite` needs
+    them)."""
     toml = 'stop_after = "1h"\nforce_reattach_every = 1\n'
+    cert_dir = getattr(suite, "tls", None)
+    cert = key = None
+    if cert_dir:
+        # TLS to the compute too, so that the compute sees an encrypted session, as straight.
+        cert, key = tls_files(cert_dir)
+        toml += ('compute_tls = "on"\n[instance.tls]\ncert = "%s"\nkey = "%s"\n'
+                 % (cert, key))
     if compute == "mariadb":
+        tls_args = ["--ssl-cert=" + cert, "--ssl-key=" + key] if cert else []
         relay = h.dual_mariadb_relay("client-suites-maria", instance_toml=toml,
-                                     relay_toml=BUDGETS)
+                                     relay_toml=BUDGETS, mariadbd_args=tls_args)
         mariadb_accounts(relay.compute_port)
+        if getattr(suite, "root", False):
+            # root@127.0.0.1 (mariadb-install-db's, no password) as a perceptron_dual
+            # account, so that the suite's root logs in through the relay too.
+            subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1",
+                            "-P%d" % relay.compute_port, "-uroot", "--skip-ssl", "-e",
+                            "ALTER USER root@'127.0.0.1' IDENTIFIED VIA perceptron_dual "
+                            "USING PASSWORD('%s')" % ROOT_PW], check=True, capture_output=True)
         # The relay greets as MariaDB once a relayed login has proven the compute (before,
         # as server-shim: docs/clients.md), and mysql-connector-python picks its collation
         # by the version it is greeted with.
         sql(relay.port, USERS["mariadb"][0], "SELECT 1")
         return relay
     tickets = h.ticket_key(h.tmpdir("client-suites-keys"))
+    tls_args = ("--tls-cert", cert, "--tls-key", key) if cert else ()
     relay = h.Relay("client-suites", instance_toml='resumable_sessions = true\n' + toml,
                     relay_toml=BUDGETS,
-                    shim_args=("--ticket-key-file", tickets, "--instance", "demo"))
+                    shim_args=("--ticket-key-file", tickets, "--instance", "demo") + tls_args)
     for user, password in zip(USERS["shim"], (ROOT_PW, TEST2_PW)):
         account(relay.data, user, password)
     relay.admin("POST", "/v1/instances/demo/resume")
@@ -260,7 +345,7 @@ def compute_relay(compute):
 
 def compare(suite, compute):
     """Both runs of `suite` on `compute`: (report lines, results)."""
-    relay = compute_relay(compute)
+    relay = compute_relay(compute, suite)
     users = USERS[compute]
     try:
         runs = {}
@@ -304,10 +389,10 @@ def main():
     if len(sys.argv) < 2 or any(c not in USERS for c in sys.argv[2:]):
         sys.exit(__doc__)
     path = os.path.abspath(sys.argv[1])
-    kinds = [k for k in (PyMySQL, ConnectorPython, NodeMysql2) if k.fits(path)]
+    kinds = [k for k in (PyMySQL, ConnectorPython, NodeMysql2, AioMySQL) if k.fits(path)]
     if not kinds:
         sys.exit("%s: not a PyMySQL or node-mysql2 checkout, nor mysql-connector-python's "
-                 "sdist\n\n%s" % (path, __doc__))
+                 "or aiomysql's sdist\n\n%s" % (path, __doc__))
     computes = sys.argv[2:] or list(USERS)
     out = ["# %s's own suite, straight to the compute and with every session reattached "
            "after every command" % kinds[0].name, "machine: %s" % h.machine(),

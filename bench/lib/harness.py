@@ -341,12 +341,12 @@ def ticket_key(dir_):
     return path
 
 
-def dual_mariadb_relay(name, instance_toml="", **kw):
+def dual_mariadb_relay(name, instance_toml="", mariadbd_args=(), **kw):
     """A dual-mode relay in front of MariaDB with perceptron_dual (the process driver, a fresh
     data directory) that issues resumption tickets, with `resumable_sessions = true` and
     `instance_toml`; the instance is running, and root (empty password) logs in on the
-    compute's own port only (every login through the relay is the relay's). More keyword
-    arguments go to Relay."""
+    compute's own port only (every login through the relay is the relay's). `mariadbd_args`:
+    more options for mariadbd. More keyword arguments go to Relay."""
     tmp = tmpdir(name + "-maria")
     plugins = os.path.join(tmp, "plugins")
     os.makedirs(plugins)
@@ -365,7 +365,7 @@ def dual_mariadb_relay(name, instance_toml="", **kw):
         "--plugin-load-add=metadata_lock_info.so",
         "--loose-perceptron-dual-key-file={DIR}/perceptron.key",
         "--loose-perceptron-dual-ticket-key-file=" + ticket_key(tmp),
-        "--loose-perceptron-dual-instance=demo"]
+        "--loose-perceptron-dual-instance=demo"] + list(mariadbd_args)
     driver = ('[instance.driver]\nkind = "process"\ncommand = [%s]\nstop_grace = "30s"\n'
               % ", ".join(json.dumps(a) for a in cmd))
     relay = Relay(name, compute_port=port, driver=driver, auth="dual",

@@ -640,6 +640,73 @@ fn dual_mode_on_mariadb_with_perceptron_dual_over_tls_on_both_legs() {
     assert!(out.stdout.starts_with("Ssl_version\tTLSv1."), "{out:?}");
 }
 
+/// A resumable session whose compute leg is in TLS is carried to a new login in TLS too, and
+/// its commands go on there: before, the reattach kept numbering packets as after the
+/// SSLRequest, and MariaDB closed the new connection at the first one (aiomysql's own suite
+/// found it, BENCHMARKS.md section 21).
+#[test]
+fn a_resumable_session_is_carried_to_a_new_login_over_tls_to_mariadb() {
+    let dir = TempDir::new("relay-tls-maria-resume");
+    let certs = Certs::new(dir.path());
+    let ticket_key = dir.path().join("tickets.key");
+    tests::relay::keygen(&ticket_key, "tickets-1");
+    let args = [
+        format!("--ssl-cert={}", certs.path("good-server.pem")),
+        format!("--ssl-key={}", certs.path("good-server.key")),
+        format!(
+            "--loose-perceptron-dual-ticket-key-file={}",
+            ticket_key.display()
+        ),
+        "--loose-perceptron-dual-instance=demo".to_owned(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ca = certs.path("good-ca.pem");
+    let relay = tests::mariadb::dual_relay_with(
+        dir.path(),
+        &args,
+        &format!(
+            "resumable_sessions = true\nstop_after = \"1h\"\nforce_reattach_every = 1\n\
+             compute_tls = \"verify\"\n\
+             compute_ca = \"{ca}\"\ncompute_tls_name = \"localhost\"\n"
+        ),
+    );
+    relay.resume();
+    // root (no password) on MariaDB's own address: every login through the relay is the
+    // relay's.
+    let mut cmd = Command::new("mariadb");
+    cmd.arg("-h127.0.0.1")
+        .arg(format!("-P{}", relay.compute_port))
+        .args(["-uroot", "--skip-ssl", "-e"])
+        .arg(format!(
+            "CREATE USER {USER}@'%' IDENTIFIED VIA perceptron_dual USING PASSWORD('{PASSWORD}');\
+             GRANT ALL ON *.* TO {USER}@'%'"
+        ));
+    let out = run_with_input(&mut cmd, b"", Duration::from_secs(60));
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+    let mut s = tests::raw::login(relay.port, USER, PASSWORD, None)
+        .unwrap()
+        .unwrap();
+    s.set_read_timeout(Some(tests::scaled(Duration::from_secs(60))))
+        .unwrap();
+    for _ in 0..3 {
+        let version = tests::raw::one_row(
+            &mut s,
+            "SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS \
+             WHERE VARIABLE_NAME = 'SSL_VERSION'",
+        );
+        assert!(
+            version.as_deref().is_some_and(|v| v.starts_with("TLSv1.")),
+            "{version:?}\n{}",
+            relay.log()
+        );
+    }
+    assert!(
+        relay.log_count("session reattached by force") >= 2,
+        "{}",
+        relay.log()
+    );
+}
+
 /// `client_ca` alone (without `require_secure_transport`) holds on every route into the
 /// instance: a plaintext login on its own listener is refused with 3159, and a login through
 /// an endpoint that does not check client certificates against the instance's CA is refused

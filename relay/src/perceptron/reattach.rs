@@ -174,7 +174,8 @@ pub async fn reattach<C: ComputeConnector>(
         .proven_in
         .is_some_and(dual_auth::ProvenIn::takes_the_relays_id))
     .then_some(compute.greeting.connection_id);
-    let mut stream = compute.stream;
+    // Commands number their packets from 0 again: the SSLRequest's offset was the login's.
+    let mut stream = compute.stream.with_sequence_offset(0);
     if let Some(option) = state.set_option {
         compute_leg::write(&mut stream, 0, &option).await?;
         let reply = compute_leg::read(&mut stream, timeout, ComputeStep::Login).await?;
