@@ -26,8 +26,10 @@ command boundaries the relay carried to a new login against those it pinned (by 
 open transaction, a lock, a statement it does not recognise...), from its log.
 
 Usage: client-suites.py SUITE_PATH [shim|mariadb ...]   (default: both)
-Writes bench/results/client-suites[-connector|-node|-aiomysql].{txt,json}. PyMySQL's and
-aiomysql's need pytest and pytest-timeout; node-mysql2's, Node.js.
+Writes bench/results/client-suites[-connector|-node|-aiomysql].{txt,json}. PyMySQL's needs
+pytest and pytest-timeout; aiomysql's, the versions its requirements-dev.txt names (pytest,
+PyMySQL, SQLAlchemy 1.3, uvloop) and pytest-timeout: run this script with a Python (a venv)
+that has them; node-mysql2's, Node.js.
 """
 
 import os

@@ -241,8 +241,9 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// A compute asked for a ticket sends it as AuthMoreData (`0x01`, then the ticket) right
-/// before its OK: returns the packet after it and the ticket (none when that packet is an ERR). Anything else is the reply
-/// itself. A ticket nobody asked for is a protocol error, as any unexpected packet is.
+/// before its OK: returns the packet after it and the ticket (none when that packet is an
+/// ERR). Anything else is the reply itself. A ticket nobody asked for is a protocol error, as
+/// any unexpected packet is.
 async fn ticket_then_reply<S: AsyncRead + AsyncWrite + Unpin>(
     compute: &mut GreetedCompute<S>,
     reply: Packet,
