@@ -72,6 +72,9 @@ pub struct Login {
     /// A relayed login: the connection id the relay greeted its client with (the relay's
     /// `_perceptron_connection_id` attribute), for the session to take as its own.
     pub client_connection_id: Option<u32>,
+    /// The TLS version the connection negotiated with the shim (`Ssl_version`: `TLSv1.3`),
+    /// none in plaintext; set by the server once the login is accepted.
+    pub tls_version: Option<&'static str>,
 }
 
 /// A refused login: what to log, and what the client is told.
@@ -407,6 +410,7 @@ fn finish(
             .map(|d| String::from_utf8_lossy(d).into_owned()),
         ticket: None,
         resumed: false,
+        tls_version: None,
         client_connection_id: (route == Route::Relayed)
             .then(|| relay_connection_id(handshake))
             .flatten(),

@@ -68,6 +68,10 @@ pub enum Statement {
         /// The `LIKE` pattern.
         like: Option<String>,
     },
+    /// `SHOW [SESSION] STATUS LIKE 'Ssl_version'` (or `'Ssl_version%'`, which matches no other
+    /// of MariaDB's status variables): whether the connection is in TLS, and which version.
+    /// The shim keeps no other status variable, so any other `SHOW STATUS` is refused.
+    ShowSslVersion,
     /// `SHOW WARNINGS` / `SHOW ERRORS`.
     ShowWarnings,
     /// What the shim has none of: `SHOW EVENTS`, `SHOW FUNCTION STATUS`, `SHOW PROCEDURE
@@ -574,7 +578,8 @@ fn show_like(c: &mut Cursor, what: &str) -> Result<Option<String>, SqlError> {
 
 fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
     let full = c.keyword("full");
-    let _ = c.keyword("session") || c.keyword("global") || c.keyword("local");
+    let global = c.keyword("global");
+    let _ = global || c.keyword("session") || c.keyword("local");
     let Some(Token::Word(w)) = c.next() else {
         return Err(bad("SHOW needs a subject"));
     };
@@ -648,6 +653,18 @@ fn classify_show(c: &mut Cursor) -> Result<Statement, SqlError> {
                 return Err(SqlError::not_supported("SHOW VARIABLES WHERE"));
             }
             Ok(Statement::ShowVariables { like })
+        }
+        "status" => {
+            let like = show_like(c, "SHOW STATUS")?;
+            let ssl_version = like
+                .map(|p| p.replace('\\', "").to_ascii_lowercase())
+                .is_some_and(|p| p == "ssl_version" || p == "ssl_version%");
+            if global || !ssl_version {
+                return Err(SqlError::not_supported(
+                    "SHOW STATUS other than SHOW STATUS LIKE 'Ssl_version'",
+                ));
+            }
+            Ok(Statement::ShowSslVersion)
         }
         "warnings" | "errors" => Ok(Statement::ShowWarnings),
         "plugins" => Ok(Statement::ShowPlugins),
@@ -1035,6 +1052,21 @@ mod tests {
             }
         );
         assert_eq!(ok("SHOW WARNINGS"), Statement::ShowWarnings);
+        // aiomysql's own tests check that their session is in TLS this way.
+        for sql in [
+            "SHOW STATUS LIKE 'Ssl_version%'",
+            "show session status like 'ssl\\_version'",
+        ] {
+            assert_eq!(ok(sql), Statement::ShowSslVersion, "{sql}");
+        }
+        for sql in [
+            "SHOW STATUS",
+            "SHOW STATUS LIKE 'Ssl%'",
+            "SHOW GLOBAL STATUS LIKE 'Ssl_version'",
+            "SHOW STATUS LIKE 'Ssl_version' WHERE 1",
+        ] {
+            assert!(classify(sql).is_err(), "{sql}");
+        }
         assert_eq!(
             max_execution_time_hint("SELECT /*+ MAX_EXECUTION_TIME(2000) */ data FROM t"),
             Some(2000)

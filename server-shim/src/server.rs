@@ -13,7 +13,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -47,6 +47,9 @@ pub struct Shim {
     /// Set by `authenticate` (which only gets `&self`), taken by the first command.
     login: Mutex<Option<Login>>,
     session: Session,
+    /// The TLS version the connection negotiated (set under the stream adapters, once the
+    /// handshake is done), for the session's `Ssl_version`.
+    tls_version: Arc<OnceLock<&'static str>>,
 }
 
 impl Shim {
@@ -200,6 +203,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
                     "login"
                 );
                 self.shared.mark_authenticated(login.ticket.take());
+                login.tls_version = self.tls_version.get().copied();
                 *self.login.lock().unwrap_or_else(PoisonError::into_inner) = Some(login);
                 true
             }
@@ -401,6 +405,7 @@ async fn connection(socket: TcpStream, peer: SocketAddr, state: Arc<ServerState>
     let shutdown = registered.process().ended().clone();
     let tls = state.tls.clone();
     let state_require_tls = state.require_secure_transport;
+    let tls_version = Arc::new(OnceLock::new());
     let connection_shared = Arc::clone(&shared);
     let shim = Shim {
         session: Session::new(Arc::clone(&state), Arc::clone(registered.process())),
@@ -411,6 +416,7 @@ async fn connection(socket: TcpStream, peer: SocketAddr, state: Arc<ServerState>
         scramble: Scramble::generate_timed(&mut rand::rngs::OsRng, now_ms()),
         peer,
         login: Mutex::new(None),
+        tls_version: Arc::clone(&tls_version),
     };
     let ended = match tls {
         None => {
@@ -421,7 +427,12 @@ async fn connection(socket: TcpStream, peer: SocketAddr, state: Arc<ServerState>
         }
         Some(tls) => {
             // TLS on request, under the adapters (see `crate::tls`).
-            let (read, write) = tokio::io::split(Transport::new(socket, tls, state_require_tls));
+            let (read, write) = tokio::io::split(Transport::new(
+                socket,
+                tls,
+                state_require_tls,
+                Arc::clone(&tls_version),
+            ));
             let reader = AuthReader::new(read, Arc::clone(&connection_shared), timeouts, shutdown);
             let writer = AuthWriter::new(write, connection_shared, timeouts);
             AsyncMysqlIntermediary::run_on(shim, reader, writer).await

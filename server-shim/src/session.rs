@@ -602,6 +602,19 @@ impl Session {
                     .map(|(n, v)| vec![Cell::Text(n), Cell::Text(v)])
                     .collect(),
             )),
+            Statement::ShowSslVersion => Ok(rows(
+                &["Variable_name", "Value"],
+                vec![vec![
+                    Cell::Text("Ssl_version".into()),
+                    Cell::Text(
+                        self.login
+                            .as_ref()
+                            .and_then(|l| l.tls_version)
+                            .unwrap_or_default()
+                            .into(),
+                    ),
+                ]],
+            )),
             Statement::ShowWarnings => Ok(rows(
                 &["Level", "Code", "Message"],
                 self.warnings()

@@ -21,7 +21,7 @@ use std::future::Future as _;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 
 use authplugin::packet::framing::parse_packet;
@@ -311,6 +311,8 @@ pub struct Transport {
     tls: Arc<ServerConfig>,
     /// Refuse a plaintext login with ERR 3159 (`--require-secure-transport`).
     require_tls: bool,
+    /// The TLS version once the handshake is done (`TLSv1.3`), for `Ssl_version`.
+    negotiated: Arc<OnceLock<&'static str>>,
     read_phase: ReadPhase,
     write_phase: WritePhase,
     /// The capability flags of the shim's greeting (they decide a login's fields).
@@ -330,11 +332,17 @@ pub struct Transport {
 impl Transport {
     /// Wraps an accepted client socket.
     #[must_use]
-    pub const fn new(socket: TcpStream, tls: Arc<ServerConfig>, require_tls: bool) -> Self {
+    pub const fn new(
+        socket: TcpStream,
+        tls: Arc<ServerConfig>,
+        require_tls: bool,
+        negotiated: Arc<OnceLock<&'static str>>,
+    ) -> Self {
         Self {
             io: Io::Plain(socket),
             tls,
             require_tls,
+            negotiated,
             read_phase: ReadPhase::First,
             write_phase: WritePhase::Greeting,
             greeting_flags: 0,
@@ -383,6 +391,13 @@ impl Transport {
         loop {
             if let Io::Accepting(accept) = &mut self.io {
                 let tls = ready!(Pin::new(accept.as_mut()).poll(cx))?;
+                // Versions are named as MariaDB's `Ssl_version` names them; the shim offers
+                // only these two (`--tls-min-version`).
+                let _ = self.negotiated.set(match tls.get_ref().1.protocol_version() {
+                    Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
+                    Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+                    _ => "TLS",
+                });
                 self.io = Io::Tls(Box::new(tls));
                 self.read_phase = ReadPhase::Renumbered;
                 continue;
@@ -805,7 +820,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let shim = tokio::spawn(async move {
             let (socket, _) = listener.accept().await.unwrap();
-            let mut t = Transport::new(socket, server_tls, true);
+            let mut t = Transport::new(socket, server_tls, true, Arc::default());
             let scramble = Scramble::from_bytes(*b"abcdefghijklmnopqrst");
             let g = HandshakeV10::new(
                 b"8.0.36-shim".to_vec(),
@@ -875,7 +890,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let shim = tokio::spawn(async move {
             let (socket, _) = listener.accept().await.unwrap();
-            let mut t = Transport::new(socket, server_tls, true);
+            let mut t = Transport::new(socket, server_tls, true, Arc::default());
             let scramble = Scramble::from_bytes(*b"abcdefghijklmnopqrst");
             let g = HandshakeV10::new(
                 b"8.0.36-shim".to_vec(),

@@ -434,10 +434,19 @@ fn compute_tls_verifies_the_computes_certificate_and_never_falls_back_to_plainte
         )
     };
 
-    // Verified TLS on both legs: the login goes through.
+    // Verified TLS on both legs: the login goes through, and the shim says its leg is in TLS
+    // as MariaDB would (aiomysql's own tests check `Ssl_version` so).
     let relay = start(verify("good-ca.pem"), true);
-    let out = mariadb(relay.port, &verified(&certs, "good-ca.pem"), "SELECT 1");
+    let out = mariadb(
+        relay.port,
+        &verified(&certs, "good-ca.pem"),
+        "SHOW STATUS LIKE 'Ssl_version%'",
+    );
     assert_eq!(out.code, Some(0), "{out:?}\n{}", relay.log());
+    assert!(out.stdout.starts_with("Ssl_version\tTLSv1."), "{out:?}");
+    // On its own address in plaintext: an empty value.
+    let out = mariadb(relay.compute_port, &[], "SHOW STATUS LIKE 'Ssl_version'");
+    assert_eq!(out.stdout, "Ssl_version\t\n", "{out:?}");
 
     // A compute whose certificate the relay does not trust gets nothing of the client's.
     let relay = start(verify("other-ca.pem"), true);
