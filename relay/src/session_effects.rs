@@ -104,6 +104,11 @@ pub fn effect_of(payload: &[u8]) -> Effect {
         // COM_QUIT, COM_FIELD_LIST, COM_STATISTICS, COM_PROCESS_INFO, COM_PING, COM_DEBUG.
         Some((&(0x01 | 0x04 | 0x09 | 0x0A | 0x0E | 0x0D), _)) => Effect::None,
         Some((&COM_STMT_PREPARE, _)) => Effect::Prepare,
+        // MariaDB's "the statement prepared last" (id -1): which one that is on the compute
+        // is not followed here.
+        Some((&COM_STMT_EXECUTE | &COM_STMT_BULK_EXECUTE, [0xFF, 0xFF, 0xFF, 0xFF, ..])) => {
+            Effect::Pins("statement run by MariaDB's last-prepared id")
+        }
         Some((&COM_STMT_EXECUTE, [a, b, c, d, flags, ..])) => {
             if *flags == 0 {
                 Effect::Execute(u32::from_le_bytes([*a, *b, *c, *d]))
@@ -182,8 +187,26 @@ fn query_effect(text: &[u8]) -> Effect {
     };
     let has = |w: &str| words.iter().any(|x| x == w);
     match first.as_str() {
+        // `SET STATEMENT <assignments> FOR <statement>` runs its statement: that statement's
+        // effect, and its assignments end with it.
+        "SET" if words.get(1).is_some_and(|w| w == "STATEMENT") => {
+            let inner = words.iter().skip(2).position(|w| w == "FOR");
+            match inner.and_then(|i| words.get(i + 3..)) {
+                Some(inner) if inner.iter().any(|w| w == "TEMPORARY") => {
+                    Effect::Pins("temporary table")
+                }
+                Some(inner) if inner.iter().any(|w| w == "GET_LOCK" || w == "LOCK") => {
+                    Effect::Pins("lock")
+                }
+                Some([first, ..]) if STATELESS.contains(&first.as_str()) => Effect::Sets,
+                _ => Effect::Pins("statement"),
+            }
+        }
         "SET" => {
-            if has("GLOBAL") || has("PERSIST") || has("PERSIST_ONLY") || has("PASSWORD") {
+            if has("GET_LOCK") {
+                // `SET @x = GET_LOCK(...)`: the lock outlives the statement.
+                Effect::Pins("lock")
+            } else if has("GLOBAL") || has("PERSIST") || has("PERSIST_ONLY") || has("PASSWORD") {
                 Effect::Pins("SET of more than the session")
             } else if words.get(1).is_some_and(|w| w == "TRANSACTION") {
                 Effect::Pins("SET TRANSACTION")
@@ -198,7 +221,15 @@ fn query_effect(text: &[u8]) -> Effect {
                 // With autocommit off every statement opens a transaction, which the relay
                 // then follows itself: not every compute reports it in every reply's status
                 // flags.
-                Effect::SetsAutocommit(has("0") || has("OFF") || has("FALSE"))
+                // Off unless the text says on and nothing that could say off: a value the
+                // text does not show (a prepared `SET autocommit = ?`, `= @v`) is taken as
+                // off, which only keeps the session pinned longer.
+                Effect::SetsAutocommit(
+                    has("0")
+                        || has("OFF")
+                        || has("FALSE")
+                        || !(has("1") || has("ON") || has("TRUE")),
+                )
             } else {
                 Effect::Sets
             }
@@ -448,9 +479,11 @@ impl Log {
 
     /// The effect of one command payload in this session: [`effect_of`]'s, and executing a
     /// prepared statement whose text does more than a plain statement (a prepared `CREATE
-    /// TEMPORARY TABLE`, `SET`, `COMMIT`) has that text's effect, as if sent as a query.
+    /// TEMPORARY TABLE`, `SET`, `COMMIT`) has that text's effect, as if sent as a query; its
+    /// long data, which running it consumes, is dropped then (for a plain statement,
+    /// [`Self::sent`] does).
     #[must_use]
-    pub fn effect(&self, payload: &[u8]) -> Effect {
+    pub fn effect(&mut self, payload: &[u8]) -> Effect {
         let effect = effect_of(payload);
         let Effect::Execute(id) = effect else {
             return effect;
@@ -461,7 +494,10 @@ impl Log {
             .map(|(prepare, _)| query_effect(prepare.get(1..).unwrap_or_default()))
         {
             None | Some(Effect::Statement | Effect::None) => effect,
-            Some(text) => text,
+            Some(text) => {
+                self.long_data.remove(&id);
+                text
+            }
         }
     }
 
@@ -758,8 +794,45 @@ mod tests {
         assert_eq!(log.effect(&execute(4)), Effect::End);
         assert_eq!(log.effect(&execute(5)), Effect::Execute(5), "not prepared");
         assert_eq!(log.effect(b"\x03SELECT 1"), Effect::Statement);
-        log.sent(log.effect(&execute(1)));
+        // Long data for a prepared SET is consumed by running it.
+        log.sent(Effect::LongData(3));
+        let effect = log.effect(&execute(3));
+        log.sent(effect);
+        assert_eq!(log.pinned(), None);
+        // MariaDB's last-prepared id: which statement that is, is not followed.
+        let last = [COM_STMT_EXECUTE, 0xFF, 0xFF, 0xFF, 0xFF, 0, 1, 0, 0, 0];
+        assert!(matches!(log.effect(&last), Effect::Pins(_)));
+        let effect = log.effect(&execute(1));
+        log.sent(effect);
         assert_eq!(log.pinned(), Some("temporary table"));
+    }
+
+    /// Found by a review: these ran a lock or a temporary table under a `SET`.
+    #[test]
+    fn a_set_that_takes_a_lock_or_runs_a_statement_is_that_statement() {
+        assert_eq!(q("SET @x = GET_LOCK('k', 0)"), Effect::Pins("lock"));
+        assert_eq!(
+            q("SET STATEMENT max_statement_time=0 FOR SELECT GET_LOCK('k', 0)"),
+            Effect::Pins("lock")
+        );
+        assert_eq!(
+            q("SET STATEMENT sql_mode='' FOR CREATE TEMPORARY TABLE t (a INT)"),
+            Effect::Pins("temporary table")
+        );
+        assert_eq!(
+            q("SET STATEMENT max_statement_time=10 FOR INSERT INTO t VALUES ()"),
+            Effect::Sets
+        );
+        assert_eq!(
+            q("SET STATEMENT max_statement_time=10 FOR CALL p()"),
+            Effect::Pins("statement")
+        );
+        // A value the text does not show counts as autocommit off.
+        assert_eq!(q("SET autocommit = ?"), Effect::SetsAutocommit(true));
+        assert_eq!(q("SET autocommit = @v"), Effect::SetsAutocommit(true));
+        assert_eq!(q("SET autocommit = 1"), Effect::SetsAutocommit(false));
+        assert_eq!(q("SET autocommit = ON"), Effect::SetsAutocommit(false));
+        assert_eq!(q("SET autocommit = 0"), Effect::SetsAutocommit(true));
     }
 
     #[test]

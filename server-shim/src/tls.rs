@@ -393,11 +393,13 @@ impl Transport {
                 let tls = ready!(Pin::new(accept.as_mut()).poll(cx))?;
                 // Versions are named as MariaDB's `Ssl_version` names them; the shim offers
                 // only these two (`--tls-min-version`).
-                let _ = self.negotiated.set(match tls.get_ref().1.protocol_version() {
-                    Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
-                    Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
-                    _ => "TLS",
-                });
+                let _ = self
+                    .negotiated
+                    .set(match tls.get_ref().1.protocol_version() {
+                        Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
+                        Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+                        _ => "TLS",
+                    });
                 self.io = Io::Tls(Box::new(tls));
                 self.read_phase = ReadPhase::Renumbered;
                 continue;
