@@ -170,6 +170,8 @@ CREATE TABLE t_types (id INT AUTO_INCREMENT PRIMARY KEY, n INT DEFAULT 5, s VARC
 INSERT INTO t_types (n, s, b, j, d, e, t, f) VALUES (1, 'x', X'00FF80', '{"k": "v"}', 12.5, 'pro', '2024-03-01 10:11:12', 1.25)
 INSERT INTO t_types (id, n, s, b, j, d, e, t, f) VALUES (DEFAULT, DEFAULT, DEFAULT, NULL, NULL, NULL, DEFAULT, NULL, NULL)
 INSERT INTO t_types VALUES (DEFAULT, 3, DEFAULT, NULL, NULL, NULL, DEFAULT, NULL, NULL)
+INSERT INTO t_types SET n = 4, s = 'set', e = DEFAULT
+SELECT n, s FROM t_types WHERE s = 'set'
 DELETE FROM t_types WHERE id > 2
 INSERT INTO t_types (e) VALUES ('platinum')
 SELECT id, n, s FROM t_types ORDER BY id

@@ -70,6 +70,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             }
             // LOW_PRIORITY / DELAYED / HIGH_PRIORITY: scheduling hints with no meaning here.
             insert.priority = None;
+            set_as_values(&mut insert)?;
             let row_alias = insert.insert_alias.take().map(|a| a.row_alias.to_string());
             let mut statements = Vec::new();
             for mut insert in without_default_values(insert)? {
@@ -275,6 +276,39 @@ fn multi_table_delete(delete: &Delete) -> Result<Translation, SqlError> {
 /// Whether `e` is the keyword `DEFAULT` (a column's default, in a `VALUES` row).
 fn is_default(e: &Expr) -> bool {
     matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DEFAULT"))
+}
+
+/// MySQL's `INSERT … SET a = 1, b = DEFAULT` (node-mysql2's `INSERT INTO t SET ?`) as the
+/// `INSERT … (a, b) VALUES (1, DEFAULT)` it means; SQLite has no such form.
+fn set_as_values(insert: &mut sqlparser::ast::Insert) -> Result<(), SqlError> {
+    if insert.assignments.is_empty() {
+        return Ok(());
+    }
+    let mut row = Vec::with_capacity(insert.assignments.len());
+    for assignment in core::mem::take(&mut insert.assignments) {
+        let sqlparser::ast::AssignmentTarget::ColumnName(column) = assignment.target else {
+            return Err(SqlError::not_supported("INSERT ... SET (a, b) = ..."));
+        };
+        insert.columns.push(column);
+        row.push(assignment.value);
+    }
+    insert.source = Some(Box::new(sqlparser::ast::Query {
+        with: None,
+        body: Box::new(SetExpr::Values(sqlparser::ast::Values {
+            explicit_row: false,
+            value_keyword: false,
+            rows: vec![sqlparser::ast::Parens::with_empty_span(row)],
+        })),
+        order_by: None,
+        limit_clause: None,
+        fetch: None,
+        locks: Vec::new(),
+        for_clause: None,
+        settings: None,
+        format_clause: None,
+        pipe_operators: Vec::new(),
+    }));
+    Ok(())
 }
 
 /// `INSERT INTO t (a, b, c) VALUES (DEFAULT, 1, DEFAULT)` → `INSERT INTO t (b) VALUES (1)`:

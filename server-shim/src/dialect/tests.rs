@@ -1203,6 +1203,31 @@ fn like_escapes_with_a_backslash_as_in_mysql() {
     }
 }
 
+/// MySQL's `INSERT … SET` (node-mysql2's `INSERT INTO t SET ?`, which its own suite uses): the
+/// `VALUES` row it means, `DEFAULT` and `ON DUPLICATE KEY UPDATE` included.
+#[test]
+fn insert_set_is_the_values_row_it_means() {
+    let db = db();
+    run(
+        &db,
+        "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, n INT DEFAULT 5, s VARCHAR(9) DEFAULT 'd')",
+    );
+    assert_eq!(
+        sql("INSERT INTO t SET n = ?, s = 'x'"),
+        ["INSERT INTO t (n, s) VALUES (?, 'x')"]
+    );
+    run(&db, "INSERT INTO t SET n = 1, s = DEFAULT");
+    run(&db, "INSERT INTO t SET s = 'y'");
+    run(
+        &db,
+        "INSERT INTO t SET id = 1, n = 2 ON DUPLICATE KEY UPDATE n = 9",
+    );
+    assert_eq!(
+        rows(&db, "SELECT CONCAT(id, ':', n, ':', s) FROM t ORDER BY id"),
+        ["1:9:d", "2:5:y"]
+    );
+}
+
 /// `DEFAULT` in a `VALUES` row (TypeORM's `save()`, Drizzle's `insert()`): the column is left
 /// out, so it gets its default (an `AUTO_INCREMENT` column its next id).
 #[test]
