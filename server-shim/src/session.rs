@@ -115,9 +115,6 @@ pub struct Session {
     /// Savepoints set in a transaction that has not touched a database yet, oldest first
     /// ([`Session::savepoint`]).
     savepoints: Vec<String>,
-    /// The session created a temporary table: those live on the database's locked connection
-    /// only, so its reads stay there too ([`Session::read`]).
-    temporary_tables: bool,
 }
 
 /// Lends `guard` to a blocking thread to run `f` on the database's executor (opening its
@@ -287,7 +284,6 @@ impl Session {
             }),
             counts: Arc::default(),
             savepoints: Vec::new(),
-            temporary_tables: false,
         }
     }
 
@@ -897,9 +893,6 @@ impl Session {
             }
             return self.without_database(sql, params, ddl);
         }
-        if write && names_temporary(sql) {
-            self.temporary_tables = true;
-        }
         if commits_implicitly(sql) {
             // MySQL commits the open transaction before DDL and runs the DDL outside any.
             self.end_transaction(true).await?;
@@ -935,7 +928,7 @@ impl Session {
             }
             return self.with_executor(db, statement).await.map(reply);
         }
-        if read && !self.txn_pending && !self.temporary_tables {
+        if read && !self.txn_pending {
             return self
                 .read(db, inline_read, move |e| {
                     e.set_last_insert_id(last);
@@ -1359,12 +1352,6 @@ fn plain_select(sql: &str) -> bool {
     words
         .next()
         .is_some_and(|w| w.eq_ignore_ascii_case("select"))
-}
-
-/// Whether `sql` names a temporary table (`CREATE TEMPORARY TABLE`).
-fn names_temporary(sql: &str) -> bool {
-    sql.split(|c: char| !c.is_ascii_alphabetic())
-        .any(|w| w.eq_ignore_ascii_case("temporary"))
 }
 
 fn commits_implicitly(sql: &str) -> bool {

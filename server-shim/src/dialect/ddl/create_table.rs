@@ -70,20 +70,22 @@ pub(super) fn create_table(ct: CreateTable) -> Result<Vec<String>, SqlError> {
     {
         return Err(SqlError::not_supported("this CREATE TABLE"));
     }
-    let (schema, table) = split(&ct.name)?;
-    if ct.temporary && schema.is_some() {
+    if ct.temporary {
+        // SQLite keeps a temporary table in the TEMP schema of one connection, and the
+        // shim's connections serve every session of a database: such a table would be
+        // seen, changed and dropped by other sessions, of any account, and outlive its own.
         return Err(SqlError::not_supported(
-            "CREATE TEMPORARY TABLE in another database",
+            "CREATE TEMPORARY TABLE (server-shim cannot keep a table private to one session)",
         ));
     }
+    let (schema, table) = split(&ct.name)?;
     let full_name = object(&ct.name)?;
     let mut out = Vec::new();
     if ct.or_replace {
         out.push(format!("DROP TABLE IF EXISTS {full_name}"));
     }
     let head = format!(
-        "CREATE {}TABLE {}{full_name}",
-        if ct.temporary { "TEMP " } else { "" },
+        "CREATE TABLE {}{full_name}",
         if ct.if_not_exists {
             "IF NOT EXISTS "
         } else {

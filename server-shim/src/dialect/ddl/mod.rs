@@ -51,6 +51,11 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             if materialized {
                 return Err(SqlError::not_supported("materialized views"));
             }
+            if temporary {
+                // MySQL has none; SQLite's would be seen by every session (as a temporary
+                // table would: `create_table`).
+                return Err(SqlError::not_supported("CREATE TEMPORARY VIEW"));
+            }
             expr::query(&mut query)?;
             let mut out = Vec::new();
             if or_replace {
@@ -69,8 +74,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
                 )
             };
             out.push(format!(
-                "CREATE {}VIEW {}{}{cols} AS {query}",
-                if temporary { "TEMP " } else { "" },
+                "CREATE VIEW {}{}{cols} AS {query}",
                 if if_not_exists { "IF NOT EXISTS " } else { "" },
                 object(&name)?,
             ));
