@@ -68,12 +68,35 @@ def sql(port, user, text):
                     "-p" + ROOT_PW, "--skip-ssl", "-e", text], check=True, capture_output=True)
 
 
-class PyMySQL:
+class Suite:
+    """A suite's source at `path`. Used as a context manager around its runs. What its runs
+    need of the compute besides the suite's accounts: `tls`, a directory with the suite's test
+    CA (`ca.pem`, `ca-key.pem`) and its server key, to serve TLS from a certificate that CA
+    issues; `root`, whether it logs in as `root`."""
+    tls, root = None, False
+
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        pass
+
+
+def ran_no_test(port, output):
+    """The error for a run whose `output` shows no test outcome."""
+    return RuntimeError("the suite ran no test against port %d; its output ends:\n%s"
+                        % (port, "\n".join(output.splitlines()[-30:])))
+
+
+class PyMySQL(Suite):
     """PyMySQL's suite, from a clone of its repository."""
     name, results = "PyMySQL", "client-suites"
 
     def __init__(self, path):
-        self.path = path
+        super().__init__(path)
         self.config = os.path.join(path, "pymysql", "tests", "databases.json")
 
     @staticmethod
@@ -148,22 +171,13 @@ def unittest_outcomes(text):
     return outcomes
 
 
-class ConnectorPython:
+class ConnectorPython(Suite):
     """mysql-connector-python's suite, from its unpacked sdist."""
     name, results = "mysql-connector-python", "client-suites-connector"
-
-    def __init__(self, path):
-        self.path = path
 
     @staticmethod
     def fits(path):
         return os.path.isfile(os.path.join(path, "unittests.py"))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_):
-        pass
 
     @staticmethod
     def fresh(port, user):
@@ -184,19 +198,15 @@ class ConnectorPython:
         if not outcomes:
             with open(out + ".suite-log", errors="replace") as f:
                 text += f.read()
-            raise RuntimeError("the suite ran no test against port %d; its output ends:\n%s"
-                               % (port, "\n".join(text.splitlines()[-30:])))
+            raise ran_no_test(port, text)
         return outcomes
 
 
-class NodeMysql2:
+class NodeMysql2(Suite):
     """node-mysql2's suite, from a clone of its repository with its dependencies installed."""
     name, results = "node-mysql2", "client-suites-node"
     # poku's compact reporter: one line per test file, its outcome first.
     FILE_OUTCOME = re.compile(r"^ (PASS|FAIL) +(test/\S+)$")
-
-    def __init__(self, path):
-        self.path = path
 
     @staticmethod
     def fits(path):
@@ -207,9 +217,6 @@ class NodeMysql2:
             raise SystemExit("%s: run `npm ci` in it first (the suite runs on poku and tsx)"
                              % self.path)
         return self
-
-    def __exit__(self, *_):
-        pass
 
     @staticmethod
     def fresh(port, user):
@@ -229,33 +236,26 @@ class NodeMysql2:
         outcomes = {m.group(2): m.group(1).lower() for m in
                     (self.FILE_OUTCOME.match(line) for line in text.splitlines()) if m}
         if not outcomes:
-            raise RuntimeError("the suite ran no test against port %d; its output ends:\n%s"
-                               % (port, "\n".join(text.splitlines()[-30:])))
+            raise ran_no_test(port, text)
         return outcomes
 
 
-class AioMySQL:
+class AioMySQL(Suite):
     """aiomysql's suite, from its unpacked sdist."""
     name, results = "aiomysql", "client-suites-aiomysql"
+    # Its fixture logs in as `root` (MYSQL_ROOT_PASSWORD), nothing else.
+    root = True
 
     def __init__(self, path):
-        self.path = path
+        super().__init__(path)
         # Its fixture logs in over TLS and checks the compute's `Ssl_version`: the compute
         # serves a certificate signed by the suite's own test CA, which the suite trusts.
         self.tls = os.path.join(path, "tests", "ssl_resources", "ssl")
-        # Its fixture logs in as `root` (MYSQL_ROOT_PASSWORD), nothing else.
-        self.root = True
 
     @staticmethod
     def fits(path):
         return (os.path.isdir(os.path.join(path, "aiomysql"))
                 and os.path.isfile(os.path.join(path, "tests", "conftest.py")))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_):
-        pass
 
     @staticmethod
     def fresh(port, user):
@@ -304,12 +304,12 @@ def tls_files(cert_dir):
     return cert, key
 
 
-def compute_relay(compute, suite=None):
+def compute_relay(compute, suite):
     """A relay reattaching every session after every command, its instance running on
     `compute` with the suite's accounts (and TLS, and root's password, where `suite` needs
     them)."""
     toml = 'stop_after = "1h"\nforce_reattach_every = 1\n'
-    cert_dir = getattr(suite, "tls", None)
+    cert_dir = suite.tls
     cert = key = None
     if cert_dir:
         # TLS to the compute too, so that the compute sees an encrypted session, as straight.
@@ -321,7 +321,7 @@ def compute_relay(compute, suite=None):
         relay = h.dual_mariadb_relay("client-suites-maria", instance_toml=toml,
                                      relay_toml=BUDGETS, mariadbd_args=tls_args)
         mariadb_accounts(relay.compute_port)
-        if getattr(suite, "root", False):
+        if suite.root:
             # root@127.0.0.1 (mariadb-install-db's, no password) as a perceptron_dual
             # account, so that the suite's root logs in through the relay too.
             subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1",
