@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 //
-// The TCP splice for held connections on loopback (docs/kernel-splice.md, "Below TCP").
+// The TCP splice for held connections (docs/kernel-splice.md, "Below TCP").
 //
 // A held connection is two TCP connections through the relay: client <-> relay and
 // relay <-> compute. Spliced here, each segment the client sends to the relay is rewritten,
-// at the loopback interface's ingress and before any socket sees it, into the segment the
-// relay would have sent the compute for it: the relay's compute-side addresses and ports,
+// at the ingress of the interface it arrives on (loopback, or the link toward the client's
+// host) and before any socket sees it, into the segment the relay would have sent the
+// compute for it: the relay's compute-side addresses and ports,
 // the sequence number moved into the relay's sequence space on that connection, the
 // acknowledgement moved into the compute's, the timestamps and the window carried across.
-// The compute's segments go the other way. Each end then talks to the other through one
+// The compute's segments go the other way. A segment for another host leaves through the
+// interface toward it at once (bpf_redirect_neigh). Each end then talks to the other through one
 // TCP connection's worth of kernel work, as if the relay were not there; the relay's own
 // sockets see nothing until it takes the session back (relay/src/splice/below_tcp.rs).
 //
@@ -35,6 +37,8 @@ static long (*bpf_l3_csum_replace)(void *skb, __u32 offset, __u64 from, __u64 to
     (void *)BPF_FUNC_l3_csum_replace;
 static long (*bpf_l4_csum_replace)(void *skb, __u32 offset, __u64 from, __u64 to, __u64 flags) =
     (void *)BPF_FUNC_l4_csum_replace;
+static long (*bpf_redirect_neigh)(__u32 ifindex, void *params, int plen, __u64 flags) =
+    (void *)BPF_FUNC_redirect_neigh;
 
 #define bswap32(x) __builtin_bswap32(x)
 #define bswap16(x) __builtin_bswap16(x)
@@ -58,6 +62,7 @@ struct control {
     __u64 ts_base;                    // the relay's own timestamp clock on the outgoing leg, ms
     __u64 setup_ns;                   // CLOCK_MONOTONIC when ts_base was read
     __u64 reverse[2];                 // the other direction's struct flow_key
+    __u64 ifindex;                    // 0: on to the local stack (loopback); else out of it
 };
 
 #define TAIL 32
@@ -177,7 +182,9 @@ static __attribute__((always_inline)) void keep_tail(struct __sk_buff *skb, __u3
 }
 
 // Segments not spliced here go on to the next program (TC_ACT_UNSPEC: a second relay on the
-// host has its own); rewritten ones are passed up the stack (TC_ACT_OK).
+// host has its own). Rewritten ones are passed up the stack (TC_ACT_OK) when their new
+// destination is on this host (loopback), or sent out of the interface toward it, its
+// link-layer addresses filled in from the neighbour table (another host).
 SEC("classifier")
 int tcp_splice(struct __sk_buff *skb)
 {
@@ -318,7 +325,12 @@ int tcp_splice(struct __sk_buff *skb)
         bpf_l3_csum_replace(skb, IP_CSUM_OFF, ip.daddr, daddr, 4);
         bpf_skb_store_bytes(skb, IP_DADDR_OFF, &daddr, 4, 0);
     }
-    return TC_ACT_OK;
+    if (!c->ifindex)
+        return TC_ACT_OK;
+    // Out of the relay's host without its IP stack: no routing decision, no netfilter, no
+    // reverse-path filter (the new source is the relay's own address). The helper looks up
+    // the next hop on that interface and its link-layer address.
+    return bpf_redirect_neigh((__u32)c->ifindex, 0, 0, 0);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -285,8 +285,8 @@ impl InstanceHost {
         })
     }
 
-    /// The kernel splices: through sockets, loaded at the first call, and below TCP on
-    /// loopback, loaded at the first call that wants it (`None` where the kernel or the
+    /// The kernel splices: through sockets, loaded at the first call, and below TCP, loaded
+    /// at the first call that wants it (`None` where the kernel or the
     /// relay's capabilities do not allow one, said once in the log).
     fn kernel_splice(&self, below_tcp_wanted: bool) -> Splices {
         let sockets = self
@@ -302,8 +302,8 @@ impl InstanceHost {
             self.tcp_splice
                 .get_or_init(|| {
                     TcpSplice::load()
-                        .inspect(|_| tracing::info!("held connections on loopback are spliced in the kernel below TCP (TC)"))
-                        .inspect_err(|why| tracing::warn!(reason = %why, "held connections on loopback are spliced through their sockets: the splice below TCP is not available"))
+                        .inspect(|_| tracing::info!("held connections may be spliced in the kernel below TCP (TC), attached to an interface at its first session"))
+                        .inspect_err(|why| tracing::warn!(reason = %why, "held connections are spliced through their sockets: the splice below TCP is not available"))
                         .ok()
                 })
                 .clone()

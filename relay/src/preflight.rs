@@ -533,12 +533,17 @@ pub fn kernel_splice_warning(config: &Config) -> Option<Problem> {
         .instances
         .iter()
         .position(|c| c.splices_held() && c.splice_below_tcp)?;
-    let why = crate::splice::below_tcp::TcpSplice::load().err()?;
+    // Attached to loopback's ingress for the check: the attachment, like the load, needs the
+    // relay's capabilities; it goes with the program, when the check ends.
+    let why = match crate::splice::below_tcp::TcpSplice::load() {
+        Ok(splice) => splice.attach(0).err()?.to_string(),
+        Err(why) => why.to_string(),
+    };
     Some(Problem {
         key: format!("instance[{i}].splice_below_tcp"),
         message: format!(
-            "held connections on loopback will be spliced through their sockets, not below \
-             TCP: {why} (docs/kernel-splice.md, Below TCP)"
+            "held connections will be spliced through their sockets, not below TCP: {why} \
+             (docs/kernel-splice.md, Below TCP)"
         ),
     })
 }

@@ -260,6 +260,9 @@ pub struct Agreed {
     pub notsent: u32,
     /// The connection is established (not closing).
     pub established: bool,
+    /// The MSS this socket advertised (`tcpi_advmss`): the peer's segments carry at most this
+    /// many bytes, less their options.
+    pub advmss: u32,
 }
 
 /// The options the connection agreed and what it has in flight (`TCP_INFO`).
@@ -269,7 +272,7 @@ pub struct Agreed {
 pub fn agreed(socket: impl AsFd) -> io::Result<Agreed> {
     // struct tcp_info (include/uapi/linux/tcp.h) read as u32 words: word 0 holds tcpi_state
     // (its byte 0), word 1 tcpi_options (its byte 1) and the window scales (byte 2, the
-    // peer's in the low nibble); word 4 is tcpi_snd_mss, 6 tcpi_unacked, 36
+    // peer's in the low nibble); word 4 is tcpi_snd_mss, 6 tcpi_unacked, 21 tcpi_advmss, 36
     // tcpi_notsent_bytes.
     let info = get_info(socket.as_fd())?;
     let second = info.get(1).map_or([0; 4], |w| w.to_ne_bytes());
@@ -288,6 +291,7 @@ pub fn agreed(socket: impl AsFd) -> io::Result<Agreed> {
         // tcpi_state, byte 0: TCP_ESTABLISHED is 1.
         established: info.first().is_some_and(|w| w.to_ne_bytes()[0] == 1),
         notsent: info.get(36).copied().unwrap_or(0),
+        advmss: info.get(21).copied().unwrap_or(0),
     })
 }
 

@@ -1,22 +1,25 @@
-//! Held connections spliced below TCP, on loopback (docs/kernel-splice.md, *Below TCP*).
+//! Held connections spliced below TCP (docs/kernel-splice.md, *Below TCP*).
 //!
 //! A held connection is two TCP connections through the relay. The kernel splice
 //! ([`crate::kernel_splice`]) hands bytes from one socket to the other, but each byte still
 //! goes up one connection's TCP stack and down the other's, through a workqueue: 0.65 × a
 //! client straight to the compute. Here the relay's two sockets leave the path altogether: a
-//! TC program on the loopback interface's ingress (`relay/bpf/tcp_splice.bpf.c`) rewrites each
-//! segment the client sends the relay into the one the relay would have sent the compute
-//! (addresses, ports, sequence and acknowledgement numbers, timestamps, window), and the
-//! compute's segments the other way, before any socket sees them. The relay reads the
-//! sequence numbers it needs from its sockets in TCP repair mode ([`tcp_repair`]), in which
-//! they write nothing from their queues and close without a packet, and takes a quiet
-//! session back by making two new sockets established at the connections' current sequence
-//! numbers.
+//! TC program on the ingress of the interfaces the segments arrive on
+//! (`relay/bpf/tcp_splice.bpf.c`) rewrites each segment the client sends the relay into the
+//! one the relay would have sent the compute (addresses, ports, sequence and acknowledgement
+//! numbers, timestamps, window), and the compute's segments the other way, before any socket
+//! sees them; a segment for another host leaves at once through the interface toward it. The
+//! relay reads the sequence numbers it needs from its sockets in TCP repair mode
+//! ([`tcp_repair`]), in which they write nothing from their queues and close without a
+//! packet, and takes a quiet session back by making two new sockets established at the
+//! connections' current sequence numbers.
 //!
-//! Only where every segment of both connections crosses the loopback interface: the client
-//! and the compute on the relay's host, IPv4. Elsewhere [`crate::kernel_splice`] carries the
-//! session. Needs CAP_BPF and CAP_NET_ADMIN (repair mode); without them [`TcpSplice::load`]
-//! or the first splice says why.
+//! IPv4, where both connections cross the loopback interface (the client and the compute on
+//! the relay's host), or where both leave it toward other hosts with segments of the same
+//! size, untranslated by the host (no NAT). Elsewhere [`crate::kernel_splice`] carries the
+//! session. The program is attached to an interface at the first session that needs it.
+//! Needs CAP_BPF and CAP_NET_ADMIN (repair mode); without them [`TcpSplice::load`], or the
+//! first splice, says why.
 
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -34,7 +37,7 @@ use crate::passthrough::{PumpEnd, PumpReport};
 type Key = [u32; 3];
 
 /// `struct control`: what the relay tells the program about one direction.
-type Control = [u64; 13];
+type Control = [u64; 14];
 
 /// `struct stats`: fifteen counters, then the two tails' 32 bytes as four words each.
 type RawStats = [u64; 23];
@@ -133,11 +136,17 @@ struct Maps {
     stats: aya::maps::HashMap<MapData, Key, RawStats>,
 }
 
-/// The loaded program, attached to the loopback interface's ingress, and its maps; one per
-/// relay. The attachment is a link the relay's process holds: it goes with the process.
+/// The loaded program and its maps, one per relay, and the interfaces it is attached to (their
+/// ingress). An attachment is a link the relay's process holds: it goes with the process.
 pub struct TcpSplice {
     maps: Mutex<Maps>,
-    _program: Mutex<aya::Ebpf>,
+    program: Mutex<Attached>,
+}
+
+/// The program, and where it is attached (interface indexes; 0 for loopback).
+struct Attached {
+    ebpf: aya::Ebpf,
+    on: Vec<u32>,
 }
 
 impl std::fmt::Debug for TcpSplice {
@@ -157,8 +166,11 @@ const OBJECT: Option<&[u8]> = None;
 /// The loopback interface, whose ingress every loopback segment crosses.
 const LOOPBACK: &str = "lo";
 
+/// The classifier's name in the object.
+const PROGRAM: &str = "tcp_splice";
+
 impl TcpSplice {
-    /// Loads the program and attaches it to the loopback interface's ingress.
+    /// Loads the program, attached nowhere yet ([`Self::attach`]).
     ///
     /// # Errors
     /// [`SpliceUnavailable`], saying why: built without clang, no permission, no TC programs.
@@ -168,34 +180,61 @@ impl TcpSplice {
             .map_err(|e| SpliceUnavailable::Map("controls", e))?;
         let stats = aya::maps::HashMap::try_from(take_map(&mut ebpf, "stats")?)
             .map_err(|e| SpliceUnavailable::Map("stats", e))?;
-        let program: &mut aya::programs::SchedClassifier = ebpf
-            .program_mut("tcp_splice")
-            .ok_or(SpliceUnavailable::Missing("classifier"))?
-            .try_into()
-            .map_err(|e| SpliceUnavailable::Program("the classifier", e))?;
-        program
+        classifier(&mut ebpf)?
             .load()
             .map_err(|e| SpliceUnavailable::Program("the kernel refused the classifier", e))?;
-        program
-            .attach(LOOPBACK, aya::programs::TcAttachType::Ingress)
-            .map_err(|e| {
-                SpliceUnavailable::Program("cannot attach the classifier to lo's ingress", e)
-            })?;
         Ok(Arc::new(Self {
             maps: Mutex::new(Maps { controls, stats }),
-            _program: Mutex::new(ebpf),
+            program: Mutex::new(Attached {
+                ebpf,
+                on: Vec::new(),
+            }),
         }))
+    }
+
+    /// Attaches the program to the ingress of the interface of index `ifindex` (0: loopback),
+    /// unless it is already.
+    ///
+    /// # Errors
+    /// The interface's name cannot be found, or the kernel refused the attachment.
+    pub fn attach(&self, ifindex: u32) -> std::io::Result<()> {
+        let mut program = self.program.lock().unwrap_or_else(PoisonError::into_inner);
+        if program.on.contains(&ifindex) {
+            return Ok(());
+        }
+        let name = if ifindex == 0 {
+            LOOPBACK.to_owned()
+        } else {
+            let probe = rustix::net::socket(
+                rustix::net::AddressFamily::INET,
+                rustix::net::SocketType::DGRAM,
+                None,
+            )?;
+            rustix::net::netdevice::index_to_name(&probe, ifindex)?
+        };
+        classifier(&mut program.ebpf)
+            .map_err(std::io::Error::other)?
+            .attach(&name, aya::programs::TcAttachType::Ingress)
+            .map_err(|e| {
+                std::io::Error::other(format!(
+                    "cannot attach the splice below TCP to {name}'s ingress: {e}"
+                ))
+            })?;
+        program.on.push(ifindex);
+        tracing::info!(interface = %name, "held connections through this interface are spliced in the kernel below TCP (TC)");
+        Ok(())
     }
 
     fn maps(&self) -> MutexGuard<'_, Maps> {
         self.maps.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether a session between these sockets can be spliced here: both connections IPv4
-    /// on loopback, so that every segment of both crosses the loopback interface.
+    /// Whether a session between these sockets may be spliced here: both connections IPv4,
+    /// both on loopback or both not ([`Self::splice`] looks at their routes).
     #[must_use]
     pub fn applies(client: &TcpStream, compute: &TcpStream) -> bool {
-        legs(client, compute).is_some()
+        legs(client, compute)
+            .is_some_and(|(c, m)| c.peer.ip().is_loopback() == m.peer.ip().is_loopback())
     }
 
     /// Splices the session at rest: the compute has ended its response and the client waits
@@ -215,23 +254,8 @@ impl TcpSplice {
     ) -> Result<TcpSpliced, Unspliced> {
         let unspliced = |error: std::io::Error| Unspliced { error, written: 0 };
         let (client_leg, compute_leg) = legs(client, compute)
-            .ok_or_else(|| unspliced(std::io::Error::other("not a loopback session")))?;
-        // The peers' own sockets must be here, at the addresses the relay's sockets name:
-        // behind a NAT (a container's published port on 127.0.0.1), the segments would be
-        // rewritten for an address nothing listens on.
-        for leg in [&client_leg, &compute_leg] {
-            let here = crate::sys::sock_diag::established_socket(
-                SocketAddr::V4(leg.peer),
-                SocketAddr::V4(leg.own),
-            );
-            if !matches!(here, Ok(Some(_))) {
-                return Err(unspliced(std::io::Error::other(format!(
-                    "no socket on this host at {} connected to {}: not the peer's own \
-                     address (NAT?)",
-                    leg.peer, leg.own
-                ))));
-            }
-        }
+            .ok_or_else(|| unspliced(std::io::Error::other("not an IPv4 session")))?;
+        let path = path(&client_leg, &compute_leg).map_err(unspliced)?;
         let busy = || std::io::Error::new(std::io::ErrorKind::WouldBlock, "bytes in flight");
         if rustix::io::ioctl_fionread(client).map_err(|e| unspliced(e.into()))?
             + rustix::io::ioctl_fionread(compute).map_err(|e| unspliced(e.into()))?
@@ -241,6 +265,16 @@ impl TcpSplice {
         }
         let client_agreed = tcp_repair::agreed(client).map_err(unspliced)?;
         let compute_agreed = tcp_repair::agreed(compute).map_err(unspliced)?;
+        if let Path::Hosts { .. } = path {
+            same_segments(&client_agreed, &compute_agreed).map_err(unspliced)?;
+        }
+        let (to_client, to_compute) = match path {
+            Path::Loopback => (0, 0),
+            Path::Hosts { client, compute } => (client, compute),
+        };
+        for ifindex in [to_client, to_compute] {
+            self.attach(ifindex).map_err(unspliced)?;
+        }
         if client_agreed.unacked
             + client_agreed.notsent
             + compute_agreed.unacked
@@ -281,6 +315,7 @@ impl TcpSplice {
             ack_delta: compute_rcv.wrapping_sub(client_snd_after),
             scales: (client_peer_scale, compute_own_scale),
             ts_base: compute_ts,
+            ifindex: to_compute,
         };
         let from_compute = Direction {
             key: compute_leg.peer_sends(),
@@ -289,6 +324,7 @@ impl TcpSplice {
             ack_delta: client_rcv.wrapping_sub(compute_snd),
             scales: (compute_peer_scale, client_own_scale),
             ts_base: client_ts,
+            ifindex: to_client,
         };
         let spliced = TcpSpliced {
             splice: Arc::clone(self),
@@ -362,6 +398,16 @@ impl TcpSplice {
     }
 }
 
+/// The program in `ebpf`.
+fn classifier(
+    ebpf: &mut aya::Ebpf,
+) -> Result<&mut aya::programs::SchedClassifier, SpliceUnavailable> {
+    ebpf.program_mut(PROGRAM)
+        .ok_or(SpliceUnavailable::Missing("classifier"))?
+        .try_into()
+        .map_err(|e| SpliceUnavailable::Program("the classifier", e))
+}
+
 /// A session that could not be spliced: why, and how much of the chunk was written.
 #[derive(Debug)]
 pub struct Unspliced {
@@ -399,11 +445,11 @@ fn key(from: SocketAddrV4, to: SocketAddrV4) -> Key {
     ]
 }
 
-/// Both legs of a loopback IPv4 session.
+/// Both legs of an IPv4 session.
 fn legs(client: &TcpStream, compute: &TcpStream) -> Option<(Leg, Leg)> {
     let v4 = |a: SocketAddr| match a {
-        SocketAddr::V4(a) if a.ip().is_loopback() => Some(a),
-        _ => None,
+        SocketAddr::V4(a) => Some(a),
+        SocketAddr::V6(_) => None,
     };
     let leg = |s: &TcpStream| {
         Some(Leg {
@@ -412,6 +458,96 @@ fn legs(client: &TcpStream, compute: &TcpStream) -> Option<(Leg, Leg)> {
         })
     };
     Some((leg(client)?, leg(compute)?))
+}
+
+/// Where a session's segments go through the relay's host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// Both connections through the loopback interface: the client and the compute here.
+    Loopback,
+    /// Both connections through interfaces toward other hosts (their indexes).
+    Hosts { client: u32, compute: u32 },
+}
+
+/// Where the session's segments go, from the kernel's routes, when the splice can follow
+/// them: both legs on loopback, with the peers' own sockets here at the addresses the
+/// relay's name (behind a NAT, a container's published port on 127.0.0.1, they are not, and
+/// the segments would be rewritten for an address nothing listens on); or both toward other
+/// hosts, neither translated by this host's conntrack.
+fn path(client: &Leg, compute: &Leg) -> std::io::Result<Path> {
+    use crate::sys::route::{Route, toward};
+    let route = |leg: &Leg| {
+        if leg.peer.ip().is_loopback() {
+            Ok(Route::Local)
+        } else {
+            toward(*leg.own.ip(), *leg.peer.ip())
+        }
+    };
+    match (route(client)?, route(compute)?) {
+        (Route::Local, Route::Local) => {
+            for leg in [client, compute] {
+                let here = crate::sys::sock_diag::established_socket(
+                    SocketAddr::V4(leg.peer),
+                    SocketAddr::V4(leg.own),
+                );
+                if !matches!(here, Ok(Some(_))) {
+                    return Err(std::io::Error::other(format!(
+                        "no socket on this host at {} connected to {}: not the peer's own \
+                         address (NAT?)",
+                        leg.peer, leg.own
+                    )));
+                }
+            }
+            Ok(Path::Loopback)
+        }
+        (Route::Out(to_client), Route::Out(to_compute)) => {
+            for leg in [client, compute] {
+                if crate::sys::conntrack_nat::translated(leg.own, leg.peer)? {
+                    return Err(std::io::Error::other(format!(
+                        "this host translates the connection between {} and {} (NAT): its \
+                         segments do not carry the addresses the relay's socket has",
+                        leg.own, leg.peer
+                    )));
+                }
+            }
+            Ok(Path::Hosts {
+                client: to_client,
+                compute: to_compute,
+            })
+        }
+        _ => Err(std::io::Error::other(
+            "one peer on this host and one on another: their segments differ in size",
+        )),
+    }
+}
+
+/// Across hosts, each peer's segments must be what the other connection carries: the same
+/// options (the program rewrites them, never adds or removes one), and no larger than the
+/// relay itself may send on the other connection (its path's MTU and the peer's MSS). On
+/// loopback both are this kernel's, and always are.
+fn same_segments(client: &tcp_repair::Agreed, compute: &tcp_repair::Agreed) -> std::io::Result<()> {
+    let (c, m) = (&client.options, &compute.options);
+    if (c.timestamps, c.sack) != (m.timestamps, m.sack) {
+        return Err(std::io::Error::other(format!(
+            "the connections agreed different options (timestamps {} and {}, SACK {} and {})",
+            c.timestamps, m.timestamps, c.sack, m.sack
+        )));
+    }
+    let options = if c.timestamps { 12 } else { 0 };
+    for (from, to, name) in [
+        (client, compute, "client's"),
+        (compute, client, "compute's"),
+    ] {
+        let largest = from.advmss.saturating_sub(options);
+        if largest > u32::from(to.options.mss) {
+            return Err(std::io::Error::other(format!(
+                "the {name} segments (up to {largest} bytes) are larger than the other \
+                 connection carries ({})",
+                to.options.mss
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// One direction's rewriting.
@@ -426,6 +562,8 @@ struct Direction {
     scales: (u8, u8),
     /// The relay's timestamp clock on the outgoing connection at the splice.
     ts_base: u32,
+    /// The interface the rewritten segment leaves by (0: up the stack, on loopback).
+    ifindex: u32,
 }
 
 impl Direction {
@@ -447,6 +585,7 @@ impl Direction {
             setup_ns,
             u64::from(r0) | (u64::from(r1) << 32),
             u64::from(r2),
+            u64::from(self.ifindex),
         ]
     }
 
@@ -888,7 +1027,37 @@ mod tests {
             ack_delta: 0,
             scales,
             ts_base: 0,
+            ifindex: 0,
         }
+    }
+
+    fn agreed(advmss: u32, mss: u16, timestamps: bool) -> tcp_repair::Agreed {
+        tcp_repair::Agreed {
+            options: tcp_repair::Options {
+                mss,
+                window_scale: Some((7, 7)),
+                sack: true,
+                timestamps,
+            },
+            advmss,
+            ..tcp_repair::Agreed::default()
+        }
+    }
+
+    #[test]
+    fn across_hosts_each_peers_segments_must_fit_the_other_connection() {
+        // Two Ethernet links (MTU 1500) with timestamps: 1,460 advertised, 1,448 sent.
+        let ethernet = agreed(1460, 1448, true);
+        assert!(same_segments(&ethernet, &ethernet).is_ok());
+        // A client on a link with jumbo frames would send segments the compute's link
+        // cannot carry.
+        let jumbo = agreed(8960, 8948, true);
+        assert!(same_segments(&jumbo, &ethernet).is_err());
+        assert!(same_segments(&ethernet, &jumbo).is_err());
+        // Without timestamps on one side the program would have to remove or add them.
+        assert!(same_segments(&ethernet, &agreed(1460, 1460, false)).is_err());
+        let plain = agreed(1460, 1460, false);
+        assert!(same_segments(&plain, &plain).is_ok());
     }
 
     #[test]

@@ -15,11 +15,10 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use super::netlink::{NLMSG_DONE, NLMSG_ERROR, NLMSG_HEADER_LEN, array_at, ask, u32_at};
+
 /// `SOCK_DIAG_BY_FAMILY` (linux/sock_diag.h).
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
-/// `NLMSG_ERROR` and `NLMSG_DONE` (linux/netlink.h).
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
 /// `NLM_F_REQUEST | NLM_F_DUMP` (`NLM_F_ROOT | NLM_F_MATCH`).
 const DUMP_REQUEST_FLAGS: u16 = 0x0001 | 0x0300;
 /// `TCP_LISTEN` in the kernel's TCP state numbering, as a bit of `idiag_states`.
@@ -30,8 +29,6 @@ pub const AF_INET: u8 = 2;
 /// See [`AF_INET`].
 pub const AF_INET6: u8 = 10;
 
-/// `struct nlmsghdr`.
-const NLMSG_HEADER_LEN: usize = 16;
 /// `struct inet_diag_sockid`: ports, two 16-byte addresses, interface, cookie.
 const SOCKID_LEN: usize = 48;
 /// `struct inet_diag_req_v2`: family, protocol, ext, pad, states, sockid.
@@ -329,48 +326,18 @@ fn lookup(
     use nix::sys::socket::{MsgFlags, recv};
     use std::os::fd::AsRawFd as _;
 
-    let fd = ask(&encode_lookup_request(local, remote, 1))?;
+    let fd = ask(
+        nix::sys::socket::SockProtocol::NetlinkSockDiag,
+        &encode_lookup_request(local, remote, 1),
+    )?;
     let mut buf = vec![0u8; 4096];
     let n = recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty())?;
     parse_lookup_answer(buf.get(..n).unwrap_or_default()).map_err(std::io::Error::other)
 }
 
-/// `N` bytes of `buf` from `at`, if it holds them.
-fn array_at<const N: usize>(buf: &[u8], at: usize) -> Option<[u8; N]> {
-    buf.get(at..at.checked_add(N)?)?.try_into().ok()
-}
-
-fn u32_at(buf: &[u8], at: usize) -> Option<u32> {
-    array_at(buf, at).map(u32::from_ne_bytes)
-}
-
 /// Most answer bytes read for one family: a relay host listens on tens of sockets (72 bytes
 /// each), not thousands.
 const MAX_ANSWER_BYTES: usize = 4 << 20;
-
-/// A fresh non-blocking `sock_diag` socket that has sent `request`. The kernel answers while
-/// it handles the send, so the answer is there to read at once (or, for a dump, produced as it
-/// is read): an answer that is not there is an error, never a wait.
-fn ask(request: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
-    use nix::sys::socket::{
-        AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, sendto, socket,
-    };
-    use std::os::fd::AsRawFd as _;
-
-    let fd = socket(
-        AddressFamily::Netlink,
-        SockType::Datagram,
-        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
-        SockProtocol::NetlinkSockDiag,
-    )?;
-    sendto(
-        fd.as_raw_fd(),
-        request,
-        &NetlinkAddr::new(0, 0),
-        MsgFlags::empty(),
-    )?;
-    Ok(fd)
-}
 
 /// Every listening TCP socket of `family`, asked of the kernel ([`ask`]).
 ///
@@ -381,7 +348,10 @@ pub fn listening_sockets(family: u8) -> std::io::Result<Vec<Listening>> {
     use nix::sys::socket::{MsgFlags, recv};
     use std::os::fd::AsRawFd as _;
 
-    let fd = ask(&encode_listen_dump_request(family, 1))?;
+    let fd = ask(
+        nix::sys::socket::SockProtocol::NetlinkSockDiag,
+        &encode_listen_dump_request(family, 1),
+    )?;
     let mut sockets = Vec::new();
     let mut buf = vec![0u8; 32 * 1024];
     let mut read = 0usize;
