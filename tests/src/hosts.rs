@@ -11,7 +11,7 @@
 //! Everything is created under names this test process owns (`pt<pid>n<k>...`) and removed by
 //! [`ThreeHosts`]'s drop: deleting a namespace deletes its end of each veth pair, and with it
 //! the pair. Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), `ip` (iproute2) and `nsenter`
-//! (util-linux).
+//! (util-linux); `ethtool` for [`ThreeHosts::relay_gro`].
 
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
@@ -172,6 +172,26 @@ impl ThreeHosts {
             return Err(format!("sysctl net.ipv4.ip_forward=1 in {r}: {forward}"));
         }
         Ok(())
+    }
+
+    /// Turns GRO on (or off) at both of the relay host's links (`ethtool`; a veth merges
+    /// segments only with it on).
+    ///
+    /// # Panics
+    /// If `ethtool` fails, with what it said.
+    pub fn relay_gro(&self, on: bool) {
+        for link in ["toclient", "tocompute"] {
+            let out = Command::new("nsenter")
+                .arg(format!("--net=/run/netns/{}", self.relay_ns))
+                .args(["ethtool", "-K", link, "gro", if on { "on" } else { "off" }])
+                .output()
+                .expect("ethtool (Debian: apt-get install ethtool)");
+            assert!(
+                out.status.success(),
+                "ethtool -K {link} gro: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 
     /// The words that run a program on the relay's host: `nsenter` into its network

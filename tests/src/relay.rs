@@ -302,6 +302,22 @@ on_relay_exit = "{}"
         Self::wait_until(Duration::from_secs(10), || self.log().contains(needle))
     }
 
+    /// The `session closed` line of the first session the relay logged as closed, waiting
+    /// for one as [`Self::logged`] does.
+    ///
+    /// # Panics
+    /// If none is logged by then, with the relay's log.
+    #[must_use]
+    #[track_caller]
+    pub fn closed_session(&self) -> String {
+        assert!(self.logged("session closed"), "{}", self.log());
+        let log = self.log();
+        log.lines()
+            .find(|l| l.contains("session closed"))
+            .unwrap_or_default()
+            .to_owned()
+    }
+
     /// Waits up to `within` ([`scaled`]) for the instance to be in `state`.
     ///
     /// # Panics
@@ -718,4 +734,18 @@ fn relay_toml_with_test_budgets(relay_toml: &str) -> String {
     } else {
         format!("budgets = {{ failed_wakes_per_source = 0 }}\n{relay_toml}")
     }
+}
+
+/// The number a log line gives as `name=N`.
+///
+/// # Panics
+/// If the line has no such number, with the line.
+#[must_use]
+#[track_caller]
+pub fn logged_number(line: &str, name: &str) -> u64 {
+    line.split(&format!(" {name}="))
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {name}= in {line}"))
 }

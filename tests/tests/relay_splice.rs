@@ -19,7 +19,7 @@ use std::io::Read as _;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
+use tests::relay::{PASSWORD, Relay, RelayOptions, USER, logged_number};
 use tests::{TempDir, raw};
 
 /// A relay whose held connections may be spliced (`park = false`); `None` (with the reason
@@ -171,13 +171,7 @@ fn carries_every_byte(instance_toml: &str) {
     let _ = s.read_to_end(&mut rest);
     assert!(rest.is_empty(), "{rest:?}");
     drop(s);
-    assert!(
-        Relay::wait_until(Duration::from_secs(10), || relay.logged("session closed")),
-        "{}",
-        relay.log()
-    );
-    let log = relay.log();
-    let line = log.lines().find(|l| l.contains("session closed")).unwrap();
+    let line = relay.closed_session();
     assert!(
         line.contains("spliced=true") && line.contains("ended_by=\"eof\""),
         "{line}"
@@ -189,13 +183,10 @@ fn carries_every_byte(instance_toml: &str) {
             && !instance_toml.contains("splice_below_tcp"),
         "{line}"
     );
-    let down: u64 = line
-        .split("down=")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap();
-    assert!(down > 60_000_000 + 16_000_000, "{line}");
+    assert!(
+        logged_number(&line, "down") > 60_000_000 + 16_000_000,
+        "{line}"
+    );
 }
 
 /// Parking a spliced session (docs/kernel-splice.md): quiet between commands but for a
@@ -278,13 +269,7 @@ fn a_quiet_spliced_session_is_taken_back_parked_and_spliced_again() {
     assert!(matches!(raw::query(&mut s, "COMMIT"), Ok(Ok(_))));
     raw::write_packet(&mut s, 0, &[0x01]).unwrap();
     drop(s);
-    assert!(
-        Relay::wait_until(Duration::from_secs(10), || relay.logged("session closed")),
-        "{}",
-        relay.log()
-    );
-    let log = relay.log();
-    let line = log.lines().find(|l| l.contains("session closed")).unwrap();
+    let line = relay.closed_session();
     assert!(line.contains("spliced=true"), "{line}");
     assert!(!line.contains("taken_back=0"), "{line}");
     assert_eq!(
@@ -292,13 +277,7 @@ fn a_quiet_spliced_session_is_taken_back_parked_and_spliced_again() {
         relay.logged("spliced in the kernel below TCP"),
         "{line}"
     );
-    let down: u64 = line
-        .split("down=")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap();
-    assert!(down > 20_000_000, "{line}");
+    assert!(logged_number(&line, "down") > 20_000_000, "{line}");
 }
 
 #[test]

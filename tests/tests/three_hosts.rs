@@ -1,9 +1,10 @@
 //! The relay on a host of its own: client, relay and compute each in a network namespace of
 //! their own (`tests::hosts::ThreeHosts`), the relay's host routing between the client's link
 //! and the compute's, as in production, where every other test has all three on loopback.
-//! A connection that wakes its instance is held and spliced in the kernel across hosts (not
-//! below TCP, which is loopback's: through its sockets), the kernel route sends direct
-//! connections to the compute's host, and an idle session is parked and found again.
+//! A connection that wakes its instance is held and spliced in the kernel below TCP across
+//! hosts (each segment rewritten and sent on from the relay host's interfaces, with GRO on
+//! them or off), the kernel route sends direct connections to the compute's host, and an
+//! idle session is parked and found again.
 
 #![allow(
     clippy::unwrap_used,
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tests::hosts::ThreeHosts;
-use tests::relay::{PASSWORD, Relay, RelayOptions, USER};
+use tests::relay::{PASSWORD, Relay, RelayOptions, USER, logged_number};
 use tests::{TempDir, raw, scaled};
 
 fn relay_on_its_own_host(dir: &TempDir, hosts: &Arc<ThreeHosts>, options: RelayOptions) -> Relay {
@@ -41,6 +42,35 @@ fn login(relay: &Relay) -> TcpStream {
         .unwrap_or_else(|e| panic!("{e:?}\n{}", relay.log()))
 }
 
+/// Sends the commands after which a held session is spliced, and waits for it to be, where
+/// the relay can splice: whether it can.
+fn used_until_spliced(relay: &Relay, s: &mut TcpStream) -> bool {
+    for _ in 0..8 {
+        assert_eq!(raw::one_row(s, "SELECT 1 + 1").as_deref(), Some("2"));
+    }
+    let spliced = relay.logged("held connections are spliced in the kernel");
+    if spliced {
+        assert_eq!(
+            relay.metric_reaching("relay_spliced_sessions{instance=\"demo\"}", 1.0),
+            1.0,
+            "{}",
+            relay.log()
+        );
+    }
+    spliced
+}
+
+/// The session answers a query.
+#[track_caller]
+fn answers(relay: &Relay, s: &mut TcpStream) {
+    let answer = raw::query(s, "SELECT 40 + 2");
+    assert!(
+        matches!(&answer, Ok(Ok(rows)) if rows == &[Some("42".to_owned())]),
+        "{answer:?}\n{}",
+        relay.log()
+    );
+}
+
 /// Where the connection came from, as the compute saw it (`USER()`'s host part).
 fn seen_from(s: &mut TcpStream) -> String {
     let user = raw::one_row(s, "SELECT USER()").unwrap();
@@ -48,11 +78,11 @@ fn seen_from(s: &mut TcpStream) -> String {
 }
 
 /// A paused instance wakes for a client on another host; its held connection is spliced in
-/// the kernel after a few commands (through its sockets: below TCP is loopback's) and carries
-/// a 61 MB result whole.
-#[test]
-fn a_connection_from_another_host_wakes_the_instance_and_is_spliced_across_hosts() {
+/// the kernel after a few commands, below TCP (its segments rewritten at the relay host's
+/// interfaces and sent on from there), carries a 61 MB result whole, and closes cleanly.
+fn a_held_connection_across_hosts_is_spliced_below_tcp(gro: bool) {
     let hosts = Arc::new(ThreeHosts::create());
+    hosts.relay_gro(gro);
     let dir = TempDir::new("three-hosts-held");
     let relay = relay_on_its_own_host(
         &dir,
@@ -71,18 +101,7 @@ fn a_connection_from_another_host_wakes_the_instance_and_is_spliced_across_hosts
     );
     // The relayed login tells the compute where its client is.
     assert_eq!(seen_from(&mut s), hosts.client.to_string());
-    let spliced = relay.logged("held connections are spliced in the kernel");
-    for _ in 0..8 {
-        assert_eq!(raw::one_row(&mut s, "SELECT 1 + 1").as_deref(), Some("2"));
-    }
-    if spliced {
-        assert_eq!(
-            relay.metric_reaching("relay_spliced_sessions{instance=\"demo\"}", 1.0),
-            1.0,
-            "{}",
-            relay.log()
-        );
-    } else {
+    if !used_until_spliced(&relay, &mut s) {
         eprintln!(
             "this kernel cannot splice held connections: carried on the pump\n{}",
             relay.log()
@@ -91,6 +110,35 @@ fn a_connection_from_another_host_wakes_the_instance_and_is_spliced_across_hosts
     raw::send_large_result_query(&mut s).unwrap();
     assert_eq!(raw::read_large_result(&mut s), raw::LARGE_RESULT_ROWS);
     assert_eq!(raw::one_row(&mut s, "SELECT 40 + 2").as_deref(), Some("42"));
+    drop(s);
+    let line = relay.closed_session();
+    assert!(line.contains("ended_by=\"eof\""), "{line}");
+    let log = relay.log();
+    // Below TCP wherever the relay could load that program: attached to both of its links.
+    let below = relay.logged("held connections may be spliced in the kernel below TCP");
+    assert_eq!(line.contains("below_tcp=true"), below, "{log}");
+    if below {
+        for link in ["toclient", "tocompute"] {
+            assert!(
+                log.lines()
+                    .any(|l| l.contains("spliced in the kernel below TCP") && l.contains(link)),
+                "{log}"
+            );
+        }
+        assert!(logged_number(&line, "down") > 60_000_000, "{line}");
+    }
+}
+
+#[test]
+fn a_connection_from_another_host_wakes_the_instance_and_is_spliced_below_tcp() {
+    a_held_connection_across_hosts_is_spliced_below_tcp(false);
+}
+
+/// The same with GRO on the relay host's links: the program sees segments merged into one
+/// (up to 64 KB), rewrites their one header, and the interface out splits them again.
+#[test]
+fn a_held_connection_across_hosts_is_spliced_below_tcp_with_gro_on() {
+    a_held_connection_across_hosts_is_spliced_below_tcp(true);
 }
 
 /// With the kernel route, the relay's host sends a direct connection to the compute's host
@@ -125,10 +173,10 @@ fn the_kernel_route_sends_a_connection_to_the_compute_on_its_host() {
     assert_eq!(raw::one_row(&mut s, "SELECT 40 + 2").as_deref(), Some("42"));
 }
 
-/// An idle session from another host is parked (its compute frozen under it, on its own
-/// host), and its next command thaws the compute and finds its session answering.
-#[test]
-fn an_idle_session_from_another_host_is_parked_and_its_next_command_thaws_the_compute() {
+/// A session from another host, idle, is parked (its compute frozen under it, on its own
+/// host), and its next command thaws the compute and finds it answering; `held`: it woke
+/// the instance and was spliced first. The relay and the session's `session closed` line.
+fn parked_and_thawed(held: bool) -> (Relay, String) {
     let hosts = Arc::new(ThreeHosts::create());
     let dir = TempDir::new("three-hosts-park");
     let relay = relay_on_its_own_host(
@@ -139,21 +187,40 @@ fn an_idle_session_from_another_host_is_parked_and_its_next_command_thaws_the_co
             ..RelayOptions::default()
         },
     );
-    let (code, body) = relay.admin("POST", "/v1/instances/demo/resume");
-    assert_eq!(code, 200, "{body}");
+    if !held {
+        let (code, body) = relay.admin("POST", "/v1/instances/demo/resume");
+        assert_eq!(code, 200, "{body}");
+    }
     let mut s = login(&relay);
-    let answer = raw::query(&mut s, "SELECT 40 + 2");
-    assert!(
-        matches!(&answer, Ok(Ok(rows)) if rows == &[Some("42".to_owned())]),
-        "{answer:?}\n{}",
-        relay.log()
-    );
+    if held {
+        used_until_spliced(&relay, &mut s);
+    } else {
+        answers(&relay, &mut s);
+    }
     relay.wait_state("frozen", Duration::from_secs(60));
-    let answer = raw::query(&mut s, "SELECT 40 + 2");
-    assert!(
-        matches!(&answer, Ok(Ok(rows)) if rows == &[Some("42".to_owned())]),
-        "{answer:?}\n{}",
-        relay.log()
-    );
+    answers(&relay, &mut s);
     assert_eq!(relay.state(), "running");
+    drop(s);
+    let line = relay.closed_session();
+    assert!(line.contains("ended_by=\"eof\""), "{line}");
+    (relay, line)
+}
+
+#[test]
+fn an_idle_session_from_another_host_is_parked_and_its_next_command_thaws_the_compute() {
+    parked_and_thawed(false);
+}
+
+/// A held session spliced below TCP across hosts is taken back into the relay when idle (new
+/// sockets at the connections' sequence numbers) before it is parked.
+#[test]
+fn a_held_session_spliced_across_hosts_is_taken_back_parked_and_thawed() {
+    let (relay, line) = parked_and_thawed(true);
+    if relay.logged("held connections may be spliced in the kernel below TCP") {
+        assert!(
+            line.contains("below_tcp=true") && !line.contains("taken_back=0"),
+            "{}",
+            relay.log()
+        );
+    }
 }
