@@ -35,6 +35,8 @@ pub struct ThreeHosts {
     pub relay_inner: Ipv4Addr,
     /// The compute's address.
     pub compute: Ipv4Addr,
+    /// An address the relay's host translates to the compute's ([`Self::behind_nat`]).
+    service: Option<Ipv4Addr>,
 }
 
 /// Runs `ip` with `args`; the error names the command and what it printed.
@@ -96,11 +98,68 @@ impl ThreeHosts {
             relay: Ipv4Addr::new(10, 201, k, 2),
             relay_inner: Ipv4Addr::new(10, 202, k, 1),
             compute: Ipv4Addr::new(10, 202, k, 2),
+            service: None,
         };
         if let Err(e) = hosts.build() {
             panic!("cannot make the three hosts (root and iproute2 are needed): {e}");
         }
         hosts
+    }
+
+    /// [`Self::create`], with the compute known to the relay by a service address its host
+    /// translates (DNAT in its own output path, as kube-proxy does for a Kubernetes
+    /// service): an nftables table in the relay's namespace, gone with it.
+    ///
+    /// # Panics
+    /// As [`Self::create`], or if `nft` fails.
+    #[must_use]
+    pub fn behind_nat() -> Self {
+        let mut hosts = Self::create();
+        let [_, _, k, _] = hosts.compute.octets();
+        let service = Ipv4Addr::new(10, 203, k, 9);
+        let rules = format!(
+            "table ip service {{\n chain out {{\n type nat hook output priority -100\n \
+             ip daddr {service} dnat to {}\n }}\n}}\n",
+            hosts.compute
+        );
+        // A route to the service address, as a cluster has one, so that the output path
+        // reaches the translation.
+        if let Err(e) = ip(&[
+            "-n",
+            &hosts.relay_ns,
+            "route",
+            "add",
+            &format!("{service}/32"),
+            "dev",
+            "tocompute",
+        ]) {
+            panic!("{e}");
+        }
+        let mut nft = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", hosts.relay_ns))
+            .args(["nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("nft (Debian: apt-get install nftables)");
+        if let Some(mut stdin) = nft.stdin.take() {
+            std::io::Write::write_all(&mut stdin, rules.as_bytes()).expect("nft's input");
+        }
+        let out = nft.wait_with_output().expect("nft");
+        assert!(
+            out.status.success(),
+            "nft {rules}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        hosts.service = Some(service);
+        hosts
+    }
+
+    /// The address the relay is given for the compute: its own, or the service address.
+    #[must_use]
+    pub fn compute_named(&self) -> Ipv4Addr {
+        self.service.unwrap_or(self.compute)
     }
 
     fn build(&self) -> Result<(), String> {

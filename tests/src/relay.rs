@@ -165,6 +165,11 @@ impl Relay {
             .hosts
             .as_ref()
             .map_or((loopback, loopback), |h| (h.relay.into(), h.compute.into()));
+        // The address the relay is given for its compute (behind a NAT, another).
+        let compute_named = options
+            .hosts
+            .as_ref()
+            .map_or(compute_host, |h| h.compute_named().into());
         let admin_token = options.hosts.as_ref().map(|_| {
             let token = format!("three-hosts-admin-token-{}", free_port());
             let file = dir.join("admin.token");
@@ -208,7 +213,7 @@ admin_listen = "{host}:{admin_port}"
 [[instance]]
 name = "demo"
 listen = "{host}:{port}"
-compute = "{compute_host}:{compute_port}"
+compute = "{compute_named}:{compute_port}"
 auth = "{}"
 proxy_protocol = {}
 resume_timeout = "{}"

@@ -83,10 +83,25 @@ fn seen_from(s: &mut TcpStream) -> String {
 fn a_held_connection_across_hosts_is_spliced_below_tcp(gro: bool) {
     let hosts = Arc::new(ThreeHosts::create());
     hosts.relay_gro(gro);
+    held_across_hosts(&hosts, true);
+}
+
+/// A held connection whose compute the relay's host reaches through a NAT (a service
+/// address): its segments on the wire do not carry the addresses of the relay's socket, so
+/// it is spliced through its sockets, not below TCP, and carries the same bytes.
+#[test]
+fn a_held_connection_to_a_compute_behind_a_nat_is_spliced_through_its_sockets() {
+    let hosts = Arc::new(ThreeHosts::behind_nat());
+    held_across_hosts(&hosts, false);
+}
+
+/// The held connection of [`a_held_connection_across_hosts_is_spliced_below_tcp`], spliced
+/// below TCP where `below` and the relay can (through its sockets otherwise).
+fn held_across_hosts(hosts: &Arc<ThreeHosts>, below: bool) {
     let dir = TempDir::new("three-hosts-held");
     let relay = relay_on_its_own_host(
         &dir,
-        &hosts,
+        hosts,
         RelayOptions {
             instance_toml: "park = false\n".into(),
             ..RelayOptions::default()
@@ -114,9 +129,13 @@ fn a_held_connection_across_hosts_is_spliced_below_tcp(gro: bool) {
     let line = relay.closed_session();
     assert!(line.contains("ended_by=\"eof\""), "{line}");
     let log = relay.log();
-    // Below TCP wherever the relay could load that program: attached to both of its links.
-    let below = relay.logged("held connections may be spliced in the kernel below TCP");
+    // Below TCP wherever the relay could load that program (attached to both of its links),
+    // unless the host translates the connection.
+    let below = below && relay.logged("held connections may be spliced in the kernel below TCP");
     assert_eq!(line.contains("below_tcp=true"), below, "{log}");
+    if relay.logged("held connections are spliced in the kernel") {
+        assert!(line.contains("spliced=true"), "{log}");
+    }
     if below {
         for link in ["toclient", "tocompute"] {
             assert!(
