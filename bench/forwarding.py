@@ -57,6 +57,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib
 import harness as h  # noqa: E402
 import mysqlproto as m  # noqa: E402
 
+# BENCH_HOSTS=3: part h across three hosts (h.Hosts) instead of loopback.
+HOSTS = int(os.environ.get("BENCH_HOSTS", "1"))
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 SECS = int(sys.argv[2]) if len(sys.argv) > 2 else 8
 THREADS = [4, 16, 64]
@@ -66,22 +68,26 @@ TABLES, TABLE_SIZE = 4, 10000
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def start_mariadb(extra_args=()):
-    """A private mariadbd with the sbtest account; extra_args go on its command line."""
+def start_mariadb(extra_args=(), hosts=None):
+    """A private mariadbd with the sbtest account; extra_args go on its command line. With
+    `hosts` (h.Hosts), on the compute's host, at its address, the account for any host."""
     d = h.tmpdir("mariadb")
+    host = hosts.compute if hosts else "127.0.0.1"
+    account = "'sbtest'@'%s'" % ("%" if hosts else "127.0.0.1")
     port = h.free_port()
     subprocess.run(["mariadb-install-db", "--no-defaults", "--datadir=" + d + "/data",
                     "--user=root", "--auth-root-authentication-method=normal",
                     "--skip-test-db"], check=True, capture_output=True)
-    p = h.start(["mariadbd", "--no-defaults", "--datadir=" + d + "/data", "--user=root",
-                 "--port=%d" % port, "--bind-address=127.0.0.1", "--socket=" + d + "/sock",
+    p = h.start((hosts.on_compute() if hosts else []) + [
+                 "mariadbd", "--no-defaults", "--datadir=" + d + "/data", "--user=root",
+                 "--port=%d" % port, "--bind-address=" + host, "--socket=" + d + "/sock",
                  "--pid-file=" + d + "/pid", "--max-connections=1000", "--skip-log-bin",
                  "--innodb-buffer-pool-size=256M", "--skip-name-resolve",
                  "--log-error=" + d + "/error.log", *extra_args], stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL)
-    m.wait_greeting("127.0.0.1", port, time.perf_counter() + 60, poll=0.05)
-    sql = ("CREATE DATABASE sbtest; CREATE USER 'sbtest'@'127.0.0.1' IDENTIFIED BY 'sbpw';"
-           "GRANT ALL ON sbtest.* TO 'sbtest'@'127.0.0.1';")
+    m.wait_greeting(host, port, time.perf_counter() + 60, poll=0.05)
+    sql = ("CREATE DATABASE sbtest; CREATE USER %s IDENTIFIED BY 'sbpw';"
+           "GRANT ALL ON sbtest.* TO %s;" % (account, account))
     subprocess.run(["mariadb", "--no-defaults", "-uroot", "--socket=" + d + "/sock", "-e", sql],
                    check=True)
     return p, port, d
@@ -94,11 +100,11 @@ def mariadb_version(mdir):
                           text=True).stdout.strip()
 
 
-def prepare_sbtest(port, common, threads=4):
+def prepare_sbtest(port, common, threads=4, host="127.0.0.1"):
     """Creates sysbench's oltp tables (the same schema for every oltp_* workload) in the
     sbtest database of the MariaDB on `port`; `common` gives --tables and --table-size."""
     prep = subprocess.run(["sysbench", "oltp_read_only", "--db-driver=mysql",
-                           "--mysql-host=127.0.0.1", "--mysql-port=%d" % port,
+                           "--mysql-host=" + host, "--mysql-port=%d" % port,
                            "--mysql-user=sbtest", "--mysql-password=sbpw", "--mysql-db=sbtest",
                            "--threads=%d" % threads] + common + ["prepare"],
                           capture_output=True, text=True)
@@ -106,20 +112,25 @@ def prepare_sbtest(port, common, threads=4):
         raise RuntimeError(prep.stdout + prep.stderr)
 
 
-def haproxy(port, backend):
+def haproxy(port, backend, hosts=None):
+    """HAProxy (mode tcp) on `port` to `backend`; with `hosts`, on the relay's host, from its
+    client-side address to the compute's host."""
     d = h.tmpdir("haproxy")
+    bind, server = (hosts.relay, hosts.compute) if hosts else ("127.0.0.1", "127.0.0.1")
     cfg = os.path.join(d, "haproxy.cfg")
     with open(cfg, "w") as f:
         f.write("global\n    maxconn 4000\ndefaults\n    mode tcp\n    timeout connect 5s\n"
                 "    timeout client 1h\n    timeout server 1h\nfrontend fe\n"
-                "    bind 127.0.0.1:%d\n    default_backend be\nbackend be\n"
-                "    server s1 127.0.0.1:%d\n" % (port, backend))
-    return h.start(["haproxy", "-db", "-f", cfg], stdout=subprocess.DEVNULL,
+                "    bind %s:%d\n    default_backend be\nbackend be\n"
+                "    server s1 %s:%d\n" % (bind, port, server, backend))
+    return h.start((hosts.on_relay() if hosts else []) + ["haproxy", "-db", "-f", cfg],
+                   stdout=subprocess.DEVNULL,
                    stderr=open(os.path.join(d, "haproxy.log"), "w"))
 
 
-def sysbench(test, port, threads, user, password, db, extra=(), proxy_pid=None):
-    cmd = ["sysbench", test, "--db-driver=mysql", "--mysql-host=127.0.0.1",
+def sysbench(test, port, threads, user, password, db, extra=(), proxy_pid=None,
+             host="127.0.0.1"):
+    cmd = ["sysbench", test, "--db-driver=mysql", "--mysql-host=" + host,
            "--mysql-port=%d" % port, "--mysql-user=" + user, "--mysql-password=" + password,
            "--mysql-db=" + db, "--threads=%d" % threads, "--time=%d" % SECS,
            "--percentile=95", "--report-interval=0"] + list(extra) + ["run"]
@@ -370,23 +381,27 @@ def part_h(out, data):
     starts paused. Every run checks that every connection was relayed, and for the splices
     that each was spliced, and how (the relay's log).
     """
-    mdb, mport, mdir = start_mariadb()
+    hosts = h.Hosts() if HOSTS == 3 else None
+    mdb, mport, mdir = start_mariadb(hosts=hosts)
+    # Straight to MariaDB: across hosts, through the relay's host as through a router.
+    mhost, rhost = (hosts.compute, hosts.relay) if hosts else ("127.0.0.1", "127.0.0.1")
     common = ["--tables=%d" % TABLES, "--table-size=%d" % TABLE_SIZE]
-    prepare_sbtest(mport, common)
+    prepare_sbtest(mport, common, host=mhost)
     hport = h.free_port()
-    hap = haproxy(hport, mport)
+    hap = haproxy(hport, mport, hosts)
     driver = ('[instance.driver]\nkind = "exec"\nstart = ["sleep", "1"]\nstop = ["true"]\n'
               'status = ["true"]\npoll_interval = "1h"\n')
     pump = h.Relay("held-pump", compute_port=mport, auth="switch", driver=driver,
-                   instance_toml="kernel_splice = false\n")
+                   instance_toml="kernel_splice = false\n", hosts=hosts)
     sockets = h.Relay("held-sockets", compute_port=mport, auth="switch", driver=driver,
-                      instance_toml="splice_below_tcp = false\n")
-    splice = h.Relay("held-splice", compute_port=mport, auth="switch", driver=driver)
+                      instance_toml="splice_below_tcp = false\n", hosts=hosts)
+    splice = h.Relay("held-splice", compute_port=mport, auth="switch", driver=driver,
+                     hosts=hosts)
     for r in (pump, sockets, splice):
         r.wait_state("running")
     assert any("spliced in the kernel below TCP" in l for l in splice.log_lines()), \
         "the relay cannot splice below TCP here:\n" + "\n".join(splice.log_lines()[-5:])
-    m.wait_greeting("127.0.0.1", hport, time.perf_counter() + 10)
+    m.wait_greeting(rhost, hport, time.perf_counter() + 10)
     ports = {"direct": mport, "haproxy": hport, "held-pump": pump.port,
              "held-sockets": sockets.port, "held-splice": splice.port}
     relays = {"held-pump": pump, "held-sockets": sockets, "held-splice": splice}
@@ -399,11 +414,12 @@ def part_h(out, data):
             extra = common + ["--skip-trx=off"]
             relay = relays.get(c)
             if relay is None:
-                return sysbench(wl, ports[c], t, "sbtest", "sbpw", "sbtest", extra, pids.get(c))
+                return sysbench(wl, ports[c], t, "sbtest", "sbpw", "sbtest", extra, pids.get(c),
+                                mhost if c == "direct" else rhost)
             spliced0 = spliced_sessions(relay)
             how0 = spliced_sessions(relay, below[c])
             r = held_run(relay, lambda: sysbench(wl, relay.port, t, "sbtest", "sbpw", "sbtest",
-                                                 extra, relay.proc.pid))
+                                                 extra, relay.proc.pid, rhost))
             want = r["relayed"] if below[c] else 0
             r["spliced"] = spliced_since(relay, spliced0, want)
             assert r["direct"] == 0 and r["relayed"] >= t, r
@@ -415,8 +431,12 @@ def part_h(out, data):
     version = mariadb_version(mdir)
     data["mariadb_version"] = version
     out.append("## Held connections: MariaDB %s, %d tables x %d rows, %d s per run, %d runs per "
-               "contender; every relay connection held (opened against a paused instance)"
-               % (version, TABLES, TABLE_SIZE, SECS, RUNS))
+               "contender; every relay connection held (opened against a paused instance)%s"
+               % (version, TABLES, TABLE_SIZE, SECS, RUNS,
+                  "; three hosts (client, relay, compute in network namespaces joined by veth "
+                  "links; direct = straight to MariaDB routed through the relay's host)"
+                  if hosts else ""))
+    data["hosts"] = 3 if hosts else 1
     against_direct(out, data["held"], ports, run_one,
                    "QPS / direct (and / haproxy); connections relayed/spliced per run",
                    lambda c, runs: "  " + ", ".join("%d/%d" % (r["relayed"], r["spliced"])
@@ -552,8 +572,8 @@ def main():
     if "b" in parts:
         part_b(out, data)
     out.append("")
-    alone = {"k": "kernel-route", "h": "held-splice", "h,r": "held-splice",
-             "r": "held-splice-resumable"}
+    alone = {"k": "kernel-route", "h": "held-splice-hosts" if HOSTS == 3 else "held-splice",
+             "h,r": "held-splice", "r": "held-splice-resumable"}
     h.save(alone.get(",".join(parts), "forwarding"), "\n".join(out), data)
 
 

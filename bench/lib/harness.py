@@ -27,6 +27,7 @@ PASSWORD = b"bench-Pw-0123456789"
 
 _procs = []
 _dirs = []
+_hosts = []
 
 
 def tmpdir(prefix):
@@ -69,6 +70,9 @@ def stop(p, grace=10.0):
 def stop_all():
     for p in list(reversed(_procs)):
         stop(p)
+    for hs in _hosts:
+        hs.remove()
+    _hosts.clear()
     if os.environ.get("BENCH_KEEP") != "1":
         for d in _dirs:
             shutil.rmtree(d, ignore_errors=True)
@@ -177,13 +181,19 @@ class Relay:
     shim_args: more arguments for the managed server-shim (`{DIR}`: the relay's directory).
     key_file: a key ring to use (copied) instead of a fresh one: a compute the relay adopts
     must prove the relay's key.
+    hosts: a Hosts (three hosts in network namespaces): the relay runs on the relay's host,
+    listening (clients and the admin API, with a token) on its client-side address, and
+    its compute is at the compute's host's address.
     """
 
     def __init__(self, name, compute_port=None, driver=None, idle_pause_after="1h",
                  handshake_timeout="10s", nofile=None, auth="dual", binary=None, env=None,
                  route="pump", instance_toml="", bin_dir=None, relay_toml="", shim_args=(),
-                 key_file=None):
+                 key_file=None, hosts=None):
         self.bin = bin_dir or BIN
+        self.host = hosts.relay if hosts else "127.0.0.1"
+        compute_host = hosts.compute if hosts else "127.0.0.1"
+        self.token = None
         binary = binary or os.path.join(self.bin, "relay")
         self.dir = tmpdir(name)
         self.port, self.admin_port = free_port(), free_port()
@@ -211,23 +221,31 @@ class Relay:
             # Benchmarks wake an instance from one source tens of times on purpose; the
             # default wake budgets (60 per source, 120 per user an hour) would refuse them.
             relay_toml += "\n[relay.budgets]\nwakes_per_source = 0\nwakes_per_user = 0\n"
+        if hosts:
+            # Off loopback the admin API wants a token.
+            self.token = "bench-admin-token-%d" % self.admin_port
+            token_file = os.path.join(self.dir, "admin.token")
+            with open(token_file, "w") as f:
+                f.write(self.token + "\n")
+            os.chmod(token_file, 0o600)
+            relay_toml = 'admin_token_file = "admin.token"\n' + relay_toml
         self.config = os.path.join(self.dir, "relay.toml")
         with open(self.config, "w") as f:
             f.write('[relay]\nstate_dir = "state"\nkey_file = "perceptron.key"\n'
-                    'admin_listen = "127.0.0.1:%d"\n' % self.admin_port + relay_toml +
+                    'admin_listen = "%s:%d"\n' % (self.host, self.admin_port) + relay_toml +
                     '\n\n[[instance]]\nname = "demo"\n'
-                    'listen = "127.0.0.1:%d"\ncompute = "127.0.0.1:%d"\nauth = "%s"\n'
+                    'listen = "%s:%d"\ncompute = "%s:%d"\nauth = "%s"\n'
                     'resume_timeout = "30s"\nhandshake_timeout = "%s"\nidle_pause_after = "%s"\n'
                     'route = "%s"\n%s\n%s'
-                    % (self.port, self.compute_port, auth, handshake_timeout,
-                       idle_pause_after, route, instance_toml, drv))
+                    % (self.host, self.port, compute_host, self.compute_port, auth,
+                       handshake_timeout, idle_pause_after, route, instance_toml, drv))
         self.log = os.path.join(self.dir, "relay.log")
         env = {**os.environ, "RUST_LOG": "info", "NO_COLOR": "1", **(env or {})}
         pre = None
         if nofile:
             pre = lambda: __import__("resource").setrlimit(  # noqa: E731
                 __import__("resource").RLIMIT_NOFILE, (nofile, nofile))
-        self.proc = start([binary, "run", "--config", self.config],
+        self.proc = start((hosts.on_relay() if hosts else []) + [binary, "run", "--config", self.config],
                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                           stderr=open(self.log, "w"), env=env, preexec_fn=pre)
         deadline = time.time() + 20
@@ -249,8 +267,9 @@ class Relay:
                                                                         "perceptron.key")]
 
     def admin(self, method, path):
-        c = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=60)
-        c.request(method, path)
+        c = http.client.HTTPConnection(self.host, self.admin_port, timeout=60)
+        c.request(method, path,
+                  headers={"Authorization": "Bearer " + self.token} if self.token else {})
         r = c.getresponse()
         body = r.read().decode()
         c.close()
@@ -294,6 +313,62 @@ class Relay:
 
     def stop(self):
         stop(self.proc, 30)
+
+
+class Hosts:
+    """Three hosts on one machine, as tests/src/hosts.rs makes them: this namespace is the
+    client's host; two network namespaces made here are the relay's host and the compute's,
+    joined by veth pairs, the relay's host routing between them, so the client also reaches
+    the compute straight, through it, as through a router:
+
+        client 10.211.K.1 -- 10.211.K.2 relay 10.212.K.1 -- 10.212.K.2 compute
+
+    Everything is named after this process and removed at exit (deleting a namespace deletes
+    its veth ends). Needs root, ip (iproute2) and nsenter (util-linux)."""
+
+    def __init__(self):
+        tag = "pb%d" % (os.getpid() % 100000)
+        self.relay_ns, self.compute_ns, self.link = tag + "r", tag + "c", tag + "h"
+        used = subprocess.run(["ip", "-o", "-4", "addr"], capture_output=True,
+                              text=True).stdout
+        k = next(k for k in range(1, 250) if "10.211.%d." % k not in used
+                 and "10.212.%d." % k not in used)
+        self.client, self.relay = "10.211.%d.1" % k, "10.211.%d.2" % k
+        self.relay_inner, self.compute = "10.212.%d.1" % k, "10.212.%d.2" % k
+        self.compute_route = "10.212.%d.0/24" % k
+        _hosts.append(self)
+        r, c, h = self.relay_ns, self.compute_ns, self.link
+        for args in (["netns", "add", r], ["netns", "add", c],
+                     ["link", "add", h, "type", "veth", "peer", "name", "toclient", "netns", r],
+                     ["-n", r, "link", "add", "tocompute", "type", "veth", "peer", "name",
+                      "torelay", "netns", c],
+                     ["addr", "add", self.client + "/24", "dev", h], ["link", "set", h, "up"],
+                     ["-n", r, "addr", "add", self.relay + "/24", "dev", "toclient"],
+                     ["-n", r, "addr", "add", self.relay_inner + "/24", "dev", "tocompute"],
+                     ["-n", c, "addr", "add", self.compute + "/24", "dev", "torelay"],
+                     ["-n", r, "link", "set", "lo", "up"],
+                     ["-n", r, "link", "set", "toclient", "up"],
+                     ["-n", r, "link", "set", "tocompute", "up"],
+                     ["-n", c, "link", "set", "lo", "up"],
+                     ["-n", c, "link", "set", "torelay", "up"],
+                     ["-n", c, "route", "add", "default", "via", self.relay_inner],
+                     ["route", "add", self.compute_route, "via", self.relay]):
+            subprocess.run(["ip"] + args, check=True, capture_output=True)
+        subprocess.run(self.on_relay() + ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"],
+                       check=True)
+
+    def on_relay(self):
+        """The words that run a program on the relay's host (nsenter into its network
+        namespace only; the program keeps nsenter's process id)."""
+        return ["nsenter", "--net=/run/netns/" + self.relay_ns]
+
+    def on_compute(self):
+        return ["nsenter", "--net=/run/netns/" + self.compute_ns]
+
+    def remove(self):
+        for args in (["route", "del", self.compute_route], ["netns", "del", self.relay_ns],
+                     ["netns", "del", self.compute_ns], ["link", "del", self.link]):
+            subprocess.run(["ip"] + args, capture_output=True)
 
 
 MARIADB_USER, MARIADB_PASSWORD = b"bench", b"bench-pw"
