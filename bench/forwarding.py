@@ -42,9 +42,15 @@ Part R (`r`, with `h` in `bench/held-splice`): resumable sessions (`resumable_se
 on MariaDB with perceptron_dual), spliced below TCP and read from MariaDB when taken back;
 see part_r().
 
+With BENCH_HOSTS=3 (bench/forwarding --hosts 3, bench/held-splice --hosts 3), parts a and h
+run across three hosts made of network namespaces (bench/lib/harness.py, Hosts): sysbench on
+this host, the relay and HAProxy on the relay's host, MariaDB on the compute's host; direct is
+sysbench straight to MariaDB, routed through the relay's host.
+
 Usage: forwarding.py [RUNS] [SECONDS] [a,b,k,h,r]   (defaults 3, 8, a,b)
 Writes bench/results/forwarding.{txt,json}, or kernel-route.{txt,json} for part k alone,
-held-splice.{txt,json} for parts h and r, held-splice-resumable.{txt,json} for part r alone.
+held-splice.{txt,json} for parts h and r, held-splice-resumable.{txt,json} for part r alone;
+with "-hosts" before the extension across three hosts.
 """
 
 import os
@@ -57,7 +63,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib
 import harness as h  # noqa: E402
 import mysqlproto as m  # noqa: E402
 
-# BENCH_HOSTS=3: part h across three hosts (h.Hosts) instead of loopback.
+# BENCH_HOSTS=3: parts a and h across three hosts (h.Hosts) instead of loopback.
 HOSTS = int(os.environ.get("BENCH_HOSTS", "1"))
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 SECS = int(sys.argv[2]) if len(sys.argv) > 2 else 8
@@ -66,6 +72,19 @@ SHIM_THREADS = [4, 16]
 WORKLOADS = ["oltp_point_select", "oltp_read_only"]
 TABLES, TABLE_SIZE = 4, 10000
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def three_hosts():
+    """With BENCH_HOSTS=3, three hosts (h.Hosts), else None; and where sysbench finds MariaDB
+    straight (across hosts: routed through the relay's host) and where it finds the proxies."""
+    hosts = h.Hosts() if HOSTS == 3 else None
+    if hosts:
+        return hosts, hosts.compute, hosts.relay
+    return None, "127.0.0.1", "127.0.0.1"
+
+
+HOSTS_NOTE = ("; three hosts (client, relay, compute in network namespaces joined by veth links; "
+              "direct = straight to MariaDB routed through the relay's host)")
 
 
 def start_mariadb(extra_args=(), hosts=None):
@@ -182,15 +201,17 @@ def held_run(relay, run):
 
 
 def part_a(out, data):
-    mdb, mport, mdir = start_mariadb()
+    hosts, mhost, rhost = three_hosts()
+    mdb, mport, mdir = start_mariadb(hosts=hosts)
     common = ["--tables=%d" % TABLES, "--table-size=%d" % TABLE_SIZE]
-    prepare_sbtest(mport, common)
+    prepare_sbtest(mport, common, host=mhost)
     hport = h.free_port()
-    hap = haproxy(hport, mport)
-    relay = h.Relay("fwd-mariadb", compute_port=mport, driver="adopt", auth="switch")
+    hap = haproxy(hport, mport, hosts)
+    relay = h.Relay("fwd-mariadb", compute_port=mport, driver="adopt", auth="switch",
+                    hosts=hosts)
     held = h.Relay("fwd-mariadb-held", compute_port=mport, auth="switch", driver=(
         '[instance.driver]\nkind = "exec"\nstart = ["sleep", "1"]\nstop = ["true"]\n'
-        'status = ["true"]\npoll_interval = "1h"\n'))
+        'status = ["true"]\npoll_interval = "1h"\n'), hosts=hosts)
     relays = [relay, held]
     ports = {"direct": mport, "haproxy": hport, "relay-direct": relay.port,
              "relay-held": held.port}
@@ -198,29 +219,30 @@ def part_a(out, data):
     b = h.relay_b_from_env()
     if b:
         relay_b = h.Relay("fwd-mariadb-b", compute_port=mport, driver="adopt",
-                          auth="switch",
-                          binary=b[0], env=b[1])
+                          auth="switch", binary=b[0], env=b[1], hosts=hosts)
         relays.append(relay_b)
         ports["relay-b"] = relay_b.port
         pids["relay-b"] = relay_b.proc.pid
         data["relay_b"] = {"binary": b[0], "env": b[1]}
     for r in relays:
         r.wait_state("running")
-    m.wait_greeting("127.0.0.1", hport, time.perf_counter() + 10)
+    m.wait_greeting(rhost, hport, time.perf_counter() + 10)
 
     def run_one(wl, t):
         def f(c):
             extra = common + ["--skip-trx=off"]
             if c != "relay-held":
-                return sysbench(wl, ports[c], t, "sbtest", "sbpw", "sbtest", extra, pids.get(c))
+                return sysbench(wl, ports[c], t, "sbtest", "sbpw", "sbtest", extra, pids.get(c),
+                                mhost if c == "direct" else rhost)
             return held_run(held, lambda: sysbench(wl, held.port, t, "sbtest", "sbpw", "sbtest",
-                                                   extra, held.proc.pid))
+                                                   extra, held.proc.pid, rhost))
         return f
 
     versions = mariadb_version(mdir)
     data["mariadb_version"] = versions
-    out.append("## Part A: MariaDB %s, %d tables x %d rows, %d s per run, %d runs per contender"
-               % (versions, TABLES, TABLE_SIZE, SECS, RUNS))
+    out.append("## Part A: MariaDB %s, %d tables x %d rows, %d s per run, %d runs per contender%s"
+               % (versions, TABLES, TABLE_SIZE, SECS, RUNS, HOSTS_NOTE if hosts else ""))
+    data["hosts"] = 3 if hosts else 1
     out.append("%-18s %3s  %-13s %11s %9s %9s %7s %9s %9s  %s" % (
         "workload", "thr", "contender", "QPS median", "QPS min", "QPS max", "p95 ms",
         "p95 max", "cpu us/q", "ratios (QPS; proxy CPU per query)"))
@@ -381,10 +403,8 @@ def part_h(out, data):
     starts paused. Every run checks that every connection was relayed, and for the splices
     that each was spliced, and how (the relay's log).
     """
-    hosts = h.Hosts() if HOSTS == 3 else None
+    hosts, mhost, rhost = three_hosts()
     mdb, mport, mdir = start_mariadb(hosts=hosts)
-    # Straight to MariaDB: across hosts, through the relay's host as through a router.
-    mhost, rhost = (hosts.compute, hosts.relay) if hosts else ("127.0.0.1", "127.0.0.1")
     common = ["--tables=%d" % TABLES, "--table-size=%d" % TABLE_SIZE]
     prepare_sbtest(mport, common, host=mhost)
     hport = h.free_port()
@@ -432,10 +452,7 @@ def part_h(out, data):
     data["mariadb_version"] = version
     out.append("## Held connections: MariaDB %s, %d tables x %d rows, %d s per run, %d runs per "
                "contender; every relay connection held (opened against a paused instance)%s"
-               % (version, TABLES, TABLE_SIZE, SECS, RUNS,
-                  "; three hosts (client, relay, compute in network namespaces joined by veth "
-                  "links; direct = straight to MariaDB routed through the relay's host)"
-                  if hosts else ""))
+               % (version, TABLES, TABLE_SIZE, SECS, RUNS, HOSTS_NOTE if hosts else ""))
     data["hosts"] = 3 if hosts else 1
     against_direct(out, data["held"], ports, run_one,
                    "QPS / direct (and / haproxy); connections relayed/spliced per run",
@@ -572,9 +589,10 @@ def main():
     if "b" in parts:
         part_b(out, data)
     out.append("")
-    alone = {"k": "kernel-route", "h": "held-splice-hosts" if HOSTS == 3 else "held-splice",
-             "h,r": "held-splice", "r": "held-splice-resumable"}
-    h.save(alone.get(",".join(parts), "forwarding"), "\n".join(out), data)
+    alone = {"k": "kernel-route", "h": "held-splice", "h,r": "held-splice",
+             "r": "held-splice-resumable"}
+    name = alone.get(",".join(parts), "forwarding")
+    h.save(name + ("-hosts" if HOSTS == 3 else ""), "\n".join(out), data)
 
 
 if __name__ == "__main__":

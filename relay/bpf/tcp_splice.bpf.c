@@ -40,6 +40,7 @@ static long (*bpf_l4_csum_replace)(void *skb, __u32 offset, __u64 from, __u64 to
 static long (*bpf_redirect_neigh)(__u32 ifindex, void *params, int plen, __u64 flags) =
     (void *)BPF_FUNC_redirect_neigh;
 
+#define AF_INET 2 // the C library's (bits/socket.h), not in the kernel's UAPI headers
 #define bswap32(x) __builtin_bswap32(x)
 #define bswap16(x) __builtin_bswap16(x)
 
@@ -63,6 +64,7 @@ struct control {
     __u64 setup_ns;                   // CLOCK_MONOTONIC when ts_base was read
     __u64 reverse[2];                 // the other direction's struct flow_key
     __u64 ifindex;                    // 0: on to the local stack (loopback); else out of it
+    __u64 nexthop;                    // ... to this next hop (IPv4, wire order)
 };
 
 #define TAIL 32
@@ -327,10 +329,11 @@ int tcp_splice(struct __sk_buff *skb)
     }
     if (!c->ifindex)
         return TC_ACT_OK;
-    // Out of the relay's host without its IP stack: no routing decision, no netfilter, no
-    // reverse-path filter (the new source is the relay's own address). The helper looks up
-    // the next hop on that interface and its link-layer address.
-    return bpf_redirect_neigh((__u32)c->ifindex, 0, 0, 0);
+    // Out of the relay's host without its IP stack: no routing decision (the relay looked up
+    // the route at the splice), no netfilter, no reverse-path filter (the new source is the
+    // relay's own address). The helper finds the next hop's link-layer address.
+    struct bpf_redir_neigh nh = {.nh_family = AF_INET, .ipv4_nh = (__u32)c->nexthop};
+    return bpf_redirect_neigh((__u32)c->ifindex, &nh, sizeof(nh), 0);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -34,7 +34,7 @@ use crate::runtime::InstanceRuntime;
 use crate::splice::below_tcp::TcpSplice;
 use crate::splice::sockhash::KernelSplice;
 
-/// The kernel splices the relay could load: through sockets, and below TCP on loopback.
+/// The kernel splices the relay could load: through sockets, and below TCP.
 type Splices = (Option<Arc<KernelSplice>>, Option<Arc<TcpSplice>>);
 use crate::tls::{ServerTls, TlsLoadError};
 

@@ -121,6 +121,9 @@ pub enum PumpEnd {
     Kernel,
     /// A session spliced below TCP could not be taken back to the relay.
     TakeBackFailed,
+    /// Segments of a session spliced below TCP went past the program to the relay's own
+    /// sockets, after it had rewritten others: the connections cannot go on.
+    Bypassed,
     /// The observer asked for the compute leg, both directions quiet
     /// ([`Observer::step_aside_at`]): both sockets untouched; the caller pumps again after.
     Aside,
@@ -139,6 +142,7 @@ impl PumpEnd {
             Self::Observer => "observer",
             Self::Kernel => "kernel",
             Self::TakeBackFailed => "take_back_failed",
+            Self::Bypassed => "bypassed",
             Self::Aside => "aside",
         }
     }

@@ -49,7 +49,7 @@ pub struct InstanceRuntime {
     /// The kernel splice, when this instance's held connections may use it
     /// ([`crate::config::InstanceConfig::splices_held`]) and the relay could load it.
     pub kernel_splice: Option<Arc<crate::splice::sockhash::KernelSplice>>,
-    /// The splice below TCP, for held sessions on loopback (`None`: not available).
+    /// The splice below TCP, for held sessions (`None`: not available).
     pub tcp_splice: Option<Arc<crate::splice::below_tcp::TcpSplice>>,
     /// The compute refused the query that says what a resumable session holds
     /// (`session_state::evidence`: server-shim, MariaDB without `metadata_lock_info`): its
@@ -58,7 +58,7 @@ pub struct InstanceRuntime {
 }
 impl InstanceRuntime {
     /// The splice below TCP for a session whose legs are these, when this relay has it and
-    /// the session is on loopback.
+    /// the session's legs may be spliced so ([`crate::splice::below_tcp::TcpSplice::applies`]).
     #[must_use]
     pub fn below_tcp(
         &self,

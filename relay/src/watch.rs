@@ -250,6 +250,11 @@ impl CommandWatch<'_> {
         self.splice_after = Some(commands);
     }
 
+    /// The session stays on the pump from here: no chunk is taken for a splice.
+    pub const fn stay_on_pump(&mut self) {
+        self.splice_after = None;
+    }
+
     /// The chunk taken at the end of a response for the kernel splice, with the status flags
     /// it left the session in.
     pub fn take_chunk(&mut self) -> Option<(Box<[u8]>, u16)> {

@@ -222,15 +222,85 @@ impl ThreeHosts {
             &self.relay.to_string(),
         ])?;
         // The relay's host routes between its links (a new namespace does not forward).
-        let forward = Command::new("nsenter")
+        self.relay_sysctl("net.ipv4.ip_forward=1")
+    }
+
+    /// Sets `setting` (`key=value`) on the relay's host.
+    fn relay_sysctl(&self, setting: &str) -> Result<(), String> {
+        let r = &self.relay_ns;
+        let set = Command::new("nsenter")
             .arg(format!("--net=/run/netns/{r}"))
-            .args(["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
+            .args(["sysctl", "-q", "-w", setting])
             .status()
             .map_err(|e| format!("sysctl in {r}: {e}"))?;
-        if !forward.success() {
-            return Err(format!("sysctl net.ipv4.ip_forward=1 in {r}: {forward}"));
+        if set.success() {
+            Ok(())
+        } else {
+            Err(format!("sysctl {setting} in {r}: {set}"))
         }
-        Ok(())
+    }
+
+    /// [`Self::create`], with routing that is not symmetric: the client's segments to the
+    /// relay go by a second link, which arrives at the relay's host as `toclient2`, while the
+    /// relay's to the client go back by the first (a route for the relay's address only,
+    /// from the client's usual address, gone with the link). Reverse-path filtering off on
+    /// the relay's host, as such a host has it.
+    ///
+    /// # Panics
+    /// As [`Self::create`].
+    #[must_use]
+    pub fn asymmetric() -> Self {
+        let hosts = Self::create();
+        let [_, _, k, _] = hosts.client.octets();
+        let link = format!("{}2", hosts.client_link);
+        let (near, far) = (format!("10.204.{k}.1/24"), format!("10.204.{k}.2"));
+        let relay = format!("{}/32", hosts.relay);
+        let r = hosts.relay_ns.as_str();
+        let made = ip(&[
+            "link",
+            "add",
+            &link,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "toclient2",
+            "netns",
+            r,
+        ])
+        .and_then(|()| ip(&["addr", "add", &near, "dev", &link]))
+        .and_then(|()| ip(&["link", "set", &link, "up"]))
+        .and_then(|()| {
+            ip(&[
+                "-n",
+                r,
+                "addr",
+                "add",
+                &format!("{far}/24"),
+                "dev",
+                "toclient2",
+            ])
+        })
+        .and_then(|()| ip(&["-n", r, "link", "set", "toclient2", "up"]))
+        .and_then(|()| hosts.relay_sysctl("net.ipv4.conf.all.rp_filter=0"))
+        .and_then(|()| hosts.relay_sysctl("net.ipv4.conf.toclient2.rp_filter=0"))
+        .and_then(|()| {
+            ip(&[
+                "route",
+                "add",
+                &relay,
+                "via",
+                &far,
+                "dev",
+                &link,
+                "src",
+                &hosts.client.to_string(),
+            ])
+        });
+        if let Err(e) = made {
+            panic!("cannot make the second link: {e}");
+        }
+        hosts
     }
 
     /// Turns GRO on (or off) at both of the relay host's links (`ethtool`; a veth merges
@@ -280,7 +350,8 @@ impl Drop for ThreeHosts {
         let _ = ip(&["route", "del", &self.compute_route]);
         let _ = ip(&["netns", "del", &self.relay_ns]);
         let _ = ip(&["netns", "del", &self.compute_ns]);
-        // Gone with its peer; removed here should the relay's namespace not have been made.
+        // Gone with their peers; removed here should the relay's namespace not have been made.
         let _ = ip(&["link", "del", &self.client_link]);
+        let _ = ip(&["link", "del", &format!("{}2", self.client_link)]);
     }
 }

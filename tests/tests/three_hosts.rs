@@ -95,6 +95,32 @@ fn a_held_connection_to_a_compute_behind_a_nat_is_spliced_through_its_sockets() 
     held_across_hosts(&hosts, false);
 }
 
+/// Where the client's segments arrive by another link than the relay's go back by (routing
+/// that is not symmetric), the splice below TCP, attached where the route to the client
+/// leaves, does not see them: the relay finds them at its own socket, backs the splice out
+/// (nothing was rewritten yet), and the session goes on on the pump, whole.
+#[test]
+fn a_held_connection_whose_routing_is_not_symmetric_goes_on_on_the_pump() {
+    let hosts = Arc::new(ThreeHosts::asymmetric());
+    let dir = TempDir::new("three-hosts-asymmetric");
+    let relay = relay_on_its_own_host(&dir, &hosts, RelayOptions::default());
+    let mut s = login(&relay);
+    used_until_spliced(&relay, &mut s);
+    raw::send_large_result_query(&mut s).unwrap();
+    assert_eq!(raw::read_large_result(&mut s), raw::LARGE_RESULT_ROWS);
+    answers(&relay, &mut s);
+    drop(s);
+    let line = relay.closed_session();
+    assert!(line.contains("ended_by=\"eof\""), "{line}");
+    if relay.logged("held connections may be spliced in the kernel below TCP") {
+        assert!(
+            relay.logged("do not pass the splice below TCP"),
+            "{}",
+            relay.log()
+        );
+    }
+}
+
 /// The held connection of [`a_held_connection_across_hosts_is_spliced_below_tcp`], spliced
 /// below TCP where `below` and the relay can (through its sockets otherwise).
 fn held_across_hosts(hosts: &Arc<ThreeHosts>, below: bool) {

@@ -527,8 +527,8 @@ pub struct InstanceConfig {
     /// `resumable_sessions`.
     pub kernel_splice: bool,
     /// With `kernel_splice`: whether held connections whose client and compute are both on
-    /// the relay's host (loopback) are spliced below TCP (docs/kernel-splice.md, *Below
-    /// TCP*) rather than through their sockets.
+    /// the relay's host (loopback), or both on other hosts, are spliced below TCP
+    /// (docs/kernel-splice.md, *Below TCP*) rather than through their sockets.
     pub splice_below_tcp: bool,
     /// Queries pools send to keep a connection open (exact `COM_QUERY` texts): not use of the
     /// instance, and answered while parked with the compute's own last answer to the same

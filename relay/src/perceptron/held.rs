@@ -1,7 +1,7 @@
 //! A held session: one that woke the instance (or was resumed after a stop) and stays on the relay,
 //! forwarded until it ends (docs/kernel-splice.md; docs/parking.md, *Sessions across a stop*). Its
 //! bytes go through the userspace pump at first; after a few commands, at the end of a response,
-//! the session moves to a kernel splice (below TCP on loopback, else the sockhash) and comes back
+//! the session moves to a kernel splice (below TCP where it can follow the session, else the sockhash) and comes back
 //! to the pump when parking needs to see its commands. A resumable session is detached at a stop
 //! and reattached to the next compute (`detached.rs`).
 
@@ -264,7 +264,7 @@ pub(super) fn forward(
                     }
                 }
                 let mut chunk: &[u8] = &chunk;
-                // Below TCP on loopback; through the sockets otherwise, or where the splice
+                // Below TCP where the session's routes allow; through the sockets otherwise, or where the splice
                 // below TCP will not take this session (not when it only must wait).
                 let full = chunk.len() as u64;
                 let mut through_sockets = true;
@@ -455,6 +455,7 @@ async fn carry_below_tcp(
             } => (quiet_for, status_flags),
         };
         total = total.then(&spliced.report(PumpEnd::Kernel));
+        let again = !spliced.was_bypassed();
         drop(spliced);
         taken_back += 1;
         held.used_ago(quiet_for);
@@ -466,6 +467,9 @@ async fn carry_below_tcp(
             flags.unwrap_or(0),
         );
         commands.taken_back_below_tcp(flags.is_some());
+        if !again {
+            commands.stay_on_pump();
+        }
         counted.set_in_kernel(false);
         spliced = loop {
             let pumped = crate::passthrough::pump(

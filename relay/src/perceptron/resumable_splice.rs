@@ -111,7 +111,7 @@ where
 
 /// At the end of a response taken for the splice (`chunk` its last bytes, `status_flags`
 /// the session's after it): splices a resumable session below TCP and carries it until it
-/// is taken back, or writes the chunk and leaves it on the pump (not on loopback after all).
+/// is taken back, or writes the chunk and leaves it on the pump (not spliced below TCP after all).
 /// `baseline` is its counters' last reading, replaced by the one made when it is taken back.
 /// Returns where the session is, and the bytes carried (`ended_by` set when it ended).
 pub(super) async fn carry(
@@ -127,7 +127,7 @@ pub(super) async fn carry(
     let (Some(below), ClientStream::Plain(client), ComputeStream::Plain(compute)) =
         (below, &mut *client, compute)
     else {
-        // Not on loopback after all: the chunk goes on, and so does the pump.
+        // Not spliced below TCP after all: the chunk goes on, and so does the pump.
         let next = write_chunk(client, &chunk, &mut report).await;
         return (next, report);
     };
@@ -145,7 +145,7 @@ pub(super) async fn carry(
     (next, report)
 }
 
-/// [`carry`] on loopback.
+/// [`carry`] below TCP.
 #[expect(
     clippy::too_many_arguments,
     reason = "the session's parts, each borrowed once"
@@ -208,6 +208,7 @@ async fn carry_below_tcp(
     };
     let in_kernel = spliced.report(PumpEnd::Kernel);
     *report = report.then(&in_kernel);
+    let again = !spliced.was_bypassed();
     drop(spliced);
     let mut since = before;
     since.sent(in_kernel.client_to_compute);
@@ -219,6 +220,9 @@ async fn carry_below_tcp(
         *baseline = Some(since);
         commands.counters_read(false);
         commands.taken_back_resumable((None, quiet_for), (true, None));
+        if !again {
+            commands.stay_on_pump();
+        }
         tracing::debug!(instance = %name, client = %addr, quiet_ms = quiet_for.as_millis(), "resumable session taken back from the splice below TCP, to be checked");
         drop(counted);
         return Next::Pumped { spliced: true };
@@ -245,6 +249,9 @@ async fn carry_below_tcp(
         tracing::info!(instance = %name, client = %addr, why, "a session taken back from the splice is pinned to its compute");
     }
     commands.taken_back_resumable((Some(flags), quiet_for), (after.in_transaction(), pinned));
+    if !again {
+        commands.stay_on_pump();
+    }
     let mut leg =
         PacketStream::new(&mut *compute, state_read::MAX_PACKET).with_write_timeout(timeout);
     let read = match state_read::read(&mut leg, deprecate_eof, &resumption.login(), timeout).await {

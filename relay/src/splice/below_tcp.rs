@@ -21,7 +21,7 @@
 //! Needs CAP_BPF and CAP_NET_ADMIN (repair mode); without them [`TcpSplice::load`], or the
 //! first splice, says why.
 
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ use crate::passthrough::{PumpEnd, PumpReport};
 type Key = [u32; 3];
 
 /// `struct control`: what the relay tells the program about one direction.
-type Control = [u64; 14];
+type Control = [u64; 15];
 
 /// `struct stats`: fifteen counters, then the two tails' 32 bytes as four words each.
 type RawStats = [u64; 23];
@@ -269,10 +269,10 @@ impl TcpSplice {
             same_segments(&client_agreed, &compute_agreed).map_err(unspliced)?;
         }
         let (to_client, to_compute) = match path {
-            Path::Loopback => (0, 0),
+            Path::Loopback => ((0, Ipv4Addr::UNSPECIFIED), (0, Ipv4Addr::UNSPECIFIED)),
             Path::Hosts { client, compute } => (client, compute),
         };
-        for ifindex in [to_client, to_compute] {
+        for (ifindex, _) in [to_client, to_compute] {
             self.attach(ifindex).map_err(unspliced)?;
         }
         if client_agreed.unacked
@@ -315,7 +315,7 @@ impl TcpSplice {
             ack_delta: compute_rcv.wrapping_sub(client_snd_after),
             scales: (client_peer_scale, compute_own_scale),
             ts_base: compute_ts,
-            ifindex: to_compute,
+            out_by: to_compute,
         };
         let from_compute = Direction {
             key: compute_leg.peer_sends(),
@@ -324,7 +324,7 @@ impl TcpSplice {
             ack_delta: client_rcv.wrapping_sub(compute_snd),
             scales: (compute_peer_scale, client_own_scale),
             ts_base: client_ts,
-            ifindex: to_client,
+            out_by: to_client,
         };
         let spliced = TcpSpliced {
             splice: Arc::clone(self),
@@ -336,6 +336,8 @@ impl TcpSplice {
             since_ns,
             chunk_len: u64::from(chunk_len),
             compute_rcv,
+            at_splice: [(client_rcv, client_snd), (compute_rcv, compute_snd)],
+            bypassed: std::sync::atomic::AtomicBool::new(false),
         };
         {
             let mut maps = self.maps();
@@ -465,8 +467,12 @@ fn legs(client: &TcpStream, compute: &TcpStream) -> Option<(Leg, Leg)> {
 enum Path {
     /// Both connections through the loopback interface: the client and the compute here.
     Loopback,
-    /// Both connections through interfaces toward other hosts (their indexes).
-    Hosts { client: u32, compute: u32 },
+    /// Both connections through interfaces toward other hosts: each one's interface index
+    /// and next hop.
+    Hosts {
+        client: (u32, Ipv4Addr),
+        compute: (u32, Ipv4Addr),
+    },
 }
 
 /// Where the session's segments go, from the kernel's routes, when the splice can follow
@@ -500,7 +506,7 @@ fn path(client: &Leg, compute: &Leg) -> std::io::Result<Path> {
             }
             Ok(Path::Loopback)
         }
-        (Route::Out(to_client), Route::Out(to_compute)) => {
+        (Route::Out(client_if, client_hop), Route::Out(compute_if, compute_hop)) => {
             for leg in [client, compute] {
                 if crate::sys::conntrack_nat::translated(leg.own, leg.peer)? {
                     return Err(std::io::Error::other(format!(
@@ -511,8 +517,8 @@ fn path(client: &Leg, compute: &Leg) -> std::io::Result<Path> {
                 }
             }
             Ok(Path::Hosts {
-                client: to_client,
-                compute: to_compute,
+                client: (client_if, client_hop),
+                compute: (compute_if, compute_hop),
             })
         }
         _ => Err(std::io::Error::other(
@@ -562,8 +568,9 @@ struct Direction {
     scales: (u8, u8),
     /// The relay's timestamp clock on the outgoing connection at the splice.
     ts_base: u32,
-    /// The interface the rewritten segment leaves by (0: up the stack, on loopback).
-    ifindex: u32,
+    /// The interface the rewritten segment leaves by (0: up the stack, on loopback), and its
+    /// next hop there.
+    out_by: (u32, Ipv4Addr),
 }
 
 impl Direction {
@@ -585,7 +592,8 @@ impl Direction {
             setup_ns,
             u64::from(r0) | (u64::from(r1) << 32),
             u64::from(r2),
-            u64::from(self.ifindex),
+            u64::from(self.out_by.0),
+            u64::from(u32::from_ne_bytes(self.out_by.1.octets())),
         ]
     }
 
@@ -610,6 +618,12 @@ pub struct TcpSpliced {
     chunk_len: u64,
     /// The relay's receive sequence number on the compute's connection at the splice.
     compute_rcv: u32,
+    /// Each direction's counters as the splice set them (`[from the client, from the
+    /// compute]`: the highest sequence number and acknowledgement), which only a segment the
+    /// program rewrote moves.
+    at_splice: [(u32, u32); 2],
+    /// [`carry`] found the session's segments going past the program, and backed out.
+    bypassed: std::sync::atomic::AtomicBool,
 }
 
 impl TcpSpliced {
@@ -642,6 +656,37 @@ impl TcpSpliced {
             return false;
         }
         rustix::net::connect_unspec(client).is_ok()
+    }
+
+    /// Whether the session's segments pass the program: they never reach the relay's own
+    /// sockets while it is spliced, unless routing is not symmetric (a peer's segments arrive
+    /// by another interface than the route to it leaves by) or the interface is gone. `None`:
+    /// nothing reached them. `Some(true)`: the program has seen nothing of either connection
+    /// either, so the relay's sockets are still each connection's own, and leaving repair
+    /// mode they carry the session on; `Some(false)`: it has, and the connections have moved
+    /// on past what the relay's sockets know.
+    fn segments_bypass(
+        &self,
+        (client, compute): (&TcpStream, &TcpStream),
+        from_client: &Stats,
+        from_compute: &Stats,
+    ) -> Option<bool> {
+        let unread = |s: &TcpStream| rustix::io::ioctl_fionread(s).unwrap_or(0);
+        if unread(client) + unread(compute) == 0 {
+            return None;
+        }
+        let untouched = |stats: &Stats, (seq_end, ack_max): (u32, u32)| {
+            (stats.seq_end, stats.ack_max, stats.ended) == (seq_end, ack_max, 0)
+        };
+        let [at_client, at_compute] = self.at_splice;
+        Some(untouched(from_client, at_client) && untouched(from_compute, at_compute))
+    }
+
+    /// Whether [`carry`] returned the session because its segments went past the program:
+    /// not to be spliced below TCP again.
+    #[must_use]
+    pub fn was_bypassed(&self) -> bool {
+        self.bypassed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Every byte each way went through and was acknowledged: nothing for a peer to send
@@ -929,6 +974,31 @@ pub async fn carry(
             }
         };
         let (from_client, from_compute) = spliced.stats();
+        match spliced.segments_bypass((client, compute), &from_client, &from_compute) {
+            None => {}
+            Some(true)
+                if tcp_repair::leave(client)
+                    .and(tcp_repair::leave(compute))
+                    .is_ok() =>
+            {
+                tracing::warn!(
+                    "a held session's segments do not pass the splice below TCP (routing not symmetric?); it goes on on the pump"
+                );
+                spliced
+                    .bypassed
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                return Carried::TakenBack {
+                    quiet_for: Duration::ZERO,
+                    status_flags: take_back.map(|t| t.status_flags),
+                };
+            }
+            Some(_) => {
+                tracing::warn!(
+                    "a held session's segments do not all pass the splice below TCP (routing not symmetric?); it cannot go on and is cut"
+                );
+                return Carried::Ended(spliced.report(PumpEnd::Bypassed));
+            }
+        }
         if !client_released {
             client_released = spliced.release_client(client, &from_client);
         }
@@ -1027,7 +1097,7 @@ mod tests {
             ack_delta: 0,
             scales,
             ts_base: 0,
-            ifindex: 0,
+            out_by: (0, Ipv4Addr::UNSPECIFIED),
         }
     }
 

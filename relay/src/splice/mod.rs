@@ -3,7 +3,7 @@
 //!
 //! - [`sockhash`]: an eBPF sockhash whose verdict redirects each socket's bytes to the other
 //!   socket of its session; any pair of TCP sockets, on any host.
-//! - [`below_tcp`]: on loopback, a TC program that rewrites each segment of one connection
+//! - [`below_tcp`]: a TC program that rewrites each segment of one connection
 //!   into the other, so the session runs as if client and compute were connected; taken back
 //!   through TCP repair mode.
 //!

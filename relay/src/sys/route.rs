@@ -13,10 +13,11 @@ use super::netlink::{self, AnswerError, NLM_F_REQUEST};
 /// `RTM_NEWROUTE`, `RTM_GETROUTE` (linux/rtnetlink.h).
 const RTM_NEWROUTE: u16 = 24;
 const RTM_GETROUTE: u16 = 26;
-/// `RTA_DST`, `RTA_SRC`, `RTA_OIF`.
+/// `RTA_DST`, `RTA_SRC`, `RTA_OIF`, `RTA_GATEWAY`.
 const RTA_DST: u16 = 1;
 const RTA_SRC: u16 = 2;
 const RTA_OIF: u16 = 4;
+const RTA_GATEWAY: u16 = 5;
 /// `RTN_UNICAST`, `RTN_LOCAL`: a route's type.
 const RTN_UNICAST: u8 = 1;
 const RTN_LOCAL: u8 = 2;
@@ -30,8 +31,9 @@ const AF_INET: u8 = 2;
 pub enum Route {
     /// The peer is this host: the segments go through the loopback interface.
     Local,
-    /// Out of the interface of this index, toward another host.
-    Out(u32),
+    /// Out of the interface of this index, toward another host, through this next hop (a
+    /// gateway, or the peer itself on the interface's link).
+    Out(u32, Ipv4Addr),
 }
 
 /// The question for the route from `own` to `peer`.
@@ -43,12 +45,12 @@ pub fn encode_request(own: Ipv4Addr, peer: Ipv4Addr, sequence: u32) -> Vec<u8> {
     netlink::request(RTM_GETROUTE, NLM_F_REQUEST, sequence, &body)
 }
 
-/// Decodes the kernel's answer to [`encode_request`].
+/// Decodes the kernel's answer to [`encode_request`] for `peer`.
 ///
 /// # Errors
 /// The kernel's refusal (no route: `ENETUNREACH`), a truncated answer, or a route that is
 /// neither to another host nor to this one (a blackhole, a prohibit).
-pub fn parse_answer(buf: &[u8]) -> Result<Route, AnswerError> {
+pub fn parse_answer(buf: &[u8], peer: Ipv4Addr) -> Result<Route, AnswerError> {
     let (kind, body) = netlink::first_message(buf)?;
     if kind != RTM_NEWROUTE {
         return Err(AnswerError::Truncated("answer type"));
@@ -59,10 +61,17 @@ pub fn parse_answer(buf: &[u8]) -> Result<Route, AnswerError> {
     match rtmsg.get(7).copied() {
         Some(RTN_LOCAL) => Ok(Route::Local),
         Some(RTN_UNICAST) => {
-            let oif = netlink::attr(body.get(RTMSG_LEN..).unwrap_or_default(), RTA_OIF)?
+            let attrs = body.get(RTMSG_LEN..).unwrap_or_default();
+            let oif = netlink::attr(attrs, RTA_OIF)?
                 .and_then(|data| netlink::u32_at(data, 0))
                 .ok_or(AnswerError::Truncated("RTA_OIF"))?;
-            Ok(Route::Out(oif))
+            let gateway = match netlink::attr(attrs, RTA_GATEWAY)? {
+                Some(data) => Some(
+                    netlink::array_at::<4>(data, 0).ok_or(AnswerError::Truncated("RTA_GATEWAY"))?,
+                ),
+                None => None,
+            };
+            Ok(Route::Out(oif, gateway.map_or(peer, Ipv4Addr::from)))
         }
         _ => Err(AnswerError::Truncated("a unicast or local route")),
     }
@@ -77,7 +86,7 @@ pub fn toward(own: Ipv4Addr, peer: Ipv4Addr) -> std::io::Result<Route> {
         nix::sys::socket::SockProtocol::NetlinkRoute,
         &encode_request(own, peer, 1),
     )?;
-    parse_answer(&answer).map_err(std::io::Error::other)
+    parse_answer(&answer, peer).map_err(std::io::Error::other)
 }
 
 #[cfg(test)]
@@ -86,10 +95,13 @@ mod tests {
 
     /// An `RTM_NEWROUTE` answer as the kernel writes it for `ip route get`: the rtmsg, then
     /// its table, destination, output interface, source and preferred source.
-    fn answer(kind: u8, oif: Option<u32>) -> Vec<u8> {
+    fn answer(kind: u8, oif: Option<u32>, gateway: Option<[u8; 4]>) -> Vec<u8> {
         let mut body = vec![AF_INET, 32, 32, 0, 254, 0, 0, kind, 0, 2, 0, 0];
         netlink::put_attr(&mut body, 15, &254u32.to_ne_bytes());
         netlink::put_attr(&mut body, RTA_DST, &[10, 202, 7, 2]);
+        if let Some(gateway) = gateway {
+            netlink::put_attr(&mut body, RTA_GATEWAY, &gateway);
+        }
         if let Some(oif) = oif {
             netlink::put_attr(&mut body, RTA_OIF, &oif.to_ne_bytes());
         }
@@ -109,21 +121,33 @@ mod tests {
 
     #[test]
     fn decodes_a_route_out_of_an_interface_and_one_to_this_host() {
+        let peer = Ipv4Addr::new(10, 202, 7, 2);
+        // On the interface's link, the next hop is the peer; elsewhere, the gateway.
         assert_eq!(
-            parse_answer(&answer(RTN_UNICAST, Some(3))),
-            Ok(Route::Out(3))
+            parse_answer(&answer(RTN_UNICAST, Some(3), None), peer),
+            Ok(Route::Out(3, peer))
         );
-        assert_eq!(parse_answer(&answer(RTN_LOCAL, Some(1))), Ok(Route::Local));
-        assert!(parse_answer(&answer(RTN_UNICAST, None)).is_err());
+        assert_eq!(
+            parse_answer(&answer(RTN_UNICAST, Some(3), Some([10, 0, 0, 1])), peer),
+            Ok(Route::Out(3, Ipv4Addr::new(10, 0, 0, 1)))
+        );
+        assert_eq!(
+            parse_answer(&answer(RTN_LOCAL, Some(1), None), peer),
+            Ok(Route::Local)
+        );
+        assert!(parse_answer(&answer(RTN_UNICAST, None, None), peer).is_err());
         // A blackhole route (RTN_BLACKHOLE) is no way to the peer.
-        assert!(parse_answer(&answer(6, Some(3))).is_err());
+        assert!(parse_answer(&answer(6, Some(3), None), peer).is_err());
     }
 
     #[test]
     fn every_truncated_prefix_is_an_error() {
-        let full = answer(RTN_UNICAST, Some(3));
+        let full = answer(RTN_UNICAST, Some(3), Some([10, 0, 0, 1]));
         for cut in 0..full.len() {
-            assert!(parse_answer(&full[..cut]).is_err(), "{cut}");
+            assert!(
+                parse_answer(&full[..cut], Ipv4Addr::LOCALHOST).is_err(),
+                "{cut}"
+            );
         }
     }
 
