@@ -213,7 +213,14 @@ int tcp_splice(struct __sk_buff *skb)
     if (doff < 20 || doff > 60)
         return TC_ACT_SHOT;
     __u32 payload_off = tcp_off + doff;
-    __u32 len = skb->len > payload_off ? skb->len - payload_off : 0;
+    // The IP header's length, not the frame's: an Ethernet frame shorter than 60 bytes (a
+    // bare ACK without timestamps) arrives padded, and the padding is no payload. A length of
+    // 0 is a GRO packet over 64 KB (BIG TCP): then the frame's.
+    __u32 ip_len = bswap16(ip.tot_len);
+    __u32 end = ip_len ? IP_OFF + ip_len : skb->len;
+    if (end > skb->len)
+        end = skb->len;
+    __u32 len = end > payload_off ? end - payload_off : 0;
     __u64 now = bpf_ktime_get_ns();
 
     // What the relay reads when it takes the session back.
@@ -226,7 +233,10 @@ int tcp_splice(struct __sk_buff *skb)
     if (tcp.ack)
         raise(&s->ack_max, ack);
     s->window = bswap16(tcp.window);
-    if (tcp.rst)
+    // A reset ends the session only at exactly the next sequence number expected, as the
+    // receiver itself accepts one (RFC 5961): a blind one elsewhere in the window gets a
+    // challenge ACK from the end, and must not end the relay's record of the session.
+    if (tcp.rst && seq == (__u32)s->seq_end)
         s->ended = 2;
     else if (tcp.fin && !s->ended)
         s->ended = 1;
@@ -253,8 +263,10 @@ int tcp_splice(struct __sk_buff *skb)
     // other direction's delta (0, "no echo", before the other side has sent anything).
     __u32 opt_len = doff - 20;
     if (opt_len > 0 && opt_len <= OPT_MAX) {
-        // Both ends are this host's kernel, which lays the options out as NOP, NOP,
-        // timestamps, then NOP, NOP, SACK (tcp_options_write): look there.
+        // Linux lays out an established connection's options as NOP, NOP, timestamps,
+        // then NOP, NOP, SACK (tcp_options_write), as RFC 7323 (appendix A) suggests and
+        // other systems do too: look there. A peer that lays them out otherwise has its
+        // timestamps passed on unchanged, which the other end drops (PAWS).
         __u32 ts_at = 0, sack_at = 0, sack_len = 0;
         __u8 head[4] = {};
         if (bpf_skb_load_bytes(skb, tcp_off + 20, head, 4) == 0 && head[0] == 1 && head[1] == 1 &&

@@ -263,6 +263,8 @@ pub struct Agreed {
     /// The MSS this socket advertised (`tcpi_advmss`): the peer's segments carry at most this
     /// many bytes, less their options.
     pub advmss: u32,
+    /// Segments the socket received (`tcpi_segs_in`), counted before any is discarded.
+    pub segs_in: u32,
 }
 
 /// The options the connection agreed and what it has in flight (`TCP_INFO`).
@@ -272,8 +274,8 @@ pub struct Agreed {
 pub fn agreed(socket: impl AsFd) -> io::Result<Agreed> {
     // struct tcp_info (include/uapi/linux/tcp.h) read as u32 words: word 0 holds tcpi_state
     // (its byte 0), word 1 tcpi_options (its byte 1) and the window scales (byte 2, the
-    // peer's in the low nibble); word 4 is tcpi_snd_mss, 6 tcpi_unacked, 21 tcpi_advmss, 36
-    // tcpi_notsent_bytes.
+    // peer's in the low nibble); word 4 is tcpi_snd_mss, 6 tcpi_unacked, 21 tcpi_advmss, 35
+    // tcpi_segs_in, 36 tcpi_notsent_bytes.
     let info = get_info(socket.as_fd())?;
     let second = info.get(1).map_or([0; 4], |w| w.to_ne_bytes());
     // Byte 5 (tcpi_options), byte 6 (tcpi_snd_wscale:4, tcpi_rcv_wscale:4).
@@ -292,6 +294,7 @@ pub fn agreed(socket: impl AsFd) -> io::Result<Agreed> {
         established: info.first().is_some_and(|w| w.to_ne_bytes()[0] == 1),
         notsent: info.get(36).copied().unwrap_or(0),
         advmss: info.get(21).copied().unwrap_or(0),
+        segs_in: info.get(35).copied().unwrap_or(0),
     })
 }
 

@@ -135,8 +135,48 @@ impl ThreeHosts {
         ]) {
             panic!("{e}");
         }
+        hosts.relay_nft(&rules);
+        hosts.service = Some(service);
+        hosts
+    }
+
+    /// A stateful firewall on the relay's host that drops what conntrack takes for invalid
+    /// (`ct state invalid drop` on input, as ufw and firewalld have it): an nftables table in
+    /// the relay's namespace, gone with it.
+    ///
+    /// # Panics
+    /// If `nft` fails.
+    pub fn relay_firewall(&self) {
+        self.relay_nft(
+            "table inet firewall {\n counter invalid {}\n chain input {\n \
+             type filter hook input priority 0\n ct state invalid counter name invalid drop\n \
+             }\n}\n",
+        );
+    }
+
+    /// How many segments [`Self::relay_firewall`] dropped as invalid.
+    ///
+    /// # Panics
+    /// If `nft` fails or says no number.
+    #[must_use]
+    pub fn relay_firewall_dropped(&self) -> u64 {
+        let out = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", self.relay_ns))
+            .args(["nft", "list", "counter", "inet", "firewall", "invalid"])
+            .output()
+            .expect("nft");
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split("packets ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("nft list counter: {text}"))
+    }
+
+    /// Loads `rules` with `nft -f -` on the relay's host.
+    fn relay_nft(&self, rules: &str) {
         let mut nft = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{}", hosts.relay_ns))
+            .arg(format!("--net=/run/netns/{}", self.relay_ns))
             .args(["nft", "-f", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -152,8 +192,6 @@ impl ThreeHosts {
             "nft {rules}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        hosts.service = Some(service);
-        hosts
     }
 
     /// The address the relay is given for the compute: its own, or the service address.

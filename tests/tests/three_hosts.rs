@@ -157,8 +157,12 @@ fn held_across_hosts(hosts: &Arc<ThreeHosts>, below: bool) {
     let log = relay.log();
     // Below TCP wherever the relay could load that program (attached to both of its links),
     // unless the host translates the connection.
-    let below = below && relay.logged("held connections may be spliced in the kernel below TCP");
-    assert_eq!(line.contains("below_tcp=true"), below, "{log}");
+    let loaded = relay.logged("held connections may be spliced in the kernel below TCP");
+    assert_eq!(line.contains("below_tcp=true"), below && loaded, "{log}");
+    if loaded && !below {
+        assert!(relay.logged("this host translates the connection"), "{log}");
+    }
+    let below = below && loaded;
     if relay.logged("held connections are spliced in the kernel") {
         assert!(line.contains("spliced=true"), "{log}");
     }
@@ -221,8 +225,17 @@ fn the_kernel_route_sends_a_connection_to_the_compute_on_its_host() {
 /// A session from another host, idle, is parked (its compute frozen under it, on its own
 /// host), and its next command thaws the compute and finds it answering; `held`: it woke
 /// the instance and was spliced first. The relay and the session's `session closed` line.
-fn parked_and_thawed(held: bool) -> (Relay, String) {
+fn parked_and_thawed(held: bool, firewall: bool) -> (Relay, String) {
+    let (relay, line, _) = parked_and_thawed_on(held, firewall);
+    (relay, line)
+}
+
+/// [`parked_and_thawed`], and the hosts it ran on.
+fn parked_and_thawed_on(held: bool, firewall: bool) -> (Relay, String, Arc<ThreeHosts>) {
     let hosts = Arc::new(ThreeHosts::create());
+    if firewall {
+        hosts.relay_firewall();
+    }
     let dir = TempDir::new("three-hosts-park");
     let relay = relay_on_its_own_host(
         &dir,
@@ -239,6 +252,10 @@ fn parked_and_thawed(held: bool) -> (Relay, String) {
     let mut s = login(&relay);
     if held {
         used_until_spliced(&relay, &mut s);
+        // 61 MB while spliced: the connections move far past where the relay host's
+        // conntrack last saw them.
+        raw::send_large_result_query(&mut s).unwrap();
+        assert_eq!(raw::read_large_result(&mut s), raw::LARGE_RESULT_ROWS);
     } else {
         answers(&relay, &mut s);
     }
@@ -248,19 +265,34 @@ fn parked_and_thawed(held: bool) -> (Relay, String) {
     drop(s);
     let line = relay.closed_session();
     assert!(line.contains("ended_by=\"eof\""), "{line}");
-    (relay, line)
+    (relay, line, hosts)
 }
 
 #[test]
 fn an_idle_session_from_another_host_is_parked_and_its_next_command_thaws_the_compute() {
-    parked_and_thawed(false);
+    parked_and_thawed(false, false);
 }
 
 /// A held session spliced below TCP across hosts is taken back into the relay when idle (new
 /// sockets at the connections' sequence numbers) before it is parked.
 #[test]
 fn a_held_session_spliced_across_hosts_is_taken_back_parked_and_thawed() {
-    let (relay, line) = parked_and_thawed(true);
+    taken_back_parked_and_thawed(false);
+}
+
+/// The same behind a stateful firewall on the relay's host: its conntrack saw none of the
+/// spliced segments, and the relay's sockets after the take-back must not look invalid to it.
+#[test]
+fn a_held_session_taken_back_across_hosts_passes_a_firewall_that_drops_invalid_segments() {
+    taken_back_parked_and_thawed(true);
+}
+
+fn taken_back_parked_and_thawed(firewall: bool) {
+    let (relay, line, hosts) = parked_and_thawed_on(true, firewall);
+    if firewall {
+        // Not one segment of the session looked invalid to it.
+        assert_eq!(hosts.relay_firewall_dropped(), 0, "{}", relay.log());
+    }
     if relay.logged("held connections may be spliced in the kernel below TCP") {
         assert!(
             line.contains("below_tcp=true") && !line.contains("taken_back=0"),

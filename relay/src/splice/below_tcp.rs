@@ -205,6 +205,13 @@ impl TcpSplice {
         let name = if ifindex == 0 {
             LOOPBACK.to_owned()
         } else {
+            // The program reads the IP header behind an Ethernet header.
+            if !crate::sys::route::is_ethernet(ifindex)? {
+                return Err(std::io::Error::other(format!(
+                    "interface {ifindex} is not an Ethernet link (a tunnel?): the splice below \
+                     TCP reads Ethernet frames"
+                )));
+            }
             let probe = rustix::net::socket(
                 rustix::net::AddressFamily::INET,
                 rustix::net::SocketType::DGRAM,
@@ -338,6 +345,8 @@ impl TcpSplice {
             compute_rcv,
             at_splice: [(client_rcv, client_snd), (compute_rcv, compute_snd)],
             bypassed: std::sync::atomic::AtomicBool::new(false),
+            segs_in: [0; 2],
+            across_hosts: matches!(path, Path::Hosts { .. }),
         };
         {
             let mut maps = self.maps();
@@ -396,6 +405,9 @@ impl TcpSplice {
             let _ = tcp_repair::leave(compute);
             return Err(Unspliced { error: e, written });
         }
+        let mut spliced = spliced;
+        let segs_in = |s: &TcpStream| tcp_repair::agreed(s).map_or(0, |a| a.segs_in);
+        spliced.segs_in = [segs_in(client), segs_in(compute)];
         Ok(spliced)
     }
 }
@@ -508,7 +520,7 @@ fn path(client: &Leg, compute: &Leg) -> std::io::Result<Path> {
         }
         (Route::Out(client_if, client_hop), Route::Out(compute_if, compute_hop)) => {
             for leg in [client, compute] {
-                if crate::sys::conntrack_nat::translated(leg.own, leg.peer)? {
+                if crate::sys::conntrack_entry::translated(leg.own, leg.peer)? {
                     return Err(std::io::Error::other(format!(
                         "this host translates the connection between {} and {} (NAT): its \
                          segments do not carry the addresses the relay's socket has",
@@ -624,6 +636,10 @@ pub struct TcpSpliced {
     at_splice: [(u32, u32); 2],
     /// [`carry`] found the session's segments going past the program, and backed out.
     bypassed: std::sync::atomic::AtomicBool,
+    /// The relay's sockets' counts of segments received once spliced (`[client, compute]`).
+    segs_in: [u32; 2],
+    /// Both peers on other hosts (not loopback).
+    across_hosts: bool,
 }
 
 impl TcpSpliced {
@@ -659,20 +675,23 @@ impl TcpSpliced {
     }
 
     /// Whether the session's segments pass the program: they never reach the relay's own
-    /// sockets while it is spliced, unless routing is not symmetric (a peer's segments arrive
-    /// by another interface than the route to it leaves by) or the interface is gone. `None`:
-    /// nothing reached them. `Some(true)`: the program has seen nothing of either connection
-    /// either, so the relay's sockets are still each connection's own, and leaving repair
-    /// mode they carry the session on; `Some(false)`: it has, and the connections have moved
-    /// on past what the relay's sockets know.
+    /// sockets while it is spliced (the socket on the client's side until it is released),
+    /// unless routing is not symmetric (a peer's segments arrive by another interface than
+    /// the route to it leaves by) or the interface is gone. Counted by the sockets' own
+    /// count of segments received, which the kernel keeps before it discards one (an
+    /// acknowledgement of bytes the relay's socket never sent). `None`: none reached them.
+    /// `Some(true)`: the program has seen nothing of either connection either, so the
+    /// relay's sockets are still each connection's own; `Some(false)`: it has, and the
+    /// connections have moved on past what the relay's sockets know.
     fn segments_bypass(
         &self,
         (client, compute): (&TcpStream, &TcpStream),
-        from_client: &Stats,
-        from_compute: &Stats,
+        client_released: bool,
+        (from_client, from_compute): (&Stats, &Stats),
     ) -> Option<bool> {
-        let unread = |s: &TcpStream| rustix::io::ioctl_fionread(s).unwrap_or(0);
-        if unread(client) + unread(compute) == 0 {
+        let arrived = |s: &TcpStream, at: u32| tcp_repair::agreed(s).is_ok_and(|a| a.segs_in != at);
+        let [client_at, compute_at] = self.segs_in;
+        if !(arrived(compute, compute_at) || !client_released && arrived(client, client_at)) {
             return None;
         }
         let untouched = |stats: &Stats, (seq_end, ack_max): (u32, u32)| {
@@ -680,6 +699,52 @@ impl TcpSpliced {
         };
         let [at_client, at_compute] = self.at_splice;
         Some(untouched(from_client, at_client) && untouched(from_compute, at_compute))
+    }
+
+    /// Backs a splice out that the program has seen nothing of: the rewriting off, the
+    /// counters looked at once more after a segment the program may have been rewriting has
+    /// gone through, then both sockets out of repair mode, each still its connection's own.
+    /// Whether it was backed out (`false`: the program did see something by then).
+    async fn back_out(&self, client: &TcpStream, compute: &TcpStream) -> bool {
+        if self.set_rewrite(false).is_err() {
+            return false;
+        }
+        tokio::time::sleep(GRACE).await;
+        let (from_client, from_compute) = self.stats();
+        let [at_client, at_compute] = self.at_splice;
+        let untouched = |stats: &Stats, (seq_end, ack_max): (u32, u32)| {
+            (stats.seq_end, stats.ack_max, stats.ended) == (seq_end, ack_max, 0)
+        };
+        if !(untouched(&from_client, at_client) && untouched(&from_compute, at_compute)) {
+            return false;
+        }
+        if tcp_repair::leave(client)
+            .and(tcp_repair::leave(compute))
+            .is_err()
+        {
+            return false;
+        }
+        self.bypassed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        true
+    }
+
+    /// Ends a session whose connections have gone past what the relay's sockets know: the
+    /// rewriting off, each connection given a new socket at where the program's counters put
+    /// it, which closes with a reset the peer takes (at its next expected sequence number), so
+    /// that neither end waits for bytes that will not come.
+    fn reset_both(
+        &self,
+        (client, compute): (&mut TcpStream, &mut TcpStream),
+        (from_client, from_compute): (&Stats, &Stats),
+    ) {
+        let _ = self.set_rewrite(false);
+        let (client_state, compute_state) = self.restored(from_client, from_compute, Vec::new());
+        for (state, socket) in [(client_state, client), (compute_state, compute)] {
+            if restore(&state, socket).is_ok() {
+                let _ = rustix::net::sockopt::set_socket_linger(&*socket, Some(Duration::ZERO));
+            }
+        }
     }
 
     /// Whether [`carry`] returned the session because its segments went past the program:
@@ -720,6 +785,53 @@ impl TcpSpliced {
             compute_read: 0,
             ended_by,
         }
+    }
+
+    /// Where each connection stands by the program's counters, for a new socket of the
+    /// relay's to go on from: on the client's, the relay sends from where the compute's bytes
+    /// reached (`in_flight` the last of them, not yet acknowledged) and expects the client's
+    /// next byte; on the compute's, the other way.
+    fn restored(
+        &self,
+        from_client: &Stats,
+        from_compute: &Stats,
+        in_flight: Vec<u8>,
+    ) -> (Restored, Restored) {
+        let [c, m] = &self.directions;
+        let elapsed_ms = u32::try_from((monotonic_ns() - self.since_ns) / 1_000_000).unwrap_or(0);
+        let clock = |(_, _, base): &(Leg, tcp_repair::Options, u32), out: &Stats| {
+            let continued = base.wrapping_add(elapsed_ms);
+            // Never behind what the peer last saw (PAWS), even with the lowest bit cleared.
+            if out.ts_set && out.tsval_out.wrapping_sub(continued) < 1 << 31 {
+                out.tsval_out.wrapping_add(2)
+            } else {
+                continued.wrapping_add(2)
+            }
+        };
+        let [client_leg, compute_leg] = &self.legs;
+        // The client's connection: the relay sends from where the compute's bytes reached
+        // and expects the client's next byte.
+        let client_state = Restored {
+            leg: client_leg.0,
+            options: client_leg.1,
+            snd: from_compute.seq_end.wrapping_add(m.seq_delta),
+            in_flight,
+            rcv: from_client.seq_end,
+            snd_wnd: u32::from(from_client.window) << c.scales.0,
+            rcv_wnd: m.window_out(from_compute.window),
+            timestamp: clock(client_leg, from_compute),
+        };
+        let compute_state = Restored {
+            leg: compute_leg.0,
+            options: compute_leg.1,
+            snd: from_client.seq_end.wrapping_add(c.seq_delta),
+            in_flight: Vec::new(),
+            rcv: from_compute.seq_end,
+            snd_wnd: u32::from(from_compute.window) << m.scales.0,
+            rcv_wnd: c.window_out(from_client.window),
+            timestamp: clock(compute_leg, from_client),
+        };
+        (client_state, compute_state)
     }
 
     /// Takes the session back when quiet between commands (the conditions of
@@ -774,40 +886,17 @@ impl TcpSpliced {
         if moved(&client_now, &from_client) || moved(&compute_now, &from_compute) {
             return self.set_rewrite(true).is_err().then_some(Err(()));
         }
-        let [c, m] = &self.directions;
-        let elapsed_ms = u32::try_from((monotonic_ns() - self.since_ns) / 1_000_000).unwrap_or(0);
-        let clock = |(_, _, base): &(Leg, tcp_repair::Options, u32), out: &Stats| {
-            let continued = base.wrapping_add(elapsed_ms);
-            // Never behind what the peer last saw (PAWS), even with the lowest bit cleared.
-            if out.ts_set && out.tsval_out.wrapping_sub(continued) < 1 << 31 {
-                out.tsval_out.wrapping_add(2)
-            } else {
-                continued.wrapping_add(2)
+        let (client_state, compute_state) = self.restored(&from_client, &from_compute, in_flight);
+        if self.across_hosts {
+            // This host's conntrack saw none of the spliced segments: its entries would take
+            // the next ones for out of window (`ct state invalid`). Without them, the next
+            // segments start new entries, as established.
+            for (leg, _, _) in &self.legs {
+                if let Err(e) = crate::sys::conntrack_entry::forget(leg.own, leg.peer) {
+                    tracing::debug!(error = %e, "cannot forget a connection's conntrack entry");
+                }
             }
-        };
-        let [client_leg, compute_leg] = &self.legs;
-        // The client's connection: the relay sends from where the compute's bytes reached
-        // and expects the client's next byte.
-        let client_state = Restored {
-            leg: client_leg.0,
-            options: client_leg.1,
-            snd: from_compute.seq_end.wrapping_add(m.seq_delta),
-            in_flight,
-            rcv: from_client.seq_end,
-            snd_wnd: u32::from(from_client.window) << c.scales.0,
-            rcv_wnd: m.window_out(from_compute.window),
-            timestamp: clock(client_leg, &from_compute),
-        };
-        let compute_state = Restored {
-            leg: compute_leg.0,
-            options: compute_leg.1,
-            snd: from_client.seq_end.wrapping_add(c.seq_delta),
-            in_flight: Vec::new(),
-            rcv: from_compute.seq_end,
-            snd_wnd: u32::from(from_compute.window) << m.scales.0,
-            rcv_wnd: c.window_out(from_client.window),
-            timestamp: clock(compute_leg, &from_client),
-        };
+        }
         if let Err(e) =
             restore(&client_state, client).and_then(|()| restore(&compute_state, compute))
         {
@@ -974,19 +1063,16 @@ pub async fn carry(
             }
         };
         let (from_client, from_compute) = spliced.stats();
-        match spliced.segments_bypass((client, compute), &from_client, &from_compute) {
+        match spliced.segments_bypass(
+            (client, compute),
+            client_released,
+            (&from_client, &from_compute),
+        ) {
             None => {}
-            Some(true)
-                if tcp_repair::leave(client)
-                    .and(tcp_repair::leave(compute))
-                    .is_ok() =>
-            {
+            Some(true) if spliced.back_out(client, compute).await => {
                 tracing::warn!(
                     "a held session's segments do not pass the splice below TCP (routing not symmetric?); it goes on on the pump"
                 );
-                spliced
-                    .bypassed
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
                 return Carried::TakenBack {
                     quiet_for: Duration::ZERO,
                     status_flags: take_back.map(|t| t.status_flags),
@@ -994,8 +1080,9 @@ pub async fn carry(
             }
             Some(_) => {
                 tracing::warn!(
-                    "a held session's segments do not all pass the splice below TCP (routing not symmetric?); it cannot go on and is cut"
+                    "a held session's segments do not all pass the splice below TCP (routing not symmetric?); it cannot go on, and both ends are reset"
                 );
+                spliced.reset_both((client, compute), (&from_client, &from_compute));
                 return Carried::Ended(spliced.report(PumpEnd::Bypassed));
             }
         }

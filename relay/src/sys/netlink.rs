@@ -1,7 +1,7 @@
 //! What every netlink question of the relay shares: the message header, attributes (`struct
 //! rtattr` and `struct nlattr` have one layout), the kernel's error answer, and the I/O of
 //! one question on a fresh socket. The questions themselves are [`super::sock_diag`],
-//! [`super::route`] and [`super::conntrack_nat`].
+//! [`super::route`] and [`super::conntrack_entry`].
 
 use nix::sys::socket::SockProtocol;
 

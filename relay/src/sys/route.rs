@@ -4,12 +4,23 @@
 //! TCP sends a rewritten segment out of that interface, and expects the peer's segments on
 //! it (routing between the relay and a peer is symmetric).
 //!
-//! The codec is pure (fixtures below); [`toward`] is the one netlink round trip.
+//! Also what kind of link an interface is (`RTM_GETLINK`): the splice reads segments at a
+//! fixed offset behind an Ethernet header.
+//!
+//! The codec is pure (fixtures below); [`toward`] and [`is_ethernet`] are one netlink round
+//! trip each.
 
 use std::net::Ipv4Addr;
 
 use super::netlink::{self, AnswerError, NLM_F_REQUEST};
 
+/// `RTM_NEWLINK`, `RTM_GETLINK` (linux/rtnetlink.h).
+const RTM_NEWLINK: u16 = 16;
+const RTM_GETLINK: u16 = 18;
+/// `struct ifinfomsg`: family, pad, type, index, flags, change.
+const IFINFOMSG_LEN: usize = 16;
+/// `ARPHRD_ETHER` (linux/if_arp.h).
+const ARPHRD_ETHER: u16 = 1;
 /// `RTM_NEWROUTE`, `RTM_GETROUTE` (linux/rtnetlink.h).
 const RTM_NEWROUTE: u16 = 24;
 const RTM_GETROUTE: u16 = 26;
@@ -89,6 +100,45 @@ pub fn toward(own: Ipv4Addr, peer: Ipv4Addr) -> std::io::Result<Route> {
     parse_answer(&answer, peer).map_err(std::io::Error::other)
 }
 
+/// The question for the link of index `ifindex`.
+#[must_use]
+pub fn encode_link_request(ifindex: u32, sequence: u32) -> Vec<u8> {
+    let mut body = vec![0; IFINFOMSG_LEN];
+    if let Some(index) = body.get_mut(4..8) {
+        index.copy_from_slice(&ifindex.to_ne_bytes());
+    }
+    netlink::request(RTM_GETLINK, NLM_F_REQUEST, sequence, &body)
+}
+
+/// Decodes the kernel's answer to [`encode_link_request`]: whether the link is Ethernet.
+///
+/// # Errors
+/// The kernel's refusal (no such link), or a truncated answer.
+pub fn parse_link_answer(buf: &[u8]) -> Result<bool, AnswerError> {
+    let (kind, body) = netlink::first_message(buf)?;
+    if kind != RTM_NEWLINK {
+        return Err(AnswerError::Truncated("answer type"));
+    }
+    let link_type = netlink::array_at(body, 2)
+        .map(u16::from_ne_bytes)
+        .filter(|_| body.len() >= IFINFOMSG_LEN)
+        .ok_or(AnswerError::Truncated("ifinfomsg"))?;
+    Ok(link_type == ARPHRD_ETHER)
+}
+
+/// Whether the interface of index `ifindex` is an Ethernet link (not a tunnel such as
+/// WireGuard's, whose packets have no link-layer header), asked of the kernel.
+///
+/// # Errors
+/// The netlink socket's error, or the answer's ([`parse_link_answer`]).
+pub fn is_ethernet(ifindex: u32) -> std::io::Result<bool> {
+    let answer = netlink::ask_once(
+        nix::sys::socket::SockProtocol::NetlinkRoute,
+        &encode_link_request(ifindex, 1),
+    )?;
+    parse_link_answer(&answer).map_err(std::io::Error::other)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +199,25 @@ mod tests {
                 "{cut}"
             );
         }
+    }
+
+    #[test]
+    fn decodes_a_link_s_type() {
+        let link = |link_type: u16| {
+            let mut body = vec![0; IFINFOMSG_LEN];
+            body[2..4].copy_from_slice(&link_type.to_ne_bytes());
+            netlink::put_attr(&mut body, 3, b"eth0\0");
+            netlink::request(RTM_NEWLINK, 0, 1, &body)
+        };
+        assert_eq!(parse_link_answer(&link(ARPHRD_ETHER)), Ok(true));
+        // ARPHRD_NONE: a WireGuard or tun device.
+        assert_eq!(parse_link_answer(&link(0xfffe)), Ok(false));
+        let full = link(ARPHRD_ETHER);
+        for cut in 0..full.len() {
+            assert!(parse_link_answer(&full[..cut]).is_err(), "{cut}");
+        }
+        let request = encode_link_request(7, 1);
+        assert_eq!(&request[16 + 4..16 + 8], &7u32.to_ne_bytes());
     }
 
     /// The kernel's answer for this host's own loopback address.

@@ -5,15 +5,27 @@
 //! the host translates (a Kubernetes service address, a published container port) cannot be
 //! spliced there: its segments on the wire do not carry the addresses the relay's socket has.
 //!
-//! The codec is pure (fixtures below); [`translated`] is the one netlink round trip.
+//!
+//! And forgetting a connection's entry (`IPCTNL_MSG_CT_DELETE`): a connection spliced below
+//! TCP across hosts goes on past the host's netfilter, so its entry falls behind; when the
+//! relay takes the session back, the next segments would be out of the entry's window
+//! (`ct state invalid`, which stateful firewalls drop), where a connection without an entry
+//! is picked up again as established.
+//!
+//! The codec is pure (fixtures below); [`translated`] and [`forget`] are one netlink round
+//! trip each.
 
 use std::net::SocketAddrV4;
 
 use super::netlink::{self, AnswerError, ENOENT, NLA_F_NESTED, NLM_F_REQUEST};
 
-/// `(NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET`, and the answer's `IPCTNL_MSG_CT_NEW`.
+/// `(NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET`, the answer's `IPCTNL_MSG_CT_NEW`, and
+/// `IPCTNL_MSG_CT_DELETE`.
 const CT_GET: u16 = 0x0101;
 const CT_NEW: u16 = 0x0100;
+const CT_DELETE: u16 = 0x0102;
+/// `NLM_F_ACK`: the kernel answers a deletion with its outcome.
+const NLM_F_ACK: u16 = 0x0004;
 /// `CTA_TUPLE_ORIG`, `CTA_STATUS`; in a tuple `CTA_TUPLE_IP`, `CTA_TUPLE_PROTO`; in those
 /// `CTA_IP_V4_SRC`, `CTA_IP_V4_DST`, and `CTA_PROTO_NUM`, `CTA_PROTO_SRC_PORT`,
 /// `CTA_PROTO_DST_PORT` (linux/netfilter/nfnetlink_conntrack.h).
@@ -36,6 +48,21 @@ const IPPROTO_TCP: u8 = 6;
 /// The question for the entry of the connection from `from` to `to`.
 #[must_use]
 pub fn encode_request(from: SocketAddrV4, to: SocketAddrV4, sequence: u32) -> Vec<u8> {
+    encode(CT_GET, NLM_F_REQUEST, (from, to), sequence)
+}
+
+/// The deletion of the entry of the connection from `from` to `to`.
+#[must_use]
+pub fn encode_delete(from: SocketAddrV4, to: SocketAddrV4, sequence: u32) -> Vec<u8> {
+    encode(CT_DELETE, NLM_F_REQUEST | NLM_F_ACK, (from, to), sequence)
+}
+
+fn encode(
+    kind: u16,
+    flags: u16,
+    (from, to): (SocketAddrV4, SocketAddrV4),
+    sequence: u32,
+) -> Vec<u8> {
     let mut ip = Vec::new();
     netlink::put_attr(&mut ip, CTA_IP_V4_SRC, &from.ip().octets());
     netlink::put_attr(&mut ip, CTA_IP_V4_DST, &to.ip().octets());
@@ -48,7 +75,7 @@ pub fn encode_request(from: SocketAddrV4, to: SocketAddrV4, sequence: u32) -> Ve
     netlink::put_attr(&mut tuple, CTA_TUPLE_PROTO | NLA_F_NESTED, &proto);
     let mut body = vec![AF_INET, 0, 0, 0];
     netlink::put_attr(&mut body, CTA_TUPLE_ORIG | NLA_F_NESTED, &tuple);
-    netlink::request(CT_GET, NLM_F_REQUEST, sequence, &body)
+    netlink::request(kind, flags, sequence, &body)
 }
 
 /// Decodes the kernel's answer to [`encode_request`]: whether the connection is translated
@@ -91,6 +118,25 @@ pub fn translated(from: SocketAddrV4, to: SocketAddrV4) -> std::io::Result<bool>
     .and_then(|answer| parse_answer(&answer).map_err(std::io::Error::other));
     match asked {
         Err(_) if !std::path::Path::new(CONNTRACK_LOADED).exists() => Ok(false),
+        other => other,
+    }
+}
+
+/// Forgets the entry of the connection from `from` to `to`, if conntrack has one.
+///
+/// # Errors
+/// The netlink socket's error or the kernel's refusal, where conntrack is loaded.
+pub fn forget(from: SocketAddrV4, to: SocketAddrV4) -> std::io::Result<()> {
+    let asked = netlink::ask_once(
+        nix::sys::socket::SockProtocol::NetlinkNetFilter,
+        &encode_delete(from, to, 1),
+    )
+    .and_then(|answer| match netlink::first_message(&answer) {
+        Ok(_) | Err(AnswerError::Kernel(ENOENT)) => Ok(()),
+        Err(e) => Err(std::io::Error::other(e)),
+    });
+    match asked {
+        Err(_) if !std::path::Path::new(CONNTRACK_LOADED).exists() => Ok(()),
         other => other,
     }
 }
