@@ -1,9 +1,9 @@
 //! A held session: one that woke the instance (or was resumed after a stop) and stays on the relay,
 //! forwarded until it ends (docs/kernel-splice.md; docs/parking.md, *Sessions across a stop*). Its
 //! bytes go through the userspace pump at first; after a few commands, at the end of a response,
-//! the session moves to a kernel splice (below TCP where it can follow the session, else the sockhash) and comes back
-//! to the pump when parking needs to see its commands. A resumable session is detached at a stop
-//! and reattached to the next compute (`detached.rs`).
+//! the session moves to a kernel splice (below TCP where it can follow the session, else the
+//! sockhash) and comes back to the pump when parking needs to see its commands. A resumable
+//! session is detached at a stop and reattached to the next compute (`detached.rs`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -264,8 +264,9 @@ pub(super) fn forward(
                     }
                 }
                 let mut chunk: &[u8] = &chunk;
-                // Below TCP where the session's routes allow; through the sockets otherwise, or where the splice
-                // below TCP will not take this session (not when it only must wait).
+                // Below TCP where the session's routes allow; through the sockets otherwise, or
+                // where the splice below TCP will not take this session (not when it only must
+                // wait).
                 let full = chunk.len() as u64;
                 let mut through_sockets = true;
                 if let Some(below) = rt.below_tcp(&client_stream, compute_stream) {

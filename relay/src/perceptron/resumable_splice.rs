@@ -111,8 +111,8 @@ where
 
 /// At the end of a response taken for the splice (`chunk` its last bytes, `status_flags`
 /// the session's after it): splices a resumable session below TCP and carries it until it
-/// is taken back, or writes the chunk and leaves it on the pump (not spliced below TCP after all).
-/// `baseline` is its counters' last reading, replaced by the one made when it is taken back.
+/// is taken back, or writes the chunk and leaves it on the pump (not spliced below TCP after
+/// all). `baseline` is its counters' last reading, replaced by the one made when it is taken back.
 /// Returns where the session is, and the bytes carried (`ended_by` set when it ended).
 pub(super) async fn carry(
     rt: &InstanceRuntime,
