@@ -6,13 +6,13 @@
 // relay <-> compute. Spliced here, each segment the client sends to the relay is rewritten,
 // at the ingress of the interface it arrives on (loopback, or the link toward the client's
 // host) and before any socket sees it, into the segment the relay would have sent the
-// compute for it: the relay's compute-side addresses and ports,
-// the sequence number moved into the relay's sequence space on that connection, the
-// acknowledgement moved into the compute's, the timestamps and the window carried across.
-// The compute's segments go the other way. A segment for another host leaves through the
-// interface toward it at once (bpf_redirect_neigh). Each end then talks to the other through one
-// TCP connection's worth of kernel work, as if the relay were not there; the relay's own
-// sockets see nothing until it takes the session back (relay/src/splice/below_tcp.rs).
+// compute for it: the relay's compute-side addresses and ports, the sequence number moved
+// into the relay's sequence space on that connection, the acknowledgement moved into the
+// compute's, the timestamps and the window carried across. The compute's segments go the
+// other way. A segment for another host leaves at once through the interface toward it
+// (bpf_redirect_neigh). Each end then talks to the other through one TCP connection's worth
+// of kernel work, as if the relay were not there; the relay's own sockets see nothing until
+// it takes the session back (relay/src/splice/below_tcp.rs).
 //
 // Built at build time by relay/build.rs (clang -target bpf); no object file is checked in.
 
