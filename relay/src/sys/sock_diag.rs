@@ -15,7 +15,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::netlink::{NLMSG_DONE, NLMSG_ERROR, NLMSG_HEADER_LEN, array_at, ask, u32_at};
+use super::netlink::{
+    AnswerError, ENOENT, NLMSG_DONE, NLMSG_ERROR, NLMSG_HEADER_LEN, array_at, ask, u32_at,
+};
 
 /// `SOCK_DIAG_BY_FAMILY` (linux/sock_diag.h).
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
@@ -57,26 +59,6 @@ pub struct DumpPart {
     pub done: bool,
 }
 
-/// Why an answer could not be read.
-#[derive(Debug, PartialEq, Eq)]
-pub enum DumpError {
-    /// A header or message shorter than its type needs.
-    Truncated(&'static str),
-    /// The kernel answered `NLMSG_ERROR` with this (negative) errno.
-    Kernel(i32),
-}
-
-impl std::fmt::Display for DumpError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Truncated(what) => write!(f, "sock_diag answer truncated in {what}"),
-            Self::Kernel(errno) => write!(f, "sock_diag refused: errno {}", -errno),
-        }
-    }
-}
-
-impl std::error::Error for DumpError {}
-
 /// The `nlmsghdr` of a `SOCK_DIAG_BY_FAMILY` request (whose `inet_diag_req_v2` follows), in a
 /// buffer with room for it.
 fn request_header(flags: u16, sequence: u32) -> Vec<u8> {
@@ -104,27 +86,27 @@ pub fn encode_listen_dump_request(family: u8, sequence: u32) -> Vec<u8> {
 /// Decodes one buffer of the kernel's answer (one `recv`), which holds whole netlink messages.
 ///
 /// # Errors
-/// [`DumpError`]: a truncated message, or the kernel's refusal.
-pub fn parse_dump_part(mut buf: &[u8]) -> Result<DumpPart, DumpError> {
+/// [`AnswerError`]: a truncated message, or the kernel's refusal.
+pub fn parse_dump_part(mut buf: &[u8]) -> Result<DumpPart, AnswerError> {
     let mut part = DumpPart::default();
     while !buf.is_empty() {
-        let truncated = || DumpError::Truncated("nlmsghdr");
+        let truncated = || AnswerError::Truncated("nlmsghdr");
         let len = u32_at(buf, 0).ok_or_else(truncated)? as usize;
         let kind = u16::from_ne_bytes(array_at(buf, 4).ok_or_else(truncated)?);
         if len < NLMSG_HEADER_LEN {
-            return Err(DumpError::Truncated("nlmsg_len"));
+            return Err(AnswerError::Truncated("nlmsg_len"));
         }
         let body = buf
             .get(NLMSG_HEADER_LEN..len)
-            .ok_or(DumpError::Truncated("message"))?;
+            .ok_or(AnswerError::Truncated("message"))?;
         match kind {
             NLMSG_DONE => {
                 part.done = true;
                 return Ok(part);
             }
             NLMSG_ERROR => {
-                let errno = array_at(body, 0).ok_or(DumpError::Truncated("nlmsgerr"))?;
-                return Err(DumpError::Kernel(i32::from_ne_bytes(errno)));
+                let errno = array_at(body, 0).ok_or(AnswerError::Truncated("nlmsgerr"))?;
+                return Err(AnswerError::Kernel(-i32::from_ne_bytes(errno)));
             }
             SOCK_DIAG_BY_FAMILY => part.sockets.push(parse_message(body)?),
             _ => {} // nothing else is asked for; skipped
@@ -136,11 +118,11 @@ pub fn parse_dump_part(mut buf: &[u8]) -> Result<DumpPart, DumpError> {
     Ok(part)
 }
 
-fn parse_message(body: &[u8]) -> Result<Listening, DumpError> {
+fn parse_message(body: &[u8]) -> Result<Listening, AnswerError> {
     let msg = body
         .get(..MESSAGE_LEN)
-        .ok_or(DumpError::Truncated("inet_diag_msg"))?;
-    let truncated = || DumpError::Truncated("inet_diag_msg");
+        .ok_or(AnswerError::Truncated("inet_diag_msg"))?;
+    let truncated = || AnswerError::Truncated("inet_diag_msg");
     let [family] = array_at(msg, 0).ok_or_else(truncated)?;
     let port = u16::from_be_bytes(array_at(msg, 4).ok_or_else(truncated)?);
     let src: [u8; 16] = array_at(msg, 8).ok_or_else(truncated)?;
@@ -234,62 +216,35 @@ pub fn encode_lookup_request(
 ///
 /// # Errors
 /// A truncated answer, one without `tcp_info`, or another refusal.
-pub fn parse_lookup_answer(buf: &[u8]) -> Result<Option<Established>, DumpError> {
-    const ENOENT: i32 = 2;
-    let truncated = || DumpError::Truncated("nlmsghdr");
-    let len = u32_at(buf, 0).ok_or_else(truncated)? as usize;
-    let kind = u16::from_ne_bytes(array_at(buf, 4).ok_or_else(truncated)?);
-    let body = buf
-        .get(NLMSG_HEADER_LEN..len.max(NLMSG_HEADER_LEN))
-        .ok_or(DumpError::Truncated("message"))?;
-    match kind {
-        NLMSG_ERROR => {
-            let errno =
-                i32::from_ne_bytes(array_at(body, 0).ok_or(DumpError::Truncated("nlmsgerr"))?);
-            return if errno == -ENOENT {
-                Ok(None)
-            } else {
-                Err(DumpError::Kernel(errno))
-            };
-        }
-        SOCK_DIAG_BY_FAMILY => {}
-        _ => return Err(DumpError::Truncated("answer type")),
-    }
+pub fn parse_lookup_answer(buf: &[u8]) -> Result<Option<Established>, AnswerError> {
+    let body = match super::netlink::first_message(buf) {
+        Err(AnswerError::Kernel(ENOENT)) => return Ok(None),
+        Ok((SOCK_DIAG_BY_FAMILY, body)) => body,
+        Ok(_) => return Err(AnswerError::Truncated("answer type")),
+        Err(e) => return Err(e),
+    };
     let msg = body
         .get(..MESSAGE_LEN)
-        .ok_or(DumpError::Truncated("inet_diag_msg"))?;
+        .ok_or(AnswerError::Truncated("inet_diag_msg"))?;
     // The kernel's lookup falls back to a listening socket on the local address: only an
     // established socket is the one asked for.
     if array_at::<1>(msg, 1) != Some([TCP_ESTABLISHED_STATE]) {
         return Ok(None);
     }
-    let unread = u32_at(msg, RQUEUE_AT).ok_or(DumpError::Truncated("inet_diag_msg"))?;
-    let unacked = u32_at(msg, RQUEUE_AT + 4).ok_or(DumpError::Truncated("inet_diag_msg"))?;
-    let inode = u32_at(msg, INODE_AT).ok_or(DumpError::Truncated("inet_diag_msg"))?;
-    // Attributes: `struct rtattr` (length, type), each aligned to 4 bytes.
-    let mut attrs = body.get(MESSAGE_LEN..).unwrap_or_default();
-    while let (Some(a_len), Some(a_type)) = (
-        array_at(attrs, 0).map(u16::from_ne_bytes),
-        array_at(attrs, 2).map(u16::from_ne_bytes),
-    ) {
-        let a_len = usize::from(a_len);
-        let data = attrs
-            .get(4..a_len.max(4))
-            .ok_or(DumpError::Truncated("rtattr"))?;
-        if a_type == INET_DIAG_INFO {
-            let info = |at| u32_at(data, at).ok_or(DumpError::Truncated("tcp_info"));
-            return Ok(Some(Established {
-                inode: u64::from(inode),
-                unread,
-                unacked,
-                last_sent_ms: info(LAST_DATA_SENT_AT)?,
-                last_received_ms: info(LAST_DATA_RECV_AT)?,
-                bytes_acked: array_at(data, BYTES_ACKED_AT).map(u64::from_ne_bytes),
-            }));
-        }
-        attrs = attrs.get(a_len.div_ceil(4) * 4..).unwrap_or_default();
-    }
-    Err(DumpError::Truncated("INET_DIAG_INFO"))
+    let unread = u32_at(msg, RQUEUE_AT).ok_or(AnswerError::Truncated("inet_diag_msg"))?;
+    let unacked = u32_at(msg, RQUEUE_AT + 4).ok_or(AnswerError::Truncated("inet_diag_msg"))?;
+    let inode = u32_at(msg, INODE_AT).ok_or(AnswerError::Truncated("inet_diag_msg"))?;
+    let data = super::netlink::attr(body.get(MESSAGE_LEN..).unwrap_or_default(), INET_DIAG_INFO)?
+        .ok_or(AnswerError::Truncated("INET_DIAG_INFO"))?;
+    let info = |at| u32_at(data, at).ok_or(AnswerError::Truncated("tcp_info"));
+    Ok(Some(Established {
+        inode: u64::from(inode),
+        unread,
+        unacked,
+        last_sent_ms: info(LAST_DATA_SENT_AT)?,
+        last_received_ms: info(LAST_DATA_RECV_AT)?,
+        bytes_acked: array_at(data, BYTES_ACKED_AT).map(u64::from_ne_bytes),
+    }))
 }
 
 /// The TCP socket of this host whose local address is `local` and whose peer is `remote`
@@ -323,16 +278,11 @@ fn lookup(
     local: std::net::SocketAddr,
     remote: std::net::SocketAddr,
 ) -> std::io::Result<Option<Established>> {
-    use nix::sys::socket::{MsgFlags, recv};
-    use std::os::fd::AsRawFd as _;
-
-    let fd = ask(
+    let answer = super::netlink::ask_once(
         nix::sys::socket::SockProtocol::NetlinkSockDiag,
         &encode_lookup_request(local, remote, 1),
     )?;
-    let mut buf = vec![0u8; 4096];
-    let n = recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty())?;
-    parse_lookup_answer(buf.get(..n).unwrap_or_default()).map_err(std::io::Error::other)
+    parse_lookup_answer(&answer).map_err(std::io::Error::other)
 }
 
 /// Most answer bytes read for one family: a relay host listens on tens of sockets (72 bytes
@@ -459,7 +409,7 @@ mod tests {
         m.extend_from_slice(&[0u8; 8]);
         m.extend_from_slice(&(-1i32).to_ne_bytes()); // EPERM
         m.extend_from_slice(&[0u8; 16]);
-        assert_eq!(parse_dump_part(&m), Err(DumpError::Kernel(-1)));
+        assert_eq!(parse_dump_part(&m), Err(AnswerError::Kernel(1)));
     }
 
     #[test]
@@ -476,7 +426,7 @@ mod tests {
         zero[..4].copy_from_slice(&0u32.to_ne_bytes());
         assert_eq!(
             parse_dump_part(&zero),
-            Err(DumpError::Truncated("nlmsg_len"))
+            Err(AnswerError::Truncated("nlmsg_len"))
         );
     }
 
@@ -581,7 +531,7 @@ mod tests {
         enoent[16..20].copy_from_slice(&(-2i32).to_ne_bytes());
         assert_eq!(parse_lookup_answer(&enoent), Ok(None));
         enoent[16..20].copy_from_slice(&(-13i32).to_ne_bytes());
-        assert_eq!(parse_lookup_answer(&enoent), Err(DumpError::Kernel(-13)));
+        assert_eq!(parse_lookup_answer(&enoent), Err(AnswerError::Kernel(13)));
         // Every truncation is an error or nothing, never a panic or a wrong socket.
         let whole = lookup_answer(1);
         for end in 0..whole.len() {
