@@ -694,11 +694,17 @@ impl TcpSpliced {
         if !(arrived(compute, compute_at) || !client_released && arrived(client, client_at)) {
             return None;
         }
-        let untouched = |stats: &Stats, (seq_end, ack_max): (u32, u32)| {
+        Some(self.untouched(from_client, from_compute))
+    }
+
+    /// Whether the program has seen nothing of either connection since the splice: each
+    /// direction's counters as the splice set them.
+    fn untouched(&self, from_client: &Stats, from_compute: &Stats) -> bool {
+        let as_set = |stats: &Stats, (seq_end, ack_max): (u32, u32)| {
             (stats.seq_end, stats.ack_max, stats.ended) == (seq_end, ack_max, 0)
         };
         let [at_client, at_compute] = self.at_splice;
-        Some(untouched(from_client, at_client) && untouched(from_compute, at_compute))
+        as_set(from_client, at_client) && as_set(from_compute, at_compute)
     }
 
     /// Backs a splice out that the program has seen nothing of: the rewriting off, the
@@ -711,11 +717,7 @@ impl TcpSpliced {
         }
         tokio::time::sleep(GRACE).await;
         let (from_client, from_compute) = self.stats();
-        let [at_client, at_compute] = self.at_splice;
-        let untouched = |stats: &Stats, (seq_end, ack_max): (u32, u32)| {
-            (stats.seq_end, stats.ack_max, stats.ended) == (seq_end, ack_max, 0)
-        };
-        if !(untouched(&from_client, at_client) && untouched(&from_compute, at_compute)) {
+        if !self.untouched(&from_client, &from_compute) {
             return false;
         }
         if tcp_repair::leave(client)

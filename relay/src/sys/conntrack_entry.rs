@@ -116,8 +116,14 @@ pub fn translated(from: SocketAddrV4, to: SocketAddrV4) -> std::io::Result<bool>
         &encode_request(from, to, 1),
     )
     .and_then(|answer| parse_answer(&answer).map_err(std::io::Error::other));
+    unless_unloaded(asked, false)
+}
+
+/// `asked`, or `without` when it failed on a kernel where conntrack is not loaded (no entry
+/// to ask about, none to forget).
+fn unless_unloaded<T>(asked: std::io::Result<T>, without: T) -> std::io::Result<T> {
     match asked {
-        Err(_) if !std::path::Path::new(CONNTRACK_LOADED).exists() => Ok(false),
+        Err(_) if !std::path::Path::new(CONNTRACK_LOADED).exists() => Ok(without),
         other => other,
     }
 }
@@ -135,10 +141,7 @@ pub fn forget(from: SocketAddrV4, to: SocketAddrV4) -> std::io::Result<()> {
         Ok(_) | Err(AnswerError::Kernel(ENOENT)) => Ok(()),
         Err(e) => Err(std::io::Error::other(e)),
     });
-    match asked {
-        Err(_) if !std::path::Path::new(CONNTRACK_LOADED).exists() => Ok(()),
-        other => other,
-    }
+    unless_unloaded(asked, ())
 }
 
 #[cfg(test)]
