@@ -160,9 +160,9 @@ impl ThreeHosts {
     /// If `nft` fails or says no number.
     #[must_use]
     pub fn relay_firewall_dropped(&self) -> u64 {
-        let out = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{}", self.relay_ns))
-            .args(["nft", "list", "counter", "inet", "firewall", "invalid"])
+        let out = self
+            .relay_command("nft")
+            .args(["list", "counter", "inet", "firewall", "invalid"])
             .output()
             .expect("nft");
         let text = String::from_utf8_lossy(&out.stdout);
@@ -175,9 +175,9 @@ impl ThreeHosts {
 
     /// Loads `rules` with `nft -f -` on the relay's host.
     fn relay_nft(&self, rules: &str) {
-        let mut nft = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{}", self.relay_ns))
-            .args(["nft", "-f", "-"])
+        let mut nft = self
+            .relay_command("nft")
+            .args(["-f", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -266,9 +266,9 @@ impl ThreeHosts {
     /// Sets `setting` (`key=value`) on the relay's host.
     fn relay_sysctl(&self, setting: &str) -> Result<(), String> {
         let r = &self.relay_ns;
-        let set = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{r}"))
-            .args(["sysctl", "-q", "-w", setting])
+        let set = self
+            .relay_command("sysctl")
+            .args(["-q", "-w", setting])
             .status()
             .map_err(|e| format!("sysctl in {r}: {e}"))?;
         if set.success() {
@@ -348,9 +348,9 @@ impl ThreeHosts {
     /// If `ethtool` fails, with what it said.
     pub fn relay_gro(&self, on: bool) {
         for link in ["toclient", "tocompute"] {
-            let out = Command::new("nsenter")
-                .arg(format!("--net=/run/netns/{}", self.relay_ns))
-                .args(["ethtool", "-K", link, "gro", if on { "on" } else { "off" }])
+            let out = self
+                .relay_command("ethtool")
+                .args(["-K", link, "gro", if on { "on" } else { "off" }])
                 .output()
                 .expect("ethtool (Debian: apt-get install ethtool)");
             assert!(
@@ -359,6 +359,15 @@ impl ThreeHosts {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+    }
+
+    /// `program`, to run on the relay's host ([`Self::on_relay`]).
+    fn relay_command(&self, program: &str) -> Command {
+        let mut command = Command::new("nsenter");
+        command
+            .args(self.on_relay().get(1..).unwrap_or_default())
+            .arg(program);
+        command
     }
 
     /// The words that run a program on the relay's host: `nsenter` into its network
