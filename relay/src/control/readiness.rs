@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use authplugin::DecodeError;
-use authplugin::packet::{HandshakeV10, Packet, write_packet};
+use authplugin::packet::err::ERR_HEADER;
+use authplugin::packet::{ErrPacket, HandshakeV10, Packet, write_packet};
 use tokio::net::TcpStream;
 
 use crate::compute_conn::{self, ComputeTarget, OnBehalfOf, OpenedConnection};
@@ -22,6 +23,9 @@ pub enum ProbeError {
     Connect(std::io::Error),
     /// No whole greeting arrived.
     Read(ReadError),
+    /// The compute sent an error in place of its greeting (MariaDB: 1130, no account for the
+    /// relay's host; 1040, too many connections).
+    Refused(ErrPacket),
     /// What arrived is not a MySQL greeting.
     NotAGreeting(DecodeError),
 }
@@ -33,6 +37,12 @@ impl std::fmt::Display for ProbeError {
             Self::Connect(e) => e.fmt(f),
             Self::Read(ReadError::TimedOut) => f.write_str("no greeting in time"),
             Self::Read(e) => e.fmt(f),
+            Self::Refused(e) => write!(
+                f,
+                "the compute answered with error {} in place of its greeting: {}",
+                e.error_code,
+                String::from_utf8_lossy(&e.error_message)
+            ),
             Self::NotAGreeting(e) => write!(f, "not a MySQL greeting: {e}"),
         }
     }
@@ -41,7 +51,7 @@ impl std::fmt::Display for ProbeError {
 impl std::error::Error for ProbeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Self::ConnectTimedOut => None,
+            Self::ConnectTimedOut | Self::Refused(_) => None,
             Self::Connect(e) => Some(e),
             Self::Read(e) => Some(e),
             Self::NotAGreeting(e) => Some(e),
@@ -113,6 +123,11 @@ pub async fn greeting_packet(
         .read_packet_within(timeout)
         .await
         .map_err(ProbeError::Read)?;
+    if packet.payload.first() == Some(&ERR_HEADER) {
+        if let Ok(refusal) = ErrPacket::decode(&packet.payload) {
+            return Err(ProbeError::Refused(refusal));
+        }
+    }
     let greeting = HandshakeV10::decode(&packet.payload).map_err(ProbeError::NotAGreeting)?;
     Ok((packet, greeting))
 }
@@ -206,13 +221,14 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn probe_refuses_a_port_that_does_not_greet() {
+    /// A compute that sends `bytes` to its first connection, then keeps it open: where to
+    /// probe it, and its task.
+    async fn sends(bytes: Vec<u8>) -> (ComputeTarget, tokio::task::JoinHandle<TcpStream>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server = tokio::spawn(async move {
             let (mut s, _) = listener.accept().await.unwrap();
-            tokio::io::AsyncWriteExt::write_all(&mut s, b"\x05\x00\x00\x00hello")
+            tokio::io::AsyncWriteExt::write_all(&mut s, &bytes)
                 .await
                 .unwrap();
             s
@@ -221,8 +237,33 @@ mod tests {
             addr,
             proxy_protocol: false,
         };
+        (target, server)
+    }
+
+    #[tokio::test]
+    async fn probe_refuses_a_port_that_does_not_greet() {
+        let (target, server) = sends(b"\x05\x00\x00\x00hello".to_vec()).await;
         let err = probe(target).await.unwrap_err();
         assert!(matches!(err, ProbeError::NotAGreeting(_)), "{err}");
+        drop(server.await);
+    }
+
+    /// MariaDB's answer to a host without an account, byte for byte: an ERR packet without a
+    /// SQLSTATE in place of the greeting. The probe says what the compute said.
+    #[tokio::test]
+    async fn probe_reports_an_error_sent_in_place_of_the_greeting() {
+        let message = b"Host '10.202.1.1' is not allowed to connect to this MariaDB server";
+        let mut packet = vec![0xff, 0x6a, 0x04];
+        packet.extend_from_slice(message);
+        let mut framed = Vec::new();
+        write_packet(&mut framed, 0, &packet);
+        let (target, server) = sends(framed).await;
+        let err = probe(target).await.unwrap_err();
+        assert!(
+            matches!(&err, ProbeError::Refused(e) if e.error_code == 1130),
+            "{err}"
+        );
+        assert!(err.to_string().contains("error 1130") && err.to_string().contains("not allowed"));
         drop(server.await);
     }
 }

@@ -132,6 +132,7 @@ impl Driver for ProcessDriver {
             let child = self.spawn(&spoke)?;
             let mut exited = child.exited.clone();
             let mut attempt = 0;
+            let mut refused = false;
             loop {
                 if let Some(reason) = exited.borrow().clone() {
                     return Err(WakeError::Exited(reason));
@@ -159,6 +160,12 @@ impl Driver for ProcessDriver {
                                 Some(opened);
                         }
                         return Ok(Box::new(child) as Box<dyn RunningCompute>);
+                    }
+                    Ok(Err(why @ readiness::ProbeError::Refused(_))) if !refused => {
+                        // Not "not ready yet": a compute that refuses the relay's host refuses
+                        // it until someone changes its accounts. Said once per wake.
+                        refused = true;
+                        tracing::warn!(instance = %self.instance, pid = child.pid, %why, "the compute refuses the relay's connections (an account for the relay's host, '%' or its address, lets it in); still probing until the resume timeout");
                     }
                     Ok(Err(why)) => {
                         tracing::trace!(instance = %self.instance, %why, "compute not ready yet");
