@@ -165,7 +165,8 @@ pub fn dual_relay_with(dir: &Path, extra: &[&str], instance_toml: &str) -> crate
 }
 
 /// [`dual_relay`] with `options` (their command, auth, resume timeout and `compute_proof`
-/// are set here; `instance_toml` is kept after it).
+/// are set here; `instance_toml` is kept after it). With `options.hosts`, MariaDB runs on
+/// the compute's host.
 ///
 /// # Panics
 /// As [`dual_relay`].
@@ -187,11 +188,26 @@ pub fn dual_relay_using(
         format!("--log-error={}", dual_error_log(dir).display()),
     ];
     args.extend(extra.iter().map(|s| (*s).to_owned()));
+    // On hosts of their own, MariaDB listens on the compute's host, at its address (the last
+    // `--bind-address` is the one it takes).
+    if let Some(hosts) = &options.hosts {
+        args.push(format!("--bind-address={}", hosts.compute));
+    }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let on_host = options
+        .hosts
+        .as_ref()
+        .map(|h| h.on_compute())
+        .unwrap_or_default();
     crate::relay::Relay::start(
         dir,
         crate::relay::RelayOptions {
-            command: Some(command(&datadir, &args)),
+            command: Some(
+                on_host
+                    .into_iter()
+                    .chain(command(&datadir, &args))
+                    .collect(),
+            ),
             auth: "dual",
             resume_timeout: crate::scaled_setting(30),
             // MariaDB proves the key only in a login's challenge round.

@@ -565,6 +565,31 @@ log:
         cond()
     }
 
+    /// Waits until the instance has paused on its own and its compute process `pid` is gone,
+    /// then checks that session `s`, whose database is `shop` with one row in `orders`, finds
+    /// both on the next compute: carried across the stop.
+    ///
+    /// # Panics
+    /// If the instance does not pause within a minute, the compute outlives the pause, or the
+    /// session does not find its database and row, with the relay's log.
+    #[track_caller]
+    pub fn carried_across_a_stop(&self, s: &mut TcpStream, pid: u32) {
+        assert!(
+            Self::wait_until(Duration::from_secs(60), || self.state() == "paused"),
+            "{}",
+            self.log()
+        );
+        assert!(!pid_alive(pid), "the compute is gone");
+        assert_eq!(
+            crate::raw::one_row(s, "SELECT CONCAT(DATABASE(), ' ', COUNT(*)) FROM orders")
+                .as_deref(),
+            Some("shop 1"),
+            "{}",
+            self.log()
+        );
+        assert!(self.logged("session reattached"), "{}", self.log());
+    }
+
     /// Polls `cond` every 20 ms until it holds or `timeout` ([`scaled`]) passes.
     pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         let deadline = Instant::now() + scaled(timeout);

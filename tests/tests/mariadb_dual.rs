@@ -1149,20 +1149,8 @@ fn a_spliced_resumable_session_is_read_from_mariadb_when_taken_back() {
     );
     run(&mut s, "USE shop");
     run(&mut s, "INSERT INTO orders VALUES ()");
-    let pid = d.relay.compute_pid().unwrap();
-    d.wait_paused();
-    assert!(!pid_alive(pid), "mariadbd is gone");
-    assert_eq!(
-        raw::one_row(
-            &mut s,
-            "SELECT CONCAT(DATABASE(), ' ', COUNT(*)) FROM orders"
-        )
-        .as_deref(),
-        Some("shop 1"),
-        "{}",
-        d.relay.log()
-    );
-    assert!(d.relay.logged("session reattached"), "{}", d.relay.log());
+    d.relay
+        .carried_across_a_stop(&mut s, d.relay.compute_pid().unwrap());
 
     // A lock taken on one spliced session, a temporary table made on another and its trace
     // wiped (FLUSH STATUS sets the counters back): neither is carried, and MariaDB stays

@@ -301,3 +301,88 @@ fn taken_back_parked_and_thawed(firewall: bool) {
         );
     }
 }
+
+/// A resumable session (MariaDB with `perceptron_dual` on the compute's host, issuing
+/// tickets) from the client's host wakes the instance, is spliced below TCP across hosts,
+/// taken back when idle, and outlives the stop of MariaDB: its next statement finds its
+/// database and its row.
+#[test]
+fn a_resumable_session_from_another_host_is_spliced_below_tcp_and_outlives_a_stop() {
+    let hosts = Arc::new(ThreeHosts::create());
+    let dir = TempDir::new("three-hosts-resumable");
+    let tickets = dir.path().join("tickets.key");
+    tests::relay::keygen(&tickets, "tickets-1");
+    // The accounts exist before the first greeting: MariaDB answers a host without one (the
+    // relay's, here) with error 1130 in place of its greeting.
+    let accounts = dir.path().join("accounts.sql");
+    std::fs::write(
+        &accounts,
+        format!(
+            "CREATE USER IF NOT EXISTS {USER}@'%' IDENTIFIED VIA perceptron_dual \
+             USING PASSWORD('{PASSWORD}');\nGRANT ALL ON *.* TO {USER}@'%';\n\
+             CREATE DATABASE IF NOT EXISTS shop;\n\
+             CREATE TABLE IF NOT EXISTS shop.orders (id INT AUTO_INCREMENT PRIMARY KEY);\n"
+        ),
+    )
+    .unwrap();
+    let relay = tests::mariadb::dual_relay_using(
+        dir.path(),
+        &[
+            &format!("--init-file={}", accounts.display()),
+            &format!(
+                "--loose-perceptron-dual-ticket-key-file={}",
+                tickets.display()
+            ),
+            "--loose-perceptron-dual-instance=demo",
+            "--plugin-load-add=metadata_lock_info.so",
+        ],
+        RelayOptions {
+            hosts: Some(Arc::clone(&hosts)),
+            idle_pause_after: "2s",
+            instance_toml: "stop_after = \"1s\"\nresumable_sessions = true\n".into(),
+            ..RelayOptions::default()
+        },
+    );
+    assert_eq!(relay.state(), "paused");
+    let mut s = login(&relay);
+    // MariaDB names the connection's peer: the relay's host.
+    assert_eq!(seen_from(&mut s), hosts.relay_inner.to_string());
+    let spliced = used_until_spliced(&relay, &mut s);
+    for sql in ["USE shop", "INSERT INTO orders VALUES ()"] {
+        let result = raw::query(&mut s, sql);
+        assert!(matches!(result, Ok(Ok(_))), "{sql}: {result:?}");
+    }
+    relay.carried_across_a_stop(&mut s, relay.compute_pid().unwrap());
+    if spliced && relay.logged("held connections may be spliced in the kernel below TCP") {
+        for link in ["toclient", "tocompute"] {
+            assert!(
+                relay
+                    .log()
+                    .lines()
+                    .any(|l| l.contains("below TCP") && l.contains(link)),
+                "{}",
+                relay.log()
+            );
+        }
+        // Spliced below TCP again on its new compute connection: the client's connection,
+        // in new sockets since the take-back, still carries segments of full size.
+        let spliced_again = Relay::wait_until(Duration::from_secs(60), || {
+            assert_eq!(raw::one_row(&mut s, "SELECT 1 + 1").as_deref(), Some("2"));
+            relay.metric("relay_spliced_sessions{instance=\"demo\"}") >= 1.0
+        });
+        assert!(
+            spliced_again && !relay.log().contains("is not spliced below TCP"),
+            "{}",
+            relay.log()
+        );
+    }
+    drop(s);
+    // Its first life ended detached, at the stop; the second at the client's quit.
+    let closed = Relay::wait_until(Duration::from_secs(60), || {
+        relay
+            .log()
+            .lines()
+            .any(|l| l.contains("session closed") && l.contains("ended_by=\"eof\""))
+    });
+    assert!(closed, "{}", relay.log());
+}

@@ -251,8 +251,8 @@ impl TcpSplice {
     ///
     /// # Errors
     /// [`Unspliced`] with how much of `chunk` was written (the caller writes the rest and
-    /// goes on pumping): `WouldBlock` when either socket has unread bytes or bytes in flight
-    /// (a later response, then), the kernel's refusal otherwise.
+    /// goes on pumping): `WouldBlock` when either socket has unread bytes or bytes in flight,
+    /// or its peer's FIN (a later response, then), the kernel's refusal otherwise.
     pub fn splice(
         self: &Arc<Self>,
         client: &TcpStream,
@@ -262,6 +262,17 @@ impl TcpSplice {
         let unspliced = |error: std::io::Error| Unspliced { error, written: 0 };
         let (client_leg, compute_leg) = legs(client, compute)
             .ok_or_else(|| unspliced(std::io::Error::other("not an IPv4 session")))?;
+        let client_agreed = tcp_repair::agreed(client).map_err(unspliced)?;
+        let compute_agreed = tcp_repair::agreed(compute).map_err(unspliced)?;
+        if !(client_agreed.established && compute_agreed.established) {
+            // A peer's FIN reached the relay's socket (a client that quit right after its
+            // last answer): the program would never see it, and a take-back would make the
+            // connection established again. The pump reads the end instead.
+            return Err(unspliced(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "a peer is closing its connection",
+            )));
+        }
         let path = path(&client_leg, &compute_leg).map_err(unspliced)?;
         let busy = || std::io::Error::new(std::io::ErrorKind::WouldBlock, "bytes in flight");
         if rustix::io::ioctl_fionread(client).map_err(|e| unspliced(e.into()))?
@@ -270,8 +281,6 @@ impl TcpSplice {
         {
             return Err(unspliced(busy()));
         }
-        let client_agreed = tcp_repair::agreed(client).map_err(unspliced)?;
-        let compute_agreed = tcp_repair::agreed(compute).map_err(unspliced)?;
         if let Path::Hosts { .. } = path {
             same_segments(&client_agreed, &compute_agreed).map_err(unspliced)?;
         }
@@ -986,6 +995,7 @@ fn restore(state: &Restored, socket: &mut TcpStream) -> std::io::Result<()> {
     // replaced below).
     rustix::net::connect_unspec(&*socket)?;
     rustix::net::bind(&fd, &state.leg.own)?;
+    tcp_repair::set_max_segment(&fd, &state.options)?;
     rustix::net::connect(&fd, &state.leg.peer)?;
     tcp_repair::set_options(&fd, &state.options)?;
     tcp_repair::set_window(
@@ -1362,12 +1372,40 @@ mod tests {
         );
     }
 
+    /// A client that quit right after its answer: its FIN reached the relay's socket before
+    /// the splice, which must not hide it from the pump.
+    #[tokio::test]
+    async fn a_connection_whose_peer_has_closed_is_left_to_the_pump() {
+        let Some(splice) = loaded() else {
+            return;
+        };
+        let (mut client, mut relay_client, relay_compute, _compute) = session().await;
+        client.shutdown().await.unwrap();
+        while tcp_repair::agreed(&relay_client).unwrap().established {
+            tokio::task::yield_now().await;
+        }
+        let refused = splice.splice(&relay_client, &relay_compute, b"world");
+        let Err(unspliced) = refused else {
+            panic!("spliced a closing connection");
+        };
+        assert_eq!(
+            unspliced.error.kind(),
+            std::io::ErrorKind::WouldBlock,
+            "{}",
+            unspliced.error
+        );
+        let mut got = [0; 1];
+        assert_eq!(relay_client.read(&mut got).await.unwrap(), 0);
+    }
+
     #[tokio::test]
     async fn a_quiet_session_is_taken_back_onto_new_sockets_and_spliced_again() {
         let Some(splice) = loaded() else {
             return;
         };
         let (mut client, mut relay_client, mut relay_compute, mut compute) = session().await;
+        let mss = |s: &TcpStream| tcp_repair::agreed(s).unwrap().options.mss;
+        let mss_before = (mss(&relay_client), mss(&relay_compute));
         let spliced = splice
             .splice(&relay_client, &relay_compute, b"world")
             .unwrap();
@@ -1399,6 +1437,13 @@ mod tests {
         };
         assert!(quiet_for >= Duration::from_millis(50), "{quiet_for:?}");
         drop(spliced);
+        // The new sockets send segments as large as the old ones did (not RFC 9293's 536), up
+        // to the 32755 bytes the kernel lets a socket be clamped to before its connect.
+        let clamped = |m: u16| m.min(32_755);
+        assert_eq!(
+            (mss(&relay_client), mss(&relay_compute)),
+            (clamped(mss_before.0), clamped(mss_before.1))
+        );
         // Taken back: the relay's new sockets carry the session.
         client.write_all(b"command2").await.unwrap();
         relay_client.read_exact(&mut got).await.unwrap();
