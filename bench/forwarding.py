@@ -42,8 +42,8 @@ Part R (`r`, with `h` in `bench/held-splice`): resumable sessions (`resumable_se
 on MariaDB with perceptron_dual), spliced below TCP and read from MariaDB when taken back;
 see part_r().
 
-With BENCH_HOSTS=3 (bench/forwarding --hosts 3, bench/held-splice --hosts 3), parts a and h
-run across three hosts made of network namespaces (bench/lib/harness.py, Hosts): sysbench on
+With BENCH_HOSTS=3 (bench/forwarding --hosts 3, bench/held-splice --hosts 3,
+bench/kernel-route --hosts 3), parts a, h and k run across three hosts made of network namespaces (bench/lib/harness.py, Hosts): sysbench on
 this host, the relay and HAProxy on the relay's host, MariaDB on the compute's host; direct is
 sysbench straight to MariaDB, routed through the relay's host.
 
@@ -63,7 +63,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib
 import harness as h  # noqa: E402
 import mysqlproto as m  # noqa: E402
 
-# BENCH_HOSTS=3: parts a and h across three hosts (h.Hosts) instead of loopback.
+# BENCH_HOSTS=3: parts a, h and k across three hosts (h.Hosts) instead of loopback.
 HOSTS = int(os.environ.get("BENCH_HOSTS", "1"))
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 SECS = int(sys.argv[2]) if len(sys.argv) > 2 else 8
@@ -326,19 +326,22 @@ def part_k(out, data):
     relay-pump    sysbench → relay, route = "pump" (the relay copies every byte) → mariadbd
     relay-kernel  sysbench → relay's listen address, route = "nftables": the kernel DNATs each
                   new connection to mariadbd; the relay sees no byte → mariadbd
-    Both relays adopt the running mariadbd (exec driver, start/stop/status = `true`).
+    Both relays adopt the running mariadbd (exec driver, start/stop/status = `true`). Also
+    reported: how long each renewal of the kernel route's lease took (the relay's
+    relay_kernel_route_renewal_seconds).
     """
-    mdb, mport, mdir = start_mariadb()
+    hosts, mhost, rhost = three_hosts()
+    mdb, mport, mdir = start_mariadb(hosts=hosts)
     common = ["--tables=%d" % TABLES, "--table-size=%d" % TABLE_SIZE]
-    prepare_sbtest(mport, common)
+    prepare_sbtest(mport, common, host=mhost)
     hport = h.free_port()
-    hap = haproxy(hport, mport)
-    pump = h.Relay("kr-pump", compute_port=mport, driver="adopt", auth="switch")
+    hap = haproxy(hport, mport, hosts)
+    pump = h.Relay("kr-pump", compute_port=mport, driver="adopt", auth="switch", hosts=hosts)
     kernel = h.Relay("kr-kernel", compute_port=mport, driver="adopt", auth="switch",
-                     route="nftables")
+                     route="nftables", hosts=hosts)
     for r in (pump, kernel):
         r.wait_state("running")
-    m.wait_greeting("127.0.0.1", hport, time.perf_counter() + 10)
+    m.wait_greeting(rhost, hport, time.perf_counter() + 10)
     ports = {"direct": mport, "haproxy": hport, "relay-pump": pump.port,
              "relay-kernel": kernel.port}
     pids = {"haproxy": hap.pid, "relay-pump": pump.proc.pid, "relay-kernel": kernel.proc.pid}
@@ -348,7 +351,8 @@ def part_k(out, data):
         def f(c):
             f0 = kernel.metric(forwarded)
             r = sysbench(wl, ports[c], t, "sbtest", "sbpw", "sbtest",
-                         common + ["--skip-trx=off"], pids.get(c))
+                         common + ["--skip-trx=off"], pids.get(c),
+                         mhost if c == "direct" else rhost)
             if c == "relay-kernel":
                 # Connections the relay pumped itself (none when the kernel routes them all).
                 r["pumped"] = kernel.metric(forwarded) - f0
@@ -358,14 +362,44 @@ def part_k(out, data):
     version = mariadb_version(mdir)
     data["mariadb_version"] = version
     out.append("## Kernel route: MariaDB %s, %d tables x %d rows, %d s per run, %d runs per "
-               "contender" % (version, TABLES, TABLE_SIZE, SECS, RUNS))
+               "contender%s" % (version, TABLES, TABLE_SIZE, SECS, RUNS,
+                                HOSTS_NOTE if hosts else ""))
+    data["hosts"] = 3 if hosts else 1
     against_direct(out, data["kernel"], ports, run_one, "QPS / direct (and / haproxy)",
                    lambda c, runs: "  pumped %d" % sum(r["pumped"] for r in runs)
                    if c == "relay-kernel" else "")
+    renewals = renewal_times(kernel)
+    data["kernel"]["renewals"] = renewals
+    out.append("")
+    out.append("kernel route lease renewals: %d, mean %.1f ms, the slowest at most %s s "
+               "(relay_kernel_route_renewal_seconds)"
+               % (renewals["count"], renewals["mean_ms"], renewals["slowest_le"]))
     pump.stop()
     kernel.stop()
     h.stop(hap)
     h.stop(mdb, 60)
+
+
+def renewal_times(relay):
+    """How many lease renewals the relay's kernel route made, their mean time, and the upper
+    bound of the slowest one's histogram bucket (relay_kernel_route_renewal_seconds)."""
+    _, body = relay.admin("GET", "/metrics")
+    count, total, slowest = 0, 0.0, "none"
+    below = 0.0
+    for line in body.splitlines():
+        if not line.startswith("relay_kernel_route_renewal_seconds"):
+            continue
+        value = float(line.rsplit(" ", 1)[1])
+        if line.startswith("relay_kernel_route_renewal_seconds_count"):
+            count = int(value)
+        elif line.startswith("relay_kernel_route_renewal_seconds_sum"):
+            total = value
+        else:
+            le = re.search(r'le="([^"]+)"', line).group(1)
+            if value > below:
+                slowest, below = le, value
+    return {"count": count, "mean_ms": 1000 * total / count if count else 0.0,
+            "slowest_le": slowest}
 
 
 def spliced_sessions(relay, how=None):

@@ -35,6 +35,11 @@ pub const RESUME_BUCKETS_S: [f64; 11] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0,
 ];
 
+/// Upper bounds (seconds) of the kernel route's lease-renewal histogram buckets: a renewal
+/// takes about 20 ms on an idle host; its lease ([`crate::router::nft::ROUTE_LEASE`]) lapses
+/// after 10 s without one.
+pub const RENEWAL_BUCKETS_S: [f64; 10] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
 /// The counters whose label value is an error type's `label()` (owned by the phase that
 /// produces it, so it stays a string here).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -281,7 +286,7 @@ struct StateLabels {
     state: Phase,
 }
 
-type ResumeFamily = Family<InstanceLabels, Histogram, fn() -> Histogram>;
+type HistogramFamily = Family<InstanceLabels, Histogram, fn() -> Histogram>;
 
 /// Wraps every registered metric: by default its `# HELP` and `# TYPE` lines are written even
 /// before it has a sample, so a scraper (and `packaging/monitoring`'s dashboard and alerts) sees
@@ -310,6 +315,10 @@ impl<M: EncodeMetric> EncodeMetric for Described<M> {
 
 fn resume_histogram() -> Histogram {
     Histogram::new(RESUME_BUCKETS_S)
+}
+
+fn renewal_histogram() -> Histogram {
+    Histogram::new(RENEWAL_BUCKETS_S)
 }
 
 /// Declares [`Metrics`]: one entry per metric, with its field, kind and label set (the type),
@@ -392,11 +401,11 @@ metrics! {
         name: "relay_bytes",
         help: "Bytes copied on either route, per direction",
     }
-    resume: ResumeFamily {
+    resume: HistogramFamily {
         name: "relay_resume",
         help: "Time from a wake's start until the compute was ready",
         unit: Seconds,
-        new: ResumeFamily::new_with_constructor(resume_histogram),
+        new: HistogramFamily::new_with_constructor(resume_histogram),
     }
     state: Family<StateLabels, Gauge> {
         name: "relay_instance_state",
@@ -464,6 +473,14 @@ metrics! {
     kernel_route_changes: Family<KernelRouteLabels, PromCounter> {
         name: "relay_kernel_route_changes",
         help: "Kernel route (nftables) installs and removals, by outcome",
+    }
+    kernel_route_renewals: HistogramFamily {
+        name: "relay_kernel_route_renewal",
+        help: "Time each renewal of the kernel route's lease took (one nft transaction, about \
+               every 2 s while the instance runs; the lease lapses after 10 s without one)",
+        unit: Seconds,
+        new: HistogramFamily::new_with_constructor(renewal_histogram),
+        when_sampled: true,
     }
     kernel_connections: Family<InstanceLabels, Gauge> {
         name: "relay_kernel_route_connections",
@@ -642,6 +659,13 @@ impl Metrics {
                 outcome: failure.unwrap_or("ok"),
             })
             .inc();
+    }
+
+    /// Records that renewing `instance`'s kernel route lease took `took`.
+    pub fn kernel_route_renewed(&self, instance: &str, took: std::time::Duration) {
+        self.kernel_route_renewals
+            .get_or_create(&InstanceLabels::of(instance))
+            .observe(took.as_secs_f64());
     }
 
     /// Records how many connections the kernel route sent to `instance`'s compute are open.

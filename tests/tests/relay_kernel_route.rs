@@ -184,6 +184,38 @@ fn kernel_route_exists_exactly_while_running() {
     );
 }
 
+/// The route outlives its lease while the instance runs: each renewal sets the element's
+/// expiry afresh (in place where the kernel can, installed again where it cannot), and the
+/// relay counts how long each took.
+#[test]
+fn a_running_instances_route_outlives_its_lease() {
+    let dir = TempDir::new("kr-lease");
+    let table = TableGuard::new();
+    let relay = kernel_relay(&dir, &table, "5m");
+    login_and_select(relay.port).unwrap();
+    assert!(route_installed(&table.0, relay.port, relay.compute_port));
+    // Renewed every 2 s: six renewals take longer than the 10 s lease, and the route is there
+    // at every look meanwhile (a renewal that left the expiry running would let it lapse, and
+    // the next renewal add it again, a few hundred milliseconds later).
+    let renewals = "relay_kernel_route_renewal_seconds_count{instance=\"demo\"}";
+    let renewed = Relay::wait_until(Duration::from_secs(60), || {
+        assert!(
+            route_installed(&table.0, relay.port, relay.compute_port),
+            "the route lapsed while the instance ran\n{}",
+            relay.log()
+        );
+        relay.metric(renewals) >= 6.0
+    });
+    assert!(renewed, "{}", relay.log());
+    assert!(!relay.logged("cannot renew"), "{}", relay.log());
+    login_and_select(relay.port).unwrap();
+    assert_eq!(
+        relay.metric("relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}"),
+        0.0,
+        "the pump forwarded a connection the kernel should have routed"
+    );
+}
+
 #[test]
 fn pause_resume_cycles_under_continuous_connects_lose_no_connection() {
     let dir = TempDir::new("kr-cycles");

@@ -210,13 +210,17 @@ impl Instance {
     /// no kernel route or the count failed (logged; the last count stands).
     pub(super) async fn count_kernel_connections(&self) -> Option<RoutedCount> {
         let kernel = self.kernel.as_ref()?;
-        if let Err(e) = kernel.keep_alive().await {
-            self.metrics.kernel_route(
-                &self.config.name,
-                KernelRouteAction::install,
-                Some(e.label()),
-            );
-            tracing::warn!(instance = %self.config.name, error = %e, "cannot renew the kernel route's lease; it lapses unless a later renewal succeeds (new connections then reach the relay)");
+        match kernel.keep_alive().await {
+            Ok(Some(took)) => self.metrics.kernel_route_renewed(&self.config.name, took),
+            Ok(None) => {}
+            Err(e) => {
+                self.metrics.kernel_route(
+                    &self.config.name,
+                    KernelRouteAction::install,
+                    Some(e.label()),
+                );
+                tracing::warn!(instance = %self.config.name, error = %e, "cannot renew the kernel route's lease; it lapses unless a later renewal succeeds (new connections then reach the relay)");
+            }
         }
         match kernel.open_connections().await {
             Ok(count) => {

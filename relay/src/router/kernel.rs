@@ -23,8 +23,7 @@ pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 /// when the renewal's `nft` commits.
 const RENEWAL_MARGIN: Duration = Duration::from_millis(500);
 
-/// A renewal this slow is logged (one takes about 16 ms on an idle host, 80-100 ms under
-/// a CPU or socket storm).
+/// A renewal this slow is logged (one takes about 10-20 ms on an idle host).
 const SLOW_RENEWAL: Duration = Duration::from_secs(1);
 
 /// `CAP_NET_ADMIN`'s bit in the capability sets of `/proc/self/status`.
@@ -130,6 +129,8 @@ pub struct NftTable {
     name: String,
     nft: PathBuf,
     conntrack: ConntrackSource,
+    /// The kernel renews a lease in place ([`nft::renew_script`]): found out at start.
+    renews_in_place: bool,
 }
 
 impl NftTable {
@@ -153,13 +154,38 @@ impl NftTable {
                 find_program("conntrack").ok_or(KernelRouteError::ConntrackMissing)?,
             )
         };
-        let table = Arc::new(Self {
+        let mut table = Self {
             name: name.to_owned(),
             nft,
             conntrack,
-        });
+            renews_in_place: false,
+        };
         table.run(&nft::create_script(name, routes)).await?;
-        Ok(table)
+        table.renews_in_place = table.probe_renewal_in_place().await?;
+        if table.renews_in_place {
+            tracing::debug!(
+                table = name,
+                "the kernel renews the kernel route's leases in place"
+            );
+        } else {
+            tracing::warn!(
+                table = name,
+                "this kernel does not renew a set element's lease in place (Linux 6.10 does): each renewal of a kernel route installs it again, and on a loaded host its nft may take seconds to exit (it waits for the kernel to free the element it replaced)"
+            );
+        }
+        Ok(Arc::new(table))
+    }
+
+    /// Whether the kernel renews a lease in place: [`nft::lease_probe_scripts`], run in the
+    /// new table (four `nft` runs, at start only).
+    async fn probe_renewal_in_place(&self) -> Result<bool, KernelRouteError> {
+        let [short, renewed, list, delete] = nft::lease_probe_scripts(&self.name);
+        self.run(&short).await?;
+        self.run(&renewed).await?;
+        let listing = self.run_within(&list, COMMAND_TIMEOUT).await;
+        // Deleted whatever the listing said: the probe must never stay in the map.
+        self.run(&delete).await?;
+        Ok(nft::renewed_in_place(&listing?))
     }
 
     /// The table's name.
@@ -178,16 +204,16 @@ impl NftTable {
 
     /// Runs `script` as one transaction (`nft -f -`), within [`COMMAND_TIMEOUT`].
     async fn run(&self, script: &str) -> Result<(), KernelRouteError> {
-        self.run_within(script, COMMAND_TIMEOUT).await
+        self.run_within(script, COMMAND_TIMEOUT).await.map(drop)
     }
 
-    /// [`Self::run`] within `limit`.
-    async fn run_within(&self, script: &str, limit: Duration) -> Result<(), KernelRouteError> {
+    /// [`Self::run`] within `limit`: what `nft` printed.
+    async fn run_within(&self, script: &str, limit: Duration) -> Result<String, KernelRouteError> {
         let command = async {
             let mut child = tokio::process::Command::new(&self.nft)
                 .args(["-f", "-"])
                 .stdin(Stdio::piped())
-                .stdout(Stdio::null())
+                .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .kill_on_drop(true)
                 .spawn()
@@ -203,7 +229,7 @@ impl NftTable {
                 .await
                 .map_err(|e| command_error("nft", e.to_string()))?;
             if out.status.success() {
-                Ok(())
+                Ok(String::from_utf8_lossy(&out.stdout).into_owned())
             } else {
                 Err(command_error(
                     "nft",
@@ -322,14 +348,14 @@ impl KernelRoute for NftRoute {
         })
     }
 
-    fn keep_alive(&self) -> BoxFuture<'_, Result<(), KernelRouteError>> {
+    fn keep_alive(&self) -> BoxFuture<'_, Result<Option<Duration>, KernelRouteError>> {
         Box::pin(async move {
             let mut leased = self.leased.lock().await;
             let Some(age) = leased.map(|at| at.elapsed()) else {
-                return Ok(());
+                return Ok(None);
             };
             if age < nft::LEASE_RENEW {
-                return Ok(());
+                return Ok(None);
             }
             // As long as the lease has left, and at least the usual timeout: an `nft` slowed
             // by a loaded host still renews it, where a fixed timeout would end the run and
@@ -340,15 +366,18 @@ impl KernelRoute for NftRoute {
                 .saturating_sub(RENEWAL_MARGIN)
                 .max(COMMAND_TIMEOUT);
             let started = Instant::now();
-            self.table
-                .run_within(&nft::install_script(&self.table.name, &self.dnat), limit)
-                .await?;
+            let script = if self.table.renews_in_place {
+                nft::renew_script(&self.table.name, &self.dnat)
+            } else {
+                nft::install_script(&self.table.name, &self.dnat)
+            };
+            self.table.run_within(&script, limit).await?;
             *leased = Some(started);
             let took = started.elapsed();
             if took >= SLOW_RENEWAL {
                 tracing::warn!(table = %self.table.name, took_ms = took.as_millis(), lease_age_ms = age.as_millis(), "renewing the kernel route's lease took long (nft ran slowly: a loaded host?)");
             }
-            Ok(())
+            Ok(Some(took))
         })
     }
 }

@@ -28,6 +28,8 @@ pub mod nft;
 
 pub use kernel::KernelRouteError;
 
+use std::time::Duration;
+
 use crate::future::BoxFuture;
 
 /// One instance's route in the kernel.
@@ -41,7 +43,8 @@ pub trait KernelRoute: Send + Sync {
     fn open_connections(&self) -> BoxFuture<'_, Result<conntrack::RoutedCount, KernelRouteError>>;
     /// Renews the installed route's lease (see [`nft::ROUTE_LEASE`]) when it is due; nothing
     /// when the route is not installed. Called about once a second while the instance runs.
-    fn keep_alive(&self) -> BoxFuture<'_, Result<(), KernelRouteError>> {
-        Box::pin(async { Ok(()) })
+    /// How long the renewal took, when one ran.
+    fn keep_alive(&self) -> BoxFuture<'_, Result<Option<Duration>, KernelRouteError>> {
+        Box::pin(async { Ok(None) })
     }
 }

@@ -28,8 +28,8 @@
 //!
 //! # Leases
 //! The maps have `flags timeout` and each element is installed with a timeout of
-//! [`ROUTE_LEASE`], which the relay renews (re-installs) every [`LEASE_RENEW`] while the
-//! instance runs. The kernel expires an element the relay stopped renewing: a relay killed by
+//! [`ROUTE_LEASE`], which the relay renews every [`LEASE_RENEW`] while the instance runs: in
+//! place where the kernel can ([`renew_script`]), else by installing the element again. The kernel expires an element the relay stopped renewing: a relay killed by
 //! SIGKILL, or hung, cannot leave a route behind for longer than the lease, so a compute it
 //! no longer watches (stopped, its port taken by another process) is not reached through a
 //! route nobody controls. New connections then reach the relay's listener (if a relay runs)
@@ -288,6 +288,68 @@ pub fn install_script(table: &str, route: &Dnat) -> String {
     )
 }
 
+/// Renews `route`'s lease in place: the element's timeout and expiry set to [`ROUTE_LEASE`]
+/// again, nothing deleted. Linux 6.10 and later update an existing element so; earlier kernels
+/// leave it as it was, which [`lease_probe_scripts`] finds out when the relay starts. Nothing
+/// deleted matters: `nft` exits only once the kernel has freed what the transactions before
+/// it deleted (its netlink socket's close flushes nf_tables' destroy work, which waits for an
+/// RCU grace period), and on a loaded host that wait took from 0.2 to over 5 s.
+#[must_use]
+pub fn renew_script(table: &str, route: &Dnat) -> String {
+    let lease = ROUTE_LEASE.as_secs();
+    format!(
+        "add element {FAMILY} {table} {} {{ {} timeout {lease}s expires {lease}s : {} . {} }}\n",
+        route.map(),
+        route.key(),
+        route.compute.ip(),
+        route.compute.port()
+    )
+}
+
+/// The key of the element with which the relay asks the kernel whether it renews a lease in
+/// place: address 0.0.0.0, port 0, where no connection goes.
+const PROBE_KEY: &str = "0.0.0.0 . 0";
+
+/// The scripts that find out whether the kernel renews a lease in place ([`renew_script`]),
+/// run one after the other in the new table: the probe element with 1 s of its lease left,
+/// then renewed as a route is, then the map listed (for [`renewed_in_place`]), then the
+/// element deleted.
+#[must_use]
+pub fn lease_probe_scripts(table: &str) -> [String; 4] {
+    let lease = ROUTE_LEASE.as_secs();
+    let element = |expires: u64| {
+        format!(
+            "add element {FAMILY} {table} dnat4 {{ {PROBE_KEY} timeout {lease}s expires \
+             {expires}s : 127.0.0.1 . 9 }}\n"
+        )
+    };
+    [
+        element(1),
+        element(lease),
+        format!("list map {FAMILY} {table} dnat4\n"),
+        format!(
+            "add element {FAMILY} {table} dnat4 {{ {PROBE_KEY} : 127.0.0.1 . 9 }}\n\
+             delete element {FAMILY} {table} dnat4 {{ {PROBE_KEY} }}\n"
+        ),
+    ]
+}
+
+/// Whether `listing` (`nft list map`, after [`lease_probe_scripts`]' first two) shows the
+/// probe element with more than 1 s of its lease left: renewed in place.
+#[must_use]
+pub fn renewed_in_place(listing: &str) -> bool {
+    let Some(at) = listing.find(PROBE_KEY) else {
+        return false;
+    };
+    let Some((_, left)) = listing[at..].split_once(" expires ") else {
+        return false;
+    };
+    // `9s992ms` or `992ms` (the lease is 10 s): the whole seconds before an `s`.
+    let digits = left.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = left.split_at(digits);
+    unit.starts_with('s') && number.parse::<u64>().is_ok_and(|n| n >= 2)
+}
+
 /// Stops routing new connections for `route.listen` (established ones keep their compute).
 /// Idempotent: succeeds when the element is already gone.
 #[must_use]
@@ -436,6 +498,40 @@ table inet perceptron_t {
             "add element inet perceptron_t dnat4 { 127.0.0.1 . 3306 : 127.0.0.1 . 13306 }\n\
              delete element inet perceptron_t dnat4 { 127.0.0.1 . 3306 }\n"
         );
+    }
+
+    #[test]
+    fn renews_a_lease_in_place_without_deleting() {
+        let r = route("127.0.0.1:3307", "127.0.0.1:3306");
+        assert_eq!(
+            renew_script("perceptron_t", &r),
+            "add element inet perceptron_t dnat4 { 127.0.0.1 . 3307 timeout 10s expires 10s : \
+             127.0.0.1 . 3306 }\n"
+        );
+    }
+
+    /// Listings as nft 1.0.6 prints them on Linux 6.18 (renewed in place) and as an older
+    /// kernel leaves the element (its expiry running on).
+    #[test]
+    fn reads_whether_the_probe_was_renewed_in_place() {
+        let listing = |left: &str| {
+            format!(
+                "table inet perceptron_t {{\n\tmap dnat4 {{\n\t\ttype ipv4_addr . inet_service : \
+                 ipv4_addr . inet_service\n\t\tflags timeout\n\t\telements = {{ 0.0.0.0 . 0 \
+                 timeout 10s expires {left} : 127.0.0.1 . 9 }}\n\t}}\n}}\n"
+            )
+        };
+        assert!(renewed_in_place(&listing("9s992ms")));
+        assert!(renewed_in_place(&listing("2s")));
+        assert!(!renewed_in_place(&listing("992ms")));
+        assert!(!renewed_in_place(&listing("1s10ms")));
+        assert!(!renewed_in_place(&listing("0s")));
+        assert!(!renewed_in_place("table inet perceptron_t {\n}\n"));
+        assert!(!renewed_in_place("0.0.0.0 . 0 timeout 10s expires"));
+        let scripts = lease_probe_scripts("perceptron_t");
+        assert!(scripts[0].contains("0.0.0.0 . 0 timeout 10s expires 1s"));
+        assert!(scripts[1].contains("0.0.0.0 . 0 timeout 10s expires 10s"));
+        assert!(scripts[3].ends_with("delete element inet perceptron_t dnat4 { 0.0.0.0 . 0 }\n"));
     }
 
     #[test]
