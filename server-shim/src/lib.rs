@@ -143,6 +143,7 @@ pub mod fuzzing {
 }
 mod dialect;
 mod engine;
+mod general_ci;
 mod information_schema;
 mod keys;
 mod mysql_date_parsing;

@@ -6,9 +6,13 @@
 //! - `LENGTH` (`mysql_length`): bytes (SQLite counts characters, which `CHAR_LENGTH` is);
 //! - `HEX` (`mysql_hex`): a number's value in hexadecimal (SQLite writes its text's bytes);
 //! - `QUOTE` (`mysql_quote`): backslash escapes (SQLite doubles quotes);
-//! - two string literals compared (`mysql_compare_ci`): MariaDB's case-insensitive collation
-//!   for ASCII text, an error for other text (SQLite compares bytes); the same collation for
-//!   text columns (`dialect::GENERAL_CI`, [`general_ci`]);
+//! - two string literals compared (`mysql_compare_ci`), and text columns
+//!   (`dialect::GENERAL_CI`): MariaDB's default collation, [`crate::general_ci`] (SQLite
+//!   compares bytes);
+//! - `LIKE` (SQLite's `like`, replaced): the same collation's weights (SQLite folds ASCII case
+//!   only);
+//! - `CAST(x AS CHAR[(n)])` (`mysql_cast_char`): text and integers as they are, cut to `n`
+//!   characters; a non-integer number refused (its text depends on a type SQLite lost);
 //! - `FORMAT(X, D)` (`mysql_format`): thousands separators and `D` decimals, half away from
 //!   zero (SQLite's is `printf`).
 //!
@@ -21,48 +25,23 @@ use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::ValueRef;
 
-/// Two strings ordered as MariaDB's default collation (`utf8mb4_general_ci`) orders ASCII
-/// text: letters as their upper case (`a` before `_`, which MariaDB sorts after `Z`), the
-/// shorter string padded with spaces (`PAD SPACE`: `'a'` equals `'a '`); other bytes as they
-/// are (MariaDB folds accents too, which this does not).
-#[must_use]
-pub fn general_ci(a: &str, b: &str) -> core::cmp::Ordering {
-    use core::cmp::Ordering;
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    for (x, y) in a.iter().zip(b) {
-        match x.to_ascii_uppercase().cmp(&y.to_ascii_uppercase()) {
-            Ordering::Equal => {}
-            other => return other,
-        }
-    }
-    let padded = |rest: &[u8]| {
-        rest.iter()
-            .map(|c| c.cmp(&b' '))
-            .find(|o| o.is_ne())
-            .unwrap_or(Ordering::Equal)
-    };
-    let n = a.len().min(b.len());
-    match (
-        a.get(n..).unwrap_or_default(),
-        b.get(n..).unwrap_or_default(),
-    ) {
-        ([], []) => Ordering::Equal,
-        ([], rest) => padded(rest).reverse(),
-        (rest, _) => padded(rest),
-    }
+/// Argument `i` as text, as SQLite writes a number; `None` for NULL.
+fn text_of(ctx: &Context<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+    Ok(match ctx.get_raw(i) {
+        ValueRef::Null => None,
+        ValueRef::Integer(n) => Some(n.to_string()),
+        ValueRef::Real(r) => Some(r.to_string()),
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+    })
 }
 
-/// Two strings compared as [`general_ci`]: -1, 0 or 1. `None` for text outside ASCII, whose
-/// folding SQLite does not know.
-fn compare_ci(a: &str, b: &str) -> Option<i64> {
-    if !a.is_ascii() || !b.is_ascii() {
-        return None;
-    }
-    Some(match general_ci(a, b) {
+/// Two strings compared in MariaDB's default collation ([`crate::general_ci`]): -1, 0 or 1.
+fn compare_ci(a: &str, b: &str) -> i64 {
+    match crate::general_ci::compare(a, b) {
         core::cmp::Ordering::Less => -1,
         core::cmp::Ordering::Equal => 0,
         core::cmp::Ordering::Greater => 1,
-    })
+    }
 }
 
 /// Most decimals `FORMAT` writes (MySQL's limit).
@@ -76,7 +55,7 @@ const MAX_MADE_BYTES: usize = 16 << 20;
 /// # Errors
 /// SQLite's, if a function cannot be registered.
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
-    conn.create_collation(crate::dialect::GENERAL_CI, general_ci)?;
+    conn.create_collation(crate::dialect::GENERAL_CI, crate::general_ci::compare)?;
     let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     conn.create_scalar_function("mysql_length", 1, pure, |ctx| {
         Ok(match ctx.get_raw(0) {
@@ -134,12 +113,46 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         else {
             return Ok(None);
         };
-        compare_ci(&a, &b).map(Some).ok_or_else(|| {
-            rusqlite::Error::UserFunctionError(
-                "comparing string literals outside ASCII (MariaDB's collation folds them)".into(),
-            )
-        })
+        Ok(Some(compare_ci(&a, &b)))
     })?;
+    // `CAST(x AS CHAR[(n)])`: exact for text and integers; a non-integer number's text
+    // (its DECIMAL scale, its DOUBLE's digits) is not known from SQLite's double: refused.
+    conn.create_scalar_function(crate::dialect::CAST_CHAR_FN, 2, pure, |ctx| {
+        let text = match ctx.get_raw(0) {
+            ValueRef::Null => return Ok(None),
+            ValueRef::Integer(n) => n.to_string(),
+            ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8_lossy(b).into_owned(),
+            ValueRef::Real(_) => {
+                return Err(rusqlite::Error::UserFunctionError(
+                    "CAST of a non-integer number AS CHAR (its text as MariaDB writes it is not \
+                     known here): CAST a column, or use FORMAT or ROUND"
+                        .into(),
+                ));
+            }
+        };
+        let length: i64 = ctx.get(1)?;
+        Ok(Some(match usize::try_from(length) {
+            Ok(n) => text.chars().take(n).collect(),
+            Err(_) => text,
+        }))
+    })?;
+    // SQLite's LIKE folds ASCII case only: `like(pattern, text[, escape])` replaces it.
+    for args in [2, 3] {
+        conn.create_scalar_function("like", args, pure, |ctx| {
+            let (Some(pattern), Some(text)) = (text_of(ctx, 0)?, text_of(ctx, 1)?) else {
+                return Ok(None);
+            };
+            let escape = if ctx.len() > 2 {
+                match text_of(ctx, 2)? {
+                    Some(e) => e.chars().next(),
+                    None => return Ok(None),
+                }
+            } else {
+                None
+            };
+            Ok(Some(crate::general_ci::like(&text, &pattern, escape)))
+        })?;
+    }
     conn.create_scalar_function("mysql_hex", 1, pure, |ctx| {
         Ok(match ctx.get_raw(0) {
             ValueRef::Null => None,
@@ -352,23 +365,22 @@ mod tests {
 
     /// MariaDB 10.11's `utf8mb4_general_ci` (`SELECT 'a' < '_'` and so on).
     #[test]
-    fn orders_ascii_text_as_mariadbs_default_collation() {
-        use core::cmp::Ordering::{Equal, Greater, Less};
+    fn orders_text_as_mariadbs_default_collation() {
         for (a, b, mariadb) in [
-            ("a", "_", Less),
-            ("Z", "[", Less),
-            ("_x", "b", Greater),
-            ("abc", "ABC", Equal),
-            ("a", "a  ", Equal),
-            ("a\t", "a", Less),
-            ("a", "a\t", Greater),
-            ("ab", "a", Greater),
-            ("", " ", Equal),
+            ("a", "_", -1),
+            ("Z", "[", -1),
+            ("_x", "b", 1),
+            ("abc", "ABC", 0),
+            ("a", "a  ", 0),
+            ("a\t", "a", -1),
+            ("a", "a\t", 1),
+            ("ab", "a", 1),
+            ("", " ", 0),
+            ("é", "z", -1),
+            ("É", "e", 0),
         ] {
-            assert_eq!(general_ci(a, b), mariadb, "{a:?} {b:?}");
+            assert_eq!(compare_ci(a, b), mariadb, "{a:?} {b:?}");
         }
-        // Outside ASCII, bytes: MariaDB sorts `é` as `E`, before `z`.
-        assert_eq!(general_ci("é", "z"), Greater);
     }
 
     #[test]

@@ -332,3 +332,31 @@ SELECT id FROM t_json2 WHERE NOT JSON_EXTRACT(j, '$.active') ORDER BY id
 SELECT id FROM t_json2 WHERE JSON_EXTRACT(j, '$.n') IN (5, 7) ORDER BY id
 SELECT id, CASE JSON_EXTRACT(j, '$.n') WHEN 5 THEN 'five' ELSE 'other' END FROM t_json2 ORDER BY id
 DROP TABLE t_json2
+
+# Accents: MariaDB's default collation (utf8mb4_general_ci) folds them as it folds case
+SELECT 'é' = 'e', 'José' = 'jose', 'ü' < 'v', 'Å' = 'a', 'ß' = 's', 'ñ' > 'n'
+CREATE TABLE t_acc (id INT PRIMARY KEY, s VARCHAR(10))
+INSERT INTO t_acc VALUES (1, 'José'), (2, 'jose'), (3, 'Jöse'), (4, 'josé'), (5, 'Jos')
+SELECT id FROM t_acc WHERE s = 'jose' ORDER BY id
+SELECT COUNT(DISTINCT s) FROM t_acc
+SELECT s FROM t_acc ORDER BY s, id
+SELECT id FROM t_acc WHERE s LIKE 'jos%' ORDER BY id
+SELECT id FROM t_acc WHERE s > 'josd' ORDER BY id
+SELECT id FROM t_acc WHERE s LIKE 'jose' ORDER BY id
+SELECT id FROM t_acc WHERE s LIKE 'J_se' ORDER BY id
+SELECT id FROM t_acc WHERE s LIKE 'jos' ORDER BY id
+SELECT MIN(id), COUNT(*) FROM t_acc GROUP BY s ORDER BY MIN(id)
+DROP TABLE t_acc
+SELECT 'José' LIKE 'jose', 'a ' LIKE 'a', 'ab' LIKE 'a_', '50%' LIKE '50\%', 'Straße' LIKE 'strase', 'x' LIKE NULL
+SELECT 'Æ' = 'ae', 'ø' = 'o', 'µ' = 'Μ', '😀' = '😁', 'ǅ' = 'ǆ', 'Ω' = 'ω'
+
+# CAST AS CHAR writes the value as its type writes it
+SELECT CAST(1.50 AS CHAR), CAST(-0.5 AS CHAR), CAST(1e3 AS CHAR), CAST(NULL AS CHAR), CAST('abc' AS CHAR(2)), CAST(12345 AS CHAR(3))
+SELECT CAST(DATE '2024-03-01' AS CHAR), CAST(CAST('10:11:12' AS TIME) AS CHAR), CONVERT(12.5, CHAR), CAST(0.1 + 0.2 AS CHAR)
+SELECT CONCAT(1.50), CONCAT(-0.5), CONCAT(1.50, 'x'), LEFT(CONCAT('abc'), 2), LEFT(CONCAT(12345), 3)
+SELECT CONCAT(1e3), CONCAT(0.1 + 0.2)
+CREATE TABLE t_cc (d DECIMAL(10,2), f DOUBLE, g FLOAT, n INT)
+INSERT INTO t_cc VALUES (12.5, 1e3, 14.96, 7)
+SELECT CONCAT(d), CONCAT(f), CONCAT(g), CAST(d AS CHAR), CAST(f AS CHAR), CAST(g AS CHAR), CAST(n AS CHAR(1)), CAST(d AS CHAR(3))
+SELECT CAST(d + 1 AS CHAR) FROM t_cc
+DROP TABLE t_cc

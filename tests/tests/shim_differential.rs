@@ -39,7 +39,15 @@ fn count(json: &str, key: &str) -> usize {
 #[test]
 fn server_shim_answers_as_mariadb_does_or_refuses() {
     let maria_dir = TempDir::new("differential-mariadb");
-    let maria = tests::mariadb::switch_relay(maria_dir.path(), &[], RelayOptions::default());
+    // Debian's packaged default (the shim's): text in utf8mb4, compared in utf8mb4_general_ci.
+    let maria = tests::mariadb::switch_relay(
+        maria_dir.path(),
+        &[
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_general_ci",
+        ],
+        RelayOptions::default(),
+    );
     let (code, body) = maria.admin("POST", "/v1/instances/demo/resume");
     assert_eq!(code, 200, "{body}");
     assert!(Relay::wait_until(Duration::from_secs(60), || maria.state() == "running"));

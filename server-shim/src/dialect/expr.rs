@@ -751,7 +751,8 @@ fn cast(inner: Expr, to: &DataType) -> Result<Expr, SqlError> {
             return Ok(Expr::Function(call(CAST_SIGNED_FN, vec![inner])));
         }
         "UNSIGNED" => return Ok(Expr::Function(call(CAST_UNSIGNED_FN, vec![inner]))),
-        "CHAR" | "VARCHAR" | "NCHAR" | "TEXT" | "JSON" => DataType::Text,
+        "CHAR" | "VARCHAR" | "NCHAR" | "TEXT" => return Ok(cast_char(inner, &name)),
+        "JSON" => DataType::Text,
         "BINARY" | "VARBINARY" | "BLOB" => DataType::Blob(None),
         "DECIMAL" | "NUMERIC" | "DEC" | "FIXED" => {
             DataType::Numeric(sqlparser::ast::ExactNumberInfo::None)
@@ -782,6 +783,60 @@ fn cast(inner: Expr, to: &DataType) -> Result<Expr, SqlError> {
         format: None,
     })
 }
+
+/// `CAST(x AS CHAR[(n)])`: [`CAST_CHAR_FN`] with the length (-1 for none). A decimal literal
+/// goes as the text MariaDB writes for it (`1.50`, its scale kept), which SQLite's double
+/// would lose; a column of a table in scope comes as its type writes it
+/// (`typed_arguments::mark`).
+fn cast_char(inner: Expr, name: &str) -> Expr {
+    let length = name
+        .split_once('(')
+        .and_then(|(_, n)| n.trim_end_matches(')').trim().parse::<u32>().ok())
+        .map_or(-1, i64::from);
+    let inner = decimal_literal_text(&inner).map_or(inner, |text| {
+        Expr::Value(Value::SingleQuotedString(text).into())
+    });
+    let length = Expr::Value(Value::Number(length.to_string(), false).into());
+    Expr::Function(call(CAST_CHAR_FN, vec![inner, length]))
+}
+
+/// The text MariaDB writes for a decimal literal (`1.50`, `-0.5`, `.5` as `0.5`), or `None`
+/// for anything else.
+pub(super) fn decimal_literal_text(e: &Expr) -> Option<String> {
+    let (sign, e) = match e {
+        Expr::UnaryOp {
+            op: sqlparser::ast::UnaryOperator::Minus,
+            expr,
+        } => ("-", expr.as_ref()),
+        e => ("", e),
+    };
+    let Expr::Value(v) = e else {
+        return None;
+    };
+    let Value::Number(n, _) = &v.value else {
+        return None;
+    };
+    let (whole, fraction) = n.split_once('.')?;
+    if !whole
+        .bytes()
+        .chain(fraction.bytes())
+        .all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let whole = whole.trim_start_matches('0');
+    let whole = if whole.is_empty() { "0" } else { whole };
+    let zero = whole == "0" && fraction.bytes().all(|b| b == b'0');
+    let sign = if zero { "" } else { sign };
+    Some(if fraction.is_empty() {
+        format!("{sign}{whole}")
+    } else {
+        format!("{sign}{whole}.{fraction}")
+    })
+}
+
+/// The engine's function behind `CAST(x AS CHAR[(n)])`: `(x, n)`, `n` -1 for no length.
+pub const CAST_CHAR_FN: &str = "mysql_cast_char";
 
 pub use super::text_collation::GENERAL_CI;
 

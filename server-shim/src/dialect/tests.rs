@@ -86,11 +86,8 @@ fn code(mysql: &str) -> u16 {
 
 fn db() -> Connection {
     let db = Connection::open_in_memory().unwrap();
-    db.create_collation(
-        crate::dialect::GENERAL_CI,
-        crate::mysql_text_functions::general_ci,
-    )
-    .unwrap();
+    // The collation, `LIKE` and `CAST AS CHAR`.
+    crate::mysql_text_functions::register(&db).unwrap();
     // `mysql_round`, which a DECIMAL column's triggers call; the typed arguments' functions,
     // which see no declared types here (the engine's tests cover those).
     crate::mysql_numeric_functions::register(&db).unwrap();

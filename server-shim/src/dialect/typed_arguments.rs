@@ -5,8 +5,8 @@
 //!   and embed a `JSON` column's document (not a string holding it);
 //! - `ROUND(f, 1)` of a `DOUBLE` rounds its binary value half to even, as MariaDB's
 //!   `rint` does (1.25 is 1.2), where a `DECIMAL`'s rounds half away from zero (1.3);
-//! - a text function's string argument (`CONCAT(d, '')`, `LENGTH(d)`, `LPAD(d, 8, '0')`) is a
-//!   `DECIMAL` written with its scale (`12.50`), a `FLOAT` with 6 significant digits and a
+//! - a text function's string argument (`CONCAT(d, '')`, `LENGTH(d)`, `LPAD(d, 8, '0')`,
+//!   `CAST(d AS CHAR)`) is a `DECIMAL` written with its scale (`12.50`; a decimal literal too), a `FLOAT` with 6 significant digits and a
 //!   `DOUBLE` with its shortest digits, as MariaDB converts them to text (SQLite's own text
 //!   of a double is `12.5`, `14.960000038147`, `1.0e+20`).
 //!
@@ -170,6 +170,20 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>) {
             }
         }
         Expr::Subquery(q) => mark_query(q, scopes, out),
+        // `CAST(d AS CHAR)` writes a column as its type does, as `CONCAT(d)` does.
+        Expr::Cast {
+            expr: inner,
+            data_type,
+            ..
+        } if is_char(data_type) => match column_named(inner, scopes) {
+            Some(column) => {
+                let index = Expr::Value(Value::Number(out.len().to_string(), false).into());
+                out.push(column);
+                let plain = core::mem::replace(inner.as_mut(), Expr::Value(Value::Null.into()));
+                **inner = Expr::Function(call(TEXT_TYPED_FN, vec![plain, index]));
+            }
+            None => mark_expr(inner, scopes, out),
+        },
         Expr::Function(f) => {
             let name = match f.name.0.as_slice() {
                 [part] => part
@@ -240,12 +254,28 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>) {
                         let plain = core::mem::replace(a, Expr::Value(Value::Null.into()));
                         *a = Expr::Function(call(function, vec![plain, index]));
                     }
+                    // A decimal literal read as text keeps its scale (`CONCAT(1.50)`).
+                    None if typed == Some(TEXT_TYPED_FN) => {
+                        match super::expr::decimal_literal_text(a) {
+                            Some(text) => *a = Expr::Value(Value::SingleQuotedString(text).into()),
+                            None => mark_expr(a, scopes, out),
+                        }
+                    }
                     None => mark_expr(a, scopes, out),
                 }
             }
         }
         _ => {}
     }
+}
+
+/// Whether a `CAST` to `t` gives text (`CHAR`, `CHAR(n)`, `VARCHAR(n)`).
+fn is_char(t: &sqlparser::ast::DataType) -> bool {
+    let name = t.to_string().to_ascii_uppercase();
+    matches!(
+        name.split(['(', ' ']).next(),
+        Some("CHAR" | "VARCHAR" | "NCHAR" | "TEXT")
+    )
 }
 
 /// Whether a value of type `t` is a double whatever the columns it names (a double makes the

@@ -1,0 +1,179 @@
+//! MariaDB's default collation, `utf8mb4_general_ci`, as the shim's text compares, sorts,
+//! groups and matches (`LIKE`): each character weighs one 16-bit value, its code point's but
+//! for the 1,108 characters of [`weights::WEIGHTS`] (case and accents folded: `é` and `E`
+//! weigh `E`, `ß` weighs `S`), every character beyond the Basic Multilingual Plane weighs
+//! U+FFFD (so all of them are equal), and strings compare weight by weight, the shorter one
+//! padded with spaces (`PAD SPACE`: `'a'` equals `'a '`). `LIKE` matches weight by weight
+//! without the padding. The weights are MariaDB's own, as it reports them
+//! (`scripts/general-ci-weights`).
+
+use core::cmp::Ordering;
+
+mod weights;
+
+/// What every character beyond the Basic Multilingual Plane weighs.
+const BEYOND_BMP: u16 = 0xFFFD;
+
+/// What a space weighs: a shorter string is padded with it.
+const SPACE: u16 = 0x20;
+
+/// The weight of `c`.
+#[must_use]
+pub fn weight(c: char) -> u16 {
+    let Ok(code) = u16::try_from(u32::from(c)) else {
+        return BEYOND_BMP;
+    };
+    // ASCII without the search: its letters weigh their upper case.
+    if (0x61..=0x7A).contains(&code) {
+        return code - 0x20;
+    }
+    if code < 0x80 {
+        return code;
+    }
+    weights::WEIGHTS
+        .binary_search_by_key(&code, |&(from, _)| from)
+        .map_or(code, |i| weights::WEIGHTS.get(i).map_or(code, |&(_, w)| w))
+}
+
+/// Two strings in the collation's order.
+#[must_use]
+pub fn compare(a: &str, b: &str) -> Ordering {
+    let (mut a, mut b) = (a.chars().map(weight), b.chars().map(weight));
+    loop {
+        match (a.next(), b.next()) {
+            (Some(x), Some(y)) => match x.cmp(&y) {
+                Ordering::Equal => {}
+                other => return other,
+            },
+            (None, None) => return Ordering::Equal,
+            // The rest of the longer string against spaces.
+            (Some(x), None) => return padded(x, a),
+            (None, Some(y)) => return padded(y, b).reverse(),
+        }
+    }
+}
+
+/// `first` and `rest`, the tail of the longer string, against the spaces that pad the shorter.
+fn padded(first: u16, rest: impl Iterator<Item = u16>) -> Ordering {
+    core::iter::once(first)
+        .chain(rest)
+        .map(|w| w.cmp(&SPACE))
+        .find(|o| o.is_ne())
+        .unwrap_or(Ordering::Equal)
+}
+
+/// Whether `text` matches `pattern` as MariaDB's `LIKE` matches in this collation: `%` any
+/// run of characters, `_` one character, `escape` makes the next character plain, the
+/// others equal when they weigh the same; no padding (`'a '` does not match `'a'`).
+#[must_use]
+pub fn like(text: &str, pattern: &str, escape: Option<char>) -> bool {
+    let text: Vec<u16> = text.chars().map(weight).collect();
+    let mut items = Vec::new();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        items.push(match c {
+            _ if Some(c) == escape => Item::Char(chars.next().map_or(weight(c), weight)),
+            '%' => Item::Any,
+            '_' => Item::One,
+            _ => Item::Char(weight(c)),
+        });
+    }
+    matches(&text, &items)
+}
+
+/// One element of a `LIKE` pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Item {
+    /// `%`.
+    Any,
+    /// `_`.
+    One,
+    /// A character, by its weight.
+    Char(u16),
+}
+
+/// Iterative wildcard matching (the last `%` is where a failed match resumes): linear in the
+/// text for each `%`, never exponential.
+fn matches(text: &[u16], pattern: &[Item]) -> bool {
+    let (mut t, mut p) = (0, 0);
+    let mut resume: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some(Item::Any) => {
+                resume = Some((p, t));
+                p += 1;
+            }
+            Some(Item::One) => {
+                t += 1;
+                p += 1;
+            }
+            Some(Item::Char(w)) if text.get(t) == Some(w) => {
+                t += 1;
+                p += 1;
+            }
+            _ => match resume {
+                Some((star, at)) => {
+                    p = star + 1;
+                    t = at + 1;
+                    resume = Some((star, at + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern
+        .get(p..)
+        .is_some_and(|rest| rest.iter().all(|i| *i == Item::Any))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_case_and_accents_as_mariadb_weighs_them() {
+        assert_eq!(weight('a'), u16::from(b'A'));
+        assert_eq!(weight('é'), u16::from(b'E'));
+        assert_eq!(weight('ß'), u16::from(b'S'));
+        assert_eq!(weight('Æ'), 0xC6);
+        assert_eq!(weight('æ'), 0xC6);
+        assert_eq!(weight('µ'), 0x39C);
+        assert_eq!(weight('😀'), 0xFFFD);
+        assert_eq!(weight('_'), u16::from(b'_'));
+        assert!(weights::WEIGHTS.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn compares_with_pad_space() {
+        assert_eq!(compare("José", "jose"), Ordering::Equal);
+        assert_eq!(compare("a", "a  "), Ordering::Equal);
+        assert_eq!(compare("a", "a\t"), Ordering::Greater);
+        assert_eq!(compare("a\t", "a"), Ordering::Less);
+        assert_eq!(compare("a", "_"), Ordering::Less);
+        assert_eq!(compare("Straße", "STRASE"), Ordering::Equal);
+        assert_eq!(compare("😀", "😁"), Ordering::Equal);
+        assert_eq!(compare("ñ", "n"), Ordering::Equal);
+        assert_eq!(compare("", ""), Ordering::Equal);
+        assert_eq!(compare("b", "a"), Ordering::Greater);
+    }
+
+    #[test]
+    fn likes_by_weight_without_padding() {
+        assert!(like("José", "jose", None));
+        assert!(like("José", "J_S%", None));
+        assert!(like("abc", "%", None));
+        assert!(like("", "%", None));
+        assert!(!like("a ", "a", None));
+        assert!(!like("", "_", None));
+        assert!(like("50%", "50\\%", Some('\\')));
+        assert!(!like("500", "50\\%", Some('\\')));
+        assert!(like("a_b", "a\\_b", Some('\\')));
+        assert!(!like("axb", "a\\_b", Some('\\')));
+        assert!(like("mississippi", "%iss%ppi", None));
+        assert!(!like("mississippi", "%iss%ppx", None));
+        assert!(like("aaa", "%a%a%a%", None));
+        assert!(!like("aa", "%a%a%a%", None));
+        // A trailing escape matches itself.
+        assert!(like("a\\", "a\\", Some('\\')));
+    }
+}
