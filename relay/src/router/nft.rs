@@ -310,22 +310,26 @@ pub fn renew_script(table: &str, route: &Dnat) -> String {
 /// place: address 0.0.0.0, port 0, where no connection goes.
 const PROBE_KEY: &str = "0.0.0.0 . 0";
 
+/// How long the probe element is added for: far longer than [`ROUTE_LEASE`], so that its
+/// renewal shows whichever way the kernel took it, however slow the host.
+const PROBE_LEASE: Duration = Duration::from_secs(60);
+
 /// The scripts that find out whether the kernel renews a lease in place ([`renew_script`]),
-/// run one after the other in the new table: the probe element with 1 s of its lease left,
-/// then renewed as a route is, then the map listed (for [`renewed_in_place`]), then the
-/// element deleted.
+/// run one after the other in the new table: the probe element with [`PROBE_LEASE`], then
+/// renewed as a route is (to [`ROUTE_LEASE`]), then the map listed (for
+/// [`renewed_in_place`]), then the element deleted.
 #[must_use]
 pub fn lease_probe_scripts(table: &str) -> [String; 4] {
-    let lease = ROUTE_LEASE.as_secs();
-    let element = |expires: u64| {
+    let element = |lease: Duration| {
+        let lease = lease.as_secs();
         format!(
             "add element {FAMILY} {table} dnat4 {{ {PROBE_KEY} timeout {lease}s expires \
-             {expires}s : 127.0.0.1 . 9 }}\n"
+             {lease}s : 127.0.0.1 . 9 }}\n"
         )
     };
     [
-        element(1),
-        element(lease),
+        element(PROBE_LEASE),
+        element(ROUTE_LEASE),
         format!("list map {FAMILY} {table} dnat4\n"),
         format!(
             "add element {FAMILY} {table} dnat4 {{ {PROBE_KEY} : 127.0.0.1 . 9 }}\n\
@@ -335,7 +339,9 @@ pub fn lease_probe_scripts(table: &str) -> [String; 4] {
 }
 
 /// Whether `listing` (`nft list map`, after [`lease_probe_scripts`]' first two) shows the
-/// probe element with more than 1 s of its lease left: renewed in place.
+/// probe element with at most [`ROUTE_LEASE`] left: renewed in place. A kernel that leaves
+/// an existing element as it was shows the [`PROBE_LEASE`] it was added with, less the time
+/// since; one that ignores `expires` on an add shows its timeout (60 s).
 #[must_use]
 pub fn renewed_in_place(listing: &str) -> bool {
     let Some(at) = listing.find(PROBE_KEY) else {
@@ -344,10 +350,16 @@ pub fn renewed_in_place(listing: &str) -> bool {
     let Some((_, left)) = listing[at..].split_once(" expires ") else {
         return false;
     };
-    // `9s992ms` or `992ms` (the lease is 10 s): the whole seconds before an `s`.
+    // `9s992ms`, `992ms`, `59s990ms`, `1m`: whole seconds before an `s`, or none before `ms`.
     let digits = left.bytes().take_while(u8::is_ascii_digit).count();
     let (number, unit) = left.split_at(digits);
-    unit.starts_with('s') && number.parse::<u64>().is_ok_and(|n| n >= 2)
+    let Ok(n) = number.parse::<u64>() else {
+        return false;
+    };
+    if unit.starts_with("ms") {
+        return true;
+    }
+    unit.starts_with('s') && n <= ROUTE_LEASE.as_secs()
 }
 
 /// Stops routing new connections for `route.listen` (established ones keep their compute).
@@ -522,14 +534,16 @@ table inet perceptron_t {
             )
         };
         assert!(renewed_in_place(&listing("9s992ms")));
-        assert!(renewed_in_place(&listing("2s")));
-        assert!(!renewed_in_place(&listing("992ms")));
-        assert!(!renewed_in_place(&listing("1s10ms")));
-        assert!(!renewed_in_place(&listing("0s")));
+        assert!(renewed_in_place(&listing("10s")));
+        assert!(renewed_in_place(&listing("992ms")));
+        // Left as it was added (60 s), or with its timeout (an `expires` ignored).
+        assert!(!renewed_in_place(&listing("59s10ms")));
+        assert!(!renewed_in_place(&listing("1m")));
+        assert!(!renewed_in_place(&listing("11s")));
         assert!(!renewed_in_place("table inet perceptron_t {\n}\n"));
         assert!(!renewed_in_place("0.0.0.0 . 0 timeout 10s expires"));
         let scripts = lease_probe_scripts("perceptron_t");
-        assert!(scripts[0].contains("0.0.0.0 . 0 timeout 10s expires 1s"));
+        assert!(scripts[0].contains("0.0.0.0 . 0 timeout 60s expires 60s"));
         assert!(scripts[1].contains("0.0.0.0 . 0 timeout 10s expires 10s"));
         assert!(scripts[3].ends_with("delete element inet perceptron_t dnat4 { 0.0.0.0 . 0 }\n"));
     }

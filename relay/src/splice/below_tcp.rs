@@ -995,7 +995,11 @@ fn restore(state: &Restored, socket: &mut TcpStream) -> std::io::Result<()> {
     // replaced below).
     rustix::net::connect_unspec(&*socket)?;
     rustix::net::bind(&fd, &state.leg.own)?;
-    tcp_repair::set_max_segment(&fd, &state.options)?;
+    // Not fatal: a clamp the kernel refuses (a peer's MSS under 88 bytes) leaves the default,
+    // smaller segments, and the old socket is gone already.
+    if let Err(e) = tcp_repair::set_max_segment(&fd, &state.options) {
+        tracing::debug!(error = %e, mss = state.options.mss, "the restored socket keeps the default MSS");
+    }
     rustix::net::connect(&fd, &state.leg.peer)?;
     tcp_repair::set_options(&fd, &state.options)?;
     tcp_repair::set_window(

@@ -165,7 +165,7 @@ impl Driver for ProcessDriver {
                         // Not "not ready yet": a compute that refuses the relay's host refuses
                         // it until someone changes its accounts. Said once per wake.
                         refused = true;
-                        tracing::warn!(instance = %self.instance, pid = child.pid, %why, "the compute refuses the relay's connections (an account for the relay's host, '%' or its address, lets it in); still probing until the resume timeout");
+                        tracing::warn!(instance = %self.instance, pid = child.pid, %why, "the compute answers the relay's connections with an error in place of its greeting (MariaDB: 1130, no account for the relay's host; 1040, too many connections; 1129, the host blocked); still probing until the resume timeout");
                     }
                     Ok(Err(why)) => {
                         tracing::trace!(instance = %self.instance, %why, "compute not ready yet");
