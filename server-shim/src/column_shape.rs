@@ -339,6 +339,24 @@ fn resolve(conn: &Connection, current_db: &str, t: &ResultType) -> Option<Resolv
     })
 }
 
+/// A declared type that writes values as MySQL writes an expression of type `t` in text
+/// (`decimal(65,1)` for `0.1 + 0.2`, `double` for `1e3`); `None` for an integer, or where
+/// it is not known.
+pub(crate) fn number_declaration(
+    conn: &Connection,
+    current_db: &str,
+    t: &ResultType,
+) -> Option<String> {
+    match resolve(conn, current_db, t)? {
+        Resolved::Decimal(scale) => Some(format!("decimal(65,{})", scale.min(MAX_DECIMAL_SCALE))),
+        Resolved::Double => Some("double".to_owned()),
+        Resolved::Column(Shape::Decimal(scale)) => Some(format!("decimal(65,{scale})")),
+        Resolved::Column(Shape::Float(None)) => Some("float".to_owned()),
+        Resolved::Column(Shape::Float(Some(decimals))) => Some(format!("float(24,{decimals})")),
+        Resolved::Integer | Resolved::Column(_) => None,
+    }
+}
+
 /// The declared type of `column` in SQLite's catalog (its schema attached, or the table the
 /// statement reads: a temporary one first).
 pub(crate) fn declared_type(

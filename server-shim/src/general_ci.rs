@@ -63,22 +63,44 @@ fn padded(first: u16, rest: impl Iterator<Item = u16>) -> Ordering {
 }
 
 /// Whether `text` matches `pattern` as MariaDB's `LIKE` matches in this collation: `%` any
-/// run of characters, `_` one character, `escape` makes the next character plain, the
-/// others equal when they weigh the same; no padding (`'a '` does not match `'a'`).
+/// run of characters, `_` one character (both wildcards even when they are the escape),
+/// `escape` makes the next character plain, the others equal when they weigh the same; no
+/// padding (`'a '` does not match `'a'`).
 #[must_use]
 pub fn like(text: &str, pattern: &str, escape: Option<char>) -> bool {
-    let text: Vec<u16> = text.chars().map(weight).collect();
+    like_weighed(
+        &text.chars().map(weight).collect::<Vec<_>>(),
+        pattern.chars().map(|c| (c, weight(c))),
+        escape,
+    )
+}
+
+/// [`like`] for binary strings (a `BLOB` or `VARBINARY` value): byte by byte, nothing folded.
+#[must_use]
+pub fn like_bytes(text: &[u8], pattern: &[u8], escape: Option<char>) -> bool {
+    like_weighed(
+        &text.iter().map(|&b| u16::from(b)).collect::<Vec<_>>(),
+        pattern.iter().map(|&b| (char::from(b), u16::from(b))),
+        escape,
+    )
+}
+
+/// `text`'s weights against `pattern`'s characters and their weights.
+fn like_weighed(
+    text: &[u16],
+    mut pattern: impl Iterator<Item = (char, u16)>,
+    escape: Option<char>,
+) -> bool {
     let mut items = Vec::new();
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
+    while let Some((c, w)) = pattern.next() {
         items.push(match c {
-            _ if Some(c) == escape => Item::Char(chars.next().map_or(weight(c), weight)),
             '%' => Item::Any,
             '_' => Item::One,
-            _ => Item::Char(weight(c)),
+            _ if Some(c) == escape => Item::Char(pattern.next().map_or(w, |(_, next)| next)),
+            _ => Item::Char(w),
         });
     }
-    matches(&text, &items)
+    matches(text, &items)
 }
 
 /// One element of a `LIKE` pattern.
@@ -175,5 +197,12 @@ mod tests {
         assert!(!like("aa", "%a%a%a%", None));
         // A trailing escape matches itself.
         assert!(like("a\\", "a\\", Some('\\')));
+        // The wildcards first, even as the escape (MariaDB: 'ab' LIKE 'a%' ESCAPE '%').
+        assert!(like("ab", "a%", Some('%')));
+        assert!(like("abc", "a%%", Some('%')));
+        // Bytes: nothing folded.
+        assert!(!like_bytes("José".as_bytes(), b"jose", Some('\\')));
+        assert!(like_bytes(b"Jo\xffe", b"Jo_e", Some('\\')));
+        assert!(like_bytes(b"a_b", b"a\\_b", Some('\\')));
     }
 }

@@ -35,6 +35,32 @@ fn text_of(ctx: &Context<'_>, i: usize) -> rusqlite::Result<Option<String>> {
     })
 }
 
+/// Argument `i` as bytes (a number as its text); `None` for NULL.
+fn bytes_of(ctx: &Context<'_>, i: usize) -> Option<Vec<u8>> {
+    match ctx.get_raw(i) {
+        ValueRef::Null => None,
+        ValueRef::Integer(n) => Some(n.to_string().into_bytes()),
+        ValueRef::Real(r) => Some(r.to_string().into_bytes()),
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(b.to_vec()),
+    }
+}
+
+/// `LIKE`'s `ESCAPE` (the third argument): one character; empty or NULL is `\`, as in
+/// MariaDB; longer is refused (1210).
+fn escape_of(ctx: &Context<'_>) -> rusqlite::Result<Option<char>> {
+    let Some(escape) = text_of(ctx, 2)? else {
+        return Ok(Some('\\'));
+    };
+    let mut chars = escape.chars();
+    match (chars.next(), chars.next()) {
+        (None, _) => Ok(Some('\\')),
+        (Some(c), None) => Ok(Some(c)),
+        _ => Err(rusqlite::Error::UserFunctionError(
+            "Incorrect arguments to ESCAPE".into(),
+        )),
+    }
+}
+
 /// Two strings compared in MariaDB's default collation ([`crate::general_ci`]): -1, 0 or 1.
 fn compare_ci(a: &str, b: &str) -> i64 {
     match crate::general_ci::compare(a, b) {
@@ -136,19 +162,20 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             Err(_) => text,
         }))
     })?;
-    // SQLite's LIKE folds ASCII case only: `like(pattern, text[, escape])` replaces it.
+    // SQLite's LIKE folds ASCII case only: `like(pattern, text[, escape])` replaces it. A
+    // binary value (BLOB, VARBINARY) on either side: byte by byte, as MariaDB matches one.
     for args in [2, 3] {
         conn.create_scalar_function("like", args, pure, |ctx| {
+            let escape = if ctx.len() > 2 { escape_of(ctx)? } else { None };
+            let binary = |i| matches!(ctx.get_raw(i), ValueRef::Blob(_));
+            if binary(0) || binary(1) {
+                let (Some(pattern), Some(text)) = (bytes_of(ctx, 0), bytes_of(ctx, 1)) else {
+                    return Ok(None);
+                };
+                return Ok(Some(crate::general_ci::like_bytes(&text, &pattern, escape)));
+            }
             let (Some(pattern), Some(text)) = (text_of(ctx, 0)?, text_of(ctx, 1)?) else {
                 return Ok(None);
-            };
-            let escape = if ctx.len() > 2 {
-                match text_of(ctx, 2)? {
-                    Some(e) => e.chars().next(),
-                    None => return Ok(None),
-                }
-            } else {
-                None
             };
             Ok(Some(crate::general_ci::like(&text, &pattern, escape)))
         })?;

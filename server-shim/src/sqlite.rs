@@ -97,6 +97,67 @@ pub fn information_schema(
     Ok(Box::new(exec))
 }
 
+/// The order of `mysql_general_ci` a file's indexes were built in, kept in its
+/// `PRAGMA user_version`: 0 folded ASCII case only; 1 weighs every character as MariaDB does
+/// (`crate::general_ci`: accents folded too).
+const TEXT_ORDER_VERSION: i64 = 1;
+
+/// Rebuilds the text indexes of `schema`'s file in the collation's order of today, once (a file
+/// made before would otherwise be searched in an order it was not built in: rows not found, a
+/// `UNIQUE` key not enforced). Two sessions opening the file at once: the second finds it done.
+///
+/// # Errors
+/// A file whose `UNIQUE` text key holds two values the collation now finds equal (`José`
+/// and `jose`, which MariaDB would not have taken): 1062, naming the collation, until one is
+/// changed; SQLite's other errors.
+fn reorder_text_indexes(conn: &Connection, schema: &str) -> Result<(), SqlError> {
+    let version = |conn: &Connection| -> rusqlite::Result<i64> {
+        conn.query_row(&format!("PRAGMA \"{schema}\".user_version"), [], |r| {
+            r.get(0)
+        })
+    };
+    let internal = |e: rusqlite::Error| SqlError::internal(&format!("cannot open storage: {e}"));
+    if version(conn).map_err(internal)? >= TEXT_ORDER_VERSION {
+        return Ok(());
+    }
+    let reordered = (|| -> rusqlite::Result<bool> {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let done = version(conn)? >= TEXT_ORDER_VERSION;
+        if !done {
+            conn.execute_batch(&format!(
+                "REINDEX {}; PRAGMA \"{schema}\".user_version = {TEXT_ORDER_VERSION}",
+                dialect::GENERAL_CI
+            ))?;
+        }
+        conn.execute_batch("COMMIT")?;
+        Ok(!done)
+    })();
+    match reordered {
+        Ok(true) => {
+            tracing::info!(
+                schema,
+                "text indexes rebuilt in the collation's order (accents folded, as MariaDB's utf8mb4_general_ci)"
+            );
+            Ok(())
+        }
+        Ok(false) => Ok(()),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) {
+                return Err(SqlError::new(
+                    opensrv_mysql::ErrorKind::ER_DUP_ENTRY,
+                    format!(
+                        "a UNIQUE text key of database {schema} holds two values that \
+                         utf8mb4_general_ci finds equal (accents are folded now, as MariaDB \
+                         folds them): change one, with a server-shim before this one ({e})"
+                    ),
+                ));
+            }
+            Err(internal(e))
+        }
+    }
+}
+
 struct SqliteExecutor {
     conn: Connection,
     /// For error messages (`Table 'db.t' doesn't exist`).
@@ -358,6 +419,7 @@ impl SqliteExecutor {
             },
         )
         .map_err(internal)?;
+        reorder_text_indexes(&conn, "main")?;
         let ticks = Arc::clone(&budget);
         conn.progress_handler(PROGRESS_OPS, Some(move || ticks.tick()))
             .map_err(internal)?;
@@ -433,6 +495,7 @@ impl SqliteExecutor {
                 )
                 .map_err(|e| from_sqlite(&e, &self.db_name))?;
             self.attached.push((name.clone(), id));
+            reorder_text_indexes(&self.conn, name)?;
         }
         Ok(())
     }
@@ -485,13 +548,20 @@ impl SqliteExecutor {
     /// The declared types of `columns`, for the functions of their arguments to read
     /// ([`crate::typed_values`]): looked up each time, so an `ALTER TABLE` since the statement
     /// was translated is seen.
-    fn look_up_typed_columns(&self, columns: &[dialect::TypedColumn]) {
+    fn look_up_typed_columns(&self, columns: &[dialect::TypedArgument]) {
         self.column_kinds.set(
             columns
                 .iter()
-                .map(|c| {
-                    column_shape::declared_type(&self.conn, &self.db_name, c)
-                        .map_or(DeclaredKind::Other, |decl| DeclaredKind::of(&decl))
+                .map(|typed| {
+                    match typed {
+                        dialect::TypedArgument::Column(c) => {
+                            column_shape::declared_type(&self.conn, &self.db_name, c)
+                        }
+                        dialect::TypedArgument::Number(t) => {
+                            column_shape::number_declaration(&self.conn, &self.db_name, t)
+                        }
+                    }
+                    .map_or(DeclaredKind::Other, |decl| DeclaredKind::of(&decl))
                 })
                 .collect(),
         );
@@ -1514,6 +1584,55 @@ mod tests {
 
     fn exec(e: &mut dyn Executor, sql: &str) -> Result<Outcome, SqlError> {
         e.execute(sql, &[])
+    }
+
+    /// A file made before accents were folded: its UNIQUE index in the old order (ASCII case
+    /// folded, other bytes as they are), `José` and `jose` both in it, or `É` alone.
+    fn file_of_the_old_order(dir: &Path, values: &[&str]) {
+        let c = Connection::open(dir.join(SQLITE_FILE)).unwrap();
+        c.create_collation(dialect::GENERAL_CI, |a: &str, b: &str| {
+            a.to_ascii_uppercase().cmp(&b.to_ascii_uppercase())
+        })
+        .unwrap();
+        c.execute_batch(&format!(
+            "CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT COLLATE {} UNIQUE)",
+            dialect::GENERAL_CI
+        ))
+        .unwrap();
+        for v in values {
+            c.execute("INSERT INTO t (s) VALUES (?1)", [v]).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_file_of_the_old_text_order_is_reindexed_once_or_refused_with_its_duplicate() {
+        let dir = temp_dir("old-order");
+        file_of_the_old_order(&dir, &["É", "b", "Zoë"]);
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        // Found by the index, in the new order; and the key holds for the folded value.
+        let Outcome::Rows { rows, .. } =
+            exec(e.as_mut(), "SELECT id FROM t WHERE s = 'e'").unwrap()
+        else {
+            panic!("expected rows");
+        };
+        assert_eq!(rows, vec![vec![Cell::Int(1)]]);
+        assert_eq!(
+            exec(e.as_mut(), "INSERT INTO t (s) VALUES ('é')")
+                .unwrap_err()
+                .code(),
+            1062
+        );
+        let c = Connection::open(dir.join(SQLITE_FILE)).unwrap();
+        let version: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, TEXT_ORDER_VERSION);
+
+        let dir = temp_dir("old-order-duplicates");
+        file_of_the_old_order(&dir, &["José", "jose"]);
+        let refused = SqliteEngine.open(&dir).map(drop).unwrap_err();
+        assert_eq!(refused.code(), 1062);
+        assert!(refused.message.contains("utf8mb4_general_ci"), "{refused}");
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //!   anything else as `mysql_round`;
 //! - `mysql_text_typed(x, i)`: a number as MySQL writes its column's type in text, for a text
 //!   function (`DECIMAL` with its scale, `FLOAT` with 6 significant digits, `DOUBLE` with
-//!   its shortest digits); any other value unchanged.
+//!   its shortest digits), a binary string's text as its bytes (`LIKE` folds nothing there);
+//!   any other value unchanged.
 
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +31,8 @@ pub enum DeclaredKind {
     Float(Option<u8>),
     /// `JSON`.
     Json,
+    /// A binary string (`BINARY`, `VARBINARY`, a `BLOB`): `LIKE` compares its bytes.
+    Binary,
     /// Anything else, or a column not found.
     Other,
 }
@@ -47,6 +50,12 @@ impl DeclaredKind {
             "double" | "float" | "real"
         ) {
             return Self::Double;
+        }
+        if matches!(
+            lower.split(['(', ' ']).next().unwrap_or_default(),
+            "binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob"
+        ) {
+            return Self::Binary;
         }
         match Shape::of(decl) {
             Shape::Decimal(scale) => Self::Decimal(scale),
@@ -130,11 +139,15 @@ pub fn register(conn: &Connection, kinds: &Arc<ColumnKinds>) -> rusqlite::Result
             clippy::cast_precision_loss,
             reason = "a number SQLite holds as a double"
         )]
-        let number = match (&value, kind) {
-            (_, DeclaredKind::Json | DeclaredKind::Other) => return Ok(value),
-            (Value::Real(f), _) => *f,
-            (Value::Integer(i), _) => *i as f64,
-            _ => return Ok(value),
+        let number = match (value, kind) {
+            // Its bytes, which a text function reads as they are (`LIKE`: no folding).
+            (Value::Text(t), DeclaredKind::Binary) => return Ok(Value::Blob(t.into_bytes())),
+            (value, DeclaredKind::Json | DeclaredKind::Other | DeclaredKind::Binary) => {
+                return Ok(value);
+            }
+            (Value::Real(f), _) => f,
+            (Value::Integer(i), _) => i as f64,
+            (value, _) => return Ok(value),
         };
         Ok(Value::Text(match kind {
             DeclaredKind::Decimal(scale) => decimal_text(number, scale),

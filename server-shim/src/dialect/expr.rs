@@ -1049,9 +1049,15 @@ fn function(f: &mut Function) -> Result<Option<Expr>, SqlError> {
                 .next()
                 .map(|a| *nested(a))
                 .unwrap_or(Expr::Value(Value::Null.into()));
-            Ok(Some(Expr::Nested(Box::new(
-                it.fold(first, |acc, a| concat(acc, *nested(a))),
-            ))))
+            // Text even of one argument: `CONCAT(n + 1)` is a string.
+            let joined = match it.len() {
+                0 => concat(
+                    first,
+                    Expr::Value(Value::SingleQuotedString(String::new()).into()),
+                ),
+                _ => it.fold(first, |acc, a| concat(acc, *nested(a))),
+            };
+            Ok(Some(Expr::Nested(Box::new(joined))))
         }
         ("MOD", 2) => rename(f, MOD_FN),
         ("ROUND", 1 | 2) => rename(f, ROUND_FN),

@@ -71,8 +71,9 @@ pub struct Translation {
     /// every name is SQLite's ([`column_names`]).
     pub column_names: Vec<Option<String>>,
     /// For a `SELECT`: the columns whose declared type the engine looks up before it runs,
-    /// for the arguments that name them ([`typed_arguments`]); empty for most statements.
-    pub typed_columns: Vec<TypedColumn>,
+    /// for the arguments that name them, and the number types of the expressions a text
+    /// function reads ([`typed_arguments`]); empty for most statements.
+    pub typed_columns: Vec<TypedArgument>,
     /// For a `SELECT` whose `FROM` is plain tables: each one with the name the statement
     /// calls it by (`users u`: `("users", "u")`), for the table its result columns are sent
     /// with; empty otherwise.
@@ -85,7 +86,7 @@ pub use ddl::{
 };
 pub use result_types::{Aggregate as ResultAggregate, Operator as ResultOperator, ResultType};
 pub use typed_arguments::{
-    DOUBLE_INDEX, JSON_TYPED_FN, ROUND_TYPED_FN, TEXT_TYPED_FN, TypedColumn,
+    DOUBLE_INDEX, JSON_TYPED_FN, ROUND_TYPED_FN, TEXT_TYPED_FN, TypedArgument, TypedColumn,
 };
 
 /// What a statement is: decides the OK packet (affected rows, last insert id) and whether

@@ -59,6 +59,17 @@ impl ResultType {
             _ => true,
         }
     }
+
+    /// Whether it is a number whose every part is known (a column counts: its declared type
+    /// decides).
+    pub(super) fn is_number(&self) -> bool {
+        match self {
+            Self::Integer | Self::Decimal(_) | Self::Double | Self::Column { .. } => true,
+            Self::Arithmetic(_, l, r) => l.is_number() && r.is_number(),
+            Self::Aggregate(_, a) | Self::Round(a, _) | Self::Whole(a) => a.is_number(),
+            Self::Date | Self::DateTime | Self::Time | Self::StrToDate(_) | Self::Unknown => false,
+        }
+    }
 }
 
 /// MySQL's arithmetic operators.

@@ -734,17 +734,19 @@ fn column_changes_and_new_constraints_become_a_table_rebuild() {
 /// the engine to look up, in the select list and its subqueries; a JSON key does not.
 #[test]
 fn marks_the_arguments_a_declared_type_decides() {
-    use super::TypedColumn;
+    use super::{TypedArgument, TypedColumn};
     let t = translate(
         "SELECT JSON_ARRAY(d, 1), JSON_OBJECT(k, o.j), ROUND(f, 1), ROUND(2.5), \
          COALESCE((SELECT JSON_ARRAYAGG(JSON_ARRAY(x, o.d)) FROM other), JSON_ARRAY()) \
          FROM shop.orders o",
     )
     .unwrap();
-    let column = |table: &str, c: &str| TypedColumn {
-        schema: (table == "orders").then(|| "shop".into()),
-        table: table.into(),
-        column: c.into(),
+    let column = |table: &str, c: &str| {
+        TypedArgument::Column(TypedColumn {
+            schema: (table == "orders").then(|| "shop".into()),
+            table: table.into(),
+            column: c.into(),
+        })
     };
     assert_eq!(
         t.typed_columns,
@@ -919,14 +921,16 @@ fn sql_calc_found_rows_with_a_limit_adds_a_count_without_it() {
     assert_eq!(
         t.statements,
         [
-            "SELECT p.ID FROM wp_posts p WHERE p.title LIKE '%a%' ESCAPE '\\' \
-          ORDER BY p.title LIKE '%a%' ESCAPE '\\' DESC LIMIT ?2 OFFSET ?1"
+            "SELECT p.ID FROM wp_posts p WHERE mysql_text_typed(p.title, 0) LIKE '%a%' \
+             ESCAPE '\\' ORDER BY mysql_text_typed(p.title, 1) LIKE '%a%' ESCAPE '\\' DESC \
+             LIMIT ?2 OFFSET ?1"
         ]
     );
     assert_eq!(
         t.found_rows.as_deref(),
         Some(
-            "SELECT COUNT(*) FROM (SELECT p.ID FROM wp_posts p WHERE p.title LIKE '%a%' ESCAPE '\\')"
+            "SELECT COUNT(*) FROM (SELECT p.ID FROM wp_posts p WHERE mysql_text_typed(p.title, 0) \
+             LIKE '%a%' ESCAPE '\\')"
         )
     );
     // Without a LIMIT the rows sent are the rows found; in a subquery it is not MySQL's.
@@ -1062,7 +1066,7 @@ fn reads_what_sqlparser_0_64_changed() {
     // A backslash before `_`/`%` is kept, as MySQL keeps it, and LIKE gets MySQL's escape.
     assert_eq!(
         sql("SELECT a FROM t WHERE a LIKE 'r\\_%'"),
-        ["SELECT a FROM t WHERE a LIKE 'r\\_%' ESCAPE '\\'"]
+        ["SELECT a FROM t WHERE mysql_text_typed(a, 0) LIKE 'r\\_%' ESCAPE '\\'"]
     );
     // The last COLLATE of a column wins.
     assert_eq!(

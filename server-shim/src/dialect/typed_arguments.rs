@@ -35,6 +35,17 @@ pub struct TypedColumn {
     pub column: String,
 }
 
+/// What the engine looks up for a typed argument: the declared type of the column it names,
+/// or the type MySQL gives an expression of numbers that a text function reads (`0.1 + 0.2`
+/// a `DECIMAL` of one decimal, `1e3` a `DOUBLE`, `d * 2` by `d`'s declared scale).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TypedArgument {
+    /// A column's declared type.
+    Column(TypedColumn),
+    /// An expression's number type.
+    Number(ResultType),
+}
+
 /// The engine's function that gives a `JSON_ARRAY`/`JSON_OBJECT` argument as its column's type
 /// writes it in JSON.
 pub const JSON_TYPED_FN: &str = "mysql_json_typed";
@@ -84,7 +95,7 @@ pub fn refuse_internal_names(tokens: &[Token]) -> Result<(), SqlError> {
 /// Marks the typed arguments of `query`'s select lists (its own, a `UNION`'s branches', a
 /// subquery's and a derived table's, each with its own tables in scope before the outer
 /// ones'); returns the columns they name.
-pub fn mark(query: &mut Query) -> Vec<TypedColumn> {
+pub fn mark(query: &mut Query) -> Vec<TypedArgument> {
     let mut columns = Vec::new();
     mark_query(query, &[], &mut columns);
     columns
@@ -93,7 +104,7 @@ pub fn mark(query: &mut Query) -> Vec<TypedColumn> {
 /// The tables in scope, innermost last.
 type Scopes<'s> = [&'s [Source]];
 
-fn mark_query(query: &mut Query, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>) {
+fn mark_query(query: &mut Query, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
     if query.with.is_some() {
         return;
     }
@@ -110,7 +121,7 @@ fn mark_query(query: &mut Query, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>
     }
 }
 
-fn mark_set(body: &mut SetExpr, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>) {
+fn mark_set(body: &mut SetExpr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
     match body {
         SetExpr::Select(select) => {
             let sources = sources_of(select);
@@ -152,7 +163,7 @@ fn mark_set(body: &mut SetExpr, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>)
 }
 
 /// The function calls in `e` and in its subqueries.
-fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>) {
+fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
     match e {
         Expr::Nested(inner)
         | Expr::UnaryOp { expr: inner, .. }
@@ -170,20 +181,22 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>) {
             }
         }
         Expr::Subquery(q) => mark_query(q, scopes, out),
-        // `CAST(d AS CHAR)` writes a column as its type does, as `CONCAT(d)` does.
+        // `CAST(d AS CHAR)` and `CONVERT(d, CHAR)` write a number as its type does, as
+        // `CONCAT(d)` does; `LIKE` reads both sides as text.
         Expr::Cast {
             expr: inner,
             data_type,
             ..
-        } if is_char(data_type) => match column_named(inner, scopes) {
-            Some(column) => {
-                let index = Expr::Value(Value::Number(out.len().to_string(), false).into());
-                out.push(column);
-                let plain = core::mem::replace(inner.as_mut(), Expr::Value(Value::Null.into()));
-                **inner = Expr::Function(call(TEXT_TYPED_FN, vec![plain, index]));
-            }
-            None => mark_expr(inner, scopes, out),
-        },
+        }
+        | Expr::Convert {
+            expr: inner,
+            data_type: Some(data_type),
+            ..
+        } if is_char(data_type) => read_as_text(inner, scopes, out),
+        Expr::Like { expr, pattern, .. } => {
+            read_as_text(expr, scopes, out);
+            read_as_text(pattern, scopes, out);
+        }
         Expr::Function(f) => {
             let name = match f.name.0.as_slice() {
                 [part] => part
@@ -208,7 +221,7 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>) {
                 {
                     match column_named(a, scopes) {
                         Some(column) => {
-                            out.push(column);
+                            out.push(TypedArgument::Column(column));
                             Some(Some(out.len() - 1))
                         }
                         None if scopes
@@ -247,26 +260,49 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedColumn>) {
                     other if reads_as_text(other, i) => Some(TEXT_TYPED_FN),
                     _ => None,
                 };
-                match typed.and_then(|f| Some((f, column_named(a, scopes)?))) {
-                    Some((function, column)) => {
-                        let index = Expr::Value(Value::Number(out.len().to_string(), false).into());
-                        out.push(column);
-                        let plain = core::mem::replace(a, Expr::Value(Value::Null.into()));
-                        *a = Expr::Function(call(function, vec![plain, index]));
-                    }
-                    // A decimal literal read as text keeps its scale (`CONCAT(1.50)`).
-                    None if typed == Some(TEXT_TYPED_FN) => {
-                        match super::expr::decimal_literal_text(a) {
-                            Some(text) => *a = Expr::Value(Value::SingleQuotedString(text).into()),
-                            None => mark_expr(a, scopes, out),
-                        }
-                    }
+                match typed {
+                    Some(TEXT_TYPED_FN) => read_as_text(a, scopes, out),
+                    Some(function) => match column_named(a, scopes) {
+                        Some(column) => wrap(a, function, TypedArgument::Column(column), out),
+                        None => mark_expr(a, scopes, out),
+                    },
                     None => mark_expr(a, scopes, out),
                 }
             }
         }
         _ => {}
     }
+}
+
+/// `a`, read as text: a column as its declared type writes it, a decimal literal with its
+/// scale (`CONCAT(1.50)`), an expression of numbers as its type (`CONCAT(0.1 + 0.2)` is
+/// `0.3`, `CONCAT(1e3)` is `1000`); anything else as it is, its calls marked.
+fn read_as_text(a: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
+    if let Some(column) = column_named(a, scopes) {
+        wrap(a, TEXT_TYPED_FN, TypedArgument::Column(column), out);
+    } else if let Some(text) = super::expr::decimal_literal_text(a) {
+        *a = Expr::Value(Value::SingleQuotedString(text).into());
+    } else if let Some(number) = number_type(a, scopes) {
+        mark_expr(a, scopes, out);
+        wrap(a, TEXT_TYPED_FN, TypedArgument::Number(number), out);
+    } else {
+        mark_expr(a, scopes, out);
+    }
+}
+
+/// `a` becomes `function(a, i)`, `i` the index of `typed` in `out`.
+fn wrap(a: &mut Expr, function: &str, typed: TypedArgument, out: &mut Vec<TypedArgument>) {
+    let index = Expr::Value(Value::Number(out.len().to_string(), false).into());
+    out.push(typed);
+    let plain = core::mem::replace(a, Expr::Value(Value::Null.into()));
+    *a = Expr::Function(call(function, vec![plain, index]));
+}
+
+/// The type of `a` when it is an expression of numbers whose text depends on it (a decimal
+/// or a double: not an integer, not a column alone, nothing unknown in it).
+fn number_type(a: &Expr, scopes: &Scopes<'_>) -> Option<ResultType> {
+    let t = type_of(a, scopes.last()?);
+    (!matches!(t, ResultType::Integer | ResultType::Column { .. }) && t.is_number()).then_some(t)
 }
 
 /// Whether a `CAST` to `t` gives text (`CHAR`, `CHAR(n)`, `VARCHAR(n)`).
