@@ -468,19 +468,22 @@ on_relay_exit = "{}"
     /// If the pause is still refused after 60 s, with the relay's answer and log.
     pub fn pause(&self) {
         let mut last = (0, String::new());
+        let mut accepted = false;
         // A connection the test has just closed may still be open at the relay: the pause
         // then parks it (frozen), and the compute stops once it is gone.
+        // Still under way: frozen, then pausing while a short `stop_after` stops the compute.
+        let under_way = |state: &str| matches!(state, "frozen" | "pausing");
         let paused = Self::wait_until(Duration::from_secs(60), || {
-            let state = self.state();
-            // Accepted, and the frozen compute already stopped under a short `stop_after`:
-            // asking again would only be refused (409, "instance is paused").
-            if last.0 == 200 && state == "paused" {
+            if accepted && !under_way(&self.state()) {
                 return true;
             }
-            if state != "frozen" {
+            // Asked only until accepted: asked again while the accepted pause is under way,
+            // it would be refused (409, "instance is paused").
+            if !accepted {
                 last = self.admin("POST", "/v1/instances/demo/pause");
+                accepted = last.0 == 200;
             }
-            last.0 == 200 && self.state() != "frozen"
+            accepted && !under_way(&self.state())
         });
         assert!(
             paused,
