@@ -155,11 +155,17 @@ fn select(fd: BorrowedFd<'_>, queue: Queue) -> io::Result<()> {
 }
 
 impl Options {
-    /// The peer's MSS as its SYN would have said it (the send MSS plus the timestamp option's
-    /// 12 bytes, which the send MSS leaves out): what the kernel clamps the send MSS to.
+    /// The bytes of options every segment carries: the timestamps' 12 (aligned), if agreed.
+    #[must_use]
+    pub fn segment_option_bytes(&self) -> u32 {
+        if self.timestamps { 12 } else { 0 }
+    }
+
+    /// The peer's MSS as its SYN would have said it (the send MSS plus the options every
+    /// segment carries, which the send MSS leaves out): what the kernel clamps the send MSS to.
     #[must_use]
     pub fn mss_clamp(&self) -> u32 {
-        u32::from(self.mss) + if self.timestamps { 12 } else { 0 }
+        u32::from(self.mss) + self.segment_option_bytes()
     }
 }
 
@@ -173,7 +179,7 @@ impl Options {
 /// # Errors
 /// The kernel's refusal.
 pub fn set_max_segment(socket: impl AsFd, options: &Options) -> io::Result<()> {
-    // The kernel takes at most MAX_TCP_WINDOW (32767): loopback's 65483 is clamped to it.
+    // MAX_TCP_WINDOW.
     let clamp = libc::c_int::try_from(options.mss_clamp().min(32_767))
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     set(socket.as_fd(), libc::TCP_MAXSEG, &clamp)

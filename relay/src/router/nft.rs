@@ -29,10 +29,11 @@
 //! # Leases
 //! The maps have `flags timeout` and each element is installed with a timeout of
 //! [`ROUTE_LEASE`], which the relay renews every [`LEASE_RENEW`] while the instance runs: in
-//! place where the kernel can ([`renew_script`]), else by installing the element again. The kernel expires an element the relay stopped renewing: a relay killed by
-//! SIGKILL, or hung, cannot leave a route behind for longer than the lease, so a compute it
-//! no longer watches (stopped, its port taken by another process) is not reached through a
-//! route nobody controls. New connections then reach the relay's listener (if a relay runs)
+//! place where the kernel can ([`renew_script`]), else by installing the element again. The
+//! kernel expires an element the relay stopped renewing: a relay killed by SIGKILL, or hung,
+//! cannot leave a route behind for longer than the lease, so a compute it no longer watches
+//! (stopped, its port taken by another process) is not reached through a route nobody
+//! controls. New connections then reach the relay's listener (if a relay runs)
 //! or nothing. Established connections are not affected by an element's expiry, as by its
 //! deletion.
 //!
@@ -141,15 +142,16 @@ impl Dnat {
         }
     }
 
+    /// Where the element sends a connection: `compute-addr . compute-port`.
+    #[must_use]
+    pub fn target(&self) -> String {
+        format!("{} . {}", self.compute.ip(), self.compute.port())
+    }
+
     /// The whole element: `key : compute-addr . compute-port`.
     #[must_use]
     pub fn element(&self) -> String {
-        format!(
-            "{} : {} . {}",
-            self.key(),
-            self.compute.ip(),
-            self.compute.port()
-        )
+        format!("{} : {}", self.key(), self.target())
     }
 
     /// Whether connections to the compute leave the host (and are masqueraded).
@@ -196,7 +198,7 @@ pub fn create_script(table: &str, routes: &[Dnat]) -> String {
         let members: Vec<String> = routes
             .iter()
             .filter(|r| r.compute_is_remote() && IpFamily::of(r.compute.ip()) == family)
-            .map(|r| format!("{} . {}", r.compute.ip(), r.compute.port()))
+            .map(Dnat::target)
             .collect();
         if !members.is_empty() {
             let _ = writeln!(s, "\t\telements = {{ {} }}", members.join(", "));
@@ -274,17 +276,12 @@ pub fn create_script(table: &str, routes: &[Dnat]) -> String {
 /// safe).
 #[must_use]
 pub fn install_script(table: &str, route: &Dnat) -> String {
-    let (map, key, element) = (route.map(), route.key(), route.element());
-    let leased = format!(
-        "{key} timeout {}s : {} . {}",
-        ROUTE_LEASE.as_secs(),
-        route.compute.ip(),
-        route.compute.port()
-    );
+    let (map, key, element, target) = (route.map(), route.key(), route.element(), route.target());
+    let lease = ROUTE_LEASE.as_secs();
     format!(
         "add element {FAMILY} {table} {map} {{ {element} }}\n\
          delete element {FAMILY} {table} {map} {{ {key} }}\n\
-         add element {FAMILY} {table} {map} {{ {leased} }}\n"
+         add element {FAMILY} {table} {map} {{ {key} timeout {lease}s : {target} }}\n"
     )
 }
 
@@ -296,13 +293,10 @@ pub fn install_script(table: &str, route: &Dnat) -> String {
 /// RCU grace period), and on a loaded host that wait took from 0.2 to over 5 s.
 #[must_use]
 pub fn renew_script(table: &str, route: &Dnat) -> String {
+    let (map, key, target) = (route.map(), route.key(), route.target());
     let lease = ROUTE_LEASE.as_secs();
     format!(
-        "add element {FAMILY} {table} {} {{ {} timeout {lease}s expires {lease}s : {} . {} }}\n",
-        route.map(),
-        route.key(),
-        route.compute.ip(),
-        route.compute.port()
+        "add element {FAMILY} {table} {map} {{ {key} timeout {lease}s expires {lease}s : {target} }}\n"
     )
 }
 

@@ -560,7 +560,7 @@ fn same_segments(client: &tcp_repair::Agreed, compute: &tcp_repair::Agreed) -> s
             c.timestamps, m.timestamps, c.sack, m.sack
         )));
     }
-    let options = if c.timestamps { 12 } else { 0 };
+    let options = c.segment_option_bytes();
     for (from, to, name) in [
         (client, compute, "client's"),
         (compute, client, "compute's"),
