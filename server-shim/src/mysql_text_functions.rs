@@ -25,16 +25,6 @@ use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::ValueRef;
 
-/// Argument `i` as text, as SQLite writes a number; `None` for NULL.
-fn text_of(ctx: &Context<'_>, i: usize) -> rusqlite::Result<Option<String>> {
-    Ok(match ctx.get_raw(i) {
-        ValueRef::Null => None,
-        ValueRef::Integer(n) => Some(n.to_string()),
-        ValueRef::Real(r) => Some(r.to_string()),
-        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
-    })
-}
-
 /// Argument `i` as bytes (a number as its text); `None` for NULL.
 fn bytes_of(ctx: &Context<'_>, i: usize) -> Option<Vec<u8>> {
     match ctx.get_raw(i) {
@@ -45,10 +35,15 @@ fn bytes_of(ctx: &Context<'_>, i: usize) -> Option<Vec<u8>> {
     }
 }
 
+/// Argument `i` as text ([`bytes_of`], read as UTF-8); `None` for NULL.
+fn text_of(ctx: &Context<'_>, i: usize) -> Option<String> {
+    bytes_of(ctx, i).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
 /// `LIKE`'s `ESCAPE` (the third argument): one character; empty or NULL is `\`, as in
 /// MariaDB; longer is refused (1210).
 fn escape_of(ctx: &Context<'_>) -> rusqlite::Result<Option<char>> {
-    let Some(escape) = text_of(ctx, 2)? else {
+    let Some(escape) = text_of(ctx, 2) else {
         return Ok(Some('\\'));
     };
     let mut chars = escape.chars();
@@ -174,7 +169,7 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
                 };
                 return Ok(Some(crate::general_ci::like_bytes(&text, &pattern, escape)));
             }
-            let (Some(pattern), Some(text)) = (text_of(ctx, 0)?, text_of(ctx, 1)?) else {
+            let (Some(pattern), Some(text)) = (text_of(ctx, 0), text_of(ctx, 1)) else {
                 return Ok(None);
             };
             Ok(Some(crate::general_ci::like(&text, &pattern, escape)))

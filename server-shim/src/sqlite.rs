@@ -55,7 +55,7 @@ impl Engine for SqliteEngine {
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
-        .map_err(|e| SqlError::internal(&format!("cannot open storage: {e}")))?;
+        .map_err(storage_error)?;
         let mut executor = SqliteExecutor::new(conn, db_name)?;
         executor.databases = dir.parent().map(Path::to_path_buf);
         Ok(Box::new(executor))
@@ -69,8 +69,7 @@ impl Engine for SqliteEngine {
 /// # Errors
 /// [`SqlError`] if SQLite cannot open one.
 pub fn in_memory(databases: &Path) -> Result<Box<dyn Executor>, SqlError> {
-    let conn = Connection::open_in_memory()
-        .map_err(|e| SqlError::internal(&format!("cannot open storage: {e}")))?;
+    let conn = Connection::open_in_memory().map_err(storage_error)?;
     let mut executor = SqliteExecutor::new(conn, String::new())?;
     executor.databases = Some(databases.to_path_buf());
     Ok(Box::new(executor))
@@ -86,8 +85,7 @@ pub fn information_schema(
     current_db: Option<String>,
     session: &SessionFacts,
 ) -> Result<Box<dyn Executor>, SqlError> {
-    let conn = Connection::open_in_memory()
-        .map_err(|e| SqlError::internal(&format!("cannot open storage: {e}")))?;
+    let conn = Connection::open_in_memory().map_err(storage_error)?;
     // No database name: `information_schema.t` must stay qualified (the current database's
     // qualifier would become `main`).
     let exec = SqliteExecutor::new(conn, String::new())?;
@@ -95,6 +93,11 @@ pub fn information_schema(
     information_schema::fill(&exec.conn, snapshot, current_db, session)
         .map_err(|e| exec.error(&e))?;
     Ok(Box::new(exec))
+}
+
+/// A database that cannot be opened or set up: SQLite's reason.
+fn storage_error(e: rusqlite::Error) -> SqlError {
+    SqlError::internal(&format!("cannot open storage: {e}"))
 }
 
 /// The order of `mysql_general_ci` a file's indexes were built in, kept in its
@@ -116,8 +119,7 @@ fn reorder_text_indexes(conn: &Connection, schema: &str) -> Result<(), SqlError>
             r.get(0)
         })
     };
-    let internal = |e: rusqlite::Error| SqlError::internal(&format!("cannot open storage: {e}"));
-    if version(conn).map_err(internal)? >= TEXT_ORDER_VERSION {
+    if version(conn).map_err(storage_error)? >= TEXT_ORDER_VERSION {
         return Ok(());
     }
     let reordered = (|| -> rusqlite::Result<bool> {
@@ -153,7 +155,7 @@ fn reorder_text_indexes(conn: &Connection, schema: &str) -> Result<(), SqlError>
                     ),
                 ));
             }
-            Err(internal(e))
+            Err(storage_error(e))
         }
     }
 }
@@ -373,21 +375,19 @@ const MAX_CACHED_STATEMENT_BYTES: usize = 4096;
 
 impl SqliteExecutor {
     fn new(mut conn: Connection, db_name: String) -> Result<Self, SqlError> {
-        let internal =
-            |e: rusqlite::Error| SqlError::internal(&format!("cannot open storage: {e}"));
         // WAL: readers never block the writer; FULL: every commit is fsynced before the OK.
         conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(internal)?;
+            .map_err(storage_error)?;
         conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(internal)?;
+            .map_err(storage_error)?;
         conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(internal)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(internal)?;
+            .map_err(storage_error)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(storage_error)?;
         conn.set_prepared_statement_cache_capacity(TRANSLATION_CACHE_ENTRIES);
         let facts = Arc::new(ConnectionFacts::default());
-        mysql_functions::register(&conn, &db_name, &facts).map_err(internal)?;
+        mysql_functions::register(&conn, &db_name, &facts).map_err(storage_error)?;
         let column_kinds = Arc::new(ColumnKinds::default());
-        crate::typed_values::register(&conn, &column_kinds).map_err(internal)?;
+        crate::typed_values::register(&conn, &column_kinds).map_err(storage_error)?;
         let budget = Arc::new(StepBudget::default());
         let (sleep_budget, killed) = (Arc::clone(&budget), Arc::clone(&facts));
         conn.create_scalar_function(
@@ -418,18 +418,18 @@ impl SqliteExecutor {
                 }
             },
         )
-        .map_err(internal)?;
+        .map_err(storage_error)?;
         reorder_text_indexes(&conn, "main")?;
         let ticks = Arc::clone(&budget);
         conn.progress_handler(PROGRESS_OPS, Some(move || ticks.tick()))
-            .map_err(internal)?;
-        let scope = DatabaseScope::install(&mut conn).map_err(internal)?;
+            .map_err(storage_error)?;
+        let scope = DatabaseScope::install(&mut conn).map_err(storage_error)?;
         let changes = Arc::new(RowChanges::default());
         let tally = Arc::clone(&changes);
         conn.preupdate_hook(Some(move |_, _: &str, _: &str, case: &PreUpdateCase| {
             tally.note(case);
         }))
-        .map_err(internal)?;
+        .map_err(storage_error)?;
         Ok(Self {
             conn,
             db_name,

@@ -119,6 +119,16 @@ fn kernel_relay_with(
     )
 }
 
+/// The relay's pump forwarded no connection: the kernel routed every one.
+#[track_caller]
+fn nothing_pumped(relay: &Relay) {
+    assert_eq!(
+        relay.metric("relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}"),
+        0.0,
+        "the pump forwarded a connection the kernel should have routed"
+    );
+}
+
 fn login_and_select(port: u16) -> Result<(), String> {
     let mut s = raw::login(port, USER, PASSWORD, None)
         .map_err(|e| format!("login: {e}"))?
@@ -158,11 +168,7 @@ fn kernel_route_exists_exactly_while_running() {
         "the compute logged no direct logins:\n{}",
         relay.log()
     );
-    assert_eq!(
-        relay.metric("relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}"),
-        0.0,
-        "the pump forwarded a connection the kernel should have routed"
-    );
+    nothing_pumped(&relay);
     assert_eq!(
         relay.metric(
             "relay_kernel_route_changes_total{instance=\"demo\",action=\"install\",outcome=\"ok\"}"
@@ -209,11 +215,7 @@ fn a_running_instances_route_outlives_its_lease() {
     assert!(renewed, "{}", relay.log());
     assert!(!relay.logged("cannot renew"), "{}", relay.log());
     login_and_select(relay.port).unwrap();
-    assert_eq!(
-        relay.metric("relay_direct_connections_total{instance=\"demo\",outcome=\"forwarded\"}"),
-        0.0,
-        "the pump forwarded a connection the kernel should have routed"
-    );
+    nothing_pumped(&relay);
 }
 
 #[test]

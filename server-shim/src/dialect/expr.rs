@@ -743,6 +743,9 @@ pub const TIME_FN: &str = "mysql_time";
 /// year as a number).
 fn cast(inner: Expr, to: &DataType) -> Result<Expr, SqlError> {
     let name = to.to_string().to_ascii_uppercase();
+    if casts_to_text(to) {
+        return Ok(cast_char(inner, &name));
+    }
     let base = name.split(['(', ' ']).next().unwrap_or_default();
     let sqlite = match base {
         // MySQL rounds a number (`CAST(1.5 AS SIGNED)` is 2) where SQLite truncates, and
@@ -751,7 +754,6 @@ fn cast(inner: Expr, to: &DataType) -> Result<Expr, SqlError> {
             return Ok(Expr::Function(call(CAST_SIGNED_FN, vec![inner])));
         }
         "UNSIGNED" => return Ok(Expr::Function(call(CAST_UNSIGNED_FN, vec![inner]))),
-        "CHAR" | "VARCHAR" | "NCHAR" | "TEXT" => return Ok(cast_char(inner, &name)),
         "JSON" => DataType::Text,
         "BINARY" | "VARBINARY" | "BLOB" => DataType::Blob(None),
         "DECIMAL" | "NUMERIC" | "DEC" | "FIXED" => {
@@ -782,6 +784,15 @@ fn cast(inner: Expr, to: &DataType) -> Result<Expr, SqlError> {
         data_type: sqlite,
         format: None,
     })
+}
+
+/// Whether a `CAST` to `to` gives text (`CHAR`, `CHAR(n)`, `VARCHAR(n)`, `NCHAR`, `TEXT`).
+pub(super) fn casts_to_text(to: &DataType) -> bool {
+    let name = to.to_string().to_ascii_uppercase();
+    matches!(
+        name.split(['(', ' ']).next(),
+        Some("CHAR" | "VARCHAR" | "NCHAR" | "TEXT")
+    )
 }
 
 /// `CAST(x AS CHAR[(n)])`: [`CAST_CHAR_FN`] with the length (-1 for none). A decimal literal

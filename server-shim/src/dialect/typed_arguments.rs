@@ -6,7 +6,8 @@
 //! - `ROUND(f, 1)` of a `DOUBLE` rounds its binary value half to even, as MariaDB's
 //!   `rint` does (1.25 is 1.2), where a `DECIMAL`'s rounds half away from zero (1.3);
 //! - a text function's string argument (`CONCAT(d, '')`, `LENGTH(d)`, `LPAD(d, 8, '0')`,
-//!   `CAST(d AS CHAR)`) is a `DECIMAL` written with its scale (`12.50`; a decimal literal too), a `FLOAT` with 6 significant digits and a
+//!   `CAST(d AS CHAR)`) is a `DECIMAL` written with its scale (`12.50`; a decimal literal
+//!   too), a `FLOAT` with 6 significant digits and a
 //!   `DOUBLE` with its shortest digits, as MariaDB converts them to text (SQLite's own text
 //!   of a double is `12.5`, `14.960000038147`, `1.0e+20`).
 //!
@@ -192,7 +193,7 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
             expr: inner,
             data_type: Some(data_type),
             ..
-        } if is_char(data_type) => read_as_text(inner, scopes, out),
+        } if super::expr::casts_to_text(data_type) => read_as_text(inner, scopes, out),
         Expr::Like { expr, pattern, .. } => {
             read_as_text(expr, scopes, out);
             read_as_text(pattern, scopes, out);
@@ -303,15 +304,6 @@ fn wrap(a: &mut Expr, function: &str, typed: TypedArgument, out: &mut Vec<TypedA
 fn number_type(a: &Expr, scopes: &Scopes<'_>) -> Option<ResultType> {
     let t = type_of(a, scopes.last()?);
     (!matches!(t, ResultType::Integer | ResultType::Column { .. }) && t.is_number()).then_some(t)
-}
-
-/// Whether a `CAST` to `t` gives text (`CHAR`, `CHAR(n)`, `VARCHAR(n)`).
-fn is_char(t: &sqlparser::ast::DataType) -> bool {
-    let name = t.to_string().to_ascii_uppercase();
-    matches!(
-        name.split(['(', ' ']).next(),
-        Some("CHAR" | "VARCHAR" | "NCHAR" | "TEXT")
-    )
 }
 
 /// Whether a value of type `t` is a double whatever the columns it names (a double makes the
