@@ -939,6 +939,7 @@ impl SqliteExecutor {
         if let Some(rebuild) = &translation.rebuild {
             self.rebuild(rebuild)?;
         }
+        self.look_up_typed_columns(&translation.typed_columns);
         if translation.statements.len() > 1
             && matches!(
                 translation.kind,
@@ -947,7 +948,6 @@ impl SqliteExecutor {
         {
             return self.insert_in_parts(translation, params);
         }
-        self.look_up_typed_columns(&translation.typed_columns);
         let mut outcome = Outcome::Done {
             affected_rows: 0,
             last_insert_id: 0,

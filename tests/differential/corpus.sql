@@ -370,3 +370,17 @@ INSERT INTO t_bin VALUES (1, 'José', 'José'), (2, 'jose', 'JOSE')
 SELECT id FROM t_bin WHERE v LIKE 'jose' ORDER BY id
 SELECT id FROM t_bin WHERE b LIKE 'Jos%' ORDER BY id
 DROP TABLE t_bin
+
+# Numbers written as text by a write: UPDATE's SET and WHERE, INSERT's rows and SELECT, DELETE's WHERE
+CREATE TABLE t_w (id INT PRIMARY KEY, d DECIMAL(10,2), s VARCHAR(40))
+INSERT INTO t_w VALUES (1, 12, NULL), (2, 1.5, NULL), (5, 7, NULL)
+UPDATE t_w SET s = CONCAT(d, '|', d * 2) WHERE id = 1
+INSERT INTO t_w (id, d, s) SELECT 3, d, CONCAT(d) FROM t_w WHERE id = 2
+INSERT INTO t_w VALUES (4, 0, CONCAT(0.1 + 0.2, '|', 1.50))
+UPDATE t_w SET s = 'like' WHERE d LIKE '7.00'
+UPDATE t_w SET s = CASE WHEN CONCAT(d) = '1.50' THEN 'case' ELSE s END WHERE id = 2
+DELETE FROM t_w WHERE CONCAT(d) = '12.00' AND id = 3
+SELECT id, s FROM t_w ORDER BY id
+DELETE FROM t_w WHERE d IN (SELECT d FROM t_w WHERE CONCAT(d) = '1.50')
+SELECT id, s FROM t_w ORDER BY id
+DROP TABLE t_w

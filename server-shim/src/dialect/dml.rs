@@ -71,6 +71,13 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             // LOW_PRIORITY / DELAYED / HIGH_PRIORITY: scheduling hints with no meaning here.
             insert.priority = None;
             set_as_values(&mut insert)?;
+            // Before the rows are split by their DEFAULTs: the indexes are the whole
+            // statement's.
+            let typed_columns = insert
+                .source
+                .as_deref_mut()
+                .map(super::typed_arguments::mark)
+                .unwrap_or_default();
             let row_alias = insert.insert_alias.take().map(|a| a.row_alias.to_string());
             let mut statements = Vec::new();
             for mut insert in without_default_values(insert)? {
@@ -104,6 +111,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             }
             Ok(Translation {
                 statements,
+                typed_columns,
                 ..one(String::new(), kind)
             })
         }
@@ -119,6 +127,15 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             {
                 return Err(SqlError::not_supported("multi-table UPDATE"));
             }
+            // Typed as the client wrote it, before the rows are chosen by rowid.
+            let typed_columns = super::typed_arguments::mark_write(
+                &update.table,
+                update
+                    .assignments
+                    .iter_mut()
+                    .map(|a| &mut a.value)
+                    .chain(update.selection.as_mut()),
+            );
             if limited {
                 update.selection = Some(by_rowid(
                     &update.table,
@@ -134,10 +151,10 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             if let Some(e) = &mut update.selection {
                 expr::expr(e)?;
             }
-            Ok(one(
-                Statement::Update(update).to_string(),
-                StatementKind::Update,
-            ))
+            Ok(Translation {
+                typed_columns,
+                ..one(Statement::Update(update).to_string(), StatementKind::Update)
+            })
         }
         Statement::Delete(mut delete) => {
             let tables = match &delete.from {
@@ -159,6 +176,8 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             else {
                 return multi_table_delete(&delete);
             };
+            let typed_columns =
+                super::typed_arguments::mark_write(&table, delete.selection.as_mut());
             if limited {
                 delete.selection = Some(by_rowid(
                     &table,
@@ -176,10 +195,10 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             if let Some(e) = &mut delete.selection {
                 expr::expr(e)?;
             }
-            Ok(one(
-                Statement::Delete(delete).to_string(),
-                StatementKind::Delete,
-            ))
+            Ok(Translation {
+                typed_columns,
+                ..one(Statement::Delete(delete).to_string(), StatementKind::Delete)
+            })
         }
         _ => Err(SqlError::not_supported("this statement")),
     }

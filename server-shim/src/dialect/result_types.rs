@@ -10,7 +10,7 @@
 
 use sqlparser::ast::{
     BinaryOperator, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName,
-    Query, Select, SelectItem, SetExpr, TableFactor, UnaryOperator, Value,
+    Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins, UnaryOperator, Value,
 };
 
 /// What decides a result column's type, for the engine to resolve.
@@ -209,12 +209,13 @@ pub(super) fn from_tables(query: &Query) -> Vec<(String, String)> {
 
 /// The tables of `select`'s FROM and joins.
 pub(super) fn sources_of(select: &Select) -> Vec<Source> {
-    select
-        .from
-        .iter()
-        .flat_map(|from| {
-            std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation))
-        })
+    select.from.iter().flat_map(sources_of_table).collect()
+}
+
+/// The table of `from` and those it joins.
+pub(super) fn sources_of_table(from: &TableWithJoins) -> Vec<Source> {
+    std::iter::once(&from.relation)
+        .chain(from.joins.iter().map(|j| &j.relation))
         .map(source)
         .collect()
 }

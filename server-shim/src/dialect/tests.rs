@@ -808,6 +808,47 @@ fn marks_the_arguments_a_declared_type_decides() {
     );
 }
 
+/// A write reads a column as text as a query does: `UPDATE`'s `SET` and `WHERE` (also under
+/// a `LIMIT`, which chooses the rows by rowid), `DELETE`'s `WHERE`, `INSERT`'s rows and its
+/// `SELECT`, inside `CASE` and `IN`.
+#[test]
+fn marks_the_arguments_of_a_write() {
+    use super::{TypedArgument, TypedColumn};
+    let column = |c: &str| {
+        TypedArgument::Column(TypedColumn {
+            schema: None,
+            table: "t".into(),
+            column: c.into(),
+        })
+    };
+    let update = translate(
+        "UPDATE t SET s = CONCAT(d), n = CASE WHEN e LIKE '1.50' THEN 1 END \
+         WHERE CONCAT(f) IN ('x', CONCAT(g)) LIMIT 1",
+    )
+    .unwrap();
+    assert_eq!(
+        update.typed_columns,
+        ["d", "e", "f", "g"].map(column),
+        "{:?}",
+        update.statements
+    );
+    assert!(
+        update.statements[0]
+            .contains("rowid IN (SELECT rowid FROM t WHERE (mysql_text_typed(f, 2) || '')"),
+        "{:?}",
+        update.statements
+    );
+    let delete = translate("DELETE FROM t WHERE d LIKE '12.00'").unwrap();
+    assert_eq!(delete.typed_columns, [column("d")]);
+    let insert = translate("INSERT INTO u (s) SELECT CONCAT(d) FROM t").unwrap();
+    assert_eq!(insert.typed_columns, [column("d")]);
+    let values = translate("INSERT INTO u (s, n) VALUES (CONCAT(0.1 + 0.2), DEFAULT)").unwrap();
+    assert!(
+        matches!(values.typed_columns.as_slice(), [TypedArgument::Number(_)]),
+        "{:?}",
+        values.typed_columns
+    );
+}
 /// The MySQL type of each result column SQLite cannot type, for the engine to resolve.
 #[test]
 fn types_the_result_columns_sqlite_cannot() {

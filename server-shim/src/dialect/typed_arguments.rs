@@ -18,14 +18,14 @@
 //! `ALTER TABLE` is seen) and its functions read them by that index.
 
 use sqlparser::ast::{
-    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, ObjectName,
-    OrderByKind, Query, SelectItem, SetExpr, TableFactor, Value,
+    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, InTarget,
+    ObjectName, OrderByKind, Query, SelectItem, SetExpr, TableFactor, TableWithJoins, Value,
 };
 
 use sqlparser::tokenizer::Token;
 
 use super::expr::call;
-use super::result_types::{ResultType, Source, column_of, sources_of, type_of};
+use super::result_types::{ResultType, Source, column_of, sources_of, sources_of_table, type_of};
 use crate::sql_error::SqlError;
 
 /// A table column an argument names: the table's schema when the statement qualified it.
@@ -102,6 +102,20 @@ pub fn mark(query: &mut Query) -> Vec<TypedArgument> {
     columns
 }
 
+/// Marks the typed arguments of a write's expressions (an `UPDATE`'s assignments and `WHERE`,
+/// a `DELETE`'s `WHERE`), with `table`'s columns in scope; returns the columns they name.
+pub fn mark_write<'e>(
+    table: &TableWithJoins,
+    exprs: impl IntoIterator<Item = &'e mut Expr>,
+) -> Vec<TypedArgument> {
+    let sources = sources_of_table(table);
+    let mut columns = Vec::new();
+    for e in exprs {
+        mark_expr(e, &[sources.as_slice()], &mut columns);
+    }
+    columns
+}
+
 /// The tables in scope, innermost last.
 type Scopes<'s> = [&'s [Source]];
 
@@ -155,6 +169,17 @@ fn mark_set(body: &mut SetExpr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument
             }
         }
         SetExpr::Query(q) => mark_query(q, scopes, out),
+        // An `INSERT`'s rows: no table of their own (`CONCAT(0.1 + 0.2)` is still `0.3`).
+        SetExpr::Values(values) => {
+            let inner: Vec<&[Source]> = scopes.iter().copied().chain([&[][..]]).collect();
+            for e in values
+                .rows
+                .iter_mut()
+                .flat_map(|row| row.content.iter_mut())
+            {
+                mark_expr(e, &inner, out);
+            }
+        }
         SetExpr::SetOperation { left, right, .. } => {
             mark_set(left, scopes, out);
             mark_set(right, scopes, out);
@@ -181,7 +206,36 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
                 mark_expr(e, scopes, out);
             }
         }
-        Expr::Subquery(q) => mark_query(q, scopes, out),
+        Expr::Subquery(q) | Expr::Exists { subquery: q, .. } => mark_query(q, scopes, out),
+        Expr::In { expr, target, .. } => {
+            mark_expr(expr, scopes, out);
+            match target {
+                InTarget::List(list) => {
+                    for e in list {
+                        mark_expr(e, scopes, out);
+                    }
+                }
+                InTarget::Subquery(q) => mark_query(q, scopes, out),
+                _ => {}
+            }
+        }
+        Expr::Case {
+            operand,
+            conditions,
+            else_result,
+            ..
+        } => {
+            for e in operand.iter_mut().map(AsMut::as_mut).chain(
+                conditions
+                    .iter_mut()
+                    .flat_map(|w| [&mut w.condition, &mut w.result]),
+            ) {
+                mark_expr(e, scopes, out);
+            }
+            if let Some(e) = else_result {
+                mark_expr(e, scopes, out);
+            }
+        }
         // `CAST(d AS CHAR)` and `CONVERT(d, CHAR)` write a number as its type does, as
         // `CONCAT(d)` does; `LIKE` reads both sides as text.
         Expr::Cast {
