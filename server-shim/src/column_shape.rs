@@ -381,6 +381,20 @@ pub(crate) fn declared_type(
     .ok()
 }
 
+/// The collation of `column` in SQLite's catalog (`mysql_general_ci`, `mysql_bin`), found as
+/// [`declared_type`] finds its type.
+pub(crate) fn declared_collation(
+    conn: &Connection,
+    current_db: &str,
+    column: &crate::dialect::TypedColumn,
+) -> Option<String> {
+    let schema = column.schema.as_deref().filter(|db| *db != current_db);
+    let (_, collation, ..) = conn
+        .column_metadata(schema, column.table.as_str(), column.column.as_str())
+        .ok()?;
+    Some(collation?.to_string_lossy().into_owned())
+}
+
 /// MySQL's `div_precision_increment`: the decimals a division adds.
 const DIV_PRECISION_INCREMENT: usize = 4;
 

@@ -319,6 +319,8 @@ pub struct ColumnMeta {
     pub column_type: String,
     /// Whether NULL is refused.
     pub not_null: bool,
+    /// Its collation if it holds text (`utf8mb4_general_ci`, `utf8mb4_bin`).
+    pub collation: &'static str,
     /// The default's SQL text, if any.
     pub default: Option<String>,
     /// `PRI`, `UNI`, `MUL` or empty.

@@ -38,7 +38,18 @@ pub fn weight(c: char) -> u16 {
 /// Two strings in the collation's order.
 #[must_use]
 pub fn compare(a: &str, b: &str) -> Ordering {
-    let (mut a, mut b) = (a.chars().map(weight), b.chars().map(weight));
+    compare_pad_space(
+        a.chars().map(|c| u32::from(weight(c))),
+        b.chars().map(|c| u32::from(weight(c))),
+    )
+}
+
+/// Two strings' weights, weight by weight, the shorter padded with spaces (`PAD SPACE`, as
+/// MariaDB's utf8mb4 collations compare).
+pub(crate) fn compare_pad_space(
+    mut a: impl Iterator<Item = u32>,
+    mut b: impl Iterator<Item = u32>,
+) -> Ordering {
     loop {
         match (a.next(), b.next()) {
             (Some(x), Some(y)) => match x.cmp(&y) {
@@ -54,10 +65,10 @@ pub fn compare(a: &str, b: &str) -> Ordering {
 }
 
 /// `first` and `rest`, the tail of the longer string, against the spaces that pad the shorter.
-fn padded(first: u16, rest: impl Iterator<Item = u16>) -> Ordering {
+fn padded(first: u32, rest: impl Iterator<Item = u32>) -> Ordering {
     core::iter::once(first)
         .chain(rest)
-        .map(|w| w.cmp(&SPACE))
+        .map(|w| w.cmp(&u32::from(SPACE)))
         .find(|o| o.is_ne())
         .unwrap_or(Ordering::Equal)
 }
@@ -69,8 +80,11 @@ fn padded(first: u16, rest: impl Iterator<Item = u16>) -> Ordering {
 #[must_use]
 pub fn like(text: &str, pattern: &str, escape: Option<char>) -> bool {
     like_weighed(
-        &text.chars().map(weight).collect::<Vec<_>>(),
-        pattern.chars().map(|c| (c, weight(c))),
+        &text
+            .chars()
+            .map(|c| u32::from(weight(c)))
+            .collect::<Vec<_>>(),
+        pattern.chars().map(|c| (c, u32::from(weight(c)))),
         escape,
     )
 }
@@ -79,16 +93,16 @@ pub fn like(text: &str, pattern: &str, escape: Option<char>) -> bool {
 #[must_use]
 pub fn like_bytes(text: &[u8], pattern: &[u8], escape: Option<char>) -> bool {
     like_weighed(
-        &text.iter().map(|&b| u16::from(b)).collect::<Vec<_>>(),
-        pattern.iter().map(|&b| (char::from(b), u16::from(b))),
+        &text.iter().map(|&b| u32::from(b)).collect::<Vec<_>>(),
+        pattern.iter().map(|&b| (char::from(b), u32::from(b))),
         escape,
     )
 }
 
 /// `text`'s weights against `pattern`'s characters and their weights.
-fn like_weighed(
-    text: &[u16],
-    mut pattern: impl Iterator<Item = (char, u16)>,
+pub(crate) fn like_weighed(
+    text: &[u32],
+    mut pattern: impl Iterator<Item = (char, u32)>,
     escape: Option<char>,
 ) -> bool {
     let mut items = Vec::new();
@@ -111,12 +125,12 @@ enum Item {
     /// `_`.
     One,
     /// A character, by its weight.
-    Char(u16),
+    Char(u32),
 }
 
 /// Iterative wildcard matching (the last `%` is where a failed match resumes): linear in the
 /// text for each `%`, never exponential.
-fn matches(text: &[u16], pattern: &[Item]) -> bool {
+fn matches(text: &[u32], pattern: &[Item]) -> bool {
     let (mut t, mut p) = (0, 0);
     let mut resume: Option<(usize, usize)> = None;
     while t < text.len() {

@@ -209,7 +209,7 @@ pub fn fill(
                         precision,
                         scale,
                         text.then_some("utf8mb4"),
-                        text.then_some("utf8mb4_general_ci"),
+                        text.then_some(c.collation),
                         without_display_width(&c.column_type),
                         c.key,
                         extra,

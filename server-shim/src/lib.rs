@@ -20,17 +20,17 @@
 //!   4    sqlite                                 mysql_functions catalog information_schema
 //!                                               sqlite_catalog sqlite_value table_rebuild
 //!                                               column_triggers database_scope dialect
-//!                                               engine processes sql_error
+//!                                               engine processes sql_error text_order
 //!        state                                  stream catalog accounts processes tickets
 //!   3    mysql_functions                        sqlite_value variables dialect engine
 //!                                               mysql_text_functions mysql_json
 //!        database_scope                         information_schema
 //!        stream                                 variables auth
 //!   2    catalog, classify, results             engine sql_error (classify: mysql_dialect)
-//!        information_schema, sqlite_catalog,    engine (information_schema: dialect's names)
+//!        information_schema, sqlite_catalog,    engine, dialect (the names of its collations)
 //!        sqlite_value, variables
 //!        mysql_text_functions, mysql_json       dialect (the names of its functions)
-//!        table_rebuild                          dialect sql_error
+//!        table_rebuild, text_order              dialect sql_error
 //!        column_triggers                        dialect
 //!   1    auth                                   accounts processes tickets
 //!        dialect, engine                        mysql_dialect sql_error (engine: processes)
@@ -77,6 +77,8 @@
 //!   the names of those the dialect calls are the dialect's (`dialect::SYSTEM_VARIABLE_FN`).
 //! - `mysql_text_functions`: MySQL's string functions whose SQLite namesakes answer otherwise
 //!   (`LENGTH`, `HEX`, `QUOTE`, `FORMAT`), registered over them, and those SQLite lacks.
+//! - `general_ci`, `utf8mb4_bin`: MariaDB's collations of text, as the shim's text columns
+//!   compare, sort and match (`LIKE`) them.
 //! - `mysql_numeric_functions`: MySQL's `ROUND`, `%`, `CEIL` and `FLOOR` (SQLite's round the
 //!   binary value, take integers, and give doubles).
 //! - `mysql_time`: MySQL's `TIME`, a signed duration, read and written as MySQL does.
@@ -90,6 +92,8 @@
 //! - `sql_error`: MySQL error codes for every failure (one place).
 //! - `processes`: the server's connections by id (the process list, `KILL`).
 //! - `tickets`: resumption tickets (the store is `authplugin::ticket_store`).
+//! - `text_order`: the collation order a file's text indexes were built in, and the steps
+//!   that bring an older file to today's.
 //! - `table_rebuild`: a table rebuilt with changes SQLite's `ALTER TABLE` cannot make.
 //! - `column_triggers`: the triggers of a table's columns (`ON UPDATE CURRENT_TIMESTAMP`, a
 //!   `DECIMAL`'s rounding) made again after a rebuild or a dropped column.
@@ -165,7 +169,9 @@ mod sqlite_value;
 mod state;
 mod stream;
 mod table_rebuild;
+mod text_order;
 mod tickets;
 mod tls;
 mod typed_values;
+mod utf8mb4_bin;
 mod variables;

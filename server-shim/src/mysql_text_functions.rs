@@ -77,6 +77,7 @@ const MAX_MADE_BYTES: usize = 16 << 20;
 /// SQLite's, if a function cannot be registered.
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     conn.create_collation(crate::dialect::GENERAL_CI, crate::general_ci::compare)?;
+    conn.create_collation(crate::dialect::BIN, crate::utf8mb4_bin::compare)?;
     let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     conn.create_scalar_function("mysql_length", 1, pure, |ctx| {
         Ok(match ctx.get_raw(0) {
@@ -158,9 +159,11 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         }))
     })?;
     // SQLite's LIKE folds ASCII case only: `like(pattern, text[, escape])` replaces it. A
-    // binary value (BLOB, VARBINARY) on either side: byte by byte, as MariaDB matches one.
+    // binary value (BLOB, VARBINARY) on either side: byte by byte, as MariaDB matches one; a
+    // column in a `_bin` collation on either side (its collation wins over a literal's and a
+    // `_ci` column's, as MariaDB's coercion rules say): character by character.
     for args in [2, 3] {
-        conn.create_scalar_function("like", args, pure, |ctx| {
+        conn.create_scalar_function("like", args, pure | FunctionFlags::SQLITE_SUBTYPE, |ctx| {
             let escape = if ctx.len() > 2 { escape_of(ctx)? } else { None };
             let binary = |i| matches!(ctx.get_raw(i), ValueRef::Blob(_));
             if binary(0) || binary(1) {
@@ -172,7 +175,12 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             let (Some(pattern), Some(text)) = (text_of(ctx, 0), text_of(ctx, 1)) else {
                 return Ok(None);
             };
-            Ok(Some(crate::general_ci::like(&text, &pattern, escape)))
+            let bin = |i| crate::utf8mb4_bin::is_marked(ctx, i);
+            Ok(Some(if bin(0) || bin(1) {
+                crate::utf8mb4_bin::like(&text, &pattern, escape)
+            } else {
+                crate::general_ci::like(&text, &pattern, escape)
+            }))
         })?;
     }
     conn.create_scalar_function("mysql_hex", 1, pure, |ctx| {

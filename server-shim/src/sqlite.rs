@@ -29,6 +29,7 @@ use crate::mysql_functions::{self, ConnectionFacts};
 use crate::sql_error::SqlError;
 use crate::sqlite_catalog;
 use crate::sqlite_value::to_sqlite;
+use crate::text_order;
 use crate::typed_values::{ColumnKinds, DeclaredKind};
 
 /// The SQLite file inside a database directory.
@@ -98,66 +99,6 @@ pub fn information_schema(
 /// A database that cannot be opened or set up: SQLite's reason.
 fn storage_error(e: rusqlite::Error) -> SqlError {
     SqlError::internal(&format!("cannot open storage: {e}"))
-}
-
-/// The order of `mysql_general_ci` a file's indexes were built in, kept in its
-/// `PRAGMA user_version`: 0 folded ASCII case only; 1 weighs every character as MariaDB does
-/// (`crate::general_ci`: accents folded too).
-const TEXT_ORDER_VERSION: i64 = 1;
-
-/// Rebuilds the text indexes of `schema`'s file in the collation's order of today, once (a file
-/// made before would otherwise be searched in an order it was not built in: rows not found, a
-/// `UNIQUE` key not enforced). Two sessions opening the file at once: the second finds it done.
-///
-/// # Errors
-/// A file whose `UNIQUE` text key holds two values the collation now finds equal (`José`
-/// and `jose`, which MariaDB would not have taken): 1062, naming the collation, until one is
-/// changed; SQLite's other errors.
-fn reorder_text_indexes(conn: &Connection, schema: &str) -> Result<(), SqlError> {
-    let version = |conn: &Connection| -> rusqlite::Result<i64> {
-        conn.query_row(&format!("PRAGMA \"{schema}\".user_version"), [], |r| {
-            r.get(0)
-        })
-    };
-    if version(conn).map_err(storage_error)? >= TEXT_ORDER_VERSION {
-        return Ok(());
-    }
-    let reordered = (|| -> rusqlite::Result<bool> {
-        conn.execute_batch("BEGIN IMMEDIATE")?;
-        let done = version(conn)? >= TEXT_ORDER_VERSION;
-        if !done {
-            conn.execute_batch(&format!(
-                "REINDEX {}; PRAGMA \"{schema}\".user_version = {TEXT_ORDER_VERSION}",
-                dialect::GENERAL_CI
-            ))?;
-        }
-        conn.execute_batch("COMMIT")?;
-        Ok(!done)
-    })();
-    match reordered {
-        Ok(true) => {
-            tracing::info!(
-                schema,
-                "text indexes rebuilt in the collation's order (accents folded, as MariaDB's utf8mb4_general_ci)"
-            );
-            Ok(())
-        }
-        Ok(false) => Ok(()),
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) {
-                return Err(SqlError::new(
-                    opensrv_mysql::ErrorKind::ER_DUP_ENTRY,
-                    format!(
-                        "a UNIQUE text key of database {schema} holds two values that \
-                         utf8mb4_general_ci finds equal (accents are folded now, as MariaDB \
-                         folds them): change one, with a server-shim before this one ({e})"
-                    ),
-                ));
-            }
-            Err(storage_error(e))
-        }
-    }
 }
 
 struct SqliteExecutor {
@@ -419,7 +360,7 @@ impl SqliteExecutor {
             },
         )
         .map_err(storage_error)?;
-        reorder_text_indexes(&conn, "main")?;
+        text_order::bring_up_to_date(&conn, "main", storage_error)?;
         let ticks = Arc::clone(&budget);
         conn.progress_handler(PROGRESS_OPS, Some(move || ticks.tick()))
             .map_err(storage_error)?;
@@ -495,7 +436,7 @@ impl SqliteExecutor {
                 )
                 .map_err(|e| from_sqlite(&e, &self.db_name))?;
             self.attached.push((name.clone(), id));
-            reorder_text_indexes(&self.conn, name)?;
+            text_order::bring_up_to_date(&self.conn, name, storage_error)?;
         }
         Ok(())
     }
@@ -553,15 +494,30 @@ impl SqliteExecutor {
             columns
                 .iter()
                 .map(|typed| {
-                    match typed {
+                    let declared = match typed {
                         dialect::TypedArgument::Column(c) => {
                             column_shape::declared_type(&self.conn, &self.db_name, c)
                         }
                         dialect::TypedArgument::Number(t) => {
                             column_shape::number_declaration(&self.conn, &self.db_name, t)
                         }
+                    };
+                    match declared.map(|decl| DeclaredKind::of(&decl)) {
+                        Some(DeclaredKind::Other) => match typed {
+                            dialect::TypedArgument::Column(c)
+                                if column_shape::declared_collation(
+                                    &self.conn,
+                                    &self.db_name,
+                                    c,
+                                )
+                                .is_some_and(|name| name.eq_ignore_ascii_case(dialect::BIN)) =>
+                            {
+                                DeclaredKind::TextBin
+                            }
+                            _ => DeclaredKind::Other,
+                        },
+                        kind => kind.unwrap_or(DeclaredKind::Other),
                     }
-                    .map_or(DeclaredKind::Other, |decl| DeclaredKind::of(&decl))
                 })
                 .collect(),
         );
@@ -1626,13 +1582,65 @@ mod tests {
         let version: i64 = c
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, TEXT_ORDER_VERSION);
+        assert_eq!(version, text_order::VERSION);
 
         let dir = temp_dir("old-order-duplicates");
         file_of_the_old_order(&dir, &["José", "jose"]);
         let refused = SqliteEngine.open(&dir).map(drop).unwrap_err();
         assert_eq!(refused.code(), 1062);
         assert!(refused.message.contains("utf8mb4_general_ci"), "{refused}");
+    }
+
+    /// A file made when a `_bin` column had SQLite's `BINARY` collation (no padding), its
+    /// text indexes already in today's `mysql_general_ci` order.
+    fn file_of_binary_collation(dir: &Path, values: &[&str]) {
+        let c = Connection::open(dir.join(SQLITE_FILE)).unwrap();
+        c.execute_batch(
+            "CREATE TABLE `t` (`id` INTEGER PRIMARY KEY, `s` TEXT COLLATE BINARY UNIQUE, \
+             `d` TEXT DEFAULT 'COLLATE BINARY'); PRAGMA user_version = 1",
+        )
+        .unwrap();
+        for v in values {
+            c.execute("INSERT INTO t (s) VALUES (?1)", [v]).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_bin_column_of_sqlites_binary_collation_gets_mysql_bin_once_or_is_refused() {
+        let dir = temp_dir("binary-collation");
+        file_of_binary_collation(&dir, &["b", "a", "A"]);
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        // Trailing spaces ignored, found by the index; case kept.
+        let Outcome::Rows { rows, .. } =
+            exec(e.as_mut(), "SELECT id FROM t WHERE s = 'a  ' ORDER BY id").unwrap()
+        else {
+            panic!("expected rows");
+        };
+        assert_eq!(rows, vec![vec![Cell::Int(2)]]);
+        assert_eq!(
+            exec(e.as_mut(), "INSERT INTO t (s) VALUES ('b ')")
+                .unwrap_err()
+                .code(),
+            1062
+        );
+        drop(e);
+        let c = Connection::open(dir.join(SQLITE_FILE)).unwrap();
+        let create = sqlite_catalog::show_create_table(&c, "t").unwrap().unwrap();
+        assert!(
+            create.contains("`s` text CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+                && create.contains("DEFAULT 'COLLATE BINARY'"),
+            "{create}"
+        );
+        let version: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, text_order::VERSION);
+
+        let dir = temp_dir("binary-collation-duplicates");
+        file_of_binary_collation(&dir, &["a", "a "]);
+        let refused = SqliteEngine.open(&dir).map(drop).unwrap_err();
+        assert_eq!(refused.code(), 1062);
+        assert!(refused.message.contains("utf8mb4_bin"), "{refused}");
     }
 
     #[test]

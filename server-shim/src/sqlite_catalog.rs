@@ -18,6 +18,19 @@ struct Column {
     default: Option<String>,
     /// 1-based position in the primary key, 0 when not part of it.
     pk: i64,
+    /// Whether its collation is `utf8mb4_bin`'s ([`crate::dialect::BIN`]).
+    bin: bool,
+}
+
+impl Column {
+    /// Its MySQL collation, for a text column.
+    fn collation(&self) -> &'static str {
+        if self.bin {
+            "utf8mb4_bin"
+        } else {
+            "utf8mb4_general_ci"
+        }
+    }
 }
 
 /// One index and its columns, in order.
@@ -35,8 +48,14 @@ fn columns(conn: &Connection, schema: &str, table: &str) -> rusqlite::Result<Vec
         "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?1, ?2) ORDER BY cid",
     )?;
     stmt.query_map([table, schema], |r| {
+        let name: String = r.get(0)?;
+        let (_, collation, ..) = conn.column_metadata(Some(schema), table, name.as_str())?;
         Ok(Column {
-            name: r.get(0)?,
+            bin: collation.is_some_and(|c| {
+                c.to_bytes()
+                    .eq_ignore_ascii_case(crate::dialect::BIN.as_bytes())
+            }),
+            name,
             decl_type: r.get(1)?,
             not_null: r.get::<_, i64>(2)? != 0,
             default: r.get(3)?,
@@ -249,6 +268,10 @@ pub fn show_create_table(conn: &Connection, table: &str) -> rusqlite::Result<Opt
             mysql_type(&c.decl_type)
         };
         let mut line = format!("  {} {decl}", quote(&c.name));
+        if c.bin {
+            // MariaDB names a column's collation where it is not the table's.
+            line.push_str(&format!(" CHARACTER SET utf8mb4 COLLATE {}", c.collation()));
+        }
         if c.not_null || c.pk > 0 {
             line.push_str(" NOT NULL");
         }
@@ -599,6 +622,7 @@ pub fn describe(conn: &Connection) -> rusqlite::Result<Vec<TableMeta>> {
                             mysql_type(&c.decl_type)
                         },
                         not_null: c.not_null || c.pk > 0,
+                        collation: c.collation(),
                         default: c.default.as_deref().map(mysql_default),
                         key: if primary {
                             "PRI"

@@ -9,8 +9,9 @@
 //!   anything else as `mysql_round`;
 //! - `mysql_text_typed(x, i)`: a number as MySQL writes its column's type in text, for a text
 //!   function (`DECIMAL` with its scale, `FLOAT` with 6 significant digits, `DOUBLE` with
-//!   its shortest digits), a binary string's text as its bytes (`LIKE` folds nothing there);
-//!   any other value unchanged.
+//!   its shortest digits), a binary string's text as its bytes (`LIKE` folds nothing there),
+//!   the text of a column in a `_bin` collation marked with a subtype (`LIKE` compares its
+//!   characters); any other value unchanged.
 
 use std::sync::{Arc, Mutex};
 
@@ -33,6 +34,8 @@ pub enum DeclaredKind {
     Json,
     /// A binary string (`BINARY`, `VARBINARY`, a `BLOB`): `LIKE` compares its bytes.
     Binary,
+    /// Text in a `_bin` collation: `LIKE` compares its characters, nothing folded.
+    TextBin,
     /// Anything else, or a column not found.
     Other,
 }
@@ -141,19 +144,32 @@ pub fn register(conn: &Connection, kinds: &Arc<ColumnKinds>) -> rusqlite::Result
         )]
         let number = match (value, kind) {
             // Its bytes, which a text function reads as they are (`LIKE`: no folding).
-            (Value::Text(t), DeclaredKind::Binary) => return Ok(Value::Blob(t.into_bytes())),
-            (value, DeclaredKind::Json | DeclaredKind::Other | DeclaredKind::Binary) => {
-                return Ok(value);
+            (Value::Text(t), DeclaredKind::Binary) => {
+                return Ok((Value::Blob(t.into_bytes()), None));
+            }
+            // Marked for `LIKE`, which has no other way to know the column's collation.
+            (Value::Text(t), DeclaredKind::TextBin) => {
+                return Ok((Value::Text(t), crate::utf8mb4_bin::SUBTYPE));
+            }
+            (
+                value,
+                DeclaredKind::Json
+                | DeclaredKind::Other
+                | DeclaredKind::Binary
+                | DeclaredKind::TextBin,
+            ) => {
+                return Ok((value, None));
             }
             (Value::Real(f), _) => f,
             (Value::Integer(i), _) => i as f64,
-            (value, _) => return Ok(value),
+            (value, _) => return Ok((value, None)),
         };
-        Ok(Value::Text(match kind {
+        let text = match kind {
             DeclaredKind::Decimal(scale) => decimal_text(number, scale),
             DeclaredKind::Float(decimals) => float_column_text(number, decimals),
             _ => crate::engine::double_text(number),
-        }))
+        };
+        Ok((Value::Text(text), None))
     })?;
     let round_kinds = Arc::clone(kinds);
     conn.create_scalar_function(crate::dialect::ROUND_TYPED_FN, 3, flags, move |ctx| {

@@ -384,3 +384,21 @@ SELECT id, s FROM t_w ORDER BY id
 DELETE FROM t_w WHERE d IN (SELECT d FROM t_w WHERE CONCAT(d) = '1.50')
 SELECT id, s FROM t_w ORDER BY id
 DROP TABLE t_w
+
+# A _bin column: case and accents count, trailing spaces do not (PAD SPACE)
+CREATE TABLE t_cs (id INT PRIMARY KEY, c VARCHAR(10) COLLATE utf8mb4_bin, g VARCHAR(10))
+INSERT INTO t_cs VALUES (1, 'José', 'jose'), (2, 'jose', 'JOSE'), (3, 'JOSE', 'jos_'), (4, 'a ', 'A'), (5, 'ü', 'u')
+SELECT id FROM t_cs WHERE c LIKE 'jos%' ORDER BY id
+SELECT id FROM t_cs WHERE c LIKE 'Jos_' ORDER BY id
+SELECT id FROM t_cs WHERE c LIKE '_' ORDER BY id
+SELECT id FROM t_cs WHERE c = 'jose' ORDER BY id
+SELECT id FROM t_cs WHERE c = 'a' ORDER BY id
+SELECT id FROM t_cs WHERE g LIKE c ORDER BY id
+SELECT id FROM t_cs WHERE c LIKE g ORDER BY id
+SELECT id FROM t_cs WHERE 'JOSE' LIKE c ORDER BY id
+SELECT a.id FROM t_cs a JOIN t_cs b ON b.c LIKE 'jos%' AND a.id = b.id ORDER BY a.id
+SELECT c FROM t_cs ORDER BY c, id
+SELECT COUNT(DISTINCT c), COUNT(DISTINCT g) FROM t_cs
+SELECT id FROM t_cs WHERE c IN ('jose', 'a') ORDER BY id
+SELECT COLUMN_NAME, CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 't_cs' ORDER BY ORDINAL_POSITION
+DROP TABLE t_cs

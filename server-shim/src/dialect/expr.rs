@@ -198,23 +198,32 @@ pub fn table_with_joins(t: &mut TableWithJoins) -> Result<(), SqlError> {
     table_factor(&mut t.relation)?;
     for join in &mut t.joins {
         table_factor(&mut join.relation)?;
-        match &mut join.join_operator {
-            JoinOperator::Join(c)
-            | JoinOperator::Inner(c)
-            | JoinOperator::Left(c)
-            | JoinOperator::LeftOuter(c)
-            | JoinOperator::Right(c)
-            | JoinOperator::RightOuter(c)
-            | JoinOperator::FullOuter(c) => {
-                if let JoinConstraint::On(e) = c {
-                    expr(e)?;
-                }
-            }
-            JoinOperator::CrossJoin(JoinConstraint::None) => {}
-            _ => return Err(SqlError::not_supported("this join")),
+        match join_condition(&mut join.join_operator) {
+            Ok(Some(e)) => expr(e)?,
+            Ok(None) => {}
+            Err(()) => return Err(SqlError::not_supported("this join")),
         }
     }
     Ok(())
+}
+
+/// A join's `ON` condition, `None` for one without (`USING`, a plain or cross join); `Err`
+/// for a join this dialect does not translate.
+pub(super) fn join_condition(op: &mut JoinOperator) -> Result<Option<&mut Expr>, ()> {
+    match op {
+        JoinOperator::Join(c)
+        | JoinOperator::Inner(c)
+        | JoinOperator::Left(c)
+        | JoinOperator::LeftOuter(c)
+        | JoinOperator::Right(c)
+        | JoinOperator::RightOuter(c)
+        | JoinOperator::FullOuter(c) => Ok(match c {
+            JoinConstraint::On(e) => Some(e),
+            _ => None,
+        }),
+        JoinOperator::CrossJoin(JoinConstraint::None) => Ok(None),
+        _ => Err(()),
+    }
 }
 
 fn table_factor(t: &mut TableFactor) -> Result<(), SqlError> {
@@ -849,14 +858,16 @@ pub(super) fn decimal_literal_text(e: &Expr) -> Option<String> {
 /// The engine's function behind `CAST(x AS CHAR[(n)])`: `(x, n)`, `n` -1 for no length.
 pub const CAST_CHAR_FN: &str = "mysql_cast_char";
 
-pub use super::text_collation::GENERAL_CI;
+pub use super::text_collation::{BIN, GENERAL_CI};
 
-/// SQLite's collation for a MySQL one: binary collations compare bytes, the rest
-/// [`GENERAL_CI`].
+/// SQLite's collation for a MySQL one: `binary` compares bytes, a `_bin` one code points
+/// ([`BIN`]), the rest [`GENERAL_CI`].
 pub fn collation_for(mysql: &ObjectName) -> &'static str {
     let name = mysql.to_string().to_ascii_lowercase();
-    if name.ends_with("_bin") || name == "binary" {
+    if name == "binary" {
         "BINARY"
+    } else if name.ends_with("_bin") {
+        BIN
     } else {
         GENERAL_CI
     }

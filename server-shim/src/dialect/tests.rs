@@ -194,7 +194,7 @@ fn keeps_mysql_types_as_declared_types() {
         ),
         [
             "CREATE TABLE `t` (`a` TINYINT(1), `b` BIGINT UNSIGNED, `c` INT UNSIGNED, `d` TIMESTAMP, \
-          `e` TEXT COLLATE BINARY, `f` BLOB, `g` JSON, `h` DOUBLE, `i` CHAR(2) COLLATE mysql_general_ci)"
+          `e` TEXT COLLATE mysql_bin, `f` BLOB, `g` JSON, `h` DOUBLE, `i` CHAR(2) COLLATE mysql_general_ci)"
         ]
     );
 }
@@ -1112,7 +1112,7 @@ fn reads_what_sqlparser_0_64_changed() {
     // The last COLLATE of a column wins.
     assert_eq!(
         sql("CREATE TABLE t (a CHAR(10) COLLATE latin1_swedish_ci NOT NULL COLLATE latin1_bin)"),
-        ["CREATE TABLE `t` (`a` CHAR(10) COLLATE BINARY NOT NULL)"]
+        ["CREATE TABLE `t` (`a` CHAR(10) COLLATE mysql_bin NOT NULL)"]
     );
     assert_eq!(
         sql("RENAME TABLE a TO b, s.c TO s.d"),

@@ -13,8 +13,12 @@
 use sqlparser::ast::{Expr, Ident, ObjectName};
 
 /// The collation the engine registers for text as MariaDB's `utf8mb4_general_ci` orders it
-/// (`crate::mysql_text_functions::general_ci`): every text column's but a binary one's.
+/// (`crate::general_ci`): every text column's but a `_bin` one's.
 pub const GENERAL_CI: &str = "mysql_general_ci";
+
+/// The collation the engine registers for text as MariaDB's `utf8mb4_bin` orders it
+/// (`crate::utf8mb4_bin`): a column declared with a `_bin` collation.
+pub const BIN: &str = "mysql_bin";
 
 /// MySQL functions whose result is text whatever their arguments.
 const TEXT_FUNCTIONS: &[&str] = &[

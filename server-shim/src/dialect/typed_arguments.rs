@@ -151,6 +151,15 @@ fn mark_set(body: &mut SetExpr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument
             }
             let inner: Vec<&[Source]> =
                 scopes.iter().copied().chain([sources.as_slice()]).collect();
+            for join in select
+                .from
+                .iter_mut()
+                .flat_map(|from| from.joins.iter_mut())
+            {
+                if let Ok(Some(on)) = super::expr::join_condition(&mut join.join_operator) {
+                    mark_expr(on, &inner, out);
+                }
+            }
             for item in &mut select.projection {
                 if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item
                 {

@@ -1,0 +1,209 @@
+//! The order a database file's text indexes were built in, kept in its `PRAGMA user_version`,
+//! and the steps that bring an older file to today's, once, when it is first opened (a file
+//! made before would otherwise be searched in an order it was not built in: rows not found, a
+//! `UNIQUE` key not enforced):
+//! - 1: `mysql_general_ci` weighs every character as MariaDB does (`crate::general_ci`:
+//!   accents folded; before, ASCII case only). Its indexes are rebuilt.
+//! - 2: a column declared with a `_bin` collation has `mysql_bin` (`crate::utf8mb4_bin`:
+//!   trailing spaces ignored, as MariaDB's `PAD SPACE`), where it had SQLite's `BINARY`. Each
+//!   such table's declaration is rewritten in SQLite's catalog (`PRAGMA writable_schema`, as
+//!   SQLite's documentation describes for changes that leave the rows as they are) and its
+//!   indexes are rebuilt.
+
+use rusqlite::{Connection, ErrorCode};
+use sqlparser::dialect::SQLiteDialect;
+use sqlparser::tokenizer::{Token, Tokenizer};
+
+use crate::dialect;
+use crate::sql_error::SqlError;
+
+/// Today's order.
+pub const VERSION: i64 = 2;
+
+/// Brings `schema`'s file to today's order. Two sessions opening the file at once: the second
+/// finds it done.
+///
+/// # Errors
+/// A file whose `UNIQUE` text key holds two values the collations now find equal (`José` and
+/// `jose`, `a` and `a ` in a `_bin` column, which MariaDB would not have taken): 1062, naming
+/// the collations, until one is changed; SQLite's other errors, as `storage_error` makes them.
+pub fn bring_up_to_date(
+    conn: &Connection,
+    schema: &str,
+    storage_error: fn(rusqlite::Error) -> SqlError,
+) -> Result<(), SqlError> {
+    let version = |conn: &Connection| -> rusqlite::Result<i64> {
+        conn.query_row(&format!("PRAGMA \"{schema}\".user_version"), [], |r| {
+            r.get(0)
+        })
+    };
+    if version(conn).map_err(storage_error)? >= VERSION {
+        return Ok(());
+    }
+    let brought = (|| -> rusqlite::Result<Option<i64>> {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let was = version(conn)?;
+        if was < VERSION {
+            if was < 1 {
+                conn.execute_batch(&format!("REINDEX {}", dialect::GENERAL_CI))?;
+            }
+            if was < 2 {
+                bin_collation_for_bin_columns(conn, schema)?;
+            }
+            conn.execute_batch(&format!("PRAGMA \"{schema}\".user_version = {VERSION}"))?;
+        }
+        conn.execute_batch("COMMIT")?;
+        Ok((was < VERSION).then_some(was))
+    })();
+    match brought {
+        Ok(Some(was)) => {
+            tracing::info!(
+                schema,
+                from = was,
+                to = VERSION,
+                "text indexes rebuilt in today's collation order (MariaDB's utf8mb4_general_ci \
+                 folds accents, utf8mb4_bin ignores trailing spaces)"
+            );
+            Ok(())
+        }
+        Ok(None) => Ok(()),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) {
+                return Err(SqlError::new(
+                    opensrv_mysql::ErrorKind::ER_DUP_ENTRY,
+                    format!(
+                        "a UNIQUE text key of database {schema} holds two values that are equal \
+                         as MariaDB compares them (utf8mb4_general_ci folds accents, \
+                         utf8mb4_bin ignores trailing spaces): change one, with a server-shim \
+                         before this one ({e})"
+                    ),
+                ));
+            }
+            Err(storage_error(e))
+        }
+    }
+}
+
+/// Step 2: each table of `schema` with a column of SQLite's `BINARY` collation gets
+/// [`dialect::BIN`] in its place, and the indexes in that collation are rebuilt.
+fn bin_collation_for_bin_columns(conn: &Connection, schema: &str) -> rusqlite::Result<()> {
+    let tables: Vec<(String, String)> = conn
+        .prepare(&format!(
+            "SELECT name, sql FROM \"{schema}\".sqlite_schema WHERE type = 'table' AND sql IS NOT NULL"
+        ))?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let rewritten: Vec<(String, String)> = tables
+        .into_iter()
+        .filter_map(|(name, sql)| with_bin_collation(&sql).map(|sql| (name, sql)))
+        .collect();
+    if rewritten.is_empty() {
+        return Ok(());
+    }
+    let schema_version: i64 =
+        conn.query_row(&format!("PRAGMA \"{schema}\".schema_version"), [], |r| {
+            r.get(0)
+        })?;
+    conn.execute_batch("PRAGMA writable_schema = ON")?;
+    let written = (|| -> rusqlite::Result<()> {
+        for (name, sql) in &rewritten {
+            conn.execute(
+                &format!(
+                    "UPDATE \"{schema}\".sqlite_schema SET sql = ?1 WHERE type = 'table' AND name = ?2"
+                ),
+                [sql, name],
+            )?;
+        }
+        // Every other connection reads the catalog again.
+        conn.execute_batch(&format!(
+            "PRAGMA \"{schema}\".schema_version = {}",
+            schema_version + 1
+        ))
+    })();
+    // `RESET`: this one too, before its indexes are rebuilt in their new collation.
+    conn.execute_batch("PRAGMA writable_schema = RESET")?;
+    written?;
+    conn.execute_batch(&format!("REINDEX {}", dialect::BIN))
+}
+
+/// `sql` (a `CREATE TABLE` as SQLite keeps it) with each `COLLATE BINARY` made
+/// `COLLATE mysql_bin`; `None` when it has none. Read token by token, so a string or a
+/// comment that holds the words is left as it is.
+fn with_bin_collation(sql: &str) -> Option<String> {
+    let tokens = Tokenizer::new(&SQLiteDialect {}, sql)
+        .tokenize_with_location()
+        .ok()?;
+    let line_starts: Vec<usize> = core::iter::once(0)
+        .chain(sql.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    // Byte offset of a 1-based line and character column.
+    let offset = |line: u64, column: u64| -> Option<usize> {
+        let start = *line_starts.get(usize::try_from(line).ok()?.checked_sub(1)?)?;
+        let skip = usize::try_from(column).ok()?.checked_sub(1)?;
+        Some(
+            sql.get(start..)?
+                .char_indices()
+                .nth(skip)
+                .map_or(sql.len(), |(i, _)| start + i),
+        )
+    };
+    let mut spans = Vec::new();
+    let mut words = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)));
+    let mut previous_is_collate = false;
+    for t in words.by_ref() {
+        if let Token::Word(w) = &t.token {
+            if previous_is_collate
+                && w.quote_style.is_none()
+                && w.value.eq_ignore_ascii_case("BINARY")
+            {
+                spans.push((
+                    offset(t.span.start.line, t.span.start.column)?,
+                    offset(t.span.end.line, t.span.end.column)?,
+                ));
+            }
+            previous_is_collate =
+                w.quote_style.is_none() && w.value.eq_ignore_ascii_case("COLLATE");
+        } else {
+            previous_is_collate = false;
+        }
+    }
+    if spans.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(sql.len());
+    let mut at = 0;
+    for (start, end) in spans {
+        out.push_str(sql.get(at..start)?);
+        out.push_str(dialect::BIN);
+        at = end;
+    }
+    out.push_str(sql.get(at..)?);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_bin_collation;
+
+    #[test]
+    fn binary_collations_become_mysql_bin_and_nothing_else_changes() {
+        assert_eq!(
+            with_bin_collation(
+                "CREATE TABLE `t` (`a` TEXT COLLATE BINARY UNIQUE,\n  `é` VARCHAR(3) collate binary \
+                 DEFAULT 'COLLATE BINARY', -- COLLATE BINARY\n `c` TEXT COLLATE mysql_general_ci)"
+            )
+            .as_deref(),
+            Some(
+                "CREATE TABLE `t` (`a` TEXT COLLATE mysql_bin UNIQUE,\n  `é` VARCHAR(3) collate mysql_bin \
+                 DEFAULT 'COLLATE BINARY', -- COLLATE BINARY\n `c` TEXT COLLATE mysql_general_ci)"
+            )
+        );
+        assert_eq!(
+            with_bin_collation("CREATE TABLE t (a TEXT COLLATE mysql_general_ci, b BINARY)"),
+            None
+        );
+    }
+}
