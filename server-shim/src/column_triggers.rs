@@ -37,11 +37,14 @@ pub fn ours(table: &str, name: &str, sql: &str) -> Option<Ours> {
     })
 }
 
-/// The column an `ON UPDATE` trigger's text sets: `... SET <name> = CURRENT_TIMESTAMP WHERE
-/// rowid = NEW.rowid; END`, the name quoted with backticks (as the dialect writes it) or
-/// double quotes (as SQLite's `RENAME COLUMN` rewrites it).
+/// The column an `ON UPDATE` trigger's text sets: `... SET <name> = <now> WHERE rowid =
+/// NEW.rowid; END` (`<now>` is `CURRENT_TIMESTAMP` or `mysql_now(p)`), the name quoted with
+/// backticks (as the dialect writes it) or double quotes (as SQLite's `RENAME COLUMN`
+/// rewrites it).
 fn set_column(sql: &str) -> Option<String> {
-    let head = sql.strip_suffix(" = CURRENT_TIMESTAMP WHERE rowid = NEW.rowid; END")?;
+    let (head, _now) = sql
+        .strip_suffix(" WHERE rowid = NEW.rowid; END")?
+        .rsplit_once(" = ")?;
     let quoted = &head[head.rfind(" SET ")? + 5..];
     let quote = quoted.chars().next().filter(|q| *q == '`' || *q == '"')?;
     let inner = quoted.strip_prefix(quote)?.strip_suffix(quote)?;
@@ -49,22 +52,24 @@ fn set_column(sql: &str) -> Option<String> {
     Some(inner.replace(&doubled, &quote.to_string()))
 }
 
-/// The columns of `table` (in SQLite's database `schema`), each with what MySQL stores of
-/// its values where that is not what SQLite keeps.
-///
-/// # Errors
-/// SQLite's.
-pub fn columns(
+/// The columns of `table` (in SQLite's database `schema`) with their declared types.
+fn columns(
     conn: &Connection,
     schema: &str,
     table: &str,
-) -> rusqlite::Result<Vec<(String, Option<dialect::Rounding>)>> {
+) -> rusqlite::Result<Vec<(String, String)>> {
     let mut stmt = conn.prepare("SELECT name, type FROM pragma_table_info(?1, ?2) ORDER BY cid")?;
-    let rows = stmt.query_map([table, schema], |r| {
-        let declared: String = r.get(1)?;
-        Ok((r.get(0)?, dialect::Rounding::of(&declared)))
-    })?;
+    let rows = stmt.query_map([table, schema], |r| Ok((r.get(0)?, r.get(1)?)))?;
     rows.collect()
+}
+
+/// Each of `declared`'s columns with what MySQL stores of its values where that is not what
+/// SQLite keeps.
+fn with_rounding(declared: &[(String, String)]) -> Vec<(&str, Option<dialect::Rounding>)> {
+    declared
+        .iter()
+        .map(|(c, t)| (c.as_str(), dialect::Rounding::of(t)))
+        .collect()
 }
 
 /// Makes the column triggers of `table` (in SQLite's database `schema`, named for MySQL's
@@ -82,9 +87,8 @@ pub fn make(
     table: &str,
     on_update: &[String],
 ) -> rusqlite::Result<()> {
-    let columns = columns(conn, schema, table)?;
-    let all: Vec<(&str, Option<dialect::Rounding>)> =
-        columns.iter().map(|(c, r)| (c.as_str(), *r)).collect();
+    let declared = columns(conn, schema, table)?;
+    let all = with_rounding(&declared);
     for (column, rounding) in &all {
         if let Some(rounding) = rounding {
             conn.execute_batch(&dialect::round_stored(
@@ -99,11 +103,49 @@ pub fn make(
         }
     }
     for column in on_update {
-        if all.iter().any(|(c, _)| c == column) {
-            conn.execute_batch(&dialect::on_update_trigger(qualifier, table, column, &all))?;
+        if let Some((_, declared)) = declared.iter().find(|(c, _)| c == column) {
+            conn.execute_batch(&dialect::on_update_trigger(
+                qualifier, table, column, declared, &all,
+            ))?;
         }
     }
     Ok(())
+}
+
+/// Drops the `ON UPDATE` trigger `trigger` of `column` of `table` (in SQLite's database
+/// `schema`, named for MySQL's database `qualifier` where it is not `main`) and makes it again
+/// from the table's columns as they are now.
+///
+/// # Errors
+/// SQLite's.
+pub fn on_update_again(
+    conn: &Connection,
+    schema: &str,
+    qualifier: Option<&str>,
+    table: &str,
+    trigger: &str,
+    column: &str,
+) -> rusqlite::Result<()> {
+    let declared = columns(conn, schema, table)?;
+    let Some((_, column_type)) = declared.iter().find(|(c, _)| c == column) else {
+        return Ok(());
+    };
+    let all = with_rounding(&declared);
+    conn.execute(
+        &format!(
+            "DROP TRIGGER \"{}\".\"{}\"",
+            schema.replace('"', "\"\""),
+            trigger.replace('"', "\"\"")
+        ),
+        [],
+    )?;
+    conn.execute_batch(&dialect::on_update_trigger(
+        qualifier,
+        table,
+        column,
+        column_type,
+        &all,
+    ))
 }
 
 #[cfg(test)]
@@ -120,6 +162,8 @@ mod tests {
             CURRENT_TIMESTAMP WHERE rowid = NEW.rowid; END";
         let column = |sql| ours("t", "t__ts__on_update", sql).and_then(|o| o.on_update);
         assert_eq!(column(dialects).as_deref(), Some("ts"));
+        let fraction = dialects.replace("CURRENT_TIMESTAMP", "mysql_now(6)");
+        assert_eq!(column(&fraction).as_deref(), Some("ts"));
         assert_eq!(column(renamed).as_deref(), Some("new \"ts"));
         let rounding = ours("t", "t__d__rounding_insert", "CREATE TRIGGER ...").unwrap();
         assert_eq!(

@@ -20,9 +20,10 @@
 //!   4    sqlite                                 mysql_functions catalog information_schema
 //!                                               sqlite_catalog sqlite_value table_rebuild
 //!                                               column_triggers database_scope dialect
-//!                                               engine processes sql_error text_order
+//!                                               engine processes sql_error file_format
 //!        state                                  stream catalog accounts processes tickets
-//!   3    mysql_functions                        sqlite_value variables dialect engine
+//!   3    file_format                            column_triggers dialect sql_error
+//!        mysql_functions                        sqlite_value variables dialect engine
 //!                                               mysql_text_functions mysql_json
 //!        database_scope                         information_schema
 //!        stream                                 variables auth
@@ -30,7 +31,7 @@
 //!        information_schema, sqlite_catalog,    engine, dialect (the names of its collations)
 //!        sqlite_value, variables
 //!        mysql_text_functions, mysql_json       dialect (the names of its functions)
-//!        table_rebuild, text_order              dialect sql_error
+//!        table_rebuild                          dialect sql_error
 //!        column_triggers                        dialect
 //!   1    auth                                   accounts processes tickets
 //!        dialect, engine                        mysql_dialect sql_error (engine: processes)
@@ -92,8 +93,8 @@
 //! - `sql_error`: MySQL error codes for every failure (one place).
 //! - `processes`: the server's connections by id (the process list, `KILL`).
 //! - `tickets`: resumption tickets (the store is `authplugin::ticket_store`).
-//! - `text_order`: the collation order a file's text indexes were built in, and the steps
-//!   that bring an older file to today's.
+//! - `file_format`: the version of a database file's format (its collations' order, its
+//!   triggers), and the steps that bring an older file to today's.
 //! - `table_rebuild`: a table rebuilt with changes SQLite's `ALTER TABLE` cannot make.
 //! - `column_triggers`: the triggers of a table's columns (`ON UPDATE CURRENT_TIMESTAMP`, a
 //!   `DECIMAL`'s rounding) made again after a rebuild or a dropped column.
@@ -147,6 +148,7 @@ pub mod fuzzing {
 }
 mod dialect;
 mod engine;
+mod file_format;
 mod general_ci;
 mod information_schema;
 mod keys;
@@ -169,7 +171,6 @@ mod sqlite_value;
 mod state;
 mod stream;
 mod table_rebuild;
-mod text_order;
 mod tickets;
 mod tls;
 mod typed_values;

@@ -24,12 +24,12 @@ use crate::dialect::{self, StatementKind};
 use crate::engine::{
     Cell, Engine, Executor, IndexColumn, Outcome, SavepointAction, SessionFacts, TableMeta,
 };
+use crate::file_format;
 use crate::information_schema;
 use crate::mysql_functions::{self, ConnectionFacts};
 use crate::sql_error::SqlError;
 use crate::sqlite_catalog;
 use crate::sqlite_value::to_sqlite;
-use crate::text_order;
 use crate::typed_values::{ColumnKinds, DeclaredKind};
 
 /// The SQLite file inside a database directory.
@@ -360,7 +360,7 @@ impl SqliteExecutor {
             },
         )
         .map_err(storage_error)?;
-        text_order::bring_up_to_date(&conn, "main", storage_error)?;
+        file_format::bring_up_to_date(&conn, "main", storage_error)?;
         let ticks = Arc::clone(&budget);
         conn.progress_handler(PROGRESS_OPS, Some(move || ticks.tick()))
             .map_err(storage_error)?;
@@ -436,7 +436,7 @@ impl SqliteExecutor {
                 )
                 .map_err(|e| from_sqlite(&e, &self.db_name))?;
             self.attached.push((name.clone(), id));
-            text_order::bring_up_to_date(&self.conn, name, storage_error)?;
+            file_format::bring_up_to_date(&self.conn, name, storage_error)?;
         }
         Ok(())
     }
@@ -1582,7 +1582,7 @@ mod tests {
         let version: i64 = c
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, text_order::VERSION);
+        assert_eq!(version, file_format::VERSION);
 
         let dir = temp_dir("old-order-duplicates");
         file_of_the_old_order(&dir, &["José", "jose"]);
@@ -1634,13 +1634,37 @@ mod tests {
         let version: i64 = c
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, text_order::VERSION);
+        assert_eq!(version, file_format::VERSION);
 
         let dir = temp_dir("binary-collation-duplicates");
         file_of_binary_collation(&dir, &["a", "a "]);
         let refused = SqliteEngine.open(&dir).map(drop).unwrap_err();
         assert_eq!(refused.code(), 1062);
         assert!(refused.message.contains("utf8mb4_bin"), "{refused}");
+    }
+
+    /// A file made when the `ON UPDATE` trigger of a `DATETIME(6)` wrote whole seconds.
+    #[test]
+    fn an_on_update_trigger_of_whole_seconds_is_made_again_with_its_columns_fraction() {
+        let dir = temp_dir("on-update-fraction");
+        let c = Connection::open(dir.join(SQLITE_FILE)).unwrap();
+        c.execute_batch(
+            "CREATE TABLE `t` (`id` INTEGER PRIMARY KEY, `v` INT, `ts` DATETIME(6)); \
+             CREATE TRIGGER `t__ts__on_update` AFTER UPDATE ON `t` FOR EACH ROW WHEN \
+             NEW.`ts` IS OLD.`ts` AND (NEW.`v` IS NOT OLD.`v`) BEGIN UPDATE `t` SET `ts` = \
+             CURRENT_TIMESTAMP WHERE rowid = NEW.rowid; END; \
+             INSERT INTO t (id, v) VALUES (1, 1); PRAGMA user_version = 2",
+        )
+        .unwrap();
+        drop(c);
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        exec(e.as_mut(), "UPDATE t SET v = 2").unwrap();
+        let Outcome::Rows { rows, .. } = exec(e.as_mut(), "SELECT LENGTH(ts), v FROM t").unwrap()
+        else {
+            panic!("expected rows");
+        };
+        // `YYYY-MM-DD hh:mm:ss.ffffff`.
+        assert_eq!(rows, vec![vec![Cell::Int(26), Cell::Int(2)]]);
     }
 
     #[test]

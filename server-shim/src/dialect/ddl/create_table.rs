@@ -194,7 +194,19 @@ pub(super) fn create_table(ct: CreateTable) -> Result<Vec<String>, SqlError> {
         })
         .collect();
     for column in on_update {
-        out.push(on_update_trigger(schema, table, &column, &all_columns));
+        let declared = ct
+            .columns
+            .iter()
+            .find(|c| c.name.value == column)
+            .map(|c| c.data_type.to_string())
+            .unwrap_or_default();
+        out.push(on_update_trigger(
+            schema,
+            table,
+            &column,
+            &declared,
+            &all_columns,
+        ));
     }
     for (column, rounding) in &all_columns {
         if let Some(rounding) = rounding {
@@ -450,7 +462,7 @@ fn is_integer(t: &DataType) -> bool {
 }
 
 /// `NOW()`, `CURRENT_TIMESTAMP[(p)]`, `LOCALTIMESTAMP[()]`, ... (the trigger that sets such a
-/// column on update writes whole seconds).
+/// column on update writes the fraction its type keeps, whatever `p` says, as MariaDB does).
 fn is_now(e: &Expr) -> bool {
     let mut e = e.clone();
     expr::expr(&mut e).is_ok() && {
@@ -599,15 +611,27 @@ pub(super) fn index_statements(
     Ok(out)
 }
 
-/// The trigger of an `ON UPDATE CURRENT_TIMESTAMP` column `column`: it sets the time when
-/// another of `all_columns` (name, and what is stored of a rounded one) changed and the
-/// statement did not set the column itself.
+/// The trigger of an `ON UPDATE CURRENT_TIMESTAMP` column `column`, of declared type
+/// `declared`: it sets the time, with the fraction of a second the type keeps (MariaDB's
+/// `DATETIME(6) ... ON UPDATE CURRENT_TIMESTAMP` writes microseconds), when another of
+/// `all_columns` (name, and what is stored of a rounded one) changed and the statement did
+/// not set the column itself.
 pub fn on_update_trigger(
     schema: Option<&str>,
     table: &str,
     column: &str,
+    declared: &str,
     all_columns: &[(&str, Option<stored_rounding::Rounding>)],
 ) -> String {
+    let fraction = declared
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .and_then(|(digits, _)| digits.trim().parse::<u8>().ok())
+        .filter(|p| (1..=6).contains(p));
+    let now = fraction.map_or_else(
+        || "CURRENT_TIMESTAMP".to_owned(),
+        |p| format!("{}({p})", expr::NOW_FN),
+    );
     let col = quote(column);
     let changed = all_columns
         .iter()
@@ -621,7 +645,7 @@ pub fn on_update_trigger(
     };
     format!(
         "CREATE TRIGGER {} AFTER UPDATE ON {t} FOR EACH ROW WHEN NEW.{col} IS OLD.{col}{changed} \
-         BEGIN UPDATE {t} SET {col} = CURRENT_TIMESTAMP WHERE rowid = NEW.rowid; END",
+         BEGIN UPDATE {t} SET {col} = {now} WHERE rowid = NEW.rowid; END",
         index_name(schema, table, &format!("{column}__on_update")),
         t = quote(table),
     )

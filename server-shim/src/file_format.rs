@@ -1,7 +1,7 @@
-//! The order a database file's text indexes were built in, kept in its `PRAGMA user_version`,
-//! and the steps that bring an older file to today's, once, when it is first opened (a file
-//! made before would otherwise be searched in an order it was not built in: rows not found, a
-//! `UNIQUE` key not enforced):
+//! The version of a database file's format, kept in its `PRAGMA user_version`, and the steps
+//! that bring an older file to today's, once, when it is first opened (a file made before
+//! would otherwise be searched in an order it was not built in, rows not found, a `UNIQUE`
+//! key not enforced, or written as it was not meant to be):
 //! - 1: `mysql_general_ci` weighs every character as MariaDB does (`crate::general_ci`:
 //!   accents folded; before, ASCII case only). Its indexes are rebuilt.
 //! - 2: a column declared with a `_bin` collation has `mysql_bin` (`crate::utf8mb4_bin`:
@@ -9,18 +9,22 @@
 //!   such table's declaration is rewritten in SQLite's catalog (`PRAGMA writable_schema`, as
 //!   SQLite's documentation describes for changes that leave the rows as they are) and its
 //!   indexes are rebuilt.
+//! - 3: the `ON UPDATE CURRENT_TIMESTAMP` trigger of a `DATETIME(p)` or `TIMESTAMP(p)` column
+//!   writes the fraction of a second its type keeps (it wrote whole seconds). Each is made
+//!   again.
 
 use rusqlite::{Connection, ErrorCode};
 use sqlparser::dialect::SQLiteDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
+use crate::column_triggers;
 use crate::dialect;
 use crate::sql_error::SqlError;
 
-/// Today's order.
-pub const VERSION: i64 = 2;
+/// Today's version.
+pub const VERSION: i64 = 3;
 
-/// Brings `schema`'s file to today's order. Two sessions opening the file at once: the second
+/// Brings `schema`'s file to today's format. Two sessions opening the file at once: the second
 /// finds it done.
 ///
 /// # Errors
@@ -50,6 +54,9 @@ pub fn bring_up_to_date(
             if was < 2 {
                 bin_collation_for_bin_columns(conn, schema)?;
             }
+            if was < 3 {
+                on_update_triggers_again(conn, schema)?;
+            }
             conn.execute_batch(&format!("PRAGMA \"{schema}\".user_version = {VERSION}"))?;
         }
         conn.execute_batch("COMMIT")?;
@@ -61,8 +68,9 @@ pub fn bring_up_to_date(
                 schema,
                 from = was,
                 to = VERSION,
-                "text indexes rebuilt in today's collation order (MariaDB's utf8mb4_general_ci \
-                 folds accents, utf8mb4_bin ignores trailing spaces)"
+                "database file brought to today's format (text indexes in MariaDB's collation \
+                 order: utf8mb4_general_ci folds accents, utf8mb4_bin ignores trailing spaces; \
+                 ON UPDATE CURRENT_TIMESTAMP writes fractions of a second)"
             );
             Ok(())
         }
@@ -125,6 +133,24 @@ fn bin_collation_for_bin_columns(conn: &Connection, schema: &str) -> rusqlite::R
     conn.execute_batch("PRAGMA writable_schema = RESET")?;
     written?;
     conn.execute_batch(&format!("REINDEX {}", dialect::BIN))
+}
+
+/// Step 3: each `ON UPDATE` trigger of `schema`'s tables made again from its column's type.
+fn on_update_triggers_again(conn: &Connection, schema: &str) -> rusqlite::Result<()> {
+    let triggers: Vec<(String, String, String)> = conn
+        .prepare(&format!(
+            "SELECT tbl_name, name, sql FROM \"{schema}\".sqlite_schema \
+             WHERE type = 'trigger' AND sql IS NOT NULL"
+        ))?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let qualifier = (schema != "main").then_some(schema);
+    for (table, name, sql) in &triggers {
+        if let Some(column) = column_triggers::ours(table, name, sql).and_then(|o| o.on_update) {
+            column_triggers::on_update_again(conn, schema, qualifier, table, name, &column)?;
+        }
+    }
+    Ok(())
 }
 
 /// `sql` (a `CREATE TABLE` as SQLite keeps it) with each `COLLATE BINARY` made
