@@ -480,6 +480,42 @@ pub struct StatementCounts {
     pub warnings: std::sync::Mutex<Vec<Warning>>,
 }
 
+/// The warnings the engine's functions raise while a statement runs (`CAST('abc' AS
+/// SIGNED)`: 1292), for the executor to add to the statement's; the first
+/// [`FunctionWarnings::KEPT`], as MySQL keeps `max_error_count` of them.
+#[derive(Debug, Default)]
+pub struct FunctionWarnings(std::sync::Mutex<Vec<Warning>>);
+
+impl FunctionWarnings {
+    /// MySQL's default `max_error_count`.
+    pub const KEPT: usize = 64;
+
+    /// A `Note` or a `Warning` (`level`) with `code` and `message`.
+    pub fn push(&self, level: &'static str, code: u16, message: String) {
+        let mut kept = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if kept.len() < Self::KEPT {
+            kept.push(Warning {
+                level,
+                code,
+                message,
+            });
+        }
+    }
+
+    /// Those raised since the last take.
+    pub fn take(&self) -> Vec<Warning> {
+        std::mem::take(
+            &mut *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+}
+
 /// A note a statement leaves for `SHOW WARNINGS` (its count is in the OK packet).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warning {

@@ -42,6 +42,8 @@ pub struct ConnectionFacts {
     /// `KILL QUERY` asked the running statement to stop: `SLEEP` ends early. Cleared when a
     /// statement starts.
     pub interrupted: AtomicBool,
+    /// What the functions warn of while the statement runs.
+    pub warnings: Arc<crate::engine::FunctionWarnings>,
 }
 
 /// How often a `SLEEP` looks whether its statement was killed.
@@ -148,11 +150,29 @@ pub fn register(
             .and_then(|(a, b)| timestampdiff(&unit, a, b)))
     })?;
     let refused = |why: &str| rusqlite::Error::UserFunctionError(why.to_owned().into());
+    let warnings = Arc::clone(&facts.warnings);
+    let signed = move |v: ValueRef<'_>| {
+        let n = as_signed(v).map_err(|r| refused(r.message()))?;
+        if let ValueRef::Text(b) | ValueRef::Blob(b) = v
+            && let Some(level) = integer_text_level(b)
+        {
+            warnings.push(
+                level,
+                1292,
+                format!(
+                    "Truncated incorrect INTEGER value: '{}'",
+                    String::from_utf8_lossy(b)
+                ),
+            );
+        }
+        Ok(n)
+    };
+    let unsigned = signed.clone();
     conn.create_scalar_function(crate::dialect::CAST_SIGNED_FN, 1, pure, move |ctx| {
-        as_signed(ctx.get_raw(0)).map_err(|r| refused(r.message()))
+        signed(ctx.get_raw(0))
     })?;
     conn.create_scalar_function(crate::dialect::CAST_UNSIGNED_FN, 1, pure, move |ctx| {
-        match as_signed(ctx.get_raw(0)).map_err(|r| refused(r.message()))? {
+        match unsigned(ctx.get_raw(0))? {
             Some(n) if n < 0 => Err(refused(
                 "CAST of a negative number AS UNSIGNED (MySQL's wraps it past 2^63, which \
                  this engine cannot hold)",
@@ -408,7 +428,7 @@ pub fn register(
             .map_err(|e| rusqlite::Error::UserFunctionError(Box::new(e)))?;
         Ok(Some(re.is_match(&text)))
     })?;
-    crate::mysql_text_functions::register(conn)?;
+    crate::mysql_text_functions::register(conn, &facts.warnings)?;
     crate::mysql_numeric_functions::register(conn)?;
     crate::mysql_date_parsing::register(conn)?;
     crate::mysql_json::register(conn)
@@ -513,6 +533,26 @@ fn as_signed(v: ValueRef<'_>) -> Result<Option<i64>, CastRefusal> {
             let n = if negative { -magnitude } else { magnitude };
             i64::try_from(n).map(Some).map_err(|_| BEYOND)
         }
+    }
+}
+
+/// How MariaDB tells of `text` read as an integer: nothing for spaces, a sign and digits; a
+/// `Note` when only spaces follow them (`'7 '`); a `Warning` when anything else does, or there
+/// are no digits (`'abc'`, `'1e3'`, `''`).
+fn integer_text_level(text: &[u8]) -> Option<&'static str> {
+    let t = text.trim_ascii_start();
+    let unsigned = t
+        .strip_prefix(b"-")
+        .or_else(|| t.strip_prefix(b"+"))
+        .unwrap_or(t);
+    let digits = unsigned.iter().take_while(|b| b.is_ascii_digit()).count();
+    let rest = unsigned.get(digits..).unwrap_or_default();
+    if digits == 0 || !rest.iter().all(u8::is_ascii_whitespace) {
+        Some("Warning")
+    } else if rest.is_empty() {
+        None
+    } else {
+        Some("Note")
     }
 }
 

@@ -21,6 +21,8 @@
 //! (`mysql_locate`). The JSON functions are
 //! [`crate::mysql_json`]'s.
 
+use std::sync::Arc;
+
 use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::ValueRef;
@@ -75,7 +77,10 @@ const MAX_MADE_BYTES: usize = 16 << 20;
 ///
 /// # Errors
 /// SQLite's, if a function cannot be registered.
-pub fn register(conn: &Connection) -> rusqlite::Result<()> {
+pub fn register(
+    conn: &Connection,
+    warnings: &Arc<crate::engine::FunctionWarnings>,
+) -> rusqlite::Result<()> {
     conn.create_collation(crate::dialect::GENERAL_CI, crate::general_ci::compare)?;
     conn.create_collation(crate::dialect::BIN, crate::utf8mb4_bin::compare)?;
     let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
@@ -139,7 +144,8 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     })?;
     // `CAST(x AS CHAR[(n)])`: exact for text and integers; a non-integer number's text
     // (its DECIMAL scale, its DOUBLE's digits) is not known from SQLite's double: refused.
-    conn.create_scalar_function(crate::dialect::CAST_CHAR_FN, 2, pure, |ctx| {
+    let cast_warnings = Arc::clone(warnings);
+    conn.create_scalar_function(crate::dialect::CAST_CHAR_FN, 2, pure, move |ctx| {
         let text = match ctx.get_raw(0) {
             ValueRef::Null => return Ok(None),
             ValueRef::Integer(n) => n.to_string(),
@@ -154,8 +160,15 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         };
         let length: i64 = ctx.get(1)?;
         Ok(Some(match usize::try_from(length) {
-            Ok(n) => text.chars().take(n).collect(),
-            Err(_) => text,
+            Ok(n) if text.chars().nth(n).is_some() => {
+                cast_warnings.push(
+                    "Warning",
+                    1292,
+                    format!("Truncated incorrect CHAR({n}) value: '{text}'"),
+                );
+                text.chars().take(n).collect()
+            }
+            _ => text,
         }))
     })?;
     // SQLite's LIKE folds ASCII case only: `like(pattern, text[, escape])` replaces it. A

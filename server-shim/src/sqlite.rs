@@ -1242,7 +1242,9 @@ impl Executor for SqliteExecutor {
     }
 
     fn take_warnings(&mut self) -> Vec<crate::engine::Warning> {
-        std::mem::take(&mut self.warnings)
+        let mut warnings = std::mem::take(&mut self.warnings);
+        warnings.extend(self.facts.warnings.take());
+        warnings
     }
 
     fn counts(&self) -> (i64, i64) {
@@ -1641,6 +1643,36 @@ mod tests {
         let refused = SqliteEngine.open(&dir).map(drop).unwrap_err();
         assert_eq!(refused.code(), 1062);
         assert!(refused.message.contains("utf8mb4_bin"), "{refused}");
+    }
+
+    /// A function's warning is the statement's, as MariaDB words it, and is gone with it.
+    #[test]
+    fn a_cast_that_truncates_warns_as_mariadb_does() {
+        let dir = temp_dir("cast-warnings");
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        exec(
+            e.as_mut(),
+            "SELECT CAST('abc' AS SIGNED), CAST(' 7 ' AS SIGNED), CAST('1e3' AS UNSIGNED), \
+             CAST('abc' AS CHAR(2)), CAST('ab' AS CHAR(2))",
+        )
+        .unwrap();
+        let warnings: Vec<(&str, u16, String)> = e
+            .take_warnings()
+            .into_iter()
+            .map(|w| (w.level, w.code, w.message))
+            .collect();
+        let truncated = |level, what: &str| (level, 1292, format!("Truncated incorrect {what}"));
+        assert_eq!(
+            warnings,
+            [
+                truncated("Warning", "INTEGER value: 'abc'"),
+                truncated("Note", "INTEGER value: ' 7 '"),
+                truncated("Warning", "INTEGER value: '1e3'"),
+                truncated("Warning", "CHAR(2) value: 'abc'"),
+            ]
+        );
+        exec(e.as_mut(), "SELECT CAST('7' AS SIGNED)").unwrap();
+        assert!(e.take_warnings().is_empty());
     }
 
     /// A file made when the `ON UPDATE` trigger of a `DATETIME(6)` wrote whole seconds.

@@ -200,7 +200,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
                 ..one(Statement::Delete(delete).to_string(), StatementKind::Delete)
             })
         }
-        _ => Err(SqlError::not_supported("this statement")),
+        other => Err(SqlError::not_supported(&super::statement_keywords(&other))),
     }
 }
 

@@ -422,13 +422,13 @@ fn translate_statement(statement: Statement) -> Result<Translation, SqlError> {
             typed_columns: Vec::new(),
             from_tables: Vec::new(),
         }),
-        other => Err(SqlError::not_supported(statement_name(&other))),
+        other => Err(SqlError::not_supported(&statement_name(&other))),
     }
 }
 
 /// The construct named in the 1235 for statements that are not ours.
-fn statement_name(statement: &Statement) -> &'static str {
-    match statement {
+fn statement_name(statement: &Statement) -> String {
+    let named = match statement {
         Statement::Set(_) => "SET",
         Statement::ShowVariable { .. }
         | Statement::ShowVariables { .. }
@@ -454,7 +454,27 @@ fn statement_name(statement: &Statement) -> &'static str {
         Statement::CreateTrigger { .. } | Statement::DropTrigger { .. } => "triggers",
         Statement::CreateProcedure { .. } | Statement::CreateFunction { .. } => "stored routines",
         Statement::Explain { .. } | Statement::ExplainTable { .. } => "EXPLAIN",
-        _ => "this statement",
+        other => return statement_keywords(other),
+    };
+    named.to_owned()
+}
+
+/// The keywords a statement starts with (`DROP PROCEDURE`, `CALL`, `LOCK TABLES`), at most
+/// three, to name it in a refusal: the text sqlparser writes of it, up to the first word that
+/// is not a keyword in capitals (a name, a value) or is `IF` (`DROP PROCEDURE IF EXISTS`).
+pub(crate) fn statement_keywords(statement: &Statement) -> String {
+    let text = statement.to_string();
+    let words: Vec<&str> = text
+        .split_whitespace()
+        .take_while(|w| {
+            *w != "IF" && !w.is_empty() && w.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+        })
+        .take(3)
+        .collect();
+    if words.is_empty() {
+        "this statement".to_owned()
+    } else {
+        words.join(" ")
     }
 }
 

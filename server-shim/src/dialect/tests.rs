@@ -87,7 +87,7 @@ fn code(mysql: &str) -> u16 {
 fn db() -> Connection {
     let db = Connection::open_in_memory().unwrap();
     // The collation, `LIKE` and `CAST AS CHAR`.
-    crate::mysql_text_functions::register(&db).unwrap();
+    crate::mysql_text_functions::register(&db, &std::sync::Arc::default()).unwrap();
     // `mysql_round`, which a DECIMAL column's triggers call; the typed arguments' functions,
     // which see no declared types here (the engine's tests cover those).
     crate::mysql_numeric_functions::register(&db).unwrap();
@@ -1423,4 +1423,25 @@ fn columns_refuse_values_their_mysql_type_cannot_hold() {
         rows(&db, "SELECT a FROM t WHERE a IS NOT NULL ORDER BY a"),
         ["1", "7", "12"]
     );
+}
+
+/// A refusal names what it refuses, in the client's words.
+#[test]
+fn a_refused_statement_or_column_option_is_named() {
+    for (sql, named) in [
+        ("DROP PROCEDURE IF EXISTS `foo.bar`", "'DROP PROCEDURE'"),
+        ("CALL foo()", "'CALL'"),
+        (
+            "CREATE TABLE g (id INT PRIMARY KEY, a INT /*!80003 SRID 0 */)",
+            "'the column option SRID 0'",
+        ),
+    ] {
+        let refused = translate(sql).unwrap_err();
+        assert_eq!(refused.code(), 1235, "{sql}");
+        assert!(
+            refused.message.ends_with(named),
+            "{sql}: {}",
+            refused.message
+        );
+    }
 }

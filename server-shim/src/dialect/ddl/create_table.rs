@@ -446,7 +446,11 @@ pub(super) fn column_definition(
             }
             // MySQL-only words sqlparser keeps as tokens (`AUTO_INCREMENT` is handled above).
             ColumnOption::DialectSpecific(_) => {}
-            _ => return Err(SqlError::not_supported("this column option")),
+            other => {
+                return Err(SqlError::not_supported(&format!(
+                    "the column option {other}"
+                )));
+            }
         }
     }
     Ok(out)

@@ -146,7 +146,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             .iter()
             .map(|r| rename(&r.old_name, &r.new_name))
             .collect::<Result<Vec<_>, SqlError>>()?,
-        _ => return Err(SqlError::not_supported("this statement")),
+        other => return Err(SqlError::not_supported(&super::statement_keywords(&other))),
     };
     Ok(Translation {
         statements,
