@@ -3,12 +3,14 @@
 //! would otherwise be searched in an order it was not built in, rows not found, a `UNIQUE`
 //! key not enforced, or written as it was not meant to be):
 //! - 1: `mysql_general_ci` weighs every character as MariaDB does (`crate::general_ci`:
-//!   accents folded; before, ASCII case only). Its indexes are rebuilt.
+//!   accents folded; before, ASCII case only). The file's indexes are rebuilt.
 //! - 2: a column declared with a `_bin` collation has `mysql_bin` (`crate::utf8mb4_bin`:
 //!   trailing spaces ignored, as MariaDB's `PAD SPACE`), where it had SQLite's `BINARY`. Each
 //!   such table's declaration is rewritten in SQLite's catalog (`PRAGMA writable_schema`, as
 //!   SQLite's documentation describes for changes that leave the rows as they are) and its
-//!   indexes are rebuilt.
+//!   indexes are rebuilt. A table whose `UNIQUE` key would then hold two equal values keeps
+//!   `BINARY` (it may have been `utf8mb4_nopad_bin`, which the old files also wrote so), with
+//!   a warning in the log.
 //! - 3: the `ON UPDATE CURRENT_TIMESTAMP` trigger of a `DATETIME(p)` or `TIMESTAMP(p)` column
 //!   writes the fraction of a second its type keeps (it wrote whole seconds). Each is made
 //!   again.
@@ -24,16 +26,18 @@ use crate::sql_error::SqlError;
 /// Today's version.
 pub const VERSION: i64 = 3;
 
-/// Brings `schema`'s file to today's format. Two sessions opening the file at once: the second
-/// finds it done.
+/// Brings the file attached as `schema` (MySQL's database `database`) to today's format. Two
+/// sessions opening the file at once: the second finds it done. Inside an open transaction
+/// the steps are a savepoint of it, which a failure rolls back alone.
 ///
 /// # Errors
-/// A file whose `UNIQUE` text key holds two values the collations now find equal (`José` and
-/// `jose`, `a` and `a ` in a `_bin` column, which MariaDB would not have taken): 1062, naming
-/// the collations, until one is changed; SQLite's other errors, as `storage_error` makes them.
+/// A file whose `UNIQUE` text key holds two values `utf8mb4_general_ci` now finds equal
+/// (`José` and `jose`, which MariaDB would not have taken): 1062, naming the collation, until
+/// one is changed; SQLite's other errors, as `storage_error` makes them.
 pub fn bring_up_to_date(
     conn: &Connection,
     schema: &str,
+    database: &str,
     storage_error: fn(rusqlite::Error) -> SqlError,
 ) -> Result<(), SqlError> {
     let version = |conn: &Connection| -> rusqlite::Result<i64> {
@@ -44,47 +48,67 @@ pub fn bring_up_to_date(
     if version(conn).map_err(storage_error)? >= VERSION {
         return Ok(());
     }
+    let (begin, end, undo) = if conn.is_autocommit() {
+        ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")
+    } else {
+        (
+            "SAVEPOINT file_format",
+            "RELEASE file_format",
+            "ROLLBACK TO file_format; RELEASE file_format",
+        )
+    };
+    let mut kept_no_pad = Vec::new();
     let brought = (|| -> rusqlite::Result<Option<i64>> {
-        conn.execute_batch("BEGIN IMMEDIATE")?;
+        conn.execute_batch(begin)?;
         let was = version(conn)?;
         if was < VERSION {
             if was < 1 {
-                conn.execute_batch(&format!("REINDEX {}", dialect::GENERAL_CI))?;
+                for table in tables(conn, schema)? {
+                    conn.execute_batch(&format!("REINDEX {}", qualified(schema, &table)))?;
+                }
             }
             if was < 2 {
-                bin_collation_for_bin_columns(conn, schema)?;
+                kept_no_pad = bin_collation_for_bin_columns(conn, schema)?;
             }
             if was < 3 {
                 on_update_triggers_again(conn, schema)?;
             }
             conn.execute_batch(&format!("PRAGMA \"{schema}\".user_version = {VERSION}"))?;
         }
-        conn.execute_batch("COMMIT")?;
+        conn.execute_batch(end)?;
         Ok((was < VERSION).then_some(was))
     })();
     match brought {
         Ok(Some(was)) => {
             tracing::info!(
-                schema,
+                database,
                 from = was,
                 to = VERSION,
                 "database file brought to today's format (text indexes in MariaDB's collation \
                  order: utf8mb4_general_ci folds accents, utf8mb4_bin ignores trailing spaces; \
                  ON UPDATE CURRENT_TIMESTAMP writes fractions of a second)"
             );
+            for table in kept_no_pad {
+                tracing::warn!(
+                    database,
+                    table,
+                    "a UNIQUE key of this table holds two values that differ only in trailing \
+                     spaces: its _bin columns go on comparing trailing spaces (as \
+                     utf8mb4_nopad_bin does) until one is changed and the table rebuilt"
+                );
+            }
             Ok(())
         }
         Ok(None) => Ok(()),
         Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
+            let _ = conn.execute_batch(undo);
             if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) {
                 return Err(SqlError::new(
                     opensrv_mysql::ErrorKind::ER_DUP_ENTRY,
                     format!(
-                        "a UNIQUE text key of database {schema} holds two values that are equal \
-                         as MariaDB compares them (utf8mb4_general_ci folds accents, \
-                         utf8mb4_bin ignores trailing spaces): change one, with a server-shim \
-                         before this one ({e})"
+                        "a UNIQUE text key of database {database} holds two values that are \
+                         equal as MariaDB compares them (utf8mb4_general_ci folds accents): \
+                         change one, with a server-shim before this one ({e})"
                     ),
                 ));
             }
@@ -93,46 +117,98 @@ pub fn bring_up_to_date(
     }
 }
 
-/// Step 2: each table of `schema` with a column of SQLite's `BINARY` collation gets
-/// [`dialect::BIN`] in its place, and the indexes in that collation are rebuilt.
-fn bin_collation_for_bin_columns(conn: &Connection, schema: &str) -> rusqlite::Result<()> {
-    let tables: Vec<(String, String)> = conn
+/// `schema.name`, quoted for SQLite.
+fn qualified(schema: &str, name: &str) -> String {
+    format!(
+        "\"{}\".\"{}\"",
+        schema.replace('"', "\"\""),
+        name.replace('"', "\"\"")
+    )
+}
+
+/// The tables of `schema` (SQLite's own left out).
+fn tables(conn: &Connection, schema: &str) -> rusqlite::Result<Vec<String>> {
+    conn.prepare(&format!(
+        "SELECT name FROM \"{schema}\".sqlite_schema WHERE type = 'table' \
+         AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+    ))?
+    .query_map([], |r| r.get(0))?
+    .collect()
+}
+
+/// Step 2: each table and view of `schema` with a column or an expression of SQLite's
+/// `BINARY` collation gets [`dialect::BIN`] in its place, one at a time, and a table's
+/// indexes are rebuilt. A table whose `UNIQUE` key would then hold two equal values (`a` and
+/// `a `, which a column of `utf8mb4_nopad_bin` takes: the old files wrote both as `BINARY`)
+/// keeps `BINARY`; those are returned.
+fn bin_collation_for_bin_columns(conn: &Connection, schema: &str) -> rusqlite::Result<Vec<String>> {
+    let objects: Vec<(String, String, String)> = conn
         .prepare(&format!(
-            "SELECT name, sql FROM \"{schema}\".sqlite_schema WHERE type = 'table' AND sql IS NOT NULL"
+            "SELECT type, name, sql FROM \"{schema}\".sqlite_schema \
+             WHERE type IN ('table', 'view') AND sql IS NOT NULL"
         ))?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
         .collect::<rusqlite::Result<_>>()?;
-    let rewritten: Vec<(String, String)> = tables
-        .into_iter()
-        .filter_map(|(name, sql)| with_bin_collation(&sql).map(|sql| (name, sql)))
-        .collect();
-    if rewritten.is_empty() {
-        return Ok(());
+    let mut kept = Vec::new();
+    for (kind, name, sql) in objects {
+        let Some(rewritten) = with_bin_collation(&sql) else {
+            continue;
+        };
+        conn.execute_batch("SAVEPOINT bin_collation")?;
+        let changed = set_sql(conn, schema, &kind, &name, &rewritten).and_then(|()| {
+            if kind == "table" {
+                conn.execute_batch(&format!("REINDEX {}", qualified(schema, &name)))
+            } else {
+                Ok(())
+            }
+        });
+        match changed {
+            Ok(()) => conn.execute_batch("RELEASE bin_collation")?,
+            Err(e) if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
+                // Back to the catalog as it was, read again.
+                conn.execute_batch(
+                    "ROLLBACK TO bin_collation; RELEASE bin_collation; \
+                     PRAGMA writable_schema = RESET",
+                )?;
+                kept.push(name);
+            }
+            Err(e) => return Err(e),
+        }
     }
+    Ok(kept)
+}
+
+/// Writes `sql` as the declaration of `schema`'s `kind` `name` in SQLite's catalog, and has
+/// every connection (this one too) read the catalog again.
+fn set_sql(
+    conn: &Connection,
+    schema: &str,
+    kind: &str,
+    name: &str,
+    sql: &str,
+) -> rusqlite::Result<()> {
     let schema_version: i64 =
         conn.query_row(&format!("PRAGMA \"{schema}\".schema_version"), [], |r| {
             r.get(0)
         })?;
     conn.execute_batch("PRAGMA writable_schema = ON")?;
-    let written = (|| -> rusqlite::Result<()> {
-        for (name, sql) in &rewritten {
-            conn.execute(
-                &format!(
-                    "UPDATE \"{schema}\".sqlite_schema SET sql = ?1 WHERE type = 'table' AND name = ?2"
-                ),
-                [sql, name],
-            )?;
-        }
-        // Every other connection reads the catalog again.
-        conn.execute_batch(&format!(
-            "PRAGMA \"{schema}\".schema_version = {}",
-            schema_version + 1
-        ))
-    })();
-    // `RESET`: this one too, before its indexes are rebuilt in their new collation.
+    let written = conn
+        .execute(
+            &format!(
+                "UPDATE \"{schema}\".sqlite_schema SET sql = ?1 WHERE type = ?2 AND name = ?3"
+            ),
+            [sql, kind, name],
+        )
+        .and_then(|_| {
+            // The other connections read the catalog again.
+            conn.execute_batch(&format!(
+                "PRAGMA \"{schema}\".schema_version = {}",
+                schema_version + 1
+            ))
+        });
+    // `RESET`: this one too, before the indexes are rebuilt in their new collation.
     conn.execute_batch("PRAGMA writable_schema = RESET")?;
-    written?;
-    conn.execute_batch(&format!("REINDEX {}", dialect::BIN))
+    written
 }
 
 /// Step 3: each `ON UPDATE` trigger of `schema`'s tables made again from its column's type.

@@ -11,6 +11,10 @@ use core::cmp::Ordering;
 
 mod weights;
 
+/// The subtype that marks a side of `LIKE` written with an explicit `_ci` collation (`'C'`),
+/// which decides over a `_bin` column's (see `crate::utf8mb4_bin::SUBTYPE`).
+pub const SUBTYPE: rusqlite::functions::SubType = Some(67);
+
 /// What every character beyond the Basic Multilingual Plane weighs.
 const BEYOND_BMP: u16 = 0xFFFD;
 

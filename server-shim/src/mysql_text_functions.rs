@@ -83,6 +83,7 @@ pub fn register(
 ) -> rusqlite::Result<()> {
     conn.create_collation(crate::dialect::GENERAL_CI, crate::general_ci::compare)?;
     conn.create_collation(crate::dialect::BIN, crate::utf8mb4_bin::compare)?;
+    conn.create_collation(crate::dialect::NOPAD_BIN, crate::utf8mb4_bin::compare_nopad)?;
     let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     conn.create_scalar_function("mysql_length", 1, pure, |ctx| {
         Ok(match ctx.get_raw(0) {
@@ -175,6 +176,24 @@ pub fn register(
     // binary value (BLOB, VARBINARY) on either side: byte by byte, as MariaDB matches one; a
     // column in a `_bin` collation on either side (its collation wins over a literal's and a
     // `_ci` column's, as MariaDB's coercion rules say): character by character.
+    // A side written with an explicit COLLATE, marked for the `LIKE` it is in.
+    conn.create_scalar_function(
+        crate::dialect::COLLATED_FN,
+        2,
+        pure | FunctionFlags::SQLITE_RESULT_SUBTYPE,
+        |ctx| {
+            let value: rusqlite::types::Value = ctx.get(0)?;
+            let kind: String = ctx.get(1)?;
+            Ok((
+                value,
+                if kind == "bin" {
+                    crate::utf8mb4_bin::SUBTYPE
+                } else {
+                    crate::general_ci::SUBTYPE
+                },
+            ))
+        },
+    )?;
     for args in [2, 3] {
         conn.create_scalar_function("like", args, pure | FunctionFlags::SQLITE_SUBTYPE, |ctx| {
             let escape = if ctx.len() > 2 { escape_of(ctx)? } else { None };
@@ -188,8 +207,10 @@ pub fn register(
             let (Some(pattern), Some(text)) = (text_of(ctx, 0), text_of(ctx, 1)) else {
                 return Ok(None);
             };
-            let bin = |i| crate::utf8mb4_bin::is_marked(ctx, i);
-            Ok(Some(if bin(0) || bin(1) {
+            // An explicit `_ci` decides; else a `_bin` column or an explicit `_bin`.
+            let marked = |subtype| [0, 1].iter().any(|&i| Some(ctx.get_subtype(i)) == subtype);
+            let ci = marked(crate::general_ci::SUBTYPE);
+            Ok(Some(if !ci && marked(crate::utf8mb4_bin::SUBTYPE) {
                 crate::utf8mb4_bin::like(&text, &pattern, escape)
             } else {
                 crate::general_ci::like(&text, &pattern, escape)

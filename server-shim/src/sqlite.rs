@@ -360,7 +360,7 @@ impl SqliteExecutor {
             },
         )
         .map_err(storage_error)?;
-        file_format::bring_up_to_date(&conn, "main", storage_error)?;
+        file_format::bring_up_to_date(&conn, "main", &db_name, storage_error)?;
         let ticks = Arc::clone(&budget);
         conn.progress_handler(PROGRESS_OPS, Some(move || ticks.tick()))
             .map_err(storage_error)?;
@@ -435,8 +435,15 @@ impl SqliteExecutor {
                     [file.to_string_lossy()],
                 )
                 .map_err(|e| from_sqlite(&e, &self.db_name))?;
+            // Counted as attached once brought to today's format: a failure (a step budget
+            // that ran out, a refused file) detaches it, and the next statement tries again.
+            if let Err(e) = file_format::bring_up_to_date(&self.conn, name, name, storage_error) {
+                let _ = self
+                    .conn
+                    .execute_batch(&format!("DETACH DATABASE \"{name}\""));
+                return Err(e);
+            }
             self.attached.push((name.clone(), id));
-            file_format::bring_up_to_date(&self.conn, name, storage_error)?;
         }
         Ok(())
     }
@@ -493,34 +500,39 @@ impl SqliteExecutor {
         self.column_kinds.set(
             columns
                 .iter()
-                .map(|typed| {
-                    let declared = match typed {
-                        dialect::TypedArgument::Column(c) => {
+                .map(|typed| match typed {
+                    dialect::TypedArgument::Column(c) => self.column_kind(c),
+                    // The first that exists, as SQL resolves the name.
+                    dialect::TypedArgument::AnyOf(candidates) => candidates
+                        .iter()
+                        .find_map(|c| {
                             column_shape::declared_type(&self.conn, &self.db_name, c)
-                        }
-                        dialect::TypedArgument::Number(t) => {
-                            column_shape::number_declaration(&self.conn, &self.db_name, t)
-                        }
-                    };
-                    match declared.map(|decl| DeclaredKind::of(&decl)) {
-                        Some(DeclaredKind::Other) => match typed {
-                            dialect::TypedArgument::Column(c)
-                                if column_shape::declared_collation(
-                                    &self.conn,
-                                    &self.db_name,
-                                    c,
-                                )
-                                .is_some_and(|name| name.eq_ignore_ascii_case(dialect::BIN)) =>
-                            {
-                                DeclaredKind::TextBin
-                            }
-                            _ => DeclaredKind::Other,
-                        },
-                        kind => kind.unwrap_or(DeclaredKind::Other),
+                                .map(|_| self.column_kind(c))
+                        })
+                        .unwrap_or(DeclaredKind::Other),
+                    dialect::TypedArgument::Number(t) => {
+                        column_shape::number_declaration(&self.conn, &self.db_name, t)
+                            .map_or(DeclaredKind::Other, |decl| DeclaredKind::of(&decl))
                     }
                 })
                 .collect(),
         );
+    }
+
+    /// What column `c`'s declared type and collation ask of its values.
+    fn column_kind(&self, c: &dialect::TypedColumn) -> DeclaredKind {
+        match column_shape::declared_type(&self.conn, &self.db_name, c)
+            .map(|decl| DeclaredKind::of(&decl))
+        {
+            // Text in a `_bin` collation.
+            Some(DeclaredKind::Other)
+                if column_shape::declared_collation(&self.conn, &self.db_name, c)
+                    .is_some_and(|name| dialect::is_binary_collation(&name)) =>
+            {
+                DeclaredKind::TextBin
+            }
+            kind => kind.unwrap_or(DeclaredKind::Other),
+        }
     }
 
     fn error(&self, e: &rusqlite::Error) -> SqlError {
@@ -1638,11 +1650,45 @@ mod tests {
             .unwrap();
         assert_eq!(version, file_format::VERSION);
 
+        // A key holding `a` and `a ` (a `utf8mb4_nopad_bin` column, which the old files also
+        // wrote as `BINARY`): that table keeps `BINARY`, and the file opens.
         let dir = temp_dir("binary-collation-duplicates");
         file_of_binary_collation(&dir, &["a", "a "]);
-        let refused = SqliteEngine.open(&dir).map(drop).unwrap_err();
-        assert_eq!(refused.code(), 1062);
-        assert!(refused.message.contains("utf8mb4_bin"), "{refused}");
+        let mut e = SqliteEngine.open(&dir).unwrap();
+        let Outcome::Rows { rows, .. } =
+            exec(e.as_mut(), "SELECT id FROM t WHERE s = 'a'").unwrap()
+        else {
+            panic!("expected rows");
+        };
+        assert_eq!(rows, vec![vec![Cell::Int(1)]]);
+    }
+
+    /// An old file first named inside a transaction is brought to today's format in a
+    /// savepoint of it: the transaction goes on, with what it wrote.
+    #[test]
+    fn an_old_file_attached_inside_a_transaction_leaves_the_transaction_as_it_was() {
+        let root = temp_dir("old-attached-in-transaction");
+        for name in ["old", "shop"] {
+            fs::create_dir(root.join(name)).unwrap();
+        }
+        file_of_binary_collation(&root.join("old"), &["b", "a"]);
+        let mut e = SqliteEngine.open(&root.join("shop")).unwrap();
+        exec(e.as_mut(), "CREATE TABLE tx (i INT PRIMARY KEY)").unwrap();
+        e.begin().unwrap();
+        exec(e.as_mut(), "INSERT INTO tx VALUES (1), (2)").unwrap();
+        let Outcome::Rows { rows, .. } =
+            exec(e.as_mut(), "SELECT id FROM old.t WHERE s = 'a '").unwrap()
+        else {
+            panic!("expected rows");
+        };
+        assert_eq!(rows, vec![vec![Cell::Int(2)]]);
+        e.commit().unwrap();
+        let Outcome::Rows { rows, .. } = exec(e.as_mut(), "SELECT COUNT(*) FROM tx").unwrap()
+        else {
+            panic!("expected rows");
+        };
+        assert_eq!(rows, vec![vec![Cell::Int(2)]]);
+        fs::remove_dir_all(root).unwrap();
     }
 
     /// A function's warning is the statement's, as MariaDB words it, and is gone with it.

@@ -18,19 +18,8 @@ struct Column {
     default: Option<String>,
     /// 1-based position in the primary key, 0 when not part of it.
     pk: i64,
-    /// Whether its collation is `utf8mb4_bin`'s ([`crate::dialect::BIN`]).
-    bin: bool,
-}
-
-impl Column {
     /// Its MySQL collation, for a text column.
-    fn collation(&self) -> &'static str {
-        if self.bin {
-            "utf8mb4_bin"
-        } else {
-            "utf8mb4_general_ci"
-        }
-    }
+    collation: &'static str,
 }
 
 /// One index and its columns, in order.
@@ -49,12 +38,17 @@ fn columns(conn: &Connection, schema: &str, table: &str) -> rusqlite::Result<Vec
     )?;
     stmt.query_map([table, schema], |r| {
         let name: String = r.get(0)?;
-        let (_, collation, ..) = conn.column_metadata(Some(schema), table, name.as_str())?;
+        // A view's columns have none (SQLite refuses to say).
+        let collation = conn
+            .column_metadata(Some(schema), table, name.as_str())
+            .ok()
+            .and_then(|(_, collation, ..)| collation);
         Ok(Column {
-            bin: collation.is_some_and(|c| {
-                c.to_bytes()
-                    .eq_ignore_ascii_case(crate::dialect::BIN.as_bytes())
-            }),
+            collation: crate::dialect::mysql_collation(
+                &collation
+                    .map(|c| c.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            ),
             name,
             decl_type: r.get(1)?,
             not_null: r.get::<_, i64>(2)? != 0,
@@ -268,9 +262,9 @@ pub fn show_create_table(conn: &Connection, table: &str) -> rusqlite::Result<Opt
             mysql_type(&c.decl_type)
         };
         let mut line = format!("  {} {decl}", quote(&c.name));
-        if c.bin {
+        if c.collation != "utf8mb4_general_ci" {
             // MariaDB names a column's collation where it is not the table's.
-            line.push_str(&format!(" CHARACTER SET utf8mb4 COLLATE {}", c.collation()));
+            line.push_str(&format!(" CHARACTER SET utf8mb4 COLLATE {}", c.collation));
         }
         if c.not_null || c.pk > 0 {
             line.push_str(" NOT NULL");
@@ -622,7 +616,7 @@ pub fn describe(conn: &Connection) -> rusqlite::Result<Vec<TableMeta>> {
                             mysql_type(&c.decl_type)
                         },
                         not_null: c.not_null || c.pk > 0,
-                        collation: c.collation(),
+                        collation: c.collation,
                         default: c.default.as_deref().map(mysql_default),
                         key: if primary {
                             "PRI"
@@ -681,6 +675,19 @@ mod tests {
         )
         .unwrap();
         c
+    }
+
+    /// A view's columns have no collation: the catalog is described all the same.
+    #[test]
+    fn a_view_is_described_beside_the_tables() {
+        let c = conn();
+        c.execute_batch("CREATE VIEW cheap AS SELECT id, name FROM items WHERE price < 10")
+            .unwrap();
+        let tables = describe(&c).unwrap();
+        let view = tables.iter().find(|t| t.name == "cheap").unwrap();
+        assert_eq!(view.columns.len(), 2);
+        assert_eq!(view.columns[1].collation, "utf8mb4_general_ci");
+        assert!(show_create_table(&c, "items").unwrap().is_some());
     }
 
     #[test]

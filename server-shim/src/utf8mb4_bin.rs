@@ -1,7 +1,8 @@
 //! MariaDB's `utf8mb4_bin`, the collation of a column declared `COLLATE utf8mb4_bin` (SQLite's
 //! `mysql_bin`): each character weighs its code point (nothing folded: `a` and `A`, `e` and
 //! `é` differ), strings compare `PAD SPACE` as [`crate::general_ci`]'s do (`'a'` equals
-//! `'a '`), and `LIKE` matches character by character without the padding.
+//! `'a '`), and `LIKE` matches character by character without the padding. Its `NO PAD`
+//! sibling `utf8mb4_nopad_bin` (SQLite's `mysql_nopad_bin`) counts trailing spaces.
 
 use core::cmp::Ordering;
 
@@ -9,18 +10,21 @@ use crate::general_ci::{compare_pad_space, like_weighed};
 
 /// The subtype that marks text of this collation passed to a function (`'B'`): SQLite gives
 /// a function its arguments' values, not their collations. `mysql_text_typed` sets it on a
-/// `_bin` column's text, `LIKE` reads it ([`is_marked`]).
+/// `_bin` column's text, `mysql_collated` on a side of `LIKE` with an explicit `_bin`; `LIKE`
+/// reads it.
 pub const SUBTYPE: rusqlite::functions::SubType = Some(66);
-
-/// Whether argument `i` of a function registered with `SQLITE_SUBTYPE` is marked [`SUBTYPE`].
-pub fn is_marked(ctx: &rusqlite::functions::Context<'_>, i: usize) -> bool {
-    Some(ctx.get_subtype(i)) == SUBTYPE
-}
 
 /// Two strings in the collation's order.
 #[must_use]
 pub fn compare(a: &str, b: &str) -> Ordering {
     compare_pad_space(a.chars().map(u32::from), b.chars().map(u32::from))
+}
+
+/// Two strings in `utf8mb4_nopad_bin`'s order: code points, trailing spaces counted (UTF-8's
+/// bytes are in code point order).
+#[must_use]
+pub fn compare_nopad(a: &str, b: &str) -> Ordering {
+    a.cmp(b)
 }
 
 /// Whether `text` matches `pattern` as MariaDB's `LIKE` matches in this collation (the

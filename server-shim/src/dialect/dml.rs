@@ -18,8 +18,8 @@ use core::ops::ControlFlow;
 use sqlparser::ast::{
     Assignment, Delete, DoUpdate, Expr, FromTable, FunctionArg, FunctionArgExpr, FunctionArguments,
     Ident, InTarget, LimitClause, OnConflict, OnConflictAction, OnInsert, OrderBy, OrderByExpr,
-    OrderByKind, SetExpr, SqliteOnConflict, Statement, TableFactor, TableWithJoins, Value,
-    visit_expressions_mut,
+    OrderByKind, SetExpr, SqliteOnConflict, Statement, TableFactor, TableObject, TableWithJoins,
+    Value, visit_expressions_mut,
 };
 use sqlparser::tokenizer::Tokenizer;
 
@@ -73,11 +73,22 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             set_as_values(&mut insert)?;
             // Before the rows are split by their DEFAULTs: the indexes are the whole
             // statement's.
-            let typed_columns = insert
+            let mut typed_columns = insert
                 .source
                 .as_deref_mut()
                 .map(super::typed_arguments::mark)
                 .unwrap_or_default();
+            if let (
+                Some(OnInsert::DuplicateKeyUpdate(assignments)),
+                TableObject::TableName(table),
+            ) = (&mut insert.on, &insert.table)
+            {
+                super::typed_arguments::mark_upsert(
+                    table,
+                    assignments.iter_mut().map(|a| &mut a.value),
+                    &mut typed_columns,
+                );
+            }
             let row_alias = insert.insert_alias.take().map(|a| a.row_alias.to_string());
             let mut statements = Vec::new();
             for mut insert in without_default_values(insert)? {
@@ -134,7 +145,8 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
                     .assignments
                     .iter_mut()
                     .map(|a| &mut a.value)
-                    .chain(update.selection.as_mut()),
+                    .chain(update.selection.as_mut())
+                    .chain(update.order_by.iter_mut().map(|o| &mut o.expr)),
             );
             if limited {
                 update.selection = Some(by_rowid(
@@ -176,8 +188,14 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             else {
                 return multi_table_delete(&delete);
             };
-            let typed_columns =
-                super::typed_arguments::mark_write(&table, delete.selection.as_mut());
+            let typed_columns = super::typed_arguments::mark_write(
+                &table,
+                delete
+                    .selection
+                    .as_mut()
+                    .into_iter()
+                    .chain(delete.order_by.iter_mut().map(|o| &mut o.expr)),
+            );
             if limited {
                 delete.selection = Some(by_rowid(
                     &table,

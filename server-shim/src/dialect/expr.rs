@@ -425,6 +425,27 @@ pub fn expr(e: &mut Expr) -> Result<(), SqlError> {
             if *any {
                 return Err(SqlError::not_supported("LIKE ANY"));
             }
+            for side in [a.as_mut(), pattern.as_mut()] {
+                if let Expr::Collate {
+                    expr: inner,
+                    collation,
+                } = side
+                {
+                    let kind = if super::is_binary_collation(collation_for(collation)) {
+                        "bin"
+                    } else {
+                        "ci"
+                    };
+                    let plain = core::mem::replace(inner.as_mut(), Expr::Value(Value::Null.into()));
+                    *side = Expr::Function(call(
+                        COLLATED_FN,
+                        vec![
+                            plain,
+                            Expr::Value(Value::SingleQuotedString(kind.to_owned()).into()),
+                        ],
+                    ));
+                }
+            }
             expr(a)?;
             expr(pattern)?;
             // A string is matched with its quotes, as MariaDB matches it.
@@ -858,14 +879,23 @@ pub(super) fn decimal_literal_text(e: &Expr) -> Option<String> {
 /// The engine's function behind `CAST(x AS CHAR[(n)])`: `(x, n)`, `n` -1 for no length.
 pub const CAST_CHAR_FN: &str = "mysql_cast_char";
 
-pub use super::text_collation::{BIN, GENERAL_CI};
+/// The engine's function that marks a side of `LIKE` written with an explicit `COLLATE`:
+/// `(x, 'bin')` or `(x, 'ci')`. SQLite gives a function its arguments' values, not their
+/// collations; an explicit one decides over a column's (MySQL's coercibility 0).
+pub const COLLATED_FN: &str = "mysql_collated";
 
-/// SQLite's collation for a MySQL one: `binary` compares bytes, a `_bin` one code points
-/// ([`BIN`]), the rest [`GENERAL_CI`].
+pub use super::text_collation::{BIN, GENERAL_CI, NOPAD_BIN};
+
+/// SQLite's collation for a MySQL one: `binary` compares bytes; a `_bin` one code points,
+/// trailing spaces ignored ([`BIN`]), or counted where it says so (`_nopad_bin`, and MySQL
+/// 8's `_0900_bin`: [`NOPAD_BIN`]); the rest [`GENERAL_CI`].
 pub fn collation_for(mysql: &ObjectName) -> &'static str {
     let name = mysql.to_string().to_ascii_lowercase();
+    let name = name.trim_matches(['`', '"', '\'']);
     if name == "binary" {
         "BINARY"
+    } else if name.ends_with("_nopad_bin") || name.ends_with("_0900_bin") {
+        NOPAD_BIN
     } else if name.ends_with("_bin") {
         BIN
     } else {

@@ -26,6 +26,7 @@ mod schemas;
 #[cfg(test)]
 mod tests;
 mod text_collation;
+pub use text_collation::{is_binary_collation, mysql_collation};
 mod typed_arguments;
 
 use sqlparser::ast::Statement;
@@ -37,9 +38,10 @@ pub use ddl::violated as value_violated;
 #[cfg(test)]
 pub use expr::ENGINE_FUNCTIONS;
 pub use expr::{
-    BIN, CAST_CHAR_FN, CAST_SIGNED_FN, CAST_UNSIGNED_FN, CEIL_FN, DATE_ADD_FN, FLOOR_FN,
-    GENERAL_CI, JSON_ARRAYAGG_TEXT_FN, JSON_NEGATED_NUMBER_FN, JSON_NUMBER_FN, JSON_SQL_VALUE_FN,
-    JSON_VALUE_FN, NOW_FN, SYSTEM_VARIABLE_FN, TIME_FN, TIMESTAMPDIFF_FN, USER_VARIABLE_FN,
+    BIN, CAST_CHAR_FN, CAST_SIGNED_FN, CAST_UNSIGNED_FN, CEIL_FN, COLLATED_FN, DATE_ADD_FN,
+    FLOOR_FN, GENERAL_CI, JSON_ARRAYAGG_TEXT_FN, JSON_NEGATED_NUMBER_FN, JSON_NUMBER_FN,
+    JSON_SQL_VALUE_FN, JSON_VALUE_FN, NOPAD_BIN, NOW_FN, SYSTEM_VARIABLE_FN, TIME_FN,
+    TIMESTAMPDIFF_FN, USER_VARIABLE_FN,
 };
 
 use self::cursor::Significant;

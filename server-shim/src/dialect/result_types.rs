@@ -113,6 +113,51 @@ pub(super) enum Source {
     Opaque,
 }
 
+impl Source {
+    /// The name its columns are qualified with.
+    pub(super) fn called(&self) -> Option<&str> {
+        match self {
+            Self::Table { called, .. }
+            | Self::Derived { called, .. }
+            | Self::AllOf { called, .. } => Some(called),
+            Self::Opaque => None,
+        }
+    }
+
+    /// Whether it is a table of database `db` (one without a database named: any).
+    pub(super) fn schema_is(&self, db: &str) -> bool {
+        match self {
+            Self::Table { schema, .. } => {
+                schema.as_deref().is_none_or(|s| s.eq_ignore_ascii_case(db))
+            }
+            Self::AllOf { inner, .. } => inner.schema_is(db),
+            _ => false,
+        }
+    }
+
+    /// Its column `name` where it may have one: a table's (which the engine looks up), a
+    /// derived table's by its type; `Ok(None)` when it has none; `Err` when its columns are
+    /// not known.
+    pub(super) fn column_named(&self, name: &str) -> Result<Option<ResultType>, ()> {
+        match self {
+            Self::Table { schema, table, .. } => Ok(Some(ResultType::Column {
+                schema: schema.clone(),
+                table: table.clone(),
+                column: name.to_owned(),
+            })),
+            Self::Derived { columns, .. } => Ok(columns
+                .iter()
+                .find(|(c, _)| c.eq_ignore_ascii_case(name))
+                .map(|(_, t)| t.clone())),
+            Self::AllOf { others, .. } if others.iter().any(|o| o.eq_ignore_ascii_case(name)) => {
+                Ok(Some(ResultType::Unknown))
+            }
+            Self::AllOf { inner, .. } => inner.column_named(name),
+            Self::Opaque => Err(()),
+        }
+    }
+}
+
 /// For each result column of `query` (in order), its type where SQLite would not know it;
 /// empty when none needs one, or when the columns cannot be lined up with the select list
 /// (`*`, a `UNION` whose branches type a column differently).
@@ -235,11 +280,8 @@ pub(super) fn column_of(e: &Expr, sources: &[Source]) -> ResultType {
 fn source(factor: &TableFactor) -> Source {
     match factor {
         TableFactor::Table { name, alias, .. } => {
-            let parts = idents(name);
-            let (schema, table) = match parts.as_slice() {
-                [table] => (None, table.clone()),
-                [schema, table] => (Some(schema.clone()), table.clone()),
-                _ => return Source::Opaque,
+            let Source::Table { schema, table, .. } = table_named(name) else {
+                return Source::Opaque;
             };
             let called = alias
                 .as_ref()
@@ -300,6 +342,21 @@ fn all_of(query: &Query) -> Option<(Source, Vec<String>)> {
     (wildcard && matches!(inner, Source::Table { .. })).then_some((inner, others))
 }
 
+/// The table `name` names (`t`, `shop.t`), called by its name.
+pub(super) fn table_named(name: &ObjectName) -> Source {
+    let parts = idents(name);
+    let (schema, table) = match parts.as_slice() {
+        [table] => (None, table.clone()),
+        [schema, table] => (Some(schema.clone()), table.clone()),
+        _ => return Source::Opaque,
+    };
+    Source::Table {
+        called: table.clone(),
+        schema,
+        table,
+    }
+}
+
 fn idents(name: &ObjectName) -> Vec<String> {
     name.0
         .iter()
@@ -309,16 +366,10 @@ fn idents(name: &ObjectName) -> Vec<String> {
 
 /// The type of the column `column` of the source called `qualifier`, or of the only source.
 fn column_type(qualifier: Option<&str>, column: &str, sources: &[Source]) -> ResultType {
-    let called = |s: &Source| match s {
-        Source::Table { called, .. }
-        | Source::Derived { called, .. }
-        | Source::AllOf { called, .. } => Some(called.clone()),
-        Source::Opaque => None,
-    };
     let found = match qualifier {
         Some(q) => sources
             .iter()
-            .find(|s| called(s).is_some_and(|c| c.eq_ignore_ascii_case(q))),
+            .find(|s| s.called().is_some_and(|c| c.eq_ignore_ascii_case(q))),
         None => match sources {
             [only] => Some(only),
             _ => None,

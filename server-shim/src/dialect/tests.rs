@@ -741,20 +741,20 @@ fn marks_the_arguments_a_declared_type_decides() {
          FROM shop.orders o",
     )
     .unwrap();
-    let column = |table: &str, c: &str| {
-        TypedArgument::Column(TypedColumn {
-            schema: (table == "orders").then(|| "shop".into()),
-            table: table.into(),
-            column: c.into(),
-        })
+    let typed = |table: &str, c: &str| TypedColumn {
+        schema: (table == "orders").then(|| "shop".into()),
+        table: table.into(),
+        column: c.into(),
     };
+    let column = |table: &str, c: &str| TypedArgument::Column(typed(table, c));
     assert_eq!(
         t.typed_columns,
         vec![
             column("orders", "d"),
             column("orders", "j"),
             column("orders", "f"),
-            column("other", "x"),
+            // The subquery's table's, or else the outer one's (a correlated name).
+            TypedArgument::AnyOf(vec![typed("other", "x"), typed("orders", "x")]),
             // Qualified by the outer query's table.
             column("orders", "d"),
         ]
@@ -789,12 +789,32 @@ fn marks_the_arguments_a_declared_type_decides() {
     // The functions are the translation's own: a client naming them gets 1305.
     assert_eq!(code("SELECT mysql_round_typed(1.25, 1, 0)"), 1305);
     assert_eq!(code("SELECT MYSQL_JSON_TYPED('x', 0)"), 1305);
-    // Two tables and an unqualified name: which table's is not known, nothing is marked.
-    assert!(
+    // Two tables and an unqualified name: the engine looks for it in each, in order.
+    let joined = |table: &str| TypedColumn {
+        schema: None,
+        table: table.into(),
+        column: "d".into(),
+    };
+    assert_eq!(
         translate("SELECT JSON_ARRAY(d) FROM a JOIN b ON 1")
+            .unwrap()
+            .typed_columns,
+        [TypedArgument::AnyOf(vec![joined("a"), joined("b")])]
+    );
+    // A derived table's name hides an outer table of that name; its column that is not a
+    // table's is not typed (`n.d` is 7 here, not `n`'s DECIMAL).
+    assert!(
+        translate("UPDATE n SET s = (SELECT CONCAT(n.d) FROM (SELECT 7 AS d) n) WHERE id = 1")
             .unwrap()
             .typed_columns
             .is_empty()
+    );
+    // A table's column named with its database (`shop.orders.d`).
+    assert_eq!(
+        translate("SELECT CONCAT(shop.orders.d) FROM shop.orders")
+            .unwrap()
+            .typed_columns,
+        [column("orders", "d")]
     );
     // Through a derived table of one table's every column (Drizzle's relational queries).
     assert_eq!(

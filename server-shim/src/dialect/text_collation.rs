@@ -20,6 +20,29 @@ pub const GENERAL_CI: &str = "mysql_general_ci";
 /// (`crate::utf8mb4_bin`): a column declared with a `_bin` collation.
 pub const BIN: &str = "mysql_bin";
 
+/// The collation the engine registers for text as MariaDB's `utf8mb4_nopad_bin` (and MySQL
+/// 8's `utf8mb4_0900_bin`) orders it: code points, trailing spaces counted.
+pub const NOPAD_BIN: &str = "mysql_nopad_bin";
+
+/// MySQL's name of SQLite's collation `sqlite` of a text column.
+#[must_use]
+pub fn mysql_collation(sqlite: &str) -> &'static str {
+    if sqlite.eq_ignore_ascii_case(BIN) {
+        "utf8mb4_bin"
+    } else if sqlite.eq_ignore_ascii_case(NOPAD_BIN) {
+        "utf8mb4_nopad_bin"
+    } else {
+        "utf8mb4_general_ci"
+    }
+}
+
+/// Whether SQLite's collation `sqlite` compares text by code points (a MySQL `_bin` one):
+/// `LIKE` on it folds nothing.
+#[must_use]
+pub fn is_binary_collation(sqlite: &str) -> bool {
+    mysql_collation(sqlite).ends_with("_bin")
+}
+
 /// MySQL functions whose result is text whatever their arguments.
 const TEXT_FUNCTIONS: &[&str] = &[
     "CONCAT",

@@ -25,7 +25,9 @@ use sqlparser::ast::{
 use sqlparser::tokenizer::Token;
 
 use super::expr::call;
-use super::result_types::{ResultType, Source, column_of, sources_of, sources_of_table, type_of};
+use super::result_types::{
+    ResultType, Source, column_of, sources_of, sources_of_table, table_named, type_of,
+};
 use crate::sql_error::SqlError;
 
 /// A table column an argument names: the table's schema when the statement qualified it.
@@ -43,6 +45,9 @@ pub struct TypedColumn {
 pub enum TypedArgument {
     /// A column's declared type.
     Column(TypedColumn),
+    /// A name without a table, with several tables in scope (a join, a correlated
+    /// subquery): the first of these columns that exists, as SQL resolves the name.
+    AnyOf(Vec<TypedColumn>),
     /// An expression's number type.
     Number(ResultType),
 }
@@ -114,6 +119,19 @@ pub fn mark_write<'e>(
         mark_expr(e, &[sources.as_slice()], &mut columns);
     }
     columns
+}
+
+/// Marks the typed arguments of an `INSERT`'s `ON DUPLICATE KEY UPDATE` assignments, with
+/// the table `table` in scope (`VALUES(d)` is its column `d`), after those `out` holds.
+pub fn mark_upsert<'e>(
+    table: &ObjectName,
+    exprs: impl IntoIterator<Item = &'e mut Expr>,
+    out: &mut Vec<TypedArgument>,
+) {
+    let sources = [table_named(table)];
+    for e in exprs {
+        mark_expr(e, &[sources.as_slice()], out);
+    }
 }
 
 /// The tables in scope, innermost last.
@@ -285,7 +303,7 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
                 {
                     match column_named(a, scopes) {
                         Some(column) => {
-                            out.push(TypedArgument::Column(column));
+                            out.push(column);
                             Some(Some(out.len() - 1))
                         }
                         None if scopes
@@ -327,7 +345,7 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
                 match typed {
                     Some(TEXT_TYPED_FN) => read_as_text(a, scopes, out),
                     Some(function) => match column_named(a, scopes) {
-                        Some(column) => wrap(a, function, TypedArgument::Column(column), out),
+                        Some(column) => wrap(a, function, column, out),
                         None => mark_expr(a, scopes, out),
                     },
                     None => mark_expr(a, scopes, out),
@@ -343,7 +361,7 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
 /// `0.3`, `CONCAT(1e3)` is `1000`); anything else as it is, its calls marked.
 fn read_as_text(a: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
     if let Some(column) = column_named(a, scopes) {
-        wrap(a, TEXT_TYPED_FN, TypedArgument::Column(column), out);
+        wrap(a, TEXT_TYPED_FN, column, out);
     } else if let Some(text) = super::expr::decimal_literal_text(a) {
         *a = Expr::Value(Value::SingleQuotedString(text).into());
     } else if let Some(number) = number_type(a, scopes) {
@@ -381,25 +399,87 @@ fn is_double(t: &ResultType) -> bool {
 }
 
 /// The table column `e` names: a qualified name's table from the innermost scope that has
-/// one called so, an unqualified name's from the innermost scope when it has one table.
-fn column_named(e: &Expr, scopes: &Scopes<'_>) -> Option<TypedColumn> {
-    let qualified = matches!(e, Expr::CompoundIdentifier(_));
-    for sources in scopes.iter().rev() {
-        match column_of(e, sources) {
-            ResultType::Column {
-                schema,
-                table,
-                column,
-            } => {
-                return Some(TypedColumn {
-                    schema,
-                    table,
-                    column,
-                });
+/// The table column `e` names, as SQL resolves a name from the innermost scope outwards:
+/// - a qualified name (`n.d`, `shop.n.d`), in the innermost scope that has a table called so:
+///   that table's column, or a derived table's column that is one (any other there: none);
+/// - a name alone, in the innermost scope that can have it: a derived table's column of that
+///   name, or else the column of one of the scopes' tables, which the engine finds by
+///   looking them up in order ([`TypedArgument::AnyOf`]); none when a scope has a table
+///   whose columns are not known.
+fn column_named(e: &Expr, scopes: &Scopes<'_>) -> Option<TypedArgument> {
+    let as_argument = |t: ResultType| match t {
+        ResultType::Column {
+            schema,
+            table,
+            column,
+        } => Some(TypedArgument::Column(TypedColumn {
+            schema,
+            table,
+            column,
+        })),
+        _ => None,
+    };
+    match e {
+        Expr::CompoundIdentifier(parts) => {
+            let (schema, qualifier, column) = match parts.as_slice() {
+                [q, c] => (None, q, c),
+                [s, q, c] => (Some(s), q, c),
+                _ => return None,
+            };
+            for sources in scopes.iter().rev() {
+                let Some(source) = sources.iter().find(|s| {
+                    s.called()
+                        .is_some_and(|c| c.eq_ignore_ascii_case(&qualifier.value))
+                        && schema.is_none_or(|db| s.schema_is(&db.value))
+                }) else {
+                    continue;
+                };
+                let named = Expr::CompoundIdentifier(vec![qualifier.clone(), column.clone()]);
+                return as_argument(column_of(&named, core::slice::from_ref(source)));
             }
-            _ if !qualified => return None,
-            _ => {}
+            None
         }
+        // An upsert's `VALUES(d)`: the row's `d`, of the table's type.
+        Expr::Function(f)
+            if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("VALUES") =>
+        {
+            match &f.args {
+                FunctionArguments::List(list) => match list.args.as_slice() {
+                    [FunctionArg::Unnamed(FunctionArgExpr::Expr(e @ Expr::Identifier(_)))] => {
+                        column_named(e, scopes)
+                    }
+                    _ => None,
+                },
+                _ => None,
+            }
+        }
+        Expr::Identifier(name) => {
+            let mut tables = Vec::new();
+            for sources in scopes.iter().rev() {
+                for source in *sources {
+                    match source.column_named(&name.value) {
+                        Ok(Some(ResultType::Column {
+                            schema,
+                            table,
+                            column,
+                        })) => tables.push(TypedColumn {
+                            schema,
+                            table,
+                            column,
+                        }),
+                        // A derived table's column that is not a table's: not typed here.
+                        Ok(Some(_)) => return None,
+                        Ok(None) => {}
+                        Err(()) => return None,
+                    }
+                }
+            }
+            match tables.len() {
+                0 => None,
+                1 => tables.pop().map(TypedArgument::Column),
+                _ => Some(TypedArgument::AnyOf(tables)),
+            }
+        }
+        _ => None,
     }
-    None
 }

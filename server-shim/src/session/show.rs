@@ -100,7 +100,7 @@ impl Session {
                     let mut row = vec![Cell::Text(c.name), Cell::Text(c.column_type)];
                     if full {
                         row.push(if textual {
-                            text("utf8mb4_general_ci")
+                            text(c.collation)
                         } else {
                             Cell::Null
                         });
