@@ -436,3 +436,19 @@ INSERT INTO t_upd (id, v) VALUES (1, 1)
 UPDATE t_upd SET v = 2
 SELECT LENGTH(a), LENGTH(b), LENGTH(c), LENGTH(d) FROM t_upd
 DROP TABLE t_upd
+
+# CREATE TABLE ... AS SELECT stores what the query shows
+CREATE TABLE t_ct_src (id INT PRIMARY KEY, d DECIMAL(10,2), c VARCHAR(10) COLLATE utf8mb4_bin)
+INSERT INTO t_ct_src VALUES (1, 12, 'Abc')
+CREATE TABLE t_ct AS SELECT id, CONCAT(d) AS s, c LIKE 'a%' AS l FROM t_ct_src
+SELECT id, s, l FROM t_ct
+DROP TABLE t_ct
+DROP TABLE t_ct_src
+
+# A table's COLLATE= is its text columns' (as a dump of it writes it)
+CREATE TABLE t_tc (id INT PRIMARY KEY, s VARCHAR(10), t VARCHAR(10) COLLATE utf8mb4_general_ci) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+INSERT INTO t_tc VALUES (1, 'Abc', 'Abc')
+SELECT id FROM t_tc WHERE s = 'abc' OR s LIKE 'a%'
+SELECT id FROM t_tc WHERE t = 'abc' AND t LIKE 'a%'
+SELECT COLUMN_NAME, COLLATION_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 't_tc' ORDER BY ORDINAL_POSITION
+DROP TABLE t_tc

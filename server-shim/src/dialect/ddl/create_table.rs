@@ -133,11 +133,14 @@ pub(super) fn create_table(ct: CreateTable) -> Result<Vec<String>, SqlError> {
     let mut indexes: Vec<Index> = Vec::new();
     let mut on_update: Vec<String> = Vec::new();
     let mut definitions = Vec::new();
+    // `COLLATE=utf8mb4_bin` of the table, as a dump of such a table writes it.
+    let collation = default_collation(&ct.table_options).unwrap_or(expr::GENERAL_CI);
     for column in &ct.columns {
         let is_auto = auto_increment.as_deref() == Some(column.name.value.as_str());
         definitions.push(column_definition(
             column,
             is_auto,
+            collation,
             &mut indexes,
             &mut on_update,
         )?);
@@ -299,16 +302,34 @@ pub(super) fn index_columns(columns: Vec<IndexColumn>) -> Result<Vec<String>, Sq
         .collect()
 }
 
-/// The table option `AUTO_INCREMENT=n`.
-fn auto_increment_start(options: &CreateTableOptions) -> Option<u32> {
-    let options = match options {
-        CreateTableOptions::None => return None,
+/// A table's options (`ENGINE=`, `AUTO_INCREMENT=`, `COLLATE=`).
+fn table_options(options: &CreateTableOptions) -> &[SqlOption] {
+    match options {
+        CreateTableOptions::None => &[],
         CreateTableOptions::With(o)
         | CreateTableOptions::Options(o)
         | CreateTableOptions::Plain(o)
         | CreateTableOptions::TableProperties(o) => o,
-    };
-    options.iter().find_map(|o| match o {
+    }
+}
+
+/// SQLite's collation for the table option `[DEFAULT] COLLATE[=]x`, its text columns'
+/// without one of their own.
+fn default_collation(options: &CreateTableOptions) -> Option<&'static str> {
+    table_options(options).iter().find_map(|o| match o {
+        SqlOption::KeyValue { key, value } => {
+            let key = key.to_string().to_ascii_uppercase();
+            (key == "COLLATE" || key == "DEFAULT COLLATE").then(|| {
+                expr::collation_for(&ObjectName::from(vec![Ident::new(value.to_string())]))
+            })
+        }
+        _ => None,
+    })
+}
+
+/// The table option `AUTO_INCREMENT=n`.
+fn auto_increment_start(options: &CreateTableOptions) -> Option<u32> {
+    table_options(options).iter().find_map(|o| match o {
         SqlOption::KeyValue {
             key,
             value: Expr::Value(v),
@@ -347,6 +368,7 @@ fn references(
 pub(super) fn column_definition(
     column: &ColumnDef,
     is_auto: bool,
+    table_collation: &'static str,
     indexes: &mut Vec<Index>,
     on_update: &mut Vec<String>,
 ) -> Result<String, SqlError> {
@@ -380,7 +402,7 @@ pub(super) fn column_definition(
                 _ => None,
             })
             .next_back()
-            .map_or(expr::GENERAL_CI, expr::collation_for);
+            .map_or(table_collation, expr::collation_for);
         out.push_str(&format!(" COLLATE {collation}"));
     }
     if let Some(check) = check {

@@ -27,6 +27,7 @@ pub use self::stored_rounding::{
 };
 pub use self::value_checks::violated;
 use super::cursor::{self, Significant};
+use super::expr::GENERAL_CI;
 use super::{StatementKind, Translation, expr, quote};
 use crate::sql_error::SqlError;
 
@@ -35,8 +36,15 @@ use crate::sql_error::SqlError;
 /// # Errors
 /// 1235 naming what SQLite cannot do (`MODIFY COLUMN`, `CREATE TABLE ... LIKE`, ...).
 pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
+    let mut typed_columns = Vec::new();
     let statements = match statement {
-        Statement::CreateTable(ct) => create_table(ct)?,
+        Statement::CreateTable(mut ct) => {
+            // `CREATE TABLE t AS SELECT CONCAT(d)` stores what the query shows.
+            if let Some(query) = &mut ct.query {
+                typed_columns = super::typed_arguments::mark(query);
+            }
+            create_table(ct)?
+        }
         Statement::CreateIndex(ci) => vec![create_index(&ci)?],
         Statement::CreateView(CreateView {
             or_replace,
@@ -155,7 +163,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
         result_types: Vec::new(),
         found_rows: None,
         column_names: Vec::new(),
-        typed_columns: Vec::new(),
+        typed_columns,
         from_tables: Vec::new(),
     })
 }
@@ -326,8 +334,13 @@ fn alter_table(
                 }
                 let mut indexes = Vec::new();
                 let mut on_update = Vec::new();
-                let definition =
-                    column_definition(&column_def, false, &mut indexes, &mut on_update)?;
+                let definition = column_definition(
+                    &column_def,
+                    false,
+                    GENERAL_CI,
+                    &mut indexes,
+                    &mut on_update,
+                )?;
                 if !on_update.is_empty() {
                     return Err(SqlError::not_supported("ADD COLUMN ... ON UPDATE"));
                 }
@@ -553,6 +566,7 @@ fn changed_column(
     let definition = column_definition(
         &column,
         has_auto_increment(&column),
+        GENERAL_CI,
         &mut indexes,
         &mut on_update,
     )?;
