@@ -505,6 +505,14 @@ impl FunctionWarnings {
         }
     }
 
+    /// `warnings` (a [`Self::take`]'s) as the list again.
+    pub fn put_back(&self, warnings: Vec<Warning>) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = warnings;
+    }
+
     /// Those raised since the last take.
     pub fn take(&self) -> Vec<Warning> {
         std::mem::take(

@@ -26,9 +26,22 @@ use crate::sql_error::SqlError;
 /// Today's version.
 pub const VERSION: i64 = 3;
 
-/// Brings the file attached as `schema` (MySQL's database `database`) to today's format. Two
-/// sessions opening the file at once: the second finds it done. Inside an open transaction
-/// the steps are a savepoint of it, which a failure rolls back alone.
+/// Whether the database file `file` is of a format before today's (its `user_version`, read
+/// on a connection of its own; a file that cannot be read is not).
+#[must_use]
+pub fn is_old(file: &std::path::Path) -> bool {
+    Connection::open_with_flags(
+        file,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .and_then(|c| c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)))
+    .is_ok_and(|v| v < VERSION)
+}
+
+/// Brings the file attached as `schema` (MySQL's database `database`) to today's format, in a
+/// transaction of its own: called when a connection opens it, before anything else runs
+/// there (another connection's file is brought up to date on one opened for it, before it is
+/// attached: [`is_old`]). Two connections opening the file at once: the second finds it done.
 ///
 /// # Errors
 /// A file whose `UNIQUE` text key holds two values `utf8mb4_general_ci` now finds equal
@@ -48,18 +61,9 @@ pub fn bring_up_to_date(
     if version(conn).map_err(storage_error)? >= VERSION {
         return Ok(());
     }
-    let (begin, end, undo) = if conn.is_autocommit() {
-        ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")
-    } else {
-        (
-            "SAVEPOINT file_format",
-            "RELEASE file_format",
-            "ROLLBACK TO file_format; RELEASE file_format",
-        )
-    };
     let mut kept_no_pad = Vec::new();
     let brought = (|| -> rusqlite::Result<Option<i64>> {
-        conn.execute_batch(begin)?;
+        conn.execute_batch("BEGIN IMMEDIATE")?;
         let was = version(conn)?;
         if was < VERSION {
             if was < 1 {
@@ -75,7 +79,7 @@ pub fn bring_up_to_date(
             }
             conn.execute_batch(&format!("PRAGMA \"{schema}\".user_version = {VERSION}"))?;
         }
-        conn.execute_batch(end)?;
+        conn.execute_batch("COMMIT")?;
         Ok((was < VERSION).then_some(was))
     })();
     match brought {
@@ -101,7 +105,7 @@ pub fn bring_up_to_date(
         }
         Ok(None) => Ok(()),
         Err(e) => {
-            let _ = conn.execute_batch(undo);
+            let _ = conn.execute_batch("ROLLBACK");
             if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) {
                 return Err(SqlError::new(
                     opensrv_mysql::ErrorKind::ER_DUP_ENTRY,

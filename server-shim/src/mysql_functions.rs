@@ -44,6 +44,21 @@ pub struct ConnectionFacts {
     pub interrupted: AtomicBool,
     /// What the functions warn of while the statement runs.
     pub warnings: Arc<crate::engine::FunctionWarnings>,
+    /// The running statement's time, read by `NOW()` and `CURRENT_TIMESTAMP(p)` (also in the
+    /// triggers it fires) at its first call: one time for the whole statement, as MySQL's.
+    /// Cleared when a statement starts.
+    pub statement_time: Mutex<Option<chrono::DateTime<Utc>>>,
+}
+
+impl ConnectionFacts {
+    /// The running statement's time ([`Self::statement_time`]).
+    fn now(&self) -> chrono::DateTime<Utc> {
+        *self
+            .statement_time
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_or_insert_with(Utc::now)
+    }
 }
 
 /// How often a `SLEEP` looks whether its statement was killed.
@@ -99,14 +114,20 @@ pub fn register(
     // Time functions read the clock: not deterministic, so SQLite never caches their results.
     let volatile = FunctionFlags::SQLITE_UTF8;
     let pure = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
-    for name in ["now", "sysdate", "localtime", "localtimestamp"] {
-        conn.create_scalar_function(name, 0, volatile, |_| {
-            Ok(Utc::now().format(DATETIME_FORMAT).to_string())
+    for name in ["now", "localtime", "localtimestamp"] {
+        let facts = Arc::clone(facts);
+        conn.create_scalar_function(name, 0, volatile, move |_| {
+            Ok(facts.now().format(DATETIME_FORMAT).to_string())
         })?;
     }
-    conn.create_scalar_function(crate::dialect::NOW_FN, 1, volatile, |ctx| {
+    // SYSDATE() is the time it runs, as MySQL's.
+    conn.create_scalar_function("sysdate", 0, volatile, |_| {
+        Ok(Utc::now().format(DATETIME_FORMAT).to_string())
+    })?;
+    let now_facts = Arc::clone(facts);
+    conn.create_scalar_function(crate::dialect::NOW_FN, 1, volatile, move |ctx| {
         let precision: i64 = ctx.get(0)?;
-        let now = Utc::now().format("%Y-%m-%d %H:%M:%S%.6f").to_string();
+        let now = now_facts.now().format("%Y-%m-%d %H:%M:%S%.6f").to_string();
         // "…:SS.ffffff" cut to the precision (1 to 6 decimals).
         let keep = now.len() - 6 + usize::try_from(precision.clamp(1, 6)).unwrap_or(6);
         Ok(now.get(..keep).unwrap_or(&now).to_owned())

@@ -60,6 +60,42 @@ impl Drop for Txn {
     }
 }
 
+/// A transaction's read connection before its first write. Its reads see one snapshot of
+/// the database, the first read's, as InnoDB's consistent reads in a `REPEATABLE READ`
+/// transaction do, and take no lock, so other sessions' transactions run meanwhile; the
+/// first write (or a locking read) gives it back and takes the database's lock.
+struct Snapshot {
+    db: Arc<Database>,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+    /// `None` only while lent to a blocking task (a mutex only so the session is `Sync`).
+    reader: Option<std::sync::Mutex<Box<dyn Executor>>>,
+}
+
+impl Snapshot {
+    fn take_reader(&mut self) -> Option<Box<dyn Executor>> {
+        self.reader.take().map(|r| {
+            r.into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        })
+    }
+
+    fn put_reader(&mut self, reader: Box<dyn Executor>) {
+        self.reader = Some(std::sync::Mutex::new(reader));
+    }
+}
+
+impl Drop for Snapshot {
+    /// Ends the read transaction (nothing to undo: it wrote nothing) and gives the connection
+    /// back.
+    fn drop(&mut self) {
+        if let Some(mut reader) = self.take_reader()
+            && reader.rollback().is_ok()
+        {
+            self.db.return_reader(reader);
+        }
+    }
+}
+
 /// A prepared statement.
 #[derive(Debug, Clone)]
 pub struct Prepared {
@@ -92,8 +128,10 @@ pub struct Session {
     login: Option<Login>,
     database: Option<String>,
     autocommit: bool,
-    /// `BEGIN` was sent; the transaction starts (and locks) at the next statement.
+    /// `BEGIN` was sent; the transaction takes its database's lock at its first write.
     txn_pending: bool,
+    /// Its reads before that ([`Snapshot`]).
+    snapshot: Option<Snapshot>,
     txn: Option<Txn>,
     /// The id the last INSERT gave an `AUTO_INCREMENT` column (`LAST_INSERT_ID()`).
     last_insert_id: u64,
@@ -270,6 +308,7 @@ impl Session {
             database: None,
             autocommit: true,
             txn_pending: false,
+            snapshot: None,
             txn: None,
             last_insert_id: 0,
             scratch: None,
@@ -862,6 +901,86 @@ impl Session {
             .unwrap_or_else(|_| Err(SqlError::internal("the statement failed unexpectedly")))
     }
 
+    /// Runs the read `f` in the session's transaction before its first write, on the
+    /// transaction's read connection ([`Snapshot`]), taken (and its read transaction begun)
+    /// at the first read: here if it is short ([`read_inline`]), else on a blocking thread.
+    async fn read_in_snapshot<T: Send + 'static>(
+        &mut self,
+        db: Arc<Database>,
+        inline: bool,
+        f: impl Fn(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
+    ) -> Result<T, SqlError> {
+        match &self.snapshot {
+            Some(s) if s.db.name() != db.name() => {
+                return Err(SqlError::not_in_transaction(
+                    "a statement on another database; COMMIT or ROLLBACK first",
+                ));
+            }
+            Some(_) => {}
+            None => self.snapshot = Some(self.take_snapshot(db).await?),
+        }
+        let inline_facts = inline.then(|| self.statement_facts());
+        let session = self.statement_facts();
+        let snapshot = self
+            .snapshot
+            .as_mut()
+            .ok_or_else(|| SqlError::internal("transaction lost"))?;
+        let mut reader = snapshot
+            .take_reader()
+            .ok_or_else(|| SqlError::internal("transaction lost"))?;
+        if let Some(facts) = inline_facts
+            && let Some(result) = read_inline(reader.as_mut(), facts, &f)
+        {
+            snapshot.put_reader(reader);
+            return result;
+        }
+        let task = tokio::task::spawn_blocking(move || {
+            let result = for_session(reader.as_mut(), session, None, f);
+            (reader, result)
+        });
+        match task.await {
+            Ok((reader, result)) => {
+                if let Some(s) = self.snapshot.as_mut() {
+                    s.put_reader(reader);
+                }
+                result
+            }
+            Err(_) => {
+                self.snapshot = None;
+                Err(SqlError::internal("the statement failed unexpectedly"))
+            }
+        }
+    }
+
+    /// A read connection of `db`'s with its read transaction begun, for [`Snapshot`]: waits
+    /// for a free one with the lock-wait deadline.
+    async fn take_snapshot(&self, db: Arc<Database>) -> Result<Snapshot, SqlError> {
+        let slot = tokio::time::timeout(self.server.lock_wait, db.reader_slots().acquire_owned())
+            .await
+            .map_err(|_| SqlError::lock_wait_timeout())?
+            .map_err(|_| SqlError::internal("the database's readers are closed"))?;
+        let reader = match db.idle_reader() {
+            Some(r) => r,
+            None => {
+                let catalog = Arc::clone(&self.server.catalog);
+                let opening = Arc::clone(&db);
+                tokio::task::spawn_blocking(move || opening.reader(catalog.engine()))
+                    .await
+                    .map_err(|_| SqlError::internal("opening the database failed unexpectedly"))??
+            }
+        };
+        let mut snapshot = Snapshot {
+            db,
+            _slot: slot,
+            reader: None,
+        };
+        // SQLite's read transaction takes its snapshot at its first read, as InnoDB's does.
+        let mut reader = reader;
+        let begun = reader.begin();
+        snapshot.put_reader(reader);
+        begun.map(|()| snapshot)
+    }
+
     /// Runs the read `f` here inside the session's open transaction on `db`, if its storage
     /// is open ([`read_inline`]); `None` when it must run on a blocking thread.
     fn read_in_transaction<T>(
@@ -937,6 +1056,18 @@ impl Session {
                 .await
                 .map(reply);
         }
+        if read && !locking_read(&sql) {
+            return self
+                .read_in_snapshot(db, inline_read, move |e| {
+                    e.set_last_insert_id(last);
+                    e.execute(&sql, &params)
+                })
+                .await
+                .map(reply);
+        }
+        // The transaction's first write: its reads' snapshot ends before the lock is waited
+        // for (holding a read connection while waiting could starve another's read).
+        self.snapshot = None;
         let guard = self.lock(&db).await?;
         if self.txn_pending || (!self.autocommit && write) {
             // Savepoints set before the transaction touched a database mark its start.
@@ -1057,6 +1188,7 @@ impl Session {
     /// Commits (or rolls back) the open transaction, if any.
     async fn end_transaction(&mut self, commit: bool) -> Result<(), SqlError> {
         self.txn_pending = false;
+        self.snapshot = None;
         self.savepoints.clear();
         let Some(mut txn) = self.txn.take() else {
             return Ok(());
@@ -1352,6 +1484,17 @@ fn plain_select(sql: &str) -> bool {
     words
         .next()
         .is_some_and(|w| w.eq_ignore_ascii_case("select"))
+}
+
+/// Whether a `SELECT` locks what it reads (`FOR UPDATE`, `FOR SHARE`, `LOCK IN SHARE MODE`):
+/// it runs under the database's lock, as a write does. Read from the words of the text, so
+/// a string holding them only makes a read take the lock.
+fn locking_read(sql: &str) -> bool {
+    let upper = sql.to_ascii_uppercase();
+    let words: Vec<&str> = upper.split_ascii_whitespace().collect();
+    words
+        .windows(2)
+        .any(|w| w == ["FOR", "UPDATE"] || w == ["FOR", "SHARE"] || w == ["SHARE", "MODE"])
 }
 
 fn commits_implicitly(sql: &str) -> bool {

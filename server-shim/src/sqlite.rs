@@ -426,6 +426,17 @@ impl SqliteExecutor {
             let Some(id) = current else {
                 continue;
             };
+            if file_format::is_old(&file) {
+                if self.budget.calls.load(Ordering::Relaxed) != 0 {
+                    // Not under a step limit (a read on the runtime's thread): the statement
+                    // runs again on a blocking thread, without one.
+                    self.budget.over.store(true, Ordering::Relaxed);
+                    return Err(SqlError::internal("a database file to bring up to date"));
+                }
+                // On a connection of its own, committed before it is attached: neither this
+                // connection's transaction nor its rollback takes part in it.
+                SqliteEngine.open(&root.join(name)).map(drop)?;
+            }
             if self.attached.len() >= MAX_ATTACHED {
                 self.detach_least_recent(qualifiers)?;
             }
@@ -435,14 +446,6 @@ impl SqliteExecutor {
                     [file.to_string_lossy()],
                 )
                 .map_err(|e| from_sqlite(&e, &self.db_name))?;
-            // Counted as attached once brought to today's format: a failure (a step budget
-            // that ran out, a refused file) detaches it, and the next statement tries again.
-            if let Err(e) = file_format::bring_up_to_date(&self.conn, name, name, storage_error) {
-                let _ = self
-                    .conn
-                    .execute_batch(&format!("DETACH DATABASE \"{name}\""));
-                return Err(e);
-            }
             self.attached.push((name.clone(), id));
         }
         Ok(())
@@ -551,6 +554,17 @@ impl SqliteExecutor {
     /// Runs `count` (a [`dialect::Translation::found_rows`] query) with the leading `params`
     /// its placeholders take, for `FOUND_ROWS()`.
     fn count_found_rows(&mut self, count: &str, params: &[Cell]) -> Result<(), SqlError> {
+        // The count runs the query's WHERE again: its functions' warnings are not the
+        // statement's a second time.
+        let kept = self.facts.warnings.take();
+        let counted = self.count_rows(count, params);
+        self.facts.warnings.take();
+        self.facts.warnings.put_back(kept);
+        counted
+    }
+
+    /// [`Self::count_found_rows`]'s count.
+    fn count_rows(&mut self, count: &str, params: &[Cell]) -> Result<(), SqlError> {
         let mut stmt = self
             .conn
             .prepare_cached(count)
@@ -1186,6 +1200,11 @@ impl Executor for SqliteExecutor {
         // No refusal of an earlier statement is taken for this one's (it may fail before it
         // is prepared).
         self.scope.begin(&[]);
+        *self
+            .facts
+            .statement_time
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         let result = self
             .execute_translated(sql, params)
             .map_err(|e| self.refusal_or(e));
@@ -1688,6 +1707,31 @@ mod tests {
             panic!("expected rows");
         };
         assert_eq!(rows, vec![vec![Cell::Int(2)]]);
+
+        // The transaction's rollback does not undo the file's new format: it was brought up
+        // to date on a connection of its own, before it was attached.
+        fs::create_dir(root.join("older")).unwrap();
+        file_of_the_old_order(&root.join("older"), &["É", "b"]);
+        e.begin().unwrap();
+        exec(e.as_mut(), "INSERT INTO tx VALUES (3)").unwrap();
+        let Outcome::Rows { rows, .. } =
+            exec(e.as_mut(), "SELECT id FROM older.t WHERE s = 'e'").unwrap()
+        else {
+            panic!("expected rows");
+        };
+        assert_eq!(rows, vec![vec![Cell::Int(1)]]);
+        e.rollback().unwrap();
+        let version: i64 = Connection::open(root.join("older").join(SQLITE_FILE))
+            .unwrap()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, file_format::VERSION);
+        assert_eq!(
+            exec(e.as_mut(), "INSERT INTO older.t (s) VALUES ('é')")
+                .unwrap_err()
+                .code(),
+            1062
+        );
         fs::remove_dir_all(root).unwrap();
     }
 

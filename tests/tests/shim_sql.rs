@@ -680,6 +680,47 @@ print(own, before, after)
     assert_eq!(out, "2 1 2\n");
 }
 
+/// A transaction's reads before its first write take no lock, and see one snapshot, the
+/// first read's, as InnoDB's consistent reads in a `REPEATABLE READ` transaction do: another
+/// session's transaction writes and commits meanwhile, unseen. The first write takes the
+/// lock and sees the database as it is then (InnoDB's writes read the latest rows too); a
+/// locking read (`FOR UPDATE`) waits for the lock as a write does.
+#[test]
+fn a_transactions_reads_see_one_snapshot_until_it_writes() {
+    let tmp = TempDir::new("shim-sql-snapshot");
+    let shim = shim(&tmp);
+    let port = shim.port;
+    ok(&mariadb_script(
+        port,
+        "root",
+        Some(PW),
+        &[],
+        "CREATE DATABASE app; USE app; CREATE TABLE t (id INT PRIMARY KEY, x INT);
+         INSERT INTO t VALUES (1, 10);",
+    ));
+    let out = two_sessions(
+        port,
+        r#"a.execute("BEGIN")
+a.execute("SELECT x FROM t WHERE id = 1"); first = a.fetchone()[0]
+b.execute("BEGIN")
+b.execute("UPDATE t SET x = 20 WHERE id = 1")
+b.execute("INSERT INTO t VALUES (2, 0)")
+b.execute("COMMIT")
+a.execute("SELECT x FROM t WHERE id = 1"); again = a.fetchone()[0]
+a.execute("SELECT COUNT(*) FROM t"); rows = a.fetchone()[0]
+a.execute("UPDATE t SET x = x + 1 WHERE id = 1")
+a.execute("SELECT x FROM t WHERE id = 1"); written = a.fetchone()[0]
+b.execute("BEGIN")
+b.execute("SELECT x FROM t WHERE id = 1"); other = b.fetchone()[0]
+a.execute("COMMIT")
+b.execute("SELECT x FROM t WHERE id = 1 FOR UPDATE"); locked = b.fetchone()[0]
+b.execute("COMMIT")
+print(first, again, rows, written, other, locked)
+"#,
+    );
+    assert_eq!(out, "10 10 1 21 20 21\n");
+}
+
 /// A read connection whose schema changed under it (another connection ran `ALTER TABLE`)
 /// answers `SELECT *` with the table's columns as they are now.
 #[test]

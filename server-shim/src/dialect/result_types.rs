@@ -9,8 +9,9 @@
 //! ([`ResultType`]); a column nothing here types is typed by its values, as SQLite's are.
 
 use sqlparser::ast::{
-    BinaryOperator, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName,
-    Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins, UnaryOperator, Value,
+    BinaryOperator, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    JoinConstraint, JoinOperator, ObjectName, Query, Select, SelectItem, SetExpr, TableFactor,
+    TableWithJoins, UnaryOperator, Value,
 };
 
 /// What decides a result column's type, for the engine to resolve.
@@ -257,11 +258,26 @@ pub(super) fn sources_of(select: &Select) -> Vec<Source> {
     select.from.iter().flat_map(sources_of_table).collect()
 }
 
-/// The table of `from` and those it joins.
+/// The table of `from` and those it joins, in order; first an opaque one when a right or
+/// full join merges columns (`USING`, `NATURAL`: a name without a table is then the right
+/// table's, or either's, where the left one's is first otherwise).
 pub(super) fn sources_of_table(from: &TableWithJoins) -> Vec<Source> {
-    std::iter::once(&from.relation)
-        .chain(from.joins.iter().map(|j| &j.relation))
-        .map(source)
+    let merges = from.joins.iter().any(|j| {
+        matches!(
+            &j.join_operator,
+            JoinOperator::Right(c) | JoinOperator::RightOuter(c) | JoinOperator::FullOuter(c)
+                if matches!(c, JoinConstraint::Using(_) | JoinConstraint::Natural)
+        )
+    });
+    // First: a name without a table is looked for in none of them.
+    merges
+        .then_some(Source::Opaque)
+        .into_iter()
+        .chain(
+            std::iter::once(&from.relation)
+                .chain(from.joins.iter().map(|j| &j.relation))
+                .map(source),
+        )
         .collect()
 }
 

@@ -453,9 +453,12 @@ fn column_named(e: &Expr, scopes: &Scopes<'_>) -> Option<TypedArgument> {
                 _ => None,
             }
         }
+        Expr::Nested(inner) => column_named(inner, scopes),
         Expr::Identifier(name) => {
             let mut tables = Vec::new();
-            for sources in scopes.iter().rev() {
+            // A table whose columns are not known ends the search: the tables before it (of
+            // inner scopes) are looked up, and none found means untyped.
+            'scopes: for sources in scopes.iter().rev() {
                 for source in *sources {
                     match source.column_named(&name.value) {
                         Ok(Some(ResultType::Column {
@@ -470,7 +473,7 @@ fn column_named(e: &Expr, scopes: &Scopes<'_>) -> Option<TypedArgument> {
                         // A derived table's column that is not a table's: not typed here.
                         Ok(Some(_)) => return None,
                         Ok(None) => {}
-                        Err(()) => return None,
+                        Err(()) => break 'scopes,
                     }
                 }
             }

@@ -402,7 +402,22 @@ pub(super) fn column_definition(
                 _ => None,
             })
             .next_back()
-            .map_or(table_collation, expr::collation_for);
+            .map_or_else(
+                || {
+                    // A character set named alone: its own default collation, not the
+                    // table's (MariaDB's `utf8mb4_general_ci`).
+                    let own_charset = column
+                        .options
+                        .iter()
+                        .any(|o| matches!(o.option, ColumnOption::CharacterSet(_)));
+                    if own_charset {
+                        expr::GENERAL_CI
+                    } else {
+                        table_collation
+                    }
+                },
+                expr::collation_for,
+            );
         out.push_str(&format!(" COLLATE {collation}"));
     }
     if let Some(check) = check {
