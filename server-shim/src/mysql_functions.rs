@@ -44,6 +44,10 @@ pub struct ConnectionFacts {
     pub interrupted: AtomicBool,
     /// What the functions warn of while the statement runs.
     pub warnings: Arc<crate::engine::FunctionWarnings>,
+    /// The running statement writes rows (`INSERT`, `REPLACE`, `UPDATE`, `CREATE TABLE ...
+    /// AS SELECT`): there a `CAST` of text that is not a number fails with 1292 instead of
+    /// warning, as MariaDB's strict mode (the shim's, whatever a session sets) makes it.
+    pub strict_write: AtomicBool,
     /// The running statement's time, read by `NOW()` and `CURRENT_TIMESTAMP(p)` (also in the
     /// triggers it fires) at its first call: one time for the whole statement, as MySQL's.
     /// Cleared when a statement starts.
@@ -171,20 +175,20 @@ pub fn register(
             .and_then(|(a, b)| timestampdiff(&unit, a, b)))
     })?;
     let refused = |why: &str| rusqlite::Error::UserFunctionError(why.to_owned().into());
-    let warnings = Arc::clone(&facts.warnings);
+    let cast_facts = Arc::clone(facts);
     let signed = move |v: ValueRef<'_>| {
         let n = as_signed(v).map_err(|r| refused(r.message()))?;
         if let ValueRef::Text(b) | ValueRef::Blob(b) = v
             && let Some(level) = integer_text_level(b)
         {
-            warnings.push(
-                level,
-                1292,
-                format!(
-                    "Truncated incorrect INTEGER value: '{}'",
-                    String::from_utf8_lossy(b)
-                ),
+            let message = format!(
+                "Truncated incorrect INTEGER value: '{}'",
+                String::from_utf8_lossy(b)
             );
+            if level == "Warning" && cast_facts.strict_write.load(Ordering::Relaxed) {
+                return Err(refused(&message));
+            }
+            cast_facts.warnings.push(level, 1292, message);
         }
         Ok(n)
     };

@@ -922,6 +922,16 @@ impl SqliteExecutor {
             self.rebuild(rebuild)?;
         }
         self.look_up_typed_columns(&translation.typed_columns);
+        self.facts.strict_write.store(
+            matches!(
+                translation.kind,
+                StatementKind::Insert
+                    | StatementKind::Replace
+                    | StatementKind::Update
+                    | StatementKind::Ddl
+            ),
+            Ordering::Relaxed,
+        );
         if translation.statements.len() > 1
             && matches!(
                 translation.kind,
@@ -1413,6 +1423,10 @@ fn mysql_names(columns: &mut [String], names: &[Option<String>]) {
 fn engine_message(message: &str) -> SqlError {
     use opensrv_mysql::ErrorKind;
     let after = |prefix: &str| message.strip_prefix(prefix).map(|r| r.trim_matches('`'));
+    // A function's warning that strict mode makes an error in a write (`CAST('x' AS SIGNED)`).
+    if message.starts_with("Truncated incorrect ") {
+        return SqlError::new(ErrorKind::ER_TRUNCATED_WRONG_VALUE, message.to_owned());
+    }
     if let Some(column) = after("ambiguous column name: ") {
         return SqlError::new(
             ErrorKind::ER_NON_UNIQ_ERROR,

@@ -468,3 +468,14 @@ SELECT x.a, (SELECT CONCAT(k) FROM t_j1 WHERE t_j1.a = x.a) FROM (SELECT a FROM 
 SELECT a FROM t_j1 WHERE (k) LIKE '2.00'
 DROP TABLE t_j1
 DROP TABLE t_j2
+
+# Strict mode: a CAST of text that is not a number fails a write (1292), warns elsewhere
+CREATE TABLE t_sc (id INT PRIMARY KEY, s VARCHAR(5), n INT)
+INSERT INTO t_sc VALUES (1, '1a', 0), (2, '2', 0)
+UPDATE t_sc SET n = CAST(s AS SIGNED)
+INSERT INTO t_sc VALUES (3, 'x', CAST('9z' AS SIGNED))
+UPDATE t_sc SET n = CAST(s AS SIGNED) WHERE id = 2
+UPDATE t_sc SET n = CAST(' 5 ' AS SIGNED) WHERE id = 1
+DELETE FROM t_sc WHERE CAST(s AS SIGNED) = 7
+SELECT id, n, CAST(s AS SIGNED) FROM t_sc ORDER BY id
+DROP TABLE t_sc
