@@ -38,10 +38,18 @@ pub struct Database {
     /// ([`Database::reader`]). At most [`READERS`] at once; idle ones are kept here.
     readers: Mutex<Vec<Box<dyn Executor>>>,
     reader_slots: Arc<tokio::sync::Semaphore>,
+    /// The transactions that read on a connection of their own before their first write
+    /// (`session::Snapshot`): at most [`SNAPSHOTS`] at once, beside the plain reads' slots,
+    /// so an idle transaction never keeps a plain read waiting.
+    snapshot_slots: Arc<tokio::sync::Semaphore>,
     /// Dropped: no read connection is opened or kept any more (opening one would create the
     /// database's file again).
     dropped: std::sync::atomic::AtomicBool,
 }
+
+/// The most transactions of one database that read before their first write on connections
+/// of their own at once.
+const SNAPSHOTS: usize = 32;
 
 /// The most reads a database runs at once, each on its own SQLite connection: one per CPU
 /// the process may use (as the runtime's workers), at least two.
@@ -80,8 +88,16 @@ impl Database {
             slot: Arc::new(tokio::sync::Mutex::new(slot)),
             readers: Mutex::new(Vec::new()),
             reader_slots: Arc::new(tokio::sync::Semaphore::new(readers_per_database())),
+            snapshot_slots: Arc::new(tokio::sync::Semaphore::new(SNAPSHOTS)),
             dropped: false.into(),
         }
+    }
+
+    /// The permit for one transaction's reads on a connection of its own, if one is free (a
+    /// transaction without one takes the database's lock at its first statement).
+    #[must_use]
+    pub fn snapshot_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        Arc::clone(&self.snapshot_slots).try_acquire_owned().ok()
     }
 
     /// The permit to run one read ([`Self::reader`]); wait for it with a deadline.

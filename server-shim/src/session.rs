@@ -823,6 +823,16 @@ impl Session {
         db: Arc<Database>,
         f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
     ) -> Result<T, SqlError> {
+        if self.txn.is_none()
+            && self
+                .snapshot
+                .as_ref()
+                .is_some_and(|s| Arc::ptr_eq(&s.db, &db))
+        {
+            // A transaction that has not written yet: what it reads (`SHOW CREATE TABLE`, a
+            // prepare's columns) is of its snapshot, and waits for no other transaction.
+            return self.on_snapshot(f).await;
+        }
         let facts = self.statement_facts();
         if let Some(txn) = self.txn.as_mut().filter(|t| t.db.name() == db.name()) {
             let guard = txn
@@ -904,36 +914,53 @@ impl Session {
     /// Runs the read `f` in the session's transaction before its first write, on the
     /// transaction's read connection ([`Snapshot`]), taken (and its read transaction begun)
     /// at the first read: here if it is short ([`read_inline`]), else on a blocking thread.
+    /// `None` when it cannot have one (none free, or `SERIALIZABLE`): the transaction then
+    /// takes the database's lock, as a write does.
     async fn read_in_snapshot<T: Send + 'static>(
         &mut self,
-        db: Arc<Database>,
+        db: &Arc<Database>,
         inline: bool,
         f: impl Fn(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
-    ) -> Result<T, SqlError> {
+    ) -> Option<Result<T, SqlError>> {
         match &self.snapshot {
-            Some(s) if s.db.name() != db.name() => {
-                return Err(SqlError::not_in_transaction(
+            Some(s) if !Arc::ptr_eq(&s.db, db) => {
+                // Another database, or this one dropped and made again since.
+                return Some(Err(SqlError::not_in_transaction(
                     "a statement on another database; COMMIT or ROLLBACK first",
-                ));
+                )));
             }
             Some(_) => {}
-            None => self.snapshot = Some(self.take_snapshot(db).await?),
+            None if self.serializable() => return None,
+            None => match self.take_snapshot(db).await {
+                Ok(Some(s)) => self.snapshot = Some(s),
+                Ok(None) => return None,
+                Err(e) => return Some(Err(e)),
+            },
         }
-        let inline_facts = inline.then(|| self.statement_facts());
+        if inline {
+            let facts = self.statement_facts();
+            let snapshot = self.snapshot.as_mut()?;
+            let mut reader = snapshot.take_reader()?;
+            let result = read_inline(reader.as_mut(), facts, &f);
+            snapshot.put_reader(reader);
+            if let Some(result) = result {
+                return Some(result);
+            }
+        }
+        Some(self.on_snapshot(f).await)
+    }
+
+    /// Runs `f` on the transaction's read connection ([`Snapshot`]) on a blocking thread.
+    async fn on_snapshot<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
+    ) -> Result<T, SqlError> {
         let session = self.statement_facts();
-        let snapshot = self
+        let mut reader = self
             .snapshot
             .as_mut()
+            .and_then(Snapshot::take_reader)
             .ok_or_else(|| SqlError::internal("transaction lost"))?;
-        let mut reader = snapshot
-            .take_reader()
-            .ok_or_else(|| SqlError::internal("transaction lost"))?;
-        if let Some(facts) = inline_facts
-            && let Some(result) = read_inline(reader.as_mut(), facts, &f)
-        {
-            snapshot.put_reader(reader);
-            return result;
-        }
         let task = tokio::task::spawn_blocking(move || {
             let result = for_session(reader.as_mut(), session, None, f);
             (reader, result)
@@ -952,25 +979,35 @@ impl Session {
         }
     }
 
-    /// A read connection of `db`'s with its read transaction begun, for [`Snapshot`]: waits
-    /// for a free one with the lock-wait deadline.
-    async fn take_snapshot(&self, db: Arc<Database>) -> Result<Snapshot, SqlError> {
-        let slot = tokio::time::timeout(self.server.lock_wait, db.reader_slots().acquire_owned())
-            .await
-            .map_err(|_| SqlError::lock_wait_timeout())?
-            .map_err(|_| SqlError::internal("the database's readers are closed"))?;
+    /// Whether the session asked for `SERIALIZABLE` transactions: its reads then take the
+    /// lock, as its writes do (no snapshot), so two of them never both read before writing.
+    fn serializable(&self) -> bool {
+        ["transaction_isolation", "tx_isolation"]
+            .iter()
+            .any(|name| {
+                matches!(self.variables.get(*name), Some(Cell::Text(level))
+                if level.to_ascii_uppercase().contains("SERIALIZABLE"))
+            })
+    }
+
+    /// A read connection of `db`'s with its read transaction begun, for [`Snapshot`]; `None`
+    /// when [`Database::snapshot_slot`] has none free.
+    async fn take_snapshot(&self, db: &Arc<Database>) -> Result<Option<Snapshot>, SqlError> {
+        let Some(slot) = db.snapshot_slot() else {
+            return Ok(None);
+        };
         let reader = match db.idle_reader() {
             Some(r) => r,
             None => {
                 let catalog = Arc::clone(&self.server.catalog);
-                let opening = Arc::clone(&db);
+                let opening = Arc::clone(db);
                 tokio::task::spawn_blocking(move || opening.reader(catalog.engine()))
                     .await
                     .map_err(|_| SqlError::internal("opening the database failed unexpectedly"))??
             }
         };
         let mut snapshot = Snapshot {
-            db,
+            db: Arc::clone(db),
             _slot: slot,
             reader: None,
         };
@@ -978,7 +1015,7 @@ impl Session {
         let mut reader = reader;
         let begun = reader.begin();
         snapshot.put_reader(reader);
-        begun.map(|()| snapshot)
+        begun.map(|()| Some(snapshot))
     }
 
     /// Runs the read `f` here inside the session's open transaction on `db`, if its storage
@@ -1028,6 +1065,9 @@ impl Session {
             .map(reply);
         }
         let db = self.current_database()?;
+        // A locking read (`FOR UPDATE`) runs under the lock, and begins a transaction where a
+        // write would.
+        let write = write || locking_read(sql);
         let read = !write && plain_select(sql);
         let inline_read = read && sql.len() <= INLINE_READ_TEXT_BYTES;
         let sql = sql.to_owned();
@@ -1056,19 +1096,20 @@ impl Session {
                 .await
                 .map(reply);
         }
-        if read && !locking_read(&sql) {
-            return self
-                .read_in_snapshot(db, inline_read, move |e| {
-                    e.set_last_insert_id(last);
-                    e.execute(&sql, &params)
-                })
-                .await
-                .map(reply);
+        if self.txn_pending && !write && snapshot_read(&sql) {
+            let (read_sql, read_params) = (sql.clone(), params.clone());
+            let statement = move |e: &mut dyn Executor| {
+                e.set_last_insert_id(last);
+                e.execute(&read_sql, &read_params)
+            };
+            if let Some(result) = self.read_in_snapshot(&db, inline_read, statement).await {
+                return result.map(reply);
+            }
         }
-        // The transaction's first write: its reads' snapshot ends before the lock is waited
-        // for (holding a read connection while waiting could starve another's read).
-        self.snapshot = None;
         let guard = self.lock(&db).await?;
+        // The transaction's first write: its reads' snapshot ends once it has the lock (a
+        // write that times out waiting leaves the transaction reading as it was).
+        self.snapshot = None;
         if self.txn_pending || (!self.autocommit && write) {
             // Savepoints set before the transaction touched a database mark its start.
             let savepoints: Vec<String> = self.savepoints.drain(..).collect();
@@ -1484,6 +1525,23 @@ fn plain_select(sql: &str) -> bool {
     words
         .next()
         .is_some_and(|w| w.eq_ignore_ascii_case("select"))
+}
+
+/// Whether a transaction may run `sql` on its snapshot ([`Snapshot`]): a `SELECT`, one in
+/// parentheses (`(SELECT ..) UNION ..`), or a `WITH` query that names no write.
+fn snapshot_read(sql: &str) -> bool {
+    let text = sql
+        .trim_start()
+        .trim_start_matches(|c: char| c == '(' || c.is_whitespace());
+    if plain_select(text) {
+        return true;
+    }
+    let upper = sql.to_ascii_uppercase();
+    let mut words = upper.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+    words.next().is_some_and(|w| w == "WITH")
+        && !upper
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| ["INSERT", "UPDATE", "DELETE", "REPLACE"].contains(&w))
 }
 
 /// Whether a `SELECT` locks what it reads (`FOR UPDATE`, `FOR SHARE`, `LOCK IN SHARE MODE`):

@@ -299,6 +299,9 @@ fn in_schema(sql: &str, schema: &str) -> String {
     format!("{head}{schema}.{rest}")
 }
 
+/// The bytes a WAL is cut back to after a checkpoint (SQLite's `journal_size_limit`).
+const WAL_SIZE_LIMIT: i64 = 16 << 20;
+
 /// The most databases SQLite attaches to one connection (its `SQLITE_MAX_ATTACHED` default):
 /// beyond it the one used least recently is detached.
 const MAX_ATTACHED: usize = 10;
@@ -318,6 +321,10 @@ impl SqliteExecutor {
     fn new(mut conn: Connection, db_name: String) -> Result<Self, SqlError> {
         // WAL: readers never block the writer; FULL: every commit is fsynced before the OK.
         conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(storage_error)?;
+        // A WAL that grew while a long read kept it from being checkpointed is cut back to
+        // this once it can be.
+        conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
             .map_err(storage_error)?;
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(storage_error)?;

@@ -719,6 +719,37 @@ print(first, again, rows, written, other, locked)
 "#,
     );
     assert_eq!(out, "10 10 1 21 20 21\n");
+    // Two transactions idle after a read leave plain reads, `information_schema` and
+    // `SHOW CREATE TABLE` free; `SERIALIZABLE` transactions take the lock at their read,
+    // so a read-then-write in two of them loses no update.
+    let out = two_sessions(
+        port,
+        r#"a.execute("BEGIN"); a.execute("SELECT COUNT(*) FROM t")
+b.execute("BEGIN"); b.execute("SELECT COUNT(*) FROM t")
+import pymysql
+c = pymysql.connect(host="127.0.0.1", port=int(os.environ["PORT"]), user="root",
+                    password=a.connection.password, database="app", autocommit=True,
+                    read_timeout=20).cursor()
+c.execute("SELECT COUNT(*) FROM t"); plain = c.fetchone()[0]
+c.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'app'")
+tables = c.fetchone()[0]
+c.execute("SHOW CREATE TABLE t"); shown = c.fetchone()[1].startswith("CREATE TABLE")
+a.execute("COMMIT"); b.execute("COMMIT")
+for s in (a, b):
+    s.execute("SET SESSION transaction_isolation = 'SERIALIZABLE'")
+def add_five(s):
+    s.execute("BEGIN"); s.execute("SELECT x FROM t WHERE id = 1"); seen = s.fetchone()[0]
+    s.execute("UPDATE t SET x = %s WHERE id = 1", (seen + 5,)); s.execute("COMMIT")
+import threading
+a.execute("BEGIN"); a.execute("SELECT x FROM t WHERE id = 1"); seen = a.fetchone()[0]
+other = threading.Thread(target=add_five, args=(b,)); other.start()
+a.execute("UPDATE t SET x = %s WHERE id = 1", (seen + 5,)); a.execute("COMMIT")
+other.join()
+c.execute("SELECT x FROM t WHERE id = 1")
+print(plain, tables, shown, c.fetchone()[0])
+"#,
+    );
+    assert_eq!(out, "2 1 True 31\n");
 }
 
 /// A read connection whose schema changed under it (another connection ran `ALTER TABLE`)
