@@ -49,7 +49,7 @@ pub struct Database {
 
 /// The most transactions of one database that read before their first write on connections
 /// of their own at once.
-const SNAPSHOTS: usize = 32;
+const SNAPSHOTS: usize = 128;
 
 /// The most reads a database runs at once, each on its own SQLite connection: one per CPU
 /// the process may use (as the runtime's workers), at least two.
@@ -131,10 +131,12 @@ impl Database {
         self.readers().pop()
     }
 
-    /// Keeps a read connection for the next read, unless the database was dropped meanwhile.
+    /// Keeps a read connection for the next read, unless the database was dropped meanwhile
+    /// or as many as plain reads use are idle already (those transactions' reads opened
+    /// beside them are closed).
     pub fn return_reader(&self, reader: Box<dyn Executor>) {
         let mut readers = self.readers();
-        if !self.is_dropped() {
+        if !self.is_dropped() && readers.len() < readers_per_database() {
             readers.push(reader);
         }
     }

@@ -777,7 +777,18 @@ fn classify_set(c: &mut Cursor) -> Result<Statement, SqlError> {
     loop {
         let _ = c.keyword("session") || c.keyword("global") || c.keyword("local");
         if c.keyword("transaction") {
-            // SET TRANSACTION ISOLATION LEVEL ...: there is only one level here.
+            // SET [SESSION] TRANSACTION ISOLATION LEVEL x: kept as the session's level (the
+            // form without SESSION, for the next transaction only, is taken as the session's).
+            if c.keyword("isolation") && c.keyword("level") {
+                let mut words = Vec::new();
+                while let Some(Token::Word(w)) = c.peek() {
+                    words.push(w.value.to_ascii_uppercase());
+                    c.next();
+                }
+                if !words.is_empty() {
+                    out.push(("transaction_isolation".to_owned(), words.join("-")));
+                }
+            }
             return Ok(Statement::Set(out));
         }
         // The name: `@@session.x`, `@@x`, `@x`, `x`.
@@ -1043,7 +1054,10 @@ mod tests {
         );
         assert_eq!(
             ok("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"),
-            Statement::Set(vec![])
+            Statement::Set(vec![(
+                "transaction_isolation".into(),
+                "READ-COMMITTED".into()
+            )])
         );
         assert_eq!(
             ok("SHOW VARIABLES LIKE 'sql_mode'"),

@@ -1067,7 +1067,9 @@ impl Session {
         let db = self.current_database()?;
         // A locking read (`FOR UPDATE`) runs under the lock, and begins a transaction where a
         // write would.
-        let write = write || locking_read(sql);
+        let write = write
+            || locking_read(sql)
+            || (!self.autocommit && plain_select(sql) && self.serializable());
         let read = !write && plain_select(sql);
         let inline_read = read && sql.len() <= INLINE_READ_TEXT_BYTES;
         let sql = sql.to_owned();
@@ -1158,7 +1160,11 @@ impl Session {
             // Read as a plain read is, never waiting for another session's transaction (a
             // relay's state read of an idle session, an ORM's introspection): only the
             // session's own transaction's database is read under its lock, which it holds.
-            let own = self.txn.as_ref().is_some_and(|t| t.db.name() == db.name());
+            let own = self.txn.as_ref().is_some_and(|t| t.db.name() == db.name())
+                || self
+                    .snapshot
+                    .as_ref()
+                    .is_some_and(|s| Arc::ptr_eq(&s.db, &db));
             let tables = if own {
                 self.with_executor(db, |e| e.describe()).await?
             } else {
@@ -1545,14 +1551,32 @@ fn snapshot_read(sql: &str) -> bool {
 }
 
 /// Whether a `SELECT` locks what it reads (`FOR UPDATE`, `FOR SHARE`, `LOCK IN SHARE MODE`):
-/// it runs under the database's lock, as a write does. Read from the words of the text, so
-/// a string holding them only makes a read take the lock.
+/// it runs under the database's lock, as a write does. Read from the statement's tokens (a
+/// string holding the words is not one). `NOWAIT` and `SKIP LOCKED` ones stay plain reads:
+/// they must not wait, and the lock here is the whole database's.
 fn locking_read(sql: &str) -> bool {
-    let upper = sql.to_ascii_uppercase();
-    let words: Vec<&str> = upper.split_ascii_whitespace().collect();
-    words
-        .windows(2)
-        .any(|w| w == ["FOR", "UPDATE"] || w == ["FOR", "SHARE"] || w == ["SHARE", "MODE"])
+    let Ok(tokens) =
+        sqlparser::tokenizer::Tokenizer::new(&crate::mysql_dialect::Mysql, sql).tokenize()
+    else {
+        return false;
+    };
+    let words: Vec<String> = tokens
+        .iter()
+        .filter_map(|t| match t {
+            sqlparser::tokenizer::Token::Word(w) if w.quote_style.is_none() => {
+                Some(w.value.to_ascii_uppercase())
+            }
+            _ => None,
+        })
+        .collect();
+    let pair = |a: &str, b: &str| {
+        words
+            .windows(2)
+            .any(|w| matches!(w, [x, y] if x == a && y == b))
+    };
+    (pair("FOR", "UPDATE") || pair("FOR", "SHARE") || pair("SHARE", "MODE"))
+        && !words.iter().any(|w| w == "NOWAIT")
+        && !pair("SKIP", "LOCKED")
 }
 
 fn commits_implicitly(sql: &str) -> bool {
