@@ -816,8 +816,8 @@ impl Session {
             })
     }
 
-    /// Runs `f` on `db`'s executor: inside the open transaction when it is on `db`, else
-    /// under a short hold of the lock.
+    /// Runs `f` on `db`'s executor inside the open transaction when it is on `db`; on the
+    /// transaction's snapshot before its first write; else on a read connection.
     async fn with_executor<T: Send + 'static>(
         &mut self,
         db: Arc<Database>,
@@ -851,8 +851,15 @@ impl Session {
             }
             return result;
         }
-        let guard = self.lock(&db).await?;
-        run_blocking(&self.server, facts, guard, db, f).await.1
+        // Outside a transaction on `db` its callers only read the catalog (`SHOW`, a
+        // prepare's columns): on a read connection, waiting for no other session's
+        // transaction (`mariadb-dump`'s `SHOW TABLES` failed with 1205 behind one, and the
+        // dump went on without the tables).
+        let permit = tokio::time::timeout(self.server.lock_wait, db.reader_slots().acquire_owned())
+            .await
+            .map_err(|_| SqlError::lock_wait_timeout())?
+            .map_err(|_| SqlError::internal("the database's readers are closed"))?;
+        self.read_blocking(permit, db, None, f).await
     }
 
     /// Runs `f` on one of `db`'s read connections, without its lock: a plain read outside

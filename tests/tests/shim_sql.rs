@@ -737,6 +737,10 @@ c.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '
 tables = c.fetchone()[0]
 c.execute("SHOW CREATE TABLE t"); shown = c.fetchone()[1].startswith("CREATE TABLE")
 a.execute("COMMIT"); b.execute("COMMIT")
+# Nor does a transaction that has written keep SHOW waiting (mariadb-dump's first step).
+a.execute("BEGIN"); a.execute("INSERT INTO t VALUES (3, 0)")
+c.execute("SHOW TABLES"); shown = shown and c.fetchall() == (("t",),)
+a.execute("ROLLBACK")
 a.execute("SET SESSION transaction_isolation = 'SERIALIZABLE'")
 b.execute("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE")
 def add_five(s):
