@@ -1166,7 +1166,8 @@ impl Session {
             let db = self.server.catalog.get(&name)?;
             // Read as a plain read is, never waiting for another session's transaction (a
             // relay's state read of an idle session, an ORM's introspection): only the
-            // session's own transaction's database is read under its lock, which it holds.
+            // session's own transaction's database is read in it (under the lock it holds,
+            // or on its snapshot before its first write).
             let own = self.txn.as_ref().is_some_and(|t| t.db.name() == db.name())
                 || self
                     .snapshot
@@ -1562,6 +1563,15 @@ fn snapshot_read(sql: &str) -> bool {
 /// string holding the words is not one). `NOWAIT` and `SKIP LOCKED` ones stay plain reads:
 /// they must not wait, and the lock here is the whole database's.
 fn locking_read(sql: &str) -> bool {
+    // Most statements name neither word: those are not tokenized.
+    let names = |word: &[u8]| {
+        sql.as_bytes()
+            .windows(word.len())
+            .any(|w| w.eq_ignore_ascii_case(word))
+    };
+    if !names(b"update") && !names(b"share") {
+        return false;
+    }
     let Ok(tokens) =
         sqlparser::tokenizer::Tokenizer::new(&crate::mysql_dialect::Mysql, sql).tokenize()
     else {
