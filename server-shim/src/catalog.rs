@@ -38,6 +38,9 @@ pub struct Database {
     /// ([`Database::reader`]). At most [`READERS`] at once; idle ones are kept here.
     readers: Mutex<Vec<Box<dyn Executor>>>,
     reader_slots: Arc<tokio::sync::Semaphore>,
+    /// How many plain reads run at once ([`readers_per_database`], read once: it reads
+    /// `/proc`), and so how many idle read connections are kept.
+    readers_kept: usize,
     /// The transactions that read on a connection of their own before their first write
     /// (`session::Snapshot`): at most [`SNAPSHOTS`] at once, beside the plain reads' slots,
     /// so an idle transaction never keeps a plain read waiting.
@@ -82,12 +85,14 @@ impl Database {
     }
 
     fn new(name: String, dir: PathBuf, slot: Slot) -> Self {
+        let readers_kept = readers_per_database();
         Self {
             name,
             dir,
             slot: Arc::new(tokio::sync::Mutex::new(slot)),
             readers: Mutex::new(Vec::new()),
-            reader_slots: Arc::new(tokio::sync::Semaphore::new(readers_per_database())),
+            reader_slots: Arc::new(tokio::sync::Semaphore::new(readers_kept)),
+            readers_kept,
             snapshot_slots: Arc::new(tokio::sync::Semaphore::new(SNAPSHOTS)),
             dropped: false.into(),
         }
@@ -136,7 +141,7 @@ impl Database {
     /// beside them are closed).
     pub fn return_reader(&self, reader: Box<dyn Executor>) {
         let mut readers = self.readers();
-        if !self.is_dropped() && readers.len() < readers_per_database() {
+        if !self.is_dropped() && readers.len() < self.readers_kept {
             readers.push(reader);
         }
     }
