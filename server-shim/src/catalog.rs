@@ -38,8 +38,9 @@ pub struct Database {
     /// ([`Database::reader`]). At most [`READERS`] at once; idle ones are kept here.
     readers: Mutex<Vec<Box<dyn Executor>>>,
     reader_slots: Arc<tokio::sync::Semaphore>,
-    /// How many plain reads run at once ([`readers_per_database`], read once: it reads
-    /// `/proc`), and so how many idle read connections are kept.
+    /// How many idle read connections are kept: as many as plain reads run at once
+    /// ([`readers_per_database`], read once: it reads `/proc`), and [`SNAPSHOTS_KEPT`] for
+    /// transactions' reads (opening a connection costs more than a transaction's reads).
     readers_kept: usize,
     /// The transactions that read on a connection of their own before their first write
     /// (`session::Snapshot`): at most [`SNAPSHOTS`] at once, beside the plain reads' slots,
@@ -53,6 +54,10 @@ pub struct Database {
 /// The most transactions of one database that read before their first write on connections
 /// of their own at once.
 const SNAPSHOTS: usize = 128;
+
+/// The idle read connections a database keeps for transactions' reads, beside the plain
+/// reads' (the rest are closed when given back).
+const SNAPSHOTS_KEPT: usize = 8;
 
 /// The most reads a database runs at once, each on its own SQLite connection: one per CPU
 /// the process may use (as the runtime's workers), at least two.
@@ -85,13 +90,14 @@ impl Database {
     }
 
     fn new(name: String, dir: PathBuf, slot: Slot) -> Self {
-        let readers_kept = readers_per_database();
+        let readers = readers_per_database();
+        let readers_kept = readers + SNAPSHOTS_KEPT;
         Self {
             name,
             dir,
             slot: Arc::new(tokio::sync::Mutex::new(slot)),
             readers: Mutex::new(Vec::new()),
-            reader_slots: Arc::new(tokio::sync::Semaphore::new(readers_kept)),
+            reader_slots: Arc::new(tokio::sync::Semaphore::new(readers)),
             readers_kept,
             snapshot_slots: Arc::new(tokio::sync::Semaphore::new(SNAPSHOTS)),
             dropped: false.into(),
