@@ -1596,6 +1596,14 @@ mod tests {
         e.execute(sql, &[])
     }
 
+    /// The rows of the query `sql`.
+    fn rows(e: &mut dyn Executor, sql: &str) -> Vec<Vec<Cell>> {
+        match exec(e, sql) {
+            Ok(Outcome::Rows { rows, .. }) => rows,
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+
     /// A file made before accents were folded: its UNIQUE index in the old order (ASCII case
     /// folded, other bytes as they are), `José` and `jose` both in it, or `É` alone.
     fn file_of_the_old_order(dir: &Path, values: &[&str]) {
@@ -1620,12 +1628,10 @@ mod tests {
         file_of_the_old_order(&dir, &["É", "b", "Zoë"]);
         let mut e = SqliteEngine.open(&dir).unwrap();
         // Found by the index, in the new order; and the key holds for the folded value.
-        let Outcome::Rows { rows, .. } =
-            exec(e.as_mut(), "SELECT id FROM t WHERE s = 'e'").unwrap()
-        else {
-            panic!("expected rows");
-        };
-        assert_eq!(rows, vec![vec![Cell::Int(1)]]);
+        assert_eq!(
+            rows(e.as_mut(), "SELECT id FROM t WHERE s = 'e'"),
+            vec![vec![Cell::Int(1)]]
+        );
         assert_eq!(
             exec(e.as_mut(), "INSERT INTO t (s) VALUES ('é')")
                 .unwrap_err()
@@ -1665,12 +1671,10 @@ mod tests {
         file_of_binary_collation(&dir, &["b", "a", "A"]);
         let mut e = SqliteEngine.open(&dir).unwrap();
         // Trailing spaces ignored, found by the index; case kept.
-        let Outcome::Rows { rows, .. } =
-            exec(e.as_mut(), "SELECT id FROM t WHERE s = 'a  ' ORDER BY id").unwrap()
-        else {
-            panic!("expected rows");
-        };
-        assert_eq!(rows, vec![vec![Cell::Int(2)]]);
+        assert_eq!(
+            rows(e.as_mut(), "SELECT id FROM t WHERE s = 'a  ' ORDER BY id"),
+            vec![vec![Cell::Int(2)]]
+        );
         assert_eq!(
             exec(e.as_mut(), "INSERT INTO t (s) VALUES ('b ')")
                 .unwrap_err()
@@ -1695,16 +1699,14 @@ mod tests {
         let dir = temp_dir("binary-collation-duplicates");
         file_of_binary_collation(&dir, &["a", "a "]);
         let mut e = SqliteEngine.open(&dir).unwrap();
-        let Outcome::Rows { rows, .. } =
-            exec(e.as_mut(), "SELECT id FROM t WHERE s = 'a'").unwrap()
-        else {
-            panic!("expected rows");
-        };
-        assert_eq!(rows, vec![vec![Cell::Int(1)]]);
+        assert_eq!(
+            rows(e.as_mut(), "SELECT id FROM t WHERE s = 'a'"),
+            vec![vec![Cell::Int(1)]]
+        );
     }
 
-    /// An old file first named inside a transaction is brought to today's format in a
-    /// savepoint of it: the transaction goes on, with what it wrote.
+    /// An old file first named inside a transaction is brought to today's format on a
+    /// connection of its own: the transaction goes on, with what it wrote.
     #[test]
     fn an_old_file_attached_inside_a_transaction_leaves_the_transaction_as_it_was() {
         let root = temp_dir("old-attached-in-transaction");
@@ -1716,18 +1718,15 @@ mod tests {
         exec(e.as_mut(), "CREATE TABLE tx (i INT PRIMARY KEY)").unwrap();
         e.begin().unwrap();
         exec(e.as_mut(), "INSERT INTO tx VALUES (1), (2)").unwrap();
-        let Outcome::Rows { rows, .. } =
-            exec(e.as_mut(), "SELECT id FROM old.t WHERE s = 'a '").unwrap()
-        else {
-            panic!("expected rows");
-        };
-        assert_eq!(rows, vec![vec![Cell::Int(2)]]);
+        assert_eq!(
+            rows(e.as_mut(), "SELECT id FROM old.t WHERE s = 'a '"),
+            vec![vec![Cell::Int(2)]]
+        );
         e.commit().unwrap();
-        let Outcome::Rows { rows, .. } = exec(e.as_mut(), "SELECT COUNT(*) FROM tx").unwrap()
-        else {
-            panic!("expected rows");
-        };
-        assert_eq!(rows, vec![vec![Cell::Int(2)]]);
+        assert_eq!(
+            rows(e.as_mut(), "SELECT COUNT(*) FROM tx"),
+            vec![vec![Cell::Int(2)]]
+        );
 
         // The transaction's rollback does not undo the file's new format: it was brought up
         // to date on a connection of its own, before it was attached.
@@ -1735,12 +1734,10 @@ mod tests {
         file_of_the_old_order(&root.join("older"), &["É", "b"]);
         e.begin().unwrap();
         exec(e.as_mut(), "INSERT INTO tx VALUES (3)").unwrap();
-        let Outcome::Rows { rows, .. } =
-            exec(e.as_mut(), "SELECT id FROM older.t WHERE s = 'e'").unwrap()
-        else {
-            panic!("expected rows");
-        };
-        assert_eq!(rows, vec![vec![Cell::Int(1)]]);
+        assert_eq!(
+            rows(e.as_mut(), "SELECT id FROM older.t WHERE s = 'e'"),
+            vec![vec![Cell::Int(1)]]
+        );
         e.rollback().unwrap();
         let version: i64 = Connection::open(root.join("older").join(SQLITE_FILE))
             .unwrap()
@@ -1802,12 +1799,11 @@ mod tests {
         drop(c);
         let mut e = SqliteEngine.open(&dir).unwrap();
         exec(e.as_mut(), "UPDATE t SET v = 2").unwrap();
-        let Outcome::Rows { rows, .. } = exec(e.as_mut(), "SELECT LENGTH(ts), v FROM t").unwrap()
-        else {
-            panic!("expected rows");
-        };
         // `YYYY-MM-DD hh:mm:ss.ffffff`.
-        assert_eq!(rows, vec![vec![Cell::Int(26), Cell::Int(2)]]);
+        assert_eq!(
+            rows(e.as_mut(), "SELECT LENGTH(ts), v FROM t"),
+            vec![vec![Cell::Int(26), Cell::Int(2)]]
+        );
     }
 
     #[test]
@@ -2208,11 +2204,11 @@ mod tests {
         }
         fs::create_dir(root.join("here")).unwrap();
         let mut e = SqliteEngine.open(&root.join("here")).unwrap();
-        let one = |e: &mut dyn Executor, sql: &str| match exec(e, sql) {
-            Ok(Outcome::Rows { rows, .. }) => {
-                rows.into_iter().next().and_then(|r| r.into_iter().next())
-            }
-            other => panic!("{sql}: {other:?}"),
+        let one = |e: &mut dyn Executor, sql: &str| {
+            rows(e, sql)
+                .into_iter()
+                .next()
+                .and_then(|r| r.into_iter().next())
         };
         // Fourteen other databases, one after another: the least recently used is detached.
         for i in 0..14 {
