@@ -511,14 +511,13 @@ impl SqliteExecutor {
             columns
                 .iter()
                 .map(|typed| match typed {
-                    dialect::TypedArgument::Column(c) => self.column_kind(c),
+                    dialect::TypedArgument::Column(c) => {
+                        self.column_kind(c).unwrap_or(DeclaredKind::Other)
+                    }
                     // The first that exists, as SQL resolves the name.
                     dialect::TypedArgument::AnyOf(candidates) => candidates
                         .iter()
-                        .find_map(|c| {
-                            column_shape::declared_type(&self.conn, &self.db_name, c)
-                                .map(|_| self.column_kind(c))
-                        })
+                        .find_map(|c| self.column_kind(c))
                         .unwrap_or(DeclaredKind::Other),
                     dialect::TypedArgument::Number(t) => {
                         column_shape::number_declaration(&self.conn, &self.db_name, t)
@@ -529,20 +528,15 @@ impl SqliteExecutor {
         );
     }
 
-    /// What column `c`'s declared type and collation ask of its values.
-    fn column_kind(&self, c: &dialect::TypedColumn) -> DeclaredKind {
-        match column_shape::declared_type(&self.conn, &self.db_name, c)
-            .map(|decl| DeclaredKind::of(&decl))
-        {
-            // Text in a `_bin` collation.
-            Some(DeclaredKind::Other)
-                if column_shape::declared_collation(&self.conn, &self.db_name, c)
-                    .is_some_and(|name| dialect::is_binary_collation(&name)) =>
-            {
-                DeclaredKind::TextBin
-            }
-            kind => kind.unwrap_or(DeclaredKind::Other),
-        }
+    /// What column `c`'s declared type and collation ask of its values; `None` when there is
+    /// no such column.
+    fn column_kind(&self, c: &dialect::TypedColumn) -> Option<DeclaredKind> {
+        let kind = DeclaredKind::of(&column_shape::declared_type(&self.conn, &self.db_name, c)?);
+        // Text in a `_bin` collation.
+        let bin = kind == DeclaredKind::Other
+            && column_shape::declared_collation(&self.conn, &self.db_name, c)
+                .is_some_and(|name| dialect::is_binary_collation(&name));
+        Some(if bin { DeclaredKind::TextBin } else { kind })
     }
 
     fn error(&self, e: &rusqlite::Error) -> SqlError {
