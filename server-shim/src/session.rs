@@ -918,43 +918,48 @@ impl Session {
             .unwrap_or_else(|_| Err(SqlError::internal("the statement failed unexpectedly")))
     }
 
-    /// Runs the read `f` in the session's transaction before its first write, on the
-    /// transaction's read connection ([`Snapshot`]), taken (and its read transaction begun)
-    /// at the first read: here if it is short ([`read_inline`]), else on a blocking thread.
-    /// `None` when it cannot have one (none free, or `SERIALIZABLE`): the transaction then
-    /// takes the database's lock, as a write does.
+    /// Whether the session's transaction reads on its snapshot ([`Snapshot`]) of `db`, taken
+    /// (and its read transaction begun) now if it has none; `false` when it cannot have one
+    /// (none free, or `SERIALIZABLE`): the transaction then takes the database's lock, as a
+    /// write does.
+    ///
+    /// # Errors
+    /// 1179 when its snapshot is of another database (or of this one before it was dropped
+    /// and made again); a read connection that cannot be opened.
+    async fn has_snapshot(&mut self, db: &Arc<Database>) -> Result<bool, SqlError> {
+        match &self.snapshot {
+            Some(s) if !Arc::ptr_eq(&s.db, db) => Err(SqlError::not_in_transaction(
+                "a statement on another database; COMMIT or ROLLBACK first",
+            )),
+            Some(_) => Ok(true),
+            None if self.serializable() => Ok(false),
+            None => {
+                self.snapshot = self.take_snapshot(db).await?;
+                Ok(self.snapshot.is_some())
+            }
+        }
+    }
+
+    /// Runs the read `f` on the transaction's snapshot ([`Self::has_snapshot`]): here if it
+    /// is short ([`read_inline`]), else on a blocking thread.
     async fn read_in_snapshot<T: Send + 'static>(
         &mut self,
-        db: &Arc<Database>,
         inline: bool,
         f: impl Fn(&mut dyn Executor) -> Result<T, SqlError> + Send + 'static,
-    ) -> Option<Result<T, SqlError>> {
-        match &self.snapshot {
-            Some(s) if !Arc::ptr_eq(&s.db, db) => {
-                // Another database, or this one dropped and made again since.
-                return Some(Err(SqlError::not_in_transaction(
-                    "a statement on another database; COMMIT or ROLLBACK first",
-                )));
-            }
-            Some(_) => {}
-            None if self.serializable() => return None,
-            None => match self.take_snapshot(db).await {
-                Ok(Some(s)) => self.snapshot = Some(s),
-                Ok(None) => return None,
-                Err(e) => return Some(Err(e)),
-            },
-        }
+    ) -> Result<T, SqlError> {
         if inline {
             let facts = self.statement_facts();
-            let snapshot = self.snapshot.as_mut()?;
-            let mut reader = snapshot.take_reader()?;
-            let result = read_inline(reader.as_mut(), facts, &f);
-            snapshot.put_reader(reader);
-            if let Some(result) = result {
-                return Some(result);
+            if let Some(snapshot) = self.snapshot.as_mut()
+                && let Some(mut reader) = snapshot.take_reader()
+            {
+                let result = read_inline(reader.as_mut(), facts, &f);
+                snapshot.put_reader(reader);
+                if let Some(result) = result {
+                    return result;
+                }
             }
         }
-        Some(self.on_snapshot(f).await)
+        self.on_snapshot(f).await
     }
 
     /// Runs `f` on the transaction's read connection ([`Snapshot`]) on a blocking thread.
@@ -1105,15 +1110,14 @@ impl Session {
                 .await
                 .map(reply);
         }
-        if self.txn_pending && !write && snapshot_read(&sql) {
-            let (read_sql, read_params) = (sql.clone(), params.clone());
-            let statement = move |e: &mut dyn Executor| {
-                e.set_last_insert_id(last);
-                e.execute(&read_sql, &read_params)
-            };
-            if let Some(result) = self.read_in_snapshot(&db, inline_read, statement).await {
-                return result.map(reply);
-            }
+        if self.txn_pending && !write && snapshot_read(&sql) && self.has_snapshot(&db).await? {
+            return self
+                .read_in_snapshot(inline_read, move |e| {
+                    e.set_last_insert_id(last);
+                    e.execute(&sql, &params)
+                })
+                .await
+                .map(reply);
         }
         // The transaction's first write: its reads' snapshot ends before the lock is waited
         // for. Held while waiting, it kept SQLite from checkpointing behind the writer
