@@ -1606,11 +1606,19 @@ mod tests {
             a.to_ascii_uppercase().cmp(&b.to_ascii_uppercase())
         })
         .unwrap();
-        c.execute_batch(&format!(
-            "CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT COLLATE {} UNIQUE)",
-            dialect::GENERAL_CI
-        ))
-        .unwrap();
+        old_file(
+            &c,
+            &format!(
+                "CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT COLLATE {} UNIQUE)",
+                dialect::GENERAL_CI
+            ),
+            values,
+        );
+    }
+
+    /// A file made by `schema` on `c`, its table `t`'s column `s` holding `values`.
+    fn old_file(c: &Connection, schema: &str, values: &[&str]) {
+        c.execute_batch(schema).unwrap();
         for v in values {
             c.execute("INSERT INTO t (s) VALUES (?1)", [v]).unwrap();
         }
@@ -1648,15 +1656,12 @@ mod tests {
     /// A file made when a `_bin` column had SQLite's `BINARY` collation (no padding), its
     /// text indexes already in today's `mysql_general_ci` order.
     fn file_of_binary_collation(dir: &Path, values: &[&str]) {
-        let c = Connection::open(dir.join(SQLITE_FILE)).unwrap();
-        c.execute_batch(
+        old_file(
+            &Connection::open(dir.join(SQLITE_FILE)).unwrap(),
             "CREATE TABLE `t` (`id` INTEGER PRIMARY KEY, `s` TEXT COLLATE BINARY UNIQUE, \
              `d` TEXT DEFAULT 'COLLATE BINARY'); PRAGMA user_version = 1",
-        )
-        .unwrap();
-        for v in values {
-            c.execute("INSERT INTO t (s) VALUES (?1)", [v]).unwrap();
-        }
+            values,
+        );
     }
 
     #[test]
