@@ -24,6 +24,9 @@ pub(crate) enum Shape {
     Float(Option<u8>),
     /// An integer type: the storage class decides the value, the width its MySQL type.
     Int(IntWidth),
+    /// An expression MySQL types `DOUBLE` (`IF(c, f, 0)` of a `FLOAT`): an integer among its
+    /// values is sent as a double too.
+    Double,
     /// `BINARY`, `VARBINARY` and the `BLOB`s: bytes, whatever SQLite stored (a string
     /// literal is stored as text), sent with the character set `binary` as MariaDB sends them.
     Binary,
@@ -112,6 +115,7 @@ pub(crate) fn to_cell(v: ValueRef<'_>, shape: Shape) -> Cell {
         }
         (ValueRef::Real(f), Shape::Float(decimals)) => float_cell(f, decimals),
         (ValueRef::Integer(i), Shape::Float(decimals)) => float_cell(i as f64, decimals),
+        (ValueRef::Integer(i), Shape::Double) => Cell::Float(i as f64),
         (ValueRef::Text(t), Shape::Date) => {
             let text = String::from_utf8_lossy(t);
             chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d")
@@ -237,6 +241,7 @@ pub(crate) fn shape_of(conn: &Connection, current_db: &str, t: &ResultType) -> S
         Some(Resolved::Column(shape)) => shape,
         // A whole double (`CEIL(1.5)`) is sent as the integer MySQL gives.
         Some(Resolved::Integer) => Shape::Int(IntWidth::LongLong),
+        Some(Resolved::Double) => Shape::Double,
         _ if *t == ResultType::Date => Shape::Date,
         _ if *t == ResultType::DateTime => Shape::DateTime,
         // As many decimals as the value has (`TIME('23:12:59.05100')` has 5).
@@ -262,8 +267,16 @@ fn resolve(conn: &Connection, current_db: &str, t: &ResultType) -> Option<Resolv
         | ResultType::DateTime
         | ResultType::Time
         | ResultType::StrToDate(_)
+        | ResultType::Null
         | ResultType::Unknown => {
             return None;
+        }
+        ResultType::Common(parts) => {
+            let mut resolved = Vec::with_capacity(parts.len());
+            for p in parts.iter().filter(|p| **p != ResultType::Null) {
+                resolved.push(resolve(conn, current_db, p)?);
+            }
+            common(&resolved)?
         }
         ResultType::Column {
             schema,
@@ -339,6 +352,34 @@ fn resolve(conn: &Connection, current_db: &str, t: &ResultType) -> Option<Resolv
     })
 }
 
+/// The type MySQL gives several values one of which is the result: one column shape they all
+/// have; else, when all are numbers, a `DOUBLE` if one is (or is a `FLOAT`), integers alone
+/// an integer, else a `DECIMAL` with the largest scale; `None` for anything else (text
+/// among numbers is text, which their values type).
+fn common(parts: &[Resolved]) -> Option<Resolved> {
+    let (first, rest) = parts.split_first()?;
+    if rest.iter().all(|p| p == first) {
+        return Some(*first);
+    }
+    let mut out = Resolved::Integer;
+    for p in parts {
+        let number = match p {
+            Resolved::Column(Shape::Int(_)) => Resolved::Integer,
+            Resolved::Column(Shape::Decimal(s)) => Resolved::Decimal(*s),
+            Resolved::Column(Shape::Float(_)) => Resolved::Double,
+            Resolved::Column(_) => return None,
+            number => *number,
+        };
+        out = match (out, number) {
+            (Resolved::Double, _) | (_, Resolved::Double) => Resolved::Double,
+            (Resolved::Decimal(a), Resolved::Decimal(b)) => Resolved::Decimal(a.max(b)),
+            (Resolved::Decimal(s), _) | (_, Resolved::Decimal(s)) => Resolved::Decimal(s),
+            _ => Resolved::Integer,
+        };
+    }
+    Some(out)
+}
+
 /// A declared type that writes values as MySQL writes an expression of type `t` in text
 /// (`decimal(65,1)` for `0.1 + 0.2`, `double` for `1e3`); `None` for an integer, or where
 /// it is not known.
@@ -382,16 +423,37 @@ pub(crate) fn declared_type(
 }
 
 /// The collation of `column` in SQLite's catalog (`mysql_general_ci`, `mysql_bin`), found as
-/// [`declared_type`] finds its type.
+/// [`declared_type`] finds its type; a view's column's is the table column's it shows.
 pub(crate) fn declared_collation(
     conn: &Connection,
     current_db: &str,
     column: &crate::dialect::TypedColumn,
 ) -> Option<String> {
     let schema = column.schema.as_deref().filter(|db| *db != current_db);
-    let (_, collation, ..) = conn
-        .column_metadata(schema, column.table.as_str(), column.column.as_str())
-        .ok()?;
+    let (_, collation, ..) =
+        match conn.column_metadata(schema, column.table.as_str(), column.column.as_str()) {
+            Ok(found) => found,
+            // SQLite keeps no collation for a view's column: the one of the column it reads.
+            Err(_) => {
+                let quoted = |name: &str| format!("`{}`", name.replace('`', "``"));
+                let view = match schema {
+                    Some(db) => format!("{}.{}", quoted(db), quoted(&column.table)),
+                    None => quoted(&column.table),
+                };
+                let stmt = conn
+                    .prepare(&format!("SELECT {} FROM {view}", quoted(&column.column)))
+                    .ok()?;
+                let origin = stmt.columns_with_metadata().next()?;
+                let (db, table, name) = (
+                    origin.database_name()?.to_owned(),
+                    origin.table_name()?.to_owned(),
+                    origin.origin_name()?.to_owned(),
+                );
+                drop(stmt);
+                conn.column_metadata(Some(db.as_str()), table.as_str(), name.as_str())
+                    .ok()?
+            }
+        };
     Some(collation?.to_string_lossy().into_owned())
 }
 

@@ -222,7 +222,7 @@ pub fn register(
             ValueRef::Null => None,
             // Two's complement, as MySQL's BIGINT UNSIGNED view of a negative number.
             ValueRef::Integer(i) => Some(format!("{:X}", i.cast_unsigned())),
-            ValueRef::Real(r) => Some(format!("{:X}", (r.round() as i64).cast_unsigned())),
+            ValueRef::Real(r) => Some(format!("{:X}", hex_of_double(r))),
             ValueRef::Text(b) | ValueRef::Blob(b) => {
                 Some(authplugin::hex::encode(b).to_uppercase())
             }
@@ -277,6 +277,25 @@ pub fn register(
 
 /// MySQL's `LPAD` (`left`) or `RPAD`: `s` padded with `pad` to `len` characters, or cut to
 /// them; NULL for a negative length, or an empty pad with padding to do.
+/// The integer `HEX` writes for a double, as MariaDB's `Item_func_hex` takes it: rounded half
+/// away from zero, as a `BIGINT UNSIGNED` (a negative one in two's complement), all ones at
+/// and beyond the ends of the 64-bit range (`HEX(1e20)` is `FFFFFFFFFFFFFFFF`).
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_precision_loss,
+    reason = "the range is checked first; Rust's float casts saturate"
+)]
+fn hex_of_double(r: f64) -> u64 {
+    if r.is_nan() || r <= i64::MIN as f64 || r >= u64::MAX as f64 {
+        u64::MAX
+    } else if r >= 0.0 {
+        (r + 0.5) as u64
+    } else {
+        ((r - 0.5) as i64).cast_unsigned()
+    }
+}
+
 fn padded(s: &str, len: i64, pad: &str, left: bool) -> Option<String> {
     let len = usize::try_from(len).ok()?;
     let have = s.chars().count();

@@ -1,9 +1,9 @@
 //! The engine's side of [`crate::dialect::TypedColumn`]: the functions that give a value as
 //! its column's declared type asks, reading the types the executor looked up for the running
 //! statement ([`ColumnKinds`]).
-//! - `mysql_json_typed(x, i)`: a `DECIMAL` with its scale and a `JSON` document, each as
-//!   JSON (SQLite's JSON functions embed a value of the JSON subtype as it is); any other
-//!   value unchanged;
+//! - `mysql_json_typed(x, i)`: a `DECIMAL` with its scale, a `FLOAT` or `DOUBLE` with the
+//!   digits its text has, and a `JSON` document, each as JSON (SQLite's JSON functions embed
+//!   a value of the JSON subtype as it is); any other value unchanged;
 //! - `mysql_round_typed(x, d, i)`: a `DOUBLE` rounded as MariaDB rounds one, its binary
 //!   value times 10^d to the nearest integer, a tie to even (1.25 to one decimal is 1.2);
 //!   anything else as `mysql_round`;
@@ -130,6 +130,10 @@ pub fn register(conn: &Connection, kinds: &Arc<ColumnKinds>) -> rusqlite::Result
             (DeclaredKind::Json, Value::Text(doc)) => (Value::Text(doc), JSON_SUBTYPE),
             (DeclaredKind::Float(decimals), Value::Real(f)) => {
                 (Value::Text(float_column_text(f, decimals)), JSON_SUBTYPE)
+            }
+            // Its shortest digits, as in text (`1e20`, `3`; SQLite writes `1.0e+20`, `3.0`).
+            (DeclaredKind::Double, Value::Real(f)) if f.is_finite() => {
+                (Value::Text(crate::engine::double_text(f)), JSON_SUBTYPE)
             }
             (_, other) => (other, None),
         })

@@ -479,3 +479,53 @@ UPDATE t_sc SET n = CAST(' 5 ' AS SIGNED) WHERE id = 1
 DELETE FROM t_sc WHERE CAST(s AS SIGNED) = 7
 SELECT id, n, CAST(s AS SIGNED) FROM t_sc ORDER BY id
 DROP TABLE t_sc
+
+# A DECIMAL's scale through IF, CASE, COALESCE, IFNULL, NULLIF, GREATEST, LEAST, a sign, ABS;
+# a FLOAT among integers is a DOUBLE; a string branch makes the result text
+CREATE TABLE t_br (id INT PRIMARY KEY, d DECIMAL(10,2), f FLOAT, x DOUBLE, i INT, s SMALLINT, dt DATETIME, t VARCHAR(5))
+INSERT INTO t_br VALUES (1, 12, 2.5, 1e20, 3, 4, '2024-01-02 03:04:05', 'x'), (2, 1.5, 0.1, 1.5, NULL, NULL, NULL, NULL), (3, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
+SELECT id, IF(id > 1, d, 0), CONCAT(IF(id > 1, d, 0)), CASE WHEN id > 1 THEN d ELSE 0 END, CONCAT(CASE WHEN id > 1 THEN d ELSE 0 END) FROM t_br ORDER BY id
+SELECT id, COALESCE(d, 0), CONCAT(COALESCE(d, 0)), IFNULL(d, 1), CONCAT(IFNULL(d, 1)), NULLIF(d, 0), CONCAT(NULLIF(d, 0)) FROM t_br ORDER BY id
+SELECT id, GREATEST(d, 1), LEAST(d, 100), CONCAT(GREATEST(d, 1)), ABS(d), -d, CONCAT(-d), CONCAT(ABS(d)) FROM t_br ORDER BY id
+SELECT id, IF(id = 1, f, 0), IF(id = 1, f, f), COALESCE(f, 1), IF(id = 1, i, s), COALESCE(i, s), IFNULL(d, i), IFNULL(i, d) FROM t_br ORDER BY id
+SELECT id, COALESCE(dt, '2020-01-01'), IFNULL(dt, dt), IF(id = 1, dt, NULL) FROM t_br ORDER BY id
+SELECT id, IF(id = 1, d, 'none'), CONCAT(IF(id = 1, d, 'none')), CASE WHEN d IS NULL THEN 'none' ELSE d END, IFNULL(x, 'none'), IF(d IS NULL, '-', x) FROM t_br ORDER BY id
+SELECT id, CASE WHEN id = 1 THEN d WHEN id = 2 THEN 1.5 END, CASE id WHEN 1 THEN NULL ELSE d END, CONCAT(CASE id WHEN 1 THEN d ELSE 'no' END) FROM t_br ORDER BY id
+SELECT id, SUM(IF(id = 1, d, 0)), MAX(COALESCE(d, 0)), AVG(IFNULL(d, 0)) FROM t_br GROUP BY id ORDER BY id
+SELECT SUM(COALESCE(d, 0)), SUM(IF(id = 1, d, 0)), MAX(d), MIN(d), CONCAT(MAX(d)) FROM t_br
+SELECT IF(1, 2.5e0, 1), IF(1, 1, 2), COALESCE(NULL, 1.5, 2), IFNULL(NULL, 3), CASE 1 WHEN 1 THEN 2.50 END
+SELECT IF(1, 'a', 1.50), COALESCE(NULL, NULL), GREATEST(1, 2.5, 3e0), LEAST(2, 1.25)
+# Text functions read a number as its type writes it: SUBSTRING, TRIM, hashes, QUOTE
+SELECT id, SUBSTRING(d, 1, 4), SUBSTRING(d FROM 2), SUBSTR(f, 1), SUBSTRING(d FROM 2 FOR 3), TRIM(d) FROM t_br ORDER BY id
+SELECT id, TRIM('.' FROM d), TRIM(BOTH '0' FROM d) FROM t_br ORDER BY id
+SELECT id, MD5(d), SHA1(d), SHA2(d, 256), QUOTE(d), LENGTH(COALESCE(d, 0)), UPPER(IFNULL(d, 0)) FROM t_br ORDER BY id
+SELECT id, HEX(d), HEX(x), HEX(-d), UPPER(x), RIGHT(d, 3), LEFT(x, 3), LPAD(x, 25, '*') FROM t_br ORDER BY id
+SELECT HEX(-1.5), HEX(-1), HEX(1.5), HEX(2.5), HEX(1e19), HEX(-1e19), HEX(-9.3e18)
+# JSON writes a DECIMAL with its scale and a DOUBLE with its shortest digits
+SELECT id, JSON_OBJECT('d', d), JSON_ARRAY(x), JSON_ARRAY(d, x, 1.50, 1e3, d * 2), JSON_OBJECT('a', COALESCE(d, 0)) FROM t_br ORDER BY id
+SELECT JSON_ARRAY(1e20, 3e0, 1.5e-7, 0.1 + 0.2), JSON_OBJECT('a', 2.50)
+# Common table expressions: their bodies, their columns, recursive ones typed by their first part
+WITH w AS (SELECT id, d FROM t_br) SELECT id, CONCAT(d) FROM w ORDER BY id
+WITH w AS (SELECT id, CONCAT(d) AS s FROM t_br) SELECT id, s FROM w ORDER BY id
+WITH a AS (SELECT id, d FROM t_br), b AS (SELECT id, d * 2 AS e FROM a) SELECT id, CONCAT(e), e FROM b ORDER BY id
+WITH a (k, v) AS (SELECT id, d FROM t_br) SELECT k, CONCAT(v) FROM a ORDER BY k
+WITH RECURSIVE r (n, v) AS (SELECT 1, CAST(1.5 AS DECIMAL(5,2)) UNION ALL SELECT n + 1, v * 2 FROM r WHERE n < 3) SELECT n, v FROM r ORDER BY n
+WITH a AS (SELECT id, d FROM t_br) SELECT id, (SELECT CONCAT(MAX(d)) FROM a) FROM t_br ORDER BY id
+SELECT id, (WITH a AS (SELECT d FROM t_br WHERE id = 1) SELECT CONCAT(d) FROM a) FROM t_br ORDER BY id
+WITH t_br AS (SELECT 5 AS d, 1 AS id) SELECT id, CONCAT(d) FROM t_br
+WITH a AS (SELECT id, COALESCE(d, 0) AS d FROM t_br) SELECT id, d, CONCAT(d) FROM a ORDER BY id
+SELECT q.id, CONCAT(q.d), q.e FROM (SELECT id, d, d + 1 AS e FROM t_br) q ORDER BY q.id
+DROP TABLE t_br
+
+# A view's _bin column: LIKE compares its characters (through a view of a view too)
+CREATE TABLE t_vb (id INT PRIMARY KEY, c VARCHAR(10) COLLATE utf8mb4_bin, g VARCHAR(10))
+INSERT INTO t_vb VALUES (1, 'José', 'jose'), (2, 'jose', 'JOSE'), (3, 'JOSE', 'a')
+CREATE VIEW v_vb AS SELECT id, c, g FROM t_vb
+CREATE VIEW v_vb2 AS SELECT id, c AS cc FROM v_vb
+SELECT id FROM v_vb WHERE c LIKE 'jos%' ORDER BY id
+SELECT id FROM v_vb WHERE g LIKE 'jos%' ORDER BY id
+SELECT id FROM v_vb2 WHERE cc LIKE 'jos%' ORDER BY id
+SELECT v.id FROM v_vb v JOIN t_vb t ON t.id = v.id WHERE v.c LIKE 'Jos%' ORDER BY v.id
+DROP VIEW v_vb2
+DROP VIEW v_vb
+DROP TABLE t_vb

@@ -43,6 +43,13 @@ pub enum ResultType {
     Round(Box<Self>, i64),
     /// `CEIL(x)` or `FLOOR(x)`: an integer of an exact number, a double of a double.
     Whole(Box<Self>),
+    /// The type several values share, where one of them is the result (`IF`'s and `CASE`'s
+    /// branches, `COALESCE`'s, `IFNULL`'s, `GREATEST`'s and `LEAST`'s arguments): MySQL's
+    /// common type of numbers (a `DOUBLE` among them makes a `DOUBLE`, else a `DECIMAL` with
+    /// the largest scale, integers alone an integer), or one column type they all have.
+    Common(Vec<Self>),
+    /// `NULL`, which takes the type of the values it is among.
+    Null,
     /// `STR_TO_DATE(x, format)` with a literal format, as the marker the statement was parsed
     /// with ([`super::literals`]); [`with_literals`] makes it a date, a time or both.
     StrToDate(String),
@@ -57,6 +64,7 @@ impl ResultType {
             Self::Unknown => false,
             Self::Arithmetic(_, l, r) => l.is_known() && r.is_known(),
             Self::Aggregate(_, a) | Self::Round(a, _) | Self::Whole(a) => a.is_known(),
+            Self::Common(parts) => parts.iter().all(Self::is_known),
             _ => true,
         }
     }
@@ -68,7 +76,17 @@ impl ResultType {
             Self::Integer | Self::Decimal(_) | Self::Double | Self::Column { .. } => true,
             Self::Arithmetic(_, l, r) => l.is_number() && r.is_number(),
             Self::Aggregate(_, a) | Self::Round(a, _) | Self::Whole(a) => a.is_number(),
-            Self::Date | Self::DateTime | Self::Time | Self::StrToDate(_) | Self::Unknown => false,
+            // `NULL` is among numbers, but not a number alone.
+            Self::Common(parts) => {
+                parts.iter().all(|p| *p == Self::Null || p.is_number())
+                    && parts.iter().any(|p| *p != Self::Null)
+            }
+            Self::Null
+            | Self::Date
+            | Self::DateTime
+            | Self::Time
+            | Self::StrToDate(_)
+            | Self::Unknown => false,
         }
     }
 }
@@ -159,12 +177,73 @@ impl Source {
     }
 }
 
+/// A common table expression in scope (`WITH w AS (...)`): the name a query's table may
+/// call it by, and its columns' names and types (`None` when they are not known: a
+/// recursive one, one of `*`).
+#[derive(Debug, Clone)]
+pub(super) struct Cte {
+    name: String,
+    columns: Option<Vec<(String, ResultType)>>,
+}
+
+/// The common table expressions `query`'s body sees: `outer`'s, then its own `WITH`'s, each
+/// typed with those before it in scope.
+pub(super) fn ctes_of(query: &Query, outer: &[Cte]) -> Vec<Cte> {
+    let mut ctes = outer.to_vec();
+    let Some(with) = &query.with else {
+        return ctes;
+    };
+    for cte in &with.cte_tables {
+        let name = &cte.alias.name.value;
+        // A recursive one's columns are typed by its first part, the rows it starts from.
+        let names_itself = with.recursive && names_table(&cte.query, name);
+        let typed = match cte.query.body.as_ref() {
+            SetExpr::SetOperation { left, .. } if names_itself => set_columns(left, &ctes),
+            _ if names_itself => None,
+            _ => columns(&cte.query, &ctes),
+        };
+        let columns = typed.and_then(|cols| {
+            let named = &cte.alias.columns;
+            if named.is_empty() {
+                return Some(cols.into_iter().map(|(n, t, _)| (n, t)).collect());
+            }
+            (named.len() == cols.len()).then(|| {
+                named
+                    .iter()
+                    .zip(cols)
+                    .map(|(n, (_, t, _))| (n.name.value.clone(), t))
+                    .collect()
+            })
+        });
+        ctes.push(Cte {
+            name: name.clone(),
+            columns,
+        });
+    }
+    ctes
+}
+
+/// Whether `query` reads a table called `name` (a recursive common table expression itself).
+fn names_table(query: &Query, name: &str) -> bool {
+    let found = sqlparser::ast::visit_relations(query, |relation| {
+        if matches!(relation.0.as_slice(), [only] if only
+            .as_ident()
+            .is_some_and(|i| i.value.eq_ignore_ascii_case(name)))
+        {
+            core::ops::ControlFlow::Break(())
+        } else {
+            core::ops::ControlFlow::Continue(())
+        }
+    });
+    found.is_break()
+}
+
 /// For each result column of `query` (in order), its type where SQLite would not know it;
 /// empty when none needs one, or when the columns cannot be lined up with the select list
 /// (`*`, a `UNION` whose branches type a column differently).
 #[must_use]
 pub fn of(query: &Query) -> Vec<Option<ResultType>> {
-    let types: Vec<Option<ResultType>> = columns(query)
+    let types: Vec<Option<ResultType>> = columns(query, &[])
         .map(|cols| {
             cols.into_iter()
                 .map(|(_, t, plain)| (!plain && t.is_known()).then_some(t))
@@ -179,17 +258,14 @@ pub fn of(query: &Query) -> Vec<Option<ResultType>> {
 
 /// Each result column of `query`: its name (an alias or a column's), its type, and whether it
 /// is a plain table column (which SQLite types itself).
-fn columns(query: &Query) -> Option<Vec<(String, ResultType, bool)>> {
-    if query.with.is_some() {
-        return None;
-    }
-    set_columns(&query.body)
+fn columns(query: &Query, outer: &[Cte]) -> Option<Vec<(String, ResultType, bool)>> {
+    set_columns(&query.body, &ctes_of(query, outer))
 }
 
-fn set_columns(body: &SetExpr) -> Option<Vec<(String, ResultType, bool)>> {
+fn set_columns(body: &SetExpr, ctes: &[Cte]) -> Option<Vec<(String, ResultType, bool)>> {
     match body {
         SetExpr::Select(select) => {
-            let sources = sources_of(select);
+            let sources = sources_of(select, ctes);
             let mut out = Vec::with_capacity(select.projection.len());
             for item in &select.projection {
                 let (e, alias) = match item {
@@ -205,14 +281,18 @@ fn set_columns(body: &SetExpr) -> Option<Vec<(String, ResultType, bool)>> {
                     }
                     _ => String::new(),
                 });
-                let plain = matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
-                out.push((name, type_of(e, &sources), plain));
+                // A table's column, which SQLite types by its declared type; a derived table's
+                // computed one it does not type.
+                let t = type_of(e, &sources);
+                let plain = matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+                    && matches!(t, ResultType::Column { .. });
+                out.push((name, t, plain));
             }
             Some(out)
         }
-        SetExpr::Query(q) => columns(q),
+        SetExpr::Query(q) => columns(q, ctes),
         SetExpr::SetOperation { left, right, .. } => {
-            let (l, r) = (set_columns(left)?, set_columns(right)?);
+            let (l, r) = (set_columns(left, ctes)?, set_columns(right, ctes)?);
             if l.len() != r.len() {
                 return None;
             }
@@ -244,7 +324,7 @@ pub(super) fn from_tables(query: &Query) -> Vec<(String, String)> {
         return Vec::new();
     };
     let mut tables = Vec::new();
-    for source in sources_of(select) {
+    for source in sources_of(select, &ctes_of(query, &[])) {
         match source {
             Source::Table { called, table, .. } => tables.push((table, called)),
             _ => return Vec::new(),
@@ -253,15 +333,19 @@ pub(super) fn from_tables(query: &Query) -> Vec<(String, String)> {
     tables
 }
 
-/// The tables of `select`'s FROM and joins.
-pub(super) fn sources_of(select: &Select) -> Vec<Source> {
-    select.from.iter().flat_map(sources_of_table).collect()
+/// The tables of `select`'s FROM and joins, `ctes` in scope.
+pub(super) fn sources_of(select: &Select, ctes: &[Cte]) -> Vec<Source> {
+    select
+        .from
+        .iter()
+        .flat_map(|from| sources_of_table(from, ctes))
+        .collect()
 }
 
 /// The table of `from` and those it joins, in order; first an opaque one when a right or
 /// full join merges columns (`USING`, `NATURAL`: a name without a table is then the right
 /// table's, or either's, where the left one's is first otherwise).
-pub(super) fn sources_of_table(from: &TableWithJoins) -> Vec<Source> {
+pub(super) fn sources_of_table(from: &TableWithJoins, ctes: &[Cte]) -> Vec<Source> {
     let merges = from.joins.iter().any(|j| {
         matches!(
             &j.join_operator,
@@ -276,7 +360,7 @@ pub(super) fn sources_of_table(from: &TableWithJoins) -> Vec<Source> {
         .chain(
             std::iter::once(&from.relation)
                 .chain(from.joins.iter().map(|j| &j.relation))
-                .map(source),
+                .map(|factor| source(factor, ctes)),
         )
         .collect()
 }
@@ -293,7 +377,7 @@ pub(super) fn column_of(e: &Expr, sources: &[Source]) -> ResultType {
     }
 }
 
-fn source(factor: &TableFactor) -> Source {
+fn source(factor: &TableFactor, ctes: &[Cte]) -> Source {
     match factor {
         TableFactor::Table { name, alias, .. } => {
             let Source::Table { schema, table, .. } = table_named(name) else {
@@ -302,6 +386,22 @@ fn source(factor: &TableFactor) -> Source {
             let called = alias
                 .as_ref()
                 .map_or_else(|| table.clone(), |a| a.name.value.clone());
+            // A name alone is the innermost common table expression called so, if any (in
+            // any case, as SQLite finds it).
+            if schema.is_none()
+                && let Some(cte) = ctes
+                    .iter()
+                    .rev()
+                    .find(|c| c.name.eq_ignore_ascii_case(&table))
+            {
+                return cte
+                    .columns
+                    .as_ref()
+                    .map_or(Source::Opaque, |columns| Source::Derived {
+                        called,
+                        columns: columns.clone(),
+                    });
+            }
             Source::Table {
                 called,
                 schema,
@@ -312,16 +412,18 @@ fn source(factor: &TableFactor) -> Source {
             subquery,
             alias: Some(alias),
             ..
-        } if alias.columns.is_empty() => match columns(subquery) {
+        } if alias.columns.is_empty() => match columns(subquery, ctes) {
             Some(cols) => Source::Derived {
                 called: alias.name.value.clone(),
                 columns: cols.into_iter().map(|(n, t, _)| (n, t)).collect(),
             },
-            None => all_of(subquery).map_or(Source::Opaque, |(inner, others)| Source::AllOf {
-                called: alias.name.value.clone(),
-                inner: Box::new(inner),
-                others,
-            }),
+            None => {
+                all_of(subquery, ctes).map_or(Source::Opaque, |(inner, others)| Source::AllOf {
+                    called: alias.name.value.clone(),
+                    inner: Box::new(inner),
+                    others,
+                })
+            }
         },
         _ => Source::Opaque,
     }
@@ -329,14 +431,14 @@ fn source(factor: &TableFactor) -> Source {
 
 /// For `SELECT *[, more] FROM one_table ...`: that table, and the names the more may have
 /// (an alias, a column's name; a name unknown here is every name, so nothing passes).
-fn all_of(query: &Query) -> Option<(Source, Vec<String>)> {
+fn all_of(query: &Query, ctes: &[Cte]) -> Option<(Source, Vec<String>)> {
     let SetExpr::Select(select) = query.body.as_ref() else {
         return None;
     };
     let [from] = select.from.as_slice() else {
         return None;
     };
-    if !from.joins.is_empty() || query.with.is_some() {
+    if !from.joins.is_empty() {
         return None;
     }
     let mut wildcard = false;
@@ -354,7 +456,7 @@ fn all_of(query: &Query) -> Option<(Source, Vec<String>)> {
             _ => return None,
         }
     }
-    let inner = source(&from.relation);
+    let inner = source(&from.relation, &ctes_of(query, ctes));
     (wildcard && matches!(inner, Source::Table { .. })).then_some((inner, others))
 }
 
@@ -416,9 +518,24 @@ pub(super) fn type_of(e: &Expr, sources: &[Source]) -> ResultType {
         Expr::Identifier(_) | Expr::CompoundIdentifier(_) => column_of(e, sources),
         Expr::Value(v) => match &v.value {
             Value::Number(n, _) => number_type(n),
+            Value::Null => ResultType::Null,
             _ => ResultType::Unknown,
         },
         Expr::Nested(inner) => type_of(inner, sources),
+        Expr::Case {
+            conditions,
+            else_result,
+            ..
+        } => ResultType::Common(
+            conditions
+                .iter()
+                .map(|w| &w.result)
+                .chain(else_result.as_deref())
+                .map(|e| type_of(e, sources))
+                // No ELSE: NULL where no branch is taken.
+                .chain(else_result.is_none().then_some(ResultType::Null))
+                .collect(),
+        ),
         Expr::UnaryOp {
             op: UnaryOperator::Minus | UnaryOperator::Plus,
             expr,
@@ -508,7 +625,11 @@ fn function_type(name: &str, args: &[&Expr], sources: &[Source]) -> ResultType {
             ResultType::Integer
         }
         ("POW" | "POWER" | "SQRT", _) => ResultType::Double,
-        ("ABS", 1) => arg(0),
+        ("ABS", 1) | ("NULLIF", 2) => arg(0),
+        ("IF", 3) => ResultType::Common(vec![arg(1), arg(2)]),
+        ("COALESCE" | "IFNULL" | "GREATEST" | "LEAST", 1..) => {
+            ResultType::Common((0..args.len()).map(arg).collect())
+        }
         ("ROUND", 1) => ResultType::Round(Box::new(arg(0)), 0),
         ("STR_TO_DATE", 2) => match args.get(1) {
             Some(Expr::Value(v)) => match &v.value {
@@ -555,6 +676,11 @@ pub fn with_literals<'v>(t: &mut ResultType, value: &impl Fn(&str) -> Option<&'v
         }
         ResultType::Aggregate(_, a) | ResultType::Round(a, _) | ResultType::Whole(a) => {
             with_literals(a, value);
+        }
+        ResultType::Common(parts) => {
+            for p in parts {
+                with_literals(p, value);
+            }
         }
         _ => {}
     }

@@ -826,6 +826,29 @@ fn marks_the_arguments_a_declared_type_decides() {
         .typed_columns,
         vec![column("posts", "title"), column("posts", "price")]
     );
+    // In a common table expression's body, and through its columns (a name alone is the
+    // expression's, not a table's of that name).
+    let with = translate(
+        "WITH c AS (SELECT CONCAT(d) AS s, d FROM items), items AS (SELECT 7 AS d) \
+         SELECT CONCAT(c.d), CONCAT(items.d) FROM c, items",
+    )
+    .unwrap();
+    assert_eq!(
+        with.typed_columns,
+        [column("items", "d"), column("items", "d")]
+    );
+    // A branch of IF or COALESCE beside a string is read as text (`IF(c, d, 'none')` is
+    // `12.50`); the value of a column that is not alone as its type (`CONCAT(-d)`).
+    let branches = translate("SELECT IF(x, d, 'none'), COALESCE(d, 0), CONCAT(-d) FROM items")
+        .unwrap()
+        .typed_columns;
+    assert!(
+        matches!(
+            branches.as_slice(),
+            [TypedArgument::Column(_), TypedArgument::Number(_)]
+        ),
+        "{branches:?}"
+    );
 }
 
 /// A write reads a column as text as a query does: `UPDATE`'s `SET` and `WHERE` (also under
@@ -931,7 +954,36 @@ fn types_the_result_columns_sqlite_cannot() {
     // Nothing to line up, or nothing to find.
     assert!(of("SELECT *, MAX(x) FROM t").is_empty());
     assert!(of("SELECT MAX(x) FROM t UNION SELECT 1").is_empty());
-    assert!(of("SELECT x, 'a', COALESCE(x, 1) FROM t").is_empty());
+    assert!(of("SELECT x, 'a', UPPER(x) FROM t").is_empty());
+    // The branches of IF, CASE and COALESCE share a type, NULL takes theirs.
+    let x = || column(None, "t", "x");
+    assert_eq!(
+        of("SELECT COALESCE(x, 1), IF(x > 0, x, NULL), CASE WHEN x THEN 1.5 END FROM t"),
+        [
+            Some(ResultType::Common(vec![x(), ResultType::Integer])),
+            Some(ResultType::Common(vec![x(), ResultType::Null])),
+            Some(ResultType::Common(vec![
+                ResultType::Decimal(1),
+                ResultType::Null
+            ])),
+        ]
+    );
+    // A common table expression's columns are its select list's; a recursive one's, its
+    // first part's.
+    assert_eq!(
+        of("WITH c AS (SELECT x * 2 AS y FROM t) SELECT y FROM c"),
+        [arithmetic(
+            ResultOperator::Multiply,
+            x(),
+            ResultType::Integer
+        )]
+    );
+    assert_eq!(
+        of("WITH RECURSIVE r (n) AS (SELECT 1.5 UNION ALL SELECT n * 2 FROM r) SELECT n FROM r"),
+        [Some(ResultType::Decimal(1))]
+    );
+    // A table's column is SQLite's to type, through a common table expression too.
+    assert!(of("WITH c AS (SELECT x FROM t) SELECT x FROM c").is_empty());
 }
 
 #[test]

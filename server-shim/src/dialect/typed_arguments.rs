@@ -26,7 +26,7 @@ use sqlparser::tokenizer::Token;
 
 use super::expr::call;
 use super::result_types::{
-    ResultType, Source, column_of, sources_of, sources_of_table, table_named, type_of,
+    Cte, ResultType, Source, column_of, ctes_of, sources_of, sources_of_table, table_named, type_of,
 };
 use crate::sql_error::SqlError;
 
@@ -68,13 +68,15 @@ pub const TEXT_TYPED_FN: &str = "mysql_text_typed";
 
 /// Which of a function's arguments are read as text, for the text functions whose answer
 /// depends on it: all of `CONCAT`'s, `CONCAT_WS`'s, `GROUP_CONCAT`'s, `REPLACE`'s, `INSTR`'s
-/// and `LOCATE`'s, the first of the others.
+/// and `LOCATE`'s, the first of the others (`MD5(d)` hashes `12.50`). `SUBSTRING ... FROM`,
+/// `TRIM` and `POSITION` have nodes of their own ([`mark_expr`]).
 fn reads_as_text(function: &str, argument: usize) -> bool {
     match function {
         "CONCAT" | "CONCAT_WS" | "GROUP_CONCAT" | "REPLACE" | "INSTR" | "LOCATE" => true,
         "LENGTH" | "CHAR_LENGTH" | "CHARACTER_LENGTH" | "OCTET_LENGTH" | "UPPER" | "LOWER"
         | "UCASE" | "LCASE" | "LEFT" | "RIGHT" | "SUBSTRING" | "SUBSTR" | "MID" | "LPAD"
-        | "RPAD" | "REVERSE" | "LTRIM" | "RTRIM" | "REPEAT" => argument == 0,
+        | "RPAD" | "REVERSE" | "LTRIM" | "RTRIM" | "REPEAT" | "QUOTE" | "MD5" | "SHA" | "SHA1"
+        | "SHA2" | "CRC32" | "TO_BASE64" => argument == 0,
         _ => false,
     }
 }
@@ -103,7 +105,7 @@ pub fn refuse_internal_names(tokens: &[Token]) -> Result<(), SqlError> {
 /// ones'); returns the columns they name.
 pub fn mark(query: &mut Query) -> Vec<TypedArgument> {
     let mut columns = Vec::new();
-    mark_query(query, &[], &mut columns);
+    mark_query(query, Scopes::NONE, &mut columns);
     columns
 }
 
@@ -113,10 +115,10 @@ pub fn mark_write<'e>(
     table: &TableWithJoins,
     exprs: impl IntoIterator<Item = &'e mut Expr>,
 ) -> Vec<TypedArgument> {
-    let sources = sources_of_table(table);
+    let sources = sources_of_table(table, &[]);
     let mut columns = Vec::new();
     for e in exprs {
-        mark_expr(e, &[sources.as_slice()], &mut columns);
+        mark_expr(e, Scopes::NONE.within(&[sources.as_slice()]), &mut columns);
     }
     columns
 }
@@ -130,34 +132,85 @@ pub fn mark_upsert<'e>(
 ) {
     let sources = [table_named(table)];
     for e in exprs {
-        mark_expr(e, &[sources.as_slice()], out);
+        mark_expr(e, Scopes::NONE.within(&[sources.as_slice()]), out);
     }
 }
 
-/// The tables in scope, innermost last.
-type Scopes<'s> = [&'s [Source]];
+/// What a name may refer to: the tables in scope, innermost last, and the common table
+/// expressions a `FROM` may name.
+#[derive(Clone, Copy)]
+struct Scopes<'s> {
+    tables: &'s [&'s [Source]],
+    ctes: &'s [Cte],
+}
 
-fn mark_query(query: &mut Query, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
-    if query.with.is_some() {
-        return;
+impl<'s> Scopes<'s> {
+    const NONE: Self = Self {
+        tables: &[],
+        ctes: &[],
+    };
+
+    /// These, with the tables `tables` holds (those of these, then one scope more).
+    fn within(self, tables: &'s [&'s [Source]]) -> Self {
+        Self {
+            tables,
+            ctes: self.ctes,
+        }
     }
+
+    /// The tables of these scopes and then `inner`'s, for [`Scopes::within`].
+    fn and<'i>(self, inner: &'i [Source]) -> Vec<&'i [Source]>
+    where
+        's: 'i,
+    {
+        self.tables.iter().copied().chain([inner]).collect()
+    }
+}
+
+fn mark_query(query: &mut Query, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) {
+    let ctes = ctes_of(query, scopes.ctes);
+    // Each common table expression's body, with those before it in scope (a recursive one's
+    // with all of them, whose columns are not known).
+    if let Some(with) = &mut query.with {
+        let recursive = with.recursive;
+        let outer = scopes.ctes.len();
+        for (i, cte) in with.cte_tables.iter_mut().enumerate() {
+            let seen = if recursive {
+                &ctes[..]
+            } else {
+                ctes.get(..outer + i).unwrap_or_default()
+            };
+            mark_query(
+                &mut cte.query,
+                Scopes {
+                    tables: scopes.tables,
+                    ctes: seen,
+                },
+                out,
+            );
+        }
+    }
+    let scopes = Scopes {
+        tables: scopes.tables,
+        ctes: &ctes,
+    };
     mark_set(&mut query.body, scopes, out);
     // ORDER BY ROUND(f, 1) sorts by what the select list shows of it.
     if let (SetExpr::Select(select), Some(order_by)) = (query.body.as_ref(), &mut query.order_by)
         && let OrderByKind::Expressions(list) = &mut order_by.kind
     {
-        let sources = sources_of(select);
-        let inner: Vec<&[Source]> = scopes.iter().copied().chain([sources.as_slice()]).collect();
+        let sources = sources_of(select, scopes.ctes);
+        let tables = scopes.and(&sources);
         for item in list {
-            mark_expr(&mut item.expr, &inner, out);
+            mark_expr(&mut item.expr, scopes.within(&tables), out);
         }
     }
 }
 
-fn mark_set(body: &mut SetExpr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
+fn mark_set(body: &mut SetExpr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) {
     match body {
         SetExpr::Select(select) => {
-            let sources = sources_of(select);
+            let sources = sources_of(select, scopes.ctes);
             for from in &mut select.from {
                 for factor in std::iter::once(&mut from.relation)
                     .chain(from.joins.iter_mut().map(|j| &mut j.relation))
@@ -167,44 +220,45 @@ fn mark_set(body: &mut SetExpr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument
                     }
                 }
             }
-            let inner: Vec<&[Source]> =
-                scopes.iter().copied().chain([sources.as_slice()]).collect();
+            let tables = scopes.and(&sources);
+            let inner = scopes.within(&tables);
             for join in select
                 .from
                 .iter_mut()
                 .flat_map(|from| from.joins.iter_mut())
             {
                 if let Ok(Some(on)) = super::expr::join_condition(&mut join.join_operator) {
-                    mark_expr(on, &inner, out);
+                    mark_expr(on, inner, out);
                 }
             }
             for item in &mut select.projection {
                 if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item
                 {
-                    mark_expr(e, &inner, out);
+                    mark_expr(e, inner, out);
                 }
             }
             // The same expression computes the same value in every clause: a GROUP BY
             // ROUND(f, 1) groups by what the select list shows.
             if let GroupByExpr::Expressions(list, _) = &mut select.group_by {
                 for e in list {
-                    mark_expr(e, &inner, out);
+                    mark_expr(e, inner, out);
                 }
             }
             for e in select.selection.iter_mut().chain(select.having.as_mut()) {
-                mark_expr(e, &inner, out);
+                mark_expr(e, inner, out);
             }
         }
         SetExpr::Query(q) => mark_query(q, scopes, out),
         // An `INSERT`'s rows: no table of their own (`CONCAT(0.1 + 0.2)` is still `0.3`).
         SetExpr::Values(values) => {
-            let inner: Vec<&[Source]> = scopes.iter().copied().chain([&[][..]]).collect();
+            let tables = scopes.and(&[]);
+            let inner = scopes.within(&tables);
             for e in values
                 .rows
                 .iter_mut()
                 .flat_map(|row| row.content.iter_mut())
             {
-                mark_expr(e, &inner, out);
+                mark_expr(e, inner, out);
             }
         }
         SetExpr::SetOperation { left, right, .. } => {
@@ -216,7 +270,7 @@ fn mark_set(body: &mut SetExpr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument
 }
 
 /// The function calls in `e` and in its subqueries.
-fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
+fn mark_expr(e: &mut Expr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) {
     match e {
         Expr::Nested(inner)
         | Expr::UnaryOp { expr: inner, .. }
@@ -252,15 +306,28 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
             else_result,
             ..
         } => {
-            for e in operand.iter_mut().map(AsMut::as_mut).chain(
-                conditions
-                    .iter_mut()
-                    .flat_map(|w| [&mut w.condition, &mut w.result]),
-            ) {
+            let text = conditions
+                .iter()
+                .map(|w| &w.result)
+                .chain(else_result.as_deref())
+                .any(is_string_literal);
+            for e in operand
+                .iter_mut()
+                .map(AsMut::as_mut)
+                .chain(conditions.iter_mut().map(|w| &mut w.condition))
+            {
                 mark_expr(e, scopes, out);
             }
-            if let Some(e) = else_result {
-                mark_expr(e, scopes, out);
+            for e in conditions
+                .iter_mut()
+                .map(|w| &mut w.result)
+                .chain(else_result.as_deref_mut())
+            {
+                if text {
+                    read_as_text(e, scopes, out);
+                } else {
+                    mark_expr(e, scopes, out);
+                }
             }
         }
         // `CAST(d AS CHAR)` and `CONVERT(d, CHAR)` write a number as its type does, as
@@ -278,6 +345,29 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
         Expr::Like { expr, pattern, .. } => {
             read_as_text(expr, scopes, out);
             read_as_text(pattern, scopes, out);
+        }
+        Expr::Substring {
+            expr,
+            substring_from,
+            substring_for,
+            ..
+        } => {
+            read_as_text(expr, scopes, out);
+            for e in substring_from.iter_mut().chain(substring_for) {
+                mark_expr(e, scopes, out);
+            }
+        }
+        Expr::Trim {
+            expr, trim_what, ..
+        } => {
+            read_as_text(expr, scopes, out);
+            if let Some(what) = trim_what {
+                read_as_text(what, scopes, out);
+            }
+        }
+        Expr::Position { expr, r#in } => {
+            read_as_text(expr, scopes, out);
+            read_as_text(r#in, scopes, out);
         }
         Expr::Function(f) => {
             let name = match f.name.0.as_slice() {
@@ -307,6 +397,7 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
                             Some(Some(out.len() - 1))
                         }
                         None if scopes
+                            .tables
                             .last()
                             .is_some_and(|sources| is_double(&type_of(a, sources))) =>
                         {
@@ -331,6 +422,7 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
                 f.name = ObjectName::from(vec![Ident::new(ROUND_TYPED_FN)]);
                 return;
             }
+            let text_result = text_results(&name, &list.args);
             for (i, arg) in list.args.iter_mut().enumerate() {
                 let FunctionArg::Unnamed(FunctionArgExpr::Expr(a)) = arg else {
                     continue;
@@ -346,8 +438,16 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
                     Some(TEXT_TYPED_FN) => read_as_text(a, scopes, out),
                     Some(function) => match column_named(a, scopes) {
                         Some(column) => wrap(a, function, column, out),
-                        None => mark_expr(a, scopes, out),
+                        // `JSON_ARRAY(2.50, 1e20)` is `[2.50, 1e20]`.
+                        None => match number_type(a, scopes) {
+                            Some(number) => {
+                                mark_expr(a, scopes, out);
+                                wrap(a, function, TypedArgument::Number(number), out);
+                            }
+                            None => mark_expr(a, scopes, out),
+                        },
                     },
+                    None if text_result.contains(&i) => read_as_text(a, scopes, out),
                     None => mark_expr(a, scopes, out),
                 }
             }
@@ -356,10 +456,37 @@ fn mark_expr(e: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
     }
 }
 
+/// Which of function `name`'s arguments are its result read as text: the branches of an `IF`,
+/// the arguments of a `COALESCE` or `IFNULL`, when one of them is a string, which makes
+/// the result a string (`IF(c, d, 'none')` is `12.50` or `none`); none otherwise.
+fn text_results(name: &str, args: &[FunctionArg]) -> Vec<usize> {
+    let results: Vec<usize> = match (name, args.len()) {
+        ("IF", 3) => vec![1, 2],
+        ("COALESCE" | "IFNULL", n) => (0..n).collect(),
+        _ => return Vec::new(),
+    };
+    let string = results.iter().any(|&i| {
+        matches!(args.get(i), Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(e))) if is_string_literal(e))
+    });
+    if string { results } else { Vec::new() }
+}
+
+/// Whether `e` is a string literal (`'none'`).
+fn is_string_literal(e: &Expr) -> bool {
+    match e {
+        Expr::Value(v) => matches!(
+            v.value,
+            Value::SingleQuotedString(_) | Value::DoubleQuotedString(_)
+        ),
+        Expr::Nested(inner) => is_string_literal(inner),
+        _ => false,
+    }
+}
+
 /// `a`, read as text: a column as its declared type writes it, a decimal literal with its
 /// scale (`CONCAT(1.50)`), an expression of numbers as its type (`CONCAT(0.1 + 0.2)` is
 /// `0.3`, `CONCAT(1e3)` is `1000`); anything else as it is, its calls marked.
-fn read_as_text(a: &mut Expr, scopes: &Scopes<'_>, out: &mut Vec<TypedArgument>) {
+fn read_as_text(a: &mut Expr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) {
     if let Some(column) = column_named(a, scopes) {
         wrap(a, TEXT_TYPED_FN, column, out);
     } else if let Some(text) = super::expr::decimal_literal_text(a) {
@@ -381,10 +508,14 @@ fn wrap(a: &mut Expr, function: &str, typed: TypedArgument, out: &mut Vec<TypedA
 }
 
 /// The type of `a` when it is an expression of numbers whose text depends on it (a decimal
-/// or a double: not an integer, not a column alone, nothing unknown in it).
-fn number_type(a: &Expr, scopes: &Scopes<'_>) -> Option<ResultType> {
-    let t = type_of(a, scopes.last()?);
-    (!matches!(t, ResultType::Integer | ResultType::Column { .. }) && t.is_number()).then_some(t)
+/// or a double, a column's type through `-d` or `IFNULL(d, 0)`, a derived table's computed
+/// column: not an integer, not a table's column alone, which [`column_named`] resolves;
+/// nothing unknown in it).
+fn number_type(a: &Expr, scopes: Scopes<'_>) -> Option<ResultType> {
+    let t = type_of(a, scopes.tables.last()?);
+    let column_alone = matches!(a, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+        && matches!(t, ResultType::Column { .. });
+    (t != ResultType::Integer && !column_alone && t.is_number()).then_some(t)
 }
 
 /// Whether a value of type `t` is a double whatever the columns it names (a double makes the
@@ -406,7 +537,7 @@ fn is_double(t: &ResultType) -> bool {
 ///   name, or else the column of one of the scopes' tables, which the engine finds by
 ///   looking them up in order ([`TypedArgument::AnyOf`]); none when a scope has a table
 ///   whose columns are not known.
-fn column_named(e: &Expr, scopes: &Scopes<'_>) -> Option<TypedArgument> {
+fn column_named(e: &Expr, scopes: Scopes<'_>) -> Option<TypedArgument> {
     let as_argument = |t: ResultType| match t {
         ResultType::Column {
             schema,
@@ -426,7 +557,7 @@ fn column_named(e: &Expr, scopes: &Scopes<'_>) -> Option<TypedArgument> {
                 [s, q, c] => (Some(s), q, c),
                 _ => return None,
             };
-            for sources in scopes.iter().rev() {
+            for sources in scopes.tables.iter().rev() {
                 let Some(source) = sources.iter().find(|s| {
                     s.called()
                         .is_some_and(|c| c.eq_ignore_ascii_case(&qualifier.value))
@@ -458,7 +589,7 @@ fn column_named(e: &Expr, scopes: &Scopes<'_>) -> Option<TypedArgument> {
             let mut tables = Vec::new();
             // A table whose columns are not known ends the search: the tables before it (of
             // inner scopes) are looked up, and none found means untyped.
-            'scopes: for sources in scopes.iter().rev() {
+            'scopes: for sources in scopes.tables.iter().rev() {
                 for source in *sources {
                     match source.column_named(&name.value) {
                         Ok(Some(ResultType::Column {
