@@ -476,8 +476,11 @@ impl SessionFacts {
 pub struct StatementCounts {
     pub row_count: AtomicI64,
     pub found_rows: AtomicI64,
-    /// The last statement's notes.
+    /// The last statement's notes (or an earlier one's, kept by statements that use no
+    /// table and leave none).
     pub warnings: std::sync::Mutex<Vec<Warning>>,
+    /// How many of [`Self::warnings`] the statement running, or last run, left itself.
+    pub own_warnings: std::sync::atomic::AtomicUsize,
 }
 
 /// The warnings the engine's functions raise while a statement runs (`CAST('abc' AS
@@ -542,6 +545,7 @@ impl Default for StatementCounts {
             row_count: AtomicI64::new(-1),
             found_rows: AtomicI64::new(0),
             warnings: std::sync::Mutex::default(),
+            own_warnings: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 }

@@ -145,9 +145,10 @@ fn column_def(name: &str, kind: Kind, width: Option<IntWidth>, table: &str) -> C
 }
 
 /// Writes `result` as the statement's reply. `status` goes into OK packets (autocommit,
-/// in-transaction). Before a result set, `binary_columns` learns which of its columns are
-/// binary (opensrv cannot say so: `stream::column_charset`). An OK's count of notes is
-/// written by the stream (`ConnShared::ok_warnings_next`): opensrv writes none.
+/// in-transaction). Before a result set, `announce` learns which of its columns are binary
+/// (opensrv cannot say so: `stream::column_charset`). An OK's count of notes, and a result
+/// set's end, are written by the stream (`ConnShared::ok_warnings_next`,
+/// `ConnShared::result_set_next`): opensrv writes none.
 ///
 /// # Errors
 /// An I/O error writing to the client (the connection is then over).
@@ -155,7 +156,7 @@ pub async fn write_reply<W: AsyncWrite + Unpin + Send>(
     w: QueryResultWriter<'_, W>,
     result: Result<Reply, SqlError>,
     status: StatusFlags,
-    binary_columns: impl FnOnce(Vec<bool>) + Send,
+    announce: impl FnOnce(Vec<bool>) + Send,
 ) -> io::Result<()> {
     match result {
         Err(e) => w.error(e.kind, e.message.as_bytes()).await,
@@ -193,7 +194,7 @@ pub async fn write_reply<W: AsyncWrite + Unpin + Send>(
                     column_def(n, *k, *w, tables.get(i).map_or("", String::as_str))
                 })
                 .collect();
-            binary_columns(
+            announce(
                 kinds
                     .iter()
                     .map(|k| matches!(k, Kind::Bytes | Kind::Bit))

@@ -74,9 +74,15 @@ impl Shim {
         );
     }
 
-    /// Tells the writer what opensrv cannot write of `result`'s reply: an OK's count of
-    /// notes, an ERR's code when opensrv has no such code (3024).
-    fn announce(&self, result: &Result<Reply, crate::sql_error::SqlError>) {
+    /// Tells the writer what opensrv cannot write of `result`'s reply: the session's
+    /// `status` (for a result set's end, and the OKs opensrv writes on its own), an OK's
+    /// count of notes, an ERR's code when opensrv has no such code (3024).
+    fn announce(
+        &self,
+        result: &Result<Reply, crate::sql_error::SqlError>,
+        status: opensrv_mysql::StatusFlags,
+    ) {
+        self.shared.session_status(status.bits());
         match result {
             Ok(Reply::Ok { warnings, .. }) => self.shared.ok_warnings_next(*warnings),
             Err(e) => {
@@ -239,6 +245,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
                 };
                 self.shared
                     .statement_prepared(id, u16::try_from(params).unwrap_or(u16::MAX));
+                self.shared.prepared_next(params, result.len());
                 let params: Vec<Column> = (0..params).map(|i| column(format!("?{i}"))).collect();
                 let result: Vec<Column> = result.into_iter().map(column).collect();
                 info.reply(id, &params, &result).await
@@ -283,10 +290,10 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             )),
         };
         let status = self.session.status();
-        self.announce(&result);
-        let shared = &self.shared;
+        self.announce(&result, status);
+        let (shared, warnings) = (&self.shared, self.session.warning_count());
         write_reply(results, result, status, |binary| {
-            shared.binary_columns_next(binary);
+            shared.result_set_next(binary, warnings);
         })
         .await
     }
@@ -313,10 +320,10 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             self.shared.wait_timeout(idle);
         }
         let status = self.session.status();
-        self.announce(&result);
-        let shared = &self.shared;
+        self.announce(&result, status);
+        let (shared, warnings) = (&self.shared, self.session.warning_count());
         write_reply(results, result, status, |binary| {
-            shared.binary_columns_next(binary);
+            shared.result_set_next(binary, warnings);
         })
         .await
     }

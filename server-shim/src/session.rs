@@ -153,6 +153,9 @@ pub struct Session {
     /// Savepoints set in a transaction that has not touched a database yet, oldest first
     /// ([`Session::savepoint`]).
     savepoints: Vec<String>,
+    /// How many notes the last statement left itself (those it kept from earlier statements,
+    /// which `SHOW WARNINGS` still lists, not counted): its OK's or result set's count.
+    statement_warnings: u16,
 }
 
 /// Lends `guard` to a blocking thread to run `f` on the database's executor (opening its
@@ -258,14 +261,20 @@ fn for_session<T>(
     let (row_count, found_rows) = e.counts();
     counts.row_count.store(row_count, Ordering::Relaxed);
     counts.found_rows.store(found_rows, Ordering::Relaxed);
-    let warnings = e.take_warnings();
+    keep_warnings(&counts, e.take_warnings());
+    result
+}
+
+/// Makes `warnings`, a statement's notes, the session's (`SHOW WARNINGS`), if it left any:
+/// a statement that leaves none keeps the last one's.
+fn keep_warnings(counts: &StatementCounts, warnings: Vec<crate::engine::Warning>) {
     if !warnings.is_empty() {
+        counts.own_warnings.store(warnings.len(), Ordering::Relaxed);
         *counts
             .warnings
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = warnings;
     }
-    result
 }
 
 /// The text of a hexadecimal string literal (`X'6869'`), when `value` is one of valid UTF-8.
@@ -323,6 +332,7 @@ impl Session {
             }),
             counts: Arc::default(),
             savepoints: Vec::new(),
+            statement_warnings: 0,
         }
     }
 
@@ -427,13 +437,22 @@ impl Session {
         if !self.warnings().is_empty() && crate::classify::uses_a_table(sql) {
             self.warnings().clear();
         }
+        self.counts.own_warnings.store(0, Ordering::Relaxed);
+        self.statement_warnings = 0;
         self.sql_mode().check(sql)?;
         let limit = self.time_limit(sql);
         self.process.begin(sql, self.database.as_deref());
         let reply = self.within(limit, |s| s.run_statement(sql, params)).await;
         self.process.idle(self.database.as_deref());
         self.note_last_insert_id(&reply);
+        self.count_warnings();
         self.with_warning_count(reply)
+    }
+
+    /// Counts the notes the statement just run left itself.
+    fn count_warnings(&mut self) {
+        let own = self.counts.own_warnings.load(Ordering::Relaxed);
+        self.statement_warnings = u16::try_from(own).unwrap_or(u16::MAX);
     }
 
     /// The notes of the session's last statement.
@@ -442,6 +461,13 @@ impl Session {
             .warnings
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How many notes the session's last statement left itself (`SHOW WARNINGS` also lists
+    /// those an earlier one left, where the last used no table).
+    #[must_use]
+    pub const fn warning_count(&self) -> u16 {
+        self.statement_warnings
     }
 
     /// `reply` with the count of the statement's notes in its OK packet.
@@ -454,7 +480,7 @@ impl Session {
             }) => Ok(Reply::Ok {
                 affected_rows,
                 last_insert_id,
-                warnings: u16::try_from(self.warnings().len()).unwrap_or(u16::MAX),
+                warnings: self.warning_count(),
             }),
             other => other,
         }
@@ -532,6 +558,7 @@ impl Session {
         params: Vec<Cell>,
     ) -> Result<Reply, SqlError> {
         self.warnings().clear();
+        self.counts.own_warnings.store(0, Ordering::Relaxed);
         self.process.begin(&prepared.sql, self.database.as_deref());
         let reply = match &prepared.engine {
             Some(plan) => {
@@ -542,6 +569,7 @@ impl Session {
         };
         self.process.idle(self.database.as_deref());
         self.note_last_insert_id(&reply);
+        self.count_warnings();
         self.with_warning_count(reply)
     }
 
@@ -1232,12 +1260,15 @@ impl Session {
         }
         let facts = Arc::clone(&self.facts);
         let process = Arc::clone(&self.process);
+        let counts = Arc::clone(&self.counts);
         let scratch = self.scratch()?;
         scratch.set_session(facts);
+        let _ = scratch.take_warnings();
         // Interruptible by KILL QUERY (a `SELECT SLEEP(60)`) while it runs.
         process.running(Some(scratch.interrupter()));
         let executed = scratch.execute(sql, &params);
         process.running(None);
+        keep_warnings(&counts, scratch.take_warnings());
         match executed {
             Ok(outcome) => Ok(reply(outcome)),
             // A table without its database: MySQL's answer.

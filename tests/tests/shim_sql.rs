@@ -1423,6 +1423,47 @@ except pymysql.MySQLError as e:
     );
 }
 
+/// A result set ends with the session's status flags and the count of its statement's
+/// notes, as MariaDB ends one, and a `COM_PING`'s OK has the flags too. Before, opensrv wrote
+/// 0 for both: PyMySQL said autocommit was off after any `SELECT`, a relay took the `SELECT`
+/// of an open transaction for the end of it, and `warning_count` was 0 (PyMySQL's own
+/// `test_warnings` failed).
+#[test]
+fn a_result_sets_end_says_the_sessions_status_and_its_notes() {
+    let tmp = TempDir::new("shim-sql-result-end");
+    let shim = shim(&tmp);
+    let script = r#"
+import sys, pymysql
+c = pymysql.connect(host="127.0.0.1", port=int(sys.argv[1]), user="root", password=sys.argv[2],
+                    autocommit=True)
+IN_TRANS = 1
+cur = c.cursor()
+cur.execute("SELECT 1")
+print("autocommit", c.get_autocommit())
+c.begin()
+cur.execute("SELECT 1")
+print("in transaction", bool(c.server_status & IN_TRANS), c.get_autocommit())
+c.ping(reconnect=False)
+print("after ping", bool(c.server_status & IN_TRANS))
+c.commit()
+cur.execute("SELECT 1")
+print("committed", bool(c.server_status & IN_TRANS))
+cur.execute("SELECT CAST('abc' AS SIGNED), CAST('1x' AS SIGNED)")
+print("warnings", cur.warning_count)
+cur.execute("SELECT 2")
+print("none of its own", cur.warning_count)
+u = c.cursor(pymysql.cursors.SSCursor)
+u.execute("SELECT CAST('abc' AS SIGNED)")
+u.fetchall()
+print("unbuffered", u.warning_count)
+"#;
+    assert_eq!(
+        pymysql_script(shim.port, script, Duration::from_secs(60)),
+        "autocommit True\nin transaction True True\nafter ping True\ncommitted False\n\
+         warnings 2\nnone of its own 0\nunbuffered 1\n"
+    );
+}
+
 /// A `DROP TABLE IF EXISTS` of a missing table leaves MySQL's note (1051, counted in the OK
 /// packet, listed by `SHOW WARNINGS`), which outlives statements that use no table and goes
 /// with the next one that does, as in MariaDB. Before: no note, and `SHOW WARNINGS` was

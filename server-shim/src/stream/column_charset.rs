@@ -7,8 +7,9 @@
 //! rest of the result unread, so its next command on that connection reads leftovers ("Packet
 //! sequence number wrong", or a lost connection: what PyMySQL's own `test_BLOB` showed). The
 //! shim says which columns of the result set it is about to write are binary
-//! ([`super::ConnShared::binary_columns_next`]); the writer gives their definitions the
-//! character set `binary`, as MySQL does, and passes everything else untouched.
+//! ([`super::ConnShared::result_set_next`]); the writer gives their definitions the
+//! character set `binary`, as MySQL does, and passes the rest of them untouched (the rows go
+//! to [`super::result_end`]).
 
 use authplugin::packet::framing::{HEADER_LEN, parse_packet};
 use authplugin::reader::Reader;
@@ -49,21 +50,19 @@ impl ColumnCharsets {
             && r.remaining() == 0
     }
 
-    /// Takes the next bytes opensrv writes (all of `buf`) and appends what to send to `out`.
-    /// Returns `true` once every column definition has passed: the writer then passes bytes on
-    /// as they come.
-    pub(super) fn feed(&mut self, buf: &[u8], out: &mut Vec<u8>) -> bool {
+    /// Takes the next bytes opensrv writes (all of `buf`) and appends what to send to `out`,
+    /// until every column definition has passed.
+    pub(super) fn feed(&mut self, buf: &[u8], out: &mut Vec<u8>) -> Progress {
         self.packet.extend_from_slice(buf);
         loop {
             if self.seen > self.binary.len() {
-                out.append(&mut self.packet);
-                return true;
+                return Progress::Defined(std::mem::take(&mut self.packet));
             }
             match parse_packet(&self.packet, MAX_HEADER_PACKET) {
                 Ok(Some((p, _))) if self.seen == 0 && !self.counts_columns(&p.payload) => {
                     // Not the result set the shim announced: pass everything on untouched.
                     out.append(&mut self.packet);
-                    return true;
+                    return Progress::Passed;
                 }
                 Ok(Some((p, used))) => {
                     let column = self.seen.checked_sub(1);
@@ -77,15 +76,28 @@ impl ColumnCharsets {
                     self.packet.drain(..used);
                     self.seen += 1;
                 }
-                Ok(None) if self.packet.len() <= HEADER_LEN + MAX_HEADER_PACKET => return false,
+                Ok(None) if self.packet.len() <= HEADER_LEN + MAX_HEADER_PACKET => {
+                    return Progress::More;
+                }
                 // Not the result set we expected (an ERR is short and parses): pass it on.
                 Ok(None) | Err(_) => {
                     out.append(&mut self.packet);
-                    return true;
+                    return Progress::Passed;
                 }
             }
         }
     }
+}
+
+/// How far [`ColumnCharsets::feed`] has come.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Progress {
+    /// Definitions are still to come.
+    More,
+    /// Every definition has passed; these bytes opensrv wrote after them are not sent yet.
+    Defined(Vec<u8>),
+    /// Not the result set announced: everything is passed on as it came.
+    Passed,
 }
 
 /// `payload`, a ColumnDefinition41, with the character set `binary`; `None` if it is not one.
@@ -154,7 +166,8 @@ mod tests {
         for (i, piece) in opensrv.chunks(3).enumerate() {
             if done_at.is_some() {
                 sent.extend_from_slice(piece);
-            } else if c.feed(piece, &mut sent) {
+            } else if let Progress::Defined(rest) = c.feed(piece, &mut sent) {
+                sent.extend(rest);
                 done_at = Some(i);
             }
         }
@@ -175,7 +188,7 @@ mod tests {
         let mut sent = Vec::new();
         let done = ColumnCharsets::new(vec![true])
             .feed(&[count.clone(), packet(2, &long)].concat(), &mut sent);
-        assert!(done);
+        assert_eq!(done, Progress::Defined(Vec::new()));
         let marked = &sent[count.len() + 4..];
         assert_eq!(charset(marked), BINARY);
         assert_eq!(marked.len(), long.len());
@@ -190,7 +203,10 @@ mod tests {
         ]
         .concat();
         let mut sent = Vec::new();
-        assert!(ColumnCharsets::new(vec![true]).feed(&opensrv, &mut sent));
+        assert_eq!(
+            ColumnCharsets::new(vec![true]).feed(&opensrv, &mut sent),
+            Progress::Passed
+        );
         assert_eq!(sent, opensrv);
     }
 

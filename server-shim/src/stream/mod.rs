@@ -22,6 +22,9 @@
 //!   compute's proof is turned into an auth switch that carries it;
 //! - [`column_charset`]: every column opensrv defines is utf8, so the writer gives binary
 //!   columns the character set `binary`;
+//! - [`result_end`]: opensrv ends a result set with status flags 0 and no warnings, so the
+//!   writer gives its end the session's flags and the statement's count of notes; the OK of
+//!   a `COM_PING` or `COM_INIT_DB` gets the flags too;
 //! - [`execute_types`]: opensrv reads an execution that does not send its parameters' types
 //!   one byte early, so the reader gives it the types its statement was last sent;
 //! - [`binary_literals`]: opensrv ends the connection on a statement that is not UTF-8, so
@@ -48,6 +51,7 @@ pub use self::hello_round::without_hello;
 mod login_err;
 mod login_tee;
 mod one_packet_per_read;
+mod result_end;
 mod status_flags;
 mod unsupported;
 
@@ -61,13 +65,14 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use zeroize::Zeroizing;
 
-use self::column_charset::ColumnCharsets;
+use self::column_charset::{ColumnCharsets, Progress};
 pub use self::deadlines::Timeouts;
 use self::deadlines::{ReadDeadline, WriteStall};
 use self::login_err::ErrReplacement;
 pub use self::login_tee::LoginPacket;
 use self::login_tee::{LoginTee, Teed};
 use self::one_packet_per_read::ClientPackets;
+use self::result_end::ResultEnd;
 
 /// State shared by the two halves of a connection and the shim's hooks.
 #[derive(Debug, Default)]
@@ -101,9 +106,17 @@ struct SharedState {
     /// The proof to append to the AuthSwitchRequest opensrv writes next (see
     /// [`hello_round`]).
     switch_proof: Option<Vec<u8>>,
-    /// Which columns of the result set opensrv writes next are binary (see
-    /// [`column_charset`]).
-    binary_columns: Option<Vec<bool>>,
+    /// The result set opensrv writes next: which of its columns are binary (see
+    /// [`column_charset`]) and how many notes its statement left (see [`result_end`]).
+    result_set: Option<(Vec<bool>, u16)>,
+    /// The prepared statement whose reply opensrv writes next: how many EOFs end its
+    /// parameters' and columns' definitions (see [`result_end`]).
+    prepared: Option<usize>,
+    /// The session's status flags as its last statement left them (see [`result_end`]).
+    status: u16,
+    /// The client sent a command whose OK opensrv writes without the session's flags
+    /// (`COM_PING`, `COM_INIT_DB`; see [`result_end`]).
+    own_ok_pending: bool,
     /// The prepared statements' parameter types (see [`execute_types`]).
     bound_types: execute_types::BoundTypes,
     /// An idle timeout the session set (`wait_timeout`), for the reader to take.
@@ -112,6 +125,20 @@ struct SharedState {
     ok_warnings: Option<u16>,
     /// The code and SQLSTATE the ERR opensrv writes next gets, one opensrv does not have.
     err_code: Option<(u16, [u8; 5])>,
+}
+
+impl SharedState {
+    /// Whether the client asked for `CLIENT_DEPRECATE_EOF` (opensrv takes the client's flags
+    /// as they are).
+    fn deprecates_eof(&self) -> bool {
+        let flags = self
+            .first_packet
+            .as_deref()
+            .and_then(|p| p.first_chunk::<4>());
+        flags.is_some_and(|flags| {
+            u32::from_le_bytes(*flags) & authplugin::packet::capabilities::CLIENT_DEPRECATE_EOF != 0
+        })
+    }
 }
 
 impl ConnShared {
@@ -141,11 +168,25 @@ impl ConnShared {
         self.state().switch_proof = Some(proof);
     }
 
-    /// Says which columns of the result set opensrv writes next are binary: the writer gives
-    /// their definitions the character set `binary` (see [`column_charset`]).
-    pub fn binary_columns_next(&self, binary: Vec<bool>) {
+    /// Announces the result set opensrv writes next: which of its columns are binary (the
+    /// writer gives their definitions the character set `binary`, see [`column_charset`])
+    /// and how many notes its statement left (its end says so, see [`result_end`]).
+    pub fn result_set_next(&self, binary: Vec<bool>, warnings: u16) {
         // Replaced at every result set, so an announcement never outlives its own.
-        self.state().binary_columns = binary.contains(&true).then_some(binary);
+        self.state().result_set = Some((binary, warnings));
+    }
+
+    /// Announces the reply to a `COM_STMT_PREPARE` opensrv writes next, with `params`
+    /// parameters and `columns` columns: the EOFs after their definitions (when the client
+    /// reads EOFs) carry the session's flags (see [`result_end`]).
+    pub fn prepared_next(&self, params: usize, columns: usize) {
+        self.state().prepared = Some(usize::from(params > 0) + usize::from(columns > 0));
+    }
+
+    /// The session's status flags are now `status` (autocommit, in transaction): the end of
+    /// a result set and the OKs opensrv writes on its own carry them.
+    pub fn session_status(&self, status: u16) {
+        self.state().status = status;
     }
 
     /// Statement `id` was prepared with `params` parameters (see [`execute_types`]).
@@ -189,11 +230,28 @@ impl ConnShared {
         state.authenticated = true;
         state.greeted = true;
         state.login_ok_pending = true;
+        state.status = status_flags::SERVER_STATUS_AUTOCOMMIT;
         state.login_ticket = ticket;
     }
 
     fn authenticated(&self) -> bool {
         self.state().authenticated
+    }
+
+    /// The result set announced ([`Self::result_set_next`]): which columns are binary, and
+    /// what its end is to say.
+    fn take_result_set(&self) -> Option<(Vec<bool>, ResultEnd)> {
+        let mut state = self.state();
+        let (binary, warnings) = state.result_set.take()?;
+        let end = ResultEnd::new(state.status, warnings, state.deprecates_eof());
+        Some((binary, end))
+    }
+
+    /// The prepared statement's reply announced ([`Self::prepared_next`]), if it has EOFs.
+    fn take_prepared(&self) -> Option<ResultEnd> {
+        let mut state = self.state();
+        let eofs = state.prepared.take().filter(|n| *n > 0)?;
+        (!state.deprecates_eof()).then(|| ResultEnd::prepared(state.status, eofs))
     }
 
     fn take_deny(&self) -> Option<Vec<u8>> {
@@ -231,6 +289,9 @@ impl ConnShared {
         }
         if let Some(warnings) = state.ok_warnings.take() {
             return Some(ReplyRewrite::OkWarnings(warnings));
+        }
+        if std::mem::take(&mut state.own_ok_pending) {
+            return Some(ReplyRewrite::OkStatus(state.status));
         }
         if let Some((code, sql_state)) = state.err_code.take() {
             return Some(ReplyRewrite::ErrCode(code, sql_state));
@@ -295,6 +356,8 @@ impl<R> AuthReader<R> {
                 let mut state = self.shared.state();
                 if command == field_list::COM_FIELD_LIST {
                     state.field_list_pending = true;
+                } else if result_end::OWN_OK_COMMANDS.contains(&command) {
+                    state.own_ok_pending = true;
                 } else if !unsupported::opensrv_handles(command) {
                     state.unsupported_pending = Some(command);
                 }
@@ -510,6 +573,8 @@ enum ReplyRewrite {
     },
     /// A statement's OK, with the count of the notes it left.
     OkWarnings(u16),
+    /// An OK opensrv writes on its own, with the session's status flags.
+    OkStatus(u16),
     /// A statement's ERR, with a code and SQLSTATE of MySQL's that opensrv lacks.
     ErrCode(u16, [u8; 5]),
 }
@@ -524,6 +589,7 @@ impl ReplyRewrite {
             Self::SwitchProof(proof) => hello_round::switch_with_proof(payload, proof),
             Self::LoginOk { status, .. } => status_flags::ok_with_status(payload, *status),
             Self::OkWarnings(warnings) => status_flags::ok_with_warnings(payload, *warnings),
+            Self::OkStatus(status) => status_flags::ok_with_status(payload, *status),
             Self::ErrCode(code, sql_state) => {
                 status_flags::err_with_code(payload, *code, sql_state)
             }
@@ -566,8 +632,12 @@ enum WriteMode {
         packet: Vec<u8>,
         rewrite: ReplyRewrite,
     },
-    /// A result set starts: mark its binary columns (see [`column_charset`]).
-    Columns(ColumnCharsets),
+    /// A result set starts: mark its binary columns (see [`column_charset`]), then end it
+    /// with the session's flags and the statement's notes (see [`result_end`]).
+    Columns(ColumnCharsets, ResultEnd),
+    /// A result set's rows, or a prepared statement's definitions: end them (see
+    /// [`result_end`]).
+    Rows(ResultEnd),
 }
 
 /// The write half: replaces the replies opensrv gets wrong, enforces the write-stall
@@ -617,8 +687,20 @@ impl<W> AuthWriter<W> {
                     self.mode = WriteMode::Discard;
                 }
             }
-            WriteMode::Columns(columns) => {
-                if columns.feed(buf, &mut self.out) {
+            WriteMode::Columns(columns, end) => match columns.feed(buf, &mut self.out) {
+                Progress::More => {}
+                Progress::Passed => self.mode = WriteMode::Pass,
+                Progress::Defined(rest) => {
+                    let mut end = std::mem::replace(end, ResultEnd::new(0, 0, true));
+                    self.mode = if end.feed(&rest, &mut self.out) {
+                        WriteMode::Pass
+                    } else {
+                        WriteMode::Rows(end)
+                    };
+                }
+            },
+            WriteMode::Rows(end) => {
+                if end.feed(buf, &mut self.out) {
                     self.mode = WriteMode::Pass;
                 }
             }
@@ -703,8 +785,10 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for AuthWriter<W> {
                     packet: Vec::new(),
                     rewrite,
                 };
-            } else if let Some(binary) = this.shared.state().binary_columns.take() {
-                this.mode = WriteMode::Columns(ColumnCharsets::new(binary));
+            } else if let Some((binary, end)) = this.shared.take_result_set() {
+                this.mode = WriteMode::Columns(ColumnCharsets::new(binary), end);
+            } else if let Some(end) = this.shared.take_prepared() {
+                this.mode = WriteMode::Rows(end);
             }
         }
         if !matches!(this.mode, WriteMode::Pass) {
