@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use authplugin::{Scramble, compute_proof};
 use opensrv_mysql::{
     AsyncMysqlIntermediary, AsyncMysqlShim, Column, ColumnFlags, ColumnType, ErrorKind, InitWriter,
-    ParamParser, QueryResultWriter, StatementMetaWriter,
+    IntermediaryOptions, ParamParser, QueryResultWriter, StatementMetaWriter,
 };
 use tokio::io::AsyncWrite;
 use tokio::net::{TcpListener, TcpStream};
@@ -35,6 +35,15 @@ use crate::state::ServerState;
 use crate::stream::{AuthReader, AuthWriter, ConnShared};
 use crate::tls::Transport;
 use crate::variables::SERVER_VERSION;
+
+/// opensrv's options: a `USE db` sent as a query comes to [`AsyncMysqlShim::on_query`], as
+/// every other statement does, so its OK carries the session's status flags (opensrv's own
+/// says 0: a driver then forgets `NO_BACKSLASH_ESCAPES` and escapes quotes with backslashes,
+/// which that mode reads as text, and a relay forgets an open transaction).
+const OPENSRV_OPTIONS: IntermediaryOptions = IntermediaryOptions {
+    process_use_statement_on_query: true,
+    reject_connection_on_dbname_absence: false,
+};
 
 /// One connection's `AsyncMysqlShim`.
 pub struct Shim {
@@ -430,7 +439,7 @@ async fn connection(socket: TcpStream, peer: SocketAddr, state: Arc<ServerState>
             let (read, write) = socket.into_split();
             let reader = AuthReader::new(read, Arc::clone(&connection_shared), timeouts, shutdown);
             let writer = AuthWriter::new(write, connection_shared, timeouts);
-            AsyncMysqlIntermediary::run_on(shim, reader, writer).await
+            AsyncMysqlIntermediary::run_with_options(shim, reader, writer, &OPENSRV_OPTIONS).await
         }
         Some(tls) => {
             // TLS on request, under the adapters (see `crate::tls`).
@@ -442,7 +451,7 @@ async fn connection(socket: TcpStream, peer: SocketAddr, state: Arc<ServerState>
             ));
             let reader = AuthReader::new(read, Arc::clone(&connection_shared), timeouts, shutdown);
             let writer = AuthWriter::new(write, connection_shared, timeouts);
-            AsyncMysqlIntermediary::run_on(shim, reader, writer).await
+            AsyncMysqlIntermediary::run_with_options(shim, reader, writer, &OPENSRV_OPTIONS).await
         }
     };
     drop(registered);

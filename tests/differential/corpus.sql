@@ -529,3 +529,20 @@ SELECT v.id FROM v_vb v JOIN t_vb t ON t.id = v.id WHERE v.c LIKE 'Jos%' ORDER B
 DROP VIEW v_vb2
 DROP VIEW v_vb
 DROP TABLE t_vb
+
+# A string branch makes IF/COALESCE/CASE text where the value is shown or stored, not in a comparison; a sign or ABS of a FLOAT is a DOUBLE
+CREATE TABLE t_pr (id INT PRIMARY KEY, d DECIMAL(10,2), f FLOAT, vb VARBINARY(10), s VARCHAR(20))
+INSERT INTO t_pr VALUES (1, 3, 1.1, 'abc', NULL), (2, 50, -2.5, NULL, NULL), (3, NULL, NULL, 'x', NULL)
+SELECT id FROM t_pr WHERE COALESCE(d, 'n/a') > 10 AND d IS NOT NULL ORDER BY id
+SELECT id FROM t_pr WHERE IFNULL(d, '') IN (3, 50) ORDER BY id
+SELECT id FROM t_pr WHERE IF(d IS NULL, 'none', d) = 3 ORDER BY id
+SELECT id FROM t_pr WHERE COALESCE(vb, '') = 'abc' ORDER BY id
+SELECT id, COALESCE(d, '') FROM t_pr ORDER BY COALESCE(d, ''), id
+UPDATE t_pr SET s = IF(d IS NULL, 'none', d)
+SELECT id, s FROM t_pr ORDER BY id
+INSERT INTO t_pr (id, s) VALUES (4, IF(1, 1.50, 'x')), (5, COALESCE(NULL, 2.50, 'y'))
+SELECT id, s FROM t_pr WHERE id > 3 ORDER BY id
+DELETE FROM t_pr WHERE IFNULL(d, '') = 50
+SELECT id FROM t_pr ORDER BY id
+SELECT id, -f, CONCAT(-f), ABS(f), CONCAT(ABS(f)), JSON_ARRAY(ABS(f)), -d, CONCAT(ABS(-d)) FROM t_pr ORDER BY id
+DROP TABLE t_pr

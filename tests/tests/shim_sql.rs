@@ -1424,7 +1424,7 @@ except pymysql.MySQLError as e:
 }
 
 /// A result set ends with the session's status flags and the count of its statement's
-/// notes, as MariaDB ends one, and a `COM_PING`'s OK has the flags too. Before, opensrv wrote
+/// notes, as MariaDB ends one, and the OKs of `COM_PING` and `USE` have the flags too. Before, opensrv wrote
 /// 0 for both: PyMySQL said autocommit was off after any `SELECT`, a relay took the `SELECT`
 /// of an open transaction for the end of it, and `warning_count` was 0 (PyMySQL's own
 /// `test_warnings` failed).
@@ -1456,11 +1456,25 @@ u = c.cursor(pymysql.cursors.SSCursor)
 u.execute("SELECT CAST('abc' AS SIGNED)")
 u.fetchall()
 print("unbuffered", u.warning_count)
+# The flags after what opensrv would answer itself: a USE sent as a query, the one query it
+# knows. A driver that forgets NO_BACKSLASH_ESCAPES escapes a quote with a backslash, which
+# that mode reads as text: the quote would then end the string.
+NO_BACKSLASH_ESCAPES = 512
+cur.execute("CREATE DATABASE d")
+cur.execute("SET sql_mode = 'NO_BACKSLASH_ESCAPES'")
+c.begin()
+cur.execute("USE d")
+print("use", bool(c.server_status & NO_BACKSLASH_ESCAPES), bool(c.server_status & IN_TRANS))
+cur.execute("SELECT @@max_allowed_packet")
+print("max_allowed_packet", bool(c.server_status & NO_BACKSLASH_ESCAPES), cur.fetchall())
+cur.execute("SELECT %s", ("' OR 1=1 -- ",))
+print("escaped", cur.fetchall())
 "#;
     assert_eq!(
         pymysql_script(shim.port, script, Duration::from_secs(60)),
         "autocommit True\nin transaction True True\nafter ping True\ncommitted False\n\
-         warnings 2\nnone of its own 0\nunbuffered 1\n"
+         warnings 2\nnone of its own 0\nunbuffered 1\nuse True True\n\
+         max_allowed_packet True ((67108864,),)\nescaped ((\"' OR 1=1 -- \",),)\n"
     );
 }
 

@@ -141,11 +141,11 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             // Typed as the client wrote it, before the rows are chosen by rowid.
             let typed_columns = super::typed_arguments::mark_write(
                 &update.table,
+                update.assignments.iter_mut().map(|a| &mut a.value),
                 update
-                    .assignments
-                    .iter_mut()
-                    .map(|a| &mut a.value)
-                    .chain(update.selection.as_mut())
+                    .selection
+                    .as_mut()
+                    .into_iter()
                     .chain(update.order_by.iter_mut().map(|o| &mut o.expr)),
             );
             if limited {
@@ -190,6 +190,7 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             };
             let typed_columns = super::typed_arguments::mark_write(
                 &table,
+                [],
                 delete
                     .selection
                     .as_mut()

@@ -265,6 +265,16 @@ fn columns(query: &Query, outer: &[Cte]) -> Option<Vec<(String, ResultType, bool
 fn set_columns(body: &SetExpr, ctes: &[Cte]) -> Option<Vec<(String, ResultType, bool)>> {
     match body {
         SetExpr::Select(select) => {
+            // `*` covers several columns (checked first: the sources of a derived table of
+            // derived tables are worked out once, by `all_of`, not twice per level).
+            if select.projection.iter().any(|item| {
+                !matches!(
+                    item,
+                    SelectItem::UnnamedExpr(_) | SelectItem::ExprWithAlias { .. }
+                )
+            }) {
+                return None;
+            }
             let sources = sources_of(select, ctes);
             let mut out = Vec::with_capacity(select.projection.len());
             for item in &select.projection {
@@ -324,7 +334,9 @@ pub(super) fn from_tables(query: &Query) -> Vec<(String, String)> {
         return Vec::new();
     };
     let mut tables = Vec::new();
-    for source in sources_of(select, &ctes_of(query, &[])) {
+    // A common table expression counts as a table of its name here, which no column's table
+    // as SQLite names it is.
+    for source in sources_of(select, &[]) {
         match source {
             Source::Table { called, table, .. } => tables.push((table, called)),
             _ => return Vec::new(),
@@ -539,7 +551,7 @@ pub(super) fn type_of(e: &Expr, sources: &[Source]) -> ResultType {
         Expr::UnaryOp {
             op: UnaryOperator::Minus | UnaryOperator::Plus,
             expr,
-        } => operand_type(expr, sources),
+        } => as_operand(operand_type(expr, sources)),
         Expr::BinaryOp { left, op, right } => {
             let operator = match op {
                 BinaryOperator::Plus | BinaryOperator::Minus => Operator::AddOrSubtract,
@@ -597,6 +609,16 @@ pub(super) fn type_of(e: &Expr, sources: &[Source]) -> ResultType {
     }
 }
 
+/// The type of the value `t` made by a sign or `ABS`: as arithmetic makes it (`0 + t`: a
+/// `FLOAT` column's becomes a `DOUBLE`, a `DECIMAL`'s keeps its scale).
+fn as_operand(t: ResultType) -> ResultType {
+    ResultType::Arithmetic(
+        Operator::AddOrSubtract,
+        Box::new(ResultType::Integer),
+        Box::new(t),
+    )
+}
+
 /// The type of `e` as an arithmetic operand: a `JSON_EXTRACT` is read as a `DOUBLE` there.
 fn operand_type(e: &Expr, sources: &[Source]) -> ResultType {
     match e {
@@ -625,7 +647,8 @@ fn function_type(name: &str, args: &[&Expr], sources: &[Source]) -> ResultType {
             ResultType::Integer
         }
         ("POW" | "POWER" | "SQRT", _) => ResultType::Double,
-        ("ABS", 1) | ("NULLIF", 2) => arg(0),
+        ("ABS", 1) => as_operand(arg(0)),
+        ("NULLIF", 2) => arg(0),
         ("IF", 3) => ResultType::Common(vec![arg(1), arg(2)]),
         ("COALESCE" | "IFNULL" | "GREATEST" | "LEAST", 1..) => {
             ResultType::Common((0..args.len()).map(arg).collect())

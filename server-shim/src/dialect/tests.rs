@@ -849,6 +849,21 @@ fn marks_the_arguments_a_declared_type_decides() {
         ),
         "{branches:?}"
     );
+    // Not in a comparison, where MySQL compares such a string with a number as numbers.
+    for sql in [
+        "SELECT id FROM items WHERE COALESCE(d, 'n/a') > 10",
+        "DELETE FROM items WHERE IFNULL(d, '') IN (3, 50)",
+        "UPDATE items SET n = 1 WHERE CASE WHEN x THEN d ELSE 'x' END = 3",
+    ] {
+        assert!(translate(sql).unwrap().typed_columns.is_empty(), "{sql}");
+    }
+    // Stored: an assignment, an inserted row's value.
+    for sql in [
+        "UPDATE items SET s = IF(x, d, 'none')",
+        "INSERT INTO items (s) SELECT COALESCE(d, 'none') FROM other",
+    ] {
+        assert_eq!(translate(sql).unwrap().typed_columns.len(), 1, "{sql}");
+    }
 }
 
 /// A write reads a column as text as a query does: `UPDATE`'s `SET` and `WHERE` (also under

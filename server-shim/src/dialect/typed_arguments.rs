@@ -109,16 +109,23 @@ pub fn mark(query: &mut Query) -> Vec<TypedArgument> {
     columns
 }
 
-/// Marks the typed arguments of a write's expressions (an `UPDATE`'s assignments and `WHERE`,
-/// a `DELETE`'s `WHERE`), with `table`'s columns in scope; returns the columns they name.
+/// Marks the typed arguments of a write's expressions (`stored`: an `UPDATE`'s assigned
+/// values; `others`: its `WHERE` and `ORDER BY`, a `DELETE`'s), with `table`'s columns in
+/// scope; returns the columns they name.
 pub fn mark_write<'e>(
     table: &TableWithJoins,
-    exprs: impl IntoIterator<Item = &'e mut Expr>,
+    stored: impl IntoIterator<Item = &'e mut Expr>,
+    others: impl IntoIterator<Item = &'e mut Expr>,
 ) -> Vec<TypedArgument> {
     let sources = sources_of_table(table, &[]);
+    let tables = [sources.as_slice()];
+    let scopes = Scopes::NONE.within(&tables);
     let mut columns = Vec::new();
-    for e in exprs {
-        mark_expr(e, Scopes::NONE.within(&[sources.as_slice()]), &mut columns);
+    for e in stored {
+        mark_shown(e, scopes, &mut columns);
+    }
+    for e in others {
+        mark_expr(e, scopes, &mut columns);
     }
     columns
 }
@@ -132,7 +139,7 @@ pub fn mark_upsert<'e>(
 ) {
     let sources = [table_named(table)];
     for e in exprs {
-        mark_expr(e, Scopes::NONE.within(&[sources.as_slice()]), out);
+        mark_shown(e, Scopes::NONE.within(&[sources.as_slice()]), out);
     }
 }
 
@@ -202,7 +209,7 @@ fn mark_query(query: &mut Query, scopes: Scopes<'_>, out: &mut Vec<TypedArgument
         let sources = sources_of(select, scopes.ctes);
         let tables = scopes.and(&sources);
         for item in list {
-            mark_expr(&mut item.expr, scopes.within(&tables), out);
+            mark_shown(&mut item.expr, scopes.within(&tables), out);
         }
     }
 }
@@ -234,14 +241,14 @@ fn mark_set(body: &mut SetExpr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>
             for item in &mut select.projection {
                 if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item
                 {
-                    mark_expr(e, inner, out);
+                    mark_shown(e, inner, out);
                 }
             }
             // The same expression computes the same value in every clause: a GROUP BY
             // ROUND(f, 1) groups by what the select list shows.
             if let GroupByExpr::Expressions(list, _) = &mut select.group_by {
                 for e in list {
-                    mark_expr(e, inner, out);
+                    mark_shown(e, inner, out);
                 }
             }
             for e in select.selection.iter_mut().chain(select.having.as_mut()) {
@@ -258,7 +265,7 @@ fn mark_set(body: &mut SetExpr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>
                 .iter_mut()
                 .flat_map(|row| row.content.iter_mut())
             {
-                mark_expr(e, inner, out);
+                mark_shown(e, inner, out);
             }
         }
         SetExpr::SetOperation { left, right, .. } => {
@@ -300,36 +307,7 @@ fn mark_expr(e: &mut Expr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) {
                 _ => {}
             }
         }
-        Expr::Case {
-            operand,
-            conditions,
-            else_result,
-            ..
-        } => {
-            let text = conditions
-                .iter()
-                .map(|w| &w.result)
-                .chain(else_result.as_deref())
-                .any(is_string_literal);
-            for e in operand
-                .iter_mut()
-                .map(AsMut::as_mut)
-                .chain(conditions.iter_mut().map(|w| &mut w.condition))
-            {
-                mark_expr(e, scopes, out);
-            }
-            for e in conditions
-                .iter_mut()
-                .map(|w| &mut w.result)
-                .chain(else_result.as_deref_mut())
-            {
-                if text {
-                    read_as_text(e, scopes, out);
-                } else {
-                    mark_expr(e, scopes, out);
-                }
-            }
-        }
+        Expr::Case { .. } => mark_case(e, false, scopes, out),
         // `CAST(d AS CHAR)` and `CONVERT(d, CHAR)` write a number as its type does, as
         // `CONCAT(d)` does; `LIKE` reads both sides as text.
         Expr::Cast {
@@ -370,12 +348,8 @@ fn mark_expr(e: &mut Expr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) {
             read_as_text(r#in, scopes, out);
         }
         Expr::Function(f) => {
-            let name = match f.name.0.as_slice() {
-                [part] => part
-                    .as_ident()
-                    .map(|i| i.value.to_ascii_uppercase())
-                    .unwrap_or_default(),
-                _ => return,
+            let Some(name) = function_name(f) else {
+                return;
             };
             let FunctionArguments::List(list) = &mut f.args else {
                 return;
@@ -422,7 +396,6 @@ fn mark_expr(e: &mut Expr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) {
                 f.name = ObjectName::from(vec![Ident::new(ROUND_TYPED_FN)]);
                 return;
             }
-            let text_result = text_results(&name, &list.args);
             for (i, arg) in list.args.iter_mut().enumerate() {
                 let FunctionArg::Unnamed(FunctionArgExpr::Expr(a)) = arg else {
                     continue;
@@ -447,7 +420,6 @@ fn mark_expr(e: &mut Expr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) {
                             None => mark_expr(a, scopes, out),
                         },
                     },
-                    None if text_result.contains(&i) => read_as_text(a, scopes, out),
                     None => mark_expr(a, scopes, out),
                 }
             }
@@ -456,9 +428,95 @@ fn mark_expr(e: &mut Expr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) {
     }
 }
 
+/// Marks `e`, a value shown or stored as it is (a select list's column, an `ORDER BY` or
+/// `GROUP BY` term, an assignment, an inserted value, a text function's argument): the
+/// branches of an `IF`, `CASE`, `COALESCE` or `IFNULL` that one string branch makes a
+/// string are read as text, as MySQL converts them (`IF(c, d, 'none')` is `12.50` or
+/// `none`). Elsewhere (a comparison) they keep their types, as MySQL compares such a
+/// string with a number as numbers.
+fn mark_shown(e: &mut Expr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) {
+    match e {
+        Expr::Nested(inner) => mark_shown(inner, scopes, out),
+        Expr::Case { .. } => mark_case(e, true, scopes, out),
+        Expr::Function(f) => {
+            let name = function_name(f).unwrap_or_default();
+            let text = match &f.args {
+                FunctionArguments::List(list) => text_results(&name, &list.args),
+                _ => Vec::new(),
+            };
+            if text.is_empty() {
+                return mark_expr(e, scopes, out);
+            }
+            let FunctionArguments::List(list) = &mut f.args else {
+                return;
+            };
+            for (i, arg) in list.args.iter_mut().enumerate() {
+                if let FunctionArg::Unnamed(FunctionArgExpr::Expr(a)) = arg {
+                    if text.contains(&i) {
+                        read_as_text(a, scopes, out);
+                    } else {
+                        mark_expr(a, scopes, out);
+                    }
+                }
+            }
+        }
+        _ => mark_expr(e, scopes, out),
+    }
+}
+
+/// A function's name in capitals; `None` for a qualified one (`db.f`).
+fn function_name(f: &sqlparser::ast::Function) -> Option<String> {
+    match f.name.0.as_slice() {
+        [part] => Some(
+            part.as_ident()
+                .map(|i| i.value.to_ascii_uppercase())
+                .unwrap_or_default(),
+        ),
+        _ => None,
+    }
+}
+
+/// Marks a `CASE`: its results read as text where `shown` and one of them is a string (see
+/// [`mark_shown`]).
+fn mark_case(e: &mut Expr, shown: bool, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) {
+    let Expr::Case {
+        operand,
+        conditions,
+        else_result,
+        ..
+    } = e
+    else {
+        return;
+    };
+    let text = shown
+        && conditions
+            .iter()
+            .map(|w| &w.result)
+            .chain(else_result.as_deref())
+            .any(is_string_literal);
+    for e in operand
+        .iter_mut()
+        .map(AsMut::as_mut)
+        .chain(conditions.iter_mut().map(|w| &mut w.condition))
+    {
+        mark_expr(e, scopes, out);
+    }
+    for e in conditions
+        .iter_mut()
+        .map(|w| &mut w.result)
+        .chain(else_result.as_deref_mut())
+    {
+        if text {
+            read_as_text(e, scopes, out);
+        } else {
+            mark_expr(e, scopes, out);
+        }
+    }
+}
+
 /// Which of function `name`'s arguments are its result read as text: the branches of an `IF`,
 /// the arguments of a `COALESCE` or `IFNULL`, when one of them is a string, which makes
-/// the result a string (`IF(c, d, 'none')` is `12.50` or `none`); none otherwise.
+/// the result a string; none otherwise.
 fn text_results(name: &str, args: &[FunctionArg]) -> Vec<usize> {
     let results: Vec<usize> = match (name, args.len()) {
         ("IF", 3) => vec![1, 2],
@@ -495,7 +553,7 @@ fn read_as_text(a: &mut Expr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) 
         mark_expr(a, scopes, out);
         wrap(a, TEXT_TYPED_FN, TypedArgument::Number(number), out);
     } else {
-        mark_expr(a, scopes, out);
+        mark_shown(a, scopes, out);
     }
 }
 

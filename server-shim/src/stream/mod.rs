@@ -460,6 +460,12 @@ impl<R: AsyncRead + Unpin> AuthReader<R> {
             }
         }
         let packet = self.packets.held().get(..len).unwrap_or_default();
+        if packet
+            .get(HEADER_LEN..)
+            .is_some_and(result_end::answered_by_opensrv)
+        {
+            self.shared.result_set_next(vec![false], 0);
+        }
         let rewritten = match execute_types::execute_len(packet) {
             Some(_) => self.shared.state().bound_types.with_bound_types(packet),
             None => binary_literals::as_utf8(packet),

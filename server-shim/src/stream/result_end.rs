@@ -27,11 +27,26 @@ const SHORTEST_ROW_STARTING_FE: usize = 9;
 const MORE_RESULTS: u16 = authplugin::packet::capabilities::SERVER_MORE_RESULTS_EXISTS;
 
 /// The commands opensrv answers with an OK of its own, whose flags are 0 where MariaDB's are
-/// the session's.
-pub(super) const OWN_OK_COMMANDS: [u8; 2] = [
+/// the session's (`COM_STMT_RESET` it does not know, and answers OK).
+pub(super) const OWN_OK_COMMANDS: [u8; 3] = [
     authplugin::packet::command::COM_INIT_DB,
     authplugin::packet::command::COM_PING,
+    authplugin::packet::command::COM_STMT_RESET,
 ];
+
+/// Whether `payload`, a client's packet, is the one query opensrv answers itself with a
+/// result set of one column (`SELECT @@max_allowed_packet`, exactly so: go-sql-driver sends
+/// it when it connects), whose end therefore needs the session's flags too.
+pub(super) fn answered_by_opensrv(payload: &[u8]) -> bool {
+    payload.split_first().is_some_and(|(&command, query)| {
+        command == authplugin::packet::command::COM_QUERY
+            && [
+                &b"SELECT @@max_allowed_packet"[..],
+                b"select @@max_allowed_packet",
+            ]
+            .contains(&query)
+    })
+}
 
 /// The rest of a reply on its way out: a result set after its column definitions, or a
 /// prepared statement's definitions.
