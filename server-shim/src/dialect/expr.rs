@@ -126,7 +126,11 @@ pub fn query(q: &mut Query) -> Result<(), SqlError> {
 fn set_expr(body: &mut SetExpr) -> Result<(), SqlError> {
     match body {
         SetExpr::Select(select) => self::select(select),
-        SetExpr::Query(q) => query(q),
+        SetExpr::Query(q) => {
+            query(q)?;
+            super::parenthesized::unparenthesized(body);
+            Ok(())
+        }
         SetExpr::SetOperation { left, right, .. } => {
             set_expr(left)?;
             set_expr(right)

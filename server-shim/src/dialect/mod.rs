@@ -20,6 +20,7 @@ mod ddl;
 mod dml;
 mod expr;
 mod literals;
+mod parenthesized;
 mod placeholders;
 mod result_types;
 mod schemas;
@@ -278,6 +279,7 @@ fn translate_tokens(
         });
     }
     let (tokens, calc_found_rows) = drop_select_modifiers(tokens);
+    let tokens = without_lock_in_share_mode(tokens);
     let tokens = placeholders::number(tokens);
     if let Some(translation) = ddl::from_tokens(&tokens)? {
         return Ok(translation);
@@ -341,6 +343,25 @@ fn toggles_keys(tokens: &[Token]) -> bool {
             7 => matches!(s.get(3), Some(Token::Period)) && toggle(5),
             _ => false,
         }
+}
+
+/// Cuts MariaDB's `LOCK IN SHARE MODE` (sqlparser reads only `FOR SHARE`): a query's
+/// locking clause is dropped after parsing anyway (SQLite has no row locks), and the session
+/// runs such a read under the database's lock, as a `FOR UPDATE`.
+fn without_lock_in_share_mode(tokens: Vec<Token>) -> Vec<Token> {
+    let mut cut = vec![false; tokens.len()];
+    let s = Significant::new(&tokens);
+    for i in 0..s.len() {
+        if ["LOCK", "IN", "SHARE", "MODE"]
+            .iter()
+            .enumerate()
+            .all(|(k, w)| s.is_word(i + k, w))
+            && let (Some(from), Some(to)) = (s.position(i), s.position(i + 3))
+        {
+            cursor::mark(&mut cut, from, to);
+        }
+    }
+    cursor::without(tokens, &cut)
 }
 
 /// MySQL's `SELECT` modifiers that change only how MySQL executes or caches the query, not

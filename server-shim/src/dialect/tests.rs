@@ -1532,3 +1532,19 @@ fn a_refused_statement_or_column_option_is_named() {
         );
     }
 }
+
+/// MariaDB's `LOCK IN SHARE MODE` parses (and goes, as `FOR UPDATE` does: the session runs the
+/// read under the database's lock); in a string it stays.
+#[test]
+fn lock_in_share_mode_is_read_and_dropped() {
+    assert_eq!(
+        translate("SELECT a FROM t WHERE a = 1 LOCK IN SHARE MODE")
+            .unwrap()
+            .statements,
+        ["SELECT a FROM t WHERE a = 1"]
+    );
+    assert_eq!(
+        translate("SELECT 'LOCK IN SHARE MODE'").unwrap().statements,
+        ["SELECT 'LOCK IN SHARE MODE'"]
+    );
+}
