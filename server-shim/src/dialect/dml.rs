@@ -141,12 +141,12 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             // Typed as the client wrote it, before the rows are chosen by rowid.
             let typed_columns = super::typed_arguments::mark_write(
                 &update.table,
-                update.assignments.iter_mut().map(|a| &mut a.value),
                 update
-                    .selection
-                    .as_mut()
-                    .into_iter()
+                    .assignments
+                    .iter_mut()
+                    .map(|a| &mut a.value)
                     .chain(update.order_by.iter_mut().map(|o| &mut o.expr)),
+                update.selection.as_mut(),
             );
             if limited {
                 update.selection = Some(by_rowid(
@@ -190,12 +190,8 @@ pub fn translate(statement: Statement) -> Result<Translation, SqlError> {
             };
             let typed_columns = super::typed_arguments::mark_write(
                 &table,
-                [],
-                delete
-                    .selection
-                    .as_mut()
-                    .into_iter()
-                    .chain(delete.order_by.iter_mut().map(|o| &mut o.expr)),
+                delete.order_by.iter_mut().map(|o| &mut o.expr),
+                delete.selection.as_mut(),
             );
             if limited {
                 delete.selection = Some(by_rowid(

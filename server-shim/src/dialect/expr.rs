@@ -133,7 +133,9 @@ fn set_expr(body: &mut SetExpr) -> Result<(), SqlError> {
         }
         SetExpr::SetOperation { left, right, .. } => {
             set_expr(left)?;
-            set_expr(right)
+            set_expr(right)?;
+            super::parenthesized::grouped(body);
+            Ok(())
         }
         SetExpr::Values(values) => {
             for row in &mut values.rows {

@@ -307,6 +307,10 @@ fn count_without_limit(statement: &Statement) -> Result<Option<String>, SqlError
         return Ok(None);
     };
     if query.limit_clause.is_none() {
+        // `(SELECT SQL_CALC_FOUND_ROWS ... LIMIT 10)`: the LIMIT is the query's in parentheses.
+        if let sqlparser::ast::SetExpr::Query(inner) = query.body.as_ref() {
+            return count_without_limit(&Statement::Query(inner.clone()));
+        }
         return Ok(None);
     }
     let mut all = query.clone();
@@ -352,12 +356,24 @@ fn without_lock_in_share_mode(tokens: Vec<Token>) -> Vec<Token> {
     let mut cut = vec![false; tokens.len()];
     let s = Significant::new(&tokens);
     for i in 0..s.len() {
-        if ["LOCK", "IN", "SHARE", "MODE"]
+        if !["LOCK", "IN", "SHARE", "MODE"]
             .iter()
             .enumerate()
             .all(|(k, w)| s.is_word(i + k, w))
-            && let (Some(from), Some(to)) = (s.position(i), s.position(i + 3))
         {
+            continue;
+        }
+        // With how long to wait for a row lock, which there is none to wait for here.
+        let two_words = (s.is_word(i + 4, "SKIP") && s.is_word(i + 5, "LOCKED"))
+            || (s.is_word(i + 4, "WAIT") && matches!(s.get(i + 5), Some(Token::Number(..))));
+        let last = if two_words {
+            i + 5
+        } else if s.is_word(i + 4, "NOWAIT") {
+            i + 4
+        } else {
+            i + 3
+        };
+        if let (Some(from), Some(to)) = (s.position(i), s.position(last)) {
             cursor::mark(&mut cut, from, to);
         }
     }

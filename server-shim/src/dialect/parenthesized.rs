@@ -19,30 +19,53 @@ pub(super) fn unparenthesized(body: &mut SetExpr) {
     if !matches!(body, SetExpr::Query(_)) {
         return;
     }
-    let Some(mut wrapper) = template() else {
+    let Some(placeholder) = template() else {
         return;
     };
-    let SetExpr::Query(inner) = std::mem::replace(body, wrapper.clone()) else {
+    let SetExpr::Query(inner) = std::mem::replace(body, placeholder) else {
         return;
     };
+    // A set operation in parentheses keeps them as a derived table: printed bare, SQLite would
+    // read `1 UNION ALL (1 UNION 1)` as `(1 UNION ALL 1) UNION 1`.
     let plain = inner.with.is_none()
         && inner.order_by.is_none()
         && inner.limit_clause.is_none()
         && inner.fetch.is_none()
-        && inner.locks.is_empty();
+        && inner.locks.is_empty()
+        && matches!(*inner.body, SetExpr::Select(_) | SetExpr::Values(_));
     if plain {
         *body = *inner.body;
-        // `((SELECT 1))`.
-        unparenthesized(body);
         return;
     }
-    if let SetExpr::Select(select) = &mut wrapper
+    // `body` is the template now: its derived table takes the query.
+    fill_derived(body, |subquery| *subquery = inner);
+}
+
+/// A set operation whose right operand is itself one (`1 UNION 2 INTERSECT 3`, where
+/// `INTERSECT` binds first): the right one becomes a derived table, as SQLite reads a chain of
+/// them left to right.
+pub(super) fn grouped(body: &mut SetExpr) {
+    let SetExpr::SetOperation { right, .. } = body else {
+        return;
+    };
+    if !matches!(**right, SetExpr::SetOperation { .. }) {
+        return;
+    }
+    let Some(placeholder) = template() else {
+        return;
+    };
+    let operation = std::mem::replace(&mut **right, placeholder);
+    fill_derived(right, |subquery| *subquery.body = operation);
+}
+
+/// Sets the query of `wrapper`'s derived table (`wrapper` is [`template`]'s) with `fill`.
+fn fill_derived(wrapper: &mut SetExpr, fill: impl FnOnce(&mut Box<sqlparser::ast::Query>)) {
+    if let SetExpr::Select(select) = wrapper
         && let Some(from) = select.from.first_mut()
         && let TableFactor::Derived { subquery, .. } = &mut from.relation
     {
-        *subquery = inner;
+        fill(subquery);
     }
-    *body = wrapper;
 }
 
 /// `SELECT * FROM (SELECT 1) AS shim_parenthesized`, parsed once (`None` cannot happen: it
@@ -79,6 +102,15 @@ mod tests {
             "SELECT 1 UNION SELECT 2"
         );
         assert_eq!(translated("((SELECT 1))"), "SELECT 1");
+        // A set operation in parentheses stays one, as a derived table.
+        assert_eq!(
+            translated("SELECT 1 UNION ALL (SELECT 1 UNION SELECT 1)"),
+            format!("SELECT 1 UNION ALL SELECT * FROM (SELECT 1 UNION SELECT 1) AS {DERIVED}")
+        );
+        assert_eq!(
+            translated("SELECT 1 UNION SELECT 2 INTERSECT SELECT 3"),
+            format!("SELECT 1 UNION SELECT * FROM (SELECT 2 INTERSECT SELECT 3) AS {DERIVED}")
+        );
         assert_eq!(
             translated("SELECT 1 UNION ALL (SELECT 2) ORDER BY 1"),
             "SELECT 1 UNION ALL SELECT 2 ORDER BY 1"

@@ -334,9 +334,9 @@ pub(super) fn from_tables(query: &Query) -> Vec<(String, String)> {
         return Vec::new();
     };
     let mut tables = Vec::new();
-    // A common table expression counts as a table of its name here, which no column's table
-    // as SQLite names it is.
-    for source in sources_of(select, &[]) {
+    // A common table expression hides which table its columns come from, as a derived
+    // table does (SQLite names a column's table through it).
+    for source in sources_of(select, &ctes_of(query, &[])) {
         match source {
             Source::Table { called, table, .. } => tables.push((table, called)),
             _ => return Vec::new(),
@@ -548,10 +548,15 @@ pub(super) fn type_of(e: &Expr, sources: &[Source]) -> ResultType {
                 .chain(else_result.is_none().then_some(ResultType::Null))
                 .collect(),
         ),
+        // A sign makes a FLOAT a DOUBLE, as arithmetic does; `+` changes nothing.
         Expr::UnaryOp {
-            op: UnaryOperator::Minus | UnaryOperator::Plus,
+            op: UnaryOperator::Minus,
             expr,
         } => as_operand(operand_type(expr, sources)),
+        Expr::UnaryOp {
+            op: UnaryOperator::Plus,
+            expr,
+        } => operand_type(expr, sources),
         Expr::BinaryOp { left, op, right } => {
             let operator = match op {
                 BinaryOperator::Plus | BinaryOperator::Minus => Operator::AddOrSubtract,

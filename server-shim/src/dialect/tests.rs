@@ -1547,4 +1547,13 @@ fn lock_in_share_mode_is_read_and_dropped() {
         translate("SELECT 'LOCK IN SHARE MODE'").unwrap().statements,
         ["SELECT 'LOCK IN SHARE MODE'"]
     );
+    // With how long to wait, which MariaDB takes too.
+    for wait in ["NOWAIT", "WAIT 5", "SKIP LOCKED"] {
+        assert_eq!(
+            translate(&format!("SELECT a FROM t LOCK IN SHARE MODE {wait}"))
+                .unwrap()
+                .statements,
+            ["SELECT a FROM t"]
+        );
+    }
 }

@@ -110,8 +110,8 @@ pub fn mark(query: &mut Query) -> Vec<TypedArgument> {
 }
 
 /// Marks the typed arguments of a write's expressions (`stored`: an `UPDATE`'s assigned
-/// values; `others`: its `WHERE` and `ORDER BY`, a `DELETE`'s), with `table`'s columns in
-/// scope; returns the columns they name.
+/// values and an `UPDATE`'s or `DELETE`'s `ORDER BY`, where a value is what it shows;
+/// `others`: their `WHERE`), with `table`'s columns in scope; returns the columns they name.
 pub fn mark_write<'e>(
     table: &TableWithJoins,
     stored: impl IntoIterator<Item = &'e mut Expr>,
@@ -417,7 +417,8 @@ fn mark_expr(e: &mut Expr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) {
                                 mark_expr(a, scopes, out);
                                 wrap(a, function, TypedArgument::Number(number), out);
                             }
-                            None => mark_expr(a, scopes, out),
+                            // A JSON value shows what it is (`["12.50"]` of a string IF).
+                            None => mark_shown(a, scopes, out),
                         },
                     },
                     None => mark_expr(a, scopes, out),
@@ -444,7 +445,14 @@ fn mark_shown(e: &mut Expr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) {
                 FunctionArguments::List(list) => text_results(&name, &list.args),
                 _ => Vec::new(),
             };
-            if text.is_empty() {
+            // What is shown of a result is shown of these arguments too: the branches of
+            // IF, COALESCE and IFNULL, the value MIN, MAX and ANY_VALUE pick (`MAX(IF(c, d,
+            // 'none'))` compares strings).
+            let passes_on = matches!(
+                name.as_str(),
+                "IF" | "COALESCE" | "IFNULL" | "MIN" | "MAX" | "ANY_VALUE"
+            );
+            if text.is_empty() && !passes_on {
                 return mark_expr(e, scopes, out);
             }
             let FunctionArguments::List(list) = &mut f.args else {
@@ -454,6 +462,8 @@ fn mark_shown(e: &mut Expr, scopes: Scopes<'_>, out: &mut Vec<TypedArgument>) {
                 if let FunctionArg::Unnamed(FunctionArgExpr::Expr(a)) = arg {
                     if text.contains(&i) {
                         read_as_text(a, scopes, out);
+                    } else if passes_on && !(name == "IF" && i == 0) {
+                        mark_shown(a, scopes, out);
                     } else {
                         mark_expr(a, scopes, out);
                     }
@@ -508,6 +518,8 @@ fn mark_case(e: &mut Expr, shown: bool, scopes: Scopes<'_>, out: &mut Vec<TypedA
     {
         if text {
             read_as_text(e, scopes, out);
+        } else if shown {
+            mark_shown(e, scopes, out);
         } else {
             mark_expr(e, scopes, out);
         }
