@@ -578,3 +578,13 @@ SELECT id FROM t_sh WHERE id > 1 LOCK IN SHARE MODE NOWAIT
 SELECT id FROM t_sh WHERE id > 1 LOCK IN SHARE MODE WAIT 5
 SELECT id FROM t_sh WHERE id > 1 LOCK IN SHARE MODE SKIP LOCKED
 DROP TABLE t_sh
+
+# A query in parentheses alone is the query (its column names as written); LIMIT in an IN subquery is refused as MariaDB refuses it
+CREATE TABLE t_hp (id INT PRIMARY KEY, d DECIMAL(10,2))
+INSERT INTO t_hp VALUES (1, 1.5), (2, 2.25)
+(SELECT a.id, b.id, a.d FROM t_hp a JOIN t_hp b ON a.id = b.id ORDER BY a.id LIMIT 5)
+SELECT COUNT(*) FROM ((SELECT id FROM t_hp ORDER BY id LIMIT 1)) q
+SELECT id FROM t_hp WHERE id IN ((SELECT id FROM t_hp ORDER BY id DESC LIMIT 1))
+(SELECT d FROM t_hp ORDER BY d DESC LIMIT 1)
+DROP TABLE t_hp
+SELECT 1 IN (SELECT 1 LIMIT 1)

@@ -66,6 +66,7 @@ pub const ENGINE_FUNCTIONS: &[&str] = &[
 
 /// Rewrites a query in place.
 pub fn query(q: &mut Query) -> Result<(), SqlError> {
+    super::parenthesized::hoisted(q);
     if let Some(with) = &mut q.with {
         for cte in &mut with.cte_tables {
             query(&mut cte.query)?;

@@ -286,6 +286,7 @@ fn translate_tokens(
     }
     let tokens = ddl::strip_mysql_only_tokens(tokens);
     let statement = parse_one(tokens)?;
+    refuse_limited_in_subqueries(&statement)?;
     let found_rows = if calc_found_rows {
         count_without_limit(&statement)?
     } else {
@@ -321,6 +322,32 @@ fn count_without_limit(statement: &Statement) -> Result<Option<String>, SqlError
         .statements
         .first()
         .map(|rows| format!("SELECT COUNT(*) FROM ({rows})")))
+}
+
+/// Refuses an `IN` subquery with a `LIMIT` (in parentheses too), as MariaDB does (SQLite
+/// would take it): the client's, before the translation adds its own (`UPDATE ... LIMIT`
+/// chooses its rows by an `IN` of one).
+///
+/// # Errors
+/// 1235, as MariaDB's.
+fn refuse_limited_in_subqueries(statement: &Statement) -> Result<(), SqlError> {
+    let limited = sqlparser::ast::visit_expressions(statement, |e| match e {
+        sqlparser::ast::Expr::In {
+            target: sqlparser::ast::InTarget::Subquery(q),
+            ..
+        } if has_limit(q) => core::ops::ControlFlow::Break(()),
+        _ => core::ops::ControlFlow::Continue(()),
+    });
+    if limited.is_break() {
+        return Err(SqlError::not_supported("LIMIT & IN/ALL/ANY/SOME subquery"));
+    }
+    Ok(())
+}
+
+/// Whether `q`, or the query in its parentheses, has a `LIMIT`.
+fn has_limit(q: &sqlparser::ast::Query) -> bool {
+    q.limit_clause.is_some()
+        || matches!(q.body.as_ref(), sqlparser::ast::SetExpr::Query(inner) if has_limit(inner))
 }
 
 /// The statement MySQL would execute for `mysql`: versioned comments inlined, other

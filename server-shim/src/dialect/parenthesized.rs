@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use sqlparser::ast::{SetExpr, Statement, TableFactor};
+use sqlparser::ast::{Query, SetExpr, Statement, TableFactor};
 use sqlparser::parser::Parser;
 
 use crate::mysql_dialect::Mysql;
@@ -41,6 +41,23 @@ pub(super) fn unparenthesized(body: &mut SetExpr) {
     fill_derived(body, |subquery| *subquery = inner);
 }
 
+/// `q` as the query in its parentheses when it is nothing more (`(SELECT p.id, c.id ...
+/// ORDER BY p.id LIMIT 5)` alone, or as a subquery): run as it is, with no derived table
+/// around it, whose duplicate column names SQLite would rename (`id:1`).
+pub(super) fn hoisted(q: &mut Query) {
+    while q.with.is_none()
+        && q.order_by.is_none()
+        && q.limit_clause.is_none()
+        && q.fetch.is_none()
+        && q.locks.is_empty()
+    {
+        let SetExpr::Query(inner) = q.body.as_ref() else {
+            return;
+        };
+        *q = (**inner).clone();
+    }
+}
+
 /// A set operation whose right operand is itself one (`1 UNION 2 INTERSECT 3`, where
 /// `INTERSECT` binds first): the right one becomes a derived table, as SQLite reads a chain of
 /// them left to right.
@@ -59,7 +76,7 @@ pub(super) fn grouped(body: &mut SetExpr) {
 }
 
 /// Sets the query of `wrapper`'s derived table (`wrapper` is [`template`]'s) with `fill`.
-fn fill_derived(wrapper: &mut SetExpr, fill: impl FnOnce(&mut Box<sqlparser::ast::Query>)) {
+fn fill_derived(wrapper: &mut SetExpr, fill: impl FnOnce(&mut Box<Query>)) {
     if let SetExpr::Select(select) = wrapper
         && let Some(from) = select.from.first_mut()
         && let TableFactor::Derived { subquery, .. } = &mut from.relation
@@ -102,6 +119,11 @@ mod tests {
             "SELECT 1 UNION SELECT 2"
         );
         assert_eq!(translated("((SELECT 1))"), "SELECT 1");
+        // Alone, with its own clauses: the query itself.
+        assert_eq!(
+            translated("(SELECT a, a FROM t ORDER BY a LIMIT 5)"),
+            "SELECT a, a FROM t ORDER BY a LIMIT 5"
+        );
         // A set operation in parentheses stays one, as a derived table.
         assert_eq!(
             translated("SELECT 1 UNION ALL (SELECT 1 UNION SELECT 1)"),
