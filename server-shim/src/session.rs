@@ -153,9 +153,6 @@ pub struct Session {
     /// Savepoints set in a transaction that has not touched a database yet, oldest first
     /// ([`Session::savepoint`]).
     savepoints: Vec<String>,
-    /// How many notes the last statement left itself (those it kept from earlier statements,
-    /// which `SHOW WARNINGS` still lists, not counted): its OK's or result set's count.
-    statement_warnings: u16,
 }
 
 /// Lends `guard` to a blocking thread to run `f` on the database's executor (opening its
@@ -332,7 +329,6 @@ impl Session {
             }),
             counts: Arc::default(),
             savepoints: Vec::new(),
-            statement_warnings: 0,
         }
     }
 
@@ -438,21 +434,13 @@ impl Session {
             self.warnings().clear();
         }
         self.counts.own_warnings.store(0, Ordering::Relaxed);
-        self.statement_warnings = 0;
         self.sql_mode().check(sql)?;
         let limit = self.time_limit(sql);
         self.process.begin(sql, self.database.as_deref());
         let reply = self.within(limit, |s| s.run_statement(sql, params)).await;
         self.process.idle(self.database.as_deref());
         self.note_last_insert_id(&reply);
-        self.count_warnings();
         self.with_warning_count(reply)
-    }
-
-    /// Counts the notes the statement just run left itself.
-    fn count_warnings(&mut self) {
-        let own = self.counts.own_warnings.load(Ordering::Relaxed);
-        self.statement_warnings = u16::try_from(own).unwrap_or(u16::MAX);
     }
 
     /// The notes of the session's last statement.
@@ -466,8 +454,8 @@ impl Session {
     /// How many notes the session's last statement left itself (`SHOW WARNINGS` also lists
     /// those an earlier one left, where the last used no table).
     #[must_use]
-    pub const fn warning_count(&self) -> u16 {
-        self.statement_warnings
+    pub fn warning_count(&self) -> u16 {
+        u16::try_from(self.counts.own_warnings.load(Ordering::Relaxed)).unwrap_or(u16::MAX)
     }
 
     /// `reply` with the count of the statement's notes in its OK packet.
@@ -569,7 +557,6 @@ impl Session {
         };
         self.process.idle(self.database.as_deref());
         self.note_last_insert_id(&reply);
-        self.count_warnings();
         self.with_warning_count(reply)
     }
 

@@ -1424,10 +1424,10 @@ except pymysql.MySQLError as e:
 }
 
 /// A result set ends with the session's status flags and the count of its statement's
-/// notes, as MariaDB ends one, and the OKs of `COM_PING` and `USE` have the flags too. Before, opensrv wrote
-/// 0 for both: PyMySQL said autocommit was off after any `SELECT`, a relay took the `SELECT`
-/// of an open transaction for the end of it, and `warning_count` was 0 (PyMySQL's own
-/// `test_warnings` failed).
+/// notes, as MariaDB ends one, and the OKs of `COM_PING` and `USE` have the flags too.
+/// Before, opensrv wrote 0 for both: PyMySQL said autocommit was off after any `SELECT`, a
+/// relay took the `SELECT` of an open transaction for the end of it, and `warning_count` was
+/// 0 (PyMySQL's own `test_warnings` failed).
 #[test]
 fn a_result_sets_end_says_the_sessions_status_and_its_notes() {
     let tmp = TempDir::new("shim-sql-result-end");
